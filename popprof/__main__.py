@@ -1,0 +1,5 @@
+"""``python -m popprof`` runs the CLI."""
+
+from .cli import run
+
+run()

@@ -1,0 +1,107 @@
+"""The ``popprof`` command group. Each command lives in its own module, loaded on first use.
+
+Exit codes: 0 fine, 1 findings or regressions at or above ``--fail-on``,
+2 bad usage or unreadable input (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import PopprofError
+from ..progress import set_quiet
+
+#: command name -> module under popprof.cli that defines a click command of that name.
+COMMANDS: dict[str, str] = {
+    "summary": "summary",
+    "tables": "tables",
+    "query": "query",
+    "export": "export",
+    "timeline": "timeline",
+    "check": "check",
+    "rules": "check",
+    "diff": "diff",
+    "baseline": "diff",
+    "redact": "redact",
+    "scan": "redact",
+    "plot": "plot",
+    "report": "plot",
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when the command runs (fast start-up)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self._load(name) is not None]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        module_name = COMMANDS.get(name)
+        if module_name is None:
+            return None
+        full = f"{__name__}.{module_name}"
+        try:
+            module = importlib.import_module(full)
+        except ModuleNotFoundError as exc:
+            if exc.name == full:
+                return None
+            raise
+        command = getattr(module, name.replace("-", "_") + "_command", None)
+        return command if isinstance(command, click.Command) else None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="popprof")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
+def cli(quiet: bool) -> None:
+    """Scriptable analysis of Graphcore IPU profiles (PopVision profile.pop, .pvti, and more).
+
+    \b
+    Examples:
+      popprof summary fixtures/mk2_small.popprof
+      popprof check run_dir/ --fail-on error --format junit > findings.xml
+      popprof diff baseline.json new/profile.pop
+      popprof query profile.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1"
+    """
+    set_quiet(quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: run the CLI, mapping expected errors to one line and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="popprof", standalone_mode=False)
+    except PopprofError as exc:
+        click.echo(f"popprof: error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except click.exceptions.Abort:
+        click.echo("popprof: aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # last resort: one line, not a traceback
+        if os.environ.get("POPPROF_DEBUG"):
+            raise
+        click.echo(f"popprof: internal error: {type(exc).__name__}: {exc} "
+                   "(set POPPROF_DEBUG=1 for a traceback and please report it)", err=True)
+        return 3
+    return 0
+
+
+def run() -> None:
+    """Entry point for ``python -m popprof``."""
+    sys.exit(main())

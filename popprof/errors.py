@@ -1,0 +1,59 @@
+"""Exceptions that carry a user-facing message and an exit code.
+
+Every error a user can cause (bad input, bad usage, a missing SDK) is a
+:class:`PopprofError`. The CLI prints its message as one line on stderr and
+exits with its ``exit_code``; it never shows a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class PopprofError(Exception):
+    """Base class for expected, user-facing errors (exit code 2)."""
+
+    exit_code = 2
+
+
+class InputError(PopprofError):
+    """An input file or directory cannot be read as a profile.
+
+    The message should name the file, say what is wrong and what to do.
+    """
+
+    def __init__(self, path: object, problem: str, hint: str | None = None) -> None:
+        self.path = str(path)
+        self.problem = problem
+        self.hint = hint
+        text = f"{self.path}: {problem}"
+        if hint:
+            text += f" ({hint})"
+        super().__init__(text)
+
+
+class UsageError(PopprofError):
+    """Bad options or arguments."""
+
+
+class SdkMissingError(InputError):
+    """The Poplar SDK's ``pva`` module is needed but cannot be imported."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(
+            path,
+            "reading this file needs the Poplar SDK's pva module, which cannot be imported",
+            "source the SDK's enable script (e.g. `source poplar_sdk/enable`), or run "
+            "`popprof export` where the SDK is installed and analyse the bundle anywhere",
+        )
+
+
+class MissingTableError(PopprofError, KeyError):
+    """A table is needed but the profile's source does not provide it."""
+
+    def __init__(self, table: str, profile_name: str = "", reason: str = "") -> None:
+        self.table = table
+        what = f"profile {profile_name!r} has no {table!r} table" if profile_name else f"no {table!r} table"
+        text = what + (f": {reason}" if reason else "")
+        super().__init__(text)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0]

@@ -1,0 +1,108 @@
+"""Named scalar metrics of a Profile, defined once and shared by summary, diff, gate and baselines.
+
+A metric is a function ``Profile -> float | None`` registered with
+:func:`metric`; a family (``memory.category.<cat>_bytes``) is a function
+returning ``{name: value}`` registered with :func:`metric_family`. ``None``
+means the profile lacks what the metric needs; it is never reported as 0.
+
+``better`` says which direction is an improvement (``"lower"``, ``"higher"``
+or ``None`` for neutral figures such as counts of steps), which the gate uses
+to know what a regression is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..profile import Profile
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named metric (or a family of them, when ``family`` is true)."""
+
+    name: str
+    unit: str
+    description: str
+    needs: tuple[str, ...]
+    better: str | None
+    func: Callable[[Profile], object]
+    family: bool = False
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def metric(name: str, unit: str, description: str, *, needs: Iterable[str] = (), better: str | None = "lower"):
+    """Register a scalar metric function ``Profile -> float | None``."""
+    def register(func: Callable[[Profile], float | None]) -> Callable[[Profile], float | None]:
+        METRICS[name] = Metric(name, unit, description, tuple(needs), better, func)
+        return func
+    return register
+
+
+def metric_family(prefix: str, unit: str, description: str, *, needs: Iterable[str] = (),
+                  better: str | None = "lower"):
+    """Register a family: a function returning ``{suffix: value}``; names become ``prefix + suffix``."""
+    def register(func: Callable[[Profile], dict[str, float]]) -> Callable[[Profile], dict[str, float]]:
+        METRICS[prefix] = Metric(prefix, unit, description, tuple(needs), better, func, family=True)
+        return func
+    return register
+
+
+def _clean(value: object) -> float | None:
+    if value is None or value is pd.NA:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, float | None]:
+    """Evaluate metrics (all by default). Families expand to one entry per member."""
+    wanted = set(names) if names is not None else None
+    values: dict[str, float | None] = {}
+    for m in METRICS.values():
+        if m.family:
+            if wanted is not None and not any(w.startswith(m.name) for w in wanted):
+                continue
+            result = m.func(profile) if not profile.missing(m.needs) else {}
+            for suffix, value in (result or {}).items():
+                full = m.name + suffix
+                if wanted is None or full in wanted:
+                    values[full] = _clean(value)
+        elif wanted is None or m.name in wanted:
+            values[m.name] = _clean(m.func(profile)) if not profile.missing(m.needs) else None
+    return values
+
+
+def describe(name: str) -> Metric | None:
+    """The metric (or family) a full metric name belongs to."""
+    if name in METRICS:
+        return METRICS[name]
+    for m in METRICS.values():
+        if m.family and name.startswith(m.name):
+            return m
+    return None
+
+
+def metrics_frame(profile: Profile, names: Iterable[str] | None = None) -> pd.DataFrame:
+    """Metrics as a DataFrame: name, value, unit, better, description."""
+    rows = []
+    for name, value in compute(profile, names).items():
+        m = describe(name)
+        rows.append({"name": name, "value": value, "unit": m.unit if m else "",
+                     "better": m.better if m else None, "description": m.description if m else ""})
+    return pd.DataFrame(rows, columns=["name", "value", "unit", "better", "description"])
+
+
+# Register the built-in metrics.
+from . import execution, memory  # noqa: E402,F401
+
+__all__ = ["METRICS", "Metric", "compute", "describe", "metric", "metric_family", "metrics_frame"]

@@ -1,0 +1,66 @@
+"""Execution metrics from the steps table: cycles, time, and their split by category."""
+
+from __future__ import annotations
+
+from ..profile import Profile
+from ..schema import STEP_CATEGORIES
+from . import metric, metric_family
+
+
+def ipu_cycles_by_category(profile: Profile):
+    """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
+    steps = profile.steps
+    sums = steps.groupby("category", observed=False)["cycles"].sum()
+    return sums.reindex(list(STEP_CATEGORIES), fill_value=0).astype("float64")
+
+
+@metric("execution.total_cycles", "cycles",
+        "execution length: the busiest IPU's summed step cycles", needs=("steps",))
+def total_cycles(profile: Profile) -> float | None:
+    per_ipu = profile.steps.groupby("ipu", observed=True)["cycles"].sum()
+    return float(per_ipu.max()) if len(per_ipu) else None
+
+
+@metric("execution.total_time_us", "us", "execution length in time (cycles / clock)", needs=("steps",))
+def total_time_us(profile: Profile) -> float | None:
+    clock = profile.target_value("clock_hz")
+    cycles = total_cycles(profile)
+    return None if not clock or cycles is None else cycles / float(clock) * 1e6
+
+
+@metric("execution.step_count", "steps", "execution steps (over all runs)", needs=("steps",), better=None)
+def step_count(profile: Profile) -> float | None:
+    return float(profile.steps["step"].nunique())
+
+
+@metric("execution.run_count", "runs", "execution runs", needs=("runs",), better=None)
+def run_count(profile: Profile) -> float | None:
+    return float(len(profile.runs))
+
+
+@metric_family("execution.cycles.", "cycles", "IPU-cycles by step category (summed over IPUs)",
+               needs=("steps",))
+def cycles_by_category(profile: Profile) -> dict[str, float]:
+    return {cat: float(v) for cat, v in ipu_cycles_by_category(profile).items()}
+
+
+@metric_family("execution.share.", "ratio", "share of IPU-cycles by step category", needs=("steps",))
+def share_by_category(profile: Profile) -> dict[str, float]:
+    sums = ipu_cycles_by_category(profile)
+    total = float(sums.sum())
+    return {cat: (float(v) / total if total else 0.0) for cat, v in sums.items()}
+
+
+@metric("execution.exchange_share", "ratio", "share of IPU-cycles in exchange, global exchange and sync",
+        needs=("steps",))
+def exchange_share(profile: Profile) -> float | None:
+    sums = ipu_cycles_by_category(profile)
+    total = float(sums.sum())
+    return None if not total else float(sums[["exchange", "global_exchange", "sync"]].sum()) / total
+
+
+@metric("execution.host_io_share", "ratio", "share of IPU-cycles in host stream copies", needs=("steps",))
+def host_io_share(profile: Profile) -> float | None:
+    sums = ipu_cycles_by_category(profile)
+    total = float(sums.sum())
+    return None if not total else float(sums["host_io"]) / total

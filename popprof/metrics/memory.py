@@ -1,0 +1,143 @@
+"""Memory metrics: totals, the fullest tile and its headroom, out-of-memory tiles, liveness, gaps."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..profile import Profile
+from . import metric, metric_family
+
+
+def _totals(profile: Profile, group: str, category: str) -> float | None:
+    frame = profile.get("memory_totals")
+    if frame is None or frame.empty:
+        return None
+    rows = frame[(frame["group"] == group) & (frame["category"] == category) & frame["tile"].isna()]
+    return None if rows.empty else float(rows["bytes"].iloc[0])
+
+
+def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[float | None, int | None]:
+    tiles = profile.get("tiles")
+    if tiles is not None and not tiles.empty and tiles[column].notna().any():
+        idx = tiles[column].astype("float64").idxmax()
+        return float(tiles[column].iloc[idx]), int(tiles["tile"].iloc[idx])
+    frame = profile.get("memory_totals")
+    if frame is not None and not frame.empty:
+        rows = frame[(frame["group"] == "maximum") & (frame["category"] == totals_category)]
+        if not rows.empty:
+            tile = rows["tile"].iloc[0]
+            return float(rows["bytes"].iloc[0]), None if pd.isna(tile) else int(tile)
+    return None, None
+
+
+def capacity_bytes(profile: Profile) -> float | None:
+    """Bytes per tile of the target."""
+    value = profile.target_value("bytes_per_tile")
+    return None if value is None else float(value)
+
+
+@metric("memory.total_incl_gaps_bytes", "bytes", "memory used on all tiles, including gaps")
+def total_incl_gaps(profile: Profile) -> float | None:
+    tiles = profile.get("tiles")
+    if tiles is not None and tiles["bytes_incl_gaps"].notna().any():
+        return float(tiles["bytes_incl_gaps"].sum())
+    return _totals(profile, "total", "including_gaps")
+
+
+@metric("memory.total_excl_gaps_bytes", "bytes", "memory used on all tiles, excluding gaps")
+def total_excl_gaps(profile: Profile) -> float | None:
+    tiles = profile.get("tiles")
+    if tiles is not None and tiles["bytes_excl_gaps"].notna().any():
+        return float(tiles["bytes_excl_gaps"].sum())
+    return _totals(profile, "total", "excluding_gaps")
+
+
+@metric("memory.gap_bytes", "bytes", "memory lost to gaps (including minus excluding gaps)")
+def gap_bytes(profile: Profile) -> float | None:
+    incl, excl = total_incl_gaps(profile), total_excl_gaps(profile)
+    return None if incl is None or excl is None else incl - excl
+
+
+@metric("memory.gap_share", "ratio", "share of used memory lost to gaps")
+def gap_share(profile: Profile) -> float | None:
+    incl, gaps = total_incl_gaps(profile), gap_bytes(profile)
+    return None if not incl or gaps is None else gaps / incl
+
+
+@metric("memory.max_tile_incl_gaps_bytes", "bytes", "memory on the fullest tile, including gaps")
+def max_tile_bytes(profile: Profile) -> float | None:
+    return _tile_max(profile, "bytes_incl_gaps", "including_gaps")[0]
+
+
+@metric("memory.max_tile_index", "tile", "index of the fullest tile (including gaps)", better=None)
+def max_tile_index(profile: Profile) -> float | None:
+    return _tile_max(profile, "bytes_incl_gaps", "including_gaps")[1]
+
+
+@metric("memory.max_tile_headroom_bytes", "bytes", "capacity minus the fullest tile (negative: over)",
+        better="higher")
+def max_tile_headroom(profile: Profile) -> float | None:
+    cap, used = capacity_bytes(profile), max_tile_bytes(profile)
+    return None if cap is None or used is None else cap - used
+
+
+@metric("memory.max_tile_utilisation", "ratio", "fullest tile (including gaps) over capacity")
+def max_tile_utilisation(profile: Profile) -> float | None:
+    cap, used = capacity_bytes(profile), max_tile_bytes(profile)
+    return None if not cap or used is None else used / cap
+
+
+@metric("memory.tiles_out_of_memory", "tiles", "tiles whose memory (including gaps) exceeds capacity")
+def tiles_out_of_memory(profile: Profile) -> float | None:
+    tiles = profile.get("tiles")
+    cap = capacity_bytes(profile)
+    if tiles is not None and not tiles.empty and tiles["bytes_incl_gaps"].notna().any():
+        capacity = tiles["capacity_bytes"].fillna(cap) if cap is not None else tiles["capacity_bytes"]
+        return float((tiles["bytes_incl_gaps"] > capacity).sum())
+    value = profile.meta.get("tiles_out_of_memory")
+    return None if value in (None, "") else float(value)
+
+
+@metric("memory.always_live_bytes", "bytes", "bytes of always-live variables (all tiles)")
+def always_live_bytes(profile: Profile) -> float | None:
+    tiles = profile.get("tiles")
+    if tiles is not None and tiles["always_live_bytes"].notna().any():
+        return float(tiles["always_live_bytes"].sum())
+    variables = profile.get("variables")
+    if variables is not None and variables["always_live"].fillna(False).any():
+        return float(variables.loc[variables["always_live"].fillna(False), "bytes"].sum())
+    return None
+
+
+@metric("memory.peak_not_always_live_bytes", "bytes", "largest not-always-live bytes over liveness steps",
+        needs=("liveness",))
+def peak_not_always_live(profile: Profile) -> float | None:
+    return float(profile.liveness["not_always_live_bytes"].max())
+
+
+@metric("memory.peak_liveness_bytes", "bytes", "always-live bytes plus the not-always-live peak",
+        needs=("liveness",))
+def peak_liveness(profile: Profile) -> float | None:
+    base, peak = always_live_bytes(profile), peak_not_always_live(profile)
+    return None if base is None or peak is None else base + peak
+
+
+@metric("memory.peak_liveness_step", "step", "liveness step where not-always-live memory peaks",
+        needs=("liveness",), better=None)
+def peak_liveness_step(profile: Profile) -> float | None:
+    liveness = profile.liveness
+    return float(liveness["step"].iloc[int(liveness["not_always_live_bytes"].astype("float64").idxmax())])
+
+
+@metric_family("memory.category.", "bytes", "memory by category (all tiles)")
+def memory_by_category(profile: Profile) -> dict[str, float]:
+    frame = profile.get("tile_memory")
+    if frame is not None and not frame.empty:
+        sums = frame.groupby("category", observed=True)["bytes"].sum()
+        return {f"{cat}_bytes": float(v) for cat, v in sums.items()}
+    totals = profile.get("memory_totals")
+    if totals is None or totals.empty:
+        return {}
+    rows = totals[(totals["group"] == "data_type") & totals["tile"].isna()]
+    return {f"{cat}_bytes": float(v) for cat, v in zip(rows["category"], rows["bytes"], strict=True)
+            if pd.notna(v)}

@@ -1,0 +1,146 @@
+"""Readers: the only code that knows file formats. Detection by content, then extension.
+
+Each reader module defines:
+
+- ``FORMAT``: its name (``"bundle"``, ``"pop"``, ...), recorded as ``target.source_format``;
+- ``sniff(path: Path, head: bytes) -> bool``: whether the file (or directory) is its
+  format; ``head`` is the first bytes of the file, gunzipped when the file is gzip;
+- ``read(path: Path, **options) -> Profile``: read it, raising
+  :class:`~popprof.errors.InputError` with a clear message when it is not what it
+  expects. Options a reader does not know are ignored.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import zlib
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import InputError
+from ..profile import Profile
+
+#: Reader modules in detection order (most specific first).
+READER_MODULES: tuple[str, ...] = (
+    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "archive",
+)
+
+HEAD_BYTES = 1 << 16
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def reader_modules() -> list[ModuleType]:
+    """The reader modules that exist in this installation, in detection order."""
+    modules = []
+    for name in READER_MODULES:
+        full = f"{__name__}.{name}"
+        try:
+            modules.append(importlib.import_module(full))
+        except ModuleNotFoundError as exc:
+            if exc.name != full:
+                raise
+    return modules
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of a file, transparently gunzipped; raises InputError on corrupt gzip."""
+    with open(path, "rb") as handle:
+        raw = handle.read(size)
+    if raw[:2] != GZIP_MAGIC:
+        return raw
+    try:
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return decompressor.decompress(raw, size)
+    except zlib.error as exc:
+        raise InputError(path, f"corrupt gzip data ({exc})", "re-copy the file; it may be truncated") from None
+
+
+def open_binary(path: Path):
+    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic."""
+    with open(path, "rb") as handle:
+        magic = handle.read(2)
+    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+
+
+def detect(path: Path) -> ModuleType:
+    """Pick the reader for ``path`` by content; raise InputError when none fits."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    head = b""
+    if path.is_file():
+        if path.stat().st_size == 0:
+            raise InputError(path, "the file is empty")
+        head = read_head(path)
+    for module in reader_modules():
+        if module.sniff(path, head):
+            return module
+    if path.is_dir():
+        raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
+    raise InputError(path, "not a recognised profile format",
+                     "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
+                     "SDK 1.x JSON or Chrome trace JSON")
+
+
+def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
+    """Engines and traces of a run directory (``autoReport.directory`` / ``PVTI_OPTIONS.directory``)."""
+    entries: list[tuple[str, Path]] = []
+    if (path / "profile.pop").is_file():
+        entries.append((path.name or "profile", path / "profile.pop"))
+    for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+        if (sub / "profile.pop").is_file():
+            entries.append((sub.name, sub / "profile.pop"))
+        elif (sub / "manifest.json").is_file():
+            entries.append((sub.name, sub))
+    for trace in sorted(path.glob("*.pvti")) + sorted(path.glob("*/*.pvti")):
+        entries.append((trace.stem, trace))
+    return entries
+
+
+def _is_bundle_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "manifest.json").is_file()
+
+
+def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
+    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name."""
+    path = Path(path)
+    if path.is_dir() and not _is_bundle_dir(path):
+        entries = _run_directory_entries(path)
+        if not entries:
+            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti or bundle manifest)")
+        profiles: dict[str, Profile] = {}
+        for name, entry in entries:
+            profile = read_path(entry, **options)
+            profile.name = name if name not in profiles else f"{name}-{len(profiles)}"
+            profiles[profile.name] = profile
+        return profiles
+    profile = read_path(path, **options)
+    return {profile.name: profile}
+
+
+def read_path(path: Path, **options: object) -> Profile:
+    """Read one file or bundle with the reader its content selects."""
+    module = detect(path)
+    try:
+        return module.read(path, **options)
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
+        fmt = getattr(module, "FORMAT", module.__name__)
+        raise InputError(path, f"malformed {fmt} input ({type(exc).__name__}: {exc})",
+                         "the file may be truncated or corrupt") from exc
+
+
+def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
+    """Open one Profile. For a run directory with several engines, ``engine`` picks one."""
+    profiles = open_all(path, **options)
+    if engine is not None:
+        if engine not in profiles:
+            raise InputError(path, f"no engine {engine!r}; found: {', '.join(profiles)}")
+        return profiles[engine]
+    if len(profiles) == 1:
+        return next(iter(profiles.values()))
+    raise InputError(path, f"holds several profiles ({', '.join(profiles)})",
+                     "pick one with engine=NAME (CLI: --engine NAME), or use popprof.open_all")

@@ -1,0 +1,124 @@
+"""The popprof bundle: a directory with ``manifest.json`` and one Parquet file per table.
+
+The bundle is what leaves the IPU machine: it needs no Poplar SDK, is small,
+and is read by anything that reads Parquet (DuckDB, Spark, pandas). Reading a
+bundle gives back exactly the tables written (columns, dtypes, values).
+See ``docs/bundle.md`` for the manifest format.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from ..atomic import atomic_path
+from ..errors import InputError, UsageError
+from ..profile import Profile
+from ..schema import TABLES
+
+FORMAT = "bundle"
+MANIFEST = "manifest.json"
+BUNDLE_FORMAT = "popprof-bundle"
+FORMAT_VERSION = 1
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """A directory with a popprof manifest (or the manifest file itself)."""
+    if path.is_dir():
+        return (path / MANIFEST).is_file()
+    return path.name == MANIFEST and BUNDLE_FORMAT.encode() in head
+
+
+def read_manifest(path: Path) -> dict:
+    """Load and validate a bundle's manifest."""
+    manifest_path = path / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(manifest_path, f"unreadable bundle manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise InputError(manifest_path, "not a popprof bundle manifest")
+    version = manifest.get("format_version")
+    if not isinstance(version, int):
+        raise InputError(manifest_path, "bundle manifest has no format_version")
+    if version > FORMAT_VERSION:
+        raise InputError(path, f"bundle format version {version} is newer than this popprof supports "
+                               f"({FORMAT_VERSION})", "upgrade popprof: pip install -U popprof")
+    return manifest
+
+
+def read(path: Path, **_options: object) -> Profile:
+    """Read a bundle directory into a Profile."""
+    if path.is_file():
+        path = path.parent
+    manifest = read_manifest(path)
+    tables = {}
+    for name, entry in manifest.get("tables", {}).items():
+        if name not in TABLES:
+            continue  # a table from a newer minor version: skip rather than fail
+        file = path / entry.get("file", f"{name}.parquet")
+        if not file.is_file():
+            raise InputError(path, f"bundle is missing {file.name} (table {name!r})",
+                             "the bundle is incomplete; export it again")
+        try:
+            frame = pq.read_table(file).to_pandas()
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(file, f"corrupt Parquet file ({exc})", "export the bundle again") from None
+        if len(frame) != entry.get("rows", len(frame)):
+            raise InputError(file, f"has {len(frame)} rows, manifest says {entry.get('rows')}")
+        tables[name] = frame
+    profile = Profile(manifest.get("profile_name") or path.stem, tables, source=str(path))
+    return profile
+
+
+def write(profile: Profile, out: str | os.PathLike[str], *, redaction: dict | None = None,
+          sources: list[dict] | None = None, protect: list[str | os.PathLike[str]] = ()) -> Path:
+    """Write ``profile`` as a bundle at ``out`` (atomically). Returns the bundle path.
+
+    ``redaction`` records how the bundle was redacted (policy, tool version; never a key).
+    ``protect`` lists input paths the output must not be, nor be inside.
+    """
+    out = Path(out)
+    _refuse_overwriting_inputs(out, [profile.source, *protect])
+    meta = profile.meta
+    if sources is None:
+        try:
+            sources = json.loads(meta.get("source_files", "[]"))
+        except json.JSONDecodeError:
+            sources = []
+    manifest: dict = {
+        "format": BUNDLE_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tool": "popprof",
+        "tool_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "profile_name": profile.name,
+        "source_format": profile.source_format,
+        "sources": sources,
+        "redacted": redaction or {"redacted": False},
+        "tables": {},
+    }
+    with atomic_path(out, directory=True) as tmp:
+        for name, frame in profile.tables.items():
+            file = f"{name}.parquet"
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            pq.write_table(table, tmp / file, compression="zstd")
+            manifest["tables"][name] = {"file": file, "rows": len(frame), "columns": list(map(str, frame.columns))}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
+    return out
+
+
+def _refuse_overwriting_inputs(out: Path, inputs: list) -> None:
+    target = out.resolve()
+    for item in inputs:
+        if not item:
+            continue
+        source = Path(item).resolve()
+        if target == source or source in target.parents or target in source.parents:
+            raise UsageError(f"{out}: output would overwrite or sit inside the input {item}; choose another path")

@@ -1,0 +1,302 @@
+"""The table schema: every table, column, dtype and unit, enforced in one place.
+
+Readers build DataFrames and hand them to :func:`conform`, which checks the
+columns, fills columns a source does not know with missing values (only where
+the column is nullable), and casts every column to its declared dtype. So every
+reader, and a bundle read back from Parquet, gives the same columns and dtypes.
+
+Conventions: snake_case names; units in the name (``_bytes``, ``_cycles``,
+``_us``, ``_hz``); repeated strings are ``category``; keys use plain numpy
+integers of the smallest sound width; measures a source may lack use pandas'
+nullable integers (``Int64``) or ``float64`` with NaN. ``docs/schema.md`` is
+generated from this module (``python -m popprof.schema``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+#: Step / program categories (see the reference facts).
+STEP_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "global_exchange", "host_io", "sync", "other")
+
+#: Program type -> category, per the reference facts. Unknown types are "other".
+PROGRAM_TYPE_CATEGORY: dict[str, str] = {
+    "OnTileExecute": "compute",
+    "DoExchange": "exchange",
+    "GlobalExchange": "global_exchange",
+    "StreamCopyBegin": "host_io",
+    "StreamCopyMid": "host_io",
+    "StreamCopyEnd": "host_io",
+    "Sync": "sync",
+    "SyncAns": "sync",
+    "Sans": "sync",
+}
+
+
+def category_of_program_type(program_type: pd.Series) -> pd.Series:
+    """Map a Series of program types to step categories (vectorised; unknown -> ``other``)."""
+    mapped = pd.Series(program_type, copy=False).astype("str").map(PROGRAM_TYPE_CATEGORY)
+    return mapped.fillna("other").astype("category")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, pandas dtype, unit and meaning."""
+
+    name: str
+    dtype: str
+    description: str
+    unit: str = ""
+    nullable: bool = True
+    optional: bool = False  # may be absent altogether (e.g. events.args)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: what a row is, its columns and what fills it."""
+
+    name: str
+    row: str
+    columns: tuple[Column, ...]
+    description: str = ""
+    sources: str = ""
+    key: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _c(name: str, dtype: str, description: str, unit: str = "", *, key: bool = False,
+       optional: bool = False) -> Column:
+    return Column(name, dtype, description, unit, nullable=not key, optional=optional)
+
+
+TABLES: dict[str, Table] = {t.name: t for t in [
+    Table("target", "profile", (
+        _c("source_format", "str", "reader that produced the profile (pop, text_summary, sdk1_json, bundle, ...)"),
+        _c("ipu_arch", "str", "IPU architecture, e.g. ipu1 (Mk1), ipu2 (Mk2)"),
+        _c("target_type", "str", "Ipu, IpuModel, Cpu or Unknown"),
+        _c("num_ipus", "Int32", "IPUs in the target"),
+        _c("tiles_per_ipu", "Int32", "tiles on each IPU"),
+        _c("num_tiles", "Int32", "tiles in the target (num_ipus x tiles_per_ipu)"),
+        _c("bytes_per_tile", "Int64", "memory capacity of one tile", "bytes"),
+        _c("clock_hz", "float64", "IPU clock frequency", "Hz"),
+        _c("num_replicas", "Int32", "replicas of the graph"),
+        _c("ipus_per_replica", "Int32", "IPUs one replica spans"),
+        _c("poplar_version", "str", "Poplar version string that wrote the profile"),
+    ), "The IPU target the graph was compiled for.", "all graph sources"),
+    Table("tiles", "tile", (
+        _c("tile", "int32", "global tile index", key=True),
+        _c("ipu", "int16", "IPU the tile belongs to", key=True),
+        _c("tile_in_ipu", "int32", "tile index within its IPU", key=True),
+        _c("bytes_incl_gaps", "Int64", "memory used including gaps", "bytes"),
+        _c("bytes_excl_gaps", "Int64", "memory used excluding gaps", "bytes"),
+        _c("overflowed_bytes", "Int64", "memory in the overflowed region (excluding gaps)", "bytes"),
+        _c("always_live_bytes", "Int64", "bytes of always-live variables", "bytes"),
+        _c("not_always_live_bytes", "Int64", "peak bytes of not-always-live variables", "bytes"),
+        _c("capacity_bytes", "Int64", "tile memory capacity", "bytes"),
+    ), "Memory per tile. Present only when the source gives every tile.", "pop, sdk1_json", ("tile",)),
+    Table("tile_memory", "tile x memory category", (
+        _c("tile", "int32", "global tile index", key=True),
+        _c("category", "category", "memory category as the source names it (e.g. vertexCode, controlCode)"),
+        _c("bytes", "int64", "bytes of this category on this tile", "bytes", key=True),
+    ), "Memory per tile broken down by category (only non-zero rows).", "pop, sdk1_json", ("tile", "category")),
+    Table("memory_totals", "memory figure of the whole profile or of one tile", (
+        _c("tile", "Int32", "tile for per-tile blocks; missing for whole-profile figures"),
+        _c("group", "category",
+           "total | region | data_type | vertex_category | vertex_type | maximum | per_ipu"),
+        _c("category", "category", "label within the group (e.g. including_gaps, Interleaved, Vertex Code)"),
+        _c("bytes", "Int64", "bytes", "bytes"),
+    ), "Memory totals for sources (like the text summary) that give figures rather than every tile.",
+        "text_summary (and derived for others)"),
+    Table("tile_histogram", "histogram bin of tile memory", (
+        _c("low_bytes", "Int64", "lower bound of the bin", "bytes"),
+        _c("high_bytes", "Int64", "upper bound of the bin", "bytes"),
+        _c("num_tiles", "Int64", "tiles in the bin"),
+    ), "The text summary's per-tile memory histogram (excluding gaps).", "text_summary"),
+    Table("programs", "program", (
+        _c("program_id", "int32", "index in the source's program list", key=True),
+        _c("name", "str", "program name"),
+        _c("type", "category", "program type (OnTileExecute, DoExchange, ...; unknown names kept)"),
+        _c("category", "category", "compute | exchange | global_exchange | host_io | sync | other"),
+        _c("code_bytes", "Int64", "code bytes summed over tiles, when known", "bytes"),
+    ), "Programs of the graph.", "pop, sdk1_json", ("program_id",)),
+    Table("variables", "variable", (
+        _c("name", "str", "variable name"),
+        _c("bytes", "Int64", "size", "bytes"),
+        _c("always_live", "boolean", "whether the variable lives for the whole program"),
+        _c("tile", "Int32", "tile, when the source places the variable on one tile"),
+    ), "Variables (always-live ones from pva; others where known).", "pop"),
+    Table("liveness", "liveness program step", (
+        _c("step", "int32", "liveness step index", key=True),
+        _c("program", "str", "program run at this step"),
+        _c("program_type", "category", "type of that program"),
+        _c("not_always_live_bytes", "Int64", "not-always-live bytes live at this step", "bytes"),
+    ), "Not-always-live memory per program step; peak liveness = always-live + max of this.", "pop",
+        ("step",)),
+    Table("liveness_variables", "variable live at a liveness step", (
+        _c("step", "int32", "liveness step index", key=True),
+        _c("name", "str", "variable name"),
+        _c("bytes", "Int64", "size", "bytes"),
+    ), "Not-always-live variables per liveness step (only the largest few per step are kept).", "pop"),
+    Table("runs", "execution run", (
+        _c("run", "int32", "run index", key=True),
+        _c("name", "str", "run (program) name"),
+        _c("start_us", "float64", "host wall-clock start", "us"),
+        _c("end_us", "float64", "host wall-clock end", "us"),
+    ), "Execution runs.", "pop", ("run",)),
+    Table("steps", "execution step x IPU", (
+        _c("run", "int32", "run the step belongs to", key=True),
+        _c("step", "int32", "global step index over all runs", key=True),
+        _c("ipu", "int16", "IPU", key=True),
+        _c("program", "category", "program executed in this step"),
+        _c("program_type", "category", "its type"),
+        _c("category", "category", "compute | exchange | global_exchange | host_io | sync | other"),
+        _c("cycles", "Int64", "cycles this step took on this IPU", "cycles"),
+        _c("active_from_cycles", "Int64", "first active cycle (max over tiles)", "cycles"),
+        _c("active_to_cycles", "Int64", "last active cycle (max over tiles)", "cycles"),
+        _c("tile_balance", "float64", "how evenly cycles spread over tiles (0..1, from pva)"),
+        _c("data_in_bytes", "Int64", "bytes received", "bytes"),
+        _c("data_out_bytes", "Int64", "bytes sent", "bytes"),
+    ), "Execution steps per IPU (needs an execution profile).", "pop, sdk1_json", ("step", "ipu")),
+    Table("step_tile_cycles", "execution step x tile", (
+        _c("step", "int32", "global step index", key=True),
+        _c("tile", "int32", "global tile index", key=True),
+        _c("cycles", "int64", "cycles on this tile", "cycles", key=True),
+    ), "Per-tile cycles of each step (optional: steps x tiles is large).", "pop (opt-in)"),
+    Table("operations", "framework operation", (
+        _c("name", "str", "operation name"),
+        _c("layer", "category", "layer that created it (poplibs, popart, onnx, poptorch, xla_op, ...)"),
+        _c("file", "str", "source file of the debug context"),
+        _c("line", "Int32", "source line"),
+        _c("first_step", "Int32", "first liveness step"),
+        _c("last_step", "Int32", "last liveness step"),
+        _c("bytes", "Int64", "bytes of its variables", "bytes"),
+    ), "Framework operations from debug information (pva.OperationAnalysis).", "pop + debug.cbor"),
+    Table("events", "trace event", (
+        _c("event_id", "int64", "event index, unique within the profile", key=True),
+        _c("pid", "int64", "process id", key=True),
+        _c("tid", "int64", "thread id", key=True),
+        _c("parent_id", "Int64", "event_id of the enclosing event on the same thread"),
+        _c("depth", "int16", "nesting depth (0 = top level)", key=True),
+        _c("name", "category", "event label"),
+        _c("channel", "category", "channel (pvti) or category (Chrome trace)"),
+        _c("start_us", "float64", "start time", "us"),
+        _c("dur_us", "float64", "duration (0 for instant events)", "us"),
+        _c("device_category", "category",
+           "device activity category (compute | exchange | host_io | sync | other); missing for host events"),
+        _c("args", "str", "event arguments as JSON (only when read with args)", optional=True),
+    ), "Timed events of host (and device) threads.", "pvti, chrome_trace", ("event_id",)),
+    Table("threads", "thread", (
+        _c("pid", "int64", "process id", key=True),
+        _c("tid", "int64", "thread id", key=True),
+        _c("process_name", "str", "process name"),
+        _c("thread_name", "str", "thread name"),
+    ), "Threads seen in a trace.", "pvti, chrome_trace", ("pid", "tid")),
+    Table("counters", "counter sample", (
+        _c("pid", "int64", "process id", key=True),
+        _c("name", "category", "counter name"),
+        _c("series", "category", "series within the counter"),
+        _c("ts_us", "float64", "sample time", "us"),
+        _c("value", "float64", "sample value"),
+    ), "Counter / line-graph samples.", "chrome_trace"),
+    Table("metadata", "key", (
+        _c("key", "str", "key", key=True),
+        _c("value", "str", "value (JSON-encoded when structured)"),
+    ), "Engine options, app/framework JSON, source file names and hashes, reader notes.", "all", ("key",)),
+]}
+
+
+def _cast(series: pd.Series, dtype: str) -> pd.Series:
+    if dtype == "category":
+        if not isinstance(series.dtype, pd.CategoricalDtype):
+            series = series.astype("str").astype("category") if series.dtype != "str" else series.astype(
+                "category")
+        cats = series.cat.categories
+        if cats.dtype != "str":
+            series = series.cat.rename_categories(cats.astype("str"))
+        return series
+    if dtype == "str":
+        return series if series.dtype == "str" else series.astype("str")
+    if dtype in {"int8", "int16", "int32", "int64"}:
+        if series.dtype == dtype:
+            return series
+        if series.isna().any():
+            raise ValueError(f"column {series.name!r} must not have missing values")
+        return series.astype(dtype)
+    if dtype == "float64":
+        return series if series.dtype == np.float64 else pd.to_numeric(series, errors="raise").astype("float64")
+    return series if series.dtype == dtype else series.astype(dtype)
+
+
+def empty_series(dtype: str, length: int) -> pd.Series:
+    """A Series of ``length`` missing values of ``dtype`` (for columns a source does not know)."""
+    if dtype == "str":
+        return pd.Series([None] * length, dtype="str")
+    if dtype == "category":
+        return pd.Series(pd.Categorical([None] * length, categories=pd.Index([], dtype="str")))
+    if dtype == "float64":
+        return pd.Series(np.full(length, np.nan))
+    return pd.Series(pd.array([None] * length, dtype=dtype))
+
+
+def conform(table: str, frame: pd.DataFrame | dict) -> pd.DataFrame:
+    """Return ``frame`` with exactly the schema's columns, in order, with the schema's dtypes.
+
+    Missing nullable columns are filled with missing values; a missing key
+    column or an unknown column is a programming error (``ValueError``).
+    """
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
+    spec = TABLES[table]
+    if isinstance(frame, dict):
+        frame = pd.DataFrame(frame)
+    unknown = [c for c in frame.columns if c not in {col.name for col in spec.columns}]
+    if unknown:
+        raise ValueError(f"table {table!r}: unknown columns {unknown}")
+    n = len(frame)
+    out: dict[str, pd.Series] = {}
+    for col in spec.columns:
+        if col.name in frame.columns:
+            s = frame[col.name].reset_index(drop=True)
+            try:
+                out[col.name] = _cast(s, col.dtype)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"table {table!r} column {col.name!r}: cannot cast to {col.dtype}: {exc}") from exc
+        elif col.optional:
+            continue
+        elif col.nullable:
+            out[col.name] = empty_series(col.dtype, n)
+        else:
+            raise ValueError(f"table {table!r}: required column {col.name!r} is missing")
+    return pd.DataFrame(out, index=pd.RangeIndex(n))
+
+
+def empty_table(table: str) -> pd.DataFrame:
+    """An empty DataFrame with the table's columns and dtypes."""
+    return conform(table, pd.DataFrame({c.name: empty_series(c.dtype, 0) for c in TABLES[table].columns
+                                        if not c.optional}))
+
+
+def schema_markdown() -> str:
+    """Render the schema as Markdown (the body of ``docs/schema.md``)."""
+    lines: list[str] = []
+    for spec in TABLES.values():
+        lines.append(f"### `{spec.name}`\n")
+        lines.append(f"One row per {spec.row}. {spec.description}  ")
+        lines.append(f"Filled by: {spec.sources or 'see text'}.\n")
+        lines.append("| column | dtype | unit | nullable | meaning |")
+        lines.append("|---|---|---|---|---|")
+        for c in spec.columns:
+            null = "optional column" if c.optional else ("yes" if c.nullable else "no")
+            lines.append(f"| `{c.name}` | `{c.dtype}` | {c.unit} | {null} | {c.description} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(schema_markdown())

@@ -1,0 +1,32 @@
+"""Describe source files (name, size, SHA-256) for the metadata and the bundle manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def describe_sources(paths: list[str | os.PathLike[str]]) -> list[dict[str, object]]:
+    """One record per source file: its base name, size in bytes and SHA-256."""
+    records = []
+    for p in paths:
+        path = Path(p)
+        if path.is_file():
+            records.append({"name": path.name, "size_bytes": path.stat().st_size, "sha256": sha256_file(path)})
+    return records
+
+
+def source_metadata(source_format: str, paths: list[str | os.PathLike[str]]) -> dict[str, str]:
+    """Metadata entries every reader records: the format and the source files."""
+    return {"source_format": source_format, "source_files": json.dumps(describe_sources(paths))}
