@@ -1,0 +1,42 @@
+"""``popprof export``: write a profile as a portable bundle (manifest + Parquet per table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..readers import bundle
+from .common import engine_option, load_profiles
+
+
+@click.command("export")
+@click.argument("src", type=click.Path())
+@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Bundle directory to write "
+              "(NAME.popprof). For a run directory with several engines: a directory that gets one bundle "
+              "per engine.")
+@engine_option()
+@click.option("--tile-cycles", is_flag=True, help="Also read per-tile cycles of every step (large).")
+@click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces).")
+def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, with_args: bool) -> None:
+    """Export a profile as a bundle that needs no Poplar SDK to read.
+
+    Run this where the SDK is installed; analyse the bundle anywhere
+    (popprof, DuckDB, Spark, pandas).
+
+    \b
+    Examples:
+      popprof export run_dir/training/profile.pop -o training.popprof
+      popprof export run_dir/ -o bundles/
+    """
+    profiles = load_profiles(src, engine, tile_cycles=tile_cycles, with_args=with_args)
+    target = Path(out)
+    if len(profiles) == 1:
+        written = [bundle.write(next(iter(profiles.values())), target, protect=[src])]
+    else:
+        if target.exists() and not target.is_dir():
+            raise UsageError(f"{out}: several profiles need a directory as output")
+        written = [bundle.write(p, target / f"{name}.popprof", protect=[src]) for name, p in profiles.items()]
+    for path in written:
+        click.echo(str(path))

@@ -1,0 +1,56 @@
+"""``popprof query``: DuckDB SQL over a profile's tables, registered by name."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+from .common import engine_option, format_option, load_profiles
+
+
+def run_query(profile, sql: str):
+    """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        for name, frame in profile.tables.items():
+            con.register(name, frame)
+        try:
+            return con.execute(sql).df()
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise UsageError(f"SQL error: {first} (tables: {', '.join(profile.table_names)})") from None
+    finally:
+        con.close()
+
+
+@click.command("query")
+@click.argument("path", type=click.Path())
+@click.argument("sql")
+@engine_option()
+@format_option("table", "csv", "json", default="table")
+@click.option("--limit", type=int, default=200, show_default=True, help="Rows to print in table format.")
+def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int) -> None:
+    """Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).
+
+    \b
+    Examples:
+      popprof query p.popprof "SELECT category, sum(cycles) AS cycles FROM steps GROUP BY 1 ORDER BY 2 DESC"
+      popprof query p.popprof "SELECT tile, bytes_incl_gaps FROM tiles ORDER BY 2 DESC LIMIT 5" --format csv
+    """
+    profiles = load_profiles(path, engine)
+    if len(profiles) > 1:
+        raise UsageError(f"{path} holds several profiles ({', '.join(profiles)}); pick one with --engine")
+    result = run_query(next(iter(profiles.values())), sql)
+    if fmt == "csv":
+        click.echo(result.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(result.to_json(orient="records", indent=2))
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
+            click.echo(result.head(limit).to_string(index=False))
+            if len(result) > limit:
+                click.echo(f"... {len(result) - limit:,} more rows (use --limit or --format csv)")

@@ -1,0 +1,31 @@
+"""``popprof summary``: the key figures of a profile."""
+
+from __future__ import annotations
+
+import click
+
+from ..summary import render_text, summarise
+from .common import clean_for_json, echo_json, engine_option, format_option, load_profiles
+
+
+@click.command("summary")
+@click.argument("path", type=click.Path())
+@engine_option()
+@format_option("text", "json")
+def summary_command(path: str, engine: str | None, fmt: str) -> None:
+    """Summarise a profile: target, memory, execution and trace figures.
+
+    PATH is a profile.pop, a run directory, a bundle, a text summary,
+    SDK 1.x JSON, a .pvti or a Chrome trace.
+
+    \b
+    Examples:
+      popprof summary fixtures/mk2_training.popprof
+      popprof summary run_dir/ --engine training --format json
+    """
+    profiles = load_profiles(path, engine)
+    summaries = [summarise(p) for p in profiles.values()]
+    if fmt == "json":
+        echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries))
+        return
+    click.echo("\n\n".join(render_text(s) for s in summaries))
