@@ -1,0 +1,587 @@
+"""Reader for Graph Analyser profiles (``profile.pop`` + optional ``debug.cbor``) through the SDK's ``pva``.
+
+The byte-level container of ``profile.pop`` is not publicly documented, so this
+reader never parses the file itself: it sniffs (``.pop`` name, or the SQLite
+magic some copies show) and reads everything through ``pva.openReport``, using
+only the attributes listed in the reference facts. Optional attributes that
+older SDKs lack are tolerated; what was missing is recorded in the metadata key
+``pop.missing_attributes``. ``pva`` is imported only inside :func:`read`, so the
+rest of popprof works without the SDK.
+
+Columns are built in preallocated NumPy arrays; the hot loop over execution
+steps binds locals and touches each documented attribute once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import progress as _progress
+from ..errors import InputError, PopprofError, SdkMissingError, UsageError
+from ..profile import Profile
+from ..schema import category_of_program_type
+from ..sources import source_metadata
+
+FORMAT = "pop"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DEBUG_NAME = "debug.cbor"
+#: Variables kept per liveness step in ``liveness_variables`` (the largest).
+LIVENESS_TOP = 5
+#: Refuse per-tile step cycles above this many values (8 bytes each).
+MAX_TILE_CYCLE_VALUES = 250_000_000
+_CHUNK = 2048  # progress granularity
+_MISSING_INT = -1  # sentinel for absent integer attributes (every real value is >= 0)
+_APP_FILES = ("app.json", "framework.json", "frameworks.json")
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """A file named ``*.pop``, or one starting with the SQLite magic (except ``.pvti`` traces)."""
+    if not path.is_file():
+        return False
+    if path.suffix.lower() == ".pop":
+        return True
+    return head.startswith(SQLITE_MAGIC) and path.suffix.lower() != ".pvti"
+
+
+def find_debug_cbor(path: Path) -> Path | None:
+    """``debug.cbor`` next to the profile, or at the run-directory root (its parent)."""
+    for candidate in (path.parent / DEBUG_NAME, path.parent.parent / DEBUG_NAME):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: bool = False,
+         progress: bool = True, liveness_top: int = LIVENESS_TOP, **_options: object) -> Profile:
+    """Read ``profile.pop`` through ``pva`` into a Profile.
+
+    ``debug_cbor``: a path, ``None`` to look next to the profile and in its
+    parent directory, or ``False`` to ignore debug information.
+    ``tile_cycles``: also fill ``step_tile_cycles`` (steps x tiles rows).
+    ``liveness_top``: variables kept per liveness step (0 = none).
+    """
+    path = Path(path)
+    try:
+        import pva  # the Poplar SDK's module; absent outside the SDK
+    except ImportError:
+        raise SdkMissingError(path) from None
+    if debug_cbor is None:
+        debug = find_debug_cbor(path)
+    elif debug_cbor is False:
+        debug = None
+    else:
+        debug = Path(debug_cbor)
+        if not debug.is_file():
+            raise InputError(debug, "no such debug information file", "pass the debug.cbor of the same run")
+    try:
+        report = pva.openReport(str(path)) if debug is None else pva.openReport(str(path), str(debug))
+    except Exception as exc:  # pva raises its own (RuntimeError-like) errors for unreadable files
+        raise InputError(path, f"pva cannot open the profile ({_one_line(exc)})",
+                         "the file may be truncated or corrupt, or written by a newer Poplar SDK") from None
+    try:
+        return _Builder(pva, report, path, debug, progress).build(tile_cycles, liveness_top)
+    except PopprofError:
+        raise
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:
+        raise InputError(path, f"pva failed while reading the profile ({type(exc).__name__}: {_one_line(exc)})",
+                         "the file may be truncated or corrupt") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def _type_name(value: object) -> str:
+    """A program / target type as its plain name (``Type.OnTileExecute`` -> ``OnTileExecute``)."""
+    text = str(value)
+    if "." in text and " " not in text:
+        text = text.rsplit(".", 1)[-1]
+    return text
+
+
+class _Builder:
+    """Builds the tables of one report, recording optional attributes that were absent."""
+
+    def __init__(self, pva: Any, report: Any, path: Path, debug: Path | None, show: bool) -> None:
+        self.pva = pva
+        self.report = report
+        self.path = path
+        self.debug = debug
+        self.show = show
+        self.missing: list[str] = []
+        self.notes: list[str] = []
+
+    # -- helpers --------------------------------------------------------------------------------
+    def attr(self, obj: Any, dotted: str, label: str, default: Any = None) -> Any:
+        """``obj.a.b.c``, or ``default`` (recording ``label`` as missing) when any part is absent."""
+        for part in dotted.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                self.note_missing(label)
+                return default
+        return obj
+
+    def note_missing(self, label: str) -> None:
+        if label not in self.missing:
+            self.missing.append(label)
+
+    def bar(self, description: str, total: int):
+        if not self.show:
+            return contextlib.nullcontext(lambda n=1: None)
+        return _progress.progress(description, total)
+
+    # -- the whole profile ----------------------------------------------------------------------
+    def build(self, tile_cycles: bool, liveness_top: int) -> Profile:
+        report = self.report
+        compilation = report.compilation
+        tables: dict[str, pd.DataFrame] = {}
+        target = self.target(compilation)
+        tables["target"] = target
+        row = target.iloc[0]
+        tables["tiles"], tables["tile_memory"] = self.tiles(compilation, row)
+        tables["programs"] = self.programs(compilation)
+        tables["variables"] = self.variables(compilation)
+        tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top)
+        execution = getattr(report, "execution", None)
+        if execution is None:
+            self.notes.append("no execution section (execution profiling was off)")
+        else:
+            runs, steps, tile_frame = self.execution(execution, row, tile_cycles)
+            if steps is not None:
+                tables["runs"], tables["steps"] = runs, steps
+                if tile_frame is not None:
+                    tables["step_tile_cycles"] = tile_frame
+            else:
+                self.notes.append("execution section has no steps")
+        if self.debug is not None:
+            tables["operations"] = self.operations(report)
+        name = self.path.parent.name if self.path.name == "profile.pop" and self.path.parent.name else self.path.stem
+        profile = Profile(name or "profile", tables, source=str(self.path))
+        profile.update_metadata(self.metadata(report, compilation))
+        return profile
+
+    # -- target ---------------------------------------------------------------------------------
+    def target(self, compilation: Any) -> pd.DataFrame:
+        t = compilation.target
+        get = self.attr
+        num_ipus = get(t, "numIPUs", "compilation.target.numIPUs")
+        tiles_per_ipu = get(t, "tilesPerIpu", "compilation.target.tilesPerIpu")
+        num_tiles = get(t, "numTiles", "compilation.target.numTiles")
+        if num_tiles is None and num_ipus is not None and tiles_per_ipu is not None:
+            num_tiles = int(num_ipus) * int(tiles_per_ipu)
+        if tiles_per_ipu is None and num_tiles is not None and num_ipus:
+            tiles_per_ipu = int(num_tiles) // int(num_ipus)
+        if num_tiles is None or not tiles_per_ipu:
+            raise InputError(self.path, "pva gives no tile count for the target", "the profile may be corrupt")
+        bytes_per_tile = get(t, "bytesPerTile", "compilation.target.bytesPerTile")
+        clock = get(t, "clockFrequency", "compilation.target.clockFrequency")
+        arch = get(t, "architecture", "compilation.target.architecture")
+        arch = _type_name(arch).lower() if arch is not None else _guess_arch(tiles_per_ipu, bytes_per_tile, clock)
+        ttype = get(t, "type", "compilation.target.type")
+        return pd.DataFrame([{
+            "source_format": FORMAT, "ipu_arch": arch, "target_type": None if ttype is None else _type_name(ttype),
+            "num_ipus": num_ipus, "tiles_per_ipu": tiles_per_ipu, "num_tiles": num_tiles,
+            "bytes_per_tile": bytes_per_tile, "clock_hz": np.nan if clock is None else float(clock),
+            "num_replicas": get(t, "numReplicas", "compilation.target.numReplicas"),
+            "ipus_per_replica": get(t, "ipusPerReplica", "compilation.target.ipusPerReplica"),
+            "poplar_version": self.attr(self.report, "poplarVersion.string", "poplarVersion.string"),
+        }])
+
+    # -- tiles ----------------------------------------------------------------------------------
+    def tiles(self, compilation: Any, target: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+        tiles = compilation.tiles
+        n = len(tiles)
+        per_ipu = int(target["tiles_per_ipu"])
+        values = np.full((n, 6), _MISSING_INT, dtype=np.int64)
+        categories: list[str] = []
+        by_category = np.zeros((n, 0), dtype=np.int64)
+        if n:
+            first = tiles[0].memory
+            has_over = self._has(first, "overflowed", "tile.memory.overflowed")
+            has_live = (self._has(first, "alwaysLiveBytes", "tile.memory.alwaysLiveBytes")
+                        and self._has(first, "notAlwaysLiveBytes", "tile.memory.notAlwaysLiveBytes"))
+            category_obj = getattr(first, "category", None)
+            if category_obj is None:
+                self.note_missing("tile.memory.category")
+            else:
+                categories = _memory_categories(category_obj)
+            by_category = np.zeros((n, len(categories)), dtype=np.int64)
+            with self.bar("Reading tile memory", n) as advance:
+                for t, tile in enumerate(tiles):
+                    memory = tile.memory
+                    total = memory.total
+                    row = [total.includingGaps, total.excludingGaps, _MISSING_INT, _MISSING_INT,
+                           _MISSING_INT, _MISSING_INT]
+                    if has_over:
+                        row[2] = memory.overflowed.excludingGaps
+                    if has_live:
+                        row[3] = memory.alwaysLiveBytes
+                        row[4] = memory.notAlwaysLiveBytes
+                    values[t] = row
+                    if categories:
+                        category = memory.category
+                        by_category[t] = [getattr(category, c).total for c in categories]
+                    if t % _CHUNK == _CHUNK - 1:
+                        advance(_CHUNK)
+        tile = np.arange(n, dtype=np.int32)
+        cap = target["bytes_per_tile"]
+        frame = pd.DataFrame({
+            "tile": tile, "ipu": (tile // per_ipu).astype(np.int16), "tile_in_ipu": tile % per_ipu,
+            "bytes_incl_gaps": _nullable(values[:, 0]), "bytes_excl_gaps": _nullable(values[:, 1]),
+            "overflowed_bytes": _nullable(values[:, 2]), "always_live_bytes": _nullable(values[:, 3]),
+            "not_always_live_bytes": _nullable(values[:, 4]),
+            "capacity_bytes": pd.array([None if pd.isna(cap) else int(cap)] * n, dtype="Int64"),
+        })
+        rows, cols = np.nonzero(by_category)
+        tile_memory = pd.DataFrame({
+            "tile": rows.astype(np.int32),
+            "category": pd.Categorical.from_codes(cols, categories=pd.Index(categories, dtype="str")),
+            "bytes": by_category[rows, cols],
+        })
+        return frame, tile_memory
+
+    def _has(self, obj: Any, name: str, label: str) -> bool:
+        if hasattr(obj, name):
+            return True
+        self.note_missing(label)
+        return False
+
+    # -- programs and variables -----------------------------------------------------------------
+    def programs(self, compilation: Any) -> pd.DataFrame:
+        programs = compilation.programs
+        n = len(programs)
+        names: list[str] = [""] * n
+        types: list[str] = [""] * n
+        code = np.full(n, _MISSING_INT, dtype=np.int64)
+        type_cache: dict[object, str] = {}
+        has_code = None
+        for i, program in enumerate(programs):
+            names[i] = str(program.name)
+            raw = program.type
+            ptype = type_cache.get(raw)
+            if ptype is None:
+                ptype = type_cache[raw] = _type_name(raw)
+            types[i] = ptype
+            if has_code is None:
+                has_code = self._has(program, "codeBytesByTile", "program.codeBytesByTile")
+            if has_code:
+                code[i] = int(np.asarray(program.codeBytesByTile, dtype=np.int64).sum())
+        type_series = pd.Series(types, dtype="str")
+        return pd.DataFrame({
+            "program_id": np.arange(n, dtype=np.int32), "name": pd.Series(names, dtype="str"),
+            "type": type_series.astype("category"), "category": category_of_program_type(type_series),
+            "code_bytes": _nullable(code),
+        })
+
+    def variables(self, compilation: Any) -> pd.DataFrame:
+        variables = self.attr(compilation, "alwaysLiveVariables", "compilation.alwaysLiveVariables", [])
+        n = len(variables)
+        names: list[str] = [""] * n
+        sizes = np.empty(n, dtype=np.int64)
+        for i, variable in enumerate(variables):
+            names[i] = str(variable.name)
+            sizes[i] = variable.size
+        return pd.DataFrame({"name": pd.Series(names, dtype="str"), "bytes": sizes,
+                             "always_live": np.ones(n, dtype=bool),
+                             "tile": pd.array([None] * n, dtype="Int32")})
+
+    # -- liveness -------------------------------------------------------------------------------
+    def liveness(self, compilation: Any, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        steps = self.attr(compilation, "livenessProgramSteps", "compilation.livenessProgramSteps", [])
+        n = len(steps)
+        names: list[str | None] = [None] * n
+        types: list[str | None] = [None] * n
+        live_bytes = np.full(n, _MISSING_INT, dtype=np.int64)
+        var_step: list[int] = []
+        var_name: list[str] = []
+        var_size: list[int] = []
+        type_cache: dict[object, str] = {}
+        nlargest = heapq.nlargest
+        with self.bar("Reading liveness", n) as advance:
+            for i, step in enumerate(steps):
+                program = getattr(step, "program", None)
+                if program is not None:
+                    names[i] = str(program.name)
+                    raw = program.type
+                    ptype = type_cache.get(raw)
+                    if ptype is None:
+                        ptype = type_cache[raw] = _type_name(raw)
+                    types[i] = ptype
+                memory = step.notAlwaysLiveMemory
+                live_bytes[i] = memory.bytes
+                if top:
+                    largest = nlargest(top, ((v.size, v.name) for v in memory.variables))
+                    for size, name in largest:
+                        var_step.append(i)
+                        var_name.append(str(name))
+                        var_size.append(size)
+                if i % _CHUNK == _CHUNK - 1:
+                    advance(_CHUNK)
+        liveness = pd.DataFrame({
+            "step": np.arange(n, dtype=np.int32), "program": pd.Series(names, dtype="str"),
+            "program_type": pd.Series(types, dtype="str").astype("category"),
+            "not_always_live_bytes": _nullable(live_bytes),
+        })
+        variables = pd.DataFrame({"step": np.asarray(var_step, dtype=np.int32),
+                                  "name": pd.Series(var_name, dtype="str"),
+                                  "bytes": np.asarray(var_size, dtype=np.int64)})
+        return liveness, variables
+
+    # -- execution ------------------------------------------------------------------------------
+    def execution(self, execution: Any, target: pd.Series,
+                  tile_cycles: bool) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
+        steps = execution.steps
+        n = len(steps)
+        if n == 0:
+            return None, None, None
+        first_ipus = steps[0].ipus
+        k = len(first_ipus)
+        probe = first_ipus[0]
+        has_active = self._has(probe, "activeCycles", "step.ipus.activeCycles")
+        has_balance = self._has(probe, "tileBalance", "step.ipus.tileBalance")
+        ints = np.full((n * k, 5), _MISSING_INT, dtype=np.int64)  # cycles, from, to, dataIn, dataOut
+        balance = np.full(n * k, np.nan)
+        program_code = np.empty(n, dtype=np.int32)
+        codes: dict[tuple[str, object], int] = {}
+        slow = self._slow_step
+        with self.bar("Reading execution steps", n) as advance:
+            for i, step in enumerate(steps):
+                program = step.program
+                key = (program.name, program.type)
+                code = codes.get(key)
+                if code is None:
+                    code = codes[key] = len(codes)
+                program_code[i] = code
+                ipus = step.ipus
+                lo = i * k
+                hi = lo + k
+                try:
+                    if has_active:
+                        ints[lo:hi] = [(u.cycles, (a := u.activeCycles).cyclesFrom.max, a.cyclesTo.max,
+                                        u.dataIn, u.dataOut) for u in ipus]
+                    else:
+                        ints[lo:hi] = [(u.cycles, _MISSING_INT, _MISSING_INT, u.dataIn, u.dataOut) for u in ipus]
+                    if has_balance:
+                        balance[lo:hi] = [u.tileBalance for u in ipus]
+                except (AttributeError, ValueError):
+                    slow(ipus, k, ints, balance, lo)
+                if i % _CHUNK == _CHUNK - 1:
+                    advance(_CHUNK)
+        runs, run_of_step = self.runs(execution, n)
+        names = [str(name) for name, _ in codes]
+        types = [_type_name(raw) for _, raw in codes]
+        unique_names = list(dict.fromkeys(names))
+        name_index = {name: j for j, name in enumerate(unique_names)}
+        unique_types = list(dict.fromkeys(types))
+        type_index = {t: j for j, t in enumerate(unique_types)}
+        code_name = np.array([name_index[x] for x in names], dtype=np.int32)
+        code_type = np.array([type_index[x] for x in types], dtype=np.int32)
+        step_code = np.repeat(program_code, k)
+        type_codes = code_type[step_code]
+        type_categories = pd.Index(unique_types, dtype="str")
+        category_of_type = category_of_program_type(pd.Series(unique_types, dtype="str")).astype("str").tolist()
+        unique_categories = list(dict.fromkeys(category_of_type))
+        category_code = np.array([unique_categories.index(c) for c in category_of_type], dtype=np.int32)
+        frame = pd.DataFrame({
+            "run": np.repeat(run_of_step, k), "step": np.repeat(np.arange(n, dtype=np.int32), k),
+            "ipu": np.tile(np.arange(k, dtype=np.int16), n),
+            "program": pd.Categorical.from_codes(code_name[step_code], categories=pd.Index(unique_names, dtype="str")),
+            "program_type": pd.Categorical.from_codes(type_codes, categories=type_categories),
+            "category": pd.Categorical.from_codes(category_code[type_codes],
+                                                  categories=pd.Index(unique_categories, dtype="str")),
+            "cycles": _nullable(ints[:, 0]), "active_from_cycles": _nullable(ints[:, 1]),
+            "active_to_cycles": _nullable(ints[:, 2]), "tile_balance": balance,
+            "data_in_bytes": _nullable(ints[:, 3]), "data_out_bytes": _nullable(ints[:, 4]),
+        })
+        tile_frame = self.tile_cycles(steps, n, target) if tile_cycles else None
+        return runs, frame, tile_frame
+
+    def _slow_step(self, ipus: Any, k: int, ints: np.ndarray, balance: np.ndarray, lo: int) -> None:
+        """Per-attribute fallback for a step whose IPU objects lack an attribute the first step had."""
+        get = self.attr
+        for j, u in enumerate(ipus):
+            ints[lo + j] = [get(u, "cycles", "step.ipus.cycles", _MISSING_INT),
+                            get(u, "activeCycles.cyclesFrom.max", "step.ipus.activeCycles", _MISSING_INT),
+                            get(u, "activeCycles.cyclesTo.max", "step.ipus.activeCycles", _MISSING_INT),
+                            get(u, "dataIn", "step.ipus.dataIn", _MISSING_INT),
+                            get(u, "dataOut", "step.ipus.dataOut", _MISSING_INT)]
+            value = get(u, "tileBalance", "step.ipus.tileBalance", None)
+            balance[lo + j] = np.nan if value is None else value
+        if len(ipus) != k:
+            raise InputError(self.path, f"execution steps have differing IPU counts ({len(ipus)} vs {k})")
+
+    def runs(self, execution: Any, num_steps: int) -> tuple[pd.DataFrame, np.ndarray]:
+        runs = execution.runs
+        r = len(runs)
+        names: list[str] = [""] * r
+        start = np.full(r, np.nan)
+        end = np.full(r, np.nan)
+        counts = np.zeros(r, dtype=np.int64)
+        for i, run in enumerate(runs):
+            names[i] = str(self.attr(run, "name", "run.name", ""))
+            counts[i] = len(run.steps)
+            us = self.attr(run, "microseconds", "run.microseconds")
+            if us is not None:
+                start[i] = self.attr(us, "start", "run.microseconds.start", np.nan)
+                end[i] = self.attr(us, "end", "run.microseconds.end", np.nan)
+        if r and counts.sum() == num_steps:
+            run_of_step = np.repeat(np.arange(r, dtype=np.int32), counts)
+        else:
+            self.notes.append(f"runs hold {int(counts.sum())} steps but execution.steps has {num_steps}; "
+                              "steps are all assigned to run 0")
+            run_of_step = np.zeros(num_steps, dtype=np.int32)
+            if not r:
+                names, start, end = ["run 0"], np.array([np.nan]), np.array([np.nan])
+        frame = pd.DataFrame({"run": np.arange(len(names), dtype=np.int32), "name": pd.Series(names, dtype="str"),
+                              "start_us": start, "end_us": end})
+        return frame, run_of_step
+
+    def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame:
+        num_tiles = int(target["num_tiles"])
+        if n * num_tiles > MAX_TILE_CYCLE_VALUES:
+            raise UsageError(f"{self.path}: per-tile cycles would be {n:,} steps x {num_tiles:,} tiles "
+                             f"({n * num_tiles:,} values); read without tile_cycles, or a smaller profile")
+        cycles = np.empty((n, num_tiles), dtype=np.int64)
+        with self.bar("Reading per-tile cycles", n) as advance:
+            for i, step in enumerate(steps):
+                cycles[i] = np.asarray(step.cyclesByTile, dtype=np.int64)
+                if i % _CHUNK == _CHUNK - 1:
+                    advance(_CHUNK)
+        return pd.DataFrame({"step": np.repeat(np.arange(n, dtype=np.int32), num_tiles),
+                             "tile": np.tile(np.arange(num_tiles, dtype=np.int32), n), "cycles": cycles.ravel()})
+
+    # -- operations (debug information) ---------------------------------------------------------
+    def operations(self, report: Any) -> pd.DataFrame:
+        operations = self.pva.OperationAnalysis(report).operations
+        n = len(operations)
+        names: list[str] = [""] * n
+        layers: list[str | None] = [None] * n
+        files: list[str | None] = [None] * n
+        ints = np.full((n, 4), _MISSING_INT, dtype=np.int64)  # line, first, last, bytes
+        get = self.attr
+        for i, op in enumerate(operations):
+            names[i] = str(op.name)
+            context = get(op, "debugContext", "operation.debugContext")
+            if context is not None:
+                layers[i] = _layer(get(context, "layer", "debugContext.layer"))
+                location = get(context, "location", "debugContext.location")
+                if location is not None:
+                    file = get(location, "fileName", "debugContext.location.fileName")
+                    files[i] = None if file is None else str(file)
+                    line = get(location, "lineNumber", "debugContext.location.lineNumber")
+                    ints[i, 0] = _MISSING_INT if line is None else line
+            first = get(op, "firstStepIndex", "operation.firstStepIndex")
+            last = get(op, "lastStepIndex", "operation.lastStepIndex")
+            ints[i, 1] = _MISSING_INT if first is None else first
+            ints[i, 2] = _MISSING_INT if last is None else last
+            variables = get(op, "vars", "operation.vars", [])
+            ints[i, 3] = sum(_variable_bytes(v) for v in variables)
+        return pd.DataFrame({
+            "name": pd.Series(names, dtype="str"), "layer": pd.Series(layers, dtype="str").astype("category"),
+            "file": pd.Series(files, dtype="str"), "line": _nullable(ints[:, 0], "Int32"),
+            "first_step": _nullable(ints[:, 1], "Int32"), "last_step": _nullable(ints[:, 2], "Int32"),
+            "bytes": pd.array(ints[:, 3], dtype="Int64"),
+        })
+
+    # -- metadata -------------------------------------------------------------------------------
+    def metadata(self, report: Any, compilation: Any) -> dict[str, str]:
+        sources = [self.path] + ([self.debug] if self.debug else [])
+        meta: dict[str, str] = dict(source_metadata(FORMAT, sources))
+        version = self.attr(report, "poplarVersion", "poplarVersion")
+        if version is not None:
+            parts = {k: self.attr(version, k, f"poplarVersion.{k}") for k in ("major", "minor", "point")}
+            meta["pop.poplar_version"] = json.dumps(parts)
+            package_hash = self.attr(version, "packageHash", "poplarVersion.packageHash")
+            if package_hash is not None:
+                meta["pop.poplar_package_hash"] = str(package_hash)
+        fmt = self.attr(report, "version", "version")
+        if fmt is not None:
+            parts = [self.attr(fmt, k, f"version.{k}") for k in ("major", "minor", "point")]
+            meta["pop.format_version"] = ".".join("?" if p is None else str(p) for p in parts)
+            unstable = self.attr(fmt, "isUnstableFormat", "version.isUnstableFormat")
+            if unstable is not None:
+                meta["pop.format_unstable"] = str(bool(unstable)).lower()
+        graph = self.attr(compilation, "graph", "compilation.graph")
+        if graph is not None:
+            for key, name in (("numVertices", "graph.num_vertices"), ("numComputeSets", "graph.num_compute_sets")):
+                value = self.attr(graph, key, f"compilation.graph.{key}")
+                if value is not None:
+                    meta[name] = str(value)
+        if self.debug is not None:
+            meta["pop.debug_cbor"] = self.debug.name
+        for file in _app_files(self.path):
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                meta[file.stem] = file.read_text("utf-8").strip()
+        meta["pop.missing_attributes"] = json.dumps(self.missing)
+        meta["pop.notes"] = json.dumps(self.notes)
+        return meta
+
+
+def _memory_categories(category: Any) -> list[str]:
+    """The memory categories a ``tile.memory.category`` object exposes (each with ``.total``)."""
+    names = []
+    for name in dir(category):
+        if name.startswith("_"):
+            continue
+        value = getattr(category, name, None)
+        if value is not None and not callable(value) and hasattr(value, "total"):
+            names.append(name)
+    return names
+
+
+def _variable_bytes(variable: Any) -> int:
+    value = getattr(variable, "bytes", None)
+    if value is None:
+        value = getattr(variable, "size", 0)
+    return int(value or 0)
+
+
+def _layer(value: object) -> str | None:
+    """The ``"layer"`` of a debug context's layer JSON string (the raw text when it is not JSON)."""
+    if value is None:
+        return None
+    text = str(value)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text or None
+    if isinstance(parsed, dict):
+        layer = parsed.get("layer")
+        return None if layer is None else str(layer)
+    return str(parsed)
+
+
+def _nullable(values: np.ndarray, dtype: str = "Int64") -> pd.api.extensions.ExtensionArray:
+    """An integer column with the ``_MISSING_INT`` sentinel turned into missing values."""
+    return pd.arrays.IntegerArray(values.astype(dtype.lower(), copy=False), values == _MISSING_INT)
+
+
+def _guess_arch(tiles_per_ipu: object, bytes_per_tile: object, clock: object) -> str | None:
+    if tiles_per_ipu == 1216:
+        return "ipu1"
+    if tiles_per_ipu == 1472:
+        return "bow" if clock and float(clock) > 1.7e9 else "ipu2"
+    return None
+
+
+def _app_files(path: Path) -> list[Path]:
+    found: list[Path] = []
+    for directory in (path.parent, path.parent.parent):
+        for name in _APP_FILES:
+            file = directory / name
+            if file.is_file() and not any(f.name == name for f in found):
+                found.append(file)
+    return found
+
+
+__all__: list[str] = ["FORMAT", "find_debug_cbor", "read", "sniff"]
