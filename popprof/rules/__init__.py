@@ -1,0 +1,27 @@
+"""Rule checks: memory peaks, exchange-heavy phases and host-CPU stalls.
+
+``check(profile)`` runs every registered rule (see :data:`RULES`, or
+``popprof rules``) and returns :class:`Findings`. Adding a rule is one
+function decorated with :func:`rule` in a module imported below.
+"""
+
+from __future__ import annotations
+
+from . import exchange, host, memory  # noqa: F401  (register the built-in rules)
+from .base import (
+                   RULES,
+                   SEVERITIES,
+                   Finding,
+                   Findings,
+                   NotEvaluated,
+                   Rule,
+                   check,
+                   parse_set,
+                   resolve_params,
+                   rule,
+                   select_rules,
+                   severity_rank,
+)
+
+__all__ = ["RULES", "SEVERITIES", "Finding", "Findings", "NotEvaluated", "Rule", "check", "parse_set",
+           "resolve_params", "rule", "select_rules", "severity_rank"]

@@ -1,0 +1,368 @@
+"""Rules as data: the :class:`Rule` registry, :class:`Finding` / :class:`Findings`, and :func:`check`.
+
+A rule is a function ``(profile, params) -> list[Finding]`` registered with
+:func:`rule`, which records its id, one-line description, the tables it needs
+(alternatives: the rule runs when any one set is present), its parameters
+with defaults, and its advice. A rule that cannot run raises
+:class:`NotEvaluated` with the reason; :func:`check` reports it as
+"not evaluated: needs ..." instead of failing.
+
+Thresholds are inclusive: a value exactly at a threshold is flagged (``>=``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import html
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..errors import UsageError
+from ..profile import NEEDS_HINT, Profile
+
+#: Severities, lowest first.
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def severity_rank(severity: str | None) -> int:
+    """Order of a severity (``None`` ranks below ``info``)."""
+    return -1 if severity is None else _RANK[severity]
+
+
+class NotEvaluated(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a rule that cannot run on this profile; the message says what it needs."""
+
+
+@dataclass
+class Finding:
+    """One flagged observation of a rule."""
+
+    rule_id: str
+    severity: str
+    title: str
+    message: str
+    value: float | None = None
+    threshold: float | None = None
+    where: dict = field(default_factory=dict)
+    advice: str = ""
+    evidence: pd.DataFrame | None = None
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (without the evidence frame; tuples become lists)."""
+        return {
+            "rule_id": self.rule_id, "severity": self.severity, "title": self.title, "message": self.message,
+            "value": _num(self.value), "threshold": _num(self.threshold),
+            "where": {k: _plain(v) for k, v in self.where.items()}, "advice": self.advice,
+        }
+
+
+def _num(value: float | None) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    return value
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered rule: id, description, needed tables, parameters with defaults, advice."""
+
+    id: str
+    description: str
+    needs: tuple[tuple[str, ...], ...]
+    params: dict[str, object]
+    advice: str
+    func: Callable[[Profile, dict], list[Finding]]
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def needs_text(self) -> str:
+        """The needed tables as text, alternatives joined by ``or``."""
+        return " or ".join(" + ".join(alt) for alt in self.needs) if self.needs else "nothing"
+
+    def missing_reason(self, profile: Profile) -> str | None:
+        """Why the rule cannot run on ``profile`` (``None`` when one set of needed tables is present)."""
+        if not self.needs or any(not profile.missing(alt) for alt in self.needs):
+            return None
+        hints = []
+        for alt in self.needs:
+            for table in profile.missing(alt):
+                hint = NEEDS_HINT.get(table, f"needs a {table!r} table")
+                if hint not in hints:
+                    hints.append(hint)
+        return "; or ".join(hints)
+
+    def finding(self, severity: str, title: str, message: str, *, value: float | None = None,
+                threshold: float | None = None, where: dict | None = None,
+                evidence: pd.DataFrame | None = None, advice: str | None = None) -> Finding:
+        """Make a finding of this rule (its advice filled in)."""
+        return Finding(self.id, severity, title, message, value, threshold, dict(where or {}),
+                       self.advice if advice is None else advice, evidence)
+
+
+#: The registry: rule id -> Rule, in registration order.
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, description: str, *, needs: Iterable[Iterable[str]] | Iterable[str] = (),
+         params: Mapping[str, object] | None = None, advice: str = "") -> Callable:
+    """Register a rule function ``(profile, params) -> list[Finding]``.
+
+    ``needs`` is a list of table names, or a list of alternatives (lists of
+    table names): the rule runs when all tables of any one alternative are
+    present and non-empty.
+    """
+    needs_list = list(needs)
+    if needs_list and isinstance(needs_list[0], str):
+        alternatives: tuple[tuple[str, ...], ...] = (tuple(needs_list),)  # type: ignore[arg-type]
+    else:
+        alternatives = tuple(tuple(alt) for alt in needs_list)
+
+    def register(func: Callable[[Profile, dict], list[Finding]]) -> Callable[[Profile, dict], list[Finding]]:
+        if rule_id in RULES:
+            raise ValueError(f"rule {rule_id!r} registered twice")
+        RULES[rule_id] = Rule(rule_id, description, alternatives, dict(params or {}), advice, func)
+        return func
+    return register
+
+
+def band(value: float | None, warning: float | None, error: float | None) -> tuple[str | None, float | None]:
+    """The severity a value falls in (inclusive thresholds) and the threshold it met."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None, None
+    if error is not None and value >= error:
+        return "error", error
+    if warning is not None and value >= warning:
+        return "warning", warning
+    return None, None
+
+
+# -- selection and parameters ---------------------------------------------
+
+def select_rules(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[Rule]:
+    """Rules matching ``rules`` (ids, globs or family names; all when ``None``) minus ``skip``.
+
+    A pattern that matches no rule is a :class:`UsageError`.
+    """
+    chosen = list(RULES) if rules is None else _match_all(rules)
+    skipped = set(_match_all(skip or ()))
+    return [RULES[r] for r in chosen if r not in skipped]
+
+
+def _match_all(patterns: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for pattern in patterns:
+        hits = _match(pattern)
+        if not hits:
+            raise UsageError(f"unknown rule {pattern!r}; known: {', '.join(RULES)} (see `popprof rules`)")
+        out.extend(h for h in hits if h not in out)
+    return out
+
+
+def _match(pattern: str) -> list[str]:
+    if pattern in RULES:
+        return [pattern]
+    if any(ch in pattern for ch in "*?["):
+        return [r for r in RULES if fnmatch.fnmatchcase(r, pattern)]
+    return [r for r in RULES if r.startswith(pattern + ".")]  # a family name such as "memory"
+
+
+def flatten_params(params: Mapping[str, object] | None) -> dict[str, object]:
+    """``{"a.b": {"c": 1}}`` or nested TOML tables -> ``{"a.b.c": 1}``."""
+    flat: dict[str, object] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, Mapping):
+            for key, sub in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), sub)
+        else:
+            flat[prefix] = value
+    walk("", params or {})
+    return flat
+
+
+def resolve_params(overrides: Mapping[str, object] | None) -> dict[str, dict[str, object]]:
+    """Every rule's parameters: defaults updated with ``overrides`` (``"rule.param" -> value``).
+
+    Unknown rules or parameters and values of the wrong type raise :class:`UsageError`.
+    """
+    resolved = {rid: dict(r.params) for rid, r in RULES.items()}
+    for key, raw in flatten_params(overrides).items():
+        rule_id, _, name = key.rpartition(".")
+        if rule_id not in RULES:
+            raise UsageError(f"unknown rule in parameter {key!r}; expected RULE.PARAM, e.g. "
+                             "memory.headroom.warning (see `popprof rules`)")
+        if name not in RULES[rule_id].params:
+            known = ", ".join(RULES[rule_id].params) or "none"
+            raise UsageError(f"rule {rule_id!r} has no parameter {name!r}; its parameters: {known}")
+        resolved[rule_id][name] = coerce_param(key, RULES[rule_id].params[name], raw)
+    return resolved
+
+
+def coerce_param(key: str, default: object, raw: object) -> object:
+    """Convert ``raw`` (a string from ``--set`` or a TOML value) to the type of ``default``."""
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"true", "1", "yes", "on"}:
+                return True
+            if text in {"false", "0", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if isinstance(default, int):
+            number = float(raw) if not isinstance(raw, int) else raw
+            if number != int(number):
+                raise ValueError(raw)
+            return int(number)
+        if isinstance(default, float):
+            if isinstance(raw, str) and raw.strip().endswith("%"):
+                return float(raw.strip()[:-1]) / 100.0
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return float(raw)  # type: ignore[arg-type]
+        return str(raw)
+    except (TypeError, ValueError):
+        kind = type(default).__name__
+        raise UsageError(f"bad value {raw!r} for {key}: expected {kind} (default {default!r})") from None
+
+
+def parse_set(items: Iterable[str]) -> dict[str, str]:
+    """Parse ``--set rule.param=value`` items into a dict (UsageError on bad syntax)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or "." not in key:
+            raise UsageError(f"bad --set {item!r}: expected RULE.PARAM=VALUE, e.g. memory.headroom.warning=0.8")
+        out[key.strip()] = value.strip()
+    return out
+
+
+# -- results ----------------------------------------------------------------
+
+FRAME_COLUMNS = ["rule_id", "severity", "title", "message", "value", "threshold", "where", "advice"]
+
+
+@dataclass
+class Findings:
+    """The result of :func:`check` on one profile."""
+
+    items: list[Finding] = field(default_factory=list)
+    not_evaluated: list[tuple[str, str]] = field(default_factory=list)
+    evaluated: list[str] = field(default_factory=list)
+    profile_name: str = ""
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    @property
+    def worst(self) -> str | None:
+        """The highest severity among the findings, or ``None`` when there are none."""
+        return max((f.severity for f in self.items), key=severity_rank, default=None)
+
+    def at_least(self, severity: str) -> list[Finding]:
+        """Findings at or above ``severity``."""
+        return [f for f in self.items if severity_rank(f.severity) >= severity_rank(severity)]
+
+    def counts(self) -> dict[str, int]:
+        """Number of findings per severity (every severity present as a key)."""
+        out = dict.fromkeys(SEVERITIES, 0)
+        for f in self.items:
+            out[f.severity] += 1
+        return out
+
+    def by_rule(self, rule_id: str) -> list[Finding]:
+        """The findings of one rule."""
+        return [f for f in self.items if f.rule_id == rule_id]
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The findings as a DataFrame (one row per finding, worst first)."""
+        rows = [{c: getattr(f, c) for c in FRAME_COLUMNS} for f in self.items]
+        frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+        if not frame.empty:
+            frame["value"] = frame["value"].astype("float64")
+            frame["threshold"] = frame["threshold"].astype("float64")
+        return frame
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict of this profile's results."""
+        return {
+            "profile": self.profile_name, "source": self.source, "worst": self.worst, "counts": self.counts(),
+            "findings": [f.to_dict() for f in self.items],
+            "not_evaluated": [{"rule_id": r, "reason": why} for r, why in self.not_evaluated],
+            "passed": [r for r in self.evaluated if not self.by_rule(r)],
+        }
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
+        return (f"<Findings {self.profile_name!r}: {counts or 'no findings'}; "
+                f"{len(self.not_evaluated)} not evaluated>")
+
+    def _repr_html_(self) -> str:
+        colours = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+        rows = "".join(
+            f"<tr><td style='color:{colours[f.severity]};font-weight:bold'>{f.severity}</td>"
+            f"<td><code>{html.escape(f.rule_id)}</code></td><td>{html.escape(f.message)}</td>"
+            f"<td>{html.escape(f.advice)}</td></tr>" for f in self.items)
+        skipped = "".join(f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>"
+                          for r, why in self.not_evaluated)
+        return (f"<div><b>Findings</b> for <code>{html.escape(self.profile_name)}</code>"
+                f"<table><tr><th>severity</th><th>rule</th><th>finding</th><th>advice</th></tr>{rows}</table>"
+                + (f"<details><summary>not evaluated ({len(self.not_evaluated)})</summary><ul>{skipped}</ul>"
+                   "</details>" if skipped else "") + "</div>")
+
+
+def check(profile: Profile, rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
+          params: Mapping[str, object] | None = None, config: Mapping[str, object] | None = None) -> Findings:
+    """Run the enabled rules on ``profile`` and collect their findings.
+
+    ``rules``/``skip``: ids, globs (``memory.*``) or family names. ``params``:
+    ``{"memory.headroom.warning": 0.8}`` (or nested). ``config``: the
+    ``[tool.popprof]`` table (see :func:`popprof.config.load_config`); its
+    ``rules`` sub-table gives ``enable``, ``disable`` and parameters, which
+    ``rules``, ``skip`` and ``params`` override. No config file is read here.
+    """
+    section = dict((config or {}).get("rules", {}) or {})
+    enable = section.pop("enable", None)
+    disable = section.pop("disable", None) or []
+    for key in ("fail_on", "fail-on"):
+        section.pop(key, None)
+    selected = select_rules(rules if rules is not None else enable, [*disable, *(skip or [])])
+    merged = flatten_params(section)
+    merged.update(flatten_params(params))
+    resolved = resolve_params(merged)
+    result = Findings(profile_name=profile.name, source=profile.source)
+    for r in selected:
+        reason = r.missing_reason(profile)
+        if reason is None:
+            try:
+                found = r.func(profile, resolved[r.id]) or []
+            except NotEvaluated as exc:
+                reason = str(exc)
+            else:
+                result.evaluated.append(r.id)
+                result.items.extend(found)
+                continue
+        result.not_evaluated.append((r.id, reason))
+    result.items.sort(key=lambda f: -severity_rank(f.severity))  # stable: rule order within a severity
+    return result

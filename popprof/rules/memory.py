@@ -1,0 +1,248 @@
+"""Memory rules: tiles over capacity, headroom, tile imbalance, the liveness peak, gaps.
+
+Figures come from :mod:`popprof.metrics.memory` (the same numbers ``summary``
+and ``diff`` show); the rules add thresholds, locations and evidence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import memory as mm
+from ..profile import Profile
+from .base import RULES, Finding, NotEvaluated, band, rule
+from .fmt import nbytes, num, pct, threshold_pct
+
+#: At most this many tiles are listed in a finding's ``where["tiles"]`` (the evidence has all).
+MAX_WHERE_TILES = 20
+
+
+def _tiles_used(profile: Profile) -> pd.DataFrame | None:
+    """The tiles table with per-tile capacity filled from the target, or None without per-tile memory."""
+    tiles = profile.get("tiles")
+    if tiles is None or tiles.empty or not tiles["bytes_incl_gaps"].notna().any():
+        return None
+    cap = mm.capacity_bytes(profile)
+    capacity = tiles["capacity_bytes"].astype("float64")
+    if cap is not None:
+        capacity = capacity.fillna(cap)
+    return pd.DataFrame({"tile": tiles["tile"], "ipu": tiles["ipu"], "tile_in_ipu": tiles["tile_in_ipu"],
+                         "bytes_incl_gaps": tiles["bytes_incl_gaps"].astype("float64"),
+                         "bytes_excl_gaps": tiles["bytes_excl_gaps"].astype("float64"),
+                         "capacity_bytes": capacity})
+
+
+def _tile_list(frame: pd.DataFrame) -> list[int]:
+    return [int(t) for t in frame["tile"].head(MAX_WHERE_TILES)]
+
+
+@rule("memory.tile-oom", "tiles whose memory including gaps exceeds the tile's capacity",
+      needs=[("tiles",), ("memory_totals",)],
+      advice="Reduce memory on the listed tiles: lower the batch size or micro-batch, enable recomputation, "
+             "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
+             "convolutions, or offload optimizer state; check the liveness peak for what is live there.")
+def tile_oom(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["memory.tile-oom"]
+    tiles = _tiles_used(profile)
+    if tiles is not None:
+        if tiles["capacity_bytes"].isna().all():
+            raise NotEvaluated("needs the tile capacity (target bytes_per_tile)")
+        count = mm.tiles_out_of_memory(profile) or 0.0
+        if count <= 0:
+            return []
+        over = tiles[tiles["bytes_incl_gaps"] > tiles["capacity_bytes"]].copy()
+        over["over_bytes"] = over["bytes_incl_gaps"] - over["capacity_bytes"]
+        over = over.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
+        worst = over.iloc[0]
+        message = (f"{num(count)} tile(s) over capacity; tile {num(worst['tile'])} uses "
+                   f"{nbytes(worst['bytes_incl_gaps'])} including gaps = "
+                   f"{pct(worst['bytes_incl_gaps'] / worst['capacity_bytes'])} of {nbytes(worst['capacity_bytes'])} "
+                   f"(over by {nbytes(worst['over_bytes'])}; error at > 100 %)")
+        ipus = sorted({int(i) for i in over["ipu"]})
+        return [r.finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
+                          where={"tiles": _tile_list(over), "ipus": ipus}, evidence=over)]
+    # Text summary: the out-of-memory count from the metadata and the maximum from memory_totals.
+    count = mm.tiles_out_of_memory(profile)
+    used, tile = mm.max_tile_bytes(profile), mm.max_tile_index(profile)
+    cap = mm.capacity_bytes(profile)
+    if count is None:
+        if used is None or cap is None:
+            raise NotEvaluated("needs per-tile memory, or a text summary with its out-of-memory count or "
+                               "maximum tile memory and the tile capacity")
+        count = 1.0 if used > cap else 0.0
+    if count <= 0:
+        return []
+    message = f"{num(count)} tile(s) over capacity"
+    if used is not None and cap:
+        where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+        message += (f"; {where_tile} uses {nbytes(used)} including gaps = {pct(used / cap)} of {nbytes(cap)} "
+                    f"(over by {nbytes(used - cap)}; error at > 100 %)")
+    evidence = pd.DataFrame({"tiles_out_of_memory": [count], "max_tile": [tile], "max_bytes_incl_gaps": [used],
+                             "capacity_bytes": [cap]})
+    return [r.finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
+                      where={"tiles": [int(tile)]} if tile is not None else {}, evidence=evidence)]
+
+
+@rule("memory.headroom", "the fullest tile (including gaps) against the tile capacity",
+      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.85, "error": 0.95},
+      advice="Leave headroom on the fullest tiles: rebalance tile mapping (e.g. poplar's tile mapping "
+             "options or a smaller availableMemoryProportion), reduce batch size, or enable recomputation; "
+             "code and exchange growth from small changes can push a nearly full tile over.")
+def headroom(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["memory.headroom"]
+    share, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
+    tile, cap = mm.max_tile_index(profile), mm.capacity_bytes(profile)
+    if share is None or used is None or not cap:
+        raise NotEvaluated("needs the fullest tile's memory and the tile capacity (target bytes_per_tile)")
+    severity, threshold = band(share, params["warning"], params["error"])
+    if severity is None:
+        return []
+    where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+    message = (f"{where_tile} uses {nbytes(used)} including gaps = {pct(share)} of {nbytes(cap)} "
+               f"({severity} at >= {threshold_pct(threshold)})")
+    tiles = _tiles_used(profile)
+    where: dict = {"tiles": [int(tile)]} if tile is not None else {}
+    evidence = None
+    if tiles is not None:
+        tiles = tiles.assign(utilisation=tiles["bytes_incl_gaps"] / tiles["capacity_bytes"])
+        flagged = tiles[tiles["utilisation"] >= params["warning"]].sort_values(
+            "bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
+        if len(flagged) > 1:
+            message += f"; {num(len(flagged))} tiles at or above {threshold_pct(params['warning'])}"
+        where = {"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})}
+        evidence = flagged
+    return [r.finding(severity, "Little memory headroom", message, value=share, threshold=threshold,
+                      where=where, evidence=evidence)]
+
+
+@rule("memory.tile-imbalance", "the fullest tile against the median tile, when both are large",
+      needs=["tiles"], params={"ratio": 1.5, "min_fill": 0.7},
+      advice="Memory is concentrated on a few tiles: look at what is mapped there (large constants, "
+             "exchange code, tensors mapped to one tile, the first tile of each IPU) and spread it, e.g. "
+             "with better tile mapping of large tensors or by splitting large operations.")
+def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["memory.tile-imbalance"]
+    tiles = _tiles_used(profile)
+    if tiles is None:
+        raise NotEvaluated("needs per-tile memory (tiles.bytes_incl_gaps)")
+    if tiles["capacity_bytes"].isna().all():
+        raise NotEvaluated("needs the tile capacity (target bytes_per_tile)")
+    used = tiles["bytes_incl_gaps"]
+    median = float(used[used > 0].median()) if (used > 0).any() else 0.0
+    if median <= 0:
+        return []
+    tiles = tiles.assign(ratio_to_median=used / median, fill=used / tiles["capacity_bytes"])
+    flagged = tiles[(tiles["ratio_to_median"] >= params["ratio"]) & (tiles["fill"] >= params["min_fill"])]
+    if flagged.empty:
+        return []
+    flagged = flagged.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
+    worst = flagged.iloc[0]
+    message = (f"tile {num(worst['tile'])} holds {nbytes(worst['bytes_incl_gaps'])} = "
+               f"{worst['ratio_to_median']:.2f} x the median tile ({nbytes(median)}) and {pct(worst['fill'])} "
+               f"of capacity; {num(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
+               f"and fill >= {threshold_pct(params['min_fill'])})")
+    return [r.finding("warning", "Tile memory imbalance", message, value=float(worst["ratio_to_median"]),
+                      threshold=float(params["ratio"]),
+                      where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
+                      evidence=flagged)]
+
+
+def _total_capacity(profile: Profile) -> tuple[float | None, int | None]:
+    cap = mm.capacity_bytes(profile)
+    tiles = profile.target_value("num_tiles")
+    if tiles is None and profile.has("tiles"):
+        tiles = len(profile.tiles)
+    if cap is None or tiles is None:
+        return None, None
+    return float(cap) * int(tiles), int(tiles)
+
+
+@rule("memory.liveness-peak",
+      "where not-always-live memory peaks (step, program, largest variables, operations), and whether "
+      "always-live plus that peak nears the total memory",
+      needs=["liveness"], params={"warning": 0.85, "error": 1.0, "top": 5},
+      advice="To lower the peak, look at the variables and operations live at the peak step: recompute "
+             "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
+             "serialise large matmuls so fewer large temporaries are live at once.")
+def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["memory.liveness-peak"]
+    liveness = profile.liveness
+    nal = liveness["not_always_live_bytes"].astype("float64")
+    if not nal.notna().any():
+        raise NotEvaluated("needs liveness bytes (liveness.not_always_live_bytes is empty)")
+    peak_step = int(mm.peak_liveness_step(profile))
+    peak = float(mm.peak_not_always_live(profile))
+    row = liveness.loc[liveness["step"] == peak_step].iloc[0]
+    program = str(row["program"]) if pd.notna(row["program"]) else "?"
+    always = mm.always_live_bytes(profile)
+    total_cap, num_tiles = _total_capacity(profile)
+    top = int(params["top"])
+    where: dict = {"liveness_steps": (peak_step, peak_step), "programs": [program]}
+
+    variables: list[tuple[str, float]] = []
+    lv = profile.get("liveness_variables")
+    if lv is not None and not lv.empty:
+        at = lv[lv["step"] == peak_step].sort_values("bytes", ascending=False, kind="stable").head(top)
+        variables = [(str(n), float(b)) for n, b in zip(at["name"], at["bytes"], strict=True)]
+        where["variables"] = [n for n, _ in variables]
+    operations: list[str] = []
+    ops = profile.get("operations")
+    if ops is not None and not ops.empty:
+        covering = ops[(ops["first_step"] <= peak_step) & (ops["last_step"] >= peak_step)]
+        covering = covering.sort_values("bytes", ascending=False, kind="stable", na_position="last").head(top)
+        operations = [str(n) + (f" ({lay})" if pd.notna(lay) else "")
+                      for n, lay in zip(covering["name"], covering["layer"], strict=True)]
+        where["operations"] = [str(n) for n in covering["name"]]
+
+    message = (f"not-always-live memory peaks at liveness step {num(peak_step)} (program '{program}') "
+               f"with {nbytes(peak)}")
+    severity, threshold, share = "info", None, None
+    if always is not None:
+        together = always + peak
+        message += f"; always-live {nbytes(always)}, together {nbytes(together)}"
+        if total_cap:
+            share = together / total_cap
+            message += f" = {pct(share)} of the total {nbytes(total_cap)} ({num(num_tiles)} tiles)"
+            flagged, threshold = band(share, params["warning"], params["error"])
+            if flagged is not None:
+                severity = flagged
+                message += f" ({severity} at >= {threshold_pct(threshold)})"
+    if variables:
+        message += "; largest live variables: " + ", ".join(f"{n} ({nbytes(b)})" for n, b in variables)
+    if operations:
+        message += "; operations live there: " + ", ".join(operations)
+    curve = pd.DataFrame({"step": liveness["step"], "program": liveness["program"], "not_always_live_bytes": nal})
+    if always is not None:
+        curve["total_bytes"] = nal + always
+    title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
+    return [r.finding(severity, title, message, value=share if share is not None else peak,
+                      threshold=threshold, where=where, evidence=curve)]
+
+
+@rule("memory.gaps", "memory lost to gaps as a share of the memory used including gaps",
+      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.10, "error": 0.25},
+      advice="Gaps come from memory-bank constraints on where data may live; large gap shares often "
+             "follow from many small or oddly sized tensors. Try poplar's memory allocation options, "
+             "padding or grouping tensors, or fewer, larger variables per tile.")
+def gaps(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["memory.gaps"]
+    share, lost, total = mm.gap_share(profile), mm.gap_bytes(profile), mm.total_incl_gaps(profile)
+    if share is None or lost is None or total is None:
+        raise NotEvaluated("needs memory including and excluding gaps (per tile or as totals)")
+    severity, threshold = band(share, params["warning"], params["error"])
+    if severity is None:
+        return []
+    message = (f"gaps take {nbytes(lost)} = {pct(share)} of the {nbytes(total)} used including gaps "
+               f"({severity} at >= {threshold_pct(threshold)})")
+    where: dict = {}
+    evidence = None
+    tiles = _tiles_used(profile)
+    if tiles is not None:
+        gap = tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"]
+        evidence = tiles.assign(gap_bytes=gap, gap_share=np.where(
+            tiles["bytes_incl_gaps"] > 0, gap / tiles["bytes_incl_gaps"].where(tiles["bytes_incl_gaps"] > 0), 0.0))
+        evidence = evidence.sort_values("gap_bytes", ascending=False, kind="stable").reset_index(drop=True)
+        where = {"tiles": _tile_list(evidence.head(5))}
+    return [r.finding(severity, "Memory lost to gaps", message, value=share, threshold=threshold, where=where,
+                      evidence=evidence)]
