@@ -78,7 +78,7 @@ def cli(quiet: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI, mapping expected errors to one line and exit code 2."""
     try:
-        cli.main(args=argv, prog_name="popprof", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="popprof", standalone_mode=False)
     except PopprofError as exc:
         click.echo(f"popprof: error: {exc}", err=True)
         return exc.exit_code
@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"popprof: internal error: {type(exc).__name__}: {exc} "
                    "(set POPPROF_DEBUG=1 for a traceback and please report it)", err=True)
         return 3
-    return 0
+    # click returns an Exit's code (e.g. 1 for findings) instead of raising it when not standalone
+    return code if isinstance(code, int) else 0
 
 
 def run() -> None:
