@@ -44,7 +44,8 @@ def cycles_by_category(profile: Profile) -> dict[str, float]:
     return {cat: float(v) for cat, v in ipu_cycles_by_category(profile).items()}
 
 
-@metric_family("execution.share.", "ratio", "share of IPU-cycles by step category", needs=("steps",))
+@metric_family("execution.share.", "ratio", "share of IPU-cycles by step category", needs=("steps",),
+               better=None)
 def share_by_category(profile: Profile) -> dict[str, float]:
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
