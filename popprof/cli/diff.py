@@ -1,0 +1,87 @@
+"""``popprof diff BASE NEW`` (compare and gate) and ``popprof baseline PATH -o FILE``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..profile import Profile
+from .common import engine_option, format_option, load_profiles
+
+
+def _one_profile(path: str, engine: str | None) -> Profile:
+    profiles = load_profiles(path, engine)
+    if len(profiles) != 1:
+        raise UsageError(f"{path}: holds several profiles ({', '.join(profiles)}); pick one with --engine NAME")
+    return next(iter(profiles.values()))
+
+
+@click.command("diff")
+@click.argument("base", type=click.Path(exists=False, dir_okay=True))
+@click.argument("new", type=click.Path(exists=False, dir_okay=True))
+@format_option("text", "json", "markdown", "junit")
+@click.option("--all", "include_unchanged", is_flag=True, help="Include unchanged metrics.")
+@click.option("--budget", "budget_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Budget file (TOML or JSON). Default: [tool.popprof.gate] in pyproject.toml / popprof.toml, "
+                   "else the built-in default budget.")
+@click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
+@click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
+@click.option("--top", type=click.IntRange(1, 10_000), default=10, show_default=True,
+              help="Tiles / programs / events listed per section.")
+@click.option("--tolerance", type=click.FloatRange(0, None), default=None, metavar="FRACTION",
+              help="Relative change under which a program or event total counts as unchanged [default: 0.01].")
+@engine_option()
+def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_file: str | None, strict: bool,
+                 no_gate: bool, top: int, tolerance: float | None, engine: str | None) -> None:
+    """Compare two profiles (or a baseline JSON and a profile) and gate regressions.
+
+    Shows the metrics that changed, biggest relative change first, then the
+    tiles, programs and trace events that changed most. Exits 1 when a metric
+    exceeds its budget (or, with --strict, when a budgeted metric is missing on
+    one side), 2 on unreadable input or a bad budget file.
+
+    \b
+    Examples:
+      popprof diff old.popprof new.popprof
+      popprof diff baseline.json run/profile.pop --format markdown > comment.md
+      popprof diff baseline.json new.popprof --budget budget.toml --strict --format junit > gate.xml
+    """
+    from ..diff import DEFAULT_TOLERANCE, diff, gate, load_budget
+    from ..diff.render import render
+
+    budget = None if no_gate else load_budget(budget_file)
+    base_profile = _one_profile(base, engine)
+    new_profile = _one_profile(new, engine)
+    result = diff(base_profile, new_profile, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+    gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
+    click.echo(render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top), nl=False)
+    if gate_result is not None and not gate_result.passed:
+        raise click.exceptions.Exit(1)
+
+
+@click.command("baseline")
+@click.argument("path", type=click.Path(exists=False, dir_okay=True))
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the baseline here (atomically). Default: print it.")
+@engine_option()
+def baseline_command(path: str, output: str | None, engine: str | None) -> None:
+    """Write a profile's metrics as a small, diff-friendly JSON baseline, safe to commit.
+
+    CI then keeps only the baseline, not the old profile:
+    `popprof diff baseline.json NEW` gates against it.
+
+    \b
+    Examples:
+      popprof baseline run/profile.pop -o baseline.json
+      popprof diff baseline.json new/profile.pop
+    """
+    from ..diff.baseline import dumps_baseline, write_baseline
+
+    profile = _one_profile(path, engine)
+    if output is None:
+        click.echo(dumps_baseline(profile), nl=False)
+        return
+    write_baseline(profile, output, protect=[path])
+    click.echo(f"wrote {Path(output)}", err=True)
