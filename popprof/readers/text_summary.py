@@ -1,0 +1,516 @@
+"""Reader for Poplar's text summary (``printProfileSummary`` / ``printGraphSummary`` output).
+
+People paste this text into logs, CI output and bug reports, so the reader
+finds the summary inside a longer text (also when every line carries a fixed
+prefix such as poprun's ``[1,0]<stdout>:``) and parses it by labels and
+indentation, not by columns: blank lines, extra fields, other widths, CRLF and
+missing sections are fine. Every number is kept; lines it does not recognise
+are counted and kept in the metadata (``text_summary.unrecognised``).
+
+Tables: ``target``, ``memory_totals`` (whole-profile figures with ``tile``
+missing, per-tile ``Tile # T memory usage:`` blocks with ``tile`` set, the
+maxima with their tiles), ``tile_histogram``, ``programs`` (from execution
+step lines) and ``metadata`` (graph counts, ``tiles_out_of_memory``, reader
+notes). There is no ``tiles`` table: a summary names only a few tiles.
+See ``docs/readers.md`` for the format notes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+from ..profile import Profile
+from ..schema import PROGRAM_TYPE_CATEGORY, conform
+from ..sources import source_metadata
+from . import HEAD_BYTES, open_binary
+
+FORMAT = "text_summary"
+
+#: Largest file scanned beyond its head when the summary is not in the first 64 KiB.
+SCAN_LIMIT_BYTES = 256 << 20
+#: Suffixes of files worth scanning beyond the head (logs).
+LOG_SUFFIXES = frozenset({".txt", ".log", ".out", ".err", ".summary"})
+#: How many unrecognised lines / extra fields the metadata keeps.
+KEEP_UNRECOGNISED = 50
+KEEP_EXTRA = 200
+
+#: Program types named in execution step lines outside an ``Execution:`` section (reference facts).
+PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {"Repeat", "Sequence", "OnEveryTileSwitch"}
+
+SIZE_UNITS: dict[str, int] = {
+    "": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+}
+FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+
+_START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$", re.M)
+_TILE_BLOCK_RE = re.compile(r"^Tile\s*#\s*(?P<tile>[\d,]+)\s+memory usage\s*:?$", re.I)
+_HIST_RE = re.compile(r"^(?P<low>\d[\d,]*)\s*-\s*(?P<high>\d[\d,]*)\s+(?P<bar>\**)\s*(?P<count>\d[\d,]*)$")
+_MAX_RE = re.compile(r"^Maximum\s*\((?P<which>Including|Excluding)\s+Gaps\)\s*:\s*(?P<bytes>\d[\d,]*)"
+                     r"(?:\s*\([^)]*\))?(?:\s*on\s+tile\s*#?\s*(?P<tile>\d[\d,]*))?\s*$", re.I)
+_OOM_RE = re.compile(r"^(?P<count>\d[\d,]*)\s+tiles?(?:\(s\))?\s+(?:are\s+)?out\s+of\s+memory\.?$", re.I)
+_NUM_LEAF_RE = re.compile(r"^(?P<label>.*?\S)\s*:?\s+(?P<num>[-+]?\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]+)?$")
+_TEXT_LEAF_RE = re.compile(r"^(?P<label>[^:\s][^:]*?)\s*:\s+(?P<text>\S.*)$")
+_HEADING_RE = re.compile(r"^(?P<label>[^\s:].*?)\s*:$")
+_UNKNOWN_HEADING_RE = re.compile(r"^[A-Z][A-Za-z0-9 ()/#,.'_-]{0,60}:$")
+_PAREN_VALUE_RE = re.compile(r"\((?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\)")
+_PAREN_NUMERIC_RE = re.compile(r"\([^)]*\d[^)]*\)")
+_TYPE_NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+
+TARGET_FIELDS: dict[str, str] = {
+    "number of ipus": "num_ipus", "ipus": "num_ipus",
+    "tiles per ipu": "tiles_per_ipu",
+    "total tiles": "num_tiles", "number of tiles": "num_tiles", "tiles": "num_tiles",
+    "number of replicas": "num_replicas", "replicas": "num_replicas",
+    "ipus per replica": "ipus_per_replica",
+}
+TARGET_SIZES: dict[str, str] = {
+    "memory per-tile": "bytes_per_tile", "memory per tile": "bytes_per_tile", "bytes per tile": "bytes_per_tile",
+    "total memory": "total_memory_bytes",
+}
+
+
+class TruncatedSummaryWarning(UserWarning):
+    """The summary looks cut off; the figures parsed before the cut are returned."""
+
+
+@dataclass
+class _Block:
+    """One summary found in a text: its first line number (1-based), line prefix and lines."""
+
+    first_line: int
+    prefix: str
+    lines: list[str]
+    cut_mid_line: bool = False
+
+
+@dataclass
+class _Parsed:
+    target: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    totals: list[tuple[object, str, str, int]] = field(default_factory=list)
+    seen: set[tuple[object, str, str]] = field(default_factory=set)
+    histogram: list[tuple[int, int, int]] = field(default_factory=list)
+    steps: list[tuple[str, str]] = field(default_factory=list)
+    extra: dict[str, str] = field(default_factory=dict)
+    unrecognised: list[str] = field(default_factory=list)
+    unrecognised_count: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def add_total(self, tile: int | None, group: str, category: str, value: int, where: str) -> None:
+        key = (tile, group, category)
+        if key in self.seen:  # a repeated figure (e.g. an overlapped breakdown): keep the first, note the rest
+            self.note_extra(where, str(value))
+            return
+        self.seen.add(key)
+        self.totals.append((tile, group, category, value))
+
+    def note_extra(self, key: str, value: str) -> None:
+        if len(self.extra) < KEEP_EXTRA and key not in self.extra:
+            self.extra[key] = value
+
+    def note_unrecognised(self, line_no: int, text: str) -> None:
+        self.unrecognised_count += 1
+        if len(self.unrecognised) < KEEP_UNRECOGNISED:
+            self.unrecognised.append(f"line {line_no}: {text.strip()[:200]}")
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.target or self.totals or self.histogram or self.steps
+                    or "tiles_out_of_memory" in self.meta or any(k.startswith("graph.") for k in self.meta))
+
+
+# -- detection ---------------------------------------------------------------------------------------
+
+def sniff(path: Path, head: bytes) -> bool:
+    """A text (not binary) file holding a Poplar summary block (in its head, or anywhere in a log file)."""
+    if not path.is_file() or not head or b"\x00" in head[:4096]:
+        return False
+    if _first_start(_decode(head)) is not None:
+        return True
+    if len(head) < HEAD_BYTES or path.suffix.lower() not in LOG_SUFFIXES:
+        return False
+    if path.stat().st_size > SCAN_LIMIT_BYTES:
+        return False
+    return _first_start(_load_text(path)) is not None
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def _load_text(path: Path) -> str:
+    with open_binary(path) as handle:
+        return _decode(handle.read())
+
+
+def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
+    """Offset of the first line that starts a summary (and that line's prefix), from ``pos``."""
+    for match in _START_RE.finditer(text, pos):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        prefix = text[line_start:match.start()]
+        if len(prefix) <= 80 and not prefix.strip(" \t").endswith(tuple("abcdefghijklmnopqrstuvwxyz")) \
+                and _followed_by_indented(text, match.end(), prefix):
+            return line_start, prefix
+    return None
+
+
+def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
+    """The next non-blank line (within a few) carries ``prefix`` and is indented."""
+    for line in text[pos:pos + 4096].splitlines()[1:8]:
+        if not line.strip():
+            continue
+        if not line.startswith(prefix):
+            return False
+        body = line[len(prefix):]
+        if not body.strip():
+            continue
+        return body[:1] in (" ", "\t")
+    return False
+
+
+def find_blocks(text: str) -> list[_Block]:
+    """Every summary in ``text``, in order (a log can hold several, e.g. one per engine)."""
+    blocks: list[_Block] = []
+    pos = 0
+    while (start := _first_start(text, pos)) is not None:
+        offset, prefix = start
+        rest = text[offset:]
+        with_ends = rest.splitlines(keepends=True)
+        lines = [line.rstrip("\r\n") for line in with_ends]
+        block_lines, used = _block_lines(lines, prefix)
+        first_line = text.count("\n", 0, offset) + 1
+        cut = used == len(lines) and bool(lines[-1].strip()) and not rest.endswith(("\n", "\r"))
+        blocks.append(_Block(first_line, prefix, block_lines, cut))
+        pos = offset + sum(len(line) for line in with_ends[:max(used, 1)])
+        if pos >= len(text):
+            break
+    return blocks
+
+
+def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
+    """The lines of the summary starting at ``lines[0]`` (prefix removed), and how many were consumed."""
+    out: list[str] = []
+    content_seen = False
+    used = 0
+    for i, raw in enumerate(lines):
+        if prefix:
+            if raw.startswith(prefix):
+                body = raw[len(prefix):]
+            elif not raw.strip():
+                body = ""
+            else:
+                break
+        else:
+            body = raw
+        body = body.expandtabs(8).rstrip()
+        if body and not body[0].isspace():
+            if i and body == "Target:" and content_seen:
+                break  # the next summary begins
+            if not (_START_RE.match(body) or _TILE_BLOCK_RE.match(body) or _UNKNOWN_HEADING_RE.match(body)
+                    or _MAX_RE.match(body) or _OOM_RE.match(body) or _HIST_RE.match(body)
+                    or body.startswith("Range (")):
+                break
+        if body.strip() and i:
+            content_seen = True
+        out.append(body)
+        used = i + 1
+    while out and not out[-1].strip():
+        out.pop()
+    return out, used
+
+
+# -- parsing -----------------------------------------------------------------------------------------
+
+def _norm(label: str) -> str:
+    return " ".join(_PAREN_NUMERIC_RE.sub(" ", label).lower().split())
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _size_bytes(num: str, unit: str | None) -> int | None:
+    mult = SIZE_UNITS.get((unit or "").lower())
+    return None if mult is None else round(_number(num) * mult)
+
+
+def _hz(num: str, unit: str | None) -> float | None:
+    value = _number(num)
+    if not unit:
+        return value * 1e6 if value < 1e5 else value  # bare numbers: MHz as Poplar prints them
+    mult = FREQ_UNITS.get(unit.lower())
+    return None if mult is None else value * mult
+
+
+def parse_block(block: _Block) -> _Parsed:
+    """Parse the lines of one summary block into figures."""
+    parsed = _Parsed()
+    section = ""
+    tile: int | None = None
+    tile_heading_pending = False
+    stack: list[tuple[int, str, str]] = []  # (indent, normalised label, label as printed)
+    empty_heading: str | None = None
+    for offset, body in enumerate(block.lines):
+        line_no = block.first_line + offset
+        text = body.strip()
+        if not text:
+            continue
+        indent = len(body) - len(body.lstrip())
+        if indent == 0 and (m := _TILE_BLOCK_RE.match(text)):
+            section, tile, tile_heading_pending, stack = "memory", int(_number(m["tile"])), True, []
+            empty_heading = text
+            continue
+        if indent == 0 and (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
+            norm = _norm(m["label"])
+            if norm == "memory usage":
+                tile = tile if tile_heading_pending else None
+            else:
+                tile, tile_heading_pending = None, False
+            section = {"target": "target", "graph": "graph", "memory usage": "memory",
+                       "execution": "execution"}.get(norm, "other:" + m["label"])
+            stack, empty_heading = [], text
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        empty_heading = None
+        tile_heading_pending = False
+        if _parse_line(parsed, text, indent, section, tile, stack, line_no):
+            if text.endswith(":") and stack and stack[-1][2] == text[:-1].strip():
+                empty_heading = text
+            continue
+        parsed.note_unrecognised(line_no, text)
+    _derive_excluding_totals(parsed)
+    if block.cut_mid_line:
+        parsed.warnings.append("the summary ends mid-line (truncated?); its last line was ignored")
+    elif empty_heading is not None:
+        parsed.warnings.append(f"the summary ends right after the heading {empty_heading!r} (truncated?)")
+    return parsed
+
+
+def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int | None,
+                stack: list[tuple[int, str, str]], line_no: int) -> bool:
+    """Record one non-blank line; False when it is not recognised."""
+    path = [n for _, n, _ in stack]
+    where = "/".join([section or "top", *[raw for _, _, raw in stack]])
+    if tile is not None:
+        where = f"tile {tile}/{where}"
+    if text.startswith("Range (") and "histogram" in text.lower():
+        return True
+    if m := _HIST_RE.match(text):
+        values = (int(_number(m["low"])) * 1024, int(_number(m["high"])) * 1024, int(_number(m["count"])))
+        if tile is None:
+            parsed.histogram.append(values)
+        else:
+            parsed.note_extra(f"{where}/histogram {m['low']}-{m['high']}", m["count"])
+        return True
+    if m := _MAX_RE.match(text):
+        max_tile = None if m["tile"] is None else int(_number(m["tile"]))
+        parsed.add_total(max_tile, "maximum", f"{m['which'].lower()}_gaps", int(_number(m["bytes"])),
+                         f"{where}/{text}")
+        return True
+    if m := _OOM_RE.match(text):
+        parsed.meta.setdefault("tiles_out_of_memory", str(int(_number(m["count"]))))
+        return True
+    if (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
+        label = m["label"]
+        stack.append((indent, _norm(label), label))
+        if _norm(label).startswith("vertex data") and (v := _PAREN_VALUE_RE.search(label)):
+            size = _size_bytes(v["num"], v["unit"])
+            if size is not None and section == "memory":
+                parsed.add_total(tile, "total", "vertex_data", size, where + "/" + label)
+        return True
+    if m := _NUM_LEAF_RE.match(text):
+        return _numeric_leaf(parsed, m["label"].rstrip(":").rstrip(), m["num"], m["unit"], section, tile,
+                             path, stack, where)
+    if m := _TEXT_LEAF_RE.match(text):
+        label, value = m["label"], m["text"]
+        if label in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(label)):
+            parsed.steps.append((label, value))
+        else:
+            parsed.note_extra(f"{where}/{label}", value)
+        return True
+    return False
+
+
+def _derive_excluding_totals(parsed: _Parsed) -> None:
+    """Where a scope prints regions but no excluding-gaps total, the total is their sum."""
+    scopes = {tile for tile, group, _, _ in parsed.totals if group == "region"}
+    for tile in scopes:
+        if (tile, "total", "excluding_gaps") not in parsed.seen:
+            regions = sum(v for t, g, _, v in parsed.totals if t == tile and g == "region")
+            parsed.add_total(tile, "total", "excluding_gaps", regions, "")
+            parsed.meta["text_summary.derived"] = "excluding-gaps totals summed from the memory regions"
+
+
+def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, section: str, tile: int | None,
+                  path: list[str], stack: list[tuple[int, str, str]], where: str) -> bool:
+    norm = _norm(label)
+    key = f"{where}/{label}"
+    raw_value = f"{num} {unit}" if unit else num
+    if section == "target":
+        if norm in TARGET_FIELDS and not unit:
+            parsed.target.setdefault(TARGET_FIELDS[norm], _number(num))
+        elif norm in TARGET_SIZES and (size := _size_bytes(num, unit)) is not None:
+            parsed.target.setdefault(TARGET_SIZES[norm], size)
+        elif norm.startswith("clock") and (hz := _hz(num, unit)) is not None:
+            parsed.target.setdefault("clock_hz", hz)
+        else:
+            parsed.note_extra(key, raw_value)
+        return True
+    if section == "graph":
+        name = norm.removeprefix("number of ").strip().replace(" ", "_").replace("-", "_")
+        parsed.meta.setdefault(f"graph.num_{name}", str(int(_number(num))) if "." not in num else num)
+        return True
+    size = _size_bytes(num, unit)
+    if section != "memory" or size is None:
+        parsed.note_extra(key, raw_value)
+        return True
+    group, category = _memory_figure(label, norm, path, stack)
+    if group is None:
+        parsed.note_extra(key, raw_value)
+    else:
+        parsed.add_total(tile, group, category, size, key)
+    return True
+
+
+def _memory_figure(label: str, norm: str, path: list[str],
+                   stack: list[tuple[int, str, str]]) -> tuple[str | None, str]:
+    """(group, category) of a figure in the ``Memory Usage:`` tree, or (None, "") when unknown."""
+    vertex_at = next((i for i, n in enumerate(path) if n.startswith("vertex data")), None)
+    if vertex_at is not None:
+        sub = path[vertex_at + 1:]
+        if "by category" in sub:
+            return "vertex_category", label
+        if "by type" in sub:
+            return "vertex_type", label
+        return None, ""
+    if "by data type" in path:
+        if norm == "total":
+            return None, ""
+        at = path.index("by data type")
+        subheads = [raw for (_, n, raw) in stack[at + 1:] if n != "not overlapped"]
+        return "data_type", "/".join([*subheads, label])
+    if "by memory region" in path:
+        return "region", label
+    if norm == "including gaps" or (norm == "total" and path and path[-1] == "including gaps"):
+        return "total", "including_gaps"
+    if norm == "excluding gaps" or (norm == "total" and path and path[-1] == "excluding gaps"):
+        return "total", "excluding_gaps"
+    return None, ""
+
+
+# -- tables ------------------------------------------------------------------------------------------
+
+def infer_arch(tiles_per_ipu: int | None, bytes_per_tile: int | None, clock_hz: float | None) -> str | None:
+    """The IPU architecture when the target sizes say it unambiguously (reference facts, section 6)."""
+    def near(value: float | None, ref: float) -> bool:
+        return value is not None and abs(value - ref) <= 0.03 * ref
+
+    if tiles_per_ipu == 1216 and bytes_per_tile in (None, 262_144):
+        return "ipu1"
+    if tiles_per_ipu is None and bytes_per_tile == 262_144:
+        return "ipu1"
+    if tiles_per_ipu in (None, 1472) and bytes_per_tile in (None, 638_976) and (tiles_per_ipu or bytes_per_tile):
+        if near(clock_hz, 1.33e9):
+            return "ipu2"
+        if near(clock_hz, 1.85e9):
+            return "bow"
+    return None
+
+
+def _target_frame(found: dict[str, float]) -> pd.DataFrame:
+    def whole(key: str) -> int | None:
+        value = found.get(key)
+        return None if value is None else int(value)
+
+    ipus, per_ipu, tiles = whole("num_ipus"), whole("tiles_per_ipu"), whole("num_tiles")
+    if tiles is None and ipus and per_ipu:
+        tiles = ipus * per_ipu
+    if per_ipu is None and ipus and tiles and tiles % ipus == 0:
+        per_ipu = tiles // ipus
+    if ipus is None and per_ipu and tiles and tiles % per_ipu == 0:
+        ipus = tiles // per_ipu
+    per_tile = whole("bytes_per_tile")
+    total = whole("total_memory_bytes")
+    if per_tile is None and total and tiles and total % tiles == 0:
+        per_tile = total // tiles
+    clock = found.get("clock_hz")
+    row = {"source_format": FORMAT, "ipu_arch": infer_arch(per_ipu, per_tile, clock), "num_ipus": ipus,
+           "tiles_per_ipu": per_ipu, "num_tiles": tiles, "bytes_per_tile": per_tile, "clock_hz": clock,
+           "num_replicas": whole("num_replicas"), "ipus_per_replica": whole("ipus_per_replica")}
+    frame = pd.DataFrame([row])
+    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica"):
+        frame[column] = frame[column].astype("Int32")
+    frame["bytes_per_tile"] = frame["bytes_per_tile"].astype("Int64")
+    frame["clock_hz"] = frame["clock_hz"].astype("float64")
+    return frame
+
+
+def _programs_frame(steps: list[tuple[str, str]]) -> pd.DataFrame | None:
+    if not steps:
+        return None
+    frame = pd.DataFrame(steps, columns=["type", "name"]).drop_duplicates(ignore_index=True)
+    frame.insert(0, "program_id", range(len(frame)))
+    frame["category"] = frame["type"].map(PROGRAM_TYPE_CATEGORY).fillna("other")
+    return frame
+
+
+def read(path: Path, summary: int = 0, **_options: object) -> Profile:
+    """Read the ``summary``-th Poplar text summary found in ``path`` (0: the first).
+
+    Raises :class:`InputError` when the text holds no summary or nothing usable;
+    a summary that looks cut off gives what was parsed plus a
+    :class:`TruncatedSummaryWarning` (also recorded in ``text_summary.warnings``).
+    """
+    path = Path(path)
+    text = _load_text(path)
+    blocks = find_blocks(text)
+    if not blocks:
+        raise InputError(path, "not a Poplar profile summary",
+                         "expected printProfileSummary output with 'Target:' / 'Memory Usage:' sections")
+    if not 0 <= summary < len(blocks):
+        raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
+                         f"pick one of 0..{len(blocks) - 1}")
+    block = blocks[summary]
+    if block.cut_mid_line and block.lines:
+        block.lines.pop()
+    parsed = parse_block(block)
+    if not parsed.usable:
+        raise InputError(path, "the Poplar profile summary holds no figures",
+                         "the text may be truncated right after a heading; paste the whole summary")
+    for message in parsed.warnings:
+        warnings.warn(f"{path}: {message}", TruncatedSummaryWarning, stacklevel=2)
+    tables: dict[str, pd.DataFrame] = {"target": _target_frame(parsed.target)}
+    if parsed.totals:
+        tables["memory_totals"] = pd.DataFrame(parsed.totals, columns=["tile", "group", "category", "bytes"]) \
+            .astype({"tile": "Int32", "bytes": "Int64"})
+    if parsed.histogram:
+        tables["tile_histogram"] = pd.DataFrame(parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"])
+    if (programs := _programs_frame(parsed.steps)) is not None:
+        tables["programs"] = programs
+    meta: dict[str, object] = source_metadata(FORMAT, [path])
+    meta.update(parsed.meta)
+    if "total_memory_bytes" in parsed.target:
+        meta["target.total_memory_bytes"] = int(parsed.target["total_memory_bytes"])
+    meta.update({
+        "text_summary.first_line": block.first_line,
+        "text_summary.summaries_in_file": len(blocks),
+        "text_summary.unrecognised_count": parsed.unrecognised_count,
+        "text_summary.unrecognised": json.dumps(parsed.unrecognised),
+        "text_summary.extra": json.dumps(parsed.extra),
+        "text_summary.warnings": json.dumps(parsed.warnings),
+    })
+    if block.prefix:
+        meta["text_summary.line_prefix"] = block.prefix
+    if parsed.steps:
+        meta["text_summary.execution_step_lines"] = len(parsed.steps)
+    return Profile(path.name.split(".")[0] or path.stem, {k: conform(k, v) for k, v in tables.items()},
+                   source=str(path), metadata=meta)
