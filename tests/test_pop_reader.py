@@ -1,0 +1,265 @@
+"""The profile.pop reader against the pva test double: values equal the synth profile they were written from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from pop_helpers import assert_table_equal, report_store
+
+import popprof
+from popprof.errors import InputError, MissingTableError, SdkMissingError
+from popprof.readers import detect, pop
+from popprof.schema import conform
+from popprof.synth import make_profile
+
+SMALL = {"num_steps": 240, "num_programs": 120, "num_liveness_steps": 150, "num_variables": 60}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """Synth profiles and the double's profile.pop files written from them, by variant."""
+    root = tmp_path_factory.mktemp("pop")
+    store = report_store()
+    variants = {
+        "single": make_profile(name="single", seed=1, **SMALL),
+        "multi": make_profile(name="multi", num_ipus=4, host_stall=(0.2, 0.3), seed=2, **SMALL),
+        "noexec": make_profile(name="noexec", arch="ipu1", execution=False, seed=3, **SMALL),
+        "older": make_profile(name="older", seed=4, **SMALL),
+    }
+    for name in ("single", "multi"):  # synth sends as much as it receives; make them differ
+        steps = variants[name].steps.copy()
+        steps["data_out_bytes"] = steps["data_in_bytes"] * 3 // 4
+        variants[name].set_table("steps", steps)
+    paths = {}
+    for name, profile in variants.items():
+        path = root / name / "profile.pop"
+        store.write_pop(profile, path, older_sdk=(name == "older"))
+        paths[name] = path
+    store.write_debug([variants["single"]], root / "single" / "debug.cbor")
+    store.write_debug([variants["multi"]], root / "debug.cbor")  # run-directory root: the parent
+    return variants, paths
+
+
+def _compare_all(read: popprof.Profile, expected: popprof.Profile, skip_steps: tuple[str, ...] = ()) -> None:
+    assert_table_equal(read.target, expected.target, skip=("source_format",))
+    assert read.target_value("source_format") == "pop"
+    assert_table_equal(read.tiles, expected.tiles)
+    assert_table_equal(read.tile_memory, expected.tile_memory, sort=["tile", "category"])
+    assert_table_equal(read.programs, expected.programs)
+    assert_table_equal(read.variables, expected.variables)
+    assert_table_equal(read.liveness, expected.liveness)
+    assert_table_equal(read.liveness_variables, expected.liveness_variables, sort=["step", "bytes", "name"])
+    if expected.has("steps"):
+        assert_table_equal(read.runs, expected.runs)
+        assert_table_equal(read.steps, expected.steps, skip=skip_steps)
+
+
+def test_single_ipu_tables_equal_the_profile_written(pva_double, written):
+    variants, paths = written
+    profile = pop.read(paths["single"])
+    _compare_all(profile, variants["single"])
+    assert_table_equal(profile.operations, variants["single"].operations)
+    meta = profile.meta
+    assert json.loads(meta["pop.missing_attributes"]) == []
+    assert meta["pop.poplar_package_hash"] == "de1f8de2a7"
+    assert meta["pop.debug_cbor"] == "debug.cbor"
+    sources = json.loads(meta["source_files"])
+    assert [s["name"] for s in sources] == ["profile.pop", "debug.cbor"]
+    assert sources[0]["sha256"] == hashlib.sha256(paths["single"].read_bytes()).hexdigest()
+    assert profile.name == "single"
+
+
+def test_multi_ipu_target_and_steps(pva_double, written):
+    variants, paths = written
+    profile = pop.read(paths["multi"])
+    _compare_all(profile, variants["multi"])
+    assert profile.target_value("num_ipus") == 4
+    assert profile.target_value("num_tiles") == 4 * 1472
+    assert profile.tiles.groupby("ipu").size().tolist() == [1472] * 4
+    steps = profile.steps
+    assert steps.groupby("step").size().eq(4).all()
+    assert "global_exchange" in set(steps["category"].astype(str))
+    # runs come from runs[r].steps membership: each run's steps are contiguous and complete
+    per_run = steps.groupby("run")["step"].agg(["min", "max", "nunique"])
+    assert per_run["nunique"].sum() == SMALL["num_steps"]
+    assert (per_run["max"].to_numpy()[:-1] < per_run["min"].to_numpy()[1:]).all()
+
+
+def test_debug_cbor_found_in_parent_run_directory(pva_double, written):
+    variants, paths = written
+    profile = pop.read(paths["multi"])  # debug.cbor sits one level up
+    assert_table_equal(profile.operations, variants["multi"].operations)
+    assert set(profile.operations["layer"].astype(str)) <= {"popart", "poptorch", "poplibs", "onnx"}
+
+
+def test_no_debug_information_means_no_operations(pva_double, written):
+    _, paths = written
+    profile = pop.read(paths["single"], debug_cbor=False)
+    assert "operations" not in profile
+    with pytest.raises(MissingTableError, match="debug"):
+        _ = profile.operations
+
+
+def test_explicit_missing_debug_path_is_input_error(pva_double, written):
+    _, paths = written
+    with pytest.raises(InputError, match="debug"):
+        pop.read(paths["single"], debug_cbor=paths["single"].parent / "nope.cbor")
+
+
+def test_no_execution_section(pva_double, written):
+    variants, paths = written
+    profile = pop.read(paths["noexec"], debug_cbor=False)
+    _compare_all(profile, variants["noexec"])
+    assert not profile.has("steps") and not profile.has("runs")
+    with pytest.raises(MissingTableError, match="execution profile"):
+        _ = profile.steps
+    assert profile.target_value("ipu_arch") == "ipu1"
+    assert profile.target_value("tiles_per_ipu") == 1216
+    assert any("execution" in note for note in json.loads(profile.meta["pop.notes"]))
+
+
+def test_older_sdk_without_optional_attributes(pva_double, written):
+    variants, paths = written
+    profile = pop.read(paths["older"])
+    expected = variants["older"]
+    missing = json.loads(profile.meta["pop.missing_attributes"])
+    assert set(missing) == {"tile.memory.overflowed", "step.ipus.activeCycles", "step.ipus.tileBalance",
+                            "poplarVersion.packageHash"}
+    assert profile.tiles["overflowed_bytes"].isna().all()
+    assert_table_equal(profile.tiles, expected.tiles, skip=("overflowed_bytes",))
+    steps = profile.steps
+    assert steps["active_from_cycles"].isna().all() and steps["active_to_cycles"].isna().all()
+    assert steps["tile_balance"].isna().all()
+    assert_table_equal(steps, expected.steps, skip=("active_from_cycles", "active_to_cycles", "tile_balance"))
+    assert "pop.poplar_package_hash" not in profile.meta
+
+
+def test_liveness_variables_keep_the_largest_five(pva_double, tmp_path):
+    base = make_profile(name="live", seed=5, execution=False, debug=False, **SMALL)
+    rng = np.random.default_rng(0)
+    n = SMALL["num_liveness_steps"]
+    many = pd.DataFrame({"step": np.repeat(np.arange(n), 8).astype(np.int32),
+                         "name": [f"act_{s}_{j}" for s in range(n) for j in range(8)],
+                         "bytes": rng.integers(1, 10_000_000, n * 8)})
+    base.set_table("liveness_variables", many)
+    report_store().write_pop(base, tmp_path / "profile.pop")
+    profile = pop.read(tmp_path / "profile.pop")
+    got = profile.liveness_variables
+    assert got.groupby("step").size().eq(5).all()
+    expected = many.sort_values(["step", "bytes"], ascending=[True, False]).groupby("step").head(5)
+    assert_table_equal(got, conform("liveness_variables", expected), sort=["step", "bytes"])
+    none = pop.read(tmp_path / "profile.pop", liveness_top=0)
+    assert len(none.liveness_variables) == 0
+
+
+def test_tile_cycles_are_opt_in_and_match_ipu_cycles(pva_double, tmp_path):
+    base = make_profile(name="tc", num_ipus=2, seed=6, num_steps=30, num_programs=60, num_liveness_steps=40)
+    report_store().write_pop(base, tmp_path / "profile.pop")
+    assert "step_tile_cycles" not in pop.read(tmp_path / "profile.pop")
+    profile = pop.read(tmp_path / "profile.pop", tile_cycles=True)
+    cycles = profile.step_tile_cycles
+    assert len(cycles) == 30 * 2 * 1472
+    per_ipu_max = (cycles.assign(ipu=cycles["tile"] // 1472).groupby(["step", "ipu"])["cycles"].max()
+                   .reset_index())
+    steps = profile.steps[["step", "ipu", "cycles"]].astype("int64")
+    merged = per_ipu_max.merge(steps, on=["step", "ipu"], suffixes=("_tiles", "_ipu"))
+    assert len(merged) == 60
+    assert (merged["cycles_tiles"] == merged["cycles_ipu"]).all()
+
+
+def test_opened_through_the_registry_by_content(pva_double, written):
+    _, paths = written
+    assert detect(paths["single"]) is pop
+    profile = popprof.open(paths["single"])
+    assert profile.source_format == "pop"
+
+
+def test_sniff(tmp_path):
+    pop_file = tmp_path / "x.pop"
+    pop_file.write_bytes(b"anything")
+    sqlite = tmp_path / "renamed.bin"
+    sqlite.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    pvti = tmp_path / "trace.pvti"
+    pvti.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    assert pop.sniff(pop_file, pop_file.read_bytes())
+    assert pop.sniff(sqlite, sqlite.read_bytes())
+    assert not pop.sniff(pvti, pvti.read_bytes())
+    assert not pop.sniff(tmp_path, b"")
+    other = tmp_path / "notes.txt"
+    other.write_text("Target:\n")
+    assert not pop.sniff(other, b"Target:\n")
+
+
+def test_pva_missing_raises_sdk_missing(monkeypatch, written):
+    _, paths = written
+    monkeypatch.setitem(sys.modules, "pva", None)  # makes `import pva` raise ImportError
+    with pytest.raises(SdkMissingError) as info:
+        popprof.open(paths["single"])
+    text = str(info.value)
+    assert str(paths["single"]) in text and "pva" in text and "popprof export" in text
+
+
+def test_pva_missing_cli_exits_2_with_one_line(monkeypatch, capsys, written):
+    from popprof.cli import main
+
+    _, paths = written
+    monkeypatch.setitem(sys.modules, "pva", None)
+    assert main(["tables", str(paths["single"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "pva" in err and "enable" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty-zip"])
+def test_corrupt_profile_is_input_error(pva_double, written, tmp_path, damage):
+    _, paths = written
+    bad = tmp_path / "profile.pop"
+    data = paths["single"].read_bytes()
+    if damage == "garbage":
+        bad.write_bytes(b"\x00\x01 this is not a profile " * 50)
+    elif damage == "truncated":
+        bad.write_bytes(data[: len(data) // 2])
+    else:
+        bad.write_bytes(b"PK\x05\x06" + bytes(18))
+    before = bad.read_bytes()
+    with pytest.raises(InputError) as info:
+        popprof.open(bad)
+    assert str(bad) in str(info.value)
+    assert "corrupt" in str(info.value)
+    assert bad.read_bytes() == before  # input never modified
+
+
+def test_corrupt_profile_cli_exit_2(pva_double, capsys, tmp_path):
+    from popprof.cli import main
+
+    bad = tmp_path / "profile.pop"
+    bad.write_bytes(b"nonsense" * 100)
+    assert main(["tables", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(bad) in err
+
+
+def test_run_directory_gives_one_profile_per_engine(pva_double, fixtures_dir, tmp_path):
+    profiles = popprof.open_all(fixtures_dir / "run_dir")
+    assert sorted(profiles) == ["inference", "training"]
+    for name, profile in profiles.items():
+        assert profile.name == name
+        assert profile.source_format == "pop"
+        assert profile.has("operations")  # debug.cbor at the run-directory root
+        assert "hostname" in profile.meta["app"]
+    assert profiles["training"].steps["step"].nunique() == 1_200
+    assert profiles["inference"].runs.shape[0] == 1
+    copy = tmp_path / "run"
+    shutil.copytree(fixtures_dir / "run_dir", copy)
+    (copy / "debug.cbor").unlink()
+    without = popprof.open_all(copy)
+    assert not any(p.has("operations") for p in without.values())
+    with pytest.raises(InputError, match="several profiles"):
+        popprof.open(copy)
+    assert popprof.open(copy, engine="inference").name == "inference"
