@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from . import exchange, host, memory  # noqa: F401  (register the built-in rules)
 from .base import (
-                   RULES,
-                   SEVERITIES,
-                   Finding,
-                   Findings,
-                   NotEvaluated,
-                   Rule,
-                   check,
-                   parse_set,
-                   resolve_params,
-                   rule,
-                   select_rules,
-                   severity_rank,
+    RULES,
+    SEVERITIES,
+    Finding,
+    Findings,
+    NotEvaluated,
+    Rule,
+    check,
+    parse_set,
+    plan,
+    resolve_params,
+    rule,
+    select_rules,
+    severity_rank,
 )
 
-__all__ = ["RULES", "SEVERITIES", "Finding", "Findings", "NotEvaluated", "Rule", "check", "parse_set",
+__all__ = ["RULES", "SEVERITIES", "Finding", "Findings", "NotEvaluated", "Rule", "check", "parse_set", "plan",
            "resolve_params", "rule", "select_rules", "severity_rank"]

@@ -332,6 +332,24 @@ class Findings:
                    "</details>" if skipped else "") + "</div>")
 
 
+def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
+         params: Mapping[str, object] | None = None,
+         config: Mapping[str, object] | None = None) -> tuple[list[Rule], dict[str, dict[str, object]]]:
+    """The rules to run and their resolved parameters (UsageError on unknown rules or bad parameters).
+
+    See :func:`check` for the arguments.
+    """
+    section = dict((config or {}).get("rules", {}) or {})
+    enable = section.pop("enable", None)
+    disable = section.pop("disable", None) or []
+    for key in ("fail_on", "fail-on"):
+        section.pop(key, None)
+    selected = select_rules(rules if rules is not None else enable, [*disable, *(skip or [])])
+    merged = flatten_params(section)
+    merged.update(flatten_params(params))
+    return selected, resolve_params(merged)
+
+
 def check(profile: Profile, rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
           params: Mapping[str, object] | None = None, config: Mapping[str, object] | None = None) -> Findings:
     """Run the enabled rules on ``profile`` and collect their findings.
@@ -342,15 +360,7 @@ def check(profile: Profile, rules: Iterable[str] | None = None, skip: Iterable[s
     ``rules`` sub-table gives ``enable``, ``disable`` and parameters, which
     ``rules``, ``skip`` and ``params`` override. No config file is read here.
     """
-    section = dict((config or {}).get("rules", {}) or {})
-    enable = section.pop("enable", None)
-    disable = section.pop("disable", None) or []
-    for key in ("fail_on", "fail-on"):
-        section.pop(key, None)
-    selected = select_rules(rules if rules is not None else enable, [*disable, *(skip or [])])
-    merged = flatten_params(section)
-    merged.update(flatten_params(params))
-    resolved = resolve_params(merged)
+    selected, resolved = plan(rules, skip, params, config)
     result = Findings(profile_name=profile.name, source=profile.source)
     for r in selected:
         reason = r.missing_reason(profile)

@@ -1,0 +1,129 @@
+"""``popprof check`` (run the rule checks) and ``popprof rules`` (list them)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..atomic import write_text_atomic
+from ..config import load_config
+from ..errors import UsageError
+from .common import echo_json, engine_option, format_option, load_profiles
+
+FAIL_CHOICES = ("info", "warning", "error", "never")
+
+
+def _fail_on(option: str | None, config: dict) -> str:
+    if option is not None:
+        return option
+    section = config.get("rules", {}) or {}
+    value = section.get("fail_on", section.get("fail-on", "error"))
+    if value not in FAIL_CHOICES:
+        raise UsageError(f"bad rules.fail_on {value!r} in the config; expected one of {', '.join(FAIL_CHOICES)}")
+    return str(value)
+
+
+@click.command("check")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--rule", "rules", multiple=True, metavar="ID",
+              help="Run only this rule (repeatable; globs like 'memory.*' and family names like 'host' work).")
+@click.option("--skip", multiple=True, metavar="ID", help="Do not run this rule (repeatable; globs work).")
+@click.option("--set", "sets", multiple=True, metavar="RULE.PARAM=VALUE",
+              help="Override a rule parameter, e.g. --set memory.headroom.warning=0.8 (repeatable; 80% works).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).")
+@format_option("text", "json", "markdown", "junit")
+@click.option("--fail-on", type=click.Choice(FAIL_CHOICES), default=None,
+              help="Exit 1 when a finding is at or above this severity  [default: error, or rules.fail_on].")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Write the report to FILE (atomically) instead of stdout.")
+@engine_option()
+def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[str, ...], sets: tuple[str, ...],
+                  config_file: Path | None, fmt: str, fail_on: str | None, output: Path | None,
+                  engine: str | None) -> None:
+    """Flag memory peaks, exchange-heavy phases and host stalls in profiles.
+
+    Each PATH is a profile, bundle, trace or run directory (a run directory
+    gives one profile per engine). Rules whose tables a profile lacks are
+    reported as "not evaluated". Exit 0 when no finding reaches --fail-on,
+    1 when one does, 2 on bad input or usage.
+
+    \b
+    Examples:
+      popprof check reports/
+      popprof check profile.popprof --rule 'memory.*' --set memory.headroom.warning=0.8
+      popprof check run/ --format junit -o findings.xml --fail-on warning
+      popprof check trace.json.gz --rule host --format markdown
+    """
+    from ..rules import check, parse_set
+    from ..rules.base import plan
+    from ..rules.render import RENDERERS, failed
+
+    config = load_config(explicit=config_file)
+    options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
+    plan(**options)  # validate rules and parameters before reading any profile
+    level = _fail_on(fail_on, config)
+
+    results = []
+    seen: dict[str, int] = {}
+    for path in paths:
+        for name, profile in load_profiles(path, engine).items():
+            findings = check(profile, **options)
+            seen[name] = seen.get(name, 0) + 1
+            findings.profile_name = name if seen[name] == 1 else f"{name} #{seen[name]}"
+            results.append(findings)
+
+    if fmt == "text":
+        text = RENDERERS["text"](results, level, rich=output is None and sys.stdout.isatty())
+    else:
+        text = RENDERERS[fmt](results, level)
+    if output is not None:
+        write_text_atomic(output, text)
+    else:
+        click.echo(text, nl=False)
+    if failed(results, level):
+        raise click.exceptions.Exit(1)
+
+
+@click.command("rules")
+@format_option("text", "json", "markdown")
+def rules_command(fmt: str) -> None:
+    """List the rules with what they need, their parameters and defaults.
+
+    \b
+    Examples:
+      popprof rules
+      popprof rules --format json
+    """
+    from ..rules import RULES
+
+    if fmt == "json":
+        echo_json([{"id": r.id, "description": r.description, "needs": [list(a) for a in r.needs],
+                    "params": r.params, "advice": r.advice} for r in RULES.values()])
+        return
+    if fmt == "markdown":
+        lines = ["| rule | description | needs | parameters (defaults) |", "|---|---|---|---|"]
+        for r in RULES.values():
+            params = ", ".join(f"`{k}={v}`" for k, v in r.params.items()) or "none"
+            lines.append(f"| `{r.id}` | {r.description} | {r.needs_text()} | {params} |")
+        click.echo("\n".join(lines))
+        return
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_lines=True)
+        for col in ("rule", "description", "needs", "parameters"):
+            table.add_column(col)
+        for r in RULES.values():
+            table.add_row(r.id, r.description, r.needs_text(),
+                          "\n".join(f"{k} = {v}" for k, v in r.params.items()) or "-")
+        Console().print(table)
+        return
+    for r in RULES.values():
+        click.echo(f"{r.id}: {r.description}")
+        click.echo(f"  needs: {r.needs_text()}")
+        for key, value in r.params.items():
+            click.echo(f"  {r.id}.{key} = {value}")
