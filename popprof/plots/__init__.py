@@ -1,0 +1,49 @@
+"""Plots of profiles, findings and diffs (matplotlib, an optional extra: ``pip install 'popprof[plots]'``).
+
+Every function returns a :class:`matplotlib.figure.Figure` (shown inline in a
+notebook, saved with ``fig.savefig(path)``), with units on the axes and the
+rule thresholds drawn where they apply. Large profiles are binned, not drawn
+point by point. :data:`KINDS` maps the CLI's ``--kind`` names to functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._common import MPL_MISSING, require_matplotlib
+from .diff import diff_metrics, diff_tiles
+from .execution import execution
+from .liveness import liveness
+from .memory import tile_histogram, tile_memory
+from .tilemap import tile_map
+from .timeline import timeline
+
+#: ``--kind`` name -> (function, whether it takes findings, tables it needs (any one set)).
+KINDS: dict[str, tuple[Callable[..., Any], bool, tuple[tuple[str, ...], ...]]] = {
+    "memory": (tile_memory, False, (("tiles",),)),
+    "histogram": (tile_histogram, False, (("tiles",), ("tile_histogram",))),
+    "tilemap": (tile_map, False, (("tiles",),)),
+    "liveness": (liveness, False, (("liveness",),)),
+    "execution": (execution, True, (("steps",),)),
+    "timeline": (timeline, True, (("events",), ("runs",))),
+}
+
+
+def available_kinds(profile: Any) -> list[str]:
+    """The plot kinds a profile has the tables for, in :data:`KINDS` order."""
+    return [kind for kind, (_, _, needs) in KINDS.items() if any(profile.has(*tables) for tables in needs)]
+
+
+def plot(profile: Any, kind: str, findings: Any = None, **options: Any):
+    """Draw one plot kind of ``profile`` (passing ``findings`` to the kinds that shade them)."""
+    if kind not in KINDS:
+        from ..errors import UsageError
+
+        raise UsageError(f"unknown plot kind {kind!r}; choose from {', '.join(KINDS)}")
+    func, takes_findings, _ = KINDS[kind]
+    return func(profile, findings, **options) if takes_findings else func(profile, **options)
+
+
+__all__ = ["KINDS", "MPL_MISSING", "available_kinds", "diff_metrics", "diff_tiles", "execution", "liveness",
+           "plot", "require_matplotlib", "tile_histogram", "tile_map", "tile_memory", "timeline"]

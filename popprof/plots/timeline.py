@@ -1,0 +1,203 @@
+"""Host timeline: host threads as lanes, device activity as its own lane, stalls shaded and explained.
+
+Time is drawn in milliseconds since the start of the trace (the earliest
+event's ``start_us``; the x label says so). Host lanes show top-level events
+(depth 0) of each thread; the device lane shows events with a
+``device_category`` (coloured by category), or the execution runs when the
+profile has no trace. Lanes with many events are drawn with neighbouring
+events closer than a fraction of the visible span merged into one bar, so a
+million events draw in about a second.
+
+Stalls, the windows where the device waits on the host, come from findings of
+the ``host.device-gaps`` rule (every gap in its evidence table, else
+``where["time_us"]``) or from ``stalls=``. Each is shaded; the longest few
+list the host events that overlap them most (innermost events, from the
+events table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import MissingTableError
+from ..profile import Profile
+from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
+
+STALL_RULE = "host.device-gaps"
+DEVICE_LANE = "device"
+
+
+def merge_intervals(start: np.ndarray, end: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals that overlap or are closer than ``tolerance`` (vectorised; returns sorted starts, ends)."""
+    if len(start) == 0:
+        return start, end
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1] + tolerance
+    idx = np.flatnonzero(new)
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def _rects(ax: Any, start: np.ndarray, end: np.ndarray, lane: int, colour: str, gid: str, label: str | None):
+    from matplotlib.collections import PolyCollection
+
+    y0, y1 = lane - 0.38, lane + 0.38
+    verts = np.empty((len(start), 4, 2))
+    verts[:, 0, 0] = verts[:, 3, 0] = start
+    verts[:, 1, 0] = verts[:, 2, 0] = np.maximum(end, start)
+    verts[:, 0, 1] = verts[:, 1, 1] = y0
+    verts[:, 2, 1] = verts[:, 3, 1] = y1
+    coll = PolyCollection(verts, facecolors=colour, edgecolors="none", label=label)
+    coll.set_gid(gid)
+    ax.add_collection(coll, autolim=False)
+    return coll
+
+
+def lanes(profile: Profile) -> list[tuple[str, pd.DataFrame]]:
+    """``(label, events)`` per lane: the device lane first (when any), then host threads by pid, tid."""
+    events = profile.get("events")
+    result: list[tuple[str, pd.DataFrame]] = []
+    if events is None or events.empty:
+        runs = profile.get("runs")
+        if runs is None or runs.empty:
+            raise MissingTableError("events", profile.name, "needs a trace (.pvti or Chrome trace) or execution runs")
+        frame = pd.DataFrame({"name": runs["name"], "start_us": runs["start_us"],
+                              "dur_us": runs["end_us"] - runs["start_us"], "device_category": "compute"})
+        return [(f"{DEVICE_LANE} (runs)", frame)]
+    device = events["device_category"].notna()
+    if device.any():
+        result.append((DEVICE_LANE, events[device]))
+    host = events[~device & (events["depth"] == 0)]
+    names = {}
+    threads = profile.get("threads")
+    if threads is not None and not threads.empty:
+        for pid, tid, pname, tname in threads[["pid", "tid", "process_name", "thread_name"]].itertuples(index=False):
+            label = str(tname) if isinstance(tname, str) and tname and tname != "nan" else f"tid {tid}"
+            if isinstance(pname, str) and pname and pname != "nan":
+                label = f"{pname}: {label}"
+            names[(int(pid), int(tid))] = label
+    for (pid, tid), group in host.groupby(["pid", "tid"], sort=True):
+        result.append((names.get((int(pid), int(tid)), f"pid {pid} tid {tid}"), group))
+    return result
+
+
+def stall_windows(findings: Any, stalls: Iterable[tuple[float, float]] | None = None) -> list[tuple[float, float]]:
+    """Stall windows ``(start_us, end_us)``, sorted and merged.
+
+    From ``host.device-gaps`` findings: every gap of the evidence table when
+    it has ``start_us``/``end_us`` columns (the rule lists all gaps there),
+    else ``where["time_us"]``. Plus the plain ``stalls`` given.
+    """
+    windows: list[tuple[float, float]] = list(stalls or [])
+    for item in finding_items(findings, (STALL_RULE,)):
+        evidence = getattr(item, "evidence", None)
+        if isinstance(evidence, pd.DataFrame) and {"start_us", "end_us"} <= set(evidence.columns) and len(evidence):
+            windows.extend(zip(evidence["start_us"].astype(float), evidence["end_us"].astype(float), strict=True))
+        else:
+            windows.extend(where_ranges([item], "time_us"))
+    return merge_ranges(windows)
+
+
+def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3) -> pd.DataFrame:
+    """The host events that overlap ``window`` (µs) most: columns ``name`` and ``overlap_us``.
+
+    Only the innermost events count (an event whose child also overlaps the
+    window is left out, so a main loop enclosing everything does not hide
+    what the host was doing). Overlaps are summed per event name.
+    """
+    empty = pd.DataFrame({"name": pd.Series([], dtype="str"), "overlap_us": pd.Series([], dtype=float)})
+    events = profile.get("events")
+    if events is None or events.empty:
+        return empty
+    host = events[events["device_category"].isna()]
+    start = host["start_us"].to_numpy(float)
+    end = start + host["dur_us"].fillna(0).to_numpy(float)
+    lo, hi = window
+    overlap = np.minimum(end, hi) - np.maximum(start, lo)
+    inside = overlap > 0
+    if not inside.any():
+        return empty
+    ids = host["event_id"].to_numpy()[inside]
+    parents = host["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[inside]
+    leaf = ~np.isin(ids, parents[~np.isnan(parents)].astype(np.int64))
+    chosen = pd.DataFrame({"name": host["name"].astype("str").to_numpy()[inside][leaf],
+                           "overlap_us": overlap[inside][leaf]})
+    ranked = chosen.groupby("name", sort=False)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    ranked = ranked.head(top)
+    return pd.DataFrame({"name": ranked.index.astype("str"), "overlap_us": ranked.to_numpy(float)})
+
+
+def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[float, float]] | None = None,
+             top: int = 3, window_us: tuple[float, float] | None = None, max_lanes: int = 24,
+             resolution: int = 4000, label_chars: int = 42, max_labels: int = 6, width: float = 12.0):
+    """Threads as lanes over time, device lane first, stalls shaded with their top host events.
+
+    ``stalls`` adds plain ``(start_us, end_us)`` windows to those of the
+    findings. The ``max_labels`` longest stalls get a box naming the ``top``
+    host events in them (with the time they overlap the stall). ``window_us`` limits the view to a time range (µs, as in the
+    events table). At most ``max_lanes`` host lanes are drawn (the busiest).
+    Returns the Figure; x is milliseconds since the first event.
+    """
+    all_lanes = lanes(profile)
+    origin = min(float(frame["start_us"].min()) for _, frame in all_lanes)
+    device = [lane for lane in all_lanes if lane[0].startswith(DEVICE_LANE)]
+    host = [lane for lane in all_lanes if not lane[0].startswith(DEVICE_LANE)]
+    if len(host) > max_lanes:
+        host = sorted(host, key=lambda lane: -float(lane[1]["dur_us"].sum()))[:max_lanes]
+    shown = device + host
+    ends = [float((frame["start_us"] + frame["dur_us"].fillna(0)).max()) for _, frame in shown]
+    lo_us, hi_us = window_us if window_us else (origin, max(ends))
+    span_ms = max((hi_us - lo_us) / 1e3, 1e-9)
+    tol = span_ms / resolution
+    fig, ax = new_figure(width, 1.6 + 0.42 * len(shown))
+    labels = []
+    for lane_no, (label, frame) in enumerate(shown):
+        start = (frame["start_us"].to_numpy(float) - origin) / 1e3
+        end = start + frame["dur_us"].fillna(0).to_numpy(float) / 1e3
+        if label.startswith(DEVICE_LANE):
+            cats = frame["device_category"].astype("str").to_numpy()
+            for cat in [c for c in CATEGORY_COLOURS if (cats == c).any()]:
+                s, e = merge_intervals(start[cats == cat], end[cats == cat], tol)
+                _rects(ax, s, e, lane_no, CATEGORY_COLOURS[cat], f"lane:{label}:{cat}", f"device {cat}")
+        else:
+            s, e = merge_intervals(start, end, tol)
+            _rects(ax, s, e, lane_no, "#5b7fa6", f"lane:{label}", None)
+        labels.append(label if len(label) <= 40 else "…" + label[-39:])
+    ax.set_yticks(range(len(shown)), labels, fontsize="small")
+    ax.set_ylim(len(shown) - 0.4, -0.6)
+    ax.set_xlim((lo_us - origin) / 1e3, (hi_us - origin) / 1e3)
+    windows = stall_windows(findings, stalls)
+    longest = sorted(windows, key=lambda w: w[0] - w[1])[:max_labels]
+    for i, (s_us, e_us) in enumerate(windows):
+        x0, x1 = (s_us - origin) / 1e3, (e_us - origin) / 1e3
+        ax.axvspan(x0, x1, color="#d62728", alpha=0.15, lw=0, gid="stall",
+                   label="device waiting on host" if i == 0 else None)
+        best = top_host_events(profile, (s_us, e_us), top) if (s_us, e_us) in longest else []
+        if len(best):
+            text = "\n".join(_short(n, label_chars) + f" ({o / 1e3:,.2f} ms)"
+                             for n, o in zip(best["name"], best["overlap_us"], strict=True))
+            ax.text(x0, 1.0 - 0.02, text, transform=ax.get_xaxis_transform(), fontsize="x-small", va="top",
+                    ha="left", color="#7f0000", gid="stall-label",
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#d62728", "alpha": 0.85})
+    ax.set_xlabel(f"time since trace start (ms; start = {origin:,.0f} µs)")
+    ax.grid(axis="x", alpha=0.3)
+    stalled = f", {len(windows)} stall{'s' if len(windows) != 1 else ''}" if windows else ""
+    ax.set_title(title_of(profile, f"Timeline: {len(host)} host thread{'s' if len(host) != 1 else ''}{stalled}"))
+    for item in finding_items(findings, ("exchange.",)):
+        for k, (s_us, e_us) in enumerate(where_ranges([item], "time_us")):
+            ax.axvspan((s_us - origin) / 1e3, (e_us - origin) / 1e3, color="#ff7f0e", alpha=0.12, lw=0,
+                       gid=f"phase:{item.rule_id}", label=item.rule_id if k == 0 else None)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
+    return fig
+
+
+def _short(name: str, limit: int) -> str:
+    return name if len(name) <= limit else "…" + name[-(limit - 1):]
