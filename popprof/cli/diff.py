@@ -26,6 +26,8 @@ def _one_profile(path: str, engine: str | None) -> Profile:
 @click.option("--budget", "budget_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Budget file (TOML or JSON). Default: [tool.popprof.gate] in pyproject.toml / popprof.toml, "
                    "else the built-in default budget.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Read [tool.popprof.gate] from this file instead of the nearest pyproject.toml / popprof.toml.")
 @click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
 @click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
 @click.option("--top", type=click.IntRange(1, 10_000), default=10, show_default=True,
@@ -33,7 +35,8 @@ def _one_profile(path: str, engine: str | None) -> Profile:
 @click.option("--tolerance", type=click.FloatRange(0, None), default=None, metavar="FRACTION",
               help="Relative change under which a program or event total counts as unchanged [default: 0.01].")
 @engine_option()
-def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_file: str | None, strict: bool,
+def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_file: str | None,
+                 config_file: str | None, strict: bool,
                  no_gate: bool, top: int, tolerance: float | None, engine: str | None) -> None:
     """Compare two profiles (or a baseline JSON and a profile) and gate regressions.
 
@@ -51,7 +54,7 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     from ..diff import DEFAULT_TOLERANCE, diff, gate, load_budget
     from ..diff.render import render
 
-    budget = None if no_gate else load_budget(budget_file)
+    budget = None if no_gate else load_budget(budget_file, config_file=config_file)
     base_profile = _one_profile(base, engine)
     new_profile = _one_profile(new, engine)
     result = diff(base_profile, new_profile, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)

@@ -73,6 +73,8 @@ def baseline_document(profile: Profile) -> dict:
         if value is not None:
             value = value.item() if hasattr(value, "item") else value
             target[key] = _number(value) if isinstance(value, float) else value
+    if is_baseline(profile) and profile.meta.get("baseline.source_format"):
+        target["source_format"] = profile.meta["baseline.source_format"]
     tables = sorted(json.loads(profile.meta.get("baseline.tables", "[]"))) if is_baseline(profile) else [
         t for t in profile.table_names if t != "metadata"]
     return {
@@ -135,6 +137,8 @@ def parse_baseline(document: object, path: str | os.PathLike[str] = "<baseline>"
         meta[META_PREFIX + str(name)] = repr(float(value))
     target = document.get("target") if isinstance(document.get("target"), dict) else {}
     target_row = {k: target[k] for k in TARGET_FIELDS if k in target and target[k] is not None}
+    if "source_format" in target_row:
+        meta["baseline.source_format"] = target_row["source_format"]
     target_row["source_format"] = "baseline"
     name = str(document.get("profile") or Path(path).stem)
     tables = {"target": pd.DataFrame([target_row])}

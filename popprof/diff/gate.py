@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..config import load_config
 from ..errors import InputError, UsageError
 from .core import COMPARED, ProfileDiff
 from .fmt import fmt_change
@@ -254,40 +255,17 @@ def read_budget_file(path: str | os.PathLike[str]) -> Budget:
         raise InputError(path, str(exc).removeprefix(f"{path}: "), "see docs/diff.md for the budget format") from None
 
 
-def _load_config(start: Path | None) -> dict:
-    """The ``[tool.popprof]`` configuration (via popprof.config when present)."""
-    try:
-        from ..config import load_config
-    except ImportError:
-        return _fallback_config(start)
-    return load_config(start)
-
-
-def _fallback_config(start: Path | None) -> dict:
-    directory = (start or Path.cwd()).resolve()
-    for folder in [directory, *directory.parents]:
-        for name in ("popprof.toml", "pyproject.toml"):
-            file = folder / name
-            if not file.is_file():
-                continue
-            try:
-                document = tomllib.loads(file.read_text("utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise InputError(file, f"cannot read configuration ({exc})") from None
-            if name == "popprof.toml":
-                return document
-            section = document.get("tool", {}).get("popprof")
-            if isinstance(section, dict):
-                return section
-    return {}
-
-
 def load_budget(path: str | os.PathLike[str] | None = None, *, start: Path | None = None,
-                config: dict | None = None) -> Budget:
-    """The budget in force: ``path`` if given, else ``[tool.popprof.gate]`` config, else the default."""
+                config: dict | None = None, config_file: str | os.PathLike[str] | None = None) -> Budget:
+    """The budget in force: ``path`` if given, else ``[tool.popprof.gate]`` config, else the default.
+
+    The configuration is ``config`` when given, else :func:`popprof.config.load_config`
+    (``config_file``, or the nearest popprof.toml / pyproject.toml from ``start``).
+    """
     if path is not None:
         return read_budget_file(path)
-    config = _load_config(start) if config is None else config
+    if config is None:
+        config = load_config(start, Path(config_file) if config_file is not None else None)
     table = config.get("gate") if isinstance(config, dict) else None
     if table:
         return budget_from_mapping(table, "[tool.popprof.gate]")

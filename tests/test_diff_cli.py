@@ -1,0 +1,117 @@
+"""`popprof diff` and `popprof baseline` from the command line: formats, exit codes, errors."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from popprof import synth
+from popprof.cli import main
+from popprof.readers import bundle
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diffcli")
+    base = synth.make_profile(num_steps=500, num_liveness_steps=60, seed=31)
+    worse = base.copy()
+    steps = worse.steps.copy()
+    steps["cycles"] = steps["cycles"] * 2  # total cycles +100 %
+    worse.set_table("steps", steps)
+    return (bundle.write(base, root / "base.popprof"), bundle.write(worse, root / "worse.popprof"), base, root)
+
+
+def run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_identical_profiles_exit_0(capsys, bundles):
+    base, _, _, _ = bundles
+    code, out, _ = run(capsys, "diff", base, base)
+    assert code == 0
+    assert "no metric changed" in out and "gate PASS" in out
+
+
+def test_regression_exits_1_and_names_metric_change_and_budget(capsys, bundles):
+    base, worse, profile, _ = bundles
+    code, out, _ = run(capsys, "diff", base, worse)
+    assert code == 1
+    line = next(x for x in out.splitlines() if "FAIL execution.total_cycles" in x)
+    assert "+100 %" in line and "budget: growth <= 2 %" in line
+    first_metric = out.splitlines()[3].split()[0]  # after the title, a blank line and the header
+    assert first_metric.startswith("execution.")  # biggest relative change first
+    code, out, _ = run(capsys, "diff", base, worse, "--no-gate")
+    assert code == 0 and "gate" not in out
+
+
+def test_json_markdown_junit(capsys, bundles):
+    base, worse, profile, _ = bundles
+    code, out, _ = run(capsys, "diff", base, worse, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["gate"]["passed"] is False
+    cycles = next(m for m in doc["metrics"] if m["name"] == "execution.total_cycles")
+    assert cycles["base"] == float(profile.steps["cycles"].sum()) and cycles["rel_change"] == 1.0
+    assert doc["programs"]["counts"]["grown"] == profile.steps["program"].nunique()
+
+    code, out, _ = run(capsys, "diff", base, worse, "--format", "markdown")
+    assert out.startswith("**popprof gate: FAIL**")
+    assert "| `execution.total_cycles` |" in out and "<summary>Programs" in out
+
+    code, out, _ = run(capsys, "diff", base, worse, "--format", "junit")
+    suite = ET.fromstring(out)
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert "execution.total_cycles" in failed and int(suite.get("failures")) == len(failed)
+
+
+def test_all_shows_unchanged_metrics(capsys, bundles):
+    base, worse, _, _ = bundles
+    _, out, _ = run(capsys, "diff", base, worse, "--no-gate")
+    _, out_all, _ = run(capsys, "diff", base, worse, "--no-gate", "--all")
+    assert "memory.total_incl_gaps_bytes" not in out and "memory.total_incl_gaps_bytes" in out_all
+    assert "hidden; --all shows them" in out
+
+
+def test_baseline_command_and_diff_against_it(capsys, bundles, tmp_path):
+    base, worse, _, _ = bundles
+    out_file = tmp_path / "baseline.json"
+    code, _, err = run(capsys, "baseline", base, "-o", out_file)
+    assert code == 0 and out_file.is_file() and "wrote" in err
+    code, printed, _ = run(capsys, "baseline", base)
+    assert printed == out_file.read_text()
+    code, out, _ = run(capsys, "diff", out_file, worse)
+    assert code == 1 and "baseline (metrics only)" in out
+    code, out, _ = run(capsys, "diff", out_file, base)
+    assert code == 0
+
+
+def test_budget_file_and_strict(capsys, bundles, tmp_path):
+    base, worse, _, _ = bundles
+    lenient = tmp_path / "lenient.toml"
+    lenient.write_text('[budgets]\n"execution.*" = "+150%"\n"execution.exchange_share" = "+1"\n')
+    code, out, _ = run(capsys, "diff", base, worse, "--budget", lenient)
+    assert code == 0, out
+    # a profile without steps against one with: gaps; --strict fails
+    no_steps = synth.make_profile(num_steps=500, num_liveness_steps=60, seed=31, execution=False)
+    path = bundle.write(no_steps, tmp_path / "nosteps.popprof")
+    code, out, _ = run(capsys, "diff", path, base)
+    assert code == 0 and "GAP  execution.total_cycles" in out
+    code, out, _ = run(capsys, "diff", path, base, "--strict")
+    assert code == 1
+
+
+def test_bad_input_exits_2_with_one_line(capsys, bundles, tmp_path):
+    base, _, _, _ = bundles
+    code, out, err = run(capsys, "diff", base, tmp_path / "missing.popprof")
+    assert code == 2 and "missing.popprof" in err and len(err.strip().splitlines()) == 1
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[budgets]\n"memory.*" = { growth = 1 }\n')
+    code, _, err = run(capsys, "diff", base, base, "--budget", bad)
+    assert code == 2 and "bad.toml" in err and "unknown key" in err and "Traceback" not in err
+    broken = tmp_path / "baseline.json"
+    broken.write_text('{"format": "popprof-baseline", "format_version": 1, "metrics": [')
+    code, _, err = run(capsys, "diff", broken, base)
+    assert code == 2 and "baseline.json" in err
