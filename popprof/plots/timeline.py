@@ -2,7 +2,7 @@
 
 Time is drawn in milliseconds since the start of the trace (the earliest
 event's ``start_us``; the x label says so). Host lanes show top-level events
-(depth 0) of each thread; the device lane shows events with a
+(depth 0, light) and their children (depth 1, dark) of each thread; the device lane shows events with a
 ``device_category`` (coloured by category), or the execution runs when the
 profile has no trace. Lanes with many events are drawn with neighbouring
 events closer than a fraction of the visible span merged into one bar, so a
@@ -45,10 +45,11 @@ def merge_intervals(start: np.ndarray, end: np.ndarray, tolerance: float) -> tup
     return s[idx], np.maximum.reduceat(e, idx)
 
 
-def _rects(ax: Any, start: np.ndarray, end: np.ndarray, lane: int, colour: str, gid: str, label: str | None):
+def _rects(ax: Any, start: np.ndarray, end: np.ndarray, band: tuple[float, float], colour: str, gid: str,
+           label: str | None):
     from matplotlib.collections import PolyCollection
 
-    y0, y1 = lane - 0.38, lane + 0.38
+    y0, y1 = band
     verts = np.empty((len(start), 4, 2))
     verts[:, 0, 0] = verts[:, 3, 0] = start
     verts[:, 1, 0] = verts[:, 2, 0] = np.maximum(end, start)
@@ -74,7 +75,7 @@ def lanes(profile: Profile) -> list[tuple[str, pd.DataFrame]]:
     device = events["device_category"].notna()
     if device.any():
         result.append((DEVICE_LANE, events[device]))
-    host = events[~device & (events["depth"] == 0)]
+    host = events[~device & (events["depth"] <= 1)]
     names = {}
     threads = profile.get("threads")
     if threads is not None and not threads.empty:
@@ -163,12 +164,19 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
         end = start + frame["dur_us"].fillna(0).to_numpy(float) / 1e3
         if label.startswith(DEVICE_LANE):
             cats = frame["device_category"].astype("str").to_numpy()
-            for cat in [c for c in CATEGORY_COLOURS if (cats == c).any()]:
+            present = [c for c in CATEGORY_COLOURS if (cats == c).any()]
+            height = 0.8 / max(len(present), 1)
+            for k, cat in enumerate(present):  # one sub-band per category: they may overlap in time
                 s, e = merge_intervals(start[cats == cat], end[cats == cat], tol)
-                _rects(ax, s, e, lane_no, CATEGORY_COLOURS[cat], f"lane:{label}:{cat}", f"device {cat}")
+                band = (lane_no - 0.4 + k * height, lane_no - 0.4 + (k + 1) * height)
+                legend = "execution run" if label != DEVICE_LANE else f"device {cat}"
+                _rects(ax, s, e, band, CATEGORY_COLOURS[cat], f"lane:{label}:{cat}", legend)
         else:
-            s, e = merge_intervals(start, end, tol)
-            _rects(ax, s, e, lane_no, "#5b7fa6", f"lane:{label}", None)
+            depth = frame["depth"].to_numpy() if "depth" in frame.columns else np.zeros(len(frame))
+            s, e = merge_intervals(start[depth == 0], end[depth == 0], tol)
+            _rects(ax, s, e, (lane_no - 0.38, lane_no + 0.38), "#a9c1dc", f"lane:{label}", None)
+            s, e = merge_intervals(start[depth == 1], end[depth == 1], tol)
+            _rects(ax, s, e, (lane_no - 0.1, lane_no + 0.38), "#3b6a9e", f"lane:{label}:nested", None)
         labels.append(label if len(label) <= 40 else "…" + label[-39:])
     ax.set_yticks(range(len(shown)), labels, fontsize="small")
     ax.set_ylim(len(shown) - 0.4, -0.6)
@@ -189,11 +197,16 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
     ax.set_xlabel(f"time since trace start (ms; start = {origin:,.0f} µs)")
     ax.grid(axis="x", alpha=0.3)
     stalled = f", {len(windows)} stall{'s' if len(windows) != 1 else ''}" if windows else ""
-    ax.set_title(title_of(profile, f"Timeline: {len(host)} host thread{'s' if len(host) != 1 else ''}{stalled}"))
+    what = (f"{len(host)} host thread{'s' if len(host) != 1 else ''}" if host or not device
+            or device[0][0] == DEVICE_LANE else "execution runs (no host trace)")
+    ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"))
+    labelled: set[str] = set()
     for item in finding_items(findings, ("exchange.",)):
-        for k, (s_us, e_us) in enumerate(where_ranges([item], "time_us")):
+        for s_us, e_us in where_ranges([item], "time_us"):
+            rule_id = str(item.rule_id)
             ax.axvspan((s_us - origin) / 1e3, (e_us - origin) / 1e3, color="#ff7f0e", alpha=0.12, lw=0,
-                       gid=f"phase:{item.rule_id}", label=item.rule_id if k == 0 else None)
+                       gid=f"phase:{rule_id}", label=None if rule_id in labelled else f"{rule_id} (exchange-heavy)")
+            labelled.add(rule_id)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     return fig

@@ -1,0 +1,115 @@
+"""``popprof plot`` (one figure to PNG/SVG/PDF) and ``popprof report`` (a self-contained HTML report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from .common import engine_option, load_profiles
+
+PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline")
+IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def _use_agg() -> None:
+    from ..plots import require_matplotlib
+
+    matplotlib = require_matplotlib()
+    matplotlib.use("Agg")
+
+
+def _config(config_file: Path | None) -> dict:
+    try:
+        from ..config import load_config
+    except ImportError:
+        return {}
+    return load_config(explicit=config_file)
+
+
+@click.command("plot")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--kind", type=click.Choice(PLOT_KINDS), default="memory", show_default=True,
+              help="Which plot to draw.")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
+              help="Image to write (.png, .svg or .pdf), atomically.")
+@click.option("--dpi", type=click.IntRange(30, 600), default=120, show_default=True, help="Resolution of PNGs.")
+@click.option("--ipu", type=int, default=None, help="execution: cycles of this IPU (default: busiest per step).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).")
+@engine_option()
+def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None, config_file: Path | None,
+                 engine: str | None) -> None:
+    """Draw one plot of a profile to an image file.
+
+    \b
+    Kinds:
+      memory     memory per tile stacked by category, capacity and headroom lines
+      histogram  number of tiles per memory range
+      tilemap    each IPU's tiles as a grid coloured by memory use
+      liveness   live memory per program step, the peak marked with its program
+      execution  cycles by category over steps, exchange-heavy phases shaded
+      timeline   host threads and device activity over time, stalls shaded
+
+    \b
+    Examples:
+      popprof plot profile.popprof --kind memory -o memory.png
+      popprof plot reports/ --engine training --kind liveness -o liveness.svg
+      popprof plot trace.json.gz --kind timeline -o timeline.png
+    """
+    fmt = IMAGE_FORMATS.get(output.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
+    _use_agg()
+    from ..atomic import atomic_path
+    from ..htmlreport import run_checks
+    from ..plots import plot
+
+    profiles = load_profiles(path, engine)
+    if len(profiles) > 1:
+        raise UsageError(f"{path} holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine")
+    profile = next(iter(profiles.values()))
+    findings = run_checks(profile, _config(config_file)) if kind in ("execution", "timeline") else None
+    options = {"ipu": ipu} if kind == "execution" and ipu is not None else {}
+    fig = plot(profile, kind, findings, **options)
+    with atomic_path(output) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=dpi)
+    click.echo(f"wrote {output}", err=True)
+
+
+@click.command("report")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
+              help="HTML file to write, atomically.")
+@click.option("--title", default=None, help="Report title (default: the profile names).")
+@click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
+@click.option("--no-plots", is_flag=True, help="Summary and findings only.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
+@engine_option()
+def report_command(path: Path, output: Path, title: str | None, svg: bool, no_plots: bool,
+                   config_file: Path | None, engine: str | None) -> None:
+    """Write one self-contained HTML report (summary, findings, plots) to attach to a bug.
+
+    The file needs no network to view: plots are embedded images and all
+    styles are inline. A run directory with several engines gives one section
+    per engine.
+
+    \b
+    Examples:
+      popprof report profile.popprof -o report.html
+      popprof report reports/ --svg -o report.html
+    """
+    if not no_plots:
+        try:
+            _use_agg()
+        except UsageError as exc:
+            click.echo(f"popprof: warning: {exc}; writing the report without plots", err=True)
+            no_plots = True
+    from ..htmlreport import write
+
+    profiles = load_profiles(path, engine)
+    write(list(profiles.values()), str(output), title=title, plots=not no_plots,
+          image_format="svg" if svg else "png", config=_config(config_file))
+    click.echo(f"wrote {output}", err=True)
