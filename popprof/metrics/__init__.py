@@ -106,3 +106,4 @@ def metrics_frame(profile: Profile, names: Iterable[str] | None = None) -> pd.Da
 from . import execution, memory  # noqa: E402,F401
 
 __all__ = ["METRICS", "Metric", "compute", "describe", "metric", "metric_family", "metrics_frame"]
+from . import trace  # noqa: E402,F401

@@ -1,0 +1,54 @@
+"""``popprof timeline PATH -o out.json``: any profile as a Chrome trace that Perfetto opens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from .common import engine_option, load_profiles
+
+
+@click.command("timeline")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+              help="Chrome trace JSON to write (.json, or .json.gz to compress).")
+@engine_option()
+@click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
+@click.option("--device-map", default=None, metavar="JSON|FILE",
+              help="Override the device-activity mapping: a JSON object category -> regex, or a file holding one.")
+def timeline_command(path: Path, output: Path, engine: str | None, with_args: bool, device_map: str | None) -> None:
+    """Export PATH as Chrome trace JSON for ui.perfetto.dev or chrome://tracing.
+
+    Host events are written as they are; execution steps of a Graph Analyser
+    profile are laid out per IPU in time (cycles / clock frequency), coloured
+    by category. With several engines, pick one with --engine.
+
+    \b
+    Examples:
+      popprof timeline run_dir/training/profile.pop -o training.json
+      popprof timeline trace.pvti -o trace.json.gz
+      popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
+    """
+    from ..trace.device import load_device_map
+    from ..trace.timeline import write_timeline
+
+    mapping = load_device_map(device_map)
+    options: dict[str, object] = {"with_args": with_args}
+    if mapping is not None:
+        options["device_map"] = mapping
+    profiles = load_profiles(path, engine, **options)
+    if len(profiles) > 1:
+        raise UsageError(f"{path} holds several profiles ({', '.join(profiles)}); pick one with --engine NAME")
+    profile = next(iter(profiles.values()))
+    if not (profile.has("events") or profile.has("steps")):
+        raise UsageError(f"{path}: nothing to put on a timeline (no trace events and no execution steps)")
+    stats = write_timeline(profile, output)
+    for note in stats.notes:
+        click.echo(f"popprof: note: {note}", err=True)
+    if stats.skipped_no_start:
+        click.echo(f"popprof: note: {stats.skipped_no_start:,} events without a start time were left out",
+                   err=True)
+    click.echo(f"wrote {output}: {stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples",
+               err=True)

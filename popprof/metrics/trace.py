@@ -1,0 +1,65 @@
+"""Trace metrics from the ``events`` table: span, event counts, device busy / idle, host stalls.
+
+Device activity follows :mod:`popprof.trace.activity`: events with a device
+category other than ``sync``; host stalls are the idle gaps inside the
+device-active span (first device event to last).
+"""
+
+from __future__ import annotations
+
+from ..profile import Profile
+from ..trace.activity import device_union, interval_union
+from ..trace.device import DEVICE_CATEGORIES
+from . import metric, metric_family
+
+
+@metric("trace.span_us", "us", "trace length: first event start to last event end", needs=("events",),
+        better=None)
+def span_us(profile: Profile) -> float | None:
+    events = profile.events
+    union = interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
+    return None if union is None else union.span
+
+
+@metric("trace.event_count", "events", "trace events", needs=("events",), better=None)
+def event_count(profile: Profile) -> float | None:
+    return float(len(profile.events))
+
+
+@metric("trace.thread_count", "threads", "threads with events", needs=("events",), better=None)
+def thread_count(profile: Profile) -> float | None:
+    return float(profile.events[["pid", "tid"]].drop_duplicates().shape[0])
+
+
+@metric("trace.device_busy_us", "us", "time with at least one device event running (sync excluded)",
+        needs=("events",), better=None)
+def device_busy_us(profile: Profile) -> float | None:
+    union = device_union(profile.events)
+    return None if union is None else union.busy
+
+
+@metric("trace.device_idle_share", "ratio", "share of the device-active span with no device event running",
+        needs=("events",))
+def device_idle_share(profile: Profile) -> float | None:
+    union = device_union(profile.events)
+    if union is None or union.span <= 0:
+        return None
+    return union.idle / union.span
+
+
+@metric("trace.host_stall_us", "us", "total device-idle gap time inside the device-active span",
+        needs=("events",))
+def host_stall_us(profile: Profile) -> float | None:
+    union = device_union(profile.events)
+    return None if union is None else union.idle
+
+
+@metric_family("trace.device_time_us.", "us", "summed duration of device events by category",
+               needs=("events",))
+def device_time_by_category(profile: Profile) -> dict[str, float]:
+    events = profile.events
+    dev = events[events["device_category"].notna()]
+    if dev.empty:
+        return {}
+    sums = dev.groupby("device_category", observed=False)["dur_us"].sum()
+    return {c: float(sums.get(c, 0.0)) for c in DEVICE_CATEGORIES}

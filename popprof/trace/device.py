@@ -1,0 +1,145 @@
+"""Which trace events are device activity, and in which category.
+
+Every trace reader fills ``events.device_category`` (compute, exchange, host_io,
+sync, other; missing for host events) through one mechanism: a *device map*,
+an ordered mapping ``category -> regular expression``. Each event is described
+by the key ``"<channel>:<name>"`` (for Chrome traces the channel is the event's
+``cat``); the first category whose expression matches (``re.search``) wins, and
+an event no expression matches is a host event.
+
+The defaults below are documented in ``docs/traces.md``. Users override them by
+passing ``device_map={...}`` to the readers (or ``--device-map`` on the CLI):
+their entries are tried first, in their order; a category mapped to ``None`` or
+``""`` switches that default off. Matching runs once per distinct
+(channel, name) pair, so it costs nothing per event.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UsageError
+
+#: Device-activity categories (the step categories, without ``global_exchange``,
+#: which host-side traces cannot tell apart from exchange).
+DEVICE_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "host_io", "sync", "other")
+
+_GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel)"
+_COLLECTIVE = r"(?i:nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
+_SYNC_CALLS = (r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent)"
+               r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent)")
+
+#: Chrome traces (PyTorch profiler / kineto, TensorFlow, JAX): GPU work by ``cat``, then name.
+CHROME_DEVICE_MAP: dict[str, str] = {
+    # host <-> device copies: the GPU analogue of IPU stream copies
+    "host_io": rf"^{_GPU_CATS}:.*Memcpy ?(?:HtoD|DtoH|HtoH|HtoA|AtoH)",
+    # collectives (NCCL/RCCL kernels) and peer-to-peer copies between devices
+    "exchange": rf"^{_GPU_CATS}:(?:.*{_COLLECTIVE}|.*Memcpy ?PtoP)",
+    # the host blocking on the device
+    "sync": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{_SYNC_CALLS})\b",
+    # memset and on-device copies
+    "other": r"^(?:gpu_memset|Memset|gpu_memcpy|Memcpy):|^(?:kernel|Kernel):.*(?:Memset|Memcpy DtoD)",
+    # every other kernel
+    "compute": r"^(?:kernel|Kernel|gpu_op|cuda_kernel):",
+}
+
+_POPLAR = r"^(?:Poplar|Drivers):"
+#: System Analyser (.pvti): the SDK's own channels. The exact labels Poplar writes are not
+#: public, so these are patterns on words the labels are expected to hold; override as needed.
+PVTI_DEVICE_MAP: dict[str, str] = {
+    "host_io": rf"{_POPLAR}.*(?i:stream ?copy|host ?exchange|copy ?(?:to|from) ?(?:device|host|ipu)|dma)",
+    "sync": rf"{_POPLAR}.*(?i:\bsync|wait ?for|barrier)",
+    "exchange": rf"{_POPLAR}.*(?i:exchange)",
+    "compute": rf"{_POPLAR}(?!.*(?i:compil|load|build|construct|serial|deserial|prepar)).*"
+               r"(?i:engine ?(?:::)?run|\brun\b|execut|\bprogram\b)",
+}
+
+DEFAULT_MAPS: dict[str, dict[str, str]] = {"chrome_trace": CHROME_DEVICE_MAP, "pvti": PVTI_DEVICE_MAP}
+
+
+def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, str | None] | None:
+    """Accept a mapping, a JSON object string, or a path to a JSON file; validate categories."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value
+        if not value.lstrip().startswith("{"):
+            try:
+                text = Path(value).read_text("utf-8")
+            except OSError as exc:
+                raise UsageError(f"device map {value!r}: cannot read ({exc.strerror or exc})") from None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"device map is not valid JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise UsageError("device map must be a JSON object: category -> regular expression")
+    out: dict[str, str | None] = {}
+    for category, pattern in value.items():
+        if category not in DEVICE_CATEGORIES:
+            raise UsageError(f"device map: unknown category {category!r}; "
+                             f"use one of {', '.join(DEVICE_CATEGORIES)}")
+        if pattern:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(f"device map: bad regular expression for {category!r}: {exc}") from None
+        out[category] = pattern or None
+    return out
+
+
+def resolve_map(source_format: str, override: Mapping[str, str | None] | None = None) -> list[tuple[str, re.Pattern]]:
+    """The ordered ``(category, compiled regex)`` rules: user entries first, then the defaults."""
+    defaults = DEFAULT_MAPS.get(source_format, {})
+    override = load_device_map(override) if override is not None else {}
+    rules: list[tuple[str, re.Pattern]] = []
+    for category, pattern in override.items():
+        if pattern:
+            rules.append((category, re.compile(pattern)))
+    for category, pattern in defaults.items():
+        if category not in override:
+            rules.append((category, re.compile(pattern)))
+    return rules
+
+
+def classify(keys: list[str], rules: list[tuple[str, re.Pattern]]) -> list[str | None]:
+    """The device category of each ``"channel:name"`` key (``None`` = host event)."""
+    out: list[str | None] = []
+    for key in keys:
+        found = None
+        for category, regex in rules:
+            if regex.search(key):
+                found = category
+                break
+        out.append(found)
+    return out
+
+
+def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical | pd.Series,
+                      rules: list[tuple[str, re.Pattern]]) -> pd.Categorical:
+    """Vectorised: classify each distinct (channel, name) pair once, then broadcast to the events."""
+    channel = pd.Categorical(channel)
+    name = pd.Categorical(name)
+    n = len(name)
+    if n == 0:
+        return pd.Categorical([], categories=list(DEVICE_CATEGORIES))
+    ch_codes = channel.codes.astype(np.int64) + 1  # -1 (missing) -> 0
+    nm_codes = name.codes.astype(np.int64) + 1
+    pair = ch_codes * (len(name.categories) + 1) + nm_codes
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    ch_cats = np.asarray(channel.categories, dtype=object)
+    nm_cats = np.asarray(name.categories, dtype=object)
+    keys = []
+    for p in uniq.tolist():
+        c, m = divmod(p, len(name.categories) + 1)
+        keys.append(f"{ch_cats[c - 1] if c else ''}:{nm_cats[m - 1] if m else ''}")
+    labels = classify(keys, rules)
+    code_of = {cat: i for i, cat in enumerate(DEVICE_CATEGORIES)}
+    pair_codes = np.array([code_of[x] if x is not None else -1 for x in labels], dtype=np.int8)
+    return pd.Categorical.from_codes(pair_codes[inverse], categories=list(DEVICE_CATEGORIES))

@@ -1,0 +1,90 @@
+"""Assemble the ``events`` and ``threads`` tables from column arrays (shared by the trace readers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import device, nesting
+
+
+def categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
+    """A categorical from integer codes (-1 = missing) and their labels (must be distinct)."""
+    return pd.Categorical.from_codes(codes.astype(np.int32, copy=False),
+                                     categories=pd.Index(list(labels), dtype="str"), validate=False)
+
+
+def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                 name_codes: np.ndarray, names: Sequence[str], channel_codes: np.ndarray,
+                 channels: Sequence[str], source_format: str,
+                 device_map: Mapping[str, str | None] | None = None,
+                 parent: np.ndarray | None = None, depth: np.ndarray | None = None,
+                 args: Sequence[str | None] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The events table, sorted by (pid, tid, start, longest first) with ``event_id`` = row number.
+
+    When ``parent``/``depth`` are not given (Chrome traces) they are derived from
+    time containment; when given (pvti, where the trace itself nests events)
+    ``parent`` holds input row indices and is renumbered. Returns the frame and
+    counts for the metadata (``partial_overlap``).
+    """
+    pid = np.asarray(pid, dtype=np.int64)
+    tid = np.asarray(tid, dtype=np.int64)
+    start = np.asarray(start, dtype=np.float64)
+    dur = np.asarray(dur, dtype=np.float64)
+    sort_start = np.where(np.isnan(start), -np.inf, start)
+    if parent is None:
+        order = nesting.sort_order(pid, tid, sort_start, np.where(np.isnan(dur), 0.0, dur))
+    else:  # nesting is given: keep the source's (depth-first) order among equal starts
+        order = np.lexsort((np.arange(len(pid)), sort_start, tid, pid))
+    pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
+    counts: dict[str, int] = {}
+    bounds = nesting.thread_bounds(pid, tid)
+    if parent is None:
+        parent_sorted, depth_sorted = nesting.derive_nesting(bounds, start, dur)
+        counts["partial_overlap"] = nesting.count_partial_overlaps(bounds, start, dur)
+    else:
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order), dtype=np.int64)
+        p = np.asarray(parent, dtype=np.int64)[order]
+        parent_sorted = np.where(p >= 0, position[np.maximum(p, 0)], -1)
+        depth_sorted = np.asarray(depth, dtype=np.int16)[order] if depth is not None else \
+            nesting.depth_from_parent(parent_sorted)
+    name_cat = categorical(np.asarray(name_codes)[order], names)
+    channel_cat = categorical(np.asarray(channel_codes)[order], channels)
+    rules = device.resolve_map(source_format, device_map)
+    columns: dict[str, object] = {
+        "event_id": np.arange(len(order), dtype=np.int64),
+        "pid": pid,
+        "tid": tid,
+        "parent_id": pd.arrays.IntegerArray(np.maximum(parent_sorted, 0), parent_sorted < 0),
+        "depth": depth_sorted,
+        "name": name_cat,
+        "channel": channel_cat,
+        "start_us": start,
+        "dur_us": dur,
+        "device_category": device.device_categories(channel_cat, name_cat, rules),
+    }
+    if args is not None:
+        arr = np.asarray(args, dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
+        columns["args"] = pd.array(arr, dtype="str")
+    return pd.DataFrame(columns), counts
+
+
+def build_threads(events: pd.DataFrame, process_names: Mapping[int, str],
+                  thread_names: Mapping[tuple[int, int], str],
+                  extra: Sequence[tuple[int, int]] = ()) -> pd.DataFrame:
+    """One row per (pid, tid) seen in events or named by metadata, with process and thread names."""
+    pairs = events[["pid", "tid"]].drop_duplicates()
+    known = pd.DataFrame(list(thread_names) + list(extra), columns=["pid", "tid"], dtype="int64")
+    pairs = pd.concat([pairs, known], ignore_index=True).drop_duplicates().sort_values(["pid", "tid"])
+    pids = pairs["pid"].tolist()
+    tids = pairs["tid"].tolist()
+    return pd.DataFrame({
+        "pid": np.asarray(pids, dtype=np.int64),
+        "tid": np.asarray(tids, dtype=np.int64),
+        "process_name": pd.array([process_names.get(p) for p in pids], dtype="str"),
+        "thread_name": pd.array([thread_names.get((p, t)) for p, t in zip(pids, tids, strict=True)],
+                                dtype="str"),
+    })

@@ -1,0 +1,222 @@
+"""Any Profile as a Chrome trace (JSON object format) that ui.perfetto.dev and chrome://tracing open.
+
+- ``events``: each event as it is: ``X`` (``i`` when its duration is 0, ``B``
+  when it never ended), ``cat`` = channel, with its ``args`` when they were
+  kept, and its device category as ``args.device_category`` plus a colour
+  (``cname``);
+- ``threads``: ``M`` events naming processes and threads;
+- ``counters``: ``C`` events (one per pid, counter and timestamp);
+- ``steps`` (a Graph Analyser execution profile): one track per IPU in a
+  process "IPU execution", steps laid out back to back in time, cycles divided
+  by ``target.clock_hz``; each run starts at ``runs.start_us`` when known,
+  otherwise after the previous run. Name = program, ``cat`` = step category.
+
+Reading an exported trace back with the Chrome reader gives the same events
+(ids, threads, names, channels, times, durations, nesting).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..atomic import atomic_path
+from ..profile import Profile
+
+#: Colour names understood by chrome://tracing, per category.
+CATEGORY_COLOURS: dict[str, str] = {
+    "compute": "thread_state_running",
+    "exchange": "rail_load",
+    "global_exchange": "rail_animation",
+    "host_io": "thread_state_iowait",
+    "sync": "thread_state_uninterruptible",
+    "other": "grey",
+}
+#: pid of the synthetic "IPU execution" process (tid = IPU number). Outside the range of real pids.
+IPU_PID = 1 << 31
+CHUNK = 50_000
+
+
+@dataclass
+class TimelineStats:
+    """What an export wrote (and what it could not place)."""
+
+    events: int = 0
+    steps: int = 0
+    counters: int = 0
+    skipped_no_start: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA \
+        else str(value)
+
+
+def _event_records(events: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+    has_start = events["start_us"].notna().to_numpy()
+    stats.skipped_no_start += int((~has_start).sum())
+    events = events[has_start]
+    stats.events += len(events)
+    with_args = "args" in events.columns
+    for lo in range(0, len(events), CHUNK):
+        part = events.iloc[lo:lo + CHUNK]
+        columns = [part["name"].astype(object).tolist(), part["channel"].astype(object).tolist(),
+                   part["pid"].tolist(), part["tid"].tolist(), part["start_us"].tolist(),
+                   part["dur_us"].tolist(), part["device_category"].astype(object).tolist(),
+                   part["args"].astype(object).tolist() if with_args else [None] * len(part)]
+        out = []
+        for name, cat, pid, tid, ts, dur, category, args in zip(*columns, strict=True):
+            record: dict[str, object] = {"name": _opt_str(name) or "", "pid": pid, "tid": tid, "ts": ts}
+            cat = _opt_str(cat)
+            if cat is not None:
+                record["cat"] = cat
+            if dur != dur:  # NaN: the event never ended
+                record["ph"] = "B"
+            elif dur == 0:
+                record["ph"] = "i"
+                record["s"] = "t"
+            else:
+                record["ph"] = "X"
+                record["dur"] = dur
+            merged = orjson.loads(args) if isinstance(args, str) and args else {}
+            category = _opt_str(category)
+            if category is not None:
+                if isinstance(merged, dict):
+                    merged.setdefault("device_category", category)
+                record["cname"] = CATEGORY_COLOURS.get(category, "grey")
+            if merged:
+                record["args"] = merged
+            out.append(orjson.dumps(record))
+        yield b",\n".join(out)
+
+
+def _thread_records(profile: Profile) -> Iterator[bytes]:
+    threads = profile.get("threads")
+    if threads is None:
+        return
+    seen_process: set[int] = set()
+    out = []
+    for pid, tid, pname, tname in zip(threads["pid"].tolist(), threads["tid"].tolist(),
+                                      threads["process_name"].astype(object).tolist(),
+                                      threads["thread_name"].astype(object).tolist(), strict=True):
+        pname, tname = _opt_str(pname), _opt_str(tname)
+        if pname is not None and pid not in seen_process:
+            seen_process.add(pid)
+            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": pname}}))
+        if tname is not None:
+            out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                     "args": {"name": tname}}))
+    if out:
+        yield b",\n".join(out)
+
+
+def _counter_records(counters: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+    grouped = counters.groupby(["pid", "name", "ts_us"], observed=True, sort=True)
+    out = []
+    for (pid, name, ts), group in grouped:
+        args = dict(zip(group["series"].astype(str).tolist(), group["value"].tolist(), strict=True))
+        out.append(orjson.dumps({"ph": "C", "name": str(name), "pid": int(pid), "ts": float(ts), "args": args}))
+        stats.counters += 1
+        if len(out) >= CHUNK:
+            yield b",\n".join(out)
+            out = []
+    if out:
+        yield b",\n".join(out)
+
+
+def step_layout(profile: Profile) -> pd.DataFrame | None:
+    """Steps with ``start_us`` / ``dur_us`` in time, per IPU (``None`` without steps or a clock)."""
+    steps = profile.get("steps")
+    clock = profile.target_value("clock_hz")
+    if steps is None or steps.empty or not clock:
+        return None
+    s = steps.sort_values(["run", "step", "ipu"]).reset_index(drop=True)
+    cycles = s["cycles"].astype("float64").fillna(0.0)
+    end_cycles = cycles.groupby([s["run"], s["ipu"]]).cumsum()
+    start_cycles = end_cycles - cycles
+    us_per_cycle = 1e6 / float(clock)
+    run_length = (end_cycles.groupby(s["run"]).max() * us_per_cycle).sort_index()
+    offsets = run_length.cumsum().shift(fill_value=0.0)
+    runs = profile.get("runs")
+    if runs is not None and runs["start_us"].notna().all() and len(runs):
+        known = runs.set_index("run")["start_us"]
+        offsets = known.reindex(offsets.index).fillna(offsets)
+    start = s["run"].map(offsets).to_numpy(dtype=np.float64) + start_cycles.to_numpy() * us_per_cycle
+    return pd.DataFrame({"ipu": s["ipu"].to_numpy(), "run": s["run"].to_numpy(), "step": s["step"].to_numpy(),
+                         "program": s["program"].astype(object), "program_type": s["program_type"].astype(object),
+                         "category": s["category"].astype(object), "cycles": s["cycles"],
+                         "start_us": start, "dur_us": cycles.to_numpy() * us_per_cycle})
+
+
+def _step_records(layout: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+    out = [orjson.dumps({"ph": "M", "name": "process_name", "pid": IPU_PID, "args": {"name": "IPU execution"}})]
+    for ipu in sorted(layout["ipu"].unique().tolist()):
+        out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": IPU_PID, "tid": int(ipu),
+                                 "args": {"name": f"IPU {ipu}"}}))
+    yield b",\n".join(out)
+    for lo in range(0, len(layout), CHUNK):
+        part = layout.iloc[lo:lo + CHUNK]
+        out = []
+        for ipu, run, step, program, ptype, category, cycles, ts, dur in zip(
+                part["ipu"].tolist(), part["run"].tolist(), part["step"].tolist(), part["program"].tolist(),
+                part["program_type"].tolist(), part["category"].tolist(), part["cycles"].astype(object).tolist(),
+                part["start_us"].tolist(), part["dur_us"].tolist(), strict=True):
+            category = _opt_str(category) or "other"
+            out.append(orjson.dumps({
+                "ph": "X", "name": _opt_str(program) or f"step {step}", "cat": category, "pid": IPU_PID,
+                "tid": int(ipu), "ts": ts, "dur": dur, "cname": CATEGORY_COLOURS.get(category, "grey"),
+                "args": {"run": run, "step": step, "program_type": _opt_str(ptype),
+                         "cycles": None if cycles is pd.NA or cycles is None else int(cycles)}}))
+        stats.steps += len(out)
+        yield b",\n".join(out)
+
+
+def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> Iterator[bytes]:
+    """Yield the Chrome trace JSON of ``profile`` in chunks."""
+    stats = stats if stats is not None else TimelineStats()
+    yield b'{"displayTimeUnit":"ms","otherData":' + orjson.dumps(
+        {"producer": "popprof", "profile": profile.name, "source_format": profile.source_format}) \
+        + b',\n"traceEvents":[\n'
+    parts: list[Iterator[bytes]] = [_thread_records(profile)]
+    events = profile.get("events")
+    if events is not None and len(events):
+        parts.append(_event_records(events, stats))
+    counters = profile.get("counters")
+    if counters is not None and len(counters):
+        parts.append(_counter_records(counters, stats))
+    if profile.has("steps"):
+        layout = step_layout(profile)
+        if layout is None:
+            stats.notes.append("execution steps not exported: the profile has no clock frequency (target.clock_hz)")
+        else:
+            parts.append(_step_records(layout, stats))
+    first = True
+    for part in parts:
+        for chunk in part:
+            if not chunk:
+                continue
+            yield chunk if first else b",\n" + chunk
+            first = False
+    yield b"\n]}\n"
+
+
+def write_timeline(profile: Profile, out: str | os.PathLike[str]) -> TimelineStats:
+    """Write ``profile`` as Chrome trace JSON to ``out`` atomically (gzip when ``out`` ends ``.gz``)."""
+    import gzip
+
+    stats = TimelineStats()
+    out = Path(out)
+    with atomic_path(out) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
+        handle = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)) \
+                if out.suffix == ".gz" else raw
+        for chunk in iter_chrome_trace(profile, stats):
+            handle.write(chunk)
+    return stats
