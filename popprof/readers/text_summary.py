@@ -50,6 +50,8 @@ SIZE_UNITS: dict[str, int] = {
 }
 FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
+#: Strings that start a summary block (found with str.find before the regex checks the line).
+START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:")
 _START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$", re.M)
 _TILE_BLOCK_RE = re.compile(r"^Tile\s*#\s*(?P<tile>[\d,]+)\s+memory usage\s*:?$", re.I)
 _HIST_RE = re.compile(r"^(?P<low>\d[\d,]*)\s*-\s*(?P<high>\d[\d,]*)\s+(?P<bar>\**)\s*(?P<count>\d[\d,]*)$")
@@ -152,14 +154,29 @@ def _load_text(path: Path) -> str:
 
 
 def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
-    """Offset of the first line that starts a summary (and that line's prefix), from ``pos``."""
-    for match in _START_RE.finditer(text, pos):
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        prefix = text[line_start:match.start()]
-        if len(prefix) <= 80 and not prefix.strip(" \t").endswith(tuple("abcdefghijklmnopqrstuvwxyz")) \
-                and _followed_by_indented(text, match.end(), prefix):
-            return line_start, prefix
-    return None
+    """Offset of the first line that starts a summary (and that line's prefix), from ``pos``.
+
+    Candidates are found with ``str.find`` (fast on large logs), then checked
+    with :data:`_START_RE` and for an indented line below.
+    """
+    best: tuple[int, str] | None = None
+    for needle in START_NEEDLES:
+        at = pos
+        while (at := text.find(needle, at, best[0] if best else len(text))) >= 0:
+            hit = at
+            at += len(needle)
+            line_start = text.rfind("\n", 0, hit) + 1
+            line_end = text.find("\n", hit)
+            line = text[line_start:len(text) if line_end < 0 else line_end]
+            match = _START_RE.search(line)
+            if match is None:
+                continue
+            prefix = line[:match.start()]
+            if len(prefix) <= 80 and not prefix.rstrip(" \t")[-1:].isalpha() \
+                    and _followed_by_indented(text, line_start + match.end(), prefix):
+                best = (line_start, prefix)
+                break
+    return best
 
 
 def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
@@ -263,7 +280,15 @@ def parse_block(block: _Block) -> _Parsed:
         text = body.strip()
         if not text:
             continue
-        indent = len(body) - len(body.lstrip())
+        indent = len(body) - len(text)
+        if indent:  # fast path for execution step lines (there can be hundreds of thousands)
+            kind, sep, name = text.partition(": ")
+            if sep and (kind in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(kind))) \
+                    and name.strip():
+                parsed.steps.append((kind, name.strip()))
+                empty_heading = None
+                tile_heading_pending = False
+                continue
         if indent == 0 and (m := _TILE_BLOCK_RE.match(text)):
             section, tile, tile_heading_pending, stack = "memory", int(_number(m["tile"])), True, []
             empty_heading = text
