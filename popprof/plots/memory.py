@@ -39,13 +39,14 @@ def tile_categories(profile: Profile) -> pd.DataFrame:
     columns: dict[str, np.ndarray] = {}
     memory = profile.get("tile_memory")
     if memory is not None and not memory.empty:
-        cats = [c for c in memory["category"].cat.categories if (memory["category"] == c).any()]
-        codes = pd.Categorical(memory["category"], categories=cats).codes
+        cats = list(memory["category"].cat.categories)
+        codes = memory["category"].cat.codes.to_numpy().astype(np.int64)
         rows = pos.reindex(memory["tile"].to_numpy()).to_numpy()
         keep = (codes >= 0) & ~np.isnan(rows)
         grid = np.zeros((n, len(cats)))
         np.add.at(grid, (rows[keep].astype(np.int64), codes[keep]), memory["bytes"].to_numpy()[keep])
-        columns = {str(c): grid[:, i] for i, c in enumerate(cats)}
+        present = np.bincount(codes[keep], minlength=len(cats)) > 0
+        columns = {str(c): grid[:, i] for i, c in enumerate(cats) if present[i]}
     known = np.sum(list(columns.values()), axis=0) if columns else np.zeros(n)
     excl = tiles["bytes_excl_gaps"].astype("float64").fillna(0).to_numpy()
     incl = tiles["bytes_incl_gaps"].astype("float64").to_numpy()
