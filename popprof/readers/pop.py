@@ -349,10 +349,17 @@ class _Builder:
         probe = first_ipus[0]
         has_active = self._has(probe, "activeCycles", "step.ipus.activeCycles")
         has_balance = self._has(probe, "tileBalance", "step.ipus.tileBalance")
-        ints = np.full((n * k, 5), _MISSING_INT, dtype=np.int64)  # cycles, from, to, dataIn, dataOut
+        # Values are gathered into flat Python lists and copied into the preallocated arrays in
+        # chunks: one numpy conversion per chunk is far cheaper than one per step.
+        ints = np.full(n * k * 5, _MISSING_INT, dtype=np.int64)  # per row: cycles, from, to, dataIn, dataOut
         balance = np.full(n * k, np.nan)
         program_code = np.empty(n, dtype=np.int32)
         codes: dict[tuple[str, object], int] = {}
+        ibuf: list[int] = []
+        fbuf: list[float] = []
+        ipos = fpos = 0
+        flush_at = _CHUNK * k * 5
+        missing = _MISSING_INT
         slow = self._slow_step
         with self.bar("Reading execution steps", n) as advance:
             for i, step in enumerate(steps):
@@ -363,20 +370,32 @@ class _Builder:
                     code = codes[key] = len(codes)
                 program_code[i] = code
                 ipus = step.ipus
-                lo = i * k
-                hi = lo + k
+                if len(ipus) != k:
+                    raise InputError(self.path, f"execution step {i} has {len(ipus)} IPUs, step 0 has {k}")
+                mark = len(ibuf)
                 try:
                     if has_active:
-                        ints[lo:hi] = [(u.cycles, (a := u.activeCycles).cyclesFrom.max, a.cyclesTo.max,
-                                        u.dataIn, u.dataOut) for u in ipus]
+                        for u in ipus:
+                            a = u.activeCycles
+                            ibuf += (u.cycles, a.cyclesFrom.max, a.cyclesTo.max, u.dataIn, u.dataOut)
                     else:
-                        ints[lo:hi] = [(u.cycles, _MISSING_INT, _MISSING_INT, u.dataIn, u.dataOut) for u in ipus]
-                    if has_balance:
-                        balance[lo:hi] = [u.tileBalance for u in ipus]
-                except (AttributeError, ValueError):
-                    slow(ipus, k, ints, balance, lo)
-                if i % _CHUNK == _CHUNK - 1:
+                        for u in ipus:
+                            ibuf += (u.cycles, missing, missing, u.dataIn, u.dataOut)
+                    fbuf += [u.tileBalance for u in ipus] if has_balance else [np.nan] * k
+                except AttributeError:
+                    del ibuf[mark:]
+                    del fbuf[mark // 5:]
+                    slow(ipus, ibuf, fbuf)
+                if len(ibuf) >= flush_at:
+                    ints[ipos:ipos + len(ibuf)] = ibuf
+                    balance[fpos:fpos + len(fbuf)] = fbuf
+                    ipos += len(ibuf)
+                    fpos += len(fbuf)
+                    ibuf, fbuf = [], []
                     advance(_CHUNK)
+            ints[ipos:ipos + len(ibuf)] = ibuf
+            balance[fpos:fpos + len(fbuf)] = fbuf
+        ints = ints.reshape(n * k, 5)
         runs, run_of_step = self.runs(execution, n)
         names = [str(name) for name, _ in codes]
         types = [_type_name(raw) for _, raw in codes]
@@ -406,19 +425,17 @@ class _Builder:
         tile_frame = self.tile_cycles(steps, n, target) if tile_cycles else None
         return runs, frame, tile_frame
 
-    def _slow_step(self, ipus: Any, k: int, ints: np.ndarray, balance: np.ndarray, lo: int) -> None:
+    def _slow_step(self, ipus: Any, ibuf: list[int], fbuf: list[float]) -> None:
         """Per-attribute fallback for a step whose IPU objects lack an attribute the first step had."""
         get = self.attr
-        for j, u in enumerate(ipus):
-            ints[lo + j] = [get(u, "cycles", "step.ipus.cycles", _MISSING_INT),
-                            get(u, "activeCycles.cyclesFrom.max", "step.ipus.activeCycles", _MISSING_INT),
-                            get(u, "activeCycles.cyclesTo.max", "step.ipus.activeCycles", _MISSING_INT),
-                            get(u, "dataIn", "step.ipus.dataIn", _MISSING_INT),
-                            get(u, "dataOut", "step.ipus.dataOut", _MISSING_INT)]
+        for u in ipus:
+            ibuf += (get(u, "cycles", "step.ipus.cycles", _MISSING_INT),
+                     get(u, "activeCycles.cyclesFrom.max", "step.ipus.activeCycles", _MISSING_INT),
+                     get(u, "activeCycles.cyclesTo.max", "step.ipus.activeCycles", _MISSING_INT),
+                     get(u, "dataIn", "step.ipus.dataIn", _MISSING_INT),
+                     get(u, "dataOut", "step.ipus.dataOut", _MISSING_INT))
             value = get(u, "tileBalance", "step.ipus.tileBalance", None)
-            balance[lo + j] = np.nan if value is None else value
-        if len(ipus) != k:
-            raise InputError(self.path, f"execution steps have differing IPU counts ({len(ipus)} vs {k})")
+            fbuf.append(np.nan if value is None else value)
 
     def runs(self, execution: Any, num_steps: int) -> tuple[pd.DataFrame, np.ndarray]:
         runs = execution.runs

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -248,58 +249,18 @@ class _Compilation:
 # -- execution -------------------------------------------------------------------------------------
 
 
-class _Max:
-    __slots__ = ("max",)
-
-    def __init__(self, value: int) -> None:
-        self.max = value
+def _step_ipu_old(cycles: int, data_in: int, data_out: int) -> SimpleNamespace:
+    """A step on one IPU as older SDKs expose it (no activeCycles, no tile balance)."""
+    return SimpleNamespace(cycles=cycles, dataIn=data_in, dataOut=data_out)
 
 
-class _ActiveCycles:
-    __slots__ = ("_from", "_to")
-
-    def __init__(self, cycles_from: int, cycles_to: int) -> None:
-        self._from = cycles_from
-        self._to = cycles_to
-
-    @property
-    def cyclesFrom(self) -> _Max:  # noqa: N802
-        return _Max(self._from)
-
-    @property
-    def cyclesTo(self) -> _Max:  # noqa: N802
-        return _Max(self._to)
-
-
-class _StepIpuOld:
-    """A step on one IPU, as older SDKs expose it (no activeCycles, no tile balance)."""
-
-    __slots__ = ("cycles", "dataIn", "dataOut")
-
-    def __init__(self, cycles: int, data_in: int, data_out: int) -> None:
-        self.cycles = cycles
-        self.dataIn = data_in
-        self.dataOut = data_out
-
-
-class _StepIpu:
-    """A step on one IPU: cycles, activeCycles, tileBalance, activeTileBalance, dataIn, dataOut."""
-
-    __slots__ = ("cycles", "dataIn", "dataOut", "tileBalance", "activeTileBalance", "_from", "_to")
-
-    def __init__(self, cycles: int, data_in: int, data_out: int, balance: float, active_balance: float,
-                 cycles_from: int, cycles_to: int) -> None:
-        self.cycles = cycles
-        self.dataIn = data_in
-        self.dataOut = data_out
-        self.tileBalance = balance
-        self.activeTileBalance = active_balance
-        self._from = cycles_from
-        self._to = cycles_to
-
-    @property
-    def activeCycles(self) -> _ActiveCycles:  # noqa: N802
-        return _ActiveCycles(self._from, self._to)
+def _step_ipu(cycles: int, data_in: int, data_out: int, cycles_from: int, cycles_to: int, balance: float,
+              active_balance: float) -> SimpleNamespace:
+    """A step on one IPU: cycles, activeCycles.cyclesFrom/To.max, tileBalance, activeTileBalance, dataIn/Out."""
+    return SimpleNamespace(cycles=cycles, dataIn=data_in, dataOut=data_out, tileBalance=balance,
+                           activeTileBalance=active_balance,
+                           activeCycles=SimpleNamespace(cyclesFrom=SimpleNamespace(max=cycles_from),
+                                                        cyclesTo=SimpleNamespace(max=cycles_to)))
 
 
 class _Steps:
@@ -312,23 +273,21 @@ class _Steps:
         self.older = store.header["older_sdk"]
         self.program_of = store.values("step_program")
         self.cycles = store.array("step_cycles")
-        self.data_in = store.array("step_data_in")
-        self.data_out = store.array("step_data_out")
-        self.balance = store.array("step_tile_balance")
-        self.active_balance = store.array("step_active_tile_balance")
-        self.active_from = store.array("step_active_from")
-        self.active_to = store.array("step_active_to")
+        # One int block and one float block per step, so materialising a step is two tolist() calls.
+        self.ints = np.stack([self.cycles, store.array("step_data_in"), store.array("step_data_out"),
+                              store.array("step_active_from"), store.array("step_active_to")], axis=1)
+        self.floats = np.stack([store.array("step_tile_balance"), store.array("step_active_tile_balance")], axis=1)
         self.programs = report.compilation.programs
 
     def step(self, i: int) -> _Step:
         return _Step(self, i)
 
     def ipus(self, i: int) -> list:
-        cycles, din, dout = self.cycles[i].tolist(), self.data_in[i].tolist(), self.data_out[i].tolist()
+        cycles, din, dout, cfrom, cto = self.ints[i].tolist()
         if self.older:
-            return list(map(_StepIpuOld, cycles, din, dout))
-        return list(map(_StepIpu, cycles, din, dout, self.balance[i].tolist(), self.active_balance[i].tolist(),
-                        self.active_from[i].tolist(), self.active_to[i].tolist()))
+            return list(map(_step_ipu_old, cycles, din, dout))
+        balance, active_balance = self.floats[i].tolist()
+        return list(map(_step_ipu, cycles, din, dout, cfrom, cto, balance, active_balance))
 
     def cycles_by_tile(self, i: int) -> np.ndarray:
         store = self.store

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Benchmark: open a 16-IPU Mk2 profile.pop (23,552 tiles, 200,000 steps) through the pva test double.
+
+    python benchmarks/bench_pop.py [--repeat 3] [--cprofile]
+
+Each measurement runs in a fresh subprocess so its peak RSS is its own. Prints
+the median wall and CPU time over the repeats and the peak RSS of:
+
+- ``read``:  ``popprof.readers.pop.read`` into tables (the target: < 30 s, < 3 GiB);
+- ``attrs``: a pass that only touches the pva attributes the reader uses
+  (target, every tile's memory, programs, liveness, every step x IPU) without
+  storing anything: the part of the read that is Python attribute access,
+  including the double's materialisation of lazy objects (libpva pays the
+  equivalent cost creating its Python wrappers);
+- ``open``:  ``pva.openReport`` plus loading the double's arrays (its storage I/O).
+
+The rest of ``read`` (read - attrs) is popprof's own work: copying values into
+NumPy arrays, building categoricals, conforming to the schema, hashing the source.
+With ``--cprofile`` it also prints the top functions of one profiled read.
+The input is generated on first use into benchmarks/data/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data"
+POP = DATA / "pod16" / "profile.pop"
+
+
+def _setup_path() -> None:
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "tests" / "pva_double"))
+
+
+def ensure_data() -> Path:
+    """Generate the 16-IPU, 200,000-step profile.pop (double storage) when it is not there yet."""
+    if not POP.is_file():
+        _setup_path()
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("fixtures_generate", ROOT / "fixtures" / "generate.py")
+        gen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gen)
+        from popprof.synth import make_profile
+
+        print(f"generating {POP} ...", file=sys.stderr)
+        gen.write_pop(make_profile(gen.LARGE_POD16), POP, compress=False)
+    return POP
+
+
+def touch_attributes(path: Path) -> int:
+    """Touch every attribute the reader reads, store nothing; returns a checksum so nothing is skipped."""
+    import pva
+
+    report = pva.openReport(str(path))
+    compilation = report.compilation
+    total = 0
+    target = compilation.target
+    total += target.numIPUs + target.tilesPerIpu + target.numTiles + target.bytesPerTile
+    first = compilation.tiles[0].memory.category
+    categories = [c for c in dir(first) if not c.startswith("_") and hasattr(getattr(first, c), "total")]
+    for tile in compilation.tiles:
+        memory = tile.memory
+        total += memory.total.includingGaps + memory.total.excludingGaps + memory.overflowed.excludingGaps
+        total += memory.alwaysLiveBytes + memory.notAlwaysLiveBytes
+        category = memory.category
+        for c in categories:
+            total += getattr(category, c).total
+    for program in compilation.programs:
+        total += len(program.name) + len(program.type)
+    for variable in compilation.alwaysLiveVariables:
+        total += variable.size + len(variable.name)
+    for step in compilation.livenessProgramSteps:
+        total += len(step.program.name)
+        memory = step.notAlwaysLiveMemory
+        total += memory.bytes + sum(v.size for v in memory.variables)
+    execution = report.execution
+    for run in execution.runs:
+        total += len(run.steps)
+    for step in execution.steps:
+        program = step.program
+        total += len(program.name) + len(program.type)
+        for u in step.ipus:
+            a = u.activeCycles
+            total += u.cycles + a.cyclesFrom.max + a.cyclesTo.max + u.dataIn + u.dataOut
+            total += u.tileBalance > 0
+    return total
+
+
+def child(mode: str) -> None:
+    """Run one measurement and print it as JSON."""
+    _setup_path()
+    path = ensure_data()
+    start, cpu = time.perf_counter(), time.process_time()
+    if mode == "read":
+        from popprof.readers import pop
+
+        profile = pop.read(path, progress=False)
+        detail = {"steps_rows": len(profile.steps), "tiles_rows": len(profile.tiles)}
+    elif mode == "attrs":
+        detail = {"checksum": touch_attributes(path)}
+    elif mode == "open":
+        import pva
+
+        report = pva.openReport(str(path))
+        store = report._store  # the double's storage: load every array once
+        for key in store._npz.files:
+            store.array(key)
+        detail = {}
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak, **detail}))
+
+
+def measure(mode: str, repeat: int) -> dict:
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, __file__, "--child", mode], check=True, capture_output=True,
+                             text=True).stdout
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    return {"mode": mode, "wall_s": statistics.median(r["wall_s"] for r in runs),
+            "cpu_s": statistics.median(r["cpu_s"] for r in runs), "peak_mib": max(r["peak_mib"] for r in runs),
+            "walls": [round(r["wall_s"], 2) for r in runs]}
+
+
+def cprofile_read() -> None:
+    import cProfile
+    import pstats
+
+    _setup_path()
+    from popprof.readers import pop
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    pop.read(ensure_data(), progress=False)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    by_file: dict[str, float] = {}
+    for (file, _, _), (_, _, tottime, _, _) in stats.stats.items():
+        owner = ("pva double" if "pva_double" in file else "popprof reader" if "readers/pop.py" in file
+                 else "pandas/numpy/other")
+        by_file[owner] = by_file.get(owner, 0.0) + tottime
+    total = sum(by_file.values())
+    print("cProfile attribution of one read (own time; profiling inflates Python-level calls):")
+    for owner, seconds in sorted(by_file.items(), key=lambda kv: -kv[1]):
+        print(f"  {owner:20s} {seconds:7.2f} s  {seconds / total:5.1%}")
+    stats.sort_stats("tottime").print_stats(8)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Benchmark reading a 16-IPU profile.pop through the pva double.")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--cprofile", action="store_true", help="also attribute one read with cProfile")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return 0
+    ensure_data()
+    print(f"input: {POP} ({POP.stat().st_size / 2**20:,.0f} MiB on disk); load average "
+          f"{Path('/proc/loadavg').read_text().split()[0] if Path('/proc/loadavg').exists() else '?'}")
+    results = {mode: measure(mode, args.repeat) for mode in ("open", "attrs", "read")}
+    for r in results.values():
+        print(f"{r['mode']:6s} median wall {r['wall_s']:6.2f} s  median CPU {r['cpu_s']:6.2f} s  "
+              f"peak RSS {r['peak_mib']:7.0f} MiB  (walls {r['walls']})")
+    read, attrs = results["read"], results["attrs"]
+    print(f"Python attribute access (attrs pass) = {attrs['cpu_s'] / read['cpu_s']:.0%} of the read's CPU time "
+          f"({attrs['cpu_s']:.1f} of {read['cpu_s']:.1f} s); popprof's own work = {read['cpu_s'] - attrs['cpu_s']:.1f} s")
+    ok = read["wall_s"] < 30 and read["peak_mib"] < 3 * 1024
+    print(f"target (< 30 s, < 3 GiB): {'met' if ok else 'NOT met'}")
+    if args.cprofile:
+        cprofile_read()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
