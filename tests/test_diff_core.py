@@ -245,3 +245,12 @@ def test_text_summary_against_full_profile_reports_what_one_side_lacks(base):
         assert "base profile lacks" in result.unavailable[section]
     missing_last = result.changed_metrics()["status"].tolist()
     assert missing_last == sorted(missing_last, key=lambda s: s.startswith("missing"))
+
+
+def test_step_order_does_not_matter(base):
+    shuffled = base.copy()
+    shuffled.set_table("steps", base.steps.sample(frac=1.0, random_state=3))
+    a = diff(base, base).programs
+    b = diff(base, shuffled).programs
+    pd.testing.assert_frame_equal(a, b)
+    assert set(b["status"]) == {"unchanged"}

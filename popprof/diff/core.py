@@ -304,15 +304,44 @@ def _diff_ipus(base: Profile, bt: pd.DataFrame, new: Profile, nt: pd.DataFrame) 
 
 def _program_totals(steps: pd.DataFrame) -> pd.DataFrame:
     """Per program name: execution steps (distinct global step indices) and IPU-cycles summed over IPUs."""
-    counts = steps.drop_duplicates("step").groupby("program", observed=True).size()
-    totals = steps.groupby("program", observed=True)["cycles"].sum()
-    return pd.DataFrame({"count": counts, "total": totals.astype("float64")}).fillna({"count": 0})
+    codes, names = _codes(steps["program"])
+    cycles = steps["cycles"].to_numpy(dtype="float64", na_value=0.0)
+    first_row = _first_row_per_step(steps["step"].to_numpy())
+    valid = codes >= 0
+    rows = np.bincount(codes[valid], minlength=len(names))
+    total = np.bincount(codes[valid], weights=cycles[valid], minlength=len(names))
+    first_codes = codes[first_row]
+    count = np.bincount(first_codes[first_codes >= 0], minlength=len(names))
+    present = rows > 0
+    return pd.DataFrame({"count": count[present], "total": total[present]},
+                        index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"))
+
+
+def _first_row_per_step(step: np.ndarray) -> np.ndarray:
+    """Index of one row per distinct global step (a linear scan when steps are sorted, as readers write them)."""
+    if len(step) and bool((step[1:] >= step[:-1]).all()):
+        return np.flatnonzero(np.concatenate(([True], step[1:] != step[:-1])))
+    return np.unique(step, return_index=True)[1]
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Integer codes (-1 = missing) and the names they index, without copying categoricals."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(dtype=np.int64), column.cat.categories.astype("str")
+    codes, names = pd.factorize(column.astype("str"))
+    return codes.astype(np.int64), pd.Index(names, dtype="str")
 
 
 def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per event name: occurrences and summed duration in microseconds."""
-    grouped = events.groupby("name", observed=True)["dur_us"]
-    return pd.DataFrame({"count": grouped.size(), "total": grouped.sum().astype("float64")})
+    codes, names = _codes(events["name"])
+    dur = events["dur_us"].to_numpy(dtype="float64", na_value=0.0)
+    valid = codes >= 0
+    count = np.bincount(codes[valid], minlength=len(names))
+    total = np.bincount(codes[valid], weights=dur[valid], minlength=len(names))
+    present = count > 0
+    return pd.DataFrame({"count": count[present], "total": total[present]},
+                        index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"))
 
 
 def _diff_named(base: Profile, new: Profile, table: str, totals, tolerance: float,

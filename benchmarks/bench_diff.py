@@ -1,0 +1,87 @@
+"""Benchmark: diff (and gate) two 16-IPU profiles with 200,000 execution steps each.
+
+Measures, on synthetic Mk2 profiles (popprof.synth, different seeds):
+
+1. ``popprof.diff`` + ``gate`` + text rendering in-process: median wall time of
+   repeated runs, and the peak of memory allocated during one run (tracemalloc);
+2. the CLI end to end (``popprof diff A.popprof B.popprof``: read both bundles,
+   diff, gate, render) in a subprocess: median wall time and peak RSS
+   (``ru_maxrss`` of the child).
+
+Usage: python benchmarks/bench_diff.py [--ipus 16] [--steps 200000] [--repeat 5]
+The target is under 10 s for the diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from popprof import synth
+from popprof.diff import diff, gate
+from popprof.diff.render import render
+from popprof.readers import bundle
+
+
+def _timed(func, repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ipus", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    base = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, seed=1, oom_tiles=2)
+    new = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, seed=2, oom_tiles=5)
+    print(f"generated 2 profiles ({args.ipus} IPUs, {args.steps:,} steps, {len(base.steps):,} step rows each) "
+          f"in {time.perf_counter() - start:.1f} s")
+
+    def run_once():
+        result = diff(base, new)
+        render(result, gate(result), "text")
+
+    times = _timed(run_once, args.repeat)
+    tracemalloc.start()
+    run_once()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"diff+gate+render in-process: median {statistics.median(times):.2f} s "
+          f"(min {min(times):.2f}, max {max(times):.2f}, n={len(times)}); "
+          f"peak allocated during one diff {peak / 2**20:.0f} MiB")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        a = bundle.write(base, Path(tmp) / "a.popprof")
+        b = bundle.write(new, Path(tmp) / "b.popprof")
+        cli_times, rss = [], []
+        for _ in range(args.repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "popprof", "diff", str(a), str(b), "--no-gate"],
+                                  capture_output=True, text=True, check=False)
+            cli_times.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"CLI failed ({done.returncode}): {done.stderr}")
+            rss.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+        print(f"CLI `popprof diff a.popprof b.popprof` (read 2 bundles + diff + render): median "
+              f"{statistics.median(cli_times):.2f} s (min {min(cli_times):.2f}, max {max(cli_times):.2f}); "
+              f"peak RSS {max(rss) / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
