@@ -1,0 +1,52 @@
+"""``popprof plot``: every kind to PNG / SVG, atomic output, one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+
+import popprof  # noqa: E402
+from popprof import synth  # noqa: E402
+from popprof.cli import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundle") / "p.popprof"
+    popprof.export(synth.make_profile(num_steps=800, num_liveness_steps=200, seed=1), str(out))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["memory", "histogram", "tilemap", "liveness", "execution", "timeline"])
+def test_every_kind_to_png(bundle, tmp_path, kind):
+    out = tmp_path / f"{kind}.png"
+    assert main(["plot", str(bundle), "--kind", kind, "-o", str(out), "--dpi", "40"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_svg_output(bundle, tmp_path):
+    out = tmp_path / "liveness.svg"
+    assert main(["plot", str(bundle), "--kind", "liveness", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "<svg" in text and "Liveness" in text
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--kind", "memory", "-o", "{tmp}/x.gif"], "unknown image type"),
+    (["--kind", "execution", "-o", "{tmp}/x.png"], "execution profile"),
+])
+def test_errors_are_one_line(tmp_path, capsys, args, needle):
+    no_exec = tmp_path / "noexec.popprof"
+    popprof.export(synth.make_profile(execution=False, debug=False), str(no_exec))
+    code = main(["plot", str(no_exec), *[a.format(tmp=tmp_path) for a in args]])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["noexec.popprof"]
+
+
+def test_missing_input(tmp_path, capsys):
+    assert main(["plot", str(tmp_path / "nope.pop"), "-o", str(tmp_path / "a.png")]) == 2
+    assert "nope.pop" in capsys.readouterr().err
