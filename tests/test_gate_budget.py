@@ -176,3 +176,11 @@ def test_budget_files_toml_json_pyproject(tmp_path, flat):
         load_budget(broken)
     with pytest.raises(InputError, match="not found"):
         load_budget(tmp_path / "absent.toml")
+
+
+def test_budget_patterns_that_match_no_known_metric_are_flagged(flat):
+    result = gate(diff(flat, flat), {"budgets": {"memory.totl_bytes": "+1%", "memory.category.*": "+1%",
+                                                 "memory.category.vertexCode_bytes": "+1%",
+                                                 "execution.*": "+2%"}})
+    assert result.unknown_patterns == ["memory.totl_bytes"]
+    assert result.passed

@@ -134,6 +134,7 @@ class GateResult:
     not_applicable: list[str]
     strict: bool
     budget_source: str
+    unknown_patterns: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -144,6 +145,10 @@ class GateResult:
             parts.append(f"{len(self.gaps)} gap(s){' (strict: failing)' if self.strict else ''}")
         parts.append(f"{int((self.checks['result'] == 'pass').sum())} within budget")
         return f"gate {word}: " + ", ".join(parts)
+
+    def _repr_html_(self) -> str:
+        table = self.violations if len(self.violations) else self.checks
+        return f"<div><b>{self.verdict}</b> ({self.budget_source}){table.to_html(index=False)}</div>"
 
 
 # -- parsing ------------------------------------------------------------------
@@ -322,11 +327,26 @@ def gate(result: ProfileDiff, budget: Budget | dict | str | os.PathLike[str] | N
     not_applicable = sorted(lim.pattern for lim in budget.patterns()
                             if not any(fnmatch.fnmatchcase(name, lim.pattern) for name in seen)
                             and not any(fnmatch.fnmatchcase(name, lim.pattern) for name in result.metrics["name"]))
+    unknown = sorted(lim.pattern for lim in budget.limits if not _known_pattern(lim.pattern))
     violations_frame = pd.DataFrame(violations, columns=VIOLATION_COLUMNS)
     gaps_frame = pd.DataFrame(gaps, columns=GAP_COLUMNS)
     checks_frame = pd.DataFrame(checks, columns=CHECK_COLUMNS)
     passed = violations_frame.empty and (not strict or gaps_frame.empty)
-    return GateResult(passed, violations_frame, gaps_frame, checks_frame, not_applicable, strict, budget.source)
+    return GateResult(passed, violations_frame, gaps_frame, checks_frame, not_applicable, strict, budget.source,
+                      unknown)
+
+
+def _known_pattern(pattern: str) -> bool:
+    """Whether a budget pattern can match a metric of the registry (catches typos in budget files)."""
+    from .. import metrics as registry
+
+    for m in registry.METRICS.values():
+        if not m.family and fnmatch.fnmatchcase(m.name, pattern):
+            return True
+        if m.family and (pattern.startswith(m.name) or fnmatch.fnmatchcase(m.name + "x", pattern)
+                         or fnmatch.fnmatchcase(m.name, pattern.rstrip("*"))):
+            return True
+    return False
 
 
 def _num(value: object) -> float:

@@ -130,6 +130,9 @@ def render_gate_text(gate_result: GateResult) -> list[str]:
     lines = [gate_result.verdict + f" [{gate_result.budget_source}]"]
     lines += [f"  FAIL {v}" for v in gate_result.violations["message"]]
     lines += [f"  GAP  {g.metric}: {g.reason} (budget {g.pattern})" for g in gate_result.gaps.itertuples(index=False)]
+    if gate_result.unknown_patterns:
+        lines.append("  warning: budget pattern(s) matching no known metric (typo?): "
+                     + ", ".join(gate_result.unknown_patterns))
     if gate_result.not_applicable:
         lines.append(f"  not applicable (neither profile has them): {', '.join(gate_result.not_applicable)}")
     return lines
@@ -187,7 +190,8 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
         doc["gate"] = {"passed": gate_result.passed, "strict": gate_result.strict,
                        "budget_source": gate_result.budget_source,
                        "violations": _records(gate_result.violations), "gaps": _records(gate_result.gaps),
-                       "checks": _records(gate_result.checks), "not_applicable": gate_result.not_applicable}
+                       "checks": _records(gate_result.checks), "not_applicable": gate_result.not_applicable,
+                       "unknown_patterns": gate_result.unknown_patterns}
     return doc
 
 
