@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Benchmark: write and read back the bundle of a 16-IPU Mk2 profile (23,552 tiles, 200,000 steps).
+
+    python benchmarks/bench_bundle.py [--repeat 3]
+
+The profile is read once from the pva-double profile.pop (see bench_pop.py),
+then ``bundle.write`` is timed ``--repeat`` times in that process. Reading back
+(``popprof.open`` of the bundle) runs in ``--repeat`` fresh subprocesses, so each
+peak RSS is its own. Prints medians (wall and CPU), peak RSS, and the bundle's
+size on disk per table. Targets: < 5 s to write, < 5 s to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data"
+BUNDLE = DATA / "pod16.popprof"
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_bundles(repeat: int) -> list[dict]:
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "tests" / "pva_double"))
+    import bench_pop
+
+    from popprof.readers import bundle, pop
+
+    profile = pop.read(bench_pop.ensure_data(), progress=False)
+    before = _peak_mib()
+    runs = []
+    for _ in range(repeat):
+        if BUNDLE.exists():
+            shutil.rmtree(BUNDLE)
+        start, cpu = time.perf_counter(), time.process_time()
+        bundle.write(profile, BUNDLE)
+        runs.append({"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu})
+    print(f"write: peak RSS {_peak_mib():,.0f} MiB (of which {before:,.0f} MiB before writing: the pop read)")
+    return runs
+
+
+def child_read() -> None:
+    sys.path.insert(0, str(ROOT))
+    import popprof
+
+    start, cpu = time.perf_counter(), time.process_time()
+    profile = popprof.open(BUNDLE)
+    rows = sum(len(t) for t in profile.tables.values())
+    print(json.dumps({"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
+                      "peak_mib": _peak_mib(), "rows": rows}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Benchmark writing and reading the bundle of a 16-IPU profile.")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child-read", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_read:
+        child_read()
+        return 0
+    writes = write_bundles(args.repeat)
+    reads = []
+    for _ in range(args.repeat):
+        out = subprocess.run([sys.executable, __file__, "--child-read"], check=True, capture_output=True,
+                             text=True).stdout
+        reads.append(json.loads(out.strip().splitlines()[-1]))
+    sizes = {f.name: f.stat().st_size for f in sorted(BUNDLE.iterdir())}
+    total = sum(sizes.values())
+    print(f"bundle: {BUNDLE} {total / 2**20:,.1f} MiB on disk "
+          f"(largest: {', '.join(f'{k} {v / 2**20:,.1f} MiB' for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])})")
+    for label, runs in (("write", writes), ("read", reads)):
+        wall = statistics.median(r["wall_s"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        peak = f"  peak RSS {max(r['peak_mib'] for r in runs):,.0f} MiB" if "peak_mib" in runs[0] else ""
+        print(f"{label:5s} median wall {wall:5.2f} s  median CPU {cpu:5.2f} s{peak}  "
+              f"(walls {[round(r['wall_s'], 2) for r in runs]})  target < 5 s: {'met' if wall < 5 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
