@@ -449,7 +449,11 @@ def read(path: Path, graph: str | Path | None = None, execution: str | Path | No
     tables["target"] = target
     if halves.execution and (steps := _steps(halves.execution)) is not None:
         tables["steps"] = steps
+    meta = _metadata(halves)
+    figures = ("graph.", "sdk1_json.computeSets", "sdk1_json.vertexTypes", "execution.total_cycles")
+    if len(tables) == 1 and len(found) <= 1 and not any(k.startswith(figures) for k in meta):
+        raise _not_a_profile(path, "it holds no target, memory, programs, steps or graph counts")
     name = path.name.split(".")[0] or path.stem
     for suffix in ("_graph", "-graph", "_execution", "-execution"):
         name = name.removesuffix(suffix)
-    return Profile(name, tables, source=str(path), metadata=_metadata(halves))
+    return Profile(name, tables, source=str(path), metadata=meta)
