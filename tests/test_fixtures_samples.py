@@ -116,3 +116,18 @@ def test_fixtures_are_what_generate_py_makes(fixtures_dir, tmp_path, samples):
         if path.is_file():
             committed = fixtures_dir / "run_dir" / path.relative_to(tmp_path / "run_dir")
             assert committed.read_bytes() == path.read_bytes(), committed
+
+
+@pytest.mark.parametrize("name", BUNDLES)
+def test_other_forms_describe_the_same_profile(samples, name):
+    text = FIXTURES / "text_summary" / f"{name}.txt"
+    sdk1 = FIXTURES / "sdk1_json" / f"{name}.json"
+    if not (text.is_file() and sdk1.is_file()):
+        pytest.skip("text summary / SDK 1.x JSON fixtures not generated (writers missing)")
+    bundle = samples[name]
+    from_text = popprof.open(text)
+    assert from_text.source_format == "text_summary"
+    assert from_text.target_value("num_tiles") == bundle.target_value("num_tiles")
+    from_json = popprof.open(sdk1)
+    assert from_json.source_format == "sdk1_json"
+    pd.testing.assert_series_equal(from_json.tiles["bytes_incl_gaps"], bundle.tiles["bytes_incl_gaps"])
