@@ -23,6 +23,12 @@ import pandas as pd
 from ..errors import UsageError
 from ..profile import NEEDS_HINT, Profile
 
+#: What a rule needs, by table, where the profile module's hint does not fit a rule's alternatives.
+RULE_HINTS: dict[str, str] = {
+    "memory_totals": "needs memory totals (a Poplar text summary)",
+    "events": "needs a trace (.pvti or Chrome trace JSON)",
+}
+
 #: Severities, lowest first.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -101,7 +107,7 @@ class Rule:
         hints = []
         for alt in self.needs:
             for table in profile.missing(alt):
-                hint = NEEDS_HINT.get(table, f"needs a {table!r} table")
+                hint = RULE_HINTS.get(table) or NEEDS_HINT.get(table, f"needs a {table!r} table")
                 if hint not in hints:
                     hints.append(hint)
         return "; or ".join(hints)

@@ -14,7 +14,7 @@ from ..metrics import execution as ex
 from ..profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, num, pct, threshold_pct
-from .intervals import NO_DEVICE, device_activity, window_sums
+from .intervals import NO_DEVICE, category_mask, device_activity, window_sums
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
 EXCHANGE = ("exchange", "global_exchange", "sync")
@@ -42,7 +42,7 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
         raise NotEvaluated("parameter window must be at least 1 step")
     step = steps["step"].to_numpy(dtype=np.int64)
     cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
-    is_x = steps["category"].isin(EXCHANGE).to_numpy()
+    is_x = category_mask(steps["category"], EXCHANGE)
     first_step = int(step.min())
     win = (step - first_step) // width
     count = int(win.max()) + 1
@@ -63,15 +63,22 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
     windows["phase"] = phase_of_window
     if len(starts) == 0:
         return []
-    # Dominant programs: exchange cycles per (phase, program), only rows inside phases.
+    # Dominant programs: exchange cycles per (phase, program), only rows inside phases (codes, not strings).
     row_phase = phase_of_window[win]
     inside = (row_phase >= 0) & is_x
-    per_prog = (pd.DataFrame({"phase": row_phase[inside], "program": steps["program"].to_numpy()[inside],
-                              "cycles": cycles[inside]})
-                .groupby(["phase", "program"], observed=True, sort=False)["cycles"].sum().reset_index()
-                .sort_values(["phase", "cycles"], ascending=[True, False], kind="stable"))
+    programs = steps["program"].array
+    codes = np.asarray(programs.codes)[inside]
+    n_prog = len(programs.categories) + 1
+    key = row_phase[inside].astype(np.int64) * n_prog + (codes + 1)
+    sums = np.bincount(key, weights=cycles[inside], minlength=len(starts) * n_prog).reshape(len(starts), n_prog)
     top_n = int(params["top"])
-    top_programs = {int(k): g.head(top_n) for k, g in per_prog.groupby("phase", sort=False)}
+    names_of = np.asarray(programs.categories)
+    top_programs = {}
+    for k in range(len(starts)):  # loop over phases, not steps
+        best = np.argsort(-sums[k], kind="stable")[:top_n]
+        best = best[sums[k][best] > 0]
+        top_programs[k] = pd.DataFrame({"program": [str(names_of[i - 1]) if i > 0 else "?" for i in best],
+                                        "cycles": sums[k][best]})
     clock = profile.target_value("clock_hz")
     ipus = max(int(steps["ipu"].nunique()), 1)
     phases = []
@@ -116,12 +123,11 @@ def _auto_width(span: float, params: dict) -> float:
 def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["exchange.phases"]
     activity = device_activity(profile)
-    ev = activity.events
     t0, t1 = activity.span
     width = _auto_width(t1 - t0, params)
     count = max(int(np.ceil((t1 - t0) / width)), 1)
-    s, e = ev["start_us"].to_numpy(), ev["end_us"].to_numpy()
-    is_x = ev["device_category"].isin(EXCHANGE).to_numpy()
+    s, e = activity.start, activity.end
+    is_x = activity.in_categories(EXCHANGE)
     total = window_sums(s, e, t0, width, count)
     xtime = window_sums(s[is_x], e[is_x], t0, width, count)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -133,7 +139,8 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
                             "band": pd.Categorical.from_codes(bands, ["none", "moderate", "high"])})
     findings = []
     top_n = int(params["top"])
-    xs, xe, xnames = s[is_x], e[is_x], ev["name"].to_numpy()[is_x]
+    xs, xe, xcodes = s[is_x], e[is_x], np.asarray(activity.name.codes)[is_x]
+    vocabulary = activity.name.categories
     order = np.argsort(-np.array([xtime[a:b + 1].sum() for a, b in zip(starts, ends, strict=True)]),
                        kind="stable")[: int(params["max_phases"])]
     for k in sorted(order, key=lambda i: starts[i]):
@@ -145,8 +152,10 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
         threshold = params["high"] if severity == "error" else params["moderate"]
         inside = (xs < hi) & (xe > lo)
         overlap = np.minimum(xe[inside], hi) - np.maximum(xs[inside], lo)
-        per_name = pd.Series(overlap).groupby(pd.Series(xnames[inside]).astype("str")).sum()
-        per_name = per_name.sort_values(ascending=False, kind="stable").head(top_n)
+        sums = np.bincount(xcodes[inside], weights=overlap, minlength=len(vocabulary))
+        best = np.argsort(-sums, kind="stable")[:top_n]
+        per_name = pd.Series(sums[best], index=[str(vocabulary[i]) for i in best])
+        per_name = per_name[per_name > 0]
         dom = ", ".join(f"{n} ({duration(v)})" for n, v in per_name.items())
         message = (f"{duration(lo - t0)}-{duration(hi - t0)} into the device activity ({b - a + 1} window(s) of "
                    f"{duration(width)}): exchange + sync take {pct(ph_share)} of {duration(ph_total)} device "
@@ -184,12 +193,12 @@ def phases(profile: Profile, params: dict) -> list[Finding]:
 
 
 def _trace_shares(profile: Profile) -> tuple[float, float]:
-    ev = device_activity(profile).events
-    dur = ev["end_us"] - ev["start_us"]
+    activity = device_activity(profile)
+    dur = activity.end - activity.start
     total = float(dur.sum())
     if total <= 0:
         raise NotEvaluated(NO_DEVICE)
-    return float(dur[ev["device_category"].isin(EXCHANGE)].sum()) / total, total
+    return float(dur[activity.in_categories(EXCHANGE)].sum()) / total, total
 
 
 @rule("exchange.share",

@@ -14,7 +14,16 @@ from ..metrics import execution as ex
 from ..profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, pct, threshold_pct
-from .intervals import busy_within, device_activity, host_mask, overlap_pairs, thread_label, thread_labels
+from .intervals import (
+    category_mask,
+    device_activity,
+    host_events,
+    merge_intervals,
+    overlap_pairs,
+    sum_by_code,
+    thread_label,
+    thread_labels,
+)
 
 
 @rule("host.stream-copy", "share of IPU-cycles spent in host stream copies (the IPU waiting on the host)",
@@ -31,9 +40,8 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
     if severity is None:
         return []
     steps = profile.steps
-    io = steps[steps["category"] == "host_io"]
-    per_prog = (io.groupby("program", observed=True)["cycles"].sum().astype("float64")
-                .sort_values(ascending=False, kind="stable"))
+    io = category_mask(steps["category"], ("host_io",))
+    per_prog = sum_by_code(steps["program"], io, steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0))
     io_total = float(per_prog.sum())
     top = per_prog.head(int(params["top"]))
     message = (f"host stream copies take {pct(value)} of all IPU-cycles ({severity} at >= "
@@ -43,16 +51,11 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
     evidence = pd.DataFrame({"program": per_prog.index.astype("str"), "cycles": per_prog.to_numpy(),
                              "share_of_host_io": per_prog.to_numpy() / io_total if io_total else np.nan})
     where: dict = {"programs": [str(p) for p in top.index]}
-    if len(io):
-        where["steps"] = (int(io["step"].min()), int(io["step"].max()))
+    if io.any():
+        io_steps = steps["step"].to_numpy()[io]
+        where["steps"] = (int(io_steps.min()), int(io_steps.max()))
     return [r.finding(severity, "Host stream copies", message, value=value, threshold=threshold, where=where,
                       evidence=evidence)]
-
-
-def _host_events(profile: Profile) -> pd.DataFrame:
-    events = profile.events
-    host = host_mask(events) & (events["dur_us"].to_numpy() > 0)
-    return events.loc[host, ["event_id", "pid", "tid", "parent_id", "depth", "name", "start_us", "dur_us"]]
 
 
 @rule("host.device-gaps",
@@ -77,18 +80,16 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     severity, threshold = band(share, params["warning"], params["error"])
     if severity is None:
         return []
-    host = _host_events(profile)
-    s = host["start_us"].to_numpy(dtype=np.float64)
-    e = s + host["dur_us"].to_numpy(dtype=np.float64)
-    ev_idx, gap_idx, overlap = overlap_pairs(s, e, gs, ge)
-    pairs = pd.DataFrame({"gap": gap_idx, "event_id": host["event_id"].to_numpy()[ev_idx],
-                          "parent_id": host["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[ev_idx],
-                          "depth": host["depth"].to_numpy()[ev_idx], "pid": host["pid"].to_numpy()[ev_idx],
-                          "tid": host["tid"].to_numpy()[ev_idx], "name": host["name"].to_numpy()[ev_idx],
+    host = host_events(profile)
+    ev_idx, gap_idx, overlap = overlap_pairs(host.start, host.start + host.dur, gs, ge)
+    pairs = pd.DataFrame({"gap": gap_idx, "event_id": host.event_id[ev_idx], "parent_id": host.parent_id[ev_idx],
+                          "depth": host.depth[ev_idx], "pid": host.pid[ev_idx], "tid": host.tid[ev_idx],
+                          "name": pd.Categorical.from_codes(np.asarray(host.name.codes)[ev_idx],
+                                                            dtype=host.name.dtype),
                           "overlap_us": overlap})
     labels = thread_labels(profile)
     # Labels: the innermost events in each gap (an event whose child also overlaps the gap is dropped).
-    stride = int(max(host["event_id"].max(), 0)) + 1 if len(host) else 1
+    stride = int(max(host.event_id.max(), 0)) + 1 if len(host) else 1
     key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
     has_parent = pairs["parent_id"].notna().to_numpy()
     parent_key = (pairs["gap"].to_numpy(np.int64)[has_parent] * stride
@@ -96,7 +97,7 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     leaves = pairs[~np.isin(key, parent_key)]
     # Threads: top-level events only, so nested events do not count twice.
     top_level = pairs[pairs["depth"] == 0]
-    by_label = leaves.groupby(leaves["name"].astype("str"))["overlap_us"].sum().sort_values(
+    by_label = leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(
         ascending=False, kind="stable")
     by_thread = top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
     n = int(params["top"])
@@ -106,8 +107,7 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     host_busy = top_level.groupby("gap")["overlap_us"].sum()
     gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
     if len(leaves):
-        best = (leaves.assign(name=leaves["name"].astype("str"))
-                .groupby(["gap", "name"], sort=False)["overlap_us"].sum().reset_index()
+        best = (leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"].sum().reset_index()
                 .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
                 .drop_duplicates("gap"))
         gaps["top_label"] = best.set_index("gap")["name"].reindex(gaps["gap"]).to_numpy()
@@ -144,42 +144,47 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     activity = device_activity(profile)
     t0, t1 = activity.span
     span = t1 - t0
-    host = _host_events(profile)
-    cand = host[host["dur_us"].to_numpy() >= params["min_us"]]
-    if cand.empty or span <= 0:
+    host = host_events(profile)
+    long = host.dur >= params["min_us"]
+    if not long.any() or span <= 0:
         return []
-    s = cand["start_us"].to_numpy(dtype=np.float64)
-    d = cand["dur_us"].to_numpy(dtype=np.float64)
+    s, d = host.start[long], host.dur[long]
     e = s + d
+    cand = pd.DataFrame({"event_id": host.event_id[long], "parent_id": host.parent_id[long],
+                         "depth": host.depth[long], "pid": host.pid[long], "tid": host.tid[long],
+                         "name": host.name[long]})
     in_span = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
-    busy = busy_within(activity.busy_start, activity.busy_end, np.maximum(s, t0), np.minimum(e, t1))
+    busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
     busy = np.where(in_span > 0, busy, 0.0)
     idle = in_span - busy
     qualifies = pd.Series(idle >= params["idle_share"] * d, index=cand["event_id"].to_numpy())
-    # Report only the outermost qualifying event: walk depth levels (not events) to find qualifying ancestors.
+    # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
+    # training step around it): walk depth levels (not events), deepest first, marking parents of
+    # qualifying events. Ancestors of a long event are long too, so they are all candidates.
     parent = pd.Series(cand["parent_id"].to_numpy(dtype="float64", na_value=np.nan), index=qualifies.index)
     depth = pd.Series(cand["depth"].to_numpy(), index=qualifies.index)
-    covered = pd.Series(False, index=qualifies.index)
-    for level in sorted(depth.unique()):
+    covers = pd.Series(False, index=qualifies.index)  # has a qualifying descendant
+    for level in sorted(depth.unique(), reverse=True):
         if level == 0:
             continue
         ids = depth.index[depth.to_numpy() == level]
-        par = parent.loc[ids]
-        known = par.isin(qualifies.index)
-        src = par[known].astype(np.int64)
-        covered.loc[src.index] = (qualifies.loc[src.to_numpy()].to_numpy()
-                                  | covered.loc[src.to_numpy()].to_numpy())
-    chosen = (qualifies & ~covered).to_numpy()
+        marks = qualifies.loc[ids].to_numpy() | covers.loc[ids].to_numpy()
+        par = parent.loc[ids][marks]
+        par = par[par.isin(qualifies.index)].astype(np.int64)
+        covers.loc[par.unique()] = True
+    chosen = (qualifies & ~covers).to_numpy()
     if not chosen.any():
         return []
     labels = thread_labels(profile)
-    found = pd.DataFrame({"event_id": cand["event_id"].to_numpy()[chosen], "name": cand["name"].astype("str")
-                          .to_numpy()[chosen], "pid": cand["pid"].to_numpy()[chosen],
+    found = pd.DataFrame({"event_id": cand["event_id"].to_numpy()[chosen], "name": np.asarray(cand["name"].astype("str"))[chosen], "pid": cand["pid"].to_numpy()[chosen],
                           "tid": cand["tid"].to_numpy()[chosen], "start_us": s[chosen], "dur_us": d[chosen],
                           "device_idle_us": idle[chosen]})
     found["thread"] = [thread_label(labels, p, t) for p, t in zip(found["pid"], found["tid"], strict=True)]
     found = found.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
-    merged_idle = float(found["device_idle_us"].sum())
+    # Device idle time during the union of these events (threads overlapping in time count once).
+    us, ue = merge_intervals(np.maximum(found["start_us"].to_numpy(), t0),
+                             np.minimum((found["start_us"] + found["dur_us"]).to_numpy(), t1))
+    merged_idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
     total_share = min(merged_idle / span, 1.0)
     severity = "error" if total_share >= params["error"] else "warning"
     by_name = found.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False,
@@ -188,7 +193,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     top = found.iloc[0]
     message = (f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
                f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
-               f"= {pct(total_share)} of the active span ({'error' if severity == 'error' else 'warning'}; "
+               f"= {pct(total_share)} of the active span (warning for any such event; "
                f"error at >= {threshold_pct(params['error'])}); longest '{top['name']}' on {top['thread']}: "
                f"{duration(top['dur_us'])} at +{duration(top['start_us'] - t0)}; by label: "
                + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))

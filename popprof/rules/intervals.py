@@ -21,16 +21,80 @@ NO_DEVICE = ("needs device activity in the trace: no event has a device_category
 
 @dataclass
 class DeviceActivity:
-    """Device events of a trace and the merged intervals when the device was busy."""
+    """Device events of a trace (top-level ones) and the merged intervals when the device was busy."""
 
-    events: pd.DataFrame      # top-level device events: name, device_category, start_us, end_us
-    busy_start: np.ndarray    # merged busy intervals, sorted and disjoint
+    start: np.ndarray           # start_us of each device event
+    end: np.ndarray             # start_us + dur_us
+    category: pd.Categorical    # device_category
+    name: pd.Categorical        # event label
+    busy_start: np.ndarray      # merged busy intervals, sorted and disjoint
     busy_end: np.ndarray
+
+    def busy_within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Device busy time inside each ``[a, b]``."""
+        if not hasattr(self, "_prefix"):
+            self._prefix = np.concatenate([[0.0], np.cumsum(self.busy_end - self.busy_start)])
+        return (busy_before(self.busy_start, self.busy_end, b, self._prefix)
+                - busy_before(self.busy_start, self.busy_end, a, self._prefix))
 
     @property
     def span(self) -> tuple[float, float]:
         """First start and last end of device activity."""
         return float(self.busy_start[0]), float(self.busy_end[-1])
+
+    def in_categories(self, categories: tuple[str, ...]) -> np.ndarray:
+        """True for events whose category is one of ``categories`` (on the codes, no strings)."""
+        wanted = [i for i, c in enumerate(self.category.categories) if c in categories]
+        return np.isin(self.category.codes, wanted)
+
+
+@dataclass
+class HostEvents:
+    """Host events (no device_category) with a positive duration, as arrays."""
+
+    event_id: np.ndarray
+    parent_id: np.ndarray       # float64, NaN for top-level events
+    depth: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name: pd.Categorical
+    start: np.ndarray
+    dur: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+# One-entry caches: several rules read the same (large) events table in one check.
+_cache: dict[str, tuple[object, object]] = {}
+
+
+def _cached(kind: str, events: pd.DataFrame, build):
+    hit = _cache.get(kind)
+    if hit is not None and hit[0] is events:
+        return hit[1]
+    value = build(events)
+    _cache[kind] = (events, value)  # keeps a reference to the frame, so its id cannot be reused
+    return value
+
+
+def category_mask(series: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """``series.isin(values)`` for a categorical Series, computed on its codes (no strings)."""
+    cat = series.array
+    wanted = [i for i, c in enumerate(cat.categories) if c in values]
+    return np.isin(np.asarray(cat.codes), wanted)
+
+
+def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.Series:
+    """Sum of ``weights`` per category of a categorical Series over rows in ``mask`` (non-zero sums only,
+    largest first)."""
+    cat = series.array
+    codes = np.asarray(cat.codes)[mask]
+    ok = codes >= 0
+    sums = np.bincount(codes[ok], weights=weights[mask][ok], minlength=len(cat.categories))
+    nonzero = np.flatnonzero(sums)
+    out = pd.Series(sums[nonzero], index=pd.Index(np.asarray(cat.categories)[nonzero], dtype="str"))
+    return out.sort_values(ascending=False, kind="stable")
 
 
 def host_mask(events: pd.DataFrame) -> np.ndarray:
@@ -38,27 +102,60 @@ def host_mask(events: pd.DataFrame) -> np.ndarray:
     return events["device_category"].isna().to_numpy()
 
 
-def device_activity(profile: Profile) -> DeviceActivity:
-    """The device activity of a profile's trace; raises NotEvaluated when it has none."""
+def _events(profile: Profile) -> pd.DataFrame:
     events = profile.get("events")
     if events is None or events.empty:
         raise NotEvaluated("needs a trace (.pvti or Chrome trace JSON)")
-    device = ~host_mask(events)
-    if not device.any():
+    return events
+
+
+def device_activity(profile: Profile) -> DeviceActivity:
+    """The device activity of a profile's trace; raises NotEvaluated when it has none."""
+    activity = _cached("device", _events(profile), _build_device)
+    if activity is None:
         raise NotEvaluated(NO_DEVICE)
-    dev = events.loc[device, ["event_id", "parent_id", "depth", "name", "device_category", "start_us", "dur_us"]]
-    nested = dev["depth"].to_numpy() > 0
+    return activity
+
+
+def _build_device(events: pd.DataFrame) -> DeviceActivity | None:
+    category = events["device_category"].array
+    keep = np.asarray(category.codes) >= 0
+    if not keep.any():
+        return None
+    depth = events["depth"].to_numpy()
+    nested = keep & (depth > 0)
     if nested.any():  # drop device events inside another device event (they would count twice)
-        parents = dev["parent_id"].to_numpy(dtype="float64", na_value=np.nan)
-        ids = dev["event_id"].to_numpy()
-        inside = nested & np.isin(parents, ids)
-        dev = dev.loc[~inside]
-    start = dev["start_us"].to_numpy(dtype=np.float64)
-    end = start + dev["dur_us"].to_numpy(dtype=np.float64)
-    frame = pd.DataFrame({"name": dev["name"].to_numpy(), "device_category": dev["device_category"].to_numpy(),
-                          "start_us": start, "end_us": end})
+        parents = events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[nested]
+        ids = events["event_id"].to_numpy()[keep]
+        inside = np.zeros(len(keep), dtype=bool)
+        inside[np.flatnonzero(nested)] = np.isin(parents, ids)
+        keep &= ~inside
+    start = events["start_us"].to_numpy(dtype=np.float64)[keep]
+    end = start + events["dur_us"].to_numpy(dtype=np.float64)[keep]
+    names = events["name"].array
     busy_start, busy_end = merge_intervals(start, end)
-    return DeviceActivity(frame, busy_start, busy_end)
+    return DeviceActivity(start, end,
+                          pd.Categorical.from_codes(np.asarray(category.codes)[keep], dtype=category.dtype),
+                          pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
+                          busy_start, busy_end)
+
+
+def host_events(profile: Profile) -> HostEvents:
+    """The host events of a profile's trace (those without device_category, with a duration)."""
+    return _cached("host", _events(profile), _build_host)
+
+
+def _build_host(events: pd.DataFrame) -> HostEvents:
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    keep = host_mask(events) & (dur > 0)
+    names = events["name"].array
+    return HostEvents(
+        event_id=events["event_id"].to_numpy()[keep],
+        parent_id=events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[keep],
+        depth=events["depth"].to_numpy()[keep], pid=events["pid"].to_numpy()[keep],
+        tid=events["tid"].to_numpy()[keep],
+        name=pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
+        start=events["start_us"].to_numpy(dtype=np.float64)[keep], dur=dur[keep])
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,11 +173,15 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     return s[first], reach[last]
 
 
-def busy_before(busy_start: np.ndarray, busy_end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Busy time of the merged intervals before each time in ``t`` (vectorised)."""
+def busy_before(busy_start: np.ndarray, busy_end: np.ndarray, t: np.ndarray,
+                prefix: np.ndarray | None = None) -> np.ndarray:
+    """Busy time of the merged intervals before each time in ``t`` (vectorised).
+
+    ``prefix`` (cumulative interval lengths with a leading 0) may be passed to avoid recomputing it.
+    """
     t = np.asarray(t, dtype=np.float64)
-    lengths = busy_end - busy_start
-    prefix = np.concatenate([[0.0], np.cumsum(lengths)])
+    if prefix is None:
+        prefix = np.concatenate([[0.0], np.cumsum(busy_end - busy_start)])
     k = np.searchsorted(busy_start, t, side="right")  # intervals starting at or before t
     total = prefix[k]
     has = k > 0
@@ -97,16 +198,24 @@ def busy_within(busy_start: np.ndarray, busy_end: np.ndarray, a: np.ndarray, b: 
 def overlap_pairs(start: np.ndarray, end: np.ndarray, gap_start: np.ndarray,
                   gap_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs (event index, gap index, overlap) for events overlapping sorted, disjoint gaps."""
-    first = np.searchsorted(gap_end, start, side="right")   # first gap ending after the event starts
-    stop = np.searchsorted(gap_start, end, side="left")     # gaps starting before the event ends
-    count = np.clip(stop - first, 0, None)
-    total = int(count.sum())
-    if total == 0:
-        empty = np.empty(0, dtype=np.int64)
+    empty = np.empty(0, dtype=np.int64)
+    if len(gap_start) == 0 or len(start) == 0:
         return empty, empty, np.empty(0)
-    event = np.repeat(np.arange(len(start)), count)
+    first = np.searchsorted(gap_end, start, side="right")   # first gap ending after the event starts
+    hit = first < len(gap_start)
+    hit[hit] = gap_start[first[hit]] < end[hit]              # ... and starting before it ends
+    event = np.flatnonzero(hit)
+    first = first[event]
+    # Most events overlap one gap at most; search again only for those reaching past their first gap.
+    count = np.ones(len(event), dtype=np.int64)
+    longer = end[event] > gap_end[first]
+    if longer.any():
+        stop = np.searchsorted(gap_start, end[event[longer]], side="left")
+        count[longer] = stop - first[longer]
+    total = int(count.sum())
+    event = np.repeat(event, count)
     offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
-    gap = first[event] + offset
+    gap = np.repeat(first, count) + offset
     overlap = np.minimum(end[event], gap_end[gap]) - np.maximum(start[event], gap_start[gap])
     keep = overlap > 0
     return event[keep], gap[keep], overlap[keep]
