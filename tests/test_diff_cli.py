@@ -115,3 +115,26 @@ def test_bad_input_exits_2_with_one_line(capsys, bundles, tmp_path):
     broken.write_text('{"format": "popprof-baseline", "format_version": 1, "metrics": [')
     code, _, err = run(capsys, "diff", broken, base)
     assert code == 2 and "baseline.json" in err
+
+
+def test_run_directories_compare_engine_by_engine(capsys, tmp_path):
+    training = synth.make_profile(name="training", num_steps=300, num_liveness_steps=40, seed=41)
+    inference = synth.make_profile(name="inference", num_steps=200, num_liveness_steps=30, seed=42)
+    bigger = training.copy()
+    steps = bigger.steps.copy()
+    steps["cycles"] = steps["cycles"] * 3
+    bigger.set_table("steps", steps)
+    old, new = tmp_path / "old", tmp_path / "new"
+    bundle.write(training, old / "training")
+    bundle.write(inference, old / "inference")
+    bundle.write(bigger, new / "training")
+    bundle.write(inference, new / "validation")
+    code, out, _ = run(capsys, "diff", old, new, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["passed"] is False
+    assert list(doc["engines"]) == ["training"]
+    assert doc["notes"] == ["only in base: inference", "only in new: validation"]
+    code, _, err = run(capsys, "diff", old, new, "--engine", "inference")
+    assert code == 2 and "no engine 'inference'" in err  # the new run has no inference engine
+    code, out, err = run(capsys, "diff", old / "inference", new / "validation")
+    assert code == 0 and "no metric changed" in out

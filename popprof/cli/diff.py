@@ -6,16 +6,45 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..profile import Profile
-from .common import engine_option, format_option, load_profiles
+from ..readers import open_all
+from .common import engine_option, format_option
 
 
 def _one_profile(path: str, engine: str | None) -> Profile:
-    profiles = load_profiles(path, engine)
+    profiles = _open(path, engine)
     if len(profiles) != 1:
         raise UsageError(f"{path}: holds several profiles ({', '.join(profiles)}); pick one with --engine NAME")
     return next(iter(profiles.values()))
+
+
+def _open(path: str, engine: str | None) -> dict[str, Profile]:
+    """Profiles of ``path``; ``engine`` picks one when the path holds several (a single profile is kept as is)."""
+    profiles = open_all(path)
+    if engine is not None and len(profiles) > 1:
+        if engine not in profiles:
+            raise InputError(path, f"no engine {engine!r}; found: {', '.join(profiles)}")
+        profiles = {engine: profiles[engine]}
+    return profiles
+
+
+def pair_profiles(base: str, new: str, engine: str | None) -> tuple[list[tuple[str, Profile, Profile]], list[str]]:
+    """Pair the profiles of two paths: one to one, or by engine name for run directories.
+
+    Returns the pairs (engine name, base, new) and notes on profiles only one side has.
+    """
+    left, right = _open(base, engine), _open(new, engine)
+    if len(left) == 1 and len(right) == 1:
+        (name, b), (_, n) = next(iter(left.items())), next(iter(right.items()))
+        return [(name, b, n)], []
+    common = [name for name in left if name in right]
+    if not common:
+        raise UsageError(f"no profile name in common between {base} ({', '.join(left)}) and {new} "
+                         f"({', '.join(right)}); pick one on each side with --engine NAME")
+    notes = [f"only in {label}: {', '.join(sorted(set(side) - set(common)))}"
+             for label, side in (("base", left), ("new", right)) if set(side) - set(common)]
+    return [(name, left[name], right[name]) for name in common], notes
 
 
 @click.command("diff")
@@ -41,7 +70,8 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     """Compare two profiles (or a baseline JSON and a profile) and gate regressions.
 
     Shows the metrics that changed, biggest relative change first, then the
-    tiles, programs and trace events that changed most. Exits 1 when a metric
+    tiles, programs and trace events that changed most. Two run directories
+    are compared engine by engine (matched by name). Exits 1 when a metric
     exceeds its budget (or, with --strict, when a budgeted metric is missing on
     one side), 2 on unreadable input or a bad budget file.
 
@@ -52,15 +82,18 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
       popprof diff baseline.json new.popprof --budget budget.toml --strict --format junit > gate.xml
     """
     from ..diff import DEFAULT_TOLERANCE, diff, gate, load_budget
-    from ..diff.render import render
+    from ..diff.render import render_many
 
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
-    base_profile = _one_profile(base, engine)
-    new_profile = _one_profile(new, engine)
-    result = diff(base_profile, new_profile, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
-    gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
-    click.echo(render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top), nl=False)
-    if gate_result is not None and not gate_result.passed:
+    pairs, notes = pair_profiles(base, new, engine)
+    results = []
+    for name, base_profile, new_profile in pairs:
+        result = diff(base_profile, new_profile,
+                      tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+        gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
+        results.append((name, result, gate_result))
+    click.echo(render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top), nl=False)
+    if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)
 
 

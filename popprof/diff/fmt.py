@@ -29,7 +29,10 @@ def fmt_change(value: float | None, unit: str) -> str:
         return f"{value:+}"
     if unit == "ratio":
         return f"{value:+.4f}"
-    text = f"{value:+,.0f}" if value == int(value) and abs(value) < 1e15 else f"{value:+,.6g}"
+    if value == int(value) and abs(value) < 1e15:
+        text = f"{value:+,.0f}"
+    else:
+        text = f"{value:+,.1f}" if unit == "us" else f"{value:+,.6g}"
     return text + {"bytes": " B", "us": " us"}.get(unit, "")
 
 

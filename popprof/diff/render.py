@@ -256,6 +256,11 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
 # -- JUnit --------------------------------------------------------------------
 
 def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
+    """JUnit XML document for one diff (see :func:`junit_suite`)."""
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + junit_suite(result, gate_result)
+
+
+def junit_suite(result: ProfileDiff, gate_result: GateResult | None = None, engine: str | None = None) -> str:
     """JUnit XML: one test case per budgeted metric (failure = over budget, skipped = gap).
 
     Without a gate, one passing test case per metric that changed, for the record.
@@ -263,6 +268,8 @@ def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_
     cases: list[str] = []
     failures = skipped = 0
     suite = "popprof.gate" if gate_result is not None else "popprof.diff"
+    if engine:
+        suite += f".{engine}"
     if gate_result is not None:
         by_metric = {}
         for v in gate_result.violations.itertuples(index=False):
@@ -282,15 +289,15 @@ def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_
                 else:
                     skipped += 1
                     body = f"<skipped message={quoteattr(text)}/>"
-            cases.append(f"  <testcase classname=\"{suite}\" name={quoteattr(c.metric)}>{body}</testcase>")
+            cases.append(f"  <testcase classname={quoteattr(suite)} name={quoteattr(c.metric)}>{body}</testcase>")
     else:
         for r in result.changed_metrics().itertuples(index=False):
             text = f"{fmt_value(r.base, r.unit)} -> {fmt_value(r.new, r.unit)} {fmt_rel(r.rel_change)}".strip()
-            cases.append(f"  <testcase classname=\"{suite}\" name={quoteattr(r.name)}>"
+            cases.append(f"  <testcase classname={quoteattr(suite)} name={quoteattr(r.name)}>"
                          f"<system-out>{escape(text)}</system-out></testcase>")
-    header = (f"<testsuite name=\"{suite}\" tests=\"{len(cases)}\" failures=\"{failures}\" errors=\"0\" "
+    header = (f"<testsuite name={quoteattr(suite)} tests=\"{len(cases)}\" failures=\"{failures}\" errors=\"0\" "
               f"skipped=\"{skipped}\">")
-    return "\n".join(['<?xml version="1.0" encoding="UTF-8"?>', header, *cases, "</testsuite>"]) + "\n"
+    return "\n".join([header, *cases, "</testsuite>"]) + "\n"
 
 
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "junit": render_junit}
@@ -304,3 +311,31 @@ def render(result: ProfileDiff, gate_result: GateResult | None = None, fmt: str 
     if fmt == "junit":
         return render_junit(result, gate_result)
     return RENDERERS[fmt](result, gate_result, include_unchanged=include_unchanged, top=top)
+
+
+def render_many(results: list[tuple[str, ProfileDiff, GateResult | None]], fmt: str = "text", *,
+                notes: list[str] = (), include_unchanged: bool = False, top: int = 10) -> str:
+    """Render one or several (engine, diff, gate) results; several come from two run directories."""
+    if len(results) == 1 and not notes:
+        _, result, gate_result = results[0]
+        return render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top)
+    if fmt == "json":
+        doc = {"notes": list(notes),
+               "passed": all(g.passed for _, _, g in results if g is not None),
+               "engines": {name: to_dict(r, g, top=top) for name, r, g in results}}
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    if fmt == "junit":
+        suites = [junit_suite(r, g, name) for name, r, g in results]
+        return "\n".join(['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>", *suites, "</testsuites>"]) + "\n"
+    parts = []
+    if fmt == "markdown":
+        parts += [f"> note: {_md(n)}\n" for n in notes]
+        for name, r, g in results:
+            parts.append(f"#### Engine `{_md(name)}`\n\n"
+                         + render_markdown(r, g, include_unchanged=include_unchanged, top=top))
+    else:
+        parts += [f"note: {n}\n" for n in notes]
+        for name, r, g in results:
+            parts.append(f"=== engine {name!r} ===\n" + render_text(r, g, include_unchanged=include_unchanged,
+                                                                     top=top))
+    return "\n".join(parts)
