@@ -1,0 +1,147 @@
+"""Exchange rules: windows, bands and merged phases over steps and over a GPU-style trace."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from popprof.profile import Profile
+from popprof.rules import check
+from popprof.synth import make_profile
+
+TYPE_OF = {"compute": "OnTileExecute", "exchange": "DoExchange", "global_exchange": "GlobalExchange",
+           "sync": "Sync", "host_io": "StreamCopyMid"}
+
+
+def steps_profile(rows: list[tuple[str, int]], ipus: int = 1, clock: float = 1e9) -> Profile:
+    """One step per (category, cycles) row, repeated on each IPU with the same cycles."""
+    data = []
+    for step, (category, cycles) in enumerate(rows):
+        for ipu in range(ipus):
+            data.append({"run": 0, "step": step, "ipu": ipu, "program": f"{category}/prog_{step % 3}",
+                         "program_type": TYPE_OF[category], "category": category, "cycles": cycles})
+    target = pd.DataFrame({"num_ipus": [ipus], "clock_hz": [clock]})
+    return Profile("steps", {"steps": pd.DataFrame(data), "target": target})
+
+
+def window(exchange_steps: int, size: int = 10, category: str = "exchange") -> list[tuple[str, int]]:
+    return [(category, 100)] * exchange_steps + [("compute", 100)] * (size - exchange_steps)
+
+
+def phases(profile: Profile, **params):
+    params = {f"exchange.phases.{k}": v for k, v in {"window": 10, **params}.items()}
+    return check(profile, rules=["exchange.phases"], params=params)
+
+
+def test_window_exactly_at_moderate_threshold_is_a_warning():
+    found = phases(steps_profile(window(3) + window(0)))
+    assert [f.severity for f in found] == ["warning"]
+    f = found.items[0]
+    assert f.where["steps"] == (0, 9)
+    assert f.value == pytest.approx(0.30) and f.threshold == 0.30
+
+
+def test_window_just_below_moderate_is_not_flagged():
+    rows = [("exchange", 100)] * 3 + [("compute", 100)] * 6 + [("compute", 101)]  # 300 / 1001
+    assert len(phases(steps_profile(rows))) == 0
+
+
+def test_adjacent_windows_merge_and_take_the_worst_band():
+    rows = window(0) + window(5) + window(3, category="sync") + window(0) + window(6, category="global_exchange")
+    found = phases(steps_profile(rows))
+    assert [f.where["steps"] for f in found] == [(10, 29), (40, 49)]
+    first, second = found.items  # both have a high (>= 50 %) window
+    assert first.severity == "error" and first.value == pytest.approx(0.40)  # (500 + 300) / 2000
+    assert second.severity == "error" and second.value == pytest.approx(0.60)
+    assert first.where["programs"][0].startswith(("exchange/", "sync/"))
+    assert "steps 10-29 (2 window(s) of 10 steps)" in first.message
+    windows = first.evidence
+    assert list(windows["band"]) == ["none", "high", "moderate", "none", "high"]
+    assert list(windows["phase"]) == [-1, 0, 0, -1, 1]
+
+
+def test_dominant_programs_rank_by_exchange_cycles():
+    rows = [("exchange", 100), ("exchange", 500), ("compute", 100), ("exchange", 200)] + [("compute", 50)] * 6
+    f = phases(steps_profile(rows)).items[0]
+    # programs are named by step % 3: step 1 -> prog_1 (500), step 3 -> prog_0 (100+200), 2 is compute
+    assert f.where["programs"] == ["exchange/prog_1", "exchange/prog_0"]
+
+
+def test_window_parameter_changes_the_resolution():
+    rows = window(0) * 4 + window(10)  # one fully exchange window at the end
+    assert phases(steps_profile(rows), window=10).items[0].where["steps"] == (40, 49)
+    assert len(phases(steps_profile(rows), window=50)) == 0  # 20 % over one window of 50 steps
+
+
+def test_synthetic_exchange_heavy_phase_is_located():
+    profile = make_profile(num_steps=4000, num_liveness_steps=50, exchange_heavy=(0.5, 0.6), seed=1,
+                           num_ipus=2)
+    found = phases(profile, window=100)
+    errors = [f for f in found if f.severity == "error"]
+    assert errors, found.items
+    first, last = errors[0].where["steps"]
+    assert 1900 <= first <= 2100 and 2300 <= last <= 2500
+
+
+def test_exchange_share_and_global_share_for_multi_ipu():
+    rows = [("global_exchange", 150), ("exchange", 150)] + [("compute", 100)] * 7
+    found = check(steps_profile(rows, ipus=2), rules=["exchange.share"])
+    f = found.items[0]
+    assert f.value == pytest.approx(0.30)
+    assert f.severity == "warning"
+    assert "global (inter-IPU) exchange 15.0 % over 2 IPUs (warning at >= 15 %)" in f.message
+
+
+def test_exchange_share_single_ipu_below_threshold_is_info():
+    found = check(steps_profile(window(2)), rules=["exchange.share"])
+    assert [f.severity for f in found] == ["info"]
+    assert "inter-IPU" not in found.items[0].message
+
+
+def test_no_execution_profile_means_not_evaluated():
+    profile = make_profile(execution=False, num_liveness_steps=50)
+    found = check(profile)
+    reasons = dict(found.not_evaluated)
+    for rule_id in ("exchange.phases", "exchange.share", "host.stream-copy"):
+        assert "execution profile" in reasons[rule_id]
+    assert "memory.headroom" in found.evaluated
+
+
+# -- traces ----------------------------------------------------------------
+
+def trace_profile(device: list[tuple[str, str, float, float]], host: list[tuple] = ()) -> Profile:
+    """Device events (name, category, start, dur) on pid 0; host events (name, start, dur) on pid 1."""
+    rows = [{"pid": 0, "tid": 7, "depth": 0, "name": n, "device_category": c, "start_us": s, "dur_us": d}
+            for n, c, s, d in device]
+    rows += [{"pid": 1, "tid": 1, "depth": 0, "name": n, "device_category": None, "start_us": s, "dur_us": d}
+             for n, s, d in host]
+    frame = pd.DataFrame(rows)
+    frame.insert(0, "event_id", range(len(frame)))
+    return Profile("trace", {"events": frame})
+
+
+def test_trace_phases_in_time():
+    device = [("gemm", "compute", t, 100.0) for t in range(0, 1000, 100)]
+    device += [("nccl_allreduce", "exchange", 1000.0, 60.0), ("gemm", "compute", 1060.0, 40.0)]
+    device += [("gemm", "compute", t, 100.0) for t in range(1100, 2000, 100)]
+    found = phases(trace_profile(device), window_us=100.0)
+    assert len(found) == 1
+    f = found.items[0]
+    assert f.severity == "error" and f.value == pytest.approx(0.6)
+    assert f.where["time_us"] == (1000.0, 1100.0)
+    assert f.where["programs"] == ["nccl_allreduce"]
+
+
+def test_trace_exchange_share():
+    device = [("k", "compute", 0.0, 70.0), ("copy", "exchange", 70.0, 20.0), ("barrier", "sync", 90.0, 10.0)]
+    f = check(trace_profile(device), rules=["exchange.share"]).items[0]
+    assert f.value == pytest.approx(0.30) and f.severity == "warning"
+
+
+def test_trace_without_device_activity_is_not_evaluated():
+    profile = trace_profile([], host=[("step", 0.0, 100.0), ("load", 100.0, 50.0)])
+    found = check(profile)
+    reasons = dict(found.not_evaluated)
+    for rule_id in ("exchange.phases", "exchange.share", "host.device-gaps", "host.long-events"):
+        assert "device activity" in reasons[rule_id], reasons
+    assert found.items == []
