@@ -383,11 +383,13 @@ def _steps(execution: dict) -> pd.DataFrame | None:
     if not isinstance(steps, list) or not steps:
         return None
     records = [s if isinstance(s, dict) else {} for s in steps]
-    types = pd.Series([str(s.get("type") or "") for s in records], dtype="str")
-    names = [s.get("name") for s in records]
-    program = pd.Series([str(n) if n is not None else t for n, t in zip(names, types, strict=True)], dtype="str")
-    cycles = pd.array([None if (c := _number(s.get("cycles"))) is None else int(c) for s in records],
-                      dtype="Int64")
+    types = pd.Series([s.get("type") for s in records], dtype=object)
+    names = pd.Series([s.get("name") for s in records], dtype=object)
+    types = types.where(types.notna(), "").astype("str")
+    program = names.where(names.notna(), types).astype("str")
+    raw = pd.Series([s.get("cycles") for s in records], dtype=object)
+    numeric = pd.to_numeric(raw.where(raw.map(type) != bool), errors="coerce")  # noqa: E721
+    cycles = numeric.round().astype("Int64")
     n = len(records)
     return pd.DataFrame({
         "run": np.zeros(n, dtype=np.int32), "step": np.arange(n, dtype=np.int32), "ipu": np.zeros(n, dtype=np.int16),
