@@ -160,13 +160,13 @@ def band(value: float | None, warning: float | None, error: float | None) -> tup
 # -- selection and parameters ---------------------------------------------
 
 def select_rules(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[Rule]:
-    """Rules matching ``rules`` (ids, globs or family names; all when ``None``) minus ``skip``.
+    """Rules matching ``rules`` (ids, globs or family names; all when ``None``) minus ``skip``, in registry order.
 
     A pattern that matches no rule is a :class:`UsageError`.
     """
-    chosen = list(RULES) if rules is None else _match_all(rules)
+    chosen = set(RULES) if rules is None else set(_match_all(rules))
     skipped = set(_match_all(skip or ()))
-    return [RULES[r] for r in chosen if r not in skipped]
+    return [r for rid, r in RULES.items() if rid in chosen and rid not in skipped]  # registry order
 
 
 def _match_all(patterns: Iterable[str]) -> list[str]:
@@ -350,7 +350,9 @@ def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
     disable = section.pop("disable", None) or []
     for key in ("fail_on", "fail-on"):
         section.pop(key, None)
-    selected = select_rules(rules if rules is not None else enable, [*disable, *(skip or [])])
+    if rules is not None:  # rules named explicitly replace the config's enable and disable lists
+        enable, disable = rules, []
+    selected = select_rules(enable, [*disable, *(skip or [])])
     merged = flatten_params(section)
     merged.update(flatten_params(params))
     return selected, resolve_params(merged)
@@ -363,8 +365,9 @@ def check(profile: Profile, rules: Iterable[str] | None = None, skip: Iterable[s
     ``rules``/``skip``: ids, globs (``memory.*``) or family names. ``params``:
     ``{"memory.headroom.warning": 0.8}`` (or nested). ``config``: the
     ``[tool.popprof]`` table (see :func:`popprof.config.load_config`); its
-    ``rules`` sub-table gives ``enable``, ``disable`` and parameters, which
-    ``rules``, ``skip`` and ``params`` override. No config file is read here.
+    ``rules`` sub-table gives ``enable``, ``disable`` and parameters; explicit
+    ``rules`` replace both lists, ``skip`` adds to ``disable``, and ``params``
+    override the config's parameters. No config file is read here.
     """
     selected, resolved = plan(rules, skip, params, config)
     result = Findings(profile_name=profile.name, source=profile.source)

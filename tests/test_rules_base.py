@@ -1,0 +1,140 @@
+"""The rule registry: selection, parameters, not-evaluated reporting, Findings views, adding a rule."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import popprof
+from popprof.errors import UsageError
+from popprof.profile import Profile
+from popprof.rules import RULES, Findings, NotEvaluated, check, parse_set, rule, select_rules
+from popprof.rules.base import FRAME_COLUMNS, band, coerce_param, resolve_params
+from popprof.synth import make_profile
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return make_profile(num_steps=1000, num_liveness_steps=100, oom_tiles=2, seed=5)
+
+
+def test_every_rule_is_fully_described():
+    assert {"memory.tile-oom", "memory.headroom", "memory.tile-imbalance", "memory.liveness-peak",
+            "memory.gaps", "exchange.phases", "exchange.share", "host.stream-copy", "host.device-gaps",
+            "host.long-events"} <= set(RULES)
+    for r in RULES.values():
+        assert r.description and r.advice and r.needs, r.id
+        assert r.id.split(".")[0] in {"memory", "exchange", "host"}
+
+
+def test_selection_by_id_glob_family_and_skip():
+    assert [r.id for r in select_rules(["memory.headroom"])] == ["memory.headroom"]
+    assert {r.id for r in select_rules(["memory.*"])} == {r for r in RULES if r.startswith("memory.")}
+    assert {r.id for r in select_rules(["host"])} == {r for r in RULES if r.startswith("host.")}
+    chosen = {r.id for r in select_rules(None, skip=["exchange.*", "memory.gaps"])}
+    assert "memory.gaps" not in chosen and not any(r.startswith("exchange.") for r in chosen)
+    with pytest.raises(UsageError, match="unknown rule 'memory.nope'"):
+        select_rules(["memory.nope"])
+    with pytest.raises(UsageError):
+        select_rules(None, skip=["nothing.*"])
+
+
+def test_parameter_parsing_and_coercion():
+    assert parse_set(["memory.headroom.warning=0.8"]) == {"memory.headroom.warning": "0.8"}
+    with pytest.raises(UsageError, match="RULE.PARAM=VALUE"):
+        parse_set(["memory.headroom.warning"])
+    resolved = resolve_params({"memory.headroom.warning": "80%", "exchange.phases.window": "250"})
+    assert resolved["memory.headroom"] == {"warning": 0.8, "error": 0.95}
+    assert resolved["exchange.phases"]["window"] == 250 and isinstance(resolved["exchange.phases"]["window"], int)
+    nested = resolve_params({"memory.headroom": {"error": 0.9}, "memory": {"gaps": {"warning": 0.2}}})
+    assert nested["memory.headroom"]["error"] == 0.9 and nested["memory.gaps"]["warning"] == 0.2
+    with pytest.raises(UsageError, match="no parameter 'warn'"):
+        resolve_params({"memory.headroom.warn": 1})
+    with pytest.raises(UsageError, match="expected float"):
+        resolve_params({"memory.headroom.warning": "high"})
+    with pytest.raises(UsageError, match="expected int"):
+        coerce_param("exchange.phases.window", 100, "2.5")
+
+
+def test_band_is_inclusive():
+    assert band(0.85, 0.85, 0.95) == ("warning", 0.85)
+    assert band(0.95, 0.85, 0.95) == ("error", 0.95)
+    assert band(0.8499999, 0.85, 0.95) == (None, None)
+    assert band(None, 0.85, 0.95) == (None, None)
+
+
+def test_check_reports_not_evaluated_with_reasons(synth):
+    found = popprof.check(synth)
+    assert isinstance(found, Findings)
+    reasons = dict(found.not_evaluated)
+    assert set(reasons) == {"host.device-gaps", "host.long-events"}
+    assert all("trace" in why for why in reasons.values())
+    assert set(found.evaluated) | set(reasons) == set(RULES)
+
+
+def test_findings_views(synth):
+    found = check(synth)
+    frame = found.frame
+    assert list(frame.columns) == FRAME_COLUMNS
+    assert len(frame) == len(found.items)
+    assert list(frame["severity"])[0] == "error" and found.worst == "error"
+    sev = [f.severity for f in found.items]
+    assert sev == sorted(sev, key=["error", "warning", "info"].index)  # worst first
+    assert found.counts()["error"] == len(found.at_least("error"))
+    html = found._repr_html_()
+    assert "memory.tile-oom" in html and "<table>" in html and "not evaluated" in html
+    data = found.to_dict()
+    assert data["passed"] == [r for r in found.evaluated if not found.by_rule(r)]
+    assert all(isinstance(f["where"], dict) for f in data["findings"])
+
+
+def test_findings_carry_evidence_frames(synth):
+    found = check(synth, rules=["memory.tile-oom", "memory.liveness-peak"])
+    for f in found.items:
+        assert isinstance(f.evidence, pd.DataFrame) and not f.evidence.empty
+        assert f.advice == RULES[f.rule_id].advice
+
+
+def test_config_rules_section_enables_disables_and_sets_params(synth):
+    config = {"rules": {"enable": ["memory.*"], "disable": ["memory.gaps"], "fail_on": "warning",
+                        "memory": {"headroom": {"warning": 0.5}}}}
+    found = check(synth, config=config)
+    assert "memory.gaps" not in found.evaluated and "exchange.phases" not in found.evaluated
+    assert "memory.headroom" in found.evaluated
+    explicit = check(synth, rules=["memory.gaps", "exchange.share"], config=config)
+    assert explicit.evaluated == ["exchange.share", "memory.gaps"]  # named rules replace enable/disable
+    assert check(synth, config=config, skip=["memory.headroom"]).by_rule("memory.headroom") == []
+    with pytest.raises(UsageError):
+        check(synth, config={"rules": {"memory.headroom.bogus": 1}})
+
+
+def test_adding_a_rule_is_one_function():
+    @rule("demo.steps-count", "flags profiles with more than N steps", needs=["steps"], params={"limit": 10},
+          advice="fewer steps")
+    def steps_count(profile: Profile, params: dict):
+        n = profile.steps["step"].nunique()
+        if n > params["limit"]:
+            return [RULES["demo.steps-count"].finding("warning", "Many steps", f"{n} steps", value=n,
+                                                      threshold=params["limit"])]
+        return []
+
+    try:
+        profile = make_profile(num_steps=50, num_liveness_steps=20)
+        assert check(profile, rules=["demo.*"]).items[0].message == "50 steps"
+        assert check(profile, rules=["demo.*"], params={"demo.steps-count.limit": 50}).items == []
+        no_steps = make_profile(execution=False, num_liveness_steps=20)
+        assert check(no_steps, rules=["demo.*"]).not_evaluated[0][0] == "demo.steps-count"
+    finally:
+        RULES.pop("demo.steps-count", None)
+
+
+def test_a_rule_raising_not_evaluated_is_reported():
+    @rule("demo.never", "cannot run", needs=[], advice="-")
+    def never(profile, params):
+        raise NotEvaluated("needs something special")
+
+    try:
+        found = check(Profile("empty", {}), rules=["demo.never"])
+        assert found.not_evaluated == [("demo.never", "needs something special")]
+    finally:
+        RULES.pop("demo.never", None)
