@@ -232,7 +232,7 @@ def window_sums(start: np.ndarray, end: np.ndarray, origin: float, width: float,
     ws = np.clip(np.floor((s - origin) / width).astype(np.int64), 0, count - 1)
     we = np.clip(np.floor((e - origin) / width).astype(np.int64), 0, count - 1)
     same = ws == we
-    out = np.bincount(ws[same], weights=(e - s)[same], minlength=count)
+    out = np.bincount(ws[same], weights=(e - s)[same], minlength=count).astype(np.float64)
     cross = ~same
     if cross.any():
         cs, ce, cws, cwe = s[cross], e[cross], ws[cross], we[cross]

@@ -1,0 +1,181 @@
+"""``popprof check`` and ``popprof rules``: exit codes, formats, options, config files."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from popprof.cli import main
+from popprof.profile import Profile
+from popprof.readers import bundle
+from popprof.synth import make_profile
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bundles")
+    paths = {}
+    oom = make_profile(name="oom", num_steps=600, num_liveness_steps=60, oom_tiles=2, seed=1)
+    roomy = make_profile(name="roomy", num_steps=600, num_liveness_steps=60, median_fill=0.4, hot_tiles=0,
+                         gap_share=0.03, exchange_heavy=None, seed=2, execution=False)
+    events = pd.DataFrame({"event_id": [0, 1, 2, 3], "pid": [0, 0, 1, 1], "tid": [7, 7, 1, 1],
+                           "depth": [0, 0, 0, 0], "name": ["gemm", "gemm", "optimizer.step", "log"],
+                           "device_category": ["compute", "compute", None, None],
+                           "start_us": [0.0, 30_000.0, 1_000.0, 29_000.0], "dur_us": [1_000.0, 1_000.0, 28_000.0, 500.0]})
+    trace = Profile("trace", {"events": events})
+    for name, profile in (("oom", oom), ("roomy", roomy), ("trace", trace)):
+        paths[name] = str(root / f"{name}.popprof")
+        bundle.write(profile, paths[name])
+    return paths
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_exit_codes(bundles, capsys):
+    code, out, _ = run(capsys, "check", bundles["oom"])
+    assert code == 1 and "memory.tile-oom" in out and "FAILED" in out
+    code, out, _ = run(capsys, "check", bundles["roomy"])
+    assert code == 0, out
+    assert "not evaluated: needs an execution profile" in out
+    code, _, _ = run(capsys, "check", bundles["oom"], "--fail-on", "never")
+    assert code == 0
+    code, _, _ = run(capsys, "check", bundles["roomy"], "--fail-on", "info")
+    assert code == 1  # the liveness peak is an info finding
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rule", "memory.nope"], "unknown rule 'memory.nope'"),
+    (["--skip", "zzz"], "unknown rule 'zzz'"),
+    (["--set", "memory.headroom.warning"], "RULE.PARAM=VALUE"),
+    (["--set", "memory.headroom.warn=1"], "no parameter 'warn'"),
+    (["--set", "memory.headroom.warning=lots"], "expected float"),
+    (["--config", "/nonexistent/popprof.toml"], "config file not found"),
+])
+def test_usage_errors_exit_2_with_one_line(bundles, capsys, argv, message):
+    code, out, err = run(capsys, "check", bundles["oom"], *argv)
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_missing_input_exits_2(capsys, tmp_path):
+    code, _, err = run(capsys, "check", str(tmp_path / "missing.pop"))
+    assert code == 2 and "missing.pop" in err
+
+
+def test_rule_selection_and_set(bundles, capsys):
+    code, out, _ = run(capsys, "check", bundles["oom"], "--rule", "memory.gaps", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["profiles"][0]["passed"] == ["memory.gaps"]
+    code, out, _ = run(capsys, "check", bundles["roomy"], "--rule", "memory.headroom", "--format", "json",
+                       "--set", "memory.headroom.warning=1%", "--fail-on", "warning")
+    assert code == 1
+    finding = json.loads(out)["profiles"][0]["findings"][0]
+    assert finding["rule_id"] == "memory.headroom" and finding["threshold"] == 0.01
+
+
+def test_json_structure(bundles, capsys):
+    code, out, _ = run(capsys, "check", bundles["oom"], bundles["trace"], "--format", "json")
+    data = json.loads(out)
+    assert data["schema"] == "popprof.findings/1" and data["fail_on"] == "error" and data["failed"] is True
+    assert [p["profile"] for p in data["profiles"]] == ["oom", "trace"]
+    oom = data["profiles"][0]
+    assert set(oom) == {"profile", "source", "worst", "counts", "findings", "not_evaluated", "passed"}
+    f = oom["findings"][0]
+    assert set(f) == {"rule_id", "severity", "title", "message", "value", "threshold", "where", "advice"}
+    assert data["totals"]["error"] == sum(p["counts"]["error"] for p in data["profiles"])
+    trace = data["profiles"][1]
+    long_events = [f for f in trace["findings"] if f["rule_id"] == "host.long-events"]
+    assert long_events and "optimizer.step" in long_events[0]["message"]
+    assert long_events[0]["where"]["time_us"] == [1000.0, 29000.0]
+
+
+def test_junit_is_valid_xml_with_one_testcase_per_rule(bundles, capsys):
+    code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit")
+    root = ET.fromstring(out)
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    names = [c.get("name") for c in cases]
+    assert len(names) == len(set(names)) == int(suite.get("tests"))
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    skipped = {c.get("name") for c in cases if c.find("skipped") is not None}
+    assert "memory.tile-oom" in failed and skipped == {"host.device-gaps", "host.long-events"}
+    assert int(suite.get("failures")) == len(failed) and int(root.get("skipped")) == 2
+    code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit", "--fail-on", "warning")
+    more = {c.get("name") for c in ET.fromstring(out).iter("testcase") if c.find("failure") is not None}
+    assert failed < more
+
+
+def test_markdown_has_a_table(bundles, capsys):
+    code, out, _ = run(capsys, "check", bundles["oom"], "--format", "markdown")
+    lines = out.splitlines()
+    assert lines[0] == "## popprof check"
+    header = lines.index("| severity | rule | finding | where |")
+    assert lines[header + 1] == "|---|---|---|---|"
+    assert lines[header + 2].startswith("| **error** |")
+    assert "<summary>not evaluated (2)</summary>" in out
+
+
+def test_output_file_is_written(bundles, capsys, tmp_path):
+    target = tmp_path / "out" / "findings.xml"
+    code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit", "-o", str(target))
+    assert code == 1 and out == ""
+    ET.parse(target)
+    assert [p.name for p in target.parent.iterdir()] == ["findings.xml"]  # no temporary left behind
+
+
+def test_plain_text_when_piped(bundles, capsys):
+    code, out, _ = run(capsys, "check", bundles["trace"])
+    assert "\x1b[" not in out
+    assert "host.long-events" in out and "SKIPPED" in out
+    assert out.rstrip().splitlines()[-1].startswith("0 error(s)") or "error(s)" in out.splitlines()[-1]
+
+
+def test_config_file_is_found_and_applied(bundles, capsys, tmp_path, monkeypatch):
+    project = tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.popprof.rules]\nenable = ["memory.*"]\nfail_on = "warning"\n'
+        '"memory.headroom.warning" = 0.01\n')
+    monkeypatch.chdir(project / "sub")
+    code, out, _ = run(capsys, "check", bundles["roomy"], "--format", "json")
+    data = json.loads(out)
+    assert data["fail_on"] == "warning" and code == 1
+    ids = {f["rule_id"] for f in data["profiles"][0]["findings"]}
+    assert "memory.headroom" in ids and not any(i.startswith("exchange") for i in ids)
+    # --config overrides discovery; the explicit --fail-on overrides the config
+    other = tmp_path / "strict.toml"
+    other.write_text('[rules]\ndisable = ["memory.headroom"]\n')
+    code, out, _ = run(capsys, "check", bundles["roomy"], "--format", "json", "--config", str(other),
+                       "--fail-on", "error")
+    assert code == 0
+    assert "memory.headroom" not in {f["rule_id"] for f in json.loads(out)["profiles"][0]["findings"]}
+
+
+def test_bad_config_exits_2(bundles, capsys, tmp_path, monkeypatch):
+    (tmp_path / "popprof.toml").write_text("[rules\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "check", bundles["roomy"])
+    assert code == 2 and "popprof.toml" in err and "invalid TOML" in err
+    (tmp_path / "popprof.toml").write_text('[rules]\nfail_on = "sometimes"\n')
+    code, _, err = run(capsys, "check", bundles["roomy"])
+    assert code == 2 and "fail_on" in err
+
+
+def test_rules_listing(capsys):
+    code, out, _ = run(capsys, "rules", "--format", "json")
+    data = {r["id"]: r for r in json.loads(out)}
+    assert code == 0
+    assert data["memory.headroom"]["params"] == {"warning": 0.85, "error": 0.95}
+    assert data["exchange.phases"]["params"]["moderate"] == 0.30
+    assert data["memory.tile-oom"]["needs"] == [["tiles"], ["memory_totals"]]
+    code, out, _ = run(capsys, "rules")
+    assert "memory.headroom.warning = 0.85" in out and "host.device-gaps: " in out
+    code, out, _ = run(capsys, "rules", "--format", "markdown")
+    assert out.startswith("| rule | description | needs | parameters (defaults) |")
