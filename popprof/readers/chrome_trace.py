@@ -21,15 +21,21 @@ overrides the device-activity mapping. See ``docs/traces.md``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import operator
+import os
 import re
 import threading
 import zlib
 from collections import Counter
+from dataclasses import dataclass
 from gzip import BadGzipFile
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from ..errors import InputError
@@ -40,7 +46,9 @@ from ..trace.begin_end import match_begin_end
 from . import open_binary
 
 FORMAT = "chrome_trace"
-BATCH = 1 << 17
+#: Files at least this large (uncompressed) are parsed in parts on several processes.
+PARALLEL_MIN_BYTES = 64 << 20
+MAX_WORKERS = 2
 _TRACE_OBJECT = re.compile(rb'"traceEvents"\s*:\s*\[')
 _ARRAY_START = re.compile(rb"^\s*\[\s*(\{|\]|$)")
 _PH_KEY = re.compile(rb'"ph"\s*:\s*"')
@@ -65,26 +73,35 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 class _Interner:
-    """Strings to dense codes, fed per batch through pandas.factorize (no per-event Python)."""
+    """Strings to dense codes as events stream by (``None`` -> -1; non-strings as their JSON text)."""
 
     def __init__(self) -> None:
-        self.index: dict[str, int] = {}
+        self.index: dict[object, int] = {None: -1}
         self.labels: list[str] = []
+        self._by_label: dict[str, int] = {}
 
-    def codes(self, values: list) -> np.ndarray:
-        local, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
-        lut = np.empty(len(uniques) + 1, dtype=np.int32)
-        lut[-1] = -1
-        for i, value in enumerate(uniques):
-            lut[i] = self.code(value if isinstance(value, str) else json.dumps(value))
-        return lut[local]
-
-    def code(self, label: str) -> int:
-        code = self.index.get(label)
+    def add(self, value: object) -> int:
+        """Code of a value not yet in ``index`` (the hot loop tries ``index.get`` first)."""
+        label = value if isinstance(value, str) else json.dumps(value)
+        code = self._by_label.get(label)
         if code is None:
-            code = self.index[label] = len(self.labels)
+            code = self._by_label[label] = len(self.labels)
             self.labels.append(label)
+        with contextlib.suppress(TypeError):  # unhashable (a list or dict as a name)
+            self.index[value] = code
         return code
+
+    def code(self, value: object) -> int:
+        code = self.index.get(value) if _hashable(value) else None
+        return self.add(value) if code is None else code
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 class _Ids:
@@ -94,12 +111,6 @@ class _Ids:
 
     def __init__(self) -> None:
         self.synthetic: dict[object, int] = {}
-
-    def convert(self, values: list) -> np.ndarray:
-        try:
-            return np.asarray(values, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            return np.fromiter((self.one(v) for v in values), dtype=np.int64, count=len(values))
 
     def one(self, value: object) -> int:
         if value is None:
@@ -113,53 +124,25 @@ class _Ids:
 
 
 class _Columns:
-    """Column buffers of one kind of event, flushed to numpy every ``BATCH`` rows."""
+    """Column chunks (numpy) of one kind of event, in file order."""
 
-    def __init__(self, with_args: bool) -> None:
-        self.with_args = with_args
-        self.name: list = []
-        self.cat: list = []
-        self.pid: list = []
-        self.tid: list = []
-        self.ts: list = []
-        self.dur: list = []
-        self.args: list = []
+    KEYS = (("name", np.int32), ("cat", np.int32), ("pid", np.int64), ("tid", np.int64),
+            ("ts", np.float64), ("dur", np.float64))
+
+    def __init__(self) -> None:
         self.chunks: list[dict[str, np.ndarray]] = []
-        self.args_text: list[str | None] = []
+        self.args: list[str | None] = []
 
-    def flush(self, names: _Interner, cats: _Interner, ids: _Ids) -> None:
-        if not self.ts:
-            return
-        chunk = {
-            "name": names.codes(self.name),
-            "cat": cats.codes(self.cat),
-            "pid": ids.convert(self.pid),
-            "tid": ids.convert(self.tid),
-            "ts": _floats(self.ts),
-            "dur": _floats(self.dur),
-        }
-        self.chunks.append(chunk)
-        if self.with_args:
-            self.args_text.extend(None if a is None else _json_text(a) for a in self.args)
-        for buf in (self.name, self.cat, self.pid, self.tid, self.ts, self.dur, self.args):
-            buf.clear()
+    def add(self, chunk: dict[str, np.ndarray]) -> None:
+        if len(chunk["ts"]):
+            self.chunks.append(chunk)
 
-    def concat(self) -> dict[str, np.ndarray]:
-        keys = ("name", "cat", "pid", "tid", "ts", "dur")
+    def arrays(self) -> dict[str, np.ndarray]:
         if not self.chunks:
-            dtypes = {"name": np.int32, "cat": np.int32, "pid": np.int64, "tid": np.int64,
-                      "ts": np.float64, "dur": np.float64}
-            return {k: np.zeros(0, dtype=dtypes[k]) for k in keys}
-        out = {k: np.concatenate([c[k] for c in self.chunks]) for k in keys}
+            return {key: np.zeros(0, dtype=dtype) for key, dtype in self.KEYS}
+        out = {key: np.concatenate([c[key] for c in self.chunks]) for key, _ in self.KEYS}
         self.chunks.clear()
         return out
-
-
-def _floats(values: list) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
 
 
 def _json_text(value: object) -> str:
@@ -177,102 +160,376 @@ def _event_prefix(path: Path) -> str:
     return "item" if head.startswith(b"[") else "traceEvents.item"
 
 
-def read(path: Path, *, with_args: bool = False, device_map=None, **_options: object) -> Profile:
-    """Read a Chrome trace into a Profile with events, threads, counters, target and metadata."""
+@dataclass
+class _Parsed:
+    """What one pass over (a part of) the event stream collected."""
+
+    names: list[str]
+    cats: list[str]
+    x: dict[str, np.ndarray]
+    x_args: list[str | None]
+    b: dict[str, np.ndarray]
+    b_kind: np.ndarray
+    b_args: list[str | None]
+    counters: list[tuple]
+    process_names: dict[int, str]
+    thread_names: dict[tuple[int, int], str]
+    synthetic: dict[object, int]
+    skipped: Counter
+    warnings: Counter
+    parsed: int
+    error: str
+
+
+_FIELDS = operator.itemgetter("name", "cat", "pid", "tid", "ts", "dur")
+_GET_PH = operator.methodcaller("get", "ph")
+_GET_ARGS = operator.methodcaller("get", "args")
+CHUNK_EVENTS = 1 << 14
+
+
+class _StreamState:
+    """Everything one pass collects; complete events are converted a chunk at a time, in C."""
+
+    def __init__(self, with_args: bool) -> None:
+        self.with_args = with_args
+        self.names, self.cats, self.ids = _Interner(), _Interner(), _Ids()
+        self.complete = _Columns()   # X, and instants with dur 0
+        self.be = _Columns()         # B and E, in file order
+        self.be_kind: list[bool] = []
+        self.counters: list[tuple] = []
+        self.process_names: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.skipped: Counter = Counter()
+        self.warnings: Counter = Counter()
+
+    # -- complete events, the bulk of every trace: whole chunks through C-level maps ------------
+    def take(self, batch: list) -> None:
+        try:
+            phases = list(map(_GET_PH, batch))
+        except AttributeError:  # an item that is not an object
+            return self._mixed(batch, None)
+        n_complete = phases.count("X")
+        if n_complete != len(batch):
+            others = [e for e, ph in zip(batch, phases, strict=True) if ph != "X"]
+            batch = [e for e, ph in zip(batch, phases, strict=True) if ph == "X"]
+            self._mixed(others, None)
+            if not batch:
+                return None
+        try:
+            rows = list(map(_FIELDS, batch))
+        except (KeyError, TypeError):
+            return self._mixed(batch, None)
+        self.complete.add(self._columns(rows, self.complete, batch, complete=True))
+        return None
+
+    def _codes(self, values: tuple, interner: _Interner) -> np.ndarray:
+        try:
+            codes = list(map(interner.index.get, values))
+        except TypeError:
+            codes = [None] * len(values)
+        if None in codes:
+            for value, code in zip(values, codes, strict=True):
+                if code is None and (not _hashable(value) or value not in interner.index):
+                    interner.code(value)
+            codes = [interner.code(v) if c is None else c for v, c in zip(values, codes, strict=True)] \
+                if any(not _hashable(v) for v in values) else list(map(interner.index.get, values))
+        return np.asarray(codes, dtype=np.int32)
+
+    def _ids(self, values: tuple) -> np.ndarray:
+        try:
+            out = np.asarray(values, dtype=np.int64)
+            if out.ndim == 1:
+                return out
+        except (TypeError, ValueError, OverflowError):
+            pass
+        return np.fromiter(map(self.ids.one, values), dtype=np.int64, count=len(values))
+
+    def _floats(self, values: tuple) -> np.ndarray:
+        try:
+            out = np.asarray(values, dtype=np.float64)
+            if out.ndim == 1:
+                return out
+        except (TypeError, ValueError):
+            pass
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+
+    def _columns(self, rows: list[tuple], store: _Columns, events: list, complete: bool) -> dict[str, np.ndarray]:
+        name, cat, pid, tid, ts, dur = zip(*rows, strict=True)
+        chunk = {"name": self._codes(name, self.names), "cat": self._codes(cat, self.cats),
+                 "pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "dur": self._floats(dur)}
+        keep = ~np.isnan(chunk["ts"])
+        if not keep.all():
+            self.warnings["missing_fields"] += int((~keep).sum())
+        if complete:
+            d = chunk["dur"]
+            missing = np.isnan(d) & keep
+            negative = (d < 0) & keep
+            if missing.any():
+                self.warnings["missing_fields"] += int(missing.sum())
+            if negative.any():
+                self.warnings["negative_duration"] += int(negative.sum())
+            chunk["dur"] = np.where(missing | negative, 0.0, d)
+        if self.with_args:
+            texts = [None if a is None else _json_text(a) for a in map(_GET_ARGS, events)]
+            store.args.extend(t for t, k in zip(texts, keep.tolist(), strict=True) if k)
+        if not keep.all():
+            chunk = {k: v[keep] for k, v in chunk.items()}
+        return chunk
+
+    # -- everything else, event by event -----------------------------------------------------
+    def _mixed(self, batch: list, phases: list | None, slow: bool = False) -> None:
+        x_rows, x_events, b_rows, b_events = [], [], [], []
+        for i, ev in enumerate(batch):
+            if type(ev) is not dict:
+                self.warnings["malformed_events"] += 1
+                continue
+            ph = phases[i] if phases is not None else ev.get("ph")
+            if ph == "X" or ph == "i" or ph == "I" or ph == "R":
+                dur = ev.get("dur") if ph == "X" else 0.0
+                if dur is None:
+                    dur = float("nan")  # counted as missing in _columns
+                x_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), dur))
+                x_events.append(ev)
+            elif ph == "B" or ph == "E":
+                b_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), 0.0))
+                b_events.append(ev)
+            elif ph == "C":
+                _counter(ev, self.counters, self.ids, self.warnings)
+            elif ph == "M":
+                _metadata_event(ev, self.ids, self.process_names, self.thread_names)
+            else:
+                self.skipped[str(ph)] += 1
+        if x_rows:
+            self.complete.add(self._columns(x_rows, self.complete, x_events, complete=True))
+        if b_rows:
+            chunk = self._columns(b_rows, self.be, b_events, complete=False)
+            kinds = [ev.get("ph") == "B" for ev, r in zip(b_events, b_rows, strict=True) if r[4] is not None]
+            if len(kinds) != len(chunk["ts"]):  # a timestamp that was not a number
+                kinds = [k for k, ok in zip((ev.get("ph") == "B" for ev in b_events),
+                                            ~np.isnan(self._floats(tuple(r[4] for r in b_rows))), strict=True)
+                         if ok]
+            self.be_kind.extend(kinds)
+            self.be.add(chunk)
+
+
+def _parse_stream(handle, prefix: str, with_args: bool) -> _Parsed:
+    """Stream events from ``handle`` with ijson, converting them a chunk at a time."""
     import ijson
 
-    hasher = _Background(lambda: source_metadata(FORMAT, [path]))
-    prefix = _event_prefix(path)
-    names, cats, ids = _Interner(), _Interner(), _Ids()
-    complete = _Columns(with_args)      # X, and instants with dur 0
-    be = _Columns(with_args)            # B and E, in file order
-    be_kind: list[bool] = []
-    counters: list[tuple] = []
-    process_names: dict[int, str] = {}
-    thread_names: dict[tuple[int, int], str] = {}
-    skipped: Counter = Counter()
-    warnings: Counter = Counter()
-    truncated = ""
+    state = _StreamState(with_args)
+    error = ""
     parsed = 0
-
-    c_name, c_cat, c_pid, c_tid = complete.name.append, complete.cat.append, complete.pid.append, complete.tid.append
-    c_ts, c_dur, c_args = complete.ts.append, complete.dur.append, complete.args.append
+    batch: list = []
+    append = batch.append
     try:
-        with open_binary(path) as handle:
-            for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 18):
-                parsed += 1
-                if type(ev) is not dict:
-                    warnings["malformed_events"] += 1
-                    continue
-                ph = ev.get("ph")
-                if ph == "X":
-                    ts = ev.get("ts")
-                    if ts is None:
-                        warnings["missing_fields"] += 1
-                        continue
-                    dur = ev.get("dur")
-                    if dur is None:
-                        warnings["missing_fields"] += 1
-                        dur = 0.0
-                    elif dur < 0:
-                        warnings["negative_duration"] += 1
-                        dur = 0.0
-                    c_name(ev.get("name"))
-                    c_cat(ev.get("cat"))
-                    c_pid(ev.get("pid"))
-                    c_tid(ev.get("tid"))
-                    c_ts(ts)
-                    c_dur(dur)
-                    if with_args:
-                        c_args(ev.get("args"))
-                    if len(complete.ts) >= BATCH:
-                        complete.flush(names, cats, ids)
-                elif ph == "B" or ph == "E":
-                    ts = ev.get("ts")
-                    if ts is None:
-                        warnings["missing_fields"] += 1
-                        continue
-                    be_kind.append(ph == "B")
-                    be.name.append(ev.get("name"))
-                    be.cat.append(ev.get("cat"))
-                    be.pid.append(ev.get("pid"))
-                    be.tid.append(ev.get("tid"))
-                    be.ts.append(ts)
-                    be.dur.append(0.0)
-                    if with_args:
-                        be.args.append(ev.get("args"))
-                    if len(be.ts) >= BATCH:
-                        be.flush(names, cats, ids)
-                elif ph == "i" or ph == "I" or ph == "R":
-                    ts = ev.get("ts")
-                    if ts is None:
-                        warnings["missing_fields"] += 1
-                        continue
-                    c_name(ev.get("name"))
-                    c_cat(ev.get("cat"))
-                    c_pid(ev.get("pid"))
-                    c_tid(ev.get("tid"))
-                    c_ts(ts)
-                    c_dur(0.0)
-                    if with_args:
-                        c_args(ev.get("args"))
-                    if len(complete.ts) >= BATCH:
-                        complete.flush(names, cats, ids)
-                elif ph == "C":
-                    _counter(ev, counters, ids, warnings)
-                elif ph == "M":
-                    _metadata_event(ev, ids, process_names, thread_names)
-                else:
-                    skipped[str(ph)] += 1
+        for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 16):
+            append(ev)
+            if len(batch) >= CHUNK_EVENTS:
+                parsed += len(batch)
+                state.take(batch)
+                batch.clear()
     except (ijson.JSONError, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError) as exc:
-        truncated = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
-    complete.flush(names, cats, ids)
-    be.flush(names, cats, ids)
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+    if batch:
+        parsed += len(batch)
+        state.take(batch)
+    return _Parsed(state.names.labels, state.cats.labels, state.complete.arrays(), state.complete.args,
+                   state.be.arrays(), np.asarray(state.be_kind, dtype=bool), state.be.args, state.counters,
+                   state.process_names, state.thread_names, state.ids.synthetic, state.skipped, state.warnings,
+                   parsed, error)
 
-    x = complete.concat()
-    args: list | None = complete.args_text if with_args else None
-    b = be.concat()
-    kinds = np.asarray(be_kind, dtype=bool)
+
+class _RangeReader(io.RawIOBase):
+    """Bytes ``head`` + file[lo:hi] + ``tail``, as a readable stream (one part of a split file)."""
+
+    def __init__(self, path: Path, lo: int, hi: int, head: bytes, tail: bytes) -> None:
+        super().__init__()
+        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._file.seek(lo)
+        self._left = hi - lo
+        self._head = head
+        self._tail = tail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = len(buffer)
+        if self._head:
+            data, self._head = self._head[:n], self._head[n:]
+        elif self._left > 0:
+            data = self._file.read(min(n, self._left))
+            self._left -= len(data)
+            if not data:
+                self._left = 0
+        else:
+            data, self._tail = self._tail[:n], self._tail[n:]
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+_BOUNDARY = re.compile(rb'\}\s*,\s*\{\s*"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname)"\s*:')
+
+
+def _split_plan(path: Path, prefix: str, parts: int) -> list[tuple[int, int, bytes, bytes]] | None:
+    """Byte ranges that split the event array between events, or ``None`` when not splittable.
+
+    A boundary is a ``}, {"key":`` between two events. Each part is parsed as a
+    complete JSON document (part 0 closed with ``]`` / ``]}``, later parts
+    wrapped in ``[`` ... ``]``); a part that does not parse cleanly makes the
+    caller fall back to one serial pass, so a boundary found inside a string
+    can never produce wrong events.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(2) == b"\x1f\x8b":
+            return None
+        # where the array ends: the last "]" whose remainder closes the document
+        tail_len = min(size, 1 << 20)
+        handle.seek(size - tail_len)
+        tail = handle.read()
+        array_end = None
+        for match in reversed(list(re.finditer(rb"\]", tail))):
+            rest = tail[match.end():]
+            try:
+                if prefix == "item":
+                    ok = rest.strip() == b""
+                else:
+                    orjson.loads(b'{"_":[]' + rest)
+                    ok = True
+            except orjson.JSONDecodeError:
+                ok = False
+            if ok:
+                array_end = size - tail_len + match.start()
+                break
+        if array_end is None:
+            return None
+        cuts = []
+        for k in range(1, parts):
+            handle.seek(size * k // parts)
+            window = handle.read(1 << 20)
+            match = _BOUNDARY.search(window)
+            if match is None:
+                return None
+            comma = size * k // parts + window.index(b",", match.start())
+            cuts.append(comma)
+    closing = b"]" if prefix == "item" else b"]}"
+    plan = []
+    lo = 0
+    for k, cut in enumerate(cuts + [array_end]):
+        if cut <= lo:
+            return None
+        if k == 0:
+            plan.append((0, cut, b"", closing))
+        else:
+            plan.append((lo + 1, cut, b"[", b"]"))
+        lo = cut
+    return plan
+
+
+def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
+    path, lo, hi, head, tail, prefix, with_args = job
+    with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+        return _parse_stream(io.BufferedReader(raw, 1 << 16), prefix if lo == 0 else "item", with_args)
+
+
+def _start_parallel(path: Path, prefix: str, with_args: bool):
+    """Start parsing a large plain file in parts on several processes; ``None`` when not worth it.
+
+    Workers are forked (no re-import of the caller's main module, which spawn
+    would need) before any other thread of ours starts.
+    """
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    if workers < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
+        return None
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    plan = _split_plan(path, prefix, workers)
+    if plan is None:
+        return None
+    import concurrent.futures
+
+    jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
+    try:
+        pool = concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("fork"))
+        futures = [pool.submit(_parse_part, job) for job in jobs]
+    except (OSError, RuntimeError):
+        return None
+    return pool, futures
+
+
+def _finish_parallel(started) -> list[_Parsed] | None:
+    """Collect the parts; ``None`` (serial fallback) when any part failed or did not parse cleanly."""
+    if started is None:
+        return None
+    import concurrent.futures
+
+    pool, futures = started
+    try:
+        results = [f.result() for f in futures]
+    except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
+        return None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if any(r.error or r.synthetic for r in results):
+        return None  # a part did not parse cleanly: let one serial pass find and report the problem
+    return results
+
+
+def _merge(parts: list[_Parsed]) -> _Parsed:
+    """Combine the parts of a split parse (in file order) into one."""
+    if len(parts) == 1:
+        return parts[0]
+    names, cats = _Interner(), _Interner()
+    xs, bs = [], []
+    out = _Parsed([], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, "")
+    for part in parts:
+        name_lut = np.array([names.code(x) for x in part.names] + [-1], dtype=np.int32)
+        cat_lut = np.array([cats.code(x) for x in part.cats] + [-1], dtype=np.int32)
+        for cols, store in ((part.x, xs), (part.b, bs)):
+            cols["name"] = name_lut[cols["name"]]
+            cols["cat"] = cat_lut[cols["cat"]]
+            store.append(cols)
+        out.x_args.extend(part.x_args)
+        out.b_args.extend(part.b_args)
+        out.counters.extend(part.counters)
+        out.process_names.update(part.process_names)
+        out.thread_names.update(part.thread_names)
+        out.skipped.update(part.skipped)
+        out.warnings.update(part.warnings)
+        out.parsed += part.parsed
+    out.names, out.cats = names.labels, cats.labels
+    out.x = {k: np.concatenate([c[k] for c in xs]) for k in xs[0]}
+    out.b = {k: np.concatenate([c[k] for c in bs]) for k in bs[0]}
+    out.b_kind = np.concatenate([p.b_kind for p in parts])
+    return out
+
+
+def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool = True,
+         **_options: object) -> Profile:
+    """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
+
+    Large uncompressed files are parsed in parts on up to ``MAX_WORKERS``
+    processes (``parallel=False`` turns that off); anything unusual falls back to
+    one serial pass, which is what reports errors.
+    """
+    prefix = _event_prefix(path)
+    started = _start_parallel(path, prefix, with_args) if parallel else None
+    hasher = _Background(lambda: source_metadata(FORMAT, [path]))
+    parts = _finish_parallel(started)
+    if parts is None:
+        with open_binary(path) as handle:
+            parts = [_parse_stream(handle, prefix, with_args)]
+    parsed = _merge(parts)
+    x, b, kinds = parsed.x, parsed.b, parsed.b_kind
+    warnings, truncated = parsed.warnings, parsed.error
+    args: list | None = parsed.x_args if with_args else None
     if len(kinds):
         pairing = match_begin_end(kinds, b["pid"], b["tid"], b["ts"])
         warnings["unmatched_end"] += len(pairing.unmatched_end)
@@ -285,31 +542,33 @@ def read(path: Path, *, with_args: bool = False, device_map=None, **_options: ob
             x[key] = np.concatenate((x[key], b[key][starts]))
         x["dur"] = np.concatenate((x["dur"], durs))
         if args is not None:
-            be_args = be.args_text
+            be_args = parsed.b_args
             for s, e in zip(pairing.begin.tolist(), pairing.end.tolist(), strict=True):
                 be_args[s] = _merge_args(be_args[s], be_args[e])
             args = args + [be_args[i] for i in starts.tolist()]
 
-    if truncated and parsed == 0:
+    if truncated and parsed.parsed == 0:
         raise InputError(path, f"not valid JSON ({truncated})",
                          "expected Chrome trace JSON; the file may be truncated or not JSON at all")
-    if len(x["ts"]) == 0 and not counters:
+    if len(x["ts"]) == 0 and not parsed.counters:
         raise InputError(path, "holds no usable trace events (no X/B/E/i/C events with timestamps)",
                          "check that this is a Chrome trace (chrome://tracing / PyTorch profiler JSON)")
 
     events, counts = frame.build_events(
-        pid=x["pid"], tid=x["tid"], start=x["ts"], dur=x["dur"], name_codes=x["name"], names=names.labels,
-        channel_codes=x["cat"], channels=cats.labels, source_format=FORMAT, device_map=device_map, args=args)
+        pid=x["pid"], tid=x["tid"], start=x["ts"], dur=x["dur"], name_codes=x["name"], names=parsed.names,
+        channel_codes=x["cat"], channels=parsed.cats, source_format=FORMAT, device_map=device_map, args=args)
     warnings["partial_overlap"] += counts.get("partial_overlap", 0)
-    for label, synthetic in ids.synthetic.items():
-        process_names.setdefault(synthetic, label)
-    threads = frame.build_threads(events, process_names, thread_names)
-    counter_frame = _counter_frame(counters)
+    process_names = dict(parsed.process_names)
+    for label, synthetic in parsed.synthetic.items():
+        process_names.setdefault(synthetic, str(label))
+    threads = frame.build_threads(events, process_names, parsed.thread_names)
+    counter_frame = _counter_frame(parsed.counters)
 
     metadata: dict[str, object] = dict(hasher.result())
-    metadata["chrome.events_read"] = parsed
-    if skipped:
-        metadata["chrome.skipped_phases"] = json.dumps(dict(sorted(skipped.items())))
+    metadata["chrome.events_read"] = parsed.parsed
+    metadata["chrome.parse_parts"] = len(parts)
+    if parsed.skipped:
+        metadata["chrome.skipped_phases"] = json.dumps(dict(sorted(parsed.skipped.items())))
     for key, count in sorted(warnings.items()):
         if count:
             metadata[f"warnings.{key}"] = count

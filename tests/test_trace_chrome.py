@@ -1,0 +1,220 @@
+"""Chrome trace reader: formats, phases, nesting, device categories, args, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from trace_helpers import stack_nesting
+
+from popprof.errors import InputError
+from popprof.readers import chrome_trace, detect, read_path
+from popprof.trace import synth
+
+COLS = ["event_id", "pid", "tid", "parent_id", "depth", "name", "channel", "start_us", "dur_us", "device_category"]
+
+
+def _write(tmp_path: Path, events: list | dict, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(events), encoding="utf-8")
+    return path
+
+
+def _plain(frame: pd.DataFrame) -> list[tuple]:
+    return [tuple(r) for r in frame[COLS].astype(object).where(frame[COLS].notna(), None).itertuples(index=False)]
+
+
+def test_fixture_json_and_gz_read_the_same(fixtures_dir: Path) -> None:
+    a = read_path(fixtures_dir / "traces" / "training_loop.json")
+    b = read_path(fixtures_dir / "traces" / "training_loop.json.gz")
+    assert detect(fixtures_dir / "traces" / "training_loop.json.gz") is chrome_trace
+    assert _plain(a.events) == _plain(b.events)
+    raw = json.loads((fixtures_dir / "traces" / "training_loop.json").read_text())["traceEvents"]
+    complete = [e for e in raw if e["ph"] == "X"]
+    assert len(a.events) == len(complete)
+    assert a.target_value("source_format") == "chrome_trace"
+    # totals per name agree with the raw JSON
+    expected: dict[str, float] = {}
+    for e in complete:
+        expected[e["name"]] = expected.get(e["name"], 0.0) + e["dur"]
+    got = a.events.groupby("name", observed=True)["dur_us"].sum()
+    assert set(got.index.astype(str)) == set(expected)
+    assert np.allclose([got[k] for k in sorted(expected)], [expected[k] for k in sorted(expected)])
+    # counters: one row per series of every C event
+    counters = [(e["ts"], k, v) for e in raw if e["ph"] == "C" for k, v in e["args"].items()]
+    assert sorted(zip(a.counters["ts_us"], a.counters["series"].astype(str), a.counters["value"],
+                      strict=True)) == sorted(counters)
+    names = a.threads.set_index(["pid", "tid"])["thread_name"].to_dict()
+    assert names[(synth.GPU_PID, synth.NCCL_STREAM)] == "stream 20 (nccl)"
+    assert set(a.threads["process_name"]) == {"python3 train.py", "GPU 0"}
+
+
+def test_nesting_matches_a_stack_walk(fixtures_dir: Path) -> None:
+    ev = read_path(fixtures_dir / "traces" / "training_loop.json").events
+    expected = stack_nesting(list(zip(ev["event_id"], ev["pid"], ev["tid"], ev["start_us"], ev["dur_us"],
+                                      strict=True)))
+    parent = ev["parent_id"].astype(object).where(ev["parent_id"].notna(), None)
+    got = {int(i): (None if p is None else int(p), int(d))
+           for i, p, d in zip(ev["event_id"], parent, ev["depth"], strict=True)}
+    assert got == expected
+    steps = ev[ev["name"].astype(str).str.startswith("ProfilerStep#")]
+    assert (steps["depth"] == 0).all()
+    kernels = ev[ev["pid"] == synth.GPU_PID]
+    assert (kernels["depth"] == 0).all()
+
+
+def test_device_categories_of_gpu_events(fixtures_dir: Path) -> None:
+    ev = read_path(fixtures_dir / "traces" / "training_loop.json").events
+    cat = dict(zip(ev["name"].astype(str), ev["device_category"].astype(object), strict=True))
+    assert cat["ampere_sgemm_128x64_tn"] == "compute"
+    assert cat[synth._NCCL] == "exchange"
+    assert cat["Memcpy HtoD (Pageable -> Device)"] == "host_io"
+    assert cat["Memcpy DtoH (Device -> Pageable)"] == "host_io"
+    assert cat["Memset (Device)"] == "other"
+    assert cat["cudaStreamSynchronize"] == "sync"
+    for host in ("aten::mm", "cudaLaunchKernel", "nccl:all_reduce", "ProfilerStep#0"):
+        assert pd.isna(cat[host]), host
+
+
+def test_device_map_override(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        {"ph": "X", "name": "ampere_sgemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": 0, "dur": 5},
+        {"ph": "X", "name": "my_collective", "cat": "kernel", "pid": 0, "tid": 7, "ts": 10, "dur": 5},
+        {"ph": "X", "name": "Memset (Device)", "cat": "gpu_memset", "pid": 0, "tid": 7, "ts": 20, "dur": 1}])
+    ev = read_path(path, device_map={"exchange": r"^kernel:my_", "other": None}).events
+    assert ev["device_category"].astype(object).tolist()[:2] == ["compute", "exchange"]
+    assert pd.isna(ev["device_category"].iloc[2])  # the "other" default was switched off
+
+
+def test_array_form_with_begin_end_instants_counters_and_metadata(fixtures_dir: Path) -> None:
+    p = read_path(fixtures_dir / "traces" / "begin_end.json")
+    ev = p.events
+    steps = ev[ev["name"].astype(str).str.startswith("train_step")]
+    assert steps["dur_us"].tolist() == [100.0, 100.0, 100.0]
+    inner = ev[ev["name"] == "ExecutorState::Process"]
+    assert inner["dur_us"].tolist() == [85.0, 85.0, 85.0]
+    assert (inner["parent_id"].to_numpy() == steps["event_id"].to_numpy()).all()
+    marks = ev[ev["name"] == "checkpoint"]
+    assert marks["dur_us"].tolist() == [0.0] * 3 and marks["depth"].tolist() == [2] * 3
+    shutdown = ev[ev["name"] == "shutdown"]
+    assert len(shutdown) == 1 and shutdown["dur_us"].isna().all()   # unclosed B kept, not dropped
+    meta = p.meta
+    assert meta["warnings.unmatched_end"] == "1"
+    assert meta["warnings.unmatched_begin"] == "1"
+    assert json.loads(meta["chrome.skipped_phases"]) == {"s": 1}
+    assert p.threads.set_index("pid")["process_name"].to_dict() == {1: "/host:CPU", 2: "/device:GPU:0"}
+    assert len(p.counters) == 3
+
+
+def test_with_args_keeps_json_and_merges_end_args(fixtures_dir: Path) -> None:
+    plain = read_path(fixtures_dir / "traces" / "begin_end.json")
+    assert "args" not in plain.events.columns
+    p = read_path(fixtures_dir / "traces" / "begin_end.json", with_args=True)
+    steps = p.events[p.events["name"].astype(str).str.startswith("train_step")]
+    assert [json.loads(a) for a in steps["args"]] == [{"loss": 0.5}, {"loss": 0.4}, {"loss": 0.3}]
+    p = read_path(fixtures_dir / "traces" / "training_loop.json", with_args=True)
+    gemm = p.events[p.events["name"] == "ampere_sgemm_128x64_tn"]["args"].map(json.loads)
+    assert all(a["stream"] == 7 and "correlation" in a for a in gemm)
+
+
+def test_bad_events_are_counted_not_fatal(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"traceEvents": [
+        {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {"ph": "X", "name": "no ts", "pid": 1, "tid": 1, "dur": 5},
+        {"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 20, "dur": -3},
+        {"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 30},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 5},
+        {"ph": "B", "name": "late", "pid": 1, "tid": 2, "ts": 50},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 60},
+        {"ph": "B", "name": "early", "pid": 1, "tid": 2, "ts": 40},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 45},
+        "not an event",
+        {"ph": "X", "name": "string ids", "pid": "Main", "tid": "worker", "ts": 70, "dur": 1},
+    ]})
+    p = read_path(path)
+    meta = p.meta
+    assert meta["warnings.missing_fields"] == "2"      # no ts (dropped) and no dur (kept as 0)
+    assert meta["warnings.negative_duration"] == "1"
+    assert meta["warnings.unmatched_end"] == "1"
+    assert meta["warnings.out_of_order_timestamps"] == "1"
+    assert meta["warnings.malformed_events"] == "1"
+    ev = p.events.set_index(p.events["name"].astype(str))
+    assert ev.loc["negative", "dur_us"] == 0.0 and ev.loc["no dur", "dur_us"] == 0.0
+    assert "no ts" not in ev.index
+    assert ev.loc["early", "dur_us"] == 5.0 and ev.loc["late", "dur_us"] == 10.0
+    named = p.threads[p.threads["process_name"] == "Main"]
+    assert len(named) == 1 and named["pid"].iloc[0] == ev.loc["string ids", "pid"]
+
+
+def test_truncated_file_keeps_what_was_read(tmp_path: Path) -> None:
+    events = [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5} for i in range(50)]
+    text = json.dumps({"traceEvents": events})
+    path = tmp_path / "cut.json"
+    path.write_text(text[: len(text) // 2], encoding="utf-8")
+    p = read_path(path)
+    assert 0 < len(p.events) < 50
+    assert p.events["name"].astype(str).tolist() == [f"e{i}" for i in range(len(p.events))]
+    assert "IncompleteJSONError" in p.meta["warnings.truncated"]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b'{"traceEvents": [{"ph": "X", "na', "not valid JSON"),
+    (b'{"traceEvents": []}', "no usable trace events"),
+    (b'[{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]', "no usable trace events"),
+])
+def test_unusable_input_is_a_clear_error(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=problem):
+        read_path(path)
+
+
+def test_gzip_that_is_not_gzip(tmp_path: Path) -> None:
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(b"\x1f\x8b" + b"this is not deflate data" * 10)
+    with pytest.raises(InputError, match="gzip|not valid JSON"):
+        read_path(path)
+    good = gzip.compress(json.dumps([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]).encode())
+    path.write_bytes(good[: len(good) // 2])
+    with pytest.raises(InputError):
+        read_path(path)
+
+
+def test_sniff_claims_traces_only(tmp_path: Path) -> None:
+    assert chrome_trace.sniff(tmp_path / "a.json", b'  [ {"name": "x", "ph": "X"')
+    assert chrome_trace.sniff(tmp_path / "a.json", b'{"schemaVersion": 1, "traceEvents": [')
+    assert not chrome_trace.sniff(tmp_path / "a.json", b'{"graphProfile": {"target": {}}}')
+    assert not chrome_trace.sniff(tmp_path / "a.json", b'[1, 2, 3]')
+    assert not chrome_trace.sniff(tmp_path / "a.json", b'<?xml version="1.0"?>')
+
+
+def test_input_is_not_modified(fixtures_dir: Path) -> None:
+    path = fixtures_dir / "traces" / "training_loop.json.gz"
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    p = read_path(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert json.loads(p.meta["source_files"])[0]["sha256"] == before
+
+
+def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
+    path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=3, args="all")
+    serial = chrome_trace.read(path, parallel=False)
+    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+    parallel = chrome_trace.read(path, with_args=False)
+    assert parallel.meta["chrome.parse_parts"] == "2"
+    assert _plain(parallel.events) == _plain(serial.events)
+    assert parallel.counters.equals(serial.counters)
+    assert parallel.threads.equals(serial.threads)
+    # a boundary inside nested args (a list of objects) makes a part fail to parse: one serial pass instead
+    array = tmp_path / "a.json"
+    events = [{"ph": "X", "name": f"n{i}", "pid": 1, "tid": 1, "ts": i, "dur": 0.5,
+               "args": {"inputs": [{"name": k} for k in range(30)]}} for i in range(40)]
+    array.write_text(json.dumps(events))
+    result = chrome_trace.read(array)
+    assert result.meta["chrome.parse_parts"] == "1"
+    assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]

@@ -1,0 +1,110 @@
+"""Nesting (parent_id, depth) from time containment, and B/E pairing, against plain stack walks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from trace_helpers import stack_nesting
+
+from popprof.trace import nesting
+from popprof.trace.begin_end import match_begin_end
+
+
+def _nested_intervals(rng: np.random.Generator, threads: int, per_thread: int) -> tuple[np.ndarray, ...]:
+    """Properly nested random intervals (integer-valued, with shared starts, instants and deep chains)."""
+    pid, tid, start, dur = [], [], [], []
+    for t in range(threads):
+        stack = [(0.0, 1e9)]
+        x = 0.0
+        for _ in range(per_thread):
+            lo, hi = stack[-1]
+            r = rng.random()
+            if r < 0.3 and len(stack) > 1:
+                x = max(x, hi)          # close the innermost interval
+                stack.pop()
+                continue
+            length = float(rng.integers(0, 50)) if r > 0.9 else float(rng.integers(0, max(1, int(hi - x))))
+            length = min(length, hi - x)
+            pid.append(1 + t % 2)
+            tid.append(t)
+            start.append(x)
+            dur.append(length)
+            if length > 0 and rng.random() < 0.6:
+                stack.append((x, x + length))   # next events go inside (the first shares its start)
+            else:
+                x += length + float(rng.integers(0, 3))
+    return (np.array(pid), np.array(tid), np.array(start), np.array(dur))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_derive_nesting_matches_a_stack_walk(seed: int) -> None:
+    pid, tid, start, dur = _nested_intervals(np.random.default_rng(seed), threads=3, per_thread=1500)
+    order = nesting.sort_order(pid, tid, start, dur)
+    pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
+    parent, depth = nesting.derive_nesting(nesting.thread_bounds(pid, tid), start, dur)
+    expected = stack_nesting([(i, pid[i], tid[i], start[i], dur[i]) for i in range(len(start))])
+    got = {i: (None if parent[i] < 0 else int(parent[i]), int(depth[i])) for i in range(len(start))}
+    assert got == expected
+    assert depth.max() >= 5  # the data really nests
+
+
+def test_float_rounding_still_nests() -> None:
+    # child ends exactly where its parent ends, but start + dur rounds differently
+    start = np.array([5e9 + 0.1, 5e9 + 0.3])
+    dur = np.array([0.7, (5e9 + 0.8) - (5e9 + 0.3)])
+    parent, depth = nesting.derive_nesting(np.array([0, 2]), start, dur)
+    assert parent.tolist() == [-1, 0]
+    assert depth.tolist() == [0, 1]
+
+
+def test_siblings_back_to_back_and_instants() -> None:
+    # A [0,10] holds B [0,4] (shared start), instant at 4, C [4,10]; D [10,12] starts as A ends
+    start = np.array([0.0, 0.0, 4.0, 4.0, 10.0])
+    dur = np.array([10.0, 4.0, 6.0, 0.0, 2.0])
+    order = nesting.sort_order(np.zeros(5), np.zeros(5), start, dur)
+    parent, depth = nesting.derive_nesting(np.array([0, 5]), start[order], dur[order])
+    rows = list(zip(start[order].tolist(), dur[order].tolist(), parent.tolist(), depth.tolist(), strict=True))
+    assert rows == [(0.0, 10.0, -1, 0), (0.0, 4.0, 0, 1), (4.0, 6.0, 0, 1), (4.0, 0.0, 2, 2), (10.0, 2.0, -1, 0)]
+
+
+def test_partial_overlap_is_counted() -> None:
+    start = np.array([0.0, 5.0, 20.0])
+    dur = np.array([10.0, 10.0, 1.0])
+    assert nesting.count_partial_overlaps(np.array([0, 3]), start, dur) == 1
+
+
+def test_self_time() -> None:
+    parent = np.array([-1, 0, 0, 1])
+    dur = np.array([10.0, 4.0, 3.0, 1.0])
+    assert nesting.self_time(parent, dur).tolist() == [3.0, 3.0, 3.0, 1.0]
+
+
+def _stack_pairs(is_b, pid, tid, ts):
+    order = sorted(range(len(is_b)), key=lambda i: (pid[i], tid[i], ts[i], i))
+    stacks: dict = {}
+    pairs, lone_end = [], []
+    for i in order:
+        stack = stacks.setdefault((pid[i], tid[i]), [])
+        if is_b[i]:
+            stack.append(i)
+        elif stack:
+            pairs.append((stack.pop(), i))
+        else:
+            lone_end.append(i)
+    return sorted(pairs), sorted(lone_end), sorted(j for s in stacks.values() for j in s)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_begin_end_pairing_matches_a_stack(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 400
+    is_b = rng.random(n) < 0.55
+    pid, tid = rng.integers(0, 2, n), rng.integers(0, 3, n)
+    ts = rng.integers(0, 100, n).astype(float)
+    if seed % 2:
+        ts = np.sort(ts)
+    result = match_begin_end(is_b, pid, tid, ts)
+    pairs, lone_end, open_begin = _stack_pairs(is_b.tolist(), pid.tolist(), tid.tolist(), ts.tolist())
+    assert sorted(zip(result.begin.tolist(), result.end.tolist(), strict=True)) == pairs
+    assert result.unmatched_end.tolist() == lone_end
+    assert result.unmatched_begin.tolist() == open_begin

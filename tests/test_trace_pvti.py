@@ -1,0 +1,113 @@
+"""The .pvti reader through the pva test double: walking, probing, SDK missing, ParaView files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from popprof.errors import InputError, SdkMissingError
+from popprof.readers import detect, pvti, read_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "pva_double"))
+from trace_store import write_trace  # noqa: E402
+
+sys.path.pop(0)
+
+
+def _thread(tid: int, rows: list[list]) -> dict:
+    return {"tid": tid, "events": rows}
+
+
+def _many_threads_trace(path: Path, omit: tuple[str, ...] = ()) -> Path:
+    threads = []
+    for tid in range(40):
+        rows = [["Engine::run(main)", 100.0, 1000.0 * tid, "Poplar", -1],
+                ["StreamCopy in", 10.0, 1000.0 * tid, "Poplar", 0],         # shares its parent's start
+                ["marker", 0.0, 1000.0 * tid + 10, "Framework", 0],         # instant
+                ["Sync", 5.0, 1000.0 * tid + 50, "Drivers", 0],
+                ["host work", 40.0, 1000.0 * tid + 200, "MyApp", -1]]
+        threads.append(_thread(tid, rows))
+    deep = [[f"scope {d}", 10000.0 - d, 5.0 + d, "MyApp", d - 1] for d in range(3000)]
+    threads.append(_thread(999, deep))
+    return write_trace(path, [{"pid": 7, "threads": threads}, {"pid": 8, "threads": [_thread(1, [])]}], omit)
+
+
+def test_walks_threads_nesting_and_channels(tmp_path: Path, pva_double) -> None:
+    path = _many_threads_trace(tmp_path / "run_7.pvti")
+    assert detect(path) is pvti
+    p = read_path(path)
+    ev = p.events
+    assert len(ev) == 40 * 5 + 3000
+    assert p.target_value("source_format") == "pvti"
+    deep = ev[ev["tid"] == 999].sort_values("depth")
+    assert deep["depth"].tolist() == list(range(3000))             # iterative: no recursion limit
+    assert deep["parent_id"].iloc[1:].tolist() == deep["event_id"].iloc[:-1].tolist()
+    t3 = ev[ev["tid"] == 3].reset_index(drop=True)
+    assert t3["name"].astype(str).tolist() == ["Engine::run(main)", "StreamCopy in", "marker", "Sync", "host work"]
+    assert t3["depth"].tolist() == [0, 1, 1, 1, 0]
+    assert t3["parent_id"].iloc[1:4].tolist() == [t3["event_id"].iloc[0]] * 3
+    assert t3["start_us"].tolist() == [3000.0, 3000.0, 3010.0, 3050.0, 3200.0]
+    assert t3["dur_us"].iloc[2] == 0.0
+    assert t3["channel"].astype(str).tolist() == ["Poplar", "Poplar", "Framework", "Drivers", "MyApp"]
+    cats = t3["device_category"].astype(object).tolist()
+    assert cats[0] == "compute" and cats[1] == "host_io" and cats[3] == "sync"
+    assert pd.isna(cats[2]) and pd.isna(cats[4])          # Framework / MyApp events are host events
+    assert json.loads(p.meta["pvti.missing_attributes"]) == []
+    # a thread without events still appears, per process
+    assert set(map(tuple, p.threads[["pid", "tid"]].to_numpy().tolist())) >= {(8, 1), (7, 999)}
+
+
+def test_missing_timestamp_and_channel_are_reported(tmp_path: Path, pva_double) -> None:
+    path = _many_threads_trace(tmp_path / "bare.pvti", omit=("timestamp", "channel"))
+    p = read_path(path)
+    ev = p.events
+    assert ev["start_us"].isna().all() and ev["channel"].isna().all()
+    assert ev["dur_us"].notna().all() and ev["depth"].max() == 2999     # what exists still loads
+    t3 = ev[ev["tid"] == 3]
+    assert t3["name"].astype(str).tolist() == ["Engine::run(main)", "StreamCopy in", "marker", "Sync", "host work"]
+    meta = p.meta
+    assert json.loads(meta["pvti.missing_attributes"]) == ["timestamp", "channel"]
+    assert meta["pvti.events_without_timestamp"] == str(len(ev))
+    assert "start_us is missing" in meta["pvti.note"]
+
+
+def test_device_map_override_for_pvti(tmp_path: Path, pva_double) -> None:
+    path = _many_threads_trace(tmp_path / "x.pvti")
+    ev = read_path(path, device_map={"compute": r"^MyApp:host"}).events
+    host = ev[ev["name"] == "host work"]
+    assert (host["device_category"].astype(str) == "compute").all()
+
+
+def test_sdk_missing(tmp_path: Path, monkeypatch) -> None:
+    path = _many_threads_trace(tmp_path / "x.pvti")
+    monkeypatch.setitem(sys.modules, "pva", None)   # import pva fails
+    with pytest.raises(SdkMissingError, match="pva module"):
+        read_path(path)
+
+
+def test_paraview_file_is_rejected(tmp_path: Path, pva_double) -> None:
+    path = tmp_path / "image.pvti"
+    path.write_text('<?xml version="1.0"?>\n<VTKFile type="PImageData" version="0.1">\n</VTKFile>\n')
+    with pytest.raises(InputError, match="ParaView"):
+        read_path(path)
+
+
+def test_unreadable_trace_is_an_input_error(tmp_path: Path, pva_double) -> None:
+    path = tmp_path / "corrupt.pvti"
+    path.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    assert pvti.sniff(path, path.read_bytes())
+    with pytest.raises(InputError, match="pva cannot open"):
+        read_path(path)
+
+
+def test_fixture_trace(fixtures_dir: Path, pva_double) -> None:
+    p = read_path(fixtures_dir / "traces" / "poptorch_4532.pvti")
+    ev = p.events
+    runs = ev[ev["name"] == "Engine::run(main)"]
+    assert len(runs) == 8 and (runs["depth"] == 1).all()
+    assert (ev[ev["name"] == "Compiling graph"]["device_category"].isna()).all()
+    assert ev["depth"].max() == 59

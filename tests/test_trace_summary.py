@@ -1,0 +1,95 @@
+"""Trace summary, trace metrics, and SQL over events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from popprof import metrics
+from popprof.cli import main
+from popprof.profile import Profile
+from popprof.readers import read_path
+from popprof.trace.summary import trace_summary
+
+
+def _hand_profile() -> Profile:
+    """Device events at [0,10), [5,12), [20,30), [40,41) (+ a sync that must not count as busy); host events."""
+    rows = [  # pid, tid, parent, depth, name, channel, start, dur, device_category
+        (0, 7, None, 0, "k1", "kernel", 0.0, 10.0, "compute"),
+        (0, 7, None, 0, "k2", "kernel", 5.0, 7.0, "compute"),
+        (0, 8, None, 0, "nccl", "kernel", 20.0, 10.0, "exchange"),
+        (0, 9, None, 0, "copy", "gpu_memcpy", 40.0, 1.0, "host_io"),
+        (1, 1, None, 0, "step", "user_annotation", 0.0, 50.0, None),
+        (1, 1, 4, 1, "forward", "cpu_op", 1.0, 9.0, None),
+        (1, 1, 4, 1, "sync", "cuda_runtime", 12.0, 30.0, "sync"),
+        (1, 2, None, 0, "loader", "user_annotation", 0.0, 45.0, None),
+    ]
+    frame = pd.DataFrame(rows, columns=["pid", "tid", "parent_id", "depth", "name", "channel", "start_us",
+                                        "dur_us", "device_category"])
+    frame.insert(0, "event_id", range(len(rows)))
+    frame["parent_id"] = frame["parent_id"].astype("Int64")
+    threads = {"pid": [1, 1], "tid": [1, 2], "process_name": ["train", "train"], "thread_name": ["main", "loader"]}
+    return Profile("hand", {"target": {"source_format": ["chrome_trace"]}, "events": frame, "threads": threads})
+
+
+def test_trace_metrics_on_a_hand_made_trace() -> None:
+    values = metrics.compute(_hand_profile())
+    assert values["trace.span_us"] == 50.0
+    assert values["trace.event_count"] == 8
+    assert values["trace.thread_count"] == 5          # (0,7) (0,8) (0,9) (1,1) (1,2)
+    # device busy: [0,12) + [20,30) + [40,41) = 23 of the active span [0,41)
+    assert values["trace.device_busy_us"] == 23.0
+    assert values["trace.host_stall_us"] == 18.0          # gaps [12,20) and [30,40)
+    assert values["trace.device_idle_share"] == pytest.approx(18.0 / 41.0)
+    assert values["trace.device_time_us.compute"] == 17.0
+    assert values["trace.device_time_us.sync"] == 30.0
+
+
+def test_trace_metrics_absent_without_events(fixtures_dir: Path) -> None:
+    p = Profile("empty", {"target": {"source_format": ["pop"]}})
+    values = metrics.compute(p, ["trace.span_us", "trace.host_stall_us"])
+    assert values == {"trace.span_us": None, "trace.host_stall_us": None}
+
+
+def test_summary_of_a_hand_made_trace() -> None:
+    s = trace_summary(_hand_profile(), top=3)
+    assert s["events"] == 8 and s["span_us"] == 50.0
+    top_thread = s["busiest_threads"][0]
+    assert (top_thread["pid"], top_thread["tid"], top_thread["thread_name"]) == (1, 1, "main")
+    assert top_thread["busy_us"] == 50.0
+    by_self = {r["name"]: r["self_us"] for r in s["top_by_self"]}
+    assert by_self == {"loader": 45.0, "sync": 30.0, "step": 11.0}      # step: 50 - 9 - 30
+    assert [r["name"] for r in s["top_by_total"]] == ["step", "loader", "sync"]
+    dev = s["device_activity"]
+    assert dev["busy_us"] == 23.0 and dev["idle_us"] == 18.0 and dev["idle_gaps"] == 2
+    assert dev["by_category"]["compute"] == {"events": 2, "total_us": 17.0}
+
+
+def test_summary_of_the_fixture_finds_the_stalls(fixtures_dir: Path) -> None:
+    p = read_path(fixtures_dir / "traces" / "training_loop.json")
+    s = trace_summary(p)
+    assert s["busiest_threads"][0]["thread_name"] == "python main thread"
+    assert s["top_by_self"][0]["name"] == "ampere_sgemm_128x64_tn"
+    ev = p.events
+    assert s["span_us"] == pytest.approx((ev["start_us"] + ev["dur_us"]).max() - ev["start_us"].min())
+    assert s["device_activity"]["idle_us"] > 0
+
+
+def test_pvti_summary_without_timestamps(tmp_path: Path, pva_double, fixtures_dir: Path) -> None:
+    p = read_path(fixtures_dir / "traces" / "poptorch_4532.pvti")
+    s = trace_summary(p)
+    assert s["device_activity"]["by_category"]["host_io"]["events"] == 16
+
+
+def test_query_sql_over_events(fixtures_dir: Path, capsys) -> None:
+    path = fixtures_dir / "traces" / "training_loop.json"
+    code = main(["query", str(path), "SELECT device_category, count(*) AS n FROM events "
+                                     "WHERE device_category IS NOT NULL GROUP BY 1 ORDER BY 1", "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    ev = read_path(path).events
+    expected = ev["device_category"].value_counts()
+    for category, n in expected.items():
+        assert f'"{category}"' in out and str(n) in out
