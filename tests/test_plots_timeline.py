@@ -91,10 +91,14 @@ def test_stall_from_plain_window_lists_top_host_events(profile):
     (span,) = [p for p in ax.patches if p.get_gid() == "stall"]
     assert span_x(span) == pytest.approx(((stall[0] - T0) / 1e3, (stall[1] - T0) / 1e3))
     (label,) = [t for t in ax.texts if t.get_gid() == "stall-label"]
-    lines = label.get_text().splitlines()
-    assert lines[0].startswith("DataLoader.next (5.00 ms)")
-    assert any(line.startswith("read_shard") for line in lines)
-    assert not any("train_step" in line for line in lines)  # enclosing events are not "what the host did"
+    text = label.get_text()
+    assert text.startswith("1. at 33.00 ms, device idle 7.20 ms: DataLoader.next (5.00 ms) · read_shard (3.50 ms)")
+    assert "train_step" not in text  # enclosing events are not "what the host did"
+    (number,) = [t for t in ax.texts if t.get_gid() == "stall-number"]
+    assert number.get_text() == "1" and number.get_position()[0] == pytest.approx(36.6)
+    # a zoom that leaves the stall out does not label it
+    ax = timeline(profile, stalls=[stall], window_us=(T0, T0 + 20_000)).axes[0]
+    assert not [t for t in ax.texts if t.get_gid() in ("stall-label", "stall-number")]
 
 
 def test_top_host_events_are_innermost_and_summed(profile):

@@ -11,8 +11,8 @@ million events draw in about a second.
 Stalls, the windows where the device waits on the host, come from findings of
 the ``host.device-gaps`` rule (every gap in its evidence table, else
 ``where["time_us"]``) or from ``stalls=``. Each is shaded; the longest few
-list the host events that overlap them most (innermost events, from the
-events table).
+are numbered and listed under the plot with the host events that overlap
+them most (innermost events, from the events table).
 """
 
 from __future__ import annotations
@@ -137,12 +137,13 @@ def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3)
 
 def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[float, float]] | None = None,
              top: int = 3, window_us: tuple[float, float] | None = None, max_lanes: int = 24,
-             resolution: int = 4000, label_chars: int = 42, max_labels: int = 6, width: float = 12.0):
+             resolution: int = 4000, label_chars: int = 70, max_labels: int = 6, width: float = 12.0):
     """Threads as lanes over time, device lane first, stalls shaded with their top host events.
 
     ``stalls`` adds plain ``(start_us, end_us)`` windows to those of the
-    findings. The ``max_labels`` longest stalls get a box naming the ``top``
-    host events in them (with the time they overlap the stall). ``window_us`` limits the view to a time range (µs, as in the
+    findings. The ``max_labels`` longest visible stalls are numbered above the
+    plot and listed under it with the ``top`` host events in them (and the
+    time each overlaps the stall; events under 1 % of the stall are left out). ``window_us`` limits the view to a time range (µs, as in the
     events table). At most ``max_lanes`` host lanes are drawn (the busiest).
     Returns the Figure; x is milliseconds since the first event.
     """
@@ -157,7 +158,10 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
     lo_us, hi_us = window_us if window_us else (origin, max(ends))
     span_ms = max((hi_us - lo_us) / 1e3, 1e-9)
     tol = span_ms / resolution
-    fig, ax = new_figure(width, 1.6 + 0.42 * len(shown))
+    windows = stall_windows(findings, stalls)
+    visible = [w for w in windows if w[1] > lo_us and w[0] < hi_us]
+    labelled_stalls = sorted(sorted(visible, key=lambda w: w[0] - w[1])[:max_labels])
+    fig, ax = new_figure(width, 1.6 + 0.42 * len(shown) + 0.17 * len(labelled_stalls))
     labels = []
     for lane_no, (label, frame) in enumerate(shown):
         start = (frame["start_us"].to_numpy(float) - origin) / 1e3
@@ -181,25 +185,27 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
     ax.set_yticks(range(len(shown)), labels, fontsize="small")
     ax.set_ylim(len(shown) - 0.4, -0.6)
     ax.set_xlim((lo_us - origin) / 1e3, (hi_us - origin) / 1e3)
-    windows = stall_windows(findings, stalls)
-    longest = sorted(windows, key=lambda w: w[0] - w[1])[:max_labels]
     for i, (s_us, e_us) in enumerate(windows):
-        x0, x1 = (s_us - origin) / 1e3, (e_us - origin) / 1e3
-        ax.axvspan(x0, x1, color="#d62728", alpha=0.15, lw=0, gid="stall",
+        ax.axvspan((s_us - origin) / 1e3, (e_us - origin) / 1e3, color="#d62728", alpha=0.15, lw=0, gid="stall",
                    label="device waiting on host" if i == 0 else None)
-        best = top_host_events(profile, (s_us, e_us), top) if (s_us, e_us) in longest else []
-        if len(best):
-            text = "\n".join(_short(n, label_chars) + f" ({o / 1e3:,.2f} ms)"
-                             for n, o in zip(best["name"], best["overlap_us"], strict=True))
-            ax.text(x0, 1.0 - 0.02, text, transform=ax.get_xaxis_transform(), fontsize="x-small", va="top",
-                    ha="left", color="#7f0000", gid="stall-label",
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#d62728", "alpha": 0.85})
+    for k, (s_us, e_us) in enumerate(labelled_stalls):
+        x0, x1 = (s_us - origin) / 1e3, (e_us - origin) / 1e3
+        ax.text((x0 + x1) / 2, 1.0, str(k + 1), transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+                fontsize="small", fontweight="bold", color="#a50f15", gid="stall-number")
+        best = top_host_events(profile, (s_us, e_us), top)
+        best = best[best["overlap_us"] >= 0.01 * (e_us - s_us)]
+        names = " · ".join(_short(n, label_chars) + f" ({o / 1e3:,.2f} ms)"
+                           for n, o in zip(best["name"], best["overlap_us"], strict=True))
+        ax.annotate(f"{k + 1}. at {x0:,.2f} ms, device idle {(e_us - s_us) / 1e3:,.2f} ms: "
+                    f"{names or 'no host event recorded'}", xy=(0, 0), xycoords="axes fraction",
+                    xytext=(0, -34 - 12 * k), textcoords="offset points", fontsize="x-small", color="#7f0000",
+                    va="top", ha="left", gid="stall-label", annotation_clip=False)
     ax.set_xlabel(f"time since trace start (ms; start = {origin:,.0f} µs)")
     ax.grid(axis="x", alpha=0.3)
     stalled = f", {len(windows)} stall{'s' if len(windows) != 1 else ''}" if windows else ""
     what = (f"{len(host)} host thread{'s' if len(host) != 1 else ''}" if host or not device
             or device[0][0] == DEVICE_LANE else "execution runs (no host trace)")
-    ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"))
+    ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"), pad=14 if labelled_stalls else 6)
     labelled: set[str] = set()
     for item in finding_items(findings, ("exchange.",)):
         for s_us, e_us in where_ranges([item], "time_us"):
