@@ -30,13 +30,15 @@ from popprof.diff.render import render
 from popprof.readers import bundle
 
 
-def _timed(func, repeat: int) -> list[float]:
-    times = []
+def _timed(func, repeat: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of ``repeat`` calls (CPU time tells load on a shared machine apart)."""
+    wall, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         func()
-        times.append(time.perf_counter() - start)
-    return times
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall, cpu
 
 
 def main() -> None:
@@ -56,30 +58,34 @@ def main() -> None:
         result = diff(base, new)
         render(result, gate(result), "text")
 
-    times = _timed(run_once, args.repeat)
+    times, cpu = _timed(run_once, args.repeat)
     tracemalloc.start()
     run_once()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(f"diff+gate+render in-process: median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}, n={len(times)}); "
+          f"(min {min(times):.2f}, max {max(times):.2f}, n={len(times)}; CPU median {statistics.median(cpu):.2f} s); "
           f"peak allocated during one diff {peak / 2**20:.0f} MiB")
 
     with tempfile.TemporaryDirectory() as tmp:
         a = bundle.write(base, Path(tmp) / "a.popprof")
         b = bundle.write(new, Path(tmp) / "b.popprof")
-        cli_times, rss = [], []
+        cli_times, cli_cpu, rss = [], [], []
         for _ in range(args.repeat):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
             start = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "popprof", "diff", str(a), str(b), "--no-gate"],
                                   capture_output=True, text=True, check=False)
             cli_times.append(time.perf_counter() - start)
             if done.returncode != 0:
                 raise SystemExit(f"CLI failed ({done.returncode}): {done.stderr}")
-            rss.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cli_cpu.append(usage.ru_utime + usage.ru_stime - cpu_before)
+            rss.append(max(before, usage.ru_maxrss))
         print(f"CLI `popprof diff a.popprof b.popprof` (read 2 bundles + diff + render): median "
-              f"{statistics.median(cli_times):.2f} s (min {min(cli_times):.2f}, max {max(cli_times):.2f}); "
+              f"{statistics.median(cli_times):.2f} s (min {min(cli_times):.2f}, max {max(cli_times):.2f}; "
+              f"CPU user+sys median {statistics.median(cli_cpu):.2f} s); "
               f"peak RSS {max(rss) / 1024:.0f} MiB")
 
 
