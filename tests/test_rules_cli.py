@@ -179,3 +179,22 @@ def test_rules_listing(capsys):
     assert "memory.headroom.warning = 0.85" in out and "host.device-gaps: " in out
     code, out, _ = run(capsys, "rules", "--format", "markdown")
     assert out.startswith("| rule | description | needs | parameters (defaults) |")
+
+
+def test_run_directory_gives_one_result_per_engine(pva_double, fixtures_dir, capsys):
+    code, out, _ = run(capsys, "check", str(fixtures_dir / "run_dir"), "--format", "json", "--rule", "memory.*")
+    names = sorted(p["profile"] for p in json.loads(out)["profiles"])
+    assert names == ["inference", "training"]
+    code, out, _ = run(capsys, "check", str(fixtures_dir / "run_dir"), "--engine", "training", "--format", "json")
+    assert [p["profile"] for p in json.loads(out)["profiles"]] == ["training"]
+
+
+def test_rich_table_escapes_markup_in_messages():
+    from popprof.rules import Finding, Findings
+    from popprof.rules.render import render_text
+
+    found = Findings([Finding("memory.headroom", "error", "t", "vertex poplin::Conv[bold]x[/bold] is full",
+                              where={"programs": ["[red]p[/red]"]})], profile_name="p")
+    text = render_text([found], rich=True, width=200)
+    assert "[bold]x[/bold]" in text and "[red]p[/red]" in text
+    assert "\x1b[" in text  # coloured for a terminal

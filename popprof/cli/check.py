@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -76,7 +77,8 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
             results.append(findings)
 
     if fmt == "text":
-        text = RENDERERS["text"](results, level, rich=output is None and sys.stdout.isatty())
+        rich = output is None and sys.stdout.isatty()
+        text = RENDERERS["text"](results, level, rich=rich, width=shutil.get_terminal_size((120, 40)).columns)
     else:
         text = RENDERERS[fmt](results, level)
     if output is not None:

@@ -174,7 +174,7 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
 @rule("exchange.phases",
       "windows of the run where exchange + global exchange + sync take a large share, merged into phases",
       needs=[("steps",), ("events",)],
-      params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 10},
+      params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 5},
       advice=ADVICE_PHASES)
 def phases(profile: Profile, params: dict) -> list[Finding]:
     findings: list[Finding] = []

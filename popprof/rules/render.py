@@ -101,22 +101,25 @@ def render_text(results: list[Findings], fail_on: str = "error", *, rich: bool =
 
 def _render_rich(results: list[Findings], fail_on: str, width: int) -> str:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=width)
     for res in results:
-        table = Table(title=f"{res.profile_name}", title_justify="left", show_lines=True, expand=True)
+        table = Table(title=escape(res.profile_name), title_justify="left", show_lines=True, expand=True)
         table.add_column("severity", no_wrap=True)
         table.add_column("rule", no_wrap=True)
         table.add_column("finding", ratio=3)
         table.add_column("where", ratio=1)
         for f in res.items:
-            text = f.message + (f"\n[dim]{f.advice}[/dim]" if f.severity != "info" and f.advice else "")
-            table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", f.rule_id, text, where_text(f.where))
+            text = escape(f.message) + (f"\n[dim]{escape(f.advice)}[/dim]" if f.severity != "info" and f.advice
+                                        else "")
+            table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", f.rule_id, text, escape(where_text(f.where)))
         for rule_id, reason in res.not_evaluated:
-            table.add_row("[dim]skipped[/dim]", f"[dim]{rule_id}[/dim]", f"[dim]not evaluated: {reason}[/dim]", "")
+            table.add_row("[dim]skipped[/dim]", f"[dim]{rule_id}[/dim]", f"[dim]not evaluated: {escape(reason)}[/dim]",
+                          "")
         if not res.items and not res.not_evaluated:
             table.add_row("[green]ok[/green]", "", "no findings", "")
         console.print(table)
