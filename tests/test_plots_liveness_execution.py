@@ -42,6 +42,25 @@ def test_liveness_line_is_base_plus_table(profile):
     assert "bytes" in ax.get_ylabel() and "step" in ax.get_xlabel()
 
 
+def test_liveness_total_memory_threshold(profile):
+    from popprof.rules import RULES
+
+    ax = liveness(profile).axes[0]
+    base = float(profile.tiles["always_live_bytes"].sum())
+    total = 2 * 1472 * 638_976
+    share = (base + profile.liveness["not_always_live_bytes"].max()) / total
+    assert share < 0.5 and not [ln for ln in ax.lines if ln.get_gid() == "total-memory"]
+    assert f"peak = {share:.0%} of total memory" in [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    small = profile.copy("small target")
+    small.set_table("target", profile.target.assign(num_tiles=1000))
+    ax = liveness(small).axes[0]
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "total-memory"]
+    assert set(line.get_ydata()) == {1000 * 638_976}
+    (warn,) = [ln for ln in ax.lines if ln.get_gid() == "threshold:warning"]
+    warning = RULES["memory.liveness-peak"].params["warning"]
+    assert list(set(warn.get_ydata())) == [pytest.approx(1000 * 638_976 * warning)]
+
+
 def test_liveness_binned_keeps_the_peak():
     big = synth.make_profile(num_liveness_steps=9000, execution=False, debug=False, seed=2)
     ax = liveness(big, max_points=1000).axes[0]

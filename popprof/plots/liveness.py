@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import MissingTableError
 from ..profile import Profile
-from ._common import bytes_axis, new_figure, title_of
+from ._common import bytes_axis, new_figure, rule_params, title_of
 
 
 def always_live_base(profile: Profile) -> float:
@@ -24,6 +24,15 @@ def always_live_base(profile: Profile) -> float:
     return 0.0 if value is None else float(value)
 
 
+def total_memory(profile: Profile) -> float | None:
+    """Memory of all tiles (tiles x bytes per tile), or None when the target does not say."""
+    cap = profile.target_value("bytes_per_tile")
+    tiles = profile.target_value("num_tiles")
+    if tiles is None and profile.has("tiles"):
+        tiles = len(profile.tiles)
+    return None if cap is None or tiles is None else float(cap) * float(tiles)
+
+
 def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60, width: float = 11.0,
              height: float = 4.5):
     """Live memory per liveness step: always-live base plus not-always-live bytes, the peak annotated.
@@ -32,6 +41,9 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
     step and y = base + not-always-live bytes (per-bin maxima when binned);
     the ``always-live`` band has the base as its height; the marker with
     gid ``peak`` sits at the peak step and its annotation names the program.
+    When the peak reaches half the total memory, the total (``total-memory``)
+    and the ``memory.liveness-peak`` warning line are drawn; otherwise the
+    legend gives the peak's share of the total.
     """
     table = profile.liveness.sort_values("step", kind="stable")
     if table.empty:
@@ -66,8 +78,22 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
                 ha="center" if 0.15 < (peak_pos / max(len(steps) - 1, 1)) < 0.85 else
                 ("left" if peak_pos < len(steps) / 2 else "right"),
                 fontsize="small", color="#a50f15", gid="peak-label")
+    top = (base + peak_bytes) * 1.25
+    total = total_memory(profile)
+    if total:
+        limits = rule_params("memory.liveness-peak")
+        warning = float(limits.get("warning", 0.85))
+        share = (base + peak_bytes) / total
+        if share >= 0.5:  # near enough to be worth the vertical space
+            ax.axhline(total, color="black", lw=1.2, gid="total-memory",
+                       label=f"total memory ({total:,.0f} B; peak = {share:.0%})")
+            ax.axhline(total * warning, color="#e6a700", ls="--", lw=1.0, gid="threshold:warning",
+                       label=f"memory.liveness-peak warning ({warning:.0%})")
+            top = max(top, total * 1.05)
+        else:
+            ax.plot([], [], " ", label=f"peak = {share:.0%} of total memory ({total:,.0f} B)")
     ax.set_xlim(steps[0], steps[-1])
-    ax.set_ylim(0, (base + peak_bytes) * 1.25)
+    ax.set_ylim(0, top)
     ax.set_xlabel("liveness program step" + (f" ({width_steps} steps per bin)" if binned else ""))
     ax.set_ylabel("live memory, all tiles (bytes)")
     bytes_axis(ax.yaxis)
