@@ -1,0 +1,93 @@
+"""``popprof redact`` and ``popprof scan``: redaction with a leak scan, and the scan on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+
+
+@click.command("redact")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
+              help="Output path (a bundle directory, a .json/.json.gz trace or a text file: same kind as IN).")
+@click.option("--key-file", type=click.Path(path_type=Path), default=None,
+              help="File holding the secret key (else $POPPROF_REDACT_KEY, else a random key per run).")
+@click.option("--keep", multiple=True, metavar="PAT", help="Keep values matching PAT readable (glob, or re:REGEX).")
+@click.option("--drop", multiple=True, metavar="PAT",
+              help="Drop table:NAME, column:TABLE.COL or metadata.KEY (globs allowed).")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
+              help="Policy TOML file (keep, drop, [scrub] families).")
+@click.option("--mapping-out", type=click.Path(path_type=Path), default=None,
+              help="Write the pseudonym -> original map here (SENSITIVE: keep it private).")
+@click.option("--no-scan", is_flag=True, help="Skip the leak scan (not recommended).")
+@click.option("--report", "report_out", type=click.Path(path_type=Path), default=None,
+              help="Write a JSON report of what was replaced, by kind and count.")
+def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[str, ...], drop: tuple[str, ...],
+                   policy_file: Path | None, mapping_out: Path | None, no_scan: bool,
+                   report_out: Path | None) -> None:
+    """Redact a profile so it can be shared; the leak scan then proves nothing sensitive remains.
+
+    IN is a bundle (or anything `popprof export` reads: it becomes a redacted bundle), a Chrome
+    trace JSON (.json/.json.gz, written as the same kind) or a Poplar text summary (text).
+    Identifiers become keyed pseudonyms (var_3f9a2c1b); public vocabulary stays readable;
+    paths, users, hosts, emails, IPs, URLs with credentials, tokens and environment values in
+    free text are replaced. On a leak nothing is written and the exit code is 1.
+
+    \b
+    Examples:
+      popprof redact run.popprof -o run.redacted.popprof --key-file team.key
+      popprof redact trace.json.gz -o trace.redacted.json.gz --report redaction.json
+      popprof redact summary.txt -o summary.redacted.txt --keep 'MyLib::*'
+    """
+    from ..redact import build_policy, redact
+    from ..redact.pseudonym import KEY_ENV
+
+    if report_out is not None and report_out.resolve() == out.resolve():
+        raise UsageError("--report must differ from the output")
+    policy = build_policy(policy_file, keep, drop)
+    report = redact(source, out, policy=policy, mapping_out=mapping_out, scan=not no_scan, key_file=key_file,
+                    report_out=report_out)
+    if report.key_source == "random":
+        click.echo(f"popprof: note: no key given (--key-file or ${KEY_ENV}); used a random key for this run, so "
+                   "these pseudonyms cannot be linked to any other redaction", err=True)
+    if not report.passed:
+        kinds = ", ".join(f"{k} ({n})" for k, n in sorted(report.scan["leaked_kinds"].items()))
+        places = sorted({p for v in report.scan["where"].values() for p in v})[:6]
+        click.echo(f"popprof: error: leak scan FAILED: sensitive {kinds} would remain in {', '.join(places)}; "
+                   f"nothing was written to {out} (check the policy: a scrubber may be switched off)", err=True)
+        raise click.exceptions.Exit(1)
+    if mapping_out is not None:
+        click.echo(f"popprof: warning: {mapping_out} maps pseudonyms back to the original names: it is as "
+                   "sensitive as the input; do not share it", err=True)
+    if no_scan:
+        click.echo("popprof: warning: leak scan skipped (--no-scan)", err=True)
+    click.echo(report.summary())
+
+
+@click.command("scan")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--against", "original", required=True, type=click.Path(path_type=Path),
+              help="The original (unredacted) input the output was made from.")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
+              help="Policy TOML file (its keep patterns are honoured).")
+@click.option("--keep", multiple=True, metavar="PAT", help="Values matching PAT were kept on purpose.")
+def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tuple[str, ...]) -> None:
+    """Leak-scan a redacted output against its original; exit 1 when anything sensitive remains.
+
+    Every string of PATH is checked for every sensitive token of ORIGINAL (the names and
+    free-text values a redaction replaces) and for sensitive patterns; the report names the
+    kinds that leaked and where, never the values.
+
+    \b
+    Example:
+      popprof scan run.redacted.popprof --against run.popprof
+    """
+    from ..redact import build_policy, scan
+
+    result = scan(path, original, build_policy(policy_file, keep))
+    click.echo(result.summary())
+    if not result.passed:
+        raise click.exceptions.Exit(1)

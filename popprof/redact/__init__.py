@@ -1,0 +1,246 @@
+"""Redaction: make a profile safe to share, and prove it with a leak scan.
+
+``redact(source, out)`` reads a bundle (or anything ``popprof.open`` reads), a
+Chrome trace JSON (``.json`` / ``.json.gz``) or a Poplar text summary and writes
+an output of the same kind in which identifiers are keyed pseudonyms, free text
+is scrubbed and public vocabulary stays readable. The leak scan then reads the
+output back and looks for every original it replaced and every sensitive
+pattern; on a leak nothing is written and the report says which kind leaked.
+See ``docs/redaction.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from .. import __version__
+from ..atomic import atomic_path, write_text_atomic
+from ..errors import InputError, UsageError
+from .allowlist import Allowlist
+from .policy import Policy, build_policy
+from .pseudonym import KEY_ENV, load_key
+from .redactor import Redactor
+from .report import RedactionReport
+from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
+
+
+class LeakError(Exception):
+    """Raised inside the atomic write when the leak scan fails, so nothing is written."""
+
+    def __init__(self, result: ScanResult) -> None:
+        super().__init__(result.summary())
+        self.result = result
+
+
+def input_kind(path: Path) -> str:
+    """``bundle`` (and any profile popprof.open reads), ``chrome`` or ``text_summary``."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    if path.is_dir():
+        return "bundle"
+    from ..readers import read_head
+
+    if path.stat().st_size == 0:
+        raise InputError(path, "the file is empty")
+    head = read_head(path)
+    from ..readers import chrome_trace, text_summary
+
+    if chrome_trace.sniff(path, head):
+        return "chrome"
+    if text_summary.sniff(path, head):
+        return "text_summary"
+    return "bundle"
+
+
+def _check_paths(source: Path, out: Path) -> None:
+    src, dst = source.resolve(), out.resolve()
+    if src == dst or src in dst.parents or dst in src.parents:
+        raise UsageError(f"{out}: output would overwrite or sit inside the input {source}; choose another path")
+
+
+def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) -> tuple[bytes, str]:
+    if key is not None:
+        return (key.encode("utf-8") if isinstance(key, str) else bytes(key)), "given"
+    return load_key(key_file)
+
+
+def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: bytes | str | None = None,
+           policy: Policy | None = None, mapping_out: str | os.PathLike[str] | None = None, scan: bool = True,
+           *, key_file: str | os.PathLike[str] | None = None, report_out: str | os.PathLike[str] | None = None,
+           allowlist: Allowlist | None = None) -> RedactionReport:
+    """Redact ``source`` into ``out`` (same kind as the input; a bundle for profile inputs).
+
+    ``key``: bytes or text; default from ``key_file``, else ``$POPPROF_REDACT_KEY``, else a
+    random key per run (the output is then unlinkable to any other). With ``scan`` (the
+    default) the output is leak-scanned before it is put in place; on a leak nothing is
+    written and the report's ``scan["passed"]`` is false. ``mapping_out`` writes the
+    pseudonym -> original map (sensitive: keep it private).
+    """
+    source, out = Path(source), Path(out)
+    kind = input_kind(source)
+    _check_paths(source, out)
+    if mapping_out is not None:
+        _check_paths(source, Path(mapping_out))
+        if Path(mapping_out).resolve() == out.resolve():
+            raise UsageError("--mapping-out must differ from the output")
+    key_bytes, key_source = _as_key(key, key_file)
+    policy = policy or build_policy()
+    redactor = Redactor(key_bytes, policy, allowlist)
+    started = time.perf_counter()
+    scan_result: ScanResult | None = None
+    bytes_in = bytes_out = 0
+    try:
+        if kind == "chrome":
+            bytes_in, bytes_out, scan_result = _redact_chrome(source, out, redactor, scan)
+        elif kind == "text_summary":
+            bytes_in, bytes_out, scan_result = _redact_text(source, out, redactor, scan)
+        else:
+            bytes_in, bytes_out, scan_result = _redact_bundle(source, out, redactor, scan)
+    except LeakError as exc:
+        scan_result = exc.result
+    report = RedactionReport(
+        input=f"<{kind} input>", output=str(out), input_kind=kind, key_source=key_source,
+        tool_version=__version__, policy=policy.describe(), replaced=redactor.replaced_counts(),
+        kept_public=dict(redactor.kept), dropped=list(redactor.dropped),
+        scan=None if scan_result is None else scan_result.to_dict(), bytes_in=bytes_in, bytes_out=bytes_out,
+        seconds=round(time.perf_counter() - started, 3))
+    if report.passed and mapping_out is not None:
+        write_text_atomic(mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False))
+    if report_out is not None:
+        report.write(report_out)
+    return report
+
+
+def _scanner(redactor: Redactor) -> Scanner:
+    return Scanner(redactor.pseudonyms.originals(), redactor.allowlist, redactor.policy.keeps)
+
+
+def _finish_scan(redactor: Redactor, run) -> ScanResult:
+    scanner = _scanner(redactor)
+    run(scanner)
+    if not scanner.result.passed:
+        raise LeakError(scanner.result)
+    return scanner.result
+
+
+def _redaction_record(redactor: Redactor) -> dict:
+    return {"redacted": True, "policy": redactor.policy.describe(), "tool": "popprof",
+            "tool_version": __version__, "pseudonyms": "HMAC-SHA-256, keyed"}
+
+
+def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..readers import bundle as bundle_io
+    from ..readers import open_profile
+    from .bundle import redact_profile, redact_sources
+
+    profile = open_profile(source)
+    redacted = redact_profile(profile, redactor)
+    try:
+        sources = json.loads(profile.meta.get("source_files", "[]"))
+    except ValueError:
+        sources = []
+    sources = redact_sources(sources if isinstance(sources, list) else [], redactor)
+    result = None
+    with atomic_path(out, directory=True) as tmp:
+        bundle_io.write(redacted, tmp, redaction=_redaction_record(redactor), sources=sources, protect=[source])
+        if scan:
+            result = _finish_scan(redactor, lambda s: scan_bundle(tmp, s))
+        size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+    return _size(source), size, result
+
+
+def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..progress import progress
+    from .chrome import is_gzip, redact_chrome, scan_chrome
+
+    gz = is_gzip(source)
+    result = None
+    with atomic_path(out) as tmp:
+        with progress("redacting trace", total=source.stat().st_size) as advance:
+            bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance)
+        if scan:
+            result = _finish_scan(redactor, lambda s: scan_chrome(tmp, s))
+    return bytes_in, bytes_out, result
+
+
+def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..readers import open_binary
+    from .text_summary import redact_text_summary
+
+    with open_binary(source) as handle:
+        data = handle.read()
+    text = data.decode("utf-8", "replace")
+    redacted = redact_text_summary(text, redactor).encode("utf-8")
+    result = None
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(redacted)
+        if scan:
+            result = _finish_scan(redactor, lambda s: scan_text_file(tmp, s))
+    return len(data), len(redacted), result
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def collect_originals(original: str | os.PathLike[str], policy: Policy | None = None) -> tuple[Redactor, str]:
+    """Run the redaction of ``original`` in memory (no output) to learn every sensitive token it holds."""
+    import tempfile
+
+    source = Path(original)
+    kind = input_kind(source)
+    redactor = Redactor(os.urandom(32), policy or build_policy())
+    with tempfile.TemporaryDirectory(prefix="popprof-scan-") as tmpdir:
+        if kind == "chrome":
+            import gzip
+
+            from .chrome import ChromeRedactor, is_gzip
+
+            engine = ChromeRedactor(redactor)
+            reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
+            with reader:
+                carry = b""
+                while True:
+                    block = reader.read(8 << 20)
+                    _, carry = engine.process(carry + block, not block)
+                    if not block:
+                        break
+        elif kind == "text_summary":
+            from ..readers import open_binary
+            from .text_summary import redact_text_summary
+
+            with open_binary(source) as handle:
+                redact_text_summary(handle.read().decode("utf-8", "replace"), redactor)
+        else:
+            from ..readers import open_profile
+            from .bundle import redact_profile
+
+            redact_profile(open_profile(source), redactor)
+        del tmpdir
+    return redactor, kind
+
+
+def scan(path: str | os.PathLike[str], against: str | os.PathLike[str], policy: Policy | None = None) -> ScanResult:
+    """Leak-scan ``path`` (a redacted output) for the sensitive tokens and patterns of ``against``."""
+    from .chrome import scan_chrome
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    redactor, _ = collect_originals(against, policy)
+    scanner = _scanner(redactor)
+    out_kind = input_kind(path)
+    if path.is_dir():
+        return scan_bundle(path, scanner)
+    if out_kind == "chrome":
+        scan_chrome(path, scanner)
+        return scanner.result
+    return scan_text_file(path, scanner)
+
+
+__all__ = ["KEY_ENV", "LeakError", "Policy", "RedactionReport", "ScanResult", "build_policy", "redact", "scan"]

@@ -1,0 +1,332 @@
+"""Redact a Chrome trace JSON (``.json`` or ``.json.gz``) by streaming, to an output of the same kind.
+
+A byte-level tokenizer splits each block of the file at JSON strings (a
+``"key": "value"`` pair is one token, so a value is redacted knowing its key);
+``re.split`` does the splitting in C, and every distinct token is redacted once
+and cached, so a 1 GB trace with a few thousand distinct names costs a few
+thousand redactions plus one ``split`` and one ``join`` per block. Numbers,
+braces and whitespace pass through byte for byte.
+
+Keys decide what a value is: ``name`` -> event name (``evt_``; thread and
+process names from ``thread_name`` / ``process_name`` metadata events ->
+``thr_`` / ``proc_``), ``cat`` -> channel (``chan_``, comma lists item by
+item), structural keys (``ph``, ``s``, ``id``, ...) are kept, any other value is
+free text (scrubbed) when it holds spaces, or an identifier (``arg_``) when it
+is a single word that is not public vocabulary. Strings in arrays and keys are
+scrubbed as free text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .redactor import Redactor
+from .scrub import _key_kind
+
+BLOCK = 8 << 20
+TOKEN_RE = re.compile(rb'((?:"[^"\\]*(?:\\.[^"\\]*)*"\s*:\s*)?"[^"\\]*(?:\\.[^"\\]*)*")')
+_PAIR_RE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")(\s*:\s*)("[^"\\]*(?:\\.[^"\\]*)*")', re.S)
+STRUCT_KEYS = frozenset({"ph", "s", "bp", "id", "id2", "scope", "cname", "unit", "displayTimeUnit", "tts",
+                         "local", "global", "bind_id", "flow_in", "flow_out"})
+_SIMPLE = re.compile(r"[\w.:+-]{1,8}|(?:0x)?[0-9a-fA-F]{1,16}")
+_DEVICE = re.compile(r"(?:cuda|cpu|ipu|gpu|xla|mps)(?::\d+)?", re.I)
+_HOME_USER = re.compile(rb"/(?:home|Users)/([A-Za-z_][\w.-]*)")
+_METADATA = ((b'"thread_name"', "thread_name", "thr"), (b'"process_name"', "process_name", "proc"))
+
+
+def _decode(token: bytes) -> str:
+    inner = token[1:-1]
+    if b"\\" not in inner:
+        return inner.decode("utf-8", "surrogateescape")
+    return orjson.loads(token)
+
+
+def _encode(value: str) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # lone surrogates from undecodable bytes
+        return orjson.dumps(value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+
+
+def _balanced_end(data: bytes, start: int, limit: int = 1 << 16) -> int:
+    """End (exclusive) of the JSON object starting at ``data[start] == '{'``, or -1."""
+    depth, i, end, in_str = 0, start, min(len(data), start + limit), False
+    while i < end:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:
+                i += 1
+            elif c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c == 0x7B:
+            depth += 1
+        elif c == 0x7D:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+class ChromeRedactor:
+    """Redacts Chrome-trace JSON bytes block by block with a cache per distinct token."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.r = redactor
+        self.name_kind: dict[str, str] = {}
+        self.cache: dict[bytes, bytes] = {}
+        self.inner: dict[bytes, bytes] = {}
+
+    # -- decisions ----------------------------------------------------------
+    def _name(self, value: str) -> str:
+        return self.r.identifier(self.name_kind.get(value, "evt"), value)
+
+    def _value(self, key: str, value: str) -> str:
+        r = self.r
+        if key == "name":
+            return self._name(value)
+        if key == "cat":
+            return ",".join(r.identifier("chan", part) for part in value.split(","))
+        if key in STRUCT_KEYS and _SIMPLE.fullmatch(value):
+            return value
+        if r.is_public(value) or _DEVICE.fullmatch(value):
+            return value
+        if _key_kind(key) is not None or any(ch.isspace() for ch in value) or value[:1] in "{[":
+            return r.value(value, key)
+        scrubbed = r.value(value, key)
+        if scrubbed != value:
+            return scrubbed
+        return r.identifier("arg", value)
+
+    def token(self, token: bytes) -> bytes:
+        """The redacted form of one regex token (a JSON string, or a ``"key": "value"`` pair)."""
+        out = self.cache.get(token)
+        if out is not None:
+            return out
+        m = _PAIR_RE.fullmatch(token) if token.count(b'"') >= 4 else None
+        if m is not None:
+            key, value = _decode(m.group(1)), _decode(m.group(3))
+            new_key, new_value = self.r.text(key), self._value(key, value)
+            if new_key == key and new_value == value:
+                out = token
+            else:
+                out = _encode(new_key) + m.group(2) + _encode(new_value)
+        else:
+            value = _decode(token)
+            new = self.r.text(value)
+            out = token if new == value else _encode(new)
+        self.cache[token] = out
+        return out
+
+    def _miss(self, content: bytes, before: bytes, after: bytes, key: bytes | None) -> bytes:
+        """Redact one string's content (without quotes) knowing its neighbours: the text before and
+        after it and, when it is a value, the content of its key."""
+        found = self.inner.get(content)
+        if found is not None:
+            return found
+        value = _decode(b'"' + content + b'"')
+        if after.lstrip().startswith(b":"):
+            new = self._key(value)
+        elif before.rstrip().endswith(b":") and key is not None:
+            new = self._value(_decode(b'"' + key + b'"'), value)
+        else:
+            new = self.r.text(value)
+        out = content if new == value else _encode(new)[1:-1]
+        self.inner[content] = out
+        return out
+
+    def _key(self, key: str) -> str:
+        return self.r.text(key)
+
+    def learn_metadata(self, block: bytes) -> None:
+        """Find thread/process names in metadata events so their names get ``thr_`` / ``proc_``."""
+        for marker, label, kind in _METADATA:
+            pos = block.find(marker)
+            while pos != -1:
+                start = pos
+                for _ in range(4):
+                    start = block.rfind(b"{", 0, start)
+                    if start < 0:
+                        break
+                    end = _balanced_end(block, start)
+                    if end > pos:
+                        try:
+                            obj = orjson.loads(block[start:end])
+                        except orjson.JSONDecodeError:
+                            continue
+                        if isinstance(obj, dict) and obj.get("name") == label and isinstance(obj.get("args"), dict):
+                            name = obj["args"].get("name")
+                            if isinstance(name, str) and name not in self.name_kind:
+                                self.name_kind[name] = kind
+                            break
+                pos = block.find(marker, pos + 1)
+
+    # -- streaming ------------------------------------------------------------
+    def process(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
+        """Redact ``block`` (which starts outside any string); returns (output, carry for the next block)."""
+        self.learn_metadata(block)
+        if b"/home/" in block or b"/Users/" in block:
+            for m in _HOME_USER.finditer(block):
+                self.r.scrubber.learn_value("user", m.group(1).decode("utf-8", "replace"))
+        if b'\\"' in block:
+            return self._process_regex(block, final)
+        carry = b""
+        if not final:
+            cut = _cut_before_key(block)
+            if cut <= 0:
+                return b"", block
+            block, carry = block[:cut], block[cut:]
+        return self._process_pieces(block), carry
+
+    def _process_pieces(self, block: bytes) -> bytes:
+        """Vectorised: split at quotes with pyarrow, redact each DISTINCT string once, reassemble."""
+        pieces = pc.split_pattern(pa.array([block], pa.large_binary()), pattern=b'"').values
+        n = len(pieces)
+        tail = b""
+        if n % 2 == 0:  # ends inside an unterminated string (only in a malformed last block)
+            tail = b'"' + pieces[n - 1].as_py()
+            pieces, n = pieces.slice(0, n - 1), n - 1
+        if n == 1:
+            return block
+        inside = pieces.take(pa.array(np.arange(1, n, 2, dtype=np.int64)))
+        encoded = pc.dictionary_encode(inside)
+        idx, values = encoded.indices, encoded.dictionary.to_pylist()
+        inner = self.inner
+        missing = [i for i, v in enumerate(values) if v not in inner]
+        if missing:
+            codes = idx.to_numpy(zero_copy_only=False)
+            first = np.empty(len(values), dtype=np.int64)
+            first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1, dtype=np.int64)
+            for i in missing:
+                p = 2 * int(first[i]) + 1
+                key = pieces[p - 2].as_py() if p >= 2 else None
+                after = pieces[p + 1].as_py() if p + 1 < n else b""
+                self._miss(values[i], pieces[p - 1].as_py(), after, key)
+        new = [inner[v] for v in values]
+        if all(a is b or a == b for a, b in zip(new, values, strict=True)):
+            return block + tail
+        repl = pa.array([b'"' + v + b'"' for v in new], pa.large_binary())
+        perm = np.arange(n, dtype=np.int64)
+        perm[1::2] = n + np.arange(len(inside), dtype=np.int64)
+        joined = pa.concat_arrays([pieces, repl.take(idx)]).take(pa.array(perm))
+        offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
+        data = joined.buffers()[2]
+        return data[int(offsets[joined.offset]): int(offsets[joined.offset + n])].to_pybytes() + tail
+
+def _cut_before_key(block: bytes, tries: int = 256) -> int:
+    """Offset of an opening quote of an object key near the end of ``block`` (no escaped quotes), or -1."""
+    total = block.count(b'"')
+    pos = len(block)
+    for _ in range(tries):
+        pos = block.rfind(b'"', 0, pos)
+        if pos <= 0:
+            return -1
+        if (total - block.count(b'"', pos)) % 2:
+            continue  # a closing quote
+        close = block.find(b'"', pos + 1)
+        if close != -1 and block[close + 1: close + 64].lstrip().startswith(b":"):
+            return pos
+    return -1
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
+                  advance: Callable[[float], None] = lambda n: None) -> tuple[int, int]:
+    """Stream ``source`` into ``tmp_out`` (gzip when ``gz``). Returns (bytes read, bytes written)."""
+    engine = ChromeRedactor(redactor)
+    reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
+    writer = gzip.open(tmp_out, "wb", compresslevel=3) if gz else open(tmp_out, "wb")  # noqa: SIM115
+    read = written = 0
+    with reader, writer:
+        carry = b""
+        while True:
+            block = reader.read(BLOCK)
+            read += len(block)
+            final = not block
+            out, carry = engine.process(carry + block, final)
+            if out:
+                writer.write(out)
+                written += len(out)
+            advance(len(block))
+            if final:
+                break
+    return read, written
+
+
+_JSON_PUNCT = b"0123456789.,:{}[]+-eE \n\r\t"
+_JSON_LITERALS = re.compile(rb"true|false|null|NaN|Infinity")
+
+
+def scan_chrome(path: Path, scanner, block_size: int = BLOCK) -> None:
+    """Leak-scan a Chrome trace: every distinct JSON string (keys and values) is checked once, and text
+    outside strings is checked for anything that is not a number, punctuation or a JSON literal."""
+    reader = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115
+    seen: set[bytes] = set()
+    with reader:
+        carry = b""
+        while True:
+            block = reader.read(block_size)
+            data = carry + block
+            carry = b""
+            if block:
+                cut = _cut_opening_quote(data)
+                if cut <= 0:
+                    carry = data
+                    continue
+                data, carry = data[:cut], data[cut:]
+            _scan_block(data, scanner, seen, path.name)
+            if not block:
+                break
+
+
+def _cut_opening_quote(data: bytes) -> int:
+    pos = data.rfind(b'"')
+    if pos <= 0:
+        return -1
+    if b'\\"' in data:
+        return pos  # parity unknown with escaped quotes: the regex tokenizer handles the block
+    before = data.count(b'"') - data.count(b'"', pos)
+    return pos if before % 2 == 0 else data.rfind(b'"', 0, pos)
+
+
+def _scan_block(data: bytes, scanner, seen: set[bytes], place: str) -> None:
+    if b'\\"' in data:
+        strings = {m[1:-1] for m in re.findall(rb'"[^"\\]*(?:\\.[^"\\]*)*"', data)}
+        outside = re.sub(rb'"[^"\\]*(?:\\.[^"\\]*)*"', b" ", data)
+        strings.update(re.findall(rb"[A-Za-z_][^\s,:{}\[\]]*", outside))
+    else:
+        pieces = pc.split_pattern(pa.array([data], pa.large_binary()), pattern=b'"').values
+        n = len(pieces)
+        strings = set(pc.unique(pieces.take(pa.array(np.arange(1, n, 2, dtype=np.int64)))).to_pylist())
+        outside = pieces.take(pa.array(np.arange(0, n, 2, dtype=np.int64)))
+        offsets = np.frombuffer(outside.buffers()[1], dtype=np.int64)
+        text = outside.buffers()[2][int(offsets[outside.offset]): int(offsets[outside.offset + len(outside)])]
+        rest = text.to_pybytes().translate(None, _JSON_PUNCT)
+        if _JSON_LITERALS.sub(b"", rest):
+            for piece in outside.to_pylist():
+                if _JSON_LITERALS.sub(b"", piece.translate(None, _JSON_PUNCT)):
+                    strings.add(piece)
+    for piece in strings - seen:
+        seen.add(piece)
+        if not piece:
+            continue
+        text = piece.decode("utf-8", "replace")
+        if b"\\" in piece:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                text = orjson.loads(b'"' + piece + b'"')
+        scanner.check(text, place)
