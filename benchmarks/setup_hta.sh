@@ -10,5 +10,6 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "HolisticTraceAnalysis==0.5.0"
+# ijson lets HTA use its streaming (IJSON_BATCH_AND_COMPRESS) backend too
+"$venv/bin/python" -m pip install --quiet "HolisticTraceAnalysis==0.5.0" ijson
 "$venv/bin/python" -c "import hta, importlib.metadata as m; print('HTA', m.version('HolisticTraceAnalysis'))"

@@ -47,7 +47,7 @@ from . import open_binary
 
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
-PARALLEL_MIN_BYTES = 64 << 20
+PARALLEL_MIN_BYTES = 8 << 20
 MAX_WORKERS = 2
 _TRACE_OBJECT = re.compile(rb'"traceEvents"\s*:\s*\[')
 _ARRAY_START = re.compile(rb"^\s*\[\s*(\{|\]|$)")
@@ -208,13 +208,14 @@ class _StreamState:
             phases = list(map(_GET_PH, batch))
         except AttributeError:  # an item that is not an object
             return self._mixed(batch, None)
-        n_complete = phases.count("X")
-        if n_complete != len(batch):
-            others = [e for e, ph in zip(batch, phases, strict=True) if ph != "X"]
-            batch = [e for e, ph in zip(batch, phases, strict=True) if ph == "X"]
-            self._mixed(others, None)
-            if not batch:
+        if phases.count("X") != len(batch):
+            other = [i for i, ph in enumerate(phases) if ph != "X"]
+            self._mixed([batch[i] for i in other], None)
+            if len(other) == len(batch):
                 return None
+            batch = batch.copy()
+            for i in reversed(other):
+                del batch[i]
         try:
             rows = list(map(_FIELDS, batch))
         except (KeyError, TypeError):
@@ -223,16 +224,15 @@ class _StreamState:
         return None
 
     def _codes(self, values: tuple, interner: _Interner) -> np.ndarray:
+        get = interner.index.get
         try:
-            codes = list(map(interner.index.get, values))
-        except TypeError:
-            codes = [None] * len(values)
+            codes = list(map(get, values))
+        except TypeError:  # an unhashable value (a list or object as a name): one by one
+            return np.asarray([interner.code(v) for v in values], dtype=np.int32)
         if None in codes:
-            for value, code in zip(values, codes, strict=True):
-                if code is None and (not _hashable(value) or value not in interner.index):
-                    interner.code(value)
-            codes = [interner.code(v) if c is None else c for v, c in zip(values, codes, strict=True)] \
-                if any(not _hashable(v) for v in values) else list(map(interner.index.get, values))
+            for value in {v for v, c in zip(values, codes, strict=True) if c is None}:
+                interner.add(value)
+            codes = list(map(get, values))
         return np.asarray(codes, dtype=np.int32)
 
     def _ids(self, values: tuple) -> np.ndarray:
