@@ -69,6 +69,11 @@ class HostEvents:
 _cache: dict[str, tuple[object, object]] = {}
 
 
+def clear_cache() -> None:
+    """Forget the cached device/host arrays (they are rebuilt on next use)."""
+    _cache.clear()
+
+
 def _cached(kind: str, events: pd.DataFrame, build):
     hit = _cache.get(kind)
     if hit is not None and hit[0] is events:
