@@ -224,6 +224,22 @@ class ChromeRedactor:
         data = joined.buffers()[2]
         return data[int(offsets[joined.offset]): int(offsets[joined.offset + n])].to_pybytes() + tail
 
+    def _process_regex(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
+        """Slower path for blocks with escaped quotes: a regex tokenizer that understands escapes."""
+        parts = TOKEN_RE.split(block)
+        if final or len(parts) < 3:
+            if not final:
+                return b"", block
+            carry = b""
+        else:
+            carry = parts[-2] + parts[-1]
+            del parts[-2:]
+        getter = self.cache.get
+        token = self.token
+        parts[1::2] = [getter(t) or token(t) for t in parts[1::2]]
+        return b"".join(parts), carry
+
+
 def _cut_before_key(block: bytes, tries: int = 256) -> int:
     """Offset of an opening quote of an object key near the end of ``block`` (no escaped quotes), or -1."""
     total = block.count(b'"')

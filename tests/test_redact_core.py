@@ -1,0 +1,143 @@
+"""Pseudonyms, the free-text scrubber, the allowlist, the policy and the token matcher of the leak scan."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from popprof.errors import UsageError
+from popprof.redact.allowlist import Allowlist
+from popprof.redact.policy import Policy, build_policy
+from popprof.redact.pseudonym import Pseudonymizer, load_key
+from popprof.redact.scan import Scanner, TokenMatcher, usable_tokens
+from popprof.redact.scrub import Scrubber, detect
+
+
+def test_pseudonyms_stable_per_key_and_differ_across_keys_and_kinds():
+    a1, a2, b = Pseudonymizer(b"k" * 16), Pseudonymizer(b"k" * 16), Pseudonymizer(b"other-key-123")
+    name = "encoder/layer_3/attention/MatMul"
+    assert a1("prog", name) == a2("prog", name)
+    assert re.fullmatch(r"prog_[0-9a-f]{8}", a1("prog", name))
+    assert a1("prog", name) != b("prog", name)
+    assert a1("prog", name)[5:] != a1("var", name)[4:]
+    assert a1.mapping()["prog"][a1("prog", name)] == name
+
+
+def test_pseudonym_collision_gets_the_long_form(monkeypatch):
+    p = Pseudonymizer(b"k" * 16)
+    monkeypatch.setattr(p, "digest", lambda kind, value: "ab" * 32 if value in ("x1", "x2") else "cd" * 32)
+    first, second = p("var", "x1"), p("var", "x2")
+    assert first == "var_abababab" and second == "var_" + "ab" * 8
+    assert len({first, second}) == 2
+
+
+def test_key_sources(tmp_path, monkeypatch):
+    key = tmp_path / "key"
+    key.write_text("a-long-secret-key\n")
+    assert load_key(key) == (b"a-long-secret-key", "file")
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "env-key-value")
+    assert load_key() == (b"env-key-value", "env")
+    monkeypatch.delenv("POPPROF_REDACT_KEY")
+    k1, src = load_key()
+    assert src == "random" and k1 != load_key()[0]
+
+
+@pytest.mark.parametrize(("text", "kind", "secret"), [
+    ("log at /home/canary.smith/runs/x/log.txt", "path", "/home/canary.smith"),
+    ("C:\\Users\\canary\\proj\\train.py failed", "path", "C:\\Users\\canary"),
+    ("see configs/canary_large.yml", "path", "canary_large"),
+    ("mail canary.smith@corp.example.com now", "email", "canary.smith@corp"),
+    ("peer 10.99.88.77:8080 down", "ip", "10.99.88.77"),
+    ("link-local fe80::1234:abcd:5678:9abc", "ip", "fe80::1234"),
+    ("clone https://bob:canarypw@git.corp.net/r.git", "url", "canarypw"),
+    ("password=hunter2canary;", "secret", "hunter2canary"),
+    ("hash 5f3c9e1b7a2d4c6e8f0a1b3c5d7e9f115f3c9e1b", "secret", "5f3c9e1b7a2d4c6e"),
+    ("key ghp_canaryAbCdEf0123456789XyZ012345678", "secret", "ghp_canary"),
+    ("CANARY_TOKEN_PATH=/opt/x SECRET=abc", "env", "abc"),
+    ("node canary-node3.corp.internal is slow", "host", "canary-node3"),
+    ("poprun --host canarybox1,canarybox2 python", "host", "canarybox1"),
+    ("started by --user canaryuser", "user", "canaryuser"),
+])
+def test_scrubber_replaces_each_kind(text, kind, secret):
+    scrubber = Scrubber(Pseudonymizer(b"k" * 16))
+    out = scrubber.scrub_text(text)
+    assert secret not in out
+    assert re.search(rf"\b{kind}_[0-9a-f]{{8}}", out), out
+    assert scrubber.occurrences[kind] >= 1
+    assert any(k == kind for k, _ in detect(text))
+
+
+def test_scrubber_keeps_ordinary_text_numbers_and_public_names():
+    scrubber = Scrubber(Pseudonymizer(b"k" * 16))
+    for text in ["3.3.0 (de1f8de2a7)", "1,330.0 MHz", "poplin::ConvPartial1x1Out<half,float>", "cycles/s",
+                 "ratio 1/2 at 12:30:45", "profile.pop", "see https://docs.graphcore.ai/x", "popops::Reduce"]:
+        assert scrubber.scrub_text(text) == text
+        assert detect(text) == []
+
+
+def test_usernames_learned_from_home_paths_are_scrubbed_everywhere():
+    scrubber = Scrubber(Pseudonymizer(b"k" * 16))
+    scrubber.learn("/home/canary.smith/data")
+    assert "canary.smith" not in scrubber.scrub_text("owner is canary.smith, not bob")
+
+
+def test_json_values_of_sensitive_keys_are_replaced_whole():
+    scrubber = Scrubber(Pseudonymizer(b"k" * 16))
+    out = scrubber.scrub_json({"hostname": "pod-box-7", "user": "cs", "api_token": "short", "steps": 12,
+                               "nested": [{"server": "gpu12"}]})
+    assert out["hostname"].startswith("host_") and out["user"].startswith("user_")
+    assert out["api_token"].startswith("secret_") and out["steps"] == 12
+    assert out["nested"][0]["server"].startswith("host_")
+
+
+def test_allowlist_and_user_extension():
+    allow = Allowlist()
+    for word in ["OnTileExecute", "vertexCode", "compute", "Drivers", "poptorch", "graphConstruction/poplin",
+                 "popops::ScaledAddSupervisor<half,half,half,true>", "aten::addmm", "cudaLaunchKernel", "steps",
+                 "memory.peak_liveness_bytes"]:
+        assert word in allow
+    assert "CanaryModel/block" not in allow
+    policy = Policy(keep=["CanaryModel/*", "re:^layer_[0-9]+$"])
+    assert policy.keeps("CanaryModel/block") and policy.keeps("layer_12") and not policy.keeps("layer_x")
+
+
+def test_policy_file_and_validation(tmp_path):
+    file = tmp_path / "policy.toml"
+    file.write_text('[redact]\nkeep = ["MyLib::*"]\ndrop = ["metadata.app"]\n[redact.scrub]\npaths = false\n')
+    policy = build_policy(file, keep=("x*",), drop=(), use_config=False)
+    assert policy.keep == ["MyLib::*", "x*"] and policy.drops("metadata.app")
+    assert policy.families.count("paths") == 0 and "hosts" in policy.families
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[redact]\nkeeep = ["x"]\n')
+    with pytest.raises(UsageError, match="keeep"):
+        build_policy(bad, use_config=False)
+    with pytest.raises(UsageError):
+        Policy(scrub={"nosuch": False})
+
+
+def test_token_matcher_finds_tokens_inside_longer_strings():
+    tokens = {"canary.smith": "user", "CanaryModel/block": "prog", "abcd": "var"}
+    matcher = TokenMatcher(tokens)
+    assert matcher.find("owner=canary.smith;") == "user"
+    assert matcher.find("xxCanaryModel/blockyy") == "prog"
+    assert matcher.find("canary.smit") is None
+    assert matcher.find("zzabcdzz") == "var"
+
+
+def test_usable_tokens_skip_short_public_and_numeric():
+    tokens = usable_tokens({"ab": "var", "OnTileExecute": "prog", "12,345": "var", "prog": "var",
+                            "canary_weights": "var"})
+    assert tokens == {"canary_weights": "var"}
+
+
+def test_scanner_flags_tokens_and_patterns_but_not_pseudonyms_or_hashes():
+    scanner = Scanner({"canary_weights": "var"})
+    scanner.check("var_3f9a2c1b", "t")
+    scanner.check('{"sha256": "' + "ab" * 32 + '"}', "manifest")
+    assert scanner.result.passed
+    scanner.check("grad of canary_weights", "t:name")
+    scanner.check("written to /home/someone/x", "t:value")
+    assert not scanner.result.passed
+    assert set(scanner.result.leaks) == {"var", "path", "user"}
+    assert "canary" not in scanner.result.summary()
