@@ -263,3 +263,13 @@ def test_run_directory_gives_one_profile_per_engine(pva_double, fixtures_dir, tm
     with pytest.raises(InputError, match="several profiles"):
         popprof.open(copy)
     assert popprof.open(copy, engine="inference").name == "inference"
+
+
+def test_gzipped_profile_says_to_gunzip(pva_double, written, tmp_path):
+    import gzip
+
+    _, paths = written
+    packed = tmp_path / "profile.pop.gz"
+    packed.write_bytes(gzip.compress(paths["single"].read_bytes()))
+    with pytest.raises(InputError, match="gunzip"):
+        popprof.open(packed)

@@ -31,6 +31,7 @@ from ..sources import source_metadata
 
 FORMAT = "pop"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
 DEBUG_NAME = "debug.cbor"
 #: Variables kept per liveness step in ``liveness_variables`` (the largest).
 LIVENESS_TOP = 5
@@ -42,10 +43,11 @@ _APP_FILES = ("app.json", "framework.json", "frameworks.json")
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """A file named ``*.pop``, or one starting with the SQLite magic (except ``.pvti`` traces)."""
+    """A file named ``*.pop`` (or ``*.pop.gz``, to say it must be gunzipped), or one starting with the
+    SQLite magic (except ``.pvti`` traces)."""
     if not path.is_file():
         return False
-    if path.suffix.lower() == ".pop":
+    if path.name.lower().endswith((".pop", ".pop.gz")):
         return True
     return head.startswith(SQLITE_MAGIC) and path.suffix.lower() != ".pvti"
 
@@ -68,6 +70,10 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
     ``liveness_top``: variables kept per liveness step (0 = none).
     """
     path = Path(path)
+    with open(path, "rb") as handle:
+        if handle.read(2) == GZIP_MAGIC:
+            raise InputError(path, "is gzip-compressed; pva reads only an uncompressed profile.pop",
+                             "gunzip it first (e.g. `gunzip -k FILE`)")
     try:
         import pva  # the Poplar SDK's module; absent outside the SDK
     except ImportError:
@@ -353,8 +359,10 @@ class _Builder:
         # chunks: one numpy conversion per chunk is far cheaper than one per step.
         ints = np.full(n * k * 5, _MISSING_INT, dtype=np.int64)  # per row: cycles, from, to, dataIn, dataOut
         balance = np.full(n * k, np.nan)
-        program_code = np.empty(n, dtype=np.int32)
+        step_codes: list[int] = []
+        code_append = step_codes.append
         codes: dict[tuple[str, object], int] = {}
+        no_balance = [np.nan] * k
         ibuf: list[int] = []
         fbuf: list[float] = []
         ipos = fpos = 0
@@ -368,7 +376,7 @@ class _Builder:
                 code = codes.get(key)
                 if code is None:
                     code = codes[key] = len(codes)
-                program_code[i] = code
+                code_append(code)
                 ipus = step.ipus
                 if len(ipus) != k:
                     raise InputError(self.path, f"execution step {i} has {len(ipus)} IPUs, step 0 has {k}")
@@ -381,7 +389,7 @@ class _Builder:
                     else:
                         for u in ipus:
                             ibuf += (u.cycles, missing, missing, u.dataIn, u.dataOut)
-                    fbuf += [u.tileBalance for u in ipus] if has_balance else [np.nan] * k
+                    fbuf += [u.tileBalance for u in ipus] if has_balance else no_balance
                 except AttributeError:
                     del ibuf[mark:]
                     del fbuf[mark // 5:]
@@ -396,6 +404,7 @@ class _Builder:
             ints[ipos:ipos + len(ibuf)] = ibuf
             balance[fpos:fpos + len(fbuf)] = fbuf
         ints = ints.reshape(n * k, 5)
+        program_code = np.asarray(step_codes, dtype=np.int32)
         runs, run_of_step = self.runs(execution, n)
         names = [str(name) for name, _ in codes]
         types = [_type_name(raw) for _, raw in codes]
