@@ -254,3 +254,30 @@ def test_step_order_does_not_matter(base):
     b = diff(base, shuffled).programs
     pd.testing.assert_frame_equal(a, b)
     assert set(b["status"]) == {"unchanged"}
+
+
+def test_swapping_sides_negates_every_change():
+    a = synth.make_profile(num_steps=400, num_liveness_steps=50, seed=51, oom_tiles=1)
+    b = a.copy()
+    tiles = b.tiles.copy()
+    tiles.loc[tiles["tile"] % 7 == 0, "bytes_incl_gaps"] += 20_000
+    b.set_table("tiles", tiles)
+    rng = np.random.default_rng(0)
+    steps = b.steps.copy()
+    names = steps["program"].astype("str")
+    factor = dict(zip(names.unique(), rng.choice([0.5, 0.8, 1.0, 1.25, 2.0], names.nunique()), strict=True))
+    steps["cycles"] = (steps["cycles"].astype("float64") * names.map(factor).to_numpy()).round().astype("int64")
+    steps = steps[names != names.iloc[0]]
+    b.set_table("steps", steps)
+    ab, ba = diff(a, b), diff(b, a)
+    m1, m2 = ab.metrics.set_index("name"), ba.metrics.set_index("name")
+    assert set(m1.index) == set(m2.index)
+    m2 = m2.loc[m1.index]
+    assert (m1["base"].to_numpy() == m2["new"].to_numpy()).all()
+    assert np.allclose(m1["abs_change"], -m2["abs_change"], equal_nan=True)
+    flip = {"added": "removed", "removed": "added", "grown": "shrunk", "shrunk": "grown", "unchanged": "unchanged"}
+    p1, p2 = ab.programs.set_index("name"), ba.programs.set_index("name").loc[ab.programs["name"]]
+    assert (p1["status"].map(flip).to_numpy() == p2["status"].to_numpy()).all()
+    assert np.allclose(p1["change"], -p2["change"])
+    assert {"grown", "shrunk", "removed", "unchanged"} <= set(p1["status"])
+    assert (ab.tiles["change_bytes"].to_numpy() == -ba.tiles["change_bytes"].to_numpy()).all()

@@ -8,6 +8,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ..profile import Profile
+from ..progress import progress
 from ..readers import open_all
 from .common import engine_option, format_option
 
@@ -85,13 +86,17 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     from ..diff.render import render_many
 
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
-    pairs, notes = pair_profiles(base, new, engine)
     results = []
-    for name, base_profile, new_profile in pairs:
-        result = diff(base_profile, new_profile,
-                      tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
-        gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
-        results.append((name, result, gate_result))
+    with progress("popprof diff: reading", total=None) as advance:
+        pairs, notes = pair_profiles(base, new, engine)
+        advance(1)
+    with progress("popprof diff: comparing", total=len(pairs)) as advance:
+        for name, base_profile, new_profile in pairs:
+            result = diff(base_profile, new_profile,
+                          tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+            gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
+            results.append((name, result, gate_result))
+            advance(1)
     click.echo(render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top), nl=False)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)
