@@ -41,6 +41,8 @@ LOG_SUFFIXES = frozenset({".txt", ".log", ".out", ".err", ".summary"})
 KEEP_UNRECOGNISED = 50
 KEEP_EXTRA = 200
 
+#: The memory regions Poplar prints (normalised); an excluding-gaps total is derived only from all three.
+KNOWN_REGIONS = frozenset({"non-interleaved", "interleaved", "overflowed"})
 #: Program types named in execution step lines outside an ``Execution:`` section (reference facts).
 PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {"Repeat", "Sequence", "OnEveryTileSwitch"}
 
@@ -366,10 +368,11 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
 
 
 def _derive_excluding_totals(parsed: _Parsed) -> None:
-    """Where a scope prints regions but no excluding-gaps total, the total is their sum."""
+    """Where a scope prints all three regions but no excluding-gaps total, the total is their sum."""
     scopes = {tile for tile, group, _, _ in parsed.totals if group == "region"}
     for tile in scopes:
-        if (tile, "total", "excluding_gaps") not in parsed.seen:
+        regions = {_norm(c) for t, g, c, _ in parsed.totals if t == tile and g == "region"}
+        if (tile, "total", "excluding_gaps") not in parsed.seen and regions >= KNOWN_REGIONS:
             regions = sum(v for t, g, _, v in parsed.totals if t == tile and g == "region")
             parsed.add_total(tile, "total", "excluding_gaps", regions, "")
             parsed.meta["text_summary.derived"] = "excluding-gaps totals summed from the memory regions"
