@@ -82,6 +82,7 @@ def test_device_gap_at_min_length_is_counted_and_attributed():
     assert list(ev["dur_us"]) == [1000.0]
     assert ev["top_label"].iloc[0] == "DataLoader.__next__" and ev["top_label_us"].iloc[0] == 800.0
     assert ev["host_thread_us"].iloc[0] == 1000.0 + 500.0  # train_step on main + fetch_batch on loader
+    assert ev["top_thread"].iloc[0] == "MainThread (1)"
 
 
 def test_device_gap_shorter_than_threshold_is_ignored():
@@ -147,3 +148,11 @@ def test_long_events_without_thread_table_name_threads_by_ids():
     host = [(1, None, 0, 1, "optimizer.step", 100.0, 10_000.0)]
     f = long_events(trace(device, host, threads=False)).items[0]
     assert f.where["threads"] == ["1:1"]
+
+
+def test_events_with_missing_times_are_ignored():
+    profile = trace(DEVICE + [("bad", "compute", float("nan"), 50.0), ("bad2", "compute", 600.0, float("nan"))],
+                    HOST + [(9, None, 0, 1, "nan_host", float("nan"), 10.0)])
+    f = gaps(profile, min_gap_us=1000.0).items[0]
+    assert f.value == pytest.approx(1000 / 1400)
+    assert "nan_host" not in f.message

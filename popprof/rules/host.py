@@ -106,6 +106,16 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     gaps = pd.DataFrame({"gap": np.arange(len(gs)), "start_us": gs, "end_us": ge, "dur_us": ge - gs})
     host_busy = top_level.groupby("gap")["overlap_us"].sum()
     gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
+    gaps["top_thread"] = None
+    if len(top_level):
+        per_thread = (top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"].sum().reset_index()
+                      .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
+                      .drop_duplicates("gap"))
+        threads = per_thread[["pid", "tid"]].drop_duplicates()  # a few threads: name each once
+        names = {(p, t): thread_label(labels, p, t) for p, t in zip(threads["pid"], threads["tid"], strict=True)}
+        top = pd.Series(pd.MultiIndex.from_frame(per_thread[["pid", "tid"]]).map(names).to_numpy(),
+                        index=per_thread["gap"].to_numpy())
+        gaps["top_thread"] = top.reindex(gaps["gap"]).to_numpy()
     if len(leaves):
         best = (leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"].sum().reset_index()
                 .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")

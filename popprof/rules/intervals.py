@@ -125,6 +125,8 @@ def device_activity(profile: Profile) -> DeviceActivity:
 def _build_device(events: pd.DataFrame) -> DeviceActivity | None:
     category = events["device_category"].array
     keep = np.asarray(category.codes) >= 0
+    keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
+    keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
     if not keep.any():
         return None
     depth = events["depth"].to_numpy()
@@ -152,7 +154,7 @@ def host_events(profile: Profile) -> HostEvents:
 
 def _build_host(events: pd.DataFrame) -> HostEvents:
     dur = events["dur_us"].to_numpy(dtype=np.float64)
-    keep = host_mask(events) & (dur > 0)
+    keep = host_mask(events) & (dur > 0) & np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array
     return HostEvents(
         event_id=events["event_id"].to_numpy()[keep],
