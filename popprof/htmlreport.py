@@ -12,6 +12,7 @@ import base64
 import datetime as _dt
 import html
 import io
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,7 +36,7 @@ KEY_METRICS: tuple[str, ...] = (
 TARGET_FIELDS: tuple[tuple[str, str], ...] = (
     ("source_format", "source format"), ("ipu_arch", "IPU architecture"), ("num_ipus", "IPUs"),
     ("tiles_per_ipu", "tiles per IPU"), ("num_tiles", "tiles"), ("bytes_per_tile", "bytes per tile"),
-    ("clock_hz", "clock (Hz)"), ("num_replicas", "replicas"), ("poplar_version", "Poplar version"),
+    ("clock_hz", "clock"), ("num_replicas", "replicas"), ("poplar_version", "Poplar version"),
 )
 
 SEVERITY_COLOURS = {"error": "#b71c1c", "warning": "#e65100", "info": "#1565c0"}
@@ -82,8 +83,12 @@ def summary_html(profile: Profile) -> str:
     for column, label in TARGET_FIELDS:
         value = profile.target_value(column)
         if value is not None:
-            text = f"{float(value) / 1e9:.2f} GHz" if column == "clock_hz" else (
-                f"{int(value):,}" if isinstance(value, int | float) and float(value).is_integer() else value)
+            if column == "clock_hz":
+                text = f"{float(value) / 1e9:.2f} GHz"
+            elif isinstance(value, numbers.Real) and float(value).is_integer():
+                text = f"{int(value):,}"
+            else:
+                text = str(value)
             rows.append(f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>")
     tables = ", ".join(f"{_e(name)} ({len(frame):,})" for name, frame in profile.tables.items())
     rows.append(f"<tr><th>tables (rows)</th><td>{tables}</td></tr>")

@@ -55,7 +55,7 @@ def parse(text: str) -> Collector:
 
 @pytest.fixture(scope="module")
 def profile():
-    p = synth.make_profile(num_ipus=2, oom_tiles=3, num_steps=1500, seed=8)
+    p = synth.make_profile(num_ipus=1, oom_tiles=3, num_steps=600, num_liveness_steps=200, seed=8)
     live = p.liveness.copy()
     live.loc[live["not_always_live_bytes"].idxmax(), "program"] = EVIL  # the peak program's name is hostile
     p.set_table("liveness", live)
