@@ -138,3 +138,15 @@ def test_run_directories_compare_engine_by_engine(capsys, tmp_path):
     assert code == 2 and "no engine 'inference'" in err  # the new run has no inference engine
     code, out, err = run(capsys, "diff", old / "inference", new / "validation")
     assert code == 0 and "no metric changed" in out
+
+
+def test_output_file_is_written_and_inputs_protected(capsys, bundles, tmp_path):
+    base, worse, _, _ = bundles
+    report = tmp_path / "gate.xml"
+    code, out, _ = run(capsys, "diff", base, worse, "--format", "junit", "-o", report)
+    assert code == 1 and out == ""
+    assert ET.parse(report).getroot().get("name") == "popprof.gate"
+    before = sorted(p.name for p in base.iterdir())
+    code, _, err = run(capsys, "diff", base, worse, "-o", base / "report.txt")
+    assert code == 2 and "inside the input" in err
+    assert sorted(p.name for p in base.iterdir()) == before

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..atomic import write_text_atomic
 from ..errors import InputError, UsageError
 from ..profile import Profile
 from ..progress import progress
@@ -60,6 +61,8 @@ def pair_profiles(base: str, new: str, engine: str | None) -> tuple[list[tuple[s
               help="Read [tool.popprof.gate] from this file instead of the nearest pyproject.toml / popprof.toml.")
 @click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
 @click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the report to FILE (atomically) instead of stdout.")
 @click.option("--top", type=click.IntRange(1, 10_000), default=10, show_default=True,
               help="Tiles / programs / events listed per section.")
 @click.option("--tolerance", type=click.FloatRange(0, None), default=None, metavar="FRACTION",
@@ -67,7 +70,7 @@ def pair_profiles(base: str, new: str, engine: str | None) -> tuple[list[tuple[s
 @engine_option()
 def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_file: str | None,
                  config_file: str | None, strict: bool,
-                 no_gate: bool, top: int, tolerance: float | None, engine: str | None) -> None:
+                 no_gate: bool, output: str | None, top: int, tolerance: float | None, engine: str | None) -> None:
     """Compare two profiles (or a baseline JSON and a profile) and gate regressions.
 
     Shows the metrics that changed, biggest relative change first, then the
@@ -97,9 +100,22 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
             gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
             results.append((name, result, gate_result))
             advance(1)
-    click.echo(render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top), nl=False)
+    text = render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        _refuse_inputs(Path(output), [base, new])
+        write_text_atomic(output, text)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)
+
+
+def _refuse_inputs(out: Path, inputs: list[str]) -> None:
+    target = out.resolve()
+    for item in inputs:
+        source = Path(item).resolve()
+        if target == source or source in target.parents:
+            raise UsageError(f"{out}: output would overwrite or sit inside the input {item}; choose another path")
 
 
 @click.command("baseline")
