@@ -27,7 +27,7 @@ APP_JSON = {
     "launch": "poprun --host 10.99.88.77,10.99.88.78 python train.py --config configs/canary_large.yml",
     "repo": "https://builder:canarypass99@git.canarycorp.net/ml/bert.git",
     "api_token": "tok_canary5f3c9e1b7a2d4c6e8f0a1b3c5d7e9f11",
-    "env": "CANARY_SECRET=hunter2canary HOME=/home/canary.smith",
+    "env": "MY_SECRET=hunter2canary HOME=/home/canary.smith",
     "note": "contact canary.smith@corp.example.com from fe80::1234:abcd:5678:9abc",
 }
 

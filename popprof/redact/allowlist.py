@@ -71,6 +71,7 @@ PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"graphConstruction/[A-Za-z]\w*"),
     re.compile(r"cuda[A-Z]\w*|cu[A-Z]\w*|nccl[A-Z]\w*"),
     re.compile(r"Program \d+(?: \(main\))?"),
+    re.compile(r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pool-\d+-thread-\d+|Thread-\d+"),
 )
 
 #: Public internet names that are not the user's infrastructure.

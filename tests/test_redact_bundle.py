@@ -1,0 +1,202 @@
+"""Redacting profiles into bundles: canaries gone, numbers unchanged, pseudonyms stable, the scan bites."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import popprof
+from popprof.errors import UsageError
+from popprof.metrics import compute
+from popprof.readers import bundle
+from popprof.redact import redact
+from popprof.redact.policy import Policy
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redact_helpers import KEY_A, KEY_B, bundle_strings, canary_profile  # noqa: E402
+
+
+def _tree_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(path).as_posix().encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def _kind(dtype) -> str:
+    return "category" if isinstance(dtype, pd.CategoricalDtype) else str(dtype)
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("orig") / "orig.popprof"
+    bundle.write(canary_profile(), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def redacted(original, tmp_path_factory):
+    out = tmp_path_factory.mktemp("red") / "red.popprof"
+    mapping = out.parent / "mapping.json"
+    report = redact(original, out, key=KEY_A, mapping_out=mapping)
+    return out, report, mapping
+
+
+def test_every_canary_is_gone_and_the_scan_passed(redacted):
+    out, report, _ = redacted
+    assert report.passed and report.scan["tokens"] > 0
+    strings = bundle_strings(out)
+    assert strings
+    leaked = [s for s in strings if "canary" in s.lower()]
+    assert leaked == []
+    for needle in ["10.99.88.77", "fe80::1234", "corp.example.com", "hunter2", "tok_canary", "/home/"]:
+        assert not any(needle in s for s in strings), needle
+
+
+def test_kinds_are_counted_in_the_report(redacted):
+    _, report, _ = redacted
+    for kind in ["prog", "var", "op", "evt", "chan", "thr", "proc", "ctr", "ser", "file", "path", "host",
+                 "user", "email", "ip", "url", "secret", "env"]:
+        assert report.replaced.get(kind, {}).get("distinct", 0) >= 1, kind
+    assert report.replaced["prog"]["occurrences"] > report.replaced["prog"]["distinct"]  # steps x IPUs rows
+    text = json.dumps(report.to_dict())
+    assert "canary" not in text.lower() and KEY_A.decode() not in text
+
+
+def test_numbers_metrics_and_rules_match(original, redacted):
+    out, _, _ = redacted
+    a, b = popprof.open(original), popprof.open(out)
+    assert compute(a) == compute(b)
+    assert a.table_names == b.table_names
+    for name in a.table_names:
+        fa, fb = a[name], b[name]
+        assert list(fa.columns) == list(fb.columns), name
+        assert [_kind(d) for d in fa.dtypes] == [_kind(d) for d in fb.dtypes], name
+        numeric = [c for c in fa.columns if pd.api.types.is_numeric_dtype(fa[c]) or fa[c].dtype == "boolean"]
+        if name != "metadata":
+            pd.testing.assert_frame_equal(fa[numeric], fb[numeric], obj=name)
+    fa, fb = popprof.check(a).frame, popprof.check(b).frame
+    cols = ["rule_id", "severity", "value", "threshold"]
+    pd.testing.assert_frame_equal(fa[cols], fb[cols])
+    assert [w.get("tiles") for w in fa["where"]] == [w.get("tiles") for w in fb["where"]]
+
+
+def test_identifiers_are_pseudonyms_and_public_vocabulary_stays(redacted):
+    out, _, _ = redacted
+    b = popprof.open(out)
+    assert all(re.fullmatch(r"prog_[0-9a-f]{8,16}", n) for n in b.programs["name"])
+    assert set(b.programs["type"]) >= {"OnTileExecute", "DoExchange", "Sync"}
+    assert set(b.steps["category"].astype(str)) >= {"compute", "exchange"}
+    assert "vertexCode" in set(b.tile_memory["category"].astype(str))
+    assert set(b.operations["layer"].astype(str)) <= {"popart", "poptorch", "poplibs", "onnx"}
+    events = b.events
+    assert "poplin::ConvPartial1x1Out<half,float,true,false>" in set(events["name"].astype(str))
+    assert "Engine::run" in set(events["name"].astype(str))
+    assert {"Poplar", "Framework"} <= set(events["channel"].astype(str))
+    assert "MainThread" in set(b.threads["thread_name"]) and "python3" in set(b.threads["process_name"])
+    # the steps column refers to the same pseudonyms as the programs table
+    assert set(b.steps["program"].astype(str)) <= set(b.programs["name"])
+
+
+def test_manifest_records_redaction_and_pseudonymises_sources(redacted):
+    out, _, _ = redacted
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["redacted"]["redacted"] is True
+    assert manifest["redacted"]["tool_version"] == popprof.__version__
+    assert "scrub" in manifest["redacted"]["policy"]
+    assert manifest["sources"][0]["sha256"] == "ab" * 32 and manifest["sources"][0]["size_bytes"] == 1234
+    assert re.fullmatch(r"file_[0-9a-f]{8}\.pop", manifest["sources"][0]["name"])
+
+
+def test_the_key_is_never_written(redacted):
+    out, _, mapping = redacted
+    blobs = [p.read_bytes() for p in out.rglob("*") if p.is_file()]
+    for blob in blobs:
+        assert KEY_A not in blob and KEY_A.hex().encode() not in blob
+    assert KEY_A not in mapping.read_bytes()
+
+
+def test_mapping_maps_pseudonyms_back(redacted):
+    out, _, mapping = redacted
+    table = json.loads(mapping.read_text())
+    b = popprof.open(out)
+    pseudo = b.programs["name"].iloc[1]
+    assert table["prog"][pseudo] == "CanaryModel/secret_block_7/MatMul"
+
+
+def test_same_key_keeps_name_by_name_diff_and_other_key_differs(tmp_path):
+    base, new = tmp_path / "base.popprof", tmp_path / "new.popprof"
+    bundle.write(canary_profile(seed=0), base)
+    bundle.write(canary_profile(seed=1), new)
+    ra, rb = tmp_path / "ra.popprof", tmp_path / "rb.popprof"
+    redact(base, ra, key=KEY_A)
+    redact(new, rb, key=KEY_A)
+    orig_diff = popprof.diff(popprof.open(base), popprof.open(new))
+    red_diff = popprof.diff(popprof.open(ra), popprof.open(rb))
+    pd.testing.assert_frame_equal(orig_diff.metrics.drop(columns=["name"]).reset_index(drop=True),
+                                  red_diff.metrics.drop(columns=["name"]).reset_index(drop=True))
+    assert sorted(orig_diff.programs["status"].tolist()) == sorted(red_diff.programs["status"].tolist())
+    matched = (red_diff.programs["status"] != "added") & (red_diff.programs["status"] != "removed")
+    assert matched.sum() == ((orig_diff.programs["status"] != "added")
+                             & (orig_diff.programs["status"] != "removed")).sum() > 0
+    rc = tmp_path / "rc.popprof"
+    redact(base, rc, key=KEY_B)
+    names_a, names_c = set(popprof.open(ra).programs["name"]), set(popprof.open(rc).programs["name"])
+    assert names_a.isdisjoint(names_c)
+
+
+def test_input_is_not_modified_and_output_cannot_overwrite_it(original, tmp_path):
+    before = _tree_hash(original)
+    redact(original, tmp_path / "x.popprof", key=KEY_A)
+    assert _tree_hash(original) == before
+    with pytest.raises(UsageError):
+        redact(original, original, key=KEY_A)
+    with pytest.raises(UsageError):
+        redact(original, original / "inside.popprof", key=KEY_A)
+    assert _tree_hash(original) == before
+
+
+def test_scan_fails_when_path_scrubbing_is_off_and_nothing_is_written(original, tmp_path):
+    out = tmp_path / "leaky.popprof"
+    report = redact(original, out, key=KEY_A, policy=Policy(scrub={"paths": False}))
+    assert not report.passed
+    assert "path" in report.scan["leaked_kinds"]
+    assert not out.exists() and not list(tmp_path.iterdir())
+    assert "canary" not in json.dumps(report.to_dict()).lower()
+
+
+def test_scan_fails_with_a_broken_scrubber(original, tmp_path, monkeypatch):
+    from popprof.redact.scrub import Scrubber
+
+    monkeypatch.setattr(Scrubber, "scrub_value", lambda self, value, key=None: value)
+    out = tmp_path / "leaky.popprof"
+    report = redact(original, out, key=KEY_A)
+    assert not report.passed and not out.exists()
+    assert {"host", "secret"} <= set(report.scan["leaked_kinds"])
+
+
+def test_keep_and_drop_patterns(original, tmp_path):
+    out = tmp_path / "kept.popprof"
+    policy = Policy(keep=["CanaryModel/*"], drop=["metadata.app", "table:counters"])
+    report = redact(original, out, key=KEY_A, policy=policy)
+    assert report.passed, report.scan
+    b = popprof.open(out)
+    assert "CanaryModel/secret_block_7/MatMul" in set(b.programs["name"])
+    assert "app" not in b.meta and not b.has("counters")
+    assert set(report.dropped) == {"metadata.app", "table:counters"}
+
+
+def test_standalone_scan_against_the_original(original, redacted, tmp_path):
+    from popprof.redact import scan
+
+    out, _, _ = redacted
+    assert scan(out, against=original).passed
+    result = scan(original, against=original)
+    assert not result.passed and {"prog", "var", "path"} <= set(result.leaks)
