@@ -89,3 +89,11 @@ def test_bad_baselines_are_input_errors(tmp_path, content, problem):
     path.write_text(content)
     with pytest.raises(InputError, match=problem):
         read_baseline(path)
+
+
+def test_diff_accepts_paths(tmp_path, profile):
+    baseline_path = write_baseline(profile, tmp_path / "b.json")
+    bundle_path = bundle.write(profile, tmp_path / "p.popprof")
+    result = diff(baseline_path, str(bundle_path))
+    assert set(result.metrics["status"]) == {"unchanged"}
+    assert "<code>training</code>" in result._repr_html_()

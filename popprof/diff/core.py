@@ -8,7 +8,9 @@ with the reason, never silently empty.
 
 from __future__ import annotations
 
+import html
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +18,7 @@ import pandas as pd
 
 from .. import metrics as registry
 from ..profile import NEEDS_HINT, Profile
+from ..readers import open_profile
 from .baseline import is_baseline, metric_values
 
 #: Default relative tolerance under which a program / event total counts as "unchanged".
@@ -95,19 +98,30 @@ class ProfileDiff:
 
     def _repr_html_(self) -> str:
         changed = self.changed_metrics()
-        notes = "".join(f"<li>{n}</li>" for n in self.notes)
-        return (f"<div><b>popprof diff</b> <code>{self.base_name}</code> &rarr; <code>{self.new_name}</code>"
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div><b>popprof diff</b> <code>{html.escape(self.base_name)}</code> &rarr; "
+                f"<code>{html.escape(self.new_name)}</code>"
                 f"{f'<ul>{notes}</ul>' if notes else ''}"
                 f"{changed.to_html(index=False) if len(changed) else '<p>no metric changed</p>'}</div>")
 
 
-def diff(base: Profile, new: Profile, *, tolerance: float = DEFAULT_TOLERANCE) -> ProfileDiff:
+def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLike[str], *,
+         tolerance: float = DEFAULT_TOLERANCE) -> ProfileDiff:
     """Compare ``base`` with ``new``; returns a :class:`ProfileDiff`.
+
+    Either side may be a Profile or a path (opened with :func:`popprof.open`,
+    so a baseline JSON works too).
 
     ``tolerance`` is the relative change of a program's or event's total under
     which it counts as unchanged (default 1 %). Metrics are "unchanged" only
     when equal.
     """
+    if not isinstance(base, Profile):
+        base = open_profile(base)
+    if not isinstance(new, Profile):
+        new = open_profile(new)
+    if tolerance < 0 or not math.isfinite(tolerance):
+        raise ValueError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
     notes: list[str] = []
     unavailable: dict[str, str] = {}
     base_target, new_target = _target(base), _target(new)
