@@ -30,7 +30,8 @@ KEY_METRICS: tuple[str, ...] = (
     "memory.max_tile_utilisation", "memory.tiles_out_of_memory", "memory.always_live_bytes",
     "memory.peak_liveness_bytes", "memory.peak_liveness_step", "memory.gap_share",
     "execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.exchange_share",
-    "execution.host_io_share",
+    "execution.host_io_share", "trace.span_us", "trace.event_count", "trace.thread_count", "trace.device_busy_us",
+    "trace.device_idle_share", "trace.host_stall_us",
 )
 
 TARGET_FIELDS: tuple[tuple[str, str], ...] = (
@@ -109,13 +110,19 @@ def summary_html(profile: Profile) -> str:
                f"<th>unit</th></tr>{''.join(every)}</table></details>" if every else ""))
 
 
+def _num_text(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
+    return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.1f}"
+
+
 def _where_text(where: Mapping[str, Any] | None) -> str:
     parts = []
     for key, value in (where or {}).items():
         if isinstance(value, list | tuple):
-            shown = ", ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in list(value)[:8])
+            shown = ", ".join(_num_text(v) for v in list(value)[:8])
             if isinstance(value, tuple) and len(value) == 2 and key in {"steps", "time_us", "liveness_steps"}:
-                shown = f"{value[0]:,} – {value[1]:,}"
+                shown = f"{_num_text(value[0])} – {_num_text(value[1])}"
             elif len(value) > 8:
                 shown += f", … ({len(value)} in all)"
         else:
