@@ -37,22 +37,35 @@ from gen_traces import SIZES, ensure  # noqa: E402
 
 HTA_PYTHON = HERE / ".venv-hta" / "bin" / "python"
 
-POPPROF = """
+COMMON = """
 import json, resource, sys, time
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+"""
+
+# peak = the main process's peak plus what a forked parse worker added above the baseline it shared
+POPPROF = COMMON + """
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from popprof.readers import chrome_trace
-start = time.perf_counter()
+import ijson, orjson
+base = rss()
+cpu0, start = cpu(), time.perf_counter()
 profile = chrome_trace.read(Path({path!r}))
-seconds = time.perf_counter() - start
+seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({{"seconds": seconds, "peak_bytes": own + workers, "events": len(profile.events),
-                  "parts": int(profile.meta.get("chrome.parse_parts", 1))}}))
+worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+extra = (own - base) + max(0, worker - base)
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": base + extra, "extra_bytes": extra,
+                  "events": len(profile.events), "parts": int(profile.meta.get("chrome.parse_parts", 1))}}))
 """
 
-HTA = """
-import json, logging, resource, time
+HTA = COMMON + """
+import logging
 logging.disable(logging.WARNING)
 from hta.common.trace_parser import parse_trace_dataframe
 from hta.configs.parser_config import ParserBackend, ParserConfig
@@ -60,11 +73,13 @@ cfg = ParserConfig.get_default_cfg()
 backend = {backend!r}
 if backend:
     cfg.set_parser_backend(ParserBackend[backend])
-start = time.perf_counter()
+base = rss()
+cpu0, start = cpu(), time.perf_counter()
 meta, df, symbols = parse_trace_dataframe({path!r}, cfg)
-seconds = time.perf_counter() - start
+seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({{"seconds": seconds, "peak_bytes": peak, "events": len(df), "parts": 1}}))
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "extra_bytes": peak - base,
+                  "events": len(df), "parts": 1}}))
 """
 
 
@@ -96,9 +111,12 @@ def measure(name: str, python: str, code: str, repeat: int, timeout: float, max_
         print(f"  {name:<22} FAILED: {exc}", file=sys.stderr)
         return {"loader": name, "failed": str(exc)}
     result = {"loader": name, "seconds": statistics.median(r["seconds"] for r in runs),
-              "peak_bytes": statistics.median(r["peak_bytes"] for r in runs), "events": runs[0]["events"],
+              "cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
+              "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
+              "extra_bytes": statistics.median(r["extra_bytes"] for r in runs), "events": runs[0]["events"],
               "parts": runs[0]["parts"], "runs": [r["seconds"] for r in runs]}
-    print(f"  {name:<22} {result['seconds']:8.2f} s  {result['peak_bytes'] / 2**30:6.2f} GiB  "
+    print(f"  {name:<22} {result['seconds']:8.2f} s (cpu {result['cpu_seconds']:.2f} s)  "
+          f"peak {result['peak_bytes'] / 2**30:6.2f} GiB (+{result['extra_bytes'] / 2**30:.2f} for the load)  "
           f"{result['events']:>12,} events  runs={[round(s, 1) for s in result['runs']]}", file=sys.stderr)
     return result
 
@@ -133,16 +151,24 @@ def main() -> None:
                                            HTA.format(path=str(path), backend="IJSON_BATCH_AND_COMPRESS"),
                                            args.repeat, args.timeout, cap)
         results.append(row)
-    print("| trace | events | popprof s | popprof peak GiB | HTA s | HTA peak GiB | speed-up | memory ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| trace | events | loader | wall s | CPU s | peak GiB | of which the load | HTA/popprof time | "
+          "popprof/HTA peak (load only) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for row in results:
-        p, h = row["popprof"], row.get("hta")
-        if h and "failed" in h:
-            h = None
-        hta_cols = (f"{h['seconds']:.1f} | {h['peak_bytes'] / 2**30:.2f} | {h['seconds'] / p['seconds']:.1f}x | "
-                    f"{p['peak_bytes'] / h['peak_bytes']:.2f}") if h else "- | - | - | -"
-        print(f"| {row['size']} ({row['bytes'] / 1e6:,.0f} MB) | {p['events']:,} | {p['seconds']:.1f} | "
-              f"{p['peak_bytes'] / 2**30:.2f} | {hta_cols} |")
+        p = row["popprof"]
+        for key in ("popprof", "hta", "hta_ijson"):
+            r = row.get(key)
+            if r is None:
+                continue
+            label = f"| {row['size']} ({row['bytes'] / 1e6:,.0f} MB) | {p.get('events', 0):,} | {r['loader']} |"
+            if "failed" in r:
+                print(f"{label} failed: {r['failed']} | | | | | |")
+                continue
+            ratio = "" if key == "popprof" or "seconds" not in p else (
+                f"{r['seconds'] / p['seconds']:.1f}x | {p['peak_bytes'] / r['peak_bytes']:.2f} "
+                f"({p['extra_bytes'] / r['extra_bytes']:.2f})")
+            print(f"{label} {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_bytes'] / 2**30:.2f} | "
+                  f"{r['extra_bytes'] / 2**30:.2f} | {ratio or ' | '} |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -218,3 +218,32 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     result = chrome_trace.read(array)
     assert result.meta["chrome.parse_parts"] == "1"
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
+
+
+@pytest.mark.parametrize("form", ["object", "array", "array-unterminated"])
+def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
+    """Small blocks force many cuts, some inside nested args lists; both engines must agree."""
+    monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 2048)
+    events = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "pid": 1, "tid": i % 3, "ts": i * 2.5,
+               "dur": 1.25, "args": {"inputs": [{"name": k, "s": "}, {"} for k in range(i % 4)]}}
+              for i in range(300)]
+    events.insert(10, {"ph": "C", "name": "mem", "pid": 1, "ts": 3, "args": {"a": 1}})
+    if form == "object":
+        text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x]"})
+    else:
+        text = json.dumps(events)
+        if form == "array-unterminated":
+            text = text.rstrip("]") + ",\n"
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    prefix = chrome_trace._event_prefix(path)
+    with open(path, "rb") as handle:
+        fast = chrome_trace._parse_stream(handle, prefix, True, "orjson")
+    with open(path, "rb") as handle:
+        slow = chrome_trace._parse_stream(handle, prefix, True, "ijson")
+    assert fast.parsed == 301
+    for key in ("name", "cat", "pid", "tid", "ts", "dur"):
+        assert np.array_equal(fast.x[key], slow.x[key])
+    assert [fast.names[c] for c in fast.x["name"]] == [e["name"] for e in events if e["ph"] == "X"]
+    assert [json.loads(a) for a in fast.x_args] == [e["args"] for e in events if e["ph"] == "X"]
+    assert fast.counters == slow.counters

@@ -30,6 +30,7 @@ import re
 import threading
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from gzip import BadGzipFile
 from pathlib import Path
@@ -312,31 +313,146 @@ class _StreamState:
             self.be.add(chunk)
 
 
-def _parse_stream(handle, prefix: str, with_args: bool) -> _Parsed:
-    """Stream events from ``handle`` with ijson, converting them a chunk at a time."""
-    import ijson
+class _Unframeable(Exception):
+    """The block framer cannot cut this stream safely: parse it with ijson instead."""
 
+
+_KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
+#: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
+_BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
+_ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+BLOCK_BYTES = 4 << 20
+MAX_PENDING_BYTES = 256 << 20
+
+
+def _array_start(handle, prefix: str) -> bytes:
+    """Read up to the opening ``[`` of the event array; return the bytes after it."""
+    buf = handle.read(BLOCK_BYTES)
+    head = _strip(buf)
+    if prefix == "item":
+        if not head.startswith(b"["):
+            raise _Unframeable
+        return head[1:]
+    match = _ARRAY_KEY.search(buf)
+    if match is None:
+        raise _Unframeable
+    try:  # proves the key is a member of the top-level object (not inside a string or a nested value)
+        ok = isinstance(orjson.loads(buf[:match.end()] + b"]}"), dict)
+    except orjson.JSONDecodeError:
+        ok = False
+    if not ok:
+        raise _Unframeable
+    return buf[match.end():]
+
+
+def _array_end(buf: bytes, prefix: str) -> int | None:
+    """Index of the ``]`` closing the event array in the stream's last bytes (``None``: not found)."""
+    for match in reversed(list(re.finditer(rb"\]", buf[-(1 << 20):]))):
+        index = len(buf) - min(len(buf), 1 << 20) + match.start()
+        rest = buf[index + 1:]
+        if prefix == "item":
+            if not rest.strip():
+                return index
+            continue
+        try:
+            orjson.loads(b'{"_":[]' + rest)
+            return index
+        except orjson.JSONDecodeError:
+            continue
+    return None
+
+
+def _blocks(handle, prefix: str) -> Iterator[list]:
+    """Events of the stream as lists of dicts, one ~4 MB block at a time, parsed by orjson.
+
+    A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
+    ``]``. A cut that falls inside nested ``args`` makes that parse fail, and the
+    previous candidate is tried, so every yielded list holds exactly the events of
+    the block. Anything else unusual raises :class:`_Unframeable`.
+    """
+    pending = _array_start(handle, prefix)
+    eof = False
+    while True:
+        if not eof:
+            more = handle.read(BLOCK_BYTES)
+            if more:
+                pending += more
+                if len(pending) < BLOCK_BYTES:
+                    continue
+            else:
+                eof = True
+        if eof:
+            end = _array_end(pending, prefix)
+            if end is None:
+                if prefix != "item":
+                    raise _Unframeable
+                body = pending.rstrip().rstrip(b",")  # the array format may omit its closing bracket
+            else:
+                body = pending[:end]
+            try:
+                events = orjson.loads(b"[" + body + b"]")
+            except orjson.JSONDecodeError:
+                raise _Unframeable from None
+            if events:
+                yield events
+            return
+        tail_from = max(0, len(pending) - (1 << 20))
+        cuts = [m for m in _BOUNDARY.finditer(pending, tail_from)] or list(_BOUNDARY.finditer(pending))
+        for cut in reversed(cuts[-8:]):
+            try:
+                events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
+            except orjson.JSONDecodeError:
+                continue
+            yield events
+            pending = pending[cut.end():]
+            break
+        else:
+            if len(pending) > MAX_PENDING_BYTES:
+                raise _Unframeable
+
+
+def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -> _Parsed:
+    """Parse a stream of events: orjson blocks by default, ijson (the fallback) on request."""
     state = _StreamState(with_args)
     error = ""
     parsed = 0
-    batch: list = []
-    append = batch.append
-    try:
-        for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 16):
-            append(ev)
-            if len(batch) >= CHUNK_EVENTS:
-                parsed += len(batch)
-                state.take(batch)
-                batch.clear()
-    except (ijson.JSONError, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError) as exc:
-        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
-    if batch:
-        parsed += len(batch)
-        state.take(batch)
+    if engine == "orjson":
+        for events in _blocks(handle, prefix):
+            for lo in range(0, len(events), CHUNK_EVENTS):
+                part = events[lo:lo + CHUNK_EVENTS]
+                parsed += len(part)
+                state.take(part)
+    else:
+        import ijson
+
+        batch: list = []
+        append = batch.append
+        try:
+            for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 16):
+                append(ev)
+                if len(batch) >= CHUNK_EVENTS:
+                    parsed += len(batch)
+                    state.take(batch)
+                    batch.clear()
+        except (ijson.JSONError, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError) as exc:
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+        if batch:
+            parsed += len(batch)
+            state.take(batch)
     return _Parsed(state.names.labels, state.cats.labels, state.complete.arrays(), state.complete.args,
                    state.be.arrays(), np.asarray(state.be_kind, dtype=bool), state.be.args, state.counters,
                    state.process_names, state.thread_names, state.ids.synthetic, state.skipped, state.warnings,
                    parsed, error)
+
+
+def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
+    """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed."""
+    try:
+        with open_binary(path) as handle:
+            return _parse_stream(handle, prefix, with_args, "orjson")
+    except (_Unframeable, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
+        with open_binary(path) as handle:
+            return _parse_stream(handle, prefix, with_args, "ijson")
 
 
 class _RangeReader(io.RawIOBase):
@@ -372,7 +488,6 @@ class _RangeReader(io.RawIOBase):
         super().close()
 
 
-_BOUNDARY = re.compile(rb'\}\s*,\s*\{\s*"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname)"\s*:')
 
 
 def _split_plan(path: Path, prefix: str, parts: int) -> list[tuple[int, int, bytes, bytes]] | None:
@@ -433,8 +548,13 @@ def _split_plan(path: Path, prefix: str, parts: int) -> list[tuple[int, int, byt
 
 def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
     path, lo, hi, head, tail, prefix, with_args = job
-    with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-        return _parse_stream(io.BufferedReader(raw, 1 << 16), prefix if lo == 0 else "item", with_args)
+    part_prefix = prefix if lo == 0 else "item"
+    try:
+        with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+            return _parse_stream(io.BufferedReader(raw, 1 << 16), part_prefix, with_args, "orjson")
+    except (_Unframeable, UnicodeDecodeError):
+        with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+            return _parse_stream(io.BufferedReader(raw, 1 << 16), part_prefix, with_args, "ijson")
 
 
 def _start_parallel(path: Path, prefix: str, with_args: bool):
@@ -524,8 +644,7 @@ def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool
     hasher = _Background(lambda: source_metadata(FORMAT, [path]))
     parts = _finish_parallel(started)
     if parts is None:
-        with open_binary(path) as handle:
-            parts = [_parse_stream(handle, prefix, with_args)]
+        parts = [_parse_file(path, prefix, with_args)]
     parsed = _merge(parts)
     x, b, kinds = parsed.x, parsed.b, parsed.b_kind
     warnings, truncated = parsed.warnings, parsed.error
