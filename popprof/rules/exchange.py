@@ -34,6 +34,17 @@ def _phases(share: np.ndarray, moderate: float, high: float) -> tuple[np.ndarray
     return bands, np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
 
 
+def _phase_of_window(bands: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Phase index of each window (-1 outside phases)."""
+    marks = np.zeros(len(bands), dtype=np.int64)
+    marks[starts] = 1
+    return np.where(bands > 0, np.cumsum(marks) - 1, -1)
+
+
+#: More windows than this would only produce noise (and memory use): the window is too small.
+MAX_WINDOWS = 1_000_000
+
+
 def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["exchange.phases"]
     steps = profile.steps
@@ -46,6 +57,8 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
     first_step = int(step.min())
     win = (step - first_step) // width
     count = int(win.max()) + 1
+    if count > MAX_WINDOWS:
+        raise NotEvaluated(f"window = {width} would make {count:,} windows; use a larger window")
     total = np.bincount(win, weights=cycles, minlength=count)
     xcycles = np.bincount(win, weights=np.where(is_x, cycles, 0.0), minlength=count)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -57,39 +70,42 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
                             "last_step": np.minimum(win_first + width - 1, last_step),
                             "cycles": total, "exchange_cycles": xcycles, "share": share,
                             "band": pd.Categorical.from_codes(bands, ["none", "moderate", "high"])})
-    phase_of_window = np.full(count, -1)
-    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):  # loop over phases, not steps
-        phase_of_window[a:b + 1] = k
+    phase_of_window = _phase_of_window(bands, starts)
     windows["phase"] = phase_of_window
     if len(starts) == 0:
         return []
-    # Dominant programs: exchange cycles per (phase, program), only rows inside phases (codes, not strings).
-    row_phase = phase_of_window[win]
-    inside = (row_phase >= 0) & is_x
+    clock = profile.target_value("clock_hz")
+    ipus = max(int(steps["ipu"].nunique()), 1)
+    # Per-phase figures from the window sums, vectorised (prefix sums over windows).
+    csum_total = np.concatenate([[0.0], np.cumsum(total)])
+    csum_x = np.concatenate([[0.0], np.cumsum(xcycles)])
+    phase_total = csum_total[ends + 1] - csum_total[starts]
+    phase_x = csum_x[ends + 1] - csum_x[starts]
+    phase_frame = pd.DataFrame({
+        "phase": np.arange(len(starts)), "first_step": win_first[starts],
+        "last_step": np.minimum(win_first[ends] + width - 1, last_step), "windows": ends - starts + 1,
+        "cycles": phase_total, "exchange_cycles": phase_x,
+        "share": np.where(phase_total > 0, phase_x / np.where(phase_total > 0, phase_total, 1), np.nan),
+        # windows between phases are unflagged (band 0), so a max up to the next phase start is exact
+        "worst_band": np.maximum.reduceat(bands, starts)})
+    chosen = phase_frame.sort_values("exchange_cycles", ascending=False, kind="stable").head(int(params["max_phases"]))
+    # Dominant programs of the reported phases: exchange cycles per (phase, program) on codes, not strings.
+    slot = np.full(len(starts), -1)
+    slot[chosen["phase"].to_numpy()] = np.arange(len(chosen))
+    row_slot = np.where(phase_of_window[win] >= 0, slot[np.maximum(phase_of_window[win], 0)], -1)
+    inside = (row_slot >= 0) & is_x
     programs = steps["program"].array
-    codes = np.asarray(programs.codes)[inside]
     n_prog = len(programs.categories) + 1
-    key = row_phase[inside].astype(np.int64) * n_prog + (codes + 1)
-    sums = np.bincount(key, weights=cycles[inside], minlength=len(starts) * n_prog).reshape(len(starts), n_prog)
+    key = row_slot[inside].astype(np.int64) * n_prog + (np.asarray(programs.codes)[inside] + 1)
+    sums = np.bincount(key, weights=cycles[inside], minlength=len(chosen) * n_prog).reshape(len(chosen), n_prog)
     top_n = int(params["top"])
     names_of = np.asarray(programs.categories)
     top_programs = {}
-    for k in range(len(starts)):  # loop over phases, not steps
+    for k, phase in enumerate(chosen["phase"]):  # loop over reported phases, not steps
         best = np.argsort(-sums[k], kind="stable")[:top_n]
         best = best[sums[k][best] > 0]
-        top_programs[k] = pd.DataFrame({"program": [str(names_of[i - 1]) if i > 0 else "?" for i in best],
-                                        "cycles": sums[k][best]})
-    clock = profile.target_value("clock_hz")
-    ipus = max(int(steps["ipu"].nunique()), 1)
-    phases = []
-    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
-        ph_total, ph_x = float(total[a:b + 1].sum()), float(xcycles[a:b + 1].sum())
-        phases.append({"phase": k, "first_step": int(win_first[a]), "last_step": int(min(win_first[b] + width - 1,
-                                                                                          last_step)),
-                       "windows": int(b - a + 1), "cycles": ph_total, "exchange_cycles": ph_x,
-                       "share": ph_x / ph_total if ph_total else np.nan, "worst_band": int(bands[a:b + 1].max())})
-    phase_frame = pd.DataFrame(phases)
-    chosen = phase_frame.sort_values("exchange_cycles", ascending=False, kind="stable").head(int(params["max_phases"]))
+        top_programs[int(phase)] = pd.DataFrame({"program": [str(names_of[i - 1]) if i > 0 else "?" for i in best],
+                                                 "cycles": sums[k][best]})
     findings = []
     for p in chosen.sort_values("first_step").itertuples():
         severity = "error" if p.worst_band == 2 else "warning"
@@ -126,6 +142,9 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     t0, t1 = activity.span
     width = _auto_width(t1 - t0, params)
     count = max(int(np.ceil((t1 - t0) / width)), 1)
+    if count > MAX_WINDOWS:
+        raise NotEvaluated(f"window_us = {width:g} would make {count:,} windows over {duration(t1 - t0)}; "
+                           f"use at least {duration((t1 - t0) / MAX_WINDOWS)}")
     s, e = activity.start, activity.end
     is_x = activity.in_categories(EXCHANGE)
     total = window_sums(s, e, t0, width, count)
@@ -141,8 +160,8 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     top_n = int(params["top"])
     xs, xe, xcodes = s[is_x], e[is_x], np.asarray(activity.name.codes)[is_x]
     vocabulary = activity.name.categories
-    order = np.argsort(-np.array([xtime[a:b + 1].sum() for a, b in zip(starts, ends, strict=True)]),
-                       kind="stable")[: int(params["max_phases"])]
+    csum_x = np.concatenate([[0.0], np.cumsum(xtime)])
+    order = np.argsort(-(csum_x[ends + 1] - csum_x[starts]), kind="stable")[: int(params["max_phases"])]
     for k in sorted(order, key=lambda i: starts[i]):
         a, b = int(starts[k]), int(ends[k])
         lo, hi = t0 + a * width, min(t0 + (b + 1) * width, t1)
