@@ -7,6 +7,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 from test_text_summary_tolerance import FACTS_EXAMPLE
@@ -50,7 +51,7 @@ def test_headings_without_figures(tmp_path):
 
 
 def test_truncated_mid_line_gives_what_was_parsed(tmp_path):
-    cut = FACTS_EXAMPLE.index("Vertex Code:") + len("Vertex Code:       80,2")
+    cut = FACTS_EXAMPLE.index("80,200,000 B") + len("80,2")
     path = tmp_path / "cut.txt"
     path.write_text(FACTS_EXAMPLE[:cut])
     with pytest.warns(reader.TruncatedSummaryWarning, match="mid-line"):
@@ -107,3 +108,22 @@ def test_cli_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert str(path) in proc.stderr
+
+
+def test_complete_summary_without_final_newline(tmp_path):
+    path = tmp_path / "pasted.txt"
+    path.write_text(FACTS_EXAMPLE.rstrip("\n"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = open_profile(path)
+    assert p.meta["tiles_out_of_memory"] == "3"
+    assert json.loads(p.meta["text_summary.warnings"]) == []
+
+
+def test_cut_inside_a_unitless_last_line_is_dropped(tmp_path):
+    text = FACTS_EXAMPLE[: FACTS_EXAMPLE.index("       600 - 700")] + "       600 - 700 *     4"
+    path = tmp_path / "cut.txt"
+    path.write_text(text)
+    with pytest.warns(reader.TruncatedSummaryWarning):
+        p = open_profile(path)
+    assert p.tile_histogram["num_tiles"].tolist() == [2900]

@@ -66,6 +66,7 @@ _HEADING_RE = re.compile(r"^(?P<label>[^\s:].*?)\s*:$")
 _UNKNOWN_HEADING_RE = re.compile(r"^[A-Z][A-Za-z0-9 ()/#,.'_-]{0,60}:$")
 _PAREN_VALUE_RE = re.compile(r"\((?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\)")
 _PAREN_NUMERIC_RE = re.compile(r"\([^)]*\d[^)]*\)")
+_COMPLETE_END_RE = re.compile(r"(?:\d\s*(?:[kKMG]i?B|B|[kMG]?Hz)|out of memory\.?|:)\s*$")
 _TYPE_NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 
 TARGET_FIELDS: dict[str, str] = {
@@ -206,12 +207,17 @@ def find_blocks(text: str) -> list[_Block]:
         lines = [line.rstrip("\r\n") for line in with_ends]
         block_lines, used = _block_lines(lines, prefix)
         first_line = text.count("\n", 0, offset) + 1
-        cut = used == len(lines) and bool(lines[-1].strip()) and not rest.endswith(("\n", "\r"))
+        cut = used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
         blocks.append(_Block(first_line, prefix, block_lines, cut))
         pos = offset + sum(len(line) for line in with_ends[:max(used, 1)])
         if pos >= len(text):
             break
     return blocks
+
+
+def _maybe_partial(line: str) -> bool:
+    """Whether a last line without a newline could have been cut (a cut never ends in a unit or a word)."""
+    return bool(line.strip()) and _COMPLETE_END_RE.search(line) is None
 
 
 def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
