@@ -115,7 +115,7 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
 
 
 def _scanner(redactor: Redactor) -> Scanner:
-    return Scanner(redactor.pseudonyms.originals(), redactor.allowlist, redactor.policy.keeps)
+    return Scanner(redactor.sensitive_tokens(), redactor.allowlist, redactor.policy.keeps)
 
 
 def _finish_scan(redactor: Redactor, run) -> ScanResult:
@@ -162,7 +162,7 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
         with progress("redacting trace", total=source.stat().st_size) as advance:
             bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance)
         if scan:
-            result = _finish_scan(redactor, lambda s: scan_chrome(tmp, s))
+            result = _finish_scan(redactor, lambda s: scan_chrome(tmp, s, place=out.name))
     return bytes_in, bytes_out, result
 
 

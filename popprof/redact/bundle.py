@@ -58,6 +58,12 @@ def _map_column(series: pd.Series, func, counts_into=None) -> pd.Series:
     return out.astype(series.dtype)
 
 
+def _distinct(series: pd.Series) -> list[str]:
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return [str(c) for c in series.cat.categories]
+    return [str(v) for v in pd.unique(series.dropna())]
+
+
 def learn_profile(profile: Profile, redactor: Redactor) -> None:
     """First pass: learn usernames and hostnames from metadata and paths before scrubbing anything."""
     for key, value in profile.meta.items():
@@ -93,6 +99,8 @@ def redact_profile(profile: Profile, redactor: Redactor) -> Profile:
                 out[column] = _map_column(series, lambda v, n: redactor.value(v))
             else:
                 kind = IDENTIFIER_COLUMNS.get(where, "label")
+                for value in _distinct(series):
+                    redactor.expect(kind, value)
                 out[column] = _map_column(series, lambda v, n, k=kind: redactor.identifier(k, v, n))
         tables[name] = out
     name = redactor.identifier("profile", profile.name)

@@ -117,6 +117,8 @@ class ChromeRedactor:
         m = _PAIR_RE.fullmatch(token) if token.count(b'"') >= 4 else None
         if m is not None:
             key, value = _decode(m.group(1)), _decode(m.group(3))
+            if key in ("name", "cat"):
+                self.r.expect("chan" if key == "cat" else self.name_kind.get(value, "evt"), value)
             new_key, new_value = self.r.text(key), self._value(key, value)
             if new_key == key and new_value == value:
                 out = token
@@ -139,7 +141,10 @@ class ChromeRedactor:
         if after.lstrip().startswith(b":"):
             new = self._key(value)
         elif before.rstrip().endswith(b":") and key is not None:
-            new = self._value(_decode(b'"' + key + b'"'), value)
+            key_text = _decode(b'"' + key + b'"')
+            if key_text in ("name", "cat"):
+                self.r.expect("chan" if key_text == "cat" else self.name_kind.get(value, "evt"), value)
+            new = self._value(key_text, value)
         else:
             new = self.r.text(value)
         out = content if new == value else _encode(new)[1:-1]
@@ -149,17 +154,23 @@ class ChromeRedactor:
     def _key(self, key: str) -> str:
         return self.r.text(key)
 
-    def learn_metadata(self, block: bytes) -> None:
-        """Find thread/process names in metadata events so their names get ``thr_`` / ``proc_``."""
+    def learn_metadata(self, block: bytes) -> int | None:
+        """Find thread/process names in metadata events so their names get ``thr_`` / ``proc_``.
+
+        Returns the start of a metadata event cut off by the end of the block (or None), so the
+        caller can leave it for the next block.
+        """
+        pending: int | None = None
         for marker, label, kind in _METADATA:
             pos = block.find(marker)
             while pos != -1:
-                start = pos
+                start, done, cut_off = pos, False, False
                 for _ in range(4):
                     start = block.rfind(b"{", 0, start)
                     if start < 0:
                         break
                     end = _balanced_end(block, start)
+                    cut_off = cut_off or end < 0
                     if end > pos:
                         try:
                             obj = orjson.loads(block[start:end])
@@ -167,27 +178,39 @@ class ChromeRedactor:
                             continue
                         if isinstance(obj, dict) and obj.get("name") == label and isinstance(obj.get("args"), dict):
                             name = obj["args"].get("name")
-                            if isinstance(name, str) and name not in self.name_kind:
-                                self.name_kind[name] = kind
+                            if isinstance(name, str):
+                                self.name_kind.setdefault(name, kind)
+                                self.r.expect(kind, name)
+                            done = True
                             break
+                if not done and cut_off:
+                    first = block.rfind(b"{", 0, pos)
+                    pending = first if pending is None else min(pending, first)
                 pos = block.find(marker, pos + 1)
+        return pending
 
     # -- streaming ------------------------------------------------------------
     def process(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
         """Redact ``block`` (which starts outside any string); returns (output, carry for the next block)."""
-        self.learn_metadata(block)
+        pending = self.learn_metadata(block)
+        rest = b""
+        if pending is not None and not final:
+            if pending <= 0:
+                return b"", block
+            block, rest = block[:pending], block[pending:]
         if b"/home/" in block or b"/Users/" in block:
             for m in _HOME_USER.finditer(block):
                 self.r.scrubber.learn_value("user", m.group(1).decode("utf-8", "replace"))
         if b'\\"' in block:
-            return self._process_regex(block, final)
+            out, carry = self._process_regex(block, final)
+            return out, carry + rest
         carry = b""
         if not final:
             cut = _cut_before_key(block)
             if cut <= 0:
-                return b"", block
+                return b"", block + rest
             block, carry = block[:cut], block[cut:]
-        return self._process_pieces(block), carry
+        return self._process_pieces(block), carry + rest
 
     def _process_pieces(self, block: bytes) -> bytes:
         """Vectorised: split at quotes with pyarrow, redact each DISTINCT string once, reassemble."""
@@ -288,9 +311,11 @@ _JSON_PUNCT = b"0123456789.,:{}[]+-eE \n\r\t"
 _JSON_LITERALS = re.compile(rb"true|false|null|NaN|Infinity")
 
 
-def scan_chrome(path: Path, scanner, block_size: int = BLOCK) -> None:
+def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str | None = None) -> None:
     """Leak-scan a Chrome trace: every distinct JSON string (keys and values) is checked once, and text
     outside strings is checked for anything that is not a number, punctuation or a JSON literal."""
+    block_size = block_size or BLOCK
+    place = place or path.name
     reader = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115
     seen: set[bytes] = set()
     with reader:
@@ -305,7 +330,7 @@ def scan_chrome(path: Path, scanner, block_size: int = BLOCK) -> None:
                     carry = data
                     continue
                 data, carry = data[:cut], data[cut:]
-            _scan_block(data, scanner, seen, path.name)
+            _scan_block(data, scanner, seen, place)
             if not block:
                 break
 

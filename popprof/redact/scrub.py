@@ -164,6 +164,11 @@ class Scrubber:
         self._known_re: re.Pattern[str] | None = None
         self._cache: dict[str, str] = {}
 
+    @property
+    def known(self) -> dict[str, str]:
+        """Usernames and hostnames learned from context (value -> kind)."""
+        return dict(self._known)
+
     # -- learning ---------------------------------------------------------
     def learn(self, text: str) -> None:
         """Learn usernames (from home paths) and host/user values given by context, to scrub them anywhere."""

@@ -1,0 +1,142 @@
+"""Redacting Chrome traces (.json and .json.gz) by streaming: canaries gone, same events, same kind."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pytest
+
+import popprof
+from popprof.redact import chrome as chrome_mod
+from popprof.redact import redact, scan
+from popprof.redact.chrome import ChromeRedactor
+from popprof.redact.policy import Policy
+from popprof.redact.redactor import Redactor
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redact_helpers import KEY_A, KEY_B, chrome_trace  # noqa: E402
+
+
+def _text(path: Path) -> str:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_canaries_gone_same_kind_same_numbers(tmp_path, gz):
+    src = chrome_trace(tmp_path / ("t.json.gz" if gz else "t.json"), gz=gz)
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    out = tmp_path / ("r.json.gz" if gz else "r.json")
+    report = redact(src, out, key=KEY_A)
+    assert report.passed and report.input_kind == "chrome"
+    assert hashlib.sha256(src.read_bytes()).hexdigest() == digest
+    assert (out.read_bytes()[:2] == b"\x1f\x8b") is gz
+    text = _text(out)
+    assert "canary" not in text.lower()
+    for needle in ["10.99.88.77", "corp.internal", "/home/", "ghp_"]:
+        assert needle not in text
+    doc = json.loads(text)  # still valid JSON
+    assert doc["displayTimeUnit"] == "ms"
+    a, b = popprof.open(src), popprof.open(out)
+    cols = ["event_id", "pid", "tid", "parent_id", "depth", "start_us", "dur_us"]
+    pd.testing.assert_frame_equal(a.events[cols], b.events[cols])
+    pd.testing.assert_frame_equal(a.counters[["pid", "ts_us", "value"]], b.counters[["pid", "ts_us", "value"]])
+    assert KEY_A not in out.read_bytes() and KEY_A.hex().encode() not in out.read_bytes()
+
+
+def test_public_names_stay_and_kinds_follow_keys(tmp_path):
+    src = chrome_trace(tmp_path / "t.json")
+    out = tmp_path / "r.json"
+    report = redact(src, out, key=KEY_A)
+    b = popprof.open(out)
+    names = set(b.events["name"].astype(str))
+    assert {"aten::linear", "cudaLaunchKernel", "poplin::ConvPartial1x1Out<half>", "Engine::run"} <= names
+    assert any(n.startswith("evt_") for n in names)
+    assert set(b.threads["thread_name"]) == {"MainThread"} | {n for n in b.threads["thread_name"]
+                                                              if n.startswith("thr_")}
+    assert all(n.startswith("proc_") for n in b.threads["process_name"])
+    assert "cpu_op" in set(b.events["channel"].astype(str))
+    doc = json.loads(out.read_text())
+    assert doc["otherData"]["hostname"].startswith("host_") and doc["otherData"]["token"].startswith("secret_")
+    args = next(e["args"] for e in doc["traceEvents"] if "args" in e and "file" in e["args"])
+    assert args["Input Dims"] == [[8, 128]] and args["file"].endswith(".py") and args["file"].startswith("path_")
+    assert {"evt", "thr", "proc", "chan", "path", "host", "user", "ip", "secret"} <= set(report.replaced)
+
+
+def test_pseudonyms_stable_under_one_key_and_differ_under_another(tmp_path):
+    src = chrome_trace(tmp_path / "t.json")
+    r1, r2, r3 = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    redact(src, r1, key=KEY_A)
+    redact(src, r2, key=KEY_A)
+    redact(src, r3, key=KEY_B)
+    assert r1.read_bytes() == r2.read_bytes()
+    n1 = {e["name"] for e in json.loads(r1.read_text())["traceEvents"] if e["name"].startswith("evt_")}
+    n3 = {e["name"] for e in json.loads(r3.read_text())["traceEvents"] if e["name"].startswith("evt_")}
+    assert n1 and n1.isdisjoint(n3)
+
+
+def test_small_blocks_give_the_same_output_as_one_block(tmp_path):
+    src = chrome_trace(tmp_path / "t.json", events=400)
+    data = src.read_bytes().replace(b'say \\"hello\\" from', b"say hello from")  # fast path everywhere
+    whole = ChromeRedactor(Redactor(KEY_A)).process(data, True)[0]
+    for size in (97, 1024, 4096):
+        engine, out, carry = ChromeRedactor(Redactor(KEY_A)), [], b""
+        for i in range(0, len(data), size):
+            piece, carry = engine.process(carry + data[i:i + size], False)
+            out.append(piece)
+        out.append(engine.process(carry, True)[0])
+        assert b"".join(out) == whole, size
+    assert orjson.loads(whole)
+
+
+def test_escaped_quotes_take_the_tokenizer_path(tmp_path):
+    events = [{"ph": "X", "name": 'canary "quoted" op', "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+               "args": {"cmd": 'run "/home/canary.smith/x.py"'}}]
+    src = tmp_path / "q.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "q.red.json"
+    assert redact(src, out, key=KEY_A).passed
+    doc = json.loads(out.read_text())
+    assert doc["traceEvents"][0]["name"].startswith("evt_") and "canary" not in out.read_text()
+
+
+def test_scan_fails_when_a_scrubber_is_off(tmp_path):
+    src = chrome_trace(tmp_path / "t.json")
+    out = tmp_path / "r.json"
+    report = redact(src, out, key=KEY_A, policy=Policy(scrub={"hosts": False}))
+    assert not report.passed and "host" in report.scan["leaked_kinds"]
+    assert not out.exists()
+
+
+def test_scan_fails_with_a_broken_identifier_redaction(tmp_path, monkeypatch):
+    src = chrome_trace(tmp_path / "t.json")
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(ChromeRedactor, "_name", lambda self, value: value)
+    report = redact(src, out, key=KEY_A)
+    assert not report.passed and "evt" in report.scan["leaked_kinds"]
+    assert not out.exists()
+
+
+def test_standalone_scan(tmp_path):
+    src = chrome_trace(tmp_path / "t.json.gz", gz=True)
+    out = tmp_path / "r.json.gz"
+    redact(src, out, key=KEY_A)
+    assert scan(out, against=src).passed
+    assert not scan(src, against=src).passed
+
+
+def test_scan_reads_text_outside_strings(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_mod, "BLOCK", 64)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": canary_secret_x}]}')
+    from popprof.redact.scan import Scanner
+
+    scanner = Scanner({"canary_secret_x": "evt"})
+    chrome_mod.scan_chrome(bad, scanner, block_size=16)
+    assert not scanner.result.passed
