@@ -135,3 +135,14 @@ def test_missing_explicit_execution_file(tmp_path):
     path = write(tmp_path, {"graphProfile": {"graph": {"numVertices": 1}}})
     with pytest.raises(InputError, match="no such file"):
         reader.read(path, execution=tmp_path / "nope.json")
+
+
+def test_unreadable_sibling_is_noted_not_fatal(tmp_path):
+    graph = write(tmp_path, {"graphProfile": {"graph": {"numVertices": 5}}}, "run.graph.json")
+    (tmp_path / "run.execution.json").write_text('{"executionProfile": {"simulation": {"steps": [')
+    p = open_profile(graph)
+    assert p.meta["graph.num_vertices"] == "5"
+    assert "ignored run.execution.json" in p.meta["sdk1_json.notes"]
+    assert not p.has("steps")
+    with pytest.raises(InputError, match="truncated"):
+        reader.read(graph, execution=tmp_path / "run.execution.json")

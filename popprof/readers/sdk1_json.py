@@ -101,6 +101,7 @@ class _Halves:
     files: list[Path] = field(default_factory=list)
     layout: list[str] = field(default_factory=list)
     top: dict = field(default_factory=dict)  # other top-level scalars of a wrapped file
+    notes: list[str] = field(default_factory=list)
 
 
 def _malformed(path: Path, exc: Exception) -> InputError:
@@ -208,18 +209,24 @@ def load_halves(path: Path, graph: Path | None = None, execution: Path | None = 
     halves = _Halves(files=[path])
     halves.graph, halves.execution, halves.top, kind = _load(path, stream_threshold_bytes)
     halves.layout.append(f"{path.name}: {kind}")
-    others = [(graph, "graph"), (execution, "execution")]
+    others = [(graph, "graph", True), (execution, "execution", True)]
     if halves.graph is None and graph is None:
-        others.append((_sibling(path, "execution"), "graph"))
+        others.append((_sibling(path, "execution"), "graph", False))
     if halves.execution is None and execution is None:
-        others.append((_sibling(path, "graph"), "execution"))
-    for other, want in others:
+        others.append((_sibling(path, "graph"), "execution", False))
+    for other, want, explicit in others:
         if other is None or getattr(halves, want) is not None:
             continue
         other = Path(other)
         if not other.is_file():
             raise InputError(other, "no such file", f"the {want} half of {path.name} was expected here")
-        g, e, _, kind = _load(other, stream_threshold_bytes)
+        try:
+            g, e, _, kind = _load(other, stream_threshold_bytes)
+        except InputError as exc:
+            if explicit:
+                raise
+            halves.notes.append(f"ignored {other.name} (looked like the {want} half): {exc.problem}")
+            continue
         half = g if want == "graph" else e
         if half is not None:
             setattr(halves, want, half)
@@ -401,6 +408,8 @@ def _steps(execution: dict) -> pd.DataFrame | None:
 def _metadata(halves: _Halves) -> dict[str, object]:
     meta: dict[str, object] = source_metadata(FORMAT, list(halves.files))
     meta["sdk1_json.layout"] = "; ".join(halves.layout)
+    if halves.notes:
+        meta["sdk1_json.notes"] = "; ".join(halves.notes)
     graph, execution = halves.graph or {}, halves.execution or {}
     for source in (halves.top, graph, execution):
         if isinstance(source, dict) and source.get("profilerMode") is not None:
