@@ -1,0 +1,88 @@
+"""``popprof redact`` / ``popprof scan`` on the command line: exit codes, messages, key handling."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from popprof.cli import main
+from popprof.readers import bundle
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redact_helpers import KEY_A, canary_profile, chrome_trace  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "orig.popprof"
+    bundle.write(canary_profile(), out)
+    return out
+
+
+def test_redact_with_key_file_report_and_mapping(original, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("POPPROF_REDACT_KEY", raising=False)
+    key = tmp_path / "team.key"
+    key.write_bytes(KEY_A)
+    out, rep, mapping = tmp_path / "r.popprof", tmp_path / "rep.json", tmp_path / "map.json"
+    code = main(["redact", str(original), "-o", str(out), "--key-file", str(key), "--report", str(rep),
+                 "--mapping-out", str(mapping)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "leak scan: passed" in captured.out and "random key" not in captured.err
+    assert "sensitive" in captured.err and str(mapping) in captured.err
+    report = json.loads(rep.read_text())
+    assert report["key_source"] == "file" and report["scan"]["passed"] and report["replaced"]["prog"]["distinct"]
+    assert json.loads(mapping.read_text())["prog"]
+    assert main(["scan", str(out), "--against", str(original)]) == 0
+
+
+def test_without_key_a_random_key_is_announced(original, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("POPPROF_REDACT_KEY", raising=False)
+    assert main(["redact", str(original), "-o", str(tmp_path / "r.popprof")]) == 0
+    assert "random key" in capsys.readouterr().err
+
+
+def test_env_key_gives_the_same_pseudonyms_as_the_key_file(tmp_path, capsys, monkeypatch):
+    src = chrome_trace(tmp_path / "t.json")
+    key = tmp_path / "k"
+    key.write_bytes(KEY_A)
+    assert main(["redact", str(src), "-o", str(tmp_path / "a.json"), "--key-file", str(key)]) == 0
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY_A.decode())
+    assert main(["redact", str(src), "-o", str(tmp_path / "b.json")]) == 0
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_leak_exits_1_names_the_kind_and_writes_nothing(original, tmp_path, capsys):
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[redact.scrub]\nhosts = false\nips = false\n")
+    out = tmp_path / "r.popprof"
+    code = main(["redact", str(original), "-o", str(out), "--policy", str(policy)])
+    err = capsys.readouterr().err
+    assert code == 1 and "leak scan FAILED" in err and ("host" in err or "ip" in err)
+    assert "canary" not in err.lower() and "10.99" not in err
+    assert not out.exists()
+
+
+def test_scan_on_an_unredacted_input_exits_1(original, capsys):
+    assert main(["scan", str(original), "--against", str(original)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "canary" not in out.lower()
+
+
+@pytest.mark.parametrize("args", [
+    ["redact", "{missing}", "-o", "{tmp}/x"],
+    ["redact", "{orig}", "-o", "{orig}"],
+    ["redact", "{orig}", "-o", "{orig}/inside"],
+    ["redact", "{orig}", "-o", "{tmp}/x", "--key-file", "{missing}"],
+    ["redact", "{orig}", "-o", "{tmp}/x", "--policy", "{missing}"],
+    ["scan", "{missing}", "--against", "{orig}"],
+])
+def test_bad_usage_exits_2_with_one_line(original, tmp_path, capsys, args):
+    values = {"missing": str(tmp_path / "nope"), "tmp": str(tmp_path), "orig": str(original)}
+    code = main([a.format(**values) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("popprof: error:") and err.count("\n") == 1 and "Traceback" not in err

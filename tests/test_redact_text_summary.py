@@ -1,0 +1,70 @@
+"""Redacting Poplar text summaries: numbers kept, public vertex names kept, names and free text replaced."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+import popprof
+from popprof.metrics import compute
+from popprof.redact import redact, scan
+from popprof.redact.policy import Policy
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redact_helpers import KEY_A, KEY_B, TEXT_SUMMARY, canary_profile  # noqa: E402
+
+
+def _write(tmp_path: Path, text: str = TEXT_SUMMARY) -> Path:
+    path = tmp_path / "summary.txt"
+    path.write_text(text)
+    return path
+
+
+def test_canaries_gone_numbers_and_public_names_kept(tmp_path):
+    src = _write(tmp_path)
+    out = tmp_path / "red.txt"
+    report = redact(src, out, key=KEY_A)
+    assert report.passed and report.input_kind == "text_summary"
+    text = out.read_text()
+    assert "canary" not in text.lower()
+    assert "poplin::ConvPartial1x1Out<half,float,true,false>" in text
+    assert "popops::ScaledAddSupervisor<half,half,half,true>" in text
+    assert "OnTileExecute: prog_" in text and "Maximum (Including Gaps): 608,942 (594.7 K) on tile 289" in text
+    assert "vtx_" in text and "Clock Speed (approx):" in text
+    assert {"vtx", "prog", "host", "user", "path"} <= set(report.replaced)
+    a, b = popprof.open(src), popprof.open(out)
+    assert compute(a) == compute(b)
+    cols = ["tile", "group", "bytes"]
+    pd.testing.assert_frame_equal(a.memory_totals[cols].astype(str), b.memory_totals[cols].astype(str))
+    assert src.read_text() == TEXT_SUMMARY
+
+
+def test_written_summary_of_a_sensitive_profile(tmp_path):
+    from popprof.writers.text_summary import write_text_summary
+
+    src = tmp_path / "synth.txt"
+    write_text_summary(canary_profile(), src, show_execution_steps=True)
+    out = tmp_path / "synth.red.txt"
+    assert redact(src, out, key=KEY_A).passed
+    assert "CanaryModel" in src.read_text() and "CanaryModel" not in out.read_text()
+    assert compute(popprof.open(src)) == compute(popprof.open(out))
+
+
+def test_pseudonyms_follow_the_key(tmp_path):
+    src = _write(tmp_path)
+    a, b, c = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
+    redact(src, a, key=KEY_A)
+    redact(src, b, key=KEY_A)
+    redact(src, c, key=KEY_B)
+    assert a.read_text() == b.read_text() != c.read_text()
+
+
+def test_scan_fails_when_user_scrubbing_is_off(tmp_path):
+    src = _write(tmp_path)
+    out = tmp_path / "red.txt"
+    report = redact(src, out, key=KEY_A, policy=Policy(scrub={"users": False, "paths": False}))
+    assert not report.passed and {"user", "path"} & set(report.scan["leaked_kinds"])
+    assert not out.exists()
+    assert not scan(src, against=src).passed
