@@ -18,6 +18,7 @@ device idles; a data-loader worker thread runs alongside.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import sys
@@ -112,15 +113,16 @@ def make_trace_profile(num_events: int = 10_000_000, seed: int = 0) -> Profile:
     return Profile("trace", {"events": events, "threads": threads}, source="bench:numpy-trace")
 
 
-def timed(func, repeat: int) -> tuple[float, object]:
-    """Median wall time of ``func`` over ``repeat`` runs, each with cold trace caches."""
-    times, result = [], None
+def timed(func, repeat: int) -> tuple[float, float, object]:
+    """Median wall and CPU time of ``func`` over ``repeat`` runs, each with cold trace caches."""
+    wall, cpu, result = [], [], None
     for _ in range(repeat):
         clear_cache()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu), result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,19 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"built trace: {len(trace.events):,} events in {time.perf_counter() - start:.1f} s")
 
     _, params = plan()
-    grand = 0.0
+    grand = grand_cpu = 0.0
     for profile in (ipu, trace):
-        print(f"\n{profile.name}: median of {args.repeat} run(s)")
+        print(f"\n{profile.name}: median of {args.repeat} run(s), wall / CPU")
         for rule in RULES.values():
             if rule.missing_reason(profile) is not None:
                 continue
-            seconds, found = timed(lambda r=rule, p=profile: _run(r, p, params[r.id]), args.repeat)
-            print(f"  {rule.id:<24} {seconds * 1000:9.1f} ms  {found}")
-        seconds, findings = timed(lambda p=profile: check(p), args.repeat)
-        grand += seconds
-        print(f"  {'check() all rules':<24} {seconds * 1000:9.1f} ms  {findings!r}")
+            wall, cpu, found = timed(lambda r=rule, p=profile: _run(r, p, params[r.id]), args.repeat)
+            print(f"  {rule.id:<24} {wall * 1000:9.1f} ms {cpu * 1000:9.1f} ms  {found}")
+        wall, cpu, findings = timed(lambda p=profile: check(p), args.repeat)
+        grand, grand_cpu = grand + wall, grand_cpu + cpu
+        print(f"  {'check() all rules':<24} {wall * 1000:9.1f} ms {cpu * 1000:9.1f} ms  {findings!r}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nall rules on both profiles: {grand:.2f} s (target < 15 s); peak RSS {peak:,.0f} MiB")
+    load = os.getloadavg()[0]
+    print(f"\nall rules on both profiles: {grand:.2f} s wall, {grand_cpu:.2f} s CPU (target < 15 s); "
+          f"peak RSS {peak:,.0f} MiB; load average {load:.1f} on {os.cpu_count()} CPUs")
     return 0 if grand < 15 else 1
 
 

@@ -111,10 +111,9 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         per_thread = (top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"].sum().reset_index()
                       .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
                       .drop_duplicates("gap"))
-        threads = per_thread[["pid", "tid"]].drop_duplicates()  # a few threads: name each once
-        names = {(p, t): thread_label(labels, p, t) for p, t in zip(threads["pid"], threads["tid"], strict=True)}
-        top = pd.Series(pd.MultiIndex.from_frame(per_thread[["pid", "tid"]]).map(names).to_numpy(),
-                        index=per_thread["gap"].to_numpy())
+        threads, which = np.unique(per_thread[["pid", "tid"]].to_numpy(), axis=0, return_inverse=True)
+        names = np.array([thread_label(labels, p, t) for p, t in threads], dtype=object)  # a few threads
+        top = pd.Series(names[which.ravel()], index=per_thread["gap"].to_numpy())
         gaps["top_thread"] = top.reindex(gaps["gap"]).to_numpy()
     if len(leaves):
         best = (leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"].sum().reset_index()
