@@ -11,6 +11,7 @@ import click
 from ..atomic import write_text_atomic
 from ..config import load_config
 from ..errors import UsageError
+from ..progress import progress
 from .common import echo_json, engine_option, format_option, load_profiles
 
 FAIL_CHOICES = ("info", "warning", "error", "never")
@@ -69,12 +70,14 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
 
     results = []
     seen: dict[str, int] = {}
-    for path in paths:
-        for name, profile in load_profiles(path, engine).items():
-            findings = check(profile, **options)
-            seen[name] = seen.get(name, 0) + 1
-            findings.profile_name = name if seen[name] == 1 else f"{name} #{seen[name]}"
-            results.append(findings)
+    with progress("checking", total=len(paths)) as advance:
+        for path in paths:
+            for name, profile in load_profiles(path, engine).items():
+                findings = check(profile, **options)
+                seen[name] = seen.get(name, 0) + 1
+                findings.profile_name = name if seen[name] == 1 else f"{name} #{seen[name]}"
+                results.append(findings)
+            advance(1)
 
     if fmt == "text":
         rich = output is None and sys.stdout.isatty()
