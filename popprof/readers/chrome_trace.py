@@ -182,7 +182,7 @@ class _Parsed:
     error: str
 
 
-_FIELDS = operator.itemgetter("name", "cat", "pid", "tid", "ts", "dur")
+_FIELD_GETTERS = tuple(operator.itemgetter(k) for k in ("name", "cat", "pid", "tid", "ts", "dur"))
 _GET_PH = operator.methodcaller("get", "ph")
 _GET_ARGS = operator.methodcaller("get", "args")
 CHUNK_EVENTS = 1 << 14
@@ -218,10 +218,10 @@ class _StreamState:
             for i in reversed(other):
                 del batch[i]
         try:
-            rows = list(map(_FIELDS, batch))
+            columns = [list(map(getter, batch)) for getter in _FIELD_GETTERS]
         except (KeyError, TypeError):
             return self._mixed(batch, None)
-        self.complete.add(self._columns(rows, self.complete, batch, complete=True))
+        self.complete.add(self._columns(columns, self.complete, batch, complete=True))
         return None
 
     def _codes(self, values: tuple, interner: _Interner) -> np.ndarray:
@@ -254,8 +254,8 @@ class _StreamState:
             pass
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
 
-    def _columns(self, rows: list[tuple], store: _Columns, events: list, complete: bool) -> dict[str, np.ndarray]:
-        name, cat, pid, tid, ts, dur = zip(*rows, strict=True)
+    def _columns(self, columns: list, store: _Columns, events: list, complete: bool) -> dict[str, np.ndarray]:
+        name, cat, pid, tid, ts, dur = columns
         chunk = {"name": self._codes(name, self.names), "cat": self._codes(cat, self.cats),
                  "pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "dur": self._floats(dur)}
         keep = ~np.isnan(chunk["ts"])
@@ -301,9 +301,10 @@ class _StreamState:
             else:
                 self.skipped[str(ph)] += 1
         if x_rows:
-            self.complete.add(self._columns(x_rows, self.complete, x_events, complete=True))
+            self.complete.add(self._columns(list(zip(*x_rows, strict=True)), self.complete, x_events,
+                                            complete=True))
         if b_rows:
-            chunk = self._columns(b_rows, self.be, b_events, complete=False)
+            chunk = self._columns(list(zip(*b_rows, strict=True)), self.be, b_events, complete=False)
             kinds = [ev.get("ph") == "B" for ev, r in zip(b_events, b_rows, strict=True) if r[4] is not None]
             if len(kinds) != len(chunk["ts"]):  # a timestamp that was not a number
                 kinds = [k for k, ok in zip((ev.get("ph") == "B" for ev in b_events),

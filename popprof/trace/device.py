@@ -131,14 +131,12 @@ def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical 
         return pd.Categorical([], categories=list(DEVICE_CATEGORIES))
     ch_codes = channel.codes.astype(np.int64) + 1  # -1 (missing) -> 0
     nm_codes = name.codes.astype(np.int64) + 1
-    pair = ch_codes * (len(name.categories) + 1) + nm_codes
+    width = len(name.categories) + 1
+    pair = ch_codes * width + nm_codes
     uniq, inverse = np.unique(pair, return_inverse=True)
-    ch_cats = np.asarray(channel.categories, dtype=object)
-    nm_cats = np.asarray(name.categories, dtype=object)
-    keys = []
-    for p in uniq.tolist():
-        c, m = divmod(p, len(name.categories) + 1)
-        keys.append(f"{ch_cats[c - 1] if c else ''}:{nm_cats[m - 1] if m else ''}")
+    ch_cats = [""] + [str(c) for c in channel.categories]
+    nm_cats = [""] + [str(c) for c in name.categories]
+    keys = [f"{ch_cats[c]}:{nm_cats[m]}" for c, m in (divmod(p, width) for p in uniq.tolist())]
     labels = classify(keys, rules)
     code_of = {cat: i for i, cat in enumerate(DEVICE_CATEGORIES)}
     pair_codes = np.array([code_of[x] if x is not None else -1 for x in labels], dtype=np.int8)
