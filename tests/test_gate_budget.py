@@ -131,6 +131,8 @@ def test_glob_patterns_most_specific_wins_and_user_budget_beats_defaults(flat):
 
 def test_shorthand_and_bad_budget_entries():
     assert parse_limit("m", "+1%").relative == 0.01
+    assert parse_limit("m", "+2.9%").relative == 0.029  # not 0.028999999999999998
+    assert parse_limit("m", {"relative": "2.9%", "min": 0}).describe() == "+2.9 %, >= 0"
     assert parse_limit("m", "+4096").absolute == 4096
     assert parse_limit("m", {"relative": "2.5%", "min": 0}).min == 0
     for bad in ({"relative": "x"}, {"growth": 1}, {}, {"absolute": -1}, [1, 2], {"relative": True}):
@@ -184,3 +186,55 @@ def test_budget_patterns_that_match_no_known_metric_are_flagged(flat):
                                                  "execution.*": "+2%"}})
     assert result.unknown_patterns == ["memory.totl_bytes"]
     assert result.passed
+
+
+def _one_metric_diff(name: str, base: float, new: float, better: str | None):
+    """A ProfileDiff holding a single metric row (for boundary properties)."""
+    import math
+
+    from popprof.diff.core import METRIC_COLUMNS, ProfileDiff
+
+    rel = (new - base) / abs(base) if base else (0.0 if new == base else math.inf)
+    metrics = pd.DataFrame([{"name": name, "unit": "bytes", "better": better, "base": base, "new": new,
+                             "abs_change": new - base, "rel_change": rel,
+                             "status": "unchanged" if new == base else "changed", "worse": None}],
+                           columns=METRIC_COLUMNS)
+    empty = pd.DataFrame()
+    return ProfileDiff("a", "b", metrics, empty, empty, empty, empty, empty)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.integers(1, 10**13), percent=st.integers(0, 500), better=st.sampled_from(["lower", "higher", None]))
+def test_relative_boundary_property(base, percent, better):
+    """Whole-byte changes: the largest one within the budget passes, one byte more fails."""
+    allowed = base * percent // 100  # floor of the allowed worsening in whole bytes
+    sign = -1 if better == "higher" else 1
+    budget = {"defaults": False, "budgets": {"m.x": {"relative": percent / 100}}}
+    at = gate(_one_metric_diff("m.x", float(base), float(base + sign * allowed), better), budget)
+    assert at.passed, at.violations
+    beyond = gate(_one_metric_diff("m.x", float(base), float(base + sign * (allowed + 1)), better), budget)
+    assert not beyond.passed
+
+
+@settings(max_examples=100, deadline=None)
+@given(base=st.integers(-10**9, 10**9), limit=st.integers(0, 10**9))
+def test_absolute_and_min_boundary_property(base, limit):
+    absolute = {"defaults": False, "budgets": {"m.x": {"absolute": limit}}}
+    assert gate(_one_metric_diff("m.x", float(base), float(base + limit), "lower"), absolute).passed
+    assert not gate(_one_metric_diff("m.x", float(base), float(base + limit + 1), "lower"), absolute).passed
+    floor = {"defaults": False, "budgets": {"m.x": {"min": base}}}
+    assert gate(_one_metric_diff("m.x", float(base + 5), float(base), "higher"), floor).passed
+    assert not gate(_one_metric_diff("m.x", float(base + 5), float(base - 1), "higher"), floor).passed
+
+
+def test_a_family_member_appearing_from_zero_exceeds_a_relative_budget():
+    one = synth.make_profile(num_ipus=1, num_steps=200, num_liveness_steps=30, seed=61)
+    two = synth.make_profile(num_ipus=2, num_steps=200, num_liveness_steps=30, seed=61)
+    result = gate(diff(one, two), {"defaults": False, "budgets": {"memory.category.globalExchange*": "+1%"}})
+    assert not result.passed
+    message = result.violations.set_index("metric").loc["memory.category.globalExchangeCode_bytes", "message"]
+    assert "new (base was 0)" in message

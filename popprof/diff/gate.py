@@ -27,6 +27,7 @@ import math
 import os
 import tomllib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -59,8 +60,8 @@ VIOLATION_COLUMNS = ["metric", "pattern", "kind", "base", "new", "change", "rel_
 GAP_COLUMNS = ["metric", "pattern", "reason"]
 CHECK_COLUMNS = ["metric", "pattern", "budget", "base", "new", "change", "rel_change", "result"]
 
-#: Float slack so a change exactly at a limit passes despite rounding (relative to the values compared).
-_EPS = 1e-12
+#: Rounding slack for fractional metric values (relative to the values compared); none for integral ones.
+_EPS = Decimal("1e-12")
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Limit:
         """Human-readable budget, e.g. ``+1 %`` or ``+0 tiles, >= 0``."""
         parts = []
         if self.relative is not None:
-            parts.append(f"{self.relative * 100:+g} %")
+            parts.append(f"+{_pct(self.relative)} %")
         if self.absolute is not None:
             parts.append(f"{self.absolute:+g}")
         if self.min is not None:
@@ -162,9 +163,9 @@ def _parse_amount(value: object, where: str) -> float:
         text = value.strip().replace("_", "")
         try:
             if text.endswith("%"):
-                return float(text[:-1].strip()) / 100.0
+                return float(Decimal(text[:-1].strip()) / 100)
             return float(text)
-        except ValueError:
+        except (ValueError, ArithmeticError):
             pass
     raise UsageError(f"{where}: expected a number or a percentage like \"1%\", got {value!r}")
 
@@ -279,7 +280,17 @@ def load_budget(path: str | os.PathLike[str] | None = None, *, start: Path | Non
 
 # -- checking -----------------------------------------------------------------
 
-def _worsening(change: float, better: str | None) -> float:
+def _dec(limit: float) -> Decimal:
+    """A limit as the decimal the user wrote (``0.01`` -> exactly 1/100)."""
+    return Decimal(repr(float(limit)))
+
+
+def _pct(fraction: float) -> str:
+    """A fraction as a percentage without binary noise (0.029 -> "2.9")."""
+    return f"{_dec(fraction) * 100:f}".rstrip("0").rstrip(".")
+
+
+def _worsening(change: Decimal, better: str | None) -> Decimal:
     """How much worse the metric got (positive = worse) in its direction."""
     if better == "lower":
         return change
@@ -355,9 +366,24 @@ def _num(value: object) -> float:
 
 def _check(name: str, better: str | None, base: float, new: float, change: float, rel: float,
            limit: Limit, unit: str) -> list[dict]:
+    """Violations of ``limit`` by one metric, compared in exact decimal arithmetic.
+
+    Limits are taken as written (``0.01`` is exactly 1/100), metric values
+    exactly as stored, so a change exactly at a limit passes and the smallest
+    step beyond it fails, at any magnitude. Only when a value is fractional (a
+    ratio computed in floating point) does a slack of 1e-12 of its magnitude
+    absorb rounding.
+    """
     out = []
-    scale = max(abs(base), abs(new), 1.0) * _EPS
-    worse = _worsening(change, better)
+    if not (math.isfinite(base) and math.isfinite(new)):
+        return [{"metric": name, "pattern": limit.pattern, "kind": "invalid", "base": base, "new": new,
+                 "change": change, "rel_change": rel, "limit": math.nan, "budget": limit.describe(),
+                 "message": f"{name} is not a finite number ({base} -> {new}); cannot check budget "
+                            f"{limit.describe()}"}]
+    d_base, d_new = Decimal(base), Decimal(new)
+    integral = float(base).is_integer() and float(new).is_integer()
+    slack = Decimal(0) if integral else Decimal(max(abs(base), abs(new))) * _EPS
+    worse = _worsening(d_new - d_base, better)
     direction = {"lower": "growth", "higher": "shrink"}.get(better or "", "change")
 
     def fail(kind: str, limit_value: float, budget_text: str, message: str) -> None:
@@ -365,22 +391,20 @@ def _check(name: str, better: str | None, base: float, new: float, change: float
                     "change": change, "rel_change": rel, "limit": limit_value, "budget": budget_text,
                     "message": message})
 
-    if limit.relative is not None:
-        allowed = limit.relative * abs(base)
-        if worse > allowed + scale:
-            shown = "new (base was 0)" if base == 0 else f"{rel * 100:+.3g} %"
-            fail("relative", limit.relative, f"{direction} <= {limit.relative * 100:g} %",
-                 f"{name} changed {shown} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
-                 f"budget: {direction} <= {limit.relative * 100:g} %")
-    if limit.absolute is not None and worse > limit.absolute + scale:
+    if limit.relative is not None and worse > _dec(limit.relative) * abs(d_base) + slack:
+        shown = "new (base was 0)" if base == 0 else f"{rel * 100:+.3g} %"
+        fail("relative", limit.relative, f"{direction} <= {_pct(limit.relative)} %",
+             f"{name} changed {shown} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
+             f"budget: {direction} <= {_pct(limit.relative)} %")
+    if limit.absolute is not None and worse > _dec(limit.absolute) + slack:
         allowed_text = _fmt(limit.absolute, unit)
         fail("absolute", limit.absolute, f"{direction} <= {allowed_text}",
              f"{name} changed {fmt_change(change, unit)} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
              f"budget: {direction} <= {allowed_text}")
-    if limit.min is not None and new < limit.min - scale:
+    if limit.min is not None and d_new < _dec(limit.min) - slack:
         fail("min", limit.min, f">= {limit.min:g}",
              f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be >= {limit.min:g}")
-    if limit.max is not None and new > limit.max + scale:
+    if limit.max is not None and d_new > _dec(limit.max) + slack:
         fail("max", limit.max, f"<= {limit.max:g}",
              f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be <= {limit.max:g}")
     return out
