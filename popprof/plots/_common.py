@@ -62,7 +62,11 @@ def format_bytes(value: float, _pos: object = None) -> str:
     size = abs(size)
     for unit in _UNITS:
         if size < 1024 or unit == _UNITS[-1]:
-            text = f"{size:.0f}" if size >= 100 or unit == "B" or size == int(size) else f"{size:.1f}"
+            if size >= 100 or unit == "B":
+                text = f"{size:.0f}"
+            else:
+                text = f"{size:.1f}" if size >= 10 else f"{size:.2f}"
+                text = text.rstrip("0").rstrip(".")
             return f"{sign}{text} {unit}"
         size /= 1024
     return f"{sign}{size:.1f} PiB"  # pragma: no cover - loop always returns
@@ -179,8 +183,13 @@ class BytesLocator:
                     return np.array([lo])
                 raw = span / nbins
                 unit = 1024.0 ** max(0, int(np.floor(np.log(max(raw, 1.0)) / np.log(1024))))
+                # Decimal multiples (5, 10, 25, ... of a unit) only while every tick stays in that unit;
+                # otherwise powers of two, which stay round in the next unit (512 MiB = 0.5 GiB).
+                same_unit = max(abs(lo), abs(hi)) < 1024 * unit
+                mults = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 512) if same_unit \
+                    else (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
                 step = unit
-                for mult in (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 512, 1000):
+                for mult in mults:
                     step = mult * unit
                     if step >= raw:
                         break

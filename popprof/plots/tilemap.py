@@ -27,8 +27,8 @@ def grid_shape(tiles_per_ipu: int) -> tuple[int, int]:
 
 
 def ipus_per_row(num_ipus: int) -> int:
-    """How many IPU grids go side by side: 1, 2, 4 or up to 8 for big systems."""
-    return 1 if num_ipus <= 1 else min(8, max(2, math.ceil(math.sqrt(num_ipus / 2))))
+    """How many IPU grids go side by side: about a square of grids (2 -> 2, 4 -> 2, 16 -> 4, 64 -> 8)."""
+    return 1 if num_ipus <= 1 else min(8, max(2, math.ceil(math.sqrt(num_ipus))))
 
 
 def mosaic(profile: Profile, column: str = "bytes_incl_gaps") -> tuple[np.ndarray, dict[str, int]]:
@@ -92,5 +92,5 @@ def tile_map(profile: Profile, *, column: str = "bytes_incl_gaps", thresholds: d
     ax.set_xlabel(f"{cols} tiles per row within an IPU ({num_ipus} IPU{'s' if num_ipus > 1 else ''}, "
                   f"{across} per row x {down} rows)")
     over = int(np.sum(image > 1.0))
-    ax.set_title(title_of(profile, f"Tile map: memory per tile ({over} over capacity)"))
+    ax.set_title(title_of(profile, f"Tile map: memory per tile ({over} over capacity)"), pad=12)
     return fig
