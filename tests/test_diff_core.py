@@ -281,3 +281,15 @@ def test_swapping_sides_negates_every_change():
     assert np.allclose(p1["change"], -p2["change"])
     assert {"grown", "shrunk", "removed", "unchanged"} <= set(p1["status"])
     assert (ab.tiles["change_bytes"].to_numpy() == -ba.tiles["change_bytes"].to_numpy()).all()
+
+
+def test_live_pva_profile_against_its_bundle_shows_no_change(pva_double, fixtures_dir, tmp_path):
+    pop = fixtures_dir / "run_dir" / "training" / "profile.pop"
+    if not pop.is_file():
+        pytest.skip("fixtures/run_dir not generated")
+    live = popprof.open(pop)
+    saved = popprof.open(popprof.export(live, str(tmp_path / "training.popprof")))
+    result = diff(live, saved)
+    assert set(result.metrics["status"]) == {"unchanged"}
+    assert len(result.tiles) == len(live.tiles) and (result.tiles["change_bytes"] == 0).all()
+    assert set(result.programs["status"]) == {"unchanged"}

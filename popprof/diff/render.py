@@ -221,7 +221,8 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
         lines.append("")
         lines += [f"- :x: {_md(m)}" for m in gate_result.violations["message"]]
         lines += [f"- :grey_question: gap: `{g.metric}`: {_md(g.reason)}" for g in gate_result.gaps.itertuples()]
-    lines += ["", *[f"> note: {_md(n)}" for n in result.notes]]
+    if result.notes:
+        lines += ["", *[f"> note: {_md(n)}" for n in result.notes]]
     rows = _metric_rows(result, include_unchanged)
     lines.append("")
     if rows:
