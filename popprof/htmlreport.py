@@ -204,15 +204,20 @@ def plots_html(profile: Profile, findings: Any = None, kinds: Iterable[str] | No
         plots.require_matplotlib()
     except PopprofError as exc:
         return f"<p class='note'>{_e(exc)}</p>"
+    from .progress import progress
+
     out = []
     chosen = list(kinds) if kinds is not None else available_kinds(profile)
-    for kind in chosen:
-        try:
-            fig = plots.plot(profile, kind, findings)
-        except (PopprofError, ValueError) as exc:
-            out.append(f"<p class='note'>{_e(kind)} plot not drawn: {_e(exc)}</p>")
-            continue
-        out.append(f"<h3>{_e(kind)}</h3>" + figure_html(fig, PLOT_CAPTIONS.get(kind, kind), image_format))
+    with progress(f"plotting {profile.name}", total=len(chosen)) as advance:
+        for kind in chosen:
+            try:
+                fig = plots.plot(profile, kind, findings)
+            except (PopprofError, ValueError) as exc:
+                out.append(f"<p class='note'>{_e(kind)} plot not drawn: {_e(exc)}</p>")
+                continue
+            finally:
+                advance(1)
+            out.append(f"<h3>{_e(kind)}</h3>" + figure_html(fig, PLOT_CAPTIONS.get(kind, kind), image_format))
     if not chosen:
         out.append("<p class='note'>This profile has none of the tables the plots need.</p>")
     return "".join(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -106,6 +107,14 @@ def test_report_without_plots_or_rules(profile):
     doc = parse(text)
     assert not doc.images
     assert doc.tags.count("section") == 2
+
+
+def test_report_without_matplotlib(profile, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    text = htmlreport.render(profile)
+    assert "plots need matplotlib: pip install &#x27;popprof[plots]&#x27;" in text
+    assert not parse(text).images
 
 
 def tree_digest(path: Path) -> str:
