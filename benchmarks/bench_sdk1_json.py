@@ -1,10 +1,12 @@
 """Benchmark: read SDK 1.x JSON profiles, parsed whole (orjson) and streamed (ijson).
 
-Usage: python benchmarks/bench_sdk1_json.py [--ipus 16] [--steps 200000] [--repeat 3]
+Usage: python benchmarks/bench_sdk1_json.py [--ipus 16] [--steps 200000] [--repeat 3] [--tile-array-steps 20000]
 
 Writes a combined SDK 1.x JSON file of a synthetic Mk2 profile, then reads it in
 fresh subprocesses (so peak RSS is the read's own) both ways, printing the median
-wall time and the peak resident memory (VmHWM, Linux) of each.
+wall time and the peak resident memory (VmHWM, Linux) of each. A second file
+adds a per-tile ``cyclesByTile`` array to each of ``--tile-array-steps`` steps of
+a 1-IPU profile (the case streaming is for: the reader drops those arrays).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+import orjson
+
 from popprof import synth
-from popprof.writers.sdk1_json import write_sdk1_json
+from popprof.writers.sdk1_json import graph_profile, write_sdk1_json
 
 CHILD = """
 import json, sys, time
@@ -46,6 +51,7 @@ def main() -> None:
     parser.add_argument("--ipus", type=int, default=16)
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tile-array-steps", type=int, default=20_000)
     args = parser.parse_args()
     start = time.perf_counter()
     profile = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, num_programs=4_000,
@@ -58,11 +64,38 @@ def main() -> None:
         write_sdk1_json(profile, path)
         del profile
         print(f"wrote {path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - start:.1f} s")
-        for label, threshold in (("whole (orjson)", 1 << 40), ("streamed (ijson)", 0)):
-            runs = [run_child(path, threshold) for _ in range(args.repeat)]
-            seconds = statistics.median(r["seconds"] for r in runs)
-            peak = max(r["maxrss_kib"] for r in runs) / 1024
-            print(f"{label:<18} median {seconds:6.2f} s   peak RSS {peak:7.0f} MiB   rows {runs[0]['rows']}")
+        compare(path, args.repeat)
+        if args.tile_array_steps:
+            path = Path(tmp) / "tile_arrays.json"
+            write_with_tile_arrays(path, args.tile_array_steps)
+            print(f"\nwith cyclesByTile on {args.tile_array_steps:,} steps x 1,472 tiles: "
+                  f"{path.stat().st_size / 1e6:.0f} MB")
+            compare(path, args.repeat)
+
+
+def compare(path: Path, repeat: int) -> None:
+    for label, threshold in (("whole (orjson)", 1 << 40), ("streamed (ijson)", 0)):
+        runs = [run_child(path, threshold) for _ in range(repeat)]
+        seconds = statistics.median(r["seconds"] for r in runs)
+        peak = max(r["maxrss_kib"] for r in runs) / 1024
+        print(f"{label:<18} median {seconds:6.2f} s   peak RSS {peak:7.0f} MiB   rows {runs[0]['rows']}")
+
+
+def write_with_tile_arrays(path: Path, steps: int) -> None:
+    """A 1-IPU combined file whose steps carry per-tile cycle arrays, written piece by piece."""
+    profile = synth.make_profile(num_ipus=1, num_steps=steps, num_programs=500, num_liveness_steps=50,
+                                 num_variables=20, debug=False)
+    rng = np.random.default_rng(0)
+    rows = profile.steps
+    with open(path, "wb") as handle:
+        handle.write(b'{"graphProfile":' + orjson.dumps(graph_profile(profile), option=orjson.OPT_SERIALIZE_NUMPY))
+        handle.write(b',"executionProfile":{"simulation":{"cycles":%d,"steps":[' % int(rows["cycles"].sum()))
+        for k, (kind, name, cycles) in enumerate(zip(rows["program_type"].astype(str), rows["program"].astype(str),
+                                                     rows["cycles"].astype("int64"), strict=True)):
+            per_tile = rng.integers(0, int(cycles) + 1, 1472)
+            record = {"type": kind, "name": name, "cycles": int(cycles), "cyclesByTile": per_tile}
+            handle.write((b"," if k else b"") + orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY))
+        handle.write(b"]}}}")
 
 
 if __name__ == "__main__":

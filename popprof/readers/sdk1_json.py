@@ -35,7 +35,7 @@ from .text_summary import infer_arch
 
 FORMAT = "sdk1_json"
 #: Files larger than this are streamed with ijson instead of parsed whole with orjson.
-STREAM_THRESHOLD_BYTES = 256 << 20
+STREAM_THRESHOLD_BYTES = 64 << 20
 WRAPPED_KEYS = ("graphProfile", "executionProfile")
 #: (top-level key, second-level key) pairs that mark a bare graph or execution half.
 GRAPH_MARKS = frozenset({("memory", "byTile"), ("memory", "byCategory"), ("memory", "liveness"),
