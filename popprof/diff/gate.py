@@ -315,12 +315,10 @@ def gate(result: ProfileDiff, budget: Budget | dict | str | os.PathLike[str] | N
     strict = budget.strict if strict is None else strict
 
     violations, gaps, checks = [], [], []
-    seen: set[str] = set()
     for row in result.metrics.itertuples(index=False):
         limit = budget.limit_for(row.name)
         if limit is None:
             continue
-        seen.add(row.name)
         base, new = _num(row.base), _num(row.new)
         change, rel = _num(row.abs_change), _num(row.rel_change)
         if row.status not in COMPARED:
@@ -335,9 +333,9 @@ def gate(result: ProfileDiff, budget: Budget | dict | str | os.PathLike[str] | N
         checks.append({"metric": row.name, "pattern": limit.pattern, "budget": limit.describe(),
                        "base": base, "new": new, "change": change, "rel_change": rel,
                        "result": "fail" if failed else "pass"})
+    names = result.metrics["name"].tolist()
     not_applicable = sorted(lim.pattern for lim in budget.patterns()
-                            if not any(fnmatch.fnmatchcase(name, lim.pattern) for name in seen)
-                            and not any(fnmatch.fnmatchcase(name, lim.pattern) for name in result.metrics["name"]))
+                            if not any(fnmatch.fnmatchcase(name, lim.pattern) for name in names))
     unknown = sorted(lim.pattern for lim in budget.limits if not _known_pattern(lim.pattern))
     violations_frame = pd.DataFrame(violations, columns=VIOLATION_COLUMNS)
     gaps_frame = pd.DataFrame(gaps, columns=GAP_COLUMNS)
