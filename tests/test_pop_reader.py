@@ -273,3 +273,30 @@ def test_gzipped_profile_says_to_gunzip(pva_double, written, tmp_path):
     packed.write_bytes(gzip.compress(paths["single"].read_bytes()))
     with pytest.raises(InputError, match="gunzip"):
         popprof.open(packed)
+
+
+def _rewrite_store(path, **changes):
+    with np.load(path) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    arrays.update(changes)
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def test_runs_that_do_not_partition_the_steps_are_noted(pva_double, written, tmp_path):
+    _, paths = written
+    n = SMALL["num_steps"]
+    shifted = tmp_path / "shifted" / "profile.pop"
+    shifted.parent.mkdir()
+    shutil.copy(paths["single"], shifted)
+    _rewrite_store(shifted, run_num_steps=np.array([7, n - 7]))
+    profile = pop.read(shifted)
+    assert profile.steps.groupby("run")["step"].nunique().tolist() == [7, n - 7]
+    assert len(profile.runs) == 2
+    short = tmp_path / "short" / "profile.pop"
+    short.parent.mkdir()
+    shutil.copy(paths["single"], short)
+    _rewrite_store(short, run_num_steps=np.array([10, 10]))
+    profile = pop.read(short)
+    assert (profile.steps["run"] == 0).all()
+    assert any("runs hold 20 steps" in note for note in json.loads(profile.meta["pop.notes"]))

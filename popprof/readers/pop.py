@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -405,8 +406,9 @@ class _Builder:
             balance[fpos:fpos + len(fbuf)] = fbuf
         ints = ints.reshape(n * k, 5)
         program_code = np.asarray(step_codes, dtype=np.int32)
-        runs, run_of_step = self.runs(execution, n)
-        names = [str(name) for name, _ in codes]
+        step_names = [name for name, _ in codes]
+        runs, run_of_step = self.runs(execution, n, lambda i: step_names[program_code[i]])
+        names = [str(name) for name in step_names]
         types = [_type_name(raw) for _, raw in codes]
         unique_names = list(dict.fromkeys(names))
         name_index = {name: j for j, name in enumerate(unique_names)}
@@ -446,20 +448,39 @@ class _Builder:
             value = get(u, "tileBalance", "step.ipus.tileBalance", None)
             fbuf.append(np.nan if value is None else value)
 
-    def runs(self, execution: Any, num_steps: int) -> tuple[pd.DataFrame, np.ndarray]:
+    def runs(self, execution: Any, num_steps: int,
+             program_at: Callable[[int], object]) -> tuple[pd.DataFrame, np.ndarray]:
+        """The runs table and each step's run.
+
+        ``execution.steps`` holds the steps of every run in order, so run ``r`` owns the
+        ``len(runs[r].steps)`` steps after those of the runs before it; the first and last
+        step of each run are checked against that (by program name).
+        """
         runs = execution.runs
         r = len(runs)
         names: list[str] = [""] * r
         start = np.full(r, np.nan)
         end = np.full(r, np.nan)
         counts = np.zeros(r, dtype=np.int64)
+        mismatched = 0
+        offset = 0
         for i, run in enumerate(runs):
             names[i] = str(self.attr(run, "name", "run.name", ""))
-            counts[i] = len(run.steps)
+            run_steps = run.steps
+            counts[i] = len(run_steps)
+            if counts[i] and offset + counts[i] <= num_steps:
+                first, last = offset, offset + int(counts[i]) - 1
+                if (run_steps[0].program.name != program_at(first)
+                        or run_steps[len(run_steps) - 1].program.name != program_at(last)):
+                    mismatched += 1
+            offset += int(counts[i])
             us = self.attr(run, "microseconds", "run.microseconds")
             if us is not None:
                 start[i] = self.attr(us, "start", "run.microseconds.start", np.nan)
                 end[i] = self.attr(us, "end", "run.microseconds.end", np.nan)
+        if mismatched:
+            self.notes.append(f"{mismatched} run(s) do not start/end where their step counts put them in "
+                              "execution.steps; run indices may be off")
         if r and counts.sum() == num_steps:
             run_of_step = np.repeat(np.arange(r, dtype=np.int32), counts)
         else:
