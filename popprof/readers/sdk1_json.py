@@ -30,12 +30,14 @@ from ..errors import InputError
 from ..profile import Profile
 from ..schema import category_of_program_type
 from ..sources import source_metadata
-from . import open_binary
+from . import GZIP_MAGIC, open_binary
 from .text_summary import infer_arch
 
 FORMAT = "sdk1_json"
 #: Files larger than this are streamed with ijson instead of parsed whole with orjson.
 STREAM_THRESHOLD_BYTES = 64 << 20
+#: Assumed expansion of gzipped JSON when deciding whether to stream.
+GZIP_EXPANSION = 8
 WRAPPED_KEYS = ("graphProfile", "executionProfile")
 #: (top-level key, second-level key) pairs that mark a bare graph or execution half.
 GRAPH_MARKS = frozenset({("memory", "byTile"), ("memory", "byCategory"), ("memory", "liveness"),
@@ -186,7 +188,11 @@ def _stream_execution(path: Path, prefix: str) -> dict | None:
 
 
 def _load(path: Path, stream_threshold_bytes: int) -> tuple[dict | None, dict | None, dict, str]:
-    if path.stat().st_size > stream_threshold_bytes:
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(2) == GZIP_MAGIC:
+            size *= GZIP_EXPANSION  # JSON of numbers compresses about this much
+    if size > stream_threshold_bytes:
         return _stream(path)
     return _split_document(path, _load_whole(path))
 
