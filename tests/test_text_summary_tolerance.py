@@ -273,3 +273,88 @@ def test_clock_units(text, hz):
 ])
 def test_architecture_only_when_unambiguous(tiles, per_tile, clock, arch):
     assert reader.infer_arch(tiles, per_tile, clock) == arch
+
+
+#: Another shape seen in the wild (invented numbers): replicas in the target, "Total for all Replicas",
+#: data types under bare "Not Overlapped" / "Overlapped" sub-headings without a colon, extra data types,
+#: narrow histogram bins, blank lines inside the By Tile section.
+REPLICATED = """\
+Target:
+  Number of IPUs:         4
+  Tiles per IPU:          1,216
+  Total Tiles:            4,864
+  Memory Per-Tile:        256.0 kB
+  Total Memory:           1,216.0 MB
+  Clock Speed (approx):   1,600.0 MHz
+  Number of Replicas:     2
+  IPUs per Replica:       2
+  Tiles per Replica:      2,432
+  Memory per Replica:     608.0 MB
+
+Graph:
+  Number of vertices:           31,219
+  Number of edges:              82,436
+  Number of variables:          17,351
+  Number of compute sets:          105
+
+Memory Usage:
+  Total for all Replicas:
+    Including Gaps:         523,876,716 B
+    Excluding Gaps:
+      By Memory Region:
+        Non-interleaved:   402,210,876 B
+        Interleaved:        11,000,000 B
+        Overflowed:                  0 B
+      Total:               413,210,876 B
+      By Data Type:
+        Not Overlapped
+            Variables:                             239,940,000 B
+            Program and Sync IDs:                        4,848 B
+            Internal Exchange Message Buffers:       3,600,036 B
+            Stack:                                  97,280,000 B
+            Vertex Code:                            72,385,992 B
+          Total:                                   413,210,876 B
+        Overlapped
+            Variables:                               1,234,567 B
+          Total:                                     1,234,567 B
+      Vertex Data (14,624 B):
+        By Category:
+          Internal vertex state:          9,728 B
+          Edge pointers:                  4,896 B
+          Padding:                            0 B
+        By Type:
+          poplar_rt::ShortMemcpy                                      14,624 B
+
+  By Tile (Excluding Gaps):
+    Range (KB) Histogram (Excluding Gaps)               Count (tiles)
+         0 - 8 ****************************************   4,800
+         8 - 16 *                                             64
+
+    Maximum (Including Gaps): 187,248 (182.9 K) on tile 0
+    Maximum (Excluding Gaps): 110,940 (108.3 K) on tile 0
+    0 tile(s) out of memory
+"""
+
+
+def test_replicated_shape_with_bare_subheadings(tmp_path):
+    p = read_text(tmp_path, REPLICATED)
+    fig = figures(p)
+    assert fig[(-1, "total", "including_gaps")] == 523_876_716
+    assert fig[(-1, "total", "excluding_gaps")] == 413_210_876
+    assert fig[(-1, "data_type", "Variables")] == 239_940_000
+    assert fig[(-1, "data_type", "Overlapped/Variables")] == 1_234_567
+    assert fig[(-1, "data_type", "Internal Exchange Message Buffers")] == 3_600_036
+    not_overlapped = sum(v for (t, g, c), v in fig.items() if g == "data_type" and "/" not in c)
+    assert not_overlapped == 413_210_876
+    assert fig[(-1, "total", "vertex_data")] == 14_624
+    assert fig[(-1, "vertex_type", "poplar_rt::ShortMemcpy")] == 14_624
+    assert fig[(-1, "vertex_category", "Padding")] == 0
+    assert fig[(0, "maximum", "including_gaps")] == 187_248
+    assert p.tile_histogram["high_bytes"].tolist() == [8 * 1024, 16 * 1024]
+    assert p.target_value("num_replicas") == 2 and p.target_value("ipus_per_replica") == 2
+    assert p.target_value("ipu_arch") == "ipu1"
+    assert p.meta["graph.num_compute_sets"] == "105"
+    assert p.meta["tiles_out_of_memory"] == "0"
+    assert p.meta["text_summary.unrecognised_count"] == "0"
+    extra = json.loads(p.meta["text_summary.extra"])
+    assert extra["target/Memory per Replica"] == "608.0 MB"

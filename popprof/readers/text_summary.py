@@ -63,6 +63,7 @@ _OOM_RE = re.compile(r"^(?P<count>\d[\d,]*)\s+tiles?(?:\(s\))?\s+(?:are\s+)?out\
 _NUM_LEAF_RE = re.compile(r"^(?P<label>.*?\S)\s*:?\s+(?P<num>[-+]?\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]+)?$")
 _TEXT_LEAF_RE = re.compile(r"^(?P<label>[^:\s][^:]*?)\s*:\s+(?P<text>\S.*)$")
 _HEADING_RE = re.compile(r"^(?P<label>[^\s:].*?)\s*:$")
+_BARE_HEADING_RE = re.compile(r"^[A-Z][a-z]+(?: [A-Za-z][a-z]+){0,3}$")
 _UNKNOWN_HEADING_RE = re.compile(r"^[A-Z][A-Za-z0-9 ()/#,.'_-]{0,60}:$")
 _PAREN_VALUE_RE = re.compile(r"\((?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\)")
 _PAREN_NUMERIC_RE = re.compile(r"\([^)]*\d[^)]*\)")
@@ -359,6 +360,9 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
             size = _size_bytes(v["num"], v["unit"])
             if size is not None and section == "memory":
                 parsed.add_total(tile, "total", "vertex_data", size, where + "/" + label)
+        return True
+    if section == "memory" and indent and _BARE_HEADING_RE.match(text):
+        stack.append((indent, _norm(text), text))  # a sub-heading printed without a colon ("Not Overlapped")
         return True
     if m := _NUM_LEAF_RE.match(text):
         return _numeric_leaf(parsed, m["label"].rstrip(":").rstrip(), m["num"], m["unit"], section, tile,
