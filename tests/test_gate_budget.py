@@ -207,7 +207,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(base=st.integers(1, 10**13), percent=st.integers(0, 500), better=st.sampled_from(["lower", "higher", None]))
 def test_relative_boundary_property(base, percent, better):
     """Whole-byte changes: the largest one within the budget passes, one byte more fails."""
@@ -220,7 +220,7 @@ def test_relative_boundary_property(base, percent, better):
     assert not beyond.passed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(base=st.integers(-10**9, 10**9), limit=st.integers(0, 10**9))
 def test_absolute_and_min_boundary_property(base, limit):
     absolute = {"defaults": False, "budgets": {"m.x": {"absolute": limit}}}
