@@ -300,3 +300,72 @@ def test_runs_that_do_not_partition_the_steps_are_noted(pva_double, written, tmp
     profile = pop.read(short)
     assert (profile.steps["run"] == 0).all()
     assert any("runs hold 20 steps" in note for note in json.loads(profile.meta["pop.notes"]))
+
+
+# Every attribute name section 2 of the reference facts documents (any object), plus memory categories.
+DOCUMENTED_NAMES = {
+    "poplarVersion", "string", "major", "minor", "point", "packageHash", "version", "isUnstableFormat",
+    "compilation", "target", "numIPUs", "numTiles", "tilesPerIpu", "bytesPerTile", "bytesPerIPU", "totalMemory",
+    "clockFrequency", "numReplicas", "ipusPerReplica", "tilesPerReplica", "memoryPerReplica", "type",
+    "architecture", "graph", "numComputeSets", "numVertices", "tiles", "memory", "total", "includingGaps",
+    "excludingGaps", "overflowed", "alwaysLiveBytes", "notAlwaysLiveBytes", "category", "ipus", "computeSets",
+    "name", "vertices", "programs", "children", "vars", "bytes", "alwaysLive", "codeBytesByTile",
+    "controlCodeByTile", "estimatedCyclesByTile", "computeset", "accept", "alwaysLiveVariables", "size",
+    "livenessProgramSteps", "program", "notAlwaysLiveMemory", "variables", "notAlwaysLiveMemoryForTile",
+    "notAlwaysLiveMemoryForIpu", "execution", "totalCycles", "runs", "steps", "microseconds", "start", "end",
+    "cyclesByTile", "cycles", "activeCycles", "cyclesFrom", "cyclesTo", "max", "tileBalance", "activeTileBalance",
+    "dataIn", "dataOut", "operations", "firstStepIndex", "lastStepIndex", "debugContext", "replacedDebugContext",
+    "id", "json", "layer", "parents", "location", "fileName", "lineNumber",
+}
+
+
+class _Recorder:
+    """Wraps a pva object and records every attribute name read through it (recursively)."""
+
+    PRIMITIVE = (int, float, str, bytes, bool, type(None), np.ndarray, np.generic)
+
+    def __init__(self, target, seen):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_seen", seen)
+
+    def _wrap(self, value):
+        if isinstance(value, self.PRIMITIVE):
+            return value
+        return (_CallableRecorder if callable(value) else _Recorder)(value, self._seen)
+
+    def __getattr__(self, name):
+        self._seen.add(name)
+        return self._wrap(getattr(self._target, name))
+
+    def __dir__(self):
+        return dir(self._target)
+
+    def __len__(self):
+        return len(self._target)
+
+    def __getitem__(self, index):
+        return self._wrap(self._target[index])
+
+    def __iter__(self):
+        return (self._wrap(v) for v in self._target)
+
+
+class _CallableRecorder(_Recorder):
+    def __call__(self, *args):
+        return self._wrap(self._target(*args))
+
+
+def test_reader_reads_only_documented_attributes(pva_double, written, monkeypatch):
+    _, paths = written
+    seen: set[str] = set()
+    open_report, analysis = pva_double.openReport, pva_double.OperationAnalysis
+    monkeypatch.setattr(pva_double, "openReport", lambda *a: _Recorder(open_report(*a), seen))
+    monkeypatch.setattr(pva_double, "OperationAnalysis",
+                        lambda report: _Recorder(analysis(object.__getattribute__(report, "_target")), seen))
+    profile = pop.read(paths["multi"], tile_cycles=True)
+    assert profile.has("steps", "operations", "step_tile_cycles")
+    categories = set(profile.tile_memory["category"].astype(str))
+    assert len(categories) == 10
+    undocumented = seen - DOCUMENTED_NAMES - categories
+    assert not undocumented, undocumented
+    assert {"cyclesFrom", "tileBalance", "notAlwaysLiveMemory", "debugContext"} <= seen
