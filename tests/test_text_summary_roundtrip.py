@@ -178,3 +178,25 @@ def test_written_atomically_and_idempotent(profile, tmp_path):
     assert path.read_bytes() == first
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
     assert np.all(np.frombuffer(first, dtype=np.uint8) != 0)
+
+
+def test_region_split_of_an_sdk1_profile_is_printed(tmp_path):
+    import json
+
+    n = 4
+    doc = {"graphProfile": {
+        "target": {"numIPUs": 1, "tilesPerIpu": n, "bytesPerTile": 1000, "clockFrequency": 1.33e9},
+        "memory": {"byTile": {"total": [100, 200, 300, 400], "totalIncludingGaps": [110, 220, 330, 440]},
+                   "byCategory": {"variables": {"nonInterleaved": {"nonOverlapped": [60, 150, 200, 300]},
+                                                "interleaved": {"nonOverlapped": [40, 50, 100, 90]},
+                                                "overflowed": {"nonOverlapped": [0, 0, 0, 10]}}}}}}
+    source = tmp_path / "p.json"
+    source.write_text(json.dumps(doc))
+    sdk1 = open_profile(source)
+    back = open_profile(write_text_summary(sdk1, tmp_path / "s.txt"))
+    fig = figures(back.memory_totals)
+    assert fig[(-1, "region", "Interleaved")] == 280
+    assert fig[(-1, "region", "Non-interleaved")] == 710
+    assert fig[(-1, "region", "Overflowed")] == 10
+    assert fig[(-1, "total", "excluding_gaps")] == 1000
+    assert fig[(3, "total", "including_gaps")] == 440

@@ -149,7 +149,8 @@ def summary_totals(profile: Profile, per_tile_blocks: int = 5) -> pd.DataFrame:
     Whole-profile rows have ``tile`` missing; ``maximum`` rows carry the tile; the
     per-tile blocks (the ``per_tile_blocks`` most-subscribed tiles) have ``tile`` set.
     Figures derived from per-tile tables come first; rows of the profile's own
-    ``memory_totals`` that are not derived are kept.
+    ``memory_totals`` that are not derived are kept, and its whole-profile
+    ``region`` rows (e.g. from SDK 1.x JSON) replace the derived region split.
     """
     rows: list[tuple[object, str, str, int]] = []
     tiles = profile.get("tiles")
@@ -159,6 +160,9 @@ def summary_totals(profile: Profile, per_tile_blocks: int = 5) -> pd.DataFrame:
     existing = profile.get("memory_totals")
     if existing is not None and not existing.empty:
         existing = _limit_blocks(existing, per_tile_blocks, derived)
+        whole_regions = existing["tile"].isna() & (existing["group"] == "region")
+        if whole_regions.any() and not derived.empty:  # a source's own region split beats "Interleaved = 0"
+            derived = derived[~(derived["tile"].isna() & (derived["group"] == "region"))]
         if not derived.empty:
             keys = set(zip(derived["tile"].map(_tile_key), derived["group"], derived["category"], strict=True))
             keep = [(_tile_key(t), g, c) not in keys
