@@ -369,3 +369,12 @@ def test_reader_reads_only_documented_attributes(pva_double, written, monkeypatc
     undocumented = seen - DOCUMENTED_NAMES - categories
     assert not undocumented, undocumented
     assert {"cyclesFrom", "tileBalance", "notAlwaysLiveMemory", "debugContext"} <= seen
+
+
+def test_tile_cycles_too_large_is_refused_before_reading(pva_double, written, monkeypatch):
+    from popprof.errors import UsageError
+
+    _, paths = written
+    monkeypatch.setattr(pop, "MAX_TILE_CYCLE_VALUES", 1000)
+    with pytest.raises(UsageError, match="read without tile_cycles"):
+        pop.read(paths["single"], tile_cycles=True)

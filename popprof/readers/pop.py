@@ -351,6 +351,9 @@ class _Builder:
         n = len(steps)
         if n == 0:
             return None, None, None
+        if tile_cycles and n * int(target["num_tiles"]) > MAX_TILE_CYCLE_VALUES:
+            raise UsageError(f"{self.path}: per-tile cycles would be {n:,} steps x {int(target['num_tiles']):,} "
+                             f"tiles ({n * int(target['num_tiles']):,} values); read without tile_cycles")
         first_ipus = steps[0].ipus
         k = len(first_ipus)
         probe = first_ipus[0]
@@ -495,9 +498,6 @@ class _Builder:
 
     def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame:
         num_tiles = int(target["num_tiles"])
-        if n * num_tiles > MAX_TILE_CYCLE_VALUES:
-            raise UsageError(f"{self.path}: per-tile cycles would be {n:,} steps x {num_tiles:,} tiles "
-                             f"({n * num_tiles:,} values); read without tile_cycles, or a smaller profile")
         cycles = np.empty((n, num_tiles), dtype=np.int64)
         with self.bar("Reading per-tile cycles", n) as advance:
             for i, step in enumerate(steps):
