@@ -278,7 +278,7 @@ class _StreamState:
         return chunk
 
     # -- everything else, event by event -----------------------------------------------------
-    def _mixed(self, batch: list, phases: list | None, slow: bool = False) -> None:
+    def _mixed(self, batch: list, phases: list | None) -> None:
         x_rows, x_events, b_rows, b_events = [], [], [], []
         for i, ev in enumerate(batch):
             if type(ev) is not dict:
@@ -305,12 +305,8 @@ class _StreamState:
                                             complete=True))
         if b_rows:
             chunk = self._columns(list(zip(*b_rows, strict=True)), self.be, b_events, complete=False)
-            kinds = [ev.get("ph") == "B" for ev, r in zip(b_events, b_rows, strict=True) if r[4] is not None]
-            if len(kinds) != len(chunk["ts"]):  # a timestamp that was not a number
-                kinds = [k for k, ok in zip((ev.get("ph") == "B" for ev in b_events),
-                                            ~np.isnan(self._floats(tuple(r[4] for r in b_rows))), strict=True)
-                         if ok]
-            self.be_kind.extend(kinds)
+            has_ts = ~np.isnan(self._floats(tuple(r[4] for r in b_rows)))  # the rows _columns kept
+            self.be_kind.extend(ev.get("ph") == "B" for ev, ok in zip(b_events, has_ts.tolist(), strict=True) if ok)
             self.be.add(chunk)
 
 
@@ -626,8 +622,10 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
         out.warnings.update(part.warnings)
         out.parsed += part.parsed
     out.names, out.cats = names.labels, cats.labels
-    out.x = {k: np.concatenate([c[k] for c in xs]) for k in xs[0]}
-    out.b = {k: np.concatenate([c[k] for c in bs]) for k in bs[0]}
+    out.x, out.b = {}, {}
+    for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
+        out.x[key] = np.concatenate([c.pop(key) for c in xs])
+        out.b[key] = np.concatenate([c.pop(key) for c in bs])
     out.b_kind = np.concatenate([p.b_kind for p in parts])
     return out
 
@@ -646,7 +644,9 @@ def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool
     parts = _finish_parallel(started)
     if parts is None:
         parts = [_parse_file(path, prefix, with_args)]
+    n_parts = len(parts)
     parsed = _merge(parts)
+    del parts
     x, b, kinds = parsed.x, parsed.b, parsed.b_kind
     warnings, truncated = parsed.warnings, parsed.error
     args: list | None = parsed.x_args if with_args else None
@@ -674,9 +674,11 @@ def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool
         raise InputError(path, "holds no usable trace events (no X/B/E/i/C events with timestamps)",
                          "check that this is a Chrome trace (chrome://tracing / PyTorch profiler JSON)")
 
+    parsed.x = parsed.b = {}  # build_events gets the only references, so it can free them as it sorts
     events, counts = frame.build_events(
-        pid=x["pid"], tid=x["tid"], start=x["ts"], dur=x["dur"], name_codes=x["name"], names=parsed.names,
-        channel_codes=x["cat"], channels=parsed.cats, source_format=FORMAT, device_map=device_map, args=args)
+        pid=x.pop("pid"), tid=x.pop("tid"), start=x.pop("ts"), dur=x.pop("dur"), name_codes=x.pop("name"),
+        names=parsed.names, channel_codes=x.pop("cat"), channels=parsed.cats, source_format=FORMAT,
+        device_map=device_map, args=args)
     warnings["partial_overlap"] += counts.get("partial_overlap", 0)
     process_names = dict(parsed.process_names)
     for label, synthetic in parsed.synthetic.items():
@@ -686,7 +688,7 @@ def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool
 
     metadata: dict[str, object] = dict(hasher.result())
     metadata["chrome.events_read"] = parsed.parsed
-    metadata["chrome.parse_parts"] = len(parts)
+    metadata["chrome.parse_parts"] = n_parts
     if parsed.skipped:
         metadata["chrome.skipped_phases"] = json.dumps(dict(sorted(parsed.skipped.items())))
     for key, count in sorted(warnings.items()):

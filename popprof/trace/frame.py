@@ -38,6 +38,7 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
         order = nesting.sort_order(pid, tid, sort_start, np.where(np.isnan(dur), 0.0, dur))
     else:  # nesting is given: keep the source's (depth-first) order among equal starts
         order = np.lexsort((np.arange(len(pid)), sort_start, tid, pid))
+    del sort_start
     pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
     counts: dict[str, int] = {}
     bounds = nesting.thread_bounds(pid, tid)
