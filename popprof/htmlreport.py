@@ -196,8 +196,11 @@ PLOT_CAPTIONS: dict[str, str] = {
 
 
 def plots_html(profile: Profile, findings: Any = None, kinds: Iterable[str] | None = None,
-               image_format: str = "png") -> str:
-    """Every plot the profile has tables for (or ``kinds``), embedded; reasons for plots not drawn."""
+               image_format: str = "png", config: Mapping[str, object] | None = None) -> str:
+    """Every plot the profile has tables for (or ``kinds``), embedded; reasons for plots not drawn.
+
+    ``config`` (the ``[tool.popprof]`` table) sets the thresholds drawn, as for the checks.
+    """
     try:
         from . import plots
         from .plots import available_kinds
@@ -211,7 +214,7 @@ def plots_html(profile: Profile, findings: Any = None, kinds: Iterable[str] | No
     with progress(f"plotting {profile.name}", total=len(chosen)) as advance:
         for kind in chosen:
             try:
-                fig = plots.plot(profile, kind, findings)
+                fig = plots.plot(profile, kind, findings, config=dict(config or {}))
             except (PopprofError, ValueError) as exc:
                 out.append(f"<p class='note'>{_e(kind)} plot not drawn: {_e(exc)}</p>")
                 continue
@@ -261,7 +264,7 @@ def render(profiles: Profile | Iterable[Profile], findings: Mapping[str, Any] | 
         body.append("<h3>Summary</h3>" + summary_html(profile))
         body.append("<h3>Findings</h3>" + findings_html(found))
         if plots:
-            body.append("<h3>Plots</h3>" + plots_html(profile, found, image_format=image_format))
+            body.append("<h3>Plots</h3>" + plots_html(profile, found, image_format=image_format, config=config))
         body.append("</section>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"

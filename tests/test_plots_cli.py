@@ -26,6 +26,15 @@ def test_every_kind_to_png(bundle, tmp_path, kind):
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
 
 
+def test_config_sets_the_thresholds_drawn(bundle, tmp_path):
+    config = tmp_path / "popprof.toml"
+    config.write_text("[rules]\n\"memory.headroom.warning\" = 0.6\n")
+    out = tmp_path / "memory.svg"
+    assert main(["plot", str(bundle), "--kind", "memory", "-o", str(out), "--config", str(config)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "warning (60% of capacity)" in text and "warning (85% of capacity)" not in text
+
+
 def test_svg_output(bundle, tmp_path):
     out = tmp_path / "liveness.svg"
     assert main(["plot", str(bundle), "--kind", "liveness", "-o", str(out)]) == 0

@@ -70,9 +70,10 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
     if len(profiles) > 1:
         raise UsageError(f"{path} holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine")
     profile = next(iter(profiles.values()))
-    findings = run_checks(profile, _config(config_file)) if kind in ("execution", "timeline") else None
+    config = _config(config_file)
+    findings = run_checks(profile, config) if kind in ("execution", "timeline") else None
     options = {"ipu": ipu} if kind == "execution" and ipu is not None else {}
-    fig = plot(profile, kind, findings, **options)
+    fig = plot(profile, kind, findings, config=config, **options)
     with atomic_path(output) as tmp:
         fig.savefig(tmp, format=fmt, dpi=dpi)
     click.echo(f"wrote {output}", err=True)

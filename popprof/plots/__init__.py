@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._common import MPL_MISSING, require_matplotlib
+from ._common import MPL_MISSING, configured_headroom, require_matplotlib
 from .diff import diff_metrics, diff_tiles
 from .execution import execution
 from .liveness import liveness
@@ -35,15 +35,28 @@ def available_kinds(profile: Any) -> list[str]:
     return [kind for kind, (_, _, needs) in KINDS.items() if any(profile.has(*tables) for tables in needs)]
 
 
-def plot(profile: Any, kind: str, findings: Any = None, **options: Any):
-    """Draw one plot kind of ``profile`` (passing ``findings`` to the kinds that shade them)."""
+#: Kinds that draw the memory headroom thresholds (``thresholds=``).
+THRESHOLD_KINDS = ("memory", "histogram", "tilemap")
+
+
+def plot(profile: Any, kind: str, findings: Any = None, *, config: dict | None = None, **options: Any):
+    """Draw one plot kind of ``profile``.
+
+    ``findings`` go to the kinds that shade them; ``config`` (the
+    ``[tool.popprof]`` table) sets the memory thresholds drawn, as the rule
+    checks would use them.
+    """
     if kind not in KINDS:
         from ..errors import UsageError
 
         raise UsageError(f"unknown plot kind {kind!r}; choose from {', '.join(KINDS)}")
     func, takes_findings, _ = KINDS[kind]
+    if kind in THRESHOLD_KINDS and "thresholds" not in options:
+        thresholds = configured_headroom(config)
+        if thresholds:
+            options["thresholds"] = thresholds
     return func(profile, findings, **options) if takes_findings else func(profile, **options)
 
 
-__all__ = ["KINDS", "MPL_MISSING", "available_kinds", "diff_metrics", "diff_tiles", "execution", "liveness",
+__all__ = ["KINDS", "MPL_MISSING", "THRESHOLD_KINDS", "available_kinds", "diff_metrics", "diff_tiles", "execution", "liveness",
            "plot", "require_matplotlib", "tile_histogram", "tile_map", "tile_memory", "timeline"]

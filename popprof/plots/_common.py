@@ -105,6 +105,23 @@ def headroom_thresholds(params: dict[str, Any] | None = None) -> dict[str, float
     return found
 
 
+def configured_headroom(config: dict | None) -> dict[str, float] | None:
+    """The ``memory.headroom`` thresholds after a ``[tool.popprof]`` config's ``rules`` overrides.
+
+    ``None`` when there is no config or the rules package is not available
+    (the plots then use the rule defaults).
+    """
+    if not config:
+        return None
+    try:
+        from ..rules import plan
+    except ImportError:
+        return None
+    _, resolved = plan(config=config)
+    params = resolved.get("memory.headroom", {})
+    return {k: float(v) for k, v in params.items() if k in DEFAULT_HEADROOM}
+
+
 def finding_items(findings: Any, prefixes: Sequence[str]) -> list[Any]:
     """The findings whose rule id starts with one of ``prefixes`` (``findings`` may be None or a list)."""
     if findings is None:
