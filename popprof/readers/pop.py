@@ -65,8 +65,8 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
          progress: bool = True, liveness_top: int = LIVENESS_TOP, **_options: object) -> Profile:
     """Read ``profile.pop`` through ``pva`` into a Profile.
 
-    ``debug_cbor``: a path, ``None`` to look next to the profile and in its
-    parent directory, or ``False`` to ignore debug information.
+    ``debug_cbor``: a path, ``None`` (or ``True``) to look next to the profile and
+    in its parent directory, or ``False`` to ignore debug information.
     ``tile_cycles``: also fill ``step_tile_cycles`` (steps x tiles rows).
     ``liveness_top``: variables kept per liveness step (0 = none).
     """
@@ -79,7 +79,7 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
         import pva  # the Poplar SDK's module; absent outside the SDK
     except ImportError:
         raise SdkMissingError(path) from None
-    if debug_cbor is None:
+    if debug_cbor is None or debug_cbor is True:
         debug = find_debug_cbor(path)
     elif debug_cbor is False:
         debug = None
