@@ -50,7 +50,8 @@ def test_only_graph_counts_and_names(tmp_path):
     assert p.target_value("num_tiles") is None
 
 
-def test_partial_memory_and_odd_steps(tmp_path):
+@pytest.mark.parametrize("threshold", [reader.STREAM_THRESHOLD_BYTES, 0], ids=["whole", "streamed"])
+def test_partial_memory_and_odd_steps(tmp_path, threshold):
     doc = {
         "graphProfile": {
             "memory": {"byTile": {"totalIncludingGaps": [10, 20, 30]},
@@ -61,7 +62,7 @@ def test_partial_memory_and_odd_steps(tmp_path):
         },
         "executionProfile": {"simulation": {"steps": [{"type": "DoExchange", "name": "x"}, {"cycles": 7}, 3]}},
     }
-    p = open_profile(write(tmp_path, doc))
+    p = reader.read(write(tmp_path, doc), stream_threshold_bytes=threshold)
     assert p.tiles["bytes_incl_gaps"].tolist() == [10, 20, 30]
     assert p.tiles["bytes_excl_gaps"].isna().all()
     assert p.tiles["overflowed_bytes"].tolist() == [0, 5, 0]
