@@ -116,3 +116,13 @@ def test_cli_timeline_bad_input_leaves_no_output(tmp_path: Path, capsys) -> None
     assert "bad.json" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not out.exists() and list(tmp_path.iterdir()) == [bad]
     assert main(["timeline", str(bad), "-o", str(out), "--device-map", '{"gpu": "x"}']) == 2
+
+
+def test_cli_timeline_reads_the_device_map_from_config(tmp_path: Path, fixtures_dir: Path, monkeypatch) -> None:
+    (tmp_path / "popprof.toml").write_text('[device_map]\ncompute = "^TraceMe:ExecutorState"\n')
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "t.json"
+    assert main(["timeline", str(fixtures_dir / "traces" / "begin_end.json"), "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())["traceEvents"]
+    marked = {e["name"] for e in doc if e.get("args", {}).get("device_category") == "compute"}
+    assert marked == {"ExecutorState::Process", "MatMul"}

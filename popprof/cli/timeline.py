@@ -17,8 +17,12 @@ from .common import engine_option, load_profiles
 @engine_option()
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
 @click.option("--device-map", default=None, metavar="JSON|FILE",
-              help="Override the device-activity mapping: a JSON object category -> regex, or a file holding one.")
-def timeline_command(path: Path, output: Path, engine: str | None, with_args: bool, device_map: str | None) -> None:
+              help="Override the device-activity mapping: a JSON object category -> regex, or a file holding one "
+                   "(default: the [device_map] table of popprof.toml / [tool.popprof.device_map]).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="Config file to read instead of the nearest popprof.toml / pyproject.toml.")
+def timeline_command(path: Path, output: Path, engine: str | None, with_args: bool, device_map: str | None,
+                     config_path: Path | None) -> None:
     """Export PATH as Chrome trace JSON for ui.perfetto.dev or chrome://tracing.
 
     Host events are written as they are; execution steps of a Graph Analyser
@@ -31,10 +35,15 @@ def timeline_command(path: Path, output: Path, engine: str | None, with_args: bo
       popprof timeline trace.pvti -o trace.json.gz
       popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
     """
+    from ..config import load_config
     from ..trace.device import load_device_map
     from ..trace.timeline import write_timeline
 
-    mapping = load_device_map(device_map)
+    if device_map is None:
+        configured = load_config(explicit=config_path).get("device_map")
+        mapping = load_device_map(configured) if configured else None
+    else:
+        mapping = load_device_map(device_map)
     options: dict[str, object] = {"with_args": with_args}
     if mapping is not None:
         options["device_map"] = mapping

@@ -9,8 +9,8 @@ an event no expression matches is a host event.
 
 The defaults below are documented in ``docs/traces.md``. Users override them by
 passing ``device_map={...}`` to the readers (or ``--device-map`` on the CLI):
-their entries are tried first, in their order; a category mapped to ``None`` or
-``""`` switches that default off. Matching runs once per distinct
+their entries are tried first, in their order, then the defaults; a category
+mapped to ``None`` or ``""`` switches its default off. Matching runs once per distinct
 (channel, name) pair, so it costs nothing per event.
 """
 
@@ -95,16 +95,15 @@ def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, s
 
 
 def resolve_map(source_format: str, override: Mapping[str, str | None] | None = None) -> list[tuple[str, re.Pattern]]:
-    """The ordered ``(category, compiled regex)`` rules: user entries first, then the defaults."""
+    """The ordered ``(category, compiled regex)`` rules: user entries first, then the defaults.
+
+    A category the user maps to ``None`` or ``""`` loses its default rule.
+    """
     defaults = DEFAULT_MAPS.get(source_format, {})
     override = load_device_map(override) if override is not None else {}
-    rules: list[tuple[str, re.Pattern]] = []
-    for category, pattern in override.items():
-        if pattern:
-            rules.append((category, re.compile(pattern)))
-    for category, pattern in defaults.items():
-        if category not in override:
-            rules.append((category, re.compile(pattern)))
+    rules: list[tuple[str, re.Pattern]] = [(c, re.compile(p)) for c, p in override.items() if p]
+    disabled = {c for c, p in override.items() if not p}
+    rules += [(c, re.compile(p)) for c, p in defaults.items() if c not in disabled]
     return rules
 
 
