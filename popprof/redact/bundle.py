@@ -157,9 +157,10 @@ def _replace_known_identifiers(meta: dict[str, str], redactor: Redactor) -> dict
 
     forward = {orig: name for (kind, orig), name in redactor.pseudonyms.forward.items()}
     tokens = usable_tokens({o: "x" for o in forward}, redactor.allowlist, redactor.policy.keeps)
-    if not tokens:
+    text = "\n".join(v for v in meta.values() if isinstance(v, str))
+    hits = sorted((t for t in tokens if t in text), key=len, reverse=True)
+    if not hits:
         return meta
-    words = sorted(tokens, key=len, reverse=True)
-    pattern = re.compile("|".join(map(re.escape, words)))
+    pattern = re.compile("|".join(map(re.escape, hits)))
     return {k: pattern.sub(lambda m: forward[m.group(0)], v) if isinstance(v, str) else v
             for k, v in meta.items()}

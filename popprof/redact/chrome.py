@@ -204,48 +204,58 @@ class ChromeRedactor:
         if b'\\"' in block:
             out, carry = self._process_regex(block, final)
             return out, carry + rest
+        quotes = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x22)
         carry = b""
         if not final:
-            cut = _cut_before_key(block)
-            if cut <= 0:
+            k = _key_quote_index(block, quotes)
+            if k <= 0:
                 return b"", block + rest
-            block, carry = block[:cut], block[cut:]
-        return self._process_pieces(block), carry + rest
+            cut = int(quotes[k])
+            block, carry, quotes = block[:cut], block[cut:], quotes[:k]
+        return self._process_pieces(block, quotes), carry + rest
 
-    def _process_pieces(self, block: bytes) -> bytes:
-        """Vectorised: split at quotes with pyarrow, redact each DISTINCT string once, reassemble."""
-        pieces = pc.split_pattern(pa.array([block], pa.large_binary()), pattern=b'"').values
-        n = len(pieces)
+    def _process_pieces(self, block: bytes, quotes: np.ndarray) -> bytes:
+        """Vectorised: the strings are between pairs of ``quotes`` (positions; the block has no escaped
+        quotes); redact each DISTINCT string once (pyarrow dictionary encoding), and rebuild the block
+        replacing only the strings that change."""
         tail = b""
-        if n % 2 == 0:  # ends inside an unterminated string (only in a malformed last block)
-            tail = b'"' + pieces[n - 1].as_py()
-            pieces, n = pieces.slice(0, n - 1), n - 1
-        if n == 1:
-            return block
-        inside = pieces.take(pa.array(np.arange(1, n, 2, dtype=np.int64)))
+        if len(quotes) % 2:  # ends inside an unterminated string (only in a malformed last block)
+            tail, block, quotes = block[int(quotes[-1]):], block[:int(quotes[-1])], quotes[:-1]
+        if not len(quotes):
+            return block + tail
+        starts, ends = quotes[0::2] + 1, quotes[1::2]
+        pieces = _spans(block, starts, ends)
+        inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
         encoded = pc.dictionary_encode(inside)
-        idx, values = encoded.indices, encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        values = encoded.dictionary.to_pylist()
         inner = self.inner
         missing = [i for i, v in enumerate(values) if v not in inner]
         if missing:
-            codes = idx.to_numpy(zero_copy_only=False)
             first = np.empty(len(values), dtype=np.int64)
             first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1, dtype=np.int64)
             for i in missing:
-                p = 2 * int(first[i]) + 1
-                key = pieces[p - 2].as_py() if p >= 2 else None
-                after = pieces[p + 1].as_py() if p + 1 < n else b""
-                self._miss(values[i], pieces[p - 1].as_py(), after, key)
+                j = int(first[i])
+                before = block[int(ends[j - 1]) + 1: int(starts[j]) - 1] if j else block[: int(starts[j]) - 1]
+                after = block[int(ends[j]) + 1: int(starts[j + 1]) - 1] if j + 1 < len(starts) else \
+                    block[int(ends[j]) + 1:]
+                key = block[int(starts[j - 1]): int(ends[j - 1])] if j else None
+                self._miss(values[i], before, after, key)
         new = [inner[v] for v in values]
-        if all(a is b or a == b for a, b in zip(new, values, strict=True)):
+        changed = np.fromiter((a is not b and a != b for a, b in zip(new, values, strict=True)), dtype=bool,
+                              count=len(values))
+        if not changed.any():
             return block + tail
-        repl = pa.array([b'"' + v + b'"' for v in new], pa.large_binary())
-        perm = np.arange(n, dtype=np.int64)
-        perm[1::2] = n + np.arange(len(inside), dtype=np.int64)
-        joined = pa.concat_arrays([pieces, repl.take(idx)]).take(pa.array(perm))
+        occ = np.flatnonzero(changed[codes])
+        gaps = _spans(block, starts[occ], ends[occ])
+        repl = pa.array(new, pa.large_binary()).take(pa.array(codes[occ]))
+        m = len(gaps)
+        perm = np.arange(m, dtype=np.int64)
+        perm[1::2] = m + np.arange(len(occ), dtype=np.int64)
+        joined = pa.concat_arrays([gaps, repl]).take(pa.array(perm))
         offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
         data = joined.buffers()[2]
-        return data[int(offsets[joined.offset]): int(offsets[joined.offset + n])].to_pybytes() + tail
+        return data[int(offsets[joined.offset]): int(offsets[joined.offset + m])].to_pybytes() + tail
 
     def _process_regex(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
         """Slower path for blocks with escaped quotes: a regex tokenizer that understands escapes."""
@@ -263,19 +273,25 @@ class ChromeRedactor:
         return b"".join(parts), carry
 
 
-def _cut_before_key(block: bytes, tries: int = 256) -> int:
-    """Offset of an opening quote of an object key near the end of ``block`` (no escaped quotes), or -1."""
-    total = block.count(b'"')
-    pos = len(block)
-    for _ in range(tries):
-        pos = block.rfind(b'"', 0, pos)
-        if pos <= 0:
-            return -1
-        if (total - block.count(b'"', pos)) % 2:
-            continue  # a closing quote
-        close = block.find(b'"', pos + 1)
-        if close != -1 and block[close + 1: close + 64].lstrip().startswith(b":"):
-            return pos
+def _spans(block: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """A zero-copy array over ``block`` whose elements alternate: the text before span 0, span 0, the text
+    between spans 0 and 1, span 1, ..., the text after the last span."""
+    offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
+    offsets[0], offsets[-1] = 0, len(block)
+    offsets[1:-1:2], offsets[2:-1:2] = starts, ends
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                            [None, pa.py_buffer(offsets), pa.py_buffer(block)])
+
+
+def _key_quote_index(block: bytes, quotes: np.ndarray, tries: int = 256) -> int:
+    """Index in ``quotes`` of an opening quote of an object key near the end of ``block``, or -1."""
+    last = len(quotes) - 2 if len(quotes) % 2 == 0 else len(quotes) - 3
+    for k in range(last, max(last - 2 * tries, -1), -2):
+        if k < 2:
+            break
+        after = int(quotes[k + 1]) + 1 if k + 1 < len(quotes) else -1
+        if after > 0 and block[after: after + 64].lstrip().startswith(b":"):
+            return k
     return -1
 
 
@@ -307,7 +323,7 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
     return read, written
 
 
-_JSON_PUNCT = b"0123456789.,:{}[]+-eE \n\r\t"
+_JSON_PUNCT = b"0123456789.,:{}[]+-eE \"\n\r\t"
 _JSON_LITERALS = re.compile(rb"true|false|null|NaN|Infinity")
 
 
@@ -351,7 +367,10 @@ def _scan_block(data: bytes, scanner, seen: set[bytes], place: str) -> None:
         outside = re.sub(rb'"[^"\\]*(?:\\.[^"\\]*)*"', b" ", data)
         strings.update(re.findall(rb"[A-Za-z_][^\s,:{}\[\]]*", outside))
     else:
-        pieces = pc.split_pattern(pa.array([data], pa.large_binary()), pattern=b'"').values
+        quotes = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x22)
+        if len(quotes) % 2:
+            quotes = quotes[:-1]
+        pieces = _spans(data, quotes[0::2] + 1, quotes[1::2]) if len(quotes) else pa.array([data], pa.large_binary())
         n = len(pieces)
         strings = set(pc.unique(pieces.take(pa.array(np.arange(1, n, 2, dtype=np.int64)))).to_pylist())
         outside = pieces.take(pa.array(np.arange(0, n, 2, dtype=np.int64)))

@@ -1,0 +1,113 @@
+"""Benchmark: redaction and its leak scan (targets: a 1 GB Chrome trace at >= 50 MB/s; a 16-IPU
+200,000-step bundle in under 20 s; the leak scan adds at most half again).
+
+Usage: python benchmarks/bench_redact.py [--repeat 3] [--trace-size 1GB|100MB|10MB] [--skip-trace]
+                                         [--skip-bundle]
+
+Each run is a fresh subprocess calling ``popprof.redact.redact`` (with and without the
+scan), so the figures include reading, writing and the interpreter's imports; the
+script prints median / min / max wall time, CPU time, throughput and the child's peak
+RSS (``resource.getrusage``), and the load average, since a shared machine's load
+inflates wall time. Inputs are generated on first use into ``benchmarks/data/``
+(git-ignored): the trace with the traces helper's ``benchmarks/gen_traces.py``, the
+bundle with :mod:`popprof.synth` (``sensitive=True``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data"
+sys.path.insert(0, str(ROOT))
+
+CHILD = r"""
+import json, resource, sys, time
+from popprof.redact import redact
+start = time.perf_counter()
+report = redact(sys.argv[1], sys.argv[2], key=b"benchmark-key-0123456789", scan=sys.argv[3] == "1")
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+                  "passed": report.passed, "bytes_in": report.bytes_in,
+                  "replaced": sum(v["distinct"] for v in report.replaced.values())}))
+"""
+
+
+def run_once(src: Path, out: Path, scan: bool) -> dict:
+    """One redaction in a fresh interpreter; returns its measurements."""
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out), "1" if scan else "0"],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"redaction failed: {proc.stderr.strip()[-2000:]}")
+    if out.is_dir():
+        shutil.rmtree(out)
+    else:
+        out.unlink(missing_ok=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(label: str, src: Path, out: Path, repeat: int, size_bytes: int) -> dict[bool, float]:
+    medians: dict[bool, float] = {}
+    for scan in (False, True):
+        runs = [run_once(src, out, scan) for _ in range(repeat)]
+        walls = [r["wall"] for r in runs]
+        med = statistics.median(walls)
+        medians[scan] = med
+        cpu = statistics.median(r["cpu"] for r in runs)
+        print(f"{label:<28} scan={'on ' if scan else 'off'} median {med:7.2f} s (min {min(walls):.2f}, max "
+              f"{max(walls):.2f}), cpu {cpu:7.2f} s, {size_bytes / 1e6 / med:7.1f} MB/s, peak RSS "
+              f"{max(r['rss_mb'] for r in runs):,.0f} MB, passed={all(r['passed'] for r in runs)}, "
+              f"{runs[0]['replaced']:,} distinct values replaced", flush=True)
+    print(f"{label:<28} leak scan adds {medians[True] / medians[False] - 1:+.0%}", flush=True)
+    return medians
+
+
+def ensure_bundle() -> Path:
+    path = DATA / "redact_pod16.popprof"
+    if not (path / "manifest.json").exists():
+        from popprof import synth
+        from popprof.readers import bundle
+
+        start = time.perf_counter()
+        profile = synth.make_profile(num_ipus=16, num_steps=200_000, num_programs=4_000, num_variables=3_000,
+                                     num_liveness_steps=5_000, sensitive=True)
+        bundle.write(profile, path)
+        print(f"generated {path.name} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--trace-size", default="1GB", choices=["10MB", "100MB", "1GB"])
+    parser.add_argument("--skip-trace", action="store_true")
+    parser.add_argument("--skip-bundle", action="store_true")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-redact-", dir=DATA if DATA.exists() else None) as tmp:
+        if not args.skip_trace:
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            from gen_traces import ensure
+
+            trace = ensure(args.trace_size)
+            measure(f"Chrome trace {args.trace_size}", trace, Path(tmp) / "trace.json", args.repeat,
+                    trace.stat().st_size)
+        if not args.skip_bundle:
+            src = ensure_bundle()
+            size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+            measure("bundle 16 IPU x 200k steps", src, Path(tmp) / "pod16.popprof", args.repeat, size)
+    print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
