@@ -75,6 +75,21 @@ def test_capacity_and_headroom_lines(one_ipu):
     assert hline_y(ax, "threshold:warning") == pytest.approx(CAP * 0.5)
 
 
+def test_flagged_tiles_are_marked(one_ipu):
+    import popprof
+
+    findings = popprof.check(one_ipu, rules=["memory.tile-oom", "memory.headroom"])
+    ax = tile_memory(one_ipu, findings).axes[0]
+    (oom_marks,) = [ln for ln in ax.lines if ln.get_gid() == "flagged:memory.tile-oom"]
+    tiles = one_ipu.tiles.set_index("tile")
+    over = tiles.index[tiles["bytes_incl_gaps"] > CAP]
+    assert sorted(oom_marks.get_xdata() - 0.5) == sorted(over)
+    np.testing.assert_array_equal(oom_marks.get_ydata(), tiles.loc[oom_marks.get_xdata() - 0.5, "bytes_incl_gaps"])
+    (hot_marks,) = [ln for ln in ax.lines if ln.get_gid() == "flagged:memory.headroom"]
+    (headroom,) = findings.by_rule("memory.headroom")
+    assert set(hot_marks.get_xdata() - 0.5) == set(headroom.where["tiles"]) - set(over)
+
+
 def test_binned_tiles_keep_the_fullest_tile_per_bin(two_ipus):
     fig = tile_memory(two_ipus, max_bars=200)
     ax = fig.axes[0]

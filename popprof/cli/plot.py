@@ -45,7 +45,7 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
 
     \b
     Kinds:
-      memory     memory per tile stacked by category, capacity and headroom lines
+      memory     memory per tile by category, capacity and headroom lines, flagged tiles
       histogram  number of tiles per memory range
       tilemap    each IPU's tiles as a grid coloured by memory use
       liveness   live memory per program step, the peak marked with its program
@@ -71,7 +71,7 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
         raise UsageError(f"{path} holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine")
     profile = next(iter(profiles.values()))
     config = _config(config_file)
-    findings = run_checks(profile, config) if kind in ("execution", "timeline") else None
+    findings = run_checks(profile, config) if kind in ("memory", "execution", "timeline") else None
     options = {"ipu": ipu} if kind == "execution" and ipu is not None else {}
     fig = plot(profile, kind, findings, config=config, **options)
     with atomic_path(output) as tmp:

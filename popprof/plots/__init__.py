@@ -21,7 +21,7 @@ from .timeline import timeline
 
 #: ``--kind`` name -> (function, whether it takes findings, tables it needs (any one set)).
 KINDS: dict[str, tuple[Callable[..., Any], bool, tuple[tuple[str, ...], ...]]] = {
-    "memory": (tile_memory, False, (("tiles",),)),
+    "memory": (tile_memory, True, (("tiles",),)),
     "histogram": (tile_histogram, False, (("tiles",), ("tile_histogram",))),
     "tilemap": (tile_map, False, (("tiles",),)),
     "liveness": (liveness, False, (("liveness",),)),

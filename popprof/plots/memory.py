@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..errors import MissingTableError
 from ..profile import Profile
-from ._common import add_stairs, bytes_axis, headroom_thresholds, new_figure, title_of
+from ._common import add_stairs, bytes_axis, finding_items, headroom_thresholds, new_figure, title_of
 
 GAPS = "gaps"
 ALWAYS_LIVE = "always-live variables"
@@ -93,8 +93,12 @@ def _draw_thresholds(ax: Any, capacity: float | None, thresholds: dict[str, floa
              gid=f"threshold:{name}")
 
 
-def tile_memory(profile: Profile, *, max_bars: int = 1500, thresholds: dict[str, float] | None = None,
-                width: float = 12.0, height: float = 5.0):
+#: Rules whose ``where["tiles"]`` are marked on the tile memory plot, with their marker colour.
+FLAGGED_TILE_RULES: dict[str, str] = {"memory.tile-oom": "#d62728", "memory.headroom": "#e6a700"}
+
+
+def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
+                thresholds: dict[str, float] | None = None, width: float = 12.0, height: float = 5.0):
     """Memory per tile stacked by category, with the capacity line and IPU boundaries.
 
     Each category is one filled step area (``StepPatch`` labelled with the
@@ -102,7 +106,10 @@ def tile_memory(profile: Profile, *, max_bars: int = 1500, thresholds: dict[str,
     IPU, the areas show per-bin means and the black step line (label
     ``fullest tile in bin``) the per-bin maximum of ``bytes_incl_gaps``.
     Horizontal lines: ``capacity`` (bytes per tile) and the headroom
-    thresholds (``thresholds`` overrides the rule defaults). Returns the Figure.
+    thresholds (``thresholds`` overrides the rule defaults). Tiles named in
+    ``where["tiles"]`` of ``memory.tile-oom`` / ``memory.headroom`` findings
+    are marked with a triangle at their memory (gid ``flagged:<rule id>``,
+    x = tile + 0.5). Returns the Figure.
     """
     tiles = profile.tiles.sort_values("tile", kind="stable")
     if tiles.empty:
@@ -139,6 +146,7 @@ def tile_memory(profile: Profile, *, max_bars: int = 1500, thresholds: dict[str,
         top = max(top, float(peak.max()))
     ax.set_ylim(0, max(top, capacity or 0.0) * 1.08)
     _draw_thresholds(ax, capacity, headroom_thresholds(thresholds), vertical=False)
+    _mark_flagged(ax, tiles, findings)
     _ipu_boundaries(ax, tiles)
     ax.set_xlim(edges[0], edges[-1])
     ax.set_xlabel("tile (global index)" + (f"; {int(np.diff(edges).max())} tiles per bin, mean by category"
@@ -148,6 +156,20 @@ def tile_memory(profile: Profile, *, max_bars: int = 1500, thresholds: dict[str,
     ax.set_title(title_of(profile, "Tile memory by category"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     return fig
+
+
+def _mark_flagged(ax: Any, tiles: pd.DataFrame, findings: Any) -> None:
+    """Triangles over the tiles the memory findings name (a tile is marked once, by the first rule)."""
+    used = tiles.set_index("tile")["bytes_incl_gaps"].astype("float64")
+    marked: set[int] = set()
+    for rule_id, colour in FLAGGED_TILE_RULES.items():
+        named = [int(t) for f in finding_items(findings, (rule_id,)) for t in (f.where or {}).get("tiles", [])]
+        named = [t for t in dict.fromkeys(named) if t in used.index and t not in marked]
+        if not named:
+            continue
+        marked.update(named)
+        ax.plot(np.array(named) + 0.5, used.loc[named].to_numpy(), "v", ms=5, color=colour, mec="black",
+                mew=0.4, ls="none", gid=f"flagged:{rule_id}", label=f"tiles flagged by {rule_id}")
 
 
 def _category_colours(names: list[str]) -> dict[str, Any]:
