@@ -117,12 +117,13 @@ def _render_rich(results: list[Findings], fail_on: str, width: int) -> str:
             text = escape(f.message) + (f"\n[dim]{escape(f.advice)}[/dim]" if f.severity != "info" and f.advice
                                         else "")
             table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", f.rule_id, text, escape(where_text(f.where)))
-        for rule_id, reason in res.not_evaluated:
-            table.add_row("[dim]skipped[/dim]", f"[dim]{rule_id}[/dim]", f"[dim]not evaluated: {escape(reason)}[/dim]",
-                          "")
-        if not res.items and not res.not_evaluated:
+        if not res.items:
             table.add_row("[green]ok[/green]", "", "no findings", "")
         console.print(table)
+        if res.not_evaluated:  # compact, below the table: these are not findings
+            console.print("[dim]not evaluated:[/dim]")
+            for rule_id, reason in res.not_evaluated:
+                console.print(f"[dim]  {rule_id}: {escape(reason)}[/dim]")
     console.print(_summary_line(results, fail_on))
     return buffer.getvalue()
 
