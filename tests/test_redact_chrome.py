@@ -140,3 +140,15 @@ def test_scan_reads_text_outside_strings(tmp_path, monkeypatch):
     scanner = Scanner({"canary_secret_x": "evt"})
     chrome_mod.scan_chrome(bad, scanner, block_size=16)
     assert not scanner.result.passed
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_pipeline_output_does_not_depend_on_block_size_or_workers(tmp_path, monkeypatch, workers):
+    src = chrome_trace(tmp_path / "t.json", events=600)  # holds escaped quotes: both paths are used
+    reference = tmp_path / "ref.json"
+    chrome_mod.redact_chrome(src, reference, Redactor(KEY_A), gz=False, workers=1)
+    monkeypatch.setattr(chrome_mod, "BLOCK", 2048)
+    out = tmp_path / "small.json"
+    chrome_mod.redact_chrome(src, out, Redactor(KEY_A), gz=False, workers=workers)
+    assert out.read_bytes() == reference.read_bytes()
+    assert json.loads(out.read_text())["traceEvents"]

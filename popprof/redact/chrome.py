@@ -154,7 +154,7 @@ class ChromeRedactor:
     def _key(self, key: str) -> str:
         return self.r.text(key)
 
-    def learn_metadata(self, block: bytes) -> int | None:
+    def learn_metadata(self, block: bytes, lessons: list | None = None) -> int | None:
         """Find thread/process names in metadata events so their names get ``thr_`` / ``proc_``.
 
         Returns the start of a metadata event cut off by the end of the block (or None), so the
@@ -179,8 +179,10 @@ class ChromeRedactor:
                         if isinstance(obj, dict) and obj.get("name") == label and isinstance(obj.get("args"), dict):
                             name = obj["args"].get("name")
                             if isinstance(name, str):
-                                self.name_kind.setdefault(name, kind)
-                                self.r.expect(kind, name)
+                                if lessons is None:
+                                    self.learn_name(name, kind)
+                                else:
+                                    lessons.append((kind, name))
                             done = True
                             break
                 if not done and cut_off:
@@ -189,46 +191,61 @@ class ChromeRedactor:
                 pos = block.find(marker, pos + 1)
         return pending
 
+    def learn_name(self, name: str, kind: str) -> None:
+        """Apply one lesson: a thread/process name (``thr``/``proc``) or a user name (``user``)."""
+        if kind == "user":
+            self.r.scrubber.learn_value("user", name)
+        else:
+            self.name_kind.setdefault(name, kind)
+            self.r.expect(kind, name)
+
     # -- streaming ------------------------------------------------------------
     def process(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
         """Redact ``block`` (which starts outside any string); returns (output, carry for the next block)."""
-        pending = self.learn_metadata(block)
+        work, carry, lessons = self.prepare(block, final)
+        for kind, name in lessons:
+            self.learn_name(name, kind)
+        if isinstance(work, list):
+            return self.finish_tokens(work), carry
+        return self.finish(work, encode(work)), carry
+
+    def prepare(self, block: bytes, final: bool) -> tuple[bytes | memoryview, bytes, list]:
+        """Sequential part: find names to learn and where to cut, without deciding anything.
+
+        Returns ``(work, carry, lessons)``: ``work`` is a memoryview for the vectorised path
+        (:func:`encode`, then :meth:`finish`) or bytes holding an escaped quote for the regex
+        path; ``lessons`` are applied (:meth:`learn_name`) just before the work is finished, so
+        the output does not depend on how far ahead blocks are prepared.
+        """
+        lessons: list = []
+        pending = self.learn_metadata(block, lessons)
         rest = b""
         if pending is not None and not final:
             if pending <= 0:
-                return b"", block
+                return memoryview(b""), block, lessons
             block, rest = block[:pending], block[pending:]
         if b"/home/" in block or b"/Users/" in block:
-            for m in _HOME_USER.finditer(block):
-                self.r.scrubber.learn_value("user", m.group(1).decode("utf-8", "replace"))
-        if b'\\"' in block:
-            out, carry = self._process_regex(block, final)
-            return out, carry + rest
-        quotes = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x22)
-        carry = b""
-        if not final:
-            k = _key_quote_index(block, quotes)
-            if k <= 0:
-                return b"", block + rest
-            cut = int(quotes[k])
-            block, carry, quotes = block[:cut], block[cut:], quotes[:k]
-        return self._process_pieces(block, quotes), carry + rest
+            lessons.extend(("user", m.group(1).decode("utf-8", "replace")) for m in _HOME_USER.finditer(block))
+        if b'\\"' in block:  # escaped quotes: the regex tokenizer path
+            parts = TOKEN_RE.split(block)
+            if final:
+                return parts, rest, lessons
+            if len(parts) < 3:
+                return memoryview(b""), block + rest, lessons
+            return parts[:-2], parts[-2] + parts[-1] + rest, lessons
+        if final:
+            return memoryview(block), rest, lessons
+        cut = _cut_before_key(block)
+        if cut <= 0:
+            return memoryview(b""), block + rest, lessons
+        return memoryview(block)[:cut], block[cut:] + rest, lessons
 
-    def _process_pieces(self, block: bytes, quotes: np.ndarray) -> bytes:
-        """Vectorised: the strings are between pairs of ``quotes`` (positions; the block has no escaped
-        quotes); redact each DISTINCT string once (pyarrow dictionary encoding), and rebuild the block
-        replacing only the strings that change."""
-        tail = b""
-        if len(quotes) % 2:  # ends inside an unterminated string (only in a malformed last block)
-            tail, block, quotes = block[int(quotes[-1]):], block[:int(quotes[-1])], quotes[:-1]
-        if not len(quotes):
-            return block + tail
-        starts, ends = quotes[0::2] + 1, quotes[1::2]
-        pieces = _spans(block, starts, ends)
-        inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
-        encoded = pc.dictionary_encode(inside)
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        values = encoded.dictionary.to_pylist()
+    def finish(self, work: memoryview, enc: _Encoded) -> bytes:
+        """Decide each new distinct string (in block order) and rebuild the block with the replacements."""
+        block = enc.block
+        if enc.codes is None:
+            return bytes(work)
+        starts, ends, codes, values = enc.starts, enc.ends, enc.codes, enc.values
         inner = self.inner
         missing = [i for i, v in enumerate(values) if v not in inner]
         if missing:
@@ -239,15 +256,15 @@ class ChromeRedactor:
                 before = block[int(ends[j - 1]) + 1: int(starts[j]) - 1] if j else block[: int(starts[j]) - 1]
                 after = block[int(ends[j]) + 1: int(starts[j + 1]) - 1] if j + 1 < len(starts) else \
                     block[int(ends[j]) + 1:]
-                key = block[int(starts[j - 1]): int(ends[j - 1])] if j else None
-                self._miss(values[i], before, after, key)
+                key = bytes(block[int(starts[j - 1]): int(ends[j - 1])]) if j else None
+                self._miss(values[i], bytes(before), bytes(after), key)
         new = [inner[v] for v in values]
         changed = np.fromiter((a is not b and a != b for a, b in zip(new, values, strict=True)), dtype=bool,
                               count=len(values))
         if not changed.any():
-            return block + tail
+            return bytes(work)
         occ = np.flatnonzero(changed[codes])
-        gaps = _spans(block, starts[occ], ends[occ])
+        gaps = _spans(enc.buffer, len(block), starts[occ], ends[occ])
         repl = pa.array(new, pa.large_binary()).take(pa.array(codes[occ]))
         m = len(gaps)
         perm = np.arange(m, dtype=np.int64)
@@ -255,43 +272,67 @@ class ChromeRedactor:
         joined = pa.concat_arrays([gaps, repl]).take(pa.array(perm))
         offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
         data = joined.buffers()[2]
-        return data[int(offsets[joined.offset]): int(offsets[joined.offset + m])].to_pybytes() + tail
+        return data[int(offsets[joined.offset]): int(offsets[joined.offset + m])].to_pybytes() + enc.tail
 
-    def _process_regex(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
-        """Slower path for blocks with escaped quotes: a regex tokenizer that understands escapes."""
-        parts = TOKEN_RE.split(block)
-        if final or len(parts) < 3:
-            if not final:
-                return b"", block
-            carry = b""
-        else:
-            carry = parts[-2] + parts[-1]
-            del parts[-2:]
+    def finish_tokens(self, parts: list[bytes]) -> bytes:
+        """Slower path for blocks with escaped quotes: redact the tokens of :data:`TOKEN_RE`."""
         getter = self.cache.get
         token = self.token
         parts[1::2] = [getter(t) or token(t) for t in parts[1::2]]
-        return b"".join(parts), carry
+        return b"".join(parts)
 
 
-def _spans(block: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """A zero-copy array over ``block`` whose elements alternate: the text before span 0, span 0, the text
-    between spans 0 and 1, span 1, ..., the text after the last span."""
+class _Encoded:
+    """The strings of a block: their spans, dictionary codes and distinct values."""
+
+    __slots__ = ("block", "buffer", "starts", "ends", "codes", "values", "tail")
+
+    def __init__(self, block, buffer, starts=None, ends=None, codes=None, values=None, tail=b""):
+        self.block, self.buffer, self.starts, self.ends = block, buffer, starts, ends
+        self.codes, self.values, self.tail = codes, values, tail
+
+
+def encode(work: memoryview) -> _Encoded:
+    """Parallel-safe part (numpy and pyarrow release the GIL): find the strings between quote pairs
+    (the block holds no escaped quote) and dictionary-encode them."""
+    quotes = np.flatnonzero(np.frombuffer(work, dtype=np.uint8) == 0x22)
+    tail = b""
+    if len(quotes) % 2:  # ends inside an unterminated string (only in a malformed last block)
+        tail, work, quotes = bytes(work[int(quotes[-1]):]), work[:int(quotes[-1])], quotes[:-1]
+    buffer = pa.py_buffer(work)
+    if not len(quotes):
+        return _Encoded(work, buffer, tail=tail)
+    starts, ends = quotes[0::2] + 1, quotes[1::2]
+    pieces = _spans(buffer, len(work), starts, ends)
+    inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
+    encoded = pc.dictionary_encode(inside)
+    return _Encoded(work, buffer, starts, ends, encoded.indices.to_numpy(zero_copy_only=False),
+                    encoded.dictionary.to_pylist(), tail)
+
+
+def _spans(buffer: pa.Buffer, size: int, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """A zero-copy array over ``buffer`` whose elements alternate: the text before span 0, span 0, the
+    text between spans 0 and 1, span 1, ..., the text after the last span."""
     offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
-    offsets[0], offsets[-1] = 0, len(block)
+    offsets[0], offsets[-1] = 0, size
     offsets[1:-1:2], offsets[2:-1:2] = starts, ends
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
-                                            [None, pa.py_buffer(offsets), pa.py_buffer(block)])
+                                            [None, pa.py_buffer(offsets), buffer])
 
 
-def _key_quote_index(block: bytes, quotes: np.ndarray, tries: int = 256) -> int:
-    """Index in ``quotes`` of an opening quote of an object key near the end of ``block``, or -1."""
-    last = len(quotes) - 2 if len(quotes) % 2 == 0 else len(quotes) - 3
-    for k in range(last, max(last - 2 * tries, -1), -2):
-        if k < 2:
-            break
-        after = int(quotes[k + 1]) + 1 if k + 1 < len(quotes) else -1
-        if after > 0 and block[after: after + 64].lstrip().startswith(b":"):
-            return k
+def _cut_before_key(block: bytes, tries: int = 256) -> int:
+    """Offset of an opening quote of an object key near the end of ``block`` (no escaped quotes), or -1."""
+    total = block.count(b'"')
+    pos = len(block)
+    for _ in range(tries):
+        pos = block.rfind(b'"', 0, pos)
+        if pos <= 0:
+            return -1
+        if (total - block.count(b'"', pos)) % 2:
+            continue  # a closing quote
+        close = block.find(b'"', pos + 1)
+        if close != -1 and block[close + 1: close + 64].lstrip().startswith(b":"):
+            return pos
     return -1
 
 
@@ -301,25 +342,47 @@ def is_gzip(path: Path) -> bool:
 
 
 def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
-                  advance: Callable[[float], None] = lambda n: None) -> tuple[int, int]:
-    """Stream ``source`` into ``tmp_out`` (gzip when ``gz``). Returns (bytes read, bytes written)."""
+                  advance: Callable[[float], None] = lambda n: None, workers: int = 2) -> tuple[int, int]:
+    """Stream ``source`` into ``tmp_out`` (gzip when ``gz``). Returns (bytes read, bytes written).
+
+    A small pipeline: the main thread reads, learns and cuts blocks in order and finishes them in
+    order; :func:`encode` (GIL-free numpy / pyarrow work) runs on ``workers`` threads ahead of it.
+    The output does not depend on ``workers``.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     engine = ChromeRedactor(redactor)
     reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
     writer = gzip.open(tmp_out, "wb", compresslevel=3) if gz else open(tmp_out, "wb")  # noqa: SIM115
     read = written = 0
-    with reader, writer:
+    queue: deque = deque()
+
+    def drain(keep: int) -> None:
+        nonlocal written
+        while len(queue) > keep:
+            work, job, lessons = queue.popleft()
+            for kind, name in lessons:
+                engine.learn_name(name, kind)
+            out = engine.finish_tokens(work) if isinstance(work, list) else engine.finish(work, job.result())
+            if out:
+                writer.write(out)
+                written += len(out)
+
+    with reader, writer, ThreadPoolExecutor(max(1, workers)) as pool:
         carry = b""
         while True:
             block = reader.read(BLOCK)
             read += len(block)
             final = not block
-            out, carry = engine.process(carry + block, final)
-            if out:
-                writer.write(out)
-                written += len(out)
+            work, carry, lessons = engine.prepare(carry + block, final)
+            job = None if isinstance(work, list) else pool.submit(encode, work)
+            queue.append((work, job, lessons))
+            drain(workers)
             advance(len(block))
             if final:
                 break
+        drain(0)
     return read, written
 
 
@@ -370,7 +433,8 @@ def _scan_block(data: bytes, scanner, seen: set[bytes], place: str) -> None:
         quotes = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x22)
         if len(quotes) % 2:
             quotes = quotes[:-1]
-        pieces = _spans(data, quotes[0::2] + 1, quotes[1::2]) if len(quotes) else pa.array([data], pa.large_binary())
+        pieces = _spans(pa.py_buffer(data), len(data), quotes[0::2] + 1, quotes[1::2]) if len(quotes) \
+            else pa.array([data], pa.large_binary())
         n = len(pieces)
         strings = set(pc.unique(pieces.take(pa.array(np.arange(1, n, 2, dtype=np.int64)))).to_pylist())
         outside = pieces.take(pa.array(np.arange(0, n, 2, dtype=np.int64)))
