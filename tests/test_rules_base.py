@@ -63,6 +63,11 @@ def test_band_is_inclusive():
     assert band(None, 0.85, 0.95) == (None, None)
 
 
+def test_a_single_pattern_may_be_a_string(synth):
+    found = check(synth, rules="memory.tile-oom", skip="host.*")
+    assert found.evaluated == ["memory.tile-oom"]
+
+
 def test_check_reports_not_evaluated_with_reasons(synth):
     found = popprof.check(synth)
     assert isinstance(found, Findings)

@@ -345,6 +345,8 @@ def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
 
     See :func:`check` for the arguments.
     """
+    rules = [rules] if isinstance(rules, str) else rules
+    skip = [skip] if isinstance(skip, str) else skip
     section = dict((config or {}).get("rules", {}) or {})
     enable = section.pop("enable", None)
     disable = section.pop("disable", None) or []
