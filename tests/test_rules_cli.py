@@ -198,3 +198,22 @@ def test_rich_table_escapes_markup_in_messages():
     text = render_text([found], rich=True, width=200)
     assert "[bold]x[/bold]" in text and "[red]p[/red]" in text
     assert "\x1b[" in text  # coloured for a terminal
+
+
+def test_inputs_are_never_modified_or_overwritten(bundles, capsys, tmp_path):
+    import hashlib
+    from pathlib import Path
+
+    def digest(root: str) -> dict:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(root).iterdir())}
+
+    before = digest(bundles["oom"])
+    run(capsys, "check", bundles["oom"], "--format", "json", "-o", str(tmp_path / "r.json"))
+    assert digest(bundles["oom"]) == before
+    summary = tmp_path / "summary.txt"
+    summary.write_text("Target:\n  Number of IPUs: 1\n")
+    code, _, err = run(capsys, "check", str(summary), "-o", str(summary))
+    assert code == 2 and "would overwrite the input" in err
+    assert summary.read_text() == "Target:\n  Number of IPUs: 1\n"
+    code, _, err = run(capsys, "check", bundles["oom"], "-o", str(Path(bundles["oom"]) / "manifest.json"))
+    assert code == 2 and digest(bundles["oom"]) == before

@@ -66,6 +66,14 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
     config = load_config(explicit=config_file)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
+    if output is not None:
+        target = output.resolve()
+        for path in paths:
+            src = path.resolve()
+            if target == src or src in target.parents:
+                raise UsageError(f"--output {output} would overwrite the input {path}; choose another file")
+        if target.is_dir():
+            raise UsageError(f"--output {output} is a directory; give a file name")
     level = _fail_on(fail_on, config)
 
     results = []
