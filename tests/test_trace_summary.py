@@ -15,15 +15,15 @@ from popprof.trace.summary import trace_summary
 
 
 def _hand_profile() -> Profile:
-    """Device events at [0,10), [5,12), [20,30), [40,41) (+ a sync that must not count as busy); host events."""
+    """Device events at [0,11), [5,12), [20,30), [40,41) and a sync inside [20,30); host events."""
     rows = [  # pid, tid, parent, depth, name, channel, start, dur, device_category
-        (0, 7, None, 0, "k1", "kernel", 0.0, 10.0, "compute"),
+        (0, 7, None, 0, "k1", "kernel", 0.0, 11.0, "compute"),
         (0, 7, None, 0, "k2", "kernel", 5.0, 7.0, "compute"),
         (0, 8, None, 0, "nccl", "kernel", 20.0, 10.0, "exchange"),
         (0, 9, None, 0, "copy", "gpu_memcpy", 40.0, 1.0, "host_io"),
         (1, 1, None, 0, "step", "user_annotation", 0.0, 50.0, None),
         (1, 1, 4, 1, "forward", "cpu_op", 1.0, 9.0, None),
-        (1, 1, 4, 1, "sync", "cuda_runtime", 12.0, 30.0, "sync"),
+        (1, 1, 4, 1, "sync", "cuda_runtime", 21.0, 9.0, "sync"),
         (1, 2, None, 0, "loader", "user_annotation", 0.0, 45.0, None),
     ]
     frame = pd.DataFrame(rows, columns=["pid", "tid", "parent_id", "depth", "name", "channel", "start_us",
@@ -43,8 +43,8 @@ def test_trace_metrics_on_a_hand_made_trace() -> None:
     assert values["trace.device_busy_us"] == 23.0
     assert values["trace.host_stall_us"] == 18.0          # gaps [12,20) and [30,40)
     assert values["trace.device_idle_share"] == pytest.approx(18.0 / 41.0)
-    assert values["trace.device_time_us.compute"] == 17.0
-    assert values["trace.device_time_us.sync"] == 30.0
+    assert values["trace.device_time_us.compute"] == 18.0
+    assert values["trace.device_time_us.sync"] == 9.0
 
 
 def test_trace_metrics_absent_without_events(fixtures_dir: Path) -> None:
@@ -60,11 +60,11 @@ def test_summary_of_a_hand_made_trace() -> None:
     assert (top_thread["pid"], top_thread["tid"], top_thread["thread_name"]) == (1, 1, "main")
     assert top_thread["busy_us"] == 50.0
     by_self = {r["name"]: r["self_us"] for r in s["top_by_self"]}
-    assert by_self == {"loader": 45.0, "sync": 30.0, "step": 11.0}      # step: 50 - 9 - 30
-    assert [r["name"] for r in s["top_by_total"]] == ["step", "loader", "sync"]
+    assert by_self == {"loader": 45.0, "step": 32.0, "k1": 11.0}       # step: 50 - 9 - 9
+    assert [r["name"] for r in s["top_by_total"]] == ["step", "loader", "k1"]
     dev = s["device_activity"]
     assert dev["busy_us"] == 23.0 and dev["idle_us"] == 18.0 and dev["idle_gaps"] == 2
-    assert dev["by_category"]["compute"] == {"events": 2, "total_us": 17.0}
+    assert dev["by_category"]["compute"] == {"events": 2, "total_us": 18.0}
 
 
 def test_summary_of_the_fixture_finds_the_stalls(fixtures_dir: Path) -> None:

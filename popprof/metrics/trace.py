@@ -1,7 +1,7 @@
 """Trace metrics from the ``events`` table: span, event counts, device busy / idle, host stalls.
 
 Device activity follows :mod:`popprof.trace.activity`: events with a device
-category other than ``sync``; host stalls are the idle gaps inside the
+category; host stalls are the idle gaps inside the
 device-active span (first device event to last).
 """
 
@@ -31,7 +31,7 @@ def thread_count(profile: Profile) -> float | None:
     return float(profile.events[["pid", "tid"]].drop_duplicates().shape[0])
 
 
-@metric("trace.device_busy_us", "us", "time with at least one device event running (sync excluded)",
+@metric("trace.device_busy_us", "us", "time with at least one device event running",
         needs=("events",), better=None)
 def device_busy_us(profile: Profile) -> float | None:
     union = device_union(profile.events)

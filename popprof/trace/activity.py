@@ -1,10 +1,11 @@
 """Device activity over time: union of device intervals, idle gaps inside the active span.
 
-Device activity is every event with a ``device_category`` other than ``sync``
-(``sync`` marks the host waiting on the device, which is not the device being
-busy). The *device-active span* runs from the first device event's start to the
-last one's end; gaps inside it, when no device event runs, are time the device
-sat idle while the host was busy elsewhere: host stalls.
+Device activity is every event with a ``device_category`` (as in the rules of
+:mod:`popprof.rules`): on an IPU, syncs are device time; on a GPU, a sync call is
+the host waiting for device work that it overlaps. The *device-active span* runs
+from the first device event's start to the last one's end; gaps inside it, when
+no device event runs, are time the device sat idle while the host was busy
+elsewhere: host stalls.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-BUSY_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "host_io", "other")
+BUSY_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "host_io", "sync", "other")
 
 
 @dataclass(frozen=True)

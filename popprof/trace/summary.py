@@ -48,7 +48,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     busy = (top_level.assign(d=dur[top_level.index]).groupby(["pid", "tid"], observed=True)
             .agg(busy_us=("d", "sum"), top_level_events=("d", "size")))
     counts = events.groupby(["pid", "tid"], observed=True).size()
-    busy = busy.join(counts.rename("events")).sort_values("busy_us", ascending=False).head(top)
+    busy = busy.join(counts.rename("events")).sort_values("busy_us", ascending=False, kind="stable").head(top)
     names = _thread_names(profile)
     out["busiest_threads"] = [
         {"pid": int(p), "tid": int(t), "process_name": names.get((int(p), int(t)), (None, None))[0],
@@ -59,8 +59,8 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     frame = pd.DataFrame({"name": events["name"], "total_us": dur, "self_us": event_self_time(events)})
     by_name = frame.groupby("name", observed=True).agg(count=("total_us", "size"), total_us=("total_us", "sum"),
                                                         self_us=("self_us", "sum"))
-    out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False).head(top))
-    out["top_by_self"] = _records(by_name.sort_values("self_us", ascending=False).head(top))
+    out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False, kind="stable").head(top))
+    out["top_by_self"] = _records(by_name.sort_values("self_us", ascending=False, kind="stable").head(top))
     out["device_activity"] = device_activity(events)
     return out
 
