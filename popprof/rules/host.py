@@ -23,6 +23,7 @@ from .intervals import (
     sum_by_code,
     thread_label,
     thread_labels,
+    thread_names,
 )
 
 
@@ -101,7 +102,7 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         ascending=False, kind="stable")
     by_thread = top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
     n = int(params["top"])
-    thread_names = [thread_label(labels, p, t) for p, t in by_thread.index[:n]]
+    top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[:n]]
 
     gaps = pd.DataFrame({"gap": np.arange(len(gs)), "start_us": gs, "end_us": ge, "dur_us": ge - gs})
     host_busy = top_level.groupby("gap")["overlap_us"].sum()
@@ -111,9 +112,8 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         per_thread = (top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"].sum().reset_index()
                       .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
                       .drop_duplicates("gap"))
-        threads, which = np.unique(per_thread[["pid", "tid"]].to_numpy(), axis=0, return_inverse=True)
-        names = np.array([thread_label(labels, p, t) for p, t in threads], dtype=object)  # a few threads
-        top = pd.Series(names[which.ravel()], index=per_thread["gap"].to_numpy())
+        top = pd.Series(thread_names(labels, per_thread["pid"].to_numpy(), per_thread["tid"].to_numpy()),
+                        index=per_thread["gap"].to_numpy())
         gaps["top_thread"] = top.reindex(gaps["gap"]).to_numpy()
     if len(leaves):
         best = (leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"].sum().reset_index()
@@ -135,10 +135,10 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         message += "; meanwhile the host was in " + ", ".join(
             f"'{k}' ({duration(v)})" for k, v in by_label.head(n).items())
         message += " on " + ", ".join(f"{name} ({duration(v)})" for name, v in
-                                      zip(thread_names, by_thread.to_numpy()[:n], strict=False))
+                                      zip(top_threads, by_thread.to_numpy()[:n], strict=False))
     else:
         message += "; no host event was recorded during the gaps"
-    where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])), "threads": thread_names}
+    where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])), "threads": top_threads}
     return [r.finding(severity, "Device idle waiting on the host", message, value=share,
                       threshold=threshold, where=where, evidence=gaps)]
 
@@ -185,10 +185,11 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     if not chosen.any():
         return []
     labels = thread_labels(profile)
-    found = pd.DataFrame({"event_id": cand["event_id"].to_numpy()[chosen], "name": np.asarray(cand["name"].astype("str"))[chosen], "pid": cand["pid"].to_numpy()[chosen],
-                          "tid": cand["tid"].to_numpy()[chosen], "start_us": s[chosen], "dur_us": d[chosen],
-                          "device_idle_us": idle[chosen]})
-    found["thread"] = [thread_label(labels, p, t) for p, t in zip(found["pid"], found["tid"], strict=True)]
+    found = pd.DataFrame({"event_id": cand["event_id"].to_numpy()[chosen],
+                          "name": np.asarray(cand["name"].astype("str"))[chosen],
+                          "pid": cand["pid"].to_numpy()[chosen], "tid": cand["tid"].to_numpy()[chosen],
+                          "start_us": s[chosen], "dur_us": d[chosen], "device_idle_us": idle[chosen]})
+    found["thread"] = thread_names(labels, found["pid"].to_numpy(), found["tid"].to_numpy())
     found = found.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
     # Device idle time during the union of these events (threads overlapping in time count once).
     us, ue = merge_intervals(np.maximum(found["start_us"].to_numpy(), t0),

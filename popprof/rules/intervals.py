@@ -263,3 +263,12 @@ def thread_labels(profile: Profile) -> dict[tuple[int, int], str]:
 def thread_label(labels: dict[tuple[int, int], str], pid: int, tid: int) -> str:
     """The display name of one thread."""
     return labels.get((int(pid), int(tid)), f"{int(pid)}:{int(tid)}")
+
+
+def thread_names(labels: dict[tuple[int, int], str], pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Display names for arrays of (pid, tid), naming each distinct thread once (vectorised)."""
+    if len(pid) == 0:
+        return np.empty(0, dtype=object)
+    threads, which = np.unique(np.column_stack([pid, tid]), axis=0, return_inverse=True)
+    names = np.array([thread_label(labels, p, t) for p, t in threads], dtype=object)  # a few threads
+    return names[which.ravel()]
