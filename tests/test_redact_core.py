@@ -141,3 +141,14 @@ def test_scanner_flags_tokens_and_patterns_but_not_pseudonyms_or_hashes():
     assert not scanner.result.passed
     assert set(scanner.result.leaks) == {"var", "path", "user"}
     assert "canary" not in scanner.result.summary()
+
+
+def test_project_config_redact_table(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.popprof.redact]\nkeep = ["TeamLib::*"]\ndrop = ["metadata.app"]\n[tool.popprof.redact.scrub]\n'
+        "emails = false\n")
+    monkeypatch.chdir(tmp_path)
+    policy = build_policy(keep=("Other*",))
+    assert policy.keep == ["TeamLib::*", "Other*"] and policy.drops("metadata.app")
+    assert "emails" not in policy.families
+    assert policy.source == ["[tool.popprof.redact]", "command line"]

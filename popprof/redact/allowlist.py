@@ -69,7 +69,8 @@ PUBLIC_NAMESPACES = ("poplin", "popops", "popnn", "poprand", "poputil", "popfloa
 PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(?:{})::[A-Za-z_][\w:<>, .*&\[\]-]*".format("|".join(PUBLIC_NAMESPACES))),
     re.compile(r"graphConstruction/[A-Za-z]\w*"),
-    re.compile(r"cuda[A-Z]\w*|cu[A-Z]\w*|nccl[A-Z]\w*"),
+    re.compile(r"cuda[A-Z]\w*|cu[A-Z]\w*|nccl[A-Z].*|rccl[A-Z].*|hip[A-Z]\w*"),
+    re.compile(r"Mem(?:cpy|set)(?: [A-Za-z]+)?(?: \([^()]*\))?"),
     re.compile(r"Program \d+(?: \(main\))?"),
     re.compile(r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pool-\d+-thread-\d+|Thread-\d+"),
 )
