@@ -185,3 +185,25 @@ def test_gaps_exact_threshold_and_below():
     assert found.items[0].value == pytest.approx(0.10)
     assert len(run(tiles_profile([1000, 1000], excl=[901, 900]), "memory.gaps")) == 0
     assert run(tiles_profile([1000, 1000], excl=[700, 800]), "memory.gaps").items[0].severity == "error"
+
+
+def test_synthetic_gap_share_triggers_gaps_rule():
+    lossy = make_profile(num_steps=100, num_liveness_steps=50, execution=False, gap_share=0.15, seed=4)
+    tight = make_profile(num_steps=100, num_liveness_steps=50, execution=False, gap_share=0.03, seed=4)
+    f = run(lossy, "memory.gaps").items[0]
+    tiles = lossy.tiles
+    expected = 1 - tiles["bytes_excl_gaps"].sum() / tiles["bytes_incl_gaps"].sum()
+    assert f.severity == "warning" and f.value == pytest.approx(expected)
+    assert len(run(tight, "memory.gaps")) == 0
+
+
+def test_synthetic_hot_tiles_are_imbalanced_and_the_peak_is_located():
+    profile = make_profile(num_steps=100, num_liveness_steps=300, hot_tiles=5, seed=6)
+    f = run(profile, "memory.tile-imbalance").items[0]
+    hot = profile.tiles.nlargest(5, "bytes_incl_gaps")["tile"].tolist()
+    assert f.where["tiles"][:5] == hot
+    peak = run(profile, "memory.liveness-peak").items[0]
+    liveness = profile.liveness
+    step = int(liveness.loc[liveness["not_always_live_bytes"].idxmax(), "step"])
+    assert peak.where["liveness_steps"] == (step, step)
+    assert peak.where["programs"] == [liveness.loc[liveness["step"] == step, "program"].iloc[0]]
