@@ -6,12 +6,15 @@ Readers are the only code that knows a file format; each returns a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 import pandas as pd
 
 from .errors import MissingTableError
 from .schema import TABLES, conform
+
+T = TypeVar("T")
 
 #: What to say when a table is absent, by table.
 NEEDS_HINT: dict[str, str] = {
@@ -42,6 +45,7 @@ class Profile:
         self.name = name
         self.source = source
         self._tables: dict[str, pd.DataFrame] = {}
+        self._cache: dict[str, object] = {}
         for table, frame in tables.items():
             if frame is None:
                 continue
@@ -81,8 +85,19 @@ class Profile:
         """Return a table or ``None`` when absent."""
         return self._tables.get(name)
 
+    def cached(self, key: str, compute: Callable[[], T]) -> T:
+        """Memoise a value derived from the tables.
+
+        The cache is cleared when a table is replaced and around each
+        :func:`popprof.metrics.compute` call (tables can be changed in place).
+        """
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]  # type: ignore[return-value]
+
     def set_table(self, name: str, frame: pd.DataFrame | dict | None) -> None:
         """Add or replace a table (conformed to the schema); ``None`` removes it."""
+        self._cache.clear()
         if frame is None:
             self._tables.pop(name, None)
         else:
@@ -112,6 +127,7 @@ class Profile:
         """Set metadata keys (values are stored as strings)."""
         merged = self.meta
         merged.update({str(k): "" if v is None else str(v) for k, v in items.items()})
+        self._cache.clear()
         self._tables["metadata"] = conform(
             "metadata", pd.DataFrame({"key": list(merged), "value": list(merged.values())}))
 

@@ -68,6 +68,16 @@ def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, f
     """Evaluate metrics (all by default). Families expand to one entry per member."""
     wanted = set(names) if names is not None else None
     values: dict[str, float | None] = {}
+    # Derived intermediates are shared between metrics within this call only: tables are mutable.
+    profile._cache.clear()
+    try:
+        _evaluate(profile, wanted, values)
+    finally:
+        profile._cache.clear()
+    return values
+
+
+def _evaluate(profile: Profile, wanted: set[str] | None, values: dict[str, float | None]) -> None:
     for m in METRICS.values():
         if m.family:
             if wanted is not None and not any(w.startswith(m.name) for w in wanted):
@@ -79,7 +89,6 @@ def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, f
                     values[full] = _clean(value)
         elif wanted is None or m.name in wanted:
             values[m.name] = _clean(m.func(profile)) if not profile.missing(m.needs) else None
-    return values
 
 
 def describe(name: str) -> Metric | None:

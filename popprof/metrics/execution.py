@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ..profile import Profile
 from ..schema import STEP_CATEGORIES
 from . import metric, metric_family
@@ -9,16 +11,19 @@ from . import metric, metric_family
 
 def ipu_cycles_by_category(profile: Profile):
     """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
-    steps = profile.steps
-    sums = steps.groupby("category", observed=False)["cycles"].sum()
-    return sums.reindex(list(STEP_CATEGORIES), fill_value=0).astype("float64")
+    def compute() -> pd.Series:
+        sums = profile.steps.groupby("category", observed=False)["cycles"].sum()
+        return sums.reindex(list(STEP_CATEGORIES), fill_value=0).astype("float64")
+    return profile.cached("execution.ipu_cycles_by_category", compute).copy()
 
 
 @metric("execution.total_cycles", "cycles",
         "execution length: the busiest IPU's summed step cycles", needs=("steps",))
 def total_cycles(profile: Profile) -> float | None:
-    per_ipu = profile.steps.groupby("ipu", observed=True)["cycles"].sum()
-    return float(per_ipu.max()) if len(per_ipu) else None
+    def compute() -> float | None:
+        per_ipu = profile.steps.groupby("ipu", observed=True)["cycles"].sum()
+        return float(per_ipu.max()) if len(per_ipu) else None
+    return profile.cached("execution.total_cycles", compute)
 
 
 @metric("execution.total_time_us", "us", "execution length in time (cycles / clock)", needs=("steps",))
