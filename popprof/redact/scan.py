@@ -185,10 +185,15 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
         rel = file.relative_to(path).as_posix()
         scanner.check(rel, rel)
         if file.suffix == ".parquet":
-            table = pq.read_table(file)
-            for k, v in (table.schema.metadata or {}).items():
+            schema = pq.read_schema(file)
+            for k, v in (schema.metadata or {}).items():
                 scanner.check(k.decode("utf-8", "replace"), f"{rel}:schema")
                 scanner.check(v.decode("utf-8", "replace"), f"{rel}:schema")
+            for name in schema.names:
+                scanner.check(name, f"{rel}:{name}")
+            # numbers cannot hold a token: read back only the columns that hold text
+            textual = [f.name for f in schema if _is_textual(f.type)]
+            table = pq.read_table(file, columns=textual)
             for name in table.column_names:
                 scanner.check(name, f"{rel}:{name}")
                 column = table.column(name)
@@ -204,6 +209,9 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                     for value in pc.unique(column).to_pylist():
                         if value is not None:
                             scanner.check(value.decode("utf-8", "replace"), f"{rel}:{name}")
+                else:  # nested values: every string inside
+                    for value in column.to_pylist():
+                        scanner.check(json.dumps(value, default=str), f"{rel}:{name}")
         elif file.suffix == ".json":
             text = file.read_text("utf-8", "replace")
             try:
@@ -224,6 +232,15 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
             for line in file.read_text("utf-8", "replace").splitlines():
                 scanner.check(line, rel)
     return scanner.result
+
+
+def _is_textual(typ) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
+            or pa.types.is_large_binary(typ) or pa.types.is_string_view(typ) or pa.types.is_nested(typ))
 
 
 def scan_text_file(path: Path, scanner: Scanner) -> ScanResult:
