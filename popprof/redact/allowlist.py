@@ -104,6 +104,7 @@ class Allowlist:
     def __init__(self, extra_words: Iterable[str] = (), extra_patterns: Iterable[re.Pattern[str]] = ()) -> None:
         self.words = set(BASE_WORDS) | set(extra_words)
         self.patterns = list(PUBLIC_PATTERNS) + list(extra_patterns)
+        self._combined = re.compile("|".join(f"(?:{p.pattern})" for p in self.patterns))
         self._cache: dict[str, bool] = {}
 
     def __contains__(self, value: object) -> bool:
@@ -111,6 +112,6 @@ class Allowlist:
             return False
         hit = self._cache.get(value)
         if hit is None:
-            hit = value in self.words or any(p.fullmatch(value) for p in self.patterns)
+            hit = value in self.words or self._combined.fullmatch(value) is not None
             self._cache[value] = hit
         return hit

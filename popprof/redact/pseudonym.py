@@ -13,7 +13,6 @@ redacted data never merges two names.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import secrets
@@ -72,7 +71,7 @@ class Pseudonymizer:
     def digest(self, kind: str, value: str) -> str:
         """The full hex HMAC of ``value`` for ``kind``."""
         msg = kind.encode("utf-8") + b"\0" + value.encode("utf-8", "surrogatepass")
-        return hmac.new(self._key, msg, hashlib.sha256).hexdigest()
+        return hmac.digest(self._key, msg, "sha256").hex()
 
     def __call__(self, kind: str, value: str) -> str:
         """The pseudonym of ``value`` (of identifier ``kind``)."""

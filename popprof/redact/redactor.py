@@ -33,11 +33,17 @@ class Redactor:
         self.dropped: list[str] = []
         self._ident_cache: dict[tuple[str, str], str] = {}
         self.expected: dict[str, str] = {}
+        self._public: dict[str, bool] = {}
 
     def is_public(self, value: str) -> bool:
         """Allowlisted vocabulary, a value the policy keeps, a plain number, or already a pseudonym."""
-        return (value in self.allowlist or self.policy.keeps(value) or bool(_PLAIN_NUMBER.fullmatch(value))
-                or bool(PSEUDONYM_RE.fullmatch(value)))
+        hit = self._public.get(value)
+        if hit is None:
+            hit = (value in self.allowlist or self.policy.keeps(value) or bool(_PLAIN_NUMBER.fullmatch(value))
+                   or bool(PSEUDONYM_RE.fullmatch(value)))
+            if len(self._public) < 1_000_000:
+                self._public[value] = hit
+        return hit
 
     def expect(self, kind: str, value: str) -> None:
         """Record an identifier found in the input, independently of how it is redacted: the leak scan
