@@ -200,3 +200,20 @@ def test_standalone_scan_against_the_original(original, redacted, tmp_path):
     assert scan(out, against=original).passed
     result = scan(original, against=original)
     assert not result.passed and {"prog", "var", "path"} <= set(result.leaks)
+
+
+def test_run_directory_gives_one_redacted_bundle_per_engine(pva_double, tmp_path):
+    from popprof.readers import open_all
+
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "run_dir"
+    if not src.is_dir():
+        pytest.skip("run_dir fixture not generated")
+    out = tmp_path / "run.redacted"
+    report = redact(src, out, key=KEY_A)
+    assert report.passed, report.scan
+    original, redacted = open_all(src), open_all(out)
+    assert sorted(redacted) == sorted(f"{name}.popprof" for name in original)
+    for name, profile in original.items():
+        assert compute(profile) == compute(redacted[f"{name}.popprof"])
+    strings = [s for bundle_dir in out.iterdir() for s in bundle_strings(bundle_dir)]
+    assert not any("/home/" in s for s in strings)

@@ -133,19 +133,23 @@ def _redaction_record(redactor: Redactor) -> dict:
 
 def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
     from ..readers import bundle as bundle_io
-    from ..readers import open_profile
+    from ..readers import open_all
     from .bundle import redact_profile, redact_sources
 
-    profile = open_profile(source)
-    redacted = redact_profile(profile, redactor)
-    try:
-        sources = json.loads(profile.meta.get("source_files", "[]"))
-    except ValueError:
-        sources = []
-    sources = redact_sources(sources if isinstance(sources, list) else [], redactor)
+    profiles = open_all(source)
+    single = len(profiles) == 1
     result = None
     with atomic_path(out, directory=True) as tmp:
-        bundle_io.write(redacted, tmp, redaction=_redaction_record(redactor), sources=sources, protect=[source])
+        for engine, profile in profiles.items():
+            redacted = redact_profile(profile, redactor)
+            try:
+                sources = json.loads(profile.meta.get("source_files", "[]"))
+            except ValueError:
+                sources = []
+            sources = redact_sources(sources if isinstance(sources, list) else [], redactor)
+            target = tmp if single else tmp / f"{redactor.identifier('profile', engine)}.popprof"
+            bundle_io.write(redacted, target, redaction=_redaction_record(redactor), sources=sources,
+                            protect=[source])
         if scan:
             result = _finish_scan(redactor, lambda s: scan_bundle(tmp, s))
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
@@ -217,10 +221,11 @@ def collect_originals(original: str | os.PathLike[str], policy: Policy | None = 
             with open_binary(source) as handle:
                 redact_text_summary(handle.read().decode("utf-8", "replace"), redactor)
         else:
-            from ..readers import open_profile
+            from ..readers import open_all
             from .bundle import redact_profile
 
-            redact_profile(open_profile(source), redactor)
+            for profile in open_all(source).values():
+                redact_profile(profile, redactor)
         del tmpdir
     return redactor, kind
 

@@ -176,14 +176,16 @@ def _json_strings(obj: object, key: str | None = None) -> Iterator[tuple[str | N
 
 
 def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
-    """Scan every file of a bundle directory: the manifest, every Parquet value and schema metadata."""
+    """Scan every file under ``path`` (a bundle, or a directory of bundles): the manifests, every
+    Parquet value and schema metadata, any other file line by line."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         rel = file.relative_to(path).as_posix()
-        scanner.check(rel, rel)
+        for part in file.relative_to(path).parts:
+            scanner.check(part, rel)
         if file.suffix == ".parquet":
             schema = pq.read_schema(file)
             for k, v in (schema.metadata or {}).items():
@@ -219,7 +221,7 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
             except ValueError:
                 doc = None
             if doc is not None:
-                if rel == "manifest.json" and isinstance(doc, dict) and isinstance(doc.get("redacted"), dict):
+                if file.name == "manifest.json" and isinstance(doc, dict) and isinstance(doc.get("redacted"), dict):
                     policy = dict(doc["redacted"].get("policy") or {})
                     policy.pop("keep", None)  # the user's own patterns, recorded on purpose
                     policy.pop("drop", None)
