@@ -39,6 +39,7 @@ def test_canaries_gone_numbers_and_public_names_kept(tmp_path):
     cols = ["tile", "group", "bytes"]
     pd.testing.assert_frame_equal(a.memory_totals[cols].astype(str), b.memory_totals[cols].astype(str))
     assert src.read_text() == TEXT_SUMMARY
+    assert KEY_A.decode() not in text and KEY_A.hex() not in text
 
 
 def test_written_summary_of_a_sensitive_profile(tmp_path):
