@@ -378,3 +378,24 @@ def test_tile_cycles_too_large_is_refused_before_reading(pva_double, written, mo
     monkeypatch.setattr(pop, "MAX_TILE_CYCLE_VALUES", 1000)
     with pytest.raises(UsageError, match="read without tile_cycles"):
         pop.read(paths["single"], tile_cycles=True)
+
+
+def test_parallel_step_reading_gives_the_same_tables(pva_double, written):
+    _, paths = written
+    serial = pop.read(paths["multi"], workers=1)
+    parallel = pop.read(paths["multi"], workers=2)
+    for name in ("steps", "runs"):
+        pd.testing.assert_frame_equal(parallel[name], serial[name])
+    assert "parallel" not in parallel.meta["pop.notes"] and "worker" not in parallel.meta["pop.notes"]
+
+
+def test_failed_worker_falls_back_to_serial(pva_double, written, monkeypatch):
+    _, paths = written
+    monkeypatch.setattr(pop, "_steps_worker", _raise_in_worker)
+    profile = pop.read(paths["single"], workers=2)
+    pd.testing.assert_frame_equal(profile.steps, pop.read(paths["single"], workers=1).steps)
+    assert "worker failed" in profile.meta["pop.notes"]
+
+
+def _raise_in_worker(*_args):
+    raise RuntimeError("worker exploded")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,11 @@ MAX_TILE_CYCLE_VALUES = 250_000_000
 _CHUNK = 2048  # progress granularity
 _MISSING_INT = -1  # sentinel for absent integer attributes (every real value is >= 0)
 _APP_FILES = ("app.json", "framework.json", "frameworks.json")
+#: Read execution steps in worker processes from this many steps on (each opens the report itself).
+PARALLEL_MIN_STEPS = 50_000
+MAX_WORKERS = 2
+#: Main programs that a spawned worker may safely re-import (they guard their entry point).
+_SAFE_MAINS = frozenset({"popprof", "pytest", "py.test", "ipykernel_launcher"})
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -62,13 +69,16 @@ def find_debug_cbor(path: Path) -> Path | None:
 
 
 def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: bool = False,
-         progress: bool = True, liveness_top: int = LIVENESS_TOP, **_options: object) -> Profile:
+         progress: bool = True, liveness_top: int = LIVENESS_TOP, workers: int | None = None,
+         **_options: object) -> Profile:
     """Read ``profile.pop`` through ``pva`` into a Profile.
 
     ``debug_cbor``: a path, ``None`` (or ``True``) to look next to the profile and
     in its parent directory, or ``False`` to ignore debug information.
     ``tile_cycles``: also fill ``step_tile_cycles`` (steps x tiles rows).
     ``liveness_top``: variables kept per liveness step (0 = none).
+    ``workers``: processes reading execution steps (each opens the report itself);
+    ``None`` = up to ``MAX_WORKERS`` for profiles of ``PARALLEL_MIN_STEPS`` steps or more.
     """
     path = Path(path)
     with open(path, "rb") as handle:
@@ -93,7 +103,7 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
         raise InputError(path, f"pva cannot open the profile ({_one_line(exc)})",
                          "the file may be truncated or corrupt, or written by a newer Poplar SDK") from None
     try:
-        return _Builder(pva, report, path, debug, progress).build(tile_cycles, liveness_top)
+        return _Builder(pva, report, path, debug, progress, workers).build(tile_cycles, liveness_top)
     except PopprofError:
         raise
     except (KeyboardInterrupt, MemoryError):
@@ -118,7 +128,9 @@ def _type_name(value: object) -> str:
 class _Builder:
     """Builds the tables of one report, recording optional attributes that were absent."""
 
-    def __init__(self, pva: Any, report: Any, path: Path, debug: Path | None, show: bool) -> None:
+    def __init__(self, pva: Any, report: Any, path: Path, debug: Path | None, show: bool,
+                 workers: int | None = None) -> None:
+        self.workers = workers
         self.pva = pva
         self.report = report
         self.path = path
@@ -126,6 +138,11 @@ class _Builder:
         self.show = show
         self.missing: list[str] = []
         self.notes: list[str] = []
+        self.pool: Any = None
+        self.futures: list[Any] = []
+        self.ranges: list[tuple[int, int]] = []
+        self.spec: tuple[int, bool, bool] = (0, False, False)
+        self.num_steps = 0
 
     # -- helpers --------------------------------------------------------------------------------
     def attr(self, obj: Any, dotted: str, label: str, default: Any = None) -> Any:
@@ -155,15 +172,23 @@ class _Builder:
         target = self.target(compilation)
         tables["target"] = target
         row = target.iloc[0]
-        tables["tiles"], tables["tile_memory"] = self.tiles(compilation, row)
-        tables["programs"] = self.programs(compilation)
-        tables["variables"] = self.variables(compilation)
-        tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top)
         execution = getattr(report, "execution", None)
+        try:
+            if execution is not None:
+                self.start_steps(execution, row, tile_cycles)  # workers start while tiles are read here
+            tables["tiles"], tables["tile_memory"] = self.tiles(compilation, row)
+            tables["programs"] = self.programs(compilation)
+            tables["variables"] = self.variables(compilation)
+            tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top)
+            if execution is not None:
+                steps_tables = self.execution(execution, row, tile_cycles)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False, cancel_futures=True)
         if execution is None:
             self.notes.append("no execution section (execution profiling was off)")
         else:
-            runs, steps, tile_frame = self.execution(execution, row, tile_cycles)
+            runs, steps, tile_frame = steps_tables
             if steps is not None:
                 tables["runs"], tables["steps"] = runs, steps
                 if tile_frame is not None:
@@ -345,74 +370,45 @@ class _Builder:
         return liveness, variables
 
     # -- execution ------------------------------------------------------------------------------
-    def execution(self, execution: Any, target: pd.Series,
-                  tile_cycles: bool) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
+    def start_steps(self, execution: Any, target: pd.Series, tile_cycles: bool) -> None:
+        """Check and probe the execution steps, and start worker processes for large profiles."""
         steps = execution.steps
-        n = len(steps)
+        n = self.num_steps = len(steps)
         if n == 0:
-            return None, None, None
+            return
         if tile_cycles and n * int(target["num_tiles"]) > MAX_TILE_CYCLE_VALUES:
             raise UsageError(f"{self.path}: per-tile cycles would be {n:,} steps x {int(target['num_tiles']):,} "
                              f"tiles ({n * int(target['num_tiles']):,} values); read without tile_cycles")
         first_ipus = steps[0].ipus
-        k = len(first_ipus)
         probe = first_ipus[0]
-        has_active = self._has(probe, "activeCycles", "step.ipus.activeCycles")
-        has_balance = self._has(probe, "tileBalance", "step.ipus.tileBalance")
-        # Values are gathered into flat Python lists and copied into the preallocated arrays in
-        # chunks: one numpy conversion per chunk is far cheaper than one per step.
-        ints = np.full(n * k * 5, _MISSING_INT, dtype=np.int64)  # per row: cycles, from, to, dataIn, dataOut
-        balance = np.full(n * k, np.nan)
-        step_codes: list[int] = []
-        code_append = step_codes.append
-        codes: dict[tuple[str, object], int] = {}
-        no_balance = [np.nan] * k
-        ibuf: list[int] = []
-        fbuf: list[float] = []
-        ipos = fpos = 0
-        flush_at = _CHUNK * k * 5
-        missing = _MISSING_INT
-        slow = self._slow_step
-        with self.bar("Reading execution steps", n) as advance:
-            for i, step in enumerate(steps):
-                program = step.program
-                key = (program.name, program.type)
-                code = codes.get(key)
-                if code is None:
-                    code = codes[key] = len(codes)
-                code_append(code)
-                ipus = step.ipus
-                if len(ipus) != k:
-                    raise InputError(self.path, f"execution step {i} has {len(ipus)} IPUs, step 0 has {k}")
-                mark = len(ibuf)
-                try:
-                    if has_active:
-                        for u in ipus:
-                            a = u.activeCycles
-                            ibuf += (u.cycles, a.cyclesFrom.max, a.cyclesTo.max, u.dataIn, u.dataOut)
-                    else:
-                        for u in ipus:
-                            ibuf += (u.cycles, missing, missing, u.dataIn, u.dataOut)
-                    fbuf += [u.tileBalance for u in ipus] if has_balance else no_balance
-                except AttributeError:
-                    del ibuf[mark:]
-                    del fbuf[mark // 5:]
-                    slow(ipus, ibuf, fbuf)
-                if len(ibuf) >= flush_at:
-                    ints[ipos:ipos + len(ibuf)] = ibuf
-                    balance[fpos:fpos + len(fbuf)] = fbuf
-                    ipos += len(ibuf)
-                    fpos += len(fbuf)
-                    ibuf, fbuf = [], []
-                    advance(_CHUNK)
-            ints[ipos:ipos + len(ibuf)] = ibuf
-            balance[fpos:fpos + len(fbuf)] = fbuf
+        self.spec = (len(first_ipus), self._has(probe, "activeCycles", "step.ipus.activeCycles"),
+                     self._has(probe, "tileBalance", "step.ipus.tileBalance"))
+        self.ranges = _split(n, self._worker_count(n))
+        if len(self.ranges) > 1:
+            try:
+                from concurrent.futures import ProcessPoolExecutor
+                from multiprocessing import get_context
+
+                self.pool = ProcessPoolExecutor(max_workers=len(self.ranges) - 1, mp_context=get_context("spawn"))
+                self.futures = [self.pool.submit(_steps_worker, str(self.path), lo, hi, self.spec)
+                                for lo, hi in self.ranges[1:]]
+            except Exception as exc:  # no processes available: read everything here
+                self.notes.append(f"parallel step reading unavailable ({type(exc).__name__}); read serially")
+                self.pool, self.futures, self.ranges = None, [], [(0, n)]
+
+    def execution(self, execution: Any, target: pd.Series,
+                  tile_cycles: bool) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
+        steps = execution.steps
+        n = self.num_steps
+        if n == 0:
+            return None, None, None
+        k = self.spec[0]
+        ints, balance, program_code, keys = self.all_steps(steps)
         ints = ints.reshape(n * k, 5)
-        program_code = np.asarray(step_codes, dtype=np.int32)
-        step_names = [name for name, _ in codes]
+        step_names = [name for name, _ in keys]
         runs, run_of_step = self.runs(execution, n, lambda i: step_names[program_code[i]])
-        names = [str(name) for name in step_names]
-        types = [_type_name(raw) for _, raw in codes]
+        names = step_names
+        types = [ptype for _, ptype in keys]
         unique_names = list(dict.fromkeys(names))
         name_index = {name: j for j, name in enumerate(unique_names)}
         unique_types = list(dict.fromkeys(types))
@@ -438,6 +434,91 @@ class _Builder:
         })
         tile_frame = self.tile_cycles(steps, n, target) if tile_cycles else None
         return runs, frame, tile_frame
+
+    def all_steps(self, steps: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        """Read every step: the first range here, the others from the workers :meth:`start_steps` started.
+
+        Returns the flat int values (cycles, from, to, dataIn, dataOut per step x IPU), the
+        tile balances, each step's program code and the (name, type) of each code.
+        """
+        spec = self.spec
+        lo, hi = self.ranges[0]
+        with self.bar("Reading execution steps", hi - lo) as advance:
+            parts = [self.step_range(steps, lo, hi, spec, advance)]
+        for (lo, hi), future in zip(self.ranges[1:], self.futures, strict=True):
+            part = None
+            try:
+                part = future.result()
+            except Exception as exc:  # a worker that failed: read its range here (errors surface here)
+                self.notes.append(f"a step-reading worker failed ({type(exc).__name__}); range read serially")
+            if part is None:
+                with self.bar("Reading execution steps", hi - lo) as advance:
+                    part = self.step_range(steps, lo, hi, spec, advance)
+            parts.append(part)
+        return _merge_parts(parts, self.missing)
+
+    def _worker_count(self, n: int) -> int:
+        if self.workers is not None:
+            return max(1, int(self.workers))
+        if n < PARALLEL_MIN_STEPS or not _spawn_is_safe():
+            return 1
+        return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+    def step_range(self, steps: Any, lo: int, hi: int, spec: tuple[int, bool, bool],
+                   advance: Callable[[int], None]) -> _StepPart:
+        """Read steps ``lo`` to ``hi`` (the hot loop: locals bound, each attribute touched once)."""
+        k, has_active, has_balance = spec
+        m = hi - lo
+        # Values are gathered into flat Python lists and copied into the preallocated arrays in
+        # chunks: one numpy conversion per chunk is far cheaper than one per step.
+        ints = np.full(m * k * 5, _MISSING_INT, dtype=np.int64)
+        balance = np.full(m * k, np.nan)
+        step_codes: list[int] = []
+        code_append = step_codes.append
+        codes: dict[tuple[object, object], int] = {}
+        no_balance = [np.nan] * k
+        ibuf: list[int] = []
+        fbuf: list[float] = []
+        ipos = fpos = 0
+        flush_at = _CHUNK * k * 5
+        missing = _MISSING_INT
+        slow = self._slow_step
+        for i in range(lo, hi):
+            step = steps[i]
+            program = step.program
+            key = (program.name, program.type)
+            code = codes.get(key)
+            if code is None:
+                code = codes[key] = len(codes)
+            code_append(code)
+            ipus = step.ipus
+            if len(ipus) != k:
+                raise InputError(self.path, f"execution step {i} has {len(ipus)} IPUs, step 0 has {k}")
+            mark = len(ibuf)
+            try:
+                if has_active:
+                    for u in ipus:
+                        a = u.activeCycles
+                        ibuf += (u.cycles, a.cyclesFrom.max, a.cyclesTo.max, u.dataIn, u.dataOut)
+                else:
+                    for u in ipus:
+                        ibuf += (u.cycles, missing, missing, u.dataIn, u.dataOut)
+                fbuf += [u.tileBalance for u in ipus] if has_balance else no_balance
+            except AttributeError:
+                del ibuf[mark:]
+                del fbuf[mark // 5:]
+                slow(ipus, ibuf, fbuf)
+            if len(ibuf) >= flush_at:
+                ints[ipos:ipos + len(ibuf)] = ibuf
+                balance[fpos:fpos + len(fbuf)] = fbuf
+                ipos += len(ibuf)
+                fpos += len(fbuf)
+                ibuf, fbuf = [], []
+                advance(_CHUNK)
+        ints[ipos:ipos + len(ibuf)] = ibuf
+        balance[fpos:fpos + len(fbuf)] = fbuf
+        keys = [(str(name), _type_name(raw)) for name, raw in codes]
+        return ints, balance, np.asarray(step_codes, dtype=np.int32), keys, list(self.missing)
 
     def _slow_step(self, ipus: Any, ibuf: list[int], fbuf: list[float]) -> None:
         """Per-attribute fallback for a step whose IPU objects lack an attribute the first step had."""
@@ -572,6 +653,64 @@ class _Builder:
         meta["pop.missing_attributes"] = json.dumps(self.missing)
         meta["pop.notes"] = json.dumps(self.notes)
         return meta
+
+
+#: (flat ints, balances, program code per step, (name, type) per code, missing attributes)
+_StepPart = tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str]], list[str]]
+
+
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges covering ``range(n)``."""
+    bounds = np.linspace(0, n, max(1, parts) + 1).astype(int).tolist()
+    return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo] or [(0, n)]
+
+
+def _spawn_is_safe() -> bool:
+    """Whether starting ``spawn`` workers is free of side effects in this process.
+
+    A spawned worker re-imports the main script; that is harmless for the popprof CLI,
+    ``python -m`` packages, pytest, notebooks and interactive sessions, but could re-run
+    an arbitrary user script without a ``__main__`` guard. There (and inside a worker)
+    steps are read serially unless ``workers`` is given.
+    """
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return False
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        return spec.name.endswith("__main__") or spec.name.split(".")[0] in _SAFE_MAINS
+    file = getattr(main, "__file__", None)
+    if file is None:
+        return True  # interactive session, python -c, notebook kernels
+    return Path(file).stem in _SAFE_MAINS and Path(file).is_file()
+
+
+def _steps_worker(path: str, lo: int, hi: int, spec: tuple[int, bool, bool]) -> _StepPart:
+    """In a worker process: open the report with pva and read steps ``lo`` to ``hi``."""
+    import pva
+
+    report = pva.openReport(path)
+    builder = _Builder(pva, report, Path(path), None, False)
+    return builder.step_range(report.execution.steps, lo, hi, spec, lambda n=1: None)
+
+
+def _merge_parts(parts: list[_StepPart], missing: list[str]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """Concatenate step ranges, renumbering each range's program codes into one table."""
+    keys: dict[tuple[str, str], int] = {}
+    codes = []
+    for _, _, local, local_keys, part_missing in parts:
+        remap = np.array([keys.setdefault(key, len(keys)) for key in local_keys], dtype=np.int32)
+        codes.append(remap[local] if len(local) else local)
+        for label in part_missing:
+            if label not in missing:
+                missing.append(label)
+    if len(parts) == 1:
+        return parts[0][0], parts[0][1], codes[0], list(keys)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate(codes), list(keys))
 
 
 def _memory_categories(category: Any) -> list[str]:
