@@ -6,7 +6,10 @@
 Each measurement runs in a fresh subprocess so its peak RSS is its own. Prints
 the median wall and CPU time over the repeats and the peak RSS of:
 
-- ``read``:  ``popprof.readers.pop.read`` into tables (the target: < 30 s, < 3 GiB);
+- ``read``:  ``popprof.readers.pop.read`` into tables as the CLI does it: the execution
+  steps split with one spawned worker process (the target: < 30 s, < 3 GiB for parent
+  and worker together);
+- ``serial``: the same read in one process (``workers=1``);
 - ``attrs``: a pass that only touches the pva attributes the reader uses
   (target, every tile's memory, programs, liveness, every step x IPU) without
   storing anything: the part of the read that is Python attribute access,
@@ -101,10 +104,13 @@ def child(mode: str) -> None:
     _setup_path()
     path = ensure_data()
     start, cpu = time.perf_counter(), time.process_time()
-    if mode == "read":
+    if mode in ("read", "serial"):
         from popprof.readers import pop
 
-        profile = pop.read(path, progress=False)
+        # "read" = what the CLI does by default (steps split with one worker process on >= 2 cores);
+        # "serial" = everything in this process (what a plain script gets unless it passes workers).
+        workers = 2 if mode == "read" else 1
+        profile = pop.read(path, progress=False, workers=workers)
         detail = {"steps_rows": len(profile.steps), "tiles_rows": len(profile.tiles)}
     elif mode == "attrs":
         detail = {"checksum": touch_attributes(path)}
@@ -120,6 +126,9 @@ def child(mode: str) -> None:
         raise SystemExit(f"unknown mode {mode}")
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    detail["worker_peak_mib"] = workers.ru_maxrss / 1024
+    cpu += workers.ru_utime + workers.ru_stime
     print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak, **detail}))
 
 
@@ -131,6 +140,7 @@ def measure(mode: str, repeat: int) -> dict:
         runs.append(json.loads(out.strip().splitlines()[-1]))
     return {"mode": mode, "wall_s": statistics.median(r["wall_s"] for r in runs),
             "cpu_s": statistics.median(r["cpu_s"] for r in runs), "peak_mib": max(r["peak_mib"] for r in runs),
+            "worker_peak_mib": max(r["worker_peak_mib"] for r in runs),
             "walls": [round(r["wall_s"], 2) for r in runs]}
 
 
@@ -170,15 +180,18 @@ def main() -> int:
     ensure_data()
     print(f"input: {POP} ({POP.stat().st_size / 2**20:,.0f} MiB on disk); load average "
           f"{Path('/proc/loadavg').read_text().split()[0] if Path('/proc/loadavg').exists() else '?'}")
-    results = {mode: measure(mode, args.repeat) for mode in ("open", "attrs", "read")}
+    results = {mode: measure(mode, args.repeat) for mode in ("open", "attrs", "serial", "read")}
     for r in results.values():
+        worker = f" + worker {r['worker_peak_mib']:5.0f} MiB" if r["worker_peak_mib"] > 1 else ""
         print(f"{r['mode']:6s} median wall {r['wall_s']:6.2f} s  median CPU {r['cpu_s']:6.2f} s  "
-              f"peak RSS {r['peak_mib']:7.0f} MiB  (walls {r['walls']})")
-    read, attrs = results["read"], results["attrs"]
-    print(f"Python attribute access (attrs pass) = {attrs['cpu_s'] / read['cpu_s']:.0%} of the read's CPU time "
-          f"({attrs['cpu_s']:.1f} of {read['cpu_s']:.1f} s); popprof's own work = {read['cpu_s'] - attrs['cpu_s']:.1f} s")
-    ok = read["wall_s"] < 30 and read["peak_mib"] < 3 * 1024
-    print(f"target (< 30 s, < 3 GiB): {'met' if ok else 'NOT met'}")
+              f"peak RSS {r['peak_mib']:5.0f} MiB{worker}  (walls {r['walls']})")
+    read, serial, attrs = results["read"], results["serial"], results["attrs"]
+    print(f"Python attribute access (attrs pass) = {attrs['cpu_s'] / serial['cpu_s']:.0%} of a serial read's CPU time "
+          f"({attrs['cpu_s']:.1f} of {serial['cpu_s']:.1f} s); popprof's own work = "
+          f"{serial['cpu_s'] - attrs['cpu_s']:.1f} s")
+    total_peak = read["peak_mib"] + read["worker_peak_mib"]
+    ok = read["wall_s"] < 30 and total_peak < 3 * 1024
+    print(f"target (< 30 s, < 3 GiB for parent + worker = {total_peak:,.0f} MiB): {'met' if ok else 'NOT met'}")
     if args.cprofile:
         cprofile_read()
     return 0
