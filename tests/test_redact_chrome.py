@@ -152,3 +152,15 @@ def test_pipeline_output_does_not_depend_on_block_size_or_workers(tmp_path, monk
     chrome_mod.redact_chrome(src, out, Redactor(KEY_A), gz=False, workers=workers)
     assert out.read_bytes() == reference.read_bytes()
     assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_long_string_arrays_are_cut_between_elements(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_mod, "BLOCK", 256)
+    frames = [f"/home/canary.smith/src/mod_{i}.py(12): forward" for i in range(400)]
+    src = tmp_path / "stack.json"
+    src.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "canary_step", "pid": 1, "tid": 1, "ts": 0,
+                                                "dur": 1, "args": {"stack": frames}}]}))
+    out = tmp_path / "stack.red.json"
+    assert redact(src, out, key=KEY_A).passed
+    doc = json.loads(out.read_text())
+    assert len(doc["traceEvents"][0]["args"]["stack"]) == 400 and "canary" not in out.read_text()

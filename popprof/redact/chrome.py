@@ -321,7 +321,8 @@ def _spans(buffer: pa.Buffer, size: int, starts: np.ndarray, ends: np.ndarray) -
 
 
 def _cut_before_key(block: bytes, tries: int = 256) -> int:
-    """Offset of an opening quote of an object key near the end of ``block`` (no escaped quotes), or -1."""
+    """Offset of an opening quote of an object key or array element near the end of ``block`` (which holds
+    no escaped quotes), or -1."""
     total = block.count(b'"')
     pos = len(block)
     for _ in range(tries):
@@ -330,8 +331,8 @@ def _cut_before_key(block: bytes, tries: int = 256) -> int:
             return -1
         if (total - block.count(b'"', pos)) % 2:
             continue  # a closing quote
-        close = block.find(b'"', pos + 1)
-        if close != -1 and block[close + 1: close + 64].lstrip().startswith(b":"):
+        # an object key or an array element (never a value: it would lose its key)
+        if block[max(0, pos - 64): pos].rstrip()[-1:] in (b",", b"{", b"["):
             return pos
     return -1
 
