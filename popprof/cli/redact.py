@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ from ..errors import UsageError
 
 
 @click.command("redact")
-@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("source", metavar="IN", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
               help="Output path (a bundle directory, a .json/.json.gz trace or a text file: same kind as IN).")
 @click.option("--key-file", type=click.Path(path_type=Path), default=None,
@@ -48,11 +49,11 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
     if report_out is not None and report_out.resolve() == out.resolve():
         raise UsageError("--report must differ from the output")
     policy = build_policy(policy_file, keep, drop)
+    if key_file is None and not os.environ.get(KEY_ENV, "").strip():
+        click.echo(f"popprof: note: no key given (--key-file or ${KEY_ENV}): using a random key for this run, so "
+                   "these pseudonyms cannot be linked to any other redaction", err=True)
     report = redact(source, out, policy=policy, mapping_out=mapping_out, scan=not no_scan, key_file=key_file,
                     report_out=report_out)
-    if report.key_source == "random":
-        click.echo(f"popprof: note: no key given (--key-file or ${KEY_ENV}); used a random key for this run, so "
-                   "these pseudonyms cannot be linked to any other redaction", err=True)
     if not report.passed:
         kinds = ", ".join(f"{k} ({n})" for k, n in sorted(report.scan["leaked_kinds"].items()))
         places = sorted({p for v in report.scan["where"].values() for p in v})[:6]
@@ -68,7 +69,7 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
 
 
 @click.command("scan")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", metavar="PATH", type=click.Path(path_type=Path))
 @click.option("--against", "original", required=True, type=click.Path(path_type=Path),
               help="The original (unredacted) input the output was made from.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
