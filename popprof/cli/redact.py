@@ -43,12 +43,14 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
       popprof redact trace.json.gz -o trace.redacted.json.gz --report redaction.json
       popprof redact summary.txt -o summary.redacted.txt --keep 'MyLib::*'
     """
-    from ..redact import build_policy, redact
+    from ..redact import build_policy, check_paths, input_kind, redact
     from ..redact.pseudonym import KEY_ENV
 
     if report_out is not None and report_out.resolve() == out.resolve():
         raise UsageError("--report must differ from the output")
     policy = build_policy(policy_file, keep, drop)
+    input_kind(source)
+    check_paths(source, out)
     if key_file is None and not os.environ.get(KEY_ENV, "").strip():
         click.echo(f"popprof: note: no key given (--key-file or ${KEY_ENV}): using a random key for this run, so "
                    "these pseudonyms cannot be linked to any other redaction", err=True)

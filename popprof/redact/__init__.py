@@ -55,7 +55,8 @@ def input_kind(path: Path) -> str:
     return "bundle"
 
 
-def _check_paths(source: Path, out: Path) -> None:
+def check_paths(source: Path, out: Path) -> None:
+    """Refuse an output that is the input, sits inside it, or contains it."""
     src, dst = source.resolve(), out.resolve()
     if src == dst or src in dst.parents or dst in src.parents:
         raise UsageError(f"{out}: output would overwrite or sit inside the input {source}; choose another path")
@@ -81,9 +82,9 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
     """
     source, out = Path(source), Path(out)
     kind = input_kind(source)
-    _check_paths(source, out)
+    check_paths(source, out)
     if mapping_out is not None:
-        _check_paths(source, Path(mapping_out))
+        check_paths(source, Path(mapping_out))
         if Path(mapping_out).resolve() == out.resolve():
             raise UsageError("--mapping-out must differ from the output")
     key_bytes, key_source = _as_key(key, key_file)
@@ -248,4 +249,5 @@ def scan(path: str | os.PathLike[str], against: str | os.PathLike[str], policy: 
     return scan_text_file(path, scanner)
 
 
-__all__ = ["KEY_ENV", "LeakError", "Policy", "RedactionReport", "ScanResult", "build_policy", "redact", "scan"]
+__all__ = ["KEY_ENV", "LeakError", "Policy", "RedactionReport", "ScanResult", "build_policy", "check_paths",
+           "input_kind", "redact", "scan"]
