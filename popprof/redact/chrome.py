@@ -1,19 +1,21 @@
 """Redact a Chrome trace JSON (``.json`` or ``.json.gz``) by streaming, to an output of the same kind.
 
-A byte-level tokenizer splits each block of the file at JSON strings (a
-``"key": "value"`` pair is one token, so a value is redacted knowing its key);
-``re.split`` does the splitting in C, and every distinct token is redacted once
-and cached, so a 1 GB trace with a few thousand distinct names costs a few
-thousand redactions plus one ``split`` and one ``join`` per block. Numbers,
-braces and whitespace pass through byte for byte.
+The file is read in blocks (:data:`BLOCK` bytes), each cut before an object key or an array
+element so no string is split. In a block without escaped quotes, numpy finds the quote
+positions; a zero-copy pyarrow array over the block's strings is dictionary-encoded
+(:func:`encode`, GIL-free, run on worker threads ahead of the main thread), each DISTINCT
+string is decided once and cached, and only the strings that change are spliced back, so
+numbers, punctuation and kept strings pass through byte for byte. Blocks holding escaped
+quotes use a regex tokenizer (slower, same decisions). Decisions and what is learned from
+a block (thread/process names, user names) are applied in block order, so the output does
+not depend on the block size or the number of workers.
 
-Keys decide what a value is: ``name`` -> event name (``evt_``; thread and
-process names from ``thread_name`` / ``process_name`` metadata events ->
-``thr_`` / ``proc_``), ``cat`` -> channel (``chan_``, comma lists item by
-item), structural keys (``ph``, ``s``, ``id``, ...) are kept, any other value is
-free text (scrubbed) when it holds spaces, or an identifier (``arg_``) when it
-is a single word that is not public vocabulary. Strings in arrays and keys are
-scrubbed as free text.
+Keys decide what a value is: ``name`` -> event name (``evt_``; thread and process names
+from ``thread_name`` / ``process_name`` metadata events -> ``thr_`` / ``proc_``), ``cat`` ->
+channel (``chan_``, comma lists item by item), structural keys (``ph``, ``s``, ``id``, ...)
+are kept when short, any other value is free text (scrubbed) when it holds spaces, or an
+identifier (``arg_``) when it is a single word that is not public vocabulary. Keys and
+strings in arrays are scrubbed as free text.
 """
 
 from __future__ import annotations
