@@ -35,6 +35,8 @@ from .redactor import Redactor
 from .scrub import _key_kind
 
 BLOCK = 8 << 20
+#: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).
+CACHE_LIMIT = 2_000_000
 TOKEN_RE = re.compile(rb'((?:"[^"\\]*(?:\\.[^"\\]*)*"\s*:\s*)?"[^"\\]*(?:\\.[^"\\]*)*")')
 _PAIR_RE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")(\s*:\s*)("[^"\\]*(?:\\.[^"\\]*)*")', re.S)
 STRUCT_KEYS = frozenset({"ph", "s", "bp", "id", "id2", "scope", "cname", "unit", "displayTimeUnit", "tts",
@@ -261,6 +263,8 @@ class ChromeRedactor:
                 key = bytes(block[int(starts[j - 1]): int(ends[j - 1])]) if j else None
                 self._miss(values[i], bytes(before), bytes(after), key)
         new = [inner[v] for v in values]
+        if len(inner) > CACHE_LIMIT:  # bounded memory for traces with millions of unique strings
+            inner.clear()
         changed = np.fromiter((a is not b and a != b for a, b in zip(new, values, strict=True)), dtype=bool,
                               count=len(values))
         if not changed.any():

@@ -232,6 +232,8 @@ class Scrubber:
                 out = pattern.sub(lambda m, k=kind, g=group: self._sub_group(k, m, g), out)
         if self._known_re is not None:
             out = self._known_re.sub(lambda m: self._replace(self._known[m.group(0)], m.group(0)), out)
+        if len(self._cache) > 1_000_000:
+            self._cache.clear()
         self._cache[text] = out
         return out
 
