@@ -132,7 +132,7 @@ def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical 
     nm_codes = name.codes.astype(np.int64) + 1
     width = len(name.categories) + 1
     pair = ch_codes * width + nm_codes
-    uniq, inverse = np.unique(pair, return_inverse=True)
+    inverse, uniq = pd.factorize(pair)  # hashing, not sorting: O(n)
     ch_cats = [""] + [str(c) for c in channel.categories]
     nm_cats = [""] + [str(c) for c in name.categories]
     keys = [f"{ch_cats[c]}:{nm_cats[m]}" for c, m in (divmod(p, width) for p in uniq.tolist())]

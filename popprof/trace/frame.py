@@ -77,7 +77,12 @@ def build_threads(events: pd.DataFrame, process_names: Mapping[int, str],
                   thread_names: Mapping[tuple[int, int], str],
                   extra: Sequence[tuple[int, int]] = ()) -> pd.DataFrame:
     """One row per (pid, tid) seen in events or named by metadata, with process and thread names."""
-    pairs = events[["pid", "tid"]].drop_duplicates()
+    pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
+    if len(pid) and np.all(pid[1:] >= pid[:-1]):  # events come sorted by (pid, tid): take each run's first
+        first = np.concatenate(([True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])))
+        pairs = pd.DataFrame({"pid": pid[first], "tid": tid[first]})
+    else:
+        pairs = events[["pid", "tid"]].drop_duplicates()
     known = pd.DataFrame(list(thread_names) + list(extra), columns=["pid", "tid"], dtype="int64")
     pairs = pd.concat([pairs, known], ignore_index=True).drop_duplicates().sort_values(["pid", "tid"])
     pids = pairs["pid"].tolist()
