@@ -231,8 +231,8 @@ class _StreamState:
         except TypeError:  # an unhashable value (a list or object as a name): one by one
             return np.asarray([interner.code(v) for v in values], dtype=np.int32)
         if None in codes:
-            for value in {v for v, c in zip(values, codes, strict=True) if c is None}:
-                interner.add(value)
+            for value in dict.fromkeys(v for v, c in zip(values, codes, strict=True) if c is None):
+                interner.add(value)  # in order of first appearance: deterministic codes
             codes = list(map(get, values))
         return np.asarray(codes, dtype=np.int32)
 
