@@ -220,7 +220,7 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
 
 
-@pytest.mark.parametrize("form", ["object", "array", "array-unterminated"])
+@pytest.mark.parametrize("form", ["object", "pretty-crlf", "array", "array-unterminated"])
 def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Small blocks force many cuts, some inside nested args lists; both engines must agree."""
     monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 2048)
@@ -230,6 +230,8 @@ def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> No
     events.insert(10, {"ph": "C", "name": "mem", "pid": 1, "ts": 3, "args": {"a": 1}})
     if form == "object":
         text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x]"})
+    elif form == "pretty-crlf":  # kineto writes one key per line
+        text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2).replace("\n", "\r\n")
     else:
         text = json.dumps(events)
         if form == "array-unterminated":
@@ -242,6 +244,7 @@ def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> No
     with open(path, "rb") as handle:
         slow = chrome_trace._parse_stream(handle, prefix, True, "ijson")
     assert fast.parsed == 301
+    assert fast.names == slow.names and fast.cats == slow.cats
     for key in ("name", "cat", "pid", "tid", "ts", "dur"):
         assert np.array_equal(fast.x[key], slow.x[key])
     assert [fast.names[c] for c in fast.x["name"]] == [e["name"] for e in events if e["ph"] == "X"]
