@@ -342,21 +342,26 @@ def _array_start(handle, prefix: str) -> bytes:
     return buf[match.end():]
 
 
-def _array_end(buf: bytes, prefix: str) -> int | None:
-    """Index of the ``]`` closing the event array in the stream's last bytes (``None``: not found)."""
-    for match in reversed(list(re.finditer(rb"\]", buf[-(1 << 20):]))):
-        index = len(buf) - min(len(buf), 1 << 20) + match.start()
+def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
+    """Candidate indices (last first) of the ``]`` closing the event array in the stream's last bytes.
+
+    A candidate qualifies when what follows it closes the document; the caller
+    also checks that what precedes it parses as the array's last events (a later
+    array, such as ``deviceProperties``, qualifies on the first test only).
+    """
+    window = min(len(buf), 1 << 20)
+    for match in reversed(list(re.finditer(rb"\]", buf[len(buf) - window:]))):
+        index = len(buf) - window + match.start()
         rest = buf[index + 1:]
         if prefix == "item":
             if not rest.strip():
-                return index
+                yield index
             continue
         try:
             orjson.loads(b'{"_":[]' + rest)
-            return index
         except orjson.JSONDecodeError:
             continue
-    return None
+        yield index
 
 
 def _blocks(handle, prefix: str) -> Iterator[list]:
@@ -379,17 +384,19 @@ def _blocks(handle, prefix: str) -> Iterator[list]:
             else:
                 eof = True
         if eof:
-            end = _array_end(pending, prefix)
-            if end is None:
+            for end in _array_ends(pending, prefix):
+                try:
+                    events = orjson.loads(b"[" + pending[:end] + b"]")
+                    break
+                except orjson.JSONDecodeError:
+                    continue
+            else:
                 if prefix != "item":
                     raise _Unframeable
-                body = pending.rstrip().rstrip(b",")  # the array format may omit its closing bracket
-            else:
-                body = pending[:end]
-            try:
-                events = orjson.loads(b"[" + body + b"]")
-            except orjson.JSONDecodeError:
-                raise _Unframeable from None
+                try:  # the array format may omit its closing bracket
+                    events = orjson.loads(b"[" + pending.rstrip().rstrip(b",") + b"]")
+                except orjson.JSONDecodeError:
+                    raise _Unframeable from None
             if events:
                 yield events
             return
@@ -500,24 +507,10 @@ def _split_plan(path: Path, prefix: str, parts: int) -> list[tuple[int, int, byt
     with open(path, "rb") as handle:
         if handle.read(2) == b"\x1f\x8b":
             return None
-        # where the array ends: the last "]" whose remainder closes the document
-        tail_len = min(size, 1 << 20)
-        handle.seek(size - tail_len)
-        tail = handle.read()
-        array_end = None
-        for match in reversed(list(re.finditer(rb"\]", tail))):
-            rest = tail[match.end():]
-            try:
-                if prefix == "item":
-                    ok = rest.strip() == b""
-                else:
-                    orjson.loads(b'{"_":[]' + rest)
-                    ok = True
-            except orjson.JSONDecodeError:
-                ok = False
-            if ok:
-                array_end = size - tail_len + match.start()
-                break
+        # where the array ends: the last "]" whose remainder closes the document (if a later array also
+        # qualifies, the last part fails to parse and the caller falls back to one pass)
+        handle.seek(size - min(size, 1 << 20))
+        array_end = next((size - min(size, 1 << 20) + i for i in _array_ends(handle.read(), prefix)), None)
         if array_end is None:
             return None
         cuts = []
