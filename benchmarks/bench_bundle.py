@@ -48,7 +48,7 @@ def write_bundles(repeat: int) -> list[dict]:
         start, cpu = time.perf_counter(), time.process_time()
         bundle.write(profile, BUNDLE)
         runs.append({"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu})
-    print(f"write: peak RSS {_peak_mib():,.0f} MiB (of which {before:,.0f} MiB before writing: the pop read)")
+    print(json.dumps({"runs": runs, "peak_mib": _peak_mib(), "before_mib": before}))
     return runs
 
 
@@ -67,11 +67,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Benchmark writing and reading the bundle of a 16-IPU profile.")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child-read", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-write", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_read:
         child_read()
         return 0
-    writes = write_bundles(args.repeat)
+    if args.child_write:
+        write_bundles(args.repeat)
+        return 0
+    # Every measurement runs in a subprocess of this lean process: on Linux a child's ru_maxrss
+    # starts from its parent's RSS at fork, so a fat parent would inflate the children's peaks.
+    out = subprocess.run([sys.executable, __file__, "--child-write", "--repeat", str(args.repeat)], check=True,
+                         capture_output=True, text=True).stdout
+    written = json.loads(out.strip().splitlines()[-1])
+    writes = written["runs"]
+    print(f"write: peak RSS {written['peak_mib']:,.0f} MiB (of which {written['before_mib']:,.0f} MiB before "
+          "writing: the profile read from profile.pop)")
     reads = []
     for _ in range(args.repeat):
         out = subprocess.run([sys.executable, __file__, "--child-read"], check=True, capture_output=True,
