@@ -4,11 +4,5 @@
 ``openTrace`` (.pvti). Both read storage files of the double's own making.
 """
 
-try:
-    from .report import OperationAnalysis, ProgramVisitor, openReport  # noqa: F401
-except ImportError:  # pragma: no cover - part not written yet
-    pass
-try:
-    from .trace import openTrace  # noqa: F401
-except ImportError:  # pragma: no cover - part not written yet
-    pass
+from .report import OperationAnalysis, ProgramVisitor, openReport  # noqa: F401
+from .trace import openTrace  # noqa: F401
