@@ -397,14 +397,25 @@ _JSON_PUNCT = b"0123456789.,:{}[]+-eE \"\n\r\t"
 _JSON_LITERALS = re.compile(rb"true|false|null|NaN|Infinity")
 
 
-def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str | None = None) -> None:
+def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str | None = None,
+                workers: int = 2) -> None:
     """Leak-scan a Chrome trace: every distinct JSON string (keys and values) is checked once, and text
-    outside strings is checked for anything that is not a number, punctuation or a JSON literal."""
+    outside strings is checked for anything that is not a number, punctuation or a JSON literal.
+    Finding the strings of a block (numpy / pyarrow) runs on ``workers`` threads."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     block_size = block_size or BLOCK
     place = place or path.name
     reader = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115
     seen: set[bytes] = set()
-    with reader:
+    queue: deque = deque()
+
+    def drain(keep: int) -> None:
+        while len(queue) > keep:
+            _check_strings(queue.popleft().result(), scanner, seen, place)
+
+    with reader, ThreadPoolExecutor(max(1, workers)) as pool:
         carry = b""
         while True:
             block = reader.read(block_size)
@@ -416,9 +427,11 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
                     carry = data
                     continue
                 data, carry = data[:cut], data[cut:]
-            _scan_block(data, scanner, seen, place)
+            queue.append(pool.submit(_block_strings, data))
+            drain(workers)
             if not block:
                 break
+        drain(0)
 
 
 def _cut_opening_quote(data: bytes) -> int:
@@ -431,7 +444,8 @@ def _cut_opening_quote(data: bytes) -> int:
     return pos if before % 2 == 0 else data.rfind(b'"', 0, pos)
 
 
-def _scan_block(data: bytes, scanner, seen: set[bytes], place: str) -> None:
+def _block_strings(data: bytes) -> set[bytes]:
+    """The distinct strings of a block, plus any text outside strings that is not plain JSON syntax."""
     if b'\\"' in data:
         strings = {m[1:-1] for m in re.findall(rb'"[^"\\]*(?:\\.[^"\\]*)*"', data)}
         outside = re.sub(rb'"[^"\\]*(?:\\.[^"\\]*)*"', b" ", data)
@@ -452,6 +466,10 @@ def _scan_block(data: bytes, scanner, seen: set[bytes], place: str) -> None:
             for piece in outside.to_pylist():
                 if _JSON_LITERALS.sub(b"", piece.translate(None, _JSON_PUNCT)):
                     strings.add(piece)
+    return strings
+
+
+def _check_strings(strings: set[bytes], scanner, seen: set[bytes], place: str) -> None:
     for piece in strings - seen:
         seen.add(piece)
         if not piece:
