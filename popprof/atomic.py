@@ -63,3 +63,21 @@ def _remove(path: Path) -> None:
     else:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def refuse_overwriting_inputs(out: str | os.PathLike[str], inputs: list) -> None:
+    """Raise UsageError when ``out`` is one of ``inputs``, sits inside one, or contains one.
+
+    Inputs are never modified: every command that writes calls this before writing.
+    Empty entries and inputs that do not exist on disk are ignored.
+    """
+    from .errors import UsageError
+
+    target = Path(out).resolve()
+    for item in inputs:
+        if not item or not Path(item).exists():
+            continue
+        source = Path(item).resolve()
+        if target == source or source in target.parents or target in source.parents:
+            raise UsageError(f"{out}: output would overwrite the input {item} (or sit inside it, or contain "
+                             "it); choose another path")

@@ -64,7 +64,7 @@ def test_corrupt_parquet_and_manifest(tmp_path, profile):
 def test_write_is_atomic_and_refuses_to_overwrite_input(tmp_path, profile):
     out = bundle.write(profile, tmp_path / "p.popprof")
     reopened = popprof.open(out)
-    with pytest.raises(UsageError, match="overwrite or sit inside the input"):
+    with pytest.raises(UsageError, match="would overwrite the input"):
         bundle.write(reopened, out)
     with pytest.raises(UsageError):
         bundle.write(reopened, out / "nested.popprof")

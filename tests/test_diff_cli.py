@@ -148,5 +148,5 @@ def test_output_file_is_written_and_inputs_protected(capsys, bundles, tmp_path):
     assert ET.parse(report).getroot().get("name") == "popprof.gate"
     before = sorted(p.name for p in base.iterdir())
     code, _, err = run(capsys, "diff", base, worse, "-o", base / "report.txt")
-    assert code == 2 and "inside the input" in err
+    assert code == 2 and "would overwrite the input" in err
     assert sorted(p.name for p in base.iterdir()) == before

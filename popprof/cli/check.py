@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import write_text_atomic
+from ..atomic import refuse_overwriting_inputs, write_text_atomic
 from ..config import load_config
 from ..errors import UsageError
 from ..progress import progress
@@ -67,12 +67,8 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
     if output is not None:
-        target = output.resolve()
-        for path in paths:
-            src = path.resolve()
-            if target == src or src in target.parents:
-                raise UsageError(f"--output {output} would overwrite the input {path}; choose another file")
-        if target.is_dir():
+        refuse_overwriting_inputs(output, list(paths))
+        if output.resolve().is_dir():
             raise UsageError(f"--output {output} is a directory; give a file name")
     level = _fail_on(fail_on, config)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import write_text_atomic
+from ..atomic import refuse_overwriting_inputs, write_text_atomic
 from ..errors import InputError, UsageError
 from ..profile import Profile
 from ..progress import progress
@@ -104,18 +104,10 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     if output is None:
         click.echo(text, nl=False)
     else:
-        _refuse_inputs(Path(output), [base, new])
+        refuse_overwriting_inputs(output, [base, new])
         write_text_atomic(output, text)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)
-
-
-def _refuse_inputs(out: Path, inputs: list[str]) -> None:
-    target = out.resolve()
-    for item in inputs:
-        source = Path(item).resolve()
-        if target == source or source in target.parents:
-            raise UsageError(f"{out}: output would overwrite or sit inside the input {item}; choose another path")
 
 
 @click.command("baseline")

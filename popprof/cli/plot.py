@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..atomic import refuse_overwriting_inputs
 from ..errors import UsageError
 from .common import engine_option, load_profiles
 
@@ -61,6 +62,7 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:
         raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
+    refuse_overwriting_inputs(output, [path])
     _use_agg()
     from ..atomic import atomic_path
     from ..htmlreport import run_checks
@@ -102,6 +104,7 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
     """
+    refuse_overwriting_inputs(output, [path])
     if not no_plots:
         try:
             _use_agg()

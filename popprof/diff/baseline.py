@@ -21,8 +21,8 @@ import pandas as pd
 
 from .. import __version__
 from .. import metrics as registry
-from ..atomic import write_text_atomic
-from ..errors import InputError, UsageError
+from ..atomic import refuse_overwriting_inputs, write_text_atomic
+from ..errors import InputError
 from ..profile import Profile
 
 BASELINE_FORMAT = "popprof-baseline"
@@ -100,13 +100,7 @@ def write_baseline(profile: Profile, out: str | os.PathLike[str], *, protect: li
     ``protect`` lists input paths ``out`` must not be (so an input is never overwritten).
     """
     out = Path(out)
-    target = out.resolve()
-    for item in [profile.source, *protect]:
-        if not item or not Path(item).exists():
-            continue
-        source = Path(item).resolve()
-        if target == source or source in target.parents:
-            raise UsageError(f"{out}: output would overwrite or sit inside the input {item}; choose another path")
+    refuse_overwriting_inputs(out, [profile.source, *protect])
     write_text_atomic(out, dumps_baseline(profile))
     return out
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
-from ..atomic import atomic_path
-from ..errors import InputError, UsageError
+from ..atomic import atomic_path, refuse_overwriting_inputs
+from ..errors import InputError
 from ..profile import Profile
 from ..schema import TABLES
 
@@ -85,7 +85,7 @@ def write(profile: Profile, out: str | os.PathLike[str], *, redaction: dict | No
     ``protect`` lists input paths the output must not be, nor be inside.
     """
     out = Path(out)
-    _refuse_overwriting_inputs(out, [profile.source, *protect])
+    refuse_overwriting_inputs(out, [profile.source, *protect])
     meta = profile.meta
     if sources is None:
         try:
@@ -113,12 +113,3 @@ def write(profile: Profile, out: str | os.PathLike[str], *, redaction: dict | No
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
     return out
 
-
-def _refuse_overwriting_inputs(out: Path, inputs: list) -> None:
-    target = out.resolve()
-    for item in inputs:
-        if not item:
-            continue
-        source = Path(item).resolve()
-        if target == source or source in target.parents or target in source.parents:
-            raise UsageError(f"{out}: output would overwrite or sit inside the input {item}; choose another path")
