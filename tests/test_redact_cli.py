@@ -86,3 +86,10 @@ def test_bad_usage_exits_2_with_one_line(original, tmp_path, capsys, args):
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("popprof: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_report_and_mapping_never_go_into_the_input_or_output(original, tmp_path, capsys):
+    out = tmp_path / "r.popprof"
+    assert main(["redact", str(original), "-o", str(out), "--report", str(original / "rep.json")]) == 2
+    assert main(["redact", str(original), "-o", str(out), "--mapping-out", str(out / "map.json")]) == 2
+    assert not (original / "rep.json").exists() and not out.exists()

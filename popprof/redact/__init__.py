@@ -83,10 +83,11 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
     source, out = Path(source), Path(out)
     kind = input_kind(source)
     check_paths(source, out)
-    if mapping_out is not None:
-        check_paths(source, Path(mapping_out))
-        if Path(mapping_out).resolve() == out.resolve():
-            raise UsageError("--mapping-out must differ from the output")
+    for extra, what in ((mapping_out, "--mapping-out"), (report_out, "--report")):
+        if extra is not None:
+            check_paths(source, Path(extra))
+            if Path(extra).resolve() == out.resolve() or out.resolve() in Path(extra).resolve().parents:
+                raise UsageError(f"{what} must not be the output or sit inside it")
     key_bytes, key_source = _as_key(key, key_file)
     policy = policy or build_policy()
     redactor = Redactor(key_bytes, policy, allowlist)
