@@ -164,3 +164,15 @@ def test_long_string_arrays_are_cut_between_elements(tmp_path, monkeypatch):
     assert redact(src, out, key=KEY_A).passed
     doc = json.loads(out.read_text())
     assert len(doc["traceEvents"][0]["args"]["stack"]) == 400 and "canary" not in out.read_text()
+
+
+def test_truncated_gzip_is_bad_input_and_writes_nothing(tmp_path):
+    from popprof.errors import InputError
+
+    src = chrome_trace(tmp_path / "t.json.gz", events=3000, gz=True)
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    with pytest.raises(InputError, match="truncated"):
+        redact(bad, tmp_path / "out.json.gz", key=KEY_A)
+    assert not (tmp_path / "out.json.gz").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json.gz", "t.json.gz"]

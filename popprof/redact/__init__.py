@@ -11,9 +11,11 @@ See ``docs/redaction.md``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
+import zlib
 from pathlib import Path
 
 from .. import __version__
@@ -166,7 +168,11 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     result = None
     with atomic_path(out) as tmp:
         with progress("redacting trace", total=source.stat().st_size) as advance:
-            bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance)
+            try:
+                bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise InputError(source, f"corrupt or truncated gzip data ({exc})",
+                                 "re-copy the file; it may be truncated") from None
         if scan:
             result = _finish_scan(redactor, lambda s: scan_chrome(tmp, s, place=out.name))
     return bytes_in, bytes_out, result
