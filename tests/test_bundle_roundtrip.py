@@ -183,3 +183,19 @@ def test_every_schema_table_and_dtype_round_trips(tmp_path):
     assert back.table_names == list(TABLES)
     for name in TABLES:
         pd.testing.assert_frame_equal(back[name], profile[name], check_exact=True, obj=name)
+
+
+def test_cli_export_of_a_run_directory_round_trips(pva_double, fixtures_dir, tmp_path):
+    from popprof.cli import main
+
+    source = fixtures_dir / "run_dir"
+    before = {p: p.stat().st_mtime_ns for p in source.rglob("*")}
+    assert main(["export", str(source), "-o", str(tmp_path / "bundles")]) == 0
+    direct = popprof.open_all(source)
+    for name, profile in direct.items():
+        back = popprof.open(tmp_path / "bundles" / f"{name}.popprof")
+        assert back.table_names == profile.table_names
+        for table in profile.table_names:
+            pd.testing.assert_frame_equal(back[table], profile[table], obj=f"{name}.{table}")
+        assert back.meta["pop.missing_attributes"] == "[]"
+    assert {p: p.stat().st_mtime_ns for p in source.rglob("*")} == before  # inputs untouched
