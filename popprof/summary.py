@@ -161,8 +161,9 @@ def render_text(summary: dict) -> str:
         lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
         if m.get("peak_liveness_bytes") is not None:
             lines.append(f"  always-live            {_b(m['always_live_bytes'])}")
+            program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""
             lines.append(f"  peak liveness          {_b(m['peak_liveness_bytes'])} at step "
-                         f"{m['peak_liveness_step']:,} ({m.get('peak_liveness_program', '')})")
+                         f"{m['peak_liveness_step']:,}{program}")
     e = summary.get("execution")
     if e:
         time = "" if e.get("total_time_us") is None else f" = {e['total_time_us'] / 1e3:,.3f} ms"

@@ -103,3 +103,14 @@ def test_help_has_examples(capsys):
     for command in ("summary", "tables", "query", "export"):
         code, out, _ = run(capsys, command, "--help")
         assert code == 0 and "Example" in out
+
+
+def test_summary_of_a_baseline_shows_its_stored_metrics(capsys, sample, tmp_path):
+    profile, path = sample
+    baseline = tmp_path / "baseline.json"
+    assert run(capsys, "baseline", str(path), "-o", str(baseline))[0] == 0
+    code, out, _ = run(capsys, "summary", str(baseline), "--format", "json")
+    assert code == 0
+    memory = json.loads(out)["memory"]
+    assert memory["total_incl_gaps_bytes"] == float(profile.tiles["bytes_incl_gaps"].sum())
+    assert memory["tiles_out_of_memory"] == 1

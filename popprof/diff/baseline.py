@@ -27,7 +27,7 @@ from ..profile import Profile
 
 BASELINE_FORMAT = "popprof-baseline"
 FORMAT_VERSION = 1
-META_PREFIX = "baseline.metric."
+META_PREFIX = registry.STORED_PREFIX
 META_FORMAT = "baseline.format_version"
 
 #: Target fields written to a baseline (nothing that can identify a host or a path).
@@ -42,13 +42,7 @@ def is_baseline(profile: Profile) -> bool:
 
 def metric_values(profile: Profile) -> dict[str, float | None]:
     """The registry's metrics of ``profile``: computed from its tables, or as stored in a baseline."""
-    if not is_baseline(profile):
-        return registry.compute(profile)
-    values: dict[str, float | None] = {}
-    for key, text in profile.meta.items():
-        if key.startswith(META_PREFIX):
-            values[key[len(META_PREFIX):]] = float(text)
-    return values
+    return registry.compute(profile)
 
 
 def _number(value: float) -> int | float:

@@ -64,9 +64,25 @@ def _clean(value: object) -> float | None:
     return None if math.isnan(number) else number
 
 
+#: Metadata key prefix under which a baseline stores metric values (see popprof.diff.baseline).
+STORED_PREFIX = "baseline.metric."
+
+
+def stored_values(profile: Profile) -> dict[str, float | None]:
+    """Metric values stored in the profile's metadata (a baseline has no tables to compute them from)."""
+    return {key[len(STORED_PREFIX):]: _clean(text) for key, text in profile.meta.items()
+            if key.startswith(STORED_PREFIX)}
+
+
 def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, float | None]:
-    """Evaluate metrics (all by default). Families expand to one entry per member."""
+    """Evaluate metrics (all by default). Families expand to one entry per member.
+
+    A baseline profile carries its values in metadata; those are returned as stored.
+    """
     wanted = set(names) if names is not None else None
+    stored = stored_values(profile)
+    if stored:
+        return {k: v for k, v in stored.items() if wanted is None or k in wanted}
     values: dict[str, float | None] = {}
     # Derived intermediates are shared between metrics within this call only: tables are mutable.
     profile._cache.clear()
