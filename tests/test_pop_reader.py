@@ -399,3 +399,23 @@ def test_failed_worker_falls_back_to_serial(pva_double, written, monkeypatch):
 
 def _raise_in_worker(*_args):
     raise RuntimeError("worker exploded")
+
+
+def test_an_error_while_workers_read_stops_them(pva_double, written, monkeypatch):
+    _, paths = written
+
+    def broken_tiles(self, *_args):
+        raise InputError(paths["single"], "tiles exploded")
+
+    monkeypatch.setattr(pop._Builder, "tiles", broken_tiles)
+    stopped = []
+    real_stop = pop._Builder.stop_workers
+
+    def spy(self, terminate=False):
+        stopped.append((self.pool is not None, terminate))
+        real_stop(self, terminate)
+
+    monkeypatch.setattr(pop._Builder, "stop_workers", spy)
+    with pytest.raises(InputError, match="tiles exploded"):
+        pop.read(paths["single"], workers=2)
+    assert stopped == [(True, True)]

@@ -182,9 +182,10 @@ class _Builder:
             tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top)
             if execution is not None:
                 steps_tables = self.execution(execution, row, tile_cycles)
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=False, cancel_futures=True)
+        except BaseException:
+            self.stop_workers(terminate=True)  # do not leave a worker reading after an error or Ctrl-C
+            raise
+        self.stop_workers()
         if execution is None:
             self.notes.append("no execution section (execution profiling was off)")
         else:
@@ -395,6 +396,18 @@ class _Builder:
             except Exception as exc:  # no processes available: read everything here
                 self.notes.append(f"parallel step reading unavailable ({type(exc).__name__}); read serially")
                 self.pool, self.futures, self.ranges = None, [], [(0, n)]
+
+    def stop_workers(self, terminate: bool = False) -> None:
+        """Shut the worker pool down; with ``terminate``, stop workers still reading."""
+        if self.pool is None:
+            return
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())  # before shutdown clears it
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if terminate:
+            for process in processes:
+                with contextlib.suppress(Exception):
+                    process.terminate()
+        self.pool = None
 
     def execution(self, execution: Any, target: pd.Series,
                   tile_cycles: bool) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
