@@ -125,7 +125,7 @@ def measure(name: str, python: str, code: str, repeat: int, timeout: float, max_
         # on two free cores: the workers run side by side, then the main process builds the tables
         result["main_cpu_seconds"] = main
         result["idle_estimate_seconds"] = main + (workers / runs[0]["parts"] if runs[0]["parts"] > 1 else 0.0)
-    estimate = (f", main {result['main_cpu_seconds']:.1f} s, ~{result['idle_estimate_seconds']:.0f} s on 2 free cores"
+    estimate = (f", main {result['main_cpu_seconds']:.1f} s, ~{result['idle_estimate_seconds']:.1f} s on 2 free cores"
                 if "idle_estimate_seconds" in result else "")
     print(f"  {name:<22} {result['seconds']:8.2f} s (cpu {result['cpu_seconds']:.2f} s{estimate})  "
           f"peak {result['peak_bytes'] / 2**30:6.2f} GiB (+{result['extra_bytes'] / 2**30:.2f} for the load)  "
