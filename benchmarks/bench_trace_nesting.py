@@ -36,9 +36,10 @@ def make_events(n: int, threads: int = 8) -> tuple[np.ndarray, ...]:
     grand_dur = np.full(steps * 40, 15.0)
     start = np.concatenate((parent_start, child_start, grand_start))
     dur = np.concatenate((parent_dur, child_dur, grand_dur))
-    tid = np.arange(len(start)) % threads
+    step = np.concatenate((np.arange(steps), np.repeat(np.arange(steps), 20), np.repeat(np.arange(steps), 40)))
+    tid = step % threads                  # a whole step runs on one thread
     flat = tid >= threads // 2            # half the threads: flat GPU-stream-like sequences
-    dur[flat] = 5.0
+    dur[flat] = 0.5
     return np.zeros(len(start), dtype=np.int64), tid.astype(np.int64), start, dur
 
 
