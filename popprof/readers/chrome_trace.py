@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import operator
 import os
@@ -231,7 +232,8 @@ class _StreamState:
         except TypeError:  # an unhashable value (a list or object as a name): one by one
             return np.asarray([interner.code(v) for v in values], dtype=np.int32)
         if None in codes:
-            for value in dict.fromkeys(v for v, c in zip(values, codes, strict=True) if c is None):
+            new = itertools.compress(values, map(operator.is_, codes, itertools.repeat(None)))
+            for value in dict.fromkeys(new):
                 interner.add(value)  # in order of first appearance: deterministic codes
             codes = list(map(get, values))
         return np.asarray(codes, dtype=np.int32)
@@ -400,7 +402,7 @@ def _blocks(handle, prefix: str) -> Iterator[list]:
             if events:
                 yield events
             return
-        tail_from = max(0, len(pending) - (1 << 20))
+        tail_from = max(0, len(pending) - (1 << 16))
         cuts = [m for m in _BOUNDARY.finditer(pending, tail_from)] or list(_BOUNDARY.finditer(pending))
         for cut in reversed(cuts[-8:]):
             try:
