@@ -11,6 +11,8 @@ from pathlib import Path
 import orjson
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import popprof
 from popprof.redact import chrome as chrome_mod
@@ -176,3 +178,24 @@ def test_truncated_gzip_is_bad_input_and_writes_nothing(tmp_path):
         redact(bad, tmp_path / "out.json.gz", key=KEY_A)
     assert not (tmp_path / "out.json.gz").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json.gz", "t.json.gz"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(names=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8), block=st.integers(16, 400))
+def test_any_names_give_valid_json_with_the_same_numbers(names, block):
+    events = [{"ph": "X", "name": n, "cat": "cpu_op", "pid": 1, "tid": i % 3, "ts": i * 1.5, "dur": 0.25 * i,
+               "args": {"label": n, "k": [n, i]}} for i, n in enumerate(names)]
+    data = json.dumps({"traceEvents": events}, ensure_ascii=bool(block % 2)).encode()
+    engine, out, carry = ChromeRedactor(Redactor(KEY_A)), [], b""
+    for i in range(0, len(data), block):
+        piece, carry = engine.process(carry + data[i:i + block], False)
+        out.append(piece)
+    out.append(engine.process(carry, True)[0])
+    doc = orjson.loads(b"".join(out))
+    assert [(e["ts"], e["dur"], e["tid"], e["args"]["k"][1]) for e in doc["traceEvents"]] == \
+        [(e["ts"], e["dur"], e["tid"], e["args"]["k"][1]) for e in events]
+    redactor = engine.r
+    for before, after in zip(events, doc["traceEvents"], strict=True):
+        assert after["name"] == before["name"] or after["name"].startswith(("evt_", "thr_", "proc_"))
+        if after["name"] == before["name"]:
+            assert redactor.is_public(before["name"])
