@@ -6,9 +6,9 @@
 Each measurement runs in a fresh subprocess so its peak RSS is its own. Prints
 the median wall and CPU time over the repeats and the peak RSS of:
 
-- ``read``:  ``popprof.readers.pop.read`` into tables as the CLI does it: the execution
-  steps split with one spawned worker process (the target: < 30 s, < 3 GiB for parent
-  and worker together);
+- ``read``:  ``popprof.readers.pop.read`` into tables as the CLI does it when a core is
+  idle: the execution steps split with one spawned worker process (the target: < 30 s,
+  < 3 GiB for parent and worker together);
 - ``serial``: the same read in one process (``workers=1``);
 - ``attrs``: a pass that only touches the pva attributes the reader uses
   (target, every tile's memory, programs, liveness, every step x IPU) without
@@ -107,7 +107,7 @@ def child(mode: str) -> None:
     if mode in ("read", "serial"):
         from popprof.readers import pop
 
-        # "read" = what the CLI does by default (steps split with one worker process on >= 2 cores);
+        # "read" = what the CLI does when a core is idle (steps split with one worker process);
         # "serial" = everything in this process (what a plain script gets unless it passes workers).
         workers = 2 if mode == "read" else 1
         profile = pop.read(path, progress=False, workers=workers)

@@ -419,3 +419,10 @@ def test_an_error_while_workers_read_stops_them(pva_double, written, monkeypatch
     with pytest.raises(InputError, match="tiles exploded"):
         pop.read(paths["single"], workers=2)
     assert stopped == [(True, True)]
+
+
+@pytest.mark.parametrize(("cores", "load", "expected"), [(2, 0.2, 2), (2, 1.5, 1), (8, 3.0, 2), (1, 0.0, 1)])
+def test_a_worker_is_used_only_with_an_idle_core(monkeypatch, cores, load, expected):
+    monkeypatch.setattr(pop.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(pop.os, "getloadavg", lambda: (load, load, load))
+    assert pop._idle_workers() == expected

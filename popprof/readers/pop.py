@@ -475,7 +475,7 @@ class _Builder:
             return max(1, int(self.workers))
         if n < PARALLEL_MIN_STEPS or not _spawn_is_safe():
             return 1
-        return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+        return _idle_workers()
 
     def step_range(self, steps: Any, lo: int, hi: int, spec: tuple[int, bool, bool],
                    advance: Callable[[int], None]) -> _StepPart:
@@ -676,6 +676,16 @@ def _split(n: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` contiguous ranges covering ``range(n)``."""
     bounds = np.linspace(0, n, max(1, parts) + 1).astype(int).tolist()
     return [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo] or [(0, n)]
+
+
+def _idle_workers() -> int:
+    """Processes worth using: a worker only pays off when a core is idle (it costs extra CPU)."""
+    cores = os.cpu_count() or 1
+    try:
+        idle = cores - os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average on this platform
+        idle = cores - 1
+    return max(1, min(MAX_WORKERS, cores, 1 + int(idle)))
 
 
 def _spawn_is_safe() -> bool:
