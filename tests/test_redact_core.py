@@ -98,6 +98,12 @@ def test_allowlist_and_user_extension():
                  "memory.peak_liveness_bytes"]:
         assert word in allow
     assert "CanaryModel/block" not in allow
+    for version_or_time in ["3.3.0", "v2.1", "1.13.1+cpu", "2026-11-30T15:45:19Z", "12:30:45"]:
+        assert version_or_time in allow
+    for sensitive in ["10.99.88.77", "fe80::1234:abcd", "1.2.3.4", "alice@corp.com", "std::x 10.1.2.3",
+                      "aten::add alice.smith"]:
+        assert sensitive not in allow
+    assert "void_kernel<4, at::native::x>" not in allow and "popops::Reduce<popops::ReduceAdd, float>" in allow
     policy = Policy(keep=["CanaryModel/*", "re:^layer_[0-9]+$"])
     assert policy.keeps("CanaryModel/block") and policy.keeps("layer_12") and not policy.keeps("layer_x")
 

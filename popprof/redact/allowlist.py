@@ -67,10 +67,15 @@ PUBLIC_NAMESPACES = ("poplin", "popops", "popnn", "poprand", "poputil", "popfloa
                      "c10", "torch", "at", "std", "cudnn", "cublas", "tensorflow", "xla", "ipu")
 
 PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"(?:{})::[A-Za-z_][\w:<>, .*&\[\]-]*".format("|".join(PUBLIC_NAMESPACES))),
+    re.compile(r"(?:{})::[A-Za-z_][\w:<>,.*&\[\]-]*(?:, [\w:<>,.*&\[\]-]+)*".format(
+        "|".join(PUBLIC_NAMESPACES))),
     re.compile(r"graphConstruction/[A-Za-z]\w*"),
     re.compile(r"cuda[A-Z]\w*|cu[A-Z]\w*|nccl[A-Z].*|rccl[A-Z].*|hip[A-Z]\w*"),
     re.compile(r"Mem(?:cpy|set)(?: [A-Za-z]+)?(?: \([^()]*\))?"),
+    # versions (at most three parts: never an IPv4 address), dates and times
+    re.compile(r"v?\d+\.\d+(?:\.\d+)?(?:[-+][A-Za-z0-9]+)?"),
+    re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+               r"|\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?"),
     re.compile(r"Program \d+(?: \(main\))?"),
     re.compile(r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pool-\d+-thread-\d+|Thread-\d+"),
 )

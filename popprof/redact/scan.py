@@ -147,7 +147,8 @@ class Scanner:
         self._patterns(value, place, key)
 
     def _patterns(self, value: str, place: str, key: str | None) -> None:
-        if not value or value in self.allowlist or self.keep(value):
+        # public vocabulary is not exempt as a whole: a sensitive span inside it still counts
+        if not value or self.keep(value):
             return
         if key is not None and key.lower() in HASH_KEYS:
             return
