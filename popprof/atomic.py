@@ -30,6 +30,7 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False) -> I
     try:
         yield tmp
         if directory:
+            os.chmod(tmp, 0o755)  # mkdtemp makes it private; a bundle is meant to be shared
             if target.exists():
                 backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=parent))
                 backup.rmdir()

@@ -67,7 +67,7 @@ def cli(quiet: bool) -> None:
 
     \b
     Examples:
-      popprof summary fixtures/mk2_small.popprof
+      popprof summary fixtures/mk2_training.popprof
       popprof check run_dir/ --fail-on error --format junit > findings.xml
       popprof diff baseline.json new/profile.pop
       popprof query profile.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1"
