@@ -126,3 +126,12 @@ def test_cli_timeline_reads_the_device_map_from_config(tmp_path: Path, fixtures_
     doc = json.loads(out.read_text())["traceEvents"]
     marked = {e["name"] for e in doc if e.get("args", {}).get("device_category") == "compute"}
     assert marked == {"ExecutorState::Process", "MatMul"}
+
+
+def test_cli_timeline_never_overwrites_its_input(tmp_path: Path, fixtures_dir: Path, capsys) -> None:
+    src = tmp_path / "t.json"
+    src.write_bytes((fixtures_dir / "traces" / "begin_end.json").read_bytes())
+    before = src.read_bytes()
+    assert main(["timeline", str(src), "-o", str(src)]) == 2
+    assert "overwrite" in capsys.readouterr().err
+    assert src.read_bytes() == before

@@ -35,8 +35,12 @@ def timeline_command(path: Path, output: Path, engine: str | None, with_args: bo
       popprof timeline trace.pvti -o trace.json.gz
       popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
     """
+    from ..atomic import refuse_overwriting_inputs
     from ..config import load_config
     from ..trace.device import load_device_map
+
+    refuse_overwriting_inputs(output, [path, config_path,
+                                       device_map if device_map and not device_map.lstrip().startswith("{") else None])
     from ..trace.timeline import write_timeline
 
     if device_map is None:
