@@ -93,3 +93,15 @@ def test_report_and_mapping_never_go_into_the_input_or_output(original, tmp_path
     assert main(["redact", str(original), "-o", str(out), "--report", str(original / "rep.json")]) == 2
     assert main(["redact", str(original), "-o", str(out), "--mapping-out", str(out / "map.json")]) == 2
     assert not (original / "rep.json").exists() and not out.exists()
+
+
+def test_a_policy_file_in_a_home_directory_does_not_leak_its_path(original, tmp_path, capsys):
+    home = tmp_path / "home" / "canary.smith"
+    home.mkdir(parents=True)
+    policy = home / "team-policy.toml"
+    policy.write_text('keep = ["MyLib::*"]\n')
+    out = tmp_path / "r.popprof"
+    assert main(["redact", str(original), "-o", str(out), "--policy", str(policy)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["redacted"]["policy"]["source"] == ["policy file"]
+    assert "canary" not in (out / "manifest.json").read_text()

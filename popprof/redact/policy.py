@@ -66,8 +66,12 @@ class Policy:
         """True when ``target`` (``table:NAME``, ``column:TABLE.COL`` or ``metadata.KEY``) is dropped."""
         return any(fnmatch.fnmatchcase(target, p) for p in self.drop)
 
-    def merged(self, data: dict, origin: str) -> Policy:
-        """A new policy with ``data`` (a policy table) applied on top of this one."""
+    def merged(self, data: dict, origin: str, label: str | None = None) -> Policy:
+        """A new policy with ``data`` (a policy table) applied on top of this one.
+
+        ``origin`` names it in error messages; ``label`` (default ``origin``) is what the
+        manifest records, so a policy file's path (which may hold a user name) is not written.
+        """
         if not isinstance(data, dict):
             raise UsageError(f"{origin}: the redaction policy must be a table")
         known = {"keep", "drop", "scrub", "identifiers"}
@@ -82,7 +86,7 @@ class Policy:
             raise UsageError(f"{origin}: scrub must be a table of family = true|false")
         return Policy(keep=self.keep + list(data.get("keep", [])), drop=self.drop + list(data.get("drop", [])),
                       scrub={**self.scrub, **scrub}, identifiers=bool(data.get("identifiers", self.identifiers)),
-                      source=self.source + [origin])
+                      source=self.source + [label or origin])
 
     def describe(self) -> dict:
         """A JSON-safe description (recorded in the manifest and the report; holds no secrets)."""
@@ -120,7 +124,7 @@ def build_policy(policy_file: str | Path | None = None, keep: list[str] | tuple[
             if section:
                 policy = policy.merged(section, "[tool.popprof.redact]")
     if policy_file is not None:
-        policy = policy.merged(load_policy_file(policy_file), str(policy_file))
+        policy = policy.merged(load_policy_file(policy_file), str(policy_file), "policy file")
     if keep or drop:
         policy = policy.merged({"keep": list(keep), "drop": list(drop)}, "command line")
     return policy
