@@ -93,3 +93,19 @@ def test_query_sql_over_events(fixtures_dir: Path, capsys) -> None:
     expected = ev["device_category"].value_counts()
     for category, n in expected.items():
         assert f'"{category}"' in out and str(n) in out
+
+
+def test_nested_device_events_are_not_counted_twice(pva_double, fixtures_dir: Path) -> None:
+    p = read_path(fixtures_dir / "traces" / "poptorch_4532.pvti")
+    values = metrics.compute(p)
+    ev = p.events
+    dev = ev[ev["device_category"].notna()]
+    # Engine::run(main) (800 us, compute) holds copies, a compute run and a sync: device time per category
+    # adds up to the time under the outermost device events, and compute keeps only run's own remainder
+    outer = dev[~dev["parent_id"].isin(dev["event_id"])]
+    total = sum(values[f"trace.device_time_us.{c}"] for c in ("compute", "exchange", "host_io", "sync", "other"))
+    assert total == pytest.approx(outer["dur_us"].sum())
+    assert values["trace.device_time_us.host_io"] == pytest.approx(8 * (60 + 50))
+    assert values["trace.device_time_us.compute"] == pytest.approx(8 * (800 - 60 - 50 - 40))
+    s = trace_summary(p)
+    assert s["device_activity"]["by_category"]["compute"]["total_us"] == values["trace.device_time_us.compute"]

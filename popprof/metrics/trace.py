@@ -8,6 +8,7 @@ device-active span (first device event to last).
 from __future__ import annotations
 
 from ..profile import Profile
+from ..trace import activity
 from ..trace.activity import device_union, interval_union
 from ..trace.device import DEVICE_CATEGORIES
 from . import metric, metric_family
@@ -54,12 +55,12 @@ def host_stall_us(profile: Profile) -> float | None:
     return None if union is None else union.idle
 
 
-@metric_family("trace.device_time_us.", "us", "summed duration of device events by category",
+@metric_family("trace.device_time_us.", "us",
+               "device time by category (nested device events counted once, in their own category)",
                needs=("events",))
 def device_time_by_category(profile: Profile) -> dict[str, float]:
     events = profile.events
-    dev = events[events["device_category"].notna()]
-    if dev.empty:
+    if not events["device_category"].notna().any():
         return {}
-    sums = dev.groupby("device_category", observed=False)["dur_us"].sum()
-    return {c: float(sums.get(c, 0.0)) for c in DEVICE_CATEGORIES}
+    sums = activity.device_time_by_category(events)
+    return {c: float(sums[c]) for c in DEVICE_CATEGORIES}

@@ -63,3 +63,29 @@ def device_union(events: pd.DataFrame) -> Union | None:
     """Union of the device-busy events (see the module docstring)."""
     dev = device_events(events)
     return interval_union(dev["start_us"].to_numpy(), dev["dur_us"].to_numpy())
+
+
+def device_time_by_category(events: pd.DataFrame) -> pd.Series:
+    """Device time per category without double counting nested device events.
+
+    Each device event contributes its duration minus that of its direct children
+    that are device events too (a pvti ``Engine::run`` holding stream copies and
+    syncs counts only its own remainder as compute). For Chrome traces, where
+    device events do not nest, this is the plain sum of durations.
+    """
+    from .device import DEVICE_CATEGORIES
+
+    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    is_device = events["device_category"].notna().to_numpy()
+    parent = events["parent_id"].to_numpy(dtype=np.int64, na_value=-1)
+    ids = events["event_id"].to_numpy()
+    if len(ids) and not np.array_equal(ids, np.arange(len(ids))):  # parent ids to row positions
+        position = pd.Series(np.arange(len(ids)), index=ids)
+        parent = np.where(parent >= 0, position.reindex(parent).fillna(-1).to_numpy(np.int64), -1)
+    child = is_device & (parent >= 0)
+    child[child] = is_device[parent[child]]
+    nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))
+    own = np.maximum(dur - nested_sum, 0.0)[is_device]
+    category = events["device_category"][is_device]
+    sums = pd.Series(own, index=category.index).groupby(category, observed=False).sum()
+    return sums.reindex(list(DEVICE_CATEGORIES), fill_value=0.0).astype("float64")

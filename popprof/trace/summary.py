@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..profile import Profile
-from .activity import device_union, interval_union
+from .activity import device_time_by_category, device_union, interval_union
 from .device import DEVICE_CATEGORIES
 from .nesting import self_time
 
@@ -66,12 +66,12 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
 
 
 def device_activity(events: pd.DataFrame) -> dict:
-    """Per device category: event count and summed duration; plus device busy time and host stalls."""
+    """Per device category: event count and device time (nested device events counted once); busy, idle."""
     dev = events[events["device_category"].notna()]
     if dev.empty:
         return {}
-    grouped = dev.groupby("device_category", observed=False)["dur_us"]
-    sums, sizes = grouped.sum(), grouped.size()
+    sizes = dev.groupby("device_category", observed=False)["dur_us"].size()
+    sums = device_time_by_category(events)
     categories = {c: {"events": int(sizes.get(c, 0)), "total_us": float(sums.get(c, 0.0))}
                   for c in DEVICE_CATEGORIES if sizes.get(c, 0)}
     union = device_union(events)
