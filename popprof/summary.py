@@ -142,7 +142,7 @@ def render_text(summary: dict) -> str:
     """The summary as terminal text (plain; the CLI adds colour when on a terminal)."""
     lines = [f"Profile {summary['profile']} ({summary['source_format']})"]
     t = summary.get("target")
-    if t:
+    if t and any(t.get(k) is not None for k in ("num_ipus", "num_tiles", "bytes_per_tile", "clock_hz")):
         clock = f"{t['clock_hz'] / 1e6:,.0f} MHz" if t.get("clock_hz") else "n/a"
         lines += ["", "Target",
                   f"  {t.get('ipu_arch') or 'IPU'} x {_n(t.get('num_ipus'))}: {_n(t.get('num_tiles'))} tiles "

@@ -42,6 +42,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
+from ..progress import progress
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
@@ -633,6 +634,11 @@ def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool
     processes (``parallel=False`` turns that off); anything unusual falls back to
     one serial pass, which is what reports errors.
     """
+    with progress(f"reading {path.name}"):
+        return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
+
+
+def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile:
     prefix = _event_prefix(path)
     started = _start_parallel(path, prefix, with_args) if parallel else None
     hasher = _Background(lambda: source_metadata(FORMAT, [path]))
