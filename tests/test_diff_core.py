@@ -293,3 +293,51 @@ def test_live_pva_profile_against_its_bundle_shows_no_change(pva_double, fixture
     assert set(result.metrics["status"]) == {"unchanged"}
     assert len(result.tiles) == len(live.tiles) and (result.tiles["change_bytes"] == 0).all()
     assert set(result.programs["status"]) == {"unchanged"}
+
+
+def test_unknown_figures_are_missing_not_zero(base):
+    """Cycles, liveness bytes or tile capacity that a profile lacks make its metrics missing, never 0."""
+    new = base.copy()
+    steps = new.steps.copy()
+    steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
+    new.set_table("steps", steps)
+    liveness = new.liveness.copy()
+    liveness["not_always_live_bytes"] = pd.array([pd.NA] * len(liveness), dtype="Int64")
+    new.set_table("liveness", liveness)
+    target = new.target.copy()
+    target["bytes_per_tile"] = pd.NA
+    new.set_table("target", target)
+    tiles = new.tiles.copy()
+    tiles["capacity_bytes"] = pd.NA
+    new.set_table("tiles", tiles)
+
+    values = popprof.metrics.compute(new)
+    for name in ("execution.total_cycles", "execution.total_time_us", "execution.exchange_share",
+                 "memory.peak_not_always_live_bytes", "memory.peak_liveness_bytes", "memory.peak_liveness_step",
+                 "memory.tiles_out_of_memory", "memory.max_tile_headroom_bytes"):
+        assert values[name] is None, name
+    assert not any(k.startswith(("execution.cycles.", "execution.share.")) for k in values)
+    assert values["execution.step_count"] == base.steps["step"].nunique()  # what is known stays known
+
+    result = diff(base, new)
+    for name in ("execution.total_cycles", "memory.peak_liveness_bytes", "memory.tiles_out_of_memory"):
+        assert metric_row(result, name)["status"] == "missing_new", name
+    cycles = result.metrics[result.metrics["name"].str.startswith("execution.cycles.")]
+    assert len(cycles) == 6 and set(cycles["status"]) == {"missing_new"}
+
+
+def test_fullest_tile_and_liveness_peak_found_by_position_whatever_the_index(base):
+    """A table with a non-default index (a user's in-place edit) still gives the right tile and step."""
+    tiles = base.tiles
+    used = tiles["bytes_incl_gaps"].to_numpy(dtype=np.int64)
+    expected_tile = int(tiles["tile"].to_numpy()[used.argmax()])
+    lv = base.liveness
+    expected_step = int(lv["step"].to_numpy()[lv["not_always_live_bytes"].to_numpy(dtype=np.int64).argmax()])
+    odd = base.copy()
+    odd._tables["tiles"] = tiles.iloc[::-1].set_axis(np.arange(len(tiles)) * 3 + 5)
+    odd._tables["liveness"] = lv.iloc[::-1].set_axis(np.arange(len(lv)) + 1_000)
+    values = popprof.metrics.compute(odd, ["memory.max_tile_index", "memory.max_tile_incl_gaps_bytes",
+                                           "memory.peak_liveness_step"])
+    assert values["memory.max_tile_index"] == expected_tile
+    assert values["memory.max_tile_incl_gaps_bytes"] == used.max()
+    assert values["memory.peak_liveness_step"] == expected_step

@@ -9,7 +9,12 @@ from ..schema import STEP_CATEGORIES
 from . import metric, metric_family
 
 
-def ipu_cycles_by_category(profile: Profile):
+def has_cycles(profile: Profile) -> bool:
+    """Whether any step has known cycles (without them, cycle figures are unknown, not zero)."""
+    return bool(profile.steps["cycles"].notna().any())
+
+
+def ipu_cycles_by_category(profile: Profile) -> pd.Series:
     """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
     def compute() -> pd.Series:
         sums = profile.steps.groupby("category", observed=False)["cycles"].sum()
@@ -21,6 +26,8 @@ def ipu_cycles_by_category(profile: Profile):
         "execution length: the busiest IPU's summed step cycles", needs=("steps",))
 def total_cycles(profile: Profile) -> float | None:
     def compute() -> float | None:
+        if not has_cycles(profile):
+            return None
         per_ipu = profile.steps.groupby("ipu", observed=True)["cycles"].sum()
         return float(per_ipu.max()) if len(per_ipu) else None
     return profile.cached("execution.total_cycles", compute)
@@ -46,6 +53,8 @@ def run_count(profile: Profile) -> float | None:
 @metric_family("execution.cycles.", "cycles", "IPU-cycles by step category (summed over IPUs)",
                needs=("steps",))
 def cycles_by_category(profile: Profile) -> dict[str, float]:
+    if not has_cycles(profile):
+        return {}
     return {cat: float(v) for cat, v in ipu_cycles_by_category(profile).items()}
 
 
@@ -54,7 +63,9 @@ def cycles_by_category(profile: Profile) -> dict[str, float]:
 def share_by_category(profile: Profile) -> dict[str, float]:
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
-    return {cat: (float(v) / total if total else 0.0) for cat, v in sums.items()}
+    if not total:  # no cycles known (or all zero): there is no split to report
+        return {}
+    return {cat: float(v) / total for cat, v in sums.items()}
 
 
 @metric("execution.exchange_share", "ratio", "share of IPU-cycles in exchange, global exchange and sync",

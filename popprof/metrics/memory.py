@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..profile import Profile
@@ -19,8 +20,8 @@ def _totals(profile: Profile, group: str, category: str) -> float | None:
 def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[float | None, int | None]:
     tiles = profile.get("tiles")
     if tiles is not None and not tiles.empty and tiles[column].notna().any():
-        idx = tiles[column].astype("float64").idxmax()
-        return float(tiles[column].iloc[idx]), int(tiles["tile"].iloc[idx])
+        pos = int(np.nanargmax(tiles[column].to_numpy(dtype="float64", na_value=np.nan)))  # by position
+        return float(tiles[column].iloc[pos]), int(tiles["tile"].iloc[pos])
     frame = profile.get("memory_totals")
     if frame is not None and not frame.empty:
         rows = frame[(frame["group"] == "maximum") & (frame["category"] == totals_category)]
@@ -92,8 +93,11 @@ def tiles_out_of_memory(profile: Profile) -> float | None:
     tiles = profile.get("tiles")
     cap = capacity_bytes(profile)
     if tiles is not None and not tiles.empty and tiles["bytes_incl_gaps"].notna().any():
-        capacity = tiles["capacity_bytes"].fillna(cap) if cap is not None else tiles["capacity_bytes"]
-        return float((tiles["bytes_incl_gaps"] > capacity).sum())
+        capacity = tiles["capacity_bytes"].astype("float64")
+        if cap is not None:
+            capacity = capacity.fillna(cap)
+        if capacity.notna().any():  # without any capacity, "0 tiles over" would be a made-up zero
+            return float((tiles["bytes_incl_gaps"].astype("float64") > capacity).sum())
     value = profile.meta.get("tiles_out_of_memory")
     return None if value in (None, "") else float(value)
 
@@ -112,7 +116,8 @@ def always_live_bytes(profile: Profile) -> float | None:
 @metric("memory.peak_not_always_live_bytes", "bytes", "largest not-always-live bytes over liveness steps",
         needs=("liveness",))
 def peak_not_always_live(profile: Profile) -> float | None:
-    return float(profile.liveness["not_always_live_bytes"].max())
+    peak = profile.liveness["not_always_live_bytes"].max()
+    return None if pd.isna(peak) else float(peak)
 
 
 @metric("memory.peak_liveness_bytes", "bytes", "always-live bytes plus the not-always-live peak",
@@ -126,7 +131,10 @@ def peak_liveness(profile: Profile) -> float | None:
         needs=("liveness",), better=None)
 def peak_liveness_step(profile: Profile) -> float | None:
     liveness = profile.liveness
-    return float(liveness["step"].iloc[int(liveness["not_always_live_bytes"].astype("float64").idxmax())])
+    values = liveness["not_always_live_bytes"].to_numpy(dtype="float64", na_value=np.nan)
+    if np.isnan(values).all():
+        return None
+    return float(liveness["step"].iloc[int(np.nanargmax(values))])  # by position, whatever the index
 
 
 @metric_family("memory.category.", "bytes", "memory by category (all tiles)")
