@@ -250,3 +250,33 @@ def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> No
     assert [fast.names[c] for c in fast.x["name"]] == [e["name"] for e in events if e["ph"] == "X"]
     assert [json.loads(a) for a in fast.x_args] == [e["args"] for e in events if e["ph"] == "X"]
     assert fast.counters == slow.counters
+
+
+def test_an_id_maps_the_same_whatever_else_its_chunk_holds(tmp_path: Path) -> None:
+    # "7" and 1.5 are not integers: they get synthetic ids (2^40 up), the same in a chunk of
+    # events that only use them (fast path) as in the metadata event naming them.
+    path = _write(tmp_path, {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": "7", "args": {"name": "Seven"}},
+        {"ph": "M", "name": "thread_name", "pid": "7", "tid": 1.5, "args": {"name": "worker"}},
+        *({"ph": "X", "name": "a", "pid": "7", "tid": 1.5, "ts": i, "dur": 1} for i in range(3)),
+        {"ph": "X", "name": "b", "pid": 7, "tid": 1, "ts": 0, "dur": 1},
+    ]})
+    p = read_path(path)
+    a = p.events[p.events["name"] == "a"]
+    b = p.events[p.events["name"] == "b"]
+    assert a["pid"].nunique() == 1 and a["pid"].iloc[0] >= 2**40 and a["tid"].iloc[0] >= 2**40
+    assert (b["pid"].iloc[0], b["tid"].iloc[0]) == (7, 1)  # the integer 7 is a different process
+    row = p.threads.set_index(["pid", "tid"]).loc[(a["pid"].iloc[0], a["tid"].iloc[0])]
+    assert (row["process_name"], row["thread_name"]) == ("Seven", "worker")
+    assert len(p.threads) == 2
+
+
+def test_counter_with_a_non_numeric_timestamp_is_counted_not_fatal(tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": "soon", "args": {"bytes": 5}},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 3, "args": {"bytes": 7}},
+    ])
+    p = read_path(path)
+    assert p.counters["value"].tolist() == [7.0] and p.counters["ts_us"].tolist() == [3.0]
+    assert p.meta["warnings.missing_fields"] == "1"

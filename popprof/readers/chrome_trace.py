@@ -118,7 +118,8 @@ class _Ids:
     def one(self, value: object) -> int:
         if value is None:
             return 0
-        if isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer():
+        if isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer() \
+                and -(1 << 63) <= value < (1 << 63):
             return int(value)
         key = str(value)
         if key not in self.synthetic:
@@ -240,10 +241,17 @@ class _StreamState:
         return np.asarray(codes, dtype=np.int32)
 
     def _ids(self, values: tuple) -> np.ndarray:
+        """pid / tid values as int64, exactly as :meth:`_Ids.one` maps each (whole chunks at C speed).
+
+        Only a chunk of plain integers takes the fast path: casting with ``dtype=int64``
+        would also turn ``"7"`` into 7 and truncate 1.5 to 1, so the same id would get a
+        different value depending on what else its chunk held (and on metadata events,
+        which go through :meth:`_Ids.one`).
+        """
         try:
-            out = np.asarray(values, dtype=np.int64)
-            if out.ndim == 1:
-                return out
+            out = np.asarray(values)
+            if out.ndim == 1 and out.dtype.kind == "i":
+                return out.astype(np.int64, copy=False)
         except (TypeError, ValueError, OverflowError):
             pass
         return np.fromiter(map(self.ids.one, values), dtype=np.int64, count=len(values))
@@ -719,7 +727,11 @@ def _merge_args(begin: str | None, end: str | None) -> str | None:
 def _counter(ev: dict, rows: list[tuple], ids: _Ids, warnings: Counter) -> None:
     ts = ev.get("ts")
     args = ev.get("args")
-    if ts is None or not isinstance(args, dict):
+    try:
+        ts = float(ts)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        ts = float("nan")
+    if ts != ts or not isinstance(args, dict):
         warnings["missing_fields"] += 1
         return
     pid = ids.one(ev.get("pid"))
@@ -728,7 +740,7 @@ def _counter(ev: dict, rows: list[tuple], ids: _Ids, warnings: Counter) -> None:
         name = f"{name} {ev['id']}"
     for series, value in args.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
-            rows.append((pid, name, str(series), float(ts), float(value)))
+            rows.append((pid, name, str(series), ts, float(value)))
 
 
 def _counter_frame(rows: list[tuple]) -> pd.DataFrame | None:
