@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -158,3 +159,19 @@ def test_project_config_redact_table(tmp_path, monkeypatch):
     assert policy.keep == ["TeamLib::*", "Other*"] and policy.drops("metadata.app")
     assert "emails" not in policy.families
     assert policy.source == ["[tool.popprof.redact]", "command line"]
+
+
+@pytest.mark.parametrize("written", [
+    '{"owner": "j\\u00fcrgen_canary"}',              # ASCII-escaped non-ASCII
+    '{"dir": "C:\\\\Users\\\\jürgen_canary\\\\run"}',  # escaped backslashes
+    '["say \\"jürgen_canary\\""]',                    # escaped quotes
+    '{"app": "{\\"model\\": \\"jürgen_canary\\"}"}',   # JSON inside a JSON string
+    '{"j\\u00fcrgen_canary": 1}',                     # an escaped key
+])
+def test_scanner_finds_tokens_behind_json_escapes(written):
+    """A token written inside JSON with escapes still counts as a leak (the JSON decodes back to it)."""
+    json.loads(written)  # the case is valid JSON
+    scanner = Scanner({"jürgen_canary": "user"})
+    scanner.check(written, "t:metadata")
+    assert not scanner.result.passed
+    assert scanner.result.leaks["user"] >= 1

@@ -139,10 +139,10 @@ class Scanner:
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict | list):
+                # each decoded key and string gets both checks again: JSON escapes (\u00fc, \\, \")
+                # hide a token from the raw match, and a string may itself hold JSON
                 for k, v in _json_strings(parsed):
-                    self._patterns(v, place, k)
-                    if k is not None:
-                        self._patterns(k, place, None)
+                    self.check(v, place, k)
                 return
         self._patterns(value, place, key)
 
@@ -214,7 +214,7 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                             scanner.check(value.decode("utf-8", "replace"), f"{rel}:{name}")
                 else:  # nested values: every string inside
                     for value in column.to_pylist():
-                        scanner.check(json.dumps(value, default=str), f"{rel}:{name}")
+                        scanner.check(json.dumps(value, default=str, ensure_ascii=False), f"{rel}:{name}")
         elif file.suffix == ".json":
             text = file.read_text("utf-8", "replace")
             try:
