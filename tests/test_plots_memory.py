@@ -162,3 +162,22 @@ def test_missing_tables_and_matplotlib(monkeypatch):
 
     with pytest.raises(UsageError, match=r"pip install 'popprof\[plots\]'"):
         require_matplotlib()
+
+
+def test_unknown_capacity_draws_no_capacity_line(one_ipu):
+    """Without bytes_per_tile and per-tile capacities the plot still draws the stack, with no made-up line."""
+    profile = one_ipu.copy()
+    target = profile.target.copy()
+    target["bytes_per_tile"] = pd.NA
+    profile.set_table("target", target)
+    tiles = profile.tiles.copy()
+    tiles["capacity_bytes"] = pd.NA
+    profile.set_table("tiles", tiles)
+    ax = tile_memory(profile).axes[0]
+    assert not [ln for ln in ax.lines if str(ln.get_gid()).startswith(("capacity", "threshold:"))]
+    np.testing.assert_array_equal(patches_by_label(ax)["gaps"].get_data().values,
+                                  tiles["bytes_incl_gaps"].to_numpy(float))
+    # per-tile capacities stand in for the target's
+    tiles["capacity_bytes"] = CAP
+    profile.set_table("tiles", tiles)
+    assert hline_y(tile_memory(profile).axes[0], "capacity") == CAP

@@ -116,7 +116,10 @@ def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
         raise MissingTableError("tiles", profile.name, "the tiles table is empty")
     stack = tile_categories(profile).reindex(tiles["tile"].to_numpy())
     capacity = profile.target_value("bytes_per_tile")
-    capacity = float(capacity) if capacity is not None else float(tiles["capacity_bytes"].max())
+    if capacity is None:  # per-tile capacities, when the target does not say (no line without either)
+        known = tiles["capacity_bytes"].max()
+        capacity = None if pd.isna(known) else known
+    capacity = None if capacity is None else float(capacity)
     fig, ax = new_figure(width, height)
     num_tiles = len(tiles)
     binned = num_tiles > max_bars
@@ -144,7 +147,7 @@ def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
         add_stairs(ax, peak, edges, baseline=None, color="black", lw=0.8, label="fullest tile in bin",
                    gid="bin-max")
         top = max(top, float(peak.max()))
-    ax.set_ylim(0, max(top, capacity or 0.0) * 1.08)
+    ax.set_ylim(0, max(top, capacity or 0.0, 1.0) * 1.08)
     _draw_thresholds(ax, capacity, headroom_thresholds(thresholds), vertical=False)
     _mark_flagged(ax, tiles, findings)
     _ipu_boundaries(ax, tiles)
