@@ -17,6 +17,7 @@ import importlib
 import zlib
 from pathlib import Path
 from types import ModuleType
+from typing import BinaryIO
 
 from ..errors import InputError
 from ..profile import Profile
@@ -56,7 +57,24 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
         raise InputError(path, f"corrupt gzip data ({exc})", "re-copy the file; it may be truncated") from None
 
 
-def open_binary(path: Path):
+def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
+    """Whether ``path`` is gzip whose compressed stream ends before its end-of-stream marker."""
+    with open(path, "rb") as handle:
+        if handle.read(2) != GZIP_MAGIC:
+            return False
+        handle.seek(0)
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            while not decompressor.eof and (data := handle.read(block)):
+                while data and not decompressor.eof:  # output is discarded: only the end marker matters
+                    decompressor.decompress(data, block)
+                    data = decompressor.unconsumed_tail
+        except zlib.error:
+            return False  # corrupt rather than cut off; read_head reports that
+        return not decompressor.eof
+
+
+def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic."""
     with open(path, "rb") as handle:
         magic = handle.read(2)
@@ -77,6 +95,9 @@ def detect(path: Path) -> ModuleType:
             return module
     if path.is_dir():
         raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
+    if _gzip_truncated(path):
+        raise InputError(path, "gzip data is truncated and what it holds is not a recognised profile",
+                         "re-copy the file; it was cut off")
     raise InputError(path, "not a recognised profile format",
                      "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
                      "SDK 1.x JSON or Chrome trace JSON")
