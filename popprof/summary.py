@@ -67,9 +67,10 @@ def execution_section(profile: Profile) -> dict | None:
     steps = profile.steps
     by_cat = {cat: {"cycles": m.get(f"execution.cycles.{cat}"), "share": m.get(f"execution.share.{cat}")}
               for cat in STEP_CATEGORIES}
-    top = (steps.groupby("program", observed=True)
-           .agg(cycles=("cycles", "sum"), steps=("step", "nunique"), category=("category", "first"))
-           .sort_values("cycles", ascending=False).head(TOP_PROGRAMS))
+    grouped = steps.groupby("program", observed=True)
+    top = (grouped.agg(steps=("step", "nunique"), category=("category", "first"))
+           .assign(cycles=grouped["cycles"].sum(min_count=1))  # NA when no step of it has known cycles
+           .sort_values("cycles", ascending=False, na_position="last").head(TOP_PROGRAMS))
     total = float(steps["cycles"].sum()) or 1.0
     return {
         "total_cycles": m.get("execution.total_cycles"),
@@ -79,8 +80,9 @@ def execution_section(profile: Profile) -> dict | None:
         "ipus": int(steps["ipu"].nunique()),
         "by_category": by_cat,
         "top_programs": [
-            {"program": str(name), "category": str(row["category"]), "cycles": int(row["cycles"]),
-             "share": float(row["cycles"]) / total, "steps": int(row["steps"])}
+            {"program": str(name), "category": str(row["category"]),
+             "cycles": None if pd.isna(row["cycles"]) else int(row["cycles"]),
+             "share": None if pd.isna(row["cycles"]) else float(row["cycles"]) / total, "steps": int(row["steps"])}
             for name, row in top.iterrows()
         ],
     }

@@ -114,3 +114,22 @@ def test_summary_of_a_baseline_shows_its_stored_metrics(capsys, sample, tmp_path
     memory = json.loads(out)["memory"]
     assert memory["total_incl_gaps_bytes"] == float(profile.tiles["bytes_incl_gaps"].sum())
     assert memory["tiles_out_of_memory"] == 1
+
+
+def test_summary_of_steps_without_cycles_says_unknown_not_zero(capsys, sample, tmp_path):
+    profile, _ = sample
+    blind = profile.copy()
+    steps = blind.steps.copy()
+    steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
+    blind.set_table("steps", steps)
+    path = bundle.write(blind, tmp_path / "blind.popprof")
+    code, out, _ = run(capsys, "summary", str(path), "--format", "json")
+    assert code == 0
+    execution = json.loads(out)["execution"]
+    assert execution["total_cycles"] is None and execution["total_time_us"] is None
+    assert execution["steps"] == steps["step"].nunique()
+    assert all(row["cycles"] is None and row["share"] is None for row in execution["by_category"].values())
+    assert execution["top_programs"] and all(p["cycles"] is None and p["share"] is None
+                                             for p in execution["top_programs"])
+    code, text, _ = run(capsys, "summary", str(path))
+    assert code == 0 and "busiest IPU n/a cycles" in text
