@@ -217,3 +217,21 @@ def test_inputs_are_never_modified_or_overwritten(bundles, capsys, tmp_path):
     assert summary.read_text() == "Target:\n  Number of IPUs: 1\n"
     code, _, err = run(capsys, "check", bundles["oom"], "-o", str(Path(bundles["oom"]) / "manifest.json"))
     assert code == 2 and digest(bundles["oom"]) == before
+
+
+def test_junit_splits_findings_of_one_rule_around_fail_on():
+    """Findings of one rule with equal text but different evidence: the error fails, the warning goes to
+    system-out (findings are told apart by identity, not by comparing their evidence frames)."""
+    from popprof.rules.base import Finding, Findings
+    from popprof.rules.render import render_junit
+
+    error = Finding("exchange.phases", "error", "Exchange-heavy phase", "same text",
+                    evidence=pd.DataFrame({"share": [0.6]}))
+    warning = Finding("exchange.phases", "warning", "Exchange-heavy phase", "same text",
+                      evidence=pd.DataFrame({"share": [0.35]}))
+    results = Findings([error, warning], evaluated=["exchange.phases"], profile_name="p")
+    root = ET.fromstring(render_junit([results], "error"))
+    (case,) = root.iter("testcase")
+    assert case.find("failure").get("type") == "error"
+    assert case.find("system-out").text == "[warning] same text"
+    assert root.get("failures") == "1" and root.get("tests") == "1"

@@ -206,7 +206,7 @@ def render_junit(results: list[Findings], fail_on: str = "error") -> str:
                 failure = ET.SubElement(case, "failure", message=worst.message, type=worst.severity)
                 failure.text = "\n\n".join(f"[{f.severity}] {f.message}\nwhere: {where_text(f.where)}\n"
                                            f"advice: {f.advice}" for f in bad)
-            rest = [f for f in found if f not in bad]
+            rest = [f for f in found if not any(f is b for b in bad)]  # by identity: == compares evidence
             if rest:
                 ET.SubElement(case, "system-out").text = "\n".join(f"[{f.severity}] {f.message}" for f in rest)
         suite.set("tests", str(len(rule_ids)))
