@@ -28,6 +28,17 @@ DOCUMENTED = {
     "operation": {"name", "programs", "vars", "firstStepIndex", "lastStepIndex", "debugContext",
                   "replacedDebugContext"},
     "debugContext": {"id", "json", "layer", "parents", "location"},
+    "graph": {"numComputeSets", "numVertices"},
+    "tile": {"memory"},
+    "ipu": {"tiles"},
+    "category_total": {"total"},
+    "always_live_variable": {"name", "size"},
+    "not_always_live_memory": {"bytes", "variables"},
+    "liveness_variable": {"name", "size"},
+    "total_cycles": {"total"},
+    "microseconds": {"start", "end"},
+    "location": {"fileName", "lineNumber"},
+    "compute_set": {"name", "cyclesByTile", "estimatedCyclesByTile"},
 }
 
 
@@ -57,7 +68,20 @@ def test_only_documented_attributes(pva_double, stored):
                "compilation": c, "target": c.target, "memory": c.tiles[7].memory, "program": c.programs[0],
                "liveness_step": ls, "execution": report.execution, "run": report.execution.runs[0], "step": step,
                "step_ipu": step.ipus[1], "operation": op, "debugContext": op.debugContext}
+    memory = c.tiles[7].memory
+    category = memory.category
+    live = next(s.notAlwaysLiveMemory for s in c.livenessProgramSteps if len(s.notAlwaysLiveMemory.variables))
+    compute_step = next(s for s in report.execution.steps if s.program.type == "OnTileExecute")
+    objects.update({
+        "graph": c.graph, "tile": c.tiles[7], "ipu": c.ipus[1],
+        **{f"category {n}": getattr(category, n) for n in public(category)},
+        "always_live_variable": c.alwaysLiveVariables[0], "not_always_live_memory": live,
+        "liveness_variable": live.variables[0], "total_cycles": report.execution.totalCycles,
+        "microseconds": report.execution.runs[0].microseconds, "location": op.debugContext.location,
+        "compute_set": compute_step.computeSets[0]})
+    assert len(public(category)) == 10
     for name, obj in objects.items():
+        name = "category_total" if name.startswith("category ") else name
         assert public(obj) <= DOCUMENTED[name], (name, public(obj) - DOCUMENTED[name])
     assert public(step.ipus[0].activeCycles) == {"cyclesFrom", "cyclesTo"}
     assert public(step.ipus[0].activeCycles.cyclesFrom) == {"max"}

@@ -125,6 +125,16 @@ def _type_name(value: object) -> str:
     return text
 
 
+class _TypeNames(dict):
+    """``_type_name`` memoised per raw value: ``names(program.type)`` (pva hands out a few enum values)."""
+
+    def __call__(self, raw: object) -> str:
+        name = self.get(raw)
+        if name is None:
+            name = self[raw] = _type_name(raw)
+        return name
+
+
 class _Builder:
     """Builds the tables of one report, recording optional attributes that were absent."""
 
@@ -296,15 +306,11 @@ class _Builder:
         names: list[str] = [""] * n
         types: list[str] = [""] * n
         code = np.full(n, _MISSING_INT, dtype=np.int64)
-        type_cache: dict[object, str] = {}
+        type_name = _TypeNames()
         has_code = None
         for i, program in enumerate(programs):
             names[i] = str(program.name)
-            raw = program.type
-            ptype = type_cache.get(raw)
-            if ptype is None:
-                ptype = type_cache[raw] = _type_name(raw)
-            types[i] = ptype
+            types[i] = type_name(program.type)
             if has_code is None:
                 has_code = self._has(program, "codeBytesByTile", "program.codeBytesByTile")
             if has_code:
@@ -338,18 +344,14 @@ class _Builder:
         var_step: list[int] = []
         var_name: list[str] = []
         var_size: list[int] = []
-        type_cache: dict[object, str] = {}
+        type_name = _TypeNames()
         nlargest = heapq.nlargest
         with self.bar("Reading liveness", n) as advance:
             for i, step in enumerate(steps):
                 program = getattr(step, "program", None)
                 if program is not None:
                     names[i] = str(program.name)
-                    raw = program.type
-                    ptype = type_cache.get(raw)
-                    if ptype is None:
-                        ptype = type_cache[raw] = _type_name(raw)
-                    types[i] = ptype
+                    types[i] = type_name(program.type)
                 memory = step.notAlwaysLiveMemory
                 live_bytes[i] = memory.bytes
                 if top:
@@ -567,8 +569,8 @@ class _Builder:
             counts[i] = len(run_steps)
             if counts[i] and offset + counts[i] <= num_steps:
                 first, last = offset, offset + int(counts[i]) - 1
-                if (run_steps[0].program.name != program_at(first)
-                        or run_steps[len(run_steps) - 1].program.name != program_at(last)):
+                if (str(run_steps[0].program.name) != program_at(first)
+                        or str(run_steps[len(run_steps) - 1].program.name) != program_at(last)):
                     mismatched += 1
             offset += int(counts[i])
             us = self.attr(run, "microseconds", "run.microseconds")

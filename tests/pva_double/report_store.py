@@ -25,6 +25,7 @@ import os
 import re
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -168,20 +169,29 @@ def _execution_arrays(profile, name_to_id: dict[str, int], num_ipus: int, arrays
     header["total_cycles"] = int(steps.groupby("ipu")["cycles"].sum().max())
 
 
-def _atomic_npz(path: Path, header: dict, arrays: dict[str, np.ndarray], compress: bool) -> Path:
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **arrays}
-        with open(tmp, "wb") as handle:
-            (np.savez_compressed if compress else np.savez)(handle, **arrays)
+        write(Path(tmp))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _atomic_npz(path: Path, header: dict, arrays: dict[str, np.ndarray], compress: bool) -> Path:
+    arrays = {"header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8), **arrays}
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            (np.savez_compressed if compress else np.savez)(handle, **arrays)
+
+    return _atomic_write(path, write)
 
 
 def write_debug(profiles, path: str | os.PathLike[str]) -> Path:
@@ -212,16 +222,7 @@ def write_debug(profiles, path: str | os.PathLike[str]) -> Path:
                 next_id += 1
         engines[profile.name] = records
     text = json.dumps({"format": DEBUG_FORMAT, "version": 1, "engines": engines}, indent=1)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        Path(tmp).write_text(text + "\n", "utf-8")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic_write(path, lambda tmp: tmp.write_text(text + "\n", "utf-8"))
 
 
 def is_store(path: str | os.PathLike[str]) -> bool:
