@@ -11,14 +11,7 @@ def fmt_value(value: float | None, unit: str) -> str:
         return "n/a"
     if math.isinf(value):
         return str(value)
-    if unit == "ratio":
-        return f"{value:.4f}"
-    if value == int(value) and abs(value) < 1e15:
-        text = f"{int(value):,}"
-    else:
-        text = f"{value:,.1f}" if unit == "us" else f"{value:,.6g}"
-    suffix = {"bytes": " B", "us": " us"}.get(unit, "")
-    return text + suffix
+    return _number(value, unit, "")
 
 
 def fmt_change(value: float | None, unit: str) -> str:
@@ -27,12 +20,18 @@ def fmt_change(value: float | None, unit: str) -> str:
         return ""
     if math.isinf(value):
         return f"{value:+}"
+    return _number(value, unit, "+")
+
+
+def _number(value: float, unit: str, sign: str) -> str:
+    """A finite value in its unit: ratios with 4 decimals, integers with separators, else 6 digits
+    (microseconds with one decimal); ``sign`` is ``""`` or ``"+"`` (always show the sign)."""
     if unit == "ratio":
-        return f"{value:+.4f}"
+        return f"{value:{sign}.4f}"
     if value == int(value) and abs(value) < 1e15:
-        text = f"{value:+,.0f}"
+        text = f"{int(value):{sign},}"
     else:
-        text = f"{value:+,.1f}" if unit == "us" else f"{value:+,.6g}"
+        text = f"{value:{sign},.1f}" if unit == "us" else f"{value:{sign},.6g}"
     return text + {"bytes": " B", "us": " us"}.get(unit, "")
 
 
