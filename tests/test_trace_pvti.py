@@ -111,3 +111,34 @@ def test_fixture_trace(fixtures_dir: Path, pva_double) -> None:
     assert len(runs) == 8 and (runs["depth"] == 1).all()
     assert (ev[ev["name"] == "Compiling graph"]["device_category"].isna()).all()
     assert ev["depth"].max() == 59
+
+
+def test_bad_durations_are_counted_and_kept_sane(tmp_path: Path, pva_double) -> None:
+    path = write_trace(tmp_path / "odd.pvti", [{"pid": 1, "threads": [_thread(1, [
+        ["ok", 5.0, 0.0, "Poplar", -1],
+        ["negative", -3.0, 10.0, "Poplar", -1],
+        ["not a number", "soon", 20.0, "Poplar", -1],
+    ])]}])
+    p = read_path(path)
+    ev = p.events.set_index(p.events["name"].astype(str))
+    assert ev.loc["ok", "dur_us"] == 5.0
+    assert ev.loc["negative", "dur_us"] == 0.0              # clamped, never negative
+    assert pd.isna(ev.loc["not a number", "dur_us"])         # unknown stays unknown
+    assert p.meta["warnings.bad_duration"] == "2"
+    assert ev["start_us"].tolist() == [0.0, 10.0, 20.0]
+
+
+def test_only_the_channel_missing(tmp_path: Path, pva_double) -> None:
+    path = write_trace(tmp_path / "nochan.pvti", [{"pid": 1, "threads": [_thread(1, [
+        ["a", 5.0, 100.0, "Poplar", -1], ["b", 1.0, 101.0, "Poplar", 0]])]}], omit=("channel",))
+    p = read_path(path)
+    assert p.events["start_us"].tolist() == [100.0, 101.0] and p.events["channel"].isna().all()
+    assert json.loads(p.meta["pvti.missing_attributes"]) == ["channel"]
+    assert p.meta["pvti.events_without_channel"] == "2"
+    assert "pvti.note" not in p.meta and "pvti.events_without_timestamp" not in p.meta
+
+
+def test_trace_without_events_is_an_input_error(tmp_path: Path, pva_double) -> None:
+    path = write_trace(tmp_path / "idle.pvti", [{"pid": 1, "threads": [_thread(1, [])]}, {"pid": 2, "threads": []}])
+    with pytest.raises(InputError, match="holds no events"):
+        read_path(path)
