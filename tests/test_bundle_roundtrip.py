@@ -115,6 +115,26 @@ def test_row_count_mismatch(good_bundle):
         popprof.open(good_bundle)
 
 
+@pytest.mark.parametrize("file", ["../outside.parquet", "/etc/hostname", "sub/tiles.parquet", "..", "", 7])
+def test_manifest_cannot_point_outside_the_bundle(good_bundle, file):
+    outside = good_bundle.parent / "outside.parquet"
+    outside.write_bytes((good_bundle / "tiles.parquet").read_bytes())  # a readable file, so only the name is wrong
+    manifest = _manifest(good_bundle)
+    manifest["tables"]["tiles"]["file"] = file
+    (good_bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="not a file inside the bundle"):
+        popprof.open(good_bundle)
+
+
+@pytest.mark.parametrize("tables", [[], {"tiles": "tiles.parquet"}])
+def test_manifest_tables_of_the_wrong_shape(good_bundle, tables):
+    manifest = _manifest(good_bundle)
+    manifest["tables"] = tables
+    (good_bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="'tables' is not an object"):
+        popprof.open(good_bundle)
+
+
 def test_bad_bundle_cli_one_line_exit_2(good_bundle, capsys):
     from popprof.cli import main
 

@@ -59,10 +59,20 @@ def read(path: Path, **_options: object) -> Profile:
         path = path.parent
     manifest = read_manifest(path)
     tables = {}
-    for name, entry in manifest.get("tables", {}).items():
+    listed = manifest.get("tables", {})
+    if not isinstance(listed, dict) or not all(isinstance(entry, dict) for entry in listed.values()):
+        raise InputError(path / MANIFEST, "bundle manifest's 'tables' is not an object of table entries",
+                         "export the bundle again")
+    for name, entry in listed.items():
         if name not in TABLES:
             continue  # a table from a newer minor version: skip rather than fail
-        file = path / entry.get("file", f"{name}.parquet")
+        file_name = entry.get("file", f"{name}.parquet")
+        if not isinstance(file_name, str) or not file_name or Path(file_name).name != file_name \
+                or file_name in (".", ".."):
+            # a bundle is shared: never let its manifest point at files outside it
+            raise InputError(path / MANIFEST, f"table {name!r} names file {file_name!r}, which is not a file "
+                             "inside the bundle", "export the bundle again")
+        file = path / file_name
         if not file.is_file():
             raise InputError(path, f"bundle is missing {file.name} (table {name!r})",
                              "the bundle is incomplete; export it again")
