@@ -217,3 +217,24 @@ def test_run_directory_gives_one_redacted_bundle_per_engine(pva_double, tmp_path
         assert compute(profile) == compute(redacted[f"{name}.popprof"])
     strings = [s for bundle_dir in out.iterdir() for s in bundle_strings(bundle_dir)]
     assert not any("/home/" in s for s in strings)
+
+
+def test_standalone_scan_reads_per_column_parquet_metadata(original, redacted, tmp_path):
+    """A canary hidden in a column's own key-value metadata (not the file's) is still found."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from popprof.redact import scan
+
+    out, _, _ = redacted
+    copy = tmp_path / "copy.popprof"
+    shutil.copytree(out, copy)
+    file = copy / "variables.parquet"
+    table = pq.read_table(file)
+    column = table.schema.field("name").with_metadata({"origin": "canary_embeddings/word_table"})
+    pq.write_table(table.cast(table.schema.set(table.schema.get_field_index("name"), column)), file)
+    assert pq.read_schema(file).field("name").metadata  # the metadata survived the write
+    result = scan(copy, against=original)
+    assert not result.passed and result.leaks["var"] >= 1
+    assert any("variables.parquet:name:schema" in place for places in result.where.values() for place in places)

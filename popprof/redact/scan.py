@@ -192,8 +192,11 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
             for k, v in (schema.metadata or {}).items():
                 scanner.check(k.decode("utf-8", "replace"), f"{rel}:schema")
                 scanner.check(v.decode("utf-8", "replace"), f"{rel}:schema")
-            for name in schema.names:
-                scanner.check(name, f"{rel}:{name}")
+            for schema_field in schema:
+                scanner.check(schema_field.name, f"{rel}:{schema_field.name}")
+                for k, v in (schema_field.metadata or {}).items():  # per-column key-value metadata
+                    scanner.check(k.decode("utf-8", "replace"), f"{rel}:{schema_field.name}:schema")
+                    scanner.check(v.decode("utf-8", "replace"), f"{rel}:{schema_field.name}:schema")
             # numbers cannot hold a token: read back only the columns that hold text
             textual = [f.name for f in schema if _is_textual(f.type)]
             table = pq.read_table(file, columns=textual)
