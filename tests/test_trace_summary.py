@@ -109,3 +109,17 @@ def test_nested_device_events_are_not_counted_twice(pva_double, fixtures_dir: Pa
     assert values["trace.device_time_us.compute"] == pytest.approx(8 * (800 - 60 - 50 - 40))
     s = trace_summary(p)
     assert s["device_activity"]["by_category"]["compute"]["total_us"] == values["trace.device_time_us.compute"]
+
+
+def test_self_time_of_a_filtered_events_table() -> None:
+    # event_id no longer equals the row position once rows are dropped: parents are found by id
+    from popprof.trace.activity import device_time_by_category
+    from popprof.trace.summary import event_self_time
+
+    rows = [  # event_id, parent_id, dur_us, device_category
+        (10, None, 50.0, "compute"), (11, 10, 9.0, "sync"), (12, 10, 6.0, None), (13, 99, 4.0, "compute")]
+    events = pd.DataFrame(rows, columns=["event_id", "parent_id", "dur_us", "device_category"])
+    events["parent_id"] = events["parent_id"].astype("Int64")
+    assert event_self_time(events).tolist() == [35.0, 9.0, 6.0, 4.0]   # 13's parent is not in the table
+    device = device_time_by_category(events)
+    assert device["compute"] == 41.0 + 4.0 and device["sync"] == 9.0   # only device children are subtracted

@@ -74,14 +74,11 @@ def device_time_by_category(events: pd.DataFrame) -> pd.Series:
     device events do not nest, this is the plain sum of durations.
     """
     from .device import DEVICE_CATEGORIES
+    from .nesting import parent_positions
 
     dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     is_device = events["device_category"].notna().to_numpy()
-    parent = events["parent_id"].to_numpy(dtype=np.int64, na_value=-1)
-    ids = events["event_id"].to_numpy()
-    if len(ids) and not np.array_equal(ids, np.arange(len(ids))):  # parent ids to row positions
-        position = pd.Series(np.arange(len(ids)), index=ids)
-        parent = np.where(parent >= 0, position.reindex(parent).fillna(-1).to_numpy(np.int64), -1)
+    parent = parent_positions(events)
     child = is_device & (parent >= 0)
     child[child] = is_device[parent[child]]
     nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))

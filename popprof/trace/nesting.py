@@ -21,11 +21,11 @@ readers can report it.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """One integer per event that sorts like (pid, tid): hash-factorised ids, ranked (O(n), no big sort)."""
-    import pandas as pd
 
     def ranked(values: np.ndarray) -> tuple[np.ndarray, int]:
         codes, uniques = pd.factorize(values, sort=True)
@@ -129,6 +129,20 @@ def count_partial_overlaps(bounds: np.ndarray, start: np.ndarray, dur: np.ndarra
     inner = bounds[1:-1]
     same[inner - 1] = False
     return int(np.count_nonzero(overlap & same))
+
+
+def parent_positions(events: pd.DataFrame) -> np.ndarray:
+    """Each event's parent as a row position of ``events`` (-1 at top level or when the parent is absent).
+
+    ``parent_id`` holds ``event_id`` values; those equal row positions in a table as
+    readers build it, but not in a filtered or reordered one.
+    """
+    parent = events["parent_id"].to_numpy(dtype=np.int64, na_value=-1)
+    ids = events["event_id"].to_numpy()
+    if len(ids) and not np.array_equal(ids, np.arange(len(ids))):
+        position = pd.Series(np.arange(len(ids)), index=ids)
+        parent = np.where(parent >= 0, position.reindex(parent).fillna(-1).to_numpy(np.int64), -1)
+    return parent
 
 
 def self_time(parent: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -8,17 +8,12 @@ import pandas as pd
 from ..profile import Profile
 from .activity import device_time_by_category, device_union, interval_union
 from .device import DEVICE_CATEGORIES
-from .nesting import self_time
+from .nesting import parent_positions, self_time
 
 
 def event_self_time(events: pd.DataFrame) -> np.ndarray:
     """Self time of every event (its duration minus its direct children's), by row."""
-    parent = events["parent_id"].to_numpy(dtype=np.int64, na_value=-1)
-    ids = events["event_id"].to_numpy()
-    if len(ids) and not np.array_equal(ids, np.arange(len(ids))):
-        position = pd.Series(np.arange(len(ids)), index=ids)
-        parent = np.where(parent >= 0, position.reindex(parent).fillna(-1).to_numpy(np.int64), -1)
-    return self_time(parent, events["dur_us"].to_numpy(dtype=np.float64))
+    return self_time(parent_positions(events), events["dur_us"].to_numpy(dtype=np.float64))
 
 
 def _thread_names(profile: Profile) -> dict[tuple[int, int], tuple[str | None, str | None]]:
