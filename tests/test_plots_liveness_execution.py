@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -133,3 +134,19 @@ def test_execution_needs_steps():
     no_exec = synth.make_profile(execution=False, debug=False)
     with pytest.raises(popprof.MissingTableError, match="execution profile"):
         execution(no_exec)
+
+
+def test_liveness_with_unknown_always_live_says_so(profile):
+    """Without always-live bytes the base is not presented as a known 0 B."""
+    blind = profile.copy("blind")
+    tiles = blind.tiles.copy()
+    tiles["always_live_bytes"] = pd.NA
+    blind.set_table("tiles", tiles)
+    if blind.has("variables"):
+        blind.set_table("variables", blind.variables.assign(always_live=False))
+    ax = liveness(blind).axes[0]
+    np.testing.assert_allclose(np.asarray(artist(ax, "liveness").get_ydata()),
+                               blind.liveness["not_always_live_bytes"].to_numpy(float))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "always-live: unknown (not drawn)" in labels and not any(t.startswith("always-live (") for t in labels)
+    assert labels[-1].startswith("not-always-live peak = ")

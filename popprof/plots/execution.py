@@ -89,7 +89,7 @@ def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[
     if per_step.empty:
         from ..errors import MissingTableError
 
-        raise MissingTableError("steps", profile.name, "no execution steps" + (f" on IPU {ipu}" if ipu else ""))
+        raise MissingTableError("steps", profile.name, "no execution steps" + (f" on IPU {ipu}" if ipu is not None else ""))
     edges, grid = binned_cycles(per_step, max_bins)
     present = [c for c in STEP_CATEGORIES if grid[c].any()]
     fig, (top, bottom) = new_figure(width, height, nrows=2, sharex=True, height_ratios=[3, 2])

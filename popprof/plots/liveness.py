@@ -50,6 +50,9 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
         raise MissingTableError("liveness", profile.name, "the liveness table is empty")
     steps = table["step"].to_numpy().astype(np.int64)
     live = table["not_always_live_bytes"].astype("float64").fillna(0).to_numpy()
+    from ..metrics.memory import always_live_bytes
+
+    known_base = always_live_bytes(profile) is not None  # unknown: drawn as 0 but labelled as unknown
     base = always_live_base(profile)
     peak_pos = int(np.argmax(live))
     peak_step, peak_bytes = int(steps[peak_pos]), float(live[peak_pos])
@@ -63,7 +66,8 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
         x, y = steps, live
     fig, ax = new_figure(width, height)
     ax.fill_between(x, 0, base, color="#9ecae1", step="post" if binned else None, lw=0,
-                    label=f"always-live ({base:,.0f} B)", gid="always-live")
+                    label=f"always-live ({base:,.0f} B)" if known_base else "always-live: unknown (not drawn)",
+                    gid="always-live")
     ax.fill_between(x, base, base + y, color="#fdae6b", alpha=0.8, step="post" if binned else None, lw=0,
                     label="not-always-live", gid="not-always-live")
     ax.plot(x, base + y, color="#e6550d", lw=1.0, drawstyle="steps-post" if binned else "default",
@@ -85,13 +89,15 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
         warning = float(limits.get("warning", 0.85))
         share = (base + peak_bytes) / total
         if share >= 0.5:  # near enough to be worth the vertical space
+            what = "peak" if known_base else "not-always-live peak"
             ax.axhline(total, color="black", lw=1.2, gid="total-memory",
-                       label=f"total memory ({total:,.0f} B; peak = {share:.0%})")
+                       label=f"total memory ({total:,.0f} B; {what} = {share:.0%})")
             ax.axhline(total * warning, color="#e6a700", ls="--", lw=1.0, gid="threshold:warning",
                        label=f"memory.liveness-peak warning ({warning:.0%})")
             top = max(top, total * 1.05)
         else:
-            ax.plot([], [], " ", label=f"peak = {share:.0%} of total memory ({total:,.0f} B)")
+            what = "peak" if known_base else "not-always-live peak"
+            ax.plot([], [], " ", label=f"{what} = {share:.0%} of total memory ({total:,.0f} B)")
     ax.set_xlim(steps[0], steps[-1])
     ax.set_ylim(0, top)
     ax.set_xlabel("liveness program step" + (f" ({width_steps} steps per bin)" if binned else ""))
