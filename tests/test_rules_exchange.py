@@ -145,3 +145,32 @@ def test_trace_without_device_activity_is_not_evaluated():
     for rule_id in ("exchange.phases", "exchange.share", "host.device-gaps", "host.long-events"):
         assert "device activity" in reasons[rule_id], reasons
     assert found.items == []
+
+
+def test_steps_without_cycles_are_not_evaluated_rather_than_passed():
+    profile = steps_profile(window(8) + window(0))
+    steps = profile.steps.copy()
+    steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
+    profile.set_table("steps", steps)
+    found = check(profile, rules=["exchange.phases", "exchange.share", "host.stream-copy"],
+                  params={"exchange.phases.window": 10})
+    reasons = dict(found.not_evaluated)
+    assert set(reasons) == {"exchange.phases", "exchange.share", "host.stream-copy"}
+    assert all("cycles" in why for why in reasons.values()) and found.evaluated == []
+
+
+def test_trace_is_used_when_the_steps_have_no_cycles():
+    """A profile with cycle-less steps and a device trace: the exchange rules run on the trace."""
+    device = [("k", "compute", 0.0, 70.0), ("copy", "exchange", 70.0, 20.0), ("barrier", "sync", 90.0, 10.0)]
+    profile = trace_profile(device)
+    blind = steps_profile(window(8))
+    steps = blind.steps.copy()
+    steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
+    profile.set_table("steps", steps)
+    found = check(profile, rules=["exchange.phases", "exchange.share"],
+                  params={"exchange.phases.window_us": 50.0})
+    assert found.not_evaluated == [] and set(found.evaluated) == {"exchange.phases", "exchange.share"}
+    (share,) = found.by_rule("exchange.share")
+    assert share.value == pytest.approx(0.30) and "device time in the trace" in share.message
+    (phase,) = found.by_rule("exchange.phases")
+    assert phase.where["time_us"] == (50.0, 100.0) and phase.value == pytest.approx(0.6)

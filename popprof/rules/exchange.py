@@ -51,6 +51,8 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
     width = int(params["window"])
     if width < 1:
         raise NotEvaluated("parameter window must be at least 1 step")
+    if not ex.has_cycles(profile):
+        raise NotEvaluated("needs step cycles (steps.cycles are all missing)")
     step = steps["step"].to_numpy(dtype=np.int64)
     cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
     is_x = category_mask(steps["category"], EXCHANGE)
@@ -196,18 +198,22 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
       params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 5},
       advice=ADVICE_PHASES)
 def phases(profile: Profile, params: dict) -> list[Finding]:
+    return _from_each_source(profile, params, _steps_phases, _trace_phases)
+
+
+def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -> list[Finding]:
+    """Findings from the steps and from the events, whichever the profile has; NotEvaluated (with every
+    reason) only when no source present could be evaluated."""
     findings: list[Finding] = []
-    evaluated = False
-    if profile.has("steps"):
-        findings += _steps_phases(profile, params)
-        evaluated = True
-    if profile.has("events"):
+    reasons: list[str] = []
+    present = [(t, f) for t, f in (("steps", from_steps), ("events", from_events)) if profile.has(t)]
+    for _, source in present:
         try:
-            findings += _trace_phases(profile, params)
-            evaluated = True
-        except NotEvaluated:
-            if not evaluated:
-                raise
+            findings += source(profile, params)
+        except NotEvaluated as exc:
+            reasons.append(str(exc))
+    if present and len(reasons) == len(present):
+        raise NotEvaluated("; or ".join(reasons))
     return findings
 
 
@@ -228,42 +234,41 @@ def _trace_shares(profile: Profile) -> tuple[float, float]:
              "where; for multi-IPU runs a large global-exchange share points at pipeline stage boundaries "
              "or replica all-reduces worth overlapping or shrinking.")
 def share(profile: Profile, params: dict) -> list[Finding]:
+    return _from_each_source(profile, params, _steps_share, _trace_share)
+
+
+def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["exchange.share"]
-    findings: list[Finding] = []
-    if profile.has("steps"):
-        value = ex.exchange_share(profile)
-        if value is None:
-            raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
-        shares = ex.share_by_category(profile)
-        ipus = int(profile.steps["ipu"].nunique())
-        multi = ipus > 1 or int(profile.target_value("num_ipus", 1) or 1) > 1
-        severity, threshold = band(value, params["warning"], params["error"])
-        message = f"exchange + global exchange + sync take {pct(value)} of all IPU-cycles"
-        message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
-                    else f" (warning at >= {threshold_pct(params['warning'])})")
-        gsev, gthr = None, None
-        if multi:
-            gshare = shares.get("global_exchange", 0.0)
-            gsev, gthr = band(gshare, params["global_warning"], params["global_error"])
-            message += f"; global (inter-IPU) exchange {pct(gshare)} over {ipus} IPUs"
-            if gsev:
-                message += f" ({gsev} at >= {threshold_pct(gthr)})"
-        worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
-        evidence = pd.DataFrame({"category": list(shares), "share": list(shares.values()),
-                                 "cycles": list(ex.cycles_by_category(profile).values())})
-        findings.append(r.finding(worst, "Exchange share" if worst == "info" else "Exchange-bound run", message,
-                                  value=value, threshold=threshold, evidence=evidence))
-    if profile.has("events"):
-        try:
-            value, total = _trace_shares(profile)
-        except NotEvaluated:
-            if not findings:
-                raise
-            return findings
-        severity, threshold = band(value, params["warning"], params["error"])
-        message = (f"exchange + sync take {pct(value)} of {duration(total)} device time in the trace"
-                   + (f" ({severity} at >= {threshold_pct(threshold)})" if severity
-                      else f" (warning at >= {threshold_pct(params['warning'])})"))
-        findings.append(r.finding(severity or "info", "Exchange share" if not severity else "Exchange-bound run",
-                                  message, value=value, threshold=threshold))
-    return findings
+    value = ex.exchange_share(profile)
+    if value is None:
+        raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
+    shares = ex.share_by_category(profile)
+    ipus = int(profile.steps["ipu"].nunique())
+    multi = ipus > 1 or int(profile.target_value("num_ipus", 1) or 1) > 1
+    severity, threshold = band(value, params["warning"], params["error"])
+    message = f"exchange + global exchange + sync take {pct(value)} of all IPU-cycles"
+    message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
+                else f" (warning at >= {threshold_pct(params['warning'])})")
+    gsev, gthr = None, None
+    if multi:
+        gshare = shares.get("global_exchange", 0.0)
+        gsev, gthr = band(gshare, params["global_warning"], params["global_error"])
+        message += f"; global (inter-IPU) exchange {pct(gshare)} over {ipus} IPUs"
+        if gsev:
+            message += f" ({gsev} at >= {threshold_pct(gthr)})"
+    worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
+    evidence = pd.DataFrame({"category": list(shares), "share": list(shares.values()),
+                             "cycles": list(ex.cycles_by_category(profile).values())})
+    return [r.finding(worst, "Exchange share" if worst == "info" else "Exchange-bound run", message,
+                      value=value, threshold=threshold, evidence=evidence)]
+
+
+def _trace_share(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["exchange.share"]
+    value, total = _trace_shares(profile)
+    severity, threshold = band(value, params["warning"], params["error"])
+    message = (f"exchange + sync take {pct(value)} of {duration(total)} device time in the trace"
+               + (f" ({severity} at >= {threshold_pct(threshold)})" if severity
+                  else f" (warning at >= {threshold_pct(params['warning'])})"))
+    return [r.finding(severity or "info", "Exchange share" if not severity else "Exchange-bound run",
+                      message, value=value, threshold=threshold)]
