@@ -105,29 +105,37 @@ def test_v2_differs_by_the_documented_change(samples, fixtures_dir):
 
 def test_fixtures_are_what_generate_py_makes(fixtures_dir, tmp_path, samples):
     gen = _generate_module(fixtures_dir)
-    fresh = gen.generate_small(tmp_path, log=lambda *_: None, other_forms=False)
+    fresh = gen.generate_small(tmp_path, log=lambda *_: None, other_forms=True)
     for name in BUNDLES:
         for table in samples[name].table_names:
             pd.testing.assert_frame_equal(samples[name][table], fresh[name][table], obj=f"{name}.{table}")
         committed = json.loads((fixtures_dir / f"{name}.popprof" / "manifest.json").read_text())
         regenerated = json.loads((tmp_path / f"{name}.popprof" / "manifest.json").read_text())
         assert committed["tables"] == regenerated["tables"]
-    for path in (tmp_path / "run_dir").rglob("*"):
-        if path.is_file():
-            committed = fixtures_dir / "run_dir" / path.relative_to(tmp_path / "run_dir")
-            assert committed.read_bytes() == path.read_bytes(), committed
+    for sub in ("run_dir", "text_summary", "sdk1_json"):
+        made = sorted(p.relative_to(tmp_path / sub) for p in (tmp_path / sub).rglob("*") if p.is_file())
+        assert made == sorted(p.relative_to(fixtures_dir / sub) for p in (fixtures_dir / sub).rglob("*")
+                              if p.is_file()), sub
+        for relative in made:
+            committed = fixtures_dir / sub / relative
+            assert committed.read_bytes() == (tmp_path / sub / relative).read_bytes(), committed
 
 
 @pytest.mark.parametrize("name", BUNDLES)
 def test_other_forms_describe_the_same_profile(samples, name):
     text = FIXTURES / "text_summary" / f"{name}.txt"
     sdk1 = FIXTURES / "sdk1_json" / f"{name}.json"
-    if not (text.is_file() and sdk1.is_file()):
-        pytest.skip("text summary / SDK 1.x JSON fixtures not generated (writers missing)")
+    assert text.is_file() and sdk1.is_file()  # generate.py writes both (the writers exist)
     bundle = samples[name]
     from_text = popprof.open(text)
     assert from_text.source_format == "text_summary"
     assert from_text.target_value("num_tiles") == bundle.target_value("num_tiles")
+    assert from_text.target_value("bytes_per_tile") == bundle.target_value("bytes_per_tile")
+    totals = from_text.memory_totals
+    whole = totals[totals["tile"].isna() & (totals["group"].astype(str) == "total")]
+    got = dict(zip(whole["category"].astype(str), whole["bytes"].astype(int), strict=True))
+    assert got["including_gaps"] == int(bundle.tiles["bytes_incl_gaps"].sum())
+    assert got["excluding_gaps"] == int(bundle.tiles["bytes_excl_gaps"].sum())
     from_json = popprof.open(sdk1)
     assert from_json.source_format == "sdk1_json"
     pd.testing.assert_series_equal(from_json.tiles["bytes_incl_gaps"], bundle.tiles["bytes_incl_gaps"])

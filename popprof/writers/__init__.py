@@ -9,17 +9,19 @@ Every writer writes atomically (see :mod:`popprof.atomic`).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["write_sdk1_json", "write_text_summary"]
 
 
-def write_text_summary(*args, **kwargs):
+def write_text_summary(*args: object, **kwargs: object) -> Path:
     """Forward to :func:`popprof.writers.text_summary.write_text_summary`."""
     from .text_summary import write_text_summary as _write
 
     return _write(*args, **kwargs)
 
 
-def write_sdk1_json(*args, **kwargs):
+def write_sdk1_json(*args: object, **kwargs: object) -> list[Path]:
     """Forward to :func:`popprof.writers.sdk1_json.write_sdk1_json`."""
     from .sdk1_json import write_sdk1_json as _write
 
