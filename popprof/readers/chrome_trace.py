@@ -31,7 +31,7 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from gzip import BadGzipFile
 from pathlib import Path
@@ -634,7 +634,7 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
     return out
 
 
-def read(path: Path, *, with_args: bool = False, device_map=None, parallel: bool = True,
+def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | None] | str | None = None, parallel: bool = True,
          **_options: object) -> Profile:
     """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
 

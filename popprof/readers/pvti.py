@@ -16,6 +16,7 @@ header is plausible), so no schema is guessed: everything goes through pva.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def sniff(path: Path, head: bytes) -> bool:
     return path.is_file() and path.name.lower().endswith(".pvti")
 
 
-def read(path: Path, *, device_map=None, **_options: object) -> Profile:
+def read(path: Path, *, device_map: Mapping[str, str | None] | str | None = None, **_options: object) -> Profile:
     """Read a .pvti trace through ``pva.openTrace`` into a Profile (events, threads, target, metadata)."""
     with open(path, "rb") as handle:
         head = handle.read(4096)
