@@ -634,8 +634,8 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
     return out
 
 
-def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | None] | str | None = None, parallel: bool = True,
-         **_options: object) -> Profile:
+def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | None] | str | None = None,
+         parallel: bool = True, **_options: object) -> Profile:
     """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
 
     Large uncompressed files are parsed in parts on up to ``MAX_WORKERS``
