@@ -37,19 +37,32 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def metric(name: str, unit: str, description: str, *, needs: Iterable[str] = (), better: str | None = "lower"):
+MetricFunc = Callable[[Profile], float | None]
+FamilyFunc = Callable[[Profile], dict[str, float]]
+
+
+def _document(func: Callable, name: str, unit: str, description: str, missing: str) -> None:
+    """Give a registered function the registry's description as its docstring (for ``help()``)."""
+    if not func.__doc__:
+        func.__doc__ = f"``{name}`` ({unit}): {description}; {missing} when the profile lacks what it needs."
+
+
+def metric(name: str, unit: str, description: str, *, needs: Iterable[str] = (),
+           better: str | None = "lower") -> Callable[[MetricFunc], MetricFunc]:
     """Register a scalar metric function ``Profile -> float | None``."""
-    def register(func: Callable[[Profile], float | None]) -> Callable[[Profile], float | None]:
+    def register(func: MetricFunc) -> MetricFunc:
         METRICS[name] = Metric(name, unit, description, tuple(needs), better, func)
+        _document(func, name, unit, description, "None")
         return func
     return register
 
 
 def metric_family(prefix: str, unit: str, description: str, *, needs: Iterable[str] = (),
-                  better: str | None = "lower"):
+                  better: str | None = "lower") -> Callable[[FamilyFunc], FamilyFunc]:
     """Register a family: a function returning ``{suffix: value}``; names become ``prefix + suffix``."""
-    def register(func: Callable[[Profile], dict[str, float]]) -> Callable[[Profile], dict[str, float]]:
+    def register(func: FamilyFunc) -> FamilyFunc:
         METRICS[prefix] = Metric(prefix, unit, description, tuple(needs), better, func, family=True)
+        _document(func, prefix + "*", unit, description, "no members")
         return func
     return register
 

@@ -9,7 +9,7 @@ point by point. :data:`KINDS` maps the CLI's ``--kind`` names to functions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._common import MPL_MISSING, configured_headroom, require_matplotlib
 from .diff import diff_metrics, diff_tiles
@@ -18,6 +18,9 @@ from .liveness import liveness
 from .memory import tile_histogram, tile_memory
 from .tilemap import tile_map
 from .timeline import timeline
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: ``--kind`` name -> (function, whether it takes findings, tables it needs (any one set)).
 KINDS: dict[str, tuple[Callable[..., Any], bool, tuple[tuple[str, ...], ...]]] = {
@@ -39,7 +42,7 @@ def available_kinds(profile: Any) -> list[str]:
 THRESHOLD_KINDS = ("memory", "histogram", "tilemap")
 
 
-def plot(profile: Any, kind: str, findings: Any = None, *, config: dict | None = None, **options: Any):
+def plot(profile: Any, kind: str, findings: Any = None, *, config: dict | None = None, **options: Any) -> Figure:
     """Draw one plot kind of ``profile``.
 
     ``findings`` go to the kinds that shade them; ``config`` (the

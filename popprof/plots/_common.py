@@ -10,11 +10,14 @@ display the returned Figure inline, and ``fig.savefig`` works anywhere.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MPL_MISSING = "plots need matplotlib: pip install 'popprof[plots]'"
 
@@ -42,7 +45,7 @@ def require_matplotlib() -> Any:
     return matplotlib
 
 
-def new_figure(width: float = 11.0, height: float = 4.5, nrows: int = 1, **kw: Any):
+def new_figure(width: float = 11.0, height: float = 4.5, nrows: int = 1, **kw: Any) -> tuple[Figure, Any]:
     """A new Figure (no pyplot) and its axes (one Axes, or an array when ``nrows > 1``)."""
     require_matplotlib()
     from matplotlib.figure import Figure

@@ -6,13 +6,16 @@ Both take a :class:`popprof.diff.ProfileDiff` (anything with ``metrics`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
 from ._common import add_stairs, bytes_axis, format_bytes, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 WORSE, BETTER, NEUTRAL = "#d62728", "#2ca02c", "#7f7f7f"
 
@@ -37,7 +40,7 @@ def _direction(row: pd.Series) -> str:
     return WORSE if (up and better == "lower") or (not up and better == "higher") else BETTER
 
 
-def diff_metrics(diff: Any, *, top: int = 15, width: float = 10.0):
+def diff_metrics(diff: Any, *, top: int = 15, width: float = 10.0) -> Figure:
     """Horizontal bars of the ``top`` metrics that changed most, in percent (red worse, green better).
 
     Each bar's width is ``rel_change x 100``; its label gives base -> new in
@@ -82,7 +85,7 @@ def _value(value: object, unit: object) -> str:
     return f"{number:,.0f}" if abs(number) >= 100 else f"{number:,.3g}"
 
 
-def diff_tiles(diff: Any, *, max_bars: int = 1500, width: float = 12.0, height: float = 4.0):
+def diff_tiles(diff: Any, *, max_bars: int = 1500, width: float = 12.0, height: float = 4.0) -> Figure:
     """Memory change per tile (new minus base, bytes incl. gaps), binned when there are many tiles.
 
     Per tile, a filled step area of ``change_bytes`` (gid ``tile-change``);

@@ -12,7 +12,7 @@ stands out. Phases flagged by the rules (``where["steps"]``) or given as
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,9 @@ from ._common import (
     title_of,
     where_ranges,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Rule-id prefixes whose step ranges are shaded, with their colour.
 PHASE_COLOURS: dict[str, str] = {"exchange.": "#ff7f0e"}
@@ -77,7 +80,7 @@ def flagged_phases(findings: Any, prefixes: Sequence[str] = tuple(PHASE_COLOURS)
 
 
 def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[int, int]] | None = None,
-              ipu: int | None = None, max_bins: int = 400, width: float = 12.0, height: float = 6.0):
+              ipu: int | None = None, max_bins: int = 400, width: float = 12.0, height: float = 6.0) -> Figure:
     """Cycles by category over steps (binned), with flagged phases shaded; returns the Figure.
 
     ``findings`` is a :class:`popprof.rules.Findings` (or a list of findings):

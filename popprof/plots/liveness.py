@@ -9,11 +9,16 @@ the line shows each bin's maximum, so the peak is never smoothed away.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import MissingTableError
 from ..profile import Profile
 from ._common import bytes_axis, new_figure, rule_params, title_of
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def always_live_base(profile: Profile) -> float:
@@ -34,7 +39,7 @@ def total_memory(profile: Profile) -> float | None:
 
 
 def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60, width: float = 11.0,
-             height: float = 4.5):
+             height: float = 4.5) -> Figure:
     """Live memory per liveness step: always-live base plus not-always-live bytes, the peak annotated.
 
     Artists (for reading back): the ``Line2D`` with gid ``liveness`` has x =

@@ -8,7 +8,7 @@ fullest tile, so a single over-capacity tile is never averaged away.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,9 @@ import pandas as pd
 from ..errors import MissingTableError
 from ..profile import Profile
 from ._common import add_stairs, bytes_axis, finding_items, headroom_thresholds, new_figure, title_of
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 GAPS = "gaps"
 ALWAYS_LIVE = "always-live variables"
@@ -98,7 +101,7 @@ FLAGGED_TILE_RULES: dict[str, str] = {"memory.tile-oom": "#d62728", "memory.head
 
 
 def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
-                thresholds: dict[str, float] | None = None, width: float = 12.0, height: float = 5.0):
+                thresholds: dict[str, float] | None = None, width: float = 12.0, height: float = 5.0) -> Figure:
     """Memory per tile stacked by category, with the capacity line and IPU boundaries.
 
     Each category is one filled step area (``StepPatch`` labelled with the
@@ -203,7 +206,7 @@ def _ipu_boundaries(ax: Any, tiles: pd.DataFrame) -> None:
 
 
 def tile_histogram(profile: Profile, *, bins: int = 60, column: str = "bytes_incl_gaps",
-                   thresholds: dict[str, float] | None = None, width: float = 9.0, height: float = 4.5):
+                   thresholds: dict[str, float] | None = None, width: float = 9.0, height: float = 4.5) -> Figure:
     """Histogram of tile memory (number of tiles per memory range) with capacity and thresholds.
 
     Uses the tiles table (``column``, default including gaps); for sources

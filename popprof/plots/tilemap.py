@@ -11,12 +11,16 @@ as one. Tiles over capacity show in the colour map's "over" colour (red).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import MissingTableError
 from ..profile import Profile
 from ._common import headroom_thresholds, new_figure, title_of
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def grid_shape(tiles_per_ipu: int) -> tuple[int, int]:
@@ -56,7 +60,7 @@ def mosaic(profile: Profile, column: str = "bytes_incl_gaps") -> tuple[np.ndarra
 
 
 def tile_map(profile: Profile, *, column: str = "bytes_incl_gaps", thresholds: dict[str, float] | None = None,
-             width: float | None = None):
+             width: float | None = None) -> Figure:
     """Heat map of tile memory (``column`` / capacity) with one grid per IPU; returns the Figure.
 
     The colour scale runs from 0 to 100 % of capacity, with a tick at the

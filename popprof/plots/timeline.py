@@ -18,7 +18,7 @@ them most (innermost events, from the events table).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ import pandas as pd
 from ..errors import MissingTableError
 from ..profile import Profile
 from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 STALL_RULE = "host.device-gaps"
 DEVICE_LANE = "device"
@@ -137,7 +140,7 @@ def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3)
 
 def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[float, float]] | None = None,
              top: int = 3, window_us: tuple[float, float] | None = None, max_lanes: int = 24,
-             resolution: int = 4000, label_chars: int = 70, max_labels: int = 6, width: float = 12.0):
+             resolution: int = 4000, label_chars: int = 70, max_labels: int = 6, width: float = 12.0) -> Figure:
     """Threads as lanes over time, device lane first, stalls shaded with their top host events.
 
     ``stalls`` adds plain ``(start_us, end_us)`` windows to those of the

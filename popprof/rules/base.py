@@ -94,6 +94,7 @@ class Rule:
 
     @property
     def family(self) -> str:
+        """The rule family: the id's first part (``memory`` of ``memory.headroom``)."""
         return self.id.split(".", 1)[0]
 
     def needs_text(self) -> str:
@@ -142,6 +143,8 @@ def rule(rule_id: str, description: str, *, needs: Iterable[Iterable[str]] | Ite
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id!r} registered twice")
         RULES[rule_id] = Rule(rule_id, description, alternatives, dict(params or {}), advice, func)
+        if not func.__doc__:  # the registry's description, for help()
+            func.__doc__ = f"Rule ``{rule_id}``: {description}."
         return func
     return register
 
