@@ -111,6 +111,11 @@ def test_bad_input_exits_2_with_one_line(capsys, bundles, tmp_path):
     bad.write_text('[budgets]\n"memory.*" = { growth = 1 }\n')
     code, _, err = run(capsys, "diff", base, base, "--budget", bad)
     assert code == 2 and "bad.toml" in err and "unknown key" in err and "Traceback" not in err
+    for text in ('budgets = "+1%"\n', "budgets = [1, 2]\n"):  # budgets that are not a table
+        bad.write_text(text)
+        code, _, err = run(capsys, "diff", base, base, "--budget", bad)
+        assert code == 2 and "bad.toml" in err and "'budgets' must be a table" in err, err
+        assert len(err.strip().splitlines()) == 1
     broken = tmp_path / "baseline.json"
     broken.write_text('{"format": "popprof-baseline", "format_version": 1, "metrics": [')
     code, _, err = run(capsys, "diff", broken, base)

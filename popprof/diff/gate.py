@@ -218,9 +218,10 @@ def budget_from_mapping(table: dict, source: str) -> Budget:
     use_defaults = table.get("defaults", True)
     if not isinstance(strict, bool) or not isinstance(use_defaults, bool):
         raise UsageError(f"{source}: 'strict' and 'defaults' must be true or false")
-    entries = dict(table.get("budgets") or {})
-    if not isinstance(entries, dict):
+    budgets = table.get("budgets") or {}
+    if not isinstance(budgets, dict):
         raise UsageError(f"{source}: 'budgets' must be a table of metric patterns")
+    entries = dict(budgets)
     entries.update({k: v for k, v in table.items() if k not in OPTION_KEYS})
     limits = [parse_limit(str(pattern), spec, source) for pattern, spec in entries.items()]
     return Budget(limits, use_defaults=use_defaults, strict=strict, source=source)
