@@ -36,9 +36,10 @@ def _nested_intervals(rng: np.random.Generator, threads: int, per_thread: int) -
     return (np.array(pid), np.array(tid), np.array(start), np.array(dur))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_derive_nesting_matches_a_stack_walk(seed: int) -> None:
-    pid, tid, start, dur = _nested_intervals(np.random.default_rng(seed), threads=3, per_thread=1500)
+@pytest.mark.parametrize("seed, threads, per_thread", [(0, 3, 1500), (1, 3, 1500), (2, 3, 1500), (3, 3, 1500),
+                                                        (4, 400, 12)])  # many small threads on one clock
+def test_derive_nesting_matches_a_stack_walk(seed: int, threads: int, per_thread: int) -> None:
+    pid, tid, start, dur = _nested_intervals(np.random.default_rng(seed), threads=threads, per_thread=per_thread)
     order = nesting.sort_order(pid, tid, start, dur)
     pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
     parent, depth = nesting.derive_nesting(nesting.thread_bounds(pid, tid), start, dur)

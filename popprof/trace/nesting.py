@@ -71,16 +71,16 @@ def derive_nesting(bounds: np.ndarray, start: np.ndarray, dur: np.ndarray) -> tu
     dur = np.where(np.isnan(dur), 0.0, dur)
     end = start + dur
     tol = _tolerance(end)
-    # latest end of any earlier event on the same thread (running maximum per thread)
+    # latest end of any earlier event on the same thread (running maximum per thread, one pass
+    # for all threads: a Python loop per thread is slow when there are many small threads)
+    starts = bounds[:-1][bounds[:-1] < n]
+    thread = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    running = pd.Series(np.where(np.isnan(end), -np.inf, end)).groupby(thread).cummax().to_numpy()
     prev_max = np.empty(n)
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        seg = end[lo:hi]
-        seg = np.where(np.isnan(seg), -np.inf, seg)
-        run = np.maximum.accumulate(seg)
-        prev_max[lo] = -np.inf
-        prev_max[lo + 1:hi] = run[:-1]
+    prev_max[1:] = running[:-1]
+    prev_max[starts] = -np.inf
     first = np.zeros(n, dtype=bool)
-    first[bounds[:-1][bounds[:-1] < n]] = True
+    first[starts] = True
     # nested: something earlier on the thread is still running when this one ends
     nested = ~first & (prev_max + tol >= end) & ~np.isnan(start)
     candidate = np.arange(n, dtype=np.int64) - 1
