@@ -147,3 +147,21 @@ def test_unreadable_sibling_is_noted_not_fatal(tmp_path):
     assert not p.has("steps")
     with pytest.raises(InputError, match="truncated"):
         reader.read(graph, execution=tmp_path / "run.execution.json")
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_writer_refuses_to_write_over_its_input(tmp_path, split):
+    from popprof.errors import UsageError
+    from popprof.writers.sdk1_json import write_sdk1_json
+
+    source = tmp_path / "p.json"
+    source.write_text(json.dumps({"graphProfile": {"target": {"numTiles": 4, "tilesPerIpu": 4},
+                                                   "memory": {"byTile": {"total": [1, 2, 3, 4]}}}}))
+    before = source.read_bytes()
+    profile = open_profile(source)
+    if split:  # the graph half would land on the input
+        source = source.rename(tmp_path / "p.graph.json")
+        profile.source = str(source)
+    with pytest.raises(UsageError, match="overwrite the input"):
+        write_sdk1_json(profile, tmp_path / "p.json", split=split)
+    assert source.read_bytes() == before

@@ -127,3 +127,17 @@ def test_cut_inside_a_unitless_last_line_is_dropped(tmp_path):
     with pytest.warns(reader.TruncatedSummaryWarning):
         p = open_profile(path)
     assert p.tile_histogram["num_tiles"].tolist() == [2900]
+
+
+def test_writer_refuses_to_write_over_its_input(tmp_path):
+    from popprof.errors import UsageError
+    from popprof.writers.text_summary import write_text_summary
+
+    path = tmp_path / "s.txt"
+    path.write_text(FACTS_EXAMPLE)
+    profile = open_profile(path)
+    with pytest.raises(UsageError, match="overwrite the input"):
+        write_text_summary(profile, path)
+    assert path.read_text() == FACTS_EXAMPLE
+    write_text_summary(profile, tmp_path / "again.txt")  # anywhere else is fine
+    assert open_profile(tmp_path / "again.txt").target_value("num_tiles") == 2944

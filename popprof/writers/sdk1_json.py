@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..atomic import write_bytes_atomic
+from ..atomic import refuse_overwriting_inputs, write_bytes_atomic
 from ..profile import Profile
 
 GRAPH_COUNTS: dict[str, str] = {"numVertices": "graph.num_vertices", "numEdges": "graph.num_edges",
@@ -41,6 +41,12 @@ def write_sdk1_json(profile: Profile, path: str | os.PathLike[str], split: bool 
     ``profiler_mode`` is written as the ``profilerMode`` tag of each half when given.
     """
     path = Path(path)
+    stem = path.name[: -len(path.suffix)] if path.suffix else path.name
+    suffix = path.suffix or ".json"
+    targets = [path] if not split else [path.with_name(f"{stem}.graph{suffix}"),
+                                        path.with_name(f"{stem}.execution{suffix}")]
+    for target in targets:
+        refuse_overwriting_inputs(target, [profile.source])  # inputs are never modified
     graph = graph_profile(profile, profiler_mode)
     execution = execution_profile(profile, profiler_mode)
     options = orjson.OPT_SERIALIZE_NUMPY
@@ -50,12 +56,10 @@ def write_sdk1_json(profile: Profile, path: str | os.PathLike[str], split: bool 
             document["executionProfile"] = execution
         write_bytes_atomic(path, orjson.dumps(document, option=options))
         return [path]
-    stem = path.name[: -len(path.suffix)] if path.suffix else path.name
-    suffix = path.suffix or ".json"
-    written = [path.with_name(f"{stem}.graph{suffix}")]
+    written = [targets[0]]
     write_bytes_atomic(written[0], orjson.dumps(graph, option=options))
     if execution is not None:
-        written.append(path.with_name(f"{stem}.execution{suffix}"))
+        written.append(targets[1])
         write_bytes_atomic(written[1], orjson.dumps(execution, option=options))
     return written
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import write_text_atomic
+from ..atomic import refuse_overwriting_inputs, write_text_atomic
 from ..profile import Profile
 from ..schema import conform
 
@@ -102,8 +102,9 @@ def write_text_summary(profile: Profile, path: str | os.PathLike[str], per_tile_
     unknown = sorted(set(layout) - known)
     if unknown:
         raise TypeError(f"unknown layout options: {', '.join(unknown)}")
-    text = render_text_summary(profile, per_tile_blocks, show_execution_steps, Layout(**layout))
     path = Path(path)
+    refuse_overwriting_inputs(path, [profile.source])  # inputs are never modified
+    text = render_text_summary(profile, per_tile_blocks, show_execution_steps, Layout(**layout))
     write_text_atomic(path, text)
     return path
 
