@@ -31,8 +31,10 @@ def find_config(start: Path | None = None) -> Path | None:
         if dedicated.is_file():
             return dedicated
         project = directory / "pyproject.toml"
-        if project.is_file() and "popprof" in _read(project).get("tool", {}):
-            return project
+        if project.is_file():
+            tool = _read(project).get("tool", {})
+            if isinstance(tool, dict) and "popprof" in tool:
+                return project
     return None
 
 
@@ -54,7 +56,8 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> dict
         path = found
     data = _read(path)
     if path.name == "pyproject.toml":
-        section = data.get("tool", {}).get("popprof", {})
+        tool = data.get("tool", {})
+        section = tool.get("popprof", {}) if isinstance(tool, dict) else {}
         if not isinstance(section, dict):
             raise InputError(path, "[tool.popprof] must be a table")
         return section

@@ -37,6 +37,14 @@ def test_pyproject_without_tool_popprof_is_skipped(tmp_path):
     assert load_config(start=tmp_path / "inner") == {"rules": {"enable": ["memory.*"]}}
 
 
+def test_pyproject_whose_tool_is_not_a_table_is_skipped(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.popprof.rules]\n"memory.headroom.warning" = 0.8\n')
+    odd = write(tmp_path / "sub" / "pyproject.toml", "tool = 1\n")
+    assert find_config(odd.parent) == tmp_path / "pyproject.toml"
+    assert load_config(start=odd.parent)["rules"] == {"memory.headroom.warning": 0.8}
+    assert load_config(explicit=odd) == {}
+
+
 def test_nearest_wins_and_popprof_toml_beats_pyproject_in_one_directory(tmp_path):
     write(tmp_path / "popprof.toml", "[rules]\nfail_on = 'error'\n")
     inner = tmp_path / "inner"

@@ -111,6 +111,12 @@ def test_config_rules_section_enables_disables_and_sets_params(synth):
     assert check(synth, config=config, skip=["memory.headroom"]).by_rule("memory.headroom") == []
     with pytest.raises(UsageError):
         check(synth, config={"rules": {"memory.headroom.bogus": 1}})
+    # a single pattern may be written as a string; a [rules] that is not a table is a usage error
+    one = check(synth, config={"rules": {"enable": "memory", "disable": "memory.gaps"}})
+    assert set(one.evaluated) | {r for r, _ in one.not_evaluated} == {
+        r for r in RULES if r.startswith("memory.") and r != "memory.gaps"}
+    with pytest.raises(UsageError, match="must be a table"):
+        check(synth, config={"rules": "memory"})
 
 
 def test_adding_a_rule_is_one_function():

@@ -350,9 +350,15 @@ def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
     """
     rules = [rules] if isinstance(rules, str) else rules
     skip = [skip] if isinstance(skip, str) else skip
-    section = dict((config or {}).get("rules", {}) or {})
+    raw = (config or {}).get("rules", {}) or {}
+    if not isinstance(raw, Mapping):
+        raise UsageError("the [rules] configuration must be a table, e.g. [tool.popprof.rules] with "
+                         "\"memory.headroom.warning\" = 0.8")
+    section = dict(raw)
     enable = section.pop("enable", None)
     disable = section.pop("disable", None) or []
+    enable = [enable] if isinstance(enable, str) else enable  # one pattern, not its characters
+    disable = [disable] if isinstance(disable, str) else disable
     for key in ("fail_on", "fail-on"):
         section.pop(key, None)
     if rules is not None:  # rules named explicitly replace the config's enable and disable lists
