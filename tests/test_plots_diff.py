@@ -39,6 +39,7 @@ def test_metric_bars_are_the_largest_relative_changes(change):
     # exchange cycles doubled: worse (red) since lower is better
     row = expected["name"].tolist().index("execution.cycles.exchange")
     assert matplotlib.colors.to_hex(bars[row].get_facecolor()) == "#d62728"
+    assert widths[row] == pytest.approx(100.0)  # doubled: +100 %, independently of the diff's arithmetic
     assert "%" in ax.get_xlabel()
 
 
