@@ -142,3 +142,11 @@ def test_trace_without_events_is_an_input_error(tmp_path: Path, pva_double) -> N
     path = write_trace(tmp_path / "idle.pvti", [{"pid": 1, "threads": [_thread(1, [])]}, {"pid": 2, "threads": []}])
     with pytest.raises(InputError, match="holds no events"):
         read_path(path)
+
+
+def test_depth_beyond_int16_is_clamped_not_wrapped(tmp_path: Path, pva_double) -> None:
+    deep = [[f"scope {d}", 1e6 - d, float(d), "MyApp", d - 1] for d in range(33_000)]
+    p = read_path(write_trace(tmp_path / "deep.pvti", [{"pid": 1, "threads": [_thread(1, deep)]}]))
+    depth = p.events["depth"]
+    assert depth.min() == 0 and depth.max() == 32_767        # int16 saturates; a wrap would go negative
+    assert (depth.iloc[:32_768].to_numpy() == range(32_768)).all()

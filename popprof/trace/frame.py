@@ -50,8 +50,11 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
         position[order] = np.arange(len(order), dtype=np.int64)
         p = np.asarray(parent, dtype=np.int64)[order]
         parent_sorted = np.where(p >= 0, position[np.maximum(p, 0)], -1)
-        depth_sorted = np.asarray(depth, dtype=np.int16)[order] if depth is not None else \
-            nesting.depth_from_parent(parent_sorted)
+        if depth is not None:  # clamped like depth_from_parent: a cast to int16 would wrap past 32,767
+            depth_sorted = np.minimum(np.asarray(depth, dtype=np.int64)[order], np.iinfo(np.int16).max) \
+                .astype(np.int16)
+        else:
+            depth_sorted = nesting.depth_from_parent(parent_sorted)
     name_cat = categorical(np.asarray(name_codes)[order], names)
     channel_cat = categorical(np.asarray(channel_codes)[order], channels)
     rules = device.resolve_map(source_format, device_map)
