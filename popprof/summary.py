@@ -26,9 +26,12 @@ def target_section(profile: Profile) -> dict | None:
     return {k: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)) for k, v in row.items()}
 
 
-def memory_section(profile: Profile) -> dict | None:
-    """Memory totals, the fullest tile and its headroom, tiles out of memory, liveness."""
-    m = compute(profile)
+def memory_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict | None:
+    """Memory totals, the fullest tile and its headroom, tiles out of memory, liveness.
+
+    ``metrics``: the profile's computed metrics, when the caller has them already.
+    """
+    m = compute(profile) if metrics is None else metrics
     keys = {
         "total_incl_gaps_bytes": "memory.total_incl_gaps_bytes",
         "total_excl_gaps_bytes": "memory.total_excl_gaps_bytes",
@@ -59,11 +62,14 @@ def memory_section(profile: Profile) -> dict | None:
     return section
 
 
-def execution_section(profile: Profile) -> dict | None:
-    """Cycles by category with shares, and the top programs by cycles (needs an execution profile)."""
+def execution_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict | None:
+    """Cycles by category with shares, and the top programs by cycles (needs an execution profile).
+
+    ``metrics``: the profile's computed metrics, when the caller has them already.
+    """
     if not profile.has("steps"):
         return None
-    m = compute(profile)
+    m = compute(profile) if metrics is None else metrics
     steps = profile.steps
     by_cat = {cat: {"cycles": m.get(f"execution.cycles.{cat}"), "share": m.get(f"execution.share.{cat}")}
               for cat in STEP_CATEGORIES}
@@ -111,8 +117,9 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
 def summarise(profile: Profile) -> dict:
     """The summary of ``profile`` as a JSON-ready dict (sections absent from the source are omitted)."""
     out: dict = {"profile": profile.name, "source": profile.source, "source_format": profile.source_format}
+    metrics = compute(profile)  # once, shared by the sections that read metrics
     for key, func in SECTIONS:
-        section = func(profile)
+        section = func(profile, metrics) if func in (memory_section, execution_section) else func(profile)
         if section is not None:
             out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
