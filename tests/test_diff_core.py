@@ -320,6 +320,8 @@ def test_unknown_figures_are_missing_not_zero(base):
     assert values["execution.step_count"] == base.steps["step"].nunique()  # what is known stays known
 
     result = diff(base, new)
+    assert result.ipus["new_tiles_out_of_memory"].isna().all()
+    assert result.ipus["base_tiles_out_of_memory"].notna().all()
     for name in ("execution.total_cycles", "memory.peak_liveness_bytes", "memory.tiles_out_of_memory"):
         assert metric_row(result, name)["status"] == "missing_new", name
     cycles = result.metrics[result.metrics["name"].str.startswith("execution.cycles.")]

@@ -310,10 +310,13 @@ def _ipu_aggregates(profile: Profile, tiles: pd.DataFrame) -> pd.DataFrame:
     if cap is not None:
         capacity = capacity.fillna(int(cap))
     over = (tiles["bytes_incl_gaps"] > capacity).fillna(False)
-    frame = pd.DataFrame({"ipu": tiles["ipu"], "bytes": tiles["bytes_incl_gaps"], "over": over})
+    frame = pd.DataFrame({"ipu": tiles["ipu"], "bytes": tiles["bytes_incl_gaps"], "over": over,
+                          "known": capacity.notna()})
     grouped = frame.groupby("ipu", observed=True)
+    # without any tile capacity on an IPU its out-of-memory count is unknown (NA), not 0
+    oom = grouped["over"].sum().where(grouped["known"].any())
     return pd.DataFrame({"tiles": grouped.size(), "bytes": grouped["bytes"].sum(),
-                         "max_tile_bytes": grouped["bytes"].max(), "tiles_out_of_memory": grouped["over"].sum()})
+                         "max_tile_bytes": grouped["bytes"].max(), "tiles_out_of_memory": oom})
 
 
 def _diff_ipus(base: Profile, bt: pd.DataFrame, new: Profile, nt: pd.DataFrame) -> pd.DataFrame:
