@@ -343,3 +343,15 @@ def test_fullest_tile_and_liveness_peak_found_by_position_whatever_the_index(bas
     assert values["memory.max_tile_index"] == expected_tile
     assert values["memory.max_tile_incl_gaps_bytes"] == used.max()
     assert values["memory.peak_liveness_step"] == expected_step
+
+
+def test_liveness_step_with_unknown_bytes_is_not_counted_as_changed(base):
+    new = base.copy()
+    liveness = new.liveness.copy()
+    liveness["not_always_live_bytes"] = liveness["not_always_live_bytes"].astype("Int64")
+    liveness.loc[3, "not_always_live_bytes"] = pd.NA
+    liveness.loc[5, "not_always_live_bytes"] += 10
+    new.set_table("liveness", liveness)
+    result = diff(base, new)
+    assert "liveness: 1 of 200 steps changed" in result.render("text")
+    assert result.to_dict()["liveness"]["changed"] == 1

@@ -51,6 +51,12 @@ def _named_summary(frame: pd.DataFrame) -> str:
     return ", ".join(f"{int(counts.get(s, 0)):,} {s}" for s in ("grown", "shrunk", "added", "removed", "unchanged"))
 
 
+def _liveness_changed(lv: pd.DataFrame) -> int:
+    """Liveness steps whose not-always-live bytes changed (a step with unknown bytes is not a change)."""
+    change = lv["change_bytes"].astype("float64")
+    return int((change.notna() & (change != 0)).sum())
+
+
 def _int(value: object) -> str:
     return "" if value is None or pd.isna(value) else f"{int(value):,}"
 
@@ -110,7 +116,7 @@ def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, i
         lines += ["", f"liveness: unavailable: {result.unavailable['liveness']}"]
     else:
         lv = result.liveness
-        changed = int((lv["change_bytes"] != 0).sum())
+        changed = _liveness_changed(lv)
         lines += ["", f"liveness: {changed:,} of {len(lv):,} steps changed not-always-live bytes"]
         if changed:
             worst = lv.loc[lv["change_bytes"].astype("float64").abs().idxmax()]
@@ -183,7 +189,7 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
                         "truncated": bool((frame["status"] != "unchanged").sum() > len(changed))}
     if "liveness" not in result.unavailable:
         lv = result.liveness
-        doc["liveness"] = {"steps": len(lv), "changed": int((lv["change_bytes"] != 0).sum()),
+        doc["liveness"] = {"steps": len(lv), "changed": _liveness_changed(lv),
                            "top": _records(lv.loc[lv["change_bytes"].astype("float64").abs()
                                                   .sort_values(ascending=False, kind="stable").index[:top]])}
     if gate_result is not None:
