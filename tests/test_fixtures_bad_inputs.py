@@ -163,3 +163,27 @@ def test_pva_input_without_the_sdk_says_so(capsys, tmp_path, monkeypatch, maker,
 @pytest.mark.parametrize("maker, fragment", [c[1:] for c in PVA_CASES], ids=[c[0] for c in PVA_CASES])
 def test_pva_input_pva_cannot_read(capsys, tmp_path, pva_double, maker, fragment):
     _refused(capsys, maker(tmp_path), fragment)
+
+
+def test_unreadable_file_exits_2_not_internal_error(capsys, tmp_path, monkeypatch):
+    import popprof.readers as readers
+
+    def denied(path, size=readers.HEAD_BYTES):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(readers, "read_head", denied)  # as a file without read permission (tests may run as root)
+    path = tmp_path / "locked.json"
+    path.write_text("[]")
+    _refused(capsys, path, "cannot read: Permission denied")
+
+
+def test_unlistable_directory_exits_2(capsys, tmp_path, monkeypatch):
+    import popprof.readers as readers
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(readers, "_run_directory_entries", denied)
+    path = tmp_path / "run"
+    path.mkdir()
+    _refused(capsys, path, "cannot list the directory: Permission denied")

@@ -126,7 +126,10 @@ def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
     """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name."""
     path = Path(path)
     if path.is_dir() and not _is_bundle_dir(path):
-        entries = _run_directory_entries(path)
+        try:
+            entries = _run_directory_entries(path)
+        except OSError as exc:
+            raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
         if not entries:
             raise InputError(path, "directory holds no profile (no profile.pop, *.pvti or bundle manifest)")
         profiles: dict[str, Profile] = {}
@@ -141,7 +144,10 @@ def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
 
 def read_path(path: Path, **options: object) -> Profile:
     """Read one file or bundle with the reader its content selects."""
-    module = detect(path)
+    try:
+        module = detect(path)
+    except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
         return module.read(path, **options)
     except (InputError, KeyboardInterrupt, MemoryError):
