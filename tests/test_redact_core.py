@@ -121,6 +121,9 @@ def test_policy_file_and_validation(tmp_path):
         build_policy(bad, use_config=False)
     with pytest.raises(UsageError):
         Policy(scrub={"nosuch": False})
+    bad.write_text("[tool]\npopprof = 3\n")  # [tool.popprof] that is not a table: a usage error
+    with pytest.raises(UsageError, match="must be a table"):
+        build_policy(bad, use_config=False)
 
 
 def test_token_matcher_finds_tokens_inside_longer_strings():

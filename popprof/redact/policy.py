@@ -104,7 +104,8 @@ def load_policy_file(path: str | Path) -> dict:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(path, f"policy file is not valid TOML ({exc})") from None
     if "tool" in data and isinstance(data["tool"], dict):
-        data = data["tool"].get("popprof", {}).get("redact", {})
+        popprof = data["tool"].get("popprof", {})
+        data = popprof.get("redact", {}) if isinstance(popprof, dict) else popprof  # merged() rejects a non-table
     elif "redact" in data:
         data = data["redact"]
     return data
