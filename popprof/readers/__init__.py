@@ -125,7 +125,11 @@ def _is_bundle_dir(path: Path) -> bool:
 def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
     """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name."""
     path = Path(path)
-    if path.is_dir() and not _is_bundle_dir(path):
+    try:
+        run_directory = path.is_dir() and not _is_bundle_dir(path)
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
+    if run_directory:
         try:
             entries = _run_directory_entries(path)
         except OSError as exc:
