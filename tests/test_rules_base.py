@@ -54,6 +54,11 @@ def test_parameter_parsing_and_coercion():
         resolve_params({"memory.headroom.warning": "high"})
     with pytest.raises(UsageError, match="expected int"):
         coerce_param("exchange.phases.window", 100, "2.5")
+    for nan in ("nan", "NaN%", float("nan")):  # a NaN threshold would never flag anything
+        with pytest.raises(UsageError, match="expected float"):
+            coerce_param("memory.headroom.warning", 0.85, nan)
+    assert coerce_param("memory.headroom.warning", 0.85, " 2.5% ") == 0.025
+    assert coerce_param("memory.headroom.warning", 0.85, 1) == 1.0
 
 
 def test_band_is_inclusive():

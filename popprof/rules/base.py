@@ -240,11 +240,13 @@ def coerce_param(key: str, default: object, raw: object) -> object:
                 raise ValueError(raw)
             return int(number)
         if isinstance(default, float):
-            if isinstance(raw, str) and raw.strip().endswith("%"):
-                return float(raw.strip()[:-1]) / 100.0
             if isinstance(raw, bool):
                 raise ValueError(raw)
-            return float(raw)  # type: ignore[arg-type]
+            text = raw.strip() if isinstance(raw, str) else None
+            number = float(text[:-1]) / 100.0 if text and text.endswith("%") else float(raw)  # type: ignore[arg-type]
+            if math.isnan(number):  # a NaN threshold would silently never flag anything
+                raise ValueError(raw)
+            return number
         return str(raw)
     except (TypeError, ValueError):
         kind = type(default).__name__
