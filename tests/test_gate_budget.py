@@ -135,7 +135,8 @@ def test_shorthand_and_bad_budget_entries():
     assert parse_limit("m", {"relative": "2.9%", "min": 0}).describe() == "+2.9 %, >= 0"
     assert parse_limit("m", "+4096").absolute == 4096
     assert parse_limit("m", {"relative": "2.5%", "min": 0}).min == 0
-    for bad in ({"relative": "x"}, {"growth": 1}, {}, {"absolute": -1}, [1, 2], {"relative": True}):
+    for bad in ({"relative": "x"}, {"growth": 1}, {}, {"absolute": -1}, [1, 2], {"relative": True},
+                {"min": "nan"}, {"max": float("nan")}, {"min": "inf"}, "nan", "+nan%"):
         with pytest.raises(UsageError):
             parse_limit("m", bad)
 

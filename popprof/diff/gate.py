@@ -202,6 +202,10 @@ def _checked(limit: Limit, label: str) -> Limit:
         value = getattr(limit, key)
         if value is not None and (value < 0 or not math.isfinite(value)):
             raise UsageError(f"{label}: {key} must be a finite number >= 0 (it is the allowed worsening)")
+    for key in ("min", "max"):
+        value = getattr(limit, key)
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{label}: {key} must be a finite number (a bound on the new value)")
     return limit
 
 
