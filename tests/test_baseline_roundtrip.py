@@ -97,3 +97,14 @@ def test_diff_accepts_paths(tmp_path, profile):
     result = diff(baseline_path, str(bundle_path))
     assert set(result.metrics["status"]) == {"unchanged"}
     assert "<code>training</code>" in result._repr_html_()
+
+
+def test_baseline_of_a_baseline_with_a_malformed_table_list(tmp_path, profile):
+    """A hand-edited 'tables' entry that is not a list of names does not break re-baselining."""
+    first = write_baseline(profile, tmp_path / "a.json")
+    document = json.loads(first.read_text())
+    document["tables"] = 5
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(document))
+    again = json.loads(write_baseline(read_baseline(edited), tmp_path / "b.json").read_text())
+    assert again["tables"] == [] and again["metrics"] == document["metrics"]

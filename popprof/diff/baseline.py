@@ -114,7 +114,7 @@ def parse_baseline(document: object, path: str | os.PathLike[str] = "<baseline>"
         raise InputError(path, "baseline has no \"metrics\" object", "write it again with `popprof baseline`")
     meta: dict[str, object] = {META_FORMAT: version, "source_format": "baseline",
                                "baseline.tool_version": document.get("tool_version", ""),
-                               "baseline.tables": json.dumps(document.get("tables", []))}
+                               "baseline.tables": json.dumps(_names(document.get("tables")))}
     for name, entry in metrics.items():
         value = entry.get("value") if isinstance(entry, dict) else entry
         if value is None:
@@ -131,6 +131,11 @@ def parse_baseline(document: object, path: str | os.PathLike[str] = "<baseline>"
     name = str(document.get("profile") or Path(path).stem)
     tables = {"target": pd.DataFrame([target_row])}
     return Profile(name, tables, source=str(path), metadata=meta)
+
+
+def _names(value: object) -> list[str]:
+    """The table names a baseline lists (anything else than a list of strings counts as none)."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def read_baseline(path: str | os.PathLike[str]) -> Profile:
