@@ -177,6 +177,8 @@ def test_unknown_capacity_draws_no_capacity_line(one_ipu):
     assert not [ln for ln in ax.lines if str(ln.get_gid()).startswith(("capacity", "threshold:"))]
     np.testing.assert_array_equal(patches_by_label(ax)["gaps"].get_data().values,
                                   tiles["bytes_incl_gaps"].to_numpy(float))
+    with pytest.raises(UsageError, match="no tile capacity"):
+        tile_map(profile)  # fill ratios need a capacity
     # per-tile capacities stand in for the target's
     tiles["capacity_bytes"] = CAP
     profile.set_table("tiles", tiles)

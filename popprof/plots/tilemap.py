@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import MissingTableError
+from ..errors import MissingTableError, UsageError
 from ..profile import Profile
 from ._common import headroom_thresholds, new_figure, title_of
 
@@ -50,6 +50,9 @@ def mosaic(profile: Profile, column: str = "bytes_incl_gaps") -> tuple[np.ndarra
     cap = profile.target_value("bytes_per_tile")
     if cap is not None:
         capacity = capacity.fillna(float(cap))
+    if capacity.isna().all():  # a blank map titled "0 over capacity" would invent a figure
+        raise UsageError(f"the tile map shows memory / capacity: profile {profile.name!r} gives no tile capacity "
+                         "(target bytes_per_tile or tiles.capacity_bytes); plot --kind memory instead")
     fill = (tiles[column].astype("float64") / capacity).to_numpy()
     ipu = tiles["ipu"].to_numpy().astype(np.int64)
     in_ipu = tiles["tile_in_ipu"].to_numpy().astype(np.int64)
