@@ -150,3 +150,15 @@ def test_depth_beyond_int16_is_clamped_not_wrapped(tmp_path: Path, pva_double) -
     depth = p.events["depth"]
     assert depth.min() == 0 and depth.max() == 32_767        # int16 saturates; a wrap would go negative
     assert (depth.iloc[:32_768].to_numpy() == range(32_768)).all()
+
+
+def test_double_trace_lookups_by_pid_and_tid(tmp_path: Path, pva_double) -> None:
+    trace = pva_double.openTrace(_many_threads_trace(tmp_path / "x.pvti"))
+    assert [p.pid for p in trace.processes] == [7, 8] and len(trace.process(7).threads) == 41
+    thread = trace.process(7).thread(3)
+    assert thread.tid == 3 and [e.label for e in thread.events] == ["Engine::run(main)", "host work"]
+    assert [c.label for c in thread.events[0].children()] == ["StreamCopy in", "marker", "Sync"]
+    with pytest.raises(IndexError, match="no process 9"):
+        trace.process(9)
+    with pytest.raises(IndexError, match="no thread 5"):
+        trace.process(8).thread(5)

@@ -73,10 +73,7 @@ class Process:
         self.threads = _List(threads)
 
     def thread(self, tid: int) -> Thread:
-        for t in self.threads:
-            if t.tid == tid:
-                return t
-        raise IndexError(f"no thread {tid}")
+        return _find(self.threads, "tid", tid)
 
 
 class Trace:
@@ -84,10 +81,15 @@ class Trace:
         self.processes = _List(processes)
 
     def process(self, pid: int) -> Process:
-        for p in self.processes:
-            if p.pid == pid:
-                return p
-        raise IndexError(f"no process {pid}")
+        return _find(self.processes, "pid", pid)
+
+
+def _find(items: _List, key: str, value: int):
+    """The item whose ``key`` attribute equals ``value`` (``process(pid)`` / ``thread(tid)``)."""
+    for item in items:
+        if getattr(item, key) == value:
+            return item
+    raise IndexError(f"no {'process' if key == 'pid' else 'thread'} {value}")
 
 
 def _build_events(rows: list, cls: type) -> list:
