@@ -426,3 +426,22 @@ def test_a_worker_is_used_only_with_an_idle_core(monkeypatch, cores, load, expec
     monkeypatch.setattr(pop.os, "cpu_count", lambda: cores)
     monkeypatch.setattr(pop.os, "getloadavg", lambda: (load, load, load))
     assert pop._idle_workers() == expected
+
+
+@pytest.mark.parametrize("clock, arch", [(1.33e9, "ipu2"), (1.85e9, "bow"), (1.5e9, None)])
+def test_architecture_inferred_like_the_other_readers_when_pva_lacks_it(pva_double, written, monkeypatch,
+                                                                        clock, arch):
+    _, paths = written
+    open_report = pva_double.openReport
+
+    def without_architecture(*args):
+        report = open_report(*args)
+        del report.compilation.target.architecture
+        report.compilation.target.clockFrequency = clock
+        return report
+
+    monkeypatch.setattr(pva_double, "openReport", without_architecture)
+    profile = pop.read(paths["single"])
+    assert (profile.target_value("tiles_per_ipu"), profile.target_value("bytes_per_tile")) == (1472, 638_976)
+    assert profile.target_value("ipu_arch") == arch  # Mk2 sizes; the clock tells Mk2 from Bow, else unknown
+    assert "compilation.target.architecture" in json.loads(profile.meta["pop.missing_attributes"])

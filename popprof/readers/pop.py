@@ -31,6 +31,7 @@ from ..errors import InputError, PopprofError, SdkMissingError, UsageError
 from ..profile import Profile
 from ..schema import category_of_program_type
 from ..sources import source_metadata
+from .text_summary import infer_arch
 
 FORMAT = "pop"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -229,7 +230,11 @@ class _Builder:
         bytes_per_tile = get(t, "bytesPerTile", "compilation.target.bytesPerTile")
         clock = get(t, "clockFrequency", "compilation.target.clockFrequency")
         arch = get(t, "architecture", "compilation.target.architecture")
-        arch = _type_name(arch).lower() if arch is not None else _guess_arch(tiles_per_ipu, bytes_per_tile, clock)
+        if arch is not None:
+            arch = _type_name(arch).lower()
+        else:  # the same inference as the text summary and SDK 1.x readers (reference facts, section 6)
+            arch = infer_arch(int(tiles_per_ipu), None if bytes_per_tile is None else int(bytes_per_tile),
+                              None if clock is None else float(clock))
         ttype = get(t, "type", "compilation.target.type")
         return pd.DataFrame([{
             "source_format": FORMAT, "ipu_arch": arch, "target_type": None if ttype is None else _type_name(ttype),
@@ -775,14 +780,6 @@ def _layer(value: object) -> str | None:
 def _nullable(values: np.ndarray, dtype: str = "Int64") -> pd.api.extensions.ExtensionArray:
     """An integer column with the ``_MISSING_INT`` sentinel turned into missing values."""
     return pd.arrays.IntegerArray(values.astype(dtype.lower(), copy=False), values == _MISSING_INT)
-
-
-def _guess_arch(tiles_per_ipu: object, bytes_per_tile: object, clock: object) -> str | None:
-    if tiles_per_ipu == 1216:
-        return "ipu1"
-    if tiles_per_ipu == 1472:
-        return "bow" if clock and float(clock) > 1.7e9 else "ipu2"
-    return None
 
 
 def _app_files(path: Path) -> list[Path]:
