@@ -34,6 +34,18 @@ class UsageError(PopprofError):
     """Bad options or arguments."""
 
 
+class OutputError(PopprofError):
+    """An output path cannot be written (missing permission, a file where a directory is needed, disk full).
+
+    The message names the output the user asked for, never a temporary file.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: cannot write the output ({problem}); choose another path")
+
+
 class SdkMissingError(InputError):
     """The Poplar SDK's ``pva`` module is needed but cannot be imported."""
 
