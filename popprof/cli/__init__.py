@@ -6,6 +6,7 @@ Exit codes: 0 fine, 1 findings or regressions at or above ``--fail-on``,
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -15,6 +16,9 @@ import click
 from .. import __version__
 from ..errors import PopprofError
 from ..progress import set_quiet
+
+#: exit code when stdout is closed before all output was written (128 + SIGPIPE, as a shell reports it).
+EXIT_BROKEN_PIPE = 141
 
 #: command name -> module under popprof.cli that defines a click command of that name.
 COMMANDS: dict[str, str] = {
@@ -91,8 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("popprof: aborted", err=True)
         return 130
     except BrokenPipeError:
-        sys.stderr.close()
-        return 0
+        return _broken_pipe()
+    except SystemExit as exc:
+        if isinstance(sys.stdout, click.utils.PacifyFlushWrapper):  # click's way of reporting a closed stdout
+            return _broken_pipe()
+        raise exc
+    except OSError as exc:
+        if os.environ.get("POPPROF_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        click.echo(f"popprof: error: {where}{exc.strerror or exc}", err=True)
+        return 2
     except Exception as exc:  # last resort: one line, not a traceback
         if os.environ.get("POPPROF_DEBUG"):
             raise
@@ -101,6 +114,18 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     # click returns an Exit's code (e.g. 1 for findings) instead of raising it when not standalone
     return code if isinstance(code, int) else 0
+
+
+def _broken_pipe() -> int:
+    """stdout was closed early (``popprof ... | head``): stay silent and exit like a process killed by SIGPIPE.
+
+    128 + SIGPIPE (141) is what a shell reports for ``cat big | head``; it cannot be mistaken
+    for 0 (all output delivered) or 1 (findings), since the verdict may not have been reached.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no "Exception ignored" when Python flushes stdout at exit
+    return EXIT_BROKEN_PIPE
 
 
 def run() -> None:
