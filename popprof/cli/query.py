@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..errors import UsageError
-from .common import engine_option, format_option, load_profiles
+from .common import engine_option, format_option, load_one_profile
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..profile import Profile
 
 
-def run_query(profile, sql: str):
-    """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame."""
+def run_query(profile: Profile, sql: str) -> pd.DataFrame:
+    """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame.
+
+    The connection is in memory with file-system access switched off: a query reads the
+    profile's tables and writes nothing (``COPY ... TO`` cannot overwrite an input).
+    """
     import duckdb
 
-    con = duckdb.connect()
+    con = duckdb.connect(config={"enable_external_access": False})
     try:
         for name, frame in profile.tables.items():
             con.register(name, frame)
@@ -30,19 +41,18 @@ def run_query(profile, sql: str):
 @click.argument("sql")
 @engine_option()
 @format_option("table", "csv", "json", default="table")
-@click.option("--limit", type=int, default=200, show_default=True, help="Rows to print in table format.")
+@click.option("--limit", type=click.IntRange(0, None), default=200, show_default=True,
+              help="Rows to print in table format.")
 def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int) -> None:
     """Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).
 
     \b
     Examples:
-      popprof query p.popprof "SELECT category, sum(cycles) AS cycles FROM steps GROUP BY 1 ORDER BY 2 DESC"
-      popprof query p.popprof "SELECT tile, bytes_incl_gaps FROM tiles ORDER BY 2 DESC LIMIT 5" --format csv
+      popprof query p.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1 ORDER BY 2 DESC"
+      popprof query p.popprof "SELECT tile, bytes_incl_gaps FROM tiles ORDER BY 2 DESC LIMIT 5" \\
+        --format csv
     """
-    profiles = load_profiles(path, engine)
-    if len(profiles) > 1:
-        raise UsageError(f"{path} holds several profiles ({', '.join(profiles)}); pick one with --engine")
-    result = run_query(next(iter(profiles.values())), sql)
+    result = run_query(load_one_profile(path, engine), sql)
     if fmt == "csv":
         click.echo(result.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -51,6 +61,11 @@ def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int)
         import pandas as pd
 
         with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-            click.echo(result.head(limit).to_string(index=False))
-            if len(result) > limit:
+            if result.empty or limit == 0:  # pandas would print "Empty DataFrame ..." here
+                click.echo("  ".join(map(str, result.columns)))
+            else:
+                click.echo(result.head(limit).to_string(index=False))
+            if not len(result):
+                click.echo("(no rows)")
+            elif len(result) > limit:
                 click.echo(f"... {len(result) - limit:,} more rows (use --limit or --format csv)")
