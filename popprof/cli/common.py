@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import InputError, UsageError
 from ..profile import Profile
 from ..readers import open_all
 
@@ -28,12 +29,28 @@ def load_profiles(path: str | Path, engine: str | None = None, **options: object
     """Open a path into profiles by name, keeping only ``engine`` when given."""
     profiles = open_all(path, **options)
     if engine is not None:
-        if engine not in profiles:
-            from ..errors import InputError
-
-            raise InputError(path, f"no engine {engine!r}; found: {', '.join(profiles)}")
-        profiles = {engine: profiles[engine]}
+        profiles = select_engine(path, profiles, engine)
     return profiles
+
+
+def select_engine(path: str | Path, profiles: dict[str, Profile], engine: str) -> dict[str, Profile]:
+    """The one profile named ``engine`` among ``profiles`` (read from ``path``); InputError when absent."""
+    if engine not in profiles:
+        raise InputError(path, f"no engine {engine!r}; found: {', '.join(profiles)}")
+    return {engine: profiles[engine]}
+
+
+def load_one_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
+    """Open a path that must give a single profile (``engine`` picks one of a run directory).
+
+    Commands that work on one profile (query, baseline, timeline, plot) raise
+    UsageError naming the engines found when the path holds several.
+    """
+    profiles = load_profiles(path, engine, **options)
+    if len(profiles) > 1:
+        raise UsageError(f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); "
+                         "pick one with --engine NAME")
+    return next(iter(profiles.values()))
 
 
 def echo_json(data: object) -> None:

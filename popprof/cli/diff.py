@@ -7,17 +7,17 @@ from pathlib import Path
 import click
 
 from ..atomic import refuse_overwriting_inputs, write_text_atomic
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 from ..profile import Profile
 from ..progress import progress
 from ..readers import open_all
-from .common import engine_option, format_option
+from .common import engine_option, format_option, select_engine
 
 
 def _one_profile(path: str, engine: str | None) -> Profile:
     profiles = _open(path, engine)
     if len(profiles) != 1:
-        raise UsageError(f"{path}: holds several profiles ({', '.join(profiles)}); pick one with --engine NAME")
+        raise UsageError(f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine NAME")
     return next(iter(profiles.values()))
 
 
@@ -25,9 +25,7 @@ def _open(path: str, engine: str | None) -> dict[str, Profile]:
     """Profiles of ``path``; ``engine`` picks one when the path holds several (a single profile is kept as is)."""
     profiles = open_all(path)
     if engine is not None and len(profiles) > 1:
-        if engine not in profiles:
-            raise InputError(path, f"no engine {engine!r}; found: {', '.join(profiles)}")
-        profiles = {engine: profiles[engine]}
+        profiles = select_engine(path, profiles, engine)
     return profiles
 
 

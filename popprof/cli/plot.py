@@ -8,7 +8,7 @@ import click
 
 from ..atomic import refuse_overwriting_inputs
 from ..errors import UsageError
-from .common import engine_option, load_profiles
+from .common import engine_option, load_one_profile, load_profiles
 
 PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline")
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -68,10 +68,7 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
     from ..htmlreport import run_checks
     from ..plots import plot
 
-    profiles = load_profiles(path, engine)
-    if len(profiles) > 1:
-        raise UsageError(f"{path} holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine")
-    profile = next(iter(profiles.values()))
+    profile = load_one_profile(path, engine)
     config = _config(config_file)
     findings = run_checks(profile, config) if kind in ("memory", "execution", "timeline") else None
     options = {"ipu": ipu} if kind == "execution" and ipu is not None else {}

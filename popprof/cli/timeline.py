@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .common import engine_option, load_profiles
+from .common import engine_option, load_one_profile
 
 
 @click.command("timeline")
@@ -51,10 +51,7 @@ def timeline_command(path: Path, output: Path, engine: str | None, with_args: bo
     options: dict[str, object] = {"with_args": with_args}
     if mapping is not None:
         options["device_map"] = mapping
-    profiles = load_profiles(path, engine, **options)
-    if len(profiles) > 1:
-        raise UsageError(f"{path} holds several profiles ({', '.join(profiles)}); pick one with --engine NAME")
-    profile = next(iter(profiles.values()))
+    profile = load_one_profile(path, engine, **options)
     if not (profile.has("events") or profile.has("steps")):
         raise UsageError(f"{path}: nothing to put on a timeline (no trace events and no execution steps)")
     stats = write_timeline(profile, output)
