@@ -17,7 +17,13 @@ def set_quiet(quiet: bool) -> None:
 
 def enabled() -> bool:
     """True when progress should be drawn: stderr is a terminal and not quiet."""
-    return not _quiet and sys.stderr.isatty()
+    stream = sys.stderr
+    if _quiet or stream is None:  # stderr is None under pythonw and some embedders
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 @contextlib.contextmanager
