@@ -4,7 +4,8 @@ The file is read in blocks (:data:`BLOCK` bytes), each cut before an object key 
 element so no string is split. In a block without escaped quotes, numpy finds the quote
 positions; a zero-copy pyarrow array over the block's strings is dictionary-encoded
 (:func:`encode`, GIL-free, run on worker threads ahead of the main thread), each DISTINCT
-string is decided once and cached, and only the strings that change are spliced back, so
+string in each context (an object key, the value of a given key, anything else) is decided
+once and cached, and only the strings that change are spliced back, so
 numbers, punctuation and kept strings pass through byte for byte. Blocks holding escaped
 quotes use a regex tokenizer (slower, same decisions). Decisions and what is learned from
 a block (thread/process names, user names) are applied in block order, so the output does
@@ -90,7 +91,7 @@ class ChromeRedactor:
         self.r = redactor
         self.name_kind: dict[str, str] = {}
         self.cache: dict[bytes, bytes] = {}
-        self.inner: dict[bytes, bytes] = {}
+        self.inner: dict[tuple[bytes, int, bytes | None], bytes] = {}
 
     # -- decisions ----------------------------------------------------------
     def _name(self, value: str) -> str:
@@ -135,16 +136,18 @@ class ChromeRedactor:
         self.cache[token] = out
         return out
 
-    def _miss(self, content: bytes, before: bytes, after: bytes, key: bytes | None) -> bytes:
-        """Redact one string's content (without quotes) knowing its neighbours: the text before and
-        after it and, when it is a value, the content of its key."""
-        found = self.inner.get(content)
+    def _decide(self, content: bytes, role: int, key: bytes | None) -> bytes:
+        """Redact one string's content (without quotes) in its context: ``role`` is :data:`_KEY`,
+        :data:`_TEXT` or :data:`_VALUE` (then ``key`` is the content of its key). Cached per
+        (content, context): the same string can be an event name in one place and free text in another."""
+        ctx = (content, role, key)
+        found = self.inner.get(ctx)
         if found is not None:
             return found
         value = _decode(b'"' + content + b'"')
-        if after.lstrip().startswith(b":"):
+        if role == _KEY:
             new = self._key(value)
-        elif before.rstrip().endswith(b":") and key is not None:
+        elif role == _VALUE and key is not None:
             key_text = _decode(b'"' + key + b'"')
             if key_text in ("name", "cat"):
                 self.r.expect("chan" if key_text == "cat" else self.name_kind.get(value, "evt"), value)
@@ -152,7 +155,7 @@ class ChromeRedactor:
         else:
             new = self.r.text(value)
         out = content if new == value else _encode(new)[1:-1]
-        self.inner[content] = out
+        self.inner[ctx] = out
         return out
 
     def _key(self, key: str) -> str:
@@ -245,33 +248,33 @@ class ChromeRedactor:
         return memoryview(block)[:cut], block[cut:] + rest, lessons
 
     def finish(self, work: memoryview, enc: _Encoded) -> bytes:
-        """Decide each new distinct string (in block order) and rebuild the block with the replacements."""
+        """Decide each new (string, context) in block order and rebuild the block with the replacements."""
         block = enc.block
         if enc.codes is None:
             return bytes(work)
         starts, ends, codes, values = enc.starts, enc.ends, enc.codes, enc.values
-        inner = self.inner
-        missing = [i for i, v in enumerate(values) if v not in inner]
-        if missing:
-            first = np.empty(len(values), dtype=np.int64)
-            first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1, dtype=np.int64)
-            for i in missing:
-                j = int(first[i])
-                before = block[int(ends[j - 1]) + 1: int(starts[j]) - 1] if j else block[: int(starts[j]) - 1]
-                after = block[int(ends[j]) + 1: int(starts[j + 1]) - 1] if j + 1 < len(starts) else \
-                    block[int(ends[j]) + 1:]
-                key = bytes(block[int(starts[j - 1]): int(ends[j - 1])]) if j else None
-                self._miss(values[i], bytes(before), bytes(after), key)
-        new = [inner[v] for v in values]
-        if len(inner) > CACHE_LIMIT:  # bounded memory for traces with millions of unique strings
-            inner.clear()
-        changed = np.fromiter((a is not b and a != b for a, b in zip(new, values, strict=True)), dtype=bool,
-                              count=len(values))
+        role, key_code = _roles(block, starts, ends, codes)
+        # one unit per distinct (content, role, key content): the decision depends on all three
+        unit = codes.astype(np.int64) * (len(values) + 2) + np.where(role == _VALUE, key_code + 2, role)
+        units, first, inverse = np.unique(unit, return_index=True, return_inverse=True)
+        decide = self._decide
+        contents = [values[c] for c in codes[first].tolist()]
+        roles = role[first].tolist()
+        keys = [values[k] if k >= 0 else None for k in key_code[first].tolist()]
+        order = np.argsort(first, kind="stable").tolist()  # decide in block order (expect / learn order)
+        new: list = [None] * len(units)
+        for i in order:
+            new[i] = decide(contents[i], roles[i], keys[i])
+        if len(self.inner) > CACHE_LIMIT:  # bounded memory for traces with millions of unique strings
+            self.inner.clear()
+        changed = np.fromiter((a is not b and a != b for a, b in zip(new, contents, strict=True)), dtype=bool,
+                              count=len(units))
         if not changed.any():
             return bytes(work)
-        occ = np.flatnonzero(changed[codes])
+        inverse = inverse.ravel()
+        occ = np.flatnonzero(changed[inverse])
         gaps = _spans(enc.buffer, len(block), starts[occ], ends[occ])
-        repl = pa.array(new, pa.large_binary()).take(pa.array(codes[occ]))
+        repl = pa.array(new, pa.large_binary()).take(pa.array(inverse[occ]))
         m = len(gaps)
         perm = np.arange(m, dtype=np.int64)
         perm[1::2] = m + np.arange(len(occ), dtype=np.int64)
@@ -314,6 +317,33 @@ def encode(work: memoryview) -> _Encoded:
     encoded = pc.dictionary_encode(inside)
     return _Encoded(work, buffer, starts, ends, encoded.indices.to_numpy(zero_copy_only=False),
                     encoded.dictionary.to_pylist(), tail)
+
+
+#: Roles of a string in a block: an object key, a value (of the preceding key), anything else.
+_KEY, _TEXT, _VALUE = 0, 1, 2
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(b" \t\r\n")] = True
+
+
+def _roles(block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per string of a block (content spans ``starts``/``ends``, quotes just outside): its role and, for a
+    value, the dictionary code of its key (else -1). A key is followed by ``:``; a value follows ``:``."""
+    data = np.frombuffer(block, dtype=np.uint8)
+    solid = np.flatnonzero(~_SPACE[data])  # positions of non-whitespace bytes
+    after = np.searchsorted(solid, ends + 1)  # first non-space byte after the closing quote
+    colon_after = np.zeros(len(starts), dtype=bool)
+    has = after < len(solid)
+    colon_after[has] = data[solid[after[has]]] == 0x3A
+    before = np.searchsorted(solid, starts - 1) - 1  # last non-space byte before the opening quote
+    colon_before = np.zeros(len(starts), dtype=bool)
+    ok = before >= 0
+    colon_before[ok] = data[solid[before[ok]]] == 0x3A
+    colon_before[0] = False  # the first string of a block has no key before it in the block
+    role = np.where(colon_after, _KEY, np.where(colon_before, _VALUE, _TEXT)).astype(np.int64)
+    key_code = np.full(len(starts), -1, dtype=np.int64)
+    value = role == _VALUE
+    key_code[value] = codes[np.flatnonzero(value) - 1]
+    return role, key_code
 
 
 def _spans(buffer: pa.Buffer, size: int, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
@@ -361,7 +391,9 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
 
     engine = ChromeRedactor(redactor)
     reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
-    writer = gzip.open(tmp_out, "wb", compresslevel=3) if gz else open(tmp_out, "wb")  # noqa: SIM115
+    raw = open(tmp_out, "wb")  # noqa: SIM115
+    # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
+    writer = gzip.GzipFile(filename="", mode="wb", compresslevel=3, fileobj=raw, mtime=0) if gz else raw
     read = written = 0
     queue: deque = deque()
 
@@ -376,7 +408,7 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
                 writer.write(out)
                 written += len(out)
 
-    with reader, writer, ThreadPoolExecutor(max(1, workers)) as pool:
+    with raw, reader, writer, ThreadPoolExecutor(max(1, workers)) as pool:
         carry = b""
         while True:
             block = reader.read(BLOCK)
