@@ -321,3 +321,22 @@ def test_profile_pop_without_the_sdk_is_one_line(tmp_path):
                           env=env, cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"popprof: error: {pop}: reading this file needs the Poplar SDK")
+
+
+def test_a_python_warning_is_one_line_on_stderr(cli, monkeypatch):
+    """Library warnings used to print two lines with a source path (e.g. matplotlib's xlim warning)."""
+    import warnings
+
+    import popprof.cli.summary as summary_cli
+
+    real = summary_cli.summarise
+
+    def noisy(profile):
+        warnings.warn("Attempting to set identical low and high xlims\n  makes it singular", UserWarning,
+                      stacklevel=1)
+        return real(profile)
+
+    monkeypatch.setattr(summary_cli, "summarise", noisy)
+    out, err = cli("summary", FIXTURES / "mk2_training.popprof", "--format", "json")
+    assert json.loads(out)["profile"] == "mk2_training"
+    assert err == "popprof: warning: Attempting to set identical low and high xlims makes it singular\n"

@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import os
 import sys
+import warnings
 
 import click
 
@@ -81,6 +82,20 @@ def cli(quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI, mapping expected errors to one line and exit code 2."""
+    with warnings.catch_warnings():
+        if not os.environ.get("POPPROF_DEBUG"):
+            warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: object = None, line: str | None = None) -> None:
+    """A Python warning (from popprof or a library) as one line on stderr, without the source line."""
+    text = " ".join(str(message).split())
+    click.echo(f"popprof: warning: {text}", err=True)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         code = cli.main(args=argv, prog_name="popprof", standalone_mode=False)
     except PopprofError as exc:
