@@ -96,6 +96,12 @@ def test_device_gaps_share_exactly_at_warning():
     assert "no host event was recorded during the gaps" in f.message
 
 
+def test_no_gap_passes_even_with_a_zero_threshold():
+    device = [("k", "compute", 0.0, 100.0), ("k", "compute", 100.0, 100.0)]  # back to back: no gap at all
+    found = gaps(trace(device, []), warning=0.0, min_gap_us=0.0)
+    assert found.items == [] and found.evaluated == ["host.device-gaps"]
+
+
 def test_leading_and_trailing_idle_are_excluded():
     device = [("k", "compute", 5000.0, 100.0), ("k", "compute", 5100.0, 100.0)]
     host = [(1, None, 0, 1, "startup", 0.0, 5000.0), (2, None, 0, 1, "shutdown", 5200.0, 9000.0)]

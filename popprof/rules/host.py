@@ -76,6 +76,8 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     gs, ge = activity.busy_end[:-1], activity.busy_start[1:]
     keep = (ge - gs) >= params["min_gap_us"]
     gs, ge = gs[keep], ge[keep]
+    if len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
+        return []
     idle = float((ge - gs).sum())
     share = idle / span
     severity, threshold = band(share, params["warning"], params["error"])
