@@ -174,3 +174,10 @@ def test_trace_is_used_when_the_steps_have_no_cycles():
     assert share.value == pytest.approx(0.30) and "device time in the trace" in share.message
     (phase,) = found.by_rule("exchange.phases")
     assert phase.where["time_us"] == (50.0, 100.0) and phase.value == pytest.approx(0.6)
+
+
+def test_max_phases_below_one_is_not_evaluated():
+    found = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=0)
+    assert found.items == [] and "max_phases must be at least 1" in dict(found.not_evaluated)["exchange.phases"]
+    one = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=1)
+    assert len(one) == 1 and "1 smaller phase(s) not listed" in one.items[0].message

@@ -198,6 +198,8 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
       params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 5},
       advice=ADVICE_PHASES)
 def phases(profile: Profile, params: dict) -> list[Finding]:
+    if int(params["max_phases"]) < 1:
+        raise NotEvaluated("parameter max_phases must be at least 1")
     return _from_each_source(profile, params, _steps_phases, _trace_phases)
 
 
