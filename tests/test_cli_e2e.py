@@ -340,3 +340,12 @@ def test_a_python_warning_is_one_line_on_stderr(cli, monkeypatch):
     out, err = cli("summary", FIXTURES / "mk2_training.popprof", "--format", "json")
     assert json.loads(out)["profile"] == "mk2_training"
     assert err == "popprof: warning: Attempting to set identical low and high xlims makes it singular\n"
+
+
+def test_redact_refuses_one_file_for_report_and_mapping(cli, tmp_path):
+    """Both used to be written to the same path, one silently replacing the other."""
+    _, err = cli("redact", FIXTURES / "traces/training_loop.json", "-o", tmp_path / "r.json", "--key-file",
+                 _key(tmp_path), "--report", tmp_path / "same.json", "--mapping-out", tmp_path / "same.json",
+                 expect=2)
+    assert "--report and --mapping-out" in err
+    assert not (tmp_path / "same.json").exists() and not (tmp_path / "r.json").exists()

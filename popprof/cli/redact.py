@@ -48,6 +48,8 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
 
     if report_out is not None and report_out.resolve() == out.resolve():
         raise UsageError("--report must differ from the output")
+    if report_out is not None and mapping_out is not None and report_out.resolve() == mapping_out.resolve():
+        raise UsageError("--report and --mapping-out must be different files (one would overwrite the other)")
     policy = build_policy(policy_file, keep, drop)
     input_kind(source)
     check_paths(source, out)
