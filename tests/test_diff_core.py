@@ -326,6 +326,7 @@ def test_unknown_figures_are_missing_not_zero(base):
         assert metric_row(result, name)["status"] == "missing_new", name
     cycles = result.metrics[result.metrics["name"].str.startswith("execution.cycles.")]
     assert len(cycles) == 6 and set(cycles["status"]) == {"missing_new"}
+    assert result.programs.empty and "new profile lacks step cycles" in result.unavailable["programs"]
 
 
 def test_fullest_tile_and_liveness_peak_found_by_position_whatever_the_index(base):

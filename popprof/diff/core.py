@@ -377,8 +377,12 @@ def _diff_named(base: Profile, new: Profile, table: str, totals, tolerance: floa
                 unavailable: dict[str, str], section: str) -> pd.DataFrame:
     bt, nt = base.get(table), new.get(table)
     missing = [side for side, t in (("base", bt), ("new", nt)) if t is None or t.empty]
-    if missing:
+    if not missing and table == "steps":  # steps without any known cycles: totals unknown, not 0
+        missing = [side for side, t in (("base", bt), ("new", nt)) if not t["cycles"].notna().any()]
+        reason = f"{_lacking(missing)} step cycles (steps.cycles are all missing)" if missing else ""
+    elif missing:
         reason = f"{_lacking(missing)} {_a(table)} table ({NEEDS_HINT.get(table, '')})"
+    if missing:
         unavailable[section] = reason
         return pd.DataFrame({c: pd.Series(dtype="str" if c in ("name", "status") else "float64")
                              for c in NAMED_COLUMNS})
