@@ -150,3 +150,14 @@ def test_liveness_with_unknown_always_live_says_so(profile):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "always-live: unknown (not drawn)" in labels and not any(t.startswith("always-live (") for t in labels)
     assert labels[-1].startswith("not-always-live peak = ")
+
+
+def test_execution_without_known_cycles_is_an_error_not_a_flat_plot(profile):
+    from popprof.errors import UsageError
+
+    blind = profile.copy("blind")
+    steps = blind.steps.copy()
+    steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
+    blind.set_table("steps", steps)
+    with pytest.raises(UsageError, match="no cycles"):
+        execution(blind)

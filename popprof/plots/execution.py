@@ -88,6 +88,10 @@ def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[
     ``phases`` adds plain ``(first_step, last_step)`` ranges (labelled
     ``flagged``). Shaded spans cover ``first`` to ``last + 1`` on the step axis.
     """
+    if profile.has("steps") and not profile.steps["cycles"].notna().any():  # an all-zero plot would mislead
+        from ..errors import UsageError
+
+        raise UsageError(f"profile {profile.name!r}: the execution steps have no cycles to plot")
     per_step = step_cycles(profile, ipu)
     if per_step.empty:
         from ..errors import MissingTableError
