@@ -349,3 +349,29 @@ def test_redact_refuses_one_file_for_report_and_mapping(cli, tmp_path):
                  expect=2)
     assert "--report and --mapping-out" in err
     assert not (tmp_path / "same.json").exists() and not (tmp_path / "r.json").exists()
+
+
+OPTION_FILES = [
+    ("check", "{src}", "--fail-on", "never", "--config", "{opt}", "-o", "{opt}"),
+    ("diff", "{src}", "{src}", "--budget", "{opt}", "-o", "{opt}"),
+    ("diff", "{src}", "{src}", "--config", "{opt}", "-o", "{opt}"),
+    ("report", "{src}", "--no-plots", "--config", "{opt}", "-o", "{opt}"),
+    ("redact", "{trace}", "-o", "{tmp}/r.json", "--key-file", "{opt}", "--mapping-out", "{opt}"),
+    ("redact", "{trace}", "-o", "{tmp}/r.json", "--key-file", "{key}", "--policy", "{opt}", "--report", "{opt}"),
+    ("redact", "{trace}", "-o", "{opt}", "--key-file", "{opt}"),
+]
+
+
+@pytest.mark.parametrize("args", OPTION_FILES, ids=[" ".join(a[0:1] + a[-2:-1]) + str(i)
+                                                    for i, a in enumerate(OPTION_FILES)])
+def test_an_output_never_overwrites_a_config_budget_policy_or_key_file(cli, tmp_path, args):
+    """The key file used to be replaced by the pseudonym map, the config by the findings report."""
+    opt = tmp_path / "opt.toml"
+    opt.write_text("0123456789abcdef0123456789abcdef\n" if "--key-file" in args and "{key}" not in args
+                   else "[tool.popprof.rules]\n")
+    before = opt.read_bytes()
+    values = {"src": FIXTURES / "mk2_training.popprof", "trace": FIXTURES / "traces/training_loop.json",
+              "opt": opt, "tmp": tmp_path, "key": _key(tmp_path)}
+    _, err = cli(*(a.format(**values) for a in args), expect=2)
+    assert "would overwrite the input" in err and str(opt) in err, err
+    assert opt.read_bytes() == before and not (tmp_path / "r.json").exists()

@@ -67,7 +67,7 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
     if output is not None:
-        refuse_overwriting_inputs(output, list(paths))
+        refuse_overwriting_inputs(output, [*paths, config_file])
         if output.resolve().is_dir():
             raise UsageError(f"--output {output} is a directory; give a file name")
     level = _fail_on(fail_on, config)

@@ -86,6 +86,8 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     from ..diff import DEFAULT_TOLERANCE, diff, gate, load_budget
     from ..diff.render import render_many
 
+    if output is not None:  # before any reading: a bad output path fails fast
+        refuse_overwriting_inputs(output, [base, new, budget_file, config_file])
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
     results = []
     with progress("popprof diff: reading", total=None) as advance:
@@ -102,7 +104,6 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     if output is None:
         click.echo(text, nl=False)
     else:
-        refuse_overwriting_inputs(output, [base, new])
         write_text_atomic(output, text)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)

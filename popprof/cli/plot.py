@@ -62,7 +62,7 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:
         raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
-    refuse_overwriting_inputs(output, [path])
+    refuse_overwriting_inputs(output, [path, config_file])
     _use_agg()
     from ..atomic import atomic_path
     from ..htmlreport import run_checks
@@ -101,7 +101,7 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
     """
-    refuse_overwriting_inputs(output, [path])
+    refuse_overwriting_inputs(output, [path, config_file])
     if not no_plots:
         try:
             _use_agg()

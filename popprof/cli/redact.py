@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..atomic import refuse_overwriting_inputs
 from ..errors import UsageError
 
 
@@ -50,6 +51,9 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
         raise UsageError("--report must differ from the output")
     if report_out is not None and mapping_out is not None and report_out.resolve() == mapping_out.resolve():
         raise UsageError("--report and --mapping-out must be different files (one would overwrite the other)")
+    for written in (out, mapping_out, report_out):  # the key and the policy are inputs too: never overwrite them
+        if written is not None:
+            refuse_overwriting_inputs(written, [key_file, policy_file])
     policy = build_policy(policy_file, keep, drop)
     input_kind(source)
     check_paths(source, out)
