@@ -112,7 +112,7 @@ def test_manifest_records_redaction_and_pseudonymises_sources(redacted):
     assert manifest["redacted"]["tool_version"] == popprof.__version__
     assert "scrub" in manifest["redacted"]["policy"]
     assert manifest["sources"][0]["sha256"] == "ab" * 32 and manifest["sources"][0]["size_bytes"] == 1234
-    assert re.fullmatch(r"file_[0-9a-f]{8}\.pop", manifest["sources"][0]["name"])
+    assert re.fullmatch(r"file_[0-9a-f]{12}\.pop", manifest["sources"][0]["name"])
 
 
 def test_the_key_is_never_written(redacted):

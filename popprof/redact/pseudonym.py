@@ -1,11 +1,11 @@
-"""Keyed pseudonyms: ``HMAC-SHA-256(key, kind + NUL + value)`` shortened to a readable ``var_3f9a2c1b``.
+"""Keyed pseudonyms: ``HMAC-SHA-256(key, kind + NUL + value)`` shortened to a readable ``var_3f9a2c1b07de``.
 
 The same key gives the same pseudonym for the same original (so two profiles
 redacted with one key still diff name by name); another key gives unrelated
 pseudonyms. The kind is part of the hashed message, so a variable and a
 program with the same name get unrelated pseudonyms.
 
-Collisions: the short form carries :data:`SHORT_HEX` hex digits (32 bits).
+Collisions: the short form carries :data:`SHORT_HEX` hex digits (48 bits: with 100,000 names of one kind a collision has a chance of about 2 in 100,000).
 When two different originals of one kind meet the same short form within one
 run, the later one gets the long form (:data:`LONG_HEX` digits), so the
 redacted data never merges two names.
@@ -27,8 +27,8 @@ PREFIXES: dict[str, str] = {
     "secret": "secret", "env": "env",
 }
 
-SHORT_HEX = 8
-LONG_HEX = 16
+SHORT_HEX = 12
+LONG_HEX = 24
 KEY_ENV = "POPPROF_REDACT_KEY"
 
 

@@ -27,7 +27,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "urls": ("url",), "secrets": ("secret",), "env": ("env",),
 }
 
-PSEUDONYM_RE = re.compile(r"(?:{})_[0-9a-f]{{8}}(?:[0-9a-f]{{8}})?(?:\.\w{{1,8}})?".format("|".join(sorted(set(PREFIXES.values())))))
+PSEUDONYM_RE = re.compile(r"(?:{})_[0-9a-f]{{12}}(?:[0-9a-f]{{12}})?(?:\.\w{{1,8}})?".format("|".join(sorted(set(PREFIXES.values())))))
 
 _TLDS = ("com|net|org|io|edu|gov|mil|local|internal|lan|corp|intranet|cloud|ai|dev|app|co|uk|de|fr|jp|cn|us|eu|"
          "ca|au|nl|se|ch|fi|be|it|es|arpa|cluster|svc|home")
