@@ -7,7 +7,7 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,8 @@ _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike[str], *, directory: bool = False) -> Iterator[Path]:
+def atomic_path(target: str | os.PathLike[str], *, directory: bool = False,
+                replaceable: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; move it onto ``target`` on success.
 
     With ``directory=True`` the temporary path is an empty directory. On any
@@ -29,9 +30,17 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False) -> I
     When the output cannot be written (no permission, a file where a directory
     is needed, disk full) an :class:`~popprof.errors.OutputError` names
     ``target``, not the temporary file.
+
+    With ``directory=True`` an existing ``target`` is replaced only when it is
+    an empty directory or one that ``replaceable`` accepts (default: it holds a
+    ``manifest.json``, i.e. it is an earlier bundle): ``-o some/existing/dir``
+    must never delete whatever else that directory holds. This is checked
+    before anything is written.
     """
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
+    if directory:
+        _check_replaceable(target, replaceable or _is_bundle_dir)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         if directory:
@@ -56,6 +65,23 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False) -> I
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _is_bundle_dir(path: Path) -> bool:
+    return (path / "manifest.json").is_file()
+
+
+def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> None:
+    from .errors import OutputError
+
+    if not (target.exists() or target.is_symlink()):
+        return
+    if target.is_dir() and not target.is_symlink():
+        if replaceable(target) or not any(target.iterdir()):
+            return
+        raise OutputError(target, "an existing directory that is not a bundle: replacing it would delete what "
+                                  "it holds")
+    raise OutputError(target, "an existing file, where a directory would go")
 
 
 def _move_into_place(tmp: Path, target: Path, parent: Path, directory: bool) -> None:

@@ -375,3 +375,28 @@ def test_an_output_never_overwrites_a_config_budget_policy_or_key_file(cli, tmp_
     _, err = cli(*(a.format(**values) for a in args), expect=2)
     assert "would overwrite the input" in err and str(opt) in err, err
     assert opt.read_bytes() == before and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("command", ["export", "redact"])
+def test_a_bundle_output_never_replaces_a_directory_that_is_not_a_bundle(cli, tmp_path, command):
+    """`popprof export x -o some/dir` used to delete everything in some/dir and put the bundle there."""
+    precious = tmp_path / "work"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work\n")
+    extra = ("--key-file", _key(tmp_path)) if command == "redact" else ()
+    _, err = cli(command, FIXTURES / "mk2_training.popprof", "-o", precious, *extra, expect=2)
+    assert f"{precious}: cannot write the output (an existing directory that is not a bundle" in err
+    assert [p.name for p in precious.iterdir()] == ["thesis.tex"]
+    assert (precious / "thesis.tex").read_text() == "years of work\n"
+
+    afile = tmp_path / "notes.popprof"
+    afile.write_text("a file\n")
+    _, err = cli(command, FIXTURES / "mk2_training.popprof", "-o", afile, *extra, expect=2)
+    assert "an existing file, where a directory would go" in err and afile.read_text() == "a file\n"
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cli(command, FIXTURES / "mk2_training.popprof", "-o", empty, *extra)
+    cli(command, FIXTURES / "mk2_training.popprof", "-o", empty, *extra)  # an earlier bundle is replaced
+    assert (empty / "manifest.json").is_file() and (empty / "tiles.parquet").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
