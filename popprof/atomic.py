@@ -33,9 +33,9 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False,
 
     With ``directory=True`` an existing ``target`` is replaced only when it is
     an empty directory or one that ``replaceable`` accepts (default: it holds a
-    ``manifest.json``, i.e. it is an earlier bundle): ``-o some/existing/dir``
-    must never delete whatever else that directory holds. This is checked
-    before anything is written.
+    ``manifest.json``, or only bundles, i.e. it is an earlier output):
+    ``-o some/existing/dir`` must never delete whatever else that directory
+    holds. This is checked before anything is written.
     """
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
@@ -68,7 +68,11 @@ def atomic_path(target: str | os.PathLike[str], *, directory: bool = False,
 
 
 def _is_bundle_dir(path: Path) -> bool:
-    return (path / "manifest.json").is_file()
+    """A bundle (it holds a manifest.json) or a directory of bundles only (one per engine)."""
+    if (path / "manifest.json").is_file():
+        return True
+    entries = list(path.iterdir())
+    return bool(entries) and all(e.is_dir() and (e / "manifest.json").is_file() for e in entries)
 
 
 def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> None:

@@ -400,3 +400,14 @@ def test_a_bundle_output_never_replaces_a_directory_that_is_not_a_bundle(cli, tm
     cli(command, FIXTURES / "mk2_training.popprof", "-o", empty, *extra)  # an earlier bundle is replaced
     assert (empty / "manifest.json").is_file() and (empty / "tiles.parquet").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_an_earlier_directory_of_bundles_is_replaced(cli, tmp_path):
+    """A run directory redacts to a directory of bundles (one per engine); running it again replaces it."""
+    out = tmp_path / "shared.popprof"
+    for _ in range(2):
+        cli("redact", FIXTURES / "run_dir", "-o", out, "--key-file", _key(tmp_path))
+        assert len([p for p in out.iterdir() if (p / "manifest.json").is_file()]) == 2
+    (out / "README.txt").write_text("mine\n")  # no longer only bundles: kept
+    _, err = cli("redact", FIXTURES / "run_dir", "-o", out, "--key-file", _key(tmp_path), expect=2)
+    assert "not a bundle" in err and (out / "README.txt").read_text() == "mine\n"
