@@ -411,3 +411,14 @@ def test_an_earlier_directory_of_bundles_is_replaced(cli, tmp_path):
     (out / "README.txt").write_text("mine\n")  # no longer only bundles: kept
     _, err = cli("redact", FIXTURES / "run_dir", "-o", out, "--key-file", _key(tmp_path), expect=2)
     assert "not a bundle" in err and (out / "README.txt").read_text() == "mine\n"
+
+
+def test_export_of_one_profile_does_not_replace_a_directory_of_bundles(cli, tmp_path):
+    """`popprof export run_dir/ -o bundles/` then `popprof export one.pop -o bundles/` deleted both bundles."""
+    bundles = tmp_path / "bundles"
+    out, _ = cli("export", FIXTURES / "run_dir", "-o", bundles)
+    assert out.split() == [str(bundles / "inference.popprof"), str(bundles / "training.popprof")]
+    _, err = cli("export", FIXTURES / "run_dir/training/profile.pop", "-o", bundles, expect=2)
+    assert f"-o {bundles / 'training.popprof'}" in err
+    assert sorted(p.name for p in bundles.iterdir()) == ["inference.popprof", "training.popprof"]
+    cli("export", FIXTURES / "run_dir/training/profile.pop", "-o", bundles / "training.popprof")

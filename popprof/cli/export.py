@@ -33,7 +33,11 @@ def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, wi
     profiles = load_profiles(src, engine, tile_cycles=tile_cycles, with_args=with_args)
     target = Path(out)
     if len(profiles) == 1:
-        written = [bundle.write(next(iter(profiles.values())), target, protect=[src])]
+        name, profile = next(iter(profiles.items()))
+        if target.is_dir() and not (target / bundle.MANIFEST).is_file() and any(target.iterdir()):
+            raise UsageError(f"{out}: an existing directory that is not a bundle; write the bundle inside it "
+                             f"with -o {target / (name + '.popprof')}")
+        written = [bundle.write(profile, target, protect=[src])]
     else:
         if target.exists() and not target.is_dir():
             raise UsageError(f"{out}: several profiles need a directory as output")
