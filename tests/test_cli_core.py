@@ -133,3 +133,11 @@ def test_summary_of_steps_without_cycles_says_unknown_not_zero(capsys, sample, t
                                              for p in execution["top_programs"])
     code, text, _ = run(capsys, "summary", str(path))
     assert code == 0 and "busiest IPU n/a cycles" in text
+
+
+def test_a_truncated_trace_reads_with_one_warning_line(capsys, fixtures_dir, tmp_path):
+    cut = tmp_path / "cut.json"
+    cut.write_bytes((fixtures_dir / "traces" / "training_loop.json").read_bytes()[:4000])
+    code, out, err = run(capsys, "summary", str(cut), "--format", "json")
+    assert code == 0 and json.loads(out)["trace"]["events"] > 0
+    assert err.count("\n") == 1 and "read with problems (truncated=" in err

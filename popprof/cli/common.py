@@ -30,7 +30,19 @@ def load_profiles(path: str | Path, engine: str | None = None, **options: object
     profiles = open_all(path, **options)
     if engine is not None:
         profiles = select_engine(path, profiles, engine)
+    for profile in profiles.values():
+        report_read_warnings(profile)
     return profiles
+
+
+def report_read_warnings(profile: Profile) -> None:
+    """One stderr line listing what the reader counted as suspect (``warnings.*`` metadata), if anything."""
+    counted = {k.removeprefix("warnings."): v for k, v in profile.meta.items()
+               if k.startswith("warnings.") and v not in ("", "0")}
+    if counted:
+        details = ", ".join(f"{k}={v}" for k, v in sorted(counted.items()))
+        click.echo(f"popprof: warning: {profile.source or profile.name}: read with problems ({details}); "
+                   "see the profile's metadata", err=True)
 
 
 def select_engine(path: str | Path, profiles: dict[str, Profile], engine: str) -> dict[str, Profile]:
