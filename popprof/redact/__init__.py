@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 
 from .. import __version__
-from ..atomic import atomic_path, write_text_atomic
+from ..atomic import atomic_path, refuse_overwriting_inputs, write_text_atomic
 from ..errors import InputError, UsageError
 from .allowlist import Allowlist
 from .policy import Policy, build_policy
@@ -59,9 +59,7 @@ def input_kind(path: Path) -> str:
 
 def check_paths(source: Path, out: Path) -> None:
     """Refuse an output that is the input, sits inside it, or contains it."""
-    src, dst = source.resolve(), out.resolve()
-    if src == dst or src in dst.parents or dst in src.parents:
-        raise UsageError(f"{out}: output would overwrite or sit inside the input {source}; choose another path")
+    refuse_overwriting_inputs(out, [source])
 
 
 def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) -> tuple[bytes, str]:
