@@ -24,6 +24,7 @@ from .. import metrics as registry
 from ..atomic import refuse_overwriting_inputs, write_text_atomic
 from ..errors import InputError
 from ..profile import Profile
+from ..versioning import check_format
 
 BASELINE_FORMAT = "popprof-baseline"
 FORMAT_VERSION = 1
@@ -101,14 +102,7 @@ def write_baseline(profile: Profile, out: str | os.PathLike[str], *, protect: li
 
 def parse_baseline(document: object, path: str | os.PathLike[str] = "<baseline>") -> Profile:
     """Turn a parsed baseline document into a Profile (target table + metric values in metadata)."""
-    if not isinstance(document, dict) or document.get("format") != BASELINE_FORMAT:
-        raise InputError(path, "not a popprof baseline (no \"format\": \"popprof-baseline\")")
-    version = document.get("format_version")
-    if not isinstance(version, int):
-        raise InputError(path, "baseline has no integer format_version")
-    if version > FORMAT_VERSION:
-        raise InputError(path, f"baseline format version {version} is newer than this popprof supports "
-                               f"({FORMAT_VERSION})", "upgrade popprof: pip install -U popprof")
+    version = check_format(document, path, tag=BASELINE_FORMAT, what="baseline", supported=FORMAT_VERSION)
     metrics = document.get("metrics")
     if not isinstance(metrics, dict):
         raise InputError(path, "baseline has no \"metrics\" object", "write it again with `popprof baseline`")

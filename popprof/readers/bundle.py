@@ -21,6 +21,7 @@ from ..atomic import atomic_path, refuse_overwriting_inputs
 from ..errors import InputError
 from ..profile import Profile
 from ..schema import TABLES
+from ..versioning import check_format
 
 FORMAT = "bundle"
 MANIFEST = "manifest.json"
@@ -42,14 +43,7 @@ def read_manifest(path: Path) -> dict:
         manifest = json.loads(manifest_path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(manifest_path, f"unreadable bundle manifest ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
-        raise InputError(manifest_path, "not a popprof bundle manifest")
-    version = manifest.get("format_version")
-    if not isinstance(version, int):
-        raise InputError(manifest_path, "bundle manifest has no format_version")
-    if version > FORMAT_VERSION:
-        raise InputError(path, f"bundle format version {version} is newer than this popprof supports "
-                               f"({FORMAT_VERSION})", "upgrade popprof: pip install -U popprof")
+    check_format(manifest, manifest_path, tag=BUNDLE_FORMAT, what="bundle manifest", supported=FORMAT_VERSION)
     return manifest
 
 
