@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import os
+import stat
 import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
 
+from .. import limits
 from ..errors import InputError
 from ..profile import Profile
+from . import bounded
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
@@ -64,30 +68,63 @@ def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
             return False
         handle.seek(0)
         decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        budget = limits.get("text-bytes")  # bounded work: a bomb is not worth decompressing to its end
         try:
             while not decompressor.eof and (data := handle.read(block)):
                 while data and not decompressor.eof:  # output is discarded: only the end marker matters
-                    decompressor.decompress(data, block)
+                    budget -= len(decompressor.decompress(data, block))
                     data = decompressor.unconsumed_tail
+                    if budget < 0:
+                        return False
         except zlib.error:
             return False  # corrupt rather than cut off; read_head reports that
         return not decompressor.eof
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic."""
+    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
+
+    Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
+    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`.
+    """
     with open(path, "rb") as handle:
         magic = handle.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        compressed = os.fstat(handle.fileno()).st_size
+    if magic != GZIP_MAGIC:
+        return open(path, "rb")
+    return bounded.buffered(bounded.GzipGuard(gzip.open(path, "rb"), Path(path), compressed))
+
+
+def open_json(path: Path) -> BinaryIO:
+    """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
+    raises :class:`~popprof.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
+    """
+    return guard_json(open_binary(path), path)
+
+
+def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
+    """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
+    return bounded.buffered(bounded.JsonGuard(raw, Path(path)))
+
+
+def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
+    """The whole (gunzipped) content of a text input, within ``text-bytes`` and ``line-bytes``.
+
+    With ``truncate`` (detection) the first ``text-bytes`` bytes, without the line check.
+    """
+    with open_binary(path) as handle:
+        data = bounded.read_limited(handle, Path(path), "text-bytes", truncate=truncate)
+    if not truncate:
+        bounded.check_line_lengths(data, Path(path))
+    return data
 
 
 def detect(path: Path) -> ModuleType:
     """Pick the reader for ``path`` by content; raise InputError when none fits."""
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
+    info = bounded.check_input_file(path)
     head = b""
-    if path.is_file():
-        if path.stat().st_size == 0:
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size == 0:
             raise InputError(path, "the file is empty")
         head = read_head(path)
     for module in reader_modules():

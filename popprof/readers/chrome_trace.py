@@ -46,7 +46,7 @@ from ..progress import progress
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
-from . import open_binary
+from . import guard_json, open_binary, open_json
 
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
@@ -540,10 +540,10 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
 def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
     """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed."""
     try:
-        with open_binary(path) as handle:
+        with open_json(path) as handle:
             return _parse_stream(handle, prefix, with_args, "orjson")
     except (_Unframeable, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
-        with open_binary(path) as handle:
+        with open_json(path) as handle:
             return _parse_stream(handle, prefix, with_args, "ijson")
 
 
@@ -629,10 +629,10 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
     part_prefix = prefix if lo == 0 else "item"
     try:
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            return _parse_stream(io.BufferedReader(raw, 1 << 16), part_prefix, with_args, "orjson")
+            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
     except (_Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            return _parse_stream(io.BufferedReader(raw, 1 << 16), part_prefix, with_args, "ijson")
+            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
 
 
 def _start_parallel(path: Path, prefix: str, with_args: bool):

@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..profile import Profile
 from ..schema import PROGRAM_TYPE_CATEGORY, conform
 from ..sources import source_metadata
-from . import HEAD_BYTES, oom_log, open_binary
+from . import HEAD_BYTES, oom_log, read_text_bytes
 from . import text_execution as te
 
 FORMAT = "text_summary"
@@ -152,7 +152,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return False
     if path.stat().st_size > SCAN_LIMIT_BYTES:
         return False
-    return _first_start(_load_text(path)) is not None
+    return _first_start(_decode(read_text_bytes(path, truncate=True))) is not None  # bounded: text-bytes
 
 
 def _decode(data: bytes) -> str:
@@ -160,8 +160,8 @@ def _decode(data: bytes) -> str:
 
 
 def _load_text(path: Path) -> str:
-    with open_binary(path) as handle:
-        return _decode(handle.read())
+    """The whole text, within the ``text-bytes`` and ``line-bytes`` limits (docs/limits.md)."""
+    return _decode(read_text_bytes(path))
 
 
 def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
