@@ -102,7 +102,8 @@ def main() -> int:
         print_summary()
     if args.wait_signal:
         got: list[int] = []
-        signal.signal(signal.SIGTERM, lambda signum, _frame: got.append(signum))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda number, _frame: got.append(number))
         Path(args.wait_signal).write_text("ready")
         deadline = time.monotonic() + 60
         while not got and time.monotonic() < deadline:
