@@ -118,6 +118,35 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _c("high_bytes", "Int64", "upper bound of the bin", "bytes"),
         _c("num_tiles", "Int64", "tiles in the bin"),
     ), "The text summary's per-tile memory histogram (excluding gaps).", "text_summary"),
+    Table("out_of_memory", "tile named in an out-of-memory message", (
+        _c("compilation", "int32", "failed compilation in the source (0 = the first message in the log)", key=True),
+        _c("tile", "int32", "global tile index the message names", key=True),
+        _c("bytes_used", "Int64", "bytes the tile needed, as the message prints them", "bytes"),
+        _c("capacity_bytes", "Int64", "tile memory capacity, as the message prints it", "bytes"),
+        _c("over_bytes", "Int64", "bytes_used - capacity_bytes", "bytes"),
+        _c("line", "Int64", "line of the message in the source text (1-based)"),
+    ), "Out-of-memory messages (poplar::graph_memory_allocation_error: 'Out of memory on tile N: X bytes "
+       "used but tiles only have Y bytes of memory'). Poplar names one tile per failed compilation, so this "
+       "is a lower bound on the tiles over.", "oom_log, text_summary (messages in the same text)",
+        ("compilation", "tile")),
+    Table("execution_totals", "execution figure of a summary", (
+        _c("category", "category",
+           "compute | compute_excluding_idle | exchange | global_exchange | host_io | shared_structure_copy "
+           "| sync | total, or the label as printed when unknown"),
+        _c("basis", "category", "total (cycles of the whole run) | tile_average (mean over tiles)"),
+        _c("cycles", "float64", "cycles as printed (tile averages keep their decimals); NaN when the "
+           "summary says 'Must enable ...' instead of a number", "cycles"),
+        _c("share", "float64", "share of the total cycles as printed ('(10.4% of total)'), as a fraction"),
+        _c("estimated", "boolean", "the figure is marked 'Estimated (...)'"),
+        _c("time_us", "float64", "the printed approximate time ('approx N microseconds'), total only", "us"),
+        _c("label", "str", "the line's label as printed"),
+    ), "The Execution section of a Poplar text summary (SDK 1.x 'Total ... cycles' and SDK 2.x/3.x "
+       "'Tile average ... cycles' layouts).", "text_summary"),
+    Table("vertex_cycles", "vertex type of a summary's 'Cycles by vertex type'", (
+        _c("vertex_type", "str", "vertex type as printed (e.g. popops::Zero2d<float>)"),
+        _c("instances", "Int64", "vertex instances"),
+        _c("cycles", "Int64", "cycles spent in this vertex type", "cycles"),
+    ), "Cycles by vertex type from a Poplar text summary's Execution section.", "text_summary"),
     Table("programs", "program", (
         _c("program_id", "int32", "index in the source's program list", key=True),
         _c("name", "str", "program name"),

@@ -28,12 +28,27 @@ def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[floa
         if not rows.empty:
             tile = rows["tile"].iloc[0]
             return float(rows["bytes"].iloc[0]), None if pd.isna(tile) else int(tile)
+    oom = profile.get("out_of_memory")
+    if totals_category == "including_gaps" and oom is not None and not oom.empty:
+        pos = int(np.nanargmax(oom["bytes_used"].to_numpy(dtype="float64", na_value=np.nan)))
+        return float(oom["bytes_used"].iloc[pos]), int(oom["tile"].iloc[pos])
     return None, None
 
 
+def oom_tiles_per_compilation(profile: Profile) -> float | None:
+    """Most tiles named by the out-of-memory messages of one failed compilation (None without messages)."""
+    oom = profile.get("out_of_memory")
+    if oom is None or oom.empty:
+        return None
+    return float(oom.groupby("compilation")["tile"].nunique().max())
+
+
 def capacity_bytes(profile: Profile) -> float | None:
-    """Bytes per tile of the target."""
+    """Bytes per tile of the target (else the capacity all out-of-memory messages print)."""
     value = profile.target_value("bytes_per_tile")
+    if value is None and (oom := profile.get("out_of_memory")) is not None and not oom.empty:
+        capacities = oom["capacity_bytes"].dropna().unique()
+        value = capacities[0] if len(capacities) == 1 else None
     return None if value is None else float(value)
 
 
@@ -99,7 +114,9 @@ def tiles_out_of_memory(profile: Profile) -> float | None:
         if capacity.notna().any():  # without any capacity, "0 tiles over" would be a made-up zero
             return float((tiles["bytes_incl_gaps"].astype("float64") > capacity).sum())
     value = profile.meta.get("tiles_out_of_memory")
-    return None if value in (None, "") else float(value)
+    if value in (None, ""):
+        return oom_tiles_per_compilation(profile)
+    return float(value)
 
 
 @metric("memory.always_live_bytes", "bytes", "bytes of always-live variables (all tiles)")

@@ -24,7 +24,7 @@ from ..profile import Profile
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
-    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "archive",
+    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "oom_log", "archive",
 )
 
 HEAD_BYTES = 1 << 16
@@ -100,7 +100,7 @@ def detect(path: Path) -> ModuleType:
                          "re-copy the file; it was cut off")
     raise InputError(path, "not a recognised profile format",
                      "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-                     "SDK 1.x JSON or Chrome trace JSON")
+                     "SDK 1.x JSON, Chrome trace JSON or a log with a Poplar out-of-memory message")
 
 
 def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:

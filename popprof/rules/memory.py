@@ -37,13 +37,38 @@ def _tile_list(frame: pd.DataFrame) -> list[int]:
     return [int(t) for t in frame["tile"].head(MAX_WHERE_TILES)]
 
 
+def _oom_messages_finding(profile: Profile) -> Finding:
+    """One error naming every tile of the out-of-memory messages, with bytes used, capacity and overflow."""
+    oom = profile.out_of_memory
+    frame = pd.DataFrame({"compilation": oom["compilation"], "tile": oom["tile"],
+                          "bytes_used": oom["bytes_used"].astype("float64"),
+                          "capacity_bytes": oom["capacity_bytes"].astype("float64"),
+                          "over_bytes": oom["over_bytes"].astype("float64"), "line": oom["line"]})
+    compilations = int(frame["compilation"].nunique())
+    parts = [f"tile {num(t)} uses {nbytes(u)} of {nbytes(c)} (over by {nbytes(o)})"
+             for t, u, c, o in zip(frame["tile"].head(MAX_WHERE_TILES), frame["bytes_used"],
+                                   frame["capacity_bytes"], frame["over_bytes"], strict=False)]
+    if len(frame) > MAX_WHERE_TILES:
+        parts.append(f"and {num(len(frame) - MAX_WHERE_TILES)} more")
+    head = ("compilation failed: out of memory" if compilations == 1
+            else f"{num(compilations)} compilations failed: out of memory")
+    message = f"{head}: " + "; ".join(parts) + " (Poplar names one tile per failure; others may be over too)"
+    fullest = frame.sort_values("bytes_used", ascending=False, kind="stable")
+    tiles = list(dict.fromkeys(int(t) for t in fullest["tile"]))[:MAX_WHERE_TILES]
+    count = mm.tiles_out_of_memory(profile) or float(len(tiles))
+    return RULES["memory.tile-oom"].finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
+                                            where={"tiles": tiles}, evidence=frame)
+
+
 @rule("memory.tile-oom", "tiles whose memory including gaps exceeds the tile's capacity",
-      needs=[("tiles",), ("memory_totals",)],
+      needs=[("tiles",), ("memory_totals",), ("out_of_memory",)],
       advice="Reduce memory on the listed tiles: lower the batch size or micro-batch, enable recomputation, "
              "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
              "convolutions, or offload optimizer state; check the liveness peak for what is live there.")
 def tile_oom(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["memory.tile-oom"]
+    if profile.has("out_of_memory"):
+        return [_oom_messages_finding(profile)]
     tiles = _tiles_used(profile)
     if tiles is not None:
         if tiles["capacity_bytes"].isna().all():
