@@ -6,8 +6,9 @@ double (``profile.pop`` per engine plus ``debug.cbor``, in the double's own
 storage, not Poplar's), a ``.pvti`` trace of the double, a printed profile
 summary, an out-of-memory message on stderr, and exits with the code asked.
 
-    python record_child.py [--engines training,inference] [--oom] [--summary]
-                           [--pvti] [--exit N] [--chatter N] [--wait-signal READY_FILE] [--seen FILE]
+    python record_child.py [--engines training,inference] [--oom] [--abort] [--summary] [--pvti]
+                           [--stdout-from FILE] [--exit N] [--chatter N] [--wait-signal READY_FILE]
+                           [--seen FILE]
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "pva_double"))
 
-#: The real message of graphcore/tutorials tutorials/poplar/tut4_profiling/README.rst (dca87ef2),
-#: as copied in /work/shared/real/poplar/tutorials_tut4_oom_message_mk2.txt.
-OOM_MESSAGE = ("terminate called after throwing an instance of 'poplar::graph_memory_allocation_error'\n"
-               "  what():  Out of memory on tile 1: 674752 bytes used but tiles only have 638976 bytes of memory\n")
+#: Real Poplar output (provenance and licences: fixtures/real/poplar/README.md).
+REAL = HERE.parent / "fixtures" / "real" / "poplar"
+#: A graph_memory_allocation_error as Poplar prints it when compilation runs out of memory.
+OOM_MESSAGE = REAL / "tutorials_tut4_oom_message_mk2.txt"
 
 
 def _options(name: str) -> dict:
@@ -75,7 +76,9 @@ def print_summary() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--engines", default="")
-    parser.add_argument("--oom", action="store_true")
+    parser.add_argument("--oom", action="store_true", help="print Poplar's out-of-memory message on stderr")
+    parser.add_argument("--abort", action="store_true", help="end as an uncaught C++ exception does (SIGABRT)")
+    parser.add_argument("--stdout-from", default=None, help="print this (real) log on stdout")
     parser.add_argument("--summary", action="store_true")
     parser.add_argument("--pvti", action="store_true")
     parser.add_argument("--exit", type=int, default=0)
@@ -100,6 +103,9 @@ def main() -> int:
         write_pvti(Path(pvti.get("directory", ".")))
     if args.summary:
         print_summary()
+    if args.stdout_from:
+        sys.stdout.write(Path(args.stdout_from).read_text("utf-8"))
+        sys.stdout.flush()
     if args.wait_signal:
         got: list[int] = []
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -111,8 +117,11 @@ def main() -> int:
         print(f"child: got {signal.Signals(got[0]).name if got else 'nothing'}; finishing", flush=True)
         return 128 + got[0] if got else 99
     if args.oom:
-        sys.stderr.write(OOM_MESSAGE)
+        sys.stderr.write(OOM_MESSAGE.read_text("utf-8"))
         sys.stderr.flush()
+    if args.abort:
+        signal.signal(signal.SIGABRT, signal.SIG_DFL)
+        os.abort()
     return args.exit
 
 

@@ -164,3 +164,39 @@ def test_heavy_output_on_both_streams_is_kept_whole_without_deadlock(tmp_path) -
     assert (out / "stderr.log").read_text("utf-8").splitlines() == expected_err
     assert proc.stdout.splitlines() == expected_out
     assert proc.stderr.splitlines()[:20000] == expected_err
+
+
+# -- out of memory: these need the out-of-memory log reader (popprof/readers/oom_log.py, branch issue10) ----------
+
+def test_compilation_out_of_memory_gives_tile_oom_from_the_log(tmp_path, capsys) -> None:
+    """Compilation ran out of memory: no profile at all, only Poplar's message on stderr and an abort."""
+    out = tmp_path / "run"
+    code, stdout, stderr = record(capsys, out, "--oom", "--abort")
+    assert "Out of memory on tile 1: 674752 bytes used" in stderr  # passed through
+    assert code == 4 and "CMD ended: killed by SIGABRT" in stderr
+    rec = load(out / "record.json")
+    assert rec["cmd_exit_code"] is None and rec["cmd_killed_by"] == "SIGABRT"
+    assert rec["reports"] == [] and rec["logs"]["stderr.log"] == ["stderr.oom_log"]
+    data = load(out / "findings.json")
+    (profile,) = data["profiles"]
+    (finding,) = [f for f in profile["findings"] if f["rule_id"] == "memory.tile-oom"]
+    assert profile["profile"] == "stderr.oom_log" and finding["severity"] == "error"
+    assert finding["where"]["tiles"] == [1]
+    assert "674,752 B of 638,976 B (over by 35,776 B)" in finding["message"]
+    assert "ERROR    memory.tile-oom" in stdout
+    assert "data-profile='stderr.oom_log'" in (out / "report.html").read_text("utf-8")
+
+
+def test_a_real_run_log_with_several_failed_compilations(tmp_path, capsys) -> None:
+    """A real Python run log (devito on Mk2) with three out-of-memory exceptions among ordinary output."""
+    out = tmp_path / "run"
+    log = HERE.parent / "fixtures" / "real" / "poplar" / "devito_wave3d_oom_log_mk2.txt"
+    code, _, _ = record(capsys, out, "--stdout-from", str(log), "--exit", "1")
+    assert code == 4
+    assert (out / "stdout.log").read_text("utf-8").endswith(log.read_text("utf-8"))  # saved whole
+    data = load(out / "findings.json")
+    (profile,) = data["profiles"]
+    assert profile["profile"] == "stdout.oom_log"
+    (finding,) = [f for f in profile["findings"] if f["rule_id"] == "memory.tile-oom"]
+    assert finding["message"].startswith("3 compilations failed: out of memory")
+    assert sorted(finding["where"]["tiles"]) == [0, 14]
