@@ -106,7 +106,7 @@ def test_junit_is_valid_xml_with_one_testcase_per_rule(bundles, capsys):
     failed = {c.get("name") for c in cases if c.find("failure") is not None}
     skipped = {c.get("name") for c in cases if c.find("skipped") is not None}
     assert "memory.tile-oom" in failed and skipped == {"host.device-gaps", "host.long-events"}
-    assert int(suite.get("failures")) == len(failed) and int(root.get("skipped")) == 2
+    assert int(suite.get("failures")) == len(failed) and int(suite.get("skipped")) == 2
     code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit", "--fail-on", "warning")
     more = {c.get("name") for c in ET.fromstring(out).iter("testcase") if c.find("failure") is not None}
     assert failed < more

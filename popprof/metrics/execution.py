@@ -68,16 +68,16 @@ def share_by_category(profile: Profile) -> dict[str, float]:
     return {cat: float(v) / total for cat, v in sums.items()}
 
 
-@metric("execution.exchange_share", "ratio", "share of IPU-cycles in exchange, global exchange and sync",
-        needs=("steps",))
+@metric("execution.exchange_and_sync_share", "ratio",
+        "share of IPU-cycles in exchange, global exchange and sync together", needs=("steps",))
 def exchange_share(profile: Profile) -> float | None:
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
     return None if not total else float(sums[["exchange", "global_exchange", "sync"]].sum()) / total
 
 
-@metric("execution.host_io_share", "ratio", "share of IPU-cycles in host stream copies", needs=("steps",))
 def host_io_share(profile: Profile) -> float | None:
+    """Share of IPU-cycles in host stream copies (the metric ``execution.share.host_io``); None without cycles."""
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
     return None if not total else float(sums["host_io"]) / total
