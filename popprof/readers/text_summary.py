@@ -458,10 +458,12 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
     if (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
         label = m["label"]
         stack.append((indent, _norm(label), label))
-        if _norm(label).startswith("vertex data") and (v := _PAREN_VALUE_RE.search(label)):
+        norm = _norm(label)
+        if norm.startswith(("vertex data", "vertex code")) and (v := _PAREN_VALUE_RE.search(label)):
             size = _size_bytes(v["num"], v["unit"])
             if size is not None and section == "memory":
-                parsed.add_total(tile, "total", "vertex_data", size, where + "/" + label)
+                category = "vertex_data" if norm.startswith("vertex data") else "vertex_code"
+                parsed.add_total(tile, "total", category, size, where + "/" + label)
         return True
     if section == "memory" and indent and _BARE_HEADING_RE.match(text):
         stack.append((indent, _norm(text), text))  # a sub-heading printed without a colon ("Not Overlapped")
@@ -514,6 +516,8 @@ def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, secti
         parsed.note_extra(key, raw_value)
         return True
     group, category = _memory_figure(label, norm, path, stack)
+    if group == "other" and not unit:  # an unknown figure without a size unit need not be bytes
+        group = None
     if group is None:
         parsed.note_extra(key, raw_value)
     else:
@@ -531,12 +535,17 @@ def _memory_figure(label: str, norm: str, path: list[str],
             return "vertex_category", label
         if "by type" in sub:
             return "vertex_type", label
-        return None, ""
+        return "other", "/".join([raw for (_, _, raw) in stack[vertex_at:]] + [label])
+    code_at = next((i for i, n in enumerate(path) if n.startswith("vertex code")), None)
+    if code_at is not None:  # SDK 2.x/3.x "Vertex Code (N B):" / "By Type:" (names tagged "(c++)" / "(asm)")
+        if "by type" in path[code_at + 1:]:
+            return "vertex_code_type", label
+        return "other", "/".join([raw for (_, _, raw) in stack[code_at:]] + [label])
     if "by data type" in path:
-        if norm == "total":
-            return None, ""
         at = path.index("by data type")
         subheads = [raw for (_, n, raw) in stack[at + 1:] if n != "not overlapped"]
+        if norm.startswith("total"):  # "Total:", "Total After Overlapping:" of a sub-heading
+            return "data_type_total", "/".join([*[raw for (_, _, raw) in stack[at + 1:]], label])
         return "data_type", "/".join([*subheads, label])
     if "by memory region" in path:
         return "region", label
@@ -544,7 +553,8 @@ def _memory_figure(label: str, norm: str, path: list[str],
         return "total", "including_gaps"
     if norm == "excluding gaps" or (norm == "total" and path and path[-1] == "excluding gaps"):
         return "total", "excluding_gaps"
-    return None, ""
+    # An unknown figure of the memory tree: kept as a row under its path (not dropped).
+    return "other", "/".join([raw for (_, _, raw) in stack] + [label])
 
 
 # -- tables ------------------------------------------------------------------------------------------
