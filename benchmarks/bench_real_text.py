@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,12 +30,12 @@ CHILD = r"""
 import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import popprof
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 profiles = popprof.open_all(sys.argv[1]) if sys.argv[1] != "-" else {}
 tables = sum(len(p.tables) for p in profiles.values())  # every table built (some are built on first use)
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 rows = sum(len(p.get("out_of_memory")) for p in profiles.values() if p.get("out_of_memory") is not None)
-print(json.dumps({"seconds": elapsed, "profiles": len(profiles), "oom_rows": rows,
+print(json.dumps({"seconds": elapsed, "cpu": cpu, "profiles": len(profiles), "oom_rows": rows,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -95,15 +96,17 @@ def main() -> None:
             print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1e6:.1f} MB) in "
                   f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     base = [run_child("-") for _ in range(max(1, args.repeat // 2))]
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; targets: < 3 s, < 500 MB peak")
     print(f"{'case':<28} {'size':>9} {'profiles':>9} {'OOM rows':>9} {'median':>8} {'min':>8} {'max':>8} "
-          f"{'peak RSS':>10}")
-    print(f"{'baseline (import popprof)':<28} {'':>9} {'':>9} {'':>9} {'':>8} {'':>8} {'':>8} "
+          f"{'CPU':>8} {'peak RSS':>10}")
+    print(f"{'baseline (import popprof)':<28} {'':>9} {'':>9} {'':>9} {'':>8} {'':>8} {'':>8} {'':>8} "
           f"{statistics.median(r['peak_rss_mb'] for r in base):>8.0f}MB")
     for name, (path, _, _) in cases.items():
         runs = [run_child(str(path)) for _ in range(args.repeat)]
         secs = [r["seconds"] for r in runs]
         print(f"{name:<28} {path.stat().st_size / 1e6:>7.1f}MB {runs[0]['profiles']:>9,} {runs[0]['oom_rows']:>9,} "
               f"{statistics.median(secs):>7.2f}s {min(secs):>7.2f}s {max(secs):>7.2f}s "
+              f"{statistics.median(r['cpu'] for r in runs):>7.2f}s "
               f"{statistics.median(r['peak_rss_mb'] for r in runs):>8.0f}MB")
 
 
