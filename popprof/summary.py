@@ -60,11 +60,16 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
             live.loc[live["step"] == section["peak_liveness_step"], "program"].iloc[0])
     oom = profile.get("out_of_memory")
     if oom is not None and not oom.empty:
+        def whole(value: object) -> int | None:
+            return None if pd.isna(value) else int(value)
+
         section["out_of_memory"] = [
-            {"compilation": int(c), "tile": int(t), "bytes_used": int(u), "capacity_bytes": int(cap),
-             "over_bytes": int(o)}
-            for c, t, u, cap, o in zip(oom["compilation"], oom["tile"], oom["bytes_used"], oom["capacity_bytes"],
-                                       oom["over_bytes"], strict=True)]
+            {"compilation": int(c), "tile": whole(t), "bytes_used": whole(u), "capacity_bytes": whole(cap),
+             "over_bytes": whole(o), "reason": None if pd.isna(r) else str(r),
+             "profile_path": None if pd.isna(pp) else str(pp)}
+            for c, t, u, cap, o, r, pp in zip(oom["compilation"], oom["tile"], oom["bytes_used"],
+                                              oom["capacity_bytes"], oom["over_bytes"], oom["reason"],
+                                              oom["profile_path"], strict=True)]
     if all(v is None for v in section.values()):
         return None
     return section
@@ -211,6 +216,10 @@ def render_text(summary: dict) -> str:
         lines.append(f"  headroom               {_b(m['max_tile_headroom_bytes'])}")
         lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
         for row in (m.get("out_of_memory") or [])[:20]:
+            if row["tile"] is None or row["bytes_used"] is None:
+                saved = f" (profile saved to {row['profile_path']})" if row.get("profile_path") else ""
+                lines.append(f"    compilation {row['compilation']}: {row.get('reason') or 'no tile named'}{saved}")
+                continue
             lines.append(f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
                          f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})")
         if m.get("peak_liveness_bytes") is not None:

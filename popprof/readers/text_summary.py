@@ -783,7 +783,7 @@ def _blocks_or_raise(path: Path, text: str) -> list[_Block]:
 def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.DataFrame | None]:
     """Out-of-memory messages in the text, each given to the first summary that starts after it (messages
     after the last summary go to the last); compilation indices count within each summary."""
-    found = oom_log.find_messages(text) if oom_log.NEEDLE in text else oom_log.OomMessages()
+    found = oom_log.find_messages(text) if any(n in text for n in oom_log.NEEDLES) else oom_log.OomMessages()
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     out: list[pd.DataFrame | None] = [None] * len(blocks)

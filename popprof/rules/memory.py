@@ -42,21 +42,33 @@ def _oom_messages_finding(profile: Profile) -> Finding:
     frame = pd.DataFrame({"compilation": oom["compilation"], "tile": oom["tile"],
                           "bytes_used": oom["bytes_used"].astype("float64"),
                           "capacity_bytes": oom["capacity_bytes"].astype("float64"),
-                          "over_bytes": oom["over_bytes"].astype("float64"), "line": oom["line"]})
+                          "over_bytes": oom["over_bytes"].astype("float64"), "line": oom["line"],
+                          "reason": oom["reason"], "profile_path": oom["profile_path"]})
     compilations = int(frame["compilation"].nunique())
-    parts = [f"tile {num(t)} uses {nbytes(u)} of {nbytes(c)} (over by {nbytes(o)})"
-             for t, u, c, o in zip(frame["tile"].head(MAX_WHERE_TILES), frame["bytes_used"],
-                                   frame["capacity_bytes"], frame["over_bytes"], strict=False)]
+    parts = [_oom_part(row) for row in frame.head(MAX_WHERE_TILES).itertuples(index=False)]
     if len(frame) > MAX_WHERE_TILES:
         parts.append(f"and {num(len(frame) - MAX_WHERE_TILES)} more")
     head = ("compilation failed: out of memory" if compilations == 1
             else f"{num(compilations)} compilations failed: out of memory")
-    message = f"{head}: " + "; ".join(parts) + " (Poplar names one tile per failure; others may be over too)"
-    fullest = frame.sort_values("bytes_used", ascending=False, kind="stable")
-    tiles = list(dict.fromkeys(int(t) for t in fullest["tile"]))[:MAX_WHERE_TILES]
-    count = mm.tiles_out_of_memory(profile) or float(len(tiles))
+    message = f"{head}: " + "; ".join(parts)
+    if frame["tile"].notna().any():
+        message += " (Poplar names one tile per failure; others may be over too)"
+    fullest = frame.sort_values("bytes_used", ascending=False, kind="stable", na_position="last")
+    tiles = list(dict.fromkeys(int(t) for t in fullest["tile"].dropna()))[:MAX_WHERE_TILES]
+    count = mm.tiles_out_of_memory(profile) or float(max(len(tiles), 1))
     return RULES["memory.tile-oom"].finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
-                                            where={"tiles": tiles}, evidence=frame)
+                                            where={"tiles": tiles} if tiles else {}, evidence=frame)
+
+
+def _oom_part(row) -> str:  # noqa: ANN001  (a row of the messages frame)
+    """One message in words: the tile and its figures, or the reason and the profile Poplar saved."""
+    if pd.notna(row.tile) and pd.notna(row.bytes_used):
+        return (f"tile {num(row.tile)} uses {nbytes(row.bytes_used)} of {nbytes(row.capacity_bytes)} "
+                f"(over by {nbytes(row.over_bytes)})")
+    text = str(row.reason) if pd.notna(row.reason) else "no tile named"
+    if pd.notna(row.profile_path):
+        text += f"; Poplar saved the profile to {row.profile_path}: open it to see which tiles"
+    return text
 
 
 @rule("memory.tile-oom", "tiles whose memory including gaps exceeds the tile's capacity",
