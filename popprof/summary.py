@@ -188,17 +188,9 @@ def render_text(summary: dict) -> str:
             lines.append(f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}")
     tr = summary.get("trace")
     if tr:
-        lines += ["", "Trace"]
-        for key, value in tr.items():
-            if isinstance(value, list):
-                lines.append(f"  {key}:")
-                for item in value[:10]:
-                    lines.append("    " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items())
-                                 if isinstance(item, dict) else f"    {item}")
-            elif isinstance(value, dict):
-                lines.append(f"  {key}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()))
-            else:
-                lines.append(f"  {key}: {_fmt(value)}")
+        from .trace.summary import render_trace_text
+
+        lines += render_trace_text(tr)
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]
