@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..profile import Profile
 from ..progress import progress
 from ..sources import source_metadata
-from . import chrome_trace, read_head
+from . import chrome_trace, read_head, read_path
 
 FORMAT = "chrome_trace"
 #: Read the files on several processes when there are at least two and they hold this many bytes.
@@ -43,11 +43,22 @@ def trace_files(path: Path) -> list[Path]:
         if entry.is_file() and entry.name.endswith(TRACE_SUFFIXES) and entry.stat().st_size > 0:
             try:
                 head = read_head(entry)
-            except InputError:
+            except InputError:  # corrupt gzip: keep it, so reading it names the file and the problem
+                found.append(entry)
                 continue
             if chrome_trace.sniff(entry, head):
                 found.append(entry)
+    if found and all(_corrupt(f) for f in found):
+        return []
     return found
+
+
+def _corrupt(path: Path) -> bool:
+    try:
+        read_head(path)
+    except InputError:
+        return True
+    return False
 
 
 def is_rank_directory(path: Path) -> bool:
@@ -57,7 +68,7 @@ def is_rank_directory(path: Path) -> bool:
 
 def _read_one(job: tuple[str, dict]) -> Profile:
     path, options = job
-    return chrome_trace.read(Path(path), **options)
+    return read_path(Path(path), **options)
 
 
 def _read_all(files: Sequence[Path], options: dict) -> list[Profile]:
@@ -74,9 +85,9 @@ def _read_all(files: Sequence[Path], options: dict) -> list[Profile]:
             try:
                 with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
                     return list(pool.map(_read_one, jobs))
-            except (OSError, concurrent.futures.process.BrokenProcessPool):
-                pass  # fall back to reading here, which reports any problem with the file's name
-    return [chrome_trace.read(f, **options) for f in files]
+            except Exception:  # noqa: BLE001 - any failure: read here, which reports the problem with the file's name
+                pass
+    return [read_path(f, **options) for f in files]
 
 
 def _union(columns: list[pd.Series]) -> pd.Categorical:
@@ -126,11 +137,17 @@ def read(path: Path, **options: object) -> Profile:
     flows = concat_tables([p.get("flows") for p in profiles])
     metadata: dict[str, object] = dict(source_metadata(FORMAT, files))
     warnings: Counter = Counter()
-    for profile in profiles:
+    texts: dict[str, list[str]] = {}
+    for file, profile in zip(files, profiles, strict=True):
         for key, value in profile.meta.items():
-            if key.startswith("warnings.") and str(value).isdigit():
+            if not key.startswith("warnings."):
+                continue
+            if str(value).isdigit():
                 warnings[key] += int(value)
+            else:
+                texts.setdefault(key, []).append(f"{file.name}: {value}")
     metadata.update(warnings)
+    metadata.update({key: "; ".join(values) for key, values in texts.items()})
     metadata["chrome.events_read"] = sum(int(p.meta.get("chrome.events_read", 0)) for p in profiles)
     metadata["chrome.flows"] = sum(int(p.meta.get("chrome.flows", 0)) for p in profiles)
     metadata["trace.ranks"] = json.dumps(ranks)

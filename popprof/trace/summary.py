@@ -15,8 +15,14 @@ import numpy as np
 import pandas as pd
 
 from ..profile import Profile
-from .activity import device_time_by_category, device_union, interval_union, is_bookkeeping, is_device_activity
-from .activity import is_host_wait
+from .activity import (
+    device_time_by_category,
+    device_union,
+    interval_union,
+    is_bookkeeping,
+    is_device_activity,
+    is_host_wait,
+)
 from .device import DEVICE_CATEGORIES
 from .nesting import parent_positions, self_time
 
@@ -206,6 +212,27 @@ def _who(row: dict) -> str:
     return f"{rank}pid {row['pid']} tid {row['tid']}" + (f"  {names}" if names else "")
 
 
+def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
+    """The per-device table as text lines (GPU traces and IPU profiles alike)."""
+    gpu = any(d.get("platform") == "gpu" for d in devices)
+    title = "Devices (share of each device's span" + ("; GPU figures as HolisticTraceAnalysis defines them)"
+                                                      if gpu else ")")
+    lines = ["", f"{indent}{title}",
+             f"{indent}  {'rank':>4}  {'device':<7} {'span':>10}  {'busy':>7} {'idle':>7} {'compute':>8} "
+             f"{'comm':>7} {'memory':>7} {'overlap':>8} {'host wait':>9}"]
+    for d in devices:
+        busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
+        rank = "-" if d.get("rank") is None else str(d["rank"])
+        lines.append(f"{indent}  {rank:>4}  {d['device']:<7} {fmt_time(d.get('span_us')):>10}  {_pct(busy):>7} "
+                     f"{_pct(d.get('idle_pct')):>7} {_pct(d.get('compute_pct')):>8} "
+                     f"{_pct(d.get('communication_pct')):>7} {_pct(d.get('memory_pct')):>7} "
+                     f"{_pct(d.get('comm_comp_overlap_pct')):>8} {_pct(d.get('host_wait_pct')):>9}")
+    lines.append(f"{indent}  comm = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
+                 "memory = memcpy/memset (IPU: host I/O);")
+    lines.append(f"{indent}  overlap = communication overlapped by compute; host wait = host blocked in sync calls")
+    return lines
+
+
 def render_trace_text(tr: dict) -> list[str]:
     """The trace part of ``popprof summary`` as lines of text."""
     ranks = tr.get("ranks") or []
@@ -219,17 +246,7 @@ def render_trace_text(tr: dict) -> list[str]:
         lines.append(f"  ({tr['bookkeeping_events']:,} profiler bookkeeping events left out of the figures below)")
     devices = tr.get("devices") or []
     if devices:
-        lines += ["", "  Devices (share of each device's span; GPU figures as HolisticTraceAnalysis defines them)",
-                  f"    {'rank':>4}  {'device':<7} {'span':>10}  {'busy':>7} {'idle':>7} {'compute':>8} "
-                  f"{'comm':>7} {'memory':>7} {'overlap':>8} {'host wait':>9}"]
-        for d in devices:
-            busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
-            rank = "-" if d.get("rank") is None else str(d["rank"])
-            lines.append(f"    {rank:>4}  {d['device']:<7} {fmt_time(d.get('span_us')):>10}  {_pct(busy):>7} "
-                         f"{_pct(d.get('idle_pct')):>7} {_pct(d.get('compute_pct')):>8} "
-                         f"{_pct(d.get('communication_pct')):>7} {_pct(d.get('memory_pct')):>7} "
-                         f"{_pct(d.get('comm_comp_overlap_pct')):>8} {_pct(d.get('host_wait_pct')):>9}")
-        lines.append("    overlap = communication time overlapped by compute; host wait = host blocked in sync calls")
+        lines += render_device_table(devices, indent="  ")[1:]
     causes = tr.get("idle_causes") or []
     if causes:
         lines += ["", "  Why the device idled (share of the idle time of its streams, summed over streams)"]
