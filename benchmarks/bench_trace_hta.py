@@ -78,8 +78,8 @@ def main() -> None:
     speed = h["seconds"] / p["seconds"]
     memory = p["peak_bytes"] / h["peak_bytes"]
     print(f"\nload average after: {_load_average()}")
-    print(f"| trace | events | popprof wall s (CPU s) | popprof peak GiB | HTA wall s (CPU s) | HTA peak GiB | "
-          f"speed-up | popprof / HTA peak |")
+    print("| trace | events | popprof wall s (CPU s) | popprof peak GiB | HTA wall s (CPU s) | HTA peak GiB | "
+          "speed-up | popprof / HTA peak |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {args.size} ({path.stat().st_size / 1e6:,.0f} MB) | {runs['popprof'][0]['events']:,} | "
           f"{p['seconds']:.2f} ({p['cpu_seconds']:.2f}) | {p['peak_bytes'] / 2**30:.2f} | "
