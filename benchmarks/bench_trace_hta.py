@@ -1,11 +1,13 @@
 """Benchmark: popprof against HolisticTraceAnalysis (HTA) loading one trace, side by side in one run.
 
 The two loaders alternate (popprof, HTA, popprof, HTA, ...), each in a fresh
-process, so both see the same machine load. popprof's load keeps everything
-the figures need: flows (``flows`` table), ``stream`` / ``correlation`` /
-``device`` / ``rank`` columns, nesting and device categories. HTA's load is
-``parse_trace_dataframe`` with its default backend. Peak memory: popprof's main
-process plus its largest parse worker; HTA's process.
+process, so both see the same machine load. popprof's load (``popprof.open``)
+keeps everything the figures need: flows (``flows`` table), ``stream`` /
+``correlation`` / ``device`` / ``rank`` columns, nesting and device categories.
+HTA's load is, by default, what a user runs: ``TraceAnalysis(trace_dir=...)`` on a
+directory holding the trace (parse, align, filter, index; ``--hta-load parse``
+measures only its ``parse_trace_dataframe``). Peak memory: popprof's main process
+plus its largest parse worker; HTA's process (plus its worker when it uses one).
 
 Targets (issue 12): popprof at least 10x faster (wall) and at most a third of
 HTA's peak memory on a 600,000-event trace.
@@ -30,10 +32,27 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from bench_trace import HTA, POPPROF, run  # noqa: E402
+from bench_trace import COMMON, HTA, POPPROF, run  # noqa: E402
 from gen_traces import SIZES, ensure  # noqa: E402
 
 DEFAULT_HTA_PYTHON = os.environ.get("HTA_PYTHON", str(HERE / ".venv-hta" / "bin" / "python"))
+
+
+HTA_ANALYSIS = COMMON + """
+import logging
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+base = rss()
+cpu0, start = cpu(), time.perf_counter()
+analysis = TraceAnalysis(trace_dir={folder!r})
+seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+peak = own + max(0, worker - base)
+events = sum(len(df) for df in analysis.t.traces.values())
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "extra_bytes": peak - base,
+                  "events": events, "parts": 1}}))
+"""
 
 
 def _load_average() -> str:
@@ -52,6 +71,8 @@ def main() -> None:
                         help="Interpreter of a virtualenv with HolisticTraceAnalysis (env HTA_PYTHON).")
     parser.add_argument("--hta-max-gib", type=float, default=8.0, help="Address-space cap for the HTA runs.")
     parser.add_argument("--timeout", type=float, default=1800.0, help="Seconds per run.")
+    parser.add_argument("--hta-load", choices=["analysis", "parse"], default="analysis",
+                        help="HTA's TraceAnalysis(trace_dir=...) (default) or only its parse_trace_dataframe.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
     args = parser.parse_args()
     if not Path(args.hta_python).exists():
@@ -59,8 +80,18 @@ def main() -> None:
     path = ensure(args.size)
     print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {_load_average()}",
           file=sys.stderr)
-    popprof_code = POPPROF.format(root=str(ROOT), path=str(path))
-    hta_code = HTA.format(path=str(path), backend="")
+    popprof_code = POPPROF.format(root=str(ROOT), path=str(path)).replace(
+        "from popprof.readers import chrome_trace", "import popprof").replace(
+        "chrome_trace.read(Path(", "popprof.open((")
+    if args.hta_load == "parse":
+        hta_code = HTA.format(path=str(path), backend="")
+    else:
+        folder = path.parent / f"hta_{path.stem}"
+        folder.mkdir(exist_ok=True)
+        link = folder / path.name
+        if not link.exists():
+            link.symlink_to(path)
+        hta_code = HTA_ANALYSIS.format(folder=str(folder))
     runs: dict[str, list[dict]] = {"popprof": [], "hta": []}
     for i in range(args.repeat):
         for name, python, code, cap in (("popprof", sys.executable, popprof_code, None),
