@@ -259,6 +259,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _c("tid", "int64", "thread id", key=True),
         _c("process_name", "str", "process name"),
         _c("thread_name", "str", "thread name"),
+        _c("rank", "Int64", "rank of the distributed run the thread belongs to"),
     ), "Threads seen in a trace.", "pvti, chrome_trace", ("pid", "tid")),
     Table("counters", "counter sample", (
         _c("pid", "int64", "process id", key=True),

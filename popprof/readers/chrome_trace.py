@@ -194,6 +194,7 @@ _GET_ARGS = operator.methodcaller("get", "args")
 #: args fields kept as columns: Kineto's GPU stream, launch correlation id and device
 _ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device"))
 _EMPTY: dict = {}
+_NAN = float("nan")
 _GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
 CHUNK_EVENTS = 1 << 14
 
@@ -417,14 +418,18 @@ def _one_number(value: object) -> float:
 def _arg_fields(events: list) -> dict[str, np.ndarray]:
     """``args.stream`` / ``args.correlation`` / ``args.device`` of each event (NaN when absent), at C speed."""
     args = list(map(_GET_ARGS_OR_EMPTY, events))
+    n = len(args)
     out = {}
     for key, arg in _ARG_FIELDS:
-        try:
-            values = list(map(dict.get, args, itertools.repeat(arg)))
+        try:  # the common case: every args an object, every value a number or absent
+            out[key] = np.fromiter(map(dict.get, args, itertools.repeat(arg), itertools.repeat(_NAN)),
+                                   np.float64, n)
+            continue
         except TypeError:  # an args that is not an object (null, a list): treat as empty
             args = [a if type(a) is dict else _EMPTY for a in args]
-            values = list(map(dict.get, args, itertools.repeat(arg)))
-        out[key] = _optional_numbers(values)
+        except ValueError:  # a value that is not a number ("0x0" streams of HIP runtime calls)
+            pass
+        out[key] = _optional_numbers(list(map(dict.get, args, itertools.repeat(arg))))
     return out
 
 
@@ -779,6 +784,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     for label, synthetic in parsed.synthetic.items():
         process_names.setdefault(synthetic, str(label))
     threads = frame.build_threads(events, process_names, parsed.thread_names)
+    threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
     flows = _flow_frame(parsed.flows, rank)
 
@@ -806,7 +812,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
 
 #: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
 BOOKKEEPING_PROCESSES = ("Spans", "Traces")
-_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler)$")
+_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -847,7 +853,8 @@ def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
 
 
 def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
-    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span, Spans/Traces pids."""
+    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span and its global instants
+    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes."""
     names = events["name"].array
     hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
     mask = hit[np.asarray(names.codes)]
