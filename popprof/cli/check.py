@@ -120,7 +120,8 @@ def rules_command(fmt: str) -> None:
 
     if fmt == "json":
         echo_json([{"id": r.id, "description": r.description, "needs": [list(a) for a in r.needs],
-                    "params": r.params, "advice": r.advice} for r in RULES.values()])
+                    "params": r.params, "advice": r.advice,
+                    "advice_by_platform": r.advice_by_platform} for r in RULES.values()])
         return
     if fmt == "markdown":
         lines = ["| rule | description | needs | parameters (defaults) |", "|---|---|---|---|"]
