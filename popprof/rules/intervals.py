@@ -138,20 +138,24 @@ def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.
 
 
 def host_mask(events: pd.DataFrame) -> np.ndarray:
-    """True for host events: no device_category, or a host call blocking on the device (``host_wait``)."""
-    return events["device_category"].isna().to_numpy() | wait_mask(events)
+    """True for host events (not device time: host waits included, profiler bookkeeping excluded)."""
+    from ..trace.activity import is_host_activity
+
+    return is_host_activity(events)
 
 
 def wait_mask(events: pd.DataFrame) -> np.ndarray:
     """True for host calls that block on the device (``device_category == "host_wait"``)."""
-    return category_mask(events["device_category"], (HOST_WAIT,))
+    from ..trace.activity import is_host_wait
+
+    return is_host_wait(events)
 
 
 def bookkeeping_mask(events: pd.DataFrame) -> np.ndarray:
     """True for profiler bookkeeping (kept in the tables, left out of every attribution)."""
-    if "bookkeeping" not in events.columns:
-        return np.zeros(len(events), dtype=bool)
-    return events["bookkeeping"].fillna(False).to_numpy(dtype=bool)
+    from ..trace.activity import is_bookkeeping
+
+    return is_bookkeeping(events)
 
 
 def rank_codes(events: pd.DataFrame) -> np.ndarray:
@@ -212,9 +216,10 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
 
 def _device_rows(events: pd.DataFrame):
     """Mask of device-activity events (top-level, timed; no host waits, no bookkeeping) and their arrays."""
+    from ..trace.activity import is_device_activity
+
     category = events["device_category"].array
-    keep = np.asarray(category.codes) >= 0
-    keep &= ~wait_mask(events) & ~bookkeeping_mask(events)
+    keep = is_device_activity(events) & ~bookkeeping_mask(events)
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
     if not keep.any():
