@@ -13,7 +13,7 @@ import pandas as pd
 from ..metrics import execution as ex
 from ..profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import duration, pct, threshold_pct
+from .fmt import duration, offset, pct, threshold_pct
 from .intervals import (
     DeviceActivity,
     HostEvents,
@@ -179,7 +179,7 @@ def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, sh
     message = (f"{who}idle {duration(idle)} = {pct(share)} of its active span {duration(span)} in "
                f"{len(gaps):,} gap(s) >= {duration(params['min_gap_us'])} ({severity} at >= "
                f"{threshold_pct(threshold)}); longest {duration(longest['dur_us'])} at "
-               f"+{duration(longest['start_us'] - t0)}")
+               f"{offset(longest['start_us'] - t0)}")
     if pd.notna(longest["top_label"]):
         message += f" (host in '{longest['top_label']}')"
     if len(by_label):
@@ -248,7 +248,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
                f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
                f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
                f"{threshold_pct(threshold if threshold is not None else params['warning'])}); longest "
-               f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at +{duration(top['start_us'] - t0)}"
+               f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
                "; by label: "
                + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))
     if len(shares) > 1:

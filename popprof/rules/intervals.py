@@ -245,9 +245,20 @@ def host_events(profile: Profile) -> HostEvents:
     return _cached("host", _events(profile), _build_host)
 
 
+def device_tracks(events: pd.DataFrame) -> np.ndarray:
+    """True for events on a thread that carries device activity (a GPU stream's track): an annotation
+    there (Kineto ``gpu_user_annotation``) has no device category but is not host work either."""
+    from ..trace.activity import is_device_activity
+
+    pid = events["pid"].to_numpy(dtype=np.int64)
+    tid = events["tid"].to_numpy(dtype=np.int64)
+    key = pid * np.int64(1_000_003) + tid  # one number per thread (wraps harmlessly for huge synthetic ids)
+    return np.isin(key, np.unique(key[is_device_activity(events)]))
+
+
 def _build_host(events: pd.DataFrame) -> HostEvents:
     dur = events["dur_us"].to_numpy(dtype=np.float64)
-    keep = host_mask(events) & ~bookkeeping_mask(events) & (dur > 0)
+    keep = host_mask(events) & ~bookkeeping_mask(events) & ~device_tracks(events) & (dur > 0)
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array
     return HostEvents(
