@@ -219,6 +219,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _c("tid", "int64", "thread id", key=True),
         _c("process_name", "str", "process name"),
         _c("thread_name", "str", "thread name"),
+        _c("rank", "Int64", "rank of the distributed run the thread belongs to"),
         _c("process_labels", "str", "process labels (Chrome process_labels metadata, e.g. Kineto's 'GPU 0')"),
         _c("process_sort_index", "Int64", "display order of the process (Chrome process_sort_index)"),
         _c("thread_sort_index", "Int64", "display order of the thread (Chrome thread_sort_index)"),

@@ -296,3 +296,10 @@ def launch_summary(profile: Profile) -> pd.DataFrame:
                                          p95_us=lambda s: float(np.percentile(s, 95)), max_us="max")
     out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
     return out.reset_index()[columns]
+
+
+def device_table(profiles) -> pd.DataFrame:
+    """The per-device tables of several profiles, one after another, with a leading ``profile`` column."""
+    frames = [device_breakdown(p).assign(profile=p.name) for p in profiles]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=BREAKDOWN_COLUMNS + ["profile"])
+    return frame[["profile", *BREAKDOWN_COLUMNS]]

@@ -790,6 +790,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     threads = frame.build_threads(events, process_names, parsed.thread_names,
                                   extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta])
     threads = _thread_metadata(threads, parsed.meta)
+    threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
     flows = _flow_frame(parsed.flows, rank)
 
@@ -817,7 +818,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
 
 #: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
 BOOKKEEPING_PROCESSES = ("Spans", "Traces")
-_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler)$")
+_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -858,7 +859,8 @@ def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
 
 
 def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
-    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span, Spans/Traces pids."""
+    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span and its global instants
+    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes."""
     names = events["name"].array
     hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
     mask = hit[np.asarray(names.codes)]
