@@ -205,3 +205,31 @@ def test_cpu_only_real_trace_is_not_evaluated_rather_than_flagged(real):
     found = check(real["cpu_only_rank-34.json.gz"], rules=["host.*", "exchange.*", "distributed.*"])
     assert found.items == []
     assert {r for r, _ in found.not_evaluated} >= {"host.device-gaps", "host.long-events", "exchange.phases"}
+
+
+def test_a_healthy_two_rank_gpu_run_gives_no_finding_with_the_defaults():
+    """Busy 90 % of the time with gaps of 0.5 ms, the all-reduce hidden under compute, ranks within 3 %."""
+    device, host = [], []
+    for rank, length in ((0, 10_000.0), (1, 10_300.0)):
+        for k in range(20):  # 20 steps of back-to-back 4.5 ms kernels with 0.5 ms launch gaps
+            start = k * length
+            host.append((rank, f"ProfilerStep#{k}", None, start, length))
+            for j in range(2):
+                device.append((rank, f"gpu:{rank}", "gemm", "compute", start + j * 5_000.0, 4_500.0))
+            device.append((rank, f"gpu:{rank}", "ncclKernel_AllReduce", "exchange", start + 6_000.0, 2_000.0))
+    found = check(gpu_trace(device, host), rules=["host.*", "exchange.*", "distributed.*"])
+    assert [(f.rule_id, f.severity) for f in found if f.severity != "info"] == []
+    assert set(found.evaluated) >= {"host.device-gaps", "host.long-events", "exchange.phases",
+                                    "distributed.stragglers"}
+
+
+def test_real_traces_severities_documented_in_rules_md(real):
+    def severities(name: str) -> dict[str, str]:
+        return {f.rule_id: f.severity for f in check(real[name], rules=["host.*", "exchange.*", "distributed.*"])}
+
+    assert severities("nccl_data.json.gz") == {"host.device-gaps": "warning", "exchange.share": "info",
+                                               "host.long-events": "warning", "exchange.phases": "error"}
+    two = severities("two_ranks")
+    assert two["host.device-gaps"] == "error" and two["exchange.share"] == "error"
+    assert "distributed.stragglers" not in two
+    assert severities("amd_mi250_minitoy.json.gz")["host.device-gaps"] == "error"
