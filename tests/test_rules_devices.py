@@ -12,7 +12,7 @@ import pytest
 import popprof
 from popprof.profile import Profile
 from popprof.rules import RULES, check
-from popprof.rules.distributed import rank_figures
+from popprof.rules.distributed import rank_figures, step_times
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 
@@ -190,6 +190,17 @@ def test_real_nccl_trace_figures(real):
     assert gaps.where["devices"] == ["rank 0 gpu:0"]
     share = found.by_rule("exchange.share")[0]
     assert share.severity == "info" and share.value == pytest.approx(0.249, abs=0.002)
+
+
+def test_step_times_match_hta_iterations(real):
+    """HolisticTraceAnalysis 0.5.0 on fixtures/real/traces/two_ranks: get_profiler_steps() == [551];
+    hta.analyzers.straggler.extract_iteration_info: rank 0 dur 607312, rank 1 dur 607904 (us);
+    get_potential_stragglers(num_candidates=1) == [1] (HTA always names its top candidates; step times
+    0.1 % apart are no straggler for this rule)."""
+    steps = step_times(real["two_ranks"])
+    at_551 = steps[steps["step"] == 551].set_index("rank")["dur_us"]
+    assert at_551.to_dict() == {0: 607_312.0, 1: 607_904.0}
+    assert sorted(steps["step"].unique().tolist()) == [551, 552]
 
 
 def test_real_two_ranks_have_no_straggler(real):

@@ -121,18 +121,34 @@ def rank_figures(profile: Profile) -> pd.DataFrame:
         busy = float((activity.busy_end - activity.busy_start).sum())
         rows[activity.rank] = {"rank": activity.rank, "steps": 0, "step_us": t1 - t0, "span_us": t1 - t0,
                                "idle_us": (t1 - t0) - busy, "idle_share": 1 - busy / (t1 - t0) if t1 > t0 else np.nan}
-    names = events["name"].array
-    marker_codes = [i for i, c in enumerate(names.categories) if STEP_MARKER.match(str(c))]
-    if marker_codes:
-        marks = np.isin(np.asarray(names.codes), marker_codes)
-        per_rank = pd.DataFrame({"rank": rank_codes(events)[marks],
-                                 "dur": events["dur_us"].to_numpy(dtype=np.float64)[marks]})
-        per_rank = per_rank[(per_rank["rank"] >= 0) & per_rank["dur"].notna()]
-        for rank, group in per_rank.groupby("rank"):
-            row = rows.setdefault(int(rank), {"rank": int(rank), "span_us": np.nan, "idle_us": np.nan,
-                                              "idle_share": np.nan})
-            row["steps"] = len(group)
-            row["step_us"] = float(group["dur"].median())
+    steps = step_times(profile)
+    for rank, group in steps[steps["rank"] >= 0].groupby("rank"):
+        row = rows.setdefault(int(rank), {"rank": int(rank), "span_us": np.nan, "idle_us": np.nan,
+                                          "idle_share": np.nan})
+        row["steps"] = len(group)
+        row["step_us"] = float(group["dur_us"].median())
     frame = pd.DataFrame(list(rows.values()), columns=["rank", "steps", "step_us", "span_us", "idle_us",
                                                        "idle_share"])
     return frame.sort_values("rank").reset_index(drop=True)
+
+
+def step_times(profile: Profile) -> pd.DataFrame:
+    """Every ``ProfilerStep#N`` event: ``rank`` (-1 when unknown), ``step`` (N), ``start_us``, ``dur_us``.
+
+    The durations are HTA's iteration times (``extract_iteration_info``: the ProfilerStep span per rank).
+    """
+    events = profile.get("events")
+    empty = pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
+                          "start_us": pd.Series(dtype="float64"), "dur_us": pd.Series(dtype="float64")})
+    if events is None or events.empty:
+        return empty
+    names = events["name"].array
+    marker_codes = [i for i, c in enumerate(names.categories) if STEP_MARKER.match(str(c))]
+    if not marker_codes:
+        return empty
+    marks = np.isin(np.asarray(names.codes), marker_codes)
+    labels = pd.Series(np.asarray(names.astype("str"))[marks])
+    out = pd.DataFrame({"rank": rank_codes(events)[marks], "step": labels.str.extract(r"(\d+)$")[0].astype("int64"),
+                        "start_us": events["start_us"].to_numpy(dtype=np.float64)[marks],
+                        "dur_us": events["dur_us"].to_numpy(dtype=np.float64)[marks]})
+    return out[out["dur_us"].notna()].sort_values(["rank", "step"]).reset_index(drop=True)
