@@ -97,6 +97,18 @@ def test_exchange_share_and_global_share_for_multi_ipu():
     assert f.value == pytest.approx(0.30)
     assert f.severity == "warning"
     assert "global (inter-IPU) exchange 15.0 % over 2 IPUs (warning at >= 15 %)" in f.message
+    assert "every IPU at 30.0 %" in f.message and f.where["ipus"] == [0, 1]
+
+
+def test_exchange_share_names_the_ipu_that_exchanges_most_and_takes_the_deciding_figure():
+    steps = steps_profile([("global_exchange", 300), ("compute", 700)], ipus=2)
+    table = steps.steps.copy()
+    table.loc[(table["ipu"] == 1) & (table["category"] == "compute"), "cycles"] = 2300  # IPU 1: 300 / 2600
+    steps.set_table("steps", table)
+    (f,) = check(steps, rules=["exchange.share"]).items
+    # run-wide 600 / 3600 = 16.7 % (no band) but global exchange 16.7 % >= 15 %: a warning from that figure
+    assert f.severity == "warning" and f.value == pytest.approx(600 / 3600) and f.threshold == 0.15
+    assert "per IPU from 11.5 % (IPU 1) to 30.0 % (IPU 0)" in f.message and f.where["ipus"] == [0]
 
 
 def test_exchange_share_single_ipu_below_threshold_is_info():

@@ -286,11 +286,29 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
         message += f"; global (inter-IPU) exchange {pct(gshare)} over {ipus} IPUs"
         if gsev:
             message += f" ({gsev} at >= {threshold_pct(gthr)})"
+    where: dict = {}
+    if multi and ipus > 1:  # each IPU's own share: the IPUs that exchange most
+        per_ipu = _share_per_ipu(profile.steps)
+        top, low = per_ipu.idxmax(), per_ipu.idxmin()
+        message += (f"; every IPU at {pct(per_ipu[top])}" if pct(per_ipu[top]) == pct(per_ipu[low]) else
+                    f"; per IPU from {pct(per_ipu[low])} (IPU {low}) to {pct(per_ipu[top])} (IPU {top})")
+        where["ipus"] = [int(i) for i in per_ipu[per_ipu >= params["warning"]].sort_values(ascending=False).index]
     worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
+    if gsev is not None and (severity is None or (gsev == "error" and severity == "warning")):
+        value, threshold = shares.get("global_exchange", 0.0), gthr  # the figure that decided the severity
     evidence = pd.DataFrame({"category": list(shares), "share": list(shares.values()),
                              "cycles": list(ex.cycles_by_category(profile).values())})
     return [r.finding(worst, "Exchange share" if worst == "info" else "Exchange-bound run", message,
-                      value=value, threshold=threshold, evidence=evidence, platform="ipu")]
+                      value=value, threshold=threshold, where=where, evidence=evidence, platform="ipu")]
+
+
+def _share_per_ipu(steps: pd.DataFrame) -> pd.Series:
+    """Exchange + global exchange + sync cycles over all cycles, per IPU (vectorised)."""
+    cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
+    is_x = category_mask(steps["category"], EXCHANGE)
+    frame = pd.DataFrame({"ipu": steps["ipu"].to_numpy(), "all": cycles, "x": np.where(is_x, cycles, 0.0)})
+    sums = frame.groupby("ipu").sum()
+    return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
 
 
 def _trace_share(profile: Profile, params: dict) -> list[Finding]:
