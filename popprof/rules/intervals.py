@@ -56,11 +56,15 @@ class DeviceActivity:
 
     def exposed(self, categories: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Time the events of ``categories`` run while no other device event does (e.g. communication not
-        overlapped by compute on another stream), as sorted, disjoint intervals."""
-        mine = self.in_categories(categories)
-        a_start, a_end = merge_intervals(self.start[mine], self.end[mine])
-        b_start, b_end = merge_intervals(self.start[~mine], self.end[~mine])
-        return subtract_intervals(a_start, a_end, b_start, b_end)
+        overlapped by compute on another stream), as sorted, disjoint intervals (computed once per set)."""
+        if not hasattr(self, "_exposed"):
+            self._exposed: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        if categories not in self._exposed:
+            mine = self.in_categories(categories)
+            a_start, a_end = merge_intervals(self.start[mine], self.end[mine])
+            b_start, b_end = merge_intervals(self.start[~mine], self.end[~mine])
+            self._exposed[categories] = subtract_intervals(a_start, a_end, b_start, b_end)
+        return self._exposed[categories]
 
     def in_categories(self, categories: tuple[str, ...]) -> np.ndarray:
         """True for events whose category is one of ``categories`` (on the codes, no strings)."""
@@ -196,7 +200,11 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
         return []
     ranks = rank_codes(events)[keep] if by != "all" else np.full(len(start), -1, dtype=np.int64)
     if by == "device" and "device" in events.columns:
-        dev_codes, dev_names = pd.factorize(events["device"].astype("str")[keep], sort=True)  # missing -> -1
+        column = events["device"]
+        if isinstance(column.dtype, pd.CategoricalDtype):  # codes, never 10 million strings
+            dev_codes, dev_names = np.asarray(column.array.codes)[keep], column.array.categories
+        else:
+            dev_codes, dev_names = pd.factorize(column.to_numpy(dtype=object)[keep], sort=True)  # missing -> -1
     else:
         dev_codes, dev_names = np.full(len(start), -1, dtype=np.int64), pd.Index([])
     key = (ranks + 1) * (len(dev_names) + 1) + (dev_codes + 1)
@@ -253,7 +261,7 @@ def device_tracks(events: pd.DataFrame) -> np.ndarray:
     pid = events["pid"].to_numpy(dtype=np.int64)
     tid = events["tid"].to_numpy(dtype=np.int64)
     key = pid * np.int64(1_000_003) + tid  # one number per thread (wraps harmlessly for huge synthetic ids)
-    return np.isin(key, np.unique(key[is_device_activity(events)]))
+    return np.isin(key, pd.unique(key[is_device_activity(events)]))  # a few device threads: hashing, no sort
 
 
 def _build_host(events: pd.DataFrame) -> HostEvents:
