@@ -65,10 +65,10 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
 @rule("host.device-gaps",
       "gaps in device activity inside the run, longer than a threshold, and what the host did meanwhile",
       needs=["events"], params={"min_gap_us": 1000.0, "warning": 0.10, "error": 0.30, "top": 3},
-      advice={"ipu": "The IPU sat idle waiting for the host: see which host work fills the gaps. Typical fixes: "
-                     "more device iterations per host call (deviceIterations / batches-per-step), a faster host "
-                     "data pipeline (more loader workers, prefetching), asynchronous host I/O, and keeping "
-                     "optimizer and metric work on the IPU.",
+      advice={"ipu": "The device sat idle waiting for the host: see which host work fills the gaps. Typical "
+                     "fixes: more data-loader workers or prefetching, pinned memory and asynchronous copies, "
+                     "moving optimizer or metric work off the critical path, and fewer host-device "
+                     "synchronisations (e.g. .item() or printing losses every step).",
               "gpu": "The GPU sat idle waiting for the host: see which host work fills the gaps. Typical fixes: "
                      "more data-loader workers (num_workers) with prefetching, pinned memory "
                      "(pin_memory=True) with non_blocking copies, CUDA graphs to cut kernel-launch overhead, "
@@ -100,7 +100,7 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         frames.append(gaps)
         texts.append(text)
         threads += [t for t in top_threads if t not in threads]
-    worst_share, worst, _, _ = per_device[0]
+    worst_share = per_device[0][0]
     severity, threshold = band(worst_share, params["warning"], params["error"])
     evidence = pd.concat(frames, ignore_index=True)
     total = len(device_activities(profile))
@@ -199,8 +199,8 @@ def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, sh
 @rule("host.long-events", "long host events during which the device sat idle, between device runs",
       needs=["events"], params={"min_us": 10_000.0, "idle_share": 0.8, "warning": 0.0, "error": 0.30, "top": 3},
       advice={"ipu": "Long host work between device runs (data loading, optimizer steps or checkpointing on "
-                     "the host, logging) stalls the IPU: overlap it with device work, move it to the IPU "
-                     "(more deviceIterations, optimizer on device), or do it less often.",
+                     "the host, logging) stalls the device: overlap it with device work, move it to the device, "
+                     "or do it less often.",
               "gpu": "Long host work between GPU runs (data loading, optimizer steps or checkpointing on the "
                      "host, logging) stalls the GPU: more data-loader workers and pinned memory for input, "
                      "overlap it with GPU work (asynchronous checkpointing, non_blocking copies), or do it "
