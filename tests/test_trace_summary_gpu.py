@@ -201,3 +201,15 @@ def test_idle_causes_on_a_hand_made_stream(tmp_path: Path) -> None:
     delays = devices.launch_delays(p).set_index("name")["launch_delay_us"]
     assert delays.to_dict() == {"k1": 9.0, "k2": 49.0, "k3": 99.0, "k4": 149.0}
     assert pd.isna(devices.device_breakdown(p).iloc[0]["comm_comp_overlap_pct"])
+
+
+def test_a_bundle_keeps_the_columns_flows_and_figures(nccl, tmp_path: Path) -> None:
+    from popprof.cli import main as cli
+
+    out = tmp_path / "nccl.popprof"
+    assert cli(["export", str(REAL / "nccl_data.json.gz"), "-o", str(out)]) == 0
+    back = popprof.open(out)
+    assert len(back.flows) == len(nccl.flows)
+    for column in ("rank", "device", "stream", "correlation", "bookkeeping"):
+        assert back.events[column].dtype == nccl.events[column].dtype, column
+    pd.testing.assert_frame_equal(devices.device_breakdown(back), devices.device_breakdown(nccl))

@@ -195,6 +195,7 @@ _GET_ARGS = operator.methodcaller("get", "args")
 #: args fields kept as columns: Kineto's GPU stream, launch correlation id and device
 _ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device"))
 _EMPTY: dict = {}
+_NAN = float("nan")
 _GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
 CHUNK_EVENTS = 1 << 14
 
@@ -424,14 +425,18 @@ def _one_number(value: object) -> float:
 def _arg_fields(events: list) -> dict[str, np.ndarray]:
     """``args.stream`` / ``args.correlation`` / ``args.device`` of each event (NaN when absent), at C speed."""
     args = list(map(_GET_ARGS_OR_EMPTY, events))
+    n = len(args)
     out = {}
     for key, arg in _ARG_FIELDS:
-        try:
-            values = list(map(dict.get, args, itertools.repeat(arg)))
+        try:  # the common case: every args an object, every value a number or absent
+            out[key] = np.fromiter(map(dict.get, args, itertools.repeat(arg), itertools.repeat(_NAN)),
+                                   np.float64, n)
+            continue
         except TypeError:  # an args that is not an object (null, a list): treat as empty
             args = [a if type(a) is dict else _EMPTY for a in args]
-            values = list(map(dict.get, args, itertools.repeat(arg)))
-        out[key] = _optional_numbers(values)
+        except ValueError:  # a value that is not a number ("0x0" streams of HIP runtime calls)
+            pass
+        out[key] = _optional_numbers(list(map(dict.get, args, itertools.repeat(arg))))
     return out
 
 
