@@ -240,6 +240,8 @@ TABLES: dict[str, Table] = {t.name: t for t in [
            "(Kineto args.correlation, the id of ac2g flows)"),
         _c("bookkeeping", "boolean", "profiler bookkeeping (the PyTorch Profiler (N) span, Spans / Traces "
            "pseudo-threads): kept, but left out of attribution, busiest threads and top events"),
+        _c("instant_scope", "category", "for an instant event (Chrome ph i/I/R): its scope t (thread), p "
+           "(process) or g (global); missing for events with a duration, also zero-duration complete events"),
         _c("args", "str", "event arguments as JSON (only when read with args)", optional=True),
     ), "Timed events of host (and device) threads.", "pvti, chrome_trace", ("event_id",)),
     Table("flows", "flow event (an arrow between two events, e.g. Kineto ac2g: CPU launch -> GPU kernel)", (
@@ -260,7 +262,11 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _c("process_name", "str", "process name"),
         _c("thread_name", "str", "thread name"),
         _c("rank", "Int64", "rank of the distributed run the thread belongs to"),
-    ), "Threads seen in a trace.", "pvti, chrome_trace", ("pid", "tid")),
+        _c("process_labels", "str", "process labels (Chrome process_labels metadata, e.g. Kineto's 'GPU 0')"),
+        _c("process_sort_index", "Int64", "display order of the process (Chrome process_sort_index)"),
+        _c("thread_sort_index", "Int64", "display order of the thread (Chrome thread_sort_index)"),
+    ), "Threads seen in a trace (and processes named by metadata: tid of the metadata event, usually 0).",
+        "pvti, chrome_trace", ("pid", "tid")),
     Table("counters", "counter sample", (
         _c("pid", "int64", "process id", key=True),
         _c("name", "category", "counter name"),

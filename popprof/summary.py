@@ -126,7 +126,7 @@ def execution_totals_section(profile: Profile, metrics: dict[str, float | None] 
                        "label": row.label}
     out: dict = {"source": "summary", "total_cycles": m.get("execution.total_cycles"),
                  "total_time_us": m.get("execution.total_time_us"),
-                 "exchange_share": m.get("execution.exchange_share"), "by_category": by_cat}
+                 "exchange_share": m.get("execution.exchange_and_sync_share"), "by_category": by_cat}
     programs = profile.meta.get("text_summary.programs_executed")
     if programs:
         out["programs_executed"] = json.loads(programs)

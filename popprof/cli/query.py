@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import UsageError
-from .common import engine_option, format_option, load_one_profile
+from .common import device_map_option, engine_option, format_option, load_one_profile, reader_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,7 +43,8 @@ def run_query(profile: Profile, sql: str) -> pd.DataFrame:
 @format_option("table", "csv", "json", default="table")
 @click.option("--limit", type=click.IntRange(0, None), default=200, show_default=True,
               help="Rows to print in table format.")
-def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int) -> None:
+@device_map_option()
+def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int, device_map: str | None) -> None:
     """Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).
 
     \b
@@ -52,7 +53,9 @@ def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int)
       popprof query p.popprof "SELECT tile, bytes_incl_gaps FROM tiles ORDER BY 2 DESC LIMIT 5" \\
         --format csv
     """
-    result = run_query(load_one_profile(path, engine), sql)
+    from ..config import load_config
+
+    result = run_query(load_one_profile(path, engine, **reader_options(device_map, load_config())), sql)
     if fmt == "csv":
         click.echo(result.to_csv(index=False), nl=False)
     elif fmt == "json":

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import click
 
+from ..config import load_config
 from ..summary import render_text, summarise
-from .common import clean_for_json, echo_json, engine_option, format_option, load_profiles
+from .common import (
+    clean_for_json,
+    device_map_option,
+    echo_json,
+    engine_option,
+    format_option,
+    load_profiles,
+    reader_options,
+)
 
 
 @click.command("summary")
 @click.argument("path", type=click.Path())
 @engine_option()
 @format_option("text", "json", "csv")
-def summary_command(path: str, engine: str | None, fmt: str) -> None:
+@device_map_option()
+def summary_command(path: str, engine: str | None, fmt: str, device_map: str | None) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
     PATH is a profile.pop, a run directory, a bundle, a text summary,
@@ -28,7 +38,7 @@ def summary_command(path: str, engine: str | None, fmt: str) -> None:
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
     """
-    profiles = load_profiles(path, engine)
+    profiles = load_profiles(path, engine, **reader_options(device_map, load_config()))
     if fmt == "csv":
         from ..metrics.devices import device_table
 
