@@ -13,6 +13,14 @@ import re
 from collections.abc import Iterable
 
 from ..schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
+from .gpu_vocabulary import (
+    CPP_NAMESPACES,
+    GPU_PATTERNS,
+    KINETO_CATEGORIES,
+    KINETO_KEYS,
+    cpp_signature_public,
+    runtime_call,
+)
 
 PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {
     "Repeat", "RepeatWhileTrue", "RepeatWhileFalse", "Sequence", "OnEveryTileSwitch", "Call", "If", "Switch",
@@ -61,24 +69,31 @@ DTYPES = frozenset({"half", "float", "float16", "float32", "float64", "bfloat16"
                     "int32", "int64", "uint8", "uint16", "uint32", "bool", "char", "unsigned", "fp16", "fp32",
                     "true", "false", "null", "none", "None", "True", "False", "NCHW", "NHWC"})
 
-#: Public C++ namespaces (PopLibs, Poplar, frameworks, PyTorch/CUDA) whose vertex/op names stay readable.
+#: Public C++ namespaces (PopLibs, Poplar, frameworks) whose names stay readable; GPU-library namespaces
+#: are in :data:`.gpu_vocabulary.CPP_NAMESPACES`.
 PUBLIC_NAMESPACES = ("poplin", "popops", "popnn", "poprand", "poputil", "popfloat", "popsparse", "poplar",
                      "poplibs", "popart", "poptorch", "gcl", "popdist", "pva", "pvti", "libpvti", "aten",
                      "c10", "torch", "at", "std", "cudnn", "cublas", "tensorflow", "xla", "ipu")
 
-PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"(?:{})::[A-Za-z_][\w:<>,.*&\[\]-]*(?:, [\w:<>,.*&\[\]-]+)*".format(
-        "|".join(PUBLIC_NAMESPACES))),
-    re.compile(r"graphConstruction/[A-Za-z]\w*"),
-    re.compile(r"cuda[A-Z]\w*|cu[A-Z]\w*|nccl[A-Z].*|rccl[A-Z].*|hip[A-Z]\w*"),
-    re.compile(r"Mem(?:cpy|set)(?: [A-Za-z]+)?(?: \([^()]*\))?"),
-    # versions (at most three parts: never an IPv4 address), dates and times
-    re.compile(r"v?\d+\.\d+(?:\.\d+)?(?:[-+][A-Za-z0-9]+)?"),
-    re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
-               r"|\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?"),
-    re.compile(r"Program \d+(?: \(main\))?"),
-    re.compile(r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pool-\d+-thread-\d+|Thread-\d+"),
-)
+#: Anchored patterns of public names (each must match the WHOLE string; no bare prefixes).
+PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+    r"graphConstruction/[A-Za-z]\w*",
+    # versions: at most three numeric parts (never an IPv4 address), PEP 440 pre/post/dev tags only
+    r"v?\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc|\.post|\.dev)\d+)?",
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?",
+    r"Program \d+(?: \(main\))?",
+    r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pt_autograd_\d+|pool-\d+-thread-\d+|Thread-\d+",
+    r"[A-Za-z]",                                          # one-letter structural values (ph, s, bp)
+    r"(?:NVIDIA |Tesla |AMD )?(?:[ABHLTVK]\d{1,3}[A-Z]?|RTX \d{4}|GTX \d{4}|Instinct MI\d{2,3}[A-Z]?|"
+    r"Radeon Graphics)(?:[ -](?:SXM\d?|PCIe|PG\d{3}-\d{3}|\d+GB|NVL|Ti|HBM\d?e?))*",
+) + GPU_PATTERNS)
+
+#: ``thread 123 (NAME)`` (Kineto's thread labels) and ``autograd::engine::evaluate_function: NAME``:
+#: public when NAME is.
+_WRAPPERS = (re.compile(r"thread \d+ \((.+)\)"), re.compile(r"autograd::engine::evaluate_function: (.+)"))
+#: Plain numbers, and strings without a letter or digit (punctuation cannot carry a name).
+_NUMBER_OR_PUNCT = re.compile(r"[-+]?(?:\d[\d,_]*)?(?:\.\d+)?(?:[eE][-+]?\d+)?|[^\w]*")
 
 #: Public internet names that are not the user's infrastructure.
 PUBLIC_HOSTS = frozenset({"graphcore.ai", "docs.graphcore.ai", "github.com", "pypi.org", "python.org",
@@ -100,15 +115,17 @@ def _popprof_names() -> frozenset[str]:
 
 BASE_WORDS: frozenset[str] = (PROGRAM_TYPES | MEMORY_CATEGORIES | frozenset(STEP_CATEGORIES) | CHANNELS | LAYERS
                               | TARGET_VALUES | ENGINE_NAMES | CHROME_VALUES | SDK_EVENTS | DTYPES
-                              | _popprof_names())
+                              | KINETO_CATEGORIES | KINETO_KEYS | _popprof_names())
 
 
 class Allowlist:
     """Decides whether a string is public vocabulary (kept as it is)."""
 
-    def __init__(self, extra_words: Iterable[str] = (), extra_patterns: Iterable[re.Pattern[str]] = ()) -> None:
+    def __init__(self, extra_words: Iterable[str] = (), extra_patterns: Iterable[re.Pattern[str]] = (),
+                 extra_namespaces: Iterable[str] = ()) -> None:
         self.words = set(BASE_WORDS) | set(extra_words)
         self.patterns = list(PUBLIC_PATTERNS) + list(extra_patterns)
+        self.namespaces = frozenset(PUBLIC_NAMESPACES) | frozenset(extra_namespaces)
         self._combined = re.compile("|".join(f"(?:{p.pattern})" for p in self.patterns))
         self._cache: dict[str, bool] = {}
 
@@ -117,6 +134,25 @@ class Allowlist:
             return False
         hit = self._cache.get(value)
         if hit is None:
-            hit = value in self.words or self._combined.fullmatch(value) is not None
-            self._cache[value] = hit
+            hit = self._decide(value)
+            if len(self._cache) < 2_000_000:
+                self._cache[value] = hit
         return hit
+
+    def _decide(self, value: str) -> bool:
+        if value in self.words or self._combined.fullmatch(value) is not None or runtime_call(value):
+            return True
+        if _NUMBER_OR_PUNCT.fullmatch(value):
+            return True
+        for wrapper in _WRAPPERS:
+            m = wrapper.fullmatch(value)
+            if m is not None:
+                return m.group(1) in self
+        return cpp_signature_public(value, self.__contains__, self._namespace)
+
+    def _namespace(self, name: str) -> bool:
+        return name in CPP_NAMESPACES or name in self.namespaces
+
+    def public_namespace(self, name: str) -> bool:
+        """True for a C++ namespace whose names are public (PopLibs, PyTorch, CUDA libraries...)."""
+        return self._namespace(name)

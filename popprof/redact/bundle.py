@@ -146,6 +146,7 @@ def redact_metadata(meta: dict[str, str], redactor: Redactor) -> dict[str, str]:
         else:
             out[new_key] = redactor.value(value, key)
     out["redacted"] = "true"
+    out["redaction_key_fingerprint"] = redactor.key_fingerprint
     return _replace_known_identifiers(out, redactor)
 
 
@@ -153,10 +154,8 @@ def _replace_known_identifiers(meta: dict[str, str], redactor: Redactor) -> dict
     """Names pseudonymised elsewhere that also appear inside metadata text get their pseudonym there too."""
     import re
 
-    from .scan import usable_tokens
-
     forward = {orig: name for (kind, orig), name in redactor.pseudonyms.forward.items()}
-    tokens = usable_tokens({o: "x" for o in forward}, redactor.allowlist, redactor.policy.keeps)
+    tokens = [o for o in forward if len(o.strip()) >= 4 and not redactor.is_public(o)]
     text = "\n".join(v for v in meta.values() if isinstance(v, str))
     hits = sorted((t for t in tokens if t in text), key=len, reverse=True)
     if not hits:
