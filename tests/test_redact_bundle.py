@@ -173,9 +173,12 @@ def test_scan_fails_when_path_scrubbing_is_off_and_nothing_is_written(original, 
 
 
 def test_scan_fails_with_a_broken_scrubber(original, tmp_path, monkeypatch):
+    from popprof.redact.redactor import Redactor
     from popprof.redact.scrub import Scrubber
 
-    monkeypatch.setattr(Scrubber, "scrub_value", lambda self, value, key=None: value)
+    # a redactor that forgets to replace free text and sensitive-key values
+    monkeypatch.setattr(Scrubber, "whole", lambda self, kind, value: value)
+    monkeypatch.setattr(Redactor, "free_text", lambda self, value: value)
     out = tmp_path / "leaky.popprof"
     report = redact(original, out, key=KEY_A)
     assert not report.passed and not out.exists()
@@ -199,7 +202,7 @@ def test_standalone_scan_against_the_original(original, redacted, tmp_path):
     out, _, _ = redacted
     assert scan(out, against=original).passed
     result = scan(original, against=original)
-    assert not result.passed and {"prog", "var", "path"} <= set(result.leaks)
+    assert not result.passed and {"identifier", "path"} <= set(result.leaks)
 
 
 def test_run_directory_gives_one_redacted_bundle_per_engine(pva_double, tmp_path):
@@ -236,5 +239,5 @@ def test_standalone_scan_reads_per_column_parquet_metadata(original, redacted, t
     pq.write_table(table.cast(table.schema.set(table.schema.get_field_index("name"), column)), file)
     assert pq.read_schema(file).field("name").metadata  # the metadata survived the write
     result = scan(copy, against=original)
-    assert not result.passed and result.leaks["var"] >= 1
+    assert not result.passed and result.leaks["identifier"] >= 1
     assert any("variables.parquet:name:schema" in place for places in result.where.values() for place in places)

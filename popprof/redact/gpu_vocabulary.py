@@ -175,7 +175,13 @@ GPU_PATTERNS: tuple[str, ...] = (
     r"torch::autograd::(?:AccumulateGrad|GraphRoot|CopyBackwards|CopySlices|Error|NotImplemented)",
     rf"Optimizer\.(?:step|zero_grad)#(?:{_KNOWN_OPTIMIZERS})\.(?:step|zero_grad)",
     rf"(?:nccl|rccl)(?:Dev)?Kernel_[A-Za-z0-9]+(?:_[A-Za-z0-9]+){{0,6}}(?:{_NCCL_ARGS})?",
+    r"nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)"
+    r"(?:Ring|Tree|CollNet|NVLS|LL128|LL|Simple)*Kernel(?:_[a-z0-9]+){0,3}",   # NCCL < 2.12 kernel names
     r"(?:thread \d+|stream \d+) ?",                       # Kineto thread / stream labels
+    # TensorFlow / JAX profiler process and stream labels
+    r"/host:CPU|/device:(?:GPU|CPU|TPU|XLA_GPU|XLA_CPU):\d+(?: Compute| stream \d+)?",
+    r"Stream #\d+\((?:Compute|MemcpyH2D|MemcpyD2H|MemcpyD2D|MemcpyP2P|NCCL|Memset)\)",
+    r"tf_executor|TraceMe|TraceContext|tf_data_iterator_get_next",
     r"(?:GPU|CPU|XPU|MTIA|HPU) ?\d*",
     r"(?:cpu|cuda|gloo|nccl|mpi|ucc)(?::(?:gloo|nccl|mpi|ucc))?(?:,(?:cpu|cuda):(?:gloo|nccl|mpi|ucc))*",
     r"0x[0-9a-fA-F]{1,16}",

@@ -25,7 +25,7 @@ PREFIXES: dict[str, str] = {
     "file": "file", "profile": "profile", "arg": "arg", "label": "label", "key": "key",
     # free-text kinds
     "path": "path", "user": "user", "host": "host", "email": "email", "ip": "ip", "url": "url",
-    "secret": "secret", "env": "env",
+    "secret": "secret", "token": "token", "env": "env",
 }
 
 SHORT_HEX = 12

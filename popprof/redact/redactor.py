@@ -141,10 +141,30 @@ class Redactor:
         return root[0]
 
     def free_text(self, value: str) -> str:
-        """Free text: detector spans (paths, hosts, e-mails, ...) become pseudonyms of their kind,
-        then every chunk that is not public becomes a pseudonym; public chunks stay readable."""
-        protected = self._disabled_spans(value)
-        scrubbed = self.scrubber.scrub_text(value) if not protected else value
+        """Free text: public chunks stay readable; each run of other chunks has its detector spans
+        (paths, hosts, e-mails, ...) replaced by pseudonyms of their kind, then every chunk left
+        that is not public becomes a pseudonym."""
+        spans = chunks(value)
+        public = [self.is_public(value[s:e]) for s, e in spans]
+        parts: list[str] = []
+        pos = i = 0
+        while i < len(spans):
+            if public[i]:
+                parts.append(value[pos:spans[i][1]])
+                pos = spans[i][1]
+                i += 1
+                continue
+            j = i
+            while j < len(spans) and not public[j]:
+                j += 1
+            parts.append(self._scrub_region(value[pos:spans[j - 1][1]]))
+            pos, i = spans[j - 1][1], j
+        parts.append(value[pos:])
+        return "".join(parts)
+
+    def _scrub_region(self, region: str) -> str:
+        protected = self._disabled_spans(region)
+        scrubbed = self.scrubber.scrub_text(region) if not protected else region
         parts: list[str] = []
         pos = 0
         for start, end in chunks(scrubbed):

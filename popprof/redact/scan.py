@@ -26,12 +26,11 @@ from pathlib import Path
 
 from .allowlist import Allowlist
 from .scrub import PSEUDONYM_RE, detect
-from .sensitive import MIN_SUBSTRING, SensitiveSet
-from .tokens import MAX_JSON_DEPTH, json_depth, looks_like_json, words
+from .sensitive import HASH_KEYS, MIN_SUBSTRING, SensitiveSet
+from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
 #: JSON keys whose values are content hashes kept on purpose (not secrets).
-HASH_KEYS = frozenset({"sha256", "sha1", "md5", "hash", "digest", "key_fingerprint"})
 #: Leaks located precisely (JSON path / row); more are counted by kind only.
 MAX_LOCATED = 50
 
@@ -126,50 +125,61 @@ class Scanner:
         self.hits: dict[str, str] = {}
         self._seen: set = set()
 
-    def check(self, value: str, place: str, key: str | None = None) -> None:
-        """Check one string (and, when it holds JSON, every key and string inside it)."""
+    def check(self, value: str, place: str, key: str | None = None, top: str | None = None) -> None:
+        """Check one string; when it holds JSON, every decoded key and string inside it instead
+        (JSON escapes such as ``\\u00fc`` would hide a token from a raw match, and a string may
+        itself hold JSON). ``top`` is the outermost string, remembered for locating leaks."""
         if not value or (value, key) in self._seen:
             return
         self._seen.add((value, key))
         self.result.strings_checked += 1
+        if PSEUDONYM_RE.fullmatch(value) or self.keep(value) or (key is not None and key.lower() in HASH_KEYS):
+            return
+        if looks_like_json(value) and value not in self.allowlist and json_depth(value) <= MAX_JSON_DEPTH:
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict | list):
+                for k, v in _json_strings(parsed):
+                    self.check(v, place, k, top or value)
+                return
         kind = self._find(value, key)
         if kind is not None:
             self.result.add(kind, place)
-            self.hits.setdefault(value, kind)
+            self.hits.setdefault(top or value, kind)
 
     def _find(self, value: str, key: str | None) -> str | None:
-        if PSEUDONYM_RE.fullmatch(value) or self.keep(value):
-            return None
         if value in self.allowlist:
-            return self._patterns(value, key)
+            return self._patterns(value, key, public=True)
         kind = self.matcher.find(value)
         if kind is None and self._word_keys:
             hit = self._word_keys & set(words(value))
             if hit:
                 kind = self.word_tokens[next(iter(hit))]
         if kind is not None:
-            return kind
-        if looks_like_json(value) and json_depth(value) <= MAX_JSON_DEPTH:
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):
-                parsed = None
-            if isinstance(parsed, dict | list):
-                # decoded keys and strings get both checks again: JSON escapes (\u00fc, \\) hide a
-                # token from the raw match, and a string may itself hold JSON
-                for k, v in _json_strings(parsed):
-                    found = self._find(v, k)
-                    if found is not None:
-                        return found
-                return None
+            return self._patterns(value, key) or kind  # a detector names the kind better
         return self._patterns(value, key)
 
-    def _patterns(self, value: str, key: str | None) -> str | None:
+    def _patterns(self, value: str, key: str | None, public: bool = False) -> str | None:
+        """The kind of a detector match in ``value`` that no public name explains, or None.
+
+        In a public string, path- and token-like spans are parts of its public shape (``/device:GPU:0``,
+        ``ConvPartial1x1Out``); in other text, spans inside a public chunk are skipped likewise."""
         if key is not None and key.lower() in HASH_KEYS:
             return None
-        for kind, span in detect(value):
-            if not self.keep(span) and span not in self.allowlist:
-                return kind
+        found = detect(value)
+        if not found:
+            return None
+        shields = [c for c in chunk_strings(value) if c in self.allowlist] if not public else []
+        for kind, span in found:
+            if self.keep(span) or span in self.allowlist:
+                continue
+            if public and kind in ("path", "secret", "token"):
+                continue
+            if any(span in shield for shield in shields) and kind in ("path", "secret", "token"):
+                continue
+            return kind
         return None
 
     def check_json(self, obj: object, place: str) -> None:

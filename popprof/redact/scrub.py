@@ -24,7 +24,7 @@ from .pseudonym import PREFIXES
 #: Scrubber families a policy can switch off (``scrub.paths = false``): family -> kinds it covers.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "paths": ("path",), "users": ("user",), "hosts": ("host",), "emails": ("email",), "ips": ("ip",),
-    "urls": ("url",), "secrets": ("secret",), "env": ("env",),
+    "urls": ("url",), "secrets": ("secret", "token"), "env": ("env",),
 }
 
 PSEUDONYM_RE = re.compile(r"(?:{})_[0-9a-f]{{12}}(?:[0-9a-f]{{12}})?(?:\.\w{{1,8}})?".format("|".join(sorted(set(PREFIXES.values())))))
@@ -98,9 +98,9 @@ _RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("secret", re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{32,}(?![0-9A-Fa-f])"), 0),
     ("secret", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/-]{32,}={0,2}(?![A-Za-z0-9+/=_-])"), 0),
     # shorter tokens: base64 with padding, hex of 16+ digits, mixed-case keys of 16+ characters
-    ("secret", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{8,}={1,2}(?![A-Za-z0-9+/=_-])"), 0),
-    ("secret", re.compile(r"(?<![0-9A-Za-z_])[0-9a-fA-F]{16,31}(?![0-9A-Za-z_])"), 0),
-    ("secret", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9]{16,31}(?![A-Za-z0-9+/=_-])"), 0),
+    ("token", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{8,}={1,2}(?![A-Za-z0-9+/=_-])"), 0),
+    ("token", re.compile(r"(?<![0-9A-Za-z_])[0-9a-fA-F]{16,31}(?![0-9A-Za-z_])"), 0),
+    ("token", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9]{16,31}(?![A-Za-z0-9+/=_-])"), 0),
     ("host", re.compile(r"(?i)(?:--?(?:host|hosts|hostname|node|nodes|server)[= ]\s*|\b(?:host(?:name)?|node"
                         r"(?:name)?|server)\s*[=:]\s*)([^\s\"',;]+)"), 1),
     ("user", re.compile(r"(?i)(?:--?(?:user|username)[= ]\s*|\b(?:user(?:name)?|owner|login)\s*[=:]\s*)"
@@ -123,15 +123,17 @@ def _valid(kind: str, text: str) -> bool:
         except ValueError:
             return False
         return not (addr.is_loopback or addr.is_unspecified)
-    if kind == "secret" and text.endswith("=") and len(text) < 32:
+    if kind == "token" and text.endswith("="):
         return len(set(text.rstrip("="))) >= 6 and not text.rstrip("=").isdigit()
-    if kind == "secret" and re.fullmatch(r"[0-9A-Fa-f]+", text) and len(text) < 32:
+    if kind == "token" and re.fullmatch(r"[0-9A-Fa-f]+", text):
         return any(c.isdigit() for c in text) and any(c.isalpha() for c in text) and len(set(text)) >= 6
-    if kind == "secret" and not re.fullmatch(r"[0-9A-Fa-f]+", text) and len(text) < 32:
+    if kind == "token":
         digits = sum(c.isdigit() for c in text)
         upper = sum(c.isupper() for c in text)
         lower = sum(c.islower() for c in text)
-        return digits >= 2 and upper >= 2 and lower >= 2 and len(set(text)) >= 10
+        # random keys mix classes; names (``ConvPartial1x1Out``) have runs of lower-case letters
+        return digits >= 2 and upper >= 2 and lower >= 2 and len(set(text)) >= 10 \
+            and re.search(r"[a-z]{5}", text) is None
     if kind == "secret" and not re.fullmatch(r"[0-9A-Fa-f]+", text) and len(text) >= 32 and "_" not in text \
             and not text.startswith(("tok_", "sk-", "gh", "xox", "AKIA", "hf_")):
         digits = sum(c.isdigit() for c in text)

@@ -18,6 +18,7 @@ their own, and feed every string they find.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -33,6 +34,8 @@ from .scrub import PSEUDONYM_RE, _key_kind, detect
 from .tokens import MAX_JSON_DEPTH, MIN_WORD, chunk_strings, json_depth, looks_like_json, words
 
 MIN_SUBSTRING = 8
+#: Keys whose values are content hashes, kept on purpose (not secrets).
+HASH_KEYS = frozenset({"sha256", "sha1", "md5", "hash", "digest", "key_fingerprint"})
 _NUMERIC = re.compile(r"[\d\s.,:;+\-eE%()x/]*")
 _HEXISH = re.compile(r"[0-9a-fA-F]{1,11}")
 
@@ -57,6 +60,8 @@ class SensitiveSet:
         if not isinstance(value, str) or not value:
             return
         item = (value, key)
+        if key is not None and key.lower() in HASH_KEYS:
+            return  # content hashes (sha256 of a source file) are kept on purpose
         if item in self._seen:
             return
         self._seen.add(item)
@@ -70,6 +75,7 @@ class SensitiveSet:
                 parsed = None
             if isinstance(parsed, dict | list):
                 self.add_json(parsed, key)
+                return
         kind = _key_kind(key) or kind if key else kind
         self._token(value, kind)
         for found, span in detect(value):
@@ -253,10 +259,8 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
                 sensitive.add(value, "identifier", str(key))
     for manifest in ([source / "manifest.json"] if source.is_dir() else []):
         if manifest.exists():
-            try:
+            with contextlib.suppress(ValueError):
                 sensitive.add_json(json.loads(manifest.read_text("utf-8", "replace")))
-            except ValueError:
-                pass
     return sensitive
 
 
