@@ -201,7 +201,7 @@ def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
     with atomic_path(out) as tmp:
         tmp.write_bytes(redacted)
         if scan:
-            result = _finish_scan(source, "text_summary", redactor, lambda s: scan_text_file(tmp, s))
+            result = _finish_scan(source, "text_summary", redactor, lambda s: scan_text_file(tmp, s, out.name))
     return len(data), len(redacted), result
 
 

@@ -284,16 +284,17 @@ def _is_textual(typ) -> bool:
             or pa.types.is_large_binary(typ) or pa.types.is_string_view(typ) or pa.types.is_nested(typ))
 
 
-def scan_text_file(path: Path, scanner: Scanner) -> ScanResult:
-    """Scan every line of a text file."""
+def scan_text_file(path: Path, scanner: Scanner, name: str | None = None) -> ScanResult:
+    """Scan every line of a text file (``name``: how the report names it, default its file name)."""
+    name = name or path.name
     from ..readers import open_binary
 
     with open_binary(path) as handle:
         for number, line in enumerate(handle.read().decode("utf-8", "replace").splitlines(), 1):
             before = len(scanner.hits)
-            scanner.check(line, f"{path.name}")
+            scanner.check(line, name)
             if len(scanner.hits) > before or line in scanner.hits:
-                scanner.result.locate(scanner.hits[line], f"{path.name}:line {number}")
+                scanner.result.locate(scanner.hits[line], f"{name}:line {number}")
     return scanner.result
 
 
