@@ -188,14 +188,36 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _c("start_us", "float64", "start time", "us"),
         _c("dur_us", "float64", "duration (0 for instant events)", "us"),
         _c("device_category", "category",
-           "device activity category (compute | exchange | host_io | sync | other); missing for host events"),
+           "device activity category (compute | exchange | host_io | sync | other); host_wait marks a host "
+           "call that blocks on the device (cudaDeviceSynchronize, ...: host time, never device time); "
+           "missing for other host events"),
+        _c("rank", "Int64", "rank of the distributed run (distributedInfo.rank or the file name rank-N)"),
+        _c("device", "category", "device the event ran on (gpu:N, ipu:N); missing for host events"),
+        _c("stream", "Int64", "GPU stream (Kineto args.stream) or IPU channel number; missing on host"),
+        _c("correlation", "Int64", "launch correlation id linking a host launch call to its device event "
+           "(Kineto args.correlation, the id of ac2g flows)"),
+        _c("bookkeeping", "boolean", "profiler bookkeeping (the PyTorch Profiler (N) span, Spans / Traces "
+           "pseudo-threads): kept, but left out of attribution, busiest threads and top events"),
         _c("args", "str", "event arguments as JSON (only when read with args)", optional=True),
     ), "Timed events of host (and device) threads.", "pvti, chrome_trace", ("event_id",)),
+    Table("flows", "flow event (an arrow between two events, e.g. Kineto ac2g: CPU launch -> GPU kernel)", (
+        _c("rank", "Int64", "rank of the distributed run"),
+        _c("pid", "int64", "process id", key=True),
+        _c("tid", "int64", "thread id", key=True),
+        _c("ts_us", "float64", "time", "us"),
+        _c("phase", "category", "s (start) | t (step) | f (finish)"),
+        _c("id", "str", "flow id (for ac2g the correlation id)"),
+        _c("name", "category", "flow name"),
+        _c("channel", "category", "flow category (ac2g, fwdbwd, ...)"),
+        _c("binding", "category", "binding point (bp): e = enclosing slice; missing = next slice"),
+    ), "Flow events as the trace holds them (kept for the timeline round trip and correlation).",
+        "chrome_trace"),
     Table("threads", "thread", (
         _c("pid", "int64", "process id", key=True),
         _c("tid", "int64", "thread id", key=True),
         _c("process_name", "str", "process name"),
         _c("thread_name", "str", "thread name"),
+        _c("rank", "Int64", "rank of the distributed run the thread belongs to"),
     ), "Threads seen in a trace.", "pvti, chrome_trace", ("pid", "tid")),
     Table("counters", "counter sample", (
         _c("pid", "int64", "process id", key=True),

@@ -105,11 +105,23 @@ def trace_section(profile: Profile) -> dict | None:
     return trace_summary(profile)
 
 
+def devices_section(profile: Profile) -> list | None:
+    """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
+    if profile.has("events") or not profile.has("steps"):
+        return None
+    from .metrics.devices import device_breakdown
+    from .trace.summary import _frame_records
+
+    frame = device_breakdown(profile)
+    return _frame_records(frame) if not frame.empty else None
+
+
 #: Sections in display order: (key, function).
 SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("target", target_section),
     ("memory", memory_section),
     ("execution", execution_section),
+    ("devices", devices_section),
     ("trace", trace_section),
 ]
 
@@ -186,19 +198,15 @@ def render_text(summary: dict) -> str:
         lines.append("  top programs:")
         for p in e["top_programs"]:
             lines.append(f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}")
+    if summary.get("devices"):
+        from .trace.summary import render_device_table
+
+        lines += render_device_table(summary["devices"])
     tr = summary.get("trace")
     if tr:
-        lines += ["", "Trace"]
-        for key, value in tr.items():
-            if isinstance(value, list):
-                lines.append(f"  {key}:")
-                for item in value[:10]:
-                    lines.append("    " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items())
-                                 if isinstance(item, dict) else f"    {item}")
-            elif isinstance(value, dict):
-                lines.append(f"  {key}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()))
-            else:
-                lines.append(f"  {key}: {_fmt(value)}")
+        from .trace.summary import render_trace_text
+
+        lines += render_trace_text(tr)
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]

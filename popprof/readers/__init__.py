@@ -130,12 +130,18 @@ def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
     except OSError as exc:  # e.g. a name too long for the file system
         raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
     if run_directory:
+        from . import rank_dir
+
+        if rank_dir.is_rank_directory(path):  # a directory of per-rank Chrome traces: one profile, every rank
+            profile = rank_dir.read(path, **options)
+            return {profile.name: profile}
         try:
             entries = _run_directory_entries(path)
         except OSError as exc:
             raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
         if not entries:
-            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti or bundle manifest)")
+            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
+                                   "Chrome trace *.json / *.json.gz)")
         profiles: dict[str, Profile] = {}
         for name, entry in entries:
             profile = read_path(entry, **options)
