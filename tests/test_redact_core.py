@@ -197,3 +197,26 @@ def test_scanner_finds_tokens_behind_json_escapes(written):
     scanner.check(written, "t:metadata")
     assert not scanner.result.passed
     assert sum(scanner.result.leaks.values()) >= 1
+
+
+@pytest.mark.parametrize("hiding", [
+    "nccl canary text with spaces", "ncclKernel_AllReduce secret tail", "Memcpy HtoD (my secret buffer)",
+    "cuMadeUpKernel", "cudaSecretLaunch", "1.2.3+buildtag7", "aten::add secret words", "ProfilerStep#3 extra",
+    "thread 12 (SecretWorker)", "void my_kernel<float>(float*)", "void at::native::f<SecretType>(int)",
+    "NVIDIA Secret Board", "Optimizer.step#SecretOpt.step", "autograd::engine::evaluate_function: SecretFn",
+])
+def test_public_prefixes_never_hide_free_text(hiding):
+    assert hiding not in Allowlist()
+
+
+@pytest.mark.parametrize("public", [
+    "ProfilerStep#551", "Memcpy DtoH (Device -> Pageable)", "Memset (Device)", "cudaStreamGetCaptureInfo_v2",
+    "hipExtModuleLaunchKernel", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+    "nccl:all_reduce", "c10d::allreduce_", "autograd::engine::evaluate_function: MeanBackward0",
+    "thread 4037 (python3.8)", "stream 7 ", "GPU 3", "NVIDIA A100-PG509-200", "ampere_sgemm_128x64_nn",
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>"
+    "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4::Params)",
+    "Optimizer.step#SGD.step", "External id", "est. achieved occupancy %", "gpu_memcpy", "1.13.1+cpu",
+])
+def test_gpu_ecosystem_vocabulary_is_public(public):
+    assert public in Allowlist()

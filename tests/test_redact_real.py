@@ -20,7 +20,7 @@ from popprof.metrics import compute
 from popprof.redact import scan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-REAL = sorted((FIXTURES / "real" / "traces").glob("*.json.gz"))
+REAL = sorted((FIXTURES / "real" / "traces").rglob("*.json.gz"))
 OTHERS = sorted([*FIXTURES.glob("*.popprof"), *(FIXTURES / "text_summary").glob("*.txt"),
                  *(FIXTURES / "sdk1_json").glob("*.json"), *(FIXTURES / "traces").glob("*.json*")])
 KEY = "real-trace-test-key-77"
@@ -61,7 +61,7 @@ def _same_figures(src: Path, out: Path) -> None:
     pd.testing.assert_frame_equal(numbers(device_breakdown(a)), numbers(device_breakdown(b)))
 
 
-@pytest.mark.parametrize("src", REAL, ids=[p.name for p in REAL])
+@pytest.mark.parametrize("src", REAL, ids=[p.relative_to(FIXTURES).as_posix() for p in REAL])
 def test_real_trace_redacts_with_exit_0_and_same_figures(src, tmp_path):
     out = tmp_path / src.name
     _redact_cli(src, out)
@@ -70,9 +70,11 @@ def test_real_trace_redacts_with_exit_0_and_same_figures(src, tmp_path):
 
 
 def test_real_traces_diff_the_same_after_redaction(tmp_path):
-    base, new = FIXTURES / "real" / "traces" / "two_ranks_rank-0.json.gz", \
-        FIXTURES / "real" / "traces" / "two_ranks_rank-1.json.gz"
-    rb, rn = tmp_path / base.name, tmp_path / new.name
+    base, new = FIXTURES / "real" / "traces" / "two_ranks" / "rank-0.json.gz", \
+        FIXTURES / "real" / "traces" / "two_ranks" / "rank-1.json.gz"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "n").mkdir()
+    rb, rn = tmp_path / "b" / base.name, tmp_path / "n" / new.name
     _redact_cli(base, rb)
     _redact_cli(new, rn)
     before, after = popprof.diff(base, new).metrics, popprof.diff(rb, rn).metrics
@@ -84,3 +86,17 @@ def test_fixture_redacts_with_exit_0_and_same_figures(src, tmp_path):
     out = tmp_path / _out_name(src)
     _redact_cli(src, out)
     _same_figures(src, out)
+
+
+def test_public_gpu_names_stay_readable_and_user_names_do_not(tmp_path):
+    src = FIXTURES / "real" / "traces" / "nccl_data.json.gz"
+    out = tmp_path / src.name
+    _redact_cli(src, out)
+    names = set(popprof.open(out).events["name"].astype(str))
+    original = set(popprof.open(src).events["name"].astype(str))
+    public = [n for n in original if n.startswith(("ncclKernel_", "Memcpy ", "cuda", "aten::", "ProfilerStep#",
+                                                    "void cudnn::", "void at::native::", "void cutlass::"))]
+    assert len(public) > 50
+    assert set(public) <= names
+    # names that are not public vocabulary (mangled symbols can carry any identifier) are replaced
+    assert any(n.startswith("_ZN") for n in original) and not any(n.startswith("_ZN") for n in names)

@@ -188,9 +188,8 @@ class Allowlist:
             return True
         if value[-1:] == ":" and len(value) > 1 and value[:-1] in self:
             return True
-        if len(value) <= 10_000 and has_space(value):
-            # free text is public when every chunk of it is
-            return all(chunk in self for chunk in chunk_strings(value))
+        if len(value) <= 10_000 and has_space(value) and all(chunk in self for chunk in chunk_strings(value)):
+            return True  # free text is public when every chunk of it is
         for wrapper in _WRAPPERS:
             m = wrapper.fullmatch(value)
             if m is not None:

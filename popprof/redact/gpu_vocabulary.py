@@ -220,6 +220,7 @@ CPP_WORDS: frozenset[str] = frozenset(["void", "int", "long", "short", "char", "
 
 _CPP_CHARS = re.compile(r"[\w:<>()\[\],*& #{}~.+\-'\"$!]+")
 _QUALIFIED = re.compile(r"(?<![\w])((?:(?:[A-Za-z_]\w*|\(anonymous namespace\))::)*)([A-Za-z_]\w*)")
+_DOTTED_QUAD = re.compile(r"\d+\.\d+\.\d+\.\d+")
 _CUDA_TYPE = re.compile(r"(?:cublas|cudnn|cublasLt|cusparse|cufft|curand|cuda)[A-Z]\w*|nccl[A-Z]\w*")
 
 
@@ -241,7 +242,7 @@ def cpp_signature_public(value: str, name_public, namespaces=lambda ns: False) -
     """
     if len(value) > 20_000 or not ("::" in value or "<" in value or "(" in value):
         return False
-    if _CPP_CHARS.fullmatch(value) is None or "  " in value:
+    if _CPP_CHARS.fullmatch(value) is None or "  " in value or _DOTTED_QUAD.search(value):
         return False
     for m in _QUALIFIED.finditer(value):
         parts = [p for p in m.group(1).split("::") if p and p != "(anonymous namespace)"]
