@@ -113,6 +113,12 @@ def test_manifest_records_redaction_and_pseudonymises_sources(redacted):
     assert "scrub" in manifest["redacted"]["policy"]
     assert manifest["sources"][0]["sha256"] == "ab" * 32 and manifest["sources"][0]["size_bytes"] == 1234
     assert re.fullmatch(r"file_[0-9a-f]{12}\.pop", manifest["sources"][0]["name"])
+    from popprof.redact import key_fingerprint
+
+    assert manifest["redacted"]["key_fingerprint"] == key_fingerprint(KEY_A)
+    assert re.fullmatch(r"hmac-sha256:[0-9a-f]{12}", key_fingerprint(KEY_A)) and \
+        key_fingerprint(KEY_A) != key_fingerprint(KEY_B)
+    assert popprof.open(out).meta["redaction_key_fingerprint"] == key_fingerprint(KEY_A)
 
 
 def test_the_key_is_never_written(redacted):
@@ -150,6 +156,12 @@ def test_same_key_keeps_name_by_name_diff_and_other_key_differs(tmp_path):
     redact(base, rc, key=KEY_B)
     names_a, names_c = set(popprof.open(ra).programs["name"]), set(popprof.open(rc).programs["name"])
     assert names_a.isdisjoint(names_c)
+    assert not any("different keys" in note for note in red_diff.notes)
+    other_key = popprof.diff(popprof.open(rc), popprof.open(rb))
+    assert any("redacted with different keys" in note for note in other_key.notes)
+    assert other_key.programs.empty and "different keys" in other_key.unavailable["programs"]
+    pd.testing.assert_frame_equal(other_key.metrics.drop(columns=["name"]).reset_index(drop=True),
+                                  red_diff.metrics.drop(columns=["name"]).reset_index(drop=True))
 
 
 def test_input_is_not_modified_and_output_cannot_overwrite_it(original, tmp_path):

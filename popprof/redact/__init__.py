@@ -109,7 +109,7 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
         tool_version=__version__, policy=policy.describe(), replaced=redactor.replaced_counts(),
         kept_public=dict(redactor.kept), dropped=list(redactor.dropped),
         scan=None if scan_result is None else scan_result.to_dict(), bytes_in=bytes_in, bytes_out=bytes_out,
-        seconds=round(time.perf_counter() - started, 3))
+        seconds=round(time.perf_counter() - started, 3), key_fingerprint=redactor.key_fingerprint)
     if report.passed and mapping_out is not None:
         write_text_atomic(mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False))
     if report_out is not None:
