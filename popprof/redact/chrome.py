@@ -32,6 +32,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .jsonbytes import solid_after, solid_before
 from .redactor import Redactor
 
 BLOCK = 8 << 20
@@ -307,23 +308,14 @@ def encode(work: memoryview) -> _Encoded:
 
 #: Roles of a string in a block: an object key, a value (of the preceding key), anything else.
 _KEY, _TEXT, _VALUE = 0, 1, 2
-_SPACE = np.zeros(256, dtype=bool)
-_SPACE[list(b" \t\r\n")] = True
 
 
 def _roles(block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per string of a block (content spans ``starts``/``ends``, quotes just outside): its role and, for a
     value, the dictionary code of its key (else -1). A key is followed by ``:``; a value follows ``:``."""
     data = np.frombuffer(block, dtype=np.uint8)
-    solid = np.flatnonzero(~_SPACE[data])  # positions of non-whitespace bytes
-    after = np.searchsorted(solid, ends + 1)  # first non-space byte after the closing quote
-    colon_after = np.zeros(len(starts), dtype=bool)
-    has = after < len(solid)
-    colon_after[has] = data[solid[after[has]]] == 0x3A
-    before = np.searchsorted(solid, starts - 1) - 1  # last non-space byte before the opening quote
-    colon_before = np.zeros(len(starts), dtype=bool)
-    ok = before >= 0
-    colon_before[ok] = data[solid[before[ok]]] == 0x3A
+    colon_after = solid_after(data, ends + 1) == 0x3A
+    colon_before = solid_before(data, starts - 2) == 0x3A
     colon_before[0] = False  # the first string of a block has no key before it in the block
     role = np.where(colon_after, _KEY, np.where(colon_before, _VALUE, _TEXT)).astype(np.int64)
     key_code = np.full(len(starts), -1, dtype=np.int64)

@@ -31,6 +31,8 @@ from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, 
 
 MIN_TOKEN = 4
 #: JSON keys whose values are content hashes kept on purpose (not secrets).
+#: Detector families that can matter inside a public string (paths and tokens are shapes of public names).
+_PUBLIC_FAMILIES = ("users", "hosts", "emails", "ips", "urls", "env")
 #: Leaks located precisely (JSON path / row); more are counted by kind only.
 MAX_LOCATED = 50
 
@@ -168,7 +170,7 @@ class Scanner:
         ``ConvPartial1x1Out``); in other text, spans inside a public chunk are skipped likewise."""
         if key is not None and key.lower() in HASH_KEYS:
             return None
-        found = detect(value)
+        found = detect(value, _PUBLIC_FAMILIES if public else None)
         if not found:
             return None
         shields = [c for c in chunk_strings(value) if c in self.allowlist] if not public else []

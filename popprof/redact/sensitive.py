@@ -30,8 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .allowlist import Allowlist
+from .jsonbytes import solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
-from .tokens import MAX_JSON_DEPTH, MIN_WORD, chunk_strings, json_depth, looks_like_json, words
+from .tokens import MAX_JSON_DEPTH, MIN_WORD, chunk_strings, has_space, json_depth, looks_like_json, words
 
 MIN_SUBSTRING = 8
 #: Keys whose values are content hashes, kept on purpose (not secrets).
@@ -78,6 +79,8 @@ class SensitiveSet:
                 return
         kind = _key_kind(key) or kind if key else kind
         self._token(value, kind)
+        if not has_space(value):
+            return  # one word: the whole string and its words are the tokens (detector spans add nothing)
         for found, span in detect(value):
             self._token(span, found)
         for chunk in chunk_strings(value):
@@ -122,8 +125,6 @@ class SensitiveSet:
 
 # -- reading an original on its own -------------------------------------------------------------
 _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
-_SPACE = np.zeros(256, dtype=bool)
-_SPACE[list(b" \t\r\n")] = True
 
 
 def trace_strings(path: Path, block_size: int = 8 << 20) -> Iterator[tuple[set[bytes], set[bytes]]]:
@@ -181,11 +182,7 @@ def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes]]:
     if not len(quotes):
         return set(), set()
     starts, ends = quotes[0::2] + 1, quotes[1::2]
-    solid = np.flatnonzero(~_SPACE[arr])
-    after = np.searchsorted(solid, ends + 1)
-    is_key = np.zeros(len(starts), dtype=bool)
-    has = after < len(solid)
-    is_key[has] = arr[solid[after[has]]] == 0x3A
+    is_key = solid_after(arr, ends + 1) == 0x3A
     offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
     offsets[0], offsets[-1] = 0, len(data)
     offsets[1:-1:2], offsets[2:-1:2] = starts, ends
