@@ -15,6 +15,7 @@ The steps (each in its own module):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -133,9 +134,8 @@ def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
     prepare_out_dir(out_dir)
     try:
         run = run_command(cmd, env.apply(environ), out_dir / STDOUT_LOG, out_dir / STDERR_LOG)
-    except UsageError:
-        if created:
-            _remove_empty_tree(out_dir)
+    except UsageError:  # CMD could not start: leave no trace of the attempt
+        _remove_what_was_made(out_dir, created)
         raise
     say(f"popprof: CMD ended: {run.describe()} after {run.ended - run.started:.1f} s"
         + (f" (popprof received {', '.join(run.received)}; forwarded: {', '.join(run.forwarded) or 'none'})"
@@ -149,13 +149,13 @@ def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
     return result
 
 
-def _remove_empty_tree(path: Path) -> None:
-    for sub in sorted(path.rglob("*"), reverse=True):
-        if sub.is_dir():
-            sub.rmdir()
-        else:
-            sub.unlink()
-    path.rmdir()
+def _remove_what_was_made(out_dir: Path, created: bool) -> None:
+    """Remove the empty logs and report directory made for a CMD that never started (and DIR if new)."""
+    for name in (STDOUT_LOG, STDERR_LOG):
+        (out_dir / name).unlink(missing_ok=True)
+    for directory in (out_dir / "reports", *([out_dir] if created else [])):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 def _collect(result: RecordResult, options: RecordOptions) -> None:

@@ -114,7 +114,9 @@ def main() -> int:
         deadline = time.monotonic() + 60
         while not got and time.monotonic() < deadline:
             time.sleep(0.05)
-        print(f"child: got {signal.Signals(got[0]).name if got else 'nothing'}; finishing", flush=True)
+        time.sleep(0.5)  # a duplicate (e.g. a terminal's Ctrl-C forwarded once more) would arrive by now
+        name = signal.Signals(got[0]).name if got else "nothing"
+        print(f"child: got {name} x{len(got)}; finishing", flush=True)
         return 128 + got[0] if got else 99
     if args.oom:
         sys.stderr.write(OOM_MESSAGE.read_text("utf-8"))

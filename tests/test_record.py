@@ -138,6 +138,10 @@ def test_usage_errors_run_nothing(tmp_path, capsys) -> None:
     code = main(["record", "-o", str(out), "--", str(tmp_path / "no-such-program")])
     _, stderr = capsys.readouterr()
     assert code == 2 and "command not found" in stderr and not out.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = main(["record", "-o", str(empty), "--", str(tmp_path / "no-such-program")])
+    assert code == 2 and list(empty.iterdir()) == []  # an empty DIR given by the user stays as it was
 
 
 def test_no_profiling_asked_leaves_the_environment_as_it_was(tmp_path, capsys, user_env) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -43,8 +44,8 @@ def test_signal_is_forwarded_and_partial_results_are_processed(tmp_path: Path, s
             proc.kill()
     name = signal.Signals(signum).name
     assert proc.returncode == 128 + signum, stderr[-2000:]
-    assert f"child: got {name}; finishing" in stdout  # CMD got the signal and could finish its own way
-    assert f"child: got {name}; finishing" in (out / "stdout.log").read_text("utf-8")
+    assert f"child: got {name} x1; finishing" in stdout  # CMD got the signal once and finished its own way
+    assert f"child: got {name} x1; finishing" in (out / "stdout.log").read_text("utf-8")
     rec = json.loads((out / "record.json").read_text("utf-8"))
     assert rec["signals_received"] == [name] and rec["signals_forwarded"] == [name]
     assert rec["cmd_exit_code"] == 128 + signum and rec["exit_code"] == 128 + signum
@@ -52,3 +53,34 @@ def test_signal_is_forwarded_and_partial_results_are_processed(tmp_path: Path, s
     assert [p["profile"] for p in findings["profiles"]] == ["stdout.text_summary"]  # what CMD printed before
     assert "memory.headroom" in [f["rule_id"] for f in findings["profiles"][0]["findings"]]
     assert (out / "report.html").is_file()
+
+
+#: Runs popprof as a session leader whose controlling terminal is its stdin (a pseudo-terminal), as a shell would.
+AS_TERMINAL_SESSION = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+                       "os.execv(sys.executable, [sys.executable, '-m', 'popprof', *sys.argv[1:]])")
+
+
+def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path) -> None:
+    """Ctrl-C goes to the terminal's whole foreground group: CMD already has it; popprof must not send it again."""
+    pty = pytest.importorskip("pty")
+    controller, terminal = pty.openpty()
+    out, ready = tmp_path / "run", tmp_path / "ready"
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", AS_TERMINAL_SESSION, "record", "-o", str(out), "--no-check",
+                                 "--", sys.executable, CHILD, "--wait-signal", str(ready)],
+                                stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            _wait_for(ready, proc)
+            os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+            stdout, stderr = proc.communicate(timeout=EXIT_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "child: got SIGINT x1; finishing" in stdout
+    rec = json.loads((out / "record.json").read_text("utf-8"))
+    assert rec["signals_received"] == ["SIGINT"] and rec["signals_forwarded"] == []
