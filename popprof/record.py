@@ -170,8 +170,9 @@ def _collect(result: RecordResult, options: RecordOptions) -> None:
     exported = list(collected.profiles)  # reports and traces: what needed the SDK to read
     if exported:
         export_bundles(collected, exported, result.out_dir / BUNDLES_DIR)
-    read_log(result.out_dir / STDOUT_LOG, "stdout", collected)
-    read_log(result.out_dir / STDERR_LOG, "stderr", collected)
+    if options.check:  # the logs' Poplar text is only worth reading (a full scan of each log) to check it
+        read_log(result.out_dir / STDOUT_LOG, "stdout", collected)
+        read_log(result.out_dir / STDERR_LOG, "stderr", collected)
     if collected.needs_sdk:
         result.notes.append(
             f"the Poplar SDK's pva module cannot be imported, so {_count(collected.reports, 'report')} and "
