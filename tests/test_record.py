@@ -8,6 +8,7 @@ printed summary, an out-of-memory message), so these tests need no SDK.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,34 @@ def test_a_real_run_log_with_several_failed_compilations(tmp_path, capsys) -> No
     (finding,) = [f for f in profile["findings"] if f["rule_id"] == "memory.tile-oom"]
     assert finding["message"].startswith("3 compilations failed: out of memory")
     assert sorted(finding["where"]["tiles"]) == [0, 14]
+
+
+def test_users_report_directory_is_where_reports_are_collected(tmp_path, capsys, pva_double, monkeypatch) -> None:
+    """The user's autoReport.directory wins; reports already there before CMD started are not CMD's."""
+    mine = tmp_path / "mine"
+    old = mine / "last_week" / "profile.pop"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"an earlier run's report")
+    os.utime(old, (1_600_000_000, 1_600_000_000))
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps({"autoReport.directory": str(mine)}))
+    out = tmp_path / "run"
+    code, _, stderr = record(capsys, out, "--engines", "training", options=("--no-plots", "--no-trace"))
+    rec = load(out / "record.json")
+    assert rec["report_directory"] == str(mine) and rec["user_keys_kept"]["POPLAR_ENGINE_OPTIONS"] == [
+        "autoReport.directory"]
+    assert rec["reports"] == [str(mine / "training" / "profile.pop")]  # not last_week's
+    assert rec["bundles"] == ["bundles/training.popprof"] and not (out / "reports" / "training").exists()
+    assert code == 1 and "last_week" not in stderr
+
+
+def test_a_report_that_cannot_be_read_is_a_note_not_a_failure(tmp_path, capsys, pva_double) -> None:
+    out = tmp_path / "run"
+    code, _, stderr = record(capsys, out, "--engines", "training", "--broken-engine", "inference",
+                             options=("--no-plots", "--no-trace"))
+    notes = [line for line in stderr.splitlines() if line.startswith("popprof: note:")]
+    assert len(notes) == 1 and "inference/profile.pop" in notes[0] and "pva cannot open" in notes[0]
+    rec = load(out / "record.json")
+    assert len(rec["reports"]) == 2 and rec["bundles"] == ["bundles/training.popprof"]
+    assert rec["notes"] == [notes[0].removeprefix("popprof: note: ")]
+    assert set(findings_by_profile(out)) == {"training"}
+    assert code == 1  # training's tiles over capacity; the broken report did not stop anything
