@@ -108,7 +108,8 @@ TABLES: dict[str, Table] = {t.name: t for t in [
     Table("memory_totals", "memory figure of the whole profile or of one tile", (
         _c("tile", "Int32", "tile for per-tile blocks; missing for whole-profile figures"),
         _c("group", "category",
-           "total | region | data_type | vertex_category | vertex_type | maximum | per_ipu"),
+           "total | region | data_type | data_type_total | vertex_category | vertex_type | vertex_code_type "
+           "| maximum | per_ipu | other (a figure of the memory tree with an unknown label, under its path)"),
         _c("category", "category", "label within the group (e.g. including_gaps, Interleaved, Vertex Code)"),
         _c("bytes", "Int64", "bytes", "bytes"),
     ), "Memory totals for sources (like the text summary) that give figures rather than every tile.",

@@ -142,8 +142,38 @@ def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
             profile.name = name if name not in profiles else f"{name}-{len(profiles)}"
             profiles[profile.name] = profile
         return profiles
-    profile = read_path(path, **options)
-    return {profile.name: profile}
+    return read_file_all(path, **options)
+
+
+def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
+    """Every profile one file holds, by name: a reader with ``read_all`` (a log of several text
+    summaries) may give several; others give one."""
+    module = _detect_readable(path)
+    if not hasattr(module, "read_all"):
+        profile = read_path(path, **options)
+        return {profile.name: profile}
+    return _guarded(path, module, lambda: module.read_all(path, **options))
+
+
+def _detect_readable(path: Path) -> ModuleType:
+    try:
+        return detect(path)
+    except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
+    """Run a reader call, turning what it trips over into one InputError naming the file."""
+    try:
+        return call()
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
+        fmt = getattr(module, "FORMAT", module.__name__)
+        raise InputError(path, f"malformed {fmt} input ({type(exc).__name__}: {exc})",
+                         "the file may be truncated or corrupt") from exc
 
 
 def read_path(path: Path, **options: object) -> Profile:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..metrics import execution as ex
 from ..profile import Profile
+from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, num, pct, threshold_pct
 from .intervals import NO_DEVICE, category_mask, device_activity, window_sums
@@ -230,12 +231,14 @@ def _trace_shares(profile: Profile) -> tuple[float, float]:
 
 @rule("exchange.share",
       "run-wide share of exchange + global exchange + sync, and the global-exchange (inter-IPU) share",
-      needs=[("steps",), ("events",)],
+      needs=[("steps",), ("events",), ("execution_totals",)],
       params={"warning": 0.30, "error": 0.50, "global_warning": 0.15, "global_error": 0.30},
       advice="A run dominated by exchange is limited by data movement, not compute: see exchange.phases for "
              "where; for multi-IPU runs a large global-exchange share points at pipeline stage boundaries "
              "or replica all-reduces worth overlapping or shrinking.")
 def share(profile: Profile, params: dict) -> list[Finding]:
+    if not profile.has("steps") and not profile.has("events"):  # a text summary's totals only
+        return execution_totals.summary_share(profile, params)
     return _from_each_source(profile, params, _steps_share, _trace_share)
 
 
