@@ -78,7 +78,7 @@ def main() -> int:
     parser.add_argument("--engines", default="")
     parser.add_argument("--oom", action="store_true", help="print Poplar's out-of-memory message on stderr")
     parser.add_argument("--abort", action="store_true", help="end as an uncaught C++ exception does (SIGABRT)")
-    parser.add_argument("--stdout-from", default=None, help="print this (real) log on stdout")
+    parser.add_argument("--stdout-from", action="append", default=[], help="print this (real) log on stdout")
     parser.add_argument("--summary", action="store_true")
     parser.add_argument("--broken-engine", default=None, help="also leave a cut-off profile.pop for this engine")
     parser.add_argument("--pvti", action="store_true")
@@ -108,8 +108,8 @@ def main() -> int:
         write_pvti(Path(pvti.get("directory", ".")))
     if args.summary:
         print_summary()
-    if args.stdout_from:
-        sys.stdout.write(Path(args.stdout_from).read_text("utf-8"))
+    for log in args.stdout_from:
+        sys.stdout.write(Path(log).read_text("utf-8"))
         sys.stdout.flush()
     if args.wait_signal:
         got: list[int] = []

@@ -236,3 +236,20 @@ def test_a_report_that_cannot_be_read_is_a_note_not_a_failure(tmp_path, capsys, 
     assert rec["notes"] == [notes[0].removeprefix("popprof: note: ")]
     assert set(findings_by_profile(out)) == {"training"}
     assert code == 1  # training's tiles over capacity; the broken report did not stop anything
+
+
+def test_real_execution_summaries_printed_by_cmd_are_each_checked(tmp_path, capsys) -> None:
+    """Two real SDK 3.1 execution summaries (IPU hardware, then the IPU Model) printed one after the other:
+    one profile each, through the text-summary reader's read_all (needs branch issue10's execution summaries)."""
+    real = HERE.parent / "fixtures" / "real" / "poplar"
+    out = tmp_path / "run"
+    code, _, _ = record(capsys, out, "--stdout-from", str(real / "tutorials_tut6_execution_hw_sdk3.txt"),
+                        "--stdout-from", str(real / "tutorials_tut6_execution_ipumodel_sdk3.txt"),
+                        options=("--no-plots", "--no-graph", "--no-execution", "--no-trace"))
+    assert code == 0
+    names = load(out / "record.json")["logs"]["stdout.log"]  # named by the reader from the line above each
+    assert len(names) == 2 and all(n.startswith("stdout.text_summary.") for n in names)
+    data = {p["profile"]: p for p in load(out / "findings.json")["profiles"]}
+    assert list(data) == names
+    shares = [next(f for f in data[n]["findings"] if f["rule_id"] == "exchange.share")["message"] for n in names]
+    assert "take 0.6 %" in shares[0] and "take 0.1 %" in shares[1]  # (8,743.1 + 135,849.6) / 25,444,984 on hardware
