@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import signal
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,15 +120,16 @@ def prepare_out_dir(out_dir: Path) -> None:
 
 
 def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
-           environ: Mapping[str, str] | None = None, say: Callable[[str], None] = print) -> RecordResult:
+           environ: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None) -> RecordResult:
     """Run ``cmd`` with profiling on and process what it left in ``out_dir``.
 
-    ``say`` prints popprof's own lines (stderr in the CLI). Raises UsageError
+    ``say`` prints popprof's own lines (default: stderr). Raises UsageError
     (nothing ran) for an invalid environment value, an unusable ``out_dir`` or
     a command that cannot be started.
     """
     if not cmd:
         raise UsageError("no command given: popprof record [OPTIONS] -- CMD [ARGS...]")
+    say = say or _to_stderr
     environ = dict(os.environ if environ is None else environ)
     env = build_environment(environ, options.choice, out_dir.resolve())  # before anything is created
     created = not out_dir.exists()
@@ -147,6 +149,10 @@ def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
     _write_record_json(result, cmd, options)
     _say_notes(result, say)
     return result
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _remove_what_was_made(out_dir: Path, created: bool) -> None:

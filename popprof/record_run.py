@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -141,12 +141,20 @@ class _Pump(threading.Thread):
             return None
 
 
+def _install(handler: Callable[[int, object], None]) -> dict[int, object]:
+    """Install ``handler`` for the forwarded signals; outside the main thread (where Python cannot handle
+    signals) nothing is installed and the signals keep their usual effect."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler) for sig in FORWARDED_SIGNALS}
+
+
 def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, stderr_log: Path,
                 drain_timeout: float = DRAIN_TIMEOUT_S) -> RunResult:
     """Run ``cmd`` with ``env``; pass its output through and save it; forward SIGINT/SIGTERM.
 
     Raises UsageError when ``cmd`` cannot be started (not found, not executable).
-    Must be called from the main thread (signal handlers are installed there).
+    Signals are forwarded only when called from the main thread (where Python handles them).
     """
     errors: list[str] = []
     received: list[str] = []
@@ -170,7 +178,7 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, st
                     proc.send_signal(signum)
                     forwarded.append(name)
 
-        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
+        previous = _install(forward)
         try:
             pumps = [_Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
                      _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr")]

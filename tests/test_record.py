@@ -253,3 +253,22 @@ def test_real_execution_summaries_printed_by_cmd_are_each_checked(tmp_path, caps
     assert list(data) == names
     shares = [next(f for f in data[n]["findings"] if f["rule_id"] == "exchange.share")["message"] for n in names]
     assert "take 0.6 %" in shares[0] and "take 0.1 %" in shares[1]  # (8,743.1 + 135,849.6) / 25,444,984 on hardware
+
+
+def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
+    """record() from a worker thread (where Python cannot handle signals): CMD runs, nothing is forwarded."""
+    import threading
+
+    from popprof.record import RecordOptions
+    from popprof.record import record as record_api
+
+    results, lines = [], []
+    worker = threading.Thread(target=lambda: results.append(record_api(
+        [sys.executable, CHILD, "--summary"], tmp_path / "run", RecordOptions(plots=False, fail_on="never"),
+        say=lines.append)))
+    worker.start()
+    worker.join(120)
+    (result,) = results
+    assert result.exit_code == 0 and result.run.returncode == 0
+    assert list(result.collected.profiles) == ["stdout.text_summary"]
+    assert lines[0].startswith("popprof: CMD ended: exit code 0")
