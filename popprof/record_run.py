@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -141,12 +141,61 @@ class _Pump(threading.Thread):
             return None
 
 
-def _install(handler: Callable[[int, object], None]) -> dict[int, object]:
-    """Install ``handler`` for the forwarded signals; outside the main thread (where Python cannot handle
-    signals) nothing is installed and the signals keep their usual effect."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, handler) for sig in FORWARDED_SIGNALS}
+class _Forwarder:
+    """The SIGINT/SIGTERM handler while CMD runs: records each signal and sends it on by :func:`forward_rule`.
+
+    Installed before CMD starts, so a signal arriving in between is not lost: it is
+    sent as soon as CMD exists. Outside the main thread (where Python cannot
+    handle signals) nothing is installed and the signals keep their usual effect.
+    """
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.received: list[str] = []
+        self.forwarded: list[str] = []
+        self._pending: list[int] = []
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Forwarder:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in FORWARDED_SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def started(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        for signum in self._pending:
+            self._send(signum)
+        self._pending.clear()
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.received.append(signal.Signals(signum).name)
+        if not forward_rule(signum, _foreground_of_terminal()):
+            return
+        if self.proc is None:
+            self._pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signum)
+                self.forwarded.append(signal.Signals(signum).name)
+
+
+def _start(cmd: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise UsageError(f"{cmd[0]}: command not found") from None
+    except PermissionError:
+        raise UsageError(f"{cmd[0]}: permission denied (not executable)") from None
+    except OSError as exc:
+        raise UsageError(f"{cmd[0]}: cannot run it ({exc.strerror or exc})") from None
 
 
 def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, stderr_log: Path,
@@ -157,43 +206,21 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, st
     Signals are forwarded only when called from the main thread (where Python handles them).
     """
     errors: list[str] = []
-    received: list[str] = []
-    forwarded: list[str] = []
-    with open(stdout_log, "wb") as out_log, open(stderr_log, "wb") as err_log:
+    with open(stdout_log, "wb") as out_log, open(stderr_log, "wb") as err_log, _Forwarder() as forwarder:
         started = time.time()
-        try:
-            proc = subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except FileNotFoundError:
-            raise UsageError(f"{cmd[0]}: command not found") from None
-        except PermissionError:
-            raise UsageError(f"{cmd[0]}: permission denied (not executable)") from None
-        except OSError as exc:
-            raise UsageError(f"{cmd[0]}: cannot run it ({exc.strerror or exc})") from None
-
-        def forward(signum: int, _frame: object) -> None:
-            name = signal.Signals(signum).name
-            received.append(name)
-            if forward_rule(signum, _foreground_of_terminal()) and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signum)
-                    forwarded.append(name)
-
-        previous = _install(forward)
-        try:
-            pumps = [_Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
-                     _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr")]
-            for pump in pumps:
-                pump.start()
-            returncode = proc.wait()
-            ended = time.time()
-            deadline = time.monotonic() + drain_timeout
-            for pump in pumps:
-                pump.join(max(0.0, deadline - time.monotonic()))
-            complete = not any(p.is_alive() for p in pumps)
-            for pump in pumps:
-                if pump.is_alive():
-                    pump.log = None  # keeps passing through, stops writing to the log closed below
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    return RunResult(returncode, started, ended, forwarded, received, complete, errors)
+        proc = _start(cmd, env)
+        forwarder.started(proc)
+        pumps = [_Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
+                 _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr")]
+        for pump in pumps:
+            pump.start()
+        returncode = proc.wait()
+        ended = time.time()
+        deadline = time.monotonic() + drain_timeout
+        for pump in pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
+        complete = not any(p.is_alive() for p in pumps)
+        for pump in pumps:
+            if pump.is_alive():
+                pump.log = None  # keeps passing through, stops writing to the log closed below
+    return RunResult(returncode, started, ended, forwarder.forwarded, forwarder.received, complete, errors)

@@ -84,3 +84,14 @@ def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path) -> None:
     assert "child: got SIGINT x1; finishing" in stdout
     rec = json.loads((out / "record.json").read_text("utf-8"))
     assert rec["signals_received"] == ["SIGINT"] and rec["signals_forwarded"] == []
+
+
+def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:
+    from popprof.record_run import _Forwarder
+
+    with _Forwarder() as forwarder:
+        forwarder._handle(signal.SIGTERM, None)  # as if delivered between the handler's install and the start
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        forwarder.started(proc)
+        assert proc.wait(timeout=EXIT_TIMEOUT_S) == -signal.SIGTERM
+    assert forwarder.received == forwarder.forwarded == ["SIGTERM"]
