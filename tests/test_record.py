@@ -90,7 +90,14 @@ def test_with_the_sdk_everything_is_exported_and_checked(tmp_path, capsys, pva_d
     assert "popprof: note:" not in stderr
 
 
-def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(tmp_path, capsys, user_env) -> None:
+@pytest.fixture
+def no_sdk(monkeypatch):
+    """``import pva`` fails here, whatever other tests left on sys.path or in sys.modules."""
+    monkeypatch.setitem(sys.modules, "pva", None)
+
+
+def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(tmp_path, capsys, user_env,
+                                                                          no_sdk) -> None:
     out, seen = tmp_path / "run", tmp_path / "seen.json"
     code, stdout, stderr = record(capsys, out, "--engines", "training", "--pvti", "--summary", "--seen", str(seen))
     assert load(seen)["POPLAR_ENGINE_OPTIONS"]["autoReport.all"] == "true"  # the environment was still set
