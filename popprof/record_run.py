@@ -13,6 +13,7 @@ wrote can still be processed.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
@@ -100,6 +101,7 @@ class _Pump(threading.Thread):
     def __init__(self, pipe: BinaryIO, stream: object, log: BinaryIO, errors: list[str], name: str) -> None:
         super().__init__(name=f"popprof-record-{name}", daemon=True)
         self.pipe, self.stream, self.log, self.errors = pipe, stream, log, errors
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def run(self) -> None:
         fd = self.pipe.fileno()
@@ -113,8 +115,7 @@ class _Pump(threading.Thread):
                 break
             self._save(chunk)
             sink = self._show(sink, chunk)
-        with contextlib.suppress(OSError):
-            self.log.flush()
+        self._show(sink, b"", final=True)
 
     def _save(self, chunk: bytes) -> None:
         if self.log is None:
@@ -123,18 +124,25 @@ class _Pump(threading.Thread):
             self.log.write(chunk)
             self.log.flush()  # a crash or a kill of popprof keeps what CMD printed so far
         except (OSError, ValueError) as exc:
-            self.errors.append(f"{getattr(self.log, 'name', 'log')}: {exc}")
+            if not getattr(self.log, "closed", False):  # closed: popprof stopped waiting for this pipe
+                self.errors.append(f"{getattr(self.log, 'name', 'log')}: {exc}")
             self.log = None
 
-    def _show(self, sink: BinaryIO | None, chunk: bytes) -> BinaryIO | None:
-        """Pass ``chunk`` through; a closed popprof stream stops the passthrough, never the saving."""
+    def _show(self, sink: BinaryIO | None, chunk: bytes, final: bool = False) -> BinaryIO | None:
+        """Pass ``chunk`` through; a closed popprof stream stops the passthrough, never the saving.
+
+        A text-only stream (e.g. a notebook's) gets the text decoded incrementally, so a
+        character split between two chunks is not garbled.
+        """
         try:
             if sink is not None:
                 sink.write(chunk)
                 sink.flush()
             elif self.stream is not None:
-                self.stream.write(chunk.decode("utf-8", errors="replace"))
-                self.stream.flush()
+                text = self.decoder.decode(chunk, final=final)
+                if text:
+                    self.stream.write(text)
+                    self.stream.flush()
             return sink
         except (OSError, ValueError):
             self.stream = None

@@ -95,3 +95,32 @@ def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:
         forwarder.started(proc)
         assert proc.wait(timeout=EXIT_TIMEOUT_S) == -signal.SIGTERM
     assert forwarder.received == forwarder.forwarded == ["SIGTERM"]
+
+
+def test_a_background_process_holding_the_pipes_does_not_hang_popprof(tmp_path: Path) -> None:
+    """CMD exits but leaves a process that keeps its stdout open: popprof stops waiting after the drain timeout."""
+    from popprof.record_run import run_command
+
+    script = ("import subprocess, sys; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(10)']); print('early', flush=True)")
+    started = time.monotonic()
+    result = run_command([sys.executable, "-c", script], dict(os.environ), tmp_path / "out.log", tmp_path / "err.log",
+                         drain_timeout=0.5)
+    assert time.monotonic() - started < 8  # did not wait for the background process
+    assert result.returncode == 0 and result.output_complete is False and result.log_errors == []
+    assert (tmp_path / "out.log").read_text() == "early\n"
+
+
+def test_text_only_streams_get_characters_split_between_chunks_whole(tmp_path: Path, monkeypatch) -> None:
+    """A stream without a byte buffer (a notebook's) gets decoded text; a UTF-8 character cut by a chunk survives."""
+    import io
+
+    from popprof import record_run
+
+    monkeypatch.setattr(record_run, "CHUNK_BYTES", 3)
+    shown = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", shown)
+    script = "import sys; sys.stdout.buffer.write('héllo wörld €\\n'.encode()); sys.stdout.flush()"
+    record_run.run_command([sys.executable, "-c", script], dict(os.environ), tmp_path / "o.log", tmp_path / "e.log")
+    assert shown.getvalue() == "héllo wörld €\n"
+    assert (tmp_path / "o.log").read_text("utf-8") == "héllo wörld €\n"
