@@ -279,3 +279,15 @@ def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
     assert result.exit_code == 0 and result.run.returncode == 0
     assert list(result.collected.profiles) == ["stdout.text_summary"]
     assert lines[0].startswith("popprof: CMD ended: exit code 0")
+
+
+def test_no_check_exports_but_neither_checks_nor_scans_the_logs(tmp_path, capsys, pva_double) -> None:
+    out = tmp_path / "run"
+    code, stdout, _ = record(capsys, out, "--engines", "training", "--summary", "--oom",
+                             options=("--no-check", "--no-trace"))
+    assert code == 0  # CMD succeeded; nothing was judged
+    rec = load(out / "record.json")
+    assert rec["checked"] is False and rec["bundles"] == ["bundles/training.popprof"]
+    assert rec["logs"] == {"stdout.log": [], "stderr.log": []} and rec["outputs"] == []
+    assert not (out / "findings.json").exists() and not (out / "report.html").exists()
+    assert "memory.tile-oom" not in stdout
