@@ -174,7 +174,7 @@ def test_rules_listing(capsys):
     assert code == 0
     assert data["memory.headroom"]["params"] == {"warning": 0.85, "error": 0.95}
     assert data["exchange.phases"]["params"]["moderate"] == 0.30
-    assert data["memory.tile-oom"]["needs"] == [["tiles"], ["memory_totals"]]
+    assert data["memory.tile-oom"]["needs"] == [["tiles"], ["memory_totals"], ["out_of_memory"]]
     code, out, _ = run(capsys, "rules")
     assert "memory.headroom.warning = 0.85" in out and "host.device-gaps: " in out
     code, out, _ = run(capsys, "rules", "--format", "markdown")

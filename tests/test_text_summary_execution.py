@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import popprof
@@ -124,3 +126,22 @@ def test_number_that_does_not_parse_is_missing_with_a_warning(tmp_path):
         profile = popprof.open(write(tmp_path, text))
     totals = profile.execution_totals
     assert totals["cycles"].isna().sum() == 1
+
+
+def test_profiles_of_a_multi_summary_log_equal_reading_each_summary_alone(tmp_path):
+    oom = "Out of memory on tile 5: 700,000 bytes used but tiles only have 638,976 bytes of memory\n"
+    text = ("Run 1:\n" + sdk3_section(1_000_000, 10.0, 10.0) + oom
+            + "Run 2:\n" + sdk3_section(2_000_000, 20.0, 20.0).replace("main, main.", "train.")
+            + "\n" + (Path(__file__).parent.parent / "fixtures" / "text_summary" / "mk1_noexec.txt").read_text())
+    path = write(tmp_path, text)
+    profiles = popprof.open_all(path)
+    assert list(profiles) == ["Run_1", "Run_2", "run_3"]
+    for k, profile in enumerate(profiles.values()):
+        alone = text_summary.read(path, summary=k)
+        assert profile.table_names == alone.table_names
+        for table in alone.table_names:
+            if table != "metadata":
+                pd.testing.assert_frame_equal(profile[table], alone[table], obj=f"{k}.{table}")
+        assert profile.meta == alone.meta
+    assert profiles["Run_2"].out_of_memory["tile"].tolist() == [5]  # the message before it
+    assert "out_of_memory" not in profiles["Run_1"].table_names

@@ -93,6 +93,8 @@ def detect(path: Path) -> ModuleType:
     for module in reader_modules():
         if module.sniff(path, head):
             return module
+    from .textload import release
+    release()  # a text reader may have kept the file's text while sniffing
     if path.is_dir():
         raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
     if _gzip_truncated(path):
@@ -150,7 +152,7 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = read_path(path, **options)
+        profile = _guarded(path, module, lambda: module.read(path, **options))
         return {profile.name: profile}
     return _guarded(path, module, lambda: module.read_all(path, **options))
 

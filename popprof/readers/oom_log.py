@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..profile import Profile
 from ..schema import conform
 from ..sources import source_metadata
-from . import HEAD_BYTES, open_binary
+from . import HEAD_BYTES, textload
 
 FORMAT = "oom_log"
 
@@ -125,8 +125,7 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 def _load_text(path: Path) -> str:
-    with open_binary(path) as handle:
-        return handle.read().decode("utf-8", errors="replace").lstrip("\ufeff")
+    return textload.load_text(path)
 
 
 def target_frame(capacities: pd.Series) -> pd.DataFrame:
@@ -143,7 +142,10 @@ def read(path: Path, **_options: object) -> Profile:
     with a negative or absurd figure.
     """
     path = Path(path)
-    found = find_messages(_load_text(path))
+    try:
+        found = find_messages(_load_text(path))
+    finally:
+        textload.release()
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if not found.rows:

@@ -6,7 +6,6 @@ and ``diff`` show); the rules add thresholds, locations and evidence.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..metrics import memory as mm
@@ -245,29 +244,64 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
                       threshold=threshold, where=where, evidence=curve)]
 
 
-@rule("memory.gaps", "memory lost to gaps as a share of the memory used including gaps",
-      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.10, "error": 0.25},
+@rule("memory.gaps",
+      "memory lost to gaps, flagged only where it matters: on tiles near capacity that gaps push there",
+      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.10, "min_fill": 0.85},
       advice="Gaps come from memory-bank constraints on where data may live; large gap shares often "
-             "follow from many small or oddly sized tensors. Try poplar's memory allocation options, "
-             "padding or grouping tensors, or fewer, larger variables per tile.")
+             "follow from many small or oddly sized tensors. On the listed tiles they cost real headroom: "
+             "try poplar's memory allocation options, padding or grouping tensors, or fewer, larger "
+             "variables per tile.")
 def gaps(profile: Profile, params: dict) -> list[Finding]:
+    """Gaps are only a problem when they take the room a nearly full tile needs (see docs/rules.md).
+
+    A tile is flagged when, including gaps, it is at or above ``min_fill`` of its capacity and gaps are
+    at least ``warning`` of its bytes including gaps. Severity is at most ``warning``: a tile over
+    capacity is ``memory.tile-oom``'s error; this rule says that gaps are why.
+    """
     r = RULES["memory.gaps"]
     share, lost, total = mm.gap_share(profile), mm.gap_bytes(profile), mm.total_incl_gaps(profile)
     if share is None or lost is None or total is None:
         raise NotEvaluated("needs memory including and excluding gaps (per tile or as totals)")
-    severity, threshold = band(share, params["warning"], params["error"])
-    if severity is None:
-        return []
-    message = (f"gaps take {nbytes(lost)} = {pct(share)} of the {nbytes(total)} used including gaps "
-               f"({severity} at >= {threshold_pct(threshold)})")
-    where: dict = {}
-    evidence = None
+    overall = f"over the whole profile gaps take {nbytes(lost)} = {pct(share)} of the {nbytes(total)} used"
     tiles = _tiles_used(profile)
     if tiles is not None:
+        if tiles["capacity_bytes"].isna().all():
+            raise NotEvaluated("needs the tile capacity (target bytes_per_tile): gaps matter only near it")
         gap = tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"]
-        evidence = tiles.assign(gap_bytes=gap, gap_share=np.where(
-            tiles["bytes_incl_gaps"] > 0, gap / tiles["bytes_incl_gaps"].where(tiles["bytes_incl_gaps"] > 0), 0.0))
-        evidence = evidence.sort_values("gap_bytes", ascending=False, kind="stable").reset_index(drop=True)
-        where = {"tiles": _tile_list(evidence.head(5))}
-    return [r.finding(severity, "Memory lost to gaps", message, value=share, threshold=threshold, where=where,
-                      evidence=evidence)]
+        incl = tiles["bytes_incl_gaps"]
+        evidence = tiles.assign(gap_bytes=gap, gap_share=(gap / incl.where(incl > 0)).fillna(0.0),
+                                fill=incl / tiles["capacity_bytes"],
+                                fill_excl_gaps=tiles["bytes_excl_gaps"] / tiles["capacity_bytes"])
+        flagged = evidence[(evidence["fill"] >= params["min_fill"]) & (evidence["gap_share"] >= params["warning"])]
+        if flagged.empty:
+            return []
+        flagged = flagged.sort_values(["bytes_incl_gaps", "gap_bytes"], ascending=False,
+                                      kind="stable").reset_index(drop=True)
+        worst = flagged.iloc[0]
+        fit = int(((flagged["bytes_incl_gaps"] > flagged["capacity_bytes"])
+                   & (flagged["bytes_excl_gaps"] <= flagged["capacity_bytes"])).sum())
+        message = (f"{num(len(flagged))} tile(s) at >= {threshold_pct(params['min_fill'])} of capacity lose "
+                   f">= {threshold_pct(params['warning'])} to gaps; tile {num(worst['tile'])}: "
+                   f"{nbytes(worst['bytes_incl_gaps'])} including gaps = {pct(worst['fill'])} of "
+                   f"{nbytes(worst['capacity_bytes'])}, {nbytes(worst['bytes_excl_gaps'])} without "
+                   f"(gaps {pct(worst['gap_share'])})")
+        if fit:
+            message += f"; {num(fit)} of them are over capacity only because of gaps"
+        message += f"; {overall}"
+        return [r.finding("warning", "Gaps cost headroom on full tiles", message, value=float(worst["gap_share"]),
+                          threshold=float(params["warning"]),
+                          where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
+                          evidence=flagged)]
+    # Totals only (a text summary): the fullest tile against capacity, the profile's gap share for the tile.
+    fill, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
+    if fill is None or used is None:
+        raise NotEvaluated("needs the fullest tile and the tile capacity: gaps matter only on tiles near it")
+    if fill < params["min_fill"] or share < params["warning"]:
+        return []
+    tile = mm.max_tile_index(profile)
+    where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+    message = (f"{where_tile} uses {nbytes(used)} including gaps = {pct(fill)} of capacity "
+               f"(flagged at >= {threshold_pct(params['min_fill'])}) while {overall} "
+               f"(warning at >= {threshold_pct(params['warning'])})")
+    return [r.finding("warning", "Gaps cost headroom on full tiles", message, value=share,
+                      threshold=float(params["warning"]), where={"tiles": [int(tile)]} if tile is not None else {})]
