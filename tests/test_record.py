@@ -183,7 +183,7 @@ def test_heavy_output_on_both_streams_is_kept_whole_without_deadlock(tmp_path) -
 def test_compilation_out_of_memory_gives_tile_oom_from_the_log(tmp_path, capsys) -> None:
     """Compilation ran out of memory: no profile at all, only Poplar's message on stderr and an abort."""
     out = tmp_path / "run"
-    code, stdout, stderr = record(capsys, out, "--oom", "--abort")
+    code, stdout, stderr = record(capsys, out, "--oom", "--abort", options=())  # default options: plots on
     assert "Out of memory on tile 1: 674752 bytes used" in stderr  # passed through
     assert code == 4 and "CMD ended: killed by SIGABRT" in stderr
     rec = load(out / "record.json")
