@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from ..errors import InputError
 from ..profile import Profile
+from ..progress import counted
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
@@ -75,10 +76,19 @@ def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic."""
+    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
+
+    The bytes read from disk count toward an active :func:`popprof.progress.reading` bar.
+    """
     with open(path, "rb") as handle:
         magic = handle.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
+    source = counted(raw)
+    if magic != GZIP_MAGIC:
+        return source
+    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
+    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
+    return unzipped
 
 
 def detect(path: Path) -> ModuleType:
