@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from .metrics import compute
+from .metrics.execution import ipu_count
 from .profile import Profile
 from .schema import STEP_CATEGORIES
 
@@ -83,7 +84,7 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         "total_time_us": m.get("execution.total_time_us"),
         "runs": m.get("execution.run_count"),
         "steps": m.get("execution.step_count"),
-        "ipus": int(steps["ipu"].nunique()),
+        "ipus": ipu_count(profile),
         "by_category": by_cat,
         "top_programs": [
             {"program": str(name), "category": str(row["category"]),
