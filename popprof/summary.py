@@ -58,6 +58,13 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
         live = profile.liveness
         section["peak_liveness_program"] = str(
             live.loc[live["step"] == section["peak_liveness_step"], "program"].iloc[0])
+    oom = profile.get("out_of_memory")
+    if oom is not None and not oom.empty:
+        section["out_of_memory"] = [
+            {"compilation": int(c), "tile": int(t), "bytes_used": int(u), "capacity_bytes": int(cap),
+             "over_bytes": int(o)}
+            for c, t, u, cap, o in zip(oom["compilation"], oom["tile"], oom["bytes_used"], oom["capacity_bytes"],
+                                       oom["over_bytes"], strict=True)]
     if all(v is None for v in section.values()):
         return None
     return section
@@ -169,6 +176,9 @@ def render_text(summary: dict) -> str:
                      f" = {_pct(m['max_tile_utilisation'])} of capacity")
         lines.append(f"  headroom               {_b(m['max_tile_headroom_bytes'])}")
         lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
+        for row in (m.get("out_of_memory") or [])[:20]:
+            lines.append(f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
+                         f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})")
         if m.get("peak_liveness_bytes") is not None:
             lines.append(f"  always-live            {_b(m['always_live_bytes'])}")
             program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""

@@ -19,6 +19,8 @@ from popprof.schema import conform
 from popprof.synth import make_profile
 
 SMALL = {"num_steps": 240, "num_programs": 120, "num_liveness_steps": 150, "num_variables": 60}
+#: Read everything, including the opt-in per-program code bytes and every step's variable list.
+FULL = {"code_bytes": True, "liveness_variables": "all"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def written(tmp_path_factory):
         "single": make_profile(name="single", seed=1, **SMALL),
         "multi": make_profile(name="multi", num_ipus=4, host_stall=(0.2, 0.3), seed=2, **SMALL),
         "noexec": make_profile(name="noexec", arch="ipu1", execution=False, seed=3, **SMALL),
-        "older": make_profile(name="older", seed=4, **SMALL),
+        "odd": make_profile(name="odd", seed=4, **SMALL),
     }
     for name in ("single", "multi"):  # synth sends as much as it receives; make them differ
         steps = variants[name].steps.copy()
@@ -39,7 +41,7 @@ def written(tmp_path_factory):
     paths = {}
     for name, profile in variants.items():
         path = root / name / "profile.pop"
-        store.write_pop(profile, path, older_sdk=(name == "older"))
+        store.write_pop(profile, path, unknown_shape=(name == "odd"))
         paths[name] = path
     store.write_debug([variants["single"]], root / "single" / "debug.cbor")
     store.write_debug([variants["multi"]], root / "debug.cbor")  # run-directory root: the parent
@@ -62,9 +64,10 @@ def _compare_all(read: popprof.Profile, expected: popprof.Profile, skip_steps: t
 
 def test_single_ipu_tables_equal_the_profile_written(pva_double, written):
     variants, paths = written
-    profile = pop.read(paths["single"])
+    profile = pop.read(paths["single"], **FULL)
     _compare_all(profile, variants["single"])
-    assert_table_equal(profile.operations, variants["single"].operations)
+    assert_table_equal(profile.operations, variants["single"].operations, skip=("bytes",))
+    assert profile.operations["bytes"].isna().all()  # op.vars entries carry no size: missing, never 0
     meta = profile.meta
     assert json.loads(meta["pop.missing_attributes"]) == []
     assert meta["pop.poplar_package_hash"] == "de1f8de2a7"
@@ -77,7 +80,7 @@ def test_single_ipu_tables_equal_the_profile_written(pva_double, written):
 
 def test_multi_ipu_target_and_steps(pva_double, written):
     variants, paths = written
-    profile = pop.read(paths["multi"])
+    profile = pop.read(paths["multi"], **FULL)
     _compare_all(profile, variants["multi"])
     assert profile.target_value("num_ipus") == 4
     assert profile.target_value("num_tiles") == 4 * 1472
@@ -94,7 +97,7 @@ def test_multi_ipu_target_and_steps(pva_double, written):
 def test_debug_cbor_found_in_parent_run_directory(pva_double, written):
     variants, paths = written
     profile = pop.read(paths["multi"])  # debug.cbor sits one level up
-    assert_table_equal(profile.operations, variants["multi"].operations)
+    assert_table_equal(profile.operations, variants["multi"].operations, skip=("bytes",))
     assert set(profile.operations["layer"].astype(str)) <= {"popart", "poptorch", "poplibs", "onnx"}
 
 
@@ -114,30 +117,32 @@ def test_explicit_missing_debug_path_is_input_error(pva_double, written):
 
 def test_no_execution_section(pva_double, written):
     variants, paths = written
-    profile = pop.read(paths["noexec"], debug_cbor=False)
+    profile = pop.read(paths["noexec"], debug_cbor=False, **FULL)
     _compare_all(profile, variants["noexec"])
     assert not profile.has("steps") and not profile.has("runs")
     with pytest.raises(MissingTableError, match="execution profile"):
         _ = profile.steps
     assert profile.target_value("ipu_arch") == "ipu1"
     assert profile.target_value("tiles_per_ipu") == 1216
-    assert any("execution" in note for note in json.loads(profile.meta["pop.notes"]))
+    # pva always has `execution`: "no profile" is decided from totalCycles.total == 0 and no steps
+    notes = json.loads(profile.meta["pop.notes"])
+    assert any("execution.totalCycles.total is 0" in note for note in notes), notes
+    assert "execution" not in json.loads(profile.meta["pop.missing_attributes"])
 
 
-def test_older_sdk_without_optional_attributes(pva_double, written):
+def test_unknown_shape_without_optional_attributes(pva_double, written):
     variants, paths = written
-    profile = pop.read(paths["older"])
-    expected = variants["older"]
+    profile = pop.read(paths["odd"])
+    expected = variants["odd"]
     missing = json.loads(profile.meta["pop.missing_attributes"])
-    assert set(missing) == {"tile.memory.overflowed", "step.ipus.activeCycles", "step.ipus.tileBalance",
-                            "poplarVersion.packageHash"}
+    assert set(missing) == {"tile.memory.overflowed", "step.ipus.activeCycles", "step.ipus.tileBalance"}
     assert profile.tiles["overflowed_bytes"].isna().all()
     assert_table_equal(profile.tiles, expected.tiles, skip=("overflowed_bytes",))
     steps = profile.steps
     assert steps["active_from_cycles"].isna().all() and steps["active_to_cycles"].isna().all()
     assert steps["tile_balance"].isna().all()
     assert_table_equal(steps, expected.steps, skip=("active_from_cycles", "active_to_cycles", "tile_balance"))
-    assert "pop.poplar_package_hash" not in profile.meta
+    assert profile.meta["pop.poplar_package_hash"] == "de1f8de2a7"  # SDK 2.0 already documents it
 
 
 def test_liveness_variables_keep_the_largest_five(pva_double, tmp_path):
@@ -149,7 +154,7 @@ def test_liveness_variables_keep_the_largest_five(pva_double, tmp_path):
                          "bytes": rng.integers(1, 10_000_000, n * 8)})
     base.set_table("liveness_variables", many)
     report_store().write_pop(base, tmp_path / "profile.pop")
-    profile = pop.read(tmp_path / "profile.pop")
+    profile = pop.read(tmp_path / "profile.pop", liveness_variables="all")
     got = profile.liveness_variables
     assert got.groupby("step").size().eq(5).all()
     expected = many.sort_values(["step", "bytes"], ascending=[True, False]).groupby("step").head(5)

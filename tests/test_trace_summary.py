@@ -91,6 +91,7 @@ def test_query_sql_over_events(fixtures_dir: Path, capsys) -> None:
     assert code == 0
     ev = read_path(path).events
     expected = ev["device_category"].value_counts()
+    expected = expected[expected > 0]
     for category, n in expected.items():
         assert f'"{category}"' in out and str(n) in out
 

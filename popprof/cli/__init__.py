@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "scan": "redact",
     "plot": "plot",
     "report": "plot",
+    "record": "record",
 }
 
 

@@ -29,7 +29,8 @@ from ..errors import InputError
 from ..profile import Profile
 from ..schema import PROGRAM_TYPE_CATEGORY, conform
 from ..sources import source_metadata
-from . import HEAD_BYTES, open_binary
+from . import HEAD_BYTES, oom_log, read_text_bytes
+from . import text_execution as te
 
 FORMAT = "text_summary"
 
@@ -53,8 +54,11 @@ SIZE_UNITS: dict[str, int] = {
 FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
 #: Strings that start a summary block (found with str.find before the regex checks the line).
-START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:")
-_START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$", re.M)
+START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:", "Execution:")
+_START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Execution|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$",
+                       re.M)
+#: Column-0 headings that, seen a second time, start the next summary.
+_NEXT_SUMMARY_HEADINGS = frozenset({"Target:", "Graph:", "Execution:"})
 _TILE_BLOCK_RE = re.compile(r"^Tile\s*#\s*(?P<tile>[\d,]+)\s+memory usage\s*:?$", re.I)
 _HIST_RE = re.compile(r"^(?P<low>\d[\d,]*)\s*-\s*(?P<high>\d[\d,]*)\s+(?P<bar>\**)\s*(?P<count>\d[\d,]*)$")
 _MAX_RE = re.compile(r"^Maximum\s*\((?P<which>Including|Excluding)\s+Gaps\)\s*:\s*(?P<bytes>\d[\d,]*)"
@@ -95,6 +99,8 @@ class _Block:
     prefix: str
     lines: list[str]
     cut_mid_line: bool = False
+    offset: int = 0
+    label: str | None = None
 
 
 @dataclass
@@ -109,6 +115,7 @@ class _Parsed:
     unrecognised: list[str] = field(default_factory=list)
     unrecognised_count: int = 0
     warnings: list[str] = field(default_factory=list)
+    execution: te.ExecutionFigures = field(default_factory=te.ExecutionFigures)
 
     def add_total(self, tile: int | None, group: str, category: str, value: int, where: str) -> None:
         key = (tile, group, category)
@@ -129,7 +136,7 @@ class _Parsed:
 
     @property
     def usable(self) -> bool:
-        return bool(self.target or self.totals or self.histogram or self.steps
+        return bool(self.target or self.totals or self.histogram or self.steps or self.execution.any
                     or "tiles_out_of_memory" in self.meta or any(k.startswith("graph.") for k in self.meta))
 
 
@@ -145,7 +152,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return False
     if path.stat().st_size > SCAN_LIMIT_BYTES:
         return False
-    return _first_start(_load_text(path)) is not None
+    return _first_start(_decode(read_text_bytes(path, truncate=True))) is not None  # bounded: text-bytes
 
 
 def _decode(data: bytes) -> str:
@@ -153,8 +160,8 @@ def _decode(data: bytes) -> str:
 
 
 def _load_text(path: Path) -> str:
-    with open_binary(path) as handle:
-        return _decode(handle.read())
+    """The whole text, within the ``text-bytes`` and ``line-bytes`` limits (docs/limits.md)."""
+    return _decode(read_text_bytes(path))
 
 
 def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
@@ -176,8 +183,9 @@ def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
             if match is None:
                 continue
             prefix = line[:match.start()]
+            follows = _followed_by_execution if match.group(0).startswith("Execution") else _followed_by_indented
             if len(prefix) <= 80 and not prefix.rstrip(" \t")[-1:].isalpha() \
-                    and _followed_by_indented(text, line_start + match.end(), prefix):
+                    and follows(text, line_start + match.end(), prefix):
                 best = (line_start, prefix)
                 break
     return best
@@ -197,6 +205,23 @@ def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
     return False
 
 
+def _followed_by_execution(text: str, pos: int, prefix: str) -> bool:
+    """An ``Execution:`` heading starts a summary when an execution figure, a vertex-type heading, a
+    ``Programs executed`` list or an indented step line follows within a few lines."""
+    for line in text[pos:pos + 4096].splitlines()[1:8]:
+        if not line.strip():
+            continue
+        if not line.startswith(prefix):
+            return False
+        body = line[len(prefix):].strip()
+        if not body:
+            continue
+        if te.FIGURE_RE.match(body) or te.PROGRAMS_HEADING_RE.match(body) or te.VERTEX_HEADING_RE.match(body):
+            return True
+        return line[len(prefix):][:1] in (" ", "\t")
+    return False
+
+
 def find_blocks(text: str) -> list[_Block]:
     """Every summary in ``text``, in order (a log can hold several, e.g. one per engine)."""
     blocks: list[_Block] = []
@@ -209,11 +234,48 @@ def find_blocks(text: str) -> list[_Block]:
         block_lines, used = _block_lines(lines, prefix)
         first_line = text.count("\n", 0, offset) + 1
         cut = used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
-        blocks.append(_Block(first_line, prefix, block_lines, cut))
+        blocks.append(_Block(first_line, prefix, block_lines, cut, offset))
         pos = offset + sum(len(line) for line in with_ends[:max(used, 1)])
         if pos >= len(text):
             break
+    _label_blocks(text, blocks)
     return blocks
+
+
+#: A label line above a summary: short, with a letter, not a figure.
+MAX_LABEL_CHARS = 100
+
+
+def _label_blocks(text: str, blocks: list[_Block]) -> None:
+    """Give each block the label line just above it, when there is one (``Run 2 (batch 16):``).
+
+    A label printed as a column-0 heading right before the next summary was taken into the previous
+    block as an unknown section: it is moved back out of that block.
+    """
+    for k, block in enumerate(blocks):
+        before = text[max(0, block.offset - 2048):block.offset].splitlines()
+        candidates = [line for line in before[-4:] if line.strip()]
+        if not candidates:
+            continue
+        line = candidates[-1]
+        body = line[len(block.prefix):] if block.prefix and line.startswith(block.prefix) else line
+        body = body.strip()
+        if not body or len(body) > MAX_LABEL_CHARS or not any(c.isalpha() for c in body) \
+                or _NUM_LEAF_RE.match(body) or body.startswith(("=", "-", "#")):
+            continue
+        if k:
+            previous = blocks[k - 1]
+            trailing = [i for i, ln in enumerate(previous.lines) if ln.strip()]
+            if trailing and previous.lines[trailing[-1]].strip() == body:
+                if not _UNKNOWN_HEADING_RE.match(body):
+                    continue  # the line is a figure of the previous summary, not a label
+                del previous.lines[trailing[-1]:]
+        block.label = body.rstrip(":").strip()
+
+
+def label_name(label: str) -> str:
+    """A profile name from a label line: word characters, dots and dashes; others become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")[:60]
 
 
 def _maybe_partial(line: str) -> bool:
@@ -226,6 +288,8 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
     out: list[str] = []
     content_seen = False
     used = 0
+    headings: set[str] = set()
+    in_execution = programs_pending = False
     for i, raw in enumerate(lines):
         if prefix:
             if raw.startswith(prefix):
@@ -238,11 +302,21 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
             body = raw
         body = body.expandtabs(8).rstrip()
         if body and not body[0].isspace():
-            if i and body == "Target:" and content_seen:
+            if i and body in _NEXT_SUMMARY_HEADINGS and content_seen and (body == "Target:" or body in headings):
                 break  # the next summary begins
-            if not (_START_RE.match(body) or _TILE_BLOCK_RE.match(body) or _UNKNOWN_HEADING_RE.match(body)
-                    or _MAX_RE.match(body) or _OOM_RE.match(body) or _HIST_RE.match(body)
-                    or body.startswith("Range (")):
+            headings.add(body)
+            if _START_RE.match(body) or _TILE_BLOCK_RE.match(body):
+                in_execution, programs_pending = body == "Execution:", False
+            execution_line = in_execution and bool(
+                te.FIGURE_RE.match(body) or te.VERTEX_RE.match(body) or te.PROGRAMS_HEADING_RE.match(body)
+                or (programs_pending and body.endswith(".") and ":" not in body))
+            if in_execution and (m := te.PROGRAMS_HEADING_RE.match(body)):
+                programs_pending = not m["rest"].strip()
+            elif execution_line:
+                programs_pending = False
+            if not (execution_line or _START_RE.match(body) or _TILE_BLOCK_RE.match(body)
+                    or _UNKNOWN_HEADING_RE.match(body) or _MAX_RE.match(body) or _OOM_RE.match(body)
+                    or _HIST_RE.match(body) or body.startswith("Range (")):
                 break
         if body.strip() and i:
             content_seen = True
@@ -284,12 +358,18 @@ def parse_block(block: _Block) -> _Parsed:
     tile_heading_pending = False
     stack: list[tuple[int, str, str]] = []  # (indent, normalised label, label as printed)
     empty_heading: str | None = None
+    programs_pending = False
     for offset, body in enumerate(block.lines):
         line_no = block.first_line + offset
         text = body.strip()
         if not text:
             continue
         indent = len(body) - len(text)
+        if section == "execution":
+            handled, programs_pending = _execution_line(parsed.execution, text, programs_pending)
+            if handled:
+                empty_heading = text if text.endswith(":") else None
+                continue
         if indent:  # fast path for execution step lines (there can be hundreds of thousands)
             kind, sep, name = text.partition(": ")
             if sep and (kind in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(kind))) \
@@ -327,6 +407,28 @@ def parse_block(block: _Block) -> _Parsed:
     elif empty_heading is not None:
         parsed.warnings.append(f"the summary ends right after the heading {empty_heading!r} (truncated?)")
     return parsed
+
+
+def _execution_line(figures: te.ExecutionFigures, text: str, programs_pending: bool) -> tuple[bool, bool]:
+    """Record one line of an Execution section: (whether it was one, whether a programs list follows)."""
+    if m := te.FIGURE_RE.match(text):
+        te.parse_figure(figures, m["label"], m["value"])
+        return True, False
+    if m := te.VERTEX_RE.match(text):
+        figures.vertices.append((m["type"], int(_number(m["instances"])), int(_number(m["cycles"]))))
+        return True, False
+    if m := te.PROGRAMS_HEADING_RE.match(text):
+        figures.seen_heading = True
+        if m["rest"].strip():
+            te.parse_programs(figures, m["rest"])
+            return True, False
+        return True, True
+    if te.VERTEX_HEADING_RE.match(text):
+        return True, False
+    if programs_pending and ":" not in text:
+        te.parse_programs(figures, text)
+        return True, not text.endswith(".")
+    return False, False
 
 
 def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int | None,
@@ -510,22 +612,85 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
     """
     path = Path(path)
     text = _load_text(path)
-    blocks = find_blocks(text)
-    if not blocks:
-        raise InputError(path, "not a Poplar profile summary",
-                         "expected printProfileSummary output with 'Target:' / 'Memory Usage:' sections")
+    blocks = _blocks_or_raise(path, text)
     if not 0 <= summary < len(blocks):
         raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
                          f"pick one of 0..{len(blocks) - 1}")
-    block = blocks[summary]
+    messages = _messages_by_block(path, text, blocks)
+    return _profile(path, blocks, summary, path.name.split(".")[0] or path.stem, messages[summary])
+
+
+def read_all(path: Path, summary: int | None = None, **_options: object) -> dict[str, Profile]:
+    """Every summary in ``path`` as its own Profile, by name (``summary=N`` keeps only the N-th).
+
+    One summary: named after the file, as :func:`read`. Several (a log of labelled runs): each is
+    named from the label line just above it (``Run 2 (batch 16):`` -> ``Run_2_batch_16``), else
+    ``run_1``, ``run_2``, ... in order; a repeated name gets ``-2``, ``-3``.
+    """
+    if summary is not None:
+        profile = read(path, summary=int(summary))
+        return {profile.name: profile}
+    path = Path(path)
+    text = _load_text(path)
+    blocks = _blocks_or_raise(path, text)
+    messages = _messages_by_block(path, text, blocks)
+    if len(blocks) == 1:
+        profile = _profile(path, blocks, 0, path.name.split(".")[0] or path.stem, messages[0])
+        return {profile.name: profile}
+    profiles: dict[str, Profile] = {}
+    for k, block in enumerate(blocks):
+        name = label_name(block.label) if block.label else ""
+        name = name or f"run_{k + 1}"
+        base, n = name, 1
+        while name in profiles:
+            n += 1
+            name = f"{base}-{n}"
+        profiles[name] = _profile(path, blocks, k, name, messages[k])
+    return profiles
+
+
+def _blocks_or_raise(path: Path, text: str) -> list[_Block]:
+    blocks = find_blocks(text)
+    if not blocks:
+        raise InputError(path, "not a Poplar profile summary",
+                         "expected printProfileSummary output with 'Target:' / 'Memory Usage:' / 'Execution:' "
+                         "sections")
+    return blocks
+
+
+def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.DataFrame | None]:
+    """Out-of-memory messages in the text, each given to the first summary that starts after it (messages
+    after the last summary go to the last); compilation indices count within each summary."""
+    found = oom_log.find_messages(text) if oom_log.NEEDLE in text else oom_log.OomMessages()
+    if found.problems:
+        raise InputError(path, found.problems[0], "the log is corrupt or was edited")
+    out: list[pd.DataFrame | None] = [None] * len(blocks)
+    if not found.rows:
+        return out
+    frame = found.frame
+    starts = [b.first_line for b in blocks]
+    owner = pd.Series(frame["line"].astype("int64")).map(
+        lambda line: next((k for k, start in enumerate(starts) if start > line), len(blocks) - 1))
+    for k in sorted(set(owner)):
+        part = frame[owner.to_numpy() == k].reset_index(drop=True)
+        part["compilation"] = range(len(part))
+        out[k] = part
+    return out
+
+
+def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.DataFrame | None) -> Profile:
+    """The Profile of one block (``oom``: the out-of-memory messages that belong to it)."""
+    block = blocks[index]
     if block.cut_mid_line and block.lines:
         block.lines.pop()
     parsed = parse_block(block)
     if not parsed.usable:
         raise InputError(path, "the Poplar profile summary holds no figures",
                          "the text may be truncated right after a heading; paste the whole summary")
-    for message in parsed.warnings:
-        warnings.warn(f"{path}: {message}", TruncatedSummaryWarning, stacklevel=2)
+    parsed.warnings += _execution_warnings(parsed.execution)
+    if parsed.warnings:  # once per summary, naming the file
+        where = f"{path}" + (f" (summary {name})" if len(blocks) > 1 else "")
+        warnings.warn(f"{where}: " + "; ".join(parsed.warnings), TruncatedSummaryWarning, stacklevel=3)
     tables: dict[str, pd.DataFrame] = {"target": _target_frame(parsed.target)}
     if parsed.totals:
         tables["memory_totals"] = pd.DataFrame(parsed.totals, columns=["tile", "group", "category", "bytes"]) \
@@ -534,6 +699,12 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
         tables["tile_histogram"] = pd.DataFrame(parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"])
     if (programs := _programs_frame(parsed.steps)) is not None:
         tables["programs"] = programs
+    if (totals := parsed.execution.totals_frame()) is not None:
+        tables["execution_totals"] = totals
+    if (vertices := parsed.execution.vertex_frame()) is not None:
+        tables["vertex_cycles"] = vertices
+    if oom is not None:
+        tables["out_of_memory"] = oom
     meta: dict[str, object] = source_metadata(FORMAT, [path])
     meta.update(parsed.meta)
     if "total_memory_bytes" in parsed.target:
@@ -541,14 +712,30 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
     meta.update({
         "text_summary.first_line": block.first_line,
         "text_summary.summaries_in_file": len(blocks),
+        "text_summary.summary_index": index,
         "text_summary.unrecognised_count": parsed.unrecognised_count,
         "text_summary.unrecognised": json.dumps(parsed.unrecognised),
         "text_summary.extra": json.dumps(parsed.extra),
         "text_summary.warnings": json.dumps(parsed.warnings),
     })
+    if block.label:
+        meta["text_summary.label"] = block.label
     if block.prefix:
         meta["text_summary.line_prefix"] = block.prefix
     if parsed.steps:
         meta["text_summary.execution_step_lines"] = len(parsed.steps)
-    return Profile(path.name.split(".")[0] or path.stem, {k: conform(k, v) for k, v in tables.items()},
-                   source=str(path), metadata=meta)
+    if parsed.execution.programs or parsed.execution.seen_heading:
+        meta["text_summary.programs_executed"] = json.dumps(parsed.execution.programs)
+    if parsed.execution.not_printed:
+        meta["text_summary.execution_not_printed"] = json.dumps(parsed.execution.not_printed)
+    return Profile(name, {k: conform(k, v) for k, v in tables.items()}, source=str(path), metadata=meta)
+
+
+def _execution_warnings(figures: te.ExecutionFigures) -> list[str]:
+    """What an Execution section lacked: figures that did not parse, expected figures not printed at all."""
+    out = [f"execution figure does not parse: {line!r} (kept as missing)" for line in figures.unparsed[:5]]
+    if figures.totals:
+        missing = figures.missing_categories()
+        if missing:
+            out.append("the execution section has no figure for " + ", ".join(missing) + " (cut off?)")
+    return out

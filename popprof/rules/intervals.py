@@ -103,8 +103,10 @@ def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.
 
 
 def host_mask(events: pd.DataFrame) -> np.ndarray:
-    """True for host events (no device_category)."""
-    return events["device_category"].isna().to_numpy()
+    """True for host events (not device time: host waits included, profiler bookkeeping excluded)."""
+    from ..trace.activity import is_host_activity
+
+    return is_host_activity(events)
 
 
 def _events(profile: Profile) -> pd.DataFrame:
@@ -123,8 +125,10 @@ def device_activity(profile: Profile) -> DeviceActivity:
 
 
 def _build_device(events: pd.DataFrame) -> DeviceActivity | None:
+    from ..trace.activity import is_device_activity
+
     category = events["device_category"].array
-    keep = np.asarray(category.codes) >= 0
+    keep = is_device_activity(events)
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
     if not keep.any():
