@@ -79,6 +79,9 @@ def cli(quiet: bool) -> None:
       popprof query profile.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1"
     """
     set_quiet(quiet)
+    from .common import reset_read_warnings
+
+    reset_read_warnings()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..profile import Profile
 from ..progress import progress
 from ..readers import open_all
-from .common import engine_option, format_option, select_engine
+from .common import engine_option, format_option, report_read_warnings, select_engine
 
 
 def _one_profile(path: str, engine: str | None) -> Profile:
@@ -26,6 +26,8 @@ def _open(path: str, engine: str | None) -> dict[str, Profile]:
     profiles = open_all(path)
     if engine is not None and len(profiles) > 1:
         profiles = select_engine(path, profiles, engine)
+    for profile in profiles.values():
+        report_read_warnings(profile)
     return profiles
 
 
