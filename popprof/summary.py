@@ -13,7 +13,9 @@ from collections.abc import Callable
 import pandas as pd
 
 from .metrics import compute
+from .metrics.execution import ipu_count
 from .profile import Profile
+from .readproblems import problems
 from .schema import STEP_CATEGORIES
 
 TOP_PROGRAMS = 10
@@ -96,7 +98,7 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         "total_time_us": m.get("execution.total_time_us"),
         "runs": m.get("execution.run_count"),
         "steps": m.get("execution.step_count"),
-        "ipus": int(steps["ipu"].nunique()),
+        "ipus": ipu_count(profile),
         "by_category": by_cat,
         "top_programs": [
             {"program": str(name), "category": str(row["category"]),
@@ -183,6 +185,9 @@ def summarise(profile: Profile) -> dict:
             out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
     out["absent_tables"] = missing
+    read_problems = problems(profile)
+    if read_problems:  # what the reader worked around; kept in a bundle's metadata too
+        out["read_problems"] = read_problems
     return out
 
 
@@ -266,6 +271,8 @@ def render_text(summary: dict) -> str:
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]
+    if summary.get("read_problems"):
+        lines += ["", "Read with problems", *(f"  {text}" for text in summary["read_problems"].values())]
     return "\n".join(lines)
 
 

@@ -21,6 +21,17 @@ def has_cycles(profile: Profile) -> bool:
     return bool(profile.steps["cycles"].notna().any())
 
 
+def ipu_count(profile: Profile) -> int:
+    """IPUs the profile ran on: the target's count, else the IPUs its steps name.
+
+    Some sources (SDK 1.x JSON) attribute every step to IPU 0 of a multi-IPU target.
+    """
+    num_ipus = profile.target_value("num_ipus")
+    if num_ipus is not None and not pd.isna(num_ipus) and int(num_ipus) > 0:
+        return int(num_ipus)
+    return int(profile.steps["ipu"].nunique())
+
+
 def ipu_cycles_by_category(profile: Profile) -> pd.Series:
     """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
     def compute() -> pd.Series:

@@ -24,6 +24,7 @@ from typing import BinaryIO
 from .. import limits
 from ..errors import InputError
 from ..profile import Profile
+from ..progress import counted
 from . import bounded
 
 #: Reader modules in detection order (most specific first).
@@ -89,14 +90,19 @@ def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
 
     Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
-    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`.
+    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`. The bytes read
+    from disk count toward an active :func:`popprof.progress.reading` bar.
     """
     with open(path, "rb") as handle:
         magic = handle.read(2)
         compressed = os.fstat(handle.fileno()).st_size
+    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
+    source = counted(raw)
     if magic != GZIP_MAGIC:
-        return open(path, "rb")
-    return bounded.buffered(bounded.GzipGuard(gzip.open(path, "rb"), Path(path), compressed))
+        return source
+    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
+    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
+    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
 
 
 def open_json(path: Path) -> BinaryIO:

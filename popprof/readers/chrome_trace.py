@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
-from ..progress import progress
+from ..progress import counted, reading
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
@@ -564,7 +564,7 @@ class _RangeReader(io.RawIOBase):
 
     def __init__(self, path: Path, lo: int, hi: int, head: bytes, tail: bytes) -> None:
         super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._file = counted(open(path, "rb"))  # noqa: SIM115 - closed in close(); reads count toward progress
         self._file.seek(lo)
         self._left = hi - lo
         self._head = head
@@ -734,7 +734,7 @@ def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | 
     processes (``parallel=False`` turns that off); anything unusual falls back to
     one serial pass, which is what reports errors.
     """
-    with progress(f"reading {path.name}"):
+    with reading(path):  # bytes read against the file size, worker processes included
         return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
 
 

@@ -276,8 +276,8 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
     shares = ex.share_by_category(profile)
-    ipus = int(profile.steps["ipu"].nunique())
-    multi = ipus > 1 or int(profile.target_value("num_ipus", 1) or 1) > 1
+    ipus = ex.ipu_count(profile)
+    multi = ipus > 1
     severity, threshold = band(value, params["warning"], params["error"])
     message = f"exchange + global exchange + sync take {pct(value)} of all IPU-cycles"
     message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
