@@ -118,6 +118,7 @@ class _Parsed:
     unrecognised_count: int = 0
     warnings: list[str] = field(default_factory=list)
     execution: te.ExecutionFigures = field(default_factory=te.ExecutionFigures)
+    unparsed_figures: list[str] = field(default_factory=list)
 
     def add_total(self, tile: int | None, group: str, category: str, value: int, where: str) -> None:
         key = (tile, group, category)
@@ -514,8 +515,23 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
             parsed.steps.append((label, value))
         else:
             parsed.note_extra(f"{where}/{label}", value)
+            if _looks_like_a_broken_figure(section, label, value):
+                parsed.unparsed_figures.append(f"{label}: {value}")
         return True
     return False
+
+
+_BROKEN_FIGURE_RE = re.compile(r"^[-+]?\d[\d,.]*[^\d,.\s]")
+
+
+def _looks_like_a_broken_figure(section: str, label: str, value: str) -> bool:
+    """A memory or target figure whose number does not parse (``12x,000 B``), rather than a text field."""
+    if not _BROKEN_FIGURE_RE.match(value):
+        return False
+    if section == "memory":
+        return True
+    norm = _norm(label)
+    return section == "target" and (norm in TARGET_FIELDS or norm in TARGET_SIZES or norm.startswith("clock"))
 
 
 def _derive_excluding_totals(parsed: _Parsed) -> None:
@@ -817,6 +833,8 @@ def _parse_summary(path: Path, blocks: list[_Block], index: int, name: str, sour
     if not parsed.usable:
         raise InputError(path, "the Poplar profile summary holds no figures",
                          "the text may be truncated right after a heading; paste the whole summary")
+    parsed.warnings += [f"figure does not parse: {line!r} (kept as text in text_summary.extra)"
+                        for line in parsed.unparsed_figures[:5]]
     parsed.warnings += _execution_warnings(parsed.execution)
     if parsed.warnings:  # once per summary, naming the file
         where = f"{path}" + (f" (summary {name})" if len(blocks) > 1 else "")
