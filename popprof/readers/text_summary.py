@@ -282,6 +282,8 @@ def find_blocks(text: str) -> list[_Block]:
 
 #: A label line above a summary: short, with a letter, not a figure.
 MAX_LABEL_CHARS = 100
+#: Banner characters around a label (``== Run 2 ==``, ``### eval``), not part of its name.
+LABEL_DECORATION = "=-#*~ \t"
 
 
 def _label_blocks(text: str, blocks: list[_Block]) -> None:
@@ -299,7 +301,7 @@ def _label_blocks(text: str, blocks: list[_Block]) -> None:
         body = line[len(block.prefix):] if block.prefix and line.startswith(block.prefix) else line
         body = body.strip()
         if not body or len(body) > MAX_LABEL_CHARS or not any(c.isalpha() for c in body) \
-                or _NUM_LEAF_RE.match(body) or body.startswith(("=", "-", "#")):
+                or _NUM_LEAF_RE.match(body):
             continue
         if k:
             previous = blocks[k - 1]
@@ -308,7 +310,7 @@ def _label_blocks(text: str, blocks: list[_Block]) -> None:
                 if not _UNKNOWN_HEADING_RE.match(body):
                     continue  # the line is a figure of the previous summary, not a label
                 del previous.lines[trailing[-1]:]
-        block.label = body.rstrip(":").strip()
+        block.label = body.strip(LABEL_DECORATION).rstrip(":").strip(LABEL_DECORATION) or None
 
 
 def label_name(label: str) -> str:
