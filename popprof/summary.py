@@ -13,7 +13,9 @@ from collections.abc import Callable
 import pandas as pd
 
 from .metrics import compute
+from .metrics.execution import ipu_count
 from .profile import Profile
+from .readproblems import problems
 from .schema import STEP_CATEGORIES
 
 TOP_PROGRAMS = 10
@@ -96,7 +98,7 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         "total_time_us": m.get("execution.total_time_us"),
         "runs": m.get("execution.run_count"),
         "steps": m.get("execution.step_count"),
-        "ipus": int(steps["ipu"].nunique()),
+        "ipus": ipu_count(profile),
         "by_category": by_cat,
         "top_programs": [
             {"program": str(name), "category": str(row["category"]),
@@ -126,7 +128,7 @@ def execution_totals_section(profile: Profile, metrics: dict[str, float | None] 
                        "label": row.label}
     out: dict = {"source": "summary", "total_cycles": m.get("execution.total_cycles"),
                  "total_time_us": m.get("execution.total_time_us"),
-                 "exchange_share": m.get("execution.exchange_share"), "by_category": by_cat}
+                 "exchange_share": m.get("execution.exchange_and_sync_share"), "by_category": by_cat}
     programs = profile.meta.get("text_summary.programs_executed")
     if programs:
         out["programs_executed"] = json.loads(programs)
@@ -152,11 +154,23 @@ def trace_section(profile: Profile) -> dict | None:
     return trace_summary(profile)
 
 
+def devices_section(profile: Profile) -> list | None:
+    """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
+    if profile.has("events") or not profile.has("steps"):
+        return None
+    from .metrics.devices import device_breakdown
+    from .trace.summary import _frame_records
+
+    frame = device_breakdown(profile)
+    return _frame_records(frame) if not frame.empty else None
+
+
 #: Sections in display order: (key, function).
 SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("target", target_section),
     ("memory", memory_section),
     ("execution", execution_section),
+    ("devices", devices_section),
     ("trace", trace_section),
 ]
 
@@ -171,6 +185,9 @@ def summarise(profile: Profile) -> dict:
             out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
     out["absent_tables"] = missing
+    read_problems = problems(profile)
+    if read_problems:  # what the reader worked around; kept in a bundle's metadata too
+        out["read_problems"] = read_problems
     return out
 
 
@@ -242,22 +259,20 @@ def render_text(summary: dict) -> str:
         lines.append("  top programs:")
         for p in e["top_programs"]:
             lines.append(f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}")
+    if summary.get("devices"):
+        from .trace.summary import render_device_table
+
+        lines += render_device_table(summary["devices"])
     tr = summary.get("trace")
     if tr:
-        lines += ["", "Trace"]
-        for key, value in tr.items():
-            if isinstance(value, list):
-                lines.append(f"  {key}:")
-                for item in value[:10]:
-                    lines.append("    " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items())
-                                 if isinstance(item, dict) else f"    {item}")
-            elif isinstance(value, dict):
-                lines.append(f"  {key}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()))
-            else:
-                lines.append(f"  {key}: {_fmt(value)}")
+        from .trace.summary import render_trace_text
+
+        lines += render_trace_text(tr)
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]
+    if summary.get("read_problems"):
+        lines += ["", "Read with problems", *(f"  {text}" for text in summary["read_problems"].values())]
     return "\n".join(lines)
 
 

@@ -21,6 +21,17 @@ def has_cycles(profile: Profile) -> bool:
     return bool(profile.steps["cycles"].notna().any())
 
 
+def ipu_count(profile: Profile) -> int:
+    """IPUs the profile ran on: the target's count, else the IPUs its steps name.
+
+    Some sources (SDK 1.x JSON) attribute every step to IPU 0 of a multi-IPU target.
+    """
+    num_ipus = profile.target_value("num_ipus")
+    if num_ipus is not None and not pd.isna(num_ipus) and int(num_ipus) > 0:
+        return int(num_ipus)
+    return int(profile.steps["ipu"].nunique())
+
+
 def ipu_cycles_by_category(profile: Profile) -> pd.Series:
     """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
     def compute() -> pd.Series:
@@ -146,8 +157,8 @@ def summary_exchange_share(profile: Profile) -> float | None:
     return float(sum(known)) if known else None
 
 
-@metric("execution.exchange_share", "ratio",
-        "share of IPU-cycles in exchange, global exchange and sync (a text summary: of its total cycles)")
+@metric("execution.exchange_and_sync_share", "ratio",
+        "share of IPU-cycles in exchange, global exchange and sync together (a text summary: of its total cycles)")
 def exchange_share(profile: Profile) -> float | None:
     if not profile.has("steps"):
         return summary_exchange_share(profile)
@@ -156,9 +167,9 @@ def exchange_share(profile: Profile) -> float | None:
     return None if not total else float(sums[["exchange", "global_exchange", "sync"]].sum()) / total
 
 
-@metric("execution.host_io_share", "ratio",
-        "share of IPU-cycles in host stream copies (a text summary: host exchange of its total cycles)")
 def host_io_share(profile: Profile) -> float | None:
+    """Share of IPU-cycles in host stream copies (the metric ``execution.share.host_io``; a text summary: host
+    exchange of its total cycles); None without cycles."""
     if not profile.has("steps"):
         return summary_shares(profile).get("host_io")
     sums = ipu_cycles_by_category(profile)

@@ -14,18 +14,27 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import os
+import stat
 import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
 
+from .. import limits
 from ..errors import InputError
 from ..profile import Profile
+from ..progress import counted
+from . import bounded
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
     "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "oom_log", "archive",
 )
+
+#: Readers that classify device activity themselves (``device_map`` option); other readers' events
+#: (a bundle of a trace) are re-classified after reading.
+MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti"})
 
 HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
@@ -64,30 +73,68 @@ def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
             return False
         handle.seek(0)
         decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        budget = limits.get("text-bytes")  # bounded work: a bomb is not worth decompressing to its end
         try:
             while not decompressor.eof and (data := handle.read(block)):
                 while data and not decompressor.eof:  # output is discarded: only the end marker matters
-                    decompressor.decompress(data, block)
+                    budget -= len(decompressor.decompress(data, block))
                     data = decompressor.unconsumed_tail
+                    if budget < 0:
+                        return False
         except zlib.error:
             return False  # corrupt rather than cut off; read_head reports that
         return not decompressor.eof
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic."""
+    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
+
+    Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
+    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`. The bytes read
+    from disk count toward an active :func:`popprof.progress.reading` bar.
+    """
     with open(path, "rb") as handle:
         magic = handle.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        compressed = os.fstat(handle.fileno()).st_size
+    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
+    source = counted(raw)
+    if magic != GZIP_MAGIC:
+        return source
+    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
+    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
+    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
+
+
+def open_json(path: Path) -> BinaryIO:
+    """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
+    raises :class:`~popprof.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
+    """
+    return guard_json(open_binary(path), path)
+
+
+def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
+    """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
+    return bounded.buffered(bounded.JsonGuard(raw, Path(path)))
+
+
+def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
+    """The whole (gunzipped) content of a text input, within ``text-bytes`` and ``line-bytes``.
+
+    With ``truncate`` (detection) the first ``text-bytes`` bytes, without the line check.
+    """
+    with open_binary(path) as handle:
+        data = bounded.read_limited(handle, Path(path), "text-bytes", truncate=truncate)
+    if not truncate:
+        bounded.check_line_lengths(data, Path(path))
+    return data
 
 
 def detect(path: Path) -> ModuleType:
     """Pick the reader for ``path`` by content; raise InputError when none fits."""
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
+    info = bounded.check_input_file(path)
     head = b""
-    if path.is_file():
-        if path.stat().st_size == 0:
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size == 0:
             raise InputError(path, "the file is empty")
         head = read_head(path)
     for module in reader_modules():
@@ -124,20 +171,33 @@ def _is_bundle_dir(path: Path) -> bool:
     return path.is_dir() and (path / "manifest.json").is_file()
 
 
-def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
-    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name."""
+def open_all(path: str | Path, *, config: dict | None = None, **options: object) -> dict[str, Profile]:
+    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name.
+
+    ``device_map`` (a mapping, JSON text or a JSON file) says which trace events are device activity;
+    ``config`` (the ``[tool.popprof]`` table, see :func:`popprof.config.load_config`) supplies its
+    ``device_map`` when none is given, as every command does.
+    """
     path = Path(path)
+    if options.get("device_map") is None and config and config.get("device_map"):
+        options["device_map"] = config["device_map"]
     try:
         run_directory = path.is_dir() and not _is_bundle_dir(path)
     except OSError as exc:  # e.g. a name too long for the file system
         raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
     if run_directory:
+        from . import rank_dir
+
+        if rank_dir.is_rank_directory(path):  # a directory of per-rank Chrome traces: one profile, every rank
+            profile = rank_dir.read(path, **options)
+            return {profile.name: profile}
         try:
             entries = _run_directory_entries(path)
         except OSError as exc:
             raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
         if not entries:
-            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti or bundle manifest)")
+            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
+                                   "Chrome trace *.json / *.json.gz)")
         profiles: dict[str, Profile] = {}
         for name, entry in entries:
             profile = read_path(entry, **options)
@@ -185,7 +245,12 @@ def read_path(path: Path, **options: object) -> Profile:
     except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        return module.read(path, **options)
+        profile = module.read(path, **options)
+        if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
+            from ..trace.device import apply_device_map
+
+            apply_device_map(profile, options["device_map"])  # e.g. a bundle of a trace
+        return profile
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except OSError as exc:
@@ -197,7 +262,10 @@ def read_path(path: Path, **options: object) -> Profile:
 
 
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
-    """Open one Profile. For a run directory with several engines, ``engine`` picks one."""
+    """Open one Profile. For a run directory with several engines, ``engine`` picks one.
+
+    Options go to the readers (``with_args``, ``device_map``, ``config``: see :func:`open_all`).
+    """
     profiles = open_all(path, **options)
     if engine is not None:
         if engine not in profiles:

@@ -172,7 +172,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return False
     if path.stat().st_size > SCAN_LIMIT_BYTES:
         return False
-    return _first_start(_load_text(path)) is not None
+    return _first_start(_load_text(path)) is not None  # bounded: text-bytes (docs/limits.md)
 
 
 def _decode(data: bytes) -> str:
@@ -180,6 +180,7 @@ def _decode(data: bytes) -> str:
 
 
 def _load_text(path: Path) -> str:
+    """The whole text, within the ``text-bytes`` and ``line-bytes`` limits (docs/limits.md)."""
     return textload.load_text(path)
 
 

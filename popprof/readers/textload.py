@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import open_binary
+from . import read_text_bytes
 
 _cached: tuple[tuple[str, int, int], str] | None = None
 
@@ -22,14 +22,13 @@ def _key(path: Path) -> tuple[str, int, int]:
 
 
 def load_text(path: Path) -> str:
-    """The file's text (UTF-8, undecodable bytes replaced, BOM dropped; gzip transparent), shared."""
+    """The file's text within the ``text-bytes`` / ``line-bytes`` limits (UTF-8, undecodable bytes replaced, BOM dropped; gzip transparent), shared."""
     global _cached
     key = _key(path)
     if _cached is not None and _cached[0] == key:
         return _cached[1]
     _cached = None  # drop the previous text before reading the next
-    with open_binary(path) as handle:
-        text = handle.read().decode("utf-8", errors="replace").lstrip("\ufeff")
+    text = read_text_bytes(path).decode("utf-8", errors="replace").lstrip("\ufeff")  # docs/limits.md
     _cached = (key, text)
     return text
 

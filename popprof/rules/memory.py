@@ -196,7 +196,7 @@ def _total_capacity(profile: Profile) -> tuple[float | None, int | None]:
 
 @rule("memory.liveness-peak",
       "where not-always-live memory peaks (step, program, largest variables, operations), and whether "
-      "always-live plus that peak nears the total memory",
+      "always-live plus that peak nears the memory of a replica (liveness is per replica)",
       needs=["liveness"], params={"warning": 0.85, "error": 1.0, "top": 5},
       advice="To lower the peak, look at the variables and operations live at the peak step: recompute "
              "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
@@ -211,8 +211,13 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     peak = float(mm.peak_not_always_live(profile))
     row = liveness.loc[liveness["step"] == peak_step].iloc[0]
     program = str(row["program"]) if pd.notna(row["program"]) else "?"
-    always = mm.always_live_bytes(profile)
-    total_cap, num_tiles = _total_capacity(profile)
+    # pva's liveness is per replica while tiles span every replica: compare one replica's
+    # always-live + peak with one replica's memory (the same share as whole target vs whole target).
+    replicas = mm.num_replicas(profile)
+    always = mm.always_live_per_replica_bytes(profile)
+    total_cap, num_tiles = mm.total_capacity(profile)
+    if total_cap is not None and num_tiles is not None:
+        total_cap, num_tiles = total_cap / replicas, num_tiles // replicas
     top = int(params["top"])
     where: dict = {"liveness_steps": (peak_step, peak_step), "programs": [program]}
 
@@ -231,15 +236,17 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
                       for n, lay in zip(covering["name"], covering["layer"], strict=True)]
         where["operations"] = [str(n) for n in covering["name"]]
 
+    per = " per replica" if replicas > 1 else ""
     message = (f"not-always-live memory peaks at liveness step {num(peak_step)} (program '{program}') "
-               f"with {nbytes(peak)}")
+               f"with {nbytes(peak)}{per}")
     severity, threshold, share = "info", None, None
     if always is not None:
         together = always + peak
-        message += f"; always-live {nbytes(always)}, together {nbytes(together)}"
+        message += f"; always-live {nbytes(always)}{per}, together {nbytes(together)}{per}"
         if total_cap:
             share = together / total_cap
-            message += f" = {pct(share)} of the total {nbytes(total_cap)} ({num(num_tiles)} tiles)"
+            whole = "the total" if replicas == 1 else f"one replica's (of {num(replicas)})"
+            message += f" = {pct(share)} of {whole} {nbytes(total_cap)} ({num(num_tiles)} tiles)"
             flagged, threshold = band(share, params["warning"], params["error"])
             if flagged is not None:
                 severity = flagged
@@ -248,7 +255,8 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
         message += "; largest live variables: " + ", ".join(f"{n} ({nbytes(b)})" for n, b in variables)
     if operations:
         message += "; operations live there: " + ", ".join(operations)
-    curve = pd.DataFrame({"step": liveness["step"], "program": liveness["program"], "not_always_live_bytes": nal})
+    curve = pd.DataFrame({"step": liveness["step"], "program": liveness["program"],
+                          "not_always_live_bytes": nal})  # per replica, as is total_bytes
     if always is not None:
         curve["total_bytes"] = nal + always
     title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
