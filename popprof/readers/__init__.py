@@ -212,7 +212,7 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = _guarded(path, module, lambda: module.read(path, **options))
+        profile = _read_with(module, path, **options)
         return {profile.name: profile}
     return _guarded(path, module, lambda: module.read_all(path, **options))
 
@@ -240,10 +240,11 @@ def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
 
 def read_path(path: Path, **options: object) -> Profile:
     """Read one file or bundle with the reader its content selects."""
-    try:
-        module = detect(path)
-    except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    return _read_with(_detect_readable(path), path, **options)
+
+
+def _read_with(module: ModuleType, path: Path, **options: object) -> Profile:
+    """Read one file or bundle with ``module`` (detected already), applying a device map given."""
     try:
         profile = module.read(path, **options)
         if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
