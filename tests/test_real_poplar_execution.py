@@ -167,3 +167,29 @@ def test_check_fails_every_oom_sample():
     assert tiles == {"devito_wave3d_oom_log2_mk2": [1465], "devito_wave3d_oom_log_mk2": [0, 14],
                      "tutorials_tut4_oom_message_mk2": [1],
                      "tutorials_tut4_oom_message_sdk2": []}  # SDK 2.1+ names no tile
+
+
+def test_real_sdk1_section_cut_mid_line_reads_what_is_there(tmp_path):
+    text = (REAL / "examples_tut7_execution_sdk1_mk1.txt").read_text()
+    cut = text.index("781,286") + len("781,2")  # "Total sync cycles: 781,2" (cut off while pasting)
+    path = tmp_path / "cut.txt"
+    path.write_text(text[:cut])
+    with pytest.warns(text_summary.TruncatedSummaryWarning) as caught:
+        profile = popprof.open(path)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "mid-line" in message and "sync" in message and str(path) in message
+    totals = profile.execution_totals
+    assert "sync" not in set(totals["category"].astype(str))  # the partial "781,2" is not read as 7,812
+    assert totals.loc[totals["category"] == "exchange", "cycles"].iloc[0] == 963_855
+
+
+def test_gzip_log_of_two_real_summaries(tmp_path):
+    import gzip
+    text = ("== IPU Model ==\n" + (REAL / "tutorials_tut6_execution_ipumodel_sdk3.txt").read_text()
+            + "== IPU hardware ==\n" + (REAL / "tutorials_tut6_execution_hw_sdk3.txt").read_text())
+    path = tmp_path / "runs.log.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    profiles = popprof.open_all(path)
+    assert list(profiles) == ["IPU_Model", "IPU_hardware"]
+    assert [int(p.execution_totals["cycles"].iloc[0]) for p in profiles.values()] == [6_681_766, 25_444_984]

@@ -145,3 +145,30 @@ def test_profiles_of_a_multi_summary_log_equal_reading_each_summary_alone(tmp_pa
         assert profile.meta == alone.meta
     assert profiles["Run_2"].out_of_memory["tile"].tolist() == [5]  # the message before it
     assert "out_of_memory" not in profiles["Run_1"].table_names
+
+
+def test_memory_figure_that_does_not_parse_warns_once_and_the_rest_is_read(tmp_path):
+    from test_text_summary_newer_layouts import NEWER
+
+    text = NEWER.replace("Including Gaps:                   120,000,000 B", "Including Gaps:   12O,000,000 B")
+    path = write(tmp_path, text, "broken.txt")
+    with pytest.warns(text_summary.TruncatedSummaryWarning) as caught:
+        profile = popprof.open(path)
+    assert len(caught) == 1 and "12O,000,000 B" in str(caught[0].message) and str(path) in str(caught[0].message)
+    totals = profile.memory_totals
+    got = {(str(g), str(c)) for g, c in zip(totals["group"], totals["category"], strict=True)}
+    assert ("total", "including_gaps") not in got and ("total", "excluding_gaps") in got
+
+
+def test_figures_too_large_for_their_column_warn_instead_of_failing(tmp_path):
+    from test_text_summary_newer_layouts import NEWER
+
+    text = (NEWER.replace("Stack:                     15,000,000 B", "Stack:   15,000,000,000,000,000,000,000 B")
+            .replace("Tiles per IPU:       1,472", "Tiles per IPU:       99,999,999,999"))
+    path = write(tmp_path, text, "huge.txt")
+    with pytest.warns(text_summary.TruncatedSummaryWarning, match="too large"):
+        profile = popprof.open(path)
+    totals = profile.memory_totals
+    assert "Stack" not in set(totals["category"].astype(str))
+    assert profile.target_value("tiles_per_ipu") == 1472  # the bad figure dropped; derived from the others
+    assert profile.target_value("bytes_per_tile") == 638_976

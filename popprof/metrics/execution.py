@@ -146,7 +146,8 @@ def summary_share_by_category(profile: Profile) -> dict[str, float]:
 def summary_cycles(profile: Profile) -> dict[str, float]:
     totals = profile.execution_totals
     return {f"{b}.{c}": float(v) for c, b, v in zip(totals["category"].astype(str), totals["basis"].astype(str),
-                                                     totals["cycles"], strict=True) if not math.isnan(v)}
+                                                     totals["cycles"], strict=True)
+            if not math.isnan(v) and c != "total"}  # Total cycles is execution.total_cycles
 
 
 def summary_exchange_share(profile: Profile) -> float | None:

@@ -105,6 +105,18 @@ class _Block:
     label: str | None = None
 
 
+#: Largest values the schema's integer columns hold (bytes and cycles Int64, tiles and counts Int32).
+INT64_MAX = (1 << 63) - 1
+INT32_MAX = (1 << 31) - 1
+#: Tile of a ``Tile # T`` block whose index does not fit: its figures are dropped.
+DROPPED_TILE = -1
+
+
+def _fits(value: float, limit: int) -> bool:
+    """Whether a parsed figure fits its column (a corrupt line can carry 20 digits)."""
+    return 0 <= value <= limit
+
+
 @dataclass
 class _Parsed:
     target: dict[str, float] = field(default_factory=dict)
@@ -118,8 +130,14 @@ class _Parsed:
     unrecognised_count: int = 0
     warnings: list[str] = field(default_factory=list)
     execution: te.ExecutionFigures = field(default_factory=te.ExecutionFigures)
+    unparsed_figures: list[str] = field(default_factory=list)
 
     def add_total(self, tile: int | None, group: str, category: str, value: int, where: str) -> None:
+        if tile == DROPPED_TILE:
+            return
+        if not _fits(value, INT64_MAX) or (tile is not None and not _fits(tile, INT32_MAX)):
+            self.unparsed_figures.append(f"{where.rsplit('/', 1)[-1]}: {value:,} (too large)")
+            return
         key = (tile, group, category)
         if key in self.seen:  # a repeated figure (e.g. an overlapped breakdown): keep the first, note the rest
             self.note_extra(where, str(value))
@@ -282,6 +300,8 @@ def find_blocks(text: str) -> list[_Block]:
 
 #: A label line above a summary: short, with a letter, not a figure.
 MAX_LABEL_CHARS = 100
+#: Banner characters around a label (``== Run 2 ==``, ``### eval``), not part of its name.
+LABEL_DECORATION = "=-#*~ \t"
 
 
 def _label_blocks(text: str, blocks: list[_Block]) -> None:
@@ -299,7 +319,7 @@ def _label_blocks(text: str, blocks: list[_Block]) -> None:
         body = line[len(block.prefix):] if block.prefix and line.startswith(block.prefix) else line
         body = body.strip()
         if not body or len(body) > MAX_LABEL_CHARS or not any(c.isalpha() for c in body) \
-                or _NUM_LEAF_RE.match(body) or body.startswith(("=", "-", "#")):
+                or _NUM_LEAF_RE.match(body):
             continue
         if k:
             previous = blocks[k - 1]
@@ -308,7 +328,7 @@ def _label_blocks(text: str, blocks: list[_Block]) -> None:
                 if not _UNKNOWN_HEADING_RE.match(body):
                     continue  # the line is a figure of the previous summary, not a label
                 del previous.lines[trailing[-1]:]
-        block.label = body.rstrip(":").strip()
+        block.label = body.strip(LABEL_DECORATION).rstrip(":").strip(LABEL_DECORATION) or None
 
 
 def label_name(label: str) -> str:
@@ -418,6 +438,9 @@ def parse_block(block: _Block) -> _Parsed:
                 continue
         if indent == 0 and (m := _TILE_BLOCK_RE.match(text)):
             section, tile, tile_heading_pending, stack = "memory", int(_number(m["tile"])), True, []
+            if not _fits(tile, INT32_MAX):
+                parsed.unparsed_figures.append(f"{text} (tile index too large)")
+                tile = DROPPED_TILE  # the block's figures are dropped (not taken as whole-profile ones)
             empty_heading = text
             continue
         if indent == 0 and (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
@@ -453,7 +476,11 @@ def _execution_line(figures: te.ExecutionFigures, text: str, programs_pending: b
         te.parse_figure(figures, m["label"], m["value"])
         return True, False
     if m := te.VERTEX_RE.match(text):
-        figures.vertices.append((m["type"], int(_number(m["instances"])), int(_number(m["cycles"]))))
+        instances, cycles = int(_number(m["instances"])), int(_number(m["cycles"]))
+        if _fits(instances, INT64_MAX) and _fits(cycles, INT64_MAX):
+            figures.vertices.append((m["type"], instances, cycles))
+        else:
+            figures.unparsed.append(text)
         return True, False
     if m := te.PROGRAMS_HEADING_RE.match(text):
         figures.seen_heading = True
@@ -480,13 +507,18 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
         return True
     if m := _HIST_RE.match(text):
         values = (int(_number(m["low"])) * 1024, int(_number(m["high"])) * 1024, int(_number(m["count"])))
-        if tile is None:
+        if not all(_fits(v, INT64_MAX) for v in values):
+            parsed.unparsed_figures.append(f"{text} (too large)")
+        elif tile is None:
             parsed.histogram.append(values)
         else:
             parsed.note_extra(f"{where}/histogram {m['low']}-{m['high']}", m["count"])
         return True
     if m := _MAX_RE.match(text):
         max_tile = None if m["tile"] is None else int(_number(m["tile"]))
+        if max_tile is not None and not _fits(max_tile, INT32_MAX):
+            parsed.unparsed_figures.append(f"{text} (tile index too large)")
+            return True
         parsed.add_total(max_tile, "maximum", f"{m['which'].lower()}_gaps", int(_number(m["bytes"])),
                          f"{where}/{text}")
         return True
@@ -515,8 +547,23 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
             parsed.steps.append((label, value))
         else:
             parsed.note_extra(f"{where}/{label}", value)
+            if _looks_like_a_broken_figure(section, label, value):
+                parsed.unparsed_figures.append(f"{label}: {value}")
         return True
     return False
+
+
+_BROKEN_FIGURE_RE = re.compile(r"^[-+]?\d[\d,.]*[^\d,.\s]")
+
+
+def _looks_like_a_broken_figure(section: str, label: str, value: str) -> bool:
+    """A memory or target figure whose number does not parse (``12x,000 B``), rather than a text field."""
+    if not _BROKEN_FIGURE_RE.match(value):
+        return False
+    if section == "memory":
+        return True
+    norm = _norm(label)
+    return section == "target" and (norm in TARGET_FIELDS or norm in TARGET_SIZES or norm.startswith("clock"))
 
 
 def _derive_excluding_totals(parsed: _Parsed) -> None:
@@ -537,9 +584,15 @@ def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, secti
     raw_value = f"{num} {unit}" if unit else num
     if section == "target":
         if norm in TARGET_FIELDS and not unit:
-            parsed.target.setdefault(TARGET_FIELDS[norm], _number(num))
+            if _fits(_number(num), INT32_MAX):
+                parsed.target.setdefault(TARGET_FIELDS[norm], _number(num))
+            else:
+                parsed.unparsed_figures.append(f"{label}: {raw_value} (too large)")
         elif norm in TARGET_SIZES and (size := _size_bytes(num, unit)) is not None:
-            parsed.target.setdefault(TARGET_SIZES[norm], size)
+            if _fits(size, INT64_MAX):
+                parsed.target.setdefault(TARGET_SIZES[norm], size)
+            else:
+                parsed.unparsed_figures.append(f"{label}: {raw_value} (too large)")
         elif norm.startswith("clock") and (hz := _hz(num, unit)) is not None:
             parsed.target.setdefault("clock_hz", hz)
         else:
@@ -818,6 +871,8 @@ def _parse_summary(path: Path, blocks: list[_Block], index: int, name: str, sour
     if not parsed.usable:
         raise InputError(path, "the Poplar profile summary holds no figures",
                          "the text may be truncated right after a heading; paste the whole summary")
+    parsed.warnings += [f"figure does not parse: {line!r} (kept as text in text_summary.extra)"
+                        for line in parsed.unparsed_figures[:5]]
     parsed.warnings += _execution_warnings(parsed.execution)
     if parsed.warnings:  # once per summary, naming the file
         where = f"{path}" + (f" (summary {name})" if len(blocks) > 1 else "")
