@@ -8,8 +8,10 @@ directory the largest worker's peak is reported too):
   ``kernel_breakdown``, ``idle_breakdown``, ``launch_delays``). Target: the figures
   in under 10 s on top of the load.
 - ``ranks``: 8 rank traces of ~100 MB each (``benchmarks/data/ranks8/rank-N.json``)
-  opened as one profile, once with the workers (one file per worker, as many workers
-  as cores) and once serially; CPU time / wall time shows how many cores were used.
+  opened as one profile three ways: with the workers (one whole file per worker, as many
+  workers as cores: the default), files in turn (each split in two parts on two
+  processes), and all in one process; CPU time / wall time shows how many cores were
+  used (on a machine shared with other jobs it shows the share the run got).
 
 Usage::
 
@@ -66,10 +68,11 @@ print(json.dumps({{"events": len(profile.events), "load_seconds": load_s, "load_
 RANKS = COMMON + """
 import popprof
 from popprof.readers import rank_dir
-if {serial!r}:
+mode = {mode!r}
+if mode != "workers":
     rank_dir.PARALLEL_MIN_BYTES = 1 << 62
 t0, c0 = time.perf_counter(), cpu()
-profile = popprof.open({path!r})
+profile = popprof.open({path!r}, parallel=mode != "one process")
 wall, used = time.perf_counter() - t0, cpu() - c0
 own, worker = peaks()
 print(json.dumps({{"events": len(profile.events), "ranks": sorted(set(profile.events["rank"].dropna().tolist())),
@@ -131,14 +134,14 @@ def ranks(args: argparse.Namespace) -> None:
     size = sum(f.stat().st_size for f in folder.glob("rank-*.json"))
     print(f"{folder}: 8 files, {size / 1e6:,.0f} MB; load average {_load_average()}", file=sys.stderr)
     rows = {}
-    for label, serial in (("workers", False), ("serial", True)):
-        runs = [_run(RANKS.format(root=str(ROOT), path=str(folder), serial=serial), args.timeout)
+    for label in ("workers", "files in turn", "one process"):
+        runs = [_run(RANKS.format(root=str(ROOT), path=str(folder), mode=label), args.timeout)
                 for _ in range(args.repeat)]
         rows[label] = {k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu_seconds")}
         rows[label].update(events=runs[0]["events"], ranks=runs[0]["ranks"],
                            peak_bytes=max(r["peak_bytes"] for r in runs),
                            worker_peak_bytes=max(r["worker_peak_bytes"] for r in runs))
-        print(f"  {label:<8} {rows[label]['seconds']:.1f} s wall, {rows[label]['cpu_seconds']:.1f} s CPU, "
+        print(f"  {label:<14} {rows[label]['seconds']:.1f} s wall, {rows[label]['cpu_seconds']:.1f} s CPU, "
               f"peak {rows[label]['peak_bytes'] / 2**30:.2f} GiB (+ worker {rows[label]['worker_peak_bytes'] / 2**30:.2f})",
               file=sys.stderr)
     print("| load | events | ranks | wall s | CPU s | cores used (CPU / wall) | main peak GiB | largest worker GiB |")
@@ -147,7 +150,9 @@ def ranks(args: argparse.Namespace) -> None:
         print(f"| {label} | {r['events']:,} | {len(r['ranks'])} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
               f"{r['cpu_seconds'] / r['seconds']:.2f} | {r['peak_bytes'] / 2**30:.2f} | "
               f"{r['worker_peak_bytes'] / 2**30:.2f} |")
-    print(f"\nspeed-up from the workers: {rows['serial']['seconds'] / rows['workers']['seconds']:.2f}x; "
+    print(f"\nspeed-up from the workers: {rows['one process']['seconds'] / rows['workers']['seconds']:.2f}x "
+          f"over one process, {rows['files in turn']['seconds'] / rows['workers']['seconds']:.2f}x over files in "
+          "turn (each split in two parts); "
           f"load average after: {_load_average()}")
 
 

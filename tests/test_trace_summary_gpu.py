@@ -213,3 +213,14 @@ def test_a_bundle_keeps_the_columns_flows_and_figures(nccl, tmp_path: Path) -> N
     for column in ("rank", "device", "stream", "correlation", "bookkeeping"):
         assert back.events[column].dtype == nccl.events[column].dtype, column
     pd.testing.assert_frame_equal(devices.device_breakdown(back), devices.device_breakdown(nccl))
+
+
+@pytest.mark.parametrize("trace", ["nccl_data.json.gz", "two_ranks"])
+def test_rules_attribute_no_time_to_bookkeeping_or_host_waits_as_device_time(trace: str, capsys) -> None:
+    """The issue's symptoms: 'meanwhile the host was in PyTorch Profiler (0)' and a phase
+    'dominated by cudaDeviceSynchronize' (a host call counted as device time)."""
+    assert main(["check", str(REAL / trace), "--fail-on", "never", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "PyTorch Profiler" not in out
+    for call in ("cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventSynchronize"):
+        assert f"dominated by {call}" not in out
