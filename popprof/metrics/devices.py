@@ -13,6 +13,7 @@
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
 | ``comm_comp_overlap_pct`` | compute-overlapped communication / communication (HTA ``get_comm_comp_overlap``) | 0 (BSP: compute and exchange never overlap) |
 | ``host_wait_pct`` | union of the rank's ``host_wait`` calls / span | missing |
+| ``work_items`` / ``streams`` | kernels, memcpy, memset counted / streams they ran on | steps (pvti: device events) / 0 |
 
 The other functions give HTA's other tables: :func:`kernel_breakdown`
 (``get_gpu_kernel_breakdown`` kernel-type time with overlaps), :func:`idle_breakdown`
@@ -33,7 +34,7 @@ from ..trace.gpu_work import COMMUNICATION, COMPUTATION, KERNEL_CHANNELS, MEMORY
 BREAKDOWN_COLUMNS = ["platform", "rank", "device", "span_us", "busy_us", "idle_us", "compute_us",
                      "non_compute_us", "communication_us", "memory_us", "host_wait_us", "idle_pct",
                      "compute_pct", "non_compute_pct", "communication_pct", "memory_pct",
-                     "comm_comp_overlap_pct", "host_wait_pct", "kernels", "streams"]
+                     "comm_comp_overlap_pct", "host_wait_pct", "work_items", "streams"]
 #: HTA's ``consecutive_kernel_delay`` default: a gap shorter than this (us) between two kernels of a
 #: stream whose launch came before the previous kernel ended is launch overhead ("kernel wait").
 CONSECUTIVE_KERNEL_DELAY_US = 30.0
@@ -68,7 +69,7 @@ def _row(platform: str, rank, device, span: float, busy: float, compute: float, 
             "compute_pct": _pct(compute, span), "non_compute_pct": _pct(non_compute, span),
             "communication_pct": _pct(comm, span), "memory_pct": _pct(memory, span),
             "comm_comp_overlap_pct": overlap, "host_wait_pct": _pct(host_wait, span),
-            "kernels": kernels, "streams": streams}
+            "work_items": kernels, "streams": streams}
 
 
 def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
@@ -117,7 +118,7 @@ def _ipu_breakdown_steps(profile: Profile) -> list[dict]:
             for key in ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "communication_us",
                         "memory_us"):
                 row[key] = None
-        row["kernels"] = int((steps["ipu"] == ipu).sum())
+        row["work_items"] = int((steps["ipu"] == ipu).sum())
         rows.append(row)
     return rows
 
@@ -173,7 +174,7 @@ def device_breakdown(profile: Profile) -> pd.DataFrame:
         rows = _event_breakdown(profile)
     frame = pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
     frame["rank"] = frame["rank"].astype("Int64")
-    for col in ("kernels", "streams"):
+    for col in ("work_items", "streams"):
         frame[col] = frame[col].astype("int64")
     return frame
 
