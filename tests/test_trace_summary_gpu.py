@@ -224,3 +224,16 @@ def test_rules_attribute_no_time_to_bookkeeping_or_host_waits_as_device_time(tra
     assert "PyTorch Profiler" not in out
     for call in ("cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventSynchronize"):
         assert f"dominated by {call}" not in out
+
+
+def test_without_launch_correlation_the_step_filter_keeps_the_work(tmp_path: Path) -> None:
+    """Host events without correlation ids cannot say which step launched a kernel: nothing is dropped."""
+    events = []
+    for i in range(3):
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+                    "ts": 1000 * i, "dur": 900},
+                   {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1000 * i + 20, "dur": 100,
+                    "args": {"stream": 7, "device": 0}}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    row = devices.device_breakdown(popprof.open(tmp_path / "t.json")).iloc[0]
+    assert row["platform"] == "gpu" and row["busy_us"] == 300 and row["work_items"] == 3

@@ -166,8 +166,8 @@ def device_breakdown(profile: Profile) -> pd.DataFrame:
     """
     rows: list[dict] = []
     work = _work(profile)
-    if work is not None and not work.empty:
-        rows = _gpu_breakdown(profile, work)
+    if work is not None:  # a GPU trace (events on streams)
+        rows = _gpu_breakdown(profile, work) if not work.empty else []
     elif profile.has("steps") and not profile.steps.empty:
         rows = _ipu_breakdown_steps(profile)
     elif profile.has("events") and not profile.events.empty:
