@@ -208,6 +208,8 @@ def test_real_two_ranks_have_no_straggler(real):
     assert list(figures["rank"]) == [0, 1] and list(figures["steps"]) == [2, 2]
     # ProfilerStep medians 615.1 ms and 619.3 ms: under 1 % apart
     assert figures["step_us"].tolist() == pytest.approx([615_120.0, 619_271.5])
+    # idle shares as HTA 0.5.0's get_temporal_breakdown gives them (fixtures/real/traces/hta_reference.json)
+    assert (figures["idle_share"] * 100).tolist() == pytest.approx([53.56, 54.72], abs=0.01)
     found = check(real["two_ranks"], rules=["distributed.stragglers"])
     assert found.evaluated == ["distributed.stragglers"] and found.items == []
 

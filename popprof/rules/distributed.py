@@ -7,7 +7,8 @@ per-rank figures with the other ranks' median and flags only clear outliers:
 
 - **step time**: the median duration of the rank's ``ProfilerStep#N`` events (the iteration markers HTA
   uses; the rank's device-active span when the trace has none);
-- **idle share**: the share of the rank's device-active span its devices sat idle. In a synchronous
+- **idle share**: the share of the rank's device span its devices sat idle, as the per-device table of
+  ``popprof summary`` gives it (HTA's temporal breakdown on GPUs). In a synchronous
   run the straggler's own device idles while its host is late, and the others wait inside the
   collective (which is device time for them), so the straggler's idle share stands out.
 """
@@ -109,7 +110,9 @@ def _median_of_others(values: np.ndarray) -> np.ndarray:
 
 def rank_figures(profile: Profile) -> pd.DataFrame:
     """Per rank: ``step_us`` (median ProfilerStep duration, else the device-active span), ``steps`` (markers
-    counted), ``span_us``, ``idle_us``, ``idle_share`` (idle / device-active span). Empty without ranks."""
+    counted), ``span_us``, ``idle_us``, ``idle_share``: the per-device table's figures (``device_breakdown``:
+    HTA's temporal breakdown on GPUs, what ``popprof summary`` shows) summed over the rank's devices, else
+    idle / device-active span. Empty without ranks."""
     events = profile.get("events")
     if events is None or "rank" not in events.columns or events["rank"].isna().all():
         return pd.DataFrame(columns=["rank", "steps", "step_us", "span_us", "idle_us", "idle_share"])
@@ -121,6 +124,10 @@ def rank_figures(profile: Profile) -> pd.DataFrame:
         busy = float((activity.busy_end - activity.busy_start).sum())
         rows[activity.rank] = {"rank": activity.rank, "steps": 0, "step_us": t1 - t0, "span_us": t1 - t0,
                                "idle_us": (t1 - t0) - busy, "idle_share": 1 - busy / (t1 - t0) if t1 > t0 else np.nan}
+    # The idle share the summary shows (HTA's temporal breakdown on GPUs), when the per-device table has it.
+    for rank, (span, busy) in _breakdown_by_rank(profile).items():
+        if rank in rows and span > 0:
+            rows[rank].update(span_us=span, idle_us=span - busy, idle_share=1 - busy / span)
     steps = step_times(profile)
     for rank, group in steps[steps["rank"] >= 0].groupby("rank"):
         row = rows.setdefault(int(rank), {"rank": int(rank), "span_us": np.nan, "idle_us": np.nan,
@@ -130,6 +137,22 @@ def rank_figures(profile: Profile) -> pd.DataFrame:
     frame = pd.DataFrame(list(rows.values()), columns=["rank", "steps", "step_us", "span_us", "idle_us",
                                                        "idle_share"])
     return frame.sort_values("rank").reset_index(drop=True)
+
+
+def _breakdown_by_rank(profile: Profile) -> dict[int, tuple[float, float]]:
+    """``rank -> (span_us, busy_us)`` summed over the rank's devices, from :func:`popprof.metrics.devices.
+    device_breakdown` (HTA's definitions on GPUs); empty when that table has no ranked rows."""
+    try:
+        from ..metrics.devices import device_breakdown
+
+        table = device_breakdown(profile)
+    except (ImportError, KeyError, ValueError):
+        return {}
+    if table.empty or "rank" not in table.columns:
+        return {}
+    table = table.dropna(subset=["rank", "span_us", "busy_us"])
+    sums = table.groupby(table["rank"].astype("int64"))[["span_us", "busy_us"]].sum()
+    return {int(r): (float(row.span_us), float(row.busy_us)) for r, row in sums.iterrows()}
 
 
 def step_times(profile: Profile) -> pd.DataFrame:
