@@ -188,6 +188,9 @@ def test_real_nccl_trace_figures(real):
     # it also counts short gaps and the time before the first and after the last kernel)
     assert gaps.severity == "warning" and gaps.value == pytest.approx(0.227, abs=0.002)
     assert gaps.where["devices"] == ["rank 0 gpu:0"]
+    # HTA's idle causes over the device's streams (hta_reference.json: streams 7 and 40)
+    assert "idle causes (HTA, over its streams): the host launching late 99.7 %, launch gaps between kernels " \
+           "0.3 %" in gaps.message
     share = found.by_rule("exchange.share")[0]
     assert share.severity == "info" and share.value == pytest.approx(0.249, abs=0.002)
 

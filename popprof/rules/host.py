@@ -94,9 +94,13 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     labels = thread_labels(profile)
     n = int(params["top"])
     frames, texts, threads = [], [], []
+    causes = _idle_causes(profile)
     for share, activity, gs, ge in per_device:
         gaps, text, top_threads = _attribute_gaps(activity, gs, ge, share, host.of_rank(activity.rank), labels, n,
                                                   params)
+        cause = causes.get((activity.rank, activity.device))
+        if cause:
+            text += f"; idle causes (HTA, over its streams): {cause}"
         frames.append(gaps)
         texts.append(text)
         threads += [t for t in top_threads if t not in threads]
@@ -120,6 +124,30 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         where["devices"] = devices
     return [r.finding(severity, "Device idle waiting on the host", message, value=worst_share,
                       threshold=threshold, where=where, evidence=evidence, platform=platform_of(profile))]
+
+
+#: HTA's idle categories (``get_idle_time_breakdown``) in words.
+IDLE_CAUSES = {"host_wait": "the host launching late", "kernel_wait": "launch gaps between kernels",
+               "other": "other"}
+
+
+def _idle_causes(profile: Profile) -> dict[tuple, str]:
+    """``(rank, device) -> "the host launching late 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
+    from ..metrics.devices import idle_breakdown
+
+    table = idle_breakdown(profile)
+    if table.empty:
+        return {}
+    sums = table.groupby(["rank", "device", "idle_category"], dropna=False, observed=True)["idle_us"].sum()
+    out = {}
+    for (rank, device), group in sums.groupby(level=[0, 1], dropna=False):
+        total = float(group.sum())
+        if total <= 0:
+            continue
+        parts = [f"{IDLE_CAUSES.get(cat, cat)} {pct(v / total)}"
+                 for (_, _, cat), v in group.sort_values(ascending=False).items() if v > 0]
+        out[(None if pd.isna(rank) else int(rank), None if pd.isna(device) else str(device))] = ", ".join(parts)
+    return out
 
 
 def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, share: float, host: HostEvents,
