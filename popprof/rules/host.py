@@ -265,7 +265,8 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
         shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle)
     worst_label, (total_share, merged_idle) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
-    severity = severity or "warning"  # every qualifying event is worth a warning
+    if severity is None:  # below a warning level raised from its default 0 (any qualifying event)
+        return []
     by_name = found.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False,
                                                                                   kind="stable")
     n = int(params["top"])
@@ -275,7 +276,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     message = (f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
                f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
                f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
-               f"{threshold_pct(threshold if threshold is not None else params['warning'])}); longest "
+               f"{threshold_pct(threshold)}); longest "
                f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
                "; by label: "
                + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))
@@ -288,7 +289,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     if ranks:
         where["ranks"] = ranks
     return [r.finding(severity, "Long host events while the device idles", message, value=total_share,
-                      threshold=threshold if threshold is not None else float(params["warning"]), where=where,
+                      threshold=threshold, where=where,
                       evidence=found, platform=platform_of(profile))]
 
 
