@@ -124,11 +124,11 @@ def rules_command(fmt: str) -> None:
                     "advice_by_platform": r.advice_by_platform} for r in RULES.values()])
         return
     if fmt == "markdown":
-        lines = ["| rule | description | needs | parameters (defaults) |", "|---|---|---|---|"]
-        for r in RULES.values():
-            params = ", ".join(f"`{k}={v}`" for k, v in r.params.items()) or "none"
-            lines.append(f"| `{r.id}` | {r.description} | {r.needs_text()} | {params} |")
-        click.echo("\n".join(lines))
+        from .. import markdown as md
+
+        rows = [[md.code(r.id), md.cell(r.description), md.cell(r.needs_text()),
+                 ", ".join(md.code(f"{k}={v}") for k, v in r.params.items()) or "none"] for r in RULES.values()]
+        click.echo("\n".join(md.table(["rule", "description", "needs", "parameters (defaults)"], rows)))
         return
     if sys.stdout.isatty():
         from rich.console import Console

@@ -70,14 +70,35 @@ def load_profiles(path: str | Path, engine: str | None = None, **options: object
     return profiles
 
 
+#: Sources already warned about in this command (each is said once, however often it is opened).
+_warned: set[str] = set()
+
+
+def reset_read_warnings() -> None:
+    """Forget which sources were warned about (at the start of each command)."""
+    _warned.clear()
+
+
 def report_read_warnings(profile: Profile) -> None:
-    """One stderr line listing what the reader counted as suspect (``warnings.*`` metadata), if anything."""
-    counted = {k.removeprefix("warnings."): v for k, v in profile.meta.items()
-               if k.startswith("warnings.") and v not in ("", "0")}
-    if counted:
-        details = ", ".join(f"{k}={v}" for k, v in sorted(counted.items()))
-        click.echo(f"popprof: warning: {profile.source or profile.name}: read with problems ({details}); "
-                   "see the profile's metadata", err=True)
+    """One stderr line saying, in plain words, what the reader worked around (``warnings.*`` metadata).
+
+    Said once per source per command, and not for a bundle: its metadata keeps the problems of the
+    source it was exported from, shown by ``popprof tables`` and ``popprof summary``.
+    """
+    from ..readproblems import describe
+
+    text = describe(profile)
+    source = str(profile.source or profile.name)
+    if text is None or source in _warned or _is_bundle(profile):
+        return
+    _warned.add(source)
+    click.echo(f"popprof: warning: {source}: read with problems: {text}", err=True)
+
+
+def _is_bundle(profile: Profile) -> bool:
+    from ..readers.bundle import MANIFEST
+
+    return bool(profile.source) and (Path(str(profile.source)) / MANIFEST).is_file()
 
 
 def select_engine(path: str | Path, profiles: dict[str, Profile], engine: str) -> dict[str, Profile]:

@@ -17,6 +17,7 @@ from .common import (
     engine_option,
     format_option,
     reader_options,
+    report_read_warnings,
     select_engine,
 )
 
@@ -33,6 +34,8 @@ def _open(path: str, engine: str | None, **options: object) -> dict[str, Profile
     profiles = open_all(path, **options)
     if engine is not None and len(profiles) > 1:
         profiles = select_engine(path, profiles, engine)
+    for profile in profiles.values():
+        report_read_warnings(profile)
     return profiles
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..config import load_config
+from ..readproblems import problems
 from ..schema import TABLES
 from .common import device_map_option, echo_json, engine_option, format_option, load_profiles, reader_options
 
@@ -29,6 +30,8 @@ def tables_command(path: str, engine: str | None, columns: bool, fmt: str, devic
         return
     for name, profile in profiles.items():
         click.echo(f"{name} ({profile.source_format})")
+        for text in problems(profile).values():  # what the reader worked around, kept in a bundle too
+            click.echo(f"  read with problems: {text}")
         for table, frame in profile.tables.items():
             click.echo(f"  {table:<20} {len(frame):>12,} rows   {TABLES[table].row}")
             if columns:

@@ -14,17 +14,22 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import os
+import stat
 import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
 
+from .. import limits
 from ..errors import InputError
 from ..profile import Profile
+from ..progress import counted
+from . import bounded
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
-    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "archive",
+    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "oom_log", "archive",
 )
 
 #: Readers that classify device activity themselves (``device_map`` option); other readers' events
@@ -68,35 +73,75 @@ def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
             return False
         handle.seek(0)
         decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        budget = limits.get("text-bytes")  # bounded work: a bomb is not worth decompressing to its end
         try:
             while not decompressor.eof and (data := handle.read(block)):
                 while data and not decompressor.eof:  # output is discarded: only the end marker matters
-                    decompressor.decompress(data, block)
+                    budget -= len(decompressor.decompress(data, block))
                     data = decompressor.unconsumed_tail
+                    if budget < 0:
+                        return False
         except zlib.error:
             return False  # corrupt rather than cut off; read_head reports that
         return not decompressor.eof
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic."""
+    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
+
+    Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
+    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`. The bytes read
+    from disk count toward an active :func:`popprof.progress.reading` bar.
+    """
     with open(path, "rb") as handle:
         magic = handle.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        compressed = os.fstat(handle.fileno()).st_size
+    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
+    source = counted(raw)
+    if magic != GZIP_MAGIC:
+        return source
+    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
+    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
+    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
+
+
+def open_json(path: Path) -> BinaryIO:
+    """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
+    raises :class:`~popprof.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
+    """
+    return guard_json(open_binary(path), path)
+
+
+def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
+    """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
+    return bounded.buffered(bounded.JsonGuard(raw, Path(path)))
+
+
+def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
+    """The whole (gunzipped) content of a text input, within ``text-bytes`` and ``line-bytes``.
+
+    With ``truncate`` (detection) the first ``text-bytes`` bytes, without the line check.
+    """
+    with open_binary(path) as handle:
+        data = bounded.read_limited(handle, Path(path), "text-bytes", truncate=truncate)
+    if not truncate:
+        bounded.check_line_lengths(data, Path(path))
+    return data
 
 
 def detect(path: Path) -> ModuleType:
     """Pick the reader for ``path`` by content; raise InputError when none fits."""
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
+    info = bounded.check_input_file(path)
     head = b""
-    if path.is_file():
-        if path.stat().st_size == 0:
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size == 0:
             raise InputError(path, "the file is empty")
         head = read_head(path)
     for module in reader_modules():
         if module.sniff(path, head):
             return module
+    from .textload import release
+    release()  # a text reader may have kept the file's text while sniffing
     if path.is_dir():
         raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
     if _gzip_truncated(path):
@@ -104,7 +149,7 @@ def detect(path: Path) -> ModuleType:
                          "re-copy the file; it was cut off")
     raise InputError(path, "not a recognised profile format",
                      "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-                     "SDK 1.x JSON or Chrome trace JSON")
+                     "SDK 1.x JSON, Chrome trace JSON or a log with a Poplar out-of-memory message")
 
 
 def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
@@ -159,8 +204,48 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
             profile.name = name if name not in profiles else f"{name}-{len(profiles)}"
             profiles[profile.name] = profile
         return profiles
-    profile = read_path(path, **options)
-    return {profile.name: profile}
+    return read_file_all(path, **options)
+
+
+def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
+    """Every profile one file holds, by name: a reader with ``read_all`` (a log of several text
+    summaries) may give several; others give one."""
+    module = _detect_readable(path)
+    if not hasattr(module, "read_all"):
+        profile = _guarded(path, module, lambda: module.read(path, **options))
+        return {profile.name: _with_device_map(module, profile, options)}
+    profiles = _guarded(path, module, lambda: module.read_all(path, **options))
+    return {name: _with_device_map(module, p, options) for name, p in profiles.items()}
+
+
+def _with_device_map(module: ModuleType, profile: Profile, options: dict) -> Profile:
+    """Re-classify the events of a reader that does not apply ``device_map`` itself (e.g. a bundle of a trace)."""
+    if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
+        from ..trace.device import apply_device_map
+
+        apply_device_map(profile, options["device_map"])
+    return profile
+
+
+def _detect_readable(path: Path) -> ModuleType:
+    try:
+        return detect(path)
+    except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
+    """Run a reader call, turning what it trips over into one InputError naming the file."""
+    try:
+        return call()
+    except (InputError, KeyboardInterrupt, MemoryError):
+        raise
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
+        fmt = getattr(module, "FORMAT", module.__name__)
+        raise InputError(path, f"malformed {fmt} input ({type(exc).__name__}: {exc})",
+                         "the file may be truncated or corrupt") from exc
 
 
 def read_path(path: Path, **options: object) -> Profile:
@@ -170,12 +255,7 @@ def read_path(path: Path, **options: object) -> Profile:
     except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        profile = module.read(path, **options)
-        if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
-            from ..trace.device import apply_device_map
-
-            apply_device_map(profile, options["device_map"])  # e.g. a bundle of a trace
-        return profile
+        return _with_device_map(module, module.read(path, **options), options)
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except OSError as exc:

@@ -42,11 +42,11 @@ import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
-from ..progress import progress
+from ..progress import counted, reading
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
-from . import open_binary
+from . import guard_json, open_binary, open_json
 
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
@@ -552,10 +552,10 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
 def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
     """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed."""
     try:
-        with open_binary(path) as handle:
+        with open_json(path) as handle:
             return _parse_stream(handle, prefix, with_args, "orjson")
     except (_Unframeable, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
-        with open_binary(path) as handle:
+        with open_json(path) as handle:
             return _parse_stream(handle, prefix, with_args, "ijson")
 
 
@@ -564,7 +564,7 @@ class _RangeReader(io.RawIOBase):
 
     def __init__(self, path: Path, lo: int, hi: int, head: bytes, tail: bytes) -> None:
         super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._file = counted(open(path, "rb"))  # noqa: SIM115 - closed in close(); reads count toward progress
         self._file.seek(lo)
         self._left = hi - lo
         self._head = head
@@ -641,10 +641,10 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
     part_prefix = prefix if lo == 0 else "item"
     try:
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            return _parse_stream(io.BufferedReader(raw, 1 << 16), part_prefix, with_args, "orjson")
+            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
     except (_Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            return _parse_stream(io.BufferedReader(raw, 1 << 16), part_prefix, with_args, "ijson")
+            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
 
 
 def _start_parallel(path: Path, prefix: str, with_args: bool):
@@ -734,7 +734,7 @@ def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | 
     processes (``parallel=False`` turns that off); anything unusual falls back to
     one serial pass, which is what reports errors.
     """
-    with progress(f"reading {path.name}"):
+    with reading(path):  # bytes read against the file size, worker processes included
         return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
 
 

@@ -17,7 +17,7 @@ Tables: ``target``, ``tiles``, ``tile_memory``, ``memory_totals`` (regions),
 
 from __future__ import annotations
 
-import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,10 +28,10 @@ import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
-from ..progress import progress
+from ..progress import reading
 from ..schema import category_of_program_type
 from ..sources import source_metadata
-from . import GZIP_MAGIC, open_binary
+from . import GZIP_MAGIC, open_binary, open_json
 from .text_summary import infer_arch
 
 FORMAT = "sdk1_json"
@@ -64,30 +64,65 @@ TARGET_KEYS: dict[str, tuple[str, ...]] = {
 
 # -- detection ---------------------------------------------------------------------------------------
 
+#: One JSON token of interest: a complete string, a structural character, or a lone (unterminated) quote.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|"')
+
+
 def _layout_of_head(head: bytes) -> str | None:
-    """``wrapped`` / ``graph`` / ``execution`` from the first bytes of a JSON file, or None."""
+    """``wrapped`` / ``graph`` / ``execution`` from the first bytes of a JSON file, or None.
+
+    One linear pass over the tokens with a depth counter (no parser: ijson's
+    prefixes cost memory quadratic in the nesting depth); only keys of the
+    top-level object and of objects directly under its keys are looked at.
+    """
     start = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not start.startswith(b"{"):
         return None
     marks: set[tuple[str, str]] = set()
-    top_keys: set[str] = set()
-    try:
-        for prefix, event, value in ijson.parse(io.BytesIO(start)):
-            if event != "map_key":
-                continue
-            if prefix == "":
-                if value in WRAPPED_KEYS:
+    depth = 0
+    last_string: bytes | None = None
+    value_of: str | None = None  # the top-level key whose value comes next
+    parent: str | None = None  # the top-level key owning the object at depth 2
+    for match in _TOKEN.finditer(start):
+        token = match.group()
+        first = token[:1]
+        if first == b'"':
+            if len(token) < 2:
+                break  # cut off inside a string
+            last_string = token
+            continue
+        if first == b":":
+            key = _key_text(last_string) if last_string is not None else None
+            if key is not None and depth == 1:
+                if key in WRAPPED_KEYS:
                     return "wrapped"
-                top_keys.add(value)
-            elif prefix in top_keys and "." not in prefix:
-                marks.add((prefix, value))
+                value_of = key
+            elif key is not None and depth == 2 and parent is not None:
+                marks.add((parent, key))
                 if marks & GRAPH_MARKS:
                     return "graph"
                 if marks & EXECUTION_MARKS:
                     return "execution"
-    except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError, ValueError):
-        pass
+        elif first in b"{[":
+            depth += 1
+            if depth == 2:
+                parent = value_of if first == b"{" else None
+        elif first in b"}]":
+            depth -= 1
+            if depth <= 0:
+                break
+        elif depth == 1:  # ","
+            value_of = None
+        last_string = None
     return None
+
+
+def _key_text(token: bytes) -> str | None:
+    try:
+        key = orjson.loads(token)
+    except orjson.JSONDecodeError:
+        return None
+    return key if isinstance(key, str) else None
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -116,9 +151,7 @@ def _not_a_profile(path: Path, what: str) -> InputError:
                       "expected JSON with graphProfile / executionProfile (poplar::serializeToJSON output)")
 
 
-def _load_whole(path: Path) -> object:
-    with open_binary(path) as handle:
-        data = handle.read()
+def _parse_whole(path: Path, data: bytes) -> object:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -145,7 +178,7 @@ def _split_document(path: Path, document: object) -> tuple[dict | None, dict | N
 
 def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
     """Stream a large file: the graph half whole, the execution steps one at a time without per-tile arrays."""
-    with open_binary(path) as handle:
+    with open_json(path) as handle:
         layout = _layout_of_head(handle.read(1 << 16))
     if layout is None:
         raise _not_a_profile(path, "no graphProfile, executionProfile, memory or simulation keys near the start")
@@ -154,7 +187,7 @@ def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
     try:
         graph = None
         if graph_prefix is not None:
-            with open_binary(path) as handle:
+            with open_json(path) as handle:
                 graph = dict(ijson.kvitems(handle, graph_prefix, use_float=True)) or None
             if graph is not None and layout == "graph" and not any(k in graph for k, _ in GRAPH_MARKS):
                 graph = None
@@ -170,14 +203,12 @@ def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
 def _stream_execution(path: Path, prefix: str) -> dict | None:
     base = f"{prefix}.simulation" if prefix else "simulation"
     steps = []
-    with progress(f"streaming steps of {path.name}") as advance, open_binary(path) as handle:
-        for count, step in enumerate(ijson.items(handle, f"{base}.steps.item", use_float=True), 1):
+    with reading(path, f"streaming steps of {path.name}"), open_json(path) as handle:
+        for step in ijson.items(handle, f"{base}.steps.item", use_float=True):
             steps.append({k: step.get(k) for k in ("type", "name", "cycles")} if isinstance(step, dict) else {})
-            if count % 10_000 == 0:
-                advance(10_000)
-    with open_binary(path) as handle:
+    with open_json(path) as handle:
         cycles = next(ijson.items(handle, f"{base}.cycles", use_float=True), None)
-    with open_binary(path) as handle:
+    with open_json(path) as handle:
         mode = next(ijson.items(handle, f"{prefix}.profilerMode" if prefix else "profilerMode"), None)
     if not steps and cycles is None:
         return None
@@ -196,7 +227,11 @@ def _load(path: Path, stream_threshold_bytes: int) -> tuple[dict | None, dict | 
             size *= GZIP_EXPANSION  # JSON of numbers compresses about this much
     if size > stream_threshold_bytes:
         return _stream(path)
-    return _split_document(path, _load_whole(path))
+    with open_binary(path) as handle:
+        data = handle.read(stream_threshold_bytes + 1)
+    if len(data) > stream_threshold_bytes:  # gzip that expands more than assumed: stream it, bounded
+        return _stream(path)
+    return _split_document(path, _parse_whole(path, data))
 
 
 def _sibling(path: Path, have: str) -> Path | None:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..metrics import execution as ex
 from ..profile import Profile
+from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, num, pct, threshold_pct
 from .intervals import DeviceActivity, category_mask, device_activities, window_sums
@@ -254,7 +255,7 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
 
 @rule("exchange.share",
       "run-wide share of exchange + global exchange + sync, and the global-exchange (inter-IPU) share",
-      needs=[("steps",), ("events",)],
+      needs=[("steps",), ("events",), ("execution_totals",)],
       params={"warning": 0.30, "error": 0.50, "global_warning": 0.15, "global_error": 0.30},
       advice={"ipu": "A run dominated by exchange is limited by data movement, not compute: see exchange.phases "
                      "for where; for multi-IPU runs a large global-exchange share points at pipeline stage "
@@ -264,6 +265,8 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
                      "no_sync, overlapping FSDP prefetch), use fewer and larger collectives, and check for a "
                      "straggling rank that the others wait for (distributed.stragglers)."})
 def share(profile: Profile, params: dict) -> list[Finding]:
+    if not profile.has("steps") and not profile.has("events"):  # a text summary's totals only
+        return execution_totals.summary_share(profile, params)
     return _from_each_source(profile, params, _steps_share, _trace_share)
 
 
@@ -273,8 +276,8 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
     shares = ex.share_by_category(profile)
-    ipus = int(profile.steps["ipu"].nunique())
-    multi = ipus > 1 or int(profile.target_value("num_ipus", 1) or 1) > 1
+    ipus = ex.ipu_count(profile)
+    multi = ipus > 1
     severity, threshold = band(value, params["warning"], params["error"])
     message = f"exchange + global exchange + sync take {pct(value)} of all IPU-cycles"
     message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
