@@ -132,3 +132,18 @@ def test_the_project_config_is_one_call_away(trace: Path, tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     profile = popprof.open(trace, config=popprof.config.load_config())
     assert profile.events["device_category"].notna().sum() == 12
+
+
+def test_record_opens_traces_under_the_same_map(trace: Path) -> None:
+    from popprof.record_collect import Collected, open_files
+
+    plain, mapped = Collected(), Collected()
+    open_files([("t", trace)], plain, sdk=True)
+    open_files([("t", trace)], mapped, sdk=True, device_map=NONE)
+    assert plain.profiles["t"].events["device_category"].notna().sum() == 9
+    assert mapped.profiles["t"].events["device_category"].notna().sum() == 0
+
+
+def test_record_takes_the_option(capsys) -> None:
+    assert main(["record", "--device-map", '{"gpu": "x"}', "--", "true"]) == 2
+    assert "unknown category 'gpu'" in capsys.readouterr().err
