@@ -212,15 +212,14 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = _guarded(path, module, lambda: _read_mapped(module, path, options))
+        profile = _guarded(path, module, lambda: _with_device_map(module, module.read(path, **options), options))
         return {profile.name: profile}
-    return _guarded(path, module, lambda: module.read_all(path, **options))
+    profiles = _guarded(path, module, lambda: module.read_all(path, **options))
+    return {name: _with_device_map(module, p, options) for name, p in profiles.items()}
 
 
-def _read_mapped(module: ModuleType, path: Path, options: dict) -> Profile:
-    """``module.read``, then the device map for readers that do not classify events themselves
-    (e.g. a bundle of a trace is re-classified as its source would be)."""
-    profile = module.read(path, **options)
+def _with_device_map(module: ModuleType, profile: Profile, options: dict) -> Profile:
+    """Re-classify the events of a reader that does not apply ``device_map`` itself (e.g. a bundle of a trace)."""
     if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
         from ..trace.device import apply_device_map
 
@@ -252,7 +251,7 @@ def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
 def read_path(path: Path, **options: object) -> Profile:
     """Read one file or bundle with the reader its content selects."""
     module = _detect_readable(path)
-    return _guarded(path, module, lambda: _read_mapped(module, path, options))
+    return _guarded(path, module, lambda: _with_device_map(module, module.read(path, **options), options))
 
 
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
