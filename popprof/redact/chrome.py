@@ -112,8 +112,9 @@ class ChromeRedactor:
             new_key, new_value = self._key(key), self._value(key, value)
             if new_key == key and new_value == value:
                 out = token
-            else:
-                out = _encode(new_key) + m.group(2) + _encode(new_value)
+            else:  # what is kept stays byte for byte (escapes included), whatever the path
+                out = (m.group(1) if new_key == key else _encode(new_key)) + m.group(2) + \
+                    (m.group(3) if new_value == value else _encode(new_value))
         else:
             value = _decode(token)
             new = self.r.decide(value, "arg")
