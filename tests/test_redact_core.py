@@ -220,3 +220,11 @@ def test_public_prefixes_never_hide_free_text(hiding):
 ])
 def test_gpu_ecosystem_vocabulary_is_public(public):
     assert public in Allowlist()
+
+
+def test_scanner_finds_a_sensitive_string_inside_a_public_name():
+    found = _sensitive("ZebraProjectNet")
+    scanner = Scanner(found)
+    assert "at::native::ZebraProjectNet" in Allowlist()
+    scanner.check("at::native::ZebraProjectNet", "t")
+    assert not scanner.result.passed
