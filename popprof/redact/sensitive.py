@@ -48,6 +48,7 @@ class SensitiveSet:
         self.allowlist = allowlist or Allowlist()
         self.keep = keep or (lambda s: False)
         self.strings: dict[str, str] = {}
+        self.wholes: dict[str, str] = {}
         self.words: dict[str, str] = {}
         self.exempt: set[str] = set()
         self._seen: set[tuple[str, str | None]] = set()
@@ -79,6 +80,9 @@ class SensitiveSet:
                 return
         kind = _key_kind(key) or kind if key else kind
         self._token(value, kind)
+        stripped = value.strip()
+        if len(stripped) >= MIN_SUBSTRING and not _NUMERIC.fullmatch(stripped):
+            self.wholes.setdefault(stripped, kind)
         if not has_space(value):
             return  # one word: the whole string and its words are the tokens (detector spans add nothing)
         for found, span in detect(value):
@@ -115,6 +119,10 @@ class SensitiveSet:
     def substring_tokens(self) -> dict[str, str]:
         """Tokens looked for anywhere inside output strings."""
         return dict(self.strings)
+
+    def whole_tokens(self) -> dict[str, str]:
+        """Whole non-public strings of the original (looked for inside public names of the output too)."""
+        return dict(self.wholes)
 
     def word_tokens(self) -> dict[str, str]:
         """Words looked for as whole words of output strings."""
