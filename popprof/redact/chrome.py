@@ -109,13 +109,12 @@ class ChromeRedactor:
         m = _PAIR_RE.fullmatch(token) if token.count(b'"') >= 4 else None
         if m is not None:
             key, value = _decode(m.group(1)), _decode(m.group(3))
-            if key in ("name", "cat"):
-                self.r.expect("chan" if key == "cat" else self.name_kind.get(value, "evt"), value)
             new_key, new_value = self._key(key), self._value(key, value)
             if new_key == key and new_value == value:
                 out = token
-            else:
-                out = _encode(new_key) + m.group(2) + _encode(new_value)
+            else:  # what is kept stays byte for byte (escapes included), whatever the path
+                out = (m.group(1) if new_key == key else _encode(new_key)) + m.group(2) + \
+                    (m.group(3) if new_value == value else _encode(new_value))
         else:
             value = _decode(token)
             new = self.r.decide(value, "arg")
@@ -136,8 +135,6 @@ class ChromeRedactor:
             new = self._key(value)
         elif role == _VALUE and key is not None:
             key_text = _decode(b'"' + key + b'"')
-            if key_text in ("name", "cat"):
-                self.r.expect("chan" if key_text == "cat" else self.name_kind.get(value, "evt"), value)
             new = self._value(key_text, value)
         else:
             new = self.r.decide(value, "arg")
@@ -191,7 +188,6 @@ class ChromeRedactor:
             self.r.scrubber.learn_value("user", name)
         else:
             self.name_kind.setdefault(name, kind)
-            self.r.expect(kind, name)
 
     # -- streaming ------------------------------------------------------------
     def process(self, block: bytes, final: bool) -> tuple[bytes, bytes]:

@@ -44,7 +44,6 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
         if in_types:
             m = _TYPE_LINE.match(body)
             if m:
-                redactor.expect("vtx", m["label"])
                 label = redactor.identifier("vtx", m["label"])
                 out.append(m["indent"] + label + m["sep"] + m["value"] + m["tail"] + end)
                 continue
@@ -60,7 +59,6 @@ def _line(body: str, redactor: Redactor) -> str:
         return redactor.text(body)
     label, value = m["label"], m["value"]
     if label in PROGRAM_TYPES and value:
-        redactor.expect("prog", value)
         new_value = redactor.identifier("prog", value)
     elif not value or _NUMERIC_VALUE.fullmatch(value):
         new_value = value
