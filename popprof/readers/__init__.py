@@ -189,6 +189,11 @@ def read_path(path: Path, **options: object) -> Profile:
         module = detect(path)
     except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    return read_with(module, path, **options)
+
+
+def read_with(module: ModuleType, path: Path, **options: object) -> Profile:
+    """Read ``path`` with the reader ``module``; anything it trips over becomes an InputError naming the file."""
     try:
         return module.read(path, **options)
     except (InputError, KeyboardInterrupt, MemoryError):

@@ -9,9 +9,11 @@ no more than one chunk; when a limit is exceeded they raise
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import stat
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -79,8 +81,29 @@ class _Guard(io.RawIOBase):
             super().close()
 
 
+class TruncatedGzip(InputError):
+    """Gzip data cut off before its end marker. (Not an EOFError: click would turn that into "Aborted!".)"""
+
+
+class CorruptGzip(InputError):
+    """Gzip data that does not decompress."""
+
+
 class GzipGuard(_Guard):
-    """Counts decompressed bytes of a gzip stream; a decompression bomb ends in LimitExceeded."""
+    """Counts decompressed bytes of a gzip stream; a decompression bomb ends in LimitExceeded.
+
+    Cut-off or corrupt gzip raises :class:`TruncatedGzip` / :class:`CorruptGzip`, which name the file.
+    """
+
+    def readinto(self, buffer) -> int:
+        try:
+            return super().readinto(buffer)
+        except EOFError:
+            raise TruncatedGzip(self.path, "gzip data is truncated (it ends before its end-of-stream marker)",
+                                "re-copy the file; it was cut off") from None
+        except (zlib.error, gzip.BadGzipFile) as exc:
+            raise CorruptGzip(self.path, f"corrupt gzip data ({' '.join(str(exc).split())})",
+                              "re-copy the file; it may be damaged") from None
 
     def __init__(self, inner: io.IOBase, path: Path, compressed_bytes: int) -> None:
         super().__init__(inner)
