@@ -212,7 +212,7 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = _guarded(path, module, lambda: _with_device_map(module, module.read(path, **options), options))
+        profile = read_with(module, path, **options)
         return {profile.name: profile}
     profiles = _guarded(path, module, lambda: module.read_all(path, **options))
     return {name: _with_device_map(module, p, options) for name, p in profiles.items()}
@@ -250,7 +250,12 @@ def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
 
 def read_path(path: Path, **options: object) -> Profile:
     """Read one file or bundle with the reader its content selects."""
-    module = _detect_readable(path)
+    return read_with(_detect_readable(path), path, **options)
+
+
+def read_with(module: ModuleType, path: Path, **options: object) -> Profile:
+    """Read ``path`` with the reader ``module`` (detected already), applying a given device map; anything
+    the reader trips over becomes one InputError naming the file."""
     return _guarded(path, module, lambda: _with_device_map(module, module.read(path, **options), options))
 
 

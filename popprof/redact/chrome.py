@@ -32,6 +32,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..readers import open_json
 from .jsonbytes import solid_after, solid_before
 from .redactor import Redactor
 
@@ -364,7 +365,7 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
     from concurrent.futures import ThreadPoolExecutor
 
     engine = ChromeRedactor(redactor)
-    reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
+    reader = open_json(source)  # gzip or not; bounded: gzip bombs, JSON depth and string length (docs/limits.md)
     raw = open(tmp_out, "wb")  # noqa: SIM115
     # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
     writer = gzip.GzipFile(filename="", mode="wb", compresslevel=3, fileobj=raw, mtime=0) if gz else raw
@@ -413,7 +414,7 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
 
     block_size = block_size or BLOCK
     place = place or path.name
-    reader = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115
+    reader = open_json(path)  # gzip or not, bounded (docs/limits.md)
     seen: set[bytes] = set()
     queue: deque = deque()
 
