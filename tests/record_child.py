@@ -8,7 +8,7 @@ summary, an out-of-memory message on stderr, and exits with the code asked.
 
     python record_child.py [--engines training,inference] [--oom] [--abort] [--summary] [--pvti]
                            [--broken-engine NAME] [--stdout-from FILE] [--exit N] [--chatter N]
-                           [--wait-signal READY_FILE] [--seen FILE]
+                           [--wait-signal READY_FILE] [--seen FILE] [--own-group]
 """
 
 from __future__ import annotations
@@ -86,7 +86,10 @@ def main() -> int:
     parser.add_argument("--chatter", type=int, default=0, help="lines to print on each stream (interleaved)")
     parser.add_argument("--wait-signal", default=None, metavar="READY_FILE")
     parser.add_argument("--seen", default=None)
+    parser.add_argument("--own-group", action="store_true", help="leave popprof's process group first")
     args = parser.parse_args()
+    if args.own_group:
+        os.setpgid(0, 0)
 
     engine, pvti = _options("POPLAR_ENGINE_OPTIONS"), _options("PVTI_OPTIONS")
     if args.seen:
