@@ -291,3 +291,11 @@ def test_no_check_exports_but_neither_checks_nor_scans_the_logs(tmp_path, capsys
     assert rec["logs"] == {"stdout.log": [], "stderr.log": []} and rec["outputs"] == []
     assert not (out / "findings.json").exists() and not (out / "report.html").exists()
     assert "memory.tile-oom" not in stdout
+
+
+def test_without_the_sdk_and_nothing_else_the_only_note_is_the_sdk_one(tmp_path, capsys, no_sdk) -> None:
+    out = tmp_path / "run"
+    code, stdout, stderr = record(capsys, out, "--engines", "training", options=("--no-plots", "--no-trace"))
+    notes = [line for line in stderr.splitlines() if line.startswith("popprof: note:")]
+    assert len(notes) == 1 and "pva module cannot be imported" in notes[0] and "1 report and 0 .pvti traces" in notes[0]
+    assert code == 0 and load(out / "findings.json")["profiles"] == [] and not (out / "report.html").exists()
