@@ -215,8 +215,11 @@ def _check(result: RecordResult, options: RecordOptions) -> None:
     write_text_atomic(path, render_json(result.findings, options.fail_on))
     result.written.append(path)
     if not profiles:
-        result.notes.append("CMD left no report, trace, Poplar summary or out-of-memory message: nothing to check "
-                            "(is it a Poplar program? were POPLAR_ENGINE_OPTIONS / PVTI_OPTIONS overridden?)")
+        collected = result.collected
+        if not (collected.reports or collected.traces):  # otherwise the notes say why they were not read
+            result.notes.append("CMD left no report, trace, Poplar summary or out-of-memory message: nothing to "
+                                "check (is it a Poplar program? were POPLAR_ENGINE_OPTIONS / PVTI_OPTIONS "
+                                "overridden?)")
         return
     _write_report(result, options)
 
