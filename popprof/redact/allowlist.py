@@ -77,6 +77,7 @@ PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
                r"|\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?"),
     re.compile(r"Program \d+(?: \(main\))?"),
+    re.compile(r"ProfilerStep#\d+"),  # the PyTorch profiler's own step annotations (diff compares per step)
     re.compile(r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pool-\d+-thread-\d+|Thread-\d+"),
 )
 
