@@ -1,13 +1,14 @@
 """Generate large PyTorch-profiler-like Chrome traces into benchmarks/data/ (git-ignored).
 
-Sizes: ``10MB``, ``100MB`` and ``1GB`` (the last holds 10 million complete
+Sizes: ``10MB``, ``600k`` (600,000 events), ``100MB`` and ``1GB`` (the last holds 10 million complete
 events; it is about 1.3 GB because every GPU event carries kineto-style args).
 Traces come from :mod:`popprof.trace.synth`: an object with ``traceEvents``,
 kernels / memcpy / memset / NCCL on GPU streams, host ops on three threads,
 ``args`` on GPU events (``device``, ``stream``, ``correlation``), counters and
 ``M`` metadata: the shape HolisticTraceAnalysis's parser expects.
 
-Usage: ``python benchmarks/gen_traces.py [10MB 100MB 1GB]`` (existing files are kept; ``--force`` remakes them).
+Usage: ``python benchmarks/gen_traces.py [10MB 600k 100MB 1GB]`` (existing files are kept).
+``--force`` remakes them; the files made are listed as a table.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from popprof.trace import synth  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 #: name -> number of training steps (each step has synth.events_per_step() events)
-SIZES = {"10MB": 910, "100MB": 9_100, "1GB": 116_280}
+SIZES = {"10MB": 910, "600k": 6_977, "100MB": 9_100, "1GB": 116_280}
 
 
 def trace_path(size: str) -> Path:
