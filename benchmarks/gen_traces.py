@@ -8,7 +8,6 @@ kernels / memcpy / memset / NCCL on GPU streams, host ops on three threads,
 ``M`` metadata: the shape HolisticTraceAnalysis's parser expects.
 
 Usage: ``python benchmarks/gen_traces.py [10MB 600k 100MB 1GB]`` (existing files are kept).
-``--force`` remakes them; the files made are listed as a table.
 """
 
 from __future__ import annotations
