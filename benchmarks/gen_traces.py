@@ -7,7 +7,7 @@ kernels / memcpy / memset / NCCL on GPU streams, host ops on three threads,
 ``args`` on GPU events (``device``, ``stream``, ``correlation``), counters and
 ``M`` metadata: the shape HolisticTraceAnalysis's parser expects.
 
-Usage: ``python benchmarks/gen_traces.py [10MB 600k 100MB 1GB]`` (existing files are kept).
+Usage: ``python benchmarks/gen_traces.py [10MB 600k 100MB 1GB]`` (existing files are kept; ``--force`` remakes them).
 """
 
 from __future__ import annotations

@@ -15,11 +15,13 @@ The steps (each in its own module):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import shlex
 import signal
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,24 +120,24 @@ def prepare_out_dir(out_dir: Path) -> None:
 
 
 def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
-           environ: Mapping[str, str] | None = None, say: Callable[[str], None] = print) -> RecordResult:
+           environ: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None) -> RecordResult:
     """Run ``cmd`` with profiling on and process what it left in ``out_dir``.
 
-    ``say`` prints popprof's own lines (stderr in the CLI). Raises UsageError
+    ``say`` prints popprof's own lines (default: stderr). Raises UsageError
     (nothing ran) for an invalid environment value, an unusable ``out_dir`` or
     a command that cannot be started.
     """
     if not cmd:
         raise UsageError("no command given: popprof record [OPTIONS] -- CMD [ARGS...]")
+    say = say or _to_stderr
     environ = dict(os.environ if environ is None else environ)
     env = build_environment(environ, options.choice, out_dir.resolve())  # before anything is created
     created = not out_dir.exists()
     prepare_out_dir(out_dir)
     try:
         run = run_command(cmd, env.apply(environ), out_dir / STDOUT_LOG, out_dir / STDERR_LOG)
-    except UsageError:
-        if created:
-            _remove_empty_tree(out_dir)
+    except UsageError:  # CMD could not start: leave no trace of the attempt
+        _remove_what_was_made(out_dir, created)
         raise
     say(f"popprof: CMD ended: {run.describe()} after {run.ended - run.started:.1f} s"
         + (f" (popprof received {', '.join(run.received)}; forwarded: {', '.join(run.forwarded) or 'none'})"
@@ -149,13 +151,17 @@ def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
     return result
 
 
-def _remove_empty_tree(path: Path) -> None:
-    for sub in sorted(path.rglob("*"), reverse=True):
-        if sub.is_dir():
-            sub.rmdir()
-        else:
-            sub.unlink()
-    path.rmdir()
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _remove_what_was_made(out_dir: Path, created: bool) -> None:
+    """Remove the empty logs and report directory made for a CMD that never started (and DIR if new)."""
+    for name in (STDOUT_LOG, STDERR_LOG):
+        (out_dir / name).unlink(missing_ok=True)
+    for directory in (out_dir / "reports", *([out_dir] if created else [])):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 def _collect(result: RecordResult, options: RecordOptions) -> None:
@@ -170,8 +176,9 @@ def _collect(result: RecordResult, options: RecordOptions) -> None:
     exported = list(collected.profiles)  # reports and traces: what needed the SDK to read
     if exported:
         export_bundles(collected, exported, result.out_dir / BUNDLES_DIR)
-    read_log(result.out_dir / STDOUT_LOG, "stdout", collected)
-    read_log(result.out_dir / STDERR_LOG, "stderr", collected)
+    if options.check:  # the logs' Poplar text is only worth reading (a full scan of each log) to check it
+        read_log(result.out_dir / STDOUT_LOG, "stdout", collected)
+        read_log(result.out_dir / STDERR_LOG, "stderr", collected)
     if collected.needs_sdk:
         result.notes.append(
             f"the Poplar SDK's pva module cannot be imported, so {_count(collected.reports, 'report')} and "

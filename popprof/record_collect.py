@@ -126,7 +126,9 @@ def read_log(path: Path, label: str, collected: Collected) -> None:
 
     Each reader that claims the file contributes its profile(s), named
     ``LABEL.FORMAT`` (``stderr.oom_log``); a text with several Poplar summaries
-    gives one profile per summary. A log with nothing recognised gives none.
+    gives one profile per summary, ``LABEL.FORMAT.NAME`` with the reader's name
+    for each (``stdout.text_summary.run_2``). A log with nothing recognised
+    gives none.
     """
     from .readers import read_head, reader_modules
 
@@ -146,26 +148,27 @@ def read_log(path: Path, label: str, collected: Collected) -> None:
         if not claimed:
             continue
         fmt = getattr(module, "FORMAT", module.__name__.rsplit(".", 1)[-1])
-        for index, profile in enumerate(_read_all(module, path, collected)):
-            suffix = f"-{index + 1}" if index else ""
-            names.append(collected.add(profile, f"{label}.{fmt}{suffix}"))
+        found = _read_all(module, path, collected)
+        for name, profile in found.items():
+            names.append(collected.add(profile, f"{label}.{fmt}" if len(found) == 1 else f"{label}.{fmt}.{name}"))
     collected.log_profiles[path.name] = names
 
 
-def _read_all(module: object, path: Path, collected: Collected) -> list[Profile]:
-    """The profile(s) one reader finds in ``path``: several when the text holds several Poplar summaries."""
-    profiles: list[Profile] = []
+def _read_all(module: object, path: Path, collected: Collected) -> dict[str, Profile]:
+    """The profiles one reader finds in ``path``, by the reader's names (several for a log of several
+    Poplar summaries, through the reader's ``read_all``); {} with a note when it cannot read it."""
     try:
-        first = module.read(path)
-        profiles.append(first)
-        count = int(first.meta.get("text_summary.summaries_in_file", "1") or 1)
-        profiles.extend(module.read(path, summary=index) for index in range(1, count))
+        read_all = getattr(module, "read_all", None)
+        if read_all is not None:
+            return dict(read_all(path))
+        profile = module.read(path)
+        return {profile.name: profile}
     except PopprofError as exc:
         collected.problems.append(str(exc))
     except Exception as exc:  # malformed text is bad input, never a crash of the recording
         collected.problems.append(f"{path}: {getattr(module, 'FORMAT', 'reader')} could not read it "
                                   f"({type(exc).__name__}: {exc})")
-    return profiles
+    return {}
 
 
 def export_bundles(collected: Collected, names: Iterable[str], bundles_dir: Path) -> None:

@@ -13,6 +13,7 @@ wrote can still be processed.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
@@ -100,6 +101,7 @@ class _Pump(threading.Thread):
     def __init__(self, pipe: BinaryIO, stream: object, log: BinaryIO, errors: list[str], name: str) -> None:
         super().__init__(name=f"popprof-record-{name}", daemon=True)
         self.pipe, self.stream, self.log, self.errors = pipe, stream, log, errors
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def run(self) -> None:
         fd = self.pipe.fileno()
@@ -113,8 +115,7 @@ class _Pump(threading.Thread):
                 break
             self._save(chunk)
             sink = self._show(sink, chunk)
-        with contextlib.suppress(OSError):
-            self.log.flush()
+        self._show(sink, b"", final=True)
 
     def _save(self, chunk: bytes) -> None:
         if self.log is None:
@@ -123,22 +124,86 @@ class _Pump(threading.Thread):
             self.log.write(chunk)
             self.log.flush()  # a crash or a kill of popprof keeps what CMD printed so far
         except (OSError, ValueError) as exc:
-            self.errors.append(f"{getattr(self.log, 'name', 'log')}: {exc}")
+            if not getattr(self.log, "closed", False):  # closed: popprof stopped waiting for this pipe
+                self.errors.append(f"{getattr(self.log, 'name', 'log')}: {exc}")
             self.log = None
 
-    def _show(self, sink: BinaryIO | None, chunk: bytes) -> BinaryIO | None:
-        """Pass ``chunk`` through; a closed popprof stream stops the passthrough, never the saving."""
+    def _show(self, sink: BinaryIO | None, chunk: bytes, final: bool = False) -> BinaryIO | None:
+        """Pass ``chunk`` through; a closed popprof stream stops the passthrough, never the saving.
+
+        A text-only stream (e.g. a notebook's) gets the text decoded incrementally, so a
+        character split between two chunks is not garbled.
+        """
         try:
             if sink is not None:
                 sink.write(chunk)
                 sink.flush()
             elif self.stream is not None:
-                self.stream.write(chunk.decode("utf-8", errors="replace"))
-                self.stream.flush()
+                text = self.decoder.decode(chunk, final=final)
+                if text:
+                    self.stream.write(text)
+                    self.stream.flush()
             return sink
         except (OSError, ValueError):
             self.stream = None
             return None
+
+
+class _Forwarder:
+    """The SIGINT/SIGTERM handler while CMD runs: records each signal and sends it on by :func:`forward_rule`.
+
+    Installed before CMD starts, so a signal arriving in between is not lost: it is
+    sent as soon as CMD exists. Outside the main thread (where Python cannot
+    handle signals) nothing is installed and the signals keep their usual effect.
+    """
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.received: list[str] = []
+        self.forwarded: list[str] = []
+        self._pending: list[int] = []
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Forwarder:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in FORWARDED_SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def started(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        for signum in self._pending:
+            self._send(signum)
+        self._pending.clear()
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.received.append(signal.Signals(signum).name)
+        if not forward_rule(signum, _foreground_of_terminal()):
+            return
+        if self.proc is None:
+            self._pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signum)
+                self.forwarded.append(signal.Signals(signum).name)
+
+
+def _start(cmd: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise UsageError(f"{cmd[0]}: command not found") from None
+    except PermissionError:
+        raise UsageError(f"{cmd[0]}: permission denied (not executable)") from None
+    except OSError as exc:
+        raise UsageError(f"{cmd[0]}: cannot run it ({exc.strerror or exc})") from None
 
 
 def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, stderr_log: Path,
@@ -146,46 +211,24 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, st
     """Run ``cmd`` with ``env``; pass its output through and save it; forward SIGINT/SIGTERM.
 
     Raises UsageError when ``cmd`` cannot be started (not found, not executable).
-    Must be called from the main thread (signal handlers are installed there).
+    Signals are forwarded only when called from the main thread (where Python handles them).
     """
     errors: list[str] = []
-    received: list[str] = []
-    forwarded: list[str] = []
-    with open(stdout_log, "wb") as out_log, open(stderr_log, "wb") as err_log:
+    with open(stdout_log, "wb") as out_log, open(stderr_log, "wb") as err_log, _Forwarder() as forwarder:
         started = time.time()
-        try:
-            proc = subprocess.Popen(list(cmd), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except FileNotFoundError:
-            raise UsageError(f"{cmd[0]}: command not found") from None
-        except PermissionError:
-            raise UsageError(f"{cmd[0]}: permission denied (not executable)") from None
-        except OSError as exc:
-            raise UsageError(f"{cmd[0]}: cannot run it ({exc.strerror or exc})") from None
-
-        def forward(signum: int, _frame: object) -> None:
-            name = signal.Signals(signum).name
-            received.append(name)
-            if forward_rule(signum, _foreground_of_terminal()) and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signum)
-                    forwarded.append(name)
-
-        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
-        try:
-            pumps = [_Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
-                     _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr")]
-            for pump in pumps:
-                pump.start()
-            returncode = proc.wait()
-            ended = time.time()
-            deadline = time.monotonic() + drain_timeout
-            for pump in pumps:
-                pump.join(max(0.0, deadline - time.monotonic()))
-            complete = not any(p.is_alive() for p in pumps)
-            for pump in pumps:
-                if pump.is_alive():
-                    pump.log = None  # keeps passing through, stops writing to the log closed below
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    return RunResult(returncode, started, ended, forwarded, received, complete, errors)
+        proc = _start(cmd, env)
+        forwarder.started(proc)
+        pumps = [_Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
+                 _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr")]
+        for pump in pumps:
+            pump.start()
+        returncode = proc.wait()
+        ended = time.time()
+        deadline = time.monotonic() + drain_timeout
+        for pump in pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
+        complete = not any(p.is_alive() for p in pumps)
+        for pump in pumps:
+            if pump.is_alive():
+                pump.log = None  # keeps passing through, stops writing to the log closed below
+    return RunResult(returncode, started, ended, forwarder.forwarded, forwarder.received, complete, errors)

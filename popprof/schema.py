@@ -111,7 +111,8 @@ TABLES: dict[str, Table] = {t.name: t for t in [
     Table("memory_totals", "memory figure of the whole profile or of one tile", (
         _c("tile", "Int32", "tile for per-tile blocks; missing for whole-profile figures"),
         _c("group", "category",
-           "total | region | data_type | vertex_category | vertex_type | maximum | per_ipu"),
+           "total | region | data_type | data_type_total | vertex_category | vertex_type | vertex_code_type "
+           "| maximum | per_ipu | other (a figure of the memory tree with an unknown label, under its path)"),
         _c("category", "category", "label within the group (e.g. including_gaps, Interleaved, Vertex Code)"),
         _c("bytes", "Int64", "bytes", "bytes"),
     ), "Memory totals for sources (like the text summary) that give figures rather than every tile.",
@@ -123,15 +124,19 @@ TABLES: dict[str, Table] = {t.name: t for t in [
     ), "The text summary's per-tile memory histogram (excluding gaps).", "text_summary"),
     Table("out_of_memory", "tile named in an out-of-memory message", (
         _c("compilation", "int32", "failed compilation in the source (0 = the first message in the log)", key=True),
-        _c("tile", "int32", "global tile index the message names", key=True),
+        _c("tile", "Int32", "global tile index the message names (missing: SDK 2.1+ names none)"),
         _c("bytes_used", "Int64", "bytes the tile needed, as the message prints them", "bytes"),
         _c("capacity_bytes", "Int64", "tile memory capacity, as the message prints it", "bytes"),
         _c("over_bytes", "Int64", "bytes_used - capacity_bytes", "bytes"),
         _c("line", "Int64", "line of the message in the source text (1-based)"),
+        _c("reason", "str", "the message's reason when it names no tile ('Cannot fit all variable data onto "
+           "one or more tiles')"),
+        _c("profile_path", "str", "'Profile saved to: PATH' of the message, as printed (a path: sensitive)"),
     ), "Out-of-memory messages (poplar::graph_memory_allocation_error: 'Out of memory on tile N: X bytes "
-       "used but tiles only have Y bytes of memory'). Poplar names one tile per failed compilation, so this "
-       "is a lower bound on the tiles over.", "oom_log, text_summary (messages in the same text)",
-        ("compilation", "tile")),
+       "used but tiles only have Y bytes of memory', or from SDK 2.1 'Out of memory: Cannot fit all variable "
+       "data onto one or more tiles. Profile saved to: PATH'). Poplar names at most one tile per failed "
+       "compilation, so this is a lower bound on the tiles over.", "oom_log, text_summary (messages in the "
+       "same text)", ("compilation",)),
     Table("execution_totals", "execution figure of a summary", (
         _c("category", "category",
            "compute | compute_excluding_idle | exchange | global_exchange | host_io | shared_structure_copy "
@@ -235,6 +240,8 @@ TABLES: dict[str, Table] = {t.name: t for t in [
            "(Kineto args.correlation, the id of ac2g flows)"),
         _c("bookkeeping", "boolean", "profiler bookkeeping (the PyTorch Profiler (N) span, Spans / Traces "
            "pseudo-threads): kept, but left out of attribution, busiest threads and top events"),
+        _c("instant_scope", "category", "for an instant event (Chrome ph i/I/R): its scope t (thread), p "
+           "(process) or g (global); missing for events with a duration, also zero-duration complete events"),
         _c("args", "str", "event arguments as JSON (only when read with args)", optional=True),
     ), "Timed events of host (and device) threads.", "pvti, chrome_trace", ("event_id",)),
     Table("flows", "flow event (an arrow between two events, e.g. Kineto ac2g: CPU launch -> GPU kernel)", (
@@ -254,7 +261,12 @@ TABLES: dict[str, Table] = {t.name: t for t in [
         _c("tid", "int64", "thread id", key=True),
         _c("process_name", "str", "process name"),
         _c("thread_name", "str", "thread name"),
-    ), "Threads seen in a trace.", "pvti, chrome_trace", ("pid", "tid")),
+        _c("rank", "Int64", "rank of the distributed run the thread belongs to"),
+        _c("process_labels", "str", "process labels (Chrome process_labels metadata, e.g. Kineto's 'GPU 0')"),
+        _c("process_sort_index", "Int64", "display order of the process (Chrome process_sort_index)"),
+        _c("thread_sort_index", "Int64", "display order of the thread (Chrome thread_sort_index)"),
+    ), "Threads seen in a trace (and processes named by metadata: tid of the metadata event, usually 0).",
+        "pvti, chrome_trace", ("pid", "tid")),
     Table("counters", "counter sample", (
         _c("pid", "int64", "process id", key=True),
         _c("name", "category", "counter name"),

@@ -321,7 +321,10 @@ def _operations(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
 
 
 def _metadata(spec: SynthSpec) -> dict[str, str]:
-    meta = {"source_format": "synth", "synth.spec": json.dumps(asdict(spec), default=str)}
+    fields = asdict(spec)
+    if fields["num_replicas"] == 1:  # the default: left out so specs written before it read the same
+        del fields["num_replicas"]
+    meta = {"source_format": "synth", "synth.spec": json.dumps(fields, default=str)}
     options = {"autoReport.all": "true", "autoReport.directory": "./reports", "debug.allowOutOfMemory": "true",
                "autoReport.executionProfileProgramRunCount": "2"}
     if spec.sensitive:

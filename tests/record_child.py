@@ -7,8 +7,8 @@ storage, not Poplar's), a ``.pvti`` trace of the double, a printed profile
 summary, an out-of-memory message on stderr, and exits with the code asked.
 
     python record_child.py [--engines training,inference] [--oom] [--abort] [--summary] [--pvti]
-                           [--stdout-from FILE] [--exit N] [--chatter N] [--wait-signal READY_FILE]
-                           [--seen FILE]
+                           [--broken-engine NAME] [--stdout-from FILE] [--exit N] [--chatter N]
+                           [--wait-signal READY_FILE] [--seen FILE]
 """
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ def main() -> int:
     parser.add_argument("--engines", default="")
     parser.add_argument("--oom", action="store_true", help="print Poplar's out-of-memory message on stderr")
     parser.add_argument("--abort", action="store_true", help="end as an uncaught C++ exception does (SIGABRT)")
-    parser.add_argument("--stdout-from", default=None, help="print this (real) log on stdout")
+    parser.add_argument("--stdout-from", action="append", default=[], help="print this (real) log on stdout")
     parser.add_argument("--summary", action="store_true")
+    parser.add_argument("--broken-engine", default=None, help="also leave a cut-off profile.pop for this engine")
     parser.add_argument("--pvti", action="store_true")
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--chatter", type=int, default=0, help="lines to print on each stream (interleaved)")
@@ -99,12 +100,16 @@ def main() -> int:
     sys.stderr.flush()
     if args.engines and engine.get("autoReport.all") == "true":
         write_run_directory(Path(engine["autoReport.directory"]), args.engines.split(","))
+    if args.broken_engine and engine.get("autoReport.all") == "true":
+        broken = Path(engine["autoReport.directory"]) / args.broken_engine / "profile.pop"
+        broken.parent.mkdir(parents=True, exist_ok=True)
+        broken.write_bytes(b"PK\x03\x04 cut off")  # the start of an archive, then nothing
     if args.pvti and pvti.get("enable") == "true":
         write_pvti(Path(pvti.get("directory", ".")))
     if args.summary:
         print_summary()
-    if args.stdout_from:
-        sys.stdout.write(Path(args.stdout_from).read_text("utf-8"))
+    for log in args.stdout_from:
+        sys.stdout.write(Path(log).read_text("utf-8"))
         sys.stdout.flush()
     if args.wait_signal:
         got: list[int] = []
@@ -114,7 +119,9 @@ def main() -> int:
         deadline = time.monotonic() + 60
         while not got and time.monotonic() < deadline:
             time.sleep(0.05)
-        print(f"child: got {signal.Signals(got[0]).name if got else 'nothing'}; finishing", flush=True)
+        time.sleep(0.5)  # a duplicate (e.g. a terminal's Ctrl-C forwarded once more) would arrive by now
+        name = signal.Signals(got[0]).name if got else "nothing"
+        print(f"child: got {name} x{len(got)}; finishing", flush=True)
         return 128 + got[0] if got else 99
     if args.oom:
         sys.stderr.write(OOM_MESSAGE.read_text("utf-8"))

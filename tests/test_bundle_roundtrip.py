@@ -131,7 +131,7 @@ def test_manifest_tables_of_the_wrong_shape(good_bundle, tables):
     manifest = _manifest(good_bundle)
     manifest["tables"] = tables
     (good_bundle / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(InputError, match="'tables' is not an object"):
+    with pytest.raises(InputError, match=r"'tables'.* is .*, expected an object"):
         popprof.open(good_bundle)
 
 

@@ -42,7 +42,8 @@ TRACES = [i for i in INPUTS if i.startswith("traces/")]
 
 #: (IPUs, tiles per IPU) by sample name, from fixtures/README.md.
 TARGETS = {"mk1_noexec": (1, 1216), "mk2_oom": (1, 1472), "mk2_training": (1, 1472),
-           "mk2_training_v2": (1, 1472), "pod4_pipeline": (4, 1472), "training": (1, 1472)}
+           "mk2_training_v2": (1, 1472), "pod4_pipeline": (4, 1472), "training": (1, 1472),
+           "mk2_training_sdk3": (1, 1472), "pod4_pipeline_sdk1_exec": (4, 1472)}
 
 
 def _stem(rel: str) -> str:

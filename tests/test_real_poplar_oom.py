@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import popprof
@@ -29,8 +30,9 @@ EXPECTED = {
 
 def _rows(profile: popprof.Profile) -> list[tuple[int, ...]]:
     frame = profile.out_of_memory
-    return [tuple(int(v) for v in row) for row in frame[["compilation", "tile", "bytes_used", "capacity_bytes",
-                                                        "over_bytes", "line"]].itertuples(index=False)]
+    return [tuple(None if pd.isna(v) else int(v) for v in row)
+            for row in frame[["compilation", "tile", "bytes_used", "capacity_bytes", "over_bytes", "line"]]
+            .itertuples(index=False)]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -128,3 +130,28 @@ def test_bundle_round_trip_keeps_the_messages(tmp_path):
     popprof.export(profile, out)
     back = popprof.open(out)
     assert _rows(back) == _rows(profile)
+
+
+def test_sdk2_message_names_no_tile_but_is_an_out_of_memory_failure():
+    """SDK 2.1+: 'Out of memory: Cannot fit ... Profile saved to: PATH' (real text, graphcore/tutorials)."""
+    path = REAL / "tutorials_tut4_oom_message_sdk2.txt"
+    assert detect(path) is oom_log
+    profile = popprof.open(path)
+    assert _rows(profile) == [(0, None, None, None, None, 2)]
+    row = profile.out_of_memory.iloc[0]
+    assert row["reason"] == "Cannot fit all variable data onto one or more tiles"
+    assert row["profile_path"] == "./report_OOM/profile.pop"
+    m = popprof.metrics.compute(profile)
+    assert m["memory.tiles_out_of_memory"] == 1  # "one or more tiles": at least one
+    assert m["memory.max_tile_incl_gaps_bytes"] is None and m["memory.max_tile_index"] is None
+    finding = popprof.check(profile, rules=["memory.tile-oom"]).items[0]
+    assert finding.severity == "error" and "tiles" not in finding.where
+    assert "Cannot fit all variable data onto one or more tiles" in finding.message
+    assert "./report_OOM/profile.pop" in finding.message
+
+
+def test_a_linux_oom_killer_line_is_not_a_poplar_message(tmp_path):
+    path = tmp_path / "kern.log"
+    path.write_text("Out of memory: Killed process 4242 (python3) total-vm:9000000kB\n")
+    with pytest.raises(InputError, match="not a recognised profile format"):
+        popprof.open(path)

@@ -8,6 +8,7 @@ printed summary, an out-of-memory message), so these tests need no SDK.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,14 @@ def test_with_the_sdk_everything_is_exported_and_checked(tmp_path, capsys, pva_d
     assert "popprof: note:" not in stderr
 
 
-def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(tmp_path, capsys, user_env) -> None:
+@pytest.fixture
+def no_sdk(monkeypatch):
+    """``import pva`` fails here, whatever other tests left on sys.path or in sys.modules."""
+    monkeypatch.setitem(sys.modules, "pva", None)
+
+
+def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(tmp_path, capsys, user_env,
+                                                                          no_sdk) -> None:
     out, seen = tmp_path / "run", tmp_path / "seen.json"
     code, stdout, stderr = record(capsys, out, "--engines", "training", "--pvti", "--summary", "--seen", str(seen))
     assert load(seen)["POPLAR_ENGINE_OPTIONS"]["autoReport.all"] == "true"  # the environment was still set
@@ -138,6 +146,10 @@ def test_usage_errors_run_nothing(tmp_path, capsys) -> None:
     code = main(["record", "-o", str(out), "--", str(tmp_path / "no-such-program")])
     _, stderr = capsys.readouterr()
     assert code == 2 and "command not found" in stderr and not out.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = main(["record", "-o", str(empty), "--", str(tmp_path / "no-such-program")])
+    assert code == 2 and list(empty.iterdir()) == []  # an empty DIR given by the user stays as it was
 
 
 def test_no_profiling_asked_leaves_the_environment_as_it_was(tmp_path, capsys, user_env) -> None:
@@ -171,7 +183,7 @@ def test_heavy_output_on_both_streams_is_kept_whole_without_deadlock(tmp_path) -
 def test_compilation_out_of_memory_gives_tile_oom_from_the_log(tmp_path, capsys) -> None:
     """Compilation ran out of memory: no profile at all, only Poplar's message on stderr and an abort."""
     out = tmp_path / "run"
-    code, stdout, stderr = record(capsys, out, "--oom", "--abort")
+    code, stdout, stderr = record(capsys, out, "--oom", "--abort", options=())  # default options: plots on
     assert "Out of memory on tile 1: 674752 bytes used" in stderr  # passed through
     assert code == 4 and "CMD ended: killed by SIGABRT" in stderr
     rec = load(out / "record.json")
@@ -200,3 +212,82 @@ def test_a_real_run_log_with_several_failed_compilations(tmp_path, capsys) -> No
     (finding,) = [f for f in profile["findings"] if f["rule_id"] == "memory.tile-oom"]
     assert finding["message"].startswith("3 compilations failed: out of memory")
     assert sorted(finding["where"]["tiles"]) == [0, 14]
+
+
+def test_users_report_directory_is_where_reports_are_collected(tmp_path, capsys, pva_double, monkeypatch) -> None:
+    """The user's autoReport.directory wins; reports already there before CMD started are not CMD's."""
+    mine = tmp_path / "mine"
+    old = mine / "last_week" / "profile.pop"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"an earlier run's report")
+    os.utime(old, (1_600_000_000, 1_600_000_000))
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps({"autoReport.directory": str(mine)}))
+    out = tmp_path / "run"
+    code, _, stderr = record(capsys, out, "--engines", "training", options=("--no-plots", "--no-trace"))
+    rec = load(out / "record.json")
+    assert rec["report_directory"] == str(mine) and rec["user_keys_kept"]["POPLAR_ENGINE_OPTIONS"] == [
+        "autoReport.directory"]
+    assert rec["reports"] == [str(mine / "training" / "profile.pop")]  # not last_week's
+    assert rec["bundles"] == ["bundles/training.popprof"] and not (out / "reports" / "training").exists()
+    assert code == 1 and "last_week" not in stderr
+
+
+def test_a_report_that_cannot_be_read_is_a_note_not_a_failure(tmp_path, capsys, pva_double) -> None:
+    out = tmp_path / "run"
+    code, _, stderr = record(capsys, out, "--engines", "training", "--broken-engine", "inference",
+                             options=("--no-plots", "--no-trace"))
+    notes = [line for line in stderr.splitlines() if line.startswith("popprof: note:")]
+    assert len(notes) == 1 and "inference/profile.pop" in notes[0] and "pva cannot open" in notes[0]
+    rec = load(out / "record.json")
+    assert len(rec["reports"]) == 2 and rec["bundles"] == ["bundles/training.popprof"]
+    assert rec["notes"] == [notes[0].removeprefix("popprof: note: ")]
+    assert set(findings_by_profile(out)) == {"training"}
+    assert code == 1  # training's tiles over capacity; the broken report did not stop anything
+
+
+def test_real_execution_summaries_printed_by_cmd_are_each_checked(tmp_path, capsys) -> None:
+    """Two real SDK 3.1 execution summaries (IPU hardware, then the IPU Model) printed one after the other:
+    one profile each, through the text-summary reader's read_all (needs branch issue10's execution summaries)."""
+    real = HERE.parent / "fixtures" / "real" / "poplar"
+    out = tmp_path / "run"
+    code, _, _ = record(capsys, out, "--stdout-from", str(real / "tutorials_tut6_execution_hw_sdk3.txt"),
+                        "--stdout-from", str(real / "tutorials_tut6_execution_ipumodel_sdk3.txt"),
+                        options=("--no-plots", "--no-graph", "--no-execution", "--no-trace"))
+    assert code == 0
+    names = load(out / "record.json")["logs"]["stdout.log"]  # named by the reader from the line above each
+    assert len(names) == 2 and all(n.startswith("stdout.text_summary.") for n in names)
+    data = {p["profile"]: p for p in load(out / "findings.json")["profiles"]}
+    assert list(data) == names
+    shares = [next(f for f in data[n]["findings"] if f["rule_id"] == "exchange.share")["message"] for n in names]
+    assert "take 0.6 %" in shares[0] and "take 0.1 %" in shares[1]  # (8,743.1 + 135,849.6) / 25,444,984 on hardware
+
+
+def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
+    """record() from a worker thread (where Python cannot handle signals): CMD runs, nothing is forwarded."""
+    import threading
+
+    from popprof.record import RecordOptions
+    from popprof.record import record as record_api
+
+    results, lines = [], []
+    worker = threading.Thread(target=lambda: results.append(record_api(
+        [sys.executable, CHILD, "--summary"], tmp_path / "run", RecordOptions(plots=False, fail_on="never"),
+        say=lines.append)))
+    worker.start()
+    worker.join(120)
+    (result,) = results
+    assert result.exit_code == 0 and result.run.returncode == 0
+    assert list(result.collected.profiles) == ["stdout.text_summary"]
+    assert lines[0].startswith("popprof: CMD ended: exit code 0")
+
+
+def test_no_check_exports_but_neither_checks_nor_scans_the_logs(tmp_path, capsys, pva_double) -> None:
+    out = tmp_path / "run"
+    code, stdout, _ = record(capsys, out, "--engines", "training", "--summary", "--oom",
+                             options=("--no-check", "--no-trace"))
+    assert code == 0  # CMD succeeded; nothing was judged
+    rec = load(out / "record.json")
+    assert rec["checked"] is False and rec["bundles"] == ["bundles/training.popprof"]
+    assert rec["logs"] == {"stdout.log": [], "stderr.log": []} and rec["outputs"] == []
+    assert not (out / "findings.json").exists() and not (out / "report.html").exists()
+    assert "memory.tile-oom" not in stdout

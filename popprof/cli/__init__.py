@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
 import warnings
 
@@ -16,6 +17,7 @@ import click
 
 from .. import __version__
 from ..errors import PopprofError
+from ..limits import set_from_option
 from ..progress import set_quiet
 
 #: exit code when stdout is closed before all output was written (128 + SIGPIPE, as a shell reports it).
@@ -68,7 +70,9 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="popprof")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
-def cli(quiet: bool) -> None:
+@click.option("--limit", "limit_values", multiple=True, metavar="NAME=VALUE",
+              help="Raise (or lower) a safety limit for this run, e.g. --limit text-bytes=1G (docs/limits.md).")
+def cli(quiet: bool, limit_values: tuple[str, ...]) -> None:
     """Scriptable analysis of Graphcore IPU profiles (PopVision profile.pop, .pvti, and more).
 
     \b
@@ -79,17 +83,46 @@ def cli(quiet: bool) -> None:
       popprof query profile.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1"
     """
     set_quiet(quiet)
+    for assignment in limit_values:
+        set_from_option(assignment)
     from .common import reset_read_warnings
 
     reset_read_warnings()
 
 
+#: exit code after SIGTERM (128 + 15, as a shell reports it); SIGINT gives 130.
+EXIT_TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like KeyboardInterrupt, so atomic writes remove their temporaries."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: let the clean-up finish
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: run the CLI, mapping expected errors to one line and exit code 2."""
-    with warnings.catch_warnings():
-        if not os.environ.get("POPPROF_DEBUG"):
-            warnings.showwarning = _show_warning
-        return _main(argv)
+    """Console entry point: run the CLI, mapping expected errors to one line and exit code 2.
+
+    SIGTERM is handled like SIGINT: temporaries are removed and the exit code is 143.
+    """
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        with warnings.catch_warnings():
+            if not os.environ.get("POPPROF_DEBUG"):
+                warnings.showwarning = _show_warning
+            return _main(argv)
+    except Terminated:
+        click.echo("popprof: terminated", err=True)
+        return EXIT_TERMINATED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -103,8 +136,15 @@ def _main(argv: list[str] | None) -> int:
     try:
         code = cli.main(args=argv, prog_name="popprof", standalone_mode=False)
     except PopprofError as exc:
-        click.echo(f"popprof: error: {exc}", err=True)
+        click.echo(f"popprof: error: {_one_line(exc)}", err=True)
         return exc.exit_code
+    except RecursionError:  # a bounded fallback: nesting deeper than any guard expected
+        if os.environ.get("POPPROF_DEBUG"):
+            raise
+        click.echo("popprof: error: the input is nested too deeply to process (RecursionError); "
+                   "see docs/limits.md", err=True)
+        return 2
+
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
@@ -128,11 +168,16 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:  # last resort: one line, not a traceback
         if os.environ.get("POPPROF_DEBUG"):
             raise
-        click.echo(f"popprof: internal error: {type(exc).__name__}: {exc} "
+        click.echo(f"popprof: internal error: {type(exc).__name__}: {_one_line(exc)} "
                    "(set POPPROF_DEBUG=1 for a traceback and please report it)", err=True)
         return 3
     # click returns an Exit's code (e.g. 1 for findings) instead of raising it when not standalone
     return code if isinstance(code, int) else 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error message on one line, whatever a library put in it."""
+    return " ".join(str(exc).split())
 
 
 def _broken_pipe() -> int:

@@ -25,6 +25,41 @@ def engine_option() -> Callable:
                         help="For a run directory with several engines: analyse only this one.")
 
 
+def device_map_option() -> Callable:
+    """``--device-map JSON|FILE``: which trace events are device activity (every command that reads traces)."""
+    return click.option("--device-map", "device_map", default=None, metavar="JSON|FILE",
+                        help="Which trace events are device activity: a JSON object category -> regular "
+                             "expression, or a file holding one (default: [tool.popprof.device_map] / the "
+                             "[device_map] table of popprof.toml).")
+
+
+def device_map_inputs(device_map: str | None) -> list[str]:
+    """The file a ``--device-map`` names (for the never-overwrite-an-input check); [] for inline JSON."""
+    return [device_map] if device_map and not device_map.lstrip().startswith("{") else []
+
+
+def reader_options(device_map: str | None = None, config: dict | None = None, **options: object) -> dict:
+    """Reader options with the device map resolved: ``--device-map`` wins, else the config's ``device_map``.
+
+    A bad map (unknown category, bad regex, unreadable file) is a UsageError before any profile is read.
+    """
+    from ..trace.device import load_device_map
+
+    configured = (config or {}).get("device_map")
+    if device_map is not None:
+        mapping = load_device_map(device_map)
+    elif configured:
+        if not isinstance(configured, dict | str):
+            raise UsageError("the [device_map] configuration must be a table: category = \"regular expression\"")
+        mapping = load_device_map(configured)
+    else:
+        mapping = None
+    out = dict(options)
+    if mapping is not None:
+        out["device_map"] = mapping
+    return out
+
+
 def load_profiles(path: str | Path, engine: str | None = None, **options: object) -> dict[str, Profile]:
     """Open a path into profiles by name, keeping only ``engine`` when given."""
     profiles = open_all(path, **options)

@@ -8,7 +8,14 @@ import click
 
 from ..atomic import refuse_overwriting_inputs
 from ..errors import UsageError
-from .common import engine_option, load_one_profile, load_profiles
+from .common import (
+    device_map_inputs,
+    device_map_option,
+    engine_option,
+    load_one_profile,
+    load_profiles,
+    reader_options,
+)
 
 PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline")
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -41,8 +48,9 @@ def _config(config_file: Path | None) -> dict:
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).")
 @engine_option()
+@device_map_option()
 def plot_command(path: Path, kind: str | None, output: Path, dpi: int, ipu: int | None, config_file: Path | None,
-                 engine: str | None) -> None:
+                 engine: str | None, device_map: str | None) -> None:
     """Draw one plot of a profile to an image file.
 
     \b
@@ -68,15 +76,16 @@ def plot_command(path: Path, kind: str | None, output: Path, dpi: int, ipu: int 
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:
         raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
-    refuse_overwriting_inputs(output, [path, config_file])
+    refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
+    config = _config(config_file)
+    read_options = reader_options(device_map, config)
     _use_agg()
     from ..atomic import atomic_path
     from ..htmlreport import run_checks
     from ..plots import plot
 
-    profile = load_one_profile(path, engine)
+    profile = load_one_profile(path, engine, **read_options)
     kind = _drawable_kind(profile, kind)
-    config = _config(config_file)
     findings = run_checks(profile, config) if kind in ("memory", "execution", "timeline") else None
     options = {"ipu": ipu} if kind == "execution" and ipu is not None else {}
     fig = plot(profile, kind, findings, config=config, **options)
@@ -121,8 +130,9 @@ def _needs(kind: str) -> str:
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
 @engine_option()
+@device_map_option()
 def report_command(path: Path, output: Path, title: str | None, svg: bool, no_plots: bool,
-                   config_file: Path | None, engine: str | None) -> None:
+                   config_file: Path | None, engine: str | None, device_map: str | None) -> None:
     """Write one self-contained HTML report (summary, findings, plots) to attach to a bug.
 
     The file needs no network to view: plots are embedded images and all
@@ -134,7 +144,9 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
     """
-    refuse_overwriting_inputs(output, [path, config_file])
+    refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
+    config = _config(config_file)
+    read_options = reader_options(device_map, config)
     if not no_plots:
         try:
             _use_agg()
@@ -143,7 +155,7 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
             no_plots = True
     from ..htmlreport import write
 
-    profiles = load_profiles(path, engine)
+    profiles = load_profiles(path, engine, **read_options)
     write(list(profiles.values()), str(output), title=title, plots=not no_plots,
-          image_format="svg" if svg else "png", config=_config(config_file))
+          image_format="svg" if svg else "png", config=config)
     click.echo(f"wrote {output}", err=True)

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .. import limits
 from ..errors import UsageError
-from .common import engine_option, format_option, load_one_profile
+from .common import device_map_option, engine_option, format_option, load_one_profile, reader_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,25 +16,106 @@ if TYPE_CHECKING:
     from ..profile import Profile
 
 
-def run_query(profile: Profile, sql: str) -> pd.DataFrame:
+#: Statement types a query may run: it reads the profile's tables and nothing else.
+READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+
+
+def sandbox_config(memory_bytes: int) -> dict[str, object]:
+    """DuckDB settings of the query sandbox: no file system (not even a temp directory), bounded memory, locked."""
+    return {
+        "enable_external_access": False,  # no reading or writing files, no ATTACH of files
+        "temp_directory": "",  # else DuckDB keeps ./.tmp in allowed_directories, open to COPY, ATTACH, read_text
+        "max_temp_directory_size": "0B",
+        "memory_limit": f"{max(memory_bytes >> 20, 16)}MB",
+        "threads": 2,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+        "lock_configuration": True,  # SET cannot undo any of this
+    }
+
+
+def run_query(profile: Profile, sql: str, *, timeout_s: float | None = None,
+              memory_bytes: int | None = None) -> pd.DataFrame:
     """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame.
 
-    The connection is in memory with file-system access switched off: a query reads the
-    profile's tables and writes nothing (``COPY ... TO`` cannot overwrite an input).
+    The connection is an in-memory sandbox: read-only statements (SELECT, EXPLAIN, and
+    DESCRIBE/SUMMARIZE/SHOW, which are SELECTs), no file-system access at all
+    (``allowed_directories`` is empty), at most ``memory_bytes`` of memory and
+    ``timeout_s`` seconds (defaults: the ``query-memory`` and ``query-seconds`` limits).
     """
+    import threading
+
     import duckdb
 
-    con = duckdb.connect(config={"enable_external_access": False})
+    timeout_s = float(limits.get("query-seconds")) if timeout_s is None else timeout_s
+    memory_bytes = limits.get("query-memory") if memory_bytes is None else memory_bytes
+    con = duckdb.connect(":memory:", config=sandbox_config(memory_bytes))
+    timer = threading.Timer(timeout_s, con.interrupt)
+    timer.daemon = True
     try:
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise UsageError(f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})") from None
+        for statement in statements:
+            kind = str(statement.type).rsplit(".", 1)[-1]
+            if kind not in READ_ONLY_STATEMENTS:
+                raise UsageError(f"SQL error: query runs read-only SQL (SELECT, WITH, EXPLAIN, DESCRIBE, "
+                                 f"SUMMARIZE, SHOW); a {kind} statement is not allowed")
         for name, frame in profile.tables.items():
             con.register(name, frame)
+        timer.start()
         try:
-            return con.execute(sql).df()
+            return _fetch(con.execute(sql), memory_bytes)
+        except duckdb.InterruptException:
+            raise UsageError(f"query stopped after {timeout_s:g} s: over the limit query-seconds "
+                             f"(raise it with --timeout SECONDS or {limits.LIMITS['query-seconds'].env})") from None
+        except (duckdb.OutOfMemoryException, _ResultTooLarge):
+            raise UsageError(f"query needs more than {limits.human(memory_bytes, 'bytes')} of memory: over the "
+                             f"limit query-memory (raise it with --memory-limit SIZE or "
+                             f"{limits.LIMITS['query-memory'].env})") from None
         except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise UsageError(f"SQL error: {first} (tables: {', '.join(profile.table_names)})") from None
+            raise UsageError(f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})") from None
     finally:
+        timer.cancel()
         con.close()
+
+
+def _fetch(result, memory_bytes: int) -> pd.DataFrame:
+    """The result as a DataFrame, fetched in chunks: pandas memory is held to ``memory_bytes`` too."""
+    import pandas as pd
+
+    chunks = []
+    used = 0
+    while True:
+        chunk = result.fetch_df_chunk(vectors_per_chunk=16)
+        if not chunks or len(chunk):
+            chunks.append(chunk)
+        if not len(chunk):
+            break
+        used += int(chunk.memory_usage(deep=True).sum())
+        if used > memory_bytes:
+            raise _ResultTooLarge
+    return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+
+
+class _ResultTooLarge(Exception):
+    pass
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return limits.parse_value(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command("query")
@@ -43,7 +125,13 @@ def run_query(profile: Profile, sql: str) -> pd.DataFrame:
 @format_option("table", "csv", "json", default="table")
 @click.option("--limit", type=click.IntRange(0, None), default=200, show_default=True,
               help="Rows to print in table format.")
-def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int) -> None:
+@device_map_option()
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, None, min_open=True), default=None,
+              metavar="SECONDS", help="Stop the query after this long (default: the query-seconds limit, 60).")
+@click.option("--memory-limit", "memory", callback=_size, default=None, metavar="SIZE",
+              help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).")
+def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int, device_map: str | None,
+                  timeout_s: float | None, memory: int | None) -> None:
     """Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).
 
     \b
@@ -51,8 +139,14 @@ def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int)
       popprof query p.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1 ORDER BY 2 DESC"
       popprof query p.popprof "SELECT tile, bytes_incl_gaps FROM tiles ORDER BY 2 DESC LIMIT 5" \\
         --format csv
+
+    The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
+    and --memory-limit of memory (docs/limits.md).
     """
-    result = run_query(load_one_profile(path, engine), sql)
+    from ..config import load_config
+
+    profile = load_one_profile(path, engine, **reader_options(device_map, load_config()))
+    result = run_query(profile, sql, timeout_s=timeout_s, memory_bytes=memory)
     if fmt == "csv":
         click.echo(result.to_csv(index=False), nl=False)
     elif fmt == "json":

@@ -158,11 +158,29 @@ def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLik
                            basis.get("execution"))
     events = _diff_named(base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace"))
     liveness = _diff_liveness(base, new, unavailable)
+    keys_differ = _redaction_keys_note(base, new)
+    if keys_differ:
+        # pseudonyms made with different keys do not correspond: name-by-name sections would list every
+        # name as removed and added, so they are left out and the note says why
+        notes.append(keys_differ)
+        programs, events, liveness = programs.iloc[0:0], events.iloc[0:0], liveness.iloc[0:0]
+        for section in ("programs", "events", "liveness"):
+            unavailable[section] = keys_differ
     if baseline_side:
         for section in ("tiles", "ipus", "programs", "events", "liveness"):
             unavailable[section] = reason
     return ProfileDiff(base.name, new.name, metrics_frame, tiles, ipus, programs, events, liveness, notes,
                        unavailable, base_target, new_target, tolerance, basis)
+
+
+def _redaction_keys_note(base: Profile, new: Profile) -> str | None:
+    """A note when both sides were redacted with different keys (their key fingerprints differ)."""
+    fingerprints = [p.meta.get("redaction_key_fingerprint") for p in (base, new)]
+    if all(fingerprints) and fingerprints[0] != fingerprints[1]:
+        return (f"the profiles were redacted with different keys (fingerprints {fingerprints[0]} and "
+                f"{fingerprints[1]}): their pseudonyms do not correspond, so names cannot be matched; "
+                "redact both with one key (--key-file) to compare programs and events by name")
+    return None
 
 
 # -- targets ------------------------------------------------------------------

@@ -28,7 +28,7 @@ import pandas as pd
 from ..profile import Profile
 from ..trace import intervals_math as im
 from ..trace.activity import is_bookkeeping, is_device_activity, is_host_wait
-from ..trace.gpu_work import COMMUNICATION, COMPUTATION, KERNEL_CHANNELS, MEMORY, gpu_work
+from ..trace.gpu_work import COMMUNICATION, COMPUTATION, KERNEL_CHANNELS, MEMORY, gpu_work, kernel_type
 
 BREAKDOWN_COLUMNS = ["platform", "rank", "device", "span_us", "busy_us", "idle_us", "compute_us",
                      "non_compute_us", "communication_us", "memory_us", "host_wait_us", "idle_pct",
@@ -84,7 +84,7 @@ def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
     waits = _host_wait_by_rank(profile.events)
     rows = []
-    for (rank, device), part in work.groupby(["rank", "device"], sort=True):
+    for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
         kind = part["kernel_type"].to_numpy()
         spans = {k: (start[kind == k], end[kind == k]) for k in _KIND_LABELS}
@@ -189,7 +189,7 @@ def kernel_breakdown(profile: Profile) -> pd.DataFrame:
     work = _work(profile)
     rows = []
     if work is not None:
-        for (rank, device), part in work.groupby(["rank", "device"], sort=True):
+        for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
             kind = part["kernel_type"].to_numpy()
             start, end = part["start"].to_numpy(), part["end"].to_numpy()
             states = im.state_durations([(start[kind == k], end[kind == k]) for k in _KIND_LABELS])
@@ -209,9 +209,12 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     if work is None:
         return pd.DataFrame(columns=["name", "kernel_type", "count", "total_us", "mean_us"])
     dur = work["end"] - work["start"]
-    grouped = pd.DataFrame({"name": work["name"].astype("str"), "kernel_type": work["kernel_type"].astype("str"),
-                            "dur": dur}).groupby(["name", "kernel_type"], sort=False)["dur"]
-    out = grouped.agg(count="size", total_us="sum", mean_us="mean").reset_index()
+    grouped = pd.DataFrame({"name": work["name"], "dur": dur}).groupby("name", observed=True)["dur"]
+    out = grouped.agg(count="size", total_us="sum", mean_us="mean")
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index()
+    out["name"] = out["name"].astype("str")
+    out["kernel_type"] = [kernel_type(n) for n in out["name"]]
+    out = out[["name", "kernel_type", "count", "total_us", "mean_us"]]
     return out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index(drop=True)
 
 
@@ -229,21 +232,29 @@ def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSEC
     columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
     if work is None:
         return pd.DataFrame(columns=columns)
-    work = work[work["channel"].astype("str").isin(KERNEL_CHANNELS)]
-    work = work.sort_values(["rank", "device", "stream", "start"], kind="stable")
+    work = work[work["channel"].isin(KERNEL_CHANNELS).to_numpy()]
+    device_codes = np.asarray(work["device"].array.codes)
+    order = np.lexsort((work["start"].to_numpy(), work["stream"].to_numpy(), device_codes, work["rank"].to_numpy()))
+    work = work.iloc[order]
+    rank, stream, device_codes = work["rank"].to_numpy(), work["stream"].to_numpy(), device_codes[order]
+    same = np.zeros(len(work), dtype=bool)
+    same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (device_codes[1:] == device_codes[:-1])
     key = work[["rank", "device", "stream"]]
-    same = (key.shift(1) == key).all(axis=1).to_numpy()
-    prev_end = np.where(same, work["end"].shift(1).to_numpy(dtype=np.float64), np.nan)
+    ends = work["end"].to_numpy(dtype=np.float64)
+    prev_end = np.full(len(work), np.nan)
+    prev_end[1:] = np.where(same[1:], ends[:-1], np.nan)
     gap = work["start"].to_numpy() - prev_end
     launch = work["launch_start"].to_numpy(dtype=np.float64)
     host_wait = launch > prev_end
     kernel_wait = ~host_wait & (gap < consecutive_kernel_delay_us)
     category = np.where(host_wait, "host_wait", np.where(kernel_wait, "kernel_wait", "other"))
     frame = key.assign(idle_category=category, idle_us=np.nan_to_num(gap, nan=0.0))
-    out = frame.groupby(["rank", "device", "stream", "idle_category"], sort=True)["idle_us"].sum().reset_index()
-    totals = out.groupby(["rank", "device", "stream"])["idle_us"].transform("sum")
+    out = frame.groupby(["rank", "device", "stream", "idle_category"], sort=True, observed=True)["idle_us"] \
+        .sum().reset_index()
+    totals = out.groupby(["rank", "device", "stream"], observed=True)["idle_us"].transform("sum")
     out["idle_ratio"] = np.where(totals > 0, out["idle_us"] / totals.where(totals > 0, 1.0), np.nan)
     out["rank"] = out["rank"].where(out["rank"] >= 0).astype("Int64")
+    out["device"] = out["device"].astype("str")
     return out[columns]
 
 
@@ -272,14 +283,15 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
         start, end = np.ceil(start), np.floor(end)
     host = pd.DataFrame({"rank": calls["rank"].fillna(-1).to_numpy(dtype=np.int64),
                          "correlation": calls["correlation"].to_numpy(dtype=np.float64),
-                         "launch": calls["name"].astype("str").to_numpy(), "call_start": start,
+                         "launch": calls["name"].array, "call_start": start,
                          "cpu_duration_us": end - start})
     merged = host.merge(work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]],
                         on=["rank", "correlation"], how="inner")
     merged = merged[merged["launch_start"].notna()]
     merged["gpu_duration_us"] = merged["end"] - merged["start"]
     merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(lower=0)
-    merged["name"] = merged["name"].astype("str")
+    for col in ("name", "launch", "device"):
+        merged[col] = merged[col].astype("category").cat.remove_unused_categories()
     merged["correlation"] = merged["correlation"].astype("int64")
     merged["rank"] = merged["rank"].where(merged["rank"] >= 0).astype("Int64")
     return merged[columns].reset_index(drop=True)
@@ -291,8 +303,17 @@ def launch_summary(profile: Profile) -> pd.DataFrame:
     columns = ["rank", "device", "launches", "mean_us", "median_us", "p95_us", "max_us", "cpu_mean_us"]
     if delays.empty:
         return pd.DataFrame(columns=columns)
-    grouped = delays.groupby(["rank", "device"], dropna=False)
+    grouped = delays.groupby(["rank", "device"], dropna=False, observed=True)
     out = grouped["launch_delay_us"].agg(launches="size", mean_us="mean", median_us="median",
                                          p95_us=lambda s: float(np.percentile(s, 95)), max_us="max")
     out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
-    return out.reset_index()[columns]
+    out = out.reset_index()
+    out["device"] = out["device"].astype("str")
+    return out[columns]
+
+
+def device_table(profiles) -> pd.DataFrame:
+    """The per-device tables of several profiles, one after another, with a leading ``profile`` column."""
+    frames = [device_breakdown(p).assign(profile=p.name) for p in profiles]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=BREAKDOWN_COLUMNS + ["profile"])
+    return frame[["profile", *BREAKDOWN_COLUMNS]]

@@ -38,18 +38,20 @@ def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[floa
             tile = rows["tile"].iloc[0]
             return float(rows["bytes"].iloc[0]), None if pd.isna(tile) else int(tile)
     oom = profile.get("out_of_memory")
-    if totals_category == "including_gaps" and oom is not None and not oom.empty:
+    if totals_category == "including_gaps" and oom is not None and oom["bytes_used"].notna().any():
         pos = int(np.nanargmax(oom["bytes_used"].to_numpy(dtype="float64", na_value=np.nan)))
-        return float(oom["bytes_used"].iloc[pos]), int(oom["tile"].iloc[pos])
+        tile = oom["tile"].iloc[pos]
+        return float(oom["bytes_used"].iloc[pos]), None if pd.isna(tile) else int(tile)
     return None, None
 
 
 def oom_tiles_per_compilation(profile: Profile) -> float | None:
-    """Most tiles named by the out-of-memory messages of one failed compilation (None without messages)."""
+    """Most tiles over in one failed compilation, as its out-of-memory messages tell: the tiles they name,
+    at least 1 (an SDK 2.1+ message names none but says one or more are over). None without messages."""
     oom = profile.get("out_of_memory")
     if oom is None or oom.empty:
         return None
-    return float(oom.groupby("compilation")["tile"].nunique().max())
+    return float(oom.groupby("compilation")["tile"].nunique().clip(lower=1).max())
 
 
 def capacity_bytes(profile: Profile) -> float | None:

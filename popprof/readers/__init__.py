@@ -32,6 +32,10 @@ READER_MODULES: tuple[str, ...] = (
     "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "oom_log", "archive",
 )
 
+#: Readers that classify device activity themselves (``device_map`` option); other readers' events
+#: (a bundle of a trace) are re-classified after reading.
+MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti"})
+
 HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -136,6 +140,8 @@ def detect(path: Path) -> ModuleType:
     for module in reader_modules():
         if module.sniff(path, head):
             return module
+    from .textload import release
+    release()  # a text reader may have kept the file's text while sniffing
     if path.is_dir():
         raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
     if _gzip_truncated(path):
@@ -165,20 +171,33 @@ def _is_bundle_dir(path: Path) -> bool:
     return path.is_dir() and (path / "manifest.json").is_file()
 
 
-def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
-    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name."""
+def open_all(path: str | Path, *, config: dict | None = None, **options: object) -> dict[str, Profile]:
+    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name.
+
+    ``device_map`` (a mapping, JSON text or a JSON file) says which trace events are device activity;
+    ``config`` (the ``[tool.popprof]`` table, see :func:`popprof.config.load_config`) supplies its
+    ``device_map`` when none is given, as every command does.
+    """
     path = Path(path)
+    if options.get("device_map") is None and config and config.get("device_map"):
+        options["device_map"] = config["device_map"]
     try:
         run_directory = path.is_dir() and not _is_bundle_dir(path)
     except OSError as exc:  # e.g. a name too long for the file system
         raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
     if run_directory:
+        from . import rank_dir
+
+        if rank_dir.is_rank_directory(path):  # a directory of per-rank Chrome traces: one profile, every rank
+            profile = rank_dir.read(path, **options)
+            return {profile.name: profile}
         try:
             entries = _run_directory_entries(path)
         except OSError as exc:
             raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
         if not entries:
-            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti or bundle manifest)")
+            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
+                                   "Chrome trace *.json / *.json.gz)")
         profiles: dict[str, Profile] = {}
         for name, entry in entries:
             profile = read_path(entry, **options)
@@ -193,7 +212,7 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = read_path(path, **options)
+        profile = _guarded(path, module, lambda: module.read(path, **options))
         return {profile.name: profile}
     return _guarded(path, module, lambda: module.read_all(path, **options))
 
@@ -226,7 +245,12 @@ def read_path(path: Path, **options: object) -> Profile:
     except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        return module.read(path, **options)
+        profile = module.read(path, **options)
+        if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
+            from ..trace.device import apply_device_map
+
+            apply_device_map(profile, options["device_map"])  # e.g. a bundle of a trace
+        return profile
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except OSError as exc:
@@ -238,7 +262,10 @@ def read_path(path: Path, **options: object) -> Profile:
 
 
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
-    """Open one Profile. For a run directory with several engines, ``engine`` picks one."""
+    """Open one Profile. For a run directory with several engines, ``engine`` picks one.
+
+    Options go to the readers (``with_args``, ``device_map``, ``config``: see :func:`open_all`).
+    """
     profiles = open_all(path, **options)
     if engine is not None:
         if engine not in profiles:

@@ -44,7 +44,44 @@ def read_manifest(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(manifest_path, f"unreadable bundle manifest ({exc})") from None
     check_format(manifest, manifest_path, tag=BUNDLE_FORMAT, what="bundle manifest", supported=FORMAT_VERSION)
+    validate_manifest(manifest, manifest_path)
     return manifest
+
+
+#: Manifest keys and the JSON types they must have when present (``format``/``format_version``: check_format).
+MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
+    "tool": (str,), "tool_version": (str,), "created": (str,), "profile_name": (str,),
+    "source_format": (str,), "sources": (list,), "redacted": (dict,), "tables": (dict,),
+}
+JSON_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "true/false",
+                   float: "a number", type(None): "null"}
+
+
+def _kind(value: object) -> str:
+    return JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def validate_manifest(manifest: dict, where: Path) -> None:
+    """InputError naming the first manifest field whose JSON type is wrong (a tampered or hand-edited bundle)."""
+    def bad(field: str, value: object, expected: str) -> InputError:
+        return InputError(where, f"bundle manifest field {field} is {_kind(value)}, expected {expected}",
+                          "export the bundle again")
+
+    for key, types in MANIFEST_TYPES.items():
+        if key in manifest and not isinstance(manifest[key], types):
+            raise bad(repr(key), manifest[key], JSON_TYPE_NAMES[types[0]])
+    for index, source in enumerate(manifest.get("sources", [])):
+        if not isinstance(source, dict):
+            raise bad(f"'sources'[{index}]", source, "an object")
+    for name, entry in manifest.get("tables", {}).items():
+        if not isinstance(entry, dict):
+            raise bad(f"'tables'.{name!r}", entry, "an object")
+        rows = entry.get("rows", 0)
+        if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+            raise bad(f"'tables'.{name!r}.'rows'", rows, "a non-negative integer")
+        columns = entry.get("columns", [])
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise bad(f"'tables'.{name!r}.'columns'", columns, "a list of strings")
 
 
 def read(path: Path, **_options: object) -> Profile:
@@ -54,9 +91,6 @@ def read(path: Path, **_options: object) -> Profile:
     manifest = read_manifest(path)
     tables = {}
     listed = manifest.get("tables", {})
-    if not isinstance(listed, dict) or not all(isinstance(entry, dict) for entry in listed.values()):
-        raise InputError(path / MANIFEST, "bundle manifest's 'tables' is not an object of table entries",
-                         "export the bundle again")
     for name, entry in listed.items():
         if name not in TABLES:
             continue  # a table from a newer minor version: skip rather than fail
@@ -73,7 +107,8 @@ def read(path: Path, **_options: object) -> Profile:
         try:
             frame = pq.read_table(file).to_pandas()
         except (pa.ArrowException, OSError) as exc:
-            raise InputError(file, f"corrupt Parquet file ({exc})", "export the bundle again") from None
+            detail = " ".join(str(exc).split())  # Arrow's Thrift messages span several lines
+            raise InputError(file, f"corrupt Parquet file ({detail})", "export the bundle again") from None
         if len(frame) != entry.get("rows", len(frame)):
             raise InputError(file, f"has {len(frame)} rows, manifest says {entry.get('rows')}")
         tables[name] = frame

@@ -132,7 +132,7 @@ class _Columns:
 
     KEYS = (("name", np.int32), ("cat", np.int32), ("pid", np.int64), ("tid", np.int64),
             ("ts", np.float64), ("dur", np.float64), ("stream", np.float64), ("corr", np.float64),
-            ("device", np.float64))
+            ("device", np.float64), ("instant", np.int8))
 
     def __init__(self) -> None:
         self.chunks: list[dict[str, np.ndarray]] = []
@@ -186,6 +186,7 @@ class _Parsed:
     error: str
     flows: list[tuple] = field(default_factory=list)
     top: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
 
 
 _FIELD_GETTERS = tuple(operator.itemgetter(k) for k in ("name", "cat", "pid", "tid", "ts", "dur"))
@@ -194,6 +195,7 @@ _GET_ARGS = operator.methodcaller("get", "args")
 #: args fields kept as columns: Kineto's GPU stream, launch correlation id and device
 _ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device"))
 _EMPTY: dict = {}
+_NAN = float("nan")
 _GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
 CHUNK_EVENTS = 1 << 14
 
@@ -214,6 +216,7 @@ class _StreamState:
         self.warnings: Counter = Counter()
         self.flows: list[tuple] = []
         self.top: dict = {}
+        self.meta: dict[tuple, object] = {}  # other M events: (kind, pid[, tid]) -> value
 
     # -- complete events, the bulk of every trace: whole chunks through C-level maps ------------
     def take(self, batch: list) -> None:
@@ -285,11 +288,15 @@ class _StreamState:
                            None if flow_id is None else str(flow_id), _text(ev.get("name")), _text(ev.get("cat")),
                            _text(ev.get("bp"))))
 
-    def _columns(self, columns: list, store: _Columns, events: list, complete: bool) -> dict[str, np.ndarray]:
+    def _columns(self, columns: list, store: _Columns, events: list, complete: bool,
+                 instant: list[int] | None = None) -> dict[str, np.ndarray]:
         name, cat, pid, tid, ts, dur = columns
         chunk = {"name": self._codes(name, self.names), "cat": self._codes(cat, self.cats),
                  "pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "dur": self._floats(dur)}
         chunk.update(_arg_fields(events))
+        # 0 = not an instant; else 1 + index of the instant's scope in INSTANT_SCOPES (kept for the timeline)
+        chunk["instant"] = (np.zeros(len(chunk["ts"]), dtype=np.int8) if instant is None
+                            else np.asarray(instant, dtype=np.int8))
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
@@ -311,7 +318,7 @@ class _StreamState:
 
     # -- everything else, event by event -----------------------------------------------------
     def _mixed(self, batch: list, phases: list | None) -> None:
-        x_rows, x_events, b_rows, b_events = [], [], [], []
+        x_rows, x_events, b_rows, b_events, x_instant = [], [], [], [], []
         for i, ev in enumerate(batch):
             if type(ev) is not dict:
                 self.warnings["malformed_events"] += 1
@@ -323,20 +330,21 @@ class _StreamState:
                     dur = float("nan")  # counted as missing in _columns
                 x_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), dur))
                 x_events.append(ev)
+                x_instant.append(0 if ph == "X" else _instant_code(ph, ev.get("s")))
             elif ph == "B" or ph == "E":
                 b_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), 0.0))
                 b_events.append(ev)
             elif ph == "C":
                 _counter(ev, self.counters, self.ids, self.warnings)
             elif ph == "M":
-                _metadata_event(ev, self.ids, self.process_names, self.thread_names)
+                _metadata_event(ev, self.ids, self.process_names, self.thread_names, self.meta)
             elif ph == "s" or ph == "t" or ph == "f":
                 self._flow(ev, ph)
             else:
                 self.skipped[str(ph)] += 1
         if x_rows:
             self.complete.add(self._columns(list(zip(*x_rows, strict=True)), self.complete, x_events,
-                                            complete=True))
+                                            complete=True, instant=x_instant))
         if b_rows:
             chunk = self._columns(list(zip(*b_rows, strict=True)), self.be, b_events, complete=False)
             has_ts = ~np.isnan(self._floats(tuple(r[4] for r in b_rows)))  # the rows _columns kept
@@ -417,14 +425,18 @@ def _one_number(value: object) -> float:
 def _arg_fields(events: list) -> dict[str, np.ndarray]:
     """``args.stream`` / ``args.correlation`` / ``args.device`` of each event (NaN when absent), at C speed."""
     args = list(map(_GET_ARGS_OR_EMPTY, events))
+    n = len(args)
     out = {}
     for key, arg in _ARG_FIELDS:
-        try:
-            values = list(map(dict.get, args, itertools.repeat(arg)))
+        try:  # the common case: every args an object, every value a number or absent
+            out[key] = np.fromiter(map(dict.get, args, itertools.repeat(arg), itertools.repeat(_NAN)),
+                                   np.float64, n)
+            continue
         except TypeError:  # an args that is not an object (null, a list): treat as empty
             args = [a if type(a) is dict else _EMPTY for a in args]
-            values = list(map(dict.get, args, itertools.repeat(arg)))
-        out[key] = _optional_numbers(values)
+        except ValueError:  # a value that is not a number ("0x0" streams of HIP runtime calls)
+            pass
+        out[key] = _optional_numbers(list(map(dict.get, args, itertools.repeat(arg))))
     return out
 
 
@@ -534,7 +546,7 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     return _Parsed(state.names.labels, state.cats.labels, state.complete.arrays(), state.complete.args,
                    state.be.arrays(), np.asarray(state.be_kind, dtype=bool), state.be.args, state.counters,
                    state.process_names, state.thread_names, state.ids.synthetic, state.skipped, state.warnings,
-                   parsed, error, state.flows, state.top)
+                   parsed, error, state.flows, state.top, state.meta)
 
 
 def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
@@ -704,6 +716,7 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
         out.parsed += part.parsed
         out.flows.extend(part.flows)
         out.top.update(part.top)
+        out.meta.update(part.meta)
     out.names, out.cats = names.labels, cats.labels
     out.x, out.b = {}, {}
     for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
@@ -748,7 +761,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
         starts = np.concatenate((pairing.begin, pairing.unmatched_begin))
         durs = np.concatenate((b["ts"][pairing.end] - b["ts"][pairing.begin],
                                np.full(len(pairing.unmatched_begin), np.nan)))
-        for key in ("name", "cat", "pid", "tid", "ts", "stream", "corr", "device"):
+        for key in ("name", "cat", "pid", "tid", "ts", "stream", "corr", "device", "instant"):
             x[key] = np.concatenate((x[key], b[key][starts]))
         x["dur"] = np.concatenate((x["dur"], durs))
         if args is not None:
@@ -767,6 +780,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     parsed.x = parsed.b = {}  # build_events gets the only references, so it can free them as it sorts
     rank = trace_rank(parsed.top, path)
     extra = kineto_columns(x.pop("stream"), x.pop("corr"), x.pop("device"), x["pid"])
+    extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
     events, counts = frame.build_events(
         pid=x.pop("pid"), tid=x.pop("tid"), start=x.pop("ts"), dur=x.pop("dur"), name_codes=x.pop("name"),
         names=parsed.names, channel_codes=x.pop("cat"), channels=parsed.cats, source_format=FORMAT,
@@ -778,7 +792,10 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     process_names = dict(parsed.process_names)
     for label, synthetic in parsed.synthetic.items():
         process_names.setdefault(synthetic, str(label))
-    threads = frame.build_threads(events, process_names, parsed.thread_names)
+    threads = frame.build_threads(events, process_names, parsed.thread_names,
+                                  extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta])
+    threads = _thread_metadata(threads, parsed.meta)
+    threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
     flows = _flow_frame(parsed.flows, rank)
 
@@ -806,7 +823,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
 
 #: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
 BOOKKEEPING_PROCESSES = ("Spans", "Traces")
-_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler)$")
+_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -847,7 +864,8 @@ def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
 
 
 def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
-    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span, Spans/Traces pids."""
+    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span and its global instants
+    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes."""
     names = events["name"].array
     hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
     mask = hit[np.asarray(names.codes)]
@@ -920,17 +938,53 @@ def _counter_frame(rows: list[tuple]) -> pd.DataFrame | None:
                          "value": np.asarray(value, dtype=np.float64)})
 
 
-def _metadata_event(ev: dict, ids: _Ids, process_names: dict, thread_names: dict) -> None:
+#: Scopes of instant events (``"s"``: thread, process, global), as ``events.instant_scope``.
+INSTANT_SCOPES = ("t", "p", "g")
+_INSTANT_CODE = {scope: i + 1 for i, scope in enumerate(INSTANT_SCOPES)}
+#: Metadata events kept as ``threads`` columns (besides the names): kind -> (args key, process-wide?).
+THREAD_METADATA = {"process_labels": ("labels", True), "process_sort_index": ("sort_index", True),
+                   "thread_sort_index": ("sort_index", False)}
+
+
+def _instant_code(ph: str, scope: object) -> int:
+    """``events.instant_scope`` code of an instant event (thread scope unless it says otherwise)."""
+    return _INSTANT_CODE.get(scope, 1) if isinstance(scope, str) else 1
+
+
+def _metadata_event(ev: dict, ids: _Ids, process_names: dict, thread_names: dict, meta: dict | None = None) -> None:
     args = ev.get("args")
+    kind = ev.get("name")
+    if meta is not None and kind in THREAD_METADATA and isinstance(args, dict):
+        key, process_wide = THREAD_METADATA[kind]
+        value = args.get(key)
+        if value is not None:
+            pid = ids.one(ev.get("pid"))
+            meta[(kind, pid) if process_wide else (kind, pid, ids.one(ev.get("tid")))] = value
+        return
     label = args.get("name") if isinstance(args, dict) else None
     if label is None:
         return
-    kind = ev.get("name")
     pid = ids.one(ev.get("pid"))
     if kind == "process_name":
         process_names[pid] = str(label)
     elif kind == "thread_name":
         thread_names[(pid, ids.one(ev.get("tid")))] = str(label)
+
+
+def _thread_metadata(threads: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """``process_labels``, ``process_sort_index``, ``thread_sort_index`` columns from the metadata events."""
+    if not meta:
+        return threads
+    threads = threads.copy()
+    pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
+    for kind, (_, process_wide) in THREAD_METADATA.items():
+        values = [meta.get((kind, p) if process_wide else (kind, p, t)) for p, t in zip(pids, tids, strict=True)]
+        if kind == "process_labels":
+            threads[kind] = pd.array([None if v is None else str(v) for v in values], dtype="str")
+        else:
+            threads[kind] = pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None
+                                      for v in values], dtype="Int64")
+    return threads
 
 
 class _Background:

@@ -6,6 +6,10 @@ its message in a log::
 
     Out of memory on tile 1: 674752 bytes used but tiles only have 638976 bytes of memory
 
+or, from SDK 2.1 (where ``debug.allowOutOfMemory`` lets compilation finish and save a profile)::
+
+    Out of memory: Cannot fit all variable data onto one or more tiles. Profile saved to: ./report_OOM/profile.pop
+
 The message may sit anywhere in a line (``what():  ...``, ``Exception: main.cpp:413 ...``,
 a Python traceback, poprun's line prefix) among any other program output. Each
 message is one failed compilation; a log of retries holds several. The reader
@@ -27,7 +31,7 @@ from ..errors import InputError
 from ..profile import Profile
 from ..schema import conform
 from ..sources import source_metadata
-from . import HEAD_BYTES, open_binary
+from . import HEAD_BYTES, textload
 
 FORMAT = "oom_log"
 
@@ -35,7 +39,9 @@ FORMAT = "oom_log"
 SCAN_LIMIT_BYTES = 256 << 20
 #: Suffixes of files worth scanning beyond the head (logs).
 LOG_SUFFIXES = frozenset({".txt", ".log", ".out", ".err"})
-NEEDLE = "Out of memory on tile"
+#: Strings that start a message (found with str.find before the regexes check them).
+NEEDLES = ("Out of memory on tile", "Out of memory: Cannot fit")
+NEEDLE = NEEDLES[0]
 #: An identical message within this many lines of the previous one is the same failure printed twice
 #: (e.g. a C++ ``what():`` line and the Python exception re-raising it).
 REPEAT_WINDOW_LINES = 20
@@ -46,14 +52,16 @@ MAX_TILE_INDEX = 10_000_000
 
 _MESSAGE_RE = re.compile(
     r"Out of memory on tile\s+(?P<tile>[-+]?\d[\d,]*)\s*:\s*(?P<used>[-+]?\d[\d,]*)\s+bytes used but tiles? "
-    r"only ha(?:ve|s)\s+(?P<capacity>[-+]?\d[\d,]*)\s+bytes(?: of memory)?")
+    r"only ha(?:ve|s)\s+(?P<capacity>[-+]?\d[\d,]*)\s+bytes(?: of memory)?"
+    r"|Out of memory:\s*(?P<reason>Cannot fit[^.\n]*?)\s*(?:\.|$)(?:[ \t]*Profile saved to:[ \t]*(?P<profile>\S+))?",
+    re.M)
 
 
 @dataclass
 class OomMessages:
     """Out-of-memory messages found in a text, in order."""
 
-    rows: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)  # compilation, tile, ...
+    rows: list[tuple] = field(default_factory=list)  # compilation, tile, used, capacity, over, line, reason, path
     repeated: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -61,7 +69,9 @@ class OomMessages:
     def frame(self) -> pd.DataFrame:
         """The ``out_of_memory`` table."""
         frame = pd.DataFrame(self.rows, columns=["compilation", "tile", "bytes_used", "capacity_bytes",
-                                                 "over_bytes", "line"])
+                                                 "over_bytes", "line", "reason", "profile_path"])
+        frame = frame.astype({"tile": "Int32", "bytes_used": "Int64", "capacity_bytes": "Int64",
+                              "over_bytes": "Int64", "line": "Int64"})
         return conform("out_of_memory", frame)
 
 
@@ -77,11 +87,20 @@ def find_messages(text: str, first_line: int = 1) -> OomMessages:
     """
     found = OomMessages()
     line, pos = first_line, 0
-    previous: tuple[int, int, int] | None = None
+    previous: tuple | None = None
     previous_line = -REPEAT_WINDOW_LINES - 1
     for m in _MESSAGE_RE.finditer(text):
         line += text.count("\n", pos, m.start())
         pos = m.start()
+        if m["reason"] is not None:  # SDK 2.1+: no tile named
+            key_text = (m["reason"], m["profile"])
+            if key_text == previous and line - previous_line <= REPEAT_WINDOW_LINES:
+                found.repeated += 1
+                previous_line = line
+                continue
+            previous, previous_line = key_text, line
+            found.rows.append((len(found.rows), None, None, None, None, line, m["reason"].strip(), m["profile"]))
+            continue
         tile, used, capacity = _int(m["tile"]), _int(m["used"]), _int(m["capacity"])
         problem = _problem(tile, used, capacity)
         if problem:
@@ -93,7 +112,7 @@ def find_messages(text: str, first_line: int = 1) -> OomMessages:
             previous_line = line
             continue
         previous, previous_line = key, line
-        found.rows.append((len(found.rows), tile, used, capacity, used - capacity, line))
+        found.rows.append((len(found.rows), tile, used, capacity, used - capacity, line, None, None))
     return found
 
 
@@ -115,18 +134,18 @@ def sniff(path: Path, head: bytes) -> bool:
     """A text file with an out-of-memory message in its head (or anywhere in a log file)."""
     if not path.is_file() or not head or b"\x00" in head[:4096]:
         return False
-    if NEEDLE.encode() in head:
+    if any(n.encode() in head for n in NEEDLES):
         return True
     if len(head) < HEAD_BYTES or path.suffix.lower() not in LOG_SUFFIXES:
         return False
     if path.stat().st_size > SCAN_LIMIT_BYTES:
         return False
-    return NEEDLE in _load_text(path)
+    text = _load_text(path)
+    return any(n in text for n in NEEDLES)
 
 
 def _load_text(path: Path) -> str:
-    with open_binary(path) as handle:
-        return handle.read().decode("utf-8", errors="replace").lstrip("\ufeff")
+    return textload.load_text(path)
 
 
 def target_frame(capacities: pd.Series) -> pd.DataFrame:
@@ -143,7 +162,10 @@ def read(path: Path, **_options: object) -> Profile:
     with a negative or absurd figure.
     """
     path = Path(path)
-    found = find_messages(_load_text(path))
+    try:
+        found = find_messages(_load_text(path))
+    finally:
+        textload.release()
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if not found.rows:
@@ -155,7 +177,7 @@ def read(path: Path, **_options: object) -> Profile:
     meta.update({
         "oom_log.messages": len(table),
         "oom_log.repeated_messages": found.repeated,
-        "oom_log.capacities": json.dumps(sorted({int(c) for c in table["capacity_bytes"]})),
+        "oom_log.capacities": json.dumps(sorted({int(c) for c in table["capacity_bytes"].dropna()})),
     })
     return Profile(path.name.split(".")[0] or path.stem, {"target": target, "out_of_memory": table},
                    source=str(path), metadata=meta)

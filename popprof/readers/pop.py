@@ -267,7 +267,7 @@ class _Builder:
             if hasattr(self.pva, "OperationAnalysis"):
                 tables["operations"] = self.operations(report)
             else:
-                self.notes.append("operations need SDK 3.0 or later (this pva has no OperationAnalysis)")
+                self.notes.append("reading operations needs SDK 3.0 or later (this pva has no OperationAnalysis)")
         name = self.path.parent.name if self.path.name == "profile.pop" and self.path.parent.name else self.path.stem
         profile = Profile(name or "profile", tables, source=str(self.path))
         profile.update_metadata(self.metadata(report, compilation))
@@ -307,7 +307,7 @@ class _Builder:
             num_tiles = int(num_ipus) * int(tiles_per_ipu)
         if tiles_per_ipu is None and num_tiles is not None and num_ipus:
             tiles_per_ipu = int(num_tiles) // int(num_ipus)
-        if num_tiles is None or not tiles_per_ipu:
+        if num_tiles is None or tiles_per_ipu is None:
             raise InputError(self.path, "pva gives no tile count for the target", "the profile may be corrupt")
         bytes_per_tile = get(t, "bytesPerTile", "compilation.target.bytesPerTile")
         clock = get(t, "clockFrequency", "compilation.target.clockFrequency")
@@ -693,7 +693,11 @@ class _Builder:
                               "start_us": start, "end_us": end})
         return frame, run_of_step
 
-    def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame:
+    def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame | None:
+        """Per-tile cycles of every step (opt-in); None, noted, when steps have no ``cyclesByTile``
+        (only the reference facts list it: no public code reads it)."""
+        if not self._has(steps[0], "cyclesByTile", "step.cyclesByTile"):
+            return None
         num_tiles = int(target["num_tiles"])
         cycles = np.empty((n, num_tiles), dtype=np.int64)
         with self.bar("Reading per-tile cycles", n) as advance:

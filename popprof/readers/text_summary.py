@@ -23,14 +23,16 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
 from ..schema import PROGRAM_TYPE_CATEGORY, conform
 from ..sources import source_metadata
-from . import HEAD_BYTES, oom_log, read_text_bytes
+from . import HEAD_BYTES, oom_log, textload
 from . import text_execution as te
+from .lazy_profile import LazyProfile
 
 FORMAT = "text_summary"
 
@@ -152,7 +154,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return False
     if path.stat().st_size > SCAN_LIMIT_BYTES:
         return False
-    return _first_start(_decode(read_text_bytes(path, truncate=True))) is not None  # bounded: text-bytes
+    return _first_start(_load_text(path)) is not None  # bounded: text-bytes (docs/limits.md)
 
 
 def _decode(data: bytes) -> str:
@@ -161,19 +163,34 @@ def _decode(data: bytes) -> str:
 
 def _load_text(path: Path) -> str:
     """The whole text, within the ``text-bytes`` and ``line-bytes`` limits (docs/limits.md)."""
-    return _decode(read_text_bytes(path))
+    return textload.load_text(path)
 
 
-def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
+def _find(text: str, needle: str, at: int, hits: dict[str, tuple[int, int]] | None) -> int:
+    """``text.find(needle, at)``, remembering each needle's last answer so that repeated searches from
+    increasing positions (one per summary of a long log) never scan the same text twice."""
+    if hits is not None and needle in hits:
+        searched_from, hit = hits[needle]
+        if searched_from <= at and (hit < 0 or hit >= at):
+            return hit
+    hit = text.find(needle, at)
+    if hits is not None:
+        hits[needle] = (at, hit)
+    return hit
+
+
+def _first_start(text: str, pos: int = 0, hits: dict[str, tuple[int, int]] | None = None
+                 ) -> tuple[int, str] | None:
     """Offset of the first line that starts a summary (and that line's prefix), from ``pos``.
 
     Candidates are found with ``str.find`` (fast on large logs), then checked
-    with :data:`_START_RE` and for an indented line below.
+    with :data:`_START_RE` and for an indented line below. ``hits`` carries the
+    searches over from one call to the next (see :func:`_find`).
     """
     best: tuple[int, str] | None = None
     for needle in START_NEEDLES:
         at = pos
-        while (at := text.find(needle, at, best[0] if best else len(text))) >= 0:
+        while (at := _find(text, needle, at, hits)) >= 0 and (best is None or at < best[0]):
             hit = at
             at += len(needle)
             line_start = text.rfind("\n", 0, hit) + 1
@@ -222,19 +239,40 @@ def _followed_by_execution(text: str, pos: int, prefix: str) -> bool:
     return False
 
 
+#: Characters of text split into lines at a time when extracting a block (doubled while the block goes on).
+BLOCK_WINDOW_CHARS = 1 << 15
+
+
 def find_blocks(text: str) -> list[_Block]:
-    """Every summary in ``text``, in order (a log can hold several, e.g. one per engine)."""
+    """Every summary in ``text``, in order (a log can hold several, e.g. one per engine).
+
+    Each block is cut from a window of the text after its start (doubled until the block ends inside
+    it), and line numbers are counted incrementally, so a large log with many summaries is read in one
+    pass rather than once per summary.
+    """
     blocks: list[_Block] = []
     pos = 0
-    while (start := _first_start(text, pos)) is not None:
+    counted_to, line_no = 0, 1
+    hits: dict[str, tuple[int, int]] = {}
+    while (start := _first_start(text, pos, hits)) is not None:
         offset, prefix = start
-        rest = text[offset:]
-        with_ends = rest.splitlines(keepends=True)
-        lines = [line.rstrip("\r\n") for line in with_ends]
-        block_lines, used = _block_lines(lines, prefix)
-        first_line = text.count("\n", 0, offset) + 1
-        cut = used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
-        blocks.append(_Block(first_line, prefix, block_lines, cut, offset))
+        window = BLOCK_WINDOW_CHARS
+        while True:
+            end = min(len(text), offset + window)
+            if end < len(text):  # never split a line: the window ends after its last full line
+                end = text.rfind("\n", offset, end) + 1 or min(len(text), offset + window)
+            rest = text[offset:end]
+            with_ends = rest.splitlines(keepends=True)
+            lines = [line.rstrip("\r\n") for line in with_ends]
+            block_lines, used = _block_lines(lines, prefix)
+            if used < len(lines) or end >= len(text):
+                break
+            window *= 2
+        line_no += text.count("\n", counted_to, offset)
+        counted_to = offset
+        at_end = end >= len(text)
+        cut = at_end and used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
+        blocks.append(_Block(line_no, prefix, block_lines, cut, offset))
         pos = offset + sum(len(line) for line in with_ends[:max(used, 1)])
         if pos >= len(text):
             break
@@ -458,10 +496,12 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
     if (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
         label = m["label"]
         stack.append((indent, _norm(label), label))
-        if _norm(label).startswith("vertex data") and (v := _PAREN_VALUE_RE.search(label)):
+        norm = _norm(label)
+        if norm.startswith(("vertex data", "vertex code")) and (v := _PAREN_VALUE_RE.search(label)):
             size = _size_bytes(v["num"], v["unit"])
             if size is not None and section == "memory":
-                parsed.add_total(tile, "total", "vertex_data", size, where + "/" + label)
+                category = "vertex_data" if norm.startswith("vertex data") else "vertex_code"
+                parsed.add_total(tile, "total", category, size, where + "/" + label)
         return True
     if section == "memory" and indent and _BARE_HEADING_RE.match(text):
         stack.append((indent, _norm(text), text))  # a sub-heading printed without a colon ("Not Overlapped")
@@ -514,6 +554,8 @@ def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, secti
         parsed.note_extra(key, raw_value)
         return True
     group, category = _memory_figure(label, norm, path, stack)
+    if group == "other" and not unit:  # an unknown figure without a size unit need not be bytes
+        group = None
     if group is None:
         parsed.note_extra(key, raw_value)
     else:
@@ -531,12 +573,17 @@ def _memory_figure(label: str, norm: str, path: list[str],
             return "vertex_category", label
         if "by type" in sub:
             return "vertex_type", label
-        return None, ""
+        return "other", "/".join([raw for (_, _, raw) in stack[vertex_at:]] + [label])
+    code_at = next((i for i, n in enumerate(path) if n.startswith("vertex code")), None)
+    if code_at is not None:  # SDK 2.x/3.x "Vertex Code (N B):" / "By Type:" (names tagged "(c++)" / "(asm)")
+        if "by type" in path[code_at + 1:]:
+            return "vertex_code_type", label
+        return "other", "/".join([raw for (_, _, raw) in stack[code_at:]] + [label])
     if "by data type" in path:
-        if norm == "total":
-            return None, ""
         at = path.index("by data type")
         subheads = [raw for (_, n, raw) in stack[at + 1:] if n != "not overlapped"]
+        if norm.startswith("total"):  # "Total:", "Total After Overlapping:" of a sub-heading
+            return "data_type_total", "/".join([*[raw for (_, _, raw) in stack[at + 1:]], label])
         return "data_type", "/".join([*subheads, label])
     if "by memory region" in path:
         return "region", label
@@ -544,7 +591,8 @@ def _memory_figure(label: str, norm: str, path: list[str],
         return "total", "including_gaps"
     if norm == "excluding gaps" or (norm == "total" and path and path[-1] == "excluding gaps"):
         return "total", "excluding_gaps"
-    return None, ""
+    # An unknown figure of the memory tree: kept as a row under its path (not dropped).
+    return "other", "/".join([raw for (_, _, raw) in stack] + [label])
 
 
 # -- tables ------------------------------------------------------------------------------------------
@@ -567,6 +615,15 @@ def infer_arch(tiles_per_ipu: int | None, bytes_per_tile: int | None, clock_hz: 
 
 
 def _target_frame(found: dict[str, float]) -> pd.DataFrame:
+    frame = pd.DataFrame([_target_row(found)])
+    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica"):
+        frame[column] = frame[column].astype("Int32")
+    frame["bytes_per_tile"] = frame["bytes_per_tile"].astype("Int64")
+    frame["clock_hz"] = frame["clock_hz"].astype("float64")
+    return frame
+
+
+def _target_row(found: dict[str, float]) -> dict[str, object]:
     def whole(key: str) -> int | None:
         value = found.get(key)
         return None if value is None else int(value)
@@ -586,12 +643,7 @@ def _target_frame(found: dict[str, float]) -> pd.DataFrame:
     row = {"source_format": FORMAT, "ipu_arch": infer_arch(per_ipu, per_tile, clock), "num_ipus": ipus,
            "tiles_per_ipu": per_ipu, "num_tiles": tiles, "bytes_per_tile": per_tile, "clock_hz": clock,
            "num_replicas": whole("num_replicas"), "ipus_per_replica": whole("ipus_per_replica")}
-    frame = pd.DataFrame([row])
-    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica"):
-        frame[column] = frame[column].astype("Int32")
-    frame["bytes_per_tile"] = frame["bytes_per_tile"].astype("Int64")
-    frame["clock_hz"] = frame["clock_hz"].astype("float64")
-    return frame
+    return row
 
 
 def _programs_frame(steps: list[tuple[str, str]]) -> pd.DataFrame | None:
@@ -611,13 +663,17 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
     :class:`TruncatedSummaryWarning` (also recorded in ``text_summary.warnings``).
     """
     path = Path(path)
-    text = _load_text(path)
-    blocks = _blocks_or_raise(path, text)
-    if not 0 <= summary < len(blocks):
-        raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
-                         f"pick one of 0..{len(blocks) - 1}")
-    messages = _messages_by_block(path, text, blocks)
-    return _profile(path, blocks, summary, path.name.split(".")[0] or path.stem, messages[summary])
+    try:
+        text = _load_text(path)
+        blocks = _blocks_or_raise(path, text)
+        if not 0 <= summary < len(blocks):
+            raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
+                             f"pick one of 0..{len(blocks) - 1}")
+        messages = _messages_by_block(path, text, blocks)
+    finally:
+        textload.release()
+    return _profile(path, blocks, summary, path.name.split(".")[0] or path.stem, messages[summary],
+                    source_metadata(FORMAT, [path]))
 
 
 def read_all(path: Path, summary: int | None = None, **_options: object) -> dict[str, Profile]:
@@ -631,22 +687,89 @@ def read_all(path: Path, summary: int | None = None, **_options: object) -> dict
         profile = read(path, summary=int(summary))
         return {profile.name: profile}
     path = Path(path)
-    text = _load_text(path)
-    blocks = _blocks_or_raise(path, text)
-    messages = _messages_by_block(path, text, blocks)
+    try:
+        text = _load_text(path)
+        blocks = _blocks_or_raise(path, text)
+        messages = _messages_by_block(path, text, blocks)
+    finally:
+        textload.release()
+    del text
+    sources = source_metadata(FORMAT, [path])  # hashed once for every summary of the file
     if len(blocks) == 1:
-        profile = _profile(path, blocks, 0, path.name.split(".")[0] or path.stem, messages[0])
+        profile = _profile(path, blocks, 0, path.name.split(".")[0] or path.stem, messages[0], sources)
         return {profile.name: profile}
     profiles: dict[str, Profile] = {}
+    names: list[str] = []
+    taken: set[str] = set()
+    parsed_all: list[tuple[_Parsed, dict[str, object]]] = []
     for k, block in enumerate(blocks):
         name = label_name(block.label) if block.label else ""
         name = name or f"run_{k + 1}"
         base, n = name, 1
-        while name in profiles:
+        while name in taken:
             n += 1
             name = f"{base}-{n}"
-        profiles[name] = _profile(path, blocks, k, name, messages[k])
+        taken.add(name)
+        names.append(name)
+        parsed_all.append(_parse_summary(path, blocks, k, name, sources))
+    tables = _tables_of_all([p for p, _ in parsed_all], messages)
+    for k, name in enumerate(names):
+        profiles[name] = LazyProfile(name, _builder(tables, k, parsed_all[k][1]), source=str(path), conformed=True)
     return profiles
+
+
+def _builder(tables: dict[str, tuple[pd.DataFrame, np.ndarray]], k: int, meta: dict[str, object]):  # noqa: ANN202
+    def build() -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+        out = {}
+        for table, (frame, bounds) in tables.items():
+            if bounds[k + 1] > bounds[k]:
+                out[table] = frame.iloc[bounds[k]:bounds[k + 1]].reset_index(drop=True)
+        return out, meta
+    return build
+
+
+def _tables_of_all(parsed: list[_Parsed], ooms: list[pd.DataFrame | None]
+                   ) -> dict[str, tuple[pd.DataFrame, np.ndarray]]:
+    """The tables of every summary of a file built at once: per table, one frame conformed once and the
+    row bounds of each summary in it (summary k has rows ``bounds[k]:bounds[k + 1]``). Building a few
+    frames instead of a few per summary keeps a log of hundreds of summaries fast."""
+    def bounds(counts: list[int]) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    out: dict[str, tuple[pd.DataFrame, np.ndarray]] = {}
+    target = pd.DataFrame([_target_row(p.target) for p in parsed])
+    out["target"] = (conform("target", target.astype(
+        {c: "Int32" for c in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica")}
+        | {"bytes_per_tile": "Int64", "clock_hz": "float64"})), bounds([1] * len(parsed)))
+    rows = [row for p in parsed for row in p.totals]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["tile", "group", "category", "bytes"]).astype(
+            {"tile": "Int32", "bytes": "Int64"})
+        out["memory_totals"] = (conform("memory_totals", frame), bounds([len(p.totals) for p in parsed]))
+    rows = [row for p in parsed for row in p.histogram]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["low_bytes", "high_bytes", "num_tiles"])
+        out["tile_histogram"] = (conform("tile_histogram", frame), bounds([len(p.histogram) for p in parsed]))
+    programs = [_programs_frame(p.steps) for p in parsed]
+    if any(f is not None for f in programs):
+        frames = [f for f in programs if f is not None]
+        out["programs"] = (conform("programs", pd.concat(frames, ignore_index=True)),
+                           bounds([0 if f is None else len(f) for f in programs]))
+    rows = [row for p in parsed for row in p.execution.totals]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["category", "basis", "cycles", "share", "estimated", "time_us",
+                                            "label"]).astype({"estimated": "boolean"})
+        out["execution_totals"] = (conform("execution_totals", frame),
+                                   bounds([len(p.execution.totals) for p in parsed]))
+    rows = [row for p in parsed for row in p.execution.vertices]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["vertex_type", "instances", "cycles"])
+        out["vertex_cycles"] = (conform("vertex_cycles", frame), bounds([len(p.execution.vertices) for p in parsed]))
+    frames = [f for f in ooms if f is not None]
+    if frames:
+        out["out_of_memory"] = (conform("out_of_memory", pd.concat(frames, ignore_index=True)),
+                                bounds([0 if f is None else len(f) for f in ooms]))
+    return out
 
 
 def _blocks_or_raise(path: Path, text: str) -> list[_Block]:
@@ -661,25 +784,33 @@ def _blocks_or_raise(path: Path, text: str) -> list[_Block]:
 def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.DataFrame | None]:
     """Out-of-memory messages in the text, each given to the first summary that starts after it (messages
     after the last summary go to the last); compilation indices count within each summary."""
-    found = oom_log.find_messages(text) if oom_log.NEEDLE in text else oom_log.OomMessages()
+    found = oom_log.find_messages(text) if any(n in text for n in oom_log.NEEDLES) else oom_log.OomMessages()
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     out: list[pd.DataFrame | None] = [None] * len(blocks)
     if not found.rows:
         return out
     frame = found.frame
-    starts = [b.first_line for b in blocks]
-    owner = pd.Series(frame["line"].astype("int64")).map(
-        lambda line: next((k for k, start in enumerate(starts) if start > line), len(blocks) - 1))
-    for k in sorted(set(owner)):
-        part = frame[owner.to_numpy() == k].reset_index(drop=True)
+    starts = np.array([b.first_line for b in blocks], dtype=np.int64)
+    owner = np.minimum(np.searchsorted(starts, frame["line"].to_numpy(dtype=np.int64), side="right"),
+                       len(blocks) - 1)
+    for k in np.unique(owner):
+        part = frame[owner == k].reset_index(drop=True)
         part["compilation"] = range(len(part))
         out[k] = part
     return out
 
 
-def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.DataFrame | None) -> Profile:
+def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.DataFrame | None,
+             sources: dict[str, str]) -> Profile:
     """The Profile of one block (``oom``: the out-of-memory messages that belong to it)."""
+    parsed, meta = _parse_summary(path, blocks, index, name, sources)
+    return Profile(name, _tables(parsed, oom), source=str(path), metadata=meta)
+
+
+def _parse_summary(path: Path, blocks: list[_Block], index: int, name: str, sources: dict[str, str]
+                   ) -> tuple[_Parsed, dict[str, object]]:
+    """Parse and check one block: its figures and its metadata (warns once when something is missing)."""
     block = blocks[index]
     if block.cut_mid_line and block.lines:
         block.lines.pop()
@@ -691,21 +822,7 @@ def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.Da
     if parsed.warnings:  # once per summary, naming the file
         where = f"{path}" + (f" (summary {name})" if len(blocks) > 1 else "")
         warnings.warn(f"{where}: " + "; ".join(parsed.warnings), TruncatedSummaryWarning, stacklevel=3)
-    tables: dict[str, pd.DataFrame] = {"target": _target_frame(parsed.target)}
-    if parsed.totals:
-        tables["memory_totals"] = pd.DataFrame(parsed.totals, columns=["tile", "group", "category", "bytes"]) \
-            .astype({"tile": "Int32", "bytes": "Int64"})
-    if parsed.histogram:
-        tables["tile_histogram"] = pd.DataFrame(parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"])
-    if (programs := _programs_frame(parsed.steps)) is not None:
-        tables["programs"] = programs
-    if (totals := parsed.execution.totals_frame()) is not None:
-        tables["execution_totals"] = totals
-    if (vertices := parsed.execution.vertex_frame()) is not None:
-        tables["vertex_cycles"] = vertices
-    if oom is not None:
-        tables["out_of_memory"] = oom
-    meta: dict[str, object] = source_metadata(FORMAT, [path])
+    meta: dict[str, object] = dict(sources)
     meta.update(parsed.meta)
     if "total_memory_bytes" in parsed.target:
         meta["target.total_memory_bytes"] = int(parsed.target["total_memory_bytes"])
@@ -728,7 +845,26 @@ def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.Da
         meta["text_summary.programs_executed"] = json.dumps(parsed.execution.programs)
     if parsed.execution.not_printed:
         meta["text_summary.execution_not_printed"] = json.dumps(parsed.execution.not_printed)
-    return Profile(name, {k: conform(k, v) for k, v in tables.items()}, source=str(path), metadata=meta)
+    return parsed, meta
+
+
+def _tables(parsed: _Parsed, oom: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """The tables of one parsed summary."""
+    tables: dict[str, pd.DataFrame] = {"target": _target_frame(parsed.target)}
+    if parsed.totals:
+        tables["memory_totals"] = pd.DataFrame(parsed.totals, columns=["tile", "group", "category", "bytes"]) \
+            .astype({"tile": "Int32", "bytes": "Int64"})
+    if parsed.histogram:
+        tables["tile_histogram"] = pd.DataFrame(parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"])
+    if (programs := _programs_frame(parsed.steps)) is not None:
+        tables["programs"] = programs
+    if (totals := parsed.execution.totals_frame()) is not None:
+        tables["execution_totals"] = totals
+    if (vertices := parsed.execution.vertex_frame()) is not None:
+        tables["vertex_cycles"] = vertices
+    if oom is not None:
+        tables["out_of_memory"] = oom
+    return tables
 
 
 def _execution_warnings(figures: te.ExecutionFigures) -> list[str]:

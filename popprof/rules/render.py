@@ -57,6 +57,10 @@ def where_text(where: dict, limit: int = 5) -> str:
         parts.append("tiles " + listing(where["tiles"], lambda t: f"{t:,}"))
     if where.get("ipus"):
         parts.append("IPUs " + listing(where["ipus"]))
+    if where.get("ranks"):
+        parts.append("ranks " + listing(where["ranks"]))
+    if where.get("devices"):
+        parts.append("devices " + listing(where["devices"]))
     if where.get("steps"):
         a, b = where["steps"]
         parts.append(f"steps {a:,}-{b:,}")

@@ -150,3 +150,18 @@ def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical 
     code_of = {cat: i for i, cat in enumerate(EVENT_CATEGORIES)}
     pair_codes = np.array([code_of[x] if x is not None else -1 for x in labels], dtype=np.int8)
     return pd.Categorical.from_codes(pair_codes[inverse], categories=list(EVENT_CATEGORIES))
+
+
+def apply_device_map(profile, device_map: Mapping[str, str | None] | str | None) -> None:
+    """Re-derive ``events.device_category`` of an already-read profile (e.g. a bundle) under ``device_map``.
+
+    Uses the defaults of the format the events were first read from (``target.source_format``), so a
+    bundle of a Chrome trace classifies exactly as the trace itself read with the same map.
+    """
+    events = profile.get("events")
+    if events is None or events.empty or device_map is None:
+        return
+    rules = resolve_map(profile.source_format, device_map)
+    events = events.copy()
+    events["device_category"] = device_categories(events["channel"].array, events["name"].array, rules)
+    profile.set_table("events", events)

@@ -58,49 +58,66 @@ def _profiler_step_names(events: pd.DataFrame) -> np.ndarray:
     return np.asarray(cats.str.contains("ProfilerStep", regex=False), dtype=bool)
 
 
+def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """One int64 key per (rank, correlation); -1 where the correlation is missing."""
+    ok = ~np.isnan(correlation)
+    key = np.full(len(rank), -1, dtype=np.int64)
+    key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
+    return key
+
+
 def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
     Columns: ``rank`` (-1 when unknown), ``device``, ``stream``, ``name``, ``channel``,
     ``correlation``, ``start``, ``end`` (HTA-rounded), ``kernel_type`` and ``launch_start``
     (start of the host event with the same correlation, NaN when there is none).
+    Vectorised: correlation ids are joined through one int64 key per (rank, id).
     """
-    on_stream = events["stream"].notna().to_numpy() & ~is_bookkeeping(events)
+    bookkeeping = is_bookkeeping(events)
+    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
     start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
     end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
-    corr = events["correlation"]
-    host = ~on_stream & corr.notna().to_numpy() & ~is_bookkeeping(events)
+    corr = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    host = ~on_stream & ~np.isnan(corr) & ~bookkeeping
     step_names = _profiler_step_names(events)
     is_step = np.append(step_names, False)[np.asarray(events["name"].array.codes)] & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts
-    ranks = np.unique(rank)
-    for r in ranks:
-        rows = rank == r
-        if np.any(start[rows] % 1 != 0):
-            s = np.ceil(start[rows])
+    fractional = start % 1 != 0
+    if fractional.any():
+        for r in np.unique(rank[fractional]):
+            rows = rank == r
+            start[rows] = np.ceil(start[rows])
             end[rows] = np.floor(end[rows])
-            start[rows] = s
-    host_frame = pd.DataFrame({"rank": rank[host], "correlation": corr.to_numpy(dtype=np.float64,
-                                                                                   na_value=np.nan)[host],
-                               "launch_start": start[host]})
-    if filtering:
+    host_rows = np.flatnonzero(host)
+    if filtering and is_step.any():
         last_step = pd.Series(start[is_step]).groupby(rank[is_step]).max()
-        limit = last_step.reindex(host_frame["rank"]).to_numpy()
-        host_frame = host_frame[~(host_frame["launch_start"].to_numpy() >= limit)]  # NaN limit keeps all
-    host_frame = host_frame.drop_duplicates(["rank", "correlation"], keep="last")
+        limit = last_step.reindex(rank[host_rows]).to_numpy(dtype=np.float64)
+        host_rows = host_rows[~(start[host_rows] >= limit)]  # a rank without steps keeps everything
+    host_keys = _keys(rank[host_rows], corr[host_rows])
+    last = ~pd.Index(host_keys).duplicated(keep="last")
+    host_keys, host_rows = host_keys[last], host_rows[last]
+    work_rows = np.flatnonzero(on_stream)
+    position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], corr[work_rows]))
+    matched = position >= 0
+    if filtering:
+        work_rows, position, matched = work_rows[matched], position[matched], matched[matched]
+    launch_start = np.where(matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan,
+                            np.nan)
+    names = events["name"].array[work_rows]
     work = pd.DataFrame({
-        "rank": rank[on_stream],
-        "device": events["device"][on_stream].to_numpy(),
-        "stream": events["stream"][on_stream].to_numpy(dtype=np.int64),
-        "name": events["name"][on_stream].to_numpy(),
-        "channel": events["channel"][on_stream].to_numpy(),
-        "correlation": corr[on_stream].to_numpy(dtype=np.float64, na_value=np.nan),
-        "start": start[on_stream],
-        "end": end[on_stream],
+        "rank": rank[work_rows],
+        "device": events["device"].array[work_rows],
+        "stream": events["stream"].to_numpy(dtype=np.float64, na_value=np.nan)[work_rows].astype(np.int64),
+        "name": names,
+        "channel": events["channel"].array[work_rows],
+        "correlation": corr[work_rows],
+        "start": start[work_rows],
+        "end": end[work_rows],
+        "kernel_type": kernel_types(names),
+        "launch_start": launch_start,
     })
-    work = work.merge(host_frame, on=["rank", "correlation"], how="inner" if filtering else "left")
-    work["device"] = work["device"].astype("str")
-    work["kernel_type"] = kernel_types(work["name"].astype("str"))
-    return work.sort_values(["rank", "device", "start"], kind="stable").reset_index(drop=True)
+    order = np.lexsort((work["start"].to_numpy(), np.asarray(work["device"].array.codes), work["rank"].to_numpy()))
+    return work.iloc[order].reset_index(drop=True)
