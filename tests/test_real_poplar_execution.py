@@ -83,7 +83,7 @@ def test_must_enable_is_missing_not_zero():
     m = popprof.metrics.compute(profile)
     assert "execution.summary_share.global_exchange" not in m or m["execution.summary_share.global_exchange"] is None
     # exchange share over the figures printed: (963,855 + 781,286) / 8,190,756
-    assert m["execution.exchange_share"] == pytest.approx((963_855 + 781_286) / 8_190_756)
+    assert m["execution.exchange_and_sync_share"] == pytest.approx((963_855 + 781_286) / 8_190_756)
 
 
 def test_vertex_cycles_of_the_sdk1_sample():
@@ -135,8 +135,8 @@ def test_bundle_round_trip_keeps_execution_tables(tmp_path):
     back = popprof.open(out)
     pd.testing.assert_frame_equal(back.execution_totals, profile.execution_totals)
     pd.testing.assert_frame_equal(back.vertex_cycles, profile.vertex_cycles)
-    assert popprof.metrics.compute(back)["execution.exchange_share"] == pytest.approx(
-        popprof.metrics.compute(profile)["execution.exchange_share"])
+    assert popprof.metrics.compute(back)["execution.exchange_and_sync_share"] == pytest.approx(
+        popprof.metrics.compute(profile)["execution.exchange_and_sync_share"])
 
 
 HEALTHY = sorted(EXPECTED)

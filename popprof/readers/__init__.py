@@ -212,9 +212,20 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = _guarded(path, module, lambda: module.read(path, **options))
+        profile = _guarded(path, module, lambda: _read_mapped(module, path, options))
         return {profile.name: profile}
     return _guarded(path, module, lambda: module.read_all(path, **options))
+
+
+def _read_mapped(module: ModuleType, path: Path, options: dict) -> Profile:
+    """``module.read``, then the device map for readers that do not classify events themselves
+    (e.g. a bundle of a trace is re-classified as its source would be)."""
+    profile = module.read(path, **options)
+    if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
+        from ..trace.device import apply_device_map
+
+        apply_device_map(profile, options["device_map"])
+    return profile
 
 
 def _detect_readable(path: Path) -> ModuleType:
@@ -240,25 +251,8 @@ def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
 
 def read_path(path: Path, **options: object) -> Profile:
     """Read one file or bundle with the reader its content selects."""
-    try:
-        module = detect(path)
-    except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        profile = module.read(path, **options)
-        if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
-            from ..trace.device import apply_device_map
-
-            apply_device_map(profile, options["device_map"])  # e.g. a bundle of a trace
-        return profile
-    except (InputError, KeyboardInterrupt, MemoryError):
-        raise
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
-        fmt = getattr(module, "FORMAT", module.__name__)
-        raise InputError(path, f"malformed {fmt} input ({type(exc).__name__}: {exc})",
-                         "the file may be truncated or corrupt") from exc
+    module = _detect_readable(path)
+    return _guarded(path, module, lambda: _read_mapped(module, path, options))
 
 
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
