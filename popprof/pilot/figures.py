@@ -127,6 +127,10 @@ def compile_time_us(profile: Profile) -> float | None:
     return float(im.length(start, end))
 
 
+def _pct(share: float | None) -> float | None:
+    return None if share is None else 100.0 * share
+
+
 def _mean(frame: pd.DataFrame, column: str) -> float | None:
     values = pd.to_numeric(frame[column], errors="coerce").dropna()
     return None if values.empty else float(values.mean())
@@ -173,8 +177,18 @@ def side(profile: Profile, label: str, *, role: str, batch_size: int | None = No
         values["busy_pct"] = None if idle is None else 100.0 - idle
         for key in ("compute_pct", "communication_pct", "memory_pct", "host_wait_pct"):
             values[key] = _mean(devices, key)
+    shares_source = "device_breakdown" if not devices.empty else None
     sync = metrics.get("execution.share.sync") if platform == "ipu" and profile.has("steps") else None
-    values["sync_pct"] = None if sync is None else 100.0 * sync
+    if devices.empty and platform == "ipu" and profile.has("execution_totals"):
+        shares_source = "execution.summary_share"  # a text summary's Execution section, as `summary` shows it
+        share = {c: metrics.get(f"execution.summary_share.{c}") for c in
+                 ("compute", "exchange", "global_exchange", "host_io")}
+        values["compute_pct"] = _pct(share["compute"])
+        comm = [v for v in (share["exchange"], share["global_exchange"]) if v is not None]
+        values["communication_pct"] = _pct(sum(comm)) if comm else None
+        values["memory_pct"] = _pct(share["host_io"])
+        sync = metrics.get("execution.summary_share.sync")
+    values["sync_pct"] = _pct(sync)
     if platform == "ipu":
         values["memory_utilisation"] = metrics.get("memory.max_tile_utilisation")
         values["memory_headroom_bytes"] = metrics.get("memory.max_tile_headroom_bytes")
@@ -187,11 +201,15 @@ def side(profile: Profile, label: str, *, role: str, batch_size: int | None = No
         missing = None if value is not None else f"not in this profile: capture {CAPTURE[platform][FIGURE_NEEDS[fig.key]]}"
         if value is None and CAPTURE[platform][FIGURE_NEEDS[fig.key]].startswith("not "):
             missing = CAPTURE[platform][FIGURE_NEEDS[fig.key]]
+        if value is None and stats is not None and fig.key.startswith("warmup_"):
+            missing = (f"no warm-up: only {stats['count']} step(s), not more than --warmup-steps {warmup_steps}"
+                       if warmup_steps else "no warm-up: --warmup-steps 0")
         figures[fig.key] = {"value": value, "unit": unit, "missing": missing}
     found = findings if findings is not None else _check(profile, config)
     out = {"label": label, "role": role, "profile": profile.name, "source": str(profile.source or ""),
            "source_format": profile.source_format, "platform": platform,
-           "step_source": None if stats is None else stats["source"], "figures": figures,
+           "step_source": None if stats is None else stats["source"], "shares_source": shares_source,
+           "figures": figures,
            "findings": _findings_by_rule(found)}
     out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
     return out
