@@ -245,3 +245,21 @@ def test_cli_wrong_kind_of_input_is_one_line_exit_2(capsys):
     assert len(err.strip().splitlines()) == 1 and "is not an IPU run" in err
     code, _, err = run(capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "no-such-trace.json")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_pvti_compile_time_and_engine_runs(fixtures_dir, pva_double):
+    """A .pvti trace: compile time is the union of compilation events, steps are the Engine::run spans."""
+    profile = one(fixtures_dir / "traces" / "poptorch_4532.pvti")
+    events = profile.events
+    names = events["name"].astype(str)
+    col = side(profile, "pvti", role="ipu", warmup_steps=2)
+    compile_events = events[names.isin(["poptorch.trainingModel.compile", "Compiling graph"])]
+    outer = compile_events["start_us"].min(), (compile_events["start_us"] + compile_events["dur_us"]).max()
+    assert value(col, "compile_time_us") == pytest.approx(outer[1] - outer[0])  # the graph compile nests inside
+    runs = events[names == "Engine::run(main)"].sort_values("start_us")["dur_us"].to_numpy()
+    assert col["step_source"] == "Engine::run"
+    assert value(col, "step_count") == len(runs) - 2
+    assert value(col, "warmup_mean_us") == pytest.approx(runs[:2].mean())
+    devices = device_breakdown(profile)
+    assert value(col, "busy_pct") == pytest.approx(100 - devices["idle_pct"].mean())
+    assert col["platform"] == "ipu"

@@ -6,6 +6,8 @@
   :func:`popprof.rules.distributed.step_times`, the function the straggler rule uses).
   With several ranks a step lasts as long as its slowest rank (the ranks wait
   for each other at the next collective): ``dur_us`` is the maximum over ranks.
+- IPU ``.pvti`` trace: one step per ``Engine::run(PROGRAM)`` event (Poplar's span of one
+  engine run), in start order.
 - IPU profile: one step per execution run. ``dur_us`` is the run's host wall-clock
   time (``runs.end_us - runs.start_us``) when the runs table has it, else the run's
   cycles on its busiest IPU (``steps.cycles`` summed per run and IPU) over the clock.
@@ -15,6 +17,8 @@ percentiles and maximum of the rest (the steady state).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -39,6 +43,23 @@ def _profiler_steps(profile: Profile) -> pd.DataFrame:
     out = pd.DataFrame({"start_us": grouped["start_us"].min(), "dur_us": grouped["dur_us"].max()}).reset_index()
     out["source"] = "ProfilerStep"
     return out[COLUMNS]
+
+
+#: Poplar's span of one engine run in a ``.pvti`` trace: ``Engine::run(main)``.
+ENGINE_RUN = re.compile(r"^Engine::run\(")
+
+
+def _engine_runs(profile: Profile) -> pd.DataFrame:
+    events = profile.events
+    names = events["name"].astype("str")
+    mask = names.str.contains(ENGINE_RUN).to_numpy(dtype=bool) & events["dur_us"].notna().to_numpy()
+    if not mask.any():
+        return _empty()
+    start = events["start_us"].to_numpy(dtype=np.float64)[mask]
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[mask]
+    order = np.argsort(start, kind="stable")
+    return pd.DataFrame({"step": np.arange(len(order), dtype=np.int64), "start_us": start[order],
+                         "dur_us": dur[order], "source": "Engine::run"})
 
 
 def _ipu_runs(profile: Profile) -> pd.DataFrame:
@@ -66,9 +87,10 @@ def step_times(profile: Profile) -> pd.DataFrame:
     """One row per step (``step``, ``start_us``, ``dur_us``, ``source``); empty when the profile has none."""
     events = profile.get("events")
     if events is not None and not events.empty:
-        out = _profiler_steps(profile)
-        if not out.empty:
-            return out
+        for find in (_profiler_steps, _engine_runs):
+            out = find(profile)
+            if not out.empty:
+                return out
     return _ipu_runs(profile)
 
 
