@@ -263,3 +263,30 @@ def test_pvti_compile_time_and_engine_runs(fixtures_dir, pva_double):
     devices = device_breakdown(profile)
     assert value(col, "busy_pct") == pytest.approx(100 - devices["idle_pct"].mean())
     assert col["platform"] == "ipu"
+
+
+def test_help_has_examples(capsys):
+    code, out, _ = run(capsys, "pilot", "--help")
+    assert code == 0 and "Usage: popprof pilot" in out and "Examples:" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_cli_never_overwrites_an_input(capsys, tmp_path):
+    ipu = tmp_path / "run.popprof.json"
+    code, out, _ = run(capsys, "baseline", FIX / "mk2_training.popprof", "-o", ipu)
+    assert code == 0
+    before = ipu.read_bytes()
+    code, _, err = run(capsys, "pilot", ipu, "--baseline", FIX / "mk2_oom.popprof", "-o", ipu)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "overwrite" in err
+    assert ipu.read_bytes() == before
+
+
+def test_a_baseline_file_of_an_ipu_profile_is_an_ipu_side(capsys, tmp_path, ipu):
+    stored = tmp_path / "ipu-baseline.json"
+    assert run(capsys, "baseline", FIX / "mk2_training.popprof", "-o", stored)[0] == 0
+    code, out, _ = run(capsys, "pilot", stored, "--baseline", TRACES / "nccl_data.json.gz", "--format", "json")
+    assert code == 0
+    col = json.loads(out)["columns"][0]
+    assert col["platform"] == "ipu"
+    assert value(col, "memory_headroom_bytes") == summarise(ipu)["memory"]["max_tile_headroom_bytes"]
+    assert value(col, "step_p50_us") is None and col["figures"]["step_p50_us"]["missing"]

@@ -49,10 +49,19 @@ def _profiler_steps(profile: Profile) -> pd.DataFrame:
 ENGINE_RUN = re.compile(r"^Engine::run\(")
 
 
+def name_mask(events: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
+    """Boolean per event: its name matches ``pattern`` (searched once per distinct name when categorical)."""
+    names = events["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = names.cat.categories
+        hits = np.flatnonzero(np.asarray(cats.astype("str").str.contains(pattern), dtype=bool))
+        return np.isin(names.cat.codes.to_numpy(), hits)
+    return np.asarray(names.astype("str").str.contains(pattern).fillna(False), dtype=bool)
+
+
 def _engine_runs(profile: Profile) -> pd.DataFrame:
     events = profile.events
-    names = events["name"].astype("str")
-    mask = names.str.contains(ENGINE_RUN).to_numpy(dtype=bool) & events["dur_us"].notna().to_numpy()
+    mask = name_mask(events, ENGINE_RUN) & events["dur_us"].notna().to_numpy()
     if not mask.any():
         return _empty()
     start = events["start_us"].to_numpy(dtype=np.float64)[mask]

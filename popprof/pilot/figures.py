@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..metrics import compute
+from ..metrics import compute, stored_values
 from ..metrics.devices import device_breakdown
-from ..metrics.steps import step_stats, step_times
+from ..metrics.steps import name_mask, step_stats, step_times
 from ..profile import Profile
 from .diagnose import diagnose
 
@@ -101,11 +101,17 @@ FIGURE_NEEDS = {
 }
 
 
-def platform_of(profile: Profile) -> str:
-    """``"ipu"`` for an IPU run (any IPU-only table, an IPU source format or IPU device rows), else ``"gpu"``."""
+def platform_of(profile: Profile, devices: pd.DataFrame | None = None) -> str:
+    """``"ipu"`` for an IPU run (any IPU-only table, an IPU source format or IPU device rows), else ``"gpu"``.
+
+    ``devices``: the profile's :func:`device_breakdown`, when the caller has it already.
+    """
     if any(profile.has(t) for t in IPU_TABLES) or profile.source_format in IPU_FORMATS:
         return "ipu"
-    devices = device_breakdown(profile)
+    stored = stored_values(profile)  # a baseline file: the metrics of the profile it was made from
+    if any(name.startswith(("memory.", "execution.")) for name in stored):
+        return "ipu"
+    devices = device_breakdown(profile) if devices is None else devices
     if not devices.empty and (devices["platform"] == "ipu").any():
         return "ipu"
     return "gpu"
@@ -116,8 +122,7 @@ def compile_time_us(profile: Profile) -> float | None:
     events = profile.get("events")
     if events is None or events.empty:
         return None
-    names = events["name"].astype("str")
-    mask = names.str.contains(COMPILE_NAME).to_numpy(dtype=bool) & events["dur_us"].notna().to_numpy()
+    mask = name_mask(events, COMPILE_NAME) & events["dur_us"].notna().to_numpy()
     if not mask.any():
         return None
     from ..trace import intervals_math as im
@@ -156,9 +161,9 @@ def side(profile: Profile, label: str, *, role: str, batch_size: int | None = No
     """One column of the pilot: ``label``, ``role`` (ipu / baseline), ``platform``, ``figures``
     (key -> ``{"value", "unit", "missing"}``), ``findings`` (rule id -> count and severity) and
     ``diagnosis``."""
-    platform = platform_of(profile)
-    metrics = compute(profile)
+    metrics = compute(profile)  # first: it clears the profile's derived-table cache
     devices = device_breakdown(profile)
+    platform = platform_of(profile, devices)
     stats = step_stats(step_times(profile), warmup_steps)
     values: dict[str, float | None] = dict.fromkeys(f.key for f in FIGURES)
     values["compile_time_us"] = compile_time_us(profile)
