@@ -47,9 +47,12 @@ def step_distribution(profile: Any, column: dict) -> tuple[Any, str | None]:
 
 
 def breakdown_bars(profile: Any, column: dict) -> tuple[Any, str | None]:
-    """Horizontal bars: the side's device-time shares (the pilot table's figures)."""
+    """Horizontal bars: the side's device-time shares and its idle share (the pilot table's figures)."""
     known = [(label, column["figures"][key]["value"]) for key, label in BARS
              if column["figures"][key]["value"] is not None]
+    busy = column["figures"]["busy_pct"]["value"]
+    if busy is not None:
+        known.append(("idle", 100.0 - busy))
     if not known:
         return None, column["figures"]["compute_pct"]["missing"]
     fig, ax = new_figure(5.5, 3.2)
