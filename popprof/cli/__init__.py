@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "plot": "plot",
     "report": "plot",
     "record": "record",
+    "pilot": "pilot",
 }
 
 

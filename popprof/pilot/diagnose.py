@@ -1,0 +1,103 @@
+"""The limiting factor of one side of a pilot, from its figures and documented thresholds (docs/pilot.md).
+
+Tested in this order; the first that holds decides:
+
+1. **does not fit (memory)**: a failed compilation (out-of-memory messages), a tile out of
+   memory, or the fullest tile at or above ``does_not_fit_utilisation`` of its capacity;
+2. **host**: the device waits on the host: host-wait share >= ``host_wait_pct``, or
+   device idle share (100 - busy) >= ``idle_pct``;
+3. **data movement**: communication (exchange, collectives) + memory copy / host I/O +
+   sync >= ``data_movement_pct`` of the device time;
+4. **device compute**: compute share >= ``compute_pct``;
+5. **undetermined**: none of these holds, or the figures they need are missing.
+
+Thresholds come from the defaults, then ``[tool.popprof.pilot]``, then ``--set NAME=VALUE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import UsageError
+
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "does_not_fit_utilisation": 1.0,
+    "host_wait_pct": 20.0,
+    "idle_pct": 30.0,
+    "data_movement_pct": 40.0,
+    "compute_pct": 50.0,
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "does_not_fit_utilisation": "fullest tile / capacity at or above this: does not fit",
+    "host_wait_pct": "host-wait share of the device span (%) at or above this: host-bound",
+    "idle_pct": "device idle share (%) at or above this: host-bound",
+    "data_movement_pct": "communication + memory copy + sync share (%) at or above this: data movement",
+    "compute_pct": "compute share (%) at or above this: device compute",
+}
+
+
+def thresholds_from(config: Mapping[str, object], overrides: Mapping[str, object] | None = None) -> dict[str, float]:
+    """The thresholds: defaults, then the config's ``pilot`` table, then ``overrides``; UsageError on a bad one."""
+    out = dict(DEFAULT_THRESHOLDS)
+    table = config.get("pilot") or {}
+    if not isinstance(table, Mapping):
+        raise UsageError("the [pilot] configuration must be a table: name = number")
+    for source, values in (("[tool.popprof.pilot]", table), ("--set", overrides or {})):
+        for name, value in values.items():
+            if name not in DEFAULT_THRESHOLDS:
+                raise UsageError(f"{source}: unknown pilot threshold {name!r}; known: {', '.join(DEFAULT_THRESHOLDS)}")
+            try:
+                number = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise UsageError(f"{source}: pilot threshold {name} must be a number, not {value!r}") from None
+            if number != number or number < 0:
+                raise UsageError(f"{source}: pilot threshold {name} must be a number >= 0, not {value!r}")
+            out[name] = number
+    return out
+
+
+def _value(figures: Mapping[str, dict], key: str) -> float | None:
+    entry = figures.get(key) or {}
+    return entry.get("value")
+
+
+def diagnose(figures: Mapping[str, dict], failed_compilations: int = 0,
+             thresholds: Mapping[str, float] | None = None) -> dict:
+    """``{"limit": ..., "text": ..., "deciding": {figure: value}, "thresholds": {name: value}}``."""
+    t = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    util, oom = _value(figures, "memory_utilisation"), _value(figures, "tiles_out_of_memory")
+    if failed_compilations or (oom is not None and oom > 0) or (util is not None
+                                                                 and util >= t["does_not_fit_utilisation"]):
+        return _result("does not fit (memory)", {"failed_compilations": failed_compilations or None,
+                                                 "tiles_out_of_memory": oom, "memory_utilisation": util},
+                       {"does_not_fit_utilisation": t["does_not_fit_utilisation"]})
+    wait, busy = _value(figures, "host_wait_pct"), _value(figures, "busy_pct")
+    idle = None if busy is None else 100.0 - busy
+    if (wait is not None and wait >= t["host_wait_pct"]) or (idle is not None and idle >= t["idle_pct"]):
+        return _result("host", {"host_wait_pct": wait, "idle_pct": idle},
+                       {"host_wait_pct": t["host_wait_pct"], "idle_pct": t["idle_pct"]})
+    parts = {k: _value(figures, k) for k in ("communication_pct", "memory_pct", "sync_pct")}
+    known = [v for v in parts.values() if v is not None]
+    movement = sum(known) if known else None
+    if movement is not None and movement >= t["data_movement_pct"]:
+        return _result("data movement", {**parts, "data_movement_pct": movement},
+                       {"data_movement_pct": t["data_movement_pct"]})
+    compute = _value(figures, "compute_pct")
+    if compute is not None and compute >= t["compute_pct"]:
+        return _result("device compute", {"compute_pct": compute}, {"compute_pct": t["compute_pct"]})
+    deciding = {"compute_pct": compute, "data_movement_pct": movement, "host_wait_pct": wait, "idle_pct": idle,
+                "memory_utilisation": util}
+    return _result("undetermined", deciding, t)
+
+
+def _result(limit: str, deciding: dict, used: dict) -> dict:
+    deciding = {k: v for k, v in deciding.items() if v is not None}
+    shown = ", ".join(f"{k} {_fmt(v)}" for k, v in deciding.items()) or "no figure to decide on"
+    limits = ", ".join(f"{k} >= {_fmt(v)}" for k, v in used.items())
+    return {"limit": limit, "text": f"{limit}: {shown} (thresholds: {limits})", "deciding": deciding,
+            "thresholds": dict(used)}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:,.1f}"

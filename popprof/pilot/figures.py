@@ -1,0 +1,266 @@
+"""The figures of one side of a pilot, each taken from the API that already computes it (docs/pilot.md).
+
+Nothing here computes a figure a second time: shares come from
+:func:`popprof.metrics.devices.device_breakdown`, memory from the metric registry
+(the figures ``popprof summary`` prints), step times from :mod:`popprof.metrics.steps`,
+findings from :func:`popprof.check`. A figure a side lacks has ``value`` None and
+``missing`` saying what to capture; it is never 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import compute, stored_values
+from ..metrics.devices import device_breakdown
+from ..metrics.steps import name_mask, step_stats, step_times
+from ..profile import Profile
+from .diagnose import diagnose
+
+#: Version of the JSON document :func:`pilot` returns (docs/pilot.md, "JSON"). Bump on any incompatible change.
+SCHEMA_VERSION = 1
+
+#: Tables only IPU sources fill: a profile with any of them is an IPU run.
+IPU_TABLES = ("tiles", "steps", "runs", "liveness", "execution_totals", "out_of_memory", "tile_histogram")
+IPU_FORMATS = ("pop", "pvti", "synth", "text_summary", "oom_log", "sdk1_json")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the pilot table."""
+
+    key: str
+    label: str
+    unit: str
+    group: str
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("compile_time_us", "compile time", "us", "compile"),
+    Figure("warmup_steps", "warm-up steps", "steps", "warm-up"),
+    Figure("warmup_mean_us", "warm-up step time (mean)", "us", "warm-up"),
+    Figure("warmup_ratio", "warm-up / steady p50", "ratio", "warm-up"),
+    Figure("step_count", "steady steps", "steps", "step time"),
+    Figure("step_p50_us", "step time p50", "us", "step time"),
+    Figure("step_p90_us", "step time p90", "us", "step time"),
+    Figure("step_p99_us", "step time p99", "us", "step time"),
+    Figure("step_max_us", "step time max", "us", "step time"),
+    Figure("throughput", "throughput", "per s", "throughput"),
+    Figure("devices", "devices", "devices", "device"),
+    Figure("busy_pct", "device busy", "%", "device"),
+    Figure("compute_pct", "compute", "%", "device"),
+    Figure("communication_pct", "communication", "%", "device"),
+    Figure("memory_pct", "memory copy / host I/O", "%", "device"),
+    Figure("sync_pct", "sync", "%", "device"),
+    Figure("host_wait_pct", "host wait", "%", "device"),
+    Figure("memory_utilisation", "fullest tile / capacity", "ratio", "memory"),
+    Figure("memory_headroom_bytes", "headroom of the fullest tile", "bytes", "memory"),
+    Figure("tiles_out_of_memory", "tiles out of memory", "tiles", "memory"),
+    Figure("peak_liveness_bytes", "liveness peak", "bytes", "memory"),
+    Figure("peak_allocated_bytes", "peak allocated (GPU)", "bytes", "memory"),
+)
+
+#: Names of compilation events: ``compile`` / ``compilation`` / ``compiling`` as a word (not ``Compiled``,
+#: which names the execution of a compiled graph, e.g. PyTorch's ``Torch-Compiled Region``).
+COMPILE_NAME = re.compile(r"(?i)(?<![a-z])compil(?:e|ation|ing)(?![a-z])")
+
+CAPTURE = {
+    "ipu": {
+        "compile": "a .pvti trace of the compilation (PVTI_OPTIONS='{\"enable\":\"true\"}', `popprof record`)",
+        "steps": "an execution profile (POPLAR_ENGINE_OPTIONS autoReport.all, `popprof record`)",
+        "device": "an execution profile (autoReport.all) or a .pvti trace",
+        "sync": "an execution profile (autoReport.all)",
+        "host_wait": "a .pvti trace next to the run (host waits are host events)",
+        "memory": "the graph profile (autoReport.outputGraphProfile) or the text summary",
+        "liveness": "the graph profile with liveness (profile.pop)",
+        "gpu_memory": "not an IPU figure",
+    },
+    "gpu": {
+        "compile": "the compilation in the trace (torch.compile / XLA events inside the profiled window)",
+        "steps": "a trace with profiler steps (torch.profiler schedule, prof.step() each iteration)",
+        "device": "a trace with GPU activity (ProfilerActivity.CUDA)",
+        "sync": "not measured on GPUs (synchronisation waits count as host wait)",
+        "host_wait": "a trace with CPU activity (ProfilerActivity.CPU)",
+        "memory": "not a GPU figure (per-tile memory is IPU-only)",
+        "liveness": "not a GPU figure (liveness is IPU-only)",
+        "gpu_memory": "a trace with memory events (profile_memory=True) and deviceProperties",
+    },
+}
+
+FIGURE_NEEDS = {
+    "compile_time_us": "compile", "warmup_steps": "steps", "warmup_mean_us": "steps", "warmup_ratio": "steps",
+    "step_count": "steps", "step_p50_us": "steps", "step_p90_us": "steps", "step_p99_us": "steps",
+    "step_max_us": "steps", "throughput": "steps", "devices": "device", "busy_pct": "device",
+    "compute_pct": "device", "communication_pct": "device", "memory_pct": "device", "sync_pct": "sync",
+    "host_wait_pct": "host_wait", "memory_utilisation": "memory", "memory_headroom_bytes": "memory",
+    "tiles_out_of_memory": "memory", "peak_liveness_bytes": "liveness", "peak_allocated_bytes": "gpu_memory",
+}
+
+
+def platform_of(profile: Profile, devices: pd.DataFrame | None = None) -> str:
+    """``"ipu"`` for an IPU run (any IPU-only table, an IPU source format or IPU device rows), else ``"gpu"``.
+
+    ``devices``: the profile's :func:`device_breakdown`, when the caller has it already.
+    """
+    if any(profile.has(t) for t in IPU_TABLES) or profile.source_format in IPU_FORMATS:
+        return "ipu"
+    stored = stored_values(profile)  # a baseline file: the metrics of the profile it was made from
+    if any(name.startswith(("memory.", "execution.")) for name in stored):
+        return "ipu"
+    devices = device_breakdown(profile) if devices is None else devices
+    if not devices.empty and (devices["platform"] == "ipu").any():
+        return "ipu"
+    return "gpu"
+
+
+def compile_time_us(profile: Profile) -> float | None:
+    """Total time of compilation events (union of their intervals, us); None when the profile has none."""
+    events = profile.get("events")
+    if events is None or events.empty:
+        return None
+    mask = name_mask(events, COMPILE_NAME) & events["dur_us"].notna().to_numpy()
+    if not mask.any():
+        return None
+    from ..trace import intervals_math as im
+
+    start = events["start_us"].to_numpy(dtype=np.float64)[mask]
+    end = start + events["dur_us"].to_numpy(dtype=np.float64)[mask]
+    return float(im.length(start, end))
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else 100.0 * share
+
+
+def _mean(frame: pd.DataFrame, column: str) -> float | None:
+    values = pd.to_numeric(frame[column], errors="coerce").dropna()
+    return None if values.empty else float(values.mean())
+
+
+def samples_per_step(profile: Profile, platform: str, batch_size: int | None, samples: int | None,
+                     devices: pd.DataFrame) -> int | None:
+    """Samples one step processes: ``samples`` as given, else ``batch_size`` x replicas (IPU) or ranks (GPU)."""
+    if samples is not None:
+        return samples
+    if batch_size is None:
+        return None
+    if platform == "ipu":
+        replicas = profile.target_value("num_replicas")
+        return batch_size * (int(replicas) if replicas is not None and not pd.isna(replicas) else 1)
+    ranks = devices["rank"].dropna().nunique() if not devices.empty else 0
+    return batch_size * max(int(ranks), 1)
+
+
+def side(profile: Profile, label: str, *, role: str, batch_size: int | None = None,
+         samples: int | None = None, warmup_steps: int = 1, thresholds: dict | None = None,
+         config: dict | None = None, findings: object = None) -> dict:
+    """One column of the pilot: ``label``, ``role`` (ipu / baseline), ``platform``, ``figures``
+    (key -> ``{"value", "unit", "missing"}``), ``findings`` (rule id -> count and severity) and
+    ``diagnosis``."""
+    metrics = compute(profile)  # first: it clears the profile's derived-table cache
+    devices = device_breakdown(profile)
+    platform = platform_of(profile, devices)
+    stats = step_stats(step_times(profile), warmup_steps)
+    values: dict[str, float | None] = dict.fromkeys(f.key for f in FIGURES)
+    values["compile_time_us"] = compile_time_us(profile)
+    per_step = samples_per_step(profile, platform, batch_size, samples, devices)
+    throughput_unit = "samples/s" if per_step is not None else "steps/s"
+    if stats is not None:
+        values.update(warmup_steps=stats["warmup_steps"] if stats["steady_state"] else None,
+                      warmup_mean_us=stats["warmup_mean_us"], warmup_ratio=stats["warmup_ratio"],
+                      step_count=stats["count"], step_p50_us=stats["p50_us"], step_p90_us=stats["p90_us"],
+                      step_p99_us=stats["p99_us"], step_max_us=stats["max_us"])
+        if stats["total_us"] > 0:
+            values["throughput"] = stats["count"] * (per_step or 1) / (stats["total_us"] / 1e6)
+    if not devices.empty:
+        values["devices"] = float(len(devices))
+        idle = _mean(devices, "idle_pct")
+        values["busy_pct"] = None if idle is None else 100.0 - idle
+        for key in ("compute_pct", "communication_pct", "memory_pct", "host_wait_pct"):
+            values[key] = _mean(devices, key)
+    shares_source = "device_breakdown" if not devices.empty else None
+    sync = metrics.get("execution.share.sync") if platform == "ipu" and profile.has("steps") else None
+    if devices.empty and platform == "ipu" and profile.has("execution_totals"):
+        shares_source = "execution.summary_share"  # a text summary's Execution section, as `summary` shows it
+        share = {c: metrics.get(f"execution.summary_share.{c}") for c in
+                 ("compute", "exchange", "global_exchange", "host_io")}
+        values["compute_pct"] = _pct(share["compute"])
+        comm = [v for v in (share["exchange"], share["global_exchange"]) if v is not None]
+        values["communication_pct"] = _pct(sum(comm)) if comm else None
+        values["memory_pct"] = _pct(share["host_io"])
+        sync = metrics.get("execution.summary_share.sync")
+    values["sync_pct"] = _pct(sync)
+    if platform == "ipu":
+        values["memory_utilisation"] = metrics.get("memory.max_tile_utilisation")
+        values["memory_headroom_bytes"] = metrics.get("memory.max_tile_headroom_bytes")
+        values["tiles_out_of_memory"] = metrics.get("memory.tiles_out_of_memory")
+        values["peak_liveness_bytes"] = metrics.get("memory.peak_liveness_bytes")
+    figures = {}
+    for fig in FIGURES:
+        value = values[fig.key]
+        unit = throughput_unit if fig.key == "throughput" else fig.unit
+        missing = None if value is not None else f"not in this profile: capture {CAPTURE[platform][FIGURE_NEEDS[fig.key]]}"
+        if value is None and CAPTURE[platform][FIGURE_NEEDS[fig.key]].startswith("not "):
+            missing = CAPTURE[platform][FIGURE_NEEDS[fig.key]]
+        if value is None and stats is not None and fig.key.startswith("warmup_"):
+            missing = (f"no warm-up: only {stats['count']} step(s), not more than --warmup-steps {warmup_steps}"
+                       if warmup_steps else "no warm-up: --warmup-steps 0")
+        figures[fig.key] = {"value": value, "unit": unit, "missing": missing}
+    found = findings if findings is not None else _check(profile, config)
+    out = {"label": label, "role": role, "profile": profile.name, "source": str(profile.source or ""),
+           "source_format": profile.source_format, "platform": platform,
+           "step_source": None if stats is None else stats["source"], "shares_source": shares_source,
+           "figures": figures,
+           "findings": _findings_by_rule(found)}
+    out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
+    return out
+
+
+def _check(profile: Profile, config: dict | None) -> object:
+    from ..rules import check
+
+    return check(profile, config=config)
+
+
+def _findings_by_rule(findings: object) -> dict[str, dict]:
+    order = {"error": 0, "warning": 1, "info": 2}
+    out: dict[str, dict] = {}
+    for item in getattr(findings, "items", []):
+        entry = out.setdefault(item.rule_id, {"count": 0, "severity": item.severity})
+        entry["count"] += 1
+        if order.get(item.severity, 3) < order.get(entry["severity"], 3):
+            entry["severity"] = item.severity
+    return dict(sorted(out.items()))
+
+
+def _does_not_fit_evidence(profile: Profile) -> int:
+    """Failed compilations the profile records (out-of-memory messages); 0 when none."""
+    oom = profile.get("out_of_memory")
+    return 0 if oom is None or oom.empty else int(oom["compilation"].nunique())
+
+
+def pilot(ipu: list[tuple[str, Profile]], baseline: list[tuple[str, Profile]], *, batch_size: int | None = None,
+          samples: int | None = None, warmup_steps: int = 1, thresholds: dict | None = None,
+          config: dict | None = None) -> dict:
+    """The pilot document: one column per (label, profile), IPU columns first, then the baseline's.
+
+    ``batch_size`` (per replica / rank) or ``samples`` (per step, as given) turn steps/s into
+    samples/s; ``warmup_steps``: the first K steps left out of the step-time figures.
+    """
+    from .diagnose import thresholds_from
+
+    limits = thresholds_from(config or {}, thresholds)
+    kw = {"batch_size": batch_size, "samples": samples, "warmup_steps": warmup_steps, "thresholds": limits,
+          "config": config}
+    columns = [side(p, label, role="ipu", **kw) for label, p in ipu]
+    columns += [side(p, label, role="baseline", **kw) for label, p in baseline]
+    rules = sorted({r for c in columns for r in c["findings"]})
+    return {"schema": "popprof.pilot", "schema_version": SCHEMA_VERSION,
+            "options": {"batch_size": batch_size, "samples_per_step": samples, "warmup_steps": warmup_steps},
+            "thresholds": limits,
+            "figures": [{"key": f.key, "label": f.label, "unit": f.unit, "group": f.group} for f in FIGURES],
+            "rules": rules, "columns": columns}

@@ -1,0 +1,142 @@
+"""The pilot document as a terminal table, Markdown, and a self-contained HTML report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import markdown as md
+
+MISSING = "—"
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    """A figure for a table cell: microseconds as ms/s, bytes with a binary unit, shares with %."""
+    if value is None:
+        return MISSING
+    if unit == "us":
+        if abs(value) >= 1e6:
+            return f"{value / 1e6:,.3f} s"
+        return f"{value / 1e3:,.3f} ms"
+    if unit == "bytes":
+        for name, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if abs(value) >= size:
+                return f"{value / size:,.1f} {name}"
+        return f"{value:,.0f} B"
+    if unit == "%":
+        return f"{value:.1f} %"
+    if unit == "ratio":
+        return f"{value:.3f}"
+    if unit in ("samples/s", "steps/s"):
+        return f"{value:,.2f} {unit}"
+    return f"{value:,.0f}"
+
+
+def _rows(doc: dict) -> list[tuple[str, list[str]]]:
+    rows = []
+    for fig in doc["figures"]:
+        cells = [fmt_value(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"]) for c in doc["columns"]]
+        rows.append((fig["label"], cells))
+    for rule in doc["rules"]:
+        cells = []
+        for c in doc["columns"]:
+            f = c["findings"].get(rule)
+            cells.append(f"{f['count']} {f['severity']}" if f else MISSING)
+        rows.append((f"finding {rule}", cells))
+    return rows
+
+
+def _header(doc: dict) -> list[str]:
+    return [f"{c['label']} ({c['platform'].upper()})" for c in doc["columns"]]
+
+
+def _missing_lines(doc: dict) -> list[str]:
+    out = []
+    labels = {f["key"]: f["label"] for f in doc["figures"]}
+    for c in doc["columns"]:
+        reasons: dict[str, list[str]] = {}
+        for key, entry in c["figures"].items():
+            if entry["missing"]:
+                reasons.setdefault(entry["missing"], []).append(labels[key])
+        for reason, keys in reasons.items():
+            out.append(f"{c['label']}: {', '.join(keys)}: {reason}")
+    return out
+
+
+def render_text(doc: dict) -> str:
+    """The pilot table for a terminal: one column per side, the diagnosis and what each side lacks."""
+    header = ["figure", *_header(doc)]
+    rows = [[label, *cells] for label, cells in _rows(doc)]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join([str(row[0]).ljust(widths[0])] + [str(v).rjust(w) for v, w in zip(row[1:], widths[1:],
+                                                                                           strict=True)])
+    out = ["popprof pilot", "", line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    out += ["", "Diagnosis"]
+    out += [f"  {c['label']}: {c['diagnosis']['text']}" for c in doc["columns"]]
+    missing = _missing_lines(doc)
+    if missing:
+        out += ["", f"Missing figures ({MISSING})"] + [f"  {m}" for m in missing]
+    opts = doc["options"]
+    out += ["", f"Step times after the first {opts['warmup_steps']} warm-up step(s); "
+                f"{'samples/s' if opts['batch_size'] or opts['samples_per_step'] else 'steps/s (give --batch-size for samples/s)'}. "
+                "Definitions: docs/pilot.md."]
+    return "\n".join(out)
+
+
+def render_markdown(doc: dict) -> str:
+    """The pilot table as Markdown, for a pilot write-up."""
+    out = ["## popprof pilot", ""]
+    out += md.table(["figure", *(md.cell(h) for h in _header(doc))],
+                    [[md.cell(label), *cells] for label, cells in _rows(doc)],
+                    right=range(1, len(doc["columns"]) + 1))
+    out += ["", "### Diagnosis", ""]
+    out += [f"- **{md.cell(c['label'])}**: {md.cell(c['diagnosis']['text'])}" for c in doc["columns"]]
+    missing = _missing_lines(doc)
+    if missing:
+        out += ["", "### Missing figures", ""] + [f"- {md.cell(m)}" for m in missing]
+    out += ["", "Definitions: `docs/pilot.md` (popprof pilot JSON schema version "
+                f"{doc['schema_version']})."]
+    return "\n".join(out) + "\n"
+
+
+def render_html(doc: dict, profiles: Sequence[object], plots: bool = True) -> str:
+    """A self-contained HTML report: the table, the diagnoses, and each side's plots next to each other."""
+    from ..htmlreport import STYLE, _e, figure_html
+
+    head = "".join(f"<th>{_e(h)}</th>" for h in ["figure", *_header(doc)])
+    body = "".join("<tr><td>" + _e(label) + "</td>" + "".join(f"<td class='num'>{_e(v)}</td>" for v in cells)
+                   + "</tr>" for label, cells in _rows(doc))
+    parts = ["<h1>popprof pilot</h1>", f"<table><tr>{head}</tr>{body}</table>", "<h2>Diagnosis</h2><ul>"]
+    parts += [f"<li><b>{_e(c['label'])}</b>: {_e(c['diagnosis']['text'])}</li>" for c in doc["columns"]]
+    parts.append("</ul>")
+    missing = _missing_lines(doc)
+    if missing:
+        parts.append("<h2>Missing figures</h2><ul>" + "".join(f"<li>{_e(m)}</li>" for m in missing) + "</ul>")
+    if plots:
+        parts.append("<h2>Plots</h2>" + _plots_grid(doc, profiles, figure_html, _e))
+    style = STYLE + ".grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:1em}"
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>popprof pilot</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+def _plots_grid(doc: dict, profiles: Sequence[object], figure_html, esc) -> str:
+    try:
+        from ..plots import require_matplotlib
+        require_matplotlib()
+    except Exception as exc:  # matplotlib is an optional extra
+        return f"<p class='note'>{esc(exc)}</p>"
+    from .plots import breakdown_bars, step_distribution, timeline_or_none
+
+    rows = []
+    for title, draw in (("Timeline", timeline_or_none), ("Step-time distribution", step_distribution),
+                        ("Device time breakdown", breakdown_bars)):
+        cells = []
+        for column, profile in zip(doc["columns"], profiles, strict=True):
+            fig, note = draw(profile, column)
+            cells.append(f"<div><h4>{esc(column['label'])}</h4>"
+                         + (figure_html(fig, f"{title}: {column['label']}") if fig is not None
+                            else f"<p class='note'>{esc(note)}</p>") + "</div>")
+        rows.append(f"<h3>{esc(title)}</h3><div class='grid'>{''.join(cells)}</div>")
+    return "".join(rows)
