@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from _table import load_line, print_table
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data"
 BUNDLE = DATA / "pod16.popprof"
@@ -81,8 +83,6 @@ def main() -> int:
                          capture_output=True, text=True).stdout
     written = json.loads(out.strip().splitlines()[-1])
     writes = written["runs"]
-    print(f"write: peak RSS {written['peak_mib']:,.0f} MiB (of which {written['before_mib']:,.0f} MiB before "
-          "writing: the profile read from profile.pop)")
     reads = []
     for _ in range(args.repeat):
         out = subprocess.run([sys.executable, __file__, "--child-read"], check=True, capture_output=True,
@@ -90,14 +90,19 @@ def main() -> int:
         reads.append(json.loads(out.strip().splitlines()[-1]))
     sizes = {f.name: f.stat().st_size for f in sorted(BUNDLE.iterdir())}
     total = sum(sizes.values())
-    print(f"bundle: {BUNDLE} {total / 2**20:,.1f} MiB on disk "
-          f"(largest: {', '.join(f'{k} {v / 2**20:,.1f} MiB' for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])})")
+    rows = []
     for label, runs in (("write", writes), ("read", reads)):
         wall = statistics.median(r["wall_s"] for r in runs)
         cpu = statistics.median(r["cpu_s"] for r in runs)
-        peak = f"  peak RSS {max(r['peak_mib'] for r in runs):,.0f} MiB" if "peak_mib" in runs[0] else ""
-        print(f"{label:5s} median wall {wall:5.2f} s  median CPU {cpu:5.2f} s{peak}  "
-              f"(walls {[round(r['wall_s'], 2) for r in runs]})  target < 5 s: {'met' if wall < 5 else 'NOT met'}")
+        peak = f"{max(r['peak_mib'] for r in runs):,.0f}" if "peak_mib" in runs[0] else f"{written['peak_mib']:,.0f}"
+        rows.append([label, f"{wall:.2f}", f"{cpu:.2f}", peak, ", ".join(f"{r['wall_s']:.2f}" for r in runs),
+                     "met" if wall < 5 else "NOT met"])
+    print_table(["step", "wall s (median)", "CPU s (median)", "peak RSS MiB", "walls s", "target < 5 s"], rows,
+                title=f"bundle {BUNDLE}: median of {args.repeat} runs; {load_line()}; the write's peak includes "
+                      f"{written['before_mib']:,.0f} MiB of the profile read before writing")
+    print_table(["file", "MiB on disk"], [[name, f"{size / 2**20:,.1f}"] for name, size in
+                                          sorted(sizes.items(), key=lambda kv: -kv[1])] +
+                [["total", f"{total / 2**20:,.1f}"]])
     return 0
 
 

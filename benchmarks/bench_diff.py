@@ -24,6 +24,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from _table import load_line, print_table
+
 from popprof import synth
 from popprof.diff import diff, gate
 from popprof.diff.render import render
@@ -63,9 +65,8 @@ def main() -> None:
     run_once()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(f"diff+gate+render in-process: median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}, n={len(times)}; CPU median {statistics.median(cpu):.2f} s); "
-          f"peak allocated during one diff {peak / 2**20:.0f} MiB")
+    rows = [["diff + gate + text render, in process", f"{statistics.median(times):.2f}",
+             f"{min(times):.2f}-{max(times):.2f}", f"{statistics.median(cpu):.2f}", f"{peak / 2**20:.0f} (allocated)"]]
 
     with tempfile.TemporaryDirectory() as tmp:
         a = bundle.write(base, Path(tmp) / "a.popprof")
@@ -83,10 +84,11 @@ def main() -> None:
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
             cli_cpu.append(usage.ru_utime + usage.ru_stime - cpu_before)
             rss.append(max(before, usage.ru_maxrss))
-        print(f"CLI `popprof diff a.popprof b.popprof` (read 2 bundles + diff + render): median "
-              f"{statistics.median(cli_times):.2f} s (min {min(cli_times):.2f}, max {max(cli_times):.2f}; "
-              f"CPU user+sys median {statistics.median(cli_cpu):.2f} s); "
-              f"peak RSS {max(rss) / 1024:.0f} MiB")
+        rows.append(["CLI: read 2 bundles + diff + render", f"{statistics.median(cli_times):.2f}",
+                     f"{min(cli_times):.2f}-{max(cli_times):.2f}", f"{statistics.median(cli_cpu):.2f}",
+                     f"{max(rss) / 1024:.0f} (RSS)"])
+    print_table(["what", "wall s (median)", "wall s (min-max)", "CPU s (median)", "peak MiB"], rows,
+                title=f"median of {args.repeat} runs; {load_line()} (target < 10 s)")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ device idles; a data-loader worker thread runs alongside.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import sys
@@ -29,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _table import load_line, print_table  # noqa: E402
 
 from popprof.profile import Profile  # noqa: E402
 from popprof.rules import RULES, check  # noqa: E402
@@ -146,20 +147,23 @@ def main(argv: list[str] | None = None) -> int:
 
     _, params = plan()
     grand = grand_cpu = 0.0
+    rows = []
     for profile in (ipu, trace):
-        print(f"\n{profile.name}: median of {args.repeat} run(s), wall / CPU")
         for rule in RULES.values():
             if rule.missing_reason(profile) is not None:
                 continue
             wall, cpu, found = timed(lambda r=rule, p=profile: _run(r, p, params[r.id]), args.repeat)
-            print(f"  {rule.id:<24} {wall * 1000:9.1f} ms {cpu * 1000:9.1f} ms  {found}")
+            rows.append([profile.name, rule.id, f"{wall * 1000:.1f}", f"{cpu * 1000:.1f}", found])
         wall, cpu, findings = timed(lambda p=profile: check(p), args.repeat)
         grand, grand_cpu = grand + wall, grand_cpu + cpu
-        print(f"  {'check() all rules':<24} {wall * 1000:9.1f} ms {cpu * 1000:9.1f} ms  {findings!r}")
+        rows.append([profile.name, "check(): all rules", f"{wall * 1000:.1f}", f"{cpu * 1000:.1f}", repr(findings)])
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    load = os.getloadavg()[0]
-    print(f"\nall rules on both profiles: {grand:.2f} s wall, {grand_cpu:.2f} s CPU (target < 15 s); "
-          f"peak RSS {peak:,.0f} MiB; load average {load:.1f} on {os.cpu_count()} CPUs")
+    print_table(["profile", "rule", "wall ms (median)", "CPU ms (median)", "result"], rows,
+                title=f"median of {args.repeat} run(s); {load_line()}")
+    print_table(["figure", "value", "target"],
+                [["all rules on both profiles, wall s", f"{grand:.2f}", "< 15 s: " + ("met" if grand < 15 else "NOT met")],
+                 ["all rules on both profiles, CPU s", f"{grand_cpu:.2f}", ""],
+                 ["peak RSS MiB", f"{peak:,.0f}", ""]])
     return 0 if grand < 15 else 1
 
 

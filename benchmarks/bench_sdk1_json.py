@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+from _table import load_line, print_table
 
 from popprof import synth
 from popprof.writers.sdk1_json import graph_profile, write_sdk1_json
@@ -64,21 +65,26 @@ def main() -> None:
         write_sdk1_json(profile, path)
         del profile
         print(f"wrote {path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - start:.1f} s")
-        compare(path, args.repeat)
+        rows = compare(path, f"{args.ipus} IPUs, {args.steps:,} steps", args.repeat)
         if args.tile_array_steps:
             path = Path(tmp) / "tile_arrays.json"
             write_with_tile_arrays(path, args.tile_array_steps)
-            print(f"\nwith cyclesByTile on {args.tile_array_steps:,} steps x 1,472 tiles: "
-                  f"{path.stat().st_size / 1e6:.0f} MB")
-            compare(path, args.repeat)
+            rows += compare(path, f"1 IPU, cyclesByTile on {args.tile_array_steps:,} steps x 1,472 tiles",
+                            args.repeat)
+    print_table(["profile", "MB", "parsed", "wall s (median)", "peak RSS MiB", "table rows"], rows,
+                title=f"median of {args.repeat} runs, each in a fresh process; {load_line()}")
 
 
-def compare(path: Path, repeat: int) -> None:
-    for label, threshold in (("whole (orjson)", 1 << 40), ("streamed (ijson)", 0)):
+def compare(path: Path, label: str, repeat: int) -> list[list[str]]:
+    """One table row per way of parsing ``path``: whole with orjson, and streamed with ijson."""
+    rows = []
+    for how, threshold in (("whole (orjson)", 1 << 40), ("streamed (ijson)", 0)):
         runs = [run_child(path, threshold) for _ in range(repeat)]
         seconds = statistics.median(r["seconds"] for r in runs)
         peak = max(r["maxrss_kib"] for r in runs) / 1024
-        print(f"{label:<18} median {seconds:6.2f} s   peak RSS {peak:7.0f} MiB   rows {runs[0]['rows']}")
+        rows.append([label, f"{path.stat().st_size / 1e6:,.1f}", how, f"{seconds:.2f}", f"{peak:,.0f}",
+                     f"{sum(runs[0]['rows'].values()):,}"])
+    return rows
 
 
 def write_with_tile_arrays(path: Path, steps: int) -> None:

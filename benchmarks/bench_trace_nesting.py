@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _table import load_line, print_table  # noqa: E402
+
 from popprof.trace import nesting  # noqa: E402
 from popprof.trace.begin_end import match_begin_end  # noqa: E402
 
@@ -66,8 +68,8 @@ def main() -> None:
     run_nesting(pid, tid, start, dur)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    print(f"nesting (sort + derive): median {statistics.median(times):.2f} s over {args.repeat} runs, "
-          f"max depth {depth}, peak {peak / 2**20:,.0f} MiB")
+    rows = [[f"nesting (sort + derive) of {len(start):,} events", f"{statistics.median(times):.2f}",
+             f"max depth {depth}", f"{peak / 2**20:,.0f}"]]
     # B/E pairing: every event as a B and an E
     n = min(len(start), args.events // 2)
     is_b = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
@@ -78,8 +80,10 @@ def main() -> None:
         t0 = time.perf_counter()
         pairs = match_begin_end(is_b, p2, t2, ts)
         times.append(time.perf_counter() - t0)
-    print(f"B/E pairing of {2 * n:,} events: median {statistics.median(times):.2f} s, "
-          f"{len(pairs.begin):,} pairs, {len(pairs.unmatched_end):,} unmatched E")
+    rows.append([f"B/E pairing of {2 * n:,} events", f"{statistics.median(times):.2f}",
+                 f"{len(pairs.begin):,} pairs, {len(pairs.unmatched_end):,} unmatched E", ""])
+    print_table(["what", "wall s (median)", "result", "peak MiB (allocated)"], rows,
+                title=f"median of {args.repeat} runs; {load_line()}")
 
 
 if __name__ == "__main__":

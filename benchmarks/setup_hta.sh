@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create the benchmark-only virtual environment holding HolisticTraceAnalysis (HTA),
-# the reference trace parser that benchmarks/bench_trace_hta.py compares popprof against.
+# the reference trace parser that benchmarks/bench_trace.py compares popprof against.
 # HTA is never a popprof dependency: it lives only in benchmarks/.venv-hta (git-ignored).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

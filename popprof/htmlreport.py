@@ -29,9 +29,9 @@ KEY_METRICS: tuple[str, ...] = (
     "memory.total_incl_gaps_bytes", "memory.max_tile_incl_gaps_bytes", "memory.max_tile_index",
     "memory.max_tile_utilisation", "memory.tiles_out_of_memory", "memory.always_live_bytes",
     "memory.peak_liveness_bytes", "memory.peak_liveness_step", "memory.gap_share",
-    "execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.exchange_share",
-    "execution.host_io_share", "trace.span_us", "trace.event_count", "trace.thread_count", "trace.device_busy_us",
-    "trace.device_idle_share", "trace.host_stall_us",
+    "execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.exchange_and_sync_share",
+    "execution.share.host_io", "trace.span_us", "trace.event_count", "trace.thread_count", "trace.device_busy_us",
+    "trace.device_idle_share", "trace.device_idle_us",
 )
 
 TARGET_FIELDS: tuple[tuple[str, str], ...] = (

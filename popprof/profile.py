@@ -28,6 +28,9 @@ NEEDS_HINT: dict[str, str] = {
     "threads": "needs a trace (.pvti or Chrome trace JSON)",
     "counters": "needs a trace with counters",
     "step_tile_cycles": "needs per-tile cycles (read with tile_cycles=True)",
+    "execution_totals": "needs a Poplar text summary with an Execution section",
+    "vertex_cycles": "needs a Poplar text summary with 'Cycles by vertex type'",
+    "out_of_memory": "needs Poplar's out-of-memory messages (a failed compilation's log)",
 }
 
 

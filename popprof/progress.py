@@ -1,12 +1,27 @@
-"""Progress display for long work: shown on a terminal, silent otherwise or with ``--quiet``."""
+"""Progress display for long work: shown on a terminal, silent otherwise or with ``--quiet``.
+
+Two kinds: :func:`progress` counts units of work (files, tables, plots) against
+a total; :func:`reading` shows the bytes of a file read so far against its
+size. Inside a :func:`reading` block every file opened through
+:func:`counted` (readers do this via ``popprof.readers.open_binary``) adds the
+bytes it reads — including reads in worker processes forked inside the block,
+through a counter in shared memory. Compressed files count the compressed
+bytes consumed, against the compressed size, so the bar is honest either way.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 _quiet = False
+
+#: Seconds between redraws while reading (the bar is redrawn from the shared byte counter).
+REFRESH_SECONDS = 0.1
 
 
 def set_quiet(quiet: bool) -> None:
@@ -26,17 +41,134 @@ def enabled() -> bool:
         return False
 
 
-@contextlib.contextmanager
-def progress(description: str, total: float | None = None) -> Iterator[Callable[[float], None]]:
-    """Yield ``advance(n)``; draws a rich progress bar on stderr when :func:`enabled`."""
-    if not enabled():
-        yield lambda n=1: None
-        return
+def _bar(*columns: object):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), *columns, TimeElapsedColumn(),
+                    console=Console(file=sys.stderr), transient=True, auto_refresh=False)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: float | None = None, *,
+             unit: str | None = None) -> Iterator[Callable[[float], None]]:
+    """Yield ``advance(n)``; draws a rich progress bar on stderr when :func:`enabled`.
+
+    ``unit="bytes"`` shows the amount done as bytes (``12.3/40.0 MB``), otherwise as ``done/total``.
+    """
+    if not enabled():
+        yield lambda n=1: None
+        return
+    from rich.progress import DownloadColumn, MofNCompleteColumn, TextColumn
+
+    bar = _bar(TextColumn("{task.percentage:>3.0f}%"), DownloadColumn() if unit == "bytes" else MofNCompleteColumn())
     with bar:
         task = bar.add_task(description, total=total)
-        yield lambda n=1: bar.advance(task, n)
+
+        def advance(n: float = 1) -> None:
+            bar.advance(task, n)
+            bar.refresh()
+
+        yield advance
+
+
+class _Meter:
+    """Bytes read inside one :func:`reading` block, in shared memory so forked workers can add to it."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        self.value = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                                 else None).Value("q", 0)
+        self.pid = os.getpid()
+
+    def add(self, n: int) -> None:
+        with self.value.get_lock():
+            self.value.value += n
+
+    @property
+    def done(self) -> int:
+        return int(self.value.value)
+
+
+_meter: _Meter | None = None
+
+
+class _Counted:
+    """A binary file whose reads add their byte counts to the active meter (everything else passes through)."""
+
+    def __init__(self, handle: BinaryIO, meter: _Meter) -> None:
+        self._handle = handle
+        self._meter = meter
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self._meter.add(len(data))
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = self._handle.read1(size)
+        self._meter.add(len(data))
+        return data
+
+    def readinto(self, buffer) -> int:
+        n = self._handle.readinto(buffer)
+        self._meter.add(n or 0)
+        return n
+
+    def readable(self) -> bool:
+        return True
+
+    def __enter__(self) -> _Counted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._handle, name)
+
+
+def counted(handle: BinaryIO) -> BinaryIO:
+    """``handle`` counting its reads toward the active :func:`reading` bar, or ``handle`` itself when none."""
+    meter = _meter
+    return handle if meter is None else _Counted(handle, meter)  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike[str], description: str | None = None) -> Iterator[None]:
+    """Show the bytes read from ``path`` (by :func:`counted` files) against its size, while the block runs."""
+    global _meter
+    if not enabled() or _meter is not None:  # nested: the outer bar already counts these bytes
+        yield
+        return
+    from rich.progress import DownloadColumn
+
+    try:
+        total = os.path.getsize(path)
+    except OSError:
+        total = None
+    _meter = meter = _Meter()
+    stop = threading.Event()
+    bar = _bar(DownloadColumn())
+    try:
+        with bar:
+            task = bar.add_task(description or f"reading {os.path.basename(path)}", total=total)
+
+            def tick() -> None:
+                while True:
+                    done = meter.done
+                    bar.update(task, completed=min(done, total) if total else done)
+                    bar.refresh()
+                    if stop.wait(REFRESH_SECONDS):
+                        return
+
+            ticker = threading.Thread(target=tick, name="popprof-progress", daemon=True)
+            ticker.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                ticker.join()
+    finally:
+        _meter = None

@@ -7,12 +7,15 @@ summary agrees with diff, gate and baselines.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pandas as pd
 
 from .metrics import compute
+from .metrics.execution import ipu_count
 from .profile import Profile
+from .readproblems import problems
 from .schema import STEP_CATEGORIES
 
 TOP_PROGRAMS = 10
@@ -57,6 +60,18 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
         live = profile.liveness
         section["peak_liveness_program"] = str(
             live.loc[live["step"] == section["peak_liveness_step"], "program"].iloc[0])
+    oom = profile.get("out_of_memory")
+    if oom is not None and not oom.empty:
+        def whole(value: object) -> int | None:
+            return None if pd.isna(value) else int(value)
+
+        section["out_of_memory"] = [
+            {"compilation": int(c), "tile": whole(t), "bytes_used": whole(u), "capacity_bytes": whole(cap),
+             "over_bytes": whole(o), "reason": None if pd.isna(r) else str(r),
+             "profile_path": None if pd.isna(pp) else str(pp)}
+            for c, t, u, cap, o, r, pp in zip(oom["compilation"], oom["tile"], oom["bytes_used"],
+                                              oom["capacity_bytes"], oom["over_bytes"], oom["reason"],
+                                              oom["profile_path"], strict=True)]
     if all(v is None for v in section.values()):
         return None
     return section
@@ -68,7 +83,7 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
     ``metrics``: the profile's computed metrics, when the caller has them already.
     """
     if not profile.has("steps"):
-        return None
+        return execution_totals_section(profile, metrics) if profile.has("execution_totals") else None
     m = compute(profile) if metrics is None else metrics
     steps = profile.steps
     by_cat = {cat: {"cycles": m.get(f"execution.cycles.{cat}"), "share": m.get(f"execution.share.{cat}")}
@@ -83,7 +98,7 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         "total_time_us": m.get("execution.total_time_us"),
         "runs": m.get("execution.run_count"),
         "steps": m.get("execution.step_count"),
-        "ipus": int(steps["ipu"].nunique()),
+        "ipus": ipu_count(profile),
         "by_category": by_cat,
         "top_programs": [
             {"program": str(name), "category": str(row["category"]),
@@ -92,6 +107,40 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
             for name, row in top.iterrows()
         ],
     }
+
+
+TOP_VERTEX_TYPES = 10
+
+
+def execution_totals_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict:
+    """A text summary's Execution section: total cycles and time, each category's cycles and share of
+    the total (None where the summary printed no number), and the vertex types with the most cycles."""
+    m = compute(profile) if metrics is None else metrics
+    totals = profile.execution_totals
+    by_cat: dict[str, dict] = {}
+    for row in totals.itertuples(index=False):
+        cat = str(row.category)
+        if cat == "total" or cat in by_cat:
+            continue
+        by_cat[cat] = {"basis": str(row.basis), "cycles": None if pd.isna(row.cycles) else float(row.cycles),
+                       "share": m.get(f"execution.summary_share.{cat}"),
+                       "estimated": bool(row.estimated) if pd.notna(row.estimated) else False,
+                       "label": row.label}
+    out: dict = {"source": "summary", "total_cycles": m.get("execution.total_cycles"),
+                 "total_time_us": m.get("execution.total_time_us"),
+                 "exchange_share": m.get("execution.exchange_and_sync_share"), "by_category": by_cat}
+    programs = profile.meta.get("text_summary.programs_executed")
+    if programs:
+        out["programs_executed"] = json.loads(programs)
+    vertices = profile.get("vertex_cycles")
+    if vertices is not None and not vertices.empty:
+        top = vertices.sort_values("cycles", ascending=False, kind="stable", na_position="last").head(
+            TOP_VERTEX_TYPES)
+        out["top_vertex_types"] = [
+            {"vertex_type": str(t), "instances": None if pd.isna(n) else int(n),
+             "cycles": None if pd.isna(c) else int(c)}
+            for t, n, c in zip(top["vertex_type"], top["instances"], top["cycles"], strict=True)]
+    return out
 
 
 def trace_section(profile: Profile) -> dict | None:
@@ -105,11 +154,23 @@ def trace_section(profile: Profile) -> dict | None:
     return trace_summary(profile)
 
 
+def devices_section(profile: Profile) -> list | None:
+    """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
+    if profile.has("events") or not profile.has("steps"):
+        return None
+    from .metrics.devices import device_breakdown
+    from .trace.summary import _frame_records
+
+    frame = device_breakdown(profile)
+    return _frame_records(frame) if not frame.empty else None
+
+
 #: Sections in display order: (key, function).
 SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("target", target_section),
     ("memory", memory_section),
     ("execution", execution_section),
+    ("devices", devices_section),
     ("trace", trace_section),
 ]
 
@@ -124,6 +185,9 @@ def summarise(profile: Profile) -> dict:
             out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
     out["absent_tables"] = missing
+    read_problems = problems(profile)
+    if read_problems:  # what the reader worked around; kept in a bundle's metadata too
+        out["read_problems"] = read_problems
     return out
 
 
@@ -168,13 +232,22 @@ def render_text(summary: dict) -> str:
                      f" = {_pct(m['max_tile_utilisation'])} of capacity")
         lines.append(f"  headroom               {_b(m['max_tile_headroom_bytes'])}")
         lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
+        for row in (m.get("out_of_memory") or [])[:20]:
+            if row["tile"] is None or row["bytes_used"] is None:
+                saved = f" (profile saved to {row['profile_path']})" if row.get("profile_path") else ""
+                lines.append(f"    compilation {row['compilation']}: {row.get('reason') or 'no tile named'}{saved}")
+                continue
+            lines.append(f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
+                         f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})")
         if m.get("peak_liveness_bytes") is not None:
             lines.append(f"  always-live            {_b(m['always_live_bytes'])}")
             program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""
             lines.append(f"  peak liveness          {_b(m['peak_liveness_bytes'])} at step "
                          f"{m['peak_liveness_step']:,}{program}")
     e = summary.get("execution")
-    if e:
+    if e and e.get("source") == "summary":
+        lines += _render_execution_totals(e)
+    elif e:
         time = "" if e.get("total_time_us") is None else f" = {e['total_time_us'] / 1e3:,.3f} ms"
         lines += ["", "Execution",
                   f"  {_n(e['runs'])} runs, {_n(e['steps'])} steps on {e['ipus']} IPU(s); "
@@ -186,23 +259,41 @@ def render_text(summary: dict) -> str:
         lines.append("  top programs:")
         for p in e["top_programs"]:
             lines.append(f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}")
+    if summary.get("devices"):
+        from .trace.summary import render_device_table
+
+        lines += render_device_table(summary["devices"])
     tr = summary.get("trace")
     if tr:
-        lines += ["", "Trace"]
-        for key, value in tr.items():
-            if isinstance(value, list):
-                lines.append(f"  {key}:")
-                for item in value[:10]:
-                    lines.append("    " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items())
-                                 if isinstance(item, dict) else f"    {item}")
-            elif isinstance(value, dict):
-                lines.append(f"  {key}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()))
-            else:
-                lines.append(f"  {key}: {_fmt(value)}")
+        from .trace.summary import render_trace_text
+
+        lines += render_trace_text(tr)
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]
+    if summary.get("read_problems"):
+        lines += ["", "Read with problems", *(f"  {text}" for text in summary["read_problems"].values())]
     return "\n".join(lines)
+
+
+def _render_execution_totals(e: dict) -> list[str]:
+    time = "" if e.get("total_time_us") is None else f" (approx {e['total_time_us'] / 1e3:,.3f} ms)"
+    lines = ["", "Execution (from the summary)", f"  total cycles           {_n(e['total_cycles'])}{time}"]
+    if e.get("programs_executed"):
+        lines.append("  programs executed      " + ", ".join(e["programs_executed"]))
+    lines.append("  cycles by category (share of total cycles):")
+    for cat, row in e["by_category"].items():
+        cycles = "not printed" if row["cycles"] is None else (
+            f"{row['cycles']:,.1f}" if row["basis"] == "tile_average" else _n(row["cycles"]))
+        basis = " tile average" if row["basis"] == "tile_average" else ""
+        flag = "  (estimated)" if row["estimated"] else ""
+        lines.append(f"    {cat:<22} {cycles:>16}  {_pct(row['share']):>8}{basis}{flag}")
+    lines.append(f"  exchange + sync share  {_pct(e.get('exchange_share'))}")
+    if e.get("top_vertex_types"):
+        lines.append("  top vertex types:")
+        for v in e["top_vertex_types"]:
+            lines.append(f"    {_n(v['cycles']):>14}  {_n(v['instances']):>10} instances  {v['vertex_type']}")
+    return lines
 
 
 def _fmt(value: object) -> str:

@@ -64,7 +64,8 @@ class SynthSpec:
 
     name: str = "training"
     arch: str = "ipu2"
-    num_ipus: int = 1
+    num_ipus: int = 1                # every IPU of the target (all replicas)
+    num_replicas: int = 1            # replicas of the graph; each spans num_ipus // num_replicas IPUs
     num_runs: int = 2
     num_steps: int = 2_000          # execution steps over all runs
     num_programs: int = 400
@@ -107,6 +108,8 @@ def make_profile(spec: SynthSpec | None = None, **overrides: object) -> Profile:
         spec = SynthSpec(**{**asdict(spec), **overrides})
     if spec.arch not in ARCHS:
         raise ValueError(f"unknown arch {spec.arch!r}; known: {', '.join(ARCHS)}")
+    if spec.num_replicas < 1 or spec.num_ipus % spec.num_replicas:
+        raise ValueError(f"num_ipus ({spec.num_ipus}) must be a multiple of num_replicas ({spec.num_replicas})")
     rng = np.random.default_rng(spec.seed)
     tables: dict[str, pd.DataFrame] = {"target": _target(spec)}
     tiles, tile_memory = _tiles(spec, rng)
@@ -130,7 +133,8 @@ def _target(spec: SynthSpec) -> pd.DataFrame:
     return pd.DataFrame([{
         "source_format": "synth", "ipu_arch": spec.arch, "target_type": "Ipu", "num_ipus": spec.num_ipus,
         "tiles_per_ipu": spec.tiles_per_ipu, "num_tiles": spec.num_tiles, "bytes_per_tile": spec.bytes_per_tile,
-        "clock_hz": spec.clock_hz, "num_replicas": 1, "ipus_per_replica": spec.num_ipus,
+        "clock_hz": spec.clock_hz, "num_replicas": spec.num_replicas,
+        "ipus_per_replica": spec.num_ipus // spec.num_replicas,
         "poplar_version": spec.poplar_version,
     }])
 
@@ -204,7 +208,8 @@ def _programs(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
 
 def _variables(spec: SynthSpec, rng: np.random.Generator, tiles: pd.DataFrame) -> pd.DataFrame:
     n = spec.num_variables
-    total = int(tiles["always_live_bytes"].sum())
+    # Tiles span every replica; the graph's variables are one replica's (liveness is per replica too).
+    total = int(tiles["always_live_bytes"].sum()) // spec.num_replicas
     weights = rng.pareto(1.2, n) + 0.05
     sizes = np.floor(weights / weights.sum() * total).astype(np.int64)
     kinds = ("weights", "bias", "momentum", "gamma", "beta", "step_counter")
@@ -220,7 +225,8 @@ def _liveness(spec: SynthSpec, rng: np.random.Generator, programs: pd.DataFrame,
     # Activations pile up through the forward pass, peak, then drain in the backward pass.
     curve = np.where(x < 0.62, 0.15 + 0.85 * (x / 0.62) ** 1.4, 0.15 + 0.85 * ((1 - x) / 0.38) ** 0.8)
     curve = np.clip(curve + rng.normal(0, 0.015, n), 0.02, None)
-    peak_bytes = 0.9 * float(tiles["not_always_live_bytes"].sum())
+    # pva's liveness is per replica, the tiles table spans all replicas.
+    peak_bytes = 0.9 * float(tiles["not_always_live_bytes"].sum()) / spec.num_replicas
     nal = (curve / curve.max() * peak_bytes).astype(np.int64)
     prog_idx = rng.integers(0, len(programs), n)
     liveness = pd.DataFrame({
@@ -315,7 +321,10 @@ def _operations(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
 
 
 def _metadata(spec: SynthSpec) -> dict[str, str]:
-    meta = {"source_format": "synth", "synth.spec": json.dumps(asdict(spec), default=str)}
+    fields = asdict(spec)
+    if fields["num_replicas"] == 1:  # the default: left out so specs written before it read the same
+        del fields["num_replicas"]
+    meta = {"source_format": "synth", "synth.spec": json.dumps(fields, default=str)}
     options = {"autoReport.all": "true", "autoReport.directory": "./reports", "debug.allowOutOfMemory": "true",
                "autoReport.executionProfileProgramRunCount": "2"}
     if spec.sensitive:

@@ -42,7 +42,8 @@ TRACES = [i for i in INPUTS if i.startswith("traces/")]
 
 #: (IPUs, tiles per IPU) by sample name, from fixtures/README.md.
 TARGETS = {"mk1_noexec": (1, 1216), "mk2_oom": (1, 1472), "mk2_training": (1, 1472),
-           "mk2_training_v2": (1, 1472), "pod4_pipeline": (4, 1472), "training": (1, 1472)}
+           "mk2_training_v2": (1, 1472), "pod4_pipeline": (4, 1472), "training": (1, 1472),
+           "mk2_training_sdk3": (1, 1472), "pod4_pipeline_sdk1_exec": (4, 1472)}
 
 
 def _stem(rel: str) -> str:
@@ -105,7 +106,7 @@ def test_read_only_commands_on_every_fixture(cli, rel):
     out, err = cli("summary", path, "--format", "json")
     data = json.loads(out)
     if rel == "traces/begin_end.json":  # holds an unmatched B and an unmatched E on purpose
-        assert err.count("\n") == 1 and "unmatched_begin=1, unmatched_end=1" in err
+        assert err.count("\n") == 1 and "1 begin (B) event(s) never end" in err and "1 end (E) event(s) have no begin" in err
     else:
         assert err == ""
     if rel in TRACES:
@@ -158,7 +159,8 @@ def test_writing_commands_on_each_kind(cli, rel, tmp_path):
     assert json.loads(out)["profile"] == stem
 
     out, err = cli("diff", path, path, "--format", "json", "--no-gate")
-    assert json.loads(out) and err == ""
+    # a source read with problems is named once per command, although diff reads it twice
+    assert json.loads(out) and (err == "" or (err.count("\n") == 1 and err.startswith("popprof: warning: ")))
     cli("diff", path, path, "-o", tmp_path / "diff.md", "--format", "markdown", expect=(0, 1))
     assert (tmp_path / "diff.md").read_text().strip()
 
@@ -201,7 +203,8 @@ def test_plots_of_a_bundle_and_a_trace(cli, tmp_path):
     assert b"<svg" in (tmp_path / "t.svg").read_bytes()[:500]
     _, err = cli("plot", FIXTURES / "traces/training_loop.json", "--kind", "memory", "-o", tmp_path / "x.png",
                  expect=2)
-    assert "tiles" in err and not (tmp_path / "x.png").exists()
+    assert "cannot draw --kind memory" in err and "per-tile memory" in err and "timeline" in err
+    assert not (tmp_path / "x.png").exists()
 
 
 @pytest.mark.parametrize("command", ["summary", "tables", "query", "export", "check", "rules", "diff", "baseline",

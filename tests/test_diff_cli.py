@@ -42,7 +42,9 @@ def test_regression_exits_1_and_names_metric_change_and_budget(capsys, bundles):
     assert code == 1
     line = next(x for x in out.splitlines() if "FAIL execution.total_cycles" in x)
     assert "+100 %" in line and "budget: growth <= 2 %" in line
-    first_metric = out.splitlines()[3].split()[0]  # after the title, a blank line and the header
+    lines = out.splitlines()
+    assert lines[1] == "basis: execution figures as totals (both sides ran 2 runs)"
+    first_metric = lines[4].split()[0]  # after the title, the basis, a blank line and the header
     assert first_metric.startswith("execution.")  # biggest relative change first
     code, out, _ = run(capsys, "diff", base, worse, "--no-gate")
     assert code == 0 and "gate" not in out
@@ -91,7 +93,7 @@ def test_baseline_command_and_diff_against_it(capsys, bundles, tmp_path):
 def test_budget_file_and_strict(capsys, bundles, tmp_path):
     base, worse, _, _ = bundles
     lenient = tmp_path / "lenient.toml"
-    lenient.write_text('[budgets]\n"execution.*" = "+150%"\n"execution.exchange_share" = "+1"\n')
+    lenient.write_text('[budgets]\n"execution.*" = "+150%"\n"execution.exchange_and_sync_share" = "+1"\n')
     code, out, _ = run(capsys, "diff", base, worse, "--budget", lenient)
     assert code == 0, out
     # a profile without steps against one with: gaps; --strict fails
@@ -150,7 +152,8 @@ def test_output_file_is_written_and_inputs_protected(capsys, bundles, tmp_path):
     report = tmp_path / "gate.xml"
     code, out, _ = run(capsys, "diff", base, worse, "--format", "junit", "-o", report)
     assert code == 1 and out == ""
-    assert ET.parse(report).getroot().get("name") == "popprof.gate"
+    root = ET.parse(report).getroot()
+    assert root.get("name") == "popprof gate" and root.find("testsuite").get("name") == "popprof.gate"
     before = sorted(p.name for p in base.iterdir())
     code, _, err = run(capsys, "diff", base, worse, "-o", base / "report.txt")
     assert code == 2 and "would overwrite the input" in err

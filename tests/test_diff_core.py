@@ -312,7 +312,7 @@ def test_unknown_figures_are_missing_not_zero(base):
     new.set_table("tiles", tiles)
 
     values = popprof.metrics.compute(new)
-    for name in ("execution.total_cycles", "execution.total_time_us", "execution.exchange_share",
+    for name in ("execution.total_cycles", "execution.total_time_us", "execution.exchange_and_sync_share",
                  "memory.peak_not_always_live_bytes", "memory.peak_liveness_bytes", "memory.peak_liveness_step",
                  "memory.tiles_out_of_memory", "memory.max_tile_headroom_bytes"):
         assert values[name] is None, name

@@ -124,9 +124,9 @@ def test_glob_patterns_most_specific_wins_and_user_budget_beats_defaults(flat):
     assert budget.limit_for("memory.category.controlCode_bytes").relative == 0.01
     assert budget.limit_for("memory.always_live_bytes").relative == 0.05
     assert budget.limit_for("execution.total_cycles").relative == 0.10  # overrides the default +2 %
-    assert budget.limit_for("execution.exchange_share").absolute == 0.02  # default still in force
+    assert budget.limit_for("execution.exchange_and_sync_share").absolute == 0.02  # default still in force
     no_defaults = budget_from_mapping({"defaults": False, "budgets": {"memory.*": "+5%"}}, "test")
-    assert no_defaults.limit_for("execution.exchange_share") is None
+    assert no_defaults.limit_for("execution.exchange_and_sync_share") is None
 
 
 def test_shorthand_and_bad_budget_entries():
@@ -148,10 +148,10 @@ def test_gaps_are_reported_and_fail_only_when_strict(flat):
     result = diff(summary_like, flat)
     lenient = gate(result, Budget())
     gap_metrics = set(lenient.gaps["metric"])
-    assert {"execution.total_cycles", "execution.exchange_share", "memory.peak_liveness_bytes"} <= gap_metrics
+    assert {"execution.total_cycles", "execution.exchange_and_sync_share", "memory.peak_liveness_bytes"} <= gap_metrics
     assert lenient.passed
     assert "the base profile lacks this metric" in set(lenient.gaps["reason"])
-    assert "trace.host_stall_us" in lenient.not_applicable
+    assert "trace.device_idle_us" in lenient.not_applicable
     strict = gate(result, Budget(), strict=True)
     assert not strict.passed and strict.violations.empty
     assert "strict" in strict.verdict

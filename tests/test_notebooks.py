@@ -7,14 +7,30 @@ repository on PYTHONPATH. The notebooks are stored without outputs.
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("matplotlib")
+
+def need(module: str):
+    """Import ``module``; in CI (``CI`` set, where the README's install gives the test extra) a missing
+    one fails instead of skipping, so the notebooks can never silently stop being run."""
+    if os.environ.get("CI"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
+
+
+nbformat = need("nbformat")
+nbclient = need("nbclient")
+need("ipykernel")
+need("matplotlib")
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -63,3 +79,53 @@ def test_notebook_executes(path, kernel_name, tmp_path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert images >= 2, f"{path.name} drew {images} figures"
+
+
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Top-level modules the code cells of a notebook import."""
+    cells = json.loads(path.read_text("utf-8"))["cells"]
+    found = set()
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        tree = ast.parse(code)  # IPython magics (%matplotlib inline) left out: they are not Python
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def _requirement_name(spec: str) -> str:
+    name = spec.split(";")[0]
+    for sep in "[<>=!~ ":
+        name = name.split(sep)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def test_the_notebooks_extra_provides_what_the_notebooks_import_and_the_test_extra_includes_it():
+    extras = _extras()
+    assert "popprof[notebooks]" in extras["test"], "the notebook tests must run in the notebooks extra's environment"
+    notebooks = {_requirement_name(s) for s in extras["notebooks"]}
+    assert {"jupyterlab", "matplotlib", "ipykernel"} <= notebooks
+    base = {_requirement_name(s) for s in tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+            ["project"]["dependencies"]}
+    providers = importlib.metadata.packages_distributions()
+    for path in NOTEBOOKS:
+        for module in _imported_modules(path) - {"popprof"} - set(sys.stdlib_module_names):
+            dists = {d.lower().replace("_", "-") for d in providers.get(module, [module])}
+            assert dists & (base | notebooks), f"{path.name} imports {module}, which no base or notebooks dependency gives"
+
+
+def test_jupyterlab_is_installed_with_the_test_extra():
+    """`jupyter lab` works after the README's set-up (the test extra pulls in the notebooks extra)."""
+    if not os.environ.get("CI") and importlib.util.find_spec("jupyterlab") is None:
+        pytest.skip("jupyterlab not installed here (pip install '.[test]' installs it)")
+    assert importlib.util.find_spec("jupyterlab") is not None

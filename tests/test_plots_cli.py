@@ -59,3 +59,23 @@ def test_errors_are_one_line(tmp_path, capsys, args, needle):
 def test_missing_input(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "nope.pop"), "-o", str(tmp_path / "a.png")]) == 2
     assert "nope.pop" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "kind"), [("text_summary/pod4_pipeline.txt", "histogram"),
+                                            ("traces/training_loop.json", "timeline"),
+                                            ("mk2_training.popprof", "memory")])
+def test_without_kind_the_most_useful_plot_the_profile_can_draw(tmp_path, capsys, fixtures_dir, name, kind):
+    out = tmp_path / "plot.png"
+    assert main(["plot", str(fixtures_dir / name), "-o", str(out), "--dpi", "40"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"({kind} plot)" in capsys.readouterr().err
+
+
+def test_a_kind_the_profile_cannot_draw_lists_the_kinds_it_can(tmp_path, capsys, fixtures_dir):
+    code = main(["plot", str(fixtures_dir / "traces" / "training_loop.json"), "--kind", "liveness",
+                 "-o", str(tmp_path / "x.png")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "cannot draw --kind liveness" in err and "liveness information" in err
+    assert err.strip().endswith("it can draw: timeline")
+    assert list(tmp_path.iterdir()) == []

@@ -113,6 +113,12 @@ def test_manifest_records_redaction_and_pseudonymises_sources(redacted):
     assert "scrub" in manifest["redacted"]["policy"]
     assert manifest["sources"][0]["sha256"] == "ab" * 32 and manifest["sources"][0]["size_bytes"] == 1234
     assert re.fullmatch(r"file_[0-9a-f]{12}\.pop", manifest["sources"][0]["name"])
+    from popprof.redact import key_fingerprint
+
+    assert manifest["redacted"]["key_fingerprint"] == key_fingerprint(KEY_A)
+    assert re.fullmatch(r"hmac-sha256:[0-9a-f]{12}", key_fingerprint(KEY_A)) and \
+        key_fingerprint(KEY_A) != key_fingerprint(KEY_B)
+    assert popprof.open(out).meta["redaction_key_fingerprint"] == key_fingerprint(KEY_A)
 
 
 def test_the_key_is_never_written(redacted):
@@ -150,6 +156,12 @@ def test_same_key_keeps_name_by_name_diff_and_other_key_differs(tmp_path):
     redact(base, rc, key=KEY_B)
     names_a, names_c = set(popprof.open(ra).programs["name"]), set(popprof.open(rc).programs["name"])
     assert names_a.isdisjoint(names_c)
+    assert not any("different keys" in note for note in red_diff.notes)
+    other_key = popprof.diff(popprof.open(rc), popprof.open(rb))
+    assert any("redacted with different keys" in note for note in other_key.notes)
+    assert other_key.programs.empty and "different keys" in other_key.unavailable["programs"]
+    pd.testing.assert_frame_equal(other_key.metrics.drop(columns=["name"]).reset_index(drop=True),
+                                  red_diff.metrics.drop(columns=["name"]).reset_index(drop=True))
 
 
 def test_input_is_not_modified_and_output_cannot_overwrite_it(original, tmp_path):
@@ -173,9 +185,12 @@ def test_scan_fails_when_path_scrubbing_is_off_and_nothing_is_written(original, 
 
 
 def test_scan_fails_with_a_broken_scrubber(original, tmp_path, monkeypatch):
+    from popprof.redact.redactor import Redactor
     from popprof.redact.scrub import Scrubber
 
-    monkeypatch.setattr(Scrubber, "scrub_value", lambda self, value, key=None: value)
+    # a redactor that forgets to replace free text and sensitive-key values
+    monkeypatch.setattr(Scrubber, "whole", lambda self, kind, value: value)
+    monkeypatch.setattr(Redactor, "free_text", lambda self, value: value)
     out = tmp_path / "leaky.popprof"
     report = redact(original, out, key=KEY_A)
     assert not report.passed and not out.exists()
@@ -199,7 +214,7 @@ def test_standalone_scan_against_the_original(original, redacted, tmp_path):
     out, _, _ = redacted
     assert scan(out, against=original).passed
     result = scan(original, against=original)
-    assert not result.passed and {"prog", "var", "path"} <= set(result.leaks)
+    assert not result.passed and {"identifier", "path"} <= set(result.leaks)
 
 
 def test_run_directory_gives_one_redacted_bundle_per_engine(pva_double, tmp_path):
@@ -236,5 +251,5 @@ def test_standalone_scan_reads_per_column_parquet_metadata(original, redacted, t
     pq.write_table(table.cast(table.schema.set(table.schema.get_field_index("name"), column)), file)
     assert pq.read_schema(file).field("name").metadata  # the metadata survived the write
     result = scan(copy, against=original)
-    assert not result.passed and result.leaks["var"] >= 1
+    assert not result.passed and result.leaks["identifier"] >= 1
     assert any("variables.parquet:name:schema" in place for places in result.where.values() for place in places)

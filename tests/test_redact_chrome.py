@@ -127,7 +127,8 @@ def test_scan_fails_with_a_broken_identifier_redaction(tmp_path, monkeypatch):
     out = tmp_path / "r.json"
     monkeypatch.setattr(ChromeRedactor, "_name", lambda self, value: value)
     report = redact(src, out, key=KEY_A)
-    assert not report.passed and "evt" in report.scan["leaked_kinds"]
+    assert not report.passed and "identifier" in report.scan["leaked_kinds"]
+    assert any(loc["where"].endswith(".name") for loc in report.scan["locations"])
     assert not out.exists()
 
 
@@ -144,8 +145,11 @@ def test_scan_reads_text_outside_strings(tmp_path, monkeypatch):
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": canary_secret_x}]}')
     from popprof.redact.scan import Scanner
+    from popprof.redact.sensitive import SensitiveSet
 
-    scanner = Scanner({"canary_secret_x": "evt"})
+    found = SensitiveSet()
+    found.add("canary_secret_x")
+    scanner = Scanner(found)
     chrome_mod.scan_chrome(bad, scanner, block_size=16)
     assert not scanner.result.passed
 
@@ -209,9 +213,9 @@ def test_any_names_give_valid_json_with_the_same_numbers(names, block):
             assert redactor.is_public(before["name"])
 
 
-def test_a_name_seen_first_as_free_text_is_still_an_event_name(tmp_path):
-    """Decisions depend on where a string stands: an event name that appeared earlier as an array element
-    (free text, kept) is still pseudonymised as a name, and the kept free-text copy fails the scan."""
+def test_a_name_is_replaced_wherever_it_stands(tmp_path):
+    """Decisions depend on what a string is, not where it stands: an event name that appears first as an
+    array element is replaced there too, whatever the block size, and the redaction passes the scan."""
     name = "conv1_weight_canary"
     events = [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"inputs": [name, "x"]}}]
     events += [{"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": 10 + i, "dur": 1} for i in range(3)]
@@ -223,9 +227,9 @@ def test_a_name_seen_first_as_free_text_is_still_an_event_name(tmp_path):
             out.append(piece)
         out.append(engine.process(carry, True)[0])
         doc = orjson.loads(b"".join(out))
-        assert doc["traceEvents"][0]["args"]["inputs"][0] == name  # free text: a single word is kept
+        assert next(iter(doc["traceEvents"][0]["args"].values()))[0].startswith("arg_")
         assert all(e["name"].startswith("evt_") for e in doc["traceEvents"][1:]), block
     src = tmp_path / "t.json"
     src.write_bytes(data)
     report = redact(src, tmp_path / "r.json", key=KEY_A)
-    assert not report.passed and not (tmp_path / "r.json").exists()
+    assert report.passed and name not in (tmp_path / "r.json").read_text()

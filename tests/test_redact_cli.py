@@ -68,8 +68,9 @@ def test_leak_exits_1_names_the_kind_and_writes_nothing(original, tmp_path, caps
 
 def test_scan_on_an_unredacted_input_exits_1(original, capsys):
     assert main(["scan", str(original), "--against", str(original)]) == 1
-    out = capsys.readouterr().out
-    assert "FAILED" in out and "canary" not in out.lower()
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.err and "canary" not in (captured.out + captured.err).lower()
+    assert ".parquet:" in captured.err  # where: table, column and row
 
 
 @pytest.mark.parametrize("args", [

@@ -11,8 +11,16 @@ from popprof.errors import UsageError
 from popprof.redact.allowlist import Allowlist
 from popprof.redact.policy import Policy, build_policy
 from popprof.redact.pseudonym import Pseudonymizer, load_key
-from popprof.redact.scan import Scanner, TokenMatcher, usable_tokens
+from popprof.redact.scan import Scanner, TokenMatcher
 from popprof.redact.scrub import Scrubber, detect
+from popprof.redact.sensitive import SensitiveSet
+
+
+def _sensitive(*strings: str) -> SensitiveSet:
+    found = SensitiveSet()
+    for value in strings:
+        found.add(value)
+    return found
 
 
 def test_pseudonyms_stable_per_key_and_differ_across_keys_and_kinds():
@@ -135,22 +143,31 @@ def test_token_matcher_finds_tokens_inside_longer_strings():
     assert matcher.find("zzabcdzz") == "var"
 
 
-def test_usable_tokens_skip_short_public_and_numeric():
-    tokens = usable_tokens({"ab": "var", "OnTileExecute": "prog", "12,345": "var", "prog": "var",
-                            "canary_weights": "var"})
-    assert tokens == {"canary_weights": "var"}
+def test_sensitive_set_skips_short_public_and_numeric_and_words_of_public_strings():
+    found = _sensitive("ab", "OnTileExecute", "12,345", "canary_weights", "aten::addmm", "addmm canary_bias x")
+    assert set(found.substring_tokens()) == {"canary_weights", "addmm canary_bias x", "canary_bias"}
+    words = found.word_tokens()
+    assert {"canary", "weights", "bias"} <= set(words)
+    assert "addmm" not in words  # a word of a public string of the same original
+    assert "ab" not in words and "12" not in words
 
 
 def test_scanner_flags_tokens_and_patterns_but_not_pseudonyms_or_hashes():
-    scanner = Scanner({"canary_weights": "var"})
-    scanner.check("var_3f9a2c1b", "t")
+    scanner = Scanner(_sensitive("canary_weights"))
+    scanner.check("var_3f9a2c1b0a1b", "t")
     scanner.check('{"sha256": "' + "ab" * 32 + '"}', "manifest")
     assert scanner.result.passed
     scanner.check("grad of canary_weights", "t:name")
     scanner.check("written to /home/someone/x", "t:value")
     assert not scanner.result.passed
-    assert set(scanner.result.leaks) == {"var", "path", "user"}
+    assert set(scanner.result.leaks) == {"identifier", "path"}
     assert "canary" not in scanner.result.summary()
+
+
+def test_scanner_finds_a_sensitive_word_inside_other_text():
+    scanner = Scanner(_sensitive("CanaryNet/attention_block"))
+    scanner.check("arg_0123456789ab CanaryNet", "t")
+    assert not scanner.result.passed
 
 
 def test_project_config_redact_table(tmp_path, monkeypatch):
@@ -174,7 +191,58 @@ def test_project_config_redact_table(tmp_path, monkeypatch):
 def test_scanner_finds_tokens_behind_json_escapes(written):
     """A token written inside JSON with escapes still counts as a leak (the JSON decodes back to it)."""
     json.loads(written)  # the case is valid JSON
-    scanner = Scanner({"jürgen_canary": "user"})
+    found = SensitiveSet()
+    found.add("jürgen_canary", key="user")
+    scanner = Scanner(found)
     scanner.check(written, "t:metadata")
     assert not scanner.result.passed
-    assert scanner.result.leaks["user"] >= 1
+    assert sum(scanner.result.leaks.values()) >= 1
+
+
+@pytest.mark.parametrize("hiding", [
+    "nccl canary text with spaces", "ncclKernel_AllReduce secret tail", "Memcpy HtoD (my secret buffer)",
+    "cuMadeUpKernel", "cudaSecretLaunch", "1.2.3+buildtag7", "aten::add secret words", "ProfilerStep#3 extra",
+    "thread 12 (SecretWorker)", "void my_kernel<float>(float*)", "void at::native::f<SecretType>(int)",
+    "NVIDIA Secret Board", "Optimizer.step#SecretOpt.step", "autograd::engine::evaluate_function: SecretFn",
+])
+def test_public_prefixes_never_hide_free_text(hiding):
+    assert hiding not in Allowlist()
+
+
+@pytest.mark.parametrize("public", [
+    "ProfilerStep#551", "Memcpy DtoH (Device -> Pageable)", "Memset (Device)", "cudaStreamGetCaptureInfo_v2",
+    "hipExtModuleLaunchKernel", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+    "nccl:all_reduce", "c10d::allreduce_", "autograd::engine::evaluate_function: MeanBackward0",
+    "thread 4037 (python3.8)", "stream 7 ", "GPU 3", "NVIDIA A100-PG509-200", "ampere_sgemm_128x64_nn",
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>"
+    "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4::Params)",
+    "Optimizer.step#SGD.step", "External id", "est. achieved occupancy %", "gpu_memcpy", "1.13.1+cpu",
+])
+def test_gpu_ecosystem_vocabulary_is_public(public):
+    assert public in Allowlist()
+
+
+def test_scanner_finds_a_sensitive_string_inside_a_public_name():
+    found = _sensitive("ZebraProjectNet")
+    scanner = Scanner(found)
+    assert "at::native::ZebraProjectNet" in Allowlist()
+    scanner.check("at::native::ZebraProjectNet", "t")
+    assert not scanner.result.passed
+
+
+def test_json_depth_is_iterative_and_skips_strings():
+    from popprof.redact.tokens import json_depth
+
+    assert json_depth('{"a": [1, {"b": "[[[[["}]}') == 3
+    assert json_depth('["\\\\", "\\"]"]') == 1
+    assert json_depth("[" * 100_000 + "]" * 100_000) == 65  # counting stops past the limit
+
+
+def test_decide_treats_too_deep_json_as_one_value():
+    from popprof.redact.redactor import Redactor
+
+    deep = "[" * 5_000 + '"secret_leaf_value"' + "]" * 5_000
+    out = Redactor(b"k" * 16).decide(deep, "arg")
+    assert out.startswith("arg_") and "secret_leaf_value" not in out
+    shallow = Redactor(b"k" * 16).decide('{"hostname": "box7", "steps": 3}', "arg")
+    assert json.loads(shallow)["steps"] == 3 and json.loads(shallow)["hostname"].startswith("host_")

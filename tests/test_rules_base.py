@@ -21,10 +21,22 @@ def synth():
 def test_every_rule_is_fully_described():
     assert {"memory.tile-oom", "memory.headroom", "memory.tile-imbalance", "memory.liveness-peak",
             "memory.gaps", "exchange.phases", "exchange.share", "host.stream-copy", "host.device-gaps",
-            "host.long-events"} <= set(RULES)
+            "host.long-events", "distributed.stragglers"} <= set(RULES)
     for r in RULES.values():
         assert r.description and r.advice and r.needs, r.id
-        assert r.id.split(".")[0] in {"memory", "exchange", "host"}
+        assert r.id.split(".")[0] in {"memory", "exchange", "host", "distributed"}
+        assert set(r.advice_by_platform) <= {"ipu", "gpu"}
+
+
+def test_trace_rules_declare_gpu_advice_and_findings_get_the_platforms_text():
+    for rule_id in ("host.device-gaps", "host.long-events", "exchange.phases", "exchange.share",
+                    "distributed.stragglers"):
+        texts = RULES[rule_id].advice_by_platform
+        assert texts["gpu"] and texts["ipu"] and texts["gpu"] != texts["ipu"], rule_id
+    assert "tile" not in RULES["exchange.phases"].advice_for("gpu")
+    assert "bucket" in RULES["exchange.phases"].advice_for("gpu")
+    # a rule with one text gives it on every platform
+    assert RULES["memory.gaps"].advice_for("gpu") == RULES["memory.gaps"].advice_for("ipu")
 
 
 def test_selection_by_id_glob_family_and_skip():
@@ -77,7 +89,7 @@ def test_check_reports_not_evaluated_with_reasons(synth):
     found = popprof.check(synth)
     assert isinstance(found, Findings)
     reasons = dict(found.not_evaluated)
-    assert set(reasons) == {"host.device-gaps", "host.long-events"}
+    assert set(reasons) == {"host.device-gaps", "host.long-events", "distributed.stragglers"}
     assert all("trace" in why for why in reasons.values())
     assert set(found.evaluated) | set(reasons) == set(RULES)
 

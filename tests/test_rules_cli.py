@@ -105,8 +105,9 @@ def test_junit_is_valid_xml_with_one_testcase_per_rule(bundles, capsys):
     assert len(names) == len(set(names)) == int(suite.get("tests"))
     failed = {c.get("name") for c in cases if c.find("failure") is not None}
     skipped = {c.get("name") for c in cases if c.find("skipped") is not None}
-    assert "memory.tile-oom" in failed and skipped == {"host.device-gaps", "host.long-events"}
-    assert int(suite.get("failures")) == len(failed) and int(root.get("skipped")) == 2
+    assert "memory.tile-oom" in failed and skipped == {"host.device-gaps", "host.long-events",
+                                                     "distributed.stragglers"}
+    assert int(suite.get("failures")) == len(failed) and int(suite.get("skipped")) == 3
     code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit", "--fail-on", "warning")
     more = {c.get("name") for c in ET.fromstring(out).iter("testcase") if c.find("failure") is not None}
     assert failed < more
@@ -119,7 +120,7 @@ def test_markdown_has_a_table(bundles, capsys):
     header = lines.index("| severity | rule | finding | where |")
     assert lines[header + 1] == "|---|---|---|---|"
     assert lines[header + 2].startswith("| **error** |")
-    assert "<summary>not evaluated (2)</summary>" in out
+    assert "<summary>not evaluated (3)</summary>" in out
 
 
 def test_output_file_is_written(bundles, capsys, tmp_path):
@@ -174,7 +175,7 @@ def test_rules_listing(capsys):
     assert code == 0
     assert data["memory.headroom"]["params"] == {"warning": 0.85, "error": 0.95}
     assert data["exchange.phases"]["params"]["moderate"] == 0.30
-    assert data["memory.tile-oom"]["needs"] == [["tiles"], ["memory_totals"]]
+    assert data["memory.tile-oom"]["needs"] == [["tiles"], ["memory_totals"], ["out_of_memory"]]
     code, out, _ = run(capsys, "rules")
     assert "memory.headroom.warning = 0.85" in out and "host.device-gaps: " in out
     code, out, _ = run(capsys, "rules", "--format", "markdown")

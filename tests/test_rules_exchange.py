@@ -33,6 +33,12 @@ def phases(profile: Profile, **params):
     return check(profile, rules=["exchange.phases"], params=params)
 
 
+def test_a_phase_whose_share_is_moderate_is_a_warning_even_with_a_high_window():
+    # windows of 60 % and 30 % make one phase of 45 %: a warning (the figure shown), not an error
+    found = phases(steps_profile(window(6) + window(3)))
+    assert [f.severity for f in found] == ["warning"] and found.items[0].value == pytest.approx(0.45)
+
+
 def test_window_exactly_at_moderate_threshold_is_a_warning():
     found = phases(steps_profile(window(3) + window(0)))
     assert [f.severity for f in found] == ["warning"]
@@ -46,16 +52,17 @@ def test_window_just_below_moderate_is_not_flagged():
     assert len(phases(steps_profile(rows))) == 0
 
 
-def test_adjacent_windows_merge_and_take_the_worst_band():
+def test_adjacent_windows_merge_into_phases_listed_in_one_finding():
     rows = window(0) + window(5) + window(3, category="sync") + window(0) + window(6, category="global_exchange")
     found = phases(steps_profile(rows))
-    assert [f.where["steps"] for f in found] == [(10, 29), (40, 49)]
-    first, second = found.items  # both have a high (>= 50 %) window
-    assert first.severity == "error" and first.value == pytest.approx(0.40)  # (500 + 300) / 2000
-    assert second.severity == "error" and second.value == pytest.approx(0.60)
-    assert first.where["programs"][0].startswith(("exchange/", "sync/"))
-    assert "steps 10-29 (2 window(s) of 10 steps)" in first.message
-    windows = first.evidence
+    (f,) = found.items  # one finding for the problem, listing its phases
+    assert f.where["phases"] == [(10, 29), (40, 49)]
+    # phase shares: (500 + 300) / 2000 = 40 % and 60 %; the severity comes from the worst figure shown (60 %)
+    assert f.severity == "error" and f.value == pytest.approx(0.60) and f.where["steps"] == (40, 49)
+    assert "steps 10-29 (2 window(s)): 40.0 %" in f.message and "steps 40-49 (1 window(s)): 60.0 %" in f.message
+    assert "worst 60.0 % (error at >= 50 %)" in f.message
+    assert f.where["programs"][0].startswith(("exchange/", "sync/"))
+    windows = f.evidence
     assert list(windows["band"]) == ["none", "high", "moderate", "none", "high"]
     assert list(windows["phase"]) == [-1, 0, 0, -1, 1]
 
@@ -90,6 +97,18 @@ def test_exchange_share_and_global_share_for_multi_ipu():
     assert f.value == pytest.approx(0.30)
     assert f.severity == "warning"
     assert "global (inter-IPU) exchange 15.0 % over 2 IPUs (warning at >= 15 %)" in f.message
+    assert "every IPU at 30.0 %" in f.message and f.where["ipus"] == [0, 1]
+
+
+def test_exchange_share_names_the_ipu_that_exchanges_most_and_takes_the_deciding_figure():
+    steps = steps_profile([("global_exchange", 300), ("compute", 700)], ipus=2)
+    table = steps.steps.copy()
+    table.loc[(table["ipu"] == 1) & (table["category"] == "compute"), "cycles"] = 2300  # IPU 1: 300 / 2600
+    steps.set_table("steps", table)
+    (f,) = check(steps, rules=["exchange.share"]).items
+    # run-wide 600 / 3600 = 16.7 % (no band) but global exchange 16.7 % >= 15 %: a warning from that figure
+    assert f.severity == "warning" and f.value == pytest.approx(600 / 3600) and f.threshold == 0.15
+    assert "per IPU from 11.5 % (IPU 1) to 30.0 % (IPU 0)" in f.message and f.where["ipus"] == [0]
 
 
 def test_exchange_share_single_ipu_below_threshold_is_info():
@@ -171,7 +190,7 @@ def test_trace_is_used_when_the_steps_have_no_cycles():
                   params={"exchange.phases.window_us": 50.0})
     assert found.not_evaluated == [] and set(found.evaluated) == {"exchange.phases", "exchange.share"}
     (share,) = found.by_rule("exchange.share")
-    assert share.value == pytest.approx(0.30) and "device time in the trace" in share.message
+    assert share.value == pytest.approx(0.30) and "device busy time in the trace" in share.message
     (phase,) = found.by_rule("exchange.phases")
     assert phase.where["time_us"] == (50.0, 100.0) and phase.value == pytest.approx(0.6)
 
@@ -181,3 +200,4 @@ def test_max_phases_below_one_is_not_evaluated():
     assert found.items == [] and "max_phases must be at least 1" in dict(found.not_evaluated)["exchange.phases"]
     one = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=1)
     assert len(one) == 1 and "1 smaller phase(s) not listed" in one.items[0].message
+    assert one.items[0].where["phases"] == [(20, 29)]  # the phase with the most exchange cycles

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from popprof import synth
-from popprof.readers import detect, open_profile
+from popprof.errors import InputError
+from popprof.readers import detect, open_all, open_profile
 from popprof.readers import text_summary as reader
 from popprof.writers.text_summary import render_text_summary, summary_totals
 
@@ -220,7 +221,13 @@ def test_two_summaries_in_one_log(tmp_path):
     second = FACTS_EXAMPLE.replace("812,004,112", "912,004,112")
     path = tmp_path / "two.log"
     path.write_text(FACTS_EXAMPLE + "INFO next engine\n" + second)
-    first = open_profile(path)
+    profiles = open_all(path)  # one profile per summary, named from the label line above it
+    assert list(profiles) == ["run_1", "INFO_next_engine"]
+    with pytest.raises(InputError, match="holds several profiles"):
+        open_profile(path)
+    first = open_profile(path, engine="run_1")
+    assert figures(profiles["INFO_next_engine"])[(-1, "total", "including_gaps")] == 912_004_112
+    assert figures(open_profile(path, summary=1))[(-1, "total", "including_gaps")] == 912_004_112
     assert first.meta["text_summary.summaries_in_file"] == "2"
     assert figures(first)[(-1, "total", "including_gaps")] == 812_004_112
     other = reader.read(path, summary=1)

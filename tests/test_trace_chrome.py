@@ -76,7 +76,7 @@ def test_device_categories_of_gpu_events(fixtures_dir: Path) -> None:
     assert cat["Memcpy HtoD (Pageable -> Device)"] == "host_io"
     assert cat["Memcpy DtoH (Device -> Pageable)"] == "host_io"
     assert cat["Memset (Device)"] == "other"
-    assert cat["cudaStreamSynchronize"] == "sync"
+    assert cat["cudaStreamSynchronize"] == "host_wait"   # the host blocking on the device: host time
     for host in ("aten::mm", "cudaLaunchKernel", "nccl:all_reduce", "ProfilerStep#0"):
         assert pd.isna(cat[host]), host
 
@@ -106,7 +106,8 @@ def test_array_form_with_begin_end_instants_counters_and_metadata(fixtures_dir: 
     meta = p.meta
     assert meta["warnings.unmatched_end"] == "1"
     assert meta["warnings.unmatched_begin"] == "1"
-    assert json.loads(meta["chrome.skipped_phases"]) == {"s": 1}
+    assert "chrome.skipped_phases" not in meta          # the flow event is kept, in the flows table
+    assert meta["chrome.flows"] == "1" and p.flows["phase"].astype(str).tolist() == ["s"]
     assert p.threads.set_index("pid")["process_name"].to_dict() == {1: "/host:CPU", 2: "/device:GPU:0"}
     assert len(p.counters) == 3
 

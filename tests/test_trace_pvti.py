@@ -65,14 +65,19 @@ def test_missing_timestamp_and_channel_are_reported(tmp_path: Path, pva_double) 
     path = _many_threads_trace(tmp_path / "bare.pvti", omit=("timestamp", "channel"))
     p = read_path(path)
     ev = p.events
-    assert ev["start_us"].isna().all() and ev["channel"].isna().all()
+    assert ev["start_us"].notna().all() and ev["channel"].isna().all()
     assert ev["dur_us"].notna().all() and ev["depth"].max() == 2999     # what exists still loads
     t3 = ev[ev["tid"] == 3]
     assert t3["name"].astype(str).tolist() == ["Engine::run(main)", "StreamCopy in", "marker", "Sync", "host work"]
+    # no timestamp: laid out from durations and nesting (children from the parent's start, siblings back to back)
+    assert t3["start_us"].tolist() == [0.0, 0.0, 10.0, 10.0, 100.0]
+    assert (t3["parent_id"].iloc[1:4] == t3["event_id"].iloc[0]).all()
     meta = p.meta
     assert json.loads(meta["pvti.missing_attributes"]) == ["timestamp", "channel"]
     assert meta["pvti.events_without_timestamp"] == str(len(ev))
-    assert "start_us is missing" in meta["pvti.note"]
+    assert meta["pvti.start_synthesised"] == str(len(ev))
+    assert "laid out from durations and nesting" in meta["pvti.note"]
+    assert json.loads(meta["pvti.event_attributes"]) == ["children", "duration", "label"]
 
 
 def test_device_map_override_for_pvti(tmp_path: Path, pva_double) -> None:
@@ -162,3 +167,47 @@ def test_double_trace_lookups_by_pid_and_tid(tmp_path: Path, pva_double) -> None
         trace.process(9)
     with pytest.raises(IndexError, match="no thread 5"):
         trace.process(8).thread(5)
+
+
+def test_event_attributes_found_are_recorded_once(tmp_path: Path, pva_double) -> None:
+    p = read_path(_many_threads_trace(tmp_path / "full.pvti"))
+    assert json.loads(p.meta["pvti.event_attributes"]) == ["channel", "children", "duration", "label", "timestamp"]
+    assert "pvti.start_synthesised" not in p.meta and "pvti.note" not in p.meta
+
+
+def test_durations_are_whole_microseconds(tmp_path: Path, pva_double) -> None:
+    path = write_trace(tmp_path / "frac.pvti", [{"pid": 1, "threads": [_thread(1, [
+        ["a", 12.7, 0.0, "Poplar", -1], ["b", 3.0, 20.0, "Poplar", -1]])]}])
+    p = read_path(path)
+    assert p.events["dur_us"].tolist() == [13.0, 3.0]
+    assert p.meta["pvti.non_integer_durations"] == "1"
+
+
+def test_64_bit_thread_ids(tmp_path: Path, pva_double) -> None:
+    pthread_id = 140_245_324_580_672  # a typical Linux pthread id: beyond 32 bits
+    unsigned = (1 << 64) - 5           # an id only an unsigned 64-bit integer holds
+    path = write_trace(tmp_path / "tids.pvti", [{"pid": 4532, "threads": [
+        _thread(pthread_id, [["a", 5.0, 0.0, "Poplar", -1]]), _thread(unsigned, [["b", 5.0, 1.0, "Poplar", -1]])]}])
+    p = read_path(path)
+    assert sorted(p.events["tid"].tolist()) == sorted([pthread_id, -5])
+    assert p.meta["pvti.tid_wrapped"] == "1"
+    assert len(p.threads) == 2
+
+
+def test_pva_without_open_trace_needs_sdk_3(tmp_path: Path, pva_double, monkeypatch) -> None:
+    path = _many_threads_trace(tmp_path / "old_sdk.pvti")
+    monkeypatch.delattr(pva_double, "openTrace")  # SDK 2.0's pva-python page lists no openTrace
+    with pytest.raises(InputError, match="needs SDK 3.0 or later"):
+        read_path(path)
+
+
+def test_import_pva_runtime_error_means_sdk_missing(tmp_path: Path, monkeypatch) -> None:
+    broken = tmp_path / "broken_sdk" / "pva"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise RuntimeError('libpva.so: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(broken.parent))
+    monkeypatch.delitem(sys.modules, "pva", raising=False)
+    path = _many_threads_trace(tmp_path / "t.pvti")
+    with pytest.raises(SdkMissingError):
+        read_path(path)
+    monkeypatch.delitem(sys.modules, "pva", raising=False)

@@ -41,7 +41,7 @@ def test_trace_metrics_on_a_hand_made_trace() -> None:
     assert values["trace.thread_count"] == 5          # (0,7) (0,8) (0,9) (1,1) (1,2)
     # device busy: [0,12) + [20,30) + [40,41) = 23 of the active span [0,41)
     assert values["trace.device_busy_us"] == 23.0
-    assert values["trace.host_stall_us"] == 18.0          # gaps [12,20) and [30,40)
+    assert values["trace.device_idle_us"] == 18.0          # gaps [12,20) and [30,40)
     assert values["trace.device_idle_share"] == pytest.approx(18.0 / 41.0)
     assert values["trace.device_time_us.compute"] == 18.0
     assert values["trace.device_time_us.sync"] == 9.0
@@ -49,8 +49,8 @@ def test_trace_metrics_on_a_hand_made_trace() -> None:
 
 def test_trace_metrics_absent_without_events(fixtures_dir: Path) -> None:
     p = Profile("empty", {"target": {"source_format": ["pop"]}})
-    values = metrics.compute(p, ["trace.span_us", "trace.host_stall_us"])
-    assert values == {"trace.span_us": None, "trace.host_stall_us": None}
+    values = metrics.compute(p, ["trace.span_us", "trace.device_idle_us"])
+    assert values == {"trace.span_us": None, "trace.device_idle_us": None}
 
 
 def test_summary_of_a_hand_made_trace() -> None:
@@ -91,6 +91,7 @@ def test_query_sql_over_events(fixtures_dir: Path, capsys) -> None:
     assert code == 0
     ev = read_path(path).events
     expected = ev["device_category"].value_counts()
+    expected = expected[expected > 0]
     for category, n in expected.items():
         assert f'"{category}"' in out and str(n) in out
 

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "scan": "redact",
     "plot": "plot",
     "report": "plot",
+    "record": "record",
 }
 
 
@@ -84,6 +85,9 @@ def cli(quiet: bool, limit_values: tuple[str, ...]) -> None:
     set_quiet(quiet)
     for assignment in limit_values:
         set_from_option(assignment)
+    from .common import reset_read_warnings
+
+    reset_read_warnings()
 
 
 #: exit code after SIGTERM (128 + 15, as a shell reports it); SIGINT gives 130.

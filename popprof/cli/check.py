@@ -12,7 +12,15 @@ from ..atomic import refuse_overwriting_inputs, write_text_atomic
 from ..config import load_config
 from ..errors import UsageError
 from ..progress import progress
-from .common import echo_json, engine_option, format_option, load_profiles
+from .common import (
+    device_map_inputs,
+    device_map_option,
+    echo_json,
+    engine_option,
+    format_option,
+    load_profiles,
+    reader_options,
+)
 
 FAIL_CHOICES = ("info", "warning", "error", "never")
 
@@ -42,9 +50,10 @@ def _fail_on(option: str | None, config: dict) -> str:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Write the report to FILE (atomically) instead of stdout.")
 @engine_option()
+@device_map_option()
 def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[str, ...], sets: tuple[str, ...],
                   config_file: Path | None, fmt: str, fail_on: str | None, output: Path | None,
-                  engine: str | None) -> None:
+                  engine: str | None, device_map: str | None) -> None:
     """Flag memory peaks, exchange-heavy phases and host stalls in profiles.
 
     Each PATH is a profile, bundle, trace or run directory (a run directory
@@ -66,8 +75,9 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
     config = load_config(explicit=config_file)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
+    read_options = reader_options(device_map, config)  # ... and the device map
     if output is not None:
-        refuse_overwriting_inputs(output, [*paths, config_file])
+        refuse_overwriting_inputs(output, [*paths, config_file, *device_map_inputs(device_map)])
         if output.resolve().is_dir():
             raise UsageError(f"--output {output} is a directory; give a file name")
     level = _fail_on(fail_on, config)
@@ -76,7 +86,7 @@ def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[s
     seen: dict[str, int] = {}
     with progress("checking", total=len(paths)) as advance:
         for path in paths:
-            for name, profile in load_profiles(path, engine).items():
+            for name, profile in load_profiles(path, engine, **read_options).items():
                 findings = check(profile, **options)
                 seen[name] = seen.get(name, 0) + 1
                 findings.profile_name = name if seen[name] == 1 else f"{name} #{seen[name]}"
@@ -110,14 +120,15 @@ def rules_command(fmt: str) -> None:
 
     if fmt == "json":
         echo_json([{"id": r.id, "description": r.description, "needs": [list(a) for a in r.needs],
-                    "params": r.params, "advice": r.advice} for r in RULES.values()])
+                    "params": r.params, "advice": r.advice,
+                    "advice_by_platform": r.advice_by_platform} for r in RULES.values()])
         return
     if fmt == "markdown":
-        lines = ["| rule | description | needs | parameters (defaults) |", "|---|---|---|---|"]
-        for r in RULES.values():
-            params = ", ".join(f"`{k}={v}`" for k, v in r.params.items()) or "none"
-            lines.append(f"| `{r.id}` | {r.description} | {r.needs_text()} | {params} |")
-        click.echo("\n".join(lines))
+        from .. import markdown as md
+
+        rows = [[md.code(r.id), md.cell(r.description), md.cell(r.needs_text()),
+                 ", ".join(md.code(f"{k}={v}") for k, v in r.params.items()) or "none"] for r in RULES.values()]
+        click.echo("\n".join(md.table(["rule", "description", "needs", "parameters (defaults)"], rows)))
         return
     if sys.stdout.isatty():
         from rich.console import Console

@@ -25,6 +25,41 @@ def engine_option() -> Callable:
                         help="For a run directory with several engines: analyse only this one.")
 
 
+def device_map_option() -> Callable:
+    """``--device-map JSON|FILE``: which trace events are device activity (every command that reads traces)."""
+    return click.option("--device-map", "device_map", default=None, metavar="JSON|FILE",
+                        help="Which trace events are device activity: a JSON object category -> regular "
+                             "expression, or a file holding one (default: [tool.popprof.device_map] / the "
+                             "[device_map] table of popprof.toml).")
+
+
+def device_map_inputs(device_map: str | None) -> list[str]:
+    """The file a ``--device-map`` names (for the never-overwrite-an-input check); [] for inline JSON."""
+    return [device_map] if device_map and not device_map.lstrip().startswith("{") else []
+
+
+def reader_options(device_map: str | None = None, config: dict | None = None, **options: object) -> dict:
+    """Reader options with the device map resolved: ``--device-map`` wins, else the config's ``device_map``.
+
+    A bad map (unknown category, bad regex, unreadable file) is a UsageError before any profile is read.
+    """
+    from ..trace.device import load_device_map
+
+    configured = (config or {}).get("device_map")
+    if device_map is not None:
+        mapping = load_device_map(device_map)
+    elif configured:
+        if not isinstance(configured, dict | str):
+            raise UsageError("the [device_map] configuration must be a table: category = \"regular expression\"")
+        mapping = load_device_map(configured)
+    else:
+        mapping = None
+    out = dict(options)
+    if mapping is not None:
+        out["device_map"] = mapping
+    return out
+
+
 def load_profiles(path: str | Path, engine: str | None = None, **options: object) -> dict[str, Profile]:
     """Open a path into profiles by name, keeping only ``engine`` when given."""
     profiles = open_all(path, **options)
@@ -35,14 +70,35 @@ def load_profiles(path: str | Path, engine: str | None = None, **options: object
     return profiles
 
 
+#: Sources already warned about in this command (each is said once, however often it is opened).
+_warned: set[str] = set()
+
+
+def reset_read_warnings() -> None:
+    """Forget which sources were warned about (at the start of each command)."""
+    _warned.clear()
+
+
 def report_read_warnings(profile: Profile) -> None:
-    """One stderr line listing what the reader counted as suspect (``warnings.*`` metadata), if anything."""
-    counted = {k.removeprefix("warnings."): v for k, v in profile.meta.items()
-               if k.startswith("warnings.") and v not in ("", "0")}
-    if counted:
-        details = ", ".join(f"{k}={v}" for k, v in sorted(counted.items()))
-        click.echo(f"popprof: warning: {profile.source or profile.name}: read with problems ({details}); "
-                   "see the profile's metadata", err=True)
+    """One stderr line saying, in plain words, what the reader worked around (``warnings.*`` metadata).
+
+    Said once per source per command, and not for a bundle: its metadata keeps the problems of the
+    source it was exported from, shown by ``popprof tables`` and ``popprof summary``.
+    """
+    from ..readproblems import describe
+
+    text = describe(profile)
+    source = str(profile.source or profile.name)
+    if text is None or source in _warned or _is_bundle(profile):
+        return
+    _warned.add(source)
+    click.echo(f"popprof: warning: {source}: read with problems: {text}", err=True)
+
+
+def _is_bundle(profile: Profile) -> bool:
+    from ..readers.bundle import MANIFEST
+
+    return bool(profile.source) and (Path(str(profile.source)) / MANIFEST).is_file()
 
 
 def select_engine(path: str | Path, profiles: dict[str, Profile], engine: str) -> dict[str, Profile]:

@@ -11,30 +11,42 @@ from ..errors import UsageError
 from ..profile import Profile
 from ..progress import progress
 from ..readers import open_all
-from .common import engine_option, format_option, select_engine
+from .common import (
+    device_map_inputs,
+    device_map_option,
+    engine_option,
+    format_option,
+    reader_options,
+    report_read_warnings,
+    select_engine,
+)
 
 
-def _one_profile(path: str, engine: str | None) -> Profile:
-    profiles = _open(path, engine)
+def _one_profile(path: str, engine: str | None, **options: object) -> Profile:
+    profiles = _open(path, engine, **options)
     if len(profiles) != 1:
         raise UsageError(f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine NAME")
     return next(iter(profiles.values()))
 
 
-def _open(path: str, engine: str | None) -> dict[str, Profile]:
+def _open(path: str, engine: str | None, **options: object) -> dict[str, Profile]:
     """Profiles of ``path``; ``engine`` picks one when the path holds several (a single profile is kept as is)."""
-    profiles = open_all(path)
+    profiles = open_all(path, **options)
     if engine is not None and len(profiles) > 1:
         profiles = select_engine(path, profiles, engine)
+    for profile in profiles.values():
+        report_read_warnings(profile)
     return profiles
 
 
-def pair_profiles(base: str, new: str, engine: str | None) -> tuple[list[tuple[str, Profile, Profile]], list[str]]:
+def pair_profiles(base: str, new: str, engine: str | None,
+                  **options: object) -> tuple[list[tuple[str, Profile, Profile]], list[str]]:
     """Pair the profiles of two paths: one to one, or by engine name for run directories.
 
-    Returns the pairs (engine name, base, new) and notes on profiles only one side has.
+    Returns the pairs (engine name, base, new) and notes on profiles only one side has. ``options`` go to
+    the readers (e.g. ``device_map``: both sides are read with the same map).
     """
-    left, right = _open(base, engine), _open(new, engine)
+    left, right = _open(base, engine, **options), _open(new, engine, **options)
     if len(left) == 1 and len(right) == 1:
         (name, b), (_, n) = next(iter(left.items())), next(iter(right.items()))
         return [(name, b, n)], []
@@ -66,9 +78,10 @@ def pair_profiles(base: str, new: str, engine: str | None) -> tuple[list[tuple[s
 @click.option("--tolerance", type=click.FloatRange(0, None), default=None, metavar="FRACTION",
               help="Relative change under which a program or event total counts as unchanged [default: 0.01].")
 @engine_option()
+@device_map_option()
 def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_file: str | None,
-                 config_file: str | None, strict: bool,
-                 no_gate: bool, output: str | None, top: int, tolerance: float | None, engine: str | None) -> None:
+                 config_file: str | None, strict: bool, no_gate: bool, output: str | None, top: int,
+                 tolerance: float | None, engine: str | None, device_map: str | None) -> None:
     """Compare two profiles (or a baseline JSON and a profile) and gate regressions.
 
     Shows the metrics that changed, biggest relative change first, then the
@@ -87,11 +100,14 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     from ..diff.render import render_many
 
     if output is not None:  # before any reading: a bad output path fails fast
-        refuse_overwriting_inputs(output, [base, new, budget_file, config_file])
+        refuse_overwriting_inputs(output, [base, new, budget_file, config_file, *device_map_inputs(device_map)])
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
+    from ..config import load_config
+
+    read_options = reader_options(device_map, load_config(explicit=Path(config_file) if config_file else None))
     results = []
     with progress("popprof diff: reading", total=None) as advance:
-        pairs, notes = pair_profiles(base, new, engine)
+        pairs, notes = pair_profiles(base, new, engine, **read_options)
         advance(1)
     with progress("popprof diff: comparing", total=len(pairs)) as advance:
         for name, base_profile, new_profile in pairs:
@@ -114,7 +130,8 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write the baseline here (atomically). Default: print it.")
 @engine_option()
-def baseline_command(path: str, output: str | None, engine: str | None) -> None:
+@device_map_option()
+def baseline_command(path: str, output: str | None, engine: str | None, device_map: str | None) -> None:
     """Write a profile's metrics as a small, diff-friendly JSON baseline, safe to commit.
 
     CI then keeps only the baseline, not the old profile:
@@ -125,9 +142,12 @@ def baseline_command(path: str, output: str | None, engine: str | None) -> None:
       popprof baseline run/profile.pop -o baseline.json
       popprof diff baseline.json new/profile.pop
     """
+    from ..config import load_config
     from ..diff.baseline import dumps_baseline, write_baseline
 
-    profile = _one_profile(path, engine)
+    if output is not None:
+        refuse_overwriting_inputs(output, device_map_inputs(device_map))
+    profile = _one_profile(path, engine, **reader_options(device_map, load_config()))
     if output is None:
         click.echo(dumps_baseline(profile), nl=False)
         return

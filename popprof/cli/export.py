@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
+from ..atomic import refuse_overwriting_inputs
+from ..config import load_config
 from ..errors import UsageError
 from ..readers import bundle
-from .common import engine_option, load_profiles
+from .common import device_map_inputs, device_map_option, engine_option, load_profiles, reader_options
 
 
 @click.command("export")
@@ -19,7 +21,9 @@ from .common import engine_option, load_profiles
 @engine_option()
 @click.option("--tile-cycles", is_flag=True, help="Also read per-tile cycles of every step (large).")
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces).")
-def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, with_args: bool) -> None:
+@device_map_option()
+def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, with_args: bool,
+                   device_map: str | None) -> None:
     """Export a profile as a bundle that needs no Poplar SDK to read.
 
     Run this where the SDK is installed; analyse the bundle anywhere
@@ -30,7 +34,9 @@ def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, wi
       popprof export run_dir/training/profile.pop -o training.popprof
       popprof export run_dir/ -o bundles/
     """
-    profiles = load_profiles(src, engine, tile_cycles=tile_cycles, with_args=with_args)
+    refuse_overwriting_inputs(out, device_map_inputs(device_map))
+    profiles = load_profiles(src, engine, **reader_options(device_map, load_config(), tile_cycles=tile_cycles,
+                                                           with_args=with_args))
     target = Path(out)
     if len(profiles) == 1:
         name, profile = next(iter(profiles.items()))

@@ -8,7 +8,14 @@ import click
 
 from ..atomic import refuse_overwriting_inputs
 from ..errors import UsageError
-from .common import engine_option, load_one_profile, load_profiles
+from .common import (
+    device_map_inputs,
+    device_map_option,
+    engine_option,
+    load_one_profile,
+    load_profiles,
+    reader_options,
+)
 
 PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline")
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -31,8 +38,9 @@ def _config(config_file: Path | None) -> dict:
 
 @click.command("plot")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--kind", type=click.Choice(PLOT_KINDS), default="memory", show_default=True,
-              help="Which plot to draw.")
+@click.option("--kind", type=click.Choice(PLOT_KINDS), default=None,
+              help="Which plot to draw [default: the most useful one the profile can draw: memory for a full "
+                   "profile, the histogram for a text summary, the timeline for a trace].")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
               help="Image to write (.png, .svg or .pdf), atomically.")
 @click.option("--dpi", type=click.IntRange(30, 600), default=120, show_default=True, help="Resolution of PNGs.")
@@ -40,8 +48,9 @@ def _config(config_file: Path | None) -> dict:
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).")
 @engine_option()
-def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None, config_file: Path | None,
-                 engine: str | None) -> None:
+@device_map_option()
+def plot_command(path: Path, kind: str | None, output: Path, dpi: int, ipu: int | None, config_file: Path | None,
+                 engine: str | None, device_map: str | None) -> None:
     """Draw one plot of a profile to an image file.
 
     \b
@@ -53,8 +62,13 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
       execution  cycles by category over steps, exchange-heavy phases shaded
       timeline   host threads and device activity over time, stalls shaded
 
+    Without --kind, draws the most useful plot the profile can: memory, else
+    the histogram, else the timeline (then execution, liveness, tilemap).
+    A --kind the profile cannot draw stops with one line listing the kinds it can.
+
     \b
     Examples:
+      popprof plot profile.popprof -o memory.png
       popprof plot profile.popprof --kind memory -o memory.png
       popprof plot reports/ --engine training --kind liveness -o liveness.svg
       popprof plot trace.json.gz --kind timeline -o timeline.png
@@ -62,20 +76,48 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:
         raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
-    refuse_overwriting_inputs(output, [path, config_file])
+    refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
+    config = _config(config_file)
+    read_options = reader_options(device_map, config)
     _use_agg()
     from ..atomic import atomic_path
     from ..htmlreport import run_checks
     from ..plots import plot
 
-    profile = load_one_profile(path, engine)
-    config = _config(config_file)
+    profile = load_one_profile(path, engine, **read_options)
+    kind = _drawable_kind(profile, kind)
     findings = run_checks(profile, config) if kind in ("memory", "execution", "timeline") else None
     options = {"ipu": ipu} if kind == "execution" and ipu is not None else {}
     fig = plot(profile, kind, findings, config=config, **options)
     with atomic_path(output) as tmp:
         fig.savefig(tmp, format=fmt, dpi=dpi)
-    click.echo(f"wrote {output}", err=True)
+    click.echo(f"wrote {output} ({kind} plot)", err=True)
+
+
+def _drawable_kind(profile, kind: str | None) -> str:
+    """``kind`` if the profile can draw it, else (kind None) the default; UsageError listing what it can draw."""
+    from ..plots import available_kinds, default_kind
+
+    available = available_kinds(profile)
+    if kind is None:
+        kind = default_kind(profile)
+        if kind is None:
+            raise UsageError(f"{profile.source or profile.name}: nothing to plot (no tiles, liveness, steps or "
+                             "trace events); `popprof tables` shows what it holds")
+        return kind
+    if kind not in available:
+        raise UsageError(f"{profile.source or profile.name}: cannot draw --kind {kind} "
+                         f"({_needs(kind)}); it can draw: {', '.join(available) or 'nothing'}")
+    return kind
+
+
+def _needs(kind: str) -> str:
+    """What the kind needs, in the words of :data:`popprof.profile.NEEDS_HINT` (its first table set)."""
+    from ..plots import KINDS
+    from ..profile import NEEDS_HINT
+
+    first = KINDS[kind][2][0][0]
+    return f"no {first} table: " + NEEDS_HINT.get(first, f"needs a {first} table")
 
 
 @click.command("report")
@@ -88,8 +130,9 @@ def plot_command(path: Path, kind: str, output: Path, dpi: int, ipu: int | None,
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
 @engine_option()
+@device_map_option()
 def report_command(path: Path, output: Path, title: str | None, svg: bool, no_plots: bool,
-                   config_file: Path | None, engine: str | None) -> None:
+                   config_file: Path | None, engine: str | None, device_map: str | None) -> None:
     """Write one self-contained HTML report (summary, findings, plots) to attach to a bug.
 
     The file needs no network to view: plots are embedded images and all
@@ -101,7 +144,9 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
     """
-    refuse_overwriting_inputs(output, [path, config_file])
+    refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
+    config = _config(config_file)
+    read_options = reader_options(device_map, config)
     if not no_plots:
         try:
             _use_agg()
@@ -110,7 +155,7 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
             no_plots = True
     from ..htmlreport import write
 
-    profiles = load_profiles(path, engine)
+    profiles = load_profiles(path, engine, **read_options)
     write(list(profiles.values()), str(output), title=title, plots=not no_plots,
-          image_format="svg" if svg else "png", config=_config(config_file))
+          image_format="svg" if svg else "png", config=config)
     click.echo(f"wrote {output}", err=True)

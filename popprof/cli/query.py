@@ -8,7 +8,7 @@ import click
 
 from .. import limits
 from ..errors import UsageError
-from .common import engine_option, format_option, load_one_profile
+from .common import device_map_option, engine_option, format_option, load_one_profile, reader_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,12 +131,13 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 @format_option("table", "csv", "json", default="table")
 @click.option("--limit", type=click.IntRange(0, None), default=200, show_default=True,
               help="Rows to print in table format.")
+@device_map_option()
 @click.option("--timeout", "timeout_s", type=click.FloatRange(0, None, min_open=True), default=None,
               metavar="SECONDS", help="Stop the query after this long (default: the query-seconds limit, 60).")
 @click.option("--memory-limit", "memory", callback=_size, default=None, metavar="SIZE",
               help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).")
-def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int, timeout_s: float | None,
-                  memory: int | None) -> None:
+def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int, device_map: str | None,
+                  timeout_s: float | None, memory: int | None) -> None:
     """Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).
 
     \b
@@ -148,7 +149,10 @@ def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int,
     The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
     and --memory-limit of memory (docs/limits.md).
     """
-    result = run_query(load_one_profile(path, engine), sql, timeout_s=timeout_s, memory_bytes=memory)
+    from ..config import load_config
+
+    profile = load_one_profile(path, engine, **reader_options(device_map, load_config()))
+    result = run_query(profile, sql, timeout_s=timeout_s, memory_bytes=memory)
     if fmt == "csv":
         click.echo(result.to_csv(index=False), nl=False)
     elif fmt == "json":

@@ -63,10 +63,8 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
     report = redact(source, out, policy=policy, mapping_out=mapping_out, scan=not no_scan, key_file=key_file,
                     report_out=report_out)
     if not report.passed:
-        kinds = ", ".join(f"{k} ({n})" for k, n in sorted(report.scan["leaked_kinds"].items()))
-        places = sorted({p for v in report.scan["where"].values() for p in v})[:6]
-        click.echo(f"popprof: error: leak scan FAILED: sensitive {kinds} would remain in {', '.join(places)}; "
-                   f"nothing was written to {out} (check the policy: a scrubber may be switched off)", err=True)
+        click.echo(f"popprof: error: {leak_message(report.scan)}; nothing was written to {out} (check the "
+                   "policy: a scrubber may be switched off, or a --keep pattern is too broad)", err=True)
         raise click.exceptions.Exit(1)
     if mapping_out is not None:
         click.echo(f"popprof: warning: {mapping_out} maps pseudonyms back to the original names: it is as "
@@ -74,6 +72,18 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
     if no_scan:
         click.echo("popprof: warning: leak scan skipped (--no-scan)", err=True)
     click.echo(report.summary())
+
+
+def leak_message(scan: dict) -> str:
+    """One line naming each leak's kind and where it is (JSON path, table/column/row, line), never the value."""
+    kinds = ", ".join(f"{k} ({n})" for k, n in sorted(scan["leaked_kinds"].items()))
+    located = scan.get("locations") or []
+    if located:
+        shown = "; ".join(f"{loc['kind']} at {loc['where']}" for loc in located[:8])
+        more = f"; {len(located) - 8} more places in --report" if len(located) > 8 else ""
+        return f"leak scan FAILED: sensitive {kinds}: {shown}{more}"
+    places = sorted({p for v in scan["where"].values() for p in v})[:6]
+    return f"leak scan FAILED: sensitive {kinds} in {', '.join(places)}"
 
 
 @click.command("scan")
@@ -97,6 +107,7 @@ def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tup
     from ..redact import build_policy, scan
 
     result = scan(path, original, build_policy(policy_file, keep))
-    click.echo(result.summary())
     if not result.passed:
+        click.echo(f"popprof: error: {leak_message(result.to_dict())}", err=True)
         raise click.exceptions.Exit(1)
+    click.echo(result.summary())

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .common import engine_option, load_one_profile
+from .common import device_map_inputs, device_map_option, engine_option, load_one_profile, reader_options
 
 
 @click.command("timeline")
@@ -16,9 +16,7 @@ from .common import engine_option, load_one_profile
               help="Chrome trace JSON to write (.json, or .json.gz to compress).")
 @engine_option()
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
-@click.option("--device-map", default=None, metavar="JSON|FILE",
-              help="Override the device-activity mapping: a JSON object category -> regex, or a file holding one "
-                   "(default: the [device_map] table of popprof.toml / [tool.popprof.device_map]).")
+@device_map_option()
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Config file to read instead of the nearest popprof.toml / pyproject.toml.")
 def timeline_command(path: Path, output: Path, engine: str | None, with_args: bool, device_map: str | None,
@@ -37,20 +35,10 @@ def timeline_command(path: Path, output: Path, engine: str | None, with_args: bo
     """
     from ..atomic import refuse_overwriting_inputs
     from ..config import load_config
-    from ..trace.device import load_device_map
-
-    refuse_overwriting_inputs(output, [path, config_path,
-                                       device_map if device_map and not device_map.lstrip().startswith("{") else None])
     from ..trace.timeline import write_timeline
 
-    if device_map is None:
-        configured = load_config(explicit=config_path).get("device_map")
-        mapping = load_device_map(configured) if configured else None
-    else:
-        mapping = load_device_map(device_map)
-    options: dict[str, object] = {"with_args": with_args}
-    if mapping is not None:
-        options["device_map"] = mapping
+    refuse_overwriting_inputs(output, [path, config_path, *device_map_inputs(device_map)])
+    options = reader_options(device_map, load_config(explicit=config_path), with_args=with_args)
     profile = load_one_profile(path, engine, **options)
     if not (profile.has("events") or profile.has("steps")):
         raise UsageError(f"{path}: nothing to put on a timeline (no trace events and no execution steps)")

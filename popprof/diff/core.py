@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as registry
+from ..metrics.trace import STEP_PREFIX
 from ..profile import NEEDS_HINT, Profile
 from ..readers import open_profile
 from .baseline import is_baseline, metric_values
+from .basis import Basis, choose, normalise
 
 #: Default relative tolerance under which a program / event total counts as "unchanged".
 DEFAULT_TOLERANCE = 0.01
@@ -50,6 +52,8 @@ class ProfileDiff:
     ``programs`` / ``events``: per name with added/removed/grown/shrunk/unchanged;
     ``liveness``: per liveness step when the program sequences line up.
     ``notes`` explains mismatches; ``unavailable`` maps a section to why it is empty.
+    ``basis`` says, per family (``trace``, ``execution``), whether totals or
+    per-step (per-run) figures were compared (see :mod:`popprof.diff.basis`).
     """
 
     base_name: str
@@ -65,6 +69,7 @@ class ProfileDiff:
     base_target: dict[str, object] = field(default_factory=dict)
     new_target: dict[str, object] = field(default_factory=dict)
     tolerance: float = DEFAULT_TOLERANCE
+    basis: dict[str, Basis] = field(default_factory=dict)
 
     def changed_metrics(self, include_unchanged: bool = False) -> pd.DataFrame:
         """Metrics ordered biggest relative change first (compared ones, then one-sided ones)."""
@@ -138,7 +143,9 @@ def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLik
     unavailable: dict[str, str] = {}
     base_target, new_target = _target(base), _target(new)
     notes.extend(_target_notes(base_target, new_target))
-    metrics_frame = _diff_metrics(base, new, notes)
+    base_values, new_values = metric_values(base), metric_values(new)
+    basis = choose(base_values, new_values)
+    metrics_frame = _diff_metrics(normalise(base_values, basis, "base"), normalise(new_values, basis, "new"), notes)
 
     baseline_side = [side for side, p in (("base", base), ("new", new)) if is_baseline(p)]
     if baseline_side:
@@ -147,14 +154,33 @@ def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLik
         notes.append(reason)
 
     tiles, ipus = _diff_tiles(base, new, notes, unavailable)
-    programs = _diff_named(base, new, "steps", _program_totals, tolerance, unavailable, "programs")
-    events = _diff_named(base, new, "events", _event_totals, tolerance, unavailable, "events")
+    programs = _diff_named(base, new, "steps", _program_totals, tolerance, unavailable, "programs",
+                           basis.get("execution"))
+    events = _diff_named(base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace"))
     liveness = _diff_liveness(base, new, unavailable)
+    keys_differ = _redaction_keys_note(base, new)
+    if keys_differ:
+        # pseudonyms made with different keys do not correspond: name-by-name sections would list every
+        # name as removed and added, so they are left out and the note says why
+        notes.append(keys_differ)
+        programs, events, liveness = programs.iloc[0:0], events.iloc[0:0], liveness.iloc[0:0]
+        for section in ("programs", "events", "liveness"):
+            unavailable[section] = keys_differ
     if baseline_side:
         for section in ("tiles", "ipus", "programs", "events", "liveness"):
             unavailable[section] = reason
     return ProfileDiff(base.name, new.name, metrics_frame, tiles, ipus, programs, events, liveness, notes,
-                       unavailable, base_target, new_target, tolerance)
+                       unavailable, base_target, new_target, tolerance, basis)
+
+
+def _redaction_keys_note(base: Profile, new: Profile) -> str | None:
+    """A note when both sides were redacted with different keys (their key fingerprints differ)."""
+    fingerprints = [p.meta.get("redaction_key_fingerprint") for p in (base, new)]
+    if all(fingerprints) and fingerprints[0] != fingerprints[1]:
+        return (f"the profiles were redacted with different keys (fingerprints {fingerprints[0]} and "
+                f"{fingerprints[1]}): their pseudonyms do not correspond, so names cannot be matched; "
+                "redact both with one key (--key-file) to compare programs and events by name")
+    return None
 
 
 # -- targets ------------------------------------------------------------------
@@ -178,8 +204,7 @@ def _target_notes(base: dict[str, object], new: dict[str, object]) -> list[str]:
 
 # -- metrics ------------------------------------------------------------------
 
-def _diff_metrics(base: Profile, new: Profile, notes: list[str]) -> pd.DataFrame:
-    b, n = metric_values(base), metric_values(new)
+def _diff_metrics(b: dict[str, float | None], n: dict[str, float | None], notes: list[str]) -> pd.DataFrame:
     families = _family_members(b, n, notes)
     rows = []
     for name in sorted(set(b) | set(n)):
@@ -362,8 +387,16 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
 
 
 def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
-    """Per event name: occurrences and summed duration in microseconds."""
+    """Per event name: occurrences and summed duration in microseconds.
+
+    The profiler's step annotations (``ProfilerStep#12``) count as one name, ``ProfilerStep#*``: two runs
+    number their steps differently, and what compares is the steps' count and time.
+    """
     codes, names = _codes(events["name"])
+    steps = names.str.startswith(STEP_PREFIX)
+    if steps.any():
+        names = pd.Index(np.where(steps, STEP_PREFIX + "*", names.to_numpy(dtype=object)), dtype="str")
+        codes, names = _merge_codes(codes, names)
     dur = events["dur_us"].to_numpy(dtype="float64", na_value=0.0)
     valid = codes >= 0
     count = np.bincount(codes[valid], minlength=len(names))
@@ -373,8 +406,15 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
                         index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"))
 
 
+def _merge_codes(codes: np.ndarray, names: pd.Index) -> tuple[np.ndarray, pd.Index]:
+    """Codes re-pointed at unique names when several codes now share one name."""
+    unique_codes, unique_names = pd.factorize(names)
+    mapped = np.where(codes >= 0, unique_codes[np.maximum(codes, 0)], -1)
+    return mapped.astype(np.int64), pd.Index(unique_names, dtype="str")
+
+
 def _diff_named(base: Profile, new: Profile, table: str, totals, tolerance: float,
-                unavailable: dict[str, str], section: str) -> pd.DataFrame:
+                unavailable: dict[str, str], section: str, basis: Basis | None = None) -> pd.DataFrame:
     bt, nt = base.get(table), new.get(table)
     missing = [side for side, t in (("base", bt), ("new", nt)) if t is None or t.empty]
     if not missing and table == "steps":  # steps without any known cycles: totals unknown, not 0
@@ -386,14 +426,20 @@ def _diff_named(base: Profile, new: Profile, table: str, totals, tolerance: floa
         unavailable[section] = reason
         return pd.DataFrame({c: pd.Series(dtype="str" if c in ("name", "status") else "float64")
                              for c in NAMED_COLUMNS})
-    b = totals(bt).add_prefix("base_")
-    n = totals(nt).add_prefix("new_")
+    b = _per(totals(bt), basis, "base").add_prefix("base_")
+    n = _per(totals(nt), basis, "new").add_prefix("new_")
     b.index = b.index.astype("str")
     n.index = n.index.astype("str")
     frame = b.join(n, how="outer")
     frame.index.name = "name"
     frame = frame.reset_index()
     return classify_named(frame, tolerance)
+
+
+def _per(frame: pd.DataFrame, basis: Basis | None, side: str) -> pd.DataFrame:
+    """Counts and totals divided by the side's steps (runs) when the basis is per step, else as they are."""
+    divisor = None if basis is None else basis.divisor(side)
+    return frame if divisor is None else frame.astype("float64") / divisor
 
 
 def classify_named(frame: pd.DataFrame, tolerance: float) -> pd.DataFrame:

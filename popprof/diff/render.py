@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from xml.sax.saxutils import escape, quoteattr
 
 import pandas as pd
 
+from .. import junit
+from .. import markdown as md
 from .core import ProfileDiff
 from .fmt import fmt_change, fmt_rel, fmt_value
 from .gate import GateResult
@@ -61,6 +62,13 @@ def _int(value: object) -> str:
     return "" if value is None or pd.isna(value) else f"{int(value):,}"
 
 
+def _count(value: object) -> str:
+    """An occurrence count: whole when it is (totals), else with two decimals (per step / per run)."""
+    if value is None or pd.isna(value):
+        return ""
+    return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.2f}"
+
+
 # -- text ---------------------------------------------------------------------
 
 def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, include_unchanged: bool = False,
@@ -68,6 +76,7 @@ def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, i
     """The terminal report: changed metrics biggest relative change first, then tiles, programs, events."""
     lines = [f"popprof diff: base {result.base_name!r} -> new {result.new_name!r}"]
     lines += [f"note: {n}" for n in result.notes]
+    lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
     rows = _metric_rows(result, include_unchanged)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
@@ -106,7 +115,7 @@ def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, i
         lines += ["", f"{label}: {_named_summary(frame)} (unchanged within {result.tolerance * 100:g} %)"]
         top_named = result.top_named(section, top)
         if len(top_named):
-            lines += _table([[r.name, _int(r.base_count), _int(r.new_count), fmt_value(_f(r.base_total), unit),
+            lines += _table([[r.name, _count(r.base_count), _count(r.new_count), fmt_value(_f(r.base_total), unit),
                               fmt_value(_f(r.new_total), unit), fmt_change(r.change, unit), fmt_rel(r.rel_change),
                               r.status] for r in top_named.itertuples(index=False)],
                             ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
@@ -171,6 +180,7 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
         "notes": list(result.notes),
         "unavailable": dict(result.unavailable),
         "tolerance": result.tolerance,
+        "basis": {family: b.to_dict() for family, b in result.basis.items()},
         "metrics": _records(result.changed_metrics(include_unchanged=True)),
     }
     if "tiles" not in result.unavailable:
@@ -208,10 +218,6 @@ def render_json(result: ProfileDiff, gate_result: GateResult | None = None, *, t
 
 # -- Markdown -----------------------------------------------------------------
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|")
-
-
 def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, *,
                     include_unchanged: bool = False, top: int = 10) -> str:
     """A pull-request comment: verdict line, changed metrics table, top tiles and programs."""
@@ -221,27 +227,29 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
         verdict = "**popprof gate: PASS** :white_check_mark:"
     else:
         verdict = "**popprof gate: FAIL** :x:"
-    lines = [f"{verdict} `{_md(result.base_name)}` → `{_md(result.new_name)}`"]
+    lines = [f"{verdict} {md.code(result.base_name)} → {md.code(result.new_name)}"]
     if gate_result is not None:
         lines[0] += f" — {gate_result.verdict.split(': ', 1)[1]}"
         lines.append("")
-        lines += [f"- :x: {_md(m)}" for m in gate_result.violations["message"]]
-        lines += [f"- :grey_question: gap: `{g.metric}`: {_md(g.reason)}" for g in gate_result.gaps.itertuples()]
-    if result.notes:
-        lines += ["", *[f"> note: {_md(n)}" for n in result.notes]]
+        lines += [f"- :x: {md.cell(m)}" for m in gate_result.violations["message"]]
+        lines += [f"- :grey_question: gap: {md.code(g.metric)}: {md.cell(g.reason)}"
+                  for g in gate_result.gaps.itertuples()]
+    if result.notes or result.basis:
+        lines += ["", *[f"> note: {md.cell(n)}" for n in result.notes],
+                  *[f"> basis: {md.cell(b.describe())}" for b in result.basis.values()]]
     rows = _metric_rows(result, include_unchanged)
     lines.append("")
     if rows:
-        lines += ["| metric | base | new | change | rel | |", "|---|---:|---:|---:|---:|---|"]
-        lines += [f"| `{r[0]}` | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} |" for r in rows]
+        lines += md.table(["metric", "base", "new", "change", "rel", ""], [[md.code(r[0]), *r[1:]] for r in rows],
+                          right={1, 2, 3, 4})
     else:
         lines.append("No metric changed.")
     if "tiles" not in result.unavailable and len(result.top_tiles(top)):
-        lines += ["", f"<details><summary>Top {top} tiles by memory change</summary>", "",
-                  "| tile | ipu | base | new | change |", "|---:|---:|---:|---:|---:|"]
-        lines += [f"| {_int(t.tile)} | {_int(t.ipu)} | {fmt_value(t.base_bytes, 'bytes')} | "
-                  f"{fmt_value(t.new_bytes, 'bytes')} | {fmt_change(t.change_bytes, 'bytes')} |"
-                  for t in result.top_tiles(top).itertuples(index=False)]
+        lines += ["", f"<details><summary>Top {top} tiles by memory change</summary>", ""]
+        lines += md.table(["tile", "ipu", "base", "new", "change"],
+                          [[_int(t.tile), _int(t.ipu), fmt_value(t.base_bytes, "bytes"), fmt_value(t.new_bytes, "bytes"),
+                            fmt_change(t.change_bytes, "bytes")] for t in result.top_tiles(top).itertuples(index=False)],
+                          right=range(5))
         lines += ["", "</details>"]
     for section, unit in (("programs", ""), ("events", "us")):
         if section in result.unavailable:
@@ -249,12 +257,13 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
         top_named = result.top_named(section, top)
         if not len(top_named):
             continue
-        lines += ["", f"<details><summary>{section.title()}: {_named_summary(getattr(result, section))}</summary>",
-                  "", "| name | base n | new n | change | rel | status |", "|---|---:|---:|---:|---:|---|"]
-        lines += [f"| `{_md(r.name)}` | {_int(r.base_count)} | {_int(r.new_count)} | {fmt_change(r.change, unit)} | "
-                  f"{fmt_rel(r.rel_change)} | {r.status} |" for r in top_named.itertuples(index=False)]
+        lines += ["", f"<details><summary>{section.title()}: {_named_summary(getattr(result, section))}</summary>", ""]
+        lines += md.table(["name", "base n", "new n", "change", "rel", "status"],
+                          [[md.code(r.name), _count(r.base_count), _count(r.new_count), fmt_change(r.change, unit),
+                            fmt_rel(r.rel_change), r.status] for r in top_named.itertuples(index=False)],
+                          right={1, 2, 3, 4})
         lines += ["", "</details>"]
-    unavailable = [f"- {section}: {_md(reason)}" for section, reason in result.unavailable.items()]
+    unavailable = [f"- {section}: {md.cell(reason)}" for section, reason in result.unavailable.items()]
     if unavailable:
         lines += ["", "<details><summary>Not compared</summary>", "", *unavailable, "", "</details>"]
     return "\n".join(lines) + "\n"
@@ -264,47 +273,43 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
 
 def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
     """JUnit XML document for one diff (see :func:`junit_suite`)."""
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + junit_suite(result, gate_result)
+    return junit.render([junit_suite(result, gate_result)], _junit_root(gate_result is not None))
 
 
-def junit_suite(result: ProfileDiff, gate_result: GateResult | None = None, engine: str | None = None) -> str:
-    """JUnit XML: one test case per budgeted metric (failure = over budget, skipped = gap).
+def _junit_root(gated: bool) -> str:
+    return "popprof gate" if gated else "popprof diff"
+
+
+def junit_suite(result: ProfileDiff, gate_result: GateResult | None = None, engine: str | None = None) -> junit.Suite:
+    """One JUnit suite: a test case per budgeted metric (failure = over budget, skipped = gap).
 
     Without a gate, one passing test case per metric that changed, for the record.
     """
-    cases: list[str] = []
-    failures = skipped = 0
-    suite = "popprof.gate" if gate_result is not None else "popprof.diff"
+    suite_name = "popprof.gate" if gate_result is not None else "popprof.diff"
     if engine:
-        suite += f".{engine}"
+        suite_name += f".{engine}"
+    suite = junit.Suite(suite_name)
     if gate_result is not None:
-        by_metric = {}
+        by_metric: dict[str, list[str]] = {}
         for v in gate_result.violations.itertuples(index=False):
             by_metric.setdefault(v.metric, []).append(v.message)
         for c in gate_result.checks.itertuples(index=False):
-            body = ""
+            case = junit.Case(c.metric, suite_name)
             if c.result == "fail":
-                failures += 1
-                msg = "; ".join(by_metric.get(c.metric, []))
-                body = f"<failure message={quoteattr(msg)} type=\"budget\">{escape(msg)}</failure>"
+                case.failure = junit.Failure("; ".join(by_metric.get(c.metric, [])), "budget")
             elif c.result == "gap":
                 reason = gate_result.gaps.loc[gate_result.gaps["metric"] == c.metric, "reason"]
                 text = f"gap: {reason.iloc[0] if len(reason) else 'missing'} (budget {c.budget})"
                 if gate_result.strict:
-                    failures += 1
-                    body = f"<failure message={quoteattr(text)} type=\"gap\">{escape(text)}</failure>"
+                    case.failure = junit.Failure(text, "gap")
                 else:
-                    skipped += 1
-                    body = f"<skipped message={quoteattr(text)}/>"
-            cases.append(f"  <testcase classname={quoteattr(suite)} name={quoteattr(c.metric)}>{body}</testcase>")
+                    case.skipped = text
+            suite.cases.append(case)
     else:
         for r in result.changed_metrics().itertuples(index=False):
             text = f"{fmt_value(r.base, r.unit)} -> {fmt_value(r.new, r.unit)} {fmt_rel(r.rel_change)}".strip()
-            cases.append(f"  <testcase classname={quoteattr(suite)} name={quoteattr(r.name)}>"
-                         f"<system-out>{escape(text)}</system-out></testcase>")
-    header = (f"<testsuite name={quoteattr(suite)} tests=\"{len(cases)}\" failures=\"{failures}\" errors=\"0\" "
-              f"skipped=\"{skipped}\">")
-    return "\n".join([header, *cases, "</testsuite>"]) + "\n"
+            suite.cases.append(junit.Case(r.name, suite_name, output=text))
+    return suite
 
 
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "junit": render_junit}
@@ -332,13 +337,13 @@ def render_many(results: list[tuple[str, ProfileDiff, GateResult | None]], fmt: 
                "engines": {name: to_dict(r, g, top=top) for name, r, g in results}}
         return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if fmt == "junit":
-        suites = [junit_suite(r, g, name) for name, r, g in results]
-        return "\n".join(['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>", *suites, "</testsuites>"]) + "\n"
+        gated = any(g is not None for _, _, g in results)
+        return junit.render([junit_suite(r, g, name) for name, r, g in results], _junit_root(gated))
     parts = []
     if fmt == "markdown":
-        parts += [f"> note: {_md(n)}\n" for n in notes]
+        parts += [f"> note: {md.cell(n)}\n" for n in notes]
         for name, r, g in results:
-            parts.append(f"#### Engine `{_md(name)}`\n\n"
+            parts.append(f"#### Engine {md.code(name)}\n\n"
                          + render_markdown(r, g, include_unchanged=include_unchanged, top=top))
     else:
         parts += [f"note: {n}\n" for n in notes]

@@ -77,13 +77,30 @@ def _clean(value: object) -> float | None:
     return None if math.isnan(number) else number
 
 
+#: Old metric names, still accepted in budgets (with a deprecation warning) and in stored baselines,
+#: mapped to the one name each figure has now (docs/diff.md, "Renamed metrics").
+RENAMED: dict[str, str] = {
+    "execution.exchange_share": "execution.exchange_and_sync_share",  # read as the exchange category's share
+    "execution.host_io_share": "execution.share.host_io",  # the same figure under two names
+    "trace.host_stall_us": "trace.device_idle_us",  # device idle time; the trace cannot tell it is the host's
+}
+
+
+def current_name(name: str) -> str:
+    """Today's name of a metric (``name`` itself unless it is an old name in :data:`RENAMED`)."""
+    return RENAMED.get(name, name)
+
+
 #: Metadata key prefix under which a baseline stores metric values (see popprof.diff.baseline).
 STORED_PREFIX = "baseline.metric."
 
 
 def stored_values(profile: Profile) -> dict[str, float | None]:
-    """Metric values stored in the profile's metadata (a baseline has no tables to compute them from)."""
-    return {key[len(STORED_PREFIX):]: _clean(text) for key, text in profile.meta.items()
+    """Metric values stored in the profile's metadata (a baseline has no tables to compute them from).
+
+    Values stored under an old name (a baseline written before a rename) come back under today's name.
+    """
+    return {current_name(key[len(STORED_PREFIX):]): _clean(text) for key, text in profile.meta.items()
             if key.startswith(STORED_PREFIX)}
 
 
@@ -143,5 +160,6 @@ def metrics_frame(profile: Profile, names: Iterable[str] | None = None) -> pd.Da
 # Register the built-in metrics.
 from . import execution, memory  # noqa: E402,F401
 
-__all__ = ["METRICS", "Metric", "compute", "describe", "metric", "metric_family", "metrics_frame"]
+__all__ = ["METRICS", "RENAMED", "Metric", "compute", "current_name", "describe", "metric", "metric_family",
+           "metrics_frame"]
 from . import trace  # noqa: E402,F401

@@ -1,6 +1,13 @@
-"""Execution metrics from the steps table: cycles, time, and their split by category."""
+"""Execution metrics: cycles, time, and their split by category.
+
+From the steps table (pva, SDK 1.x JSON, bundles) or, for a Poplar text summary that has no
+steps, from its Execution section (``execution_totals``): total cycles, the printed time, and
+each category's share of the total cycles.
+"""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
@@ -14,6 +21,17 @@ def has_cycles(profile: Profile) -> bool:
     return bool(profile.steps["cycles"].notna().any())
 
 
+def ipu_count(profile: Profile) -> int:
+    """IPUs the profile ran on: the target's count, else the IPUs its steps name.
+
+    Some sources (SDK 1.x JSON) attribute every step to IPU 0 of a multi-IPU target.
+    """
+    num_ipus = profile.target_value("num_ipus")
+    if num_ipus is not None and not pd.isna(num_ipus) and int(num_ipus) > 0:
+        return int(num_ipus)
+    return int(profile.steps["ipu"].nunique())
+
+
 def ipu_cycles_by_category(profile: Profile) -> pd.Series:
     """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
     def compute() -> pd.Series:
@@ -22,10 +40,53 @@ def ipu_cycles_by_category(profile: Profile) -> pd.Series:
     return profile.cached("execution.ipu_cycles_by_category", compute).copy()
 
 
+#: Summary categories whose share of the total cycles is reported (``execution.summary_share.*``).
+SUMMARY_SHARE_CATEGORIES = ("compute", "compute_excluding_idle", "exchange", "global_exchange", "host_io",
+                            "shared_structure_copy", "sync")
+
+
+def _summary_total_row(profile: Profile) -> pd.Series | None:
+    totals = profile.get("execution_totals")
+    if totals is None or totals.empty:
+        return None
+    rows = totals[(totals["category"] == "total") & (totals["basis"] == "total")]
+    return None if rows.empty else rows.iloc[0]
+
+
+def summary_shares(profile: Profile) -> dict[str, float | None]:
+    """Each summary category's share of the total cycles (``execution_totals``).
+
+    cycles / total cycles when both are printed (tile averages: the average tile's share, as Poplar's
+    "(P% of total)" but unrounded), else the printed share; None when the figure is not printed
+    ("Must enable ...") or when the quotient is not a share (SDK 1.x prints host exchange cycles summed
+    over tiles, far above the total).
+    """
+    totals = profile.get("execution_totals")
+    if totals is None or totals.empty:
+        return {}
+    row = _summary_total_row(profile)
+    total = None if row is None or pd.isna(row["cycles"]) or not row["cycles"] else float(row["cycles"])
+    shares: dict[str, float | None] = {}
+    for cat, cycles, printed in zip(totals["category"].astype(str), totals["cycles"], totals["share"],
+                                    strict=True):
+        if cat == "total" or cat in shares:
+            continue
+        value = None
+        if total is not None and not math.isnan(cycles):
+            value = float(cycles) / total
+        elif not math.isnan(printed):
+            value = float(printed)
+        shares[cat] = value if value is not None and 0.0 <= value <= 1.0 else None
+    return shares
+
+
 @metric("execution.total_cycles", "cycles",
-        "execution length: the busiest IPU's summed step cycles", needs=("steps",))
+        "execution length: the busiest IPU's summed step cycles (a text summary: its Total cycles)")
 def total_cycles(profile: Profile) -> float | None:
     def compute() -> float | None:
+        if not profile.has("steps"):
+            row = _summary_total_row(profile)
+            return None if row is None or pd.isna(row["cycles"]) else float(row["cycles"])
         if not has_cycles(profile):
             return None
         per_ipu = profile.steps.groupby("ipu", observed=True)["cycles"].sum()
@@ -33,10 +94,14 @@ def total_cycles(profile: Profile) -> float | None:
     return profile.cached("execution.total_cycles", compute)
 
 
-@metric("execution.total_time_us", "us", "execution length in time (cycles / clock)", needs=("steps",))
+@metric("execution.total_time_us", "us",
+        "execution length in time (cycles / clock; a text summary: its printed approximate time)")
 def total_time_us(profile: Profile) -> float | None:
     clock = profile.target_value("clock_hz")
     cycles = total_cycles(profile)
+    if not profile.has("steps") and not clock:
+        row = _summary_total_row(profile)
+        return None if row is None or pd.isna(row["time_us"]) else float(row["time_us"])
     return None if not clock or cycles is None else cycles / float(clock) * 1e6
 
 
@@ -68,16 +133,45 @@ def share_by_category(profile: Profile) -> dict[str, float]:
     return {cat: float(v) / total for cat, v in sums.items()}
 
 
-@metric("execution.exchange_share", "ratio", "share of IPU-cycles in exchange, global exchange and sync",
-        needs=("steps",))
+@metric_family("execution.summary_share.", "ratio",
+               "a text summary's share of the total cycles by category (tile averages for SDK 2.x/3.x)",
+               needs=("execution_totals",), better=None)
+def summary_share_by_category(profile: Profile) -> dict[str, float]:
+    return {cat: v for cat, v in summary_shares(profile).items() if v is not None}
+
+
+@metric_family("execution.summary_cycles.", "cycles",
+               "a text summary's cycles by basis and category (total.<cat> or tile_average.<cat>)",
+               needs=("execution_totals",))
+def summary_cycles(profile: Profile) -> dict[str, float]:
+    totals = profile.execution_totals
+    return {f"{b}.{c}": float(v) for c, b, v in zip(totals["category"].astype(str), totals["basis"].astype(str),
+                                                     totals["cycles"], strict=True)
+            if not math.isnan(v) and c != "total"}  # Total cycles is execution.total_cycles
+
+
+def summary_exchange_share(profile: Profile) -> float | None:
+    """Exchange + global exchange + sync share of a text summary's total cycles (known figures only)."""
+    shares = summary_shares(profile)
+    known = [shares[c] for c in ("exchange", "global_exchange", "sync") if shares.get(c) is not None]
+    return float(sum(known)) if known else None
+
+
+@metric("execution.exchange_and_sync_share", "ratio",
+        "share of IPU-cycles in exchange, global exchange and sync together (a text summary: of its total cycles)")
 def exchange_share(profile: Profile) -> float | None:
+    if not profile.has("steps"):
+        return summary_exchange_share(profile)
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
     return None if not total else float(sums[["exchange", "global_exchange", "sync"]].sum()) / total
 
 
-@metric("execution.host_io_share", "ratio", "share of IPU-cycles in host stream copies", needs=("steps",))
 def host_io_share(profile: Profile) -> float | None:
+    """Share of IPU-cycles in host stream copies (the metric ``execution.share.host_io``; a text summary: host
+    exchange of its total cycles); None without cycles."""
+    if not profile.has("steps"):
+        return summary_shares(profile).get("host_io")
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
     return None if not total else float(sums["host_io"]) / total

@@ -1,4 +1,13 @@
-"""Memory metrics: totals, the fullest tile and its headroom, out-of-memory tiles, liveness, gaps."""
+"""Memory metrics: totals, the fullest tile and its headroom, out-of-memory tiles, liveness, gaps.
+
+Every figure says what it covers. Tile figures (totals, categories, always-live bytes,
+tiles out of memory) cover the **whole target**: every tile of every replica, as pva's
+``compilation.tiles`` does. pva's liveness (``livenessProgramSteps[].notAlwaysLiveMemory``)
+is **per replica**; public code multiplies it by ``target.numReplicas`` for the whole
+target. ``memory.peak_liveness_bytes`` is therefore whole-target (always-live bytes of
+every tile + the per-replica peak x replicas) and ``memory.peak_liveness_per_replica_bytes``
+is one replica's; the two are equal without replication.
+"""
 
 from __future__ import annotations
 
@@ -28,16 +37,54 @@ def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[floa
         if not rows.empty:
             tile = rows["tile"].iloc[0]
             return float(rows["bytes"].iloc[0]), None if pd.isna(tile) else int(tile)
+    oom = profile.get("out_of_memory")
+    if totals_category == "including_gaps" and oom is not None and oom["bytes_used"].notna().any():
+        pos = int(np.nanargmax(oom["bytes_used"].to_numpy(dtype="float64", na_value=np.nan)))
+        tile = oom["tile"].iloc[pos]
+        return float(oom["bytes_used"].iloc[pos]), None if pd.isna(tile) else int(tile)
     return None, None
 
 
+def oom_tiles_per_compilation(profile: Profile) -> float | None:
+    """Most tiles over in one failed compilation, as its out-of-memory messages tell: the tiles they name,
+    at least 1 (an SDK 2.1+ message names none but says one or more are over). None without messages."""
+    oom = profile.get("out_of_memory")
+    if oom is None or oom.empty:
+        return None
+    return float(oom.groupby("compilation")["tile"].nunique().clip(lower=1).max())
+
+
 def capacity_bytes(profile: Profile) -> float | None:
-    """Bytes per tile of the target."""
+    """Bytes per tile of the target (else the capacity all out-of-memory messages print)."""
     value = profile.target_value("bytes_per_tile")
+    if value is None and (oom := profile.get("out_of_memory")) is not None and not oom.empty:
+        capacities = oom["capacity_bytes"].dropna().unique()
+        value = capacities[0] if len(capacities) == 1 else None
     return None if value is None else float(value)
 
 
-@metric("memory.total_incl_gaps_bytes", "bytes", "memory used on all tiles, including gaps")
+def num_replicas(profile: Profile) -> int:
+    """Replicas of the graph (``target.num_replicas``; 1 when the source does not say)."""
+    value = profile.target_value("num_replicas")
+    try:
+        return max(1, int(value)) if value is not None and not pd.isna(value) else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def total_capacity(profile: Profile) -> tuple[float | None, int | None]:
+    """Memory of the whole target (every tile of every replica x bytes per tile) and its tile count."""
+    cap = capacity_bytes(profile)
+    tiles = profile.target_value("num_tiles")
+    if tiles is None and profile.has("tiles"):
+        tiles = len(profile.tiles)
+    if cap is None or tiles is None:
+        return None, None
+    return float(cap) * int(tiles), int(tiles)
+
+
+@metric("memory.total_incl_gaps_bytes", "bytes", "memory used on all tiles of the whole target (every replica), "
+        "including gaps")
 def total_incl_gaps(profile: Profile) -> float | None:
     tiles = profile.get("tiles")
     if tiles is not None and tiles["bytes_incl_gaps"].notna().any():
@@ -45,7 +92,8 @@ def total_incl_gaps(profile: Profile) -> float | None:
     return _totals(profile, "total", "including_gaps")
 
 
-@metric("memory.total_excl_gaps_bytes", "bytes", "memory used on all tiles, excluding gaps")
+@metric("memory.total_excl_gaps_bytes", "bytes", "memory used on all tiles of the whole target (every replica), "
+        "excluding gaps")
 def total_excl_gaps(profile: Profile) -> float | None:
     tiles = profile.get("tiles")
     if tiles is not None and tiles["bytes_excl_gaps"].notna().any():
@@ -53,7 +101,7 @@ def total_excl_gaps(profile: Profile) -> float | None:
     return _totals(profile, "total", "excluding_gaps")
 
 
-@metric("memory.gap_bytes", "bytes", "memory lost to gaps (including minus excluding gaps)")
+@metric("memory.gap_bytes", "bytes", "memory lost to gaps on the whole target (including minus excluding gaps)")
 def gap_bytes(profile: Profile) -> float | None:
     incl, excl = total_incl_gaps(profile), total_excl_gaps(profile)
     return None if incl is None or excl is None else incl - excl
@@ -99,32 +147,50 @@ def tiles_out_of_memory(profile: Profile) -> float | None:
         if capacity.notna().any():  # without any capacity, "0 tiles over" would be a made-up zero
             return float((tiles["bytes_incl_gaps"].astype("float64") > capacity).sum())
     value = profile.meta.get("tiles_out_of_memory")
-    return None if value in (None, "") else float(value)
+    if value in (None, ""):
+        return oom_tiles_per_compilation(profile)
+    return float(value)
 
 
-@metric("memory.always_live_bytes", "bytes", "bytes of always-live variables (all tiles)")
+@metric("memory.always_live_bytes", "bytes", "bytes of always-live variables on all tiles of the whole target "
+        "(every replica)")
 def always_live_bytes(profile: Profile) -> float | None:
+    """Whole target: the tiles' always-live bytes, else the always-live variables (one replica's) x replicas."""
     tiles = profile.get("tiles")
     if tiles is not None and tiles["always_live_bytes"].notna().any():
         return float(tiles["always_live_bytes"].sum())
     variables = profile.get("variables")
     if variables is not None and variables["always_live"].fillna(False).any():
-        return float(variables.loc[variables["always_live"].fillna(False), "bytes"].sum())
+        per_replica = float(variables.loc[variables["always_live"].fillna(False), "bytes"].sum())
+        return per_replica * num_replicas(profile)
     return None
 
 
-@metric("memory.peak_not_always_live_bytes", "bytes", "largest not-always-live bytes over liveness steps",
-        needs=("liveness",))
+def always_live_per_replica_bytes(profile: Profile) -> float | None:
+    """Always-live bytes of one replica (whole-target bytes / replicas)."""
+    value = always_live_bytes(profile)
+    return None if value is None else value / num_replicas(profile)
+
+
+@metric("memory.peak_not_always_live_bytes", "bytes", "largest not-always-live bytes over liveness steps, "
+        "per replica (as pva gives liveness)", needs=("liveness",))
 def peak_not_always_live(profile: Profile) -> float | None:
     peak = profile.liveness["not_always_live_bytes"].max()
     return None if pd.isna(peak) else float(peak)
 
 
-@metric("memory.peak_liveness_bytes", "bytes", "always-live bytes plus the not-always-live peak",
-        needs=("liveness",))
+@metric("memory.peak_liveness_bytes", "bytes", "whole target: always-live bytes of every tile plus the "
+        "not-always-live peak x replicas", needs=("liveness",))
 def peak_liveness(profile: Profile) -> float | None:
     base, peak = always_live_bytes(profile), peak_not_always_live(profile)
-    return None if base is None or peak is None else base + peak
+    return None if base is None or peak is None else base + peak * num_replicas(profile)
+
+
+@metric("memory.peak_liveness_per_replica_bytes", "bytes", "one replica: its always-live bytes plus the "
+        "not-always-live peak", needs=("liveness",))
+def peak_liveness_per_replica(profile: Profile) -> float | None:
+    whole = peak_liveness(profile)
+    return None if whole is None else whole / num_replicas(profile)
 
 
 @metric("memory.peak_liveness_step", "step", "liveness step where not-always-live memory peaks",
@@ -137,7 +203,7 @@ def peak_liveness_step(profile: Profile) -> float | None:
     return float(liveness["step"].iloc[int(np.nanargmax(values))])  # by position, whatever the index
 
 
-@metric_family("memory.category.", "bytes", "memory by category (all tiles)")
+@metric_family("memory.category.", "bytes", "memory by category (all tiles of the whole target)")
 def memory_by_category(profile: Profile) -> dict[str, float]:
     frame = profile.get("tile_memory")
     if frame is not None and not frame.empty:

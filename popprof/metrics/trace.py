@@ -7,11 +7,17 @@ device-active span (first device event to last).
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from ..profile import Profile
 from ..trace import activity
 from ..trace.activity import device_union, interval_union
 from ..trace.device import DEVICE_CATEGORIES
 from . import metric, metric_family
+
+#: The name PyTorch's profiler gives each step's annotation: ``ProfilerStep#12``.
+STEP_PREFIX = "ProfilerStep#"
 
 
 @metric("trace.span_us", "us", "trace length: first event start to last event end", needs=("events",),
@@ -48,7 +54,7 @@ def device_idle_share(profile: Profile) -> float | None:
     return union.idle / union.span
 
 
-@metric("trace.host_stall_us", "us", "total device-idle gap time inside the device-active span",
+@metric("trace.device_idle_us", "us", "total device-idle gap time inside the device-active span",
         needs=("events",))
 def host_stall_us(profile: Profile) -> float | None:
     union = device_union(profile.events)
@@ -64,3 +70,17 @@ def device_time_by_category(profile: Profile) -> dict[str, float]:
         return {}
     sums = activity.device_time_by_category(events)
     return {c: float(sums[c]) for c in DEVICE_CATEGORIES}
+
+
+@metric("trace.profiler_step_count", "steps", "profiler steps in the trace (distinct ProfilerStep#N annotations)",
+        needs=("events",), better=None)
+def profiler_step_count(profile: Profile) -> float | None:
+    """Distinct ``ProfilerStep#N`` names among the events; None when the trace marks no steps."""
+    names = profile.events["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: look at the used categories only
+        used = names.cat.categories.take(np.unique(names.cat.codes.to_numpy()[names.cat.codes.to_numpy() >= 0]))
+        labels = pd.Index(used.astype("str"))
+    else:
+        labels = pd.Index(names.dropna().astype("str").unique())
+    count = int(labels.str.startswith(STEP_PREFIX).sum())
+    return float(count) if count else None

@@ -38,6 +38,17 @@ def available_kinds(profile: Any) -> list[str]:
     return [kind for kind, (_, _, needs) in KINDS.items() if any(profile.has(*tables) for tables in needs)]
 
 
+#: The plot drawn when none is asked for: the first of these the profile can draw (a full profile: memory;
+#: a text summary: the histogram; a trace: the timeline).
+DEFAULT_ORDER = ("memory", "histogram", "timeline", "execution", "liveness", "tilemap")
+
+
+def default_kind(profile: Any) -> str | None:
+    """The most useful plot ``profile`` can draw (see :data:`DEFAULT_ORDER`); None when it can draw none."""
+    available = available_kinds(profile)
+    return next((kind for kind in DEFAULT_ORDER if kind in available), None)
+
+
 #: Kinds that draw the memory headroom thresholds (``thresholds=``).
 THRESHOLD_KINDS = ("memory", "histogram", "tilemap")
 
@@ -61,5 +72,5 @@ def plot(profile: Any, kind: str, findings: Any = None, *, config: dict | None =
     return func(profile, findings, **options) if takes_findings else func(profile, **options)
 
 
-__all__ = ["KINDS", "MPL_MISSING", "THRESHOLD_KINDS", "available_kinds", "diff_metrics", "diff_tiles", "execution", "liveness",
+__all__ = ["DEFAULT_ORDER", "KINDS", "MPL_MISSING", "THRESHOLD_KINDS", "available_kinds", "default_kind", "diff_metrics", "diff_tiles", "execution", "liveness",
            "plot", "require_matplotlib", "tile_histogram", "tile_map", "tile_memory", "timeline"]

@@ -73,7 +73,9 @@ def flagged_phases(findings: Any, prefixes: Sequence[str] = tuple(PHASE_COLOURS)
     """Step ranges ``(first, last)`` per rule id from findings whose ids start with ``prefixes``."""
     phases: dict[str, list] = {}
     for item in finding_items(findings, prefixes):
-        ranges = where_ranges([item], "steps")
+        where = getattr(item, "where", None) or {}
+        # every phase the finding lists (where["phases"]), else its worst one (where["steps"])
+        ranges = where_ranges([item], "phases" if "phases" in where and "steps" in where else "steps")
         if ranges:
             phases.setdefault(str(item.rule_id), []).extend(ranges)
     return phases

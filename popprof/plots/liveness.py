@@ -22,20 +22,19 @@ if TYPE_CHECKING:
 
 
 def always_live_base(profile: Profile) -> float:
-    """Always-live bytes over all tiles (tiles table, else always-live variables; 0 when unknown)."""
-    from ..metrics.memory import always_live_bytes
+    """Always-live bytes of one replica, like the liveness curve (0 when unknown)."""
+    from ..metrics.memory import always_live_per_replica_bytes
 
-    value = always_live_bytes(profile)
+    value = always_live_per_replica_bytes(profile)
     return 0.0 if value is None else float(value)
 
 
 def total_memory(profile: Profile) -> float | None:
-    """Memory of all tiles (tiles x bytes per tile), or None when the target does not say."""
-    cap = profile.target_value("bytes_per_tile")
-    tiles = profile.target_value("num_tiles")
-    if tiles is None and profile.has("tiles"):
-        tiles = len(profile.tiles)
-    return None if cap is None or tiles is None else float(cap) * float(tiles)
+    """Memory of one replica (tiles x bytes per tile / replicas), or None when the target does not say."""
+    from ..metrics.memory import num_replicas, total_capacity
+
+    whole, _ = total_capacity(profile)
+    return None if whole is None else whole / num_replicas(profile)
 
 
 def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60, width: float = 11.0,

@@ -211,7 +211,9 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
     ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"), pad=14 if labelled_stalls else 6)
     labelled: set[str] = set()
     for item in finding_items(findings, ("exchange.",)):
-        for s_us, e_us in where_ranges([item], "time_us"):
+        where = getattr(item, "where", None) or {}
+        key = "phases" if "phases" in where and "time_us" in where else "time_us"  # every phase listed
+        for s_us, e_us in where_ranges([item], key):
             rule_id = str(item.rule_id)
             ax.axvspan((s_us - origin) / 1e3, (e_us - origin) / 1e3, color="#ff7f0e", alpha=0.12, lw=0,
                        gid=f"phase:{rule_id}", label=None if rule_id in labelled else f"{rule_id} (exchange-heavy)")

@@ -24,12 +24,17 @@ from typing import BinaryIO
 from .. import limits
 from ..errors import InputError
 from ..profile import Profile
+from ..progress import counted
 from . import bounded
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
-    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "archive",
+    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "oom_log", "archive",
 )
+
+#: Readers that classify device activity themselves (``device_map`` option); other readers' events
+#: (a bundle of a trace) are re-classified after reading.
+MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti"})
 
 HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
@@ -85,14 +90,19 @@ def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
 
     Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
-    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`.
+    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`. The bytes read
+    from disk count toward an active :func:`popprof.progress.reading` bar.
     """
     with open(path, "rb") as handle:
         magic = handle.read(2)
         compressed = os.fstat(handle.fileno()).st_size
+    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
+    source = counted(raw)
     if magic != GZIP_MAGIC:
-        return open(path, "rb")
-    return bounded.buffered(bounded.GzipGuard(gzip.open(path, "rb"), Path(path), compressed))
+        return source
+    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
+    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
+    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
 
 
 def open_json(path: Path) -> BinaryIO:
@@ -130,6 +140,8 @@ def detect(path: Path) -> ModuleType:
     for module in reader_modules():
         if module.sniff(path, head):
             return module
+    from .textload import release
+    release()  # a text reader may have kept the file's text while sniffing
     if path.is_dir():
         raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
     if _gzip_truncated(path):
@@ -137,7 +149,7 @@ def detect(path: Path) -> ModuleType:
                          "re-copy the file; it was cut off")
     raise InputError(path, "not a recognised profile format",
                      "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-                     "SDK 1.x JSON or Chrome trace JSON")
+                     "SDK 1.x JSON, Chrome trace JSON or a log with a Poplar out-of-memory message")
 
 
 def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
@@ -159,43 +171,73 @@ def _is_bundle_dir(path: Path) -> bool:
     return path.is_dir() and (path / "manifest.json").is_file()
 
 
-def open_all(path: str | Path, **options: object) -> dict[str, Profile]:
-    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name."""
+def open_all(path: str | Path, *, config: dict | None = None, **options: object) -> dict[str, Profile]:
+    """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name.
+
+    ``device_map`` (a mapping, JSON text or a JSON file) says which trace events are device activity;
+    ``config`` (the ``[tool.popprof]`` table, see :func:`popprof.config.load_config`) supplies its
+    ``device_map`` when none is given, as every command does.
+    """
     path = Path(path)
+    if options.get("device_map") is None and config and config.get("device_map"):
+        options["device_map"] = config["device_map"]
     try:
         run_directory = path.is_dir() and not _is_bundle_dir(path)
     except OSError as exc:  # e.g. a name too long for the file system
         raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
     if run_directory:
+        from . import rank_dir
+
+        if rank_dir.is_rank_directory(path):  # a directory of per-rank Chrome traces: one profile, every rank
+            profile = rank_dir.read(path, **options)
+            return {profile.name: profile}
         try:
             entries = _run_directory_entries(path)
         except OSError as exc:
             raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
         if not entries:
-            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti or bundle manifest)")
+            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
+                                   "Chrome trace *.json / *.json.gz)")
         profiles: dict[str, Profile] = {}
         for name, entry in entries:
             profile = read_path(entry, **options)
             profile.name = name if name not in profiles else f"{name}-{len(profiles)}"
             profiles[profile.name] = profile
         return profiles
-    profile = read_path(path, **options)
-    return {profile.name: profile}
+    return read_file_all(path, **options)
 
 
-def read_path(path: Path, **options: object) -> Profile:
-    """Read one file or bundle with the reader its content selects."""
+def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
+    """Every profile one file holds, by name: a reader with ``read_all`` (a log of several text
+    summaries) may give several; others give one."""
+    module = _detect_readable(path)
+    if not hasattr(module, "read_all"):
+        profile = read_with(module, path, **options)
+        return {profile.name: profile}
+    profiles = _guarded(path, module, lambda: module.read_all(path, **options))
+    return {name: _with_device_map(module, p, options) for name, p in profiles.items()}
+
+
+def _with_device_map(module: ModuleType, profile: Profile, options: dict) -> Profile:
+    """Re-classify the events of a reader that does not apply ``device_map`` itself (e.g. a bundle of a trace)."""
+    if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
+        from ..trace.device import apply_device_map
+
+        apply_device_map(profile, options["device_map"])
+    return profile
+
+
+def _detect_readable(path: Path) -> ModuleType:
     try:
-        module = detect(path)
+        return detect(path)
     except OSError as exc:  # unreadable (permissions, I/O error): bad input, not an internal error
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return read_with(module, path, **options)
 
 
-def read_with(module: ModuleType, path: Path, **options: object) -> Profile:
-    """Read ``path`` with the reader ``module``; anything it trips over becomes an InputError naming the file."""
+def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
+    """Run a reader call, turning what it trips over into one InputError naming the file."""
     try:
-        return module.read(path, **options)
+        return call()
     except (InputError, KeyboardInterrupt, MemoryError):
         raise
     except OSError as exc:
@@ -206,8 +248,22 @@ def read_with(module: ModuleType, path: Path, **options: object) -> Profile:
                          "the file may be truncated or corrupt") from exc
 
 
+def read_path(path: Path, **options: object) -> Profile:
+    """Read one file or bundle with the reader its content selects."""
+    return read_with(_detect_readable(path), path, **options)
+
+
+def read_with(module: ModuleType, path: Path, **options: object) -> Profile:
+    """Read ``path`` with the reader ``module`` (detected already), applying a given device map; anything
+    the reader trips over becomes one InputError naming the file."""
+    return _guarded(path, module, lambda: _with_device_map(module, module.read(path, **options), options))
+
+
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:
-    """Open one Profile. For a run directory with several engines, ``engine`` picks one."""
+    """Open one Profile. For a run directory with several engines, ``engine`` picks one.
+
+    Options go to the readers (``with_args``, ``device_map``, ``config``: see :func:`open_all`).
+    """
     profiles = open_all(path, **options)
     if engine is not None:
         if engine not in profiles:

@@ -32,7 +32,7 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from gzip import BadGzipFile
 from pathlib import Path
 
@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
-from ..progress import progress
+from ..progress import counted, reading
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
@@ -131,7 +131,8 @@ class _Columns:
     """Column chunks (numpy) of one kind of event, in file order."""
 
     KEYS = (("name", np.int32), ("cat", np.int32), ("pid", np.int64), ("tid", np.int64),
-            ("ts", np.float64), ("dur", np.float64))
+            ("ts", np.float64), ("dur", np.float64), ("stream", np.float64), ("corr", np.float64),
+            ("device", np.float64), ("instant", np.int8))
 
     def __init__(self) -> None:
         self.chunks: list[dict[str, np.ndarray]] = []
@@ -183,11 +184,19 @@ class _Parsed:
     warnings: Counter
     parsed: int
     error: str
+    flows: list[tuple] = field(default_factory=list)
+    top: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
 
 
 _FIELD_GETTERS = tuple(operator.itemgetter(k) for k in ("name", "cat", "pid", "tid", "ts", "dur"))
 _GET_PH = operator.methodcaller("get", "ph")
 _GET_ARGS = operator.methodcaller("get", "args")
+#: args fields kept as columns: Kineto's GPU stream, launch correlation id and device
+_ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device"))
+_EMPTY: dict = {}
+_NAN = float("nan")
+_GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
 CHUNK_EVENTS = 1 << 14
 
 
@@ -205,6 +214,9 @@ class _StreamState:
         self.thread_names: dict[tuple[int, int], str] = {}
         self.skipped: Counter = Counter()
         self.warnings: Counter = Counter()
+        self.flows: list[tuple] = []
+        self.top: dict = {}
+        self.meta: dict[tuple, object] = {}  # other M events: (kind, pid[, tid]) -> value
 
     # -- complete events, the bulk of every trace: whole chunks through C-level maps ------------
     def take(self, batch: list) -> None:
@@ -265,10 +277,26 @@ class _StreamState:
             pass
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
 
-    def _columns(self, columns: list, store: _Columns, events: list, complete: bool) -> dict[str, np.ndarray]:
+    def _flow(self, ev: dict, ph: str) -> None:
+        try:
+            ts = float(ev.get("ts"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            self.warnings["missing_fields"] += 1
+            return
+        flow_id = ev.get("id", ev.get("bind_id"))
+        self.flows.append((self.ids.one(ev.get("pid")), self.ids.one(ev.get("tid")), ts, ph,
+                           None if flow_id is None else str(flow_id), _text(ev.get("name")), _text(ev.get("cat")),
+                           _text(ev.get("bp"))))
+
+    def _columns(self, columns: list, store: _Columns, events: list, complete: bool,
+                 instant: list[int] | None = None) -> dict[str, np.ndarray]:
         name, cat, pid, tid, ts, dur = columns
         chunk = {"name": self._codes(name, self.names), "cat": self._codes(cat, self.cats),
                  "pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "dur": self._floats(dur)}
+        chunk.update(_arg_fields(events))
+        # 0 = not an instant; else 1 + index of the instant's scope in INSTANT_SCOPES (kept for the timeline)
+        chunk["instant"] = (np.zeros(len(chunk["ts"]), dtype=np.int8) if instant is None
+                            else np.asarray(instant, dtype=np.int8))
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
@@ -290,7 +318,7 @@ class _StreamState:
 
     # -- everything else, event by event -----------------------------------------------------
     def _mixed(self, batch: list, phases: list | None) -> None:
-        x_rows, x_events, b_rows, b_events = [], [], [], []
+        x_rows, x_events, b_rows, b_events, x_instant = [], [], [], [], []
         for i, ev in enumerate(batch):
             if type(ev) is not dict:
                 self.warnings["malformed_events"] += 1
@@ -302,18 +330,21 @@ class _StreamState:
                     dur = float("nan")  # counted as missing in _columns
                 x_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), dur))
                 x_events.append(ev)
+                x_instant.append(0 if ph == "X" else _instant_code(ph, ev.get("s")))
             elif ph == "B" or ph == "E":
                 b_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), 0.0))
                 b_events.append(ev)
             elif ph == "C":
                 _counter(ev, self.counters, self.ids, self.warnings)
             elif ph == "M":
-                _metadata_event(ev, self.ids, self.process_names, self.thread_names)
+                _metadata_event(ev, self.ids, self.process_names, self.thread_names, self.meta)
+            elif ph == "s" or ph == "t" or ph == "f":
+                self._flow(ev, ph)
             else:
                 self.skipped[str(ph)] += 1
         if x_rows:
             self.complete.add(self._columns(list(zip(*x_rows, strict=True)), self.complete, x_events,
-                                            complete=True))
+                                            complete=True, instant=x_instant))
         if b_rows:
             chunk = self._columns(list(zip(*b_rows, strict=True)), self.be, b_events, complete=False)
             has_ts = ~np.isnan(self._floats(tuple(r[4] for r in b_rows)))  # the rows _columns kept
@@ -333,8 +364,11 @@ BLOCK_BYTES = 4 << 20
 MAX_PENDING_BYTES = 256 << 20
 
 
-def _array_start(handle, prefix: str) -> bytes:
-    """Read up to the opening ``[`` of the event array; return the bytes after it."""
+def _array_start(handle, prefix: str, top: dict | None = None) -> bytes:
+    """Read up to the opening ``[`` of the event array; return the bytes after it.
+
+    The top-level members before the array (``distributedInfo``, ``deviceProperties``, ...) go to ``top``.
+    """
     buf = handle.read(BLOCK_BYTES)
     head = _strip(buf)
     if prefix == "item":
@@ -345,12 +379,65 @@ def _array_start(handle, prefix: str) -> bytes:
     if match is None:
         raise _Unframeable
     try:  # proves the key is a member of the top-level object (not inside a string or a nested value)
-        ok = isinstance(orjson.loads(buf[:match.end()] + b"]}"), dict)
+        head = orjson.loads(buf[:match.end()] + b"]}")
     except orjson.JSONDecodeError:
-        ok = False
-    if not ok:
+        head = None
+    if not isinstance(head, dict):
         raise _Unframeable
+    if top is not None:
+        top.update((k, v) for k, v in head.items() if k != "traceEvents")
     return buf[match.end():]
+
+
+def _tail_members(rest: bytes) -> dict:
+    """The top-level members after the event array (``rest`` starts after its closing ``]``)."""
+    try:
+        tail = orjson.loads(b'{"_":[]' + rest)
+    except orjson.JSONDecodeError:
+        return {}
+    return {k: v for k, v in tail.items() if k != "_"} if isinstance(tail, dict) else {}
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def _optional_numbers(values: list) -> np.ndarray:
+    """Numbers as float64, NaN where missing or not an integer-like number (``"0x0"`` streams: NaN, as in HTA)."""
+    try:
+        out = np.array(values, dtype=np.float64)
+        if out.ndim == 1:
+            return out
+    except (TypeError, ValueError):
+        pass
+    return np.fromiter(map(_one_number, values), dtype=np.float64, count=len(values))
+
+
+def _one_number(value: object) -> float:
+    if isinstance(value, bool) or value is None:
+        return float("nan")
+    try:
+        return float(int(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+
+
+def _arg_fields(events: list) -> dict[str, np.ndarray]:
+    """``args.stream`` / ``args.correlation`` / ``args.device`` of each event (NaN when absent), at C speed."""
+    args = list(map(_GET_ARGS_OR_EMPTY, events))
+    n = len(args)
+    out = {}
+    for key, arg in _ARG_FIELDS:
+        try:  # the common case: every args an object, every value a number or absent
+            out[key] = np.fromiter(map(dict.get, args, itertools.repeat(arg), itertools.repeat(_NAN)),
+                                   np.float64, n)
+            continue
+        except TypeError:  # an args that is not an object (null, a list): treat as empty
+            args = [a if type(a) is dict else _EMPTY for a in args]
+        except ValueError:  # a value that is not a number ("0x0" streams of HIP runtime calls)
+            pass
+        out[key] = _optional_numbers(list(map(dict.get, args, itertools.repeat(arg))))
+    return out
 
 
 def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
@@ -375,7 +462,7 @@ def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
         yield index
 
 
-def _blocks(handle, prefix: str) -> Iterator[list]:
+def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
     """Events of the stream as lists of dicts, one ~4 MB block at a time, parsed by orjson.
 
     A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
@@ -383,7 +470,7 @@ def _blocks(handle, prefix: str) -> Iterator[list]:
     previous candidate is tried, so every yielded list holds exactly the events of
     the block. Anything else unusual raises :class:`_Unframeable`.
     """
-    pending = _array_start(handle, prefix)
+    pending = _array_start(handle, prefix, top)
     eof = False
     while True:
         if not eof:
@@ -398,9 +485,11 @@ def _blocks(handle, prefix: str) -> Iterator[list]:
             for end in _array_ends(pending, prefix):
                 try:
                     events = orjson.loads(b"[" + pending[:end] + b"]")
-                    break
                 except orjson.JSONDecodeError:
                     continue
+                if top is not None and prefix != "item":
+                    top.update(_tail_members(pending[end + 1:]))
+                break
             else:
                 if prefix != "item":
                     raise _Unframeable
@@ -432,7 +521,7 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     error = ""
     parsed = 0
     if engine == "orjson":
-        for events in _blocks(handle, prefix):
+        for events in _blocks(handle, prefix, state.top):
             for lo in range(0, len(events), CHUNK_EVENTS):
                 part = events[lo:lo + CHUNK_EVENTS]
                 parsed += len(part)
@@ -457,7 +546,7 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     return _Parsed(state.names.labels, state.cats.labels, state.complete.arrays(), state.complete.args,
                    state.be.arrays(), np.asarray(state.be_kind, dtype=bool), state.be.args, state.counters,
                    state.process_names, state.thread_names, state.ids.synthetic, state.skipped, state.warnings,
-                   parsed, error)
+                   parsed, error, state.flows, state.top, state.meta)
 
 
 def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
@@ -475,7 +564,7 @@ class _RangeReader(io.RawIOBase):
 
     def __init__(self, path: Path, lo: int, hi: int, head: bytes, tail: bytes) -> None:
         super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._file = counted(open(path, "rb"))  # noqa: SIM115 - closed in close(); reads count toward progress
         self._file.seek(lo)
         self._left = hi - lo
         self._head = head
@@ -625,6 +714,9 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
         out.skipped.update(part.skipped)
         out.warnings.update(part.warnings)
         out.parsed += part.parsed
+        out.flows.extend(part.flows)
+        out.top.update(part.top)
+        out.meta.update(part.meta)
     out.names, out.cats = names.labels, cats.labels
     out.x, out.b = {}, {}
     for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
@@ -642,7 +734,7 @@ def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | 
     processes (``parallel=False`` turns that off); anything unusual falls back to
     one serial pass, which is what reports errors.
     """
-    with progress(f"reading {path.name}"):
+    with reading(path):  # bytes read against the file size, worker processes included
         return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
 
 
@@ -653,6 +745,8 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     parts = _finish_parallel(started)
     if parts is None:
         parts = [_parse_file(path, prefix, with_args)]
+    elif prefix != "item":  # the last part stops at the array's end: read the members after it here
+        parts[-1].top.update(_file_tail_members(path, prefix))
     n_parts = len(parts)
     parsed = _merge(parts)
     del parts
@@ -667,7 +761,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
         starts = np.concatenate((pairing.begin, pairing.unmatched_begin))
         durs = np.concatenate((b["ts"][pairing.end] - b["ts"][pairing.begin],
                                np.full(len(pairing.unmatched_begin), np.nan)))
-        for key in ("name", "cat", "pid", "tid", "ts"):
+        for key in ("name", "cat", "pid", "tid", "ts", "stream", "corr", "device", "instant"):
             x[key] = np.concatenate((x[key], b[key][starts]))
         x["dur"] = np.concatenate((x["dur"], durs))
         if args is not None:
@@ -684,20 +778,35 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
                          "check that this is a Chrome trace (chrome://tracing / PyTorch profiler JSON)")
 
     parsed.x = parsed.b = {}  # build_events gets the only references, so it can free them as it sorts
+    rank = trace_rank(parsed.top, path)
+    extra = kineto_columns(x.pop("stream"), x.pop("corr"), x.pop("device"), x["pid"])
+    extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
     events, counts = frame.build_events(
         pid=x.pop("pid"), tid=x.pop("tid"), start=x.pop("ts"), dur=x.pop("dur"), name_codes=x.pop("name"),
         names=parsed.names, channel_codes=x.pop("cat"), channels=parsed.cats, source_format=FORMAT,
-        device_map=device_map, args=args)
+        device_map=device_map, args=args, extra=extra)
+    events["rank"] = frame.constant_int(len(events), rank)
+    bookkeeping_pids = [parsed.synthetic[k] for k in BOOKKEEPING_PROCESSES if k in parsed.synthetic]
+    events["bookkeeping"] = bookkeeping_mask(events, bookkeeping_pids)
     warnings["partial_overlap"] += counts.get("partial_overlap", 0)
     process_names = dict(parsed.process_names)
     for label, synthetic in parsed.synthetic.items():
         process_names.setdefault(synthetic, str(label))
-    threads = frame.build_threads(events, process_names, parsed.thread_names)
+    threads = frame.build_threads(events, process_names, parsed.thread_names,
+                                  extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta])
+    threads = _thread_metadata(threads, parsed.meta)
+    threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
+    flows = _flow_frame(parsed.flows, rank)
 
     metadata: dict[str, object] = dict(hasher.result())
     metadata["chrome.events_read"] = parsed.parsed
     metadata["chrome.parse_parts"] = n_parts
+    metadata["chrome.flows"] = len(parsed.flows)
+    for key, value in parsed.top.items():
+        metadata[f"chrome.top.{key}"] = _json_text(value)
+    if rank is not None:
+        metadata["trace.rank"] = rank
     if parsed.skipped:
         metadata["chrome.skipped_phases"] = json.dumps(dict(sorted(parsed.skipped.items())))
     for key, count in sorted(warnings.items()):
@@ -707,8 +816,85 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
         metadata["warnings.truncated"] = truncated
     target = {"source_format": [FORMAT]}
     return Profile(path.name.removesuffix(".gz").removesuffix(".json") or path.stem,
-                   {"target": target, "events": events, "threads": threads, "counters": counter_frame},
+                   {"target": target, "events": events, "threads": threads, "counters": counter_frame,
+                    "flows": flows},
                    source=str(path), metadata=metadata)
+
+
+#: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
+BOOKKEEPING_PROCESSES = ("Spans", "Traces")
+_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def trace_rank(top: Mapping, path: Path) -> int | None:
+    """The rank of a trace: ``distributedInfo.rank``, else ``rank-N`` / ``rank_N`` in the file name."""
+    info = top.get("distributedInfo")
+    if isinstance(info, dict):
+        value = info.get("rank")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    match = _RANK_IN_NAME.search(path.name)
+    return int(match.group(1)) if match else None
+
+
+def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid: np.ndarray) -> dict:
+    """``stream``, ``correlation`` (Int64) and ``device`` (``gpu:N``) from Kineto's args, in input order.
+
+    An event on a stream is device work; its device is ``args.device``, else its pid (Kineto puts each
+    GPU in its own pid).
+    """
+    on_stream = ~np.isnan(stream)
+    dev = np.where(np.isnan(device), pid.astype(np.float64), device)
+    codes = np.full(len(stream), -1, dtype=np.int32)
+    labels: list[str] = []
+    if on_stream.any():
+        uniq, inverse = np.unique(dev[on_stream], return_inverse=True)
+        labels = [f"gpu:{int(v)}" for v in uniq]
+        codes[on_stream] = inverse.astype(np.int32)
+    return {"stream": _int64(stream), "correlation": _int64(corr),
+            "device": (codes, labels)}
+
+
+def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
+    missing = np.isnan(values)
+    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+
+
+def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
+    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span and its global instants
+    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes."""
+    names = events["name"].array
+    hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
+    mask = hit[np.asarray(names.codes)]
+    mask |= (events["channel"] == "Trace").to_numpy(dtype=bool, na_value=False)
+    if pids:
+        mask |= np.isin(events["pid"].to_numpy(), pids)
+    return mask
+
+
+def _flow_frame(rows: list[tuple], rank: int | None) -> pd.DataFrame | None:
+    if not rows:
+        return None
+    pid, tid, ts, phase, flow_id, name, cat, bp = zip(*rows, strict=True)
+    return pd.DataFrame({"rank": pd.array([rank] * len(rows), dtype="Int64"),
+                         "pid": np.asarray(pid, dtype=np.int64), "tid": np.asarray(tid, dtype=np.int64),
+                         "ts_us": np.asarray(ts, dtype=np.float64), "phase": pd.Categorical(phase),
+                         "id": pd.array(flow_id, dtype="str"), "name": pd.Categorical(name),
+                         "channel": pd.Categorical(cat), "binding": pd.Categorical(bp)})
+
+
+def _file_tail_members(path: Path, prefix: str) -> dict:
+    """Top-level members after the event array of a plain (not gzip) file, from its last megabyte."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        handle.seek(size - min(size, 1 << 20))
+        buf = handle.read()
+    for end in _array_ends(buf, prefix):
+        return _tail_members(buf[end + 1:])
+    return {}
 
 
 def _merge_args(begin: str | None, end: str | None) -> str | None:
@@ -752,17 +938,53 @@ def _counter_frame(rows: list[tuple]) -> pd.DataFrame | None:
                          "value": np.asarray(value, dtype=np.float64)})
 
 
-def _metadata_event(ev: dict, ids: _Ids, process_names: dict, thread_names: dict) -> None:
+#: Scopes of instant events (``"s"``: thread, process, global), as ``events.instant_scope``.
+INSTANT_SCOPES = ("t", "p", "g")
+_INSTANT_CODE = {scope: i + 1 for i, scope in enumerate(INSTANT_SCOPES)}
+#: Metadata events kept as ``threads`` columns (besides the names): kind -> (args key, process-wide?).
+THREAD_METADATA = {"process_labels": ("labels", True), "process_sort_index": ("sort_index", True),
+                   "thread_sort_index": ("sort_index", False)}
+
+
+def _instant_code(ph: str, scope: object) -> int:
+    """``events.instant_scope`` code of an instant event (thread scope unless it says otherwise)."""
+    return _INSTANT_CODE.get(scope, 1) if isinstance(scope, str) else 1
+
+
+def _metadata_event(ev: dict, ids: _Ids, process_names: dict, thread_names: dict, meta: dict | None = None) -> None:
     args = ev.get("args")
+    kind = ev.get("name")
+    if meta is not None and kind in THREAD_METADATA and isinstance(args, dict):
+        key, process_wide = THREAD_METADATA[kind]
+        value = args.get(key)
+        if value is not None:
+            pid = ids.one(ev.get("pid"))
+            meta[(kind, pid) if process_wide else (kind, pid, ids.one(ev.get("tid")))] = value
+        return
     label = args.get("name") if isinstance(args, dict) else None
     if label is None:
         return
-    kind = ev.get("name")
     pid = ids.one(ev.get("pid"))
     if kind == "process_name":
         process_names[pid] = str(label)
     elif kind == "thread_name":
         thread_names[(pid, ids.one(ev.get("tid")))] = str(label)
+
+
+def _thread_metadata(threads: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """``process_labels``, ``process_sort_index``, ``thread_sort_index`` columns from the metadata events."""
+    if not meta:
+        return threads
+    threads = threads.copy()
+    pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
+    for kind, (_, process_wide) in THREAD_METADATA.items():
+        values = [meta.get((kind, p) if process_wide else (kind, p, t)) for p, t in zip(pids, tids, strict=True)]
+        if kind == "process_labels":
+            threads[kind] = pd.array([None if v is None else str(v) for v in values], dtype="str")
+        else:
+            threads[kind] = pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None
+                                      for v in values], dtype="Int64")
+    return threads
 
 
 class _Background:

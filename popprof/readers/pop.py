@@ -3,10 +3,11 @@
 The byte-level container of ``profile.pop`` is not publicly documented, so this
 reader never parses the file itself: it sniffs (``.pop`` name, or the SQLite
 magic some copies show) and reads everything through ``pva.openReport``, using
-only the attributes listed in the reference facts. Optional attributes that
-older SDKs lack are tolerated; what was missing is recorded in the metadata key
-``pop.missing_attributes``. ``pva`` is imported only inside :func:`read`, so the
-rest of popprof works without the SDK.
+the attributes public code that uses the real ``pva`` reads (the evidence is in
+``docs/readers.md``, "pva adapter: evidence"). Attributes without public evidence
+are probed and tolerated when absent; what was missing is recorded in the
+metadata key ``pop.missing_attributes``. ``pva`` is imported only inside
+:func:`read`, so the rest of popprof works without the SDK.
 
 Columns are built in preallocated NumPy arrays; the hot loop over execution
 steps binds locals and touches each documented attribute once.
@@ -49,6 +50,19 @@ PARALLEL_MIN_STEPS = 50_000
 MAX_WORKERS = 2
 #: Main programs that a spawned worker may safely re-import (they guard their entry point).
 _SAFE_MAINS = frozenset({"popprof", "pytest", "py.test", "ipykernel_launcher"})
+#: ``pva.IPU.Architecture`` names mapped to popprof's ``ipu_arch`` (``Ipu2`` is public: popart
+#: report_test.py); any other name is kept verbatim, never guessed.
+ARCHITECTURES = {"ipu1": "ipu1", "ipu2": "ipu2"}
+#: Debug-context layers of a framework: operations are attributed to the first of these found
+#: walking ``parents`` (graphcore/poptorch tests/precompilation_test.py walks to "poptorch").
+FRAMEWORK_LAYERS = frozenset({"poptorch", "popart", "onnx", "tensorflow", "xla_op"})
+#: Which liveness steps have their variable list read: only the peak step (default), every step, none.
+LIVENESS_VARIABLES = ("peak", "all", "none")
+#: Physical ranges a profile's figures must lie in (plausibility checks; public examples: 1,216- and
+#: 1,472-tile IPUs, 638,976 B per tile, clockFrequency 1330000000.0 Hz, tile balance 0..1).
+MAX_TILES_PER_IPU = 16_384
+MAX_BYTES_PER_TILE = 64 << 20
+CLOCK_RANGE_HZ = (1e8, 1e10)
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -71,16 +85,23 @@ def find_debug_cbor(path: Path) -> Path | None:
 
 def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: bool = False,
          progress: bool = True, liveness_top: int = LIVENESS_TOP, workers: int | None = None,
-         **_options: object) -> Profile:
+         code_bytes: bool = False, liveness_variables: str = "peak", **_options: object) -> Profile:
     """Read ``profile.pop`` through ``pva`` into a Profile.
 
     ``debug_cbor``: a path, ``None`` (or ``True``) to look next to the profile and
     in its parent directory, or ``False`` to ignore debug information.
     ``tile_cycles``: also fill ``step_tile_cycles`` (steps x tiles rows).
-    ``liveness_top``: variables kept per liveness step (0 = none).
+    ``liveness_top``: variables kept per liveness step read (0 = none).
+    ``liveness_variables``: whose variable lists are read: ``"peak"`` (the peak step
+    only, the default), ``"all"`` (every step: slow on large models) or ``"none"``.
+    ``code_bytes``: also read ``codeBytesByTile`` of every program (opt-in: slow on
+    large models); otherwise ``programs.code_bytes`` is missing.
     ``workers``: processes reading execution steps (each opens the report itself);
     ``None`` = up to ``MAX_WORKERS`` for profiles of ``PARALLEL_MIN_STEPS`` steps or more.
     """
+    if liveness_variables not in LIVENESS_VARIABLES:
+        raise UsageError(f"liveness_variables must be one of {', '.join(LIVENESS_VARIABLES)}, "
+                         f"not {liveness_variables!r}")
     path = Path(path)
     with open(path, "rb") as handle:
         if handle.read(2) == GZIP_MAGIC:
@@ -88,7 +109,7 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
                              "gunzip it first (e.g. `gunzip -k FILE`)")
     try:
         import pva  # the Poplar SDK's module; absent outside the SDK
-    except ImportError:
+    except (ImportError, RuntimeError):  # RuntimeError: the SDK is there but not usable (libraries, env)
         raise SdkMissingError(path) from None
     if debug_cbor is None or debug_cbor is True:
         debug = find_debug_cbor(path)
@@ -98,13 +119,18 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
         debug = Path(debug_cbor)
         if not debug.is_file():
             raise InputError(debug, "no such debug information file", "pass the debug.cbor of the same run")
+    notes: list[str] = []
     try:
-        report = pva.openReport(str(path)) if debug is None else pva.openReport(str(path), str(debug))
+        report, debug = _open_report(pva, path, debug, notes)
     except Exception as exc:  # pva raises its own (RuntimeError-like) errors for unreadable files
         raise InputError(path, f"pva cannot open the profile ({_one_line(exc)})",
                          "the file may be truncated or corrupt, or written by a newer Poplar SDK") from None
+    builder = _Builder(pva, report, path, debug, progress, workers)
+    builder.notes.extend(notes)
+    builder.options = {"tile_cycles": bool(tile_cycles), "code_bytes": bool(code_bytes),
+                       "liveness_variables": liveness_variables, "liveness_top": int(liveness_top)}
     try:
-        return _Builder(pva, report, path, debug, progress, workers).build(tile_cycles, liveness_top)
+        return builder.build(tile_cycles, liveness_top, code_bytes, liveness_variables)
     except PopprofError:
         raise
     except (KeyboardInterrupt, MemoryError):
@@ -114,16 +140,48 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
                          "the file may be truncated or corrupt") from None
 
 
+def _open_report(pva: Any, path: Path, debug: Path | None, notes: list[str]) -> tuple[Any, Path | None]:
+    """``pva.openReport`` with debug information when this pva can (SDK 3.0+), else without it.
+
+    SDK 2.0's pva has only ``openReport(filename)`` (poplar-api 2.0.0 pva-python page); the
+    two-argument overload appears with SDK 3.x (libpva 3.1.0 api-python page).
+    """
+    if debug is None:
+        return pva.openReport(str(path)), None
+    try:
+        return pva.openReport(str(path), str(debug)), debug
+    except TypeError:  # pybind11: no overload taking two arguments
+        notes.append(f"this pva has no openReport(profile, debug) (needs SDK 3.0 or later): opened without "
+                     f"{debug.name}, so there is no operations table")
+        return pva.openReport(str(path)), None
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
 def _type_name(value: object) -> str:
-    """A program / target type as its plain name (``Type.OnTileExecute`` -> ``OnTileExecute``)."""
+    """An enum value (program type, target type, architecture) as its plain name.
+
+    pva's enums are pybind11 enums: ``.name`` is the name; their ``str()`` differs between
+    pybind11 versions (``Type.OnTileExecute`` or ``<Type.OnTileExecute: 3>``), so it is used
+    only for values without ``.name`` (plain strings of unknown shapes: ``Type.X`` -> ``X``).
+    """
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and name:
+        return name
     text = str(value)
+    if text.startswith("<") and text.endswith(">") and ":" in text:  # <Type.Name: 3>
+        text = text[1:].split(":", 1)[0]
     if "." in text and " " not in text:
         text = text.rsplit(".", 1)[-1]
     return text
+
+
+def _architecture(value: object) -> str:
+    """``pva.IPU.Architecture`` as popprof's ``ipu_arch``: known names mapped, others kept verbatim."""
+    name = _type_name(value)
+    return ARCHITECTURES.get(name.lower(), name)
 
 
 class _TypeNames(dict):
@@ -154,6 +212,7 @@ class _Builder:
         self.ranges: list[tuple[int, int]] = []
         self.spec: tuple[int, bool, bool] = (0, False, False)
         self.num_steps = 0
+        self.options: dict[str, object] = {}
 
     # -- helpers --------------------------------------------------------------------------------
     def attr(self, obj: Any, dotted: str, label: str, default: Any = None) -> Any:
@@ -176,43 +235,66 @@ class _Builder:
         return _progress.progress(description, total)
 
     # -- the whole profile ----------------------------------------------------------------------
-    def build(self, tile_cycles: bool, liveness_top: int) -> Profile:
+    def build(self, tile_cycles: bool, liveness_top: int, code_bytes: bool = False,
+              liveness_variables: str = "peak") -> Profile:
         report = self.report
         compilation = report.compilation
         tables: dict[str, pd.DataFrame] = {}
         target = self.target(compilation)
         tables["target"] = target
         row = target.iloc[0]
-        execution = getattr(report, "execution", None)
+        execution = self.execution_section(report)
         try:
             if execution is not None:
                 self.start_steps(execution, row, tile_cycles)  # workers start while tiles are read here
             tables["tiles"], tables["tile_memory"] = self.tiles(compilation, row)
-            tables["programs"] = self.programs(compilation)
+            tables["programs"] = self.programs(compilation, code_bytes)
             tables["variables"] = self.variables(compilation)
-            tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top)
-            if execution is not None:
-                steps_tables = self.execution(execution, row, tile_cycles)
+            tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top,
+                                                                             liveness_variables)
+            steps_tables = self.execution(execution, row, tile_cycles) if execution is not None else None
         except BaseException:
             self.stop_workers(terminate=True)  # do not leave a worker reading after an error or Ctrl-C
             raise
         self.stop_workers()
-        if execution is None:
-            self.notes.append("no execution section (execution profiling was off)")
-        else:
+        if steps_tables is not None and steps_tables[1] is not None:
             runs, steps, tile_frame = steps_tables
-            if steps is not None:
-                tables["runs"], tables["steps"] = runs, steps
-                if tile_frame is not None:
-                    tables["step_tile_cycles"] = tile_frame
-            else:
-                self.notes.append("execution section has no steps")
+            _check_steps(self.path, steps)
+            tables["runs"], tables["steps"] = runs, steps
+            if tile_frame is not None:
+                tables["step_tile_cycles"] = tile_frame
         if self.debug is not None:
-            tables["operations"] = self.operations(report)
+            if hasattr(self.pva, "OperationAnalysis"):
+                tables["operations"] = self.operations(report)
+            else:
+                self.notes.append("reading operations needs SDK 3.0 or later (this pva has no OperationAnalysis)")
         name = self.path.parent.name if self.path.name == "profile.pop" and self.path.parent.name else self.path.stem
         profile = Profile(name or "profile", tables, source=str(self.path))
         profile.update_metadata(self.metadata(report, compilation))
         return profile
+
+    def execution_section(self, report: Any) -> Any:
+        """``report.execution`` when it holds an execution profile, else None (with a note).
+
+        Real pva always has ``execution``; without an execution profile it has no steps and
+        ``totalCycles.total == 0`` (graphcore/popart tests/integration/saved_executable.py).
+        """
+        execution = getattr(report, "execution", None)
+        if execution is None:
+            self.note_missing("execution")
+            self.notes.append("pva gives no execution section: no runs / steps tables")
+            return None
+        steps = self.attr(execution, "steps", "execution.steps", [])
+        total = self.attr(execution, "totalCycles.total", "execution.totalCycles")
+        if len(steps):
+            return execution
+        if not total:
+            self.notes.append("no execution profile (execution.totalCycles.total is 0 and there are no steps): "
+                              "execution profiling was off")
+        else:
+            self.notes.append(f"execution.totalCycles.total is {total} but there are no execution steps: "
+                              "no runs / steps tables")
+        return None
 
     # -- target ---------------------------------------------------------------------------------
     def target(self, compilation: Any) -> pd.DataFrame:
@@ -225,13 +307,14 @@ class _Builder:
             num_tiles = int(num_ipus) * int(tiles_per_ipu)
         if tiles_per_ipu is None and num_tiles is not None and num_ipus:
             tiles_per_ipu = int(num_tiles) // int(num_ipus)
-        if num_tiles is None or not tiles_per_ipu:
+        if num_tiles is None or tiles_per_ipu is None:
             raise InputError(self.path, "pva gives no tile count for the target", "the profile may be corrupt")
         bytes_per_tile = get(t, "bytesPerTile", "compilation.target.bytesPerTile")
         clock = get(t, "clockFrequency", "compilation.target.clockFrequency")
         arch = get(t, "architecture", "compilation.target.architecture")
+        _check_target(self.path, num_ipus, tiles_per_ipu, num_tiles, bytes_per_tile, clock)
         if arch is not None:
-            arch = _type_name(arch).lower()
+            arch = _architecture(arch)
         else:  # the same inference as the text summary and SDK 1.x readers (reference facts, section 6)
             arch = infer_arch(int(tiles_per_ipu), None if bytes_per_tile is None else int(bytes_per_tile),
                               None if clock is None else float(clock))
@@ -305,14 +388,15 @@ class _Builder:
         return False
 
     # -- programs and variables -----------------------------------------------------------------
-    def programs(self, compilation: Any) -> pd.DataFrame:
+    def programs(self, compilation: Any, code_bytes: bool = False) -> pd.DataFrame:
+        """Program names and types; ``code_bytes`` (opt-in) sums each program's ``codeBytesByTile``."""
         programs = compilation.programs
         n = len(programs)
         names: list[str] = [""] * n
         types: list[str] = [""] * n
         code = np.full(n, _MISSING_INT, dtype=np.int64)
         type_name = _TypeNames()
-        has_code = None
+        has_code = None if code_bytes else False
         for i, program in enumerate(programs):
             names[i] = str(program.name)
             types[i] = type_name(program.type)
@@ -340,7 +424,10 @@ class _Builder:
                              "tile": pd.array([None] * n, dtype="Int32")})
 
     # -- liveness -------------------------------------------------------------------------------
-    def liveness(self, compilation: Any, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def liveness(self, compilation: Any, top: int,
+                 which: str = "peak") -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Per-step not-always-live bytes (per replica, as pva gives them) and the ``top`` largest
+        variables of the peak step (``which="peak"``), of every step (``"all"``) or of none."""
         steps = self.attr(compilation, "livenessProgramSteps", "compilation.livenessProgramSteps", [])
         n = len(steps)
         names: list[str | None] = [None] * n
@@ -350,7 +437,14 @@ class _Builder:
         var_name: list[str] = []
         var_size: list[int] = []
         type_name = _TypeNames()
-        nlargest = heapq.nlargest
+        every = bool(top) and which == "all"
+
+        def keep(i: int, memory: Any) -> None:
+            for size, name in heapq.nlargest(top, ((v.size, v.name) for v in memory.variables)):
+                var_step.append(i)
+                var_name.append(str(name))
+                var_size.append(size)
+
         with self.bar("Reading liveness", n) as advance:
             for i, step in enumerate(steps):
                 program = getattr(step, "program", None)
@@ -359,14 +453,16 @@ class _Builder:
                     types[i] = type_name(program.type)
                 memory = step.notAlwaysLiveMemory
                 live_bytes[i] = memory.bytes
-                if top:
-                    largest = nlargest(top, ((v.size, v.name) for v in memory.variables))
-                    for size, name in largest:
-                        var_step.append(i)
-                        var_name.append(str(name))
-                        var_size.append(size)
+                if every:
+                    keep(i, memory)
                 if i % _CHUNK == _CHUNK - 1:
                     advance(_CHUNK)
+        if (live_bytes < _MISSING_INT).any():
+            raise InputError(self.path, "pva gives negative not-always-live bytes for a liveness step",
+                             "the profile is corrupt")
+        if top and which == "peak" and (live_bytes >= 0).any():
+            peak = int(np.argmax(live_bytes))  # the first step holding the largest value
+            keep(peak, steps[peak].notAlwaysLiveMemory)
         liveness = pd.DataFrame({
             "step": np.arange(n, dtype=np.int32), "program": pd.Series(names, dtype="str"),
             "program_type": pd.Series(types, dtype="str").astype("category"),
@@ -597,7 +693,11 @@ class _Builder:
                               "start_us": start, "end_us": end})
         return frame, run_of_step
 
-    def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame:
+    def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame | None:
+        """Per-tile cycles of every step (opt-in); None, noted, when steps have no ``cyclesByTile``
+        (only the reference facts list it: no public code reads it)."""
+        if not self._has(steps[0], "cyclesByTile", "step.cyclesByTile"):
+            return None
         num_tiles = int(target["num_tiles"])
         cycles = np.empty((n, num_tiles), dtype=np.int64)
         with self.bar("Reading per-tile cycles", n) as advance:
@@ -610,6 +710,15 @@ class _Builder:
 
     # -- operations (debug information) ---------------------------------------------------------
     def operations(self, report: Any) -> pd.DataFrame:
+        """Framework operations: layer and source location of the framework's debug context.
+
+        As graphcore/poptorch tests/precompilation_test.py does: start from
+        ``replacedDebugContext[0]`` when the operation has one (an outlined call replaced it),
+        else ``debugContext``, and walk ``parents`` to the first context whose layer is a
+        framework's (:data:`FRAMEWORK_LAYERS`); without one the starting context is used.
+        ``bytes`` sums ``op.vars`` sizes only when every entry carries one: public code reads
+        op.vars entries by id only, so with real pva the bytes are missing, never 0.
+        """
         operations = self.pva.OperationAnalysis(report).operations
         n = len(operations)
         names: list[str] = [""] * n
@@ -619,27 +728,42 @@ class _Builder:
         get = self.attr
         for i, op in enumerate(operations):
             names[i] = str(op.name)
-            context = get(op, "debugContext", "operation.debugContext")
+            context = self.framework_context(op)
             if context is not None:
                 layers[i] = _layer(get(context, "layer", "debugContext.layer"))
                 location = get(context, "location", "debugContext.location")
                 if location is not None:
                     file = get(location, "fileName", "debugContext.location.fileName")
-                    files[i] = None if file is None else str(file)
+                    files[i] = str(file) if file else None
                     line = get(location, "lineNumber", "debugContext.location.lineNumber")
-                    ints[i, 0] = _MISSING_INT if line is None else line
+                    ints[i, 0] = line if line and line > 0 else _MISSING_INT
             first = get(op, "firstStepIndex", "operation.firstStepIndex")
             last = get(op, "lastStepIndex", "operation.lastStepIndex")
             ints[i, 1] = _MISSING_INT if first is None else first
             ints[i, 2] = _MISSING_INT if last is None else last
-            variables = get(op, "vars", "operation.vars", [])
-            ints[i, 3] = sum(_variable_bytes(v) for v in variables)
+            ints[i, 3] = _variables_bytes(get(op, "vars", "operation.vars"))
         return pd.DataFrame({
             "name": pd.Series(names, dtype="str"), "layer": pd.Series(layers, dtype="str").astype("category"),
             "file": pd.Series(files, dtype="str"), "line": _nullable(ints[:, 0], "Int32"),
             "first_step": _nullable(ints[:, 1], "Int32"), "last_step": _nullable(ints[:, 2], "Int32"),
-            "bytes": pd.array(ints[:, 3], dtype="Int64"),
+            "bytes": _nullable(ints[:, 3]),
         })
+
+    def framework_context(self, op: Any) -> Any:
+        """The debug context an operation is attributed to (see :meth:`operations`)."""
+        replaced = getattr(op, "replacedDebugContext", None)
+        if replaced is None:
+            self.note_missing("operation.replacedDebugContext")
+        start = replaced[0] if replaced is not None and len(replaced) else self.attr(
+            op, "debugContext", "operation.debugContext")
+        context, seen = start, 0
+        while context is not None and seen < 64:  # parents chains are short; guard against cycles
+            if _layer(getattr(context, "layer", None)) in FRAMEWORK_LAYERS:
+                return context
+            parents = getattr(context, "parents", None)
+            context = parents[0] if parents is not None and len(parents) else None
+            seen += 1
+        return start
 
     # -- metadata -------------------------------------------------------------------------------
     def metadata(self, report: Any, compilation: Any) -> dict[str, str]:
@@ -670,6 +794,7 @@ class _Builder:
         for file in _app_files(self.path):
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 meta[file.stem] = file.read_text("utf-8").strip()
+        meta["pop.options"] = json.dumps(self.options)
         meta["pop.missing_attributes"] = json.dumps(self.missing)
         meta["pop.notes"] = json.dumps(self.notes)
         return meta
@@ -755,11 +880,51 @@ def _memory_categories(category: Any) -> list[str]:
     return names
 
 
-def _variable_bytes(variable: Any) -> int:
-    value = getattr(variable, "bytes", None)
-    if value is None:
-        value = getattr(variable, "size", 0)
-    return int(value or 0)
+def _variables_bytes(variables: Any) -> int:
+    """Bytes of an operation's ``vars``: the sum of their ``bytes`` (or ``size``), or ``_MISSING_INT``
+    when the list is absent or any entry carries no size (never a made-up 0)."""
+    if variables is None:
+        return _MISSING_INT
+    total = 0
+    for variable in variables:
+        value = getattr(variable, "bytes", None)
+        if value is None:
+            value = getattr(variable, "size", None)
+        if value is None:
+            return _MISSING_INT
+        total += int(value)
+    return total
+
+
+def _check_target(path: Path, num_ipus: Any, tiles_per_ipu: Any, num_tiles: Any, bytes_per_tile: Any,
+                  clock: Any) -> None:
+    """Refuse (one line) a target whose figures are outside physical ranges."""
+    problems = []
+    if not 1 <= int(tiles_per_ipu) <= MAX_TILES_PER_IPU:
+        problems.append(f"{tiles_per_ipu} tiles per IPU")
+    if num_ipus is not None and int(num_ipus) * int(tiles_per_ipu) != int(num_tiles):
+        problems.append(f"{num_tiles} tiles for {num_ipus} IPUs of {tiles_per_ipu} tiles")
+    if bytes_per_tile is not None and not 0 < int(bytes_per_tile) <= MAX_BYTES_PER_TILE:
+        problems.append(f"{bytes_per_tile} bytes per tile")
+    if clock is not None and not CLOCK_RANGE_HZ[0] <= float(clock) <= CLOCK_RANGE_HZ[1]:
+        problems.append(f"a clock of {clock} Hz (pva gives Hz, e.g. 1330000000.0)")
+    if problems:
+        raise InputError(path, "the profile's target is outside physical ranges: " + "; ".join(problems),
+                         "the profile is corrupt or not from an IPU")
+
+
+def _check_steps(path: Path, steps: pd.DataFrame) -> None:
+    """Refuse (one line) execution figures outside physical ranges (negative cycles or bytes,
+    tile balance outside 0..1)."""
+    balance = steps["tile_balance"].to_numpy(dtype=np.float64)
+    bad_balance = int(((balance < 0) | (balance > 1)).sum())
+    negative = sum(int((steps[c] < 0).sum()) for c in ("cycles", "active_from_cycles", "active_to_cycles",
+                                                       "data_in_bytes", "data_out_bytes"))
+    if bad_balance or negative:
+        parts = ([f"{bad_balance} tile balance(s) outside 0..1"] if bad_balance else []) + (
+            [f"{negative} negative cycle or byte count(s)"] if negative else [])
+        raise InputError(path, "execution figures outside physical ranges: " + "; ".join(parts),
+                         "the profile is corrupt")
 
 
 def _layer(value: object) -> str | None:

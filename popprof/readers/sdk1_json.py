@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
-from ..progress import progress
+from ..progress import reading
 from ..schema import category_of_program_type
 from ..sources import source_metadata
 from . import GZIP_MAGIC, open_binary, open_json
@@ -203,11 +203,9 @@ def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
 def _stream_execution(path: Path, prefix: str) -> dict | None:
     base = f"{prefix}.simulation" if prefix else "simulation"
     steps = []
-    with progress(f"streaming steps of {path.name}") as advance, open_json(path) as handle:
-        for count, step in enumerate(ijson.items(handle, f"{base}.steps.item", use_float=True), 1):
+    with reading(path, f"streaming steps of {path.name}"), open_json(path) as handle:
+        for step in ijson.items(handle, f"{base}.steps.item", use_float=True):
             steps.append({k: step.get(k) for k in ("type", "name", "cycles")} if isinstance(step, dict) else {})
-            if count % 10_000 == 0:
-                advance(10_000)
     with open_json(path) as handle:
         cycles = next(ijson.items(handle, f"{base}.cycles", use_float=True), None)
     with open_json(path) as handle:

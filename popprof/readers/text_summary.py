@@ -23,13 +23,16 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InputError
 from ..profile import Profile
 from ..schema import PROGRAM_TYPE_CATEGORY, conform
 from ..sources import source_metadata
-from . import HEAD_BYTES, read_text_bytes
+from . import HEAD_BYTES, oom_log, textload
+from . import text_execution as te
+from .lazy_profile import LazyProfile
 
 FORMAT = "text_summary"
 
@@ -53,8 +56,11 @@ SIZE_UNITS: dict[str, int] = {
 FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
 #: Strings that start a summary block (found with str.find before the regex checks the line).
-START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:")
-_START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$", re.M)
+START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:", "Execution:")
+_START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Execution|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$",
+                       re.M)
+#: Column-0 headings that, seen a second time, start the next summary.
+_NEXT_SUMMARY_HEADINGS = frozenset({"Target:", "Graph:", "Execution:"})
 _TILE_BLOCK_RE = re.compile(r"^Tile\s*#\s*(?P<tile>[\d,]+)\s+memory usage\s*:?$", re.I)
 _HIST_RE = re.compile(r"^(?P<low>\d[\d,]*)\s*-\s*(?P<high>\d[\d,]*)\s+(?P<bar>\**)\s*(?P<count>\d[\d,]*)$")
 _MAX_RE = re.compile(r"^Maximum\s*\((?P<which>Including|Excluding)\s+Gaps\)\s*:\s*(?P<bytes>\d[\d,]*)"
@@ -95,6 +101,20 @@ class _Block:
     prefix: str
     lines: list[str]
     cut_mid_line: bool = False
+    offset: int = 0
+    label: str | None = None
+
+
+#: Largest values the schema's integer columns hold (bytes and cycles Int64, tiles and counts Int32).
+INT64_MAX = (1 << 63) - 1
+INT32_MAX = (1 << 31) - 1
+#: Tile of a ``Tile # T`` block whose index does not fit: its figures are dropped.
+DROPPED_TILE = -1
+
+
+def _fits(value: float, limit: int) -> bool:
+    """Whether a parsed figure fits its column (a corrupt line can carry 20 digits)."""
+    return 0 <= value <= limit
 
 
 @dataclass
@@ -109,8 +129,15 @@ class _Parsed:
     unrecognised: list[str] = field(default_factory=list)
     unrecognised_count: int = 0
     warnings: list[str] = field(default_factory=list)
+    execution: te.ExecutionFigures = field(default_factory=te.ExecutionFigures)
+    unparsed_figures: list[str] = field(default_factory=list)
 
     def add_total(self, tile: int | None, group: str, category: str, value: int, where: str) -> None:
+        if tile == DROPPED_TILE:
+            return
+        if not _fits(value, INT64_MAX) or (tile is not None and not _fits(tile, INT32_MAX)):
+            self.unparsed_figures.append(f"{where.rsplit('/', 1)[-1]}: {value:,} (too large)")
+            return
         key = (tile, group, category)
         if key in self.seen:  # a repeated figure (e.g. an overlapped breakdown): keep the first, note the rest
             self.note_extra(where, str(value))
@@ -129,7 +156,7 @@ class _Parsed:
 
     @property
     def usable(self) -> bool:
-        return bool(self.target or self.totals or self.histogram or self.steps
+        return bool(self.target or self.totals or self.histogram or self.steps or self.execution.any
                     or "tiles_out_of_memory" in self.meta or any(k.startswith("graph.") for k in self.meta))
 
 
@@ -145,7 +172,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return False
     if path.stat().st_size > SCAN_LIMIT_BYTES:
         return False
-    return _first_start(_decode(read_text_bytes(path, truncate=True))) is not None  # bounded: text-bytes
+    return _first_start(_load_text(path)) is not None  # bounded: text-bytes (docs/limits.md)
 
 
 def _decode(data: bytes) -> str:
@@ -154,19 +181,34 @@ def _decode(data: bytes) -> str:
 
 def _load_text(path: Path) -> str:
     """The whole text, within the ``text-bytes`` and ``line-bytes`` limits (docs/limits.md)."""
-    return _decode(read_text_bytes(path))
+    return textload.load_text(path)
 
 
-def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
+def _find(text: str, needle: str, at: int, hits: dict[str, tuple[int, int]] | None) -> int:
+    """``text.find(needle, at)``, remembering each needle's last answer so that repeated searches from
+    increasing positions (one per summary of a long log) never scan the same text twice."""
+    if hits is not None and needle in hits:
+        searched_from, hit = hits[needle]
+        if searched_from <= at and (hit < 0 or hit >= at):
+            return hit
+    hit = text.find(needle, at)
+    if hits is not None:
+        hits[needle] = (at, hit)
+    return hit
+
+
+def _first_start(text: str, pos: int = 0, hits: dict[str, tuple[int, int]] | None = None
+                 ) -> tuple[int, str] | None:
     """Offset of the first line that starts a summary (and that line's prefix), from ``pos``.
 
     Candidates are found with ``str.find`` (fast on large logs), then checked
-    with :data:`_START_RE` and for an indented line below.
+    with :data:`_START_RE` and for an indented line below. ``hits`` carries the
+    searches over from one call to the next (see :func:`_find`).
     """
     best: tuple[int, str] | None = None
     for needle in START_NEEDLES:
         at = pos
-        while (at := text.find(needle, at, best[0] if best else len(text))) >= 0:
+        while (at := _find(text, needle, at, hits)) >= 0 and (best is None or at < best[0]):
             hit = at
             at += len(needle)
             line_start = text.rfind("\n", 0, hit) + 1
@@ -176,8 +218,9 @@ def _first_start(text: str, pos: int = 0) -> tuple[int, str] | None:
             if match is None:
                 continue
             prefix = line[:match.start()]
+            follows = _followed_by_execution if match.group(0).startswith("Execution") else _followed_by_indented
             if len(prefix) <= 80 and not prefix.rstrip(" \t")[-1:].isalpha() \
-                    and _followed_by_indented(text, line_start + match.end(), prefix):
+                    and follows(text, line_start + match.end(), prefix):
                 best = (line_start, prefix)
                 break
     return best
@@ -197,23 +240,100 @@ def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
     return False
 
 
+def _followed_by_execution(text: str, pos: int, prefix: str) -> bool:
+    """An ``Execution:`` heading starts a summary when an execution figure, a vertex-type heading, a
+    ``Programs executed`` list or an indented step line follows within a few lines."""
+    for line in text[pos:pos + 4096].splitlines()[1:8]:
+        if not line.strip():
+            continue
+        if not line.startswith(prefix):
+            return False
+        body = line[len(prefix):].strip()
+        if not body:
+            continue
+        if te.FIGURE_RE.match(body) or te.PROGRAMS_HEADING_RE.match(body) or te.VERTEX_HEADING_RE.match(body):
+            return True
+        return line[len(prefix):][:1] in (" ", "\t")
+    return False
+
+
+#: Characters of text split into lines at a time when extracting a block (doubled while the block goes on).
+BLOCK_WINDOW_CHARS = 1 << 15
+
+
 def find_blocks(text: str) -> list[_Block]:
-    """Every summary in ``text``, in order (a log can hold several, e.g. one per engine)."""
+    """Every summary in ``text``, in order (a log can hold several, e.g. one per engine).
+
+    Each block is cut from a window of the text after its start (doubled until the block ends inside
+    it), and line numbers are counted incrementally, so a large log with many summaries is read in one
+    pass rather than once per summary.
+    """
     blocks: list[_Block] = []
     pos = 0
-    while (start := _first_start(text, pos)) is not None:
+    counted_to, line_no = 0, 1
+    hits: dict[str, tuple[int, int]] = {}
+    while (start := _first_start(text, pos, hits)) is not None:
         offset, prefix = start
-        rest = text[offset:]
-        with_ends = rest.splitlines(keepends=True)
-        lines = [line.rstrip("\r\n") for line in with_ends]
-        block_lines, used = _block_lines(lines, prefix)
-        first_line = text.count("\n", 0, offset) + 1
-        cut = used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
-        blocks.append(_Block(first_line, prefix, block_lines, cut))
+        window = BLOCK_WINDOW_CHARS
+        while True:
+            end = min(len(text), offset + window)
+            if end < len(text):  # never split a line: the window ends after its last full line
+                end = text.rfind("\n", offset, end) + 1 or min(len(text), offset + window)
+            rest = text[offset:end]
+            with_ends = rest.splitlines(keepends=True)
+            lines = [line.rstrip("\r\n") for line in with_ends]
+            block_lines, used = _block_lines(lines, prefix)
+            if used < len(lines) or end >= len(text):
+                break
+            window *= 2
+        line_no += text.count("\n", counted_to, offset)
+        counted_to = offset
+        at_end = end >= len(text)
+        cut = at_end and used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
+        blocks.append(_Block(line_no, prefix, block_lines, cut, offset))
         pos = offset + sum(len(line) for line in with_ends[:max(used, 1)])
         if pos >= len(text):
             break
+    _label_blocks(text, blocks)
     return blocks
+
+
+#: A label line above a summary: short, with a letter, not a figure.
+MAX_LABEL_CHARS = 100
+#: Banner characters around a label (``== Run 2 ==``, ``### eval``), not part of its name.
+LABEL_DECORATION = "=-#*~ \t"
+
+
+def _label_blocks(text: str, blocks: list[_Block]) -> None:
+    """Give each block the label line just above it, when there is one (``Run 2 (batch 16):``).
+
+    A label printed as a column-0 heading right before the next summary was taken into the previous
+    block as an unknown section: it is moved back out of that block.
+    """
+    for k, block in enumerate(blocks):
+        before = text[max(0, block.offset - 2048):block.offset].splitlines()
+        candidates = [line for line in before[-4:] if line.strip()]
+        if not candidates:
+            continue
+        line = candidates[-1]
+        body = line[len(block.prefix):] if block.prefix and line.startswith(block.prefix) else line
+        body = body.strip()
+        if not body or len(body) > MAX_LABEL_CHARS or not any(c.isalpha() for c in body) \
+                or _NUM_LEAF_RE.match(body):
+            continue
+        if k:
+            previous = blocks[k - 1]
+            trailing = [i for i, ln in enumerate(previous.lines) if ln.strip()]
+            if trailing and previous.lines[trailing[-1]].strip() == body:
+                if not _UNKNOWN_HEADING_RE.match(body):
+                    continue  # the line is a figure of the previous summary, not a label
+                del previous.lines[trailing[-1]:]
+        block.label = body.strip(LABEL_DECORATION).rstrip(":").strip(LABEL_DECORATION) or None
+
+
+def label_name(label: str) -> str:
+    """A profile name from a label line: word characters, dots and dashes; others become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")[:60]
 
 
 def _maybe_partial(line: str) -> bool:
@@ -226,6 +346,8 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
     out: list[str] = []
     content_seen = False
     used = 0
+    headings: set[str] = set()
+    in_execution = programs_pending = False
     for i, raw in enumerate(lines):
         if prefix:
             if raw.startswith(prefix):
@@ -238,11 +360,21 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
             body = raw
         body = body.expandtabs(8).rstrip()
         if body and not body[0].isspace():
-            if i and body == "Target:" and content_seen:
+            if i and body in _NEXT_SUMMARY_HEADINGS and content_seen and (body == "Target:" or body in headings):
                 break  # the next summary begins
-            if not (_START_RE.match(body) or _TILE_BLOCK_RE.match(body) or _UNKNOWN_HEADING_RE.match(body)
-                    or _MAX_RE.match(body) or _OOM_RE.match(body) or _HIST_RE.match(body)
-                    or body.startswith("Range (")):
+            headings.add(body)
+            if _START_RE.match(body) or _TILE_BLOCK_RE.match(body):
+                in_execution, programs_pending = body == "Execution:", False
+            execution_line = in_execution and bool(
+                te.FIGURE_RE.match(body) or te.VERTEX_RE.match(body) or te.PROGRAMS_HEADING_RE.match(body)
+                or (programs_pending and body.endswith(".") and ":" not in body))
+            if in_execution and (m := te.PROGRAMS_HEADING_RE.match(body)):
+                programs_pending = not m["rest"].strip()
+            elif execution_line:
+                programs_pending = False
+            if not (execution_line or _START_RE.match(body) or _TILE_BLOCK_RE.match(body)
+                    or _UNKNOWN_HEADING_RE.match(body) or _MAX_RE.match(body) or _OOM_RE.match(body)
+                    or _HIST_RE.match(body) or body.startswith("Range (")):
                 break
         if body.strip() and i:
             content_seen = True
@@ -284,12 +416,18 @@ def parse_block(block: _Block) -> _Parsed:
     tile_heading_pending = False
     stack: list[tuple[int, str, str]] = []  # (indent, normalised label, label as printed)
     empty_heading: str | None = None
+    programs_pending = False
     for offset, body in enumerate(block.lines):
         line_no = block.first_line + offset
         text = body.strip()
         if not text:
             continue
         indent = len(body) - len(text)
+        if section == "execution":
+            handled, programs_pending = _execution_line(parsed.execution, text, programs_pending)
+            if handled:
+                empty_heading = text if text.endswith(":") else None
+                continue
         if indent:  # fast path for execution step lines (there can be hundreds of thousands)
             kind, sep, name = text.partition(": ")
             if sep and (kind in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(kind))) \
@@ -300,6 +438,9 @@ def parse_block(block: _Block) -> _Parsed:
                 continue
         if indent == 0 and (m := _TILE_BLOCK_RE.match(text)):
             section, tile, tile_heading_pending, stack = "memory", int(_number(m["tile"])), True, []
+            if not _fits(tile, INT32_MAX):
+                parsed.unparsed_figures.append(f"{text} (tile index too large)")
+                tile = DROPPED_TILE  # the block's figures are dropped (not taken as whole-profile ones)
             empty_heading = text
             continue
         if indent == 0 and (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
@@ -329,6 +470,32 @@ def parse_block(block: _Block) -> _Parsed:
     return parsed
 
 
+def _execution_line(figures: te.ExecutionFigures, text: str, programs_pending: bool) -> tuple[bool, bool]:
+    """Record one line of an Execution section: (whether it was one, whether a programs list follows)."""
+    if m := te.FIGURE_RE.match(text):
+        te.parse_figure(figures, m["label"], m["value"])
+        return True, False
+    if m := te.VERTEX_RE.match(text):
+        instances, cycles = int(_number(m["instances"])), int(_number(m["cycles"]))
+        if _fits(instances, INT64_MAX) and _fits(cycles, INT64_MAX):
+            figures.vertices.append((m["type"], instances, cycles))
+        else:
+            figures.unparsed.append(text)
+        return True, False
+    if m := te.PROGRAMS_HEADING_RE.match(text):
+        figures.seen_heading = True
+        if m["rest"].strip():
+            te.parse_programs(figures, m["rest"])
+            return True, False
+        return True, True
+    if te.VERTEX_HEADING_RE.match(text):
+        return True, False
+    if programs_pending and ":" not in text:
+        te.parse_programs(figures, text)
+        return True, not text.endswith(".")
+    return False, False
+
+
 def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int | None,
                 stack: list[tuple[int, str, str]], line_no: int) -> bool:
     """Record one non-blank line; False when it is not recognised."""
@@ -340,13 +507,18 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
         return True
     if m := _HIST_RE.match(text):
         values = (int(_number(m["low"])) * 1024, int(_number(m["high"])) * 1024, int(_number(m["count"])))
-        if tile is None:
+        if not all(_fits(v, INT64_MAX) for v in values):
+            parsed.unparsed_figures.append(f"{text} (too large)")
+        elif tile is None:
             parsed.histogram.append(values)
         else:
             parsed.note_extra(f"{where}/histogram {m['low']}-{m['high']}", m["count"])
         return True
     if m := _MAX_RE.match(text):
         max_tile = None if m["tile"] is None else int(_number(m["tile"]))
+        if max_tile is not None and not _fits(max_tile, INT32_MAX):
+            parsed.unparsed_figures.append(f"{text} (tile index too large)")
+            return True
         parsed.add_total(max_tile, "maximum", f"{m['which'].lower()}_gaps", int(_number(m["bytes"])),
                          f"{where}/{text}")
         return True
@@ -356,10 +528,12 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
     if (m := _HEADING_RE.match(text)) and not _NUM_LEAF_RE.match(text):
         label = m["label"]
         stack.append((indent, _norm(label), label))
-        if _norm(label).startswith("vertex data") and (v := _PAREN_VALUE_RE.search(label)):
+        norm = _norm(label)
+        if norm.startswith(("vertex data", "vertex code")) and (v := _PAREN_VALUE_RE.search(label)):
             size = _size_bytes(v["num"], v["unit"])
             if size is not None and section == "memory":
-                parsed.add_total(tile, "total", "vertex_data", size, where + "/" + label)
+                category = "vertex_data" if norm.startswith("vertex data") else "vertex_code"
+                parsed.add_total(tile, "total", category, size, where + "/" + label)
         return True
     if section == "memory" and indent and _BARE_HEADING_RE.match(text):
         stack.append((indent, _norm(text), text))  # a sub-heading printed without a colon ("Not Overlapped")
@@ -373,8 +547,23 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
             parsed.steps.append((label, value))
         else:
             parsed.note_extra(f"{where}/{label}", value)
+            if _looks_like_a_broken_figure(section, label, value):
+                parsed.unparsed_figures.append(f"{label}: {value}")
         return True
     return False
+
+
+_BROKEN_FIGURE_RE = re.compile(r"^[-+]?\d[\d,.]*[^\d,.\s]")
+
+
+def _looks_like_a_broken_figure(section: str, label: str, value: str) -> bool:
+    """A memory or target figure whose number does not parse (``12x,000 B``), rather than a text field."""
+    if not _BROKEN_FIGURE_RE.match(value):
+        return False
+    if section == "memory":
+        return True
+    norm = _norm(label)
+    return section == "target" and (norm in TARGET_FIELDS or norm in TARGET_SIZES or norm.startswith("clock"))
 
 
 def _derive_excluding_totals(parsed: _Parsed) -> None:
@@ -395,9 +584,15 @@ def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, secti
     raw_value = f"{num} {unit}" if unit else num
     if section == "target":
         if norm in TARGET_FIELDS and not unit:
-            parsed.target.setdefault(TARGET_FIELDS[norm], _number(num))
+            if _fits(_number(num), INT32_MAX):
+                parsed.target.setdefault(TARGET_FIELDS[norm], _number(num))
+            else:
+                parsed.unparsed_figures.append(f"{label}: {raw_value} (too large)")
         elif norm in TARGET_SIZES and (size := _size_bytes(num, unit)) is not None:
-            parsed.target.setdefault(TARGET_SIZES[norm], size)
+            if _fits(size, INT64_MAX):
+                parsed.target.setdefault(TARGET_SIZES[norm], size)
+            else:
+                parsed.unparsed_figures.append(f"{label}: {raw_value} (too large)")
         elif norm.startswith("clock") and (hz := _hz(num, unit)) is not None:
             parsed.target.setdefault("clock_hz", hz)
         else:
@@ -412,6 +607,8 @@ def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, secti
         parsed.note_extra(key, raw_value)
         return True
     group, category = _memory_figure(label, norm, path, stack)
+    if group == "other" and not unit:  # an unknown figure without a size unit need not be bytes
+        group = None
     if group is None:
         parsed.note_extra(key, raw_value)
     else:
@@ -429,12 +626,17 @@ def _memory_figure(label: str, norm: str, path: list[str],
             return "vertex_category", label
         if "by type" in sub:
             return "vertex_type", label
-        return None, ""
+        return "other", "/".join([raw for (_, _, raw) in stack[vertex_at:]] + [label])
+    code_at = next((i for i, n in enumerate(path) if n.startswith("vertex code")), None)
+    if code_at is not None:  # SDK 2.x/3.x "Vertex Code (N B):" / "By Type:" (names tagged "(c++)" / "(asm)")
+        if "by type" in path[code_at + 1:]:
+            return "vertex_code_type", label
+        return "other", "/".join([raw for (_, _, raw) in stack[code_at:]] + [label])
     if "by data type" in path:
-        if norm == "total":
-            return None, ""
         at = path.index("by data type")
         subheads = [raw for (_, n, raw) in stack[at + 1:] if n != "not overlapped"]
+        if norm.startswith("total"):  # "Total:", "Total After Overlapping:" of a sub-heading
+            return "data_type_total", "/".join([*[raw for (_, _, raw) in stack[at + 1:]], label])
         return "data_type", "/".join([*subheads, label])
     if "by memory region" in path:
         return "region", label
@@ -442,7 +644,8 @@ def _memory_figure(label: str, norm: str, path: list[str],
         return "total", "including_gaps"
     if norm == "excluding gaps" or (norm == "total" and path and path[-1] == "excluding gaps"):
         return "total", "excluding_gaps"
-    return None, ""
+    # An unknown figure of the memory tree: kept as a row under its path (not dropped).
+    return "other", "/".join([raw for (_, _, raw) in stack] + [label])
 
 
 # -- tables ------------------------------------------------------------------------------------------
@@ -465,6 +668,15 @@ def infer_arch(tiles_per_ipu: int | None, bytes_per_tile: int | None, clock_hz: 
 
 
 def _target_frame(found: dict[str, float]) -> pd.DataFrame:
+    frame = pd.DataFrame([_target_row(found)])
+    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica"):
+        frame[column] = frame[column].astype("Int32")
+    frame["bytes_per_tile"] = frame["bytes_per_tile"].astype("Int64")
+    frame["clock_hz"] = frame["clock_hz"].astype("float64")
+    return frame
+
+
+def _target_row(found: dict[str, float]) -> dict[str, object]:
     def whole(key: str) -> int | None:
         value = found.get(key)
         return None if value is None else int(value)
@@ -484,12 +696,7 @@ def _target_frame(found: dict[str, float]) -> pd.DataFrame:
     row = {"source_format": FORMAT, "ipu_arch": infer_arch(per_ipu, per_tile, clock), "num_ipus": ipus,
            "tiles_per_ipu": per_ipu, "num_tiles": tiles, "bytes_per_tile": per_tile, "clock_hz": clock,
            "num_replicas": whole("num_replicas"), "ipus_per_replica": whole("ipus_per_replica")}
-    frame = pd.DataFrame([row])
-    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica"):
-        frame[column] = frame[column].astype("Int32")
-    frame["bytes_per_tile"] = frame["bytes_per_tile"].astype("Int64")
-    frame["clock_hz"] = frame["clock_hz"].astype("float64")
-    return frame
+    return row
 
 
 def _programs_frame(steps: list[tuple[str, str]]) -> pd.DataFrame | None:
@@ -509,23 +716,195 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
     :class:`TruncatedSummaryWarning` (also recorded in ``text_summary.warnings``).
     """
     path = Path(path)
-    text = _load_text(path)
+    try:
+        text = _load_text(path)
+        blocks = _blocks_or_raise(path, text)
+        if not 0 <= summary < len(blocks):
+            raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
+                             f"pick one of 0..{len(blocks) - 1}")
+        messages = _messages_by_block(path, text, blocks)
+    finally:
+        textload.release()
+    return _profile(path, blocks, summary, path.name.split(".")[0] or path.stem, messages[summary],
+                    source_metadata(FORMAT, [path]))
+
+
+def read_all(path: Path, summary: int | None = None, **_options: object) -> dict[str, Profile]:
+    """Every summary in ``path`` as its own Profile, by name (``summary=N`` keeps only the N-th).
+
+    One summary: named after the file, as :func:`read`. Several (a log of labelled runs): each is
+    named from the label line just above it (``Run 2 (batch 16):`` -> ``Run_2_batch_16``), else
+    ``run_1``, ``run_2``, ... in order; a repeated name gets ``-2``, ``-3``.
+    """
+    if summary is not None:
+        profile = read(path, summary=int(summary))
+        return {profile.name: profile}
+    path = Path(path)
+    try:
+        text = _load_text(path)
+        blocks = _blocks_or_raise(path, text)
+        messages = _messages_by_block(path, text, blocks)
+    finally:
+        textload.release()
+    del text
+    sources = source_metadata(FORMAT, [path])  # hashed once for every summary of the file
+    if len(blocks) == 1:
+        profile = _profile(path, blocks, 0, path.name.split(".")[0] or path.stem, messages[0], sources)
+        return {profile.name: profile}
+    profiles: dict[str, Profile] = {}
+    names: list[str] = []
+    taken: set[str] = set()
+    parsed_all: list[tuple[_Parsed, dict[str, object]]] = []
+    for k, block in enumerate(blocks):
+        name = label_name(block.label) if block.label else ""
+        name = name or f"run_{k + 1}"
+        base, n = name, 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name)
+        names.append(name)
+        parsed_all.append(_parse_summary(path, blocks, k, name, sources))
+    tables = _tables_of_all([p for p, _ in parsed_all], messages)
+    for k, name in enumerate(names):
+        profiles[name] = LazyProfile(name, _builder(tables, k, parsed_all[k][1]), source=str(path), conformed=True)
+    return profiles
+
+
+def _builder(tables: dict[str, tuple[pd.DataFrame, np.ndarray]], k: int, meta: dict[str, object]):  # noqa: ANN202
+    def build() -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+        out = {}
+        for table, (frame, bounds) in tables.items():
+            if bounds[k + 1] > bounds[k]:
+                out[table] = frame.iloc[bounds[k]:bounds[k + 1]].reset_index(drop=True)
+        return out, meta
+    return build
+
+
+def _tables_of_all(parsed: list[_Parsed], ooms: list[pd.DataFrame | None]
+                   ) -> dict[str, tuple[pd.DataFrame, np.ndarray]]:
+    """The tables of every summary of a file built at once: per table, one frame conformed once and the
+    row bounds of each summary in it (summary k has rows ``bounds[k]:bounds[k + 1]``). Building a few
+    frames instead of a few per summary keeps a log of hundreds of summaries fast."""
+    def bounds(counts: list[int]) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    out: dict[str, tuple[pd.DataFrame, np.ndarray]] = {}
+    target = pd.DataFrame([_target_row(p.target) for p in parsed])
+    out["target"] = (conform("target", target.astype(
+        {c: "Int32" for c in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica")}
+        | {"bytes_per_tile": "Int64", "clock_hz": "float64"})), bounds([1] * len(parsed)))
+    rows = [row for p in parsed for row in p.totals]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["tile", "group", "category", "bytes"]).astype(
+            {"tile": "Int32", "bytes": "Int64"})
+        out["memory_totals"] = (conform("memory_totals", frame), bounds([len(p.totals) for p in parsed]))
+    rows = [row for p in parsed for row in p.histogram]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["low_bytes", "high_bytes", "num_tiles"])
+        out["tile_histogram"] = (conform("tile_histogram", frame), bounds([len(p.histogram) for p in parsed]))
+    programs = [_programs_frame(p.steps) for p in parsed]
+    if any(f is not None for f in programs):
+        frames = [f for f in programs if f is not None]
+        out["programs"] = (conform("programs", pd.concat(frames, ignore_index=True)),
+                           bounds([0 if f is None else len(f) for f in programs]))
+    rows = [row for p in parsed for row in p.execution.totals]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["category", "basis", "cycles", "share", "estimated", "time_us",
+                                            "label"]).astype({"estimated": "boolean"})
+        out["execution_totals"] = (conform("execution_totals", frame),
+                                   bounds([len(p.execution.totals) for p in parsed]))
+    rows = [row for p in parsed for row in p.execution.vertices]
+    if rows:
+        frame = pd.DataFrame(rows, columns=["vertex_type", "instances", "cycles"])
+        out["vertex_cycles"] = (conform("vertex_cycles", frame), bounds([len(p.execution.vertices) for p in parsed]))
+    frames = [f for f in ooms if f is not None]
+    if frames:
+        out["out_of_memory"] = (conform("out_of_memory", pd.concat(frames, ignore_index=True)),
+                                bounds([0 if f is None else len(f) for f in ooms]))
+    return out
+
+
+def _blocks_or_raise(path: Path, text: str) -> list[_Block]:
     blocks = find_blocks(text)
     if not blocks:
         raise InputError(path, "not a Poplar profile summary",
-                         "expected printProfileSummary output with 'Target:' / 'Memory Usage:' sections")
-    if not 0 <= summary < len(blocks):
-        raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
-                         f"pick one of 0..{len(blocks) - 1}")
-    block = blocks[summary]
+                         "expected printProfileSummary output with 'Target:' / 'Memory Usage:' / 'Execution:' "
+                         "sections")
+    return blocks
+
+
+def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.DataFrame | None]:
+    """Out-of-memory messages in the text, each given to the first summary that starts after it (messages
+    after the last summary go to the last); compilation indices count within each summary."""
+    found = oom_log.find_messages(text) if any(n in text for n in oom_log.NEEDLES) else oom_log.OomMessages()
+    if found.problems:
+        raise InputError(path, found.problems[0], "the log is corrupt or was edited")
+    out: list[pd.DataFrame | None] = [None] * len(blocks)
+    if not found.rows:
+        return out
+    frame = found.frame
+    starts = np.array([b.first_line for b in blocks], dtype=np.int64)
+    owner = np.minimum(np.searchsorted(starts, frame["line"].to_numpy(dtype=np.int64), side="right"),
+                       len(blocks) - 1)
+    for k in np.unique(owner):
+        part = frame[owner == k].reset_index(drop=True)
+        part["compilation"] = range(len(part))
+        out[k] = part
+    return out
+
+
+def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.DataFrame | None,
+             sources: dict[str, str]) -> Profile:
+    """The Profile of one block (``oom``: the out-of-memory messages that belong to it)."""
+    parsed, meta = _parse_summary(path, blocks, index, name, sources)
+    return Profile(name, _tables(parsed, oom), source=str(path), metadata=meta)
+
+
+def _parse_summary(path: Path, blocks: list[_Block], index: int, name: str, sources: dict[str, str]
+                   ) -> tuple[_Parsed, dict[str, object]]:
+    """Parse and check one block: its figures and its metadata (warns once when something is missing)."""
+    block = blocks[index]
     if block.cut_mid_line and block.lines:
         block.lines.pop()
     parsed = parse_block(block)
     if not parsed.usable:
         raise InputError(path, "the Poplar profile summary holds no figures",
                          "the text may be truncated right after a heading; paste the whole summary")
-    for message in parsed.warnings:
-        warnings.warn(f"{path}: {message}", TruncatedSummaryWarning, stacklevel=2)
+    parsed.warnings += [f"figure does not parse: {line!r} (kept as text in text_summary.extra)"
+                        for line in parsed.unparsed_figures[:5]]
+    parsed.warnings += _execution_warnings(parsed.execution)
+    if parsed.warnings:  # once per summary, naming the file
+        where = f"{path}" + (f" (summary {name})" if len(blocks) > 1 else "")
+        warnings.warn(f"{where}: " + "; ".join(parsed.warnings), TruncatedSummaryWarning, stacklevel=3)
+    meta: dict[str, object] = dict(sources)
+    meta.update(parsed.meta)
+    if "total_memory_bytes" in parsed.target:
+        meta["target.total_memory_bytes"] = int(parsed.target["total_memory_bytes"])
+    meta.update({
+        "text_summary.first_line": block.first_line,
+        "text_summary.summaries_in_file": len(blocks),
+        "text_summary.summary_index": index,
+        "text_summary.unrecognised_count": parsed.unrecognised_count,
+        "text_summary.unrecognised": json.dumps(parsed.unrecognised),
+        "text_summary.extra": json.dumps(parsed.extra),
+        "text_summary.warnings": json.dumps(parsed.warnings),
+    })
+    if block.label:
+        meta["text_summary.label"] = block.label
+    if block.prefix:
+        meta["text_summary.line_prefix"] = block.prefix
+    if parsed.steps:
+        meta["text_summary.execution_step_lines"] = len(parsed.steps)
+    if parsed.execution.programs or parsed.execution.seen_heading:
+        meta["text_summary.programs_executed"] = json.dumps(parsed.execution.programs)
+    if parsed.execution.not_printed:
+        meta["text_summary.execution_not_printed"] = json.dumps(parsed.execution.not_printed)
+    return parsed, meta
+
+
+def _tables(parsed: _Parsed, oom: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """The tables of one parsed summary."""
     tables: dict[str, pd.DataFrame] = {"target": _target_frame(parsed.target)}
     if parsed.totals:
         tables["memory_totals"] = pd.DataFrame(parsed.totals, columns=["tile", "group", "category", "bytes"]) \
@@ -534,21 +913,20 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
         tables["tile_histogram"] = pd.DataFrame(parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"])
     if (programs := _programs_frame(parsed.steps)) is not None:
         tables["programs"] = programs
-    meta: dict[str, object] = source_metadata(FORMAT, [path])
-    meta.update(parsed.meta)
-    if "total_memory_bytes" in parsed.target:
-        meta["target.total_memory_bytes"] = int(parsed.target["total_memory_bytes"])
-    meta.update({
-        "text_summary.first_line": block.first_line,
-        "text_summary.summaries_in_file": len(blocks),
-        "text_summary.unrecognised_count": parsed.unrecognised_count,
-        "text_summary.unrecognised": json.dumps(parsed.unrecognised),
-        "text_summary.extra": json.dumps(parsed.extra),
-        "text_summary.warnings": json.dumps(parsed.warnings),
-    })
-    if block.prefix:
-        meta["text_summary.line_prefix"] = block.prefix
-    if parsed.steps:
-        meta["text_summary.execution_step_lines"] = len(parsed.steps)
-    return Profile(path.name.split(".")[0] or path.stem, {k: conform(k, v) for k, v in tables.items()},
-                   source=str(path), metadata=meta)
+    if (totals := parsed.execution.totals_frame()) is not None:
+        tables["execution_totals"] = totals
+    if (vertices := parsed.execution.vertex_frame()) is not None:
+        tables["vertex_cycles"] = vertices
+    if oom is not None:
+        tables["out_of_memory"] = oom
+    return tables
+
+
+def _execution_warnings(figures: te.ExecutionFigures) -> list[str]:
+    """What an Execution section lacked: figures that did not parse, expected figures not printed at all."""
+    out = [f"execution figure does not parse: {line!r} (kept as missing)" for line in figures.unparsed[:5]]
+    if figures.totals:
+        missing = figures.missing_categories()
+        if missing:
+            out.append("the execution section has no figure for " + ", ".join(missing) + " (cut off?)")
+    return out

@@ -23,10 +23,11 @@ from ..atomic import atomic_path, refuse_overwriting_inputs, write_text_atomic
 from ..errors import InputError, UsageError
 from .allowlist import Allowlist
 from .policy import Policy, build_policy
-from .pseudonym import KEY_ENV, load_key
+from .pseudonym import KEY_ENV, key_fingerprint, load_key
 from .redactor import Redactor
 from .report import RedactionReport
 from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
+from .sensitive import derive
 
 
 class LeakError(Exception):
@@ -109,7 +110,7 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
         tool_version=__version__, policy=policy.describe(), replaced=redactor.replaced_counts(),
         kept_public=dict(redactor.kept), dropped=list(redactor.dropped),
         scan=None if scan_result is None else scan_result.to_dict(), bytes_in=bytes_in, bytes_out=bytes_out,
-        seconds=round(time.perf_counter() - started, 3))
+        seconds=round(time.perf_counter() - started, 3), key_fingerprint=redactor.key_fingerprint)
     if report.passed and mapping_out is not None:
         write_text_atomic(mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False))
     if report_out is not None:
@@ -117,12 +118,14 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
     return report
 
 
-def _scanner(redactor: Redactor) -> Scanner:
-    return Scanner(redactor.sensitive_tokens(), redactor.allowlist, redactor.policy.keeps)
+def _scanner(source: Path, kind: str, redactor: Redactor) -> Scanner:
+    """A scanner whose sensitive set is derived from the ORIGINAL alone (never from the redactor's
+    record of what it replaced); it shares only the public vocabulary and the keep patterns."""
+    return Scanner(derive(source, kind, redactor.allowlist, redactor.policy.keeps))
 
 
-def _finish_scan(redactor: Redactor, run) -> ScanResult:
-    scanner = _scanner(redactor)
+def _finish_scan(source: Path, kind: str, redactor: Redactor, run) -> ScanResult:
+    scanner = _scanner(source, kind, redactor)
     run(scanner)
     if not scanner.result.passed:
         raise LeakError(scanner.result)
@@ -131,7 +134,8 @@ def _finish_scan(redactor: Redactor, run) -> ScanResult:
 
 def _redaction_record(redactor: Redactor) -> dict:
     return {"redacted": True, "policy": redactor.policy.describe(), "tool": "popprof",
-            "tool_version": __version__, "pseudonyms": "HMAC-SHA-256, keyed"}
+            "tool_version": __version__, "pseudonyms": "HMAC-SHA-256, keyed",
+            "key_fingerprint": redactor.key_fingerprint}
 
 
 def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
@@ -154,14 +158,14 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
             bundle_io.write(redacted, target, redaction=_redaction_record(redactor), sources=sources,
                             protect=[source])
         if scan:
-            result = _finish_scan(redactor, lambda s: scan_bundle(tmp, s))
+            result = _finish_scan(source, "bundle", redactor, lambda s: scan_bundle(tmp, s))
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
     return _size(source), size, result
 
 
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     from ..progress import progress
-    from .chrome import is_gzip, redact_chrome, scan_chrome
+    from .chrome import is_gzip, redact_chrome
 
     gz = is_gzip(source)
     result = None
@@ -173,8 +177,17 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
                 raise InputError(source, f"corrupt or truncated gzip data ({exc})",
                                  "re-copy the file; it may be truncated") from None
         if scan:
-            result = _finish_scan(redactor, lambda s: scan_chrome(tmp, s, place=out.name))
+            result = _finish_scan(source, "chrome", redactor, lambda s: _scan_trace(tmp, s, out.name))
     return bytes_in, bytes_out, result
+
+
+def _scan_trace(path: Path, scanner: Scanner, place: str) -> ScanResult:
+    from .chrome import locate_in_trace, scan_chrome
+
+    scan_chrome(path, scanner, place=place)
+    if not scanner.result.passed:
+        locate_in_trace(path, dict(scanner.hits), scanner.result)
+    return scanner.result
 
 
 def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
@@ -189,7 +202,7 @@ def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
     with atomic_path(out) as tmp:
         tmp.write_bytes(redacted)
         if scan:
-            result = _finish_scan(redactor, lambda s: scan_text_file(tmp, s))
+            result = _finish_scan(source, "text_summary", redactor, lambda s: scan_text_file(tmp, s, out.name))
     return len(data), len(redacted), result
 
 
@@ -199,61 +212,21 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def collect_originals(original: str | os.PathLike[str], policy: Policy | None = None) -> tuple[Redactor, str]:
-    """Run the redaction of ``original`` in memory (no output) to learn every sensitive token it holds."""
-    import tempfile
-
-    source = Path(original)
-    kind = input_kind(source)
-    redactor = Redactor(os.urandom(32), policy or build_policy())
-    with tempfile.TemporaryDirectory(prefix="popprof-scan-") as tmpdir:
-        if kind == "chrome":
-            import gzip
-
-            from .chrome import ChromeRedactor, is_gzip
-
-            engine = ChromeRedactor(redactor)
-            reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
-            with reader:
-                carry = b""
-                while True:
-                    block = reader.read(8 << 20)
-                    _, carry = engine.process(carry + block, not block)
-                    if not block:
-                        break
-        elif kind == "text_summary":
-            from ..readers import open_binary
-            from .text_summary import redact_text_summary
-
-            with open_binary(source) as handle:
-                redact_text_summary(handle.read().decode("utf-8", "replace"), redactor)
-        else:
-            from ..readers import open_all
-            from .bundle import redact_profile
-
-            for profile in open_all(source).values():
-                redact_profile(profile, redactor)
-        del tmpdir
-    return redactor, kind
-
-
 def scan(path: str | os.PathLike[str], against: str | os.PathLike[str], policy: Policy | None = None) -> ScanResult:
-    """Leak-scan ``path`` (a redacted output) for the sensitive tokens and patterns of ``against``."""
-    from .chrome import scan_chrome
-
-    path = Path(path)
+    """Leak-scan ``path`` (a redacted output) against ``against`` (its original), which is read
+    again on its own to derive what is sensitive; detectors also run on the output alone."""
+    path, against = Path(path), Path(against)
     if not path.exists():
         raise InputError(path, "no such file or directory")
-    redactor, _ = collect_originals(against, policy)
-    scanner = _scanner(redactor)
-    out_kind = input_kind(path)
+    kind = input_kind(against)
+    policy = policy or build_policy()
+    scanner = Scanner(derive(against, kind, Allowlist(), policy.keeps))
     if path.is_dir():
         return scan_bundle(path, scanner)
-    if out_kind == "chrome":
-        scan_chrome(path, scanner)
-        return scanner.result
+    if input_kind(path) == "chrome":
+        return _scan_trace(path, scanner, path.name)
     return scan_text_file(path, scanner)
 
 
 __all__ = ["KEY_ENV", "LeakError", "Policy", "RedactionReport", "ScanResult", "build_policy", "check_paths",
-           "input_kind", "redact", "scan"]
+           "input_kind", "key_fingerprint", "redact", "scan"]

@@ -99,8 +99,6 @@ def redact_profile(profile: Profile, redactor: Redactor) -> Profile:
                 out[column] = _map_column(series, lambda v, n: redactor.value(v))
             else:
                 kind = IDENTIFIER_COLUMNS.get(where, "label")
-                for value in _distinct(series):
-                    redactor.expect(kind, value)
                 out[column] = _map_column(series, lambda v, n, k=kind: redactor.identifier(k, v, n))
         tables[name] = out
     name = redactor.identifier("profile", profile.name)
@@ -146,21 +144,5 @@ def redact_metadata(meta: dict[str, str], redactor: Redactor) -> dict[str, str]:
         else:
             out[new_key] = redactor.value(value, key)
     out["redacted"] = "true"
-    return _replace_known_identifiers(out, redactor)
-
-
-def _replace_known_identifiers(meta: dict[str, str], redactor: Redactor) -> dict[str, str]:
-    """Names pseudonymised elsewhere that also appear inside metadata text get their pseudonym there too."""
-    import re
-
-    from .scan import usable_tokens
-
-    forward = {orig: name for (kind, orig), name in redactor.pseudonyms.forward.items()}
-    tokens = usable_tokens({o: "x" for o in forward}, redactor.allowlist, redactor.policy.keeps)
-    text = "\n".join(v for v in meta.values() if isinstance(v, str))
-    hits = sorted((t for t in tokens if t in text), key=len, reverse=True)
-    if not hits:
-        return meta
-    pattern = re.compile("|".join(map(re.escape, hits)))
-    return {k: pattern.sub(lambda m: forward[m.group(0)], v) if isinstance(v, str) else v
-            for k, v in meta.items()}
+    out["redaction_key_fingerprint"] = redactor.key_fingerprint
+    return out

@@ -33,18 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..readers import open_json
+from .jsonbytes import solid_after, solid_before
 from .redactor import Redactor
-from .scrub import _key_kind
 
 BLOCK = 8 << 20
 #: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).
 CACHE_LIMIT = 2_000_000
 TOKEN_RE = re.compile(rb'((?:"[^"\\]*(?:\\.[^"\\]*)*"\s*:\s*)?"[^"\\]*(?:\\.[^"\\]*)*")')
 _PAIR_RE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")(\s*:\s*)("[^"\\]*(?:\\.[^"\\]*)*")', re.S)
-STRUCT_KEYS = frozenset({"ph", "s", "bp", "id", "id2", "scope", "cname", "unit", "displayTimeUnit", "tts",
-                         "local", "global", "bind_id", "flow_in", "flow_out"})
-_SIMPLE = re.compile(r"[\w.:+-]{1,8}|(?:0x)?[0-9a-fA-F]{1,16}")
-_DEVICE = re.compile(r"(?:cuda|cpu|ipu|gpu|xla|mps)(?::\d+)?", re.I)
 _HOME_USER = re.compile(rb"/(?:home|Users)/([A-Za-z_][\w.-]*)")
 _METADATA = ((b'"thread_name"', "thread_name", "thr"), (b'"process_name"', "process_name", "proc"))
 
@@ -103,17 +99,8 @@ class ChromeRedactor:
         if key == "name":
             return self._name(value)
         if key == "cat":
-            return ",".join(r.identifier("chan", part) for part in value.split(","))
-        if key in STRUCT_KEYS and _SIMPLE.fullmatch(value):
-            return value
-        if r.is_public(value) or _DEVICE.fullmatch(value):
-            return value
-        if _key_kind(key) is not None or any(ch.isspace() for ch in value) or value[:1] in "{[":
-            return r.value(value, key)
-        scrubbed = r.value(value, key)
-        if scrubbed != value:
-            return scrubbed
-        return r.identifier("arg", value)
+            return ",".join(r.decide(part, "chan") for part in value.split(","))
+        return r.decide(value, "arg", key)
 
     def token(self, token: bytes) -> bytes:
         """The redacted form of one regex token (a JSON string, or a ``"key": "value"`` pair)."""
@@ -123,16 +110,15 @@ class ChromeRedactor:
         m = _PAIR_RE.fullmatch(token) if token.count(b'"') >= 4 else None
         if m is not None:
             key, value = _decode(m.group(1)), _decode(m.group(3))
-            if key in ("name", "cat"):
-                self.r.expect("chan" if key == "cat" else self.name_kind.get(value, "evt"), value)
-            new_key, new_value = self.r.text(key), self._value(key, value)
+            new_key, new_value = self._key(key), self._value(key, value)
             if new_key == key and new_value == value:
                 out = token
-            else:
-                out = _encode(new_key) + m.group(2) + _encode(new_value)
+            else:  # what is kept stays byte for byte (escapes included), whatever the path
+                out = (m.group(1) if new_key == key else _encode(new_key)) + m.group(2) + \
+                    (m.group(3) if new_value == value else _encode(new_value))
         else:
             value = _decode(token)
-            new = self.r.text(value)
+            new = self.r.decide(value, "arg")
             out = token if new == value else _encode(new)
         self.cache[token] = out
         return out
@@ -150,17 +136,15 @@ class ChromeRedactor:
             new = self._key(value)
         elif role == _VALUE and key is not None:
             key_text = _decode(b'"' + key + b'"')
-            if key_text in ("name", "cat"):
-                self.r.expect("chan" if key_text == "cat" else self.name_kind.get(value, "evt"), value)
             new = self._value(key_text, value)
         else:
-            new = self.r.text(value)
+            new = self.r.decide(value, "arg")
         out = content if new == value else _encode(new)[1:-1]
         self.inner[ctx] = out
         return out
 
     def _key(self, key: str) -> str:
-        return self.r.text(key)
+        return self.r.decide(key, "key")
 
     def learn_metadata(self, block: bytes, lessons: list | None = None) -> int | None:
         """Find thread/process names in metadata events so their names get ``thr_`` / ``proc_``.
@@ -205,7 +189,6 @@ class ChromeRedactor:
             self.r.scrubber.learn_value("user", name)
         else:
             self.name_kind.setdefault(name, kind)
-            self.r.expect(kind, name)
 
     # -- streaming ------------------------------------------------------------
     def process(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
@@ -322,23 +305,14 @@ def encode(work: memoryview) -> _Encoded:
 
 #: Roles of a string in a block: an object key, a value (of the preceding key), anything else.
 _KEY, _TEXT, _VALUE = 0, 1, 2
-_SPACE = np.zeros(256, dtype=bool)
-_SPACE[list(b" \t\r\n")] = True
 
 
 def _roles(block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per string of a block (content spans ``starts``/``ends``, quotes just outside): its role and, for a
     value, the dictionary code of its key (else -1). A key is followed by ``:``; a value follows ``:``."""
     data = np.frombuffer(block, dtype=np.uint8)
-    solid = np.flatnonzero(~_SPACE[data])  # positions of non-whitespace bytes
-    after = np.searchsorted(solid, ends + 1)  # first non-space byte after the closing quote
-    colon_after = np.zeros(len(starts), dtype=bool)
-    has = after < len(solid)
-    colon_after[has] = data[solid[after[has]]] == 0x3A
-    before = np.searchsorted(solid, starts - 1) - 1  # last non-space byte before the opening quote
-    colon_before = np.zeros(len(starts), dtype=bool)
-    ok = before >= 0
-    colon_before[ok] = data[solid[before[ok]]] == 0x3A
+    colon_after = solid_after(data, ends + 1) == 0x3A
+    colon_before = solid_before(data, starts - 2) == 0x3A
     colon_before[0] = False  # the first string of a block has no key before it in the block
     role = np.where(colon_after, _KEY, np.where(colon_before, _VALUE, _TEXT)).astype(np.int64)
     key_code = np.full(len(starts), -1, dtype=np.int64)
@@ -512,3 +486,69 @@ def _check_strings(strings: set[bytes], scanner, seen: set[bytes], place: str) -
             with contextlib.suppress(orjson.JSONDecodeError):
                 text = orjson.loads(b'"' + piece + b'"')
         scanner.check(text, place)
+
+
+def locate_in_trace(path: Path, hits: dict[str, str], result, limit: int = 50) -> None:
+    """Find the JSON path (``traceEvents[12].args.kernel``) of each leaking string of a trace.
+
+    Runs only after a failed scan: a streaming parse (ijson) tracks the path of every key and
+    string; non-public keys in a path are written ``<key>`` so the report holds no value.
+    """
+    import ijson
+
+    from .scan import safe_key
+
+    if not hits:
+        return
+    stack: list = []  # per open container: [is_array, index or key]
+    found = 0
+    opener = gzip.open if is_gzip(path) else open
+
+    def where(last: str | None = None) -> str:
+        parts = []
+        for is_array, label in stack:
+            if is_array:
+                parts.append(f"[{label}]")
+            elif label is not None:
+                parts.append(("." if parts else "") + (label if safe_key(label) and label not in hits else "<key>"))
+        text = "".join(parts)
+        return text + (("." if text else "") + last if last else "")
+
+    try:
+        with opener(path, "rb") as handle:
+            for _, event, value in ijson.parse(handle):
+                if event in ("start_map", "start_array"):
+                    _advance(stack)
+                    stack.append([event == "start_array", -1 if event == "start_array" else None])
+                    continue
+                if event in ("end_map", "end_array"):
+                    stack.pop()
+                    continue
+                if event == "map_key":
+                    stack[-1][1] = value
+                    if value in hits:
+                        result.locate(hits[value], _key_place(stack, where))
+                        found += 1
+                    continue
+                _advance(stack)
+                if event == "string" and value in hits:
+                    result.locate(hits[value], where())
+                    found += 1
+                if found >= limit:
+                    return
+    except (ijson.JSONError, ValueError, OSError, EOFError):
+        return
+
+
+def _advance(stack: list) -> None:
+    if stack and stack[-1][0]:
+        stack[-1][1] += 1
+
+
+def _key_place(stack: list, where) -> str:
+    label = stack[-1][1]
+    stack[-1][1] = None
+    try:
+        return where("<key>")
+    finally:
+        stack[-1][1] = label

@@ -13,6 +13,7 @@ redacted data never merges two names.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import secrets
@@ -24,7 +25,7 @@ PREFIXES: dict[str, str] = {
     "file": "file", "profile": "profile", "arg": "arg", "label": "label", "key": "key",
     # free-text kinds
     "path": "path", "user": "user", "host": "host", "email": "email", "ip": "ip", "url": "url",
-    "secret": "secret", "env": "env",
+    "secret": "secret", "token": "token", "env": "env",
 }
 
 SHORT_HEX = 12
@@ -58,6 +59,12 @@ def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str
     if env:
         return env.encode("utf-8"), "env"
     return random_key(), "random"
+
+
+def key_fingerprint(key: bytes) -> str:
+    """A short public fingerprint of a redaction key (never the key): two outputs with different
+    fingerprints were made with different keys, so their pseudonyms do not correspond."""
+    return "hmac-sha256:" + hashlib.sha256(b"popprof redaction key fingerprint\0" + key).hexdigest()[:12]
 
 
 class Pseudonymizer:

@@ -9,13 +9,15 @@ original it replaced, which is what the leak scan looks for afterwards.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
 from .allowlist import Allowlist
 from .policy import Policy
-from .pseudonym import Pseudonymizer
-from .scrub import PSEUDONYM_RE, Scrubber
+from .pseudonym import Pseudonymizer, key_fingerprint
+from .scrub import FAMILIES, PSEUDONYM_RE, Scrubber, _key_kind, detect
+from .tokens import MAX_JSON_DEPTH, chunks, has_space, json_depth, looks_like_json
 
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:\d[\d,_]*)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -27,12 +29,12 @@ class Redactor:
         self.policy = policy or Policy()
         self.allowlist = allowlist or Allowlist()
         self.pseudonyms = Pseudonymizer(key)
+        self.key_fingerprint = key_fingerprint(bytes(key))
         self.scrubber = Scrubber(self.pseudonyms, self.policy.families, keep=self.policy.keeps)
         self.occurrences: Counter[str] = Counter()
         self.kept: Counter[str] = Counter()
         self.dropped: list[str] = []
         self._ident_cache: dict[tuple[str, str], str] = {}
-        self.expected: dict[str, str] = {}
         self._public: dict[str, bool] = {}
 
     def is_public(self, value: str) -> bool:
@@ -45,19 +47,6 @@ class Redactor:
                 self._public[value] = hit
         return hit
 
-    def expect(self, kind: str, value: str) -> None:
-        """Record an identifier found in the input, independently of how it is redacted: the leak scan
-        looks for every non-public one, so a redaction bug that keeps a name still fails the scan."""
-        if isinstance(value, str) and value and value not in self.expected and not self.is_public(value):
-            self.expected[value] = kind
-
-    def sensitive_tokens(self) -> dict[str, str]:
-        """Every original the leak scan looks for: replaced values, expected identifiers, learned names."""
-        tokens = dict(self.expected)
-        tokens.update(self.scrubber.known)
-        tokens.update(self.pseudonyms.originals())
-        return tokens
-
     def identifier(self, kind: str, value: str, count: int = 1) -> str:
         """The redacted form of an identifier of ``kind`` (``count`` = rows that carry it)."""
         if not isinstance(value, str) or not value:
@@ -68,7 +57,7 @@ class Redactor:
             if self.is_public(value):
                 out = value
             elif not self.policy.identifiers:
-                out = self.scrubber.scrub_text(value)
+                out = self.free_text(value) if has_space(value) else self.scrubber.scrub_text(value)
             else:
                 out = self.pseudonyms(kind, value)
             self._ident_cache[item] = out
@@ -78,17 +67,121 @@ class Redactor:
             self.occurrences[kind] += count
         return out
 
-    def text(self, value: str) -> str:
-        """Free text with sensitive spans replaced."""
+    # -- one decision for every string, whatever its place -------------------------------------
+    def decide(self, value: str, kind: str = "arg", key: str | None = None) -> str:
+        """The redacted form of any string: kept when public, else replaced.
+
+        ``kind`` names the pseudonym of a non-public single word (``evt`` for an event name,
+        ``key`` for a JSON key, ...); ``key`` is the JSON key the value sits under (a sensitive
+        key such as ``hostname`` replaces the value as a whole). JSON held in a string is
+        redacted structurally (text when deeper than :data:`.tokens.MAX_JSON_DEPTH`); a string
+        with white space is free text, redacted chunk by chunk; any other non-public string is
+        one pseudonym. What decides is what the string is, never where it sits: a public
+        string is kept everywhere, a non-public one replaced everywhere.
+        """
         if not isinstance(value, str) or not value or self.is_public(value):
+            if isinstance(value, str) and value:
+                self.kept[kind] += 1
             return value
-        return self.scrubber.scrub_text(value)
+        if looks_like_json(value) and json_depth(value) <= MAX_JSON_DEPTH:
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict | list):
+                return json.dumps(self.decide_json(parsed, key), ensure_ascii=False)
+        key_kind = _key_kind(key) if key else None
+        if key_kind is not None:
+            if key_kind not in self.scrubber.kinds:
+                return value  # the policy switched this family off: kept (the leak scan then fails)
+            self.learn(value, key)
+            return self.scrubber.whole(key_kind, value)
+        if has_space(value):
+            return self.free_text(value)
+        whole = self._whole_detection(value)
+        if whole is not None:
+            return value if whole not in self.scrubber.kinds else self.scrubber.whole(whole, value)
+        return self.identifier(kind, value)
+
+    def decide_json(self, obj: object, key: str | None = None) -> object:
+        """A redacted copy of a decoded JSON value: keys, strings and list items (iterative)."""
+        root: list = [None]
+        stack: list[tuple[object, object, object, str | None]] = [(obj, root, 0, key)]
+        while stack:
+            item, parent, slot, under = stack.pop()
+            if isinstance(item, dict):
+                out: dict = {}
+                parent[slot] = out  # type: ignore[index]
+                for k, v in item.items():
+                    new_key = self.decide(str(k), "key")
+                    out[new_key] = None
+                    stack.append((v, out, new_key, str(k)))
+            elif isinstance(item, list):
+                seq: list = [None] * len(item)
+                parent[slot] = seq  # type: ignore[index]
+                stack.extend((v, seq, i, under) for i, v in enumerate(item))
+            elif isinstance(item, str):
+                parent[slot] = self.decide(item, "arg", under)  # type: ignore[index]
+            else:
+                parent[slot] = item  # type: ignore[index]
+        return root[0]
+
+    def free_text(self, value: str) -> str:
+        """Free text: public chunks stay readable; each run of other chunks has its detector spans
+        (paths, hosts, e-mails, ...) replaced by pseudonyms of their kind, then every chunk left
+        that is not public becomes a pseudonym."""
+        spans = chunks(value)
+        public = [self.is_public(value[s:e]) for s, e in spans]
+        parts: list[str] = []
+        pos = i = 0
+        while i < len(spans):
+            if public[i]:
+                parts.append(value[pos:spans[i][1]])
+                pos = spans[i][1]
+                i += 1
+                continue
+            j = i
+            while j < len(spans) and not public[j]:
+                j += 1
+            parts.append(self._scrub_region(value[pos:spans[j - 1][1]]))
+            pos, i = spans[j - 1][1], j
+        parts.append(value[pos:])
+        return "".join(parts)
+
+    def _scrub_region(self, region: str) -> str:
+        protected = self._disabled_spans(region)
+        scrubbed = self.scrubber.scrub_text(region) if not protected else region
+        parts: list[str] = []
+        pos = 0
+        for start, end in chunks(scrubbed):
+            chunk = scrubbed[start:end]
+            parts.append(scrubbed[pos:start])
+            if self.is_public(chunk) or any(chunk in span for span in protected):
+                parts.append(chunk)
+            else:
+                parts.append(self.identifier("arg", chunk))
+            pos = end
+        parts.append(scrubbed[pos:])
+        return "".join(parts)
+
+    def _disabled_spans(self, value: str) -> list[str]:
+        disabled = [f for f in FAMILIES if f not in self.policy.families]
+        return [span for _, span in detect(value, disabled)] if disabled else []
+
+    def _whole_detection(self, value: str) -> str | None:
+        """The detector kind when one detector match covers the whole value (e.g. a path)."""
+        for kind, span in detect(value):
+            if span == value or (kind == "path" and span.rstrip("/\\") == value.rstrip("/\\")):
+                return kind
+        return None
+
+    def text(self, value: str) -> str:
+        """Free text (kept when public, else redacted chunk by chunk); same as :meth:`decide`."""
+        return self.decide(value, "arg")
 
     def value(self, value: str, key: str | None = None) -> str:
-        """A free-text value that may be JSON, under an optional key that may mark it sensitive."""
-        if not isinstance(value, str) or not value or self.is_public(value):
-            return value
-        return self.scrubber.scrub_value(value, key)
+        """A value that may be JSON, under an optional key that may mark it sensitive."""
+        return self.decide(value, "arg", key)
 
     def learn(self, value: str, key: str | None = None) -> None:
         """Learn usernames and hostnames from a value before scrubbing anything."""

@@ -26,6 +26,7 @@ class RedactionReport:
     bytes_in: int = 0
     bytes_out: int = 0
     seconds: float = 0.0
+    key_fingerprint: str = ""
 
     @property
     def passed(self) -> bool:

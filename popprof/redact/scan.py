@@ -1,39 +1,40 @@
-"""The leak scan: prove that no original sensitive token and no sensitive pattern remains in an output.
+"""The leak scan: prove that nothing sensitive of the ORIGINAL remains in an output, without
+trusting the redactor.
 
-Two checks run over every string of the output (every Parquet value read back
-with pyarrow, including the Parquet schema metadata; every JSON key and string;
-the manifest; every line of a text summary):
+What is sensitive comes from the original alone (:mod:`.sensitive`: every string, chunk and
+word of the original that is not public vocabulary, plus detector matches). The scan then reads
+every string of the output (every Parquet value, schema and key-value metadata, the manifest,
+every JSON key, string and list item of a trace, every line of a text) and fails when:
 
-1. **tokens** – every original the redaction replaced (identifiers and free-text
-   matches, at least :data:`MIN_TOKEN` characters, public vocabulary excluded)
-   must not occur anywhere, not even inside a longer string. One compiled
-   trie-shaped regular expression finds any of tens of thousands of tokens in
-   one pass per string; distinct strings are checked once.
-2. **patterns** – the free-text detectors of :mod:`.scrub` (paths, usernames,
-   hosts, emails, IPs, URLs with credentials, secrets, environment values) run
-   again on the output whatever the policy switched off, so disabling a
-   scrubber makes the scan fail.
+1. **tokens** – a sensitive string or chunk of the original (:data:`.sensitive.MIN_SUBSTRING`
+   characters or more) occurs anywhere inside it, or one of its words is a sensitive word;
+2. **patterns** – a detector (paths, users, hosts, e-mails, IPs, URLs with credentials,
+   secrets, environment values) matches in it, whatever the policy switched off.
 
-A failed scan names the leaked kinds and where (file, table, column), never the value.
+Pseudonyms are skipped; public strings are checked for patterns only (they hold no free part:
+see :mod:`.allowlist`). A failed scan names each leak's kind and where it is (a JSON path such
+as ``traceEvents[12].args.kernel``, ``table.parquet:column[row]``, ``file:line``), never the value.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .allowlist import Allowlist
-from .scrub import PREFIXES, PSEUDONYM_RE, detect
+from .scrub import PSEUDONYM_RE, detect
+from .sensitive import HASH_KEYS, MIN_SUBSTRING, SensitiveSet
+from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
 #: JSON keys whose values are content hashes kept on purpose (not secrets).
-HASH_KEYS = frozenset({"sha256", "sha1", "md5", "hash", "digest"})
-_NUMERIC = re.compile(r"[\d\s.,:;+\-eE%()x/]*")
-_SHORT_HEX = re.compile(r"[0-9a-f]{1,11}")
+#: Detector families that can matter inside a public string (paths and tokens are shapes of public names).
+_PUBLIC_FAMILIES = ("users", "hosts", "emails", "ips", "urls", "env")
+#: Leaks located precisely (JSON path / row); more are counted by kind only.
+MAX_LOCATED = 50
 
 
 @dataclass
@@ -45,40 +46,35 @@ class ScanResult:
     strings_checked: int = 0
     leaks: Counter = field(default_factory=Counter)
     where: dict[str, set] = field(default_factory=dict)
+    locations: list[dict] = field(default_factory=list)
 
     def add(self, kind: str, place: str) -> None:
         self.passed = False
         self.leaks[kind] += 1
         self.where.setdefault(kind, set()).add(place)
 
+    def locate(self, kind: str, where: str) -> None:
+        """Record one precise place of a leak (a JSON path, a row, a line)."""
+        entry = {"kind": kind, "where": where}
+        if len(self.locations) < MAX_LOCATED and entry not in self.locations:
+            self.locations.append(entry)
+
     def summary(self) -> str:
         """One line: which kinds leaked where (never the values)."""
         if self.passed:
             return f"leak scan passed ({self.strings_checked:,} distinct strings, {self.tokens:,} tokens)"
+        if self.locations:
+            shown = "; ".join(f"{loc['kind']} at {loc['where']}" for loc in self.locations[:6])
+            more = len(self.locations) - 6
+            return (f"leak scan FAILED ({sum(self.leaks.values())} leaks): sensitive {shown}"
+                    + (f"; and {more} more located" if more > 0 else ""))
         parts = [f"{kind} x{n} in {', '.join(sorted(self.where[kind])[:4])}" for kind, n in self.leaks.most_common()]
         return "leak scan FAILED: sensitive " + "; ".join(parts)
 
     def to_dict(self) -> dict:
         return {"passed": self.passed, "tokens": self.tokens, "strings_checked": self.strings_checked,
-                "leaked_kinds": dict(self.leaks), "where": {k: sorted(v) for k, v in self.where.items()}}
-
-
-def usable_tokens(originals: dict[str, str], allowlist: Allowlist | None = None,
-                  keep: Callable[[str], bool] | None = None) -> dict[str, str]:
-    """The originals worth scanning for: long enough, not public, not numbers, not pseudonym-like."""
-    allowlist = allowlist or Allowlist()
-    prefixes = [p + "_" for p in set(PREFIXES.values())]
-    out: dict[str, str] = {}
-    for token, kind in originals.items():
-        token = token.strip()
-        if len(token) < MIN_TOKEN or token in allowlist or (keep and keep(token)):
-            continue
-        if _NUMERIC.fullmatch(token) or _SHORT_HEX.fullmatch(token) or PSEUDONYM_RE.fullmatch(token):
-            continue
-        if any(token in p for p in prefixes):
-            continue
-        out.setdefault(token, kind)
-    return out
+                "leaked_kinds": dict(self.leaks), "where": {k: sorted(v) for k, v in self.where.items()},
+                "locations": list(self.locations)}
 
 
 class TokenMatcher:
@@ -97,8 +93,9 @@ class TokenMatcher:
             self._index.setdefault(token[:MIN_TOKEN], []).append(token)
         self._keys = self._index.keys()
 
-    def find(self, text: str) -> str | None:
-        """The kind of a token found in ``text``, or None."""
+    def find(self, text: str, bounded: bool = False) -> str | None:
+        """The kind of a token found in ``text``, or None. ``bounded``: only where the token is not
+        part of a longer identifier (no letter, digit or ``_`` just before or after it)."""
         if not self.tokens or len(text) < MIN_TOKEN:
             return None
         kind = self.tokens.get(text)
@@ -107,73 +104,121 @@ class TokenMatcher:
         grams = {text[i:i + MIN_TOKEN] for i in range(len(text) - MIN_TOKEN + 1)}
         for gram in self._keys & grams:
             for token in self._index[gram]:
-                if token in text:
+                if token in text and (not bounded or _bounded(text, token)):
                     return self.tokens[token]
         return None
 
 
+def _bounded(text: str, token: str) -> bool:
+    start = text.find(token)
+    while start != -1:
+        end = start + len(token)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        start = text.find(token, start + 1)
+    return False
+
+
 class Scanner:
-    """Checks strings for tokens and sensitive patterns, once per distinct string."""
+    """Checks output strings against the sensitive set of the original, once per distinct string.
 
-    def __init__(self, originals: dict[str, str], allowlist: Allowlist | None = None,
+    Every leaking string is remembered (in memory only, never reported) with its kind, so the
+    caller can find where it sits (:attr:`hits`).
+    """
+
+    def __init__(self, sensitive: SensitiveSet, allowlist: Allowlist | None = None,
                  keep: Callable[[str], bool] | None = None) -> None:
-        self.allowlist = allowlist or Allowlist()
-        self.keep = keep or (lambda s: False)
-        self.matcher = TokenMatcher(usable_tokens(originals, self.allowlist, self.keep))
-        self.result = ScanResult(tokens=len(self.matcher.tokens))
-        self._seen: set[str] = set()
+        self.allowlist = allowlist or sensitive.allowlist or Allowlist()
+        self.keep = keep or sensitive.keep or (lambda s: False)
+        self.matcher = TokenMatcher({t: k for t, k in sensitive.substring_tokens().items()
+                                     if len(t) >= MIN_SUBSTRING and not self.keep(t)})
+        self.wholes = TokenMatcher({t: k for t, k in sensitive.whole_tokens().items() if not self.keep(t)})
+        self.word_tokens = {w: k for w, k in sensitive.word_tokens().items() if not self.keep(w)}
+        self._word_keys = self.word_tokens.keys()
+        self.result = ScanResult(tokens=len(self.matcher.tokens) + len(self.word_tokens))
+        self.hits: dict[str, str] = {}
+        self._seen: set = set()
 
-    def check(self, value: str, place: str, key: str | None = None) -> None:
-        """Check one string (and, when it is JSON, every key and string inside it)."""
-        if not value or (value, key) in self._seen or PSEUDONYM_RE.fullmatch(value):
+    def check(self, value: str, place: str, key: str | None = None, top: str | None = None) -> None:
+        """Check one string; when it holds JSON, every decoded key and string inside it instead
+        (JSON escapes such as ``\\u00fc`` would hide a token from a raw match, and a string may
+        itself hold JSON). ``top`` is the outermost string, remembered for locating leaks."""
+        if not value or (value, key) in self._seen:
             return
-        self._seen.add((value, key))  # type: ignore[arg-type]
+        self._seen.add((value, key))
         self.result.strings_checked += 1
-        kind = self.matcher.find(value)
-        if kind is not None:
-            self.result.add(kind, place)
-        stripped = value.strip()
-        if stripped[:1] in "{[" and stripped[-1:] in "}]":
+        if PSEUDONYM_RE.fullmatch(value) or self.keep(value) or (key is not None and key.lower() in HASH_KEYS):
+            return
+        if looks_like_json(value) and value not in self.allowlist and json_depth(value) <= MAX_JSON_DEPTH:
             try:
-                parsed = json.loads(stripped)
-            except ValueError:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
                 parsed = None
             if isinstance(parsed, dict | list):
-                # each decoded key and string gets both checks again: JSON escapes (\u00fc, \\, \")
-                # hide a token from the raw match, and a string may itself hold JSON
                 for k, v in _json_strings(parsed):
-                    self.check(v, place, k)
+                    self.check(v, place, k, top or value)
                 return
-        self._patterns(value, place, key)
+        kind = self._find(value, key)
+        if kind is not None:
+            self.result.add(kind, place)
+            self.hits.setdefault(top or value, kind)
 
-    def _patterns(self, value: str, place: str, key: str | None) -> None:
-        # public vocabulary is not exempt as a whole: a sensitive span inside it still counts
-        if not value or self.keep(value):
-            return
+    def _find(self, value: str, key: str | None) -> str | None:
+        if value in self.allowlist:
+            # a public name holds no free part, but a sensitive string of the original may still sit
+            # inside it (``at::<a user's name>``); of patterns, only those no public shape can mimic count
+            return self.wholes.find(value, bounded=True) or self._patterns(value, key, public=True)
+        kind = self.matcher.find(value)
+        if kind is None and self._word_keys:
+            hit = self._word_keys & set(words(value))
+            if hit:
+                kind = self.word_tokens[next(iter(hit))]
+        if kind is not None:
+            return self._patterns(value, key) or kind  # a detector names the kind better
+        return self._patterns(value, key)
+
+    def _patterns(self, value: str, key: str | None, public: bool = False) -> str | None:
+        """The kind of a detector match in ``value`` that no public name explains, or None.
+
+        In a public string, path- and token-like spans are parts of its public shape (``/device:GPU:0``,
+        ``ConvPartial1x1Out``); in other text, spans inside a public chunk are skipped likewise."""
         if key is not None and key.lower() in HASH_KEYS:
-            return
-        for kind, span in detect(value):
-            if not self.keep(span) and span not in self.allowlist:
-                self.result.add(kind, place)
+            return None
+        found = detect(value, _PUBLIC_FAMILIES if public else None)
+        if not found:
+            return None
+        shields = [c for c in chunk_strings(value) if c in self.allowlist] if not public else []
+        for kind, span in found:
+            if self.keep(span) or span in self.allowlist:
+                continue
+            if public and kind in ("path", "secret", "token"):
+                continue
+            if any(span in shield for shield in shields) and kind in ("path", "secret", "token"):
+                continue
+            return kind
+        return None
 
     def check_json(self, obj: object, place: str) -> None:
         """Check every key and string of a parsed JSON value."""
         for key, value in _json_strings(obj):
-            if key is not None:
-                self.check(key, place)
             self.check(value, place, key)
 
 
 def _json_strings(obj: object, key: str | None = None) -> Iterator[tuple[str | None, str]]:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield None, str(k)
-            yield from _json_strings(v, str(k))
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _json_strings(v, key)
-    elif isinstance(obj, str):
-        yield key, obj
+    """``(key, string)`` for every key (key None) and string of a JSON value, iteratively."""
+    stack: list[tuple[object, str | None]] = [(obj, key)]
+    while stack:
+        item, under = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                yield None, str(k)
+                stack.append((v, str(k)))
+        elif isinstance(item, list):
+            stack.extend((v, under) for v in reversed(item))
+        elif isinstance(item, str):
+            yield under, item
 
 
 def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
@@ -207,6 +252,7 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                 if pa.types.is_dictionary(typ):
                     column = column.combine_chunks().dictionary if column.num_chunks else pa.array([], pa.string())
                     typ = column.type
+                before = dict(scanner.hits)
                 if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
                     for value in pc.unique(column).to_pylist():
                         if value is not None:
@@ -218,6 +264,9 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                 else:  # nested values: every string inside
                     for value in column.to_pylist():
                         scanner.check(json.dumps(value, default=str, ensure_ascii=False), f"{rel}:{name}")
+                if len(scanner.hits) > len(before):
+                    _locate_rows(table.column(name), {v: k for v, k in scanner.hits.items() if v not in before},
+                                 f"{rel}:{name}", scanner.result)
         elif file.suffix == ".json":
             text = file.read_text("utf-8", "replace")
             try:
@@ -230,7 +279,11 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                     policy.pop("keep", None)  # the user's own patterns, recorded on purpose
                     policy.pop("drop", None)
                     doc = {**doc, "redacted": {**doc["redacted"], "policy": policy}}
+                before = dict(scanner.hits)
                 scanner.check_json(doc, rel)
+                new_hits = {v: k for v, k in scanner.hits.items() if v not in before}
+                for where, value in json_paths(doc, set(new_hits)):
+                    scanner.result.locate(new_hits[value], f"{rel}:{where}")
             else:
                 for line in text.splitlines():
                     scanner.check(line, rel)
@@ -249,11 +302,62 @@ def _is_textual(typ) -> bool:
             or pa.types.is_large_binary(typ) or pa.types.is_string_view(typ) or pa.types.is_nested(typ))
 
 
-def scan_text_file(path: Path, scanner: Scanner) -> ScanResult:
-    """Scan every line of a text file."""
+def scan_text_file(path: Path, scanner: Scanner, name: str | None = None) -> ScanResult:
+    """Scan every line of a text file (``name``: how the report names it, default its file name)."""
+    name = name or path.name
     from ..readers import open_binary
 
     with open_binary(path) as handle:
         for number, line in enumerate(handle.read().decode("utf-8", "replace").splitlines(), 1):
-            scanner.check(line, f"{path.name}:{(number // 100) * 100}+")
+            before = len(scanner.hits)
+            scanner.check(line, name)
+            if len(scanner.hits) > before or line in scanner.hits:
+                scanner.result.locate(scanner.hits[line], f"{name}:line {number}")
     return scanner.result
+
+
+_SAFE = Allowlist()
+
+
+def safe_key(key: str) -> bool:
+    """A key that may be written in a leak report: public vocabulary or a pseudonym."""
+    return key in _SAFE or PSEUDONYM_RE.fullmatch(key) is not None
+
+
+def _locate_rows(column, hits: dict[str, str], place: str, result: ScanResult) -> None:
+    """The first row of each leaking value of a Parquet column (only run when the scan failed)."""
+    values = column.to_pylist()
+    for row, value in enumerate(values):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if not isinstance(text, str):
+            text = json.dumps(value, default=str, ensure_ascii=False) if value is not None else None
+        if text in hits:
+            result.locate(hits.pop(text), f"{place}[row {row}]")
+            if not hits:
+                return
+
+
+def json_paths(obj: object, targets: set[str], shown: Callable[[str], bool] | None = None
+               ) -> Iterator[tuple[str, str]]:
+    """``(path, string)`` for every key or string of a JSON value that is in ``targets``.
+
+    Paths read like ``traceEvents[12].args.kernel``; a key that is itself a leak, or that
+    ``shown`` does not accept (a non-public key), is written ``<key>``, so a path never holds
+    a sensitive value."""
+    if not targets:
+        return
+    shown = shown or safe_key
+    stack: list[tuple[object, str]] = [(obj, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                label = str(k) if k not in targets and shown(str(k)) else "<key>"
+                sub = f"{path}.{label}" if path else label
+                if k in targets:
+                    yield (f"{path}.<key>" if path else "<key>"), k
+                stack.append((v, sub))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, str) and item in targets:
+            yield path, item

@@ -24,7 +24,7 @@ from .pseudonym import PREFIXES
 #: Scrubber families a policy can switch off (``scrub.paths = false``): family -> kinds it covers.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "paths": ("path",), "users": ("user",), "hosts": ("host",), "emails": ("email",), "ips": ("ip",),
-    "urls": ("url",), "secrets": ("secret",), "env": ("env",),
+    "urls": ("url",), "secrets": ("secret", "token"), "env": ("env",),
 }
 
 PSEUDONYM_RE = re.compile(r"(?:{})_[0-9a-f]{{12}}(?:[0-9a-f]{{12}})?(?:\.\w{{1,8}})?".format("|".join(sorted(set(PREFIXES.values())))))
@@ -85,11 +85,22 @@ _RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("path", re.compile(rf"(?<![\w./-])(?:\.{{1,2}}/)?(?:[\w.@+-]+/)+[\w.@+*-]+\.(?:{_FILE_EXT})(?![\w/])"), 0),
     ("path", re.compile(r"(?<![\w./-])\.{1,2}/[\w.@+/-]*"), 0),
     ("path", re.compile(rf"(?<![\w./-])[\w+-][\w.+-]*\.(?:{_FILE_EXT})(?![\w.])"), 0),
+    # URL-encoded paths (%2Fhome%2Fname..., %5C for Windows) up to the next space or quote
+    ("path", re.compile(r"(?i)(?<![\w%])(?:[A-Za-z]:)?(?:%2F|%5C)[^\s\"'<>]+"), 0),
+    # POSIX paths with spaces under well-known roots, up to a file extension
+    ("path", re.compile(rf"(?<![\w.~:/\\-])(?:~|/(?:home|Users|mnt|data|tmp|opt|srv|scratch|work|var|export|"
+                        rf"net|nfs|gpfs|lustre))(?:/[^/\n\"'<>|]+)*?/[^/\n\"'<>|]*\.(?:{_FILE_EXT})\b"), 0),
+    # Windows paths with spaces, up to a file extension
+    ("path", re.compile(rf"(?<![\w])[A-Za-z]:\\(?:[^\\\n\"'<>|*?]+\\)*[^\\\n\"'<>|*?]*\.(?:{_FILE_EXT})\b"), 0),
     ("ip", re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
                       r"(?![\w])(?!\.\d)"), 0),
     ("ip", re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"), 0),
     ("secret", re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{32,}(?![0-9A-Fa-f])"), 0),
     ("secret", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/-]{32,}={0,2}(?![A-Za-z0-9+/=_-])"), 0),
+    # shorter tokens: base64 with padding, hex of 16+ digits, mixed-case keys of 16+ characters
+    ("token", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{8,}={1,2}(?![A-Za-z0-9+/=_-])"), 0),
+    ("token", re.compile(r"(?<![0-9A-Za-z_])[0-9a-fA-F]{16,31}(?![0-9A-Za-z_])"), 0),
+    ("token", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9]{16,31}(?![A-Za-z0-9+/=_-])"), 0),
     ("host", re.compile(r"(?i)(?:--?(?:host|hosts|hostname|node|nodes|server)[= ]\s*|\b(?:host(?:name)?|node"
                         r"(?:name)?|server)\s*[=:]\s*)([^\s\"',;]+)"), 1),
     ("user", re.compile(r"(?i)(?:--?(?:user|username)[= ]\s*|\b(?:user(?:name)?|owner|login)\s*[=:]\s*)"
@@ -112,6 +123,17 @@ def _valid(kind: str, text: str) -> bool:
         except ValueError:
             return False
         return not (addr.is_loopback or addr.is_unspecified)
+    if kind == "token" and text.endswith("="):
+        return len(set(text.rstrip("="))) >= 6 and not text.rstrip("=").isdigit()
+    if kind == "token" and re.fullmatch(r"[0-9A-Fa-f]+", text):
+        return any(c.isdigit() for c in text) and any(c.isalpha() for c in text) and len(set(text)) >= 6
+    if kind == "token":
+        digits = sum(c.isdigit() for c in text)
+        upper = sum(c.isupper() for c in text)
+        lower = sum(c.islower() for c in text)
+        # random keys mix classes; names (``ConvPartial1x1Out``) have runs of lower-case letters
+        return digits >= 2 and upper >= 2 and lower >= 2 and len(set(text)) >= 10 \
+            and re.search(r"[a-z]{5}", text) is None
     if kind == "secret" and not re.fullmatch(r"[0-9A-Fa-f]+", text) and len(text) >= 32 and "_" not in text \
             and not text.startswith(("tok_", "sk-", "gh", "xox", "AKIA", "hf_")):
         digits = sum(c.isdigit() for c in text)
@@ -128,8 +150,15 @@ def _valid(kind: str, text: str) -> bool:
     return True
 
 
+#: Every detector needs one of these (a separator of paths, addresses, e-mails, assignments, or a long run
+#: of letters and digits for tokens); text without any is skipped at once.
+_TRIGGER = re.compile(r"[/\\@:=%~.]|--|[A-Za-z0-9+]{16}")
+
+
 def detect(text: str, families: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """Sensitive spans in ``text`` as ``(kind, span)``, without replacing anything."""
+    if _TRIGGER.search(text) is None:
+        return []
     kinds = _kinds(families)
     found: list[tuple[str, str]] = []
     for kind, pattern, group in _RULES:
@@ -209,6 +238,15 @@ class Scrubber:
         if kind == "env":
             return self._pseudonym("env", span)
         return self._pseudonym(kind, span)
+
+    def whole(self, kind: str, value: str) -> str:
+        """``value`` replaced as a whole by a pseudonym of ``kind`` (a path keeps its known extension)."""
+        self.occurrences[kind] += 1
+        if kind == "path":
+            ext = re.search(r"\.([A-Za-z][A-Za-z0-9]{0,7})$", value.strip().rstrip("/\\"))
+            suffix = f".{ext.group(1)}" if ext and ext.group(1).lower() in _FILE_EXT.split("|") else ""
+            return self._pseudonym("path", value) + suffix
+        return self._pseudonym(kind, value)
 
     def scrub_text(self, text: str) -> str:
         """``text`` with every sensitive span replaced (cached per distinct string)."""

@@ -18,11 +18,9 @@ from .redactor import Redactor
 _LEAF = re.compile(r"^(?P<indent>\s*)(?P<label>[^:\s](?:[^:]*?[^:\s])?)(?P<sep>\s*:\s*)(?P<value>.*?)(?P<tail>\s*)$")
 _TYPE_LINE = re.compile(r"^(?P<indent>\s*)(?P<label>\S.*?)(?P<sep>:?\s+)(?P<value>\d[\d,]*(?:\.\d+)?\s*[kMG]?B)"
                         r"(?P<tail>\s*)$")
+_HEADINGS_WITH_TYPES = ("By Type",)
 _NUMERIC_VALUE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?\s*(?:[kKMG]?B|[kMG]?Hz|K|%)?(?:\s*\([^)]*\))?(?:\s+on tile "
                             r"[\d,]+)?")
-#: Summary labels: capitalised words (``Number of IPUs``, ``Clock Speed (approx)``, ``Tile # 1,017 memory usage``).
-_SUMMARY_LABEL = re.compile(r"[A-Z][a-z]*(?:[ -](?:[A-Za-z]+|\(\w+\)|#|\d[\d,]*|\([\d,]+ B\)))*|Range \(KB\).*")
-_HEADINGS_WITH_TYPES = ("By Type",)
 
 
 def redact_text_summary(text: str, redactor: Redactor) -> str:
@@ -46,7 +44,6 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
         if in_types:
             m = _TYPE_LINE.match(body)
             if m:
-                redactor.expect("vtx", m["label"])
                 label = redactor.identifier("vtx", m["label"])
                 out.append(m["indent"] + label + m["sep"] + m["value"] + m["tail"] + end)
                 continue
@@ -62,16 +59,13 @@ def _line(body: str, redactor: Redactor) -> str:
         return redactor.text(body)
     label, value = m["label"], m["value"]
     if label in PROGRAM_TYPES and value:
-        redactor.expect("prog", value)
         new_value = redactor.identifier("prog", value)
     elif not value or _NUMERIC_VALUE.fullmatch(value):
         new_value = value
     else:
         new_value = redactor.text(value)
-    if label in PROGRAM_TYPES or redactor.is_public(label) or _SUMMARY_LABEL.fullmatch(label):
+    if label in PROGRAM_TYPES or redactor.is_public(label):
         new_label = label
     else:
-        new_label = redactor.text(label)
-        if new_label == label and re.search(r"[/\\@]|::|_", label):
-            new_label = redactor.identifier("label", label)
+        new_label = redactor.decide(label, "label")
     return m["indent"] + new_label + m["sep"] + new_value + m["tail"]

@@ -3,7 +3,9 @@
 A rule is a function ``(profile, params) -> list[Finding]`` registered with
 :func:`rule`, which records its id, one-line description, the tables it needs
 (alternatives: the rule runs when any one set is present), its parameters
-with defaults, and its advice. A rule that cannot run raises
+with defaults, and its advice, per platform when the advice differs (``{"ipu":
+..., "gpu": ...}``: a finding on a GPU trace gets the GPU text, chosen by data,
+not by ``if`` in the rule). A rule that cannot run raises
 :class:`NotEvaluated` with the reason; :func:`check` reports it as
 "not evaluated: needs ..." instead of failing.
 
@@ -28,6 +30,9 @@ RULE_HINTS: dict[str, str] = {
     "memory_totals": "needs memory totals (a Poplar text summary)",
     "events": "needs a trace (.pvti or Chrome trace JSON)",
 }
+
+#: Platforms advice can be written for; ``ipu`` is popprof's home platform and the fallback.
+PLATFORMS: tuple[str, ...] = ("ipu", "gpu")
 
 #: Severities, lowest first.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
@@ -83,14 +88,24 @@ def _plain(value: object) -> object:
 
 @dataclass(frozen=True)
 class Rule:
-    """A registered rule: id, description, needed tables, parameters with defaults, advice."""
+    """A registered rule: id, description, needed tables, parameters with defaults, advice per platform."""
 
     id: str
     description: str
     needs: tuple[tuple[str, ...], ...]
     params: dict[str, object]
-    advice: str
+    advice_by_platform: dict[str, str]
     func: Callable[[Profile, dict], list[Finding]]
+
+    @property
+    def advice(self) -> str:
+        """The advice for popprof's home platform (the IPU), or the only advice the rule has."""
+        return self.advice_for("ipu")
+
+    def advice_for(self, platform: str | None) -> str:
+        """The advice written for ``platform`` (``ipu`` | ``gpu``), else the IPU text."""
+        texts = self.advice_by_platform
+        return texts.get(platform or "ipu") or texts.get("ipu") or next(iter(texts.values()), "")
 
     @property
     def family(self) -> str:
@@ -115,10 +130,11 @@ class Rule:
 
     def finding(self, severity: str, title: str, message: str, *, value: float | None = None,
                 threshold: float | None = None, where: dict | None = None,
-                evidence: pd.DataFrame | None = None, advice: str | None = None) -> Finding:
-        """Make a finding of this rule (its advice filled in)."""
+                evidence: pd.DataFrame | None = None, advice: str | None = None,
+                platform: str | None = None) -> Finding:
+        """Make a finding of this rule, its advice filled in for ``platform`` (the IPU when not given)."""
         return Finding(self.id, severity, title, message, value, threshold, dict(where or {}),
-                       self.advice if advice is None else advice, evidence)
+                       self.advice_for(platform) if advice is None else advice, evidence)
 
 
 #: The registry: rule id -> Rule, in registration order.
@@ -126,13 +142,18 @@ RULES: dict[str, Rule] = {}
 
 
 def rule(rule_id: str, description: str, *, needs: Iterable[Iterable[str]] | Iterable[str] = (),
-         params: Mapping[str, object] | None = None, advice: str = "") -> Callable:
+         params: Mapping[str, object] | None = None, advice: str | Mapping[str, str] = "") -> Callable:
     """Register a rule function ``(profile, params) -> list[Finding]``.
 
     ``needs`` is a list of table names, or a list of alternatives (lists of
     table names): the rule runs when all tables of any one alternative are
-    present and non-empty.
+    present and non-empty. ``advice`` is one text, or one per platform
+    (``{"ipu": ..., "gpu": ...}``; see :data:`PLATFORMS`).
     """
+    by_platform = {"ipu": advice} if isinstance(advice, str) else dict(advice)
+    unknown = set(by_platform) - set(PLATFORMS)
+    if unknown:
+        raise ValueError(f"rule {rule_id!r}: advice for unknown platform(s) {sorted(unknown)}")
     needs_list = list(needs)
     if needs_list and isinstance(needs_list[0], str):
         alternatives: tuple[tuple[str, ...], ...] = (tuple(needs_list),)  # type: ignore[arg-type]
@@ -142,7 +163,7 @@ def rule(rule_id: str, description: str, *, needs: Iterable[Iterable[str]] | Ite
     def register(func: Callable[[Profile, dict], list[Finding]]) -> Callable[[Profile, dict], list[Finding]]:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id!r} registered twice")
-        RULES[rule_id] = Rule(rule_id, description, alternatives, dict(params or {}), advice, func)
+        RULES[rule_id] = Rule(rule_id, description, alternatives, dict(params or {}), by_platform, func)
         if not func.__doc__:  # the registry's description, for help()
             func.__doc__ = f"Rule ``{rule_id}``: {description}."
         return func

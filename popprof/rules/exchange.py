@@ -12,17 +12,26 @@ import pandas as pd
 
 from ..metrics import execution as ex
 from ..profile import Profile
+from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, num, pct, threshold_pct
-from .intervals import NO_DEVICE, category_mask, device_activity, window_sums
+from .intervals import DeviceActivity, category_mask, device_activities, window_sums
+from .platform import platform_of
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
 EXCHANGE = ("exchange", "global_exchange", "sync")
 
-ADVICE_PHASES = ("In exchange-heavy phases tiles wait on data movement rather than compute: look at the "
-                 "dominant programs, overlap I/O and compute, fuse small exchanges, keep tensors where they "
-                 "are consumed (tile mapping), and for multi-IPU runs reduce inter-IPU traffic (pipeline "
-                 "stage boundaries, replication, gradient accumulation).")
+ADVICE_PHASES = {
+    "ipu": "In exchange-heavy phases tiles wait on data movement rather than compute: look at the "
+           "dominant programs, overlap I/O and compute, fuse small exchanges, keep tensors where they "
+           "are consumed (tile mapping), and for multi-IPU runs reduce inter-IPU traffic (pipeline "
+           "stage boundaries, replication, gradient accumulation).",
+    "gpu": "In communication-heavy phases the GPU waits on collectives (NCCL/RCCL) rather than computing: "
+           "overlap communication with compute (DDP overlaps the gradient all-reduce with the backward pass; "
+           "tune bucket_cap_mb so buckets are ready early, and avoid find_unused_parameters), fewer and "
+           "larger collectives (gradient accumulation with no_sync), and look for a straggling rank that "
+           "makes the others wait in the collective (see distributed.stragglers).",
+}
 
 
 def _phases(share: np.ndarray, moderate: float, high: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,29 +117,30 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
         best = best[sums[k][best] > 0]
         top_programs[int(phase)] = pd.DataFrame({"program": [str(names_of[i - 1]) if i > 0 else "?" for i in best],
                                                  "cycles": sums[k][best]})
-    findings = []
-    for p in chosen.sort_values("first_step").itertuples():
-        severity = "error" if p.worst_band == 2 else "warning"
-        threshold = params["high"] if severity == "error" else params["moderate"]
+    listed = []
+    programs: list[str] = []
+    for p in chosen.sort_values("first_step").itertuples():  # loop over reported phases, not steps
         progs = top_programs.get(p.phase, pd.DataFrame(columns=["program", "cycles"]))
         names = [str(n) for n in progs["program"]]
+        programs += [n for n in names if n not in programs]
         dom = ", ".join(f"{n} ({pct(c / p.exchange_cycles)})" for n, c in zip(names, progs["cycles"], strict=True)
                         if p.exchange_cycles)
-        time = ""
-        if clock:
-            time = f", about {duration(p.cycles / ipus / float(clock) * 1e6)}"
-        message = (f"steps {num(p.first_step)}-{num(p.last_step)} ({p.windows} window(s) of {width} steps): "
-                   f"exchange + sync take {pct(p.share)} of {num(p.cycles)} IPU-cycles{time} "
-                   f"({severity} for a window at >= {threshold_pct(threshold)})")
-        if dom:
-            message += f"; dominated by {dom}"
-        findings.append(r.finding(severity, "Exchange-heavy phase", message, value=float(p.share),
-                                  threshold=float(threshold),
-                                  where={"steps": (int(p.first_step), int(p.last_step)), "programs": names},
-                                  evidence=windows))
+        time = f", about {duration(p.cycles / ipus / float(clock) * 1e6)}" if clock else ""
+        listed.append(f"steps {num(p.first_step)}-{num(p.last_step)} ({p.windows} window(s)): {pct(p.share)} of "
+                      f"{num(p.cycles)} IPU-cycles{time}" + (f", dominated by {dom}" if dom else ""))
+    worst = chosen.loc[chosen["share"].idxmax()]
+    severity, threshold = band(float(worst["share"]), params["moderate"], params["high"])
+    message = (f"{len(phase_frame)} exchange-heavy phase(s) (windows of {width} steps where exchange + sync take "
+               f">= {threshold_pct(params['moderate'])}); worst {pct(worst['share'])} ({severity} at >= "
+               f"{threshold_pct(threshold)}): " + "; ".join(listed))
     if len(phase_frame) > len(chosen):
-        findings[-1].message += f" ({len(phase_frame) - len(chosen)} smaller phase(s) not listed)"
-    return findings
+        message += f" ({len(phase_frame) - len(chosen)} smaller phase(s) not listed)"
+    where = {"steps": (int(worst["first_step"]), int(worst["last_step"])), "programs": programs[: 3 * top_n],
+             "phases": [(int(a), int(b)) for a, b in zip(chosen.sort_values("first_step")["first_step"],
+                                                          chosen.sort_values("first_step")["last_step"],
+                                                          strict=True)]}
+    return [r.finding(severity, "Exchange-heavy phases", message, value=float(worst["share"]),
+                      threshold=float(threshold), where=where, evidence=windows, platform="ipu")]
 
 
 def _auto_width(span: float, params: dict) -> float:
@@ -140,7 +150,44 @@ def _auto_width(span: float, params: dict) -> float:
 
 def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["exchange.phases"]
-    activity = device_activity(profile)
+    phases, frames = [], []
+    for activity in device_activities(profile):  # one pass per device
+        found, windows = _device_phases(activity, params)
+        phases += found
+        frames.append(windows)
+    if not phases:
+        return []
+    windows = pd.concat(frames, ignore_index=True)
+    chosen = sorted(phases, key=lambda ph: -ph["exchange_us"])[: int(params["max_phases"])]
+    chosen.sort(key=lambda ph: (ph["rank"] if ph["rank"] is not None else -1, ph["device"] or "", ph["lo"]))
+    worst = max(chosen, key=lambda ph: ph["share"])
+    severity, threshold = band(worst["share"], params["moderate"], params["high"])
+    listed = []
+    for ph in chosen:
+        who = f"{ph['label']} " if ph["label"] else ""
+        text = (f"{who}{duration(ph['lo'] - ph['t0'])}-{duration(ph['hi'] - ph['t0'])} into its activity: "
+                f"{pct(ph['share'])} of {duration(ph['total_us'])} busy")
+        if ph["dominant"]:
+            text += " (" + ", ".join(f"{n} {duration(v)}" for n, v in ph["dominant"]) + ")"
+        listed.append(text)
+    devices = list(dict.fromkeys(ph["label"] for ph in chosen if ph["label"]))
+    message = (f"{len(phases)} exchange-heavy phase(s)" + (f" on {len(devices)} device(s)" if devices else "")
+               + f" (windows of {duration(worst['width'])} where exchange + sync not overlapped by other device "
+               f"work take >= {threshold_pct(params['moderate'])} of the busy time); worst {pct(worst['share'])} ({severity} at >= "
+               f"{threshold_pct(threshold)}): " + "; ".join(listed))
+    if len(phases) > len(chosen):
+        message += f" ({len(phases) - len(chosen)} smaller phase(s) not listed)"
+    programs = list(dict.fromkeys(n for ph in chosen for n, _ in ph["dominant"]))
+    where = {"time_us": (float(worst["lo"]), float(worst["hi"])), "programs": programs,
+             "phases": [(float(ph["lo"]), float(ph["hi"])) for ph in chosen]}
+    if devices:
+        where["devices"] = devices
+    return [r.finding(severity, "Exchange-heavy phases", message, value=float(worst["share"]),
+                      threshold=float(threshold), where=where, evidence=windows, platform=platform_of(profile))]
+
+
+def _device_phases(activity: DeviceActivity, params: dict) -> tuple[list[dict], pd.DataFrame]:
+    """Exchange-heavy phases of one device (time windows over its own active span) and its window table."""
     t0, t1 = activity.span
     width = _auto_width(t1 - t0, params)
     count = max(int(np.ceil((t1 - t0) / width)), 1)
@@ -149,47 +196,34 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
                            f"use at least {duration((t1 - t0) / MAX_WINDOWS)}")
     s, e = activity.start, activity.end
     is_x = activity.in_categories(EXCHANGE)
-    total = window_sums(s, e, t0, width, count)
-    xtime = window_sums(s[is_x], e[is_x], t0, width, count)
+    # busy time (streams running at once count once) and exposed exchange (not overlapped by compute)
+    total = window_sums(activity.busy_start, activity.busy_end, t0, width, count)
+    exposed_start, exposed_end = activity.exposed(EXCHANGE)
+    xtime = window_sums(exposed_start, exposed_end, t0, width, count)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total > 0, xtime / total, np.nan)
     bands, starts, ends = _phases(share, params["moderate"], params["high"])
-    windows = pd.DataFrame({"window": np.arange(count), "start_us": t0 + np.arange(count) * width,
-                            "end_us": t0 + (np.arange(count) + 1) * width, "device_us": total,
-                            "exchange_us": xtime, "share": share,
-                            "band": pd.Categorical.from_codes(bands, ["none", "moderate", "high"])})
-    findings = []
+    windows = pd.DataFrame({"rank": activity.rank, "device": activity.device, "window": np.arange(count),
+                            "start_us": t0 + np.arange(count) * width, "end_us": t0 + (np.arange(count) + 1) * width,
+                            "device_us": total, "exchange_us": xtime, "share": share,
+                            "band": pd.Categorical.from_codes(bands, ["none", "moderate", "high"]),
+                            "phase": _phase_of_window(bands, starts)})
     top_n = int(params["top"])
     xs, xe, xcodes = s[is_x], e[is_x], np.asarray(activity.name.codes)[is_x]
     vocabulary = activity.name.categories
-    csum_x = np.concatenate([[0.0], np.cumsum(xtime)])
-    order = np.argsort(-(csum_x[ends + 1] - csum_x[starts]), kind="stable")[: int(params["max_phases"])]
-    for k in sorted(order, key=lambda i: starts[i]):
-        a, b = int(starts[k]), int(ends[k])
+    found = []
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):  # loop over phases, not events
         lo, hi = t0 + a * width, min(t0 + (b + 1) * width, t1)
         ph_total, ph_x = float(total[a:b + 1].sum()), float(xtime[a:b + 1].sum())
-        ph_share = ph_x / ph_total if ph_total else float("nan")
-        severity = "error" if bands[a:b + 1].max() == 2 else "warning"
-        threshold = params["high"] if severity == "error" else params["moderate"]
         inside = (xs < hi) & (xe > lo)
         overlap = np.minimum(xe[inside], hi) - np.maximum(xs[inside], lo)
         sums = np.bincount(xcodes[inside], weights=overlap, minlength=len(vocabulary))
         best = np.argsort(-sums, kind="stable")[:top_n]
-        per_name = pd.Series(sums[best], index=[str(vocabulary[i]) for i in best])
-        per_name = per_name[per_name > 0]
-        dom = ", ".join(f"{n} ({duration(v)})" for n, v in per_name.items())
-        message = (f"{duration(lo - t0)}-{duration(hi - t0)} into the device activity ({b - a + 1} window(s) of "
-                   f"{duration(width)}): exchange + sync take {pct(ph_share)} of {duration(ph_total)} device "
-                   f"time ({severity} for a window at >= {threshold_pct(threshold)})")
-        if dom:
-            message += f"; dominated by {dom}"
-        findings.append(r.finding(severity, "Exchange-heavy phase", message, value=ph_share,
-                                  threshold=float(threshold),
-                                  where={"time_us": (float(lo), float(hi)), "programs": list(per_name.index)},
-                                  evidence=windows))
-    if len(starts) > len(order) and findings:
-        findings[-1].message += f" ({len(starts) - len(order)} smaller phase(s) not listed)"
-    return findings
+        found.append({"rank": activity.rank, "device": activity.device, "label": activity.label, "t0": t0,
+                      "lo": lo, "hi": hi, "width": width, "total_us": ph_total, "exchange_us": ph_x,
+                      "share": ph_x / ph_total if ph_total else 0.0,
+                      "dominant": [(str(vocabulary[i]), float(sums[i])) for i in best if sums[i] > 0]})
+    return found, windows
 
 
 @rule("exchange.phases",
@@ -219,23 +253,20 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
     return findings
 
 
-def _trace_shares(profile: Profile) -> tuple[float, float]:
-    activity = device_activity(profile)
-    dur = activity.end - activity.start
-    total = float(dur.sum())
-    if total <= 0:
-        raise NotEvaluated(NO_DEVICE)
-    return float(dur[activity.in_categories(EXCHANGE)].sum()) / total, total
-
-
 @rule("exchange.share",
       "run-wide share of exchange + global exchange + sync, and the global-exchange (inter-IPU) share",
-      needs=[("steps",), ("events",)],
+      needs=[("steps",), ("events",), ("execution_totals",)],
       params={"warning": 0.30, "error": 0.50, "global_warning": 0.15, "global_error": 0.30},
-      advice="A run dominated by exchange is limited by data movement, not compute: see exchange.phases for "
-             "where; for multi-IPU runs a large global-exchange share points at pipeline stage boundaries "
-             "or replica all-reduces worth overlapping or shrinking.")
+      advice={"ipu": "A run dominated by exchange is limited by data movement, not compute: see exchange.phases "
+                     "for where; for multi-IPU runs a large global-exchange share points at pipeline stage "
+                     "boundaries or replica all-reduces worth overlapping or shrinking.",
+              "gpu": "A run dominated by communication is limited by collectives, not compute: overlap "
+                     "communication with compute (DDP bucket sizes via bucket_cap_mb, gradient accumulation with "
+                     "no_sync, overlapping FSDP prefetch), use fewer and larger collectives, and check for a "
+                     "straggling rank that the others wait for (distributed.stragglers)."})
 def share(profile: Profile, params: dict) -> list[Finding]:
+    if not profile.has("steps") and not profile.has("events"):  # a text summary's totals only
+        return execution_totals.summary_share(profile, params)
     return _from_each_source(profile, params, _steps_share, _trace_share)
 
 
@@ -245,8 +276,8 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
     shares = ex.share_by_category(profile)
-    ipus = int(profile.steps["ipu"].nunique())
-    multi = ipus > 1 or int(profile.target_value("num_ipus", 1) or 1) > 1
+    ipus = ex.ipu_count(profile)
+    multi = ipus > 1
     severity, threshold = band(value, params["warning"], params["error"])
     message = f"exchange + global exchange + sync take {pct(value)} of all IPU-cycles"
     message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
@@ -258,19 +289,63 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
         message += f"; global (inter-IPU) exchange {pct(gshare)} over {ipus} IPUs"
         if gsev:
             message += f" ({gsev} at >= {threshold_pct(gthr)})"
+    where: dict = {}
+    if multi and ipus > 1:  # each IPU's own share: the IPUs that exchange most
+        per_ipu = _share_per_ipu(profile.steps)
+        top, low = per_ipu.idxmax(), per_ipu.idxmin()
+        message += (f"; every IPU at {pct(per_ipu[top])}" if pct(per_ipu[top]) == pct(per_ipu[low]) else
+                    f"; per IPU from {pct(per_ipu[low])} (IPU {low}) to {pct(per_ipu[top])} (IPU {top})")
+        where["ipus"] = [int(i) for i in per_ipu[per_ipu >= params["warning"]].sort_values(ascending=False).index]
     worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
+    if gsev is not None and (severity is None or (gsev == "error" and severity == "warning")):
+        value, threshold = shares.get("global_exchange", 0.0), gthr  # the figure that decided the severity
     evidence = pd.DataFrame({"category": list(shares), "share": list(shares.values()),
                              "cycles": list(ex.cycles_by_category(profile).values())})
     return [r.finding(worst, "Exchange share" if worst == "info" else "Exchange-bound run", message,
-                      value=value, threshold=threshold, evidence=evidence)]
+                      value=value, threshold=threshold, where=where, evidence=evidence, platform="ipu")]
+
+
+def _share_per_ipu(steps: pd.DataFrame) -> pd.Series:
+    """Exchange + global exchange + sync cycles over all cycles, per IPU (vectorised)."""
+    cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
+    is_x = category_mask(steps["category"], EXCHANGE)
+    frame = pd.DataFrame({"ipu": steps["ipu"].to_numpy(), "all": cycles, "x": np.where(is_x, cycles, 0.0)})
+    sums = frame.groupby("ipu").sum()
+    return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
 
 
 def _trace_share(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["exchange.share"]
-    value, total = _trace_shares(profile)
+    rows = []
+    for activity in device_activities(profile):  # one pass per device
+        total = float((activity.busy_end - activity.busy_start).sum())
+        exposed_start, exposed_end = activity.exposed(EXCHANGE)
+        if total > 0:
+            rows.append({"rank": activity.rank, "device": activity.device, "label": activity.label,
+                         "busy_us": total, "exchange_us": float((exposed_end - exposed_start).sum())})
+    if not rows:
+        raise NotEvaluated("needs device activity with a duration in the trace")
+    per_device = pd.DataFrame(rows)
+    per_device["share"] = per_device["exchange_us"] / per_device["busy_us"]
+    per_device = per_device.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
+    worst = per_device.iloc[0]
+    value = float(worst["share"])
     severity, threshold = band(value, params["warning"], params["error"])
-    message = (f"exchange + sync take {pct(value)} of {duration(total)} device time in the trace"
-               + (f" ({severity} at >= {threshold_pct(threshold)})" if severity
-                  else f" (warning at >= {threshold_pct(params['warning'])})"))
+    level = (f" ({severity} at >= {threshold_pct(threshold)})" if severity
+             else f" (warning at >= {threshold_pct(params['warning'])})")
+    if len(per_device) == 1:
+        message = (f"exchange + sync not overlapped by other device work take {pct(value)} of "
+                   f"{duration(worst['busy_us'])} device busy time in the trace" + level)
+        if worst["label"]:
+            message = f"{worst['label']}: " + message
+    else:
+        shown = per_device.head(5)
+        message = (f"exchange + sync not overlapped by other device work take up to {pct(value)} of device "
+                   f"busy time, on {worst['label']}{level}; per device: "
+                   + ", ".join(f"{row.label} {pct(row.share)} of {duration(row.busy_us)}" for row in shown.itertuples()))
+        if len(per_device) > len(shown):
+            message += f" ({len(per_device) - len(shown)} more in the evidence)"
+    where = {"devices": [str(x) for x in per_device["label"] if x]} if per_device["label"].any() else {}
     return [r.finding(severity or "info", "Exchange share" if not severity else "Exchange-bound run",
-                      message, value=value, threshold=threshold)]
+                      message, value=value, threshold=threshold, where=where,
+                      evidence=per_device.drop(columns="label"), platform=platform_of(profile))]

@@ -35,3 +35,8 @@ def duration(us: float) -> str:
 def ranked(items: list[tuple[str, float]], formatter, limit: int = 3) -> str:
     """``'a' (1.2 ms), 'b' (0.4 ms)`` from (label, amount) pairs, largest first."""
     return ", ".join(f"{label} ({formatter(amount)})" for label, amount in items[:limit])
+
+
+def offset(us: float) -> str:
+    """A time relative to a reference, signed: ``+1.2 ms``, ``-40 us``."""
+    return ("-" if us < 0 else "+") + duration(abs(us))

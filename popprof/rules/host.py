@@ -13,10 +13,12 @@ import pandas as pd
 from ..metrics import execution as ex
 from ..profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import duration, pct, threshold_pct
+from .fmt import duration, offset, pct, threshold_pct
 from .intervals import (
+    DeviceActivity,
+    HostEvents,
     category_mask,
-    device_activity,
+    device_activities,
     host_events,
     merge_intervals,
     overlap_pairs,
@@ -25,6 +27,7 @@ from .intervals import (
     thread_labels,
     thread_names,
 )
+from .platform import platform_of
 
 
 @rule("host.stream-copy", "share of IPU-cycles spent in host stream copies (the IPU waiting on the host)",
@@ -62,37 +65,107 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
 @rule("host.device-gaps",
       "gaps in device activity inside the run, longer than a threshold, and what the host did meanwhile",
       needs=["events"], params={"min_gap_us": 1000.0, "warning": 0.10, "error": 0.30, "top": 3},
-      advice="The device sat idle waiting for the host: see which host work fills the gaps. Typical fixes: "
-             "more data-loader workers or prefetching, pinned memory and asynchronous copies, moving "
-             "optimizer or metric work off the critical path, and fewer host-device synchronisations "
-             "(e.g. .item() or printing losses every step).")
+      advice={"ipu": "The device sat idle waiting for the host: see which host work fills the gaps. Typical "
+                     "fixes: more data-loader workers or prefetching, pinned memory and asynchronous copies, "
+                     "moving optimizer or metric work off the critical path, and fewer host-device "
+                     "synchronisations (e.g. .item() or printing losses every step).",
+              "gpu": "The GPU sat idle waiting for the host: see which host work fills the gaps. Typical fixes: "
+                     "more data-loader workers (num_workers) with prefetching, pinned memory "
+                     "(pin_memory=True) with non_blocking copies, CUDA graphs to cut kernel-launch overhead, "
+                     "fewer host-device synchronisations (.item(), .cpu(), printing losses every step), and "
+                     "moving optimizer or metric work off the critical path."})
 def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["host.device-gaps"]
-    activity = device_activity(profile)
+    per_device = []
+    for activity in device_activities(profile):  # one pass per device
+        t0, t1 = activity.span
+        gs, ge = activity.busy_end[:-1], activity.busy_start[1:]
+        keep = (ge - gs) >= params["min_gap_us"]
+        gs, ge = gs[keep], ge[keep]
+        if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
+            continue
+        share = float((ge - gs).sum()) / (t1 - t0)
+        if band(share, params["warning"], params["error"])[0] is not None:
+            per_device.append((share, activity, gs, ge))
+    if not per_device:
+        return []
+    per_device.sort(key=lambda item: -item[0])
+    host = host_events(profile)
+    labels = thread_labels(profile)
+    n = int(params["top"])
+    frames, texts, threads = [], [], []
+    causes = _idle_causes(profile)
+    for share, activity, gs, ge in per_device:
+        gaps, text, top_threads = _attribute_gaps(activity, gs, ge, share, host.of_rank(activity.rank), labels, n,
+                                                  params)
+        cause = causes.get((activity.rank, activity.device))
+        if cause:
+            text += f"; idle causes (HTA, over its streams): {cause}"
+        frames.append(gaps)
+        texts.append(text)
+        threads += [t for t in top_threads if t not in threads]
+    worst_share = per_device[0][0]
+    severity, threshold = band(worst_share, params["warning"], params["error"])
+    evidence = pd.concat(frames, ignore_index=True)
+    total = len(device_activities(profile))
+    if total == 1:
+        message = texts[0]
+    else:
+        message = (f"{len(per_device)} of {total} devices idle >= {threshold_pct(params['warning'])} of their "
+                   f"active span in gaps >= {duration(params['min_gap_us'])} ({severity} at >= "
+                   f"{threshold_pct(threshold)} for the worst): " + "; ".join(texts[:n]))
+        if len(texts) > n:
+            message += f"; {len(texts) - n} more device(s) in the evidence"
+    longest = frames[0].loc[frames[0]["dur_us"].idxmax()]
+    where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])),
+             "threads": threads[:n]}
+    devices = [a.label for _, a, _, _ in per_device if a.label]
+    if devices:
+        where["devices"] = devices
+    return [r.finding(severity, "Device idle waiting on the host", message, value=worst_share,
+                      threshold=threshold, where=where, evidence=evidence, platform=platform_of(profile))]
+
+
+#: HTA's idle categories (``get_idle_time_breakdown``) in words.
+IDLE_CAUSES = {"host_wait": "the host launching late", "kernel_wait": "launch gaps between kernels",
+               "other": "other"}
+
+
+def _idle_causes(profile: Profile) -> dict[tuple, str]:
+    """``(rank, device) -> "the host launching late 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
+    from ..metrics.devices import idle_breakdown
+
+    table = idle_breakdown(profile)
+    if table.empty:
+        return {}
+    sums = table.groupby(["rank", "device", "idle_category"], dropna=False, observed=True)["idle_us"].sum()
+    out = {}
+    for (rank, device), group in sums.groupby(level=[0, 1], dropna=False):
+        total = float(group.sum())
+        if total <= 0:
+            continue
+        parts = [f"{IDLE_CAUSES.get(cat, cat)} {pct(v / total)}"
+                 for (_, _, cat), v in group.sort_values(ascending=False).items() if v > 0]
+        out[(None if pd.isna(rank) else int(rank), None if pd.isna(device) else str(device))] = ", ".join(parts)
+    return out
+
+
+def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, share: float, host: HostEvents,
+                    labels: dict, n: int, params: dict) -> tuple[pd.DataFrame, str, list[str]]:
+    """The gaps of one device with the host work in them (evidence rows), the sentence describing them, and
+    the threads with the most host work in the gaps."""
     t0, t1 = activity.span
     span = t1 - t0
-    if span <= 0:
-        return []
-    gs, ge = activity.busy_end[:-1], activity.busy_start[1:]
-    keep = (ge - gs) >= params["min_gap_us"]
-    gs, ge = gs[keep], ge[keep]
-    if len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
-        return []
     idle = float((ge - gs).sum())
-    share = idle / span
-    severity, threshold = band(share, params["warning"], params["error"])
-    if severity is None:
-        return []
-    host = host_events(profile)
-    ev_idx, gap_idx, overlap = overlap_pairs(host.start, host.start + host.dur, gs, ge)
-    pairs = pd.DataFrame({"gap": gap_idx, "event_id": host.event_id[ev_idx], "parent_id": host.parent_id[ev_idx],
-                          "depth": host.depth[ev_idx], "pid": host.pid[ev_idx], "tid": host.tid[ev_idx],
-                          "name": pd.Categorical.from_codes(np.asarray(host.name.codes)[ev_idx],
-                                                            dtype=host.name.dtype),
+    work = host.subset(~host.waits)
+    ev_idx, gap_idx, overlap = overlap_pairs(work.start, work.start + work.dur, gs, ge)
+    pairs = pd.DataFrame({"gap": gap_idx, "event_id": work.event_id[ev_idx], "parent_id": work.parent_id[ev_idx],
+                          "depth": work.depth[ev_idx], "pid": work.pid[ev_idx], "tid": work.tid[ev_idx],
+                          "name": pd.Categorical.from_codes(np.asarray(work.name.codes)[ev_idx],
+                                                            dtype=work.name.dtype),
                           "overlap_us": overlap})
-    labels = thread_labels(profile)
     # Labels: the innermost events in each gap (an event whose child also overlaps the gap is dropped).
-    stride = int(max(host.event_id.max(), 0)) + 1 if len(host) else 1
+    stride = int(max(work.event_id.max(), 0)) + 1 if len(work) else 1
     key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
     has_parent = pairs["parent_id"].notna().to_numpy()
     parent_key = (pairs["gap"].to_numpy(np.int64)[has_parent] * stride
@@ -103,10 +176,13 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     by_label = leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(
         ascending=False, kind="stable")
     by_thread = top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
-    n = int(params["top"])
     top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[:n]]
+    # Host calls blocking on the device during the gaps: device-bound time, not host work.
+    waits = host.subset(host.waits)
+    _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
 
-    gaps = pd.DataFrame({"gap": np.arange(len(gs)), "start_us": gs, "end_us": ge, "dur_us": ge - gs})
+    gaps = pd.DataFrame({"rank": activity.rank, "device": activity.device, "gap": np.arange(len(gs)),
+                         "start_us": gs, "end_us": ge, "dur_us": ge - gs})
     host_busy = top_level.groupby("gap")["overlap_us"].sum()
     gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
     gaps["top_thread"] = None
@@ -126,11 +202,12 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     else:
         gaps["top_label"], gaps["top_label_us"] = None, 0.0
     longest = gaps.loc[gaps["dur_us"].idxmax()]
-
-    message = (f"the device is idle {duration(idle)} = {pct(share)} of its active span {duration(span)} in "
+    severity, threshold = band(share, params["warning"], params["error"])
+    who = f"{activity.label}: " if activity.label else "the device is "
+    message = (f"{who}idle {duration(idle)} = {pct(share)} of its active span {duration(span)} in "
                f"{len(gaps):,} gap(s) >= {duration(params['min_gap_us'])} ({severity} at >= "
                f"{threshold_pct(threshold)}); longest {duration(longest['dur_us'])} at "
-               f"+{duration(longest['start_us'] - t0)}")
+               f"{offset(longest['start_us'] - t0)}")
     if pd.notna(longest["top_label"]):
         message += f" (host in '{longest['top_label']}')"
     if len(by_label):
@@ -139,41 +216,100 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         message += " on " + ", ".join(f"{name} ({duration(v)})" for name, v in
                                       zip(top_threads, by_thread.to_numpy()[:n], strict=False))
     else:
-        message += "; no host event was recorded during the gaps"
-    where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])), "threads": top_threads}
-    return [r.finding(severity, "Device idle waiting on the host", message, value=share,
-                      threshold=threshold, where=where, evidence=gaps)]
+        message += "; no host work was recorded during the gaps"
+    waited = float(wait_overlap.sum())
+    if waited > 0:
+        message += (f"; the host was blocked in calls waiting for the device for {duration(waited)} of the gaps "
+                    "(device-bound time, not host work)")
+    return gaps, message, top_threads
 
 
 @rule("host.long-events", "long host events during which the device sat idle, between device runs",
-      needs=["events"], params={"min_us": 10_000.0, "idle_share": 0.8, "error": 0.30, "top": 3},
-      advice="Long host work between device runs (data loading, optimizer steps or checkpointing on the "
-             "host, logging) stalls the device: overlap it with device work, move it to the device, or "
-             "do it less often.")
+      needs=["events"], params={"min_us": 10_000.0, "idle_share": 0.8, "warning": 0.0, "error": 0.30, "top": 3},
+      advice={"ipu": "Long host work between device runs (data loading, optimizer steps or checkpointing on "
+                     "the host, logging) stalls the device: overlap it with device work, move it to the device, "
+                     "or do it less often.",
+              "gpu": "Long host work between GPU runs (data loading, optimizer steps or checkpointing on the "
+                     "host, logging) stalls the GPU: more data-loader workers and pinned memory for input, "
+                     "overlap it with GPU work (asynchronous checkpointing, non_blocking copies), or do it "
+                     "less often."})
 def long_events(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["host.long-events"]
-    activity = device_activity(profile)
-    t0, t1 = activity.span
-    span = t1 - t0
+    activities = device_activities(profile, by="rank")  # NotEvaluated without device activity
     host = host_events(profile)
-    long = host.dur >= params["min_us"]
-    if not long.any() or span <= 0:
+    host = host.subset(~host.waits & (host.dur >= params["min_us"]))  # a host wait is device-bound time
+    if not len(host):
         return []
-    s, d = host.start[long], host.dur[long]
+    frames = []
+    spans = {}
+    for activity in activities:  # one pass per rank (its devices together)
+        found = _long_idle_events(activity, host.of_rank(activity.rank), params)
+        if found is not None:
+            found.insert(0, "rank", activity.rank)
+            frames.append(found)
+            spans[activity.rank] = activity
+    if not frames:
+        return []
+    labels = thread_labels(profile)
+    found = pd.concat(frames, ignore_index=True)
+    found["thread"] = thread_names(labels, found["pid"].to_numpy(), found["tid"].to_numpy())
+    found = found.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
+    # Device idle time during the union of these events, per rank (threads overlapping in time count once).
+    shares = {}
+    for rank, group in found.groupby(found["rank"].astype("Float64").fillna(-1), sort=False):
+        activity = spans[None if rank < 0 else int(rank)]
+        t0, t1 = activity.span
+        us, ue = merge_intervals(np.maximum(group["start_us"].to_numpy(), t0),
+                                 np.minimum((group["start_us"] + group["dur_us"]).to_numpy(), t1))
+        idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
+        shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle)
+    worst_label, (total_share, merged_idle) = max(shares.items(), key=lambda kv: kv[1][0])
+    severity, threshold = band(total_share, params["warning"], params["error"])
+    if severity is None:  # below a warning level raised from its default 0 (any qualifying event)
+        return []
+    by_name = found.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False,
+                                                                                  kind="stable")
+    n = int(params["top"])
+    top = found.iloc[0]
+    t0 = spans[None if pd.isna(top["rank"]) else int(top["rank"])].span[0]
+    where_idle = f" on {worst_label}" if worst_label else ""
+    message = (f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
+               f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
+               f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
+               f"{threshold_pct(threshold)}); longest "
+               f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
+               "; by label: "
+               + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))
+    if len(shares) > 1:
+        message += "; per rank: " + ", ".join(f"{label} {pct(v[0])}" for label, v in
+                                             sorted(shares.items(), key=lambda kv: -kv[1][0])[:n])
+    threads = list(dict.fromkeys(found["thread"].head(n * 3)))[:n]
+    where = {"time_us": (float(top["start_us"]), float(top["start_us"] + top["dur_us"])), "threads": threads}
+    ranks = [int(x) for x in dict.fromkeys(found["rank"].dropna())]
+    if ranks:
+        where["ranks"] = ranks
+    return [r.finding(severity, "Long host events while the device idles", message, value=total_share,
+                      threshold=threshold, where=where,
+                      evidence=found, platform=platform_of(profile))]
+
+
+def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) -> pd.DataFrame | None:
+    """The innermost long host events during which this device (or rank) sat idle, or None."""
+    t0, t1 = activity.span
+    if t1 <= t0 or not len(host):
+        return None
+    s, d = host.start, host.dur
     e = s + d
-    cand = pd.DataFrame({"event_id": host.event_id[long], "parent_id": host.parent_id[long],
-                         "depth": host.depth[long], "pid": host.pid[long], "tid": host.tid[long],
-                         "name": host.name[long]})
     in_span = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
     busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
     busy = np.where(in_span > 0, busy, 0.0)
     idle = in_span - busy
-    qualifies = pd.Series(idle >= params["idle_share"] * d, index=cand["event_id"].to_numpy())
+    qualifies = pd.Series(idle >= params["idle_share"] * d, index=host.event_id)
     # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
     # training step around it): walk depth levels (not events), deepest first, marking parents of
     # qualifying events. Ancestors of a long event are long too, so they are all candidates.
-    parent = pd.Series(cand["parent_id"].to_numpy(dtype="float64", na_value=np.nan), index=qualifies.index)
-    depth = pd.Series(cand["depth"].to_numpy(), index=qualifies.index)
+    parent = pd.Series(host.parent_id, index=qualifies.index)
+    depth = pd.Series(host.depth, index=qualifies.index)
     covers = pd.Series(False, index=qualifies.index)  # has a qualifying descendant
     for level in sorted(depth.unique(), reverse=True):
         if level == 0:
@@ -185,31 +321,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
         covers.loc[par.unique()] = True
     chosen = (qualifies & ~covers).to_numpy()
     if not chosen.any():
-        return []
-    labels = thread_labels(profile)
-    found = pd.DataFrame({"event_id": cand["event_id"].to_numpy()[chosen],
-                          "name": np.asarray(cand["name"].astype("str"))[chosen],
-                          "pid": cand["pid"].to_numpy()[chosen], "tid": cand["tid"].to_numpy()[chosen],
-                          "start_us": s[chosen], "dur_us": d[chosen], "device_idle_us": idle[chosen]})
-    found["thread"] = thread_names(labels, found["pid"].to_numpy(), found["tid"].to_numpy())
-    found = found.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
-    # Device idle time during the union of these events (threads overlapping in time count once).
-    us, ue = merge_intervals(np.maximum(found["start_us"].to_numpy(), t0),
-                             np.minimum((found["start_us"] + found["dur_us"]).to_numpy(), t1))
-    merged_idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
-    total_share = min(merged_idle / span, 1.0)
-    severity = "error" if total_share >= params["error"] else "warning"
-    by_name = found.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False,
-                                                                                  kind="stable")
-    n = int(params["top"])
-    top = found.iloc[0]
-    message = (f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
-               f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
-               f"= {pct(total_share)} of the active span (warning for any such event; "
-               f"error at >= {threshold_pct(params['error'])}); longest '{top['name']}' on {top['thread']}: "
-               f"{duration(top['dur_us'])} at +{duration(top['start_us'] - t0)}; by label: "
-               + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))
-    threads = list(dict.fromkeys(found["thread"].head(n * 3)))[:n]
-    where = {"time_us": (float(top["start_us"]), float(top["start_us"] + top["dur_us"])), "threads": threads}
-    return [r.finding(severity, "Long host events while the device idles", message, value=float(top["dur_us"]),
-                      threshold=float(params["min_us"]), where=where, evidence=found)]
+        return None
+    return pd.DataFrame({"event_id": host.event_id[chosen], "name": np.asarray(host.name.astype("str"))[chosen],
+                         "pid": host.pid[chosen], "tid": host.tid[chosen], "start_us": s[chosen],
+                         "dur_us": d[chosen], "device_idle_us": idle[chosen]})

@@ -6,7 +6,6 @@ and ``diff`` show); the rules add thresholds, locations and evidence.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..metrics import memory as mm
@@ -37,13 +36,50 @@ def _tile_list(frame: pd.DataFrame) -> list[int]:
     return [int(t) for t in frame["tile"].head(MAX_WHERE_TILES)]
 
 
+def _oom_messages_finding(profile: Profile) -> Finding:
+    """One error naming every tile of the out-of-memory messages, with bytes used, capacity and overflow."""
+    oom = profile.out_of_memory
+    frame = pd.DataFrame({"compilation": oom["compilation"], "tile": oom["tile"],
+                          "bytes_used": oom["bytes_used"].astype("float64"),
+                          "capacity_bytes": oom["capacity_bytes"].astype("float64"),
+                          "over_bytes": oom["over_bytes"].astype("float64"), "line": oom["line"],
+                          "reason": oom["reason"], "profile_path": oom["profile_path"]})
+    compilations = int(frame["compilation"].nunique())
+    parts = [_oom_part(row) for row in frame.head(MAX_WHERE_TILES).itertuples(index=False)]
+    if len(frame) > MAX_WHERE_TILES:
+        parts.append(f"and {num(len(frame) - MAX_WHERE_TILES)} more")
+    head = ("compilation failed: out of memory" if compilations == 1
+            else f"{num(compilations)} compilations failed: out of memory")
+    message = f"{head}: " + "; ".join(parts)
+    if frame["tile"].notna().any():
+        message += " (Poplar names one tile per failure; others may be over too)"
+    fullest = frame.sort_values("bytes_used", ascending=False, kind="stable", na_position="last")
+    tiles = list(dict.fromkeys(int(t) for t in fullest["tile"].dropna()))[:MAX_WHERE_TILES]
+    count = mm.tiles_out_of_memory(profile) or float(max(len(tiles), 1))
+    return RULES["memory.tile-oom"].finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
+                                            where={"tiles": tiles} if tiles else {}, evidence=frame)
+
+
+def _oom_part(row) -> str:  # noqa: ANN001  (a row of the messages frame)
+    """One message in words: the tile and its figures, or the reason and the profile Poplar saved."""
+    if pd.notna(row.tile) and pd.notna(row.bytes_used):
+        return (f"tile {num(row.tile)} uses {nbytes(row.bytes_used)} of {nbytes(row.capacity_bytes)} "
+                f"(over by {nbytes(row.over_bytes)})")
+    text = str(row.reason) if pd.notna(row.reason) else "no tile named"
+    if pd.notna(row.profile_path):
+        text += f"; Poplar saved the profile to {row.profile_path}: open it to see which tiles"
+    return text
+
+
 @rule("memory.tile-oom", "tiles whose memory including gaps exceeds the tile's capacity",
-      needs=[("tiles",), ("memory_totals",)],
+      needs=[("tiles",), ("memory_totals",), ("out_of_memory",)],
       advice="Reduce memory on the listed tiles: lower the batch size or micro-batch, enable recomputation, "
              "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
              "convolutions, or offload optimizer state; check the liveness peak for what is live there.")
 def tile_oom(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["memory.tile-oom"]
+    if profile.has("out_of_memory"):
+        return [_oom_messages_finding(profile)]
     tiles = _tiles_used(profile)
     if tiles is not None:
         if tiles["capacity_bytes"].isna().all():
@@ -160,7 +196,7 @@ def _total_capacity(profile: Profile) -> tuple[float | None, int | None]:
 
 @rule("memory.liveness-peak",
       "where not-always-live memory peaks (step, program, largest variables, operations), and whether "
-      "always-live plus that peak nears the total memory",
+      "always-live plus that peak nears the memory of a replica (liveness is per replica)",
       needs=["liveness"], params={"warning": 0.85, "error": 1.0, "top": 5},
       advice="To lower the peak, look at the variables and operations live at the peak step: recompute "
              "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
@@ -175,8 +211,13 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     peak = float(mm.peak_not_always_live(profile))
     row = liveness.loc[liveness["step"] == peak_step].iloc[0]
     program = str(row["program"]) if pd.notna(row["program"]) else "?"
-    always = mm.always_live_bytes(profile)
-    total_cap, num_tiles = _total_capacity(profile)
+    # pva's liveness is per replica while tiles span every replica: compare one replica's
+    # always-live + peak with one replica's memory (the same share as whole target vs whole target).
+    replicas = mm.num_replicas(profile)
+    always = mm.always_live_per_replica_bytes(profile)
+    total_cap, num_tiles = mm.total_capacity(profile)
+    if total_cap is not None and num_tiles is not None:
+        total_cap, num_tiles = total_cap / replicas, num_tiles // replicas
     top = int(params["top"])
     where: dict = {"liveness_steps": (peak_step, peak_step), "programs": [program]}
 
@@ -195,15 +236,17 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
                       for n, lay in zip(covering["name"], covering["layer"], strict=True)]
         where["operations"] = [str(n) for n in covering["name"]]
 
+    per = " per replica" if replicas > 1 else ""
     message = (f"not-always-live memory peaks at liveness step {num(peak_step)} (program '{program}') "
-               f"with {nbytes(peak)}")
+               f"with {nbytes(peak)}{per}")
     severity, threshold, share = "info", None, None
     if always is not None:
         together = always + peak
-        message += f"; always-live {nbytes(always)}, together {nbytes(together)}"
+        message += f"; always-live {nbytes(always)}{per}, together {nbytes(together)}{per}"
         if total_cap:
             share = together / total_cap
-            message += f" = {pct(share)} of the total {nbytes(total_cap)} ({num(num_tiles)} tiles)"
+            whole = "the total" if replicas == 1 else f"one replica's (of {num(replicas)})"
+            message += f" = {pct(share)} of {whole} {nbytes(total_cap)} ({num(num_tiles)} tiles)"
             flagged, threshold = band(share, params["warning"], params["error"])
             if flagged is not None:
                 severity = flagged
@@ -212,7 +255,8 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
         message += "; largest live variables: " + ", ".join(f"{n} ({nbytes(b)})" for n, b in variables)
     if operations:
         message += "; operations live there: " + ", ".join(operations)
-    curve = pd.DataFrame({"step": liveness["step"], "program": liveness["program"], "not_always_live_bytes": nal})
+    curve = pd.DataFrame({"step": liveness["step"], "program": liveness["program"],
+                          "not_always_live_bytes": nal})  # per replica, as is total_bytes
     if always is not None:
         curve["total_bytes"] = nal + always
     title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
@@ -220,29 +264,64 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
                       threshold=threshold, where=where, evidence=curve)]
 
 
-@rule("memory.gaps", "memory lost to gaps as a share of the memory used including gaps",
-      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.10, "error": 0.25},
+@rule("memory.gaps",
+      "memory lost to gaps, flagged only where it matters: on tiles near capacity that gaps push there",
+      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.10, "min_fill": 0.85},
       advice="Gaps come from memory-bank constraints on where data may live; large gap shares often "
-             "follow from many small or oddly sized tensors. Try poplar's memory allocation options, "
-             "padding or grouping tensors, or fewer, larger variables per tile.")
+             "follow from many small or oddly sized tensors. On the listed tiles they cost real headroom: "
+             "try poplar's memory allocation options, padding or grouping tensors, or fewer, larger "
+             "variables per tile.")
 def gaps(profile: Profile, params: dict) -> list[Finding]:
+    """Gaps are only a problem when they take the room a nearly full tile needs (see docs/rules.md).
+
+    A tile is flagged when, including gaps, it is at or above ``min_fill`` of its capacity and gaps are
+    at least ``warning`` of its bytes including gaps. Severity is at most ``warning``: a tile over
+    capacity is ``memory.tile-oom``'s error; this rule says that gaps are why.
+    """
     r = RULES["memory.gaps"]
     share, lost, total = mm.gap_share(profile), mm.gap_bytes(profile), mm.total_incl_gaps(profile)
     if share is None or lost is None or total is None:
         raise NotEvaluated("needs memory including and excluding gaps (per tile or as totals)")
-    severity, threshold = band(share, params["warning"], params["error"])
-    if severity is None:
-        return []
-    message = (f"gaps take {nbytes(lost)} = {pct(share)} of the {nbytes(total)} used including gaps "
-               f"({severity} at >= {threshold_pct(threshold)})")
-    where: dict = {}
-    evidence = None
+    overall = f"over the whole profile gaps take {nbytes(lost)} = {pct(share)} of the {nbytes(total)} used"
     tiles = _tiles_used(profile)
     if tiles is not None:
+        if tiles["capacity_bytes"].isna().all():
+            raise NotEvaluated("needs the tile capacity (target bytes_per_tile): gaps matter only near it")
         gap = tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"]
-        evidence = tiles.assign(gap_bytes=gap, gap_share=np.where(
-            tiles["bytes_incl_gaps"] > 0, gap / tiles["bytes_incl_gaps"].where(tiles["bytes_incl_gaps"] > 0), 0.0))
-        evidence = evidence.sort_values("gap_bytes", ascending=False, kind="stable").reset_index(drop=True)
-        where = {"tiles": _tile_list(evidence.head(5))}
-    return [r.finding(severity, "Memory lost to gaps", message, value=share, threshold=threshold, where=where,
-                      evidence=evidence)]
+        incl = tiles["bytes_incl_gaps"]
+        evidence = tiles.assign(gap_bytes=gap, gap_share=(gap / incl.where(incl > 0)).fillna(0.0),
+                                fill=incl / tiles["capacity_bytes"],
+                                fill_excl_gaps=tiles["bytes_excl_gaps"] / tiles["capacity_bytes"])
+        flagged = evidence[(evidence["fill"] >= params["min_fill"]) & (evidence["gap_share"] >= params["warning"])]
+        if flagged.empty:
+            return []
+        flagged = flagged.sort_values(["bytes_incl_gaps", "gap_bytes"], ascending=False,
+                                      kind="stable").reset_index(drop=True)
+        worst = flagged.iloc[0]
+        fit = int(((flagged["bytes_incl_gaps"] > flagged["capacity_bytes"])
+                   & (flagged["bytes_excl_gaps"] <= flagged["capacity_bytes"])).sum())
+        message = (f"{num(len(flagged))} tile(s) at >= {threshold_pct(params['min_fill'])} of capacity lose "
+                   f">= {threshold_pct(params['warning'])} to gaps; tile {num(worst['tile'])}: "
+                   f"{nbytes(worst['bytes_incl_gaps'])} including gaps = {pct(worst['fill'])} of "
+                   f"{nbytes(worst['capacity_bytes'])}, {nbytes(worst['bytes_excl_gaps'])} without "
+                   f"(gaps {pct(worst['gap_share'])})")
+        if fit:
+            message += f"; {num(fit)} of them are over capacity only because of gaps"
+        message += f"; {overall}"
+        return [r.finding("warning", "Gaps cost headroom on full tiles", message, value=float(worst["gap_share"]),
+                          threshold=float(params["warning"]),
+                          where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
+                          evidence=flagged)]
+    # Totals only (a text summary): the fullest tile against capacity, the profile's gap share for the tile.
+    fill, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
+    if fill is None or used is None:
+        raise NotEvaluated("needs the fullest tile and the tile capacity: gaps matter only on tiles near it")
+    if fill < params["min_fill"] or share < params["warning"]:
+        return []
+    tile = mm.max_tile_index(profile)
+    where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+    message = (f"{where_tile} uses {nbytes(used)} including gaps = {pct(fill)} of capacity "
+               f"(flagged at >= {threshold_pct(params['min_fill'])}) while {overall} "
+               f"(warning at >= {threshold_pct(params['warning'])})")
+    return [r.finding("warning", "Gaps cost headroom on full tiles", message, value=share,
+                      threshold=float(params["warning"]), where={"tiles": [int(tile)]} if tile is not None else {})]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import io
 import json
-import xml.etree.ElementTree as ET
 
-from .. import __version__
+from .. import __version__, junit
+from .. import markdown as md
 from .base import SEVERITIES, Finding, Findings, severity_rank
 
 #: Identifies the JSON layout; bump on incompatible changes.
@@ -57,6 +57,10 @@ def where_text(where: dict, limit: int = 5) -> str:
         parts.append("tiles " + listing(where["tiles"], lambda t: f"{t:,}"))
     if where.get("ipus"):
         parts.append("IPUs " + listing(where["ipus"]))
+    if where.get("ranks"):
+        parts.append("ranks " + listing(where["ranks"]))
+    if where.get("devices"):
+        parts.append("devices " + listing(where["devices"]))
     if where.get("steps"):
         a, b = where["steps"]
         parts.append(f"steps {a:,}-{b:,}")
@@ -150,77 +154,64 @@ def _default(value: object) -> object:
 
 # -- Markdown ---------------------------------------------------------------
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(results: list[Findings], fail_on: str = "error") -> str:
     """Markdown for pull-request comments: a table of findings per profile, skipped rules folded away."""
     out = ["## popprof check", "", f"**{_summary_line(results, fail_on)}**", ""]
     for res in results:
-        out += [f"### `{res.profile_name}`", ""]
+        out += [f"### {md.code(res.profile_name)}", ""]
         if res.items:
-            out += ["| severity | rule | finding | where |", "|---|---|---|---|"]
-            out += [f"| **{f.severity}** | `{f.rule_id}` | {_md(f.message)} | {_md(where_text(f.where))} |"
-                    for f in res.items]
+            out += md.table(["severity", "rule", "finding", "where"],
+                            [[f"**{f.severity}**", md.code(f.rule_id), md.cell(f.message), md.cell(where_text(f.where))]
+                             for f in res.items])
         else:
             out.append("No findings.")
         out.append("")
         advice = {f.rule_id: f.advice for f in res.items if f.severity != "info" and f.advice}
         if advice:
             out += ["<details><summary>advice</summary>", ""]
-            out += [f"- `{rid}`: {_md(text)}" for rid, text in advice.items()]
+            out += [f"- {md.code(rid)}: {md.cell(text)}" for rid, text in advice.items()]
             out += ["", "</details>", ""]
         if res.not_evaluated:
             out += [f"<details><summary>not evaluated ({len(res.not_evaluated)})</summary>", ""]
-            out += [f"- `{rid}`: {_md(reason)}" for rid, reason in res.not_evaluated]
+            out += [f"- {md.code(rid)}: {md.cell(reason)}" for rid, reason in res.not_evaluated]
             out += ["", "</details>", ""]
     return "\n".join(out)
 
 
 # -- JUnit ------------------------------------------------------------------
 
-def render_junit(results: list[Findings], fail_on: str = "error") -> str:
-    """JUnit XML: one testsuite per profile, one testcase per rule.
+def junit_suites(results: list[Findings], fail_on: str = "error") -> list[junit.Suite]:
+    """One JUnit suite per profile, one case per rule.
 
     A rule fails when it has a finding at or above ``fail_on``; it is skipped
     when not evaluated; findings below ``fail_on`` are in its system-out.
     """
-    root = ET.Element("testsuites", name="popprof check")
-    all_tests = all_failures = all_skipped = 0
+    suites = []
     for res in results:
-        suite = ET.SubElement(root, "testsuite", name=res.profile_name)
-        failures = 0
-        rule_ids = list(dict.fromkeys([*res.evaluated, *(r for r, _ in res.not_evaluated)]))
+        suite = junit.Suite(res.profile_name)
         reasons = dict(res.not_evaluated)
-        for rule_id in rule_ids:
-            case = ET.SubElement(suite, "testcase", classname=f"popprof.{res.profile_name}", name=rule_id)
+        for rule_id in dict.fromkeys([*res.evaluated, *reasons]):
+            case = junit.Case(rule_id, f"popprof.check.{res.profile_name}")
+            suite.cases.append(case)
             if rule_id in reasons:
-                ET.SubElement(case, "skipped", message=f"not evaluated: {reasons[rule_id]}")
+                case.skipped = f"not evaluated: {reasons[rule_id]}"
                 continue
             found = res.by_rule(rule_id)
             bad = [f for f in found if fail_on != "never" and severity_rank(f.severity) >= severity_rank(fail_on)]
             if bad:
-                failures += 1
                 worst = max(bad, key=lambda f: severity_rank(f.severity))
-                failure = ET.SubElement(case, "failure", message=worst.message, type=worst.severity)
-                failure.text = "\n\n".join(f"[{f.severity}] {f.message}\nwhere: {where_text(f.where)}\n"
-                                           f"advice: {f.advice}" for f in bad)
+                case.failure = junit.Failure(worst.message, worst.severity, "\n\n".join(
+                    f"[{f.severity}] {f.message}\nwhere: {where_text(f.where)}\nadvice: {f.advice}" for f in bad))
             rest = [f for f in found if not any(f is b for b in bad)]  # by identity: == compares evidence
             if rest:
-                ET.SubElement(case, "system-out").text = "\n".join(f"[{f.severity}] {f.message}" for f in rest)
-        suite.set("tests", str(len(rule_ids)))
-        suite.set("failures", str(failures))
-        suite.set("errors", "0")
-        suite.set("skipped", str(len(reasons)))
-        all_tests += len(rule_ids)
-        all_failures += failures
-        all_skipped += len(reasons)
-    root.set("tests", str(all_tests))
-    root.set("failures", str(all_failures))
-    root.set("skipped", str(all_skipped))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+                case.output = "\n".join(f"[{f.severity}] {f.message}" for f in rest)
+        suites.append(suite)
+    return suites
+
+
+def render_junit(results: list[Findings], fail_on: str = "error") -> str:
+    """JUnit XML (see :mod:`popprof.junit`): one testsuite per profile, one testcase per rule."""
+    return junit.render(junit_suites(results, fail_on), "popprof check")
 
 
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "junit": render_junit}

@@ -1,8 +1,10 @@
 """Device activity over time: union of device intervals, idle gaps inside the active span.
 
-Device activity is every event with a ``device_category`` (as in the rules of
-:mod:`popprof.rules`): on an IPU, syncs are device time; on a GPU, a sync call is
-the host waiting for device work that it overlaps. The *device-active span* runs
+Device activity is every event with a device ``device_category`` (compute,
+exchange, host_io, sync, other): on an IPU, syncs are device time. ``host_wait``
+events (a GPU host call such as ``cudaDeviceSynchronize`` blocking until the
+device catches up) are host events, never device time. Profiler bookkeeping
+(``events.bookkeeping``) is never activity of either kind. The *device-active span* runs
 from the first device event's start to the last one's end; gaps inside it, when
 no device event runs, are time the device sat idle while the host was busy
 elsewhere: host stalls.
@@ -59,6 +61,28 @@ def device_events(events: pd.DataFrame, categories: tuple[str, ...] = BUSY_CATEG
     return events[events["device_category"].isin(categories)]
 
 
+def is_device_activity(events: pd.DataFrame) -> np.ndarray:
+    """Boolean mask: the event is device time (a device category other than ``host_wait``)."""
+    return events["device_category"].isin(BUSY_CATEGORIES).to_numpy(copy=True)
+
+
+def is_host_wait(events: pd.DataFrame) -> np.ndarray:
+    """Boolean mask: a host call blocking on the device (``device_category == "host_wait"``)."""
+    return (events["device_category"] == "host_wait").to_numpy(dtype=bool, na_value=False, copy=True)
+
+
+def is_bookkeeping(events: pd.DataFrame) -> np.ndarray:
+    """Boolean mask: profiler bookkeeping (``events.bookkeeping``), to leave out of attribution and tops."""
+    if "bookkeeping" not in events.columns:
+        return np.zeros(len(events), dtype=bool)
+    return events["bookkeeping"].to_numpy(dtype=bool, na_value=False)
+
+
+def is_host_activity(events: pd.DataFrame) -> np.ndarray:
+    """Boolean mask: host events to attribute time to (not device time, not bookkeeping; host waits included)."""
+    return ~is_device_activity(events) & ~is_bookkeeping(events)
+
+
 def device_union(events: pd.DataFrame) -> Union | None:
     """Union of the device-busy events (see the module docstring)."""
     dev = device_events(events)
@@ -77,7 +101,7 @@ def device_time_by_category(events: pd.DataFrame) -> pd.Series:
     from .nesting import parent_positions
 
     dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
-    is_device = events["device_category"].notna().to_numpy()
+    is_device = is_device_activity(events)
     parent = parent_positions(events)
     child = is_device & (parent >= 0)
     child[child] = is_device[parent[child]]

@@ -1,7 +1,8 @@
 """Which trace events are device activity, and in which category.
 
 Every trace reader fills ``events.device_category`` (compute, exchange, host_io,
-sync, other; missing for host events) through one mechanism: a *device map*,
+sync, other; ``host_wait`` for host calls that block on the device, which are host
+time, never device time; missing for other host events) through one mechanism: a *device map*,
 an ordered mapping ``category -> regular expression``. Each event is described
 by the key ``"<channel>:<name>"`` (for Chrome traces the channel is the event's
 ``cat``); the first category whose expression matches (``re.search``) wins, and
@@ -29,11 +30,18 @@ from ..errors import UsageError
 #: Device-activity categories (the step categories, without ``global_exchange``,
 #: which host-side traces cannot tell apart from exchange).
 DEVICE_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "host_io", "sync", "other")
+#: A host call that blocks until the device catches up (cudaDeviceSynchronize, cudaMemcpy, ...):
+#: marked so attribution can say "the host was waiting for the device", never counted as device time.
+HOST_WAIT = "host_wait"
+#: Every value ``events.device_category`` can take.
+EVENT_CATEGORIES: tuple[str, ...] = (*DEVICE_CATEGORIES, HOST_WAIT)
 
 _GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel)"
 _COLLECTIVE = r"(?i:nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
-_SYNC_CALLS = (r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent)"
-               r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent)")
+_SYNC_CALLS = (r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
+               r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Memset|Free)"
+               r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|MemcpyHtoD|MemcpyDtoH"
+               r"|MemcpyDtoD|Memcpy)")
 
 #: Chrome traces (PyTorch profiler / kineto, TensorFlow, JAX): GPU work by ``cat``, then name.
 CHROME_DEVICE_MAP: dict[str, str] = {
@@ -41,8 +49,10 @@ CHROME_DEVICE_MAP: dict[str, str] = {
     "host_io": rf"^{_GPU_CATS}:.*Memcpy ?(?:HtoD|DtoH|HtoH|HtoA|AtoH)",
     # collectives (NCCL/RCCL kernels) and peer-to-peer copies between devices
     "exchange": rf"^{_GPU_CATS}:(?:.*{_COLLECTIVE}|.*Memcpy ?PtoP)",
-    # the host blocking on the device
-    "sync": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{_SYNC_CALLS})\b",
+    # the device waiting on an event or the context (Kineto's cuda_sync track): device-side sync
+    "sync": r"^cuda_sync:",
+    # the host blocking on the device: a host event, never device time
+    "host_wait": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{_SYNC_CALLS})$",
     # memset and on-device copies
     "other": r"^(?:gpu_memset|Memset|gpu_memcpy|Memcpy):|^(?:kernel|Kernel):.*(?:Memset|Memcpy DtoD)",
     # every other kernel
@@ -82,9 +92,9 @@ def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, s
             raise UsageError("device map must be a JSON object: category -> regular expression")
     out: dict[str, str | None] = {}
     for category, pattern in value.items():
-        if category not in DEVICE_CATEGORIES:
+        if category not in EVENT_CATEGORIES:
             raise UsageError(f"device map: unknown category {category!r}; "
-                             f"use one of {', '.join(DEVICE_CATEGORIES)}")
+                             f"use one of {', '.join(EVENT_CATEGORIES)}")
         if pattern:
             try:
                 re.compile(pattern)
@@ -127,7 +137,7 @@ def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical 
     name = pd.Categorical(name)
     n = len(name)
     if n == 0:
-        return pd.Categorical([], categories=list(DEVICE_CATEGORIES))
+        return pd.Categorical([], categories=list(EVENT_CATEGORIES))
     ch_codes = channel.codes.astype(np.int64) + 1  # -1 (missing) -> 0
     nm_codes = name.codes.astype(np.int64) + 1
     width = len(name.categories) + 1
@@ -137,6 +147,21 @@ def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical 
     nm_cats = [""] + [str(c) for c in name.categories]
     keys = [f"{ch_cats[c]}:{nm_cats[m]}" for c, m in (divmod(p, width) for p in uniq.tolist())]
     labels = classify(keys, rules)
-    code_of = {cat: i for i, cat in enumerate(DEVICE_CATEGORIES)}
+    code_of = {cat: i for i, cat in enumerate(EVENT_CATEGORIES)}
     pair_codes = np.array([code_of[x] if x is not None else -1 for x in labels], dtype=np.int8)
-    return pd.Categorical.from_codes(pair_codes[inverse], categories=list(DEVICE_CATEGORIES))
+    return pd.Categorical.from_codes(pair_codes[inverse], categories=list(EVENT_CATEGORIES))
+
+
+def apply_device_map(profile, device_map: Mapping[str, str | None] | str | None) -> None:
+    """Re-derive ``events.device_category`` of an already-read profile (e.g. a bundle) under ``device_map``.
+
+    Uses the defaults of the format the events were first read from (``target.source_format``), so a
+    bundle of a Chrome trace classifies exactly as the trace itself read with the same map.
+    """
+    events = profile.get("events")
+    if events is None or events.empty or device_map is None:
+        return
+    rules = resolve_map(profile.source_format, device_map)
+    events = events.copy()
+    events["device_category"] = device_categories(events["channel"].array, events["name"].array, rules)
+    profile.set_table("events", events)

@@ -21,13 +21,15 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
                  channels: Sequence[str], source_format: str,
                  device_map: Mapping[str, str | None] | None = None,
                  parent: np.ndarray | None = None, depth: np.ndarray | None = None,
-                 args: Sequence[str | None] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+                 args: Sequence[str | None] | None = None,
+                 extra: Mapping[str, object] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """The events table, sorted by (pid, tid, start, longest first) with ``event_id`` = row number.
 
     When ``parent``/``depth`` are not given (Chrome traces) they are derived from
     time containment; when given (pvti, where the trace itself nests events)
-    ``parent`` holds input row indices and is renumbered. Returns the frame and
-    counts for the metadata (``partial_overlap``).
+    ``parent`` holds input row indices and is renumbered. ``extra`` holds more
+    columns in input order: arrays (numpy or pandas), or ``(codes, labels)`` for a
+    categorical. Returns the frame and counts for the metadata (``partial_overlap``).
     """
     pid = np.asarray(pid, dtype=np.int64)
     tid = np.asarray(tid, dtype=np.int64)
@@ -70,10 +72,22 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
         "dur_us": dur,
         "device_category": device.device_categories(channel_cat, name_cat, rules),
     }
+    for key, value in (extra or {}).items():
+        if isinstance(value, tuple):
+            codes, labels = value
+            columns[key] = categorical(np.asarray(codes)[order], labels)
+        else:
+            columns[key] = value[order]
     if args is not None:
         arr = np.asarray(args, dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
         columns["args"] = pd.array(arr, dtype="str")
     return pd.DataFrame(columns), counts
+
+
+def constant_int(length: int, value: int | None) -> pd.arrays.IntegerArray:
+    """A nullable Int64 column holding one value (or missing) ``length`` times."""
+    return pd.arrays.IntegerArray(np.full(length, 0 if value is None else value, dtype=np.int64),
+                                  np.full(length, value is None))
 
 
 def build_threads(events: pd.DataFrame, process_names: Mapping[int, str],

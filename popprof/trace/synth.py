@@ -44,11 +44,11 @@ def _fmt(value: float) -> str:
 class _Writer:
     """Collects events of one step as JSON text (no dicts: fast enough for 10M events)."""
 
-    def __init__(self, args: str) -> None:
+    def __init__(self, args: str, correlation: int = 0) -> None:
         self.args = args  # "all" | "gpu" | "none"
         self.parts: list[str] = []
         self.count = 0
-        self.correlation = 0
+        self.correlation = correlation  # the last correlation id used: ids are unique over the whole trace
 
     def x(self, cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: str = "") -> None:
         text = (f'{{"ph":"X","cat":"{cat}","name":"{name}","pid":{pid},"tid":{tid},'
@@ -194,9 +194,11 @@ def iter_trace_chunks(steps: int, *, seed: int = 0, args: str = "gpu",
     first = not head
     t = BASE_TS
     batch: list[str] = []
+    correlation = 0
     for step in range(steps):
-        w = _Writer(args)
+        w = _Writer(args, correlation)
         t = _step(w, step, t, rng)
+        correlation = w.correlation
         batch.append(",\n".join(w.parts))
         if len(batch) >= 200:
             yield ("" if first else ",\n") + ",\n".join(batch)

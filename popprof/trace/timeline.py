@@ -1,18 +1,24 @@
 """Any Profile as a Chrome trace (JSON object format) that ui.perfetto.dev and chrome://tracing open.
 
-- ``events``: each event as it is: ``X`` (``i`` when its duration is 0, ``B``
-  when it never ended), ``cat`` = channel, with its ``args`` when they were
-  kept, and its device category as ``args.device_category`` plus a colour
-  (``cname``);
-- ``threads``: ``M`` events naming processes and threads;
+- ``events``: each event as it is: ``X`` (also with a zero duration), ``i``
+  for instants (``events.instant_scope``, with their scope; from sources
+  other than Chrome traces a zero duration is an instant), ``B`` when it never
+  ended; ``cat`` = channel, with its ``args`` when they were kept, and its
+  device category as ``args.device_category`` plus a colour (``cname``);
+- ``flows``: ``s``/``t``/``f`` events as the trace held them (ids, binding points);
+- ``threads``: ``M`` events naming processes and threads, their labels and sort order;
 - ``counters``: ``C`` events (one per pid, counter and timestamp);
+- the trace's top-level members (``deviceProperties``, ``distributedInfo``,
+  ``schemaVersion``, ...: metadata ``chrome.top.*``) at the top level again;
 - ``steps`` (a Graph Analyser execution profile): one track per IPU in a
   process "IPU execution", steps laid out back to back in time, cycles divided
   by ``target.clock_hz``; each run starts at ``runs.start_us`` when known,
   otherwise after the previous run. Name = program, ``cat`` = step category.
 
 Reading an exported trace back with the Chrome reader gives the same events
-(ids, threads, names, channels, times, durations, nesting).
+(ids, threads, names, channels, times, durations, nesting), flows and
+top-level metadata; on a Chrome trace, the event counts by phase match the
+input's (processes that only had a string pid gain a ``process_name``).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class TimelineStats:
     steps: int = 0
     counters: int = 0
     skipped_no_start: int = 0
+    flows: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -60,29 +67,33 @@ def _opt_str(value: object) -> str | None:
         else str(value)
 
 
-def _event_records(events: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+def _event_records(events: pd.DataFrame, stats: TimelineStats, instants_known: bool) -> Iterator[bytes]:
+    """``instants_known``: the source tells instants from zero-duration complete events (``instant_scope``)."""
     has_start = events["start_us"].notna().to_numpy()
     stats.skipped_no_start += int((~has_start).sum())
     events = events[has_start]
     stats.events += len(events)
     with_args = "args" in events.columns
+    has_scope = "instant_scope" in events.columns
     for lo in range(0, len(events), CHUNK):
         part = events.iloc[lo:lo + CHUNK]
         columns = [part["name"].astype(object).tolist(), part["channel"].astype(object).tolist(),
                    part["pid"].tolist(), part["tid"].tolist(), part["start_us"].tolist(),
                    part["dur_us"].tolist(), part["device_category"].astype(object).tolist(),
-                   part["args"].astype(object).tolist() if with_args else [None] * len(part)]
+                   part["args"].astype(object).tolist() if with_args else [None] * len(part),
+                   part["instant_scope"].astype(object).tolist() if has_scope else [None] * len(part)]
         out = []
-        for name, cat, pid, tid, ts, dur, category, args in zip(*columns, strict=True):
+        for name, cat, pid, tid, ts, dur, category, args, scope in zip(*columns, strict=True):
             record: dict[str, object] = {"name": _opt_str(name) or "", "pid": pid, "tid": tid, "ts": ts}
             cat = _opt_str(cat)
             if cat is not None:
                 record["cat"] = cat
+            scope = _opt_str(scope)
             if dur != dur:  # NaN: the event never ended
                 record["ph"] = "B"
-            elif dur == 0:
+            elif scope is not None or (dur == 0 and not instants_known):
                 record["ph"] = "i"
-                record["s"] = "t"
+                record["s"] = scope or "t"
             else:
                 record["ph"] = "X"
                 record["dur"] = dur
@@ -98,24 +109,74 @@ def _event_records(events: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes
         yield b",\n".join(out)
 
 
+#: Metadata events written per process / per thread: (event name, threads column, args key).
+PROCESS_METADATA = (("process_name", "process_name", "name"), ("process_labels", "process_labels", "labels"),
+                    ("process_sort_index", "process_sort_index", "sort_index"))
+THREAD_METADATA = (("thread_name", "thread_name", "name"), ("thread_sort_index", "thread_sort_index", "sort_index"))
+
+
+def _plain_value(value: object) -> object:
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
 def _thread_records(profile: Profile) -> Iterator[bytes]:
     threads = profile.get("threads")
     if threads is None:
         return
-    seen_process: set[int] = set()
+    pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
+    column = {c: threads[c].astype(object).tolist() if c in threads.columns else [None] * len(threads)
+              for _, c, _ in PROCESS_METADATA + THREAD_METADATA}
+    written: set[tuple[str, int]] = set()
     out = []
-    for pid, tid, pname, tname in zip(threads["pid"].tolist(), threads["tid"].tolist(),
-                                      threads["process_name"].astype(object).tolist(),
-                                      threads["thread_name"].astype(object).tolist(), strict=True):
-        pname, tname = _opt_str(pname), _opt_str(tname)
-        if pname is not None and pid not in seen_process:
-            seen_process.add(pid)
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": pname}}))
-        if tname is not None:
-            out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                                     "args": {"name": tname}}))
+    for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):  # a few rows per process
+        for kind, col, key in PROCESS_METADATA:
+            value = _plain_value(column[col][i])
+            if value is not None and (kind, pid) not in written:
+                written.add((kind, pid))
+                out.append(orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": 0, "args": {key: value}}))
+        for kind, col, key in THREAD_METADATA:
+            value = _plain_value(column[col][i])
+            if value is not None:
+                out.append(orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}}))
     if out:
         yield b",\n".join(out)
+
+
+def _flow_records(flows: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+    """Flow events as the trace held them; numeric ids are written as numbers again."""
+    for lo in range(0, len(flows), CHUNK):
+        part = flows.iloc[lo:lo + CHUNK]
+        out = []
+        for pid, tid, ts, ph, flow_id, name, cat, bp in zip(
+                part["pid"].tolist(), part["tid"].tolist(), part["ts_us"].tolist(),
+                part["phase"].astype(object).tolist(), part["id"].astype(object).tolist(),
+                part["name"].astype(object).tolist(), part["channel"].astype(object).tolist(),
+                part["binding"].astype(object).tolist(), strict=True):
+            record: dict[str, object] = {"ph": _opt_str(ph) or "s", "pid": pid, "tid": tid, "ts": ts}
+            flow_id = _opt_str(flow_id)
+            if flow_id is not None:
+                record["id"] = int(flow_id) if flow_id.lstrip("-").isdigit() else flow_id
+            for key, value in (("name", name), ("cat", cat), ("bp", bp)):
+                value = _opt_str(value)
+                if value is not None:
+                    record[key] = value
+            out.append(orjson.dumps(record))
+        stats.flows += len(out)
+        yield b",\n".join(out)
+
+
+def _top_level(profile: Profile) -> dict[str, object]:
+    """The source trace's top-level members (metadata ``chrome.top.<key>``, JSON)."""
+    out: dict[str, object] = {}
+    for key, value in profile.meta.items():
+        if key.startswith("chrome.top.") and key != "chrome.top.traceEvents":
+            try:
+                out[key.removeprefix("chrome.top.")] = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                out[key.removeprefix("chrome.top.")] = value
+    return out
 
 
 def _counter_records(counters: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
@@ -182,13 +243,18 @@ def _step_records(layout: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]
 def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> Iterator[bytes]:
     """Yield the Chrome trace JSON of ``profile`` in chunks."""
     stats = stats if stats is not None else TimelineStats()
-    yield b'{"displayTimeUnit":"ms","otherData":' + orjson.dumps(
-        {"producer": "popprof", "profile": profile.name, "source_format": profile.source_format}) \
-        + b',\n"traceEvents":[\n'
+    top = {"displayTimeUnit": "ms", **_top_level(profile)}
+    producer = {"producer": "popprof", "profile": profile.name, "source_format": profile.source_format}
+    other = top.get("otherData")
+    top["otherData"] = {**other, "popprof": producer} if isinstance(other, dict) else producer
+    yield orjson.dumps(top)[:-1] + b',\n"traceEvents":[\n'
     parts: list[Iterator[bytes]] = [_thread_records(profile)]
     events = profile.get("events")
     if events is not None and len(events):
-        parts.append(_event_records(events, stats))
+        parts.append(_event_records(events, stats, instants_known=profile.source_format == "chrome_trace"))
+    flows = profile.get("flows")
+    if flows is not None and len(flows):
+        parts.append(_flow_records(flows, stats))
     counters = profile.get("counters")
     if counters is not None and len(counters):
         parts.append(_counter_records(counters, stats))

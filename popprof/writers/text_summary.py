@@ -17,6 +17,7 @@ categories ``vertexInstanceState``, ``vertexFieldData``, ``copyDescriptor`` and
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable
@@ -88,6 +89,8 @@ class Layout:
     histogram_bins: int = 12        # at most this many histogram bins
     extra_fields: dict[str, str] = field(default_factory=dict)  # extra ``Label: value`` lines in Target
     newline: str = "\n"
+    memory_style: str = "sdk1"      # "sdk3": "Total for all IPUs:", data types under "Not Overlapped" + Total
+    execution_totals: str = ""      # "sdk1" / "sdk3": an Execution section of cycle totals ("" = none)
 
 
 def write_text_summary(profile: Profile, path: str | os.PathLike[str], per_tile_blocks: int = 5,
@@ -102,6 +105,9 @@ def write_text_summary(profile: Profile, path: str | os.PathLike[str], per_tile_
     unknown = sorted(set(layout) - known)
     if unknown:
         raise TypeError(f"unknown layout options: {', '.join(unknown)}")
+    if layout.get("memory_style", "sdk1") not in ("sdk1", "sdk3") or \
+            layout.get("execution_totals", "") not in ("", "sdk1", "sdk3"):
+        raise ValueError("memory_style is 'sdk1' or 'sdk3'; execution_totals is '', 'sdk1' or 'sdk3'")
     path = Path(path)
     refuse_overwriting_inputs(path, [profile.source])  # inputs are never modified
     text = render_text_summary(profile, per_tile_blocks, show_execution_steps, Layout(**layout))
@@ -113,7 +119,7 @@ def render_text_summary(profile: Profile, per_tile_blocks: int = 5, show_executi
                         layout: Layout | None = None) -> str:
     """The text summary of ``profile`` as a string (see :func:`write_text_summary`)."""
     lay = layout or Layout()
-    totals = summary_totals(profile, per_tile_blocks)
+    totals = summary_totals(profile, per_tile_blocks, lay.memory_style)
     sections: list[list[str]] = []
     if "target" in lay.sections and profile.has("target"):
         sections.append(_target_lines(profile, lay))
@@ -123,7 +129,8 @@ def render_text_summary(profile: Profile, per_tile_blocks: int = 5, show_executi
             sections.append(graph)
     whole = totals[totals["tile"].isna()]
     if "memory" in lay.sections and not whole.empty:
-        lines = ["Memory Usage:", *_tree_lines(whole, lay, 1)]
+        heading = "Total for all IPUs:" if lay.memory_style == "sdk3" else "Total:"
+        lines = ["Memory Usage:", *_tree_lines(whole, lay, 1, heading)]
         if "tiles" in lay.sections:
             lines += _by_tile_lines(profile, totals, lay)
         sections.append(lines)
@@ -131,8 +138,15 @@ def render_text_summary(profile: Profile, per_tile_blocks: int = 5, show_executi
         for tile in _block_tiles(totals):
             block = totals[totals["tile"] == tile]
             sections.append([f"Tile # {tile:,} memory usage:", *_tree_lines(block, lay, 1)])
-    if show_execution_steps and "execution" in lay.sections and profile.has("steps"):
-        sections.append(_execution_lines(profile, lay))
+    if "execution" in lay.sections:
+        execution: list[str] = []
+        if lay.execution_totals and not (figures := execution_figures(profile, lay.execution_totals)).empty:
+            execution = _execution_totals_lines(profile, figures, lay)
+        if show_execution_steps and profile.has("steps"):
+            steps = _execution_lines(profile, lay)
+            execution = [*execution, "", *steps[1:]] if execution else steps
+        if execution:
+            sections.append(execution)
     sep = [""] * lay.blank_lines
     out: list[str] = []
     for i, section in enumerate(sections):
@@ -144,15 +158,44 @@ def render_text_summary(profile: Profile, per_tile_blocks: int = 5, show_executi
 
 # -- figures ----------------------------------------------------------------------------------------
 
-def summary_totals(profile: Profile, per_tile_blocks: int = 5) -> pd.DataFrame:
+def summary_totals(profile: Profile, per_tile_blocks: int = 5, memory_style: str = "sdk1") -> pd.DataFrame:
     """The memory figures the text summary of ``profile`` shows, as a ``memory_totals`` frame.
 
     Whole-profile rows have ``tile`` missing; ``maximum`` rows carry the tile; the
     per-tile blocks (the ``per_tile_blocks`` most-subscribed tiles) have ``tile`` set.
     Figures derived from per-tile tables come first; rows of the profile's own
-    ``memory_totals`` that are not derived are kept, and its whole-profile
-    ``region`` rows (e.g. from SDK 1.x JSON) replace the derived region split.
+    ``memory_totals`` that are not derived are kept (except group ``other``, whose
+    heading paths are not reproduced), and its whole-profile ``region`` rows (e.g.
+    from SDK 1.x JSON) replace the derived region split. ``memory_style="sdk3"``
+    adds a ``data_type_total`` ``Not Overlapped/Total`` per scope where absent.
     """
+    frame = _summary_totals(profile, per_tile_blocks)
+    frame = frame[frame["group"].astype("str") != "other"].reset_index(drop=True)
+    if memory_style == "sdk3":
+        frame = _with_not_overlapped_totals(frame)
+    return frame
+
+
+def _with_not_overlapped_totals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``data_type_total`` / ``Not Overlapped/Total`` (the sum of the non-overlapped data types)."""
+    group, category = frame["group"].astype("str"), frame["category"].astype("str")
+    plain = frame[(group == "data_type") & ~category.str.contains("/", regex=False)]
+    if plain.empty:
+        return frame
+    have = set(frame.loc[(group == "data_type_total") & (category == "Not Overlapped/Total"), "tile"]
+               .map(_tile_key))
+    sums = plain.assign(key=plain["tile"].map(_tile_key)).groupby("key", sort=False)["bytes"].sum()
+    extra = [(pd.NA if k == -1 else k, "data_type_total", "Not Overlapped/Total", int(v))
+             for k, v in sums.items() if k not in have]
+    if not extra:
+        return frame
+    add = pd.DataFrame(extra, columns=["tile", "group", "category", "bytes"]).astype(
+        {"tile": "Int32", "bytes": "Int64"})
+    return conform("memory_totals", pd.concat([frame.astype({"group": "str", "category": "str"}),
+                                               add], ignore_index=True))
+
+
+def _summary_totals(profile: Profile, per_tile_blocks: int) -> pd.DataFrame:
     rows: list[tuple[object, str, str, int]] = []
     tiles = profile.get("tiles")
     if tiles is not None and not tiles.empty and tiles["bytes_excl_gaps"].notna().any():
@@ -344,14 +387,14 @@ def _graph_lines(profile: Profile, lay: Layout) -> list[str]:
     return ["Graph:", *lines] if lines else []
 
 
-def _tree_lines(rows: pd.DataFrame, lay: Layout, depth: int) -> list[str]:
+def _tree_lines(rows: pd.DataFrame, lay: Layout, depth: int, heading: str = "Total:") -> list[str]:
     """The ``Total:`` tree of one scope (whole profile or one tile)."""
     def figures(group: str) -> list[tuple[str, int]]:
         sel = rows[rows["group"] == group]
         return [(str(c), int(b)) for c, b in zip(sel["category"], sel["bytes"], strict=True) if pd.notna(b)]
 
     totals = dict(figures("total"))
-    lines = [" " * (lay.indent * depth) + "Total:"]
+    lines = [" " * (lay.indent * depth) + heading]
     d = depth + 1
     if "including_gaps" in totals:
         lines.append(_kv(lay, d, "Including Gaps", _bytes(totals["including_gaps"])))
@@ -362,10 +405,10 @@ def _tree_lines(rows: pd.DataFrame, lay: Layout, depth: int) -> list[str]:
         lines += [_kv(lay, d + 2, label, _bytes(v)) for label, v in regions]
     if "excluding_gaps" in totals and lay.excluding_total_line:
         lines.append(_kv(lay, d + 1, "Total", _bytes(totals["excluding_gaps"])))
-    data_types = figures("data_type")
-    if data_types:
+    data_types, subtotals = figures("data_type"), figures("data_type_total")
+    if data_types or subtotals:
         lines.append(" " * (lay.indent * (d + 1)) + "By Data Type:")
-        lines += [_kv(lay, d + 3, label, _bytes(v)) for label, v in data_types]
+        lines += _data_type_lines(data_types, subtotals, lay, d + 2)
     vcat, vtype = figures("vertex_category"), figures("vertex_type")
     if "vertex_data" in totals or vcat or vtype:
         vertex_total = totals.get("vertex_data", sum(v for _, v in vcat))
@@ -376,6 +419,37 @@ def _tree_lines(rows: pd.DataFrame, lay: Layout, depth: int) -> list[str]:
         if vtype:
             lines.append(" " * (lay.indent * (d + 2)) + "By Type:")
             lines += [_kv(lay, d + 3, label, _bytes(v), colon=lay.vertex_type_colon) for label, v in vtype]
+    ctype = figures("vertex_code_type")
+    if "vertex_code" in totals or ctype:
+        code_total = totals.get("vertex_code", sum(v for _, v in ctype))
+        lines.append(" " * (lay.indent * (d + 1)) + f"Vertex Code ({code_total:,} B):")
+        if ctype:
+            lines.append(" " * (lay.indent * (d + 2)) + "By Type:")
+            lines += [_kv(lay, d + 3, label, _bytes(v)) for label, v in ctype]
+    return lines
+
+
+def _data_type_lines(data_types: list[tuple[str, int]], subtotals: list[tuple[str, int]], lay: Layout,
+                     depth: int) -> list[str]:
+    """``By Data Type`` lines: flat (SDK 1.x), or grouped under sub-headings with their totals (SDK 2.x/3.x:
+    ``Not Overlapped`` / ``Overlapped``, items two levels deeper, ``Total:`` lines one level deeper)."""
+    grouped = bool(subtotals) or any("/" in label for label, _ in data_types)
+    if not grouped:
+        return [_kv(lay, depth + 1, label, _bytes(v)) for label, v in data_types]
+    heads: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
+    for label, v in data_types:
+        head, _, name = label.rpartition("/")
+        heads.setdefault(head or "Not Overlapped", ([], []))[0].append((name, v))
+    for label, v in subtotals:
+        head, _, name = label.rpartition("/")
+        heads.setdefault(head, ([], []))[1].append((name, v))
+    lines: list[str] = []
+    for head, (items, sums) in heads.items():
+        pad = " " * (lay.indent * depth)
+        if head:
+            lines.append(pad + head)
+        lines += [_kv(lay, depth + 2, name, _bytes(v)) for name, v in items]
+        lines += [_kv(lay, depth + 1, name, _bytes(v)) for name, v in sums]
     return lines
 
 
@@ -411,3 +485,99 @@ def _execution_lines(profile: Profile, lay: Layout) -> list[str]:
     pad = " " * lay.indent
     body = (pad + first["program_type"].astype("str") + ": " + first["program"].astype("str")).tolist()
     return ["Execution:", *body]
+
+
+# -- execution totals ---------------------------------------------------------------------------------
+
+#: (category, SDK 1.x label, SDK 2.x/3.x label) in the order Poplar prints them.
+EXECUTION_LABELS: tuple[tuple[str, str, str], ...] = (
+    ("total", "Total cycles", "Total cycles"),
+    ("compute", "Total compute cycles (including idle threads)",
+     "Tile average compute cycles (including idle threads)"),
+    ("compute_excluding_idle", "Total compute cycles (excluding idle threads)",
+     "Tile average compute cycles (excluding idle threads)"),
+    ("exchange", "Total IPU exchange cycles", "Tile average IPU exchange cycles"),
+    ("global_exchange", "Total global exchange cycles", "Tile average global exchange cycles"),
+    ("host_io", "Total host exchange cycles", "Tile average host exchange cycles"),
+    ("shared_structure_copy", "Total shared structure copy cycles", "Tile average shared structure copy cycles"),
+    ("sync", "Total sync cycles", "Tile average sync cycles"),
+)
+
+
+def execution_figures(profile: Profile, style: str = "sdk3") -> pd.DataFrame:
+    """The Execution figures the summary prints, as an ``execution_totals`` frame (exactly as printed).
+
+    From the profile's own ``execution_totals`` (a read-back summary: its rows and labels as they
+    are), else derived from ``steps``: ``Total cycles`` = the busiest IPU's summed cycles and each
+    category = that IPU's cycles in the category. For ``style="sdk3"`` those are printed as the
+    "Tile average" lines with their share of the total: an approximation (steps give IPU cycles, not
+    per-tile averages), good for exercising readers, not a Poplar figure. Empty without either table.
+    """
+    own = profile.get("execution_totals")
+    if own is not None and not own.empty:
+        return own
+    steps = profile.get("steps")
+    if steps is None or steps.empty or not steps["cycles"].notna().any():
+        return conform("execution_totals", {})
+    per_ipu = steps.groupby("ipu", observed=True)["cycles"].sum()
+    busiest = per_ipu.idxmax()
+    mine = steps[steps["ipu"] == busiest].groupby("category", observed=True)["cycles"].sum()
+    total = float(per_ipu.max())
+    clock = profile.target_value("clock_hz")
+    basis = "tile_average" if style == "sdk3" else "total"
+    rows = [{"category": "total", "basis": "total", "cycles": total, "share": math.nan, "estimated": False,
+             "time_us": round(total / float(clock) * 1e6, 1) if clock else math.nan, "label": "Total cycles"}]
+    for category, label1, label3 in EXECUTION_LABELS[1:]:
+        if category not in mine.index and category not in ("compute", "exchange", "global_exchange", "host_io",
+                                                           "sync"):
+            continue
+        cycles = float(mine.get(category, 0))
+        rows.append({"category": category, "basis": basis, "cycles": cycles,
+                     "share": round(cycles / total * 100, 1) / 100 if style == "sdk3" and total else math.nan,
+                     "estimated": False, "time_us": math.nan, "label": label3 if style == "sdk3" else label1})
+    return conform("execution_totals", pd.DataFrame(rows))
+
+
+def _execution_totals_lines(profile: Profile, figures: pd.DataFrame, lay: Layout) -> list[str]:
+    """``Execution:`` with the programs executed, the cycle totals and the cycles by vertex type."""
+    tile_average = (figures["basis"].astype("str") == "tile_average").any()
+    pad = " " * lay.indent if tile_average else ""
+    not_printed = json.loads(profile.meta.get("text_summary.execution_not_printed") or "{}")
+    width = max(len(str(label)) for label in figures["label"]) + 2
+    lines = ["Execution:", ""]
+    programs = _programs_executed(profile)
+    if programs:
+        lines += ["Programs executed:", "", ", ".join(programs) + ".", ""]
+    for row in figures.itertuples(index=False):
+        label = f"{row.label}:".ljust(width)
+        if pd.isna(row.cycles):
+            value = not_printed.get(str(row.label)) or "Must enable debug.instrumentExternalExchange"
+        elif str(row.basis) == "tile_average":
+            value = f"{row.cycles:,.1f}"
+        else:
+            value = f"{int(row.cycles):,}"
+        if pd.notna(row.share):
+            value += f" ({row.share * 100:.1f}% of total)"
+        if pd.notna(row.time_us):
+            value += f" (approx {row.time_us:,.1f} microseconds)"
+        if pd.notna(row.estimated) and bool(row.estimated) and pd.notna(row.cycles):
+            value += " " + (not_printed.get(str(row.label)) or "Estimated (must enable debug.instrumentCompute)")
+        lines.append(pad + label + value)
+    vertices = profile.get("vertex_cycles")
+    if vertices is not None and not vertices.empty:
+        names = [str(t) for t in vertices["vertex_type"]]
+        name_width = max(len(n) for n in names) + 2
+        lines += ["", pad + "Cycles by vertex type:"]
+        for name, count, cycles in zip(names, vertices["instances"], vertices["cycles"], strict=True):
+            lines.append(pad + "    " + f"{name.ljust(name_width)}({int(count)} instances): {int(cycles):>12,}")
+    return lines
+
+
+def _programs_executed(profile: Profile) -> list[str]:
+    listed = profile.meta.get("text_summary.programs_executed")
+    if listed:
+        return [str(p) for p in json.loads(listed)]
+    runs = profile.get("runs")
+    if runs is not None and not runs.empty:
+        return [str(n) for n in runs["name"].fillna("main")]
+    return []

@@ -9,12 +9,14 @@ engines of a run directory, keyed by engine name).
 Neither file pretends to be the real format: the real ``profile.pop`` container
 is not publicly documented. Variants are chosen by keyword:
 
-- ``older_sdk=True``: the report lacks the optional attributes older SDKs did
-  not have (``activeCycles``, ``tileBalance``/``activeTileBalance``,
-  ``memory.overflowed``, ``poplarVersion.packageHash``);
-- a profile without ``steps``/``runs`` gives a report without ``execution``;
+- ``unknown_shape=True``: an *unknown-shape* variant (no public evidence that any SDK
+  lacks these, but the reader must survive it): no ``activeCycles``,
+  ``tileBalance``/``activeTileBalance`` on step IPUs, no ``memory.overflowed`` on tiles;
+- a profile without ``steps``/``runs`` gives a report whose ``execution`` has no runs,
+  no steps and ``totalCycles.total == 0`` (as real pva: popart saved_executable.py);
 - debug information exists only when a ``debug.cbor`` is written and passed to
-  ``openReport``.
+  ``openReport``; ``write_debug(..., var_bytes=True)`` is the unknown-shape variant
+  whose ``op.vars`` entries carry ``bytes``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _int(frame: pd.DataFrame, column: str, default: int = 0) -> np.ndarray:
     return frame[column].fillna(default).to_numpy(dtype=np.int64)
 
 
-def write_pop(profile, path: str | os.PathLike[str], *, older_sdk: bool = False, compress: bool = True,
+def write_pop(profile, path: str | os.PathLike[str], *, unknown_shape: bool = False, compress: bool = True,
               format_version: tuple[int, int, int] = (1, 4, 0)) -> Path:
     """Write ``profile`` as the double's ``profile.pop`` at ``path`` (atomically); return the path.
 
@@ -65,7 +67,7 @@ def write_pop(profile, path: str | os.PathLike[str], *, older_sdk: bool = False,
     arch = str(target["ipu_arch"])
     header = {
         "format": STORE_FORMAT, "store_version": STORE_VERSION, "engine": profile.name,
-        "older_sdk": bool(older_sdk),
+        "unknown_shape": bool(unknown_shape),
         "poplar_version": {"string": str(target["poplar_version"]), "major": major, "minor": minor,
                            "point": point, "packageHash": package_hash},
         "format_version": {"major": format_version[0], "minor": format_version[1], "point": format_version[2],
@@ -194,11 +196,15 @@ def _atomic_npz(path: Path, header: dict, arrays: dict[str, np.ndarray], compres
     return _atomic_write(path, write)
 
 
-def write_debug(profiles, path: str | os.PathLike[str]) -> Path:
+def write_debug(profiles, path: str | os.PathLike[str], *, var_bytes: bool = False,
+                replaced_every: int = 4) -> Path:
     """Write the double's ``debug.cbor`` (JSON) holding the operations of each profile, keyed by engine.
 
     Each operation keeps its name, debug context (id, layer JSON, location) and
-    liveness step range; its ``bytes`` are split over two variables.
+    liveness step range; its ``bytes`` are split over two variables (exposed as
+    ``op.vars[].bytes`` only with ``var_bytes=True``, the unknown-shape variant).
+    Every ``replaced_every``-th operation is stored as replaced by an outlined call
+    (its framework context is then ``replacedDebugContext[0]``; 0 = none).
     """
     path = Path(path)
     engines: dict[str, list[dict]] = {}
@@ -218,10 +224,12 @@ def write_debug(profiles, path: str | os.PathLike[str]) -> Path:
                     "firstStepIndex": None if pd.isna(row.first_step) else int(row.first_step),
                     "lastStepIndex": None if pd.isna(row.last_step) else int(row.last_step),
                     "vars": [[f"{row.name}/weights", half], [f"{row.name}/output", total - half]],
+                    "replaced": bool(replaced_every) and len(records) % replaced_every == replaced_every - 1,
                 })
                 next_id += 1
         engines[profile.name] = records
-    text = json.dumps({"format": DEBUG_FORMAT, "version": 1, "engines": engines}, indent=1)
+    text = json.dumps({"format": DEBUG_FORMAT, "version": 1, "unknown_shape_var_bytes": bool(var_bytes),
+                       "engines": engines}, indent=1)
     return _atomic_write(path, lambda tmp: tmp.write_text(text + "\n", "utf-8"))
 
 

@@ -58,6 +58,81 @@ class _Obj:
         self.__dict__.update(attrs)
 
 
+class _EnumValue:
+    """One member of a pybind11-style enum: ``.name``, ``.value``, ``str()`` = ``"Type.OnTileExecute"``.
+
+    pybind11 enums compare by identity with their class attributes (``pva.Program.Type.Sync``);
+    ``repr()`` is ``<Type.Sync: 6>`` as on the libpva 3.x API pages.
+    """
+
+    __slots__ = ("name", "value", "_enum")
+
+    def __init__(self, enum: str, name: str, value: int) -> None:
+        self._enum = enum
+        self.name = name
+        self.value = value
+
+    def __str__(self) -> str:
+        return f"{self._enum}.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<{self._enum}.{self.name}: {self.value}>"
+
+    def __int__(self) -> int:
+        return self.value
+
+
+class _Enum:
+    """A pybind11-style enum class: members as attributes; ``member(name)`` for a stored name."""
+
+    def __init__(self, enum: str, names: list[str]) -> None:
+        self._enum = enum
+        self._members: dict[str, _EnumValue] = {}
+        for name in names:
+            self.member(name)
+
+    def member(self, name: str) -> _EnumValue:
+        """The member called ``name`` (created for names the double's list lacks: an assumption)."""
+        value = self._members.get(name)
+        if value is None:
+            value = self._members[name] = _EnumValue(self._enum, name, len(self._members))
+            setattr(self, name, value)
+        return value
+
+
+class Program:  # noqa: F811 - the namespace pva exposes as pva.Program (Program.Type); see _Program
+    """``pva.Program.Type``: program types seen in public code (popliner, pva_utils, profile.py)."""
+
+    Type = _Enum("Type", ["OnTileExecute", "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid",
+                          "StreamCopyEnd", "Sync", "SyncAns", "Sans", "Repeat", "Sequence", "OnEveryTileSwitch"])
+
+
+class Target:
+    """``pva.Target.Type`` (ipu_tensorflow_addons profile.py maps exactly these four)."""
+
+    Type = _Enum("Type", ["Ipu", "IpuModel", "Cpu", "Unknown"])
+
+
+class IPU:
+    """``pva.IPU.Architecture``: ``Ipu2`` is public (popart report_test.py); ``Ipu1``/``Ipu21`` are assumed."""
+
+    Architecture = _Enum("Architecture", ["Ipu1", "Ipu2", "Ipu21"])
+
+
+#: popprof's ipu_arch -> the double's architecture enum name (Ipu1 and Ipu21 are assumptions)
+ARCH_ENUM = {"ipu1": "Ipu1", "ipu2": "Ipu2", "bow": "Ipu21"}
+
+
+def _arch_name(stored: str) -> str:
+    """The enum name for a stored architecture (popprof names are mapped; others kept as stored)."""
+    return ARCH_ENUM.get(stored, stored)
+
+
+def _unknown_shape(header: dict) -> bool:
+    """Whether the stored report is the unknown-shape variant (``older_sdk`` in stores written before)."""
+    return bool(header.get("unknown_shape", header.get("older_sdk", False)))
+
+
 class _Store:
     """The arrays of one stored report, loaded on first use."""
 
@@ -88,20 +163,21 @@ class _Store:
 # -- compilation ---------------------------------------------------------------------------------
 
 
-class Program:
-    """A program: ``name``, ``type``, ``children``, ``vars``, ``codeBytesByTile``, ``accept(visitor)``."""
+class _Program:
+    """A program: ``name``, ``type`` (a ``pva.Program.Type`` member), ``children``, ``vars``,
+    ``codeBytesByTile``, ``accept(visitor)``."""
 
     def __init__(self, report: _Report, index: int) -> None:
         store = report._store
         self._report = report
         self._index = index
         self.name = store.values("program_name")[index]
-        self.type = store.values("program_type")[index]
+        self.type = Program.Type.member(store.values("program_type")[index])
 
     @property
-    def children(self) -> list[Program]:
+    def children(self) -> list[_Program]:
         # The double gives control programs (Sequence, Repeat) the next few programs as children.
-        if self.type not in ("Sequence", "Repeat"):
+        if self.type not in (Program.Type.Sequence, Program.Type.Repeat):
             return []
         programs = self._report.compilation.programs
         return [programs[i] for i in range(self._index + 1, min(self._index + 4, len(programs)))]
@@ -124,7 +200,7 @@ class Program:
 
     def accept(self, visitor: ProgramVisitor) -> None:
         """Call ``visitor.visit<Type>(self)`` when the visitor defines it."""
-        method = getattr(visitor, "visit" + str(self.type), None)
+        method = getattr(visitor, "visit" + self.type.name, None)
         if method is not None:
             method(self)
 
@@ -135,22 +211,22 @@ class ProgramVisitor:
     def __init__(self) -> None:
         pass
 
-    def visitOnTileExecute(self, program: Program) -> None:  # noqa: N802 - pva's names
+    def visitOnTileExecute(self, program: _Program) -> None:  # noqa: N802 - pva's names
         pass
 
-    def visitDoExchange(self, program: Program) -> None:  # noqa: N802
+    def visitDoExchange(self, program: _Program) -> None:  # noqa: N802
         pass
 
-    def visitGlobalExchange(self, program: Program) -> None:  # noqa: N802
+    def visitGlobalExchange(self, program: _Program) -> None:  # noqa: N802
         pass
 
-    def visitStreamCopyBegin(self, program: Program) -> None:  # noqa: N802
+    def visitStreamCopyBegin(self, program: _Program) -> None:  # noqa: N802
         pass
 
-    def visitStreamCopyMid(self, program: Program) -> None:  # noqa: N802
+    def visitStreamCopyMid(self, program: _Program) -> None:  # noqa: N802
         pass
 
-    def visitStreamCopyEnd(self, program: Program) -> None:  # noqa: N802
+    def visitStreamCopyEnd(self, program: _Program) -> None:  # noqa: N802
         pass
 
 
@@ -159,7 +235,7 @@ class _Tiles:
 
     def __init__(self, store: _Store) -> None:
         self.store = store
-        self.older = store.header["older_sdk"]
+        self.unknown_shape = _unknown_shape(store.header)
         self.categories = store.header["memory_categories"]
 
     def tile(self, t: int) -> _Obj:
@@ -169,7 +245,7 @@ class _Tiles:
         category = _Obj(**{name: _Obj(total=value) for name, value in zip(self.categories, row, strict=True)})
         memory = _Obj(total=total, alwaysLiveBytes=v("tile_always_live")[t],
                       notAlwaysLiveBytes=v("tile_not_always_live")[t], category=category)
-        if not self.older:
+        if not self.unknown_shape:
             memory.overflowed = _Obj(includingGaps=v("tile_over_incl")[t], excludingGaps=v("tile_over_excl")[t])
         return _Obj(memory=memory)
 
@@ -182,7 +258,7 @@ class _LivenessStep:
         self._index = index
 
     @property
-    def program(self) -> Program | None:
+    def program(self) -> _Program | None:
         pid = self._report._store.values("live_program")[self._index]
         return self._report.compilation.programs[pid] if pid >= 0 else None
 
@@ -225,18 +301,18 @@ class _Compilation:
             numReplicas=t["numReplicas"], ipusPerReplica=t["ipusPerReplica"],
             tilesPerReplica=t["ipusPerReplica"] * t["tilesPerIpu"],
             memoryPerReplica=t["ipusPerReplica"] * t["tilesPerIpu"] * t["bytesPerTile"],
-            type=t["type"], architecture=t["architecture"])
+            type=Target.Type.member(t["type"]), architecture=IPU.Architecture.member(_arch_name(t["architecture"])))
         num_programs = len(store.values("program_name"))
         self.graph = _Obj(numComputeSets=num_programs // 2, numVertices=num_programs * 40)
         tiles = _Tiles(store)
         self.tiles = _List(t["numTiles"], tiles.tile)
         per_ipu = t["tilesPerIpu"]
         self.ipus = _List(t["numIPUs"], lambda i: _Obj(tiles=_List(per_ipu, lambda k, i=i: tiles.tile(i * per_ipu + k))))
-        program_cache: dict[int, Program] = {}
+        program_cache: dict[int, _Program] = {}
 
-        def program(i: int) -> Program:
+        def program(i: int) -> _Program:
             if i not in program_cache:
-                program_cache[i] = Program(report, i)
+                program_cache[i] = _Program(report, i)
             return program_cache[i]
 
         self.programs = _List(num_programs, program)
@@ -250,7 +326,7 @@ class _Compilation:
 
 
 def _step_ipu_old(cycles: int, data_in: int, data_out: int) -> SimpleNamespace:
-    """A step on one IPU as older SDKs expose it (no activeCycles, no tile balance)."""
+    """A step on one IPU in the unknown-shape variant (no activeCycles, no tile balance)."""
     return SimpleNamespace(cycles=cycles, dataIn=data_in, dataOut=data_out)
 
 
@@ -270,8 +346,10 @@ class _Steps:
         store = report._store
         self.report = report
         self.store = store
-        self.older = store.header["older_sdk"]
+        self.older = _unknown_shape(store.header)
         self.program_of = store.values("step_program")
+        if not self.program_of:  # execution profiling was off: no steps (execution itself still exists)
+            return
         self.cycles = store.array("step_cycles")
         # One int block and one float block per step, so materialising a step is two tolist() calls.
         self.ints = np.stack([self.cycles, store.array("step_data_in"), store.array("step_data_out"),
@@ -306,7 +384,7 @@ class _Step:
         self._index = index
 
     @property
-    def program(self) -> Program:
+    def program(self) -> _Program:
         return self._steps.programs[self._steps.program_of[self._index]]
 
     @property
@@ -320,7 +398,7 @@ class _Step:
     @property
     def computeSets(self) -> list:  # noqa: N802
         program = self.program
-        if program.type != "OnTileExecute":
+        if program.type is not Program.Type.OnTileExecute:
             return []
         return [_Obj(name=program.name, cyclesByTile=self.cyclesByTile)]
 
@@ -328,7 +406,8 @@ class _Step:
 class _Execution:
     def __init__(self, report: _Report) -> None:
         store = report._store
-        self.totalCycles = _Obj(total=store.header["total_cycles"])
+        # popart tests/integration/saved_executable.py: totalCycles.total == 0 without an execution profile
+        self.totalCycles = _Obj(total=store.header.get("total_cycles", 0))
         steps = _Steps(report)
         self.steps = _List(len(steps.program_of), steps.step)
         counts = store.values("run_num_steps")
@@ -352,18 +431,19 @@ class _Report:
     def __init__(self, path: str, debug_path: str | None) -> None:
         self._store = _Store(path)
         header = self._store.header
-        pv = dict(header["poplar_version"])
-        if header["older_sdk"]:
-            pv.pop("packageHash", None)
-        self.poplarVersion = _Obj(**pv)
+        # packageHash is documented from SDK 2.0 on (poplar-api 2.0.0 pva-python page): always present.
+        self.poplarVersion = _Obj(**header["poplar_version"])
         self.version = _Obj(**header["format_version"])
         self.compilation = _Compilation(self)
-        if header.get("has_execution"):
-            self.execution = _Execution(self)
-        self._operations = _load_debug(debug_path, header["engine"]) if debug_path else []
+        # Real pva always has `execution`; without an execution profile it has no steps and
+        # totalCycles.total == 0 (popart tests/integration/saved_executable.py).
+        self.execution = _Execution(self)
+        self._operations, self._var_bytes = (_load_debug(debug_path, header["engine"]) if debug_path
+                                             else ([], False))
 
 
-def _load_debug(path: str, engine: str) -> list[dict]:
+def _load_debug(path: str, engine: str) -> tuple[list[dict], bool]:
+    """The stored operations of ``engine`` and whether the unknown-shape ``bytes`` on op.vars is on."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -371,35 +451,73 @@ def _load_debug(path: str, engine: str) -> list[dict]:
         raise RuntimeError(f"Unable to read debug information '{path}': {exc}") from None
     if not isinstance(data, dict) or data.get("format") != DEBUG_FORMAT:
         raise RuntimeError(f"Unable to read debug information '{path}': unknown format")
-    return data.get("engines", {}).get(engine, [])
+    return data.get("engines", {}).get(engine, []), bool(data.get("unknown_shape_var_bytes", False))
 
 
-def openReport(profile_path: str, debug_cbor_path: str | None = None) -> _Report:  # noqa: N802
-    """Open a report stored by the double; with ``debug_cbor_path``, debug information too."""
-    return _Report(str(profile_path), None if debug_cbor_path is None else str(debug_cbor_path))
+def openReport(*args: str) -> _Report:  # noqa: N802 - pva's name
+    """``openReport(filename)`` or ``openReport(profileFilename, debugInfoFilename)`` (libpva 3.x overloads).
+
+    Like pybind11, any other argument count raises TypeError.
+    """
+    if len(args) not in (1, 2):
+        raise TypeError("openReport(): incompatible function arguments")
+    return _Report(str(args[0]), None if len(args) == 1 else str(args[1]))
+
+
+#: Layers the double treats as a framework's (the layer public code walks ``parents`` to find).
+FRAMEWORK_LAYERS = ("poptorch", "popart", "onnx", "tensorflow")
+
+
+def _context(cid: int, layer: str | None, name: str, file: str | None, line: int | None,
+             parents: list) -> _Obj:
+    """A debug context: ``id``, ``layer`` and ``json`` (JSON strings), ``parents``, ``location``."""
+    return _Obj(id=cid, layer=json.dumps({"layer": layer}), parents=parents,
+                json=json.dumps({"name": name, "layer": layer}),
+                location=_Obj(fileName=file or "", lineNumber=line or 0))
 
 
 class _Operation:
+    """One operation of ``OperationAnalysis``.
+
+    As in graphcore/poptorch tests/precompilation_test.py, the framework's context (layer
+    ``poptorch``/``popart``/...) holding the source location is reached from the operation's
+    context by walking ``parents``; the context the operation points to is a ``poplibs`` one.
+    Operations stored with ``replaced`` have a ``replacedDebugContext`` (the framework chain)
+    while ``debugContext`` is an outlined ``Call`` context elsewhere.
+    """
+
     def __init__(self, report: _Report, record: dict) -> None:
         self._report = report
-        self._record = record
         self.name = record["name"]
         self.firstStepIndex = record["firstStepIndex"]
         self.lastStepIndex = record["lastStepIndex"]
-        self.vars = [_Obj(name=name, bytes=size, alwaysLive=False) for name, size in record["vars"]]
-        self.debugContext = _Obj(
-            id=record["id"], layer=record["layer"], parents=[],
-            json=json.dumps({"name": record["name"], "layer": json.loads(record["layer"]).get("layer")}),
-            location=_Obj(fileName=record["fileName"], lineNumber=record["lineNumber"]))
-        self.replacedDebugContext = []
+        base = record["id"] * 4
+        # popliner reads op.vars entries by their id (var._id); no public code reads a size from them.
+        if report._var_bytes:  # unknown-shape variant: entries carrying byte sizes
+            self.vars = [_Obj(_id=base + k, name=name, bytes=size) for k, (name, size) in enumerate(record["vars"])]
+        else:
+            self.vars = [_Obj(_id=base + k) for k in range(len(record["vars"]))]
+        layer = json.loads(record["layer"]).get("layer")
+        file, line = record["fileName"], record["lineNumber"]
+        if layer in FRAMEWORK_LAYERS:
+            framework = _context(base + 1, layer, record["name"], file, line, [])
+            chain = _context(base + 2, "poplibs", record["name"] + "/poplibs", "", 0, [framework])
+        else:
+            chain = _context(base + 2, layer, record["name"], file, line, [])
+        if record.get("replaced"):
+            self.replacedDebugContext = [chain]
+            self.debugContext = _context(base + 3, "popart", "Call", "outlined.py", 1, [])
+        else:
+            self.replacedDebugContext = []
+            self.debugContext = chain
 
-    def programs(self) -> list[Program]:
+    def programs(self) -> list[_Program]:
         """Programs of the liveness steps the operation spans."""
         steps = self._report.compilation.livenessProgramSteps
         first, last = self.firstStepIndex, self.lastStepIndex
         if first is None or last is None:
             return []
-        seen: dict[int, Program] = {}
+        seen: dict[int, _Program] = {}
         for i in range(max(first, 0), min(last + 1, len(steps))):
             program = steps[i].program
             if program is not None:

@@ -1,0 +1,331 @@
+"""Per-device figures, the same table for GPU traces and IPU profiles (HTA's definitions on GPUs).
+
+``device_breakdown(profile)`` has one row per (rank, device):
+
+| column | GPU (Kineto trace; HTA 0.5.0 definitions) | IPU (``steps``; ``.pvti`` events) |
+|---|---|---|
+| ``span_us`` | first GPU-work start to last end (HTA ``kernel_time``) | sum of the IPU's step cycles / clock (pvti: first to last device event) |
+| ``busy_us`` | union of GPU work | step time (pvti: union of device events) |
+| ``idle_pct`` | (span - busy) / span (HTA ``get_temporal_breakdown``) | 0 for steps (pvti: gaps) |
+| ``compute_pct`` | union of COMPUTATION kernels / span | compute steps |
+| ``non_compute_pct`` | 100 - idle - compute | everything else |
+| ``communication_pct`` | union of COMMUNICATION (NCCL) kernels / span | exchange + global_exchange |
+| ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
+| ``comm_comp_overlap_pct`` | compute-overlapped communication / communication (HTA ``get_comm_comp_overlap``) | 0 (BSP: compute and exchange never overlap) |
+| ``host_wait_pct`` | union of the rank's ``host_wait`` calls / span | missing |
+| ``work_items`` / ``streams`` | kernels, memcpy, memset counted / streams they ran on | steps (pvti: device events) / 0 |
+
+The other functions give HTA's other tables: :func:`kernel_breakdown`
+(``get_gpu_kernel_breakdown`` kernel-type time with overlaps), :func:`idle_breakdown`
+(``get_idle_time_breakdown``: host wait, kernel wait, other per stream) and
+:func:`launch_delays` (``get_cuda_kernel_launch_stats``). See ``docs/traces.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..profile import Profile
+from ..trace import intervals_math as im
+from ..trace.activity import is_bookkeeping, is_device_activity, is_host_wait
+from ..trace.gpu_work import (
+    COMMUNICATION,
+    COMPUTATION,
+    KERNEL_CHANNELS,
+    KERNEL_TYPES,
+    MEMORY,
+    gpu_work,
+    kernel_type,
+)
+
+BREAKDOWN_COLUMNS = ["platform", "rank", "device", "span_us", "busy_us", "idle_us", "compute_us",
+                     "non_compute_us", "communication_us", "memory_us", "host_wait_us", "idle_pct",
+                     "compute_pct", "non_compute_pct", "communication_pct", "memory_pct",
+                     "comm_comp_overlap_pct", "host_wait_pct", "work_items", "streams"]
+#: HTA's ``consecutive_kernel_delay`` default: a gap shorter than this (us) between two kernels of a
+#: stream whose launch came before the previous kernel ended is launch overhead ("kernel wait").
+CONSECUTIVE_KERNEL_DELAY_US = 30.0
+#: Launch calls HTA correlates with their GPU work (plus their HIP equivalents, which HTA lacks).
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
+                "runFunction - job_prep_and_submit_for_execution",
+                "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+                "hipMemcpyAsync", "hipMemsetAsync")
+_KIND_LABELS = (COMPUTATION, COMMUNICATION, MEMORY)
+
+
+def _work(profile: Profile) -> pd.DataFrame | None:
+    events = profile.get("events")
+    if events is None or events.empty or not events["stream"].notna().any():
+        return None
+    return profile.cached("devices.gpu_work", lambda: gpu_work(events))
+
+
+def _pct(part: float | None, whole: float) -> float | None:
+    if part is None:
+        return None
+    return 100.0 * part / whole if whole > 0 else None
+
+
+def _row(platform: str, rank, device, span: float, busy: float, compute: float, comm: float, memory: float,
+         overlap: float | None, host_wait: float | None, kernels: int, streams: int) -> dict:
+    idle = max(span - busy, 0.0)
+    non_compute = max(span - compute - idle, 0.0)
+    return {"platform": platform, "rank": rank, "device": device, "span_us": span, "busy_us": busy,
+            "idle_us": idle, "compute_us": compute, "non_compute_us": non_compute, "communication_us": comm,
+            "memory_us": memory, "host_wait_us": host_wait, "idle_pct": _pct(idle, span),
+            "compute_pct": _pct(compute, span), "non_compute_pct": _pct(non_compute, span),
+            "communication_pct": _pct(comm, span), "memory_pct": _pct(memory, span),
+            "comm_comp_overlap_pct": overlap, "host_wait_pct": _pct(host_wait, span),
+            "work_items": kernels, "streams": streams}
+
+
+def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
+    mask = is_host_wait(events) & ~is_bookkeeping(events)
+    if not mask.any():
+        return {}
+    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)[mask]
+    start = events["start_us"].to_numpy(dtype=np.float64)[mask]
+    end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[mask]
+    return {int(r): im.length(start[rank == r], end[rank == r]) for r in np.unique(rank)}
+
+
+def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
+    waits = _host_wait_by_rank(profile.events)
+    rows = []
+    for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
+        start, end = part["start"].to_numpy(), part["end"].to_numpy()
+        kind = np.asarray(part["kernel_type"].array.codes)
+        spans = {k: (start[kind == KERNEL_TYPES.index(k)], end[kind == KERNEL_TYPES.index(k)]) for k in _KIND_LABELS}
+        span = float(end.max() - start.min())
+        busy = im.length(start, end)
+        comp, comm, mem = (im.length(*spans[k]) for k in _KIND_LABELS)
+        overlap = None
+        if comm > 0:
+            states = im.state_durations([spans[COMMUNICATION], spans[COMPUTATION]])
+            overlap = 100.0 * states.get(3, 0.0) / comm
+        rows.append(_row("gpu", None if rank < 0 else int(rank), device, span, busy, comp, comm, mem, overlap,
+                         waits.get(int(rank), 0.0), len(part), int(part["stream"].nunique())))
+    return rows
+
+
+def _ipu_breakdown_steps(profile: Profile) -> list[dict]:
+    steps = profile.steps
+    clock = profile.target_value("clock_hz")
+    scale = 1e6 / float(clock) if clock and not pd.isna(clock) and float(clock) > 0 else None
+    cycles = steps["cycles"].fillna(0).astype("float64")
+    table = cycles.groupby([steps["ipu"], steps["category"].astype("str")]).sum().unstack(fill_value=0.0)
+    rows = []
+    for ipu, by_cat in table.iterrows():
+        total = float(by_cat.sum())
+        unit = scale if scale is not None else 1.0
+        comm = float(by_cat.get("exchange", 0.0) + by_cat.get("global_exchange", 0.0))
+        row = _row("ipu", None, f"ipu:{int(ipu)}", total * unit, total * unit, float(by_cat.get("compute", 0.0)) * unit,
+                   comm * unit, float(by_cat.get("host_io", 0.0)) * unit, 0.0, None, 0, 0)
+        if scale is None:  # shares stand; absolute times need the clock
+            for key in ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "communication_us",
+                        "memory_us"):
+                row[key] = None
+        row["work_items"] = int((steps["ipu"] == ipu).sum())
+        rows.append(row)
+    return rows
+
+
+def _event_breakdown(profile: Profile) -> list[dict]:
+    """Device events without streams (``.pvti``): one row per device (``ipu`` when unnamed)."""
+    events = profile.events
+    mask = is_device_activity(events) & ~is_bookkeeping(events)
+    if not mask.any():
+        return []
+    dev = events[mask]
+    start = dev["start_us"].to_numpy(dtype=np.float64)
+    end = start + dev["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    ok = ~np.isnan(start)
+    category = dev["device_category"].astype("str").to_numpy()
+    device = dev["device"].astype("str").fillna("ipu").to_numpy() if dev["device"].notna().any() \
+        else np.full(len(dev), "ipu", dtype=object)
+    rank = dev["rank"].fillna(-1).to_numpy(dtype=np.int64)
+    waits = _host_wait_by_rank(events)
+    rows = []
+    for key in sorted(set(zip(rank.tolist(), device.tolist(), strict=True))):
+        sel = ok & (rank == key[0]) & (device == key[1])
+        if not sel.any():
+            continue
+        s, e, c = start[sel], end[sel], category[sel]
+        comp = im.length(s[c == "compute"], e[c == "compute"])
+        comm = im.length(s[c == "exchange"], e[c == "exchange"])
+        overlap = None
+        if comm > 0:
+            states = im.state_durations([(s[c == "exchange"], e[c == "exchange"]),
+                                         (s[c == "compute"], e[c == "compute"])])
+            overlap = 100.0 * states.get(3, 0.0) / comm
+        rows.append(_row("ipu", None if key[0] < 0 else key[0], key[1], float(e.max() - s.min()), im.length(s, e),
+                         comp, comm, im.length(s[c == "host_io"], e[c == "host_io"]), overlap,
+                         waits.get(key[0]) if waits else None, int(sel.sum()), 0))
+    return rows
+
+
+def device_breakdown(profile: Profile) -> pd.DataFrame:
+    """One row per (rank, device): busy, idle, compute, communication, memory shares (see the module doc).
+
+    GPU traces follow HolisticTraceAnalysis's ``get_temporal_breakdown`` and
+    ``get_comm_comp_overlap``; IPU profiles read ``steps`` (per IPU) or, for ``.pvti``
+    traces, the device events. Empty when the profile has no device activity.
+    """
+    rows: list[dict] = []
+    work = _work(profile)
+    if work is not None:  # a GPU trace (events on streams)
+        rows = _gpu_breakdown(profile, work) if not work.empty else []
+    elif profile.has("steps") and not profile.steps.empty:
+        rows = _ipu_breakdown_steps(profile)
+    elif profile.has("events") and not profile.events.empty:
+        rows = _event_breakdown(profile)
+    frame = pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
+    frame["rank"] = frame["rank"].astype("Int64")
+    for col in ("work_items", "streams"):
+        frame[col] = frame[col].astype("int64")
+    return frame
+
+
+def kernel_breakdown(profile: Profile) -> pd.DataFrame:
+    """Time per kernel type and overlap of types, per (rank, device) (HTA ``get_gpu_kernel_breakdown``).
+
+    Columns ``rank``, ``device``, ``kernel_type`` (``COMPUTATION``, ``COMMUNICATION``,
+    ``MEMORY`` or e.g. ``COMPUTATION overlapping COMMUNICATION``), ``time_us`` (each type's
+    work merged first, then the timeline split by which types run) and ``pct`` of the
+    rank/device's typed time.
+    """
+    work = _work(profile)
+    rows = []
+    if work is not None:
+        for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
+            kind = np.asarray(part["kernel_type"].array.codes)
+            start, end = part["start"].to_numpy(), part["end"].to_numpy()
+            codes = [KERNEL_TYPES.index(k) for k in _KIND_LABELS]
+            states = im.state_durations([(start[kind == c], end[kind == c]) for c in codes])
+            total = sum(states.values())
+            for state, time in sorted(states.items()):
+                label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
+                rows.append({"rank": None if rank < 0 else int(rank), "device": device, "kernel_type": label,
+                             "time_us": time, "pct": 100.0 * time / total if total > 0 else None})
+    frame = pd.DataFrame(rows, columns=["rank", "device", "kernel_type", "time_us", "pct"])
+    frame["rank"] = frame["rank"].astype("Int64")
+    return frame
+
+
+def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
+    """The GPU work names taking the most time: ``name``, ``kernel_type``, ``count``, ``total_us``, ``mean_us``."""
+    work = _work(profile)
+    if work is None:
+        return pd.DataFrame(columns=["name", "kernel_type", "count", "total_us", "mean_us"])
+    dur = work["end"] - work["start"]
+    grouped = pd.DataFrame({"name": work["name"], "dur": dur}).groupby("name", observed=True)["dur"]
+    out = grouped.agg(count="size", total_us="sum", mean_us="mean")
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index()
+    out["name"] = out["name"].astype("str")
+    out["kernel_type"] = [kernel_type(n) for n in out["name"]]
+    out = out[["name", "kernel_type", "count", "total_us", "mean_us"]]
+    return out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index(drop=True)
+
+
+def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
+                   ) -> pd.DataFrame:
+    """Idle time per (rank, device, stream) by cause (HTA ``get_idle_time_breakdown``).
+
+    Kernels, memcpy and memset of each stream in start order; the gap before each is
+    ``host_wait`` when its launch call started after the previous one ended (the host
+    did not enqueue work fast enough), else ``kernel_wait`` when shorter than
+    ``consecutive_kernel_delay_us``, else ``other``. Columns ``rank``, ``device``,
+    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time).
+    """
+    work = _work(profile)
+    columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
+    if work is None:
+        return pd.DataFrame(columns=columns)
+    work = work[work["channel"].isin(KERNEL_CHANNELS).to_numpy()]
+    device_codes = np.asarray(work["device"].array.codes)
+    order = np.lexsort((work["start"].to_numpy(), work["stream"].to_numpy(), device_codes, work["rank"].to_numpy()))
+    work = work.iloc[order]
+    rank, stream, device_codes = work["rank"].to_numpy(), work["stream"].to_numpy(), device_codes[order]
+    same = np.zeros(len(work), dtype=bool)
+    same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (device_codes[1:] == device_codes[:-1])
+    key = work[["rank", "device", "stream"]]
+    ends = work["end"].to_numpy(dtype=np.float64)
+    prev_end = np.full(len(work), np.nan)
+    prev_end[1:] = np.where(same[1:], ends[:-1], np.nan)
+    gap = work["start"].to_numpy() - prev_end
+    launch = work["launch_start"].to_numpy(dtype=np.float64)
+    host_wait = launch > prev_end
+    kernel_wait = ~host_wait & (gap < consecutive_kernel_delay_us)
+    category = pd.Categorical.from_codes(np.where(host_wait, 0, np.where(kernel_wait, 1, 2)).astype(np.int8),
+                                         ["host_wait", "kernel_wait", "other"])
+    frame = key.assign(idle_category=category, idle_us=np.nan_to_num(gap, nan=0.0))
+    out = frame.groupby(["rank", "device", "stream", "idle_category"], sort=True, observed=True)["idle_us"] \
+        .sum().reset_index()
+    totals = out.groupby(["rank", "device", "stream"], observed=True)["idle_us"].transform("sum")
+    out["idle_ratio"] = np.where(totals > 0, out["idle_us"] / totals.where(totals > 0, 1.0), np.nan)
+    out["rank"] = out["rank"].where(out["rank"] >= 0).astype("Int64")
+    out["device"] = out["device"].astype("str")
+    out["idle_category"] = out["idle_category"].astype("str")
+    return out[columns]
+
+
+def launch_delays(profile: Profile) -> pd.DataFrame:
+    """Each launch call with its GPU work (HTA ``get_cuda_kernel_launch_stats``).
+
+    Launch calls (``cudaLaunchKernel``, ``cudaLaunchKernelExC``, ``cudaMemcpyAsync``,
+    ``cudaMemsetAsync`` and HIP equivalents) joined with the GPU work of the same
+    ``correlation``; ``launch_delay_us`` = work start - (call start + call duration),
+    clipped at 0. Columns ``rank``, ``device``, ``correlation``, ``launch``, ``name``,
+    ``cpu_duration_us``, ``gpu_duration_us``, ``launch_delay_us``. Like HTA, the last
+    profiler step is left out.
+    """
+    columns = ["rank", "device", "correlation", "launch", "name", "cpu_duration_us", "gpu_duration_us",
+               "launch_delay_us"]
+    work = _work(profile)
+    if work is None:
+        return pd.DataFrame(columns=columns)
+    events = profile.events
+    calls = events[events["name"].isin(LAUNCH_CALLS) & events["stream"].isna() & events["correlation"].notna()]
+    if calls.empty:
+        return pd.DataFrame(columns=columns)
+    start = calls["start_us"].to_numpy(dtype=np.float64)
+    end = start + calls["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    if np.any(start % 1 != 0):  # HTA's rounding, as for the GPU work
+        start, end = np.ceil(start), np.floor(end)
+    host = pd.DataFrame({"rank": calls["rank"].fillna(-1).to_numpy(dtype=np.int64),
+                         "correlation": calls["correlation"].to_numpy(dtype=np.float64),
+                         "launch": calls["name"].array, "call_start": start,
+                         "cpu_duration_us": end - start})
+    merged = host.merge(work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]],
+                        on=["rank", "correlation"], how="inner")
+    merged = merged[merged["launch_start"].notna()]
+    merged["gpu_duration_us"] = merged["end"] - merged["start"]
+    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(lower=0)
+    for col in ("name", "launch", "device"):
+        merged[col] = merged[col].astype("category").cat.remove_unused_categories()
+    merged["correlation"] = merged["correlation"].astype("int64")
+    merged["rank"] = merged["rank"].where(merged["rank"] >= 0).astype("Int64")
+    return merged[columns].reset_index(drop=True)
+
+
+def launch_summary(profile: Profile) -> pd.DataFrame:
+    """Launch-delay statistics per (rank, device): count, mean, median, p95 and max (us)."""
+    delays = launch_delays(profile)
+    columns = ["rank", "device", "launches", "mean_us", "median_us", "p95_us", "max_us", "cpu_mean_us"]
+    if delays.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = delays.groupby(["rank", "device"], dropna=False, observed=True)
+    out = grouped["launch_delay_us"].agg(launches="size", mean_us="mean", median_us="median",
+                                         p95_us=lambda s: float(np.percentile(s, 95)), max_us="max")
+    out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
+    out = out.reset_index()
+    out["device"] = out["device"].astype("str")
+    return out[columns]
+
+
+def device_table(profiles) -> pd.DataFrame:
+    """The per-device tables of several profiles, one after another, with a leading ``profile`` column."""
+    frames = [device_breakdown(p).assign(profile=p.name) for p in profiles]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=BREAKDOWN_COLUMNS + ["profile"])
+    return frame[["profile", *BREAKDOWN_COLUMNS]]

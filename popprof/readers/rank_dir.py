@@ -1,0 +1,176 @@
+"""A directory of per-rank Chrome traces (HolisticTraceAnalysis's layout) read as ONE profile.
+
+A distributed PyTorch run writes one Kineto trace per rank into one directory. Opening
+the directory gives one profile holding every rank: each event carries its ``rank``
+(``distributedInfo.rank``, else ``rank-N`` in the file name, else the file's position
+in name order), ids are renumbered so they stay unique, and categorical labels are
+unioned. Several large files are read in parallel on forked worker processes (one file
+per worker, up to the number of cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from ..errors import InputError
+from ..profile import Profile
+from ..progress import progress
+from ..sources import source_metadata
+from . import chrome_trace, read_head, read_path
+
+FORMAT = "chrome_trace"
+#: Read the files on several processes when there are at least two and they hold this many bytes.
+PARALLEL_MIN_BYTES = 16 << 20
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The Chrome trace files directly in ``path`` (sorted by name); empty when it is not a rank directory."""
+    if not path.is_dir():
+        return []
+    if (path / "manifest.json").is_file() or (path / "profile.pop").is_file() or any(path.glob("*.pvti")):
+        return []
+    found = []
+    for entry in sorted(path.iterdir()):
+        if entry.is_file() and entry.name.endswith(TRACE_SUFFIXES) and entry.stat().st_size > 0:
+            try:
+                head = read_head(entry)
+            except InputError:  # corrupt gzip: keep it, so reading it names the file and the problem
+                found.append(entry)
+                continue
+            if chrome_trace.sniff(entry, head):
+                found.append(entry)
+    if found and all(_corrupt(f) for f in found):
+        return []
+    return found
+
+
+def _corrupt(path: Path) -> bool:
+    try:
+        read_head(path)
+    except InputError:
+        return True
+    return False
+
+
+def is_rank_directory(path: Path) -> bool:
+    """Whether ``path`` is a directory of Chrome traces (and nothing popprof would read otherwise)."""
+    return bool(trace_files(path))
+
+
+def _read_one(job: tuple[str, dict]) -> Profile:
+    path, options = job
+    return read_path(Path(path), **options)
+
+
+def _read_all(files: Sequence[Path], options: dict) -> list[Profile]:
+    workers = min(len(files), os.cpu_count() or 1)
+    big = sum(f.stat().st_size for f in files) >= PARALLEL_MIN_BYTES
+    if workers >= 2 and big:
+        import concurrent.futures
+        import multiprocessing
+
+        if "fork" in multiprocessing.get_all_start_methods():
+            # each worker parses whole files on its own (no nested split), so both cores stay busy
+            jobs = [(str(f), {**options, "parallel": False}) for f in files]
+            context = multiprocessing.get_context("fork")
+            try:
+                with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+                    return list(pool.map(_read_one, jobs))
+            except Exception:  # noqa: BLE001 - any failure: read here, which reports the problem with the file's name
+                pass
+    return [read_path(f, **options) for f in files]
+
+
+def _union(columns: list[pd.Series]) -> pd.Categorical:
+    cats = [pd.Categorical(c) for c in columns]
+    return union_categoricals(cats, ignore_order=True)
+
+
+def concat_tables(frames: list[pd.DataFrame], id_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """Concatenate tables, unioning categoricals and offsetting ``id_columns`` so ids stay unique."""
+    frames = [f for f in frames if f is not None]
+    if not frames:
+        return pd.DataFrame()
+    columns: dict[str, object] = {}
+    offsets = np.cumsum([0] + [len(f) for f in frames[:-1]])
+    for name in frames[0].columns:
+        parts = [f[name] for f in frames]
+        if isinstance(parts[0].dtype, pd.CategoricalDtype):
+            columns[name] = _union(parts)
+        elif name in id_columns:
+            columns[name] = pd.concat([p + int(o) for p, o in zip(parts, offsets, strict=True)],
+                                      ignore_index=True)
+        else:
+            columns[name] = pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(columns)
+
+
+def read(path: Path, **options: object) -> Profile:
+    """Read every rank trace of a directory into one profile (see the module docstring)."""
+    files = trace_files(path)
+    if not files:
+        raise InputError(path, "directory holds no Chrome trace (*.json / *.json.gz)")
+    with progress(f"reading {len(files)} rank traces in {path.name}"):
+        profiles = _read_all(files, dict(options))
+    ranks: list[int] = []
+    notes: list[str] = []
+    for i, (file, profile) in enumerate(zip(files, profiles, strict=True)):
+        rank = profile.meta.get("trace.rank")
+        if rank is None:
+            rank = i
+            notes.append(f"{file.name}: no rank in distributedInfo or the file name; given rank {i}")
+            _set_rank(profile, i)
+        ranks.append(int(rank))
+    duplicates = sorted(r for r, n in Counter(ranks).items() if n > 1)
+    events = concat_tables([p.events for p in profiles], id_columns=("event_id", "parent_id"))
+    threads = concat_tables([p.get("threads") for p in profiles])
+    counters = concat_tables([p.get("counters") for p in profiles])
+    flows = concat_tables([p.get("flows") for p in profiles])
+    metadata: dict[str, object] = dict(source_metadata(FORMAT, files))
+    warnings: Counter = Counter()
+    texts: dict[str, list[str]] = {}
+    for file, profile in zip(files, profiles, strict=True):
+        for key, value in profile.meta.items():
+            if not key.startswith("warnings."):
+                continue
+            if str(value).isdigit():
+                warnings[key] += int(value)
+            else:
+                texts.setdefault(key, []).append(f"{file.name}: {value}")
+    metadata.update(warnings)
+    metadata.update({key: "; ".join(values) for key, values in texts.items()})
+    metadata["chrome.events_read"] = sum(int(p.meta.get("chrome.events_read", 0)) for p in profiles)
+    metadata["chrome.flows"] = sum(int(p.meta.get("chrome.flows", 0)) for p in profiles)
+    metadata["trace.ranks"] = json.dumps(ranks)
+    metadata["trace.rank_files"] = json.dumps({str(r): f.name for r, f in zip(ranks, files, strict=True)})
+    for key, value in profiles[0].meta.items():
+        if key.startswith("chrome.top.") and key != "chrome.top.distributedInfo":
+            metadata.setdefault(key, value)
+    if duplicates:
+        notes.append(f"ranks {duplicates} appear in more than one file")
+    if notes:
+        metadata["trace.rank_notes"] = json.dumps(notes)
+    return Profile(path.name or "ranks",
+                   {"target": {"source_format": [FORMAT]}, "events": events,
+                    "threads": threads if len(threads.columns) else None,
+                    "counters": counters if len(counters.columns) else None,
+                    "flows": flows if len(flows.columns) else None},
+                   source=str(path), metadata=metadata)
+
+
+def _set_rank(profile: Profile, rank: int) -> None:
+    for table in ("events", "threads", "flows"):
+        frame = profile.get(table)
+        if frame is not None and "rank" in frame.columns:
+            frame = frame.copy()
+            frame["rank"] = pd.array(np.full(len(frame), rank), dtype="Int64")
+            profile.set_table(table, frame)

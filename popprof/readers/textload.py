@@ -1,0 +1,39 @@
+"""Load a text file once for the text readers (sniffing and reading a large log share one decode).
+
+Detection may have two text readers look at the whole of a log (the text summary reader, then the
+out-of-memory log reader), and the chosen one then reads it: without sharing, a 50 MB log would be
+read and decoded three times. The last text loaded is kept, keyed by path, size and modification
+time, until :func:`release` (called when a read ends or detection gives up).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import read_text_bytes
+
+_cached: tuple[tuple[str, int, int], str] | None = None
+
+
+def _key(path: Path) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def load_text(path: Path) -> str:
+    """The file's text within the ``text-bytes`` / ``line-bytes`` limits (UTF-8, undecodable bytes replaced, BOM dropped; gzip transparent), shared."""
+    global _cached
+    key = _key(path)
+    if _cached is not None and _cached[0] == key:
+        return _cached[1]
+    _cached = None  # drop the previous text before reading the next
+    text = read_text_bytes(path).decode("utf-8", errors="replace").lstrip("\ufeff")  # docs/limits.md
+    _cached = (key, text)
+    return text
+
+
+def release() -> None:
+    """Forget the kept text (its memory is freed once no reader holds it)."""
+    global _cached
+    _cached = None

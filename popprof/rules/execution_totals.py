@@ -1,0 +1,50 @@
+"""The exchange share of a run known only from a Poplar text summary's Execution section.
+
+A text summary has no steps, only category totals (``execution_totals``). :func:`summary_share`
+evaluates the ``exchange.share`` rule on them: exchange + global exchange + sync as a share of the
+total cycles (SDK 2.x/3.x: of the average tile's cycles), with the rule's bands. Figures the summary
+did not print ("Must enable ...") are left out and named in the message, never counted as 0.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..metrics import execution as ex
+from ..profile import Profile
+from .base import RULES, Finding, NotEvaluated, band
+from .fmt import pct, threshold_pct
+
+#: Categories that count as exchange, and how the message names them.
+EXCHANGE_NAMES = {"exchange": "IPU exchange", "global_exchange": "global exchange", "sync": "sync"}
+
+
+def summary_share(profile: Profile, params: dict) -> list[Finding]:
+    """``exchange.share`` from ``execution_totals``: one finding (info below the bands)."""
+    r = RULES["exchange.share"]
+    shares = ex.summary_shares(profile)
+    value = ex.summary_exchange_share(profile)
+    if value is None:
+        raise NotEvaluated("needs the summary's total cycles and its exchange or sync figures")
+    parts = [f"{name} {pct(shares[cat])}" for cat, name in EXCHANGE_NAMES.items() if shares.get(cat) is not None]
+    unknown = [name for cat, name in EXCHANGE_NAMES.items() if cat in shares and shares[cat] is None]
+    basis = set(profile.execution_totals["basis"].astype(str)) - {"total"}
+    of = "of the average tile's cycles" if "tile_average" in basis else "of the total cycles"
+    severity, threshold = band(value, params["warning"], params["error"])
+    message = f"exchange + global exchange + sync take {pct(value)} {of} in the summary ({', '.join(parts)})"
+    if unknown:
+        message += f"; not printed: {', '.join(unknown)} (left out)"
+    message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
+                else f" (warning at >= {threshold_pct(params['warning'])})")
+    gsev, gthr = None, None
+    gshare = shares.get("global_exchange")
+    if gshare is not None and int(profile.target_value("num_ipus", 1) or 1) > 1:
+        gsev, gthr = band(gshare, params["global_warning"], params["global_error"])
+        if gsev:
+            message += f"; global (inter-IPU) exchange {pct(gshare)} ({gsev} at >= {threshold_pct(gthr)})"
+    worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
+    dominant = max(((shares[c], c) for c in EXCHANGE_NAMES if shares.get(c) is not None), default=(0.0, ""))[1]
+    evidence = pd.DataFrame({"category": list(shares), "share": [shares[c] for c in shares]})
+    title = "Exchange share" if worst == "info" else (
+        "Sync-bound run" if dominant == "sync" else "Exchange-bound run")
+    return [r.finding(worst, title, message, value=value, threshold=threshold, evidence=evidence)]

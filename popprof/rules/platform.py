@@ -1,0 +1,41 @@
+"""Which platform a profile comes from (``ipu`` or ``gpu``), so findings carry advice written for it.
+
+Decided from the tables only, in this order: the ``events.device`` column (``gpu:0``, ``ipu:1``) when a
+reader filled it; an IPU execution profile (``steps``); device events on the channels GPU profilers
+write (Kineto / CUPTI ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ...); otherwise the IPU, popprof's home
+platform.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..profile import Profile
+
+#: Channels (Chrome ``cat``) of device work recorded by GPU profilers.
+GPU_CHANNELS: frozenset[str] = frozenset({"kernel", "Kernel", "gpu_op", "gpu_memcpy", "gpu_memset", "Memcpy",
+                                          "Memset", "cuda_kernel", "gpu_user_annotation"})
+
+
+def platform_of(profile: Profile) -> str:
+    """``"gpu"`` or ``"ipu"`` (see the module docstring); cached per profile."""
+    return profile.cached("rules.platform", lambda: _platform(profile))
+
+
+def _platform(profile: Profile) -> str:
+    events = profile.get("events")
+    if events is not None and "device" in events.columns:
+        devices = events["device"].dropna().astype("str")
+        if len(devices):
+            prefix = devices.str.split(":", n=1).str[0].str.lower().value_counts().index[0]
+            if prefix in ("gpu", "ipu"):
+                return prefix
+    if profile.has("steps"):
+        return "ipu"
+    if events is not None and len(events):
+        device = events["device_category"].notna().to_numpy()
+        channels = events["channel"].array
+        gpu_codes = [i for i, c in enumerate(channels.categories) if c in GPU_CHANNELS]
+        if gpu_codes and np.isin(np.asarray(channels.codes)[device], gpu_codes).any():
+            return "gpu"
+    return "ipu"

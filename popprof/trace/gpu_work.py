@@ -1,0 +1,128 @@
+"""The GPU work of a Kineto trace as HolisticTraceAnalysis (HTA) counts it.
+
+HTA's definitions (0.5.0), which popprof follows so its figures match the tool GPU
+engineers know (documented in ``docs/traces.md``):
+
+- **GPU work** = events on a GPU stream (``events.stream`` set: Kineto's ``args.stream``
+  is an integer): kernels, memcpy and memset. Host runtime calls (``cudaDeviceSynchronize``
+  ...) have no stream and are never device time.
+- **Kernel type** by name: ``COMMUNICATION`` = ``^nccl.*Kernel``; ``MEMORY`` =
+  ``^(Memcpy|Memset|dma)``; ``COMPUTATION`` = anything else not matching
+  ``(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)``; the rest ``OTHER``.
+- **Last profiler step left out**: when a trace holds at least two distinct
+  ``ProfilerStep#N`` annotations, only GPU work launched (same ``correlation``) by a host
+  event starting before the last ``ProfilerStep`` is kept; the last step is incomplete.
+  (A rank whose host events carry no correlation at all keeps all its work: HTA would
+  drop every kernel.)
+- **Rounding**: when any start time of a rank has a fractional part (ns-resolution traces),
+  starts are rounded up and ends down to whole microseconds, as HTA does.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .activity import is_bookkeeping
+
+COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
+KERNEL_TYPES: tuple[str, ...] = (COMPUTATION, COMMUNICATION, MEMORY, OTHER)
+_COMM = re.compile(r"^nccl.*Kernel")
+_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+#: Kineto categories of kernels, memcpy and memset (HTA's idle-time breakdown reads only these).
+KERNEL_CHANNELS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
+
+
+def kernel_type(name: str) -> str:
+    """HTA's kernel type of one kernel name."""
+    if _COMM.match(name):
+        return COMMUNICATION
+    if _MEMORY.match(name):
+        return MEMORY
+    if not _NOT_COMPUTE.match(name):
+        return COMPUTATION
+    return OTHER
+
+
+def kernel_types(names: pd.Series) -> pd.Categorical:
+    """Kernel type of each event, classifying each distinct name once."""
+    cat = pd.Categorical(names)
+    lut = np.array([KERNEL_TYPES.index(kernel_type(str(c))) for c in cat.categories] + [3], dtype=np.int8)
+    return pd.Categorical.from_codes(lut[np.asarray(cat.codes)], categories=list(KERNEL_TYPES))
+
+
+def _profiler_step_names(events: pd.DataFrame) -> np.ndarray:
+    """Boolean per name category: holds ``ProfilerStep``."""
+    cats = events["name"].cat.categories
+    return np.asarray(cats.str.contains("ProfilerStep", regex=False), dtype=bool)
+
+
+def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """One int64 key per (rank, correlation); -1 where the correlation is missing."""
+    ok = ~np.isnan(correlation)
+    key = np.full(len(rank), -1, dtype=np.int64)
+    key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
+    return key
+
+
+def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFrame:
+    """GPU work of every rank by HTA's definitions.
+
+    Columns: ``rank`` (-1 when unknown), ``device``, ``stream``, ``name``, ``channel``,
+    ``correlation``, ``start``, ``end`` (HTA-rounded), ``kernel_type`` and ``launch_start``
+    (start of the host event with the same correlation, NaN when there is none).
+    Vectorised: correlation ids are joined through one int64 key per (rank, id).
+    """
+    bookkeeping = is_bookkeeping(events)
+    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
+    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
+    start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
+    end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    corr = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    host = ~on_stream & ~np.isnan(corr) & ~bookkeeping
+    step_names = _profiler_step_names(events)
+    is_step = np.append(step_names, False)[np.asarray(events["name"].array.codes)] & ~on_stream
+    filtering = (not include_last_step) and int(step_names.sum()) >= 2
+    # HTA rounding, per rank, when the rank's times have fractional parts
+    fractional = start % 1 != 0
+    if fractional.any():
+        for r in np.unique(rank[fractional]):
+            rows = rank == r
+            start[rows] = np.ceil(start[rows])
+            end[rows] = np.floor(end[rows])
+    host_rows = np.flatnonzero(host)
+    if filtering and is_step.any():
+        last_step = pd.Series(start[is_step]).groupby(rank[is_step]).max()
+        limit = last_step.reindex(rank[host_rows]).to_numpy(dtype=np.float64)
+        host_rows = host_rows[~(start[host_rows] >= limit)]  # a rank without steps keeps everything
+    host_keys = _keys(rank[host_rows], corr[host_rows])
+    last = ~pd.Index(host_keys).duplicated(keep="last")
+    host_keys, host_rows = host_keys[last], host_rows[last]
+    work_rows = np.flatnonzero(on_stream)
+    position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], corr[work_rows]))
+    matched = position >= 0
+    if filtering:
+        # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
+        linked = np.isin(rank[work_rows], np.unique(rank[host]))
+        keep = matched | ~linked
+        work_rows, position, matched = work_rows[keep], position[keep], matched[keep]
+    launch_start = np.where(matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan,
+                            np.nan)
+    names = events["name"].array[work_rows]
+    work = pd.DataFrame({
+        "rank": rank[work_rows],
+        "device": events["device"].array[work_rows],
+        "stream": events["stream"].to_numpy(dtype=np.float64, na_value=np.nan)[work_rows].astype(np.int64),
+        "name": names,
+        "channel": events["channel"].array[work_rows],
+        "correlation": corr[work_rows],
+        "start": start[work_rows],
+        "end": end[work_rows],
+        "kernel_type": kernel_types(names),
+        "launch_start": launch_start,
+    })
+    order = np.lexsort((work["start"].to_numpy(), np.asarray(work["device"].array.codes), work["rank"].to_numpy()))
+    return work.iloc[order].reset_index(drop=True)

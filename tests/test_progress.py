@@ -1,0 +1,115 @@
+"""Progress on a terminal: bytes read against the file size while a long read runs; silence otherwise."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import time
+
+import pytest
+
+import popprof
+from popprof import progress
+from popprof.cli import main
+from popprof.readers import chrome_trace, open_binary
+from popprof.trace import synth
+
+AMOUNT = re.compile(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) (bytes|kB|MB|GB)")
+SCALE = {"bytes": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+class FakeTerminal(io.StringIO):
+    """A stderr that says it is a terminal, keeping everything drawn on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Returns ``draw(func)``: run ``func`` with a fake terminal as stderr, give back what was drawn.
+
+    (sys.stderr is replaced inside the test body: pytest's own capture resets it between set-up and call.)
+    """
+    monkeypatch.setattr(progress, "REFRESH_SECONDS", 0.002)  # redraw often, so even a short read shows frames
+
+    def draw(func) -> str:
+        stream, saved = FakeTerminal(), sys.stderr
+        sys.stderr = stream
+        try:
+            func()
+        finally:
+            sys.stderr = saved
+            progress.set_quiet(False)
+        return stream.getvalue()
+
+    return draw
+
+
+def amounts(text: str) -> list[tuple[float, float]]:
+    """Every ``done/total unit`` the bar drew, in bytes."""
+    return [(float(a) * SCALE[u], float(b) * SCALE[u]) for a, b, u in AMOUNT.findall(text)]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    root = tmp_path_factory.mktemp("progress")
+    return (synth.write_chrome_trace(root / "trace.json.gz", 400, seed=2),
+            synth.write_chrome_trace(root / "trace.json", 150, seed=3))
+
+
+def test_the_bar_moves_with_the_bytes_read(terminal, traces):
+    """Reads through open_binary inside reading(): the bar shows each step, against the file size."""
+    path = traces[1]
+    size = path.stat().st_size
+
+    def read_in_quarters() -> None:
+        with progress.reading(path), open_binary(path) as handle:
+            while handle.read(size // 4 + 1):
+                time.sleep(0.05)  # several redraws per quarter
+
+    drawn = amounts(terminal(read_in_quarters))
+    assert all(total == pytest.approx(size, abs=0.05e6) for _, total in drawn)  # against the file size
+    steps = sorted({round(done / size, 1) for done, _ in drawn})
+    assert 0.0 in steps and 1.0 in steps and len(steps) >= 4, steps  # 0 %, the quarters, 100 %
+
+
+def test_reading_a_compressed_trace_counts_compressed_bytes(terminal, traces, monkeypatch):
+    monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 1 << 18)
+    path = traces[0]
+    drawn = amounts(terminal(lambda: popprof.open(path)))
+    size = path.stat().st_size
+    assert drawn and all(total == pytest.approx(size, rel=0.01) for _, total in drawn)
+    assert max(done for done, _ in drawn) == pytest.approx(size, rel=0.01)
+    assert progress._meter is None  # nothing left counting after the read
+
+
+def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
+    """A large plain trace is parsed in parts by forked workers; their reads reach the bar."""
+    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_trace.os, "cpu_count", lambda: 2)
+    started = []
+    real_start = chrome_trace._start_parallel
+    monkeypatch.setattr(chrome_trace, "_start_parallel", lambda *a: started.append(real_start(*a)) or started[-1])
+    path = traces[1]
+    drawn = amounts(terminal(lambda: popprof.open(path)))
+    assert started and started[0] is not None  # the parallel path ran
+    size = path.stat().st_size  # shown in MB with one decimal; the main process reads only a few kB itself
+    assert drawn and max(done for done, _ in drawn) == pytest.approx(size, abs=0.05e6)
+
+
+def test_silent_when_not_a_terminal_or_quiet(terminal, traces, monkeypatch):
+    plain = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", plain)
+    popprof.open(traces[0])
+    assert plain.getvalue() == ""
+    codes = []
+    assert terminal(lambda: codes.append(main(["--quiet", "tables", str(traces[0])]))) == ""
+    assert codes == [0]
+
+
+def test_counted_files_add_nothing_without_a_bar(traces):
+    handle = open(traces[1], "rb")  # noqa: SIM115
+    assert progress.counted(handle) is handle  # no wrapper, no cost, when nothing is drawn
+    handle.close()

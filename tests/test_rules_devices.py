@@ -1,0 +1,293 @@
+"""Trace rules per rank and device, host waits and bookkeeping, platform advice, stragglers; and the rules
+on the real Kineto traces (fixtures/real/traces, HTA's test data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import popprof
+from popprof.profile import Profile
+from popprof.rules import RULES, check
+from popprof.rules.distributed import rank_figures, step_times
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+
+
+def gpu_trace(device_rows: list[tuple], host_rows: list[tuple] = ()) -> Profile:
+    """device_rows: (rank, device, name, category, start, dur) on a stream track per device;
+    host_rows: (rank, name, category or None, start, dur[, bookkeeping]) on one host thread per rank."""
+    rows = []
+    for rank, device, name, category, start, dur in device_rows:
+        rows.append({"pid": 100 + (rank or 0), "tid": 7, "name": name, "channel": "kernel", "device_category": category,
+                     "start_us": start, "dur_us": dur, "rank": rank, "device": device, "stream": 7,
+                     "bookkeeping": False})
+    for row in host_rows:
+        rank, name, category, start, dur = row[:5]
+        rows.append({"pid": 10 + (rank or 0), "tid": 1, "name": name, "channel": "cpu_op", "device_category": category,
+                     "start_us": start, "dur_us": dur, "rank": rank, "device": None, "stream": None,
+                     "bookkeeping": row[5] if len(row) > 5 else False})
+    frame = pd.DataFrame(rows).sort_values(["pid", "tid", "start_us"]).reset_index(drop=True)
+    frame.insert(0, "event_id", np.arange(len(frame)))
+    frame["depth"] = 0
+    frame["parent_id"] = None
+    return Profile("gpu", {"events": frame, "target": {"source_format": ["chrome_trace"]}})
+
+
+def test_each_device_is_checked_and_named_in_one_finding():
+    # rank 0's GPU idles 40 % (one 400 us gap in 1 ms); rank 1's GPU is busy throughout
+    device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 700.0, 300.0),
+              (1, "gpu:1", "gemm", "compute", 0.0, 1000.0)]
+    host = [(0, "DataLoader.__next__", None, 300.0, 400.0)]
+    found = check(gpu_trace(device, host), rules=["host.device-gaps"],
+                  params={"host.device-gaps.min_gap_us": 100.0})
+    (f,) = found.items
+    assert f.message.startswith("1 of 2 devices idle >= 10 %") and "rank 0 gpu:0: idle 400 us = 40.0 %" in f.message
+    assert f.where["devices"] == ["rank 0 gpu:0"] and f.severity == "error" and f.value == pytest.approx(0.4)
+    assert "'DataLoader.__next__' (400 us)" in f.message
+    assert set(f.evidence["rank"]) == {0} and set(f.evidence["device"]) == {"gpu:0"}
+    # merged into one device, rank 1's kernel would have hidden the gap
+    merged = gpu_trace([(None, None, n, c, s, d) for _, _, n, c, s, d in device], host)
+    assert check(merged, rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 100.0}).items == []
+
+
+def test_several_devices_in_one_finding_with_the_worst_deciding_the_severity():
+    device = [(0, "gpu:0", "k", "compute", 0.0, 450.0), (0, "gpu:0", "k", "compute", 550.0, 450.0),   # 10 %
+              (1, "gpu:1", "k", "compute", 0.0, 300.0), (1, "gpu:1", "k", "compute", 700.0, 300.0)]   # 40 %
+    (f,) = check(gpu_trace(device), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 50.0})
+    assert f.where["devices"] == ["rank 1 gpu:1", "rank 0 gpu:0"]
+    assert f.severity == "error" and f.value == pytest.approx(0.4) and f.threshold == 0.30
+    assert f.message.startswith("2 of 2 devices idle >= 10 %")
+    assert f.message.index("rank 1 gpu:1: idle") < f.message.index("rank 0 gpu:0: idle")
+
+
+def test_host_waits_are_host_time_and_named_as_device_bound():
+    device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 700.0, 300.0)]
+    host = [(0, "cudaStreamSynchronize", "host_wait", 250.0, 500.0),   # would fill the gap if it were device time
+            (0, "optimizer.step", None, 350.0, 100.0)]
+    (f,) = check(gpu_trace(device, host), rules=["host.device-gaps"],
+                 params={"host.device-gaps.min_gap_us": 100.0}).items
+    assert f.value == pytest.approx(0.4)
+    assert "'optimizer.step' (100 us)" in f.message and "'cudaStreamSynchronize'" not in f.message
+    assert "blocked in calls waiting for the device for 400 us" in f.message
+    # a long host wait is not a long host event
+    long_wait = [(0, "cudaDeviceSynchronize", "host_wait", 300.0, 20_000.0)]
+    device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 20_300.0, 300.0)]
+    assert check(gpu_trace(device, long_wait), rules=["host.long-events"]).items == []
+
+
+def test_bookkeeping_is_never_named():
+    device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 20_300.0, 300.0)]
+    host = [(0, "PyTorch Profiler (0)", None, 0.0, 30_000.0, True), (0, "collate", None, 300.0, 20_000.0)]
+    found = check(gpu_trace(device, host), rules=["host.device-gaps", "host.long-events"])
+    assert len(found.items) == 2
+    for f in found:
+        assert "PyTorch Profiler" not in f.message and "collate" in f.message
+
+
+def test_findings_on_a_gpu_trace_carry_gpu_advice_and_ipu_profiles_ipu_advice():
+    device = [(0, "gpu:0", "ncclKernel_AllReduce", "exchange", 0.0, 600.0),
+              (0, "gpu:0", "gemm", "compute", 600.0, 400.0)]
+    (f,) = check(gpu_trace(device), rules=["exchange.share"]).items
+    assert f.severity == "error" and f.advice == RULES["exchange.share"].advice_for("gpu")
+    assert "bucket" in f.advice and "tile" not in f.advice
+    ipu = popprof.open(Path(__file__).resolve().parent.parent / "fixtures" / "mk2_training.popprof")
+    for f in check(ipu, rules=["exchange.*"], params={"exchange.share.warning": 0.0}):
+        assert f.advice == RULES[f.rule_id].advice_for("ipu")
+
+
+def test_exchange_overlapped_by_compute_on_another_stream_is_not_exposed():
+    # 600 us of all-reduce, 500 of them under a compute kernel on another stream: 100 us exposed of 1 ms busy
+    device = [(0, "gpu:0", "ncclKernel_AllReduce", "exchange", 0.0, 600.0),
+              (0, "gpu:0", "gemm", "compute", 100.0, 900.0)]
+    (f,) = check(gpu_trace(device), rules=["exchange.share"]).items
+    assert f.value == pytest.approx(0.1) and f.severity == "info"
+    assert "not overlapped by other device work take 10.0 % of 1.0 ms device busy time" in f.message
+
+
+def test_exchange_phases_of_two_devices_are_one_finding():
+    device = []
+    for rank in (0, 1):
+        device += [(rank, f"gpu:{rank}", "gemm", "compute", float(t), 100.0) for t in range(0, 1000, 100)]
+        device += [(rank, f"gpu:{rank}", "nccl_allreduce", "exchange", 1000.0, 100.0 if rank else 40.0)]
+        if rank == 0:
+            device += [(rank, "gpu:0", "gemm", "compute", 1040.0, 60.0)]
+        device += [(rank, f"gpu:{rank}", "gemm", "compute", float(t), 100.0) for t in range(1100, 2000, 100)]
+    found = check(gpu_trace(device), rules=["exchange.phases"], params={"exchange.phases.window_us": 100.0})
+    (f,) = found.items
+    assert f.where["devices"] == ["rank 0 gpu:0", "rank 1 gpu:1"] and len(f.where["phases"]) == 2
+    assert f.severity == "error" and f.value == pytest.approx(1.0)  # rank 1's window is all exchange
+    assert "rank 0 gpu:0" in f.message and "40.0 %" in f.message and "worst 100.0 %" in f.message
+
+
+# -- distributed.stragglers ------------------------------------------------------------------------
+
+def ranks_trace(step_us: dict[int, float], idle: dict[int, float] | None = None) -> Profile:
+    """Three ProfilerSteps per rank of the given length; each rank's GPU idles the given share of each step."""
+    device, host = [], []
+    for rank, length in step_us.items():
+        for k in range(3):
+            start = k * length  # steps back to back
+            host.append((rank, f"ProfilerStep#{k}", None, start, length))
+            busy = length * (1 - (idle or {}).get(rank, 0.0))
+            device.append((rank, f"gpu:{rank}", "gemm", "compute", start, busy))
+    return gpu_trace(device, host)
+
+
+def test_a_slow_rank_is_a_straggler_and_severity_follows_its_figure():
+    found = check(ranks_trace({0: 1000.0, 1: 1010.0, 2: 1300.0, 3: 990.0}), rules=["distributed.stragglers"])
+    (f,) = found.items
+    assert f.where["ranks"] == [2] and f.severity == "error"  # 1300 / 1000 (median of the others) = +30 %
+    assert f.value == pytest.approx(0.30) and f.threshold == 0.25
+    assert "rank 2 step time +30.0 % (error at >= 25 %)" in f.message
+    warn = check(ranks_trace({0: 1000.0, 1: 1000.0, 2: 1150.0}), rules=["distributed.stragglers"]).items[0]
+    assert warn.severity == "warning" and warn.value == pytest.approx(0.15)
+
+
+def test_a_rank_whose_device_idles_more_stands_out():
+    profile = ranks_trace({0: 1000.0, 1: 1000.0, 2: 1000.0}, idle={0: 0.05, 1: 0.05, 2: 0.30})
+    (f,) = check(profile, rules=["distributed.stragglers"]).items
+    # idle inside each device's active span: rank 2 busy 3 x 700 us of 2,700 us, the others 3 x 950 of 2,950
+    expected = (1 - 2100 / 2700) - (1 - 2850 / 2950)
+    assert f.where["ranks"] == [2] and f.severity == "warning"
+    assert f.value == pytest.approx(expected) and f"{expected * 100:+.1f} points" in f.message
+
+
+def test_stragglers_need_two_ranks():
+    found = check(ranks_trace({0: 1000.0}), rules=["distributed.stragglers"])
+    assert "at least two ranks" in dict(found.not_evaluated)["distributed.stragglers"]
+
+
+# -- real traces --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def real() -> dict[str, Profile]:
+    return {name: popprof.open(REAL / name) for name in
+            ("nccl_data.json.gz", "amd_mi250_minitoy.json.gz", "cpu_only_rank-34.json.gz", "two_ranks")}
+
+
+def test_real_traces_one_finding_per_rule_gpu_advice_and_no_bookkeeping(real):
+    for name, profile in real.items():
+        found = check(profile, rules=["host.*", "exchange.*", "distributed.*"])
+        ids = [f.rule_id for f in found]
+        assert len(ids) == len(set(ids)), name  # one finding per problem, not one per window
+        for f in found:
+            assert f.advice == RULES[f.rule_id].advice_for("gpu"), (name, f.rule_id)
+            for hidden in ("PyTorch Profiler", "cudaStreamWaitEvent", "cudaDeviceSynchronize",
+                           "hipDeviceSynchronize", "stream 7"):
+                assert hidden not in f.message, (name, f.rule_id, hidden)
+
+
+def test_real_nccl_trace_figures(real):
+    found = check(real["nccl_data.json.gz"], rules=["host.device-gaps", "exchange.share"])
+    gaps = found.by_rule("host.device-gaps")[0]
+    # gaps >= 1 ms inside the active span: 22.7 % (HTA's idle share over the whole trace is larger, 76 %, as
+    # it also counts short gaps and the time before the first and after the last kernel)
+    assert gaps.severity == "warning" and gaps.value == pytest.approx(0.227, abs=0.002)
+    assert gaps.where["devices"] == ["rank 0 gpu:0"]
+    # HTA's idle causes over the device's streams (hta_reference.json: streams 7 and 40)
+    assert "idle causes (HTA, over its streams): the host launching late 99.7 %, launch gaps between kernels " \
+           "0.3 %" in gaps.message
+    share = found.by_rule("exchange.share")[0]
+    assert share.severity == "info" and share.value == pytest.approx(0.249, abs=0.002)
+
+
+def test_step_times_match_hta_iterations(real):
+    """HolisticTraceAnalysis 0.5.0 on fixtures/real/traces/two_ranks: get_profiler_steps() == [551];
+    hta.analyzers.straggler.extract_iteration_info: rank 0 dur 607312, rank 1 dur 607904 (us);
+    get_potential_stragglers(num_candidates=1) == [1] (HTA always names its top candidates; step times
+    0.1 % apart are no straggler for this rule)."""
+    steps = step_times(real["two_ranks"])
+    at_551 = steps[steps["step"] == 551].set_index("rank")["dur_us"]
+    assert at_551.to_dict() == {0: 607_312.0, 1: 607_904.0}
+    assert sorted(steps["step"].unique().tolist()) == [551, 552]
+
+
+def test_real_two_ranks_have_no_straggler(real):
+    figures = rank_figures(real["two_ranks"])
+    assert list(figures["rank"]) == [0, 1] and list(figures["steps"]) == [2, 2]
+    # ProfilerStep medians 615.1 ms and 619.3 ms: under 1 % apart
+    assert figures["step_us"].tolist() == pytest.approx([615_120.0, 619_271.5])
+    # idle shares as HTA 0.5.0's get_temporal_breakdown gives them (fixtures/real/traces/hta_reference.json)
+    assert (figures["idle_share"] * 100).tolist() == pytest.approx([53.56, 54.72], abs=0.01)
+    found = check(real["two_ranks"], rules=["distributed.stragglers"])
+    assert found.evaluated == ["distributed.stragglers"] and found.items == []
+
+
+def test_cpu_only_real_trace_is_not_evaluated_rather_than_flagged(real):
+    found = check(real["cpu_only_rank-34.json.gz"], rules=["host.*", "exchange.*", "distributed.*"])
+    assert found.items == []
+    assert {r for r, _ in found.not_evaluated} >= {"host.device-gaps", "host.long-events", "exchange.phases"}
+
+
+def test_a_healthy_two_rank_gpu_run_gives_no_finding_with_the_defaults():
+    """Busy 90 % of the time with gaps of 0.5 ms, the all-reduce hidden under compute, ranks within 3 %
+    (a synchronous run: every rank's steps start together, the collectives line them up)."""
+    device, host = [], []
+    for rank, (length, kernel) in ((0, (10_000.0, 4_500.0)), (1, (9_900.0, 4_400.0))):
+        for k in range(20):  # 20 steps of kernels with 0.5-0.6 ms launch gaps
+            start = k * 10_000.0
+            host.append((rank, f"ProfilerStep#{k}", None, start, length))
+            for j in range(2):
+                device.append((rank, f"gpu:{rank}", "gemm", "compute", start + j * 5_000.0, kernel))
+            device.append((rank, f"gpu:{rank}", "ncclKernel_AllReduce", "exchange", start + 6_000.0, 2_000.0))
+    found = check(gpu_trace(device, host), rules=["host.*", "exchange.*", "distributed.*"])
+    assert [(f.rule_id, f.severity) for f in found if f.severity != "info"] == []
+    assert set(found.evaluated) >= {"host.device-gaps", "host.long-events", "exchange.phases",
+                                    "distributed.stragglers"}
+
+
+def test_real_traces_severities_documented_in_rules_md(real):
+    def severities(name: str) -> dict[str, str]:
+        return {f.rule_id: f.severity for f in check(real[name], rules=["host.*", "exchange.*", "distributed.*"])}
+
+    assert severities("nccl_data.json.gz") == {"host.device-gaps": "warning", "exchange.share": "info",
+                                               "host.long-events": "warning", "exchange.phases": "error"}
+    two = severities("two_ranks")
+    assert two["host.device-gaps"] == "error" and two["exchange.share"] == "error"
+    assert "distributed.stragglers" not in two
+    assert severities("amd_mi250_minitoy.json.gz")["host.device-gaps"] == "error"
+
+
+def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
+    """HTA's late-start metric: the last long collective of each iteration starts 0.3 iteration later on rank 2.
+    The kernels run an iteration behind their launch (GPU lag): the launch call's correlation decides the
+    iteration, as in HTA."""
+    rows = []
+    correlation = 0
+    for rank in (0, 1, 2):
+        for k in range(4):
+            start = k * 1_000.0
+            rows.append({"pid": 10 + rank, "tid": 1, "name": f"ProfilerStep#{k}", "channel": "cpu_op",
+                         "device_category": None, "start_us": start, "dur_us": 1_000.0, "rank": rank})
+            correlation += 1
+            rows.append({"pid": 10 + rank, "tid": 1, "name": "cudaLaunchKernel", "channel": "cuda_runtime",
+                         "device_category": None, "start_us": start + 100.0, "dur_us": 5.0, "rank": rank,
+                         "correlation": correlation})
+            late = 300.0 if rank == 2 else 0.0
+            rows.append({"pid": 100 + rank, "tid": 7, "name": "ncclKernel_AllReduce", "channel": "kernel",
+                         "device_category": "exchange", "start_us": start + 1_200.0 + late, "dur_us": 200.0,
+                         "rank": rank, "device": f"gpu:{rank}", "stream": 7, "correlation": correlation})
+            rows.append({"pid": 100 + rank, "tid": 7, "name": "gemm", "channel": "kernel",
+                         "device_category": "compute", "start_us": start + 1_000.0, "dur_us": 150.0,
+                         "rank": rank, "device": f"gpu:{rank}", "stream": 7})
+    frame = pd.DataFrame(rows).sort_values(["pid", "tid", "start_us"]).reset_index(drop=True)
+    frame.insert(0, "event_id", np.arange(len(frame)))
+    frame["depth"], frame["parent_id"] = 0, None
+    profile = Profile("late", {"events": frame, "target": {"source_format": ["chrome_trace"]}})
+    (f,) = check(profile, rules=["distributed.stragglers"]).items
+    assert f.where["ranks"] == [2] and f.severity == "error"
+    assert f.value == pytest.approx(0.3) and f.threshold == 0.25
+    assert "rank 2 last long collective starts +0.30 iteration (error at >= 0.25 iteration)" in f.message
+    # against the median of the OTHER ranks: ranks 0 and 1 see (0 + 0.3) / 2 = 0.15 as the others'
+    assert f.evidence.set_index("rank")["late_excess"].to_dict() == pytest.approx({0: -0.15, 1: -0.15, 2: 0.3})
+
+
+def test_real_two_ranks_start_their_collectives_together(real):
+    from popprof.rules.distributed import collective_lateness
+
+    late = collective_lateness(real["two_ranks"])
+    assert set(late) == {0, 1} and max(abs(v) for v in late.values()) < 0.01
