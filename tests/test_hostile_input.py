@@ -153,10 +153,11 @@ def test_limit_values_parse_like_people_write_them():
 def test_a_fifo_without_a_writer_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
-    run = run_limited("summary", fifo, seconds=30)
-    assert run.code is not None, "hung on the FIFO"
-    line = run.one_error_line()
-    assert "named pipe" in line and "not a regular file" in line
+    for args in (("summary", fifo), ("redact", fifo, "-o", tmp_path / "out.json"), ("check", fifo)):
+        run = run_limited(*args, seconds=30, env={"POPPROF_REDACT_KEY": "0123456789abcdef" * 2})
+        assert run.code is not None, f"{args[0]} hung on the FIFO"
+        line = run.one_error_line()
+        assert "named pipe" in line and "not a regular file" in line
 
 
 def test_process_substitution_says_what_to_do(tmp_path):

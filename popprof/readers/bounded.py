@@ -197,12 +197,15 @@ class JsonGuard(_Guard):
             raise LimitExceeded(self.path, "string-bytes", f"a JSON string of more than {longest:,} bytes")
 
     def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
-        delta = _BRACKETS[data]
-        where = np.flatnonzero(delta)
+        # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
+        where = np.flatnonzero((data & 0xD9) == 0x59)
+        delta = _BRACKETS[data[where]]
+        where = where[delta != 0]
         if not len(where):
             return
+        delta = delta[delta != 0]
         inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
-        steps = delta[where[~inside]].astype(np.int64)
+        steps = delta[~inside].astype(np.int64)
         if not len(steps):
             return
         path = self.depth + np.cumsum(steps)

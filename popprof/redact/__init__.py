@@ -40,11 +40,12 @@ class LeakError(Exception):
 
 def input_kind(path: Path) -> str:
     """``bundle`` (and any profile popprof.open reads), ``chrome`` or ``text_summary``."""
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
+    from ..readers import read_head
+    from ..readers.bounded import check_input_file
+
+    check_input_file(path)  # missing, or a FIFO / device / socket: one line, never a blocking open
     if path.is_dir():
         return "bundle"
-    from ..readers import read_head
 
     if path.stat().st_size == 0:
         raise InputError(path, "the file is empty")
