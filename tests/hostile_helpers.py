@@ -47,7 +47,8 @@ def run_limited(*args: object, cwd: Path | None = None, env: dict[str, str] | No
                 memory: int = CHILD_MEMORY, seconds: float = 60, stdin: int | None = subprocess.DEVNULL,
                 shell: bool = False) -> Run:
     """``popprof ARGS`` in a child process with an address-space and a wall-time limit."""
-    full_env = {**os.environ, **(env or {})}
+    # few malloc arenas: each thread's arena reserves 64 MiB of address space, which an RLIMIT_AS counts
+    full_env = {**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})}
     full_env.pop("POPPROF_DEBUG", None)
     command: object = [sys.executable, "-m", "popprof", *map(str, args)]
     if shell:
