@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import config  # noqa: E402  (popprof.config.load_config(): the project's [tool.popprof])
 from .errors import InputError, MissingTableError, PopprofError  # noqa: E402
 from .profile import Profile  # noqa: E402
 from .readers import open_all  # noqa: E402
@@ -44,5 +45,5 @@ def redact(source: str, out: str, **kwargs: object):
     return _redact(source, out, **kwargs)
 
 
-__all__ = ["InputError", "MissingTableError", "PopprofError", "Profile", "__version__", "check", "diff",
+__all__ = ["InputError", "MissingTableError", "PopprofError", "Profile", "__version__", "check", "config", "diff",
            "export", "open", "open_all", "redact"]

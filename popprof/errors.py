@@ -29,6 +29,9 @@ class InputError(PopprofError):
             text += f" ({hint})"
         super().__init__(text)
 
+    def __reduce__(self) -> tuple:  # raised in worker processes too: unpickle with the same fields
+        return (type(self), (self.path, self.problem, self.hint))
+
 
 class UsageError(PopprofError):
     """Bad options or arguments."""

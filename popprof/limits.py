@@ -30,7 +30,7 @@ LIMITS: dict[str, Limit] = {limit.name: limit for limit in (
     Limit("text-bytes", "POPPROF_MAX_TEXT_BYTES", 256 << 20, "bytes",
           "the bytes of an input read whole (a text summary or log, SDK 1.x JSON parsed in one go), "
           "after decompression"),
-    Limit("line-bytes", "POPPROF_MAX_LINE_BYTES", 4 << 20, "bytes", "one line of a text input"),
+    Limit("line-bytes", "POPPROF_MAX_LINE_BYTES", 1 << 20, "bytes", "one line of a text input"),
     Limit("string-bytes", "POPPROF_MAX_STRING_BYTES", 64 << 20, "bytes", "one JSON string"),
     Limit("json-depth", "POPPROF_MAX_JSON_DEPTH", 256, "levels", "the nesting depth of JSON"),
     Limit("gzip-ratio", "POPPROF_MAX_GZIP_RATIO", 200, "ratio",

@@ -65,6 +65,7 @@ class RecordOptions:
     fail_on: str = "error"
     config: Mapping[str, object] | None = None
     plots: bool = True
+    device_map: Mapping[str, str | None] | None = None  # --device-map, else the config's [device_map]
 
 
 @dataclass
@@ -172,7 +173,7 @@ def _collect(result: RecordResult, options: RecordOptions) -> None:
     collected.traces = traces
     open_files(reports, collected, result.sdk)
     trace_entries = [(path.stem, path) for path in traces]
-    open_files(trace_entries, collected, result.sdk)
+    open_files(trace_entries, collected, result.sdk, device_map=options.device_map)
     exported = list(collected.profiles)  # reports and traces: what needed the SDK to read
     if exported:
         export_bundles(collected, exported, result.out_dir / BUNDLES_DIR)
@@ -214,8 +215,11 @@ def _check(result: RecordResult, options: RecordOptions) -> None:
     write_text_atomic(path, render_json(result.findings, options.fail_on))
     result.written.append(path)
     if not profiles:
-        result.notes.append("CMD left no report, trace, Poplar summary or out-of-memory message: nothing to check "
-                            "(is it a Poplar program? were POPLAR_ENGINE_OPTIONS / PVTI_OPTIONS overridden?)")
+        collected = result.collected
+        if not (collected.reports or collected.traces):  # otherwise the notes say why they were not read
+            result.notes.append("CMD left no report, trace, Poplar summary or out-of-memory message: nothing to "
+                                "check (is it a Poplar program? were POPLAR_ENGINE_OPTIONS / PVTI_OPTIONS "
+                                "overridden?)")
         return
     _write_report(result, options)
 

@@ -12,7 +12,7 @@ that failed or was interrupted still gives whatever it left.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,8 +103,10 @@ def find_traces(trace_dir: Path, since: float) -> list[Path]:
             if p.is_file() and _recent(p, since)]
 
 
-def open_files(entries: Iterable[tuple[str, Path]], collected: Collected, sdk: bool) -> None:
-    """Open each (name, path) with :func:`popprof.open`; without the SDK only note that it needs it."""
+def open_files(entries: Iterable[tuple[str, Path]], collected: Collected, sdk: bool,
+               device_map: Mapping[str, str | None] | None = None) -> None:
+    """Open each (name, path) with :func:`popprof.open` (traces under ``device_map``, the one every command
+    uses); without the SDK only note that it needs it."""
     from .readers import open_profile
 
     for name, path in entries:
@@ -112,7 +114,7 @@ def open_files(entries: Iterable[tuple[str, Path]], collected: Collected, sdk: b
             collected.needs_sdk.append(path)
             continue
         try:
-            profile = open_profile(path)
+            profile = open_profile(path, **({"device_map": device_map} if device_map else {}))
         except SdkMissingError:
             collected.needs_sdk.append(path)
         except PopprofError as exc:

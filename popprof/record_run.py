@@ -72,9 +72,10 @@ def forward_rule(signum: int, same_terminal_group: bool) -> bool:
     """Whether a signal popprof received is sent on to CMD.
 
     SIGTERM always is. SIGINT is too, except when popprof is the foreground
-    process group of a terminal: then the terminal's Ctrl-C already reached
-    CMD (which runs in the same group) and a second SIGINT would interrupt
-    CMD's own clean-up (e.g. a framework writing its profile).
+    process group of a terminal and CMD is still in that group: then the
+    terminal's Ctrl-C already reached CMD and a second SIGINT would interrupt
+    CMD's own clean-up (e.g. a framework writing its profile). A CMD that
+    moved to a process group of its own gets it forwarded.
     """
     return not (signum == signal.SIGINT and same_terminal_group)
 
@@ -89,6 +90,16 @@ def _foreground_of_terminal() -> bool:
         except (AttributeError, OSError, ValueError):
             continue
     return False
+
+
+def _in_our_group(proc: subprocess.Popen | None) -> bool:
+    """Whether CMD runs in popprof's process group (so a terminal's Ctrl-C reached it too)."""
+    if proc is None:
+        return False  # not started yet: nothing reached it
+    try:
+        return os.getpgid(proc.pid) == os.getpgrp()
+    except OSError:  # already gone
+        return True
 
 
 def _binary_sink(stream: object) -> BinaryIO | None:
@@ -181,7 +192,7 @@ class _Forwarder:
 
     def _handle(self, signum: int, _frame: object) -> None:
         self.received.append(signal.Signals(signum).name)
-        if not forward_rule(signum, _foreground_of_terminal()):
+        if not forward_rule(signum, _foreground_of_terminal() and _in_our_group(self.proc)):
             return
         if self.proc is None:
             self._pending.append(signum)

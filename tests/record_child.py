@@ -8,7 +8,7 @@ summary, an out-of-memory message on stderr, and exits with the code asked.
 
     python record_child.py [--engines training,inference] [--oom] [--abort] [--summary] [--pvti]
                            [--broken-engine NAME] [--stdout-from FILE] [--exit N] [--chatter N]
-                           [--wait-signal READY_FILE] [--seen FILE]
+                           [--wait-signal READY_FILE] [--seen FILE] [--own-group]
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ sys.path.insert(0, str(HERE / "pva_double"))
 REAL = HERE.parent / "fixtures" / "real" / "poplar"
 #: A graph_memory_allocation_error as Poplar prints it when compilation runs out of memory.
 OOM_MESSAGE = REAL / "tutorials_tut4_oom_message_mk2.txt"
+#: A Poplar profile summary of a Mk2 training run (fixtures/README.md), fullest tile at 95.3 % of capacity.
+SUMMARY = HERE.parent / "fixtures" / "text_summary" / "mk2_training.txt"
 
 
 def _options(name: str) -> dict:
@@ -65,11 +67,8 @@ def write_pvti(directory: Path) -> None:
 
 
 def print_summary() -> None:
-    """A printed profile summary of one engine, as ``printProfileSummary`` would."""
-    from popprof.synth import make_profile
-    from popprof.writers.text_summary import render_text_summary
-
-    sys.stdout.write(render_text_summary(make_profile(_spec("summary", 7))))
+    """A printed profile summary, as ``printProfileSummary`` prints it (the project's generated sample)."""
+    sys.stdout.write(SUMMARY.read_text("utf-8"))
     sys.stdout.flush()
 
 
@@ -86,7 +85,10 @@ def main() -> int:
     parser.add_argument("--chatter", type=int, default=0, help="lines to print on each stream (interleaved)")
     parser.add_argument("--wait-signal", default=None, metavar="READY_FILE")
     parser.add_argument("--seen", default=None)
+    parser.add_argument("--own-group", action="store_true", help="leave popprof's process group first")
     args = parser.parse_args()
+    if args.own_group:
+        os.setpgid(0, 0)
 
     engine, pvti = _options("POPLAR_ENGINE_OPTIONS"), _options("PVTI_OPTIONS")
     if args.seen:

@@ -16,9 +16,17 @@ SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_every_script_takes_help(script, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [str(script), "--help"])
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    with pytest.raises(SystemExit) as exit_info:
-        runpy.run_path(str(script), run_name="__main__")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # sys.path is restored afterwards, whatever the script adds
+    before = set(sys.modules)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:  # bench_pop.py imports the pva test double: later tests must not find it imported
+        for name in set(sys.modules) - before:
+            module_file = str(getattr(sys.modules[name], "__file__", "") or "")
+            if name == "pva" or name.startswith("pva.") or "pva_double" in module_file \
+                    or module_file.startswith(str(BENCHMARKS)):
+                del sys.modules[name]
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr().out
     assert out.startswith("usage:") and "--help" in out

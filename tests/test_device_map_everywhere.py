@@ -125,3 +125,25 @@ def test_python_open_takes_the_map_or_the_config(trace: Path) -> None:
     assert popprof.open(trace, config={"device_map": ADD}).events["device_category"].notna().sum() == 12
     # an explicit map wins over the config's, as on the command line
     assert popprof.open(trace, device_map=NONE, config={"device_map": ADD}).events["device_category"].notna().sum() == 0
+
+
+def test_the_project_config_is_one_call_away(trace: Path, tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "popprof.toml").write_text('[device_map]\ncompute = "^TraceMe:train_step"\n')
+    monkeypatch.chdir(tmp_path)
+    profile = popprof.open(trace, config=popprof.config.load_config())
+    assert profile.events["device_category"].notna().sum() == 12
+
+
+def test_record_opens_traces_under_the_same_map(trace: Path) -> None:
+    from popprof.record_collect import Collected, open_files
+
+    plain, mapped = Collected(), Collected()
+    open_files([("t", trace)], plain, sdk=True)
+    open_files([("t", trace)], mapped, sdk=True, device_map=NONE)
+    assert plain.profiles["t"].events["device_category"].notna().sum() == 9
+    assert mapped.profiles["t"].events["device_category"].notna().sum() == 0
+
+
+def test_record_takes_the_option(capsys) -> None:
+    assert main(["record", "--device-map", '{"gpu": "x"}', "--", "true"]) == 2
+    assert "unknown category 'gpu'" in capsys.readouterr().err

@@ -60,14 +60,17 @@ AS_TERMINAL_SESSION = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.T
                        "os.execv(sys.executable, [sys.executable, '-m', 'popprof', *sys.argv[1:]])")
 
 
-def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path) -> None:
-    """Ctrl-C goes to the terminal's whole foreground group: CMD already has it; popprof must not send it again."""
+@pytest.mark.parametrize(("own_group", "forwarded"), [(False, []), (True, ["SIGINT"])])
+def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path, own_group: bool, forwarded: list[str]) -> None:
+    """Ctrl-C goes to the terminal's whole foreground group: CMD in it already has it, so popprof must not send
+    it again; a CMD that left the group did not get it, so popprof forwards it."""
     pty = pytest.importorskip("pty")
     controller, terminal = pty.openpty()
     out, ready = tmp_path / "run", tmp_path / "ready"
+    extra = ["--own-group"] if own_group else []
     try:
         proc = subprocess.Popen([sys.executable, "-c", AS_TERMINAL_SESSION, "record", "-o", str(out), "--no-check",
-                                 "--", sys.executable, CHILD, "--wait-signal", str(ready)],
+                                 "--", sys.executable, CHILD, "--wait-signal", str(ready), *extra],
                                 stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
         try:
@@ -83,7 +86,7 @@ def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr[-2000:]
     assert "child: got SIGINT x1; finishing" in stdout
     rec = json.loads((out / "record.json").read_text("utf-8"))
-    assert rec["signals_received"] == ["SIGINT"] and rec["signals_forwarded"] == []
+    assert rec["signals_received"] == ["SIGINT"] and rec["signals_forwarded"] == forwarded
 
 
 def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:

@@ -220,3 +220,29 @@ def test_public_prefixes_never_hide_free_text(hiding):
 ])
 def test_gpu_ecosystem_vocabulary_is_public(public):
     assert public in Allowlist()
+
+
+def test_scanner_finds_a_sensitive_string_inside_a_public_name():
+    found = _sensitive("ZebraProjectNet")
+    scanner = Scanner(found)
+    assert "at::native::ZebraProjectNet" in Allowlist()
+    scanner.check("at::native::ZebraProjectNet", "t")
+    assert not scanner.result.passed
+
+
+def test_json_depth_is_iterative_and_skips_strings():
+    from popprof.redact.tokens import json_depth
+
+    assert json_depth('{"a": [1, {"b": "[[[[["}]}') == 3
+    assert json_depth('["\\\\", "\\"]"]') == 1
+    assert json_depth("[" * 100_000 + "]" * 100_000) == 65  # counting stops past the limit
+
+
+def test_decide_treats_too_deep_json_as_one_value():
+    from popprof.redact.redactor import Redactor
+
+    deep = "[" * 5_000 + '"secret_leaf_value"' + "]" * 5_000
+    out = Redactor(b"k" * 16).decide(deep, "arg")
+    assert out.startswith("arg_") and "secret_leaf_value" not in out
+    shallow = Redactor(b"k" * 16).decide('{"hostname": "box7", "steps": 3}', "arg")
+    assert json.loads(shallow)["steps"] == 3 and json.loads(shallow)["hostname"].startswith("host_")

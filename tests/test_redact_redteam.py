@@ -277,3 +277,16 @@ def test_json_nested_100000_levels_in_a_string_is_text(tmp_path):
     assert "Traceback" not in result.output and "RecursionError" not in result.output
     if result.exit_code == 0:
         assert "zebrafink" not in out.read_text()
+
+
+def test_redact_refusal_names_json_paths_not_values(tmp_path):
+    src = _trace(tmp_path / "t.json")
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[redact.scrub]\nemails = false\n")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["redact", str(src), "-o", str(out), "--policy", str(policy)],
+                                env={"POPPROF_REDACT_KEY": KEY.decode()})
+    assert result.exit_code == 1 and not out.exists()
+    assert "email" in result.output and "zebrafink_top.owner" not in result.output
+    assert re.search(r"email at (traceEvents\[\d+\]\.args\.\S+|<key>\.owner)", result.output), result.output
+    assert _leftovers(result.output) == []

@@ -188,6 +188,9 @@ def test_real_nccl_trace_figures(real):
     # it also counts short gaps and the time before the first and after the last kernel)
     assert gaps.severity == "warning" and gaps.value == pytest.approx(0.227, abs=0.002)
     assert gaps.where["devices"] == ["rank 0 gpu:0"]
+    # HTA's idle causes over the device's streams (hta_reference.json: streams 7 and 40)
+    assert "idle causes (HTA, over its streams): the host launching late 99.7 %, launch gaps between kernels " \
+           "0.3 %" in gaps.message
     share = found.by_rule("exchange.share")[0]
     assert share.severity == "info" and share.value == pytest.approx(0.249, abs=0.002)
 
@@ -208,6 +211,8 @@ def test_real_two_ranks_have_no_straggler(real):
     assert list(figures["rank"]) == [0, 1] and list(figures["steps"]) == [2, 2]
     # ProfilerStep medians 615.1 ms and 619.3 ms: under 1 % apart
     assert figures["step_us"].tolist() == pytest.approx([615_120.0, 619_271.5])
+    # idle shares as HTA 0.5.0's get_temporal_breakdown gives them (fixtures/real/traces/hta_reference.json)
+    assert (figures["idle_share"] * 100).tolist() == pytest.approx([53.56, 54.72], abs=0.01)
     found = check(real["two_ranks"], rules=["distributed.stragglers"])
     assert found.evaluated == ["distributed.stragglers"] and found.items == []
 
@@ -219,14 +224,15 @@ def test_cpu_only_real_trace_is_not_evaluated_rather_than_flagged(real):
 
 
 def test_a_healthy_two_rank_gpu_run_gives_no_finding_with_the_defaults():
-    """Busy 90 % of the time with gaps of 0.5 ms, the all-reduce hidden under compute, ranks within 3 %."""
+    """Busy 90 % of the time with gaps of 0.5 ms, the all-reduce hidden under compute, ranks within 3 %
+    (a synchronous run: every rank's steps start together, the collectives line them up)."""
     device, host = [], []
-    for rank, length in ((0, 10_000.0), (1, 10_300.0)):
-        for k in range(20):  # 20 steps of back-to-back 4.5 ms kernels with 0.5 ms launch gaps
-            start = k * length
+    for rank, (length, kernel) in ((0, (10_000.0, 4_500.0)), (1, (9_900.0, 4_400.0))):
+        for k in range(20):  # 20 steps of kernels with 0.5-0.6 ms launch gaps
+            start = k * 10_000.0
             host.append((rank, f"ProfilerStep#{k}", None, start, length))
             for j in range(2):
-                device.append((rank, f"gpu:{rank}", "gemm", "compute", start + j * 5_000.0, 4_500.0))
+                device.append((rank, f"gpu:{rank}", "gemm", "compute", start + j * 5_000.0, kernel))
             device.append((rank, f"gpu:{rank}", "ncclKernel_AllReduce", "exchange", start + 6_000.0, 2_000.0))
     found = check(gpu_trace(device, host), rules=["host.*", "exchange.*", "distributed.*"])
     assert [(f.rule_id, f.severity) for f in found if f.severity != "info"] == []
@@ -244,3 +250,44 @@ def test_real_traces_severities_documented_in_rules_md(real):
     assert two["host.device-gaps"] == "error" and two["exchange.share"] == "error"
     assert "distributed.stragglers" not in two
     assert severities("amd_mi250_minitoy.json.gz")["host.device-gaps"] == "error"
+
+
+def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
+    """HTA's late-start metric: the last long collective of each iteration starts 0.3 iteration later on rank 2.
+    The kernels run an iteration behind their launch (GPU lag): the launch call's correlation decides the
+    iteration, as in HTA."""
+    rows = []
+    correlation = 0
+    for rank in (0, 1, 2):
+        for k in range(4):
+            start = k * 1_000.0
+            rows.append({"pid": 10 + rank, "tid": 1, "name": f"ProfilerStep#{k}", "channel": "cpu_op",
+                         "device_category": None, "start_us": start, "dur_us": 1_000.0, "rank": rank})
+            correlation += 1
+            rows.append({"pid": 10 + rank, "tid": 1, "name": "cudaLaunchKernel", "channel": "cuda_runtime",
+                         "device_category": None, "start_us": start + 100.0, "dur_us": 5.0, "rank": rank,
+                         "correlation": correlation})
+            late = 300.0 if rank == 2 else 0.0
+            rows.append({"pid": 100 + rank, "tid": 7, "name": "ncclKernel_AllReduce", "channel": "kernel",
+                         "device_category": "exchange", "start_us": start + 1_200.0 + late, "dur_us": 200.0,
+                         "rank": rank, "device": f"gpu:{rank}", "stream": 7, "correlation": correlation})
+            rows.append({"pid": 100 + rank, "tid": 7, "name": "gemm", "channel": "kernel",
+                         "device_category": "compute", "start_us": start + 1_000.0, "dur_us": 150.0,
+                         "rank": rank, "device": f"gpu:{rank}", "stream": 7})
+    frame = pd.DataFrame(rows).sort_values(["pid", "tid", "start_us"]).reset_index(drop=True)
+    frame.insert(0, "event_id", np.arange(len(frame)))
+    frame["depth"], frame["parent_id"] = 0, None
+    profile = Profile("late", {"events": frame, "target": {"source_format": ["chrome_trace"]}})
+    (f,) = check(profile, rules=["distributed.stragglers"]).items
+    assert f.where["ranks"] == [2] and f.severity == "error"
+    assert f.value == pytest.approx(0.3) and f.threshold == 0.25
+    assert "rank 2 last long collective starts +0.30 iteration (error at >= 0.25 iteration)" in f.message
+    # against the median of the OTHER ranks: ranks 0 and 1 see (0 + 0.3) / 2 = 0.15 as the others'
+    assert f.evidence.set_index("rank")["late_excess"].to_dict() == pytest.approx({0: -0.15, 1: -0.15, 2: 0.3})
+
+
+def test_real_two_ranks_start_their_collectives_together(real):
+    from popprof.rules.distributed import collective_lateness
+
+    late = collective_lateness(real["two_ranks"])
+    assert set(late) == {0, 1} and max(abs(v) for v in late.values()) < 0.01

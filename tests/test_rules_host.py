@@ -150,6 +150,14 @@ def test_long_event_boundaries():
     assert len(long_events(trace(busy, host), idle_share=0.7)) == 1
 
 
+def test_long_events_warning_level_can_be_raised():
+    device = [("k", "compute", 0.0, 100.0), ("k", "compute", 10_100.0, 100.0)]
+    host = [(1, None, 0, 1, "optimizer.step", 100.0, 10_000.0)]
+    # device idle 10,000 of a 10,200 us span = 98 %: a warning from 0 % up to 98 %, then nothing
+    assert [f.severity for f in long_events(trace(device, host), error=1.0, warning=0.98)] == ["warning"]
+    assert long_events(trace(device, host), error=1.0, warning=0.99).items == []
+
+
 def test_long_events_without_thread_table_name_threads_by_ids():
     device = [("k", "compute", 0.0, 100.0), ("k", "compute", 10_100.0, 100.0)]
     host = [(1, None, 0, 1, "optimizer.step", 100.0, 10_000.0)]

@@ -213,3 +213,27 @@ def test_a_bundle_keeps_the_columns_flows_and_figures(nccl, tmp_path: Path) -> N
     for column in ("rank", "device", "stream", "correlation", "bookkeeping"):
         assert back.events[column].dtype == nccl.events[column].dtype, column
     pd.testing.assert_frame_equal(devices.device_breakdown(back), devices.device_breakdown(nccl))
+
+
+@pytest.mark.parametrize("trace", ["nccl_data.json.gz", "two_ranks"])
+def test_rules_attribute_no_time_to_bookkeeping_or_host_waits_as_device_time(trace: str, capsys) -> None:
+    """The issue's symptoms: 'meanwhile the host was in PyTorch Profiler (0)' and a phase
+    'dominated by cudaDeviceSynchronize' (a host call counted as device time)."""
+    assert main(["check", str(REAL / trace), "--fail-on", "never", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "PyTorch Profiler" not in out
+    for call in ("cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventSynchronize"):
+        assert f"dominated by {call}" not in out
+
+
+def test_without_launch_correlation_the_step_filter_keeps_the_work(tmp_path: Path) -> None:
+    """Host events without correlation ids cannot say which step launched a kernel: nothing is dropped."""
+    events = []
+    for i in range(3):
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+                    "ts": 1000 * i, "dur": 900},
+                   {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1000 * i + 20, "dur": 100,
+                    "args": {"stream": 7, "device": 0}}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    row = devices.device_breakdown(popprof.open(tmp_path / "t.json")).iloc[0]
+    assert row["platform"] == "gpu" and row["busy_us"] == 300 and row["work_items"] == 3

@@ -117,7 +117,7 @@ def _needs(kind: str) -> str:
     from ..profile import NEEDS_HINT
 
     first = KINDS[kind][2][0][0]
-    return NEEDS_HINT.get(first, f"needs a {first} table")
+    return f"no {first} table: " + NEEDS_HINT.get(first, f"needs a {first} table")
 
 
 @click.command("report")

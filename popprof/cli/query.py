@@ -50,7 +50,10 @@ def run_query(profile: Profile, sql: str, *, timeout_s: float | None = None,
 
     timeout_s = float(limits.get("query-seconds")) if timeout_s is None else timeout_s
     memory_bytes = limits.get("query-memory") if memory_bytes is None else memory_bytes
-    con = duckdb.connect(":memory:", config=sandbox_config(memory_bytes))
+    try:
+        con = duckdb.connect(":memory:", config=sandbox_config(memory_bytes))
+    except duckdb.Error as exc:
+        raise UsageError(f"cannot start DuckDB for the query: {_first_line(exc)}") from None
     timer = threading.Timer(timeout_s, con.interrupt)
     timer.daemon = True
     try:
@@ -63,8 +66,11 @@ def run_query(profile: Profile, sql: str, *, timeout_s: float | None = None,
             if kind not in READ_ONLY_STATEMENTS:
                 raise UsageError(f"SQL error: query runs read-only SQL (SELECT, WITH, EXPLAIN, DESCRIBE, "
                                  f"SUMMARIZE, SHOW); a {kind} statement is not allowed")
-        for name, frame in profile.tables.items():
-            con.register(name, frame)
+        try:
+            for name, frame in profile.tables.items():
+                con.register(name, frame)
+        except duckdb.Error as exc:
+            raise UsageError(f"cannot load the tables into DuckDB: {_first_line(exc)}") from None
         timer.start()
         try:
             return _fetch(con.execute(sql), memory_bytes)

@@ -10,6 +10,7 @@ import click
 
 from ..config import load_config
 from .check import FAIL_CHOICES, _fail_on
+from .common import device_map_option, reader_options
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -33,10 +34,11 @@ from .check import FAIL_CHOICES, _fail_on
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Plots in report.html.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
+@device_map_option()
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def record_command(out_dir: Path | None, graph: bool, execution: bool, run_count: int | None, trace: bool,
                    check: bool, fail_on: str | None, plots: bool, config_file: Path | None,
-                   cmd: tuple[str, ...]) -> None:
+                   device_map: str | None, cmd: tuple[str, ...]) -> None:
     """Run CMD with IPU profiling switched on, then export and check what it wrote.
 
     Profiling is switched on only through Poplar's and libpvti's documented
@@ -70,7 +72,8 @@ def record_command(out_dir: Path | None, graph: bool, execution: bool, run_count
         plan(config=config)  # a bad [rules] config fails before CMD runs, not after
     options = RecordOptions(choice=ProfilingChoice(graph=graph, execution=execution, trace=trace,
                                                    run_count=run_count),
-                            check=check, fail_on=level, config=config, plots=plots)
+                            check=check, fail_on=level, config=config, plots=plots,
+                            device_map=reader_options(device_map, config).get("device_map"))
     target = out_dir if out_dir is not None else default_out_dir()
     result = record(list(cmd), target, options, say=lambda line: click.echo(line, err=True))
     if check and result.findings:

@@ -13,6 +13,7 @@
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
 | ``comm_comp_overlap_pct`` | compute-overlapped communication / communication (HTA ``get_comm_comp_overlap``) | 0 (BSP: compute and exchange never overlap) |
 | ``host_wait_pct`` | union of the rank's ``host_wait`` calls / span | missing |
+| ``work_items`` / ``streams`` | kernels, memcpy, memset counted / streams they ran on | steps (pvti: device events) / 0 |
 
 The other functions give HTA's other tables: :func:`kernel_breakdown`
 (``get_gpu_kernel_breakdown`` kernel-type time with overlaps), :func:`idle_breakdown`
@@ -28,12 +29,20 @@ import pandas as pd
 from ..profile import Profile
 from ..trace import intervals_math as im
 from ..trace.activity import is_bookkeeping, is_device_activity, is_host_wait
-from ..trace.gpu_work import COMMUNICATION, COMPUTATION, KERNEL_CHANNELS, MEMORY, gpu_work, kernel_type
+from ..trace.gpu_work import (
+    COMMUNICATION,
+    COMPUTATION,
+    KERNEL_CHANNELS,
+    KERNEL_TYPES,
+    MEMORY,
+    gpu_work,
+    kernel_type,
+)
 
 BREAKDOWN_COLUMNS = ["platform", "rank", "device", "span_us", "busy_us", "idle_us", "compute_us",
                      "non_compute_us", "communication_us", "memory_us", "host_wait_us", "idle_pct",
                      "compute_pct", "non_compute_pct", "communication_pct", "memory_pct",
-                     "comm_comp_overlap_pct", "host_wait_pct", "kernels", "streams"]
+                     "comm_comp_overlap_pct", "host_wait_pct", "work_items", "streams"]
 #: HTA's ``consecutive_kernel_delay`` default: a gap shorter than this (us) between two kernels of a
 #: stream whose launch came before the previous kernel ended is launch overhead ("kernel wait").
 CONSECUTIVE_KERNEL_DELAY_US = 30.0
@@ -68,7 +77,7 @@ def _row(platform: str, rank, device, span: float, busy: float, compute: float, 
             "compute_pct": _pct(compute, span), "non_compute_pct": _pct(non_compute, span),
             "communication_pct": _pct(comm, span), "memory_pct": _pct(memory, span),
             "comm_comp_overlap_pct": overlap, "host_wait_pct": _pct(host_wait, span),
-            "kernels": kernels, "streams": streams}
+            "work_items": kernels, "streams": streams}
 
 
 def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
@@ -86,8 +95,8 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
     rows = []
     for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
-        kind = part["kernel_type"].to_numpy()
-        spans = {k: (start[kind == k], end[kind == k]) for k in _KIND_LABELS}
+        kind = np.asarray(part["kernel_type"].array.codes)
+        spans = {k: (start[kind == KERNEL_TYPES.index(k)], end[kind == KERNEL_TYPES.index(k)]) for k in _KIND_LABELS}
         span = float(end.max() - start.min())
         busy = im.length(start, end)
         comp, comm, mem = (im.length(*spans[k]) for k in _KIND_LABELS)
@@ -117,7 +126,7 @@ def _ipu_breakdown_steps(profile: Profile) -> list[dict]:
             for key in ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "communication_us",
                         "memory_us"):
                 row[key] = None
-        row["kernels"] = int((steps["ipu"] == ipu).sum())
+        row["work_items"] = int((steps["ipu"] == ipu).sum())
         rows.append(row)
     return rows
 
@@ -165,15 +174,15 @@ def device_breakdown(profile: Profile) -> pd.DataFrame:
     """
     rows: list[dict] = []
     work = _work(profile)
-    if work is not None and not work.empty:
-        rows = _gpu_breakdown(profile, work)
+    if work is not None:  # a GPU trace (events on streams)
+        rows = _gpu_breakdown(profile, work) if not work.empty else []
     elif profile.has("steps") and not profile.steps.empty:
         rows = _ipu_breakdown_steps(profile)
     elif profile.has("events") and not profile.events.empty:
         rows = _event_breakdown(profile)
     frame = pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
     frame["rank"] = frame["rank"].astype("Int64")
-    for col in ("kernels", "streams"):
+    for col in ("work_items", "streams"):
         frame[col] = frame[col].astype("int64")
     return frame
 
@@ -190,9 +199,10 @@ def kernel_breakdown(profile: Profile) -> pd.DataFrame:
     rows = []
     if work is not None:
         for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
-            kind = part["kernel_type"].to_numpy()
+            kind = np.asarray(part["kernel_type"].array.codes)
             start, end = part["start"].to_numpy(), part["end"].to_numpy()
-            states = im.state_durations([(start[kind == k], end[kind == k]) for k in _KIND_LABELS])
+            codes = [KERNEL_TYPES.index(k) for k in _KIND_LABELS]
+            states = im.state_durations([(start[kind == c], end[kind == c]) for c in codes])
             total = sum(states.values())
             for state, time in sorted(states.items()):
                 label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
@@ -247,7 +257,8 @@ def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSEC
     launch = work["launch_start"].to_numpy(dtype=np.float64)
     host_wait = launch > prev_end
     kernel_wait = ~host_wait & (gap < consecutive_kernel_delay_us)
-    category = np.where(host_wait, "host_wait", np.where(kernel_wait, "kernel_wait", "other"))
+    category = pd.Categorical.from_codes(np.where(host_wait, 0, np.where(kernel_wait, 1, 2)).astype(np.int8),
+                                         ["host_wait", "kernel_wait", "other"])
     frame = key.assign(idle_category=category, idle_us=np.nan_to_num(gap, nan=0.0))
     out = frame.groupby(["rank", "device", "stream", "idle_category"], sort=True, observed=True)["idle_us"] \
         .sum().reset_index()
@@ -255,6 +266,7 @@ def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSEC
     out["idle_ratio"] = np.where(totals > 0, out["idle_us"] / totals.where(totals > 0, 1.0), np.nan)
     out["rank"] = out["rank"].where(out["rank"] >= 0).astype("Int64")
     out["device"] = out["device"].astype("str")
+    out["idle_category"] = out["idle_category"].astype("str")
     return out[columns]
 
 

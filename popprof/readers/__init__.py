@@ -212,9 +212,19 @@ def read_file_all(path: Path, **options: object) -> dict[str, Profile]:
     summaries) may give several; others give one."""
     module = _detect_readable(path)
     if not hasattr(module, "read_all"):
-        profile = _read_with(module, path, **options)
+        profile = read_with(module, path, **options)
         return {profile.name: profile}
-    return _guarded(path, module, lambda: module.read_all(path, **options))
+    profiles = _guarded(path, module, lambda: module.read_all(path, **options))
+    return {name: _with_device_map(module, p, options) for name, p in profiles.items()}
+
+
+def _with_device_map(module: ModuleType, profile: Profile, options: dict) -> Profile:
+    """Re-classify the events of a reader that does not apply ``device_map`` itself (e.g. a bundle of a trace)."""
+    if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
+        from ..trace.device import apply_device_map
+
+        apply_device_map(profile, options["device_map"])
+    return profile
 
 
 def _detect_readable(path: Path) -> ModuleType:
@@ -240,26 +250,13 @@ def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
 
 def read_path(path: Path, **options: object) -> Profile:
     """Read one file or bundle with the reader its content selects."""
-    return _read_with(_detect_readable(path), path, **options)
+    return read_with(_detect_readable(path), path, **options)
 
 
-def _read_with(module: ModuleType, path: Path, **options: object) -> Profile:
-    """Read one file or bundle with ``module`` (detected already), applying a device map given."""
-    try:
-        profile = module.read(path, **options)
-        if options.get("device_map") is not None and getattr(module, "FORMAT", "") not in MAP_WHILE_READING:
-            from ..trace.device import apply_device_map
-
-            apply_device_map(profile, options["device_map"])  # e.g. a bundle of a trace
-        return profile
-    except (InputError, KeyboardInterrupt, MemoryError):
-        raise
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
-        fmt = getattr(module, "FORMAT", module.__name__)
-        raise InputError(path, f"malformed {fmt} input ({type(exc).__name__}: {exc})",
-                         "the file may be truncated or corrupt") from exc
+def read_with(module: ModuleType, path: Path, **options: object) -> Profile:
+    """Read ``path`` with the reader ``module`` (detected already), applying a given device map; anything
+    the reader trips over becomes one InputError naming the file."""
+    return _guarded(path, module, lambda: _with_device_map(module, module.read(path, **options), options))
 
 
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:

@@ -9,9 +9,11 @@ no more than one chunk; when a limit is exceeded they raise
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import stat
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -79,8 +81,29 @@ class _Guard(io.RawIOBase):
             super().close()
 
 
+class TruncatedGzip(InputError):
+    """Gzip data cut off before its end marker. (Not an EOFError: click would turn that into "Aborted!".)"""
+
+
+class CorruptGzip(InputError):
+    """Gzip data that does not decompress."""
+
+
 class GzipGuard(_Guard):
-    """Counts decompressed bytes of a gzip stream; a decompression bomb ends in LimitExceeded."""
+    """Counts decompressed bytes of a gzip stream; a decompression bomb ends in LimitExceeded.
+
+    Cut-off or corrupt gzip raises :class:`TruncatedGzip` / :class:`CorruptGzip`, which name the file.
+    """
+
+    def readinto(self, buffer) -> int:
+        try:
+            return super().readinto(buffer)
+        except EOFError:
+            raise TruncatedGzip(self.path, "gzip data is truncated (it ends before its end-of-stream marker)",
+                                "re-copy the file; it was cut off") from None
+        except (zlib.error, gzip.BadGzipFile) as exc:
+            raise CorruptGzip(self.path, f"corrupt gzip data ({' '.join(str(exc).split())})",
+                              "re-copy the file; it may be damaged") from None
 
     def __init__(self, inner: io.IOBase, path: Path, compressed_bytes: int) -> None:
         super().__init__(inner)
@@ -126,20 +149,30 @@ class JsonGuard(_Guard):
         self.in_string ^= bool(len(quotes) % 2)
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
+        """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
         quotes = np.flatnonzero(data == _QUOTE)
-        slashes = data == _BACKSLASH
+        slashes = np.flatnonzero(data == _BACKSLASH)
         carry = self.backslashes
-        if slashes.all():
-            self.backslashes = carry + len(data)
+        if len(slashes) and slashes[-1] == len(data) - 1:
+            run_start = _run_start(slashes, len(slashes) - 1)
+            self.backslashes = len(data) - run_start + (carry if run_start == 0 else 0)
         else:
-            self.backslashes = int(np.argmin(slashes[::-1]))  # the run of backslashes ending the chunk
-        if not len(quotes) or (not carry and not slashes.any()):
+            self.backslashes = 0
+        if not len(quotes) or (not len(slashes) and not carry):
             return quotes
-        index = np.arange(len(data))
-        last_plain = np.maximum.accumulate(np.where(slashes, -1, index))  # last index <= i that is not "\"
-        before = np.where(quotes > 0, last_plain[np.maximum(quotes - 1, 0)], -1)
-        run = quotes - 1 - before
-        run = np.where(before < 0, quotes + carry, run)
+        # the backslash run ending right before each quote: its length, via the runs of consecutive positions
+        breaks = np.flatnonzero(np.diff(slashes) != 1) + 1 if len(slashes) else np.zeros(0, dtype=np.int64)
+        starts = slashes[np.concatenate(([0], breaks))] if len(slashes) else slashes
+        ends = slashes[np.concatenate((breaks - 1, [len(slashes) - 1]))] if len(slashes) else slashes
+        run = np.zeros(len(quotes), dtype=np.int64)
+        if len(slashes):
+            which = np.searchsorted(ends, quotes - 1)
+            found = which < len(ends)
+            hit = np.zeros(len(quotes), dtype=bool)
+            hit[found] = ends[which[found]] == quotes[found] - 1
+            run[hit] = quotes[hit] - starts[which[hit]]
+        from_start = np.where(run == quotes)[0]  # runs that reach the chunk's start continue the last chunk's
+        run[from_start] += carry
         return quotes[run % 2 == 0]
 
     def _check_strings(self, quotes: np.ndarray, size: int) -> None:
@@ -176,6 +209,12 @@ class JsonGuard(_Guard):
         if int(path.max()) > self.max_depth:
             raise LimitExceeded(self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep")
         self.depth = int(path[-1])
+
+
+def _run_start(slashes: np.ndarray, last: int) -> int:
+    """Start of the run of consecutive positions in ``slashes`` that ends at index ``last``."""
+    gaps = np.flatnonzero(np.diff(slashes[: last + 1]) != 1)
+    return int(slashes[gaps[-1] + 1]) if len(gaps) else int(slashes[0])
 
 
 def buffered(raw: io.RawIOBase, size: int = 1 << 16) -> io.BufferedReader:

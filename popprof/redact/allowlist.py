@@ -120,7 +120,7 @@ POPPROF_FORMAT = frozenset({
     "emails", "ips", "urls", "secrets", "env", "policy file", "command line", "[tool.popprof.redact]",
     "source_files", "manifest.json", "metadata", "key", "value",
     # pandas / pyarrow schema metadata written into every Parquet file
-    "pandas", "pyarrow", "index_columns", "column_indexes", "field_name", "pandas_type", "numpy_type", "creator",
+    "pandas", "pyarrow", "pandas_version", "index_columns", "column_indexes", "field_name", "pandas_type", "numpy_type", "creator",
     "library", "version", "attributes", "num_categories", "ordered", "kind", "start", "stop", "step", "range",
     "encoding", "UTF-8", "object", "str", "string", "large_string", "categorical", "unicode", "bytes", "datetime",
     "datetimetz", "datetime64[ns]", "datetime64[us]", "timedelta", "timedelta64[ns]", "date", "time", "empty",

@@ -32,6 +32,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..readers import open_json
 from .jsonbytes import solid_after, solid_before
 from .redactor import Redactor
 
@@ -109,13 +110,12 @@ class ChromeRedactor:
         m = _PAIR_RE.fullmatch(token) if token.count(b'"') >= 4 else None
         if m is not None:
             key, value = _decode(m.group(1)), _decode(m.group(3))
-            if key in ("name", "cat"):
-                self.r.expect("chan" if key == "cat" else self.name_kind.get(value, "evt"), value)
             new_key, new_value = self._key(key), self._value(key, value)
             if new_key == key and new_value == value:
                 out = token
-            else:
-                out = _encode(new_key) + m.group(2) + _encode(new_value)
+            else:  # what is kept stays byte for byte (escapes included), whatever the path
+                out = (m.group(1) if new_key == key else _encode(new_key)) + m.group(2) + \
+                    (m.group(3) if new_value == value else _encode(new_value))
         else:
             value = _decode(token)
             new = self.r.decide(value, "arg")
@@ -136,8 +136,6 @@ class ChromeRedactor:
             new = self._key(value)
         elif role == _VALUE and key is not None:
             key_text = _decode(b'"' + key + b'"')
-            if key_text in ("name", "cat"):
-                self.r.expect("chan" if key_text == "cat" else self.name_kind.get(value, "evt"), value)
             new = self._value(key_text, value)
         else:
             new = self.r.decide(value, "arg")
@@ -191,7 +189,6 @@ class ChromeRedactor:
             self.r.scrubber.learn_value("user", name)
         else:
             self.name_kind.setdefault(name, kind)
-            self.r.expect(kind, name)
 
     # -- streaming ------------------------------------------------------------
     def process(self, block: bytes, final: bool) -> tuple[bytes, bytes]:
@@ -368,7 +365,7 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
     from concurrent.futures import ThreadPoolExecutor
 
     engine = ChromeRedactor(redactor)
-    reader = gzip.open(source, "rb") if is_gzip(source) else open(source, "rb")  # noqa: SIM115
+    reader = open_json(source)  # gzip or not; bounded: gzip bombs, JSON depth and string length (docs/limits.md)
     raw = open(tmp_out, "wb")  # noqa: SIM115
     # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
     writer = gzip.GzipFile(filename="", mode="wb", compresslevel=3, fileobj=raw, mtime=0) if gz else raw
@@ -417,7 +414,7 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
 
     block_size = block_size or BLOCK
     place = place or path.name
-    reader = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")  # noqa: SIM115
+    reader = open_json(path)  # gzip or not, bounded (docs/limits.md)
     seen: set[bytes] = set()
     queue: deque = deque()
 

@@ -213,6 +213,7 @@ CPP_NAMESPACES: frozenset[str] = frozenset({
     "epilogue", "nvjet", "flash", "pytorch_flash", "fmha", "apex", "transformer_engine", "triton", "rocprim",
     "hipcub", "miopen", "rocblas", "hipblaslt", "composable_kernel", "ck", "fbgemm", "fbgemm_gpu", "nccl",
     "rccl", "ncclDevComm", "ncclWork", "cooperative_groups", "cuda_cub", "detail", "native", "_GLOBAL__N_1",
+    "autograd",
 })
 
 #: Identifiers that may appear unqualified in a public kernel signature.

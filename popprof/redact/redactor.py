@@ -35,7 +35,6 @@ class Redactor:
         self.kept: Counter[str] = Counter()
         self.dropped: list[str] = []
         self._ident_cache: dict[tuple[str, str], str] = {}
-        self.expected: dict[str, str] = {}
         self._public: dict[str, bool] = {}
 
     def is_public(self, value: str) -> bool:
@@ -47,19 +46,6 @@ class Redactor:
             if len(self._public) < 1_000_000:
                 self._public[value] = hit
         return hit
-
-    def expect(self, kind: str, value: str) -> None:
-        """Record an identifier found in the input, independently of how it is redacted: the leak scan
-        looks for every non-public one, so a redaction bug that keeps a name still fails the scan."""
-        if isinstance(value, str) and value and value not in self.expected and not self.is_public(value):
-            self.expected[value] = kind
-
-    def sensitive_tokens(self) -> dict[str, str]:
-        """Every original the leak scan looks for: replaced values, expected identifiers, learned names."""
-        tokens = dict(self.expected)
-        tokens.update(self.scrubber.known)
-        tokens.update(self.pseudonyms.originals())
-        return tokens
 
     def identifier(self, kind: str, value: str, count: int = 1) -> str:
         """The redacted form of an identifier of ``kind`` (``count`` = rows that carry it)."""

@@ -93,8 +93,9 @@ class TokenMatcher:
             self._index.setdefault(token[:MIN_TOKEN], []).append(token)
         self._keys = self._index.keys()
 
-    def find(self, text: str) -> str | None:
-        """The kind of a token found in ``text``, or None."""
+    def find(self, text: str, bounded: bool = False) -> str | None:
+        """The kind of a token found in ``text``, or None. ``bounded``: only where the token is not
+        part of a longer identifier (no letter, digit or ``_`` just before or after it)."""
         if not self.tokens or len(text) < MIN_TOKEN:
             return None
         kind = self.tokens.get(text)
@@ -103,9 +104,21 @@ class TokenMatcher:
         grams = {text[i:i + MIN_TOKEN] for i in range(len(text) - MIN_TOKEN + 1)}
         for gram in self._keys & grams:
             for token in self._index[gram]:
-                if token in text:
+                if token in text and (not bounded or _bounded(text, token)):
                     return self.tokens[token]
         return None
+
+
+def _bounded(text: str, token: str) -> bool:
+    start = text.find(token)
+    while start != -1:
+        end = start + len(token)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        start = text.find(token, start + 1)
+    return False
 
 
 class Scanner:
@@ -121,6 +134,7 @@ class Scanner:
         self.keep = keep or sensitive.keep or (lambda s: False)
         self.matcher = TokenMatcher({t: k for t, k in sensitive.substring_tokens().items()
                                      if len(t) >= MIN_SUBSTRING and not self.keep(t)})
+        self.wholes = TokenMatcher({t: k for t, k in sensitive.whole_tokens().items() if not self.keep(t)})
         self.word_tokens = {w: k for w, k in sensitive.word_tokens().items() if not self.keep(w)}
         self._word_keys = self.word_tokens.keys()
         self.result = ScanResult(tokens=len(self.matcher.tokens) + len(self.word_tokens))
@@ -153,7 +167,9 @@ class Scanner:
 
     def _find(self, value: str, key: str | None) -> str | None:
         if value in self.allowlist:
-            return self._patterns(value, key, public=True)
+            # a public name holds no free part, but a sensitive string of the original may still sit
+            # inside it (``at::<a user's name>``); of patterns, only those no public shape can mimic count
+            return self.wholes.find(value, bounded=True) or self._patterns(value, key, public=True)
         kind = self.matcher.find(value)
         if kind is None and self._word_keys:
             hit = self._word_keys & set(words(value))

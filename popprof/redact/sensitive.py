@@ -48,6 +48,7 @@ class SensitiveSet:
         self.allowlist = allowlist or Allowlist()
         self.keep = keep or (lambda s: False)
         self.strings: dict[str, str] = {}
+        self.wholes: dict[str, str] = {}
         self.words: dict[str, str] = {}
         self.exempt: set[str] = set()
         self._seen: set[tuple[str, str | None]] = set()
@@ -79,6 +80,9 @@ class SensitiveSet:
                 return
         kind = _key_kind(key) or kind if key else kind
         self._token(value, kind)
+        stripped = value.strip()
+        if len(stripped) >= MIN_SUBSTRING and not _NUMERIC.fullmatch(stripped):
+            self.wholes.setdefault(stripped, kind)
         if not has_space(value):
             return  # one word: the whole string and its words are the tokens (detector spans add nothing)
         for found, span in detect(value):
@@ -115,6 +119,10 @@ class SensitiveSet:
     def substring_tokens(self) -> dict[str, str]:
         """Tokens looked for anywhere inside output strings."""
         return dict(self.strings)
+
+    def whole_tokens(self) -> dict[str, str]:
+        """Whole non-public strings of the original (looked for inside public names of the output too)."""
+        return dict(self.wholes)
 
     def word_tokens(self) -> dict[str, str]:
         """Words looked for as whole words of output strings."""
@@ -261,6 +269,53 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
     return sensitive
 
 
+def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
+    """Feed every text value, the schema metadata and the manifest of a bundle (or a directory of
+    bundles) straight from its files (pyarrow; only text columns are read). False when ``source``
+    holds no bundle."""
+    import pyarrow.parquet as pq
+
+    roots = [source] if (source / "manifest.json").exists() else sorted(
+        p.parent for p in source.glob("*/manifest.json"))
+    if not roots:
+        return False
+    for root in roots:
+        sensitive.add(root.name, "profile")
+        with contextlib.suppress(ValueError, OSError):
+            sensitive.add_json(json.loads((root / "manifest.json").read_text("utf-8", "replace")))
+        for file in sorted(root.glob("*.parquet")):
+            schema = pq.read_schema(file)
+            for k, v in (schema.metadata or {}).items():
+                sensitive.add(k.decode("utf-8", "replace"), "key")
+                sensitive.add(v.decode("utf-8", "replace"), "identifier")
+            textual = []
+            for field in schema:
+                sensitive.add(field.name, "key")
+                for k, v in (field.metadata or {}).items():
+                    sensitive.add(k.decode("utf-8", "replace"), "key")
+                    sensitive.add(v.decode("utf-8", "replace"), "identifier")
+                typ = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+                if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ) \
+                        or pa.types.is_large_binary(typ) or pa.types.is_string_view(typ) or pa.types.is_nested(typ):
+                    textual.append(field.name)
+            table = pq.read_table(file, columns=textual)
+            for name in table.column_names:
+                column = table.column(name).combine_chunks()
+                if pa.types.is_dictionary(column.type):
+                    column = column.dictionary
+                if pa.types.is_nested(column.type):
+                    for value in column.to_pylist():
+                        if value is not None:
+                            sensitive.add_json(value, name)
+                    continue
+                for value in pc.unique(column).to_pylist():
+                    if isinstance(value, bytes):
+                        value = value.decode("utf-8", "replace")
+                    if isinstance(value, str):
+                        sensitive.add(value, "identifier", None if file.stem == "metadata" else name)
+    return True
+
+
 def derive(source: Path, kind: str, allowlist: Allowlist | None = None,
            keep: Callable[[str], bool] | None = None) -> SensitiveSet:
     """The sensitive set of an original of ``kind`` (``chrome``, ``text_summary`` or ``bundle``)."""
@@ -269,4 +324,6 @@ def derive(source: Path, kind: str, allowlist: Allowlist | None = None,
         return derive_trace(source, sensitive)
     if kind == "text_summary":
         return derive_text(source, sensitive)
+    if source.is_dir() and derive_bundle_files(source, sensitive):
+        return sensitive
     return derive_profiles(source, sensitive)

@@ -51,7 +51,6 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
         if in_types:
             m = _TYPE_LINE.match(body)
             if m:
-                redactor.expect("vtx", m["label"])
                 label = redactor.identifier("vtx", m["label"])
                 out.append(m["indent"] + label + m["sep"] + m["value"] + m["tail"] + end)
                 continue
@@ -73,7 +72,6 @@ def _execution_line(body: str, stripped: str, redactor: Redactor, programs_pendi
         return (body.replace(value, new_value, 1) if new_value != value else body, False)
     if m := te.VERTEX_RE.match(stripped):
         name = m["type"]
-        redactor.expect("vtx", name)
         return (indent + redactor.identifier("vtx", name) + stripped[len(name):], False)
     if m := te.PROGRAMS_HEADING_RE.match(stripped):
         rest = m["rest"].strip()
@@ -95,7 +93,6 @@ def _programs(listed: str, redactor: Redactor) -> str:
         if not name or name == "<anonymous>":
             out.append(name)
             continue
-        redactor.expect("prog", name)
         out.append(redactor.identifier("prog", name))
     return ", ".join(out) + ("." if listed.endswith(".") else "")
 
@@ -108,7 +105,6 @@ def _line(body: str, redactor: Redactor) -> str:
         return redactor.text(body)
     label, value = m["label"], m["value"]
     if label in PROGRAM_TYPES and value:
-        redactor.expect("prog", value)
         new_value = redactor.identifier("prog", value)
     elif not value or _NUMERIC_VALUE.fullmatch(value):
         new_value = value

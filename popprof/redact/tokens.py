@@ -37,9 +37,12 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+_SPACE = re.compile(r"\s")
+
+
 def has_space(text: str) -> bool:
     """True when ``text`` holds white space (then it is free text, redacted chunk by chunk)."""
-    return any(ch.isspace() for ch in text)
+    return _SPACE.search(text) is not None
 
 
 def looks_like_json(text: str) -> bool:

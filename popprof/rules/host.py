@@ -94,9 +94,13 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     labels = thread_labels(profile)
     n = int(params["top"])
     frames, texts, threads = [], [], []
+    causes = _idle_causes(profile)
     for share, activity, gs, ge in per_device:
         gaps, text, top_threads = _attribute_gaps(activity, gs, ge, share, host.of_rank(activity.rank), labels, n,
                                                   params)
+        cause = causes.get((activity.rank, activity.device))
+        if cause:
+            text += f"; idle causes (HTA, over its streams): {cause}"
         frames.append(gaps)
         texts.append(text)
         threads += [t for t in top_threads if t not in threads]
@@ -120,6 +124,30 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         where["devices"] = devices
     return [r.finding(severity, "Device idle waiting on the host", message, value=worst_share,
                       threshold=threshold, where=where, evidence=evidence, platform=platform_of(profile))]
+
+
+#: HTA's idle categories (``get_idle_time_breakdown``) in words.
+IDLE_CAUSES = {"host_wait": "the host launching late", "kernel_wait": "launch gaps between kernels",
+               "other": "other"}
+
+
+def _idle_causes(profile: Profile) -> dict[tuple, str]:
+    """``(rank, device) -> "the host launching late 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
+    from ..metrics.devices import idle_breakdown
+
+    table = idle_breakdown(profile)
+    if table.empty:
+        return {}
+    sums = table.groupby(["rank", "device", "idle_category"], dropna=False, observed=True)["idle_us"].sum()
+    out = {}
+    for (rank, device), group in sums.groupby(level=[0, 1], dropna=False):
+        total = float(group.sum())
+        if total <= 0:
+            continue
+        parts = [f"{IDLE_CAUSES.get(cat, cat)} {pct(v / total)}"
+                 for (_, _, cat), v in group.sort_values(ascending=False).items() if v > 0]
+        out[(None if pd.isna(rank) else int(rank), None if pd.isna(device) else str(device))] = ", ".join(parts)
+    return out
 
 
 def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, share: float, host: HostEvents,
@@ -237,7 +265,8 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
         shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle)
     worst_label, (total_share, merged_idle) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
-    severity = severity or "warning"  # every qualifying event is worth a warning
+    if severity is None:  # below a warning level raised from its default 0 (any qualifying event)
+        return []
     by_name = found.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False,
                                                                                   kind="stable")
     n = int(params["top"])
@@ -247,7 +276,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     message = (f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
                f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
                f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
-               f"{threshold_pct(threshold if threshold is not None else params['warning'])}); longest "
+               f"{threshold_pct(threshold)}); longest "
                f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
                "; by label: "
                + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))
@@ -260,7 +289,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     if ranks:
         where["ranks"] = ranks
     return [r.finding(severity, "Long host events while the device idles", message, value=total_share,
-                      threshold=threshold if threshold is not None else float(params["warning"]), where=where,
+                      threshold=threshold, where=where,
                       evidence=found, platform=platform_of(profile))]
 
 

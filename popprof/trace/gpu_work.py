@@ -12,6 +12,8 @@ engineers know (documented in ``docs/traces.md``):
 - **Last profiler step left out**: when a trace holds at least two distinct
   ``ProfilerStep#N`` annotations, only GPU work launched (same ``correlation``) by a host
   event starting before the last ``ProfilerStep`` is kept; the last step is incomplete.
+  (A rank whose host events carry no correlation at all keeps all its work: HTA would
+  drop every kernel.)
 - **Rounding**: when any start time of a rank has a fractional part (ns-resolution traces),
   starts are rounded up and ends down to whole microseconds, as HTA does.
 """
@@ -103,7 +105,10 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], corr[work_rows]))
     matched = position >= 0
     if filtering:
-        work_rows, position, matched = work_rows[matched], position[matched], matched[matched]
+        # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
+        linked = np.isin(rank[work_rows], np.unique(rank[host]))
+        keep = matched | ~linked
+        work_rows, position, matched = work_rows[keep], position[keep], matched[keep]
     launch_start = np.where(matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan,
                             np.nan)
     names = events["name"].array[work_rows]

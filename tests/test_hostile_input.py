@@ -1,0 +1,397 @@
+"""Issue 14: hostile input. One test (or more) per failure found by the adversarial pass; each failed before its fix.
+
+Reproductions that once took gigabytes or ran forever run in a child process under an
+address-space and a time limit (tests/hostile_helpers.py), so a regression fails the test
+instead of exhausting the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hostile_helpers import FIXTURES, gzip_with_filler, run_limited
+
+from popprof.cli import main
+
+BUNDLE = FIXTURES / "mk2_training.popprof"
+SUMMARY = FIXTURES / "text_summary" / "mk2_training.txt"
+TRACE = FIXTURES / "traces" / "training_loop.json"
+#: DuckDB reserves address space beyond its memory_limit: its children get more room.
+QUERY_MEMORY = 3 << 30
+
+
+def _cli(capsys, *args: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
+    return lines[0]
+
+
+# -- 1. quadratic memory in format detection ---------------------------------------------------------
+
+def test_deep_nesting_in_the_head_is_sniffed_in_linear_memory(tmp_path):
+    """40,000 nested `[` in the first 64 KiB took 4 GB in the SDK 1.x sniffing (ijson prefixes)."""
+    path = tmp_path / "nested.json"
+    path.write_bytes(b'{"memory": ' + b"[" * 60_000 + b"]" * 60_000 + b"}")
+    run = run_limited("summary", path, memory=1 << 30, seconds=60)
+    line = run.one_error_line()
+    assert str(path) in line and "not a recognised profile format" in line
+
+
+def test_sniffing_still_tells_the_sdk1_layouts_apart():
+    from popprof.readers.sdk1_json import _layout_of_head
+
+    assert _layout_of_head(b'{"graphProfile": {') == "wrapped"
+    assert _layout_of_head(b' {"target": {"numIPUs": 1}, "memory": {"byTile": {"total": [1, 2') == "graph"
+    assert _layout_of_head(b'{"profilerMode": "x", "simulation": {"cycles": 5, "steps": [') == "execution"
+    assert _layout_of_head(b'{"a": {"b": {"memory": {"byTile": 1}}}}') is None  # not a top-level key's object
+    assert _layout_of_head(b'{"memory": [{"byTile": 1}]}') is None  # inside an array
+    assert _layout_of_head(b'{"n\\"ame": "memory", "x": {"memory') is None  # quotes and a cut-off string
+    assert _layout_of_head(b"[" * 100_000) is None
+
+
+# -- 2. decompression bombs, long strings and lines ----------------------------------------------------
+
+def test_a_gzip_text_bomb_stops_at_the_ratio_limit(tmp_path):
+    """A .txt.gz of a summary header and gigabytes of spaces ended in MemoryError (exit 3)."""
+    head = SUMMARY.read_bytes()[:1500]
+    bomb = gzip_with_filler(tmp_path / "bomb.txt.gz", head, b" ", 1536 << 20)
+    assert bomb.stat().st_size < 3 << 20
+    run = run_limited("summary", bomb, memory=1 << 30, seconds=120)
+    line = run.one_error_line()
+    limit, env = ("gzip-ratio", "POPPROF_MAX_GZIP_RATIO") if "gzip-ratio" in line else \
+        ("text-bytes", "POPPROF_MAX_TEXT_BYTES")  # whichever the bomb reaches first
+    assert env in line and f"--limit {limit}=" in line
+
+
+def test_a_gzip_json_bomb_of_one_huge_string_ends_quickly(tmp_path):
+    """A 1 MB .json.gz holding one 1 GiB string ran for more than 400 s."""
+    head = b'{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": "'
+    bomb = gzip_with_filler(tmp_path / "bomb.json.gz", head, b"abcdefgh", 1 << 30, b'"}]}')
+    for args in (("summary", bomb), ("redact", bomb, "-o", tmp_path / "out.json.gz")):
+        run = run_limited(*args, memory=1 << 30, seconds=120, env={"POPPROF_REDACT_KEY": "0123456789abcdef" * 2})
+        assert run.code is not None, f"{args[0]} did not end within 120 s"
+        line = run.one_error_line()
+        assert "gzip-ratio" in line or "string-bytes" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.json.gz"]
+
+
+def test_a_json_string_over_the_limit_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    rng = np.random.default_rng(0)
+    name = "".join(rng.choice(list("abcdefghijklmnop"), 3 << 20))
+    path = tmp_path / "long_name.json"
+    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": name}]}))
+    monkeypatch.setenv("POPPROF_MAX_STRING_BYTES", "1M")
+    code, _, err = _cli(capsys, "summary", path)
+    line = _one_line(err)
+    assert code == 2 and "string-bytes" in line and "POPPROF_MAX_STRING_BYTES" in line
+    code, out, _ = _cli(capsys, "--limit", "string-bytes=8M", "summary", path)
+    assert code == 0 and "events" in out
+
+
+def test_deep_json_nesting_in_a_trace_is_refused_before_parsing(tmp_path, capsys):
+    args = "[" * 5000 + "]" * 5000
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": "a", "args": {"x": '
+                    + args + "}}]}")
+    code, _, err = _cli(capsys, "summary", path)
+    assert code == 2 and "json-depth" in _one_line(err)
+
+
+def test_text_limits_whole_size_and_line_length(tmp_path, capsys, monkeypatch):
+    text = SUMMARY.read_text()
+    big = tmp_path / "big.txt"
+    big.write_text(text + ("# padding line\n" * 200_000))
+    monkeypatch.setenv("POPPROF_MAX_TEXT_BYTES", "1M")
+    code, _, err = _cli(capsys, "summary", big)
+    assert code == 2 and "text-bytes" in _one_line(err) and "POPPROF_MAX_TEXT_BYTES" in err
+    monkeypatch.delenv("POPPROF_MAX_TEXT_BYTES")
+    long = tmp_path / "long.txt"
+    lines = text.splitlines(keepends=True)
+    long.write_text("".join(lines[:10]) + "x" * (2 << 20) + "\n" + "".join(lines[10:]))
+    code, _, err = _cli(capsys, "summary", long)
+    assert code == 2 and "line 11" in err and "line-bytes" in _one_line(err)
+    code, _, _ = _cli(capsys, "--limit", "line-bytes=4M", "summary", long)
+    assert code == 0
+
+
+def test_a_bad_limit_value_is_a_usage_error(capsys, monkeypatch):
+    code, _, err = _cli(capsys, "--limit", "nope=1", "summary", BUNDLE)
+    assert code == 2 and "text-bytes" in _one_line(err)
+    monkeypatch.setenv("POPPROF_MAX_JSON_DEPTH", "deep")
+    code, _, err = _cli(capsys, "summary", TRACE)
+    assert code == 2 and "POPPROF_MAX_JSON_DEPTH" in _one_line(err)
+
+
+def test_limit_values_parse_like_people_write_them():
+    from popprof import limits
+
+    assert limits.parse_value("512M") == 512 << 20
+    assert limits.parse_value("1.5GiB") == 3 << 29
+    assert limits.parse_value("300", "levels") == 300
+    for bad in ("0", "-1", "lots", "1M"):
+        with pytest.raises(ValueError):
+            limits.parse_value(bad, "levels" if bad == "1M" else "bytes")
+
+
+# -- 3. special files as input -------------------------------------------------------------------------
+
+def test_a_fifo_without_a_writer_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    run = run_limited("summary", fifo, seconds=30)
+    assert run.code is not None, "hung on the FIFO"
+    line = run.one_error_line()
+    assert "named pipe" in line and "not a regular file" in line
+
+
+def test_process_substitution_says_what_to_do(tmp_path):
+    run = run_limited("popprof", "summary", f"<(cat {TRACE})", shell=True, seconds=30)
+    line = run.one_error_line()
+    assert "not a regular file" in line and "save the data to a file first" in line
+
+
+# -- 4. bundle manifest types, corrupt Parquet -----------------------------------------------------
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("profile_name", ["a"]), ("profile_name", {"a": 1}), ("sources", "x"), ("sources", [1]), ("redacted", 1),
+    ("tool_version", 2), ("tables.tiles.rows", "1472"), ("tables.tiles.rows", -1), ("tables.tiles.columns", "tile"),
+])
+def test_every_manifest_field_type_is_checked(tmp_path, capsys, key, value):
+    bundle = tmp_path / "b.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    where = manifest
+    *parents, last = key.split(".")
+    for part in parents:
+        where = where[part]
+    where[last] = value
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    for command in ("summary", "check", "tables"):
+        code, _, err = _cli(capsys, command, bundle)
+        assert code == 2 and last in _one_line(err) and "bundle manifest field" in err
+
+
+def test_a_corrupt_parquet_footer_is_one_line(tmp_path, capsys):
+    bundle = tmp_path / "b.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    data = (bundle / "tiles.parquet").read_bytes()
+    (bundle / "tiles.parquet").write_bytes(data[:-12] + (10 ** 9).to_bytes(4, "little") + data[-8:])
+    code, _, err = _cli(capsys, "summary", bundle)
+    assert code == 2 and "corrupt Parquet file" in _one_line(err)
+
+
+# -- 5. the query sandbox ----------------------------------------------------------------------------
+
+def test_query_has_no_file_system_not_even_its_temp_directory(tmp_path):
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "hostname").write_text("secret-host\n")
+    (tmp_path / ".tmp").symlink_to(secret)
+    queries = ["COPY (SELECT 1) TO '.tmp/x.csv'", "ATTACH '.tmp/db.duckdb' AS d", "SELECT * FROM read_text('.tmp/*')",
+               "SELECT * FROM read_text('.tmp/hostname')", f"ATTACH '{tmp_path}/:memory:' AS m",
+               "SELECT 1; ATTACH ':memory:' AS m", "SET temp_directory = '.tmp'", "INSTALL httpfs"]
+    for sql in queries:
+        run = run_limited("query", BUNDLE, sql, cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+        line = run.one_error_line()
+        assert "SQL error" in line and "secret-host" not in run.out + run.err, sql
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp", "elsewhere"]
+    assert [p.name for p in secret.iterdir()] == ["hostname"]
+    run = run_limited("query", BUNDLE, "SELECT current_setting('allowed_directories') AS d, "
+                      "current_setting('temp_directory') AS t", "--format", "json", cwd=tmp_path,
+                      memory=QUERY_MEMORY)
+    assert run.code == 0 and json.loads(run.out) == [{"d": [], "t": ""}]
+
+
+def test_query_time_and_memory_are_bounded(tmp_path):
+    run = run_limited("query", BUNDLE, "SELECT count(*) FROM range(10000000000000)", "--timeout", "2",
+                      cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+    line = run.one_error_line()
+    assert "query-seconds" in line and "--timeout" in line
+    run = run_limited("query", BUNDLE, "SELECT list(range(100000000)) FROM range(20)", "--memory-limit", "128M",
+                      cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+    assert "query-memory" in run.one_error_line()
+    run = run_limited("query", BUNDLE, "SELECT * FROM range(30000000)", "--memory-limit", "64M", "--format", "csv",
+                      cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+    assert "query-memory" in run.one_error_line()  # the pandas result is held to the limit too
+
+
+# -- 6. one rule for every command that writes a bundle ------------------------------------------------
+
+@pytest.mark.parametrize("command", ["export", "redact"])
+def test_a_folder_of_other_bundles_is_never_replaced(tmp_path, capsys, command, monkeypatch):
+    """`redact -o DIR` deleted a folder of other bundles (export refused the same)."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "0123456789abcdef0123456789abcdef")
+    folder = tmp_path / "bundles"
+    folder.mkdir()
+    for name in ("a", "b"):
+        shutil.copytree(BUNDLE, folder / f"{name}.popprof")
+    before = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+    code, _, err = _cli(capsys, command, BUNDLE, "-o", folder)
+    assert code == 2 and "not a bundle" in _one_line(err) and str(folder) in err
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == before
+
+
+def test_an_earlier_set_of_bundles_is_marked_and_replaced(tmp_path, capsys, pva_double, monkeypatch):
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "0123456789abcdef0123456789abcdef")
+    out = tmp_path / "shared"
+    for _ in range(2):
+        code, _, err = _cli(capsys, "redact", FIXTURES / "run_dir", "-o", out)
+        assert code == 0, err
+    manifests = [json.loads(p.read_text()) for p in out.glob("*/manifest.json")]
+    assert len(manifests) == 2 and all(m["bundle_set"] is True for m in manifests)
+
+
+# -- 7. outputs onto special files -------------------------------------------------------------------
+
+def test_dash_means_standard_output(capsys):
+    code, out, _ = _cli(capsys, "baseline", BUNDLE, "-o", "-")
+    assert code == 0 and json.loads(out)["format"] == "popprof-baseline"
+    assert not Path("-").exists()
+
+
+def test_a_symlink_to_standard_output_streams_and_stays_a_symlink(tmp_path):
+    link = tmp_path / "out.json"
+    link.symlink_to("/proc/self/fd/1")
+    run = run_limited("baseline", BUNDLE, "-o", link, seconds=60)
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["format"] == "popprof-baseline"
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+
+
+def test_a_fifo_output_receives_the_bytes_and_stays_a_fifo(tmp_path):
+    fifo = tmp_path / "findings.json"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        run = run_limited("check", BUNDLE, "--format", "json", "--fail-on", "never", "-o", fifo, seconds=60)
+        received = reader.communicate(timeout=60)[0]
+    finally:
+        reader.kill()
+        reader.wait()
+    assert run.code == 0, run.err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and json.loads(received)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root")
+def test_a_character_device_is_never_replaced(tmp_path, capsys):
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.stat(os.devnull).st_rdev)
+    other = tmp_path / "zero"
+    os.mknod(other, 0o666 | stat.S_IFCHR, os.stat("/dev/zero").st_rdev)
+    code, _, err = _cli(capsys, "check", BUNDLE, "--fail-on", "never", "-o", null)
+    assert code == 0 and stat.S_ISCHR(os.lstat(null).st_mode)
+    code, _, err = _cli(capsys, "check", BUNDLE, "--fail-on", "never", "-o", other)
+    assert code == 2 and "character device" in _one_line(err) and "-o -" in err
+    assert stat.S_ISCHR(os.lstat(other).st_mode)
+    code, _, err = _cli(capsys, "export", BUNDLE, "-o", null)
+    assert code == 2 and "a bundle is a directory" in _one_line(err) and stat.S_ISCHR(os.lstat(null).st_mode)
+
+
+# -- 8. interruption -------------------------------------------------------------------------------------
+
+_INTERRUPTED_EXPORT = """
+import os, signal, sys
+import pyarrow.parquet as pq
+from popprof.cli import main
+real = pq.write_table
+calls = []
+def write_then_terminate(*args, **kwargs):
+    real(*args, **kwargs)
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+pq.write_table = write_then_terminate
+sys.exit(main(["export", sys.argv[1], "-o", sys.argv[2]]))
+"""
+
+
+def test_sigterm_mid_write_removes_temporaries_and_exits_143(tmp_path):
+    out = tmp_path / "out.popprof"
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_EXPORT, str(BUNDLE), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr == "popprof: terminated\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_later_run_removes_stale_temporaries_of_its_own_output(tmp_path, capsys):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    stale_dir = tmp_path / f".out.popprof.{dead}.abc_1234.tmp"
+    stale_dir.mkdir()
+    (stale_dir / "tiles.parquet").write_bytes(b"partial")
+    stale_old = tmp_path / f".out.popprof.{dead}.zz99.old"
+    stale_old.mkdir()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        live = tmp_path / f".out.popprof.{sleeper.pid}.q1w2e3r4.tmp"  # a run still under way: kept
+        live.mkdir()
+        unrelated = tmp_path / f".other.popprof.{dead}.abc_1234.tmp"  # another output's: kept
+        unrelated.mkdir()
+        code, _, err = _cli(capsys, "export", BUNDLE, "-o", tmp_path / "out.popprof")
+        assert code == 0, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.popprof", live.name, unrelated.name])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_sigterm_handler_is_restored_after_main(capsys):
+    before = signal.getsignal(signal.SIGTERM)
+    _cli(capsys, "rules")
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+# -- 9. deep recursion ---------------------------------------------------------------------------------------
+
+def test_json_nested_inside_strings_is_exit_2_not_a_recursion_error(tmp_path):
+    deep = "[" * 1200 + "]" * 1200
+    path = tmp_path / "deep_strings.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 3, "name": deep, "cat": deep, "args": {"z": deep}}]}))
+    for args in (("summary", path), ("redact", path, "-o", tmp_path / "r.json"), ("check", path),
+                 ("export", path, "-o", tmp_path / "e.popprof", "--with-args")):
+        run = run_limited(*args, env={"POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"}, seconds=90)
+        assert run.code in (0, 1, 2), (args, run.err)
+        assert "Traceback" not in run.err and "internal error" not in run.err, (args, run.err)
+        if run.code == 2:
+            run.one_error_line()
+
+
+# -- 10. errors while writing a bundle name the output ---------------------------------------------
+
+_FULL_DISK = """
+import resource, signal, sys
+from popprof.cli import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", ["export", "redact"])
+def test_a_write_error_names_the_output_not_a_temporary(tmp_path, command):
+    out = tmp_path / "out.popprof"
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK, command, str(BUNDLE), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"})
+    lines = [line for line in done.stderr.splitlines() if line.startswith("popprof: error:")]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"popprof: error: {out}: cannot write the output") and ".tmp" not in lines[0]
+    assert "File too large" in lines[0]
+    assert list(tmp_path.iterdir()) == []

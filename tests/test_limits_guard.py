@@ -1,0 +1,109 @@
+"""The bounded-reading guards (popprof/readers/bounded.py) agree with a reference on any JSON, cut anywhere;
+docs/limits.md lists every limit."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from popprof import limits
+from popprof.limits import LimitExceeded
+from popprof.readers import bounded, open_binary, read_text_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{}:,\u00e9\n', max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(alphabet='k"\\[{', max_size=4),
+                                                                       children, max_size=4),
+    max_leaves=30)
+
+
+def _reference(value: object, depth: int = 0) -> tuple[int, int]:
+    """(nesting depth, longest encoded string) of a JSON value, by walking it."""
+    if isinstance(value, list):
+        inner = [_reference(v, depth + 1) for v in value]
+        return max([depth + 1] + [d for d, _ in inner]), max([0] + [s for _, s in inner])
+    if isinstance(value, dict):
+        inner = [_reference(v, depth + 1) for v in value.values()]
+        keys = [len(json.dumps(k)) - 1 for k in value]
+        return max([depth + 1] + [d for d, _ in inner]), max([0] + keys + [s for _, s in inner])
+    if isinstance(value, str):
+        return depth, len(json.dumps(value)) - 1  # from the opening quote to the closing one
+    return depth, 0
+
+
+def _guard_reads(data: bytes, chunk: int) -> None:
+    guard = bounded.JsonGuard(io.BytesIO(data), Path("x.json"))
+    buffer = bytearray(chunk)
+    while guard.readinto(buffer):
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values, st.integers(1, 64))
+def test_json_guard_depth_and_string_length_match_a_reference(value, chunk):
+    data = json.dumps(value).encode()
+    depth, longest = _reference(value)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("POPPROF_MAX_JSON_DEPTH", str(max(depth, 1)))
+        mp.setenv("POPPROF_MAX_STRING_BYTES", str(max(longest, 1)))
+        _guard_reads(data, chunk)  # exactly at the limits: fine
+        if depth >= 2:
+            mp.setenv("POPPROF_MAX_JSON_DEPTH", str(depth - 1))
+            with pytest.raises(LimitExceeded, match="json-depth"):
+                _guard_reads(data, chunk)
+            mp.setenv("POPPROF_MAX_JSON_DEPTH", str(max(depth, 1)))
+        if longest >= 2:
+            mp.setenv("POPPROF_MAX_STRING_BYTES", str(longest - 1))
+            with pytest.raises(LimitExceeded, match="string-bytes"):
+                _guard_reads(data, chunk)
+
+
+def test_escaped_quotes_and_backslash_runs_across_chunk_boundaries(monkeypatch):
+    data = json.dumps({"a": "\\\\\\\"[[[", "b": ["\\" * 4]}).encode()  # "a": "\\\\\\\"[[[" is 12 bytes
+    monkeypatch.setenv("POPPROF_MAX_JSON_DEPTH", "2")
+    for chunk in range(1, len(data) + 1):
+        monkeypatch.setenv("POPPROF_MAX_STRING_BYTES", "12")
+        _guard_reads(data, chunk)  # brackets inside strings never count, escapes never end a string
+        monkeypatch.setenv("POPPROF_MAX_STRING_BYTES", "11")
+        with pytest.raises(LimitExceeded, match="string-bytes"):
+            _guard_reads(data, chunk)
+
+
+def test_gzip_guard_stops_a_bomb_at_the_ratio(tmp_path, monkeypatch):
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b" " * (80 << 20), 9))
+    monkeypatch.setenv("POPPROF_MAX_GZIP_RATIO", "100")
+    with pytest.raises(LimitExceeded, match="gzip-ratio"), open_binary(path) as handle:
+        while handle.read(1 << 20):
+            pass
+    monkeypatch.setenv("POPPROF_MAX_GZIP_BYTES", "1M")
+    with pytest.raises(LimitExceeded, match="gzip-bytes"), open_binary(path) as handle:
+        handle.read()
+
+
+def test_text_read_keeps_at_most_the_limit(tmp_path, monkeypatch):
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"line\n" * 100_000)
+    monkeypatch.setenv("POPPROF_MAX_TEXT_BYTES", "64k")
+    assert len(read_text_bytes(path, truncate=True)) == 64 << 10
+    with pytest.raises(LimitExceeded, match=r"text-bytes = 64 KiB \(raise it with POPPROF_MAX_TEXT_BYTES"):
+        read_text_bytes(path)
+
+
+def test_every_limit_is_documented_with_its_default():
+    doc = (ROOT / "docs" / "limits.md").read_text()
+    for limit in limits.LIMITS.values():
+        row = next((line for line in doc.splitlines() if line.startswith(f"| `{limit.name}` |")), None)
+        assert row is not None, limit.name
+        assert f"`{limit.env}`" in row
+        default = limits.human(limit.default, limit.unit).replace(" seconds", " s")
+        assert default in row, (limit.name, default, row)
+    assert "docs/limits.md" in (ROOT / "README.md").read_text()
