@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import warnings
@@ -193,3 +194,15 @@ def test_gzip_log_of_two_real_summaries(tmp_path):
     profiles = popprof.open_all(path)
     assert list(profiles) == ["IPU_Model", "IPU_hardware"]
     assert [int(p.execution_totals["cycles"].iloc[0]) for p in profiles.values()] == [6_681_766, 25_444_984]
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_redacted_real_execution_summary_reads_back_the_same_figures(tmp_path, name):
+    out = tmp_path / name
+    result = subprocess.run([sys.executable, "-m", "popprof", "redact", str(REAL / name), "-o", str(out)],
+                            capture_output=True, text=True, env={**os.environ, "POPPROF_REDACT_KEY": "k" * 32})
+    assert result.returncode == 0, result.stderr
+    before, after = popprof.open(REAL / name), popprof.open(out)
+    pd.testing.assert_frame_equal(after.execution_totals, before.execution_totals)
+    if before.has("vertex_cycles"):
+        assert after.vertex_cycles["cycles"].tolist() == before.vertex_cycles["cycles"].tolist()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ..readers import text_execution as te
 from .allowlist import PROGRAM_TYPES
 from .redactor import Redactor
 
@@ -30,11 +31,17 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
     out: list[str] = []
     in_types = False
     types_indent = 0
+    programs_pending = False
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         end = line[len(body):]
         stripped = body.strip()
         indent = len(body) - len(body.lstrip())
+        execution = _execution_line(body, stripped, redactor, programs_pending)
+        if execution is not None:
+            new_body, programs_pending = execution
+            out.append(new_body + end)
+            continue
         if in_types and (not stripped or indent <= types_indent):
             in_types = False
         if stripped.rstrip(":") in _HEADINGS_WITH_TYPES:
@@ -49,6 +56,45 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
                 continue
         out.append(_line(body, redactor) + end)
     return "".join(out)
+
+
+def _execution_line(body: str, stripped: str, redactor: Redactor, programs_pending: bool
+                    ) -> tuple[str, bool] | None:
+    """An Execution-section line redacted (figure labels are the format's vocabulary and kept; vertex
+    types are kept when SDK-public, else pseudonymised; program names are pseudonymised), with whether a
+    ``Programs executed`` list follows; None when the line is not one of those."""
+    indent = body[:len(body) - len(body.lstrip())]
+    if not stripped:
+        return (body, programs_pending)
+    if m := te.FIGURE_RE.match(stripped):
+        value = m["value"]
+        new_value = value if not value or _NUMERIC_VALUE.match(value) else redactor.text(value)
+        return (body.replace(value, new_value, 1) if new_value != value else body, False)
+    if m := te.VERTEX_RE.match(stripped):
+        name = m["type"]
+        return (indent + redactor.identifier("vtx", name) + stripped[len(name):], False)
+    if m := te.PROGRAMS_HEADING_RE.match(stripped):
+        rest = m["rest"].strip()
+        if not rest:
+            return (body, True)
+        return (indent + "Programs executed: " + _programs(rest, redactor), False)
+    if te.VERTEX_HEADING_RE.match(stripped):
+        return (body, False)
+    if programs_pending and ":" not in stripped:
+        return (indent + _programs(stripped, redactor), not stripped.endswith("."))
+    return None
+
+
+def _programs(listed: str, redactor: Redactor) -> str:
+    """A ``Programs executed`` list with each program name pseudonymised (``<anonymous>`` kept)."""
+    names = [n.strip() for n in listed.rstrip(".").split(",")]
+    out = []
+    for name in names:
+        if not name or name == "<anonymous>":
+            out.append(name)
+            continue
+        out.append(redactor.identifier("prog", name))
+    return ", ".join(out) + ("." if listed.endswith(".") else "")
 
 
 def _line(body: str, redactor: Redactor) -> str:
