@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..readers import open_json
-from .jsonbytes import solid_after, solid_before
+from .jsonbytes import blocks, solid_after, solid_before
 from .redactor import Redactor
 
 BLOCK = 8 << 20
@@ -423,21 +423,9 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
             _check_strings(queue.popleft().result(), scanner, seen, place)
 
     with reader, ThreadPoolExecutor(max(1, workers)) as pool:
-        carry = b""
-        while True:
-            block = reader.read(block_size)
-            data = carry + block
-            carry = b""
-            if block:
-                cut = _cut_opening_quote(data)
-                if cut <= 0:
-                    carry = data
-                    continue
-                data, carry = data[:cut], data[cut:]
+        for data in blocks(reader, block_size, _cut_opening_quote):
             queue.append(pool.submit(_block_strings, data))
             drain(workers)
-            if not block:
-                break
         drain(0)
 
 

@@ -3,6 +3,9 @@ trace redactor and the leak scan's reading of an original."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
 import numpy as np
 
 SPACE = np.zeros(256, dtype=bool)
@@ -51,3 +54,23 @@ def _solid(data: np.ndarray, positions: np.ndarray, step: int, rounds: int) -> n
             ok = at >= 0
             out[todo[ok]] = data[solid[at[ok]]]
     return out
+
+
+def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int]) -> Iterator[bytes]:
+    """The bytes of ``reader`` in blocks of about ``block_size``, each split where ``cut`` says it is safe
+    (a block with no safe place is joined to the next one); the last block holds the rest."""
+    carry = b""
+    while True:
+        block = reader.read(block_size)
+        data = carry + block
+        carry = b""
+        if block:
+            at = cut(data)
+            if at <= 0:
+                carry = data
+                continue
+            data, carry = data[:at], data[at:]
+        if data:
+            yield data
+        if not block:
+            return

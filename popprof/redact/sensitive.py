@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .allowlist import Allowlist
-from .jsonbytes import solid_after
+from .jsonbytes import blocks, solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
 from .tokens import MAX_JSON_DEPTH, MIN_WORD, chunk_strings, has_space, json_depth, looks_like_json, words
 
@@ -139,21 +139,8 @@ def trace_strings(path: Path, block_size: int = 8 << 20) -> Iterator[tuple[set[b
     """The distinct (keys, other strings) of a JSON file, block by block, as raw bytes between quotes."""
     opener = gzip.open if _is_gzip(path) else open
     with opener(path, "rb") as reader:
-        carry = b""
-        while True:
-            block = reader.read(block_size)
-            data = carry + block
-            carry = b""
-            if block:
-                cut = _last_safe_cut(data)
-                if cut <= 0:
-                    carry = data
-                    continue
-                data, carry = data[:cut], data[cut:]
-            if data:
-                yield _block_strings(data)
-            if not block:
-                break
+        for data in blocks(reader, block_size, _last_safe_cut):
+            yield _block_strings(data)
 
 
 def _is_gzip(path: Path) -> bool:

@@ -184,16 +184,6 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
                       evidence=flagged)]
 
 
-def _total_capacity(profile: Profile) -> tuple[float | None, int | None]:
-    cap = mm.capacity_bytes(profile)
-    tiles = profile.target_value("num_tiles")
-    if tiles is None and profile.has("tiles"):
-        tiles = len(profile.tiles)
-    if cap is None or tiles is None:
-        return None, None
-    return float(cap) * int(tiles), int(tiles)
-
-
 @rule("memory.liveness-peak",
       "where not-always-live memory peaks (step, program, largest variables, operations), and whether "
       "always-live plus that peak nears the memory of a replica (liveness is per replica)",
