@@ -155,13 +155,16 @@ def reading(path: str | os.PathLike[str], description: str | None = None) -> Ite
         with bar:
             task = bar.add_task(description or f"reading {os.path.basename(path)}", total=total)
 
+            def show() -> None:
+                done = meter.done
+                bar.update(task, completed=min(done, total) if total else done)
+                bar.refresh()
+
             def tick() -> None:
-                while True:
-                    done = meter.done
-                    bar.update(task, completed=min(done, total) if total else done)
-                    bar.refresh()
-                    if stop.wait(REFRESH_SECONDS):
-                        return
+                show()
+                while not stop.wait(REFRESH_SECONDS):
+                    show()
+                show()  # the final count once the work has ended (a loaded machine may not have ticked since)
 
             ticker = threading.Thread(target=tick, name="popprof-progress", daemon=True)
             ticker.start()
