@@ -17,7 +17,7 @@ from .allowlist import Allowlist
 from .policy import Policy
 from .pseudonym import Pseudonymizer, key_fingerprint
 from .scrub import FAMILIES, PSEUDONYM_RE, Scrubber, _key_kind, detect
-from .tokens import MAX_JSON_DEPTH, chunks, has_space, json_depth, looks_like_json
+from .tokens import chunks, has_space, json_in_string
 
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:\d[\d,_]*)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -83,13 +83,9 @@ class Redactor:
             if isinstance(value, str) and value:
                 self.kept[kind] += 1
             return value
-        if looks_like_json(value) and json_depth(value) <= MAX_JSON_DEPTH:
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):
-                parsed = None
-            if isinstance(parsed, dict | list):
-                return json.dumps(self.decide_json(parsed, key), ensure_ascii=False)
+        parsed = json_in_string(value)
+        if parsed is not None:
+            return json.dumps(self.decide_json(parsed, key), ensure_ascii=False)
         key_kind = _key_kind(key) if key else None
         if key_kind is not None:
             if key_kind not in self.scrubber.kinds:

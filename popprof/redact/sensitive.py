@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from .allowlist import Allowlist
 from .jsonbytes import blocks, solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
-from .tokens import MAX_JSON_DEPTH, MIN_WORD, chunk_strings, has_space, json_depth, looks_like_json, words
+from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
 MIN_SUBSTRING = 8
 #: Keys whose values are content hashes, kept on purpose (not secrets).
@@ -70,14 +70,10 @@ class SensitiveSet:
         if self.public(value):
             self.exempt.update(words(value))
             return
-        if looks_like_json(value) and json_depth(value) <= MAX_JSON_DEPTH:
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):
-                parsed = None
-            if isinstance(parsed, dict | list):
-                self.add_json(parsed, key)
-                return
+        parsed = json_in_string(value)
+        if parsed is not None:
+            self.add_json(parsed, key)
+            return
         kind = _key_kind(key) or kind if key else kind
         self._token(value, kind)
         stripped = value.strip()

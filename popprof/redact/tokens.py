@@ -11,6 +11,7 @@ what is sensitive from an original on its own): pure functions, no state.
 
 from __future__ import annotations
 
+import json
 import re
 
 MIN_WORD = 4
@@ -82,3 +83,14 @@ def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
         elif ch in "]}":
             depth -= 1
     return deepest
+
+
+def json_in_string(value: str) -> dict | list | None:
+    """The object or array a string holds as JSON (at most ``MAX_JSON_DEPTH`` deep), else None."""
+    if not looks_like_json(value) or json_depth(value) > MAX_JSON_DEPTH:
+        return None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
