@@ -164,20 +164,47 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
-    from ..progress import progress
-    from .chrome import is_gzip, redact_chrome
+    from .background import Derivation, OutputStrings
+    from .chrome import is_gzip
 
     gz = is_gzip(source)
+    # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
+    # is derived from the original (its own read), and the output's strings are found in the bytes as
+    # they are written (its own cutting and tokenizing); they meet only when both are done
+    sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
+    collector = OutputStrings() if scan else None
+    try:
+        return _redact_chrome_with(source, out, redactor, gz, sensitive, collector)
+    finally:
+        for helper in (sensitive, collector):
+            if helper is not None:
+                helper.cancel()
+
+
+def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector):
+    from ..progress import progress
+    from .chrome import check_strings, locate_in_trace, redact_chrome, scan_chrome
+
     result = None
     with atomic_path(out) as tmp:
         with progress("redacting trace", total=source.stat().st_size) as advance:
             try:
-                bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance)
+                bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance,
+                                                    sink=None if collector is None else collector.feed)
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
                 raise InputError(source, f"corrupt or truncated gzip data ({exc})",
                                  "re-copy the file; it may be truncated") from None
-        if scan:
-            result = _finish_scan(source, "chrome", redactor, lambda s: _scan_trace(tmp, s, out.name))
+        if sensitive is not None:
+            strings = collector.close()
+            scanner = Scanner(sensitive.result())
+            if strings is None:  # the output scan's process failed: read the written file instead
+                scan_chrome(tmp, scanner, place=out.name)
+            else:
+                check_strings(strings, scanner, set(), out.name)
+            if not scanner.result.passed:
+                locate_in_trace(tmp, dict(scanner.hits), scanner.result)
+                raise LeakError(scanner.result)
+            result = scanner.result
     return bytes_in, bytes_out, result
 
 

@@ -32,8 +32,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..readers import open_json
-from .jsonbytes import blocks, solid_after, solid_before
+from .. import limits
+from ..limits import LimitExceeded
+from ..readers import open_binary, open_json
+from .jsonbytes import blocks, has_escaped_quote, quotes_before, solid_after, solid_before
 from .redactor import Redactor
 
 BLOCK = 8 << 20
@@ -89,6 +91,7 @@ class ChromeRedactor:
         self.name_kind: dict[str, str] = {}
         self.cache: dict[bytes, bytes] = {}
         self.inner: dict[tuple[bytes, int, bytes | None], bytes] = {}
+        self.public: dict[bytes, bool] = {}
 
     # -- decisions ----------------------------------------------------------
     def _name(self, value: str) -> str:
@@ -215,9 +218,9 @@ class ChromeRedactor:
             if pending <= 0:
                 return memoryview(b""), block, lessons
             block, rest = block[:pending], block[pending:]
-        if b"/home/" in block or b"/Users/" in block:
+        if b"/" in block:  # a one-byte search first: the two-byte ones are slow in CPython
             lessons.extend(("user", m.group(1).decode("utf-8", "replace")) for m in _HOME_USER.finditer(block))
-        if b'\\"' in block:  # escaped quotes: the regex tokenizer path
+        if has_escaped_quote(block):  # escaped quotes: the regex tokenizer path
             parts = TOKEN_RE.split(block)
             if final:
                 return parts, rest, lessons
@@ -228,6 +231,8 @@ class ChromeRedactor:
             return memoryview(block), rest, lessons
         cut = _cut_before_key(block)
         if cut <= 0:
+            if b'"' not in block:  # no string at all (numbers, punctuation): nothing to decide, pass it on
+                return memoryview(block), rest, lessons
             return memoryview(b""), block + rest, lessons
         return memoryview(block)[:cut], block[cut:] + rest, lessons
 
@@ -236,8 +241,14 @@ class ChromeRedactor:
         block = enc.block
         if enc.codes is None:
             return bytes(work)
-        starts, ends, codes, values = enc.starts, enc.ends, enc.codes, enc.values
-        role, key_code = _roles(block, starts, ends, codes)
+        codes, values = enc.codes, enc.values
+        # strings public in every context (most keys and values of a trace) are kept wherever they sit:
+        # only the occurrences of the others need a role, a key and a decision
+        maybe = np.flatnonzero(~self._everywhere_public(values)[codes])
+        if not len(maybe):
+            return bytes(work)
+        starts, ends, codes = enc.starts[maybe], enc.ends[maybe], codes[maybe]
+        role, key_code = _roles(block, starts, ends, enc.codes, maybe)
         # one unit per distinct (content, role, key content): the decision depends on all three
         unit = codes.astype(np.int64) * (len(values) + 2) + np.where(role == _VALUE, key_code + 2, role)
         units, first, inverse = np.unique(unit, return_index=True, return_inverse=True)
@@ -266,6 +277,25 @@ class ChromeRedactor:
         offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
         data = joined.buffers()[2]
         return data[int(offsets[joined.offset]): int(offsets[joined.offset + m])].to_pybytes() + enc.tail
+
+    def _everywhere_public(self, values: list[bytes]) -> np.ndarray:
+        """Per distinct string content of a block: True when it is public vocabulary, so every context
+        keeps it (:meth:`.Redactor.decide` keeps a public string wherever it sits). Contents with an
+        escape or a comma (a ``cat`` value is decided item by item) always take the full path."""
+        known = self.public
+        flags = np.zeros(len(values), dtype=bool)
+        for i, content in enumerate(values):
+            flag = known.get(content)
+            if flag is None:
+                flag = b"\\" not in content and b"," not in content and \
+                    self.r.is_public(content.decode("utf-8", "surrogateescape"))
+                if flag:
+                    self.r.kept["public"] += 1
+                if len(known) > CACHE_LIMIT:
+                    known.clear()
+                known[content] = flag
+            flags[i] = flag
+        return flags
 
     def finish_tokens(self, parts: list[bytes]) -> bytes:
         """Slower path for blocks with escaped quotes: redact the tokens of :data:`TOKEN_RE`."""
@@ -307,17 +337,19 @@ def encode(work: memoryview) -> _Encoded:
 _KEY, _TEXT, _VALUE = 0, 1, 2
 
 
-def _roles(block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per string of a block (content spans ``starts``/``ends``, quotes just outside): its role and, for a
-    value, the dictionary code of its key (else -1). A key is followed by ``:``; a value follows ``:``."""
+def _roles(block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, index: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Per string of a block (content spans ``starts``/``ends``, quotes just outside; ``index`` = their
+    positions among all the block's strings, whose dictionary codes are ``codes``): its role and, for a
+    value, the code of its key (else -1). A key is followed by ``:``; a value follows ``:``."""
     data = np.frombuffer(block, dtype=np.uint8)
     colon_after = solid_after(data, ends + 1) == 0x3A
     colon_before = solid_before(data, starts - 2) == 0x3A
-    colon_before[0] = False  # the first string of a block has no key before it in the block
+    colon_before[index == 0] = False  # the first string of a block has no key before it in the block
     role = np.where(colon_after, _KEY, np.where(colon_before, _VALUE, _TEXT)).astype(np.int64)
     key_code = np.full(len(starts), -1, dtype=np.int64)
     value = role == _VALUE
-    key_code[value] = codes[np.flatnonzero(value) - 1]
+    key_code[value] = codes[index[value] - 1]
     return role, key_code
 
 
@@ -334,17 +366,18 @@ def _spans(buffer: pa.Buffer, size: int, starts: np.ndarray, ends: np.ndarray) -
 def _cut_before_key(block: bytes, tries: int = 256) -> int:
     """Offset of an opening quote of an object key or array element near the end of ``block`` (which holds
     no escaped quotes), or -1."""
-    total = block.count(b'"')
-    pos = len(block)
+    pos = block.rfind(b'"')
+    if pos <= 0:
+        return -1
+    before = quotes_before(block, pos)  # quotes before ``pos``; each step back passes one more quote
     for _ in range(tries):
+        # an opening quote of an object key or an array element (never a value: it would lose its key)
+        if before % 2 == 0 and block[max(0, pos - 64): pos].rstrip()[-1:] in (b",", b"{", b"["):
+            return pos
         pos = block.rfind(b'"', 0, pos)
         if pos <= 0:
             return -1
-        if (total - block.count(b'"', pos)) % 2:
-            continue  # a closing quote
-        # an object key or an array element (never a value: it would lose its key)
-        if block[max(0, pos - 64): pos].rstrip()[-1:] in (b",", b"{", b"["):
-            return pos
+        before -= 1
     return -1
 
 
@@ -354,18 +387,25 @@ def is_gzip(path: Path) -> bool:
 
 
 def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
-                  advance: Callable[[float], None] = lambda n: None, workers: int = 2) -> tuple[int, int]:
+                  advance: Callable[[float], None] = lambda n: None, workers: int = 2,
+                  sink: Callable[[bytes], None] | None = None) -> tuple[int, int]:
     """Stream ``source`` into ``tmp_out`` (gzip when ``gz``). Returns (bytes read, bytes written).
 
     A small pipeline: the main thread reads, learns and cuts blocks in order and finishes them in
     order; :func:`encode` (GIL-free numpy / pyarrow work) runs on ``workers`` threads ahead of it.
-    The output does not depend on ``workers``.
+    The output does not depend on ``workers``. ``sink`` receives every byte written (before
+    compression), in order: the leak scan reads the output there (:class:`OutputStrings`).
+
+    Bounded (docs/limits.md): gzip bombs end in LimitExceeded (``open_binary``), and so does a
+    string longer than ``string-bytes`` (the only thing that could make a block grow without
+    end). Nothing here recurses, so the nesting depth of the trace does not matter.
     """
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     engine = ChromeRedactor(redactor)
-    reader = open_json(source)  # gzip or not; bounded: gzip bombs, JSON depth and string length (docs/limits.md)
+    reader = open_binary(source)
+    longest = limits.get("string-bytes") + BLOCK
     raw = open(tmp_out, "wb")  # noqa: SIM115
     # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
     writer = gzip.GzipFile(filename="", mode="wb", compresslevel=3, fileobj=raw, mtime=0) if gz else raw
@@ -382,6 +422,8 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
             if out:
                 writer.write(out)
                 written += len(out)
+                if sink is not None:
+                    sink(out)
 
     with raw, reader, writer, ThreadPoolExecutor(max(1, workers)) as pool:
         carry = b""
@@ -390,6 +432,8 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
             read += len(block)
             final = not block
             work, carry, lessons = engine.prepare(carry + block, final)
+            if len(carry) > longest:
+                raise LimitExceeded(source, "string-bytes", f"a JSON string of more than {len(carry) - BLOCK:,} bytes")
             job = None if isinstance(work, list) else pool.submit(encode, work)
             queue.append((work, job, lessons))
             drain(workers)
@@ -420,28 +464,28 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
 
     def drain(keep: int) -> None:
         while len(queue) > keep:
-            _check_strings(queue.popleft().result(), scanner, seen, place)
+            check_strings(queue.popleft().result(), scanner, seen, place)
 
     with reader, ThreadPoolExecutor(max(1, workers)) as pool:
-        for data in blocks(reader, block_size, _cut_opening_quote):
-            queue.append(pool.submit(_block_strings, data))
+        for data in blocks(reader, block_size, cut_opening_quote):
+            queue.append(pool.submit(block_strings, data))
             drain(workers)
         drain(0)
 
 
-def _cut_opening_quote(data: bytes) -> int:
+def cut_opening_quote(data: bytes) -> int:
     pos = data.rfind(b'"')
     if pos <= 0:
         return -1
-    if b'\\"' in data:
+    if has_escaped_quote(data):
         return pos  # parity unknown with escaped quotes: the regex tokenizer handles the block
-    before = data.count(b'"') - data.count(b'"', pos)
+    before = quotes_before(data, pos)
     return pos if before % 2 == 0 else data.rfind(b'"', 0, pos)
 
 
-def _block_strings(data: bytes) -> set[bytes]:
+def block_strings(data: bytes) -> set[bytes]:
     """The distinct strings of a block, plus any text outside strings that is not plain JSON syntax."""
-    if b'\\"' in data:
+    if has_escaped_quote(data):
         strings = {m[1:-1] for m in re.findall(rb'"[^"\\]*(?:\\.[^"\\]*)*"', data)}
         outside = re.sub(rb'"[^"\\]*(?:\\.[^"\\]*)*"', b" ", data)
         strings.update(re.findall(rb"[A-Za-z_][^\s,:{}\[\]]*", outside))
@@ -464,7 +508,8 @@ def _block_strings(data: bytes) -> set[bytes]:
     return strings
 
 
-def _check_strings(strings: set[bytes], scanner, seen: set[bytes], place: str) -> None:
+def check_strings(strings: set[bytes], scanner, seen: set[bytes], place: str) -> None:
+    """Check each distinct raw string (bytes between quotes, or text outside strings) not yet in ``seen``."""
     for piece in strings - seen:
         seen.add(piece)
         if not piece:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .allowlist import Allowlist
-from .jsonbytes import blocks, solid_after
+from .jsonbytes import blocks, quotes_before, solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
@@ -155,7 +155,7 @@ def _last_safe_cut(data: bytes) -> int:
         for m in _STRING_RE.finditer(data, max(0, len(data) - (1 << 20))):
             last = m.end()
         return last if last > 0 else -1
-    before = data.count(b'"') - data.count(b'"', pos)
+    before = quotes_before(data, pos)
     return pos if before % 2 == 0 else data.rfind(b'"', 0, pos)
 
 
