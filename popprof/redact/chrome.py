@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from .. import limits
 from ..limits import LimitExceeded
 from ..readers import open_binary, open_json
-from .jsonbytes import blocks, has_escaped_quote, quotes_before, solid_after, solid_before
+from .jsonbytes import blocks, has_escaped_quote, last_opening_quote, quotes_before, solid_after, solid_before
 from .redactor import Redactor
 
 BLOCK = 8 << 20
@@ -308,11 +308,12 @@ class ChromeRedactor:
 class _Encoded:
     """The strings of a block: their spans, dictionary codes and distinct values."""
 
-    __slots__ = ("block", "buffer", "starts", "ends", "codes", "values", "tail")
+    __slots__ = ("block", "buffer", "starts", "ends", "codes", "values", "tail", "longest")
 
     def __init__(self, block, buffer, starts=None, ends=None, codes=None, values=None, tail=b""):
         self.block, self.buffer, self.starts, self.ends = block, buffer, starts, ends
         self.codes, self.values, self.tail = codes, values, tail
+        self.longest = int((ends - starts).max()) if starts is not None and len(starts) else len(tail)
 
 
 def encode(work: memoryview) -> _Encoded:
@@ -381,6 +382,11 @@ def _cut_before_key(block: bytes, tries: int = 256) -> int:
     return -1
 
 
+def _check_length(longest: int, limit: int, source: Path) -> None:
+    if longest > limit:
+        raise LimitExceeded(source, "string-bytes", f"a JSON string of more than {longest:,} bytes")
+
+
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as handle:
         return handle.read(2) == b"\x1f\x8b"
@@ -405,7 +411,7 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
 
     engine = ChromeRedactor(redactor)
     reader = open_binary(source)
-    longest = limits.get("string-bytes") + BLOCK
+    limit = limits.get("string-bytes")
     raw = open(tmp_out, "wb")  # noqa: SIM115
     # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
     writer = gzip.GzipFile(filename="", mode="wb", compresslevel=3, fileobj=raw, mtime=0) if gz else raw
@@ -418,7 +424,13 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
             work, job, lessons = queue.popleft()
             for kind, name in lessons:
                 engine.learn_name(name, kind)
-            out = engine.finish_tokens(work) if isinstance(work, list) else engine.finish(work, job.result())
+            if isinstance(work, list):
+                _check_length(max((len(token) for token in work[1::2]), default=0), limit, source)
+                out = engine.finish_tokens(work)
+            else:
+                enc = job.result()
+                _check_length(enc.longest, limit, source)
+                out = engine.finish(work, enc)
             if out:
                 writer.write(out)
                 written += len(out)
@@ -432,8 +444,7 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
             read += len(block)
             final = not block
             work, carry, lessons = engine.prepare(carry + block, final)
-            if len(carry) > longest:
-                raise LimitExceeded(source, "string-bytes", f"a JSON string of more than {len(carry) - BLOCK:,} bytes")
+            _check_length(len(carry) - BLOCK, limit, source)  # a block that cannot be cut holds a long string
             job = None if isinstance(work, list) else pool.submit(encode, work)
             queue.append((work, job, lessons))
             drain(workers)
@@ -474,13 +485,8 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
 
 
 def cut_opening_quote(data: bytes) -> int:
-    pos = data.rfind(b'"')
-    if pos <= 0:
-        return -1
-    if has_escaped_quote(data):
-        return pos  # parity unknown with escaped quotes: the regex tokenizer handles the block
-    before = quotes_before(data, pos)
-    return pos if before % 2 == 0 else data.rfind(b'"', 0, pos)
+    """Where the scan cuts its blocks: before the last opening quote (exact with escapes), or -1."""
+    return last_opening_quote(data)
 
 
 def block_strings(data: bytes) -> set[bytes]:

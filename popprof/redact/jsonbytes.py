@@ -83,6 +83,41 @@ def quotes_before(data: bytes, pos: int) -> int:
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8, count=max(0, pos)) == 0x22))
 
 
+def unescaped_quotes(data: bytes) -> np.ndarray:
+    """Positions of the ``"`` bytes of ``data`` that are not escaped (not after an odd run of backslashes).
+
+    For a block that starts outside any string, even indices are opening quotes and odd ones closing."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(arr == 0x22)
+    if not len(quotes) or b"\\" not in data:
+        return quotes
+    slashes = np.flatnonzero(arr == 0x5C)
+    # runs of consecutive backslashes: where each run starts and ends
+    breaks = np.flatnonzero(np.diff(slashes) != 1) + 1
+    run_starts = slashes[np.concatenate(([0], breaks))]
+    run_ends = slashes[np.concatenate((breaks - 1, [len(slashes) - 1]))]
+    which = np.searchsorted(run_ends, quotes - 1)  # the run that could end right before each quote
+    found = which < len(run_ends)
+    touching = np.zeros(len(quotes), dtype=bool)
+    touching[found] = run_ends[which[found]] == quotes[found] - 1
+    length = np.zeros(len(quotes), dtype=np.int64)
+    length[touching] = quotes[touching] - run_starts[which[touching]]
+    return quotes[length % 2 == 0]
+
+
+def last_opening_quote(data: bytes) -> int:
+    """Offset of the last opening quote of ``data`` (which starts outside any string), or -1: a place to
+    cut where no string is split. Exact with escaped quotes too."""
+    pos = data.rfind(b'"')
+    if pos <= 0:
+        return -1
+    if b"\\" not in data:  # no escapes: counting the quotes before the last one is enough
+        return pos if quotes_before(data, pos) % 2 == 0 else data.rfind(b'"', 0, pos)
+    quotes = unescaped_quotes(data)
+    last = len(quotes) - 1 if (len(quotes) - 1) % 2 == 0 else len(quotes) - 2
+    return int(quotes[last]) if last >= 0 and quotes[last] > 0 else -1
+
+
 def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int]) -> Iterator[bytes]:
     """The bytes of ``reader`` in blocks of about ``block_size``, each split where ``cut`` says it is safe
     (a block with no safe place is joined to the next one); the last block holds the rest."""

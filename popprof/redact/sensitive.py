@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .allowlist import Allowlist
-from .jsonbytes import blocks, quotes_before, solid_after
+from .jsonbytes import blocks, last_opening_quote, solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
@@ -145,18 +145,8 @@ def _is_gzip(path: Path) -> bool:
 
 
 def _last_safe_cut(data: bytes) -> int:
-    """A cut point outside any string: just before an opening quote near the end."""
-    pos = data.rfind(b'"')
-    if pos <= 0:
-        return -1
-    if b"\\" in data:
-        # with escapes, quote parity is unknown: cut at a structural point found by the regex
-        last = -1
-        for m in _STRING_RE.finditer(data, max(0, len(data) - (1 << 20))):
-            last = m.end()
-        return last if last > 0 else -1
-    before = quotes_before(data, pos)
-    return pos if before % 2 == 0 else data.rfind(b'"', 0, pos)
+    """A cut point outside any string: just before the last opening quote (exact with escapes)."""
+    return last_opening_quote(data)
 
 
 def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes]]:
