@@ -6,9 +6,10 @@ Usage: python benchmarks/bench_redact.py [--repeat 3] [--trace-size 1GB|100MB|10
 
 Each run is a fresh subprocess calling ``popprof.redact.redact`` (with and without the
 scan), so the figures include reading, writing and the interpreter's imports; the
-script prints median / min / max wall time, CPU time, throughput and the child's peak
-RSS (``resource.getrusage``), and the load average, since a shared machine's load
-inflates wall time. Inputs are generated on first use into ``benchmarks/data/``
+script prints median / min / max wall time, CPU time (the redaction's process and the leak
+scan's forked helpers), throughput, the peak RSS of the redaction's process and of its largest
+helper (``resource.getrusage``; their sum bounds the total), and the load average, since a
+shared machine's load inflates wall time. Inputs are generated on first use into ``benchmarks/data/``
 (git-ignored): the trace with the traces helper's ``benchmarks/gen_traces.py``, the
 bundle with :mod:`popprof.synth` (``sensitive=True``).
 """
@@ -38,7 +39,9 @@ start = time.perf_counter()
 report = redact(sys.argv[1], sys.argv[2], key=b"benchmark-key-0123456789", scan=sys.argv[3] == "1")
 wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+helpers = resource.getrusage(resource.RUSAGE_CHILDREN)  # the leak scan's forked halves
+print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime + helpers.ru_utime + helpers.ru_stime,
+                  "rss_mb": usage.ru_maxrss / 1024, "helper_rss_mb": helpers.ru_maxrss / 1024,
                   "passed": report.passed, "bytes_in": report.bytes_in,
                   "replaced": sum(v["distinct"] for v in report.replaced.values())}))
 """
@@ -69,6 +72,7 @@ def measure(label: str, src: Path, out: Path, repeat: int, size_bytes: int) -> l
         cpu = statistics.median(r["cpu"] for r in runs)
         rows.append([label, "on" if scan else "off", f"{med:.2f}", f"{min(walls):.2f}-{max(walls):.2f}", f"{cpu:.2f}",
                      f"{size_bytes / 1e6 / med:.1f}", f"{max(r['rss_mb'] for r in runs):,.0f}",
+                     f"{max(r['helper_rss_mb'] for r in runs):,.0f}",
                      str(all(r["passed"] for r in runs)), f"{runs[0]['replaced']:,}"])
     rows[-1][1] += f" ({medians[True] / medians[False] - 1:+.0%})"
     return rows
@@ -108,7 +112,8 @@ def main() -> None:
             src = ensure_bundle()
             size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
             rows += measure("bundle 16 IPU x 200k steps", src, Path(tmp) / "pod16.popprof", args.repeat, size)
-    print_table(["input", "leak scan (cost)", "wall s (median)", "wall s (min-max)", "CPU s", "MB/s", "peak RSS MB",
+    print_table(["input", "leak scan (cost)", "wall s (median)", "wall s (min-max)", "CPU s (all processes)", "MB/s",
+                 "peak RSS MB", "largest helper RSS MB",
                  "scan passed", "values replaced"], rows, title=f"median of {args.repeat} runs; {load_line()}")
 
 

@@ -185,3 +185,26 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
         bounds = sorted(p for m in strings.finditer(data) for p in (m.start(), m.end() - 1))
         assert unescaped_quotes(data).tolist() == bounds
         assert last_opening_quote(data) == (starts[-1] if starts[-1] > 0 else -1)
+
+
+def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
+    from popprof import malloc
+
+    calls = []
+
+    class FakeLibc:
+        def mallopt(self, option, value):
+            calls.append((option, value))
+            return 1
+
+        def malloc_trim(self, pad):
+            calls.append(("trim", pad))
+            return 1
+
+    monkeypatch.setattr(malloc, "_libc", lambda: FakeLibc())
+    with malloc.reuse_large_blocks():
+        assert calls == [(-3, malloc.MMAP_THRESHOLD), (-1, malloc.TRIM_THRESHOLD)]
+    assert calls[2:] == [(-3, 128 << 10), (-1, 128 << 10), ("trim", 0)]
+    monkeypatch.setattr(malloc, "_libc", lambda: None)  # not glibc: nothing to tune, nothing breaks
+    with malloc.reuse_large_blocks():
+        pass

@@ -164,6 +164,7 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..malloc import reuse_large_blocks
     from .background import Derivation, OutputStrings
     from .chrome import is_gzip
 
@@ -171,14 +172,15 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
     # is derived from the original (its own read), and the output's strings are found in the bytes as
     # they are written (its own cutting and tokenizing); they meet only when both are done
-    sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
-    collector = OutputStrings() if scan else None
-    try:
-        return _redact_chrome_with(source, out, redactor, gz, sensitive, collector)
-    finally:
-        for helper in (sensitive, collector):
-            if helper is not None:
-                helper.cancel()
+    with reuse_large_blocks():  # inherited by the forked halves
+        sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
+        collector = OutputStrings() if scan else None
+        try:
+            return _redact_chrome_with(source, out, redactor, gz, sensitive, collector)
+        finally:
+            for helper in (sensitive, collector):
+                if helper is not None:
+                    helper.cancel()
 
 
 def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector):
