@@ -210,15 +210,6 @@ def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, s
     return bytes_in, bytes_out, result
 
 
-def _scan_trace(path: Path, scanner: Scanner, place: str) -> ScanResult:
-    from .chrome import locate_in_trace, scan_chrome
-
-    scan_chrome(path, scanner, place=place)
-    if not scanner.result.passed:
-        locate_in_trace(path, dict(scanner.hits), scanner.result)
-    return scanner.result
-
-
 def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
     from ..readers import open_binary
     from .text_summary import redact_text_summary
@@ -249,12 +240,31 @@ def scan(path: str | os.PathLike[str], against: str | os.PathLike[str], policy: 
         raise InputError(path, "no such file or directory")
     kind = input_kind(against)
     policy = policy or build_policy()
+    if not path.is_dir() and input_kind(path) == "chrome":
+        return _scan_trace_against(path, against, kind, policy)
     scanner = Scanner(derive(against, kind, Allowlist(), policy.keeps))
     if path.is_dir():
         return scan_bundle(path, scanner)
-    if input_kind(path) == "chrome":
-        return _scan_trace(path, scanner, path.name)
     return scan_text_file(path, scanner)
+
+
+def _scan_trace_against(path: Path, against: Path, kind: str, policy: Policy) -> ScanResult:
+    """The output's strings are read here while a forked process derives the original's sensitive set."""
+    from ..malloc import reuse_large_blocks
+    from .background import Derivation
+    from .chrome import check_strings, locate_in_trace, trace_strings
+
+    with reuse_large_blocks():
+        derivation = Derivation(against, kind, Allowlist(), policy.keeps)
+        try:
+            strings = trace_strings(path)
+            scanner = Scanner(derivation.result())
+        finally:
+            derivation.cancel()
+    check_strings(strings, scanner, set(), path.name)
+    if not scanner.result.passed:
+        locate_in_trace(path, dict(scanner.hits), scanner.result)
+    return scanner.result
 
 
 __all__ = ["KEY_ENV", "LeakError", "Policy", "RedactionReport", "ScanResult", "build_policy", "check_paths",

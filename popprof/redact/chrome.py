@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from .. import limits
 from ..limits import LimitExceeded
-from ..readers import open_binary, open_json
+from ..readers import open_binary
 from .jsonbytes import blocks, has_escaped_quote, last_opening_quote, quotes_before, solid_after, solid_before
 from .redactor import Redactor
 
@@ -462,26 +462,27 @@ _JSON_LITERALS = re.compile(rb"true|false|null|NaN|Infinity")
 def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str | None = None,
                 workers: int = 2) -> None:
     """Leak-scan a Chrome trace: every distinct JSON string (keys and values) is checked once, and text
-    outside strings is checked for anything that is not a number, punctuation or a JSON literal.
-    Finding the strings of a block (numpy / pyarrow) runs on ``workers`` threads."""
+    outside strings is checked for anything that is not a number, punctuation or a JSON literal."""
+    check_strings(trace_strings(path, block_size, workers), scanner, set(), place or path.name)
+
+
+def trace_strings(path: Path, block_size: int | None = None, workers: int = 2) -> set[bytes]:
+    """Every distinct string of a Chrome trace file (and any text outside strings that is not JSON
+    syntax), as raw bytes; finding the strings of a block (numpy / pyarrow) runs on ``workers`` threads."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    block_size = block_size or BLOCK
-    place = place or path.name
-    reader = open_json(path)  # gzip or not, bounded (docs/limits.md)
-    seen: set[bytes] = set()
+    found: set[bytes] = set()
     queue: deque = deque()
-
-    def drain(keep: int) -> None:
-        while len(queue) > keep:
-            check_strings(queue.popleft().result(), scanner, seen, place)
-
-    with reader, ThreadPoolExecutor(max(1, workers)) as pool:
-        for data in blocks(reader, block_size, cut_opening_quote):
+    # gzip bombs and endless strings end in LimitExceeded (open_binary, blocks); nothing here recurses
+    with open_binary(path) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+        for data in blocks(reader, block_size or BLOCK, cut_opening_quote, path):
             queue.append(pool.submit(block_strings, data))
-            drain(workers)
-        drain(0)
+            while len(queue) > workers:
+                found |= queue.popleft().result()
+        while queue:
+            found |= queue.popleft().result()
+    return found
 
 
 def cut_opening_quote(data: bytes) -> int:

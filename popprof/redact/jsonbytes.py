@@ -4,6 +4,7 @@ trace redactor and the leak scan's reading of an original."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -109,7 +110,9 @@ def last_opening_quote(data: bytes) -> int:
     """Offset of the last opening quote of ``data`` (which starts outside any string), or -1: a place to
     cut where no string is split. Exact with escaped quotes too."""
     pos = data.rfind(b'"')
-    if pos <= 0:
+    if pos < 0:
+        return len(data)  # no string at all: the whole of it is outside strings
+    if pos == 0:
         return -1
     if b"\\" not in data:  # no escapes: counting the quotes before the last one is enough
         return pos if quotes_before(data, pos) % 2 == 0 else data.rfind(b'"', 0, pos)
@@ -118,9 +121,16 @@ def last_opening_quote(data: bytes) -> int:
     return int(quotes[last]) if last >= 0 and quotes[last] > 0 else -1
 
 
-def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int]) -> Iterator[bytes]:
+def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], source: Path | None = None
+           ) -> Iterator[bytes]:
     """The bytes of ``reader`` in blocks of about ``block_size``, each split where ``cut`` says it is safe
-    (a block with no safe place is joined to the next one); the last block holds the rest."""
+    (a block with no safe place is joined to the next one); the last block holds the rest.
+
+    Only a string can leave no safe place, so held bytes beyond the ``string-bytes`` limit (plus one
+    block) end in :class:`~popprof.limits.LimitExceeded` naming ``source``."""
+    from .. import limits
+
+    longest = limits.get("string-bytes") + block_size
     carry = b""
     while True:
         block = reader.read(block_size)
@@ -129,6 +139,9 @@ def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int]) -> It
         if block:
             at = cut(data)
             if at <= 0:
+                if len(data) > longest:
+                    raise limits.LimitExceeded(source or Path("input"), "string-bytes",
+                                               f"a JSON string of more than {len(data) - block_size:,} bytes")
                 carry = data
                 continue
             data, carry = data[:at], data[at:]

@@ -19,7 +19,6 @@ their own, and feed every string they find.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -133,15 +132,11 @@ _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
 
 def trace_strings(path: Path, block_size: int = 8 << 20) -> Iterator[tuple[set[bytes], set[bytes]]]:
     """The distinct (keys, other strings) of a JSON file, block by block, as raw bytes between quotes."""
-    opener = gzip.open if _is_gzip(path) else open
-    with opener(path, "rb") as reader:
-        for data in blocks(reader, block_size, _last_safe_cut):
+    from ..readers import open_binary
+
+    with open_binary(path) as reader:  # gzip bombs end in LimitExceeded; so does an endless string (blocks)
+        for data in blocks(reader, block_size, _last_safe_cut, path):
             yield _block_strings(data)
-
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(2) == b"\x1f\x8b"
 
 
 def _last_safe_cut(data: bytes) -> int:
