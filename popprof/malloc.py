@@ -1,11 +1,13 @@
-"""Keep freed large blocks for reuse while streaming big files (glibc only; elsewhere a no-op).
+"""Memory settings while streaming big files: keep freed large blocks for reuse (glibc only; elsewhere a
+no-op), and pause the cyclic garbage collector.
 
 Streaming code allocates and frees blocks of several megabytes thousands of times. glibc hands
 such blocks back to the kernel (``mmap``/``munmap``, heap trimming), so every new block is
 faulted in and zeroed again: on a 1.3 GB trace that was about a sixth of the redaction's CPU
 time. :func:`reuse_large_blocks` raises the mmap and trim thresholds for the duration of a
 ``with`` block, then restores glibc's defaults and trims the heap, so a notebook process does not
-keep the memory afterwards.
+keep the memory afterwards. :func:`gc_paused` stops the cyclic collector from walking the
+millions of short-lived strings a stream creates (they form no cycles) and restores it after.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 from collections.abc import Iterator
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -47,3 +50,15 @@ def reuse_large_blocks() -> Iterator[None]:
         libc.mallopt(_M_MMAP_THRESHOLD, _DEFAULT_MMAP)
         libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM)
         libc.malloc_trim(0)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Inside the block the cyclic garbage collector does not run (reference counting still frees)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -208,3 +208,14 @@ def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
     monkeypatch.setattr(malloc, "_libc", lambda: None)  # not glibc: nothing to tune, nothing breaks
     with malloc.reuse_large_blocks():
         pass
+
+
+def test_gc_is_paused_only_inside_the_block():
+    import gc
+
+    from popprof import malloc
+
+    assert gc.isenabled()
+    with malloc.gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()

@@ -164,7 +164,7 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
-    from ..malloc import reuse_large_blocks
+    from ..malloc import gc_paused, reuse_large_blocks
     from .background import Derivation, OutputStrings
     from .chrome import is_gzip
 
@@ -172,7 +172,7 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
     # is derived from the original (its own read), and the output's strings are found in the bytes as
     # they are written (its own cutting and tokenizing); they meet only when both are done
-    with reuse_large_blocks():  # inherited by the forked halves
+    with reuse_large_blocks(), gc_paused():  # both inherited by the forked halves
         sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
         collector = OutputStrings() if scan else None
         try:

@@ -398,7 +398,8 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
     """Stream ``source`` into ``tmp_out`` (gzip when ``gz``). Returns (bytes read, bytes written).
 
     A small pipeline: the main thread reads, learns and cuts blocks in order and finishes them in
-    order; :func:`encode` (GIL-free numpy / pyarrow work) runs on ``workers`` threads ahead of it.
+    order; :func:`encode` (GIL-free numpy / pyarrow work) runs on ``workers`` threads ahead of it,
+    and one more thread writes the finished blocks (and feeds ``sink``) in order behind it.
     The output does not depend on ``workers``. ``sink`` receives every byte written (before
     compression), in order: the leak scan reads the output there (:class:`OutputStrings`).
 
@@ -417,6 +418,12 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
     writer = gzip.GzipFile(filename="", mode="wb", compresslevel=3, fileobj=raw, mtime=0) if gz else raw
     read = written = 0
     queue: deque = deque()
+    emitted: deque = deque()
+
+    def emit(out: bytes) -> None:
+        writer.write(out)
+        if sink is not None:
+            sink(out)
 
     def drain(keep: int) -> None:
         nonlocal written
@@ -431,13 +438,13 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
                 enc = job.result()
                 _check_length(enc.longest, limit, source)
                 out = engine.finish(work, enc)
-            if out:
-                writer.write(out)
+            if out:  # written (and passed to the sink) on the output thread, in order, while work goes on
                 written += len(out)
-                if sink is not None:
-                    sink(out)
+                emitted.append(output.submit(emit, out))
+                while len(emitted) > 2:
+                    emitted.popleft().result()
 
-    with raw, reader, writer, ThreadPoolExecutor(max(1, workers)) as pool:
+    with raw, reader, writer, ThreadPoolExecutor(max(1, workers)) as pool, ThreadPoolExecutor(1) as output:
         carry = b""
         while True:
             block = reader.read(BLOCK)
@@ -452,6 +459,8 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
             if final:
                 break
         drain(0)
+        while emitted:
+            emitted.popleft().result()
     return read, written
 
 
