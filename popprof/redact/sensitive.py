@@ -131,7 +131,8 @@ _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
 
 
 def trace_strings(path: Path, block_size: int = 8 << 20) -> Iterator[tuple[set[bytes], set[bytes]]]:
-    """The distinct (keys, other strings) of a JSON file, block by block, as raw bytes between quotes."""
+    """The distinct (keys, strings) of a JSON file, block by block, as raw bytes between quotes (the
+    strings may include the keys)."""
     from ..readers import open_binary
 
     with open_binary(path) as reader:  # gzip bombs end in LimitExceeded; so does an endless string (blocks)
@@ -166,8 +167,9 @@ def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes]]:
                                               [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
     keys = set(pc.unique(inside.filter(pa.array(is_key))).to_pylist())
-    values = set(pc.unique(inside.filter(pa.array(~is_key))).to_pylist())
-    return keys, values
+    # every distinct string, keys included (one pass, no second filter): derive_trace feeds the keys first,
+    # and a string already fed as a key is not fed again
+    return keys, set(pc.unique(inside).to_pylist())
 
 
 def _decode(raw: bytes) -> str:
