@@ -133,11 +133,21 @@ _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
 def trace_strings(path: Path, block_size: int = 8 << 20) -> Iterator[tuple[set[bytes], set[bytes]]]:
     """The distinct (keys, strings) of a JSON file, block by block, as raw bytes between quotes (the
     strings may include the keys)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..readers import open_binary
 
-    with open_binary(path) as reader:  # gzip bombs end in LimitExceeded; so does an endless string (blocks)
+    queue: deque = deque()
+    # gzip bombs end in LimitExceeded, and so does an endless string (blocks); finding the strings of a
+    # block is numpy / pyarrow work that releases the GIL, so two threads keep two cores busy when free
+    with open_binary(path) as reader, ThreadPoolExecutor(2) as pool:
         for data in blocks(reader, block_size, _last_safe_cut, path):
-            yield _block_strings(data)
+            queue.append(pool.submit(_block_strings, data))
+            if len(queue) > 2:
+                yield queue.popleft().result()
+        while queue:
+            yield queue.popleft().result()
 
 
 def _last_safe_cut(data: bytes) -> int:
