@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .allowlist import Allowlist
+from .jsonbytes import SCAN_BLOCK
 from .sensitive import SensitiveSet, derive
 
 #: Output blocks held between the redaction and the output scan (back-pressure beyond that).
@@ -95,33 +96,32 @@ def _stop(process, connection) -> None:
 class StringFinder:
     """The output's bytes in, in order and however the writer cut them; every distinct string out.
 
-    Cuts where the scan's own rule says (:func:`.chrome.cut_opening_quote`), then finds the strings
-    of each piece (:func:`.chrome.block_strings`)."""
+    Cuts pieces of about ``block_size`` bytes where the scan's own rule says
+    (:func:`.chrome.cut_opening_quote`), then finds the strings of each piece
+    (:func:`.chrome.block_strings`)."""
 
     def __init__(self, block_size: int | None = None) -> None:
-        from .chrome import BLOCK
-
-        self.block_size = block_size or BLOCK
-        self.parts: list[bytes] = []
-        self.held = 0
+        self.block_size = block_size or SCAN_BLOCK
+        self.held = b""
         self.strings: set[bytes] = set()
 
     def feed(self, data: bytes) -> None:
         """Take the next bytes of the output."""
         from .chrome import cut_opening_quote
 
-        self.parts.append(data)
-        self.held += len(data)
-        if self.held < self.block_size:
-            return
-        joined = b"".join(self.parts)
-        at = cut_opening_quote(joined)
-        if at <= 0:
-            self.parts, self.held = [joined], len(joined)
-            return
-        rest = joined[at:]
-        self.parts, self.held = [rest], len(rest)
-        self._find(joined[:at])
+        held = self.held + data if self.held else data
+        start = 0
+        while len(held) - start >= self.block_size:
+            piece = held[start:start + self.block_size]
+            at = cut_opening_quote(piece)
+            if at <= 0:  # no place to cut in this piece: look at a longer one
+                piece = held[start:]
+                at = cut_opening_quote(piece)
+                if at <= 0:
+                    break
+            self._find(piece[:at])
+            start += at
+        self.held = held[start:]
 
     def _find(self, data: bytes) -> None:
         from .chrome import block_strings
@@ -131,8 +131,8 @@ class StringFinder:
     def close(self) -> set[bytes]:
         """Every distinct string of the output (after the last :meth:`feed`)."""
         if self.held:
-            self._find(b"".join(self.parts))
-            self.parts, self.held = [], 0
+            self._find(self.held)
+            self.held = b""
         return self.strings
 
 

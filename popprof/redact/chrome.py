@@ -35,7 +35,15 @@ import pyarrow.compute as pc
 from .. import limits
 from ..limits import LimitExceeded
 from ..readers import open_binary
-from .jsonbytes import blocks, has_escaped_quote, last_opening_quote, quotes_before, solid_after, solid_before
+from .jsonbytes import (
+    SCAN_BLOCK,
+    blocks,
+    has_escaped_quote,
+    last_opening_quote,
+    quotes_before,
+    solid_after,
+    solid_before,
+)
 from .redactor import Redactor
 
 BLOCK = 8 << 20
@@ -485,7 +493,7 @@ def trace_strings(path: Path, block_size: int | None = None, workers: int = 2) -
     queue: deque = deque()
     # gzip bombs and endless strings end in LimitExceeded (open_binary, blocks); nothing here recurses
     with open_binary(path) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
-        for data in blocks(reader, block_size or BLOCK, cut_opening_quote, path):
+        for data in blocks(reader, block_size or SCAN_BLOCK, cut_opening_quote, path):
             queue.append(pool.submit(block_strings, data))
             while len(queue) > workers:
                 found |= queue.popleft().result()

@@ -9,6 +9,9 @@ from typing import BinaryIO
 
 import numpy as np
 
+#: Bytes the leak scan's readers tokenize at a time: small enough that a block's arrays stay in the CPU
+#: cache (1 MiB pieces tokenize about a quarter faster than 8 MiB ones).
+SCAN_BLOCK = 1 << 20
 SPACE = np.zeros(256, dtype=bool)
 SPACE[list(b" \t\r\n")] = True
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .allowlist import Allowlist
-from .jsonbytes import blocks, last_opening_quote, solid_after
+from .jsonbytes import SCAN_BLOCK, blocks, last_opening_quote, solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
@@ -130,7 +130,7 @@ class SensitiveSet:
 _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
 
 
-def trace_strings(path: Path, block_size: int = 8 << 20) -> Iterator[tuple[set[bytes], set[bytes]]]:
+def trace_strings(path: Path, block_size: int = SCAN_BLOCK) -> Iterator[tuple[set[bytes], set[bytes]]]:
     """The distinct (keys, strings) of a JSON file, block by block, as raw bytes between quotes (the
     strings may include the keys)."""
     from collections import deque
