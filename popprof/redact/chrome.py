@@ -264,10 +264,14 @@ class ChromeRedactor:
         contents = [values[c] for c in codes[first].tolist()]
         roles = role[first].tolist()
         keys = [values[k] if k >= 0 else None for k in key_code[first].tolist()]
-        order = np.argsort(first, kind="stable").tolist()  # decide in block order (expect / learn order)
-        new: list = [None] * len(units)
-        for i in order:
-            new[i] = decide(contents[i], roles[i], keys[i])
+        # decisions made before (in an earlier block) come from the cache in one pass; the rest are made
+        # in block order (expect / learn order)
+        known = self.inner.get
+        new: list = [known(ctx) for ctx in zip(contents, roles, keys, strict=True)]
+        if None in new:
+            for i in np.argsort(first, kind="stable").tolist():
+                if new[i] is None:
+                    new[i] = decide(contents[i], roles[i], keys[i])
         if len(self.inner) > CACHE_LIMIT:  # bounded memory for traces with millions of unique strings
             self.inner.clear()
         changed = np.fromiter((a is not b and a != b for a, b in zip(new, contents, strict=True)), dtype=bool,
