@@ -15,7 +15,9 @@ result, just not in parallel), so errors are raised where they are reported.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -27,6 +29,8 @@ from .sensitive import SensitiveSet, derive
 
 #: Output blocks held between the redaction and the output scan (back-pressure beyond that).
 PENDING_BLOCKS = 4
+#: How much lower the helper processes' priority is than the redaction's (``os.nice``).
+HELPER_NICENESS = 5
 
 
 def _fork_context():
@@ -35,7 +39,15 @@ def _fork_context():
     return multiprocessing.get_context("fork")
 
 
+def _background() -> None:
+    """Yield the CPU to the redaction: it is the longest job, and the halves only have to be done by
+    the time it ends (they wait for it anyway), so they run at a lower priority."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(HELPER_NICENESS)
+
+
 def _derive_child(send, source: Path, kind: str, allowlist: Allowlist | None, keep) -> None:
+    _background()
     try:
         found = derive(source, kind, allowlist, keep)
         send.send((found.strings, found.wholes, found.words, found.exempt))
@@ -139,6 +151,7 @@ class StringFinder:
 def _output_child(receive, send, block_size: int | None) -> None:
     """Receive output blocks (a thread keeps reading the pipe while this one tokenizes), then send
     back the distinct strings, or None when anything went wrong."""
+    _background()
     blocks: queue.Queue = queue.Queue(PENDING_BLOCKS)
 
     def pump() -> None:
