@@ -46,15 +46,28 @@ def _background() -> None:
         os.nice(HELPER_NICENESS)
 
 
+def _answer(send, compute: Callable[[], object]) -> None:
+    """Send what ``compute`` returns, or None when it fails (the parent then does the work itself and
+    reports any error). Never raises: the parent may have stopped listening (it failed first, or
+    was interrupted), and a helper has nothing to say on the terminal."""
+    try:
+        answer = compute()
+    except BaseException:  # noqa: BLE001
+        answer = None
+    with contextlib.suppress(BaseException):
+        send.send(answer)
+    with contextlib.suppress(BaseException):
+        send.close()
+
+
 def _derive_child(send, source: Path, kind: str, allowlist: Allowlist | None, keep) -> None:
     _background()
-    try:
+
+    def state() -> tuple:
         found = derive(source, kind, allowlist, keep)
-        send.send((found.strings, found.wholes, found.words, found.exempt))
-    except BaseException:  # noqa: BLE001 - the parent derives again and reports the error itself
-        send.send(None)
-    finally:
-        send.close()
+        return found.strings, found.wholes, found.words, found.exempt
+
+    _answer(send, state)
 
 
 class Derivation:
@@ -165,15 +178,13 @@ def _output_child(receive, send, block_size: int | None) -> None:
             blocks.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
-    finder = StringFinder(block_size)
-    try:
+    def strings() -> set[bytes] | None:
+        finder = StringFinder(block_size)
         while (data := blocks.get()):
             finder.feed(data)
-        send.send(finder.close() if data is not None else None)
-    except BaseException:  # noqa: BLE001 - the parent finds the strings again itself
-        send.send(None)
-    finally:
-        send.close()
+        return finder.close() if data is not None else None
+
+    _answer(send, strings)
 
 
 class OutputStrings:
