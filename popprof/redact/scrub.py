@@ -11,6 +11,7 @@ the values of sensitive keys (``hostname``, ``user``, ``token``, ...) as a whole
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -59,7 +60,9 @@ for _kind, _keys in {
         SENSITIVE_KEYS[_k] = _kind
 
 
+@functools.lru_cache(maxsize=4096)
 def _key_kind(key: str) -> str | None:
+    """The detector kind a JSON key or column name makes its value (``hostname`` -> ``host``), or None."""
     norm = re.sub(r"[^a-z0-9]", "", key.lower())
     kind = SENSITIVE_KEYS.get(norm)
     if kind is None and norm.endswith(("token", "password", "secret", "apikey")):
