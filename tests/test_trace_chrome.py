@@ -221,6 +221,33 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
 
 
+def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monkeypatch) -> None:
+    """Kineto's bookkeeping pids are strings ("Spans", "Traces"): a split parse must still be used.
+
+    Each part numbers string ids in its own order; the merge must give each string one id, the
+    one a serial pass gives (before: any string pid sent the file to a second, serial parse).
+    """
+    path = synth.write_chrome_trace(tmp_path / "k.json", 2, seed=4, args="kineto", layers=30,
+                                    extra_events=['{"ph":"X","name":"early","pid":"B","tid":"t","ts":1,"dur":1}'])
+    text = path.read_text()
+    # a later string pid that part 1 sees before "B": part-local numbering differs from the merged one
+    path.write_text(text.replace('{"ph":"X","cat":"Trace"', '{"ph":"X","name":"late","pid":"A","tid":"t",'
+                                 '"ts":2,"dur":1},\n{"ph":"X","name":"again","pid":"B","tid":"t","ts":3,"dur":1},\n'
+                                 '{"ph":"X","cat":"Trace"'))
+    serial = chrome_trace.read(path, parallel=False)
+    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+    parallel = chrome_trace.read(path)
+    assert parallel.meta["chrome.parse_parts"] == "2"
+    assert _plain(parallel.events) == _plain(serial.events)
+    assert parallel.threads.equals(serial.threads)
+    assert parallel.flows.equals(serial.flows)
+    pids = parallel.events.groupby("name", observed=True)["pid"].first()
+    assert pids["early"] == pids["again"] != pids["late"]
+    spans = parallel.events[parallel.events["name"] == "PyTorch Profiler (0)"]
+    assert len(spans) == 1 and spans["bookkeeping"].all()
+    assert parallel.threads.set_index("pid").loc[spans["pid"].iloc[0], "process_name"] == "Spans"
+
+
 @pytest.mark.parametrize("form", ["object", "pretty-crlf", "array", "array-unterminated"])
 def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Small blocks force many cuts, some inside nested args lists; both engines must agree."""

@@ -687,9 +687,49 @@ def _finish_parallel(started) -> list[_Parsed] | None:
         return None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    if any(r.error or r.synthetic for r in results):
+    if any(r.error for r in results):
         return None  # a part did not parse cleanly: let one serial pass find and report the problem
     return results
+
+
+def _unify_synthetic_ids(parts: list[_Parsed]) -> dict[object, int]:
+    """Number string pids / tids (kineto's ``"Spans"``, ...) the same way in every part, whatever the path.
+
+    Each part numbered its string ids from ``_Ids.FIRST_SYNTHETIC`` in the order it met them (which
+    depends on where the part starts and how its events were batched); the final numbering follows
+    the sorted labels, so one serial pass and a split parse give the same ids. Each part's columns,
+    thread keys, counters and flows are rewritten to it.
+    """
+    first = _Ids.FIRST_SYNTHETIC
+    labels = sorted({label for part in parts for label in part.synthetic}, key=str)
+    merged: dict[object, int] = {label: first + i for i, label in enumerate(labels)}
+    for part in parts:
+        if not part.synthetic:
+            continue
+        lut = np.empty(len(part.synthetic), dtype=np.int64)
+        for label, local in part.synthetic.items():
+            lut[local - first] = merged[label]
+        if np.array_equal(lut, np.arange(first, first + len(lut))):
+            continue  # already the merged numbering
+
+        def one(value: int, lut: np.ndarray = lut) -> int:
+            return int(lut[value - first]) if first <= value < first + len(lut) else value
+
+        for cols in (part.x, part.b):
+            for key in ("pid", "tid"):
+                values = cols[key]
+                local = (values >= first) & (values < first + len(lut))
+                if local.any():
+                    values = values.copy()
+                    values[local] = lut[values[local] - first]
+                    cols[key] = values
+        part.process_names = {one(pid): name for pid, name in part.process_names.items()}
+        part.thread_names = {(one(pid), one(tid)): name for (pid, tid), name in part.thread_names.items()}
+        part.meta = {(key[0], *map(one, key[1:])): value for key, value in part.meta.items()}
+        part.counters = [(one(row[0]), *row[1:]) for row in part.counters]
+        part.flows = [(one(row[0]), one(row[1]), *row[2:]) for row in part.flows]
+        part.synthetic = {label: merged[label] for label in part.synthetic}
+    return merged
 
 
 def _merge(parts: list[_Parsed]) -> _Parsed:
@@ -715,6 +755,7 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
         out.warnings.update(part.warnings)
         out.parsed += part.parsed
         out.flows.extend(part.flows)
+        out.synthetic.update(part.synthetic)
         out.top.update(part.top)
         out.meta.update(part.meta)
     out.names, out.cats = names.labels, cats.labels
@@ -748,6 +789,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     elif prefix != "item":  # the last part stops at the array's end: read the members after it here
         parts[-1].top.update(_file_tail_members(path, prefix))
     n_parts = len(parts)
+    _unify_synthetic_ids(parts)
     parsed = _merge(parts)
     del parts
     x, b, kinds = parsed.x, parsed.b, parsed.b_kind
