@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import InputError
 from ..profile import Profile
@@ -198,6 +199,7 @@ _ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device
 _EMPTY: dict = {}
 _NAN = float("nan")
 _GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
+_FLOW_PHASES = frozenset(("s", "t", "f"))
 _FLOW_GETTERS = tuple(operator.methodcaller("get", k) for k in ("pid", "tid", "ts", "id", "name", "cat", "bp"))
 #: flow columns: pid, tid, ts, id (text) and codes into ``flow_labels`` for phase, name, cat, bp
 _FLOW_KEYS = (("pid", np.int64), ("tid", np.int64), ("ts", np.float64), ("id", object), ("phase", np.int32),
@@ -231,13 +233,20 @@ class _StreamState:
         except AttributeError:  # an item that is not an object
             return self._mixed(batch, None)
         if phases.count("X") != len(batch):
-            other = [i for i, ph in enumerate(phases) if ph != "X"]
-            self._mixed([batch[i] for i in other], None)
-            if len(other) == len(batch):
+            # split at C speed: flows (kineto writes one or two per launch) as columns, the rest one by one
+            is_x = list(map(operator.eq, phases, itertools.repeat("X")))
+            try:
+                is_flow = list(map(_FLOW_PHASES.__contains__, phases))
+            except TypeError:  # an unhashable "ph" (a list, an object): everything one by one
+                return self._mixed(batch, None)
+            if any(is_flow):
+                self._flows(list(itertools.compress(batch, is_flow)), list(itertools.compress(phases, is_flow)))
+            rest = list(map(operator.not_, map(operator.or_, is_x, is_flow)))
+            if any(rest):
+                self._mixed(list(itertools.compress(batch, rest)), list(itertools.compress(phases, rest)))
+            if not any(is_x):
                 return None
-            batch = batch.copy()
-            for i in reversed(other):
-                del batch[i]
+            batch = list(itertools.compress(batch, is_x))
         try:
             columns = [list(map(getter, batch)) for getter in _FIELD_GETTERS]
         except (KeyError, TypeError):
@@ -288,22 +297,20 @@ class _StreamState:
         pid, tid, ts, flow_id, name, cat, bp = ([*map(get, events)] for get in _FLOW_GETTERS)
         if None in flow_id:  # Perfetto's flow v2 binds with "bind_id"
             flow_id = [v if v is not None else ev.get("bind_id") for v, ev in zip(flow_id, events, strict=True)]
-        texts = np.empty(len(events), dtype=object)
-        texts[:] = [None if v is None else v if type(v) is str else str(v) for v in flow_id]
         labels = self.flow_labels
-        chunk = {"pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "id": texts,
+        chunk = {"pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "id": _id_texts(flow_id),
                  "phase": self._codes(phases, labels), "name": self._codes(name, labels),
                  "cat": self._codes(cat, labels), "bp": self._codes(bp, labels)}
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
-            chunk = {k: v[keep] for k, v in chunk.items()}
+            chunk = {k: v.filter(pa.array(keep)) if k == "id" else v[keep] for k, v in chunk.items()}
         self.flow_chunks.append(chunk)
 
     def flow_arrays(self) -> dict[str, np.ndarray]:
         if not self.flow_chunks:
             return {}
-        out = {key: np.concatenate([c[key] for c in self.flow_chunks]) for key, _ in _FLOW_KEYS}
+        out = _concat_flows(self.flow_chunks)
         self.flow_chunks.clear()
         return out
 
@@ -419,6 +426,23 @@ def _tail_members(rest: bytes) -> dict:
     except orjson.JSONDecodeError:
         return {}
     return {k: v for k, v in tail.items() if k != "_"} if isinstance(tail, dict) else {}
+
+
+def _id_texts(values: list) -> pa.Array:
+    """Flow ids as text (ids are integers in kineto's traces: converted in C, no Python strings)."""
+    try:
+        numbers = np.asarray(values)
+        if numbers.ndim == 1 and numbers.dtype.kind in "iu":
+            return pa.array(numbers).cast(pa.string())
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return pa.array([None if v is None else v if type(v) is str else str(v) for v in values], type=pa.string())
+
+
+def _concat_flows(chunks: list[dict]) -> dict:
+    """One flow column set from chunks in order (ids: one arrow string array)."""
+    return {key: pa.concat_arrays([c[key] for c in chunks]) if key == "id" else np.concatenate([c[key] for c in chunks])
+            for key, _ in _FLOW_KEYS}
 
 
 def _text(value: object) -> str | None:
@@ -787,7 +811,7 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
         out.meta.update(part.meta)
     out.names, out.cats = names.labels, cats.labels
     out.flow_labels = flow_labels.labels
-    out.flows = {key: np.concatenate([f.pop(key) for f in fs]) for key, _ in _FLOW_KEYS} if fs else {}
+    out.flows = _concat_flows(fs) if fs else {}
     out.x, out.b = {}, {}
     for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
         out.x[key] = np.concatenate([c.pop(key) for c in xs])
