@@ -10,13 +10,16 @@ on a directory holding the trace (parse, correlate, assign iterations, align,
 filter, index; ``--hta-load parse`` measures only its ``parse_trace_dataframe``).
 
 Figures per loader (medians over ``--repeat`` runs): wall seconds of the load
-(after imports), CPU seconds (process + workers), peak RSS: the process's peak
-plus what its worker processes added above the RSS they were forked with.
+(after imports), CPU seconds (process + workers) and peak memory: the larger of
+the process's own peak RSS (``ru_maxrss``, exact) and the highest total PSS of
+the process and its worker processes sampled from /proc every 0.1 s (PSS splits
+the pages a forked worker shares with its parent, so nothing is counted twice;
+workers that run at the same time are added up).
 
 ``--hta-timeout T`` stops an HTA run after T seconds of loading (the process
 group is killed). The run then counts as "HTA > T s": the speed-up is a lower
-bound (T / popprof's wall) and HTA's peak is the highest VmHWM sampled from
-/proc (every 0.2 s, the process and its children) until then, a lower bound on
+bound (T / popprof's wall) and HTA's peak is the highest VmHWM / total PSS
+sampled from /proc until then (the process and its children), a lower bound on
 its peak, so popprof's share of it is an upper bound. Bounds are labelled as such.
 
 The trace comes from ``benchmarks/gen_traces.py`` (kineto layout: 5 profiler
@@ -55,11 +58,9 @@ DEFAULT_HTA_PYTHON = os.environ.get("HTA_PYTHON", str(HERE / ".venv-hta" / "bin"
 #: printed by a loader process once its imports are done: the load's wall clock starts there
 READY = "READY"
 
-# peak = the process's peak plus what its (forked) workers added above the baseline they shared
+# the process's own peak (exact); its workers are measured from outside (sampled PSS of the tree)
 _PEAK = """
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-peak = own + max(0, worker - base)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 """
 
 POPPROF_LOAD = COMMON + """
@@ -107,6 +108,14 @@ def _status_kib(pid: int, key: str) -> int:
         return 0
 
 
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("Pss:")), 0)
+    except OSError:
+        return 0
+
+
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process and of its waited-for children, from /proc/PID/stat."""
     try:
@@ -139,26 +148,21 @@ class _Watch:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.peak_kib = 0
+        self.peak_kib = 0  # max(the process's VmHWM, total PSS of the tree) over the samples
         self.cpu = 0.0
-        self._child_base: dict[int, int] = {}  # child -> the parent's RSS when first seen (what the fork shared)
-        self._child_hwm: dict[int, int] = {}
         self._child_cpu: dict[int, float] = {}
 
     def sample(self) -> None:
-        own_rss = _status_kib(self.pid, "VmRSS:")
-        own_hwm = _status_kib(self.pid, "VmHWM:")
-        for kid in _children(self.pid):
-            self._child_base.setdefault(kid, own_rss)
-            self._child_hwm[kid] = max(self._child_hwm.get(kid, 0), _status_kib(kid, "VmHWM:"))
+        kids = _children(self.pid)
+        total = _pss_kib(self.pid) + sum(_pss_kib(kid) for kid in kids)
+        self.peak_kib = max(self.peak_kib, total, _status_kib(self.pid, "VmHWM:"))
+        for kid in kids:
             self._child_cpu[kid] = max(self._child_cpu.get(kid, 0.0), _cpu_seconds(kid))
-        added = max((hwm - self._child_base[kid] for kid, hwm in self._child_hwm.items()), default=0)
-        self.peak_kib = max(self.peak_kib, own_hwm + max(0, added))
         self.cpu = max(self.cpu, _cpu_seconds(self.pid) + sum(self._child_cpu.values()))
 
 
 def run_watched(python: str, code: str, *, timeout: float, load_timeout: float | None = None,
-                max_bytes: int | None = None, interval: float = 0.2) -> dict:
+                max_bytes: int | None = None, interval: float = 0.1) -> dict:
     """Run ``code`` in a fresh interpreter; return the JSON it prints last, or bounds when it is stopped.
 
     ``load_timeout`` counts from the loader's READY line (imports done); a stopped run returns
@@ -196,7 +200,9 @@ def run_watched(python: str, code: str, *, timeout: float, load_timeout: float |
         raise RuntimeError(error.strip().splitlines()[-1] if error.strip() else f"exit {proc.returncode}")
     result = json.loads(text.strip().splitlines()[-1])
     result["timed_out"] = False
+    result["own_peak_bytes"] = result["peak_bytes"]
     result["sampled_peak_bytes"] = watch.peak_kib * 1024
+    result["peak_bytes"] = max(result["peak_bytes"], result["sampled_peak_bytes"])
     return result
 
 
@@ -218,8 +224,8 @@ def _hta_code(path: Path, load: str) -> str:
     return HTA_ANALYSIS.format(folder=str(folder), ready=READY)
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f}"
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f}"
 
 
 def main() -> None:
@@ -259,7 +265,7 @@ def main() -> None:
             stopped = " (stopped: lower bounds)" if result["timed_out"] else ""
             kept = f"  kept {result['kept']}" if "kept" in result else ""
             print(f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
-                  f"peak {_gib(result['peak_bytes'])} GiB (sampled {_gib(result['sampled_peak_bytes'])})  "
+                  f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, tree {_mib(result['sampled_peak_bytes'])})  "
                   f"events {result['events']}  load {result['load_average']}{stopped}{kept}", file=sys.stderr)
     med = {name: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "cpu_seconds", "peak_bytes")}
            for name, rs in runs.items()}
@@ -270,15 +276,15 @@ def main() -> None:
     ge, le = ("≥ ", "≤ ") if bound else ("", "")
     hta_label = "HTA TraceAnalysis" if args.hta_load == "analysis" else "HTA parse_trace_dataframe"
     rows = [["popprof.open", f"{runs['popprof'][0]['events']:,}", f"{p['seconds']:.2f}", f"{p['cpu_seconds']:.2f}",
-             _gib(p["peak_bytes"]), ""],
+             _mib(p["peak_bytes"]), ""],
             [hta_label + (" (stopped)" if bound else ""),
              "-" if runs["hta"][0]["events"] is None else f"{runs['hta'][0]['events']:,}",
              f"{'> ' if bound else ''}{h['seconds']:.2f}", f"{'> ' if bound else ''}{h['cpu_seconds']:.2f}",
-             f"{'> ' if bound else ''}{_gib(h['peak_bytes'])}",
+             f"{'> ' if bound else ''}{_mib(h['peak_bytes'])}",
              f"{ge}{speed:.1f}x wall, {ge}{cpu_ratio:.1f}x CPU; peak {le}{memory:.2f}"]]
     print(f"\n{args.size} ({path.stat().st_size / 1e6:,.0f} MB), {args.repeat} runs each, alternating; "
           f"load average before/after runs: {', '.join(loads)}")
-    print_table(["loader", "events", "wall s", "CPU s", "peak GiB", "HTA / popprof"], rows)
+    print_table(["loader", "events", "wall s", "CPU s", "peak MiB", "HTA / popprof"], rows)
     kept = runs["popprof"][0]["kept"]
     print(f"\npopprof kept {kept['flows']:,} flows; correlation on {kept['correlation']:,} events, stream on "
           f"{kept['stream']:,}, device on {kept['device']:,}, rank on {kept['rank']:,}")

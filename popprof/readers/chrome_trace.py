@@ -22,6 +22,7 @@ overrides the device-activity mapping. See ``docs/traces.md``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import itertools
 import json
@@ -42,6 +43,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import InputError
+from ..heap import release_free_memory
 from ..profile import Profile
 from ..progress import counted, reading
 from ..sources import source_metadata
@@ -146,7 +148,7 @@ class _Columns:
     def arrays(self) -> dict[str, np.ndarray]:
         if not self.chunks:
             return {key: np.zeros(0, dtype=dtype) for key, dtype in self.KEYS}
-        out = {key: np.concatenate([c[key] for c in self.chunks]) for key, _ in self.KEYS}
+        out = {key: np.concatenate([c.pop(key) for c in self.chunks]) for key, _ in self.KEYS}  # frees as it goes
         self.chunks.clear()
         return out
 
@@ -390,7 +392,7 @@ _KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
 #: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-BLOCK_BYTES = 4 << 20
+BLOCK_BYTES = 1 << 20  # ~8,000 kineto events: bounds the Python objects alive at once (and stays in cache)
 MAX_PENDING_BYTES = 256 << 20
 
 
@@ -441,8 +443,8 @@ def _id_texts(values: list) -> pa.Array:
 
 def _concat_flows(chunks: list[dict]) -> dict:
     """One flow column set from chunks in order (ids: one arrow string array)."""
-    return {key: pa.concat_arrays([c[key] for c in chunks]) if key == "id" else np.concatenate([c[key] for c in chunks])
-            for key, _ in _FLOW_KEYS}
+    return {key: pa.concat_arrays([c.pop(key) for c in chunks]) if key == "id"
+            else np.concatenate([c.pop(key) for c in chunks]) for key, _ in _FLOW_KEYS}  # frees as it goes
 
 
 def _text(value: object) -> str | None:
@@ -697,8 +699,10 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
 def _start_parallel(path: Path, prefix: str, with_args: bool):
     """Start parsing a large plain file in parts on several processes; ``None`` when not worth it.
 
-    Workers are forked (no re-import of the caller's main module, which spawn
-    would need) before any other thread of ours starts.
+    This process parses the first part itself (:func:`_finish_parallel`); workers parse the others.
+    They are forked (no re-import of the caller's main module, which spawn would need) before any
+    other thread of ours starts, with the objects alive at the fork frozen out of the garbage
+    collector, so a worker's collections do not copy the pages it shares with this process.
     """
     workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if workers < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
@@ -713,12 +717,15 @@ def _start_parallel(path: Path, prefix: str, with_args: bool):
     import concurrent.futures
 
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
+    gc.freeze()
     try:
-        pool = concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("fork"))
-        futures = [pool.submit(_parse_part, job) for job in jobs]
+        pool = concurrent.futures.ProcessPoolExecutor(len(jobs) - 1, mp_context=multiprocessing.get_context("fork"))
+        futures = [pool.submit(_parse_part, job) for job in jobs[1:]]  # forks the workers
     except (OSError, RuntimeError):
         return None
-    return pool, futures
+    finally:
+        gc.unfreeze()
+    return pool, jobs[0], futures
 
 
 def _finish_parallel(started) -> list[_Parsed] | None:
@@ -727,9 +734,9 @@ def _finish_parallel(started) -> list[_Parsed] | None:
         return None
     import concurrent.futures
 
-    pool, futures = started
+    pool, own_job, futures = started
     try:
-        results = [f.result() for f in futures]
+        results = [_parse_part(own_job)] + [f.result() for f in futures]
     except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
         return None
     finally:
@@ -842,9 +849,11 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     elif prefix != "item":  # the last part stops at the array's end: read the members after it here
         parts[-1].top.update(_file_tail_members(path, prefix))
     n_parts = len(parts)
+    release_free_memory()  # what the parse and the transfer from the workers left in the heap
     _unify_synthetic_ids(parts)
     parsed = _merge(parts)
     del parts
+    release_free_memory()
     x, b, kinds = parsed.x, parsed.b, parsed.b_kind
     warnings, truncated = parsed.warnings, parsed.error
     args: list | None = parsed.x_args if with_args else None
@@ -880,6 +889,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
         pid=x.pop("pid"), tid=x.pop("tid"), start=x.pop("ts"), dur=x.pop("dur"), name_codes=x.pop("name"),
         names=parsed.names, channel_codes=x.pop("cat"), channels=parsed.cats, source_format=FORMAT,
         device_map=device_map, args=args, extra=extra)
+    release_free_memory()  # the input-order columns build_events sorted and dropped
     events["rank"] = frame.constant_int(len(events), rank)
     bookkeeping_pids = [parsed.synthetic[k] for k in BOOKKEEPING_PROCESSES if k in parsed.synthetic]
     events["bookkeeping"] = bookkeeping_mask(events, bookkeeping_pids)

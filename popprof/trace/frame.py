@@ -81,7 +81,7 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
     if args is not None:
         arr = np.asarray(args, dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
         columns["args"] = pd.array(arr, dtype="str")
-    return pd.DataFrame(columns), counts
+    return pd.DataFrame(columns, copy=False), counts
 
 
 def constant_int(length: int, value: int | None) -> pd.arrays.IntegerArray:
