@@ -41,6 +41,7 @@ import numpy as np
 import orjson
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..heap import release_free_memory
@@ -49,7 +50,7 @@ from ..progress import counted, reading
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
-from . import guard_json, open_binary, open_json
+from . import chrome_trace_arrow, guard_json, open_binary, open_json
 
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
@@ -256,6 +257,42 @@ class _StreamState:
         self.complete.add(self._columns(columns, self.complete, batch, complete=True))
         return None
 
+    def take_table(self, table: pa.Table) -> None:
+        """A block of plain X and flow events parsed by Arrow (:mod:`.chrome_trace_arrow`), column by column."""
+        col = chrome_trace_arrow.column
+        ph = col(table, "ph")
+        is_x = pc.equal(ph, "X")
+        if pc.any(pc.invert(is_x)).as_py():
+            flows = table.filter(pc.invert(is_x))
+            flow_id = col(flows, "id")
+            if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
+                flow_id = pc.coalesce(flow_id, col(flows, "bind_id"))
+            labels = self.flow_labels
+            self._add_flows({"pid": _arrow_ints(col(flows, "pid")), "tid": _arrow_ints(col(flows, "tid")),
+                             "ts": _arrow_floats(col(flows, "ts")), "id": flow_id.cast(pa.string()),
+                             "phase": self._arrow_codes(col(flows, "ph"), labels),
+                             "name": self._arrow_codes(col(flows, "name"), labels),
+                             "cat": self._arrow_codes(col(flows, "cat"), labels),
+                             "bp": self._arrow_codes(col(flows, "bp"), labels)})
+            table = table.filter(is_x)
+        if not table.num_rows:
+            return
+        chunk = {"name": self._arrow_codes(col(table, "name"), self.names),
+                 "cat": self._arrow_codes(col(table, "cat"), self.cats),
+                 "pid": _arrow_ints(col(table, "pid")), "tid": _arrow_ints(col(table, "tid")),
+                 "ts": _arrow_floats(col(table, "ts")), "dur": _arrow_floats(col(table, "dur")),
+                 "stream": _arrow_floats(col(table, "args.stream")),
+                 "corr": _arrow_floats(col(table, "args.correlation")),
+                 "device": _arrow_floats(col(table, "args.device")),
+                 "instant": np.zeros(table.num_rows, dtype=np.int8)}
+        self.complete.add(self._checked(chunk, complete=True))
+
+    def _arrow_codes(self, values: pa.Array, interner: _Interner) -> np.ndarray:
+        """Interned codes of a string column (-1 for null), labels added in order of first appearance."""
+        encoded = values.dictionary_encode()
+        lut = np.append(self._codes(encoded.dictionary.to_pylist(), interner), np.int32(-1))
+        return lut[encoded.indices.fill_null(-1).to_numpy()]
+
     def _codes(self, values: tuple, interner: _Interner) -> np.ndarray:
         get = interner.index.get
         try:
@@ -300,9 +337,11 @@ class _StreamState:
         if None in flow_id:  # Perfetto's flow v2 binds with "bind_id"
             flow_id = [v if v is not None else ev.get("bind_id") for v, ev in zip(flow_id, events, strict=True)]
         labels = self.flow_labels
-        chunk = {"pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "id": _id_texts(flow_id),
-                 "phase": self._codes(phases, labels), "name": self._codes(name, labels),
-                 "cat": self._codes(cat, labels), "bp": self._codes(bp, labels)}
+        self._add_flows({"pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "id": _id_texts(flow_id),
+                         "phase": self._codes(phases, labels), "name": self._codes(name, labels),
+                         "cat": self._codes(cat, labels), "bp": self._codes(bp, labels)})
+
+    def _add_flows(self, chunk: dict) -> None:
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
@@ -325,6 +364,11 @@ class _StreamState:
         # 0 = not an instant; else 1 + index of the instant's scope in INSTANT_SCOPES (kept for the timeline)
         chunk["instant"] = (np.zeros(len(chunk["ts"]), dtype=np.int8) if instant is None
                             else np.asarray(instant, dtype=np.int8))
+        return self._checked(chunk, complete, store, events)
+
+    def _checked(self, chunk: dict[str, np.ndarray], complete: bool, store: _Columns | None = None,
+                 events: list | None = None) -> dict[str, np.ndarray]:
+        """Drop rows without a timestamp and zero missing or negative durations (counted as warnings)."""
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
@@ -337,7 +381,7 @@ class _StreamState:
             if negative.any():
                 self.warnings["negative_duration"] += int(negative.sum())
             chunk["dur"] = np.where(missing | negative, 0.0, d)
-        if self.with_args:
+        if self.with_args and store is not None and events is not None:
             texts = [None if a is None else _json_text(a) for a in map(_GET_ARGS, events)]
             store.args.extend(t for t, k in zip(texts, keep.tolist(), strict=True) if k)
         if not keep.all():
@@ -392,6 +436,9 @@ _KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
 #: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+#: blocks in a row that the Arrow fast path could not take before the rest of a stream goes to orjson only
+FAST_MISSES = 3
+FAST_BLOCK_BYTES = 4 << 20
 BLOCK_BYTES = 1 << 20  # ~8,000 kineto events: bounds the Python objects alive at once (and stays in cache)
 MAX_PENDING_BYTES = 256 << 20
 
@@ -428,6 +475,16 @@ def _tail_members(rest: bytes) -> dict:
     except orjson.JSONDecodeError:
         return {}
     return {k: v for k, v in tail.items() if k != "_"} if isinstance(tail, dict) else {}
+
+
+def _arrow_ints(values: pa.Array) -> np.ndarray:
+    """pid / tid from Arrow: a missing one is 0, as :meth:`_Ids.one` maps ``None``."""
+    return values.fill_null(0).to_numpy()
+
+
+def _arrow_floats(values: pa.Array) -> np.ndarray:
+    """Numbers as float64, NaN where missing."""
+    return values.cast(pa.float64()).to_numpy(zero_copy_only=False)
 
 
 def _id_texts(values: list) -> pa.Array:
@@ -511,8 +568,12 @@ def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
         yield index
 
 
-def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
-    """Events of the stream as lists of dicts, one ~4 MB block at a time, parsed by orjson.
+def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> Iterator[list | pa.Table]:
+    """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
+
+    With ``fast``, ~4 MB blocks of plain X and flow events come as Arrow tables instead
+    (:func:`.chrome_trace_arrow.parse_block`); a block that is not plain goes to orjson
+    ~1 MB at a time, and after a few such blocks in a row the rest of the stream too.
 
     A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
     ``]``. A cut that falls inside nested ``args`` makes that parse fail, and the
@@ -521,17 +582,54 @@ def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
     """
     pending = _array_start(handle, prefix, top)
     eof = False
+    misses = 0
+    stuck = False  # no event could be cut from what is pending: read more before trying again
+
+    def plain(text: bytes) -> pa.Table | None:
+        nonlocal misses, fast
+        table = chrome_trace_arrow.parse_block(text)
+        misses = 0 if table is not None else misses + 1
+        fast = misses < FAST_MISSES
+        return table
+
+    def small_cuts() -> list:
+        """Boundaries near BLOCK_BYTES: orjson takes a large pending block ~1 MB at a time."""
+        return list(_BOUNDARY.finditer(pending, max(0, BLOCK_BYTES - (1 << 16)), BLOCK_BYTES + (1 << 16)))
+
     while True:
-        if not eof:
-            more = handle.read(BLOCK_BYTES)
+        size = FAST_BLOCK_BYTES if fast else BLOCK_BYTES
+        if not eof and (len(pending) < size or stuck):
+            stuck = False
+            more = handle.read(size)
             if more:
                 pending += more
-                if len(pending) < BLOCK_BYTES:
+                if len(pending) < size:
                     continue
             else:
                 eof = True
         if eof:
-            for end in _array_ends(pending, prefix):
+            ends = list(itertools.islice(_array_ends(pending, prefix), 8))
+            if fast and ends:
+                table = plain(pending[:ends[0]])
+                if table is not None:
+                    if top is not None and prefix != "item":
+                        top.update(_tail_members(pending[ends[0] + 1:]))
+                    yield table
+                    return
+            if len(pending) > 2 * BLOCK_BYTES:
+                cuts = small_cuts()
+                for cut in reversed(cuts[-8:]):
+                    try:
+                        events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
+                    except orjson.JSONDecodeError:
+                        continue
+                    yield events
+                    pending = pending[cut.end():]
+                    break
+                else:
+                    raise _Unframeable
+                continue
+            for end in ends:
                 try:
                     events = orjson.loads(b"[" + pending[:end] + b"]")
                 except orjson.JSONDecodeError:
@@ -551,6 +649,14 @@ def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
             return
         tail_from = max(0, len(pending) - (1 << 16))
         cuts = [m for m in _BOUNDARY.finditer(pending, tail_from)] or list(_BOUNDARY.finditer(pending))
+        if fast and cuts:
+            table = plain(pending[:cuts[-1].start() + 1])
+            if table is not None:
+                yield table
+                pending = pending[cuts[-1].end():]
+                continue
+        if len(pending) > 2 * BLOCK_BYTES:
+            cuts = small_cuts() or cuts
         for cut in reversed(cuts[-8:]):
             try:
                 events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
@@ -562,6 +668,7 @@ def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
         else:
             if len(pending) > MAX_PENDING_BYTES:
                 raise _Unframeable
+            stuck = True
 
 
 def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -> _Parsed:
@@ -570,7 +677,11 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     error = ""
     parsed = 0
     if engine == "orjson":
-        for events in _blocks(handle, prefix, state.top):
+        for events in _blocks(handle, prefix, state.top, fast=not with_args):
+            if isinstance(events, pa.Table):
+                parsed += events.num_rows
+                state.take_table(events)
+                continue
             for lo in range(0, len(events), CHUNK_EVENTS):
                 part = events[lo:lo + CHUNK_EVENTS]
                 parsed += len(part)

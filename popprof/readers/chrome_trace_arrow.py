@@ -1,0 +1,63 @@
+"""The fast path of the Chrome trace reader: a block of plain complete and flow events, parsed by Arrow.
+
+Most of a large kineto trace is ``X`` events and ``ac2g`` / ``fwdbwd`` flows with
+integer ids. For a block of such events (the text the reader's block framer cut
+between two events) Arrow's JSON reader fills exactly the columns the reader
+keeps (``ph``, ``name``, ``cat``, ``pid``, ``tid``, ``ts``, ``dur``, ``id``,
+``bind_id``, ``bp`` and ``args.stream`` / ``correlation`` / ``device``) in C,
+without a Python object per event, and skips every other field.
+
+It is strict on purpose: a value of another type than the usual one (a string
+pid such as kineto's ``"Spans"``, a ``"0x0"`` stream, a float id), a duplicate
+key, a non-finite number, a phase other than X / s / t / f, or a cut that fell
+inside nested ``args`` makes :func:`parse_block` return ``None``, and the
+reader parses that block with orjson, which handles everything. Events are
+separated by newlines for Arrow; a ``}, {`` inside a string becomes a raw newline
+there, which Arrow rejects, so that block also goes the general way.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+#: The fields read (all others are skipped) and the one type each must have in the block.
+SCHEMA = pa.schema([
+    ("ph", pa.string()), ("name", pa.string()), ("cat", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
+    ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.int64()), ("bind_id", pa.int64()), ("bp", pa.string()),
+    ("args", pa.struct([("stream", pa.int64()), ("correlation", pa.int64()), ("device", pa.int64())])),
+])
+_PARSE = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True)
+_READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+_FAST_PHASES = pa.array(["X", "s", "t", "f"])
+
+
+def parse_block(text: bytes) -> pa.Table | None:
+    """The events of ``text`` (JSON objects separated by commas) as a table, or ``None`` when not plain."""
+    if not text.strip():
+        return None
+    try:
+        table = pa_json.read_json(pa.BufferReader(_SEPARATOR.sub(b"}\n{", text)), read_options=_READ,
+                                  parse_options=_PARSE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    table = table.combine_chunks()
+    ph = table.column("ph")
+    if ph.null_count or not pc.all(pc.is_in(ph, value_set=_FAST_PHASES)).as_py():
+        return None
+    for key in ("ts", "dur"):
+        values = table.column(key)
+        if pc.any(pc.invert(pc.is_finite(values))).as_py():  # NaN / Infinity literals: not JSON
+            return None
+    return table
+
+
+def column(table: pa.Table, key: str) -> pa.Array:
+    """One column of a table from :func:`parse_block` (``args.<field>`` for the three args fields)."""
+    if key.startswith("args."):
+        return pc.struct_field(table.column("args").chunk(0), key.removeprefix("args."))
+    return table.column(key).chunk(0)
