@@ -585,12 +585,12 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
     misses = 0
     stuck = False  # no event could be cut from what is pending: read more before trying again
 
-    def plain(text: bytes) -> pa.Table | None:
+    def plain(text: bytes) -> tuple[pa.Table | None, int]:
         nonlocal misses, fast
-        table = chrome_trace_arrow.parse_block(text)
+        table, covered = chrome_trace_arrow.parse_block(text)
         misses = 0 if table is not None else misses + 1
         fast = misses < FAST_MISSES
-        return table
+        return table, covered
 
     def small_cuts() -> list:
         """Boundaries near BLOCK_BYTES: orjson takes a large pending block ~1 MB at a time."""
@@ -610,12 +610,16 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
         if eof:
             ends = list(itertools.islice(_array_ends(pending, prefix), 8))
             if fast and ends:
-                table = plain(pending[:ends[0]])
+                table, covered = plain(pending[:ends[0]])
                 if table is not None:
+                    yield table
+                if covered == ends[0]:
                     if top is not None and prefix != "item":
                         top.update(_tail_members(pending[ends[0] + 1:]))
-                    yield table
                     return
+                if covered:
+                    pending = pending[covered:]
+                    continue
             if len(pending) > 2 * BLOCK_BYTES:
                 cuts = small_cuts()
                 for cut in reversed(cuts[-8:]):
@@ -650,11 +654,15 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
         tail_from = max(0, len(pending) - (1 << 16))
         cuts = [m for m in _BOUNDARY.finditer(pending, tail_from)] or list(_BOUNDARY.finditer(pending))
         if fast and cuts:
-            table = plain(pending[:cuts[-1].start() + 1])
+            table, covered = plain(pending[:cuts[-1].start() + 1])
             if table is not None:
                 yield table
+            if covered == cuts[-1].start() + 1:
                 pending = pending[cuts[-1].end():]
                 continue
+            if covered:  # the events from the first one that is not plain: ~1 MB through orjson below
+                pending = pending[covered:]
+                cuts = small_cuts() or list(_BOUNDARY.finditer(pending))
         if len(pending) > 2 * BLOCK_BYTES:
             cuts = small_cuts() or cuts
         for cut in reversed(cuts[-8:]):

@@ -36,24 +36,33 @@ _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 _FAST_PHASES = pa.array(["X", "s", "t", "f"])
 
 
-def parse_block(text: bytes) -> pa.Table | None:
-    """The events of ``text`` (JSON objects separated by commas) as a table, or ``None`` when not plain."""
+def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
+    """The leading plain events of ``text`` (JSON objects separated by commas) as a table, and where they end.
+
+    Returns ``(table, len(text))`` when every event is plain; ``(table, offset)`` when the
+    event starting at byte ``offset`` is not (a counter, metadata, a non-finite number):
+    the table holds the events before it; ``(None, 0)`` when nothing could be taken.
+    """
     if not text.strip():
-        return None
+        return None, 0
     try:
         table = pa_json.read_json(pa.BufferReader(_SEPARATOR.sub(b"}\n{", text)), read_options=_READ,
                                   parse_options=_PARSE)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
+        return None, 0
     table = table.combine_chunks()
-    ph = table.column("ph")
-    if ph.null_count or not pc.all(pc.is_in(ph, value_set=_FAST_PHASES)).as_py():
-        return None
-    for key in ("ts", "dur"):
-        values = table.column(key)
-        if pc.any(pc.invert(pc.is_finite(values))).as_py():  # NaN / Infinity literals: not JSON
-            return None
-    return table
+    odd = pc.invert(pc.fill_null(pc.is_in(table.column("ph"), value_set=_FAST_PHASES), False))
+    for key in ("ts", "dur"):  # NaN / Infinity literals are not JSON: the general parser reports them
+        odd = pc.or_(odd, pc.fill_null(pc.invert(pc.is_finite(table.column(key))), False))
+    first = pc.index(odd, True).as_py()
+    if first < 0:
+        return table, len(text)
+    if first == 0:
+        return None, 0
+    for k, match in enumerate(_SEPARATOR.finditer(text), start=1):  # the boundary before event ``first``
+        if k == first:
+            return table.slice(0, first), match.end() - 1
+    return None, 0
 
 
 def column(table: pa.Table, key: str) -> pa.Array:
