@@ -436,9 +436,11 @@ _KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
 #: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+#: Arrow blocks between two returns of free heap pages to the system
+TRIM_EVERY = 8
 #: blocks in a row that the Arrow fast path could not take before the rest of a stream goes to orjson only
 FAST_MISSES = 3
-FAST_BLOCK_BYTES = 4 << 20
+FAST_BLOCK_BYTES = 1 << 20  # larger Arrow blocks are no faster here and leave more in the heap
 BLOCK_BYTES = 1 << 20  # ~8,000 kineto events: bounds the Python objects alive at once (and stays in cache)
 MAX_PENDING_BYTES = 256 << 20
 
@@ -571,7 +573,7 @@ def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
 def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> Iterator[list | pa.Table]:
     """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
 
-    With ``fast``, ~4 MB blocks of plain X and flow events come as Arrow tables instead
+    With ``fast``, blocks of plain X and flow events come as Arrow tables instead
     (:func:`.chrome_trace_arrow.parse_block`); a block that is not plain goes to orjson
     ~1 MB at a time, and after a few such blocks in a row the rest of the stream too.
 
@@ -685,10 +687,15 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     error = ""
     parsed = 0
     if engine == "orjson":
+        tables = 0
         for events in _blocks(handle, prefix, state.top, fast=not with_args):
             if isinstance(events, pa.Table):
                 parsed += events.num_rows
                 state.take_table(events)
+                del events
+                tables += 1
+                if tables % TRIM_EVERY == 0:
+                    release_free_memory()  # the blocks' text copies: free pages back (it costs ~10 ms a call)
                 continue
             for lo in range(0, len(events), CHUNK_EVENTS):
                 part = events[lo:lo + CHUNK_EVENTS]

@@ -34,6 +34,9 @@ _PARSE = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior=
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 _FAST_PHASES = pa.array(["X", "s", "t", "f"])
+#: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
+#: reader's own arrays, and :func:`popprof.heap.release_free_memory` can give it back
+_POOL = pa.system_memory_pool()
 
 
 def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
@@ -47,7 +50,7 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
         return None, 0
     try:
         table = pa_json.read_json(pa.BufferReader(_SEPARATOR.sub(b"}\n{", text)), read_options=_READ,
-                                  parse_options=_PARSE)
+                                  parse_options=_PARSE, memory_pool=_POOL)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None, 0
     table = table.combine_chunks()
