@@ -10,10 +10,10 @@ without a Python object per event, and skips every other field.
 It is strict on purpose: a value of another type than the usual one (a string
 pid such as kineto's ``"Spans"``, a ``"0x0"`` stream, a float id), a duplicate
 key, a non-finite number, a phase other than X / s / t / f, or a cut that fell
-inside nested ``args`` makes :func:`parse_block` return ``None``, and the
-reader parses that block with orjson, which handles everything. Events are
-separated by newlines for Arrow; a ``}, {`` inside a string becomes a raw newline
-there, which Arrow rejects, so that block also goes the general way.
+inside nested ``args`` makes :func:`parse_block` give up at that event, and the
+reader parses the rest of the block with orjson, which handles everything. Events
+are separated by newlines for Arrow; a ``}, {`` inside a string becomes a raw
+newline there, which Arrow rejects, so that block also goes the general way.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
     """
     if not text.strip():
         return None, 0
-    try:
-        table = pa_json.read_json(pa.BufferReader(_SEPARATOR.sub(b"}\n{", text)), read_options=_READ,
-                                  parse_options=_PARSE, memory_pool=_POOL)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+    table = _read(text.replace(b"},\n{", b"}\n{"))  # the compact layout: a plain replace is enough
+    if table is None:  # other layouts (kineto pretty-prints): the separator with any whitespace around it
+        table = _read(_SEPARATOR.sub(b"}\n{", text))
+    if table is None:
         return None, 0
     table = table.combine_chunks()
     odd = pc.invert(pc.fill_null(pc.is_in(table.column("ph"), value_set=_FAST_PHASES), False))
@@ -66,6 +66,15 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
         if k == first:
             return table.slice(0, first), match.end() - 1
     return None, 0
+
+
+def _read(lines: bytes) -> pa.Table | None:
+    """Arrow's JSON reader on newline-separated events (it stops at the first separator it does not accept)."""
+    try:
+        return pa_json.read_json(pa.BufferReader(lines), read_options=_READ, parse_options=_PARSE,
+                                 memory_pool=_POOL)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
 
 
 def column(table: pa.Table, key: str) -> pa.Array:
