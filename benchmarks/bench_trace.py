@@ -1,12 +1,12 @@
 """Benchmark: loading large Chrome traces, popprof against HolisticTraceAnalysis (HTA).
 
-For each generated trace (``benchmarks/gen_traces.py``: 10MB, 100MB, 1GB = 10M
-complete events) this runs each loader in a fresh subprocess ``--repeat`` times
+For each generated trace (``benchmarks/gen_traces.py``, Kineto's layout: 10MB, 600k, 100MB,
+1GB = 10M events) this runs each loader in a fresh subprocess ``--repeat`` times
 and prints the median wall time and the peak resident memory:
 
 - popprof: ``popprof.readers.chrome_trace.read`` (events, threads, counters,
-  nesting and device categories; large files are parsed on 2 processes, so its
-  peak is the main process's plus its largest worker's);
+  nesting and device categories; a large file is parsed by the reading process and
+  one worker, so its peak is the main process's plus the worker's growth);
 - HTA: ``hta.common.trace_parser.parse_trace_dataframe`` with HTA's default
   parser backend (json) and, with ``--hta-ijson``, its IJSON_BATCH_AND_COMPRESS
   backend; HTA runs in benchmarks/.venv-hta (``bash benchmarks/setup_hta.sh``).

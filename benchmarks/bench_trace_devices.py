@@ -3,11 +3,11 @@
 Two measurements, each in a fresh process (peak RSS from ``getrusage``; for the
 directory the largest worker's peak is reported too):
 
-- ``figures``: load ``benchmarks/data/trace_1GB.json`` (10,000,080 events, generated
-  on first use), then compute every per-device figure (``device_breakdown``,
+- ``figures``: load ``benchmarks/data/kineto_1GB.json`` (10 million events in Kineto's
+  layout, flows and correlation included, generated on first use), then compute every per-device figure (``device_breakdown``,
   ``kernel_breakdown``, ``idle_breakdown``, ``launch_delays``). Target: the figures
   in under 10 s on top of the load.
-- ``ranks``: 8 rank traces of ~100 MB each (``benchmarks/data/ranks8/rank-N.json``)
+- ``ranks``: 8 rank traces of ~100 MB each (``benchmarks/data/kineto_ranks8/rank-N.json``)
   opened as one profile three ways: with the workers (one whole file per worker, as many
   workers as cores: the default), files in turn (each split in two parts on two
   processes), and all in one process; CPU time / wall time shows how many cores were
@@ -16,7 +16,7 @@ directory the largest worker's peak is reported too):
 Usage::
 
     python benchmarks/bench_trace_devices.py figures        # needs ~2.5 GiB; the first run also writes
-                                                            # benchmarks/data/trace_1GB.popprof, later runs load it
+                                                            # benchmarks/data/kineto_1GB.popprof, later runs load it
     python benchmarks/bench_trace_devices.py ranks [--repeat 3]
 """
 
@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
-from gen_traces import DATA, SIZES, ensure  # noqa: E402
+from gen_traces import DATA, SIZES, STEPS, ensure  # noqa: E402
 
 COMMON = """
 import json, resource, sys, time
@@ -107,13 +107,13 @@ def ensure_ranks(count: int = 8) -> Path:
     """``count`` rank traces of about 100 MB each (different seeds), generated once."""
     from popprof.trace import synth
 
-    folder = DATA / f"ranks{count}"
+    folder = DATA / f"kineto_ranks{count}"
     folder.mkdir(parents=True, exist_ok=True)
     for rank in range(count):
         path = folder / f"rank-{rank}.json"
         if not path.exists():
             start = time.perf_counter()
-            synth.write_chrome_trace(path, SIZES["100MB"], seed=100 + rank, args="gpu")
+            synth.write_chrome_trace(path, STEPS, seed=100 + rank, args="kineto", layers=SIZES["100MB"])
             print(f"generated {path.name}: {path.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - start:.0f} s",
                   file=sys.stderr)
     return folder
@@ -122,7 +122,7 @@ def ensure_ranks(count: int = 8) -> Path:
 def figures(args: argparse.Namespace) -> None:
     path = ensure("1GB")
     print(f"{path.name}: {path.stat().st_size / 1e9:.2f} GB; load average {_load_average()}", file=sys.stderr)
-    bundle = DATA / "trace_1GB.popprof"
+    bundle = DATA / "kineto_1GB.popprof"
     runs = [_run(FIGURES.format(root=str(ROOT), path=str(path), bundle=str(bundle)), args.timeout)
             for _ in range(args.repeat)]
     for r in runs:

@@ -1,22 +1,37 @@
 """Benchmark: popprof against HolisticTraceAnalysis (HTA) loading one trace, side by side in one run.
 
 The two loaders alternate (popprof, HTA, popprof, HTA, ...), each in a fresh
-process, so both see the same machine load. popprof's load (``popprof.open``)
-keeps everything the figures need: flows (``flows`` table), ``stream`` /
-``correlation`` / ``device`` / ``rank`` columns, nesting and device categories.
-HTA's load is, by default, what a user runs: ``TraceAnalysis(trace_dir=...)`` on a
-directory holding the trace (parse, align, filter, index; ``--hta-load parse``
-measures only its ``parse_trace_dataframe``). Peak memory: popprof's main process
-plus its largest parse worker; HTA's process (plus its worker when it uses one).
+process, so both see the same machine load. popprof's load (``popprof.open``
+plus its ``events`` and ``flows`` tables) keeps everything the figures need:
+flows, the ``stream`` / ``correlation`` / ``device`` / ``rank`` columns, nesting
+and device categories; each run reports how many flows and correlated events it
+kept. HTA's load is, by default, what a user runs: ``TraceAnalysis(trace_dir=...)``
+on a directory holding the trace (parse, correlate, assign iterations, align,
+filter, index; ``--hta-load parse`` measures only its ``parse_trace_dataframe``).
 
-Targets (issue 12): popprof at least 10x faster (wall) and at most a third of
-HTA's peak memory on a 600,000-event trace.
+Figures per loader (medians over ``--repeat`` runs): wall seconds of the load
+(after imports), CPU seconds (process + workers) and peak memory: the larger of
+the process's own peak RSS (``ru_maxrss``, exact) and the highest total PSS of
+the process and its worker processes sampled from /proc every 0.1 s (PSS splits
+the pages a forked worker shares with its parent, so nothing is counted twice;
+workers that run at the same time are added up).
+
+``--hta-timeout T`` stops an HTA run after T seconds of loading (the process
+group is killed). The run then counts as "HTA > T s": the speed-up is a lower
+bound (T / popprof's wall) and HTA's peak is the highest VmHWM / total PSS
+sampled from /proc until then (the process and its children), a lower bound on
+its peak, so popprof's share of it is an upper bound. Bounds are labelled as such.
+
+The trace comes from ``benchmarks/gen_traces.py`` (kineto layout: 5 profiler
+steps, flows, correlation ids on both sides). Targets (issue 12): popprof at
+least 10x faster (wall) and at most a third of HTA's peak memory on a
+600,000-event trace.
 
 Usage::
 
     bash benchmarks/setup_hta.sh          # once: HTA in benchmarks/.venv-hta (or pass --hta-python)
     python benchmarks/bench_trace_hta.py                  # 600k events, 3 runs each
-    python benchmarks/bench_trace_hta.py --size 100MB --repeat 5 --json out.json
+    python benchmarks/bench_trace_hta.py --repeat 5 --hta-timeout 600 --json out.json
 """
 
 from __future__ import annotations
@@ -24,35 +39,173 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from bench_trace import COMMON, HTA, POPPROF, run  # noqa: E402
+from _table import print_table  # noqa: E402
+from bench_trace import COMMON, HTA, _limit  # noqa: E402
 from gen_traces import SIZES, ensure  # noqa: E402
 
 DEFAULT_HTA_PYTHON = os.environ.get("HTA_PYTHON", str(HERE / ".venv-hta" / "bin" / "python"))
+#: printed by a loader process once its imports are done: the load's wall clock starts there
+READY = "READY"
 
+# the process's own peak (exact); its workers are measured from outside (sampled PSS of the tree)
+_PEAK = """
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+"""
+
+POPPROF_LOAD = COMMON + """
+sys.path.insert(0, {root!r})
+import popprof
+base = rss()
+print({ready!r}, flush=True)
+cpu0, start = cpu(), time.perf_counter()
+profile = popprof.open({path!r})
+events, flows = profile.events, profile.flows
+seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
+""" + _PEAK + """
+kept = {{"flows": len(flows), "correlation": int(events["correlation"].notna().sum()),
+         "stream": int(events["stream"].notna().sum()), "device": int(events["device"].notna().sum()),
+         "rank": int(events["rank"].notna().sum())}}
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "base_bytes": base,
+                  "events": len(events), "kept": kept}}))
+"""
 
 HTA_ANALYSIS = COMMON + """
 import logging
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
 base = rss()
+print({ready!r}, flush=True)
 cpu0, start = cpu(), time.perf_counter()
 analysis = TraceAnalysis(trace_dir={folder!r})
 seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-peak = own + max(0, worker - base)
-events = sum(len(df) for df in analysis.t.traces.values())
-print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "extra_bytes": peak - base,
-                  "events": events, "parts": 1}}))
+""" + _PEAK + """
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "base_bytes": base,
+                  "events": sum(len(df) for df in analysis.t.traces.values())}}))
 """
+
+HTA_PARSE = HTA.replace("base = rss()\n", "base = rss()\nprint({ready!r}, flush=True)\n").replace(
+    '"extra_bytes": peak - base', '"base_bytes": base')
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _status_kib(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith(key)), 0)
+    except OSError:
+        return 0
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            return next((int(line.split()[1]) for line in handle if line.startswith("Pss:")), 0)
+    except OSError:
+        return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and of its waited-for children, from /proc/PID/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK
+
+
+def _children(pid: int) -> set[int]:
+    """All descendants of ``pid`` (from /proc/PID/task/*/children)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.add(kid)
+                    todo.append(kid)
+    return found
+
+
+class _Watch:
+    """Peak memory and CPU of a process tree, sampled from /proc (lower bounds: samples can miss a peak)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_kib = 0  # max(the process's VmHWM, total PSS of the tree) over the samples
+        self.cpu = 0.0
+        self._child_cpu: dict[int, float] = {}
+
+    def sample(self) -> None:
+        kids = _children(self.pid)
+        total = _pss_kib(self.pid) + sum(_pss_kib(kid) for kid in kids)
+        self.peak_kib = max(self.peak_kib, total, _status_kib(self.pid, "VmHWM:"))
+        for kid in kids:
+            self._child_cpu[kid] = max(self._child_cpu.get(kid, 0.0), _cpu_seconds(kid))
+        self.cpu = max(self.cpu, _cpu_seconds(self.pid) + sum(self._child_cpu.values()))
+
+
+def run_watched(python: str, code: str, *, timeout: float, load_timeout: float | None = None,
+                max_bytes: int | None = None, interval: float = 0.1) -> dict:
+    """Run ``code`` in a fresh interpreter; return the JSON it prints last, or bounds when it is stopped.
+
+    ``load_timeout`` counts from the loader's READY line (imports done); a stopped run returns
+    ``{"timed_out": True, "seconds": T, "cpu_seconds": ..., "peak_bytes": ...}`` with lower bounds.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([python, "-c", code], stdout=out, stderr=err, text=True, cwd=ROOT,
+                                preexec_fn=_limit(max_bytes), start_new_session=True)
+        watch = _Watch(proc.pid)
+        started = time.perf_counter()
+        ready_at: float | None = None
+        cpu_at_ready = 0.0  # the imports' CPU time, left out of a stopped run's figure as it is of a finished one's
+        try:
+            while proc.poll() is None:
+                watch.sample()
+                now = time.perf_counter()
+                if ready_at is None:
+                    out.seek(0)
+                    if READY in out.read():
+                        ready_at, cpu_at_ready = now, watch.cpu
+                if now - started > timeout or (load_timeout and ready_at and now - ready_at > load_timeout):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    return {"timed_out": True, "seconds": now - (ready_at or started),
+                            "cpu_seconds": watch.cpu - cpu_at_ready,
+                            "peak_bytes": watch.peak_kib * 1024, "sampled_peak_bytes": watch.peak_kib * 1024,
+                            "events": None}
+                time.sleep(interval)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        text, error = out.read(), err.read()
+    if proc.returncode != 0:
+        raise RuntimeError(error.strip().splitlines()[-1] if error.strip() else f"exit {proc.returncode}")
+    result = json.loads(text.strip().splitlines()[-1])
+    result["timed_out"] = False
+    result["own_peak_bytes"] = result["peak_bytes"]
+    result["sampled_peak_bytes"] = watch.peak_kib * 1024
+    result["peak_bytes"] = max(result["peak_bytes"], result["sampled_peak_bytes"])
+    return result
 
 
 def _load_average() -> str:
@@ -60,6 +213,21 @@ def _load_average() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "n/a"
+
+
+def _hta_code(path: Path, load: str) -> str:
+    if load == "parse":
+        return HTA_PARSE.format(path=str(path), backend="", ready=READY)
+    folder = path.parent / f"hta_{path.stem}"  # HTA reads a directory of rank traces
+    folder.mkdir(exist_ok=True)
+    link = folder / path.name
+    if not link.exists():
+        link.symlink_to(path)
+    return HTA_ANALYSIS.format(folder=str(folder), ready=READY)
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f}"
 
 
 def main() -> None:
@@ -70,7 +238,9 @@ def main() -> None:
     parser.add_argument("--hta-python", default=DEFAULT_HTA_PYTHON,
                         help="Interpreter of a virtualenv with HolisticTraceAnalysis (env HTA_PYTHON).")
     parser.add_argument("--hta-max-gib", type=float, default=8.0, help="Address-space cap for the HTA runs.")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="Seconds per run.")
+    parser.add_argument("--hta-timeout", type=float, default=None, metavar="SECONDS",
+                        help="Stop an HTA load after this many seconds and report bounds (default: wait).")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run before it counts as failed.")
     parser.add_argument("--hta-load", choices=["analysis", "parse"], default="analysis",
                         help="HTA's TraceAnalysis(trace_dir=...) (default) or only its parse_trace_dataframe.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
@@ -78,48 +248,55 @@ def main() -> None:
     if not Path(args.hta_python).exists():
         sys.exit(f"no HTA interpreter at {args.hta_python}: run `bash benchmarks/setup_hta.sh` or pass --hta-python")
     path = ensure(args.size)
-    print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {_load_average()}",
-          file=sys.stderr)
-    popprof_code = POPPROF.format(root=str(ROOT), path=str(path)).replace(
-        "from popprof.readers import chrome_trace", "import popprof").replace(
-        "chrome_trace.read(Path(", "popprof.open((")
-    if args.hta_load == "parse":
-        hta_code = HTA.format(path=str(path), backend="")
-    else:
-        folder = path.parent / f"hta_{path.stem}"
-        folder.mkdir(exist_ok=True)
-        link = folder / path.name
-        if not link.exists():
-            link.symlink_to(path)
-        hta_code = HTA_ANALYSIS.format(folder=str(folder))
+    loads = [_load_average()]
+    print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {loads[0]}", file=sys.stderr)
+    popprof_code = POPPROF_LOAD.format(root=str(ROOT), path=str(path), ready=READY)
+    hta_code = _hta_code(path, args.hta_load)
     runs: dict[str, list[dict]] = {"popprof": [], "hta": []}
     for i in range(args.repeat):
-        for name, python, code, cap in (("popprof", sys.executable, popprof_code, None),
-                                        ("hta", args.hta_python, hta_code, int(args.hta_max_gib * 2**30))):
+        for name, python, code, cap, load_timeout in (
+                ("popprof", sys.executable, popprof_code, None, None),
+                ("hta", args.hta_python, hta_code, int(args.hta_max_gib * 2**30), args.hta_timeout)):
             try:
-                result = run(python, code, args.timeout, cap)
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                result = run_watched(python, code, timeout=args.timeout, load_timeout=load_timeout, max_bytes=cap)
+            except RuntimeError as exc:
                 sys.exit(f"{name} run {i + 1} failed: {exc}")
+            result["load_average"] = _load_average()
+            loads.append(result["load_average"])
             runs[name].append(result)
+            stopped = " (stopped: lower bounds)" if result["timed_out"] else ""
+            kept = f"  kept {result['kept']}" if "kept" in result else ""
             print(f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
-                  f"peak {result['peak_bytes'] / 2**30:5.2f} GiB  {result['events']:,} events", file=sys.stderr)
+                  f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, tree {_mib(result['sampled_peak_bytes'])})  "
+                  f"events {result['events']}  load {result['load_average']}{stopped}{kept}", file=sys.stderr)
     med = {name: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "cpu_seconds", "peak_bytes")}
            for name, rs in runs.items()}
     p, h = med["popprof"], med["hta"]
-    speed = h["seconds"] / p["seconds"]
-    memory = p["peak_bytes"] / h["peak_bytes"]
-    print(f"\nload average after: {_load_average()}")
-    print("| trace | events | popprof wall s (CPU s) | popprof peak GiB | HTA wall s (CPU s) | HTA peak GiB | "
-          "speed-up | popprof / HTA peak |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {args.size} ({path.stat().st_size / 1e6:,.0f} MB) | {runs['popprof'][0]['events']:,} | "
-          f"{p['seconds']:.2f} ({p['cpu_seconds']:.2f}) | {p['peak_bytes'] / 2**30:.2f} | "
-          f"{h['seconds']:.2f} ({h['cpu_seconds']:.2f}) | {h['peak_bytes'] / 2**30:.2f} | {speed:.1f}x | "
-          f"{memory:.2f} |")
-    print(f"\ntargets: >= 10x faster: {'met' if speed >= 10 else 'NOT met'} ({speed:.1f}x); "
-          f"<= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met'} ({memory:.2f})")
+    bound = any(r["timed_out"] for r in runs["hta"])
+    speed, cpu_ratio, memory = h["seconds"] / p["seconds"], h["cpu_seconds"] / p["cpu_seconds"], \
+        p["peak_bytes"] / h["peak_bytes"]
+    ge, le = ("≥ ", "≤ ") if bound else ("", "")
+    hta_label = "HTA TraceAnalysis" if args.hta_load == "analysis" else "HTA parse_trace_dataframe"
+    rows = [["popprof.open", f"{runs['popprof'][0]['events']:,}", f"{p['seconds']:.2f}", f"{p['cpu_seconds']:.2f}",
+             _mib(p["peak_bytes"]), ""],
+            [hta_label + (" (stopped)" if bound else ""),
+             "-" if runs["hta"][0]["events"] is None else f"{runs['hta'][0]['events']:,}",
+             f"{'> ' if bound else ''}{h['seconds']:.2f}", f"{'> ' if bound else ''}{h['cpu_seconds']:.2f}",
+             f"{'> ' if bound else ''}{_mib(h['peak_bytes'])}",
+             f"{ge}{speed:.1f}x wall, {ge}{cpu_ratio:.1f}x CPU; peak {le}{memory:.2f}"]]
+    print(f"\n{args.size} ({path.stat().st_size / 1e6:,.0f} MB), {args.repeat} runs each, alternating; "
+          f"load average before/after runs: {', '.join(loads)}")
+    print_table(["loader", "events", "wall s", "CPU s", "peak MiB", "HTA / popprof"], rows)
+    kept = runs["popprof"][0]["kept"]
+    print(f"\npopprof kept {kept['flows']:,} flows; correlation on {kept['correlation']:,} events, stream on "
+          f"{kept['stream']:,}, device on {kept['device']:,}, rank on {kept['rank']:,}")
+    print(f"targets{' (bounds: HTA was stopped)' if bound else ''}: >= 10x faster: "
+          f"{'met' if speed >= 10 else 'NOT met' if not bound else 'not shown'} ({ge}{speed:.1f}x); "
+          f"<= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met' if not bound else 'not shown'} "
+          f"({le}{memory:.2f})")
     if args.json:
-        args.json.write_text(json.dumps({"size": args.size, "runs": runs, "median": med}, indent=2))
+        args.json.write_text(json.dumps({"size": args.size, "hta_load": args.hta_load, "load_average": loads,
+                                         "runs": runs, "median": med}, indent=2))
 
 
 if __name__ == "__main__":

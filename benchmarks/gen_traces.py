@@ -1,11 +1,14 @@
-"""Generate large PyTorch-profiler-like Chrome traces into benchmarks/data/ (git-ignored).
+"""Generate large PyTorch-profiler (kineto) Chrome traces into benchmarks/data/ (git-ignored).
 
-Sizes: ``10MB``, ``600k`` (600,000 events), ``100MB`` and ``1GB`` (the last holds 10 million complete
-events; it is about 1.3 GB because every GPU event carries kineto-style args).
-Traces come from :mod:`popprof.trace.synth`: an object with ``traceEvents``,
-kernels / memcpy / memset / NCCL on GPU streams, host ops on three threads,
-``args`` on GPU events (``device``, ``stream``, ``correlation``), counters and
-``M`` metadata: the shape HolisticTraceAnalysis's parser expects.
+Sizes (all trace events counted, flows included): ``10MB`` (~73,000 events), ``600k`` (600,000),
+``100MB`` (~730,000) and ``1GB`` (10 million events, about 1.4 GB).
+Traces come from :mod:`popprof.trace.synth` with ``args="kineto"``, laid out like a real kineto trace:
+the profiler records a few steps (``STEPS`` = 5 ``ProfilerStep#N``, as a profiler schedule's active
+steps), so a larger trace is a larger model (more layers per step), not more steps; args on every
+event (``External id``; ``correlation`` on the runtime call and on its kernel), ``ac2g`` flows from each
+launch to its kernel / memcpy / memset, ``fwdbwd`` flows, GPU streams for compute and NCCL, host ops
+on three threads, a memory counter, kineto's metadata, ``distributedInfo`` and the profiler's
+bookkeeping span.
 
 Usage: ``python benchmarks/gen_traces.py [10MB 600k 100MB 1GB]`` (existing files are kept; ``--force`` remakes them).
 """
@@ -25,12 +28,15 @@ from _table import print_table  # noqa: E402
 from popprof.trace import synth  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
-#: name -> number of training steps (each step has synth.events_per_step() events)
-SIZES = {"10MB": 910, "600k": 6_977, "100MB": 9_100, "1GB": 116_280}
+#: profiler steps in every generated trace (a profiler schedule records a few active steps)
+STEPS = 5
+#: name -> layers per step (each step has synth.events_per_step(layers, "kineto") events)
+SIZES = {"10MB": 582, "600k": 4_798, "100MB": 5_838, "1GB": 79_998}
 
 
 def trace_path(size: str) -> Path:
-    return DATA / f"trace_{size}.json"
+    """Where the trace of ``size`` is generated (the ``kineto_`` prefix keeps older layouts apart)."""
+    return DATA / f"kineto_{size}.json"
 
 
 def ensure(size: str, *, force: bool = False) -> Path:
@@ -39,7 +45,7 @@ def ensure(size: str, *, force: bool = False) -> Path:
     if force or not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        synth.write_chrome_trace(path, SIZES[size], seed=1, args="gpu")
+        synth.write_chrome_trace(path, STEPS, seed=1, args="kineto", layers=SIZES[size])
         print(f"generated {path.name} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return path
 
@@ -56,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for size in args.sizes or list(SIZES):
         path = ensure(size, force=args.force)
-        rows.append([size, str(path.relative_to(ROOT)), f"{path.stat().st_size / 1e6:,.0f}",
-                     f"{SIZES[size]:,}", f"{SIZES[size] * synth.events_per_step():,}"])
-    print_table(["size", "file", "MB", "steps", "events (about)"], rows)
+        rows.append([size, str(path.relative_to(ROOT)), f"{path.stat().st_size / 1e6:,.0f}", f"{STEPS:,}",
+                     f"{SIZES[size]:,}", f"{STEPS * synth.events_per_step(SIZES[size], 'kineto'):,}"])
+    print_table(["size", "file", "MB", "steps", "layers", "events (about)"], rows)
     return 0
 
 

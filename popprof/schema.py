@@ -343,7 +343,7 @@ def conform(table: str, frame: pd.DataFrame | dict) -> pd.DataFrame:
             out[col.name] = empty_series(col.dtype, n)
         else:
             raise ValueError(f"table {table!r}: required column {col.name!r} is missing")
-    return pd.DataFrame(out, index=pd.RangeIndex(n))
+    return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)  # no second copy of a large table
 
 
 def empty_table(table: str) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -221,6 +222,33 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
 
 
+def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monkeypatch) -> None:
+    """Kineto's bookkeeping pids are strings ("Spans", "Traces"): a split parse must still be used.
+
+    Each part numbers string ids in its own order; the merge must give each string one id, the
+    one a serial pass gives (before: any string pid sent the file to a second, serial parse).
+    """
+    path = synth.write_chrome_trace(tmp_path / "k.json", 2, seed=4, args="kineto", layers=30,
+                                    extra_events=['{"ph":"X","name":"early","pid":"B","tid":"t","ts":1,"dur":1}'])
+    text = path.read_text()
+    # a later string pid that part 1 sees before "B": part-local numbering differs from the merged one
+    path.write_text(text.replace('{"ph":"X","cat":"Trace"', '{"ph":"X","name":"late","pid":"A","tid":"t",'
+                                 '"ts":2,"dur":1},\n{"ph":"X","name":"again","pid":"B","tid":"t","ts":3,"dur":1},\n'
+                                 '{"ph":"X","cat":"Trace"'))
+    serial = chrome_trace.read(path, parallel=False)
+    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+    parallel = chrome_trace.read(path)
+    assert parallel.meta["chrome.parse_parts"] == "2"
+    assert _plain(parallel.events) == _plain(serial.events)
+    assert parallel.threads.equals(serial.threads)
+    assert parallel.flows.equals(serial.flows)
+    pids = parallel.events.groupby("name", observed=True)["pid"].first()
+    assert pids["early"] == pids["again"] != pids["late"]
+    spans = parallel.events[parallel.events["name"] == "PyTorch Profiler (0)"]
+    assert len(spans) == 1 and spans["bookkeeping"].all()
+    assert parallel.threads.set_index("pid").loc[spans["pid"].iloc[0], "process_name"] == "Spans"
+
+
 @pytest.mark.parametrize("form", ["object", "pretty-crlf", "array", "array-unterminated"])
 def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Small blocks force many cuts, some inside nested args lists; both engines must agree."""
@@ -251,6 +279,111 @@ def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> No
     assert [fast.names[c] for c in fast.x["name"]] == [e["name"] for e in events if e["ph"] == "X"]
     assert [json.loads(a) for a in fast.x_args] == [e["args"] for e in events if e["ph"] == "X"]
     assert fast.counters == slow.counters
+
+
+def _mixed_kineto_events(n: int) -> list[dict]:
+    """Plain X / flow events with, here and there, everything the Arrow fast path must hand to orjson."""
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "host"}}]
+    for i in range(n):
+        corr = 1000 + i
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1 + i % 2,
+                       "ts": 10.0 * i, "dur": 4, "args": {"External id": i, "correlation": corr, "cbid": 211}})
+        events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": 1 + i % 2, "ts": 10.0 * i})
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i % 5}", "pid": 0, "tid": 7, "ts": 10.0 * i + 5,
+                       "dur": 3.5, "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 2, 3]}})
+        events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7,
+                       "ts": 10.0 * i + 5, "bp": "e"})
+        odd = i % 97
+        if odd == 3:
+            events.append({"ph": "X", "name": "rocm", "pid": 1, "tid": 1, "ts": 10.0 * i + 1, "dur": 1,
+                           "args": {"stream": "0x0"}})
+        elif odd == 11:
+            events.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
+                           "tid": "PyTorch Profiler", "ts": 10.0 * i, "dur": 2})
+        elif odd == 19:
+            events.append({"ph": "i", "s": "g", "name": "mark", "pid": 1, "tid": 1, "ts": 10.0 * i + 2})
+        elif odd == 23:
+            events.append({"ph": "C", "name": "mem", "pid": 0, "ts": 10.0 * i, "args": {"a": i, "b": 2.5}})
+        elif odd == 31:
+            events.append({"ph": "t", "cat": "x", "name": "v2", "bind_id": f"b{i}", "pid": 1, "tid": 1,
+                           "ts": 10.0 * i})
+        elif odd == 41:
+            events.append({"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 10.0 * i + 3})
+            events.append({"ph": "X", "name": "no ts", "pid": 1, "tid": 1, "dur": 3})
+            events.append({"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 10.0 * i + 3, "dur": -2})
+        elif odd == 53:
+            events.append({"ph": "X", "name": "nested", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 1,
+                           "args": {"inputs": [{"name": "a"}, {"name": "}, {"}]}})
+        elif odd == 61:
+            events.append({"ph": "X", "name": "float pid", "pid": 1.5, "tid": 1, "ts": 10.0 * i, "dur": 1,
+                           "args": {"correlation": 2.5}})
+        elif odd == 67:
+            events.append({"ph": "X", "name": 12, "cat": None, "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 1})
+        elif odd == 71:
+            events.append({"ph": "B", "name": "open", "pid": 1, "tid": 3, "ts": 10.0 * i})
+            events.append({"ph": "E", "pid": 1, "tid": 3, "ts": 10.0 * i + 1})
+    return events
+
+
+@pytest.mark.parametrize("form", ["object", "pretty", "array"])
+def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
+    """Blocks of plain X / flow events go through Arrow, the rest through orjson: the result is ijson's."""
+    monkeypatch.setattr(chrome_trace, "FAST_BLOCK_BYTES", 6000)
+    monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 2500)
+    monkeypatch.setattr(chrome_trace, "FAST_MISSES", 10**6)  # keep trying the fast path after odd blocks
+    taken: list = []
+    real_parse = chrome_trace.chrome_trace_arrow.parse_block
+
+    def counted(text: bytes):
+        table, covered = real_parse(text)
+        taken.append("all" if covered == len(text) else "part" if table is not None else "none")
+        return table, covered
+
+    monkeypatch.setattr(chrome_trace.chrome_trace_arrow, "parse_block", counted)
+    events = _mixed_kineto_events(600)
+    if form == "object":
+        text = json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}})
+    elif form == "pretty":
+        text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2)
+    else:
+        text = json.dumps(events)
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    prefix = chrome_trace._event_prefix(path)
+    with open(path, "rb") as handle:
+        fast = chrome_trace._parse_stream(handle, prefix, False, "orjson")
+    with open(path, "rb") as handle:
+        slow = chrome_trace._parse_stream(handle, prefix, False, "ijson")
+    assert min(Counter(taken)[k] for k in ("all", "part", "none")) >= 3  # fast, partly fast, orjson: all used
+    assert fast.parsed == slow.parsed == len(events)
+    assert fast.top == {"object": {"schemaVersion": 1, "distributedInfo": {"rank": 3}},
+                        "pretty": {"deviceProperties": [{"id": 0}]}, "array": {}}[form]
+    assert fast.warnings == slow.warnings and fast.warnings["missing_fields"] > 0
+    assert fast.counters == slow.counters and fast.process_names == slow.process_names
+
+    def labelled(parsed) -> dict:
+        x = dict(parsed.x)
+        x["name"] = [parsed.names[c] if c >= 0 else None for c in x["name"]]
+        x["cat"] = [parsed.cats[c] if c >= 0 else None for c in x["cat"]]
+        flows = {k: (v.to_pylist() if k == "id" else
+                     [parsed.flow_labels[c] if c >= 0 else None for c in v] if k in ("phase", "name", "cat", "bp")
+                     else v.tolist()) for k, v in parsed.flows.items()}
+        synthetic = {v: k for k, v in parsed.synthetic.items()}
+        for key in ("pid", "tid"):
+            x[key] = [synthetic.get(v, v) for v in x[key].tolist()]
+            flows[key] = [synthetic.get(v, v) for v in flows[key]]
+        def plain(values) -> list:  # NaN as None: NaN != NaN would fail equal rows
+            return [None if isinstance(v, float) and v != v else v for v in (values if isinstance(values, list)
+                                                                               else values.tolist())]
+        return {k: plain(v) for k, v in x.items()}, {k: plain(v) for k, v in flows.items()}
+
+    fast_x, fast_flows = labelled(fast)
+    slow_x, slow_flows = labelled(slow)
+    # the fast path takes a block's X events after its flows and odd events: compare as multisets of rows
+    assert sorted(zip(*fast_x.values(), strict=True), key=repr) == sorted(zip(*slow_x.values(), strict=True), key=repr)
+    assert sorted(zip(*fast_flows.values(), strict=True), key=repr) == \
+        sorted(zip(*slow_flows.values(), strict=True), key=repr)
+    assert len(fast_flows["id"]) == sum(e["ph"] in ("s", "t", "f") for e in events)
 
 
 def test_an_id_maps_the_same_whatever_else_its_chunk_holds(tmp_path: Path) -> None:

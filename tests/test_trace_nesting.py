@@ -36,9 +36,13 @@ def _nested_intervals(rng: np.random.Generator, threads: int, per_thread: int) -
     return (np.array(pid), np.array(tid), np.array(start), np.array(dur))
 
 
-@pytest.mark.parametrize("seed, threads, per_thread", [(0, 3, 1500), (1, 3, 1500), (2, 3, 1500), (3, 3, 1500),
-                                                        (4, 400, 12)])  # many small threads on one clock
-def test_derive_nesting_matches_a_stack_walk(seed: int, threads: int, per_thread: int) -> None:
+@pytest.mark.parametrize("seed, threads, per_thread, loop_threads",
+                         [(0, 3, 1500, 4096), (1, 3, 1500, 4096), (2, 3, 1500, 4096), (3, 3, 1500, 4096),
+                          (4, 400, 12, 4096),  # many small threads on one clock
+                          (5, 400, 12, 100), (6, 3, 1500, 2)])  # the grouped running maximum (very many threads)
+def test_derive_nesting_matches_a_stack_walk(seed: int, threads: int, per_thread: int, loop_threads: int,
+                                             monkeypatch) -> None:
+    monkeypatch.setattr(nesting, "RUNNING_MAX_LOOP_THREADS", loop_threads)
     pid, tid, start, dur = _nested_intervals(np.random.default_rng(seed), threads=threads, per_thread=per_thread)
     order = nesting.sort_order(pid, tid, start, dur)
     pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]

@@ -22,6 +22,7 @@ overrides the device-activity mapping. See ``docs/traces.md``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import itertools
 import json
@@ -39,14 +40,17 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InputError
+from ..heap import release_free_memory
 from ..profile import Profile
 from ..progress import counted, reading
 from ..sources import source_metadata
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
-from . import guard_json, open_binary, open_json
+from . import chrome_trace_arrow, guard_json, open_binary, open_json
 
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
@@ -145,7 +149,7 @@ class _Columns:
     def arrays(self) -> dict[str, np.ndarray]:
         if not self.chunks:
             return {key: np.zeros(0, dtype=dtype) for key, dtype in self.KEYS}
-        out = {key: np.concatenate([c[key] for c in self.chunks]) for key, _ in self.KEYS}
+        out = {key: np.concatenate([c.pop(key) for c in self.chunks]) for key, _ in self.KEYS}  # frees as it goes
         self.chunks.clear()
         return out
 
@@ -184,9 +188,10 @@ class _Parsed:
     warnings: Counter
     parsed: int
     error: str
-    flows: list[tuple] = field(default_factory=list)
+    flows: dict[str, np.ndarray] = field(default_factory=dict)
     top: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    flow_labels: list[str] = field(default_factory=list)  # phase / name / cat / bp codes of ``flows``
 
 
 _FIELD_GETTERS = tuple(operator.itemgetter(k) for k in ("name", "cat", "pid", "tid", "ts", "dur"))
@@ -197,6 +202,11 @@ _ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device
 _EMPTY: dict = {}
 _NAN = float("nan")
 _GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
+_FLOW_PHASES = frozenset(("s", "t", "f"))
+_FLOW_GETTERS = tuple(operator.methodcaller("get", k) for k in ("pid", "tid", "ts", "id", "name", "cat", "bp"))
+#: flow columns: pid, tid, ts, id (text) and codes into ``flow_labels`` for phase, name, cat, bp
+_FLOW_KEYS = (("pid", np.int64), ("tid", np.int64), ("ts", np.float64), ("id", object), ("phase", np.int32),
+              ("name", np.int32), ("cat", np.int32), ("bp", np.int32))
 CHUNK_EVENTS = 1 << 14
 
 
@@ -214,7 +224,8 @@ class _StreamState:
         self.thread_names: dict[tuple[int, int], str] = {}
         self.skipped: Counter = Counter()
         self.warnings: Counter = Counter()
-        self.flows: list[tuple] = []
+        self.flow_chunks: list[dict[str, np.ndarray]] = []
+        self.flow_labels = _Interner()
         self.top: dict = {}
         self.meta: dict[tuple, object] = {}  # other M events: (kind, pid[, tid]) -> value
 
@@ -225,19 +236,62 @@ class _StreamState:
         except AttributeError:  # an item that is not an object
             return self._mixed(batch, None)
         if phases.count("X") != len(batch):
-            other = [i for i, ph in enumerate(phases) if ph != "X"]
-            self._mixed([batch[i] for i in other], None)
-            if len(other) == len(batch):
+            # split at C speed: flows (kineto writes one or two per launch) as columns, the rest one by one
+            is_x = list(map(operator.eq, phases, itertools.repeat("X")))
+            try:
+                is_flow = list(map(_FLOW_PHASES.__contains__, phases))
+            except TypeError:  # an unhashable "ph" (a list, an object): everything one by one
+                return self._mixed(batch, None)
+            if any(is_flow):
+                self._flows(list(itertools.compress(batch, is_flow)), list(itertools.compress(phases, is_flow)))
+            rest = list(map(operator.not_, map(operator.or_, is_x, is_flow)))
+            if any(rest):
+                self._mixed(list(itertools.compress(batch, rest)), list(itertools.compress(phases, rest)))
+            if not any(is_x):
                 return None
-            batch = batch.copy()
-            for i in reversed(other):
-                del batch[i]
+            batch = list(itertools.compress(batch, is_x))
         try:
             columns = [list(map(getter, batch)) for getter in _FIELD_GETTERS]
         except (KeyError, TypeError):
             return self._mixed(batch, None)
         self.complete.add(self._columns(columns, self.complete, batch, complete=True))
         return None
+
+    def take_table(self, table: pa.Table) -> None:
+        """A block of plain X and flow events parsed by Arrow (:mod:`.chrome_trace_arrow`), column by column."""
+        col = chrome_trace_arrow.column
+        ph = col(table, "ph")
+        is_x = pc.equal(ph, "X")
+        if pc.any(pc.invert(is_x)).as_py():
+            flows = table.filter(pc.invert(is_x))
+            flow_id = col(flows, "id")
+            if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
+                flow_id = pc.coalesce(flow_id, col(flows, "bind_id"))
+            labels = self.flow_labels
+            self._add_flows({"pid": _arrow_ints(col(flows, "pid")), "tid": _arrow_ints(col(flows, "tid")),
+                             "ts": _arrow_floats(col(flows, "ts")), "id": flow_id.cast(pa.string()),
+                             "phase": self._arrow_codes(col(flows, "ph"), labels),
+                             "name": self._arrow_codes(col(flows, "name"), labels),
+                             "cat": self._arrow_codes(col(flows, "cat"), labels),
+                             "bp": self._arrow_codes(col(flows, "bp"), labels)})
+            table = table.filter(is_x)
+        if not table.num_rows:
+            return
+        chunk = {"name": self._arrow_codes(col(table, "name"), self.names),
+                 "cat": self._arrow_codes(col(table, "cat"), self.cats),
+                 "pid": _arrow_ints(col(table, "pid")), "tid": _arrow_ints(col(table, "tid")),
+                 "ts": _arrow_floats(col(table, "ts")), "dur": _arrow_floats(col(table, "dur")),
+                 "stream": _arrow_floats(col(table, "args.stream")),
+                 "corr": _arrow_floats(col(table, "args.correlation")),
+                 "device": _arrow_floats(col(table, "args.device")),
+                 "instant": np.zeros(table.num_rows, dtype=np.int8)}
+        self.complete.add(self._checked(chunk, complete=True))
+
+    def _arrow_codes(self, values: pa.Array, interner: _Interner) -> np.ndarray:
+        """Interned codes of a string column (-1 for null), labels added in order of first appearance."""
+        encoded = values.dictionary_encode()
+        lut = np.append(self._codes(encoded.dictionary.to_pylist(), interner), np.int32(-1))
+        return lut[encoded.indices.fill_null(-1).to_numpy()]
 
     def _codes(self, values: tuple, interner: _Interner) -> np.ndarray:
         get = interner.index.get
@@ -277,16 +331,29 @@ class _StreamState:
             pass
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
 
-    def _flow(self, ev: dict, ph: str) -> None:
-        try:
-            ts = float(ev.get("ts"))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            self.warnings["missing_fields"] += 1
-            return
-        flow_id = ev.get("id", ev.get("bind_id"))
-        self.flows.append((self.ids.one(ev.get("pid")), self.ids.one(ev.get("tid")), ts, ph,
-                           None if flow_id is None else str(flow_id), _text(ev.get("name")), _text(ev.get("cat")),
-                           _text(ev.get("bp"))))
+    def _flows(self, events: list[dict], phases: list[str]) -> None:
+        """Flow events (``s`` / ``t`` / ``f``) of a batch as column chunks, at C speed."""
+        pid, tid, ts, flow_id, name, cat, bp = ([*map(get, events)] for get in _FLOW_GETTERS)
+        if None in flow_id:  # Perfetto's flow v2 binds with "bind_id"
+            flow_id = [v if v is not None else ev.get("bind_id") for v, ev in zip(flow_id, events, strict=True)]
+        labels = self.flow_labels
+        self._add_flows({"pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "id": _id_texts(flow_id),
+                         "phase": self._codes(phases, labels), "name": self._codes(name, labels),
+                         "cat": self._codes(cat, labels), "bp": self._codes(bp, labels)})
+
+    def _add_flows(self, chunk: dict) -> None:
+        keep = ~np.isnan(chunk["ts"])
+        if not keep.all():
+            self.warnings["missing_fields"] += int((~keep).sum())
+            chunk = {k: v.filter(pa.array(keep)) if k == "id" else v[keep] for k, v in chunk.items()}
+        self.flow_chunks.append(chunk)
+
+    def flow_arrays(self) -> dict[str, np.ndarray]:
+        if not self.flow_chunks:
+            return {}
+        out = _concat_flows(self.flow_chunks)
+        self.flow_chunks.clear()
+        return out
 
     def _columns(self, columns: list, store: _Columns, events: list, complete: bool,
                  instant: list[int] | None = None) -> dict[str, np.ndarray]:
@@ -297,6 +364,11 @@ class _StreamState:
         # 0 = not an instant; else 1 + index of the instant's scope in INSTANT_SCOPES (kept for the timeline)
         chunk["instant"] = (np.zeros(len(chunk["ts"]), dtype=np.int8) if instant is None
                             else np.asarray(instant, dtype=np.int8))
+        return self._checked(chunk, complete, store, events)
+
+    def _checked(self, chunk: dict[str, np.ndarray], complete: bool, store: _Columns | None = None,
+                 events: list | None = None) -> dict[str, np.ndarray]:
+        """Drop rows without a timestamp and zero missing or negative durations (counted as warnings)."""
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
@@ -309,7 +381,7 @@ class _StreamState:
             if negative.any():
                 self.warnings["negative_duration"] += int(negative.sum())
             chunk["dur"] = np.where(missing | negative, 0.0, d)
-        if self.with_args:
+        if self.with_args and store is not None and events is not None:
             texts = [None if a is None else _json_text(a) for a in map(_GET_ARGS, events)]
             store.args.extend(t for t, k in zip(texts, keep.tolist(), strict=True) if k)
         if not keep.all():
@@ -319,6 +391,7 @@ class _StreamState:
     # -- everything else, event by event -----------------------------------------------------
     def _mixed(self, batch: list, phases: list | None) -> None:
         x_rows, x_events, b_rows, b_events, x_instant = [], [], [], [], []
+        flow_events, flow_phases = [], []
         for i, ev in enumerate(batch):
             if type(ev) is not dict:
                 self.warnings["malformed_events"] += 1
@@ -339,9 +412,12 @@ class _StreamState:
             elif ph == "M":
                 _metadata_event(ev, self.ids, self.process_names, self.thread_names, self.meta)
             elif ph == "s" or ph == "t" or ph == "f":
-                self._flow(ev, ph)
+                flow_events.append(ev)
+                flow_phases.append(ph)
             else:
                 self.skipped[str(ph)] += 1
+        if flow_events:
+            self._flows(flow_events, flow_phases)
         if x_rows:
             self.complete.add(self._columns(list(zip(*x_rows, strict=True)), self.complete, x_events,
                                             complete=True, instant=x_instant))
@@ -360,7 +436,12 @@ _KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
 #: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
 _BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-BLOCK_BYTES = 4 << 20
+#: Arrow blocks between two returns of free heap pages to the system
+TRIM_EVERY = 8
+#: blocks in a row that the Arrow fast path could not take before the rest of a stream goes to orjson only
+FAST_MISSES = 3
+FAST_BLOCK_BYTES = 1 << 20  # larger Arrow blocks are no faster here and leave more in the heap
+BLOCK_BYTES = 1 << 20  # ~8,000 kineto events: bounds the Python objects alive at once (and stays in cache)
 MAX_PENDING_BYTES = 256 << 20
 
 
@@ -396,6 +477,33 @@ def _tail_members(rest: bytes) -> dict:
     except orjson.JSONDecodeError:
         return {}
     return {k: v for k, v in tail.items() if k != "_"} if isinstance(tail, dict) else {}
+
+
+def _arrow_ints(values: pa.Array) -> np.ndarray:
+    """pid / tid from Arrow: a missing one is 0, as :meth:`_Ids.one` maps ``None``."""
+    return values.fill_null(0).to_numpy()
+
+
+def _arrow_floats(values: pa.Array) -> np.ndarray:
+    """Numbers as float64, NaN where missing."""
+    return values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _id_texts(values: list) -> pa.Array:
+    """Flow ids as text (ids are integers in kineto's traces: converted in C, no Python strings)."""
+    try:
+        numbers = np.asarray(values)
+        if numbers.ndim == 1 and numbers.dtype.kind in "iu":
+            return pa.array(numbers).cast(pa.string())
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return pa.array([None if v is None else v if type(v) is str else str(v) for v in values], type=pa.string())
+
+
+def _concat_flows(chunks: list[dict]) -> dict:
+    """One flow column set from chunks in order (ids: one arrow string array)."""
+    return {key: pa.concat_arrays([c.pop(key) for c in chunks]) if key == "id"
+            else np.concatenate([c.pop(key) for c in chunks]) for key, _ in _FLOW_KEYS}  # frees as it goes
 
 
 def _text(value: object) -> str | None:
@@ -462,8 +570,12 @@ def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
         yield index
 
 
-def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
-    """Events of the stream as lists of dicts, one ~4 MB block at a time, parsed by orjson.
+def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> Iterator[list | pa.Table]:
+    """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
+
+    With ``fast``, blocks of plain X and flow events come as Arrow tables instead
+    (:func:`.chrome_trace_arrow.parse_block`); a block that is not plain goes to orjson
+    ~1 MB at a time, and after a few such blocks in a row the rest of the stream too.
 
     A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
     ``]``. A cut that falls inside nested ``args`` makes that parse fail, and the
@@ -472,17 +584,58 @@ def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
     """
     pending = _array_start(handle, prefix, top)
     eof = False
+    misses = 0
+    stuck = False  # no event could be cut from what is pending: read more before trying again
+
+    def plain(text: bytes) -> tuple[pa.Table | None, int]:
+        nonlocal misses, fast
+        table, covered = chrome_trace_arrow.parse_block(text)
+        misses = 0 if table is not None else misses + 1
+        fast = misses < FAST_MISSES
+        return table, covered
+
+    def small_cuts() -> list:
+        """Boundaries near BLOCK_BYTES: orjson takes a large pending block ~1 MB at a time."""
+        return list(_BOUNDARY.finditer(pending, max(0, BLOCK_BYTES - (1 << 16)), BLOCK_BYTES + (1 << 16)))
+
     while True:
-        if not eof:
-            more = handle.read(BLOCK_BYTES)
+        size = FAST_BLOCK_BYTES if fast else BLOCK_BYTES
+        if not eof and (len(pending) < size or stuck):
+            stuck = False
+            more = handle.read(size)
             if more:
                 pending += more
-                if len(pending) < BLOCK_BYTES:
+                if len(pending) < size:
                     continue
             else:
                 eof = True
         if eof:
-            for end in _array_ends(pending, prefix):
+            ends = list(itertools.islice(_array_ends(pending, prefix), 8))
+            if fast and ends:
+                table, covered = plain(pending[:ends[0]])
+                if table is not None:
+                    yield table
+                if covered == ends[0]:
+                    if top is not None and prefix != "item":
+                        top.update(_tail_members(pending[ends[0] + 1:]))
+                    return
+                if covered:
+                    pending = pending[covered:]
+                    continue
+            if len(pending) > 2 * BLOCK_BYTES:
+                cuts = small_cuts()
+                for cut in reversed(cuts[-8:]):
+                    try:
+                        events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
+                    except orjson.JSONDecodeError:
+                        continue
+                    yield events
+                    pending = pending[cut.end():]
+                    break
+                else:
+                    raise _Unframeable
+                continue
+            for end in ends:
                 try:
                     events = orjson.loads(b"[" + pending[:end] + b"]")
                 except orjson.JSONDecodeError:
@@ -502,6 +655,18 @@ def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
             return
         tail_from = max(0, len(pending) - (1 << 16))
         cuts = [m for m in _BOUNDARY.finditer(pending, tail_from)] or list(_BOUNDARY.finditer(pending))
+        if fast and cuts:
+            table, covered = plain(pending[:cuts[-1].start() + 1])
+            if table is not None:
+                yield table
+            if covered == cuts[-1].start() + 1:
+                pending = pending[cuts[-1].end():]
+                continue
+            if covered:  # the events from the first one that is not plain: ~1 MB through orjson below
+                pending = pending[covered:]
+                cuts = small_cuts() or list(_BOUNDARY.finditer(pending))
+        if len(pending) > 2 * BLOCK_BYTES:
+            cuts = small_cuts() or cuts
         for cut in reversed(cuts[-8:]):
             try:
                 events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
@@ -513,6 +678,7 @@ def _blocks(handle, prefix: str, top: dict | None = None) -> Iterator[list]:
         else:
             if len(pending) > MAX_PENDING_BYTES:
                 raise _Unframeable
+            stuck = True
 
 
 def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -> _Parsed:
@@ -521,7 +687,16 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     error = ""
     parsed = 0
     if engine == "orjson":
-        for events in _blocks(handle, prefix, state.top):
+        tables = 0
+        for events in _blocks(handle, prefix, state.top, fast=not with_args):
+            if isinstance(events, pa.Table):
+                parsed += events.num_rows
+                state.take_table(events)
+                del events
+                tables += 1
+                if tables % TRIM_EVERY == 0:
+                    release_free_memory()  # the blocks' text copies: free pages back (it costs ~10 ms a call)
+                continue
             for lo in range(0, len(events), CHUNK_EVENTS):
                 part = events[lo:lo + CHUNK_EVENTS]
                 parsed += len(part)
@@ -546,7 +721,7 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
     return _Parsed(state.names.labels, state.cats.labels, state.complete.arrays(), state.complete.args,
                    state.be.arrays(), np.asarray(state.be_kind, dtype=bool), state.be.args, state.counters,
                    state.process_names, state.thread_names, state.ids.synthetic, state.skipped, state.warnings,
-                   parsed, error, state.flows, state.top, state.meta)
+                   parsed, error, state.flow_arrays(), state.top, state.meta, state.flow_labels.labels)
 
 
 def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
@@ -650,8 +825,10 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
 def _start_parallel(path: Path, prefix: str, with_args: bool):
     """Start parsing a large plain file in parts on several processes; ``None`` when not worth it.
 
-    Workers are forked (no re-import of the caller's main module, which spawn
-    would need) before any other thread of ours starts.
+    This process parses the first part itself (:func:`_finish_parallel`); workers parse the others.
+    They are forked (no re-import of the caller's main module, which spawn would need) before any
+    other thread of ours starts, with the objects alive at the fork frozen out of the garbage
+    collector, so a worker's collections do not copy the pages it shares with this process.
     """
     workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if workers < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
@@ -666,12 +843,15 @@ def _start_parallel(path: Path, prefix: str, with_args: bool):
     import concurrent.futures
 
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
+    gc.freeze()
     try:
-        pool = concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("fork"))
-        futures = [pool.submit(_parse_part, job) for job in jobs]
+        pool = concurrent.futures.ProcessPoolExecutor(len(jobs) - 1, mp_context=multiprocessing.get_context("fork"))
+        futures = [pool.submit(_parse_part, job) for job in jobs[1:]]  # forks the workers
     except (OSError, RuntimeError):
         return None
-    return pool, futures
+    finally:
+        gc.unfreeze()
+    return pool, jobs[0], futures
 
 
 def _finish_parallel(started) -> list[_Parsed] | None:
@@ -680,16 +860,55 @@ def _finish_parallel(started) -> list[_Parsed] | None:
         return None
     import concurrent.futures
 
-    pool, futures = started
+    pool, own_job, futures = started
     try:
-        results = [f.result() for f in futures]
+        results = [_parse_part(own_job)] + [f.result() for f in futures]
     except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
         return None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    if any(r.error or r.synthetic for r in results):
+    if any(r.error for r in results):
         return None  # a part did not parse cleanly: let one serial pass find and report the problem
     return results
+
+
+def _unify_synthetic_ids(parts: list[_Parsed]) -> dict[object, int]:
+    """Number string pids / tids (kineto's ``"Spans"``, ...) the same way in every part, whatever the path.
+
+    Each part numbered its string ids from ``_Ids.FIRST_SYNTHETIC`` in the order it met them (which
+    depends on where the part starts and how its events were batched); the final numbering follows
+    the sorted labels, so one serial pass and a split parse give the same ids. Each part's columns,
+    thread keys, counters and flows are rewritten to it.
+    """
+    first = _Ids.FIRST_SYNTHETIC
+    labels = sorted({label for part in parts for label in part.synthetic}, key=str)
+    merged: dict[object, int] = {label: first + i for i, label in enumerate(labels)}
+    for part in parts:
+        if not part.synthetic:
+            continue
+        lut = np.empty(len(part.synthetic), dtype=np.int64)
+        for label, local in part.synthetic.items():
+            lut[local - first] = merged[label]
+        if np.array_equal(lut, np.arange(first, first + len(lut))):
+            continue  # already the merged numbering
+
+        def one(value: int, lut: np.ndarray = lut) -> int:
+            return int(lut[value - first]) if first <= value < first + len(lut) else value
+
+        for cols in (part.x, part.b, part.flows):
+            for key in ("pid", "tid") if cols else ():
+                values = cols[key]
+                local = (values >= first) & (values < first + len(lut))
+                if local.any():
+                    values = values.copy()
+                    values[local] = lut[values[local] - first]
+                    cols[key] = values
+        part.process_names = {one(pid): name for pid, name in part.process_names.items()}
+        part.thread_names = {(one(pid), one(tid)): name for (pid, tid), name in part.thread_names.items()}
+        part.meta = {(key[0], *map(one, key[1:])): value for key, value in part.meta.items()}
+        part.counters = [(one(row[0]), *row[1:]) for row in part.counters]
+        part.synthetic = {label: merged[label] for label in part.synthetic}
+    return merged
 
 
 def _merge(parts: list[_Parsed]) -> _Parsed:
@@ -697,7 +916,8 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
     if len(parts) == 1:
         return parts[0]
     names, cats = _Interner(), _Interner()
-    xs, bs = [], []
+    xs, bs, fs = [], [], []
+    flow_labels = _Interner()
     out = _Parsed([], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, "")
     for part in parts:
         name_lut = np.array([names.code(x) for x in part.names] + [-1], dtype=np.int32)
@@ -714,10 +934,17 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
         out.skipped.update(part.skipped)
         out.warnings.update(part.warnings)
         out.parsed += part.parsed
-        out.flows.extend(part.flows)
+        if part.flows:
+            flow_lut = np.array([flow_labels.code(x) for x in part.flow_labels] + [-1], dtype=np.int32)
+            for key in ("phase", "name", "cat", "bp"):
+                part.flows[key] = flow_lut[part.flows[key]]
+            fs.append(part.flows)
+        out.synthetic.update(part.synthetic)
         out.top.update(part.top)
         out.meta.update(part.meta)
     out.names, out.cats = names.labels, cats.labels
+    out.flow_labels = flow_labels.labels
+    out.flows = _concat_flows(fs) if fs else {}
     out.x, out.b = {}, {}
     for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
         out.x[key] = np.concatenate([c.pop(key) for c in xs])
@@ -748,8 +975,11 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     elif prefix != "item":  # the last part stops at the array's end: read the members after it here
         parts[-1].top.update(_file_tail_members(path, prefix))
     n_parts = len(parts)
+    release_free_memory()  # what the parse and the transfer from the workers left in the heap
+    _unify_synthetic_ids(parts)
     parsed = _merge(parts)
     del parts
+    release_free_memory()
     x, b, kinds = parsed.x, parsed.b, parsed.b_kind
     warnings, truncated = parsed.warnings, parsed.error
     args: list | None = parsed.x_args if with_args else None
@@ -781,10 +1011,11 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     rank = trace_rank(parsed.top, path)
     extra = kineto_columns(x.pop("stream"), x.pop("corr"), x.pop("device"), x["pid"])
     extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
-    events, counts = frame.build_events(
+    events, counts = frame.build_events(  # it gets the only references: each input column is freed once reordered
         pid=x.pop("pid"), tid=x.pop("tid"), start=x.pop("ts"), dur=x.pop("dur"), name_codes=x.pop("name"),
         names=parsed.names, channel_codes=x.pop("cat"), channels=parsed.cats, source_format=FORMAT,
         device_map=device_map, args=args, extra=extra)
+    release_free_memory()  # the input-order columns build_events sorted and dropped
     events["rank"] = frame.constant_int(len(events), rank)
     bookkeeping_pids = [parsed.synthetic[k] for k in BOOKKEEPING_PROCESSES if k in parsed.synthetic]
     events["bookkeeping"] = bookkeeping_mask(events, bookkeeping_pids)
@@ -797,12 +1028,12 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     threads = _thread_metadata(threads, parsed.meta)
     threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
-    flows = _flow_frame(parsed.flows, rank)
+    flows = _flow_frame(parsed.flows, parsed.flow_labels, rank)
 
     metadata: dict[str, object] = dict(hasher.result())
     metadata["chrome.events_read"] = parsed.parsed
     metadata["chrome.parse_parts"] = n_parts
-    metadata["chrome.flows"] = len(parsed.flows)
+    metadata["chrome.flows"] = 0 if flows is None else len(flows)
     for key, value in parsed.top.items():
         metadata[f"chrome.top.{key}"] = _json_text(value)
     if rank is not None:
@@ -875,15 +1106,21 @@ def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
     return mask
 
 
-def _flow_frame(rows: list[tuple], rank: int | None) -> pd.DataFrame | None:
-    if not rows:
+def _flow_frame(flows: dict[str, np.ndarray], labels: list[str], rank: int | None) -> pd.DataFrame | None:
+    if not flows or not len(flows["ts"]):
         return None
-    pid, tid, ts, phase, flow_id, name, cat, bp = zip(*rows, strict=True)
-    return pd.DataFrame({"rank": pd.array([rank] * len(rows), dtype="Int64"),
-                         "pid": np.asarray(pid, dtype=np.int64), "tid": np.asarray(tid, dtype=np.int64),
-                         "ts_us": np.asarray(ts, dtype=np.float64), "phase": pd.Categorical(phase),
-                         "id": pd.array(flow_id, dtype="str"), "name": pd.Categorical(name),
-                         "channel": pd.Categorical(cat), "binding": pd.Categorical(bp)})
+
+    def categorical(codes: np.ndarray) -> pd.Categorical:
+        """Codes into ``labels`` as a categorical of the labels used, sorted (-1: missing)."""
+        used = sorted(np.unique(codes[codes >= 0]).tolist(), key=labels.__getitem__)
+        lut = np.full(len(labels) + 1, -1, dtype=np.int32)
+        lut[used] = np.arange(len(used), dtype=np.int32)
+        return pd.Categorical.from_codes(lut[codes], categories=[labels[i] for i in used])
+
+    return pd.DataFrame({"rank": frame.constant_int(len(flows["ts"]), rank), "pid": flows["pid"],
+                         "tid": flows["tid"], "ts_us": flows["ts"], "phase": categorical(flows["phase"]),
+                         "id": pd.array(flows["id"], dtype="str"), "name": categorical(flows["name"]),
+                         "channel": categorical(flows["cat"]), "binding": categorical(flows["bp"])})
 
 
 def _file_tail_members(path: Path, prefix: str) -> dict:

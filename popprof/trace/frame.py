@@ -29,7 +29,9 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
     time containment; when given (pvti, where the trace itself nests events)
     ``parent`` holds input row indices and is renumbered. ``extra`` holds more
     columns in input order: arrays (numpy or pandas), or ``(codes, labels)`` for a
-    categorical. Returns the frame and counts for the metadata (``partial_overlap``).
+    categorical; a dict passed as ``extra`` is emptied as its columns are reordered (so a
+    large input is not held twice). Returns the frame and counts for the metadata
+    (``partial_overlap``).
     """
     pid = np.asarray(pid, dtype=np.int64)
     tid = np.asarray(tid, dtype=np.int64)
@@ -41,7 +43,11 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
     else:  # nesting is given: keep the source's (depth-first) order among equal starts
         order = np.lexsort((np.arange(len(pid)), sort_start, tid, pid))
     del sort_start
-    pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
+    # one column at a time, so each input copy is freed before the next is made
+    pid = pid[order]
+    tid = tid[order]
+    start = start[order]
+    dur = dur[order]
     counts: dict[str, int] = {}
     bounds = nesting.thread_bounds(pid, tid)
     if parent is None:
@@ -59,6 +65,7 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
             depth_sorted = nesting.depth_from_parent(parent_sorted)
     name_cat = categorical(np.asarray(name_codes)[order], names)
     channel_cat = categorical(np.asarray(channel_codes)[order], channels)
+    del name_codes, channel_codes
     rules = device.resolve_map(source_format, device_map)
     columns: dict[str, object] = {
         "event_id": np.arange(len(order), dtype=np.int64),
@@ -72,7 +79,9 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
         "dur_us": dur,
         "device_category": device.device_categories(channel_cat, name_cat, rules),
     }
-    for key, value in (extra or {}).items():
+    extra = extra if isinstance(extra, dict) else dict(extra or {})
+    for key in list(extra):
+        value = extra.pop(key)  # a dict is emptied: each input-order column is freed once reordered
         if isinstance(value, tuple):
             codes, labels = value
             columns[key] = categorical(np.asarray(codes)[order], labels)
@@ -81,7 +90,7 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
     if args is not None:
         arr = np.asarray(args, dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
         columns["args"] = pd.array(arr, dtype="str")
-    return pd.DataFrame(columns), counts
+    return pd.DataFrame(columns, copy=False), counts
 
 
 def constant_int(length: int, value: int | None) -> pd.arrays.IntegerArray:

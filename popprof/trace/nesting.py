@@ -68,21 +68,19 @@ def derive_nesting(bounds: np.ndarray, start: np.ndarray, dur: np.ndarray) -> tu
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent, np.zeros(0, dtype=np.int16)
-    dur = np.where(np.isnan(dur), 0.0, dur)
-    end = start + dur
+    end = start + np.where(np.isnan(dur), 0.0, dur)
     tol = _tolerance(end)
-    # latest end of any earlier event on the same thread (running maximum per thread, one pass
-    # for all threads: a Python loop per thread is slow when there are many small threads)
     starts = bounds[:-1][bounds[:-1] < n]
-    thread = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    running = pd.Series(np.where(np.isnan(end), -np.inf, end)).groupby(thread).cummax().to_numpy()
+    # latest end of any earlier event on the same thread (running maximum per thread), plus the tolerance
     prev_max = np.empty(n)
-    prev_max[1:] = running[:-1]
+    prev_max[1:] = _running_max(np.where(np.isnan(end), -np.inf, end), bounds)[:-1]
     prev_max[starts] = -np.inf
-    first = np.zeros(n, dtype=bool)
-    first[starts] = True
+    prev_max += tol
     # nested: something earlier on the thread is still running when this one ends
-    nested = ~first & (prev_max + tol >= end) & ~np.isnan(start)
+    nested = prev_max >= end
+    del prev_max
+    nested[starts] = False
+    nested &= ~np.isnan(start)
     candidate = np.arange(n, dtype=np.int64) - 1
     candidate[~nested] = -1
     active = np.flatnonzero(nested)
@@ -97,6 +95,22 @@ def derive_nesting(bounds: np.ndarray, start: np.ndarray, dur: np.ndarray) -> tu
         active = active[keep]
         candidate[active] = candidate[cand[keep]]
     return parent, depth_from_parent(parent)
+
+
+#: up to this many threads the running maximum is one numpy pass per thread (less memory than a
+#: grouped pass); beyond it, one grouped pass (a Python call per thread is slow for many small threads)
+RUNNING_MAX_LOOP_THREADS = 4096
+
+
+def _running_max(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Cumulative maximum of ``values`` restarting at each thread boundary (in place when few threads)."""
+    if len(bounds) - 1 > RUNNING_MAX_LOOP_THREADS:
+        thread = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+        return pd.Series(values).groupby(thread).cummax().to_numpy()
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if hi > lo:
+            np.maximum.accumulate(values[lo:hi], out=values[lo:hi])
+    return values
 
 
 def depth_from_parent(parent: np.ndarray) -> np.ndarray:

@@ -35,6 +35,8 @@ _ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CU
 _RELU = "void at::native::vectorized_elementwise_kernel<4, at::native::clamp_min_scalar_kernel>"
 _NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 _ADAM = "void at::native::multi_tensor_apply_kernel<at::native::FusedOptimizerTensorListMetadata>"
+#: CUPTI callback ids kineto writes as ``cbid`` on runtime calls
+_CBID = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaMemsetAsync": 51}
 
 
 def _fmt(value: float) -> str:
@@ -44,16 +46,22 @@ def _fmt(value: float) -> str:
 class _Writer:
     """Collects events of one step as JSON text (no dicts: fast enough for 10M events)."""
 
-    def __init__(self, args: str, correlation: int = 0) -> None:
-        self.args = args  # "all" | "gpu" | "none"
+    def __init__(self, args: str, correlation: int = 0, flow_id: int = 0) -> None:
+        self.args = args  # "kineto" | "all" | "gpu" | "none"
+        self.kineto = args == "kineto"  # args on every event like kineto's, plus ac2g / fwdbwd flow events
         self.parts: list[str] = []
         self.count = 0
         self.correlation = correlation  # the last correlation id used: ids are unique over the whole trace
+        self.flow_id = flow_id  # the last fwdbwd flow id used (unique over the whole trace)
+        self.external = 0  # kineto's "External id" of host ops (per step; small numbers like kineto's)
 
     def x(self, cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: str = "") -> None:
         text = (f'{{"ph":"X","cat":"{cat}","name":"{name}","pid":{pid},"tid":{tid},'
                 f'"ts":{_fmt(ts)},"dur":{_fmt(dur)}')
-        if args and (self.args == "all" or (self.args == "gpu" and pid == GPU_PID)):
+        if self.kineto and pid == HOST_PID and cat != "cuda_runtime":
+            self.external += 1
+            args = f'"External id":{self.external}' + (f",{args}" if args else "")
+        if args and (self.args in ("all", "kineto") or (self.args == "gpu" and pid == GPU_PID)):
             text += f',"args":{{{args}}}'
         self.parts.append(text + "}")
         self.count += 1
@@ -67,14 +75,37 @@ class _Writer:
         """A runtime call on the host that starts a GPU event; returns the host call's end."""
         self.correlation += 1
         c = self.correlation
-        self.x("cuda_runtime", runtime, HOST_PID, tid, ts, 4.0, f'"correlation":{c}')
-        self.x(cat, name, GPU_PID, stream, gpu_ts, gpu_dur,
-               f'"device":0,"stream":{stream},"correlation":{c}')
+        if self.kineto:  # as kineto writes them: ids on both sides and an ac2g flow from the call to the kernel
+            self.x("cuda_runtime", runtime, HOST_PID, tid, ts, 4.0,
+                   f'"External id":{c},"cbid":{_CBID[runtime]},"correlation":{c}')
+            self.raw(f'{{"ph":"s","id":{c},"pid":{HOST_PID},"tid":{tid},"ts":{_fmt(ts)},'
+                     f'"cat":"ac2g","name":"ac2g"}}')
+            self.x(cat, name, GPU_PID, stream, gpu_ts, gpu_dur,
+                   f'"External id":{c},"device":0,"context":1,"stream":{stream},"correlation":{c}')
+            self.raw(f'{{"ph":"f","id":{c},"pid":{GPU_PID},"tid":{stream},"ts":{_fmt(gpu_ts)},'
+                     f'"cat":"ac2g","name":"ac2g","bp":"e"}}')
+        else:
+            self.x("cuda_runtime", runtime, HOST_PID, tid, ts, 4.0, f'"correlation":{c}')
+            self.x(cat, name, GPU_PID, stream, gpu_ts, gpu_dur,
+                   f'"device":0,"stream":{stream},"correlation":{c}')
         return ts + 4.0
 
+    def fwdbwd(self, ph: str, flow: int, tid: int, ts: float) -> None:
+        """Kineto's flow from a forward op to the backward op that autograd runs for it."""
+        if self.kineto:
+            end = ',"bp":"e"' if ph == "f" else ""
+            self.raw(f'{{"ph":"{ph}","id":{flow},"pid":{HOST_PID},"tid":{tid},"ts":{_fmt(ts)},'
+                     f'"cat":"fwdbwd","name":"fwdbwd"{end}}}')
 
-def _step(w: _Writer, step: int, t: float, rng: random.Random) -> float:
-    """Write one training step starting at host time ``t``; return when the next may start."""
+
+def _layer_names(layers: int) -> tuple[str, ...]:
+    return _LAYERS if layers == len(_LAYERS) else tuple(f"linear{i + 1}" for i in range(layers))
+
+
+def _step(w: _Writer, step: int, t: float, rng: random.Random, layers: int = len(_LAYERS)) -> float:
+    """Write one training step (``layers`` linear layers) starting at host time ``t``; return when the next may start."""
+    names = _layer_names(layers)
+    w.external = 0
     stall = rng.random() < 0.1
     load = rng.uniform(1500.0, 3000.0) if stall else rng.uniform(40.0, 120.0)
     step_start = t
@@ -94,9 +125,14 @@ def _step(w: _Writer, step: int, t: float, rng: random.Random) -> float:
     gpu += 57.0
     t += 34.0
     # forward
-    for layer in _LAYERS:
+    flows = []
+    for layer in names:
         w.x("cpu_op", "aten::linear", HOST_PID, MAIN_TID, t, 40.0, f'"layer":"{layer}"')
         w.x("cpu_op", "aten::addmm", HOST_PID, MAIN_TID, t + 3.0, 30.0)
+        if w.kineto:
+            w.flow_id += 1
+            flows.append(w.flow_id)
+            w.fwdbwd("s", w.flow_id, MAIN_TID, t + 3.0)
         dur = rng.uniform(80.0, 120.0)
         w.launch(MAIN_TID, t + 8.0, "kernel", _GEMM, max(gpu, t + 14.0), dur)
         gpu = max(gpu, t + 14.0) + dur + 2.0
@@ -106,8 +142,10 @@ def _step(w: _Writer, step: int, t: float, rng: random.Random) -> float:
         t += 60.0
     # backward on the autograd thread
     bt = t + 5.0
-    for layer in reversed(_LAYERS):
+    for layer in reversed(names):
         w.x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", HOST_PID, BWD_TID, bt, 70.0)
+        if flows:
+            w.fwdbwd("f", flows.pop(), BWD_TID, bt)
         w.x("cpu_op", "AddmmBackward0", HOST_PID, BWD_TID, bt + 2.0, 64.0, f'"layer":"{layer}"')
         w.x("cpu_op", "aten::mm", HOST_PID, BWD_TID, bt + 4.0, 25.0)
         dur = rng.uniform(90.0, 140.0)
@@ -182,43 +220,87 @@ def _metadata_events() -> list[str]:
     return out
 
 
-def iter_trace_chunks(steps: int, *, seed: int = 0, args: str = "gpu",
+def _kineto_metadata_events() -> list[str]:
+    """Kineto's metadata: process names, labels and sort indices, thread names (with a ``ts``, as kineto writes)."""
+    ts = _fmt(BASE_TS - 120.0)
+    meta = [("process_name", HOST_PID, 0, '"name":"python3"'), ("process_labels", HOST_PID, 0, '"labels":"CPU"'),
+            ("process_sort_index", HOST_PID, 0, f'"sort_index":{HOST_PID}'),
+            ("process_name", GPU_PID, 0, '"name":"python3"'), ("process_labels", GPU_PID, 0, '"labels":"GPU 0"'),
+            ("process_sort_index", GPU_PID, 0, '"sort_index":16777216')]
+    for tid, name in ((MAIN_TID, f"thread {MAIN_TID} (python3)"), (BWD_TID, f"thread {BWD_TID} (pt_autograd_0)"),
+                      (LOADER_TID, f"thread {LOADER_TID} (pt_data_worker)")):
+        meta.append(("thread_name", HOST_PID, tid, f'"name":"{name}"'))
+    for stream in (COMPUTE_STREAM, NCCL_STREAM):
+        meta.append(("thread_name", GPU_PID, stream, f'"name":"stream {stream}"'))
+        meta.append(("thread_sort_index", GPU_PID, stream, f'"sort_index":{stream}'))
+    return [f'{{"name":"{kind}","ph":"M","ts":{ts},"pid":{pid},"tid":{tid},"args":{{{args}}}}}'
+            for kind, pid, tid, args in meta]
+
+
+def _kineto_bookkeeping(start: float, end: float) -> list[str]:
+    """The profiler's own span and iteration marker on the ``Spans`` / ``Traces`` pseudo-processes."""
+    return [f'{{"ph":"X","cat":"Trace","ts":{_fmt(start)},"dur":{_fmt(end - start)},"pid":"Spans",'
+            f'"tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{{"Op count":0}}}}',
+            f'{{"name":"Iteration Start: PyTorch Profiler","ph":"i","s":"g","pid":"Traces",'
+            f'"tid":"Trace PyTorch Profiler","ts":{_fmt(start)}}}']
+
+
+def iter_trace_chunks(steps: int, *, seed: int = 0, args: str = "gpu", layers: int = len(_LAYERS),
                       extra_events: list[str] | None = None) -> Iterator[str]:
-    """Yield the JSON text of a trace object ``{"traceEvents": [...]}`` in chunks, step by step."""
+    """Yield the JSON text of a trace object ``{"traceEvents": [...]}`` in chunks, step by step.
+
+    ``args="kineto"`` writes what the PyTorch profiler writes for the steps it records: args on every
+    event (``External id``; ``correlation`` on both the runtime call and the kernel), ``ac2g`` flows from
+    each launch to its GPU event, ``fwdbwd`` flows from forward to backward ops, the profiler's bookkeeping
+    span, kineto's metadata, ``distributedInfo`` and ``baseTimeNanoseconds``.
+    """
     rng = random.Random(seed)
-    yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU"}],'
-           '"displayTimeUnit":"ms","traceEvents":[\n')
+    kineto = args == "kineto"
+    if kineto:
+        yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU","totalGlobalMem":42297524224,'
+               '"computeMajor":8,"computeMinor":0,"numSms":108}],'
+               '"distributedInfo":{"backend":"nccl","rank":0,"world_size":1},'
+               '"displayTimeUnit":"ms","baseTimeNanoseconds":1700000000000000000,"traceEvents":[\n')
+    else:
+        yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU"}],'
+               '"displayTimeUnit":"ms","traceEvents":[\n')
     first = True
-    head = _metadata_events() + list(extra_events or [])
+    head = (_kineto_metadata_events() if kineto else _metadata_events()) + list(extra_events or [])
     yield ",\n".join(head)
     first = not head
     t = BASE_TS
     batch: list[str] = []
-    correlation = 0
+    correlation = flow_id = 0
     for step in range(steps):
-        w = _Writer(args, correlation)
-        t = _step(w, step, t, rng)
-        correlation = w.correlation
+        w = _Writer(args, correlation, flow_id)
+        t = _step(w, step, t, rng, layers)
+        correlation, flow_id = w.correlation, w.flow_id
         batch.append(",\n".join(w.parts))
-        if len(batch) >= 200:
+        if len(batch) >= 200 or len(w.parts) > 100_000:
             yield ("" if first else ",\n") + ",\n".join(batch)
             first = False
             batch = []
+    if kineto:
+        batch.append(",\n".join(_kineto_bookkeeping(BASE_TS - 50.0, t + 20.0)))
     if batch:
         yield ("" if first else ",\n") + ",\n".join(batch)
     yield '\n],"traceName":"synthetic training loop"}\n'
 
 
-def events_per_step() -> int:
-    """How many trace events one synthetic step has (excluding counters and metadata)."""
-    w = _Writer("none")
-    _step(w, 1, BASE_TS, random.Random(0))
+def events_per_step(layers: int = len(_LAYERS), args: str = "none") -> int:
+    """How many trace events one synthetic step of ``layers`` layers has (excluding counters and metadata)."""
+    w = _Writer(args)
+    _step(w, 1, BASE_TS, random.Random(0), layers)
     return w.count
 
 
 def write_chrome_trace(path: str | os.PathLike[str], steps: int, *, seed: int = 0, args: str = "gpu",
-                       compress: bool | None = None, extra_events: list[str] | None = None) -> Path:
-    """Write a synthetic training-loop trace of ``steps`` steps to ``path`` (gzip when it ends .gz)."""
+                       layers: int = len(_LAYERS), compress: bool | None = None,
+                       extra_events: list[str] | None = None) -> Path:
+    """Write a synthetic training-loop trace of ``steps`` steps to ``path`` (gzip when it ends .gz).
+
+    ``args`` and ``layers``: see :func:`iter_trace_chunks`.
+    """
     path = Path(path)
     compress = path.suffix == ".gz" if compress is None else compress
     tmp = path.with_name(f".{path.name}.tmp")
@@ -230,7 +312,7 @@ def write_chrome_trace(path: str | os.PathLike[str], steps: int, *, seed: int = 
             handle: io.TextIOBase = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8"))
         else:
             handle = stack.enter_context(open(tmp, "w", encoding="utf-8"))
-        for chunk in iter_trace_chunks(steps, seed=seed, args=args, extra_events=extra_events):
+        for chunk in iter_trace_chunks(steps, seed=seed, args=args, layers=layers, extra_events=extra_events):
             handle.write(chunk)
     os.replace(tmp, path)
     return path

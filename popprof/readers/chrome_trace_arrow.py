@@ -1,0 +1,84 @@
+"""The fast path of the Chrome trace reader: a block of plain complete and flow events, parsed by Arrow.
+
+Most of a large kineto trace is ``X`` events and ``ac2g`` / ``fwdbwd`` flows with
+integer ids. For a block of such events (the text the reader's block framer cut
+between two events) Arrow's JSON reader fills exactly the columns the reader
+keeps (``ph``, ``name``, ``cat``, ``pid``, ``tid``, ``ts``, ``dur``, ``id``,
+``bind_id``, ``bp`` and ``args.stream`` / ``correlation`` / ``device``) in C,
+without a Python object per event, and skips every other field.
+
+It is strict on purpose: a value of another type than the usual one (a string
+pid such as kineto's ``"Spans"``, a ``"0x0"`` stream, a float id), a duplicate
+key, a non-finite number, a phase other than X / s / t / f, or a cut that fell
+inside nested ``args`` makes :func:`parse_block` give up at that event, and the
+reader parses the rest of the block with orjson, which handles everything. Events
+are separated by newlines for Arrow; a ``}, {`` inside a string becomes a raw
+newline there, which Arrow rejects, so that block also goes the general way.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+#: The fields read (all others are skipped) and the one type each must have in the block.
+SCHEMA = pa.schema([
+    ("ph", pa.string()), ("name", pa.string()), ("cat", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
+    ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.int64()), ("bind_id", pa.int64()), ("bp", pa.string()),
+    ("args", pa.struct([("stream", pa.int64()), ("correlation", pa.int64()), ("device", pa.int64())])),
+])
+_PARSE = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True)
+_READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+_FAST_PHASES = pa.array(["X", "s", "t", "f"])
+#: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
+#: reader's own arrays, and :func:`popprof.heap.release_free_memory` can give it back
+_POOL = pa.system_memory_pool()
+
+
+def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
+    """The leading plain events of ``text`` (JSON objects separated by commas) as a table, and where they end.
+
+    Returns ``(table, len(text))`` when every event is plain; ``(table, offset)`` when the
+    event starting at byte ``offset`` is not (a counter, metadata, a non-finite number):
+    the table holds the events before it; ``(None, 0)`` when nothing could be taken.
+    """
+    if not text.strip():
+        return None, 0
+    table = _read(text.replace(b"},\n{", b"}\n{"))  # the compact layout: a plain replace is enough
+    if table is None:  # other layouts (kineto pretty-prints): the separator with any whitespace around it
+        table = _read(_SEPARATOR.sub(b"}\n{", text))
+    if table is None:
+        return None, 0
+    table = table.combine_chunks()
+    odd = pc.invert(pc.fill_null(pc.is_in(table.column("ph"), value_set=_FAST_PHASES), False))
+    for key in ("ts", "dur"):  # NaN / Infinity literals are not JSON: the general parser reports them
+        odd = pc.or_(odd, pc.fill_null(pc.invert(pc.is_finite(table.column(key))), False))
+    first = pc.index(odd, True).as_py()
+    if first < 0:
+        return table, len(text)
+    if first == 0:
+        return None, 0
+    for k, match in enumerate(_SEPARATOR.finditer(text), start=1):  # the boundary before event ``first``
+        if k == first:
+            return table.slice(0, first), match.end() - 1
+    return None, 0
+
+
+def _read(lines: bytes) -> pa.Table | None:
+    """Arrow's JSON reader on newline-separated events (it stops at the first separator it does not accept)."""
+    try:
+        return pa_json.read_json(pa.BufferReader(lines), read_options=_READ, parse_options=_PARSE,
+                                 memory_pool=_POOL)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def column(table: pa.Table, key: str) -> pa.Array:
+    """One column of a table from :func:`parse_block` (``args.<field>`` for the three args fields)."""
+    if key.startswith("args."):
+        return pc.struct_field(table.column("args").chunk(0), key.removeprefix("args."))
+    return table.column(key).chunk(0)
