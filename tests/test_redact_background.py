@@ -188,7 +188,7 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
 
 
 def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
-    from popprof import malloc
+    from popprof import heap
 
     calls = []
 
@@ -201,21 +201,21 @@ def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
             calls.append(("trim", pad))
             return 1
 
-    monkeypatch.setattr(malloc, "_libc", lambda: FakeLibc())
-    with malloc.reuse_large_blocks():
-        assert calls == [(-3, malloc.MMAP_THRESHOLD), (-1, malloc.TRIM_THRESHOLD)]
+    monkeypatch.setattr(heap, "_libc", lambda: FakeLibc())
+    with heap.reuse_large_blocks():
+        assert calls == [(-3, heap.MMAP_THRESHOLD), (-1, heap.TRIM_THRESHOLD)]
     assert calls[2:] == [(-3, 128 << 10), (-1, 128 << 10), ("trim", 0)]
-    monkeypatch.setattr(malloc, "_libc", lambda: None)  # not glibc: nothing to tune, nothing breaks
-    with malloc.reuse_large_blocks():
+    monkeypatch.setattr(heap, "_libc", lambda: None)  # not glibc: nothing to tune, nothing breaks
+    with heap.reuse_large_blocks():
         pass
 
 
 def test_gc_is_paused_only_inside_the_block():
     import gc
 
-    from popprof import malloc
+    from popprof import heap
 
     assert gc.isenabled()
-    with malloc.gc_paused():
+    with heap.gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()

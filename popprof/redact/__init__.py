@@ -164,7 +164,7 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
-    from ..malloc import gc_paused, reuse_large_blocks
+    from ..heap import gc_paused, reuse_large_blocks
     from .background import Derivation, OutputStrings
     from .chrome import is_gzip
 
@@ -250,7 +250,7 @@ def scan(path: str | os.PathLike[str], against: str | os.PathLike[str], policy: 
 
 def _scan_trace_against(path: Path, against: Path, kind: str, policy: Policy) -> ScanResult:
     """The output's strings are read here while a forked process derives the original's sensitive set."""
-    from ..malloc import reuse_large_blocks
+    from ..heap import reuse_large_blocks
     from .background import Derivation
     from .chrome import check_strings, locate_in_trace, trace_strings
 
