@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import functools
 import gc
 import sys
@@ -37,9 +36,10 @@ _DEFAULT_MMAP, _DEFAULT_TRIM = 128 << 10, 128 << 10
 
 @functools.cache
 def _libc():
-    name = ctypes.util.find_library("c")
+    # the symbols already loaded into this process (libc among them): no library search, which would
+    # run ``ldconfig`` in a subprocess
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
+        libc = ctypes.CDLL(None)
     except OSError:
         return None
     if not (hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt")):
