@@ -113,7 +113,8 @@ def ensure_ranks(count: int = 8) -> Path:
         path = folder / f"rank-{rank}.json"
         if not path.exists():
             start = time.perf_counter()
-            synth.write_chrome_trace(path, STEPS, seed=100 + rank, args="kineto", layers=SIZES["100MB"])
+            synth.write_chrome_trace(path, STEPS, seed=100 + rank, args="kineto", layers=SIZES["100MB"],
+                                     rank=rank, world_size=count)
             print(f"generated {path.name}: {path.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - start:.0f} s",
                   file=sys.stderr)
     return folder

@@ -63,3 +63,15 @@ def test_open_keeps_flows_and_correlation(trace: Path, monkeypatch, split: bool)
     assert (events["rank"] == 0).all()
     spans = events[events["name"] == "PyTorch Profiler (0)"]
     assert len(spans) == 1 and bool(spans["bookkeeping"].iloc[0])
+
+
+def test_generated_rank_traces_open_as_one_profile_with_every_rank(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for rank in range(3):
+        synth.write_chrome_trace(folder / f"rank-{rank}.json", 2, seed=rank, args="kineto", layers=4,
+                                 rank=rank, world_size=3)
+    doc = json.loads((folder / "rank-2.json").read_text())
+    assert doc["distributedInfo"] == {"backend": "nccl", "rank": 2, "world_size": 3}
+    events = popprof.open(folder).events
+    assert sorted(events["rank"].dropna().unique().tolist()) == [0, 1, 2]

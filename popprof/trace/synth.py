@@ -246,20 +246,20 @@ def _kineto_bookkeeping(start: float, end: float) -> list[str]:
 
 
 def iter_trace_chunks(steps: int, *, seed: int = 0, args: str = "gpu", layers: int = len(_LAYERS),
-                      extra_events: list[str] | None = None) -> Iterator[str]:
+                      extra_events: list[str] | None = None, rank: int = 0, world_size: int = 1) -> Iterator[str]:
     """Yield the JSON text of a trace object ``{"traceEvents": [...]}`` in chunks, step by step.
 
     ``args="kineto"`` writes what the PyTorch profiler writes for the steps it records: args on every
     event (``External id``; ``correlation`` on both the runtime call and the kernel), ``ac2g`` flows from
     each launch to its GPU event, ``fwdbwd`` flows from forward to backward ops, the profiler's bookkeeping
-    span, kineto's metadata, ``distributedInfo`` and ``baseTimeNanoseconds``.
+    span, kineto's metadata, ``distributedInfo`` (``rank`` of ``world_size``) and ``baseTimeNanoseconds``.
     """
     rng = random.Random(seed)
     kineto = args == "kineto"
     if kineto:
         yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU","totalGlobalMem":42297524224,'
                '"computeMajor":8,"computeMinor":0,"numSms":108}],'
-               '"distributedInfo":{"backend":"nccl","rank":0,"world_size":1},'
+               f'"distributedInfo":{{"backend":"nccl","rank":{int(rank)},"world_size":{int(world_size)}}},'
                '"displayTimeUnit":"ms","baseTimeNanoseconds":1700000000000000000,"traceEvents":[\n')
     else:
         yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU"}],'
@@ -296,10 +296,10 @@ def events_per_step(layers: int = len(_LAYERS), args: str = "none") -> int:
 
 def write_chrome_trace(path: str | os.PathLike[str], steps: int, *, seed: int = 0, args: str = "gpu",
                        layers: int = len(_LAYERS), compress: bool | None = None,
-                       extra_events: list[str] | None = None) -> Path:
+                       extra_events: list[str] | None = None, rank: int = 0, world_size: int = 1) -> Path:
     """Write a synthetic training-loop trace of ``steps`` steps to ``path`` (gzip when it ends .gz).
 
-    ``args`` and ``layers``: see :func:`iter_trace_chunks`.
+    ``args``, ``layers``, ``rank`` and ``world_size``: see :func:`iter_trace_chunks`.
     """
     path = Path(path)
     compress = path.suffix == ".gz" if compress is None else compress
@@ -312,7 +312,8 @@ def write_chrome_trace(path: str | os.PathLike[str], steps: int, *, seed: int = 
             handle: io.TextIOBase = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8"))
         else:
             handle = stack.enter_context(open(tmp, "w", encoding="utf-8"))
-        for chunk in iter_trace_chunks(steps, seed=seed, args=args, layers=layers, extra_events=extra_events):
+        for chunk in iter_trace_chunks(steps, seed=seed, args=args, layers=layers, extra_events=extra_events,
+                                       rank=rank, world_size=world_size):
             handle.write(chunk)
     os.replace(tmp, path)
     return path
