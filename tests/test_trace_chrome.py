@@ -265,13 +265,7 @@ def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> No
         text = json.dumps(events)
         if form == "array-unterminated":
             text = text.rstrip("]") + ",\n"
-    path = tmp_path / "t.json"
-    path.write_text(text)
-    prefix = chrome_trace._event_prefix(path)
-    with open(path, "rb") as handle:
-        fast = chrome_trace._parse_stream(handle, prefix, True, "orjson")
-    with open(path, "rb") as handle:
-        slow = chrome_trace._parse_stream(handle, prefix, True, "ijson")
+    fast, slow = _parse_both_ways(tmp_path, text, with_args=True)
     assert fast.parsed == 301
     assert fast.names == slow.names and fast.cats == slow.cats
     for key in ("name", "cat", "pid", "tid", "ts", "dur"):
@@ -347,13 +341,7 @@ def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) ->
         text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2)
     else:
         text = json.dumps(events)
-    path = tmp_path / "t.json"
-    path.write_text(text)
-    prefix = chrome_trace._event_prefix(path)
-    with open(path, "rb") as handle:
-        fast = chrome_trace._parse_stream(handle, prefix, False, "orjson")
-    with open(path, "rb") as handle:
-        slow = chrome_trace._parse_stream(handle, prefix, False, "ijson")
+    fast, slow = _parse_both_ways(tmp_path, text, with_args=False)
     assert min(Counter(taken)[k] for k in ("all", "part", "none")) >= 3  # fast, partly fast, orjson: all used
     assert fast.parsed == slow.parsed == len(events)
     assert fast.top == {"object": {"schemaVersion": 1, "distributedInfo": {"rank": 3}},
@@ -414,3 +402,15 @@ def test_counter_with_a_non_numeric_timestamp_is_counted_not_fatal(tmp_path: Pat
     p = read_path(path)
     assert p.counters["value"].tolist() == [7.0] and p.counters["ts_us"].tolist() == [3.0]
     assert p.meta["warnings.missing_fields"] == "1"
+
+
+def _parse_both_ways(tmp_path: Path, text: str, *, with_args: bool):
+    """``text`` written to a file and parsed by the block parser (orjson, with the Arrow fast path) and by ijson."""
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    prefix = chrome_trace._event_prefix(path)
+    parsed = []
+    for engine in ("orjson", "ijson"):
+        with open(path, "rb") as handle:
+            parsed.append(chrome_trace._parse_stream(handle, prefix, with_args, engine))
+    return parsed[0], parsed[1]

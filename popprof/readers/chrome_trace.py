@@ -623,17 +623,11 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
                     pending = pending[covered:]
                     continue
             if len(pending) > 2 * BLOCK_BYTES:
-                cuts = small_cuts()
-                for cut in reversed(cuts[-8:]):
-                    try:
-                        events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
-                    except orjson.JSONDecodeError:
-                        continue
-                    yield events
-                    pending = pending[cut.end():]
-                    break
-                else:
+                found = _parse_to_cut(pending, small_cuts())
+                if found is None:
                     raise _Unframeable
+                yield found[0]
+                pending = pending[found[1]:]
                 continue
             for end in ends:
                 try:
@@ -667,18 +661,25 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
                 cuts = small_cuts() or list(_BOUNDARY.finditer(pending))
         if len(pending) > 2 * BLOCK_BYTES:
             cuts = small_cuts() or cuts
-        for cut in reversed(cuts[-8:]):
-            try:
-                events = orjson.loads(b"[" + pending[:cut.start() + 1] + b"]")
-            except orjson.JSONDecodeError:
-                continue
-            yield events
-            pending = pending[cut.end():]
-            break
+        found = _parse_to_cut(pending, cuts)
+        if found is not None:
+            yield found[0]
+            pending = pending[found[1]:]
+        elif len(pending) > MAX_PENDING_BYTES:
+            raise _Unframeable
         else:
-            if len(pending) > MAX_PENDING_BYTES:
-                raise _Unframeable
             stuck = True
+
+
+def _parse_to_cut(pending: bytes, cuts: list) -> tuple[list, int] | None:
+    """The events of ``pending`` up to the latest of its last eight boundaries that parses (a boundary
+    inside nested ``args`` does not), and where the rest starts; ``None`` when none does."""
+    for cut in reversed(cuts[-8:]):
+        try:
+            return orjson.loads(b"[" + pending[:cut.start() + 1] + b"]"), cut.end()
+        except orjson.JSONDecodeError:
+            continue
+    return None
 
 
 def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -> _Parsed:
