@@ -37,9 +37,9 @@ from ..limits import LimitExceeded
 from ..readers import open_binary
 from .jsonbytes import (
     SCAN_BLOCK,
-    blocks,
     has_escaped_quote,
     last_opening_quote,
+    map_blocks,
     quotes_before,
     solid_after,
     solid_before,
@@ -489,20 +489,11 @@ def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str |
 
 def trace_strings(path: Path, block_size: int | None = None, workers: int = 2) -> set[bytes]:
     """Every distinct string of a Chrome trace file (and any text outside strings that is not JSON
-    syntax), as raw bytes; finding the strings of a block (numpy / pyarrow) runs on ``workers`` threads."""
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
+    syntax), as raw bytes. Gzip bombs and endless strings end in LimitExceeded; nothing here recurses."""
     found: set[bytes] = set()
-    queue: deque = deque()
-    # gzip bombs and endless strings end in LimitExceeded (open_binary, blocks); nothing here recurses
-    with open_binary(path) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
-        for data in blocks(reader, block_size or SCAN_BLOCK, cut_opening_quote, path):
-            queue.append(pool.submit(block_strings, data))
-            while len(queue) > workers:
-                found |= queue.popleft().result()
-        while queue:
-            found |= queue.popleft().result()
+    with open_binary(path) as reader:
+        for strings in map_blocks(reader, block_strings, block_size or SCAN_BLOCK, cut_opening_quote, path, workers):
+            found |= strings
     return found
 
 

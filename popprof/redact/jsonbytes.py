@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 
 #: Bytes the leak scan's readers tokenize at a time: small enough that a block's arrays stay in the CPU
 #: cache (1 MiB pieces tokenize about a quarter faster than 8 MiB ones).
 SCAN_BLOCK = 1 << 20
+T = TypeVar("T")
 SPACE = np.zeros(256, dtype=bool)
 SPACE[list(b" \t\r\n")] = True
 
@@ -137,7 +138,7 @@ def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], sourc
     carry = b""
     while True:
         block = reader.read(block_size)
-        data = carry + block
+        data = carry + block if carry else block
         carry = b""
         if block:
             at = cut(data)
@@ -152,3 +153,20 @@ def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], sourc
             yield data
         if not block:
             return
+
+
+def map_blocks(reader: BinaryIO, fn: Callable[[bytes], T], block_size: int, cut: Callable[[bytes], int],
+               source: Path | None = None, workers: int = 2) -> Iterator[T]:
+    """``fn`` of each block of :func:`blocks`, in order, computed on ``workers`` threads (for numpy / pyarrow
+    work that releases the GIL: several cores stay busy while the blocks are read)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending: deque = deque()
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for data in blocks(reader, block_size, cut, source):
+            pending.append(pool.submit(fn, data))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .allowlist import Allowlist
-from .jsonbytes import SCAN_BLOCK, blocks, last_opening_quote, solid_after
+from .jsonbytes import SCAN_BLOCK, last_opening_quote, map_blocks, solid_after
 from .scrub import PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
@@ -132,22 +132,11 @@ _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
 
 def trace_strings(path: Path, block_size: int = SCAN_BLOCK) -> Iterator[tuple[set[bytes], set[bytes]]]:
     """The distinct (keys, strings) of a JSON file, block by block, as raw bytes between quotes (the
-    strings may include the keys)."""
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
+    strings may include the keys). Gzip bombs end in LimitExceeded, and so does an endless string."""
     from ..readers import open_binary
 
-    queue: deque = deque()
-    # gzip bombs end in LimitExceeded, and so does an endless string (blocks); finding the strings of a
-    # block is numpy / pyarrow work that releases the GIL, so two threads keep two cores busy when free
-    with open_binary(path) as reader, ThreadPoolExecutor(2) as pool:
-        for data in blocks(reader, block_size, _last_safe_cut, path):
-            queue.append(pool.submit(_block_strings, data))
-            if len(queue) > 2:
-                yield queue.popleft().result()
-        while queue:
-            yield queue.popleft().result()
+    with open_binary(path) as reader:
+        yield from map_blocks(reader, _block_strings, block_size, _last_safe_cut, path)
 
 
 def _last_safe_cut(data: bytes) -> int:
