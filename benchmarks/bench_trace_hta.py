@@ -37,6 +37,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import signal
@@ -248,6 +249,8 @@ def main() -> None:
     if not Path(args.hta_python).exists():
         sys.exit(f"no HTA interpreter at {args.hta_python}: run `bash benchmarks/setup_hta.sh` or pass --hta-python")
     path = ensure(args.size)
+    # byte-compiled as pip compiles an installed package (HTA's venv is): imports read .pyc, not source
+    compileall.compile_dir(ROOT / "popprof", quiet=1)
     loads = [_load_average()]
     print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {loads[0]}", file=sys.stderr)
     popprof_code = POPPROF_LOAD.format(root=str(ROOT), path=str(path), ready=READY)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 from trace_helpers import stack_nesting
 
+from popprof import sources
 from popprof.errors import InputError
 from popprof.readers import chrome_trace, detect, read_path
 from popprof.trace import synth
@@ -220,6 +222,38 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     result = chrome_trace.read(array)
     assert result.meta["chrome.parse_parts"] == "1"
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
+
+
+def _describe_where(fmt: str, paths: list) -> dict:
+    """source_metadata, plus the id of the process that ran it (module level: a worker job can name it)."""
+    return {**sources.source_metadata(fmt, paths), "described_by": str(os.getpid())}
+
+
+def _describe_here_only(fmt: str, paths: list) -> dict:
+    if os.getpid() != int(os.environ["POPPROF_TEST_MAIN_PID"]):
+        raise OSError("no such file over there")
+    return _describe_where(fmt, paths)
+
+
+def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monkeypatch) -> None:
+    """The file's SHA-256 is the worker's last job (after its part); it equals the serial read's, and a
+    description that fails over there is made in this process instead."""
+    path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
+    serial = chrome_trace.read(path, parallel=False)
+    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_trace, "source_metadata", _describe_where)
+    parallel = chrome_trace.read(path)
+    assert parallel.meta["chrome.parse_parts"] == "2"
+    assert parallel.meta["source_files"] == serial.meta["source_files"]
+    assert json.loads(parallel.meta["source_files"])[0]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert parallel.meta["described_by"] != str(os.getpid())  # a forked worker did it
+
+    monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
+    monkeypatch.setattr(chrome_trace, "source_metadata", _describe_here_only)
+    again = chrome_trace.read(path)
+    assert again.meta["chrome.parse_parts"] == "2"
+    assert again.meta["source_files"] == serial.meta["source_files"]
+    assert again.meta["described_by"] == str(os.getpid())
 
 
 def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monkeypatch) -> None:

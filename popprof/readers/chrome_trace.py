@@ -823,11 +823,49 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
             return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
 
 
-def _start_parallel(path: Path, prefix: str, with_args: bool):
+class _Workers:
+    """Forked worker processes parsing the later parts of a split file, then describing the file.
+
+    This process parses the first part itself (:meth:`parts`). The description
+    of the source (its SHA-256) is the pool's last job: it runs on a worker once
+    that worker's part is done, while this process merges the parts and builds
+    the tables, instead of competing with the parse for the two cores.
+    """
+
+    def __init__(self, pool, own_job: tuple, futures: list, path: Path) -> None:
+        self._pool, self._own_job, self._futures = pool, own_job, futures
+        self._source = pool.submit(source_metadata, FORMAT, [path])
+        self._path = path
+
+    def parts(self) -> list[_Parsed] | None:
+        """Collect the parts; ``None`` (serial fallback) when any part failed or did not parse cleanly."""
+        import concurrent.futures
+
+        try:
+            results = [_parse_part(self._own_job)] + [f.result() for f in self._futures]
+        except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
+            return None
+        if any(r.error for r in results):
+            return None  # a part did not parse cleanly: let one serial pass find and report the problem
+        return results
+
+    def source(self) -> dict[str, str]:
+        """The source description from the worker (computed here if the worker could not)."""
+        try:
+            return self._source.result()
+        except Exception:  # noqa: BLE001 - whatever went wrong over there, the description is made here
+            return source_metadata(FORMAT, [self._path])
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_parallel(path: Path, prefix: str, with_args: bool) -> _Workers | None:
     """Start parsing a large plain file in parts on several processes; ``None`` when not worth it.
 
-    This process parses the first part itself (:func:`_finish_parallel`); workers parse the others.
-    They are forked (no re-import of the caller's main module, which spawn would need) before any
+    Workers are forked (no re-import of the caller's main module, which spawn would need) before any
     other thread of ours starts, with the objects alive at the fork frozen out of the garbage
     collector, so a worker's collections do not copy the pages it shares with this process.
     """
@@ -848,29 +886,11 @@ def _start_parallel(path: Path, prefix: str, with_args: bool):
     try:
         pool = concurrent.futures.ProcessPoolExecutor(len(jobs) - 1, mp_context=multiprocessing.get_context("fork"))
         futures = [pool.submit(_parse_part, job) for job in jobs[1:]]  # forks the workers
+        return _Workers(pool, jobs[0], futures, path)
     except (OSError, RuntimeError):
         return None
     finally:
         gc.unfreeze()
-    return pool, jobs[0], futures
-
-
-def _finish_parallel(started) -> list[_Parsed] | None:
-    """Collect the parts; ``None`` (serial fallback) when any part failed or did not parse cleanly."""
-    if started is None:
-        return None
-    import concurrent.futures
-
-    pool, own_job, futures = started
-    try:
-        results = [_parse_part(own_job)] + [f.result() for f in futures]
-    except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
-        return None
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    if any(r.error for r in results):
-        return None  # a part did not parse cleanly: let one serial pass find and report the problem
-    return results
 
 
 def _unify_synthetic_ids(parts: list[_Parsed]) -> dict[object, int]:
@@ -968,9 +988,17 @@ def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | 
 
 def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile:
     prefix = _event_prefix(path)
-    started = _start_parallel(path, prefix, with_args) if parallel else None
-    hasher = _Background(lambda: source_metadata(FORMAT, [path]))
-    parts = _finish_parallel(started)
+    workers = _start_parallel(path, prefix, with_args) if parallel else None
+    try:
+        return _read_parts(path, prefix, workers, with_args=with_args, device_map=device_map)
+    finally:
+        if workers is not None:
+            workers.close()
+
+
+def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args: bool, device_map) -> Profile:
+    source = workers.source if workers is not None else _Background(lambda: source_metadata(FORMAT, [path])).result
+    parts = workers.parts() if workers is not None else None
     if parts is None:
         parts = [_parse_file(path, prefix, with_args)]
     elif prefix != "item":  # the last part stops at the array's end: read the members after it here
@@ -1031,7 +1059,7 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
     counter_frame = _counter_frame(parsed.counters)
     flows = _flow_frame(parsed.flows, parsed.flow_labels, rank)
 
-    metadata: dict[str, object] = dict(hasher.result())
+    metadata: dict[str, object] = dict(source())
     metadata["chrome.events_read"] = parsed.parsed
     metadata["chrome.parse_parts"] = n_parts
     metadata["chrome.flows"] = 0 if flows is None else len(flows)

@@ -96,6 +96,8 @@ def _layout_of_head(head: bytes) -> str | None:
             if key is not None and depth == 1:
                 if key in WRAPPED_KEYS:
                     return "wrapped"
+                if key == "traceEvents":  # a Chrome trace: no need to walk its events
+                    return None
                 value_of = key
             elif key is not None and depth == 2 and parent is not None:
                 marks.add((parent, key))
