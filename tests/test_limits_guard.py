@@ -8,6 +8,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,6 +65,32 @@ def test_json_guard_depth_and_string_length_match_a_reference(value, chunk):
             mp.setenv("POPPROF_MAX_STRING_BYTES", str(longest - 1))
             with pytest.raises(LimitExceeded, match="string-bytes"):
                 _guard_reads(data, chunk)
+
+
+_plain_values = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='ab[]{}:, \u00e9', max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(alphabet='k[{}', max_size=4),
+                                                                       children, max_size=4),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_plain_values, st.integers(1, 64), st.booleans())
+def test_json_guard_chunks_without_backslashes_match_the_exact_pass(value, chunk, pretty):
+    """Chunks with no backslash take a shortcut (the chunk reduced to quotes and brackets); after every
+    chunk its state (depth, inside a string, length of the open string) is the exact pass's."""
+    data = json.dumps(value, indent=1 if pretty else None, ensure_ascii=False).encode()
+    fast = bounded.JsonGuard(io.BytesIO(data), Path("x.json"))
+    exact = bounded.JsonGuard(io.BytesIO(data), Path("x.json"))
+    exact.max_string = fast.max_string = 1 << 20
+    shortcut = 0
+    for start in range(0, len(data), chunk):
+        piece = data[start:start + chunk]
+        fast.check(memoryview(piece))
+        exact._check_exact(np.frombuffer(piece, dtype=np.uint8))
+        shortcut += b"\\" not in piece
+        assert (fast.depth, fast.in_string, fast.string_open) == (exact.depth, exact.in_string, exact.string_open)
+    assert shortcut == len(range(0, len(data), chunk))
 
 
 def test_escaped_quotes_and_backslash_runs_across_chunk_boundaries(monkeypatch):

@@ -29,6 +29,8 @@ CHUNK_BYTES = 1 << 20
 _BRACKETS = np.zeros(256, dtype=np.int8)
 _BRACKETS[[ord("["), ord("{")]] = 1
 _BRACKETS[[ord("]"), ord("}")]] = -1
+#: every byte but the quote and the four brackets (deleted to reduce a chunk to its structure)
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -142,11 +144,48 @@ class JsonGuard(_Guard):
         self.backslashes = 0  # backslashes ending the last chunk (inside a string)
 
     def check(self, chunk: memoryview) -> None:
-        data = np.frombuffer(chunk, dtype=np.uint8)
+        raw = chunk.tobytes()
+        if self.backslashes or len(raw) >= self.max_string or b"\\" in raw:
+            self._check_exact(np.frombuffer(raw, dtype=np.uint8))
+        else:
+            self._check_plain(raw)
+
+    def _check_exact(self, data: np.ndarray) -> None:
         quotes = self._real_quotes(data)
         self._check_strings(quotes, len(data))
         self._check_depth(data, quotes)
         self.in_string ^= bool(len(quotes) % 2)
+
+    def _check_plain(self, raw: bytes) -> None:
+        """The same checks for a chunk without backslashes and shorter than ``string-bytes`` (most chunks).
+
+        Every quote is real, and no string that starts and ends inside the chunk can reach the
+        limit, so only the string left open from the last chunk and the one left open at the
+        end need lengths (the first and last quote). Depth needs only the order of the quotes
+        and brackets: the chunk reduced to those bytes (in C) is several times shorter, and in
+        it the quotes before the bracket at index i of the brackets number (its index) - i.
+        """
+        size = len(raw)
+        marks = np.frombuffer(raw.translate(None, _NOT_STRUCTURAL), dtype=np.uint8)
+        brackets = np.flatnonzero(marks != _QUOTE)
+        quotes = len(marks) - len(brackets)
+        if self.in_string:
+            self.string_open = self.string_open + (size if not quotes else raw.find(b'"'))
+            if self.string_open > self.max_string:
+                raise LimitExceeded(self.path, "string-bytes",
+                                    f"a JSON string of more than {self.string_open:,} bytes")
+        if quotes:
+            ends_inside = self.in_string ^ bool(quotes % 2)
+            self.string_open = size - raw.rfind(b'"') if ends_inside else 0
+        if len(brackets):
+            # outside strings: an even number of quotes before it (odd when a string was open)
+            outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
+            path = np.cumsum(np.where(outside, _BRACKETS[marks[brackets]], 0), dtype=np.int32)
+            path += self.depth
+            if int(path.max()) > self.max_depth:
+                raise LimitExceeded(self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep")
+            self.depth = int(path[-1])
+        self.in_string ^= bool(quotes % 2)
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
         """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
