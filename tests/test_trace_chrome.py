@@ -353,7 +353,7 @@ def _mixed_kineto_events(n: int) -> list[dict]:
     return events
 
 
-@pytest.mark.parametrize("form", ["object", "pretty", "array"])
+@pytest.mark.parametrize("form", ["object", "pretty", "array", "kineto", "compact"])
 def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Blocks of plain X / flow events go through Arrow, the rest through orjson: the result is ijson's."""
     monkeypatch.setattr(chrome_trace, "FAST_BLOCK_BYTES", 6000)
@@ -373,13 +373,20 @@ def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) ->
         text = json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}})
     elif form == "pretty":
         text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2)
+    elif form == "kineto":  # kineto's own layout: "  {", keys on indented lines, "  }," between events
+        body = ",\n".join("  {\n    " + json.dumps(e)[1:-1].replace(', "args"', ',\n    "args"') + "\n  }"
+                          for e in events)
+        text = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + body + '\n  ]\n}'
+    elif form == "compact":  # one event a line (benchmarks/gen_traces.py)
+        text = '{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + "\n]}"
     else:
         text = json.dumps(events)
     fast, slow = _parse_both_ways(tmp_path, text, with_args=False)
     assert min(Counter(taken)[k] for k in ("all", "part", "none")) >= 3  # fast, partly fast, orjson: all used
     assert fast.parsed == slow.parsed == len(events)
     assert fast.top == {"object": {"schemaVersion": 1, "distributedInfo": {"rank": 3}},
-                        "pretty": {"deviceProperties": [{"id": 0}]}, "array": {}}[form]
+                        "pretty": {"deviceProperties": [{"id": 0}]}, "array": {},
+                        "kineto": {"schemaVersion": 1}, "compact": {"schemaVersion": 1}}[form]
     assert fast.warnings == slow.warnings and fast.warnings["missing_fields"] > 0
     assert fast.counters == slow.counters and fast.process_names == slow.process_names
 

@@ -817,10 +817,13 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
     part_prefix = prefix if lo == 0 else "item"
     try:
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
+            parsed = _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
     except (_Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
+            parsed = _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
+    # a worker pickles its part next while the reading process takes it in: their peaks add up there
+    release_free_memory()
+    return parsed
 
 
 class _Workers:
@@ -834,7 +837,7 @@ class _Workers:
 
     def __init__(self, pool, own_job: tuple, futures: list, path: Path) -> None:
         self._pool, self._own_job, self._futures = pool, own_job, futures
-        self._source = pool.submit(source_metadata, FORMAT, [path])
+        self._source = pool.submit(_describe_source, path)
         self._path = path
 
     def parts(self) -> list[_Parsed] | None:
@@ -860,6 +863,13 @@ class _Workers:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _describe_source(path: Path) -> dict[str, str]:
+    """The worker's last job: it first hands back the heap its part used (it stays alive while the
+    reading process builds the tables, and their peaks would add up), then hashes the file."""
+    release_free_memory()
+    return source_metadata(FORMAT, [path])
 
 
 def _start_parallel(path: Path, prefix: str, with_args: bool) -> _Workers | None:

@@ -11,9 +11,12 @@ It is strict on purpose: a value of another type than the usual one (a string
 pid such as kineto's ``"Spans"``, a ``"0x0"`` stream, a float id), a duplicate
 key, a non-finite number, a phase other than X / s / t / f, or a cut that fell
 inside nested ``args`` makes :func:`parse_block` give up at that event, and the
-reader parses the rest of the block with orjson, which handles everything. Events
-are separated by newlines for Arrow; a ``}, {`` inside a string becomes a raw
-newline there, which Arrow rejects, so that block also goes the general way.
+reader parses the rest of the block with orjson, which handles everything. Arrow
+reads objects separated by whitespace, so the comma between two events becomes a
+space (the two layouts kineto and our generator write, by an equal-length replace)
+or, in any other layout, the separator becomes a newline; a ``}, {`` inside a
+string is left alone or becomes a raw newline there, which Arrow rejects, so that
+block also goes the general way.
 """
 
 from __future__ import annotations
@@ -48,8 +51,12 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
     """
     if not text.strip():
         return None, 0
-    table = _read(text.replace(b"},\n{", b"}\n{"))  # the compact layout: a plain replace is enough
-    if table is None:  # other layouts (kineto pretty-prints): the separator with any whitespace around it
+    # the comma between two events becomes a space (an equal-length replace is a copy plus patches):
+    # objects separated by whitespace are what Arrow reads; the compact layout first, then kineto's
+    table = _read(text.replace(b"},\n{", b"} \n{"))
+    if table is None:
+        table = _read(text.replace(b"},\n  {", b"} \n  {"))
+    if table is None:  # other layouts: the separator with any whitespace around it
         table = _read(_SEPARATOR.sub(b"}\n{", text))
     if table is None:
         return None, 0
