@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from trace_helpers import stack_nesting
 
 from popprof.trace import nesting
@@ -51,6 +53,32 @@ def test_derive_nesting_matches_a_stack_walk(seed: int, threads: int, per_thread
     got = {i: (None if parent[i] < 0 else int(parent[i]), int(depth[i])) for i in range(len(start))}
     assert got == expected
     assert depth.max() >= 5  # the data really nests
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 6), st.integers(1, 40000), st.integers(0, 2**31 - 1))
+def test_sort_order_is_the_lexsort(n: int, starts: int, threads: int, seed: int) -> None:
+    """Built from cheaper sorts, the order is exactly lexsort's (ties of thread and start: longest first,
+    then input order), with NaN starts and durations."""
+    rng = np.random.default_rng(seed)
+    pid = rng.integers(0, 3, n) * 100_000
+    tid = rng.integers(0, threads, n)
+    start = rng.integers(0, starts, n).astype(float)
+    dur = rng.integers(0, 3, n).astype(float)
+    start[rng.random(n) < 0.1] = np.nan
+    dur[rng.random(n) < 0.1] = np.nan
+    start[rng.random(n) < 0.1] = -0.0
+    expected = np.lexsort((-dur, start, nesting.thread_rank(pid, tid)))
+    assert nesting.sort_order(pid, tid, start, dur).tolist() == expected.tolist()
+
+
+def test_sort_order_with_more_threads_than_int16_numbers() -> None:
+    rng = np.random.default_rng(7)
+    n = 70_000
+    pid, tid = np.zeros(n, dtype=np.int64), rng.permutation(n) % 40_000  # 40,000 threads
+    start, dur = rng.integers(0, 4, n).astype(float), rng.integers(0, 3, n).astype(float)
+    expected = np.lexsort((-dur, start, nesting.thread_rank(pid, tid)))
+    assert np.array_equal(nesting.sort_order(pid, tid, start, dur), expected)
 
 
 def test_float_rounding_still_nests() -> None:

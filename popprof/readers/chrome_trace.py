@@ -1151,7 +1151,8 @@ def _flow_frame(flows: dict[str, np.ndarray], labels: list[str], rank: int | Non
 
     def categorical(codes: np.ndarray) -> pd.Categorical:
         """Codes into ``labels`` as a categorical of the labels used, sorted (-1: missing)."""
-        used = sorted(np.unique(codes[codes >= 0]).tolist(), key=labels.__getitem__)
+        present = np.bincount(codes[codes >= 0], minlength=len(labels)) > 0  # O(n): no sort of the codes
+        used = sorted(np.flatnonzero(present).tolist(), key=labels.__getitem__)
         lut = np.full(len(labels) + 1, -1, dtype=np.int32)
         lut[used] = np.arange(len(used), dtype=np.int32)
         return pd.Categorical.from_codes(lut[codes], categories=[labels[i] for i in used])
