@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 import popprof
@@ -75,7 +76,7 @@ def test_failed_write_leaves_no_partial_output(tmp_path, profile, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(bundle.pq, "write_table", boom)
+    monkeypatch.setattr(pq, "write_table", boom)
     with pytest.raises(RuntimeError):
         bundle.write(profile, tmp_path / "p.popprof")
     assert list(tmp_path.iterdir()) == []

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .. import __version__
 from ..atomic import atomic_path, refuse_overwriting_inputs
@@ -104,6 +103,8 @@ def read(path: Path, **_options: object) -> Profile:
         if not file.is_file():
             raise InputError(path, f"bundle is missing {file.name} (table {name!r})",
                              "the bundle is incomplete; export it again")
+        import pyarrow.parquet as pq  # here: detection imports this module for every input
+
         try:
             frame = pq.read_table(file).to_pandas()
         except (pa.ArrowException, OSError) as exc:
@@ -143,6 +144,8 @@ def write(profile: Profile, out: str | os.PathLike[str], *, redaction: dict | No
         "redacted": redaction or {"redacted": False},
         "tables": {},
     }
+    import pyarrow.parquet as pq
+
     with atomic_path(out, directory=True) as tmp:
         for name, frame in profile.tables.items():
             file = f"{name}.parquet"
