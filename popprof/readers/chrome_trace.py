@@ -208,6 +208,9 @@ _FLOW_GETTERS = tuple(operator.methodcaller("get", k) for k in ("pid", "tid", "t
 _FLOW_KEYS = (("pid", np.int64), ("tid", np.int64), ("ts", np.float64), ("id", object), ("phase", np.int32),
               ("name", np.int32), ("cat", np.int32), ("bp", np.int32))
 CHUNK_EVENTS = 1 << 14
+#: the columns of an Arrow block that flows and complete events read
+_FLOW_COLUMNS = ("ph", "name", "cat", "pid", "tid", "ts", "id", "bind_id", "bp")
+_COMPLETE_COLUMNS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 
 
 class _StreamState:
@@ -262,8 +265,8 @@ class _StreamState:
         col = chrome_trace_arrow.column
         ph = col(table, "ph")
         is_x = pc.equal(ph, "X")
-        if pc.any(pc.invert(is_x)).as_py():
-            flows = table.filter(pc.invert(is_x))
+        if pc.any(pc.invert(is_x)).as_py():  # each side filters only the columns it reads
+            flows = table.select(_FLOW_COLUMNS).filter(pc.invert(is_x))
             flow_id = col(flows, "id")
             if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
                 flow_id = pc.coalesce(flow_id, col(flows, "bind_id"))
@@ -274,7 +277,7 @@ class _StreamState:
                              "name": self._arrow_codes(col(flows, "name"), labels),
                              "cat": self._arrow_codes(col(flows, "cat"), labels),
                              "bp": self._arrow_codes(col(flows, "bp"), labels)})
-            table = table.filter(is_x)
+            table = table.select(_COMPLETE_COLUMNS).filter(is_x)
         if not table.num_rows:
             return
         chunk = {"name": self._arrow_codes(col(table, "name"), self.names),
