@@ -896,11 +896,14 @@ def _start_parallel(path: Path, prefix: str, with_args: bool) -> _Workers | None
 
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
     gc.freeze()
+    pool = None
     try:
         pool = concurrent.futures.ProcessPoolExecutor(len(jobs) - 1, mp_context=multiprocessing.get_context("fork"))
         futures = [pool.submit(_parse_part, job) for job in jobs[1:]]  # forks the workers
         return _Workers(pool, jobs[0], futures, path)
     except (OSError, RuntimeError):
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         return None
     finally:
         gc.unfreeze()
