@@ -112,3 +112,8 @@ class LimitExceeded(InputError):
 
     def __reduce__(self) -> tuple:  # raised in worker processes too: keep it picklable
         return (type(self), (self.path, self.limit_name, self.detail))
+
+
+def string_too_long(path: object, length: int) -> LimitExceeded:
+    """The error for a JSON string of more than ``length`` bytes (``string-bytes``)."""
+    return LimitExceeded(path, "string-bytes", f"a JSON string of more than {length:,} bytes")

@@ -172,19 +172,14 @@ class JsonGuard(_Guard):
         if self.in_string:
             self.string_open = self.string_open + (size if not quotes else raw.find(b'"'))
             if self.string_open > self.max_string:
-                raise LimitExceeded(self.path, "string-bytes",
-                                    f"a JSON string of more than {self.string_open:,} bytes")
+                raise limits.string_too_long(self.path, self.string_open)
         if quotes:
             ends_inside = self.in_string ^ bool(quotes % 2)
             self.string_open = size - raw.rfind(b'"') if ends_inside else 0
         if len(brackets):
             # outside strings: an even number of quotes before it (odd when a string was open)
             outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
-            path = np.cumsum(np.where(outside, _BRACKETS[marks[brackets]], 0), dtype=np.int32)
-            path += self.depth
-            if int(path.max()) > self.max_depth:
-                raise LimitExceeded(self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep")
-            self.depth = int(path[-1])
+            self._descend(np.where(outside, _BRACKETS[marks[brackets]], 0))
         self.in_string ^= bool(quotes % 2)
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
@@ -233,7 +228,7 @@ class JsonGuard(_Guard):
         elif len(quotes):
             self.string_open = 0
         if longest > self.max_string:
-            raise LimitExceeded(self.path, "string-bytes", f"a JSON string of more than {longest:,} bytes")
+            raise limits.string_too_long(self.path, longest)
 
     def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
         # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
@@ -244,10 +239,14 @@ class JsonGuard(_Guard):
             return
         delta = delta[delta != 0]
         inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
-        steps = delta[~inside].astype(np.int64)
+        self._descend(delta[~inside])
+
+    def _descend(self, steps: np.ndarray) -> None:
+        """Follow the depth through the bracket steps (+1 / -1) of a chunk, outside strings, in order."""
         if not len(steps):
             return
-        path = self.depth + np.cumsum(steps)
+        path = np.cumsum(steps, dtype=np.int64)
+        path += self.depth
         if int(path.max()) > self.max_depth:
             raise LimitExceeded(self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep")
         self.depth = int(path[-1])

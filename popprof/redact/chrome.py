@@ -33,7 +33,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import limits
-from ..limits import LimitExceeded
 from ..readers import open_binary
 from .jsonbytes import (
     SCAN_BLOCK,
@@ -396,7 +395,7 @@ def _cut_before_key(block: bytes, tries: int = 256) -> int:
 
 def _check_length(longest: int, limit: int, source: Path) -> None:
     if longest > limit:
-        raise LimitExceeded(source, "string-bytes", f"a JSON string of more than {longest:,} bytes")
+        raise limits.string_too_long(source, longest)
 
 
 def is_gzip(path: Path) -> bool:

@@ -144,8 +144,7 @@ def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], sourc
             at = cut(data)
             if at <= 0:
                 if len(data) > longest:
-                    raise limits.LimitExceeded(source or Path("input"), "string-bytes",
-                                               f"a JSON string of more than {len(data) - block_size:,} bytes")
+                    raise limits.string_too_long(source or Path("input"), len(data) - block_size)
                 carry = data
                 continue
             data, carry = data[:at], data[at:]

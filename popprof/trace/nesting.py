@@ -25,7 +25,8 @@ import pandas as pd
 
 
 def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """One integer per event that sorts like (pid, tid): hash-factorised ids, ranked (O(n), no big sort)."""
+    """One integer per event that sorts like (pid, tid), numbering the threads 0, 1, 2, ... (hash-factorised
+    ids, ranked: O(n), no big sort)."""
 
     def ranked(values: np.ndarray) -> tuple[np.ndarray, int]:
         codes, uniques = pd.factorize(values, sort=True)
@@ -33,7 +34,7 @@ def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
     p, _ = ranked(pid)
     t, n_tid = ranked(tid)
-    return p * max(n_tid, 1) + t
+    return ranked(p * max(n_tid, 1) + t)[0]
 
 
 def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -41,14 +42,14 @@ def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndar
 
     The permutation ``np.lexsort((-dur, start, thread_rank(pid, tid)))`` gives, built from
     cheaper sorts: by start (a trace is mostly in time order, which a stable sort runs
-    through quickly), then by thread (a radix sort over dense thread numbers), and only the
+    through quickly), then by thread (a radix sort over the thread numbers), and only the
     runs of equal thread and start (a parent and its first child) by duration.
     """
     n = len(pid)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    threads, uniques = pd.factorize(thread_rank(pid, tid), sort=True)
-    small = np.int16 if len(uniques) <= np.iinfo(np.int16).max else np.int64
+    threads = thread_rank(pid, tid)
+    small = np.int16 if threads.max() < np.iinfo(np.int16).max else np.int64
     order = np.argsort(start, kind="stable")
     order = order[np.argsort(threads[order].astype(small), kind="stable")]
     t, s = threads[order], start[order]
