@@ -224,6 +224,62 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
 
 
+def _logged_part(job: tuple):
+    """``chrome_trace._parse_part`` that appends ``pid piece-start`` to $POPPROF_TEST_PIECE_LOG (module level:
+    the forked worker runs it too)."""
+    with open(os.environ["POPPROF_TEST_PIECE_LOG"], "a") as log:
+        log.write(f"{os.getpid()} {job[1]}\n")
+    return _real_parse_part(job)
+
+
+_real_parse_part = chrome_trace._parse_part
+
+
+def test_parallel_parse_in_many_pieces_equals_serial(tmp_path: Path, monkeypatch) -> None:
+    """Pieces are taken from both ends, this process from the front and the worker from the back: every
+    piece is parsed exactly once, both processes take some, and the tables equal one serial pass."""
+    path = synth.write_chrome_trace(tmp_path / "k.json", 4, seed=6, args="kineto", layers=12)
+    serial = chrome_trace.read(path, parallel=False)
+    log = tmp_path / "pieces.log"
+    monkeypatch.setenv("POPPROF_TEST_PIECE_LOG", str(log))
+    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_trace, "MIN_PIECE_BYTES", path.stat().st_size // 40)
+    monkeypatch.setattr(chrome_trace, "_parse_part", _logged_part)
+    parallel = chrome_trace.read(path)
+    pieces = int(parallel.meta["chrome.parse_parts"])
+    assert pieces >= 8
+    taken = [line.split() for line in log.read_text().splitlines()]
+    starts = sorted(int(start) for _, start in taken)
+    assert len(starts) == len(set(starts)) == pieces  # each piece once
+    by_process = {pid for pid, _ in taken}
+    assert str(os.getpid()) in by_process and len(by_process) == 2
+    mine = sorted(int(start) for pid, start in taken if pid == str(os.getpid()))
+    assert mine == starts[:len(mine)]  # this process's pieces are the front ones, the worker's the rest
+    assert _plain(parallel.events) == _plain(serial.events)
+    assert parallel.threads.equals(serial.threads)
+    assert parallel.flows.equals(serial.flows)
+    assert parallel.counters.equals(serial.counters)
+
+
+def test_pieces_halve_toward_the_middle() -> None:
+    size = 100 << 20
+    fractions = chrome_trace._piece_fractions(size)
+    assert fractions[0] == 0.25 and 0.5 in fractions
+    assert fractions == sorted(fractions) and all(abs(a + b - 1) < 1e-12 for a, b in zip(fractions, fractions[::-1], strict=True))
+    widths = [b - a for a, b in zip([0.0, *fractions], [*fractions, 1.0], strict=True)]
+    assert min(widths) * size >= chrome_trace.MIN_PIECE_BYTES > min(widths) * size / 2  # small where they meet
+    assert chrome_trace._piece_fractions(chrome_trace.MIN_PIECE_BYTES) == [0.5]  # a small file: two halves
+
+
+def test_claims_give_each_piece_once_from_either_end() -> None:
+    import multiprocessing
+
+    claims = chrome_trace._Claims(multiprocessing.get_context("fork"), 5)
+    order = [claims.take(from_back=back) for back in (False, True, True, False, True, False)]
+    assert order == [0, 4, 3, 1, 2, None]
+    assert claims.take(from_back=True) is None
+
+
 def _describe_where(fmt: str, paths: list) -> dict:
     """source_metadata, plus the id of the process that ran it (module level: a worker job can name it)."""
     return {**sources.source_metadata(fmt, paths), "described_by": str(os.getpid())}

@@ -55,7 +55,8 @@ from . import chrome_trace_arrow, guard_json, open_binary, open_json
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
 PARALLEL_MIN_BYTES = 8 << 20
-MAX_WORKERS = 2
+#: the smallest piece a split file is cut into (where the two processes meet)
+MIN_PIECE_BYTES = 2 << 20
 _TRACE_OBJECT = re.compile(rb'"traceEvents"\s*:\s*\[')
 _ARRAY_START = re.compile(rb"^\s*\[\s*(\{|\]|$)")
 _PH_KEY = re.compile(rb'"ph"\s*:\s*"')
@@ -773,14 +774,30 @@ class _RangeReader(io.RawIOBase):
 
 
 
-def _split_plan(path: Path, prefix: str, parts: int) -> list[tuple[int, int, bytes, bytes]] | None:
-    """Byte ranges that split the event array between events, or ``None`` when not splittable.
+def _piece_fractions(size: int) -> list[float]:
+    """Where to cut a file of ``size`` bytes into pieces for two processes that take them from both ends.
+
+    Each piece covers half of what is left between its end of the file and the middle, down to
+    pieces of about :data:`MIN_PIECE_BYTES`: the two processes start on large pieces and meet
+    in the middle on small ones, so the one that finishes first waits at most for a small piece.
+    """
+    cuts = []
+    at = 0.0
+    while (0.5 - at) / 2 * size >= MIN_PIECE_BYTES:
+        at += (0.5 - at) / 2
+        cuts.append(at)
+    return cuts + [0.5] + [1 - c for c in reversed(cuts)]
+
+
+def _split_plan(path: Path, prefix: str, fractions: list[float]) -> list[tuple[int, int, bytes, bytes]] | None:
+    """Byte ranges that split the event array between events near ``fractions`` of the file, or ``None``.
 
     A boundary is a ``}, {"key":`` between two events. Each part is parsed as a
     complete JSON document (part 0 closed with ``]`` / ``]}``, later parts
     wrapped in ``[`` ... ``]``); a part that does not parse cleanly makes the
     caller fall back to one serial pass, so a boundary found inside a string
-    can never produce wrong events.
+    can never produce wrong events. A boundary that does not advance past the
+    previous one (an event longer than the gap) is skipped.
     """
     size = path.stat().st_size
     with open(path, "rb") as handle:
@@ -792,26 +809,22 @@ def _split_plan(path: Path, prefix: str, parts: int) -> list[tuple[int, int, byt
         array_end = next((size - min(size, 1 << 20) + i for i in _array_ends(handle.read(), prefix)), None)
         if array_end is None:
             return None
-        cuts = []
-        for k in range(1, parts):
-            handle.seek(size * k // parts)
+        cuts: list[int] = []
+        for fraction in fractions:
+            at = int(size * fraction)
+            handle.seek(at)
             window = handle.read(1 << 20)
             match = _BOUNDARY.search(window)
             if match is None:
                 return None
-            comma = size * k // parts + window.index(b",", match.start())
-            cuts.append(comma)
+            comma = at + window.index(b",", match.start())
+            if comma > (cuts[-1] if cuts else 0) and comma < array_end:
+                cuts.append(comma)
+    if not cuts:
+        return None
     closing = b"]" if prefix == "item" else b"]}"
-    plan = []
-    lo = 0
-    for k, cut in enumerate(cuts + [array_end]):
-        if cut <= lo:
-            return None
-        if k == 0:
-            plan.append((0, cut, b"", closing))
-        else:
-            plan.append((lo + 1, cut, b"[", b"]"))
-        lo = cut
+    plan = [(0, cuts[0], b"", closing)]
+    plan += [(lo + 1, hi, b"[", b"]") for lo, hi in zip(cuts, cuts[1:] + [array_end], strict=True)]
     return plan
 
 
@@ -820,40 +833,84 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> _Parsed:
     part_prefix = prefix if lo == 0 else "item"
     try:
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            parsed = _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
+            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
     except (_Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail) as raw:
-            parsed = _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
-    # a worker pickles its part next while the reading process takes it in: their peaks add up there
-    release_free_memory()
-    return parsed
+            return _parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
+
+
+class _Claims:
+    """Which pieces of a split file are still untaken: the reading process takes them from the front,
+    the worker from the back, so both stay busy until they meet (whichever core runs slower)."""
+
+    def __init__(self, context, pieces: int) -> None:
+        self._lock = context.Lock()
+        self._bounds = context.RawArray("q", [0, pieces])  # the untaken pieces: [front, back)
+
+    def take(self, from_back: bool) -> int | None:
+        """The next piece from one end, or ``None`` when all are taken."""
+        with self._lock:
+            front, back = self._bounds
+            if front >= back:
+                return None
+            self._bounds[1 if from_back else 0] = back - 1 if from_back else front + 1
+            return back - 1 if from_back else front
+
+
+#: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
+_worker_claims: _Claims | None = None
+
+
+def _set_worker_claims(claims: _Claims) -> None:
+    global _worker_claims
+    _worker_claims = claims
+
+
+def _parse_front(jobs: list[tuple], claims: _Claims) -> list[tuple[int, _Parsed]]:
+    """This process's share: pieces from the front of the file until none is left, ``(piece, parsed)``."""
+    done = []
+    while (piece := claims.take(from_back=False)) is not None:
+        done.append((piece, _parse_part(jobs[piece])))
+        if done[-1][1].error:
+            break  # the serial fallback will read the file again: no point in going on
+    return done
+
+
+def _parse_back(jobs: list[tuple]) -> tuple[int, _Parsed] | None:
+    """One job of the worker: the last untaken piece, or ``None`` when all are taken. Each piece goes
+    back to the reading process as soon as it is parsed (the transfer overlaps the next piece)."""
+    assert _worker_claims is not None
+    piece = _worker_claims.take(from_back=True)
+    return None if piece is None else (piece, _parse_part(jobs[piece]))
 
 
 class _Workers:
-    """Forked worker processes parsing the later parts of a split file, then describing the file.
+    """A forked worker process parsing pieces of a split file from its end, then describing the file.
 
-    This process parses the first part itself (:meth:`parts`). The description
-    of the source (its SHA-256) is the pool's last job: it runs on a worker once
-    that worker's part is done, while this process merges the parts and builds
-    the tables, instead of competing with the parse for the two cores.
+    This process parses pieces from the start itself (:meth:`parts`). The description
+    of the source (its SHA-256) is the pool's last job: it runs on the worker once
+    its pieces are done, while this process merges the parts and builds the tables,
+    instead of competing with the parse for the two cores.
     """
 
-    def __init__(self, pool, own_job: tuple, futures: list, path: Path) -> None:
-        self._pool, self._own_job, self._futures = pool, own_job, futures
+    def __init__(self, pool, jobs: list[tuple], claims: _Claims, futures: list, path: Path) -> None:
+        self._pool, self._jobs, self._claims, self._futures = pool, jobs, claims, futures
         self._source = pool.submit(_describe_source, path)
         self._path = path
 
     def parts(self) -> list[_Parsed] | None:
-        """Collect the parts; ``None`` (serial fallback) when any part failed or did not parse cleanly."""
+        """Collect the pieces in file order; ``None`` (serial fallback) when any failed or did not parse cleanly."""
         import concurrent.futures
 
         try:
-            results = [_parse_part(self._own_job)] + [f.result() for f in self._futures]
+            done = dict(_parse_front(self._jobs, self._claims))
+            release_free_memory()  # what this process's pieces left in the heap, before the worker's come in
+            done.update(result for future in self._futures if (result := future.result()) is not None)
         except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
             return None
-        if any(r.error for r in results):
-            return None  # a part did not parse cleanly: let one serial pass find and report the problem
-        return results
+        if sorted(done) != list(range(len(self._jobs))) or any(part.error for part in done.values()):
+            return None  # a piece did not parse cleanly: let one serial pass find and report the problem
+        return [done[piece] for piece in range(len(self._jobs))]
 
     def source(self) -> dict[str, str]:
         """The source description from the worker (computed here if the worker could not)."""
@@ -876,31 +933,34 @@ def _describe_source(path: Path) -> dict[str, str]:
 
 
 def _start_parallel(path: Path, prefix: str, with_args: bool) -> _Workers | None:
-    """Start parsing a large plain file in parts on several processes; ``None`` when not worth it.
+    """Start parsing a large plain file in pieces on two processes; ``None`` when not worth it.
 
-    Workers are forked (no re-import of the caller's main module, which spawn would need) before any
+    The worker is forked (no re-import of the caller's main module, which spawn would need) before any
     other thread of ours starts, with the objects alive at the fork frozen out of the garbage
-    collector, so a worker's collections do not copy the pages it shares with this process.
+    collector, so its collections do not copy the pages it shares with this process.
     """
-    workers = min(os.cpu_count() or 1, MAX_WORKERS)
-    if workers < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
+    if (os.cpu_count() or 1) < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
         return None
     import multiprocessing
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
-    plan = _split_plan(path, prefix, workers)
+    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size))
     if plan is None:
         return None
     import concurrent.futures
 
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
+    context = multiprocessing.get_context("fork")
+    claims = _Claims(context, len(jobs))
     gc.freeze()
     pool = None
     try:
-        pool = concurrent.futures.ProcessPoolExecutor(len(jobs) - 1, mp_context=multiprocessing.get_context("fork"))
-        futures = [pool.submit(_parse_part, job) for job in jobs[1:]]  # forks the workers
-        return _Workers(pool, jobs[0], futures, path)
+        pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context, initializer=_set_worker_claims,
+                                                      initargs=(claims,))
+        # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
+        futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
+        return _Workers(pool, jobs, claims, futures, path)
     except (OSError, RuntimeError):
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -994,9 +1054,9 @@ def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | 
          parallel: bool = True, **_options: object) -> Profile:
     """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
 
-    Large uncompressed files are parsed in parts on up to ``MAX_WORKERS``
-    processes (``parallel=False`` turns that off); anything unusual falls back to
-    one serial pass, which is what reports errors.
+    Large uncompressed files are parsed in pieces on two processes, this one and a
+    forked worker (``parallel=False`` turns that off); anything unusual falls back
+    to one serial pass, which is what reports errors.
     """
     with reading(path):  # bytes read against the file size, worker processes included
         return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
