@@ -271,13 +271,17 @@ def test_pieces_halve_toward_the_middle() -> None:
     assert chrome_trace._piece_fractions(chrome_trace.MIN_PIECE_BYTES) == [0.5]  # a small file: two halves
 
 
-def test_claims_give_each_piece_once_from_either_end() -> None:
+def test_claims_give_each_piece_once_from_either_end(monkeypatch) -> None:
     import multiprocessing
 
     claims = chrome_trace._Claims(multiprocessing.get_context("fork"), 5)
     order = [claims.take(from_back=back) for back in (False, True, True, False, True, False)]
     assert order == [0, 4, 3, 1, 2, None]
     assert claims.take(from_back=True) is None
+    stuck = chrome_trace._Claims(multiprocessing.get_context("fork"), 3)
+    stuck._lock.acquire()  # as if a process died holding it: no piece, rather than waiting for ever
+    monkeypatch.setattr(chrome_trace, "CLAIM_TIMEOUT", 0.01)
+    assert stuck.take(from_back=False) is None
 
 
 def _describe_where(fmt: str, paths: list) -> dict:

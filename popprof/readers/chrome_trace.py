@@ -57,6 +57,8 @@ FORMAT = "chrome_trace"
 PARALLEL_MIN_BYTES = 8 << 20
 #: the smallest piece a split file is cut into (where the two processes meet)
 MIN_PIECE_BYTES = 2 << 20
+#: seconds to wait for the lock on the pieces (it is held for microseconds)
+CLAIM_TIMEOUT = 30.0
 _TRACE_OBJECT = re.compile(rb'"traceEvents"\s*:\s*\[')
 _ARRAY_START = re.compile(rb"^\s*\[\s*(\{|\]|$)")
 _PH_KEY = re.compile(rb'"ph"\s*:\s*"')
@@ -848,13 +850,18 @@ class _Claims:
         self._bounds = context.RawArray("q", [0, pieces])  # the untaken pieces: [front, back)
 
     def take(self, from_back: bool) -> int | None:
-        """The next piece from one end, or ``None`` when all are taken."""
-        with self._lock:
+        """The next piece from one end, or ``None`` when all are taken (or the lock is never freed: a
+        process that died holding it; the pieces it left are then missing and a serial pass runs)."""
+        if not self._lock.acquire(timeout=CLAIM_TIMEOUT):
+            return None
+        try:
             front, back = self._bounds
             if front >= back:
                 return None
             self._bounds[1 if from_back else 0] = back - 1 if from_back else front + 1
             return back - 1 if from_back else front
+        finally:
+            self._lock.release()
 
 
 #: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
