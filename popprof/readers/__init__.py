@@ -17,6 +17,7 @@ import importlib
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
@@ -40,17 +41,18 @@ HEAD_BYTES = 1 << 16
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def reader_modules() -> list[ModuleType]:
-    """The reader modules that exist in this installation, in detection order."""
-    modules = []
+def reader_modules() -> Iterator[ModuleType]:
+    """The reader modules that exist in this installation, in detection order, each imported only when
+    reached (a trace is claimed before the text readers, whose patterns take a while to compile)."""
     for name in READER_MODULES:
         full = f"{__name__}.{name}"
         try:
-            modules.append(importlib.import_module(full))
+            module = importlib.import_module(full)
         except ModuleNotFoundError as exc:
             if exc.name != full:
                 raise
-    return modules
+            continue
+        yield module
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:

@@ -32,7 +32,7 @@ from ..errors import InputError, PopprofError, SdkMissingError, UsageError
 from ..profile import Profile
 from ..schema import category_of_program_type
 from ..sources import source_metadata
-from .text_summary import infer_arch
+from .arch import infer_arch
 
 FORMAT = "pop"
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ijson
 import numpy as np
 import orjson
 import pandas as pd
@@ -32,7 +31,7 @@ from ..progress import reading
 from ..schema import category_of_program_type
 from ..sources import source_metadata
 from . import GZIP_MAGIC, open_binary, open_json
-from .text_summary import infer_arch
+from .arch import infer_arch
 
 FORMAT = "sdk1_json"
 #: Files larger than this are streamed with ijson instead of parsed whole with orjson.
@@ -180,6 +179,8 @@ def _split_document(path: Path, document: object) -> tuple[dict | None, dict | N
 
 def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
     """Stream a large file: the graph half whole, the execution steps one at a time without per-tile arrays."""
+    import ijson  # only for large files: other formats' detection does not pay for the import
+
     with open_json(path) as handle:
         layout = _layout_of_head(handle.read(1 << 16))
     if layout is None:
@@ -203,6 +204,8 @@ def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
 
 
 def _stream_execution(path: Path, prefix: str) -> dict | None:
+    import ijson
+
     base = f"{prefix}.simulation" if prefix else "simulation"
     steps = []
     with reading(path, f"streaming steps of {path.name}"), open_json(path) as handle:
