@@ -815,8 +815,11 @@ def _split_plan(path: Path, prefix: str, fractions: list[float]) -> list[tuple[i
         for fraction in fractions:
             at = int(size * fraction)
             handle.seek(at)
-            window = handle.read(1 << 20)
+            window = handle.read(1 << 16)  # events are short: a boundary is almost always this near
             match = _BOUNDARY.search(window)
+            if match is None:
+                window += handle.read((1 << 20) - len(window))
+                match = _BOUNDARY.search(window)
             if match is None:
                 return None
             comma = at + window.index(b",", match.start())
