@@ -81,6 +81,18 @@ def test_sort_order_with_more_threads_than_int16_numbers() -> None:
     assert np.array_equal(nesting.sort_order(pid, tid, start, dur), expected)
 
 
+@pytest.mark.parametrize("dense_pairs", [nesting.DENSE_THREAD_PAIRS, 0])
+def test_thread_rank_numbers_threads_densely_in_pid_tid_order(monkeypatch, dense_pairs: int) -> None:
+    """Both ways of numbering (an array of the pid x tid pairs, or a third hash pass when there are too
+    many pairs) give 0, 1, 2, ... in (pid, tid) order, synthetic (2**40 + k) and negative ids included."""
+    monkeypatch.setattr(nesting, "DENSE_THREAD_PAIRS", dense_pairs)
+    rng = np.random.default_rng(11)
+    pid = rng.choice([-3, 0, 7, 2**40, 2**40 + 1], 5_000)
+    tid = rng.integers(0, 300, 5_000)
+    _, expected = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(nesting.thread_rank(pid, tid), expected.ravel())
+
+
 def test_float_rounding_still_nests() -> None:
     # child ends exactly where its parent ends, but start + dur rounds differently
     start = np.array([5e9 + 0.1, 5e9 + 0.3])

@@ -32,9 +32,18 @@ def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         codes, uniques = pd.factorize(values, sort=True)
         return codes.astype(np.int64), len(uniques)
 
-    p, _ = ranked(pid)
+    p, n_pid = ranked(pid)
     t, n_tid = ranked(tid)
-    return ranked(p * max(n_tid, 1) + t)[0]
+    pair = p * max(n_tid, 1) + t  # sorts like (pid, tid); dense when few pids x tids
+    if n_pid * n_tid <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in order: no third hash pass
+        present = np.zeros(n_pid * max(n_tid, 1), dtype=np.int64)
+        present[pair] = 1
+        return (np.cumsum(present) - 1)[pair]
+    return ranked(pair)[0]
+
+
+#: up to this many (pid, tid) combinations, :func:`thread_rank` numbers the pairs with an array of them
+DENSE_THREAD_PAIRS = 1 << 22
 
 
 def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -103,19 +112,22 @@ def derive_nesting(bounds: np.ndarray, start: np.ndarray, dur: np.ndarray) -> tu
     del prev_max
     nested[starts] = False
     nested &= ~np.isnan(start)
-    candidate = np.arange(n, dtype=np.int64) - 1
-    candidate[~nested] = -1
+    # candidates: the previous event for a nested one; index n, a sentinel that contains everything,
+    # for the others, so every chain ends at a real parent or at the sentinel (= top level)
+    candidate = np.arange(-1, n - 1, dtype=np.int64)
+    candidate[~nested] = n
+    end_or_all = np.append(end, np.inf)
     active = np.flatnonzero(nested)
+    cand = candidate[active]
+    active_end, active_tol = end[active], tol[active]  # shrink with ``active`` instead of gathering again
     while active.size:
-        cand = candidate[active]
-        ok = cand >= 0
-        contains = np.zeros(active.size, dtype=bool)
-        contains[ok] = end[cand[ok]] + tol[active[ok]] >= end[active[ok]]
-        settled = contains | ~ok
-        parent[active[settled & ok]] = cand[settled & ok]
+        settled = end_or_all[cand] + active_tol >= active_end
+        parent[active[settled]] = cand[settled]
         keep = ~settled
-        active = active[keep]
-        candidate[active] = candidate[cand[keep]]
+        active, active_end, active_tol = active[keep], active_end[keep], active_tol[keep]
+        cand = candidate[cand[keep]]
+        candidate[active] = cand
+    parent[parent == n] = -1
     return parent, depth_from_parent(parent)
 
 
