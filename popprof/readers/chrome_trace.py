@@ -266,9 +266,8 @@ class _StreamState:
     def take_table(self, table: pa.Table) -> None:
         """A block of plain X and flow events parsed by Arrow (:mod:`.chrome_trace_arrow`), column by column."""
         col = chrome_trace_arrow.column
-        ph = col(table, "ph")
-        is_x = pc.equal(ph, "X")
-        if pc.any(pc.invert(is_x)).as_py():  # each side filters only the columns it reads
+        is_x = pc.equal(col(table, "ph"), "X")  # no nulls: parse_block took X / s / t / f events only
+        if is_x.true_count < len(is_x):  # each side filters only the columns it reads
             flows = table.select(_FLOW_COLUMNS).filter(pc.invert(is_x))
             flow_id = col(flows, "id")
             if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
@@ -297,7 +296,8 @@ class _StreamState:
         """Interned codes of a string column (-1 for null), labels added in order of first appearance."""
         encoded = values.dictionary_encode()
         lut = np.append(self._codes(encoded.dictionary.to_pylist(), interner), np.int32(-1))
-        return lut[encoded.indices.fill_null(-1).to_numpy()]
+        indices = encoded.indices
+        return lut[(indices.fill_null(-1) if indices.null_count else indices).to_numpy()]
 
     def _codes(self, values: tuple, interner: _Interner) -> np.ndarray:
         get = interner.index.get
