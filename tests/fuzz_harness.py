@@ -415,7 +415,7 @@ def run_batch(cases: list[Case], where: Path, seconds: float) -> list[Outcome]:
     import popprof.cli  # noqa: F401 - import before forking: every case then runs without import time
     import popprof.readers
 
-    popprof.readers.reader_modules()
+    list(popprof.readers.reader_modules())  # imports every reader (it imports each only when iterated)
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     progress_file = where / "current-case"

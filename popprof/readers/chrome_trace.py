@@ -889,7 +889,8 @@ def _parse_front(jobs: list[tuple], claims: _Claims) -> list[tuple[int, _Parsed]
 def _parse_back(jobs: list[tuple]) -> tuple[int, _Parsed] | None:
     """One job of the worker: the last untaken piece, or ``None`` when all are taken. Each piece goes
     back to the reading process as soon as it is parsed (the transfer overlaps the next piece)."""
-    assert _worker_claims is not None
+    if _worker_claims is None:  # not started by _start_parallel: leave every piece to the reading process
+        return None
     piece = _worker_claims.take(from_back=True)
     return None if piece is None else (piece, _parse_part(jobs[piece]))
 
