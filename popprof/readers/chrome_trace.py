@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from ..heap import release_free_memory
+from ..heap import gc_paused, release_free_memory
 from ..profile import Profile
 from ..progress import counted, reading
 from ..sources import source_metadata
@@ -1071,7 +1071,9 @@ def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | 
     forked worker (``parallel=False`` turns that off); anything unusual falls back
     to one serial pass, which is what reports errors.
     """
-    with reading(path):  # bytes read against the file size, worker processes included
+    # bytes read against the file size, worker processes included; no cyclic garbage collection (the
+    # parse makes no cycles, and a collection walks every dict orjson made: the fork inherits that too)
+    with reading(path), gc_paused():
         return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
 
 
