@@ -863,8 +863,11 @@ class _Claims:
             front, back = self._bounds
             if front >= back:
                 return None
-            self._bounds[1 if from_back else 0] = back - 1 if from_back else front + 1
-            return back - 1 if from_back else front
+            if from_back:
+                self._bounds[1] = back - 1
+                return back - 1
+            self._bounds[0] = front + 1
+            return front
         finally:
             self._lock.release()
 

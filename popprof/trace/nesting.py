@@ -34,9 +34,10 @@ def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
     p, n_pid = ranked(pid)
     t, n_tid = ranked(tid)
-    pair = p * max(n_tid, 1) + t  # sorts like (pid, tid); dense when few pids x tids
-    if n_pid * n_tid <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in order: no third hash pass
-        present = np.zeros(n_pid * max(n_tid, 1), dtype=np.int64)
+    width = max(n_tid, 1)
+    pair = p * width + t  # sorts like (pid, tid); dense when few pids x tids
+    if n_pid * width <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in order: no third hash pass
+        present = np.zeros(n_pid * width, dtype=np.int64)
         present[pair] = 1
         return (np.cumsum(present) - 1)[pair]
     return ranked(pair)[0]
