@@ -11,17 +11,27 @@ from collections.abc import Iterable, Sequence
 def print_table(header: Sequence[str], rows: Iterable[Sequence[object]], *, title: str | None = None) -> None:
     """Print ``rows`` under ``header`` as an aligned Markdown table; numbers are right-aligned."""
     rows = [[str(c) for c in row] for row in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
+    widths = [
+        max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)
+    ]
     numeric = [bool(rows) and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
     print(f"\n{title}\n" if title else "")
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric,
-                                                                                        strict=True)) + " |"
+        return (
+            "| "
+            + " | ".join(
+                c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric, strict=True)
+            )
+            + " |"
+        )
 
     print(line([str(h) for h in header]))
-    print("|" + "|".join("-" * (w + 1) + ":" if n else "-" * (w + 2) for w, n in zip(widths, numeric,
-                                                                                     strict=True)) + "|")
+    print(
+        "|"
+        + "|".join("-" * (w + 1) + ":" if n else "-" * (w + 2) for w, n in zip(widths, numeric, strict=True))
+        + "|"
+    )
     for row in rows:
         print(line(row))
 

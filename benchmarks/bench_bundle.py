@@ -61,12 +61,22 @@ def child_read() -> None:
     start, cpu = time.perf_counter(), time.process_time()
     profile = popprof.open(BUNDLE)
     rows = sum(len(t) for t in profile.tables.values())
-    print(json.dumps({"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
-                      "peak_mib": _peak_mib(), "rows": rows}))
+    print(
+        json.dumps(
+            {
+                "wall_s": time.perf_counter() - start,
+                "cpu_s": time.process_time() - cpu,
+                "peak_mib": _peak_mib(),
+                "rows": rows,
+            }
+        )
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Benchmark writing and reading the bundle of a 16-IPU profile.")
+    parser = argparse.ArgumentParser(
+        description="Benchmark writing and reading the bundle of a 16-IPU profile."
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child-read", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-write", action="store_true", help=argparse.SUPPRESS)
@@ -79,14 +89,19 @@ def main() -> int:
         return 0
     # Every measurement runs in a subprocess of this lean process: on Linux a child's ru_maxrss
     # starts from its parent's RSS at fork, so a fat parent would inflate the children's peaks.
-    out = subprocess.run([sys.executable, __file__, "--child-write", "--repeat", str(args.repeat)], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--child-write", "--repeat", str(args.repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     written = json.loads(out.strip().splitlines()[-1])
     writes = written["runs"]
     reads = []
     for _ in range(args.repeat):
-        out = subprocess.run([sys.executable, __file__, "--child-read"], check=True, capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--child-read"], check=True, capture_output=True, text=True
+        ).stdout
         reads.append(json.loads(out.strip().splitlines()[-1]))
     sizes = {f.name: f.stat().st_size for f in sorted(BUNDLE.iterdir())}
     total = sum(sizes.values())
@@ -94,15 +109,32 @@ def main() -> int:
     for label, runs in (("write", writes), ("read", reads)):
         wall = statistics.median(r["wall_s"] for r in runs)
         cpu = statistics.median(r["cpu_s"] for r in runs)
-        peak = f"{max(r['peak_mib'] for r in runs):,.0f}" if "peak_mib" in runs[0] else f"{written['peak_mib']:,.0f}"
-        rows.append([label, f"{wall:.2f}", f"{cpu:.2f}", peak, ", ".join(f"{r['wall_s']:.2f}" for r in runs),
-                     "met" if wall < 5 else "NOT met"])
-    print_table(["step", "wall s (median)", "CPU s (median)", "peak RSS MiB", "walls s", "target < 5 s"], rows,
-                title=f"bundle {BUNDLE}: median of {args.repeat} runs; {load_line()}; the write's peak includes "
-                      f"{written['before_mib']:,.0f} MiB of the profile read before writing")
-    print_table(["file", "MiB on disk"], [[name, f"{size / 2**20:,.1f}"] for name, size in
-                                          sorted(sizes.items(), key=lambda kv: -kv[1])] +
-                [["total", f"{total / 2**20:,.1f}"]])
+        peak = (
+            f"{max(r['peak_mib'] for r in runs):,.0f}"
+            if "peak_mib" in runs[0]
+            else f"{written['peak_mib']:,.0f}"
+        )
+        rows.append(
+            [
+                label,
+                f"{wall:.2f}",
+                f"{cpu:.2f}",
+                peak,
+                ", ".join(f"{r['wall_s']:.2f}" for r in runs),
+                "met" if wall < 5 else "NOT met",
+            ]
+        )
+    print_table(
+        ["step", "wall s (median)", "CPU s (median)", "peak RSS MiB", "walls s", "target < 5 s"],
+        rows,
+        title=f"bundle {BUNDLE}: median of {args.repeat} runs; {load_line()}; the write's peak includes "
+        f"{written['before_mib']:,.0f} MiB of the profile read before writing",
+    )
+    print_table(
+        ["file", "MiB on disk"],
+        [[name, f"{size / 2**20:,.1f}"] for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])]
+        + [["total", f"{total / 2**20:,.1f}"]],
+    )
     return 0
 
 

@@ -53,8 +53,10 @@ def main() -> None:
     start = time.perf_counter()
     base = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, seed=1, oom_tiles=2)
     new = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, seed=2, oom_tiles=5)
-    print(f"generated 2 profiles ({args.ipus} IPUs, {args.steps:,} steps, {len(base.steps):,} step rows each) "
-          f"in {time.perf_counter() - start:.1f} s")
+    print(
+        f"generated 2 profiles ({args.ipus} IPUs, {args.steps:,} steps, {len(base.steps):,} step rows each) "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
 
     def run_once():
         result = diff(base, new)
@@ -65,8 +67,15 @@ def main() -> None:
     run_once()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    rows = [["diff + gate + text render, in process", f"{statistics.median(times):.2f}",
-             f"{min(times):.2f}-{max(times):.2f}", f"{statistics.median(cpu):.2f}", f"{peak / 2**20:.0f} (allocated)"]]
+    rows = [
+        [
+            "diff + gate + text render, in process",
+            f"{statistics.median(times):.2f}",
+            f"{min(times):.2f}-{max(times):.2f}",
+            f"{statistics.median(cpu):.2f}",
+            f"{peak / 2**20:.0f} (allocated)",
+        ]
+    ]
 
     with tempfile.TemporaryDirectory() as tmp:
         a = bundle.write(base, Path(tmp) / "a.popprof")
@@ -76,19 +85,32 @@ def main() -> None:
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
             before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "popprof", "diff", str(a), str(b), "--no-gate"],
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [sys.executable, "-m", "popprof", "diff", str(a), str(b), "--no-gate"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             cli_times.append(time.perf_counter() - start)
             if done.returncode != 0:
                 raise SystemExit(f"CLI failed ({done.returncode}): {done.stderr}")
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
             cli_cpu.append(usage.ru_utime + usage.ru_stime - cpu_before)
             rss.append(max(before, usage.ru_maxrss))
-        rows.append(["CLI: read 2 bundles + diff + render", f"{statistics.median(cli_times):.2f}",
-                     f"{min(cli_times):.2f}-{max(cli_times):.2f}", f"{statistics.median(cli_cpu):.2f}",
-                     f"{max(rss) / 1024:.0f} (RSS)"])
-    print_table(["what", "wall s (median)", "wall s (min-max)", "CPU s (median)", "peak MiB"], rows,
-                title=f"median of {args.repeat} runs; {load_line()} (target < 10 s)")
+        rows.append(
+            [
+                "CLI: read 2 bundles + diff + render",
+                f"{statistics.median(cli_times):.2f}",
+                f"{min(cli_times):.2f}-{max(cli_times):.2f}",
+                f"{statistics.median(cli_cpu):.2f}",
+                f"{max(rss) / 1024:.0f} (RSS)",
+            ]
+        )
+    print_table(
+        ["what", "wall s (median)", "wall s (min-max)", "CPU s (median)", "peak MiB"],
+        rows,
+        title=f"median of {args.repeat} runs; {load_line()} (target < 10 s)",
+    )
 
 
 if __name__ == "__main__":

@@ -71,16 +71,22 @@ def main() -> None:
     if not packed.exists():
         with open(plain, "rb") as source, gzip.open(packed, "wb", compresslevel=6) as sink:
             shutil.copyfileobj(source, sink, 4 << 20)
-    print(f"# {plain.name}: {plain.stat().st_size / 2**20:.0f} MiB, gzipped {packed.stat().st_size / 2**20:.0f} MiB; "
-          f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeat}")
+    print(
+        f"# {plain.name}: {plain.stat().st_size / 2**20:.0f} MiB, gzipped {packed.stat().st_size / 2**20:.0f} MiB; "
+        f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeat}"
+    )
     print(f"{'what':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}")
     for label, template, mode, path in (
-        ("stream plain, open_binary", STREAM, "raw", plain), ("stream plain, open_json", STREAM, "guarded", plain),
-        ("stream gzip, open_binary", STREAM, "raw", packed), ("stream gzip, open_json", STREAM, "guarded", packed),
+        ("stream plain, open_binary", STREAM, "raw", plain),
+        ("stream plain, open_json", STREAM, "guarded", plain),
+        ("stream gzip, open_binary", STREAM, "raw", packed),
+        ("stream gzip, open_json", STREAM, "guarded", packed),
         ("chrome_trace.read plain, unguarded", READ, "unguarded", plain),
         ("chrome_trace.read plain, guarded", READ, "guarded", plain),
     ):
-        results = [run(template.format(root=str(ROOT), mode=mode, path=str(path))) for _ in range(args.repeat)]
+        results = [
+            run(template.format(root=str(ROOT), mode=mode, path=str(path))) for _ in range(args.repeat)
+        ]
         wall = statistics.median(r["seconds"] for r in results)
         cpu = statistics.median(r["cpu"] for r in results)
         peak = max(r["peak"] for r in results) / 2**20

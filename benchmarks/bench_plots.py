@@ -48,14 +48,24 @@ def trace_events(count: int, seed: int = 0) -> pd.DataFrame:
     dstart = np.sort(rng.uniform(0, 60e6, dev))
     ddur = rng.exponential(50.0, dev)
     categories = np.array(["compute", "exchange", "host_io", "sync"])[rng.integers(0, 4, dev)]
-    return pd.DataFrame({
-        "event_id": np.arange(count), "pid": np.r_[np.full(host, 100), np.full(dev, 1)],
-        "tid": np.r_[threads + 1, np.zeros(dev, dtype=np.int64)], "depth": np.r_[depth, np.zeros(dev, np.int16)],
-        "name": pd.Categorical(np.r_[np.array([f"op_{i % 50}" for i in range(50)])[rng.integers(0, 50, host)],
-                                     np.array(["kernel"] * dev)]),
-        "channel": "bench", "start_us": np.r_[start, dstart], "dur_us": np.r_[dur, ddur],
-        "device_category": pd.Categorical(np.r_[np.full(host, None, dtype=object), categories]),
-    })
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(count),
+            "pid": np.r_[np.full(host, 100), np.full(dev, 1)],
+            "tid": np.r_[threads + 1, np.zeros(dev, dtype=np.int64)],
+            "depth": np.r_[depth, np.zeros(dev, np.int16)],
+            "name": pd.Categorical(
+                np.r_[
+                    np.array([f"op_{i % 50}" for i in range(50)])[rng.integers(0, 50, host)],
+                    np.array(["kernel"] * dev),
+                ]
+            ),
+            "channel": "bench",
+            "start_us": np.r_[start, dstart],
+            "dur_us": np.r_[dur, ddur],
+            "device_category": pd.Categorical(np.r_[np.full(host, None, dtype=object), categories]),
+        }
+    )
 
 
 def measure(func, repeat: int) -> tuple[float, float, float]:
@@ -83,9 +93,17 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    profile = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, num_liveness_steps=args.liveness_steps,
-                                 num_programs=2_000, oom_tiles=20, hot_tiles=200, exchange_heavy=(0.40, 0.45),
-                                 sensitive=False, seed=7)
+    profile = synth.make_profile(
+        num_ipus=args.ipus,
+        num_steps=args.steps,
+        num_liveness_steps=args.liveness_steps,
+        num_programs=2_000,
+        oom_tiles=20,
+        hot_tiles=200,
+        exchange_heavy=(0.40, 0.45),
+        sensitive=False,
+        seed=7,
+    )
     trace = Profile("trace", {"events": trace_events(args.events)})
     print(f"built {profile!r} and a trace of {args.events:,} events in {time.perf_counter() - t0:.1f} s")
 
@@ -99,17 +117,23 @@ def main() -> None:
         "execution": lambda: plots.execution(profile, phases=[exchange_phase]),
         "timeline": lambda: plots.timeline(trace, stalls=stalls),
     }
-    print(f"\n{'kind':<10} {'wall s (median)':>16} {'cpu s':>8} {'peak MiB':>9}   (plot + PNG at 100 dpi, "
-          f"{args.repeat} runs)")
+    print(
+        f"\n{'kind':<10} {'wall s (median)':>16} {'cpu s':>8} {'peak MiB':>9}   (plot + PNG at 100 dpi, "
+        f"{args.repeat} runs)"
+    )
     for kind, make in cases.items():
+
         def run(make=make) -> None:
             fig = make()
             fig.savefig(io.BytesIO(), format="png", dpi=100)
+
         wall, cpu, peak = measure(run, args.repeat)
         print(f"{kind:<10} {wall:>16.2f} {cpu:>8.2f} {peak:>9.1f}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak RSS of the process (profile + trace + plots): {rss:,.0f} MiB; "
-          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"\npeak RSS of the process (profile + trace + plots): {rss:,.0f} MiB; "
+        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
 
 
 if __name__ == "__main__":

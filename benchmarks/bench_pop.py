@@ -144,15 +144,20 @@ def child(mode: str) -> None:
 def measure(mode: str, repeat: int) -> dict:
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, __file__, "--child", mode], check=True, capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", mode], check=True, capture_output=True, text=True
+        ).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
-    return {"mode": mode, "wall_s": statistics.median(r["wall_s"] for r in runs),
-            "cpu_s": statistics.median(r["cpu_s"] for r in runs), "peak_mib": max(r["peak_mib"] for r in runs),
-            "worker_peak_mib": max(r["worker_peak_mib"] for r in runs),
-            "parent_cpu_s": statistics.median(r["parent_cpu_s"] for r in runs),
-            "worker_cpu_s": statistics.median(r["worker_cpu_s"] for r in runs),
-            "walls": [round(r["wall_s"], 2) for r in runs]}
+    return {
+        "mode": mode,
+        "wall_s": statistics.median(r["wall_s"] for r in runs),
+        "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+        "peak_mib": max(r["peak_mib"] for r in runs),
+        "worker_peak_mib": max(r["worker_peak_mib"] for r in runs),
+        "parent_cpu_s": statistics.median(r["parent_cpu_s"] for r in runs),
+        "worker_cpu_s": statistics.median(r["worker_cpu_s"] for r in runs),
+        "walls": [round(r["wall_s"], 2) for r in runs],
+    }
 
 
 def cprofile_read() -> None:
@@ -169,8 +174,13 @@ def cprofile_read() -> None:
     stats = pstats.Stats(profiler)
     by_file: dict[str, float] = {}
     for (file, _, _), (_, _, tottime, _, _) in stats.stats.items():
-        owner = ("pva double" if "pva_double" in file else "popprof reader" if "readers/pop.py" in file
-                 else "pandas/numpy/other")
+        owner = (
+            "pva double"
+            if "pva_double" in file
+            else "popprof reader"
+            if "readers/pop.py" in file
+            else "pandas/numpy/other"
+        )
         by_file[owner] = by_file.get(owner, 0.0) + tottime
     total = sum(by_file.values())
     print("cProfile attribution of one read (own time; profiling inflates Python-level calls):")
@@ -180,38 +190,54 @@ def cprofile_read() -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Benchmark reading a 16-IPU profile.pop through the pva double.")
+    parser = argparse.ArgumentParser(
+        description="Benchmark reading a 16-IPU profile.pop through the pva double."
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--cprofile", action="store_true", help="also attribute one read with cProfile")
-    parser.add_argument("--modes", default="open,attrs,serial,read,full",
-                        help="comma-separated measurements to run (default: all)")
+    parser.add_argument(
+        "--modes",
+        default="open,attrs,serial,read,full",
+        help="comma-separated measurements to run (default: all)",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return 0
     ensure_data()
-    print(f"input: {POP} ({POP.stat().st_size / 2**20:,.0f} MiB on disk); load average "
-          f"{Path('/proc/loadavg').read_text().split()[0] if Path('/proc/loadavg').exists() else '?'}")
+    print(
+        f"input: {POP} ({POP.stat().st_size / 2**20:,.0f} MiB on disk); load average "
+        f"{Path('/proc/loadavg').read_text().split()[0] if Path('/proc/loadavg').exists() else '?'}"
+    )
     results = {mode: measure(mode, args.repeat) for mode in args.modes.split(",")}
     for r in results.values():
         worker = f" + worker {r['worker_peak_mib']:5.0f} MiB" if r["worker_peak_mib"] > 1 else ""
-        split = (f" (this process {r['parent_cpu_s']:.2f} + worker {r['worker_cpu_s']:.2f})"
-                 if r["worker_cpu_s"] > 0.05 else "")
-        print(f"{r['mode']:6s} median wall {r['wall_s']:6.2f} s  median CPU {r['cpu_s']:6.2f} s{split}  "
-              f"peak RSS {r['peak_mib']:5.0f} MiB{worker}  (walls {r['walls']})")
+        split = (
+            f" (this process {r['parent_cpu_s']:.2f} + worker {r['worker_cpu_s']:.2f})"
+            if r["worker_cpu_s"] > 0.05
+            else ""
+        )
+        print(
+            f"{r['mode']:6s} median wall {r['wall_s']:6.2f} s  median CPU {r['cpu_s']:6.2f} s{split}  "
+            f"peak RSS {r['peak_mib']:5.0f} MiB{worker}  (walls {r['walls']})"
+        )
     if "serial" in results and "attrs" in results:
         serial, attrs = results["serial"], results["attrs"]
-        print(f"Python attribute access (attrs pass) = {attrs['cpu_s'] / serial['cpu_s']:.0%} of a serial read's "
-              f"CPU time ({attrs['cpu_s']:.1f} of {serial['cpu_s']:.1f} s); popprof's own work = "
-              f"{serial['cpu_s'] - attrs['cpu_s']:.1f} s")
+        print(
+            f"Python attribute access (attrs pass) = {attrs['cpu_s'] / serial['cpu_s']:.0%} of a serial read's "
+            f"CPU time ({attrs['cpu_s']:.1f} of {serial['cpu_s']:.1f} s); popprof's own work = "
+            f"{serial['cpu_s'] - attrs['cpu_s']:.1f} s"
+        )
     if "read" in results:
         read = results["read"]
         total_peak = read["peak_mib"] + read["worker_peak_mib"]
         ok = read["wall_s"] < 15 and total_peak < 3 * 1024
-        print(f"target (default read < 15 s, < 3 GiB for parent + worker = {total_peak:,.0f} MiB): "
-              f"{'met' if ok else 'NOT met'}; on two idle cores the wall is about the larger CPU share, "
-              f"{max(read['parent_cpu_s'], read['worker_cpu_s']):.1f} s")
+        print(
+            f"target (default read < 15 s, < 3 GiB for parent + worker = {total_peak:,.0f} MiB): "
+            f"{'met' if ok else 'NOT met'}; on two idle cores the wall is about the larger CPU share, "
+            f"{max(read['parent_cpu_s'], read['worker_cpu_s']):.1f} s"
+        )
     if args.cprofile:
         cprofile_read()
     return 0

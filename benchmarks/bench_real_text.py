@@ -40,8 +40,10 @@ print(json.dumps({"seconds": elapsed, "cpu": cpu, "profiles": len(profiles), "oo
 """
 
 FILLER = "2026-11-30 10:00:01.123456 INFO [trainer] step 1234 loss 0.4321 throughput 1234.5 samples/s\n"
-OOM = ("terminate called after throwing an instance of 'poplar::graph_memory_allocation_error'\n"
-       "  what():  Out of memory on tile {tile}: {used} bytes used but tiles only have 638976 bytes of memory\n")
+OOM = (
+    "terminate called after throwing an instance of 'poplar::graph_memory_allocation_error'\n"
+    "  what():  Out of memory on tile {tile}: {used} bytes used but tiles only have 638976 bytes of memory\n"
+)
 
 
 def make_log(path: Path, log_mb: float, summaries: int, ooms: int) -> None:
@@ -49,10 +51,19 @@ def make_log(path: Path, log_mb: float, summaries: int, ooms: int) -> None:
     from popprof import synth
     from popprof.writers.text_summary import Layout, render_text_summary
 
-    profile = synth.make_profile(num_ipus=1, num_steps=200, num_programs=50, num_liveness_steps=20,
-                                 num_variables=10, oom_tiles=1, debug=False, seed=3)
-    summary = render_text_summary(profile, per_tile_blocks=2,
-                                  layout=Layout(memory_style="sdk3", execution_totals="sdk3"))
+    profile = synth.make_profile(
+        num_ipus=1,
+        num_steps=200,
+        num_programs=50,
+        num_liveness_steps=20,
+        num_variables=10,
+        oom_tiles=1,
+        debug=False,
+        seed=3,
+    )
+    summary = render_text_summary(
+        profile, per_tile_blocks=2, layout=Layout(memory_style="sdk3", execution_totals="sdk3")
+    )
     pieces = summaries + ooms
     target = int(log_mb * 1e6)
     fixed = summaries * (len(summary) + 40) + ooms * (len(OOM) + 10)
@@ -85,29 +96,41 @@ def main() -> None:
     args = parser.parse_args()
 
     cases = {
-        "summaries + OOM messages": (DATA / f"real_text_{args.log_mb:g}mb_{args.summaries}s_{args.oom}oom.log",
-                                     args.summaries, args.oom),
+        "summaries + OOM messages": (
+            DATA / f"real_text_{args.log_mb:g}mb_{args.summaries}s_{args.oom}oom.log",
+            args.summaries,
+            args.oom,
+        ),
         "OOM messages only": (DATA / f"real_text_{args.log_mb:g}mb_0s_{args.oom}oom.log", 0, args.oom),
     }
     for path, summaries, ooms in cases.values():
         if not path.exists():
             start = time.perf_counter()
             make_log(path, args.log_mb, summaries, ooms)
-            print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1e6:.1f} MB) in "
-                  f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+            print(
+                f"wrote {path.relative_to(ROOT)} ({path.stat().st_size / 1e6:.1f} MB) in "
+                f"{time.perf_counter() - start:.1f} s",
+                file=sys.stderr,
+            )
     base = [run_child("-") for _ in range(max(1, args.repeat // 2))]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; targets: < 3 s, < 500 MB peak")
-    print(f"{'case':<28} {'size':>9} {'profiles':>9} {'OOM rows':>9} {'median':>8} {'min':>8} {'max':>8} "
-          f"{'CPU':>8} {'peak RSS':>10}")
-    print(f"{'baseline (import popprof)':<28} {'':>9} {'':>9} {'':>9} {'':>8} {'':>8} {'':>8} {'':>8} "
-          f"{statistics.median(r['peak_rss_mb'] for r in base):>8.0f}MB")
+    print(
+        f"{'case':<28} {'size':>9} {'profiles':>9} {'OOM rows':>9} {'median':>8} {'min':>8} {'max':>8} "
+        f"{'CPU':>8} {'peak RSS':>10}"
+    )
+    print(
+        f"{'baseline (import popprof)':<28} {'':>9} {'':>9} {'':>9} {'':>8} {'':>8} {'':>8} {'':>8} "
+        f"{statistics.median(r['peak_rss_mb'] for r in base):>8.0f}MB"
+    )
     for name, (path, _, _) in cases.items():
         runs = [run_child(str(path)) for _ in range(args.repeat)]
         secs = [r["seconds"] for r in runs]
-        print(f"{name:<28} {path.stat().st_size / 1e6:>7.1f}MB {runs[0]['profiles']:>9,} {runs[0]['oom_rows']:>9,} "
-              f"{statistics.median(secs):>7.2f}s {min(secs):>7.2f}s {max(secs):>7.2f}s "
-              f"{statistics.median(r['cpu'] for r in runs):>7.2f}s "
-              f"{statistics.median(r['peak_rss_mb'] for r in runs):>8.0f}MB")
+        print(
+            f"{name:<28} {path.stat().st_size / 1e6:>7.1f}MB {runs[0]['profiles']:>9,} {runs[0]['oom_rows']:>9,} "
+            f"{statistics.median(secs):>7.2f}s {min(secs):>7.2f}s {max(secs):>7.2f}s "
+            f"{statistics.median(r['cpu'] for r in runs):>7.2f}s "
+            f"{statistics.median(r['peak_rss_mb'] for r in runs):>8.0f}MB"
+        )
 
 
 if __name__ == "__main__":

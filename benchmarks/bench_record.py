@@ -34,10 +34,12 @@ for _ in range(int({mb} * 1e6 / 4096)):
 
 
 #: Runs argv[1:] with output to /dev/null and prints the peak RSS (KiB) of its process tree's largest member.
-MEASURE = ("import resource, subprocess, sys; "
-           "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, "
-           "stdin=subprocess.DEVNULL, check=True); "
-           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+MEASURE = (
+    "import resource, subprocess, sys; "
+    "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, "
+    "stdin=subprocess.DEVNULL, check=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
 
 
 def run(cmd: list[str]) -> tuple[float, float]:
@@ -60,11 +62,17 @@ def main() -> None:
     expected = 2 * int(args.mb * 1e6 / 4096) * 4096
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
-            for name, options in (("CMD alone", None), ("popprof record --no-check", ["--no-check"]),
-                                  ("popprof record", [])):
+            for name, options in (
+                ("CMD alone", None),
+                ("popprof record --no-check", ["--no-check"]),
+                ("popprof record", []),
+            ):
                 out = Path(tmp) / f"run{i}-{len(cases[name])}-{len(options or [])}"
-                cmd = writer if options is None else [sys.executable, "-m", "popprof", "record", "-o", str(out),
-                                                      *options, "--", *writer]
+                cmd = (
+                    writer
+                    if options is None
+                    else [sys.executable, "-m", "popprof", "record", "-o", str(out), *options, "--", *writer]
+                )
                 wall, peak = run(cmd)
                 cases[name].append(wall)
                 peaks[name] = max(peaks[name], peak)
@@ -76,7 +84,9 @@ def main() -> None:
     for name, times in cases.items():
         median = statistics.median(times)
         rss = f"{peaks[name]:>8.0f}MiB"
-        print(f"{name:<28} {median:>8.2f}s {min(times):>8.2f}s {max(times):>8.2f}s {total_mb / median:>8.0f} {rss}")
+        print(
+            f"{name:<28} {median:>8.2f}s {min(times):>8.2f}s {max(times):>8.2f}s {total_mb / median:>8.0f} {rss}"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,13 @@ print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime + helpers
 
 def run_once(src: Path, out: Path, scan: bool) -> dict:
     """One redaction in a fresh interpreter; returns its measurements."""
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out), "1" if scan else "0"],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(src), str(out), "1" if scan else "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"redaction failed: {proc.stderr.strip()[-2000:]}")
     if out.is_dir():
@@ -70,10 +75,20 @@ def measure(label: str, src: Path, out: Path, repeat: int, size_bytes: int) -> l
         med = statistics.median(walls)
         medians[scan] = med
         cpu = statistics.median(r["cpu"] for r in runs)
-        rows.append([label, "on" if scan else "off", f"{med:.2f}", f"{min(walls):.2f}-{max(walls):.2f}", f"{cpu:.2f}",
-                     f"{size_bytes / 1e6 / med:.1f}", f"{max(r['rss_mb'] for r in runs):,.0f}",
-                     f"{max(r['helper_rss_mb'] for r in runs):,.0f}",
-                     str(all(r["passed"] for r in runs)), f"{runs[0]['replaced']:,}"])
+        rows.append(
+            [
+                label,
+                "on" if scan else "off",
+                f"{med:.2f}",
+                f"{min(walls):.2f}-{max(walls):.2f}",
+                f"{cpu:.2f}",
+                f"{size_bytes / 1e6 / med:.1f}",
+                f"{max(r['rss_mb'] for r in runs):,.0f}",
+                f"{max(r['helper_rss_mb'] for r in runs):,.0f}",
+                str(all(r["passed"] for r in runs)),
+                f"{runs[0]['replaced']:,}",
+            ]
+        )
     rows[-1][1] += f" ({medians[True] / medians[False] - 1:+.0%})"
     return rows
 
@@ -85,8 +100,14 @@ def ensure_bundle() -> Path:
         from popprof.readers import bundle
 
         start = time.perf_counter()
-        profile = synth.make_profile(num_ipus=16, num_steps=200_000, num_programs=4_000, num_variables=3_000,
-                                     num_liveness_steps=5_000, sensitive=True)
+        profile = synth.make_profile(
+            num_ipus=16,
+            num_steps=200_000,
+            num_programs=4_000,
+            num_variables=3_000,
+            num_liveness_steps=5_000,
+            sensitive=True,
+        )
         bundle.write(profile, path)
         print(f"generated {path.name} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return path
@@ -106,15 +127,33 @@ def main() -> None:
             from gen_traces import ensure
 
             trace = ensure(args.trace_size)
-            rows += measure(f"Chrome trace {args.trace_size}", trace, Path(tmp) / "trace.json", args.repeat,
-                            trace.stat().st_size)
+            rows += measure(
+                f"Chrome trace {args.trace_size}",
+                trace,
+                Path(tmp) / "trace.json",
+                args.repeat,
+                trace.stat().st_size,
+            )
         if not args.skip_bundle:
             src = ensure_bundle()
             size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
             rows += measure("bundle 16 IPU x 200k steps", src, Path(tmp) / "pod16.popprof", args.repeat, size)
-    print_table(["input", "leak scan (cost)", "wall s (median)", "wall s (min-max)", "CPU s (all processes)", "MB/s",
-                 "peak RSS MB", "largest helper RSS MB",
-                 "scan passed", "values replaced"], rows, title=f"median of {args.repeat} runs; {load_line()}")
+    print_table(
+        [
+            "input",
+            "leak scan (cost)",
+            "wall s (median)",
+            "wall s (min-max)",
+            "CPU s (all processes)",
+            "MB/s",
+            "peak RSS MB",
+            "largest helper RSS MB",
+            "scan passed",
+            "values replaced",
+        ],
+        rows,
+        title=f"median of {args.repeat} runs; {load_line()}",
+    )
 
 
 if __name__ == "__main__":

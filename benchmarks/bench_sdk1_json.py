@@ -42,8 +42,9 @@ print(json.dumps({"seconds": elapsed, "maxrss_kib": hwm, "rows": rows}))
 
 
 def run_child(path: Path, threshold: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(threshold)], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), str(threshold)], check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout)
 
 
@@ -55,10 +56,18 @@ def main() -> None:
     parser.add_argument("--tile-array-steps", type=int, default=20_000)
     args = parser.parse_args()
     start = time.perf_counter()
-    profile = synth.make_profile(num_ipus=args.ipus, num_steps=args.steps, num_programs=4_000,
-                                 num_liveness_steps=100, num_variables=50, debug=False)
-    print(f"synthetic profile: {args.ipus} IPUs, {len(profile.tiles):,} tiles, {args.steps:,} steps "
-          f"(built in {time.perf_counter() - start:.1f} s)")
+    profile = synth.make_profile(
+        num_ipus=args.ipus,
+        num_steps=args.steps,
+        num_programs=4_000,
+        num_liveness_steps=100,
+        num_variables=50,
+        debug=False,
+    )
+    print(
+        f"synthetic profile: {args.ipus} IPUs, {len(profile.tiles):,} tiles, {args.steps:,} steps "
+        f"(built in {time.perf_counter() - start:.1f} s)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.json"
         start = time.perf_counter()
@@ -69,10 +78,14 @@ def main() -> None:
         if args.tile_array_steps:
             path = Path(tmp) / "tile_arrays.json"
             write_with_tile_arrays(path, args.tile_array_steps)
-            rows += compare(path, f"1 IPU, cyclesByTile on {args.tile_array_steps:,} steps x 1,472 tiles",
-                            args.repeat)
-    print_table(["profile", "MB", "parsed", "wall s (median)", "peak RSS MiB", "table rows"], rows,
-                title=f"median of {args.repeat} runs, each in a fresh process; {load_line()}")
+            rows += compare(
+                path, f"1 IPU, cyclesByTile on {args.tile_array_steps:,} steps x 1,472 tiles", args.repeat
+            )
+    print_table(
+        ["profile", "MB", "parsed", "wall s (median)", "peak RSS MiB", "table rows"],
+        rows,
+        title=f"median of {args.repeat} runs, each in a fresh process; {load_line()}",
+    )
 
 
 def compare(path: Path, label: str, repeat: int) -> list[list[str]]:
@@ -82,22 +95,39 @@ def compare(path: Path, label: str, repeat: int) -> list[list[str]]:
         runs = [run_child(path, threshold) for _ in range(repeat)]
         seconds = statistics.median(r["seconds"] for r in runs)
         peak = max(r["maxrss_kib"] for r in runs) / 1024
-        rows.append([label, f"{path.stat().st_size / 1e6:,.1f}", how, f"{seconds:.2f}", f"{peak:,.0f}",
-                     f"{sum(runs[0]['rows'].values()):,}"])
+        rows.append(
+            [
+                label,
+                f"{path.stat().st_size / 1e6:,.1f}",
+                how,
+                f"{seconds:.2f}",
+                f"{peak:,.0f}",
+                f"{sum(runs[0]['rows'].values()):,}",
+            ]
+        )
     return rows
 
 
 def write_with_tile_arrays(path: Path, steps: int) -> None:
     """A 1-IPU combined file whose steps carry per-tile cycle arrays, written piece by piece."""
-    profile = synth.make_profile(num_ipus=1, num_steps=steps, num_programs=500, num_liveness_steps=50,
-                                 num_variables=20, debug=False)
+    profile = synth.make_profile(
+        num_ipus=1, num_steps=steps, num_programs=500, num_liveness_steps=50, num_variables=20, debug=False
+    )
     rng = np.random.default_rng(0)
     rows = profile.steps
     with open(path, "wb") as handle:
-        handle.write(b'{"graphProfile":' + orjson.dumps(graph_profile(profile), option=orjson.OPT_SERIALIZE_NUMPY))
+        handle.write(
+            b'{"graphProfile":' + orjson.dumps(graph_profile(profile), option=orjson.OPT_SERIALIZE_NUMPY)
+        )
         handle.write(b',"executionProfile":{"simulation":{"cycles":%d,"steps":[' % int(rows["cycles"].sum()))
-        for k, (kind, name, cycles) in enumerate(zip(rows["program_type"].astype(str), rows["program"].astype(str),
-                                                     rows["cycles"].astype("int64"), strict=True)):
+        for k, (kind, name, cycles) in enumerate(
+            zip(
+                rows["program_type"].astype(str),
+                rows["program"].astype(str),
+                rows["cycles"].astype("int64"),
+                strict=True,
+            )
+        ):
             per_tile = rng.integers(0, int(cycles) + 1, 1472)
             record = {"type": kind, "name": name, "cycles": int(cycles), "cyclesByTile": per_tile}
             handle.write((b"," if k else b"") + orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY))

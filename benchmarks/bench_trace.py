@@ -51,7 +51,9 @@ def own_cpu():
 """
 
 # peak = the main process's peak plus what a forked parse worker added above the baseline it shared
-POPPROF = COMMON + """
+POPPROF = (
+    COMMON
+    + """
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from popprof.readers import chrome_trace
@@ -67,8 +69,11 @@ print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "main_cpu_seconds":
                   "peak_bytes": base + extra, "extra_bytes": extra,
                   "events": len(profile.events), "parts": int(profile.meta.get("chrome.parse_parts", 1))}}))
 """
+)
 
-HTA = COMMON + """
+HTA = (
+    COMMON
+    + """
 import logging
 logging.disable(logging.WARNING)
 from hta.common.trace_parser import parse_trace_dataframe
@@ -85,6 +90,7 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "extra_bytes": peak - base,
                   "events": len(df), "parts": 1}}))
 """
+)
 
 
 def _limit(max_bytes: int | None):
@@ -96,40 +102,60 @@ def _limit(max_bytes: int | None):
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
     return apply
 
 
 def run(python: str, code: str, timeout: float, max_bytes: int | None = None) -> dict:
     """Run ``code`` in a fresh interpreter; return the JSON it prints last."""
-    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          preexec_fn=_limit(max_bytes))
+    done = subprocess.run(
+        [python, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        preexec_fn=_limit(max_bytes),
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str, python: str, code: str, repeat: int, timeout: float, max_bytes: int | None = None) -> dict:
+def measure(
+    name: str, python: str, code: str, repeat: int, timeout: float, max_bytes: int | None = None
+) -> dict:
     try:
         runs = [run(python, code, timeout, max_bytes) for _ in range(repeat)]
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         print(f"  {name:<22} FAILED: {exc}", file=sys.stderr)
         return {"loader": name, "failed": str(exc)}
-    result = {"loader": name, "seconds": statistics.median(r["seconds"] for r in runs),
-              "cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
-              "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
-              "extra_bytes": statistics.median(r["extra_bytes"] for r in runs), "events": runs[0]["events"],
-              "parts": runs[0]["parts"], "runs": [r["seconds"] for r in runs]}
+    result = {
+        "loader": name,
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
+        "peak_bytes": statistics.median(r["peak_bytes"] for r in runs),
+        "extra_bytes": statistics.median(r["extra_bytes"] for r in runs),
+        "events": runs[0]["events"],
+        "parts": runs[0]["parts"],
+        "runs": [r["seconds"] for r in runs],
+    }
     if "main_cpu_seconds" in runs[0]:
         main = statistics.median(r["main_cpu_seconds"] for r in runs)
         workers = result["cpu_seconds"] - main
         # on two free cores: the workers run side by side, then the main process builds the tables
         result["main_cpu_seconds"] = main
         result["idle_estimate_seconds"] = main + (workers / runs[0]["parts"] if runs[0]["parts"] > 1 else 0.0)
-    estimate = (f", main {result['main_cpu_seconds']:.1f} s, ~{result['idle_estimate_seconds']:.1f} s on 2 free cores"
-                if "idle_estimate_seconds" in result else "")
-    print(f"  {name:<22} {result['seconds']:8.2f} s (cpu {result['cpu_seconds']:.2f} s{estimate})  "
-          f"peak {result['peak_bytes'] / 2**30:6.2f} GiB (+{result['extra_bytes'] / 2**30:.2f} for the load)  "
-          f"{result['events']:>12,} events  runs={[round(s, 1) for s in result['runs']]}", file=sys.stderr)
+    estimate = (
+        f", main {result['main_cpu_seconds']:.1f} s, ~{result['idle_estimate_seconds']:.1f} s on 2 free cores"
+        if "idle_estimate_seconds" in result
+        else ""
+    )
+    print(
+        f"  {name:<22} {result['seconds']:8.2f} s (cpu {result['cpu_seconds']:.2f} s{estimate})  "
+        f"peak {result['peak_bytes'] / 2**30:6.2f} GiB (+{result['extra_bytes'] / 2**30:.2f} for the load)  "
+        f"{result['events']:>12,} events  runs={[round(s, 1) for s in result['runs']]}",
+        file=sys.stderr,
+    )
     return result
 
 
@@ -141,30 +167,54 @@ def main() -> None:
     parser.add_argument("--hta-ijson", action="store_true", help="Also measure HTA's ijson backend.")
     parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run.")
     parser.add_argument("--json", type=Path, help="Write the results here.")
-    parser.add_argument("--hta-max-gib", type=float, default=16.0,
-                        help="Address-space cap for HTA runs (it fails with MemoryError beyond it).")
+    parser.add_argument(
+        "--hta-max-gib",
+        type=float,
+        default=16.0,
+        help="Address-space cap for HTA runs (it fails with MemoryError beyond it).",
+    )
     args = parser.parse_args()
     have_hta = HTA_PYTHON.exists() and not args.no_hta
     if not have_hta and not args.no_hta:
-        print("HTA venv missing: run `bash benchmarks/setup_hta.sh` (measuring popprof only)", file=sys.stderr)
+        print(
+            "HTA venv missing: run `bash benchmarks/setup_hta.sh` (measuring popprof only)", file=sys.stderr
+        )
     results = []
     for size in args.sizes:
         path = ensure(size)
         print(f"{size}: {path.stat().st_size / 1e6:,.0f} MB", file=sys.stderr)
         row = {"size": size, "bytes": path.stat().st_size}
-        row["popprof"] = measure("popprof", sys.executable, POPPROF.format(root=str(ROOT), path=str(path)),
-                                 args.repeat, args.timeout)
+        row["popprof"] = measure(
+            "popprof",
+            sys.executable,
+            POPPROF.format(root=str(ROOT), path=str(path)),
+            args.repeat,
+            args.timeout,
+        )
         if have_hta:
             cap = int(args.hta_max_gib * 2**30)
-            row["hta"] = measure("HTA (json backend)", str(HTA_PYTHON), HTA.format(path=str(path), backend=""),
-                                 args.repeat, args.timeout, cap)
+            row["hta"] = measure(
+                "HTA (json backend)",
+                str(HTA_PYTHON),
+                HTA.format(path=str(path), backend=""),
+                args.repeat,
+                args.timeout,
+                cap,
+            )
             if args.hta_ijson:
-                row["hta_ijson"] = measure("HTA (ijson backend)", str(HTA_PYTHON),
-                                           HTA.format(path=str(path), backend="IJSON_BATCH_AND_COMPRESS"),
-                                           args.repeat, args.timeout, cap)
+                row["hta_ijson"] = measure(
+                    "HTA (ijson backend)",
+                    str(HTA_PYTHON),
+                    HTA.format(path=str(path), backend="IJSON_BATCH_AND_COMPRESS"),
+                    args.repeat,
+                    args.timeout,
+                    cap,
+                )
         results.append(row)
-    print("| trace | events | loader | wall s | CPU s | peak GiB | of which the load | HTA/popprof wall (CPU) | "
-          "popprof/HTA peak (load only) |")
+    print(
+        "| trace | events | loader | wall s | CPU s | peak GiB | of which the load | HTA/popprof wall (CPU) | "
+        "popprof/HTA peak (load only) |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for row in results:
         p = row["popprof"]
@@ -172,16 +222,25 @@ def main() -> None:
             r = row.get(key)
             if r is None:
                 continue
-            label = f"| {row['size']} ({row['bytes'] / 1e6:,.0f} MB) | {p.get('events', 0):,} | {r['loader']} |"
+            label = (
+                f"| {row['size']} ({row['bytes'] / 1e6:,.0f} MB) | {p.get('events', 0):,} | {r['loader']} |"
+            )
             if "failed" in r:
                 print(f"{label} failed: {r['failed']} | | | | | |")
                 continue
-            ratio = "" if key == "popprof" or "seconds" not in p else (
-                f"{r['seconds'] / p['seconds']:.1f}x ({r['cpu_seconds'] / p['cpu_seconds']:.1f}x) | "
-                f"{p['peak_bytes'] / r['peak_bytes']:.2f} "
-                f"({p['extra_bytes'] / r['extra_bytes']:.2f})")
-            print(f"{label} {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_bytes'] / 2**30:.2f} | "
-                  f"{r['extra_bytes'] / 2**30:.2f} | {ratio or ' | '} |")
+            ratio = (
+                ""
+                if key == "popprof" or "seconds" not in p
+                else (
+                    f"{r['seconds'] / p['seconds']:.1f}x ({r['cpu_seconds'] / p['cpu_seconds']:.1f}x) | "
+                    f"{p['peak_bytes'] / r['peak_bytes']:.2f} "
+                    f"({p['extra_bytes'] / r['extra_bytes']:.2f})"
+                )
+            )
+            print(
+                f"{label} {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_bytes'] / 2**30:.2f} | "
+                f"{r['extra_bytes'] / 2**30:.2f} | {ratio or ' | '} |"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

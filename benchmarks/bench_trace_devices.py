@@ -47,7 +47,9 @@ def peaks():
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 """
 
-FIGURES = COMMON + """
+FIGURES = (
+    COMMON
+    + """
 import os
 import popprof
 from popprof.metrics import devices
@@ -73,8 +75,11 @@ print(json.dumps({{"events": len(profile.events), "load_seconds": load_s, "load_
                   "worker_peak_bytes": peaks()[1], "devices": len(table), "launches": len(launches),
                   "idle_rows": len(idle), "kernel_type_rows": len(kinds)}}))
 """
+)
 
-RANKS = COMMON + """
+RANKS = (
+    COMMON
+    + """
 import popprof
 from popprof.readers import rank_dir
 mode = {mode!r}
@@ -87,10 +92,13 @@ own, worker = peaks()
 print(json.dumps({{"events": len(profile.events), "ranks": sorted(set(profile.events["rank"].dropna().tolist())),
                   "seconds": wall, "cpu_seconds": used, "peak_bytes": own, "worker_peak_bytes": worker}}))
 """
+)
 
 
 def _run(code: str, timeout: float) -> dict:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
     if done.returncode != 0:
         sys.exit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "benchmark run failed")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -113,10 +121,19 @@ def ensure_ranks(count: int = 8) -> Path:
         path = folder / f"rank-{rank}.json"
         if not path.exists():
             start = time.perf_counter()
-            synth.write_chrome_trace(path, STEPS, seed=100 + rank, args="kineto", layers=SIZES["100MB"],
-                                     rank=rank, world_size=count)
-            print(f"generated {path.name}: {path.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - start:.0f} s",
-                  file=sys.stderr)
+            synth.write_chrome_trace(
+                path,
+                STEPS,
+                seed=100 + rank,
+                args="kineto",
+                layers=SIZES["100MB"],
+                rank=rank,
+                world_size=count,
+            )
+            print(
+                f"generated {path.name}: {path.stat().st_size / 1e6:,.0f} MB in {time.perf_counter() - start:.0f} s",
+                file=sys.stderr,
+            )
     return folder
 
 
@@ -124,23 +141,34 @@ def figures(args: argparse.Namespace) -> None:
     path = ensure("1GB")
     print(f"{path.name}: {path.stat().st_size / 1e9:.2f} GB; load average {_load_average()}", file=sys.stderr)
     bundle = DATA / "kineto_1GB.popprof"
-    runs = [_run(FIGURES.format(root=str(ROOT), path=str(path), bundle=str(bundle)), args.timeout)
-            for _ in range(args.repeat)]
+    runs = [
+        _run(FIGURES.format(root=str(ROOT), path=str(path), bundle=str(bundle)), args.timeout)
+        for _ in range(args.repeat)
+    ]
     for r in runs:
-        print(f"  load ({r['source']}) {r['load_seconds']:.1f} s (cpu {r['load_cpu_seconds']:.1f} s), figures "
-              f"{r['figures_seconds']:.2f} s (cpu {r['figures_cpu_seconds']:.2f} s), "
-              f"peak {r['peak_bytes'] / 2**30:.2f} GiB", file=sys.stderr)
+        print(
+            f"  load ({r['source']}) {r['load_seconds']:.1f} s (cpu {r['load_cpu_seconds']:.1f} s), figures "
+            f"{r['figures_seconds']:.2f} s (cpu {r['figures_cpu_seconds']:.2f} s), "
+            f"peak {r['peak_bytes'] / 2**30:.2f} GiB",
+            file=sys.stderr,
+        )
     fig = statistics.median(r["figures_seconds"] for r in runs)
     fig_cpu = statistics.median(r["figures_cpu_seconds"] for r in runs)
     r = runs[0]
-    print("| events | load s (CPU s) | per-device figures s (CPU s) | peak GiB (after load) | devices | launches |")
+    print(
+        "| events | load s (CPU s) | per-device figures s (CPU s) | peak GiB (after load) | devices | launches |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
-    print(f"| {r['events']:,} | {statistics.median(x['load_seconds'] for x in runs):.1f} "
-          f"({statistics.median(x['load_cpu_seconds'] for x in runs):.1f}) | {fig:.2f} ({fig_cpu:.2f}) | "
-          f"{max(x['peak_bytes'] for x in runs) / 2**30:.2f} ({r['load_peak_bytes'] / 2**30:.2f}) | "
-          f"{r['devices']} | {r['launches']:,} |")
-    print(f"\ntarget: figures under 10 s on top of the load: {'met' if fig < 10 else 'NOT met'} ({fig:.2f} s); "
-          f"load average after: {_load_average()}")
+    print(
+        f"| {r['events']:,} | {statistics.median(x['load_seconds'] for x in runs):.1f} "
+        f"({statistics.median(x['load_cpu_seconds'] for x in runs):.1f}) | {fig:.2f} ({fig_cpu:.2f}) | "
+        f"{max(x['peak_bytes'] for x in runs) / 2**30:.2f} ({r['load_peak_bytes'] / 2**30:.2f}) | "
+        f"{r['devices']} | {r['launches']:,} |"
+    )
+    print(
+        f"\ntarget: figures under 10 s on top of the load: {'met' if fig < 10 else 'NOT met'} ({fig:.2f} s); "
+        f"load average after: {_load_average()}"
+    )
 
 
 def ranks(args: argparse.Namespace) -> None:
@@ -149,30 +177,46 @@ def ranks(args: argparse.Namespace) -> None:
     print(f"{folder}: 8 files, {size / 1e6:,.0f} MB; load average {_load_average()}", file=sys.stderr)
     rows = {}
     for label in ("workers", "files in turn", "one process"):
-        runs = [_run(RANKS.format(root=str(ROOT), path=str(folder), mode=label), args.timeout)
-                for _ in range(args.repeat)]
+        runs = [
+            _run(RANKS.format(root=str(ROOT), path=str(folder), mode=label), args.timeout)
+            for _ in range(args.repeat)
+        ]
         rows[label] = {k: statistics.median(r[k] for r in runs) for k in ("seconds", "cpu_seconds")}
-        rows[label].update(events=runs[0]["events"], ranks=runs[0]["ranks"],
-                           peak_bytes=max(r["peak_bytes"] for r in runs),
-                           worker_peak_bytes=max(r["worker_peak_bytes"] for r in runs))
-        print(f"  {label:<14} {rows[label]['seconds']:.1f} s wall, {rows[label]['cpu_seconds']:.1f} s CPU, "
-              f"peak {rows[label]['peak_bytes'] / 2**30:.2f} GiB (+ worker {rows[label]['worker_peak_bytes'] / 2**30:.2f})",
-              file=sys.stderr)
-    print("| load | events | ranks | wall s | CPU s | cores used (CPU / wall) | main peak GiB | largest worker GiB |")
+        rows[label].update(
+            events=runs[0]["events"],
+            ranks=runs[0]["ranks"],
+            peak_bytes=max(r["peak_bytes"] for r in runs),
+            worker_peak_bytes=max(r["worker_peak_bytes"] for r in runs),
+        )
+        print(
+            f"  {label:<14} {rows[label]['seconds']:.1f} s wall, {rows[label]['cpu_seconds']:.1f} s CPU, "
+            f"peak {rows[label]['peak_bytes'] / 2**30:.2f} GiB (+ worker {rows[label]['worker_peak_bytes'] / 2**30:.2f})",
+            file=sys.stderr,
+        )
+    print(
+        "| load | events | ranks | wall s | CPU s | cores used (CPU / wall) | main peak GiB | largest worker GiB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, r in rows.items():
-        print(f"| {label} | {r['events']:,} | {len(r['ranks'])} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
-              f"{r['cpu_seconds'] / r['seconds']:.2f} | {r['peak_bytes'] / 2**30:.2f} | "
-              f"{r['worker_peak_bytes'] / 2**30:.2f} |")
-    print(f"\nspeed-up from the workers: {rows['one process']['seconds'] / rows['workers']['seconds']:.2f}x "
-          f"over one process, {rows['files in turn']['seconds'] / rows['workers']['seconds']:.2f}x over files in "
-          "turn (each split in two parts); "
-          f"load average after: {_load_average()}")
+        print(
+            f"| {label} | {r['events']:,} | {len(r['ranks'])} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
+            f"{r['cpu_seconds'] / r['seconds']:.2f} | {r['peak_bytes'] / 2**30:.2f} | "
+            f"{r['worker_peak_bytes'] / 2**30:.2f} |"
+        )
+    print(
+        f"\nspeed-up from the workers: {rows['one process']['seconds'] / rows['workers']['seconds']:.2f}x "
+        f"over one process, {rows['files in turn']['seconds'] / rows['workers']['seconds']:.2f}x over files in "
+        "turn (each split in two parts); "
+        f"load average after: {_load_average()}"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     parser.add_argument("what", choices=["figures", "ranks"], help="Which measurement.")
     parser.add_argument("--repeat", type=int, default=1, help="Runs (medians are printed).")
     parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run.")

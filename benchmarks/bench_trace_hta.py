@@ -64,7 +64,9 @@ _PEAK = """
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 """
 
-POPPROF_LOAD = COMMON + """
+POPPROF_LOAD = (
+    COMMON
+    + """
 sys.path.insert(0, {root!r})
 import popprof
 base = rss()
@@ -73,15 +75,20 @@ cpu0, start = cpu(), time.perf_counter()
 profile = popprof.open({path!r})
 events, flows = profile.events, profile.flows
 seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
-""" + _PEAK + """
+"""
+    + _PEAK
+    + """
 kept = {{"flows": len(flows), "correlation": int(events["correlation"].notna().sum()),
          "stream": int(events["stream"].notna().sum()), "device": int(events["device"].notna().sum()),
          "rank": int(events["rank"].notna().sum())}}
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "base_bytes": base,
                   "events": len(events), "kept": kept}}))
 """
+)
 
-HTA_ANALYSIS = COMMON + """
+HTA_ANALYSIS = (
+    COMMON
+    + """
 import logging
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
@@ -90,13 +97,17 @@ print({ready!r}, flush=True)
 cpu0, start = cpu(), time.perf_counter()
 analysis = TraceAnalysis(trace_dir={folder!r})
 seconds, cpu_s = time.perf_counter() - start, cpu() - cpu0
-""" + _PEAK + """
+"""
+    + _PEAK
+    + """
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "base_bytes": base,
                   "events": sum(len(df) for df in analysis.t.traces.values())}}))
 """
+)
 
 HTA_PARSE = HTA.replace("base = rss()\n", "base = rss()\nprint({ready!r}, flush=True)\n").replace(
-    '"extra_bytes": peak - base', '"base_bytes": base')
+    '"extra_bytes": peak - base', '"base_bytes": base'
+)
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -162,20 +173,36 @@ class _Watch:
         self.cpu = max(self.cpu, _cpu_seconds(self.pid) + sum(self._child_cpu.values()))
 
 
-def run_watched(python: str, code: str, *, timeout: float, load_timeout: float | None = None,
-                max_bytes: int | None = None, interval: float = 0.1) -> dict:
+def run_watched(
+    python: str,
+    code: str,
+    *,
+    timeout: float,
+    load_timeout: float | None = None,
+    max_bytes: int | None = None,
+    interval: float = 0.1,
+) -> dict:
     """Run ``code`` in a fresh interpreter; return the JSON it prints last, or bounds when it is stopped.
 
     ``load_timeout`` counts from the loader's READY line (imports done); a stopped run returns
     ``{"timed_out": True, "seconds": T, "cpu_seconds": ..., "peak_bytes": ...}`` with lower bounds.
     """
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([python, "-c", code], stdout=out, stderr=err, text=True, cwd=ROOT,
-                                preexec_fn=_limit(max_bytes), start_new_session=True)
+        proc = subprocess.Popen(
+            [python, "-c", code],
+            stdout=out,
+            stderr=err,
+            text=True,
+            cwd=ROOT,
+            preexec_fn=_limit(max_bytes),
+            start_new_session=True,
+        )
         watch = _Watch(proc.pid)
         started = time.perf_counter()
         ready_at: float | None = None
-        cpu_at_ready = 0.0  # the imports' CPU time, left out of a stopped run's figure as it is of a finished one's
+        cpu_at_ready = (
+            0.0  # the imports' CPU time, left out of a stopped run's figure as it is of a finished one's
+        )
         try:
             while proc.poll() is None:
                 watch.sample()
@@ -187,10 +214,14 @@ def run_watched(python: str, code: str, *, timeout: float, load_timeout: float |
                 if now - started > timeout or (load_timeout and ready_at and now - ready_at > load_timeout):
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-                    return {"timed_out": True, "seconds": now - (ready_at or started),
-                            "cpu_seconds": watch.cpu - cpu_at_ready,
-                            "peak_bytes": watch.peak_kib * 1024, "sampled_peak_bytes": watch.peak_kib * 1024,
-                            "events": None}
+                    return {
+                        "timed_out": True,
+                        "seconds": now - (ready_at or started),
+                        "cpu_seconds": watch.cpu - cpu_at_ready,
+                        "peak_bytes": watch.peak_kib * 1024,
+                        "sampled_peak_bytes": watch.peak_kib * 1024,
+                        "events": None,
+                    }
                 time.sleep(interval)
         finally:
             if proc.poll() is None:
@@ -232,36 +263,62 @@ def _mib(n: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--size", default="600k", choices=list(SIZES), help="Generated trace (default 600k events).")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    parser.add_argument(
+        "--size", default="600k", choices=list(SIZES), help="Generated trace (default 600k events)."
+    )
     parser.add_argument("--repeat", type=int, default=3, help="Runs of each loader (alternating).")
-    parser.add_argument("--hta-python", default=DEFAULT_HTA_PYTHON,
-                        help="Interpreter of a virtualenv with HolisticTraceAnalysis (env HTA_PYTHON).")
+    parser.add_argument(
+        "--hta-python",
+        default=DEFAULT_HTA_PYTHON,
+        help="Interpreter of a virtualenv with HolisticTraceAnalysis (env HTA_PYTHON).",
+    )
     parser.add_argument("--hta-max-gib", type=float, default=8.0, help="Address-space cap for the HTA runs.")
-    parser.add_argument("--hta-timeout", type=float, default=None, metavar="SECONDS",
-                        help="Stop an HTA load after this many seconds and report bounds (default: wait).")
-    parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run before it counts as failed.")
-    parser.add_argument("--hta-load", choices=["analysis", "parse"], default="analysis",
-                        help="HTA's TraceAnalysis(trace_dir=...) (default) or only its parse_trace_dataframe.")
+    parser.add_argument(
+        "--hta-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Stop an HTA load after this many seconds and report bounds (default: wait).",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=3600.0, help="Seconds per run before it counts as failed."
+    )
+    parser.add_argument(
+        "--hta-load",
+        choices=["analysis", "parse"],
+        default="analysis",
+        help="HTA's TraceAnalysis(trace_dir=...) (default) or only its parse_trace_dataframe.",
+    )
     parser.add_argument("--json", type=Path, help="Write the results here.")
     args = parser.parse_args()
     if not Path(args.hta_python).exists():
-        sys.exit(f"no HTA interpreter at {args.hta_python}: run `bash benchmarks/setup_hta.sh` or pass --hta-python")
+        sys.exit(
+            f"no HTA interpreter at {args.hta_python}: run `bash benchmarks/setup_hta.sh` or pass --hta-python"
+        )
     path = ensure(args.size)
     # byte-compiled as pip compiles an installed package (HTA's venv is): imports read .pyc, not source
     compileall.compile_dir(ROOT / "popprof", quiet=1)
     loads = [_load_average()]
-    print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {loads[0]}", file=sys.stderr)
+    print(
+        f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {loads[0]}", file=sys.stderr
+    )
     popprof_code = POPPROF_LOAD.format(root=str(ROOT), path=str(path), ready=READY)
     hta_code = _hta_code(path, args.hta_load)
     runs: dict[str, list[dict]] = {"popprof": [], "hta": []}
     for i in range(args.repeat):
         for name, python, code, cap, load_timeout in (
-                ("popprof", sys.executable, popprof_code, None, None),
-                ("hta", args.hta_python, hta_code, int(args.hta_max_gib * 2**30), args.hta_timeout)):
+            ("popprof", sys.executable, popprof_code, None, None),
+            ("hta", args.hta_python, hta_code, int(args.hta_max_gib * 2**30), args.hta_timeout),
+        ):
             try:
-                result = run_watched(python, code, timeout=args.timeout, load_timeout=load_timeout, max_bytes=cap)
+                result = run_watched(
+                    python, code, timeout=args.timeout, load_timeout=load_timeout, max_bytes=cap
+                )
             except RuntimeError as exc:
                 sys.exit(f"{name} run {i + 1} failed: {exc}")
             result["load_average"] = _load_average()
@@ -269,37 +326,72 @@ def main() -> None:
             runs[name].append(result)
             stopped = " (stopped: lower bounds)" if result["timed_out"] else ""
             kept = f"  kept {result['kept']}" if "kept" in result else ""
-            print(f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
-                  f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, tree {_mib(result['sampled_peak_bytes'])})  "
-                  f"events {result['events']}  load {result['load_average']}{stopped}{kept}", file=sys.stderr)
-    med = {name: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "cpu_seconds", "peak_bytes")}
-           for name, rs in runs.items()}
+            print(
+                f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
+                f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, tree {_mib(result['sampled_peak_bytes'])})  "
+                f"events {result['events']}  load {result['load_average']}{stopped}{kept}",
+                file=sys.stderr,
+            )
+    med = {
+        name: {key: statistics.median(r[key] for r in rs) for key in ("seconds", "cpu_seconds", "peak_bytes")}
+        for name, rs in runs.items()
+    }
     p, h = med["popprof"], med["hta"]
     bound = any(r["timed_out"] for r in runs["hta"])
-    speed, cpu_ratio, memory = h["seconds"] / p["seconds"], h["cpu_seconds"] / p["cpu_seconds"], \
-        p["peak_bytes"] / h["peak_bytes"]
+    speed, cpu_ratio, memory = (
+        h["seconds"] / p["seconds"],
+        h["cpu_seconds"] / p["cpu_seconds"],
+        p["peak_bytes"] / h["peak_bytes"],
+    )
     ge, le = ("≥ ", "≤ ") if bound else ("", "")
     hta_label = "HTA TraceAnalysis" if args.hta_load == "analysis" else "HTA parse_trace_dataframe"
-    rows = [["popprof.open", f"{runs['popprof'][0]['events']:,}", f"{p['seconds']:.2f}", f"{p['cpu_seconds']:.2f}",
-             _mib(p["peak_bytes"]), ""],
-            [hta_label + (" (stopped)" if bound else ""),
-             "-" if runs["hta"][0]["events"] is None else f"{runs['hta'][0]['events']:,}",
-             f"{'> ' if bound else ''}{h['seconds']:.2f}", f"{'> ' if bound else ''}{h['cpu_seconds']:.2f}",
-             f"{'> ' if bound else ''}{_mib(h['peak_bytes'])}",
-             f"{ge}{speed:.1f}x wall, {ge}{cpu_ratio:.1f}x CPU; peak {le}{memory:.2f}"]]
-    print(f"\n{args.size} ({path.stat().st_size / 1e6:,.0f} MB), {args.repeat} runs each, alternating; "
-          f"load average before/after runs: {', '.join(loads)}")
+    rows = [
+        [
+            "popprof.open",
+            f"{runs['popprof'][0]['events']:,}",
+            f"{p['seconds']:.2f}",
+            f"{p['cpu_seconds']:.2f}",
+            _mib(p["peak_bytes"]),
+            "",
+        ],
+        [
+            hta_label + (" (stopped)" if bound else ""),
+            "-" if runs["hta"][0]["events"] is None else f"{runs['hta'][0]['events']:,}",
+            f"{'> ' if bound else ''}{h['seconds']:.2f}",
+            f"{'> ' if bound else ''}{h['cpu_seconds']:.2f}",
+            f"{'> ' if bound else ''}{_mib(h['peak_bytes'])}",
+            f"{ge}{speed:.1f}x wall, {ge}{cpu_ratio:.1f}x CPU; peak {le}{memory:.2f}",
+        ],
+    ]
+    print(
+        f"\n{args.size} ({path.stat().st_size / 1e6:,.0f} MB), {args.repeat} runs each, alternating; "
+        f"load average before/after runs: {', '.join(loads)}"
+    )
     print_table(["loader", "events", "wall s", "CPU s", "peak MiB", "HTA / popprof"], rows)
     kept = runs["popprof"][0]["kept"]
-    print(f"\npopprof kept {kept['flows']:,} flows; correlation on {kept['correlation']:,} events, stream on "
-          f"{kept['stream']:,}, device on {kept['device']:,}, rank on {kept['rank']:,}")
-    print(f"targets{' (bounds: HTA was stopped)' if bound else ''}: >= 10x faster: "
-          f"{'met' if speed >= 10 else 'NOT met' if not bound else 'not shown'} ({ge}{speed:.1f}x); "
-          f"<= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met' if not bound else 'not shown'} "
-          f"({le}{memory:.2f})")
+    print(
+        f"\npopprof kept {kept['flows']:,} flows; correlation on {kept['correlation']:,} events, stream on "
+        f"{kept['stream']:,}, device on {kept['device']:,}, rank on {kept['rank']:,}"
+    )
+    print(
+        f"targets{' (bounds: HTA was stopped)' if bound else ''}: >= 10x faster: "
+        f"{'met' if speed >= 10 else 'NOT met' if not bound else 'not shown'} ({ge}{speed:.1f}x); "
+        f"<= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met' if not bound else 'not shown'} "
+        f"({le}{memory:.2f})"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"size": args.size, "hta_load": args.hta_load, "load_average": loads,
-                                         "runs": runs, "median": med}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "size": args.size,
+                    "hta_load": args.hta_load,
+                    "load_average": loads,
+                    "runs": runs,
+                    "median": med,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,11 @@ def make_events(n: int, threads: int = 8) -> tuple[np.ndarray, ...]:
     grand_dur = np.full(steps * 40, 15.0)
     start = np.concatenate((parent_start, child_start, grand_start))
     dur = np.concatenate((parent_dur, child_dur, grand_dur))
-    step = np.concatenate((np.arange(steps), np.repeat(np.arange(steps), 20), np.repeat(np.arange(steps), 40)))
-    tid = step % threads                  # a whole step runs on one thread
-    flat = tid >= threads // 2            # half the threads: flat GPU-stream-like sequences
+    step = np.concatenate(
+        (np.arange(steps), np.repeat(np.arange(steps), 20), np.repeat(np.arange(steps), 40))
+    )
+    tid = step % threads  # a whole step runs on one thread
+    flat = tid >= threads // 2  # half the threads: flat GPU-stream-like sequences
     dur[flat] = 0.5
     return np.zeros(len(start), dtype=np.int64), tid.astype(np.int64), start, dur
 
@@ -68,8 +70,14 @@ def main() -> None:
     run_nesting(pid, tid, start, dur)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    rows = [[f"nesting (sort + derive) of {len(start):,} events", f"{statistics.median(times):.2f}",
-             f"max depth {depth}", f"{peak / 2**20:,.0f}"]]
+    rows = [
+        [
+            f"nesting (sort + derive) of {len(start):,} events",
+            f"{statistics.median(times):.2f}",
+            f"max depth {depth}",
+            f"{peak / 2**20:,.0f}",
+        ]
+    ]
     # B/E pairing: every event as a B and an E
     n = min(len(start), args.events // 2)
     is_b = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
@@ -80,10 +88,19 @@ def main() -> None:
         t0 = time.perf_counter()
         pairs = match_begin_end(is_b, p2, t2, ts)
         times.append(time.perf_counter() - t0)
-    rows.append([f"B/E pairing of {2 * n:,} events", f"{statistics.median(times):.2f}",
-                 f"{len(pairs.begin):,} pairs, {len(pairs.unmatched_end):,} unmatched E", ""])
-    print_table(["what", "wall s (median)", "result", "peak MiB (allocated)"], rows,
-                title=f"median of {args.repeat} runs; {load_line()}")
+    rows.append(
+        [
+            f"B/E pairing of {2 * n:,} events",
+            f"{statistics.median(times):.2f}",
+            f"{len(pairs.begin):,} pairs, {len(pairs.unmatched_end):,} unmatched E",
+            "",
+        ]
+    )
+    print_table(
+        ["what", "wall s (median)", "result", "peak MiB (allocated)"],
+        rows,
+        title=f"median of {args.repeat} runs; {load_line()}",
+    )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ def ensure(size: str, *, force: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sizes", nargs="*", metavar="SIZE",
-                        help=f"which traces to make: {', '.join(SIZES)} (default: all)")
+    parser.add_argument(
+        "sizes", nargs="*", metavar="SIZE", help=f"which traces to make: {', '.join(SIZES)} (default: all)"
+    )
     parser.add_argument("--force", action="store_true", help="Remake traces that already exist.")
     args = parser.parse_args(argv)
     unknown = [s for s in args.sizes if s not in SIZES]
@@ -62,8 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for size in args.sizes or list(SIZES):
         path = ensure(size, force=args.force)
-        rows.append([size, str(path.relative_to(ROOT)), f"{path.stat().st_size / 1e6:,.0f}", f"{STEPS:,}",
-                     f"{SIZES[size]:,}", f"{STEPS * synth.events_per_step(SIZES[size], 'kineto'):,}"])
+        rows.append(
+            [
+                size,
+                str(path.relative_to(ROOT)),
+                f"{path.stat().st_size / 1e6:,.0f}",
+                f"{STEPS:,}",
+                f"{SIZES[size]:,}",
+                f"{STEPS * synth.events_per_step(SIZES[size], 'kineto'):,}",
+            ]
+        )
     print_table(["size", "file", "MB", "steps", "layers", "events (about)"], rows)
     return 0
 

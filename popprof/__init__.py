@@ -45,5 +45,17 @@ def redact(source: str, out: str, **kwargs: object):
     return _redact(source, out, **kwargs)
 
 
-__all__ = ["InputError", "MissingTableError", "PopprofError", "Profile", "__version__", "check", "config", "diff",
-           "export", "open", "open_all", "redact"]
+__all__ = [
+    "InputError",
+    "MissingTableError",
+    "PopprofError",
+    "Profile",
+    "__version__",
+    "check",
+    "config",
+    "diff",
+    "export",
+    "open",
+    "open_all",
+    "redact",
+]

@@ -32,8 +32,12 @@ _ACTIVE: dict[Path, Path] = {}
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike[str], *, directory: bool = False,
-                replaceable: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+def atomic_path(
+    target: str | os.PathLike[str],
+    *,
+    directory: bool = False,
+    replaceable: Callable[[Path], bool] | None = None,
+) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; move it onto ``target`` on success.
 
     With ``directory=True`` the temporary path is an empty directory. On any
@@ -122,7 +126,7 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     parent = target.parent if str(target.parent) else Path(".")
     removed = []
     for candidate in parent.glob(glob.escape(f".{target.name}.") + "*"):
-        match = _TEMPORARY.fullmatch(candidate.name[len(target.name) + 2:])
+        match = _TEMPORARY.fullmatch(candidate.name[len(target.name) + 2 :])
         if match is None or _alive(int(match.group(1))):
             continue
         _remove(candidate)
@@ -186,16 +190,23 @@ def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> Non
             return
         others = [e for e in target.iterdir() if (e / "manifest.json").is_file()]
         what = "an existing directory that is not a bundle" + (" (it holds other bundles)" if others else "")
-        raise OutputError(target, f"{what}: replacing it would delete what it holds; write inside it, "
-                                  f"e.g. -o {target / 'NAME.popprof'}")
+        raise OutputError(
+            target,
+            f"{what}: replacing it would delete what it holds; write inside it, "
+            f"e.g. -o {target / 'NAME.popprof'}",
+        )
     kind = _special_kind(target)
     if kind is not None:
         raise OutputError(target, f"it is {kind}: a bundle is a directory")
     raise OutputError(target, "an existing file, where a directory would go")
 
 
-_SPECIAL_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                  (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+_SPECIAL_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _special_kind(target: Path) -> str | None:
@@ -223,8 +234,10 @@ def _stream_destination(target: Path, directory: bool) -> str | None:
     info = os.stat(target)
     if stat.S_ISFIFO(info.st_mode) or _is_dev_null(info) or _is_tty(target):
         return "device"
-    raise OutputError(target, f"it is {kind}, not a regular file, and popprof never replaces one; use -o - "
-                              "for standard output")
+    raise OutputError(
+        target,
+        f"it is {kind}, not a regular file, and popprof never replaces one; use -o - for standard output",
+    )
 
 
 def _is_stdout(target: Path) -> bool:
@@ -258,7 +271,9 @@ def _streamed(target: Path, destination: str) -> Iterator[Path]:
     """A private temporary file whose bytes go to standard output or the device once it is complete."""
     import sys
 
-    fd, name = tempfile.mkstemp(prefix="popprof-", suffix="-" + (target.name or "stdout").replace(os.sep, "_"))
+    fd, name = tempfile.mkstemp(
+        prefix="popprof-", suffix="-" + (target.name or "stdout").replace(os.sep, "_")
+    )
     os.close(fd)
     tmp = Path(name)
     _ACTIVE[tmp] = target
@@ -286,7 +301,9 @@ def _move_into_place(tmp: Path, target: Path, parent: Path, directory: bool) -> 
     if directory:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a bundle is meant to be shared
         if target.exists():
-            backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".old", dir=parent))
+            backup = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".old", dir=parent)
+            )
             backup.rmdir()
             os.replace(target, backup)
             os.replace(tmp, target)
@@ -317,8 +334,11 @@ def _output_error(target: Path, exc: Exception) -> OutputError:
         return OutputError(target, " ".join(text.split()) or type(exc).__name__)
     if isinstance(exc, FileExistsError | NotADirectoryError) and not target.parent.is_dir():
         problem = f"{_first_file_ancestor(target)} is a file, not a directory"
-    elif isinstance(exc, IsADirectoryError) or (target.is_dir() and not target.is_symlink()
-                                                 and exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)):
+    elif isinstance(exc, IsADirectoryError) or (
+        target.is_dir()
+        and not target.is_symlink()
+        and exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
+    ):
         problem = "it is a directory"
     else:
         problem = exc.strerror or str(exc)
@@ -367,5 +387,7 @@ def refuse_overwriting_inputs(out: str | os.PathLike[str], inputs: list) -> None
             continue
         source = Path(item).resolve()
         if target == source or source in target.parents or target in source.parents:
-            raise UsageError(f"{out}: output would overwrite the input {item} (or sit inside it, or contain "
-                             "it); choose another path")
+            raise UsageError(
+                f"{out}: output would overwrite the input {item} (or sit inside it, or contain "
+                "it); choose another path"
+            )

@@ -26,18 +26,38 @@ from .profile import Profile
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
-    "memory.total_incl_gaps_bytes", "memory.max_tile_incl_gaps_bytes", "memory.max_tile_index",
-    "memory.max_tile_utilisation", "memory.tiles_out_of_memory", "memory.always_live_bytes",
-    "memory.peak_liveness_bytes", "memory.peak_liveness_step", "memory.gap_share",
-    "execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.exchange_and_sync_share",
-    "execution.share.host_io", "trace.span_us", "trace.event_count", "trace.thread_count", "trace.device_busy_us",
-    "trace.device_idle_share", "trace.device_idle_us",
+    "memory.total_incl_gaps_bytes",
+    "memory.max_tile_incl_gaps_bytes",
+    "memory.max_tile_index",
+    "memory.max_tile_utilisation",
+    "memory.tiles_out_of_memory",
+    "memory.always_live_bytes",
+    "memory.peak_liveness_bytes",
+    "memory.peak_liveness_step",
+    "memory.gap_share",
+    "execution.total_cycles",
+    "execution.total_time_us",
+    "execution.step_count",
+    "execution.exchange_and_sync_share",
+    "execution.share.host_io",
+    "trace.span_us",
+    "trace.event_count",
+    "trace.thread_count",
+    "trace.device_busy_us",
+    "trace.device_idle_share",
+    "trace.device_idle_us",
 )
 
 TARGET_FIELDS: tuple[tuple[str, str], ...] = (
-    ("source_format", "source format"), ("ipu_arch", "IPU architecture"), ("num_ipus", "IPUs"),
-    ("tiles_per_ipu", "tiles per IPU"), ("num_tiles", "tiles"), ("bytes_per_tile", "bytes per tile"),
-    ("clock_hz", "clock"), ("num_replicas", "replicas"), ("poplar_version", "Poplar version"),
+    ("source_format", "source format"),
+    ("ipu_arch", "IPU architecture"),
+    ("num_ipus", "IPUs"),
+    ("tiles_per_ipu", "tiles per IPU"),
+    ("num_tiles", "tiles"),
+    ("bytes_per_tile", "bytes per tile"),
+    ("clock_hz", "clock"),
+    ("num_replicas", "replicas"),
+    ("poplar_version", "Poplar version"),
 )
 
 SEVERITY_COLOURS = {"error": "#b71c1c", "warning": "#e65100", "info": "#1565c0"}
@@ -97,17 +117,36 @@ def summary_html(profile: Profile) -> str:
     units = {name: m.unit for name, m in METRICS.items()}
 
     def unit_of(name: str) -> str:
-        return units.get(name) or next((m.unit for p, m in METRICS.items() if m.family and name.startswith(p)), "")
+        return units.get(name) or next(
+            (m.unit for p, m in METRICS.items() if m.family and name.startswith(p)), ""
+        )
 
-    key = [f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(_fmt_value(values[n], unit_of(n)))}</td></tr>"
-           for n in KEY_METRICS if values.get(n) is not None]
-    every = [f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(_fmt_value(v, unit_of(n)))}</td>"
-             f"<td>{_e(unit_of(n))}</td></tr>" for n, v in values.items() if v is not None]
-    return (f"<table class='target'>{''.join(rows)}</table>"
-            + (f"<h3>Key metrics</h3><table class='metrics'><tr><th>metric</th><th>value</th></tr>{''.join(key)}"
-               "</table>" if key else "")
-            + (f"<details><summary>All metrics ({len(every)})</summary><table><tr><th>metric</th><th>value</th>"
-               f"<th>unit</th></tr>{''.join(every)}</table></details>" if every else ""))
+    key = [
+        f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(_fmt_value(values[n], unit_of(n)))}</td></tr>"
+        for n in KEY_METRICS
+        if values.get(n) is not None
+    ]
+    every = [
+        f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(_fmt_value(v, unit_of(n)))}</td>"
+        f"<td>{_e(unit_of(n))}</td></tr>"
+        for n, v in values.items()
+        if v is not None
+    ]
+    return (
+        f"<table class='target'>{''.join(rows)}</table>"
+        + (
+            f"<h3>Key metrics</h3><table class='metrics'><tr><th>metric</th><th>value</th></tr>{''.join(key)}"
+            "</table>"
+            if key
+            else ""
+        )
+        + (
+            f"<details><summary>All metrics ({len(every)})</summary><table><tr><th>metric</th><th>value</th>"
+            f"<th>unit</th></tr>{''.join(every)}</table></details>"
+            if every
+            else ""
+        )
+    )
 
 
 def _num_text(value: object) -> str:
@@ -146,10 +185,12 @@ def findings_html(findings: Any) -> str:
         out.append("<p>" + ", ".join(f"{n} {_e(s)}" for s, n in counts.items()) + "</p>")
     for f in items:
         colour = SEVERITY_COLOURS.get(f.severity, "#555")
-        block = [f"<div class='finding' style='border-left-color:{colour}' data-rule='{_e(f.rule_id)}'>",
-                 f"<p><span class='sev' style='color:{colour}'>{_e(f.severity)}</span> "
-                 f"<code>{_e(f.rule_id)}</code> <b>{_e(f.title)}</b></p>",
-                 f"<p class='message'>{_e(f.message)}</p>"]
+        block = [
+            f"<div class='finding' style='border-left-color:{colour}' data-rule='{_e(f.rule_id)}'>",
+            f"<p><span class='sev' style='color:{colour}'>{_e(f.severity)}</span> "
+            f"<code>{_e(f.rule_id)}</code> <b>{_e(f.title)}</b></p>",
+            f"<p class='message'>{_e(f.message)}</p>",
+        ]
         where = _where_text(getattr(f, "where", None))
         if where:
             block.append(f"<p class='where'>where: {_e(where)}</p>")
@@ -157,14 +198,18 @@ def findings_html(findings: Any) -> str:
             block.append(f"<p class='advice'>What to do: {_e(f.advice)}</p>")
         evidence = getattr(f, "evidence", None)
         if isinstance(evidence, pd.DataFrame) and not evidence.empty:
-            block.append(f"<details><summary>evidence ({len(evidence):,} rows; first 10)</summary>"
-                         f"{evidence.head(10).to_html(index=False, escape=True, border=0)}</details>")
+            block.append(
+                f"<details><summary>evidence ({len(evidence):,} rows; first 10)</summary>"
+                f"{evidence.head(10).to_html(index=False, escape=True, border=0)}</details>"
+            )
         block.append("</div>")
         out.append("".join(block))
     skipped = list(getattr(findings, "not_evaluated", []) or [])
     if skipped:
         lis = "".join(f"<li><code>{_e(r)}</code>: {_e(why)}</li>" for r, why in skipped)
-        out.append(f"<details><summary>Rules not evaluated ({len(skipped)})</summary><ul>{lis}</ul></details>")
+        out.append(
+            f"<details><summary>Rules not evaluated ({len(skipped)})</summary><ul>{lis}</ul></details>"
+        )
     return "".join(out)
 
 
@@ -188,15 +233,20 @@ PLOT_CAPTIONS: dict[str, str] = {
     "histogram": "How many tiles use how much memory; tiles right of the capacity line do not fit.",
     "tilemap": "Each IPU's tiles as a grid, coloured by memory use relative to capacity (red: over).",
     "liveness": "Live memory per program step: always-live base plus not-always-live variables; the peak "
-                "step is where out-of-memory errors come from.",
+    "step is where out-of-memory errors come from.",
     "execution": "Cycles by step category over the run; shaded: exchange-heavy phases flagged by the rules.",
     "timeline": "Host threads and device activity over time; shaded: the device waiting on the host, with "
-                "the host events that filled the wait.",
+    "the host events that filled the wait.",
 }
 
 
-def plots_html(profile: Profile, findings: Any = None, kinds: Iterable[str] | None = None,
-               image_format: str = "png", config: Mapping[str, object] | None = None) -> str:
+def plots_html(
+    profile: Profile,
+    findings: Any = None,
+    kinds: Iterable[str] | None = None,
+    image_format: str = "png",
+    config: Mapping[str, object] | None = None,
+) -> str:
     """Every plot the profile has tables for (or ``kinds``), embedded; reasons for plots not drawn.
 
     ``config`` (the ``[tool.popprof]`` table) sets the thresholds drawn, as for the checks.
@@ -204,6 +254,7 @@ def plots_html(profile: Profile, findings: Any = None, kinds: Iterable[str] | No
     try:
         from . import plots
         from .plots import available_kinds
+
         plots.require_matplotlib()
     except PopprofError as exc:
         return f"<p class='note'>{_e(exc)}</p>"
@@ -235,9 +286,15 @@ def run_checks(profile: Profile, config: Mapping[str, object] | None = None) -> 
     return check(profile, config=config)
 
 
-def render(profiles: Profile | Iterable[Profile], findings: Mapping[str, Any] | Any = None, *,
-           title: str | None = None, plots: bool = True, image_format: str = "png",
-           config: Mapping[str, object] | None = None) -> str:
+def render(
+    profiles: Profile | Iterable[Profile],
+    findings: Mapping[str, Any] | Any = None,
+    *,
+    title: str | None = None,
+    plots: bool = True,
+    image_format: str = "png",
+    config: Mapping[str, object] | None = None,
+) -> str:
     """The report as one HTML string.
 
     ``findings``: a Findings for a single profile, or ``{profile name:
@@ -251,10 +308,12 @@ def render(profiles: Profile | Iterable[Profile], findings: Mapping[str, Any] | 
         by_name = {items[0].name: findings} if findings is not None and len(items) == 1 else {}
     title = title or "popprof report: " + ", ".join(p.name for p in items)
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = [f"<h1>{_e(title)}</h1>",
-            f"<p class='note'>Made by popprof {_e(__version__)} on {_e(when)}. Self-contained: it needs no "
-            "network to view. It shows program and variable names from the profile: redact the profile first "
-            "(<code>popprof redact</code>) if those are confidential.</p>"]
+    body = [
+        f"<h1>{_e(title)}</h1>",
+        f"<p class='note'>Made by popprof {_e(__version__)} on {_e(when)}. Self-contained: it needs no "
+        "network to view. It shows program and variable names from the profile: redact the profile first "
+        "(<code>popprof redact</code>) if those are confidential.</p>",
+    ]
     for profile in items:
         found = by_name.get(profile.name)
         if found is None:
@@ -264,11 +323,15 @@ def render(profiles: Profile | Iterable[Profile], findings: Mapping[str, Any] | 
         body.append("<h3>Summary</h3>" + summary_html(profile))
         body.append("<h3>Findings</h3>" + findings_html(found))
         if plots:
-            body.append("<h3>Plots</h3>" + plots_html(profile, found, image_format=image_format, config=config))
+            body.append(
+                "<h3>Plots</h3>" + plots_html(profile, found, image_format=image_format, config=config)
+            )
         body.append("</section>")
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    )
 
 
 def write(profiles: Profile | Iterable[Profile], out: str, **options: Any) -> str:

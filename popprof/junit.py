@@ -55,11 +55,23 @@ class Suite:
 
 def render(suites: list[Suite], name: str) -> str:
     """The JUnit XML document (with its XML declaration) for ``suites`` under a root named ``name``."""
-    root = ET.Element("testsuites", name=name, tests=str(sum(len(s.cases) for s in suites)),
-                      failures=str(sum(s.failures for s in suites)), errors="0")
+    root = ET.Element(
+        "testsuites",
+        name=name,
+        tests=str(sum(len(s.cases) for s in suites)),
+        failures=str(sum(s.failures for s in suites)),
+        errors="0",
+    )
     for suite in suites:
-        node = ET.SubElement(root, "testsuite", name=suite.name, tests=str(len(suite.cases)),
-                             failures=str(suite.failures), errors="0", skipped=str(suite.skipped))
+        node = ET.SubElement(
+            root,
+            "testsuite",
+            name=suite.name,
+            tests=str(len(suite.cases)),
+            failures=str(suite.failures),
+            errors="0",
+            skipped=str(suite.skipped),
+        )
         for case in suite.cases:
             _case(node, case)
     ET.indent(root)

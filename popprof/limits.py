@@ -26,19 +26,44 @@ class Limit:
     what: str
 
 
-LIMITS: dict[str, Limit] = {limit.name: limit for limit in (
-    Limit("text-bytes", "POPPROF_MAX_TEXT_BYTES", 256 << 20, "bytes",
-          "the bytes of an input read whole (a text summary or log, SDK 1.x JSON parsed in one go), "
-          "after decompression"),
-    Limit("line-bytes", "POPPROF_MAX_LINE_BYTES", 1 << 20, "bytes", "one line of a text input"),
-    Limit("string-bytes", "POPPROF_MAX_STRING_BYTES", 64 << 20, "bytes", "one JSON string"),
-    Limit("json-depth", "POPPROF_MAX_JSON_DEPTH", 256, "levels", "the nesting depth of JSON"),
-    Limit("gzip-ratio", "POPPROF_MAX_GZIP_RATIO", 200, "ratio",
-          "decompressed bytes per compressed byte of a gzip input (checked once 64 MiB are decompressed)"),
-    Limit("gzip-bytes", "POPPROF_MAX_GZIP_BYTES", 64 << 30, "bytes", "the decompressed bytes of a gzip input"),
-    Limit("query-seconds", "POPPROF_QUERY_SECONDS", 60, "seconds", "the run time of one `popprof query`"),
-    Limit("query-memory", "POPPROF_QUERY_MEMORY", 1 << 30, "bytes", "the memory DuckDB may use in `popprof query`"),
-)}
+LIMITS: dict[str, Limit] = {
+    limit.name: limit
+    for limit in (
+        Limit(
+            "text-bytes",
+            "POPPROF_MAX_TEXT_BYTES",
+            256 << 20,
+            "bytes",
+            "the bytes of an input read whole (a text summary or log, SDK 1.x JSON parsed in one go), "
+            "after decompression",
+        ),
+        Limit("line-bytes", "POPPROF_MAX_LINE_BYTES", 1 << 20, "bytes", "one line of a text input"),
+        Limit("string-bytes", "POPPROF_MAX_STRING_BYTES", 64 << 20, "bytes", "one JSON string"),
+        Limit("json-depth", "POPPROF_MAX_JSON_DEPTH", 256, "levels", "the nesting depth of JSON"),
+        Limit(
+            "gzip-ratio",
+            "POPPROF_MAX_GZIP_RATIO",
+            200,
+            "ratio",
+            "decompressed bytes per compressed byte of a gzip input (checked once 64 MiB are decompressed)",
+        ),
+        Limit(
+            "gzip-bytes",
+            "POPPROF_MAX_GZIP_BYTES",
+            64 << 30,
+            "bytes",
+            "the decompressed bytes of a gzip input",
+        ),
+        Limit("query-seconds", "POPPROF_QUERY_SECONDS", 60, "seconds", "the run time of one `popprof query`"),
+        Limit(
+            "query-memory",
+            "POPPROF_QUERY_MEMORY",
+            1 << 30,
+            "bytes",
+            "the memory DuckDB may use in `popprof query`",
+        ),
+    )
+}
 
 #: Decompressed bytes always allowed before the gzip ratio is checked.
 GZIP_RATIO_FLOOR = 64 << 20
@@ -107,8 +132,9 @@ class LimitExceeded(InputError):
         limit = LIMITS[name]
         self.limit_name = name
         self.detail = detail
-        super().__init__(path, f"{detail} is over the limit {name} = {human(get(name), limit.unit)}",
-                         how_to_raise(name))
+        super().__init__(
+            path, f"{detail} is over the limit {name} = {human(get(name), limit.unit)}", how_to_raise(name)
+        )
 
     def __reduce__(self) -> tuple:  # raised in worker processes too: keep it picklable
         return (type(self), (self.path, self.limit_name, self.detail))

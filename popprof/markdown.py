@@ -22,7 +22,9 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], right: Iterab
     :func:`code` where they hold free text).
     """
     right = set(right)
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|",
+    ]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return lines

@@ -43,8 +43,14 @@ class Profile:
     what would be needed.
     """
 
-    def __init__(self, name: str, tables: Mapping[str, pd.DataFrame | dict], *, source: str = "",
-                 metadata: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        tables: Mapping[str, pd.DataFrame | dict],
+        *,
+        source: str = "",
+        metadata: Mapping[str, object] | None = None,
+    ) -> None:
         self.name = name
         self.source = source
         self._tables: dict[str, pd.DataFrame] = {}
@@ -132,7 +138,8 @@ class Profile:
         merged.update({str(k): "" if v is None else str(v) for k, v in items.items()})
         self._cache.clear()
         self._tables["metadata"] = conform(
-            "metadata", pd.DataFrame({"key": list(merged), "value": list(merged.values())}))
+            "metadata", pd.DataFrame({"key": list(merged), "value": list(merged.values())})
+        )
 
     # -- target convenience ---------------------------------------------
     def target_value(self, column: str, default: object = None) -> object:
@@ -159,6 +166,9 @@ class Profile:
         rows = "".join(
             f"<tr><td><code>{t}</code></td><td style='text-align:right'>{len(f):,}</td>"
             f"<td>{', '.join(map(str, f.columns))}</td></tr>"
-            for t, f in self.tables.items())
-        return (f"<div><b>Profile</b> <code>{self.name}</code> ({self.source_format})"
-                f"<table><tr><th>table</th><th>rows</th><th>columns</th></tr>{rows}</table></div>")
+            for t, f in self.tables.items()
+        )
+        return (
+            f"<div><b>Profile</b> <code>{self.name}</code> ({self.source_format})"
+            f"<table><tr><th>table</th><th>rows</th><th>columns</th></tr>{rows}</table></div>"
+        )

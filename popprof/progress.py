@@ -45,13 +45,21 @@ def _bar(*columns: object):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), *columns, TimeElapsedColumn(),
-                    console=Console(file=sys.stderr), transient=True, auto_refresh=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        *columns,
+        TimeElapsedColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+        auto_refresh=False,
+    )
 
 
 @contextlib.contextmanager
-def progress(description: str, total: float | None = None, *,
-             unit: str | None = None) -> Iterator[Callable[[float], None]]:
+def progress(
+    description: str, total: float | None = None, *, unit: str | None = None
+) -> Iterator[Callable[[float], None]]:
     """Yield ``advance(n)``; draws a rich progress bar on stderr when :func:`enabled`.
 
     ``unit="bytes"`` shows the amount done as bytes (``12.3/40.0 MB``), otherwise as ``done/total``.
@@ -61,7 +69,9 @@ def progress(description: str, total: float | None = None, *,
         return
     from rich.progress import DownloadColumn, MofNCompleteColumn, TextColumn
 
-    bar = _bar(TextColumn("{task.percentage:>3.0f}%"), DownloadColumn() if unit == "bytes" else MofNCompleteColumn())
+    bar = _bar(
+        TextColumn("{task.percentage:>3.0f}%"), DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
+    )
     with bar:
         task = bar.add_task(description, total=total)
 
@@ -78,8 +88,9 @@ class _Meter:
     def __init__(self) -> None:
         import multiprocessing
 
-        self.value = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                                 else None).Value("q", 0)
+        self.value = multiprocessing.get_context(
+            "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+        ).Value("q", 0)
         self.pid = os.getpid()
 
     def add(self, n: int) -> None:

@@ -24,7 +24,7 @@ MEANINGS: dict[str, str] = {
     "unmatched_end": "{n} end (E) event(s) have no begin: dropped",
     "out_of_order_timestamps": "{n} begin/end event(s) are out of time order on their thread",
     "partial_overlap": "{n} event(s) start inside another event on their thread but end after it: "
-                       "which event they belong to (nesting, self time) is a best guess",
+    "which event they belong to (nesting, self time) is a best guess",
     "bad_duration": "{n} event(s) have a missing or negative duration",
 }
 
@@ -35,7 +35,7 @@ def problems(profile: Profile) -> dict[str, str]:
     for key, value in sorted(profile.meta.items()):
         if not key.startswith(PREFIX) or value in ("", "0", 0, None):
             continue
-        name = key[len(PREFIX):]
+        name = key[len(PREFIX) :]
         template = MEANINGS.get(name)
         if template is None:
             out[name] = f"{name}={value}"

@@ -113,15 +113,22 @@ def prepare_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a directory; choose another -o DIR")
     if out_dir.is_dir() and any(out_dir.iterdir()):
-        raise UsageError(f"{out_dir}: exists and is not empty; choose another -o DIR (record never overwrites)")
+        raise UsageError(
+            f"{out_dir}: exists and is not empty; choose another -o DIR (record never overwrites)"
+        )
     try:
         (out_dir / "reports").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
 
 
-def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
-           environ: Mapping[str, str] | None = None, say: Callable[[str], None] | None = None) -> RecordResult:
+def record(
+    cmd: Sequence[str],
+    out_dir: Path,
+    options: RecordOptions,
+    environ: Mapping[str, str] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> RecordResult:
     """Run ``cmd`` with profiling on and process what it left in ``out_dir``.
 
     ``say`` prints popprof's own lines (default: stderr). Raises UsageError
@@ -140,9 +147,14 @@ def record(cmd: Sequence[str], out_dir: Path, options: RecordOptions,
     except UsageError:  # CMD could not start: leave no trace of the attempt
         _remove_what_was_made(out_dir, created)
         raise
-    say(f"popprof: CMD ended: {run.describe()} after {run.ended - run.started:.1f} s"
-        + (f" (popprof received {', '.join(run.received)}; forwarded: {', '.join(run.forwarded) or 'none'})"
-           if run.received else ""))
+    say(
+        f"popprof: CMD ended: {run.describe()} after {run.ended - run.started:.1f} s"
+        + (
+            f" (popprof received {', '.join(run.received)}; forwarded: {', '.join(run.forwarded) or 'none'})"
+            if run.received
+            else ""
+        )
+    )
     result = RecordResult(out_dir, run, env, Collected(), sdk=sdk_available())
     _collect(result, options)
     if options.check:
@@ -185,10 +197,13 @@ def _collect(result: RecordResult, options: RecordOptions) -> None:
             f"the Poplar SDK's pva module cannot be imported, so {_count(collected.reports, 'report')} and "
             f"{_count(collected.traces, '.pvti trace')} were collected but not exported or checked; run "
             f"`popprof export {_where(env.report_dir, result.out_dir)} -o {result.out_dir / BUNDLES_DIR}` "
-            "where the SDK is enabled (`source poplar_sdk/enable`)")
+            "where the SDK is enabled (`source poplar_sdk/enable`)"
+        )
     if not run.output_complete:
-        result.notes.append("a process started by CMD kept its output open after CMD ended; what it printed "
-                            "later was shown but not saved")
+        result.notes.append(
+            "a process started by CMD kept its output open after CMD ended; what it printed "
+            "later was shown but not saved"
+        )
     result.notes.extend(f"could not save CMD's output: {e}" for e in run.log_errors)
     result.notes.extend(collected.problems)
 
@@ -217,9 +232,11 @@ def _check(result: RecordResult, options: RecordOptions) -> None:
     if not profiles:
         collected = result.collected
         if not (collected.reports or collected.traces):  # otherwise the notes say why they were not read
-            result.notes.append("CMD left no report, trace, Poplar summary or out-of-memory message: nothing to "
-                                "check (is it a Poplar program? were POPLAR_ENGINE_OPTIONS / PVTI_OPTIONS "
-                                "overridden?)")
+            result.notes.append(
+                "CMD left no report, trace, Poplar summary or out-of-memory message: nothing to "
+                "check (is it a Poplar program? were POPLAR_ENGINE_OPTIONS / PVTI_OPTIONS "
+                "overridden?)"
+            )
         return
     _write_report(result, options)
 
@@ -238,8 +255,14 @@ def _write_report(result: RecordResult, options: RecordOptions) -> None:
             plots = False
     path = result.out_dir / REPORT_HTML
     by_name = {f.profile_name: f for f in result.findings}
-    htmlreport.write(list(result.collected.profiles.values()), str(path), findings=by_name, plots=plots,
-                     config=options.config, title=f"popprof record: {result.out_dir.name}")
+    htmlreport.write(
+        list(result.collected.profiles.values()),
+        str(path),
+        findings=by_name,
+        plots=plots,
+        config=options.config,
+        title=f"popprof record: {result.out_dir.name}",
+    )
     result.written.append(path)
 
 
@@ -279,8 +302,10 @@ def _write_record_json(result: RecordResult, cmd: Sequence[str], options: Record
         "sdk_available": result.sdk,
         "reports": [rel(p) for p in collected.reports],
         "traces": [rel(p) for p in collected.traces],
-        "logs": {STDOUT_LOG: collected.log_profiles.get(STDOUT_LOG, []),
-                 STDERR_LOG: collected.log_profiles.get(STDERR_LOG, [])},
+        "logs": {
+            STDOUT_LOG: collected.log_profiles.get(STDOUT_LOG, []),
+            STDERR_LOG: collected.log_profiles.get(STDERR_LOG, []),
+        },
         "profiles": {name: p.source_format for name, p in collected.profiles.items()},
         "bundles": [rel(p) for p in collected.bundles],
         "not_read_without_sdk": [rel(p) for p in collected.needs_sdk],

@@ -74,7 +74,9 @@ def _walk(root: Path, depth: int) -> Iterable[Path]:
         nxt: list[Path] = []
         for directory in level:
             with contextlib.suppress(OSError):
-                nxt.extend(sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")))
+                nxt.extend(
+                    sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
+                )
         level = nxt
 
 
@@ -99,12 +101,20 @@ def find_traces(trace_dir: Path, since: float) -> list[Path]:
     """Every ``.pvti`` in ``trace_dir`` (and one level below) written since ``since``."""
     if not trace_dir.is_dir():
         return []
-    return [p for directory in _walk(trace_dir, 1) for p in sorted(directory.glob(f"*{TRACE_SUFFIX}"))
-            if p.is_file() and _recent(p, since)]
+    return [
+        p
+        for directory in _walk(trace_dir, 1)
+        for p in sorted(directory.glob(f"*{TRACE_SUFFIX}"))
+        if p.is_file() and _recent(p, since)
+    ]
 
 
-def open_files(entries: Iterable[tuple[str, Path]], collected: Collected, sdk: bool,
-               device_map: Mapping[str, str | None] | None = None) -> None:
+def open_files(
+    entries: Iterable[tuple[str, Path]],
+    collected: Collected,
+    sdk: bool,
+    device_map: Mapping[str, str | None] | None = None,
+) -> None:
     """Open each (name, path) with :func:`popprof.open` (traces under ``device_map``, the one every command
     uses); without the SDK only note that it needs it."""
     from .readers import open_profile
@@ -152,7 +162,9 @@ def read_log(path: Path, label: str, collected: Collected) -> None:
         fmt = getattr(module, "FORMAT", module.__name__.rsplit(".", 1)[-1])
         found = _read_all(module, path, collected)
         for name, profile in found.items():
-            names.append(collected.add(profile, f"{label}.{fmt}" if len(found) == 1 else f"{label}.{fmt}.{name}"))
+            names.append(
+                collected.add(profile, f"{label}.{fmt}" if len(found) == 1 else f"{label}.{fmt}.{name}")
+            )
     collected.log_profiles[path.name] = names
 
 
@@ -168,8 +180,9 @@ def _read_all(module: object, path: Path, collected: Collected) -> dict[str, Pro
     except PopprofError as exc:
         collected.problems.append(str(exc))
     except Exception as exc:  # malformed text is bad input, never a crash of the recording
-        collected.problems.append(f"{path}: {getattr(module, 'FORMAT', 'reader')} could not read it "
-                                  f"({type(exc).__name__}: {exc})")
+        collected.problems.append(
+            f"{path}: {getattr(module, 'FORMAT', 'reader')} could not read it ({type(exc).__name__}: {exc})"
+        )
     return {}
 
 

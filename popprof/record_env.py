@@ -84,11 +84,15 @@ def parse_user_value(name: str, value: str | None) -> dict:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"${name} is not valid JSON ({exc.msg} at character {exc.pos}): {_shorten(value)}; "
-                         f"fix it or unset it (popprof record merges its own keys into it)") from None
+        raise UsageError(
+            f"${name} is not valid JSON ({exc.msg} at character {exc.pos}): {_shorten(value)}; "
+            f"fix it or unset it (popprof record merges its own keys into it)"
+        ) from None
     if not isinstance(parsed, dict):
-        raise UsageError(f"${name} must be a JSON object ({{\"key\": \"value\", ...}}), not "
-                         f"{type(parsed).__name__}: {_shorten(value)}")
+        raise UsageError(
+            f'${name} must be a JSON object ({{"key": "value", ...}}), not '
+            f"{type(parsed).__name__}: {_shorten(value)}"
+        )
     return parsed
 
 
@@ -113,8 +117,9 @@ def _directory(value: object, cwd: Path) -> Path | None:
     return path if path.is_absolute() else cwd / path
 
 
-def build_environment(environ: Mapping[str, str], choice: ProfilingChoice, out_dir: Path,
-                      cwd: Path | None = None) -> RecordEnvironment:
+def build_environment(
+    environ: Mapping[str, str], choice: ProfilingChoice, out_dir: Path, cwd: Path | None = None
+) -> RecordEnvironment:
     """Merge popprof's profiling options into the user's ``POPLAR_ENGINE_OPTIONS`` and ``PVTI_OPTIONS``.
 
     popprof asks Poplar and libpvti to write into ``out_dir / "reports"`` (so

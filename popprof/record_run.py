@@ -217,8 +217,13 @@ def _start(cmd: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
         raise UsageError(f"{cmd[0]}: cannot run it ({exc.strerror or exc})") from None
 
 
-def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, stderr_log: Path,
-                drain_timeout: float = DRAIN_TIMEOUT_S) -> RunResult:
+def run_command(
+    cmd: Sequence[str],
+    env: Mapping[str, str],
+    stdout_log: Path,
+    stderr_log: Path,
+    drain_timeout: float = DRAIN_TIMEOUT_S,
+) -> RunResult:
     """Run ``cmd`` with ``env``; pass its output through and save it; forward SIGINT/SIGTERM.
 
     Raises UsageError when ``cmd`` cannot be started (not found, not executable).
@@ -229,8 +234,10 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], stdout_log: Path, st
         started = time.time()
         proc = _start(cmd, env)
         forwarder.started(proc)
-        pumps = [_Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
-                 _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr")]
+        pumps = [
+            _Pump(proc.stdout, sys.stdout, out_log, errors, "stdout"),
+            _Pump(proc.stderr, sys.stderr, err_log, errors, "stderr"),
+        ]
         for pump in pumps:
             pump.start()
         returncode = proc.wait()

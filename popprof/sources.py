@@ -23,7 +23,9 @@ def describe_sources(paths: list[str | os.PathLike[str]]) -> list[dict[str, obje
     for p in paths:
         path = Path(p)
         if path.is_file():
-            records.append({"name": path.name, "size_bytes": path.stat().st_size, "sha256": sha256_file(path)})
+            records.append(
+                {"name": path.name, "size_bytes": path.stat().st_size, "sha256": sha256_file(path)}
+            )
     return records
 
 

@@ -59,19 +59,35 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
     if profile.has("liveness") and section["peak_liveness_step"] is not None:
         live = profile.liveness
         section["peak_liveness_program"] = str(
-            live.loc[live["step"] == section["peak_liveness_step"], "program"].iloc[0])
+            live.loc[live["step"] == section["peak_liveness_step"], "program"].iloc[0]
+        )
     oom = profile.get("out_of_memory")
     if oom is not None and not oom.empty:
+
         def whole(value: object) -> int | None:
             return None if pd.isna(value) else int(value)
 
         section["out_of_memory"] = [
-            {"compilation": int(c), "tile": whole(t), "bytes_used": whole(u), "capacity_bytes": whole(cap),
-             "over_bytes": whole(o), "reason": None if pd.isna(r) else str(r),
-             "profile_path": None if pd.isna(pp) else str(pp)}
-            for c, t, u, cap, o, r, pp in zip(oom["compilation"], oom["tile"], oom["bytes_used"],
-                                              oom["capacity_bytes"], oom["over_bytes"], oom["reason"],
-                                              oom["profile_path"], strict=True)]
+            {
+                "compilation": int(c),
+                "tile": whole(t),
+                "bytes_used": whole(u),
+                "capacity_bytes": whole(cap),
+                "over_bytes": whole(o),
+                "reason": None if pd.isna(r) else str(r),
+                "profile_path": None if pd.isna(pp) else str(pp),
+            }
+            for c, t, u, cap, o, r, pp in zip(
+                oom["compilation"],
+                oom["tile"],
+                oom["bytes_used"],
+                oom["capacity_bytes"],
+                oom["over_bytes"],
+                oom["reason"],
+                oom["profile_path"],
+                strict=True,
+            )
+        ]
     if all(v is None for v in section.values()):
         return None
     return section
@@ -86,12 +102,17 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         return execution_totals_section(profile, metrics) if profile.has("execution_totals") else None
     m = compute(profile) if metrics is None else metrics
     steps = profile.steps
-    by_cat = {cat: {"cycles": m.get(f"execution.cycles.{cat}"), "share": m.get(f"execution.share.{cat}")}
-              for cat in STEP_CATEGORIES}
+    by_cat = {
+        cat: {"cycles": m.get(f"execution.cycles.{cat}"), "share": m.get(f"execution.share.{cat}")}
+        for cat in STEP_CATEGORIES
+    }
     grouped = steps.groupby("program", observed=True)
-    top = (grouped.agg(steps=("step", "nunique"), category=("category", "first"))
-           .assign(cycles=grouped["cycles"].sum(min_count=1))  # NA when no step of it has known cycles
-           .sort_values("cycles", ascending=False, na_position="last").head(TOP_PROGRAMS))
+    top = (
+        grouped.agg(steps=("step", "nunique"), category=("category", "first"))
+        .assign(cycles=grouped["cycles"].sum(min_count=1))  # NA when no step of it has known cycles
+        .sort_values("cycles", ascending=False, na_position="last")
+        .head(TOP_PROGRAMS)
+    )
     total = float(steps["cycles"].sum()) or 1.0
     return {
         "total_cycles": m.get("execution.total_cycles"),
@@ -101,9 +122,13 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         "ipus": ipu_count(profile),
         "by_category": by_cat,
         "top_programs": [
-            {"program": str(name), "category": str(row["category"]),
-             "cycles": None if pd.isna(row["cycles"]) else int(row["cycles"]),
-             "share": None if pd.isna(row["cycles"]) else float(row["cycles"]) / total, "steps": int(row["steps"])}
+            {
+                "program": str(name),
+                "category": str(row["category"]),
+                "cycles": None if pd.isna(row["cycles"]) else int(row["cycles"]),
+                "share": None if pd.isna(row["cycles"]) else float(row["cycles"]) / total,
+                "steps": int(row["steps"]),
+            }
             for name, row in top.iterrows()
         ],
     }
@@ -122,24 +147,36 @@ def execution_totals_section(profile: Profile, metrics: dict[str, float | None] 
         cat = str(row.category)
         if cat == "total" or cat in by_cat:
             continue
-        by_cat[cat] = {"basis": str(row.basis), "cycles": None if pd.isna(row.cycles) else float(row.cycles),
-                       "share": m.get(f"execution.summary_share.{cat}"),
-                       "estimated": bool(row.estimated) if pd.notna(row.estimated) else False,
-                       "label": row.label}
-    out: dict = {"source": "summary", "total_cycles": m.get("execution.total_cycles"),
-                 "total_time_us": m.get("execution.total_time_us"),
-                 "exchange_share": m.get("execution.exchange_and_sync_share"), "by_category": by_cat}
+        by_cat[cat] = {
+            "basis": str(row.basis),
+            "cycles": None if pd.isna(row.cycles) else float(row.cycles),
+            "share": m.get(f"execution.summary_share.{cat}"),
+            "estimated": bool(row.estimated) if pd.notna(row.estimated) else False,
+            "label": row.label,
+        }
+    out: dict = {
+        "source": "summary",
+        "total_cycles": m.get("execution.total_cycles"),
+        "total_time_us": m.get("execution.total_time_us"),
+        "exchange_share": m.get("execution.exchange_and_sync_share"),
+        "by_category": by_cat,
+    }
     programs = profile.meta.get("text_summary.programs_executed")
     if programs:
         out["programs_executed"] = json.loads(programs)
     vertices = profile.get("vertex_cycles")
     if vertices is not None and not vertices.empty:
         top = vertices.sort_values("cycles", ascending=False, kind="stable", na_position="last").head(
-            TOP_VERTEX_TYPES)
+            TOP_VERTEX_TYPES
+        )
         out["top_vertex_types"] = [
-            {"vertex_type": str(t), "instances": None if pd.isna(n) else int(n),
-             "cycles": None if pd.isna(c) else int(c)}
-            for t, n, c in zip(top["vertex_type"], top["instances"], top["cycles"], strict=True)]
+            {
+                "vertex_type": str(t),
+                "instances": None if pd.isna(n) else int(n),
+                "cycles": None if pd.isna(c) else int(c),
+            }
+            for t, n, c in zip(top["vertex_type"], top["instances"], top["cycles"], strict=True)
+        ]
     return out
 
 
@@ -193,6 +230,7 @@ def summarise(profile: Profile) -> dict:
 
 # -- text rendering ---------------------------------------------------------
 
+
 def _b(value: float | None) -> str:
     if value is None:
         return "n/a"
@@ -217,48 +255,67 @@ def render_text(summary: dict) -> str:
     t = summary.get("target")
     if t and any(t.get(k) is not None for k in ("num_ipus", "num_tiles", "bytes_per_tile", "clock_hz")):
         clock = f"{t['clock_hz'] / 1e6:,.0f} MHz" if t.get("clock_hz") else "n/a"
-        lines += ["", "Target",
-                  f"  {t.get('ipu_arch') or 'IPU'} x {_n(t.get('num_ipus'))}: {_n(t.get('num_tiles'))} tiles "
-                  f"({_n(t.get('tiles_per_ipu'))} per IPU), {_b(t.get('bytes_per_tile'))} per tile, clock {clock}"]
+        lines += [
+            "",
+            "Target",
+            f"  {t.get('ipu_arch') or 'IPU'} x {_n(t.get('num_ipus'))}: {_n(t.get('num_tiles'))} tiles "
+            f"({_n(t.get('tiles_per_ipu'))} per IPU), {_b(t.get('bytes_per_tile'))} per tile, clock {clock}",
+        ]
         if t.get("poplar_version"):
             lines.append(f"  Poplar {t['poplar_version']}")
     m = summary.get("memory")
     if m:
-        lines += ["", "Memory",
-                  f"  total including gaps   {_b(m['total_incl_gaps_bytes'])}",
-                  f"  total excluding gaps   {_b(m['total_excl_gaps_bytes'])}   (gaps {_pct(m['gap_share'])})"]
+        lines += [
+            "",
+            "Memory",
+            f"  total including gaps   {_b(m['total_incl_gaps_bytes'])}",
+            f"  total excluding gaps   {_b(m['total_excl_gaps_bytes'])}   (gaps {_pct(m['gap_share'])})",
+        ]
         tile = "" if m.get("max_tile") is None else f" on tile {m['max_tile']:,}"
-        lines.append(f"  fullest tile           {_b(m['max_tile_incl_gaps_bytes'])}{tile}"
-                     f" = {_pct(m['max_tile_utilisation'])} of capacity")
+        lines.append(
+            f"  fullest tile           {_b(m['max_tile_incl_gaps_bytes'])}{tile}"
+            f" = {_pct(m['max_tile_utilisation'])} of capacity"
+        )
         lines.append(f"  headroom               {_b(m['max_tile_headroom_bytes'])}")
         lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
         for row in (m.get("out_of_memory") or [])[:20]:
             if row["tile"] is None or row["bytes_used"] is None:
                 saved = f" (profile saved to {row['profile_path']})" if row.get("profile_path") else ""
-                lines.append(f"    compilation {row['compilation']}: {row.get('reason') or 'no tile named'}{saved}")
+                lines.append(
+                    f"    compilation {row['compilation']}: {row.get('reason') or 'no tile named'}{saved}"
+                )
                 continue
-            lines.append(f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
-                         f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})")
+            lines.append(
+                f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
+                f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})"
+            )
         if m.get("peak_liveness_bytes") is not None:
             lines.append(f"  always-live            {_b(m['always_live_bytes'])}")
             program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""
-            lines.append(f"  peak liveness          {_b(m['peak_liveness_bytes'])} at step "
-                         f"{m['peak_liveness_step']:,}{program}")
+            lines.append(
+                f"  peak liveness          {_b(m['peak_liveness_bytes'])} at step "
+                f"{m['peak_liveness_step']:,}{program}"
+            )
     e = summary.get("execution")
     if e and e.get("source") == "summary":
         lines += _render_execution_totals(e)
     elif e:
         time = "" if e.get("total_time_us") is None else f" = {e['total_time_us'] / 1e3:,.3f} ms"
-        lines += ["", "Execution",
-                  f"  {_n(e['runs'])} runs, {_n(e['steps'])} steps on {e['ipus']} IPU(s); "
-                  f"busiest IPU {_n(e['total_cycles'])} cycles{time}",
-                  "  cycles by category (summed over IPUs):"]
+        lines += [
+            "",
+            "Execution",
+            f"  {_n(e['runs'])} runs, {_n(e['steps'])} steps on {e['ipus']} IPU(s); "
+            f"busiest IPU {_n(e['total_cycles'])} cycles{time}",
+            "  cycles by category (summed over IPUs):",
+        ]
         for cat, row in e["by_category"].items():
             if row["cycles"]:
                 lines.append(f"    {cat:<16} {_n(row['cycles']):>16}  {_pct(row['share']):>8}")
         lines.append("  top programs:")
         for p in e["top_programs"]:
-            lines.append(f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}")
+            lines.append(
+                f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}"
+            )
     if summary.get("devices"):
         from .trace.summary import render_device_table
 
@@ -283,8 +340,11 @@ def _render_execution_totals(e: dict) -> list[str]:
         lines.append("  programs executed      " + ", ".join(e["programs_executed"]))
     lines.append("  cycles by category (share of total cycles):")
     for cat, row in e["by_category"].items():
-        cycles = "not printed" if row["cycles"] is None else (
-            f"{row['cycles']:,.1f}" if row["basis"] == "tile_average" else _n(row["cycles"]))
+        cycles = (
+            "not printed"
+            if row["cycles"] is None
+            else (f"{row['cycles']:,.1f}" if row["basis"] == "tile_average" else _n(row["cycles"]))
+        )
         basis = " tile average" if row["basis"] == "tile_average" else ""
         flag = "  (estimated)" if row["estimated"] else ""
         lines.append(f"    {cat:<22} {cycles:>16}  {_pct(row['share']):>8}{basis}{flag}")

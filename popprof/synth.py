@@ -32,30 +32,74 @@ ARCHS: dict[str, tuple[int, int, float]] = {
 #: Memory categories documented for ``tile.memory.category.<cat>.total``, with their share of the
 #: non-variable part of a tile's memory.
 MEMORY_CATEGORIES: dict[str, float] = {
-    "vertexCode": 0.22, "vertexInstanceState": 0.12, "vectorListDescriptor": 0.04, "copyDescriptor": 0.05,
-    "vertexFieldData": 0.14, "controlCode": 0.16, "internalExchangeCode": 0.15, "globalExchangeCode": 0.02,
-    "hostExchangeCode": 0.03, "constant": 0.07,
+    "vertexCode": 0.22,
+    "vertexInstanceState": 0.12,
+    "vectorListDescriptor": 0.04,
+    "copyDescriptor": 0.05,
+    "vertexFieldData": 0.14,
+    "controlCode": 0.16,
+    "internalExchangeCode": 0.15,
+    "globalExchangeCode": 0.02,
+    "hostExchangeCode": 0.03,
+    "constant": 0.07,
 }
 
 #: Relative frequency of program types among executed steps (single-IPU mix; GlobalExchange added for >1 IPU).
 STEP_MIX: dict[str, float] = {
-    "OnTileExecute": 0.46, "DoExchange": 0.26, "Sync": 0.14, "StreamCopyBegin": 0.02, "StreamCopyMid": 0.03,
-    "StreamCopyEnd": 0.02, "GlobalExchange": 0.05, "OnEveryTileSwitch": 0.02,
+    "OnTileExecute": 0.46,
+    "DoExchange": 0.26,
+    "Sync": 0.14,
+    "StreamCopyBegin": 0.02,
+    "StreamCopyMid": 0.03,
+    "StreamCopyEnd": 0.02,
+    "GlobalExchange": 0.05,
+    "OnEveryTileSwitch": 0.02,
 }
 
 #: Median cycles of one step by program type.
 TYPE_CYCLES: dict[str, float] = {
-    "OnTileExecute": 18_000, "DoExchange": 4_500, "Sync": 600, "StreamCopyBegin": 2_000,
-    "StreamCopyMid": 25_000, "StreamCopyEnd": 1_500, "GlobalExchange": 12_000, "OnEveryTileSwitch": 900,
+    "OnTileExecute": 18_000,
+    "DoExchange": 4_500,
+    "Sync": 600,
+    "StreamCopyBegin": 2_000,
+    "StreamCopyMid": 25_000,
+    "StreamCopyEnd": 1_500,
+    "GlobalExchange": 12_000,
+    "OnEveryTileSwitch": 900,
 }
 
-LAYERS = ("embeddings", "encoder/layer_{i}/attention/self", "encoder/layer_{i}/attention/output",
-          "encoder/layer_{i}/intermediate", "encoder/layer_{i}/output", "pooler", "loss", "optimizer/adam")
-OPS = ("MatMul", "Softmax", "Add", "LayerNorm", "Gelu", "Dropout", "Reshape", "Transpose", "ReduceSum",
-       "Conv2D", "BiasAdd", "Mul")
-VERTEX_TYPES = ("poplin::ConvPartial1x1Out<half,float,true,false>", "popops::ScaledAddSupervisor<half,half,half,true>",
-                "poplin::ReduceAdd<float,half>", "popops::BroadcastScalar1DSupervisor<half>",
-                "popnn::NonLinearitySupervisor<half,gelu>", "popops::Reduce<popops::ReduceAdd,float,half>")
+LAYERS = (
+    "embeddings",
+    "encoder/layer_{i}/attention/self",
+    "encoder/layer_{i}/attention/output",
+    "encoder/layer_{i}/intermediate",
+    "encoder/layer_{i}/output",
+    "pooler",
+    "loss",
+    "optimizer/adam",
+)
+OPS = (
+    "MatMul",
+    "Softmax",
+    "Add",
+    "LayerNorm",
+    "Gelu",
+    "Dropout",
+    "Reshape",
+    "Transpose",
+    "ReduceSum",
+    "Conv2D",
+    "BiasAdd",
+    "Mul",
+)
+VERTEX_TYPES = (
+    "poplin::ConvPartial1x1Out<half,float,true,false>",
+    "popops::ScaledAddSupervisor<half,half,half,true>",
+    "poplin::ReduceAdd<float,half>",
+    "popops::BroadcastScalar1DSupervisor<half>",
+    "popnn::NonLinearitySupervisor<half,gelu>",
+    "popops::Reduce<popops::ReduceAdd,float,half>",
+)
 
 
 @dataclass
@@ -64,23 +108,23 @@ class SynthSpec:
 
     name: str = "training"
     arch: str = "ipu2"
-    num_ipus: int = 1                # every IPU of the target (all replicas)
-    num_replicas: int = 1            # replicas of the graph; each spans num_ipus // num_replicas IPUs
+    num_ipus: int = 1  # every IPU of the target (all replicas)
+    num_replicas: int = 1  # replicas of the graph; each spans num_ipus // num_replicas IPUs
     num_runs: int = 2
-    num_steps: int = 2_000          # execution steps over all runs
+    num_steps: int = 2_000  # execution steps over all runs
     num_programs: int = 400
     num_liveness_steps: int = 600
-    num_variables: int = 300         # always-live variables
-    median_fill: float = 0.55        # median tile memory (excl. gaps) / capacity
-    hot_tiles: int = 6               # tiles at 88-97 % of capacity
-    oom_tiles: int = 0               # tiles over capacity
-    gap_share: float = 0.04          # gaps / memory including gaps
-    execution: bool = True           # include runs and steps
-    debug: bool = True               # include operations (debug.cbor)
+    num_variables: int = 300  # always-live variables
+    median_fill: float = 0.55  # median tile memory (excl. gaps) / capacity
+    hot_tiles: int = 6  # tiles at 88-97 % of capacity
+    oom_tiles: int = 0  # tiles over capacity
+    gap_share: float = 0.04  # gaps / memory including gaps
+    execution: bool = True  # include runs and steps
+    debug: bool = True  # include operations (debug.cbor)
     exchange_heavy: tuple[float, float] | None = (0.55, 0.65)  # fraction of steps where exchange dominates
     host_stall: tuple[float, float] | None = None  # fraction of steps where stream copies dominate
     seed: int = 0
-    sensitive: bool = True           # plant realistic sensitive metadata (paths, hosts) for redaction
+    sensitive: bool = True  # plant realistic sensitive metadata (paths, hosts) for redaction
     poplar_version: str = "3.3.0 (de1f8de2a7)"
     extra: dict = field(default_factory=dict)
 
@@ -109,7 +153,9 @@ def make_profile(spec: SynthSpec | None = None, **overrides: object) -> Profile:
     if spec.arch not in ARCHS:
         raise ValueError(f"unknown arch {spec.arch!r}; known: {', '.join(ARCHS)}")
     if spec.num_replicas < 1 or spec.num_ipus % spec.num_replicas:
-        raise ValueError(f"num_ipus ({spec.num_ipus}) must be a multiple of num_replicas ({spec.num_replicas})")
+        raise ValueError(
+            f"num_ipus ({spec.num_ipus}) must be a multiple of num_replicas ({spec.num_replicas})"
+        )
     rng = np.random.default_rng(spec.seed)
     tables: dict[str, pd.DataFrame] = {"target": _target(spec)}
     tiles, tile_memory = _tiles(spec, rng)
@@ -130,13 +176,23 @@ def make_profile(spec: SynthSpec | None = None, **overrides: object) -> Profile:
 
 
 def _target(spec: SynthSpec) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "source_format": "synth", "ipu_arch": spec.arch, "target_type": "Ipu", "num_ipus": spec.num_ipus,
-        "tiles_per_ipu": spec.tiles_per_ipu, "num_tiles": spec.num_tiles, "bytes_per_tile": spec.bytes_per_tile,
-        "clock_hz": spec.clock_hz, "num_replicas": spec.num_replicas,
-        "ipus_per_replica": spec.num_ipus // spec.num_replicas,
-        "poplar_version": spec.poplar_version,
-    }])
+    return pd.DataFrame(
+        [
+            {
+                "source_format": "synth",
+                "ipu_arch": spec.arch,
+                "target_type": "Ipu",
+                "num_ipus": spec.num_ipus,
+                "tiles_per_ipu": spec.tiles_per_ipu,
+                "num_tiles": spec.num_tiles,
+                "bytes_per_tile": spec.bytes_per_tile,
+                "clock_hz": spec.clock_hz,
+                "num_replicas": spec.num_replicas,
+                "ipus_per_replica": spec.num_ipus // spec.num_replicas,
+                "poplar_version": spec.poplar_version,
+            }
+        ]
+    )
 
 
 def _tiles(spec: SynthSpec, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -150,7 +206,7 @@ def _tiles(spec: SynthSpec, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.
     # The first tile of each IPU carries extra control code (as real profiles often show).
     fill[tile_in_ipu == 0] = np.minimum(fill[tile_in_ipu == 0] + 0.1, 0.86)
     special = rng.choice(n, size=min(n, spec.hot_tiles + spec.oom_tiles), replace=False)
-    hot, oom = special[: spec.hot_tiles], special[spec.hot_tiles:]
+    hot, oom = special[: spec.hot_tiles], special[spec.hot_tiles :]
     fill[hot] = rng.uniform(0.88, 0.97, len(hot))
     incl = (fill * cap).astype(np.int64)
     incl[oom] = (cap * rng.uniform(1.02, 1.35, len(oom))).astype(np.int64)
@@ -159,11 +215,19 @@ def _tiles(spec: SynthSpec, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.
     non_variable = (excl * rng.uniform(0.30, 0.40, n)).astype(np.int64)
     always_live = (excl * rng.uniform(0.20, 0.28, n)).astype(np.int64)
     not_always_live = excl - non_variable - always_live
-    tiles = pd.DataFrame({
-        "tile": tile, "ipu": ipu, "tile_in_ipu": tile_in_ipu, "bytes_incl_gaps": incl, "bytes_excl_gaps": excl,
-        "overflowed_bytes": overflowed, "always_live_bytes": always_live,
-        "not_always_live_bytes": not_always_live, "capacity_bytes": np.full(n, cap, dtype=np.int64),
-    })
+    tiles = pd.DataFrame(
+        {
+            "tile": tile,
+            "ipu": ipu,
+            "tile_in_ipu": tile_in_ipu,
+            "bytes_incl_gaps": incl,
+            "bytes_excl_gaps": excl,
+            "overflowed_bytes": overflowed,
+            "always_live_bytes": always_live,
+            "not_always_live_bytes": not_always_live,
+            "capacity_bytes": np.full(n, cap, dtype=np.int64),
+        }
+    )
     cats = list(MEMORY_CATEGORIES)
     shares = np.array(list(MEMORY_CATEGORIES.values()))
     jitter = rng.uniform(0.7, 1.3, (n, len(cats))) * shares
@@ -171,11 +235,13 @@ def _tiles(spec: SynthSpec, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.
     jitter /= jitter.sum(axis=1, keepdims=True)
     per_cat = np.floor(jitter * non_variable[:, None]).astype(np.int64)
     per_cat[:, 0] += non_variable - per_cat.sum(axis=1)  # exact sums
-    tile_memory = pd.DataFrame({
-        "tile": np.repeat(tile, len(cats)),
-        "category": pd.Categorical(np.tile(cats, n), categories=cats),
-        "bytes": per_cat.ravel(),
-    })
+    tile_memory = pd.DataFrame(
+        {
+            "tile": np.repeat(tile, len(cats)),
+            "category": pd.Categorical(np.tile(cats, n), categories=cats),
+            "bytes": per_cat.ravel(),
+        }
+    )
     return tiles, tile_memory[tile_memory["bytes"] > 0].reset_index(drop=True)
 
 
@@ -183,7 +249,10 @@ def _program_names(spec: SynthSpec, rng: np.random.Generator, count: int) -> lis
     layers = rng.integers(0, len(LAYERS), count)
     ops = rng.integers(0, len(OPS), count)
     idx = rng.integers(0, 12, count)
-    return [f"{LAYERS[la].format(i=i)}/{OPS[o]}_{k}" for k, (la, o, i) in enumerate(zip(layers, ops, idx, strict=True))]
+    return [
+        f"{LAYERS[la].format(i=i)}/{OPS[o]}_{k}"
+        for k, (la, o, i) in enumerate(zip(layers, ops, idx, strict=True))
+    ]
 
 
 def _programs(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
@@ -195,15 +264,29 @@ def _programs(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
     ptype = rng.choice(types, size=spec.num_programs, p=weights / weights.sum())
     ptype[: len(mix)] = list(mix)  # every executable type appears at least once
     names = _program_names(spec, rng, spec.num_programs)
-    suffix = {"OnTileExecute": "", "DoExchange": "/ExchangePre", "GlobalExchange": "/GlobalExchange",
-              "StreamCopyBegin": "/StreamCopy", "StreamCopyMid": "/StreamCopy", "StreamCopyEnd": "/StreamCopy",
-              "Sync": "/Sync", "OnEveryTileSwitch": "/Switch", "Sequence": "", "Repeat": "/Loop"}
+    suffix = {
+        "OnTileExecute": "",
+        "DoExchange": "/ExchangePre",
+        "GlobalExchange": "/GlobalExchange",
+        "StreamCopyBegin": "/StreamCopy",
+        "StreamCopyMid": "/StreamCopy",
+        "StreamCopyEnd": "/StreamCopy",
+        "Sync": "/Sync",
+        "OnEveryTileSwitch": "/Switch",
+        "Sequence": "",
+        "Repeat": "/Loop",
+    }
     names = [n + suffix[t] for n, t in zip(names, ptype, strict=True)]
     category = pd.Series(ptype).map(PROGRAM_TYPE_CATEGORY).fillna("other")
-    return pd.DataFrame({
-        "program_id": np.arange(spec.num_programs, dtype=np.int32), "name": names, "type": ptype,
-        "category": category, "code_bytes": rng.integers(200, 200_000, spec.num_programs),
-    })
+    return pd.DataFrame(
+        {
+            "program_id": np.arange(spec.num_programs, dtype=np.int32),
+            "name": names,
+            "type": ptype,
+            "category": category,
+            "code_bytes": rng.integers(200, 200_000, spec.num_programs),
+        }
+    )
 
 
 def _variables(spec: SynthSpec, rng: np.random.Generator, tiles: pd.DataFrame) -> pd.DataFrame:
@@ -214,12 +297,19 @@ def _variables(spec: SynthSpec, rng: np.random.Generator, tiles: pd.DataFrame) -
     sizes = np.floor(weights / weights.sum() * total).astype(np.int64)
     kinds = ("weights", "bias", "momentum", "gamma", "beta", "step_counter")
     names = [f"{LAYERS[k % len(LAYERS)].format(i=k % 12)}/{kinds[k % len(kinds)]}_{k}" for k in range(n)]
-    return pd.DataFrame({"name": names, "bytes": sizes, "always_live": np.ones(n, dtype=bool),
-                         "tile": pd.array([None] * n, dtype="Int32")})
+    return pd.DataFrame(
+        {
+            "name": names,
+            "bytes": sizes,
+            "always_live": np.ones(n, dtype=bool),
+            "tile": pd.array([None] * n, dtype="Int32"),
+        }
+    )
 
 
-def _liveness(spec: SynthSpec, rng: np.random.Generator, programs: pd.DataFrame,
-              tiles: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _liveness(
+    spec: SynthSpec, rng: np.random.Generator, programs: pd.DataFrame, tiles: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     n = spec.num_liveness_steps
     x = np.linspace(0, 1, n)
     # Activations pile up through the forward pass, peak, then drain in the backward pass.
@@ -229,18 +319,30 @@ def _liveness(spec: SynthSpec, rng: np.random.Generator, programs: pd.DataFrame,
     peak_bytes = 0.9 * float(tiles["not_always_live_bytes"].sum()) / spec.num_replicas
     nal = (curve / curve.max() * peak_bytes).astype(np.int64)
     prog_idx = rng.integers(0, len(programs), n)
-    liveness = pd.DataFrame({
-        "step": np.arange(n, dtype=np.int32), "program": programs["name"].to_numpy()[prog_idx],
-        "program_type": programs["type"].to_numpy()[prog_idx], "not_always_live_bytes": nal,
-    })
+    liveness = pd.DataFrame(
+        {
+            "step": np.arange(n, dtype=np.int32),
+            "program": programs["name"].to_numpy()[prog_idx],
+            "program_type": programs["type"].to_numpy()[prog_idx],
+            "not_always_live_bytes": nal,
+        }
+    )
     k = 3  # largest variables per step
     shares = rng.dirichlet(np.ones(k) * 2, n) * 0.5
-    var_names = np.array([f"activations/{LAYERS[(s // 40) % len(LAYERS)].format(i=(s // 40) % 12)}/out_{s}_{j}"
-                          for s in range(n) for j in range(k)])
-    live_vars = pd.DataFrame({
-        "step": np.repeat(np.arange(n, dtype=np.int32), k), "name": var_names,
-        "bytes": (shares * nal[:, None]).astype(np.int64).ravel(),
-    })
+    var_names = np.array(
+        [
+            f"activations/{LAYERS[(s // 40) % len(LAYERS)].format(i=(s // 40) % 12)}/out_{s}_{j}"
+            for s in range(n)
+            for j in range(k)
+        ]
+    )
+    live_vars = pd.DataFrame(
+        {
+            "step": np.repeat(np.arange(n, dtype=np.int32), k),
+            "name": var_names,
+            "bytes": (shares * nal[:, None]).astype(np.int64).ravel(),
+        }
+    )
     return liveness, live_vars
 
 
@@ -260,6 +362,7 @@ def _step_types(spec: SynthSpec, rng: np.random.Generator, programs: pd.DataFram
         inside = (pos >= phase[0]) & (pos <= phase[1])
         cols = [i for i, t in enumerate(types) if t in favoured]
         weights[np.ix_(inside, cols)] *= factor
+
     boost(spec.exchange_heavy, {"DoExchange", "GlobalExchange", "Sync"}, 6.0)
     boost(spec.host_stall, {"StreamCopyBegin", "StreamCopyMid", "StreamCopyEnd"}, 25.0)
     weights /= weights.sum(axis=1, keepdims=True)
@@ -282,19 +385,33 @@ def _steps(spec: SynthSpec, rng: np.random.Generator, programs: pd.DataFrame) ->
     rep_type = np.repeat(ptype, ipus)
     is_exchange = np.isin(rep_type, ["DoExchange", "GlobalExchange", "StreamCopyMid"])
     data = np.where(is_exchange, (cycles * rng.uniform(8, 40, n * ipus)).astype(np.int64), 0)
-    balance = np.where(rep_type == "OnTileExecute", rng.uniform(0.55, 0.98, n * ipus), rng.uniform(0.2, 0.9, n * ipus))
+    balance = np.where(
+        rep_type == "OnTileExecute", rng.uniform(0.55, 0.98, n * ipus), rng.uniform(0.2, 0.9, n * ipus)
+    )
     runs = (np.arange(n) * spec.num_runs // n).astype(np.int32)
     active_from = (cycles * rng.uniform(0.0, 0.05, n * ipus)).astype(np.int64)
-    return pd.DataFrame({
-        "run": np.repeat(runs, ipus), "step": np.repeat(np.arange(n, dtype=np.int32), ipus),
-        "ipu": np.tile(np.arange(ipus, dtype=np.int16), n),
-        "program": pd.Categorical.from_codes(np.repeat(program, ipus), categories=programs["name"].unique())
-        if programs["name"].is_unique else np.repeat(programs["name"].to_numpy()[program], ipus),
-        "program_type": rep_type, "category": pd.Series(rep_type).map(PROGRAM_TYPE_CATEGORY).fillna("other"),
-        "cycles": cycles, "active_from_cycles": active_from,
-        "active_to_cycles": np.maximum(active_from, (cycles * rng.uniform(0.9, 1.0, n * ipus)).astype(np.int64)),
-        "tile_balance": balance.round(4), "data_in_bytes": data, "data_out_bytes": data,
-    })
+    return pd.DataFrame(
+        {
+            "run": np.repeat(runs, ipus),
+            "step": np.repeat(np.arange(n, dtype=np.int32), ipus),
+            "ipu": np.tile(np.arange(ipus, dtype=np.int16), n),
+            "program": pd.Categorical.from_codes(
+                np.repeat(program, ipus), categories=programs["name"].unique()
+            )
+            if programs["name"].is_unique
+            else np.repeat(programs["name"].to_numpy()[program], ipus),
+            "program_type": rep_type,
+            "category": pd.Series(rep_type).map(PROGRAM_TYPE_CATEGORY).fillna("other"),
+            "cycles": cycles,
+            "active_from_cycles": active_from,
+            "active_to_cycles": np.maximum(
+                active_from, (cycles * rng.uniform(0.9, 1.0, n * ipus)).astype(np.int64)
+            ),
+            "tile_balance": balance.round(4),
+            "data_in_bytes": data,
+            "data_out_bytes": data,
+        }
+    )
 
 
 def _runs(spec: SynthSpec, steps: pd.DataFrame) -> pd.DataFrame:
@@ -302,9 +419,14 @@ def _runs(spec: SynthSpec, steps: pd.DataFrame) -> pd.DataFrame:
     dur_us = per_run.to_numpy(dtype=np.float64) / spec.clock_hz * 1e6
     host_gap_us = 850.0
     start = np.concatenate([[1_000.0], 1_000.0 + np.cumsum(dur_us + host_gap_us)[:-1]])
-    return pd.DataFrame({"run": per_run.index.to_numpy(dtype=np.int32),
-                         "name": [f"Program {r} (main)" for r in per_run.index],
-                         "start_us": start, "end_us": start + dur_us})
+    return pd.DataFrame(
+        {
+            "run": per_run.index.to_numpy(dtype=np.int32),
+            "name": [f"Program {r} (main)" for r in per_run.index],
+            "start_us": start,
+            "end_us": start + dur_us,
+        }
+    )
 
 
 def _operations(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
@@ -313,11 +435,21 @@ def _operations(spec: SynthSpec, rng: np.random.Generator) -> pd.DataFrame:
     last = np.minimum(first + rng.integers(1, 40, n), spec.num_liveness_steps - 1)
     layers = rng.choice(["popart", "poptorch", "poplibs", "onnx"], n)
     names = [f"{LAYERS[i % len(LAYERS)].format(i=i % 12)}/{OPS[i % len(OPS)]}" for i in range(n)]
-    files = [f"/home/alice.smith/projects/bert/modeling_{i % 3}.py" if spec.sensitive else f"model_{i % 3}.py"
-             for i in range(n)]
-    return pd.DataFrame({"name": names, "layer": layers, "file": files,
-                         "line": rng.integers(10, 900, n), "first_step": first, "last_step": last,
-                         "bytes": rng.integers(1_000, 5_000_000, n)})
+    files = [
+        f"/home/alice.smith/projects/bert/modeling_{i % 3}.py" if spec.sensitive else f"model_{i % 3}.py"
+        for i in range(n)
+    ]
+    return pd.DataFrame(
+        {
+            "name": names,
+            "layer": layers,
+            "file": files,
+            "line": rng.integers(10, 900, n),
+            "first_step": first,
+            "last_step": last,
+            "bytes": rng.integers(1_000, 5_000_000, n),
+        }
+    )
 
 
 def _metadata(spec: SynthSpec) -> dict[str, str]:
@@ -325,15 +457,22 @@ def _metadata(spec: SynthSpec) -> dict[str, str]:
     if fields["num_replicas"] == 1:  # the default: left out so specs written before it read the same
         del fields["num_replicas"]
     meta = {"source_format": "synth", "synth.spec": json.dumps(fields, default=str)}
-    options = {"autoReport.all": "true", "autoReport.directory": "./reports", "debug.allowOutOfMemory": "true",
-               "autoReport.executionProfileProgramRunCount": "2"}
+    options = {
+        "autoReport.all": "true",
+        "autoReport.directory": "./reports",
+        "debug.allowOutOfMemory": "true",
+        "autoReport.executionProfileProgramRunCount": "2",
+    }
     if spec.sensitive:
         options["autoReport.directory"] = "/home/alice.smith/runs/bert-large-2026-11-30/reports"
-        meta["app"] = json.dumps({
-            "hostname": "ipu-pod64-host07.corp.example.com", "user": "alice.smith",
-            "dataset": "/mnt/datasets/internal/wikipedia-2026/shard_*.tfrecord",
-            "launch": "poprun --host 10.12.4.21,10.12.4.22 python train.py --config configs/bert_large.yml",
-            "api_token": "tok_5f3c9e1b7a2d4c6e8f0a1b3c5d7e9f11",
-        })
+        meta["app"] = json.dumps(
+            {
+                "hostname": "ipu-pod64-host07.corp.example.com",
+                "user": "alice.smith",
+                "dataset": "/mnt/datasets/internal/wikipedia-2026/shard_*.tfrecord",
+                "launch": "poprun --host 10.12.4.21,10.12.4.22 python train.py --config configs/bert_large.yml",
+                "api_token": "tok_5f3c9e1b7a2d4c6e8f0a1b3c5d7e9f11",
+            }
+        )
     meta["engine_options"] = json.dumps(options)
     return meta

@@ -72,14 +72,20 @@ class Outcome:
 
 # -- seeds -------------------------------------------------------------------------------------------
 
+
 def seed_files() -> dict[str, list[Path]]:
     """Seed files by family: generated fixtures and the real public samples."""
     return {
-        "text": sorted((FIXTURES / "text_summary").glob("*.txt"))[:2] + sorted((FIXTURES / "real/poplar").glob("*.txt")),
+        "text": sorted((FIXTURES / "text_summary").glob("*.txt"))[:2]
+        + sorted((FIXTURES / "real/poplar").glob("*.txt")),
         "sdk1": [FIXTURES / "sdk1_json/mk1_noexec.json", FIXTURES / "sdk1_json/mk2_training.json"],
-        "trace": [FIXTURES / "traces/begin_end.json", FIXTURES / "traces/training_loop.json.gz",
-                  FIXTURES / "real/traces/cpu_only_rank-34.json.gz", FIXTURES / "real/traces/amd_mi250_minitoy.json.gz",
-                  FIXTURES / "real/traces/nccl_data.json.gz"],
+        "trace": [
+            FIXTURES / "traces/begin_end.json",
+            FIXTURES / "traces/training_loop.json.gz",
+            FIXTURES / "real/traces/cpu_only_rank-34.json.gz",
+            FIXTURES / "real/traces/amd_mi250_minitoy.json.gz",
+            FIXTURES / "real/traces/nccl_data.json.gz",
+        ],
         "bundle": [FIXTURES / "mk2_training.popprof", FIXTURES / "mk1_noexec.popprof"],
     }
 
@@ -99,8 +105,19 @@ def rng_for(label: str) -> np.random.Generator:
 # -- mutations of bytes ------------------------------------------------------------------------------
 
 _NUMBER = re.compile(rb"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_WEIRD_NUMBERS = (b"1e309", b"-1", b"-99999999999999999999999", b"NaN", b"Infinity", b"99999999999999999999",
-                  b"0.0000001", b"1,000,000", b"0x10", b"", b"-0")
+_WEIRD_NUMBERS = (
+    b"1e309",
+    b"-1",
+    b"-99999999999999999999999",
+    b"NaN",
+    b"Infinity",
+    b"99999999999999999999",
+    b"0.0000001",
+    b"1,000,000",
+    b"0x10",
+    b"",
+    b"-0",
+)
 _WEIRD_VALUES = (b'"x"', b"[]", b"{}", b"null", b"true", b'"\\ud800"', b'"\\u0000"', b"[[[[[[[[1]]]]]]]]")
 _UNICODE = ("\u202e", "\u0000", "\ufeff", "\ud83d\ude00", "é", "\u2028", "\x1b[31m", "\udcff")
 
@@ -140,22 +157,28 @@ def mutate(data: bytes, rng: np.random.Generator, json_like: bool) -> tuple[str,
         matches = list(_NUMBER.finditer(data))
         if not matches:
             return "numbers(none)", data
-        chosen = {int(i) for i in rng.choice(len(matches), min(len(matches), int(rng.integers(1, 30))), replace=False)}
+        chosen = {
+            int(i)
+            for i in rng.choice(len(matches), min(len(matches), int(rng.integers(1, 30))), replace=False)
+        }
         out, last = [], 0
         for i, match in enumerate(matches):
             if i in chosen:
-                out += [data[last:match.start()], _WEIRD_NUMBERS[int(rng.integers(len(_WEIRD_NUMBERS)))]]
+                out += [data[last : match.start()], _WEIRD_NUMBERS[int(rng.integers(len(_WEIRD_NUMBERS)))]]
                 last = match.end()
         return "numbers", b"".join(out) + data[last:]
     if kind == "types":
         matches = list(re.finditer(rb':\s*(-?\d[\d.eE+-]*|"[^"\\]{0,40}"|true|false|null)', data))
         if not matches:
             return "types(none)", data
-        chosen = {int(i) for i in rng.choice(len(matches), min(len(matches), int(rng.integers(1, 10))), replace=False)}
+        chosen = {
+            int(i)
+            for i in rng.choice(len(matches), min(len(matches), int(rng.integers(1, 10))), replace=False)
+        }
         out, last = [], 0
         for i, match in enumerate(matches):
             if i in chosen:
-                out += [data[last:match.start(1)], _WEIRD_VALUES[int(rng.integers(len(_WEIRD_VALUES)))]]
+                out += [data[last : match.start(1)], _WEIRD_VALUES[int(rng.integers(len(_WEIRD_VALUES)))]]
                 last = match.end(1)
         return "types", b"".join(out) + data[last:]
     if kind == "unicode":
@@ -170,7 +193,9 @@ def mutate(data: bytes, rng: np.random.Generator, json_like: bool) -> tuple[str,
         at = int(rng.integers(0, n + 1))
         opener = b"[" if rng.random() < 0.5 else b'{"a":'
         closer = b"]" if opener == b"[" else b"}"
-        return f"nest{depth}", data[:at] + opener * depth + closer * depth * int(rng.integers(0, 2)) + data[at:]
+        return f"nest{depth}", data[:at] + opener * depth + closer * depth * int(rng.integers(0, 2)) + data[
+            at:
+        ]
     # splice: a piece of the file repeated somewhere else
     lo = int(rng.integers(0, max(1, n)))
     hi = min(n, lo + int(rng.integers(1, 4096)))
@@ -201,7 +226,9 @@ def file_cases(path: Path, count: int) -> list[Case]:
         cases.append(Case(name, _writer(mutated, compress, out_suffix)))
     gz_suffix = suffix if was_gzip else suffix + ".gz"
     whole = gzip.compress(data, mtime=0)
-    cases.append(Case(f"{path.name}:gzip-cut", _writer(whole[:max(10, len(whole) * 2 // 3)], False, gz_suffix)))
+    cases.append(
+        Case(f"{path.name}:gzip-cut", _writer(whole[: max(10, len(whole) * 2 // 3)], False, gz_suffix))
+    )
     cases.append(Case(f"{path.name}:gzip-bomb", _bomb(data[:4096], gz_suffix)))
     return cases
 
@@ -211,6 +238,7 @@ def _writer(data: bytes, compress: bool, suffix: str) -> Callable[[Path], Path]:
         target = where / f"input{suffix}"
         target.write_bytes(gzip.compress(data, mtime=0) if compress else data)
         return target
+
     return make
 
 
@@ -228,16 +256,18 @@ def _gzip_spaces() -> bytes:
 
 def _bomb(head: bytes, suffix: str) -> Callable[[Path], Path]:
     """``head`` then 128 MiB of spaces (two gzip members, about 130 KB): the gzip-ratio limit must stop it."""
+
     def make(where: Path) -> Path:
         target = where / f"bomb{suffix}"
         target.write_bytes(gzip.compress(head, mtime=0) + _gzip_spaces())
         return target
+
     return make
 
 
 # -- tampered bundles ----------------------------------------------------------------------------
 
-_JSON_VALUES: tuple[object, ...] = ("x", 1, -1, 1.5, None, True, [], ["a"], {}, {"a": 1}, "../x", 10 ** 30)
+_JSON_VALUES: tuple[object, ...] = ("x", 1, -1, 1.5, None, True, [], ["a"], {}, {"a": 1}, "../x", 10**30)
 
 
 def bundle_cases(path: Path, count: int) -> list[Case]:
@@ -247,14 +277,27 @@ def bundle_cases(path: Path, count: int) -> list[Case]:
     parquet = sorted(p.name for p in path.glob("*.parquet"))
     cases = []
     for i in range(count):
-        kind = ["manifest_field", "table_field", "manifest_bytes", "parquet_flip", "parquet_cut", "parquet_swap",
-                "parquet_missing"][int(rng.integers(7))]
-        cases.append(Case(f"{path.name}#{i}:{kind}", _tampered(path, kind, manifest, parquet,
-                                                              int(rng.integers(1 << 30)))))
+        kind = [
+            "manifest_field",
+            "table_field",
+            "manifest_bytes",
+            "parquet_flip",
+            "parquet_cut",
+            "parquet_swap",
+            "parquet_missing",
+        ][int(rng.integers(7))]
+        cases.append(
+            Case(
+                f"{path.name}#{i}:{kind}",
+                _tampered(path, kind, manifest, parquet, int(rng.integers(1 << 30))),
+            )
+        )
     return cases
 
 
-def _tampered(source: Path, kind: str, manifest: dict, parquet: list[str], seed: int) -> Callable[[Path], Path]:
+def _tampered(
+    source: Path, kind: str, manifest: dict, parquet: list[str], seed: int
+) -> Callable[[Path], Path]:
     def make(where: Path) -> Path:
         rng = np.random.default_rng(seed)
         target = where / source.name
@@ -280,7 +323,11 @@ def _tampered(source: Path, kind: str, manifest: dict, parquet: list[str], seed:
             raw = bytearray(victim.read_bytes())
             if kind == "parquet_flip":
                 for _ in range(int(rng.integers(1, 8))):
-                    at = int(rng.integers(len(raw))) if rng.random() < 0.5 else len(raw) - 1 - int(rng.integers(64))
+                    at = (
+                        int(rng.integers(len(raw)))
+                        if rng.random() < 0.5
+                        else len(raw) - 1 - int(rng.integers(64))
+                    )
                     raw[at] ^= 1 << int(rng.integers(8))
                 victim.write_bytes(bytes(raw))
             elif kind == "parquet_cut":
@@ -291,10 +338,12 @@ def _tampered(source: Path, kind: str, manifest: dict, parquet: list[str], seed:
             else:
                 victim.unlink()
         return target
+
     return make
 
 
 # -- the worker ------------------------------------------------------------------------------------------
+
 
 def _digests(path: Path) -> dict[str, str]:
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
@@ -351,8 +400,9 @@ def run_case(case: Case, where: Path) -> Outcome:
     where.mkdir(parents=True, exist_ok=True)
     path = case.make(where)
     before = _digests(path)
-    outcome.input_bytes = sum(f.stat().st_size for f in ([path] if path.is_file() else path.rglob("*"))
-                              if f.is_file())
+    outcome.input_bytes = sum(
+        f.stat().st_size for f in ([path] if path.is_file() else path.rglob("*")) if f.is_file()
+    )
     start_rss = _rss_kib("VmRSS")
     measured = _reset_peak()
     started = __import__("time").perf_counter()
@@ -366,8 +416,10 @@ def run_case(case: Case, where: Path) -> Outcome:
                 except PopprofError:
                     continue
                 except (Exception, RecursionError) as exc:  # noqa: BLE001 - the contract under test
-                    outcome.problems.append(f"{module.FORMAT}.read raised {type(exc).__name__}: "
-                                            f"{' '.join(str(exc).split())[:300]}")
+                    outcome.problems.append(
+                        f"{module.FORMAT}.read raised {type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:300]}"
+                    )
                     continue
                 if not isinstance(result, Profile):
                     outcome.problems.append(f"{module.FORMAT}.read returned {type(result).__name__}")
@@ -387,8 +439,10 @@ def run_case(case: Case, where: Path) -> Outcome:
     if measured:
         outcome.peak_bytes = max(0, _rss_kib("VmHWM") - start_rss) * 1024
         if outcome.peak_bytes > 4 * outcome.input_bytes + ALLOWANCE:
-            outcome.problems.append(f"peak memory {outcome.peak_bytes / 2**20:.0f} MiB over 4 x "
-                                    f"{outcome.input_bytes:,} B + {ALLOWANCE >> 20} MiB")
+            outcome.problems.append(
+                f"peak memory {outcome.peak_bytes / 2**20:.0f} MiB over 4 x "
+                f"{outcome.input_bytes:,} B + {ALLOWANCE >> 20} MiB"
+            )
     shutil.rmtree(where, ignore_errors=True)
     return outcome
 
@@ -404,8 +458,9 @@ def _worker(cases: list[Case], where: str, progress_file: str, results) -> None:
         try:
             outcomes.append(run_case(case, Path(where) / str(index)))
         except BaseException as exc:  # noqa: BLE001 - report, never lose the batch
-            outcomes.append(Outcome(case.name, [f"harness: {type(exc).__name__}: {exc}",
-                                                traceback.format_exc()[-800:]]))
+            outcomes.append(
+                Outcome(case.name, [f"harness: {type(exc).__name__}: {exc}", traceback.format_exc()[-800:]])
+            )
     results.send(outcomes)
     results.close()
 
@@ -432,6 +487,13 @@ def run_batch(cases: list[Case], where: Path, seconds: float) -> list[Outcome]:
         worker.join()
     if outcomes is None:
         current = progress_file.read_text() if progress_file.exists() else "?"
-        return [Outcome(current, [f"worker ended without results (exit {worker.exitcode}) while running this "
-                                  f"case, or the batch overran {seconds:g} s"])]
+        return [
+            Outcome(
+                current,
+                [
+                    f"worker ended without results (exit {worker.exitcode}) while running this "
+                    f"case, or the batch overran {seconds:g} s"
+                ],
+            )
+        ]
     return outcomes

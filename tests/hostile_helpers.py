@@ -40,12 +40,19 @@ class Run:
 def _limit(memory: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return apply
 
 
-def run_limited(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None,
-                memory: int = CHILD_MEMORY, seconds: float = 60, stdin: int | None = subprocess.DEVNULL,
-                shell: bool = False) -> Run:
+def run_limited(
+    *args: object,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    memory: int = CHILD_MEMORY,
+    seconds: float = 60,
+    stdin: int | None = subprocess.DEVNULL,
+    shell: bool = False,
+) -> Run:
     """``popprof ARGS`` in a child process with an address-space and a wall-time limit."""
     # few malloc arenas: each thread's arena reserves 64 MiB of address space, which an RLIMIT_AS counts
     full_env = {**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})}
@@ -55,8 +62,16 @@ def run_limited(*args: object, cwd: Path | None = None, env: dict[str, str] | No
         command = " ".join(map(str, args)).replace("popprof ", f"{sys.executable} -m popprof ", 1)
         command = ["bash", "-c", command]
     try:
-        done = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=seconds,
-                              preexec_fn=_limit(memory), stdin=stdin)
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+            preexec_fn=_limit(memory),
+            stdin=stdin,
+        )
     except subprocess.TimeoutExpired as exc:
         return Run(None, _text(exc.stdout), _text(exc.stderr), seconds)
     return Run(done.returncode, done.stdout, done.stderr, seconds)

@@ -21,8 +21,9 @@ def report_store() -> ModuleType:
     return module
 
 
-def assert_table_equal(read: pd.DataFrame, expected: pd.DataFrame, sort: list[str] | None = None,
-                       skip: tuple[str, ...] = ()) -> None:
+def assert_table_equal(
+    read: pd.DataFrame, expected: pd.DataFrame, sort: list[str] | None = None, skip: tuple[str, ...] = ()
+) -> None:
     """Compare two conformed tables column by column (categorical values compared, not category order)."""
     assert list(read.columns) == list(expected.columns)
     assert len(read) == len(expected)
@@ -33,13 +34,16 @@ def assert_table_equal(read: pd.DataFrame, expected: pd.DataFrame, sort: list[st
         if column in skip:
             continue
         left, right = read[column], expected[column]
-        assert left.dtype == right.dtype or (isinstance(left.dtype, pd.CategoricalDtype)
-                                             and isinstance(right.dtype, pd.CategoricalDtype)), column
-        pd.testing.assert_series_equal(left, right, check_categorical=False, check_names=False,
-                                       obj=f"column {column!r}")
+        assert left.dtype == right.dtype or (
+            isinstance(left.dtype, pd.CategoricalDtype) and isinstance(right.dtype, pd.CategoricalDtype)
+        ), column
+        pd.testing.assert_series_equal(
+            left, right, check_categorical=False, check_names=False, obj=f"column {column!r}"
+        )
 
 
 def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    order = frame.assign(**{k: frame[k].astype("str") for k in keys
-                            if isinstance(frame[k].dtype, pd.CategoricalDtype)}).sort_values(keys, kind="stable")
+    order = frame.assign(
+        **{k: frame[k].astype("str") for k in keys if isinstance(frame[k].dtype, pd.CategoricalDtype)}
+    ).sort_values(keys, kind="stable")
     return frame.loc[order.index].reset_index(drop=True)

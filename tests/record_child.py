@@ -40,8 +40,16 @@ def _options(name: str) -> dict:
 def _spec(name: str, seed: int):
     from popprof.synth import SynthSpec
 
-    return SynthSpec(name=name, num_steps=120, num_programs=60, num_liveness_steps=40, num_variables=30,
-                     hot_tiles=3, oom_tiles=2 if name == "training" else 0, seed=seed)
+    return SynthSpec(
+        name=name,
+        num_steps=120,
+        num_programs=60,
+        num_liveness_steps=40,
+        num_variables=30,
+        hot_tiles=3,
+        oom_tiles=2 if name == "training" else 0,
+        seed=seed,
+    )
 
 
 def write_run_directory(directory: Path, engines: list[str]) -> None:
@@ -60,10 +68,15 @@ def write_pvti(directory: Path) -> None:
     """One host trace named as libpvti names it (date, time, zone, pid)."""
     from trace_store import write_trace
 
-    rows = [["Engine::run(main)", 4000.0, 1000.0, "Poplar", -1], ["StreamCopy", 900.0, 1200.0, "Poplar", 0],
-            ["Compile", 20000.0, 0.0, "Framework", -1]]
-    write_trace(directory / f"Tue_Nov_24_11:59:17_2020_GMT_{os.getpid()}.pvti",
-                [{"pid": os.getpid(), "threads": [{"tid": 1, "events": rows}]}])
+    rows = [
+        ["Engine::run(main)", 4000.0, 1000.0, "Poplar", -1],
+        ["StreamCopy", 900.0, 1200.0, "Poplar", 0],
+        ["Compile", 20000.0, 0.0, "Framework", -1],
+    ]
+    write_trace(
+        directory / f"Tue_Nov_24_11:59:17_2020_GMT_{os.getpid()}.pvti",
+        [{"pid": os.getpid(), "threads": [{"tid": 1, "events": rows}]}],
+    )
 
 
 def print_summary() -> None:
@@ -76,10 +89,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--engines", default="")
     parser.add_argument("--oom", action="store_true", help="print Poplar's out-of-memory message on stderr")
-    parser.add_argument("--abort", action="store_true", help="end as an uncaught C++ exception does (SIGABRT)")
+    parser.add_argument(
+        "--abort", action="store_true", help="end as an uncaught C++ exception does (SIGABRT)"
+    )
     parser.add_argument("--stdout-from", action="append", default=[], help="print this (real) log on stdout")
     parser.add_argument("--summary", action="store_true")
-    parser.add_argument("--broken-engine", default=None, help="also leave a cut-off profile.pop for this engine")
+    parser.add_argument(
+        "--broken-engine", default=None, help="also leave a cut-off profile.pop for this engine"
+    )
     parser.add_argument("--pvti", action="store_true")
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--chatter", type=int, default=0, help="lines to print on each stream (interleaved)")
@@ -92,8 +109,15 @@ def main() -> int:
 
     engine, pvti = _options("POPLAR_ENGINE_OPTIONS"), _options("PVTI_OPTIONS")
     if args.seen:
-        Path(args.seen).write_text(json.dumps({"POPLAR_ENGINE_OPTIONS": engine, "PVTI_OPTIONS": pvti,
-                                               "MY_OWN_VAR": os.environ.get("MY_OWN_VAR")}))
+        Path(args.seen).write_text(
+            json.dumps(
+                {
+                    "POPLAR_ENGINE_OPTIONS": engine,
+                    "PVTI_OPTIONS": pvti,
+                    "MY_OWN_VAR": os.environ.get("MY_OWN_VAR"),
+                }
+            )
+        )
     print("child: starting", flush=True)
     for i in range(args.chatter):
         print(f"out {i}", flush=(i % 97 == 0))

@@ -34,8 +34,17 @@ APP_JSON = {
 
 def canary_profile(seed: int = 0, name: str = "training", **overrides) -> Profile:
     """A synthetic sensitive profile with canaries planted in every identifier kind and in free text."""
-    spec = {"num_steps": 400, "num_programs": 60, "num_liveness_steps": 120, "num_variables": 40,
-            "sensitive": True, "seed": seed, "oom_tiles": 2, "name": name, **overrides}
+    spec = {
+        "num_steps": 400,
+        "num_programs": 60,
+        "num_liveness_steps": 120,
+        "num_variables": 40,
+        "sensitive": True,
+        "seed": seed,
+        "oom_tiles": 2,
+        "name": name,
+        **overrides,
+    }
     base = make_profile(**spec)
     tables = base.tables
     programs = tables["programs"].copy()
@@ -44,36 +53,66 @@ def canary_profile(seed: int = 0, name: str = "training", **overrides) -> Profil
     steps = tables["steps"].copy()
     steps["program"] = steps["program"].astype("str").replace(old_prog, "CanaryModel/secret_block_7/MatMul")
     liveness = tables["liveness"].copy()
-    liveness["program"] = liveness["program"].astype("str").replace(old_prog, "CanaryModel/secret_block_7/MatMul")
+    liveness["program"] = (
+        liveness["program"].astype("str").replace(old_prog, "CanaryModel/secret_block_7/MatMul")
+    )
     variables = tables["variables"].copy()
     variables.loc[0, "name"] = "canary_embeddings/word_table"
     ops = tables["operations"].copy()
     ops.loc[0, "name"] = "CanaryNet/attention/Softmax"
     ops["file"] = "/home/canary.smith/projects/canarynet/modeling.py"
     tables.update(programs=programs, steps=steps, liveness=liveness, variables=variables, operations=ops)
-    tables["events"] = pd.DataFrame({
-        "event_id": [0, 1, 2, 3], "pid": [7, 7, 7, 7], "tid": [1, 1, 2, 2], "parent_id": [None, 0, None, None],
-        "depth": [0, 1, 0, 0],
-        "name": ["canary_forward_pass", "poplin::ConvPartial1x1Out<half,float,true,false>", "Engine::run",
-                 "CanaryLoader.fetch"],
-        "channel": ["CanaryApp", "Poplar", "Poplar", "Framework"],
-        "start_us": [0.0, 1.0, 5.0, 9.0], "dur_us": [10.0, 3.0, 2.0, 1.5],
-        "device_category": [None, "compute", "sync", None],
-        "args": [json.dumps({"path": "/data/canary_set/x.bin", "host": "canaryhost.corp.internal"}), None,
-                 json.dumps({"step": 3}), json.dumps({"user": "canary.smith"})],
-    })
-    tables["threads"] = pd.DataFrame({"pid": [7, 7], "tid": [1, 2], "process_name": ["canary_trainer.py", "python3"],
-                                      "thread_name": ["CanaryWorker-0", "MainThread"]})
-    tables["counters"] = pd.DataFrame({"pid": [7, 7], "name": ["canary_mem", "canary_mem"],
-                                       "series": ["canary_series", "canary_series"], "ts_us": [0.0, 1.0],
-                                       "value": [1.0, 2.0]})
+    tables["events"] = pd.DataFrame(
+        {
+            "event_id": [0, 1, 2, 3],
+            "pid": [7, 7, 7, 7],
+            "tid": [1, 1, 2, 2],
+            "parent_id": [None, 0, None, None],
+            "depth": [0, 1, 0, 0],
+            "name": [
+                "canary_forward_pass",
+                "poplin::ConvPartial1x1Out<half,float,true,false>",
+                "Engine::run",
+                "CanaryLoader.fetch",
+            ],
+            "channel": ["CanaryApp", "Poplar", "Poplar", "Framework"],
+            "start_us": [0.0, 1.0, 5.0, 9.0],
+            "dur_us": [10.0, 3.0, 2.0, 1.5],
+            "device_category": [None, "compute", "sync", None],
+            "args": [
+                json.dumps({"path": "/data/canary_set/x.bin", "host": "canaryhost.corp.internal"}),
+                None,
+                json.dumps({"step": 3}),
+                json.dumps({"user": "canary.smith"}),
+            ],
+        }
+    )
+    tables["threads"] = pd.DataFrame(
+        {
+            "pid": [7, 7],
+            "tid": [1, 2],
+            "process_name": ["canary_trainer.py", "python3"],
+            "thread_name": ["CanaryWorker-0", "MainThread"],
+        }
+    )
+    tables["counters"] = pd.DataFrame(
+        {
+            "pid": [7, 7],
+            "name": ["canary_mem", "canary_mem"],
+            "series": ["canary_series", "canary_series"],
+            "ts_us": [0.0, 1.0],
+            "value": [1.0, 2.0],
+        }
+    )
     profile = Profile(base.name, tables, source=base.source)
     meta = base.meta
     meta["app"] = json.dumps(APP_JSON)
-    meta["engine_options"] = json.dumps({"autoReport.all": "true",
-                                         "autoReport.directory": "/home/canary.smith/runs/canary-7/reports"})
-    meta["source_files"] = json.dumps([{"name": "canary_run_profile.pop", "size_bytes": 1234,
-                                        "sha256": "ab" * 32}])
+    meta["engine_options"] = json.dumps(
+        {"autoReport.all": "true", "autoReport.directory": "/home/canary.smith/runs/canary-7/reports"}
+    )
+    meta["source_files"] = json.dumps(
+        [{"name": "canary_run_profile.pop", "size_bytes": 1234, "sha256": "ab" * 32}]
+    )
     profile.update_metadata(meta)
     return profile
 
@@ -103,23 +142,50 @@ def chrome_trace(path: Path, events: int = 300, gz: bool = False) -> Path:
         {"ph": "M", "name": "thread_name", "pid": 4242, "tid": 1, "args": {"name": "CanaryMainThread"}},
         {"ph": "M", "name": "thread_name", "pid": 4242, "tid": 2, "args": {"name": "MainThread"}},
     ]
-    names = ["aten::linear", "cudaLaunchKernel", "CanaryBlock.forward", "poplin::ConvPartial1x1Out<half>",
-             "canary_loss_fn", "Engine::run"]
+    names = [
+        "aten::linear",
+        "cudaLaunchKernel",
+        "CanaryBlock.forward",
+        "poplin::ConvPartial1x1Out<half>",
+        "canary_loss_fn",
+        "Engine::run",
+    ]
     for i in range(events):
-        ev = {"ph": "X", "cat": "cpu_op" if i % 3 else "CanaryCategory", "name": names[i % len(names)],
-              "pid": 4242, "tid": 1 + i % 2, "ts": 1000.0 + i * 10.5, "dur": 5.25}
+        ev = {
+            "ph": "X",
+            "cat": "cpu_op" if i % 3 else "CanaryCategory",
+            "name": names[i % len(names)],
+            "pid": 4242,
+            "tid": 1 + i % 2,
+            "ts": 1000.0 + i * 10.5,
+            "dur": 5.25,
+        }
         if i % 5 == 0:
-            ev["args"] = {"file": "/home/canary.smith/src/canary_model.py", "host": "canary-node3.corp.internal",
-                          "Input Dims": [[8, 128]], "note": "loaded from 10.99.88.77 by canary.smith",
-                          "quoted": 'say "hello" from /home/canary.smith/x.txt'}
+            ev["args"] = {
+                "file": "/home/canary.smith/src/canary_model.py",
+                "host": "canary-node3.corp.internal",
+                "Input Dims": [[8, 128]],
+                "note": "loaded from 10.99.88.77 by canary.smith",
+                "quoted": 'say "hello" from /home/canary.smith/x.txt',
+            }
         evs.append(ev)
     evs.append({"ph": "C", "name": "canary_counter", "pid": 4242, "ts": 1000.0, "args": {"allocated": 12.5}})
     evs.append({"ph": "i", "name": "CanaryMarker", "pid": 4242, "tid": 1, "ts": 1200.0, "s": "t"})
-    doc = {"traceEvents": evs, "displayTimeUnit": "ms",
-           "otherData": {"hostname": "canary-pod64-host07", "cwd": "/home/canary.smith/work",
-                         "token": "ghp_canaryAbCdEf0123456789XyZ012345678"}}
-    text = "{\"traceEvents\":[\n" + ",\n".join(json.dumps(e) for e in evs) + "\n],\n" + \
-        json.dumps({k: v for k, v in doc.items() if k != "traceEvents"})[1:]
+    doc = {
+        "traceEvents": evs,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "hostname": "canary-pod64-host07",
+            "cwd": "/home/canary.smith/work",
+            "token": "ghp_canaryAbCdEf0123456789XyZ012345678",
+        },
+    }
+    text = (
+        '{"traceEvents":[\n'
+        + ",\n".join(json.dumps(e) for e in evs)
+        + "\n],\n"
+        + json.dumps({k: v for k, v in doc.items() if k != "traceEvents"})[1:]
+    )
     data = text.encode("utf-8")
     if gz:
         path.write_bytes(gzip.compress(data))

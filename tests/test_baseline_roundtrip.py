@@ -33,7 +33,9 @@ def test_baseline_is_small_sorted_and_holds_no_sensitive_metadata(tmp_path, prof
     assert doc["metrics"]["memory.tiles_out_of_memory"] == {"unit": "tiles", "value": 2}
     expected = {k: v for k, v in metrics.compute(profile).items() if v is not None}
     assert set(doc["metrics"]) == set(expected)
-    assert doc["metrics"]["memory.total_incl_gaps_bytes"]["value"] == int(profile.tiles["bytes_incl_gaps"].sum())
+    assert doc["metrics"]["memory.total_incl_gaps_bytes"]["value"] == int(
+        profile.tiles["bytes_incl_gaps"].sum()
+    )
     assert not list(tmp_path.glob(".*tmp"))  # atomic write leaves no temporary file
 
 
@@ -78,12 +80,18 @@ def test_baseline_refuses_to_overwrite_its_input(tmp_path, profile):
         write_baseline(opened, saved / "baseline.json")
 
 
-@pytest.mark.parametrize("content, problem", [
-    ('{"format": "popprof-baseline", "format_version": 99, "metrics": {}}', "newer"),
-    ('{"format": "popprof-baseline", "format_version": 1}', "no \"metrics\""),
-    ('{"format": "popprof-baseline", "format_version": 1, "metrics": {"m": {"value": "x"}}}', "non-numeric"),
-    ('{"format": "popprof-baseline", "format_version": 1, "metrics": ', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ('{"format": "popprof-baseline", "format_version": 99, "metrics": {}}', "newer"),
+        ('{"format": "popprof-baseline", "format_version": 1}', 'no "metrics"'),
+        (
+            '{"format": "popprof-baseline", "format_version": 1, "metrics": {"m": {"value": "x"}}}',
+            "non-numeric",
+        ),
+        ('{"format": "popprof-baseline", "format_version": 1, "metrics": ', "not valid JSON"),
+    ],
+)
 def test_bad_baselines_are_input_errors(tmp_path, content, problem):
     path = tmp_path / "baseline.json"
     path.write_text(content)

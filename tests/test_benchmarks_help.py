@@ -24,8 +24,12 @@ def test_every_script_takes_help(script, monkeypatch, capsys):
     finally:  # bench_pop.py imports the pva test double: later tests must not find it imported
         for name in set(sys.modules) - before:
             module_file = str(getattr(sys.modules[name], "__file__", "") or "")
-            if name == "pva" or name.startswith("pva.") or "pva_double" in module_file \
-                    or module_file.startswith(str(BENCHMARKS)):
+            if (
+                name == "pva"
+                or name.startswith("pva.")
+                or "pva_double" in module_file
+                or module_file.startswith(str(BENCHMARKS))
+            ):
                 del sys.modules[name]
     assert exit_info.value.code in (0, None)
     out = capsys.readouterr().out
@@ -35,7 +39,9 @@ def test_every_script_takes_help(script, monkeypatch, capsys):
 def test_scripts_and_docs_name_only_benchmarks_that_exist():
     for path in [*BENCHMARKS.glob("*.sh"), *SCRIPTS, BENCHMARKS / "README.md"]:
         for name in re.findall(r"benchmarks/([\w.]+\.(?:py|sh))", path.read_text("utf-8")):
-            assert (BENCHMARKS / name).exists(), f"{path.name} refers to benchmarks/{name}, which does not exist"
+            assert (BENCHMARKS / name).exists(), (
+                f"{path.name} refers to benchmarks/{name}, which does not exist"
+            )
 
 
 def test_the_table_helper_aligns_numbers_right(capsys):
@@ -46,5 +52,9 @@ def test_the_table_helper_aligns_numbers_right(capsys):
         sys.path.remove(str(BENCHMARKS))
     print_table(["case", "wall s"], [["small", "0.25"], ["large input", "12.50"]])
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == ["| case        | wall s |", "|-------------|-------:|", "| small       |   0.25 |",
-                     "| large input |  12.50 |"]
+    assert lines == [
+        "| case        | wall s |",
+        "|-------------|-------:|",
+        "| small       |   0.25 |",
+        "| large input |  12.50 |",
+    ]

@@ -21,8 +21,9 @@ from popprof.synth import make_profile
 def pop_profile(tmp_path_factory):
     """A profile read through pva (the double) with every table it can give, step_tile_cycles included."""
     root = tmp_path_factory.mktemp("bundle")
-    synth = make_profile(name="rt", num_ipus=2, num_steps=60, num_programs=80, num_liveness_steps=90,
-                         num_variables=40, seed=9)
+    synth = make_profile(
+        name="rt", num_ipus=2, num_steps=60, num_programs=80, num_liveness_steps=90, num_variables=40, seed=9
+    )
     store = report_store()
     store.write_pop(synth, root / "rt" / "profile.pop")
     store.write_debug([synth], root / "rt" / "debug.cbor")
@@ -37,8 +38,20 @@ def pop_profile(tmp_path_factory):
 
 
 def test_every_table_and_dtype_round_trips(pop_profile, tmp_path):
-    expected_tables = {"target", "tiles", "tile_memory", "programs", "variables", "liveness", "liveness_variables",
-                       "runs", "steps", "step_tile_cycles", "operations", "metadata"}
+    expected_tables = {
+        "target",
+        "tiles",
+        "tile_memory",
+        "programs",
+        "variables",
+        "liveness",
+        "liveness_variables",
+        "runs",
+        "steps",
+        "step_tile_cycles",
+        "operations",
+        "metadata",
+    }
     assert set(pop_profile.table_names) == expected_tables
     out = bundle.write(pop_profile, tmp_path / "rt.popprof")
     back = popprof.open(out)
@@ -92,8 +105,15 @@ def test_newer_format_version(good_bundle):
     assert "upgrade" in str(info.value)
 
 
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"format": "something-else", "format_version": 1}',
-                                  '{"format": "popprof-bundle"}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"format": "something-else", "format_version": 1}',
+        '{"format": "popprof-bundle"}',
+    ],
+)
 def test_corrupt_manifest(good_bundle, text):
     (good_bundle / "manifest.json").write_text(text)
     with pytest.raises(InputError) as info:
@@ -118,7 +138,9 @@ def test_row_count_mismatch(good_bundle):
 @pytest.mark.parametrize("file", ["../outside.parquet", "/etc/hostname", "sub/tiles.parquet", "..", "", 7])
 def test_manifest_cannot_point_outside_the_bundle(good_bundle, file):
     outside = good_bundle.parent / "outside.parquet"
-    outside.write_bytes((good_bundle / "tiles.parquet").read_bytes())  # a readable file, so only the name is wrong
+    outside.write_bytes(
+        (good_bundle / "tiles.parquet").read_bytes()
+    )  # a readable file, so only the name is wrong
     manifest = _manifest(good_bundle)
     manifest["tables"]["tiles"]["file"] = file
     (good_bundle / "manifest.json").write_text(json.dumps(manifest))
@@ -181,9 +203,14 @@ def test_refuses_to_write_over_its_input(good_bundle):
 def _sample_column(dtype: str, nullable: bool, n: int = 4) -> object:
     """Values of a schema dtype, with a missing value in the last row when the column allows one."""
     values = {
-        "str": ["a", "b c", "ü/ß", "d"], "category": ["x", "y", "x", "z"],
-        "int16": [0, 1, -2, 300], "int32": [0, 1, 70_000, 3], "int64": [0, 1, 2**40, 5],
-        "Int32": [0, 1, 70_000, 3], "Int64": [0, 1, 2**40, 5], "float64": [0.5, 1e-9, 3e12, 4.0],
+        "str": ["a", "b c", "ü/ß", "d"],
+        "category": ["x", "y", "x", "z"],
+        "int16": [0, 1, -2, 300],
+        "int32": [0, 1, 70_000, 3],
+        "int64": [0, 1, 2**40, 5],
+        "Int32": [0, 1, 70_000, 3],
+        "Int64": [0, 1, 2**40, 5],
+        "float64": [0.5, 1e-9, 3e12, 4.0],
         "boolean": [True, False, True, False],
     }[dtype]
     if nullable and dtype != "category":

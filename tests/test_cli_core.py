@@ -38,7 +38,8 @@ def test_summary_text_and_json_agree_with_tables(capsys, sample):
     per_ipu = profile.steps.groupby("ipu")["cycles"].sum()
     assert data["execution"]["total_cycles"] == float(per_ipu.max())
     assert data["execution"]["by_category"]["compute"]["cycles"] == float(
-        profile.steps.loc[profile.steps["category"] == "compute", "cycles"].sum())
+        profile.steps.loc[profile.steps["category"] == "compute", "cycles"].sum()
+    )
     code, text, _ = run(capsys, "summary", str(path))
     assert code == 0 and "tiles out of memory    1" in text and "top programs" in text
 
@@ -48,13 +49,21 @@ def test_tables_lists_every_table(capsys, sample):
     code, out, _ = run(capsys, "tables", str(path), "--format", "json")
     data = json.loads(out)
     assert code == 0
-    assert {t: v["rows"] for t, v in data[profile.name].items()} == {t: len(f) for t, f in profile.tables.items()}
+    assert {t: v["rows"] for t, v in data[profile.name].items()} == {
+        t: len(f) for t, f in profile.tables.items()
+    }
 
 
 def test_query_runs_sql_over_tables(capsys, sample):
     profile, path = sample
-    code, out, _ = run(capsys, "query", str(path),
-                       "SELECT category, sum(cycles) AS cycles FROM steps GROUP BY 1 ORDER BY 1", "--format", "csv")
+    code, out, _ = run(
+        capsys,
+        "query",
+        str(path),
+        "SELECT category, sum(cycles) AS cycles FROM steps GROUP BY 1 ORDER BY 1",
+        "--format",
+        "csv",
+    )
     assert code == 0
     got = pd.read_csv(__import__("io").StringIO(out)).set_index("category")["cycles"]
     want = profile.steps.groupby("category", observed=True)["cycles"].sum().sort_index()
@@ -76,12 +85,15 @@ def test_export_round_trip_from_cli(capsys, sample, tmp_path):
         pd.testing.assert_frame_equal(again[name], profile[name])
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    (b"", "the file is empty"),
-    (b"\x1f\x8b\x08\x00garbage-not-gzip", "corrupt gzip"),
-    (b"just some words that are not a profile\n", "not a recognised profile format"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        (b"", "the file is empty"),
+        (b"\x1f\x8b\x08\x00garbage-not-gzip", "corrupt gzip"),
+        (b"just some words that are not a profile\n", "not a recognised profile format"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, content, message):
     path = tmp_path / "input.bin"
     if content is not None:
@@ -129,8 +141,9 @@ def test_summary_of_steps_without_cycles_says_unknown_not_zero(capsys, sample, t
     assert execution["total_cycles"] is None and execution["total_time_us"] is None
     assert execution["steps"] == steps["step"].nunique()
     assert all(row["cycles"] is None and row["share"] is None for row in execution["by_category"].values())
-    assert execution["top_programs"] and all(p["cycles"] is None and p["share"] is None
-                                             for p in execution["top_programs"])
+    assert execution["top_programs"] and all(
+        p["cycles"] is None and p["share"] is None for p in execution["top_programs"]
+    )
     code, text, _ = run(capsys, "summary", str(path))
     assert code == 0 and "busiest IPU n/a cycles" in text
 
@@ -140,4 +153,7 @@ def test_a_truncated_trace_reads_with_one_warning_line(capsys, fixtures_dir, tmp
     cut.write_bytes((fixtures_dir / "traces" / "training_loop.json").read_bytes()[:4000])
     code, out, err = run(capsys, "summary", str(cut), "--format", "json")
     assert code == 0 and json.loads(out)["trace"]["events"] > 0
-    assert err.count("\n") == 1 and "read with problems: the file ends early: events after the cut are missing" in err
+    assert (
+        err.count("\n") == 1
+        and "read with problems: the file ends early: events after the cut are missing" in err
+    )

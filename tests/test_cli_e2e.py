@@ -41,9 +41,16 @@ INPUTS = (
 TRACES = [i for i in INPUTS if i.startswith("traces/")]
 
 #: (IPUs, tiles per IPU) by sample name, from fixtures/README.md.
-TARGETS = {"mk1_noexec": (1, 1216), "mk2_oom": (1, 1472), "mk2_training": (1, 1472),
-           "mk2_training_v2": (1, 1472), "pod4_pipeline": (4, 1472), "training": (1, 1472),
-           "mk2_training_sdk3": (1, 1472), "pod4_pipeline_sdk1_exec": (4, 1472)}
+TARGETS = {
+    "mk1_noexec": (1, 1216),
+    "mk2_oom": (1, 1472),
+    "mk2_training": (1, 1472),
+    "mk2_training_v2": (1, 1472),
+    "pod4_pipeline": (4, 1472),
+    "training": (1, 1472),
+    "mk2_training_sdk3": (1, 1472),
+    "pod4_pipeline_sdk1_exec": (4, 1472),
+}
 
 
 def _stem(rel: str) -> str:
@@ -84,7 +91,9 @@ def cli(capsys, monkeypatch, tmp_path):
         if code == 2:
             assert out == "", f"an error must print nothing on stdout, got {out[:200]!r}"
             lines = err.strip().splitlines()
-            if lines[0].startswith("Usage: popprof"):  # click's usage error: usage, hint, then one "Error:" line
+            if lines[0].startswith(
+                "Usage: popprof"
+            ):  # click's usage error: usage, hint, then one "Error:" line
                 assert lines[-1].startswith("Error: ") and len(lines) == 4, err
             else:
                 assert len(lines) == 1, f"an error is one line on stderr, got {err!r}"
@@ -106,7 +115,11 @@ def test_read_only_commands_on_every_fixture(cli, rel):
     out, err = cli("summary", path, "--format", "json")
     data = json.loads(out)
     if rel == "traces/begin_end.json":  # holds an unmatched B and an unmatched E on purpose
-        assert err.count("\n") == 1 and "1 begin (B) event(s) never end" in err and "1 end (E) event(s) have no begin" in err
+        assert (
+            err.count("\n") == 1
+            and "1 begin (B) event(s) never end" in err
+            and "1 end (E) event(s) have no begin" in err
+        )
     else:
         assert err == ""
     if rel in TRACES:
@@ -122,7 +135,9 @@ def test_read_only_commands_on_every_fixture(cli, rel):
 
     out, _ = cli("tables", path, "--format", "json")
     tables = json.loads(out)
-    assert len(tables) == 1 and all(t["rows"] >= 0 and t["columns"] for t in next(iter(tables.values())).values())
+    assert len(tables) == 1 and all(
+        t["rows"] >= 0 and t["columns"] for t in next(iter(tables.values())).values()
+    )
 
     table = "events" if rel in TRACES else "target"
     out, _ = cli("query", path, f"SELECT count(*) AS n FROM {table}", "--format", "json")
@@ -140,9 +155,16 @@ def test_read_only_commands_on_every_fixture(cli, rel):
 
 # --------------------------------------------------------------------------- one sample of each kind x writing commands
 
-KINDS = ["mk2_training.popprof", "mk1_noexec.popprof", "run_dir/training/profile.pop", "text_summary/pod4_pipeline.txt",
-         "sdk1_json/mk2_oom.json", "traces/poptorch_4532.pvti", "traces/training_loop.json.gz",
-         "traces/begin_end.json"]
+KINDS = [
+    "mk2_training.popprof",
+    "mk1_noexec.popprof",
+    "run_dir/training/profile.pop",
+    "text_summary/pod4_pipeline.txt",
+    "sdk1_json/mk2_oom.json",
+    "traces/poptorch_4532.pvti",
+    "traces/training_loop.json.gz",
+    "traces/begin_end.json",
+]
 
 
 @pytest.mark.parametrize("rel", KINDS)
@@ -201,14 +223,31 @@ def test_plots_of_a_bundle_and_a_trace(cli, tmp_path):
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     cli("plot", FIXTURES / "traces/training_loop.json", "--kind", "timeline", "-o", tmp_path / "t.svg")
     assert b"<svg" in (tmp_path / "t.svg").read_bytes()[:500]
-    _, err = cli("plot", FIXTURES / "traces/training_loop.json", "--kind", "memory", "-o", tmp_path / "x.png",
-                 expect=2)
+    _, err = cli(
+        "plot", FIXTURES / "traces/training_loop.json", "--kind", "memory", "-o", tmp_path / "x.png", expect=2
+    )
     assert "cannot draw --kind memory" in err and "per-tile memory" in err and "timeline" in err
     assert not (tmp_path / "x.png").exists()
 
 
-@pytest.mark.parametrize("command", ["summary", "tables", "query", "export", "check", "rules", "diff", "baseline",
-                                     "redact", "scan", "timeline", "plot", "report"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "summary",
+        "tables",
+        "query",
+        "export",
+        "check",
+        "rules",
+        "diff",
+        "baseline",
+        "redact",
+        "scan",
+        "timeline",
+        "plot",
+        "report",
+    ],
+)
 def test_every_command_has_help_with_examples(cli, command):
     out, _ = cli(command, "--help")
     assert f"Usage: popprof {command}" in out and ("Examples:" in out or "Example:" in out)
@@ -217,12 +256,18 @@ def test_every_command_has_help_with_examples(cli, command):
 
 def test_a_run_directory_needs_engine_for_single_profile_commands(cli, tmp_path):
     run_dir = FIXTURES / "run_dir"
-    for args in (("query", run_dir, "SELECT 1"), ("baseline", run_dir), ("timeline", run_dir, "-o", "t.json"),
-                 ("plot", run_dir, "-o", "p.png")):
+    for args in (
+        ("query", run_dir, "SELECT 1"),
+        ("baseline", run_dir),
+        ("timeline", run_dir, "-o", "t.json"),
+        ("plot", run_dir, "-o", "p.png"),
+    ):
         _, err = cli(*args, expect=2)
         assert "holds 2 profiles (inference, training)" in err and "--engine" in err, err
     assert not list(tmp_path.glob("*.json")) and not list(tmp_path.glob("*.png"))
-    out, _ = cli("query", run_dir, "SELECT count(*) AS n FROM target", "--engine", "inference", "--format", "csv")
+    out, _ = cli(
+        "query", run_dir, "SELECT count(*) AS n FROM target", "--engine", "inference", "--format", "csv"
+    )
     assert out.splitlines() == ["n", "1"]
 
 
@@ -247,8 +292,12 @@ def test_an_output_that_cannot_be_written_is_one_line_exit_2(cli, tmp_path, args
     blocker = tmp_path / "afile"
     blocker.write_text("a file, not a directory\n")
     out = blocker / "sub" / "result"
-    values = {"src": FIXTURES / "mk2_training.popprof", "trace": FIXTURES / "traces/training_loop.json",
-              "out": out, "key": _key(tmp_path)}
+    values = {
+        "src": FIXTURES / "mk2_training.popprof",
+        "trace": FIXTURES / "traces/training_loop.json",
+        "out": out,
+        "key": _key(tmp_path),
+    }
     _, err = cli(*(a.format(**values) for a in args), expect=2)
     assert err.startswith(f"popprof: error: {out}") and "afile is a file, not a directory" in err, err
     assert ".tmp" not in err
@@ -258,8 +307,10 @@ def test_an_output_that_cannot_be_written_is_one_line_exit_2(cli, tmp_path, args
 def test_atomic_path_names_the_target_when_the_disk_is_full(tmp_path):
     target = tmp_path / "out.json"
     target.write_text("old")
-    with (pytest.raises(OutputError, match=r"out\.json: cannot write the output \(No space left"),
-          atomic_path(target) as tmp):
+    with (
+        pytest.raises(OutputError, match=r"out\.json: cannot write the output \(No space left"),
+        atomic_path(target) as tmp,
+    ):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert target.read_text() == "old" and not tmp.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
@@ -300,14 +351,24 @@ def test_query_writes_no_files_and_checks_limit(cli, tmp_path):
     out, _ = cli("query", bundle, "SELECT tile, ipu FROM tiles WHERE tile < 0")
     assert out.splitlines() == ["tile  ipu", "(no rows)"]
     out, _ = cli("query", bundle, "SELECT tile FROM tiles ORDER BY tile", "--limit", "2")
-    assert out.splitlines() == [" tile", "    0", "    1", "... 1,470 more rows (use --limit or --format csv)"]
+    assert out.splitlines() == [
+        " tile",
+        "    0",
+        "    1",
+        "... 1,470 more rows (use --limit or --format csv)",
+    ]
 
 
 def test_a_closed_stdout_exits_141_silently(tmp_path):
     """``popprof ... | head`` used to exit 1 (which reads as 'findings') via click's EPIPE handling."""
     env = dict(os.environ, PYTHONPATH=str(PVA_DOUBLE))
-    proc = subprocess.Popen([sys.executable, "-m", "popprof", "tables", str(FIXTURES / "pod4_pipeline.popprof")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "popprof", "tables", str(FIXTURES / "pod4_pipeline.popprof")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
     proc.stdout.close()  # before the child has written anything: its first write fails
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == EXIT_BROKEN_PIPE == 141
@@ -317,14 +378,23 @@ def test_a_closed_stdout_exits_141_silently(tmp_path):
 def test_profile_pop_without_the_sdk_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     pop = FIXTURES / "run_dir/training/profile.pop"
-    code = (f"import popprof\ntry:\n    popprof.open({str(pop)!r})\n"
-            "except popprof.errors.SdkMissingError as e:\n    print(e)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=60)
+    code = (
+        f"import popprof\ntry:\n    popprof.open({str(pop)!r})\n"
+        "except popprof.errors.SdkMissingError as e:\n    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.count("\n") == 1 and "needs the Poplar SDK's pva module" in done.stdout
-    done = subprocess.run([sys.executable, "-m", "popprof", "summary", str(pop)], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "popprof", "summary", str(pop)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"popprof: error: {pop}: reading this file needs the Poplar SDK")
 
@@ -338,8 +408,9 @@ def test_a_python_warning_is_one_line_on_stderr(cli, monkeypatch):
     real = summary_cli.summarise
 
     def noisy(profile):
-        warnings.warn("Attempting to set identical low and high xlims\n  makes it singular", UserWarning,
-                      stacklevel=1)
+        warnings.warn(
+            "Attempting to set identical low and high xlims\n  makes it singular", UserWarning, stacklevel=1
+        )
         return real(profile)
 
     monkeypatch.setattr(summary_cli, "summarise", noisy)
@@ -350,9 +421,19 @@ def test_a_python_warning_is_one_line_on_stderr(cli, monkeypatch):
 
 def test_redact_refuses_one_file_for_report_and_mapping(cli, tmp_path):
     """Both used to be written to the same path, one silently replacing the other."""
-    _, err = cli("redact", FIXTURES / "traces/training_loop.json", "-o", tmp_path / "r.json", "--key-file",
-                 _key(tmp_path), "--report", tmp_path / "same.json", "--mapping-out", tmp_path / "same.json",
-                 expect=2)
+    _, err = cli(
+        "redact",
+        FIXTURES / "traces/training_loop.json",
+        "-o",
+        tmp_path / "r.json",
+        "--key-file",
+        _key(tmp_path),
+        "--report",
+        tmp_path / "same.json",
+        "--mapping-out",
+        tmp_path / "same.json",
+        expect=2,
+    )
     assert "--report and --mapping-out" in err
     assert not (tmp_path / "same.json").exists() and not (tmp_path / "r.json").exists()
 
@@ -363,21 +444,41 @@ OPTION_FILES = [
     ("diff", "{src}", "{src}", "--config", "{opt}", "-o", "{opt}"),
     ("report", "{src}", "--no-plots", "--config", "{opt}", "-o", "{opt}"),
     ("redact", "{trace}", "-o", "{tmp}/r.json", "--key-file", "{opt}", "--mapping-out", "{opt}"),
-    ("redact", "{trace}", "-o", "{tmp}/r.json", "--key-file", "{key}", "--policy", "{opt}", "--report", "{opt}"),
+    (
+        "redact",
+        "{trace}",
+        "-o",
+        "{tmp}/r.json",
+        "--key-file",
+        "{key}",
+        "--policy",
+        "{opt}",
+        "--report",
+        "{opt}",
+    ),
     ("redact", "{trace}", "-o", "{opt}", "--key-file", "{opt}"),
 ]
 
 
-@pytest.mark.parametrize("args", OPTION_FILES, ids=[" ".join(a[0:1] + a[-2:-1]) + str(i)
-                                                    for i, a in enumerate(OPTION_FILES)])
+@pytest.mark.parametrize(
+    "args", OPTION_FILES, ids=[" ".join(a[0:1] + a[-2:-1]) + str(i) for i, a in enumerate(OPTION_FILES)]
+)
 def test_an_output_never_overwrites_a_config_budget_policy_or_key_file(cli, tmp_path, args):
     """The key file used to be replaced by the pseudonym map, the config by the findings report."""
     opt = tmp_path / "opt.toml"
-    opt.write_text("0123456789abcdef0123456789abcdef\n" if "--key-file" in args and "{key}" not in args
-                   else "[tool.popprof.rules]\n")
+    opt.write_text(
+        "0123456789abcdef0123456789abcdef\n"
+        if "--key-file" in args and "{key}" not in args
+        else "[tool.popprof.rules]\n"
+    )
     before = opt.read_bytes()
-    values = {"src": FIXTURES / "mk2_training.popprof", "trace": FIXTURES / "traces/training_loop.json",
-              "opt": opt, "tmp": tmp_path, "key": _key(tmp_path)}
+    values = {
+        "src": FIXTURES / "mk2_training.popprof",
+        "trace": FIXTURES / "traces/training_loop.json",
+        "opt": opt,
+        "tmp": tmp_path,
+        "key": _key(tmp_path),
+    }
     _, err = cli(*(a.format(**values) for a in args), expect=2)
     assert "would overwrite the input" in err and str(opt) in err, err
     assert opt.read_bytes() == before and not (tmp_path / "r.json").exists()
@@ -391,7 +492,10 @@ def test_a_bundle_output_never_replaces_a_directory_that_is_not_a_bundle(cli, tm
     (precious / "thesis.tex").write_text("years of work\n")
     extra = ("--key-file", _key(tmp_path)) if command == "redact" else ()
     _, err = cli(command, FIXTURES / "mk2_training.popprof", "-o", precious, *extra, expect=2)
-    assert err.startswith(f"popprof: error: {precious}: ") and "an existing directory that is not a bundle" in err
+    assert (
+        err.startswith(f"popprof: error: {precious}: ")
+        and "an existing directory that is not a bundle" in err
+    )
     assert [p.name for p in precious.iterdir()] == ["thesis.tex"]
     assert (precious / "thesis.tex").read_text() == "years of work\n"
 

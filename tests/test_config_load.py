@@ -21,8 +21,11 @@ def test_no_config_gives_empty_dict(tmp_path):
 
 
 def test_pyproject_tool_popprof_found_walking_up(tmp_path):
-    write(tmp_path / "pyproject.toml", '[tool.popprof.rules]\n"memory.headroom.warning" = 0.8\n'
-                                       '[tool.popprof.gate]\n"memory.max_tile_incl_gaps_bytes" = "+1%"\n')
+    write(
+        tmp_path / "pyproject.toml",
+        '[tool.popprof.rules]\n"memory.headroom.warning" = 0.8\n'
+        '[tool.popprof.gate]\n"memory.max_tile_incl_gaps_bytes" = "+1%"\n',
+    )
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
     config = load_config(start=deep)

@@ -33,7 +33,9 @@ def test_manifest_records_tables_and_format(tmp_path, profile):
     assert manifest["format"] == "popprof-bundle" and manifest["format_version"] == bundle.FORMAT_VERSION
     assert manifest["tables"]["steps"]["rows"] == len(profile.steps)
     assert manifest["redacted"] == {"redacted": False}
-    assert {p.name for p in out.iterdir()} == {"manifest.json"} | {f"{t}.parquet" for t in profile.table_names}
+    assert {p.name for p in out.iterdir()} == {"manifest.json"} | {
+        f"{t}.parquet" for t in profile.table_names
+    }
 
 
 def test_missing_parquet_is_a_clear_error(tmp_path, profile):

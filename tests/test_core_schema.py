@@ -19,7 +19,9 @@ def test_empty_table_has_declared_columns_and_dtypes(table):
 
 
 def test_conform_fills_unknown_nullable_columns_and_casts():
-    frame = conform("tiles", {"tile": [0, 1], "ipu": [0, 0], "tile_in_ipu": [0, 1], "bytes_incl_gaps": [10, 20.0]})
+    frame = conform(
+        "tiles", {"tile": [0, 1], "ipu": [0, 0], "tile_in_ipu": [0, 1], "bytes_incl_gaps": [10, 20.0]}
+    )
     assert frame["bytes_incl_gaps"].dtype == "Int64"
     assert frame["bytes_incl_gaps"].tolist() == [10, 20]
     assert frame["capacity_bytes"].isna().all()
@@ -42,10 +44,26 @@ def test_categories_are_strings_even_from_numbers():
 
 
 def test_program_type_categories_follow_the_reference_facts():
-    types = pd.Series(["OnTileExecute", "DoExchange", "GlobalExchange", "StreamCopyMid", "SyncAns", "Repeat",
-                       "SomethingNew"])
+    types = pd.Series(
+        [
+            "OnTileExecute",
+            "DoExchange",
+            "GlobalExchange",
+            "StreamCopyMid",
+            "SyncAns",
+            "Repeat",
+            "SomethingNew",
+        ]
+    )
     assert category_of_program_type(types).tolist() == [
-        "compute", "exchange", "global_exchange", "host_io", "sync", "other", "other"]
+        "compute",
+        "exchange",
+        "global_exchange",
+        "host_io",
+        "sync",
+        "other",
+        "other",
+    ]
 
 
 def test_profile_reports_missing_tables_with_what_they_need():

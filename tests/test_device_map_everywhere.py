@@ -50,7 +50,9 @@ def _baseline_busy(capsys, *args: str) -> float | None:
     return json.loads(capsys.readouterr().out)["metrics"].get("trace.device_busy_us", {}).get("value")
 
 
-def test_baseline_summary_and_check_read_the_same_map(trace: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_baseline_summary_and_check_read_the_same_map(
+    trace: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
     monkeypatch.chdir(tmp_path)
     default = _baseline_busy(capsys, str(trace))
     added = _baseline_busy(capsys, str(trace), "--device-map", json.dumps(ADD))
@@ -62,14 +64,30 @@ def test_baseline_summary_and_check_read_the_same_map(trace: Path, tmp_path: Pat
     assert main(["summary", str(trace), "--format", "json", "--device-map", json.dumps(NONE)]) == 0
     assert capsys.readouterr().out != plain
 
-    assert main(["check", str(trace), "--rule", "host.device-gaps", "--format", "json",
-                 "--device-map", json.dumps(NONE)]) == 0
+    assert (
+        main(
+            [
+                "check",
+                str(trace),
+                "--rule",
+                "host.device-gaps",
+                "--format",
+                "json",
+                "--device-map",
+                json.dumps(NONE),
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)["profiles"][0]
     assert [r["rule_id"] for r in result["not_evaluated"]] == ["host.device-gaps"]
     assert "device activity" in result["not_evaluated"][0]["reason"]
     (tmp_path / "popprof.toml").write_text("[device_map]\n" + "\n".join(f'{k} = ""' for k in NONE) + "\n")
     assert main(["check", str(trace), "--rule", "host.device-gaps", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["profiles"][0]["not_evaluated"][0]["rule_id"] == "host.device-gaps"
+    assert (
+        json.loads(capsys.readouterr().out)["profiles"][0]["not_evaluated"][0]["rule_id"]
+        == "host.device-gaps"
+    )
     assert default and _baseline_busy(capsys, str(trace)) is None  # no device activity: no busy figure
 
 
@@ -81,38 +99,70 @@ def test_export_keeps_the_map_and_a_bundle_is_reclassified(trace: Path, tmp_path
     assert _query_count(capsys, str(bundle), "--device-map", json.dumps(NONE)) == 0
     reread = popprof.open(bundle, device_map={"compute": None})
     direct = popprof.open(trace, device_map={"compute": None})
-    assert reread.events["device_category"].astype(object).tolist() == \
-        direct.events["device_category"].astype(object).tolist()
+    assert (
+        reread.events["device_category"].astype(object).tolist()
+        == direct.events["device_category"].astype(object).tolist()
+    )
 
 
 def test_diff_timeline_plot_report_accept_the_map(trace: Path, tmp_path: Path, capsys) -> None:
     mapping = json.dumps(ADD)
-    assert main(["diff", str(trace), str(trace), "--format", "json", "--all", "--no-gate",
-                 "--device-map", mapping]) == 0
+    assert (
+        main(
+            [
+                "diff",
+                str(trace),
+                str(trace),
+                "--format",
+                "json",
+                "--all",
+                "--no-gate",
+                "--device-map",
+                mapping,
+            ]
+        )
+        == 0
+    )
     metrics = json.loads(capsys.readouterr().out)
     text = json.dumps(metrics)
     assert "trace.device_busy_us" in text
     out = tmp_path / "t.json"
     assert main(["timeline", str(trace), "-o", str(out), "--device-map", mapping]) == 0
-    marked = [e for e in json.loads(out.read_text())["traceEvents"]
-              if e.get("args", {}).get("device_category") == "compute"]
+    marked = [
+        e
+        for e in json.loads(out.read_text())["traceEvents"]
+        if e.get("args", {}).get("device_category") == "compute"
+    ]
     assert len(marked) == 6  # 3 MatMul + 3 train_step
     assert main(["tables", str(trace), "--device-map", mapping]) == 0
     pytest.importorskip("matplotlib")
-    assert main(["plot", str(trace), "--kind", "timeline", "-o", str(tmp_path / "t.png"),
-                 "--device-map", mapping]) == 0
-    assert main(["report", str(trace), "-o", str(tmp_path / "r.html"), "--no-plots", "--device-map", mapping]) == 0
+    assert (
+        main(
+            ["plot", str(trace), "--kind", "timeline", "-o", str(tmp_path / "t.png"), "--device-map", mapping]
+        )
+        == 0
+    )
+    assert (
+        main(["report", str(trace), "-o", str(tmp_path / "r.html"), "--no-plots", "--device-map", mapping])
+        == 0
+    )
 
 
-@pytest.mark.parametrize("command", ["summary", "tables", "query", "check", "baseline", "export", "timeline",
-                                     "plot", "report", "diff"])
-def test_every_trace_command_rejects_a_bad_map_before_reading(command: str, trace: Path, tmp_path: Path,
-                                                             capsys) -> None:
-    args = {"query": [str(trace), "SELECT 1"], "diff": [str(trace), str(trace)],
-            "export": [str(trace), "-o", str(tmp_path / "x.popprof")],
-            "timeline": [str(trace), "-o", str(tmp_path / "x.json")],
-            "plot": [str(trace), "--kind", "timeline", "-o", str(tmp_path / "x.png")],
-            "report": [str(trace), "-o", str(tmp_path / "x.html")]}.get(command, [str(trace)])
+@pytest.mark.parametrize(
+    "command",
+    ["summary", "tables", "query", "check", "baseline", "export", "timeline", "plot", "report", "diff"],
+)
+def test_every_trace_command_rejects_a_bad_map_before_reading(
+    command: str, trace: Path, tmp_path: Path, capsys
+) -> None:
+    args = {
+        "query": [str(trace), "SELECT 1"],
+        "diff": [str(trace), str(trace)],
+        "export": [str(trace), "-o", str(tmp_path / "x.popprof")],
+        "timeline": [str(trace), "-o", str(tmp_path / "x.json")],
+        "plot": [str(trace), "--kind", "timeline", "-o", str(tmp_path / "x.png")],
+        "report": [str(trace), "-o", str(tmp_path / "x.html")],
+    }.get(command, [str(trace)])
     assert main([command, *args, "--device-map", '{"gpu": "x"}']) == 2
     err = capsys.readouterr().err
     assert "unknown category 'gpu'" in err and "Traceback" not in err
@@ -124,7 +174,13 @@ def test_python_open_takes_the_map_or_the_config(trace: Path) -> None:
     assert popprof.open(trace, device_map=ADD).events["device_category"].notna().sum() == 12
     assert popprof.open(trace, config={"device_map": ADD}).events["device_category"].notna().sum() == 12
     # an explicit map wins over the config's, as on the command line
-    assert popprof.open(trace, device_map=NONE, config={"device_map": ADD}).events["device_category"].notna().sum() == 0
+    assert (
+        popprof.open(trace, device_map=NONE, config={"device_map": ADD})
+        .events["device_category"]
+        .notna()
+        .sum()
+        == 0
+    )
 
 
 def test_the_project_config_is_one_call_away(trace: Path, tmp_path: Path, monkeypatch) -> None:

@@ -36,11 +36,21 @@ def repeated(profile, times: int):
     steps = sorted({int(n.split("#")[1]) for n in names if n.startswith("ProfilerStep#")})
     copies = []
     for i in range(times):
-        renamed = names.map(lambda n, i=i: f"ProfilerStep#{int(n.split('#')[1]) + i * len(steps)}"
-                            if n.startswith("ProfilerStep#") else n)
-        copies.append(events.assign(name=renamed, start_us=events["start_us"] + i * shift,
-                                    event_id=events["event_id"] + i * len(events),
-                                    parent_id=events["parent_id"] + i * len(events)))
+        renamed = names.map(
+            lambda n, i=i: (
+                f"ProfilerStep#{int(n.split('#')[1]) + i * len(steps)}"
+                if n.startswith("ProfilerStep#")
+                else n
+            )
+        )
+        copies.append(
+            events.assign(
+                name=renamed,
+                start_us=events["start_us"] + i * shift,
+                event_id=events["event_id"] + i * len(events),
+                parent_id=events["parent_id"] + i * len(events),
+            )
+        )
     out = profile.copy()
     frame = pd.concat(copies, ignore_index=True)
     frame["name"] = frame["name"].astype("category")
@@ -73,10 +83,15 @@ def test_different_step_counts_compare_per_step(nccl):
     for name in ("trace.event_count", "trace.device_busy_us"):
         assert rows.loc[name, "status"] == "unchanged", name
     assert len(result.events) > 100 and (result.events["status"] == "unchanged").all()  # each op, per step
-    step = result.events.set_index("name").loc["ProfilerStep#*"]  # the steps themselves, whatever their numbers
+    step = result.events.set_index("name").loc[
+        "ProfilerStep#*"
+    ]  # the steps themselves, whatever their numbers
     assert step["base_count"] == step["new_count"] == 1
-    assert gate(result, {"defaults": False, "budgets": {"trace.event_count": "+0", "trace.device_busy_us": "+0%"}},
-                strict=True).passed
+    assert gate(
+        result,
+        {"defaults": False, "budgets": {"trace.event_count": "+0", "trace.device_busy_us": "+0%"}},
+        strict=True,
+    ).passed
     # the totals really differ: that is what a totals basis would have flagged
     totals = compute(longer, ["trace.event_count"])["trace.event_count"]
     assert totals == 2 * len(nccl.events)
@@ -95,9 +110,13 @@ def test_ipu_runs_compare_per_run():
     runs, steps = base.runs, base.steps
     longer = base.copy()
     longer.set_table("runs", pd.concat([runs, runs.assign(run=runs["run"] + len(runs))], ignore_index=True))
-    longer.set_table("steps", pd.concat([steps, steps.assign(run=steps["run"] + len(runs),
-                                                             step=steps["step"] + steps["step"].max() + 1)],
-                                        ignore_index=True))
+    longer.set_table(
+        "steps",
+        pd.concat(
+            [steps, steps.assign(run=steps["run"] + len(runs), step=steps["step"] + steps["step"].max() + 1)],
+            ignore_index=True,
+        ),
+    )
     result = diff(base, longer)
     assert result.basis["execution"].per == "run"
     rows = result.metrics.set_index("name")

@@ -20,7 +20,12 @@ def bundles(tmp_path_factory):
     steps = worse.steps.copy()
     steps["cycles"] = steps["cycles"] * 2  # total cycles +100 %
     worse.set_table("steps", steps)
-    return (bundle.write(base, root / "base.popprof"), bundle.write(worse, root / "worse.popprof"), base, root)
+    return (
+        bundle.write(base, root / "base.popprof"),
+        bundle.write(worse, root / "worse.popprof"),
+        base,
+        root,
+    )
 
 
 def run(capsys, *args):

@@ -68,12 +68,15 @@ def test_tiles_pushed_over_capacity_show_exact_numbers(base):
     fullest = metric_row(result, "memory.max_tile_incl_gaps_bytes")
     assert fullest["new"] == CAP + 5_000
     headroom = metric_row(result, "memory.max_tile_headroom_bytes")
-    assert headroom["new"] == -5_000 and headroom["base"] == CAP - base_bytes.max() and bool(headroom["worse"])
+    assert (
+        headroom["new"] == -5_000 and headroom["base"] == CAP - base_bytes.max() and bool(headroom["worse"])
+    )
 
     changed = result.tiles[result.tiles["change_bytes"] != 0]
     assert changed["tile"].tolist() == sorted(targets.tolist())
     assert changed.set_index("tile")["change_bytes"].to_dict() == dict(
-        zip(targets.tolist(), (bumped - before).tolist(), strict=True))
+        zip(targets.tolist(), (bumped - before).tolist(), strict=True)
+    )
     top = result.top_tiles(2)
     assert top["tile"].tolist() == targets[np.argsort(-np.abs(bumped - before))][:2].tolist()
     # unchanged metrics stay unchanged
@@ -124,12 +127,16 @@ def test_programs_added_removed_and_within_tolerance(base):
     fresh["program"] = "brand/new/Program_0"
     fresh["cycles"] = 1234
     new = base.copy()
-    new.set_table("steps", pd.concat([steps.astype({"program": "str"}), fresh.astype({"program": "str"})],
-                                     ignore_index=True))
+    new.set_table(
+        "steps",
+        pd.concat([steps.astype({"program": "str"}), fresh.astype({"program": "str"})], ignore_index=True),
+    )
     result = diff(base, new)
     by_name = result.programs.set_index("name")
     assert by_name.loc[gone, "status"] == "removed"
-    assert by_name.loc[gone, "change"] == -float(base.steps.loc[base.steps["program"] == gone, "cycles"].sum())
+    assert by_name.loc[gone, "change"] == -float(
+        base.steps.loc[base.steps["program"] == gone, "cycles"].sum()
+    )
     assert by_name.loc["brand/new/Program_0", "status"] == "added"
     assert by_name.loc["brand/new/Program_0", "new_total"] == 1234
     assert by_name.loc[nudged, "status"] == "unchanged"
@@ -139,25 +146,61 @@ def test_programs_added_removed_and_within_tolerance(base):
 
 def _events(names_durations: list[tuple[str, float]]) -> pd.DataFrame:
     n = len(names_durations)
-    return pd.DataFrame({
-        "event_id": np.arange(n), "pid": np.full(n, 100), "tid": np.full(n, 7), "parent_id": [None] * n,
-        "depth": np.zeros(n, dtype=np.int16), "name": [a for a, _ in names_durations], "channel": ["poptorch"] * n,
-        "start_us": np.arange(n, dtype=float) * 1_000.0, "dur_us": [b for _, b in names_durations],
-    })
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "pid": np.full(n, 100),
+            "tid": np.full(n, 7),
+            "parent_id": [None] * n,
+            "depth": np.zeros(n, dtype=np.int16),
+            "name": [a for a, _ in names_durations],
+            "channel": ["poptorch"] * n,
+            "start_us": np.arange(n, dtype=float) * 1_000.0,
+            "dur_us": [b for _, b in names_durations],
+        }
+    )
 
 
 def test_events_matched_by_name(base):
     old = base.copy()
-    old.set_table("events", _events([("forward", 100.0), ("forward", 110.0), ("backward", 300.0),
-                                     ("setOptimizer", 5.0), ("copyWeights", 50.0)]))
+    old.set_table(
+        "events",
+        _events(
+            [
+                ("forward", 100.0),
+                ("forward", 110.0),
+                ("backward", 300.0),
+                ("setOptimizer", 5.0),
+                ("copyWeights", 50.0),
+            ]
+        ),
+    )
     new = base.copy()
-    new.set_table("events", _events([("forward", 100.0), ("forward", 110.0), ("forward", 90.0),
-                                     ("backward", 240.0), ("setOptimizer", 5.02), ("loadCheckpoint", 70.0)]))
+    new.set_table(
+        "events",
+        _events(
+            [
+                ("forward", 100.0),
+                ("forward", 110.0),
+                ("forward", 90.0),
+                ("backward", 240.0),
+                ("setOptimizer", 5.02),
+                ("loadCheckpoint", 70.0),
+            ]
+        ),
+    )
     result = diff(old, new)
     ev = result.events.set_index("name")
-    assert ev.loc["forward", ["base_count", "new_count", "base_total", "new_total"]].tolist() == [2, 3, 210.0, 300.0]
+    assert ev.loc["forward", ["base_count", "new_count", "base_total", "new_total"]].tolist() == [
+        2,
+        3,
+        210.0,
+        300.0,
+    ]
     assert ev.loc["forward", "status"] == "grown" and ev.loc["forward", "change"] == pytest.approx(90.0)
-    assert ev.loc["backward", "status"] == "shrunk" and ev.loc["backward", "rel_change"] == pytest.approx(-0.2)
+    assert ev.loc["backward", "status"] == "shrunk" and ev.loc["backward", "rel_change"] == pytest.approx(
+        -0.2
+    )
     assert ev.loc["setOptimizer", "status"] == "unchanged"  # +0.4 % < 1 % tolerance
     assert ev.loc["copyWeights", "status"] == "removed" and ev.loc["loadCheckpoint", "status"] == "added"
     assert "events" not in result.unavailable
@@ -192,8 +235,9 @@ def test_different_ipu_counts_compare_by_global_tile_and_per_ipu():
     result = diff(one, two)
     assert len(result.tiles) == 1_472
     assert result.tiles["tile"].tolist() == list(range(1_472))
-    expected = (two.tiles["bytes_incl_gaps"].iloc[:1_472].to_numpy(dtype=np.int64)
-                - one.tiles["bytes_incl_gaps"].to_numpy(dtype=np.int64))
+    expected = two.tiles["bytes_incl_gaps"].iloc[:1_472].to_numpy(dtype=np.int64) - one.tiles[
+        "bytes_incl_gaps"
+    ].to_numpy(dtype=np.int64)
     assert (result.tiles["change_bytes"].to_numpy(dtype=np.int64) == expected).all()
     assert result.ipus["ipu"].tolist() == [0, 1]
     ipu1 = result.ipus.set_index("ipu").loc[1]
@@ -204,8 +248,9 @@ def test_different_ipu_counts_compare_by_global_tile_and_per_ipu():
     # a memory category only the 2-IPU profile has is "added" from 0
     row = metric_row(result, "memory.category.globalExchangeCode_bytes")
     assert row["status"] == "added" and row["base"] == 0
-    assert row["new"] == float(two.tile_memory.loc[two.tile_memory["category"] == "globalExchangeCode",
-                                                    "bytes"].sum())
+    assert row["new"] == float(
+        two.tile_memory.loc[two.tile_memory["category"] == "globalExchangeCode", "bytes"].sum()
+    )
 
 
 def test_different_architectures_are_flagged():
@@ -220,13 +265,20 @@ def test_different_architectures_are_flagged():
 def text_summary_like(profile) -> popprof.Profile:
     """What the text-summary reader gives: target and memory totals, no tiles, steps or liveness."""
     tiles = profile.tiles
-    totals = pd.DataFrame({
-        "tile": [None, None, None, None, None],
-        "group": ["total", "total", "data_type", "data_type", "maximum"],
-        "category": ["including_gaps", "excluding_gaps", "Vertex Code", "Control Code", "including_gaps"],
-        "bytes": [int(tiles["bytes_incl_gaps"].sum()), int(tiles["bytes_excl_gaps"].sum()), 40_000_000,
-                  28_000_000, int(tiles["bytes_incl_gaps"].max())],
-    })
+    totals = pd.DataFrame(
+        {
+            "tile": [None, None, None, None, None],
+            "group": ["total", "total", "data_type", "data_type", "maximum"],
+            "category": ["including_gaps", "excluding_gaps", "Vertex Code", "Control Code", "including_gaps"],
+            "bytes": [
+                int(tiles["bytes_incl_gaps"].sum()),
+                int(tiles["bytes_excl_gaps"].sum()),
+                40_000_000,
+                28_000_000,
+                int(tiles["bytes_incl_gaps"].max()),
+            ],
+        }
+    )
     return popprof.Profile("summary", {"target": profile.target, "memory_totals": totals})
 
 
@@ -266,7 +318,9 @@ def test_swapping_sides_negates_every_change():
     steps = b.steps.copy()
     names = steps["program"].astype("str")
     factor = dict(zip(names.unique(), rng.choice([0.5, 0.8, 1.0, 1.25, 2.0], names.nunique()), strict=True))
-    steps["cycles"] = (steps["cycles"].astype("float64") * names.map(factor).to_numpy()).round().astype("int64")
+    steps["cycles"] = (
+        (steps["cycles"].astype("float64") * names.map(factor).to_numpy()).round().astype("int64")
+    )
     steps = steps[names != names.iloc[0]]
     b.set_table("steps", steps)
     ab, ba = diff(a, b), diff(b, a)
@@ -275,7 +329,13 @@ def test_swapping_sides_negates_every_change():
     m2 = m2.loc[m1.index]
     assert (m1["base"].to_numpy() == m2["new"].to_numpy()).all()
     assert np.allclose(m1["abs_change"], -m2["abs_change"], equal_nan=True)
-    flip = {"added": "removed", "removed": "added", "grown": "shrunk", "shrunk": "grown", "unchanged": "unchanged"}
+    flip = {
+        "added": "removed",
+        "removed": "added",
+        "grown": "shrunk",
+        "shrunk": "grown",
+        "unchanged": "unchanged",
+    }
     p1, p2 = ab.programs.set_index("name"), ba.programs.set_index("name").loc[ab.programs["name"]]
     assert (p1["status"].map(flip).to_numpy() == p2["status"].to_numpy()).all()
     assert np.allclose(p1["change"], -p2["change"])
@@ -312,9 +372,16 @@ def test_unknown_figures_are_missing_not_zero(base):
     new.set_table("tiles", tiles)
 
     values = popprof.metrics.compute(new)
-    for name in ("execution.total_cycles", "execution.total_time_us", "execution.exchange_and_sync_share",
-                 "memory.peak_not_always_live_bytes", "memory.peak_liveness_bytes", "memory.peak_liveness_step",
-                 "memory.tiles_out_of_memory", "memory.max_tile_headroom_bytes"):
+    for name in (
+        "execution.total_cycles",
+        "execution.total_time_us",
+        "execution.exchange_and_sync_share",
+        "memory.peak_not_always_live_bytes",
+        "memory.peak_liveness_bytes",
+        "memory.peak_liveness_step",
+        "memory.tiles_out_of_memory",
+        "memory.max_tile_headroom_bytes",
+    ):
         assert values[name] is None, name
     assert not any(k.startswith(("execution.cycles.", "execution.share.")) for k in values)
     assert values["execution.step_count"] == base.steps["step"].nunique()  # what is known stays known
@@ -339,8 +406,9 @@ def test_fullest_tile_and_liveness_peak_found_by_position_whatever_the_index(bas
     odd = base.copy()
     odd._tables["tiles"] = tiles.iloc[::-1].set_axis(np.arange(len(tiles)) * 3 + 5)
     odd._tables["liveness"] = lv.iloc[::-1].set_axis(np.arange(len(lv)) + 1_000)
-    values = popprof.metrics.compute(odd, ["memory.max_tile_index", "memory.max_tile_incl_gaps_bytes",
-                                           "memory.peak_liveness_step"])
+    values = popprof.metrics.compute(
+        odd, ["memory.max_tile_index", "memory.max_tile_incl_gaps_bytes", "memory.peak_liveness_step"]
+    )
     assert values["memory.max_tile_index"] == expected_tile
     assert values["memory.max_tile_incl_gaps_bytes"] == used.max()
     assert values["memory.peak_liveness_step"] == expected_step

@@ -28,6 +28,7 @@ def _text(name: str, content: str) -> Callable[[Path], Path]:
         path = tmp / name
         path.write_text(content, encoding="utf-8")
         return path
+
     return make
 
 
@@ -36,6 +37,7 @@ def _bytes(name: str, content: bytes) -> Callable[[Path], Path]:
         path = tmp / name
         path.write_bytes(content)
         return path
+
     return make
 
 
@@ -61,6 +63,7 @@ def _bundle(edit: Callable[[Path], None]) -> Callable[[Path], Path]:
         shutil.copytree(BUNDLE, path)
         edit(path)
         return path
+
     return make
 
 
@@ -76,8 +79,15 @@ def _newer_format(bundle: Path) -> None:
 
 
 def _truncated_gzip_trace(tmp: Path) -> Path:
-    good = gzip.compress(json.dumps({"traceEvents": [
-        {"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(200)]}).encode())
+    good = gzip.compress(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(200)
+                ]
+            }
+        ).encode()
+    )
     path = tmp / "cut.json.gz"
     path.write_bytes(good[:40])
     return path
@@ -92,23 +102,44 @@ CASES: list[tuple[str, Callable[[Path], Path], str]] = [
     ("directory without a profile", _dir_without_profile, "holds no profile"),
     ("empty file", _bytes("profile.json", b""), "the file is empty"),
     ("empty profile.pop", _bytes("profile.pop", b""), "the file is empty"),
-    ("JSON that is not a profile", _text("data.json", '{"hello": 1, "values": [1, 2, 3]}'),
-     "not a recognised profile format"),
+    (
+        "JSON that is not a profile",
+        _text("data.json", '{"hello": 1, "values": [1, 2, 3]}'),
+        "not a recognised profile format",
+    ),
     ("JSON array of numbers", _text("numbers.json", "[1, 2, 3]"), "not a recognised profile format"),
-    ("text that is not a summary", _text("notes.txt", "Target:\nsome words from a log\nno figures\n"),
-     "not a recognised profile format"),
-    ("summary headings without figures", _text("hollow.txt", "Target:\n  Number of IPUs:\n  Tiles per IPU:\n"),
-     "holds no figures"),
-    ("truncated Chrome trace JSON", _text("cut.json", '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "ti'),
-     "not valid JSON"),
-    ("truncated SDK 1.x JSON", _text("cut_graph.json", '{"graphProfile": {"target": {"numTiles": 12'),
-     "truncated or malformed JSON"),
+    (
+        "text that is not a summary",
+        _text("notes.txt", "Target:\nsome words from a log\nno figures\n"),
+        "not a recognised profile format",
+    ),
+    (
+        "summary headings without figures",
+        _text("hollow.txt", "Target:\n  Number of IPUs:\n  Tiles per IPU:\n"),
+        "holds no figures",
+    ),
+    (
+        "truncated Chrome trace JSON",
+        _text("cut.json", '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "ti'),
+        "not valid JSON",
+    ),
+    (
+        "truncated SDK 1.x JSON",
+        _text("cut_graph.json", '{"graphProfile": {"target": {"numTiles": 12'),
+        "truncated or malformed JSON",
+    ),
     ("gzip that is not gzip", _bytes("trace.json.gz", b"\x1f\x8b" + b"not deflate data" * 8), "corrupt gzip"),
     ("truncated gzip", _truncated_gzip_trace, "gzip data is truncated"),
-    ("events all missing required fields", _trace("fields.json", [{"ph": "X", "name": "a"}, {"ph": "X", "pid": 1}]),
-     "no usable trace events"),
-    ("only an E without a B", _trace("e_only.json", [{"ph": "E", "pid": 1, "tid": 1, "ts": 5}]),
-     "no usable trace events"),
+    (
+        "events all missing required fields",
+        _trace("fields.json", [{"ph": "X", "name": "a"}, {"ph": "X", "pid": 1}]),
+        "no usable trace events",
+    ),
+    (
+        "only an E without a B",
+        _trace("e_only.json", [{"ph": "E", "pid": 1, "tid": 1, "ts": 5}]),
+        "no usable trace events",
+    ),
     ("bundle missing a Parquet file", _bundle(_drop_steps), "missing steps.parquet"),
     ("bundle of a newer format version", _bundle(_newer_format), "newer than this popprof supports"),
     ("ParaView .pvti", _text("image.pvti", PARAVIEW), "ParaView image"),
@@ -119,8 +150,11 @@ PVA_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
     ("corrupt profile.pop", _bytes("profile.pop", b"SQLite format 3\x00" + b"\x00" * 200), "pva cannot open"),
     ("truncated profile.pop", _bytes("profile.pop", b"PK\x03\x04\x14\x00"), "pva cannot open"),
     ("corrupt .pvti", _bytes("run_4532.pvti", b"SQLite format 3\x00" + b"\x00" * 200), "pva cannot open"),
-    ("gzipped profile.pop", _bytes("profile.pop.gz", gzip.compress(b"SQLite format 3\x00" + b"\x00" * 64)),
-     "gunzip"),
+    (
+        "gzipped profile.pop",
+        _bytes("profile.pop.gz", gzip.compress(b"SQLite format 3\x00" + b"\x00" * 64)),
+        "gunzip",
+    ),
 ]
 
 
@@ -173,7 +207,9 @@ def test_unreadable_file_exits_2_not_internal_error(capsys, tmp_path, monkeypatc
     def denied(path, size=readers.HEAD_BYTES):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(readers, "read_head", denied)  # as a file without read permission (tests may run as root)
+    monkeypatch.setattr(
+        readers, "read_head", denied
+    )  # as a file without read permission (tests may run as root)
     path = tmp_path / "locked.json"
     path.write_text("[]")
     _refused(capsys, path, "cannot read: Permission denied")

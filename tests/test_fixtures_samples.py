@@ -46,8 +46,11 @@ def test_real_target_sizes(samples):
     assert (mk2.target_value("tiles_per_ipu"), mk2.target_value("bytes_per_tile")) == (1472, 638_976)
     assert mk2.target_value("clock_hz") == pytest.approx(1.33e9)
     mk1 = samples["mk1_noexec"]
-    assert (mk1.target_value("ipu_arch"), mk1.target_value("tiles_per_ipu"),
-            mk1.target_value("bytes_per_tile")) == ("ipu1", 1216, 262_144)
+    assert (
+        mk1.target_value("ipu_arch"),
+        mk1.target_value("tiles_per_ipu"),
+        mk1.target_value("bytes_per_tile"),
+    ) == ("ipu1", 1216, 262_144)
 
 
 def test_mk2_training_has_hot_tiles_and_an_exchange_heavy_phase(samples):
@@ -114,8 +117,9 @@ def test_fixtures_are_what_generate_py_makes(fixtures_dir, tmp_path, samples):
         assert committed["tables"] == regenerated["tables"]
     for sub in ("run_dir", "text_summary", "sdk1_json"):
         made = sorted(p.relative_to(tmp_path / sub) for p in (tmp_path / sub).rglob("*") if p.is_file())
-        assert made == sorted(p.relative_to(fixtures_dir / sub) for p in (fixtures_dir / sub).rglob("*")
-                              if p.is_file()), sub
+        assert made == sorted(
+            p.relative_to(fixtures_dir / sub) for p in (fixtures_dir / sub).rglob("*") if p.is_file()
+        ), sub
         for relative in made:
             committed = fixtures_dir / sub / relative
             assert committed.read_bytes() == (tmp_path / sub / relative).read_bytes(), committed

@@ -31,7 +31,9 @@ def test_fuzz_family_holds_the_contract(family, per_seed, seconds, tmp_path):
     cases = _cases(family, fuzz.case_count(per_seed))
     outcomes = fuzz.run_batch(cases, tmp_path, seconds * max(1, fuzz.case_count(per_seed) // per_seed))
     failures = [f"{o.case}: {'; '.join(o.problems)}" for o in outcomes if o.problems]
-    assert not failures, f"{len(failures)} of {len(cases)} cases broke the contract:\n" + "\n".join(failures[:20])
+    assert not failures, f"{len(failures)} of {len(cases)} cases broke the contract:\n" + "\n".join(
+        failures[:20]
+    )
     assert len(outcomes) == len(cases)
     codes = {code for o in outcomes for code in o.codes.values()}
     assert 2 in codes  # the mutations do reach the error paths
@@ -44,7 +46,20 @@ def test_the_mutations_are_deterministic_and_vary():
     first = [fuzz.mutate(data, fuzz.rng_for("x"), True) for _ in range(20)]
     again = [fuzz.mutate(data, fuzz.rng_for("x"), True) for _ in range(20)]
     assert first == again
-    kinds = {what.split("@")[0].rstrip("0123456789") for what, _ in
-             (fuzz.mutate(data, rng, True) for rng in [np.random.default_rng(i) for i in range(200)])}
-    assert {"truncate", "flip", "delete_lines", "duplicate_lines", "numbers", "unicode", "nest", "splice",
-            "types"} <= kinds
+    kinds = {
+        what.split("@")[0].rstrip("0123456789")
+        for what, _ in (
+            fuzz.mutate(data, rng, True) for rng in [np.random.default_rng(i) for i in range(200)]
+        )
+    }
+    assert {
+        "truncate",
+        "flip",
+        "delete_lines",
+        "duplicate_lines",
+        "numbers",
+        "unicode",
+        "nest",
+        "splice",
+        "types",
+    } <= kinds

@@ -70,13 +70,29 @@ def test_shrinking_a_lower_is_better_metric_never_fails(flat):
 def test_default_budget_headroom_floor_and_oom_tiles(flat):
     at_capacity = np.full(N_TILES, FILL, dtype=np.int64)
     at_capacity[10] = CAP  # headroom exactly 0, no tile over capacity
-    result = gate(diff(flat, with_tiles(flat, at_capacity)), {"defaults": False, "budgets": {
-        "memory.max_tile_headroom_bytes": {"min": 0}, "memory.tiles_out_of_memory": {"absolute": 0}}})
+    result = gate(
+        diff(flat, with_tiles(flat, at_capacity)),
+        {
+            "defaults": False,
+            "budgets": {
+                "memory.max_tile_headroom_bytes": {"min": 0},
+                "memory.tiles_out_of_memory": {"absolute": 0},
+            },
+        },
+    )
     assert result.passed, result.violations
     over = at_capacity.copy()
     over[10] = CAP + 1
-    result = gate(diff(flat, with_tiles(flat, over)), {"defaults": False, "budgets": {
-        "memory.max_tile_headroom_bytes": {"min": 0}, "memory.tiles_out_of_memory": {"absolute": 0}}})
+    result = gate(
+        diff(flat, with_tiles(flat, over)),
+        {
+            "defaults": False,
+            "budgets": {
+                "memory.max_tile_headroom_bytes": {"min": 0},
+                "memory.tiles_out_of_memory": {"absolute": 0},
+            },
+        },
+    )
     assert not result.passed
     kinds = result.violations.set_index("metric")["kind"].to_dict()
     assert kinds == {"memory.max_tile_headroom_bytes": "min", "memory.tiles_out_of_memory": "absolute"}
@@ -117,9 +133,17 @@ def test_neutral_metric_absolute_budget_applies_both_ways(flat):
 
 
 def test_glob_patterns_most_specific_wins_and_user_budget_beats_defaults(flat):
-    budget = budget_from_mapping({"budgets": {
-        "memory.*": "+5%", "memory.category.*": "+1%", "memory.category.vertexCode_bytes": "+0.5%",
-        "execution.total_cycles": {"relative": "10%"}}}, "test")
+    budget = budget_from_mapping(
+        {
+            "budgets": {
+                "memory.*": "+5%",
+                "memory.category.*": "+1%",
+                "memory.category.vertexCode_bytes": "+0.5%",
+                "execution.total_cycles": {"relative": "10%"},
+            }
+        },
+        "test",
+    )
     assert budget.limit_for("memory.category.vertexCode_bytes").relative == 0.005
     assert budget.limit_for("memory.category.controlCode_bytes").relative == 0.01
     assert budget.limit_for("memory.always_live_bytes").relative == 0.05
@@ -135,8 +159,19 @@ def test_shorthand_and_bad_budget_entries():
     assert parse_limit("m", {"relative": "2.9%", "min": 0}).describe() == "+2.9 %, >= 0"
     assert parse_limit("m", "+4096").absolute == 4096
     assert parse_limit("m", {"relative": "2.5%", "min": 0}).min == 0
-    for bad in ({"relative": "x"}, {"growth": 1}, {}, {"absolute": -1}, [1, 2], {"relative": True},
-                {"min": "nan"}, {"max": float("nan")}, {"min": "inf"}, "nan", "+nan%"):
+    for bad in (
+        {"relative": "x"},
+        {"growth": 1},
+        {},
+        {"absolute": -1},
+        [1, 2],
+        {"relative": True},
+        {"min": "nan"},
+        {"max": float("nan")},
+        {"min": "inf"},
+        "nan",
+        "+nan%",
+    ):
         with pytest.raises(UsageError):
             parse_limit("m", bad)
 
@@ -148,7 +183,11 @@ def test_gaps_are_reported_and_fail_only_when_strict(flat):
     result = diff(summary_like, flat)
     lenient = gate(result, Budget())
     gap_metrics = set(lenient.gaps["metric"])
-    assert {"execution.total_cycles", "execution.exchange_and_sync_share", "memory.peak_liveness_bytes"} <= gap_metrics
+    assert {
+        "execution.total_cycles",
+        "execution.exchange_and_sync_share",
+        "memory.peak_liveness_bytes",
+    } <= gap_metrics
     assert lenient.passed
     assert "the base profile lacks this metric" in set(lenient.gaps["reason"])
     assert "trace.device_idle_us" in lenient.not_applicable
@@ -168,7 +207,8 @@ def test_budget_files_toml_json_pyproject(tmp_path, flat):
     project = tmp_path / "proj"
     (project / "sub").mkdir(parents=True)
     (project / "pyproject.toml").write_text(
-        '[tool.popprof.gate.budgets]\n"execution.total_cycles" = { relative = 0.07 }\n')
+        '[tool.popprof.gate.budgets]\n"execution.total_cycles" = { relative = 0.07 }\n'
+    )
     from_config = load_budget(start=project / "sub")
     assert from_config.limit_for("execution.total_cycles").relative == 0.07
     assert load_budget(project / "pyproject.toml").limit_for("execution.total_cycles").relative == 0.07
@@ -182,9 +222,17 @@ def test_budget_files_toml_json_pyproject(tmp_path, flat):
 
 
 def test_budget_patterns_that_match_no_known_metric_are_flagged(flat):
-    result = gate(diff(flat, flat), {"budgets": {"memory.totl_bytes": "+1%", "memory.category.*": "+1%",
-                                                 "memory.category.vertexCode_bytes": "+1%",
-                                                 "execution.*": "+2%"}})
+    result = gate(
+        diff(flat, flat),
+        {
+            "budgets": {
+                "memory.totl_bytes": "+1%",
+                "memory.category.*": "+1%",
+                "memory.category.vertexCode_bytes": "+1%",
+                "execution.*": "+2%",
+            }
+        },
+    )
     assert result.unknown_patterns == ["memory.totl_bytes"]
     assert result.passed
 
@@ -196,10 +244,22 @@ def _one_metric_diff(name: str, base: float, new: float, better: str | None):
     from popprof.diff.core import METRIC_COLUMNS, ProfileDiff
 
     rel = (new - base) / abs(base) if base else (0.0 if new == base else math.inf)
-    metrics = pd.DataFrame([{"name": name, "unit": "bytes", "better": better, "base": base, "new": new,
-                             "abs_change": new - base, "rel_change": rel,
-                             "status": "unchanged" if new == base else "changed", "worse": None}],
-                           columns=METRIC_COLUMNS)
+    metrics = pd.DataFrame(
+        [
+            {
+                "name": name,
+                "unit": "bytes",
+                "better": better,
+                "base": base,
+                "new": new,
+                "abs_change": new - base,
+                "rel_change": rel,
+                "status": "unchanged" if new == base else "changed",
+                "worse": None,
+            }
+        ],
+        columns=METRIC_COLUMNS,
+    )
     empty = pd.DataFrame()
     return ProfileDiff("a", "b", metrics, empty, empty, empty, empty, empty)
 
@@ -209,7 +269,11 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
-@given(base=st.integers(1, 10**13), percent=st.integers(0, 500), better=st.sampled_from(["lower", "higher", None]))
+@given(
+    base=st.integers(1, 10**13),
+    percent=st.integers(0, 500),
+    better=st.sampled_from(["lower", "higher", None]),
+)
 def test_relative_boundary_property(base, percent, better):
     """Whole-byte changes: the largest one within the budget passes, one byte more fails."""
     allowed = base * percent // 100  # floor of the allowed worsening in whole bytes
@@ -222,7 +286,7 @@ def test_relative_boundary_property(base, percent, better):
 
 
 @settings(max_examples=40, deadline=None)
-@given(base=st.integers(-10**9, 10**9), limit=st.integers(0, 10**9))
+@given(base=st.integers(-(10**9), 10**9), limit=st.integers(0, 10**9))
 def test_absolute_and_min_boundary_property(base, limit):
     absolute = {"defaults": False, "budgets": {"m.x": {"absolute": limit}}}
     assert gate(_one_metric_diff("m.x", float(base), float(base + limit), "lower"), absolute).passed

@@ -43,6 +43,7 @@ def _one_line(err: str) -> str:
 
 # -- 1. quadratic memory in format detection ---------------------------------------------------------
 
+
 def test_deep_nesting_in_the_head_is_sniffed_in_linear_memory(tmp_path):
     """40,000 nested `[` in the first 64 KiB took 4 GB in the SDK 1.x sniffing (ijson prefixes)."""
     path = tmp_path / "nested.json"
@@ -66,6 +67,7 @@ def test_sniffing_still_tells_the_sdk1_layouts_apart():
 
 # -- 2. decompression bombs, long strings and lines ----------------------------------------------------
 
+
 def test_a_gzip_text_bomb_stops_at_the_ratio_limit(tmp_path):
     """A .txt.gz of a summary header and gigabytes of spaces ended in MemoryError (exit 3)."""
     head = SUMMARY.read_bytes()[:1500]
@@ -73,8 +75,11 @@ def test_a_gzip_text_bomb_stops_at_the_ratio_limit(tmp_path):
     assert bomb.stat().st_size < 3 << 20
     run = run_limited("summary", bomb, memory=1 << 30, seconds=120)
     line = run.one_error_line()
-    limit, env = ("gzip-ratio", "POPPROF_MAX_GZIP_RATIO") if "gzip-ratio" in line else \
-        ("text-bytes", "POPPROF_MAX_TEXT_BYTES")  # whichever the bomb reaches first
+    limit, env = (
+        ("gzip-ratio", "POPPROF_MAX_GZIP_RATIO")
+        if "gzip-ratio" in line
+        else ("text-bytes", "POPPROF_MAX_TEXT_BYTES")
+    )  # whichever the bomb reaches first
     assert env in line and f"--limit {limit}=" in line
 
 
@@ -83,7 +88,9 @@ def test_a_gzip_json_bomb_of_one_huge_string_ends_quickly(tmp_path):
     head = b'{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": "'
     bomb = gzip_with_filler(tmp_path / "bomb.json.gz", head, b"abcdefgh", 1 << 30, b'"}]}')
     for args in (("summary", bomb), ("redact", bomb, "-o", tmp_path / "out.json.gz")):
-        run = run_limited(*args, memory=1 << 30, seconds=120, env={"POPPROF_REDACT_KEY": "0123456789abcdef" * 2})
+        run = run_limited(
+            *args, memory=1 << 30, seconds=120, env={"POPPROF_REDACT_KEY": "0123456789abcdef" * 2}
+        )
         assert run.code is not None, f"{args[0]} did not end within 120 s"
         line = run.one_error_line()
         assert "gzip-ratio" in line or "string-bytes" in line
@@ -94,7 +101,9 @@ def test_a_json_string_over_the_limit_is_one_line_naming_it(tmp_path, capsys, mo
     rng = np.random.default_rng(0)
     name = "".join(rng.choice(list("abcdefghijklmnop"), 3 << 20))
     path = tmp_path / "long_name.json"
-    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": name}]}))
+    path.write_text(
+        json.dumps({"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": name}]})
+    )
     monkeypatch.setenv("POPPROF_MAX_STRING_BYTES", "1M")
     code, _, err = _cli(capsys, "summary", path)
     line = _one_line(err)
@@ -106,8 +115,11 @@ def test_a_json_string_over_the_limit_is_one_line_naming_it(tmp_path, capsys, mo
 def test_deep_json_nesting_in_a_trace_is_refused_before_parsing(tmp_path, capsys):
     args = "[" * 5000 + "]" * 5000
     path = tmp_path / "deep.json"
-    path.write_text('{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": "a", "args": {"x": '
-                    + args + "}}]}")
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "name": "a", "args": {"x": '
+        + args
+        + "}}]}"
+    )
     code, _, err = _cli(capsys, "summary", path)
     assert code == 2 and "json-depth" in _one_line(err)
 
@@ -150,6 +162,7 @@ def test_limit_values_parse_like_people_write_them():
 
 # -- 3. special files as input -------------------------------------------------------------------------
 
+
 def test_a_fifo_without_a_writer_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
@@ -168,10 +181,21 @@ def test_process_substitution_says_what_to_do(tmp_path):
 
 # -- 4. bundle manifest types, corrupt Parquet -----------------------------------------------------
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("profile_name", ["a"]), ("profile_name", {"a": 1}), ("sources", "x"), ("sources", [1]), ("redacted", 1),
-    ("tool_version", 2), ("tables.tiles.rows", "1472"), ("tables.tiles.rows", -1), ("tables.tiles.columns", "tile"),
-])
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("profile_name", ["a"]),
+        ("profile_name", {"a": 1}),
+        ("sources", "x"),
+        ("sources", [1]),
+        ("redacted", 1),
+        ("tool_version", 2),
+        ("tables.tiles.rows", "1472"),
+        ("tables.tiles.rows", -1),
+        ("tables.tiles.columns", "tile"),
+    ],
+)
 def test_every_manifest_field_type_is_checked(tmp_path, capsys, key, value):
     bundle = tmp_path / "b.popprof"
     shutil.copytree(BUNDLE, bundle)
@@ -191,47 +215,88 @@ def test_a_corrupt_parquet_footer_is_one_line(tmp_path, capsys):
     bundle = tmp_path / "b.popprof"
     shutil.copytree(BUNDLE, bundle)
     data = (bundle / "tiles.parquet").read_bytes()
-    (bundle / "tiles.parquet").write_bytes(data[:-12] + (10 ** 9).to_bytes(4, "little") + data[-8:])
+    (bundle / "tiles.parquet").write_bytes(data[:-12] + (10**9).to_bytes(4, "little") + data[-8:])
     code, _, err = _cli(capsys, "summary", bundle)
     assert code == 2 and "corrupt Parquet file" in _one_line(err)
 
 
 # -- 5. the query sandbox ----------------------------------------------------------------------------
 
+
 def test_query_has_no_file_system_not_even_its_temp_directory(tmp_path):
     secret = tmp_path / "elsewhere"
     secret.mkdir()
     (secret / "hostname").write_text("secret-host\n")
     (tmp_path / ".tmp").symlink_to(secret)
-    queries = ["COPY (SELECT 1) TO '.tmp/x.csv'", "ATTACH '.tmp/db.duckdb' AS d", "SELECT * FROM read_text('.tmp/*')",
-               "SELECT * FROM read_text('.tmp/hostname')", f"ATTACH '{tmp_path}/:memory:' AS m",
-               "SELECT 1; ATTACH ':memory:' AS m", "SET temp_directory = '.tmp'", "INSTALL httpfs"]
+    queries = [
+        "COPY (SELECT 1) TO '.tmp/x.csv'",
+        "ATTACH '.tmp/db.duckdb' AS d",
+        "SELECT * FROM read_text('.tmp/*')",
+        "SELECT * FROM read_text('.tmp/hostname')",
+        f"ATTACH '{tmp_path}/:memory:' AS m",
+        "SELECT 1; ATTACH ':memory:' AS m",
+        "SET temp_directory = '.tmp'",
+        "INSTALL httpfs",
+    ]
     for sql in queries:
         run = run_limited("query", BUNDLE, sql, cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
         line = run.one_error_line()
         assert "SQL error" in line and "secret-host" not in run.out + run.err, sql
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp", "elsewhere"]
     assert [p.name for p in secret.iterdir()] == ["hostname"]
-    run = run_limited("query", BUNDLE, "SELECT current_setting('allowed_directories') AS d, "
-                      "current_setting('temp_directory') AS t", "--format", "json", cwd=tmp_path,
-                      memory=QUERY_MEMORY)
+    run = run_limited(
+        "query",
+        BUNDLE,
+        "SELECT current_setting('allowed_directories') AS d, current_setting('temp_directory') AS t",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        memory=QUERY_MEMORY,
+    )
     assert run.code == 0 and json.loads(run.out) == [{"d": [], "t": ""}]
 
 
 def test_query_time_and_memory_are_bounded(tmp_path):
-    run = run_limited("query", BUNDLE, "SELECT count(*) FROM range(10000000000000)", "--timeout", "2",
-                      cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+    run = run_limited(
+        "query",
+        BUNDLE,
+        "SELECT count(*) FROM range(10000000000000)",
+        "--timeout",
+        "2",
+        cwd=tmp_path,
+        seconds=60,
+        memory=QUERY_MEMORY,
+    )
     line = run.one_error_line()
     assert "query-seconds" in line and "--timeout" in line
-    run = run_limited("query", BUNDLE, "SELECT list(range(100000000)) FROM range(20)", "--memory-limit", "128M",
-                      cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+    run = run_limited(
+        "query",
+        BUNDLE,
+        "SELECT list(range(100000000)) FROM range(20)",
+        "--memory-limit",
+        "128M",
+        cwd=tmp_path,
+        seconds=60,
+        memory=QUERY_MEMORY,
+    )
     assert "query-memory" in run.one_error_line()
-    run = run_limited("query", BUNDLE, "SELECT * FROM range(30000000)", "--memory-limit", "64M", "--format", "csv",
-                      cwd=tmp_path, seconds=60, memory=QUERY_MEMORY)
+    run = run_limited(
+        "query",
+        BUNDLE,
+        "SELECT * FROM range(30000000)",
+        "--memory-limit",
+        "64M",
+        "--format",
+        "csv",
+        cwd=tmp_path,
+        seconds=60,
+        memory=QUERY_MEMORY,
+    )
     assert "query-memory" in run.one_error_line()  # the pandas result is held to the limit too
 
 
 # -- 6. one rule for every command that writes a bundle ------------------------------------------------
+
 
 @pytest.mark.parametrize("command", ["export", "redact"])
 def test_a_folder_of_other_bundles_is_never_replaced(tmp_path, capsys, command, monkeypatch):
@@ -258,6 +323,7 @@ def test_an_earlier_set_of_bundles_is_marked_and_replaced(tmp_path, capsys, pva_
 
 
 # -- 7. outputs onto special files -------------------------------------------------------------------
+
 
 def test_dash_means_standard_output(capsys):
     code, out, _ = _cli(capsys, "baseline", BUNDLE, "-o", "-")
@@ -323,15 +389,21 @@ sys.exit(main(["export", sys.argv[1], "-o", sys.argv[2]]))
 
 def test_sigterm_mid_write_removes_temporaries_and_exits_143(tmp_path):
     out = tmp_path / "out.popprof"
-    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_EXPORT, str(BUNDLE), str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_EXPORT, str(BUNDLE), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 143, done.stderr
     assert done.stderr == "popprof: terminated\n"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_later_run_removes_stale_temporaries_of_its_own_output(tmp_path, capsys):
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     dead = int(gone.stdout)
     stale_dir = tmp_path / f".out.popprof.{dead}.abc_1234.tmp"
     stale_dir.mkdir()
@@ -346,7 +418,9 @@ def test_a_later_run_removes_stale_temporaries_of_its_own_output(tmp_path, capsy
         unrelated.mkdir()
         code, _, err = _cli(capsys, "export", BUNDLE, "-o", tmp_path / "out.popprof")
         assert code == 0, err
-        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.popprof", live.name, unrelated.name])
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            ["out.popprof", live.name, unrelated.name]
+        )
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -360,13 +434,34 @@ def test_sigterm_handler_is_restored_after_main(capsys):
 
 # -- 9. deep recursion ---------------------------------------------------------------------------------------
 
+
 def test_json_nested_inside_strings_is_exit_2_not_a_recursion_error(tmp_path):
     deep = "[" * 1200 + "]" * 1200
     path = tmp_path / "deep_strings.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "pid": 1, "tid": 1, "ts": 1, "dur": 3, "name": deep, "cat": deep, "args": {"z": deep}}]}))
-    for args in (("summary", path), ("redact", path, "-o", tmp_path / "r.json"), ("check", path),
-                 ("export", path, "-o", tmp_path / "e.popprof", "--with-args")):
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1,
+                        "dur": 3,
+                        "name": deep,
+                        "cat": deep,
+                        "args": {"z": deep},
+                    }
+                ]
+            }
+        )
+    )
+    for args in (
+        ("summary", path),
+        ("redact", path, "-o", tmp_path / "r.json"),
+        ("check", path),
+        ("export", path, "-o", tmp_path / "e.popprof", "--with-args"),
+    ):
         run = run_limited(*args, env={"POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"}, seconds=90)
         assert run.code in (0, 1, 2), (args, run.err)
         assert "Traceback" not in run.err and "internal error" not in run.err, (args, run.err)
@@ -388,9 +483,13 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.parametrize("command", ["export", "redact"])
 def test_a_write_error_names_the_output_not_a_temporary(tmp_path, command):
     out = tmp_path / "out.popprof"
-    done = subprocess.run([sys.executable, "-c", _FULL_DISK, command, str(BUNDLE), "-o", str(out)],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"})
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, command, str(BUNDLE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"},
+    )
     lines = [line for line in done.stderr.splitlines() if line.startswith("popprof: error:")]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"popprof: error: {out}: cannot write the output") and ".tmp" not in lines[0]

@@ -61,19 +61,26 @@ def assert_valid(schema, text: str) -> ET.Element:
 
 def test_the_schema_rejects_what_check_used_to_write(schema):
     """A `skipped` count on the root (what `check` wrote) and a bare `<testsuite>` case without a name fail."""
-    assert not schema.is_valid('<testsuites skipped="1"><testsuite name="a" tests="0" failures="0" errors="0"/>'
-                               "</testsuites>")
-    assert not schema.is_valid('<testsuites><testsuite name="a" tests="1" failures="0" errors="0">'
-                               "<testcase/></testsuite></testsuites>")
+    assert not schema.is_valid(
+        '<testsuites skipped="1"><testsuite name="a" tests="0" failures="0" errors="0"/></testsuites>'
+    )
+    assert not schema.is_valid(
+        '<testsuites><testsuite name="a" tests="1" failures="0" errors="0">'
+        "<testcase/></testsuite></testsuites>"
+    )
 
 
 def test_check_writes_valid_junit_with_failures_and_skips(schema, capsys):
-    code, out = run(capsys, "check", FIXTURES / "mk2_oom.popprof", FIXTURES / "mk2_training.popprof",
-                    "--format", "junit")
+    code, out = run(
+        capsys, "check", FIXTURES / "mk2_oom.popprof", FIXTURES / "mk2_training.popprof", "--format", "junit"
+    )
     root = assert_valid(schema, out)
     assert code == 1 and root.get("name") == "popprof check"
     assert [s.get("name") for s in root.findall("testsuite")] == ["mk2_oom", "mk2_training"]
-    assert {c.get("classname") for c in root.iter("testcase")} == {"popprof.check.mk2_oom", "popprof.check.mk2_training"}
+    assert {c.get("classname") for c in root.iter("testcase")} == {
+        "popprof.check.mk2_oom",
+        "popprof.check.mk2_training",
+    }
     assert int(root.get("failures")) >= 1
     assert any(c.find("skipped") is not None for c in root.iter("testcase"))
 
@@ -101,27 +108,38 @@ def test_diff_gaps_are_skipped_or_failed_with_strict(schema, bundles, tmp_path, 
     code, out = run(capsys, "diff", base, summary, "--format", "junit", "--strict")
     root = assert_valid(schema, out)
     assert code == 1 and not list(root.iter("skipped"))
-    assert {c.get("name") for c in skipped} <= {c.get("name") for c in root.iter("testcase")
-                                                  if c.find("failure") is not None}
+    assert {c.get("name") for c in skipped} <= {
+        c.get("name") for c in root.iter("testcase") if c.find("failure") is not None
+    }
 
 
 def test_two_run_directories_give_one_suite_per_engine(schema, capsys, pva_double):
     code, out = run(capsys, "diff", FIXTURES / "run_dir", FIXTURES / "run_dir", "--format", "junit")
     root = assert_valid(schema, out)
     assert code == 0 and sorted(s.get("name") for s in root.findall("testsuite")) == [
-        "popprof.gate.inference", "popprof.gate.training"]
+        "popprof.gate.inference",
+        "popprof.gate.training",
+    ]
 
 
 def test_control_characters_and_markup_in_messages_stay_valid(schema):
-    case = junit.Case("rule <a&b>", "popprof.check.p", failure=junit.Failure('bad "\x07" & <x>', "error"),
-                      output="out\x00put")
-    text = junit.render([junit.Suite("p", [case, junit.Case("ok", "popprof.check.p", skipped="not evaluated")])],
-                        "popprof check")
+    case = junit.Case(
+        "rule <a&b>",
+        "popprof.check.p",
+        failure=junit.Failure('bad "\x07" & <x>', "error"),
+        output="out\x00put",
+    )
+    text = junit.render(
+        [junit.Suite("p", [case, junit.Case("ok", "popprof.check.p", skipped="not evaluated")])],
+        "popprof check",
+    )
     root = assert_valid(schema, text)
     assert root.find(".//failure").get("message") == 'bad "" & <x>'
     assert root.find(".//system-out").text == "output"
 
 
 def test_markdown_table_escapes_cells_and_aligns_numbers():
-    lines = md.table(["name", "n"], [[md.code("a|b`c"), "1,024"], [md.cell("two\nlines | here"), "3"]], right={1})
+    lines = md.table(
+        ["name", "n"], [[md.code("a|b`c"), "1,024"], [md.cell("two\nlines | here"), "3"]], right={1}
+    )
     assert lines == ["| name | n |", "|---|---:|", "| `a\\|b'c` | 1,024 |", "| two lines \\| here | 3 |"]

@@ -21,9 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{}:,\u00e9\n', max_size=12),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(alphabet='k"\\[{', max_size=4),
-                                                                       children, max_size=4),
-    max_leaves=30)
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(alphabet='k"\\[{', max_size=4), children, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 def _reference(value: object, depth: int = 0) -> tuple[int, int]:
@@ -68,10 +71,13 @@ def test_json_guard_depth_and_string_length_match_a_reference(value, chunk):
 
 
 _plain_values = st.recursive(
-    st.none() | st.integers() | st.text(alphabet='ab[]{}:, \u00e9', max_size=12),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(alphabet='k[{}', max_size=4),
-                                                                       children, max_size=4),
-    max_leaves=30)
+    st.none() | st.integers() | st.text(alphabet="ab[]{}:, \u00e9", max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(alphabet="k[{}", max_size=4), children, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -87,15 +93,19 @@ def test_json_guard_chunks_without_backslashes_match_the_exact_pass(value, chunk
     taken: list[int] = []
     fast._check_plain = lambda raw: taken.append(len(raw)) or plain(raw)
     for start in range(0, len(data), chunk):
-        piece = data[start:start + chunk]
+        piece = data[start : start + chunk]
         fast.check(memoryview(piece))
         exact._check_exact(np.frombuffer(piece, dtype=np.uint8))
-        assert (fast.depth, fast.in_string, fast.string_open) == (exact.depth, exact.in_string, exact.string_open)
+        assert (fast.depth, fast.in_string, fast.string_open) == (
+            exact.depth,
+            exact.in_string,
+            exact.string_open,
+        )
     assert len(taken) == len(range(0, len(data), chunk))  # every chunk took the shortcut
 
 
 def test_escaped_quotes_and_backslash_runs_across_chunk_boundaries(monkeypatch):
-    data = json.dumps({"a": "\\\\\\\"[[[", "b": ["\\" * 4]}).encode()  # "a": "\\\\\\\"[[[" is 12 bytes
+    data = json.dumps({"a": '\\\\\\"[[[', "b": ["\\" * 4]}).encode()  # "a": "\\\\\\\"[[[" is 12 bytes
     monkeypatch.setenv("POPPROF_MAX_JSON_DEPTH", "2")
     for chunk in range(1, len(data) + 1):
         monkeypatch.setenv("POPPROF_MAX_STRING_BYTES", "12")

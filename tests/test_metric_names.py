@@ -34,19 +34,24 @@ def known(name: str) -> bool:
         return prefix in registry.METRICS and registry.METRICS[prefix].family
     family = registry.describe(name)
     if family is not None and family.family:  # a member: the suffix must be one the family can have
-        suffix = name[len(family.name):]
-        members = {"execution.cycles.": STEP_CATEGORIES, "execution.share.": STEP_CATEGORIES,
-                   "trace.device_time_us.": DEVICE_CATEGORIES}
+        suffix = name[len(family.name) :]
+        members = {
+            "execution.cycles.": STEP_CATEGORIES,
+            "execution.share.": STEP_CATEGORIES,
+            "trace.device_time_us.": DEVICE_CATEGORIES,
+        }
         return suffix in members[family.name] if family.name in members else suffix.endswith("_bytes")
     if "*" in name:
-        return any(re.fullmatch(name.replace(".", r"\.").replace("*", ".*"), m.name + ("x" if m.family else ""))
-                   for m in registry.METRICS.values())
+        return any(
+            re.fullmatch(name.replace(".", r"\.").replace("*", ".*"), m.name + ("x" if m.family else ""))
+            for m in registry.METRICS.values()
+        )
     return False
 
 
 def test_every_metric_name_in_the_docs_exists_or_is_a_listed_old_name():
     text = DOC.read_text("utf-8")
-    renamed_section = text[text.index("### Renamed metrics"):text.index("## Per tile")]
+    renamed_section = text[text.index("### Renamed metrics") : text.index("## Per tile")]
     for name in documented_names():
         if name in registry.RENAMED:
             assert name in renamed_section, f"{name} is an old name used outside the renamed table"
@@ -57,7 +62,9 @@ def test_every_metric_name_in_the_docs_exists_or_is_a_listed_old_name():
 def test_every_registry_metric_is_in_the_docs_table():
     names = set(documented_names())
     for m in registry.METRICS.values():
-        assert (any(n.startswith(m.name) and "<cat>" in n for n in names) if m.family else m.name in names), m.name
+        assert any(n.startswith(m.name) and "<cat>" in n for n in names) if m.family else m.name in names, (
+            m.name
+        )
 
 
 def test_no_two_names_for_one_figure():
@@ -65,8 +72,9 @@ def test_no_two_names_for_one_figure():
     values = {k: v for k, v in registry.compute(profile).items() if v is not None}
     assert "execution.host_io_share" not in values and "execution.exchange_share" not in values
     share = values["execution.exchange_and_sync_share"]
-    assert share == pytest.approx(sum(values.get(f"execution.share.{c}", 0.0)
-                                      for c in ("exchange", "global_exchange", "sync")))
+    assert share == pytest.approx(
+        sum(values.get(f"execution.share.{c}", 0.0) for c in ("exchange", "global_exchange", "sync"))
+    )
     assert share > values["execution.share.exchange"]  # the two names that looked alike are different figures
     for old, new in registry.RENAMED.items():
         assert old not in registry.METRICS and registry.describe(new) is not None, (old, new)
@@ -75,8 +83,10 @@ def test_no_two_names_for_one_figure():
 def test_old_names_in_a_budget_apply_to_the_new_name_with_one_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        budget = budget_from_mapping({"budgets": {"execution.exchange_share": {"absolute": 0.5},
-                                                  "trace.host_stall_us": "+7%"}}, "popprof.toml")
+        budget = budget_from_mapping(
+            {"budgets": {"execution.exchange_share": {"absolute": 0.5}, "trace.host_stall_us": "+7%"}},
+            "popprof.toml",
+        )
     assert len(caught) == 1 and issubclass(caught[0].category, DeprecatedMetricName)
     message = str(caught[0].message)
     assert "execution.exchange_share -> execution.exchange_and_sync_share" in message
@@ -86,7 +96,9 @@ def test_old_names_in_a_budget_apply_to_the_new_name_with_one_warning():
 
     with warnings.catch_warnings(record=True) as caught:  # the new name given too: it wins
         warnings.simplefilter("always")
-        both = budget_from_mapping({"execution.exchange_and_sync_share": "+1", "execution.exchange_share": "+2"}, "b")
+        both = budget_from_mapping(
+            {"execution.exchange_and_sync_share": "+1", "execution.exchange_share": "+2"}, "b"
+        )
     assert both.limit_for("execution.exchange_and_sync_share").absolute == 1 and len(caught) == 1
 
 
@@ -110,7 +122,9 @@ def test_old_name_in_a_budget_file_gates_and_warns_on_one_stderr_line(tmp_path, 
 
 def test_a_baseline_written_under_an_old_name_reads_under_the_new_one(tmp_path):
     profile = synth.make_profile(num_steps=200, num_liveness_steps=20, seed=6)
-    text = dumps_baseline(profile).replace('"execution.exchange_and_sync_share"', '"execution.exchange_share"')
+    text = dumps_baseline(profile).replace(
+        '"execution.exchange_and_sync_share"', '"execution.exchange_share"'
+    )
     assert '"execution.exchange_share"' in text
     old = tmp_path / "old-baseline.json"
     old.write_text(text)

@@ -57,8 +57,11 @@ def kernel_name(tmp_path_factory):
 
 
 def test_three_notebooks_stored_without_outputs():
-    assert [p.name for p in NOTEBOOKS] == ["01_why_does_it_not_fit.ipynb", "02_why_is_it_slow.ipynb",
-                                           "03_what_changed.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_why_does_it_not_fit.ipynb",
+        "02_why_is_it_slow.ipynb",
+        "03_what_changed.ipynb",
+    ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
@@ -71,11 +74,13 @@ def test_three_notebooks_stored_without_outputs():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_executes(path, kernel_name, tmp_path):
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name=kernel_name,
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name=kernel_name, resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
-    images = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                 if "image/png" in o.get("data", {}))
+    images = sum(
+        1 for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})
+    )
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert images >= 2, f"{path.name} drew {images} figures"
@@ -112,16 +117,22 @@ def _requirement_name(spec: str) -> str:
 
 def test_the_notebooks_extra_provides_what_the_notebooks_import_and_the_test_extra_includes_it():
     extras = _extras()
-    assert "popprof[notebooks]" in extras["test"], "the notebook tests must run in the notebooks extra's environment"
+    assert "popprof[notebooks]" in extras["test"], (
+        "the notebook tests must run in the notebooks extra's environment"
+    )
     notebooks = {_requirement_name(s) for s in extras["notebooks"]}
     assert {"jupyterlab", "matplotlib", "ipykernel"} <= notebooks
-    base = {_requirement_name(s) for s in tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
-            ["project"]["dependencies"]}
+    base = {
+        _requirement_name(s)
+        for s in tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["dependencies"]
+    }
     providers = importlib.metadata.packages_distributions()
     for path in NOTEBOOKS:
         for module in _imported_modules(path) - {"popprof"} - set(sys.stdlib_module_names):
             dists = {d.lower().replace("_", "-") for d in providers.get(module, [module])}
-            assert dists & (base | notebooks), f"{path.name} imports {module}, which no base or notebooks dependency gives"
+            assert dists & (base | notebooks), (
+                f"{path.name} imports {module}, which no base or notebooks dependency gives"
+            )
 
 
 def test_jupyterlab_is_installed_with_the_test_extra():

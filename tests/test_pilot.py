@@ -80,7 +80,9 @@ def test_ipu_memory_and_sync_are_the_summary_figures(ipu):
     assert value(col, "memory_headroom_bytes") == memory["max_tile_headroom_bytes"]
     assert value(col, "tiles_out_of_memory") == memory["tiles_out_of_memory"]
     assert value(col, "peak_liveness_bytes") == memory["peak_liveness_bytes"]
-    assert value(col, "sync_pct") == pytest.approx(100 * summarise(ipu)["execution"]["by_category"]["sync"]["share"])
+    assert value(col, "sync_pct") == pytest.approx(
+        100 * summarise(ipu)["execution"]["by_category"]["sync"]["share"]
+    )
 
 
 def test_ipu_step_times_are_the_runs(ipu):
@@ -135,7 +137,13 @@ def test_throughput_samples_per_second(ipu, ranks):
 def test_missing_figures_are_missing_never_zero(ipu, gpu):
     g = side(gpu, "gpu", role="baseline")
     i = side(ipu, "ipu", role="ipu")
-    for key in ("memory_utilisation", "peak_liveness_bytes", "peak_allocated_bytes", "sync_pct", "compile_time_us"):
+    for key in (
+        "memory_utilisation",
+        "peak_liveness_bytes",
+        "peak_allocated_bytes",
+        "sync_pct",
+        "compile_time_us",
+    ):
         assert value(g, key) is None and g["figures"][key]["missing"]
     assert value(i, "host_wait_pct") is None
     assert i["figures"]["host_wait_pct"]["missing"].startswith("not in this profile: capture")
@@ -149,10 +157,15 @@ def test_findings_are_check_by_rule(ipu, gpu):
     doc = pilot([("ipu", ipu)], [("gpu", gpu)])
     for col, profile in zip(doc["columns"], (ipu, gpu), strict=True):
         items = check(profile).items
-        assert col["findings"] == {r: {"count": sum(f.rule_id == r for f in items),
-                                       "severity": min((f.severity for f in items if f.rule_id == r),
-                                                       key=["error", "warning", "info"].index)}
-                                   for r in {f.rule_id for f in items}}
+        assert col["findings"] == {
+            r: {
+                "count": sum(f.rule_id == r for f in items),
+                "severity": min(
+                    (f.severity for f in items if f.rule_id == r), key=["error", "warning", "info"].index
+                ),
+            }
+            for r in {f.rule_id for f in items}
+        }
     assert set(doc["rules"]) == set(doc["columns"][0]["findings"]) | set(doc["columns"][1]["findings"])
 
 
@@ -192,6 +205,7 @@ def test_thresholds_from_config_and_set():
 
 # -- CLI ---------------------------------------------------------------------
 
+
 def run(capsys, *args):
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
@@ -199,9 +213,22 @@ def run(capsys, *args):
 
 
 def test_cli_json_columns_and_schema(capsys):
-    code, out, _ = run(capsys, "pilot", FIX / "mk2_training.popprof", FIX / "pod4_pipeline.popprof",
-                       "--label-ipu", "1xIPU", "--label-ipu", "4xIPU", "--baseline", TRACES / "two_ranks",
-                       "--batch-size", "8", "--format", "json")
+    code, out, _ = run(
+        capsys,
+        "pilot",
+        FIX / "mk2_training.popprof",
+        FIX / "pod4_pipeline.popprof",
+        "--label-ipu",
+        "1xIPU",
+        "--label-ipu",
+        "4xIPU",
+        "--baseline",
+        TRACES / "two_ranks",
+        "--batch-size",
+        "8",
+        "--format",
+        "json",
+    )
     assert code == 0
     doc = json.loads(out)
     assert doc["schema"] == "popprof.pilot" and doc["schema_version"] == 1
@@ -213,8 +240,17 @@ def test_cli_json_columns_and_schema(capsys):
 
 def test_cli_text_markdown_and_html(capsys, tmp_path):
     out_html = tmp_path / "pilot.html"
-    code, out, err = run(capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "mk2_oom.popprof",
-                         "--format", "markdown", "-o", out_html)
+    code, out, err = run(
+        capsys,
+        "pilot",
+        FIX / "mk2_training.popprof",
+        "--baseline",
+        FIX / "mk2_oom.popprof",
+        "--format",
+        "markdown",
+        "-o",
+        out_html,
+    )
     assert code == 0
     assert out.startswith("## popprof pilot") and "| compute |" in out
     assert "does not fit (memory)" in out
@@ -224,26 +260,35 @@ def test_cli_text_markdown_and_html(capsys, tmp_path):
     assert code == 0 and "Diagnosis" in out and "not in this profile: capture" in out
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--batch-size", "0"], "--batch-size"),
-    (["--batch-size", "x"], "--batch-size"),
-    (["--samples-per-step", "-3"], "--samples-per-step"),
-    (["--batch-size", "2", "--samples-per-step", "4"], "not both"),
-    (["--warmup-steps", "-1"], "--warmup-steps"),
-    (["--set", "nope=1"], "unknown pilot threshold"),
-    (["--label-ipu", "a", "--label-ipu", "b"], "--label-ipu"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--batch-size", "0"], "--batch-size"),
+        (["--batch-size", "x"], "--batch-size"),
+        (["--samples-per-step", "-3"], "--samples-per-step"),
+        (["--batch-size", "2", "--samples-per-step", "4"], "not both"),
+        (["--warmup-steps", "-1"], "--warmup-steps"),
+        (["--set", "nope=1"], "unknown pilot threshold"),
+        (["--label-ipu", "a", "--label-ipu", "b"], "--label-ipu"),
+    ],
+)
 def test_cli_bad_usage_is_one_line_exit_2(capsys, args, words):
-    code, out, err = run(capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "mk2_oom.popprof", *args)
+    code, out, err = run(
+        capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "mk2_oom.popprof", *args
+    )
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and words in err
 
 
 def test_cli_wrong_kind_of_input_is_one_line_exit_2(capsys):
-    code, out, err = run(capsys, "pilot", TRACES / "amd_mi250_minitoy.json.gz", "--baseline", FIX / "mk2_oom.popprof")
+    code, out, err = run(
+        capsys, "pilot", TRACES / "amd_mi250_minitoy.json.gz", "--baseline", FIX / "mk2_oom.popprof"
+    )
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "is not an IPU run" in err
-    code, _, err = run(capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "no-such-trace.json")
+    code, _, err = run(
+        capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "no-such-trace.json"
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
@@ -255,7 +300,9 @@ def test_pvti_compile_time_and_engine_runs(fixtures_dir, pva_double):
     col = side(profile, "pvti", role="ipu", warmup_steps=2)
     compile_events = events[names.isin(["poptorch.trainingModel.compile", "Compiling graph"])]
     outer = compile_events["start_us"].min(), (compile_events["start_us"] + compile_events["dur_us"]).max()
-    assert value(col, "compile_time_us") == pytest.approx(outer[1] - outer[0])  # the graph compile nests inside
+    assert value(col, "compile_time_us") == pytest.approx(
+        outer[1] - outer[0]
+    )  # the graph compile nests inside
     runs = events[names == "Engine::run(main)"].sort_values("start_us")["dur_us"].to_numpy()
     assert col["step_source"] == "Engine::run"
     assert value(col, "step_count") == len(runs) - 2
@@ -284,7 +331,9 @@ def test_cli_never_overwrites_an_input(capsys, tmp_path):
 def test_a_baseline_file_of_an_ipu_profile_is_an_ipu_side(capsys, tmp_path, ipu):
     stored = tmp_path / "ipu-baseline.json"
     assert run(capsys, "baseline", FIX / "mk2_training.popprof", "-o", stored)[0] == 0
-    code, out, _ = run(capsys, "pilot", stored, "--baseline", TRACES / "nccl_data.json.gz", "--format", "json")
+    code, out, _ = run(
+        capsys, "pilot", stored, "--baseline", TRACES / "nccl_data.json.gz", "--format", "json"
+    )
     assert code == 0
     col = json.loads(out)["columns"][0]
     assert col["platform"] == "ipu"

@@ -28,7 +28,7 @@ def test_every_kind_to_png(bundle, tmp_path, kind):
 
 def test_config_sets_the_thresholds_drawn(bundle, tmp_path):
     config = tmp_path / "popprof.toml"
-    config.write_text("[rules]\n\"memory.headroom.warning\" = 0.6\n")
+    config.write_text('[rules]\n"memory.headroom.warning" = 0.6\n')
     out = tmp_path / "memory.svg"
     assert main(["plot", str(bundle), "--kind", "memory", "-o", str(out), "--config", str(config)]) == 0
     text = out.read_text(encoding="utf-8")
@@ -42,10 +42,13 @@ def test_svg_output(bundle, tmp_path):
     assert "<svg" in text and "Liveness" in text
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--kind", "memory", "-o", "{tmp}/x.gif"], "unknown image type"),
-    (["--kind", "execution", "-o", "{tmp}/x.png"], "execution profile"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--kind", "memory", "-o", "{tmp}/x.gif"], "unknown image type"),
+        (["--kind", "execution", "-o", "{tmp}/x.png"], "execution profile"),
+    ],
+)
 def test_errors_are_one_line(tmp_path, capsys, args, needle):
     no_exec = tmp_path / "noexec.popprof"
     popprof.export(synth.make_profile(execution=False, debug=False), str(no_exec))
@@ -61,9 +64,14 @@ def test_missing_input(tmp_path, capsys):
     assert "nope.pop" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "kind"), [("text_summary/pod4_pipeline.txt", "histogram"),
-                                            ("traces/training_loop.json", "timeline"),
-                                            ("mk2_training.popprof", "memory")])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("text_summary/pod4_pipeline.txt", "histogram"),
+        ("traces/training_loop.json", "timeline"),
+        ("mk2_training.popprof", "memory"),
+    ],
+)
 def test_without_kind_the_most_useful_plot_the_profile_can_draw(tmp_path, capsys, fixtures_dir, name, kind):
     out = tmp_path / "plot.png"
     assert main(["plot", str(fixtures_dir / name), "-o", str(out), "--dpi", "40"]) == 0
@@ -72,8 +80,16 @@ def test_without_kind_the_most_useful_plot_the_profile_can_draw(tmp_path, capsys
 
 
 def test_a_kind_the_profile_cannot_draw_lists_the_kinds_it_can(tmp_path, capsys, fixtures_dir):
-    code = main(["plot", str(fixtures_dir / "traces" / "training_loop.json"), "--kind", "liveness",
-                 "-o", str(tmp_path / "x.png")])
+    code = main(
+        [
+            "plot",
+            str(fixtures_dir / "traces" / "training_loop.json"),
+            "--kind",
+            "liveness",
+            "-o",
+            str(tmp_path / "x.png"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "cannot draw --kind liveness" in err and "liveness information" in err

@@ -33,7 +33,9 @@ def test_metric_bars_are_the_largest_relative_changes(change):
     (bars,) = [c for c in ax.containers]
     widths = [b.get_width() for b in bars]
     changed = change.metrics[(change.metrics["status"] == "changed") & change.metrics["rel_change"].notna()]
-    expected = changed.reindex(changed["rel_change"].abs().sort_values(ascending=False, kind="stable").index).head(6)
+    expected = changed.reindex(
+        changed["rel_change"].abs().sort_values(ascending=False, kind="stable").index
+    ).head(6)
     np.testing.assert_allclose(widths, expected["rel_change"].to_numpy(float) * 100)
     assert [t.get_text() for t in ax.get_yticklabels()] == expected["name"].tolist()
     # exchange cycles doubled: worse (red) since lower is better

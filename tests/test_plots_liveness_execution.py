@@ -17,8 +17,9 @@ from popprof.schema import STEP_CATEGORIES  # noqa: E402
 
 @pytest.fixture(scope="module")
 def profile():
-    return synth.make_profile(num_ipus=2, num_steps=3000, num_liveness_steps=500, exchange_heavy=(0.4, 0.55),
-                              seed=11)
+    return synth.make_profile(
+        num_ipus=2, num_steps=3000, num_liveness_steps=500, exchange_heavy=(0.4, 0.55), seed=11
+    )
 
 
 def artist(ax, gid):
@@ -33,7 +34,9 @@ def test_liveness_line_is_base_plus_table(profile):
     line = artist(ax, "liveness")
     table = profile.liveness
     np.testing.assert_array_equal(line.get_xdata(), table["step"])
-    np.testing.assert_allclose(np.asarray(line.get_ydata()) - base, table["not_always_live_bytes"].to_numpy(float))
+    np.testing.assert_allclose(
+        np.asarray(line.get_ydata()) - base, table["not_always_live_bytes"].to_numpy(float)
+    )
     peak_row = table.loc[table["not_always_live_bytes"].idxmax()]
     peak = artist(ax, "peak")
     assert list(peak.get_xdata()) == [peak_row["step"]]
@@ -80,8 +83,13 @@ def expected_bins(profile, max_bins, ipu=None):
     steps = profile.steps if ipu is None else profile.steps[profile.steps["ipu"] == ipu]
     per_step = steps.groupby("step").agg(cycles=("cycles", "max"), category=("category", "first"))
     width = -(-(per_step.index.max() - per_step.index.min() + 1) // max_bins)
-    binned = per_step.groupby([(per_step.index - per_step.index.min()) // width, "category"],
-                              observed=False)["cycles"].sum().unstack(fill_value=0)
+    binned = (
+        per_step.groupby([(per_step.index - per_step.index.min()) // width, "category"], observed=False)[
+            "cycles"
+        ]
+        .sum()
+        .unstack(fill_value=0)
+    )
     return binned, width
 
 
@@ -96,8 +104,9 @@ def test_execution_stacks_cycles_per_bin_and_category(profile):
         data = artist(top, f"cycles:{cat}").get_data()
         np.testing.assert_allclose(data.values - data.baseline, expected[cat].to_numpy(float))
         share = artist(bottom, f"share:{cat}").get_data()
-        np.testing.assert_allclose(share.values - share.baseline,
-                                   (expected[cat] / expected.sum(axis=1)).to_numpy(float))
+        np.testing.assert_allclose(
+            share.values - share.baseline, (expected[cat] / expected.sum(axis=1)).to_numpy(float)
+        )
         assert data.edges[1] - data.edges[0] == width
     assert "cycles" in top.get_ylabel()
 
@@ -126,8 +135,11 @@ def test_flagged_exchange_phases_are_shaded(profile):
     spans = sorted(span_x(p) for p in top.patches if str(p.get_gid()).startswith("phase:exchange.phases"))
     assert spans == sorted((float(a), float(b) + 1) for a, b in ranges)
     # plain step ranges work without findings
-    spans = [span_x(p) for p in execution(profile, phases=[(100, 199)]).axes[1].patches
-             if p.get_gid() == "phase:flagged"]
+    spans = [
+        span_x(p)
+        for p in execution(profile, phases=[(100, 199)]).axes[1].patches
+        if p.get_gid() == "phase:flagged"
+    ]
     assert spans == [(100.0, 200.0)]
 
 
@@ -146,10 +158,14 @@ def test_liveness_with_unknown_always_live_says_so(profile):
     if blind.has("variables"):
         blind.set_table("variables", blind.variables.assign(always_live=False))
     ax = liveness(blind).axes[0]
-    np.testing.assert_allclose(np.asarray(artist(ax, "liveness").get_ydata()),
-                               blind.liveness["not_always_live_bytes"].to_numpy(float))
+    np.testing.assert_allclose(
+        np.asarray(artist(ax, "liveness").get_ydata()),
+        blind.liveness["not_always_live_bytes"].to_numpy(float),
+    )
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "always-live: unknown (not drawn)" in labels and not any(t.startswith("always-live (") for t in labels)
+    assert "always-live: unknown (not drawn)" in labels and not any(
+        t.startswith("always-live (") for t in labels
+    )
     assert labels[-1].startswith("not-always-live peak = ")
 
 

@@ -48,16 +48,19 @@ def test_stacked_categories_equal_per_tile_sums(one_ipu):
     fig = tile_memory(one_ipu, max_bars=5000)
     ax = fig.axes[0]
     patches = patches_by_label(ax)
-    expected = (one_ipu.tile_memory.groupby(["tile", "category"], observed=True)["bytes"].sum()
-                .unstack(fill_value=0))
+    expected = (
+        one_ipu.tile_memory.groupby(["tile", "category"], observed=True)["bytes"].sum().unstack(fill_value=0)
+    )
     tiles = one_ipu.tiles
     for cat in expected.columns:
         values, edges, baseline = patches[cat].get_data()
         np.testing.assert_array_equal(values - baseline, expected[cat].reindex(tiles["tile"], fill_value=0))
         np.testing.assert_array_equal(edges[:-1], tiles["tile"])
-    np.testing.assert_array_equal(patches["always-live variables"].get_data().values
-                                  - patches["always-live variables"].get_data().baseline,
-                                  tiles["always_live_bytes"].to_numpy(float))
+    np.testing.assert_array_equal(
+        patches["always-live variables"].get_data().values
+        - patches["always-live variables"].get_data().baseline,
+        tiles["always_live_bytes"].to_numpy(float),
+    )
     # the top of the stack (gaps, drawn last) is the tile's memory including gaps
     np.testing.assert_array_equal(patches["gaps"].get_data().values, tiles["bytes_incl_gaps"].to_numpy(float))
 
@@ -84,7 +87,9 @@ def test_flagged_tiles_are_marked(one_ipu):
     tiles = one_ipu.tiles.set_index("tile")
     over = tiles.index[tiles["bytes_incl_gaps"] > CAP]
     assert sorted(oom_marks.get_xdata() - 0.5) == sorted(over)
-    np.testing.assert_array_equal(oom_marks.get_ydata(), tiles.loc[oom_marks.get_xdata() - 0.5, "bytes_incl_gaps"])
+    np.testing.assert_array_equal(
+        oom_marks.get_ydata(), tiles.loc[oom_marks.get_xdata() - 0.5, "bytes_incl_gaps"]
+    )
     (hot_marks,) = [ln for ln in ax.lines if ln.get_gid() == "flagged:memory.headroom"]
     (headroom,) = findings.by_rule("memory.headroom")
     assert set(hot_marks.get_xdata() - 0.5) == set(headroom.where["tiles"]) - set(over)
@@ -103,8 +108,11 @@ def test_binned_tiles_keep_the_fullest_tile_per_bin(two_ipus):
     assert len(values) <= 200
     # mean per category per bin
     patches = patches_by_label(ax)
-    mean_gaps = (tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"]).groupby(
-        [tiles["ipu"], tiles["tile_in_ipu"] // width]).mean()
+    mean_gaps = (
+        (tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"])
+        .groupby([tiles["ipu"], tiles["tile_in_ipu"] // width])
+        .mean()
+    )
     gaps = patches["gaps"].get_data()
     np.testing.assert_allclose(gaps.values - gaps.baseline, mean_gaps.to_numpy(float))
     # the IPU boundary is drawn at the first tile of IPU 1
@@ -126,8 +134,13 @@ def test_histogram_counts_every_tile(two_ipus):
 
 
 def test_histogram_from_text_summary_bins():
-    hist = pd.DataFrame({"low_bytes": [200 * 1024, 300 * 1024, 600 * 1024],
-                         "high_bytes": [300 * 1024, 400 * 1024, 700 * 1024], "num_tiles": [2900, 40, 4]})
+    hist = pd.DataFrame(
+        {
+            "low_bytes": [200 * 1024, 300 * 1024, 600 * 1024],
+            "high_bytes": [300 * 1024, 400 * 1024, 700 * 1024],
+            "num_tiles": [2900, 40, 4],
+        }
+    )
     profile = Profile("summary", {"target": pd.DataFrame({"bytes_per_tile": [CAP]}), "tile_histogram": hist})
     ax = tile_histogram(profile).axes[0]
     (patch,) = [p for p in ax.patches if p.get_gid() == "histogram"]
@@ -145,7 +158,9 @@ def test_tile_map_cells_are_fill_ratios(two_ipus):
     tiles = two_ipus.tiles
     r = (tiles["ipu"] // across) * (rows + 1) + tiles["tile_in_ipu"] // cols
     c = (tiles["ipu"] % across) * (cols + 1) + tiles["tile_in_ipu"] % cols
-    np.testing.assert_allclose(data[r.to_numpy(), c.to_numpy()], tiles["bytes_incl_gaps"].to_numpy(float) / CAP)
+    np.testing.assert_allclose(
+        data[r.to_numpy(), c.to_numpy()], tiles["bytes_incl_gaps"].to_numpy(float) / CAP
+    )
     assert np.sum(data > 1.0) == 4  # over-capacity tiles are above the colour scale (drawn red)
     assert np.isfinite(data).sum() == len(tiles)
     assert image.get_clim() == (0.0, 1.0)
@@ -175,8 +190,9 @@ def test_unknown_capacity_draws_no_capacity_line(one_ipu):
     profile.set_table("tiles", tiles)
     ax = tile_memory(profile).axes[0]
     assert not [ln for ln in ax.lines if str(ln.get_gid()).startswith(("capacity", "threshold:"))]
-    np.testing.assert_array_equal(patches_by_label(ax)["gaps"].get_data().values,
-                                  tiles["bytes_incl_gaps"].to_numpy(float))
+    np.testing.assert_array_equal(
+        patches_by_label(ax)["gaps"].get_data().values, tiles["bytes_incl_gaps"].to_numpy(float)
+    )
     with pytest.raises(UsageError, match="no tile capacity"):
         tile_map(profile)  # fill ratios need a capacity
     # per-tile capacities stand in for the target's

@@ -27,9 +27,20 @@ def trace_profile(steps: int = 6) -> Profile:
     rows = []
 
     def add(pid, tid, name, start, dur, depth=0, parent=None, device=None):
-        rows.append({"event_id": len(rows), "pid": pid, "tid": tid, "parent_id": parent, "depth": depth,
-                     "name": name, "channel": "device" if device else "host", "start_us": T0 + start,
-                     "dur_us": dur, "device_category": device})
+        rows.append(
+            {
+                "event_id": len(rows),
+                "pid": pid,
+                "tid": tid,
+                "parent_id": parent,
+                "depth": depth,
+                "name": name,
+                "channel": "device" if device else "host",
+                "start_us": T0 + start,
+                "dur_us": dur,
+                "device_category": device,
+            }
+        )
         return len(rows) - 1
 
     for k in range(steps):
@@ -44,8 +55,14 @@ def trace_profile(steps: int = 6) -> Profile:
         if not stall:
             add(2, 0, "all_reduce", t + 6200, 3600, device="exchange")
     events = pd.DataFrame(rows)
-    threads = pd.DataFrame({"pid": [1, 1, 2], "tid": [10, 11, 0], "process_name": ["python", "python", "device"],
-                            "thread_name": ["main", "loader", "stream 7"]})
+    threads = pd.DataFrame(
+        {
+            "pid": [1, 1, 2],
+            "tid": [10, 11, 0],
+            "process_name": ["python", "python", "device"],
+            "thread_name": ["main", "loader", "stream 7"],
+        }
+    )
     return Profile("loop", {"events": events, "threads": threads})
 
 
@@ -92,7 +109,9 @@ def test_stall_from_plain_window_lists_top_host_events(profile):
     assert span_x(span) == pytest.approx(((stall[0] - T0) / 1e3, (stall[1] - T0) / 1e3))
     (label,) = [t for t in ax.texts if t.get_gid() == "stall-label"]
     text = label.get_text()
-    assert text.startswith("1. at 33.00 ms, device idle 7.20 ms: DataLoader.next (5.00 ms) · read_shard (3.50 ms)")
+    assert text.startswith(
+        "1. at 33.00 ms, device idle 7.20 ms: DataLoader.next (5.00 ms) · read_shard (3.50 ms)"
+    )
     assert "train_step" not in text  # enclosing events are not "what the host did"
     (number,) = [t for t in ax.texts if t.get_gid() == "stall-number"]
     assert number.get_text() == "1" and number.get_position()[0] == pytest.approx(36.6)
@@ -114,7 +133,9 @@ def test_stalls_from_device_gaps_rule(profile):
     gaps = finding.evidence
     ax = timeline(profile, findings).axes[0]
     spans = sorted(span_x(p) for p in ax.patches if p.get_gid() == "stall")
-    expected = sorted(((s - T0) / 1e3, (e - T0) / 1e3) for s, e in zip(gaps["start_us"], gaps["end_us"], strict=True))
+    expected = sorted(
+        ((s - T0) / 1e3, (e - T0) / 1e3) for s, e in zip(gaps["start_us"], gaps["end_us"], strict=True)
+    )
     assert spans == [pytest.approx(x) for x in expected]
     assert finding.where["time_us"][0] in set(gaps["start_us"])
     assert any("DataLoader.next" in t.get_text() for t in ax.texts if t.get_gid() == "stall-label")
@@ -138,8 +159,18 @@ def test_merge_intervals_matches_a_sweep():
 def test_many_events_are_merged_to_the_resolution():
     n = 200_000
     start = np.sort(np.random.default_rng(1).uniform(0, 1e6, n))
-    events = pd.DataFrame({"event_id": np.arange(n), "pid": 1, "tid": 1, "depth": 0, "name": "op",
-                           "channel": "host", "start_us": start, "dur_us": 1.0})
+    events = pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "pid": 1,
+            "tid": 1,
+            "depth": 0,
+            "name": "op",
+            "channel": "host",
+            "start_us": start,
+            "dur_us": 1.0,
+        }
+    )
     ax = timeline(Profile("many", {"events": events}), resolution=2000).axes[0]
     s, e = rects(ax, "lane:pid 1 tid 1")
     assert len(s) <= 2001
@@ -147,7 +178,9 @@ def test_many_events_are_merged_to_the_resolution():
 
 
 def test_runs_lane_without_a_trace():
-    runs = pd.DataFrame({"run": [0, 1], "name": ["a", "b"], "start_us": [1000.0, 9000.0], "end_us": [5000.0, 12000.0]})
+    runs = pd.DataFrame(
+        {"run": [0, 1], "name": ["a", "b"], "start_us": [1000.0, 9000.0], "end_us": [5000.0, 12000.0]}
+    )
     ax = timeline(Profile("runs", {"runs": runs})).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["device (runs)"]
     start, end = rects(ax, "lane:device (runs):compute")

@@ -37,8 +37,11 @@ def stored(tmp_path_factory):
 def _walk_public(obj, seen, depth=0, out=None):
     """Every public attribute name reachable from ``obj`` (objects, lists' first items, enum members)."""
     out = set() if out is None else out
-    if depth > 8 or id(obj) in seen or isinstance(obj, (int, float, str, bytes, type(None), np.ndarray,
-                                                          np.generic)):
+    if (
+        depth > 8
+        or id(obj) in seen
+        or isinstance(obj, (int, float, str, bytes, type(None), np.ndarray, np.generic))
+    ):
         return out
     seen.add(id(obj))
     if hasattr(obj, "__len__") and hasattr(obj, "__getitem__") and not isinstance(obj, dict):
@@ -62,12 +65,20 @@ def test_double_exposes_only_cited_attributes(pva_double, stored):
     report = pva_double.openReport(str(root / "profile.pop"), str(root / "debug.cbor"))
     op = pva_double.OperationAnalysis(report).operations[3]
     names = _walk_public(report, set())
-    for obj in (op, op.debugContext, op.debugContext.parents[0] if op.debugContext.parents else op,
-                report.compilation.livenessProgramSteps[2].notAlwaysLiveMemoryForIpu(0),
-                report.execution.steps[0].computeSets, report.compilation.programs[0].children):
+    for obj in (
+        op,
+        op.debugContext,
+        op.debugContext.parents[0] if op.debugContext.parents else op,
+        report.compilation.livenessProgramSteps[2].notAlwaysLiveMemoryForIpu(0),
+        report.execution.steps[0].computeSets,
+        report.compilation.programs[0].children,
+    ):
         names |= _walk_public(obj, set())
-    names |= {n for n in dir(pva_double) if not n.startswith("_") and n[0].isupper() or n == "openTrace"
-              or n == "openReport"} - {"ARCH_ENUM", "FRAMEWORK_LAYERS"}
+    names |= {
+        n
+        for n in dir(pva_double)
+        if not n.startswith("_") and n[0].isupper() or n == "openTrace" or n == "openReport"
+    } - {"ARCH_ENUM", "FRAMEWORK_LAYERS"}
     cited = evidence().cited_names()
     assert names - cited == set(), names - cited
     assert {"replacedDebugContext", "parents", "numReplicas", "totalCycles"} <= names
@@ -102,8 +113,9 @@ def test_openreport_overloads(pva_double, stored):
 
 def test_operations_walk_parents_to_the_framework_context(pva_double, stored):
     profile, root = stored
-    report = pva_double.OperationAnalysis(pva_double.openReport(str(root / "profile.pop"),
-                                                                str(root / "debug.cbor")))
+    report = pva_double.OperationAnalysis(
+        pva_double.openReport(str(root / "profile.pop"), str(root / "debug.cbor"))
+    )
     ops = list(report.operations)
     replaced = [op for op in ops if len(op.replacedDebugContext)]
     assert replaced and len(replaced) < len(ops)
@@ -155,7 +167,9 @@ def test_visitor_dispatches_on_program_type(pva_double, stored):
     for step in report.execution.steps:
         step.program.accept(visitor)
         types.append(step.program.type)
-    assert [t.name for t in visitor.seen] == [t.name for t in types if t.name in ("OnTileExecute", "DoExchange")]
+    assert [t.name for t in visitor.seen] == [
+        t.name for t in types if t.name in ("OnTileExecute", "DoExchange")
+    ]
 
 
 def test_unknown_shape_variant(pva_double, stored):

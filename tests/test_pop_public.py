@@ -52,8 +52,10 @@ def test_pva_without_operation_analysis_notes_it(pva_double, stored, monkeypatch
     monkeypatch.delattr(pva_double, "OperationAnalysis")
     profile = pop.read(path)
     assert "operations" not in profile
-    assert any("needs SDK 3.0 or later" in n and "OperationAnalysis" in n
-               for n in json.loads(profile.meta["pop.notes"]))
+    assert any(
+        "needs SDK 3.0 or later" in n and "OperationAnalysis" in n
+        for n in json.loads(profile.meta["pop.notes"])
+    )
 
 
 def test_import_pva_runtime_error_is_sdk_missing_one_line(stored, tmp_path, monkeypatch, capsys):
@@ -87,9 +89,12 @@ def test_enums_are_read_by_name_whatever_their_str(pva_double, stored, monkeypat
     assert profile.target_value("ipu_arch") == "ipu2"
 
 
-@pytest.mark.parametrize(("enum_name", "expected"), [("Ipu1", "ipu1"), ("Ipu2", "ipu2"), ("Ipu21", "Ipu21"),
-                                                     ("Ipu31", "Ipu31")])
-def test_architecture_names_are_mapped_explicitly_or_kept(pva_double, stored, monkeypatch, enum_name, expected):
+@pytest.mark.parametrize(
+    ("enum_name", "expected"), [("Ipu1", "ipu1"), ("Ipu2", "ipu2"), ("Ipu21", "Ipu21"), ("Ipu31", "Ipu31")]
+)
+def test_architecture_names_are_mapped_explicitly_or_kept(
+    pva_double, stored, monkeypatch, enum_name, expected
+):
     _, path = stored
     open_report = pva_double.openReport
 
@@ -110,7 +115,9 @@ def test_operations_come_from_the_framework_context(pva_double, stored):
     assert list(ops["layer"].astype(str)) == list(expected["layer"].astype(str))
     assert list(ops["file"]) == list(expected["file"]) and list(ops["line"]) == list(expected["line"])
     report = pva_double.openReport(str(path), str(path.parent / "debug.cbor"))
-    replaced = sum(1 for op in pva_double.OperationAnalysis(report).operations if len(op.replacedDebugContext))
+    replaced = sum(
+        1 for op in pva_double.OperationAnalysis(report).operations if len(op.replacedDebugContext)
+    )
     assert replaced > 0  # some came through replacedDebugContext[0]
     assert ops["bytes"].isna().all()  # op.vars entries carry no size in public code: missing, never 0
 
@@ -146,12 +153,15 @@ def test_public_example_figures_are_read_as_such(pva_double, stored):
     assert ((balance >= 0) & (balance <= 1)).all()
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"clockFrequency": 1330.0}, "clock of 1330.0 Hz"),                    # MHz where pva gives Hz
-    ({"tilesPerIpu": 0}, "0 tiles per IPU"),
-    ({"numTiles": 9999}, "9999 tiles for 2 IPUs"),
-    ({"bytesPerTile": -638_976}, "-638976 bytes per tile"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"clockFrequency": 1330.0}, "clock of 1330.0 Hz"),  # MHz where pva gives Hz
+        ({"tilesPerIpu": 0}, "0 tiles per IPU"),
+        ({"numTiles": 9999}, "9999 tiles for 2 IPUs"),
+        ({"bytesPerTile": -638_976}, "-638976 bytes per tile"),
+    ],
+)
 def test_target_outside_physical_ranges_is_refused(pva_double, stored, monkeypatch, values, message):
     _, path = stored
     _patched_target(pva_double, monkeypatch, **values)

@@ -149,9 +149,13 @@ def test_liveness_variables_keep_the_largest_five(pva_double, tmp_path):
     base = make_profile(name="live", seed=5, execution=False, debug=False, **SMALL)
     rng = np.random.default_rng(0)
     n = SMALL["num_liveness_steps"]
-    many = pd.DataFrame({"step": np.repeat(np.arange(n), 8).astype(np.int32),
-                         "name": [f"act_{s}_{j}" for s in range(n) for j in range(8)],
-                         "bytes": rng.integers(1, 10_000_000, n * 8)})
+    many = pd.DataFrame(
+        {
+            "step": np.repeat(np.arange(n), 8).astype(np.int32),
+            "name": [f"act_{s}_{j}" for s in range(n) for j in range(8)],
+            "bytes": rng.integers(1, 10_000_000, n * 8),
+        }
+    )
     base.set_table("liveness_variables", many)
     report_store().write_pop(base, tmp_path / "profile.pop")
     profile = pop.read(tmp_path / "profile.pop", liveness_variables="all")
@@ -170,8 +174,9 @@ def test_tile_cycles_are_opt_in_and_match_ipu_cycles(pva_double, tmp_path):
     profile = pop.read(tmp_path / "profile.pop", tile_cycles=True)
     cycles = profile.step_tile_cycles
     assert len(cycles) == 30 * 2 * 1472
-    per_ipu_max = (cycles.assign(ipu=cycles["tile"] // 1472).groupby(["step", "ipu"])["cycles"].max()
-                   .reset_index())
+    per_ipu_max = (
+        cycles.assign(ipu=cycles["tile"] // 1472).groupby(["step", "ipu"])["cycles"].max().reset_index()
+    )
     steps = profile.steps[["step", "ipu", "cycles"]].astype("int64")
     merged = per_ipu_max.merge(steps, on=["step", "ipu"], suffixes=("_tiles", "_ipu"))
     assert len(merged) == 60
@@ -359,8 +364,11 @@ def _recorded_read(pva_double, monkeypatch, path, **options):
     seen: set[str] = set()
     open_report, analysis = pva_double.openReport, pva_double.OperationAnalysis
     monkeypatch.setattr(pva_double, "openReport", lambda *a: _Recorder(open_report(*a), seen))
-    monkeypatch.setattr(pva_double, "OperationAnalysis",
-                        lambda report: _Recorder(analysis(object.__getattribute__(report, "_target")), seen))
+    monkeypatch.setattr(
+        pva_double,
+        "OperationAnalysis",
+        lambda report: _Recorder(analysis(object.__getattribute__(report, "_target")), seen),
+    )
     return pop.read(path, **options), seen
 
 
@@ -375,8 +383,13 @@ def test_reader_reads_only_attributes_the_double_cites(pva_double, written, monk
     assert {"cyclesFrom", "tileBalance", "notAlwaysLiveMemory", "replacedDebugContext", "parents"} <= seen
     # what the reader reads without public evidence, it must survive losing (tested below / in test_pop_public)
     assumed_read = {n for n in seen if evidence.CITED[n][0] == evidence.ASSUMED}
-    assert assumed_read <= {"numVertices", "cyclesByTile", "copyDescriptor", "vectorListDescriptor",
-                            "vertexFieldData"}, assumed_read
+    assert assumed_read <= {
+        "numVertices",
+        "cyclesByTile",
+        "copyDescriptor",
+        "vectorListDescriptor",
+        "vertexFieldData",
+    }, assumed_read
 
 
 def test_default_read_skips_the_slow_per_program_and_per_step_lists(pva_double, written, monkeypatch):
@@ -386,10 +399,14 @@ def test_default_read_skips_the_slow_per_program_and_per_step_lists(pva_double, 
     assert "codeBytesByTile" not in seen
     assert profile.programs["code_bytes"].isna().all()
     live = profile.liveness
-    peak_step = int(live["step"].iloc[int(live["not_always_live_bytes"].astype("float64").to_numpy().argmax())])
+    peak_step = int(
+        live["step"].iloc[int(live["not_always_live_bytes"].astype("float64").to_numpy().argmax())]
+    )
     assert set(profile.liveness_variables["step"]) == {peak_step}  # only the peak step's list is read
     expected = variants["single"].liveness_variables
-    assert sorted(profile.liveness_variables["bytes"]) == sorted(expected[expected["step"] == peak_step]["bytes"])
+    assert sorted(profile.liveness_variables["bytes"]) == sorted(
+        expected[expected["step"] == peak_step]["bytes"]
+    )
     assert json.loads(profile.meta["pop.options"])["liveness_variables"] == "peak"
 
 
@@ -469,8 +486,9 @@ def test_a_worker_is_used_only_with_an_idle_core(monkeypatch, cores, load, expec
 
 
 @pytest.mark.parametrize("clock, arch", [(1.33e9, "ipu2"), (1.85e9, "bow"), (1.5e9, None)])
-def test_architecture_inferred_like_the_other_readers_when_pva_lacks_it(pva_double, written, monkeypatch,
-                                                                        clock, arch):
+def test_architecture_inferred_like_the_other_readers_when_pva_lacks_it(
+    pva_double, written, monkeypatch, clock, arch
+):
     _, paths = written
     open_report = pva_double.openReport
 

@@ -44,7 +44,9 @@ def test_peak_liveness_is_whole_target(pva_double, replicated):
     assert mm.always_live_bytes(profile) == always_all_tiles
     assert mm.peak_not_always_live(profile) == peak_per_replica
     assert mm.peak_liveness(profile) == always_all_tiles + replicas * peak_per_replica
-    assert mm.peak_liveness_per_replica(profile) == pytest.approx(always_all_tiles / replicas + peak_per_replica)
+    assert mm.peak_liveness_per_replica(profile) == pytest.approx(
+        always_all_tiles / replicas + peak_per_replica
+    )
 
 
 def test_always_live_from_variables_is_scaled_to_the_whole_target(pva_double, replicated):
@@ -70,8 +72,12 @@ def test_liveness_rule_compares_a_replica_with_a_replica(pva_double, replicated)
 def test_every_memory_figure_says_what_it_covers():
     from popprof.metrics import METRICS
 
-    for name in ("memory.total_incl_gaps_bytes", "memory.total_excl_gaps_bytes", "memory.always_live_bytes",
-                 "memory.peak_liveness_bytes"):
+    for name in (
+        "memory.total_incl_gaps_bytes",
+        "memory.total_excl_gaps_bytes",
+        "memory.always_live_bytes",
+        "memory.peak_liveness_bytes",
+    ):
         assert "whole target" in METRICS[name].description, name
     for name in ("memory.peak_not_always_live_bytes", "memory.peak_liveness_per_replica_bytes"):
         assert "replica" in METRICS[name].description, name

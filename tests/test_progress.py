@@ -55,8 +55,10 @@ def amounts(text: str) -> list[tuple[float, float]]:
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
     root = tmp_path_factory.mktemp("progress")
-    return (synth.write_chrome_trace(root / "trace.json.gz", 400, seed=2),
-            synth.write_chrome_trace(root / "trace.json", 150, seed=3))
+    return (
+        synth.write_chrome_trace(root / "trace.json.gz", 400, seed=2),
+        synth.write_chrome_trace(root / "trace.json", 150, seed=3),
+    )
 
 
 def test_the_bar_moves_with_the_bytes_read(terminal, traces):
@@ -91,7 +93,9 @@ def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
     monkeypatch.setattr(chrome_trace.os, "cpu_count", lambda: 2)
     started = []
     real_start = chrome_trace._start_parallel
-    monkeypatch.setattr(chrome_trace, "_start_parallel", lambda *a: started.append(real_start(*a)) or started[-1])
+    monkeypatch.setattr(
+        chrome_trace, "_start_parallel", lambda *a: started.append(real_start(*a)) or started[-1]
+    )
     path = traces[1]
     drawn = amounts(terminal(lambda: popprof.open(path)))
     assert started and started[0] is not None  # the parallel path ran

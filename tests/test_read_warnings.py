@@ -6,8 +6,9 @@ import json
 
 from popprof.cli import main
 
-UNPAIRED = ("1 begin (B) event(s) never end: their durations are unknown; "
-            "1 end (E) event(s) have no begin: dropped")
+UNPAIRED = (
+    "1 begin (B) event(s) never end: their durations are unknown; 1 end (E) event(s) have no begin: dropped"
+)
 
 
 def run(capsys, *args):
@@ -41,7 +42,8 @@ def test_a_bundle_keeps_the_problems_without_warning_again(capsys, fixtures_dir,
     assert code == 0 and warning_lines(err) == []
     assert json.loads(out)["read_problems"] == {
         "unmatched_begin": "1 begin (B) event(s) never end: their durations are unknown",
-        "unmatched_end": "1 end (E) event(s) have no begin: dropped"}
+        "unmatched_end": "1 end (E) event(s) have no begin: dropped",
+    }
     code, out, err = run(capsys, "tables", bundle)
     assert code == 0 and warning_lines(err) == []
     assert "read with problems: 1 end (E) event(s) have no begin: dropped" in out

@@ -65,8 +65,17 @@ def test_every_execution_figure_is_kept(name):
         warnings.simplefilter("error")  # a complete real section draws no "truncated?" warning
         profile = popprof.open(path)
     totals = profile.execution_totals
-    got = list(zip(totals["category"].astype(str), totals["basis"].astype(str), totals["cycles"], totals["share"],
-                   totals["estimated"].astype(bool), totals["time_us"], strict=True))
+    got = list(
+        zip(
+            totals["category"].astype(str),
+            totals["basis"].astype(str),
+            totals["cycles"],
+            totals["share"],
+            totals["estimated"].astype(bool),
+            totals["time_us"],
+            strict=True,
+        )
+    )
     assert len(got) == len(EXPECTED[name])
     for row, want in zip(got, EXPECTED[name], strict=True):
         assert row[:2] == want[:2]
@@ -80,9 +89,13 @@ def test_must_enable_is_missing_not_zero():
     row = totals[totals["category"] == "global_exchange"].iloc[0]
     assert pd.isna(row["cycles"])
     assert json.loads(profile.meta["text_summary.execution_not_printed"]) == {
-        "Total global exchange cycles": "Must enable debug.instrumentExternalExchange"}
+        "Total global exchange cycles": "Must enable debug.instrumentExternalExchange"
+    }
     m = popprof.metrics.compute(profile)
-    assert "execution.summary_share.global_exchange" not in m or m["execution.summary_share.global_exchange"] is None
+    assert (
+        "execution.summary_share.global_exchange" not in m
+        or m["execution.summary_share.global_exchange"] is None
+    )
     # exchange share over the figures printed: (963,855 + 781,286) / 8,190,756
     assert m["execution.exchange_and_sync_share"] == pytest.approx((963_855 + 781_286) / 8_190_756)
 
@@ -90,12 +103,15 @@ def test_must_enable_is_missing_not_zero():
 def test_vertex_cycles_of_the_sdk1_sample():
     vertices = popprof.open(REAL / "examples_tut7_execution_sdk1_mk1.txt").vertex_cycles
     assert list(zip(vertices["vertex_type"], vertices["instances"], vertices["cycles"], strict=True)) == [
-        ("DotProductVertex", 50_000, 5_250_000), ("ReduceVertex", 10_000, 80_000),
-        ("poplar_rt::ShortMemcpy", 63, 4_536)]
+        ("DotProductVertex", 50_000, 5_250_000),
+        ("ReduceVertex", 10_000, 80_000),
+        ("poplar_rt::ShortMemcpy", 63, 4_536),
+    ]
 
 
-@pytest.mark.parametrize("name", ["tutorials_tut6_execution_hw_sdk3.txt",
-                                  "tutorials_tut6_execution_ipumodel_sdk3.txt"])
+@pytest.mark.parametrize(
+    "name", ["tutorials_tut6_execution_hw_sdk3.txt", "tutorials_tut6_execution_ipumodel_sdk3.txt"]
+)
 def test_shares_match_poplars_printed_percentages(name):
     """Poplar's own '(P% of total)' is the reference: the unrounded shares round to it."""
     profile = popprof.open(REAL / name)
@@ -137,12 +153,17 @@ def test_bundle_round_trip_keeps_execution_tables(tmp_path):
     pd.testing.assert_frame_equal(back.execution_totals, profile.execution_totals)
     pd.testing.assert_frame_equal(back.vertex_cycles, profile.vertex_cycles)
     assert popprof.metrics.compute(back)["execution.exchange_and_sync_share"] == pytest.approx(
-        popprof.metrics.compute(profile)["execution.exchange_and_sync_share"])
+        popprof.metrics.compute(profile)["execution.exchange_and_sync_share"]
+    )
 
 
 HEALTHY = sorted(EXPECTED)
-OOM = ["devito_wave3d_oom_log2_mk2.txt", "devito_wave3d_oom_log_mk2.txt", "tutorials_tut4_oom_message_mk2.txt",
-       "tutorials_tut4_oom_message_sdk2.txt"]
+OOM = [
+    "devito_wave3d_oom_log2_mk2.txt",
+    "devito_wave3d_oom_log_mk2.txt",
+    "tutorials_tut4_oom_message_mk2.txt",
+    "tutorials_tut4_oom_message_sdk2.txt",
+]
 
 
 def test_every_real_sample_is_covered():
@@ -150,8 +171,21 @@ def test_every_real_sample_is_covered():
 
 
 def test_check_passes_every_healthy_real_sample():
-    result = subprocess.run([sys.executable, "-m", "popprof", "check", *[str(REAL / n) for n in HEALTHY],
-                             "--fail-on", "error", "--format", "json"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "popprof",
+            "check",
+            *[str(REAL / n) for n in HEALTHY],
+            "--fail-on",
+            "error",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert len(report["profiles"]) == len(HEALTHY)
@@ -159,15 +193,35 @@ def test_check_passes_every_healthy_real_sample():
 
 
 def test_check_fails_every_oom_sample():
-    result = subprocess.run([sys.executable, "-m", "popprof", "check", *[str(REAL / n) for n in OOM],
-                             "--fail-on", "error", "--format", "json"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "popprof",
+            "check",
+            *[str(REAL / n) for n in OOM],
+            "--fail-on",
+            "error",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
-    tiles = {p["profile"]: f["where"].get("tiles", []) for p in report["profiles"] for f in p["findings"]
-             if f["rule_id"] == "memory.tile-oom" and f["severity"] == "error"}
-    assert tiles == {"devito_wave3d_oom_log2_mk2": [1465], "devito_wave3d_oom_log_mk2": [0, 14],
-                     "tutorials_tut4_oom_message_mk2": [1],
-                     "tutorials_tut4_oom_message_sdk2": []}  # SDK 2.1+ names no tile
+    tiles = {
+        p["profile"]: f["where"].get("tiles", [])
+        for p in report["profiles"]
+        for f in p["findings"]
+        if f["rule_id"] == "memory.tile-oom" and f["severity"] == "error"
+    }
+    assert tiles == {
+        "devito_wave3d_oom_log2_mk2": [1465],
+        "devito_wave3d_oom_log_mk2": [0, 14],
+        "tutorials_tut4_oom_message_mk2": [1],
+        "tutorials_tut4_oom_message_sdk2": [],
+    }  # SDK 2.1+ names no tile
 
 
 def test_real_sdk1_section_cut_mid_line_reads_what_is_there(tmp_path):
@@ -187,8 +241,13 @@ def test_real_sdk1_section_cut_mid_line_reads_what_is_there(tmp_path):
 
 def test_gzip_log_of_two_real_summaries(tmp_path):
     import gzip
-    text = ("== IPU Model ==\n" + (REAL / "tutorials_tut6_execution_ipumodel_sdk3.txt").read_text()
-            + "== IPU hardware ==\n" + (REAL / "tutorials_tut6_execution_hw_sdk3.txt").read_text())
+
+    text = (
+        "== IPU Model ==\n"
+        + (REAL / "tutorials_tut6_execution_ipumodel_sdk3.txt").read_text()
+        + "== IPU hardware ==\n"
+        + (REAL / "tutorials_tut6_execution_hw_sdk3.txt").read_text()
+    )
     path = tmp_path / "runs.log.gz"
     path.write_bytes(gzip.compress(text.encode()))
     profiles = popprof.open_all(path)
@@ -199,8 +258,12 @@ def test_gzip_log_of_two_real_summaries(tmp_path):
 @pytest.mark.parametrize("name", HEALTHY)
 def test_redacted_real_execution_summary_reads_back_the_same_figures(tmp_path, name):
     out = tmp_path / name
-    result = subprocess.run([sys.executable, "-m", "popprof", "redact", str(REAL / name), "-o", str(out)],
-                            capture_output=True, text=True, env={**os.environ, "POPPROF_REDACT_KEY": "k" * 32})
+    result = subprocess.run(
+        [sys.executable, "-m", "popprof", "redact", str(REAL / name), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "POPPROF_REDACT_KEY": "k" * 32},
+    )
     assert result.returncode == 0, result.stderr
     before, after = popprof.open(REAL / name), popprof.open(out)
     pd.testing.assert_frame_equal(after.execution_totals, before.execution_totals)

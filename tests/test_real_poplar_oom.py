@@ -22,17 +22,22 @@ REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "poplar"
 EXPECTED = {
     "tutorials_tut4_oom_message_mk2.txt": [(0, 1, 674_752, 638_976, 35_776, 2)],
     "devito_wave3d_oom_log2_mk2.txt": [(0, 1465, 732_960, 638_976, 93_984, 18)],
-    "devito_wave3d_oom_log_mk2.txt": [(0, 14, 653_544, 638_976, 14_568, 66),
-                                      (1, 0, 681_240, 638_976, 42_264, 84),
-                                      (2, 0, 736_624, 638_976, 97_648, 102)],
+    "devito_wave3d_oom_log_mk2.txt": [
+        (0, 14, 653_544, 638_976, 14_568, 66),
+        (1, 0, 681_240, 638_976, 42_264, 84),
+        (2, 0, 736_624, 638_976, 97_648, 102),
+    ],
 }
 
 
 def _rows(profile: popprof.Profile) -> list[tuple[int, ...]]:
     frame = profile.out_of_memory
-    return [tuple(None if pd.isna(v) else int(v) for v in row)
-            for row in frame[["compilation", "tile", "bytes_used", "capacity_bytes", "over_bytes", "line"]]
-            .itertuples(index=False)]
+    return [
+        tuple(None if pd.isna(v) else int(v) for v in row)
+        for row in frame[
+            ["compilation", "tile", "bytes_used", "capacity_bytes", "over_bytes", "line"]
+        ].itertuples(index=False)
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -72,10 +77,12 @@ def test_message_deep_in_a_long_log_is_found(tmp_path):
 
 def test_message_repeated_by_a_python_traceback_is_one_failure(tmp_path):
     message = "Out of memory on tile 7: 700,000 bytes used but tiles only have 638,976 bytes of memory"
-    text = (f"[1,0]<stderr>: terminate called after throwing an instance of 'poplar::graph_memory_allocation_error'\n"
-            f"[1,0]<stderr>:   what():  {message}\n"
-            "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
-            f"poptorch.poptorch_core.Error: In poplar/src/Graph.cpp: {message}\n")
+    text = (
+        f"[1,0]<stderr>: terminate called after throwing an instance of 'poplar::graph_memory_allocation_error'\n"
+        f"[1,0]<stderr>:   what():  {message}\n"
+        'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+        f"poptorch.poptorch_core.Error: In poplar/src/Graph.cpp: {message}\n"
+    )
     path = tmp_path / "run.log"
     path.write_text(text)
     profile = popprof.open(path)
@@ -85,22 +92,29 @@ def test_message_repeated_by_a_python_traceback_is_one_failure(tmp_path):
 
 def test_text_without_a_message_is_not_recognised(tmp_path):
     path = tmp_path / "fine.log"
-    path.write_text((REAL / "devito_wave3d_oom_log2_mk2.txt").read_text().replace("Out of memory", "Ran fine"))
+    path.write_text(
+        (REAL / "devito_wave3d_oom_log2_mk2.txt").read_text().replace("Out of memory", "Ran fine")
+    )
     with pytest.raises(InputError, match="not a recognised profile format"):
         popprof.open(path)
 
 
-@pytest.mark.parametrize("line", [
-    "Out of memory on tile 3: -5 bytes used but tiles only have 638976 bytes of memory",
-    "Out of memory on tile 3: 700000 bytes used but tiles only have 0 bytes of memory",
-    "Out of memory on tile 3: 99999999999999999 bytes used but tiles only have 638976 bytes of memory",
-    "Out of memory on tile 3: 1000 bytes used but tiles only have 638976 bytes of memory",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Out of memory on tile 3: -5 bytes used but tiles only have 638976 bytes of memory",
+        "Out of memory on tile 3: 700000 bytes used but tiles only have 0 bytes of memory",
+        "Out of memory on tile 3: 99999999999999999 bytes used but tiles only have 638976 bytes of memory",
+        "Out of memory on tile 3: 1000 bytes used but tiles only have 638976 bytes of memory",
+    ],
+)
 def test_negative_or_absurd_numbers_exit_2_with_one_line(tmp_path, line):
     path = tmp_path / "bad.log"
     path.write_text("starting\n" + line + "\n")
     before = path.read_bytes()
-    result = subprocess.run([sys.executable, "-m", "popprof", "summary", str(path)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "popprof", "summary", str(path)], capture_output=True, text=True
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "line 2" in lines[0]
@@ -111,8 +125,11 @@ def test_negative_or_absurd_numbers_exit_2_with_one_line(tmp_path, line):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_check_fails_naming_the_tiles(name):
     path = REAL / name
-    result = subprocess.run([sys.executable, "-m", "popprof", "check", str(path), "--fail-on", "error",
-                             "--format", "json"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "popprof", "check", str(path), "--fail-on", "error", "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     findings = report["profiles"][0]["findings"]

@@ -23,7 +23,9 @@ HERE = Path(__file__).resolve().parent
 CHILD = str(HERE / "record_child.py")
 
 
-def record(capsys, out: Path, *child_args: str, options: tuple[str, ...] = ("--no-plots",)) -> tuple[int, str, str]:
+def record(
+    capsys, out: Path, *child_args: str, options: tuple[str, ...] = ("--no-plots",)
+) -> tuple[int, str, str]:
     code = main(["record", "-o", str(out), *options, "--", sys.executable, CHILD, *child_args])
     stdout, stderr = capsys.readouterr()
     return code, stdout, stderr
@@ -41,23 +43,37 @@ def findings_by_profile(out: Path) -> dict[str, list[str]]:
 @pytest.fixture
 def user_env(monkeypatch):
     """Values the user already set: their keys must win, and unrelated variables pass through untouched."""
-    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps({"autoReport.executionProfileProgramRunCount": "5",
-                                                            "debug.allowOutOfMemory": "true"}))
+    monkeypatch.setenv(
+        "POPLAR_ENGINE_OPTIONS",
+        json.dumps({"autoReport.executionProfileProgramRunCount": "5", "debug.allowOutOfMemory": "true"}),
+    )
     monkeypatch.delenv("PVTI_OPTIONS", raising=False)
     monkeypatch.setenv("MY_OWN_VAR", "unchanged")
 
 
 def test_with_the_sdk_everything_is_exported_and_checked(tmp_path, capsys, pva_double, user_env) -> None:
     out, seen = tmp_path / "run", tmp_path / "seen.json"
-    code, stdout, stderr = record(capsys, out, "--engines", "training,inference", "--pvti", "--summary",
-                                  "--seen", str(seen), options=("--run-count", "3"))
+    code, stdout, stderr = record(
+        capsys,
+        out,
+        "--engines",
+        "training,inference",
+        "--pvti",
+        "--summary",
+        "--seen",
+        str(seen),
+        options=("--run-count", "3"),
+    )
 
     # CMD saw popprof's keys merged into the user's (the user's run count wins) and its own variable
     env = load(seen)
     reports = str((out / "reports").resolve())
-    assert env["POPLAR_ENGINE_OPTIONS"] == {"autoReport.all": "true", "autoReport.directory": reports,
-                                            "autoReport.executionProfileProgramRunCount": "5",
-                                            "debug.allowOutOfMemory": "true"}
+    assert env["POPLAR_ENGINE_OPTIONS"] == {
+        "autoReport.all": "true",
+        "autoReport.directory": reports,
+        "autoReport.executionProfileProgramRunCount": "5",
+        "debug.allowOutOfMemory": "true",
+    }
     assert env["PVTI_OPTIONS"] == {"enable": "true", "directory": reports}
     assert env["MY_OWN_VAR"] == "unchanged"
 
@@ -72,7 +88,9 @@ def test_with_the_sdk_everything_is_exported_and_checked(tmp_path, capsys, pva_d
     assert rec["reports"] == ["reports/inference/profile.pop", "reports/training/profile.pop"]
     assert len(rec["traces"]) == 1 and rec["traces"][0].endswith(".pvti")
     trace_name = Path(rec["traces"][0]).stem
-    assert sorted(rec["bundles"]) == sorted(f"bundles/{n}.popprof" for n in ("inference", "training", trace_name))
+    assert sorted(rec["bundles"]) == sorted(
+        f"bundles/{n}.popprof" for n in ("inference", "training", trace_name)
+    )
     direct = popprof.open(out / "reports" / "training" / "profile.pop")
     exported = popprof.open(out / "bundles" / "training.popprof")
     pd.testing.assert_frame_equal(exported.tiles, direct.tiles)
@@ -96,14 +114,20 @@ def no_sdk(monkeypatch):
     monkeypatch.setitem(sys.modules, "pva", None)
 
 
-def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(tmp_path, capsys, user_env,
-                                                                          no_sdk) -> None:
+def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(
+    tmp_path, capsys, user_env, no_sdk
+) -> None:
     out, seen = tmp_path / "run", tmp_path / "seen.json"
-    code, stdout, stderr = record(capsys, out, "--engines", "training", "--pvti", "--summary", "--seen", str(seen))
+    code, stdout, stderr = record(
+        capsys, out, "--engines", "training", "--pvti", "--summary", "--seen", str(seen)
+    )
     assert load(seen)["POPLAR_ENGINE_OPTIONS"]["autoReport.all"] == "true"  # the environment was still set
     rec = load(out / "record.json")
     assert rec["sdk_available"] is False and rec["bundles"] == [] and not (out / "bundles").exists()
-    assert rec["not_read_without_sdk"][0] == "reports/training/profile.pop" and len(rec["not_read_without_sdk"]) == 2
+    assert (
+        rec["not_read_without_sdk"][0] == "reports/training/profile.pop"
+        and len(rec["not_read_without_sdk"]) == 2
+    )
     notes = [line for line in stderr.splitlines() if "pva" in line]
     assert len(notes) == 1 and "1 report and 1 .pvti trace" in notes[0] and "popprof export" in notes[0]
     assert set(findings_by_profile(out)) == {"stdout.text_summary"}  # the printed summary is still checked
@@ -112,7 +136,9 @@ def test_without_the_sdk_it_still_runs_and_says_once_what_it_could_not_do(tmp_pa
 
 def test_cmd_failure_is_exit_4_with_its_own_code_reported(tmp_path, capsys) -> None:
     out = tmp_path / "run"
-    code, _, stderr = record(capsys, out, "--summary", "--exit", "3", options=("--no-plots", "--fail-on", "never"))
+    code, _, stderr = record(
+        capsys, out, "--summary", "--exit", "3", options=("--no-plots", "--fail-on", "never")
+    )
     assert code == 4
     assert "CMD ended: exit code 3" in stderr and "exit code 4: CMD failed (exit code 3)" in stderr
     rec = load(out / "record.json")
@@ -154,11 +180,14 @@ def test_usage_errors_run_nothing(tmp_path, capsys) -> None:
 
 def test_no_profiling_asked_leaves_the_environment_as_it_was(tmp_path, capsys, user_env) -> None:
     seen = tmp_path / "seen.json"
-    code, _, stderr = record(capsys, tmp_path / "run", "--seen", str(seen),
-                             options=("--no-graph", "--no-execution", "--no-trace"))
+    code, _, stderr = record(
+        capsys, tmp_path / "run", "--seen", str(seen), options=("--no-graph", "--no-execution", "--no-trace")
+    )
     env = load(seen)
-    assert env["POPLAR_ENGINE_OPTIONS"] == {"autoReport.executionProfileProgramRunCount": "5",
-                                            "debug.allowOutOfMemory": "true"}
+    assert env["POPLAR_ENGINE_OPTIONS"] == {
+        "autoReport.executionProfileProgramRunCount": "5",
+        "debug.allowOutOfMemory": "true",
+    }
     assert env["PVTI_OPTIONS"] == {}
     assert code == 0 and "nothing to check" in stderr
 
@@ -166,9 +195,26 @@ def test_no_profiling_asked_leaves_the_environment_as_it_was(tmp_path, capsys, u
 def test_heavy_output_on_both_streams_is_kept_whole_without_deadlock(tmp_path) -> None:
     """20,000 lines on each stream (far more than a pipe holds) pass through and are saved, in order."""
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "popprof", "record", "-o", str(out), "--no-check", "--",
-                           sys.executable, CHILD, "--chatter", "20000"],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "popprof",
+            "record",
+            "-o",
+            str(out),
+            "--no-check",
+            "--",
+            sys.executable,
+            CHILD,
+            "--chatter",
+            "20000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     expected_out = ["child: starting"] + [f"out {i}" for i in range(20000)]
     expected_err = [f"err {i}" for i in range(20000)]
@@ -179,6 +225,7 @@ def test_heavy_output_on_both_streams_is_kept_whole_without_deadlock(tmp_path) -
 
 
 # -- out of memory: these need the out-of-memory log reader (popprof/readers/oom_log.py, branch issue10) ----------
+
 
 def test_compilation_out_of_memory_gives_tile_oom_from_the_log(tmp_path, capsys) -> None:
     """Compilation ran out of memory: no profile at all, only Poplar's message on stderr and an abort."""
@@ -214,7 +261,9 @@ def test_a_real_run_log_with_several_failed_compilations(tmp_path, capsys) -> No
     assert sorted(finding["where"]["tiles"]) == [0, 14]
 
 
-def test_users_report_directory_is_where_reports_are_collected(tmp_path, capsys, pva_double, monkeypatch) -> None:
+def test_users_report_directory_is_where_reports_are_collected(
+    tmp_path, capsys, pva_double, monkeypatch
+) -> None:
     """The user's autoReport.directory wins; reports already there before CMD started are not CMD's."""
     mine = tmp_path / "mine"
     old = mine / "last_week" / "profile.pop"
@@ -226,7 +275,8 @@ def test_users_report_directory_is_where_reports_are_collected(tmp_path, capsys,
     code, _, stderr = record(capsys, out, "--engines", "training", options=("--no-plots", "--no-trace"))
     rec = load(out / "record.json")
     assert rec["report_directory"] == str(mine) and rec["user_keys_kept"]["POPLAR_ENGINE_OPTIONS"] == [
-        "autoReport.directory"]
+        "autoReport.directory"
+    ]
     assert rec["reports"] == [str(mine / "training" / "profile.pop")]  # not last_week's
     assert rec["bundles"] == ["bundles/training.popprof"] and not (out / "reports" / "training").exists()
     assert code == 1 and "last_week" not in stderr
@@ -234,8 +284,15 @@ def test_users_report_directory_is_where_reports_are_collected(tmp_path, capsys,
 
 def test_a_report_that_cannot_be_read_is_a_note_not_a_failure(tmp_path, capsys, pva_double) -> None:
     out = tmp_path / "run"
-    code, _, stderr = record(capsys, out, "--engines", "training", "--broken-engine", "inference",
-                             options=("--no-plots", "--no-trace"))
+    code, _, stderr = record(
+        capsys,
+        out,
+        "--engines",
+        "training",
+        "--broken-engine",
+        "inference",
+        options=("--no-plots", "--no-trace"),
+    )
     notes = [line for line in stderr.splitlines() if line.startswith("popprof: note:")]
     assert len(notes) == 1 and "inference/profile.pop" in notes[0] and "pva cannot open" in notes[0]
     rec = load(out / "record.json")
@@ -250,16 +307,26 @@ def test_real_execution_summaries_printed_by_cmd_are_each_checked(tmp_path, caps
     one profile each, through the text-summary reader's read_all (needs branch issue10's execution summaries)."""
     real = HERE.parent / "fixtures" / "real" / "poplar"
     out = tmp_path / "run"
-    code, _, _ = record(capsys, out, "--stdout-from", str(real / "tutorials_tut6_execution_hw_sdk3.txt"),
-                        "--stdout-from", str(real / "tutorials_tut6_execution_ipumodel_sdk3.txt"),
-                        options=("--no-plots", "--no-graph", "--no-execution", "--no-trace"))
+    code, _, _ = record(
+        capsys,
+        out,
+        "--stdout-from",
+        str(real / "tutorials_tut6_execution_hw_sdk3.txt"),
+        "--stdout-from",
+        str(real / "tutorials_tut6_execution_ipumodel_sdk3.txt"),
+        options=("--no-plots", "--no-graph", "--no-execution", "--no-trace"),
+    )
     assert code == 0
     names = load(out / "record.json")["logs"]["stdout.log"]  # named by the reader from the line above each
     assert len(names) == 2 and all(n.startswith("stdout.text_summary.") for n in names)
     data = {p["profile"]: p for p in load(out / "findings.json")["profiles"]}
     assert list(data) == names
-    shares = [next(f for f in data[n]["findings"] if f["rule_id"] == "exchange.share")["message"] for n in names]
-    assert "take 0.6 %" in shares[0] and "take 0.1 %" in shares[1]  # (8,743.1 + 135,849.6) / 25,444,984 on hardware
+    shares = [
+        next(f for f in data[n]["findings"] if f["rule_id"] == "exchange.share")["message"] for n in names
+    ]
+    assert (
+        "take 0.6 %" in shares[0] and "take 0.1 %" in shares[1]
+    )  # (8,743.1 + 135,849.6) / 25,444,984 on hardware
 
 
 def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
@@ -270,9 +337,16 @@ def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
     from popprof.record import record as record_api
 
     results, lines = [], []
-    worker = threading.Thread(target=lambda: results.append(record_api(
-        [sys.executable, CHILD, "--summary"], tmp_path / "run", RecordOptions(plots=False, fail_on="never"),
-        say=lines.append)))
+    worker = threading.Thread(
+        target=lambda: results.append(
+            record_api(
+                [sys.executable, CHILD, "--summary"],
+                tmp_path / "run",
+                RecordOptions(plots=False, fail_on="never"),
+                say=lines.append,
+            )
+        )
+    )
     worker.start()
     worker.join(120)
     (result,) = results
@@ -283,8 +357,9 @@ def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
 
 def test_no_check_exports_but_neither_checks_nor_scans_the_logs(tmp_path, capsys, pva_double) -> None:
     out = tmp_path / "run"
-    code, stdout, _ = record(capsys, out, "--engines", "training", "--summary", "--oom",
-                             options=("--no-check", "--no-trace"))
+    code, stdout, _ = record(
+        capsys, out, "--engines", "training", "--summary", "--oom", options=("--no-check", "--no-trace")
+    )
     assert code == 0  # CMD succeeded; nothing was judged
     rec = load(out / "record.json")
     assert rec["checked"] is False and rec["bundles"] == ["bundles/training.popprof"]
@@ -297,5 +372,9 @@ def test_without_the_sdk_and_nothing_else_the_only_note_is_the_sdk_one(tmp_path,
     out = tmp_path / "run"
     code, stdout, stderr = record(capsys, out, "--engines", "training", options=("--no-plots", "--no-trace"))
     notes = [line for line in stderr.splitlines() if line.startswith("popprof: note:")]
-    assert len(notes) == 1 and "pva module cannot be imported" in notes[0] and "1 report and 0 .pvti traces" in notes[0]
+    assert (
+        len(notes) == 1
+        and "pva module cannot be imported" in notes[0]
+        and "1 report and 0 .pvti traces" in notes[0]
+    )
     assert code == 0 and load(out / "findings.json")["profiles"] == [] and not (out / "report.html").exists()

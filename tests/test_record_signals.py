@@ -32,9 +32,27 @@ def _wait_for(path: Path, proc: subprocess.Popen) -> None:
 def test_signal_is_forwarded_and_partial_results_are_processed(tmp_path: Path, signum: int) -> None:
     out, ready = tmp_path / "run", tmp_path / "ready"
     # no terminal here (stdin, stdout, stderr are not ttys): SIGINT is forwarded too
-    proc = subprocess.Popen([sys.executable, "-m", "popprof", "record", "-o", str(out), "--no-plots", "--",
-                             sys.executable, CHILD, "--summary", "--wait-signal", str(ready)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "popprof",
+            "record",
+            "-o",
+            str(out),
+            "--no-plots",
+            "--",
+            sys.executable,
+            CHILD,
+            "--summary",
+            "--wait-signal",
+            str(ready),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for(ready, proc)
         proc.send_signal(signum)
@@ -56,8 +74,10 @@ def test_signal_is_forwarded_and_partial_results_are_processed(tmp_path: Path, s
 
 
 #: Runs popprof as a session leader whose controlling terminal is its stdin (a pseudo-terminal), as a shell would.
-AS_TERMINAL_SESSION = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-                       "os.execv(sys.executable, [sys.executable, '-m', 'popprof', *sys.argv[1:]])")
+AS_TERMINAL_SESSION = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'popprof', *sys.argv[1:]])"
+)
 
 
 @pytest.mark.parametrize(("own_group", "forwarded"), [(False, []), (True, ["SIGINT"])])
@@ -69,10 +89,28 @@ def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path, own_group: bool, 
     out, ready = tmp_path / "run", tmp_path / "ready"
     extra = ["--own-group"] if own_group else []
     try:
-        proc = subprocess.Popen([sys.executable, "-c", AS_TERMINAL_SESSION, "record", "-o", str(out), "--no-check",
-                                 "--", sys.executable, CHILD, "--wait-signal", str(ready), *extra],
-                                stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                AS_TERMINAL_SESSION,
+                "record",
+                "-o",
+                str(out),
+                "--no-check",
+                "--",
+                sys.executable,
+                CHILD,
+                "--wait-signal",
+                str(ready),
+                *extra,
+            ],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             _wait_for(ready, proc)
             os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
@@ -104,11 +142,18 @@ def test_a_background_process_holding_the_pipes_does_not_hang_popprof(tmp_path: 
     """CMD exits but leaves a process that keeps its stdout open: popprof stops waiting after the drain timeout."""
     from popprof.record_run import run_command
 
-    script = ("import subprocess, sys; "
-              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(10)']); print('early', flush=True)")
+    script = (
+        "import subprocess, sys; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(10)']); print('early', flush=True)"
+    )
     started = time.monotonic()
-    result = run_command([sys.executable, "-c", script], dict(os.environ), tmp_path / "out.log", tmp_path / "err.log",
-                         drain_timeout=0.5)
+    result = run_command(
+        [sys.executable, "-c", script],
+        dict(os.environ),
+        tmp_path / "out.log",
+        tmp_path / "err.log",
+        drain_timeout=0.5,
+    )
     assert time.monotonic() - started < 8  # did not wait for the background process
     assert result.returncode == 0 and result.output_complete is False and result.log_errors == []
     assert (tmp_path / "out.log").read_text() == "early\n"
@@ -124,6 +169,8 @@ def test_text_only_streams_get_characters_split_between_chunks_whole(tmp_path: P
     shown = io.StringIO()
     monkeypatch.setattr(sys, "stdout", shown)
     script = "import sys; sys.stdout.buffer.write('héllo wörld €\\n'.encode()); sys.stdout.flush()"
-    record_run.run_command([sys.executable, "-c", script], dict(os.environ), tmp_path / "o.log", tmp_path / "e.log")
+    record_run.run_command(
+        [sys.executable, "-c", script], dict(os.environ), tmp_path / "o.log", tmp_path / "e.log"
+    )
     assert shown.getvalue() == "héllo wörld €\n"
     assert (tmp_path / "o.log").read_text("utf-8") == "héllo wörld €\n"

@@ -49,7 +49,7 @@ def test_output_strings_do_not_depend_on_how_the_writer_cut_the_bytes(tmp_path, 
     finder = background.OutputStrings(block_size=512)
     assert finder.process is not None  # a forked process on this platform
     for at in range(0, len(data), chunk):  # cuts fall inside strings and between a key and its value
-        finder.feed(data[at:at + chunk])
+        finder.feed(data[at : at + chunk])
     found = finder.close()
     assert found is not None
     assert _decoded(found) == _file_strings(src)
@@ -62,8 +62,8 @@ def test_string_finder_in_process_matches_the_forked_one(tmp_path):
     here = background.StringFinder(block_size=300)
     forked = background.OutputStrings(block_size=300)
     for at in range(0, len(data), 97):
-        here.feed(data[at:at + 97])
-        forked.feed(data[at:at + 97])
+        here.feed(data[at : at + 97])
+        forked.feed(data[at : at + 97])
     assert here.close() == forked.close()
 
 
@@ -73,8 +73,12 @@ def test_derivation_on_a_process_equals_deriving_here(tmp_path):
     assert forked.process is not None
     there = forked.result()
     here = derive(src, "chrome", Allowlist())
-    assert (there.strings, there.wholes, there.words, there.exempt) == \
-        (here.strings, here.wholes, here.words, here.exempt)
+    assert (there.strings, there.wholes, there.words, there.exempt) == (
+        here.strings,
+        here.wholes,
+        here.words,
+        here.exempt,
+    )
     assert any("canary" in token.lower() for token in there.strings)
 
 
@@ -130,12 +134,34 @@ def test_no_process_is_left_behind(tmp_path):
 
 def test_a_string_longer_than_the_limit_is_one_line_exit_2(tmp_path):
     src = tmp_path / "long.json"
-    src.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "x", "ts": 0, "dur": 1, "pid": 1, "tid": 1,
-                                                "args": {"blob": "a" * 3_000_000}}]}))
-    proc = subprocess.run([sys.executable, "-m", "popprof", "redact", str(src), "-o", str(tmp_path / "o.json")],
-                          capture_output=True, text=True, check=False,
-                          env={**__import__("os").environ, "POPPROF_MAX_STRING_BYTES": "1000000",
-                               "POPPROF_REDACT_KEY": KEY_A.decode()})
+    src.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "name": "x",
+                        "ts": 0,
+                        "dur": 1,
+                        "pid": 1,
+                        "tid": 1,
+                        "args": {"blob": "a" * 3_000_000},
+                    }
+                ]
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "popprof", "redact", str(src), "-o", str(tmp_path / "o.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **__import__("os").environ,
+            "POPPROF_MAX_STRING_BYTES": "1000000",
+            "POPPROF_REDACT_KEY": KEY_A.decode(),
+        },
+    )
     assert proc.returncode == 2, proc.stderr
     assert "string" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2
@@ -144,8 +170,18 @@ def test_a_string_longer_than_the_limit_is_one_line_exit_2(tmp_path):
 
 def test_blocks_without_strings_pass_through(tmp_path, monkeypatch):
     monkeypatch.setattr(chrome_mod, "BLOCK", 256)
-    doc = {"traceEvents": [{"ph": "C", "name": "canary_counter", "pid": 1, "tid": 1, "ts": 0,
-                            "args": {"values": list(range(20_000))}}]}
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "C",
+                "name": "canary_counter",
+                "pid": 1,
+                "tid": 1,
+                "ts": 0,
+                "args": {"values": list(range(20_000))},
+            }
+        ]
+    }
     src = tmp_path / "numbers.json"
     src.write_text(json.dumps(doc))
     out = tmp_path / "numbers.red.json"
@@ -158,11 +194,17 @@ def test_blocks_without_strings_pass_through(tmp_path, monkeypatch):
 def test_deep_structural_nesting_redacts_without_recursion(tmp_path):
     deep = "[" * 100_000 + '"canary_deep_secret"' + "]" * 100_000
     src = tmp_path / "deep.json"
-    src.write_text('{"traceEvents": [{"ph": "X", "name": "n", "ts": 0, "dur": 1, "pid": 1, "tid": 1, '
-                   f'"args": {{"x": {deep}}}}}]}}')
-    proc = subprocess.run([sys.executable, "-m", "popprof", "redact", str(src), "-o", str(tmp_path / "o.json")],
-                          capture_output=True, text=True, check=False,
-                          env={**__import__("os").environ, "POPPROF_REDACT_KEY": KEY_A.decode()})
+    src.write_text(
+        '{"traceEvents": [{"ph": "X", "name": "n", "ts": 0, "dur": 1, "pid": 1, "tid": 1, '
+        f'"args": {{"x": {deep}}}}}]}}'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "popprof", "redact", str(src), "-o", str(tmp_path / "o.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**__import__("os").environ, "POPPROF_REDACT_KEY": KEY_A.decode()},
+    )
     assert proc.returncode in (0, 2), proc.stderr
     assert "Traceback" not in proc.stderr
     if proc.returncode == 0:
@@ -177,9 +219,11 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
 
     strings = re.compile(rb'"(?:[^"\\]|\\.)*"')
     rng = random.Random(3)
-    alphabet = ['a', '\\', '"', ' ', 'x']
+    alphabet = ["a", "\\", '"', " ", "x"]
     for _ in range(300):
-        items = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9))) for _ in range(rng.randint(1, 6))]
+        items = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9))) for _ in range(rng.randint(1, 6))
+        ]
         data = json.dumps({"k": items, "m": {s: s for s in items}}).encode()
         starts = [m.start() for m in strings.finditer(data)]
         bounds = sorted(p for m in strings.finditer(data) for p in (m.start(), m.end() - 1))

@@ -62,8 +62,26 @@ def test_every_canary_is_gone_and_the_scan_passed(redacted):
 
 def test_kinds_are_counted_in_the_report(redacted):
     _, report, _ = redacted
-    for kind in ["prog", "var", "op", "evt", "chan", "thr", "proc", "ctr", "ser", "file", "path", "host",
-                 "user", "email", "ip", "url", "secret", "env"]:
+    for kind in [
+        "prog",
+        "var",
+        "op",
+        "evt",
+        "chan",
+        "thr",
+        "proc",
+        "ctr",
+        "ser",
+        "file",
+        "path",
+        "host",
+        "user",
+        "email",
+        "ip",
+        "url",
+        "secret",
+        "env",
+    ]:
         assert report.replaced.get(kind, {}).get("distinct", 0) >= 1, kind
     assert report.replaced["prog"]["occurrences"] > report.replaced["prog"]["distinct"]  # steps x IPUs rows
     text = json.dumps(report.to_dict())
@@ -116,8 +134,9 @@ def test_manifest_records_redaction_and_pseudonymises_sources(redacted):
     from popprof.redact import key_fingerprint
 
     assert manifest["redacted"]["key_fingerprint"] == key_fingerprint(KEY_A)
-    assert re.fullmatch(r"hmac-sha256:[0-9a-f]{12}", key_fingerprint(KEY_A)) and \
-        key_fingerprint(KEY_A) != key_fingerprint(KEY_B)
+    assert re.fullmatch(r"hmac-sha256:[0-9a-f]{12}", key_fingerprint(KEY_A)) and key_fingerprint(
+        KEY_A
+    ) != key_fingerprint(KEY_B)
     assert popprof.open(out).meta["redaction_key_fingerprint"] == key_fingerprint(KEY_A)
 
 
@@ -146,12 +165,17 @@ def test_same_key_keeps_name_by_name_diff_and_other_key_differs(tmp_path):
     redact(new, rb, key=KEY_A)
     orig_diff = popprof.diff(popprof.open(base), popprof.open(new))
     red_diff = popprof.diff(popprof.open(ra), popprof.open(rb))
-    pd.testing.assert_frame_equal(orig_diff.metrics.drop(columns=["name"]).reset_index(drop=True),
-                                  red_diff.metrics.drop(columns=["name"]).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        orig_diff.metrics.drop(columns=["name"]).reset_index(drop=True),
+        red_diff.metrics.drop(columns=["name"]).reset_index(drop=True),
+    )
     assert sorted(orig_diff.programs["status"].tolist()) == sorted(red_diff.programs["status"].tolist())
     matched = (red_diff.programs["status"] != "added") & (red_diff.programs["status"] != "removed")
-    assert matched.sum() == ((orig_diff.programs["status"] != "added")
-                             & (orig_diff.programs["status"] != "removed")).sum() > 0
+    assert (
+        matched.sum()
+        == ((orig_diff.programs["status"] != "added") & (orig_diff.programs["status"] != "removed")).sum()
+        > 0
+    )
     rc = tmp_path / "rc.popprof"
     redact(base, rc, key=KEY_B)
     names_a, names_c = set(popprof.open(ra).programs["name"]), set(popprof.open(rc).programs["name"])
@@ -160,8 +184,10 @@ def test_same_key_keeps_name_by_name_diff_and_other_key_differs(tmp_path):
     other_key = popprof.diff(popprof.open(rc), popprof.open(rb))
     assert any("redacted with different keys" in note for note in other_key.notes)
     assert other_key.programs.empty and "different keys" in other_key.unavailable["programs"]
-    pd.testing.assert_frame_equal(other_key.metrics.drop(columns=["name"]).reset_index(drop=True),
-                                  red_diff.metrics.drop(columns=["name"]).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        other_key.metrics.drop(columns=["name"]).reset_index(drop=True),
+        red_diff.metrics.drop(columns=["name"]).reset_index(drop=True),
+    )
 
 
 def test_input_is_not_modified_and_output_cannot_overwrite_it(original, tmp_path):
@@ -252,4 +278,6 @@ def test_standalone_scan_reads_per_column_parquet_metadata(original, redacted, t
     assert pq.read_schema(file).field("name").metadata  # the metadata survived the write
     result = scan(copy, against=original)
     assert not result.passed and result.leaks["identifier"] >= 1
-    assert any("variables.parquet:name:schema" in place for places in result.where.values() for place in places)
+    assert any(
+        "variables.parquet:name:schema" in place for places in result.where.values() for place in places
+    )

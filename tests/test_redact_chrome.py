@@ -48,7 +48,9 @@ def test_canaries_gone_same_kind_same_numbers(tmp_path, gz):
     a, b = popprof.open(src), popprof.open(out)
     cols = ["event_id", "pid", "tid", "parent_id", "depth", "start_us", "dur_us"]
     pd.testing.assert_frame_equal(a.events[cols], b.events[cols])
-    pd.testing.assert_frame_equal(a.counters[["pid", "ts_us", "value"]], b.counters[["pid", "ts_us", "value"]])
+    pd.testing.assert_frame_equal(
+        a.counters[["pid", "ts_us", "value"]], b.counters[["pid", "ts_us", "value"]]
+    )
     assert KEY_A not in out.read_bytes() and KEY_A.hex().encode() not in out.read_bytes()
     if gz:  # the gzip header holds no file name and no time: every byte besides the trace is fixed
         header = out.read_bytes()[:10]
@@ -66,14 +68,19 @@ def test_public_names_stay_and_kinds_follow_keys(tmp_path):
     names = set(b.events["name"].astype(str))
     assert {"aten::linear", "cudaLaunchKernel", "poplin::ConvPartial1x1Out<half>", "Engine::run"} <= names
     assert any(n.startswith("evt_") for n in names)
-    assert set(b.threads["thread_name"]) == {"MainThread"} | {n for n in b.threads["thread_name"]
-                                                              if n.startswith("thr_")}
+    assert set(b.threads["thread_name"]) == {"MainThread"} | {
+        n for n in b.threads["thread_name"] if n.startswith("thr_")
+    }
     assert all(n.startswith("proc_") for n in b.threads["process_name"])
     assert "cpu_op" in set(b.events["channel"].astype(str))
     doc = json.loads(out.read_text())
-    assert doc["otherData"]["hostname"].startswith("host_") and doc["otherData"]["token"].startswith("secret_")
+    assert doc["otherData"]["hostname"].startswith("host_") and doc["otherData"]["token"].startswith(
+        "secret_"
+    )
     args = next(e["args"] for e in doc["traceEvents"] if "args" in e and "file" in e["args"])
-    assert args["Input Dims"] == [[8, 128]] and args["file"].endswith(".py") and args["file"].startswith("path_")
+    assert (
+        args["Input Dims"] == [[8, 128]] and args["file"].endswith(".py") and args["file"].startswith("path_")
+    )
     assert {"evt", "thr", "proc", "chan", "path", "host", "user", "ip", "secret"} <= set(report.replaced)
 
 
@@ -96,7 +103,7 @@ def test_small_blocks_give_the_same_output_as_one_block(tmp_path):
     for size in (97, 1024, 4096):
         engine, out, carry = ChromeRedactor(Redactor(KEY_A)), [], b""
         for i in range(0, len(data), size):
-            piece, carry = engine.process(carry + data[i:i + size], False)
+            piece, carry = engine.process(carry + data[i : i + size], False)
             out.append(piece)
         out.append(engine.process(carry, True)[0])
         assert b"".join(out) == whole, size
@@ -104,8 +111,17 @@ def test_small_blocks_give_the_same_output_as_one_block(tmp_path):
 
 
 def test_escaped_quotes_take_the_tokenizer_path(tmp_path):
-    events = [{"ph": "X", "name": 'canary "quoted" op', "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
-               "args": {"cmd": 'run "/home/canary.smith/x.py"'}}]
+    events = [
+        {
+            "ph": "X",
+            "name": 'canary "quoted" op',
+            "pid": 1,
+            "tid": 1,
+            "ts": 1.0,
+            "dur": 2.0,
+            "args": {"cmd": 'run "/home/canary.smith/x.py"'},
+        }
+    ]
     src = tmp_path / "q.json"
     src.write_text(json.dumps({"traceEvents": events}))
     out = tmp_path / "q.red.json"
@@ -170,8 +186,23 @@ def test_long_string_arrays_are_cut_between_elements(tmp_path, monkeypatch):
     monkeypatch.setattr(chrome_mod, "BLOCK", 256)
     frames = [f"/home/canary.smith/src/mod_{i}.py(12): forward" for i in range(400)]
     src = tmp_path / "stack.json"
-    src.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "canary_step", "pid": 1, "tid": 1, "ts": 0,
-                                                "dur": 1, "args": {"stack": frames}}]}))
+    src.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "name": "canary_step",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 0,
+                        "dur": 1,
+                        "args": {"stack": frames},
+                    }
+                ]
+            }
+        )
+    )
     out = tmp_path / "stack.red.json"
     assert redact(src, out, key=KEY_A).passed
     doc = json.loads(out.read_text())
@@ -193,19 +224,31 @@ def test_truncated_gzip_is_bad_input_and_writes_nothing(tmp_path):
 @settings(max_examples=40, deadline=None)
 @given(names=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8), block=st.integers(16, 400))
 def test_any_names_give_valid_json_with_the_same_numbers(names, block):
-    events = [{"ph": "X", "name": n, "cat": "cpu_op", "pid": 1, "tid": i % 3, "ts": i * 1.5, "dur": 0.25 * i,
-               "args": {"label": n, "k": [n, i]}} for i, n in enumerate(names)]
+    events = [
+        {
+            "ph": "X",
+            "name": n,
+            "cat": "cpu_op",
+            "pid": 1,
+            "tid": i % 3,
+            "ts": i * 1.5,
+            "dur": 0.25 * i,
+            "args": {"label": n, "k": [n, i]},
+        }
+        for i, n in enumerate(names)
+    ]
     data = json.dumps({"traceEvents": events}, ensure_ascii=bool(block % 2)).encode()
     engine, out, carry = ChromeRedactor(Redactor(KEY_A)), [], b""
     for i in range(0, len(data), block):
-        piece, carry = engine.process(carry + data[i:i + block], False)
+        piece, carry = engine.process(carry + data[i : i + block], False)
         out.append(piece)
     out.append(engine.process(carry, True)[0])
     whole = ChromeRedactor(Redactor(KEY_A)).process(data, True)[0]
     assert b"".join(out) == whole  # the block size never changes a decision
     doc = orjson.loads(b"".join(out))
-    assert [(e["ts"], e["dur"], e["tid"], e["args"]["k"][1]) for e in doc["traceEvents"]] == \
-        [(e["ts"], e["dur"], e["tid"], e["args"]["k"][1]) for e in events]
+    assert [(e["ts"], e["dur"], e["tid"], e["args"]["k"][1]) for e in doc["traceEvents"]] == [
+        (e["ts"], e["dur"], e["tid"], e["args"]["k"][1]) for e in events
+    ]
     redactor = engine.r
     for before, after in zip(events, doc["traceEvents"], strict=True):
         assert after["name"] == before["name"] or after["name"].startswith(("evt_", "thr_", "proc_"))
@@ -217,13 +260,15 @@ def test_a_name_is_replaced_wherever_it_stands(tmp_path):
     """Decisions depend on what a string is, not where it stands: an event name that appears first as an
     array element is replaced there too, whatever the block size, and the redaction passes the scan."""
     name = "conv1_weight_canary"
-    events = [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"inputs": [name, "x"]}}]
+    events = [
+        {"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"inputs": [name, "x"]}}
+    ]
     events += [{"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": 10 + i, "dur": 1} for i in range(3)]
     data = json.dumps({"traceEvents": events}).encode()
     for block in (len(data), 40, 97):
         engine, out, carry = ChromeRedactor(Redactor(KEY_A)), [], b""
         for i in range(0, len(data), block):
-            piece, carry = engine.process(carry + data[i:i + block], False)
+            piece, carry = engine.process(carry + data[i : i + block], False)
             out.append(piece)
         out.append(engine.process(carry, True)[0])
         doc = orjson.loads(b"".join(out))

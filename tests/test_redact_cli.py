@@ -27,14 +27,28 @@ def test_redact_with_key_file_report_and_mapping(original, tmp_path, capsys, mon
     key = tmp_path / "team.key"
     key.write_bytes(KEY_A)
     out, rep, mapping = tmp_path / "r.popprof", tmp_path / "rep.json", tmp_path / "map.json"
-    code = main(["redact", str(original), "-o", str(out), "--key-file", str(key), "--report", str(rep),
-                 "--mapping-out", str(mapping)])
+    code = main(
+        [
+            "redact",
+            str(original),
+            "-o",
+            str(out),
+            "--key-file",
+            str(key),
+            "--report",
+            str(rep),
+            "--mapping-out",
+            str(mapping),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "leak scan: passed" in captured.out and "random key" not in captured.err
     assert "sensitive" in captured.err and str(mapping) in captured.err
     report = json.loads(rep.read_text())
-    assert report["key_source"] == "file" and report["scan"]["passed"] and report["replaced"]["prog"]["distinct"]
+    assert (
+        report["key_source"] == "file" and report["scan"]["passed"] and report["replaced"]["prog"]["distinct"]
+    )
     assert json.loads(mapping.read_text())["prog"]
     assert main(["scan", str(out), "--against", str(original)]) == 0
 
@@ -73,14 +87,17 @@ def test_scan_on_an_unredacted_input_exits_1(original, capsys):
     assert ".parquet:" in captured.err  # where: table, column and row
 
 
-@pytest.mark.parametrize("args", [
-    ["redact", "{missing}", "-o", "{tmp}/x"],
-    ["redact", "{orig}", "-o", "{orig}"],
-    ["redact", "{orig}", "-o", "{orig}/inside"],
-    ["redact", "{orig}", "-o", "{tmp}/x", "--key-file", "{missing}"],
-    ["redact", "{orig}", "-o", "{tmp}/x", "--policy", "{missing}"],
-    ["scan", "{missing}", "--against", "{orig}"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["redact", "{missing}", "-o", "{tmp}/x"],
+        ["redact", "{orig}", "-o", "{orig}"],
+        ["redact", "{orig}", "-o", "{orig}/inside"],
+        ["redact", "{orig}", "-o", "{tmp}/x", "--key-file", "{missing}"],
+        ["redact", "{orig}", "-o", "{tmp}/x", "--policy", "{missing}"],
+        ["scan", "{missing}", "--against", "{orig}"],
+    ],
+)
 def test_bad_usage_exits_2_with_one_line(original, tmp_path, capsys, args):
     values = {"missing": str(tmp_path / "nope"), "tmp": str(tmp_path), "orig": str(original)}
     code = main([a.format(**values) for a in args])

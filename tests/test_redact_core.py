@@ -52,22 +52,25 @@ def test_key_sources(tmp_path, monkeypatch):
     assert src == "random" and k1 != load_key()[0]
 
 
-@pytest.mark.parametrize(("text", "kind", "secret"), [
-    ("log at /home/canary.smith/runs/x/log.txt", "path", "/home/canary.smith"),
-    ("C:\\Users\\canary\\proj\\train.py failed", "path", "C:\\Users\\canary"),
-    ("see configs/canary_large.yml", "path", "canary_large"),
-    ("mail canary.smith@corp.example.com now", "email", "canary.smith@corp"),
-    ("peer 10.99.88.77:8080 down", "ip", "10.99.88.77"),
-    ("link-local fe80::1234:abcd:5678:9abc", "ip", "fe80::1234"),
-    ("clone https://bob:canarypw@git.corp.net/r.git", "url", "canarypw"),
-    ("password=hunter2canary;", "secret", "hunter2canary"),
-    ("hash 5f3c9e1b7a2d4c6e8f0a1b3c5d7e9f115f3c9e1b", "secret", "5f3c9e1b7a2d4c6e"),
-    ("key ghp_canaryAbCdEf0123456789XyZ012345678", "secret", "ghp_canary"),
-    ("CANARY_TOKEN_PATH=/opt/x SECRET=abc", "env", "abc"),
-    ("node canary-node3.corp.internal is slow", "host", "canary-node3"),
-    ("poprun --host canarybox1,canarybox2 python", "host", "canarybox1"),
-    ("started by --user canaryuser", "user", "canaryuser"),
-])
+@pytest.mark.parametrize(
+    ("text", "kind", "secret"),
+    [
+        ("log at /home/canary.smith/runs/x/log.txt", "path", "/home/canary.smith"),
+        ("C:\\Users\\canary\\proj\\train.py failed", "path", "C:\\Users\\canary"),
+        ("see configs/canary_large.yml", "path", "canary_large"),
+        ("mail canary.smith@corp.example.com now", "email", "canary.smith@corp"),
+        ("peer 10.99.88.77:8080 down", "ip", "10.99.88.77"),
+        ("link-local fe80::1234:abcd:5678:9abc", "ip", "fe80::1234"),
+        ("clone https://bob:canarypw@git.corp.net/r.git", "url", "canarypw"),
+        ("password=hunter2canary;", "secret", "hunter2canary"),
+        ("hash 5f3c9e1b7a2d4c6e8f0a1b3c5d7e9f115f3c9e1b", "secret", "5f3c9e1b7a2d4c6e"),
+        ("key ghp_canaryAbCdEf0123456789XyZ012345678", "secret", "ghp_canary"),
+        ("CANARY_TOKEN_PATH=/opt/x SECRET=abc", "env", "abc"),
+        ("node canary-node3.corp.internal is slow", "host", "canary-node3"),
+        ("poprun --host canarybox1,canarybox2 python", "host", "canarybox1"),
+        ("started by --user canaryuser", "user", "canaryuser"),
+    ],
+)
 def test_scrubber_replaces_each_kind(text, kind, secret):
     scrubber = Scrubber(Pseudonymizer(b"k" * 16))
     out = scrubber.scrub_text(text)
@@ -79,8 +82,16 @@ def test_scrubber_replaces_each_kind(text, kind, secret):
 
 def test_scrubber_keeps_ordinary_text_numbers_and_public_names():
     scrubber = Scrubber(Pseudonymizer(b"k" * 16))
-    for text in ["3.3.0 (de1f8de2a7)", "1,330.0 MHz", "poplin::ConvPartial1x1Out<half,float>", "cycles/s",
-                 "ratio 1/2 at 12:30:45", "profile.pop", "see https://docs.graphcore.ai/x", "popops::Reduce"]:
+    for text in [
+        "3.3.0 (de1f8de2a7)",
+        "1,330.0 MHz",
+        "poplin::ConvPartial1x1Out<half,float>",
+        "cycles/s",
+        "ratio 1/2 at 12:30:45",
+        "profile.pop",
+        "see https://docs.graphcore.ai/x",
+        "popops::Reduce",
+    ]:
         assert scrubber.scrub_text(text) == text
         assert detect(text) == []
 
@@ -93,8 +104,15 @@ def test_usernames_learned_from_home_paths_are_scrubbed_everywhere():
 
 def test_json_values_of_sensitive_keys_are_replaced_whole():
     scrubber = Scrubber(Pseudonymizer(b"k" * 16))
-    out = scrubber.scrub_json({"hostname": "pod-box-7", "user": "cs", "api_token": "short", "steps": 12,
-                               "nested": [{"server": "gpu12"}]})
+    out = scrubber.scrub_json(
+        {
+            "hostname": "pod-box-7",
+            "user": "cs",
+            "api_token": "short",
+            "steps": 12,
+            "nested": [{"server": "gpu12"}],
+        }
+    )
     assert out["hostname"].startswith("host_") and out["user"].startswith("user_")
     assert out["api_token"].startswith("secret_") and out["steps"] == 12
     assert out["nested"][0]["server"].startswith("host_")
@@ -102,17 +120,35 @@ def test_json_values_of_sensitive_keys_are_replaced_whole():
 
 def test_allowlist_and_user_extension():
     allow = Allowlist()
-    for word in ["OnTileExecute", "vertexCode", "compute", "Drivers", "poptorch", "graphConstruction/poplin",
-                 "popops::ScaledAddSupervisor<half,half,half,true>", "aten::addmm", "cudaLaunchKernel", "steps",
-                 "memory.peak_liveness_bytes"]:
+    for word in [
+        "OnTileExecute",
+        "vertexCode",
+        "compute",
+        "Drivers",
+        "poptorch",
+        "graphConstruction/poplin",
+        "popops::ScaledAddSupervisor<half,half,half,true>",
+        "aten::addmm",
+        "cudaLaunchKernel",
+        "steps",
+        "memory.peak_liveness_bytes",
+    ]:
         assert word in allow
     assert "CanaryModel/block" not in allow
     for version_or_time in ["3.3.0", "v2.1", "1.13.1+cpu", "2026-11-30T15:45:19Z", "12:30:45"]:
         assert version_or_time in allow
-    for sensitive in ["10.99.88.77", "fe80::1234:abcd", "1.2.3.4", "alice@corp.com", "std::x 10.1.2.3",
-                      "aten::add alice.smith"]:
+    for sensitive in [
+        "10.99.88.77",
+        "fe80::1234:abcd",
+        "1.2.3.4",
+        "alice@corp.com",
+        "std::x 10.1.2.3",
+        "aten::add alice.smith",
+    ]:
         assert sensitive not in allow
-    assert "void_kernel<4, at::native::x>" not in allow and "popops::Reduce<popops::ReduceAdd, float>" in allow
+    assert (
+        "void_kernel<4, at::native::x>" not in allow and "popops::Reduce<popops::ReduceAdd, float>" in allow
+    )
     policy = Policy(keep=["CanaryModel/*", "re:^layer_[0-9]+$"])
     assert policy.keeps("CanaryModel/block") and policy.keeps("layer_12") and not policy.keeps("layer_x")
 
@@ -144,7 +180,9 @@ def test_token_matcher_finds_tokens_inside_longer_strings():
 
 
 def test_sensitive_set_skips_short_public_and_numeric_and_words_of_public_strings():
-    found = _sensitive("ab", "OnTileExecute", "12,345", "canary_weights", "aten::addmm", "addmm canary_bias x")
+    found = _sensitive(
+        "ab", "OnTileExecute", "12,345", "canary_weights", "aten::addmm", "addmm canary_bias x"
+    )
     assert set(found.substring_tokens()) == {"canary_weights", "addmm canary_bias x", "canary_bias"}
     words = found.word_tokens()
     assert {"canary", "weights", "bias"} <= set(words)
@@ -173,7 +211,8 @@ def test_scanner_finds_a_sensitive_word_inside_other_text():
 def test_project_config_redact_table(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.popprof.redact]\nkeep = ["TeamLib::*"]\ndrop = ["metadata.app"]\n[tool.popprof.redact.scrub]\n'
-        "emails = false\n")
+        "emails = false\n"
+    )
     monkeypatch.chdir(tmp_path)
     policy = build_policy(keep=("Other*",))
     assert policy.keep == ["TeamLib::*", "Other*"] and policy.drops("metadata.app")
@@ -181,13 +220,16 @@ def test_project_config_redact_table(tmp_path, monkeypatch):
     assert policy.source == ["[tool.popprof.redact]", "command line"]
 
 
-@pytest.mark.parametrize("written", [
-    '{"owner": "j\\u00fcrgen_canary"}',              # ASCII-escaped non-ASCII
-    '{"dir": "C:\\\\Users\\\\jürgen_canary\\\\run"}',  # escaped backslashes
-    '["say \\"jürgen_canary\\""]',                    # escaped quotes
-    '{"app": "{\\"model\\": \\"jürgen_canary\\"}"}',   # JSON inside a JSON string
-    '{"j\\u00fcrgen_canary": 1}',                     # an escaped key
-])
+@pytest.mark.parametrize(
+    "written",
+    [
+        '{"owner": "j\\u00fcrgen_canary"}',  # ASCII-escaped non-ASCII
+        '{"dir": "C:\\\\Users\\\\jürgen_canary\\\\run"}',  # escaped backslashes
+        '["say \\"jürgen_canary\\""]',  # escaped quotes
+        '{"app": "{\\"model\\": \\"jürgen_canary\\"}"}',  # JSON inside a JSON string
+        '{"j\\u00fcrgen_canary": 1}',  # an escaped key
+    ],
+)
 def test_scanner_finds_tokens_behind_json_escapes(written):
     """A token written inside JSON with escapes still counts as a leak (the JSON decodes back to it)."""
     json.loads(written)  # the case is valid JSON
@@ -199,25 +241,55 @@ def test_scanner_finds_tokens_behind_json_escapes(written):
     assert sum(scanner.result.leaks.values()) >= 1
 
 
-@pytest.mark.parametrize("hiding", [
-    "nccl canary text with spaces", "ncclKernel_AllReduce secret tail", "Memcpy HtoD (my secret buffer)",
-    "cuMadeUpKernel", "cudaSecretLaunch", "1.2.3+buildtag7", "aten::add secret words", "ProfilerStep#3 extra",
-    "thread 12 (SecretWorker)", "void my_kernel<float>(float*)", "void at::native::f<SecretType>(int)",
-    "NVIDIA Secret Board", "Optimizer.step#SecretOpt.step", "autograd::engine::evaluate_function: SecretFn",
-])
+@pytest.mark.parametrize(
+    "hiding",
+    [
+        "nccl canary text with spaces",
+        "ncclKernel_AllReduce secret tail",
+        "Memcpy HtoD (my secret buffer)",
+        "cuMadeUpKernel",
+        "cudaSecretLaunch",
+        "1.2.3+buildtag7",
+        "aten::add secret words",
+        "ProfilerStep#3 extra",
+        "thread 12 (SecretWorker)",
+        "void my_kernel<float>(float*)",
+        "void at::native::f<SecretType>(int)",
+        "NVIDIA Secret Board",
+        "Optimizer.step#SecretOpt.step",
+        "autograd::engine::evaluate_function: SecretFn",
+    ],
+)
 def test_public_prefixes_never_hide_free_text(hiding):
     assert hiding not in Allowlist()
 
 
-@pytest.mark.parametrize("public", [
-    "ProfilerStep#551", "Memcpy DtoH (Device -> Pageable)", "Memset (Device)", "cudaStreamGetCaptureInfo_v2",
-    "hipExtModuleLaunchKernel", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
-    "nccl:all_reduce", "c10d::allreduce_", "autograd::engine::evaluate_function: MeanBackward0",
-    "thread 4037 (python3.8)", "stream 7 ", "GPU 3", "NVIDIA A100-PG509-200", "ampere_sgemm_128x64_nn",
-    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>"
-    "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4::Params)",
-    "Optimizer.step#SGD.step", "External id", "est. achieved occupancy %", "gpu_memcpy", "1.13.1+cpu",
-])
+@pytest.mark.parametrize(
+    "public",
+    [
+        "ProfilerStep#551",
+        "Memcpy DtoH (Device -> Pageable)",
+        "Memset (Device)",
+        "cudaStreamGetCaptureInfo_v2",
+        "hipExtModuleLaunchKernel",
+        "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+        "nccl:all_reduce",
+        "c10d::allreduce_",
+        "autograd::engine::evaluate_function: MeanBackward0",
+        "thread 4037 (python3.8)",
+        "stream 7 ",
+        "GPU 3",
+        "NVIDIA A100-PG509-200",
+        "ampere_sgemm_128x64_nn",
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>"
+        "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4::Params)",
+        "Optimizer.step#SGD.step",
+        "External id",
+        "est. achieved occupancy %",
+        "gpu_memcpy",
+        "1.13.1+cpu",
+    ],
+)
 def test_gpu_ecosystem_vocabulary_is_public(public):
     assert public in Allowlist()
 

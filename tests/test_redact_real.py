@@ -21,8 +21,14 @@ from popprof.redact import scan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REAL = sorted((FIXTURES / "real" / "traces").rglob("*.json.gz"))
-OTHERS = sorted([*FIXTURES.glob("*.popprof"), *(FIXTURES / "text_summary").glob("*.txt"),
-                 *(FIXTURES / "sdk1_json").glob("*.json"), *(FIXTURES / "traces").glob("*.json*")])
+OTHERS = sorted(
+    [
+        *FIXTURES.glob("*.popprof"),
+        *(FIXTURES / "text_summary").glob("*.txt"),
+        *(FIXTURES / "sdk1_json").glob("*.json"),
+        *(FIXTURES / "traces").glob("*.json*"),
+    ]
+)
 KEY = "real-trace-test-key-77"
 FINDING_COLUMNS = ["rule_id", "severity", "value", "threshold"]
 
@@ -50,8 +56,10 @@ def _device_time(profile) -> pd.DataFrame:
 def _same_figures(src: Path, out: Path) -> None:
     a, b = popprof.open(src), popprof.open(out)
     assert compute(a) == compute(b)
-    pd.testing.assert_frame_equal(popprof.check(a).frame[FINDING_COLUMNS].reset_index(drop=True),
-                                  popprof.check(b).frame[FINDING_COLUMNS].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        popprof.check(a).frame[FINDING_COLUMNS].reset_index(drop=True),
+        popprof.check(b).frame[FINDING_COLUMNS].reset_index(drop=True),
+    )
     pd.testing.assert_frame_equal(_device_time(a), _device_time(b))
     try:
         from popprof.metrics.devices import device_breakdown
@@ -70,8 +78,10 @@ def test_real_trace_redacts_with_exit_0_and_same_figures(src, tmp_path):
 
 
 def test_real_traces_diff_the_same_after_redaction(tmp_path):
-    base, new = FIXTURES / "real" / "traces" / "two_ranks" / "rank-0.json.gz", \
-        FIXTURES / "real" / "traces" / "two_ranks" / "rank-1.json.gz"
+    base, new = (
+        FIXTURES / "real" / "traces" / "two_ranks" / "rank-0.json.gz",
+        FIXTURES / "real" / "traces" / "two_ranks" / "rank-1.json.gz",
+    )
     (tmp_path / "b").mkdir()
     (tmp_path / "n").mkdir()
     rb, rn = tmp_path / "b" / base.name, tmp_path / "n" / new.name
@@ -94,8 +104,22 @@ def test_public_gpu_names_stay_readable_and_user_names_do_not(tmp_path):
     _redact_cli(src, out)
     names = set(popprof.open(out).events["name"].astype(str))
     original = set(popprof.open(src).events["name"].astype(str))
-    public = [n for n in original if n.startswith(("ncclKernel_", "Memcpy ", "cuda", "aten::", "ProfilerStep#",
-                                                    "void cudnn::", "void at::native::", "void cutlass::"))]
+    public = [
+        n
+        for n in original
+        if n.startswith(
+            (
+                "ncclKernel_",
+                "Memcpy ",
+                "cuda",
+                "aten::",
+                "ProfilerStep#",
+                "void cudnn::",
+                "void at::native::",
+                "void cutlass::",
+            )
+        )
+    ]
     assert len(public) > 50
     assert set(public) <= names
     # names that are not public vocabulary (mangled symbols can carry any identifier) are replaced

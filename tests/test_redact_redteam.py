@@ -53,7 +53,10 @@ CANARIES: dict[str, str] = {
 }
 #: values without the marker that must not survive either (lower-cased for the comparison)
 PAYLOADS = [CANARIES[k].lower() for k in ("short_base64", "short_hex", "ipv4", "ipv6")] + [
-    "10.213.77.141", "pw7zebra", "fd7a:115c"]
+    "10.213.77.141",
+    "pw7zebra",
+    "fd7a:115c",
+]
 
 
 def _leftovers(text: str) -> list[str]:
@@ -87,21 +90,47 @@ def _trace(path: Path, gz: bool = False) -> Path:
         {"ph": "M", "name": "thread_name", "pid": 7, "tid": 1, "args": {"name": "ZebrafinkLoader-3"}},
         {"ph": "M", "name": "process_labels", "pid": 7, "args": {"labels": "zebrafink cluster"}},
         {"ph": "C", "name": "zebrafink_memory", "pid": 7, "ts": 1.0, "args": {"zebrafink_series": 4.0}},
-        {"ph": "s", "name": "ac2g", "cat": "ac2g", "pid": 7, "tid": 1, "ts": 2.0, "id": 9,
-         "bind_id": "zebrafinkb1"},
+        {
+            "ph": "s",
+            "name": "ac2g",
+            "cat": "ac2g",
+            "pid": 7,
+            "tid": 1,
+            "ts": 2.0,
+            "id": 9,
+            "bind_id": "zebrafinkb1",
+        },
     ]
     for i, (cls, canary) in enumerate(CANARIES.items()):
-        events.append({"ph": "X", "cat": "cpu_op", "name": canary, "pid": 7, "tid": 1, "ts": 10.0 + i, "dur": 1.0})
-        events.append({"ph": "X", "cat": f"zebrafink_cat_{i}", "name": "aten::add", "pid": 7, "tid": 1,
-                       "ts": 40.0 + i, "dur": 1.0,
-                       "args": {"detail": canary, f"zebrafink_key_{cls}": 1,
-                                "nested": {"deeper": {"value": canary}, "list": [canary, "x"]},
-                                "hosts": ["zebrafinkhost-a", "zebrafinkhost-b"], "user": ["zebrafinkops"],
-                                "kernel": canary}})
-    doc = {"traceEvents": events, "zebrafink_top": {"owner": CANARIES["email_upper"]},
-           "distributedInfo": {"backend": CANARIES["prefix_nccl"], "rank": 0},
-           "deviceProperties": [{"id": 0, "name": "zebrafink custom accelerator"}],
-           "INFO": [f"launched from {CANARIES['posix_path_spaces']} by {CANARIES['user_flag']}"]}
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": canary, "pid": 7, "tid": 1, "ts": 10.0 + i, "dur": 1.0}
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": f"zebrafink_cat_{i}",
+                "name": "aten::add",
+                "pid": 7,
+                "tid": 1,
+                "ts": 40.0 + i,
+                "dur": 1.0,
+                "args": {
+                    "detail": canary,
+                    f"zebrafink_key_{cls}": 1,
+                    "nested": {"deeper": {"value": canary}, "list": [canary, "x"]},
+                    "hosts": ["zebrafinkhost-a", "zebrafinkhost-b"],
+                    "user": ["zebrafinkops"],
+                    "kernel": canary,
+                },
+            }
+        )
+    doc = {
+        "traceEvents": events,
+        "zebrafink_top": {"owner": CANARIES["email_upper"]},
+        "distributedInfo": {"backend": CANARIES["prefix_nccl"], "rank": 0},
+        "deviceProperties": [{"id": 0, "name": "zebrafink custom accelerator"}],
+        "INFO": [f"launched from {CANARIES['posix_path_spaces']} by {CANARIES['user_flag']}"],
+    }
     data = json.dumps(doc, indent=1).encode()
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
@@ -113,7 +142,9 @@ def test_trace_canaries_gone_everywhere(tmp_path, gz):
     planted = (gzip.decompress(src.read_bytes()) if gz else src.read_bytes()).decode()
     assert len(_leftovers(planted)) > 100  # the planted material is really there
     out = tmp_path / ("r.json.gz" if gz else "r.json")
-    result = CliRunner().invoke(main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()})
+    result = CliRunner().invoke(
+        main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()}
+    )
     assert result.exit_code == 0, result.output
     raw = out.read_bytes()
     text = (gzip.decompress(raw) if gz else raw).decode()
@@ -136,8 +167,10 @@ def test_trace_scan_catches_any_one_canary_copied_back(tmp_path):
         result = scan(corrupt, against=src)
         assert not result.passed, cls
         index = 5 + 2 * list(CANARIES).index(cls) + 1
-        assert {"kind": result.locations[0]["kind"], "where": f"traceEvents[{index}].args.kernel"} \
-            in result.locations, (cls, result.locations)
+        assert {
+            "kind": result.locations[0]["kind"],
+            "where": f"traceEvents[{index}].args.kernel",
+        } in result.locations, (cls, result.locations)
         assert _leftovers(json.dumps(result.to_dict())) == []
 
 
@@ -155,17 +188,29 @@ def test_trace_scan_failure_message_names_path_not_value(tmp_path):
 
 # -- text summary ---------------------------------------------------------------------------------
 def _summary(path: Path) -> Path:
-    lines = ["Target:", "  Number of IPUs:                                     1",
-             "  Tiles per IPU:                                  1,472"]
+    lines = [
+        "Target:",
+        "  Number of IPUs:                                     1",
+        "  Tiles per IPU:                                  1,472",
+    ]
     for cls, canary in CANARIES.items():
         lines.append(f"  Note {cls}:        {canary}")
         lines.append(f"  {canary}:        12 B")
-    lines += ["", "Memory Usage:", "  Total:", "    Including Gaps:                       518,974,905 B",
-              "      Vertex Data (62,326,278 B):", "        By Type:",
-              "          ZebrafinkCodelet<float>                              12,326,278 B",
-              "          poplin::ConvPartial1x1Out<half,float,true,false>     30,000,000 B",
-              "", "Execution:", "  OnTileExecute: ZebrafinkNet/layer_3/MatMul",
-              f"  DoExchange: {CANARIES['identifier']}/ExchangePre", ""]
+    lines += [
+        "",
+        "Memory Usage:",
+        "  Total:",
+        "    Including Gaps:                       518,974,905 B",
+        "      Vertex Data (62,326,278 B):",
+        "        By Type:",
+        "          ZebrafinkCodelet<float>                              12,326,278 B",
+        "          poplin::ConvPartial1x1Out<half,float,true,false>     30,000,000 B",
+        "",
+        "Execution:",
+        "  OnTileExecute: ZebrafinkNet/layer_3/MatMul",
+        f"  DoExchange: {CANARIES['identifier']}/ExchangePre",
+        "",
+    ]
     path.write_text("\n".join(lines))
     return path
 
@@ -174,7 +219,9 @@ def test_text_summary_canaries_gone(tmp_path):
     src = _summary(tmp_path / "summary.txt")
     assert len(_leftovers(src.read_text())) > 30
     out = tmp_path / "red.txt"
-    result = CliRunner().invoke(main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()})
+    result = CliRunner().invoke(
+        main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()}
+    )
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert _leftovers(text) == []
@@ -188,8 +235,15 @@ def test_text_summary_canaries_gone(tmp_path):
 
 # -- bundle ---------------------------------------------------------------------------------------
 def _bundle(path: Path) -> Path:
-    base = make_profile(num_steps=120, num_programs=20, num_liveness_steps=30, num_variables=12, sensitive=True,
-                        seed=5, name="zebrafink_run")
+    base = make_profile(
+        num_steps=120,
+        num_programs=20,
+        num_liveness_steps=30,
+        num_variables=12,
+        sensitive=True,
+        seed=5,
+        name="zebrafink_run",
+    )
     tables = {}
     canaries = list(CANARIES.values())
     n = 0
@@ -216,13 +270,21 @@ def _bundle(path: Path) -> Path:
     profile = Profile(base.name, tables, source=base.source)
     meta = dict(base.meta)
     meta["zebrafink_meta_key"] = "value"
-    meta["app"] = json.dumps({"hosts": [CANARIES["host_plain"], CANARIES["host_dotted"]],
-                              "zebrafink_nested_key": {"path": CANARIES["windows_path_spaces"]},
-                              "cmd": CANARIES["url_encoded_path"], "user": ["zebrafinkops"]})
-    meta["source_files"] = json.dumps([{"name": "zebrafink_profile.pop", "size_bytes": 10, "sha256": "ab" * 32}])
+    meta["app"] = json.dumps(
+        {
+            "hosts": [CANARIES["host_plain"], CANARIES["host_dotted"]],
+            "zebrafink_nested_key": {"path": CANARIES["windows_path_spaces"]},
+            "cmd": CANARIES["url_encoded_path"],
+            "user": ["zebrafinkops"],
+        }
+    )
+    meta["source_files"] = json.dumps(
+        [{"name": "zebrafink_profile.pop", "size_bytes": 10, "sha256": "ab" * 32}]
+    )
     profile.update_metadata(meta)
-    bundle_io.write(profile, path, sources=[{"name": "zebrafink_profile.pop", "size_bytes": 10,
-                                             "sha256": "ab" * 32}])
+    bundle_io.write(
+        profile, path, sources=[{"name": "zebrafink_profile.pop", "size_bytes": 10, "sha256": "ab" * 32}]
+    )
     return path
 
 
@@ -244,7 +306,9 @@ def test_bundle_canaries_gone_from_every_column_and_the_manifest(tmp_path):
     src = _bundle(tmp_path / "zb.popprof")
     assert len(_leftovers(_bundle_text(src))) > 20  # the planted material is really there
     out = tmp_path / "red.popprof"
-    result = CliRunner().invoke(main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()})
+    result = CliRunner().invoke(
+        main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()}
+    )
     assert result.exit_code == 0, result.output
     assert _leftovers(_bundle_text(out)) == []
     assert scan(out, against=src).passed
@@ -269,10 +333,27 @@ def test_bundle_scan_names_table_column_and_row(tmp_path):
 def test_json_nested_100000_levels_in_a_string_is_text(tmp_path):
     deep = "[" * 100_000 + '"zebrafink_deep"' + "]" * 100_000
     src = tmp_path / "deep.json"
-    src.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1,
-                                                "dur": 1, "args": {"blob": deep, "blob2": "{" + deep}}]}))
+    src.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "name": "aten::add",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1,
+                        "dur": 1,
+                        "args": {"blob": deep, "blob2": "{" + deep},
+                    }
+                ]
+            }
+        )
+    )
     out = tmp_path / "deep.red.json"
-    result = CliRunner().invoke(main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()})
+    result = CliRunner().invoke(
+        main, ["redact", str(src), "-o", str(out)], env={"POPPROF_REDACT_KEY": KEY.decode()}
+    )
     assert result.exit_code in (0, 2), result.output
     assert "Traceback" not in result.output and "RecursionError" not in result.output
     if result.exit_code == 0:
@@ -284,8 +365,11 @@ def test_redact_refusal_names_json_paths_not_values(tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text("[redact.scrub]\nemails = false\n")
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(main, ["redact", str(src), "-o", str(out), "--policy", str(policy)],
-                                env={"POPPROF_REDACT_KEY": KEY.decode()})
+    result = CliRunner().invoke(
+        main,
+        ["redact", str(src), "-o", str(out), "--policy", str(policy)],
+        env={"POPPROF_REDACT_KEY": KEY.decode()},
+    )
     assert result.exit_code == 1 and not out.exists()
     assert "email" in result.output and "zebrafink_top.owner" not in result.output
     assert re.search(r"email at (traceEvents\[\d+\]\.args\.\S+|<key>\.owner)", result.output), result.output

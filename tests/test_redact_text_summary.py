@@ -31,7 +31,9 @@ def test_canaries_gone_numbers_and_public_names_kept(tmp_path):
     assert "canary" not in text.lower()
     assert "poplin::ConvPartial1x1Out<half,float,true,false>" in text
     assert "popops::ScaledAddSupervisor<half,half,half,true>" in text
-    assert "OnTileExecute: prog_" in text and "Maximum (Including Gaps): 608,942 (594.7 K) on tile 289" in text
+    assert (
+        "OnTileExecute: prog_" in text and "Maximum (Including Gaps): 608,942 (594.7 K) on tile 289" in text
+    )
     assert "vtx_" in text and "Clock Speed (approx):" in text
     assert {"vtx", "prog", "host", "user", "path"} <= set(report.replaced)
     a, b = popprof.open(src), popprof.open(out)

@@ -102,8 +102,9 @@ def test_svg_report_is_self_contained(profile):
 
 
 def test_report_without_plots_or_rules(profile):
-    text = htmlreport.render([profile, synth.make_profile(name="second", execution=False, debug=False)],
-                             plots=False)
+    text = htmlreport.render(
+        [profile, synth.make_profile(name="second", execution=False, debug=False)], plots=False
+    )
     doc = parse(text)
     assert not doc.images
     assert doc.tags.count("section") == 2

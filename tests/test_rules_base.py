@@ -19,9 +19,19 @@ def synth():
 
 
 def test_every_rule_is_fully_described():
-    assert {"memory.tile-oom", "memory.headroom", "memory.tile-imbalance", "memory.liveness-peak",
-            "memory.gaps", "exchange.phases", "exchange.share", "host.stream-copy", "host.device-gaps",
-            "host.long-events", "distributed.stragglers"} <= set(RULES)
+    assert {
+        "memory.tile-oom",
+        "memory.headroom",
+        "memory.tile-imbalance",
+        "memory.liveness-peak",
+        "memory.gaps",
+        "exchange.phases",
+        "exchange.share",
+        "host.stream-copy",
+        "host.device-gaps",
+        "host.long-events",
+        "distributed.stragglers",
+    } <= set(RULES)
     for r in RULES.values():
         assert r.description and r.advice and r.needs, r.id
         assert r.id.split(".")[0] in {"memory", "exchange", "host", "distributed"}
@@ -29,8 +39,13 @@ def test_every_rule_is_fully_described():
 
 
 def test_trace_rules_declare_gpu_advice_and_findings_get_the_platforms_text():
-    for rule_id in ("host.device-gaps", "host.long-events", "exchange.phases", "exchange.share",
-                    "distributed.stragglers"):
+    for rule_id in (
+        "host.device-gaps",
+        "host.long-events",
+        "exchange.phases",
+        "exchange.share",
+        "distributed.stragglers",
+    ):
         texts = RULES[rule_id].advice_by_platform
         assert texts["gpu"] and texts["ipu"] and texts["gpu"] != texts["ipu"], rule_id
     assert "tile" not in RULES["exchange.phases"].advice_for("gpu")
@@ -57,7 +72,9 @@ def test_parameter_parsing_and_coercion():
         parse_set(["memory.headroom.warning"])
     resolved = resolve_params({"memory.headroom.warning": "80%", "exchange.phases.window": "250"})
     assert resolved["memory.headroom"] == {"warning": 0.8, "error": 0.95}
-    assert resolved["exchange.phases"]["window"] == 250 and isinstance(resolved["exchange.phases"]["window"], int)
+    assert resolved["exchange.phases"]["window"] == 250 and isinstance(
+        resolved["exchange.phases"]["window"], int
+    )
     nested = resolve_params({"memory.headroom": {"error": 0.9}, "memory": {"gaps": {"warning": 0.2}}})
     assert nested["memory.headroom"]["error"] == 0.9 and nested["memory.gaps"]["warning"] == 0.2
     with pytest.raises(UsageError, match="no parameter 'warn'"):
@@ -118,8 +135,14 @@ def test_findings_carry_evidence_frames(synth):
 
 
 def test_config_rules_section_enables_disables_and_sets_params(synth):
-    config = {"rules": {"enable": ["memory.*"], "disable": ["memory.gaps"], "fail_on": "warning",
-                        "memory": {"headroom": {"warning": 0.5}}}}
+    config = {
+        "rules": {
+            "enable": ["memory.*"],
+            "disable": ["memory.gaps"],
+            "fail_on": "warning",
+            "memory": {"headroom": {"warning": 0.5}},
+        }
+    }
     found = check(synth, config=config)
     assert "memory.gaps" not in found.evaluated and "exchange.phases" not in found.evaluated
     assert "memory.headroom" in found.evaluated
@@ -131,19 +154,28 @@ def test_config_rules_section_enables_disables_and_sets_params(synth):
     # a single pattern may be written as a string; a [rules] that is not a table is a usage error
     one = check(synth, config={"rules": {"enable": "memory", "disable": "memory.gaps"}})
     assert set(one.evaluated) | {r for r, _ in one.not_evaluated} == {
-        r for r in RULES if r.startswith("memory.") and r != "memory.gaps"}
+        r for r in RULES if r.startswith("memory.") and r != "memory.gaps"
+    }
     with pytest.raises(UsageError, match="must be a table"):
         check(synth, config={"rules": "memory"})
 
 
 def test_adding_a_rule_is_one_function():
-    @rule("demo.steps-count", "flags profiles with more than N steps", needs=["steps"], params={"limit": 10},
-          advice="fewer steps")
+    @rule(
+        "demo.steps-count",
+        "flags profiles with more than N steps",
+        needs=["steps"],
+        params={"limit": 10},
+        advice="fewer steps",
+    )
     def steps_count(profile: Profile, params: dict):
         n = profile.steps["step"].nunique()
         if n > params["limit"]:
-            return [RULES["demo.steps-count"].finding("warning", "Many steps", f"{n} steps", value=n,
-                                                      threshold=params["limit"])]
+            return [
+                RULES["demo.steps-count"].finding(
+                    "warning", "Many steps", f"{n} steps", value=n, threshold=params["limit"]
+                )
+            ]
         return []
 
     try:

@@ -19,12 +19,29 @@ def bundles(tmp_path_factory):
     root = tmp_path_factory.mktemp("bundles")
     paths = {}
     oom = make_profile(name="oom", num_steps=600, num_liveness_steps=60, oom_tiles=2, seed=1)
-    roomy = make_profile(name="roomy", num_steps=600, num_liveness_steps=60, median_fill=0.4, hot_tiles=0,
-                         gap_share=0.03, exchange_heavy=None, seed=2, execution=False)
-    events = pd.DataFrame({"event_id": [0, 1, 2, 3], "pid": [0, 0, 1, 1], "tid": [7, 7, 1, 1],
-                           "depth": [0, 0, 0, 0], "name": ["gemm", "gemm", "optimizer.step", "log"],
-                           "device_category": ["compute", "compute", None, None],
-                           "start_us": [0.0, 30_000.0, 1_000.0, 29_000.0], "dur_us": [1_000.0, 1_000.0, 28_000.0, 500.0]})
+    roomy = make_profile(
+        name="roomy",
+        num_steps=600,
+        num_liveness_steps=60,
+        median_fill=0.4,
+        hot_tiles=0,
+        gap_share=0.03,
+        exchange_heavy=None,
+        seed=2,
+        execution=False,
+    )
+    events = pd.DataFrame(
+        {
+            "event_id": [0, 1, 2, 3],
+            "pid": [0, 0, 1, 1],
+            "tid": [7, 7, 1, 1],
+            "depth": [0, 0, 0, 0],
+            "name": ["gemm", "gemm", "optimizer.step", "log"],
+            "device_category": ["compute", "compute", None, None],
+            "start_us": [0.0, 30_000.0, 1_000.0, 29_000.0],
+            "dur_us": [1_000.0, 1_000.0, 28_000.0, 500.0],
+        }
+    )
     trace = Profile("trace", {"events": events})
     for name, profile in (("oom", oom), ("roomy", roomy), ("trace", trace)):
         paths[name] = str(root / f"{name}.popprof")
@@ -50,14 +67,17 @@ def test_exit_codes(bundles, capsys):
     assert code == 1  # the liveness peak is an info finding
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--rule", "memory.nope"], "unknown rule 'memory.nope'"),
-    (["--skip", "zzz"], "unknown rule 'zzz'"),
-    (["--set", "memory.headroom.warning"], "RULE.PARAM=VALUE"),
-    (["--set", "memory.headroom.warn=1"], "no parameter 'warn'"),
-    (["--set", "memory.headroom.warning=lots"], "expected float"),
-    (["--config", "/nonexistent/popprof.toml"], "config file not found"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--rule", "memory.nope"], "unknown rule 'memory.nope'"),
+        (["--skip", "zzz"], "unknown rule 'zzz'"),
+        (["--set", "memory.headroom.warning"], "RULE.PARAM=VALUE"),
+        (["--set", "memory.headroom.warn=1"], "no parameter 'warn'"),
+        (["--set", "memory.headroom.warning=lots"], "expected float"),
+        (["--config", "/nonexistent/popprof.toml"], "config file not found"),
+    ],
+)
 def test_usage_errors_exit_2_with_one_line(bundles, capsys, argv, message):
     code, out, err = run(capsys, "check", bundles["oom"], *argv)
     assert code == 2 and out == ""
@@ -73,8 +93,19 @@ def test_rule_selection_and_set(bundles, capsys):
     code, out, _ = run(capsys, "check", bundles["oom"], "--rule", "memory.gaps", "--format", "json")
     data = json.loads(out)
     assert code == 0 and data["profiles"][0]["passed"] == ["memory.gaps"]
-    code, out, _ = run(capsys, "check", bundles["roomy"], "--rule", "memory.headroom", "--format", "json",
-                       "--set", "memory.headroom.warning=1%", "--fail-on", "warning")
+    code, out, _ = run(
+        capsys,
+        "check",
+        bundles["roomy"],
+        "--rule",
+        "memory.headroom",
+        "--format",
+        "json",
+        "--set",
+        "memory.headroom.warning=1%",
+        "--fail-on",
+        "warning",
+    )
     assert code == 1
     finding = json.loads(out)["profiles"][0]["findings"][0]
     assert finding["rule_id"] == "memory.headroom" and finding["threshold"] == 0.01
@@ -105,8 +136,11 @@ def test_junit_is_valid_xml_with_one_testcase_per_rule(bundles, capsys):
     assert len(names) == len(set(names)) == int(suite.get("tests"))
     failed = {c.get("name") for c in cases if c.find("failure") is not None}
     skipped = {c.get("name") for c in cases if c.find("skipped") is not None}
-    assert "memory.tile-oom" in failed and skipped == {"host.device-gaps", "host.long-events",
-                                                     "distributed.stragglers"}
+    assert "memory.tile-oom" in failed and skipped == {
+        "host.device-gaps",
+        "host.long-events",
+        "distributed.stragglers",
+    }
     assert int(suite.get("failures")) == len(failed) and int(suite.get("skipped")) == 3
     code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit", "--fail-on", "warning")
     more = {c.get("name") for c in ET.fromstring(out).iter("testcase") if c.find("failure") is not None}
@@ -143,7 +177,8 @@ def test_config_file_is_found_and_applied(bundles, capsys, tmp_path, monkeypatch
     (project / "sub").mkdir(parents=True)
     (project / "pyproject.toml").write_text(
         '[project]\nname = "x"\n\n[tool.popprof.rules]\nenable = ["memory.*"]\nfail_on = "warning"\n'
-        '"memory.headroom.warning" = 0.01\n')
+        '"memory.headroom.warning" = 0.01\n'
+    )
     monkeypatch.chdir(project / "sub")
     code, out, _ = run(capsys, "check", bundles["roomy"], "--format", "json")
     data = json.loads(out)
@@ -153,8 +188,9 @@ def test_config_file_is_found_and_applied(bundles, capsys, tmp_path, monkeypatch
     # --config overrides discovery; the explicit --fail-on overrides the config
     other = tmp_path / "strict.toml"
     other.write_text('[rules]\ndisable = ["memory.headroom"]\n')
-    code, out, _ = run(capsys, "check", bundles["roomy"], "--format", "json", "--config", str(other),
-                       "--fail-on", "error")
+    code, out, _ = run(
+        capsys, "check", bundles["roomy"], "--format", "json", "--config", str(other), "--fail-on", "error"
+    )
     assert code == 0
     assert "memory.headroom" not in {f["rule_id"] for f in json.loads(out)["profiles"][0]["findings"]}
 
@@ -183,10 +219,14 @@ def test_rules_listing(capsys):
 
 
 def test_run_directory_gives_one_result_per_engine(pva_double, fixtures_dir, capsys):
-    code, out, _ = run(capsys, "check", str(fixtures_dir / "run_dir"), "--format", "json", "--rule", "memory.*")
+    code, out, _ = run(
+        capsys, "check", str(fixtures_dir / "run_dir"), "--format", "json", "--rule", "memory.*"
+    )
     names = sorted(p["profile"] for p in json.loads(out)["profiles"])
     assert names == ["inference", "training"]
-    code, out, _ = run(capsys, "check", str(fixtures_dir / "run_dir"), "--engine", "training", "--format", "json")
+    code, out, _ = run(
+        capsys, "check", str(fixtures_dir / "run_dir"), "--engine", "training", "--format", "json"
+    )
     assert [p["profile"] for p in json.loads(out)["profiles"]] == ["training"]
 
 
@@ -194,8 +234,18 @@ def test_rich_table_escapes_markup_in_messages():
     from popprof.rules import Finding, Findings
     from popprof.rules.render import render_text
 
-    found = Findings([Finding("memory.headroom", "error", "t", "vertex poplin::Conv[bold]x[/bold] is full",
-                              where={"programs": ["[red]p[/red]"]})], profile_name="p")
+    found = Findings(
+        [
+            Finding(
+                "memory.headroom",
+                "error",
+                "t",
+                "vertex poplin::Conv[bold]x[/bold] is full",
+                where={"programs": ["[red]p[/red]"]},
+            )
+        ],
+        profile_name="p",
+    )
     text = render_text([found], rich=True, width=200)
     assert "[bold]x[/bold]" in text and "[red]p[/red]" in text
     assert "\x1b[" in text  # coloured for a terminal
@@ -226,10 +276,20 @@ def test_junit_splits_findings_of_one_rule_around_fail_on():
     from popprof.rules.base import Finding, Findings
     from popprof.rules.render import render_junit
 
-    error = Finding("exchange.phases", "error", "Exchange-heavy phase", "same text",
-                    evidence=pd.DataFrame({"share": [0.6]}))
-    warning = Finding("exchange.phases", "warning", "Exchange-heavy phase", "same text",
-                      evidence=pd.DataFrame({"share": [0.35]}))
+    error = Finding(
+        "exchange.phases",
+        "error",
+        "Exchange-heavy phase",
+        "same text",
+        evidence=pd.DataFrame({"share": [0.6]}),
+    )
+    warning = Finding(
+        "exchange.phases",
+        "warning",
+        "Exchange-heavy phase",
+        "same text",
+        evidence=pd.DataFrame({"share": [0.35]}),
+    )
     results = Findings([error, warning], evaluated=["exchange.phases"], profile_name="p")
     root = ET.fromstring(render_junit([results], "error"))
     (case,) = root.iter("testcase")

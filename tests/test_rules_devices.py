@@ -22,14 +22,38 @@ def gpu_trace(device_rows: list[tuple], host_rows: list[tuple] = ()) -> Profile:
     host_rows: (rank, name, category or None, start, dur[, bookkeeping]) on one host thread per rank."""
     rows = []
     for rank, device, name, category, start, dur in device_rows:
-        rows.append({"pid": 100 + (rank or 0), "tid": 7, "name": name, "channel": "kernel", "device_category": category,
-                     "start_us": start, "dur_us": dur, "rank": rank, "device": device, "stream": 7,
-                     "bookkeeping": False})
+        rows.append(
+            {
+                "pid": 100 + (rank or 0),
+                "tid": 7,
+                "name": name,
+                "channel": "kernel",
+                "device_category": category,
+                "start_us": start,
+                "dur_us": dur,
+                "rank": rank,
+                "device": device,
+                "stream": 7,
+                "bookkeeping": False,
+            }
+        )
     for row in host_rows:
         rank, name, category, start, dur = row[:5]
-        rows.append({"pid": 10 + (rank or 0), "tid": 1, "name": name, "channel": "cpu_op", "device_category": category,
-                     "start_us": start, "dur_us": dur, "rank": rank, "device": None, "stream": None,
-                     "bookkeeping": row[5] if len(row) > 5 else False})
+        rows.append(
+            {
+                "pid": 10 + (rank or 0),
+                "tid": 1,
+                "name": name,
+                "channel": "cpu_op",
+                "device_category": category,
+                "start_us": start,
+                "dur_us": dur,
+                "rank": rank,
+                "device": None,
+                "stream": None,
+                "bookkeeping": row[5] if len(row) > 5 else False,
+            }
+        )
     frame = pd.DataFrame(rows).sort_values(["pid", "tid", "start_us"]).reset_index(drop=True)
     frame.insert(0, "event_id", np.arange(len(frame)))
     frame["depth"] = 0
@@ -39,24 +63,37 @@ def gpu_trace(device_rows: list[tuple], host_rows: list[tuple] = ()) -> Profile:
 
 def test_each_device_is_checked_and_named_in_one_finding():
     # rank 0's GPU idles 40 % (one 400 us gap in 1 ms); rank 1's GPU is busy throughout
-    device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 700.0, 300.0),
-              (1, "gpu:1", "gemm", "compute", 0.0, 1000.0)]
+    device = [
+        (0, "gpu:0", "gemm", "compute", 0.0, 300.0),
+        (0, "gpu:0", "gemm", "compute", 700.0, 300.0),
+        (1, "gpu:1", "gemm", "compute", 0.0, 1000.0),
+    ]
     host = [(0, "DataLoader.__next__", None, 300.0, 400.0)]
-    found = check(gpu_trace(device, host), rules=["host.device-gaps"],
-                  params={"host.device-gaps.min_gap_us": 100.0})
+    found = check(
+        gpu_trace(device, host), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 100.0}
+    )
     (f,) = found.items
-    assert f.message.startswith("1 of 2 devices idle >= 10 %") and "rank 0 gpu:0: idle 400 us = 40.0 %" in f.message
+    assert (
+        f.message.startswith("1 of 2 devices idle >= 10 %")
+        and "rank 0 gpu:0: idle 400 us = 40.0 %" in f.message
+    )
     assert f.where["devices"] == ["rank 0 gpu:0"] and f.severity == "error" and f.value == pytest.approx(0.4)
     assert "'DataLoader.__next__' (400 us)" in f.message
     assert set(f.evidence["rank"]) == {0} and set(f.evidence["device"]) == {"gpu:0"}
     # merged into one device, rank 1's kernel would have hidden the gap
     merged = gpu_trace([(None, None, n, c, s, d) for _, _, n, c, s, d in device], host)
-    assert check(merged, rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 100.0}).items == []
+    assert (
+        check(merged, rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 100.0}).items == []
+    )
 
 
 def test_several_devices_in_one_finding_with_the_worst_deciding_the_severity():
-    device = [(0, "gpu:0", "k", "compute", 0.0, 450.0), (0, "gpu:0", "k", "compute", 550.0, 450.0),   # 10 %
-              (1, "gpu:1", "k", "compute", 0.0, 300.0), (1, "gpu:1", "k", "compute", 700.0, 300.0)]   # 40 %
+    device = [
+        (0, "gpu:0", "k", "compute", 0.0, 450.0),
+        (0, "gpu:0", "k", "compute", 550.0, 450.0),  # 10 %
+        (1, "gpu:1", "k", "compute", 0.0, 300.0),
+        (1, "gpu:1", "k", "compute", 700.0, 300.0),
+    ]  # 40 %
     (f,) = check(gpu_trace(device), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 50.0})
     assert f.where["devices"] == ["rank 1 gpu:1", "rank 0 gpu:0"]
     assert f.severity == "error" and f.value == pytest.approx(0.4) and f.threshold == 0.30
@@ -66,10 +103,13 @@ def test_several_devices_in_one_finding_with_the_worst_deciding_the_severity():
 
 def test_host_waits_are_host_time_and_named_as_device_bound():
     device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 700.0, 300.0)]
-    host = [(0, "cudaStreamSynchronize", "host_wait", 250.0, 500.0),   # would fill the gap if it were device time
-            (0, "optimizer.step", None, 350.0, 100.0)]
-    (f,) = check(gpu_trace(device, host), rules=["host.device-gaps"],
-                 params={"host.device-gaps.min_gap_us": 100.0}).items
+    host = [
+        (0, "cudaStreamSynchronize", "host_wait", 250.0, 500.0),  # would fill the gap if it were device time
+        (0, "optimizer.step", None, 350.0, 100.0),
+    ]
+    (f,) = check(
+        gpu_trace(device, host), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 100.0}
+    ).items
     assert f.value == pytest.approx(0.4)
     assert "'optimizer.step' (100 us)" in f.message and "'cudaStreamSynchronize'" not in f.message
     assert "blocked in calls waiting for the device for 400 us" in f.message
@@ -89,8 +129,10 @@ def test_bookkeeping_is_never_named():
 
 
 def test_findings_on_a_gpu_trace_carry_gpu_advice_and_ipu_profiles_ipu_advice():
-    device = [(0, "gpu:0", "ncclKernel_AllReduce", "exchange", 0.0, 600.0),
-              (0, "gpu:0", "gemm", "compute", 600.0, 400.0)]
+    device = [
+        (0, "gpu:0", "ncclKernel_AllReduce", "exchange", 0.0, 600.0),
+        (0, "gpu:0", "gemm", "compute", 600.0, 400.0),
+    ]
     (f,) = check(gpu_trace(device), rules=["exchange.share"]).items
     assert f.severity == "error" and f.advice == RULES["exchange.share"].advice_for("gpu")
     assert "bucket" in f.advice and "tile" not in f.advice
@@ -101,8 +143,10 @@ def test_findings_on_a_gpu_trace_carry_gpu_advice_and_ipu_profiles_ipu_advice():
 
 def test_exchange_overlapped_by_compute_on_another_stream_is_not_exposed():
     # 600 us of all-reduce, 500 of them under a compute kernel on another stream: 100 us exposed of 1 ms busy
-    device = [(0, "gpu:0", "ncclKernel_AllReduce", "exchange", 0.0, 600.0),
-              (0, "gpu:0", "gemm", "compute", 100.0, 900.0)]
+    device = [
+        (0, "gpu:0", "ncclKernel_AllReduce", "exchange", 0.0, 600.0),
+        (0, "gpu:0", "gemm", "compute", 100.0, 900.0),
+    ]
     (f,) = check(gpu_trace(device), rules=["exchange.share"]).items
     assert f.value == pytest.approx(0.1) and f.severity == "info"
     assert "not overlapped by other device work take 10.0 % of 1.0 ms device busy time" in f.message
@@ -124,6 +168,7 @@ def test_exchange_phases_of_two_devices_are_one_finding():
 
 
 # -- distributed.stragglers ------------------------------------------------------------------------
+
 
 def ranks_trace(step_us: dict[int, float], idle: dict[int, float] | None = None) -> Profile:
     """Three ProfilerSteps per rank of the given length; each rank's GPU idles the given share of each step."""
@@ -163,10 +208,18 @@ def test_stragglers_need_two_ranks():
 
 # -- real traces --------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def real() -> dict[str, Profile]:
-    return {name: popprof.open(REAL / name) for name in
-            ("nccl_data.json.gz", "amd_mi250_minitoy.json.gz", "cpu_only_rank-34.json.gz", "two_ranks")}
+    return {
+        name: popprof.open(REAL / name)
+        for name in (
+            "nccl_data.json.gz",
+            "amd_mi250_minitoy.json.gz",
+            "cpu_only_rank-34.json.gz",
+            "two_ranks",
+        )
+    }
 
 
 def test_real_traces_one_finding_per_rule_gpu_advice_and_no_bookkeeping(real):
@@ -176,8 +229,13 @@ def test_real_traces_one_finding_per_rule_gpu_advice_and_no_bookkeeping(real):
         assert len(ids) == len(set(ids)), name  # one finding per problem, not one per window
         for f in found:
             assert f.advice == RULES[f.rule_id].advice_for("gpu"), (name, f.rule_id)
-            for hidden in ("PyTorch Profiler", "cudaStreamWaitEvent", "cudaDeviceSynchronize",
-                           "hipDeviceSynchronize", "stream 7"):
+            for hidden in (
+                "PyTorch Profiler",
+                "cudaStreamWaitEvent",
+                "cudaDeviceSynchronize",
+                "hipDeviceSynchronize",
+                "stream 7",
+            ):
                 assert hidden not in f.message, (name, f.rule_id, hidden)
 
 
@@ -189,8 +247,10 @@ def test_real_nccl_trace_figures(real):
     assert gaps.severity == "warning" and gaps.value == pytest.approx(0.227, abs=0.002)
     assert gaps.where["devices"] == ["rank 0 gpu:0"]
     # HTA's idle causes over the device's streams (hta_reference.json: streams 7 and 40)
-    assert "idle causes (HTA, over its streams): the host launching late 99.7 %, launch gaps between kernels " \
-           "0.3 %" in gaps.message
+    assert (
+        "idle causes (HTA, over its streams): the host launching late 99.7 %, launch gaps between kernels "
+        "0.3 %" in gaps.message
+    )
     share = found.by_rule("exchange.share")[0]
     assert share.severity == "info" and share.value == pytest.approx(0.249, abs=0.002)
 
@@ -236,16 +296,26 @@ def test_a_healthy_two_rank_gpu_run_gives_no_finding_with_the_defaults():
             device.append((rank, f"gpu:{rank}", "ncclKernel_AllReduce", "exchange", start + 6_000.0, 2_000.0))
     found = check(gpu_trace(device, host), rules=["host.*", "exchange.*", "distributed.*"])
     assert [(f.rule_id, f.severity) for f in found if f.severity != "info"] == []
-    assert set(found.evaluated) >= {"host.device-gaps", "host.long-events", "exchange.phases",
-                                    "distributed.stragglers"}
+    assert set(found.evaluated) >= {
+        "host.device-gaps",
+        "host.long-events",
+        "exchange.phases",
+        "distributed.stragglers",
+    }
 
 
 def test_real_traces_severities_documented_in_rules_md(real):
     def severities(name: str) -> dict[str, str]:
-        return {f.rule_id: f.severity for f in check(real[name], rules=["host.*", "exchange.*", "distributed.*"])}
+        return {
+            f.rule_id: f.severity for f in check(real[name], rules=["host.*", "exchange.*", "distributed.*"])
+        }
 
-    assert severities("nccl_data.json.gz") == {"host.device-gaps": "warning", "exchange.share": "info",
-                                               "host.long-events": "warning", "exchange.phases": "error"}
+    assert severities("nccl_data.json.gz") == {
+        "host.device-gaps": "warning",
+        "exchange.share": "info",
+        "host.long-events": "warning",
+        "exchange.phases": "error",
+    }
     two = severities("two_ranks")
     assert two["host.device-gaps"] == "error" and two["exchange.share"] == "error"
     assert "distributed.stragglers" not in two
@@ -261,19 +331,62 @@ def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
     for rank in (0, 1, 2):
         for k in range(4):
             start = k * 1_000.0
-            rows.append({"pid": 10 + rank, "tid": 1, "name": f"ProfilerStep#{k}", "channel": "cpu_op",
-                         "device_category": None, "start_us": start, "dur_us": 1_000.0, "rank": rank})
+            rows.append(
+                {
+                    "pid": 10 + rank,
+                    "tid": 1,
+                    "name": f"ProfilerStep#{k}",
+                    "channel": "cpu_op",
+                    "device_category": None,
+                    "start_us": start,
+                    "dur_us": 1_000.0,
+                    "rank": rank,
+                }
+            )
             correlation += 1
-            rows.append({"pid": 10 + rank, "tid": 1, "name": "cudaLaunchKernel", "channel": "cuda_runtime",
-                         "device_category": None, "start_us": start + 100.0, "dur_us": 5.0, "rank": rank,
-                         "correlation": correlation})
+            rows.append(
+                {
+                    "pid": 10 + rank,
+                    "tid": 1,
+                    "name": "cudaLaunchKernel",
+                    "channel": "cuda_runtime",
+                    "device_category": None,
+                    "start_us": start + 100.0,
+                    "dur_us": 5.0,
+                    "rank": rank,
+                    "correlation": correlation,
+                }
+            )
             late = 300.0 if rank == 2 else 0.0
-            rows.append({"pid": 100 + rank, "tid": 7, "name": "ncclKernel_AllReduce", "channel": "kernel",
-                         "device_category": "exchange", "start_us": start + 1_200.0 + late, "dur_us": 200.0,
-                         "rank": rank, "device": f"gpu:{rank}", "stream": 7, "correlation": correlation})
-            rows.append({"pid": 100 + rank, "tid": 7, "name": "gemm", "channel": "kernel",
-                         "device_category": "compute", "start_us": start + 1_000.0, "dur_us": 150.0,
-                         "rank": rank, "device": f"gpu:{rank}", "stream": 7})
+            rows.append(
+                {
+                    "pid": 100 + rank,
+                    "tid": 7,
+                    "name": "ncclKernel_AllReduce",
+                    "channel": "kernel",
+                    "device_category": "exchange",
+                    "start_us": start + 1_200.0 + late,
+                    "dur_us": 200.0,
+                    "rank": rank,
+                    "device": f"gpu:{rank}",
+                    "stream": 7,
+                    "correlation": correlation,
+                }
+            )
+            rows.append(
+                {
+                    "pid": 100 + rank,
+                    "tid": 7,
+                    "name": "gemm",
+                    "channel": "kernel",
+                    "device_category": "compute",
+                    "start_us": start + 1_000.0,
+                    "dur_us": 150.0,
+                    "rank": rank,
+                    "device": f"gpu:{rank}",
+                    "stream": 7,
+                }
+            )
     frame = pd.DataFrame(rows).sort_values(["pid", "tid", "start_us"]).reset_index(drop=True)
     frame.insert(0, "event_id", np.arange(len(frame)))
     frame["depth"], frame["parent_id"] = 0, None
@@ -283,7 +396,9 @@ def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
     assert f.value == pytest.approx(0.3) and f.threshold == 0.25
     assert "rank 2 last long collective starts +0.30 iteration (error at >= 0.25 iteration)" in f.message
     # against the median of the OTHER ranks: ranks 0 and 1 see (0 + 0.3) / 2 = 0.15 as the others'
-    assert f.evidence.set_index("rank")["late_excess"].to_dict() == pytest.approx({0: -0.15, 1: -0.15, 2: 0.3})
+    assert f.evidence.set_index("rank")["late_excess"].to_dict() == pytest.approx(
+        {0: -0.15, 1: -0.15, 2: 0.3}
+    )
 
 
 def test_real_two_ranks_start_their_collectives_together(real):

@@ -23,4 +23,6 @@ def test_every_rule_has_a_section_with_its_defaults():
         documented = {name: float(value) for name, value in re.findall(r"`(\w+) = ([0-9.]+)`", docs[rule_id])}
         for name, default in r.params.items():
             assert name in documented, f"{rule_id}: parameter {name} not documented"
-            assert documented[name] == float(default), f"{rule_id}.{name}: docs {documented[name]} != {default}"
+            assert documented[name] == float(default), (
+                f"{rule_id}.{name}: docs {documented[name]} != {default}"
+            )

@@ -9,8 +9,13 @@ from popprof.profile import Profile
 from popprof.rules import check
 from popprof.synth import make_profile
 
-TYPE_OF = {"compute": "OnTileExecute", "exchange": "DoExchange", "global_exchange": "GlobalExchange",
-           "sync": "Sync", "host_io": "StreamCopyMid"}
+TYPE_OF = {
+    "compute": "OnTileExecute",
+    "exchange": "DoExchange",
+    "global_exchange": "GlobalExchange",
+    "sync": "Sync",
+    "host_io": "StreamCopyMid",
+}
 
 
 def steps_profile(rows: list[tuple[str, int]], ipus: int = 1, clock: float = 1e9) -> Profile:
@@ -18,8 +23,17 @@ def steps_profile(rows: list[tuple[str, int]], ipus: int = 1, clock: float = 1e9
     data = []
     for step, (category, cycles) in enumerate(rows):
         for ipu in range(ipus):
-            data.append({"run": 0, "step": step, "ipu": ipu, "program": f"{category}/prog_{step % 3}",
-                         "program_type": TYPE_OF[category], "category": category, "cycles": cycles})
+            data.append(
+                {
+                    "run": 0,
+                    "step": step,
+                    "ipu": ipu,
+                    "program": f"{category}/prog_{step % 3}",
+                    "program_type": TYPE_OF[category],
+                    "category": category,
+                    "cycles": cycles,
+                }
+            )
     target = pd.DataFrame({"num_ipus": [ipus], "clock_hz": [clock]})
     return Profile("steps", {"steps": pd.DataFrame(data), "target": target})
 
@@ -53,13 +67,17 @@ def test_window_just_below_moderate_is_not_flagged():
 
 
 def test_adjacent_windows_merge_into_phases_listed_in_one_finding():
-    rows = window(0) + window(5) + window(3, category="sync") + window(0) + window(6, category="global_exchange")
+    rows = (
+        window(0) + window(5) + window(3, category="sync") + window(0) + window(6, category="global_exchange")
+    )
     found = phases(steps_profile(rows))
     (f,) = found.items  # one finding for the problem, listing its phases
     assert f.where["phases"] == [(10, 29), (40, 49)]
     # phase shares: (500 + 300) / 2000 = 40 % and 60 %; the severity comes from the worst figure shown (60 %)
     assert f.severity == "error" and f.value == pytest.approx(0.60) and f.where["steps"] == (40, 49)
-    assert "steps 10-29 (2 window(s)): 40.0 %" in f.message and "steps 40-49 (1 window(s)): 60.0 %" in f.message
+    assert (
+        "steps 10-29 (2 window(s)): 40.0 %" in f.message and "steps 40-49 (1 window(s)): 60.0 %" in f.message
+    )
     assert "worst 60.0 % (error at >= 50 %)" in f.message
     assert f.where["programs"][0].startswith(("exchange/", "sync/"))
     windows = f.evidence
@@ -81,8 +99,9 @@ def test_window_parameter_changes_the_resolution():
 
 
 def test_synthetic_exchange_heavy_phase_is_located():
-    profile = make_profile(num_steps=4000, num_liveness_steps=50, exchange_heavy=(0.5, 0.6), seed=1,
-                           num_ipus=2)
+    profile = make_profile(
+        num_steps=4000, num_liveness_steps=50, exchange_heavy=(0.5, 0.6), seed=1, num_ipus=2
+    )
     found = phases(profile, window=100)
     errors = [f for f in found if f.severity == "error"]
     assert errors, found.items
@@ -128,12 +147,17 @@ def test_no_execution_profile_means_not_evaluated():
 
 # -- traces ----------------------------------------------------------------
 
+
 def trace_profile(device: list[tuple[str, str, float, float]], host: list[tuple] = ()) -> Profile:
     """Device events (name, category, start, dur) on pid 0; host events (name, start, dur) on pid 1."""
-    rows = [{"pid": 0, "tid": 7, "depth": 0, "name": n, "device_category": c, "start_us": s, "dur_us": d}
-            for n, c, s, d in device]
-    rows += [{"pid": 1, "tid": 1, "depth": 0, "name": n, "device_category": None, "start_us": s, "dur_us": d}
-             for n, s, d in host]
+    rows = [
+        {"pid": 0, "tid": 7, "depth": 0, "name": n, "device_category": c, "start_us": s, "dur_us": d}
+        for n, c, s, d in device
+    ]
+    rows += [
+        {"pid": 1, "tid": 1, "depth": 0, "name": n, "device_category": None, "start_us": s, "dur_us": d}
+        for n, s, d in host
+    ]
     frame = pd.DataFrame(rows)
     frame.insert(0, "event_id", range(len(frame)))
     return Profile("trace", {"events": frame})
@@ -171,8 +195,11 @@ def test_steps_without_cycles_are_not_evaluated_rather_than_passed():
     steps = profile.steps.copy()
     steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
     profile.set_table("steps", steps)
-    found = check(profile, rules=["exchange.phases", "exchange.share", "host.stream-copy"],
-                  params={"exchange.phases.window": 10})
+    found = check(
+        profile,
+        rules=["exchange.phases", "exchange.share", "host.stream-copy"],
+        params={"exchange.phases.window": 10},
+    )
     reasons = dict(found.not_evaluated)
     assert set(reasons) == {"exchange.phases", "exchange.share", "host.stream-copy"}
     assert all("cycles" in why for why in reasons.values()) and found.evaluated == []
@@ -186,8 +213,9 @@ def test_trace_is_used_when_the_steps_have_no_cycles():
     steps = blind.steps.copy()
     steps["cycles"] = pd.array([pd.NA] * len(steps), dtype="Int64")
     profile.set_table("steps", steps)
-    found = check(profile, rules=["exchange.phases", "exchange.share"],
-                  params={"exchange.phases.window_us": 50.0})
+    found = check(
+        profile, rules=["exchange.phases", "exchange.share"], params={"exchange.phases.window_us": 50.0}
+    )
     assert found.not_evaluated == [] and set(found.evaluated) == {"exchange.phases", "exchange.share"}
     (share,) = found.by_rule("exchange.share")
     assert share.value == pytest.approx(0.30) and "device busy time in the trace" in share.message
@@ -197,7 +225,9 @@ def test_trace_is_used_when_the_steps_have_no_cycles():
 
 def test_max_phases_below_one_is_not_evaluated():
     found = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=0)
-    assert found.items == [] and "max_phases must be at least 1" in dict(found.not_evaluated)["exchange.phases"]
+    assert (
+        found.items == [] and "max_phases must be at least 1" in dict(found.not_evaluated)["exchange.phases"]
+    )
     one = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=1)
     assert len(one) == 1 and "1 smaller phase(s) not listed" in one.items[0].message
     assert one.items[0].where["phases"] == [(20, 29)]  # the phase with the most exchange cycles

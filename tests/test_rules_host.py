@@ -11,11 +11,17 @@ from popprof.synth import make_profile
 
 
 def stream_profile(host_io: int, compute: int) -> Profile:
-    steps = pd.DataFrame({"run": 0, "step": [0, 1, 2], "ipu": 0,
-                          "program": ["input/StreamCopy", "layer/MatMul", "output/StreamCopy"],
-                          "program_type": ["StreamCopyMid", "OnTileExecute", "StreamCopyEnd"],
-                          "category": ["host_io", "compute", "host_io"],
-                          "cycles": [host_io - host_io // 4, compute, host_io // 4]})
+    steps = pd.DataFrame(
+        {
+            "run": 0,
+            "step": [0, 1, 2],
+            "ipu": 0,
+            "program": ["input/StreamCopy", "layer/MatMul", "output/StreamCopy"],
+            "program_type": ["StreamCopyMid", "OnTileExecute", "StreamCopyEnd"],
+            "category": ["host_io", "compute", "host_io"],
+            "cycles": [host_io - host_io // 4, compute, host_io // 4],
+        }
+    )
     return Profile("io", {"steps": steps})
 
 
@@ -41,32 +47,63 @@ def test_synthetic_host_stall_phase_raises_stream_copy_share():
 
 # -- traces ----------------------------------------------------------------
 
+
 def trace(device, host, threads=True) -> Profile:
     """device: (name, category, start, dur); host: (event_id, parent, depth, tid, name, start, dur)."""
-    rows = [{"event_id": 100 + i, "pid": 0, "tid": 7, "parent_id": None, "depth": 0, "name": n,
-             "device_category": c, "start_us": s, "dur_us": d} for i, (n, c, s, d) in enumerate(device)]
-    rows += [{"event_id": eid, "pid": 1, "tid": tid, "parent_id": parent, "depth": depth, "name": n,
-              "device_category": None, "start_us": s, "dur_us": d}
-             for eid, parent, depth, tid, n, s, d in host]
+    rows = [
+        {
+            "event_id": 100 + i,
+            "pid": 0,
+            "tid": 7,
+            "parent_id": None,
+            "depth": 0,
+            "name": n,
+            "device_category": c,
+            "start_us": s,
+            "dur_us": d,
+        }
+        for i, (n, c, s, d) in enumerate(device)
+    ]
+    rows += [
+        {
+            "event_id": eid,
+            "pid": 1,
+            "tid": tid,
+            "parent_id": parent,
+            "depth": depth,
+            "name": n,
+            "device_category": None,
+            "start_us": s,
+            "dur_us": d,
+        }
+        for eid, parent, depth, tid, n, s, d in host
+    ]
     tables = {"events": pd.DataFrame(rows)}
     if threads:
-        tables["threads"] = pd.DataFrame({"pid": [1, 1], "tid": [1, 2], "process_name": ["python"] * 2,
-                                          "thread_name": ["MainThread", "loader"]})
+        tables["threads"] = pd.DataFrame(
+            {
+                "pid": [1, 1],
+                "tid": [1, 2],
+                "process_name": ["python"] * 2,
+                "thread_name": ["MainThread", "loader"],
+            }
+        )
     return Profile("trace", tables)
 
 
 DEVICE = [("k0", "compute", 0.0, 100.0), ("k1", "compute", 200.0, 100.0), ("k2", "compute", 1300.0, 100.0)]
 HOST = [
-    (1, None, 0, 1, "train_step", 0.0, 1400.0),           # umbrella: must not be named for the gap
-    (2, 1, 1, 1, "DataLoader.__next__", 300.0, 800.0),    # overlaps the big gap 300-1100 -> 800 us
-    (3, None, 0, 2, "fetch_batch", 250.0, 550.0),          # other thread, overlaps 300-800 -> 500 us
-    (4, None, 0, 2, "before_run", -5000.0, 4000.0),        # before the device starts
+    (1, None, 0, 1, "train_step", 0.0, 1400.0),  # umbrella: must not be named for the gap
+    (2, 1, 1, 1, "DataLoader.__next__", 300.0, 800.0),  # overlaps the big gap 300-1100 -> 800 us
+    (3, None, 0, 2, "fetch_batch", 250.0, 550.0),  # other thread, overlaps 300-800 -> 500 us
+    (4, None, 0, 2, "before_run", -5000.0, 4000.0),  # before the device starts
 ]
 
 
 def gaps(profile: Profile, **params):
-    return check(profile, rules=["host.device-gaps"],
-                 params={f"host.device-gaps.{k}": v for k, v in params.items()})
+    return check(
+        profile, rules=["host.device-gaps"], params={f"host.device-gaps.{k}": v for k, v in params.items()}
+    )
 
 
 def test_device_gap_at_min_length_is_counted_and_attributed():
@@ -120,9 +157,11 @@ def test_nested_device_events_do_not_hide_gaps():
 
 # -- host.long-events ---------------------------------------------------------
 
+
 def long_events(profile: Profile, **params):
-    return check(profile, rules=["host.long-events"],
-                 params={f"host.long-events.{k}": v for k, v in params.items()})
+    return check(
+        profile, rules=["host.long-events"], params={f"host.long-events.{k}": v for k, v in params.items()}
+    )
 
 
 def test_long_host_event_while_device_idles_is_reported_innermost():
@@ -166,8 +205,10 @@ def test_long_events_without_thread_table_name_threads_by_ids():
 
 
 def test_events_with_missing_times_are_ignored():
-    profile = trace(DEVICE + [("bad", "compute", float("nan"), 50.0), ("bad2", "compute", 600.0, float("nan"))],
-                    HOST + [(9, None, 0, 1, "nan_host", float("nan"), 10.0)])
+    profile = trace(
+        DEVICE + [("bad", "compute", float("nan"), 50.0), ("bad2", "compute", 600.0, float("nan"))],
+        HOST + [(9, None, 0, 1, "nan_host", float("nan"), 10.0)],
+    )
     f = gaps(profile, min_gap_us=1000.0).items[0]
     assert f.value == pytest.approx(1000 / 1400)
     assert "nan_host" not in f.message

@@ -65,8 +65,13 @@ def test_window_sums_match_per_window_overlap(width):
     origin = float(start.min())
     count = int(np.ceil((end.max() - origin) / width))
     got = window_sums(start, end, origin, width, count)
-    expected = [sum(max(0.0, min(e, origin + (k + 1) * width) - max(s, origin + k * width))
-                    for s, e in zip(start, end, strict=True)) for k in range(count)]
+    expected = [
+        sum(
+            max(0.0, min(e, origin + (k + 1) * width) - max(s, origin + k * width))
+            for s, e in zip(start, end, strict=True)
+        )
+        for k in range(count)
+    ]
     assert got.dtype == np.float64
     assert got == pytest.approx(expected)
     assert got.sum() == pytest.approx((end - start).sum())

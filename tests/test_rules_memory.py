@@ -14,10 +14,25 @@ CAP = 1_000_000
 
 def tiles_profile(incl: list[int], excl: list[int] | None = None, cap: int = CAP, **tables) -> Profile:
     n = len(incl)
-    tiles = pd.DataFrame({"tile": range(n), "ipu": [0] * n, "tile_in_ipu": range(n), "bytes_incl_gaps": incl,
-                          "bytes_excl_gaps": excl if excl is not None else incl, "capacity_bytes": [cap] * n})
-    target = pd.DataFrame({"num_ipus": [1], "tiles_per_ipu": [n], "num_tiles": [n], "bytes_per_tile": [cap],
-                           "clock_hz": [1.33e9]})
+    tiles = pd.DataFrame(
+        {
+            "tile": range(n),
+            "ipu": [0] * n,
+            "tile_in_ipu": range(n),
+            "bytes_incl_gaps": incl,
+            "bytes_excl_gaps": excl if excl is not None else incl,
+            "capacity_bytes": [cap] * n,
+        }
+    )
+    target = pd.DataFrame(
+        {
+            "num_ipus": [1],
+            "tiles_per_ipu": [n],
+            "num_tiles": [n],
+            "bytes_per_tile": [cap],
+            "clock_hz": [1.33e9],
+        }
+    )
     return Profile("hand", {"tiles": tiles, "target": target, **tables})
 
 
@@ -26,6 +41,7 @@ def run(profile: Profile, rule: str, **params):
 
 
 # -- memory.headroom ----------------------------------------------------------
+
 
 def test_headroom_exactly_at_warning_threshold_is_flagged():
     found = run(tiles_profile([500_000, 850_000, 400_000]), "memory.headroom")
@@ -55,6 +71,7 @@ def test_headroom_params_override():
 
 # -- memory.tile-oom ----------------------------------------------------------
 
+
 def test_tile_exactly_at_capacity_is_not_out_of_memory():
     assert len(run(tiles_profile([CAP, 10]), "memory.tile-oom")) == 0
 
@@ -78,23 +95,41 @@ def test_synthetic_oom_tiles_are_found():
 
 
 def test_synthetic_roomy_profile_has_no_memory_errors():
-    profile = make_profile(num_steps=200, num_liveness_steps=50, median_fill=0.4, hot_tiles=0, oom_tiles=0,
-                           gap_share=0.03)
+    profile = make_profile(
+        num_steps=200, num_liveness_steps=50, median_fill=0.4, hot_tiles=0, oom_tiles=0, gap_share=0.03
+    )
     found = check(profile, rules=["memory.*"])
     assert found.at_least("warning") == []
-    assert set(found.evaluated) == {"memory.tile-oom", "memory.headroom", "memory.tile-imbalance",
-                                    "memory.liveness-peak", "memory.gaps"}
+    assert set(found.evaluated) == {
+        "memory.tile-oom",
+        "memory.headroom",
+        "memory.tile-imbalance",
+        "memory.liveness-peak",
+        "memory.gaps",
+    }
 
 
 # -- text summary: memory_totals only ---------------------------------------------
 
+
 def summary_profile(max_bytes: int, oom: int | None) -> Profile:
-    totals = pd.DataFrame({
-        "tile": [None, None, 1017, 1017], "group": ["total", "total", "maximum", "maximum"],
-        "category": ["including_gaps", "excluding_gaps", "including_gaps", "excluding_gaps"],
-        "bytes": [812_004_112, 700_115_024, max_bytes, max_bytes - 10_112]})
-    target = pd.DataFrame({"source_format": ["text_summary"], "num_ipus": [2], "tiles_per_ipu": [1472],
-                           "num_tiles": [2944], "bytes_per_tile": [638_976]})
+    totals = pd.DataFrame(
+        {
+            "tile": [None, None, 1017, 1017],
+            "group": ["total", "total", "maximum", "maximum"],
+            "category": ["including_gaps", "excluding_gaps", "including_gaps", "excluding_gaps"],
+            "bytes": [812_004_112, 700_115_024, max_bytes, max_bytes - 10_112],
+        }
+    )
+    target = pd.DataFrame(
+        {
+            "source_format": ["text_summary"],
+            "num_ipus": [2],
+            "tiles_per_ipu": [1472],
+            "num_tiles": [2944],
+            "bytes_per_tile": [638_976],
+        }
+    )
     meta = {} if oom is None else {"tiles_out_of_memory": oom}
     return Profile("summary", {"memory_totals": totals, "target": target}, metadata=meta)
 
@@ -103,9 +138,14 @@ def test_text_summary_out_of_memory_and_headroom():
     found = check(summary_profile(650_112, 3))
     oom = found.by_rule("memory.tile-oom")[0]
     assert oom.severity == "error" and oom.value == 3
-    assert "3 tile(s) over capacity; tile 1,017 uses 650,112 B including gaps = 101.7 % of 638,976 B" in oom.message
+    assert (
+        "3 tile(s) over capacity; tile 1,017 uses 650,112 B including gaps = 101.7 % of 638,976 B"
+        in oom.message
+    )
     head = found.by_rule("memory.headroom")[0]
-    assert head.message == "tile 1,017 uses 650,112 B including gaps = 101.7 % of 638,976 B (error at >= 95 %)"
+    assert (
+        head.message == "tile 1,017 uses 650,112 B including gaps = 101.7 % of 638,976 B (error at >= 95 %)"
+    )
     gaps = found.by_rule("memory.gaps")[0]  # (812,004,112 - 700,115,024) / 812,004,112 = 13.8 %
     assert gaps.severity == "warning" and gaps.value == pytest.approx(111_889_088 / 812_004_112)
     reasons = dict(found.not_evaluated)
@@ -120,6 +160,7 @@ def test_text_summary_without_oom_count_uses_the_maximum():
 
 
 # -- memory.tile-imbalance ----------------------------------------------------------
+
 
 def test_imbalance_needs_both_ratio_and_fill():
     # fullest = 1.5 x median but only 60 % full: not flagged
@@ -141,17 +182,44 @@ def test_imbalance_ignores_empty_tiles_for_the_median():
 
 # -- memory.liveness-peak ----------------------------------------------------------
 
+
 def liveness_profile(peak: int) -> Profile:
     profile = tiles_profile([500] * 4, cap=1000)
     tiles = profile.tiles.assign(always_live_bytes=250)  # 1,000 B always-live over 4 tiles of 1,000 B
-    liveness = pd.DataFrame({"step": [0, 1, 2, 3], "program": ["fwd/a", "fwd/b", "bwd/peak", "bwd/c"],
-                             "program_type": ["OnTileExecute"] * 4, "not_always_live_bytes": [100, 900, peak, 50]})
-    live_vars = pd.DataFrame({"step": [2, 2, 2, 1], "name": ["act/small", "act/big", "act/mid", "act/other"],
-                              "bytes": [10, 2000, 300, 900]})
-    ops = pd.DataFrame({"name": ["Linear/MatMul", "Softmax", "Later/Add"], "layer": ["popart"] * 3,
-                        "first_step": [1, 2, 3], "last_step": [2, 2, 3], "bytes": [100, 900, 5]})
-    return Profile("live", {"tiles": tiles, "target": profile.target, "liveness": liveness,
-                            "liveness_variables": live_vars, "operations": ops})
+    liveness = pd.DataFrame(
+        {
+            "step": [0, 1, 2, 3],
+            "program": ["fwd/a", "fwd/b", "bwd/peak", "bwd/c"],
+            "program_type": ["OnTileExecute"] * 4,
+            "not_always_live_bytes": [100, 900, peak, 50],
+        }
+    )
+    live_vars = pd.DataFrame(
+        {
+            "step": [2, 2, 2, 1],
+            "name": ["act/small", "act/big", "act/mid", "act/other"],
+            "bytes": [10, 2000, 300, 900],
+        }
+    )
+    ops = pd.DataFrame(
+        {
+            "name": ["Linear/MatMul", "Softmax", "Later/Add"],
+            "layer": ["popart"] * 3,
+            "first_step": [1, 2, 3],
+            "last_step": [2, 2, 3],
+            "bytes": [100, 900, 5],
+        }
+    )
+    return Profile(
+        "live",
+        {
+            "tiles": tiles,
+            "target": profile.target,
+            "liveness": liveness,
+            "liveness_variables": live_vars,
+            "operations": ops,
+        },
+    )
 
 
 def test_liveness_peak_warning_exactly_at_threshold():
@@ -179,13 +247,17 @@ def test_liveness_over_total_memory_is_an_error():
 
 # -- memory.gaps -------------------------------------------------------------
 
+
 def test_gaps_on_a_nearly_full_tile_exact_thresholds():
     # tile 0: 850,000 B incl. gaps = 85 % of capacity, gaps 85,000 B = 10 %: both thresholds met exactly
     found = run(tiles_profile([850_000, 400_000], excl=[765_000, 200_000]), "memory.gaps")
     assert [f.severity for f in found] == ["warning"]
     f = found.items[0]
     assert f.value == pytest.approx(0.10) and f.threshold == 0.10 and f.where["tiles"] == [0]
-    assert "tile 0: 850,000 B including gaps = 85.0 % of 1,000,000 B, 765,000 B without (gaps 10.0 %)" in f.message
+    assert (
+        "tile 0: 850,000 B including gaps = 85.0 % of 1,000,000 B, 765,000 B without (gaps 10.0 %)"
+        in f.message
+    )
     assert len(run(tiles_profile([850_000, 400_000], excl=[765_001, 200_000]), "memory.gaps")) == 0  # < 10 %
     assert len(run(tiles_profile([849_999, 400_000], excl=[700_000, 200_000]), "memory.gaps")) == 0  # < 85 %
 
@@ -203,10 +275,12 @@ def test_gaps_never_error_but_say_when_a_tile_is_over_only_because_of_them():
 
 
 def test_synthetic_gap_share_on_full_tiles():
-    lossy = make_profile(num_steps=100, num_liveness_steps=50, execution=False, gap_share=0.15, seed=4,
-                         hot_tiles=5)
-    tight = make_profile(num_steps=100, num_liveness_steps=50, execution=False, gap_share=0.03, seed=4,
-                         hot_tiles=5)
+    lossy = make_profile(
+        num_steps=100, num_liveness_steps=50, execution=False, gap_share=0.15, seed=4, hot_tiles=5
+    )
+    tight = make_profile(
+        num_steps=100, num_liveness_steps=50, execution=False, gap_share=0.03, seed=4, hot_tiles=5
+    )
     tiles = lossy.tiles
     fill = tiles["bytes_incl_gaps"] / tiles["capacity_bytes"]
     tile_gap = 1 - tiles["bytes_excl_gaps"] / tiles["bytes_incl_gaps"]

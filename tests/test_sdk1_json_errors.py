@@ -18,20 +18,35 @@ def write(tmp_path, document, name="profile.json") -> object:
     return path
 
 
-@pytest.mark.parametrize("document", [
-    {"graphProfile": {}},
-    {"executionProfile": {}},
-    {"graphProfile": {}, "executionProfile": {"simulation": {}}},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"graphProfile": {}},
+        {"executionProfile": {}},
+        {"graphProfile": {}, "executionProfile": {"simulation": {}}},
+    ],
+)
 def test_empty_halves_are_not_usable(tmp_path, document):
     with pytest.raises(InputError, match="not an SDK 1.x profile"):
         open_profile(write(tmp_path, document))
 
 
 def test_only_a_target(tmp_path):
-    p = open_profile(write(tmp_path, {"graphProfile": {"target": {"numIPUs": 4, "tilesPerIPU": 1472,
-                                                                  "bytesPerTile": 638976,
-                                                                  "clockFrequency": 1330000000}}}))
+    p = open_profile(
+        write(
+            tmp_path,
+            {
+                "graphProfile": {
+                    "target": {
+                        "numIPUs": 4,
+                        "tilesPerIPU": 1472,
+                        "bytesPerTile": 638976,
+                        "clockFrequency": 1330000000,
+                    }
+                }
+            },
+        )
+    )
     assert p.target_value("num_tiles") == 4 * 1472  # derived
     assert p.target_value("tiles_per_ipu") == 1472  # other spelling of the key
     assert p.target_value("ipu_arch") == "ipu2"
@@ -39,8 +54,14 @@ def test_only_a_target(tmp_path):
 
 
 def test_only_graph_counts_and_names(tmp_path):
-    doc = {"graphProfile": {"graph": {"numVertices": 10, "numEdges": 20}, "computeSets": {"names": ["a", "b"]},
-                            "vertexTypes": {"names": ["v"]}, "profilerMode": "NONE"}}
+    doc = {
+        "graphProfile": {
+            "graph": {"numVertices": 10, "numEdges": 20},
+            "computeSets": {"names": ["a", "b"]},
+            "vertexTypes": {"names": ["v"]},
+            "profilerMode": "NONE",
+        }
+    }
     p = open_profile(write(tmp_path, doc))
     meta = p.meta
     assert meta["graph.num_vertices"] == "10" and meta["graph.num_edges"] == "20"
@@ -54,20 +75,27 @@ def test_only_graph_counts_and_names(tmp_path):
 def test_partial_memory_and_odd_steps(tmp_path, threshold):
     doc = {
         "graphProfile": {
-            "memory": {"byTile": {"totalIncludingGaps": [10, 20, 30]},
-                       "byCategory": {"controlCode": {"overflowed": {"nonOverlapped": [0, 5, 0]}},
-                                      "vertexCode": {"nonInterleaved": {"nonOverlapped": [1, 0, 3]}},
-                                      "junk": "not a dict"}},
+            "memory": {
+                "byTile": {"totalIncludingGaps": [10, 20, 30]},
+                "byCategory": {
+                    "controlCode": {"overflowed": {"nonOverlapped": [0, 5, 0]}},
+                    "vertexCode": {"nonInterleaved": {"nonOverlapped": [1, 0, 3]}},
+                    "junk": "not a dict",
+                },
+            },
             "programs": [{"name": "p0"}, {"type": "MysteryType", "name": "p1"}, "bare-name"],
         },
-        "executionProfile": {"simulation": {"steps": [{"type": "DoExchange", "name": "x"}, {"cycles": 7}, 3]}},
+        "executionProfile": {
+            "simulation": {"steps": [{"type": "DoExchange", "name": "x"}, {"cycles": 7}, 3]}
+        },
     }
     p = reader.read(write(tmp_path, doc), stream_threshold_bytes=threshold)
     assert p.tiles["bytes_incl_gaps"].tolist() == [10, 20, 30]
     assert p.tiles["bytes_excl_gaps"].isna().all()
     assert p.tiles["overflowed_bytes"].tolist() == [0, 5, 0]
-    assert set(zip(p.tile_memory["tile"], p.tile_memory["category"].astype(str), p.tile_memory["bytes"],
-                   strict=True)) == {(1, "controlCode", 5), (0, "vertexCode", 1), (2, "vertexCode", 3)}
+    assert set(
+        zip(p.tile_memory["tile"], p.tile_memory["category"].astype(str), p.tile_memory["bytes"], strict=True)
+    ) == {(1, "controlCode", 5), (0, "vertexCode", 1), (2, "vertexCode", 3)}
     assert p.programs["category"].astype(str).tolist() == ["other", "other", "other"]
     assert p.programs["name"].tolist() == ["p0", "p1", "bare-name"]
     steps = p.steps
@@ -98,8 +126,10 @@ def test_chrome_trace_is_not_sniffed(tmp_path):
 
 @pytest.mark.parametrize("streamed", [False, True])
 def test_truncated_json(tmp_path, streamed):
-    doc = {"graphProfile": {"memory": {"byTile": {"total": list(range(5000))}}},
-           "executionProfile": {"simulation": {"steps": [{"type": "Sync", "name": "s", "cycles": 1}] * 100}}}
+    doc = {
+        "graphProfile": {"memory": {"byTile": {"total": list(range(5000))}}},
+        "executionProfile": {"simulation": {"steps": [{"type": "Sync", "name": "s", "cycles": 1}] * 100}},
+    }
     text = json.dumps(doc)
     path = write(tmp_path, text[: len(text) // 2])
     assert detect(path) is reader
@@ -112,8 +142,7 @@ def test_truncated_json(tmp_path, streamed):
 
 
 def test_per_tile_arrays_of_different_lengths(tmp_path):
-    doc = {"graphProfile": {"target": {"numTiles": 4},
-                            "memory": {"byTile": {"total": [1, 2, 3]}}}}
+    doc = {"graphProfile": {"target": {"numTiles": 4}, "memory": {"byTile": {"total": [1, 2, 3]}}}}
     with pytest.raises(InputError, match=r"byTile.total has 3 entries but the profile has 4 tiles"):
         open_profile(write(tmp_path, doc))
 
@@ -155,8 +184,16 @@ def test_writer_refuses_to_write_over_its_input(tmp_path, split):
     from popprof.writers.sdk1_json import write_sdk1_json
 
     source = tmp_path / "p.json"
-    source.write_text(json.dumps({"graphProfile": {"target": {"numTiles": 4, "tilesPerIpu": 4},
-                                                   "memory": {"byTile": {"total": [1, 2, 3, 4]}}}}))
+    source.write_text(
+        json.dumps(
+            {
+                "graphProfile": {
+                    "target": {"numTiles": 4, "tilesPerIpu": 4},
+                    "memory": {"byTile": {"total": [1, 2, 3, 4]}},
+                }
+            }
+        )
+    )
     before = source.read_bytes()
     profile = open_profile(source)
     if split:  # the graph half would land on the input

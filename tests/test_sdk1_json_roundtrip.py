@@ -18,8 +18,15 @@ from popprof.writers.sdk1_json import write_sdk1_json
 
 @pytest.fixture(scope="module")
 def profile():
-    p = synth.make_profile(num_ipus=2, oom_tiles=3, num_steps=80, num_programs=60, num_liveness_steps=20,
-                           num_variables=10, seed=11)
+    p = synth.make_profile(
+        num_ipus=2,
+        oom_tiles=3,
+        num_steps=80,
+        num_programs=60,
+        num_liveness_steps=20,
+        num_variables=10,
+        seed=11,
+    )
     p.update_metadata({"graph.num_vertices": 4_321, "graph.num_edges": 9_876})
     return p
 
@@ -37,14 +44,26 @@ def expected_steps(profile) -> pd.DataFrame:
     steps = profile.steps
     first = steps[steps["ipu"] == 0].set_index("step")
     slowest = steps.groupby("step")["cycles"].max()
-    return pd.DataFrame({"program": first["program"].astype(str), "type": first["program_type"].astype(str),
-                         "cycles": slowest.astype("int64")})
+    return pd.DataFrame(
+        {
+            "program": first["program"].astype(str),
+            "type": first["program_type"].astype(str),
+            "cycles": slowest.astype("int64"),
+        }
+    )
 
 
 def check_graph(back, profile) -> None:
     pd.testing.assert_frame_equal(back.tiles, profile.tiles)
-    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "clock_hz", "num_replicas",
-                   "ipus_per_replica"):
+    for column in (
+        "num_ipus",
+        "tiles_per_ipu",
+        "num_tiles",
+        "bytes_per_tile",
+        "clock_hz",
+        "num_replicas",
+        "ipus_per_replica",
+    ):
         assert back.target_value(column) == profile.target_value(column), column
     assert back.target_value("ipu_arch") == "ipu2"
     assert back.target_value("source_format") == "sdk1_json"
@@ -52,8 +71,9 @@ def check_graph(back, profile) -> None:
     original = profile.tile_memory.assign(category=lambda f: f["category"].astype(str))
     others = tm[tm["category"] != "variables"].assign(category=lambda f: f["category"].astype(str))
     key = ["tile", "category"]
-    pd.testing.assert_frame_equal(others.sort_values(key).reset_index(drop=True),
-                                  original.sort_values(key).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        others.sort_values(key).reset_index(drop=True), original.sort_values(key).reset_index(drop=True)
+    )
     variables = tm[tm["category"] == "variables"].set_index("tile")["bytes"]
     tiles = profile.tiles.set_index("tile")
     expected_vars = tiles["bytes_excl_gaps"] - profile.tile_memory.groupby("tile")["bytes"].sum()
@@ -98,7 +118,9 @@ def test_split_halves_find_each_other(files, profile, start):
     check_execution(back, profile)
     assert back.name == "split"
     assert sorted(s["name"] for s in json.loads(back.meta["source_files"])) == [
-        "split.execution.json", "split.graph.json"]
+        "split.execution.json",
+        "split.graph.json",
+    ]
 
 
 def test_graph_half_alone(files, profile, tmp_path):
@@ -153,8 +175,10 @@ def test_streaming_gives_the_same_tables(files):
 
 
 def test_streaming_skips_per_tile_step_arrays(tmp_path):
-    steps = [{"type": "OnTileExecute", "name": f"cs{k}", "cycles": 100 + k, "cyclesByTile": [k] * 1216}
-             for k in range(50)]
+    steps = [
+        {"type": "OnTileExecute", "name": f"cs{k}", "cycles": 100 + k, "cyclesByTile": [k] * 1216}
+        for k in range(50)
+    ]
     path = tmp_path / "exec.json"
     path.write_text(json.dumps({"executionProfile": {"simulation": {"cycles": 9999, "steps": steps}}}))
     back = reader.read(path, stream_threshold_bytes=0)
@@ -178,8 +202,12 @@ def test_metrics_from_sdk1(files, profile):
 
 def test_mk1_target_without_tiles_per_ipu(tmp_path):
     n = 1216
-    doc = {"graphProfile": {"target": {"numIPUs": 1, "bytesPerTile": 262144, "clockFrequency": 1.6e9},
-                            "memory": {"byTile": {"total": list(range(n))}}}}
+    doc = {
+        "graphProfile": {
+            "target": {"numIPUs": 1, "bytesPerTile": 262144, "clockFrequency": 1.6e9},
+            "memory": {"byTile": {"total": list(range(n))}},
+        }
+    }
     path = tmp_path / "mk1.json"
     path.write_text(json.dumps(doc))
     back = open_profile(path)

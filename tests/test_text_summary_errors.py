@@ -100,8 +100,9 @@ def test_input_is_never_modified(tmp_path):
 def test_cli_one_line_and_exit_2(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("just some words\n")
-    proc = subprocess.run([sys.executable, "-m", "popprof", "tables", str(path)], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "popprof", "tables", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

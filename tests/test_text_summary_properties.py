@@ -13,15 +13,21 @@ from popprof.errors import InputError
 from popprof.readers import text_summary as reader
 from popprof.writers.text_summary import Layout, render_text_summary, summary_totals
 
-PROFILE = synth.make_profile(num_ipus=1, oom_tiles=1, num_steps=10, num_programs=12, num_liveness_steps=10,
-                             num_variables=5, seed=5)
+PROFILE = synth.make_profile(
+    num_ipus=1, oom_tiles=1, num_steps=10, num_programs=12, num_liveness_steps=10, num_variables=5, seed=5
+)
 TEXT = render_text_summary(PROFILE, show_execution_steps=True)
 
 
 def figures(frame) -> dict:
     tiles = frame["tile"].astype("Int64").fillna(-1).astype(int)
-    return dict(zip(zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
-                    frame["bytes"].astype(int), strict=True))
+    return dict(
+        zip(
+            zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
+            frame["bytes"].astype(int),
+            strict=True,
+        )
+    )
 
 
 EXPECTED = figures(summary_totals(PROFILE))
@@ -64,10 +70,12 @@ def test_any_cut_gives_a_subset_or_a_clear_error(tmp_path, cut):
         return
     if back.has("memory_totals"):
         got = figures(back.memory_totals)
-        assert all(EXPECTED.get(key) == value for key, value in got.items()), "a cut must never change a figure"
+        assert all(EXPECTED.get(key) == value for key, value in got.items()), (
+            "a cut must never change a figure"
+        )
 
 
-@pytest.mark.parametrize("junk", ["\x00\x01\x02", "Target:\n\x00", "{\"graphProfile\": 1}", "Target:"])
+@pytest.mark.parametrize("junk", ["\x00\x01\x02", "Target:\n\x00", '{"graphProfile": 1}', "Target:"])
 def test_junk_is_an_input_error(tmp_path, junk):
     path = tmp_path / "junk.txt"
     path.write_text(junk)

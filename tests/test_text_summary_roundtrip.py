@@ -15,25 +15,52 @@ from popprof.readers import detect, open_profile
 from popprof.readers import text_summary as reader
 from popprof.writers.text_summary import render_text_summary, summary_totals, write_text_summary
 
-VERTEX_TYPES = {"poplin::ConvPartial1x1Out<half,float,true,false>": 12_345_678,
-                "popops::ScaledAddSupervisor<half,half,half,true>": 2_000_000}
+VERTEX_TYPES = {
+    "poplin::ConvPartial1x1Out<half,float,true,false>": 12_345_678,
+    "popops::ScaledAddSupervisor<half,half,half,true>": 2_000_000,
+}
 
 
 def figures(frame: pd.DataFrame) -> dict[tuple, int]:
     """memory_totals as {(tile or -1, group, category): bytes}."""
     tiles = frame["tile"].astype("Int64").fillna(-1).astype(int)
-    return dict(zip(zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
-                    frame["bytes"].astype(int), strict=True))
+    return dict(
+        zip(
+            zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
+            frame["bytes"].astype(int),
+            strict=True,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def profile():
-    p = synth.make_profile(num_ipus=2, oom_tiles=3, hot_tiles=5, num_steps=60, num_programs=80,
-                           num_liveness_steps=50, num_variables=20, seed=7)
-    p.update_metadata({"graph.num_vertices": 123_456, "graph.num_edges": 345_678,
-                       "graph.num_variables": 9_876, "graph.num_compute_sets": 432})
-    rows = pd.DataFrame({"tile": pd.array([None, None], dtype="Int32"), "group": ["vertex_type"] * 2,
-                         "category": list(VERTEX_TYPES), "bytes": list(VERTEX_TYPES.values())})
+    p = synth.make_profile(
+        num_ipus=2,
+        oom_tiles=3,
+        hot_tiles=5,
+        num_steps=60,
+        num_programs=80,
+        num_liveness_steps=50,
+        num_variables=20,
+        seed=7,
+    )
+    p.update_metadata(
+        {
+            "graph.num_vertices": 123_456,
+            "graph.num_edges": 345_678,
+            "graph.num_variables": 9_876,
+            "graph.num_compute_sets": 432,
+        }
+    )
+    rows = pd.DataFrame(
+        {
+            "tile": pd.array([None, None], dtype="Int32"),
+            "group": ["vertex_type"] * 2,
+            "category": list(VERTEX_TYPES),
+            "bytes": list(VERTEX_TYPES.values()),
+        }
+    )
     p.set_table("memory_totals", rows)
     return p
 
@@ -69,8 +96,9 @@ def test_totals_and_data_types_match_the_tables(profile, read_back):
     assert whole(fig, "data_type", "Vertex Code") == int(by_cat["vertexCode"])
     assert whole(fig, "data_type", "Control Code") == int(by_cat["controlCode"])
     assert whole(fig, "data_type", "Constants") == int(by_cat["constant"])
-    assert whole(fig, "data_type", "Variables") == int((tiles["always_live_bytes"]
-                                                       + tiles["not_always_live_bytes"]).sum())
+    assert whole(fig, "data_type", "Variables") == int(
+        (tiles["always_live_bytes"] + tiles["not_always_live_bytes"]).sum()
+    )
     data_types = sum(v for (t, g, _), v in fig.items() if t == -1 and g == "data_type")
     assert data_types == whole(fig, "total", "excluding_gaps")
     for name, size in VERTEX_TYPES.items():
@@ -118,8 +146,14 @@ def test_per_tile_blocks_are_the_fullest_tiles(profile, read_back):
 
 def test_target_and_graph(profile, read_back):
     back = read_back[1]
-    for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "bytes_per_tile", "num_replicas",
-                   "ipus_per_replica"):
+    for column in (
+        "num_ipus",
+        "tiles_per_ipu",
+        "num_tiles",
+        "bytes_per_tile",
+        "num_replicas",
+        "ipus_per_replica",
+    ):
         assert back.target_value(column) == profile.target_value(column), column
     assert back.target_value("clock_hz") == pytest.approx(1.33e9)
     assert back.target_value("ipu_arch") == "ipu2"
@@ -136,7 +170,9 @@ def test_execution_step_lines_become_programs(profile, read_back):
     got = set(zip(back.programs["type"].astype(str), back.programs["name"].astype(str), strict=True))
     assert got == expected
     assert back.meta["text_summary.execution_step_lines"] == str(len(steps))
-    categories = dict(zip(back.programs["type"].astype(str), back.programs["category"].astype(str), strict=True))
+    categories = dict(
+        zip(back.programs["type"].astype(str), back.programs["category"].astype(str), strict=True)
+    )
     assert categories.get("OnTileExecute", "compute") == "compute"
     assert categories.get("DoExchange", "exchange") == "exchange"
 
@@ -145,11 +181,19 @@ def test_reading_back_and_writing_again_gives_the_same_text(profile, read_back):
     assert render_text_summary(read_back[1]) == render_text_summary(profile)
 
 
-@pytest.mark.parametrize(("arch", "per_tile", "clock"), [("ipu1", "256.0 kB", "1,600.0 MHz"),
-                                                         ("bow", "624.0 kB", "1,850.0 MHz")])
+@pytest.mark.parametrize(
+    ("arch", "per_tile", "clock"), [("ipu1", "256.0 kB", "1,600.0 MHz"), ("bow", "624.0 kB", "1,850.0 MHz")]
+)
 def test_other_architectures(tmp_path, arch, per_tile, clock):
-    p = synth.make_profile(arch=arch, num_steps=20, num_programs=30, num_liveness_steps=20, num_variables=5,
-                           execution=False, debug=False)
+    p = synth.make_profile(
+        arch=arch,
+        num_steps=20,
+        num_programs=30,
+        num_liveness_steps=20,
+        num_variables=5,
+        execution=False,
+        debug=False,
+    )
     path = write_text_summary(p, tmp_path / "s.txt")
     text = path.read_text()
     assert per_tile in text and clock in text
@@ -160,8 +204,16 @@ def test_other_architectures(tmp_path, arch, per_tile, clock):
 
 
 def test_many_ipus_keep_large_numbers(tmp_path):
-    p = synth.make_profile(num_ipus=16, num_steps=10, num_programs=20, num_liveness_steps=10, num_variables=5,
-                           execution=False, debug=False, oom_tiles=2)
+    p = synth.make_profile(
+        num_ipus=16,
+        num_steps=10,
+        num_programs=20,
+        num_liveness_steps=10,
+        num_variables=5,
+        execution=False,
+        debug=False,
+        oom_tiles=2,
+    )
     back = open_profile(write_text_summary(p, tmp_path / "s.txt"))
     assert back.target_value("num_tiles") == 16 * 1472
     assert back.meta["target.total_memory_bytes"] == str(16 * 1472 * 638_976)
@@ -184,12 +236,21 @@ def test_region_split_of_an_sdk1_profile_is_printed(tmp_path):
     import json
 
     n = 4
-    doc = {"graphProfile": {
-        "target": {"numIPUs": 1, "tilesPerIpu": n, "bytesPerTile": 1000, "clockFrequency": 1.33e9},
-        "memory": {"byTile": {"total": [100, 200, 300, 400], "totalIncludingGaps": [110, 220, 330, 440]},
-                   "byCategory": {"variables": {"nonInterleaved": {"nonOverlapped": [60, 150, 200, 300]},
-                                                "interleaved": {"nonOverlapped": [40, 50, 100, 90]},
-                                                "overflowed": {"nonOverlapped": [0, 0, 0, 10]}}}}}}
+    doc = {
+        "graphProfile": {
+            "target": {"numIPUs": 1, "tilesPerIpu": n, "bytesPerTile": 1000, "clockFrequency": 1.33e9},
+            "memory": {
+                "byTile": {"total": [100, 200, 300, 400], "totalIncludingGaps": [110, 220, 330, 440]},
+                "byCategory": {
+                    "variables": {
+                        "nonInterleaved": {"nonOverlapped": [60, 150, 200, 300]},
+                        "interleaved": {"nonOverlapped": [40, 50, 100, 90]},
+                        "overflowed": {"nonOverlapped": [0, 0, 0, 10]},
+                    }
+                },
+            },
+        }
+    }
     source = tmp_path / "p.json"
     source.write_text(json.dumps(doc))
     sdk1 = open_profile(source)

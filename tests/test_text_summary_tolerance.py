@@ -46,14 +46,20 @@ Memory Usage:
 def figures(profile) -> dict[tuple, int]:
     frame = profile.memory_totals
     tiles = frame["tile"].astype("Int64").fillna(-1).astype(int)
-    return dict(zip(zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
-                    frame["bytes"].astype(int), strict=True))
+    return dict(
+        zip(
+            zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
+            frame["bytes"].astype(int),
+            strict=True,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def profile():
-    return synth.make_profile(num_ipus=2, oom_tiles=2, num_steps=30, num_programs=40, num_liveness_steps=20,
-                              num_variables=5, seed=3)
+    return synth.make_profile(
+        num_ipus=2, oom_tiles=2, num_steps=30, num_programs=40, num_liveness_steps=20, num_variables=5, seed=3
+    )
 
 
 def read_text(tmp_path, text: str, name: str = "summary.txt", newline: str = "\n"):
@@ -76,8 +82,11 @@ def test_facts_example(tmp_path):
     assert fig[(1017, "maximum", "including_gaps")] == 650_112
     assert fig[(1017, "maximum", "excluding_gaps")] == 640_000
     assert p.meta["tiles_out_of_memory"] == "3"
-    assert p.tile_histogram.to_dict("list") == {"low_bytes": [200 * 1024, 600 * 1024],
-                                                 "high_bytes": [300 * 1024, 700 * 1024], "num_tiles": [2900, 44]}
+    assert p.tile_histogram.to_dict("list") == {
+        "low_bytes": [200 * 1024, 600 * 1024],
+        "high_bytes": [300 * 1024, 700 * 1024],
+        "num_tiles": [2900, 44],
+    }
     assert p.target_value("bytes_per_tile") == 638_976  # 624.0 kB, binary
     assert p.meta["target.total_memory_bytes"] == str(1794 * 1024 * 1024)
     assert p.target_value("clock_hz") == 1.33e9
@@ -89,22 +98,37 @@ def test_metrics_read_the_summary(tmp_path):
     from popprof.metrics import compute
 
     p = read_text(tmp_path, FACTS_EXAMPLE)
-    values = compute(p, ["memory.total_incl_gaps_bytes", "memory.max_tile_index", "memory.tiles_out_of_memory",
-                         "memory.max_tile_headroom_bytes"])
-    assert values == {"memory.total_incl_gaps_bytes": 812_004_112, "memory.max_tile_index": 1017,
-                      "memory.tiles_out_of_memory": 3, "memory.max_tile_headroom_bytes": 638_976 - 650_112}
+    values = compute(
+        p,
+        [
+            "memory.total_incl_gaps_bytes",
+            "memory.max_tile_index",
+            "memory.tiles_out_of_memory",
+            "memory.max_tile_headroom_bytes",
+        ],
+    )
+    assert values == {
+        "memory.total_incl_gaps_bytes": 812_004_112,
+        "memory.max_tile_index": 1017,
+        "memory.tiles_out_of_memory": 3,
+        "memory.max_tile_headroom_bytes": 638_976 - 650_112,
+    }
 
 
-@pytest.mark.parametrize("layout", [
-    {"indent": 4},
-    {"indent": 1, "value_column": 0},
-    {"value_column": 70, "value_width": 25},
-    {"blank_lines": 0},
-    {"blank_lines": 3},
-    {"vertex_type_colon": True},
-    {"newline": "\r\n"},
-    {"histogram_bins": 40},
-], ids=lambda d: ",".join(f"{k}={v!r}" for k, v in d.items()))
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"indent": 4},
+        {"indent": 1, "value_column": 0},
+        {"value_column": 70, "value_width": 25},
+        {"blank_lines": 0},
+        {"blank_lines": 3},
+        {"vertex_type_colon": True},
+        {"newline": "\r\n"},
+        {"histogram_bins": 40},
+    ],
+    ids=lambda d: ",".join(f"{k}={v!r}" for k, v in d.items()),
+)
 def test_other_layouts_give_the_same_figures(tmp_path, profile, layout):
     from popprof.writers.text_summary import Layout
 
@@ -120,8 +144,13 @@ def test_other_layouts_give_the_same_figures(tmp_path, profile, layout):
 
 def figures_of(frame):
     tiles = frame["tile"].astype("Int64").fillna(-1).astype(int)
-    return dict(zip(zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
-                    frame["bytes"].astype(int), strict=True))
+    return dict(
+        zip(
+            zip(tiles, frame["group"].astype(str), frame["category"].astype(str), strict=True),
+            frame["bytes"].astype(int),
+            strict=True,
+        )
+    )
 
 
 def test_tabs_and_trailing_spaces(tmp_path):
@@ -134,10 +163,13 @@ def test_tabs_and_trailing_spaces(tmp_path):
 def test_extra_fields_are_kept_not_failed(tmp_path, profile):
     from popprof.writers.text_summary import Layout
 
-    text = render_text_summary(profile, layout=Layout(extra_fields={"Tiles per Replica": "2,944",
-                                                                    "Architecture": "ipu2 (Mk2)"}))
-    text = text.replace("Memory Usage:\n", "Memory Usage:\n  Fragmentation Index:   0.42\n"
-                                          "  %% an odd line the reader does not know\n")
+    text = render_text_summary(
+        profile, layout=Layout(extra_fields={"Tiles per Replica": "2,944", "Architecture": "ipu2 (Mk2)"})
+    )
+    text = text.replace(
+        "Memory Usage:\n",
+        "Memory Usage:\n  Fragmentation Index:   0.42\n  %% an odd line the reader does not know\n",
+    )
     text = text.replace("Graph:\n", "Graph:\n  Number of programs:   1,234\n")
     p = read_text(tmp_path, text)
     extra = json.loads(p.meta["text_summary.extra"])
@@ -150,16 +182,19 @@ def test_extra_fields_are_kept_not_failed(tmp_path, profile):
 
 
 def test_unknown_section_is_kept(tmp_path):
-    text = FACTS_EXAMPLE.replace("Memory Usage:", "Compilation Flags:\n  opt.level:   3\n  mode:   fast\n\n"
-                                                 "Memory Usage:")
+    text = FACTS_EXAMPLE.replace(
+        "Memory Usage:", "Compilation Flags:\n  opt.level:   3\n  mode:   fast\n\nMemory Usage:"
+    )
     p = read_text(tmp_path, text)
     extra = json.loads(p.meta["text_summary.extra"])
     assert extra["other:Compilation Flags/opt.level"] == "3"
     assert figures(p)[(-1, "total", "including_gaps")] == 812_004_112
 
 
-@pytest.mark.parametrize("sections", [("memory", "tiles"), ("target",), ("target", "blocks"),
-                                      ("memory",), ("target", "graph", "tiles")])
+@pytest.mark.parametrize(
+    "sections",
+    [("memory", "tiles"), ("target",), ("target", "blocks"), ("memory",), ("target", "graph", "tiles")],
+)
 def test_missing_sections(tmp_path, profile, sections):
     from popprof.writers.text_summary import Layout
 
@@ -186,11 +221,12 @@ def test_missing_sections(tmp_path, profile, sections):
 
 def test_embedded_in_a_log(tmp_path, profile):
     summary = render_text_summary(profile)
-    log = ("2026-11-30 10:00:01 INFO Compiling graph\n"
-           "Graph compilation: 100%|##########| 100/100 [00:42<00:00]\n"
-           "Warning: something about the host\n" + summary +
-           "2026-11-30 10:05:13 INFO Epoch 1: loss 0.43\n"
-           "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n")
+    log = (
+        "2026-11-30 10:00:01 INFO Compiling graph\n"
+        "Graph compilation: 100%|##########| 100/100 [00:42<00:00]\n"
+        "Warning: something about the host\n" + summary + "2026-11-30 10:05:13 INFO Epoch 1: loss 0.43\n"
+        'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+    )
     path = tmp_path / "train.log"
     path.write_text(log)
     assert detect(path) is reader
@@ -238,10 +274,12 @@ def test_two_summaries_in_one_log(tmp_path):
 
 
 def test_tile_block_with_repeated_memory_usage_heading(tmp_path):
-    text = FACTS_EXAMPLE + ("\nTile # 1,017 memory usage:\nMemory Usage:\n  Total:\n"
-                            "    Including Gaps:   650,112 B\n    Excluding Gaps:\n      By Memory Region:\n"
-                            "        Non-interleaved:   600,000 B\n        Interleaved:   40,000 B\n"
-                            "        Overflowed:   0 B\n")
+    text = FACTS_EXAMPLE + (
+        "\nTile # 1,017 memory usage:\nMemory Usage:\n  Total:\n"
+        "    Including Gaps:   650,112 B\n    Excluding Gaps:\n      By Memory Region:\n"
+        "        Non-interleaved:   600,000 B\n        Interleaved:   40,000 B\n"
+        "        Overflowed:   0 B\n"
+    )
     fig = figures(read_text(tmp_path, text))
     assert fig[(1017, "total", "including_gaps")] == 650_112
     assert fig[(1017, "total", "excluding_gaps")] == 640_000
@@ -252,32 +290,51 @@ def test_overlapped_data_types_are_kept_apart(tmp_path):
     text = FACTS_EXAMPLE.replace(
         "      By Data Type:\n          Variables:                       402,100,000 B\n",
         "      By Data Type:\n        Not Overlapped\n          Variables:   402,100,000 B\n"
-        "          Total:   402,100,000 B\n        Overlapped:\n          Variables:   1,000 B\n")
+        "          Total:   402,100,000 B\n        Overlapped:\n          Variables:   1,000 B\n",
+    )
     fig = figures(read_text(tmp_path, text))
     assert fig[(-1, "data_type", "Variables")] == 402_100_000
     assert fig[(-1, "data_type", "Overlapped/Variables")] == 1_000
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("256.0 kB", 262_144), ("624.0 kB", 638_976), ("1.5 MB", 1_572_864), ("1,794.0 MB", 1_881_145_344),
-    ("12 B", 12), ("2 GB", 2 << 30), ("634.9 K", 650_138), ("7", 7),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("256.0 kB", 262_144),
+        ("624.0 kB", 638_976),
+        ("1.5 MB", 1_572_864),
+        ("1,794.0 MB", 1_881_145_344),
+        ("12 B", 12),
+        ("2 GB", 2 << 30),
+        ("634.9 K", 650_138),
+        ("7", 7),
+    ],
+)
 def test_binary_units(text, expected):
     num, _, unit = text.partition(" ")
     assert reader._size_bytes(num, unit or None) == expected
 
 
-@pytest.mark.parametrize(("text", "hz"), [("1,330.0 MHz", 1.33e9), ("1.85 GHz", 1.85e9), ("1600", 1.6e9),
-                                          ("1330000000 Hz", 1.33e9)])
+@pytest.mark.parametrize(
+    ("text", "hz"),
+    [("1,330.0 MHz", 1.33e9), ("1.85 GHz", 1.85e9), ("1600", 1.6e9), ("1330000000 Hz", 1.33e9)],
+)
 def test_clock_units(text, hz):
     num, _, unit = text.partition(" ")
     assert reader._hz(num, unit or None) == pytest.approx(hz)
 
 
-@pytest.mark.parametrize(("tiles", "per_tile", "clock", "arch"), [
-    (1216, 262_144, 1.6e9, "ipu1"), (1472, 638_976, 1.33e9, "ipu2"), (1472, 638_976, 1.85e9, "bow"),
-    (1472, 638_976, None, None), (64, 262_144, 1e9, None), (None, None, None, None),
-])
+@pytest.mark.parametrize(
+    ("tiles", "per_tile", "clock", "arch"),
+    [
+        (1216, 262_144, 1.6e9, "ipu1"),
+        (1472, 638_976, 1.33e9, "ipu2"),
+        (1472, 638_976, 1.85e9, "bow"),
+        (1472, 638_976, None, None),
+        (64, 262_144, 1e9, None),
+        (None, None, None, None),
+    ],
+)
 def test_architecture_only_when_unambiguous(tiles, per_tile, clock, arch):
     assert reader.infer_arch(tiles, per_tile, clock) == arch
 

@@ -19,7 +19,18 @@ from popprof.errors import InputError
 from popprof.readers import chrome_trace, detect, read_path
 from popprof.trace import synth
 
-COLS = ["event_id", "pid", "tid", "parent_id", "depth", "name", "channel", "start_us", "dur_us", "device_category"]
+COLS = [
+    "event_id",
+    "pid",
+    "tid",
+    "parent_id",
+    "depth",
+    "name",
+    "channel",
+    "start_us",
+    "dur_us",
+    "device_category",
+]
 
 
 def _write(tmp_path: Path, events: list | dict, name: str = "t.json") -> Path:
@@ -29,7 +40,9 @@ def _write(tmp_path: Path, events: list | dict, name: str = "t.json") -> Path:
 
 
 def _plain(frame: pd.DataFrame) -> list[tuple]:
-    return [tuple(r) for r in frame[COLS].astype(object).where(frame[COLS].notna(), None).itertuples(index=False)]
+    return [
+        tuple(r) for r in frame[COLS].astype(object).where(frame[COLS].notna(), None).itertuples(index=False)
+    ]
 
 
 def test_fixture_json_and_gz_read_the_same(fixtures_dir: Path) -> None:
@@ -50,8 +63,9 @@ def test_fixture_json_and_gz_read_the_same(fixtures_dir: Path) -> None:
     assert np.allclose([got[k] for k in sorted(expected)], [expected[k] for k in sorted(expected)])
     # counters: one row per series of every C event
     counters = [(e["ts"], k, v) for e in raw if e["ph"] == "C" for k, v in e["args"].items()]
-    assert sorted(zip(a.counters["ts_us"], a.counters["series"].astype(str), a.counters["value"],
-                      strict=True)) == sorted(counters)
+    assert sorted(
+        zip(a.counters["ts_us"], a.counters["series"].astype(str), a.counters["value"], strict=True)
+    ) == sorted(counters)
     names = a.threads.set_index(["pid", "tid"])["thread_name"].to_dict()
     assert names[(synth.GPU_PID, synth.NCCL_STREAM)] == "stream 20 (nccl)"
     assert set(a.threads["process_name"]) == {"python3 train.py", "GPU 0"}
@@ -59,11 +73,14 @@ def test_fixture_json_and_gz_read_the_same(fixtures_dir: Path) -> None:
 
 def test_nesting_matches_a_stack_walk(fixtures_dir: Path) -> None:
     ev = read_path(fixtures_dir / "traces" / "training_loop.json").events
-    expected = stack_nesting(list(zip(ev["event_id"], ev["pid"], ev["tid"], ev["start_us"], ev["dur_us"],
-                                      strict=True)))
+    expected = stack_nesting(
+        list(zip(ev["event_id"], ev["pid"], ev["tid"], ev["start_us"], ev["dur_us"], strict=True))
+    )
     parent = ev["parent_id"].astype(object).where(ev["parent_id"].notna(), None)
-    got = {int(i): (None if p is None else int(p), int(d))
-           for i, p, d in zip(ev["event_id"], parent, ev["depth"], strict=True)}
+    got = {
+        int(i): (None if p is None else int(p), int(d))
+        for i, p, d in zip(ev["event_id"], parent, ev["depth"], strict=True)
+    }
     assert got == expected
     steps = ev[ev["name"].astype(str).str.startswith("ProfilerStep#")]
     assert (steps["depth"] == 0).all()
@@ -79,16 +96,28 @@ def test_device_categories_of_gpu_events(fixtures_dir: Path) -> None:
     assert cat["Memcpy HtoD (Pageable -> Device)"] == "host_io"
     assert cat["Memcpy DtoH (Device -> Pageable)"] == "host_io"
     assert cat["Memset (Device)"] == "other"
-    assert cat["cudaStreamSynchronize"] == "host_wait"   # the host blocking on the device: host time
+    assert cat["cudaStreamSynchronize"] == "host_wait"  # the host blocking on the device: host time
     for host in ("aten::mm", "cudaLaunchKernel", "nccl:all_reduce", "ProfilerStep#0"):
         assert pd.isna(cat[host]), host
 
 
 def test_device_map_override(tmp_path: Path) -> None:
-    path = _write(tmp_path, [
-        {"ph": "X", "name": "ampere_sgemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": 0, "dur": 5},
-        {"ph": "X", "name": "my_collective", "cat": "kernel", "pid": 0, "tid": 7, "ts": 10, "dur": 5},
-        {"ph": "X", "name": "Memset (Device)", "cat": "gpu_memset", "pid": 0, "tid": 7, "ts": 20, "dur": 1}])
+    path = _write(
+        tmp_path,
+        [
+            {"ph": "X", "name": "ampere_sgemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": 0, "dur": 5},
+            {"ph": "X", "name": "my_collective", "cat": "kernel", "pid": 0, "tid": 7, "ts": 10, "dur": 5},
+            {
+                "ph": "X",
+                "name": "Memset (Device)",
+                "cat": "gpu_memset",
+                "pid": 0,
+                "tid": 7,
+                "ts": 20,
+                "dur": 1,
+            },
+        ],
+    )
     ev = read_path(path, device_map={"exchange": r"^kernel:my_", "other": None}).events
     assert ev["device_category"].astype(object).tolist()[:2] == ["compute", "exchange"]
     assert pd.isna(ev["device_category"].iloc[2])  # the "other" default was switched off
@@ -105,11 +134,11 @@ def test_array_form_with_begin_end_instants_counters_and_metadata(fixtures_dir: 
     marks = ev[ev["name"] == "checkpoint"]
     assert marks["dur_us"].tolist() == [0.0] * 3 and marks["depth"].tolist() == [2] * 3
     shutdown = ev[ev["name"] == "shutdown"]
-    assert len(shutdown) == 1 and shutdown["dur_us"].isna().all()   # unclosed B kept, not dropped
+    assert len(shutdown) == 1 and shutdown["dur_us"].isna().all()  # unclosed B kept, not dropped
     meta = p.meta
     assert meta["warnings.unmatched_end"] == "1"
     assert meta["warnings.unmatched_begin"] == "1"
-    assert "chrome.skipped_phases" not in meta          # the flow event is kept, in the flows table
+    assert "chrome.skipped_phases" not in meta  # the flow event is kept, in the flows table
     assert meta["chrome.flows"] == "1" and p.flows["phase"].astype(str).tolist() == ["s"]
     assert p.threads.set_index("pid")["process_name"].to_dict() == {1: "/host:CPU", 2: "/device:GPU:0"}
     assert len(p.counters) == 3
@@ -127,22 +156,27 @@ def test_with_args_keeps_json_and_merges_end_args(fixtures_dir: Path) -> None:
 
 
 def test_bad_events_are_counted_not_fatal(tmp_path: Path) -> None:
-    path = _write(tmp_path, {"traceEvents": [
-        {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
-        {"ph": "X", "name": "no ts", "pid": 1, "tid": 1, "dur": 5},
-        {"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 20, "dur": -3},
-        {"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 30},
-        {"ph": "E", "pid": 1, "tid": 2, "ts": 5},
-        {"ph": "B", "name": "late", "pid": 1, "tid": 2, "ts": 50},
-        {"ph": "E", "pid": 1, "tid": 2, "ts": 60},
-        {"ph": "B", "name": "early", "pid": 1, "tid": 2, "ts": 40},
-        {"ph": "E", "pid": 1, "tid": 2, "ts": 45},
-        "not an event",
-        {"ph": "X", "name": "string ids", "pid": "Main", "tid": "worker", "ts": 70, "dur": 1},
-    ]})
+    path = _write(
+        tmp_path,
+        {
+            "traceEvents": [
+                {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+                {"ph": "X", "name": "no ts", "pid": 1, "tid": 1, "dur": 5},
+                {"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 20, "dur": -3},
+                {"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 30},
+                {"ph": "E", "pid": 1, "tid": 2, "ts": 5},
+                {"ph": "B", "name": "late", "pid": 1, "tid": 2, "ts": 50},
+                {"ph": "E", "pid": 1, "tid": 2, "ts": 60},
+                {"ph": "B", "name": "early", "pid": 1, "tid": 2, "ts": 40},
+                {"ph": "E", "pid": 1, "tid": 2, "ts": 45},
+                "not an event",
+                {"ph": "X", "name": "string ids", "pid": "Main", "tid": "worker", "ts": 70, "dur": 1},
+            ]
+        },
+    )
     p = read_path(path)
     meta = p.meta
-    assert meta["warnings.missing_fields"] == "2"      # no ts (dropped) and no dur (kept as 0)
+    assert meta["warnings.missing_fields"] == "2"  # no ts (dropped) and no dur (kept as 0)
     assert meta["warnings.negative_duration"] == "1"
     assert meta["warnings.unmatched_end"] == "1"
     assert meta["warnings.out_of_order_timestamps"] == "1"
@@ -166,11 +200,14 @@ def test_truncated_file_keeps_what_was_read(tmp_path: Path) -> None:
     assert "IncompleteJSONError" in p.meta["warnings.truncated"]
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b'{"traceEvents": [{"ph": "X", "na', "not valid JSON"),
-    (b'{"traceEvents": []}', "no usable trace events"),
-    (b'[{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]', "no usable trace events"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b'{"traceEvents": [{"ph": "X", "na', "not valid JSON"),
+        (b'{"traceEvents": []}', "no usable trace events"),
+        (b'[{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]', "no usable trace events"),
+    ],
+)
 def test_unusable_input_is_a_clear_error(tmp_path: Path, content: bytes, problem: str) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(content)
@@ -183,7 +220,9 @@ def test_gzip_that_is_not_gzip(tmp_path: Path) -> None:
     path.write_bytes(b"\x1f\x8b" + b"this is not deflate data" * 10)
     with pytest.raises(InputError, match="gzip|not valid JSON"):
         read_path(path)
-    good = gzip.compress(json.dumps([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]).encode())
+    good = gzip.compress(
+        json.dumps([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]).encode()
+    )
     path.write_bytes(good[: len(good) // 2])
     with pytest.raises(InputError):
         read_path(path)
@@ -193,7 +232,7 @@ def test_sniff_claims_traces_only(tmp_path: Path) -> None:
     assert chrome_trace.sniff(tmp_path / "a.json", b'  [ {"name": "x", "ph": "X"')
     assert chrome_trace.sniff(tmp_path / "a.json", b'{"schemaVersion": 1, "traceEvents": [')
     assert not chrome_trace.sniff(tmp_path / "a.json", b'{"graphProfile": {"target": {}}}')
-    assert not chrome_trace.sniff(tmp_path / "a.json", b'[1, 2, 3]')
+    assert not chrome_trace.sniff(tmp_path / "a.json", b"[1, 2, 3]")
     assert not chrome_trace.sniff(tmp_path / "a.json", b'<?xml version="1.0"?>')
 
 
@@ -216,8 +255,18 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     assert parallel.threads.equals(serial.threads)
     # a boundary inside nested args (a list of objects) makes a part fail to parse: one serial pass instead
     array = tmp_path / "a.json"
-    events = [{"ph": "X", "name": f"n{i}", "pid": 1, "tid": 1, "ts": i, "dur": 0.5,
-               "args": {"inputs": [{"name": k} for k in range(30)]}} for i in range(40)]
+    events = [
+        {
+            "ph": "X",
+            "name": f"n{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 0.5,
+            "args": {"inputs": [{"name": k} for k in range(30)]},
+        }
+        for i in range(40)
+    ]
     array.write_text(json.dumps(events))
     result = chrome_trace.read(array)
     assert result.meta["chrome.parse_parts"] == "1"
@@ -254,7 +303,7 @@ def test_parallel_parse_in_many_pieces_equals_serial(tmp_path: Path, monkeypatch
     by_process = {pid for pid, _ in taken}
     assert str(os.getpid()) in by_process and len(by_process) == 2
     mine = sorted(int(start) for pid, start in taken if pid == str(os.getpid()))
-    assert mine == starts[:len(mine)]  # this process's pieces are the front ones, the worker's the rest
+    assert mine == starts[: len(mine)]  # this process's pieces are the front ones, the worker's the rest
     assert _plain(parallel.events) == _plain(serial.events)
     assert parallel.threads.equals(serial.threads)
     assert parallel.flows.equals(serial.flows)
@@ -265,9 +314,13 @@ def test_pieces_halve_toward_the_middle() -> None:
     size = 100 << 20
     fractions = chrome_trace._piece_fractions(size)
     assert fractions[0] == 0.25 and 0.5 in fractions
-    assert fractions == sorted(fractions) and all(abs(a + b - 1) < 1e-12 for a, b in zip(fractions, fractions[::-1], strict=True))
+    assert fractions == sorted(fractions) and all(
+        abs(a + b - 1) < 1e-12 for a, b in zip(fractions, fractions[::-1], strict=True)
+    )
     widths = [b - a for a, b in zip([0.0, *fractions], [*fractions, 1.0], strict=True)]
-    assert min(widths) * size >= chrome_trace.MIN_PIECE_BYTES > min(widths) * size / 2  # small where they meet
+    assert (
+        min(widths) * size >= chrome_trace.MIN_PIECE_BYTES > min(widths) * size / 2
+    )  # small where they meet
     assert chrome_trace._piece_fractions(chrome_trace.MIN_PIECE_BYTES) == [0.5]  # a small file: two halves
 
 
@@ -305,7 +358,10 @@ def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monke
     parallel = chrome_trace.read(path)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert parallel.meta["source_files"] == serial.meta["source_files"]
-    assert json.loads(parallel.meta["source_files"])[0]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (
+        json.loads(parallel.meta["source_files"])[0]["sha256"]
+        == hashlib.sha256(path.read_bytes()).hexdigest()
+    )
     assert parallel.meta["described_by"] != str(os.getpid())  # a forked worker did it
 
     monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
@@ -322,13 +378,24 @@ def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monk
     Each part numbers string ids in its own order; the merge must give each string one id, the
     one a serial pass gives (before: any string pid sent the file to a second, serial parse).
     """
-    path = synth.write_chrome_trace(tmp_path / "k.json", 2, seed=4, args="kineto", layers=30,
-                                    extra_events=['{"ph":"X","name":"early","pid":"B","tid":"t","ts":1,"dur":1}'])
+    path = synth.write_chrome_trace(
+        tmp_path / "k.json",
+        2,
+        seed=4,
+        args="kineto",
+        layers=30,
+        extra_events=['{"ph":"X","name":"early","pid":"B","tid":"t","ts":1,"dur":1}'],
+    )
     text = path.read_text()
     # a later string pid that part 1 sees before "B": part-local numbering differs from the merged one
-    path.write_text(text.replace('{"ph":"X","cat":"Trace"', '{"ph":"X","name":"late","pid":"A","tid":"t",'
-                                 '"ts":2,"dur":1},\n{"ph":"X","name":"again","pid":"B","tid":"t","ts":3,"dur":1},\n'
-                                 '{"ph":"X","cat":"Trace"'))
+    path.write_text(
+        text.replace(
+            '{"ph":"X","cat":"Trace"',
+            '{"ph":"X","name":"late","pid":"A","tid":"t",'
+            '"ts":2,"dur":1},\n{"ph":"X","name":"again","pid":"B","tid":"t","ts":3,"dur":1},\n'
+            '{"ph":"X","cat":"Trace"',
+        )
+    )
     serial = chrome_trace.read(path, parallel=False)
     monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
     parallel = chrome_trace.read(path)
@@ -347,14 +414,26 @@ def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monk
 def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Small blocks force many cuts, some inside nested args lists; both engines must agree."""
     monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 2048)
-    events = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "pid": 1, "tid": i % 3, "ts": i * 2.5,
-               "dur": 1.25, "args": {"inputs": [{"name": k, "s": "}, {"} for k in range(i % 4)]}}
-              for i in range(300)]
+    events = [
+        {
+            "ph": "X",
+            "name": f"op{i % 7}",
+            "cat": "cpu_op",
+            "pid": 1,
+            "tid": i % 3,
+            "ts": i * 2.5,
+            "dur": 1.25,
+            "args": {"inputs": [{"name": k, "s": "}, {"} for k in range(i % 4)]},
+        }
+        for i in range(300)
+    ]
     events.insert(10, {"ph": "C", "name": "mem", "pid": 1, "ts": 3, "args": {"a": 1}})
     if form == "object":
         text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x]"})
     elif form == "pretty-crlf":  # kineto writes one key per line
-        text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2).replace("\n", "\r\n")
+        text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2).replace(
+            "\n", "\r\n"
+        )
     else:
         text = json.dumps(events)
         if form == "array-unterminated":
@@ -374,37 +453,106 @@ def _mixed_kineto_events(n: int) -> list[dict]:
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "host"}}]
     for i in range(n):
         corr = 1000 + i
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1 + i % 2,
-                       "ts": 10.0 * i, "dur": 4, "args": {"External id": i, "correlation": corr, "cbid": 211}})
-        events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": 1 + i % 2, "ts": 10.0 * i})
-        events.append({"ph": "X", "cat": "kernel", "name": f"k{i % 5}", "pid": 0, "tid": 7, "ts": 10.0 * i + 5,
-                       "dur": 3.5, "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 2, 3]}})
-        events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7,
-                       "ts": 10.0 * i + 5, "bp": "e"})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1 + i % 2,
+                "ts": 10.0 * i,
+                "dur": 4,
+                "args": {"External id": i, "correlation": corr, "cbid": 211},
+            }
+        )
+        events.append(
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": 1 + i % 2, "ts": 10.0 * i}
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k{i % 5}",
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * i + 5,
+                "dur": 3.5,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 2, 3]},
+            }
+        )
+        events.append(
+            {
+                "ph": "f",
+                "cat": "ac2g",
+                "name": "ac2g",
+                "id": corr,
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * i + 5,
+                "bp": "e",
+            }
+        )
         odd = i % 97
         if odd == 3:
-            events.append({"ph": "X", "name": "rocm", "pid": 1, "tid": 1, "ts": 10.0 * i + 1, "dur": 1,
-                           "args": {"stream": "0x0"}})
+            events.append(
+                {
+                    "ph": "X",
+                    "name": "rocm",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 10.0 * i + 1,
+                    "dur": 1,
+                    "args": {"stream": "0x0"},
+                }
+            )
         elif odd == 11:
-            events.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
-                           "tid": "PyTorch Profiler", "ts": 10.0 * i, "dur": 2})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "Trace",
+                    "name": "PyTorch Profiler (0)",
+                    "pid": "Spans",
+                    "tid": "PyTorch Profiler",
+                    "ts": 10.0 * i,
+                    "dur": 2,
+                }
+            )
         elif odd == 19:
             events.append({"ph": "i", "s": "g", "name": "mark", "pid": 1, "tid": 1, "ts": 10.0 * i + 2})
         elif odd == 23:
             events.append({"ph": "C", "name": "mem", "pid": 0, "ts": 10.0 * i, "args": {"a": i, "b": 2.5}})
         elif odd == 31:
-            events.append({"ph": "t", "cat": "x", "name": "v2", "bind_id": f"b{i}", "pid": 1, "tid": 1,
-                           "ts": 10.0 * i})
+            events.append(
+                {"ph": "t", "cat": "x", "name": "v2", "bind_id": f"b{i}", "pid": 1, "tid": 1, "ts": 10.0 * i}
+            )
         elif odd == 41:
             events.append({"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 10.0 * i + 3})
             events.append({"ph": "X", "name": "no ts", "pid": 1, "tid": 1, "dur": 3})
             events.append({"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 10.0 * i + 3, "dur": -2})
         elif odd == 53:
-            events.append({"ph": "X", "name": "nested", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 1,
-                           "args": {"inputs": [{"name": "a"}, {"name": "}, {"}]}})
+            events.append(
+                {
+                    "ph": "X",
+                    "name": "nested",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": 10.0 * i,
+                    "dur": 1,
+                    "args": {"inputs": [{"name": "a"}, {"name": "}, {"}]},
+                }
+            )
         elif odd == 61:
-            events.append({"ph": "X", "name": "float pid", "pid": 1.5, "tid": 1, "ts": 10.0 * i, "dur": 1,
-                           "args": {"correlation": 2.5}})
+            events.append(
+                {
+                    "ph": "X",
+                    "name": "float pid",
+                    "pid": 1.5,
+                    "tid": 1,
+                    "ts": 10.0 * i,
+                    "dur": 1,
+                    "args": {"correlation": 2.5},
+                }
+            )
         elif odd == 67:
             events.append({"ph": "X", "name": 12, "cat": None, "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 1})
         elif odd == 71:
@@ -434,9 +582,10 @@ def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) ->
     elif form == "pretty":
         text = json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0}]}, indent=2)
     elif form == "kineto":  # kineto's own layout: "  {", keys on indented lines, "  }," between events
-        body = ",\n".join("  {\n    " + json.dumps(e)[1:-1].replace(', "args"', ',\n    "args"') + "\n  }"
-                          for e in events)
-        text = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + body + '\n  ]\n}'
+        body = ",\n".join(
+            "  {\n    " + json.dumps(e)[1:-1].replace(', "args"', ',\n    "args"') + "\n  }" for e in events
+        )
+        text = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + body + "\n  ]\n}"
     elif form == "compact":  # one event a line (benchmarks/gen_traces.py)
         text = '{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + "\n]}"
     else:
@@ -444,9 +593,16 @@ def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) ->
     fast, slow = _parse_both_ways(tmp_path, text, with_args=False)
     assert min(Counter(taken)[k] for k in ("all", "part", "none")) >= 3  # fast, partly fast, orjson: all used
     assert fast.parsed == slow.parsed == len(events)
-    assert fast.top == {"object": {"schemaVersion": 1, "distributedInfo": {"rank": 3}},
-                        "pretty": {"deviceProperties": [{"id": 0}]}, "array": {},
-                        "kineto": {"schemaVersion": 1}, "compact": {"schemaVersion": 1}}[form]
+    assert (
+        fast.top
+        == {
+            "object": {"schemaVersion": 1, "distributedInfo": {"rank": 3}},
+            "pretty": {"deviceProperties": [{"id": 0}]},
+            "array": {},
+            "kineto": {"schemaVersion": 1},
+            "compact": {"schemaVersion": 1},
+        }[form]
+    )
     assert fast.warnings == slow.warnings and fast.warnings["missing_fields"] > 0
     assert fast.counters == slow.counters and fast.process_names == slow.process_names
 
@@ -454,36 +610,55 @@ def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) ->
         x = dict(parsed.x)
         x["name"] = [parsed.names[c] if c >= 0 else None for c in x["name"]]
         x["cat"] = [parsed.cats[c] if c >= 0 else None for c in x["cat"]]
-        flows = {k: (v.to_pylist() if k == "id" else
-                     [parsed.flow_labels[c] if c >= 0 else None for c in v] if k in ("phase", "name", "cat", "bp")
-                     else v.tolist()) for k, v in parsed.flows.items()}
+        flows = {
+            k: (
+                v.to_pylist()
+                if k == "id"
+                else [parsed.flow_labels[c] if c >= 0 else None for c in v]
+                if k in ("phase", "name", "cat", "bp")
+                else v.tolist()
+            )
+            for k, v in parsed.flows.items()
+        }
         synthetic = {v: k for k, v in parsed.synthetic.items()}
         for key in ("pid", "tid"):
             x[key] = [synthetic.get(v, v) for v in x[key].tolist()]
             flows[key] = [synthetic.get(v, v) for v in flows[key]]
+
         def plain(values) -> list:  # NaN as None: NaN != NaN would fail equal rows
-            return [None if isinstance(v, float) and v != v else v for v in (values if isinstance(values, list)
-                                                                               else values.tolist())]
+            return [
+                None if isinstance(v, float) and v != v else v
+                for v in (values if isinstance(values, list) else values.tolist())
+            ]
+
         return {k: plain(v) for k, v in x.items()}, {k: plain(v) for k, v in flows.items()}
 
     fast_x, fast_flows = labelled(fast)
     slow_x, slow_flows = labelled(slow)
     # the fast path takes a block's X events after its flows and odd events: compare as multisets of rows
-    assert sorted(zip(*fast_x.values(), strict=True), key=repr) == sorted(zip(*slow_x.values(), strict=True), key=repr)
-    assert sorted(zip(*fast_flows.values(), strict=True), key=repr) == \
-        sorted(zip(*slow_flows.values(), strict=True), key=repr)
+    assert sorted(zip(*fast_x.values(), strict=True), key=repr) == sorted(
+        zip(*slow_x.values(), strict=True), key=repr
+    )
+    assert sorted(zip(*fast_flows.values(), strict=True), key=repr) == sorted(
+        zip(*slow_flows.values(), strict=True), key=repr
+    )
     assert len(fast_flows["id"]) == sum(e["ph"] in ("s", "t", "f") for e in events)
 
 
 def test_an_id_maps_the_same_whatever_else_its_chunk_holds(tmp_path: Path) -> None:
     # "7" and 1.5 are not integers: they get synthetic ids (2^40 up), the same in a chunk of
     # events that only use them (fast path) as in the metadata event naming them.
-    path = _write(tmp_path, {"traceEvents": [
-        {"ph": "M", "name": "process_name", "pid": "7", "args": {"name": "Seven"}},
-        {"ph": "M", "name": "thread_name", "pid": "7", "tid": 1.5, "args": {"name": "worker"}},
-        *({"ph": "X", "name": "a", "pid": "7", "tid": 1.5, "ts": i, "dur": 1} for i in range(3)),
-        {"ph": "X", "name": "b", "pid": 7, "tid": 1, "ts": 0, "dur": 1},
-    ]})
+    path = _write(
+        tmp_path,
+        {
+            "traceEvents": [
+                {"ph": "M", "name": "process_name", "pid": "7", "args": {"name": "Seven"}},
+                {"ph": "M", "name": "thread_name", "pid": "7", "tid": 1.5, "args": {"name": "worker"}},
+                *({"ph": "X", "name": "a", "pid": "7", "tid": 1.5, "ts": i, "dur": 1} for i in range(3)),
+                {"ph": "X", "name": "b", "pid": 7, "tid": 1, "ts": 0, "dur": 1},
+            ]
+        },
+    )
     p = read_path(path)
     a = p.events[p.events["name"] == "a"]
     b = p.events[p.events["name"] == "b"]
@@ -495,11 +670,14 @@ def test_an_id_maps_the_same_whatever_else_its_chunk_holds(tmp_path: Path) -> No
 
 
 def test_counter_with_a_non_numeric_timestamp_is_counted_not_fatal(tmp_path: Path) -> None:
-    path = _write(tmp_path, [
-        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1},
-        {"ph": "C", "name": "mem", "pid": 1, "ts": "soon", "args": {"bytes": 5}},
-        {"ph": "C", "name": "mem", "pid": 1, "ts": 3, "args": {"bytes": 7}},
-    ])
+    path = _write(
+        tmp_path,
+        [
+            {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1},
+            {"ph": "C", "name": "mem", "pid": 1, "ts": "soon", "args": {"bytes": 5}},
+            {"ph": "C", "name": "mem", "pid": 1, "ts": 3, "args": {"bytes": 7}},
+        ],
+    )
     p = read_path(path)
     assert p.counters["value"].tolist() == [7.0] and p.counters["ts_us"].tolist() == [3.0]
     assert p.meta["warnings.missing_fields"] == "1"

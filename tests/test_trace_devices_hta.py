@@ -20,8 +20,11 @@ REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 REFERENCE = json.loads((REAL / "hta_reference.json").read_text("utf-8"))
 TOLERANCE_PP = 0.5
 #: run -> path opened as one profile (a directory of ranks opens with every rank)
-PATHS = {"two_ranks": REAL / "two_ranks", "nccl_data": REAL / "nccl_data.json.gz",
-         "amd_mi250_minitoy": REAL / "amd_mi250_minitoy.json.gz"}
+PATHS = {
+    "two_ranks": REAL / "two_ranks",
+    "nccl_data": REAL / "nccl_data.json.gz",
+    "amd_mi250_minitoy": REAL / "amd_mi250_minitoy.json.gz",
+}
 CASES = [(run, rank) for run, spec in REFERENCE["runs"].items() for rank in spec["ranks"]]
 
 
@@ -49,8 +52,11 @@ def test_temporal_breakdown_and_overlap_match_hta(profiles, run: str, rank: str)
     row = _row(devices.device_breakdown(profiles[run]), rank)
     assert row["platform"] == "gpu"
     assert row["span_us"] == pytest.approx(hta["kernel_span_us"], rel=1e-3)
-    for ours, theirs in (("idle_pct", "idle_pct"), ("compute_pct", "compute_pct"),
-                         ("non_compute_pct", "non_compute_pct")):
+    for ours, theirs in (
+        ("idle_pct", "idle_pct"),
+        ("compute_pct", "compute_pct"),
+        ("non_compute_pct", "non_compute_pct"),
+    ):
         assert abs(row[ours] - hta[theirs]) <= TOLERANCE_PP, (ours, row[ours], hta[theirs])
     if hta["comm_comp_overlap_pct"] is None:  # no communication kernels: HTA divides 0 by 0
         assert row["comm_comp_overlap_pct"] is None or pd.isna(row["comm_comp_overlap_pct"])
@@ -74,7 +80,10 @@ def test_idle_time_by_cause_matches_hta(profiles, run: str, rank: str) -> None:
     hta = REFERENCE["runs"][run]["ranks"][rank]["idle_by_stream"]
     frame = devices.idle_breakdown(profiles[run])
     frame = frame[frame["rank"].fillna(0).astype(int) == int(rank)]
-    ours = {(int(s), c): t for s, c, t in zip(frame["stream"], frame["idle_category"], frame["idle_us"], strict=True)}
+    ours = {
+        (int(s), c): t
+        for s, c, t in zip(frame["stream"], frame["idle_category"], frame["idle_us"], strict=True)
+    }
     theirs = {(r["stream"], r["idle_category"]): r["idle_time_us"] for r in hta}
     assert set(ours) == set(theirs)
     for stream in {s for s, _ in theirs}:

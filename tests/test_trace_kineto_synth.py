@@ -19,8 +19,9 @@ from popprof.trace import synth
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> Path:
-    return synth.write_chrome_trace(tmp_path_factory.mktemp("kineto") / "trace.json", 3, seed=5, args="kineto",
-                                    layers=12)
+    return synth.write_chrome_trace(
+        tmp_path_factory.mktemp("kineto") / "trace.json", 3, seed=5, args="kineto", layers=12
+    )
 
 
 def test_layout_is_kineto_like(trace: Path) -> None:
@@ -28,7 +29,11 @@ def test_layout_is_kineto_like(trace: Path) -> None:
     events = doc["traceEvents"]
     assert doc["distributedInfo"]["rank"] == 0 and "baseTimeNanoseconds" in doc
     steps = [e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
-    assert steps == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]  # a few recorded steps, not thousands
+    assert steps == [
+        "ProfilerStep#0",
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+    ]  # a few recorded steps, not thousands
     assert sum(e.get("name") == "aten::linear" for e in events) == 3 * 12  # the model size sets the step size
     launches = [e for e in events if e.get("cat") == "cuda_runtime" and "args" in e]
     gpu = [e for e in events if e.get("pid") == synth.GPU_PID and e.get("ph") == "X"]
@@ -39,7 +44,9 @@ def test_layout_is_kineto_like(trace: Path) -> None:
     fwdbwd = Counter(e["ph"] for e in events if e.get("cat") == "fwdbwd")
     assert fwdbwd == {"s": 3 * 12, "f": 3 * 12}
     assert any(e.get("pid") == "Spans" and e.get("name") == "PyTorch Profiler (0)" for e in events)
-    assert synth.events_per_step(12, "kineto") * 3 < len(events) < synth.events_per_step(12, "kineto") * 3 + 20
+    assert (
+        synth.events_per_step(12, "kineto") * 3 < len(events) < synth.events_per_step(12, "kineto") * 3 + 20
+    )
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["one-pass", "two-processes"])
@@ -52,10 +59,14 @@ def test_open_keeps_flows_and_correlation(trace: Path, monkeypatch, split: bool)
     flows, events = profile.flows, profile.events
     assert len(flows) == sum(e["ph"] in ("s", "f") for e in raw)
     assert Counter(zip(flows["channel"].astype(str), flows["phase"].astype(str), strict=True)) == Counter(
-        (e["cat"], e["ph"]) for e in raw if e["ph"] in ("s", "f"))
+        (e["cat"], e["ph"]) for e in raw if e["ph"] in ("s", "f")
+    )
     gpu = events[events["device"].notna()]
     assert len(gpu) == sum(e.get("pid") == synth.GPU_PID and e.get("ph") == "X" for e in raw)
-    assert (gpu["device"] == "gpu:0").all() and set(gpu["stream"]) == {synth.COMPUTE_STREAM, synth.NCCL_STREAM}
+    assert (gpu["device"] == "gpu:0").all() and set(gpu["stream"]) == {
+        synth.COMPUTE_STREAM,
+        synth.NCCL_STREAM,
+    }
     launches = events[(events["channel"] == "cuda_runtime") & events["correlation"].notna()]
     assert sorted(launches["correlation"]) == sorted(gpu["correlation"])  # every kernel finds its launch
     ac2g = flows[flows["channel"] == "ac2g"]
@@ -69,8 +80,9 @@ def test_generated_rank_traces_open_as_one_profile_with_every_rank(tmp_path: Pat
     folder = tmp_path / "run"
     folder.mkdir()
     for rank in range(3):
-        synth.write_chrome_trace(folder / f"rank-{rank}.json", 2, seed=rank, args="kineto", layers=4,
-                                 rank=rank, world_size=3)
+        synth.write_chrome_trace(
+            folder / f"rank-{rank}.json", 2, seed=rank, args="kineto", layers=4, rank=rank, world_size=3
+        )
     doc = json.loads((folder / "rank-2.json").read_text())
     assert doc["distributedInfo"] == {"backend": "nccl", "rank": 2, "world_size": 3}
     events = popprof.open(folder).events

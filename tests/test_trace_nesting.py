@@ -22,7 +22,7 @@ def _nested_intervals(rng: np.random.Generator, threads: int, per_thread: int) -
             lo, hi = stack[-1]
             r = rng.random()
             if r < 0.3 and len(stack) > 1:
-                x = max(x, hi)          # close the innermost interval
+                x = max(x, hi)  # close the innermost interval
                 stack.pop()
                 continue
             length = float(rng.integers(0, 50)) if r > 0.9 else float(rng.integers(0, max(1, int(hi - x))))
@@ -32,20 +32,31 @@ def _nested_intervals(rng: np.random.Generator, threads: int, per_thread: int) -
             start.append(x)
             dur.append(length)
             if length > 0 and rng.random() < 0.6:
-                stack.append((x, x + length))   # next events go inside (the first shares its start)
+                stack.append((x, x + length))  # next events go inside (the first shares its start)
             else:
                 x += length + float(rng.integers(0, 3))
     return (np.array(pid), np.array(tid), np.array(start), np.array(dur))
 
 
-@pytest.mark.parametrize("seed, threads, per_thread, loop_threads",
-                         [(0, 3, 1500, 4096), (1, 3, 1500, 4096), (2, 3, 1500, 4096), (3, 3, 1500, 4096),
-                          (4, 400, 12, 4096),  # many small threads on one clock
-                          (5, 400, 12, 100), (6, 3, 1500, 2)])  # the grouped running maximum (very many threads)
-def test_derive_nesting_matches_a_stack_walk(seed: int, threads: int, per_thread: int, loop_threads: int,
-                                             monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "seed, threads, per_thread, loop_threads",
+    [
+        (0, 3, 1500, 4096),
+        (1, 3, 1500, 4096),
+        (2, 3, 1500, 4096),
+        (3, 3, 1500, 4096),
+        (4, 400, 12, 4096),  # many small threads on one clock
+        (5, 400, 12, 100),
+        (6, 3, 1500, 2),
+    ],
+)  # the grouped running maximum (very many threads)
+def test_derive_nesting_matches_a_stack_walk(
+    seed: int, threads: int, per_thread: int, loop_threads: int, monkeypatch
+) -> None:
     monkeypatch.setattr(nesting, "RUNNING_MAX_LOOP_THREADS", loop_threads)
-    pid, tid, start, dur = _nested_intervals(np.random.default_rng(seed), threads=threads, per_thread=per_thread)
+    pid, tid, start, dur = _nested_intervals(
+        np.random.default_rng(seed), threads=threads, per_thread=per_thread
+    )
     order = nesting.sort_order(pid, tid, start, dur)
     pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
     parent, depth = nesting.derive_nesting(nesting.thread_bounds(pid, tid), start, dur)
@@ -109,7 +120,13 @@ def test_siblings_back_to_back_and_instants() -> None:
     order = nesting.sort_order(np.zeros(5), np.zeros(5), start, dur)
     parent, depth = nesting.derive_nesting(np.array([0, 5]), start[order], dur[order])
     rows = list(zip(start[order].tolist(), dur[order].tolist(), parent.tolist(), depth.tolist(), strict=True))
-    assert rows == [(0.0, 10.0, -1, 0), (0.0, 4.0, 0, 1), (4.0, 6.0, 0, 1), (4.0, 0.0, 2, 2), (10.0, 2.0, -1, 0)]
+    assert rows == [
+        (0.0, 10.0, -1, 0),
+        (0.0, 4.0, 0, 1),
+        (4.0, 6.0, 0, 1),
+        (4.0, 0.0, 2, 2),
+        (10.0, 2.0, -1, 0),
+    ]
 
 
 def test_partial_overlap_is_counted() -> None:

@@ -37,14 +37,31 @@ def test_directory_of_rank_traces_is_one_profile_with_every_rank() -> None:
 
 
 def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path: Path) -> None:
-    events = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
-                               "args": {"stream": 7, "device": 0, "correlation": 1}}]}
+    events = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": 10,
+                "dur": 5,
+                "args": {"stream": 7, "device": 0, "correlation": 1},
+            }
+        ]
+    }
     for name in ("run.rank_3.json", "other.json"):
         (tmp_path / name).write_text(json.dumps(events))
     p = popprof.open(tmp_path)
-    ranks = dict(zip(json.loads(p.meta["trace.rank_files"]).values(), json.loads(p.meta["trace.rank_files"]),
-                     strict=True))
-    assert ranks == {"other.json": "0", "run.rank_3.json": "3"}   # no rank anywhere: its position
+    ranks = dict(
+        zip(
+            json.loads(p.meta["trace.rank_files"]).values(),
+            json.loads(p.meta["trace.rank_files"]),
+            strict=True,
+        )
+    )
+    assert ranks == {"other.json": "0", "run.rank_3.json": "3"}  # no rank anywhere: its position
     assert "other.json" in p.meta["trace.rank_notes"]
     assert sorted(p.events["rank"].tolist()) == [0, 3]
 
@@ -71,15 +88,26 @@ def test_summary_check_and_query_read_the_directory(capsys) -> None:
     assert "2 ranks (0, 1)" in text and "gpu:0" in text and "gpu:1" in text
     assert main(["check", str(TWO_RANKS), "--fail-on", "never"]) == 0
     capsys.readouterr()
-    assert main(["query", str(TWO_RANKS), "SELECT rank, count(*) AS n FROM events GROUP BY 1 ORDER BY 1",
-                 "--format", "csv"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                str(TWO_RANKS),
+                "SELECT rank, count(*) AS n FROM events GROUP BY 1 ORDER BY 1",
+                "--format",
+                "csv",
+            ]
+        )
+        == 0
+    )
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0] == "rank,n" and [r.split(",")[0] for r in rows[1:]] == ["0", "1"]
 
 
 @pytest.mark.parametrize("parallel_from", [1 << 40, 0])
-def test_a_directory_with_a_corrupt_rank_file_names_the_file(monkeypatch, tmp_path: Path, capsys,
-                                                             parallel_from: int) -> None:
+def test_a_directory_with_a_corrupt_rank_file_names_the_file(
+    monkeypatch, tmp_path: Path, capsys, parallel_from: int
+) -> None:
     monkeypatch.setattr(rank_dir, "PARALLEL_MIN_BYTES", parallel_from)
     shutil.copy(TWO_RANKS / "rank-0.json.gz", tmp_path / "rank-0.json.gz")
     good = (TWO_RANKS / "rank-1.json.gz").read_bytes()
@@ -94,9 +122,11 @@ def test_a_directory_with_a_corrupt_rank_file_names_the_file(monkeypatch, tmp_pa
 
 def test_a_truncated_rank_file_keeps_its_events_and_warns(tmp_path: Path, capsys) -> None:
     shutil.copy(TWO_RANKS / "rank-0.json.gz", tmp_path / "rank-0.json.gz")
-    (tmp_path / "rank-1.json").write_text('{"distributedInfo": {"rank": 1}, "traceEvents": ['
-                                          '{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},'
-                                          '{"ph": "X", "name": "b", "ts": 4')
+    (tmp_path / "rank-1.json").write_text(
+        '{"distributedInfo": {"rank": 1}, "traceEvents": ['
+        '{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},'
+        '{"ph": "X", "name": "b", "ts": 4'
+    )
     assert main(["summary", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert "2 ranks (0, 1)" in captured.out and "truncated" in captured.err

@@ -39,15 +39,19 @@ def test_host_sync_calls_are_not_device_busy_time(nccl) -> None:
     assert on_stream["device_category"].notna().all()
     device_rows = ev[ev["device_category"].isin(["compute", "exchange", "host_io", "sync", "other"])]
     assert device_rows["stream"].notna().all()
-    assert values["trace.device_idle_share"] == pytest.approx(1 - values["trace.device_busy_us"] /
-                                                              trace_summary(nccl)["device_activity"]["active_span_us"])
+    assert values["trace.device_idle_share"] == pytest.approx(
+        1 - values["trace.device_busy_us"] / trace_summary(nccl)["device_activity"]["active_span_us"]
+    )
 
 
 def test_profiler_bookkeeping_is_kept_but_never_a_busiest_thread_or_top_event(nccl) -> None:
     ev = nccl.events
     marked = ev[ev["bookkeeping"].fillna(False).astype(bool)]
-    assert set(marked["name"].astype(str)) == {"PyTorch Profiler (0)", "Iteration Start: PyTorch Profiler",
-                                               "Record Window End"}
+    assert set(marked["name"].astype(str)) == {
+        "PyTorch Profiler (0)",
+        "Iteration Start: PyTorch Profiler",
+        "Record Window End",
+    }
     s = trace_summary(nccl)
     names = {r["name"] for key in ("top_by_total", "top_by_self", "top_cpu_ops_by_self") for r in s[key]}
     assert not any(n.startswith(("PyTorch Profiler", "Iteration Start", "Record Window")) for n in names)
@@ -89,17 +93,29 @@ def test_summary_text_reads_like_a_report(capsys) -> None:
     assert "busy_us=" not in text and "pid=" not in text and "{" not in text.split("Top kernels")[0]
     assert "pid 4037 tid 4037" in text
     assert "PyTorch Profiler (0)" not in text
-    for heading in ("Devices", "Top kernels (GPU time)", "Top CPU ops by self time", "Busiest threads",
-                    "Why the device idled"):
+    for heading in (
+        "Devices",
+        "Top kernels (GPU time)",
+        "Top CPU ops by self time",
+        "Busiest threads",
+        "Why the device idled",
+    ):
         assert heading in text
-    assert "53.6 %" in text and "54.7 %" in text   # HTA's idle shares of ranks 0 and 1
+    assert "53.6 %" in text and "54.7 %" in text  # HTA's idle shares of ranks 0 and 1
 
 
 def test_summary_json_has_trace_devices_and_csv_the_device_table(capsys) -> None:
     assert main(["summary", str(REAL / "nccl_data.json.gz"), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     (row,) = data["trace"]["devices"]
-    for key in ("rank", "idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct", "host_wait_pct"):
+    for key in (
+        "rank",
+        "idle_pct",
+        "compute_pct",
+        "non_compute_pct",
+        "comm_comp_overlap_pct",
+        "host_wait_pct",
+    ):
         assert key in row
     assert row["idle_pct"] == pytest.approx(77.78, abs=0.01)
     assert data["trace"]["host_wait"]["events"] == 109
@@ -120,8 +136,9 @@ def test_ipu_profiles_get_the_same_device_table() -> None:
     total = cycles.sum()
     row = table.iloc[0]
     assert row["compute_pct"] == pytest.approx(100 * cycles["compute"] / total)
-    assert row["communication_pct"] == pytest.approx(100 * (cycles.get("exchange", 0) +
-                                                            cycles.get("global_exchange", 0)) / total)
+    assert row["communication_pct"] == pytest.approx(
+        100 * (cycles.get("exchange", 0) + cycles.get("global_exchange", 0)) / total
+    )
     assert row["memory_pct"] == pytest.approx(100 * cycles.get("host_io", 0) / total)
     assert row["span_us"] == pytest.approx(total / p.target_value("clock_hz") * 1e6)
     assert list(table.columns) == devices.BREAKDOWN_COLUMNS
@@ -154,8 +171,10 @@ def test_fmt_time_units() -> None:
 def test_kernel_types_follow_hta_names() -> None:
     from popprof.trace.gpu_work import kernel_type
 
-    assert kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") \
+    assert (
+        kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)")
         == "COMMUNICATION"
+    )
     assert kernel_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == "COMMUNICATION"
     assert kernel_type("Memcpy HtoD (Pageable -> Device)") == "MEMORY"
     assert kernel_type("Memset (Device)") == "MEMORY"
@@ -166,21 +185,48 @@ def test_kernel_types_follow_hta_names() -> None:
 
 def test_last_profiler_step_is_left_out_like_hta(tmp_path: Path) -> None:
     """Kernels launched in the last (incomplete) ProfilerStep do not count; with one step, all do."""
+
     def trace(steps: int) -> dict:
         events = []
         for i in range(steps):
             t = 1000 * i
-            events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
-                        "ts": t, "dur": 900},
-                       {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                        "ts": t + 10, "dur": 5, "args": {"correlation": i + 1}},
-                       {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 20,
-                        "dur": 100 * (i + 1), "args": {"stream": 7, "device": 0, "correlation": i + 1}}]
+            events += [
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{i}",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": 900,
+                },
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + 10,
+                    "dur": 5,
+                    "args": {"correlation": i + 1},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "gemm",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 20,
+                    "dur": 100 * (i + 1),
+                    "args": {"stream": 7, "device": 0, "correlation": i + 1},
+                },
+            ]
         return {"traceEvents": events}
+
     (tmp_path / "three.json").write_text(json.dumps(trace(3)))
     (tmp_path / "one.json").write_text(json.dumps(trace(1)))
     three = devices.device_breakdown(popprof.open(tmp_path / "three.json")).iloc[0]
-    assert three["busy_us"] == 100 + 200            # step 2's 300 us kernel is left out
+    assert three["busy_us"] == 100 + 200  # step 2's 300 us kernel is left out
     assert three["span_us"] == (1020 + 200) - 20
     one = devices.device_breakdown(popprof.open(tmp_path / "one.json")).iloc[0]
     assert one["busy_us"] == 100 and one["idle_pct"] == 0
@@ -189,11 +235,32 @@ def test_last_profiler_step_is_left_out_like_hta(tmp_path: Path) -> None:
 def test_idle_causes_on_a_hand_made_stream(tmp_path: Path) -> None:
     """Gap before k2: launched after k1 ended -> host wait; k3: launched early, gap 10 us -> kernel wait;
     k4: launched early, gap 50 us -> other."""
-    ev = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 1,
-           "args": {"correlation": c}} for c, ts in ((1, 0), (2, 150), (3, 160), (4, 170))]
-    ev += [{"ph": "X", "cat": "kernel", "name": f"k{c}", "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-            "args": {"stream": 7, "device": 0, "correlation": c}}
-           for c, ts, dur in ((1, 10, 100), (2, 200, 50), (3, 260, 10), (4, 320, 10))]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": 1,
+            "args": {"correlation": c},
+        }
+        for c, ts in ((1, 0), (2, 150), (3, 160), (4, 170))
+    ]
+    ev += [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{c}",
+            "pid": 0,
+            "tid": 7,
+            "ts": ts,
+            "dur": dur,
+            "args": {"stream": 7, "device": 0, "correlation": c},
+        }
+        for c, ts, dur in ((1, 10, 100), (2, 200, 50), (3, 260, 10), (4, 320, 10))
+    ]
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": ev}))
     p = popprof.open(tmp_path / "t.json")
     idle = devices.idle_breakdown(p).set_index("idle_category")["idle_us"]
@@ -230,10 +297,27 @@ def test_without_launch_correlation_the_step_filter_keeps_the_work(tmp_path: Pat
     """Host events without correlation ids cannot say which step launched a kernel: nothing is dropped."""
     events = []
     for i in range(3):
-        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
-                    "ts": 1000 * i, "dur": 900},
-                   {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1000 * i + 20, "dur": 100,
-                    "args": {"stream": 7, "device": 0}}]
+        events += [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1000 * i,
+                "dur": 900,
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "gemm",
+                "pid": 0,
+                "tid": 7,
+                "ts": 1000 * i + 20,
+                "dur": 100,
+                "args": {"stream": 7, "device": 0},
+            },
+        ]
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
     row = devices.device_breakdown(popprof.open(tmp_path / "t.json")).iloc[0]
     assert row["platform"] == "gpu" and row["busy_us"] == 300 and row["work_items"] == 3

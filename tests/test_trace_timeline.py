@@ -14,11 +14,24 @@ from popprof.profile import Profile
 from popprof.readers import read_path
 from popprof.trace import timeline
 
-COLS = ["event_id", "pid", "tid", "parent_id", "depth", "name", "channel", "start_us", "dur_us", "device_category"]
+COLS = [
+    "event_id",
+    "pid",
+    "tid",
+    "parent_id",
+    "depth",
+    "name",
+    "channel",
+    "start_us",
+    "dur_us",
+    "device_category",
+]
 
 
 def _plain(frame: pd.DataFrame) -> list[tuple]:
-    return [tuple(r) for r in frame[COLS].astype(object).where(frame[COLS].notna(), None).itertuples(index=False)]
+    return [
+        tuple(r) for r in frame[COLS].astype(object).where(frame[COLS].notna(), None).itertuples(index=False)
+    ]
 
 
 @pytest.mark.parametrize("name", ["training_loop.json.gz", "begin_end.json"])
@@ -30,8 +43,11 @@ def test_round_trip_gives_the_same_events(tmp_path: Path, fixtures_dir: Path, na
     back = read_path(out, with_args=True)
     assert _plain(back.events) == _plain(original.events)
     assert back.threads.equals(original.threads)
-    assert back.counters.sort_values(["ts_us", "series"]).reset_index(drop=True).equals(
-        original.counters.sort_values(["ts_us", "series"]).reset_index(drop=True))
+    assert (
+        back.counters.sort_values(["ts_us", "series"])
+        .reset_index(drop=True)
+        .equals(original.counters.sort_values(["ts_us", "series"]).reset_index(drop=True))
+    )
     doc = json.loads(out.read_text())
     assert isinstance(doc["traceEvents"], list)
     for ev in doc["traceEvents"]:
@@ -49,16 +65,32 @@ def test_gzip_output(tmp_path: Path, fixtures_dir: Path) -> None:
 
 
 def _ipu_profile(with_runs: bool) -> Profile:
-    steps = pd.DataFrame({
-        "run": [0, 0, 0, 0, 1, 1], "step": [0, 0, 1, 1, 2, 2], "ipu": [0, 1, 0, 1, 0, 1],
-        "program": ["mm", "mm", "exch", "exch", "copy", "copy"],
-        "program_type": ["OnTileExecute", "OnTileExecute", "DoExchange", "DoExchange", "StreamCopyBegin",
-                         "StreamCopyBegin"],
-        "category": ["compute", "compute", "exchange", "exchange", "host_io", "host_io"],
-        "cycles": [1330, 2660, 665, 665, 13300, 1330]})
+    steps = pd.DataFrame(
+        {
+            "run": [0, 0, 0, 0, 1, 1],
+            "step": [0, 0, 1, 1, 2, 2],
+            "ipu": [0, 1, 0, 1, 0, 1],
+            "program": ["mm", "mm", "exch", "exch", "copy", "copy"],
+            "program_type": [
+                "OnTileExecute",
+                "OnTileExecute",
+                "DoExchange",
+                "DoExchange",
+                "StreamCopyBegin",
+                "StreamCopyBegin",
+            ],
+            "category": ["compute", "compute", "exchange", "exchange", "host_io", "host_io"],
+            "cycles": [1330, 2660, 665, 665, 13300, 1330],
+        }
+    )
     tables = {"target": {"source_format": ["pop"], "clock_hz": [1.33e9]}, "steps": steps}
     if with_runs:
-        tables["runs"] = {"run": [0, 1], "name": ["a", "b"], "start_us": [100.0, 500.0], "end_us": [105.0, 520.0]}
+        tables["runs"] = {
+            "run": [0, 1],
+            "name": ["a", "b"],
+            "start_us": [100.0, 500.0],
+            "end_us": [105.0, 520.0],
+        }
     return Profile("ipu", tables)
 
 
@@ -75,7 +107,7 @@ def test_steps_are_laid_out_per_ipu_in_time(with_runs: bool) -> None:
         assert run1 == pytest.approx(500.0)
     else:
         assert layout.loc[(0, 0), "start_us"] == pytest.approx(0.0)
-        assert run1 == pytest.approx(2.5)   # after run 0's longest IPU (2660 + 665 cycles)
+        assert run1 == pytest.approx(2.5)  # after run 0's longest IPU (2660 + 665 cycles)
     assert layout.loc[(2, 0), "dur_us"] == pytest.approx(10.0)
 
 
@@ -91,8 +123,14 @@ def test_steps_export_names_ipus_and_categories(tmp_path: Path) -> None:
     assert all(e["cname"] == timeline.CATEGORY_COLOURS[e["cat"]] for e in steps)
     back = read_path(out)
     assert len(back.events) == 6
-    assert sorted(back.events["channel"].astype(str)) == ["compute", "compute", "exchange", "exchange",
-                                                          "host_io", "host_io"]
+    assert sorted(back.events["channel"].astype(str)) == [
+        "compute",
+        "compute",
+        "exchange",
+        "exchange",
+        "host_io",
+        "host_io",
+    ]
     assert np.isclose(back.events["dur_us"].sum(), sum([1, 2, 0.5, 0.5, 10, 1]))
 
 
@@ -100,8 +138,19 @@ def test_cli_timeline(tmp_path: Path, fixtures_dir: Path, capsys) -> None:
     out = tmp_path / "t.json"
     assert main(["timeline", str(fixtures_dir / "traces" / "training_loop.json"), "-o", str(out)]) == 0
     assert len(read_path(out).events) == 1032
-    assert main(["timeline", str(fixtures_dir / "traces" / "begin_end.json"), "-o", str(out),
-                 "--device-map", '{"compute": "^TraceMe:train_step"}']) == 0
+    assert (
+        main(
+            [
+                "timeline",
+                str(fixtures_dir / "traces" / "begin_end.json"),
+                "-o",
+                str(out),
+                "--device-map",
+                '{"compute": "^TraceMe:train_step"}',
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())["traceEvents"]
     steps = [e for e in doc if e["name"].startswith("train_step")]
     assert len(steps) == 3 and all(e["args"]["device_category"] == "compute" for e in steps)
@@ -118,7 +167,9 @@ def test_cli_timeline_bad_input_leaves_no_output(tmp_path: Path, capsys) -> None
     assert main(["timeline", str(bad), "-o", str(out), "--device-map", '{"gpu": "x"}']) == 2
 
 
-def test_cli_timeline_reads_the_device_map_from_config(tmp_path: Path, fixtures_dir: Path, monkeypatch) -> None:
+def test_cli_timeline_reads_the_device_map_from_config(
+    tmp_path: Path, fixtures_dir: Path, monkeypatch
+) -> None:
     (tmp_path / "popprof.toml").write_text('[device_map]\ncompute = "^TraceMe:ExecutorState"\n')
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "t.json"
@@ -140,8 +191,13 @@ def test_cli_timeline_never_overwrites_its_input(tmp_path: Path, fixtures_dir: P
 # -- round trip keeps what Perfetto shows: flows, zero-duration complete events, metadata, top level -----
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
-REAL_TRACES = ["nccl_data.json.gz", "amd_mi250_minitoy.json.gz", "cpu_only_rank-34.json.gz",
-               "two_ranks/rank-0.json.gz", "two_ranks/rank-1.json.gz"]
+REAL_TRACES = [
+    "nccl_data.json.gz",
+    "amd_mi250_minitoy.json.gz",
+    "cpu_only_rank-34.json.gz",
+    "two_ranks/rank-0.json.gz",
+    "two_ranks/rank-1.json.gz",
+]
 SYNTHETIC_PID = 1 << 40  # the Chrome reader's ids for string pids ("Spans", "Traces", "") start here
 
 
@@ -180,8 +236,11 @@ def test_real_trace_round_trip_keeps_every_phase_and_the_top_level(tmp_path: Pat
     # metadata: every record of the input (names, labels, sort order) is written again
     assert _metadata_keys(original["traceEvents"]) == _metadata_keys(written["traceEvents"])
     # string pids (Kineto's "Spans"/"Traces") get an integer pid named after the string
-    named = {e["args"]["name"] for e in written["traceEvents"]
-             if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] >= SYNTHETIC_PID}
+    named = {
+        e["args"]["name"]
+        for e in written["traceEvents"]
+        if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] >= SYNTHETIC_PID
+    }
     strings = {e["pid"] for e in original["traceEvents"] if isinstance(e.get("pid"), str)}
     assert named == strings
     # top-level members come back as they were
@@ -206,13 +265,19 @@ def test_real_flows_survive_reading_the_export_back(tmp_path: Path) -> None:
 
 def test_zero_duration_complete_events_stay_complete_events(tmp_path: Path) -> None:
     src = tmp_path / "zero.json"
-    src.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "name": "marker", "pid": 1, "tid": 1, "ts": 10.0, "dur": 0},
-        {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0},
-        {"ph": "i", "name": "tick", "pid": 1, "tid": 1, "ts": 20.0, "s": "p"},
-        {"ph": "i", "name": "epoch", "pid": 1, "tid": 1, "ts": 30.0},
-        {"ph": "I", "name": "legacy", "pid": 1, "tid": 1, "ts": 40.0, "s": "g"},
-    ]}))
+    src.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "name": "marker", "pid": 1, "tid": 1, "ts": 10.0, "dur": 0},
+                    {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0},
+                    {"ph": "i", "name": "tick", "pid": 1, "tid": 1, "ts": 20.0, "s": "p"},
+                    {"ph": "i", "name": "epoch", "pid": 1, "tid": 1, "ts": 30.0},
+                    {"ph": "I", "name": "legacy", "pid": 1, "tid": 1, "ts": 40.0, "s": "g"},
+                ]
+            }
+        )
+    )
     out = tmp_path / "out.json"
     timeline.write_timeline(read_path(src), out)
     written = {e["name"]: e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] != "M"}

@@ -68,11 +68,18 @@ class LazyGroup(click.Group):
         return command if isinstance(command, click.Command) else None
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="popprof")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
-@click.option("--limit", "limit_values", multiple=True, metavar="NAME=VALUE",
-              help="Raise (or lower) a safety limit for this run, e.g. --limit text-bytes=1G (docs/limits.md).")
+@click.option(
+    "--limit",
+    "limit_values",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Raise (or lower) a safety limit for this run, e.g. --limit text-bytes=1G (docs/limits.md).",
+)
 def cli(quiet: bool, limit_values: tuple[str, ...]) -> None:
     """Scriptable analysis of Graphcore IPU profiles (PopVision profile.pop, .pvti, and more).
 
@@ -100,7 +107,9 @@ class Terminated(BaseException):
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once (a later run removes what it leaves)
+    signal.signal(
+        signal.SIGTERM, signal.SIG_DFL
+    )  # a second SIGTERM ends the process at once (a later run removes what it leaves)
     raise Terminated
 
 
@@ -126,8 +135,14 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: object = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
     """A Python warning (from popprof or a library) as one line on stderr, without the source line."""
     text = " ".join(str(message).split())
     click.echo(f"popprof: warning: {text}", err=True)
@@ -142,8 +157,10 @@ def _main(argv: list[str] | None) -> int:
     except RecursionError:  # a bounded fallback: nesting deeper than any guard expected
         if os.environ.get("POPPROF_DEBUG"):
             raise
-        click.echo("popprof: error: the input is nested too deeply to process (RecursionError); "
-                   "see docs/limits.md", err=True)
+        click.echo(
+            "popprof: error: the input is nested too deeply to process (RecursionError); see docs/limits.md",
+            err=True,
+        )
         return 2
 
     except click.exceptions.Exit as exc:
@@ -169,8 +186,11 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:  # last resort: one line, not a traceback
         if os.environ.get("POPPROF_DEBUG"):
             raise
-        click.echo(f"popprof: internal error: {type(exc).__name__}: {_one_line(exc)} "
-                   "(set POPPROF_DEBUG=1 for a traceback and please report it)", err=True)
+        click.echo(
+            f"popprof: internal error: {type(exc).__name__}: {_one_line(exc)} "
+            "(set POPPROF_DEBUG=1 for a traceback and please report it)",
+            err=True,
+        )
         return 3
     # click returns an Exit's code (e.g. 1 for findings) instead of raising it when not standalone
     return code if isinstance(code, int) else 0

@@ -31,29 +31,66 @@ def _fail_on(option: str | None, config: dict) -> str:
     section = config.get("rules", {}) or {}
     value = section.get("fail_on", section.get("fail-on", "error"))
     if value not in FAIL_CHOICES:
-        raise UsageError(f"bad rules.fail_on {value!r} in the config; expected one of {', '.join(FAIL_CHOICES)}")
+        raise UsageError(
+            f"bad rules.fail_on {value!r} in the config; expected one of {', '.join(FAIL_CHOICES)}"
+        )
     return str(value)
 
 
 @click.command("check")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--rule", "rules", multiple=True, metavar="ID",
-              help="Run only this rule (repeatable; globs like 'memory.*' and family names like 'host' work).")
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    metavar="ID",
+    help="Run only this rule (repeatable; globs like 'memory.*' and family names like 'host' work).",
+)
 @click.option("--skip", multiple=True, metavar="ID", help="Do not run this rule (repeatable; globs work).")
-@click.option("--set", "sets", multiple=True, metavar="RULE.PARAM=VALUE",
-              help="Override a rule parameter, e.g. --set memory.headroom.warning=0.8 (repeatable; 80% works).")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="RULE.PARAM=VALUE",
+    help="Override a rule parameter, e.g. --set memory.headroom.warning=0.8 (repeatable; 80% works).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
+)
 @format_option("text", "json", "markdown", "junit")
-@click.option("--fail-on", type=click.Choice(FAIL_CHOICES), default=None,
-              help="Exit 1 when a finding is at or above this severity  [default: error, or rules.fail_on].")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically) instead of stdout.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_CHOICES),
+    default=None,
+    help="Exit 1 when a finding is at or above this severity  [default: error, or rules.fail_on].",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write the report to FILE (atomically) instead of stdout.",
+)
 @engine_option()
 @device_map_option()
-def check_command(paths: tuple[Path, ...], rules: tuple[str, ...], skip: tuple[str, ...], sets: tuple[str, ...],
-                  config_file: Path | None, fmt: str, fail_on: str | None, output: Path | None,
-                  engine: str | None, device_map: str | None) -> None:
+def check_command(
+    paths: tuple[Path, ...],
+    rules: tuple[str, ...],
+    skip: tuple[str, ...],
+    sets: tuple[str, ...],
+    config_file: Path | None,
+    fmt: str,
+    fail_on: str | None,
+    output: Path | None,
+    engine: str | None,
+    device_map: str | None,
+) -> None:
     """Flag memory peaks, exchange-heavy phases and host stalls in profiles.
 
     Each PATH is a profile, bundle, trace or run directory (a run directory
@@ -119,15 +156,32 @@ def rules_command(fmt: str) -> None:
     from ..rules import RULES
 
     if fmt == "json":
-        echo_json([{"id": r.id, "description": r.description, "needs": [list(a) for a in r.needs],
-                    "params": r.params, "advice": r.advice,
-                    "advice_by_platform": r.advice_by_platform} for r in RULES.values()])
+        echo_json(
+            [
+                {
+                    "id": r.id,
+                    "description": r.description,
+                    "needs": [list(a) for a in r.needs],
+                    "params": r.params,
+                    "advice": r.advice,
+                    "advice_by_platform": r.advice_by_platform,
+                }
+                for r in RULES.values()
+            ]
+        )
         return
     if fmt == "markdown":
         from .. import markdown as md
 
-        rows = [[md.code(r.id), md.cell(r.description), md.cell(r.needs_text()),
-                 ", ".join(md.code(f"{k}={v}") for k, v in r.params.items()) or "none"] for r in RULES.values()]
+        rows = [
+            [
+                md.code(r.id),
+                md.cell(r.description),
+                md.cell(r.needs_text()),
+                ", ".join(md.code(f"{k}={v}") for k, v in r.params.items()) or "none",
+            ]
+            for r in RULES.values()
+        ]
         click.echo("\n".join(md.table(["rule", "description", "needs", "parameters (defaults)"], rows)))
         return
     if sys.stdout.isatty():
@@ -138,8 +192,12 @@ def rules_command(fmt: str) -> None:
         for col in ("rule", "description", "needs", "parameters"):
             table.add_column(col)
         for r in RULES.values():
-            table.add_row(r.id, r.description, r.needs_text(),
-                          "\n".join(f"{k} = {v}" for k, v in r.params.items()) or "-")
+            table.add_row(
+                r.id,
+                r.description,
+                r.needs_text(),
+                "\n".join(f"{k} = {v}" for k, v in r.params.items()) or "-",
+            )
         Console().print(table)
         return
     for r in RULES.values():

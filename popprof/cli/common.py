@@ -15,22 +15,37 @@ from ..readers import open_all
 
 def format_option(*choices: str, default: str = "text") -> Callable:
     """``--format`` with the given choices."""
-    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=default, show_default=True,
-                        help="Output format.")
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default=default,
+        show_default=True,
+        help="Output format.",
+    )
 
 
 def engine_option() -> Callable:
     """``--engine NAME`` to pick one engine of a run directory."""
-    return click.option("--engine", default=None, metavar="NAME",
-                        help="For a run directory with several engines: analyse only this one.")
+    return click.option(
+        "--engine",
+        default=None,
+        metavar="NAME",
+        help="For a run directory with several engines: analyse only this one.",
+    )
 
 
 def device_map_option() -> Callable:
     """``--device-map JSON|FILE``: which trace events are device activity (every command that reads traces)."""
-    return click.option("--device-map", "device_map", default=None, metavar="JSON|FILE",
-                        help="Which trace events are device activity: a JSON object category -> regular "
-                             "expression, or a file holding one (default: [tool.popprof.device_map] / the "
-                             "[device_map] table of popprof.toml).")
+    return click.option(
+        "--device-map",
+        "device_map",
+        default=None,
+        metavar="JSON|FILE",
+        help="Which trace events are device activity: a JSON object category -> regular "
+        "expression, or a file holding one (default: [tool.popprof.device_map] / the "
+        "[device_map] table of popprof.toml).",
+    )
 
 
 def device_map_inputs(device_map: str | None) -> list[str]:
@@ -50,7 +65,9 @@ def reader_options(device_map: str | None = None, config: dict | None = None, **
         mapping = load_device_map(device_map)
     elif configured:
         if not isinstance(configured, dict | str):
-            raise UsageError("the [device_map] configuration must be a table: category = \"regular expression\"")
+            raise UsageError(
+                'the [device_map] configuration must be a table: category = "regular expression"'
+            )
         mapping = load_device_map(configured)
     else:
         mapping = None
@@ -116,8 +133,9 @@ def load_one_profile(path: str | Path, engine: str | None = None, **options: obj
     """
     profiles = load_profiles(path, engine, **options)
     if len(profiles) > 1:
-        raise UsageError(f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); "
-                         "pick one with --engine NAME")
+        raise UsageError(
+            f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine NAME"
+        )
     return next(iter(profiles.values()))
 
 

@@ -25,7 +25,9 @@ from .common import (
 def _one_profile(path: str, engine: str | None, **options: object) -> Profile:
     profiles = _open(path, engine, **options)
     if len(profiles) != 1:
-        raise UsageError(f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine NAME")
+        raise UsageError(
+            f"{path}: holds {len(profiles)} profiles ({', '.join(profiles)}); pick one with --engine NAME"
+        )
     return next(iter(profiles.values()))
 
 
@@ -39,8 +41,9 @@ def _open(path: str, engine: str | None, **options: object) -> dict[str, Profile
     return profiles
 
 
-def pair_profiles(base: str, new: str, engine: str | None,
-                  **options: object) -> tuple[list[tuple[str, Profile, Profile]], list[str]]:
+def pair_profiles(
+    base: str, new: str, engine: str | None, **options: object
+) -> tuple[list[tuple[str, Profile, Profile]], list[str]]:
     """Pair the profiles of two paths: one to one, or by engine name for run directories.
 
     Returns the pairs (engine name, base, new) and notes on profiles only one side has. ``options`` go to
@@ -52,10 +55,15 @@ def pair_profiles(base: str, new: str, engine: str | None,
         return [(name, b, n)], []
     common = [name for name in left if name in right]
     if not common:
-        raise UsageError(f"no profile name in common between {base} ({', '.join(left)}) and {new} "
-                         f"({', '.join(right)}); pick one on each side with --engine NAME")
-    notes = [f"only in {label}: {', '.join(sorted(set(side) - set(common)))}"
-             for label, side in (("base", left), ("new", right)) if set(side) - set(common)]
+        raise UsageError(
+            f"no profile name in common between {base} ({', '.join(left)}) and {new} "
+            f"({', '.join(right)}); pick one on each side with --engine NAME"
+        )
+    notes = [
+        f"only in {label}: {', '.join(sorted(set(side) - set(common)))}"
+        for label, side in (("base", left), ("new", right))
+        if set(side) - set(common)
+    ]
     return [(name, left[name], right[name]) for name in common], notes
 
 
@@ -64,24 +72,64 @@ def pair_profiles(base: str, new: str, engine: str | None,
 @click.argument("new", type=click.Path(exists=False, dir_okay=True))
 @format_option("text", "json", "markdown", "junit")
 @click.option("--all", "include_unchanged", is_flag=True, help="Include unchanged metrics.")
-@click.option("--budget", "budget_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Budget file (TOML or JSON). Default: [tool.popprof.gate] in pyproject.toml / popprof.toml, "
-                   "else the built-in default budget.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Read [tool.popprof.gate] from this file instead of the nearest pyproject.toml / popprof.toml.")
+@click.option(
+    "--budget",
+    "budget_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Budget file (TOML or JSON). Default: [tool.popprof.gate] in pyproject.toml / popprof.toml, "
+    "else the built-in default budget.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Read [tool.popprof.gate] from this file instead of the nearest pyproject.toml / popprof.toml.",
+)
 @click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
 @click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write the report to FILE (atomically) instead of stdout.")
-@click.option("--top", type=click.IntRange(1, 10_000), default=10, show_default=True,
-              help="Tiles / programs / events listed per section.")
-@click.option("--tolerance", type=click.FloatRange(0, None), default=None, metavar="FRACTION",
-              help="Relative change under which a program or event total counts as unchanged [default: 0.01].")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write the report to FILE (atomically) instead of stdout.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(1, 10_000),
+    default=10,
+    show_default=True,
+    help="Tiles / programs / events listed per section.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, None),
+    default=None,
+    metavar="FRACTION",
+    help="Relative change under which a program or event total counts as unchanged [default: 0.01].",
+)
 @engine_option()
 @device_map_option()
-def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_file: str | None,
-                 config_file: str | None, strict: bool, no_gate: bool, output: str | None, top: int,
-                 tolerance: float | None, engine: str | None, device_map: str | None) -> None:
+def diff_command(
+    base: str,
+    new: str,
+    fmt: str,
+    include_unchanged: bool,
+    budget_file: str | None,
+    config_file: str | None,
+    strict: bool,
+    no_gate: bool,
+    output: str | None,
+    top: int,
+    tolerance: float | None,
+    engine: str | None,
+    device_map: str | None,
+) -> None:
     """Compare two profiles (or a baseline JSON and a profile) and gate regressions.
 
     Shows the metrics that changed, biggest relative change first, then the
@@ -100,19 +148,24 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
     from ..diff.render import render_many
 
     if output is not None:  # before any reading: a bad output path fails fast
-        refuse_overwriting_inputs(output, [base, new, budget_file, config_file, *device_map_inputs(device_map)])
+        refuse_overwriting_inputs(
+            output, [base, new, budget_file, config_file, *device_map_inputs(device_map)]
+        )
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
     from ..config import load_config
 
-    read_options = reader_options(device_map, load_config(explicit=Path(config_file) if config_file else None))
+    read_options = reader_options(
+        device_map, load_config(explicit=Path(config_file) if config_file else None)
+    )
     results = []
     with progress("popprof diff: reading", total=None) as advance:
         pairs, notes = pair_profiles(base, new, engine, **read_options)
         advance(1)
     with progress("popprof diff: comparing", total=len(pairs)) as advance:
         for name, base_profile, new_profile in pairs:
-            result = diff(base_profile, new_profile,
-                          tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+            result = diff(
+                base_profile, new_profile, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance
+            )
             gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
             results.append((name, result, gate_result))
             advance(1)
@@ -127,8 +180,15 @@ def diff_command(base: str, new: str, fmt: str, include_unchanged: bool, budget_
 
 @click.command("baseline")
 @click.argument("path", type=click.Path(exists=False, dir_okay=True))
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Write the baseline here (atomically). Default: print it.")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write the baseline here (atomically). Default: print it.",
+)
 @engine_option()
 @device_map_option()
 def baseline_command(path: str, output: str | None, engine: str | None, device_map: str | None) -> None:

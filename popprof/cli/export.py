@@ -15,15 +15,23 @@ from .common import device_map_inputs, device_map_option, engine_option, load_pr
 
 @click.command("export")
 @click.argument("src", type=click.Path())
-@click.option("-o", "--output", "out", required=True, type=click.Path(), help="Bundle directory to write "
-              "(NAME.popprof). For a run directory with several engines: a directory that gets one bundle "
-              "per engine.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(),
+    help="Bundle directory to write "
+    "(NAME.popprof). For a run directory with several engines: a directory that gets one bundle "
+    "per engine.",
+)
 @engine_option()
 @click.option("--tile-cycles", is_flag=True, help="Also read per-tile cycles of every step (large).")
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces).")
 @device_map_option()
-def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, with_args: bool,
-                   device_map: str | None) -> None:
+def export_command(
+    src: str, out: str, engine: str | None, tile_cycles: bool, with_args: bool, device_map: str | None
+) -> None:
     """Export a profile as a bundle that needs no Poplar SDK to read.
 
     Run this where the SDK is installed; analyse the bundle anywhere
@@ -35,14 +43,17 @@ def export_command(src: str, out: str, engine: str | None, tile_cycles: bool, wi
       popprof export run_dir/ -o bundles/
     """
     refuse_overwriting_inputs(out, device_map_inputs(device_map))
-    profiles = load_profiles(src, engine, **reader_options(device_map, load_config(), tile_cycles=tile_cycles,
-                                                           with_args=with_args))
+    profiles = load_profiles(
+        src, engine, **reader_options(device_map, load_config(), tile_cycles=tile_cycles, with_args=with_args)
+    )
     target = Path(out)
     if len(profiles) == 1:
         name, profile = next(iter(profiles.items()))
         if target.is_dir() and not (target / bundle.MANIFEST).is_file() and any(target.iterdir()):
-            raise UsageError(f"{out}: an existing directory that is not a bundle; write the bundle inside it "
-                             f"with -o {target / (name + '.popprof')}")
+            raise UsageError(
+                f"{out}: an existing directory that is not a bundle; write the bundle inside it "
+                f"with -o {target / (name + '.popprof')}"
+            )
         written = [bundle.write(profile, target, protect=[src])]
     else:
         if target.exists() and not target.is_dir():

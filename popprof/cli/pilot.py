@@ -42,7 +42,9 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _columns(paths: tuple[str, ...], labels: tuple[str, ...], option: str, read: dict) -> list[tuple[str, object]]:
+def _columns(
+    paths: tuple[str, ...], labels: tuple[str, ...], option: str, read: dict
+) -> list[tuple[str, object]]:
     if labels and len(labels) != len(paths):
         raise UsageError(f"{option} given {len(labels)} time(s) for {len(paths)} path(s); give one per path")
     out = []
@@ -56,32 +58,88 @@ def _columns(paths: tuple[str, ...], labels: tuple[str, ...], option: str, read:
 
 @click.command("pilot")
 @click.argument("ipu_paths", nargs=-1, required=True, metavar="IPU_PATH...")
-@click.option("--baseline", "baselines", multiple=True, required=True, metavar="PATH",
-              help="The run to compare with: a GPU trace, a directory of rank traces, or another IPU run "
-                   "(repeatable: one column each).")
-@click.option("--label-ipu", "ipu_labels", multiple=True, metavar="NAME",
-              help="Column name of an IPU path (repeatable, one per IPU_PATH; default: the file name).")
-@click.option("--label-baseline", "baseline_labels", multiple=True, metavar="NAME",
-              help="Column name of a baseline (repeatable, one per --baseline).")
-@click.option("--batch-size", default=None, metavar="N",
-              help="Samples per step per replica (IPU) or rank (GPU): throughput in samples/s.")
-@click.option("--samples-per-step", default=None, metavar="N",
-              help="Samples per step in total, on every side (instead of --batch-size).")
-@click.option("--warmup-steps", default="1", show_default=True, metavar="K",
-              help="The first K steps are the warm-up, left out of the step-time figures.")
-@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
-              help="Override a diagnosis threshold, e.g. --set host_wait_pct=25 (docs/pilot.md).")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).")
+@click.option(
+    "--baseline",
+    "baselines",
+    multiple=True,
+    required=True,
+    metavar="PATH",
+    help="The run to compare with: a GPU trace, a directory of rank traces, or another IPU run "
+    "(repeatable: one column each).",
+)
+@click.option(
+    "--label-ipu",
+    "ipu_labels",
+    multiple=True,
+    metavar="NAME",
+    help="Column name of an IPU path (repeatable, one per IPU_PATH; default: the file name).",
+)
+@click.option(
+    "--label-baseline",
+    "baseline_labels",
+    multiple=True,
+    metavar="NAME",
+    help="Column name of a baseline (repeatable, one per --baseline).",
+)
+@click.option(
+    "--batch-size",
+    default=None,
+    metavar="N",
+    help="Samples per step per replica (IPU) or rank (GPU): throughput in samples/s.",
+)
+@click.option(
+    "--samples-per-step",
+    default=None,
+    metavar="N",
+    help="Samples per step in total, on every side (instead of --batch-size).",
+)
+@click.option(
+    "--warmup-steps",
+    default="1",
+    show_default=True,
+    metavar="K",
+    help="The first K steps are the warm-up, left out of the step-time figures.",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override a diagnosis threshold, e.g. --set host_wait_pct=25 (docs/pilot.md).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
+)
 @format_option("text", "json", "markdown")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="FILE.html: the HTML report with both sides' plots (the table still goes to stdout); "
-                   "any other name: the --format output, written there instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="FILE.html: the HTML report with both sides' plots (the table still goes to stdout); "
+    "any other name: the --format output, written there instead of stdout.",
+)
 @device_map_option()
-def pilot_command(ipu_paths: tuple[str, ...], baselines: tuple[str, ...], ipu_labels: tuple[str, ...],
-                  baseline_labels: tuple[str, ...], batch_size: str | None, samples_per_step: str | None,
-                  warmup_steps: str, sets: tuple[str, ...], config_file: Path | None, fmt: str,
-                  output: Path | None, device_map: str | None) -> None:
+def pilot_command(
+    ipu_paths: tuple[str, ...],
+    baselines: tuple[str, ...],
+    ipu_labels: tuple[str, ...],
+    baseline_labels: tuple[str, ...],
+    batch_size: str | None,
+    samples_per_step: str | None,
+    warmup_steps: str,
+    sets: tuple[str, ...],
+    config_file: Path | None,
+    fmt: str,
+    output: Path | None,
+    device_map: str | None,
+) -> None:
     """Compare an IPU run with the platform it replaces: the same figures side by side.
 
     Compile time, warm-up, step-time percentiles, throughput, device busy /
@@ -117,18 +175,32 @@ def pilot_command(ipu_paths: tuple[str, ...], baselines: tuple[str, ...], ipu_la
     overrides = _parse_sets(sets)
     thresholds_from(config, overrides)  # bad thresholds before reading anything
     if output is not None:
-        refuse_overwriting_inputs(output, [*ipu_paths, *baselines, config_file, *device_map_inputs(device_map)])
+        refuse_overwriting_inputs(
+            output, [*ipu_paths, *baselines, config_file, *device_map_inputs(device_map)]
+        )
         if output.resolve().is_dir():
             raise UsageError(f"--output {output} is a directory; give a file name")
     read = reader_options(device_map, config)
     ipu = _columns(ipu_paths, ipu_labels, "--label-ipu", read)
     for label, profile in ipu:
         if platform_of(profile) != "ipu":
-            raise InputError(profile.source or label, "is not an IPU run (it reads as a GPU trace); give it as "
-                             "--baseline, and an IPU run (run directory, bundle, .pvti, text summary) as IPU_PATH")
+            raise InputError(
+                profile.source or label,
+                "is not an IPU run (it reads as a GPU trace); give it as "
+                "--baseline, and an IPU run (run directory, bundle, .pvti, text summary) as IPU_PATH",
+            )
     base = _columns(baselines, baseline_labels, "--label-baseline", read)
-    doc = clean_for_json(pilot(ipu, base, batch_size=batch, samples=samples, warmup_steps=warmup,
-                               thresholds=overrides, config=config))
+    doc = clean_for_json(
+        pilot(
+            ipu,
+            base,
+            batch_size=batch,
+            samples=samples,
+            warmup_steps=warmup,
+            thresholds=overrides,
+            config=config,
+        )
+    )
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"
     elif fmt == "markdown":

@@ -38,19 +38,47 @@ def _config(config_file: Path | None) -> dict:
 
 @click.command("plot")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--kind", type=click.Choice(PLOT_KINDS), default=None,
-              help="Which plot to draw [default: the most useful one the profile can draw: memory for a full "
-                   "profile, the histogram for a text summary, the timeline for a trace].")
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
-              help="Image to write (.png, .svg or .pdf), atomically.")
-@click.option("--dpi", type=click.IntRange(30, 600), default=120, show_default=True, help="Resolution of PNGs.")
-@click.option("--ipu", type=int, default=None, help="execution: cycles of this IPU (default: busiest per step).")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).")
+@click.option(
+    "--kind",
+    type=click.Choice(PLOT_KINDS),
+    default=None,
+    help="Which plot to draw [default: the most useful one the profile can draw: memory for a full "
+    "profile, the histogram for a text summary, the timeline for a trace].",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    metavar="FILE",
+    help="Image to write (.png, .svg or .pdf), atomically.",
+)
+@click.option(
+    "--dpi", type=click.IntRange(30, 600), default=120, show_default=True, help="Resolution of PNGs."
+)
+@click.option(
+    "--ipu", type=int, default=None, help="execution: cycles of this IPU (default: busiest per step)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).",
+)
 @engine_option()
 @device_map_option()
-def plot_command(path: Path, kind: str | None, output: Path, dpi: int, ipu: int | None, config_file: Path | None,
-                 engine: str | None, device_map: str | None) -> None:
+def plot_command(
+    path: Path,
+    kind: str | None,
+    output: Path,
+    dpi: int,
+    ipu: int | None,
+    config_file: Path | None,
+    engine: str | None,
+    device_map: str | None,
+) -> None:
     """Draw one plot of a profile to an image file.
 
     \b
@@ -102,12 +130,16 @@ def _drawable_kind(profile, kind: str | None) -> str:
     if kind is None:
         kind = default_kind(profile)
         if kind is None:
-            raise UsageError(f"{profile.source or profile.name}: nothing to plot (no tiles, liveness, steps or "
-                             "trace events); `popprof tables` shows what it holds")
+            raise UsageError(
+                f"{profile.source or profile.name}: nothing to plot (no tiles, liveness, steps or "
+                "trace events); `popprof tables` shows what it holds"
+            )
         return kind
     if kind not in available:
-        raise UsageError(f"{profile.source or profile.name}: cannot draw --kind {kind} "
-                         f"({_needs(kind)}); it can draw: {', '.join(available) or 'nothing'}")
+        raise UsageError(
+            f"{profile.source or profile.name}: cannot draw --kind {kind} "
+            f"({_needs(kind)}); it can draw: {', '.join(available) or 'nothing'}"
+        )
     return kind
 
 
@@ -122,17 +154,37 @@ def _needs(kind: str) -> str:
 
 @click.command("report")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE",
-              help="HTML file to write, atomically.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    metavar="FILE",
+    help="HTML file to write, atomically.",
+)
 @click.option("--title", default=None, help="Report title (default: the profile names).")
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).",
+)
 @engine_option()
 @device_map_option()
-def report_command(path: Path, output: Path, title: str | None, svg: bool, no_plots: bool,
-                   config_file: Path | None, engine: str | None, device_map: str | None) -> None:
+def report_command(
+    path: Path,
+    output: Path,
+    title: str | None,
+    svg: bool,
+    no_plots: bool,
+    config_file: Path | None,
+    engine: str | None,
+    device_map: str | None,
+) -> None:
     """Write one self-contained HTML report (summary, findings, plots) to attach to a bug.
 
     The file needs no network to view: plots are embedded images and all
@@ -156,6 +208,12 @@ def report_command(path: Path, output: Path, title: str | None, svg: bool, no_pl
     from ..htmlreport import write
 
     profiles = load_profiles(path, engine, **read_options)
-    write(list(profiles.values()), str(output), title=title, plots=not no_plots,
-          image_format="svg" if svg else "png", config=config)
+    write(
+        list(profiles.values()),
+        str(output),
+        title=title,
+        plots=not no_plots,
+        image_format="svg" if svg else "png",
+        config=config,
+    )
     click.echo(f"wrote {output}", err=True)

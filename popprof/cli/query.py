@@ -35,8 +35,9 @@ def sandbox_config(memory_bytes: int) -> dict[str, object]:
     }
 
 
-def run_query(profile: Profile, sql: str, *, timeout_s: float | None = None,
-              memory_bytes: int | None = None) -> pd.DataFrame:
+def run_query(
+    profile: Profile, sql: str, *, timeout_s: float | None = None, memory_bytes: int | None = None
+) -> pd.DataFrame:
     """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame.
 
     The connection is an in-memory sandbox: read-only statements (SELECT, EXPLAIN, and
@@ -60,12 +61,16 @@ def run_query(profile: Profile, sql: str, *, timeout_s: float | None = None,
         try:
             statements = con.extract_statements(sql)
         except duckdb.Error as exc:
-            raise UsageError(f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})") from None
+            raise UsageError(
+                f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})"
+            ) from None
         for statement in statements:
             kind = str(statement.type).rsplit(".", 1)[-1]
             if kind not in READ_ONLY_STATEMENTS:
-                raise UsageError(f"SQL error: query runs read-only SQL (SELECT, WITH, EXPLAIN, DESCRIBE, "
-                                 f"SUMMARIZE, SHOW); a {kind} statement is not allowed")
+                raise UsageError(
+                    f"SQL error: query runs read-only SQL (SELECT, WITH, EXPLAIN, DESCRIBE, "
+                    f"SUMMARIZE, SHOW); a {kind} statement is not allowed"
+                )
         try:
             for name, frame in profile.tables.items():
                 con.register(name, frame)
@@ -75,14 +80,20 @@ def run_query(profile: Profile, sql: str, *, timeout_s: float | None = None,
         try:
             return _fetch(con.execute(sql), memory_bytes)
         except duckdb.InterruptException:
-            raise UsageError(f"query stopped after {timeout_s:g} s: over the limit query-seconds "
-                             f"(raise it with --timeout SECONDS or {limits.LIMITS['query-seconds'].env})") from None
+            raise UsageError(
+                f"query stopped after {timeout_s:g} s: over the limit query-seconds "
+                f"(raise it with --timeout SECONDS or {limits.LIMITS['query-seconds'].env})"
+            ) from None
         except (duckdb.OutOfMemoryException, _ResultTooLarge):
-            raise UsageError(f"query needs more than {limits.human(memory_bytes, 'bytes')} of memory: over the "
-                             f"limit query-memory (raise it with --memory-limit SIZE or "
-                             f"{limits.LIMITS['query-memory'].env})") from None
+            raise UsageError(
+                f"query needs more than {limits.human(memory_bytes, 'bytes')} of memory: over the "
+                f"limit query-memory (raise it with --memory-limit SIZE or "
+                f"{limits.LIMITS['query-memory'].env})"
+            ) from None
         except duckdb.Error as exc:
-            raise UsageError(f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})") from None
+            raise UsageError(
+                f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})"
+            ) from None
     finally:
         timer.cancel()
         con.close()
@@ -129,15 +140,40 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 @click.argument("sql")
 @engine_option()
 @format_option("table", "csv", "json", default="table")
-@click.option("--limit", type=click.IntRange(0, None), default=200, show_default=True,
-              help="Rows to print in table format.")
+@click.option(
+    "--limit",
+    type=click.IntRange(0, None),
+    default=200,
+    show_default=True,
+    help="Rows to print in table format.",
+)
 @device_map_option()
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0, None, min_open=True), default=None,
-              metavar="SECONDS", help="Stop the query after this long (default: the query-seconds limit, 60).")
-@click.option("--memory-limit", "memory", callback=_size, default=None, metavar="SIZE",
-              help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).")
-def query_command(path: str, sql: str, engine: str | None, fmt: str, limit: int, device_map: str | None,
-                  timeout_s: float | None, memory: int | None) -> None:
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(0, None, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop the query after this long (default: the query-seconds limit, 60).",
+)
+@click.option(
+    "--memory-limit",
+    "memory",
+    callback=_size,
+    default=None,
+    metavar="SIZE",
+    help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).",
+)
+def query_command(
+    path: str,
+    sql: str,
+    engine: str | None,
+    fmt: str,
+    limit: int,
+    device_map: str | None,
+    timeout_s: float | None,
+    memory: int | None,
+) -> None:
     """Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).
 
     \b

@@ -14,31 +14,79 @@ from .common import device_map_option, reader_options
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              metavar="DIR", help="Directory for everything recorded (must not exist, or be empty) "
-                                  "[default: ./popprof-record-DATE-TIME].")
-@click.option("--graph/--no-graph", default=True, show_default=True,
-              help="Poplar graph profile (memory, programs, liveness) in profile.pop.")
-@click.option("--execution/--no-execution", default=True, show_default=True,
-              help="Poplar execution profile (cycles per step) in profile.pop.")
-@click.option("--run-count", type=click.IntRange(1, None), default=None, metavar="N",
-              help="Execution-profile N runs of each program (autoReport.executionProfileProgramRunCount; "
-                   "Poplar's default is 2).")
-@click.option("--trace/--no-trace", default=True, show_default=True,
-              help="System Analyser host trace (.pvti) through PVTI_OPTIONS.")
-@click.option("--check/--no-check", default=True, show_default=True,
-              help="Run the rule checks; write findings.json and report.html.")
-@click.option("--fail-on", type=click.Choice(FAIL_CHOICES), default=None,
-              help="Exit 1 when CMD succeeded and a finding is at or above this severity "
-                   "[default: error, or rules.fail_on].")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Directory for everything recorded (must not exist, or be empty) "
+    "[default: ./popprof-record-DATE-TIME].",
+)
+@click.option(
+    "--graph/--no-graph",
+    default=True,
+    show_default=True,
+    help="Poplar graph profile (memory, programs, liveness) in profile.pop.",
+)
+@click.option(
+    "--execution/--no-execution",
+    default=True,
+    show_default=True,
+    help="Poplar execution profile (cycles per step) in profile.pop.",
+)
+@click.option(
+    "--run-count",
+    type=click.IntRange(1, None),
+    default=None,
+    metavar="N",
+    help="Execution-profile N runs of each program (autoReport.executionProfileProgramRunCount; "
+    "Poplar's default is 2).",
+)
+@click.option(
+    "--trace/--no-trace",
+    default=True,
+    show_default=True,
+    help="System Analyser host trace (.pvti) through PVTI_OPTIONS.",
+)
+@click.option(
+    "--check/--no-check",
+    default=True,
+    show_default=True,
+    help="Run the rule checks; write findings.json and report.html.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_CHOICES),
+    default=None,
+    help="Exit 1 when CMD succeeded and a finding is at or above this severity "
+    "[default: error, or rules.fail_on].",
+)
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Plots in report.html.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).",
+)
 @device_map_option()
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
-def record_command(out_dir: Path | None, graph: bool, execution: bool, run_count: int | None, trace: bool,
-                   check: bool, fail_on: str | None, plots: bool, config_file: Path | None,
-                   device_map: str | None, cmd: tuple[str, ...]) -> None:
+def record_command(
+    out_dir: Path | None,
+    graph: bool,
+    execution: bool,
+    run_count: int | None,
+    trace: bool,
+    check: bool,
+    fail_on: str | None,
+    plots: bool,
+    config_file: Path | None,
+    device_map: str | None,
+    cmd: tuple[str, ...],
+) -> None:
     """Run CMD with IPU profiling switched on, then export and check what it wrote.
 
     Profiling is switched on only through Poplar's and libpvti's documented
@@ -70,24 +118,38 @@ def record_command(out_dir: Path | None, graph: bool, execution: bool, run_count
         from ..rules.base import plan
 
         plan(config=config)  # a bad [rules] config fails before CMD runs, not after
-    options = RecordOptions(choice=ProfilingChoice(graph=graph, execution=execution, trace=trace,
-                                                   run_count=run_count),
-                            check=check, fail_on=level, config=config, plots=plots,
-                            device_map=reader_options(device_map, config).get("device_map"))
+    options = RecordOptions(
+        choice=ProfilingChoice(graph=graph, execution=execution, trace=trace, run_count=run_count),
+        check=check,
+        fail_on=level,
+        config=config,
+        plots=plots,
+        device_map=reader_options(device_map, config).get("device_map"),
+    )
     target = out_dir if out_dir is not None else default_out_dir()
     result = record(list(cmd), target, options, say=lambda line: click.echo(line, err=True))
     if check and result.findings:
         from ..rules.render import RENDERERS
 
         rich = sys.stdout.isatty()
-        click.echo(RENDERERS["text"](result.findings, level, rich=rich,
-                                     width=shutil.get_terminal_size((120, 40)).columns), nl=False)
-    written = [str(p) for p in result.written] + ([f"{len(result.collected.bundles)} bundle(s) in "
-                                                   f"{target / 'bundles'}"] if result.collected.bundles else [])
+        click.echo(
+            RENDERERS["text"](
+                result.findings, level, rich=rich, width=shutil.get_terminal_size((120, 40)).columns
+            ),
+            nl=False,
+        )
+    written = [str(p) for p in result.written] + (
+        [f"{len(result.collected.bundles)} bundle(s) in {target / 'bundles'}"]
+        if result.collected.bundles
+        else []
+    )
     click.echo(f"popprof: recorded in {target}: {', '.join(written)}", err=True)
     code = result.exit_code
     if code == 4:
-        click.echo(f"popprof: exit code 4: CMD failed ({result.run.describe()}); findings above, if any, may be "
-                   "partial", err=True)
+        click.echo(
+            f"popprof: exit code 4: CMD failed ({result.run.describe()}); findings above, if any, may be "
+            "partial",
+            err=True,
+        )
     if code:
         raise click.exceptions.Exit(code)

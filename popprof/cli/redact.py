@@ -13,23 +13,61 @@ from ..errors import UsageError
 
 @click.command("redact")
 @click.argument("source", metavar="IN", type=click.Path(path_type=Path))
-@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
-              help="Output path (a bundle directory, a .json/.json.gz trace or a text file: same kind as IN).")
-@click.option("--key-file", type=click.Path(path_type=Path), default=None,
-              help="File holding the secret key (else $POPPROF_REDACT_KEY, else a random key per run).")
-@click.option("--keep", multiple=True, metavar="PAT", help="Keep values matching PAT readable (glob, or re:REGEX).")
-@click.option("--drop", multiple=True, metavar="PAT",
-              help="Drop table:NAME, column:TABLE.COL or metadata.KEY (globs allowed).")
-@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
-              help="Policy TOML file (keep, drop, [scrub] families).")
-@click.option("--mapping-out", type=click.Path(path_type=Path), default=None,
-              help="Write the pseudonym -> original map here (SENSITIVE: keep it private).")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Output path (a bundle directory, a .json/.json.gz trace or a text file: same kind as IN).",
+)
+@click.option(
+    "--key-file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="File holding the secret key (else $POPPROF_REDACT_KEY, else a random key per run).",
+)
+@click.option(
+    "--keep", multiple=True, metavar="PAT", help="Keep values matching PAT readable (glob, or re:REGEX)."
+)
+@click.option(
+    "--drop",
+    multiple=True,
+    metavar="PAT",
+    help="Drop table:NAME, column:TABLE.COL or metadata.KEY (globs allowed).",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Policy TOML file (keep, drop, [scrub] families).",
+)
+@click.option(
+    "--mapping-out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the pseudonym -> original map here (SENSITIVE: keep it private).",
+)
 @click.option("--no-scan", is_flag=True, help="Skip the leak scan (not recommended).")
-@click.option("--report", "report_out", type=click.Path(path_type=Path), default=None,
-              help="Write a JSON report of what was replaced, by kind and count.")
-def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[str, ...], drop: tuple[str, ...],
-                   policy_file: Path | None, mapping_out: Path | None, no_scan: bool,
-                   report_out: Path | None) -> None:
+@click.option(
+    "--report",
+    "report_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write a JSON report of what was replaced, by kind and count.",
+)
+def redact_command(
+    source: Path,
+    out: Path,
+    key_file: Path | None,
+    keep: tuple[str, ...],
+    drop: tuple[str, ...],
+    policy_file: Path | None,
+    mapping_out: Path | None,
+    no_scan: bool,
+    report_out: Path | None,
+) -> None:
     """Redact a profile so it can be shared; the leak scan then proves nothing sensitive remains.
 
     IN is a bundle (or anything `popprof export` reads: it becomes a redacted bundle), a Chrome
@@ -51,24 +89,44 @@ def redact_command(source: Path, out: Path, key_file: Path | None, keep: tuple[s
         raise UsageError("--report must differ from the output")
     if report_out is not None and mapping_out is not None and report_out.resolve() == mapping_out.resolve():
         raise UsageError("--report and --mapping-out must be different files (one would overwrite the other)")
-    for written in (out, mapping_out, report_out):  # the key and the policy are inputs too: never overwrite them
+    for written in (
+        out,
+        mapping_out,
+        report_out,
+    ):  # the key and the policy are inputs too: never overwrite them
         if written is not None:
             refuse_overwriting_inputs(written, [key_file, policy_file])
     policy = build_policy(policy_file, keep, drop)
     input_kind(source)
     check_paths(source, out)
     if key_file is None and not os.environ.get(KEY_ENV, "").strip():
-        click.echo(f"popprof: note: no key given (--key-file or ${KEY_ENV}): using a random key for this run, so "
-                   "these pseudonyms cannot be linked to any other redaction", err=True)
-    report = redact(source, out, policy=policy, mapping_out=mapping_out, scan=not no_scan, key_file=key_file,
-                    report_out=report_out)
+        click.echo(
+            f"popprof: note: no key given (--key-file or ${KEY_ENV}): using a random key for this run, so "
+            "these pseudonyms cannot be linked to any other redaction",
+            err=True,
+        )
+    report = redact(
+        source,
+        out,
+        policy=policy,
+        mapping_out=mapping_out,
+        scan=not no_scan,
+        key_file=key_file,
+        report_out=report_out,
+    )
     if not report.passed:
-        click.echo(f"popprof: error: {leak_message(report.scan)}; nothing was written to {out} (check the "
-                   "policy: a scrubber may be switched off, or a --keep pattern is too broad)", err=True)
+        click.echo(
+            f"popprof: error: {leak_message(report.scan)}; nothing was written to {out} (check the "
+            "policy: a scrubber may be switched off, or a --keep pattern is too broad)",
+            err=True,
+        )
         raise click.exceptions.Exit(1)
     if mapping_out is not None:
-        click.echo(f"popprof: warning: {mapping_out} maps pseudonyms back to the original names: it is as "
-                   "sensitive as the input; do not share it", err=True)
+        click.echo(
+            f"popprof: warning: {mapping_out} maps pseudonyms back to the original names: it is as "
+            "sensitive as the input; do not share it",
+            err=True,
+        )
     if no_scan:
         click.echo("popprof: warning: leak scan skipped (--no-scan)", err=True)
     click.echo(report.summary())
@@ -88,10 +146,20 @@ def leak_message(scan: dict) -> str:
 
 @click.command("scan")
 @click.argument("path", metavar="PATH", type=click.Path(path_type=Path))
-@click.option("--against", "original", required=True, type=click.Path(path_type=Path),
-              help="The original (unredacted) input the output was made from.")
-@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
-              help="Policy TOML file (its keep patterns are honoured).")
+@click.option(
+    "--against",
+    "original",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The original (unredacted) input the output was made from.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Policy TOML file (its keep patterns are honoured).",
+)
 @click.option("--keep", multiple=True, metavar="PAT", help="Values matching PAT were kept on purpose.")
 def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tuple[str, ...]) -> None:
     """Leak-scan a redacted output against its original; exit 1 when anything sensitive remains.

@@ -25,8 +25,15 @@ def tables_command(path: str, engine: str | None, columns: bool, fmt: str, devic
     """
     profiles = load_profiles(path, engine, **reader_options(device_map, load_config()))
     if fmt == "json":
-        echo_json({name: {t: {"rows": len(f), "columns": {c: str(d) for c, d in f.dtypes.items()}}
-                          for t, f in p.tables.items()} for name, p in profiles.items()})
+        echo_json(
+            {
+                name: {
+                    t: {"rows": len(f), "columns": {c: str(d) for c, d in f.dtypes.items()}}
+                    for t, f in p.tables.items()
+                }
+                for name, p in profiles.items()
+            }
+        )
         return
     for name, profile in profiles.items():
         click.echo(f"{name} ({profile.source_format})")

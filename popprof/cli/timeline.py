@@ -12,15 +12,32 @@ from .common import device_map_inputs, device_map_option, engine_option, load_on
 
 @click.command("timeline")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
-              help="Chrome trace JSON to write (.json, or .json.gz to compress).")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Chrome trace JSON to write (.json, or .json.gz to compress).",
+)
 @engine_option()
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
 @device_map_option()
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="Config file to read instead of the nearest popprof.toml / pyproject.toml.")
-def timeline_command(path: Path, output: Path, engine: str | None, with_args: bool, device_map: str | None,
-                     config_path: Path | None) -> None:
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Config file to read instead of the nearest popprof.toml / pyproject.toml.",
+)
+def timeline_command(
+    path: Path,
+    output: Path,
+    engine: str | None,
+    with_args: bool,
+    device_map: str | None,
+    config_path: Path | None,
+) -> None:
     """Export PATH as Chrome trace JSON for ui.perfetto.dev or chrome://tracing.
 
     Host events are written as they are; execution steps of a Graph Analyser
@@ -46,7 +63,10 @@ def timeline_command(path: Path, output: Path, engine: str | None, with_args: bo
     for note in stats.notes:
         click.echo(f"popprof: note: {note}", err=True)
     if stats.skipped_no_start:
-        click.echo(f"popprof: note: {stats.skipped_no_start:,} events without a start time were left out",
-                   err=True)
-    click.echo(f"wrote {output}: {stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples",
-               err=True)
+        click.echo(
+            f"popprof: note: {stats.skipped_no_start:,} events without a start time were left out", err=True
+        )
+    click.echo(
+        f"wrote {output}: {stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples",
+        err=True,
+    )

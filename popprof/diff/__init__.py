@@ -28,5 +28,16 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_TOLERANCE", "Budget", "GateResult", "Limit", "ProfileDiff", "diff", "gate",
-           "load_budget", "read_baseline", "write_baseline"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_TOLERANCE",
+    "Budget",
+    "GateResult",
+    "Limit",
+    "ProfileDiff",
+    "diff",
+    "gate",
+    "load_budget",
+    "read_baseline",
+    "write_baseline",
+]

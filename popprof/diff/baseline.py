@@ -32,8 +32,19 @@ META_PREFIX = registry.STORED_PREFIX
 META_FORMAT = "baseline.format_version"
 
 #: Target fields written to a baseline (nothing that can identify a host or a path).
-TARGET_FIELDS = ("source_format", "ipu_arch", "target_type", "num_ipus", "tiles_per_ipu", "num_tiles",
-                 "bytes_per_tile", "clock_hz", "num_replicas", "ipus_per_replica", "poplar_version")
+TARGET_FIELDS = (
+    "source_format",
+    "ipu_arch",
+    "target_type",
+    "num_ipus",
+    "tiles_per_ipu",
+    "num_tiles",
+    "bytes_per_tile",
+    "clock_hz",
+    "num_replicas",
+    "ipus_per_replica",
+    "poplar_version",
+)
 
 
 def is_baseline(profile: Profile) -> bool:
@@ -70,8 +81,11 @@ def baseline_document(profile: Profile) -> dict:
             target[key] = _number(value) if isinstance(value, float) else value
     if is_baseline(profile) and profile.meta.get("baseline.source_format"):
         target["source_format"] = profile.meta["baseline.source_format"]
-    tables = sorted(json.loads(profile.meta.get("baseline.tables", "[]"))) if is_baseline(profile) else [
-        t for t in profile.table_names if t != "metadata"]
+    tables = (
+        sorted(json.loads(profile.meta.get("baseline.tables", "[]")))
+        if is_baseline(profile)
+        else [t for t in profile.table_names if t != "metadata"]
+    )
     return {
         "format": BASELINE_FORMAT,
         "format_version": FORMAT_VERSION,
@@ -105,17 +119,23 @@ def parse_baseline(document: object, path: str | os.PathLike[str] = "<baseline>"
     version = check_format(document, path, tag=BASELINE_FORMAT, what="baseline", supported=FORMAT_VERSION)
     metrics = document.get("metrics")
     if not isinstance(metrics, dict):
-        raise InputError(path, "baseline has no \"metrics\" object", "write it again with `popprof baseline`")
-    meta: dict[str, object] = {META_FORMAT: version, "source_format": "baseline",
-                               "baseline.tool_version": document.get("tool_version", ""),
-                               "baseline.tables": json.dumps(_names(document.get("tables")))}
+        raise InputError(path, 'baseline has no "metrics" object', "write it again with `popprof baseline`")
+    meta: dict[str, object] = {
+        META_FORMAT: version,
+        "source_format": "baseline",
+        "baseline.tool_version": document.get("tool_version", ""),
+        "baseline.tables": json.dumps(_names(document.get("tables"))),
+    }
     for name, entry in metrics.items():
         value = entry.get("value") if isinstance(entry, dict) else entry
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(path, f"metric {name!r} has a non-numeric value {value!r}",
-                             "write the baseline again with `popprof baseline`")
+            raise InputError(
+                path,
+                f"metric {name!r} has a non-numeric value {value!r}",
+                "write the baseline again with `popprof baseline`",
+            )
         meta[META_PREFIX + str(name)] = repr(float(value))
     target = document.get("target") if isinstance(document.get("target"), dict) else {}
     target_row = {k: target[k] for k in TARGET_FIELDS if k in target and target[k] is not None}
@@ -142,6 +162,9 @@ def read_baseline(path: str | os.PathLike[str]) -> Profile:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot read baseline ({exc})") from None
     except json.JSONDecodeError as exc:
-        raise InputError(path, f"baseline is not valid JSON ({exc.msg} at line {exc.lineno})",
-                         "write it again with `popprof baseline`") from None
+        raise InputError(
+            path,
+            f"baseline is not valid JSON ({exc.msg} at line {exc.lineno})",
+            "write it again with `popprof baseline`",
+        ) from None
     return parse_baseline(document, path)

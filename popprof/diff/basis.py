@@ -15,11 +15,22 @@ from dataclasses import dataclass
 #: Per family: the metric giving the number of iterations, its unit, and the metrics that add up over them
 #: (a name ending in "." is a family prefix).
 FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "trace": ("trace.profiler_step_count", "profiler step",
-              ("trace.span_us", "trace.event_count", "trace.device_busy_us", "trace.device_idle_us",
-               "trace.device_time_us.")),
-    "execution": ("execution.run_count", "run",
-                  ("execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.cycles.")),
+    "trace": (
+        "trace.profiler_step_count",
+        "profiler step",
+        (
+            "trace.span_us",
+            "trace.event_count",
+            "trace.device_busy_us",
+            "trace.device_idle_us",
+            "trace.device_time_us.",
+        ),
+    ),
+    "execution": (
+        "execution.run_count",
+        "run",
+        ("execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.cycles."),
+    ),
 }
 
 
@@ -43,14 +54,21 @@ class Basis:
         unit = FAMILIES[self.family][1]
         counts = f"base {_count(self.base_count, unit)}, new {_count(self.new_count, unit)}"
         if self.per is not None:
-            return f"{self.family} figures per {self.per} ({counts}): totals divided by the {unit}s of each side"
+            return (
+                f"{self.family} figures per {self.per} ({counts}): totals divided by the {unit}s of each side"
+            )
         if self.base_count and self.new_count:
             return f"{self.family} figures as totals (both sides ran {_count(self.base_count, unit)})"
         return f"{self.family} figures as totals ({counts})"
 
     def to_dict(self) -> dict:
         """JSON-ready: ``{"per": ..., "base": n, "new": n, "text": ...}``."""
-        return {"per": self.per or "total", "base": self.base_count, "new": self.new_count, "text": self.describe()}
+        return {
+            "per": self.per or "total",
+            "base": self.base_count,
+            "new": self.new_count,
+            "text": self.describe(),
+        }
 
 
 def _count(n: int | None, unit: str) -> str:
@@ -61,8 +79,11 @@ def choose(base: dict[str, float | None], new: dict[str, float | None]) -> dict[
     """The basis of each family that either side has (from the two sides' metric values)."""
     out = {}
     for family, (count_metric, unit, additive) in FAMILIES.items():
-        if not any(_additive(name, additive) and value is not None
-                   for values in (base, new) for name, value in values.items()):
+        if not any(
+            _additive(name, additive) and value is not None
+            for values in (base, new)
+            for name, value in values.items()
+        ):
             continue
         b, n = _whole(base.get(count_metric)), _whole(new.get(count_metric))
         out[family] = Basis(family, unit if b and n and b != n else None, b, n)

@@ -27,15 +27,40 @@ from .basis import Basis, choose, normalise
 DEFAULT_TOLERANCE = 0.01
 
 #: Target fields compared to flag mismatched targets.
-TARGET_FIELDS = ("ipu_arch", "num_ipus", "tiles_per_ipu", "bytes_per_tile", "clock_hz", "num_replicas",
-                 "ipus_per_replica")
+TARGET_FIELDS = (
+    "ipu_arch",
+    "num_ipus",
+    "tiles_per_ipu",
+    "bytes_per_tile",
+    "clock_hz",
+    "num_replicas",
+    "ipus_per_replica",
+)
 
 METRIC_COLUMNS = ["name", "unit", "better", "base", "new", "abs_change", "rel_change", "status", "worse"]
-NAMED_COLUMNS = ["name", "base_count", "new_count", "base_total", "new_total", "change", "rel_change", "status"]
+NAMED_COLUMNS = [
+    "name",
+    "base_count",
+    "new_count",
+    "base_total",
+    "new_total",
+    "change",
+    "rel_change",
+    "status",
+]
 TILE_COLUMNS = ["tile", "ipu", "tile_in_ipu", "base_bytes", "new_bytes", "change_bytes", "rel_change"]
-IPU_COLUMNS = ["ipu", "base_tiles", "new_tiles", "base_bytes", "new_bytes", "change_bytes",
-               "base_max_tile_bytes", "new_max_tile_bytes", "base_tiles_out_of_memory",
-               "new_tiles_out_of_memory"]
+IPU_COLUMNS = [
+    "ipu",
+    "base_tiles",
+    "new_tiles",
+    "base_bytes",
+    "new_bytes",
+    "change_bytes",
+    "base_max_tile_bytes",
+    "new_max_tile_bytes",
+    "base_tiles_out_of_memory",
+    "new_tiles_out_of_memory",
+]
 LIVENESS_COLUMNS = ["step", "program", "base_bytes", "new_bytes", "change_bytes"]
 
 #: Metric statuses that mean "compared" (as opposed to a side lacking the metric).
@@ -76,11 +101,14 @@ class ProfileDiff:
         frame = self.metrics
         if not include_unchanged:
             frame = frame[frame["status"] != "unchanged"]
-        order = pd.DataFrame({
-            "missing": ~frame["status"].isin(COMPARED),
-            "size": -frame["rel_change"].abs().fillna(-1.0),
-            "name": frame["name"],
-        }, index=frame.index).sort_values(["missing", "size", "name"])
+        order = pd.DataFrame(
+            {
+                "missing": ~frame["status"].isin(COMPARED),
+                "size": -frame["rel_change"].abs().fillna(-1.0),
+                "name": frame["name"],
+            },
+            index=frame.index,
+        ).sort_values(["missing", "size", "name"])
         return frame.loc[order.index].reset_index(drop=True)
 
     def top_tiles(self, n: int = 10) -> pd.DataFrame:
@@ -102,7 +130,9 @@ class ProfileDiff:
 
         return to_dict(self, gate_result, top=top)
 
-    def render(self, fmt: str = "text", gate_result=None, *, include_unchanged: bool = False, top: int = 10) -> str:
+    def render(
+        self, fmt: str = "text", gate_result=None, *, include_unchanged: bool = False, top: int = 10
+    ) -> str:
         """The report as text, json, markdown or junit (what ``popprof diff`` prints)."""
         from .render import render
 
@@ -116,14 +146,20 @@ class ProfileDiff:
     def _repr_html_(self) -> str:
         changed = self.changed_metrics()
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (f"<div><b>popprof diff</b> <code>{html.escape(self.base_name)}</code> &rarr; "
-                f"<code>{html.escape(self.new_name)}</code>"
-                f"{f'<ul>{notes}</ul>' if notes else ''}"
-                f"{changed.to_html(index=False) if len(changed) else '<p>no metric changed</p>'}</div>")
+        return (
+            f"<div><b>popprof diff</b> <code>{html.escape(self.base_name)}</code> &rarr; "
+            f"<code>{html.escape(self.new_name)}</code>"
+            f"{f'<ul>{notes}</ul>' if notes else ''}"
+            f"{changed.to_html(index=False) if len(changed) else '<p>no metric changed</p>'}</div>"
+        )
 
 
-def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLike[str], *,
-         tolerance: float = DEFAULT_TOLERANCE) -> ProfileDiff:
+def diff(
+    base: Profile | str | os.PathLike[str],
+    new: Profile | str | os.PathLike[str],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> ProfileDiff:
     """Compare ``base`` with ``new``; returns a :class:`ProfileDiff`.
 
     Either side may be a Profile or a path (opened with :func:`popprof.open`,
@@ -145,18 +181,25 @@ def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLik
     notes.extend(_target_notes(base_target, new_target))
     base_values, new_values = metric_values(base), metric_values(new)
     basis = choose(base_values, new_values)
-    metrics_frame = _diff_metrics(normalise(base_values, basis, "base"), normalise(new_values, basis, "new"), notes)
+    metrics_frame = _diff_metrics(
+        normalise(base_values, basis, "base"), normalise(new_values, basis, "new"), notes
+    )
 
     baseline_side = [side for side, p in (("base", base), ("new", new)) if is_baseline(p)]
     if baseline_side:
-        reason = (f"the {' and '.join(baseline_side)} side is a baseline (metrics only): "
-                  "per-tile, per-program, per-event and liveness comparisons need full profiles")
+        reason = (
+            f"the {' and '.join(baseline_side)} side is a baseline (metrics only): "
+            "per-tile, per-program, per-event and liveness comparisons need full profiles"
+        )
         notes.append(reason)
 
     tiles, ipus = _diff_tiles(base, new, notes, unavailable)
-    programs = _diff_named(base, new, "steps", _program_totals, tolerance, unavailable, "programs",
-                           basis.get("execution"))
-    events = _diff_named(base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace"))
+    programs = _diff_named(
+        base, new, "steps", _program_totals, tolerance, unavailable, "programs", basis.get("execution")
+    )
+    events = _diff_named(
+        base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace")
+    )
     liveness = _diff_liveness(base, new, unavailable)
     keys_differ = _redaction_keys_note(base, new)
     if keys_differ:
@@ -169,21 +212,38 @@ def diff(base: Profile | str | os.PathLike[str], new: Profile | str | os.PathLik
     if baseline_side:
         for section in ("tiles", "ipus", "programs", "events", "liveness"):
             unavailable[section] = reason
-    return ProfileDiff(base.name, new.name, metrics_frame, tiles, ipus, programs, events, liveness, notes,
-                       unavailable, base_target, new_target, tolerance, basis)
+    return ProfileDiff(
+        base.name,
+        new.name,
+        metrics_frame,
+        tiles,
+        ipus,
+        programs,
+        events,
+        liveness,
+        notes,
+        unavailable,
+        base_target,
+        new_target,
+        tolerance,
+        basis,
+    )
 
 
 def _redaction_keys_note(base: Profile, new: Profile) -> str | None:
     """A note when both sides were redacted with different keys (their key fingerprints differ)."""
     fingerprints = [p.meta.get("redaction_key_fingerprint") for p in (base, new)]
     if all(fingerprints) and fingerprints[0] != fingerprints[1]:
-        return (f"the profiles were redacted with different keys (fingerprints {fingerprints[0]} and "
-                f"{fingerprints[1]}): their pseudonyms do not correspond, so names cannot be matched; "
-                "redact both with one key (--key-file) to compare programs and events by name")
+        return (
+            f"the profiles were redacted with different keys (fingerprints {fingerprints[0]} and "
+            f"{fingerprints[1]}): their pseudonyms do not correspond, so names cannot be matched; "
+            "redact both with one key (--key-file) to compare programs and events by name"
+        )
     return None
 
 
 # -- targets ------------------------------------------------------------------
+
 
 def _target(profile: Profile) -> dict[str, object]:
     out: dict[str, object] = {}
@@ -195,14 +255,16 @@ def _target(profile: Profile) -> dict[str, object]:
 
 
 def _target_notes(base: dict[str, object], new: dict[str, object]) -> list[str]:
-    differing = [f"{k} {base[k]} -> {new[k]}" for k in TARGET_FIELDS
-                 if k in base and k in new and base[k] != new[k]]
+    differing = [
+        f"{k} {base[k]} -> {new[k]}" for k in TARGET_FIELDS if k in base and k in new and base[k] != new[k]
+    ]
     if not differing:
         return []
     return ["targets differ (" + ", ".join(differing) + "): memory and cycle figures are not like for like"]
 
 
 # -- metrics ------------------------------------------------------------------
+
 
 def _diff_metrics(b: dict[str, float | None], n: dict[str, float | None], notes: list[str]) -> pd.DataFrame:
     families = _family_members(b, n, notes)
@@ -235,8 +297,19 @@ def _diff_metrics(b: dict[str, float | None], n: dict[str, float | None], notes:
                 worse = (abs_change > 0) if better == "lower" else (abs_change < 0)
             elif better in ("lower", "higher"):
                 worse = False
-        rows.append({"name": name, "unit": m.unit if m else "", "better": better, "base": bv, "new": nv,
-                     "abs_change": abs_change, "rel_change": rel_change, "status": status, "worse": worse})
+        rows.append(
+            {
+                "name": name,
+                "unit": m.unit if m else "",
+                "better": better,
+                "base": bv,
+                "new": nv,
+                "abs_change": abs_change,
+                "rel_change": rel_change,
+                "status": status,
+                "worse": worse,
+            }
+        )
     frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
     for col in ("base", "new", "abs_change", "rel_change"):
         frame[col] = frame[col].astype("float64")
@@ -244,8 +317,9 @@ def _diff_metrics(b: dict[str, float | None], n: dict[str, float | None], notes:
     return frame
 
 
-def _family_members(b: dict[str, float | None], n: dict[str, float | None],
-                    notes: list[str]) -> dict[str, tuple[bool, bool, bool]]:
+def _family_members(
+    b: dict[str, float | None], n: dict[str, float | None], notes: list[str]
+) -> dict[str, tuple[bool, bool, bool]]:
     """For each family member: (present in base, present in new, family comparable).
 
     A family lists only the members a profile has (e.g. memory categories with
@@ -267,8 +341,10 @@ def _family_members(b: dict[str, float | None], n: dict[str, float | None],
     for family, (in_b, in_n) in by_family.items():
         comparable = bool(in_b & in_n)
         if in_b and in_n and not comparable:
-            notes.append(f"{family}* members do not overlap between the profiles (their sources name them "
-                         "differently): not compared")
+            notes.append(
+                f"{family}* members do not overlap between the profiles (their sources name them "
+                "differently): not compared"
+            )
         for name in in_b | in_n:
             out[name] = (name in in_b, name in in_n, comparable)
     return out
@@ -295,8 +371,10 @@ def _a(word: str) -> str:
 
 # -- tiles and IPUs -----------------------------------------------------------
 
-def _diff_tiles(base: Profile, new: Profile, notes: list[str],
-                unavailable: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+def _diff_tiles(
+    base: Profile, new: Profile, notes: list[str], unavailable: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     bt, nt = base.get("tiles"), new.get("tiles")
     empty_tiles = pd.DataFrame({c: pd.Series(dtype="float64") for c in TILE_COLUMNS})
     empty_ipus = pd.DataFrame({c: pd.Series(dtype="float64") for c in IPU_COLUMNS})
@@ -306,26 +384,34 @@ def _diff_tiles(base: Profile, new: Profile, notes: list[str],
         unavailable["tiles"] = unavailable["ipus"] = reason
         return empty_tiles, empty_ipus
     assert bt is not None and nt is not None
-    left = bt[["tile", "ipu", "tile_in_ipu", "bytes_incl_gaps"]].rename(columns={"bytes_incl_gaps": "base_bytes"})
+    left = bt[["tile", "ipu", "tile_in_ipu", "bytes_incl_gaps"]].rename(
+        columns={"bytes_incl_gaps": "base_bytes"}
+    )
     right = nt[["tile", "bytes_incl_gaps"]].rename(columns={"bytes_incl_gaps": "new_bytes"})
     tiles = left.merge(right, on="tile", how="inner", sort=True)
     tiles["change_bytes"] = tiles["new_bytes"] - tiles["base_bytes"]
     base_f = tiles["base_bytes"].astype("float64")
     change_f = tiles["change_bytes"].astype("float64")
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(base_f.to_numpy() == 0, np.where(change_f.to_numpy() == 0, 0.0,
-                                                         np.sign(change_f.to_numpy()) * np.inf),
-                       change_f.to_numpy() / np.abs(base_f.to_numpy()))
+        rel = np.where(
+            base_f.to_numpy() == 0,
+            np.where(change_f.to_numpy() == 0, 0.0, np.sign(change_f.to_numpy()) * np.inf),
+            change_f.to_numpy() / np.abs(base_f.to_numpy()),
+        )
     tiles["rel_change"] = rel
     tiles = tiles[TILE_COLUMNS].reset_index(drop=True)
     if len(bt) != len(nt):
-        notes.append(f"tile counts differ ({len(bt):,} -> {len(nt):,}): {len(tiles):,} tiles compared by global "
-                     f"tile index; {len(bt) - len(tiles):,} only in base, {len(nt) - len(tiles):,} only in new; "
-                     "per-IPU aggregates compare IPUs both have")
+        notes.append(
+            f"tile counts differ ({len(bt):,} -> {len(nt):,}): {len(tiles):,} tiles compared by global "
+            f"tile index; {len(bt) - len(tiles):,} only in base, {len(nt) - len(tiles):,} only in new; "
+            "per-IPU aggregates compare IPUs both have"
+        )
     tpi_b, tpi_n = base.target_value("tiles_per_ipu"), new.target_value("tiles_per_ipu")
     if tpi_b is not None and tpi_n is not None and tpi_b != tpi_n:
-        notes.append(f"tiles per IPU differ ({int(tpi_b):,} -> {int(tpi_n):,}): the same global tile index is not "
-                     "the same physical tile")
+        notes.append(
+            f"tiles per IPU differ ({int(tpi_b):,} -> {int(tpi_n):,}): the same global tile index is not "
+            "the same physical tile"
+        )
     return tiles, _diff_ipus(base, bt, new, nt)
 
 
@@ -335,13 +421,20 @@ def _ipu_aggregates(profile: Profile, tiles: pd.DataFrame) -> pd.DataFrame:
     if cap is not None:
         capacity = capacity.fillna(int(cap))
     over = (tiles["bytes_incl_gaps"] > capacity).fillna(False)
-    frame = pd.DataFrame({"ipu": tiles["ipu"], "bytes": tiles["bytes_incl_gaps"], "over": over,
-                          "known": capacity.notna()})
+    frame = pd.DataFrame(
+        {"ipu": tiles["ipu"], "bytes": tiles["bytes_incl_gaps"], "over": over, "known": capacity.notna()}
+    )
     grouped = frame.groupby("ipu", observed=True)
     # without any tile capacity on an IPU its out-of-memory count is unknown (NA), not 0
     oom = grouped["over"].sum().where(grouped["known"].any())
-    return pd.DataFrame({"tiles": grouped.size(), "bytes": grouped["bytes"].sum(),
-                         "max_tile_bytes": grouped["bytes"].max(), "tiles_out_of_memory": oom})
+    return pd.DataFrame(
+        {
+            "tiles": grouped.size(),
+            "bytes": grouped["bytes"].sum(),
+            "max_tile_bytes": grouped["bytes"].max(),
+            "tiles_out_of_memory": oom,
+        }
+    )
 
 
 def _diff_ipus(base: Profile, bt: pd.DataFrame, new: Profile, nt: pd.DataFrame) -> pd.DataFrame:
@@ -356,6 +449,7 @@ def _diff_ipus(base: Profile, bt: pd.DataFrame, new: Profile, nt: pd.DataFrame) 
 
 # -- programs and events ------------------------------------------------------
 
+
 def _program_totals(steps: pd.DataFrame) -> pd.DataFrame:
     """Per program name: execution steps (distinct global step indices) and IPU-cycles summed over IPUs."""
     codes, names = _codes(steps["program"])
@@ -367,8 +461,10 @@ def _program_totals(steps: pd.DataFrame) -> pd.DataFrame:
     first_codes = codes[first_row]
     count = np.bincount(first_codes[first_codes >= 0], minlength=len(names))
     present = rows > 0
-    return pd.DataFrame({"count": count[present], "total": total[present]},
-                        index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"))
+    return pd.DataFrame(
+        {"count": count[present], "total": total[present]},
+        index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"),
+    )
 
 
 def _first_row_per_step(step: np.ndarray) -> np.ndarray:
@@ -402,8 +498,10 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     count = np.bincount(codes[valid], minlength=len(names))
     total = np.bincount(codes[valid], weights=dur[valid], minlength=len(names))
     present = count > 0
-    return pd.DataFrame({"count": count[present], "total": total[present]},
-                        index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"))
+    return pd.DataFrame(
+        {"count": count[present], "total": total[present]},
+        index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"),
+    )
 
 
 def _merge_codes(codes: np.ndarray, names: pd.Index) -> tuple[np.ndarray, pd.Index]:
@@ -413,8 +511,16 @@ def _merge_codes(codes: np.ndarray, names: pd.Index) -> tuple[np.ndarray, pd.Ind
     return mapped.astype(np.int64), pd.Index(unique_names, dtype="str")
 
 
-def _diff_named(base: Profile, new: Profile, table: str, totals, tolerance: float,
-                unavailable: dict[str, str], section: str, basis: Basis | None = None) -> pd.DataFrame:
+def _diff_named(
+    base: Profile,
+    new: Profile,
+    table: str,
+    totals,
+    tolerance: float,
+    unavailable: dict[str, str],
+    section: str,
+    basis: Basis | None = None,
+) -> pd.DataFrame:
     bt, nt = base.get(table), new.get(table)
     missing = [side for side, t in (("base", bt), ("new", nt)) if t is None or t.empty]
     if not missing and table == "steps":  # steps without any known cycles: totals unknown, not 0
@@ -424,8 +530,9 @@ def _diff_named(base: Profile, new: Profile, table: str, totals, tolerance: floa
         reason = f"{_lacking(missing)} {_a(table)} table ({NEEDS_HINT.get(table, '')})"
     if missing:
         unavailable[section] = reason
-        return pd.DataFrame({c: pd.Series(dtype="str" if c in ("name", "status") else "float64")
-                             for c in NAMED_COLUMNS})
+        return pd.DataFrame(
+            {c: pd.Series(dtype="str" if c in ("name", "status") else "float64") for c in NAMED_COLUMNS}
+        )
     b = _per(totals(bt), basis, "base").add_prefix("base_")
     n = _per(totals(nt), basis, "new").add_prefix("new_")
     b.index = b.index.astype("str")
@@ -459,7 +566,9 @@ def classify_named(frame: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     beyond = np.abs(change) > tolerance * np.abs(np.nan_to_num(btot)) + 1e-12
     status = np.select(
         [added, removed, beyond & (change > 0), beyond & (change < 0), nc > bc, nc < bc],
-        ["added", "removed", "grown", "shrunk", "grown", "shrunk"], default="unchanged")
+        ["added", "removed", "grown", "shrunk", "grown", "shrunk"],
+        default="unchanged",
+    )
     frame = frame.assign(change=change, rel_change=rel, status=status)
     frame["name"] = frame["name"].astype("str")
     frame["status"] = frame["status"].astype("str")
@@ -467,6 +576,7 @@ def classify_named(frame: pd.DataFrame, tolerance: float) -> pd.DataFrame:
 
 
 # -- liveness -----------------------------------------------------------------
+
 
 def _diff_liveness(base: Profile, new: Profile, unavailable: dict[str, str]) -> pd.DataFrame:
     bl, nl = base.get("liveness"), new.get("liveness")
@@ -479,17 +589,26 @@ def _diff_liveness(base: Profile, new: Profile, unavailable: dict[str, str]) -> 
     bl, nl = bl.sort_values("step"), nl.sort_values("step")
     bp, np_ = bl["program"].astype("str").to_numpy(), nl["program"].astype("str").to_numpy()
     if len(bp) != len(np_):
-        unavailable["liveness"] = (f"liveness steps do not line up: {len(bp):,} steps in base, {len(np_):,} in "
-                                   "new (different program sequences)")
+        unavailable["liveness"] = (
+            f"liveness steps do not line up: {len(bp):,} steps in base, {len(np_):,} in "
+            "new (different program sequences)"
+        )
         return empty
     differs = np.flatnonzero(bp != np_)
     if len(differs):
-        unavailable["liveness"] = (f"liveness steps do not line up: the program sequences differ at "
-                                   f"{len(differs):,} of {len(bp):,} steps (first at step "
-                                   f"{int(bl['step'].iloc[differs[0]])})")
+        unavailable["liveness"] = (
+            f"liveness steps do not line up: the program sequences differ at "
+            f"{len(differs):,} of {len(bp):,} steps (first at step "
+            f"{int(bl['step'].iloc[differs[0]])})"
+        )
         return empty
-    frame = pd.DataFrame({"step": bl["step"].to_numpy(), "program": bp,
-                          "base_bytes": bl["not_always_live_bytes"].to_numpy(),
-                          "new_bytes": nl["not_always_live_bytes"].to_numpy()})
+    frame = pd.DataFrame(
+        {
+            "step": bl["step"].to_numpy(),
+            "program": bp,
+            "base_bytes": bl["not_always_live_bytes"].to_numpy(),
+            "new_bytes": nl["not_always_live_bytes"].to_numpy(),
+        }
+    )
     frame["change_bytes"] = frame["new_bytes"] - frame["base_bytes"]
     return frame

@@ -56,8 +56,18 @@ DEFAULT_BUDGET: dict[str, dict[str, float]] = {
 LIMIT_KEYS = ("relative", "absolute", "min", "max")
 OPTION_KEYS = ("strict", "defaults", "budgets")
 
-VIOLATION_COLUMNS = ["metric", "pattern", "kind", "base", "new", "change", "rel_change", "limit", "budget",
-                     "message"]
+VIOLATION_COLUMNS = [
+    "metric",
+    "pattern",
+    "kind",
+    "base",
+    "new",
+    "change",
+    "rel_change",
+    "limit",
+    "budget",
+    "message",
+]
 GAP_COLUMNS = ["metric", "pattern", "reason"]
 CHECK_COLUMNS = ["metric", "pattern", "budget", "base", "new", "change", "rel_change", "result"]
 
@@ -155,6 +165,7 @@ class GateResult:
 
 # -- parsing ------------------------------------------------------------------
 
+
 def _parse_amount(value: object, where: str) -> float:
     if isinstance(value, bool):
         raise UsageError(f"{where}: expected a number, got {value!r}")
@@ -168,7 +179,7 @@ def _parse_amount(value: object, where: str) -> float:
             return float(text)
         except (ValueError, ArithmeticError):
             pass
-    raise UsageError(f"{where}: expected a number or a percentage like \"1%\", got {value!r}")
+    raise UsageError(f'{where}: expected a number or a percentage like "1%", got {value!r}')
 
 
 def parse_limit(pattern: str, spec: object, where: str = "budget") -> Limit:
@@ -181,7 +192,9 @@ def parse_limit(pattern: str, spec: object, where: str = "budget") -> Limit:
             return _checked(Limit(pattern, relative=amount), label)
         return _checked(Limit(pattern, absolute=_parse_amount(text.lstrip("+"), label)), label)
     if not isinstance(spec, dict):
-        raise UsageError(f"{label}: expected a table of limits ({', '.join(LIMIT_KEYS)}) or a string like \"+1%\"")
+        raise UsageError(
+            f'{label}: expected a table of limits ({", ".join(LIMIT_KEYS)}) or a string like "+1%"'
+        )
     unknown = sorted(set(spec) - set(LIMIT_KEYS))
     if unknown:
         raise UsageError(f"{label}: unknown key(s) {', '.join(unknown)}; known: {', '.join(LIMIT_KEYS)}")
@@ -192,7 +205,7 @@ def parse_limit(pattern: str, spec: object, where: str = "budget") -> Limit:
         if key == "relative" and isinstance(raw, str) and raw.strip().endswith("%"):
             values[key] = _parse_amount(raw.lstrip("+"), f"{label}.{key}")
         elif key == "relative" and isinstance(raw, str):
-            raise UsageError(f"{label}.relative: write a fraction (0.01) or a percentage (\"1%\"), got {raw!r}")
+            raise UsageError(f'{label}.relative: write a fraction (0.01) or a percentage ("1%"), got {raw!r}')
         else:
             values[key] = _parse_amount(raw, f"{label}.{key}")
     return _checked(Limit(pattern, **values), label)
@@ -244,9 +257,13 @@ def _renamed_patterns(entries: dict, source: str) -> dict:
     old = [str(pattern) for pattern in entries if str(pattern) in RENAMED]
     if not old:
         return entries
-    warnings.warn(f"{source}: old metric name(s) in the budget, still accepted for now: "
-                  + ", ".join(f"{name} -> {RENAMED[name]}" for name in old) + "; please rename them (docs/diff.md)",
-                  DeprecatedMetricName, stacklevel=3)
+    warnings.warn(
+        f"{source}: old metric name(s) in the budget, still accepted for now: "
+        + ", ".join(f"{name} -> {RENAMED[name]}" for name in old)
+        + "; please rename them (docs/diff.md)",
+        DeprecatedMetricName,
+        stacklevel=3,
+    )
     renamed: dict = {}
     for pattern, spec in entries.items():
         name = RENAMED.get(str(pattern), str(pattern))
@@ -281,18 +298,28 @@ def read_budget_file(path: str | os.PathLike[str]) -> Budget:
         else:
             document = tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(path, f"budget file is not valid {'JSON' if path.suffix == '.json' else 'TOML'} "
-                               f"({exc})", "see docs/diff.md for the budget format") from None
+        raise InputError(
+            path,
+            f"budget file is not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({exc})",
+            "see docs/diff.md for the budget format",
+        ) from None
     if not isinstance(document, dict):
         raise InputError(path, "budget file must hold a table / object")
     try:
         return budget_from_mapping(_gate_table(document), str(path))
     except UsageError as exc:
-        raise InputError(path, str(exc).removeprefix(f"{path}: "), "see docs/diff.md for the budget format") from None
+        raise InputError(
+            path, str(exc).removeprefix(f"{path}: "), "see docs/diff.md for the budget format"
+        ) from None
 
 
-def load_budget(path: str | os.PathLike[str] | None = None, *, start: Path | None = None,
-                config: dict | None = None, config_file: str | os.PathLike[str] | None = None) -> Budget:
+def load_budget(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    start: Path | None = None,
+    config: dict | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> Budget:
     """The budget in force: ``path`` if given, else ``[tool.popprof.gate]`` config, else the default.
 
     The configuration is ``config`` when given, else :func:`popprof.config.load_config`
@@ -309,6 +336,7 @@ def load_budget(path: str | os.PathLike[str] | None = None, *, start: Path | Non
 
 
 # -- checking -----------------------------------------------------------------
+
 
 def _dec(limit: float) -> Decimal:
     """A limit as the decimal the user wrote (``0.01`` -> exactly 1/100)."""
@@ -329,8 +357,12 @@ def _worsening(change: Decimal, better: str | None) -> Decimal:
     return abs(change)
 
 
-def gate(result: ProfileDiff, budget: Budget | dict | str | os.PathLike[str] | None = None, *,
-         strict: bool | None = None) -> GateResult:
+def gate(
+    result: ProfileDiff,
+    budget: Budget | dict | str | os.PathLike[str] | None = None,
+    *,
+    strict: bool | None = None,
+) -> GateResult:
     """Check the metrics of ``result`` against ``budget`` (default: :func:`load_budget`).
 
     ``strict`` (default: the budget's own setting) makes gaps - budgeted metrics
@@ -353,26 +385,54 @@ def gate(result: ProfileDiff, budget: Budget | dict | str | os.PathLike[str] | N
         change, rel = _num(row.abs_change), _num(row.rel_change)
         if row.status not in COMPARED:
             side = "base" if row.status == "missing_base" else "new"
-            gaps.append({"metric": row.name, "pattern": limit.pattern,
-                         "reason": f"the {side} profile lacks this metric"})
-            checks.append({"metric": row.name, "pattern": limit.pattern, "budget": limit.describe(),
-                           "base": base, "new": new, "change": change, "rel_change": rel, "result": "gap"})
+            gaps.append(
+                {
+                    "metric": row.name,
+                    "pattern": limit.pattern,
+                    "reason": f"the {side} profile lacks this metric",
+                }
+            )
+            checks.append(
+                {
+                    "metric": row.name,
+                    "pattern": limit.pattern,
+                    "budget": limit.describe(),
+                    "base": base,
+                    "new": new,
+                    "change": change,
+                    "rel_change": rel,
+                    "result": "gap",
+                }
+            )
             continue
         failed = _check(row.name, row.better, base, new, change, rel, limit, row.unit)
         violations.extend(failed)
-        checks.append({"metric": row.name, "pattern": limit.pattern, "budget": limit.describe(),
-                       "base": base, "new": new, "change": change, "rel_change": rel,
-                       "result": "fail" if failed else "pass"})
+        checks.append(
+            {
+                "metric": row.name,
+                "pattern": limit.pattern,
+                "budget": limit.describe(),
+                "base": base,
+                "new": new,
+                "change": change,
+                "rel_change": rel,
+                "result": "fail" if failed else "pass",
+            }
+        )
     names = result.metrics["name"].tolist()
-    not_applicable = sorted(lim.pattern for lim in budget.patterns()
-                            if not any(fnmatch.fnmatchcase(name, lim.pattern) for name in names))
+    not_applicable = sorted(
+        lim.pattern
+        for lim in budget.patterns()
+        if not any(fnmatch.fnmatchcase(name, lim.pattern) for name in names)
+    )
     unknown = sorted(lim.pattern for lim in budget.limits if not _known_pattern(lim.pattern))
     violations_frame = pd.DataFrame(violations, columns=VIOLATION_COLUMNS)
     gaps_frame = pd.DataFrame(gaps, columns=GAP_COLUMNS)
     checks_frame = pd.DataFrame(checks, columns=CHECK_COLUMNS)
     passed = violations_frame.empty and (not strict or gaps_frame.empty)
-    return GateResult(passed, violations_frame, gaps_frame, checks_frame, not_applicable, strict, budget.source,
-                      unknown)
+    return GateResult(
+        passed, violations_frame, gaps_frame, checks_frame, not_applicable, strict, budget.source, unknown
+    )
 
 
 def _known_pattern(pattern: str) -> bool:
@@ -382,8 +442,11 @@ def _known_pattern(pattern: str) -> bool:
     for m in registry.METRICS.values():
         if not m.family and fnmatch.fnmatchcase(m.name, pattern):
             return True
-        if m.family and (pattern.startswith(m.name) or fnmatch.fnmatchcase(m.name + "x", pattern)
-                         or fnmatch.fnmatchcase(m.name, pattern.rstrip("*"))):
+        if m.family and (
+            pattern.startswith(m.name)
+            or fnmatch.fnmatchcase(m.name + "x", pattern)
+            or fnmatch.fnmatchcase(m.name, pattern.rstrip("*"))
+        ):
             return True
     return False
 
@@ -392,8 +455,9 @@ def _num(value: object) -> float:
     return math.nan if value is None or pd.isna(value) else float(value)
 
 
-def _check(name: str, better: str | None, base: float, new: float, change: float, rel: float,
-           limit: Limit, unit: str) -> list[dict]:
+def _check(
+    name: str, better: str | None, base: float, new: float, change: float, rel: float, limit: Limit, unit: str
+) -> list[dict]:
     """Violations of ``limit`` by one metric, compared in exact decimal arithmetic.
 
     Limits are taken as written (``0.01`` is exactly 1/100), metric values
@@ -404,10 +468,21 @@ def _check(name: str, better: str | None, base: float, new: float, change: float
     """
     out = []
     if not (math.isfinite(base) and math.isfinite(new)):
-        return [{"metric": name, "pattern": limit.pattern, "kind": "invalid", "base": base, "new": new,
-                 "change": change, "rel_change": rel, "limit": math.nan, "budget": limit.describe(),
-                 "message": f"{name} is not a finite number ({base} -> {new}); cannot check budget "
-                            f"{limit.describe()}"}]
+        return [
+            {
+                "metric": name,
+                "pattern": limit.pattern,
+                "kind": "invalid",
+                "base": base,
+                "new": new,
+                "change": change,
+                "rel_change": rel,
+                "limit": math.nan,
+                "budget": limit.describe(),
+                "message": f"{name} is not a finite number ({base} -> {new}); cannot check budget "
+                f"{limit.describe()}",
+            }
+        ]
     d_base, d_new = Decimal(base), Decimal(new)
     integral = float(base).is_integer() and float(new).is_integer()
     slack = Decimal(0) if integral else Decimal(max(abs(base), abs(new))) * _EPS
@@ -415,24 +490,51 @@ def _check(name: str, better: str | None, base: float, new: float, change: float
     direction = {"lower": "growth", "higher": "shrink"}.get(better or "", "change")
 
     def fail(kind: str, limit_value: float, budget_text: str, message: str) -> None:
-        out.append({"metric": name, "pattern": limit.pattern, "kind": kind, "base": base, "new": new,
-                    "change": change, "rel_change": rel, "limit": limit_value, "budget": budget_text,
-                    "message": message})
+        out.append(
+            {
+                "metric": name,
+                "pattern": limit.pattern,
+                "kind": kind,
+                "base": base,
+                "new": new,
+                "change": change,
+                "rel_change": rel,
+                "limit": limit_value,
+                "budget": budget_text,
+                "message": message,
+            }
+        )
 
     if limit.relative is not None and worse > _dec(limit.relative) * abs(d_base) + slack:
         shown = "new (base was 0)" if base == 0 else f"{rel * 100:+.3g} %"
-        fail("relative", limit.relative, f"{direction} <= {_pct(limit.relative)} %",
-             f"{name} changed {shown} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
-             f"budget: {direction} <= {_pct(limit.relative)} %")
+        fail(
+            "relative",
+            limit.relative,
+            f"{direction} <= {_pct(limit.relative)} %",
+            f"{name} changed {shown} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
+            f"budget: {direction} <= {_pct(limit.relative)} %",
+        )
     if limit.absolute is not None and worse > _dec(limit.absolute) + slack:
         allowed_text = _fmt(limit.absolute, unit)
-        fail("absolute", limit.absolute, f"{direction} <= {allowed_text}",
-             f"{name} changed {fmt_change(change, unit)} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
-             f"budget: {direction} <= {allowed_text}")
+        fail(
+            "absolute",
+            limit.absolute,
+            f"{direction} <= {allowed_text}",
+            f"{name} changed {fmt_change(change, unit)} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
+            f"budget: {direction} <= {allowed_text}",
+        )
     if limit.min is not None and d_new < _dec(limit.min) - slack:
-        fail("min", limit.min, f">= {limit.min:g}",
-             f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be >= {limit.min:g}")
+        fail(
+            "min",
+            limit.min,
+            f">= {limit.min:g}",
+            f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be >= {limit.min:g}",
+        )
     if limit.max is not None and d_new > _dec(limit.max) + slack:
-        fail("max", limit.max, f"<= {limit.max:g}",
-             f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be <= {limit.max:g}")
+        fail(
+            "max",
+            limit.max,
+            f"<= {limit.max:g}",
+            f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be <= {limit.max:g}",
+        )
     return out

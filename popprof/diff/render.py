@@ -21,8 +21,10 @@ def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[st
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = []
     for r in [header, *rows]:
-        cells = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths,
-                                                                                                   strict=True))]
+        cells = [
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
         lines.append("  " + "  ".join(cells).rstrip())
     return lines
 
@@ -38,8 +40,16 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]
                 mark = (mark + " worse").strip()
             elif r.worse is not None and not pd.isna(r.worse) and r.status != "unchanged":
                 mark = (mark + " better").strip()
-        rows.append([r.name, fmt_value(r.base, r.unit), fmt_value(r.new, r.unit), fmt_change(r.abs_change, r.unit),
-                     fmt_rel(r.rel_change), mark])
+        rows.append(
+            [
+                r.name,
+                fmt_value(r.base, r.unit),
+                fmt_value(r.new, r.unit),
+                fmt_change(r.abs_change, r.unit),
+                fmt_rel(r.rel_change),
+                mark,
+            ]
+        )
     return rows
 
 
@@ -49,7 +59,9 @@ def _truth(value: object) -> bool:
 
 def _named_summary(frame: pd.DataFrame) -> str:
     counts = frame["status"].value_counts()
-    return ", ".join(f"{int(counts.get(s, 0)):,} {s}" for s in ("grown", "shrunk", "added", "removed", "unchanged"))
+    return ", ".join(
+        f"{int(counts.get(s, 0)):,} {s}" for s in ("grown", "shrunk", "added", "removed", "unchanged")
+    )
 
 
 def _liveness_changed(lv: pd.DataFrame) -> int:
@@ -71,8 +83,14 @@ def _count(value: object) -> str:
 
 # -- text ---------------------------------------------------------------------
 
-def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, include_unchanged: bool = False,
-                top: int = 10) -> str:
+
+def render_text(
+    result: ProfileDiff,
+    gate_result: GateResult | None = None,
+    *,
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
     """The terminal report: changed metrics biggest relative change first, then tiles, programs, events."""
     lines = [f"popprof diff: base {result.base_name!r} -> new {result.new_name!r}"]
     lines += [f"note: {n}" for n in result.notes]
@@ -91,23 +109,49 @@ def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, i
         lines += ["", f"tiles: unavailable: {result.unavailable['tiles']}"]
     else:
         changed = int((result.tiles["change_bytes"].fillna(0) != 0).sum())
-        lines += ["", f"tiles: {changed:,} of {len(result.tiles):,} compared tiles changed memory "
-                      "(including gaps)"]
+        lines += [
+            "",
+            f"tiles: {changed:,} of {len(result.tiles):,} compared tiles changed memory (including gaps)",
+        ]
         top_tiles = result.top_tiles(top)
         if len(top_tiles):
-            lines += _table([[_int(t.tile), _int(t.ipu), fmt_value(t.base_bytes, "bytes"),
-                              fmt_value(t.new_bytes, "bytes"), fmt_change(t.change_bytes, "bytes"),
-                              fmt_rel(t.rel_change)] for t in top_tiles.itertuples(index=False)],
-                            ["tile", "ipu", "base", "new", "change", "rel"], {0, 1, 2, 3, 4, 5})
+            lines += _table(
+                [
+                    [
+                        _int(t.tile),
+                        _int(t.ipu),
+                        fmt_value(t.base_bytes, "bytes"),
+                        fmt_value(t.new_bytes, "bytes"),
+                        fmt_change(t.change_bytes, "bytes"),
+                        fmt_rel(t.rel_change),
+                    ]
+                    for t in top_tiles.itertuples(index=False)
+                ],
+                ["tile", "ipu", "base", "new", "change", "rel"],
+                {0, 1, 2, 3, 4, 5},
+            )
         if len(result.ipus) > 1 or (len(result.ipus) and result.ipus["change_bytes"].isna().any()):
             lines += ["", "per IPU:"]
-            lines += _table([[_int(r.ipu), fmt_value(_f(r.base_bytes), "bytes"), fmt_value(_f(r.new_bytes), "bytes"),
-                              fmt_change(_f(r.change_bytes), "bytes"), _int(r.base_tiles_out_of_memory),
-                              _int(r.new_tiles_out_of_memory)] for r in result.ipus.itertuples(index=False)],
-                            ["ipu", "base", "new", "change", "base OOM", "new OOM"], {0, 1, 2, 3, 4, 5})
+            lines += _table(
+                [
+                    [
+                        _int(r.ipu),
+                        fmt_value(_f(r.base_bytes), "bytes"),
+                        fmt_value(_f(r.new_bytes), "bytes"),
+                        fmt_change(_f(r.change_bytes), "bytes"),
+                        _int(r.base_tiles_out_of_memory),
+                        _int(r.new_tiles_out_of_memory),
+                    ]
+                    for r in result.ipus.itertuples(index=False)
+                ],
+                ["ipu", "base", "new", "change", "base OOM", "new OOM"],
+                {0, 1, 2, 3, 4, 5},
+            )
 
-    for section, label, unit in (("programs", "programs (steps by program name, IPU-cycles)", ""),
-                                 ("events", "events (by name, total duration)", "us")):
+    for section, label, unit in (
+        ("programs", "programs (steps by program name, IPU-cycles)", ""),
+        ("events", "events (by name, total duration)", "us"),
+    ):
         if section in result.unavailable:
             lines += ["", f"{section}: unavailable: {result.unavailable[section]}"]
             continue
@@ -115,11 +159,23 @@ def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, i
         lines += ["", f"{label}: {_named_summary(frame)} (unchanged within {result.tolerance * 100:g} %)"]
         top_named = result.top_named(section, top)
         if len(top_named):
-            lines += _table([[r.name, _count(r.base_count), _count(r.new_count), fmt_value(_f(r.base_total), unit),
-                              fmt_value(_f(r.new_total), unit), fmt_change(r.change, unit), fmt_rel(r.rel_change),
-                              r.status] for r in top_named.itertuples(index=False)],
-                            ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
-                            {1, 2, 3, 4, 5, 6})
+            lines += _table(
+                [
+                    [
+                        r.name,
+                        _count(r.base_count),
+                        _count(r.new_count),
+                        fmt_value(_f(r.base_total), unit),
+                        fmt_value(_f(r.new_total), unit),
+                        fmt_change(r.change, unit),
+                        fmt_rel(r.rel_change),
+                        r.status,
+                    ]
+                    for r in top_named.itertuples(index=False)
+                ],
+                ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
+                {1, 2, 3, 4, 5, 6},
+            )
 
     if "liveness" in result.unavailable:
         lines += ["", f"liveness: unavailable: {result.unavailable['liveness']}"]
@@ -129,8 +185,10 @@ def render_text(result: ProfileDiff, gate_result: GateResult | None = None, *, i
         lines += ["", f"liveness: {changed:,} of {len(lv):,} steps changed not-always-live bytes"]
         if changed:
             worst = lv.loc[lv["change_bytes"].astype("float64").abs().idxmax()]
-            lines.append(f"  largest change at step {int(worst['step'])} ({worst['program']}): "
-                         f"{fmt_change(float(worst['change_bytes']), 'bytes')}")
+            lines.append(
+                f"  largest change at step {int(worst['step'])} ({worst['program']}): "
+                f"{fmt_change(float(worst['change_bytes']), 'bytes')}"
+            )
     if gate_result is not None:
         lines += ["", *render_gate_text(gate_result)]
     return "\n".join(lines) + "\n"
@@ -144,16 +202,22 @@ def render_gate_text(gate_result: GateResult) -> list[str]:
     """The gate's verdict, each violation and each gap, one per line."""
     lines = [gate_result.verdict + f" [{gate_result.budget_source}]"]
     lines += [f"  FAIL {v}" for v in gate_result.violations["message"]]
-    lines += [f"  GAP  {g.metric}: {g.reason} (budget {g.pattern})" for g in gate_result.gaps.itertuples(index=False)]
+    lines += [
+        f"  GAP  {g.metric}: {g.reason} (budget {g.pattern})"
+        for g in gate_result.gaps.itertuples(index=False)
+    ]
     if gate_result.unknown_patterns:
-        lines.append("  warning: budget pattern(s) matching no known metric (typo?): "
-                     + ", ".join(gate_result.unknown_patterns))
+        lines.append(
+            "  warning: budget pattern(s) matching no known metric (typo?): "
+            + ", ".join(gate_result.unknown_patterns)
+        )
     if gate_result.not_applicable:
         lines.append(f"  not applicable (neither profile has them): {', '.join(gate_result.not_applicable)}")
     return lines
 
 
 # -- JSON ---------------------------------------------------------------------
+
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     out = []
@@ -175,7 +239,10 @@ def _jsonable(value: object) -> object:
 def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10) -> dict:
     """The diff (and gate) as a JSON-ready dict. All metrics are included; infinite changes are null."""
     doc: dict = {
-        "base": {"name": result.base_name, "target": {k: _jsonable(v) for k, v in result.base_target.items()}},
+        "base": {
+            "name": result.base_name,
+            "target": {k: _jsonable(v) for k, v in result.base_target.items()},
+        },
         "new": {"name": result.new_name, "target": {k: _jsonable(v) for k, v in result.new_target.items()}},
         "notes": list(result.notes),
         "unavailable": dict(result.unavailable),
@@ -184,42 +251,71 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
         "metrics": _records(result.changed_metrics(include_unchanged=True)),
     }
     if "tiles" not in result.unavailable:
-        doc["tiles"] = {"compared": len(result.tiles),
-                        "changed": int((result.tiles["change_bytes"].fillna(0) != 0).sum()),
-                        "top": _records(result.top_tiles(top))}
+        doc["tiles"] = {
+            "compared": len(result.tiles),
+            "changed": int((result.tiles["change_bytes"].fillna(0) != 0).sum()),
+            "top": _records(result.top_tiles(top)),
+        }
         doc["ipus"] = _records(result.ipus)
     for section in ("programs", "events"):
         if section in result.unavailable:
             continue
         frame = getattr(result, section)
         changed = result.top_named(section, JSON_NAMED_LIMIT)
-        doc[section] = {"counts": {s: int((frame["status"] == s).sum())
-                                   for s in ("grown", "shrunk", "added", "removed", "unchanged")},
-                        "changed": _records(changed),
-                        "truncated": bool((frame["status"] != "unchanged").sum() > len(changed))}
+        doc[section] = {
+            "counts": {
+                s: int((frame["status"] == s).sum())
+                for s in ("grown", "shrunk", "added", "removed", "unchanged")
+            },
+            "changed": _records(changed),
+            "truncated": bool((frame["status"] != "unchanged").sum() > len(changed)),
+        }
     if "liveness" not in result.unavailable:
         lv = result.liveness
-        doc["liveness"] = {"steps": len(lv), "changed": _liveness_changed(lv),
-                           "top": _records(lv.loc[lv["change_bytes"].astype("float64").abs()
-                                                  .sort_values(ascending=False, kind="stable").index[:top]])}
+        doc["liveness"] = {
+            "steps": len(lv),
+            "changed": _liveness_changed(lv),
+            "top": _records(
+                lv.loc[
+                    lv["change_bytes"]
+                    .astype("float64")
+                    .abs()
+                    .sort_values(ascending=False, kind="stable")
+                    .index[:top]
+                ]
+            ),
+        }
     if gate_result is not None:
-        doc["gate"] = {"passed": gate_result.passed, "strict": gate_result.strict,
-                       "budget_source": gate_result.budget_source,
-                       "violations": _records(gate_result.violations), "gaps": _records(gate_result.gaps),
-                       "checks": _records(gate_result.checks), "not_applicable": gate_result.not_applicable,
-                       "unknown_patterns": gate_result.unknown_patterns}
+        doc["gate"] = {
+            "passed": gate_result.passed,
+            "strict": gate_result.strict,
+            "budget_source": gate_result.budget_source,
+            "violations": _records(gate_result.violations),
+            "gaps": _records(gate_result.gaps),
+            "checks": _records(gate_result.checks),
+            "not_applicable": gate_result.not_applicable,
+            "unknown_patterns": gate_result.unknown_patterns,
+        }
     return doc
 
 
-def render_json(result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10, **_: object) -> str:
+def render_json(
+    result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10, **_: object
+) -> str:
     """The diff as indented JSON."""
     return json.dumps(to_dict(result, gate_result, top=top), indent=2, allow_nan=False) + "\n"
 
 
 # -- Markdown -----------------------------------------------------------------
 
-def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, *,
-                    include_unchanged: bool = False, top: int = 10) -> str:
+
+def render_markdown(
+    result: ProfileDiff,
+    gate_result: GateResult | None = None,
+    *,
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
     """A pull-request comment: verdict line, changed metrics table, top tiles and programs."""
     if gate_result is None:
         verdict = "**popprof diff**"
@@ -232,24 +328,42 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
         lines[0] += f" — {gate_result.verdict.split(': ', 1)[1]}"
         lines.append("")
         lines += [f"- :x: {md.cell(m)}" for m in gate_result.violations["message"]]
-        lines += [f"- :grey_question: gap: {md.code(g.metric)}: {md.cell(g.reason)}"
-                  for g in gate_result.gaps.itertuples()]
+        lines += [
+            f"- :grey_question: gap: {md.code(g.metric)}: {md.cell(g.reason)}"
+            for g in gate_result.gaps.itertuples()
+        ]
     if result.notes or result.basis:
-        lines += ["", *[f"> note: {md.cell(n)}" for n in result.notes],
-                  *[f"> basis: {md.cell(b.describe())}" for b in result.basis.values()]]
+        lines += [
+            "",
+            *[f"> note: {md.cell(n)}" for n in result.notes],
+            *[f"> basis: {md.cell(b.describe())}" for b in result.basis.values()],
+        ]
     rows = _metric_rows(result, include_unchanged)
     lines.append("")
     if rows:
-        lines += md.table(["metric", "base", "new", "change", "rel", ""], [[md.code(r[0]), *r[1:]] for r in rows],
-                          right={1, 2, 3, 4})
+        lines += md.table(
+            ["metric", "base", "new", "change", "rel", ""],
+            [[md.code(r[0]), *r[1:]] for r in rows],
+            right={1, 2, 3, 4},
+        )
     else:
         lines.append("No metric changed.")
     if "tiles" not in result.unavailable and len(result.top_tiles(top)):
         lines += ["", f"<details><summary>Top {top} tiles by memory change</summary>", ""]
-        lines += md.table(["tile", "ipu", "base", "new", "change"],
-                          [[_int(t.tile), _int(t.ipu), fmt_value(t.base_bytes, "bytes"), fmt_value(t.new_bytes, "bytes"),
-                            fmt_change(t.change_bytes, "bytes")] for t in result.top_tiles(top).itertuples(index=False)],
-                          right=range(5))
+        lines += md.table(
+            ["tile", "ipu", "base", "new", "change"],
+            [
+                [
+                    _int(t.tile),
+                    _int(t.ipu),
+                    fmt_value(t.base_bytes, "bytes"),
+                    fmt_value(t.new_bytes, "bytes"),
+                    fmt_change(t.change_bytes, "bytes"),
+                ]
+                for t in result.top_tiles(top).itertuples(index=False)
+            ],
+            right=range(5),
+        )
         lines += ["", "</details>"]
     for section, unit in (("programs", ""), ("events", "us")):
         if section in result.unavailable:
@@ -257,11 +371,26 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
         top_named = result.top_named(section, top)
         if not len(top_named):
             continue
-        lines += ["", f"<details><summary>{section.title()}: {_named_summary(getattr(result, section))}</summary>", ""]
-        lines += md.table(["name", "base n", "new n", "change", "rel", "status"],
-                          [[md.code(r.name), _count(r.base_count), _count(r.new_count), fmt_change(r.change, unit),
-                            fmt_rel(r.rel_change), r.status] for r in top_named.itertuples(index=False)],
-                          right={1, 2, 3, 4})
+        lines += [
+            "",
+            f"<details><summary>{section.title()}: {_named_summary(getattr(result, section))}</summary>",
+            "",
+        ]
+        lines += md.table(
+            ["name", "base n", "new n", "change", "rel", "status"],
+            [
+                [
+                    md.code(r.name),
+                    _count(r.base_count),
+                    _count(r.new_count),
+                    fmt_change(r.change, unit),
+                    fmt_rel(r.rel_change),
+                    r.status,
+                ]
+                for r in top_named.itertuples(index=False)
+            ],
+            right={1, 2, 3, 4},
+        )
         lines += ["", "</details>"]
     unavailable = [f"- {section}: {md.cell(reason)}" for section, reason in result.unavailable.items()]
     if unavailable:
@@ -270,6 +399,7 @@ def render_markdown(result: ProfileDiff, gate_result: GateResult | None = None, 
 
 
 # -- JUnit --------------------------------------------------------------------
+
 
 def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
     """JUnit XML document for one diff (see :func:`junit_suite`)."""
@@ -280,7 +410,9 @@ def _junit_root(gated: bool) -> str:
     return "popprof gate" if gated else "popprof diff"
 
 
-def junit_suite(result: ProfileDiff, gate_result: GateResult | None = None, engine: str | None = None) -> junit.Suite:
+def junit_suite(
+    result: ProfileDiff, gate_result: GateResult | None = None, engine: str | None = None
+) -> junit.Suite:
     """One JUnit suite: a test case per budgeted metric (failure = over budget, skipped = gap).
 
     Without a gate, one passing test case per metric that changed, for the record.
@@ -307,7 +439,9 @@ def junit_suite(result: ProfileDiff, gate_result: GateResult | None = None, engi
             suite.cases.append(case)
     else:
         for r in result.changed_metrics().itertuples(index=False):
-            text = f"{fmt_value(r.base, r.unit)} -> {fmt_value(r.new, r.unit)} {fmt_rel(r.rel_change)}".strip()
+            text = (
+                f"{fmt_value(r.base, r.unit)} -> {fmt_value(r.new, r.unit)} {fmt_rel(r.rel_change)}".strip()
+            )
             suite.cases.append(junit.Case(r.name, suite_name, output=text))
     return suite
 
@@ -315,8 +449,14 @@ def junit_suite(result: ProfileDiff, gate_result: GateResult | None = None, engi
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "junit": render_junit}
 
 
-def render(result: ProfileDiff, gate_result: GateResult | None = None, fmt: str = "text", *,
-           include_unchanged: bool = False, top: int = 10) -> str:
+def render(
+    result: ProfileDiff,
+    gate_result: GateResult | None = None,
+    fmt: str = "text",
+    *,
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
     """Render in ``fmt`` (text, json, markdown or junit)."""
     if fmt == "json":
         return render_json(result, gate_result, top=top)
@@ -325,16 +465,24 @@ def render(result: ProfileDiff, gate_result: GateResult | None = None, fmt: str 
     return RENDERERS[fmt](result, gate_result, include_unchanged=include_unchanged, top=top)
 
 
-def render_many(results: list[tuple[str, ProfileDiff, GateResult | None]], fmt: str = "text", *,
-                notes: list[str] = (), include_unchanged: bool = False, top: int = 10) -> str:
+def render_many(
+    results: list[tuple[str, ProfileDiff, GateResult | None]],
+    fmt: str = "text",
+    *,
+    notes: list[str] = (),
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
     """Render one or several (engine, diff, gate) results; several come from two run directories."""
     if len(results) == 1 and not notes:
         _, result, gate_result = results[0]
         return render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top)
     if fmt == "json":
-        doc = {"notes": list(notes),
-               "passed": all(g.passed for _, _, g in results if g is not None),
-               "engines": {name: to_dict(r, g, top=top) for name, r, g in results}}
+        doc = {
+            "notes": list(notes),
+            "passed": all(g.passed for _, _, g in results if g is not None),
+            "engines": {name: to_dict(r, g, top=top) for name, r, g in results},
+        }
         return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if fmt == "junit":
         gated = any(g is not None for _, _, g in results)
@@ -343,11 +491,14 @@ def render_many(results: list[tuple[str, ProfileDiff, GateResult | None]], fmt: 
     if fmt == "markdown":
         parts += [f"> note: {md.cell(n)}\n" for n in notes]
         for name, r, g in results:
-            parts.append(f"#### Engine {md.code(name)}\n\n"
-                         + render_markdown(r, g, include_unchanged=include_unchanged, top=top))
+            parts.append(
+                f"#### Engine {md.code(name)}\n\n"
+                + render_markdown(r, g, include_unchanged=include_unchanged, top=top)
+            )
     else:
         parts += [f"note: {n}\n" for n in notes]
         for name, r, g in results:
-            parts.append(f"=== engine {name!r} ===\n" + render_text(r, g, include_unchanged=include_unchanged,
-                                                                     top=top))
+            parts.append(
+                f"=== engine {name!r} ===\n" + render_text(r, g, include_unchanged=include_unchanged, top=top)
+            )
     return "\n".join(parts)

@@ -47,23 +47,29 @@ def _document(func: Callable, name: str, unit: str, description: str, missing: s
         func.__doc__ = f"``{name}`` ({unit}): {description}; {missing} when the profile lacks what it needs."
 
 
-def metric(name: str, unit: str, description: str, *, needs: Iterable[str] = (),
-           better: str | None = "lower") -> Callable[[MetricFunc], MetricFunc]:
+def metric(
+    name: str, unit: str, description: str, *, needs: Iterable[str] = (), better: str | None = "lower"
+) -> Callable[[MetricFunc], MetricFunc]:
     """Register a scalar metric function ``Profile -> float | None``."""
+
     def register(func: MetricFunc) -> MetricFunc:
         METRICS[name] = Metric(name, unit, description, tuple(needs), better, func)
         _document(func, name, unit, description, "None")
         return func
+
     return register
 
 
-def metric_family(prefix: str, unit: str, description: str, *, needs: Iterable[str] = (),
-                  better: str | None = "lower") -> Callable[[FamilyFunc], FamilyFunc]:
+def metric_family(
+    prefix: str, unit: str, description: str, *, needs: Iterable[str] = (), better: str | None = "lower"
+) -> Callable[[FamilyFunc], FamilyFunc]:
     """Register a family: a function returning ``{suffix: value}``; names become ``prefix + suffix``."""
+
     def register(func: FamilyFunc) -> FamilyFunc:
         METRICS[prefix] = Metric(prefix, unit, description, tuple(needs), better, func, family=True)
         _document(func, prefix + "*", unit, description, "no members")
         return func
+
     return register
 
 
@@ -100,8 +106,11 @@ def stored_values(profile: Profile) -> dict[str, float | None]:
 
     Values stored under an old name (a baseline written before a rename) come back under today's name.
     """
-    return {current_name(key[len(STORED_PREFIX):]): _clean(text) for key, text in profile.meta.items()
-            if key.startswith(STORED_PREFIX)}
+    return {
+        current_name(key[len(STORED_PREFIX) :]): _clean(text)
+        for key, text in profile.meta.items()
+        if key.startswith(STORED_PREFIX)
+    }
 
 
 def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, float | None]:
@@ -152,14 +161,30 @@ def metrics_frame(profile: Profile, names: Iterable[str] | None = None) -> pd.Da
     rows = []
     for name, value in compute(profile, names).items():
         m = describe(name)
-        rows.append({"name": name, "value": value, "unit": m.unit if m else "",
-                     "better": m.better if m else None, "description": m.description if m else ""})
+        rows.append(
+            {
+                "name": name,
+                "value": value,
+                "unit": m.unit if m else "",
+                "better": m.better if m else None,
+                "description": m.description if m else "",
+            }
+        )
     return pd.DataFrame(rows, columns=["name", "value", "unit", "better", "description"])
 
 
 # Register the built-in metrics.
 from . import execution, memory  # noqa: E402,F401
 
-__all__ = ["METRICS", "RENAMED", "Metric", "compute", "current_name", "describe", "metric", "metric_family",
-           "metrics_frame"]
+__all__ = [
+    "METRICS",
+    "RENAMED",
+    "Metric",
+    "compute",
+    "current_name",
+    "describe",
+    "metric",
+    "metric_family",
+    "metrics_frame",
+]
 from . import trace  # noqa: E402,F401

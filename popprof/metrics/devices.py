@@ -39,18 +39,45 @@ from ..trace.gpu_work import (
     kernel_type,
 )
 
-BREAKDOWN_COLUMNS = ["platform", "rank", "device", "span_us", "busy_us", "idle_us", "compute_us",
-                     "non_compute_us", "communication_us", "memory_us", "host_wait_us", "idle_pct",
-                     "compute_pct", "non_compute_pct", "communication_pct", "memory_pct",
-                     "comm_comp_overlap_pct", "host_wait_pct", "work_items", "streams"]
+BREAKDOWN_COLUMNS = [
+    "platform",
+    "rank",
+    "device",
+    "span_us",
+    "busy_us",
+    "idle_us",
+    "compute_us",
+    "non_compute_us",
+    "communication_us",
+    "memory_us",
+    "host_wait_us",
+    "idle_pct",
+    "compute_pct",
+    "non_compute_pct",
+    "communication_pct",
+    "memory_pct",
+    "comm_comp_overlap_pct",
+    "host_wait_pct",
+    "work_items",
+    "streams",
+]
 #: HTA's ``consecutive_kernel_delay`` default: a gap shorter than this (us) between two kernels of a
 #: stream whose launch came before the previous kernel ended is launch overhead ("kernel wait").
 CONSECUTIVE_KERNEL_DELAY_US = 30.0
 #: Launch calls HTA correlates with their GPU work (plus their HIP equivalents, which HTA lacks).
-LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
-                "runFunction - job_prep_and_submit_for_execution",
-                "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
-                "hipMemcpyAsync", "hipMemsetAsync")
+LAUNCH_CALLS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "runFunction - job_prep_and_submit_for_execution",
+    "hipLaunchKernel",
+    "hipExtLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+)
 _KIND_LABELS = (COMPUTATION, COMMUNICATION, MEMORY)
 
 
@@ -67,17 +94,44 @@ def _pct(part: float | None, whole: float) -> float | None:
     return 100.0 * part / whole if whole > 0 else None
 
 
-def _row(platform: str, rank, device, span: float, busy: float, compute: float, comm: float, memory: float,
-         overlap: float | None, host_wait: float | None, kernels: int, streams: int) -> dict:
+def _row(
+    platform: str,
+    rank,
+    device,
+    span: float,
+    busy: float,
+    compute: float,
+    comm: float,
+    memory: float,
+    overlap: float | None,
+    host_wait: float | None,
+    kernels: int,
+    streams: int,
+) -> dict:
     idle = max(span - busy, 0.0)
     non_compute = max(span - compute - idle, 0.0)
-    return {"platform": platform, "rank": rank, "device": device, "span_us": span, "busy_us": busy,
-            "idle_us": idle, "compute_us": compute, "non_compute_us": non_compute, "communication_us": comm,
-            "memory_us": memory, "host_wait_us": host_wait, "idle_pct": _pct(idle, span),
-            "compute_pct": _pct(compute, span), "non_compute_pct": _pct(non_compute, span),
-            "communication_pct": _pct(comm, span), "memory_pct": _pct(memory, span),
-            "comm_comp_overlap_pct": overlap, "host_wait_pct": _pct(host_wait, span),
-            "work_items": kernels, "streams": streams}
+    return {
+        "platform": platform,
+        "rank": rank,
+        "device": device,
+        "span_us": span,
+        "busy_us": busy,
+        "idle_us": idle,
+        "compute_us": compute,
+        "non_compute_us": non_compute,
+        "communication_us": comm,
+        "memory_us": memory,
+        "host_wait_us": host_wait,
+        "idle_pct": _pct(idle, span),
+        "compute_pct": _pct(compute, span),
+        "non_compute_pct": _pct(non_compute, span),
+        "communication_pct": _pct(comm, span),
+        "memory_pct": _pct(memory, span),
+        "comm_comp_overlap_pct": overlap,
+        "host_wait_pct": _pct(host_wait, span),
+        "work_items": kernels,
+        "streams": streams,
+    }
 
 
 def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
@@ -96,7 +150,10 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
     for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
         kind = np.asarray(part["kernel_type"].array.codes)
-        spans = {k: (start[kind == KERNEL_TYPES.index(k)], end[kind == KERNEL_TYPES.index(k)]) for k in _KIND_LABELS}
+        spans = {
+            k: (start[kind == KERNEL_TYPES.index(k)], end[kind == KERNEL_TYPES.index(k)])
+            for k in _KIND_LABELS
+        }
         span = float(end.max() - start.min())
         busy = im.length(start, end)
         comp, comm, mem = (im.length(*spans[k]) for k in _KIND_LABELS)
@@ -104,8 +161,22 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
         if comm > 0:
             states = im.state_durations([spans[COMMUNICATION], spans[COMPUTATION]])
             overlap = 100.0 * states.get(3, 0.0) / comm
-        rows.append(_row("gpu", None if rank < 0 else int(rank), device, span, busy, comp, comm, mem, overlap,
-                         waits.get(int(rank), 0.0), len(part), int(part["stream"].nunique())))
+        rows.append(
+            _row(
+                "gpu",
+                None if rank < 0 else int(rank),
+                device,
+                span,
+                busy,
+                comp,
+                comm,
+                mem,
+                overlap,
+                waits.get(int(rank), 0.0),
+                len(part),
+                int(part["stream"].nunique()),
+            )
+        )
     return rows
 
 
@@ -120,11 +191,30 @@ def _ipu_breakdown_steps(profile: Profile) -> list[dict]:
         total = float(by_cat.sum())
         unit = scale if scale is not None else 1.0
         comm = float(by_cat.get("exchange", 0.0) + by_cat.get("global_exchange", 0.0))
-        row = _row("ipu", None, f"ipu:{int(ipu)}", total * unit, total * unit, float(by_cat.get("compute", 0.0)) * unit,
-                   comm * unit, float(by_cat.get("host_io", 0.0)) * unit, 0.0, None, 0, 0)
+        row = _row(
+            "ipu",
+            None,
+            f"ipu:{int(ipu)}",
+            total * unit,
+            total * unit,
+            float(by_cat.get("compute", 0.0)) * unit,
+            comm * unit,
+            float(by_cat.get("host_io", 0.0)) * unit,
+            0.0,
+            None,
+            0,
+            0,
+        )
         if scale is None:  # shares stand; absolute times need the clock
-            for key in ("span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "communication_us",
-                        "memory_us"):
+            for key in (
+                "span_us",
+                "busy_us",
+                "idle_us",
+                "compute_us",
+                "non_compute_us",
+                "communication_us",
+                "memory_us",
+            ):
                 row[key] = None
         row["work_items"] = int((steps["ipu"] == ipu).sum())
         rows.append(row)
@@ -142,8 +232,11 @@ def _event_breakdown(profile: Profile) -> list[dict]:
     end = start + dev["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     ok = ~np.isnan(start)
     category = dev["device_category"].astype("str").to_numpy()
-    device = dev["device"].astype("str").fillna("ipu").to_numpy() if dev["device"].notna().any() \
+    device = (
+        dev["device"].astype("str").fillna("ipu").to_numpy()
+        if dev["device"].notna().any()
         else np.full(len(dev), "ipu", dtype=object)
+    )
     rank = dev["rank"].fillna(-1).to_numpy(dtype=np.int64)
     waits = _host_wait_by_rank(events)
     rows = []
@@ -156,12 +249,26 @@ def _event_breakdown(profile: Profile) -> list[dict]:
         comm = im.length(s[c == "exchange"], e[c == "exchange"])
         overlap = None
         if comm > 0:
-            states = im.state_durations([(s[c == "exchange"], e[c == "exchange"]),
-                                         (s[c == "compute"], e[c == "compute"])])
+            states = im.state_durations(
+                [(s[c == "exchange"], e[c == "exchange"]), (s[c == "compute"], e[c == "compute"])]
+            )
             overlap = 100.0 * states.get(3, 0.0) / comm
-        rows.append(_row("ipu", None if key[0] < 0 else key[0], key[1], float(e.max() - s.min()), im.length(s, e),
-                         comp, comm, im.length(s[c == "host_io"], e[c == "host_io"]), overlap,
-                         waits.get(key[0]) if waits else None, int(sel.sum()), 0))
+        rows.append(
+            _row(
+                "ipu",
+                None if key[0] < 0 else key[0],
+                key[1],
+                float(e.max() - s.min()),
+                im.length(s, e),
+                comp,
+                comm,
+                im.length(s[c == "host_io"], e[c == "host_io"]),
+                overlap,
+                waits.get(key[0]) if waits else None,
+                int(sel.sum()),
+                0,
+            )
+        )
     return rows
 
 
@@ -206,8 +313,15 @@ def kernel_breakdown(profile: Profile) -> pd.DataFrame:
             total = sum(states.values())
             for state, time in sorted(states.items()):
                 label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
-                rows.append({"rank": None if rank < 0 else int(rank), "device": device, "kernel_type": label,
-                             "time_us": time, "pct": 100.0 * time / total if total > 0 else None})
+                rows.append(
+                    {
+                        "rank": None if rank < 0 else int(rank),
+                        "device": device,
+                        "kernel_type": label,
+                        "time_us": time,
+                        "pct": 100.0 * time / total if total > 0 else None,
+                    }
+                )
     frame = pd.DataFrame(rows, columns=["rank", "device", "kernel_type", "time_us", "pct"])
     frame["rank"] = frame["rank"].astype("Int64")
     return frame
@@ -228,8 +342,9 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     return out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index(drop=True)
 
 
-def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
-                   ) -> pd.DataFrame:
+def idle_breakdown(
+    profile: Profile, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
+) -> pd.DataFrame:
     """Idle time per (rank, device, stream) by cause (HTA ``get_idle_time_breakdown``).
 
     Kernels, memcpy and memset of each stream in start order; the gap before each is
@@ -244,7 +359,9 @@ def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSEC
         return pd.DataFrame(columns=columns)
     work = work[work["channel"].isin(KERNEL_CHANNELS).to_numpy()]
     device_codes = np.asarray(work["device"].array.codes)
-    order = np.lexsort((work["start"].to_numpy(), work["stream"].to_numpy(), device_codes, work["rank"].to_numpy()))
+    order = np.lexsort(
+        (work["start"].to_numpy(), work["stream"].to_numpy(), device_codes, work["rank"].to_numpy())
+    )
     work = work.iloc[order]
     rank, stream, device_codes = work["rank"].to_numpy(), work["stream"].to_numpy(), device_codes[order]
     same = np.zeros(len(work), dtype=bool)
@@ -257,11 +374,16 @@ def idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float = CONSEC
     launch = work["launch_start"].to_numpy(dtype=np.float64)
     host_wait = launch > prev_end
     kernel_wait = ~host_wait & (gap < consecutive_kernel_delay_us)
-    category = pd.Categorical.from_codes(np.where(host_wait, 0, np.where(kernel_wait, 1, 2)).astype(np.int8),
-                                         ["host_wait", "kernel_wait", "other"])
+    category = pd.Categorical.from_codes(
+        np.where(host_wait, 0, np.where(kernel_wait, 1, 2)).astype(np.int8),
+        ["host_wait", "kernel_wait", "other"],
+    )
     frame = key.assign(idle_category=category, idle_us=np.nan_to_num(gap, nan=0.0))
-    out = frame.groupby(["rank", "device", "stream", "idle_category"], sort=True, observed=True)["idle_us"] \
-        .sum().reset_index()
+    out = (
+        frame.groupby(["rank", "device", "stream", "idle_category"], sort=True, observed=True)["idle_us"]
+        .sum()
+        .reset_index()
+    )
     totals = out.groupby(["rank", "device", "stream"], observed=True)["idle_us"].transform("sum")
     out["idle_ratio"] = np.where(totals > 0, out["idle_us"] / totals.where(totals > 0, 1.0), np.nan)
     out["rank"] = out["rank"].where(out["rank"] >= 0).astype("Int64")
@@ -280,28 +402,48 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     ``cpu_duration_us``, ``gpu_duration_us``, ``launch_delay_us``. Like HTA, the last
     profiler step is left out.
     """
-    columns = ["rank", "device", "correlation", "launch", "name", "cpu_duration_us", "gpu_duration_us",
-               "launch_delay_us"]
+    columns = [
+        "rank",
+        "device",
+        "correlation",
+        "launch",
+        "name",
+        "cpu_duration_us",
+        "gpu_duration_us",
+        "launch_delay_us",
+    ]
     work = _work(profile)
     if work is None:
         return pd.DataFrame(columns=columns)
     events = profile.events
-    calls = events[events["name"].isin(LAUNCH_CALLS) & events["stream"].isna() & events["correlation"].notna()]
+    calls = events[
+        events["name"].isin(LAUNCH_CALLS) & events["stream"].isna() & events["correlation"].notna()
+    ]
     if calls.empty:
         return pd.DataFrame(columns=columns)
     start = calls["start_us"].to_numpy(dtype=np.float64)
     end = start + calls["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     if np.any(start % 1 != 0):  # HTA's rounding, as for the GPU work
         start, end = np.ceil(start), np.floor(end)
-    host = pd.DataFrame({"rank": calls["rank"].fillna(-1).to_numpy(dtype=np.int64),
-                         "correlation": calls["correlation"].to_numpy(dtype=np.float64),
-                         "launch": calls["name"].array, "call_start": start,
-                         "cpu_duration_us": end - start})
-    merged = host.merge(work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]],
-                        on=["rank", "correlation"], how="inner")
+    host = pd.DataFrame(
+        {
+            "rank": calls["rank"].fillna(-1).to_numpy(dtype=np.int64),
+            "correlation": calls["correlation"].to_numpy(dtype=np.float64),
+            "launch": calls["name"].array,
+            "call_start": start,
+            "cpu_duration_us": end - start,
+        }
+    )
+    merged = host.merge(
+        work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]],
+        on=["rank", "correlation"],
+        how="inner",
+    )
     merged = merged[merged["launch_start"].notna()]
     merged["gpu_duration_us"] = merged["end"] - merged["start"]
-    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(lower=0)
+    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(
+        lower=0
+    )
     for col in ("name", "launch", "device"):
         merged[col] = merged[col].astype("category").cat.remove_unused_categories()
     merged["correlation"] = merged["correlation"].astype("int64")
@@ -316,8 +458,13 @@ def launch_summary(profile: Profile) -> pd.DataFrame:
     if delays.empty:
         return pd.DataFrame(columns=columns)
     grouped = delays.groupby(["rank", "device"], dropna=False, observed=True)
-    out = grouped["launch_delay_us"].agg(launches="size", mean_us="mean", median_us="median",
-                                         p95_us=lambda s: float(np.percentile(s, 95)), max_us="max")
+    out = grouped["launch_delay_us"].agg(
+        launches="size",
+        mean_us="mean",
+        median_us="median",
+        p95_us=lambda s: float(np.percentile(s, 95)),
+        max_us="max",
+    )
     out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
     out = out.reset_index()
     out["device"] = out["device"].astype("str")
@@ -327,5 +474,9 @@ def launch_summary(profile: Profile) -> pd.DataFrame:
 def device_table(profiles) -> pd.DataFrame:
     """The per-device tables of several profiles, one after another, with a leading ``profile`` column."""
     frames = [device_breakdown(p).assign(profile=p.name) for p in profiles]
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=BREAKDOWN_COLUMNS + ["profile"])
+    frame = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=BREAKDOWN_COLUMNS + ["profile"])
+    )
     return frame[["profile", *BREAKDOWN_COLUMNS]]

@@ -34,15 +34,24 @@ def ipu_count(profile: Profile) -> int:
 
 def ipu_cycles_by_category(profile: Profile) -> pd.Series:
     """IPU-cycles (summed over steps and IPUs) per step category, all categories present."""
+
     def compute() -> pd.Series:
         sums = profile.steps.groupby("category", observed=False)["cycles"].sum()
         return sums.reindex(list(STEP_CATEGORIES), fill_value=0).astype("float64")
+
     return profile.cached("execution.ipu_cycles_by_category", compute).copy()
 
 
 #: Summary categories whose share of the total cycles is reported (``execution.summary_share.*``).
-SUMMARY_SHARE_CATEGORIES = ("compute", "compute_excluding_idle", "exchange", "global_exchange", "host_io",
-                            "shared_structure_copy", "sync")
+SUMMARY_SHARE_CATEGORIES = (
+    "compute",
+    "compute_excluding_idle",
+    "exchange",
+    "global_exchange",
+    "host_io",
+    "shared_structure_copy",
+    "sync",
+)
 
 
 def _summary_total_row(profile: Profile) -> pd.Series | None:
@@ -67,8 +76,9 @@ def summary_shares(profile: Profile) -> dict[str, float | None]:
     row = _summary_total_row(profile)
     total = None if row is None or pd.isna(row["cycles"]) or not row["cycles"] else float(row["cycles"])
     shares: dict[str, float | None] = {}
-    for cat, cycles, printed in zip(totals["category"].astype(str), totals["cycles"], totals["share"],
-                                    strict=True):
+    for cat, cycles, printed in zip(
+        totals["category"].astype(str), totals["cycles"], totals["share"], strict=True
+    ):
         if cat == "total" or cat in shares:
             continue
         value = None
@@ -80,8 +90,11 @@ def summary_shares(profile: Profile) -> dict[str, float | None]:
     return shares
 
 
-@metric("execution.total_cycles", "cycles",
-        "execution length: the busiest IPU's summed step cycles (a text summary: its Total cycles)")
+@metric(
+    "execution.total_cycles",
+    "cycles",
+    "execution length: the busiest IPU's summed step cycles (a text summary: its Total cycles)",
+)
 def total_cycles(profile: Profile) -> float | None:
     def compute() -> float | None:
         if not profile.has("steps"):
@@ -91,11 +104,15 @@ def total_cycles(profile: Profile) -> float | None:
             return None
         per_ipu = profile.steps.groupby("ipu", observed=True)["cycles"].sum()
         return float(per_ipu.max()) if len(per_ipu) else None
+
     return profile.cached("execution.total_cycles", compute)
 
 
-@metric("execution.total_time_us", "us",
-        "execution length in time (cycles / clock; a text summary: its printed approximate time)")
+@metric(
+    "execution.total_time_us",
+    "us",
+    "execution length in time (cycles / clock; a text summary: its printed approximate time)",
+)
 def total_time_us(profile: Profile) -> float | None:
     clock = profile.target_value("clock_hz")
     cycles = total_cycles(profile)
@@ -115,16 +132,18 @@ def run_count(profile: Profile) -> float | None:
     return float(len(profile.runs))
 
 
-@metric_family("execution.cycles.", "cycles", "IPU-cycles by step category (summed over IPUs)",
-               needs=("steps",))
+@metric_family(
+    "execution.cycles.", "cycles", "IPU-cycles by step category (summed over IPUs)", needs=("steps",)
+)
 def cycles_by_category(profile: Profile) -> dict[str, float]:
     if not has_cycles(profile):
         return {}
     return {cat: float(v) for cat, v in ipu_cycles_by_category(profile).items()}
 
 
-@metric_family("execution.share.", "ratio", "share of IPU-cycles by step category", needs=("steps",),
-               better=None)
+@metric_family(
+    "execution.share.", "ratio", "share of IPU-cycles by step category", needs=("steps",), better=None
+)
 def share_by_category(profile: Profile) -> dict[str, float]:
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
@@ -133,21 +152,32 @@ def share_by_category(profile: Profile) -> dict[str, float]:
     return {cat: float(v) / total for cat, v in sums.items()}
 
 
-@metric_family("execution.summary_share.", "ratio",
-               "a text summary's share of the total cycles by category (tile averages for SDK 2.x/3.x)",
-               needs=("execution_totals",), better=None)
+@metric_family(
+    "execution.summary_share.",
+    "ratio",
+    "a text summary's share of the total cycles by category (tile averages for SDK 2.x/3.x)",
+    needs=("execution_totals",),
+    better=None,
+)
 def summary_share_by_category(profile: Profile) -> dict[str, float]:
     return {cat: v for cat, v in summary_shares(profile).items() if v is not None}
 
 
-@metric_family("execution.summary_cycles.", "cycles",
-               "a text summary's cycles by basis and category (total.<cat> or tile_average.<cat>)",
-               needs=("execution_totals",))
+@metric_family(
+    "execution.summary_cycles.",
+    "cycles",
+    "a text summary's cycles by basis and category (total.<cat> or tile_average.<cat>)",
+    needs=("execution_totals",),
+)
 def summary_cycles(profile: Profile) -> dict[str, float]:
     totals = profile.execution_totals
-    return {f"{b}.{c}": float(v) for c, b, v in zip(totals["category"].astype(str), totals["basis"].astype(str),
-                                                     totals["cycles"], strict=True)
-            if not math.isnan(v) and c != "total"}  # Total cycles is execution.total_cycles
+    return {
+        f"{b}.{c}": float(v)
+        for c, b, v in zip(
+            totals["category"].astype(str), totals["basis"].astype(str), totals["cycles"], strict=True
+        )
+        if not math.isnan(v) and c != "total"
+    }  # Total cycles is execution.total_cycles
 
 
 def summary_exchange_share(profile: Profile) -> float | None:
@@ -157,8 +187,11 @@ def summary_exchange_share(profile: Profile) -> float | None:
     return float(sum(known)) if known else None
 
 
-@metric("execution.exchange_and_sync_share", "ratio",
-        "share of IPU-cycles in exchange, global exchange and sync together (a text summary: of its total cycles)")
+@metric(
+    "execution.exchange_and_sync_share",
+    "ratio",
+    "share of IPU-cycles in exchange, global exchange and sync together (a text summary: of its total cycles)",
+)
 def exchange_share(profile: Profile) -> float | None:
     if not profile.has("steps"):
         return summary_exchange_share(profile)

@@ -83,8 +83,11 @@ def total_capacity(profile: Profile) -> tuple[float | None, int | None]:
     return float(cap) * int(tiles), int(tiles)
 
 
-@metric("memory.total_incl_gaps_bytes", "bytes", "memory used on all tiles of the whole target (every replica), "
-        "including gaps")
+@metric(
+    "memory.total_incl_gaps_bytes",
+    "bytes",
+    "memory used on all tiles of the whole target (every replica), including gaps",
+)
 def total_incl_gaps(profile: Profile) -> float | None:
     tiles = profile.get("tiles")
     if tiles is not None and tiles["bytes_incl_gaps"].notna().any():
@@ -92,8 +95,11 @@ def total_incl_gaps(profile: Profile) -> float | None:
     return _totals(profile, "total", "including_gaps")
 
 
-@metric("memory.total_excl_gaps_bytes", "bytes", "memory used on all tiles of the whole target (every replica), "
-        "excluding gaps")
+@metric(
+    "memory.total_excl_gaps_bytes",
+    "bytes",
+    "memory used on all tiles of the whole target (every replica), excluding gaps",
+)
 def total_excl_gaps(profile: Profile) -> float | None:
     tiles = profile.get("tiles")
     if tiles is not None and tiles["bytes_excl_gaps"].notna().any():
@@ -101,7 +107,9 @@ def total_excl_gaps(profile: Profile) -> float | None:
     return _totals(profile, "total", "excluding_gaps")
 
 
-@metric("memory.gap_bytes", "bytes", "memory lost to gaps on the whole target (including minus excluding gaps)")
+@metric(
+    "memory.gap_bytes", "bytes", "memory lost to gaps on the whole target (including minus excluding gaps)"
+)
 def gap_bytes(profile: Profile) -> float | None:
     incl, excl = total_incl_gaps(profile), total_excl_gaps(profile)
     return None if incl is None or excl is None else incl - excl
@@ -123,8 +131,12 @@ def max_tile_index(profile: Profile) -> float | None:
     return _tile_max(profile, "bytes_incl_gaps", "including_gaps")[1]
 
 
-@metric("memory.max_tile_headroom_bytes", "bytes", "capacity minus the fullest tile (negative: over)",
-        better="higher")
+@metric(
+    "memory.max_tile_headroom_bytes",
+    "bytes",
+    "capacity minus the fullest tile (negative: over)",
+    better="higher",
+)
 def max_tile_headroom(profile: Profile) -> float | None:
     cap, used = capacity_bytes(profile), max_tile_bytes(profile)
     return None if cap is None or used is None else cap - used
@@ -152,8 +164,11 @@ def tiles_out_of_memory(profile: Profile) -> float | None:
     return float(value)
 
 
-@metric("memory.always_live_bytes", "bytes", "bytes of always-live variables on all tiles of the whole target "
-        "(every replica)")
+@metric(
+    "memory.always_live_bytes",
+    "bytes",
+    "bytes of always-live variables on all tiles of the whole target (every replica)",
+)
 def always_live_bytes(profile: Profile) -> float | None:
     """Whole target: the tiles' always-live bytes, else the always-live variables (one replica's) x replicas."""
     tiles = profile.get("tiles")
@@ -172,29 +187,46 @@ def always_live_per_replica_bytes(profile: Profile) -> float | None:
     return None if value is None else value / num_replicas(profile)
 
 
-@metric("memory.peak_not_always_live_bytes", "bytes", "largest not-always-live bytes over liveness steps, "
-        "per replica (as pva gives liveness)", needs=("liveness",))
+@metric(
+    "memory.peak_not_always_live_bytes",
+    "bytes",
+    "largest not-always-live bytes over liveness steps, per replica (as pva gives liveness)",
+    needs=("liveness",),
+)
 def peak_not_always_live(profile: Profile) -> float | None:
     peak = profile.liveness["not_always_live_bytes"].max()
     return None if pd.isna(peak) else float(peak)
 
 
-@metric("memory.peak_liveness_bytes", "bytes", "whole target: always-live bytes of every tile plus the "
-        "not-always-live peak x replicas", needs=("liveness",))
+@metric(
+    "memory.peak_liveness_bytes",
+    "bytes",
+    "whole target: always-live bytes of every tile plus the not-always-live peak x replicas",
+    needs=("liveness",),
+)
 def peak_liveness(profile: Profile) -> float | None:
     base, peak = always_live_bytes(profile), peak_not_always_live(profile)
     return None if base is None or peak is None else base + peak * num_replicas(profile)
 
 
-@metric("memory.peak_liveness_per_replica_bytes", "bytes", "one replica: its always-live bytes plus the "
-        "not-always-live peak", needs=("liveness",))
+@metric(
+    "memory.peak_liveness_per_replica_bytes",
+    "bytes",
+    "one replica: its always-live bytes plus the not-always-live peak",
+    needs=("liveness",),
+)
 def peak_liveness_per_replica(profile: Profile) -> float | None:
     whole = peak_liveness(profile)
     return None if whole is None else whole / num_replicas(profile)
 
 
-@metric("memory.peak_liveness_step", "step", "liveness step where not-always-live memory peaks",
-        needs=("liveness",), better=None)
+@metric(
+    "memory.peak_liveness_step",
+    "step",
+    "liveness step where not-always-live memory peaks",
+    needs=("liveness",),
+    better=None,
+)
 def peak_liveness_step(profile: Profile) -> float | None:
     liveness = profile.liveness
     values = liveness["not_always_live_bytes"].to_numpy(dtype="float64", na_value=np.nan)
@@ -213,5 +245,8 @@ def memory_by_category(profile: Profile) -> dict[str, float]:
     if totals is None or totals.empty:
         return {}
     rows = totals[(totals["group"] == "data_type") & totals["tile"].isna()]
-    return {f"{cat}_bytes": float(v) for cat, v in zip(rows["category"], rows["bytes"], strict=True)
-            if pd.notna(v)}
+    return {
+        f"{cat}_bytes": float(v)
+        for cat, v in zip(rows["category"], rows["bytes"], strict=True)
+        if pd.notna(v)
+    }

@@ -29,8 +29,14 @@ COLUMNS = ["step", "start_us", "dur_us", "source"]
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({"step": pd.Series(dtype="int64"), "start_us": pd.Series(dtype="float64"),
-                         "dur_us": pd.Series(dtype="float64"), "source": pd.Series(dtype="str")})
+    return pd.DataFrame(
+        {
+            "step": pd.Series(dtype="int64"),
+            "start_us": pd.Series(dtype="float64"),
+            "dur_us": pd.Series(dtype="float64"),
+            "source": pd.Series(dtype="str"),
+        }
+    )
 
 
 def _profiler_steps(profile: Profile) -> pd.DataFrame:
@@ -40,7 +46,9 @@ def _profiler_steps(profile: Profile) -> pd.DataFrame:
     if marks.empty:
         return _empty()
     grouped = marks.groupby("step", sort=True)
-    out = pd.DataFrame({"start_us": grouped["start_us"].min(), "dur_us": grouped["dur_us"].max()}).reset_index()
+    out = pd.DataFrame(
+        {"start_us": grouped["start_us"].min(), "dur_us": grouped["dur_us"].max()}
+    ).reset_index()
     out["source"] = "ProfilerStep"
     return out[COLUMNS]
 
@@ -67,17 +75,32 @@ def _engine_runs(profile: Profile) -> pd.DataFrame:
     start = events["start_us"].to_numpy(dtype=np.float64)[mask]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[mask]
     order = np.argsort(start, kind="stable")
-    return pd.DataFrame({"step": np.arange(len(order), dtype=np.int64), "start_us": start[order],
-                         "dur_us": dur[order], "source": "Engine::run"})
+    return pd.DataFrame(
+        {
+            "step": np.arange(len(order), dtype=np.int64),
+            "start_us": start[order],
+            "dur_us": dur[order],
+            "source": "Engine::run",
+        }
+    )
 
 
 def _ipu_runs(profile: Profile) -> pd.DataFrame:
     runs = profile.get("runs")
-    if runs is not None and not runs.empty and runs["start_us"].notna().all() and runs["end_us"].notna().all():
-        out = pd.DataFrame({"step": runs["run"].astype("int64").to_numpy(),
-                            "start_us": runs["start_us"].to_numpy(dtype=np.float64),
-                            "dur_us": (runs["end_us"] - runs["start_us"]).to_numpy(dtype=np.float64),
-                            "source": "runs"})
+    if (
+        runs is not None
+        and not runs.empty
+        and runs["start_us"].notna().all()
+        and runs["end_us"].notna().all()
+    ):
+        out = pd.DataFrame(
+            {
+                "step": runs["run"].astype("int64").to_numpy(),
+                "start_us": runs["start_us"].to_numpy(dtype=np.float64),
+                "dur_us": (runs["end_us"] - runs["start_us"]).to_numpy(dtype=np.float64),
+                "source": "runs",
+            }
+        )
         return out.sort_values("step").reset_index(drop=True)
     steps = profile.get("steps")
     clock = profile.target_value("clock_hz")
@@ -88,8 +111,14 @@ def _ipu_runs(profile: Profile) -> pd.DataFrame:
     per_ipu = steps["cycles"].astype("float64").groupby([steps["run"], steps["ipu"]]).sum()
     per_run = per_ipu.groupby(level=0).max() * 1e6 / float(clock)
     start = np.concatenate(([0.0], np.cumsum(per_run.to_numpy())[:-1]))
-    return pd.DataFrame({"step": per_run.index.astype("int64"), "start_us": start,
-                         "dur_us": per_run.to_numpy(dtype=np.float64), "source": "steps.cycles"})
+    return pd.DataFrame(
+        {
+            "step": per_run.index.astype("int64"),
+            "start_us": start,
+            "dur_us": per_run.to_numpy(dtype=np.float64),
+            "source": "steps.cycles",
+        }
+    )
 
 
 def step_times(profile: Profile) -> pd.DataFrame:
@@ -119,7 +148,17 @@ def step_stats(times: pd.DataFrame, warmup: int) -> dict | None:
     head, rest = (dur[:warmup], dur[warmup:]) if steady_state else (dur[:0], dur)
     p50, p90, p99 = (float(v) for v in np.percentile(rest, [50, 90, 99]))
     warm = float(head.mean()) if len(head) else None
-    return {"count": int(len(rest)), "p50_us": p50, "p90_us": p90, "p99_us": p99, "max_us": float(rest.max()),
-            "mean_us": float(rest.mean()), "total_us": float(rest.sum()), "warmup_steps": int(len(head)),
-            "warmup_mean_us": warm, "warmup_ratio": warm / p50 if warm is not None and p50 > 0 else None,
-            "steady_state": steady_state, "source": str(times["source"].iloc[0])}
+    return {
+        "count": int(len(rest)),
+        "p50_us": p50,
+        "p90_us": p90,
+        "p99_us": p99,
+        "max_us": float(rest.max()),
+        "mean_us": float(rest.mean()),
+        "total_us": float(rest.sum()),
+        "warmup_steps": int(len(head)),
+        "warmup_mean_us": warm,
+        "warmup_ratio": warm / p50 if warm is not None and p50 > 0 else None,
+        "steady_state": steady_state,
+        "source": str(times["source"].iloc[0]),
+    }

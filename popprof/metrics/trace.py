@@ -20,8 +20,9 @@ from . import metric, metric_family
 STEP_PREFIX = "ProfilerStep#"
 
 
-@metric("trace.span_us", "us", "trace length: first event start to last event end", needs=("events",),
-        better=None)
+@metric(
+    "trace.span_us", "us", "trace length: first event start to last event end", needs=("events",), better=None
+)
 def span_us(profile: Profile) -> float | None:
     events = profile.events
     union = interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
@@ -38,15 +39,24 @@ def thread_count(profile: Profile) -> float | None:
     return float(profile.events[["pid", "tid"]].drop_duplicates().shape[0])
 
 
-@metric("trace.device_busy_us", "us", "time with at least one device event running",
-        needs=("events",), better=None)
+@metric(
+    "trace.device_busy_us",
+    "us",
+    "time with at least one device event running",
+    needs=("events",),
+    better=None,
+)
 def device_busy_us(profile: Profile) -> float | None:
     union = device_union(profile.events)
     return None if union is None else union.busy
 
 
-@metric("trace.device_idle_share", "ratio", "share of the device-active span with no device event running",
-        needs=("events",))
+@metric(
+    "trace.device_idle_share",
+    "ratio",
+    "share of the device-active span with no device event running",
+    needs=("events",),
+)
 def device_idle_share(profile: Profile) -> float | None:
     union = device_union(profile.events)
     if union is None or union.span <= 0:
@@ -54,16 +64,23 @@ def device_idle_share(profile: Profile) -> float | None:
     return union.idle / union.span
 
 
-@metric("trace.device_idle_us", "us", "total device-idle gap time inside the device-active span",
-        needs=("events",))
+@metric(
+    "trace.device_idle_us",
+    "us",
+    "total device-idle gap time inside the device-active span",
+    needs=("events",),
+)
 def host_stall_us(profile: Profile) -> float | None:
     union = device_union(profile.events)
     return None if union is None else union.idle
 
 
-@metric_family("trace.device_time_us.", "us",
-               "device time by category (nested device events counted once, in their own category)",
-               needs=("events",))
+@metric_family(
+    "trace.device_time_us.",
+    "us",
+    "device time by category (nested device events counted once, in their own category)",
+    needs=("events",),
+)
 def device_time_by_category(profile: Profile) -> dict[str, float]:
     events = profile.events
     if not events["device_category"].notna().any():
@@ -72,13 +89,20 @@ def device_time_by_category(profile: Profile) -> dict[str, float]:
     return {c: float(sums[c]) for c in DEVICE_CATEGORIES}
 
 
-@metric("trace.profiler_step_count", "steps", "profiler steps in the trace (distinct ProfilerStep#N annotations)",
-        needs=("events",), better=None)
+@metric(
+    "trace.profiler_step_count",
+    "steps",
+    "profiler steps in the trace (distinct ProfilerStep#N annotations)",
+    needs=("events",),
+    better=None,
+)
 def profiler_step_count(profile: Profile) -> float | None:
     """Distinct ``ProfilerStep#N`` names among the events; None when the trace marks no steps."""
     names = profile.events["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: look at the used categories only
-        used = names.cat.categories.take(np.unique(names.cat.codes.to_numpy()[names.cat.codes.to_numpy() >= 0]))
+        used = names.cat.categories.take(
+            np.unique(names.cat.codes.to_numpy()[names.cat.codes.to_numpy() >= 0])
+        )
         labels = pd.Index(used.astype("str"))
     else:
         labels = pd.Index(names.dropna().astype("str").unique())

@@ -37,7 +37,9 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def thresholds_from(config: Mapping[str, object], overrides: Mapping[str, object] | None = None) -> dict[str, float]:
+def thresholds_from(
+    config: Mapping[str, object], overrides: Mapping[str, object] | None = None
+) -> dict[str, float]:
     """The thresholds: defaults, then the config's ``pilot`` table, then ``overrides``; UsageError on a bad one."""
     out = dict(DEFAULT_THRESHOLDS)
     table = config.get("pilot") or {}
@@ -46,11 +48,15 @@ def thresholds_from(config: Mapping[str, object], overrides: Mapping[str, object
     for source, values in (("[tool.popprof.pilot]", table), ("--set", overrides or {})):
         for name, value in values.items():
             if name not in DEFAULT_THRESHOLDS:
-                raise UsageError(f"{source}: unknown pilot threshold {name!r}; known: {', '.join(DEFAULT_THRESHOLDS)}")
+                raise UsageError(
+                    f"{source}: unknown pilot threshold {name!r}; known: {', '.join(DEFAULT_THRESHOLDS)}"
+                )
             try:
                 number = float(value)  # type: ignore[arg-type]
             except (TypeError, ValueError):
-                raise UsageError(f"{source}: pilot threshold {name} must be a number, not {value!r}") from None
+                raise UsageError(
+                    f"{source}: pilot threshold {name} must be a number, not {value!r}"
+                ) from None
             if number != number or number < 0:
                 raise UsageError(f"{source}: pilot threshold {name} must be a number >= 0, not {value!r}")
             out[name] = number
@@ -62,32 +68,53 @@ def _value(figures: Mapping[str, dict], key: str) -> float | None:
     return entry.get("value")
 
 
-def diagnose(figures: Mapping[str, dict], failed_compilations: int = 0,
-             thresholds: Mapping[str, float] | None = None) -> dict:
+def diagnose(
+    figures: Mapping[str, dict], failed_compilations: int = 0, thresholds: Mapping[str, float] | None = None
+) -> dict:
     """``{"limit": ..., "text": ..., "deciding": {figure: value}, "thresholds": {name: value}}``."""
     t = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     util, oom = _value(figures, "memory_utilisation"), _value(figures, "tiles_out_of_memory")
-    if failed_compilations or (oom is not None and oom > 0) or (util is not None
-                                                                 and util >= t["does_not_fit_utilisation"]):
-        return _result("does not fit (memory)", {"failed_compilations": failed_compilations or None,
-                                                 "tiles_out_of_memory": oom, "memory_utilisation": util},
-                       {"does_not_fit_utilisation": t["does_not_fit_utilisation"]})
+    if (
+        failed_compilations
+        or (oom is not None and oom > 0)
+        or (util is not None and util >= t["does_not_fit_utilisation"])
+    ):
+        return _result(
+            "does not fit (memory)",
+            {
+                "failed_compilations": failed_compilations or None,
+                "tiles_out_of_memory": oom,
+                "memory_utilisation": util,
+            },
+            {"does_not_fit_utilisation": t["does_not_fit_utilisation"]},
+        )
     wait, busy = _value(figures, "host_wait_pct"), _value(figures, "busy_pct")
     idle = None if busy is None else 100.0 - busy
     if (wait is not None and wait >= t["host_wait_pct"]) or (idle is not None and idle >= t["idle_pct"]):
-        return _result("host", {"host_wait_pct": wait, "idle_pct": idle},
-                       {"host_wait_pct": t["host_wait_pct"], "idle_pct": t["idle_pct"]})
+        return _result(
+            "host",
+            {"host_wait_pct": wait, "idle_pct": idle},
+            {"host_wait_pct": t["host_wait_pct"], "idle_pct": t["idle_pct"]},
+        )
     parts = {k: _value(figures, k) for k in ("communication_pct", "memory_pct", "sync_pct")}
     known = [v for v in parts.values() if v is not None]
     movement = sum(known) if known else None
     if movement is not None and movement >= t["data_movement_pct"]:
-        return _result("data movement", {**parts, "data_movement_pct": movement},
-                       {"data_movement_pct": t["data_movement_pct"]})
+        return _result(
+            "data movement",
+            {**parts, "data_movement_pct": movement},
+            {"data_movement_pct": t["data_movement_pct"]},
+        )
     compute = _value(figures, "compute_pct")
     if compute is not None and compute >= t["compute_pct"]:
         return _result("device compute", {"compute_pct": compute}, {"compute_pct": t["compute_pct"]})
-    deciding = {"compute_pct": compute, "data_movement_pct": movement, "host_wait_pct": wait, "idle_pct": idle,
-                "memory_utilisation": util}
+    deciding = {
+        "compute_pct": compute,
+        "data_movement_pct": movement,
+        "host_wait_pct": wait,
+        "idle_pct": idle,
+        "memory_utilisation": util,
+    }
     return _result("undetermined", deciding, t)
 
 
@@ -95,8 +122,12 @@ def _result(limit: str, deciding: dict, used: dict) -> dict:
     deciding = {k: v for k, v in deciding.items() if v is not None}
     shown = ", ".join(f"{k} {_fmt(v)}" for k, v in deciding.items()) or "no figure to decide on"
     limits = ", ".join(f"{k} >= {_fmt(v)}" for k, v in used.items())
-    return {"limit": limit, "text": f"{limit}: {shown} (thresholds: {limits})", "deciding": deciding,
-            "thresholds": dict(used)}
+    return {
+        "limit": limit,
+        "text": f"{limit}: {shown} (thresholds: {limits})",
+        "deciding": deciding,
+        "thresholds": dict(used),
+    }
 
 
 def _fmt(value: float) -> str:

@@ -70,7 +70,7 @@ COMPILE_NAME = re.compile(r"(?i)(?<![a-z])compil(?:e|ation|ing)(?![a-z])")
 
 CAPTURE = {
     "ipu": {
-        "compile": "a .pvti trace of the compilation (PVTI_OPTIONS='{\"enable\":\"true\"}', `popprof record`)",
+        "compile": 'a .pvti trace of the compilation (PVTI_OPTIONS=\'{"enable":"true"}\', `popprof record`)',
         "steps": "an execution profile (POPLAR_ENGINE_OPTIONS autoReport.all, `popprof record`)",
         "device": "an execution profile (autoReport.all) or a .pvti trace",
         "sync": "an execution profile (autoReport.all)",
@@ -92,12 +92,28 @@ CAPTURE = {
 }
 
 FIGURE_NEEDS = {
-    "compile_time_us": "compile", "warmup_steps": "steps", "warmup_mean_us": "steps", "warmup_ratio": "steps",
-    "step_count": "steps", "step_p50_us": "steps", "step_p90_us": "steps", "step_p99_us": "steps",
-    "step_max_us": "steps", "throughput": "steps", "devices": "device", "busy_pct": "device",
-    "compute_pct": "device", "communication_pct": "device", "memory_pct": "device", "sync_pct": "sync",
-    "host_wait_pct": "host_wait", "memory_utilisation": "memory", "memory_headroom_bytes": "memory",
-    "tiles_out_of_memory": "memory", "peak_liveness_bytes": "liveness", "peak_allocated_bytes": "gpu_memory",
+    "compile_time_us": "compile",
+    "warmup_steps": "steps",
+    "warmup_mean_us": "steps",
+    "warmup_ratio": "steps",
+    "step_count": "steps",
+    "step_p50_us": "steps",
+    "step_p90_us": "steps",
+    "step_p99_us": "steps",
+    "step_max_us": "steps",
+    "throughput": "steps",
+    "devices": "device",
+    "busy_pct": "device",
+    "compute_pct": "device",
+    "communication_pct": "device",
+    "memory_pct": "device",
+    "sync_pct": "sync",
+    "host_wait_pct": "host_wait",
+    "memory_utilisation": "memory",
+    "memory_headroom_bytes": "memory",
+    "tiles_out_of_memory": "memory",
+    "peak_liveness_bytes": "liveness",
+    "peak_allocated_bytes": "gpu_memory",
 }
 
 
@@ -141,8 +157,9 @@ def _mean(frame: pd.DataFrame, column: str) -> float | None:
     return None if values.empty else float(values.mean())
 
 
-def samples_per_step(profile: Profile, platform: str, batch_size: int | None, samples: int | None,
-                     devices: pd.DataFrame) -> int | None:
+def samples_per_step(
+    profile: Profile, platform: str, batch_size: int | None, samples: int | None, devices: pd.DataFrame
+) -> int | None:
     """Samples one step processes: ``samples`` as given, else ``batch_size`` x replicas (IPU) or ranks (GPU)."""
     if samples is not None:
         return samples
@@ -155,9 +172,18 @@ def samples_per_step(profile: Profile, platform: str, batch_size: int | None, sa
     return batch_size * max(int(ranks), 1)
 
 
-def side(profile: Profile, label: str, *, role: str, batch_size: int | None = None,
-         samples: int | None = None, warmup_steps: int = 1, thresholds: dict | None = None,
-         config: dict | None = None, findings: object = None) -> dict:
+def side(
+    profile: Profile,
+    label: str,
+    *,
+    role: str,
+    batch_size: int | None = None,
+    samples: int | None = None,
+    warmup_steps: int = 1,
+    thresholds: dict | None = None,
+    config: dict | None = None,
+    findings: object = None,
+) -> dict:
     """One column of the pilot: ``label``, ``role`` (ipu / baseline), ``platform``, ``figures``
     (key -> ``{"value", "unit", "missing"}``), ``findings`` (rule id -> count and severity) and
     ``diagnosis``."""
@@ -170,10 +196,16 @@ def side(profile: Profile, label: str, *, role: str, batch_size: int | None = No
     per_step = samples_per_step(profile, platform, batch_size, samples, devices)
     throughput_unit = "samples/s" if per_step is not None else "steps/s"
     if stats is not None:
-        values.update(warmup_steps=stats["warmup_steps"] if stats["steady_state"] else None,
-                      warmup_mean_us=stats["warmup_mean_us"], warmup_ratio=stats["warmup_ratio"],
-                      step_count=stats["count"], step_p50_us=stats["p50_us"], step_p90_us=stats["p90_us"],
-                      step_p99_us=stats["p99_us"], step_max_us=stats["max_us"])
+        values.update(
+            warmup_steps=stats["warmup_steps"] if stats["steady_state"] else None,
+            warmup_mean_us=stats["warmup_mean_us"],
+            warmup_ratio=stats["warmup_ratio"],
+            step_count=stats["count"],
+            step_p50_us=stats["p50_us"],
+            step_p90_us=stats["p90_us"],
+            step_p99_us=stats["p99_us"],
+            step_max_us=stats["max_us"],
+        )
         if stats["total_us"] > 0:
             values["throughput"] = stats["count"] * (per_step or 1) / (stats["total_us"] / 1e6)
     if not devices.empty:
@@ -186,8 +218,10 @@ def side(profile: Profile, label: str, *, role: str, batch_size: int | None = No
     sync = metrics.get("execution.share.sync") if platform == "ipu" and profile.has("steps") else None
     if devices.empty and platform == "ipu" and profile.has("execution_totals"):
         shares_source = "execution.summary_share"  # a text summary's Execution section, as `summary` shows it
-        share = {c: metrics.get(f"execution.summary_share.{c}") for c in
-                 ("compute", "exchange", "global_exchange", "host_io")}
+        share = {
+            c: metrics.get(f"execution.summary_share.{c}")
+            for c in ("compute", "exchange", "global_exchange", "host_io")
+        }
         values["compute_pct"] = _pct(share["compute"])
         comm = [v for v in (share["exchange"], share["global_exchange"]) if v is not None]
         values["communication_pct"] = _pct(sum(comm)) if comm else None
@@ -203,19 +237,33 @@ def side(profile: Profile, label: str, *, role: str, batch_size: int | None = No
     for fig in FIGURES:
         value = values[fig.key]
         unit = throughput_unit if fig.key == "throughput" else fig.unit
-        missing = None if value is not None else f"not in this profile: capture {CAPTURE[platform][FIGURE_NEEDS[fig.key]]}"
+        missing = (
+            None
+            if value is not None
+            else f"not in this profile: capture {CAPTURE[platform][FIGURE_NEEDS[fig.key]]}"
+        )
         if value is None and CAPTURE[platform][FIGURE_NEEDS[fig.key]].startswith("not "):
             missing = CAPTURE[platform][FIGURE_NEEDS[fig.key]]
         if value is None and stats is not None and fig.key.startswith("warmup_"):
-            missing = (f"no warm-up: only {stats['count']} step(s), not more than --warmup-steps {warmup_steps}"
-                       if warmup_steps else "no warm-up: --warmup-steps 0")
+            missing = (
+                f"no warm-up: only {stats['count']} step(s), not more than --warmup-steps {warmup_steps}"
+                if warmup_steps
+                else "no warm-up: --warmup-steps 0"
+            )
         figures[fig.key] = {"value": value, "unit": unit, "missing": missing}
     found = findings if findings is not None else _check(profile, config)
-    out = {"label": label, "role": role, "profile": profile.name, "source": str(profile.source or ""),
-           "source_format": profile.source_format, "platform": platform,
-           "step_source": None if stats is None else stats["source"], "shares_source": shares_source,
-           "figures": figures,
-           "findings": _findings_by_rule(found)}
+    out = {
+        "label": label,
+        "role": role,
+        "profile": profile.name,
+        "source": str(profile.source or ""),
+        "source_format": profile.source_format,
+        "platform": platform,
+        "step_source": None if stats is None else stats["source"],
+        "shares_source": shares_source,
+        "figures": figures,
+        "findings": _findings_by_rule(found),
+    }
     out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
     return out
 
@@ -243,9 +291,16 @@ def _does_not_fit_evidence(profile: Profile) -> int:
     return 0 if oom is None or oom.empty else int(oom["compilation"].nunique())
 
 
-def pilot(ipu: list[tuple[str, Profile]], baseline: list[tuple[str, Profile]], *, batch_size: int | None = None,
-          samples: int | None = None, warmup_steps: int = 1, thresholds: dict | None = None,
-          config: dict | None = None) -> dict:
+def pilot(
+    ipu: list[tuple[str, Profile]],
+    baseline: list[tuple[str, Profile]],
+    *,
+    batch_size: int | None = None,
+    samples: int | None = None,
+    warmup_steps: int = 1,
+    thresholds: dict | None = None,
+    config: dict | None = None,
+) -> dict:
     """The pilot document: one column per (label, profile), IPU columns first, then the baseline's.
 
     ``batch_size`` (per replica / rank) or ``samples`` (per step, as given) turn steps/s into
@@ -254,13 +309,22 @@ def pilot(ipu: list[tuple[str, Profile]], baseline: list[tuple[str, Profile]], *
     from .diagnose import thresholds_from
 
     limits = thresholds_from(config or {}, thresholds)
-    kw = {"batch_size": batch_size, "samples": samples, "warmup_steps": warmup_steps, "thresholds": limits,
-          "config": config}
+    kw = {
+        "batch_size": batch_size,
+        "samples": samples,
+        "warmup_steps": warmup_steps,
+        "thresholds": limits,
+        "config": config,
+    }
     columns = [side(p, label, role="ipu", **kw) for label, p in ipu]
     columns += [side(p, label, role="baseline", **kw) for label, p in baseline]
     rules = sorted({r for c in columns for r in c["findings"]})
-    return {"schema": "popprof.pilot", "schema_version": SCHEMA_VERSION,
-            "options": {"batch_size": batch_size, "samples_per_step": samples, "warmup_steps": warmup_steps},
-            "thresholds": limits,
-            "figures": [{"key": f.key, "label": f.label, "unit": f.unit, "group": f.group} for f in FIGURES],
-            "rules": rules, "columns": columns}
+    return {
+        "schema": "popprof.pilot",
+        "schema_version": SCHEMA_VERSION,
+        "options": {"batch_size": batch_size, "samples_per_step": samples, "warmup_steps": warmup_steps},
+        "thresholds": limits,
+        "figures": [{"key": f.key, "label": f.label, "unit": f.unit, "group": f.group} for f in FIGURES],
+        "rules": rules,
+        "columns": columns,
+    }

@@ -12,8 +12,13 @@ from ..errors import PopprofError
 from ..metrics.steps import step_times
 from ..plots._common import new_figure
 
-BARS = (("compute_pct", "compute"), ("communication_pct", "communication"), ("memory_pct", "memory copy"),
-        ("sync_pct", "sync"), ("host_wait_pct", "host wait"))
+BARS = (
+    ("compute_pct", "compute"),
+    ("communication_pct", "communication"),
+    ("memory_pct", "memory copy"),
+    ("sync_pct", "sync"),
+    ("host_wait_pct", "host wait"),
+)
 
 
 def timeline_or_none(profile: Any, column: dict) -> tuple[Any, str | None]:
@@ -48,8 +53,11 @@ def step_distribution(profile: Any, column: dict) -> tuple[Any, str | None]:
 
 def breakdown_bars(profile: Any, column: dict) -> tuple[Any, str | None]:
     """Horizontal bars: the side's device-time shares and its idle share (the pilot table's figures)."""
-    known = [(label, column["figures"][key]["value"]) for key, label in BARS
-             if column["figures"][key]["value"] is not None]
+    known = [
+        (label, column["figures"][key]["value"])
+        for key, label in BARS
+        if column["figures"][key]["value"] is not None
+    ]
     busy = column["figures"]["busy_pct"]["value"]
     if busy is not None:
         known.append(("idle", 100.0 - busy))

@@ -34,7 +34,10 @@ def fmt_value(value: float | None, unit: str) -> str:
 def _rows(doc: dict) -> list[tuple[str, list[str]]]:
     rows = []
     for fig in doc["figures"]:
-        cells = [fmt_value(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"]) for c in doc["columns"]]
+        cells = [
+            fmt_value(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"])
+            for c in doc["columns"]
+        ]
         rows.append((fig["label"], cells))
     for rule in doc["rules"]:
         cells = []
@@ -69,8 +72,11 @@ def render_text(doc: dict) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def line(row: Sequence[str]) -> str:
-        return "  ".join([str(row[0]).ljust(widths[0])] + [str(v).rjust(w) for v, w in zip(row[1:], widths[1:],
-                                                                                           strict=True)])
+        return "  ".join(
+            [str(row[0]).ljust(widths[0])]
+            + [str(v).rjust(w) for v, w in zip(row[1:], widths[1:], strict=True)]
+        )
+
     out = ["popprof pilot", "", line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
     out += ["", "Diagnosis"]
@@ -79,25 +85,29 @@ def render_text(doc: dict) -> str:
     if missing:
         out += ["", f"Missing figures ({MISSING})"] + [f"  {m}" for m in missing]
     opts = doc["options"]
-    out += ["", f"Step times after the first {opts['warmup_steps']} warm-up step(s); "
-                f"{'samples/s' if opts['batch_size'] or opts['samples_per_step'] else 'steps/s (give --batch-size for samples/s)'}. "
-                "Definitions: docs/pilot.md."]
+    out += [
+        "",
+        f"Step times after the first {opts['warmup_steps']} warm-up step(s); "
+        f"{'samples/s' if opts['batch_size'] or opts['samples_per_step'] else 'steps/s (give --batch-size for samples/s)'}. "
+        "Definitions: docs/pilot.md.",
+    ]
     return "\n".join(out)
 
 
 def render_markdown(doc: dict) -> str:
     """The pilot table as Markdown, for a pilot write-up."""
     out = ["## popprof pilot", ""]
-    out += md.table(["figure", *(md.cell(h) for h in _header(doc))],
-                    [[md.cell(label), *cells] for label, cells in _rows(doc)],
-                    right=range(1, len(doc["columns"]) + 1))
+    out += md.table(
+        ["figure", *(md.cell(h) for h in _header(doc))],
+        [[md.cell(label), *cells] for label, cells in _rows(doc)],
+        right=range(1, len(doc["columns"]) + 1),
+    )
     out += ["", "### Diagnosis", ""]
     out += [f"- **{md.cell(c['label'])}**: {md.cell(c['diagnosis']['text'])}" for c in doc["columns"]]
     missing = _missing_lines(doc)
     if missing:
         out += ["", "### Missing figures", ""] + [f"- {md.cell(m)}" for m in missing]
-    out += ["", "Definitions: `docs/pilot.md` (popprof pilot JSON schema version "
-                f"{doc['schema_version']})."]
+    out += ["", f"Definitions: `docs/pilot.md` (popprof pilot JSON schema version {doc['schema_version']})."]
     return "\n".join(out) + "\n"
 
 
@@ -106,8 +116,10 @@ def render_html(doc: dict, profiles: Sequence[object], plots: bool = True) -> st
     from ..htmlreport import STYLE, _e, figure_html
 
     head = "".join(f"<th>{_e(h)}</th>" for h in ["figure", *_header(doc)])
-    body = "".join("<tr><td>" + _e(label) + "</td>" + "".join(f"<td class='num'>{_e(v)}</td>" for v in cells)
-                   + "</tr>" for label, cells in _rows(doc))
+    body = "".join(
+        "<tr><td>" + _e(label) + "</td>" + "".join(f"<td class='num'>{_e(v)}</td>" for v in cells) + "</tr>"
+        for label, cells in _rows(doc)
+    )
     parts = ["<h1>popprof pilot</h1>", f"<table><tr>{head}</tr>{body}</table>", "<h2>Diagnosis</h2><ul>"]
     parts += [f"<li><b>{_e(c['label'])}</b>: {_e(c['diagnosis']['text'])}</li>" for c in doc["columns"]]
     parts.append("</ul>")
@@ -117,26 +129,38 @@ def render_html(doc: dict, profiles: Sequence[object], plots: bool = True) -> st
     if plots:
         parts.append("<h2>Plots</h2>" + _plots_grid(doc, profiles, figure_html, _e))
     style = STYLE + ".grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:1em}"
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>popprof pilot</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>popprof pilot</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
 
 
 def _plots_grid(doc: dict, profiles: Sequence[object], figure_html, esc) -> str:
     try:
         from ..plots import require_matplotlib
+
         require_matplotlib()
     except Exception as exc:  # matplotlib is an optional extra
         return f"<p class='note'>{esc(exc)}</p>"
     from .plots import breakdown_bars, step_distribution, timeline_or_none
 
     rows = []
-    for title, draw in (("Timeline", timeline_or_none), ("Step-time distribution", step_distribution),
-                        ("Device time breakdown", breakdown_bars)):
+    for title, draw in (
+        ("Timeline", timeline_or_none),
+        ("Step-time distribution", step_distribution),
+        ("Device time breakdown", breakdown_bars),
+    ):
         cells = []
         for column, profile in zip(doc["columns"], profiles, strict=True):
             fig, note = draw(profile, column)
-            cells.append(f"<div><h4>{esc(column['label'])}</h4>"
-                         + (figure_html(fig, f"{title}: {column['label']}") if fig is not None
-                            else f"<p class='note'>{esc(note)}</p>") + "</div>")
+            cells.append(
+                f"<div><h4>{esc(column['label'])}</h4>"
+                + (
+                    figure_html(fig, f"{title}: {column['label']}")
+                    if fig is not None
+                    else f"<p class='note'>{esc(note)}</p>"
+                )
+                + "</div>"
+            )
         rows.append(f"<h3>{esc(title)}</h3><div class='grid'>{''.join(cells)}</div>")
     return "".join(rows)

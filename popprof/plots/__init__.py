@@ -53,7 +53,9 @@ def default_kind(profile: Any) -> str | None:
 THRESHOLD_KINDS = ("memory", "histogram", "tilemap")
 
 
-def plot(profile: Any, kind: str, findings: Any = None, *, config: dict | None = None, **options: Any) -> Figure:
+def plot(
+    profile: Any, kind: str, findings: Any = None, *, config: dict | None = None, **options: Any
+) -> Figure:
     """Draw one plot kind of ``profile``.
 
     ``findings`` go to the kinds that shade them; ``config`` (the
@@ -72,5 +74,21 @@ def plot(profile: Any, kind: str, findings: Any = None, *, config: dict | None =
     return func(profile, findings, **options) if takes_findings else func(profile, **options)
 
 
-__all__ = ["DEFAULT_ORDER", "KINDS", "MPL_MISSING", "THRESHOLD_KINDS", "available_kinds", "default_kind", "diff_metrics", "diff_tiles", "execution", "liveness",
-           "plot", "require_matplotlib", "tile_histogram", "tile_map", "tile_memory", "timeline"]
+__all__ = [
+    "DEFAULT_ORDER",
+    "KINDS",
+    "MPL_MISSING",
+    "THRESHOLD_KINDS",
+    "available_kinds",
+    "default_kind",
+    "diff_metrics",
+    "diff_tiles",
+    "execution",
+    "liveness",
+    "plot",
+    "require_matplotlib",
+    "tile_histogram",
+    "tile_map",
+    "tile_memory",
+    "timeline",
+]

@@ -168,8 +168,9 @@ def bin_edges(first: int, last: int, max_bins: int) -> np.ndarray:
     return np.arange(first, last + width + 1, width)[: -(-span // width) + 1]
 
 
-def add_stairs(ax: Any, values: np.ndarray, edges: np.ndarray, baseline: np.ndarray | float = 0.0,
-               **kw: Any) -> Any:
+def add_stairs(
+    ax: Any, values: np.ndarray, edges: np.ndarray, baseline: np.ndarray | float = 0.0, **kw: Any
+) -> Any:
     """Add a filled or outline step area (a ``StepPatch``) without the slow per-segment autoscaling.
 
     Callers set the axis limits themselves. Returns the patch; its
@@ -178,8 +179,9 @@ def add_stairs(ax: Any, values: np.ndarray, edges: np.ndarray, baseline: np.ndar
     from matplotlib.patches import StepPatch
 
     kw.setdefault("fill", False)
-    patch = StepPatch(np.asarray(values, dtype=np.float64), np.asarray(edges, dtype=np.float64),
-                      baseline=baseline, **kw)
+    patch = StepPatch(
+        np.asarray(values, dtype=np.float64), np.asarray(edges, dtype=np.float64), baseline=baseline, **kw
+    )
     ax.add_artist(patch)
     return patch
 
@@ -206,8 +208,11 @@ class BytesLocator:
                 # Decimal multiples (5, 10, 25, ... of a unit) only while every tick stays in that unit;
                 # otherwise powers of two, which stay round in the next unit (512 MiB = 0.5 GiB).
                 same_unit = max(abs(lo), abs(hi)) < 1024 * unit
-                mults = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 512) if same_unit \
+                mults = (
+                    (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 512)
+                    if same_unit
                     else (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+                )
                 step = unit
                 for mult in mults:
                     step = mult * unit

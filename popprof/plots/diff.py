@@ -23,8 +23,11 @@ WORSE, BETTER, NEUTRAL = "#d62728", "#2ca02c", "#7f7f7f"
 def top_changes(diff: Any, top: int = 15) -> pd.DataFrame:
     """Changed metrics with a relative change, largest ``|rel_change|`` first (at most ``top``)."""
     metrics = diff.metrics
-    changed = metrics[(metrics["status"] == "changed") & metrics["rel_change"].notna()
-                      & np.isfinite(metrics["rel_change"].astype("float64"))]
+    changed = metrics[
+        (metrics["status"] == "changed")
+        & metrics["rel_change"].notna()
+        & np.isfinite(metrics["rel_change"].astype("float64"))
+    ]
     order = changed["rel_change"].astype("float64").abs().sort_values(ascending=False, kind="stable").index
     return changed.loc[order].head(top).reset_index(drop=True)
 
@@ -61,8 +64,14 @@ def diff_metrics(diff: Any, *, top: int = 15, width: float = 10.0) -> Figure:
     for bar, (_, row) in zip(bars, rows.iterrows(), strict=True):
         text = f" {_value(row['base'], row['unit'])} → {_value(row['new'], row['unit'])} "
         inside = bar.get_width() < 0
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, text, va="center",
-                ha="right" if inside else "left", fontsize="x-small")
+        ax.text(
+            bar.get_width(),
+            bar.get_y() + bar.get_height() / 2,
+            text,
+            va="center",
+            ha="right" if inside else "left",
+            fontsize="x-small",
+        )
     ax.set_yticks(y, [str(n) for n in rows["name"]], fontsize="small")
     ax.invert_yaxis()
     ax.axvline(0, color="black", lw=0.8)
@@ -111,14 +120,19 @@ def diff_tiles(diff: Any, *, max_bars: int = 1500, width: float = 12.0, height: 
         np.maximum.at(grow, index, np.clip(change, 0, None))
         np.minimum.at(shrink, index, np.clip(change, None, 0))
         edges = tile.min() + np.arange(nbins + 1) * step
-        add_stairs(ax, grow, edges, fill=True, color=WORSE, lw=0, label="largest growth in bin", gid="tile-growth")
-        add_stairs(ax, shrink, edges, fill=True, color=BETTER, lw=0, label="largest shrink in bin",
-                   gid="tile-shrink")
+        add_stairs(
+            ax, grow, edges, fill=True, color=WORSE, lw=0, label="largest growth in bin", gid="tile-growth"
+        )
+        add_stairs(
+            ax, shrink, edges, fill=True, color=BETTER, lw=0, label="largest shrink in bin", gid="tile-shrink"
+        )
         low, high = float(shrink.min()), float(grow.max())
         xlabel = f"tile (global index); {step} tiles per bin"
     else:
         edges = np.append(tile, tile.max() + 1)
-        add_stairs(ax, change, edges, fill=True, color="#4c72b0", lw=0, label="change per tile", gid="tile-change")
+        add_stairs(
+            ax, change, edges, fill=True, color="#4c72b0", lw=0, label="change per tile", gid="tile-change"
+        )
         low, high = float(change.min()), float(change.max())
         xlabel = "tile (global index)"
     ax.axhline(0, color="black", lw=0.7)
@@ -134,7 +148,9 @@ def diff_tiles(diff: Any, *, max_bars: int = 1500, width: float = 12.0, height: 
     bytes_axis(ax.yaxis)
     grown = int((change > 0).sum())
     shrunk = int((change < 0).sum())
-    ax.set_title(f"Tile memory change: {grown:,} tiles grew, {shrunk:,} shrank "
-                 f"(largest +{format_bytes(max(high, 0))} / {format_bytes(min(low, 0))})")
+    ax.set_title(
+        f"Tile memory change: {grown:,} tiles grew, {shrunk:,} shrank "
+        f"(largest +{format_bytes(max(high, 0))} / {format_bytes(min(low, 0))})"
+    )
     ax.legend(loc="upper right", fontsize="small", frameon=False)
     return fig

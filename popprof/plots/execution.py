@@ -42,15 +42,24 @@ def step_cycles(profile: Profile, ipu: int | None = None) -> pd.DataFrame:
     steps = profile.steps
     if ipu is not None:
         steps = steps[steps["ipu"] == ipu]
-    frame = pd.DataFrame({"step": steps["step"].to_numpy(),
-                          "cycles": steps["cycles"].astype("float64").fillna(0).to_numpy(),
-                          "code": pd.Categorical(steps["category"], categories=list(STEP_CATEGORIES)).codes})
+    frame = pd.DataFrame(
+        {
+            "step": steps["step"].to_numpy(),
+            "cycles": steps["cycles"].astype("float64").fillna(0).to_numpy(),
+            "code": pd.Categorical(steps["category"], categories=list(STEP_CATEGORIES)).codes,
+        }
+    )
     if ipu is None and steps["ipu"].nunique() > 1:
-        frame = frame.groupby("step", sort=True).agg(cycles=("cycles", "max"), code=("code", "first")).reset_index()
+        frame = (
+            frame.groupby("step", sort=True)
+            .agg(cycles=("cycles", "max"), code=("code", "first"))
+            .reset_index()
+        )
     else:
         frame = frame.sort_values("step", kind="stable")
-    frame["category"] = pd.Categorical.from_codes(frame["code"].clip(lower=0).to_numpy(),
-                                                  categories=list(STEP_CATEGORIES))
+    frame["category"] = pd.Categorical.from_codes(
+        frame["code"].clip(lower=0).to_numpy(), categories=list(STEP_CATEGORIES)
+    )
     frame.loc[frame["code"] < 0, "category"] = "other"
     return frame[["step", "category", "cycles"]].reset_index(drop=True)
 
@@ -64,8 +73,9 @@ def binned_cycles(per_step: pd.DataFrame, max_bins: int) -> tuple[np.ndarray, pd
     nbins = len(edges) - 1
     index = (steps - first) // width
     codes = pd.Categorical(per_step["category"], categories=list(STEP_CATEGORIES)).codes.astype(np.int64)
-    grid = np.bincount(codes * nbins + index, weights=per_step["cycles"].to_numpy(),
-                       minlength=len(STEP_CATEGORIES) * nbins).reshape(len(STEP_CATEGORIES), nbins)
+    grid = np.bincount(
+        codes * nbins + index, weights=per_step["cycles"].to_numpy(), minlength=len(STEP_CATEGORIES) * nbins
+    ).reshape(len(STEP_CATEGORIES), nbins)
     return edges, pd.DataFrame(grid.T, columns=list(STEP_CATEGORIES))
 
 
@@ -81,8 +91,16 @@ def flagged_phases(findings: Any, prefixes: Sequence[str] = tuple(PHASE_COLOURS)
     return phases
 
 
-def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[int, int]] | None = None,
-              ipu: int | None = None, max_bins: int = 400, width: float = 12.0, height: float = 6.0) -> Figure:
+def execution(
+    profile: Profile,
+    findings: Any = None,
+    *,
+    phases: Iterable[tuple[int, int]] | None = None,
+    ipu: int | None = None,
+    max_bins: int = 400,
+    width: float = 12.0,
+    height: float = 6.0,
+) -> Figure:
     """Cycles by category over steps (binned), with flagged phases shaded; returns the Figure.
 
     ``findings`` is a :class:`popprof.rules.Findings` (or a list of findings):
@@ -98,7 +116,9 @@ def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[
     if per_step.empty:
         from ..errors import MissingTableError
 
-        raise MissingTableError("steps", profile.name, "no execution steps" + (f" on IPU {ipu}" if ipu is not None else ""))
+        raise MissingTableError(
+            "steps", profile.name, "no execution steps" + (f" on IPU {ipu}" if ipu is not None else "")
+        )
     edges, grid = binned_cycles(per_step, max_bins)
     present = [c for c in STEP_CATEGORIES if grid[c].any()]
     fig, (top, bottom) = new_figure(width, height, nrows=2, sharex=True, height_ratios=[3, 2])
@@ -108,11 +128,28 @@ def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[
     safe = np.where(totals > 0, totals, 1.0)
     for cat in present:
         values = grid[cat].to_numpy()
-        add_stairs(top, base + values, edges, baseline=base.copy(), fill=True, color=CATEGORY_COLOURS[cat],
-                   label=cat, lw=0, gid=f"cycles:{cat}")
+        add_stairs(
+            top,
+            base + values,
+            edges,
+            baseline=base.copy(),
+            fill=True,
+            color=CATEGORY_COLOURS[cat],
+            label=cat,
+            lw=0,
+            gid=f"cycles:{cat}",
+        )
         share = values / safe
-        add_stairs(bottom, share_base + share, edges, baseline=share_base.copy(), fill=True,
-                   color=CATEGORY_COLOURS[cat], lw=0, gid=f"share:{cat}")
+        add_stairs(
+            bottom,
+            share_base + share,
+            edges,
+            baseline=share_base.copy(),
+            fill=True,
+            color=CATEGORY_COLOURS[cat],
+            lw=0,
+            gid=f"share:{cat}",
+        )
         base, share_base = base + values, share_base + share
     shaded: dict[str, list] = flagged_phases(findings)
     if phases:
@@ -121,8 +158,15 @@ def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[
         colour = next((c for p, c in PHASE_COLOURS.items() if rule_id.startswith(p)), "#d62728")
         for i, (first, last) in enumerate(merge_ranges(ranges)):
             for ax in (top, bottom):
-                ax.axvspan(first, last + 1, color=colour, alpha=0.18, lw=0, gid=f"phase:{rule_id}",
-                           label=rule_id if (ax is top and i == 0) else None)
+                ax.axvspan(
+                    first,
+                    last + 1,
+                    color=colour,
+                    alpha=0.18,
+                    lw=0,
+                    gid=f"phase:{rule_id}",
+                    label=rule_id if (ax is top and i == 0) else None,
+                )
     top.set_xlim(edges[0], edges[-1])
     top.set_ylim(0, float(base.max()) * 1.05 if len(base) and base.max() > 0 else 1.0)
     bottom.set_ylim(0, 1)
@@ -131,9 +175,15 @@ def execution(profile: Profile, findings: Any = None, *, phases: Iterable[tuple[
     top.set_ylabel(f"cycles per bin\n({which})")
     bottom.set_ylabel("share of cycles")
     bottom.yaxis.set_major_formatter(_percent())
-    bottom.set_xlabel("execution step (global index)" + (f"; {width_steps} steps per bin" if width_steps > 1 else ""))
+    bottom.set_xlabel(
+        "execution step (global index)" + (f"; {width_steps} steps per bin" if width_steps > 1 else "")
+    )
     clock = profile.target_value("clock_hz")
-    total_ms = f", {float(totals.sum()) / float(clock) * 1e3:,.2f} ms at {float(clock) / 1e9:.2f} GHz" if clock else ""
+    total_ms = (
+        f", {float(totals.sum()) / float(clock) * 1e3:,.2f} ms at {float(clock) / 1e9:.2f} GHz"
+        if clock
+        else ""
+    )
     top.set_title(title_of(profile, f"Execution: cycles by category ({len(per_step):,} steps{total_ms})"))
     top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     return fig

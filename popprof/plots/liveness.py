@@ -37,8 +37,14 @@ def total_memory(profile: Profile) -> float | None:
     return None if whole is None else whole / num_replicas(profile)
 
 
-def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60, width: float = 11.0,
-             height: float = 4.5) -> Figure:
+def liveness(
+    profile: Profile,
+    *,
+    max_points: int = 4000,
+    label_chars: int = 60,
+    width: float = 11.0,
+    height: float = 4.5,
+) -> Figure:
     """Live memory per liveness step: always-live base plus not-always-live bytes, the peak annotated.
 
     Artists (for reading back): the ``Line2D`` with gid ``liveness`` has x =
@@ -69,23 +75,60 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
     else:
         x, y = steps, live
     fig, ax = new_figure(width, height)
-    ax.fill_between(x, 0, base, color="#9ecae1", step="post" if binned else None, lw=0,
-                    label=f"always-live ({base:,.0f} B)" if known_base else "always-live: unknown (not drawn)",
-                    gid="always-live")
-    ax.fill_between(x, base, base + y, color="#fdae6b", alpha=0.8, step="post" if binned else None, lw=0,
-                    label="not-always-live", gid="not-always-live")
-    ax.plot(x, base + y, color="#e6550d", lw=1.0, drawstyle="steps-post" if binned else "default",
-            label="live memory" + (" (max per bin)" if binned else ""), gid="liveness")
-    ax.plot([peak_step], [base + peak_bytes], "v", color="#a50f15", ms=9, gid="peak",
-            label=f"peak at step {peak_step:,}")
+    ax.fill_between(
+        x,
+        0,
+        base,
+        color="#9ecae1",
+        step="post" if binned else None,
+        lw=0,
+        label=f"always-live ({base:,.0f} B)" if known_base else "always-live: unknown (not drawn)",
+        gid="always-live",
+    )
+    ax.fill_between(
+        x,
+        base,
+        base + y,
+        color="#fdae6b",
+        alpha=0.8,
+        step="post" if binned else None,
+        lw=0,
+        label="not-always-live",
+        gid="not-always-live",
+    )
+    ax.plot(
+        x,
+        base + y,
+        color="#e6550d",
+        lw=1.0,
+        drawstyle="steps-post" if binned else "default",
+        label="live memory" + (" (max per bin)" if binned else ""),
+        gid="liveness",
+    )
+    ax.plot(
+        [peak_step],
+        [base + peak_bytes],
+        "v",
+        color="#a50f15",
+        ms=9,
+        gid="peak",
+        label=f"peak at step {peak_step:,}",
+    )
     program = str(table["program"].iloc[peak_pos])
     if len(program) > label_chars:
-        program = "…" + program[-(label_chars - 1):]
-    ax.annotate(f"peak {base + peak_bytes:,.0f} B at step {peak_step:,}\n{program}",
-                xy=(peak_step, base + peak_bytes), xytext=(0, 14), textcoords="offset points",
-                ha="center" if 0.15 < (peak_pos / max(len(steps) - 1, 1)) < 0.85 else
-                ("left" if peak_pos < len(steps) / 2 else "right"),
-                fontsize="small", color="#a50f15", gid="peak-label")
+        program = "…" + program[-(label_chars - 1) :]
+    ax.annotate(
+        f"peak {base + peak_bytes:,.0f} B at step {peak_step:,}\n{program}",
+        xy=(peak_step, base + peak_bytes),
+        xytext=(0, 14),
+        textcoords="offset points",
+        ha="center"
+        if 0.15 < (peak_pos / max(len(steps) - 1, 1)) < 0.85
+        else ("left" if peak_pos < len(steps) / 2 else "right"),
+        fontsize="small",
+        color="#a50f15",
+        gid="peak-label",
+    )
     top = (base + peak_bytes) * 1.25
     total = total_memory(profile)
     if total:
@@ -94,10 +137,21 @@ def liveness(profile: Profile, *, max_points: int = 4000, label_chars: int = 60,
         share = (base + peak_bytes) / total
         if share >= 0.5:  # near enough to be worth the vertical space
             what = "peak" if known_base else "not-always-live peak"
-            ax.axhline(total, color="black", lw=1.2, gid="total-memory",
-                       label=f"total memory ({total:,.0f} B; {what} = {share:.0%})")
-            ax.axhline(total * warning, color="#e6a700", ls="--", lw=1.0, gid="threshold:warning",
-                       label=f"memory.liveness-peak warning ({warning:.0%})")
+            ax.axhline(
+                total,
+                color="black",
+                lw=1.2,
+                gid="total-memory",
+                label=f"total memory ({total:,.0f} B; {what} = {share:.0%})",
+            )
+            ax.axhline(
+                total * warning,
+                color="#e6a700",
+                ls="--",
+                lw=1.0,
+                gid="threshold:warning",
+                label=f"memory.liveness-peak warning ({warning:.0%})",
+            )
             top = max(top, total * 1.05)
         else:
             what = "peak" if known_base else "not-always-live peak"

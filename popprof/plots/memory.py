@@ -82,7 +82,9 @@ def _bins(tiles: pd.DataFrame, max_bars: int) -> tuple[np.ndarray, np.ndarray]:
     return bin_id, left
 
 
-def _draw_thresholds(ax: Any, capacity: float | None, thresholds: dict[str, float], *, vertical: bool) -> None:
+def _draw_thresholds(
+    ax: Any, capacity: float | None, thresholds: dict[str, float], *, vertical: bool
+) -> None:
     if not capacity:
         return
     line = ax.axvline if vertical else ax.axhline
@@ -92,16 +94,29 @@ def _draw_thresholds(ax: Any, capacity: float | None, thresholds: dict[str, floa
         if frac == 1.0 and name == "error":
             continue  # the capacity line itself
         colour, style = styles.get(name, ("grey", "--"))
-        line(capacity * frac, color=colour, ls=style, lw=1.1, label=f"{name} ({frac:.0%} of capacity)",
-             gid=f"threshold:{name}")
+        line(
+            capacity * frac,
+            color=colour,
+            ls=style,
+            lw=1.1,
+            label=f"{name} ({frac:.0%} of capacity)",
+            gid=f"threshold:{name}",
+        )
 
 
 #: Rules whose ``where["tiles"]`` are marked on the tile memory plot, with their marker colour.
 FLAGGED_TILE_RULES: dict[str, str] = {"memory.tile-oom": "#d62728", "memory.headroom": "#e6a700"}
 
 
-def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
-                thresholds: dict[str, float] | None = None, width: float = 12.0, height: float = 5.0) -> Figure:
+def tile_memory(
+    profile: Profile,
+    findings: Any = None,
+    *,
+    max_bars: int = 1500,
+    thresholds: dict[str, float] | None = None,
+    width: float = 12.0,
+    height: float = 5.0,
+) -> Figure:
     """Memory per tile stacked by category, with the capacity line and IPU boundaries.
 
     Each category is one filled step area (``StepPatch`` labelled with the
@@ -131,8 +146,12 @@ def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
         counts = np.bincount(bin_id, minlength=len(left))
         used = counts > 0
         edges = np.append(left[used], tiles["tile"].max() + 1)
-        values = {c: (np.bincount(bin_id, weights=stack[c].to_numpy(), minlength=len(left)) /
-                      np.maximum(counts, 1))[used] for c in stack.columns}
+        values = {
+            c: (
+                np.bincount(bin_id, weights=stack[c].to_numpy(), minlength=len(left)) / np.maximum(counts, 1)
+            )[used]
+            for c in stack.columns
+        }
         total = stack.sum(axis=1).to_numpy()
         peak = np.full(len(left), -np.inf)
         np.maximum.at(peak, bin_id, total)
@@ -147,16 +166,19 @@ def tile_memory(profile: Profile, findings: Any = None, *, max_bars: int = 1500,
         base = base + val
     top = float(base.max()) if len(base) else 0.0
     if binned:
-        add_stairs(ax, peak, edges, baseline=None, color="black", lw=0.8, label="fullest tile in bin",
-                   gid="bin-max")
+        add_stairs(
+            ax, peak, edges, baseline=None, color="black", lw=0.8, label="fullest tile in bin", gid="bin-max"
+        )
         top = max(top, float(peak.max()))
     ax.set_ylim(0, max(top, capacity or 0.0, 1.0) * 1.08)
     _draw_thresholds(ax, capacity, headroom_thresholds(thresholds), vertical=False)
     _mark_flagged(ax, tiles, findings)
     _ipu_boundaries(ax, tiles)
     ax.set_xlim(edges[0], edges[-1])
-    ax.set_xlabel("tile (global index)" + (f"; {int(np.diff(edges).max())} tiles per bin, mean by category"
-                                           if binned else ""))
+    ax.set_xlabel(
+        "tile (global index)"
+        + (f"; {int(np.diff(edges).max())} tiles per bin, mean by category" if binned else "")
+    )
     ax.set_ylabel("memory per tile (bytes, incl. gaps)")
     bytes_axis(ax.yaxis)
     ax.set_title(title_of(profile, "Tile memory by category"))
@@ -169,13 +191,25 @@ def _mark_flagged(ax: Any, tiles: pd.DataFrame, findings: Any) -> None:
     used = tiles.set_index("tile")["bytes_incl_gaps"].astype("float64")
     marked: set[int] = set()
     for rule_id, colour in FLAGGED_TILE_RULES.items():
-        named = [int(t) for f in finding_items(findings, (rule_id,)) for t in (f.where or {}).get("tiles", [])]
+        named = [
+            int(t) for f in finding_items(findings, (rule_id,)) for t in (f.where or {}).get("tiles", [])
+        ]
         named = [t for t in dict.fromkeys(named) if t in used.index and t not in marked]
         if not named:
             continue
         marked.update(named)
-        ax.plot(np.array(named) + 0.5, used.loc[named].to_numpy(), "v", ms=5, color=colour, mec="black",
-                mew=0.4, ls="none", gid=f"flagged:{rule_id}", label=f"tiles flagged by {rule_id}")
+        ax.plot(
+            np.array(named) + 0.5,
+            used.loc[named].to_numpy(),
+            "v",
+            ms=5,
+            color=colour,
+            mec="black",
+            mew=0.4,
+            ls="none",
+            gid=f"flagged:{rule_id}",
+            label=f"tiles flagged by {rule_id}",
+        )
 
 
 def _category_colours(names: list[str]) -> dict[str, Any]:
@@ -201,12 +235,27 @@ def _ipu_boundaries(ax: Any, tiles: pd.DataFrame) -> None:
         ax.axvline(first, color="#444444", lw=0.6, ls="-", alpha=0.6, gid=f"ipu-boundary:{ipu}")
     if len(starts) <= 16:
         for ipu, first in starts.items():
-            ax.text(first, 0.99, f" IPU {ipu}", transform=ax.get_xaxis_transform(), va="top", ha="left",
-                    fontsize="x-small", color="#444444")
+            ax.text(
+                first,
+                0.99,
+                f" IPU {ipu}",
+                transform=ax.get_xaxis_transform(),
+                va="top",
+                ha="left",
+                fontsize="x-small",
+                color="#444444",
+            )
 
 
-def tile_histogram(profile: Profile, *, bins: int = 60, column: str = "bytes_incl_gaps",
-                   thresholds: dict[str, float] | None = None, width: float = 9.0, height: float = 4.5) -> Figure:
+def tile_histogram(
+    profile: Profile,
+    *,
+    bins: int = 60,
+    column: str = "bytes_incl_gaps",
+    thresholds: dict[str, float] | None = None,
+    width: float = 9.0,
+    height: float = 4.5,
+) -> Figure:
     """Histogram of tile memory (number of tiles per memory range) with capacity and thresholds.
 
     Uses the tiles table (``column``, default including gaps); for sources
@@ -229,7 +278,9 @@ def tile_histogram(profile: Profile, *, bins: int = 60, column: str = "bytes_inc
         edges = np.append(hist["low_bytes"].astype("float64").to_numpy(), float(hist["high_bytes"].iloc[-1]))
         label = "excl. gaps, from the text summary"
     else:
-        raise MissingTableError("tiles", profile.name, "needs per-tile memory or the text summary's histogram")
+        raise MissingTableError(
+            "tiles", profile.name, "needs per-tile memory or the text summary's histogram"
+        )
     add_stairs(ax, counts, edges, fill=True, color="#4c72b0", label="tiles", gid="histogram")
     ax.set_xlim(0, max(float(edges[-1]), (capacity or 0.0) * 1.02))
     _draw_thresholds(ax, capacity, headroom_thresholds(thresholds), vertical=True)

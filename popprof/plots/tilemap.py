@@ -51,8 +51,10 @@ def mosaic(profile: Profile, column: str = "bytes_incl_gaps") -> tuple[np.ndarra
     if cap is not None:
         capacity = capacity.fillna(float(cap))
     if capacity.isna().all():  # a blank map titled "0 over capacity" would invent a figure
-        raise UsageError(f"the tile map shows memory / capacity: profile {profile.name!r} gives no tile capacity "
-                         "(target bytes_per_tile or tiles.capacity_bytes); plot --kind memory instead")
+        raise UsageError(
+            f"the tile map shows memory / capacity: profile {profile.name!r} gives no tile capacity "
+            "(target bytes_per_tile or tiles.capacity_bytes); plot --kind memory instead"
+        )
     fill = (tiles[column].astype("float64") / capacity).to_numpy()
     ipu = tiles["ipu"].to_numpy().astype(np.int64)
     in_ipu = tiles["tile_in_ipu"].to_numpy().astype(np.int64)
@@ -62,8 +64,13 @@ def mosaic(profile: Profile, column: str = "bytes_incl_gaps") -> tuple[np.ndarra
     return image, {"rows": rows, "columns": cols, "ipus_per_row": across, "num_ipus": num_ipus}
 
 
-def tile_map(profile: Profile, *, column: str = "bytes_incl_gaps", thresholds: dict[str, float] | None = None,
-             width: float | None = None) -> Figure:
+def tile_map(
+    profile: Profile,
+    *,
+    column: str = "bytes_incl_gaps",
+    thresholds: dict[str, float] | None = None,
+    width: float | None = None,
+) -> Figure:
     """Heat map of tile memory (``column`` / capacity) with one grid per IPU; returns the Figure.
 
     The colour scale runs from 0 to 100 % of capacity, with a tick at the
@@ -79,8 +86,9 @@ def tile_map(profile: Profile, *, column: str = "bytes_incl_gaps", thresholds: d
     width = width or (10.0 if across > 1 else 8.0)
     fig, ax = new_figure(width, max(2.5, width * aspect * 0.9 + 1.2))
     cmap = matplotlib.colormaps["viridis"].with_extremes(over="#d62728", bad="white")
-    shown = ax.imshow(image, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal",
-                      origin="upper")
+    shown = ax.imshow(
+        image, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal", origin="upper"
+    )
     shown.set_gid("tilemap")
     limits = headroom_thresholds(thresholds)
     bar = fig.colorbar(shown, ax=ax, extend="max", shrink=0.9)
@@ -96,8 +104,10 @@ def tile_map(profile: Profile, *, column: str = "bytes_incl_gaps", thresholds: d
             ax.text(x, y - 0.6, f"IPU {ipu}", fontsize="x-small", va="bottom", ha="left")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_xlabel(f"{cols} tiles per row within an IPU ({num_ipus} IPU{'s' if num_ipus > 1 else ''}, "
-                  f"{across} per row x {down} rows)")
+    ax.set_xlabel(
+        f"{cols} tiles per row within an IPU ({num_ipus} IPU{'s' if num_ipus > 1 else ''}, "
+        f"{across} per row x {down} rows)"
+    )
     over = int(np.sum(image > 1.0))
     ax.set_title(title_of(profile, f"Tile map: memory per tile ({over} over capacity)"), pad=12)
     return fig

@@ -48,8 +48,15 @@ def merge_intervals(start: np.ndarray, end: np.ndarray, tolerance: float) -> tup
     return s[idx], np.maximum.reduceat(e, idx)
 
 
-def _rects(ax: Any, start: np.ndarray, end: np.ndarray, band: tuple[float, float], colour: str, gid: str,
-           label: str | None):
+def _rects(
+    ax: Any,
+    start: np.ndarray,
+    end: np.ndarray,
+    band: tuple[float, float],
+    colour: str,
+    gid: str,
+    label: str | None,
+):
     from matplotlib.collections import PolyCollection
 
     y0, y1 = band
@@ -71,9 +78,17 @@ def lanes(profile: Profile) -> list[tuple[str, pd.DataFrame]]:
     if events is None or events.empty:
         runs = profile.get("runs")
         if runs is None or runs.empty:
-            raise MissingTableError("events", profile.name, "needs a trace (.pvti or Chrome trace) or execution runs")
-        frame = pd.DataFrame({"name": runs["name"], "start_us": runs["start_us"],
-                              "dur_us": runs["end_us"] - runs["start_us"], "device_category": "compute"})
+            raise MissingTableError(
+                "events", profile.name, "needs a trace (.pvti or Chrome trace) or execution runs"
+            )
+        frame = pd.DataFrame(
+            {
+                "name": runs["name"],
+                "start_us": runs["start_us"],
+                "dur_us": runs["end_us"] - runs["start_us"],
+                "device_category": "compute",
+            }
+        )
         return [(f"{DEVICE_LANE} (runs)", frame)]
     device = events["device_category"].notna()
     if device.any():
@@ -82,7 +97,9 @@ def lanes(profile: Profile) -> list[tuple[str, pd.DataFrame]]:
     names = {}
     threads = profile.get("threads")
     if threads is not None and not threads.empty:
-        for pid, tid, pname, tname in threads[["pid", "tid", "process_name", "thread_name"]].itertuples(index=False):
+        for pid, tid, pname, tname in threads[["pid", "tid", "process_name", "thread_name"]].itertuples(
+            index=False
+        ):
             label = str(tname) if isinstance(tname, str) and tname and tname != "nan" else f"tid {tid}"
             if isinstance(pname, str) and pname and pname != "nan":
                 label = f"{pname}: {label}"
@@ -92,7 +109,9 @@ def lanes(profile: Profile) -> list[tuple[str, pd.DataFrame]]:
     return result
 
 
-def stall_windows(findings: Any, stalls: Iterable[tuple[float, float]] | None = None) -> list[tuple[float, float]]:
+def stall_windows(
+    findings: Any, stalls: Iterable[tuple[float, float]] | None = None
+) -> list[tuple[float, float]]:
     """Stall windows ``(start_us, end_us)``, sorted and merged.
 
     From ``host.device-gaps`` findings: every gap of the evidence table when
@@ -102,8 +121,14 @@ def stall_windows(findings: Any, stalls: Iterable[tuple[float, float]] | None = 
     windows: list[tuple[float, float]] = list(stalls or [])
     for item in finding_items(findings, (STALL_RULE,)):
         evidence = getattr(item, "evidence", None)
-        if isinstance(evidence, pd.DataFrame) and {"start_us", "end_us"} <= set(evidence.columns) and len(evidence):
-            windows.extend(zip(evidence["start_us"].astype(float), evidence["end_us"].astype(float), strict=True))
+        if (
+            isinstance(evidence, pd.DataFrame)
+            and {"start_us", "end_us"} <= set(evidence.columns)
+            and len(evidence)
+        ):
+            windows.extend(
+                zip(evidence["start_us"].astype(float), evidence["end_us"].astype(float), strict=True)
+            )
         else:
             windows.extend(where_ranges([item], "time_us"))
     return merge_ranges(windows)
@@ -131,16 +156,29 @@ def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3)
     ids = host["event_id"].to_numpy()[inside]
     parents = host["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[inside]
     leaf = ~np.isin(ids, parents[~np.isnan(parents)].astype(np.int64))
-    chosen = pd.DataFrame({"name": host["name"].astype("str").to_numpy()[inside][leaf],
-                           "overlap_us": overlap[inside][leaf]})
-    ranked = chosen.groupby("name", sort=False)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    chosen = pd.DataFrame(
+        {"name": host["name"].astype("str").to_numpy()[inside][leaf], "overlap_us": overlap[inside][leaf]}
+    )
+    ranked = (
+        chosen.groupby("name", sort=False)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    )
     ranked = ranked.head(top)
     return pd.DataFrame({"name": ranked.index.astype("str"), "overlap_us": ranked.to_numpy(float)})
 
 
-def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[float, float]] | None = None,
-             top: int = 3, window_us: tuple[float, float] | None = None, max_lanes: int = 24,
-             resolution: int = 4000, label_chars: int = 70, max_labels: int = 6, width: float = 12.0) -> Figure:
+def timeline(
+    profile: Profile,
+    findings: Any = None,
+    *,
+    stalls: Iterable[tuple[float, float]] | None = None,
+    top: int = 3,
+    window_us: tuple[float, float] | None = None,
+    max_lanes: int = 24,
+    resolution: int = 4000,
+    label_chars: int = 70,
+    max_labels: int = 6,
+    width: float = 12.0,
+) -> Figure:
     """Threads as lanes over time, device lane first, stalls shaded with their top host events.
 
     ``stalls`` adds plain ``(start_us, end_us)`` windows to those of the
@@ -189,25 +227,57 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
     ax.set_ylim(len(shown) - 0.4, -0.6)
     ax.set_xlim((lo_us - origin) / 1e3, (hi_us - origin) / 1e3)
     for i, (s_us, e_us) in enumerate(windows):
-        ax.axvspan((s_us - origin) / 1e3, (e_us - origin) / 1e3, color="#d62728", alpha=0.15, lw=0, gid="stall",
-                   label="device waiting on host" if i == 0 else None)
+        ax.axvspan(
+            (s_us - origin) / 1e3,
+            (e_us - origin) / 1e3,
+            color="#d62728",
+            alpha=0.15,
+            lw=0,
+            gid="stall",
+            label="device waiting on host" if i == 0 else None,
+        )
     for k, (s_us, e_us) in enumerate(labelled_stalls):
         x0, x1 = (s_us - origin) / 1e3, (e_us - origin) / 1e3
-        ax.text((x0 + x1) / 2, 1.0, str(k + 1), transform=ax.get_xaxis_transform(), ha="center", va="bottom",
-                fontsize="small", fontweight="bold", color="#a50f15", gid="stall-number")
+        ax.text(
+            (x0 + x1) / 2,
+            1.0,
+            str(k + 1),
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            fontweight="bold",
+            color="#a50f15",
+            gid="stall-number",
+        )
         best = top_host_events(profile, (s_us, e_us), top)
         best = best[best["overlap_us"] >= 0.01 * (e_us - s_us)]
-        names = " · ".join(_short(n, label_chars) + f" ({o / 1e3:,.2f} ms)"
-                           for n, o in zip(best["name"], best["overlap_us"], strict=True))
-        ax.annotate(f"{k + 1}. at {x0:,.2f} ms, device idle {(e_us - s_us) / 1e3:,.2f} ms: "
-                    f"{names or 'no host event recorded'}", xy=(0, 0), xycoords="axes fraction",
-                    xytext=(0, -34 - 12 * k), textcoords="offset points", fontsize="x-small", color="#7f0000",
-                    va="top", ha="left", gid="stall-label", annotation_clip=False)
+        names = " · ".join(
+            _short(n, label_chars) + f" ({o / 1e3:,.2f} ms)"
+            for n, o in zip(best["name"], best["overlap_us"], strict=True)
+        )
+        ax.annotate(
+            f"{k + 1}. at {x0:,.2f} ms, device idle {(e_us - s_us) / 1e3:,.2f} ms: "
+            f"{names or 'no host event recorded'}",
+            xy=(0, 0),
+            xycoords="axes fraction",
+            xytext=(0, -34 - 12 * k),
+            textcoords="offset points",
+            fontsize="x-small",
+            color="#7f0000",
+            va="top",
+            ha="left",
+            gid="stall-label",
+            annotation_clip=False,
+        )
     ax.set_xlabel(f"time since trace start (ms; start = {origin:,.0f} µs)")
     ax.grid(axis="x", alpha=0.3)
     stalled = f", {len(windows)} stall{'s' if len(windows) != 1 else ''}" if windows else ""
-    what = (f"{len(host)} host thread{'s' if len(host) != 1 else ''}" if host or not device
-            or device[0][0] == DEVICE_LANE else "execution runs (no host trace)")
+    what = (
+        f"{len(host)} host thread{'s' if len(host) != 1 else ''}"
+        if host or not device or device[0][0] == DEVICE_LANE
+        else "execution runs (no host trace)"
+    )
     ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"), pad=14 if labelled_stalls else 6)
     labelled: set[str] = set()
     for item in finding_items(findings, ("exchange.",)):
@@ -215,8 +285,15 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
         key = "phases" if "phases" in where and "time_us" in where else "time_us"  # every phase listed
         for s_us, e_us in where_ranges([item], key):
             rule_id = str(item.rule_id)
-            ax.axvspan((s_us - origin) / 1e3, (e_us - origin) / 1e3, color="#ff7f0e", alpha=0.12, lw=0,
-                       gid=f"phase:{rule_id}", label=None if rule_id in labelled else f"{rule_id} (exchange-heavy)")
+            ax.axvspan(
+                (s_us - origin) / 1e3,
+                (e_us - origin) / 1e3,
+                color="#ff7f0e",
+                alpha=0.12,
+                lw=0,
+                gid=f"phase:{rule_id}",
+                label=None if rule_id in labelled else f"{rule_id} (exchange-heavy)",
+            )
             labelled.add(rule_id)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
@@ -224,4 +301,4 @@ def timeline(profile: Profile, findings: Any = None, *, stalls: Iterable[tuple[f
 
 
 def _short(name: str, limit: int) -> str:
-    return name if len(name) <= limit else "…" + name[-(limit - 1):]
+    return name if len(name) <= limit else "…" + name[-(limit - 1) :]

@@ -30,7 +30,15 @@ from . import bounded
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
-    "bundle", "pop", "pvti", "baseline", "sdk1_json", "chrome_trace", "text_summary", "oom_log", "archive",
+    "bundle",
+    "pop",
+    "pvti",
+    "baseline",
+    "sdk1_json",
+    "chrome_trace",
+    "text_summary",
+    "oom_log",
+    "archive",
 )
 
 #: Readers that classify device activity themselves (``device_map`` option); other readers' events
@@ -65,7 +73,9 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
         decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
         return decompressor.decompress(raw, size)
     except zlib.error as exc:
-        raise InputError(path, f"corrupt gzip data ({exc})", "re-copy the file; it may be truncated") from None
+        raise InputError(
+            path, f"corrupt gzip data ({exc})", "re-copy the file; it may be truncated"
+        ) from None
 
 
 def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
@@ -143,15 +153,24 @@ def detect(path: Path) -> ModuleType:
         if module.sniff(path, head):
             return module
     from .textload import release
+
     release()  # a text reader may have kept the file's text while sniffing
     if path.is_dir():
-        raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)")
+        raise InputError(
+            path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)"
+        )
     if _gzip_truncated(path):
-        raise InputError(path, "gzip data is truncated and what it holds is not a recognised profile",
-                         "re-copy the file; it was cut off")
-    raise InputError(path, "not a recognised profile format",
-                     "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-                     "SDK 1.x JSON, Chrome trace JSON or a log with a Poplar out-of-memory message")
+        raise InputError(
+            path,
+            "gzip data is truncated and what it holds is not a recognised profile",
+            "re-copy the file; it was cut off",
+        )
+    raise InputError(
+        path,
+        "not a recognised profile format",
+        "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
+        "SDK 1.x JSON, Chrome trace JSON or a log with a Poplar out-of-memory message",
+    )
 
 
 def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
@@ -198,8 +217,11 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
         except OSError as exc:
             raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
         if not entries:
-            raise InputError(path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
-                                   "Chrome trace *.json / *.json.gz)")
+            raise InputError(
+                path,
+                "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
+                "Chrome trace *.json / *.json.gz)",
+            )
         profiles: dict[str, Profile] = {}
         for name, entry in entries:
             profile = read_path(entry, **options)
@@ -246,8 +268,11 @@ def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
         fmt = getattr(module, "FORMAT", module.__name__)
-        raise InputError(path, f"malformed {fmt} input ({type(exc).__name__}: {exc})",
-                         "the file may be truncated or corrupt") from exc
+        raise InputError(
+            path,
+            f"malformed {fmt} input ({type(exc).__name__}: {exc})",
+            "the file may be truncated or corrupt",
+        ) from exc
 
 
 def read_path(path: Path, **options: object) -> Profile:
@@ -273,5 +298,8 @@ def open_profile(path: str | Path, engine: str | None = None, **options: object)
         return profiles[engine]
     if len(profiles) == 1:
         return next(iter(profiles.values()))
-    raise InputError(path, f"holds several profiles ({', '.join(profiles)})",
-                     "pick one with engine=NAME (CLI: --engine NAME), or use popprof.open_all")
+    raise InputError(
+        path,
+        f"holds several profiles ({', '.join(profiles)})",
+        "pick one with engine=NAME (CLI: --engine NAME), or use popprof.open_all",
+    )

@@ -32,8 +32,12 @@ _BRACKETS[[ord("]"), ord("}")]] = -1
 #: every byte but the quote and the four brackets (deleted to reduce a chunk to its structure)
 _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 
-_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def check_input_file(path: Path) -> os.stat_result:
@@ -51,8 +55,11 @@ def check_input_file(path: Path) -> os.stat_result:
         raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
     for test, kind in _KINDS:
         if test(info.st_mode):
-            raise InputError(path, f"is {kind}, not a regular file",
-                             "save the data to a file first (e.g. `cat ... > trace.json`) and pass that file")
+            raise InputError(
+                path,
+                f"is {kind}, not a regular file",
+                "save the data to a file first (e.g. `cat ... > trace.json`) and pass that file",
+            )
     return info
 
 
@@ -101,11 +108,17 @@ class GzipGuard(_Guard):
         try:
             return super().readinto(buffer)
         except EOFError:
-            raise TruncatedGzip(self.path, "gzip data is truncated (it ends before its end-of-stream marker)",
-                                "re-copy the file; it was cut off") from None
+            raise TruncatedGzip(
+                self.path,
+                "gzip data is truncated (it ends before its end-of-stream marker)",
+                "re-copy the file; it was cut off",
+            ) from None
         except (zlib.error, gzip.BadGzipFile) as exc:
-            raise CorruptGzip(self.path, f"corrupt gzip data ({' '.join(str(exc).split())})",
-                              "re-copy the file; it may be damaged") from None
+            raise CorruptGzip(
+                self.path,
+                f"corrupt gzip data ({' '.join(str(exc).split())})",
+                "re-copy the file; it may be damaged",
+            ) from None
 
     def __init__(self, inner: io.IOBase, path: Path, compressed_bytes: int) -> None:
         super().__init__(inner)
@@ -118,11 +131,16 @@ class GzipGuard(_Guard):
     def check(self, chunk: memoryview) -> None:
         self.total += len(chunk)
         if self.total > self.max_bytes:
-            raise LimitExceeded(self.path, "gzip-bytes", f"gzip data that expands to more than {self.total:,} bytes")
+            raise LimitExceeded(
+                self.path, "gzip-bytes", f"gzip data that expands to more than {self.total:,} bytes"
+            )
         if self.total > limits.GZIP_RATIO_FLOOR and self.total > self.max_ratio * self.compressed:
-            raise LimitExceeded(self.path, "gzip-ratio",
-                                f"gzip data that expands {self.total // self.compressed}x ({self.total:,} bytes "
-                                f"from {self.compressed:,}; a decompression bomb?)")
+            raise LimitExceeded(
+                self.path,
+                "gzip-ratio",
+                f"gzip data that expands {self.total // self.compressed}x ({self.total:,} bytes "
+                f"from {self.compressed:,}; a decompression bomb?)",
+            )
 
 
 class JsonGuard(_Guard):
@@ -219,9 +237,9 @@ class JsonGuard(_Guard):
                 longest = self.string_open + int(quotes[0])
         first_open = 1 if self.in_string else 0
         opens = quotes[first_open::2]
-        closes = quotes[first_open + 1::2]
+        closes = quotes[first_open + 1 :: 2]
         if len(closes):
-            longest = max(longest, int((closes - opens[:len(closes)]).max()))
+            longest = max(longest, int((closes - opens[: len(closes)]).max()))
         if len(opens) > len(closes):
             self.string_open = size - int(opens[-1])
             longest = max(longest, self.string_open)
@@ -248,7 +266,9 @@ class JsonGuard(_Guard):
         path = np.cumsum(steps, dtype=np.int64)
         path += self.depth
         if int(path.max()) > self.max_depth:
-            raise LimitExceeded(self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep")
+            raise LimitExceeded(
+                self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep"
+            )
         self.depth = int(path[-1])
 
 

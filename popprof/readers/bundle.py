@@ -49,11 +49,24 @@ def read_manifest(path: Path) -> dict:
 
 #: Manifest keys and the JSON types they must have when present (``format``/``format_version``: check_format).
 MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
-    "tool": (str,), "tool_version": (str,), "created": (str,), "profile_name": (str,),
-    "source_format": (str,), "sources": (list,), "redacted": (dict,), "tables": (dict,),
+    "tool": (str,),
+    "tool_version": (str,),
+    "created": (str,),
+    "profile_name": (str,),
+    "source_format": (str,),
+    "sources": (list,),
+    "redacted": (dict,),
+    "tables": (dict,),
 }
-JSON_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object", bool: "true/false",
-                   float: "a number", type(None): "null"}
+JSON_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    list: "a list",
+    dict: "an object",
+    bool: "true/false",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def _kind(value: object) -> str:
@@ -62,9 +75,13 @@ def _kind(value: object) -> str:
 
 def validate_manifest(manifest: dict, where: Path) -> None:
     """InputError naming the first manifest field whose JSON type is wrong (a tampered or hand-edited bundle)."""
+
     def bad(field: str, value: object, expected: str) -> InputError:
-        return InputError(where, f"bundle manifest field {field} is {_kind(value)}, expected {expected}",
-                          "export the bundle again")
+        return InputError(
+            where,
+            f"bundle manifest field {field} is {_kind(value)}, expected {expected}",
+            "export the bundle again",
+        )
 
     for key, types in MANIFEST_TYPES.items():
         if key in manifest and not isinstance(manifest[key], types):
@@ -94,15 +111,25 @@ def read(path: Path, **_options: object) -> Profile:
         if name not in TABLES:
             continue  # a table from a newer minor version: skip rather than fail
         file_name = entry.get("file", f"{name}.parquet")
-        if not isinstance(file_name, str) or not file_name or Path(file_name).name != file_name \
-                or file_name in (".", ".."):
+        if (
+            not isinstance(file_name, str)
+            or not file_name
+            or Path(file_name).name != file_name
+            or file_name in (".", "..")
+        ):
             # a bundle is shared: never let its manifest point at files outside it
-            raise InputError(path / MANIFEST, f"table {name!r} names file {file_name!r}, which is not a file "
-                             "inside the bundle", "export the bundle again")
+            raise InputError(
+                path / MANIFEST,
+                f"table {name!r} names file {file_name!r}, which is not a file inside the bundle",
+                "export the bundle again",
+            )
         file = path / file_name
         if not file.is_file():
-            raise InputError(path, f"bundle is missing {file.name} (table {name!r})",
-                             "the bundle is incomplete; export it again")
+            raise InputError(
+                path,
+                f"bundle is missing {file.name} (table {name!r})",
+                "the bundle is incomplete; export it again",
+            )
         import pyarrow.parquet as pq  # here: detection imports this module for every input
 
         try:
@@ -117,8 +144,14 @@ def read(path: Path, **_options: object) -> Profile:
     return profile
 
 
-def write(profile: Profile, out: str | os.PathLike[str], *, redaction: dict | None = None,
-          sources: list[dict] | None = None, protect: list[str | os.PathLike[str]] = ()) -> Path:
+def write(
+    profile: Profile,
+    out: str | os.PathLike[str],
+    *,
+    redaction: dict | None = None,
+    sources: list[dict] | None = None,
+    protect: list[str | os.PathLike[str]] = (),
+) -> Path:
     """Write ``profile`` as a bundle at ``out`` (atomically). Returns the bundle path.
 
     ``redaction`` records how the bundle was redacted (policy, tool version; never a key).
@@ -151,7 +184,10 @@ def write(profile: Profile, out: str | os.PathLike[str], *, redaction: dict | No
             file = f"{name}.parquet"
             table = pa.Table.from_pandas(frame, preserve_index=False)
             pq.write_table(table, tmp / file, compression="zstd")
-            manifest["tables"][name] = {"file": file, "rows": len(frame), "columns": list(map(str, frame.columns))}
+            manifest["tables"][name] = {
+                "file": file,
+                "rows": len(frame),
+                "columns": list(map(str, frame.columns)),
+            }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
     return out
-

@@ -125,8 +125,12 @@ class _Ids:
     def one(self, value: object) -> int:
         if value is None:
             return 0
-        if isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer() \
-                and -(1 << 63) <= value < (1 << 63):
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and float(value).is_integer()
+            and -(1 << 63) <= value < (1 << 63)
+        ):
             return int(value)
         key = str(value)
         if key not in self.synthetic:
@@ -137,9 +141,18 @@ class _Ids:
 class _Columns:
     """Column chunks (numpy) of one kind of event, in file order."""
 
-    KEYS = (("name", np.int32), ("cat", np.int32), ("pid", np.int64), ("tid", np.int64),
-            ("ts", np.float64), ("dur", np.float64), ("stream", np.float64), ("corr", np.float64),
-            ("device", np.float64), ("instant", np.int8))
+    KEYS = (
+        ("name", np.int32),
+        ("cat", np.int32),
+        ("pid", np.int64),
+        ("tid", np.int64),
+        ("ts", np.float64),
+        ("dur", np.float64),
+        ("stream", np.float64),
+        ("corr", np.float64),
+        ("device", np.float64),
+        ("instant", np.int8),
+    )
 
     def __init__(self) -> None:
         self.chunks: list[dict[str, np.ndarray]] = []
@@ -152,7 +165,9 @@ class _Columns:
     def arrays(self) -> dict[str, np.ndarray]:
         if not self.chunks:
             return {key: np.zeros(0, dtype=dtype) for key, dtype in self.KEYS}
-        out = {key: np.concatenate([c.pop(key) for c in self.chunks]) for key, _ in self.KEYS}  # frees as it goes
+        out = {
+            key: np.concatenate([c.pop(key) for c in self.chunks]) for key, _ in self.KEYS
+        }  # frees as it goes
         self.chunks.clear()
         return out
 
@@ -206,10 +221,20 @@ _EMPTY: dict = {}
 _NAN = float("nan")
 _GET_ARGS_OR_EMPTY = operator.methodcaller("get", "args", _EMPTY)
 _FLOW_PHASES = frozenset(("s", "t", "f"))
-_FLOW_GETTERS = tuple(operator.methodcaller("get", k) for k in ("pid", "tid", "ts", "id", "name", "cat", "bp"))
+_FLOW_GETTERS = tuple(
+    operator.methodcaller("get", k) for k in ("pid", "tid", "ts", "id", "name", "cat", "bp")
+)
 #: flow columns: pid, tid, ts, id (text) and codes into ``flow_labels`` for phase, name, cat, bp
-_FLOW_KEYS = (("pid", np.int64), ("tid", np.int64), ("ts", np.float64), ("id", object), ("phase", np.int32),
-              ("name", np.int32), ("cat", np.int32), ("bp", np.int32))
+_FLOW_KEYS = (
+    ("pid", np.int64),
+    ("tid", np.int64),
+    ("ts", np.float64),
+    ("id", object),
+    ("phase", np.int32),
+    ("name", np.int32),
+    ("cat", np.int32),
+    ("bp", np.int32),
+)
 CHUNK_EVENTS = 1 << 14
 #: the columns of an Arrow block that flows and complete events read
 _FLOW_COLUMNS = ("ph", "name", "cat", "pid", "tid", "ts", "id", "bind_id", "bp")
@@ -222,8 +247,8 @@ class _StreamState:
     def __init__(self, with_args: bool) -> None:
         self.with_args = with_args
         self.names, self.cats, self.ids = _Interner(), _Interner(), _Ids()
-        self.complete = _Columns()   # X, and instants with dur 0
-        self.be = _Columns()         # B and E, in file order
+        self.complete = _Columns()  # X, and instants with dur 0
+        self.be = _Columns()  # B and E, in file order
         self.be_kind: list[bool] = []
         self.counters: list[tuple] = []
         self.process_names: dict[int, str] = {}
@@ -249,7 +274,9 @@ class _StreamState:
             except TypeError:  # an unhashable "ph" (a list, an object): everything one by one
                 return self._mixed(batch, None)
             if any(is_flow):
-                self._flows(list(itertools.compress(batch, is_flow)), list(itertools.compress(phases, is_flow)))
+                self._flows(
+                    list(itertools.compress(batch, is_flow)), list(itertools.compress(phases, is_flow))
+                )
             rest = list(map(operator.not_, map(operator.or_, is_x, is_flow)))
             if any(rest):
                 self._mixed(list(itertools.compress(batch, rest)), list(itertools.compress(phases, rest)))
@@ -273,23 +300,33 @@ class _StreamState:
             if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
                 flow_id = pc.coalesce(flow_id, col(flows, "bind_id"))
             labels = self.flow_labels
-            self._add_flows({"pid": _arrow_ints(col(flows, "pid")), "tid": _arrow_ints(col(flows, "tid")),
-                             "ts": _arrow_floats(col(flows, "ts")), "id": flow_id.cast(pa.string()),
-                             "phase": self._arrow_codes(col(flows, "ph"), labels),
-                             "name": self._arrow_codes(col(flows, "name"), labels),
-                             "cat": self._arrow_codes(col(flows, "cat"), labels),
-                             "bp": self._arrow_codes(col(flows, "bp"), labels)})
+            self._add_flows(
+                {
+                    "pid": _arrow_ints(col(flows, "pid")),
+                    "tid": _arrow_ints(col(flows, "tid")),
+                    "ts": _arrow_floats(col(flows, "ts")),
+                    "id": flow_id.cast(pa.string()),
+                    "phase": self._arrow_codes(col(flows, "ph"), labels),
+                    "name": self._arrow_codes(col(flows, "name"), labels),
+                    "cat": self._arrow_codes(col(flows, "cat"), labels),
+                    "bp": self._arrow_codes(col(flows, "bp"), labels),
+                }
+            )
             table = table.select(_COMPLETE_COLUMNS).filter(is_x)
         if not table.num_rows:
             return
-        chunk = {"name": self._arrow_codes(col(table, "name"), self.names),
-                 "cat": self._arrow_codes(col(table, "cat"), self.cats),
-                 "pid": _arrow_ints(col(table, "pid")), "tid": _arrow_ints(col(table, "tid")),
-                 "ts": _arrow_floats(col(table, "ts")), "dur": _arrow_floats(col(table, "dur")),
-                 "stream": _arrow_floats(col(table, "args.stream")),
-                 "corr": _arrow_floats(col(table, "args.correlation")),
-                 "device": _arrow_floats(col(table, "args.device")),
-                 "instant": np.zeros(table.num_rows, dtype=np.int8)}
+        chunk = {
+            "name": self._arrow_codes(col(table, "name"), self.names),
+            "cat": self._arrow_codes(col(table, "cat"), self.cats),
+            "pid": _arrow_ints(col(table, "pid")),
+            "tid": _arrow_ints(col(table, "tid")),
+            "ts": _arrow_floats(col(table, "ts")),
+            "dur": _arrow_floats(col(table, "dur")),
+            "stream": _arrow_floats(col(table, "args.stream")),
+            "corr": _arrow_floats(col(table, "args.correlation")),
+            "device": _arrow_floats(col(table, "args.device")),
+            "instant": np.zeros(table.num_rows, dtype=np.int8),
+        }
         self.complete.add(self._checked(chunk, complete=True))
 
     def _arrow_codes(self, values: pa.Array, interner: _Interner) -> np.ndarray:
@@ -341,11 +378,22 @@ class _StreamState:
         """Flow events (``s`` / ``t`` / ``f``) of a batch as column chunks, at C speed."""
         pid, tid, ts, flow_id, name, cat, bp = ([*map(get, events)] for get in _FLOW_GETTERS)
         if None in flow_id:  # Perfetto's flow v2 binds with "bind_id"
-            flow_id = [v if v is not None else ev.get("bind_id") for v, ev in zip(flow_id, events, strict=True)]
+            flow_id = [
+                v if v is not None else ev.get("bind_id") for v, ev in zip(flow_id, events, strict=True)
+            ]
         labels = self.flow_labels
-        self._add_flows({"pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "id": _id_texts(flow_id),
-                         "phase": self._codes(phases, labels), "name": self._codes(name, labels),
-                         "cat": self._codes(cat, labels), "bp": self._codes(bp, labels)})
+        self._add_flows(
+            {
+                "pid": self._ids(pid),
+                "tid": self._ids(tid),
+                "ts": self._floats(ts),
+                "id": _id_texts(flow_id),
+                "phase": self._codes(phases, labels),
+                "name": self._codes(name, labels),
+                "cat": self._codes(cat, labels),
+                "bp": self._codes(bp, labels),
+            }
+        )
 
     def _add_flows(self, chunk: dict) -> None:
         keep = ~np.isnan(chunk["ts"])
@@ -361,19 +409,34 @@ class _StreamState:
         self.flow_chunks.clear()
         return out
 
-    def _columns(self, columns: list, store: _Columns, events: list, complete: bool,
-                 instant: list[int] | None = None) -> dict[str, np.ndarray]:
+    def _columns(
+        self, columns: list, store: _Columns, events: list, complete: bool, instant: list[int] | None = None
+    ) -> dict[str, np.ndarray]:
         name, cat, pid, tid, ts, dur = columns
-        chunk = {"name": self._codes(name, self.names), "cat": self._codes(cat, self.cats),
-                 "pid": self._ids(pid), "tid": self._ids(tid), "ts": self._floats(ts), "dur": self._floats(dur)}
+        chunk = {
+            "name": self._codes(name, self.names),
+            "cat": self._codes(cat, self.cats),
+            "pid": self._ids(pid),
+            "tid": self._ids(tid),
+            "ts": self._floats(ts),
+            "dur": self._floats(dur),
+        }
         chunk.update(_arg_fields(events))
         # 0 = not an instant; else 1 + index of the instant's scope in INSTANT_SCOPES (kept for the timeline)
-        chunk["instant"] = (np.zeros(len(chunk["ts"]), dtype=np.int8) if instant is None
-                            else np.asarray(instant, dtype=np.int8))
+        chunk["instant"] = (
+            np.zeros(len(chunk["ts"]), dtype=np.int8)
+            if instant is None
+            else np.asarray(instant, dtype=np.int8)
+        )
         return self._checked(chunk, complete, store, events)
 
-    def _checked(self, chunk: dict[str, np.ndarray], complete: bool, store: _Columns | None = None,
-                 events: list | None = None) -> dict[str, np.ndarray]:
+    def _checked(
+        self,
+        chunk: dict[str, np.ndarray],
+        complete: bool,
+        store: _Columns | None = None,
+        events: list | None = None,
+    ) -> dict[str, np.ndarray]:
         """Drop rows without a timestamp and zero missing or negative durations (counted as warnings)."""
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
@@ -407,11 +470,15 @@ class _StreamState:
                 dur = ev.get("dur") if ph == "X" else 0.0
                 if dur is None:
                     dur = float("nan")  # counted as missing in _columns
-                x_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), dur))
+                x_rows.append(
+                    (ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), dur)
+                )
                 x_events.append(ev)
                 x_instant.append(0 if ph == "X" else _instant_code(ph, ev.get("s")))
             elif ph == "B" or ph == "E":
-                b_rows.append((ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), 0.0))
+                b_rows.append(
+                    (ev.get("name"), ev.get("cat"), ev.get("pid"), ev.get("tid"), ev.get("ts"), 0.0)
+                )
                 b_events.append(ev)
             elif ph == "C":
                 _counter(ev, self.counters, self.ids, self.warnings)
@@ -425,12 +492,17 @@ class _StreamState:
         if flow_events:
             self._flows(flow_events, flow_phases)
         if x_rows:
-            self.complete.add(self._columns(list(zip(*x_rows, strict=True)), self.complete, x_events,
-                                            complete=True, instant=x_instant))
+            self.complete.add(
+                self._columns(
+                    list(zip(*x_rows, strict=True)), self.complete, x_events, complete=True, instant=x_instant
+                )
+            )
         if b_rows:
             chunk = self._columns(list(zip(*b_rows, strict=True)), self.be, b_events, complete=False)
             has_ts = ~np.isnan(self._floats(tuple(r[4] for r in b_rows)))  # the rows _columns kept
-            self.be_kind.extend(ev.get("ph") == "B" for ev, ok in zip(b_events, has_ts.tolist(), strict=True) if ok)
+            self.be_kind.extend(
+                ev.get("ph") == "B" for ev, ok in zip(b_events, has_ts.tolist(), strict=True) if ok
+            )
             self.be.add(chunk)
 
 
@@ -468,14 +540,14 @@ def _array_start(handle, prefix: str, top: dict | None = None) -> bytes:
     if match is None:
         raise _Unframeable
     try:  # proves the key is a member of the top-level object (not inside a string or a nested value)
-        head = orjson.loads(buf[:match.end()] + b"]}")
+        head = orjson.loads(buf[: match.end()] + b"]}")
     except orjson.JSONDecodeError:
         head = None
     if not isinstance(head, dict):
         raise _Unframeable
     if top is not None:
         top.update((k, v) for k, v in head.items() if k != "traceEvents")
-    return buf[match.end():]
+    return buf[match.end() :]
 
 
 def _tail_members(rest: bytes) -> dict:
@@ -505,13 +577,19 @@ def _id_texts(values: list) -> pa.Array:
             return pa.array(numbers).cast(pa.string())
     except (TypeError, ValueError, OverflowError):
         pass
-    return pa.array([None if v is None else v if type(v) is str else str(v) for v in values], type=pa.string())
+    return pa.array(
+        [None if v is None else v if type(v) is str else str(v) for v in values], type=pa.string()
+    )
 
 
 def _concat_flows(chunks: list[dict]) -> dict:
     """One flow column set from chunks in order (ids: one arrow string array)."""
-    return {key: pa.concat_arrays([c.pop(key) for c in chunks]) if key == "id"
-            else np.concatenate([c.pop(key) for c in chunks]) for key, _ in _FLOW_KEYS}  # frees as it goes
+    return {
+        key: pa.concat_arrays([c.pop(key) for c in chunks])
+        if key == "id"
+        else np.concatenate([c.pop(key) for c in chunks])
+        for key, _ in _FLOW_KEYS
+    }  # frees as it goes
 
 
 def _text(value: object) -> str | None:
@@ -545,8 +623,9 @@ def _arg_fields(events: list) -> dict[str, np.ndarray]:
     out = {}
     for key, arg in _ARG_FIELDS:
         try:  # the common case: every args an object, every value a number or absent
-            out[key] = np.fromiter(map(dict.get, args, itertools.repeat(arg), itertools.repeat(_NAN)),
-                                   np.float64, n)
+            out[key] = np.fromiter(
+                map(dict.get, args, itertools.repeat(arg), itertools.repeat(_NAN)), np.float64, n
+            )
             continue
         except TypeError:  # an args that is not an object (null, a list): treat as empty
             args = [a if type(a) is dict else _EMPTY for a in args]
@@ -564,9 +643,9 @@ def _array_ends(buf: bytes, prefix: str) -> Iterator[int]:
     array, such as ``deviceProperties``, qualifies on the first test only).
     """
     window = min(len(buf), 1 << 20)
-    for match in reversed(list(re.finditer(rb"\]", buf[len(buf) - window:]))):
+    for match in reversed(list(re.finditer(rb"\]", buf[len(buf) - window :]))):
         index = len(buf) - window + match.start()
-        rest = buf[index + 1:]
+        rest = buf[index + 1 :]
         if prefix == "item":
             if not rest.strip():
                 yield index
@@ -620,12 +699,12 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
         if eof:
             ends = list(itertools.islice(_array_ends(pending, prefix), 8))
             if fast and ends:
-                table, covered = plain(pending[:ends[0]])
+                table, covered = plain(pending[: ends[0]])
                 if table is not None:
                     yield table
                 if covered == ends[0]:
                     if top is not None and prefix != "item":
-                        top.update(_tail_members(pending[ends[0] + 1:]))
+                        top.update(_tail_members(pending[ends[0] + 1 :]))
                     return
                 if covered:
                     pending = pending[covered:]
@@ -635,7 +714,7 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
                 if found is None:
                     raise _Unframeable
                 yield found[0]
-                pending = pending[found[1]:]
+                pending = pending[found[1] :]
                 continue
             for end in ends:
                 try:
@@ -643,7 +722,7 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
                 except orjson.JSONDecodeError:
                     continue
                 if top is not None and prefix != "item":
-                    top.update(_tail_members(pending[end + 1:]))
+                    top.update(_tail_members(pending[end + 1 :]))
                 break
             else:
                 if prefix != "item":
@@ -658,11 +737,11 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
         tail_from = max(0, len(pending) - (1 << 16))
         cuts = [m for m in _BOUNDARY.finditer(pending, tail_from)] or list(_BOUNDARY.finditer(pending))
         if fast and cuts:
-            table, covered = plain(pending[:cuts[-1].start() + 1])
+            table, covered = plain(pending[: cuts[-1].start() + 1])
             if table is not None:
                 yield table
             if covered == cuts[-1].start() + 1:
-                pending = pending[cuts[-1].end():]
+                pending = pending[cuts[-1].end() :]
                 continue
             if covered:  # the events from the first one that is not plain: ~1 MB through orjson below
                 pending = pending[covered:]
@@ -672,7 +751,7 @@ def _blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) ->
         found = _parse_to_cut(pending, cuts)
         if found is not None:
             yield found[0]
-            pending = pending[found[1]:]
+            pending = pending[found[1] :]
         elif len(pending) > MAX_PENDING_BYTES:
             raise _Unframeable
         else:
@@ -684,7 +763,7 @@ def _parse_to_cut(pending: bytes, cuts: list) -> tuple[list, int] | None:
     inside nested ``args`` does not), and where the rest starts; ``None`` when none does."""
     for cut in reversed(cuts[-8:]):
         try:
-            return orjson.loads(b"[" + pending[:cut.start() + 1] + b"]"), cut.end()
+            return orjson.loads(b"[" + pending[: cut.start() + 1] + b"]"), cut.end()
         except orjson.JSONDecodeError:
             continue
     return None
@@ -707,7 +786,7 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
                     release_free_memory()  # the blocks' text copies: free pages back (it costs ~10 ms a call)
                 continue
             for lo in range(0, len(events), CHUNK_EVENTS):
-                part = events[lo:lo + CHUNK_EVENTS]
+                part = events[lo : lo + CHUNK_EVENTS]
                 parsed += len(part)
                 state.take(part)
     else:
@@ -727,10 +806,27 @@ def _parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") 
         if batch:
             parsed += len(batch)
             state.take(batch)
-    return _Parsed(state.names.labels, state.cats.labels, state.complete.arrays(), state.complete.args,
-                   state.be.arrays(), np.asarray(state.be_kind, dtype=bool), state.be.args, state.counters,
-                   state.process_names, state.thread_names, state.ids.synthetic, state.skipped, state.warnings,
-                   parsed, error, state.flow_arrays(), state.top, state.meta, state.flow_labels.labels)
+    return _Parsed(
+        state.names.labels,
+        state.cats.labels,
+        state.complete.arrays(),
+        state.complete.args,
+        state.be.arrays(),
+        np.asarray(state.be_kind, dtype=bool),
+        state.be.args,
+        state.counters,
+        state.process_names,
+        state.thread_names,
+        state.ids.synthetic,
+        state.skipped,
+        state.warnings,
+        parsed,
+        error,
+        state.flow_arrays(),
+        state.top,
+        state.meta,
+        state.flow_labels.labels,
+    )
 
 
 def _parse_file(path: Path, prefix: str, with_args: bool) -> _Parsed:
@@ -768,14 +864,12 @@ class _RangeReader(io.RawIOBase):
                 self._left = 0
         else:
             data, self._tail = self._tail[:n], self._tail[n:]
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
         self._file.close()
         super().close()
-
-
 
 
 def _piece_fractions(size: int) -> list[float]:
@@ -793,7 +887,9 @@ def _piece_fractions(size: int) -> list[float]:
     return cuts + [0.5] + [1 - c for c in reversed(cuts)]
 
 
-def _split_plan(path: Path, prefix: str, fractions: list[float]) -> list[tuple[int, int, bytes, bytes]] | None:
+def _split_plan(
+    path: Path, prefix: str, fractions: list[float]
+) -> list[tuple[int, int, bytes, bytes]] | None:
     """Byte ranges that split the event array between events near ``fractions`` of the file, or ``None``.
 
     A boundary is a ``}, {"key":`` between two events. Each part is parsed as a
@@ -972,8 +1068,9 @@ def _start_parallel(path: Path, prefix: str, with_args: bool) -> _Workers | None
     gc.freeze()
     pool = None
     try:
-        pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context, initializer=_set_worker_claims,
-                                                      initargs=(claims,))
+        pool = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=context, initializer=_set_worker_claims, initargs=(claims,)
+        )
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
         return _Workers(pool, jobs, claims, futures, path)
@@ -1066,8 +1163,14 @@ def _merge(parts: list[_Parsed]) -> _Parsed:
     return out
 
 
-def read(path: Path, *, with_args: bool = False, device_map: Mapping[str, str | None] | str | None = None,
-         parallel: bool = True, **_options: object) -> Profile:
+def read(
+    path: Path,
+    *,
+    with_args: bool = False,
+    device_map: Mapping[str, str | None] | str | None = None,
+    parallel: bool = True,
+    **_options: object,
+) -> Profile:
     """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
 
     Large uncompressed files are parsed in pieces on two processes, this one and a
@@ -1091,7 +1194,9 @@ def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile
 
 
 def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args: bool, device_map) -> Profile:
-    source = workers.source if workers is not None else _Background(lambda: source_metadata(FORMAT, [path])).result
+    source = (
+        workers.source if workers is not None else _Background(lambda: source_metadata(FORMAT, [path])).result
+    )
     parts = workers.parts() if workers is not None else None
     if parts is None:
         parts = [_parse_file(path, prefix, with_args)]
@@ -1112,8 +1217,9 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
         warnings["unmatched_begin"] += len(pairing.unmatched_begin)
         warnings["out_of_order_timestamps"] += pairing.out_of_order
         starts = np.concatenate((pairing.begin, pairing.unmatched_begin))
-        durs = np.concatenate((b["ts"][pairing.end] - b["ts"][pairing.begin],
-                               np.full(len(pairing.unmatched_begin), np.nan)))
+        durs = np.concatenate(
+            (b["ts"][pairing.end] - b["ts"][pairing.begin], np.full(len(pairing.unmatched_begin), np.nan))
+        )
         for key in ("name", "cat", "pid", "tid", "ts", "stream", "corr", "device", "instant"):
             x[key] = np.concatenate((x[key], b[key][starts]))
         x["dur"] = np.concatenate((x["dur"], durs))
@@ -1124,20 +1230,38 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
             args = args + [be_args[i] for i in starts.tolist()]
 
     if truncated and parsed.parsed == 0:
-        raise InputError(path, f"not valid JSON ({truncated})",
-                         "expected Chrome trace JSON; the file may be truncated or not JSON at all")
+        raise InputError(
+            path,
+            f"not valid JSON ({truncated})",
+            "expected Chrome trace JSON; the file may be truncated or not JSON at all",
+        )
     if len(x["ts"]) == 0 and not parsed.counters:
-        raise InputError(path, "holds no usable trace events (no X/B/E/i/C events with timestamps)",
-                         "check that this is a Chrome trace (chrome://tracing / PyTorch profiler JSON)")
+        raise InputError(
+            path,
+            "holds no usable trace events (no X/B/E/i/C events with timestamps)",
+            "check that this is a Chrome trace (chrome://tracing / PyTorch profiler JSON)",
+        )
 
     parsed.x = parsed.b = {}  # build_events gets the only references, so it can free them as it sorts
     rank = trace_rank(parsed.top, path)
     extra = kineto_columns(x.pop("stream"), x.pop("corr"), x.pop("device"), x["pid"])
     extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
-    events, counts = frame.build_events(  # it gets the only references: each input column is freed once reordered
-        pid=x.pop("pid"), tid=x.pop("tid"), start=x.pop("ts"), dur=x.pop("dur"), name_codes=x.pop("name"),
-        names=parsed.names, channel_codes=x.pop("cat"), channels=parsed.cats, source_format=FORMAT,
-        device_map=device_map, args=args, extra=extra)
+    events, counts = (
+        frame.build_events(  # it gets the only references: each input column is freed once reordered
+            pid=x.pop("pid"),
+            tid=x.pop("tid"),
+            start=x.pop("ts"),
+            dur=x.pop("dur"),
+            name_codes=x.pop("name"),
+            names=parsed.names,
+            channel_codes=x.pop("cat"),
+            channels=parsed.cats,
+            source_format=FORMAT,
+            device_map=device_map,
+            args=args,
+            extra=extra,
+        )
+    )
     release_free_memory()  # the input-order columns build_events sorted and dropped
     events["rank"] = frame.constant_int(len(events), rank)
     bookkeeping_pids = [parsed.synthetic[k] for k in BOOKKEEPING_PROCESSES if k in parsed.synthetic]
@@ -1146,8 +1270,12 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
     process_names = dict(parsed.process_names)
     for label, synthetic in parsed.synthetic.items():
         process_names.setdefault(synthetic, str(label))
-    threads = frame.build_threads(events, process_names, parsed.thread_names,
-                                  extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta])
+    threads = frame.build_threads(
+        events,
+        process_names,
+        parsed.thread_names,
+        extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta],
+    )
     threads = _thread_metadata(threads, parsed.meta)
     threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
@@ -1169,15 +1297,19 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
     if truncated:
         metadata["warnings.truncated"] = truncated
     target = {"source_format": [FORMAT]}
-    return Profile(path.name.removesuffix(".gz").removesuffix(".json") or path.stem,
-                   {"target": target, "events": events, "threads": threads, "counters": counter_frame,
-                    "flows": flows},
-                   source=str(path), metadata=metadata)
+    return Profile(
+        path.name.removesuffix(".gz").removesuffix(".json") or path.stem,
+        {"target": target, "events": events, "threads": threads, "counters": counter_frame, "flows": flows},
+        source=str(path),
+        metadata=metadata,
+    )
 
 
 #: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
 BOOKKEEPING_PROCESSES = ("Spans", "Traces")
-_BOOKKEEPING_NAME = re.compile(r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$")
+_BOOKKEEPING_NAME = re.compile(
+    r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$"
+)
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -1208,8 +1340,7 @@ def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid
         uniq, inverse = np.unique(dev[on_stream], return_inverse=True)
         labels = [f"gpu:{int(v)}" for v in uniq]
         codes[on_stream] = inverse.astype(np.int32)
-    return {"stream": _int64(stream), "correlation": _int64(corr),
-            "device": (codes, labels)}
+    return {"stream": _int64(stream), "correlation": _int64(corr), "device": (codes, labels)}
 
 
 def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
@@ -1241,10 +1372,19 @@ def _flow_frame(flows: dict[str, np.ndarray], labels: list[str], rank: int | Non
         lut[used] = np.arange(len(used), dtype=np.int32)
         return pd.Categorical.from_codes(lut[codes], categories=[labels[i] for i in used])
 
-    return pd.DataFrame({"rank": frame.constant_int(len(flows["ts"]), rank), "pid": flows["pid"],
-                         "tid": flows["tid"], "ts_us": flows["ts"], "phase": categorical(flows["phase"]),
-                         "id": pd.array(flows["id"], dtype="str"), "name": categorical(flows["name"]),
-                         "channel": categorical(flows["cat"]), "binding": categorical(flows["bp"])})
+    return pd.DataFrame(
+        {
+            "rank": frame.constant_int(len(flows["ts"]), rank),
+            "pid": flows["pid"],
+            "tid": flows["tid"],
+            "ts_us": flows["ts"],
+            "phase": categorical(flows["phase"]),
+            "id": pd.array(flows["id"], dtype="str"),
+            "name": categorical(flows["name"]),
+            "channel": categorical(flows["cat"]),
+            "binding": categorical(flows["bp"]),
+        }
+    )
 
 
 def _file_tail_members(path: Path, prefix: str) -> dict:
@@ -1254,7 +1394,7 @@ def _file_tail_members(path: Path, prefix: str) -> dict:
         handle.seek(size - min(size, 1 << 20))
         buf = handle.read()
     for end in _array_ends(buf, prefix):
-        return _tail_members(buf[end + 1:])
+        return _tail_members(buf[end + 1 :])
     return {}
 
 
@@ -1294,17 +1434,26 @@ def _counter_frame(rows: list[tuple]) -> pd.DataFrame | None:
     if not rows:
         return None
     pid, name, series, ts, value = zip(*rows, strict=True)
-    return pd.DataFrame({"pid": np.asarray(pid, dtype=np.int64), "name": pd.Categorical(name),
-                         "series": pd.Categorical(series), "ts_us": np.asarray(ts, dtype=np.float64),
-                         "value": np.asarray(value, dtype=np.float64)})
+    return pd.DataFrame(
+        {
+            "pid": np.asarray(pid, dtype=np.int64),
+            "name": pd.Categorical(name),
+            "series": pd.Categorical(series),
+            "ts_us": np.asarray(ts, dtype=np.float64),
+            "value": np.asarray(value, dtype=np.float64),
+        }
+    )
 
 
 #: Scopes of instant events (``"s"``: thread, process, global), as ``events.instant_scope``.
 INSTANT_SCOPES = ("t", "p", "g")
 _INSTANT_CODE = {scope: i + 1 for i, scope in enumerate(INSTANT_SCOPES)}
 #: Metadata events kept as ``threads`` columns (besides the names): kind -> (args key, process-wide?).
-THREAD_METADATA = {"process_labels": ("labels", True), "process_sort_index": ("sort_index", True),
-                   "thread_sort_index": ("sort_index", False)}
+THREAD_METADATA = {
+    "process_labels": ("labels", True),
+    "process_sort_index": ("sort_index", True),
+    "thread_sort_index": ("sort_index", False),
+}
 
 
 def _instant_code(ph: str, scope: object) -> int:
@@ -1312,7 +1461,9 @@ def _instant_code(ph: str, scope: object) -> int:
     return _INSTANT_CODE.get(scope, 1) if isinstance(scope, str) else 1
 
 
-def _metadata_event(ev: dict, ids: _Ids, process_names: dict, thread_names: dict, meta: dict | None = None) -> None:
+def _metadata_event(
+    ev: dict, ids: _Ids, process_names: dict, thread_names: dict, meta: dict | None = None
+) -> None:
     args = ev.get("args")
     kind = ev.get("name")
     if meta is not None and kind in THREAD_METADATA and isinstance(args, dict):
@@ -1339,12 +1490,15 @@ def _thread_metadata(threads: pd.DataFrame, meta: dict) -> pd.DataFrame:
     threads = threads.copy()
     pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
     for kind, (_, process_wide) in THREAD_METADATA.items():
-        values = [meta.get((kind, p) if process_wide else (kind, p, t)) for p, t in zip(pids, tids, strict=True)]
+        values = [
+            meta.get((kind, p) if process_wide else (kind, p, t)) for p, t in zip(pids, tids, strict=True)
+        ]
         if kind == "process_labels":
             threads[kind] = pd.array([None if v is None else str(v) for v in values], dtype="str")
         else:
-            threads[kind] = pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None
-                                      for v in values], dtype="Int64")
+            threads[kind] = pd.array(
+                [v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], dtype="Int64"
+            )
     return threads
 
 

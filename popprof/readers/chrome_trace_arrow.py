@@ -28,12 +28,24 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 #: The fields read (all others are skipped) and the one type each must have in the block.
-SCHEMA = pa.schema([
-    ("ph", pa.string()), ("name", pa.string()), ("cat", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
-    ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.int64()), ("bind_id", pa.int64()), ("bp", pa.string()),
-    ("args", pa.struct([("stream", pa.int64()), ("correlation", pa.int64()), ("device", pa.int64())])),
-])
-_PARSE = pa_json.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True)
+SCHEMA = pa.schema(
+    [
+        ("ph", pa.string()),
+        ("name", pa.string()),
+        ("cat", pa.string()),
+        ("pid", pa.int64()),
+        ("tid", pa.int64()),
+        ("ts", pa.float64()),
+        ("dur", pa.float64()),
+        ("id", pa.int64()),
+        ("bind_id", pa.int64()),
+        ("bp", pa.string()),
+        ("args", pa.struct([("stream", pa.int64()), ("correlation", pa.int64()), ("device", pa.int64())])),
+    ]
+)
+_PARSE = pa_json.ParseOptions(
+    explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True
+)
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 _FAST_PHASES = pa.array(["X", "s", "t", "f"])
@@ -78,8 +90,9 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
 def _read(lines: bytes) -> pa.Table | None:
     """Arrow's JSON reader on newline-separated events (it stops at the first separator it does not accept)."""
     try:
-        return pa_json.read_json(pa.BufferReader(lines), read_options=_READ, parse_options=_PARSE,
-                                 memory_pool=_POOL)
+        return pa_json.read_json(
+            pa.BufferReader(lines), read_options=_READ, parse_options=_PARSE, memory_pool=_POOL
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
 

@@ -54,24 +54,45 @@ _MESSAGE_RE = re.compile(
     r"Out of memory on tile\s+(?P<tile>[-+]?\d[\d,]*)\s*:\s*(?P<used>[-+]?\d[\d,]*)\s+bytes used but tiles? "
     r"only ha(?:ve|s)\s+(?P<capacity>[-+]?\d[\d,]*)\s+bytes(?: of memory)?"
     r"|Out of memory:\s*(?P<reason>Cannot fit[^.\n]*?)\s*(?:\.|$)(?:[ \t]*Profile saved to:[ \t]*(?P<profile>\S+))?",
-    re.M)
+    re.M,
+)
 
 
 @dataclass
 class OomMessages:
     """Out-of-memory messages found in a text, in order."""
 
-    rows: list[tuple] = field(default_factory=list)  # compilation, tile, used, capacity, over, line, reason, path
+    rows: list[tuple] = field(
+        default_factory=list
+    )  # compilation, tile, used, capacity, over, line, reason, path
     repeated: int = 0
     problems: list[str] = field(default_factory=list)
 
     @property
     def frame(self) -> pd.DataFrame:
         """The ``out_of_memory`` table."""
-        frame = pd.DataFrame(self.rows, columns=["compilation", "tile", "bytes_used", "capacity_bytes",
-                                                 "over_bytes", "line", "reason", "profile_path"])
-        frame = frame.astype({"tile": "Int32", "bytes_used": "Int64", "capacity_bytes": "Int64",
-                              "over_bytes": "Int64", "line": "Int64"})
+        frame = pd.DataFrame(
+            self.rows,
+            columns=[
+                "compilation",
+                "tile",
+                "bytes_used",
+                "capacity_bytes",
+                "over_bytes",
+                "line",
+                "reason",
+                "profile_path",
+            ],
+        )
+        frame = frame.astype(
+            {
+                "tile": "Int32",
+                "bytes_used": "Int64",
+                "capacity_bytes": "Int64",
+                "over_bytes": "Int64",
+                "line": "Int64",
+            }
+        )
         return conform("out_of_memory", frame)
 
 
@@ -99,7 +120,9 @@ def find_messages(text: str, first_line: int = 1) -> OomMessages:
                 previous_line = line
                 continue
             previous, previous_line = key_text, line
-            found.rows.append((len(found.rows), None, None, None, None, line, m["reason"].strip(), m["profile"]))
+            found.rows.append(
+                (len(found.rows), None, None, None, None, line, m["reason"].strip(), m["profile"])
+            )
             continue
         tile, used, capacity = _int(m["tile"]), _int(m["used"]), _int(m["capacity"])
         problem = _problem(tile, used, capacity)
@@ -129,6 +152,7 @@ def _problem(tile: int, used: int, capacity: int) -> str | None:
 
 
 # -- detection ---------------------------------------------------------------------------------------
+
 
 def sniff(path: Path, head: bytes) -> bool:
     """A text file with an out-of-memory message in its head (or anywhere in a log file)."""
@@ -169,15 +193,24 @@ def read(path: Path, **_options: object) -> Profile:
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if not found.rows:
-        raise InputError(path, "no Poplar out-of-memory message in the text",
-                         "expected 'Out of memory on tile N: X bytes used but tiles only have Y bytes of memory'")
+        raise InputError(
+            path,
+            "no Poplar out-of-memory message in the text",
+            "expected 'Out of memory on tile N: X bytes used but tiles only have Y bytes of memory'",
+        )
     table = found.frame
     target = target_frame(table["capacity_bytes"])
     meta: dict[str, object] = source_metadata(FORMAT, [path])
-    meta.update({
-        "oom_log.messages": len(table),
-        "oom_log.repeated_messages": found.repeated,
-        "oom_log.capacities": json.dumps(sorted({int(c) for c in table["capacity_bytes"].dropna()})),
-    })
-    return Profile(path.name.split(".")[0] or path.stem, {"target": target, "out_of_memory": table},
-                   source=str(path), metadata=meta)
+    meta.update(
+        {
+            "oom_log.messages": len(table),
+            "oom_log.repeated_messages": found.repeated,
+            "oom_log.capacities": json.dumps(sorted({int(c) for c in table["capacity_bytes"].dropna()})),
+        }
+    )
+    return Profile(
+        path.name.split(".")[0] or path.stem,
+        {"target": target, "out_of_memory": table},
+        source=str(path),
+        metadata=meta,
+    )

@@ -83,9 +83,17 @@ def find_debug_cbor(path: Path) -> Path | None:
     return None
 
 
-def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: bool = False,
-         progress: bool = True, liveness_top: int = LIVENESS_TOP, workers: int | None = None,
-         code_bytes: bool = False, liveness_variables: str = "peak", **_options: object) -> Profile:
+def read(
+    path: Path,
+    debug_cbor: str | Path | bool | None = None,
+    tile_cycles: bool = False,
+    progress: bool = True,
+    liveness_top: int = LIVENESS_TOP,
+    workers: int | None = None,
+    code_bytes: bool = False,
+    liveness_variables: str = "peak",
+    **_options: object,
+) -> Profile:
     """Read ``profile.pop`` through ``pva`` into a Profile.
 
     ``debug_cbor``: a path, ``None`` (or ``True``) to look next to the profile and
@@ -100,13 +108,17 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
     ``None`` = up to ``MAX_WORKERS`` for profiles of ``PARALLEL_MIN_STEPS`` steps or more.
     """
     if liveness_variables not in LIVENESS_VARIABLES:
-        raise UsageError(f"liveness_variables must be one of {', '.join(LIVENESS_VARIABLES)}, "
-                         f"not {liveness_variables!r}")
+        raise UsageError(
+            f"liveness_variables must be one of {', '.join(LIVENESS_VARIABLES)}, not {liveness_variables!r}"
+        )
     path = Path(path)
     with open(path, "rb") as handle:
         if handle.read(2) == GZIP_MAGIC:
-            raise InputError(path, "is gzip-compressed; pva reads only an uncompressed profile.pop",
-                             "gunzip it first (e.g. `gunzip -k FILE`)")
+            raise InputError(
+                path,
+                "is gzip-compressed; pva reads only an uncompressed profile.pop",
+                "gunzip it first (e.g. `gunzip -k FILE`)",
+            )
     try:
         import pva  # the Poplar SDK's module; absent outside the SDK
     except (ImportError, RuntimeError):  # RuntimeError: the SDK is there but not usable (libraries, env)
@@ -123,12 +135,19 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
     try:
         report, debug = _open_report(pva, path, debug, notes)
     except Exception as exc:  # pva raises its own (RuntimeError-like) errors for unreadable files
-        raise InputError(path, f"pva cannot open the profile ({_one_line(exc)})",
-                         "the file may be truncated or corrupt, or written by a newer Poplar SDK") from None
+        raise InputError(
+            path,
+            f"pva cannot open the profile ({_one_line(exc)})",
+            "the file may be truncated or corrupt, or written by a newer Poplar SDK",
+        ) from None
     builder = _Builder(pva, report, path, debug, progress, workers)
     builder.notes.extend(notes)
-    builder.options = {"tile_cycles": bool(tile_cycles), "code_bytes": bool(code_bytes),
-                       "liveness_variables": liveness_variables, "liveness_top": int(liveness_top)}
+    builder.options = {
+        "tile_cycles": bool(tile_cycles),
+        "code_bytes": bool(code_bytes),
+        "liveness_variables": liveness_variables,
+        "liveness_top": int(liveness_top),
+    }
     try:
         return builder.build(tile_cycles, liveness_top, code_bytes, liveness_variables)
     except PopprofError:
@@ -136,8 +155,11 @@ def read(path: Path, debug_cbor: str | Path | bool | None = None, tile_cycles: b
     except (KeyboardInterrupt, MemoryError):
         raise
     except Exception as exc:
-        raise InputError(path, f"pva failed while reading the profile ({type(exc).__name__}: {_one_line(exc)})",
-                         "the file may be truncated or corrupt") from None
+        raise InputError(
+            path,
+            f"pva failed while reading the profile ({type(exc).__name__}: {_one_line(exc)})",
+            "the file may be truncated or corrupt",
+        ) from None
 
 
 def _open_report(pva: Any, path: Path, debug: Path | None, notes: list[str]) -> tuple[Any, Path | None]:
@@ -151,8 +173,10 @@ def _open_report(pva: Any, path: Path, debug: Path | None, notes: list[str]) -> 
     try:
         return pva.openReport(str(path), str(debug)), debug
     except TypeError:  # pybind11: no overload taking two arguments
-        notes.append(f"this pva has no openReport(profile, debug) (needs SDK 3.0 or later): opened without "
-                     f"{debug.name}, so there is no operations table")
+        notes.append(
+            f"this pva has no openReport(profile, debug) (needs SDK 3.0 or later): opened without "
+            f"{debug.name}, so there is no operations table"
+        )
         return pva.openReport(str(path)), None
 
 
@@ -197,8 +221,9 @@ class _TypeNames(dict):
 class _Builder:
     """Builds the tables of one report, recording optional attributes that were absent."""
 
-    def __init__(self, pva: Any, report: Any, path: Path, debug: Path | None, show: bool,
-                 workers: int | None = None) -> None:
+    def __init__(
+        self, pva: Any, report: Any, path: Path, debug: Path | None, show: bool, workers: int | None = None
+    ) -> None:
         self.workers = workers
         self.pva = pva
         self.report = report
@@ -235,8 +260,9 @@ class _Builder:
         return _progress.progress(description, total)
 
     # -- the whole profile ----------------------------------------------------------------------
-    def build(self, tile_cycles: bool, liveness_top: int, code_bytes: bool = False,
-              liveness_variables: str = "peak") -> Profile:
+    def build(
+        self, tile_cycles: bool, liveness_top: int, code_bytes: bool = False, liveness_variables: str = "peak"
+    ) -> Profile:
         report = self.report
         compilation = report.compilation
         tables: dict[str, pd.DataFrame] = {}
@@ -250,8 +276,9 @@ class _Builder:
             tables["tiles"], tables["tile_memory"] = self.tiles(compilation, row)
             tables["programs"] = self.programs(compilation, code_bytes)
             tables["variables"] = self.variables(compilation)
-            tables["liveness"], tables["liveness_variables"] = self.liveness(compilation, liveness_top,
-                                                                             liveness_variables)
+            tables["liveness"], tables["liveness_variables"] = self.liveness(
+                compilation, liveness_top, liveness_variables
+            )
             steps_tables = self.execution(execution, row, tile_cycles) if execution is not None else None
         except BaseException:
             self.stop_workers(terminate=True)  # do not leave a worker reading after an error or Ctrl-C
@@ -267,8 +294,14 @@ class _Builder:
             if hasattr(self.pva, "OperationAnalysis"):
                 tables["operations"] = self.operations(report)
             else:
-                self.notes.append("reading operations needs SDK 3.0 or later (this pva has no OperationAnalysis)")
-        name = self.path.parent.name if self.path.name == "profile.pop" and self.path.parent.name else self.path.stem
+                self.notes.append(
+                    "reading operations needs SDK 3.0 or later (this pva has no OperationAnalysis)"
+                )
+        name = (
+            self.path.parent.name
+            if self.path.name == "profile.pop" and self.path.parent.name
+            else self.path.stem
+        )
         profile = Profile(name or "profile", tables, source=str(self.path))
         profile.update_metadata(self.metadata(report, compilation))
         return profile
@@ -289,11 +322,15 @@ class _Builder:
         if len(steps):
             return execution
         if not total:
-            self.notes.append("no execution profile (execution.totalCycles.total is 0 and there are no steps): "
-                              "execution profiling was off")
+            self.notes.append(
+                "no execution profile (execution.totalCycles.total is 0 and there are no steps): "
+                "execution profiling was off"
+            )
         else:
-            self.notes.append(f"execution.totalCycles.total is {total} but there are no execution steps: "
-                              "no runs / steps tables")
+            self.notes.append(
+                f"execution.totalCycles.total is {total} but there are no execution steps: "
+                "no runs / steps tables"
+            )
         return None
 
     # -- target ---------------------------------------------------------------------------------
@@ -308,7 +345,9 @@ class _Builder:
         if tiles_per_ipu is None and num_tiles is not None and num_ipus:
             tiles_per_ipu = int(num_tiles) // int(num_ipus)
         if num_tiles is None or tiles_per_ipu is None:
-            raise InputError(self.path, "pva gives no tile count for the target", "the profile may be corrupt")
+            raise InputError(
+                self.path, "pva gives no tile count for the target", "the profile may be corrupt"
+            )
         bytes_per_tile = get(t, "bytesPerTile", "compilation.target.bytesPerTile")
         clock = get(t, "clockFrequency", "compilation.target.clockFrequency")
         arch = get(t, "architecture", "compilation.target.architecture")
@@ -316,17 +355,29 @@ class _Builder:
         if arch is not None:
             arch = _architecture(arch)
         else:  # the same inference as the text summary and SDK 1.x readers (reference facts, section 6)
-            arch = infer_arch(int(tiles_per_ipu), None if bytes_per_tile is None else int(bytes_per_tile),
-                              None if clock is None else float(clock))
+            arch = infer_arch(
+                int(tiles_per_ipu),
+                None if bytes_per_tile is None else int(bytes_per_tile),
+                None if clock is None else float(clock),
+            )
         ttype = get(t, "type", "compilation.target.type")
-        return pd.DataFrame([{
-            "source_format": FORMAT, "ipu_arch": arch, "target_type": None if ttype is None else _type_name(ttype),
-            "num_ipus": num_ipus, "tiles_per_ipu": tiles_per_ipu, "num_tiles": num_tiles,
-            "bytes_per_tile": bytes_per_tile, "clock_hz": np.nan if clock is None else float(clock),
-            "num_replicas": get(t, "numReplicas", "compilation.target.numReplicas"),
-            "ipus_per_replica": get(t, "ipusPerReplica", "compilation.target.ipusPerReplica"),
-            "poplar_version": self.attr(self.report, "poplarVersion.string", "poplarVersion.string"),
-        }])
+        return pd.DataFrame(
+            [
+                {
+                    "source_format": FORMAT,
+                    "ipu_arch": arch,
+                    "target_type": None if ttype is None else _type_name(ttype),
+                    "num_ipus": num_ipus,
+                    "tiles_per_ipu": tiles_per_ipu,
+                    "num_tiles": num_tiles,
+                    "bytes_per_tile": bytes_per_tile,
+                    "clock_hz": np.nan if clock is None else float(clock),
+                    "num_replicas": get(t, "numReplicas", "compilation.target.numReplicas"),
+                    "ipus_per_replica": get(t, "ipusPerReplica", "compilation.target.ipusPerReplica"),
+                    "poplar_version": self.attr(self.report, "poplarVersion.string", "poplarVersion.string"),
+                }
+            ]
+        )
 
     # -- tiles ----------------------------------------------------------------------------------
     def tiles(self, compilation: Any, target: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -339,8 +390,9 @@ class _Builder:
         if n:
             first = tiles[0].memory
             has_over = self._has(first, "overflowed", "tile.memory.overflowed")
-            has_live = (self._has(first, "alwaysLiveBytes", "tile.memory.alwaysLiveBytes")
-                        and self._has(first, "notAlwaysLiveBytes", "tile.memory.notAlwaysLiveBytes"))
+            has_live = self._has(first, "alwaysLiveBytes", "tile.memory.alwaysLiveBytes") and self._has(
+                first, "notAlwaysLiveBytes", "tile.memory.notAlwaysLiveBytes"
+            )
             category_obj = getattr(first, "category", None)
             if category_obj is None:
                 self.note_missing("tile.memory.category")
@@ -351,8 +403,14 @@ class _Builder:
                 for t, tile in enumerate(tiles):
                     memory = tile.memory
                     total = memory.total
-                    row = [total.includingGaps, total.excludingGaps, _MISSING_INT, _MISSING_INT,
-                           _MISSING_INT, _MISSING_INT]
+                    row = [
+                        total.includingGaps,
+                        total.excludingGaps,
+                        _MISSING_INT,
+                        _MISSING_INT,
+                        _MISSING_INT,
+                        _MISSING_INT,
+                    ]
                     if has_over:
                         row[2] = memory.overflowed.excludingGaps
                     if has_live:
@@ -366,19 +424,27 @@ class _Builder:
                         advance(_CHUNK)
         tile = np.arange(n, dtype=np.int32)
         cap = target["bytes_per_tile"]
-        frame = pd.DataFrame({
-            "tile": tile, "ipu": (tile // per_ipu).astype(np.int16), "tile_in_ipu": tile % per_ipu,
-            "bytes_incl_gaps": _nullable(values[:, 0]), "bytes_excl_gaps": _nullable(values[:, 1]),
-            "overflowed_bytes": _nullable(values[:, 2]), "always_live_bytes": _nullable(values[:, 3]),
-            "not_always_live_bytes": _nullable(values[:, 4]),
-            "capacity_bytes": pd.array([None if pd.isna(cap) else int(cap)] * n, dtype="Int64"),
-        })
+        frame = pd.DataFrame(
+            {
+                "tile": tile,
+                "ipu": (tile // per_ipu).astype(np.int16),
+                "tile_in_ipu": tile % per_ipu,
+                "bytes_incl_gaps": _nullable(values[:, 0]),
+                "bytes_excl_gaps": _nullable(values[:, 1]),
+                "overflowed_bytes": _nullable(values[:, 2]),
+                "always_live_bytes": _nullable(values[:, 3]),
+                "not_always_live_bytes": _nullable(values[:, 4]),
+                "capacity_bytes": pd.array([None if pd.isna(cap) else int(cap)] * n, dtype="Int64"),
+            }
+        )
         rows, cols = np.nonzero(by_category)
-        tile_memory = pd.DataFrame({
-            "tile": rows.astype(np.int32),
-            "category": pd.Categorical.from_codes(cols, categories=pd.Index(categories, dtype="str")),
-            "bytes": by_category[rows, cols],
-        })
+        tile_memory = pd.DataFrame(
+            {
+                "tile": rows.astype(np.int32),
+                "category": pd.Categorical.from_codes(cols, categories=pd.Index(categories, dtype="str")),
+                "bytes": by_category[rows, cols],
+            }
+        )
         return frame, tile_memory
 
     def _has(self, obj: Any, name: str, label: str) -> bool:
@@ -405,11 +471,15 @@ class _Builder:
             if has_code:
                 code[i] = int(np.asarray(program.codeBytesByTile, dtype=np.int64).sum())
         type_series = pd.Series(types, dtype="str")
-        return pd.DataFrame({
-            "program_id": np.arange(n, dtype=np.int32), "name": pd.Series(names, dtype="str"),
-            "type": type_series.astype("category"), "category": category_of_program_type(type_series),
-            "code_bytes": _nullable(code),
-        })
+        return pd.DataFrame(
+            {
+                "program_id": np.arange(n, dtype=np.int32),
+                "name": pd.Series(names, dtype="str"),
+                "type": type_series.astype("category"),
+                "category": category_of_program_type(type_series),
+                "code_bytes": _nullable(code),
+            }
+        )
 
     def variables(self, compilation: Any) -> pd.DataFrame:
         variables = self.attr(compilation, "alwaysLiveVariables", "compilation.alwaysLiveVariables", [])
@@ -419,13 +489,17 @@ class _Builder:
         for i, variable in enumerate(variables):
             names[i] = str(variable.name)
             sizes[i] = variable.size
-        return pd.DataFrame({"name": pd.Series(names, dtype="str"), "bytes": sizes,
-                             "always_live": np.ones(n, dtype=bool),
-                             "tile": pd.array([None] * n, dtype="Int32")})
+        return pd.DataFrame(
+            {
+                "name": pd.Series(names, dtype="str"),
+                "bytes": sizes,
+                "always_live": np.ones(n, dtype=bool),
+                "tile": pd.array([None] * n, dtype="Int32"),
+            }
+        )
 
     # -- liveness -------------------------------------------------------------------------------
-    def liveness(self, compilation: Any, top: int,
-                 which: str = "peak") -> tuple[pd.DataFrame, pd.DataFrame]:
+    def liveness(self, compilation: Any, top: int, which: str = "peak") -> tuple[pd.DataFrame, pd.DataFrame]:
         """Per-step not-always-live bytes (per replica, as pva gives them) and the ``top`` largest
         variables of the peak step (``which="peak"``), of every step (``"all"``) or of none."""
         steps = self.attr(compilation, "livenessProgramSteps", "compilation.livenessProgramSteps", [])
@@ -458,19 +532,29 @@ class _Builder:
                 if i % _CHUNK == _CHUNK - 1:
                     advance(_CHUNK)
         if (live_bytes < _MISSING_INT).any():
-            raise InputError(self.path, "pva gives negative not-always-live bytes for a liveness step",
-                             "the profile is corrupt")
+            raise InputError(
+                self.path,
+                "pva gives negative not-always-live bytes for a liveness step",
+                "the profile is corrupt",
+            )
         if top and which == "peak" and (live_bytes >= 0).any():
             peak = int(np.argmax(live_bytes))  # the first step holding the largest value
             keep(peak, steps[peak].notAlwaysLiveMemory)
-        liveness = pd.DataFrame({
-            "step": np.arange(n, dtype=np.int32), "program": pd.Series(names, dtype="str"),
-            "program_type": pd.Series(types, dtype="str").astype("category"),
-            "not_always_live_bytes": _nullable(live_bytes),
-        })
-        variables = pd.DataFrame({"step": np.asarray(var_step, dtype=np.int32),
-                                  "name": pd.Series(var_name, dtype="str"),
-                                  "bytes": np.asarray(var_size, dtype=np.int64)})
+        liveness = pd.DataFrame(
+            {
+                "step": np.arange(n, dtype=np.int32),
+                "program": pd.Series(names, dtype="str"),
+                "program_type": pd.Series(types, dtype="str").astype("category"),
+                "not_always_live_bytes": _nullable(live_bytes),
+            }
+        )
+        variables = pd.DataFrame(
+            {
+                "step": np.asarray(var_step, dtype=np.int32),
+                "name": pd.Series(var_name, dtype="str"),
+                "bytes": np.asarray(var_size, dtype=np.int64),
+            }
+        )
         return liveness, variables
 
     # -- execution ------------------------------------------------------------------------------
@@ -481,21 +565,30 @@ class _Builder:
         if n == 0:
             return
         if tile_cycles and n * int(target["num_tiles"]) > MAX_TILE_CYCLE_VALUES:
-            raise UsageError(f"{self.path}: per-tile cycles would be {n:,} steps x {int(target['num_tiles']):,} "
-                             f"tiles ({n * int(target['num_tiles']):,} values); read without tile_cycles")
+            raise UsageError(
+                f"{self.path}: per-tile cycles would be {n:,} steps x {int(target['num_tiles']):,} "
+                f"tiles ({n * int(target['num_tiles']):,} values); read without tile_cycles"
+            )
         first_ipus = steps[0].ipus
         probe = first_ipus[0]
-        self.spec = (len(first_ipus), self._has(probe, "activeCycles", "step.ipus.activeCycles"),
-                     self._has(probe, "tileBalance", "step.ipus.tileBalance"))
+        self.spec = (
+            len(first_ipus),
+            self._has(probe, "activeCycles", "step.ipus.activeCycles"),
+            self._has(probe, "tileBalance", "step.ipus.tileBalance"),
+        )
         self.ranges = _split(n, self._worker_count(n))
         if len(self.ranges) > 1:
             try:
                 from concurrent.futures import ProcessPoolExecutor
                 from multiprocessing import get_context
 
-                self.pool = ProcessPoolExecutor(max_workers=len(self.ranges) - 1, mp_context=get_context("spawn"))
-                self.futures = [self.pool.submit(_steps_worker, str(self.path), lo, hi, self.spec)
-                                for lo, hi in self.ranges[1:]]
+                self.pool = ProcessPoolExecutor(
+                    max_workers=len(self.ranges) - 1, mp_context=get_context("spawn")
+                )
+                self.futures = [
+                    self.pool.submit(_steps_worker, str(self.path), lo, hi, self.spec)
+                    for lo, hi in self.ranges[1:]
+                ]
             except Exception as exc:  # no processes available: read everything here
                 self.notes.append(f"parallel step reading unavailable ({type(exc).__name__}); read serially")
                 self.pool, self.futures, self.ranges = None, [], [(0, n)]
@@ -512,8 +605,9 @@ class _Builder:
                     process.terminate()
         self.pool = None
 
-    def execution(self, execution: Any, target: pd.Series,
-                  tile_cycles: bool) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
+    def execution(
+        self, execution: Any, target: pd.Series, tile_cycles: bool
+    ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
         steps = execution.steps
         n = self.num_steps
         if n == 0:
@@ -534,20 +628,31 @@ class _Builder:
         step_code = np.repeat(program_code, k)
         type_codes = code_type[step_code]
         type_categories = pd.Index(unique_types, dtype="str")
-        category_of_type = category_of_program_type(pd.Series(unique_types, dtype="str")).astype("str").tolist()
+        category_of_type = (
+            category_of_program_type(pd.Series(unique_types, dtype="str")).astype("str").tolist()
+        )
         unique_categories = list(dict.fromkeys(category_of_type))
         category_code = np.array([unique_categories.index(c) for c in category_of_type], dtype=np.int32)
-        frame = pd.DataFrame({
-            "run": np.repeat(run_of_step, k), "step": np.repeat(np.arange(n, dtype=np.int32), k),
-            "ipu": np.tile(np.arange(k, dtype=np.int16), n),
-            "program": pd.Categorical.from_codes(code_name[step_code], categories=pd.Index(unique_names, dtype="str")),
-            "program_type": pd.Categorical.from_codes(type_codes, categories=type_categories),
-            "category": pd.Categorical.from_codes(category_code[type_codes],
-                                                  categories=pd.Index(unique_categories, dtype="str")),
-            "cycles": _nullable(ints[:, 0]), "active_from_cycles": _nullable(ints[:, 1]),
-            "active_to_cycles": _nullable(ints[:, 2]), "tile_balance": balance,
-            "data_in_bytes": _nullable(ints[:, 3]), "data_out_bytes": _nullable(ints[:, 4]),
-        })
+        frame = pd.DataFrame(
+            {
+                "run": np.repeat(run_of_step, k),
+                "step": np.repeat(np.arange(n, dtype=np.int32), k),
+                "ipu": np.tile(np.arange(k, dtype=np.int16), n),
+                "program": pd.Categorical.from_codes(
+                    code_name[step_code], categories=pd.Index(unique_names, dtype="str")
+                ),
+                "program_type": pd.Categorical.from_codes(type_codes, categories=type_categories),
+                "category": pd.Categorical.from_codes(
+                    category_code[type_codes], categories=pd.Index(unique_categories, dtype="str")
+                ),
+                "cycles": _nullable(ints[:, 0]),
+                "active_from_cycles": _nullable(ints[:, 1]),
+                "active_to_cycles": _nullable(ints[:, 2]),
+                "tile_balance": balance,
+                "data_in_bytes": _nullable(ints[:, 3]),
+                "data_out_bytes": _nullable(ints[:, 4]),
+            }
+        )
         tile_frame = self.tile_cycles(steps, n, target) if tile_cycles else None
         return runs, frame, tile_frame
 
@@ -580,8 +685,9 @@ class _Builder:
             return 1
         return _idle_workers()
 
-    def step_range(self, steps: Any, lo: int, hi: int, spec: tuple[int, bool, bool],
-                   advance: Callable[[int], None]) -> _StepPart:
+    def step_range(
+        self, steps: Any, lo: int, hi: int, spec: tuple[int, bool, bool], advance: Callable[[int], None]
+    ) -> _StepPart:
         """Read steps ``lo`` to ``hi`` (the hot loop: locals bound, each attribute touched once)."""
         k, has_active, has_balance = spec
         m = hi - lo
@@ -622,17 +728,17 @@ class _Builder:
                 fbuf += [u.tileBalance for u in ipus] if has_balance else no_balance
             except AttributeError:
                 del ibuf[mark:]
-                del fbuf[mark // 5:]
+                del fbuf[mark // 5 :]
                 slow(ipus, ibuf, fbuf)
             if len(ibuf) >= flush_at:
-                ints[ipos:ipos + len(ibuf)] = ibuf
-                balance[fpos:fpos + len(fbuf)] = fbuf
+                ints[ipos : ipos + len(ibuf)] = ibuf
+                balance[fpos : fpos + len(fbuf)] = fbuf
                 ipos += len(ibuf)
                 fpos += len(fbuf)
                 ibuf, fbuf = [], []
                 advance(_CHUNK)
-        ints[ipos:ipos + len(ibuf)] = ibuf
-        balance[fpos:fpos + len(fbuf)] = fbuf
+        ints[ipos : ipos + len(ibuf)] = ibuf
+        balance[fpos : fpos + len(fbuf)] = fbuf
         keys = [(str(name), _type_name(raw)) for name, raw in codes]
         return ints, balance, np.asarray(step_codes, dtype=np.int32), keys, list(self.missing)
 
@@ -640,16 +746,19 @@ class _Builder:
         """Per-attribute fallback for a step whose IPU objects lack an attribute the first step had."""
         get = self.attr
         for u in ipus:
-            ibuf += (get(u, "cycles", "step.ipus.cycles", _MISSING_INT),
-                     get(u, "activeCycles.cyclesFrom.max", "step.ipus.activeCycles", _MISSING_INT),
-                     get(u, "activeCycles.cyclesTo.max", "step.ipus.activeCycles", _MISSING_INT),
-                     get(u, "dataIn", "step.ipus.dataIn", _MISSING_INT),
-                     get(u, "dataOut", "step.ipus.dataOut", _MISSING_INT))
+            ibuf += (
+                get(u, "cycles", "step.ipus.cycles", _MISSING_INT),
+                get(u, "activeCycles.cyclesFrom.max", "step.ipus.activeCycles", _MISSING_INT),
+                get(u, "activeCycles.cyclesTo.max", "step.ipus.activeCycles", _MISSING_INT),
+                get(u, "dataIn", "step.ipus.dataIn", _MISSING_INT),
+                get(u, "dataOut", "step.ipus.dataOut", _MISSING_INT),
+            )
             value = get(u, "tileBalance", "step.ipus.tileBalance", None)
             fbuf.append(np.nan if value is None else value)
 
-    def runs(self, execution: Any, num_steps: int,
-             program_at: Callable[[int], object]) -> tuple[pd.DataFrame, np.ndarray]:
+    def runs(
+        self, execution: Any, num_steps: int, program_at: Callable[[int], object]
+    ) -> tuple[pd.DataFrame, np.ndarray]:
         """The runs table and each step's run.
 
         ``execution.steps`` holds the steps of every run in order, so run ``r`` owns the
@@ -670,8 +779,9 @@ class _Builder:
             counts[i] = len(run_steps)
             if counts[i] and offset + counts[i] <= num_steps:
                 first, last = offset, offset + int(counts[i]) - 1
-                if (str(run_steps[0].program.name) != program_at(first)
-                        or str(run_steps[len(run_steps) - 1].program.name) != program_at(last)):
+                if str(run_steps[0].program.name) != program_at(first) or str(
+                    run_steps[len(run_steps) - 1].program.name
+                ) != program_at(last):
                     mismatched += 1
             offset += int(counts[i])
             us = self.attr(run, "microseconds", "run.microseconds")
@@ -679,18 +789,28 @@ class _Builder:
                 start[i] = self.attr(us, "start", "run.microseconds.start", np.nan)
                 end[i] = self.attr(us, "end", "run.microseconds.end", np.nan)
         if mismatched:
-            self.notes.append(f"{mismatched} run(s) do not start/end where their step counts put them in "
-                              "execution.steps; run indices may be off")
+            self.notes.append(
+                f"{mismatched} run(s) do not start/end where their step counts put them in "
+                "execution.steps; run indices may be off"
+            )
         if r and counts.sum() == num_steps:
             run_of_step = np.repeat(np.arange(r, dtype=np.int32), counts)
         else:
-            self.notes.append(f"runs hold {int(counts.sum())} steps but execution.steps has {num_steps}; "
-                              "steps are all assigned to run 0")
+            self.notes.append(
+                f"runs hold {int(counts.sum())} steps but execution.steps has {num_steps}; "
+                "steps are all assigned to run 0"
+            )
             run_of_step = np.zeros(num_steps, dtype=np.int32)
             if not r:
                 names, start, end = ["run 0"], np.array([np.nan]), np.array([np.nan])
-        frame = pd.DataFrame({"run": np.arange(len(names), dtype=np.int32), "name": pd.Series(names, dtype="str"),
-                              "start_us": start, "end_us": end})
+        frame = pd.DataFrame(
+            {
+                "run": np.arange(len(names), dtype=np.int32),
+                "name": pd.Series(names, dtype="str"),
+                "start_us": start,
+                "end_us": end,
+            }
+        )
         return frame, run_of_step
 
     def tile_cycles(self, steps: Any, n: int, target: pd.Series) -> pd.DataFrame | None:
@@ -705,8 +825,13 @@ class _Builder:
                 cycles[i] = np.asarray(step.cyclesByTile, dtype=np.int64)
                 if i % _CHUNK == _CHUNK - 1:
                     advance(_CHUNK)
-        return pd.DataFrame({"step": np.repeat(np.arange(n, dtype=np.int32), num_tiles),
-                             "tile": np.tile(np.arange(num_tiles, dtype=np.int32), n), "cycles": cycles.ravel()})
+        return pd.DataFrame(
+            {
+                "step": np.repeat(np.arange(n, dtype=np.int32), num_tiles),
+                "tile": np.tile(np.arange(num_tiles, dtype=np.int32), n),
+                "cycles": cycles.ravel(),
+            }
+        )
 
     # -- operations (debug information) ---------------------------------------------------------
     def operations(self, report: Any) -> pd.DataFrame:
@@ -742,20 +867,28 @@ class _Builder:
             ints[i, 1] = _MISSING_INT if first is None else first
             ints[i, 2] = _MISSING_INT if last is None else last
             ints[i, 3] = _variables_bytes(get(op, "vars", "operation.vars"))
-        return pd.DataFrame({
-            "name": pd.Series(names, dtype="str"), "layer": pd.Series(layers, dtype="str").astype("category"),
-            "file": pd.Series(files, dtype="str"), "line": _nullable(ints[:, 0], "Int32"),
-            "first_step": _nullable(ints[:, 1], "Int32"), "last_step": _nullable(ints[:, 2], "Int32"),
-            "bytes": _nullable(ints[:, 3]),
-        })
+        return pd.DataFrame(
+            {
+                "name": pd.Series(names, dtype="str"),
+                "layer": pd.Series(layers, dtype="str").astype("category"),
+                "file": pd.Series(files, dtype="str"),
+                "line": _nullable(ints[:, 0], "Int32"),
+                "first_step": _nullable(ints[:, 1], "Int32"),
+                "last_step": _nullable(ints[:, 2], "Int32"),
+                "bytes": _nullable(ints[:, 3]),
+            }
+        )
 
     def framework_context(self, op: Any) -> Any:
         """The debug context an operation is attributed to (see :meth:`operations`)."""
         replaced = getattr(op, "replacedDebugContext", None)
         if replaced is None:
             self.note_missing("operation.replacedDebugContext")
-        start = replaced[0] if replaced is not None and len(replaced) else self.attr(
-            op, "debugContext", "operation.debugContext")
+        start = (
+            replaced[0]
+            if replaced is not None and len(replaced)
+            else self.attr(op, "debugContext", "operation.debugContext")
+        )
         context, seen = start, 0
         while context is not None and seen < 64:  # parents chains are short; guard against cycles
             if _layer(getattr(context, "layer", None)) in FRAMEWORK_LAYERS:
@@ -785,7 +918,10 @@ class _Builder:
                 meta["pop.format_unstable"] = str(bool(unstable)).lower()
         graph = self.attr(compilation, "graph", "compilation.graph")
         if graph is not None:
-            for key, name in (("numVertices", "graph.num_vertices"), ("numComputeSets", "graph.num_compute_sets")):
+            for key, name in (
+                ("numVertices", "graph.num_vertices"),
+                ("numComputeSets", "graph.num_compute_sets"),
+            ):
                 value = self.attr(graph, key, f"compilation.graph.{key}")
                 if value is not None:
                     meta[name] = str(value)
@@ -851,8 +987,9 @@ def _steps_worker(path: str, lo: int, hi: int, spec: tuple[int, bool, bool]) -> 
     return builder.step_range(report.execution.steps, lo, hi, spec, lambda n=1: None)
 
 
-def _merge_parts(parts: list[_StepPart], missing: list[str]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str]]]:
+def _merge_parts(
+    parts: list[_StepPart], missing: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """Concatenate step ranges, renumbering each range's program codes into one table."""
     keys: dict[tuple[str, str], int] = {}
     codes = []
@@ -864,8 +1001,12 @@ def _merge_parts(parts: list[_StepPart], missing: list[str]
                 missing.append(label)
     if len(parts) == 1:
         return parts[0][0], parts[0][1], codes[0], list(keys)
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate(codes), list(keys))
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate(codes),
+        list(keys),
+    )
 
 
 def _memory_categories(category: Any) -> list[str]:
@@ -896,8 +1037,9 @@ def _variables_bytes(variables: Any) -> int:
     return total
 
 
-def _check_target(path: Path, num_ipus: Any, tiles_per_ipu: Any, num_tiles: Any, bytes_per_tile: Any,
-                  clock: Any) -> None:
+def _check_target(
+    path: Path, num_ipus: Any, tiles_per_ipu: Any, num_tiles: Any, bytes_per_tile: Any, clock: Any
+) -> None:
     """Refuse (one line) a target whose figures are outside physical ranges."""
     problems = []
     if not 1 <= int(tiles_per_ipu) <= MAX_TILES_PER_IPU:
@@ -909,8 +1051,11 @@ def _check_target(path: Path, num_ipus: Any, tiles_per_ipu: Any, num_tiles: Any,
     if clock is not None and not CLOCK_RANGE_HZ[0] <= float(clock) <= CLOCK_RANGE_HZ[1]:
         problems.append(f"a clock of {clock} Hz (pva gives Hz, e.g. 1330000000.0)")
     if problems:
-        raise InputError(path, "the profile's target is outside physical ranges: " + "; ".join(problems),
-                         "the profile is corrupt or not from an IPU")
+        raise InputError(
+            path,
+            "the profile's target is outside physical ranges: " + "; ".join(problems),
+            "the profile is corrupt or not from an IPU",
+        )
 
 
 def _check_steps(path: Path, steps: pd.DataFrame) -> None:
@@ -918,13 +1063,17 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
     tile balance outside 0..1)."""
     balance = steps["tile_balance"].to_numpy(dtype=np.float64)
     bad_balance = int(((balance < 0) | (balance > 1)).sum())
-    negative = sum(int((steps[c] < 0).sum()) for c in ("cycles", "active_from_cycles", "active_to_cycles",
-                                                       "data_in_bytes", "data_out_bytes"))
+    negative = sum(
+        int((steps[c] < 0).sum())
+        for c in ("cycles", "active_from_cycles", "active_to_cycles", "data_in_bytes", "data_out_bytes")
+    )
     if bad_balance or negative:
         parts = ([f"{bad_balance} tile balance(s) outside 0..1"] if bad_balance else []) + (
-            [f"{negative} negative cycle or byte count(s)"] if negative else [])
-        raise InputError(path, "execution figures outside physical ranges: " + "; ".join(parts),
-                         "the profile is corrupt")
+            [f"{negative} negative cycle or byte count(s)"] if negative else []
+        )
+        raise InputError(
+            path, "execution figures outside physical ranges: " + "; ".join(parts), "the profile is corrupt"
+        )
 
 
 def _layer(value: object) -> str | None:

@@ -46,43 +46,63 @@ def sniff(path: Path, head: bytes) -> bool:
     return path.is_file() and path.name.lower().endswith(".pvti")
 
 
-def read(path: Path, *, device_map: Mapping[str, str | None] | str | None = None, **_options: object) -> Profile:
+def read(
+    path: Path, *, device_map: Mapping[str, str | None] | str | None = None, **_options: object
+) -> Profile:
     """Read a .pvti trace through ``pva.openTrace`` into a Profile (events, threads, target, metadata)."""
     with open(path, "rb") as handle:
         head = handle.read(4096)
     if _is_xml(head):
-        raise InputError(path, "is a ParaView image (.pvti XML), not a PopVision System Analyser trace",
-                         "System Analyser traces come from PVTI_OPTIONS='{\"enable\":\"true\"}'")
+        raise InputError(
+            path,
+            "is a ParaView image (.pvti XML), not a PopVision System Analyser trace",
+            'System Analyser traces come from PVTI_OPTIONS=\'{"enable":"true"}\'',
+        )
     try:
         import pva
     except (ImportError, RuntimeError):  # RuntimeError: the SDK is there but not usable
         raise SdkMissingError(path) from None
     if not hasattr(pva, "openTrace"):
-        raise InputError(path, "reading .pvti traces needs SDK 3.0 or later (this pva has no openTrace)",
-                         "enable a Poplar SDK 3.x, or open the trace in the PopVision System Analyser")
+        raise InputError(
+            path,
+            "reading .pvti traces needs SDK 3.0 or later (this pva has no openTrace)",
+            "enable a Poplar SDK 3.x, or open the trace in the PopVision System Analyser",
+        )
     try:
         trace = pva.openTrace(str(path))
     except Exception as exc:  # pva raises its own error types
-        raise InputError(path, f"pva cannot open this trace ({type(exc).__name__}: {exc})",
-                         "check that it is a complete .pvti written by the same SDK version") from None
+        raise InputError(
+            path,
+            f"pva cannot open this trace ({type(exc).__name__}: {exc})",
+            "check that it is a complete .pvti written by the same SDK version",
+        ) from None
     walk = _walk(trace)
     if not walk.label:
         raise InputError(path, "the trace holds no events")
     names = _Labels()
     channels = _Labels()
     name_codes = np.fromiter((names.code(x) for x in walk.label), dtype=np.int32, count=len(walk.label))
-    channel_codes = np.fromiter((channels.code(x) for x in walk.channel), dtype=np.int32,
-                                count=len(walk.channel))
+    channel_codes = np.fromiter(
+        (channels.code(x) for x in walk.channel), dtype=np.int32, count=len(walk.channel)
+    )
     tid, wrapped = np.asarray(walk.tid, dtype=np.int64), walk.tid_wrapped
     dur = np.asarray(walk.dur, dtype=np.float64)
     whole = np.rint(dur)  # pva gives durations in whole microseconds
     fractional = int((np.isfinite(dur) & (whole != dur)).sum())
     events, _ = frame.build_events(
-        pid=np.asarray(walk.pid, dtype=np.int64), tid=tid,
-        start=np.asarray(walk.start, dtype=np.float64), dur=whole,
-        name_codes=name_codes, names=names.labels, channel_codes=channel_codes, channels=channels.labels,
-        source_format=FORMAT, device_map=device_map,
-        parent=np.asarray(walk.parent, dtype=np.int64), depth=np.asarray(walk.depth, dtype=np.int64))
+        pid=np.asarray(walk.pid, dtype=np.int64),
+        tid=tid,
+        start=np.asarray(walk.start, dtype=np.float64),
+        dur=whole,
+        name_codes=name_codes,
+        names=names.labels,
+        channel_codes=channel_codes,
+        channels=channels.labels,
+        source_format=FORMAT,
+        device_map=device_map,
+        parent=np.asarray(walk.parent, dtype=np.int64),
+        depth=np.asarray(walk.depth, dtype=np.int64),
+    )
     threads = frame.build_threads(events, {}, {}, extra=walk.threads)
     metadata: dict[str, object] = dict(source_metadata(FORMAT, [path]))
     missing = [attr for attr in PROBED_ATTRIBUTES if walk.missing[attr]]
@@ -94,7 +114,8 @@ def read(path: Path, *, device_map: Mapping[str, str | None] | str | None = None
         metadata["pvti.note"] = (
             f"{walk.missing['timestamp']} event(s) carry no timestamp attribute: their start_us is laid out from "
             "durations and nesting (each thread from 0, children from their parent's start, siblings back to "
-            "back), so gaps between them are unknown; durations, nesting and totals are as recorded")
+            "back), so gaps between them are unknown; durations, nesting and totals are as recorded"
+        )
         metadata["pvti.start_synthesised"] = walk.missing["timestamp"]
     if fractional:
         metadata["pvti.non_integer_durations"] = fractional
@@ -102,8 +123,12 @@ def read(path: Path, *, device_map: Mapping[str, str | None] | str | None = None
         metadata["pvti.tid_wrapped"] = wrapped
     if walk.bad_duration:
         metadata["warnings.bad_duration"] = walk.bad_duration
-    return Profile(path.stem, {"target": {"source_format": [FORMAT]}, "events": events, "threads": threads},
-                   source=str(path), metadata=metadata)
+    return Profile(
+        path.stem,
+        {"target": {"source_format": [FORMAT]}, "events": events, "threads": threads},
+        source=str(path),
+        metadata=metadata,
+    )
 
 
 class _Labels:

@@ -107,8 +107,9 @@ def concat_tables(frames: list[pd.DataFrame], id_columns: Sequence[str] = ()) ->
         if isinstance(parts[0].dtype, pd.CategoricalDtype):
             columns[name] = _union(parts)
         elif name in id_columns:
-            columns[name] = pd.concat([p + int(o) for p, o in zip(parts, offsets, strict=True)],
-                                      ignore_index=True)
+            columns[name] = pd.concat(
+                [p + int(o) for p, o in zip(parts, offsets, strict=True)], ignore_index=True
+            )
         else:
             columns[name] = pd.concat(parts, ignore_index=True)
     return pd.DataFrame(columns)
@@ -159,12 +160,18 @@ def read(path: Path, **options: object) -> Profile:
         notes.append(f"ranks {duplicates} appear in more than one file")
     if notes:
         metadata["trace.rank_notes"] = json.dumps(notes)
-    return Profile(path.name or "ranks",
-                   {"target": {"source_format": [FORMAT]}, "events": events,
-                    "threads": threads if len(threads.columns) else None,
-                    "counters": counters if len(counters.columns) else None,
-                    "flows": flows if len(flows.columns) else None},
-                   source=str(path), metadata=metadata)
+    return Profile(
+        path.name or "ranks",
+        {
+            "target": {"source_format": [FORMAT]},
+            "events": events,
+            "threads": threads if len(threads.columns) else None,
+            "counters": counters if len(counters.columns) else None,
+            "flows": flows if len(flows.columns) else None,
+        },
+        source=str(path),
+        metadata=metadata,
+    )
 
 
 def _set_rank(profile: Profile, rank: int) -> None:

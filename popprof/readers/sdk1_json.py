@@ -40,13 +40,25 @@ STREAM_THRESHOLD_BYTES = 64 << 20
 GZIP_EXPANSION = 8
 WRAPPED_KEYS = ("graphProfile", "executionProfile")
 #: (top-level key, second-level key) pairs that mark a bare graph or execution half.
-GRAPH_MARKS = frozenset({("memory", "byTile"), ("memory", "byCategory"), ("memory", "liveness"),
-                         ("graph", "numVertices"), ("graph", "numComputeSets"), ("computeSets", "names"),
-                         ("vertexTypes", "names")})
+GRAPH_MARKS = frozenset(
+    {
+        ("memory", "byTile"),
+        ("memory", "byCategory"),
+        ("memory", "liveness"),
+        ("graph", "numVertices"),
+        ("graph", "numComputeSets"),
+        ("computeSets", "names"),
+        ("vertexTypes", "names"),
+    }
+)
 EXECUTION_MARKS = frozenset({("simulation", "steps"), ("simulation", "cycles")})
 REGIONS = {"nonInterleaved": "Non-interleaved", "interleaved": "Interleaved", "overflowed": "Overflowed"}
-GRAPH_COUNTS = {"numvertices": "graph.num_vertices", "numedges": "graph.num_edges",
-                "numvariables": "graph.num_variables", "numcomputesets": "graph.num_compute_sets"}
+GRAPH_COUNTS = {
+    "numvertices": "graph.num_vertices",
+    "numedges": "graph.num_edges",
+    "numvariables": "graph.num_variables",
+    "numcomputesets": "graph.num_compute_sets",
+}
 #: target column -> accepted key spellings (compared case-insensitively; pva spelling first).
 TARGET_KEYS: dict[str, tuple[str, ...]] = {
     "num_ipus": ("numIPUs", "numIpus"),
@@ -133,6 +145,7 @@ def sniff(path: Path, head: bytes) -> bool:
 
 # -- loading -----------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Halves:
     graph: dict | None = None
@@ -148,8 +161,11 @@ def _malformed(path: Path, exc: Exception) -> InputError:
 
 
 def _not_a_profile(path: Path, what: str) -> InputError:
-    return InputError(path, f"not an SDK 1.x profile ({what})",
-                      "expected JSON with graphProfile / executionProfile (poplar::serializeToJSON output)")
+    return InputError(
+        path,
+        f"not an SDK 1.x profile ({what})",
+        "expected JSON with graphProfile / executionProfile (poplar::serializeToJSON output)",
+    )
 
 
 def _parse_whole(path: Path, data: bytes) -> object:
@@ -184,9 +200,14 @@ def _stream(path: Path) -> tuple[dict | None, dict | None, dict, str]:
     with open_json(path) as handle:
         layout = _layout_of_head(handle.read(1 << 16))
     if layout is None:
-        raise _not_a_profile(path, "no graphProfile, executionProfile, memory or simulation keys near the start")
-    graph_prefix, exec_prefix = {"wrapped": ("graphProfile", "executionProfile"), "graph": ("", None),
-                                 "execution": (None, "")}[layout]
+        raise _not_a_profile(
+            path, "no graphProfile, executionProfile, memory or simulation keys near the start"
+        )
+    graph_prefix, exec_prefix = {
+        "wrapped": ("graphProfile", "executionProfile"),
+        "graph": ("", None),
+        "execution": (None, ""),
+    }[layout]
     try:
         graph = None
         if graph_prefix is not None:
@@ -210,7 +231,9 @@ def _stream_execution(path: Path, prefix: str) -> dict | None:
     steps = []
     with reading(path, f"streaming steps of {path.name}"), open_json(path) as handle:
         for step in ijson.items(handle, f"{base}.steps.item", use_float=True):
-            steps.append({k: step.get(k) for k in ("type", "name", "cycles")} if isinstance(step, dict) else {})
+            steps.append(
+                {k: step.get(k) for k in ("type", "name", "cycles")} if isinstance(step, dict) else {}
+            )
     with open_json(path) as handle:
         cycles = next(ijson.items(handle, f"{base}.cycles", use_float=True), None)
     with open_json(path) as handle:
@@ -246,13 +269,18 @@ def _sibling(path: Path, have: str) -> Path | None:
     at = name.lower().rfind(find)
     if at < 0:
         return None
-    candidate = path.with_name(name[:at] + (replace.capitalize() if name[at].isupper() else replace)
-                               + name[at + len(find):])
+    candidate = path.with_name(
+        name[:at] + (replace.capitalize() if name[at].isupper() else replace) + name[at + len(find) :]
+    )
     return candidate if candidate.is_file() and candidate != path else None
 
 
-def load_halves(path: Path, graph: Path | None = None, execution: Path | None = None,
-                stream_threshold_bytes: int = STREAM_THRESHOLD_BYTES) -> _Halves:
+def load_halves(
+    path: Path,
+    graph: Path | None = None,
+    execution: Path | None = None,
+    stream_threshold_bytes: int = STREAM_THRESHOLD_BYTES,
+) -> _Halves:
     """Load the graph and execution halves starting from ``path`` (plus a sibling or explicit other half)."""
     halves = _Halves(files=[path])
     halves.graph, halves.execution, halves.top, kind = _load(path, stream_threshold_bytes)
@@ -285,6 +313,7 @@ def load_halves(path: Path, graph: Path | None = None, execution: Path | None = 
 
 # -- tables ------------------------------------------------------------------------------------------
 
+
 def _get(obj: object, *keys: str) -> object:
     for key in keys:
         if not isinstance(obj, dict):
@@ -313,8 +342,11 @@ def _array(path: Path, value: object, where: str, n: int | None) -> np.ndarray |
     if array.ndim != 1:
         raise InputError(path, f"{where} is not a flat list of per-tile numbers")
     if n is not None and len(array) != n:
-        raise InputError(path, f"{where} has {len(array):,} entries but the profile has {n:,} tiles",
-                         "the file may be truncated or from a different target")
+        raise InputError(
+            path,
+            f"{where} has {len(array):,} entries but the profile has {n:,} tiles",
+            "the file may be truncated or from a different target",
+        )
     return np.rint(array).astype(np.int64)
 
 
@@ -349,10 +381,14 @@ def _tile_arrays(path: Path, graph: dict, target: dict[str, object]) -> dict[str
     sources = {
         "bytes_excl_gaps": ("memory.byTile.total", _get(memory, "byTile", "total")),
         "bytes_incl_gaps": ("memory.byTile.totalIncludingGaps", _get(memory, "byTile", "totalIncludingGaps")),
-        "always_live_bytes": ("memory.liveness.alwaysLive.bytesByTile",
-                              _get(memory, "liveness", "alwaysLive", "bytesByTile")),
-        "not_always_live_bytes": ("memory.liveness.notAlwaysLive.maxBytesByTile",
-                                  _get(memory, "liveness", "notAlwaysLive", "maxBytesByTile")),
+        "always_live_bytes": (
+            "memory.liveness.alwaysLive.bytesByTile",
+            _get(memory, "liveness", "alwaysLive", "bytesByTile"),
+        ),
+        "not_always_live_bytes": (
+            "memory.liveness.notAlwaysLive.maxBytesByTile",
+            _get(memory, "liveness", "notAlwaysLive", "maxBytesByTile"),
+        ),
     }
     n = target.get("num_tiles")
     arrays: dict[str, np.ndarray] = {}
@@ -384,8 +420,13 @@ def _tables_from_graph(path: Path, graph: dict, target: dict[str, object]) -> di
         if not per_ipu and target.get("num_ipus") and n % int(target["num_ipus"]) == 0:
             per_ipu = n // int(target["num_ipus"])
         per_ipu = int(per_ipu) if per_ipu else n
-        tiles = pd.DataFrame({"tile": tile, "ipu": (tile // per_ipu).astype(np.int16),
-                              "tile_in_ipu": (tile % per_ipu).astype(np.int32)})
+        tiles = pd.DataFrame(
+            {
+                "tile": tile,
+                "ipu": (tile // per_ipu).astype(np.int16),
+                "tile_in_ipu": (tile % per_ipu).astype(np.int32),
+            }
+        )
         for column in ("bytes_incl_gaps", "bytes_excl_gaps", "always_live_bytes", "not_always_live_bytes"):
             if column in arrays:
                 tiles[column] = arrays[column]
@@ -402,15 +443,17 @@ def _tables_from_graph(path: Path, graph: dict, target: dict[str, object]) -> di
     if isinstance(programs, list) and programs:
         types = [str(p.get("type", "")) if isinstance(p, dict) else "" for p in programs]
         names = [str(p.get("name", "")) if isinstance(p, dict) else str(p) for p in programs]
-        frame = pd.DataFrame({"program_id": np.arange(len(programs), dtype=np.int32), "name": names,
-                              "type": types})
+        frame = pd.DataFrame(
+            {"program_id": np.arange(len(programs), dtype=np.int32), "name": names, "type": types}
+        )
         frame["category"] = category_of_program_type(frame["type"])
         tables["programs"] = frame
     return tables
 
 
-def _category_tables(arrays: dict[str, np.ndarray], keys: list[str],
-                     tile: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _category_tables(
+    arrays: dict[str, np.ndarray], keys: list[str], tile: np.ndarray
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     categories = list(dict.fromkeys(k.split("\x00")[0] for k in keys))
     matrix = np.zeros((len(tile), len(categories)), dtype=np.int64)
     region_sums = dict.fromkeys(REGIONS, 0)
@@ -420,16 +463,24 @@ def _category_tables(arrays: dict[str, np.ndarray], keys: list[str],
         region_sums[region] += int(arrays[key].sum())
     flat = matrix.ravel()
     keep = flat != 0
-    tile_memory = pd.DataFrame({
-        "tile": np.repeat(tile, len(categories))[keep],
-        "category": pd.Categorical.from_codes(np.tile(np.arange(len(categories)), len(tile))[keep],
-                                              categories=categories),
-        "bytes": flat[keep],
-    })
+    tile_memory = pd.DataFrame(
+        {
+            "tile": np.repeat(tile, len(categories))[keep],
+            "category": pd.Categorical.from_codes(
+                np.tile(np.arange(len(categories)), len(tile))[keep], categories=categories
+            ),
+            "bytes": flat[keep],
+        }
+    )
     present = {k.split("\x00")[1] for k in keys}
-    totals = pd.DataFrame({"tile": pd.array([None] * len(present), dtype="Int32"), "group": "region",
-                           "category": [REGIONS[r] for r in REGIONS if r in present],
-                           "bytes": [region_sums[r] for r in REGIONS if r in present]})
+    totals = pd.DataFrame(
+        {
+            "tile": pd.array([None] * len(present), dtype="Int32"),
+            "group": "region",
+            "category": [REGIONS[r] for r in REGIONS if r in present],
+            "bytes": [region_sums[r] for r in REGIONS if r in present],
+        }
+    )
     return tile_memory, totals
 
 
@@ -446,11 +497,17 @@ def _steps(execution: dict) -> pd.DataFrame | None:
     numeric = pd.to_numeric(raw.where(raw.map(type) != bool), errors="coerce")  # noqa: E721
     cycles = numeric.round().astype("Int64")
     n = len(records)
-    return pd.DataFrame({
-        "run": np.zeros(n, dtype=np.int32), "step": np.arange(n, dtype=np.int32), "ipu": np.zeros(n, dtype=np.int16),
-        "program": program.astype("category"), "program_type": types.astype("category"),
-        "category": category_of_program_type(types), "cycles": cycles,
-    })
+    return pd.DataFrame(
+        {
+            "run": np.zeros(n, dtype=np.int32),
+            "step": np.arange(n, dtype=np.int32),
+            "ipu": np.zeros(n, dtype=np.int16),
+            "program": program.astype("category"),
+            "program_type": types.astype("category"),
+            "category": category_of_program_type(types),
+            "cycles": cycles,
+        }
+    )
 
 
 def _metadata(halves: _Halves) -> dict[str, object]:
@@ -479,12 +536,21 @@ def _metadata(halves: _Halves) -> dict[str, object]:
     return meta
 
 
-def read(path: Path, graph: str | Path | None = None, execution: str | Path | None = None,
-         stream_threshold_bytes: int = STREAM_THRESHOLD_BYTES, **_options: object) -> Profile:
+def read(
+    path: Path,
+    graph: str | Path | None = None,
+    execution: str | Path | None = None,
+    stream_threshold_bytes: int = STREAM_THRESHOLD_BYTES,
+    **_options: object,
+) -> Profile:
     """Read an SDK 1.x JSON profile (combined, or one half plus its sibling / the ``graph``/``execution`` file)."""
     path = Path(path)
-    halves = load_halves(path, None if graph is None else Path(graph),
-                         None if execution is None else Path(execution), stream_threshold_bytes)
+    halves = load_halves(
+        path,
+        None if graph is None else Path(graph),
+        None if execution is None else Path(execution),
+        stream_threshold_bytes,
+    )
     if not halves.graph and not halves.execution:
         raise _not_a_profile(path, "graphProfile and executionProfile are both empty")
     graph_half = halves.graph or {}
@@ -498,7 +564,9 @@ def read(path: Path, graph: str | Path | None = None, execution: str | Path | No
     if "num_tiles" not in found and found.get("num_ipus") and found.get("tiles_per_ipu"):
         found["num_tiles"] = int(found["num_ipus"]) * int(found["tiles_per_ipu"])
     if "ipu_arch" not in found:
-        found["ipu_arch"] = infer_arch(found.get("tiles_per_ipu"), found.get("bytes_per_tile"), found.get("clock_hz"))
+        found["ipu_arch"] = infer_arch(
+            found.get("tiles_per_ipu"), found.get("bytes_per_tile"), found.get("clock_hz")
+        )
     target = pd.DataFrame([{"source_format": FORMAT, **found}])
     for column in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica"):
         if column in target:

@@ -38,12 +38,17 @@ CATEGORY_BY_LABEL: dict[str, str] = {
 EXPECTED_CATEGORIES: tuple[str, ...] = ("total", "compute", "exchange", "global_exchange", "host_io", "sync")
 
 FIGURE_RE = re.compile(r"^(?P<label>(?:Total|Tile average)\b[^:]*?cycles\b[^:]*?)\s*:\s*(?P<value>.*)$", re.I)
-VERTEX_RE = re.compile(r"^(?P<type>\S.*?)\s+\(\s*(?P<instances>\d[\d,]*)\s+instances?\s*\)\s*:?\s*"
-                       r"(?P<cycles>\d[\d,]*)$")
+VERTEX_RE = re.compile(
+    r"^(?P<type>\S.*?)\s+\(\s*(?P<instances>\d[\d,]*)\s+instances?\s*\)\s*:?\s*"
+    r"(?P<cycles>\d[\d,]*)$"
+)
 _VALUE_RE = re.compile(r"^(?P<num>\d[\d,]*(?:\.\d+)?)(?![\d,.]*[A-Za-z_\d])")
 _SHARE_RE = re.compile(r"\(\s*(?P<pct>\d+(?:\.\d+)?)\s*%\s*of\s+total\s*\)", re.I)
-_APPROX_RE = re.compile(r"approx\.?\s+(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>microseconds|us|milliseconds|ms|"
-                        r"seconds|s)\b", re.I)
+_APPROX_RE = re.compile(
+    r"approx\.?\s+(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>microseconds|us|milliseconds|ms|"
+    r"seconds|s)\b",
+    re.I,
+)
 _TIME_UNITS = {"microseconds": 1.0, "us": 1.0, "milliseconds": 1e3, "ms": 1e3, "seconds": 1e6, "s": 1e6}
 PROGRAMS_HEADING_RE = re.compile(r"^Programs executed\s*:\s*(?P<rest>.*)$", re.I)
 VERTEX_HEADING_RE = re.compile(r"^Cycles by vertex type\s*:$", re.I)
@@ -72,14 +77,16 @@ class ExecutionFigures:
     def totals_frame(self) -> pd.DataFrame | None:
         if not self.totals:
             return None
-        return pd.DataFrame(self.totals, columns=["category", "basis", "cycles", "share", "estimated", "time_us",
-                                                  "label"]).astype({"estimated": "boolean"})
+        return pd.DataFrame(
+            self.totals, columns=["category", "basis", "cycles", "share", "estimated", "time_us", "label"]
+        ).astype({"estimated": "boolean"})
 
     def vertex_frame(self) -> pd.DataFrame | None:
         if not self.vertices:
             return None
         return pd.DataFrame(self.vertices, columns=["vertex_type", "instances", "cycles"]).astype(
-            {"instances": "Int64", "cycles": "Int64"})
+            {"instances": "Int64", "cycles": "Int64"}
+        )
 
 
 def _number(text: str) -> float:
@@ -110,10 +117,17 @@ def parse_figure(figures: ExecutionFigures, label: str, value: str) -> None:
     share = _SHARE_RE.search(value)
     approx = _APPROX_RE.search(value)
     time_us = _number(approx["num"]) * _TIME_UNITS[approx["unit"].lower()] if approx else float("nan")
-    figures.totals.append({"category": category, "basis": basis, "cycles": cycles,
-                           "share": float(share["pct"]) / 100 if share else float("nan"),
-                           "estimated": "estimated" in value.lower(), "time_us": time_us,
-                           "label": label.strip()})
+    figures.totals.append(
+        {
+            "category": category,
+            "basis": basis,
+            "cycles": cycles,
+            "share": float(share["pct"]) / 100 if share else float("nan"),
+            "estimated": "estimated" in value.lower(),
+            "time_us": time_us,
+            "label": label.strip(),
+        }
+    )
 
 
 def parse_programs(figures: ExecutionFigures, text: str) -> None:

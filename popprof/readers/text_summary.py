@@ -51,23 +51,38 @@ KNOWN_REGIONS = frozenset({"non-interleaved", "interleaved", "overflowed"})
 PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {"Repeat", "Sequence", "OnEveryTileSwitch"}
 
 SIZE_UNITS: dict[str, int] = {
-    "": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
 }
 FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
 #: Strings that start a summary block (found with str.find before the regex checks the line).
 START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:", "Execution:")
-_START_RE = re.compile(r"(?:Target|Graph|Memory Usage|Execution|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$",
-                       re.M)
+_START_RE = re.compile(
+    r"(?:Target|Graph|Memory Usage|Execution|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$", re.M
+)
 #: Column-0 headings that, seen a second time, start the next summary.
 _NEXT_SUMMARY_HEADINGS = frozenset({"Target:", "Graph:", "Execution:"})
 _TILE_BLOCK_RE = re.compile(r"^Tile\s*#\s*(?P<tile>[\d,]+)\s+memory usage\s*:?$", re.I)
 _HIST_RE = re.compile(r"^(?P<low>\d[\d,]*)\s*-\s*(?P<high>\d[\d,]*)\s+(?P<bar>\**)\s*(?P<count>\d[\d,]*)$")
-_MAX_RE = re.compile(r"^Maximum\s*\((?P<which>Including|Excluding)\s+Gaps\)\s*:\s*(?P<bytes>\d[\d,]*)"
-                     r"(?:\s*\([^)]*\))?(?:\s*on\s+tile\s*#?\s*(?P<tile>\d[\d,]*))?\s*$", re.I)
+_MAX_RE = re.compile(
+    r"^Maximum\s*\((?P<which>Including|Excluding)\s+Gaps\)\s*:\s*(?P<bytes>\d[\d,]*)"
+    r"(?:\s*\([^)]*\))?(?:\s*on\s+tile\s*#?\s*(?P<tile>\d[\d,]*))?\s*$",
+    re.I,
+)
 _OOM_RE = re.compile(r"^(?P<count>\d[\d,]*)\s+tiles?(?:\(s\))?\s+(?:are\s+)?out\s+of\s+memory\.?$", re.I)
-_NUM_LEAF_RE = re.compile(r"^(?P<label>.*?\S)\s*:?\s+(?P<num>[-+]?\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]+)?$")
+_NUM_LEAF_RE = re.compile(
+    r"^(?P<label>.*?\S)\s*:?\s+(?P<num>[-+]?\d[\d,]*(?:\.\d+)?)\s*(?P<unit>[A-Za-z]+)?$"
+)
 _TEXT_LEAF_RE = re.compile(r"^(?P<label>[^:\s][^:]*?)\s*:\s+(?P<text>\S.*)$")
 _HEADING_RE = re.compile(r"^(?P<label>[^\s:].*?)\s*:$")
 _BARE_HEADING_RE = re.compile(r"^[A-Z][a-z]+(?: [A-Za-z][a-z]+){0,3}$")
@@ -78,14 +93,20 @@ _COMPLETE_END_RE = re.compile(r"(?:\d\s*(?:[kKMG]i?B|B|[kMG]?Hz)|out of memory\.
 _TYPE_NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 
 TARGET_FIELDS: dict[str, str] = {
-    "number of ipus": "num_ipus", "ipus": "num_ipus",
+    "number of ipus": "num_ipus",
+    "ipus": "num_ipus",
     "tiles per ipu": "tiles_per_ipu",
-    "total tiles": "num_tiles", "number of tiles": "num_tiles", "tiles": "num_tiles",
-    "number of replicas": "num_replicas", "replicas": "num_replicas",
+    "total tiles": "num_tiles",
+    "number of tiles": "num_tiles",
+    "tiles": "num_tiles",
+    "number of replicas": "num_replicas",
+    "replicas": "num_replicas",
     "ipus per replica": "ipus_per_replica",
 }
 TARGET_SIZES: dict[str, str] = {
-    "memory per-tile": "bytes_per_tile", "memory per tile": "bytes_per_tile", "bytes per tile": "bytes_per_tile",
+    "memory per-tile": "bytes_per_tile",
+    "memory per tile": "bytes_per_tile",
+    "bytes per tile": "bytes_per_tile",
     "total memory": "total_memory_bytes",
 }
 
@@ -140,7 +161,9 @@ class _Parsed:
             self.unparsed_figures.append(f"{where.rsplit('/', 1)[-1]}: {value:,} (too large)")
             return
         key = (tile, group, category)
-        if key in self.seen:  # a repeated figure (e.g. an overlapped breakdown): keep the first, note the rest
+        if (
+            key in self.seen
+        ):  # a repeated figure (e.g. an overlapped breakdown): keep the first, note the rest
             self.note_extra(where, str(value))
             return
         self.seen.add(key)
@@ -157,11 +180,19 @@ class _Parsed:
 
     @property
     def usable(self) -> bool:
-        return bool(self.target or self.totals or self.histogram or self.steps or self.execution.any
-                    or "tiles_out_of_memory" in self.meta or any(k.startswith("graph.") for k in self.meta))
+        return bool(
+            self.target
+            or self.totals
+            or self.histogram
+            or self.steps
+            or self.execution.any
+            or "tiles_out_of_memory" in self.meta
+            or any(k.startswith("graph.") for k in self.meta)
+        )
 
 
 # -- detection ---------------------------------------------------------------------------------------
+
 
 def sniff(path: Path, head: bytes) -> bool:
     """A text (not binary) file holding a Poplar summary block (in its head, or anywhere in a log file)."""
@@ -198,8 +229,9 @@ def _find(text: str, needle: str, at: int, hits: dict[str, tuple[int, int]] | No
     return hit
 
 
-def _first_start(text: str, pos: int = 0, hits: dict[str, tuple[int, int]] | None = None
-                 ) -> tuple[int, str] | None:
+def _first_start(
+    text: str, pos: int = 0, hits: dict[str, tuple[int, int]] | None = None
+) -> tuple[int, str] | None:
     """Offset of the first line that starts a summary (and that line's prefix), from ``pos``.
 
     Candidates are found with ``str.find`` (fast on large logs), then checked
@@ -214,14 +246,19 @@ def _first_start(text: str, pos: int = 0, hits: dict[str, tuple[int, int]] | Non
             at += len(needle)
             line_start = text.rfind("\n", 0, hit) + 1
             line_end = text.find("\n", hit)
-            line = text[line_start:len(text) if line_end < 0 else line_end]
+            line = text[line_start : len(text) if line_end < 0 else line_end]
             match = _START_RE.search(line)
             if match is None:
                 continue
-            prefix = line[:match.start()]
-            follows = _followed_by_execution if match.group(0).startswith("Execution") else _followed_by_indented
-            if len(prefix) <= 80 and not prefix.rstrip(" \t")[-1:].isalpha() \
-                    and follows(text, line_start + match.end(), prefix):
+            prefix = line[: match.start()]
+            follows = (
+                _followed_by_execution if match.group(0).startswith("Execution") else _followed_by_indented
+            )
+            if (
+                len(prefix) <= 80
+                and not prefix.rstrip(" \t")[-1:].isalpha()
+                and follows(text, line_start + match.end(), prefix)
+            ):
                 best = (line_start, prefix)
                 break
     return best
@@ -229,12 +266,12 @@ def _first_start(text: str, pos: int = 0, hits: dict[str, tuple[int, int]] | Non
 
 def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
     """The next non-blank line (within a few) carries ``prefix`` and is indented."""
-    for line in text[pos:pos + 4096].splitlines()[1:8]:
+    for line in text[pos : pos + 4096].splitlines()[1:8]:
         if not line.strip():
             continue
         if not line.startswith(prefix):
             return False
-        body = line[len(prefix):]
+        body = line[len(prefix) :]
         if not body.strip():
             continue
         return body[:1] in (" ", "\t")
@@ -244,17 +281,17 @@ def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
 def _followed_by_execution(text: str, pos: int, prefix: str) -> bool:
     """An ``Execution:`` heading starts a summary when an execution figure, a vertex-type heading, a
     ``Programs executed`` list or an indented step line follows within a few lines."""
-    for line in text[pos:pos + 4096].splitlines()[1:8]:
+    for line in text[pos : pos + 4096].splitlines()[1:8]:
         if not line.strip():
             continue
         if not line.startswith(prefix):
             return False
-        body = line[len(prefix):].strip()
+        body = line[len(prefix) :].strip()
         if not body:
             continue
         if te.FIGURE_RE.match(body) or te.PROGRAMS_HEADING_RE.match(body) or te.VERTEX_HEADING_RE.match(body):
             return True
-        return line[len(prefix):][:1] in (" ", "\t")
+        return line[len(prefix) :][:1] in (" ", "\t")
     return False
 
 
@@ -292,7 +329,7 @@ def find_blocks(text: str) -> list[_Block]:
         at_end = end >= len(text)
         cut = at_end and used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
         blocks.append(_Block(line_no, prefix, block_lines, cut, offset))
-        pos = offset + sum(len(line) for line in with_ends[:max(used, 1)])
+        pos = offset + sum(len(line) for line in with_ends[: max(used, 1)])
         if pos >= len(text):
             break
     _label_blocks(text, blocks)
@@ -312,15 +349,19 @@ def _label_blocks(text: str, blocks: list[_Block]) -> None:
     block as an unknown section: it is moved back out of that block.
     """
     for k, block in enumerate(blocks):
-        before = text[max(0, block.offset - 2048):block.offset].splitlines()
+        before = text[max(0, block.offset - 2048) : block.offset].splitlines()
         candidates = [line for line in before[-4:] if line.strip()]
         if not candidates:
             continue
         line = candidates[-1]
-        body = line[len(block.prefix):] if block.prefix and line.startswith(block.prefix) else line
+        body = line[len(block.prefix) :] if block.prefix and line.startswith(block.prefix) else line
         body = body.strip()
-        if not body or len(body) > MAX_LABEL_CHARS or not any(c.isalpha() for c in body) \
-                or _NUM_LEAF_RE.match(body):
+        if (
+            not body
+            or len(body) > MAX_LABEL_CHARS
+            or not any(c.isalpha() for c in body)
+            or _NUM_LEAF_RE.match(body)
+        ):
             continue
         if k:
             previous = blocks[k - 1]
@@ -328,7 +369,7 @@ def _label_blocks(text: str, blocks: list[_Block]) -> None:
             if trailing and previous.lines[trailing[-1]].strip() == body:
                 if not _UNKNOWN_HEADING_RE.match(body):
                     continue  # the line is a figure of the previous summary, not a label
-                del previous.lines[trailing[-1]:]
+                del previous.lines[trailing[-1] :]
         block.label = body.strip(LABEL_DECORATION).rstrip(":").strip(LABEL_DECORATION) or None
 
 
@@ -352,7 +393,7 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
     for i, raw in enumerate(lines):
         if prefix:
             if raw.startswith(prefix):
-                body = raw[len(prefix):]
+                body = raw[len(prefix) :]
             elif not raw.strip():
                 body = ""
             else:
@@ -361,21 +402,36 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
             body = raw
         body = body.expandtabs(8).rstrip()
         if body and not body[0].isspace():
-            if i and body in _NEXT_SUMMARY_HEADINGS and content_seen and (body == "Target:" or body in headings):
+            if (
+                i
+                and body in _NEXT_SUMMARY_HEADINGS
+                and content_seen
+                and (body == "Target:" or body in headings)
+            ):
                 break  # the next summary begins
             headings.add(body)
             if _START_RE.match(body) or _TILE_BLOCK_RE.match(body):
                 in_execution, programs_pending = body == "Execution:", False
             execution_line = in_execution and bool(
-                te.FIGURE_RE.match(body) or te.VERTEX_RE.match(body) or te.PROGRAMS_HEADING_RE.match(body)
-                or (programs_pending and body.endswith(".") and ":" not in body))
+                te.FIGURE_RE.match(body)
+                or te.VERTEX_RE.match(body)
+                or te.PROGRAMS_HEADING_RE.match(body)
+                or (programs_pending and body.endswith(".") and ":" not in body)
+            )
             if in_execution and (m := te.PROGRAMS_HEADING_RE.match(body)):
                 programs_pending = not m["rest"].strip()
             elif execution_line:
                 programs_pending = False
-            if not (execution_line or _START_RE.match(body) or _TILE_BLOCK_RE.match(body)
-                    or _UNKNOWN_HEADING_RE.match(body) or _MAX_RE.match(body) or _OOM_RE.match(body)
-                    or _HIST_RE.match(body) or body.startswith("Range (")):
+            if not (
+                execution_line
+                or _START_RE.match(body)
+                or _TILE_BLOCK_RE.match(body)
+                or _UNKNOWN_HEADING_RE.match(body)
+                or _MAX_RE.match(body)
+                or _OOM_RE.match(body)
+                or _HIST_RE.match(body)
+                or body.startswith("Range (")
+            ):
                 break
         if body.strip() and i:
             content_seen = True
@@ -387,6 +443,7 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
 
 
 # -- parsing -----------------------------------------------------------------------------------------
+
 
 def _norm(label: str) -> str:
     return " ".join(_PAREN_NUMERIC_RE.sub(" ", label).lower().split())
@@ -431,8 +488,11 @@ def parse_block(block: _Block) -> _Parsed:
                 continue
         if indent:  # fast path for execution step lines (there can be hundreds of thousands)
             kind, sep, name = text.partition(": ")
-            if sep and (kind in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(kind))) \
-                    and name.strip():
+            if (
+                sep
+                and (kind in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(kind)))
+                and name.strip()
+            ):
                 parsed.steps.append((kind, name.strip()))
                 empty_heading = None
                 tile_heading_pending = False
@@ -450,8 +510,12 @@ def parse_block(block: _Block) -> _Parsed:
                 tile = tile if tile_heading_pending else None
             else:
                 tile, tile_heading_pending = None, False
-            section = {"target": "target", "graph": "graph", "memory usage": "memory",
-                       "execution": "execution"}.get(norm, "other:" + m["label"])
+            section = {
+                "target": "target",
+                "graph": "graph",
+                "memory usage": "memory",
+                "execution": "execution",
+            }.get(norm, "other:" + m["label"])
             stack, empty_heading = [], text
             continue
         while stack and stack[-1][0] >= indent:
@@ -497,8 +561,15 @@ def _execution_line(figures: te.ExecutionFigures, text: str, programs_pending: b
     return False, False
 
 
-def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int | None,
-                stack: list[tuple[int, str, str]], line_no: int) -> bool:
+def _parse_line(
+    parsed: _Parsed,
+    text: str,
+    indent: int,
+    section: str,
+    tile: int | None,
+    stack: list[tuple[int, str, str]],
+    line_no: int,
+) -> bool:
     """Record one non-blank line; False when it is not recognised."""
     path = [n for _, n, _ in stack]
     where = "/".join([section or "top", *[raw for _, _, raw in stack]])
@@ -520,8 +591,9 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
         if max_tile is not None and not _fits(max_tile, INT32_MAX):
             parsed.unparsed_figures.append(f"{text} (tile index too large)")
             return True
-        parsed.add_total(max_tile, "maximum", f"{m['which'].lower()}_gaps", int(_number(m["bytes"])),
-                         f"{where}/{text}")
+        parsed.add_total(
+            max_tile, "maximum", f"{m['which'].lower()}_gaps", int(_number(m["bytes"])), f"{where}/{text}"
+        )
         return True
     if m := _OOM_RE.match(text):
         parsed.meta.setdefault("tiles_out_of_memory", str(int(_number(m["count"]))))
@@ -540,8 +612,9 @@ def _parse_line(parsed: _Parsed, text: str, indent: int, section: str, tile: int
         stack.append((indent, _norm(text), text))  # a sub-heading printed without a colon ("Not Overlapped")
         return True
     if m := _NUM_LEAF_RE.match(text):
-        return _numeric_leaf(parsed, m["label"].rstrip(":").rstrip(), m["num"], m["unit"], section, tile,
-                             path, stack, where)
+        return _numeric_leaf(
+            parsed, m["label"].rstrip(":").rstrip(), m["num"], m["unit"], section, tile, path, stack, where
+        )
     if m := _TEXT_LEAF_RE.match(text):
         label, value = m["label"], m["text"]
         if label in PROGRAM_TYPES or (section == "execution" and _TYPE_NAME_RE.match(label)):
@@ -578,8 +651,17 @@ def _derive_excluding_totals(parsed: _Parsed) -> None:
             parsed.meta["text_summary.derived"] = "excluding-gaps totals summed from the memory regions"
 
 
-def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, section: str, tile: int | None,
-                  path: list[str], stack: list[tuple[int, str, str]], where: str) -> bool:
+def _numeric_leaf(
+    parsed: _Parsed,
+    label: str,
+    num: str,
+    unit: str | None,
+    section: str,
+    tile: int | None,
+    path: list[str],
+    stack: list[tuple[int, str, str]],
+    where: str,
+) -> bool:
     norm = _norm(label)
     key = f"{where}/{label}"
     raw_value = f"{num} {unit}" if unit else num
@@ -617,12 +699,13 @@ def _numeric_leaf(parsed: _Parsed, label: str, num: str, unit: str | None, secti
     return True
 
 
-def _memory_figure(label: str, norm: str, path: list[str],
-                   stack: list[tuple[int, str, str]]) -> tuple[str | None, str]:
+def _memory_figure(
+    label: str, norm: str, path: list[str], stack: list[tuple[int, str, str]]
+) -> tuple[str | None, str]:
     """(group, category) of a figure in the ``Memory Usage:`` tree, or (None, "") when unknown."""
     vertex_at = next((i for i, n in enumerate(path) if n.startswith("vertex data")), None)
     if vertex_at is not None:
-        sub = path[vertex_at + 1:]
+        sub = path[vertex_at + 1 :]
         if "by category" in sub:
             return "vertex_category", label
         if "by type" in sub:
@@ -630,14 +713,14 @@ def _memory_figure(label: str, norm: str, path: list[str],
         return "other", "/".join([raw for (_, _, raw) in stack[vertex_at:]] + [label])
     code_at = next((i for i, n in enumerate(path) if n.startswith("vertex code")), None)
     if code_at is not None:  # SDK 2.x/3.x "Vertex Code (N B):" / "By Type:" (names tagged "(c++)" / "(asm)")
-        if "by type" in path[code_at + 1:]:
+        if "by type" in path[code_at + 1 :]:
             return "vertex_code_type", label
         return "other", "/".join([raw for (_, _, raw) in stack[code_at:]] + [label])
     if "by data type" in path:
         at = path.index("by data type")
-        subheads = [raw for (_, n, raw) in stack[at + 1:] if n != "not overlapped"]
+        subheads = [raw for (_, n, raw) in stack[at + 1 :] if n != "not overlapped"]
         if norm.startswith("total"):  # "Total:", "Total After Overlapping:" of a sub-heading
-            return "data_type_total", "/".join([*[raw for (_, _, raw) in stack[at + 1:]], label])
+            return "data_type_total", "/".join([*[raw for (_, _, raw) in stack[at + 1 :]], label])
         return "data_type", "/".join([*subheads, label])
     if "by memory region" in path:
         return "region", label
@@ -650,6 +733,7 @@ def _memory_figure(label: str, norm: str, path: list[str],
 
 
 # -- tables ------------------------------------------------------------------------------------------
+
 
 def _target_frame(found: dict[str, float]) -> pd.DataFrame:
     frame = pd.DataFrame([_target_row(found)])
@@ -677,9 +761,17 @@ def _target_row(found: dict[str, float]) -> dict[str, object]:
     if per_tile is None and total and tiles and total % tiles == 0:
         per_tile = total // tiles
     clock = found.get("clock_hz")
-    row = {"source_format": FORMAT, "ipu_arch": infer_arch(per_ipu, per_tile, clock), "num_ipus": ipus,
-           "tiles_per_ipu": per_ipu, "num_tiles": tiles, "bytes_per_tile": per_tile, "clock_hz": clock,
-           "num_replicas": whole("num_replicas"), "ipus_per_replica": whole("ipus_per_replica")}
+    row = {
+        "source_format": FORMAT,
+        "ipu_arch": infer_arch(per_ipu, per_tile, clock),
+        "num_ipus": ipus,
+        "tiles_per_ipu": per_ipu,
+        "num_tiles": tiles,
+        "bytes_per_tile": per_tile,
+        "clock_hz": clock,
+        "num_replicas": whole("num_replicas"),
+        "ipus_per_replica": whole("ipus_per_replica"),
+    }
     return row
 
 
@@ -704,13 +796,22 @@ def read(path: Path, summary: int = 0, **_options: object) -> Profile:
         text = _load_text(path)
         blocks = _blocks_or_raise(path, text)
         if not 0 <= summary < len(blocks):
-            raise InputError(path, f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
-                             f"pick one of 0..{len(blocks) - 1}")
+            raise InputError(
+                path,
+                f"holds {len(blocks)} profile summaries; there is no summary number {summary}",
+                f"pick one of 0..{len(blocks) - 1}",
+            )
         messages = _messages_by_block(path, text, blocks)
     finally:
         textload.release()
-    return _profile(path, blocks, summary, path.name.split(".")[0] or path.stem, messages[summary],
-                    source_metadata(FORMAT, [path]))
+    return _profile(
+        path,
+        blocks,
+        summary,
+        path.name.split(".")[0] or path.stem,
+        messages[summary],
+        source_metadata(FORMAT, [path]),
+    )
 
 
 def read_all(path: Path, summary: int | None = None, **_options: object) -> dict[str, Profile]:
@@ -751,7 +852,9 @@ def read_all(path: Path, summary: int | None = None, **_options: object) -> dict
         parsed_all.append(_parse_summary(path, blocks, k, name, sources))
     tables = _tables_of_all([p for p, _ in parsed_all], messages)
     for k, name in enumerate(names):
-        profiles[name] = LazyProfile(name, _builder(tables, k, parsed_all[k][1]), source=str(path), conformed=True)
+        profiles[name] = LazyProfile(
+            name, _builder(tables, k, parsed_all[k][1]), source=str(path), conformed=True
+        )
     return profiles
 
 
@@ -760,28 +863,42 @@ def _builder(tables: dict[str, tuple[pd.DataFrame, np.ndarray]], k: int, meta: d
         out = {}
         for table, (frame, bounds) in tables.items():
             if bounds[k + 1] > bounds[k]:
-                out[table] = frame.iloc[bounds[k]:bounds[k + 1]].reset_index(drop=True)
+                out[table] = frame.iloc[bounds[k] : bounds[k + 1]].reset_index(drop=True)
         return out, meta
+
     return build
 
 
-def _tables_of_all(parsed: list[_Parsed], ooms: list[pd.DataFrame | None]
-                   ) -> dict[str, tuple[pd.DataFrame, np.ndarray]]:
+def _tables_of_all(
+    parsed: list[_Parsed], ooms: list[pd.DataFrame | None]
+) -> dict[str, tuple[pd.DataFrame, np.ndarray]]:
     """The tables of every summary of a file built at once: per table, one frame conformed once and the
     row bounds of each summary in it (summary k has rows ``bounds[k]:bounds[k + 1]``). Building a few
     frames instead of a few per summary keeps a log of hundreds of summaries fast."""
+
     def bounds(counts: list[int]) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
 
     out: dict[str, tuple[pd.DataFrame, np.ndarray]] = {}
     target = pd.DataFrame([_target_row(p.target) for p in parsed])
-    out["target"] = (conform("target", target.astype(
-        {c: "Int32" for c in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica")}
-        | {"bytes_per_tile": "Int64", "clock_hz": "float64"})), bounds([1] * len(parsed)))
+    out["target"] = (
+        conform(
+            "target",
+            target.astype(
+                {
+                    c: "Int32"
+                    for c in ("num_ipus", "tiles_per_ipu", "num_tiles", "num_replicas", "ipus_per_replica")
+                }
+                | {"bytes_per_tile": "Int64", "clock_hz": "float64"}
+            ),
+        ),
+        bounds([1] * len(parsed)),
+    )
     rows = [row for p in parsed for row in p.totals]
     if rows:
         frame = pd.DataFrame(rows, columns=["tile", "group", "category", "bytes"]).astype(
-            {"tile": "Int32", "bytes": "Int64"})
+            {"tile": "Int32", "bytes": "Int64"}
+        )
         out["memory_totals"] = (conform("memory_totals", frame), bounds([len(p.totals) for p in parsed]))
     rows = [row for p in parsed for row in p.histogram]
     if rows:
@@ -790,31 +907,43 @@ def _tables_of_all(parsed: list[_Parsed], ooms: list[pd.DataFrame | None]
     programs = [_programs_frame(p.steps) for p in parsed]
     if any(f is not None for f in programs):
         frames = [f for f in programs if f is not None]
-        out["programs"] = (conform("programs", pd.concat(frames, ignore_index=True)),
-                           bounds([0 if f is None else len(f) for f in programs]))
+        out["programs"] = (
+            conform("programs", pd.concat(frames, ignore_index=True)),
+            bounds([0 if f is None else len(f) for f in programs]),
+        )
     rows = [row for p in parsed for row in p.execution.totals]
     if rows:
-        frame = pd.DataFrame(rows, columns=["category", "basis", "cycles", "share", "estimated", "time_us",
-                                            "label"]).astype({"estimated": "boolean"})
-        out["execution_totals"] = (conform("execution_totals", frame),
-                                   bounds([len(p.execution.totals) for p in parsed]))
+        frame = pd.DataFrame(
+            rows, columns=["category", "basis", "cycles", "share", "estimated", "time_us", "label"]
+        ).astype({"estimated": "boolean"})
+        out["execution_totals"] = (
+            conform("execution_totals", frame),
+            bounds([len(p.execution.totals) for p in parsed]),
+        )
     rows = [row for p in parsed for row in p.execution.vertices]
     if rows:
         frame = pd.DataFrame(rows, columns=["vertex_type", "instances", "cycles"])
-        out["vertex_cycles"] = (conform("vertex_cycles", frame), bounds([len(p.execution.vertices) for p in parsed]))
+        out["vertex_cycles"] = (
+            conform("vertex_cycles", frame),
+            bounds([len(p.execution.vertices) for p in parsed]),
+        )
     frames = [f for f in ooms if f is not None]
     if frames:
-        out["out_of_memory"] = (conform("out_of_memory", pd.concat(frames, ignore_index=True)),
-                                bounds([0 if f is None else len(f) for f in ooms]))
+        out["out_of_memory"] = (
+            conform("out_of_memory", pd.concat(frames, ignore_index=True)),
+            bounds([0 if f is None else len(f) for f in ooms]),
+        )
     return out
 
 
 def _blocks_or_raise(path: Path, text: str) -> list[_Block]:
     blocks = find_blocks(text)
     if not blocks:
-        raise InputError(path, "not a Poplar profile summary",
-                         "expected printProfileSummary output with 'Target:' / 'Memory Usage:' / 'Execution:' "
-                         "sections")
+        raise InputError(
+            path,
+            "not a Poplar profile summary",
+            "expected printProfileSummary output with 'Target:' / 'Memory Usage:' / 'Execution:' sections",
+        )
     return blocks
 
 
@@ -829,8 +958,9 @@ def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.D
         return out
     frame = found.frame
     starts = np.array([b.first_line for b in blocks], dtype=np.int64)
-    owner = np.minimum(np.searchsorted(starts, frame["line"].to_numpy(dtype=np.int64), side="right"),
-                       len(blocks) - 1)
+    owner = np.minimum(
+        np.searchsorted(starts, frame["line"].to_numpy(dtype=np.int64), side="right"), len(blocks) - 1
+    )
     for k in np.unique(owner):
         part = frame[owner == k].reset_index(drop=True)
         part["compilation"] = range(len(part))
@@ -838,25 +968,32 @@ def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.D
     return out
 
 
-def _profile(path: Path, blocks: list[_Block], index: int, name: str, oom: pd.DataFrame | None,
-             sources: dict[str, str]) -> Profile:
+def _profile(
+    path: Path, blocks: list[_Block], index: int, name: str, oom: pd.DataFrame | None, sources: dict[str, str]
+) -> Profile:
     """The Profile of one block (``oom``: the out-of-memory messages that belong to it)."""
     parsed, meta = _parse_summary(path, blocks, index, name, sources)
     return Profile(name, _tables(parsed, oom), source=str(path), metadata=meta)
 
 
-def _parse_summary(path: Path, blocks: list[_Block], index: int, name: str, sources: dict[str, str]
-                   ) -> tuple[_Parsed, dict[str, object]]:
+def _parse_summary(
+    path: Path, blocks: list[_Block], index: int, name: str, sources: dict[str, str]
+) -> tuple[_Parsed, dict[str, object]]:
     """Parse and check one block: its figures and its metadata (warns once when something is missing)."""
     block = blocks[index]
     if block.cut_mid_line and block.lines:
         block.lines.pop()
     parsed = parse_block(block)
     if not parsed.usable:
-        raise InputError(path, "the Poplar profile summary holds no figures",
-                         "the text may be truncated right after a heading; paste the whole summary")
-    parsed.warnings += [f"figure does not parse: {line!r} (kept as text in text_summary.extra)"
-                        for line in parsed.unparsed_figures[:5]]
+        raise InputError(
+            path,
+            "the Poplar profile summary holds no figures",
+            "the text may be truncated right after a heading; paste the whole summary",
+        )
+    parsed.warnings += [
+        f"figure does not parse: {line!r} (kept as text in text_summary.extra)"
+        for line in parsed.unparsed_figures[:5]
+    ]
     parsed.warnings += _execution_warnings(parsed.execution)
     if parsed.warnings:  # once per summary, naming the file
         where = f"{path}" + (f" (summary {name})" if len(blocks) > 1 else "")
@@ -865,15 +1002,17 @@ def _parse_summary(path: Path, blocks: list[_Block], index: int, name: str, sour
     meta.update(parsed.meta)
     if "total_memory_bytes" in parsed.target:
         meta["target.total_memory_bytes"] = int(parsed.target["total_memory_bytes"])
-    meta.update({
-        "text_summary.first_line": block.first_line,
-        "text_summary.summaries_in_file": len(blocks),
-        "text_summary.summary_index": index,
-        "text_summary.unrecognised_count": parsed.unrecognised_count,
-        "text_summary.unrecognised": json.dumps(parsed.unrecognised),
-        "text_summary.extra": json.dumps(parsed.extra),
-        "text_summary.warnings": json.dumps(parsed.warnings),
-    })
+    meta.update(
+        {
+            "text_summary.first_line": block.first_line,
+            "text_summary.summaries_in_file": len(blocks),
+            "text_summary.summary_index": index,
+            "text_summary.unrecognised_count": parsed.unrecognised_count,
+            "text_summary.unrecognised": json.dumps(parsed.unrecognised),
+            "text_summary.extra": json.dumps(parsed.extra),
+            "text_summary.warnings": json.dumps(parsed.warnings),
+        }
+    )
     if block.label:
         meta["text_summary.label"] = block.label
     if block.prefix:
@@ -891,10 +1030,13 @@ def _tables(parsed: _Parsed, oom: pd.DataFrame | None) -> dict[str, pd.DataFrame
     """The tables of one parsed summary."""
     tables: dict[str, pd.DataFrame] = {"target": _target_frame(parsed.target)}
     if parsed.totals:
-        tables["memory_totals"] = pd.DataFrame(parsed.totals, columns=["tile", "group", "category", "bytes"]) \
-            .astype({"tile": "Int32", "bytes": "Int64"})
+        tables["memory_totals"] = pd.DataFrame(
+            parsed.totals, columns=["tile", "group", "category", "bytes"]
+        ).astype({"tile": "Int32", "bytes": "Int64"})
     if parsed.histogram:
-        tables["tile_histogram"] = pd.DataFrame(parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"])
+        tables["tile_histogram"] = pd.DataFrame(
+            parsed.histogram, columns=["low_bytes", "high_bytes", "num_tiles"]
+        )
     if (programs := _programs_frame(parsed.steps)) is not None:
         tables["programs"] = programs
     if (totals := parsed.execution.totals_frame()) is not None:

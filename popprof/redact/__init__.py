@@ -70,10 +70,18 @@ def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) ->
     return load_key(key_file)
 
 
-def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: bytes | str | None = None,
-           policy: Policy | None = None, mapping_out: str | os.PathLike[str] | None = None, scan: bool = True,
-           *, key_file: str | os.PathLike[str] | None = None, report_out: str | os.PathLike[str] | None = None,
-           allowlist: Allowlist | None = None) -> RedactionReport:
+def redact(
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    key: bytes | str | None = None,
+    policy: Policy | None = None,
+    mapping_out: str | os.PathLike[str] | None = None,
+    scan: bool = True,
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    report_out: str | os.PathLike[str] | None = None,
+    allowlist: Allowlist | None = None,
+) -> RedactionReport:
     """Redact ``source`` into ``out`` (same kind as the input; a bundle for profile inputs).
 
     ``key``: bytes or text; default from ``key_file``, else ``$POPPROF_REDACT_KEY``, else a
@@ -106,13 +114,25 @@ def redact(source: str | os.PathLike[str], out: str | os.PathLike[str], key: byt
     except LeakError as exc:
         scan_result = exc.result
     report = RedactionReport(
-        input=f"<{kind} input>", output=str(out), input_kind=kind, key_source=key_source,
-        tool_version=__version__, policy=policy.describe(), replaced=redactor.replaced_counts(),
-        kept_public=dict(redactor.kept), dropped=list(redactor.dropped),
-        scan=None if scan_result is None else scan_result.to_dict(), bytes_in=bytes_in, bytes_out=bytes_out,
-        seconds=round(time.perf_counter() - started, 3), key_fingerprint=redactor.key_fingerprint)
+        input=f"<{kind} input>",
+        output=str(out),
+        input_kind=kind,
+        key_source=key_source,
+        tool_version=__version__,
+        policy=policy.describe(),
+        replaced=redactor.replaced_counts(),
+        kept_public=dict(redactor.kept),
+        dropped=list(redactor.dropped),
+        scan=None if scan_result is None else scan_result.to_dict(),
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        seconds=round(time.perf_counter() - started, 3),
+        key_fingerprint=redactor.key_fingerprint,
+    )
     if report.passed and mapping_out is not None:
-        write_text_atomic(mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False))
+        write_text_atomic(
+            mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False)
+        )
     if report_out is not None:
         report.write(report_out)
     return report
@@ -133,9 +153,14 @@ def _finish_scan(source: Path, kind: str, redactor: Redactor, run) -> ScanResult
 
 
 def _redaction_record(redactor: Redactor) -> dict:
-    return {"redacted": True, "policy": redactor.policy.describe(), "tool": "popprof",
-            "tool_version": __version__, "pseudonyms": "HMAC-SHA-256, keyed",
-            "key_fingerprint": redactor.key_fingerprint}
+    return {
+        "redacted": True,
+        "policy": redactor.policy.describe(),
+        "tool": "popprof",
+        "tool_version": __version__,
+        "pseudonyms": "HMAC-SHA-256, keyed",
+        "key_fingerprint": redactor.key_fingerprint,
+    }
 
 
 def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
@@ -155,8 +180,9 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
                 sources = []
             sources = redact_sources(sources if isinstance(sources, list) else [], redactor)
             target = tmp if single else tmp / f"{redactor.identifier('profile', engine)}.popprof"
-            bundle_io.write(redacted, target, redaction=_redaction_record(redactor), sources=sources,
-                            protect=[source])
+            bundle_io.write(
+                redacted, target, redaction=_redaction_record(redactor), sources=sources, protect=[source]
+            )
         if scan:
             result = _finish_scan(source, "bundle", redactor, lambda s: scan_bundle(tmp, s))
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
@@ -191,11 +217,13 @@ def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, s
     with atomic_path(out) as tmp:
         with progress("redacting trace", total=source.stat().st_size) as advance:
             try:
-                bytes_in, bytes_out = redact_chrome(source, tmp, redactor, gz, advance,
-                                                    sink=None if collector is None else collector.feed)
+                bytes_in, bytes_out = redact_chrome(
+                    source, tmp, redactor, gz, advance, sink=None if collector is None else collector.feed
+                )
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-                raise InputError(source, f"corrupt or truncated gzip data ({exc})",
-                                 "re-copy the file; it may be truncated") from None
+                raise InputError(
+                    source, f"corrupt or truncated gzip data ({exc})", "re-copy the file; it may be truncated"
+                ) from None
         if sensitive is not None:
             strings = collector.close()
             scanner = Scanner(sensitive.result())
@@ -222,7 +250,9 @@ def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
     with atomic_path(out) as tmp:
         tmp.write_bytes(redacted)
         if scan:
-            result = _finish_scan(source, "text_summary", redactor, lambda s: scan_text_file(tmp, s, out.name))
+            result = _finish_scan(
+                source, "text_summary", redactor, lambda s: scan_text_file(tmp, s, out.name)
+            )
     return len(data), len(redacted), result
 
 
@@ -232,7 +262,9 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def scan(path: str | os.PathLike[str], against: str | os.PathLike[str], policy: Policy | None = None) -> ScanResult:
+def scan(
+    path: str | os.PathLike[str], against: str | os.PathLike[str], policy: Policy | None = None
+) -> ScanResult:
     """Leak-scan ``path`` (a redacted output) against ``against`` (its original), which is read
     again on its own to derive what is sensitive; detectors also run on the output alone."""
     path, against = Path(path), Path(against)
@@ -267,5 +299,16 @@ def _scan_trace_against(path: Path, against: Path, kind: str, policy: Policy) ->
     return scanner.result
 
 
-__all__ = ["KEY_ENV", "LeakError", "Policy", "RedactionReport", "ScanResult", "build_policy", "check_paths",
-           "input_kind", "key_fingerprint", "redact", "scan"]
+__all__ = [
+    "KEY_ENV",
+    "LeakError",
+    "Policy",
+    "RedactionReport",
+    "ScanResult",
+    "build_policy",
+    "check_paths",
+    "input_kind",
+    "key_fingerprint",
+    "redact",
+    "scan",
+]

@@ -73,8 +73,13 @@ def _derive_child(send, source: Path, kind: str, allowlist: Allowlist | None, ke
 class Derivation:
     """:func:`.sensitive.derive` on a forked process; :meth:`result` waits for the sensitive set."""
 
-    def __init__(self, source: Path, kind: str, allowlist: Allowlist | None = None,
-                 keep: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        source: Path,
+        kind: str,
+        allowlist: Allowlist | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> None:
         self.args = (source, kind, allowlist, keep)
         self.process = self.receive = None
         context = _fork_context()
@@ -137,7 +142,7 @@ class StringFinder:
         held = self.held + data if self.held else data
         start = 0
         while len(held) - start >= self.block_size:
-            piece = held[start:start + self.block_size]
+            piece = held[start : start + self.block_size]
             at = cut_opening_quote(piece)
             if at <= 0:  # no place to cut in this piece: look at a longer one
                 piece = held[start:]
@@ -178,9 +183,10 @@ def _output_child(receive, send, block_size: int | None) -> None:
             blocks.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
+
     def strings() -> set[bytes] | None:
         finder = StringFinder(block_size)
-        while (data := blocks.get()):
+        while data := blocks.get():
             finder.feed(data)
         return finder.close() if data is not None else None
 
@@ -201,8 +207,9 @@ class OutputStrings:
             try:
                 to_child, self.send = context.Pipe(duplex=False)
                 self.receive, from_child = context.Pipe(duplex=False)
-                self.process = context.Process(target=_output_child, args=(to_child, from_child, block_size),
-                                               daemon=True)
+                self.process = context.Process(
+                    target=_output_child, args=(to_child, from_child, block_size), daemon=True
+                )
                 self.process.start()
                 to_child.close()
                 from_child.close()

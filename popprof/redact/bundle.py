@@ -18,20 +18,40 @@ from .redactor import Redactor
 
 #: (table, column) -> identifier kind. Public vocabulary in these columns stays (allowlist).
 IDENTIFIER_COLUMNS: dict[tuple[str, str], str] = {
-    ("programs", "name"): "prog", ("steps", "program"): "prog", ("liveness", "program"): "prog",
-    ("variables", "name"): "var", ("liveness_variables", "name"): "var", ("runs", "name"): "run",
-    ("operations", "name"): "op", ("operations", "file"): "file", ("operations", "layer"): "layer",
-    ("events", "name"): "evt", ("events", "channel"): "chan", ("threads", "process_name"): "proc",
-    ("threads", "thread_name"): "thr", ("counters", "name"): "ctr", ("counters", "series"): "ser",
-    ("memory_totals", "category"): "vtx", ("tile_memory", "category"): "label",
-    ("programs", "type"): "label", ("liveness", "program_type"): "label", ("steps", "program_type"): "label",
-    ("steps", "category"): "label", ("programs", "category"): "label", ("events", "device_category"): "label",
+    ("programs", "name"): "prog",
+    ("steps", "program"): "prog",
+    ("liveness", "program"): "prog",
+    ("variables", "name"): "var",
+    ("liveness_variables", "name"): "var",
+    ("runs", "name"): "run",
+    ("operations", "name"): "op",
+    ("operations", "file"): "file",
+    ("operations", "layer"): "layer",
+    ("events", "name"): "evt",
+    ("events", "channel"): "chan",
+    ("threads", "process_name"): "proc",
+    ("threads", "thread_name"): "thr",
+    ("counters", "name"): "ctr",
+    ("counters", "series"): "ser",
+    ("memory_totals", "category"): "vtx",
+    ("tile_memory", "category"): "label",
+    ("programs", "type"): "label",
+    ("liveness", "program_type"): "label",
+    ("steps", "program_type"): "label",
+    ("steps", "category"): "label",
+    ("programs", "category"): "label",
+    ("events", "device_category"): "label",
     ("memory_totals", "group"): "label",
 }
 #: (table, column) -> free text (scrubbed, not pseudonymised as a whole).
-TEXT_COLUMNS: frozenset[tuple[str, str]] = frozenset({
-    ("target", "source_format"), ("target", "ipu_arch"), ("target", "target_type"), ("target", "poplar_version"),
-})
+TEXT_COLUMNS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("target", "source_format"),
+        ("target", "ipu_arch"),
+        ("target", "target_type"),
+        ("target", "poplar_version"),
+    }
+)
 JSON_COLUMNS: frozenset[tuple[str, str]] = frozenset({("events", "args")})
 
 
@@ -43,16 +63,21 @@ def _map_column(series: pd.Series, func, counts_into=None) -> pd.Series:
         counts = np.bincount(codes[codes >= 0], minlength=len(cats)) if len(cats) else np.zeros(0, int)
         new = [func(c, int(n)) for c, n in zip(cats.tolist(), counts.tolist(), strict=True)]
         if len(set(new)) == len(new):
-            return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(new, dtype="str")),
-                             name=series.name)
-        return pd.Series(np.asarray(new, dtype=object)[codes], name=series.name).where(codes >= 0).astype(
-            "category")
+            return pd.Series(
+                pd.Categorical.from_codes(codes, categories=pd.Index(new, dtype="str")), name=series.name
+            )
+        return (
+            pd.Series(np.asarray(new, dtype=object)[codes], name=series.name)
+            .where(codes >= 0)
+            .astype("category")
+        )
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
     if len(uniques) == 0:
         return series
     counts = np.bincount(codes[codes >= 0], minlength=len(uniques))
-    new = np.asarray([func(u, int(n)) for u, n in zip(uniques.tolist(), counts.tolist(), strict=True)],
-                     dtype=object)
+    new = np.asarray(
+        [func(u, int(n)) for u, n in zip(uniques.tolist(), counts.tolist(), strict=True)], dtype=object
+    )
     out = pd.Series(new[np.where(codes >= 0, codes, 0)], name=series.name)
     out[codes < 0] = None
     return out.astype(series.dtype)
@@ -93,7 +118,9 @@ def redact_profile(profile: Profile, redactor: Redactor) -> Profile:
                 out[column] = None
                 continue
             series = frame[column]
-            if not (isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(series.dtype)):
+            if not (
+                isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(series.dtype)
+            ):
                 continue
             if where in JSON_COLUMNS or where in TEXT_COLUMNS:
                 out[column] = _map_column(series, lambda v, n: redactor.value(v))
@@ -118,8 +145,9 @@ def redact_sources(sources: list[dict], redactor: Redactor) -> list[dict]:
             original = item["name"]
             stem, dot, ext = original.rpartition(".")
             pseudo = redactor.identifier("file", original)
-            item["name"] = pseudo + (f".{ext}" if dot and pseudo != original and ext.isalnum() and len(ext) <= 8
-                                     else "")
+            item["name"] = pseudo + (
+                f".{ext}" if dot and pseudo != original and ext.isalnum() and len(ext) <= 8 else ""
+            )
         for k in list(item):
             if k not in ("name", "size_bytes", "sha256") and isinstance(item[k], str):
                 item[k] = redactor.value(item[k], k)

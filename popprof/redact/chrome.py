@@ -124,8 +124,11 @@ class ChromeRedactor:
             if new_key == key and new_value == value:
                 out = token
             else:  # what is kept stays byte for byte (escapes included), whatever the path
-                out = (m.group(1) if new_key == key else _encode(new_key)) + m.group(2) + \
-                    (m.group(3) if new_value == value else _encode(new_value))
+                out = (
+                    (m.group(1) if new_key == key else _encode(new_key))
+                    + m.group(2)
+                    + (m.group(3) if new_value == value else _encode(new_value))
+                )
         else:
             value = _decode(token)
             new = self.r.decide(value, "arg")
@@ -178,7 +181,11 @@ class ChromeRedactor:
                             obj = orjson.loads(block[start:end])
                         except orjson.JSONDecodeError:
                             continue
-                        if isinstance(obj, dict) and obj.get("name") == label and isinstance(obj.get("args"), dict):
+                        if (
+                            isinstance(obj, dict)
+                            and obj.get("name") == label
+                            and isinstance(obj.get("args"), dict)
+                        ):
                             name = obj["args"].get("name")
                             if isinstance(name, str):
                                 if lessons is None:
@@ -226,7 +233,9 @@ class ChromeRedactor:
                 return memoryview(b""), block, lessons
             block, rest = block[:pending], block[pending:]
         if b"/" in block:  # a one-byte search first: the two-byte ones are slow in CPython
-            lessons.extend(("user", m.group(1).decode("utf-8", "replace")) for m in _HOME_USER.finditer(block))
+            lessons.extend(
+                ("user", m.group(1).decode("utf-8", "replace")) for m in _HOME_USER.finditer(block)
+            )
         if has_escaped_quote(block):  # escaped quotes: the regex tokenizer path
             parts = TOKEN_RE.split(block)
             if final:
@@ -273,8 +282,9 @@ class ChromeRedactor:
                     new[i] = decide(contents[i], roles[i], keys[i])
         if len(self.inner) > CACHE_LIMIT:  # bounded memory for traces with millions of unique strings
             self.inner.clear()
-        changed = np.fromiter((a is not b and a != b for a, b in zip(new, contents, strict=True)), dtype=bool,
-                              count=len(units))
+        changed = np.fromiter(
+            (a is not b and a != b for a, b in zip(new, contents, strict=True)), dtype=bool, count=len(units)
+        )
         if not changed.any():
             return bytes(work)
         inverse = inverse.ravel()
@@ -287,7 +297,7 @@ class ChromeRedactor:
         joined = pa.concat_arrays([gaps, repl]).take(pa.array(perm))
         offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
         data = joined.buffers()[2]
-        return data[int(offsets[joined.offset]): int(offsets[joined.offset + m])].to_pybytes() + enc.tail
+        return data[int(offsets[joined.offset]) : int(offsets[joined.offset + m])].to_pybytes() + enc.tail
 
     def _everywhere_public(self, values: list[bytes]) -> np.ndarray:
         """Per distinct string content of a block: True when it is public vocabulary, so every context
@@ -298,8 +308,11 @@ class ChromeRedactor:
         for i, content in enumerate(values):
             flag = known.get(content)
             if flag is None:
-                flag = b"\\" not in content and b"," not in content and \
-                    self.r.is_public(content.decode("utf-8", "surrogateescape"))
+                flag = (
+                    b"\\" not in content
+                    and b"," not in content
+                    and self.r.is_public(content.decode("utf-8", "surrogateescape"))
+                )
                 if flag:
                     self.r.kept["public"] += 1
                 if len(known) > CACHE_LIMIT:
@@ -333,7 +346,7 @@ def encode(work: memoryview) -> _Encoded:
     quotes = np.flatnonzero(np.frombuffer(work, dtype=np.uint8) == 0x22)
     tail = b""
     if len(quotes) % 2:  # ends inside an unterminated string (only in a malformed last block)
-        tail, work, quotes = bytes(work[int(quotes[-1]):]), work[:int(quotes[-1])], quotes[:-1]
+        tail, work, quotes = bytes(work[int(quotes[-1]) :]), work[: int(quotes[-1])], quotes[:-1]
     buffer = pa.py_buffer(work)
     if not len(quotes):
         return _Encoded(work, buffer, tail=tail)
@@ -341,16 +354,24 @@ def encode(work: memoryview) -> _Encoded:
     pieces = _spans(buffer, len(work), starts, ends)
     inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
     encoded = pc.dictionary_encode(inside)
-    return _Encoded(work, buffer, starts, ends, encoded.indices.to_numpy(zero_copy_only=False),
-                    encoded.dictionary.to_pylist(), tail)
+    return _Encoded(
+        work,
+        buffer,
+        starts,
+        ends,
+        encoded.indices.to_numpy(zero_copy_only=False),
+        encoded.dictionary.to_pylist(),
+        tail,
+    )
 
 
 #: Roles of a string in a block: an object key, a value (of the preceding key), anything else.
 _KEY, _TEXT, _VALUE = 0, 1, 2
 
 
-def _roles(block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, index: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray]:
+def _roles(
+    block, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per string of a block (content spans ``starts``/``ends``, quotes just outside; ``index`` = their
     positions among all the block's strings, whose dictionary codes are ``codes``): its role and, for a
     value, the code of its key (else -1). A key is followed by ``:``; a value follows ``:``."""
@@ -371,8 +392,9 @@ def _spans(buffer: pa.Buffer, size: int, starts: np.ndarray, ends: np.ndarray) -
     offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
     offsets[0], offsets[-1] = 0, size
     offsets[1:-1:2], offsets[2:-1:2] = starts, ends
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
-                                            [None, pa.py_buffer(offsets), buffer])
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buffer]
+    )
 
 
 def _cut_before_key(block: bytes, tries: int = 256) -> int:
@@ -384,7 +406,7 @@ def _cut_before_key(block: bytes, tries: int = 256) -> int:
     before = quotes_before(block, pos)  # quotes before ``pos``; each step back passes one more quote
     for _ in range(tries):
         # an opening quote of an object key or an array element (never a value: it would lose its key)
-        if before % 2 == 0 and block[max(0, pos - 64): pos].rstrip()[-1:] in (b",", b"{", b"["):
+        if before % 2 == 0 and block[max(0, pos - 64) : pos].rstrip()[-1:] in (b",", b"{", b"["):
             return pos
         pos = block.rfind(b'"', 0, pos)
         if pos <= 0:
@@ -403,9 +425,15 @@ def is_gzip(path: Path) -> bool:
         return handle.read(2) == b"\x1f\x8b"
 
 
-def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
-                  advance: Callable[[float], None] = lambda n: None, workers: int = 2,
-                  sink: Callable[[bytes], None] | None = None) -> tuple[int, int]:
+def redact_chrome(
+    source: Path,
+    tmp_out: Path,
+    redactor: Redactor,
+    gz: bool,
+    advance: Callable[[float], None] = lambda n: None,
+    workers: int = 2,
+    sink: Callable[[bytes], None] | None = None,
+) -> tuple[int, int]:
     """Stream ``source`` into ``tmp_out`` (gzip when ``gz``). Returns (bytes read, bytes written).
 
     A small pipeline: the main thread reads, learns and cuts blocks in order and finishes them in
@@ -475,12 +503,13 @@ def redact_chrome(source: Path, tmp_out: Path, redactor: Redactor, gz: bool,
     return read, written
 
 
-_JSON_PUNCT = b"0123456789.,:{}[]+-eE \"\n\r\t"
+_JSON_PUNCT = b'0123456789.,:{}[]+-eE "\n\r\t'
 _JSON_LITERALS = re.compile(rb"true|false|null|NaN|Infinity")
 
 
-def scan_chrome(path: Path, scanner, block_size: int | None = None, place: str | None = None,
-                workers: int = 2) -> None:
+def scan_chrome(
+    path: Path, scanner, block_size: int | None = None, place: str | None = None, workers: int = 2
+) -> None:
     """Leak-scan a Chrome trace: every distinct JSON string (keys and values) is checked once, and text
     outside strings is checked for anything that is not a number, punctuation or a JSON literal."""
     check_strings(trace_strings(path, block_size, workers), scanner, set(), place or path.name)
@@ -491,7 +520,9 @@ def trace_strings(path: Path, block_size: int | None = None, workers: int = 2) -
     syntax), as raw bytes. Gzip bombs and endless strings end in LimitExceeded; nothing here recurses."""
     found: set[bytes] = set()
     with open_binary(path) as reader:
-        for strings in map_blocks(reader, block_strings, block_size or SCAN_BLOCK, cut_opening_quote, path, workers):
+        for strings in map_blocks(
+            reader, block_strings, block_size or SCAN_BLOCK, cut_opening_quote, path, workers
+        ):
             found |= strings
     return found
 
@@ -511,13 +542,18 @@ def block_strings(data: bytes) -> set[bytes]:
         quotes = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x22)
         if len(quotes) % 2:
             quotes = quotes[:-1]
-        pieces = _spans(pa.py_buffer(data), len(data), quotes[0::2] + 1, quotes[1::2]) if len(quotes) \
+        pieces = (
+            _spans(pa.py_buffer(data), len(data), quotes[0::2] + 1, quotes[1::2])
+            if len(quotes)
             else pa.array([data], pa.large_binary())
+        )
         n = len(pieces)
         strings = set(pc.unique(pieces.take(pa.array(np.arange(1, n, 2, dtype=np.int64)))).to_pylist())
         outside = pieces.take(pa.array(np.arange(0, n, 2, dtype=np.int64)))
         offsets = np.frombuffer(outside.buffers()[1], dtype=np.int64)
-        text = outside.buffers()[2][int(offsets[outside.offset]): int(offsets[outside.offset + len(outside)])]
+        text = outside.buffers()[2][
+            int(offsets[outside.offset]) : int(offsets[outside.offset + len(outside)])
+        ]
         rest = text.to_pybytes().translate(None, _JSON_PUNCT)
         if _JSON_LITERALS.sub(b"", rest):
             for piece in outside.to_pylist():
@@ -561,7 +597,9 @@ def locate_in_trace(path: Path, hits: dict[str, str], result, limit: int = 50) -
             if is_array:
                 parts.append(f"[{label}]")
             elif label is not None:
-                parts.append(("." if parts else "") + (label if safe_key(label) and label not in hits else "<key>"))
+                parts.append(
+                    ("." if parts else "") + (label if safe_key(label) and label not in hits else "<key>")
+                )
         text = "".join(parts)
         return text + (("." if text else "") + last if last else "")
 

@@ -125,8 +125,9 @@ def last_opening_quote(data: bytes) -> int:
     return int(quotes[last]) if last >= 0 and quotes[last] > 0 else -1
 
 
-def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], source: Path | None = None
-           ) -> Iterator[bytes]:
+def blocks(
+    reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], source: Path | None = None
+) -> Iterator[bytes]:
     """The bytes of ``reader`` in blocks of about ``block_size``, each split where ``cut`` says it is safe
     (a block with no safe place is joined to the next one); the last block holds the rest.
 
@@ -154,8 +155,14 @@ def blocks(reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], sourc
             return
 
 
-def map_blocks(reader: BinaryIO, fn: Callable[[bytes], T], block_size: int, cut: Callable[[bytes], int],
-               source: Path | None = None, workers: int = 2) -> Iterator[T]:
+def map_blocks(
+    reader: BinaryIO,
+    fn: Callable[[bytes], T],
+    block_size: int,
+    cut: Callable[[bytes], int],
+    source: Path | None = None,
+    workers: int = 2,
+) -> Iterator[T]:
     """``fn`` of each block of :func:`blocks`, in order, computed on ``workers`` threads (for numpy / pyarrow
     work that releases the GIL: several cores stay busy while the blocks are read)."""
     from collections import deque

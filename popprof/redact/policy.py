@@ -77,21 +77,35 @@ class Policy:
         known = {"keep", "drop", "scrub", "identifiers"}
         unknown = set(data) - known
         if unknown:
-            raise UsageError(f"{origin}: unknown redaction policy keys {sorted(unknown)}; known: {sorted(known)}")
+            raise UsageError(
+                f"{origin}: unknown redaction policy keys {sorted(unknown)}; known: {sorted(known)}"
+            )
         for name in ("keep", "drop"):
-            if name in data and not (isinstance(data[name], list) and all(isinstance(x, str) for x in data[name])):
+            if name in data and not (
+                isinstance(data[name], list) and all(isinstance(x, str) for x in data[name])
+            ):
                 raise UsageError(f"{origin}: {name} must be a list of strings")
         scrub = data.get("scrub", {})
         if not isinstance(scrub, dict):
             raise UsageError(f"{origin}: scrub must be a table of family = true|false")
-        return Policy(keep=self.keep + list(data.get("keep", [])), drop=self.drop + list(data.get("drop", [])),
-                      scrub={**self.scrub, **scrub}, identifiers=bool(data.get("identifiers", self.identifiers)),
-                      source=self.source + [label or origin])
+        return Policy(
+            keep=self.keep + list(data.get("keep", [])),
+            drop=self.drop + list(data.get("drop", [])),
+            scrub={**self.scrub, **scrub},
+            identifiers=bool(data.get("identifiers", self.identifiers)),
+            source=self.source + [label or origin],
+        )
 
     def describe(self) -> dict:
         """A JSON-safe description (recorded in the manifest and the report; holds no secrets)."""
-        return {"keep": list(self.keep), "drop": list(self.drop), "scrub": dict(self.scrub),
-                "identifiers": self.identifiers, "allowlist": "popprof built-in", "source": list(self.source)}
+        return {
+            "keep": list(self.keep),
+            "drop": list(self.drop),
+            "scrub": dict(self.scrub),
+            "identifiers": self.identifiers,
+            "allowlist": "popprof built-in",
+            "source": list(self.source),
+        }
 
 
 def load_policy_file(path: str | Path) -> dict:
@@ -105,14 +119,20 @@ def load_policy_file(path: str | Path) -> dict:
         raise InputError(path, f"policy file is not valid TOML ({exc})") from None
     if "tool" in data and isinstance(data["tool"], dict):
         popprof = data["tool"].get("popprof", {})
-        data = popprof.get("redact", {}) if isinstance(popprof, dict) else popprof  # merged() rejects a non-table
+        data = (
+            popprof.get("redact", {}) if isinstance(popprof, dict) else popprof
+        )  # merged() rejects a non-table
     elif "redact" in data:
         data = data["redact"]
     return data
 
 
-def build_policy(policy_file: str | Path | None = None, keep: list[str] | tuple[str, ...] = (),
-                 drop: list[str] | tuple[str, ...] = (), use_config: bool = True) -> Policy:
+def build_policy(
+    policy_file: str | Path | None = None,
+    keep: list[str] | tuple[str, ...] = (),
+    drop: list[str] | tuple[str, ...] = (),
+    use_config: bool = True,
+) -> Policy:
     """The effective policy: defaults, project config, policy file, then command-line patterns."""
     policy = Policy()
     if use_config:

@@ -20,12 +20,35 @@ import secrets
 
 #: Identifier kind -> pseudonym prefix.
 PREFIXES: dict[str, str] = {
-    "var": "var", "prog": "prog", "cs": "cs", "op": "op", "evt": "evt", "thr": "thr", "proc": "proc",
-    "ctr": "ctr", "ser": "ser", "run": "run", "chan": "chan", "layer": "layer", "vtx": "vtx", "dbg": "dbg",
-    "file": "file", "profile": "profile", "arg": "arg", "label": "label", "key": "key",
+    "var": "var",
+    "prog": "prog",
+    "cs": "cs",
+    "op": "op",
+    "evt": "evt",
+    "thr": "thr",
+    "proc": "proc",
+    "ctr": "ctr",
+    "ser": "ser",
+    "run": "run",
+    "chan": "chan",
+    "layer": "layer",
+    "vtx": "vtx",
+    "dbg": "dbg",
+    "file": "file",
+    "profile": "profile",
+    "arg": "arg",
+    "label": "label",
+    "key": "key",
     # free-text kinds
-    "path": "path", "user": "user", "host": "host", "email": "email", "ip": "ip", "url": "url",
-    "secret": "secret", "token": "token", "env": "env",
+    "path": "path",
+    "user": "user",
+    "host": "host",
+    "email": "email",
+    "ip": "ip",
+    "url": "url",
+    "secret": "secret",
+    "token": "token",
+    "env": "env",
 }
 
 SHORT_HEX = 12
@@ -52,8 +75,12 @@ def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str
         except OSError as exc:
             raise InputError(key_file, f"cannot read the key file ({exc.strerror or exc})") from None
         if len(data) < 8:
-            raise InputError(key_file, "the key file holds fewer than 8 bytes", "use a long random key, "
-                             "e.g. `python -c 'import secrets; print(secrets.token_hex(32))' > key`")
+            raise InputError(
+                key_file,
+                "the key file holds fewer than 8 bytes",
+                "use a long random key, "
+                "e.g. `python -c 'import secrets; print(secrets.token_hex(32))' > key`",
+            )
         return data, "file"
     env = os.environ.get(KEY_ENV, "").strip()
     if env:

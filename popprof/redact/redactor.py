@@ -41,8 +41,12 @@ class Redactor:
         """Allowlisted vocabulary, a value the policy keeps, a plain number, or already a pseudonym."""
         hit = self._public.get(value)
         if hit is None:
-            hit = (value in self.allowlist or self.policy.keeps(value) or bool(_PLAIN_NUMBER.fullmatch(value))
-                   or bool(PSEUDONYM_RE.fullmatch(value)))
+            hit = (
+                value in self.allowlist
+                or self.policy.keeps(value)
+                or bool(_PLAIN_NUMBER.fullmatch(value))
+                or bool(PSEUDONYM_RE.fullmatch(value))
+            )
             if len(self._public) < 1_000_000:
                 self._public[value] = hit
         return hit
@@ -132,14 +136,14 @@ class Redactor:
         pos = i = 0
         while i < len(spans):
             if public[i]:
-                parts.append(value[pos:spans[i][1]])
+                parts.append(value[pos : spans[i][1]])
                 pos = spans[i][1]
                 i += 1
                 continue
             j = i
             while j < len(spans) and not public[j]:
                 j += 1
-            parts.append(self._scrub_region(value[pos:spans[j - 1][1]]))
+            parts.append(self._scrub_region(value[pos : spans[j - 1][1]]))
             pos, i = spans[j - 1][1], j
         parts.append(value[pos:])
         return "".join(parts)
@@ -199,5 +203,7 @@ class Redactor:
         occ = Counter(self.occurrences)
         occ.update(self.scrubber.occurrences)
         distinct = self.pseudonyms.counts()
-        return {kind: {"distinct": distinct.get(kind, 0), "occurrences": occ.get(kind, 0)}
-                for kind in sorted(set(distinct) | set(occ))}
+        return {
+            kind: {"distinct": distinct.get(kind, 0), "occurrences": occ.get(kind, 0)}
+            for kind in sorted(set(distinct) | set(occ))
+        }

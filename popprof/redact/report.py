@@ -47,12 +47,17 @@ class RedactionReport:
         """A few human-readable lines."""
         total = sum(v["distinct"] for v in self.replaced.values())
         kinds = ", ".join(f"{k} {v['distinct']:,}" for k, v in self.replaced.items() if v["distinct"])
-        lines = [f"redacted {self.input_kind} -> {self.output}: {total:,} distinct values replaced"
-                 + (f" ({kinds})" if kinds else "")]
+        lines = [
+            f"redacted {self.input_kind} -> {self.output}: {total:,} distinct values replaced"
+            + (f" ({kinds})" if kinds else "")
+        ]
         if self.dropped:
             lines.append(f"dropped: {', '.join(self.dropped)}")
         if self.scan is not None:
-            lines.append("leak scan: " + ("passed" if self.scan.get("passed") else "FAILED")
-                         + f" ({self.scan.get('strings_checked', 0):,} distinct strings, "
-                           f"{self.scan.get('tokens', 0):,} tokens)")
+            lines.append(
+                "leak scan: "
+                + ("passed" if self.scan.get("passed") else "FAILED")
+                + f" ({self.scan.get('strings_checked', 0):,} distinct strings, "
+                f"{self.scan.get('tokens', 0):,} tokens)"
+            )
         return "\n".join(lines)

@@ -66,15 +66,24 @@ class ScanResult:
         if self.locations:
             shown = "; ".join(f"{loc['kind']} at {loc['where']}" for loc in self.locations[:6])
             more = len(self.locations) - 6
-            return (f"leak scan FAILED ({sum(self.leaks.values())} leaks): sensitive {shown}"
-                    + (f"; and {more} more located" if more > 0 else ""))
-        parts = [f"{kind} x{n} in {', '.join(sorted(self.where[kind])[:4])}" for kind, n in self.leaks.most_common()]
+            return f"leak scan FAILED ({sum(self.leaks.values())} leaks): sensitive {shown}" + (
+                f"; and {more} more located" if more > 0 else ""
+            )
+        parts = [
+            f"{kind} x{n} in {', '.join(sorted(self.where[kind])[:4])}"
+            for kind, n in self.leaks.most_common()
+        ]
         return "leak scan FAILED: sensitive " + "; ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"passed": self.passed, "tokens": self.tokens, "strings_checked": self.strings_checked,
-                "leaked_kinds": dict(self.leaks), "where": {k: sorted(v) for k, v in self.where.items()},
-                "locations": list(self.locations)}
+        return {
+            "passed": self.passed,
+            "tokens": self.tokens,
+            "strings_checked": self.strings_checked,
+            "leaked_kinds": dict(self.leaks),
+            "where": {k: sorted(v) for k, v in self.where.items()},
+            "locations": list(self.locations),
+        }
 
 
 class TokenMatcher:
@@ -101,7 +110,7 @@ class TokenMatcher:
         kind = self.tokens.get(text)
         if kind is not None:
             return kind
-        grams = {text[i:i + MIN_TOKEN] for i in range(len(text) - MIN_TOKEN + 1)}
+        grams = {text[i : i + MIN_TOKEN] for i in range(len(text) - MIN_TOKEN + 1)}
         for gram in self._keys & grams:
             for token in self._index[gram]:
                 if token in text and (not bounded or _bounded(text, token)):
@@ -128,12 +137,21 @@ class Scanner:
     caller can find where it sits (:attr:`hits`).
     """
 
-    def __init__(self, sensitive: SensitiveSet, allowlist: Allowlist | None = None,
-                 keep: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        sensitive: SensitiveSet,
+        allowlist: Allowlist | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> None:
         self.allowlist = allowlist or sensitive.allowlist or Allowlist()
         self.keep = keep or sensitive.keep or (lambda s: False)
-        self.matcher = TokenMatcher({t: k for t, k in sensitive.substring_tokens().items()
-                                     if len(t) >= MIN_SUBSTRING and not self.keep(t)})
+        self.matcher = TokenMatcher(
+            {
+                t: k
+                for t, k in sensitive.substring_tokens().items()
+                if len(t) >= MIN_SUBSTRING and not self.keep(t)
+            }
+        )
         self.wholes = TokenMatcher({t: k for t, k in sensitive.whole_tokens().items() if not self.keep(t)})
         self.word_tokens = {w: k for w, k in sensitive.word_tokens().items() if not self.keep(w)}
         self._word_keys = self.word_tokens.keys()
@@ -149,7 +167,11 @@ class Scanner:
             return
         self._seen.add((value, key))
         self.result.strings_checked += 1
-        if PSEUDONYM_RE.fullmatch(value) or self.keep(value) or (key is not None and key.lower() in HASH_KEYS):
+        if (
+            PSEUDONYM_RE.fullmatch(value)
+            or self.keep(value)
+            or (key is not None and key.lower() in HASH_KEYS)
+        ):
             return
         if looks_like_json(value) and value not in self.allowlist and json_depth(value) <= MAX_JSON_DEPTH:
             try:
@@ -250,7 +272,9 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                 column = table.column(name)
                 typ = column.type
                 if pa.types.is_dictionary(typ):
-                    column = column.combine_chunks().dictionary if column.num_chunks else pa.array([], pa.string())
+                    column = (
+                        column.combine_chunks().dictionary if column.num_chunks else pa.array([], pa.string())
+                    )
                     typ = column.type
                 before = dict(scanner.hits)
                 if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
@@ -265,8 +289,12 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                     for value in column.to_pylist():
                         scanner.check(json.dumps(value, default=str, ensure_ascii=False), f"{rel}:{name}")
                 if len(scanner.hits) > len(before):
-                    _locate_rows(table.column(name), {v: k for v, k in scanner.hits.items() if v not in before},
-                                 f"{rel}:{name}", scanner.result)
+                    _locate_rows(
+                        table.column(name),
+                        {v: k for v, k in scanner.hits.items() if v not in before},
+                        f"{rel}:{name}",
+                        scanner.result,
+                    )
         elif file.suffix == ".json":
             text = file.read_text("utf-8", "replace")
             try:
@@ -274,7 +302,11 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
             except ValueError:
                 doc = None
             if doc is not None:
-                if file.name == "manifest.json" and isinstance(doc, dict) and isinstance(doc.get("redacted"), dict):
+                if (
+                    file.name == "manifest.json"
+                    and isinstance(doc, dict)
+                    and isinstance(doc.get("redacted"), dict)
+                ):
                     policy = dict(doc["redacted"].get("policy") or {})
                     policy.pop("keep", None)  # the user's own patterns, recorded on purpose
                     policy.pop("drop", None)
@@ -298,8 +330,14 @@ def _is_textual(typ) -> bool:
 
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
-    return (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
-            or pa.types.is_large_binary(typ) or pa.types.is_string_view(typ) or pa.types.is_nested(typ))
+    return (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_string_view(typ)
+        or pa.types.is_nested(typ)
+    )
 
 
 def scan_text_file(path: Path, scanner: Scanner, name: str | None = None) -> ScanResult:
@@ -337,8 +375,9 @@ def _locate_rows(column, hits: dict[str, str], place: str, result: ScanResult) -
                 return
 
 
-def json_paths(obj: object, targets: set[str], shown: Callable[[str], bool] | None = None
-               ) -> Iterator[tuple[str, str]]:
+def json_paths(
+    obj: object, targets: set[str], shown: Callable[[str], bool] | None = None
+) -> Iterator[tuple[str, str]]:
     """``(path, string)`` for every key or string of a JSON value that is in ``targets``.
 
     Paths read like ``traceEvents[12].args.kernel``; a key that is itself a leak, or that

@@ -24,25 +24,75 @@ from .pseudonym import PREFIXES
 
 #: Scrubber families a policy can switch off (``scrub.paths = false``): family -> kinds it covers.
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "paths": ("path",), "users": ("user",), "hosts": ("host",), "emails": ("email",), "ips": ("ip",),
-    "urls": ("url",), "secrets": ("secret", "token"), "env": ("env",),
+    "paths": ("path",),
+    "users": ("user",),
+    "hosts": ("host",),
+    "emails": ("email",),
+    "ips": ("ip",),
+    "urls": ("url",),
+    "secrets": ("secret", "token"),
+    "env": ("env",),
 }
 
-PSEUDONYM_RE = re.compile(r"(?:{})_[0-9a-f]{{12}}(?:[0-9a-f]{{12}})?(?:\.\w{{1,8}})?".format("|".join(sorted(set(PREFIXES.values())))))
+PSEUDONYM_RE = re.compile(
+    r"(?:{})_[0-9a-f]{{12}}(?:[0-9a-f]{{12}})?(?:\.\w{{1,8}})?".format(
+        "|".join(sorted(set(PREFIXES.values())))
+    )
+)
 
-_TLDS = ("com|net|org|io|edu|gov|mil|local|internal|lan|corp|intranet|cloud|ai|dev|app|co|uk|de|fr|jp|cn|us|eu|"
-         "ca|au|nl|se|ch|fi|be|it|es|arpa|cluster|svc|home")
-_FILE_EXT = ("py|pyc|ipynb|yml|yaml|json|cfg|ini|toml|txt|csv|tsv|onnx|pb|pt|pth|ckpt|h5|hdf5|tfrecord|npz|npy|"
-             "pop|pvti|cbor|capnp|log|sh|cpp|cc|cxx|hpp|h|so|popef|bin|parquet|zip|tar|gz|tgz|pkl|pickle|"
-             "safetensors|conf|xml|md|jsonl|gp|c")
-PUBLIC_FILES = frozenset({"profile.pop", "debug.cbor", "archive.a", "serialized_graph.capnp", "framework.json",
-                          "frameworks.json", "app.json", "manifest.json"}) | frozenset(
-    f"{table}.parquet" for table in TABLES)
-GENERIC_USERS = frozenset({"root", "shared", "Shared", "Public", "runner", "admin", "default", "user", "users",
-                           "home", "ubuntu", "localuser", "nobody"})
-SAFE_ENV = frozenset({"POPLAR_ENGINE_OPTIONS", "POPLAR_TARGET_OPTIONS", "PVTI_OPTIONS", "POPLAR_LOG_LEVEL",
-                      "POPLIBS_LOG_LEVEL", "POPART_LOG_LEVEL", "POPTORCH_LOG_LEVEL", "GCL_LOG_LEVEL",
-                      "OMP_NUM_THREADS", "POPLAR_RUNTIME_OPTIONS", "TF_POPLAR_FLAGS"})
+_TLDS = (
+    "com|net|org|io|edu|gov|mil|local|internal|lan|corp|intranet|cloud|ai|dev|app|co|uk|de|fr|jp|cn|us|eu|"
+    "ca|au|nl|se|ch|fi|be|it|es|arpa|cluster|svc|home"
+)
+_FILE_EXT = (
+    "py|pyc|ipynb|yml|yaml|json|cfg|ini|toml|txt|csv|tsv|onnx|pb|pt|pth|ckpt|h5|hdf5|tfrecord|npz|npy|"
+    "pop|pvti|cbor|capnp|log|sh|cpp|cc|cxx|hpp|h|so|popef|bin|parquet|zip|tar|gz|tgz|pkl|pickle|"
+    "safetensors|conf|xml|md|jsonl|gp|c"
+)
+PUBLIC_FILES = frozenset(
+    {
+        "profile.pop",
+        "debug.cbor",
+        "archive.a",
+        "serialized_graph.capnp",
+        "framework.json",
+        "frameworks.json",
+        "app.json",
+        "manifest.json",
+    }
+) | frozenset(f"{table}.parquet" for table in TABLES)
+GENERIC_USERS = frozenset(
+    {
+        "root",
+        "shared",
+        "Shared",
+        "Public",
+        "runner",
+        "admin",
+        "default",
+        "user",
+        "users",
+        "home",
+        "ubuntu",
+        "localuser",
+        "nobody",
+    }
+)
+SAFE_ENV = frozenset(
+    {
+        "POPLAR_ENGINE_OPTIONS",
+        "POPLAR_TARGET_OPTIONS",
+        "PVTI_OPTIONS",
+        "POPLAR_LOG_LEVEL",
+        "POPLIBS_LOG_LEVEL",
+        "POPART_LOG_LEVEL",
+        "POPTORCH_LOG_LEVEL",
+        "GCL_LOG_LEVEL",
+        "OMP_NUM_THREADS",
+        "POPLAR_RUNTIME_OPTIONS",
+        "TF_POPLAR_FLAGS",
+    }
+)
 
 #: JSON keys whose whole (string) value is sensitive, by normalised key -> kind.
 SENSITIVE_KEYS: dict[str, str] = {}
@@ -52,9 +102,9 @@ for _kind, _keys in {
     "user": "user username userid owner login author uid",
     "email": "email mail",
     "secret": "password passwd pwd token apitoken accesstoken authtoken secret apikey accesskey secretkey "
-              "privatekey credentials credential auth authorization cookie session sessionid",
+    "privatekey credentials credential auth authorization cookie session sessionid",
     "path": "cwd home homedir workdir directory dir path file filename filepath dataset datadir datapath "
-            "checkpoint outputdir logdir",
+    "checkpoint outputdir logdir",
 }.items():
     for _k in _keys.split():
         SENSITIVE_KEYS[_k] = _kind
@@ -77,26 +127,66 @@ def _key_kind(key: str) -> str | None:
 # Each rule: (kind, compiled pattern, group to replace (0 = whole match)).
 _RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("url", re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:\"'<>]+:[^\s/@\"'<>]+@[^\s\"'<>]*"), 0),
-    ("secret", re.compile(r"(?i)\b(?:password|passwd|pwd|token|secret|api[_-]?key|apikey|access[_-]?key|"
-                          r"auth[_-]?token|private[_-]?key|client[_-]?secret)\s*[=:]\s*[\"']?([^\s\"',;&}]+)"), 1),
-    ("secret", re.compile(r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|xox[abprs]-[\w-]{10,}|"
-                          r"sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|tok_[A-Za-z0-9]{16,})"), 0),
-    ("env", re.compile(r"(?<![\w.-])([A-Z][A-Z0-9_]*[A-Z0-9])=(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s\"',;]+)"), 2),
-    ("email", re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), 0),
+    (
+        "secret",
+        re.compile(
+            r"(?i)\b(?:password|passwd|pwd|token|secret|api[_-]?key|apikey|access[_-]?key|"
+            r"auth[_-]?token|private[_-]?key|client[_-]?secret)\s*[=:]\s*[\"']?([^\s\"',;&}]+)"
+        ),
+        1,
+    ),
+    (
+        "secret",
+        re.compile(
+            r"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|xox[abprs]-[\w-]{10,}|"
+            r"sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|tok_[A-Za-z0-9]{16,})"
+        ),
+        0,
+    ),
+    (
+        "env",
+        re.compile(r"(?<![\w.-])([A-Z][A-Z0-9_]*[A-Z0-9])=(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s\"',;]+)"),
+        2,
+    ),
+    (
+        "email",
+        re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
+        0,
+    ),
     ("path", re.compile(r"(?<![\w])[A-Za-z]:\\(?:[^\\\s\"'<>|*?]+\\)*[^\\\s\"'<>|*?,;]*"), 0),
     ("path", re.compile(r"(?<![\w.~:/\\-])(?:~[\w.-]*)?/(?:[\w.@+%~=,*-]+/)*[\w.@+%~=*-]+/?"), 0),
-    ("path", re.compile(rf"(?<![\w./-])(?:\.{{1,2}}/)?(?:[\w.@+-]+/)+[\w.@+*-]+\.(?:{_FILE_EXT})(?![\w/])"), 0),
+    (
+        "path",
+        re.compile(rf"(?<![\w./-])(?:\.{{1,2}}/)?(?:[\w.@+-]+/)+[\w.@+*-]+\.(?:{_FILE_EXT})(?![\w/])"),
+        0,
+    ),
     ("path", re.compile(r"(?<![\w./-])\.{1,2}/[\w.@+/-]*"), 0),
     ("path", re.compile(rf"(?<![\w./-])[\w+-][\w.+-]*\.(?:{_FILE_EXT})(?![\w.])"), 0),
     # URL-encoded paths (%2Fhome%2Fname..., %5C for Windows) up to the next space or quote
     ("path", re.compile(r"(?i)(?<![\w%])(?:[A-Za-z]:)?(?:%2F|%5C)[^\s\"'<>]+"), 0),
     # POSIX paths with spaces under well-known roots, up to a file extension
-    ("path", re.compile(rf"(?<![\w.~:/\\-])(?:~|/(?:home|Users|mnt|data|tmp|opt|srv|scratch|work|var|export|"
-                        rf"net|nfs|gpfs|lustre))(?:/[^/\n\"'<>|]+)*?/[^/\n\"'<>|]*\.(?:{_FILE_EXT})\b"), 0),
+    (
+        "path",
+        re.compile(
+            rf"(?<![\w.~:/\\-])(?:~|/(?:home|Users|mnt|data|tmp|opt|srv|scratch|work|var|export|"
+            rf"net|nfs|gpfs|lustre))(?:/[^/\n\"'<>|]+)*?/[^/\n\"'<>|]*\.(?:{_FILE_EXT})\b"
+        ),
+        0,
+    ),
     # Windows paths with spaces, up to a file extension
-    ("path", re.compile(rf"(?<![\w])[A-Za-z]:\\(?:[^\\\n\"'<>|*?]+\\)*[^\\\n\"'<>|*?]*\.(?:{_FILE_EXT})\b"), 0),
-    ("ip", re.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-                      r"(?![\w])(?!\.\d)"), 0),
+    (
+        "path",
+        re.compile(rf"(?<![\w])[A-Za-z]:\\(?:[^\\\n\"'<>|*?]+\\)*[^\\\n\"'<>|*?]*\.(?:{_FILE_EXT})\b"),
+        0,
+    ),
+    (
+        "ip",
+        re.compile(
+            r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+            r"(?![\w])(?!\.\d)"
+        ),
+        0,
+    ),
     ("ip", re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"), 0),
     ("secret", re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{32,}(?![0-9A-Fa-f])"), 0),
     ("secret", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/-]{32,}={0,2}(?![A-Za-z0-9+/=_-])"), 0),
@@ -104,11 +194,30 @@ _RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("token", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{8,}={1,2}(?![A-Za-z0-9+/=_-])"), 0),
     ("token", re.compile(r"(?<![0-9A-Za-z_])[0-9a-fA-F]{16,31}(?![0-9A-Za-z_])"), 0),
     ("token", re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9]{16,31}(?![A-Za-z0-9+/=_-])"), 0),
-    ("host", re.compile(r"(?i)(?:--?(?:host|hosts|hostname|node|nodes|server)[= ]\s*|\b(?:host(?:name)?|node"
-                        r"(?:name)?|server)\s*[=:]\s*)([^\s\"',;]+)"), 1),
-    ("user", re.compile(r"(?i)(?:--?(?:user|username)[= ]\s*|\b(?:user(?:name)?|owner|login)\s*[=:]\s*)"
-                        r"([^\s\"',;]+)"), 1),
-    ("host", re.compile(rf"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{_TLDS})(?![\w.-])", re.IGNORECASE), 0),
+    (
+        "host",
+        re.compile(
+            r"(?i)(?:--?(?:host|hosts|hostname|node|nodes|server)[= ]\s*|\b(?:host(?:name)?|node"
+            r"(?:name)?|server)\s*[=:]\s*)([^\s\"',;]+)"
+        ),
+        1,
+    ),
+    (
+        "user",
+        re.compile(
+            r"(?i)(?:--?(?:user|username)[= ]\s*|\b(?:user(?:name)?|owner|login)\s*[=:]\s*)"
+            r"([^\s\"',;]+)"
+        ),
+        1,
+    ),
+    (
+        "host",
+        re.compile(
+            rf"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{_TLDS})(?![\w.-])",
+            re.IGNORECASE,
+        ),
+        0,
+    ),
 ]
 
 _HOME_RE = re.compile(r"(?:/home/|/Users/|/export/home/|[A-Za-z]:\\Users\\|~)([A-Za-z_][\w.-]*)")
@@ -135,10 +244,20 @@ def _valid(kind: str, text: str) -> bool:
         upper = sum(c.isupper() for c in text)
         lower = sum(c.islower() for c in text)
         # random keys mix classes; names (``ConvPartial1x1Out``) have runs of lower-case letters
-        return digits >= 2 and upper >= 2 and lower >= 2 and len(set(text)) >= 10 \
+        return (
+            digits >= 2
+            and upper >= 2
+            and lower >= 2
+            and len(set(text)) >= 10
             and re.search(r"[a-z]{5}", text) is None
-    if kind == "secret" and not re.fullmatch(r"[0-9A-Fa-f]+", text) and len(text) >= 32 and "_" not in text \
-            and not text.startswith(("tok_", "sk-", "gh", "xox", "AKIA", "hf_")):
+        )
+    if (
+        kind == "secret"
+        and not re.fullmatch(r"[0-9A-Fa-f]+", text)
+        and len(text) >= 32
+        and "_" not in text
+        and not text.startswith(("tok_", "sk-", "gh", "xox", "AKIA", "hf_"))
+    ):
         digits = sum(c.isdigit() for c in text)
         upper = sum(c.isupper() for c in text)
         lower = sum(c.islower() for c in text)
@@ -147,7 +266,11 @@ def _valid(kind: str, text: str) -> bool:
         low = text.lower().rstrip(".")
         return not any(low == h or low.endswith("." + h) for h in PUBLIC_HOSTS) and low not in PUBLIC_FILES
     if kind == "path":
-        return text not in PUBLIC_FILES and text not in {"/", "./", "../", "~", "~/"} and not text.startswith("//")
+        return (
+            text not in PUBLIC_FILES
+            and text not in {"/", "./", "../", "~", "~/"}
+            and not text.startswith("//")
+        )
     if kind == "user":
         return text not in GENERIC_USERS
     return True
@@ -186,8 +309,12 @@ def _kinds(families: Iterable[str] | None) -> set[str]:
 class Scrubber:
     """Replaces sensitive spans of free text with pseudonyms; remembers what it replaced."""
 
-    def __init__(self, pseudonym: Callable[[str, str], str], families: Iterable[str] | None = None,
-                 keep: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        pseudonym: Callable[[str, str], str],
+        families: Iterable[str] | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> None:
         self._pseudonym = pseudonym
         self.kinds = _kinds(families)
         self._keep = keep or (lambda s: False)
@@ -286,7 +413,7 @@ class Scrubber:
         else:
             replaced = self._replace(kind, value)
         whole = m.group(0)
-        return whole[: start - m.start()] + replaced + whole[end - m.start():]
+        return whole[: start - m.start()] + replaced + whole[end - m.start() :]
 
     def _env_sub(self, m: re.Match[str]) -> str:
         name, value = m.group(1), m.group(2)
@@ -305,9 +432,14 @@ class Scrubber:
                 parsed = None
             if isinstance(parsed, dict | list):
                 return json.dumps(self.scrub_json(parsed), ensure_ascii=False)
-        if kind is not None and kind in self.kinds and stripped and not self._keep(stripped) \
-                and not PSEUDONYM_RE.fullmatch(stripped) and not re.fullmatch(r"[\d.eE+-]+|true|false|null",
-                                                                             stripped):
+        if (
+            kind is not None
+            and kind in self.kinds
+            and stripped
+            and not self._keep(stripped)
+            and not PSEUDONYM_RE.fullmatch(stripped)
+            and not re.fullmatch(r"[\d.eE+-]+|true|false|null", stripped)
+        ):
             self.learn_value(kind, stripped)
             if kind == "path" and not re.search(r"[/\\]", stripped) and "." not in stripped:
                 return self.scrub_text(value)  # "dir": "reports" is not a path worth hiding

@@ -121,9 +121,15 @@ class SensitiveSet:
 
     def word_tokens(self) -> dict[str, str]:
         """Words looked for as whole words of output strings."""
-        return {w: k for w, k in self.words.items()
-                if len(w) >= MIN_WORD and w not in self.exempt and not w.isdigit() and not _HEXISH.fullmatch(w)
-                and not self.public(w)}
+        return {
+            w: k
+            for w, k in self.words.items()
+            if len(w) >= MIN_WORD
+            and w not in self.exempt
+            and not w.isdigit()
+            and not _HEXISH.fullmatch(w)
+            and not self.public(w)
+        }
 
 
 # -- reading an original on its own -------------------------------------------------------------
@@ -162,8 +168,9 @@ def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes]]:
     offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
     offsets[0], offsets[-1] = 0, len(data)
     offsets[1:-1:2], offsets[2:-1:2] = starts, ends
-    pieces = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1,
-                                              [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    pieces = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
     inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
     keys = set(pc.unique(inside.filter(pa.array(is_key))).to_pylist())
     # every distinct string, keys included (one pass, no second filter): derive_trace feeds the keys first,
@@ -231,7 +238,7 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
             sensitive.add(str(key), "key")
             if isinstance(value, str):
                 sensitive.add(value, "identifier", str(key))
-    for manifest in ([source / "manifest.json"] if source.is_dir() else []):
+    for manifest in [source / "manifest.json"] if source.is_dir() else []:
         if manifest.exists():
             with contextlib.suppress(ValueError):
                 sensitive.add_json(json.loads(manifest.read_text("utf-8", "replace")))
@@ -244,8 +251,11 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
     holds no bundle."""
     import pyarrow.parquet as pq
 
-    roots = [source] if (source / "manifest.json").exists() else sorted(
-        p.parent for p in source.glob("*/manifest.json"))
+    roots = (
+        [source]
+        if (source / "manifest.json").exists()
+        else sorted(p.parent for p in source.glob("*/manifest.json"))
+    )
     if not roots:
         return False
     for root in roots:
@@ -264,8 +274,14 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
                     sensitive.add(k.decode("utf-8", "replace"), "key")
                     sensitive.add(v.decode("utf-8", "replace"), "identifier")
                 typ = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-                if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ) \
-                        or pa.types.is_large_binary(typ) or pa.types.is_string_view(typ) or pa.types.is_nested(typ):
+                if (
+                    pa.types.is_string(typ)
+                    or pa.types.is_large_string(typ)
+                    or pa.types.is_binary(typ)
+                    or pa.types.is_large_binary(typ)
+                    or pa.types.is_string_view(typ)
+                    or pa.types.is_nested(typ)
+                ):
                     textual.append(field.name)
             table = pq.read_table(file, columns=textual)
             for name in table.column_names:
@@ -285,8 +301,9 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
     return True
 
 
-def derive(source: Path, kind: str, allowlist: Allowlist | None = None,
-           keep: Callable[[str], bool] | None = None) -> SensitiveSet:
+def derive(
+    source: Path, kind: str, allowlist: Allowlist | None = None, keep: Callable[[str], bool] | None = None
+) -> SensitiveSet:
     """The sensitive set of an original of ``kind`` (``chrome``, ``text_summary`` or ``bundle``)."""
     sensitive = SensitiveSet(allowlist, keep)
     if kind == "chrome":

@@ -16,12 +16,18 @@ from ..readers import text_execution as te
 from .allowlist import PROGRAM_TYPES
 from .redactor import Redactor
 
-_LEAF = re.compile(r"^(?P<indent>\s*)(?P<label>[^:\s](?:[^:]*?[^:\s])?)(?P<sep>\s*:\s*)(?P<value>.*?)(?P<tail>\s*)$")
-_TYPE_LINE = re.compile(r"^(?P<indent>\s*)(?P<label>\S.*?)(?P<sep>:?\s+)(?P<value>\d[\d,]*(?:\.\d+)?\s*[kMG]?B)"
-                        r"(?P<tail>\s*)$")
+_LEAF = re.compile(
+    r"^(?P<indent>\s*)(?P<label>[^:\s](?:[^:]*?[^:\s])?)(?P<sep>\s*:\s*)(?P<value>.*?)(?P<tail>\s*)$"
+)
+_TYPE_LINE = re.compile(
+    r"^(?P<indent>\s*)(?P<label>\S.*?)(?P<sep>:?\s+)(?P<value>\d[\d,]*(?:\.\d+)?\s*[kMG]?B)"
+    r"(?P<tail>\s*)$"
+)
 _HEADINGS_WITH_TYPES = ("By Type",)
-_NUMERIC_VALUE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?\s*(?:[kKMG]?B|[kMG]?Hz|K|%)?(?:\s*\([^)]*\))?(?:\s+on tile "
-                            r"[\d,]+)?")
+_NUMERIC_VALUE = re.compile(
+    r"[-+]?\d[\d,]*(?:\.\d+)?\s*(?:[kKMG]?B|[kMG]?Hz|K|%)?(?:\s*\([^)]*\))?(?:\s+on tile "
+    r"[\d,]+)?"
+)
 
 
 def redact_text_summary(text: str, redactor: Redactor) -> str:
@@ -34,7 +40,7 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
     programs_pending = False
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        end = line[len(body):]
+        end = line[len(body) :]
         stripped = body.strip()
         indent = len(body) - len(body.lstrip())
         execution = _execution_line(body, stripped, redactor, programs_pending)
@@ -58,12 +64,13 @@ def redact_text_summary(text: str, redactor: Redactor) -> str:
     return "".join(out)
 
 
-def _execution_line(body: str, stripped: str, redactor: Redactor, programs_pending: bool
-                    ) -> tuple[str, bool] | None:
+def _execution_line(
+    body: str, stripped: str, redactor: Redactor, programs_pending: bool
+) -> tuple[str, bool] | None:
     """An Execution-section line redacted (figure labels are the format's vocabulary and kept; vertex
     types are kept when SDK-public, else pseudonymised; program names are pseudonymised), with whether a
     ``Programs executed`` list follows; None when the line is not one of those."""
-    indent = body[:len(body) - len(body.lstrip())]
+    indent = body[: len(body) - len(body.lstrip())]
     if not stripped:
         return (body, programs_pending)
     if m := te.FIGURE_RE.match(stripped):
@@ -72,7 +79,7 @@ def _execution_line(body: str, stripped: str, redactor: Redactor, programs_pendi
         return (body.replace(value, new_value, 1) if new_value != value else body, False)
     if m := te.VERTEX_RE.match(stripped):
         name = m["type"]
-        return (indent + redactor.identifier("vtx", name) + stripped[len(name):], False)
+        return (indent + redactor.identifier("vtx", name) + stripped[len(name) :], False)
     if m := te.PROGRAMS_HEADING_RE.match(stripped):
         rest = m["rest"].strip()
         if not rest:

@@ -67,7 +67,7 @@ def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
                 continue
             if ch == "\\":
                 # an escape consumes the next character whatever it is
-                nxt = text[m.end():m.end() + 1]
+                nxt = text[m.end() : m.end() + 1]
                 escaped = nxt in '[]{}"\\'
             elif ch == '"':
                 in_string = False

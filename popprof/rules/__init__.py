@@ -24,5 +24,18 @@ from .base import (
     severity_rank,
 )
 
-__all__ = ["RULES", "SEVERITIES", "Finding", "Findings", "NotEvaluated", "Rule", "check", "parse_set", "plan",
-           "resolve_params", "rule", "select_rules", "severity_rank"]
+__all__ = [
+    "RULES",
+    "SEVERITIES",
+    "Finding",
+    "Findings",
+    "NotEvaluated",
+    "Rule",
+    "check",
+    "parse_set",
+    "plan",
+    "resolve_params",
+    "rule",
+    "select_rules",
+    "severity_rank",
+]

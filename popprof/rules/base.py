@@ -65,9 +65,14 @@ class Finding:
     def to_dict(self) -> dict:
         """A JSON-ready dict (without the evidence frame; tuples become lists)."""
         return {
-            "rule_id": self.rule_id, "severity": self.severity, "title": self.title, "message": self.message,
-            "value": _num(self.value), "threshold": _num(self.threshold),
-            "where": {k: _plain(v) for k, v in self.where.items()}, "advice": self.advice,
+            "rule_id": self.rule_id,
+            "severity": self.severity,
+            "title": self.title,
+            "message": self.message,
+            "value": _num(self.value),
+            "threshold": _num(self.threshold),
+            "where": {k: _plain(v) for k, v in self.where.items()},
+            "advice": self.advice,
         }
 
 
@@ -128,21 +133,45 @@ class Rule:
                     hints.append(hint)
         return "; or ".join(hints)
 
-    def finding(self, severity: str, title: str, message: str, *, value: float | None = None,
-                threshold: float | None = None, where: dict | None = None,
-                evidence: pd.DataFrame | None = None, advice: str | None = None,
-                platform: str | None = None) -> Finding:
+    def finding(
+        self,
+        severity: str,
+        title: str,
+        message: str,
+        *,
+        value: float | None = None,
+        threshold: float | None = None,
+        where: dict | None = None,
+        evidence: pd.DataFrame | None = None,
+        advice: str | None = None,
+        platform: str | None = None,
+    ) -> Finding:
         """Make a finding of this rule, its advice filled in for ``platform`` (the IPU when not given)."""
-        return Finding(self.id, severity, title, message, value, threshold, dict(where or {}),
-                       self.advice_for(platform) if advice is None else advice, evidence)
+        return Finding(
+            self.id,
+            severity,
+            title,
+            message,
+            value,
+            threshold,
+            dict(where or {}),
+            self.advice_for(platform) if advice is None else advice,
+            evidence,
+        )
 
 
 #: The registry: rule id -> Rule, in registration order.
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, description: str, *, needs: Iterable[Iterable[str]] | Iterable[str] = (),
-         params: Mapping[str, object] | None = None, advice: str | Mapping[str, str] = "") -> Callable:
+def rule(
+    rule_id: str,
+    description: str,
+    *,
+    needs: Iterable[Iterable[str]] | Iterable[str] = (),
+    params: Mapping[str, object] | None = None,
+    advice: str | Mapping[str, str] = "",
+) -> Callable:
     """Register a rule function ``(profile, params) -> list[Finding]``.
 
     ``needs`` is a list of table names, or a list of alternatives (lists of
@@ -167,6 +196,7 @@ def rule(rule_id: str, description: str, *, needs: Iterable[Iterable[str]] | Ite
         if not func.__doc__:  # the registry's description, for help()
             func.__doc__ = f"Rule ``{rule_id}``: {description}."
         return func
+
     return register
 
 
@@ -182,6 +212,7 @@ def band(value: float | None, warning: float | None, error: float | None) -> tup
 
 
 # -- selection and parameters ---------------------------------------------
+
 
 def select_rules(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[Rule]:
     """Rules matching ``rules`` (ids, globs or family names; all when ``None``) minus ``skip``, in registry order.
@@ -221,6 +252,7 @@ def flatten_params(params: Mapping[str, object] | None) -> dict[str, object]:
                 walk(f"{prefix}.{key}" if prefix else str(key), sub)
         else:
             flat[prefix] = value
+
     walk("", params or {})
     return flat
 
@@ -234,8 +266,10 @@ def resolve_params(overrides: Mapping[str, object] | None) -> dict[str, dict[str
     for key, raw in flatten_params(overrides).items():
         rule_id, _, name = key.rpartition(".")
         if rule_id not in RULES:
-            raise UsageError(f"unknown rule in parameter {key!r}; expected RULE.PARAM, e.g. "
-                             "memory.headroom.warning (see `popprof rules`)")
+            raise UsageError(
+                f"unknown rule in parameter {key!r}; expected RULE.PARAM, e.g. "
+                "memory.headroom.warning (see `popprof rules`)"
+            )
         if name not in RULES[rule_id].params:
             known = ", ".join(RULES[rule_id].params) or "none"
             raise UsageError(f"rule {rule_id!r} has no parameter {name!r}; its parameters: {known}")
@@ -280,7 +314,9 @@ def parse_set(items: Iterable[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or "." not in key:
-            raise UsageError(f"bad --set {item!r}: expected RULE.PARAM=VALUE, e.g. memory.headroom.warning=0.8")
+            raise UsageError(
+                f"bad --set {item!r}: expected RULE.PARAM=VALUE, e.g. memory.headroom.warning=0.8"
+            )
         out[key.strip()] = value.strip()
     return out
 
@@ -339,7 +375,10 @@ class Findings:
     def to_dict(self) -> dict:
         """A JSON-ready dict of this profile's results."""
         return {
-            "profile": self.profile_name, "source": self.source, "worst": self.worst, "counts": self.counts(),
+            "profile": self.profile_name,
+            "source": self.source,
+            "worst": self.worst,
+            "counts": self.counts(),
             "findings": [f.to_dict() for f in self.items],
             "not_evaluated": [{"rule_id": r, "reason": why} for r, why in self.not_evaluated],
             "passed": [r for r in self.evaluated if not self.by_rule(r)],
@@ -347,26 +386,41 @@ class Findings:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
-        return (f"<Findings {self.profile_name!r}: {counts or 'no findings'}; "
-                f"{len(self.not_evaluated)} not evaluated>")
+        return (
+            f"<Findings {self.profile_name!r}: {counts or 'no findings'}; "
+            f"{len(self.not_evaluated)} not evaluated>"
+        )
 
     def _repr_html_(self) -> str:
         colours = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
         rows = "".join(
             f"<tr><td style='color:{colours[f.severity]};font-weight:bold'>{f.severity}</td>"
             f"<td><code>{html.escape(f.rule_id)}</code></td><td>{html.escape(f.message)}</td>"
-            f"<td>{html.escape(f.advice)}</td></tr>" for f in self.items)
-        skipped = "".join(f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>"
-                          for r, why in self.not_evaluated)
-        return (f"<div><b>Findings</b> for <code>{html.escape(self.profile_name)}</code>"
-                f"<table><tr><th>severity</th><th>rule</th><th>finding</th><th>advice</th></tr>{rows}</table>"
-                + (f"<details><summary>not evaluated ({len(self.not_evaluated)})</summary><ul>{skipped}</ul>"
-                   "</details>" if skipped else "") + "</div>")
+            f"<td>{html.escape(f.advice)}</td></tr>"
+            for f in self.items
+        )
+        skipped = "".join(
+            f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>" for r, why in self.not_evaluated
+        )
+        return (
+            f"<div><b>Findings</b> for <code>{html.escape(self.profile_name)}</code>"
+            f"<table><tr><th>severity</th><th>rule</th><th>finding</th><th>advice</th></tr>{rows}</table>"
+            + (
+                f"<details><summary>not evaluated ({len(self.not_evaluated)})</summary><ul>{skipped}</ul>"
+                "</details>"
+                if skipped
+                else ""
+            )
+            + "</div>"
+        )
 
 
-def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
-         params: Mapping[str, object] | None = None,
-         config: Mapping[str, object] | None = None) -> tuple[list[Rule], dict[str, dict[str, object]]]:
+def plan(
+    rules: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
+    params: Mapping[str, object] | None = None,
+    config: Mapping[str, object] | None = None,
+) -> tuple[list[Rule], dict[str, dict[str, object]]]:
     """The rules to run and their resolved parameters (UsageError on unknown rules or bad parameters).
 
     See :func:`check` for the arguments.
@@ -375,8 +429,10 @@ def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
     skip = [skip] if isinstance(skip, str) else skip
     raw = (config or {}).get("rules", {}) or {}
     if not isinstance(raw, Mapping):
-        raise UsageError("the [rules] configuration must be a table, e.g. [tool.popprof.rules] with "
-                         "\"memory.headroom.warning\" = 0.8")
+        raise UsageError(
+            "the [rules] configuration must be a table, e.g. [tool.popprof.rules] with "
+            '"memory.headroom.warning" = 0.8'
+        )
     section = dict(raw)
     enable = section.pop("enable", None)
     disable = section.pop("disable", None) or []
@@ -392,8 +448,13 @@ def plan(rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
     return selected, resolve_params(merged)
 
 
-def check(profile: Profile, rules: Iterable[str] | None = None, skip: Iterable[str] | None = None,
-          params: Mapping[str, object] | None = None, config: Mapping[str, object] | None = None) -> Findings:
+def check(
+    profile: Profile,
+    rules: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
+    params: Mapping[str, object] | None = None,
+    config: Mapping[str, object] | None = None,
+) -> Findings:
     """Run the enabled rules on ``profile`` and collect their findings.
 
     ``rules``/``skip``: ids, globs (``memory.*``) or family names. ``params``:

@@ -32,31 +32,45 @@ from .platform import platform_of
 STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
 
 
-@rule("distributed.stragglers",
-      "ranks whose step time or device idle share stands out from the other ranks' (the rank the others wait for)",
-      needs=["events"],
-      params={"step_warning": 0.10, "step_error": 0.25, "idle_warning": 0.10, "idle_error": 0.25,
-              "late_warning": 0.10, "late_error": 0.25, "top": 3},
-      advice={"ipu": "One instance or replica is slower than the others and they wait for it at every "
-                     "collective: look at what differs on that host (data loading, host load, a slower "
-                     "link or a different program), balance pipeline stages, and check its host "
-                     "data pipeline.",
-              "gpu": "One rank is slower than the others and they wait for it inside every collective: check "
-                     "what differs on that rank (its data-loader workers and input pipeline, host CPU load, "
-                     "extra host-device synchronisations, logging or checkpointing done on rank 0 only, "
-                     "thermal throttling or a slower GPU/link), and balance the work per rank "
-                     "(uneven batches or sequence lengths)."})
+@rule(
+    "distributed.stragglers",
+    "ranks whose step time or device idle share stands out from the other ranks' (the rank the others wait for)",
+    needs=["events"],
+    params={
+        "step_warning": 0.10,
+        "step_error": 0.25,
+        "idle_warning": 0.10,
+        "idle_error": 0.25,
+        "late_warning": 0.10,
+        "late_error": 0.25,
+        "top": 3,
+    },
+    advice={
+        "ipu": "One instance or replica is slower than the others and they wait for it at every "
+        "collective: look at what differs on that host (data loading, host load, a slower "
+        "link or a different program), balance pipeline stages, and check its host "
+        "data pipeline.",
+        "gpu": "One rank is slower than the others and they wait for it inside every collective: check "
+        "what differs on that rank (its data-loader workers and input pipeline, host CPU load, "
+        "extra host-device synchronisations, logging or checkpointing done on rank 0 only, "
+        "thermal throttling or a slower GPU/link), and balance the work per rank "
+        "(uneven batches or sequence lengths).",
+    },
+)
 def stragglers(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["distributed.stragglers"]
     figures = rank_figures(profile)
     if len(figures) < 2:
-        raise NotEvaluated("needs traces of at least two ranks (open a directory of rank traces, or events "
-                           "with a rank column)")
+        raise NotEvaluated(
+            "needs traces of at least two ranks (open a directory of rank traces, or events "
+            "with a rank column)"
+        )
     # Each rank against the median of the OTHER ranks (with two ranks: the other rank).
     step = figures["step_us"].to_numpy(dtype=np.float64)
     figures["step_excess"] = step / _median_of_others(step) - 1.0
-    figures["idle_excess"] = figures["idle_share"].to_numpy(dtype=np.float64) \
-        - _median_of_others(figures["idle_share"].to_numpy(dtype=np.float64))
+    figures["idle_excess"] = figures["idle_share"].to_numpy(dtype=np.float64) - _median_of_others(
+        figures["idle_share"].to_numpy(dtype=np.float64)
+    )
     late = collective_lateness(profile)
     figures["late_excess"] = figures["rank"].map(late).astype("float64")
     found = []  # (severity, value, threshold, figure, rank)
@@ -77,12 +91,24 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
         row = rows.loc[rank]
         bits = [f"{s.label} {s.describe(row)}" for s in FIGURES if not np.isnan(row[s.column])]
         parts.append(f"rank {rank}: " + ", ".join(bits))
-    message = (f"{len(ranks)} of {len(figures)} ranks stand out; worst: rank {worst_rank} {spec.label} "
-               f"{spec.excess(value)} ({severity} at >= {spec.excess(threshold, signed=False)}): " + "; ".join(parts))
+    message = (
+        f"{len(ranks)} of {len(figures)} ranks stand out; worst: rank {worst_rank} {spec.label} "
+        f"{spec.excess(value)} ({severity} at >= {spec.excess(threshold, signed=False)}): " + "; ".join(parts)
+    )
     if len(ranks) > n:
         message += f"; {len(ranks) - n} more in the evidence"
-    return [r.finding(severity, "Straggling rank(s)", message, value=value, threshold=threshold,
-                      where={"ranks": ranks}, evidence=figures, platform=platform_of(profile))]
+    return [
+        r.finding(
+            severity,
+            "Straggling rank(s)",
+            message,
+            value=value,
+            threshold=threshold,
+            where={"ranks": ranks},
+            evidence=figures,
+            platform=platform_of(profile),
+        )
+    ]
 
 
 class _Figure:
@@ -94,8 +120,11 @@ class _Figure:
     def excess(self, value: float, signed: bool = True) -> str:
         """The figure as shown (``+30.0 %``), or a threshold (``25 %``) when not ``signed``."""
         scaled = value * 100 if self.unit in ("%", "points") else value
-        text = f"{scaled:+.1f}" if signed and self.unit != "iteration" else (
-            f"{scaled:+.2f}" if signed else f"{scaled:.4g}")
+        text = (
+            f"{scaled:+.1f}"
+            if signed and self.unit != "iteration"
+            else (f"{scaled:+.2f}" if signed else f"{scaled:.4g}")
+        )
         return f"{text} {self.unit}"
 
     def describe(self, row) -> str:
@@ -107,9 +136,11 @@ class _Figure:
 
 
 #: The figures, as data: step time, device idle share, late start of the last long collective.
-FIGURES = (_Figure("step", "step_excess", "step time", "%"),
-           _Figure("idle", "idle_excess", "device idle", "points"),
-           _Figure("late", "late_excess", "last long collective starts", "iteration"))
+FIGURES = (
+    _Figure("step", "step_excess", "step time", "%"),
+    _Figure("idle", "idle_excess", "device idle", "points"),
+    _Figure("late", "late_excess", "last long collective starts", "iteration"),
+)
 
 
 def _signed(ratio: float) -> str:
@@ -140,20 +171,28 @@ def rank_figures(profile: Profile) -> pd.DataFrame:
             continue
         t0, t1 = activity.span
         busy = float((activity.busy_end - activity.busy_start).sum())
-        rows[activity.rank] = {"rank": activity.rank, "steps": 0, "step_us": t1 - t0, "span_us": t1 - t0,
-                               "idle_us": (t1 - t0) - busy, "idle_share": 1 - busy / (t1 - t0) if t1 > t0 else np.nan}
+        rows[activity.rank] = {
+            "rank": activity.rank,
+            "steps": 0,
+            "step_us": t1 - t0,
+            "span_us": t1 - t0,
+            "idle_us": (t1 - t0) - busy,
+            "idle_share": 1 - busy / (t1 - t0) if t1 > t0 else np.nan,
+        }
     # The idle share the summary shows (HTA's temporal breakdown on GPUs), when the per-device table has it.
     for rank, (span, busy) in _breakdown_by_rank(profile).items():
         if rank in rows and span > 0:
             rows[rank].update(span_us=span, idle_us=span - busy, idle_share=1 - busy / span)
     steps = step_times(profile)
     for rank, group in steps[steps["rank"] >= 0].groupby("rank"):
-        row = rows.setdefault(int(rank), {"rank": int(rank), "span_us": np.nan, "idle_us": np.nan,
-                                          "idle_share": np.nan})
+        row = rows.setdefault(
+            int(rank), {"rank": int(rank), "span_us": np.nan, "idle_us": np.nan, "idle_share": np.nan}
+        )
         row["steps"] = len(group)
         row["step_us"] = float(group["dur_us"].median())
-    frame = pd.DataFrame(list(rows.values()), columns=["rank", "steps", "step_us", "span_us", "idle_us",
-                                                       "idle_share"])
+    frame = pd.DataFrame(
+        list(rows.values()), columns=["rank", "steps", "step_us", "span_us", "idle_us", "idle_share"]
+    )
     return frame.sort_values("rank").reset_index(drop=True)
 
 
@@ -179,8 +218,14 @@ def step_times(profile: Profile) -> pd.DataFrame:
     The durations are HTA's iteration times (``extract_iteration_info``: the ProfilerStep span per rank).
     """
     events = profile.get("events")
-    empty = pd.DataFrame({"rank": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
-                          "start_us": pd.Series(dtype="float64"), "dur_us": pd.Series(dtype="float64")})
+    empty = pd.DataFrame(
+        {
+            "rank": pd.Series(dtype="int64"),
+            "step": pd.Series(dtype="int64"),
+            "start_us": pd.Series(dtype="float64"),
+            "dur_us": pd.Series(dtype="float64"),
+        }
+    )
     if events is None or events.empty:
         return empty
     names = events["name"].array
@@ -189,9 +234,14 @@ def step_times(profile: Profile) -> pd.DataFrame:
         return empty
     marks = np.isin(np.asarray(names.codes), marker_codes)
     labels = pd.Series(np.asarray(names.astype("str"))[marks])
-    out = pd.DataFrame({"rank": rank_codes(events)[marks], "step": labels.str.extract(r"(\d+)$")[0].astype("int64"),
-                        "start_us": events["start_us"].to_numpy(dtype=np.float64)[marks],
-                        "dur_us": events["dur_us"].to_numpy(dtype=np.float64)[marks]})
+    out = pd.DataFrame(
+        {
+            "rank": rank_codes(events)[marks],
+            "step": labels.str.extract(r"(\d+)$")[0].astype("int64"),
+            "start_us": events["start_us"].to_numpy(dtype=np.float64)[marks],
+            "dur_us": events["dur_us"].to_numpy(dtype=np.float64)[marks],
+        }
+    )
     return out[out["dur_us"].notna()].sort_values(["rank", "step"]).reset_index(drop=True)
 
 
@@ -216,11 +266,21 @@ def collective_lateness(profile: Profile, min_normalized_duration: float = 0.01)
     comm &= events["dur_us"].to_numpy(dtype=np.float64) >= min_normalized_duration * mean_iter
     if not comm.any():
         return {}
-    kernels = pd.DataFrame({"rank": rank[comm], "start": events["start_us"].to_numpy(dtype=np.float64)[comm],
-                            "correlation": events["correlation"].to_numpy(dtype="float64", na_value=np.nan)[comm]})
+    kernels = pd.DataFrame(
+        {
+            "rank": rank[comm],
+            "start": events["start_us"].to_numpy(dtype=np.float64)[comm],
+            "correlation": events["correlation"].to_numpy(dtype="float64", na_value=np.nan)[comm],
+        }
+    )
     host = events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
-    launches = pd.DataFrame({"rank": rank[host], "launch": events["start_us"].to_numpy(dtype=np.float64)[host],
-                             "correlation": events["correlation"].to_numpy(dtype="float64", na_value=np.nan)[host]})
+    launches = pd.DataFrame(
+        {
+            "rank": rank[host],
+            "launch": events["start_us"].to_numpy(dtype=np.float64)[host],
+            "correlation": events["correlation"].to_numpy(dtype="float64", na_value=np.nan)[host],
+        }
+    )
     launches = launches.drop_duplicates(["rank", "correlation"])
     kernels = kernels.merge(launches, on=["rank", "correlation"], how="left")
     kernels["at"] = kernels["launch"].fillna(kernels["start"])

@@ -26,7 +26,9 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
     value = ex.summary_exchange_share(profile)
     if value is None:
         raise NotEvaluated("needs the summary's total cycles and its exchange or sync figures")
-    parts = [f"{name} {pct(shares[cat])}" for cat, name in EXCHANGE_NAMES.items() if shares.get(cat) is not None]
+    parts = [
+        f"{name} {pct(shares[cat])}" for cat, name in EXCHANGE_NAMES.items() if shares.get(cat) is not None
+    ]
     unknown = [name for cat, name in EXCHANGE_NAMES.items() if cat in shares and shares[cat] is None]
     basis = set(profile.execution_totals["basis"].astype(str)) - {"total"}
     of = "of the average tile's cycles" if "tile_average" in basis else "of the total cycles"
@@ -34,8 +36,11 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
     message = f"exchange + global exchange + sync take {pct(value)} {of} in the summary ({', '.join(parts)})"
     if unknown:
         message += f"; not printed: {', '.join(unknown)} (left out)"
-    message += (f" ({severity} at >= {threshold_pct(threshold)})" if severity
-                else f" (warning at >= {threshold_pct(params['warning'])})")
+    message += (
+        f" ({severity} at >= {threshold_pct(threshold)})"
+        if severity
+        else f" (warning at >= {threshold_pct(params['warning'])})"
+    )
     gsev, gthr = None, None
     gshare = shares.get("global_exchange")
     if gshare is not None and int(profile.target_value("num_ipus", 1) or 1) > 1:
@@ -43,8 +48,13 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
         if gsev:
             message += f"; global (inter-IPU) exchange {pct(gshare)} ({gsev} at >= {threshold_pct(gthr)})"
     worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
-    dominant = max(((shares[c], c) for c in EXCHANGE_NAMES if shares.get(c) is not None), default=(0.0, ""))[1]
+    dominant = max(((shares[c], c) for c in EXCHANGE_NAMES if shares.get(c) is not None), default=(0.0, ""))[
+        1
+    ]
     evidence = pd.DataFrame({"category": list(shares), "share": [shares[c] for c in shares]})
-    title = "Exchange share" if worst == "info" else (
-        "Sync-bound run" if dominant == "sync" else "Exchange-bound run")
+    title = (
+        "Exchange share"
+        if worst == "info"
+        else ("Sync-bound run" if dominant == "sync" else "Exchange-bound run")
+    )
     return [r.finding(worst, title, message, value=value, threshold=threshold, evidence=evidence)]

@@ -30,11 +30,15 @@ from .intervals import (
 from .platform import platform_of
 
 
-@rule("host.stream-copy", "share of IPU-cycles spent in host stream copies (the IPU waiting on the host)",
-      needs=["steps"], params={"warning": 0.05, "error": 0.20, "top": 3},
-      advice="The IPU spends this time streaming data to or from the host: prefetch input "
-             "(e.g. deviceIterations / a larger batches-per-step), use I/O tiles to overlap I/O and compute, "
-             "keep weights and optimizer state on the IPU, and make the host data pipeline faster.")
+@rule(
+    "host.stream-copy",
+    "share of IPU-cycles spent in host stream copies (the IPU waiting on the host)",
+    needs=["steps"],
+    params={"warning": 0.05, "error": 0.20, "top": 3},
+    advice="The IPU spends this time streaming data to or from the host: prefetch input "
+    "(e.g. deviceIterations / a larger batches-per-step), use I/O tiles to overlap I/O and compute, "
+    "keep weights and optimizer state on the IPU, and make the host data pipeline faster.",
+)
 def stream_copy(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["host.stream-copy"]
     value = ex.host_io_share(profile)
@@ -48,32 +52,53 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
     per_prog = sum_by_code(steps["program"], io, steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0))
     io_total = float(per_prog.sum())
     top = per_prog.head(int(params["top"]))
-    message = (f"host stream copies take {pct(value)} of all IPU-cycles ({severity} at >= "
-               f"{threshold_pct(threshold)})")
+    message = (
+        f"host stream copies take {pct(value)} of all IPU-cycles ({severity} at >= "
+        f"{threshold_pct(threshold)})"
+    )
     if len(top) and io_total:
         message += "; mostly in " + ", ".join(f"{p} ({pct(c / io_total)})" for p, c in top.items())
-    evidence = pd.DataFrame({"program": per_prog.index.astype("str"), "cycles": per_prog.to_numpy(),
-                             "share_of_host_io": per_prog.to_numpy() / io_total if io_total else np.nan})
+    evidence = pd.DataFrame(
+        {
+            "program": per_prog.index.astype("str"),
+            "cycles": per_prog.to_numpy(),
+            "share_of_host_io": per_prog.to_numpy() / io_total if io_total else np.nan,
+        }
+    )
     where: dict = {"programs": [str(p) for p in top.index]}
     if io.any():
         io_steps = steps["step"].to_numpy()[io]
         where["steps"] = (int(io_steps.min()), int(io_steps.max()))
-    return [r.finding(severity, "Host stream copies", message, value=value, threshold=threshold, where=where,
-                      evidence=evidence)]
+    return [
+        r.finding(
+            severity,
+            "Host stream copies",
+            message,
+            value=value,
+            threshold=threshold,
+            where=where,
+            evidence=evidence,
+        )
+    ]
 
 
-@rule("host.device-gaps",
-      "gaps in device activity inside the run, longer than a threshold, and what the host did meanwhile",
-      needs=["events"], params={"min_gap_us": 1000.0, "warning": 0.10, "error": 0.30, "top": 3},
-      advice={"ipu": "The device sat idle waiting for the host: see which host work fills the gaps. Typical "
-                     "fixes: more data-loader workers or prefetching, pinned memory and asynchronous copies, "
-                     "moving optimizer or metric work off the critical path, and fewer host-device "
-                     "synchronisations (e.g. .item() or printing losses every step).",
-              "gpu": "The GPU sat idle waiting for the host: see which host work fills the gaps. Typical fixes: "
-                     "more data-loader workers (num_workers) with prefetching, pinned memory "
-                     "(pin_memory=True) with non_blocking copies, CUDA graphs to cut kernel-launch overhead, "
-                     "fewer host-device synchronisations (.item(), .cpu(), printing losses every step), and "
-                     "moving optimizer or metric work off the critical path."})
+@rule(
+    "host.device-gaps",
+    "gaps in device activity inside the run, longer than a threshold, and what the host did meanwhile",
+    needs=["events"],
+    params={"min_gap_us": 1000.0, "warning": 0.10, "error": 0.30, "top": 3},
+    advice={
+        "ipu": "The device sat idle waiting for the host: see which host work fills the gaps. Typical "
+        "fixes: more data-loader workers or prefetching, pinned memory and asynchronous copies, "
+        "moving optimizer or metric work off the critical path, and fewer host-device "
+        "synchronisations (e.g. .item() or printing losses every step).",
+        "gpu": "The GPU sat idle waiting for the host: see which host work fills the gaps. Typical fixes: "
+        "more data-loader workers (num_workers) with prefetching, pinned memory "
+        "(pin_memory=True) with non_blocking copies, CUDA graphs to cut kernel-launch overhead, "
+        "fewer host-device synchronisations (.item(), .cpu(), printing losses every step), and "
+        "moving optimizer or metric work off the critical path.",
+    },
+)
 def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["host.device-gaps"]
     per_device = []
@@ -96,8 +121,9 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     frames, texts, threads = [], [], []
     causes = _idle_causes(profile)
     for share, activity, gs, ge in per_device:
-        gaps, text, top_threads = _attribute_gaps(activity, gs, ge, share, host.of_rank(activity.rank), labels, n,
-                                                  params)
+        gaps, text, top_threads = _attribute_gaps(
+            activity, gs, ge, share, host.of_rank(activity.rank), labels, n, params
+        )
         cause = causes.get((activity.rank, activity.device))
         if cause:
             text += f"; idle causes (HTA, over its streams): {cause}"
@@ -111,24 +137,38 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     if total == 1:
         message = texts[0]
     else:
-        message = (f"{len(per_device)} of {total} devices idle >= {threshold_pct(params['warning'])} of their "
-                   f"active span in gaps >= {duration(params['min_gap_us'])} ({severity} at >= "
-                   f"{threshold_pct(threshold)} for the worst): " + "; ".join(texts[:n]))
+        message = (
+            f"{len(per_device)} of {total} devices idle >= {threshold_pct(params['warning'])} of their "
+            f"active span in gaps >= {duration(params['min_gap_us'])} ({severity} at >= "
+            f"{threshold_pct(threshold)} for the worst): " + "; ".join(texts[:n])
+        )
         if len(texts) > n:
             message += f"; {len(texts) - n} more device(s) in the evidence"
     longest = frames[0].loc[frames[0]["dur_us"].idxmax()]
-    where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])),
-             "threads": threads[:n]}
+    where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])), "threads": threads[:n]}
     devices = [a.label for _, a, _, _ in per_device if a.label]
     if devices:
         where["devices"] = devices
-    return [r.finding(severity, "Device idle waiting on the host", message, value=worst_share,
-                      threshold=threshold, where=where, evidence=evidence, platform=platform_of(profile))]
+    return [
+        r.finding(
+            severity,
+            "Device idle waiting on the host",
+            message,
+            value=worst_share,
+            threshold=threshold,
+            where=where,
+            evidence=evidence,
+            platform=platform_of(profile),
+        )
+    ]
 
 
 #: HTA's idle categories (``get_idle_time_breakdown``) in words.
-IDLE_CAUSES = {"host_wait": "the host launching late", "kernel_wait": "launch gaps between kernels",
-               "other": "other"}
+IDLE_CAUSES = {
+    "host_wait": "the host launching late",
+    "kernel_wait": "launch gaps between kernels",
+    "other": "other",
+}
 
 
 def _idle_causes(profile: Profile) -> dict[tuple, str]:
@@ -144,14 +184,27 @@ def _idle_causes(profile: Profile) -> dict[tuple, str]:
         total = float(group.sum())
         if total <= 0:
             continue
-        parts = [f"{IDLE_CAUSES.get(cat, cat)} {pct(v / total)}"
-                 for (_, _, cat), v in group.sort_values(ascending=False).items() if v > 0]
-        out[(None if pd.isna(rank) else int(rank), None if pd.isna(device) else str(device))] = ", ".join(parts)
+        parts = [
+            f"{IDLE_CAUSES.get(cat, cat)} {pct(v / total)}"
+            for (_, _, cat), v in group.sort_values(ascending=False).items()
+            if v > 0
+        ]
+        out[(None if pd.isna(rank) else int(rank), None if pd.isna(device) else str(device))] = ", ".join(
+            parts
+        )
     return out
 
 
-def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, share: float, host: HostEvents,
-                    labels: dict, n: int, params: dict) -> tuple[pd.DataFrame, str, list[str]]:
+def _attribute_gaps(
+    activity: DeviceActivity,
+    gs: np.ndarray,
+    ge: np.ndarray,
+    share: float,
+    host: HostEvents,
+    labels: dict,
+    n: int,
+    params: dict,
+) -> tuple[pd.DataFrame, str, list[str]]:
     """The gaps of one device with the host work in them (evidence rows), the sentence describing them, and
     the threads with the most host work in the gaps."""
     t0, t1 = activity.span
@@ -159,44 +212,73 @@ def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, sh
     idle = float((ge - gs).sum())
     work = host.subset(~host.waits)
     ev_idx, gap_idx, overlap = overlap_pairs(work.start, work.start + work.dur, gs, ge)
-    pairs = pd.DataFrame({"gap": gap_idx, "event_id": work.event_id[ev_idx], "parent_id": work.parent_id[ev_idx],
-                          "depth": work.depth[ev_idx], "pid": work.pid[ev_idx], "tid": work.tid[ev_idx],
-                          "name": pd.Categorical.from_codes(np.asarray(work.name.codes)[ev_idx],
-                                                            dtype=work.name.dtype),
-                          "overlap_us": overlap})
+    pairs = pd.DataFrame(
+        {
+            "gap": gap_idx,
+            "event_id": work.event_id[ev_idx],
+            "parent_id": work.parent_id[ev_idx],
+            "depth": work.depth[ev_idx],
+            "pid": work.pid[ev_idx],
+            "tid": work.tid[ev_idx],
+            "name": pd.Categorical.from_codes(np.asarray(work.name.codes)[ev_idx], dtype=work.name.dtype),
+            "overlap_us": overlap,
+        }
+    )
     # Labels: the innermost events in each gap (an event whose child also overlaps the gap is dropped).
     stride = int(max(work.event_id.max(), 0)) + 1 if len(work) else 1
     key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
     has_parent = pairs["parent_id"].notna().to_numpy()
-    parent_key = (pairs["gap"].to_numpy(np.int64)[has_parent] * stride
-                  + pairs["parent_id"].to_numpy()[has_parent].astype(np.int64))
+    parent_key = pairs["gap"].to_numpy(np.int64)[has_parent] * stride + pairs["parent_id"].to_numpy()[
+        has_parent
+    ].astype(np.int64)
     leaves = pairs[~np.isin(key, parent_key)]
     # Threads: top-level events only, so nested events do not count twice.
     top_level = pairs[pairs["depth"] == 0]
-    by_label = leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(
-        ascending=False, kind="stable")
-    by_thread = top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    by_label = (
+        leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    )
+    by_thread = (
+        top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    )
     top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[:n]]
     # Host calls blocking on the device during the gaps: device-bound time, not host work.
     waits = host.subset(host.waits)
     _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
 
-    gaps = pd.DataFrame({"rank": activity.rank, "device": activity.device, "gap": np.arange(len(gs)),
-                         "start_us": gs, "end_us": ge, "dur_us": ge - gs})
+    gaps = pd.DataFrame(
+        {
+            "rank": activity.rank,
+            "device": activity.device,
+            "gap": np.arange(len(gs)),
+            "start_us": gs,
+            "end_us": ge,
+            "dur_us": ge - gs,
+        }
+    )
     host_busy = top_level.groupby("gap")["overlap_us"].sum()
     gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
     gaps["top_thread"] = None
     if len(top_level):
-        per_thread = (top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"].sum().reset_index()
-                      .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
-                      .drop_duplicates("gap"))
-        top = pd.Series(thread_names(labels, per_thread["pid"].to_numpy(), per_thread["tid"].to_numpy()),
-                        index=per_thread["gap"].to_numpy())
+        per_thread = (
+            top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"]
+            .sum()
+            .reset_index()
+            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
+            .drop_duplicates("gap")
+        )
+        top = pd.Series(
+            thread_names(labels, per_thread["pid"].to_numpy(), per_thread["tid"].to_numpy()),
+            index=per_thread["gap"].to_numpy(),
+        )
         gaps["top_thread"] = top.reindex(gaps["gap"]).to_numpy()
     if len(leaves):
-        best = (leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"].sum().reset_index()
-                .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
-                .drop_duplicates("gap"))
+        best = (
+            leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"]
+            .sum()
+            .reset_index()
+            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
+            .drop_duplicates("gap")
+        )
         gaps["top_label"] = best.set_index("gap")["name"].reindex(gaps["gap"]).to_numpy()
         gaps["top_label_us"] = best.set_index("gap")["overlap_us"].reindex(gaps["gap"]).fillna(0.0).to_numpy()
     else:
@@ -204,35 +286,47 @@ def _attribute_gaps(activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray, sh
     longest = gaps.loc[gaps["dur_us"].idxmax()]
     severity, threshold = band(share, params["warning"], params["error"])
     who = f"{activity.label}: " if activity.label else "the device is "
-    message = (f"{who}idle {duration(idle)} = {pct(share)} of its active span {duration(span)} in "
-               f"{len(gaps):,} gap(s) >= {duration(params['min_gap_us'])} ({severity} at >= "
-               f"{threshold_pct(threshold)}); longest {duration(longest['dur_us'])} at "
-               f"{offset(longest['start_us'] - t0)}")
+    message = (
+        f"{who}idle {duration(idle)} = {pct(share)} of its active span {duration(span)} in "
+        f"{len(gaps):,} gap(s) >= {duration(params['min_gap_us'])} ({severity} at >= "
+        f"{threshold_pct(threshold)}); longest {duration(longest['dur_us'])} at "
+        f"{offset(longest['start_us'] - t0)}"
+    )
     if pd.notna(longest["top_label"]):
         message += f" (host in '{longest['top_label']}')"
     if len(by_label):
         message += "; meanwhile the host was in " + ", ".join(
-            f"'{k}' ({duration(v)})" for k, v in by_label.head(n).items())
-        message += " on " + ", ".join(f"{name} ({duration(v)})" for name, v in
-                                      zip(top_threads, by_thread.to_numpy()[:n], strict=False))
+            f"'{k}' ({duration(v)})" for k, v in by_label.head(n).items()
+        )
+        message += " on " + ", ".join(
+            f"{name} ({duration(v)})" for name, v in zip(top_threads, by_thread.to_numpy()[:n], strict=False)
+        )
     else:
         message += "; no host work was recorded during the gaps"
     waited = float(wait_overlap.sum())
     if waited > 0:
-        message += (f"; the host was blocked in calls waiting for the device for {duration(waited)} of the gaps "
-                    "(device-bound time, not host work)")
+        message += (
+            f"; the host was blocked in calls waiting for the device for {duration(waited)} of the gaps "
+            "(device-bound time, not host work)"
+        )
     return gaps, message, top_threads
 
 
-@rule("host.long-events", "long host events during which the device sat idle, between device runs",
-      needs=["events"], params={"min_us": 10_000.0, "idle_share": 0.8, "warning": 0.0, "error": 0.30, "top": 3},
-      advice={"ipu": "Long host work between device runs (data loading, optimizer steps or checkpointing on "
-                     "the host, logging) stalls the device: overlap it with device work, move it to the device, "
-                     "or do it less often.",
-              "gpu": "Long host work between GPU runs (data loading, optimizer steps or checkpointing on the "
-                     "host, logging) stalls the GPU: more data-loader workers and pinned memory for input, "
-                     "overlap it with GPU work (asynchronous checkpointing, non_blocking copies), or do it "
-                     "less often."})
+@rule(
+    "host.long-events",
+    "long host events during which the device sat idle, between device runs",
+    needs=["events"],
+    params={"min_us": 10_000.0, "idle_share": 0.8, "warning": 0.0, "error": 0.30, "top": 3},
+    advice={
+        "ipu": "Long host work between device runs (data loading, optimizer steps or checkpointing on "
+        "the host, logging) stalls the device: overlap it with device work, move it to the device, "
+        "or do it less often.",
+        "gpu": "Long host work between GPU runs (data loading, optimizer steps or checkpointing on the "
+        "host, logging) stalls the GPU: more data-loader workers and pinned memory for input, "
+        "overlap it with GPU work (asynchronous checkpointing, non_blocking copies), or do it "
+        "less often.",
+    },
+)
 def long_events(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["host.long-events"]
     activities = device_activities(profile, by="rank")  # NotEvaluated without device activity
@@ -259,38 +353,55 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     for rank, group in found.groupby(found["rank"].astype("Float64").fillna(-1), sort=False):
         activity = spans[None if rank < 0 else int(rank)]
         t0, t1 = activity.span
-        us, ue = merge_intervals(np.maximum(group["start_us"].to_numpy(), t0),
-                                 np.minimum((group["start_us"] + group["dur_us"]).to_numpy(), t1))
+        us, ue = merge_intervals(
+            np.maximum(group["start_us"].to_numpy(), t0),
+            np.minimum((group["start_us"] + group["dur_us"]).to_numpy(), t1),
+        )
         idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
         shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle)
     worst_label, (total_share, merged_idle) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
     if severity is None:  # below a warning level raised from its default 0 (any qualifying event)
         return []
-    by_name = found.groupby("name")["dur_us"].agg(["count", "sum"]).sort_values("sum", ascending=False,
-                                                                                  kind="stable")
+    by_name = (
+        found.groupby("name")["dur_us"]
+        .agg(["count", "sum"])
+        .sort_values("sum", ascending=False, kind="stable")
+    )
     n = int(params["top"])
     top = found.iloc[0]
     t0 = spans[None if pd.isna(top["rank"]) else int(top["rank"])].span[0]
     where_idle = f" on {worst_label}" if worst_label else ""
-    message = (f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
-               f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
-               f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
-               f"{threshold_pct(threshold)}); longest "
-               f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
-               "; by label: "
-               + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows()))
+    message = (
+        f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
+        f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
+        f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
+        f"{threshold_pct(threshold)}); longest "
+        f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
+        "; by label: "
+        + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows())
+    )
     if len(shares) > 1:
-        message += "; per rank: " + ", ".join(f"{label} {pct(v[0])}" for label, v in
-                                             sorted(shares.items(), key=lambda kv: -kv[1][0])[:n])
+        message += "; per rank: " + ", ".join(
+            f"{label} {pct(v[0])}" for label, v in sorted(shares.items(), key=lambda kv: -kv[1][0])[:n]
+        )
     threads = list(dict.fromkeys(found["thread"].head(n * 3)))[:n]
     where = {"time_us": (float(top["start_us"]), float(top["start_us"] + top["dur_us"])), "threads": threads}
     ranks = [int(x) for x in dict.fromkeys(found["rank"].dropna())]
     if ranks:
         where["ranks"] = ranks
-    return [r.finding(severity, "Long host events while the device idles", message, value=total_share,
-                      threshold=threshold, where=where,
-                      evidence=found, platform=platform_of(profile))]
+    return [
+        r.finding(
+            severity,
+            "Long host events while the device idles",
+            message,
+            value=total_share,
+            threshold=threshold,
+            where=where,
+            evidence=found,
+            platform=platform_of(profile),
+        )
+    ]
 
 
 def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) -> pd.DataFrame | None:
@@ -322,6 +433,14 @@ def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) 
     chosen = (qualifies & ~covers).to_numpy()
     if not chosen.any():
         return None
-    return pd.DataFrame({"event_id": host.event_id[chosen], "name": np.asarray(host.name.astype("str"))[chosen],
-                         "pid": host.pid[chosen], "tid": host.tid[chosen], "start_us": s[chosen],
-                         "dur_us": d[chosen], "device_idle_us": idle[chosen]})
+    return pd.DataFrame(
+        {
+            "event_id": host.event_id[chosen],
+            "name": np.asarray(host.name.astype("str"))[chosen],
+            "pid": host.pid[chosen],
+            "tid": host.tid[chosen],
+            "start_us": s[chosen],
+            "dur_us": d[chosen],
+            "device_idle_us": idle[chosen],
+        }
+    )

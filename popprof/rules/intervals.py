@@ -15,8 +15,10 @@ import pandas as pd
 from ..profile import Profile
 from .base import NotEvaluated
 
-NO_DEVICE = ("needs device activity in the trace: no event has a device_category (map device events "
-             "with [tool.popprof.device_map] or --device-map when reading the trace)")
+NO_DEVICE = (
+    "needs device activity in the trace: no event has a device_category (map device events "
+    "with [tool.popprof.device_map] or --device-map when reading the trace)"
+)
 
 #: Host calls that block on the device (``cudaStreamSynchronize`` ...): host events, never device time.
 HOST_WAIT = "host_wait"
@@ -27,11 +29,11 @@ class DeviceActivity:
     """Device events of one device (or of a whole trace without device columns): top-level ones, and the
     merged intervals when the device was busy. ``rank`` / ``device`` name it when the trace says."""
 
-    start: np.ndarray           # start_us of each device event
-    end: np.ndarray             # start_us + dur_us
-    category: pd.Categorical    # device_category
-    name: pd.Categorical        # event label
-    busy_start: np.ndarray      # merged busy intervals, sorted and disjoint
+    start: np.ndarray  # start_us of each device event
+    end: np.ndarray  # start_us + dur_us
+    category: pd.Categorical  # device_category
+    name: pd.Categorical  # event label
+    busy_start: np.ndarray  # merged busy intervals, sorted and disjoint
     busy_end: np.ndarray
     rank: int | None = None
     device: str | None = None
@@ -39,15 +41,18 @@ class DeviceActivity:
     @property
     def label(self) -> str:
         """``rank 1 gpu:0``, ``gpu:0``, ``rank 1``, or ``""`` for a trace without rank/device columns."""
-        parts = ([f"rank {self.rank}"] if self.rank is not None else []) + ([self.device] if self.device else [])
+        parts = ([f"rank {self.rank}"] if self.rank is not None else []) + (
+            [self.device] if self.device else []
+        )
         return " ".join(parts)
 
     def busy_within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Device busy time inside each ``[a, b]``."""
         if not hasattr(self, "_prefix"):
             self._prefix = np.concatenate([[0.0], np.cumsum(self.busy_end - self.busy_start)])
-        return (busy_before(self.busy_start, self.busy_end, b, self._prefix)
-                - busy_before(self.busy_start, self.busy_end, a, self._prefix))
+        return busy_before(self.busy_start, self.busy_end, b, self._prefix) - busy_before(
+            self.busy_start, self.busy_end, a, self._prefix
+        )
 
     @property
     def span(self) -> tuple[float, float]:
@@ -78,24 +83,31 @@ class HostEvents:
     left out, as arrays."""
 
     event_id: np.ndarray
-    parent_id: np.ndarray       # float64, NaN for top-level events
+    parent_id: np.ndarray  # float64, NaN for top-level events
     depth: np.ndarray
     pid: np.ndarray
     tid: np.ndarray
     name: pd.Categorical
     start: np.ndarray
     dur: np.ndarray
-    rank: np.ndarray            # int64, -1 when the trace has no rank
-    waits: np.ndarray           # bool: a call blocking on the device (host_wait)
+    rank: np.ndarray  # int64, -1 when the trace has no rank
+    waits: np.ndarray  # bool: a call blocking on the device (host_wait)
 
     def __len__(self) -> int:
         return len(self.start)
 
     def subset(self, mask: np.ndarray) -> HostEvents:
         """The events where ``mask`` is true."""
-        return HostEvents(**{k: (v[mask] if not isinstance(v, pd.Categorical) else
-                                 pd.Categorical.from_codes(np.asarray(v.codes)[mask], dtype=v.dtype))
-                             for k, v in vars(self).items()})
+        return HostEvents(
+            **{
+                k: (
+                    v[mask]
+                    if not isinstance(v, pd.Categorical)
+                    else pd.Categorical.from_codes(np.asarray(v.codes)[mask], dtype=v.dtype)
+                )
+                for k, v in vars(self).items()
+            }
+        )
 
     def of_rank(self, rank: int | None) -> HostEvents:
         """The events of one rank (all of them for a trace without ranks)."""
@@ -204,7 +216,9 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
         if isinstance(column.dtype, pd.CategoricalDtype):  # codes, never 10 million strings
             dev_codes, dev_names = np.asarray(column.array.codes)[keep], column.array.categories
         else:
-            dev_codes, dev_names = pd.factorize(column.to_numpy(dtype=object)[keep], sort=True)  # missing -> -1
+            dev_codes, dev_names = pd.factorize(
+                column.to_numpy(dtype=object)[keep], sort=True
+            )  # missing -> -1
     else:
         dev_codes, dev_names = np.full(len(start), -1, dtype=np.int64), pd.Index([])
     key = (ranks + 1) * (len(dev_names) + 1) + (dev_codes + 1)
@@ -214,11 +228,18 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
         rank, dev = divmod(int(k), len(dev_names) + 1)
         s, e = start[mine], end[mine]
         busy_start, busy_end = merge_intervals(s, e)
-        out.append(DeviceActivity(s, e, pd.Categorical.from_codes(np.asarray(category.codes)[mine],
-                                                                    dtype=category.dtype),
-                                  pd.Categorical.from_codes(np.asarray(names.codes)[mine], dtype=names.dtype),
-                                  busy_start, busy_end, None if rank == 0 else rank - 1,
-                                  None if dev == 0 else str(dev_names[dev - 1])))
+        out.append(
+            DeviceActivity(
+                s,
+                e,
+                pd.Categorical.from_codes(np.asarray(category.codes)[mine], dtype=category.dtype),
+                pd.Categorical.from_codes(np.asarray(names.codes)[mine], dtype=names.dtype),
+                busy_start,
+                busy_end,
+                None if rank == 0 else rank - 1,
+                None if dev == 0 else str(dev_names[dev - 1]),
+            )
+        )
     return out
 
 
@@ -243,9 +264,13 @@ def _device_rows(events: pd.DataFrame):
     start = events["start_us"].to_numpy(dtype=np.float64)[keep]
     end = start + events["dur_us"].to_numpy(dtype=np.float64)[keep]
     names = events["name"].array
-    return (keep, start, end,
-            pd.Categorical.from_codes(np.asarray(category.codes)[keep], dtype=category.dtype),
-            pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype))
+    return (
+        keep,
+        start,
+        end,
+        pd.Categorical.from_codes(np.asarray(category.codes)[keep], dtype=category.dtype),
+        pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
+    )
 
 
 def host_events(profile: Profile) -> HostEvents:
@@ -270,13 +295,17 @@ def _build_host(events: pd.DataFrame) -> HostEvents:
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array
     return HostEvents(
-        rank=rank_codes(events)[keep], waits=wait_mask(events)[keep],
+        rank=rank_codes(events)[keep],
+        waits=wait_mask(events)[keep],
         event_id=events["event_id"].to_numpy()[keep],
         parent_id=events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[keep],
-        depth=events["depth"].to_numpy()[keep], pid=events["pid"].to_numpy()[keep],
+        depth=events["depth"].to_numpy()[keep],
+        pid=events["pid"].to_numpy()[keep],
         tid=events["tid"].to_numpy()[keep],
         name=pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
-        start=events["start_us"].to_numpy(dtype=np.float64)[keep], dur=dur[keep])
+        start=events["start_us"].to_numpy(dtype=np.float64)[keep],
+        dur=dur[keep],
+    )
 
 
 def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -294,8 +323,9 @@ def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.
     return s[first], reach[last]
 
 
-def subtract_intervals(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
-                       b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def subtract_intervals(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Parts of the intervals A not covered by the intervals B (each sorted and disjoint): one sweep over
     all boundaries, vectorised."""
     if len(a_start) == 0 or len(b_start) == 0:
@@ -309,8 +339,9 @@ def subtract_intervals(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarr
     return merge_intervals(points[:-1][keep], points[1:][keep])
 
 
-def busy_before(busy_start: np.ndarray, busy_end: np.ndarray, t: np.ndarray,
-                prefix: np.ndarray | None = None) -> np.ndarray:
+def busy_before(
+    busy_start: np.ndarray, busy_end: np.ndarray, t: np.ndarray, prefix: np.ndarray | None = None
+) -> np.ndarray:
     """Busy time of the merged intervals before each time in ``t`` (vectorised).
 
     ``prefix`` (cumulative interval lengths with a leading 0) may be passed to avoid recomputing it.
@@ -331,15 +362,16 @@ def busy_within(busy_start: np.ndarray, busy_end: np.ndarray, a: np.ndarray, b: 
     return busy_before(busy_start, busy_end, b) - busy_before(busy_start, busy_end, a)
 
 
-def overlap_pairs(start: np.ndarray, end: np.ndarray, gap_start: np.ndarray,
-                  gap_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def overlap_pairs(
+    start: np.ndarray, end: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs (event index, gap index, overlap) for events overlapping sorted, disjoint gaps."""
     empty = np.empty(0, dtype=np.int64)
     if len(gap_start) == 0 or len(start) == 0:
         return empty, empty, np.empty(0)
-    first = np.searchsorted(gap_end, start, side="right")   # first gap ending after the event starts
+    first = np.searchsorted(gap_end, start, side="right")  # first gap ending after the event starts
     hit = first < len(gap_start)
-    hit[hit] = gap_start[first[hit]] < end[hit]              # ... and starting before it ends
+    hit[hit] = gap_start[first[hit]] < end[hit]  # ... and starting before it ends
     event = np.flatnonzero(hit)
     first = first[event]
     # Most events overlap one gap at most; search again only for those reaching past their first gap.
@@ -385,8 +417,10 @@ def thread_labels(profile: Profile) -> dict[tuple[int, int], str]:
     if threads is None or threads.empty:
         return {}
     names = threads["thread_name"].fillna("").astype("str")
-    return {(int(p), int(t)): (f"{n} ({t})" if n else f"{p}:{t}")
-            for p, t, n in zip(threads["pid"], threads["tid"], names, strict=True)}
+    return {
+        (int(p), int(t)): (f"{n} ({t})" if n else f"{p}:{t}")
+        for p, t, n in zip(threads["pid"], threads["tid"], names, strict=True)
+    }
 
 
 def thread_label(labels: dict[tuple[int, int], str], pid: int, tid: int) -> str:

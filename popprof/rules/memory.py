@@ -26,10 +26,16 @@ def _tiles_used(profile: Profile) -> pd.DataFrame | None:
     capacity = tiles["capacity_bytes"].astype("float64")
     if cap is not None:
         capacity = capacity.fillna(cap)
-    return pd.DataFrame({"tile": tiles["tile"], "ipu": tiles["ipu"], "tile_in_ipu": tiles["tile_in_ipu"],
-                         "bytes_incl_gaps": tiles["bytes_incl_gaps"].astype("float64"),
-                         "bytes_excl_gaps": tiles["bytes_excl_gaps"].astype("float64"),
-                         "capacity_bytes": capacity})
+    return pd.DataFrame(
+        {
+            "tile": tiles["tile"],
+            "ipu": tiles["ipu"],
+            "tile_in_ipu": tiles["tile_in_ipu"],
+            "bytes_incl_gaps": tiles["bytes_incl_gaps"].astype("float64"),
+            "bytes_excl_gaps": tiles["bytes_excl_gaps"].astype("float64"),
+            "capacity_bytes": capacity,
+        }
+    )
 
 
 def _tile_list(frame: pd.DataFrame) -> list[int]:
@@ -39,43 +45,65 @@ def _tile_list(frame: pd.DataFrame) -> list[int]:
 def _oom_messages_finding(profile: Profile) -> Finding:
     """One error naming every tile of the out-of-memory messages, with bytes used, capacity and overflow."""
     oom = profile.out_of_memory
-    frame = pd.DataFrame({"compilation": oom["compilation"], "tile": oom["tile"],
-                          "bytes_used": oom["bytes_used"].astype("float64"),
-                          "capacity_bytes": oom["capacity_bytes"].astype("float64"),
-                          "over_bytes": oom["over_bytes"].astype("float64"), "line": oom["line"],
-                          "reason": oom["reason"], "profile_path": oom["profile_path"]})
+    frame = pd.DataFrame(
+        {
+            "compilation": oom["compilation"],
+            "tile": oom["tile"],
+            "bytes_used": oom["bytes_used"].astype("float64"),
+            "capacity_bytes": oom["capacity_bytes"].astype("float64"),
+            "over_bytes": oom["over_bytes"].astype("float64"),
+            "line": oom["line"],
+            "reason": oom["reason"],
+            "profile_path": oom["profile_path"],
+        }
+    )
     compilations = int(frame["compilation"].nunique())
     parts = [_oom_part(row) for row in frame.head(MAX_WHERE_TILES).itertuples(index=False)]
     if len(frame) > MAX_WHERE_TILES:
         parts.append(f"and {num(len(frame) - MAX_WHERE_TILES)} more")
-    head = ("compilation failed: out of memory" if compilations == 1
-            else f"{num(compilations)} compilations failed: out of memory")
+    head = (
+        "compilation failed: out of memory"
+        if compilations == 1
+        else f"{num(compilations)} compilations failed: out of memory"
+    )
     message = f"{head}: " + "; ".join(parts)
     if frame["tile"].notna().any():
         message += " (Poplar names one tile per failure; others may be over too)"
     fullest = frame.sort_values("bytes_used", ascending=False, kind="stable", na_position="last")
     tiles = list(dict.fromkeys(int(t) for t in fullest["tile"].dropna()))[:MAX_WHERE_TILES]
     count = mm.tiles_out_of_memory(profile) or float(max(len(tiles), 1))
-    return RULES["memory.tile-oom"].finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
-                                            where={"tiles": tiles} if tiles else {}, evidence=frame)
+    return RULES["memory.tile-oom"].finding(
+        "error",
+        "Tiles out of memory",
+        message,
+        value=count,
+        threshold=0.0,
+        where={"tiles": tiles} if tiles else {},
+        evidence=frame,
+    )
 
 
 def _oom_part(row) -> str:  # noqa: ANN001  (a row of the messages frame)
     """One message in words: the tile and its figures, or the reason and the profile Poplar saved."""
     if pd.notna(row.tile) and pd.notna(row.bytes_used):
-        return (f"tile {num(row.tile)} uses {nbytes(row.bytes_used)} of {nbytes(row.capacity_bytes)} "
-                f"(over by {nbytes(row.over_bytes)})")
+        return (
+            f"tile {num(row.tile)} uses {nbytes(row.bytes_used)} of {nbytes(row.capacity_bytes)} "
+            f"(over by {nbytes(row.over_bytes)})"
+        )
     text = str(row.reason) if pd.notna(row.reason) else "no tile named"
     if pd.notna(row.profile_path):
         text += f"; Poplar saved the profile to {row.profile_path}: open it to see which tiles"
     return text
 
 
-@rule("memory.tile-oom", "tiles whose memory including gaps exceeds the tile's capacity",
-      needs=[("tiles",), ("memory_totals",), ("out_of_memory",)],
-      advice="Reduce memory on the listed tiles: lower the batch size or micro-batch, enable recomputation, "
-             "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
-             "convolutions, or offload optimizer state; check the liveness peak for what is live there.")
+@rule(
+    "memory.tile-oom",
+    "tiles whose memory including gaps exceeds the tile's capacity",
+    needs=[("tiles",), ("memory_totals",), ("out_of_memory",)],
+    advice="Reduce memory on the listed tiles: lower the batch size or micro-batch, enable recomputation, "
+    "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
+    "convolutions, or offload optimizer state; check the liveness peak for what is live there.",
+)
 def tile_oom(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["memory.tile-oom"]
     if profile.has("out_of_memory"):
@@ -91,40 +119,74 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
         over["over_bytes"] = over["bytes_incl_gaps"] - over["capacity_bytes"]
         over = over.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
         worst = over.iloc[0]
-        message = (f"{num(count)} tile(s) over capacity; tile {num(worst['tile'])} uses "
-                   f"{nbytes(worst['bytes_incl_gaps'])} including gaps = "
-                   f"{pct(worst['bytes_incl_gaps'] / worst['capacity_bytes'])} of {nbytes(worst['capacity_bytes'])} "
-                   f"(over by {nbytes(worst['over_bytes'])}; error at > 100 %)")
+        message = (
+            f"{num(count)} tile(s) over capacity; tile {num(worst['tile'])} uses "
+            f"{nbytes(worst['bytes_incl_gaps'])} including gaps = "
+            f"{pct(worst['bytes_incl_gaps'] / worst['capacity_bytes'])} of {nbytes(worst['capacity_bytes'])} "
+            f"(over by {nbytes(worst['over_bytes'])}; error at > 100 %)"
+        )
         ipus = sorted({int(i) for i in over["ipu"]})
-        return [r.finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
-                          where={"tiles": _tile_list(over), "ipus": ipus}, evidence=over)]
+        return [
+            r.finding(
+                "error",
+                "Tiles out of memory",
+                message,
+                value=count,
+                threshold=0.0,
+                where={"tiles": _tile_list(over), "ipus": ipus},
+                evidence=over,
+            )
+        ]
     # Text summary: the out-of-memory count from the metadata and the maximum from memory_totals.
     count = mm.tiles_out_of_memory(profile)
     used, tile = mm.max_tile_bytes(profile), mm.max_tile_index(profile)
     cap = mm.capacity_bytes(profile)
     if count is None:
         if used is None or cap is None:
-            raise NotEvaluated("needs per-tile memory, or a text summary with its out-of-memory count or "
-                               "maximum tile memory and the tile capacity")
+            raise NotEvaluated(
+                "needs per-tile memory, or a text summary with its out-of-memory count or "
+                "maximum tile memory and the tile capacity"
+            )
         count = 1.0 if used > cap else 0.0
     if count <= 0:
         return []
     message = f"{num(count)} tile(s) over capacity"
     if used is not None and cap:
         where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
-        message += (f"; {where_tile} uses {nbytes(used)} including gaps = {pct(used / cap)} of {nbytes(cap)} "
-                    f"(over by {nbytes(used - cap)}; error at > 100 %)")
-    evidence = pd.DataFrame({"tiles_out_of_memory": [count], "max_tile": [tile], "max_bytes_incl_gaps": [used],
-                             "capacity_bytes": [cap]})
-    return [r.finding("error", "Tiles out of memory", message, value=count, threshold=0.0,
-                      where={"tiles": [int(tile)]} if tile is not None else {}, evidence=evidence)]
+        message += (
+            f"; {where_tile} uses {nbytes(used)} including gaps = {pct(used / cap)} of {nbytes(cap)} "
+            f"(over by {nbytes(used - cap)}; error at > 100 %)"
+        )
+    evidence = pd.DataFrame(
+        {
+            "tiles_out_of_memory": [count],
+            "max_tile": [tile],
+            "max_bytes_incl_gaps": [used],
+            "capacity_bytes": [cap],
+        }
+    )
+    return [
+        r.finding(
+            "error",
+            "Tiles out of memory",
+            message,
+            value=count,
+            threshold=0.0,
+            where={"tiles": [int(tile)]} if tile is not None else {},
+            evidence=evidence,
+        )
+    ]
 
 
-@rule("memory.headroom", "the fullest tile (including gaps) against the tile capacity",
-      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.85, "error": 0.95},
-      advice="Leave headroom on the fullest tiles: rebalance tile mapping (e.g. poplar's tile mapping "
-             "options or a smaller availableMemoryProportion), reduce batch size, or enable recomputation; "
-             "code and exchange growth from small changes can push a nearly full tile over.")
+@rule(
+    "memory.headroom",
+    "the fullest tile (including gaps) against the tile capacity",
+    needs=[("tiles",), ("memory_totals",)],
+    params={"warning": 0.85, "error": 0.95},
+    advice="Leave headroom on the fullest tiles: rebalance tile mapping (e.g. poplar's tile mapping "
+    "options or a smaller availableMemoryProportion), reduce batch size, or enable recomputation; "
+    "code and exchange growth from small changes can push a nearly full tile over.",
+)
 def headroom(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["memory.headroom"]
     share, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
@@ -135,28 +197,46 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
     if severity is None:
         return []
     where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
-    message = (f"{where_tile} uses {nbytes(used)} including gaps = {pct(share)} of {nbytes(cap)} "
-               f"({severity} at >= {threshold_pct(threshold)})")
+    message = (
+        f"{where_tile} uses {nbytes(used)} including gaps = {pct(share)} of {nbytes(cap)} "
+        f"({severity} at >= {threshold_pct(threshold)})"
+    )
     tiles = _tiles_used(profile)
     where: dict = {"tiles": [int(tile)]} if tile is not None else {}
     evidence = None
     if tiles is not None:
         tiles = tiles.assign(utilisation=tiles["bytes_incl_gaps"] / tiles["capacity_bytes"])
-        flagged = tiles[tiles["utilisation"] >= params["warning"]].sort_values(
-            "bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
+        flagged = (
+            tiles[tiles["utilisation"] >= params["warning"]]
+            .sort_values("bytes_incl_gaps", ascending=False, kind="stable")
+            .reset_index(drop=True)
+        )
         if len(flagged) > 1:
             message += f"; {num(len(flagged))} tiles at or above {threshold_pct(params['warning'])}"
         where = {"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})}
         evidence = flagged
-    return [r.finding(severity, "Little memory headroom", message, value=share, threshold=threshold,
-                      where=where, evidence=evidence)]
+    return [
+        r.finding(
+            severity,
+            "Little memory headroom",
+            message,
+            value=share,
+            threshold=threshold,
+            where=where,
+            evidence=evidence,
+        )
+    ]
 
 
-@rule("memory.tile-imbalance", "the fullest tile against the median tile, when both are large",
-      needs=["tiles"], params={"ratio": 1.5, "min_fill": 0.7},
-      advice="Memory is concentrated on a few tiles: look at what is mapped there (large constants, "
-             "exchange code, tensors mapped to one tile, the first tile of each IPU) and spread it, e.g. "
-             "with better tile mapping of large tensors or by splitting large operations.")
+@rule(
+    "memory.tile-imbalance",
+    "the fullest tile against the median tile, when both are large",
+    needs=["tiles"],
+    params={"ratio": 1.5, "min_fill": 0.7},
+    advice="Memory is concentrated on a few tiles: look at what is mapped there (large constants, "
+    "exchange code, tensors mapped to one tile, the first tile of each IPU) and spread it, e.g. "
+    "with better tile mapping of large tensors or by splitting large operations.",
+)
 def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["memory.tile-imbalance"]
     tiles = _tiles_used(profile)
@@ -174,23 +254,35 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
         return []
     flagged = flagged.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
     worst = flagged.iloc[0]
-    message = (f"tile {num(worst['tile'])} holds {nbytes(worst['bytes_incl_gaps'])} = "
-               f"{worst['ratio_to_median']:.2f} x the median tile ({nbytes(median)}) and {pct(worst['fill'])} "
-               f"of capacity; {num(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
-               f"and fill >= {threshold_pct(params['min_fill'])})")
-    return [r.finding("warning", "Tile memory imbalance", message, value=float(worst["ratio_to_median"]),
-                      threshold=float(params["ratio"]),
-                      where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
-                      evidence=flagged)]
+    message = (
+        f"tile {num(worst['tile'])} holds {nbytes(worst['bytes_incl_gaps'])} = "
+        f"{worst['ratio_to_median']:.2f} x the median tile ({nbytes(median)}) and {pct(worst['fill'])} "
+        f"of capacity; {num(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
+        f"and fill >= {threshold_pct(params['min_fill'])})"
+    )
+    return [
+        r.finding(
+            "warning",
+            "Tile memory imbalance",
+            message,
+            value=float(worst["ratio_to_median"]),
+            threshold=float(params["ratio"]),
+            where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
+            evidence=flagged,
+        )
+    ]
 
 
-@rule("memory.liveness-peak",
-      "where not-always-live memory peaks (step, program, largest variables, operations), and whether "
-      "always-live plus that peak nears the memory of a replica (liveness is per replica)",
-      needs=["liveness"], params={"warning": 0.85, "error": 1.0, "top": 5},
-      advice="To lower the peak, look at the variables and operations live at the peak step: recompute "
-             "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
-             "serialise large matmuls so fewer large temporaries are live at once.")
+@rule(
+    "memory.liveness-peak",
+    "where not-always-live memory peaks (step, program, largest variables, operations), and whether "
+    "always-live plus that peak nears the memory of a replica (liveness is per replica)",
+    needs=["liveness"],
+    params={"warning": 0.85, "error": 1.0, "top": 5},
+    advice="To lower the peak, look at the variables and operations live at the peak step: recompute "
+    "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
+    "serialise large matmuls so fewer large temporaries are live at once.",
+)
 def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["memory.liveness-peak"]
     liveness = profile.liveness
@@ -222,13 +314,17 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     if ops is not None and not ops.empty:
         covering = ops[(ops["first_step"] <= peak_step) & (ops["last_step"] >= peak_step)]
         covering = covering.sort_values("bytes", ascending=False, kind="stable", na_position="last").head(top)
-        operations = [str(n) + (f" ({lay})" if pd.notna(lay) else "")
-                      for n, lay in zip(covering["name"], covering["layer"], strict=True)]
+        operations = [
+            str(n) + (f" ({lay})" if pd.notna(lay) else "")
+            for n, lay in zip(covering["name"], covering["layer"], strict=True)
+        ]
         where["operations"] = [str(n) for n in covering["name"]]
 
     per = " per replica" if replicas > 1 else ""
-    message = (f"not-always-live memory peaks at liveness step {num(peak_step)} (program '{program}') "
-               f"with {nbytes(peak)}{per}")
+    message = (
+        f"not-always-live memory peaks at liveness step {num(peak_step)} (program '{program}') "
+        f"with {nbytes(peak)}{per}"
+    )
     severity, threshold, share = "info", None, None
     if always is not None:
         together = always + peak
@@ -245,22 +341,35 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
         message += "; largest live variables: " + ", ".join(f"{n} ({nbytes(b)})" for n, b in variables)
     if operations:
         message += "; operations live there: " + ", ".join(operations)
-    curve = pd.DataFrame({"step": liveness["step"], "program": liveness["program"],
-                          "not_always_live_bytes": nal})  # per replica, as is total_bytes
+    curve = pd.DataFrame(
+        {"step": liveness["step"], "program": liveness["program"], "not_always_live_bytes": nal}
+    )  # per replica, as is total_bytes
     if always is not None:
         curve["total_bytes"] = nal + always
     title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
-    return [r.finding(severity, title, message, value=share if share is not None else peak,
-                      threshold=threshold, where=where, evidence=curve)]
+    return [
+        r.finding(
+            severity,
+            title,
+            message,
+            value=share if share is not None else peak,
+            threshold=threshold,
+            where=where,
+            evidence=curve,
+        )
+    ]
 
 
-@rule("memory.gaps",
-      "memory lost to gaps, flagged only where it matters: on tiles near capacity that gaps push there",
-      needs=[("tiles",), ("memory_totals",)], params={"warning": 0.10, "min_fill": 0.85},
-      advice="Gaps come from memory-bank constraints on where data may live; large gap shares often "
-             "follow from many small or oddly sized tensors. On the listed tiles they cost real headroom: "
-             "try poplar's memory allocation options, padding or grouping tensors, or fewer, larger "
-             "variables per tile.")
+@rule(
+    "memory.gaps",
+    "memory lost to gaps, flagged only where it matters: on tiles near capacity that gaps push there",
+    needs=[("tiles",), ("memory_totals",)],
+    params={"warning": 0.10, "min_fill": 0.85},
+    advice="Gaps come from memory-bank constraints on where data may live; large gap shares often "
+    "follow from many small or oddly sized tensors. On the listed tiles they cost real headroom: "
+    "try poplar's memory allocation options, padding or grouping tensors, or fewer, larger "
+    "variables per tile.",
+)
 def gaps(profile: Profile, params: dict) -> list[Finding]:
     """Gaps are only a problem when they take the room a nearly full tile needs (see docs/rules.md).
 
@@ -279,29 +388,48 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
             raise NotEvaluated("needs the tile capacity (target bytes_per_tile): gaps matter only near it")
         gap = tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"]
         incl = tiles["bytes_incl_gaps"]
-        evidence = tiles.assign(gap_bytes=gap, gap_share=(gap / incl.where(incl > 0)).fillna(0.0),
-                                fill=incl / tiles["capacity_bytes"],
-                                fill_excl_gaps=tiles["bytes_excl_gaps"] / tiles["capacity_bytes"])
-        flagged = evidence[(evidence["fill"] >= params["min_fill"]) & (evidence["gap_share"] >= params["warning"])]
+        evidence = tiles.assign(
+            gap_bytes=gap,
+            gap_share=(gap / incl.where(incl > 0)).fillna(0.0),
+            fill=incl / tiles["capacity_bytes"],
+            fill_excl_gaps=tiles["bytes_excl_gaps"] / tiles["capacity_bytes"],
+        )
+        flagged = evidence[
+            (evidence["fill"] >= params["min_fill"]) & (evidence["gap_share"] >= params["warning"])
+        ]
         if flagged.empty:
             return []
-        flagged = flagged.sort_values(["bytes_incl_gaps", "gap_bytes"], ascending=False,
-                                      kind="stable").reset_index(drop=True)
+        flagged = flagged.sort_values(
+            ["bytes_incl_gaps", "gap_bytes"], ascending=False, kind="stable"
+        ).reset_index(drop=True)
         worst = flagged.iloc[0]
-        fit = int(((flagged["bytes_incl_gaps"] > flagged["capacity_bytes"])
-                   & (flagged["bytes_excl_gaps"] <= flagged["capacity_bytes"])).sum())
-        message = (f"{num(len(flagged))} tile(s) at >= {threshold_pct(params['min_fill'])} of capacity lose "
-                   f">= {threshold_pct(params['warning'])} to gaps; tile {num(worst['tile'])}: "
-                   f"{nbytes(worst['bytes_incl_gaps'])} including gaps = {pct(worst['fill'])} of "
-                   f"{nbytes(worst['capacity_bytes'])}, {nbytes(worst['bytes_excl_gaps'])} without "
-                   f"(gaps {pct(worst['gap_share'])})")
+        fit = int(
+            (
+                (flagged["bytes_incl_gaps"] > flagged["capacity_bytes"])
+                & (flagged["bytes_excl_gaps"] <= flagged["capacity_bytes"])
+            ).sum()
+        )
+        message = (
+            f"{num(len(flagged))} tile(s) at >= {threshold_pct(params['min_fill'])} of capacity lose "
+            f">= {threshold_pct(params['warning'])} to gaps; tile {num(worst['tile'])}: "
+            f"{nbytes(worst['bytes_incl_gaps'])} including gaps = {pct(worst['fill'])} of "
+            f"{nbytes(worst['capacity_bytes'])}, {nbytes(worst['bytes_excl_gaps'])} without "
+            f"(gaps {pct(worst['gap_share'])})"
+        )
         if fit:
             message += f"; {num(fit)} of them are over capacity only because of gaps"
         message += f"; {overall}"
-        return [r.finding("warning", "Gaps cost headroom on full tiles", message, value=float(worst["gap_share"]),
-                          threshold=float(params["warning"]),
-                          where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
-                          evidence=flagged)]
+        return [
+            r.finding(
+                "warning",
+                "Gaps cost headroom on full tiles",
+                message,
+                value=float(worst["gap_share"]),
+                threshold=float(params["warning"]),
+                where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
+                evidence=flagged,
+            )
+        ]
     # Totals only (a text summary): the fullest tile against capacity, the profile's gap share for the tile.
     fill, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
     if fill is None or used is None:
@@ -310,8 +438,18 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
         return []
     tile = mm.max_tile_index(profile)
     where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
-    message = (f"{where_tile} uses {nbytes(used)} including gaps = {pct(fill)} of capacity "
-               f"(flagged at >= {threshold_pct(params['min_fill'])}) while {overall} "
-               f"(warning at >= {threshold_pct(params['warning'])})")
-    return [r.finding("warning", "Gaps cost headroom on full tiles", message, value=share,
-                      threshold=float(params["warning"]), where={"tiles": [int(tile)]} if tile is not None else {})]
+    message = (
+        f"{where_tile} uses {nbytes(used)} including gaps = {pct(fill)} of capacity "
+        f"(flagged at >= {threshold_pct(params['min_fill'])}) while {overall} "
+        f"(warning at >= {threshold_pct(params['warning'])})"
+    )
+    return [
+        r.finding(
+            "warning",
+            "Gaps cost headroom on full tiles",
+            message,
+            value=share,
+            threshold=float(params["warning"]),
+            where={"tiles": [int(tile)]} if tile is not None else {},
+        )
+    ]

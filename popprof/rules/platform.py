@@ -13,8 +13,19 @@ import numpy as np
 from ..profile import Profile
 
 #: Channels (Chrome ``cat``) of device work recorded by GPU profilers.
-GPU_CHANNELS: frozenset[str] = frozenset({"kernel", "Kernel", "gpu_op", "gpu_memcpy", "gpu_memset", "Memcpy",
-                                          "Memset", "cuda_kernel", "gpu_user_annotation"})
+GPU_CHANNELS: frozenset[str] = frozenset(
+    {
+        "kernel",
+        "Kernel",
+        "gpu_op",
+        "gpu_memcpy",
+        "gpu_memset",
+        "Memcpy",
+        "Memset",
+        "cuda_kernel",
+        "gpu_user_annotation",
+    }
+)
 
 
 def platform_of(profile: Profile) -> str:

@@ -40,14 +40,20 @@ def totals(results: list[Findings]) -> dict[str, int]:
 
 def _summary_line(results: list[Findings], fail_on: str) -> str:
     t = totals(results)
-    verdict = "" if fail_on == "never" else (
-        f"; fail-on {fail_on}: " + ("FAILED" if failed(results, fail_on) else "passed"))
-    return (f"{t['error']} error(s), {t['warning']} warning(s), {t['info']} info, "
-            f"{t['not_evaluated']} rule(s) not evaluated{verdict}")
+    verdict = (
+        ""
+        if fail_on == "never"
+        else (f"; fail-on {fail_on}: " + ("FAILED" if failed(results, fail_on) else "passed"))
+    )
+    return (
+        f"{t['error']} error(s), {t['warning']} warning(s), {t['info']} info, "
+        f"{t['not_evaluated']} rule(s) not evaluated{verdict}"
+    )
 
 
 def where_text(where: dict, limit: int = 5) -> str:
     """A compact description of a finding's location."""
+
     def listing(values: list, fmt=str, n: int = limit) -> str:
         shown = ", ".join(fmt(v) for v in list(values)[:n])
         return shown + (f" (+{len(values) - n} more)" if len(values) > n else "")
@@ -73,14 +79,20 @@ def where_text(where: dict, limit: int = 5) -> str:
     if where.get("threads"):
         parts.append("threads " + listing(where["threads"]))
     if where.get("programs"):
-        parts.append("programs " + listing(where["programs"], n=3) if len(where["programs"]) > 1
-                     else f"program {where['programs'][0]}")
+        parts.append(
+            "programs " + listing(where["programs"], n=3)
+            if len(where["programs"]) > 1
+            else f"program {where['programs'][0]}"
+        )
     return "; ".join(parts)
 
 
 # -- text -------------------------------------------------------------------
 
-def render_text(results: list[Findings], fail_on: str = "error", *, rich: bool = False, width: int = 120) -> str:
+
+def render_text(
+    results: list[Findings], fail_on: str = "error", *, rich: bool = False, width: int = 120
+) -> str:
     """Plain text (stable, for logs and pipes), or a rich table for a terminal when ``rich``."""
     if rich:
         return _render_rich(results, fail_on, width)
@@ -118,9 +130,12 @@ def _render_rich(results: list[Findings], fail_on: str, width: int) -> str:
         table.add_column("finding", ratio=3)
         table.add_column("where", ratio=1)
         for f in res.items:
-            text = escape(f.message) + (f"\n[dim]{escape(f.advice)}[/dim]" if f.severity != "info" and f.advice
-                                        else "")
-            table.add_row(f"[{styles[f.severity]}]{f.severity}[/]", f.rule_id, text, escape(where_text(f.where)))
+            text = escape(f.message) + (
+                f"\n[dim]{escape(f.advice)}[/dim]" if f.severity != "info" and f.advice else ""
+            )
+            table.add_row(
+                f"[{styles[f.severity]}]{f.severity}[/]", f.rule_id, text, escape(where_text(f.where))
+            )
         if not res.items:
             table.add_row("[green]ok[/green]", "", "no findings", "")
         console.print(table)
@@ -134,11 +149,17 @@ def _render_rich(results: list[Findings], fail_on: str, width: int) -> str:
 
 # -- JSON -------------------------------------------------------------------
 
+
 def to_json_dict(results: list[Findings], fail_on: str = "error") -> dict:
     """The documented JSON structure (see docs/rules.md)."""
-    return {"schema": JSON_SCHEMA, "tool_version": __version__, "fail_on": fail_on,
-            "failed": failed(results, fail_on), "totals": totals(results),
-            "profiles": [r.to_dict() for r in results]}
+    return {
+        "schema": JSON_SCHEMA,
+        "tool_version": __version__,
+        "fail_on": fail_on,
+        "failed": failed(results, fail_on),
+        "totals": totals(results),
+        "profiles": [r.to_dict() for r in results],
+    }
 
 
 def render_json(results: list[Findings], fail_on: str = "error") -> str:
@@ -154,15 +175,25 @@ def _default(value: object) -> object:
 
 # -- Markdown ---------------------------------------------------------------
 
+
 def render_markdown(results: list[Findings], fail_on: str = "error") -> str:
     """Markdown for pull-request comments: a table of findings per profile, skipped rules folded away."""
     out = ["## popprof check", "", f"**{_summary_line(results, fail_on)}**", ""]
     for res in results:
         out += [f"### {md.code(res.profile_name)}", ""]
         if res.items:
-            out += md.table(["severity", "rule", "finding", "where"],
-                            [[f"**{f.severity}**", md.code(f.rule_id), md.cell(f.message), md.cell(where_text(f.where))]
-                             for f in res.items])
+            out += md.table(
+                ["severity", "rule", "finding", "where"],
+                [
+                    [
+                        f"**{f.severity}**",
+                        md.code(f.rule_id),
+                        md.cell(f.message),
+                        md.cell(where_text(f.where)),
+                    ]
+                    for f in res.items
+                ],
+            )
         else:
             out.append("No findings.")
         out.append("")
@@ -179,6 +210,7 @@ def render_markdown(results: list[Findings], fail_on: str = "error") -> str:
 
 
 # -- JUnit ------------------------------------------------------------------
+
 
 def junit_suites(results: list[Findings], fail_on: str = "error") -> list[junit.Suite]:
     """One JUnit suite per profile, one case per rule.
@@ -197,11 +229,19 @@ def junit_suites(results: list[Findings], fail_on: str = "error") -> list[junit.
                 case.skipped = f"not evaluated: {reasons[rule_id]}"
                 continue
             found = res.by_rule(rule_id)
-            bad = [f for f in found if fail_on != "never" and severity_rank(f.severity) >= severity_rank(fail_on)]
+            bad = [
+                f for f in found if fail_on != "never" and severity_rank(f.severity) >= severity_rank(fail_on)
+            ]
             if bad:
                 worst = max(bad, key=lambda f: severity_rank(f.severity))
-                case.failure = junit.Failure(worst.message, worst.severity, "\n\n".join(
-                    f"[{f.severity}] {f.message}\nwhere: {where_text(f.where)}\nadvice: {f.advice}" for f in bad))
+                case.failure = junit.Failure(
+                    worst.message,
+                    worst.severity,
+                    "\n\n".join(
+                        f"[{f.severity}] {f.message}\nwhere: {where_text(f.where)}\nadvice: {f.advice}"
+                        for f in bad
+                    ),
+                )
             rest = [f for f in found if not any(f is b for b in bad)]  # by identity: == compares evidence
             if rest:
                 case.output = "\n".join(f"[{f.severity}] {f.message}" for f in rest)

@@ -26,8 +26,8 @@ class Union:
 
     first_start: float
     last_end: float
-    busy: float           # total covered time
-    gaps: np.ndarray       # lengths of the uncovered gaps between first_start and last_end
+    busy: float  # total covered time
+    gaps: np.ndarray  # lengths of the uncovered gaps between first_start and last_end
 
     @property
     def span(self) -> float:

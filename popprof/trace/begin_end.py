@@ -21,11 +21,11 @@ import numpy as np
 class Pairing:
     """Result of :func:`match_begin_end`; indices refer to the input arrays."""
 
-    begin: np.ndarray           # index of each matched B
-    end: np.ndarray             # index of the E that closes it
+    begin: np.ndarray  # index of each matched B
+    end: np.ndarray  # index of the E that closes it
     unmatched_begin: np.ndarray  # B indices never closed
-    unmatched_end: np.ndarray    # E indices with nothing open
-    out_of_order: int            # times a thread's timestamps went backwards in file order
+    unmatched_end: np.ndarray  # E indices with nothing open
+    out_of_order: int  # times a thread's timestamps went backwards in file order
 
 
 def _segment_ranks(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:

@@ -38,10 +38,12 @@ EVENT_CATEGORIES: tuple[str, ...] = (*DEVICE_CATEGORIES, HOST_WAIT)
 
 _GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel)"
 _COLLECTIVE = r"(?i:nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
-_SYNC_CALLS = (r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
-               r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Memset|Free)"
-               r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|MemcpyHtoD|MemcpyDtoH"
-               r"|MemcpyDtoD|Memcpy)")
+_SYNC_CALLS = (
+    r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
+    r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Memset|Free)"
+    r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|MemcpyHtoD|MemcpyDtoH"
+    r"|MemcpyDtoD|Memcpy)"
+)
 
 #: Chrome traces (PyTorch profiler / kineto, TensorFlow, JAX): GPU work by ``cat``, then name.
 CHROME_DEVICE_MAP: dict[str, str] = {
@@ -67,7 +69,7 @@ PVTI_DEVICE_MAP: dict[str, str] = {
     "sync": rf"{_POPLAR}.*(?i:\bsync|wait ?for|barrier)",
     "exchange": rf"{_POPLAR}.*(?i:exchange)",
     "compute": rf"{_POPLAR}(?!.*(?i:compil|load|build|construct|serial|deserial|prepar)).*"
-               r"(?i:engine ?(?:::)?run|\brun\b|execut|\bprogram\b)",
+    r"(?i:engine ?(?:::)?run|\brun\b|execut|\bprogram\b)",
 }
 
 DEFAULT_MAPS: dict[str, dict[str, str]] = {"chrome_trace": CHROME_DEVICE_MAP, "pvti": PVTI_DEVICE_MAP}
@@ -93,8 +95,9 @@ def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, s
     out: dict[str, str | None] = {}
     for category, pattern in value.items():
         if category not in EVENT_CATEGORIES:
-            raise UsageError(f"device map: unknown category {category!r}; "
-                             f"use one of {', '.join(EVENT_CATEGORIES)}")
+            raise UsageError(
+                f"device map: unknown category {category!r}; use one of {', '.join(EVENT_CATEGORIES)}"
+            )
         if pattern:
             try:
                 re.compile(pattern)
@@ -104,7 +107,9 @@ def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, s
     return out
 
 
-def resolve_map(source_format: str, override: Mapping[str, str | None] | None = None) -> list[tuple[str, re.Pattern]]:
+def resolve_map(
+    source_format: str, override: Mapping[str, str | None] | None = None
+) -> list[tuple[str, re.Pattern]]:
     """The ordered ``(category, compiled regex)`` rules: user entries first, then the defaults.
 
     A category the user maps to ``None`` or ``""`` loses its default rule.
@@ -130,8 +135,9 @@ def classify(keys: list[str], rules: list[tuple[str, re.Pattern]]) -> list[str |
     return out
 
 
-def device_categories(channel: pd.Categorical | pd.Series, name: pd.Categorical | pd.Series,
-                      rules: list[tuple[str, re.Pattern]]) -> pd.Categorical:
+def device_categories(
+    channel: pd.Categorical | pd.Series, name: pd.Categorical | pd.Series, rules: list[tuple[str, re.Pattern]]
+) -> pd.Categorical:
     """Vectorised: classify each distinct (channel, name) pair once, then broadcast to the events."""
     channel = pd.Categorical(channel)
     name = pd.Categorical(name)

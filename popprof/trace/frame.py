@@ -12,17 +12,28 @@ from . import device, nesting
 
 def categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
     """A categorical from integer codes (-1 = missing) and their labels (must be distinct)."""
-    return pd.Categorical.from_codes(codes.astype(np.int32, copy=False),
-                                     categories=pd.Index(list(labels), dtype="str"), validate=False)
+    return pd.Categorical.from_codes(
+        codes.astype(np.int32, copy=False), categories=pd.Index(list(labels), dtype="str"), validate=False
+    )
 
 
-def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray,
-                 name_codes: np.ndarray, names: Sequence[str], channel_codes: np.ndarray,
-                 channels: Sequence[str], source_format: str,
-                 device_map: Mapping[str, str | None] | None = None,
-                 parent: np.ndarray | None = None, depth: np.ndarray | None = None,
-                 args: Sequence[str | None] | None = None,
-                 extra: Mapping[str, object] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+def build_events(
+    *,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    name_codes: np.ndarray,
+    names: Sequence[str],
+    channel_codes: np.ndarray,
+    channels: Sequence[str],
+    source_format: str,
+    device_map: Mapping[str, str | None] | None = None,
+    parent: np.ndarray | None = None,
+    depth: np.ndarray | None = None,
+    args: Sequence[str | None] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> tuple[pd.DataFrame, dict[str, int]]:
     """The events table, sorted by (pid, tid, start, longest first) with ``event_id`` = row number.
 
     When ``parent``/``depth`` are not given (Chrome traces) they are derived from
@@ -59,8 +70,9 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
         p = np.asarray(parent, dtype=np.int64)[order]
         parent_sorted = np.where(p >= 0, position[np.maximum(p, 0)], -1)
         if depth is not None:  # clamped like depth_from_parent: a cast to int16 would wrap past 32,767
-            depth_sorted = np.minimum(np.asarray(depth, dtype=np.int64)[order], np.iinfo(np.int16).max) \
-                .astype(np.int16)
+            depth_sorted = np.minimum(
+                np.asarray(depth, dtype=np.int64)[order], np.iinfo(np.int16).max
+            ).astype(np.int16)
         else:
             depth_sorted = nesting.depth_from_parent(parent_sorted)
     name_cat = categorical(np.asarray(name_codes)[order], names)
@@ -95,13 +107,17 @@ def build_events(*, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np
 
 def constant_int(length: int, value: int | None) -> pd.arrays.IntegerArray:
     """A nullable Int64 column holding one value (or missing) ``length`` times."""
-    return pd.arrays.IntegerArray(np.full(length, 0 if value is None else value, dtype=np.int64),
-                                  np.full(length, value is None))
+    return pd.arrays.IntegerArray(
+        np.full(length, 0 if value is None else value, dtype=np.int64), np.full(length, value is None)
+    )
 
 
-def build_threads(events: pd.DataFrame, process_names: Mapping[int, str],
-                  thread_names: Mapping[tuple[int, int], str],
-                  extra: Sequence[tuple[int, int]] = ()) -> pd.DataFrame:
+def build_threads(
+    events: pd.DataFrame,
+    process_names: Mapping[int, str],
+    thread_names: Mapping[tuple[int, int], str],
+    extra: Sequence[tuple[int, int]] = (),
+) -> pd.DataFrame:
     """One row per (pid, tid) seen in events or named by metadata, with process and thread names."""
     pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
     if len(pid) and np.all(pid[1:] >= pid[:-1]):  # events come sorted by (pid, tid): take each run's first
@@ -113,10 +129,13 @@ def build_threads(events: pd.DataFrame, process_names: Mapping[int, str],
     pairs = pd.concat([pairs, known], ignore_index=True).drop_duplicates().sort_values(["pid", "tid"])
     pids = pairs["pid"].tolist()
     tids = pairs["tid"].tolist()
-    return pd.DataFrame({
-        "pid": np.asarray(pids, dtype=np.int64),
-        "tid": np.asarray(tids, dtype=np.int64),
-        "process_name": pd.array([process_names.get(p) for p in pids], dtype="str"),
-        "thread_name": pd.array([thread_names.get((p, t)) for p, t in zip(pids, tids, strict=True)],
-                                dtype="str"),
-    })
+    return pd.DataFrame(
+        {
+            "pid": np.asarray(pids, dtype=np.int64),
+            "tid": np.asarray(tids, dtype=np.int64),
+            "process_name": pd.array([process_names.get(p) for p in pids], dtype="str"),
+            "thread_name": pd.array(
+                [thread_names.get((p, t)) for p, t in zip(pids, tids, strict=True)], dtype="str"
+            ),
+        }
+    )

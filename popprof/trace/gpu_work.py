@@ -109,20 +109,27 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
         linked = np.isin(rank[work_rows], np.unique(rank[host]))
         keep = matched | ~linked
         work_rows, position, matched = work_rows[keep], position[keep], matched[keep]
-    launch_start = np.where(matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan,
-                            np.nan)
+    launch_start = np.where(
+        matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan, np.nan
+    )
     names = events["name"].array[work_rows]
-    work = pd.DataFrame({
-        "rank": rank[work_rows],
-        "device": events["device"].array[work_rows],
-        "stream": events["stream"].to_numpy(dtype=np.float64, na_value=np.nan)[work_rows].astype(np.int64),
-        "name": names,
-        "channel": events["channel"].array[work_rows],
-        "correlation": corr[work_rows],
-        "start": start[work_rows],
-        "end": end[work_rows],
-        "kernel_type": kernel_types(names),
-        "launch_start": launch_start,
-    })
-    order = np.lexsort((work["start"].to_numpy(), np.asarray(work["device"].array.codes), work["rank"].to_numpy()))
+    work = pd.DataFrame(
+        {
+            "rank": rank[work_rows],
+            "device": events["device"].array[work_rows],
+            "stream": events["stream"]
+            .to_numpy(dtype=np.float64, na_value=np.nan)[work_rows]
+            .astype(np.int64),
+            "name": names,
+            "channel": events["channel"].array[work_rows],
+            "correlation": corr[work_rows],
+            "start": start[work_rows],
+            "end": end[work_rows],
+            "kernel_type": kernel_types(names),
+            "launch_start": launch_start,
+        }
+    )
+    order = np.lexsort(
+        (work["start"].to_numpy(), np.asarray(work["device"].array.codes), work["rank"].to_numpy())
+    )
     return work.iloc[order].reset_index(drop=True)

@@ -56,8 +56,10 @@ class _Writer:
         self.external = 0  # kineto's "External id" of host ops (per step; small numbers like kineto's)
 
     def x(self, cat: str, name: str, pid: int, tid: int, ts: float, dur: float, args: str = "") -> None:
-        text = (f'{{"ph":"X","cat":"{cat}","name":"{name}","pid":{pid},"tid":{tid},'
-                f'"ts":{_fmt(ts)},"dur":{_fmt(dur)}')
+        text = (
+            f'{{"ph":"X","cat":"{cat}","name":"{name}","pid":{pid},"tid":{tid},'
+            f'"ts":{_fmt(ts)},"dur":{_fmt(dur)}'
+        )
         if self.kineto and pid == HOST_PID and cat != "cuda_runtime":
             self.external += 1
             args = f'"External id":{self.external}' + (f",{args}" if args else "")
@@ -70,32 +72,64 @@ class _Writer:
         self.parts.append(text)
         self.count += 1
 
-    def launch(self, tid: int, ts: float, cat: str, name: str, gpu_ts: float, gpu_dur: float,
-               stream: int = COMPUTE_STREAM, runtime: str = "cudaLaunchKernel") -> float:
+    def launch(
+        self,
+        tid: int,
+        ts: float,
+        cat: str,
+        name: str,
+        gpu_ts: float,
+        gpu_dur: float,
+        stream: int = COMPUTE_STREAM,
+        runtime: str = "cudaLaunchKernel",
+    ) -> float:
         """A runtime call on the host that starts a GPU event; returns the host call's end."""
         self.correlation += 1
         c = self.correlation
-        if self.kineto:  # as kineto writes them: ids on both sides and an ac2g flow from the call to the kernel
-            self.x("cuda_runtime", runtime, HOST_PID, tid, ts, 4.0,
-                   f'"External id":{c},"cbid":{_CBID[runtime]},"correlation":{c}')
-            self.raw(f'{{"ph":"s","id":{c},"pid":{HOST_PID},"tid":{tid},"ts":{_fmt(ts)},'
-                     f'"cat":"ac2g","name":"ac2g"}}')
-            self.x(cat, name, GPU_PID, stream, gpu_ts, gpu_dur,
-                   f'"External id":{c},"device":0,"context":1,"stream":{stream},"correlation":{c}')
-            self.raw(f'{{"ph":"f","id":{c},"pid":{GPU_PID},"tid":{stream},"ts":{_fmt(gpu_ts)},'
-                     f'"cat":"ac2g","name":"ac2g","bp":"e"}}')
+        if (
+            self.kineto
+        ):  # as kineto writes them: ids on both sides and an ac2g flow from the call to the kernel
+            self.x(
+                "cuda_runtime",
+                runtime,
+                HOST_PID,
+                tid,
+                ts,
+                4.0,
+                f'"External id":{c},"cbid":{_CBID[runtime]},"correlation":{c}',
+            )
+            self.raw(
+                f'{{"ph":"s","id":{c},"pid":{HOST_PID},"tid":{tid},"ts":{_fmt(ts)},'
+                f'"cat":"ac2g","name":"ac2g"}}'
+            )
+            self.x(
+                cat,
+                name,
+                GPU_PID,
+                stream,
+                gpu_ts,
+                gpu_dur,
+                f'"External id":{c},"device":0,"context":1,"stream":{stream},"correlation":{c}',
+            )
+            self.raw(
+                f'{{"ph":"f","id":{c},"pid":{GPU_PID},"tid":{stream},"ts":{_fmt(gpu_ts)},'
+                f'"cat":"ac2g","name":"ac2g","bp":"e"}}'
+            )
         else:
             self.x("cuda_runtime", runtime, HOST_PID, tid, ts, 4.0, f'"correlation":{c}')
-            self.x(cat, name, GPU_PID, stream, gpu_ts, gpu_dur,
-                   f'"device":0,"stream":{stream},"correlation":{c}')
+            self.x(
+                cat, name, GPU_PID, stream, gpu_ts, gpu_dur, f'"device":0,"stream":{stream},"correlation":{c}'
+            )
         return ts + 4.0
 
     def fwdbwd(self, ph: str, flow: int, tid: int, ts: float) -> None:
         """Kineto's flow from a forward op to the backward op that autograd runs for it."""
         if self.kineto:
             end = ',"bp":"e"' if ph == "f" else ""
-            self.raw(f'{{"ph":"{ph}","id":{flow},"pid":{HOST_PID},"tid":{tid},"ts":{_fmt(ts)},'
-                     f'"cat":"fwdbwd","name":"fwdbwd"{end}}}')
+            self.raw(
+                f'{{"ph":"{ph}","id":{flow},"pid":{HOST_PID},"tid":{tid},"ts":{_fmt(ts)},'
+                f'"cat":"fwdbwd","name":"fwdbwd"{end}}}'
+            )
 
 
 def _layer_names(layers: int) -> tuple[str, ...]:
@@ -112,16 +146,29 @@ def _step(w: _Writer, step: int, t: float, rng: random.Random, layers: int = len
     events_before = len(w.parts)
     w.parts.append("")  # placeholder for ProfilerStep (its duration is known at the end)
     w.count += 1
-    w.x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-        HOST_PID, MAIN_TID, t + 2.0, load)
+    w.x(
+        "user_annotation",
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        HOST_PID,
+        MAIN_TID,
+        t + 2.0,
+        load,
+    )
     w.x("user_annotation", "DataLoader.fetch", HOST_PID, LOADER_TID, t + 1.0, load - 2.0)
     t += load + 4.0
     gpu = t + 10.0  # the GPU is idle until the first copy arrives
     # input to device
     w.x("cpu_op", "aten::to", HOST_PID, MAIN_TID, t, 30.0)
     w.x("cpu_op", "aten::copy_", HOST_PID, MAIN_TID, t + 2.0, 26.0)
-    w.launch(MAIN_TID, t + 4.0, "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", gpu, 55.0,
-             runtime="cudaMemcpyAsync")
+    w.launch(
+        MAIN_TID,
+        t + 4.0,
+        "gpu_memcpy",
+        "Memcpy HtoD (Pageable -> Device)",
+        gpu,
+        55.0,
+        runtime="cudaMemcpyAsync",
+    )
     gpu += 57.0
     t += 34.0
     # forward
@@ -182,24 +229,38 @@ def _step(w: _Writer, step: int, t: float, rng: random.Random, layers: int = len
     item_index = len(w.parts) - 1
     w.x("cpu_op", "aten::_local_scalar_dense", HOST_PID, MAIN_TID, t + 1.0, 0.0)
     dense_index = len(w.parts) - 1
-    w.launch(MAIN_TID, t + 3.0, "gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", max(gpu, t + 9.0), 3.0,
-             runtime="cudaMemcpyAsync")
+    w.launch(
+        MAIN_TID,
+        t + 3.0,
+        "gpu_memcpy",
+        "Memcpy DtoH (Device -> Pageable)",
+        max(gpu, t + 9.0),
+        3.0,
+        runtime="cudaMemcpyAsync",
+    )
     gpu = max(gpu, t + 9.0) + 3.0
     sync_start = t + 8.0
     sync_end = max(gpu + 2.0, sync_start + 1.0)
     w.x("cuda_runtime", "cudaStreamSynchronize", HOST_PID, MAIN_TID, sync_start, sync_end - sync_start)
     end = sync_end + 2.0
-    w.parts[item_index] = (f'{{"ph":"X","cat":"cpu_op","name":"aten::item","pid":{HOST_PID},"tid":{MAIN_TID},'
-                           f'"ts":{_fmt(t)},"dur":{_fmt(end - t)}}}')
-    w.parts[dense_index] = (f'{{"ph":"X","cat":"cpu_op","name":"aten::_local_scalar_dense","pid":{HOST_PID},'
-                            f'"tid":{MAIN_TID},"ts":{_fmt(t + 1.0)},"dur":{_fmt(end - t - 2.0)}}}')
+    w.parts[item_index] = (
+        f'{{"ph":"X","cat":"cpu_op","name":"aten::item","pid":{HOST_PID},"tid":{MAIN_TID},'
+        f'"ts":{_fmt(t)},"dur":{_fmt(end - t)}}}'
+    )
+    w.parts[dense_index] = (
+        f'{{"ph":"X","cat":"cpu_op","name":"aten::_local_scalar_dense","pid":{HOST_PID},'
+        f'"tid":{MAIN_TID},"ts":{_fmt(t + 1.0)},"dur":{_fmt(end - t - 2.0)}}}'
+    )
     step_end = end + 3.0
     w.parts[events_before] = (
         f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":{HOST_PID},"tid":{MAIN_TID},'
-        f'"ts":{_fmt(step_start)},"dur":{_fmt(step_end - step_start)}}}')
+        f'"ts":{_fmt(step_start)},"dur":{_fmt(step_end - step_start)}}}'
+    )
     if step % 10 == 0:
-        w.raw(f'{{"ph":"C","name":"GPU memory","pid":{GPU_PID},"ts":{_fmt(step_end)},'
-              f'"args":{{"allocated_mb":{1000 + (step % 7) * 10},"reserved_mb":2048}}}}')
+        w.raw(
+            f'{{"ph":"C","name":"GPU memory","pid":{GPU_PID},"ts":{_fmt(step_end)},'
+            f'"args":{{"allocated_mb":{1000 + (step % 7) * 10},"reserved_mb":2048}}}}'
+        )
     return step_end + 1.0
 
 
@@ -223,30 +284,49 @@ def _metadata_events() -> list[str]:
 def _kineto_metadata_events() -> list[str]:
     """Kineto's metadata: process names, labels and sort indices, thread names (with a ``ts``, as kineto writes)."""
     ts = _fmt(BASE_TS - 120.0)
-    meta = [("process_name", HOST_PID, 0, '"name":"python3"'), ("process_labels", HOST_PID, 0, '"labels":"CPU"'),
-            ("process_sort_index", HOST_PID, 0, f'"sort_index":{HOST_PID}'),
-            ("process_name", GPU_PID, 0, '"name":"python3"'), ("process_labels", GPU_PID, 0, '"labels":"GPU 0"'),
-            ("process_sort_index", GPU_PID, 0, '"sort_index":16777216')]
-    for tid, name in ((MAIN_TID, f"thread {MAIN_TID} (python3)"), (BWD_TID, f"thread {BWD_TID} (pt_autograd_0)"),
-                      (LOADER_TID, f"thread {LOADER_TID} (pt_data_worker)")):
+    meta = [
+        ("process_name", HOST_PID, 0, '"name":"python3"'),
+        ("process_labels", HOST_PID, 0, '"labels":"CPU"'),
+        ("process_sort_index", HOST_PID, 0, f'"sort_index":{HOST_PID}'),
+        ("process_name", GPU_PID, 0, '"name":"python3"'),
+        ("process_labels", GPU_PID, 0, '"labels":"GPU 0"'),
+        ("process_sort_index", GPU_PID, 0, '"sort_index":16777216'),
+    ]
+    for tid, name in (
+        (MAIN_TID, f"thread {MAIN_TID} (python3)"),
+        (BWD_TID, f"thread {BWD_TID} (pt_autograd_0)"),
+        (LOADER_TID, f"thread {LOADER_TID} (pt_data_worker)"),
+    ):
         meta.append(("thread_name", HOST_PID, tid, f'"name":"{name}"'))
     for stream in (COMPUTE_STREAM, NCCL_STREAM):
         meta.append(("thread_name", GPU_PID, stream, f'"name":"stream {stream}"'))
         meta.append(("thread_sort_index", GPU_PID, stream, f'"sort_index":{stream}'))
-    return [f'{{"name":"{kind}","ph":"M","ts":{ts},"pid":{pid},"tid":{tid},"args":{{{args}}}}}'
-            for kind, pid, tid, args in meta]
+    return [
+        f'{{"name":"{kind}","ph":"M","ts":{ts},"pid":{pid},"tid":{tid},"args":{{{args}}}}}'
+        for kind, pid, tid, args in meta
+    ]
 
 
 def _kineto_bookkeeping(start: float, end: float) -> list[str]:
     """The profiler's own span and iteration marker on the ``Spans`` / ``Traces`` pseudo-processes."""
-    return [f'{{"ph":"X","cat":"Trace","ts":{_fmt(start)},"dur":{_fmt(end - start)},"pid":"Spans",'
-            f'"tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{{"Op count":0}}}}',
-            f'{{"name":"Iteration Start: PyTorch Profiler","ph":"i","s":"g","pid":"Traces",'
-            f'"tid":"Trace PyTorch Profiler","ts":{_fmt(start)}}}']
+    return [
+        f'{{"ph":"X","cat":"Trace","ts":{_fmt(start)},"dur":{_fmt(end - start)},"pid":"Spans",'
+        f'"tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{{"Op count":0}}}}',
+        f'{{"name":"Iteration Start: PyTorch Profiler","ph":"i","s":"g","pid":"Traces",'
+        f'"tid":"Trace PyTorch Profiler","ts":{_fmt(start)}}}',
+    ]
 
 
-def iter_trace_chunks(steps: int, *, seed: int = 0, args: str = "gpu", layers: int = len(_LAYERS),
-                      extra_events: list[str] | None = None, rank: int = 0, world_size: int = 1) -> Iterator[str]:
+def iter_trace_chunks(
+    steps: int,
+    *,
+    seed: int = 0,
+    args: str = "gpu",
+    layers: int = len(_LAYERS),
+    extra_events: list[str] | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Iterator[str]:
     """Yield the JSON text of a trace object ``{"traceEvents": [...]}`` in chunks, step by step.
 
     ``args="kineto"`` writes what the PyTorch profiler writes for the steps it records: args on every
@@ -257,13 +337,17 @@ def iter_trace_chunks(steps: int, *, seed: int = 0, args: str = "gpu", layers: i
     rng = random.Random(seed)
     kineto = args == "kineto"
     if kineto:
-        yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU","totalGlobalMem":42297524224,'
-               '"computeMajor":8,"computeMinor":0,"numSms":108}],'
-               f'"distributedInfo":{{"backend":"nccl","rank":{int(rank)},"world_size":{int(world_size)}}},'
-               '"displayTimeUnit":"ms","baseTimeNanoseconds":1700000000000000000,"traceEvents":[\n')
+        yield (
+            '{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU","totalGlobalMem":42297524224,'
+            '"computeMajor":8,"computeMinor":0,"numSms":108}],'
+            f'"distributedInfo":{{"backend":"nccl","rank":{int(rank)},"world_size":{int(world_size)}}},'
+            '"displayTimeUnit":"ms","baseTimeNanoseconds":1700000000000000000,"traceEvents":[\n'
+        )
     else:
-        yield ('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU"}],'
-               '"displayTimeUnit":"ms","traceEvents":[\n')
+        yield (
+            '{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"Synthetic GPU"}],'
+            '"displayTimeUnit":"ms","traceEvents":[\n'
+        )
     first = True
     head = (_kineto_metadata_events() if kineto else _metadata_events()) + list(extra_events or [])
     yield ",\n".join(head)
@@ -294,9 +378,18 @@ def events_per_step(layers: int = len(_LAYERS), args: str = "none") -> int:
     return w.count
 
 
-def write_chrome_trace(path: str | os.PathLike[str], steps: int, *, seed: int = 0, args: str = "gpu",
-                       layers: int = len(_LAYERS), compress: bool | None = None,
-                       extra_events: list[str] | None = None, rank: int = 0, world_size: int = 1) -> Path:
+def write_chrome_trace(
+    path: str | os.PathLike[str],
+    steps: int,
+    *,
+    seed: int = 0,
+    args: str = "gpu",
+    layers: int = len(_LAYERS),
+    compress: bool | None = None,
+    extra_events: list[str] | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Path:
     """Write a synthetic training-loop trace of ``steps`` steps to ``path`` (gzip when it ends .gz).
 
     ``args``, ``layers``, ``rank`` and ``world_size``: see :func:`iter_trace_chunks`.
@@ -312,8 +405,15 @@ def write_chrome_trace(path: str | os.PathLike[str], steps: int, *, seed: int = 
             handle: io.TextIOBase = stack.enter_context(io.TextIOWrapper(gz, encoding="utf-8"))
         else:
             handle = stack.enter_context(open(tmp, "w", encoding="utf-8"))
-        for chunk in iter_trace_chunks(steps, seed=seed, args=args, layers=layers, extra_events=extra_events,
-                                       rank=rank, world_size=world_size):
+        for chunk in iter_trace_chunks(
+            steps,
+            seed=seed,
+            args=args,
+            layers=layers,
+            extra_events=extra_events,
+            rank=rank,
+            world_size=world_size,
+        ):
             handle.write(chunk)
     os.replace(tmp, path)
     return path

@@ -63,8 +63,11 @@ class TimelineStats:
 
 
 def _opt_str(value: object) -> str | None:
-    return None if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA \
+    return (
+        None
+        if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA
         else str(value)
+    )
 
 
 def _event_records(events: pd.DataFrame, stats: TimelineStats, instants_known: bool) -> Iterator[bytes]:
@@ -76,12 +79,18 @@ def _event_records(events: pd.DataFrame, stats: TimelineStats, instants_known: b
     with_args = "args" in events.columns
     has_scope = "instant_scope" in events.columns
     for lo in range(0, len(events), CHUNK):
-        part = events.iloc[lo:lo + CHUNK]
-        columns = [part["name"].astype(object).tolist(), part["channel"].astype(object).tolist(),
-                   part["pid"].tolist(), part["tid"].tolist(), part["start_us"].tolist(),
-                   part["dur_us"].tolist(), part["device_category"].astype(object).tolist(),
-                   part["args"].astype(object).tolist() if with_args else [None] * len(part),
-                   part["instant_scope"].astype(object).tolist() if has_scope else [None] * len(part)]
+        part = events.iloc[lo : lo + CHUNK]
+        columns = [
+            part["name"].astype(object).tolist(),
+            part["channel"].astype(object).tolist(),
+            part["pid"].tolist(),
+            part["tid"].tolist(),
+            part["start_us"].tolist(),
+            part["dur_us"].tolist(),
+            part["device_category"].astype(object).tolist(),
+            part["args"].astype(object).tolist() if with_args else [None] * len(part),
+            part["instant_scope"].astype(object).tolist() if has_scope else [None] * len(part),
+        ]
         out = []
         for name, cat, pid, tid, ts, dur, category, args, scope in zip(*columns, strict=True):
             record: dict[str, object] = {"name": _opt_str(name) or "", "pid": pid, "tid": tid, "ts": ts}
@@ -110,9 +119,15 @@ def _event_records(events: pd.DataFrame, stats: TimelineStats, instants_known: b
 
 
 #: Metadata events written per process / per thread: (event name, threads column, args key).
-PROCESS_METADATA = (("process_name", "process_name", "name"), ("process_labels", "process_labels", "labels"),
-                    ("process_sort_index", "process_sort_index", "sort_index"))
-THREAD_METADATA = (("thread_name", "thread_name", "name"), ("thread_sort_index", "thread_sort_index", "sort_index"))
+PROCESS_METADATA = (
+    ("process_name", "process_name", "name"),
+    ("process_labels", "process_labels", "labels"),
+    ("process_sort_index", "process_sort_index", "sort_index"),
+)
+THREAD_METADATA = (
+    ("thread_name", "thread_name", "name"),
+    ("thread_sort_index", "thread_sort_index", "sort_index"),
+)
 
 
 def _plain_value(value: object) -> object:
@@ -126,8 +141,10 @@ def _thread_records(profile: Profile) -> Iterator[bytes]:
     if threads is None:
         return
     pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
-    column = {c: threads[c].astype(object).tolist() if c in threads.columns else [None] * len(threads)
-              for _, c, _ in PROCESS_METADATA + THREAD_METADATA}
+    column = {
+        c: threads[c].astype(object).tolist() if c in threads.columns else [None] * len(threads)
+        for _, c, _ in PROCESS_METADATA + THREAD_METADATA
+    }
     written: set[tuple[str, int]] = set()
     out = []
     for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):  # a few rows per process
@@ -135,11 +152,15 @@ def _thread_records(profile: Profile) -> Iterator[bytes]:
             value = _plain_value(column[col][i])
             if value is not None and (kind, pid) not in written:
                 written.add((kind, pid))
-                out.append(orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": 0, "args": {key: value}}))
+                out.append(
+                    orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": 0, "args": {key: value}})
+                )
         for kind, col, key in THREAD_METADATA:
             value = _plain_value(column[col][i])
             if value is not None:
-                out.append(orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}}))
+                out.append(
+                    orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}})
+                )
     if out:
         yield b",\n".join(out)
 
@@ -147,13 +168,19 @@ def _thread_records(profile: Profile) -> Iterator[bytes]:
 def _flow_records(flows: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
     """Flow events as the trace held them; numeric ids are written as numbers again."""
     for lo in range(0, len(flows), CHUNK):
-        part = flows.iloc[lo:lo + CHUNK]
+        part = flows.iloc[lo : lo + CHUNK]
         out = []
         for pid, tid, ts, ph, flow_id, name, cat, bp in zip(
-                part["pid"].tolist(), part["tid"].tolist(), part["ts_us"].tolist(),
-                part["phase"].astype(object).tolist(), part["id"].astype(object).tolist(),
-                part["name"].astype(object).tolist(), part["channel"].astype(object).tolist(),
-                part["binding"].astype(object).tolist(), strict=True):
+            part["pid"].tolist(),
+            part["tid"].tolist(),
+            part["ts_us"].tolist(),
+            part["phase"].astype(object).tolist(),
+            part["id"].astype(object).tolist(),
+            part["name"].astype(object).tolist(),
+            part["channel"].astype(object).tolist(),
+            part["binding"].astype(object).tolist(),
+            strict=True,
+        ):
             record: dict[str, object] = {"ph": _opt_str(ph) or "s", "pid": pid, "tid": tid, "ts": ts}
             flow_id = _opt_str(flow_id)
             if flow_id is not None:
@@ -184,7 +211,9 @@ def _counter_records(counters: pd.DataFrame, stats: TimelineStats) -> Iterator[b
     out = []
     for (pid, name, ts), group in grouped:
         args = dict(zip(group["series"].astype(str).tolist(), group["value"].tolist(), strict=True))
-        out.append(orjson.dumps({"ph": "C", "name": str(name), "pid": int(pid), "ts": float(ts), "args": args}))
+        out.append(
+            orjson.dumps({"ph": "C", "name": str(name), "pid": int(pid), "ts": float(ts), "args": args})
+        )
         stats.counters += 1
         if len(out) >= CHUNK:
             yield b",\n".join(out)
@@ -211,31 +240,74 @@ def step_layout(profile: Profile) -> pd.DataFrame | None:
         known = runs.set_index("run")["start_us"]
         offsets = known.reindex(offsets.index).fillna(offsets)
     start = s["run"].map(offsets).to_numpy(dtype=np.float64) + start_cycles.to_numpy() * us_per_cycle
-    return pd.DataFrame({"ipu": s["ipu"].to_numpy(), "run": s["run"].to_numpy(), "step": s["step"].to_numpy(),
-                         "program": s["program"].astype(object), "program_type": s["program_type"].astype(object),
-                         "category": s["category"].astype(object), "cycles": s["cycles"],
-                         "start_us": start, "dur_us": cycles.to_numpy() * us_per_cycle})
+    return pd.DataFrame(
+        {
+            "ipu": s["ipu"].to_numpy(),
+            "run": s["run"].to_numpy(),
+            "step": s["step"].to_numpy(),
+            "program": s["program"].astype(object),
+            "program_type": s["program_type"].astype(object),
+            "category": s["category"].astype(object),
+            "cycles": s["cycles"],
+            "start_us": start,
+            "dur_us": cycles.to_numpy() * us_per_cycle,
+        }
+    )
 
 
 def _step_records(layout: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
-    out = [orjson.dumps({"ph": "M", "name": "process_name", "pid": IPU_PID, "args": {"name": "IPU execution"}})]
+    out = [
+        orjson.dumps({"ph": "M", "name": "process_name", "pid": IPU_PID, "args": {"name": "IPU execution"}})
+    ]
     for ipu in sorted(layout["ipu"].unique().tolist()):
-        out.append(orjson.dumps({"ph": "M", "name": "thread_name", "pid": IPU_PID, "tid": int(ipu),
-                                 "args": {"name": f"IPU {ipu}"}}))
+        out.append(
+            orjson.dumps(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": IPU_PID,
+                    "tid": int(ipu),
+                    "args": {"name": f"IPU {ipu}"},
+                }
+            )
+        )
     yield b",\n".join(out)
     for lo in range(0, len(layout), CHUNK):
-        part = layout.iloc[lo:lo + CHUNK]
+        part = layout.iloc[lo : lo + CHUNK]
         out = []
         for ipu, run, step, program, ptype, category, cycles, ts, dur in zip(
-                part["ipu"].tolist(), part["run"].tolist(), part["step"].tolist(), part["program"].tolist(),
-                part["program_type"].tolist(), part["category"].tolist(), part["cycles"].astype(object).tolist(),
-                part["start_us"].tolist(), part["dur_us"].tolist(), strict=True):
+            part["ipu"].tolist(),
+            part["run"].tolist(),
+            part["step"].tolist(),
+            part["program"].tolist(),
+            part["program_type"].tolist(),
+            part["category"].tolist(),
+            part["cycles"].astype(object).tolist(),
+            part["start_us"].tolist(),
+            part["dur_us"].tolist(),
+            strict=True,
+        ):
             category = _opt_str(category) or "other"
-            out.append(orjson.dumps({
-                "ph": "X", "name": _opt_str(program) or f"step {step}", "cat": category, "pid": IPU_PID,
-                "tid": int(ipu), "ts": ts, "dur": dur, "cname": CATEGORY_COLOURS.get(category, "grey"),
-                "args": {"run": run, "step": step, "program_type": _opt_str(ptype),
-                         "cycles": None if cycles is pd.NA or cycles is None else int(cycles)}}))
+            out.append(
+                orjson.dumps(
+                    {
+                        "ph": "X",
+                        "name": _opt_str(program) or f"step {step}",
+                        "cat": category,
+                        "pid": IPU_PID,
+                        "tid": int(ipu),
+                        "ts": ts,
+                        "dur": dur,
+                        "cname": CATEGORY_COLOURS.get(category, "grey"),
+                        "args": {
+                            "run": run,
+                            "step": step,
+                            "program_type": _opt_str(ptype),
+                            "cycles": None if cycles is pd.NA or cycles is None else int(cycles),
+                        },
+                    }
+                )
+            )
         stats.steps += len(out)
         yield b",\n".join(out)
 
@@ -261,7 +333,9 @@ def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> I
     if profile.has("steps"):
         layout = step_layout(profile)
         if layout is None:
-            stats.notes.append("execution steps not exported: the profile has no clock frequency (target.clock_hz)")
+            stats.notes.append(
+                "execution steps not exported: the profile has no clock frequency (target.clock_hz)"
+            )
         else:
             parts.append(_step_records(layout, stats))
     first = True
@@ -281,8 +355,11 @@ def write_timeline(profile: Profile, out: str | os.PathLike[str]) -> TimelineSta
     stats = TimelineStats()
     out = Path(out)
     with atomic_path(out) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
-        handle = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)) \
-                if out.suffix == ".gz" else raw
+        handle = (
+            stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0))
+            if out.suffix == ".gz"
+            else raw
+        )
         for chunk in iter_chrome_trace(profile, stats):
             handle.write(chunk)
     return stats

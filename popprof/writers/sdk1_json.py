@@ -23,15 +23,26 @@ import pandas as pd
 from ..atomic import refuse_overwriting_inputs, write_bytes_atomic
 from ..profile import Profile
 
-GRAPH_COUNTS: dict[str, str] = {"numVertices": "graph.num_vertices", "numEdges": "graph.num_edges",
-                                "numVariables": "graph.num_variables", "numComputeSets": "graph.num_compute_sets"}
-TARGET_KEYS: dict[str, str] = {"numIPUs": "num_ipus", "tilesPerIpu": "tiles_per_ipu", "numTiles": "num_tiles",
-                               "bytesPerTile": "bytes_per_tile", "clockFrequency": "clock_hz",
-                               "numReplicas": "num_replicas", "ipusPerReplica": "ipus_per_replica"}
+GRAPH_COUNTS: dict[str, str] = {
+    "numVertices": "graph.num_vertices",
+    "numEdges": "graph.num_edges",
+    "numVariables": "graph.num_variables",
+    "numComputeSets": "graph.num_compute_sets",
+}
+TARGET_KEYS: dict[str, str] = {
+    "numIPUs": "num_ipus",
+    "tilesPerIpu": "tiles_per_ipu",
+    "numTiles": "num_tiles",
+    "bytesPerTile": "bytes_per_tile",
+    "clockFrequency": "clock_hz",
+    "numReplicas": "num_replicas",
+    "ipusPerReplica": "ipus_per_replica",
+}
 
 
-def write_sdk1_json(profile: Profile, path: str | os.PathLike[str], split: bool = False,
-                    profiler_mode: str | None = None) -> list[Path]:
+def write_sdk1_json(
+    profile: Profile, path: str | os.PathLike[str], split: bool = False, profiler_mode: str | None = None
+) -> list[Path]:
     """Write ``profile`` as SDK 1.x JSON; returns the paths written (atomically).
 
     ``split=False`` writes one file ``{"graphProfile": ..., "executionProfile": ...}``
@@ -43,8 +54,11 @@ def write_sdk1_json(profile: Profile, path: str | os.PathLike[str], split: bool 
     path = Path(path)
     stem = path.name[: -len(path.suffix)] if path.suffix else path.name
     suffix = path.suffix or ".json"
-    targets = [path] if not split else [path.with_name(f"{stem}.graph{suffix}"),
-                                        path.with_name(f"{stem}.execution{suffix}")]
+    targets = (
+        [path]
+        if not split
+        else [path.with_name(f"{stem}.graph{suffix}"), path.with_name(f"{stem}.execution{suffix}")]
+    )
     for target in targets:
         refuse_overwriting_inputs(target, [profile.source])  # inputs are never modified
     graph = graph_profile(profile, profiler_mode)
@@ -67,8 +81,11 @@ def write_sdk1_json(profile: Profile, path: str | os.PathLike[str], split: bool 
 def graph_profile(profile: Profile, profiler_mode: str | None = None) -> dict:
     """The ``graphProfile`` half as a dict (per-tile arrays as numpy arrays)."""
     graph: dict = {} if profiler_mode is None else {"profilerMode": profiler_mode}
-    target = {key: _plain(profile.target_value(column)) for key, column in TARGET_KEYS.items()
-              if profile.target_value(column) is not None}
+    target = {
+        key: _plain(profile.target_value(column))
+        for key, column in TARGET_KEYS.items()
+        if profile.target_value(column) is not None
+    }
     if target:
         graph["target"] = target
     meta = profile.meta
@@ -80,8 +97,10 @@ def graph_profile(profile: Profile, profiler_mode: str | None = None) -> dict:
         graph["memory"] = memory
     programs = profile.get("programs")
     if programs is not None and not programs.empty:
-        graph["programs"] = [{"type": t, "name": n} for t, n in zip(programs["type"].astype(str),
-                                                                    programs["name"].astype(str), strict=True)]
+        graph["programs"] = [
+            {"type": t, "name": n}
+            for t, n in zip(programs["type"].astype(str), programs["name"].astype(str), strict=True)
+        ]
     return graph
 
 
@@ -109,7 +128,9 @@ def _memory(profile: Profile) -> dict:
     if tiles["always_live_bytes"].notna().all():
         liveness["alwaysLive"] = {"bytesByTile": tiles["always_live_bytes"].to_numpy(dtype=np.int64)}
     if tiles["not_always_live_bytes"].notna().all():
-        liveness["notAlwaysLive"] = {"maxBytesByTile": tiles["not_always_live_bytes"].to_numpy(dtype=np.int64)}
+        liveness["notAlwaysLive"] = {
+            "maxBytesByTile": tiles["not_always_live_bytes"].to_numpy(dtype=np.int64)
+        }
     if liveness:
         memory["liveness"] = liveness
     by_category = _by_category(profile, tiles, ids)
@@ -121,7 +142,9 @@ def _memory(profile: Profile) -> dict:
 def _by_category(profile: Profile, tiles: pd.DataFrame, ids: np.ndarray) -> dict:
     frame = profile.get("tile_memory")
     if frame is not None and not frame.empty:
-        wide = frame.pivot_table(index="tile", columns="category", values="bytes", aggfunc="sum", observed=True)
+        wide = frame.pivot_table(
+            index="tile", columns="category", values="bytes", aggfunc="sum", observed=True
+        )
         wide.columns = wide.columns.astype(str)
         wide = wide.reindex(ids).fillna(0).astype("int64")
     else:
@@ -137,10 +160,14 @@ def _by_category(profile: Profile, tiles: pd.DataFrame, ids: np.ndarray) -> dict
     before = np.cumsum(matrix, axis=1) - matrix
     overflowed = np.clip(over[:, None] - before, 0, matrix)  # fill categories in order with the overflow
     zeros = np.zeros(len(ids), dtype=np.int64)
-    return {name: {"nonInterleaved": {"nonOverlapped": matrix[:, i] - overflowed[:, i]},
-                   "interleaved": {"nonOverlapped": zeros},
-                   "overflowed": {"nonOverlapped": overflowed[:, i]}}
-            for i, name in enumerate(wide.columns)}
+    return {
+        name: {
+            "nonInterleaved": {"nonOverlapped": matrix[:, i] - overflowed[:, i]},
+            "interleaved": {"nonOverlapped": zeros},
+            "overflowed": {"nonOverlapped": overflowed[:, i]},
+        }
+        for i, name in enumerate(wide.columns)
+    }
 
 
 def execution_profile(profile: Profile, profiler_mode: str | None = None) -> dict | None:
@@ -152,9 +179,12 @@ def execution_profile(profile: Profile, profiler_mode: str | None = None) -> dic
     first = ordered.drop_duplicates("step")
     cycles = ordered.groupby("step", sort=True)["cycles"].max()
     cycle_values = cycles.reindex(first["step"]).to_numpy(dtype="float64")
-    records = [{"type": t, "name": n, "cycles": None if np.isnan(c) else int(c)}
-               for t, n, c in zip(first["program_type"].astype(str), first["program"].astype(str),
-                                  cycle_values, strict=True)]
+    records = [
+        {"type": t, "name": n, "cycles": None if np.isnan(c) else int(c)}
+        for t, n, c in zip(
+            first["program_type"].astype(str), first["program"].astype(str), cycle_values, strict=True
+        )
+    ]
     total = int(np.nansum(cycle_values))
     half: dict = {} if profiler_mode is None else {"profilerMode": profiler_mode}
     half["simulation"] = {"cycles": total, "steps": records}

@@ -56,10 +56,24 @@ DATA_TYPE_LABELS: dict[str, str] = {
 
 #: The order Poplar prints data types in (reference facts, section 4); others follow.
 DATA_TYPE_ORDER: tuple[str, ...] = (
-    "Variables", "Constants", "Host Exchange Packet Headers", "Global Exchange Packet Headers", "Stack",
-    "Vertex Instances", "Copy Descriptors", "VectorList Descriptors", "Vertex Field Data", "Control Table",
-    "Control Code", "Vertex Code", "Internal Exchange Code", "Host Exchange Code", "Global Exchange Code",
-    "Instrumentation Results", "Shared Code Storage", "Shared Data Storage",
+    "Variables",
+    "Constants",
+    "Host Exchange Packet Headers",
+    "Global Exchange Packet Headers",
+    "Stack",
+    "Vertex Instances",
+    "Copy Descriptors",
+    "VectorList Descriptors",
+    "Vertex Field Data",
+    "Control Table",
+    "Control Code",
+    "Vertex Code",
+    "Internal Exchange Code",
+    "Host Exchange Code",
+    "Global Exchange Code",
+    "Instrumentation Results",
+    "Shared Code Storage",
+    "Shared Data Storage",
 )
 
 #: pva category -> vertex-data category label (the writer's approximation of Poplar's split).
@@ -79,22 +93,27 @@ MIB = 1024 * 1024
 class Layout:
     """How the text is laid out; vary it to exercise a reader's tolerance."""
 
-    indent: int = 2                 # spaces per nesting level
-    value_column: int = 40          # column values start at (0: one space after the label)
-    value_width: int = 15           # values are right-aligned in this many characters
-    blank_lines: int = 1            # blank lines between sections
+    indent: int = 2  # spaces per nesting level
+    value_column: int = 40  # column values start at (0: one space after the label)
+    value_width: int = 15  # values are right-aligned in this many characters
+    blank_lines: int = 1  # blank lines between sections
     sections: tuple[str, ...] = ("target", "graph", "memory", "tiles", "blocks", "execution")
-    excluding_total_line: bool = True   # print ``Total:`` under ``Excluding Gaps:``
-    vertex_type_colon: bool = False     # ``name: N B`` instead of ``name   N B``
-    histogram_bins: int = 12        # at most this many histogram bins
+    excluding_total_line: bool = True  # print ``Total:`` under ``Excluding Gaps:``
+    vertex_type_colon: bool = False  # ``name: N B`` instead of ``name   N B``
+    histogram_bins: int = 12  # at most this many histogram bins
     extra_fields: dict[str, str] = field(default_factory=dict)  # extra ``Label: value`` lines in Target
     newline: str = "\n"
-    memory_style: str = "sdk1"      # "sdk3": "Total for all IPUs:", data types under "Not Overlapped" + Total
-    execution_totals: str = ""      # "sdk1" / "sdk3": an Execution section of cycle totals ("" = none)
+    memory_style: str = "sdk1"  # "sdk3": "Total for all IPUs:", data types under "Not Overlapped" + Total
+    execution_totals: str = ""  # "sdk1" / "sdk3": an Execution section of cycle totals ("" = none)
 
 
-def write_text_summary(profile: Profile, path: str | os.PathLike[str], per_tile_blocks: int = 5,
-                       show_execution_steps: bool = False, **layout: object) -> Path:
+def write_text_summary(
+    profile: Profile,
+    path: str | os.PathLike[str],
+    per_tile_blocks: int = 5,
+    show_execution_steps: bool = False,
+    **layout: object,
+) -> Path:
     """Write ``profile`` as a Poplar-style text summary at ``path`` (atomically); returns the path.
 
     ``per_tile_blocks`` is how many ``Tile # T memory usage:`` blocks to print (the
@@ -105,8 +124,9 @@ def write_text_summary(profile: Profile, path: str | os.PathLike[str], per_tile_
     unknown = sorted(set(layout) - known)
     if unknown:
         raise TypeError(f"unknown layout options: {', '.join(unknown)}")
-    if layout.get("memory_style", "sdk1") not in ("sdk1", "sdk3") or \
-            layout.get("execution_totals", "") not in ("", "sdk1", "sdk3"):
+    if layout.get("memory_style", "sdk1") not in ("sdk1", "sdk3") or layout.get(
+        "execution_totals", ""
+    ) not in ("", "sdk1", "sdk3"):
         raise ValueError("memory_style is 'sdk1' or 'sdk3'; execution_totals is '', 'sdk1' or 'sdk3'")
     path = Path(path)
     refuse_overwriting_inputs(path, [profile.source])  # inputs are never modified
@@ -115,8 +135,12 @@ def write_text_summary(profile: Profile, path: str | os.PathLike[str], per_tile_
     return path
 
 
-def render_text_summary(profile: Profile, per_tile_blocks: int = 5, show_execution_steps: bool = False,
-                        layout: Layout | None = None) -> str:
+def render_text_summary(
+    profile: Profile,
+    per_tile_blocks: int = 5,
+    show_execution_steps: bool = False,
+    layout: Layout | None = None,
+) -> str:
     """The text summary of ``profile`` as a string (see :func:`write_text_summary`)."""
     lay = layout or Layout()
     totals = summary_totals(profile, per_tile_blocks, lay.memory_style)
@@ -158,6 +182,7 @@ def render_text_summary(profile: Profile, per_tile_blocks: int = 5, show_executi
 
 # -- figures ----------------------------------------------------------------------------------------
 
+
 def summary_totals(profile: Profile, per_tile_blocks: int = 5, memory_style: str = "sdk1") -> pd.DataFrame:
     """The memory figures the text summary of ``profile`` shows, as a ``memory_totals`` frame.
 
@@ -182,17 +207,24 @@ def _with_not_overlapped_totals(frame: pd.DataFrame) -> pd.DataFrame:
     plain = frame[(group == "data_type") & ~category.str.contains("/", regex=False)]
     if plain.empty:
         return frame
-    have = set(frame.loc[(group == "data_type_total") & (category == "Not Overlapped/Total"), "tile"]
-               .map(_tile_key))
+    have = set(
+        frame.loc[(group == "data_type_total") & (category == "Not Overlapped/Total"), "tile"].map(_tile_key)
+    )
     sums = plain.assign(key=plain["tile"].map(_tile_key)).groupby("key", sort=False)["bytes"].sum()
-    extra = [(pd.NA if k == -1 else k, "data_type_total", "Not Overlapped/Total", int(v))
-             for k, v in sums.items() if k not in have]
+    extra = [
+        (pd.NA if k == -1 else k, "data_type_total", "Not Overlapped/Total", int(v))
+        for k, v in sums.items()
+        if k not in have
+    ]
     if not extra:
         return frame
     add = pd.DataFrame(extra, columns=["tile", "group", "category", "bytes"]).astype(
-        {"tile": "Int32", "bytes": "Int64"})
-    return conform("memory_totals", pd.concat([frame.astype({"group": "str", "category": "str"}),
-                                               add], ignore_index=True))
+        {"tile": "Int32", "bytes": "Int64"}
+    )
+    return conform(
+        "memory_totals",
+        pd.concat([frame.astype({"group": "str", "category": "str"}), add], ignore_index=True),
+    )
 
 
 def _summary_totals(profile: Profile, per_tile_blocks: int) -> pd.DataFrame:
@@ -208,12 +240,18 @@ def _summary_totals(profile: Profile, per_tile_blocks: int) -> pd.DataFrame:
         if whole_regions.any() and not derived.empty:  # a source's own region split beats "Interleaved = 0"
             derived = derived[~(derived["tile"].isna() & (derived["group"] == "region"))]
         if not derived.empty:
-            keys = set(zip(derived["tile"].map(_tile_key), derived["group"], derived["category"], strict=True))
-            keep = [(_tile_key(t), g, c) not in keys
-                    for t, g, c in zip(existing["tile"], existing["group"], existing["category"], strict=True)]
+            keys = set(
+                zip(derived["tile"].map(_tile_key), derived["group"], derived["category"], strict=True)
+            )
+            keep = [
+                (_tile_key(t), g, c) not in keys
+                for t, g, c in zip(existing["tile"], existing["group"], existing["category"], strict=True)
+            ]
             existing = existing[keep]
         frames = [f for f in (derived, existing) if not f.empty]
-        derived = pd.concat([f.astype({"tile": "Int32", "bytes": "Int64"}) for f in frames], ignore_index=True)
+        derived = pd.concat(
+            [f.astype({"tile": "Int32", "bytes": "Int64"}) for f in frames], ignore_index=True
+        )
     return conform("memory_totals", derived.astype({"tile": "Int32", "bytes": "Int64"}))
 
 
@@ -264,8 +302,11 @@ def _derived_rows(profile: Profile, tiles: pd.DataFrame, per_tile_blocks: int) -
     for label in _ordered(labelled):
         columns.append(("data_type", label))
         values.append(labelled[label])
-    vertex = [(VERTEX_CATEGORY_LABELS[n], cat_bytes[:, i]) for i, n in enumerate(cat_names)
-              if n in VERTEX_CATEGORY_LABELS]
+    vertex = [
+        (VERTEX_CATEGORY_LABELS[n], cat_bytes[:, i])
+        for i, n in enumerate(cat_names)
+        if n in VERTEX_CATEGORY_LABELS
+    ]
     if vertex:
         columns.append(("total", "vertex_data"))
         values.append(np.sum([v for _, v in vertex], axis=0))
@@ -334,6 +375,7 @@ def _widths() -> Iterable[int]:
 
 # -- rendering --------------------------------------------------------------------------------------
 
+
 def _kv(lay: Layout, depth: int, label: str, value: str, colon: bool = True) -> str:
     head = " " * (lay.indent * depth) + label + (":" if colon else "")
     value = value.rjust(lay.value_width)
@@ -357,8 +399,11 @@ def _size(n: int) -> str:
 def _target_lines(profile: Profile, lay: Layout) -> list[str]:
     t = profile.target_value
     lines = ["Target:"]
-    for label, column in (("Number of IPUs", "num_ipus"), ("Tiles per IPU", "tiles_per_ipu"),
-                          ("Total Tiles", "num_tiles")):
+    for label, column in (
+        ("Number of IPUs", "num_ipus"),
+        ("Tiles per IPU", "tiles_per_ipu"),
+        ("Total Tiles", "num_tiles"),
+    ):
         if t(column) is not None:
             lines.append(_kv(lay, 1, label, f"{int(t(column)):,}"))
     if t("bytes_per_tile") is not None:
@@ -375,20 +420,26 @@ def _target_lines(profile: Profile, lay: Layout) -> list[str]:
 
 
 GRAPH_FIELDS: tuple[tuple[str, str], ...] = (
-    ("Number of vertices", "graph.num_vertices"), ("Number of edges", "graph.num_edges"),
-    ("Number of variables", "graph.num_variables"), ("Number of compute sets", "graph.num_compute_sets"),
+    ("Number of vertices", "graph.num_vertices"),
+    ("Number of edges", "graph.num_edges"),
+    ("Number of variables", "graph.num_variables"),
+    ("Number of compute sets", "graph.num_compute_sets"),
 )
 
 
 def _graph_lines(profile: Profile, lay: Layout) -> list[str]:
     meta = profile.meta
-    lines = [_kv(lay, 1, label, f"{int(float(meta[key])):,}") for label, key in GRAPH_FIELDS
-             if meta.get(key) not in (None, "")]
+    lines = [
+        _kv(lay, 1, label, f"{int(float(meta[key])):,}")
+        for label, key in GRAPH_FIELDS
+        if meta.get(key) not in (None, "")
+    ]
     return ["Graph:", *lines] if lines else []
 
 
 def _tree_lines(rows: pd.DataFrame, lay: Layout, depth: int, heading: str = "Total:") -> list[str]:
     """The ``Total:`` tree of one scope (whole profile or one tile)."""
+
     def figures(group: str) -> list[tuple[str, int]]:
         sel = rows[rows["group"] == group]
         return [(str(c), int(b)) for c, b in zip(sel["category"], sel["bytes"], strict=True) if pd.notna(b)]
@@ -429,8 +480,9 @@ def _tree_lines(rows: pd.DataFrame, lay: Layout, depth: int, heading: str = "Tot
     return lines
 
 
-def _data_type_lines(data_types: list[tuple[str, int]], subtotals: list[tuple[str, int]], lay: Layout,
-                     depth: int) -> list[str]:
+def _data_type_lines(
+    data_types: list[tuple[str, int]], subtotals: list[tuple[str, int]], lay: Layout, depth: int
+) -> list[str]:
     """``By Data Type`` lines: flat (SDK 1.x), or grouped under sub-headings with their totals (SDK 2.x/3.x:
     ``Not Overlapped`` / ``Overlapped``, items two levels deeper, ``Total:`` lines one level deeper)."""
     grouped = bool(subtotals) or any("/" in label for label, _ in data_types)
@@ -492,14 +544,24 @@ def _execution_lines(profile: Profile, lay: Layout) -> list[str]:
 #: (category, SDK 1.x label, SDK 2.x/3.x label) in the order Poplar prints them.
 EXECUTION_LABELS: tuple[tuple[str, str, str], ...] = (
     ("total", "Total cycles", "Total cycles"),
-    ("compute", "Total compute cycles (including idle threads)",
-     "Tile average compute cycles (including idle threads)"),
-    ("compute_excluding_idle", "Total compute cycles (excluding idle threads)",
-     "Tile average compute cycles (excluding idle threads)"),
+    (
+        "compute",
+        "Total compute cycles (including idle threads)",
+        "Tile average compute cycles (including idle threads)",
+    ),
+    (
+        "compute_excluding_idle",
+        "Total compute cycles (excluding idle threads)",
+        "Tile average compute cycles (excluding idle threads)",
+    ),
     ("exchange", "Total IPU exchange cycles", "Tile average IPU exchange cycles"),
     ("global_exchange", "Total global exchange cycles", "Tile average global exchange cycles"),
     ("host_io", "Total host exchange cycles", "Tile average host exchange cycles"),
-    ("shared_structure_copy", "Total shared structure copy cycles", "Tile average shared structure copy cycles"),
+    (
+        "shared_structure_copy",
+        "Total shared structure copy cycles",
+        "Tile average shared structure copy cycles",
+    ),
     ("sync", "Total sync cycles", "Tile average sync cycles"),
 )
 
@@ -525,16 +587,38 @@ def execution_figures(profile: Profile, style: str = "sdk3") -> pd.DataFrame:
     total = float(per_ipu.max())
     clock = profile.target_value("clock_hz")
     basis = "tile_average" if style == "sdk3" else "total"
-    rows = [{"category": "total", "basis": "total", "cycles": total, "share": math.nan, "estimated": False,
-             "time_us": round(total / float(clock) * 1e6, 1) if clock else math.nan, "label": "Total cycles"}]
+    rows = [
+        {
+            "category": "total",
+            "basis": "total",
+            "cycles": total,
+            "share": math.nan,
+            "estimated": False,
+            "time_us": round(total / float(clock) * 1e6, 1) if clock else math.nan,
+            "label": "Total cycles",
+        }
+    ]
     for category, label1, label3 in EXECUTION_LABELS[1:]:
-        if category not in mine.index and category not in ("compute", "exchange", "global_exchange", "host_io",
-                                                           "sync"):
+        if category not in mine.index and category not in (
+            "compute",
+            "exchange",
+            "global_exchange",
+            "host_io",
+            "sync",
+        ):
             continue
         cycles = float(mine.get(category, 0))
-        rows.append({"category": category, "basis": basis, "cycles": cycles,
-                     "share": round(cycles / total * 100, 1) / 100 if style == "sdk3" and total else math.nan,
-                     "estimated": False, "time_us": math.nan, "label": label3 if style == "sdk3" else label1})
+        rows.append(
+            {
+                "category": category,
+                "basis": basis,
+                "cycles": cycles,
+                "share": round(cycles / total * 100, 1) / 100 if style == "sdk3" and total else math.nan,
+                "estimated": False,
+                "time_us": math.nan,
+                "label": label3 if style == "sdk3" else label1,
+            }
+        )
     return conform("execution_totals", pd.DataFrame(rows))
 
 
@@ -561,7 +645,9 @@ def _execution_totals_lines(profile: Profile, figures: pd.DataFrame, lay: Layout
         if pd.notna(row.time_us):
             value += f" (approx {row.time_us:,.1f} microseconds)"
         if pd.notna(row.estimated) and bool(row.estimated) and pd.notna(row.cycles):
-            value += " " + (not_printed.get(str(row.label)) or "Estimated (must enable debug.instrumentCompute)")
+            value += " " + (
+                not_printed.get(str(row.label)) or "Estimated (must enable debug.instrumentCompute)"
+            )
         lines.append(pad + label + value)
     vertices = profile.get("vertex_cycles")
     if vertices is not None and not vertices.empty:
@@ -569,7 +655,9 @@ def _execution_totals_lines(profile: Profile, figures: pd.DataFrame, lay: Layout
         name_width = max(len(n) for n in names) + 2
         lines += ["", pad + "Cycles by vertex type:"]
         for name, count, cycles in zip(names, vertices["instances"], vertices["cycles"], strict=True):
-            lines.append(pad + "    " + f"{name.ljust(name_width)}({int(count)} instances): {int(cycles):>12,}")
+            lines.append(
+                pad + "    " + f"{name.ljust(name_width)}({int(count)} instances): {int(cycles):>12,}"
+            )
     return lines
 
 

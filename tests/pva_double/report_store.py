@@ -49,8 +49,14 @@ def _int(frame: pd.DataFrame, column: str, default: int = 0) -> np.ndarray:
     return frame[column].fillna(default).to_numpy(dtype=np.int64)
 
 
-def write_pop(profile, path: str | os.PathLike[str], *, unknown_shape: bool = False, compress: bool = True,
-              format_version: tuple[int, int, int] = (1, 4, 0)) -> Path:
+def write_pop(
+    profile,
+    path: str | os.PathLike[str],
+    *,
+    unknown_shape: bool = False,
+    compress: bool = True,
+    format_version: tuple[int, int, int] = (1, 4, 0),
+) -> Path:
     """Write ``profile`` as the double's ``profile.pop`` at ``path`` (atomically); return the path.
 
     Uses the profile's target, tiles, tile_memory, programs, variables,
@@ -66,17 +72,32 @@ def write_pop(profile, path: str | os.PathLike[str], *, unknown_shape: bool = Fa
     major, minor, point, package_hash = _version_parts(str(target["poplar_version"]))
     arch = str(target["ipu_arch"])
     header = {
-        "format": STORE_FORMAT, "store_version": STORE_VERSION, "engine": profile.name,
+        "format": STORE_FORMAT,
+        "store_version": STORE_VERSION,
+        "engine": profile.name,
         "unknown_shape": bool(unknown_shape),
-        "poplar_version": {"string": str(target["poplar_version"]), "major": major, "minor": minor,
-                           "point": point, "packageHash": package_hash},
-        "format_version": {"major": format_version[0], "minor": format_version[1], "point": format_version[2],
-                           "isUnstableFormat": False},
+        "poplar_version": {
+            "string": str(target["poplar_version"]),
+            "major": major,
+            "minor": minor,
+            "point": point,
+            "packageHash": package_hash,
+        },
+        "format_version": {
+            "major": format_version[0],
+            "minor": format_version[1],
+            "point": format_version[2],
+            "isUnstableFormat": False,
+        },
         "target": {
-            "numIPUs": int(target["num_ipus"]), "tilesPerIpu": int(target["tiles_per_ipu"]),
-            "numTiles": num_tiles, "bytesPerTile": int(target["bytes_per_tile"]),
-            "clockFrequency": float(target["clock_hz"]), "numReplicas": int(target["num_replicas"]),
-            "ipusPerReplica": int(target["ipus_per_replica"]), "type": str(target["target_type"]),
+            "numIPUs": int(target["num_ipus"]),
+            "tilesPerIpu": int(target["tiles_per_ipu"]),
+            "numTiles": num_tiles,
+            "bytesPerTile": int(target["bytes_per_tile"]),
+            "clockFrequency": float(target["clock_hz"]),
+            "numReplicas": int(target["num_replicas"]),
+            "ipusPerReplica": int(target["ipus_per_replica"]),
+            "type": str(target["target_type"]),
             "architecture": arch,
         },
         "has_execution": profile.has("steps") and profile.has("runs"),
@@ -88,9 +109,14 @@ def write_pop(profile, path: str | os.PathLike[str], *, unknown_shape: bool = Fa
     over_excl = _int(tiles, "overflowed_bytes")
     # The double's "overflowed including gaps" adds the tile's gap share to the overflow.
     over_incl = np.where(over_excl > 0, over_excl + (incl - excl), 0)
-    arrays.update(tile_incl=incl, tile_excl=excl, tile_over_incl=over_incl, tile_over_excl=over_excl,
-                  tile_always_live=_int(tiles, "always_live_bytes"),
-                  tile_not_always_live=_int(tiles, "not_always_live_bytes"))
+    arrays.update(
+        tile_incl=incl,
+        tile_excl=excl,
+        tile_over_incl=over_incl,
+        tile_over_excl=over_excl,
+        tile_always_live=_int(tiles, "always_live_bytes"),
+        tile_not_always_live=_int(tiles, "not_always_live_bytes"),
+    )
     tm = profile.get("tile_memory")
     categories: list[str] = []
     if tm is not None and len(tm):
@@ -125,7 +151,9 @@ def write_pop(profile, path: str | os.PathLike[str], *, unknown_shape: bool = Fa
     liveness = profile.get("liveness")
     if liveness is not None:
         liveness = liveness.sort_values("step")
-        arrays["live_program"] = liveness["program"].astype("str").map(name_to_id).fillna(-1).to_numpy(np.int64)
+        arrays["live_program"] = (
+            liveness["program"].astype("str").map(name_to_id).fillna(-1).to_numpy(np.int64)
+        )
         arrays["live_bytes"] = _int(liveness, "not_always_live_bytes")
         lv = profile.get("liveness_variables")
         if lv is not None:
@@ -139,8 +167,9 @@ def write_pop(profile, path: str | os.PathLike[str], *, unknown_shape: bool = Fa
     return buffer_path
 
 
-def _execution_arrays(profile, name_to_id: dict[str, int], num_ipus: int, arrays: dict[str, np.ndarray],
-                      header: dict) -> None:
+def _execution_arrays(
+    profile, name_to_id: dict[str, int], num_ipus: int, arrays: dict[str, np.ndarray], header: dict
+) -> None:
     steps = profile["steps"].sort_values(["step", "ipu"])
     runs = profile["runs"].sort_values("run")
     step_ids = steps["step"].to_numpy()
@@ -160,7 +189,8 @@ def _execution_arrays(profile, name_to_id: dict[str, int], num_ipus: int, arrays
     # The double's activeTileBalance: tile balance over active cycles only.
     active = np.maximum(arrays["step_active_to"] - arrays["step_active_from"], 1)
     arrays["step_active_tile_balance"] = np.minimum(
-        arrays["step_tile_balance"] * arrays["step_cycles"] / active, 1.0)
+        arrays["step_tile_balance"] * arrays["step_cycles"] / active, 1.0
+    )
     arrays["step_data_in"] = grid("data_in_bytes")
     arrays["step_data_out"] = grid("data_out_bytes")
     per_run = first["run"].to_numpy()
@@ -196,8 +226,9 @@ def _atomic_npz(path: Path, header: dict, arrays: dict[str, np.ndarray], compres
     return _atomic_write(path, write)
 
 
-def write_debug(profiles, path: str | os.PathLike[str], *, var_bytes: bool = False,
-                replaced_every: int = 4) -> Path:
+def write_debug(
+    profiles, path: str | os.PathLike[str], *, var_bytes: bool = False, replaced_every: int = 4
+) -> Path:
     """Write the double's ``debug.cbor`` (JSON) holding the operations of each profile, keyed by engine.
 
     Each operation keeps its name, debug context (id, layer JSON, location) and
@@ -216,20 +247,31 @@ def write_debug(profiles, path: str | os.PathLike[str], *, var_bytes: bool = Fal
             for row in ops.itertuples(index=False):
                 total = 0 if pd.isna(row.bytes) else int(row.bytes)
                 half = total // 2
-                records.append({
-                    "id": next_id, "name": str(row.name),
-                    "layer": json.dumps({"layer": None if pd.isna(row.layer) else str(row.layer)}),
-                    "fileName": None if pd.isna(row.file) else str(row.file),
-                    "lineNumber": None if pd.isna(row.line) else int(row.line),
-                    "firstStepIndex": None if pd.isna(row.first_step) else int(row.first_step),
-                    "lastStepIndex": None if pd.isna(row.last_step) else int(row.last_step),
-                    "vars": [[f"{row.name}/weights", half], [f"{row.name}/output", total - half]],
-                    "replaced": bool(replaced_every) and len(records) % replaced_every == replaced_every - 1,
-                })
+                records.append(
+                    {
+                        "id": next_id,
+                        "name": str(row.name),
+                        "layer": json.dumps({"layer": None if pd.isna(row.layer) else str(row.layer)}),
+                        "fileName": None if pd.isna(row.file) else str(row.file),
+                        "lineNumber": None if pd.isna(row.line) else int(row.line),
+                        "firstStepIndex": None if pd.isna(row.first_step) else int(row.first_step),
+                        "lastStepIndex": None if pd.isna(row.last_step) else int(row.last_step),
+                        "vars": [[f"{row.name}/weights", half], [f"{row.name}/output", total - half]],
+                        "replaced": bool(replaced_every)
+                        and len(records) % replaced_every == replaced_every - 1,
+                    }
+                )
                 next_id += 1
         engines[profile.name] = records
-    text = json.dumps({"format": DEBUG_FORMAT, "version": 1, "unknown_shape_var_bytes": bool(var_bytes),
-                       "engines": engines}, indent=1)
+    text = json.dumps(
+        {
+            "format": DEBUG_FORMAT,
+            "version": 1,
+            "unknown_shape_var_bytes": bool(var_bytes),
+            "engines": engines,
+        },
+        indent=1,
+    )
     return _atomic_write(path, lambda tmp: tmp.write_text(text + "\n", "utf-8"))
 
 
@@ -237,6 +279,8 @@ def is_store(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a zip holding the double's header (cheap check used in tests)."""
     try:
         with zipfile.ZipFile(path) as archive:
-            return json.load(io.BytesIO(np.load(archive.open("header.npy")).tobytes()))["format"] == STORE_FORMAT
+            return (
+                json.load(io.BytesIO(np.load(archive.open("header.npy")).tobytes()))["format"] == STORE_FORMAT
+            )
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return False

@@ -103,8 +103,23 @@ class _Enum:
 class Program:  # noqa: F811 - the namespace pva exposes as pva.Program (Program.Type); see _Program
     """``pva.Program.Type``: program types seen in public code (popliner, pva_utils, profile.py)."""
 
-    Type = _Enum("Type", ["OnTileExecute", "DoExchange", "GlobalExchange", "StreamCopyBegin", "StreamCopyMid",
-                          "StreamCopyEnd", "Sync", "SyncAns", "Sans", "Repeat", "Sequence", "OnEveryTileSwitch"])
+    Type = _Enum(
+        "Type",
+        [
+            "OnTileExecute",
+            "DoExchange",
+            "GlobalExchange",
+            "StreamCopyBegin",
+            "StreamCopyMid",
+            "StreamCopyEnd",
+            "Sync",
+            "SyncAns",
+            "Sans",
+            "Repeat",
+            "Sequence",
+            "OnEveryTileSwitch",
+        ],
+    )
 
 
 class Target:
@@ -194,7 +209,7 @@ class _Program:
         out = np.zeros(num_tiles, dtype=np.int64)
         spread = min(8, num_tiles)
         first = (self._index * 37) % (num_tiles - spread + 1)
-        out[first:first + spread] = total // spread
+        out[first : first + spread] = total // spread
         out[first] += total - (total // spread) * spread
         return out
 
@@ -243,10 +258,16 @@ class _Tiles:
         total = _Obj(includingGaps=v("tile_incl")[t], excludingGaps=v("tile_excl")[t])
         row = v("tile_category")[t] if self.categories else []
         category = _Obj(**{name: _Obj(total=value) for name, value in zip(self.categories, row, strict=True)})
-        memory = _Obj(total=total, alwaysLiveBytes=v("tile_always_live")[t],
-                      notAlwaysLiveBytes=v("tile_not_always_live")[t], category=category)
+        memory = _Obj(
+            total=total,
+            alwaysLiveBytes=v("tile_always_live")[t],
+            notAlwaysLiveBytes=v("tile_not_always_live")[t],
+            category=category,
+        )
         if not self.unknown_shape:
-            memory.overflowed = _Obj(includingGaps=v("tile_over_incl")[t], excludingGaps=v("tile_over_excl")[t])
+            memory.overflowed = _Obj(
+                includingGaps=v("tile_over_incl")[t], excludingGaps=v("tile_over_excl")[t]
+            )
         return _Obj(memory=memory)
 
 
@@ -286,7 +307,7 @@ class _LivenessStep:
     def notAlwaysLiveMemoryForIpu(self, ipu: int) -> _Obj:  # noqa: N802
         """Not-always-live memory of this step on one IPU."""
         per_ipu = self._report._store.header["target"]["tilesPerIpu"]
-        return _Obj(bytes=int(self._tile_bytes()[ipu * per_ipu:(ipu + 1) * per_ipu].sum()), variables=[])
+        return _Obj(bytes=int(self._tile_bytes()[ipu * per_ipu : (ipu + 1) * per_ipu].sum()), variables=[])
 
 
 class _Compilation:
@@ -295,19 +316,28 @@ class _Compilation:
         header = store.header
         t = header["target"]
         self.target = _Obj(
-            numIPUs=t["numIPUs"], numTiles=t["numTiles"], tilesPerIpu=t["tilesPerIpu"],
-            bytesPerTile=t["bytesPerTile"], bytesPerIPU=t["bytesPerTile"] * t["tilesPerIpu"],
-            totalMemory=t["bytesPerTile"] * t["numTiles"], clockFrequency=t["clockFrequency"],
-            numReplicas=t["numReplicas"], ipusPerReplica=t["ipusPerReplica"],
+            numIPUs=t["numIPUs"],
+            numTiles=t["numTiles"],
+            tilesPerIpu=t["tilesPerIpu"],
+            bytesPerTile=t["bytesPerTile"],
+            bytesPerIPU=t["bytesPerTile"] * t["tilesPerIpu"],
+            totalMemory=t["bytesPerTile"] * t["numTiles"],
+            clockFrequency=t["clockFrequency"],
+            numReplicas=t["numReplicas"],
+            ipusPerReplica=t["ipusPerReplica"],
             tilesPerReplica=t["ipusPerReplica"] * t["tilesPerIpu"],
             memoryPerReplica=t["ipusPerReplica"] * t["tilesPerIpu"] * t["bytesPerTile"],
-            type=Target.Type.member(t["type"]), architecture=IPU.Architecture.member(_arch_name(t["architecture"])))
+            type=Target.Type.member(t["type"]),
+            architecture=IPU.Architecture.member(_arch_name(t["architecture"])),
+        )
         num_programs = len(store.values("program_name"))
         self.graph = _Obj(numComputeSets=num_programs // 2, numVertices=num_programs * 40)
         tiles = _Tiles(store)
         self.tiles = _List(t["numTiles"], tiles.tile)
         per_ipu = t["tilesPerIpu"]
-        self.ipus = _List(t["numIPUs"], lambda i: _Obj(tiles=_List(per_ipu, lambda k, i=i: tiles.tile(i * per_ipu + k))))
+        self.ipus = _List(
+            t["numIPUs"], lambda i: _Obj(tiles=_List(per_ipu, lambda k, i=i: tiles.tile(i * per_ipu + k)))
+        )
         program_cache: dict[int, _Program] = {}
 
         def program(i: int) -> _Program:
@@ -319,7 +349,9 @@ class _Compilation:
         names, sizes = store.values("alv_name"), store.values("alv_size")
         self.alwaysLiveVariables = _List(len(names), lambda i: _Obj(name=names[i], size=sizes[i]))
         live = store.array("live_bytes")
-        self.livenessProgramSteps = _List(0 if live is None else len(live), lambda i: _LivenessStep(report, i))
+        self.livenessProgramSteps = _List(
+            0 if live is None else len(live), lambda i: _LivenessStep(report, i)
+        )
 
 
 # -- execution -------------------------------------------------------------------------------------
@@ -330,13 +362,26 @@ def _step_ipu_old(cycles: int, data_in: int, data_out: int) -> SimpleNamespace:
     return SimpleNamespace(cycles=cycles, dataIn=data_in, dataOut=data_out)
 
 
-def _step_ipu(cycles: int, data_in: int, data_out: int, cycles_from: int, cycles_to: int, balance: float,
-              active_balance: float) -> SimpleNamespace:
+def _step_ipu(
+    cycles: int,
+    data_in: int,
+    data_out: int,
+    cycles_from: int,
+    cycles_to: int,
+    balance: float,
+    active_balance: float,
+) -> SimpleNamespace:
     """A step on one IPU: cycles, activeCycles.cyclesFrom/To.max, tileBalance, activeTileBalance, dataIn/Out."""
-    return SimpleNamespace(cycles=cycles, dataIn=data_in, dataOut=data_out, tileBalance=balance,
-                           activeTileBalance=active_balance,
-                           activeCycles=SimpleNamespace(cyclesFrom=SimpleNamespace(max=cycles_from),
-                                                        cyclesTo=SimpleNamespace(max=cycles_to)))
+    return SimpleNamespace(
+        cycles=cycles,
+        dataIn=data_in,
+        dataOut=data_out,
+        tileBalance=balance,
+        activeTileBalance=active_balance,
+        activeCycles=SimpleNamespace(
+            cyclesFrom=SimpleNamespace(max=cycles_from), cyclesTo=SimpleNamespace(max=cycles_to)
+        ),
+    )
 
 
 class _Steps:
@@ -352,9 +397,19 @@ class _Steps:
             return
         self.cycles = store.array("step_cycles")
         # One int block and one float block per step, so materialising a step is two tolist() calls.
-        self.ints = np.stack([self.cycles, store.array("step_data_in"), store.array("step_data_out"),
-                              store.array("step_active_from"), store.array("step_active_to")], axis=1)
-        self.floats = np.stack([store.array("step_tile_balance"), store.array("step_active_tile_balance")], axis=1)
+        self.ints = np.stack(
+            [
+                self.cycles,
+                store.array("step_data_in"),
+                store.array("step_data_out"),
+                store.array("step_active_from"),
+                store.array("step_active_to"),
+            ],
+            axis=1,
+        )
+        self.floats = np.stack(
+            [store.array("step_tile_balance"), store.array("step_active_tile_balance")], axis=1
+        )
         self.programs = report.compilation.programs
 
     def step(self, i: int) -> _Step:
@@ -412,12 +467,19 @@ class _Execution:
         self.steps = _List(len(steps.program_of), steps.step)
         counts = store.values("run_num_steps")
         starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        names, start_us, end_us = store.values("run_name"), store.values("run_start_us"), store.values("run_end_us")
+        names, start_us, end_us = (
+            store.values("run_name"),
+            store.values("run_start_us"),
+            store.values("run_end_us"),
+        )
 
         def run(r: int) -> _Obj:
             first = starts[r]
-            return _Obj(name=names[r], steps=_List(counts[r], lambda k: steps.step(first + k)),
-                        microseconds=_Obj(start=start_us[r], end=end_us[r]))
+            return _Obj(
+                name=names[r],
+                steps=_List(counts[r], lambda k: steps.step(first + k)),
+                microseconds=_Obj(start=start_us[r], end=end_us[r]),
+            )
 
         self.runs = _List(len(counts), run)
 
@@ -438,8 +500,9 @@ class _Report:
         # Real pva always has `execution`; without an execution profile it has no steps and
         # totalCycles.total == 0 (popart tests/integration/saved_executable.py).
         self.execution = _Execution(self)
-        self._operations, self._var_bytes = (_load_debug(debug_path, header["engine"]) if debug_path
-                                             else ([], False))
+        self._operations, self._var_bytes = (
+            _load_debug(debug_path, header["engine"]) if debug_path else ([], False)
+        )
 
 
 def _load_debug(path: str, engine: str) -> tuple[list[dict], bool]:
@@ -468,12 +531,17 @@ def openReport(*args: str) -> _Report:  # noqa: N802 - pva's name
 FRAMEWORK_LAYERS = ("poptorch", "popart", "onnx", "tensorflow")
 
 
-def _context(cid: int, layer: str | None, name: str, file: str | None, line: int | None,
-             parents: list) -> _Obj:
+def _context(
+    cid: int, layer: str | None, name: str, file: str | None, line: int | None, parents: list
+) -> _Obj:
     """A debug context: ``id``, ``layer`` and ``json`` (JSON strings), ``parents``, ``location``."""
-    return _Obj(id=cid, layer=json.dumps({"layer": layer}), parents=parents,
-                json=json.dumps({"name": name, "layer": layer}),
-                location=_Obj(fileName=file or "", lineNumber=line or 0))
+    return _Obj(
+        id=cid,
+        layer=json.dumps({"layer": layer}),
+        parents=parents,
+        json=json.dumps({"name": name, "layer": layer}),
+        location=_Obj(fileName=file or "", lineNumber=line or 0),
+    )
 
 
 class _Operation:
@@ -494,7 +562,9 @@ class _Operation:
         base = record["id"] * 4
         # popliner reads op.vars entries by their id (var._id); no public code reads a size from them.
         if report._var_bytes:  # unknown-shape variant: entries carrying byte sizes
-            self.vars = [_Obj(_id=base + k, name=name, bytes=size) for k, (name, size) in enumerate(record["vars"])]
+            self.vars = [
+                _Obj(_id=base + k, name=name, bytes=size) for k, (name, size) in enumerate(record["vars"])
+            ]
         else:
             self.vars = [_Obj(_id=base + k) for k in range(len(record["vars"]))]
         layer = json.loads(record["layer"]).get("layer")
