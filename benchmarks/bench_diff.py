@@ -1,8 +1,8 @@
 """Benchmark: diff (and gate) two 16-IPU profiles with 200,000 execution steps each.
 
-Measures, on synthetic Mk2 profiles (popprof.synth, different seeds):
+Measures, on synthetic Mk2 profiles (popprof.testing.synth, different seeds):
 
-1. ``popprof.diff`` + ``gate`` + text rendering in-process: median wall time of
+1. ``popprof.compare`` + ``gate`` + text rendering in-process: median wall time of
    repeated runs, and the peak of memory allocated during one run (tracemalloc);
 2. the CLI end to end (``popprof diff A.popprof B.popprof``: read both bundles,
    diff, gate, render) in a subprocess: median wall time and peak RSS
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from _table import load_line, print_table
 
-from popprof import synth
-from popprof.diff import diff, gate
-from popprof.diff.render import render
+from popprof.compare import diff, gate
 from popprof.readers import bundle
+from popprof.report.diff import render
+from popprof.testing import synth
 
 
 def _timed(func, repeat: int) -> tuple[list[float], list[float]]:

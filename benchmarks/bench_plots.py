@@ -2,7 +2,7 @@
 
     python benchmarks/bench_plots.py [--repeat 3] [--ipus 64] [--steps 200000] [--events 1000000]
 
-Builds the profile with ``popprof.synth`` (plus a synthetic trace of
+Builds the profile with ``popprof.testing.synth`` (plus a synthetic trace of
 ``--events`` host and device events for the timeline), then for each kind
 draws the figure and saves it as a PNG (100 dpi), ``--repeat`` times, and
 prints the median wall time, the median CPU time, and the extra memory the
@@ -32,8 +32,9 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from popprof import plots, synth  # noqa: E402
-from popprof.profile import Profile  # noqa: E402
+from popprof import plots
+from popprof.model.profile import Profile  # noqa: E402
+from popprof.testing import synth  # noqa: E402
 
 
 def trace_events(count: int, seed: int = 0) -> pd.DataFrame:

@@ -56,7 +56,7 @@ def ensure_data() -> Path:
         spec = importlib.util.spec_from_file_location("fixtures_generate", ROOT / "fixtures" / "generate.py")
         gen = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(gen)
-        from popprof.synth import make_profile
+        from popprof.testing.synth import make_profile
 
         print(f"generating {POP} ...", file=sys.stderr)
         gen.write_pop(make_profile(gen.LARGE_POD16), POP, compress=False)

@@ -48,8 +48,8 @@ OOM = (
 
 def make_log(path: Path, log_mb: float, summaries: int, ooms: int) -> None:
     """Write a log of about ``log_mb`` MB with ``summaries`` labelled summaries and ``ooms`` OOM messages."""
-    from popprof import synth
-    from popprof.writers.text_summary import Layout, render_text_summary
+    from popprof.testing import synth
+    from popprof.testing.writers.text_summary import Layout, render_text_summary
 
     profile = synth.make_profile(
         num_ipus=1,

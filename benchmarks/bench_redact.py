@@ -4,14 +4,14 @@
 Usage: python benchmarks/bench_redact.py [--repeat 3] [--trace-size 1GB|100MB|10MB] [--skip-trace]
                                          [--skip-bundle]
 
-Each run is a fresh subprocess calling ``popprof.redact.redact`` (with and without the
+Each run is a fresh subprocess calling ``popprof.redaction.redact`` (with and without the
 scan), so the figures include reading, writing and the interpreter's imports; the
 script prints median / min / max wall time, CPU time (the redaction's process and the leak
 scan's forked helpers), throughput, the peak RSS of the redaction's process and of its largest
 helper (``resource.getrusage``; their sum bounds the total), and the load average, since a
 shared machine's load inflates wall time. Inputs are generated on first use into ``benchmarks/data/``
 (git-ignored): the trace with the traces helper's ``benchmarks/gen_traces.py``, the
-bundle with :mod:`popprof.synth` (``sensitive=True``).
+bundle with :mod:`popprof.testing.synth` (``sensitive=True``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
 import json, resource, sys, time
-from popprof.redact import redact
+from popprof.redaction import redact
 start = time.perf_counter()
 report = redact(sys.argv[1], sys.argv[2], key=b"benchmark-key-0123456789", scan=sys.argv[3] == "1")
 wall = time.perf_counter() - start
@@ -96,8 +96,8 @@ def measure(label: str, src: Path, out: Path, repeat: int, size_bytes: int) -> l
 def ensure_bundle() -> Path:
     path = DATA / "redact_pod16.popprof"
     if not (path / "manifest.json").exists():
-        from popprof import synth
         from popprof.readers import bundle
+        from popprof.testing import synth
 
         start = time.perf_counter()
         profile = synth.make_profile(

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _table import load_line, print_table  # noqa: E402
 
-from popprof.profile import Profile  # noqa: E402
+from popprof.model.profile import Profile  # noqa: E402
 from popprof.rules import RULES, check  # noqa: E402
 from popprof.rules.base import plan  # noqa: E402
-from popprof.rules.intervals import clear_cache  # noqa: E402
+from popprof.trace.intervals import clear_cache  # noqa: E402
 
 OPS_PER_STEP = 48
 
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ipus", type=int, default=16)
     args = parser.parse_args(argv)
 
-    from popprof.synth import make_profile
+    from popprof.testing.synth import make_profile
 
     start = time.perf_counter()
     ipu = make_profile(

@@ -24,8 +24,8 @@ import numpy as np
 import orjson
 from _table import load_line, print_table
 
-from popprof import synth
-from popprof.writers.sdk1_json import graph_profile, write_sdk1_json
+from popprof.testing import synth
+from popprof.testing.writers.sdk1_json import graph_profile, write_sdk1_json
 
 CHILD = """
 import json, sys, time

@@ -17,9 +17,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from popprof import synth
 from popprof.readers import open_profile
-from popprof.writers.text_summary import Layout, render_text_summary
+from popprof.testing import synth
+from popprof.testing.writers.text_summary import Layout, render_text_summary
 
 
 def measure(path: Path, repeat: int) -> tuple[float, float, float, int]:

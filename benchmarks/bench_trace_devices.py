@@ -113,7 +113,7 @@ def _load_average() -> str:
 
 def ensure_ranks(count: int = 8) -> Path:
     """``count`` rank traces of about 100 MB each (different seeds), generated once."""
-    from popprof.trace import synth
+    from popprof.testing import trace_synth as synth
 
     folder = DATA / f"kineto_ranks{count}"
     folder.mkdir(parents=True, exist_ok=True)

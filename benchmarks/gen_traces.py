@@ -2,7 +2,7 @@
 
 Sizes (all trace events counted, flows included): ``10MB`` (~73,000 events), ``600k`` (600,000),
 ``100MB`` (~730,000) and ``1GB`` (10 million events, about 1.4 GB).
-Traces come from :mod:`popprof.trace.synth` with ``args="kineto"``, laid out like a real kineto trace:
+Traces come from :mod:`popprof.testing.trace_synth` with ``args="kineto"``, laid out like a real kineto trace:
 the profiler records a few steps (``STEPS`` = 5 ``ProfilerStep#N``, as a profiler schedule's active
 steps), so a larger trace is a larger model (more layers per step), not more steps; args on every
 event (``External id``; ``correlation`` on the runtime call and on its kernel), ``ac2g`` flows from each
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from _table import print_table  # noqa: E402
 
-from popprof.trace import synth  # noqa: E402
+from popprof.testing import trace_synth as synth  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 #: profiler steps in every generated trace (a profiler schedule records a few active steps)

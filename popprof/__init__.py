@@ -8,11 +8,10 @@ makes a profile safe to share.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from . import config  # noqa: E402  (popprof.config.load_config(): the project's [tool.popprof])
-from .errors import InputError, MissingTableError, PopprofError  # noqa: E402
-from .profile import Profile  # noqa: E402
+from ._version import __version__
+from .io import config  # noqa: E402  (popprof.config.load_config(): the project's [tool.popprof])
+from .model.errors import InputError, MissingTableError, PopprofError  # noqa: E402
+from .model.profile import Profile  # noqa: E402
 from .readers import open_all  # noqa: E402
 from .readers import open_profile as open  # noqa: E402,A001
 
@@ -32,15 +31,15 @@ def check(profile: Profile, **kwargs: object):
 
 
 def diff(base: Profile, new: Profile, **kwargs: object):
-    """Compare two profiles; returns :class:`popprof.diff.ProfileDiff`."""
-    from .diff import diff as _diff
+    """Compare two profiles; returns :class:`popprof.compare.ProfileDiff`."""
+    from .compare import diff as _diff
 
     return _diff(base, new, **kwargs)
 
 
 def redact(source: str, out: str, **kwargs: object):
     """Redact a profile file or bundle into ``out``; returns a redaction report."""
-    from .redact import redact as _redact
+    from .redaction import redact as _redact
 
     return _redact(source, out, **kwargs)
 

@@ -392,8 +392,8 @@ def _check_stderr(label: str, code: int, err: str, problems: list[str]) -> None:
 def run_case(case: Case, where: Path) -> Outcome:
     """Make the input, then run every reader and the CLI on it, checking the contract."""
     from popprof.cli import main
-    from popprof.errors import PopprofError
-    from popprof.profile import Profile
+    from popprof.model.errors import PopprofError
+    from popprof.model.profile import Profile
     from popprof.readers import read_with, reader_modules
 
     outcome = Outcome(case.name)

@@ -38,7 +38,7 @@ def _options(name: str) -> dict:
 
 
 def _spec(name: str, seed: int):
-    from popprof.synth import SynthSpec
+    from popprof.testing.synth import SynthSpec
 
     return SynthSpec(
         name=name,
@@ -56,7 +56,7 @@ def write_run_directory(directory: Path, engines: list[str]) -> None:
     """What ``autoReport.all`` writes: ``ENGINE/profile.pop`` per engine and ``debug.cbor`` at the root."""
     from report_store import write_debug, write_pop
 
-    from popprof.synth import make_profile
+    from popprof.testing.synth import make_profile
 
     profiles = [make_profile(_spec(name, seed)) for seed, name in enumerate(engines, start=40)]
     for profile in profiles:

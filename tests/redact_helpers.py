@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from popprof.profile import Profile
-from popprof.synth import make_profile
+from popprof.model.profile import Profile
+from popprof.testing.synth import make_profile
 
 KEY_A = b"team-key-A-0123456789abcdef"
 KEY_B = b"team-key-B-fedcba9876543210"

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import open_profile, reader_modules
 
 

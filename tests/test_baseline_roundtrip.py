@@ -7,11 +7,12 @@ import json
 import pytest
 
 import popprof
-from popprof import metrics, synth
-from popprof.diff import diff, gate, read_baseline, write_baseline
-from popprof.diff.baseline import is_baseline
-from popprof.errors import InputError, UsageError
+from popprof import metrics
+from popprof.compare import diff, gate, read_baseline, write_baseline
+from popprof.compare.baseline import is_baseline
+from popprof.model.errors import InputError, UsageError
 from popprof.readers import bundle
+from popprof.testing import synth
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import pytest
 from pop_helpers import PVA_DOUBLE, report_store
 
 import popprof
-from popprof.errors import InputError, UsageError
+from popprof.model.errors import InputError, UsageError
+from popprof.model.schema import TABLES
 from popprof.readers import bundle, pop
-from popprof.schema import TABLES
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof import synth
 from popprof.cli import main
 from popprof.readers import bundle
+from popprof.testing import synth
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from popprof.atomic import atomic_path
 from popprof.cli import EXIT_BROKEN_PIPE, main
-from popprof.errors import OutputError
+from popprof.io.atomic import atomic_path
+from popprof.model.errors import OutputError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -380,7 +380,7 @@ def test_profile_pop_without_the_sdk_is_one_line(tmp_path):
     pop = FIXTURES / "run_dir/training/profile.pop"
     code = (
         f"import popprof\ntry:\n    popprof.open({str(pop)!r})\n"
-        "except popprof.errors.SdkMissingError as e:\n    print(e)\n"
+        "except popprof.model.errors.SdkMissingError as e:\n    print(e)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from popprof.config import find_config, load_config
-from popprof.errors import InputError
+from popprof.io.config import find_config, load_config
+from popprof.model.errors import InputError
 
 
 def write(path, text):

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import popprof
-from popprof import synth
-from popprof.errors import InputError, UsageError
+from popprof.model.errors import InputError, UsageError
 from popprof.readers import bundle
+from popprof.testing import synth
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import popprof
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 
 
 def test_engines_and_traces_of_a_run_directory(tmp_path, fixtures_dir, pva_double):

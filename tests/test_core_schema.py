@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from popprof.profile import Profile
-from popprof.schema import TABLES, category_of_program_type, conform, empty_table, schema_markdown
+from popprof.model.profile import Profile
+from popprof.model.schema import TABLES, category_of_program_type, conform, empty_table, schema_markdown
 
 
 @pytest.mark.parametrize("table", list(TABLES))
@@ -74,7 +74,7 @@ def test_profile_reports_missing_tables_with_what_they_need():
 
 
 def test_schema_doc_is_current():
-    """docs/schema.md embeds the generated schema; regenerate with `python -m popprof.schema`."""
+    """docs/schema.md embeds the generated schema; regenerate with `python -m popprof.model.schema`."""
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "schema.md").read_text("utf-8")

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof import synth
 from popprof.cli import main
-from popprof.diff import diff, gate
-from popprof.diff.baseline import dumps_baseline
+from popprof.compare import diff, gate
+from popprof.compare.baseline import dumps_baseline
 from popprof.metrics import compute
+from popprof.testing import synth
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 

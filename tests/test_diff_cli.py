@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from popprof import synth
 from popprof.cli import main
 from popprof.readers import bundle
+from popprof.testing import synth
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""popprof.diff on real-shaped profiles: identical, known changes, programs, events, liveness, mismatched targets."""
+"""popprof.compare on real-shaped profiles: identical, known changes, programs, events, liveness, mismatched targets."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof import synth
-from popprof.diff import diff
+from popprof.compare import diff
+from popprof.testing import synth
 
 CAP = 638_976  # Mk2 bytes per tile
 
@@ -37,7 +37,7 @@ def test_identical_profiles_show_no_change(base):
 
 
 def test_package_is_callable_as_popprof_diff(base):
-    import popprof.diff as package
+    import popprof.compare as package
 
     assert callable(package)
     result = popprof.diff(base, base)

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from popprof import synth
-from popprof.diff import diff, gate, load_budget
-from popprof.diff.gate import Budget, budget_from_mapping, parse_limit
-from popprof.errors import InputError, UsageError
+from popprof.compare import diff, gate, load_budget
+from popprof.compare.gate import Budget, budget_from_mapping, parse_limit
+from popprof.model.errors import InputError, UsageError
+from popprof.testing import synth
 
 CAP = 638_976
 FILL = 400_000
@@ -241,7 +241,7 @@ def _one_metric_diff(name: str, base: float, new: float, better: str | None):
     """A ProfileDiff holding a single metric row (for boundary properties)."""
     import math
 
-    from popprof.diff.core import METRIC_COLUMNS, ProfileDiff
+    from popprof.compare.core import METRIC_COLUMNS, ProfileDiff
 
     rel = (new - base) / abs(base) if base else (0.0 if new == base else math.inf)
     metrics = pd.DataFrame(

@@ -150,7 +150,7 @@ def test_a_bad_limit_value_is_a_usage_error(capsys, monkeypatch):
 
 
 def test_limit_values_parse_like_people_write_them():
-    from popprof import limits
+    from popprof.io import limits
 
     assert limits.parse_value("512M") == 512 << 20
     assert limits.parse_value("1.5GiB") == 3 << 29

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from popprof import junit, synth
-from popprof import markdown as md
 from popprof.cli import main
 from popprof.readers import bundle
+from popprof.report import junit
+from popprof.report import markdown as md
+from popprof.testing import synth
 
 xmlschema = pytest.importorskip("xmlschema")
 

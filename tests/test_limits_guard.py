@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from popprof import limits
-from popprof.limits import LimitExceeded
-from popprof.readers import bounded, open_binary, read_text_bytes
+from popprof.io import bounded, limits
+from popprof.io.limits import LimitExceeded
+from popprof.readers import open_binary, read_text_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 import popprof.metrics as registry
-from popprof import synth
 from popprof.cli import main
-from popprof.diff import diff, gate
-from popprof.diff.baseline import dumps_baseline
-from popprof.diff.gate import DeprecatedMetricName, budget_from_mapping
-from popprof.schema import STEP_CATEGORIES
+from popprof.compare import diff, gate
+from popprof.compare.baseline import dumps_baseline
+from popprof.compare.gate import DeprecatedMetricName, budget_from_mapping
+from popprof.model.schema import STEP_CATEGORIES
+from popprof.testing import synth
 from popprof.trace.device import DEVICE_CATEGORIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "diff.md"

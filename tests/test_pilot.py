@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 from popprof.cli import main
-from popprof.errors import UsageError
 from popprof.metrics import compute
 from popprof.metrics.devices import device_breakdown
 from popprof.metrics.steps import step_stats, step_times
+from popprof.metrics.summary import summarise
+from popprof.model.errors import UsageError
+from popprof.model.profile import Profile
 from popprof.pilot import DEFAULT_THRESHOLDS, diagnose, pilot, side, thresholds_from
-from popprof.profile import Profile
 from popprof.readers import open_all
 from popprof.rules import check
 from popprof.rules.distributed import step_times as rank_step_times
-from popprof.summary import summarise
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"

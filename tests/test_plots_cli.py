@@ -7,8 +7,8 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 
 import popprof  # noqa: E402
-from popprof import synth  # noqa: E402
 from popprof.cli import main  # noqa: E402
+from popprof.testing import synth  # noqa: E402
 
 
 @pytest.fixture(scope="module")

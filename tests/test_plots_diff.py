@@ -9,8 +9,8 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import popprof  # noqa: E402
-from popprof import synth  # noqa: E402
 from popprof.plots import diff_metrics, diff_tiles  # noqa: E402
+from popprof.testing import synth  # noqa: E402
 
 
 @pytest.fixture(scope="module")

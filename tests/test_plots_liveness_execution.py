@@ -10,9 +10,9 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import popprof  # noqa: E402
-from popprof import synth  # noqa: E402
+from popprof.model.schema import STEP_CATEGORIES  # noqa: E402
 from popprof.plots import execution, liveness  # noqa: E402
-from popprof.schema import STEP_CATEGORIES  # noqa: E402
+from popprof.testing import synth  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_liveness_with_unknown_always_live_says_so(profile):
 
 
 def test_execution_without_known_cycles_is_an_error_not_a_flat_plot(profile):
-    from popprof.errors import UsageError
+    from popprof.model.errors import UsageError
 
     blind = profile.copy("blind")
     steps = blind.steps.copy()

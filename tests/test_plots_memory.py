@@ -14,11 +14,11 @@ matplotlib.use("Agg")
 
 from matplotlib.patches import StepPatch  # noqa: E402
 
-from popprof import synth  # noqa: E402
-from popprof.errors import MissingTableError, UsageError  # noqa: E402
+from popprof.model.errors import MissingTableError, UsageError  # noqa: E402
+from popprof.model.profile import Profile  # noqa: E402
 from popprof.plots import tile_histogram, tile_map, tile_memory  # noqa: E402
 from popprof.plots import tilemap as tilemap_module  # noqa: E402
-from popprof.profile import Profile  # noqa: E402
+from popprof.testing import synth  # noqa: E402
 
 CAP = 638_976
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pop_helpers import PVA_DOUBLE, report_store
 
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 
 def evidence():

@@ -14,9 +14,9 @@ import pytest
 from pop_helpers import report_store
 
 import popprof
-from popprof.errors import InputError, SdkMissingError
+from popprof.model.errors import InputError, SdkMissingError
 from popprof.readers import pop
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 SPEC = {"num_steps": 80, "num_programs": 60, "num_liveness_steps": 90, "num_variables": 20}
 

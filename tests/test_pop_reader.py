@@ -13,10 +13,10 @@ import pytest
 from pop_helpers import assert_table_equal, report_store
 
 import popprof
-from popprof.errors import InputError, MissingTableError, SdkMissingError
+from popprof.model.errors import InputError, MissingTableError, SdkMissingError
+from popprof.model.schema import conform
 from popprof.readers import detect, pop
-from popprof.schema import conform
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 SMALL = {"num_steps": 240, "num_programs": 120, "num_liveness_steps": 150, "num_variables": 60}
 #: Read everything, including the opt-in per-program code bytes and every step's variable list.
@@ -429,7 +429,7 @@ def test_assumed_attributes_may_be_absent(pva_double, written, monkeypatch):
 
 
 def test_tile_cycles_too_large_is_refused_before_reading(pva_double, written, monkeypatch):
-    from popprof.errors import UsageError
+    from popprof.model.errors import UsageError
 
     _, paths = written
     monkeypatch.setattr(pop, "MAX_TILE_CYCLE_VALUES", 1000)

@@ -12,9 +12,9 @@ from pop_helpers import report_store
 
 import popprof
 from popprof.metrics import memory as mm
+from popprof.model.schema import TABLES
 from popprof.readers import pop
-from popprof.schema import TABLES
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 SPEC = {"num_steps": 60, "num_programs": 60, "num_liveness_steps": 80, "num_variables": 30, "seed": 21}
 

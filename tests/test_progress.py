@@ -10,10 +10,10 @@ import time
 import pytest
 
 import popprof
-from popprof import progress
 from popprof.cli import main
+from popprof.io import progress
 from popprof.readers import chrome_trace, open_binary
-from popprof.trace import synth
+from popprof.testing import trace_synth as synth
 
 AMOUNT = re.compile(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) (bytes|kB|MB|GB)")
 SCALE = {"bytes": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}

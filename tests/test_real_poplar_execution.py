@@ -15,8 +15,8 @@ import pytest
 
 import popprof
 import popprof.metrics
+from popprof.metrics.summary import render_text, summarise
 from popprof.readers import detect, text_summary
-from popprof.summary import render_text, summarise
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "poplar"
 NAN = float("nan")

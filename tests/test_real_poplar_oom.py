@@ -13,7 +13,7 @@ import pytest
 
 import popprof
 import popprof.metrics
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import detect, oom_log
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "poplar"

@@ -128,7 +128,7 @@ def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path, own_group: bool, 
 
 
 def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:
-    from popprof.record_run import _Forwarder
+    from popprof.record.pipeline.run import _Forwarder
 
     with _Forwarder() as forwarder:
         forwarder._handle(signal.SIGTERM, None)  # as if delivered between the handler's install and the start
@@ -140,7 +140,7 @@ def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:
 
 def test_a_background_process_holding_the_pipes_does_not_hang_popprof(tmp_path: Path) -> None:
     """CMD exits but leaves a process that keeps its stdout open: popprof stops waiting after the drain timeout."""
-    from popprof.record_run import run_command
+    from popprof.record.pipeline.run import run_command
 
     script = (
         "import subprocess, sys; "
@@ -163,7 +163,7 @@ def test_text_only_streams_get_characters_split_between_chunks_whole(tmp_path: P
     """A stream without a byte buffer (a notebook's) gets decoded text; a UTF-8 character cut by a chunk survives."""
     import io
 
-    from popprof import record_run
+    from popprof.record.pipeline import run as record_run
 
     monkeypatch.setattr(record_run, "CHUNK_BYTES", 3)
     shown = io.StringIO()

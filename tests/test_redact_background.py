@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from popprof.redact import background, redact
-from popprof.redact import chrome as chrome_mod
-from popprof.redact.allowlist import Allowlist
-from popprof.redact.chrome import ChromeRedactor
-from popprof.redact.scan import Scanner
-from popprof.redact.sensitive import SensitiveSet, derive
+from popprof.redaction import background, redact
+from popprof.redaction import chrome as chrome_mod
+from popprof.redaction.allowlist import Allowlist
+from popprof.redaction.chrome import ChromeRedactor
+from popprof.redaction.scan import Scanner
+from popprof.redaction.sensitive import SensitiveSet, derive
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redact_helpers import KEY_A, chrome_trace  # noqa: E402
@@ -215,7 +215,7 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
     import random
     import re
 
-    from popprof.redact.jsonbytes import last_opening_quote, unescaped_quotes
+    from popprof.io.jsonbytes import last_opening_quote, unescaped_quotes
 
     strings = re.compile(rb'"(?:[^"\\]|\\.)*"')
     rng = random.Random(3)
@@ -232,7 +232,7 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
 
 
 def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
-    from popprof import heap
+    from popprof.io import heap
 
     calls = []
 
@@ -257,7 +257,7 @@ def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
 def test_gc_is_paused_only_inside_the_block():
     import gc
 
-    from popprof import heap
+    from popprof.io import heap
 
     assert gc.isenabled()
     with heap.gc_paused():

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof.errors import UsageError
 from popprof.metrics import compute
+from popprof.model.errors import UsageError
 from popprof.readers import bundle
-from popprof.redact import redact
-from popprof.redact.policy import Policy
+from popprof.redaction import redact
+from popprof.redaction.policy import Policy
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redact_helpers import KEY_A, KEY_B, bundle_strings, canary_profile  # noqa: E402
@@ -127,11 +127,11 @@ def test_manifest_records_redaction_and_pseudonymises_sources(redacted):
     out, _, _ = redacted
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["redacted"]["redacted"] is True
-    assert manifest["redacted"]["tool_version"] == popprof.__version__
+    assert manifest["redacted"]["tool_version"] == popprof._version.__version__
     assert "scrub" in manifest["redacted"]["policy"]
     assert manifest["sources"][0]["sha256"] == "ab" * 32 and manifest["sources"][0]["size_bytes"] == 1234
     assert re.fullmatch(r"file_[0-9a-f]{12}\.pop", manifest["sources"][0]["name"])
-    from popprof.redact import key_fingerprint
+    from popprof.redaction import key_fingerprint
 
     assert manifest["redacted"]["key_fingerprint"] == key_fingerprint(KEY_A)
     assert re.fullmatch(r"hmac-sha256:[0-9a-f]{12}", key_fingerprint(KEY_A)) and key_fingerprint(
@@ -211,8 +211,8 @@ def test_scan_fails_when_path_scrubbing_is_off_and_nothing_is_written(original, 
 
 
 def test_scan_fails_with_a_broken_scrubber(original, tmp_path, monkeypatch):
-    from popprof.redact.redactor import Redactor
-    from popprof.redact.scrub import Scrubber
+    from popprof.redaction.redactor import Redactor
+    from popprof.redaction.scrub import Scrubber
 
     # a redactor that forgets to replace free text and sensitive-key values
     monkeypatch.setattr(Scrubber, "whole", lambda self, kind, value: value)
@@ -235,7 +235,7 @@ def test_keep_and_drop_patterns(original, tmp_path):
 
 
 def test_standalone_scan_against_the_original(original, redacted, tmp_path):
-    from popprof.redact import scan
+    from popprof.redaction import scan
 
     out, _, _ = redacted
     assert scan(out, against=original).passed
@@ -266,7 +266,7 @@ def test_standalone_scan_reads_per_column_parquet_metadata(original, redacted, t
 
     import pyarrow.parquet as pq
 
-    from popprof.redact import scan
+    from popprof.redaction import scan
 
     out, _, _ = redacted
     copy = tmp_path / "copy.popprof"

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import popprof
-from popprof.redact import chrome as chrome_mod
-from popprof.redact import redact, scan
-from popprof.redact.chrome import ChromeRedactor
-from popprof.redact.policy import Policy
-from popprof.redact.redactor import Redactor
+from popprof.redaction import chrome as chrome_mod
+from popprof.redaction import redact, scan
+from popprof.redaction.chrome import ChromeRedactor
+from popprof.redaction.policy import Policy
+from popprof.redaction.redactor import Redactor
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redact_helpers import KEY_A, KEY_B, chrome_trace  # noqa: E402
@@ -160,8 +160,8 @@ def test_scan_reads_text_outside_strings(tmp_path, monkeypatch):
     monkeypatch.setattr(chrome_mod, "BLOCK", 64)
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": canary_secret_x}]}')
-    from popprof.redact.scan import Scanner
-    from popprof.redact.sensitive import SensitiveSet
+    from popprof.redaction.scan import Scanner
+    from popprof.redaction.sensitive import SensitiveSet
 
     found = SensitiveSet()
     found.add("canary_secret_x")
@@ -210,7 +210,7 @@ def test_long_string_arrays_are_cut_between_elements(tmp_path, monkeypatch):
 
 
 def test_truncated_gzip_is_bad_input_and_writes_nothing(tmp_path):
-    from popprof.errors import InputError
+    from popprof.model.errors import InputError
 
     src = chrome_trace(tmp_path / "t.json.gz", events=3000, gz=True)
     bad = tmp_path / "bad.json.gz"

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from popprof.errors import UsageError
-from popprof.redact.allowlist import Allowlist
-from popprof.redact.policy import Policy, build_policy
-from popprof.redact.pseudonym import Pseudonymizer, load_key
-from popprof.redact.scan import Scanner, TokenMatcher
-from popprof.redact.scrub import Scrubber, detect
-from popprof.redact.sensitive import SensitiveSet
+from popprof.model.errors import UsageError
+from popprof.redaction.allowlist import Allowlist
+from popprof.redaction.policy import Policy, build_policy
+from popprof.redaction.pseudonym import Pseudonymizer, load_key
+from popprof.redaction.scan import Scanner, TokenMatcher
+from popprof.redaction.scrub import Scrubber, detect
+from popprof.redaction.sensitive import SensitiveSet
 
 
 def _sensitive(*strings: str) -> SensitiveSet:
@@ -303,7 +303,7 @@ def test_scanner_finds_a_sensitive_string_inside_a_public_name():
 
 
 def test_json_depth_is_iterative_and_skips_strings():
-    from popprof.redact.tokens import json_depth
+    from popprof.redaction.tokens import json_depth
 
     assert json_depth('{"a": [1, {"b": "[[[[["}]}') == 3
     assert json_depth('["\\\\", "\\"]"]') == 1
@@ -311,7 +311,7 @@ def test_json_depth_is_iterative_and_skips_strings():
 
 
 def test_decide_treats_too_deep_json_as_one_value():
-    from popprof.redact.redactor import Redactor
+    from popprof.redaction.redactor import Redactor
 
     deep = "[" * 5_000 + '"secret_leaf_value"' + "]" * 5_000
     out = Redactor(b"k" * 16).decide(deep, "arg")

@@ -9,7 +9,7 @@ import pytest
 
 import popprof
 from popprof.metrics import compute
-from popprof.redact import redact
+from popprof.redaction import redact
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CASES = [

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import popprof
 from popprof.cli import cli
 from popprof.metrics import compute
-from popprof.redact import scan
+from popprof.redaction import scan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REAL = sorted((FIXTURES / "real" / "traces").rglob("*.json.gz"))

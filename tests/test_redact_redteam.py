@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from popprof.cli import cli as main
-from popprof.profile import Profile
+from popprof.model.profile import Profile
 from popprof.readers import bundle as bundle_io
-from popprof.redact import redact, scan
-from popprof.synth import make_profile
+from popprof.redaction import redact, scan
+from popprof.testing.synth import make_profile
 
 KEY = b"red-team-key-0f1e2d3c4b5a"
 

@@ -9,8 +9,8 @@ import pandas as pd
 
 import popprof
 from popprof.metrics import compute
-from popprof.redact import redact, scan
-from popprof.redact.policy import Policy
+from popprof.redaction import redact, scan
+from popprof.redaction.policy import Policy
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redact_helpers import KEY_A, KEY_B, TEXT_SUMMARY, canary_profile  # noqa: E402
@@ -45,7 +45,7 @@ def test_canaries_gone_numbers_and_public_names_kept(tmp_path):
 
 
 def test_written_summary_of_a_sensitive_profile(tmp_path):
-    from popprof.writers.text_summary import write_text_summary
+    from popprof.testing.writers.text_summary import write_text_summary
 
     src = tmp_path / "synth.txt"
     write_text_summary(canary_profile(), src, show_execution_steps=True)

@@ -15,9 +15,10 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import popprof  # noqa: E402
-from popprof import htmlreport, synth  # noqa: E402
 from popprof.cli import main  # noqa: E402
 from popprof.plots import available_kinds  # noqa: E402
+from popprof.report import html as htmlreport  # noqa: E402
+from popprof.testing import synth  # noqa: E402
 
 EVIL = "<script>alert('x')</script>&amp;"
 

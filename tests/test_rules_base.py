@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof.errors import UsageError
-from popprof.profile import Profile
+from popprof.model.errors import UsageError
+from popprof.model.profile import Profile
 from popprof.rules import RULES, Findings, NotEvaluated, check, parse_set, rule, select_rules
 from popprof.rules.base import FRAME_COLUMNS, band, coerce_param, resolve_params
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 
 @pytest.fixture(scope="module")

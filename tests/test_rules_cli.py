@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from popprof.cli import main
-from popprof.profile import Profile
+from popprof.model.profile import Profile
 from popprof.readers import bundle
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 
 @pytest.fixture(scope="module")
@@ -231,8 +231,8 @@ def test_run_directory_gives_one_result_per_engine(pva_double, fixtures_dir, cap
 
 
 def test_rich_table_escapes_markup_in_messages():
+    from popprof.report.findings import render_text
     from popprof.rules import Finding, Findings
-    from popprof.rules.render import render_text
 
     found = Findings(
         [
@@ -273,8 +273,8 @@ def test_inputs_are_never_modified_or_overwritten(bundles, capsys, tmp_path):
 def test_junit_splits_findings_of_one_rule_around_fail_on():
     """Findings of one rule with equal text but different evidence: the error fails, the warning goes to
     system-out (findings are told apart by identity, not by comparing their evidence frames)."""
+    from popprof.report.findings import render_junit
     from popprof.rules.base import Finding, Findings
-    from popprof.rules.render import render_junit
 
     error = Finding(
         "exchange.phases",

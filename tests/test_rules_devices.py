@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof.profile import Profile
+from popprof.model.profile import Profile
 from popprof.rules import RULES, check
 from popprof.rules.distributed import rank_figures, step_times
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from popprof.profile import Profile
+from popprof.model.profile import Profile
 from popprof.rules import check
-from popprof.synth import make_profile
+from popprof.testing.synth import make_profile
 
 
 def stream_profile(host_io: int, compute: int) -> Profile:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import detect, open_profile
 from popprof.readers import sdk1_json as reader
 
@@ -180,8 +180,8 @@ def test_unreadable_sibling_is_noted_not_fatal(tmp_path):
 
 @pytest.mark.parametrize("split", [False, True])
 def test_writer_refuses_to_write_over_its_input(tmp_path, split):
-    from popprof.errors import UsageError
-    from popprof.writers.sdk1_json import write_sdk1_json
+    from popprof.model.errors import UsageError
+    from popprof.testing.writers.sdk1_json import write_sdk1_json
 
     source = tmp_path / "p.json"
     source.write_text(

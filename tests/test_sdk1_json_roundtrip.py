@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from popprof import synth
 from popprof.metrics import compute
 from popprof.readers import detect, open_profile
 from popprof.readers import sdk1_json as reader
-from popprof.writers.sdk1_json import write_sdk1_json
+from popprof.testing import synth
+from popprof.testing.writers.sdk1_json import write_sdk1_json
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import warnings
 import pytest
 from test_text_summary_tolerance import FACTS_EXAMPLE
 
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import detect, open_profile
 from popprof.readers import text_summary as reader
 
@@ -129,8 +129,8 @@ def test_cut_inside_a_unitless_last_line_is_dropped(tmp_path):
 
 
 def test_writer_refuses_to_write_over_its_input(tmp_path):
-    from popprof.errors import UsageError
-    from popprof.writers.text_summary import write_text_summary
+    from popprof.model.errors import UsageError
+    from popprof.testing.writers.text_summary import write_text_summary
 
     path = tmp_path / "s.txt"
     path.write_text(FACTS_EXAMPLE)

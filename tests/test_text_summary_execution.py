@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import popprof
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import text_summary
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from popprof import synth
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import text_summary as reader
-from popprof.writers.text_summary import Layout, render_text_summary, summary_totals
+from popprof.testing import synth
+from popprof.testing.writers.text_summary import Layout, render_text_summary, summary_totals
 
 PROFILE = synth.make_profile(
     num_ipus=1, oom_tiles=1, num_steps=10, num_programs=12, num_liveness_steps=10, num_variables=5, seed=5

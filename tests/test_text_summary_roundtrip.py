@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from popprof import synth
 from popprof.readers import detect, open_profile
 from popprof.readers import text_summary as reader
-from popprof.writers.text_summary import render_text_summary, summary_totals, write_text_summary
+from popprof.testing import synth
+from popprof.testing.writers.text_summary import render_text_summary, summary_totals, write_text_summary
 
 VERTEX_TYPES = {
     "poplin::ConvPartial1x1Out<half,float,true,false>": 12_345_678,

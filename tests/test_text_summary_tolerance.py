@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from popprof import synth
-from popprof.errors import InputError
+from popprof.model.errors import InputError
 from popprof.readers import detect, open_all, open_profile
 from popprof.readers import text_summary as reader
-from popprof.writers.text_summary import render_text_summary, summary_totals
+from popprof.testing import synth
+from popprof.testing.writers.text_summary import render_text_summary, summary_totals
 
 #: The invented example of the reference facts (section 4), verbatim.
 FACTS_EXAMPLE = """\
@@ -130,7 +130,7 @@ def test_metrics_read_the_summary(tmp_path):
     ids=lambda d: ",".join(f"{k}={v!r}" for k, v in d.items()),
 )
 def test_other_layouts_give_the_same_figures(tmp_path, profile, layout):
-    from popprof.writers.text_summary import Layout
+    from popprof.testing.writers.text_summary import Layout
 
     text = render_text_summary(profile, layout=Layout(**layout))
     path = tmp_path / "s.txt"
@@ -161,7 +161,7 @@ def test_tabs_and_trailing_spaces(tmp_path):
 
 
 def test_extra_fields_are_kept_not_failed(tmp_path, profile):
-    from popprof.writers.text_summary import Layout
+    from popprof.testing.writers.text_summary import Layout
 
     text = render_text_summary(
         profile, layout=Layout(extra_fields={"Tiles per Replica": "2,944", "Architecture": "ipu2 (Mk2)"})
@@ -196,7 +196,7 @@ def test_unknown_section_is_kept(tmp_path):
     [("memory", "tiles"), ("target",), ("target", "blocks"), ("memory",), ("target", "graph", "tiles")],
 )
 def test_missing_sections(tmp_path, profile, sections):
-    from popprof.writers.text_summary import Layout
+    from popprof.testing.writers.text_summary import Layout
 
     p = read_text(tmp_path, render_text_summary(profile, layout=Layout(sections=sections)))
     assert json.loads(p.meta["text_summary.warnings"]) == []

@@ -11,8 +11,8 @@ from test_text_summary_newer_layouts import NEWER
 
 import popprof
 import popprof.metrics
-from popprof import synth
-from popprof.writers.text_summary import (
+from popprof.testing import synth
+from popprof.testing.writers.text_summary import (
     Layout,
     execution_figures,
     render_text_summary,

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from trace_helpers import stack_nesting
 
-from popprof import sources
-from popprof.errors import InputError
+from popprof.io import sources
+from popprof.model.errors import InputError
 from popprof.readers import chrome_trace, detect, read_path
-from popprof.trace import synth
+from popprof.testing import trace_synth as synth
 
 COLS = [
     "event_id",

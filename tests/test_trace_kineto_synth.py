@@ -14,7 +14,7 @@ import pytest
 
 import popprof
 from popprof.readers import chrome_trace
-from popprof.trace import synth
+from popprof.testing import trace_synth as synth
 
 
 @pytest.fixture(scope="module")

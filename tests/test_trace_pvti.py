@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from popprof.errors import InputError, SdkMissingError
+from popprof.model.errors import InputError, SdkMissingError
 from popprof.readers import detect, pvti, read_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pva_double"))

@@ -9,9 +9,9 @@ import pytest
 
 from popprof import metrics
 from popprof.cli import main
-from popprof.profile import Profile
+from popprof.metrics.trace_summary import trace_summary
+from popprof.model.profile import Profile
 from popprof.readers import read_path
-from popprof.trace.summary import trace_summary
 
 
 def _hand_profile() -> Profile:
@@ -145,8 +145,8 @@ def test_nested_device_events_are_not_counted_twice(pva_double, fixtures_dir: Pa
 
 def test_self_time_of_a_filtered_events_table() -> None:
     # event_id no longer equals the row position once rows are dropped: parents are found by id
+    from popprof.metrics.trace_summary import event_self_time
     from popprof.trace.activity import device_time_by_category
-    from popprof.trace.summary import event_self_time
 
     rows = [  # event_id, parent_id, dur_us, device_category
         (10, None, 50.0, "compute"),

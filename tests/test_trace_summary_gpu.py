@@ -15,7 +15,7 @@ import pytest
 import popprof
 from popprof.cli import main
 from popprof.metrics import compute, devices
-from popprof.trace.summary import fmt_time, trace_summary
+from popprof.metrics.trace_summary import fmt_time, trace_summary
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from popprof.cli import main
-from popprof.profile import Profile
+from popprof.model.profile import Profile
 from popprof.readers import read_path
 from popprof.trace import timeline
 

@@ -15,10 +15,10 @@ import warnings
 
 import click
 
-from .. import __version__
-from ..errors import PopprofError
-from ..limits import set_from_option
-from ..progress import set_quiet
+from .._version import __version__
+from ..io.limits import set_from_option
+from ..io.progress import set_quiet
+from ..model.errors import PopprofError
 
 #: exit code when stdout is closed before all output was written (128 + SIGPIPE, as a shell reports it).
 EXIT_BROKEN_PIPE = 141

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from ..atomic import refuse_overwriting_inputs, write_text_atomic
-from ..config import load_config
-from ..errors import UsageError
-from ..progress import progress
+from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
+from ..io.config import load_config
+from ..io.progress import progress
+from ..model.errors import UsageError
 from .common import (
     device_map_inputs,
     device_map_option,
@@ -105,9 +105,9 @@ def check_command(
       popprof check run/ --format junit -o findings.xml --fail-on warning
       popprof check trace.json.gz --rule host --format markdown
     """
+    from ..report.findings import RENDERERS, failed
     from ..rules import check, parse_set
     from ..rules.base import plan
-    from ..rules.render import RENDERERS, failed
 
     config = load_config(explicit=config_file)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
@@ -171,7 +171,7 @@ def rules_command(fmt: str) -> None:
         )
         return
     if fmt == "markdown":
-        from .. import markdown as md
+        from ..report import markdown as md
 
         rows = [
             [

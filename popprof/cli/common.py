@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError, UsageError
-from ..profile import Profile
+from ..model.errors import InputError, UsageError
+from ..model.profile import Profile
 from ..readers import open_all
 
 
@@ -102,7 +102,7 @@ def report_read_warnings(profile: Profile) -> None:
     Said once per source per command, and not for a bundle: its metadata keeps the problems of the
     source it was exported from, shown by ``popprof tables`` and ``popprof summary``.
     """
-    from ..readproblems import describe
+    from ..model.readproblems import describe
 
     text = describe(profile)
     source = str(profile.source or profile.name)

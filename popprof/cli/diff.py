@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..atomic import refuse_overwriting_inputs, write_text_atomic
-from ..errors import UsageError
-from ..profile import Profile
-from ..progress import progress
+from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
+from ..io.progress import progress
+from ..model.errors import UsageError
+from ..model.profile import Profile
 from ..readers import open_all
 from .common import (
     device_map_inputs,
@@ -144,15 +144,15 @@ def diff_command(
       popprof diff baseline.json run/profile.pop --format markdown > comment.md
       popprof diff baseline.json new.popprof --budget budget.toml --strict --format junit > gate.xml
     """
-    from ..diff import DEFAULT_TOLERANCE, diff, gate, load_budget
-    from ..diff.render import render_many
+    from ..compare import DEFAULT_TOLERANCE, diff, gate, load_budget
+    from ..report.diff import render_many
 
     if output is not None:  # before any reading: a bad output path fails fast
         refuse_overwriting_inputs(
             output, [base, new, budget_file, config_file, *device_map_inputs(device_map)]
         )
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
-    from ..config import load_config
+    from ..io.config import load_config
 
     read_options = reader_options(
         device_map, load_config(explicit=Path(config_file) if config_file else None)
@@ -202,8 +202,8 @@ def baseline_command(path: str, output: str | None, engine: str | None, device_m
       popprof baseline run/profile.pop -o baseline.json
       popprof diff baseline.json new/profile.pop
     """
-    from ..config import load_config
-    from ..diff.baseline import dumps_baseline, write_baseline
+    from ..compare.baseline import dumps_baseline, write_baseline
+    from ..io.config import load_config
 
     if output is not None:
         refuse_overwriting_inputs(output, device_map_inputs(device_map))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from ..atomic import refuse_overwriting_inputs
-from ..config import load_config
-from ..errors import UsageError
+from ..io.atomic import refuse_overwriting_inputs
+from ..io.config import load_config
+from ..model.errors import UsageError
 from ..readers import bundle
 from .common import device_map_inputs, device_map_option, engine_option, load_profiles, reader_options
 

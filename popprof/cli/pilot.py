@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..atomic import refuse_overwriting_inputs, write_text_atomic
-from ..config import load_config
-from ..errors import InputError, UsageError
+from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
+from ..io.config import load_config
+from ..model.errors import InputError, UsageError
 from .common import (
     clean_for_json,
     device_map_inputs,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..atomic import refuse_overwriting_inputs
-from ..errors import UsageError
+from ..io.atomic import refuse_overwriting_inputs
+from ..model.errors import UsageError
 from .common import (
     device_map_inputs,
     device_map_option,
@@ -30,7 +30,7 @@ def _use_agg() -> None:
 
 def _config(config_file: Path | None) -> dict:
     try:
-        from ..config import load_config
+        from ..io.config import load_config
     except ImportError:
         return {}
     return load_config(explicit=config_file)
@@ -108,9 +108,9 @@ def plot_command(
     config = _config(config_file)
     read_options = reader_options(device_map, config)
     _use_agg()
-    from ..atomic import atomic_path
-    from ..htmlreport import run_checks
+    from ..io.atomic import atomic_path
     from ..plots import plot
+    from ..report.html import run_checks
 
     profile = load_one_profile(path, engine, **read_options)
     kind = _drawable_kind(profile, kind)
@@ -144,9 +144,9 @@ def _drawable_kind(profile, kind: str | None) -> str:
 
 
 def _needs(kind: str) -> str:
-    """What the kind needs, in the words of :data:`popprof.profile.NEEDS_HINT` (its first table set)."""
+    """What the kind needs, in the words of :data:`popprof.model.profile.NEEDS_HINT` (its first table set)."""
+    from ..model.profile import NEEDS_HINT
     from ..plots import KINDS
-    from ..profile import NEEDS_HINT
 
     first = KINDS[kind][2][0][0]
     return f"no {first} table: " + NEEDS_HINT.get(first, f"needs a {first} table")
@@ -205,7 +205,7 @@ def report_command(
         except UsageError as exc:
             click.echo(f"popprof: warning: {exc}; writing the report without plots", err=True)
             no_plots = True
-    from ..htmlreport import write
+    from ..report.html import write
 
     profiles = load_profiles(path, engine, **read_options)
     write(

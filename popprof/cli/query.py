@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .. import limits
-from ..errors import UsageError
+from ..io import limits
+from ..model.errors import UsageError
 from .common import device_map_option, engine_option, format_option, load_one_profile, reader_options
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..profile import Profile
+    from ..model.profile import Profile
 
 
 #: Statement types a query may run: it reads the profile's tables and nothing else.
@@ -185,7 +185,7 @@ def query_command(
     The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
     and --memory-limit of memory (docs/limits.md).
     """
-    from ..config import load_config
+    from ..io.config import load_config
 
     profile = load_one_profile(path, engine, **reader_options(device_map, load_config()))
     result = run_query(profile, sql, timeout_s=timeout_s, memory_bytes=memory)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..config import load_config
+from ..io.config import load_config
 from .check import FAIL_CHOICES, _fail_on
 from .common import device_map_option, reader_options
 
@@ -109,8 +109,8 @@ def record_command(
       popprof record -o runs/bert --no-execution -- python run_glue.py ...
       popprof record --run-count 1 --fail-on warning -- ./my_poplar_app
     """
-    from ..record import RecordOptions, default_out_dir, record
-    from ..record_env import ProfilingChoice
+    from ..record.env import ProfilingChoice
+    from ..record.pipeline import RecordOptions, default_out_dir, record
 
     config = load_config(explicit=config_file) if check else {}
     level = _fail_on(fail_on, config) if check else (fail_on or "error")
@@ -129,7 +129,7 @@ def record_command(
     target = out_dir if out_dir is not None else default_out_dir()
     result = record(list(cmd), target, options, say=lambda line: click.echo(line, err=True))
     if check and result.findings:
-        from ..rules.render import RENDERERS
+        from ..report.findings import RENDERERS
 
         rich = sys.stdout.isatty()
         click.echo(

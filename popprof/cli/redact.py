@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..atomic import refuse_overwriting_inputs
-from ..errors import UsageError
+from ..io.atomic import refuse_overwriting_inputs
+from ..model.errors import UsageError
 
 
 @click.command("redact")
@@ -82,8 +82,8 @@ def redact_command(
       popprof redact trace.json.gz -o trace.redacted.json.gz --report redaction.json
       popprof redact summary.txt -o summary.redacted.txt --keep 'MyLib::*'
     """
-    from ..redact import build_policy, check_paths, input_kind, redact
-    from ..redact.pseudonym import KEY_ENV
+    from ..redaction import build_policy, check_paths, input_kind, redact
+    from ..redaction.pseudonym import KEY_ENV
 
     if report_out is not None and report_out.resolve() == out.resolve():
         raise UsageError("--report must differ from the output")
@@ -172,7 +172,7 @@ def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tup
     Example:
       popprof scan run.redacted.popprof --against run.popprof
     """
-    from ..redact import build_policy, scan
+    from ..redaction import build_policy, scan
 
     result = scan(path, original, build_policy(policy_file, keep))
     if not result.passed:

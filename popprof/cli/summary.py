@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..config import load_config
-from ..summary import render_text, summarise
+from ..io.config import load_config
+from ..metrics.summary import render_text, summarise
 from .common import (
     clean_for_json,
     device_map_option,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..config import load_config
-from ..readproblems import problems
-from ..schema import TABLES
+from ..io.config import load_config
+from ..model.readproblems import problems
+from ..model.schema import TABLES
 from .common import device_map_option, echo_json, engine_option, format_option, load_profiles, reader_options
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..model.errors import UsageError
 from .common import device_map_inputs, device_map_option, engine_option, load_one_profile, reader_options
 
 
@@ -50,8 +50,8 @@ def timeline_command(
       popprof timeline trace.pvti -o trace.json.gz
       popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
     """
-    from ..atomic import refuse_overwriting_inputs
-    from ..config import load_config
+    from ..io.atomic import refuse_overwriting_inputs
+    from ..io.config import load_config
     from ..trace.timeline import write_timeline
 
     refuse_overwriting_inputs(output, [path, config_path, *device_map_inputs(device_map)])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def current_name(name: str) -> str:
     return RENAMED.get(name, name)
 
 
-#: Metadata key prefix under which a baseline stores metric values (see popprof.diff.baseline).
+#: Metadata key prefix under which a baseline stores metric values (see popprof.compare.baseline).
 STORED_PREFIX = "baseline.metric."
 
 

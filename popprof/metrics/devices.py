@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
 from ..trace import intervals_math as im
 from ..trace.activity import is_bookkeeping, is_device_activity, is_host_wait
 from ..trace.gpu_work import (

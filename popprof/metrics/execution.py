@@ -11,8 +11,8 @@ import math
 
 import pandas as pd
 
-from ..profile import Profile
-from ..schema import STEP_CATEGORIES
+from ..model.profile import Profile
+from ..model.schema import STEP_CATEGORIES
 from . import metric, metric_family
 
 

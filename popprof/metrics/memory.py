@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
 from . import metric, metric_family
 
 

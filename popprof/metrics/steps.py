@@ -23,7 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
 
 COLUMNS = ["step", "start_us", "dur_us", "source"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
 from ..trace import activity
 from ..trace.activity import device_union, interval_union
 from ..trace.device import DEVICE_CATEGORIES

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import UsageError
+from ..model.errors import UsageError
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "does_not_fit_utilisation": 1.0,

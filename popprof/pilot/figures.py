@@ -18,7 +18,7 @@ import pandas as pd
 from ..metrics import compute, stored_values
 from ..metrics.devices import device_breakdown
 from ..metrics.steps import name_mask, step_stats, step_times
-from ..profile import Profile
+from ..model.profile import Profile
 from .diagnose import diagnose
 
 #: Version of the JSON document :func:`pilot` returns (docs/pilot.md, "JSON"). Bump on any incompatible change.

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import PopprofError
 from ..metrics.steps import step_times
+from ..model.errors import PopprofError
 from ..plots._common import new_figure
 
 BARS = (

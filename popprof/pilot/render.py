@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import markdown as md
+from ..report import markdown as md
 
 MISSING = "—"
 
@@ -113,7 +113,7 @@ def render_markdown(doc: dict) -> str:
 
 def render_html(doc: dict, profiles: Sequence[object], plots: bool = True) -> str:
     """A self-contained HTML report: the table, the diagnoses, and each side's plots next to each other."""
-    from ..htmlreport import STYLE, _e, figure_html
+    from ..report.html import STYLE, _e, figure_html
 
     head = "".join(f"<th>{_e(h)}</th>" for h in ["figure", *_header(doc)])
     body = "".join(

@@ -63,7 +63,7 @@ def plot(
     checks would use them.
     """
     if kind not in KINDS:
-        from ..errors import UsageError
+        from ..model.errors import UsageError
 
         raise UsageError(f"unknown plot kind {kind!r}; choose from {', '.join(KINDS)}")
     func, takes_findings, _ = KINDS[kind]

@@ -1,7 +1,7 @@
 """Shared helpers of the plot modules: lazy matplotlib, figures, byte axes, thresholds, findings.
 
 matplotlib is an optional extra, so it is imported here, inside functions, and
-a missing install becomes one clear :class:`~popprof.errors.UsageError`.
+a missing install becomes one clear :class:`~popprof.model.errors.UsageError`.
 Figures are created with :class:`matplotlib.figure.Figure` directly (not
 ``pyplot``), so plotting never touches global state or a GUI backend; notebooks
 display the returned Figure inline, and ``fig.savefig`` works anywhere.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..model.errors import UsageError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

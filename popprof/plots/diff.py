@@ -1,6 +1,6 @@
 """Diff plots: the metrics that changed most, and the memory change per tile.
 
-Both take a :class:`popprof.diff.ProfileDiff` (anything with ``metrics`` /
+Both take a :class:`popprof.compare.ProfileDiff` (anything with ``metrics`` /
 ``tiles`` DataFrames in its columns works).
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import UsageError
+from ..model.errors import UsageError
 from ._common import add_stairs, bytes_axis, format_bytes, new_figure
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile
-from ..schema import STEP_CATEGORIES
+from ..model.profile import Profile
+from ..model.schema import STEP_CATEGORIES
 from ._common import (
     CATEGORY_COLOURS,
     add_stairs,
@@ -109,12 +109,12 @@ def execution(
     ``flagged``). Shaded spans cover ``first`` to ``last + 1`` on the step axis.
     """
     if profile.has("steps") and not profile.steps["cycles"].notna().any():  # an all-zero plot would mislead
-        from ..errors import UsageError
+        from ..model.errors import UsageError
 
         raise UsageError(f"profile {profile.name!r}: the execution steps have no cycles to plot")
     per_step = step_cycles(profile, ipu)
     if per_step.empty:
-        from ..errors import MissingTableError
+        from ..model.errors import MissingTableError
 
         raise MissingTableError(
             "steps", profile.name, "no execution steps" + (f" on IPU {ipu}" if ipu is not None else "")

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import MissingTableError
-from ..profile import Profile
+from ..model.errors import MissingTableError
+from ..model.profile import Profile
 from ._common import bytes_axis, new_figure, rule_params, title_of
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import MissingTableError
-from ..profile import Profile
+from ..model.errors import MissingTableError
+from ..model.profile import Profile
 from ._common import add_stairs, bytes_axis, finding_items, headroom_thresholds, new_figure, title_of
 
 if TYPE_CHECKING:

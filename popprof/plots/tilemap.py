@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import MissingTableError, UsageError
-from ..profile import Profile
+from ..model.errors import MissingTableError, UsageError
+from ..model.profile import Profile
 from ._common import headroom_thresholds, new_figure, title_of
 
 if TYPE_CHECKING:

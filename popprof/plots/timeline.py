@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import MissingTableError
-from ..profile import Profile
+from ..model.errors import MissingTableError
+from ..model.profile import Profile
 from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
 
 if TYPE_CHECKING:

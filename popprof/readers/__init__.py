@@ -6,7 +6,7 @@ Each reader module defines:
 - ``sniff(path: Path, head: bytes) -> bool``: whether the file (or directory) is its
   format; ``head`` is the first bytes of the file, gunzipped when the file is gzip;
 - ``read(path: Path, **options) -> Profile``: read it, raising
-  :class:`~popprof.errors.InputError` with a clear message when it is not what it
+  :class:`~popprof.model.errors.InputError` with a clear message when it is not what it
   expects. Options a reader does not know are ignored.
 """
 
@@ -22,11 +22,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
 
-from .. import limits
-from ..errors import InputError
-from ..profile import Profile
-from ..progress import counted
-from . import bounded
+from ..io import bounded, limits
+from ..io.progress import counted
+from ..model.errors import InputError
+from ..model.profile import Profile
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
@@ -102,8 +101,8 @@ def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
 
     Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
-    decompression bomb) reading raises :class:`~popprof.limits.LimitExceeded`. The bytes read
-    from disk count toward an active :func:`popprof.progress.reading` bar.
+    decompression bomb) reading raises :class:`~popprof.io.limits.LimitExceeded`. The bytes read
+    from disk count toward an active :func:`popprof.io.progress.reading` bar.
     """
     with open(path, "rb") as handle:
         magic = handle.read(2)
@@ -119,7 +118,7 @@ def open_binary(path: Path) -> BinaryIO:
 
 def open_json(path: Path) -> BinaryIO:
     """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
-    raises :class:`~popprof.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
+    raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
     """
     return guard_json(open_binary(path), path)
 

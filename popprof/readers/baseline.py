@@ -2,14 +2,14 @@
 
 A baseline is a JSON object tagged ``"format": "popprof-baseline"`` holding a
 profile's metrics; it reads into a Profile with a ``target`` table and the
-metric values in its metadata, which :func:`popprof.diff` uses directly.
+metric values in its metadata, which :func:`popprof.compare` uses directly.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..profile import Profile
+from ..model.profile import Profile
 
 FORMAT = "baseline"
 TAG = b'"popprof-baseline"'
@@ -22,6 +22,6 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def read(path: Path, **_options: object) -> Profile:
     """Read a baseline file."""
-    from ..diff.baseline import read_baseline
+    from ..compare.baseline import read_baseline
 
     return read_baseline(path)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .. import __version__
-from ..atomic import atomic_path, refuse_overwriting_inputs
-from ..errors import InputError
-from ..profile import Profile
-from ..schema import TABLES
-from ..versioning import check_format
+from .._version import __version__
+from ..io.atomic import atomic_path, refuse_overwriting_inputs
+from ..io.versioning import check_format
+from ..model.errors import InputError
+from ..model.profile import Profile
+from ..model.schema import TABLES
 
 FORMAT = "bundle"
 MANIFEST = "manifest.json"

@@ -43,11 +43,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError
-from ..heap import gc_paused, release_free_memory
-from ..profile import Profile
-from ..progress import counted, reading
-from ..sources import source_metadata
+from ..io.heap import gc_paused, release_free_memory
+from ..io.progress import counted, reading
+from ..io.sources import source_metadata
+from ..model.errors import InputError
+from ..model.profile import Profile
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
 from . import chrome_trace_arrow, guard_json, open_binary, open_json

@@ -50,7 +50,7 @@ _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 _FAST_PHASES = pa.array(["X", "s", "t", "f"])
 #: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
-#: reader's own arrays, and :func:`popprof.heap.release_free_memory` can give it back
+#: reader's own arrays, and :func:`popprof.io.heap.release_free_memory` can give it back
 _POOL = pa.system_memory_pool()
 
 

@@ -3,7 +3,7 @@
 The reader parses and validates everything up front (bad input still fails at read time, warnings
 are still given at read time); only the construction of the pandas tables, which costs several
 milliseconds per table, waits until something asks for a table or the metadata. After that the
-object behaves exactly as a :class:`~popprof.profile.Profile` built eagerly.
+object behaves exactly as a :class:`~popprof.model.profile.Profile` built eagerly.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
 
 Build = Callable[[], tuple[Mapping[str, pd.DataFrame], Mapping[str, object]]]
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError
-from ..profile import Profile
-from ..schema import conform
-from ..sources import source_metadata
+from ..io.sources import source_metadata
+from ..model.errors import InputError
+from ..model.profile import Profile
+from ..model.schema import conform
 from . import HEAD_BYTES, textload
 
 FORMAT = "oom_log"

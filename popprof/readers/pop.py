@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import progress as _progress
-from ..errors import InputError, PopprofError, SdkMissingError, UsageError
-from ..profile import Profile
-from ..schema import category_of_program_type
-from ..sources import source_metadata
+from ..io import progress as _progress
+from ..io.sources import source_metadata
+from ..model.errors import InputError, PopprofError, SdkMissingError, UsageError
+from ..model.profile import Profile
+from ..model.schema import category_of_program_type
 from .arch import infer_arch
 
 FORMAT = "pop"

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, SdkMissingError
-from ..profile import Profile
-from ..sources import source_metadata
+from ..io.sources import source_metadata
+from ..model.errors import InputError, SdkMissingError
+from ..model.profile import Profile
 from ..trace import frame
 
 FORMAT = "pvti"

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from ..errors import InputError
-from ..profile import Profile
-from ..progress import progress
-from ..sources import source_metadata
+from ..io.progress import progress
+from ..io.sources import source_metadata
+from ..model.errors import InputError
+from ..model.profile import Profile
 from . import chrome_trace, read_head, read_path
 
 FORMAT = "chrome_trace"

@@ -25,11 +25,11 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..errors import InputError
-from ..profile import Profile
-from ..progress import reading
-from ..schema import category_of_program_type
-from ..sources import source_metadata
+from ..io.progress import reading
+from ..io.sources import source_metadata
+from ..model.errors import InputError
+from ..model.profile import Profile
+from ..model.schema import category_of_program_type
 from . import GZIP_MAGIC, open_binary, open_json
 from .arch import infer_arch
 

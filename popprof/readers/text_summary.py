@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..profile import Profile
-from ..schema import PROGRAM_TYPE_CATEGORY, conform
-from ..sources import source_metadata
+from ..io.sources import source_metadata
+from ..model.errors import InputError
+from ..model.profile import Profile
+from ..model.schema import PROGRAM_TYPE_CATEGORY, conform
 from . import HEAD_BYTES, oom_log, textload
 from . import text_execution as te
 from .arch import infer_arch

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..errors import UsageError
-from ..profile import NEEDS_HINT, Profile
+from ..model.errors import UsageError
+from ..model.profile import NEEDS_HINT, Profile
 
 #: What a rule needs, by table, where the profile module's hint does not fit a rule's alternatives.
 RULE_HINTS: dict[str, str] = {

@@ -22,10 +22,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..profile import Profile
+from ..model.profile import Profile
+from ..trace.intervals import category_mask, device_activities, rank_codes
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, pct
-from .intervals import category_mask, device_activities, rank_codes
 from .platform import platform_of
 
 #: Iteration markers written by the PyTorch profiler (``ProfilerStep#12``), as HTA reads them.

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import execution as ex
-from ..profile import Profile
+from ..model.profile import Profile
+from ..trace.intervals import DeviceActivity, category_mask, device_activities, window_sums
 from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import duration, num, pct, threshold_pct
-from .intervals import DeviceActivity, category_mask, device_activities, window_sums
 from .platform import platform_of
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).

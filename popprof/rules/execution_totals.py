@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import execution as ex
-from ..profile import Profile
+from ..model.profile import Profile
 from .base import RULES, Finding, NotEvaluated, band
 from .fmt import pct, threshold_pct
 

@@ -2,7 +2,7 @@
 
 Trace rules use ``events.device_category`` to tell device activity (set) from
 host events (missing). All interval work is vectorised (see
-:mod:`popprof.rules.intervals`).
+:mod:`popprof.trace.intervals`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import execution as ex
-from ..profile import Profile
-from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import duration, offset, pct, threshold_pct
-from .intervals import (
+from ..model.profile import Profile
+from ..trace.intervals import (
     DeviceActivity,
     HostEvents,
     category_mask,
@@ -27,6 +25,8 @@ from .intervals import (
     thread_labels,
     thread_names,
 )
+from .base import RULES, Finding, NotEvaluated, band, rule
+from .fmt import duration, offset, pct, threshold_pct
 from .platform import platform_of
 
 

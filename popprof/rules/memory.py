@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..metrics import memory as mm
-from ..profile import Profile
+from ..model.profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .fmt import nbytes, num, pct, threshold_pct
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..profile import Profile
+from ..model.profile import Profile
 
 #: Channels (Chrome ``cat``) of device work recorded by GPU profilers.
 GPU_CHANNELS: frozenset[str] = frozenset(

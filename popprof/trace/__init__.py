@@ -4,6 +4,6 @@
   (compute, exchange, host_io, sync, other), through an overridable regex mapping;
 - :mod:`popprof.trace.nesting`: ``parent_id`` / ``depth`` from time containment (vectorised);
 - :mod:`popprof.trace.timeline`: any Profile as Chrome trace JSON (Perfetto, chrome://tracing);
-- :mod:`popprof.trace.summary`: busiest threads, top names by total and self time, span;
-- :mod:`popprof.trace.synth`: synthetic PyTorch-profiler-like traces for fixtures and benchmarks.
+- :mod:`popprof.metrics.trace_summary`: busiest threads, top names by total and self time, span;
+- :mod:`popprof.testing.trace_synth`: synthetic PyTorch-profiler-like traces for fixtures and benchmarks.
 """

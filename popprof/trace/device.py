@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import UsageError
+from ..model.errors import UsageError
 
 #: Device-activity categories (the step categories, without ``global_exchange``,
 #: which host-side traces cannot tell apart from exchange).

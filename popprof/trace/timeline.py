@@ -33,8 +33,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from ..atomic import atomic_path
-from ..profile import Profile
+from ..io.atomic import atomic_path
+from ..model.profile import Profile
 
 #: Colour names understood by chrome://tracing, per category.
 CATEGORY_COLOURS: dict[str, str] = {

@@ -1,7 +1,7 @@
 """Storage writer for the pva test double's ``profile.pop`` (the double's own format, NOT Poplar's).
 
-:func:`write_pop` turns a popprof :class:`~popprof.profile.Profile` (normally one
-made by :mod:`popprof.synth`) into a NumPy ``.npz`` archive named ``profile.pop``
+:func:`write_pop` turns a popprof :class:`~popprof.model.profile.Profile` (normally one
+made by :mod:`popprof.testing.synth`) into a NumPy ``.npz`` archive named ``profile.pop``
 that ``pva.openReport`` of the double (``pva/report.py``) reads lazily.
 :func:`write_debug` writes the double's ``debug.cbor`` (JSON, shared by the
 engines of a run directory, keyed by engine name).

@@ -1,0 +1,312 @@
+"""Bounded reading for every reader: input-file checks, decompression caps, JSON depth and string caps.
+
+Readers open files through :func:`popprof.readers.open_binary` (gzip-bomb guard)
+or :func:`popprof.readers.open_json` (plus a JSON guard), and read whole text
+through :func:`read_limited`. All checks are linear in the bytes read and keep
+no more than one chunk; when a limit is exceeded they raise
+:class:`~popprof.io.limits.LimitExceeded` (one line, exit code 2). See docs/limits.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..model.errors import InputError
+from . import limits
+from .limits import LimitExceeded
+
+_QUOTE, _BACKSLASH, _NEWLINE = 34, 92, 10
+#: Bytes a guard checks at a time (and so the most read past a limit before it is noticed).
+CHUNK_BYTES = 1 << 20
+#: +1 for ``[`` and ``{``, -1 for ``]`` and ``}``, 0 for every other byte.
+_BRACKETS = np.zeros(256, dtype=np.int8)
+_BRACKETS[[ord("["), ord("{")]] = 1
+_BRACKETS[[ord("]"), ord("}")]] = -1
+#: every byte but the quote and the four brackets (deleted to reduce a chunk to its structure)
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
+
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_input_file(path: Path) -> os.stat_result:
+    """``stat`` of an input that must be a regular file or a directory; InputError for pipes, devices, sockets.
+
+    Reading a FIFO with no writer would block forever and a pipe can be read only
+    once, while detection reads a file more than once: such inputs are refused
+    before anything opens them.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(path, "no such file or directory") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
+    for test, kind in _KINDS:
+        if test(info.st_mode):
+            raise InputError(
+                path,
+                f"is {kind}, not a regular file",
+                "save the data to a file first (e.g. `cat ... > trace.json`) and pass that file",
+            )
+    return info
+
+
+class _Guard(io.RawIOBase):
+    """A raw stream over ``inner`` that runs ``check(chunk)`` on every chunk read."""
+
+    def __init__(self, inner: io.IOBase) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")[:CHUNK_BYTES]  # checked a chunk at a time, whatever was asked
+        n = self._inner.readinto(view)
+        if n:
+            self.check(view[:n])
+        return n or 0
+
+    def check(self, chunk: memoryview) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
+
+
+class TruncatedGzip(InputError):
+    """Gzip data cut off before its end marker. (Not an EOFError: click would turn that into "Aborted!".)"""
+
+
+class CorruptGzip(InputError):
+    """Gzip data that does not decompress."""
+
+
+class GzipGuard(_Guard):
+    """Counts decompressed bytes of a gzip stream; a decompression bomb ends in LimitExceeded.
+
+    Cut-off or corrupt gzip raises :class:`TruncatedGzip` / :class:`CorruptGzip`, which name the file.
+    """
+
+    def readinto(self, buffer) -> int:
+        try:
+            return super().readinto(buffer)
+        except EOFError:
+            raise TruncatedGzip(
+                self.path,
+                "gzip data is truncated (it ends before its end-of-stream marker)",
+                "re-copy the file; it was cut off",
+            ) from None
+        except (zlib.error, gzip.BadGzipFile) as exc:
+            raise CorruptGzip(
+                self.path,
+                f"corrupt gzip data ({' '.join(str(exc).split())})",
+                "re-copy the file; it may be damaged",
+            ) from None
+
+    def __init__(self, inner: io.IOBase, path: Path, compressed_bytes: int) -> None:
+        super().__init__(inner)
+        self.path = path
+        self.compressed = max(1, compressed_bytes)
+        self.total = 0
+        self.max_bytes = limits.get("gzip-bytes")
+        self.max_ratio = limits.get("gzip-ratio")
+
+    def check(self, chunk: memoryview) -> None:
+        self.total += len(chunk)
+        if self.total > self.max_bytes:
+            raise LimitExceeded(
+                self.path, "gzip-bytes", f"gzip data that expands to more than {self.total:,} bytes"
+            )
+        if self.total > limits.GZIP_RATIO_FLOOR and self.total > self.max_ratio * self.compressed:
+            raise LimitExceeded(
+                self.path,
+                "gzip-ratio",
+                f"gzip data that expands {self.total // self.compressed}x ({self.total:,} bytes "
+                f"from {self.compressed:,}; a decompression bomb?)",
+            )
+
+
+class JsonGuard(_Guard):
+    """Tracks JSON nesting depth and the length of the string being read, across chunks, in numpy.
+
+    It does not validate JSON: it only counts brackets outside strings and the bytes
+    between unescaped quotes, so that a parser downstream never sees nesting deeper
+    than ``json-depth`` nor a string longer than ``string-bytes``.
+    """
+
+    def __init__(self, inner: io.IOBase, path: Path) -> None:
+        super().__init__(inner)
+        self.path = path
+        self.max_depth = limits.get("json-depth")
+        self.max_string = limits.get("string-bytes")
+        self.depth = 0
+        self.in_string = False
+        self.string_open = 0  # bytes of the string open at the end of the last chunk
+        self.backslashes = 0  # backslashes ending the last chunk (inside a string)
+
+    def check(self, chunk: memoryview) -> None:
+        raw = chunk.tobytes()
+        if self.backslashes or len(raw) >= self.max_string or b"\\" in raw:
+            self._check_exact(np.frombuffer(raw, dtype=np.uint8))
+        else:
+            self._check_plain(raw)
+
+    def _check_exact(self, data: np.ndarray) -> None:
+        quotes = self._real_quotes(data)
+        self._check_strings(quotes, len(data))
+        self._check_depth(data, quotes)
+        self.in_string ^= bool(len(quotes) % 2)
+
+    def _check_plain(self, raw: bytes) -> None:
+        """The same checks for a chunk without backslashes and shorter than ``string-bytes`` (most chunks).
+
+        Every quote is real, and no string that starts and ends inside the chunk can reach the
+        limit, so only the string left open from the last chunk and the one left open at the
+        end need lengths (the first and last quote). Depth needs only the order of the quotes
+        and brackets: the chunk reduced to those bytes (in C) is several times shorter, and in
+        it the quotes before the bracket at index i of the brackets number (its index) - i.
+        """
+        size = len(raw)
+        marks = np.frombuffer(raw.translate(None, _NOT_STRUCTURAL), dtype=np.uint8)
+        brackets = np.flatnonzero(marks != _QUOTE)
+        quotes = len(marks) - len(brackets)
+        if self.in_string:
+            self.string_open = self.string_open + (size if not quotes else raw.find(b'"'))
+            if self.string_open > self.max_string:
+                raise limits.string_too_long(self.path, self.string_open)
+        if quotes:
+            ends_inside = self.in_string ^ bool(quotes % 2)
+            self.string_open = size - raw.rfind(b'"') if ends_inside else 0
+        if len(brackets):
+            # outside strings: an even number of quotes before it (odd when a string was open)
+            outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
+            self._descend(np.where(outside, _BRACKETS[marks[brackets]], 0))
+        self.in_string ^= bool(quotes % 2)
+
+    def _real_quotes(self, data: np.ndarray) -> np.ndarray:
+        """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
+        quotes = np.flatnonzero(data == _QUOTE)
+        slashes = np.flatnonzero(data == _BACKSLASH)
+        carry = self.backslashes
+        if len(slashes) and slashes[-1] == len(data) - 1:
+            run_start = _run_start(slashes, len(slashes) - 1)
+            self.backslashes = len(data) - run_start + (carry if run_start == 0 else 0)
+        else:
+            self.backslashes = 0
+        if not len(quotes) or (not len(slashes) and not carry):
+            return quotes
+        # the backslash run ending right before each quote: its length, via the runs of consecutive positions
+        breaks = np.flatnonzero(np.diff(slashes) != 1) + 1 if len(slashes) else np.zeros(0, dtype=np.int64)
+        starts = slashes[np.concatenate(([0], breaks))] if len(slashes) else slashes
+        ends = slashes[np.concatenate((breaks - 1, [len(slashes) - 1]))] if len(slashes) else slashes
+        run = np.zeros(len(quotes), dtype=np.int64)
+        if len(slashes):
+            which = np.searchsorted(ends, quotes - 1)
+            found = which < len(ends)
+            hit = np.zeros(len(quotes), dtype=bool)
+            hit[found] = ends[which[found]] == quotes[found] - 1
+            run[hit] = quotes[hit] - starts[which[hit]]
+        from_start = np.where(run == quotes)[0]  # runs that reach the chunk's start continue the last chunk's
+        run[from_start] += carry
+        return quotes[run % 2 == 0]
+
+    def _check_strings(self, quotes: np.ndarray, size: int) -> None:
+        longest = 0
+        if self.in_string:
+            if not len(quotes):
+                self.string_open += size
+                longest = self.string_open
+            else:
+                longest = self.string_open + int(quotes[0])
+        first_open = 1 if self.in_string else 0
+        opens = quotes[first_open::2]
+        closes = quotes[first_open + 1 :: 2]
+        if len(closes):
+            longest = max(longest, int((closes - opens[: len(closes)]).max()))
+        if len(opens) > len(closes):
+            self.string_open = size - int(opens[-1])
+            longest = max(longest, self.string_open)
+        elif len(quotes):
+            self.string_open = 0
+        if longest > self.max_string:
+            raise limits.string_too_long(self.path, longest)
+
+    def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
+        # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
+        where = np.flatnonzero((data & 0xD9) == 0x59)
+        delta = _BRACKETS[data[where]]
+        where = where[delta != 0]
+        if not len(where):
+            return
+        delta = delta[delta != 0]
+        inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
+        self._descend(delta[~inside])
+
+    def _descend(self, steps: np.ndarray) -> None:
+        """Follow the depth through the bracket steps (+1 / -1) of a chunk, outside strings, in order."""
+        if not len(steps):
+            return
+        path = np.cumsum(steps, dtype=np.int64)
+        path += self.depth
+        if int(path.max()) > self.max_depth:
+            raise LimitExceeded(
+                self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep"
+            )
+        self.depth = int(path[-1])
+
+
+def _run_start(slashes: np.ndarray, last: int) -> int:
+    """Start of the run of consecutive positions in ``slashes`` that ends at index ``last``."""
+    gaps = np.flatnonzero(np.diff(slashes[: last + 1]) != 1)
+    return int(slashes[gaps[-1] + 1]) if len(gaps) else int(slashes[0])
+
+
+def buffered(raw: io.RawIOBase, size: int = 1 << 16) -> io.BufferedReader:
+    """A buffered reader over a guard."""
+    return io.BufferedReader(raw, size)
+
+
+def read_limited(handle: io.IOBase, path: Path, name: str = "text-bytes", *, truncate: bool = False) -> bytes:
+    """Read ``handle`` whole, but never more than limit ``name`` (default ``text-bytes``).
+
+    Past the limit: LimitExceeded, or with ``truncate`` the first ``limit`` bytes.
+    """
+    cap = limits.get(name)
+    data = bytearray()
+    while len(data) <= cap and (block := handle.read(min(CHUNK_BYTES, cap + 1 - len(data)))):
+        data += block
+    if len(data) > cap:
+        if truncate:
+            return bytes(data[:cap])
+        raise LimitExceeded(path, name, f"the input (more than {cap:,} bytes)")
+    return bytes(data)
+
+
+def check_line_lengths(data: bytes, path: Path) -> None:
+    """LimitExceeded when a line of ``data`` is longer than ``line-bytes``."""
+    cap = limits.get("line-bytes")
+    if len(data) <= cap:
+        return
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+    bounds = np.concatenate(([-1], ends, [len(data)]))
+    longest = int(np.diff(bounds).max()) - 1
+    if longest > cap:
+        line = int(np.argmax(np.diff(bounds))) + 1
+        raise LimitExceeded(path, "line-bytes", f"line {line:,} ({longest:,} bytes)")

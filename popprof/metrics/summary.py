@@ -1,0 +1,364 @@
+"""The summary of a profile: target, memory, execution and trace figures, as plain data.
+
+:func:`summarise` returns a dict (JSON-ready); :func:`render_text` turns it
+into the terminal view. Figures come from the shared metric registry, so the
+summary agrees with diff, gate and baselines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pandas as pd
+
+from ..model.profile import Profile
+from ..model.readproblems import problems
+from ..model.schema import STEP_CATEGORIES
+from . import compute
+from .execution import ipu_count
+
+TOP_PROGRAMS = 10
+
+
+def target_section(profile: Profile) -> dict | None:
+    """Target figures (None when the profile has no target table)."""
+    if not profile.has("target"):
+        return None
+    row = profile.target.iloc[0]
+    return {k: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)) for k, v in row.items()}
+
+
+def memory_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict | None:
+    """Memory totals, the fullest tile and its headroom, tiles out of memory, liveness.
+
+    ``metrics``: the profile's computed metrics, when the caller has them already.
+    """
+    m = compute(profile) if metrics is None else metrics
+    keys = {
+        "total_incl_gaps_bytes": "memory.total_incl_gaps_bytes",
+        "total_excl_gaps_bytes": "memory.total_excl_gaps_bytes",
+        "gap_share": "memory.gap_share",
+        "capacity_bytes_per_tile": None,
+        "max_tile": "memory.max_tile_index",
+        "max_tile_incl_gaps_bytes": "memory.max_tile_incl_gaps_bytes",
+        "max_tile_headroom_bytes": "memory.max_tile_headroom_bytes",
+        "max_tile_utilisation": "memory.max_tile_utilisation",
+        "tiles_out_of_memory": "memory.tiles_out_of_memory",
+        "always_live_bytes": "memory.always_live_bytes",
+        "peak_not_always_live_bytes": "memory.peak_not_always_live_bytes",
+        "peak_liveness_bytes": "memory.peak_liveness_bytes",
+        "peak_liveness_step": "memory.peak_liveness_step",
+    }
+    section = {k: (m.get(v) if v else None) for k, v in keys.items()}
+    cap = profile.target_value("bytes_per_tile")
+    section["capacity_bytes_per_tile"] = None if cap is None else int(cap)
+    for k in ("max_tile", "tiles_out_of_memory", "peak_liveness_step"):
+        if section[k] is not None:
+            section[k] = int(section[k])
+    if profile.has("liveness") and section["peak_liveness_step"] is not None:
+        live = profile.liveness
+        section["peak_liveness_program"] = str(
+            live.loc[live["step"] == section["peak_liveness_step"], "program"].iloc[0]
+        )
+    oom = profile.get("out_of_memory")
+    if oom is not None and not oom.empty:
+
+        def whole(value: object) -> int | None:
+            return None if pd.isna(value) else int(value)
+
+        section["out_of_memory"] = [
+            {
+                "compilation": int(c),
+                "tile": whole(t),
+                "bytes_used": whole(u),
+                "capacity_bytes": whole(cap),
+                "over_bytes": whole(o),
+                "reason": None if pd.isna(r) else str(r),
+                "profile_path": None if pd.isna(pp) else str(pp),
+            }
+            for c, t, u, cap, o, r, pp in zip(
+                oom["compilation"],
+                oom["tile"],
+                oom["bytes_used"],
+                oom["capacity_bytes"],
+                oom["over_bytes"],
+                oom["reason"],
+                oom["profile_path"],
+                strict=True,
+            )
+        ]
+    if all(v is None for v in section.values()):
+        return None
+    return section
+
+
+def execution_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict | None:
+    """Cycles by category with shares, and the top programs by cycles (needs an execution profile).
+
+    ``metrics``: the profile's computed metrics, when the caller has them already.
+    """
+    if not profile.has("steps"):
+        return execution_totals_section(profile, metrics) if profile.has("execution_totals") else None
+    m = compute(profile) if metrics is None else metrics
+    steps = profile.steps
+    by_cat = {
+        cat: {"cycles": m.get(f"execution.cycles.{cat}"), "share": m.get(f"execution.share.{cat}")}
+        for cat in STEP_CATEGORIES
+    }
+    grouped = steps.groupby("program", observed=True)
+    top = (
+        grouped.agg(steps=("step", "nunique"), category=("category", "first"))
+        .assign(cycles=grouped["cycles"].sum(min_count=1))  # NA when no step of it has known cycles
+        .sort_values("cycles", ascending=False, na_position="last")
+        .head(TOP_PROGRAMS)
+    )
+    total = float(steps["cycles"].sum()) or 1.0
+    return {
+        "total_cycles": m.get("execution.total_cycles"),
+        "total_time_us": m.get("execution.total_time_us"),
+        "runs": m.get("execution.run_count"),
+        "steps": m.get("execution.step_count"),
+        "ipus": ipu_count(profile),
+        "by_category": by_cat,
+        "top_programs": [
+            {
+                "program": str(name),
+                "category": str(row["category"]),
+                "cycles": None if pd.isna(row["cycles"]) else int(row["cycles"]),
+                "share": None if pd.isna(row["cycles"]) else float(row["cycles"]) / total,
+                "steps": int(row["steps"]),
+            }
+            for name, row in top.iterrows()
+        ],
+    }
+
+
+TOP_VERTEX_TYPES = 10
+
+
+def execution_totals_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict:
+    """A text summary's Execution section: total cycles and time, each category's cycles and share of
+    the total (None where the summary printed no number), and the vertex types with the most cycles."""
+    m = compute(profile) if metrics is None else metrics
+    totals = profile.execution_totals
+    by_cat: dict[str, dict] = {}
+    for row in totals.itertuples(index=False):
+        cat = str(row.category)
+        if cat == "total" or cat in by_cat:
+            continue
+        by_cat[cat] = {
+            "basis": str(row.basis),
+            "cycles": None if pd.isna(row.cycles) else float(row.cycles),
+            "share": m.get(f"execution.summary_share.{cat}"),
+            "estimated": bool(row.estimated) if pd.notna(row.estimated) else False,
+            "label": row.label,
+        }
+    out: dict = {
+        "source": "summary",
+        "total_cycles": m.get("execution.total_cycles"),
+        "total_time_us": m.get("execution.total_time_us"),
+        "exchange_share": m.get("execution.exchange_and_sync_share"),
+        "by_category": by_cat,
+    }
+    programs = profile.meta.get("text_summary.programs_executed")
+    if programs:
+        out["programs_executed"] = json.loads(programs)
+    vertices = profile.get("vertex_cycles")
+    if vertices is not None and not vertices.empty:
+        top = vertices.sort_values("cycles", ascending=False, kind="stable", na_position="last").head(
+            TOP_VERTEX_TYPES
+        )
+        out["top_vertex_types"] = [
+            {
+                "vertex_type": str(t),
+                "instances": None if pd.isna(n) else int(n),
+                "cycles": None if pd.isna(c) else int(c),
+            }
+            for t, n, c in zip(top["vertex_type"], top["instances"], top["cycles"], strict=True)
+        ]
+    return out
+
+
+def trace_section(profile: Profile) -> dict | None:
+    """Trace figures (busiest threads, top events, span) when the profile holds events."""
+    if not profile.has("events"):
+        return None
+    try:
+        from .trace_summary import trace_summary
+    except ImportError:
+        return None
+    return trace_summary(profile)
+
+
+def devices_section(profile: Profile) -> list | None:
+    """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
+    if profile.has("events") or not profile.has("steps"):
+        return None
+    from .devices import device_breakdown
+    from .trace_summary import _frame_records
+
+    frame = device_breakdown(profile)
+    return _frame_records(frame) if not frame.empty else None
+
+
+#: Sections in display order: (key, function).
+SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
+    ("target", target_section),
+    ("memory", memory_section),
+    ("execution", execution_section),
+    ("devices", devices_section),
+    ("trace", trace_section),
+]
+
+
+def summarise(profile: Profile) -> dict:
+    """The summary of ``profile`` as a JSON-ready dict (sections absent from the source are omitted)."""
+    out: dict = {"profile": profile.name, "source": profile.source, "source_format": profile.source_format}
+    metrics = compute(profile)  # once, shared by the sections that read metrics
+    for key, func in SECTIONS:
+        section = func(profile, metrics) if func in (memory_section, execution_section) else func(profile)
+        if section is not None:
+            out[key] = section
+    missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
+    out["absent_tables"] = missing
+    read_problems = problems(profile)
+    if read_problems:  # what the reader worked around; kept in a bundle's metadata too
+        out["read_problems"] = read_problems
+    return out
+
+
+# -- text rendering ---------------------------------------------------------
+
+
+def _b(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    value = float(value)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            return f"{value:,.0f} B ({value / size:,.1f} {unit})"
+    return f"{value:,.0f} B"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f} %"
+
+
+def _n(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def render_text(summary: dict) -> str:
+    """The summary as terminal text (plain; the CLI adds colour when on a terminal)."""
+    lines = [f"Profile {summary['profile']} ({summary['source_format']})"]
+    t = summary.get("target")
+    if t and any(t.get(k) is not None for k in ("num_ipus", "num_tiles", "bytes_per_tile", "clock_hz")):
+        clock = f"{t['clock_hz'] / 1e6:,.0f} MHz" if t.get("clock_hz") else "n/a"
+        lines += [
+            "",
+            "Target",
+            f"  {t.get('ipu_arch') or 'IPU'} x {_n(t.get('num_ipus'))}: {_n(t.get('num_tiles'))} tiles "
+            f"({_n(t.get('tiles_per_ipu'))} per IPU), {_b(t.get('bytes_per_tile'))} per tile, clock {clock}",
+        ]
+        if t.get("poplar_version"):
+            lines.append(f"  Poplar {t['poplar_version']}")
+    m = summary.get("memory")
+    if m:
+        lines += [
+            "",
+            "Memory",
+            f"  total including gaps   {_b(m['total_incl_gaps_bytes'])}",
+            f"  total excluding gaps   {_b(m['total_excl_gaps_bytes'])}   (gaps {_pct(m['gap_share'])})",
+        ]
+        tile = "" if m.get("max_tile") is None else f" on tile {m['max_tile']:,}"
+        lines.append(
+            f"  fullest tile           {_b(m['max_tile_incl_gaps_bytes'])}{tile}"
+            f" = {_pct(m['max_tile_utilisation'])} of capacity"
+        )
+        lines.append(f"  headroom               {_b(m['max_tile_headroom_bytes'])}")
+        lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
+        for row in (m.get("out_of_memory") or [])[:20]:
+            if row["tile"] is None or row["bytes_used"] is None:
+                saved = f" (profile saved to {row['profile_path']})" if row.get("profile_path") else ""
+                lines.append(
+                    f"    compilation {row['compilation']}: {row.get('reason') or 'no tile named'}{saved}"
+                )
+                continue
+            lines.append(
+                f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
+                f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})"
+            )
+        if m.get("peak_liveness_bytes") is not None:
+            lines.append(f"  always-live            {_b(m['always_live_bytes'])}")
+            program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""
+            lines.append(
+                f"  peak liveness          {_b(m['peak_liveness_bytes'])} at step "
+                f"{m['peak_liveness_step']:,}{program}"
+            )
+    e = summary.get("execution")
+    if e and e.get("source") == "summary":
+        lines += _render_execution_totals(e)
+    elif e:
+        time = "" if e.get("total_time_us") is None else f" = {e['total_time_us'] / 1e3:,.3f} ms"
+        lines += [
+            "",
+            "Execution",
+            f"  {_n(e['runs'])} runs, {_n(e['steps'])} steps on {e['ipus']} IPU(s); "
+            f"busiest IPU {_n(e['total_cycles'])} cycles{time}",
+            "  cycles by category (summed over IPUs):",
+        ]
+        for cat, row in e["by_category"].items():
+            if row["cycles"]:
+                lines.append(f"    {cat:<16} {_n(row['cycles']):>16}  {_pct(row['share']):>8}")
+        lines.append("  top programs:")
+        for p in e["top_programs"]:
+            lines.append(
+                f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}"
+            )
+    if summary.get("devices"):
+        from .trace_summary import render_device_table
+
+        lines += render_device_table(summary["devices"])
+    tr = summary.get("trace")
+    if tr:
+        from .trace_summary import render_trace_text
+
+        lines += render_trace_text(tr)
+    absent = summary.get("absent_tables") or []
+    if absent:
+        lines += ["", "Not in this source: " + ", ".join(absent)]
+    if summary.get("read_problems"):
+        lines += ["", "Read with problems", *(f"  {text}" for text in summary["read_problems"].values())]
+    return "\n".join(lines)
+
+
+def _render_execution_totals(e: dict) -> list[str]:
+    time = "" if e.get("total_time_us") is None else f" (approx {e['total_time_us'] / 1e3:,.3f} ms)"
+    lines = ["", "Execution (from the summary)", f"  total cycles           {_n(e['total_cycles'])}{time}"]
+    if e.get("programs_executed"):
+        lines.append("  programs executed      " + ", ".join(e["programs_executed"]))
+    lines.append("  cycles by category (share of total cycles):")
+    for cat, row in e["by_category"].items():
+        cycles = (
+            "not printed"
+            if row["cycles"] is None
+            else (f"{row['cycles']:,.1f}" if row["basis"] == "tile_average" else _n(row["cycles"]))
+        )
+        basis = " tile average" if row["basis"] == "tile_average" else ""
+        flag = "  (estimated)" if row["estimated"] else ""
+        lines.append(f"    {cat:<22} {cycles:>16}  {_pct(row['share']):>8}{basis}{flag}")
+    lines.append(f"  exchange + sync share  {_pct(e.get('exchange_share'))}")
+    if e.get("top_vertex_types"):
+        lines.append("  top vertex types:")
+        for v in e["top_vertex_types"]:
+            lines.append(f"    {_n(v['cycles']):>14}  {_n(v['instances']):>10} instances  {v['vertex_type']}")
+    return lines
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

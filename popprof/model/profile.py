@@ -1,0 +1,174 @@
+"""The Profile: named tables with one schema, plus metadata.
+
+Readers are the only code that knows a file format; each returns a
+:class:`Profile`. Everything else reads only its tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
+
+import pandas as pd
+
+from .errors import MissingTableError
+from .schema import TABLES, conform
+
+T = TypeVar("T")
+
+#: What to say when a table is absent, by table.
+NEEDS_HINT: dict[str, str] = {
+    "steps": "needs an execution profile (run with autoReport.all or autoReport.outputExecutionProfile)",
+    "runs": "needs an execution profile",
+    "tiles": "needs per-tile memory (a profile.pop, an SDK 1.x JSON profile or a bundle of one)",
+    "tile_memory": "needs per-tile memory by category",
+    "liveness": "needs liveness information (a profile.pop or a bundle of one)",
+    "operations": "needs debug information (open profile.pop with its debug.cbor)",
+    "events": "needs a trace (.pvti or Chrome trace JSON)",
+    "threads": "needs a trace (.pvti or Chrome trace JSON)",
+    "counters": "needs a trace with counters",
+    "step_tile_cycles": "needs per-tile cycles (read with tile_cycles=True)",
+    "execution_totals": "needs a Poplar text summary with an Execution section",
+    "vertex_cycles": "needs a Poplar text summary with 'Cycles by vertex type'",
+    "out_of_memory": "needs Poplar's out-of-memory messages (a failed compilation's log)",
+}
+
+
+class Profile:
+    """A profile as tables. Access tables as attributes (``profile.tiles``) or with ``profile[name]``.
+
+    ``name`` is the engine or file stem; ``source`` the path it came from.
+    Tables that the source cannot fill are absent: :meth:`has` tells, and
+    accessing one raises :class:`~popprof.model.errors.MissingTableError` saying
+    what would be needed.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tables: Mapping[str, pd.DataFrame | dict],
+        *,
+        source: str = "",
+        metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        self.name = name
+        self.source = source
+        self._tables: dict[str, pd.DataFrame] = {}
+        self._cache: dict[str, object] = {}
+        for table, frame in tables.items():
+            if frame is None:
+                continue
+            self._tables[table] = conform(table, frame)
+        if metadata:
+            self.update_metadata(metadata)
+
+    # -- tables ---------------------------------------------------------
+    @property
+    def table_names(self) -> list[str]:
+        """Names of the tables present, in schema order."""
+        return [t for t in TABLES if t in self._tables]
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables present, by name (a new dict; the frames are shared)."""
+        return {t: self._tables[t] for t in self.table_names}
+
+    def has(self, *names: str) -> bool:
+        """True when every named table is present and has at least one row."""
+        return all(n in self._tables and len(self._tables[n]) > 0 for n in names)
+
+    def missing(self, names: Iterable[str]) -> list[str]:
+        """The named tables that are absent or empty."""
+        return [n for n in names if not self.has(n)]
+
+    def table(self, name: str) -> pd.DataFrame:
+        """Return a table, or raise :class:`MissingTableError` naming what it needs."""
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        try:
+            return self._tables[name]
+        except KeyError:
+            raise MissingTableError(name, self.name, NEEDS_HINT.get(name, "")) from None
+
+    def get(self, name: str) -> pd.DataFrame | None:
+        """Return a table or ``None`` when absent."""
+        return self._tables.get(name)
+
+    def cached(self, key: str, compute: Callable[[], T]) -> T:
+        """Memoise a value derived from the tables.
+
+        The cache is cleared when a table is replaced and around each
+        :func:`popprof.metrics.compute` call (tables can be changed in place).
+        """
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]  # type: ignore[return-value]
+
+    def set_table(self, name: str, frame: pd.DataFrame | dict | None) -> None:
+        """Add or replace a table (conformed to the schema); ``None`` removes it."""
+        self._cache.clear()
+        if frame is None:
+            self._tables.pop(name, None)
+        else:
+            self._tables[name] = conform(name, frame)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.table(name)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        if name.startswith("_") or name not in TABLES:
+            raise AttributeError(name)
+        return self.table(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tables
+
+    # -- metadata -------------------------------------------------------
+    @property
+    def meta(self) -> dict[str, str]:
+        """The metadata table as a dict (key -> value)."""
+        frame = self._tables.get("metadata")
+        if frame is None:
+            return {}
+        return dict(zip(frame["key"].tolist(), frame["value"].tolist(), strict=True))
+
+    def update_metadata(self, items: Mapping[str, object]) -> None:
+        """Set metadata keys (values are stored as strings)."""
+        merged = self.meta
+        merged.update({str(k): "" if v is None else str(v) for k, v in items.items()})
+        self._cache.clear()
+        self._tables["metadata"] = conform(
+            "metadata", pd.DataFrame({"key": list(merged), "value": list(merged.values())})
+        )
+
+    # -- target convenience ---------------------------------------------
+    def target_value(self, column: str, default: object = None) -> object:
+        """One value of the single-row target table, or ``default`` when unknown."""
+        frame = self._tables.get("target")
+        if frame is None or frame.empty or column not in frame.columns:
+            return default
+        value = frame[column].iloc[0]
+        return default if pd.isna(value) else value
+
+    @property
+    def source_format(self) -> str:
+        return str(self.target_value("source_format", self.meta.get("source_format", "unknown")))
+
+    def copy(self, name: str | None = None) -> Profile:
+        """A shallow copy (tables are copied lazily by pandas copy-on-write)."""
+        return Profile(name or self.name, {k: v.copy() for k, v in self._tables.items()}, source=self.source)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{t}[{len(self._tables[t]):,}]" for t in self.table_names)
+        return f"<Profile {self.name!r} ({self.source_format}): {parts}>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td><code>{t}</code></td><td style='text-align:right'>{len(f):,}</td>"
+            f"<td>{', '.join(map(str, f.columns))}</td></tr>"
+            for t, f in self.tables.items()
+        )
+        return (
+            f"<div><b>Profile</b> <code>{self.name}</code> ({self.source_format})"
+            f"<table><tr><th>table</th><th>rows</th><th>columns</th></tr>{rows}</table></div>"
+        )

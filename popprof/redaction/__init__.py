@@ -1,0 +1,314 @@
+"""Redaction: make a profile safe to share, and prove it with a leak scan.
+
+``redact(source, out)`` reads a bundle (or anything ``popprof.open`` reads), a
+Chrome trace JSON (``.json`` / ``.json.gz``) or a Poplar text summary and writes
+an output of the same kind in which identifiers are keyed pseudonyms, free text
+is scrubbed and public vocabulary stays readable. The leak scan then reads the
+output back and looks for every original it replaced and every sensitive
+pattern; on a leak nothing is written and the report says which kind leaked.
+See ``docs/redaction.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+import zlib
+from pathlib import Path
+
+from .._version import __version__
+from ..io.atomic import atomic_path, refuse_overwriting_inputs, write_text_atomic
+from ..model.errors import InputError, UsageError
+from .allowlist import Allowlist
+from .policy import Policy, build_policy
+from .pseudonym import KEY_ENV, key_fingerprint, load_key
+from .redactor import Redactor
+from .report import RedactionReport
+from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
+from .sensitive import derive
+
+
+class LeakError(Exception):
+    """Raised inside the atomic write when the leak scan fails, so nothing is written."""
+
+    def __init__(self, result: ScanResult) -> None:
+        super().__init__(result.summary())
+        self.result = result
+
+
+def input_kind(path: Path) -> str:
+    """``bundle`` (and any profile popprof.open reads), ``chrome`` or ``text_summary``."""
+    from ..io.bounded import check_input_file
+    from ..readers import read_head
+
+    check_input_file(path)  # missing, or a FIFO / device / socket: one line, never a blocking open
+    if path.is_dir():
+        return "bundle"
+
+    if path.stat().st_size == 0:
+        raise InputError(path, "the file is empty")
+    head = read_head(path)
+    from ..readers import chrome_trace, text_summary
+
+    if chrome_trace.sniff(path, head):
+        return "chrome"
+    if text_summary.sniff(path, head):
+        return "text_summary"
+    return "bundle"
+
+
+def check_paths(source: Path, out: Path) -> None:
+    """Refuse an output that is the input, sits inside it, or contains it."""
+    refuse_overwriting_inputs(out, [source])
+
+
+def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) -> tuple[bytes, str]:
+    if key is not None:
+        return (key.encode("utf-8") if isinstance(key, str) else bytes(key)), "given"
+    return load_key(key_file)
+
+
+def redact(
+    source: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    key: bytes | str | None = None,
+    policy: Policy | None = None,
+    mapping_out: str | os.PathLike[str] | None = None,
+    scan: bool = True,
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    report_out: str | os.PathLike[str] | None = None,
+    allowlist: Allowlist | None = None,
+) -> RedactionReport:
+    """Redact ``source`` into ``out`` (same kind as the input; a bundle for profile inputs).
+
+    ``key``: bytes or text; default from ``key_file``, else ``$POPPROF_REDACT_KEY``, else a
+    random key per run (the output is then unlinkable to any other). With ``scan`` (the
+    default) the output is leak-scanned before it is put in place; on a leak nothing is
+    written and the report's ``scan["passed"]`` is false. ``mapping_out`` writes the
+    pseudonym -> original map (sensitive: keep it private).
+    """
+    source, out = Path(source), Path(out)
+    kind = input_kind(source)
+    check_paths(source, out)
+    for extra, what in ((mapping_out, "--mapping-out"), (report_out, "--report")):
+        if extra is not None:
+            check_paths(source, Path(extra))
+            if Path(extra).resolve() == out.resolve() or out.resolve() in Path(extra).resolve().parents:
+                raise UsageError(f"{what} must not be the output or sit inside it")
+    key_bytes, key_source = _as_key(key, key_file)
+    policy = policy or build_policy()
+    redactor = Redactor(key_bytes, policy, allowlist)
+    started = time.perf_counter()
+    scan_result: ScanResult | None = None
+    bytes_in = bytes_out = 0
+    try:
+        if kind == "chrome":
+            bytes_in, bytes_out, scan_result = _redact_chrome(source, out, redactor, scan)
+        elif kind == "text_summary":
+            bytes_in, bytes_out, scan_result = _redact_text(source, out, redactor, scan)
+        else:
+            bytes_in, bytes_out, scan_result = _redact_bundle(source, out, redactor, scan)
+    except LeakError as exc:
+        scan_result = exc.result
+    report = RedactionReport(
+        input=f"<{kind} input>",
+        output=str(out),
+        input_kind=kind,
+        key_source=key_source,
+        tool_version=__version__,
+        policy=policy.describe(),
+        replaced=redactor.replaced_counts(),
+        kept_public=dict(redactor.kept),
+        dropped=list(redactor.dropped),
+        scan=None if scan_result is None else scan_result.to_dict(),
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        seconds=round(time.perf_counter() - started, 3),
+        key_fingerprint=redactor.key_fingerprint,
+    )
+    if report.passed and mapping_out is not None:
+        write_text_atomic(
+            mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False)
+        )
+    if report_out is not None:
+        report.write(report_out)
+    return report
+
+
+def _scanner(source: Path, kind: str, redactor: Redactor) -> Scanner:
+    """A scanner whose sensitive set is derived from the ORIGINAL alone (never from the redactor's
+    record of what it replaced); it shares only the public vocabulary and the keep patterns."""
+    return Scanner(derive(source, kind, redactor.allowlist, redactor.policy.keeps))
+
+
+def _finish_scan(source: Path, kind: str, redactor: Redactor, run) -> ScanResult:
+    scanner = _scanner(source, kind, redactor)
+    run(scanner)
+    if not scanner.result.passed:
+        raise LeakError(scanner.result)
+    return scanner.result
+
+
+def _redaction_record(redactor: Redactor) -> dict:
+    return {
+        "redacted": True,
+        "policy": redactor.policy.describe(),
+        "tool": "popprof",
+        "tool_version": __version__,
+        "pseudonyms": "HMAC-SHA-256, keyed",
+        "key_fingerprint": redactor.key_fingerprint,
+    }
+
+
+def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..readers import bundle as bundle_io
+    from ..readers import open_all
+    from .bundle import redact_profile, redact_sources
+
+    profiles = open_all(source)
+    single = len(profiles) == 1
+    result = None
+    with atomic_path(out, directory=True) as tmp:
+        for engine, profile in profiles.items():
+            redacted = redact_profile(profile, redactor)
+            try:
+                sources = json.loads(profile.meta.get("source_files", "[]"))
+            except ValueError:
+                sources = []
+            sources = redact_sources(sources if isinstance(sources, list) else [], redactor)
+            target = tmp if single else tmp / f"{redactor.identifier('profile', engine)}.popprof"
+            bundle_io.write(
+                redacted, target, redaction=_redaction_record(redactor), sources=sources, protect=[source]
+            )
+        if scan:
+            result = _finish_scan(source, "bundle", redactor, lambda s: scan_bundle(tmp, s))
+        size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+    return _size(source), size, result
+
+
+def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..io.heap import gc_paused, reuse_large_blocks
+    from .background import Derivation, OutputStrings
+    from .chrome import is_gzip
+
+    gz = is_gzip(source)
+    # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
+    # is derived from the original (its own read), and the output's strings are found in the bytes as
+    # they are written (its own cutting and tokenizing); they meet only when both are done
+    with reuse_large_blocks(), gc_paused():  # both inherited by the forked halves
+        sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
+        collector = OutputStrings() if scan else None
+        try:
+            return _redact_chrome_with(source, out, redactor, gz, sensitive, collector)
+        finally:
+            for helper in (sensitive, collector):
+                if helper is not None:
+                    helper.cancel()
+
+
+def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector):
+    from ..io.progress import progress
+    from .chrome import check_strings, locate_in_trace, redact_chrome, scan_chrome
+
+    result = None
+    with atomic_path(out) as tmp:
+        with progress("redacting trace", total=source.stat().st_size) as advance:
+            try:
+                bytes_in, bytes_out = redact_chrome(
+                    source, tmp, redactor, gz, advance, sink=None if collector is None else collector.feed
+                )
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise InputError(
+                    source, f"corrupt or truncated gzip data ({exc})", "re-copy the file; it may be truncated"
+                ) from None
+        if sensitive is not None:
+            strings = collector.close()
+            scanner = Scanner(sensitive.result())
+            if strings is None:  # the output scan's process failed: read the written file instead
+                scan_chrome(tmp, scanner, place=out.name)
+            else:
+                check_strings(strings, scanner, set(), out.name)
+            if not scanner.result.passed:
+                locate_in_trace(tmp, dict(scanner.hits), scanner.result)
+                raise LeakError(scanner.result)
+            result = scanner.result
+    return bytes_in, bytes_out, result
+
+
+def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
+    from ..readers import open_binary
+    from .text_summary import redact_text_summary
+
+    with open_binary(source) as handle:
+        data = handle.read()
+    text = data.decode("utf-8", "replace")
+    redacted = redact_text_summary(text, redactor).encode("utf-8")
+    result = None
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(redacted)
+        if scan:
+            result = _finish_scan(
+                source, "text_summary", redactor, lambda s: scan_text_file(tmp, s, out.name)
+            )
+    return len(data), len(redacted), result
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def scan(
+    path: str | os.PathLike[str], against: str | os.PathLike[str], policy: Policy | None = None
+) -> ScanResult:
+    """Leak-scan ``path`` (a redacted output) against ``against`` (its original), which is read
+    again on its own to derive what is sensitive; detectors also run on the output alone."""
+    path, against = Path(path), Path(against)
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    kind = input_kind(against)
+    policy = policy or build_policy()
+    if not path.is_dir() and input_kind(path) == "chrome":
+        return _scan_trace_against(path, against, kind, policy)
+    scanner = Scanner(derive(against, kind, Allowlist(), policy.keeps))
+    if path.is_dir():
+        return scan_bundle(path, scanner)
+    return scan_text_file(path, scanner)
+
+
+def _scan_trace_against(path: Path, against: Path, kind: str, policy: Policy) -> ScanResult:
+    """The output's strings are read here while a forked process derives the original's sensitive set."""
+    from ..io.heap import reuse_large_blocks
+    from .background import Derivation
+    from .chrome import check_strings, locate_in_trace, trace_strings
+
+    with reuse_large_blocks():
+        derivation = Derivation(against, kind, Allowlist(), policy.keeps)
+        try:
+            strings = trace_strings(path)
+            scanner = Scanner(derivation.result())
+        finally:
+            derivation.cancel()
+    check_strings(strings, scanner, set(), path.name)
+    if not scanner.result.passed:
+        locate_in_trace(path, dict(scanner.hits), scanner.result)
+    return scanner.result
+
+
+__all__ = [
+    "KEY_ENV",
+    "LeakError",
+    "Policy",
+    "RedactionReport",
+    "ScanResult",
+    "build_policy",
+    "check_paths",
+    "input_kind",
+    "key_fingerprint",
+    "redact",
+    "scan",
+]

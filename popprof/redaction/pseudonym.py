@@ -1,0 +1,141 @@
+"""Keyed pseudonyms: ``HMAC-SHA-256(key, kind + NUL + value)`` shortened to a readable ``var_3f9a2c1b07de``.
+
+The same key gives the same pseudonym for the same original (so two profiles
+redacted with one key still diff name by name); another key gives unrelated
+pseudonyms. The kind is part of the hashed message, so a variable and a
+program with the same name get unrelated pseudonyms.
+
+Collisions: the short form carries :data:`SHORT_HEX` hex digits (48 bits: with 100,000 names of one kind a collision has a chance of about 2 in 100,000).
+When two different originals of one kind meet the same short form within one
+run, the later one gets the long form (:data:`LONG_HEX` digits), so the
+redacted data never merges two names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+
+#: Identifier kind -> pseudonym prefix.
+PREFIXES: dict[str, str] = {
+    "var": "var",
+    "prog": "prog",
+    "cs": "cs",
+    "op": "op",
+    "evt": "evt",
+    "thr": "thr",
+    "proc": "proc",
+    "ctr": "ctr",
+    "ser": "ser",
+    "run": "run",
+    "chan": "chan",
+    "layer": "layer",
+    "vtx": "vtx",
+    "dbg": "dbg",
+    "file": "file",
+    "profile": "profile",
+    "arg": "arg",
+    "label": "label",
+    "key": "key",
+    # free-text kinds
+    "path": "path",
+    "user": "user",
+    "host": "host",
+    "email": "email",
+    "ip": "ip",
+    "url": "url",
+    "secret": "secret",
+    "token": "token",
+    "env": "env",
+}
+
+SHORT_HEX = 12
+LONG_HEX = 24
+KEY_ENV = "POPPROF_REDACT_KEY"
+
+
+def random_key() -> bytes:
+    """A fresh 32-byte random key (output redacted with it cannot be linked to any other)."""
+    return secrets.token_bytes(32)
+
+
+def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
+    """The redaction key and where it came from: ``("file" | "env" | "random")``.
+
+    A key file's bytes are used as they are (surrounding whitespace stripped);
+    the environment variable :data:`KEY_ENV` is used when no file is given.
+    """
+    if key_file is not None:
+        from ..model.errors import InputError
+
+        try:
+            data = open(key_file, "rb").read().strip()  # noqa: SIM115
+        except OSError as exc:
+            raise InputError(key_file, f"cannot read the key file ({exc.strerror or exc})") from None
+        if len(data) < 8:
+            raise InputError(
+                key_file,
+                "the key file holds fewer than 8 bytes",
+                "use a long random key, "
+                "e.g. `python -c 'import secrets; print(secrets.token_hex(32))' > key`",
+            )
+        return data, "file"
+    env = os.environ.get(KEY_ENV, "").strip()
+    if env:
+        return env.encode("utf-8"), "env"
+    return random_key(), "random"
+
+
+def key_fingerprint(key: bytes) -> str:
+    """A short public fingerprint of a redaction key (never the key): two outputs with different
+    fingerprints were made with different keys, so their pseudonyms do not correspond."""
+    return "hmac-sha256:" + hashlib.sha256(b"popprof redaction key fingerprint\0" + key).hexdigest()[:12]
+
+
+class Pseudonymizer:
+    """Maps (kind, original) to a stable keyed pseudonym and remembers every mapping made."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = bytes(key)
+        self.forward: dict[tuple[str, str], str] = {}
+        self._taken: dict[str, tuple[str, str]] = {}
+
+    def digest(self, kind: str, value: str) -> str:
+        """The full hex HMAC of ``value`` for ``kind``."""
+        msg = kind.encode("utf-8") + b"\0" + value.encode("utf-8", "surrogatepass")
+        return hmac.digest(self._key, msg, "sha256").hex()
+
+    def __call__(self, kind: str, value: str) -> str:
+        """The pseudonym of ``value`` (of identifier ``kind``)."""
+        item = (kind, value)
+        found = self.forward.get(item)
+        if found is not None:
+            return found
+        digest = self.digest(kind, value)
+        prefix = PREFIXES.get(kind, kind)
+        name = f"{prefix}_{digest[:SHORT_HEX]}"
+        if name in self._taken and self._taken[name] != item:
+            name = f"{prefix}_{digest[:LONG_HEX]}"
+        self._taken[name] = item
+        self.forward[item] = name
+        return name
+
+    def mapping(self) -> dict[str, dict[str, str]]:
+        """``{kind: {pseudonym: original}}`` for ``--mapping-out`` (sensitive!)."""
+        out: dict[str, dict[str, str]] = {}
+        for (kind, original), name in self.forward.items():
+            out.setdefault(kind, {})[name] = original
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """Distinct originals replaced, by kind."""
+        out: dict[str, int] = {}
+        for kind, _ in self.forward:
+            out[kind] = out.get(kind, 0) + 1
+        return out
+
+    def originals(self) -> dict[str, str]:
+        """Every original replaced -> its kind (the leak scan looks for these)."""
+        return {original: kind for (kind, original) in self.forward}

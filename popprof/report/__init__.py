@@ -1,0 +1,1 @@
+"""One writer per output format: text, JSON, JUnit, Markdown and the HTML report."""

@@ -1,0 +1,504 @@
+"""Render a :class:`ProfileDiff` (and optionally a :class:`GateResult`) as text, JSON, Markdown or JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from ..compare.core import ProfileDiff
+from ..compare.fmt import fmt_change, fmt_rel, fmt_value
+from ..compare.gate import GateResult
+from . import junit
+from . import markdown as md
+
+#: Most programs / events listed per section in JSON before truncating.
+JSON_NAMED_LIMIT = 1000
+
+
+def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for r in [header, *rows]:
+        cells = [
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]]:
+    rows = []
+    for r in result.changed_metrics(include_unchanged).itertuples(index=False):
+        if r.status in ("missing_base", "missing_new"):
+            mark = "only in new" if r.status == "missing_base" else "only in base"
+        else:
+            mark = {"added": "added", "removed": "removed"}.get(r.status, "")
+            if _truth(r.worse):
+                mark = (mark + " worse").strip()
+            elif r.worse is not None and not pd.isna(r.worse) and r.status != "unchanged":
+                mark = (mark + " better").strip()
+        rows.append(
+            [
+                r.name,
+                fmt_value(r.base, r.unit),
+                fmt_value(r.new, r.unit),
+                fmt_change(r.abs_change, r.unit),
+                fmt_rel(r.rel_change),
+                mark,
+            ]
+        )
+    return rows
+
+
+def _truth(value: object) -> bool:
+    return value is not None and not pd.isna(value) and bool(value)
+
+
+def _named_summary(frame: pd.DataFrame) -> str:
+    counts = frame["status"].value_counts()
+    return ", ".join(
+        f"{int(counts.get(s, 0)):,} {s}" for s in ("grown", "shrunk", "added", "removed", "unchanged")
+    )
+
+
+def _liveness_changed(lv: pd.DataFrame) -> int:
+    """Liveness steps whose not-always-live bytes changed (a step with unknown bytes is not a change)."""
+    change = lv["change_bytes"].astype("float64")
+    return int((change.notna() & (change != 0)).sum())
+
+
+def _int(value: object) -> str:
+    return "" if value is None or pd.isna(value) else f"{int(value):,}"
+
+
+def _count(value: object) -> str:
+    """An occurrence count: whole when it is (totals), else with two decimals (per step / per run)."""
+    if value is None or pd.isna(value):
+        return ""
+    return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.2f}"
+
+
+# -- text ---------------------------------------------------------------------
+
+
+def render_text(
+    result: ProfileDiff,
+    gate_result: GateResult | None = None,
+    *,
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
+    """The terminal report: changed metrics biggest relative change first, then tiles, programs, events."""
+    lines = [f"popprof diff: base {result.base_name!r} -> new {result.new_name!r}"]
+    lines += [f"note: {n}" for n in result.notes]
+    lines += [f"basis: {b.describe()}" for b in result.basis.values()]
+    lines.append("")
+    rows = _metric_rows(result, include_unchanged)
+    hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
+    if rows:
+        lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4})
+    else:
+        lines.append("  no metric changed")
+    if hidden:
+        lines.append(f"  ({hidden} unchanged metric(s) hidden; --all shows them)")
+
+    if "tiles" in result.unavailable:
+        lines += ["", f"tiles: unavailable: {result.unavailable['tiles']}"]
+    else:
+        changed = int((result.tiles["change_bytes"].fillna(0) != 0).sum())
+        lines += [
+            "",
+            f"tiles: {changed:,} of {len(result.tiles):,} compared tiles changed memory (including gaps)",
+        ]
+        top_tiles = result.top_tiles(top)
+        if len(top_tiles):
+            lines += _table(
+                [
+                    [
+                        _int(t.tile),
+                        _int(t.ipu),
+                        fmt_value(t.base_bytes, "bytes"),
+                        fmt_value(t.new_bytes, "bytes"),
+                        fmt_change(t.change_bytes, "bytes"),
+                        fmt_rel(t.rel_change),
+                    ]
+                    for t in top_tiles.itertuples(index=False)
+                ],
+                ["tile", "ipu", "base", "new", "change", "rel"],
+                {0, 1, 2, 3, 4, 5},
+            )
+        if len(result.ipus) > 1 or (len(result.ipus) and result.ipus["change_bytes"].isna().any()):
+            lines += ["", "per IPU:"]
+            lines += _table(
+                [
+                    [
+                        _int(r.ipu),
+                        fmt_value(_f(r.base_bytes), "bytes"),
+                        fmt_value(_f(r.new_bytes), "bytes"),
+                        fmt_change(_f(r.change_bytes), "bytes"),
+                        _int(r.base_tiles_out_of_memory),
+                        _int(r.new_tiles_out_of_memory),
+                    ]
+                    for r in result.ipus.itertuples(index=False)
+                ],
+                ["ipu", "base", "new", "change", "base OOM", "new OOM"],
+                {0, 1, 2, 3, 4, 5},
+            )
+
+    for section, label, unit in (
+        ("programs", "programs (steps by program name, IPU-cycles)", ""),
+        ("events", "events (by name, total duration)", "us"),
+    ):
+        if section in result.unavailable:
+            lines += ["", f"{section}: unavailable: {result.unavailable[section]}"]
+            continue
+        frame = getattr(result, section)
+        lines += ["", f"{label}: {_named_summary(frame)} (unchanged within {result.tolerance * 100:g} %)"]
+        top_named = result.top_named(section, top)
+        if len(top_named):
+            lines += _table(
+                [
+                    [
+                        r.name,
+                        _count(r.base_count),
+                        _count(r.new_count),
+                        fmt_value(_f(r.base_total), unit),
+                        fmt_value(_f(r.new_total), unit),
+                        fmt_change(r.change, unit),
+                        fmt_rel(r.rel_change),
+                        r.status,
+                    ]
+                    for r in top_named.itertuples(index=False)
+                ],
+                ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
+                {1, 2, 3, 4, 5, 6},
+            )
+
+    if "liveness" in result.unavailable:
+        lines += ["", f"liveness: unavailable: {result.unavailable['liveness']}"]
+    else:
+        lv = result.liveness
+        changed = _liveness_changed(lv)
+        lines += ["", f"liveness: {changed:,} of {len(lv):,} steps changed not-always-live bytes"]
+        if changed:
+            worst = lv.loc[lv["change_bytes"].astype("float64").abs().idxmax()]
+            lines.append(
+                f"  largest change at step {int(worst['step'])} ({worst['program']}): "
+                f"{fmt_change(float(worst['change_bytes']), 'bytes')}"
+            )
+    if gate_result is not None:
+        lines += ["", *render_gate_text(gate_result)]
+    return "\n".join(lines) + "\n"
+
+
+def _f(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def render_gate_text(gate_result: GateResult) -> list[str]:
+    """The gate's verdict, each violation and each gap, one per line."""
+    lines = [gate_result.verdict + f" [{gate_result.budget_source}]"]
+    lines += [f"  FAIL {v}" for v in gate_result.violations["message"]]
+    lines += [
+        f"  GAP  {g.metric}: {g.reason} (budget {g.pattern})"
+        for g in gate_result.gaps.itertuples(index=False)
+    ]
+    if gate_result.unknown_patterns:
+        lines.append(
+            "  warning: budget pattern(s) matching no known metric (typo?): "
+            + ", ".join(gate_result.unknown_patterns)
+        )
+    if gate_result.not_applicable:
+        lines.append(f"  not applicable (neither profile has them): {', '.join(gate_result.not_applicable)}")
+    return lines
+
+
+# -- JSON ---------------------------------------------------------------------
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    out = []
+    for rec in frame.to_dict(orient="records"):
+        out.append({k: _jsonable(v) for k, v in rec.items()})
+    return out
+
+
+def _jsonable(value: object) -> object:
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if hasattr(value, "item"):
+        return _jsonable(value.item())
+    return value
+
+
+def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10) -> dict:
+    """The diff (and gate) as a JSON-ready dict. All metrics are included; infinite changes are null."""
+    doc: dict = {
+        "base": {
+            "name": result.base_name,
+            "target": {k: _jsonable(v) for k, v in result.base_target.items()},
+        },
+        "new": {"name": result.new_name, "target": {k: _jsonable(v) for k, v in result.new_target.items()}},
+        "notes": list(result.notes),
+        "unavailable": dict(result.unavailable),
+        "tolerance": result.tolerance,
+        "basis": {family: b.to_dict() for family, b in result.basis.items()},
+        "metrics": _records(result.changed_metrics(include_unchanged=True)),
+    }
+    if "tiles" not in result.unavailable:
+        doc["tiles"] = {
+            "compared": len(result.tiles),
+            "changed": int((result.tiles["change_bytes"].fillna(0) != 0).sum()),
+            "top": _records(result.top_tiles(top)),
+        }
+        doc["ipus"] = _records(result.ipus)
+    for section in ("programs", "events"):
+        if section in result.unavailable:
+            continue
+        frame = getattr(result, section)
+        changed = result.top_named(section, JSON_NAMED_LIMIT)
+        doc[section] = {
+            "counts": {
+                s: int((frame["status"] == s).sum())
+                for s in ("grown", "shrunk", "added", "removed", "unchanged")
+            },
+            "changed": _records(changed),
+            "truncated": bool((frame["status"] != "unchanged").sum() > len(changed)),
+        }
+    if "liveness" not in result.unavailable:
+        lv = result.liveness
+        doc["liveness"] = {
+            "steps": len(lv),
+            "changed": _liveness_changed(lv),
+            "top": _records(
+                lv.loc[
+                    lv["change_bytes"]
+                    .astype("float64")
+                    .abs()
+                    .sort_values(ascending=False, kind="stable")
+                    .index[:top]
+                ]
+            ),
+        }
+    if gate_result is not None:
+        doc["gate"] = {
+            "passed": gate_result.passed,
+            "strict": gate_result.strict,
+            "budget_source": gate_result.budget_source,
+            "violations": _records(gate_result.violations),
+            "gaps": _records(gate_result.gaps),
+            "checks": _records(gate_result.checks),
+            "not_applicable": gate_result.not_applicable,
+            "unknown_patterns": gate_result.unknown_patterns,
+        }
+    return doc
+
+
+def render_json(
+    result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10, **_: object
+) -> str:
+    """The diff as indented JSON."""
+    return json.dumps(to_dict(result, gate_result, top=top), indent=2, allow_nan=False) + "\n"
+
+
+# -- Markdown -----------------------------------------------------------------
+
+
+def render_markdown(
+    result: ProfileDiff,
+    gate_result: GateResult | None = None,
+    *,
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
+    """A pull-request comment: verdict line, changed metrics table, top tiles and programs."""
+    if gate_result is None:
+        verdict = "**popprof diff**"
+    elif gate_result.passed:
+        verdict = "**popprof gate: PASS** :white_check_mark:"
+    else:
+        verdict = "**popprof gate: FAIL** :x:"
+    lines = [f"{verdict} {md.code(result.base_name)} → {md.code(result.new_name)}"]
+    if gate_result is not None:
+        lines[0] += f" — {gate_result.verdict.split(': ', 1)[1]}"
+        lines.append("")
+        lines += [f"- :x: {md.cell(m)}" for m in gate_result.violations["message"]]
+        lines += [
+            f"- :grey_question: gap: {md.code(g.metric)}: {md.cell(g.reason)}"
+            for g in gate_result.gaps.itertuples()
+        ]
+    if result.notes or result.basis:
+        lines += [
+            "",
+            *[f"> note: {md.cell(n)}" for n in result.notes],
+            *[f"> basis: {md.cell(b.describe())}" for b in result.basis.values()],
+        ]
+    rows = _metric_rows(result, include_unchanged)
+    lines.append("")
+    if rows:
+        lines += md.table(
+            ["metric", "base", "new", "change", "rel", ""],
+            [[md.code(r[0]), *r[1:]] for r in rows],
+            right={1, 2, 3, 4},
+        )
+    else:
+        lines.append("No metric changed.")
+    if "tiles" not in result.unavailable and len(result.top_tiles(top)):
+        lines += ["", f"<details><summary>Top {top} tiles by memory change</summary>", ""]
+        lines += md.table(
+            ["tile", "ipu", "base", "new", "change"],
+            [
+                [
+                    _int(t.tile),
+                    _int(t.ipu),
+                    fmt_value(t.base_bytes, "bytes"),
+                    fmt_value(t.new_bytes, "bytes"),
+                    fmt_change(t.change_bytes, "bytes"),
+                ]
+                for t in result.top_tiles(top).itertuples(index=False)
+            ],
+            right=range(5),
+        )
+        lines += ["", "</details>"]
+    for section, unit in (("programs", ""), ("events", "us")):
+        if section in result.unavailable:
+            continue
+        top_named = result.top_named(section, top)
+        if not len(top_named):
+            continue
+        lines += [
+            "",
+            f"<details><summary>{section.title()}: {_named_summary(getattr(result, section))}</summary>",
+            "",
+        ]
+        lines += md.table(
+            ["name", "base n", "new n", "change", "rel", "status"],
+            [
+                [
+                    md.code(r.name),
+                    _count(r.base_count),
+                    _count(r.new_count),
+                    fmt_change(r.change, unit),
+                    fmt_rel(r.rel_change),
+                    r.status,
+                ]
+                for r in top_named.itertuples(index=False)
+            ],
+            right={1, 2, 3, 4},
+        )
+        lines += ["", "</details>"]
+    unavailable = [f"- {section}: {md.cell(reason)}" for section, reason in result.unavailable.items()]
+    if unavailable:
+        lines += ["", "<details><summary>Not compared</summary>", "", *unavailable, "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+# -- JUnit --------------------------------------------------------------------
+
+
+def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
+    """JUnit XML document for one diff (see :func:`junit_suite`)."""
+    return junit.render([junit_suite(result, gate_result)], _junit_root(gate_result is not None))
+
+
+def _junit_root(gated: bool) -> str:
+    return "popprof gate" if gated else "popprof diff"
+
+
+def junit_suite(
+    result: ProfileDiff, gate_result: GateResult | None = None, engine: str | None = None
+) -> junit.Suite:
+    """One JUnit suite: a test case per budgeted metric (failure = over budget, skipped = gap).
+
+    Without a gate, one passing test case per metric that changed, for the record.
+    """
+    suite_name = "popprof.gate" if gate_result is not None else "popprof.compare"
+    if engine:
+        suite_name += f".{engine}"
+    suite = junit.Suite(suite_name)
+    if gate_result is not None:
+        by_metric: dict[str, list[str]] = {}
+        for v in gate_result.violations.itertuples(index=False):
+            by_metric.setdefault(v.metric, []).append(v.message)
+        for c in gate_result.checks.itertuples(index=False):
+            case = junit.Case(c.metric, suite_name)
+            if c.result == "fail":
+                case.failure = junit.Failure("; ".join(by_metric.get(c.metric, [])), "budget")
+            elif c.result == "gap":
+                reason = gate_result.gaps.loc[gate_result.gaps["metric"] == c.metric, "reason"]
+                text = f"gap: {reason.iloc[0] if len(reason) else 'missing'} (budget {c.budget})"
+                if gate_result.strict:
+                    case.failure = junit.Failure(text, "gap")
+                else:
+                    case.skipped = text
+            suite.cases.append(case)
+    else:
+        for r in result.changed_metrics().itertuples(index=False):
+            text = (
+                f"{fmt_value(r.base, r.unit)} -> {fmt_value(r.new, r.unit)} {fmt_rel(r.rel_change)}".strip()
+            )
+            suite.cases.append(junit.Case(r.name, suite_name, output=text))
+    return suite
+
+
+RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "junit": render_junit}
+
+
+def render(
+    result: ProfileDiff,
+    gate_result: GateResult | None = None,
+    fmt: str = "text",
+    *,
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
+    """Render in ``fmt`` (text, json, markdown or junit)."""
+    if fmt == "json":
+        return render_json(result, gate_result, top=top)
+    if fmt == "junit":
+        return render_junit(result, gate_result)
+    return RENDERERS[fmt](result, gate_result, include_unchanged=include_unchanged, top=top)
+
+
+def render_many(
+    results: list[tuple[str, ProfileDiff, GateResult | None]],
+    fmt: str = "text",
+    *,
+    notes: list[str] = (),
+    include_unchanged: bool = False,
+    top: int = 10,
+) -> str:
+    """Render one or several (engine, diff, gate) results; several come from two run directories."""
+    if len(results) == 1 and not notes:
+        _, result, gate_result = results[0]
+        return render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top)
+    if fmt == "json":
+        doc = {
+            "notes": list(notes),
+            "passed": all(g.passed for _, _, g in results if g is not None),
+            "engines": {name: to_dict(r, g, top=top) for name, r, g in results},
+        }
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    if fmt == "junit":
+        gated = any(g is not None for _, _, g in results)
+        return junit.render([junit_suite(r, g, name) for name, r, g in results], _junit_root(gated))
+    parts = []
+    if fmt == "markdown":
+        parts += [f"> note: {md.cell(n)}\n" for n in notes]
+        for name, r, g in results:
+            parts.append(
+                f"#### Engine {md.code(name)}\n\n"
+                + render_markdown(r, g, include_unchanged=include_unchanged, top=top)
+            )
+    else:
+        parts += [f"note: {n}\n" for n in notes]
+        for name, r, g in results:
+            parts.append(
+                f"=== engine {name!r} ===\n" + render_text(r, g, include_unchanged=include_unchanged, top=top)
+            )
+    return "\n".join(parts)

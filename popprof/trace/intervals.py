@@ -1,0 +1,437 @@
+"""Vectorised interval arithmetic over trace events (numpy: sorting, searchsorted, bincount).
+
+Used by the trace-based rules. Nothing here loops in Python over events:
+every function is a handful of whole-array operations, so 10 million events
+take seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..model.profile import Profile
+from ..rules.base import NotEvaluated
+
+NO_DEVICE = (
+    "needs device activity in the trace: no event has a device_category (map device events "
+    "with [tool.popprof.device_map] or --device-map when reading the trace)"
+)
+
+#: Host calls that block on the device (``cudaStreamSynchronize`` ...): host events, never device time.
+HOST_WAIT = "host_wait"
+
+
+@dataclass
+class DeviceActivity:
+    """Device events of one device (or of a whole trace without device columns): top-level ones, and the
+    merged intervals when the device was busy. ``rank`` / ``device`` name it when the trace says."""
+
+    start: np.ndarray  # start_us of each device event
+    end: np.ndarray  # start_us + dur_us
+    category: pd.Categorical  # device_category
+    name: pd.Categorical  # event label
+    busy_start: np.ndarray  # merged busy intervals, sorted and disjoint
+    busy_end: np.ndarray
+    rank: int | None = None
+    device: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``rank 1 gpu:0``, ``gpu:0``, ``rank 1``, or ``""`` for a trace without rank/device columns."""
+        parts = ([f"rank {self.rank}"] if self.rank is not None else []) + (
+            [self.device] if self.device else []
+        )
+        return " ".join(parts)
+
+    def busy_within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Device busy time inside each ``[a, b]``."""
+        if not hasattr(self, "_prefix"):
+            self._prefix = np.concatenate([[0.0], np.cumsum(self.busy_end - self.busy_start)])
+        return busy_before(self.busy_start, self.busy_end, b, self._prefix) - busy_before(
+            self.busy_start, self.busy_end, a, self._prefix
+        )
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """First start and last end of device activity."""
+        return float(self.busy_start[0]), float(self.busy_end[-1])
+
+    def exposed(self, categories: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Time the events of ``categories`` run while no other device event does (e.g. communication not
+        overlapped by compute on another stream), as sorted, disjoint intervals (computed once per set)."""
+        if not hasattr(self, "_exposed"):
+            self._exposed: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        if categories not in self._exposed:
+            mine = self.in_categories(categories)
+            a_start, a_end = merge_intervals(self.start[mine], self.end[mine])
+            b_start, b_end = merge_intervals(self.start[~mine], self.end[~mine])
+            self._exposed[categories] = subtract_intervals(a_start, a_end, b_start, b_end)
+        return self._exposed[categories]
+
+    def in_categories(self, categories: tuple[str, ...]) -> np.ndarray:
+        """True for events whose category is one of ``categories`` (on the codes, no strings)."""
+        wanted = [i for i, c in enumerate(self.category.categories) if c in categories]
+        return np.isin(self.category.codes, wanted)
+
+
+@dataclass
+class HostEvents:
+    """Host events (no device_category, or ``host_wait``) with a positive duration, profiler bookkeeping
+    left out, as arrays."""
+
+    event_id: np.ndarray
+    parent_id: np.ndarray  # float64, NaN for top-level events
+    depth: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name: pd.Categorical
+    start: np.ndarray
+    dur: np.ndarray
+    rank: np.ndarray  # int64, -1 when the trace has no rank
+    waits: np.ndarray  # bool: a call blocking on the device (host_wait)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def subset(self, mask: np.ndarray) -> HostEvents:
+        """The events where ``mask`` is true."""
+        return HostEvents(
+            **{
+                k: (
+                    v[mask]
+                    if not isinstance(v, pd.Categorical)
+                    else pd.Categorical.from_codes(np.asarray(v.codes)[mask], dtype=v.dtype)
+                )
+                for k, v in vars(self).items()
+            }
+        )
+
+    def of_rank(self, rank: int | None) -> HostEvents:
+        """The events of one rank (all of them for a trace without ranks)."""
+        if rank is None or not (self.rank >= 0).any():
+            return self
+        return self.subset(self.rank == rank)
+
+
+# One-entry caches: several rules read the same (large) events table in one check.
+_cache: dict[str, tuple[object, object]] = {}
+
+
+def clear_cache() -> None:
+    """Forget the cached device/host arrays (they are rebuilt on next use)."""
+    _cache.clear()
+
+
+def _cached(kind: str, events: pd.DataFrame, build):
+    hit = _cache.get(kind)
+    if hit is not None and hit[0] is events:
+        return hit[1]
+    value = build(events)
+    _cache[kind] = (events, value)  # keeps a reference to the frame, so its id cannot be reused
+    return value
+
+
+def category_mask(series: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """``series.isin(values)`` for a categorical Series, computed on its codes (no strings)."""
+    cat = series.array
+    wanted = [i for i, c in enumerate(cat.categories) if c in values]
+    return np.isin(np.asarray(cat.codes), wanted)
+
+
+def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.Series:
+    """Sum of ``weights`` per category of a categorical Series over rows in ``mask`` (non-zero sums only,
+    largest first)."""
+    cat = series.array
+    codes = np.asarray(cat.codes)[mask]
+    ok = codes >= 0
+    sums = np.bincount(codes[ok], weights=weights[mask][ok], minlength=len(cat.categories))
+    nonzero = np.flatnonzero(sums)
+    out = pd.Series(sums[nonzero], index=pd.Index(np.asarray(cat.categories)[nonzero], dtype="str"))
+    return out.sort_values(ascending=False, kind="stable")
+
+
+def host_mask(events: pd.DataFrame) -> np.ndarray:
+    """True for host events (not device time: host waits included, profiler bookkeeping excluded)."""
+    from .activity import is_host_activity
+
+    return is_host_activity(events)
+
+
+def wait_mask(events: pd.DataFrame) -> np.ndarray:
+    """True for host calls that block on the device (``device_category == "host_wait"``)."""
+    from .activity import is_host_wait
+
+    return is_host_wait(events)
+
+
+def bookkeeping_mask(events: pd.DataFrame) -> np.ndarray:
+    """True for profiler bookkeeping (kept in the tables, left out of every attribution)."""
+    from .activity import is_bookkeeping
+
+    return is_bookkeeping(events)
+
+
+def rank_codes(events: pd.DataFrame) -> np.ndarray:
+    """Each event's rank as int64 (-1 when unknown or the trace has no ranks)."""
+    if "rank" not in events.columns:
+        return np.full(len(events), -1, dtype=np.int64)
+    return events["rank"].astype("Float64").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
+
+
+def _events(profile: Profile) -> pd.DataFrame:
+    events = profile.get("events")
+    if events is None or events.empty:
+        raise NotEvaluated("needs a trace (.pvti or Chrome trace JSON)")
+    return events
+
+
+def device_activities(profile: Profile, by: str = "device") -> list[DeviceActivity]:
+    """The device activity of a profile's trace, one entry per (rank, device) (``by="device"``) or per rank
+    (``by="rank"``, the union of a rank's devices), ordered by rank and device; a trace without rank and
+    device columns gives one entry. Raises NotEvaluated when there is no device activity."""
+    activities = _cached(f"device:{by}", _events(profile), lambda ev: _build_devices(ev, by))
+    if not activities:
+        raise NotEvaluated(NO_DEVICE)
+    return activities
+
+
+def device_activity(profile: Profile) -> DeviceActivity:
+    """All device activity of a profile's trace as one (every device together)."""
+    activities = _cached("device:all", _events(profile), lambda ev: _build_devices(ev, "all"))
+    if not activities:
+        raise NotEvaluated(NO_DEVICE)
+    return activities[0]
+
+
+def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
+    keep, start, end, category, names = _device_rows(events)
+    if keep is None:
+        return []
+    ranks = rank_codes(events)[keep] if by != "all" else np.full(len(start), -1, dtype=np.int64)
+    if by == "device" and "device" in events.columns:
+        column = events["device"]
+        if isinstance(column.dtype, pd.CategoricalDtype):  # codes, never 10 million strings
+            dev_codes, dev_names = np.asarray(column.array.codes)[keep], column.array.categories
+        else:
+            dev_codes, dev_names = pd.factorize(
+                column.to_numpy(dtype=object)[keep], sort=True
+            )  # missing -> -1
+    else:
+        dev_codes, dev_names = np.full(len(start), -1, dtype=np.int64), pd.Index([])
+    key = (ranks + 1) * (len(dev_names) + 1) + (dev_codes + 1)
+    out = []
+    for k in np.unique(key):  # one pass per device (a handful), not per event
+        mine = key == k
+        rank, dev = divmod(int(k), len(dev_names) + 1)
+        s, e = start[mine], end[mine]
+        busy_start, busy_end = merge_intervals(s, e)
+        out.append(
+            DeviceActivity(
+                s,
+                e,
+                pd.Categorical.from_codes(np.asarray(category.codes)[mine], dtype=category.dtype),
+                pd.Categorical.from_codes(np.asarray(names.codes)[mine], dtype=names.dtype),
+                busy_start,
+                busy_end,
+                None if rank == 0 else rank - 1,
+                None if dev == 0 else str(dev_names[dev - 1]),
+            )
+        )
+    return out
+
+
+def _device_rows(events: pd.DataFrame):
+    """Mask of device-activity events (top-level, timed; no host waits, no bookkeeping) and their arrays."""
+    from .activity import is_device_activity
+
+    category = events["device_category"].array
+    keep = is_device_activity(events) & ~bookkeeping_mask(events)
+    keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
+    keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
+    if not keep.any():
+        return None, None, None, None, None
+    depth = events["depth"].to_numpy()
+    nested = keep & (depth > 0)
+    if nested.any():  # drop device events inside another device event (they would count twice)
+        parents = events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[nested]
+        ids = events["event_id"].to_numpy()[keep]
+        inside = np.zeros(len(keep), dtype=bool)
+        inside[np.flatnonzero(nested)] = np.isin(parents, ids)
+        keep &= ~inside
+    start = events["start_us"].to_numpy(dtype=np.float64)[keep]
+    end = start + events["dur_us"].to_numpy(dtype=np.float64)[keep]
+    names = events["name"].array
+    return (
+        keep,
+        start,
+        end,
+        pd.Categorical.from_codes(np.asarray(category.codes)[keep], dtype=category.dtype),
+        pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
+    )
+
+
+def host_events(profile: Profile) -> HostEvents:
+    """The host events of a profile's trace (those without device_category, with a duration)."""
+    return _cached("host", _events(profile), _build_host)
+
+
+def device_tracks(events: pd.DataFrame) -> np.ndarray:
+    """True for events on a thread that carries device activity (a GPU stream's track): an annotation
+    there (Kineto ``gpu_user_annotation``) has no device category but is not host work either."""
+    from .activity import is_device_activity
+
+    pid = events["pid"].to_numpy(dtype=np.int64)
+    tid = events["tid"].to_numpy(dtype=np.int64)
+    key = pid * np.int64(1_000_003) + tid  # one number per thread (wraps harmlessly for huge synthetic ids)
+    return np.isin(key, pd.unique(key[is_device_activity(events)]))  # a few device threads: hashing, no sort
+
+
+def _build_host(events: pd.DataFrame) -> HostEvents:
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    keep = host_mask(events) & ~bookkeeping_mask(events) & ~device_tracks(events) & (dur > 0)
+    keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
+    names = events["name"].array
+    return HostEvents(
+        rank=rank_codes(events)[keep],
+        waits=wait_mask(events)[keep],
+        event_id=events["event_id"].to_numpy()[keep],
+        parent_id=events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[keep],
+        depth=events["depth"].to_numpy()[keep],
+        pid=events["pid"].to_numpy()[keep],
+        tid=events["tid"].to_numpy()[keep],
+        name=pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
+        start=events["start_us"].to_numpy(dtype=np.float64)[keep],
+        dur=dur[keep],
+    )
+
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals: sorted, disjoint ``(starts, ends)``. Touching intervals merge."""
+    if len(start) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], reach[last]
+
+
+def subtract_intervals(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of the intervals A not covered by the intervals B (each sorted and disjoint): one sweep over
+    all boundaries, vectorised."""
+    if len(a_start) == 0 or len(b_start) == 0:
+        return a_start, a_end
+    points = np.concatenate([a_start, a_end, b_start, b_end])
+    in_a = np.concatenate([np.ones(len(a_start)), -np.ones(len(a_end)), np.zeros(len(b_start) + len(b_end))])
+    in_b = np.concatenate([np.zeros(len(a_start) + len(a_end)), np.ones(len(b_start)), -np.ones(len(b_end))])
+    order = np.argsort(points, kind="stable")
+    points, count_a, count_b = points[order], np.cumsum(in_a[order]), np.cumsum(in_b[order])
+    keep = (count_a[:-1] > 0) & (count_b[:-1] <= 0) & (points[1:] > points[:-1])
+    return merge_intervals(points[:-1][keep], points[1:][keep])
+
+
+def busy_before(
+    busy_start: np.ndarray, busy_end: np.ndarray, t: np.ndarray, prefix: np.ndarray | None = None
+) -> np.ndarray:
+    """Busy time of the merged intervals before each time in ``t`` (vectorised).
+
+    ``prefix`` (cumulative interval lengths with a leading 0) may be passed to avoid recomputing it.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if prefix is None:
+        prefix = np.concatenate([[0.0], np.cumsum(busy_end - busy_start)])
+    k = np.searchsorted(busy_start, t, side="right")  # intervals starting at or before t
+    total = prefix[k]
+    has = k > 0
+    last = np.clip(k - 1, 0, None)
+    excess = np.where(has, np.clip(busy_end[last] - t, 0, None), 0.0)  # part of interval k-1 after t
+    return total - excess
+
+
+def busy_within(busy_start: np.ndarray, busy_end: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Busy time of the merged intervals inside each ``[a, b]``."""
+    return busy_before(busy_start, busy_end, b) - busy_before(busy_start, busy_end, a)
+
+
+def overlap_pairs(
+    start: np.ndarray, end: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs (event index, gap index, overlap) for events overlapping sorted, disjoint gaps."""
+    empty = np.empty(0, dtype=np.int64)
+    if len(gap_start) == 0 or len(start) == 0:
+        return empty, empty, np.empty(0)
+    first = np.searchsorted(gap_end, start, side="right")  # first gap ending after the event starts
+    hit = first < len(gap_start)
+    hit[hit] = gap_start[first[hit]] < end[hit]  # ... and starting before it ends
+    event = np.flatnonzero(hit)
+    first = first[event]
+    # Most events overlap one gap at most; search again only for those reaching past their first gap.
+    count = np.ones(len(event), dtype=np.int64)
+    longer = end[event] > gap_end[first]
+    if longer.any():
+        stop = np.searchsorted(gap_start, end[event[longer]], side="left")
+        count[longer] = stop - first[longer]
+    total = int(count.sum())
+    event = np.repeat(event, count)
+    offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+    gap = np.repeat(first, count) + offset
+    overlap = np.minimum(end[event], gap_end[gap]) - np.maximum(start[event], gap_start[gap])
+    keep = overlap > 0
+    return event[keep], gap[keep], overlap[keep]
+
+
+def window_sums(start: np.ndarray, end: np.ndarray, origin: float, width: float, count: int) -> np.ndarray:
+    """Time each of ``count`` windows ``[origin + i*width, origin + (i+1)*width)`` overlaps the intervals.
+
+    Intervals may overlap each other (their times add up). Intervals are
+    assumed to lie within the windows' range (they are clipped to it).
+    """
+    s = np.clip(start, origin, origin + count * width)
+    e = np.clip(end, origin, origin + count * width)
+    ws = np.clip(np.floor((s - origin) / width).astype(np.int64), 0, count - 1)
+    we = np.clip(np.floor((e - origin) / width).astype(np.int64), 0, count - 1)
+    same = ws == we
+    out = np.bincount(ws[same], weights=(e - s)[same], minlength=count).astype(np.float64)
+    cross = ~same
+    if cross.any():
+        cs, ce, cws, cwe = s[cross], e[cross], ws[cross], we[cross]
+        out += np.bincount(cws, weights=origin + (cws + 1) * width - cs, minlength=count)
+        out += np.bincount(cwe, weights=ce - (origin + cwe * width), minlength=count)
+        inner = np.bincount(cws + 1, minlength=count + 1) - np.bincount(cwe, minlength=count + 1)
+        out += np.cumsum(inner)[:count] * width
+    return out
+
+
+def thread_labels(profile: Profile) -> dict[tuple[int, int], str]:
+    """``(pid, tid) -> "thread_name (tid)"`` from the threads table (empty when absent)."""
+    threads = profile.get("threads")
+    if threads is None or threads.empty:
+        return {}
+    names = threads["thread_name"].fillna("").astype("str")
+    return {
+        (int(p), int(t)): (f"{n} ({t})" if n else f"{p}:{t}")
+        for p, t, n in zip(threads["pid"], threads["tid"], names, strict=True)
+    }
+
+
+def thread_label(labels: dict[tuple[int, int], str], pid: int, tid: int) -> str:
+    """The display name of one thread."""
+    return labels.get((int(pid), int(tid)), f"{int(pid)}:{int(tid)}")
+
+
+def thread_names(labels: dict[tuple[int, int], str], pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Display names for arrays of (pid, tid), naming each distinct thread once (vectorised)."""
+    if len(pid) == 0:
+        return np.empty(0, dtype=object)
+    threads, which = np.unique(np.column_stack([pid, tid]), axis=0, return_inverse=True)
+    names = np.array([thread_label(labels, p, t) for p, t in threads], dtype=object)  # a few threads
+    return names[which.ravel()]
