@@ -191,7 +191,7 @@ def test_the_project_config_is_one_call_away(trace: Path, tmp_path: Path, monkey
 
 
 def test_record_opens_traces_under_the_same_map(trace: Path) -> None:
-    from popprof.record.pipeline.collect import Collected, open_files
+    from popprof.record.collect import Collected, open_files
 
     plain, mapped = Collected(), Collected()
     open_files([("t", trace)], plain, sdk=True)

@@ -8,6 +8,7 @@ import pytest
 
 import popprof
 from popprof.compare import diff
+from popprof.report.diff import render as render_diff
 from popprof.testing import synth
 
 CAP = 638_976  # Mk2 bytes per tile
@@ -422,5 +423,5 @@ def test_liveness_step_with_unknown_bytes_is_not_counted_as_changed(base):
     liveness.loc[5, "not_always_live_bytes"] += 10
     new.set_table("liveness", liveness)
     result = diff(base, new)
-    assert "liveness: 1 of 200 steps changed" in result.render("text")
+    assert "liveness: 1 of 200 steps changed" in render_diff(result, None, "text")
     assert result.to_dict()["liveness"]["changed"] == 1

@@ -333,8 +333,8 @@ def test_python_api_works_outside_the_main_thread(tmp_path) -> None:
     """record() from a worker thread (where Python cannot handle signals): CMD runs, nothing is forwarded."""
     import threading
 
-    from popprof.record.pipeline.pipeline import RecordOptions
-    from popprof.record.pipeline.pipeline import record as record_api
+    from popprof.record.pipeline import RecordOptions
+    from popprof.record.pipeline import record as record_api
 
     results, lines = [], []
     worker = threading.Thread(

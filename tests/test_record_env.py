@@ -7,10 +7,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from popprof.record.pipeline.env import ProfilingChoice, build_environment, engine_options, parse_user_value
-from popprof.record.pipeline.run import forward_rule
 
 from popprof.model.errors import UsageError
+from popprof.record.env import ProfilingChoice, build_environment, engine_options, parse_user_value
+from popprof.record.run import forward_rule
 
 
 def test_all_on_sets_the_documented_keys(tmp_path: Path) -> None:

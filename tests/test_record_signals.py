@@ -128,7 +128,7 @@ def test_ctrl_c_in_a_terminal_reaches_cmd_once(tmp_path: Path, own_group: bool, 
 
 
 def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:
-    from popprof.record.pipeline.run import _Forwarder
+    from popprof.record.run import _Forwarder
 
     with _Forwarder() as forwarder:
         forwarder._handle(signal.SIGTERM, None)  # as if delivered between the handler's install and the start
@@ -140,7 +140,7 @@ def test_a_signal_arriving_before_cmd_starts_is_sent_once_it_exists() -> None:
 
 def test_a_background_process_holding_the_pipes_does_not_hang_popprof(tmp_path: Path) -> None:
     """CMD exits but leaves a process that keeps its stdout open: popprof stops waiting after the drain timeout."""
-    from popprof.record.pipeline.run import run_command
+    from popprof.record.run import run_command
 
     script = (
         "import subprocess, sys; "

@@ -11,22 +11,10 @@
 
 from __future__ import annotations
 
-import sys
-import types
-
 from .baseline import read_baseline, write_baseline
 from .core import DEFAULT_TOLERANCE, ProfileDiff, diff
 from .gate import DEFAULT_BUDGET, Budget, GateResult, Limit, gate, load_budget
 
-
-class _CallableModule(types.ModuleType):
-    """Lets ``popprof.diff(base, new)`` keep working once ``import popprof.compare`` replaced the function."""
-
-    def __call__(self, base, new, **kwargs):
-        return diff(base, new, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "DEFAULT_BUDGET",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +18,6 @@ import pandas as pd
 from .. import metrics as registry
 from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
-from ..readers import open_profile
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise
 
@@ -126,17 +124,9 @@ class ProfileDiff:
 
     def to_dict(self, gate_result=None, *, top: int = 10) -> dict:
         """The diff (and optionally a gate result) as a JSON-ready dict (the ``--format json`` document)."""
-        from ..report.diff import to_dict
+        from .document import to_dict
 
         return to_dict(self, gate_result, top=top)
-
-    def render(
-        self, fmt: str = "text", gate_result=None, *, include_unchanged: bool = False, top: int = 10
-    ) -> str:
-        """The report as text, json, markdown or junit (what ``popprof diff`` prints)."""
-        from ..report.diff import render
-
-        return render(self, gate_result, fmt, include_unchanged=include_unchanged, top=top)
 
     @property
     def has_changes(self) -> bool:
@@ -155,24 +145,21 @@ class ProfileDiff:
 
 
 def diff(
-    base: Profile | str | os.PathLike[str],
-    new: Profile | str | os.PathLike[str],
+    base: Profile,
+    new: Profile,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> ProfileDiff:
     """Compare ``base`` with ``new``; returns a :class:`ProfileDiff`.
 
-    Either side may be a Profile or a path (opened with :func:`popprof.open`,
-    so a baseline JSON works too).
+    Both sides are Profiles (:func:`popprof.diff` also takes paths and opens them, a baseline JSON too).
 
     ``tolerance`` is the relative change of a program's or event's total under
     which it counts as unchanged (default 1 %). Metrics are "unchanged" only
     when equal.
     """
-    if not isinstance(base, Profile):
-        base = open_profile(base)
-    if not isinstance(new, Profile):
-        new = open_profile(new)
+    if not isinstance(base, Profile) or not isinstance(new, Profile):
+        raise TypeError("compare.diff takes two Profiles; popprof.diff opens paths")
     if tolerance < 0 or not math.isfinite(tolerance):
         raise ValueError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
     notes: list[str] = []

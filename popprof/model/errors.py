@@ -61,8 +61,11 @@ class SdkMissingError(InputError):
         )
 
 
-class MissingTableError(PopprofError, KeyError):
-    """A table is needed but the profile's source does not provide it."""
+class MissingTableError(PopprofError, KeyError, AttributeError):
+    """A table is needed but the profile's source does not provide it.
+
+    It is an AttributeError too, so ``hasattr(profile, "steps")`` is False for an absent table.
+    """
 
     def __init__(self, table: str, profile_name: str = "", reason: str = "") -> None:
         self.table = table

@@ -6,6 +6,7 @@ Readers are the only code that knows a file format; each returns a
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -116,9 +117,17 @@ class Profile:
         return self.table(name)
 
     def __getattr__(self, name: str) -> pd.DataFrame:
-        if name.startswith("_") or name not in TABLES:
+        if name.startswith("_"):
             raise AttributeError(name)
+        if name not in TABLES:
+            close = difflib.get_close_matches(name, list(TABLES), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise AttributeError(f"{type(self).__name__!r} has no attribute or table {name!r}{hint}")
         return self.table(name)
+
+    def __dir__(self) -> list[str]:
+        """Attributes plus the tables present (tab completion in a notebook offers them)."""
+        return sorted(set(super().__dir__()) | set(self.table_names))
 
     def __contains__(self, name: object) -> bool:
         return name in self._tables

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
 from ..compare.core import ProfileDiff
+from ..compare.document import liveness_changed, to_dict
 from ..compare.fmt import fmt_change, fmt_rel, fmt_value
 from ..compare.gate import GateResult
 from . import junit
 from . import markdown as md
-
-#: Most programs / events listed per section in JSON before truncating.
-JSON_NAMED_LIMIT = 1000
 
 
 def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
@@ -62,12 +59,6 @@ def _named_summary(frame: pd.DataFrame) -> str:
     return ", ".join(
         f"{int(counts.get(s, 0)):,} {s}" for s in ("grown", "shrunk", "added", "removed", "unchanged")
     )
-
-
-def _liveness_changed(lv: pd.DataFrame) -> int:
-    """Liveness steps whose not-always-live bytes changed (a step with unknown bytes is not a change)."""
-    change = lv["change_bytes"].astype("float64")
-    return int((change.notna() & (change != 0)).sum())
 
 
 def _int(value: object) -> str:
@@ -181,7 +172,7 @@ def render_text(
         lines += ["", f"liveness: unavailable: {result.unavailable['liveness']}"]
     else:
         lv = result.liveness
-        changed = _liveness_changed(lv)
+        changed = liveness_changed(lv)
         lines += ["", f"liveness: {changed:,} of {len(lv):,} steps changed not-always-live bytes"]
         if changed:
             worst = lv.loc[lv["change_bytes"].astype("float64").abs().idxmax()]
@@ -217,86 +208,6 @@ def render_gate_text(gate_result: GateResult) -> list[str]:
 
 
 # -- JSON ---------------------------------------------------------------------
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    out = []
-    for rec in frame.to_dict(orient="records"):
-        out.append({k: _jsonable(v) for k, v in rec.items()})
-    return out
-
-
-def _jsonable(value: object) -> object:
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if hasattr(value, "item"):
-        return _jsonable(value.item())
-    return value
-
-
-def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10) -> dict:
-    """The diff (and gate) as a JSON-ready dict. All metrics are included; infinite changes are null."""
-    doc: dict = {
-        "base": {
-            "name": result.base_name,
-            "target": {k: _jsonable(v) for k, v in result.base_target.items()},
-        },
-        "new": {"name": result.new_name, "target": {k: _jsonable(v) for k, v in result.new_target.items()}},
-        "notes": list(result.notes),
-        "unavailable": dict(result.unavailable),
-        "tolerance": result.tolerance,
-        "basis": {family: b.to_dict() for family, b in result.basis.items()},
-        "metrics": _records(result.changed_metrics(include_unchanged=True)),
-    }
-    if "tiles" not in result.unavailable:
-        doc["tiles"] = {
-            "compared": len(result.tiles),
-            "changed": int((result.tiles["change_bytes"].fillna(0) != 0).sum()),
-            "top": _records(result.top_tiles(top)),
-        }
-        doc["ipus"] = _records(result.ipus)
-    for section in ("programs", "events"):
-        if section in result.unavailable:
-            continue
-        frame = getattr(result, section)
-        changed = result.top_named(section, JSON_NAMED_LIMIT)
-        doc[section] = {
-            "counts": {
-                s: int((frame["status"] == s).sum())
-                for s in ("grown", "shrunk", "added", "removed", "unchanged")
-            },
-            "changed": _records(changed),
-            "truncated": bool((frame["status"] != "unchanged").sum() > len(changed)),
-        }
-    if "liveness" not in result.unavailable:
-        lv = result.liveness
-        doc["liveness"] = {
-            "steps": len(lv),
-            "changed": _liveness_changed(lv),
-            "top": _records(
-                lv.loc[
-                    lv["change_bytes"]
-                    .astype("float64")
-                    .abs()
-                    .sort_values(ascending=False, kind="stable")
-                    .index[:top]
-                ]
-            ),
-        }
-    if gate_result is not None:
-        doc["gate"] = {
-            "passed": gate_result.passed,
-            "strict": gate_result.strict,
-            "budget_source": gate_result.budget_source,
-            "violations": _records(gate_result.violations),
-            "gaps": _records(gate_result.gaps),
-            "checks": _records(gate_result.checks),
-            "not_applicable": gate_result.not_applicable,
-            "unknown_patterns": gate_result.unknown_patterns,
-        }
-    return doc
 
 
 def render_json(

@@ -1,0 +1,127 @@
+"""DuckDB SQL over a profile's tables, in a sandbox: ``popprof.query(profile, sql)`` and ``popprof query``.
+
+The connection is in memory, reads nothing but the registered tables, runs only read-only statements
+and is bounded in time and memory (the ``query-seconds`` and ``query-memory`` limits).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .io import limits
+from .model.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .model.profile import Profile
+
+
+#: Statement types a query may run: it reads the profile's tables and nothing else.
+READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+
+
+def sandbox_config(memory_bytes: int) -> dict[str, object]:
+    """DuckDB settings of the query sandbox: no file system (not even a temp directory), bounded memory, locked."""
+    return {
+        "enable_external_access": False,  # no reading or writing files, no ATTACH of files
+        "temp_directory": "",  # else DuckDB keeps ./.tmp in allowed_directories, open to COPY, ATTACH, read_text
+        "max_temp_directory_size": "0B",
+        "memory_limit": f"{max(memory_bytes >> 20, 16)}MB",
+        "threads": 2,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+        "lock_configuration": True,  # SET cannot undo any of this
+    }
+
+
+def run_query(
+    profile: Profile, sql: str, *, timeout_s: float | None = None, memory_bytes: int | None = None
+) -> pd.DataFrame:
+    """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame.
+
+    The connection is an in-memory sandbox: read-only statements (SELECT, EXPLAIN, and
+    DESCRIBE/SUMMARIZE/SHOW, which are SELECTs), no file-system access at all
+    (``allowed_directories`` is empty), at most ``memory_bytes`` of memory and
+    ``timeout_s`` seconds (defaults: the ``query-memory`` and ``query-seconds`` limits).
+    """
+    import threading
+
+    import duckdb
+
+    timeout_s = float(limits.get("query-seconds")) if timeout_s is None else timeout_s
+    memory_bytes = limits.get("query-memory") if memory_bytes is None else memory_bytes
+    try:
+        con = duckdb.connect(":memory:", config=sandbox_config(memory_bytes))
+    except duckdb.Error as exc:
+        raise UsageError(f"cannot start DuckDB for the query: {_first_line(exc)}") from None
+    timer = threading.Timer(timeout_s, con.interrupt)
+    timer.daemon = True
+    try:
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise UsageError(
+                f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})"
+            ) from None
+        for statement in statements:
+            kind = str(statement.type).rsplit(".", 1)[-1]
+            if kind not in READ_ONLY_STATEMENTS:
+                raise UsageError(
+                    f"SQL error: query runs read-only SQL (SELECT, WITH, EXPLAIN, DESCRIBE, "
+                    f"SUMMARIZE, SHOW); a {kind} statement is not allowed"
+                )
+        try:
+            for name, frame in profile.tables.items():
+                con.register(name, frame)
+        except duckdb.Error as exc:
+            raise UsageError(f"cannot load the tables into DuckDB: {_first_line(exc)}") from None
+        timer.start()
+        try:
+            return _fetch(con.execute(sql), memory_bytes)
+        except duckdb.InterruptException:
+            raise UsageError(
+                f"query stopped after {timeout_s:g} s: over the limit query-seconds "
+                f"(raise it with --timeout SECONDS or {limits.LIMITS['query-seconds'].env})"
+            ) from None
+        except (duckdb.OutOfMemoryException, _ResultTooLarge):
+            raise UsageError(
+                f"query needs more than {limits.human(memory_bytes, 'bytes')} of memory: over the "
+                f"limit query-memory (raise it with --memory-limit SIZE or "
+                f"{limits.LIMITS['query-memory'].env})"
+            ) from None
+        except duckdb.Error as exc:
+            raise UsageError(
+                f"SQL error: {_first_line(exc)} (tables: {', '.join(profile.table_names)})"
+            ) from None
+    finally:
+        timer.cancel()
+        con.close()
+
+
+def _fetch(result, memory_bytes: int) -> pd.DataFrame:
+    """The result as a DataFrame, fetched in chunks: pandas memory is held to ``memory_bytes`` too."""
+    import pandas as pd
+
+    chunks = []
+    used = 0
+    while True:
+        chunk = result.fetch_df_chunk(vectors_per_chunk=16)
+        if not chunks or len(chunk):
+            chunks.append(chunk)
+        if not len(chunk):
+            break
+        used += int(chunk.memory_usage(deep=True).sum())
+        if used > memory_bytes:
+            raise _ResultTooLarge
+    return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+
+
+class _ResultTooLarge(Exception):
+    pass
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
