@@ -103,7 +103,7 @@ def test_bad_baselines_are_input_errors(tmp_path, content, problem):
 def test_diff_accepts_paths(tmp_path, profile):
     baseline_path = write_baseline(profile, tmp_path / "b.json")
     bundle_path = bundle.write(profile, tmp_path / "p.popprof")
-    result = diff(baseline_path, str(bundle_path))
+    result = popprof.diff(baseline_path, str(bundle_path))  # the facade opens paths
     assert set(result.metrics["status"]) == {"unchanged"}
     assert "<code>training</code>" in result._repr_html_()
 

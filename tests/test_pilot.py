@@ -11,6 +11,7 @@ import pytest
 from popprof.cli import main
 from popprof.metrics import compute
 from popprof.metrics.devices import device_breakdown
+from popprof.metrics.ranks import step_times as rank_step_times
 from popprof.metrics.steps import step_stats, step_times
 from popprof.metrics.summary import summarise
 from popprof.model.errors import UsageError
@@ -18,7 +19,6 @@ from popprof.model.profile import Profile
 from popprof.pilot import DEFAULT_THRESHOLDS, diagnose, pilot, side, thresholds_from
 from popprof.readers import open_all
 from popprof.rules import check
-from popprof.rules.distributed import step_times as rank_step_times
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"

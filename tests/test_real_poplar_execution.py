@@ -15,7 +15,8 @@ import pytest
 
 import popprof
 import popprof.metrics
-from popprof.metrics.summary import render_text, summarise
+from popprof.metrics.summary import summarise
+from popprof.report.summary import render_text
 from popprof.readers import detect, text_summary
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "poplar"

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import popprof
+from popprof.metrics.ranks import rank_figures, step_times
 from popprof.model.profile import Profile
 from popprof.rules import RULES, check
-from popprof.rules.distributed import rank_figures, step_times
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 
@@ -402,7 +402,7 @@ def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
 
 
 def test_real_two_ranks_start_their_collectives_together(real):
-    from popprof.rules.distributed import collective_lateness
+    from popprof.metrics.ranks import collective_lateness
 
     late = collective_lateness(real["two_ranks"])
     assert set(late) == {0, 1} and max(abs(v) for v in late.values()) < 0.01

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ..io.config import load_config
-from ..metrics.summary import render_text, summarise
+from ..metrics.summary import summarise
+from ..report.summary import render_text
 from .common import (
     clean_for_json,
     device_map_option,

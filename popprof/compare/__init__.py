@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from .baseline import read_baseline, write_baseline
+from ..readers.baseline import read_baseline
+from .baseline import write_baseline
 from .core import DEFAULT_TOLERANCE, ProfileDiff, diff
 from .gate import DEFAULT_BUDGET, Budget, GateResult, Limit, gate, load_budget
-
 
 __all__ = [
     "DEFAULT_BUDGET",

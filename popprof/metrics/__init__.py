@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..model.profile import Profile
+from ..readers.baseline import STORED_PREFIX
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,6 @@ RENAMED: dict[str, str] = {
 def current_name(name: str) -> str:
     """Today's name of a metric (``name`` itself unless it is an old name in :data:`RENAMED`)."""
     return RENAMED.get(name, name)
-
-
-#: Metadata key prefix under which a baseline stores metric values (see popprof.compare.baseline).
-STORED_PREFIX = "baseline.metric."
 
 
 def stored_values(profile: Profile) -> dict[str, float | None]:

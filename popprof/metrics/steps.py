@@ -3,7 +3,7 @@
 :func:`step_times` gives one row per step: ``step``, ``start_us``, ``dur_us``, ``source``.
 
 - GPU trace: the ``ProfilerStep#N`` spans (HTA's iteration times, read by
-  :func:`popprof.rules.distributed.step_times`, the function the straggler rule uses).
+  :func:`popprof.metrics.ranks.step_times`, the function the straggler rule uses).
   With several ranks a step lasts as long as its slowest rank (the ranks wait
   for each other at the next collective): ``dur_us`` is the maximum over ranks.
 - IPU ``.pvti`` trace: one step per ``Engine::run(PROGRAM)`` event (Poplar's span of one
@@ -40,7 +40,7 @@ def _empty() -> pd.DataFrame:
 
 
 def _profiler_steps(profile: Profile) -> pd.DataFrame:
-    from ..rules.distributed import step_times as rank_step_times
+    from .ranks import step_times as rank_step_times
 
     marks = rank_step_times(profile)
     if marks.empty:

@@ -75,3 +75,11 @@ class MissingTableError(PopprofError, KeyError, AttributeError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.args[0]
+
+
+class NotEvaluated(Exception):  # noqa: N818 - a signal, not an error
+    """A figure or rule cannot be computed from this profile; the message says what it needs.
+
+    Raised by the trace helpers and metrics a rule reads; :func:`popprof.rules.check` reports it as
+    "not evaluated" instead of a finding.
+    """

@@ -38,7 +38,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_NOT_RUN = 2
 EXIT_CMD_FAILED = 4
-RECORD_SCHEMA = "popprof.record.pipeline/1"
+RECORD_SCHEMA = "popprof.record/1"
 
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"

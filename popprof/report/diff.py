@@ -328,7 +328,7 @@ def junit_suite(
 
     Without a gate, one passing test case per metric that changed, for the record.
     """
-    suite_name = "popprof.gate" if gate_result is not None else "popprof.compare"
+    suite_name = "popprof.gate" if gate_result is not None else "popprof.diff"
     if engine:
         suite_name += f".{engine}"
     suite = junit.Suite(suite_name)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..model.errors import UsageError
+from ..model.errors import NotEvaluated, UsageError
 from ..model.profile import NEEDS_HINT, Profile
 
 #: What a rule needs, by table, where the profile module's hint does not fit a rule's alternatives.
@@ -42,10 +42,6 @@ _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 def severity_rank(severity: str | None) -> int:
     """Order of a severity (``None`` ranks below ``info``)."""
     return -1 if severity is None else _RANK[severity]
-
-
-class NotEvaluated(Exception):  # noqa: N818 - a signal, not an error
-    """Raised by a rule that cannot run on this profile; the message says what it needs."""
 
 
 @dataclass

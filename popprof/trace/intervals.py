@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..model.errors import NotEvaluated
 from ..model.profile import Profile
-from ..rules.base import NotEvaluated
 
 NO_DEVICE = (
     "needs device activity in the trace: no event has a device_category (map device events "
