@@ -28,7 +28,7 @@ from gen_traces import SIZES, trace_path  # noqa: E402
 STREAM = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-from popprof.readers import open_binary, open_json
+from popprof.io.files import open_binary, open_json
 opener = {{"raw": open_binary, "guarded": open_json}}[{mode!r}]
 t0, c0 = time.perf_counter(), time.process_time()
 total = 0
@@ -42,7 +42,8 @@ print(json.dumps({{"seconds": time.perf_counter() - t0, "cpu": time.process_time
 READ = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-from popprof.readers import chrome_trace, open_binary
+from popprof.io.files import open_binary
+from popprof.readers import chrome_trace
 chrome_trace.PARALLEL_MIN_BYTES = 1 << 62
 if {mode!r} == "unguarded":
     chrome_trace.open_json = open_binary

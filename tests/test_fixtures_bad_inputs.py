@@ -203,8 +203,9 @@ def test_pva_input_pva_cannot_read(capsys, tmp_path, pva_double, maker, fragment
 
 def test_unreadable_file_exits_2_not_internal_error(capsys, tmp_path, monkeypatch):
     import popprof.readers as readers
+    from popprof.io import files
 
-    def denied(path, size=readers.HEAD_BYTES):
+    def denied(path, size=files.HEAD_BYTES):
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from popprof.io import bounded, limits
+from popprof.io.files import open_binary, read_text_bytes
 from popprof.io.limits import LimitExceeded
-from popprof.readers import open_binary, read_text_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,8 @@ import pytest
 import popprof
 from popprof.cli import main
 from popprof.io import progress
-from popprof.readers import chrome_trace, open_binary
+from popprof.io.files import open_binary
+from popprof.readers import chrome_trace
 from popprof.testing import trace_synth as synth
 
 AMOUNT = re.compile(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) (bytes|kB|MB|GB)")

@@ -16,8 +16,8 @@ import pytest
 import popprof
 import popprof.metrics
 from popprof.metrics.summary import summarise
-from popprof.report.summary import render_text
 from popprof.readers import detect, text_summary
+from popprof.report.summary import render_text
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "poplar"
 NAN = float("nan")

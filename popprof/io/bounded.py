@@ -1,7 +1,7 @@
 """Bounded reading for every reader: input-file checks, decompression caps, JSON depth and string caps.
 
-Readers open files through :func:`popprof.readers.open_binary` (gzip-bomb guard)
-or :func:`popprof.readers.open_json` (plus a JSON guard), and read whole text
+Readers open files through :func:`popprof.io.files.open_binary` (gzip-bomb guard)
+or :func:`popprof.io.files.open_json` (plus a JSON guard), and read whole text
 through :func:`read_limited`. All checks are linear in the bytes read and keep
 no more than one chunk; when a limit is exceeded they raise
 :class:`~popprof.io.limits.LimitExceeded` (one line, exit code 2). See docs/limits.md.

@@ -3,7 +3,7 @@
 Two kinds: :func:`progress` counts units of work (files, tables, plots) against
 a total; :func:`reading` shows the bytes of a file read so far against its
 size. Inside a :func:`reading` block every file opened through
-:func:`counted` (readers do this via ``popprof.readers.open_binary``) adds the
+:func:`counted` (readers do this via ``popprof.io.files.open_binary``) adds the
 bytes it reads — including reads in worker processes forked inside the block,
 through a counter in shared memory. Compressed files count the compressed
 bytes consumed, against the compressed size, so the bar is honest either way.

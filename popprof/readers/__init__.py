@@ -12,18 +12,14 @@ Each reader module defines:
 
 from __future__ import annotations
 
-import gzip
 import importlib
-import os
 import stat
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
 
-from ..io import bounded, limits
-from ..io.progress import counted
+from ..io import bounded
+from ..io.files import gzip_truncated, read_head
 from ..model.errors import InputError
 from ..model.profile import Profile
 
@@ -44,9 +40,6 @@ READER_MODULES: tuple[str, ...] = (
 #: (a bundle of a trace) are re-classified after reading.
 MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti"})
 
-HEAD_BYTES = 1 << 16
-GZIP_MAGIC = b"\x1f\x8b"
-
 
 def reader_modules() -> Iterator[ModuleType]:
     """The reader modules that exist in this installation, in detection order, each imported only when
@@ -60,84 +53,6 @@ def reader_modules() -> Iterator[ModuleType]:
                 raise
             continue
         yield module
-
-
-def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
-    """The first ``size`` bytes of a file, transparently gunzipped; raises InputError on corrupt gzip."""
-    with open(path, "rb") as handle:
-        raw = handle.read(size)
-    if raw[:2] != GZIP_MAGIC:
-        return raw
-    try:
-        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return decompressor.decompress(raw, size)
-    except zlib.error as exc:
-        raise InputError(
-            path, f"corrupt gzip data ({exc})", "re-copy the file; it may be truncated"
-        ) from None
-
-
-def _gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
-    """Whether ``path`` is gzip whose compressed stream ends before its end-of-stream marker."""
-    with open(path, "rb") as handle:
-        if handle.read(2) != GZIP_MAGIC:
-            return False
-        handle.seek(0)
-        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        budget = limits.get("text-bytes")  # bounded work: a bomb is not worth decompressing to its end
-        try:
-            while not decompressor.eof and (data := handle.read(block)):
-                while data and not decompressor.eof:  # output is discarded: only the end marker matters
-                    budget -= len(decompressor.decompress(data, block))
-                    data = decompressor.unconsumed_tail
-                    if budget < 0:
-                        return False
-        except zlib.error:
-            return False  # corrupt rather than cut off; read_head reports that
-        return not decompressor.eof
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
-
-    Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
-    decompression bomb) reading raises :class:`~popprof.io.limits.LimitExceeded`. The bytes read
-    from disk count toward an active :func:`popprof.io.progress.reading` bar.
-    """
-    with open(path, "rb") as handle:
-        magic = handle.read(2)
-        compressed = os.fstat(handle.fileno()).st_size
-    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
-    source = counted(raw)
-    if magic != GZIP_MAGIC:
-        return source
-    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
-    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
-    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
-
-
-def open_json(path: Path) -> BinaryIO:
-    """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
-    raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
-    """
-    return guard_json(open_binary(path), path)
-
-
-def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
-    """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
-    return bounded.buffered(bounded.JsonGuard(raw, Path(path)))
-
-
-def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
-    """The whole (gunzipped) content of a text input, within ``text-bytes`` and ``line-bytes``.
-
-    With ``truncate`` (detection) the first ``text-bytes`` bytes, without the line check.
-    """
-    with open_binary(path) as handle:
-        data = bounded.read_limited(handle, Path(path), "text-bytes", truncate=truncate)
-    if not truncate:
-        bounded.check_line_lengths(data, Path(path))
-    return data
 
 
 def detect(path: Path) -> ModuleType:
@@ -158,7 +73,7 @@ def detect(path: Path) -> ModuleType:
         raise InputError(
             path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)"
         )
-    if _gzip_truncated(path):
+    if gzip_truncated(path):
         raise InputError(
             path,
             "gzip data is truncated and what it holds is not a recognised profile",

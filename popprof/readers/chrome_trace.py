@@ -43,6 +43,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..io.files import guard_json, open_binary, open_json
 from ..io.heap import gc_paused, release_free_memory
 from ..io.progress import counted, reading
 from ..io.sources import source_metadata
@@ -50,7 +51,7 @@ from ..model.errors import InputError
 from ..model.profile import Profile
 from ..trace import frame
 from ..trace.begin_end import match_begin_end
-from . import chrome_trace_arrow, guard_json, open_binary, open_json
+from . import chrome_trace_arrow
 
 FORMAT = "chrome_trace"
 #: Files at least this large (uncompressed) are parsed in parts on several processes.

@@ -27,11 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..io.files import HEAD_BYTES
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
 from ..model.schema import conform
-from . import HEAD_BYTES, textload
+from . import textload
 
 FORMAT = "oom_log"
 

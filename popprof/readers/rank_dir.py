@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ..io.files import read_head
 from ..io.progress import progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
-from . import chrome_trace, read_head, read_path
+from . import chrome_trace, read_path
 
 FORMAT = "chrome_trace"
 #: Read the files on several processes when there are at least two and they hold this many bytes.

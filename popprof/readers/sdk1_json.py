@@ -25,12 +25,12 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..io.files import GZIP_MAGIC, open_binary, open_json
 from ..io.progress import reading
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
 from ..model.schema import category_of_program_type
-from . import GZIP_MAGIC, open_binary, open_json
 from .arch import infer_arch
 
 FORMAT = "sdk1_json"

@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..io.files import HEAD_BYTES
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
 from ..model.schema import PROGRAM_TYPE_CATEGORY, conform
-from . import HEAD_BYTES, oom_log, textload
+from . import oom_log, textload
 from . import text_execution as te
 from .arch import infer_arch
 from .lazy_profile import LazyProfile

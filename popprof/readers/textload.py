@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import read_text_bytes
+from ..io.files import read_text_bytes
 
 _cached: tuple[tuple[str, int, int], str] | None = None
 

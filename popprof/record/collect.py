@@ -142,7 +142,8 @@ def read_log(path: Path, label: str, collected: Collected) -> None:
     for each (``stdout.text_summary.run_2``). A log with nothing recognised
     gives none.
     """
-    from ..readers import read_head, reader_modules
+    from ..io.files import read_head
+    from ..readers import reader_modules
 
     try:
         if not path.is_file() or path.stat().st_size == 0:

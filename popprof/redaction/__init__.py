@@ -41,7 +41,7 @@ class LeakError(Exception):
 def input_kind(path: Path) -> str:
     """``bundle`` (and any profile popprof.open reads), ``chrome`` or ``text_summary``."""
     from ..io.bounded import check_input_file
-    from ..readers import read_head
+    from ..io.files import read_head
 
     check_input_file(path)  # missing, or a FIFO / device / socket: one line, never a blocking open
     if path.is_dir():
@@ -239,7 +239,7 @@ def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, s
 
 
 def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
-    from ..readers import open_binary
+    from ..io.files import open_binary
     from .text_summary import redact_text_summary
 
     with open_binary(source) as handle:

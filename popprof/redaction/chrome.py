@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io import limits
+from ..io.files import open_binary
 from ..io.jsonbytes import (
     SCAN_BLOCK,
     has_escaped_quote,
@@ -42,7 +43,6 @@ from ..io.jsonbytes import (
     solid_after,
     solid_before,
 )
-from ..readers import open_binary
 from .redactor import Redactor
 
 BLOCK = 8 << 20

@@ -343,7 +343,7 @@ def _is_textual(typ) -> bool:
 def scan_text_file(path: Path, scanner: Scanner, name: str | None = None) -> ScanResult:
     """Scan every line of a text file (``name``: how the report names it, default its file name)."""
     name = name or path.name
-    from ..readers import open_binary
+    from ..io.files import open_binary
 
     with open_binary(path) as handle:
         for number, line in enumerate(handle.read().decode("utf-8", "replace").splitlines(), 1):

@@ -139,7 +139,7 @@ _STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
 def trace_strings(path: Path, block_size: int = SCAN_BLOCK) -> Iterator[tuple[set[bytes], set[bytes]]]:
     """The distinct (keys, strings) of a JSON file, block by block, as raw bytes between quotes (the
     strings may include the keys). Gzip bombs end in LimitExceeded, and so does an endless string."""
-    from ..readers import open_binary
+    from ..io.files import open_binary
 
     with open_binary(path) as reader:
         yield from map_blocks(reader, _block_strings, block_size, _last_safe_cut, path)
@@ -203,7 +203,7 @@ def derive_trace(path: Path, sensitive: SensitiveSet) -> SensitiveSet:
 
 def derive_text(path: Path, sensitive: SensitiveSet) -> SensitiveSet:
     """Feed every line of a text file."""
-    from ..readers import open_binary
+    from ..io.files import open_binary
 
     with open_binary(path) as handle:
         for line in handle.read().decode("utf-8", "replace").splitlines():

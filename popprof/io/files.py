@@ -1,0 +1,97 @@
+"""Opening inputs: the head of a file, gzip read transparently and guarded, the JSON guard, bounded text.
+
+Every reader opens its input through these, so limits (``docs/limits.md``) hold for all of them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from ..model.errors import InputError
+from . import bounded, limits
+from .progress import counted
+
+HEAD_BYTES = 1 << 16
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of a file, transparently gunzipped; raises InputError on corrupt gzip."""
+    with open(path, "rb") as handle:
+        raw = handle.read(size)
+    if raw[:2] != GZIP_MAGIC:
+        return raw
+    try:
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return decompressor.decompress(raw, size)
+    except zlib.error as exc:
+        raise InputError(
+            path, f"corrupt gzip data ({exc})", "re-copy the file; it may be truncated"
+        ) from None
+
+
+def gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
+    """Whether ``path`` is gzip whose compressed stream ends before its end-of-stream marker."""
+    with open(path, "rb") as handle:
+        if handle.read(2) != GZIP_MAGIC:
+            return False
+        handle.seek(0)
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        budget = limits.get("text-bytes")  # bounded work: a bomb is not worth decompressing to its end
+        try:
+            while not decompressor.eof and (data := handle.read(block)):
+                while data and not decompressor.eof:  # output is discarded: only the end marker matters
+                    budget -= len(decompressor.decompress(data, block))
+                    data = decompressor.unconsumed_tail
+                    if budget < 0:
+                        return False
+        except zlib.error:
+            return False  # corrupt rather than cut off; read_head reports that
+        return not decompressor.eof
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
+
+    Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
+    decompression bomb) reading raises :class:`~popprof.io.limits.LimitExceeded`. The bytes read
+    from disk count toward an active :func:`popprof.io.progress.reading` bar.
+    """
+    with open(path, "rb") as handle:
+        magic = handle.read(2)
+        compressed = os.fstat(handle.fileno()).st_size
+    raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
+    source = counted(raw)
+    if magic != GZIP_MAGIC:
+        return source
+    unzipped = gzip.GzipFile(fileobj=source, mode="rb")
+    unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
+    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
+
+
+def open_json(path: Path) -> BinaryIO:
+    """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
+    raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
+    """
+    return guard_json(open_binary(path), path)
+
+
+def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
+    """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
+    return bounded.buffered(bounded.JsonGuard(raw, Path(path)))
+
+
+def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
+    """The whole (gunzipped) content of a text input, within ``text-bytes`` and ``line-bytes``.
+
+    With ``truncate`` (detection) the first ``text-bytes`` bytes, without the line check.
+    """
+    with open_binary(path) as handle:
+        data = bounded.read_limited(handle, Path(path), "text-bytes", truncate=truncate)
+    if not truncate:
+        bounded.check_line_lengths(data, Path(path))
+    return data

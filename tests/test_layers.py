@@ -1,0 +1,131 @@
+"""The package's layers run one way (docs/architecture.md): a module imports only from its own
+package or from packages of lower layers, never the facade, never ``popprof.testing`` (runtime code),
+and no two modules import each other in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import popprof
+
+PACKAGE = Path(popprof.__file__).resolve().parent
+
+#: Layer of each top-level part of the package: an import may go to the same part or a lower layer.
+#: Keep in step with the table in docs/architecture.md.
+LAYERS: dict[str, int] = {
+    "_version": 0,
+    "model": 0,
+    "io": 1,
+    "trace": 2,
+    "readers": 3,
+    "metrics": 4,
+    "rules": 5,
+    "compare": 5,
+    "redaction": 5,
+    "plots": 6,
+    "report": 7,
+    "pilot": 8,
+    "record": 8,
+    "sql": 8,
+    "store": 8,
+    "cli": 9,
+    "testing": 9,
+    "__main__": 10,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(imported popprof module or name, whether at module level) for every import in the file."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text("utf-8"))
+    top_level = {id(node) for node in tree.body}
+    top_level |= {id(n) for node in tree.body if isinstance(node, ast.If) for n in node.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("popprof"):
+                continue
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                sub = PACKAGE.parent / Path(*candidate.split("."))
+                name = candidate if sub.with_suffix(".py").is_file() or sub.is_dir() else target
+                found.append((name, id(node) in top_level))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top_level) for a in node.names if a.name.startswith("popprof")]
+    return found
+
+
+def _part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or p.name != "__init__.py")
+
+
+def test_every_part_of_the_package_has_a_layer():
+    parts = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in MODULES}
+    assert parts <= set(LAYERS), f"give these a layer here and in docs/architecture.md: {parts - set(LAYERS)}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_run_down_the_layers(path):
+    module = _module_name(path)
+    own = _part(module)
+    wrong = []
+    for target, _ in _imports(path):
+        part = _part(target)
+        if part is None:
+            wrong.append(f"{target} (the facade: import from the module that defines the name)")
+        elif part == "testing" and own != "testing":
+            wrong.append(f"{target} (testing code is never imported by runtime code)")
+        elif part != own and LAYERS[part] >= LAYERS[own] and part != "_version":
+            wrong.append(f"{target} (layer {LAYERS[part]} is not below {own}'s {LAYERS[own]})")
+    assert not wrong, f"{module} imports upward: {wrong}"
+
+
+def test_no_import_cycles_at_module_level():
+    graph: dict[str, set[str]] = {}
+    for path in MODULES:
+        module = _module_name(path)
+        graph[module] = {t for t, top in _imports(path) if top and t != module}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    # A package's __init__ that hands on its modules' names is not a cycle of logic.
+    real = [c for c in cycles if not any(c[i + 1].startswith(c[i] + ".") for i in range(len(c) - 1))]
+    assert not real, f"import cycles: {real}"
+
+
+def test_no_facade_function_shares_a_module_name():
+    names = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in MODULES}
+    clashes = [n for n in popprof.__all__ if callable(getattr(popprof, n)) and n in names]
+    assert not clashes, f"importing the module would replace the function: {clashes}"
