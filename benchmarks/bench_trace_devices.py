@@ -4,7 +4,8 @@ Two measurements, each in a fresh process (peak RSS from ``getrusage``; for the
 directory the largest worker's peak is reported too):
 
 - ``figures``: load ``benchmarks/data/kineto_1GB.json`` (10 million events in Kineto's
-  layout, flows and correlation included, generated on first use), then compute every per-device figure (``device_breakdown``,
+  layout, flows and correlation included, generated on first use), then compute every per-device
+  figure (``device_breakdown``,
   ``kernel_breakdown``, ``idle_breakdown``, ``launch_delays``). Target: the figures
   in under 10 s on top of the load.
 - ``ranks``: 8 rank traces of ~100 MB each (``benchmarks/data/kineto_ranks8/rank-N.json``)
@@ -190,7 +191,8 @@ def ranks(args: argparse.Namespace) -> None:
         )
         print(
             f"  {label:<14} {rows[label]['seconds']:.1f} s wall, {rows[label]['cpu_seconds']:.1f} s CPU, "
-            f"peak {rows[label]['peak_bytes'] / 2**30:.2f} GiB (+ worker {rows[label]['worker_peak_bytes'] / 2**30:.2f})",
+            f"peak {rows[label]['peak_bytes'] / 2**30:.2f} GiB "
+            f"(+ worker {rows[label]['worker_peak_bytes'] / 2**30:.2f})",
             file=sys.stderr,
         )
     print(

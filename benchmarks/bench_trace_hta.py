@@ -328,7 +328,8 @@ def main() -> None:
             kept = f"  kept {result['kept']}" if "kept" in result else ""
             print(
                 f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
-                f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, tree {_mib(result['sampled_peak_bytes'])})  "
+                f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, "
+                f"tree {_mib(result['sampled_peak_bytes'])})  "
                 f"events {result['events']}  load {result['load_average']}{stopped}{kept}",
                 file=sys.stderr,
             )

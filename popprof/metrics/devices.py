@@ -4,16 +4,18 @@
 
 | column | GPU (Kineto trace; HTA 0.5.0 definitions) | IPU (``steps``; ``.pvti`` events) |
 |---|---|---|
-| ``span_us`` | first GPU-work start to last end (HTA ``kernel_time``) | sum of the IPU's step cycles / clock (pvti: first to last device event) |
+| ``span_us`` | first GPU-work start to last end (HTA ``kernel_time``) | sum of the IPU's step cycles / clock |
 | ``busy_us`` | union of GPU work | step time (pvti: union of device events) |
 | ``idle_pct`` | (span - busy) / span (HTA ``get_temporal_breakdown``) | 0 for steps (pvti: gaps) |
 | ``compute_pct`` | union of COMPUTATION kernels / span | compute steps |
 | ``non_compute_pct`` | 100 - idle - compute | everything else |
 | ``communication_pct`` | union of COMMUNICATION (NCCL) kernels / span | exchange + global_exchange |
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
-| ``comm_comp_overlap_pct`` | compute-overlapped communication / communication (HTA ``get_comm_comp_overlap``) | 0 (BSP: compute and exchange never overlap) |
+| ``comm_comp_overlap_pct`` | overlapped communication / communication (HTA) | 0 (BSP: never overlap) |
 | ``host_wait_pct`` | union of the rank's ``host_wait`` calls / span | missing |
-| ``work_items`` / ``streams`` | kernels, memcpy, memset counted / streams they ran on | steps (pvti: device events) / 0 |
+| ``work_items`` / ``streams`` | kernels, memcpy, memset / their streams | steps (pvti: device events) / 0 |
+
+From a ``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
 
 The other functions give HTA's other tables: :func:`kernel_breakdown`
 (``get_gpu_kernel_breakdown`` kernel-type time with overlaps), :func:`idle_breakdown`

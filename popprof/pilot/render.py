@@ -85,11 +85,11 @@ def render_text(doc: dict) -> str:
     if missing:
         out += ["", f"Missing figures ({MISSING})"] + [f"  {m}" for m in missing]
     opts = doc["options"]
+    per_sample = opts["batch_size"] or opts["samples_per_step"]
+    rate = "samples/s" if per_sample else "steps/s (give --batch-size for samples/s)"
     out += [
         "",
-        f"Step times after the first {opts['warmup_steps']} warm-up step(s); "
-        f"{'samples/s' if opts['batch_size'] or opts['samples_per_step'] else 'steps/s (give --batch-size for samples/s)'}. "
-        "Definitions: docs/pilot.md.",
+        f"Step times after the first {opts['warmup_steps']} warm-up step(s); {rate}. Definitions: docs/pilot.md.",
     ]
     return "\n".join(out)
 

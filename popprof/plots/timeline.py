@@ -184,8 +184,9 @@ def timeline(
     ``stalls`` adds plain ``(start_us, end_us)`` windows to those of the
     findings. The ``max_labels`` longest visible stalls are numbered above the
     plot and listed under it with the ``top`` host events in them (and the
-    time each overlaps the stall; events under 1 % of the stall are left out). ``window_us`` limits the view to a time range (µs, as in the
-    events table). At most ``max_lanes`` host lanes are drawn (the busiest).
+    time each overlaps the stall; events under 1 % of the stall are left out).
+    ``window_us`` limits the view to a time range (µs, as in the events table). At most
+    ``max_lanes`` host lanes are drawn (the busiest).
     Returns the Figure; x is milliseconds since the first event.
     """
     all_lanes = lanes(profile)

@@ -22,7 +22,10 @@ def _key(path: Path) -> tuple[str, int, int]:
 
 
 def load_text(path: Path) -> str:
-    """The file's text within the ``text-bytes`` / ``line-bytes`` limits (UTF-8, undecodable bytes replaced, BOM dropped; gzip transparent), shared."""
+    """The file's text within the ``text-bytes`` / ``line-bytes`` limits, shared between readers.
+
+    UTF-8 with undecodable bytes replaced and the BOM dropped; gzip is read transparently.
+    """
     global _cached
     key = _key(path)
     if _cached is not None and _cached[0] == key:

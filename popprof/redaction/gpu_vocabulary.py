@@ -430,7 +430,7 @@ GPU_PATTERNS: tuple[str, ...] = (
     r"(?:GPU|CPU|XPU|MTIA|HPU) ?\d*",
     r"(?:cpu|cuda|gloo|nccl|mpi|ucc)(?::(?:gloo|nccl|mpi|ucc))?(?:,(?:cpu|cuda):(?:gloo|nccl|mpi|ucc))*",
     r"0x[0-9a-fA-F]{1,16}",
-    r"(?i:cuda|cpu|ipu|gpu|xla|mps|hip|xpu|meta|mtia)(?::\d+)?",  # torch device strings                                # pointers and addresses (numbers)
+    r"(?i:cuda|cpu|ipu|gpu|xla|mps|hip|xpu|meta|mtia)(?::\d+)?",  # torch device strings; pointers and addresses above
     r"\[[\d\s,.\[\]eE+-]*\]|\d+\.",  # Kineto's number lists and "1." scalars
     # cuBLAS / cuDNN generated kernel names: every underscore part from the kernel-name vocabulary
     r"(?:cudnn_(?:infer|train)_)?(?:ampere|volta|turing|maxwell|hopper|sm\d{2,3})_(?:xmma_|s|h|d|c|z|bf16|fp16|tf32|i8|)?"

@@ -5,7 +5,8 @@ redacted with one key still diff name by name); another key gives unrelated
 pseudonyms. The kind is part of the hashed message, so a variable and a
 program with the same name get unrelated pseudonyms.
 
-Collisions: the short form carries :data:`SHORT_HEX` hex digits (48 bits: with 100,000 names of one kind a collision has a chance of about 2 in 100,000).
+Collisions: the short form carries :data:`SHORT_HEX` hex digits (48 bits: with 100,000 names of one
+kind a collision has a chance of about 2 in 100,000).
 When two different originals of one kind meet the same short form within one
 run, the later one gets the long form (:data:`LONG_HEX` digits), so the
 redacted data never merges two names.

@@ -220,7 +220,8 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
         f"{len(phases)} exchange-heavy phase(s)"
         + (f" on {len(devices)} device(s)" if devices else "")
         + f" (windows of {duration(worst['width'])} where exchange + sync not overlapped by other device "
-        f"work take >= {threshold_pct(params['moderate'])} of the busy time); worst {pct(worst['share'])} ({severity} at >= "
+        f"work take >= {threshold_pct(params['moderate'])} of the busy time); "
+        f"worst {pct(worst['share'])} ({severity} at >= "
         f"{threshold_pct(threshold)}): " + "; ".join(listed)
     )
     if len(phases) > len(chosen):

@@ -137,7 +137,10 @@ def _layer_names(layers: int) -> tuple[str, ...]:
 
 
 def _step(w: _Writer, step: int, t: float, rng: random.Random, layers: int = len(_LAYERS)) -> float:
-    """Write one training step (``layers`` linear layers) starting at host time ``t``; return when the next may start."""
+    """Write one training step (``layers`` linear layers) starting at host time ``t``.
+
+    Returns the host time at which the next step may start.
+    """
     names = _layer_names(layers)
     w.external = 0
     stall = rng.random() < 0.1
