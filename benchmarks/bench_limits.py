@@ -2,8 +2,8 @@
 
 Reads a generated Chrome trace (benchmarks/gen_traces.py, plain and gzipped) three ways, each in a
 fresh subprocess: the byte stream (``open_binary``: for gzip, with the bomb guard only), the
-JSON-guarded stream (``open_json``), and the whole reader (``chrome_trace.read``, serial) with and without the guard. Prints medians of wall and
-CPU seconds and the peak RSS of each, as a table.
+JSON-guarded stream (``open_json``), and the whole reader (``chrome_trace.read``, serial) with and
+without the guard. Prints medians of wall and CPU seconds and the peak RSS of each, as a table.
 
 Usage: ``python benchmarks/bench_limits.py [--size 100MB] [--repeat 3]``
 """
