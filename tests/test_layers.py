@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "report": 7,
     "pilot": 8,
     "record": 8,
-    "sql": 8,
+    "sql": 7,
     "store": 8,
     "cli": 9,
     "testing": 9,
