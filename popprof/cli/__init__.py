@@ -40,6 +40,9 @@ COMMANDS: dict[str, str] = {
     "report": "plot",
     "record": "record",
     "pilot": "pilot",
+    "store": "store",
+    "trend": "trend",
+    "fleet": "fleet",
 }
 
 

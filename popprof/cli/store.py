@@ -1,0 +1,180 @@
+"""``popprof store``: a run store of many runs (init, add, ls, query, compact, fsck)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from .common import device_map_option, echo_json, format_option, reader_options
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def print_frame(frame: pd.DataFrame, fmt: str, limit: int = 200) -> None:
+    """A result table on stdout as an aligned table, CSV or JSON records."""
+    if fmt == "csv":
+        click.echo(frame.to_csv(index=False), nl=False)
+        return
+    if fmt == "json":
+        click.echo(frame.to_json(orient="records", indent=2, date_format="iso"))
+        return
+    import pandas as pd
+
+    if frame.empty or limit == 0:
+        click.echo("  ".join(map(str, frame.columns)))
+        click.echo("(no rows)")
+        return
+    with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
+        click.echo(frame.head(limit).to_string(index=False))
+    if len(frame) > limit:
+        click.echo(f"... {len(frame) - limit:,} more rows (use --limit or --format csv)")
+
+
+@click.group("store")
+def store_command() -> None:
+    """Keep many runs in one store (a directory or s3:// prefix of Parquet) and query them (docs/store.md).
+
+    \b
+    Examples:
+      popprof store init runs/
+      popprof store add runs/ build/profile.popprof --commit $SHA --branch main
+      popprof store query runs/ "SELECT run_id, value FROM metrics WHERE name = 'execution.total_cycles'"
+    """
+
+
+@store_command.command("init")
+@click.argument("store")
+def init_command(store: str) -> None:
+    """Create an empty store at STORE (kept as it is when it is a store already)."""
+    from ..store import init
+
+    created = init(store)
+    click.echo(f"store {created.root}")
+
+
+@store_command.command("add")
+@click.argument("store")
+@click.argument("sources", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--run-id", default=None, help="The run's id (default: from CI variables, else the content hash)."
+)
+@click.option("--commit", default=None, help="Commit of the code that made the run (default: from CI).")
+@click.option("--branch", default=None, help="Branch of that commit (default: from CI).")
+@click.option("--time", "time_", default=None, metavar="ISO", help="The run's time (default: the bundle's).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label to record; repeatable.")
+@click.option("--replace", is_flag=True, help="Overwrite a run stored with other content.")
+@device_map_option()
+def add_command(
+    store: str,
+    sources: tuple[str, ...],
+    run_id: str | None,
+    commit: str | None,
+    branch: str | None,
+    time_: str | None,
+    labels: tuple[str, ...],
+    replace: bool,
+    device_map: str | None,
+) -> None:
+    """Add SOURCES (bundles, run directories, traces, text summaries or baseline JSON) as runs of STORE.
+
+    The same run again is a no-op (exit 0); the same run id with other content is refused (exit 2)
+    unless --replace.
+    """
+    from ..io.config import load_config
+    from ..store import add
+    from ..store.identity import parse_labels
+
+    results = add(
+        store,
+        sources,
+        run_id=run_id,
+        commit=commit,
+        branch=branch,
+        time=time_,
+        labels=parse_labels(labels),
+        replace=replace,
+        reader_options=reader_options(device_map, load_config()),
+    )
+    for result in results:
+        click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")
+
+
+@store_command.command("ls")
+@click.argument("store")
+@click.option("--branch", default=None, help="Only runs of this branch.")
+@click.option("--last", type=click.IntRange(1, None), default=None, help="Only the N latest runs.")
+@format_option("table", "csv", "json", default="table")
+def ls_command(store: str, branch: str | None, last: int | None, fmt: str) -> None:
+    """List the runs of STORE, oldest first."""
+    from ..store import open as open_store
+
+    where = "WHERE branch = ?" if branch is not None else ""
+    sql = (
+        "SELECT run_id, profile, created, commit, branch, kind, source_format, month "
+        f"FROM runs {where} ORDER BY created DESC, run_id DESC"
+    )
+    if last is not None:
+        sql += f" LIMIT {last}"
+    con = open_store(store).duckdb()
+    try:
+        frame = con.execute(sql, [branch] if branch is not None else []).fetch_df()
+    finally:
+        con.close()
+    print_frame(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1)
+
+
+@store_command.command("query")
+@click.argument("store")
+@click.argument("sql")
+@format_option("table", "csv", "json", default="table")
+@click.option(
+    "--limit", type=click.IntRange(0, None), default=200, show_default=True, help="Rows in table format."
+)
+@click.option(
+    "--timeout", "timeout_s", type=click.FloatRange(0, None, min_open=True), default=None, metavar="SECONDS"
+)
+def query_command(store: str, sql: str, fmt: str, limit: int, timeout_s: float | None) -> None:
+    """Run read-only DuckDB SQL over STORE's views: runs, metrics, ranks and one per bundle table.
+
+    The query runs in the same sandbox as `popprof query`, with read access to the store's files only.
+    """
+    from ..store import open as open_store
+
+    print_frame(open_store(store).query(sql, timeout_s=timeout_s), fmt, limit)
+
+
+@store_command.command("compact")
+@click.argument("store")
+@click.option(
+    "--before", default=None, metavar="YYYY-MM", help="Compact months before this (default: this month)."
+)
+def compact_command(store: str, before: str | None) -> None:
+    """Rewrite each closed month of STORE into one file per table (queries get much faster)."""
+    from ..store.compact import compact
+
+    done = compact(store, before=before)
+    click.echo(f"compacted {len(done)} month partition(s)" + (": " + ", ".join(done) if done else ""))
+
+
+@store_command.command("fsck")
+@click.argument("store")
+@click.option("--fix", is_flag=True, help="Remove what the check finds (never a live run's file).")
+@format_option("text", "json", default="text")
+def fsck_command(store: str, fix: bool, fmt: str) -> None:
+    """Check STORE: files no run refers to (from a crash or --replace), temporaries, store version.
+
+    Exit 1 when problems are found (and not fixed).
+    """
+    from ..store.compact import fsck
+
+    problems = fsck(store, fix=fix)
+    if fmt == "json":
+        echo_json([p.__dict__ for p in problems])
+    else:
+        for p in problems:
+            click.echo(f"{'removed' if p.fixed else p.kind}: {p.path} ({p.detail})")
+        click.echo(f"{len(problems)} problem(s)" + (" fixed" if fix and problems else ""))
+    if problems and not fix:
+        raise click.exceptions.Exit(1)

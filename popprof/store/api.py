@@ -1,0 +1,157 @@
+"""``popprof.store.open(STORE)``: one store, read by DuckDB (default), pyarrow (Dask, Ray, Polars) or Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import TYPE_CHECKING
+
+from .._version import __version__
+from ..model.errors import UsageError
+from .layout import STORE_FILE, Location, kind_dir, read_descriptor, write_descriptor
+from .schemas import schema_of, table_kind
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+    import pyarrow.dataset as ds
+
+
+def init(store: str | os.PathLike[str]) -> Store:
+    """Create an empty store at ``store`` (a directory or ``s3://...``); an existing store is kept as it is."""
+    location = Location.of(store)
+    if location.exists(STORE_FILE):
+        read_descriptor(location)  # refuses a newer or foreign one
+        return Store(location)
+    if location.local:
+        root = os.path.abspath(location.root)
+        if os.path.isdir(root) and os.listdir(root):
+            raise UsageError(f"{root}: exists and is not empty; a store needs a new or empty directory")
+    write_descriptor(location, __version__, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    return Store(location)
+
+
+def open_store(store: str | os.PathLike[str]) -> Store:
+    """The store at ``store``; InputError when it is not one or was written by a newer popprof."""
+    location = Location.of(store)
+    read_descriptor(location)
+    return Store(location)
+
+
+class Store:
+    """A run store. Each reader sees the same deduplicated views: ``runs``, ``metrics``, ``ranks`` and one
+    per bundle table (``execution_runs`` for the bundle's own ``runs`` table)."""
+
+    def __init__(self, location: Location) -> None:
+        self.location = location
+
+    @property
+    def root(self) -> str:
+        """The store's path or URL."""
+        return self.location.root
+
+    def __repr__(self) -> str:
+        return f"<popprof store {self.root}>"
+
+    def duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection (new, or ``con``) with the store's views created on it."""
+        import duckdb
+
+        from .engine_duckdb import create_views
+
+        con = duckdb.connect(":memory:") if con is None else con
+        self._attach_filesystem(con)
+        create_views(con, self.location)
+        return con
+
+    def _attach_filesystem(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not self.location.local:
+            con.register_filesystem(self.location.fs)
+
+    def query(
+        self, sql: str, *, timeout_s: float | None = None, memory_bytes: int | None = None
+    ) -> pd.DataFrame:
+        """Run read-only ``sql`` over the views in the query sandbox, confined to the store's files."""
+        from .. import sql as sandbox
+        from .engine_duckdb import create_views
+
+        con = sandbox.connect(memory_bytes, allowed_directories=[self.root.rstrip("/") + "/"])
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            self._attach_filesystem(con)
+            names = create_views(con, self.location)
+            sandbox.lock(con)
+            return sandbox.execute(con, sql, names, timeout_s=timeout_s, memory_bytes=memory_bytes)
+        finally:
+            con.close()
+
+    def metric(
+        self,
+        name: str | list[str],
+        *,
+        profile: str | None = None,
+        branch: str | None = None,
+        last: int | None = None,
+    ) -> pd.DataFrame:
+        """One metric's history (or several metrics' in one query, with a ``name`` column): run_id, profile,
+        created, commit, branch, value, unit, better, oldest first; ``last`` keeps the latest N rows."""
+        names = [name] if isinstance(name, str) else list(name)
+        con = self.duckdb()
+        try:
+            where = [f"m.name IN ({', '.join('?' for _ in names)})"]
+            params: list[object] = list(names)
+            if profile is not None:
+                where.append("m.profile = ?")
+                params.append(profile)
+            if branch is not None:
+                where.append("r.branch = ?")
+                params.append(branch)
+            sql = (
+                "SELECT m.run_id, m.profile, m.created, r.commit, r.branch, m.value, m.unit, m.better"
+                + ("" if isinstance(name, str) else ", m.name")
+                + " "
+                "FROM metrics m JOIN runs r USING (run_id, profile, ingest_id) "
+                f"WHERE {' AND '.join(where)} ORDER BY m.created DESC, m.run_id DESC"
+            )
+            if last is not None:
+                sql += f" LIMIT {int(last)}"
+            frame = con.execute(sql, params).fetch_df()
+        finally:
+            con.close()
+        return frame.iloc[::-1].reset_index(drop=True)
+
+    def arrow_dataset(self, table: str) -> ds.Dataset:
+        """A pyarrow dataset of one kind (``runs``, ``metrics``, ``ranks`` or a bundle table) with its declared
+        schema and the month partition: the hand-off to Dask, Ray or Polars.
+
+        It reads the files as they are: rows of replaced or half-added runs are there too; keep the rows whose
+        ``ingest_id`` is in ``runs`` (as the views do) when that matters.
+        """
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        kind = table if table in ("runs", "metrics", "ranks") else table_kind(table)
+        try:
+            schema = schema_of(kind)
+        except KeyError:
+            raise UsageError(f"no store table {table!r}") from None
+        schema = schema.append(pa.field("month", pa.string()))
+        partitioning = ds.partitioning(pa.schema([pa.field("month", pa.string())]), flavor="hive")
+        files = self.location.files(kind_dir(kind), "month=*/*.parquet")
+        paths = [self.location.path(f) if self.location.local else self.location._bare(f) for f in files]
+        return ds.dataset(
+            paths,
+            schema=schema,
+            format="parquet",
+            partitioning=partitioning,
+            partition_base_dir=self.location.path(kind_dir(kind))
+            if self.location.local
+            else self.location._bare(kind_dir(kind)),
+            filesystem=None if self.location.local else self.location.fs,
+        )
+
+    def spark(self, session: object) -> list[str]:
+        """Register the store's views as temporary views of a SparkSession; returns their names."""
+        from .engine_spark import register
+
+        return register(session, self.location)

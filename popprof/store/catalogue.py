@@ -1,0 +1,45 @@
+"""The catalogue (``runs``): find a stored run, write its row last, list the live runs."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .layout import COMPACT_PREFIX, Location, run_file, run_key
+from .schemas import RUNS
+
+
+def read_parquet(location: Location, rel: str, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file of the store as an Arrow table."""
+    if location.local:
+        return pq.read_table(location.path(rel), columns=columns)
+    with location.fs.open(location._bare(rel), "rb") as handle:  # type: ignore[union-attr]
+        return pq.read_table(handle, columns=columns)
+
+
+def write_parquet(location: Location, rel: str, table: pa.Table) -> None:
+    """Write ``table`` at ``rel`` (temporary name and rename locally; one PUT remotely)."""
+    with location.writing(rel) as target:
+        pq.write_table(table, target, compression="zstd")
+
+
+def stored_rows(location: Location, run_id: str, profile: str) -> list[dict]:
+    """Every catalogue row of (run_id, profile), in per-run and compacted files, latest ingest first."""
+    key = run_key(run_id, profile)
+    rows: list[dict] = []
+    for rel in location.files("runs", f"month=*/{key}.parquet"):
+        rows += [dict(row, _file=rel) for row in read_parquet(location, rel).to_pylist()]
+    for rel in location.files("runs", f"month=*/{COMPACT_PREFIX}*.parquet"):
+        table = read_parquet(location, rel)
+        table = table.filter(pc.and_(pc.equal(table["run_id"], run_id), pc.equal(table["profile"], profile)))
+        rows += [dict(row, _file=rel) for row in table.to_pylist()]
+    rows.sort(key=lambda r: (r["ingested_at"], r["ingest_id"]), reverse=True)
+    return rows
+
+
+def write_row(location: Location, month: str, row: dict) -> str:
+    """Write a run's catalogue row (the commit marker of an add); returns its store-relative path."""
+    rel = run_file("runs", month, run_key(row["run_id"], row["profile"]), row["ingest_id"])
+    write_parquet(location, rel, pa.Table.from_pylist([row], schema=RUNS))
+    return rel

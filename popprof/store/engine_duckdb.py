@@ -1,0 +1,74 @@
+"""DuckDB over a store: the raw relations with declared types, then the views of :mod:`.views`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .layout import Location, kind_dir
+from .schemas import kinds, schema_of, view_name
+from .views import LIVE, columns, duckdb_type, live_sql, raw_name, view_sql
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def raw_sql(location: Location, kind: str, present: bool) -> str:
+    """The raw relation of ``kind``: its files read by name with declared casts (typed and empty without files).
+
+    An empty typed relation is unioned by name with the files, so a column missing from every file (an
+    optional one, or one added later) is NULL, and a column the schema does not know is ignored.
+    """
+    schema = schema_of(kind)
+    typed_nulls = ", ".join(f'CAST(NULL AS {duckdb_type(f.type)}) AS "{f.name}"' for f in schema)
+    empty = (
+        f"SELECT {typed_nulls}, CAST(NULL AS VARCHAR) AS month, CAST(NULL AS VARCHAR) AS _file WHERE false"
+    )
+    if not present:
+        return empty
+    glob = location.path(f"{kind_dir(kind)}/month=*/*.parquet")
+    files = (
+        f"SELECT * FROM read_parquet({_literal(glob)}, "
+        "hive_partitioning = true, hive_types = {'month': 'VARCHAR'}, union_by_name = true, filename = true)"
+    )
+    casts = ", ".join(f'CAST("{f.name}" AS {duckdb_type(f.type)}) AS "{f.name}"' for f in schema)
+    return (
+        f"SELECT {casts}, CAST(month AS VARCHAR) AS month, CAST(_file AS VARCHAR) AS _file FROM "
+        f"({empty} UNION ALL BY NAME SELECT * EXCLUDE (filename), filename AS _file FROM ({files}))"
+    )
+
+
+def present_kinds(location: Location) -> set[str]:
+    """The kinds that have at least one file in the store."""
+    found = set()
+    for kind in kinds():
+        if location.files(kind_dir(kind), "month=*/*.parquet"):
+            found.add(kind)
+    return found
+
+
+def create_views(con: duckdb.DuckDBPyConnection, location: Location) -> list[str]:
+    """Create the raw relations and views of every kind on ``con``; returns the view names.
+
+    The live ingests are read once into a temporary table; a kind without files gets an empty view of its
+    declared columns (nothing to bind against the files).
+    """
+    present = present_kinds(location)
+    con.execute("SET parquet_metadata_cache = true")  # each view binds the files again: footers read once
+    con.execute(f"CREATE VIEW {raw_name('runs')} AS {raw_sql(location, 'runs', 'runs' in present)}")
+    con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
+    names = []
+    for kind in ["runs", *[k for k in kinds() if k != "runs"]]:
+        if kind != "runs":
+            con.execute(f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present)}")
+        sql = view_sql(kind) if kind in present else raw_sql(location, kind, False)
+        shown = ", ".join(f'"{c}"' for c in columns(kind))
+        con.execute(f"CREATE VIEW {view_name(kind)} AS SELECT {shown} FROM ({sql})")
+        names.append(view_name(kind))
+    return names
+
+
+__all__ = ["columns", "create_views", "present_kinds", "raw_sql"]

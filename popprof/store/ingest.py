@@ -1,0 +1,312 @@
+"""``store add``: put runs into a store, append-only and idempotent.
+
+For each profile of each source: compute the content hash (the tables as declared Arrow, the baseline
+metrics, and the identity given: time, commit, branch, labels); the same (run_id, profile) with the same
+hash is a no-op, with another hash a conflict unless ``replace``. Table, ``metrics`` and ``ranks`` files are
+written first and the catalogue row last, each to a temporary name renamed when complete: a crash leaves
+only files no view shows (``store fsck`` lists them). Concurrent adds of different runs write disjoint files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from .. import metrics as registry
+from .._version import __version__
+from ..compare.baseline import baseline_document, is_baseline
+from ..model.errors import InputError, PopprofError, UsageError
+from ..model.profile import Profile
+from ..readers import bundle as bundle_reader
+from ..readers.baseline import BASELINE_FORMAT, read_baseline
+from . import identity as ident
+from .catalogue import stored_rows, write_parquet, write_row
+from .layout import Location, read_descriptor, run_file, run_key
+from .ranks import rank_table
+from .schemas import METRICS, RANKS, table_kind, to_arrow
+
+
+class StoreConflict(PopprofError):
+    """The run is stored already with other content (exit 2; ``--replace`` overwrites it)."""
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What ``add`` did with one profile: ``added``, ``unchanged`` or ``replaced``."""
+
+    run_id: str
+    profile: str
+    status: str
+    month: str
+    ingest_id: str
+
+
+@dataclass
+class _Plan:
+    profile: Profile
+    kind: str
+    manifest: dict
+    created: dt.datetime
+    tables: dict[str, pa.Table]
+    metrics: list[dict]
+    content: str
+    run_id: str = ""
+
+
+def add(
+    store: str | os.PathLike[str],
+    sources: Iterable[str | os.PathLike[str]],
+    *,
+    run_id: str | None = None,
+    commit: str | None = None,
+    branch: str | None = None,
+    time: str | dt.datetime | None = None,
+    labels: Mapping[str, str] | None = None,
+    replace: bool = False,
+    reader_options: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[AddResult]:
+    """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
+
+    ``run_id``/``commit``/``branch`` default from the CI environment (``env``, else ``os.environ``); without
+    a run id the first 16 hex digits of the content hash name the run. Raises :class:`StoreConflict` (before
+    writing anything) when a run is stored with other content and ``replace`` is false.
+    """
+    location = Location.of(store)
+    read_descriptor(location)
+    who = ident.resolve(run_id, commit, branch, labels or {}, env)
+    when = ident.parse_time(time) if isinstance(time, str) else time
+    plans: list[_Plan] = []
+    for source in sources:
+        plans += _load(Path(source), who, when, dict(reader_options or {}))
+    seen: set[tuple[str, str]] = set()
+    decisions = []
+    for plan in plans:
+        plan.run_id = who.run_id if who.run_id is not None else plan.content[:16]
+        key = (plan.run_id, plan.profile.name)
+        if key in seen:
+            raise UsageError(
+                f"run {plan.run_id!r} gets profile {plan.profile.name!r} twice from these sources; "
+                "add them with different --run-id"
+            )
+        seen.add(key)
+        old = stored_rows(location, *key)
+        live = old[0] if old else None
+        if live is not None and live["content_sha256"] != plan.content and not replace:
+            raise StoreConflict(
+                f"{location.root}: run {plan.run_id!r} profile {plan.profile.name!r} is stored with other "
+                "content; pass --replace to overwrite it, or give another --run-id"
+            )
+        decisions.append((plan, live))
+    results = []
+    for plan, live in decisions:
+        if live is not None and live["content_sha256"] == plan.content:
+            results.append(
+                AddResult(
+                    plan.run_id,
+                    plan.profile.name,
+                    "unchanged",
+                    ident.month_of(live["created"]),
+                    live["ingest_id"],
+                )
+            )
+            continue
+        results.append(_write(location, plan, who, replaced=live))
+    return results
+
+
+def _load(path: Path, who: ident.Identity, when: dt.datetime | None, options: dict) -> list[_Plan]:
+    """Open one source into plans (one per profile)."""
+    from ..readers import open_all
+
+    profiles = {"": read_baseline(path)} if _is_baseline_file(path) else open_all(path, **options)
+    plans = []
+    for profile in profiles.values():
+        manifest, kind = _manifest(profile, path)
+        created = when or _created(manifest, path)
+        tables = {name: to_arrow(table_kind(name), frame) for name, frame in profile.tables.items()}
+        document = baseline_document(profile)
+        metrics = [
+            {"name": name, "value": float(entry["value"]), "unit": entry["unit"], "better": _better(name)}
+            for name, entry in sorted(document["metrics"].items())
+        ]
+        content = _content_hash(profile.name, kind, tables, metrics, created, who)
+        plans.append(
+            _Plan(profile, kind, dict(manifest, target=document["target"]), created, tables, metrics, content)
+        )
+    return plans
+
+
+def _is_baseline_file(path: Path) -> bool:
+    if not path.is_file() or path.suffix.lower() != ".json":
+        return False
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return BASELINE_FORMAT.encode() in head
+
+
+def _manifest(profile: Profile, path: Path) -> tuple[dict, str]:
+    """The bundle manifest (or what stands for it) and the run kind (``profile`` or ``baseline``)."""
+    if is_baseline(profile):
+        return (
+            {
+                "format": BASELINE_FORMAT,
+                "format_version": int(profile.meta.get("baseline.format_version", 1)),
+                "tool_version": profile.meta.get("baseline.tool_version", ""),
+                "profile_name": profile.name,
+                "tables": json.loads(profile.meta.get("baseline.tables", "[]")),
+            },
+            "baseline",
+        )
+    source = Path(str(profile.source)) if profile.source else path
+    if source.is_dir() and (source / bundle_reader.MANIFEST).is_file():
+        return bundle_reader.read_manifest(source), "profile"
+    try:
+        sources = json.loads(profile.meta.get("source_files", "[]"))
+    except json.JSONDecodeError:
+        sources = []
+    return (
+        {
+            "format": bundle_reader.BUNDLE_FORMAT,
+            "format_version": bundle_reader.FORMAT_VERSION,
+            "tool_version": __version__,
+            "profile_name": profile.name,
+            "source_format": profile.source_format,
+            "sources": sources,
+            "redacted": {"redacted": False},
+        },
+        "profile",
+    )
+
+
+def _created(manifest: dict, path: Path) -> dt.datetime:
+    """The run's own time: the bundle's ``created``, else the source's modification time (stable on re-add)."""
+    text = manifest.get("created")
+    if isinstance(text, str):
+        try:
+            return ident.parse_time(text)
+        except UsageError:
+            pass
+    try:
+        return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).replace(microsecond=0)
+    except OSError as exc:
+        raise InputError(path, f"cannot read ({exc.strerror})") from None
+
+
+def _better(name: str) -> str | None:
+    described = registry.describe(name)
+    return described.better if described else None
+
+
+def _content_hash(
+    profile: str,
+    kind: str,
+    tables: dict[str, pa.Table],
+    metrics: list[dict],
+    created: dt.datetime,
+    who: ident.Identity,
+) -> str:
+    """SHA-256 over the declared tables (Arrow IPC), the metrics and the identity given (not the run id)."""
+    digest = hashlib.sha256()
+    header = {
+        "profile": profile,
+        "kind": kind,
+        "created": created.isoformat(),
+        "commit": who.commit,
+        "branch": who.branch,
+        "labels": who.labels,
+        "metrics": metrics,
+    }
+    digest.update(json.dumps(header, sort_keys=True).encode())
+    for name in sorted(tables):
+        digest.update(b"\0" + name.encode() + b"\0")
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, tables[name].schema) as writer:
+            writer.write_table(tables[name])
+        digest.update(sink.getvalue())
+    return digest.hexdigest()
+
+
+def _keyed(table: pa.Table, run_id: str, profile: str, ingest_id: str) -> pa.Table:
+    for name, value in (("run_id", run_id), ("profile", profile), ("ingest_id", ingest_id)):
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, name, pa.array([value] * table.num_rows, pa.string()))
+    return table
+
+
+def _write(location: Location, plan: _Plan, who: ident.Identity, replaced: dict | None) -> AddResult:
+    """Write one run: tables, metrics and ranks first, the catalogue row last."""
+    name = plan.profile.name
+    ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
+    key = run_key(plan.run_id, name)
+    month = ident.month_of(plan.created)
+    for table, data in plan.tables.items():
+        kind = table_kind(table)
+        write_parquet(
+            location, run_file(kind, month, key, ingest_id), _keyed(data, plan.run_id, name, ingest_id)
+        )
+    constants = {"run_id": plan.run_id, "profile": name, "created": plan.created, "ingest_id": ingest_id}
+    metrics = pa.Table.from_pylist([dict(m, **constants) for m in plan.metrics], schema=METRICS)
+    write_parquet(location, run_file("metrics", month, key, ingest_id), metrics)
+    ranks = rank_table(plan.profile, who.labels.get("host"))
+    if len(ranks):
+        import pandas as pd
+
+        ranks_arrow = to_arrow("ranks", pd.DataFrame(ranks), **constants)
+        ranks_arrow = ranks_arrow.cast(RANKS)
+        write_parquet(location, run_file("ranks", month, key, ingest_id), ranks_arrow)
+    row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id))
+    if replaced is not None:
+        _remove_ingest(location, replaced, key, keep=row_file)
+    return AddResult(plan.run_id, name, "replaced" if replaced is not None else "added", month, ingest_id)
+
+
+def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str) -> dict:
+    manifest = plan.manifest
+    target = manifest.get("target", {})
+    redacted = manifest.get("redacted")
+    return {
+        "run_id": plan.run_id,
+        "profile": plan.profile.name,
+        "created": plan.created,
+        "commit": who.commit,
+        "branch": who.branch,
+        "ci_job": who.ci_job,
+        "labels": json.dumps(who.labels, sort_keys=True),
+        "kind": plan.kind,
+        "source_format": target.get("source_format") or plan.profile.source_format,
+        "ipu_arch": target.get("ipu_arch"),
+        "num_ipus": target.get("num_ipus"),
+        "tiles_per_ipu": target.get("tiles_per_ipu"),
+        "poplar_version": target.get("poplar_version"),
+        "format_version": manifest.get("format_version"),
+        "tool_version": manifest.get("tool_version") or __version__,
+        "redacted": bool(redacted.get("redacted")) if isinstance(redacted, dict) else False,
+        "tables": json.dumps(sorted(plan.tables)),
+        "content_sha256": plan.content,
+        "ingest_id": ingest_id,
+        "ingested_at": dt.datetime.now(dt.UTC),
+        "manifest": json.dumps(manifest, sort_keys=True, default=str),
+    }
+
+
+def _remove_ingest(location: Location, old: dict, key: str, keep: str) -> None:
+    """Delete the per-run files of a replaced ingest (compacted rows stay; the views no longer show them)."""
+    month = ident.month_of(old["created"])
+    kinds = ["metrics", "ranks", *(table_kind(t) for t in json.loads(old.get("tables") or "[]"))]
+    for kind in kinds:
+        location.remove(run_file(kind, month, key, old["ingest_id"]))
+    old_file = old.get("_file", "")
+    if old_file.endswith(f"/{key}.parquet") and old_file != keep:  # the old row sat in another month
+        location.remove(old_file)

@@ -1,0 +1,87 @@
+"""The views every engine gets over a store, as SQL both DuckDB and Spark run.
+
+Each kind has a raw relation ``_all_<view>`` (its files, declared columns, ``month`` and the file name as
+``_file``) registered by the engine; these views are built on top:
+
+- ``runs``: the live catalogue row of each (run_id, profile): the latest ``ingested_at``. A ``--replace``
+  or a half-finished add (table files without their row) is thereby invisible.
+- every other kind: the rows of live ingests only, each ingest taken from one file generation (a per-run
+  file is generation 0, ``compact-<gen>-...`` is ``gen``), the highest present: an interrupted
+  compaction, which leaves both, never counts a run twice.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .schemas import schema_of, view_name
+
+_GEN = (
+    "CASE WHEN _file LIKE '%/compact-%' "
+    "THEN CAST(regexp_extract(_file, 'compact-([0-9]+)-', 1) AS INTEGER) ELSE 0 END"
+)
+
+
+def raw_name(kind: str) -> str:
+    """The raw relation of ``kind`` (all its rows, before deduplication)."""
+    return "_all_" + view_name(kind)
+
+
+def columns(kind: str) -> list[str]:
+    """The columns a view of ``kind`` shows: the declared ones, then ``month``."""
+    return [field.name for field in schema_of(kind)] + ["month"]
+
+
+def _quoted(names: list[str], prefix: str = "") -> str:
+    return ", ".join(f'{prefix}"{n}"' for n in names)
+
+
+#: The relation of the live ingests (run_id, profile, ingest_id): a table in DuckDB (the catalogue is read
+#: once per connection, not once per view), a view in Spark.
+LIVE = "_live"
+
+
+def live_sql() -> str:
+    """The live ingest of each (run_id, profile): the latest ``ingested_at`` in the catalogue."""
+    return (
+        "SELECT run_id, profile, ingest_id FROM (SELECT run_id, profile, ingest_id, row_number() OVER "
+        f"(PARTITION BY run_id, profile ORDER BY ingested_at DESC, ingest_id DESC) AS _rn FROM {raw_name('runs')}) "
+        "WHERE _rn = 1"
+    )
+
+
+def view_sql(kind: str) -> str:
+    """The SELECT that defines the view of ``kind`` over its raw relation."""
+    raw = raw_name(kind)
+    cols = columns(kind)
+    if kind == "runs":
+        return (
+            f"SELECT {_quoted(cols)} FROM (SELECT *, row_number() OVER "
+            f"(PARTITION BY run_id, profile ORDER BY ingested_at DESC, ingest_id DESC) AS _rn FROM {raw}) "
+            "WHERE _rn = 1"
+        )
+    return (
+        f"SELECT {_quoted(cols, 'f.')} FROM (SELECT *, {_GEN} AS _gen FROM {raw}) f "
+        f"JOIN (SELECT ingest_id, max({_GEN}) AS _best FROM {raw} "
+        f"WHERE ingest_id IN (SELECT ingest_id FROM {LIVE}) GROUP BY ingest_id) b "
+        "ON f.ingest_id = b.ingest_id AND f._gen = b._best"
+    )
+
+
+#: Arrow types -> DuckDB SQL types for the explicit casts.
+_DUCKDB_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+}
+
+
+def duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type of a store column."""
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMPTZ"
+    return _DUCKDB_TYPES[arrow_type]

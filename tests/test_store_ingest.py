@@ -1,0 +1,174 @@
+"""The run store: idempotent, append-only adds, conflicts, crashes, CI identities, string run ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from store_helpers import MK2, TWO_RANKS, run
+
+import popprof.store as store
+from popprof.compare.baseline import write_baseline
+from popprof.store import identity, ingest
+from popprof.store.compact import fsck
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    store.init(path)
+    return path
+
+
+def _parquet_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.parquet"))
+
+
+def test_same_run_twice_is_a_no_op(root: Path, capsys) -> None:
+    code, out, _ = run(capsys, "store", "add", root, MK2, "--run-id", "00123", "--commit", "c1")
+    assert code == 0 and out.startswith("added: run 00123")
+    files = {p: p.stat().st_mtime_ns for p in _parquet_files(root)}
+    code, out, _ = run(capsys, "store", "add", root, MK2, "--run-id", "00123", "--commit", "c1")
+    assert code == 0 and out.startswith("unchanged: run 00123")
+    assert {p: p.stat().st_mtime_ns for p in _parquet_files(root)} == files  # nothing written
+    runs = store.open(root).query("SELECT run_id, commit, month FROM runs")
+    assert runs.to_dict("records") == [{"run_id": "00123", "commit": "c1", "month": "2026-11"}]
+
+
+def _changed_copy(tmp_path: Path) -> Path:
+    """The Mk2 fixture under its own name with the first tile using 64 bytes more."""
+    import popprof
+    from popprof.readers import bundle
+
+    profile = popprof.open(MK2)
+    profile.tiles.loc[0, "bytes_incl_gaps"] += 64
+    return bundle.write(profile, tmp_path / "changed" / MK2.name)
+
+
+def test_same_id_other_content_is_refused_unless_replace(root: Path, tmp_path: Path, capsys) -> None:
+    changed = _changed_copy(tmp_path)
+    run(capsys, "store", "add", root, MK2, "--run-id", "7", "--time", "2026-11-02T00:00:00Z")
+    before = _parquet_files(root)
+    code, out, err = run(
+        capsys, "store", "add", root, changed, "--run-id", "7", "--time", "2026-11-02T00:00:00Z"
+    )
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "--replace" in err and "Traceback" not in err
+    assert _parquet_files(root) == before
+    code, out, _ = run(
+        capsys, "store", "add", root, changed, "--run-id", "7", "--time", "2026-11-02T00:00:00Z", "--replace"
+    )
+    assert code == 0 and out.startswith("replaced: run 7")
+    s = store.open(root)
+    assert s.query("SELECT count(*) AS n FROM runs")["n"].tolist() == [1]
+    # the tables show the new content once, and the replaced run's files are gone
+    first = s.query("SELECT bytes_incl_gaps FROM tiles WHERE tile = 0")["bytes_incl_gaps"].tolist()
+    assert first == [pq.read_table(MK2 / "tiles.parquet")["bytes_incl_gaps"][0].as_py() + 64]
+    assert s.query("SELECT count(*) AS n FROM tiles")["n"].tolist() == [1472]
+    assert len(_parquet_files(root)) == len(before)
+    assert fsck(root) == []
+
+
+def test_a_crash_before_the_catalogue_row_leaves_nothing_visible(root: Path, monkeypatch) -> None:
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ingest, "write_row", crash)
+    with pytest.raises(KeyboardInterrupt):
+        store.add(root, [MK2], run_id="r1")
+    monkeypatch.undo()
+    assert any(root.joinpath("tables").rglob("*.parquet"))  # the table files were written ...
+    s = store.open(root)
+    for view in ("runs", "metrics", "tiles", "steps"):  # ... and no view shows them
+        assert s.query(f"SELECT count(*) AS n FROM {view}")["n"].tolist() == [0]
+    problems = fsck(root)
+    assert problems and {p.kind for p in problems} == {"orphan"}
+    fsck(root, fix=True)
+    assert fsck(root) == [] and not list(root.rglob("*.parquet"))
+    assert store.add(root, [MK2], run_id="r1")[0].status == "added"
+    assert s.query("SELECT count(*) AS n FROM tiles")["n"].tolist() == [1472]
+
+
+def test_month_comes_from_the_run_time_and_ids_stay_strings(root: Path) -> None:
+    store.add(root, [MK2], run_id="00123", time="2026-05-31T23:30:00-02:00")
+    store.add(root, [MK2], run_id="12e45", time="2026-06-02T00:00:00Z")
+    assert sorted(p.name for p in (root / "runs").iterdir()) == ["month=2026-06"]
+    s = store.open(root)
+    runs = s.query("SELECT run_id, month FROM runs ORDER BY run_id")
+    assert runs["run_id"].tolist() == ["00123", "12e45"] and runs["month"].tolist() == ["2026-06", "2026-06"]
+    dataset = s.arrow_dataset("metrics").to_table()
+    assert dataset.schema.field("run_id").type == "string"
+    assert set(dataset["run_id"].to_pylist()) == {"00123", "12e45"}
+    for path in root.rglob("*.parquet"):  # no run id is a directory name anywhere
+        assert "00123" not in str(path.parent) and "12e45" not in str(path.parent)
+
+
+def test_a_baseline_json_stores_exactly_its_metrics(root: Path, tmp_path: Path) -> None:
+    import popprof
+
+    baseline = write_baseline(popprof.open(MK2), tmp_path / "base.json")
+    stored = store.add(root, [baseline], run_id="b1")
+    assert stored[0].status == "added"
+    expected = {k: v["value"] for k, v in json.loads(baseline.read_text())["metrics"].items()}
+    got = store.open(root).query("SELECT name, value FROM metrics")
+    assert dict(zip(got["name"], got["value"], strict=True)) == pytest.approx(expected)
+    assert store.open(root).query("SELECT kind FROM runs")["kind"].tolist() == ["baseline"]
+
+
+def test_a_trace_gets_per_rank_rows_from_the_straggler_figures(root: Path) -> None:
+    import popprof
+    from popprof.metrics.ranks import rank_figures
+
+    store.add(root, [TWO_RANKS], run_id="t1")
+    ranks = store.open(root).query("SELECT rank, step_us, idle_share FROM ranks ORDER BY rank")
+    figures = rank_figures(popprof.open(TWO_RANKS))
+    assert ranks["rank"].tolist() == figures["rank"].tolist()
+    assert ranks["step_us"].tolist() == pytest.approx(figures["step_us"].tolist())
+    assert ranks["idle_share"].tolist() == pytest.approx(figures["idle_share"].tolist())
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {
+                "GITHUB_RUN_ID": "99",
+                "GITHUB_RUN_ATTEMPT": "2",
+                "GITHUB_SHA": "abc",
+                "GITHUB_REF_NAME": "main",
+            },
+            ("99.2", "abc", "main"),
+        ),
+        (
+            {"GITLAB_CI": "true", "CI_PIPELINE_ID": "5", "CI_JOB_ID": "77", "CI_COMMIT_SHA": "d"},
+            ("5.77", "d", None),
+        ),
+        (
+            {"BUILD_TAG": "jenkins-x-3", "GIT_COMMIT": "e", "GIT_BRANCH": "origin/dev"},
+            ("jenkins-x-3", "e", "dev"),
+        ),
+        ({}, (None, None, None)),
+    ],
+)
+def test_run_identity_from_ci_variables(env: dict, expected: tuple) -> None:
+    found = identity.from_ci(env)
+    assert (found.run_id, found.commit, found.branch) == expected
+
+
+def test_ci_run_id_is_used_when_none_is_given(root: Path) -> None:
+    result = store.add(root, [MK2], env={"GITHUB_RUN_ID": "00042", "GITHUB_RUN_ATTEMPT": "1"})
+    assert result[0].run_id == "00042.1"
+    assert store.open(root).query("SELECT run_id FROM runs")["run_id"].tolist() == ["00042.1"]
+
+
+def test_bad_store_and_bad_options_are_one_line(tmp_path: Path, root: Path, capsys) -> None:
+    code, _, err = run(capsys, "store", "add", tmp_path / "nowhere", MK2)
+    assert code == 2 and "not a popprof store" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "store", "add", root, MK2, "--time", "yesterday")
+    assert code == 2 and "ISO 8601" in err
+    code, _, err = run(capsys, "store", "add", root, MK2, "--label", "novalue")
+    assert code == 2 and "KEY=VALUE" in err
+    code, _, err = run(capsys, "store", "add", root, tmp_path / "missing.popprof")
+    assert code == 2 and "Traceback" not in err
