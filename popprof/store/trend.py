@@ -1,0 +1,258 @@
+"""``popprof trend``: how metrics moved over a store's runs, and the changes that matter.
+
+Two modes per series (one metric of one profile, oldest run first):
+
+- ``exact`` (auto when the series never moves by noise, MAD of its first differences is 0: compile-time
+  memory, cycle counts): every change of value, with the last old and the first new run and commit, the
+  range to bisect.
+- ``noisy`` (trace timings): change points by PELT-L1 (:mod:`.changepoints`), kept only when the change
+  exceeds the metric's gate budget (``[tool.popprof.gate]``, else the default budget) in the metric's worse
+  direction, or would exceed it were it a worsening (so improvements of that size show too).
+
+A kept worsening beyond the budget is a *regression*; ``fail`` is true when one lies in the last ``recent``
+runs and is not acknowledged (``popprof trend ack``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..compare.gate import Budget, load_budget
+from ..compare.gate import _check as budget_violations
+from ..model.errors import UsageError
+from .api import Store, open_store
+from .changepoints import INSTALL_HINT, MissingTrendExtra, boundaries, robust_sigma
+from .layout import slug
+
+MODES = ("auto", "exact", "noisy")
+
+
+@dataclass
+class Change:
+    """One change of a series: where (the runs either side), how much, and what the gate budget says."""
+
+    metric: str
+    profile: str
+    mode: str
+    index: int  # position of the first new run in the series
+    last_old_run: str
+    first_new_run: str
+    last_old_commit: str | None
+    first_new_commit: str | None
+    first_new_created: str
+    before: float
+    after: float
+    change: float
+    rel_change: float | None
+    direction: str  # worse | better | changed (a neutral metric)
+    budget: str
+    beyond_budget: bool
+    regression: bool
+    recent: bool
+    acknowledged: bool = False
+    p_value: float | None = None
+
+
+@dataclass
+class Series:
+    """One metric of one profile over the runs, with its changes."""
+
+    metric: str
+    profile: str
+    unit: str
+    better: str | None
+    mode: str
+    runs: list[str]
+    commits: list[str | None]
+    created: list[str]
+    values: list[float]
+    changes: list[Change] = field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def regressions(self) -> list[Change]:
+        """Unacknowledged regressions in the recent runs (what ``--fail-on regression`` fails on)."""
+        return [c for c in self.changes if c.regression and c.recent and not c.acknowledged]
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        out = asdict(self)
+        out["changes"] = [asdict(c) for c in self.changes]
+        return out
+
+
+def trend(
+    store: str | os.PathLike[str] | Store,
+    metrics: list[str],
+    *,
+    profile: str | None = None,
+    branch: str | None = None,
+    last: int | None = 500,
+    mode: str = "auto",
+    recent: int = 10,
+    budget: Budget | None = None,
+) -> list[Series]:
+    """The series of ``metrics`` in ``store`` (one per metric and profile) with their changes."""
+    if mode not in MODES:
+        raise UsageError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+    handle = store if isinstance(store, Store) else open_store(store)
+    budget = budget if budget is not None else load_budget()
+    acks = read_acks(handle)
+    out = []
+    history = handle.metric(list(metrics), profile=profile, branch=branch)
+    for name in metrics:
+        frame = history[history["name"] == name]
+        if frame.empty:
+            raise UsageError(
+                f"no runs of metric {name!r} in {handle.root}"
+                + (f" for profile {profile!r}" if profile else "")
+                + (f" on branch {branch!r}" if branch else "")
+            )
+        for prof, group in frame.groupby("profile", sort=True):
+            if last is not None:
+                group = group.tail(last)
+            out.append(_series(name, str(prof), group.reset_index(drop=True), mode, recent, budget, acks))
+    return out
+
+
+def _series(name, prof, group, mode, recent, budget, acks) -> Series:
+    values = group["value"].to_numpy(dtype=np.float64)
+    series = Series(
+        metric=name,
+        profile=prof,
+        unit=str(group["unit"].iloc[-1] or ""),
+        better=group["better"].iloc[-1] if isinstance(group["better"].iloc[-1], str) else None,
+        mode="exact",
+        runs=group["run_id"].astype(str).tolist(),
+        commits=[c if isinstance(c, str) else None for c in group["commit"]],
+        created=[t.isoformat() for t in group["created"]],
+        values=values.tolist(),
+    )
+    noisy = mode == "noisy" or (mode == "auto" and robust_sigma(values) > 0)
+    if not noisy:
+        indices = [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+        series.changes = [_change(series, i, values[i - 1], values[i], "exact", budget) for i in indices]
+    else:
+        series.mode = "noisy"
+        try:
+            found = boundaries(values)
+        except MissingTrendExtra:
+            series.note = INSTALL_HINT
+            found = []
+        edges = [0, *found, len(values)]
+        for k, b in enumerate(found):
+            before, after = values[edges[k] : b], values[b : edges[k + 2]]
+            change = _change(series, b, float(np.median(before)), float(np.median(after)), "noisy", budget)
+            change.p_value = _p_value(before, after)
+            if change.beyond_budget:
+                series.changes.append(change)
+    n = len(values)
+    for change in series.changes:
+        change.recent = change.index >= n - recent
+        change.acknowledged = (name, change.first_new_run) in acks
+    return series
+
+
+def _flip(better: str | None) -> str | None:
+    return {"lower": "higher", "higher": "lower"}.get(better or "", better)
+
+
+def _change(series: Series, i: int, before: float, after: float, mode: str, budget: Budget) -> Change:
+    delta = after - before
+    rel = delta / abs(before) if before else None
+    better = series.better
+    if better in ("lower", "higher"):
+        worse = delta > 0 if better == "lower" else delta < 0
+        direction = "worse" if worse else "better"
+    else:
+        worse, direction = True, "changed"
+    limit = budget.limit_for(series.metric)
+    rel_value = rel if rel is not None else math.nan
+    if limit is None:
+        beyond, text = True, "none"
+    else:
+        text = limit.describe()
+        as_is = budget_violations(series.metric, better, before, after, delta, rel_value, limit, series.unit)
+        mirrored = budget_violations(
+            series.metric, _flip(better), before, after, delta, rel_value, limit, series.unit
+        )
+        beyond = bool(as_is) or (direction == "better" and bool(mirrored))
+    return Change(
+        metric=series.metric,
+        profile=series.profile,
+        mode=mode,
+        index=i,
+        last_old_run=series.runs[i - 1],
+        first_new_run=series.runs[i],
+        last_old_commit=series.commits[i - 1],
+        first_new_commit=series.commits[i],
+        first_new_created=series.created[i],
+        before=before,
+        after=after,
+        change=delta,
+        rel_change=rel,
+        direction=direction,
+        budget=text,
+        beyond_budget=beyond,
+        regression=worse and beyond and (limit is None or bool(as_is)),
+        recent=False,
+    )
+
+
+def _p_value(before: np.ndarray, after: np.ndarray) -> float | None:
+    """Mann-Whitney U two-sided p-value of the two segments (for people; the decision does not use it)."""
+    try:
+        from scipy.stats import mannwhitneyu
+    except ImportError:
+        return None
+    return float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
+
+
+def _ack_file(metric: str, run_id: str) -> str:
+    digest = hashlib.sha1(f"{metric}\0{run_id}".encode()).hexdigest()[:8]
+    return f"acks/{slug(metric, 60)}--{slug(run_id)}--{digest}.json"
+
+
+def acknowledge(store: str | os.PathLike[str] | Store, metric: str, run_id: str, note: str = "") -> str:
+    """Acknowledge the change of ``metric`` whose first new run is ``run_id``; returns the ack file."""
+    handle = store if isinstance(store, Store) else open_store(store)
+    found = handle.query(
+        "SELECT count(*) AS n FROM metrics WHERE name = "
+        + _sql_text(metric)
+        + " AND run_id = "
+        + _sql_text(run_id)
+    )["n"].iloc[0]
+    if not found:
+        raise UsageError(f"{handle.root}: no run {run_id!r} with metric {metric!r} to acknowledge")
+    rel = _ack_file(metric, run_id)
+    document = {
+        "metric": metric,
+        "run_id": run_id,
+        "note": note,
+        "acked_at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+    handle.location.write_bytes(rel, (json.dumps(document, indent=2) + "\n").encode())
+    return rel
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def read_acks(store: Store) -> set[tuple[str, str]]:
+    """The acknowledged (metric, first new run) pairs of a store."""
+    out = set()
+    for rel in store.location.files("acks", "*.json"):
+        try:
+            document = json.loads(store.location.read_bytes(rel))
+            out.add((str(document["metric"]), str(document["run_id"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a broken ack file acknowledges nothing
+    return out

@@ -1,0 +1,131 @@
+"""``popprof trend`` output: text, JSON, Markdown (a PR comment), JUnit (one case per series) and a plot."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..compare.fmt import fmt_value
+from ..report import markdown as md
+from ..report.junit import Case, Failure, Suite, render
+from .trend import Change, Series
+
+
+def _rel(change: Change) -> str:
+    return "n/a" if change.rel_change is None else f"{change.rel_change * 100:+.2f} %"
+
+
+def _range(change: Change) -> str:
+    old = change.last_old_commit or change.last_old_run
+    new = change.first_new_commit or change.first_new_run
+    return f"{old}..{new}"
+
+
+def _state(change: Change) -> str:
+    if change.regression:
+        if change.acknowledged:
+            return "regression (acknowledged)"
+        return "REGRESSION" if change.recent else "regression"
+    return change.direction
+
+
+def text(series: list[Series]) -> str:
+    """Plain text: per series its mode, last value and changes."""
+    lines = []
+    for s in series:
+        head = (
+            f"{s.metric} [{s.profile}] {s.mode}, {len(s.values)} runs, last {fmt_value(s.values[-1], s.unit)}"
+        )
+        lines.append(head)
+        if s.note:
+            lines.append(f"  note: {s.note}")
+        if not s.changes:
+            lines.append("  no change" if s.mode == "exact" else "  no change point beyond the budget")
+        for c in s.changes:
+            lines.append(
+                f"  {_state(c)}: {fmt_value(c.before, s.unit)} -> {fmt_value(c.after, s.unit)} ({_rel(c)}) "
+                f"between runs {c.last_old_run} and {c.first_new_run} (bisect {_range(c)}; budget {c.budget})"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(series: list[Series]) -> str:
+    """JSON: every series with its values and changes."""
+    return (
+        json.dumps({"series": [s.to_dict() for s in series]}, indent=2, allow_nan=False, default=str) + "\n"
+    )
+
+
+def markdown(series: list[Series]) -> str:
+    """A Markdown report for a pull-request comment: one table of the changes found."""
+    rows = []
+    for s in series:
+        for c in s.changes:
+            rows.append(
+                [
+                    md.code(s.metric),
+                    md.cell(s.profile),
+                    md.cell(_state(c)),
+                    md.cell(f"{fmt_value(c.before, s.unit)} → {fmt_value(c.after, s.unit)}"),
+                    md.cell(_rel(c)),
+                    md.code(_range(c)),
+                    md.cell(c.budget),
+                ]
+            )
+    failing = sum(len(s.regressions) for s in series)
+    lines = [f"### popprof trend: {failing} unacknowledged recent regression(s)", ""]
+    if rows:
+        lines += md.table(
+            ["metric", "profile", "change", "values", "relative", "bisect", "budget"], rows, right=[4]
+        )
+    else:
+        lines.append(f"No changes in {len(series)} series.")
+    return "\n".join(lines) + "\n"
+
+
+def junit(series: list[Series]) -> str:
+    """JUnit XML: one suite per metric, one case per profile, failing on an unacknowledged recent regression."""
+    suites: dict[str, Suite] = {}
+    for s in series:
+        suite = suites.setdefault(s.metric, Suite(f"trend.{s.metric}"))
+        failure = None
+        if s.regressions:
+            c = s.regressions[-1]
+            failure = Failure(
+                f"{s.metric} {_rel(c)} from run {c.first_new_run} (bisect {_range(c)}; budget {c.budget})",
+                "regression",
+                text([s]),
+            )
+        suite.cases.append(Case(s.profile, f"trend.{s.metric}", failure=failure, output=text([s])))
+    return render(list(suites.values()), "popprof trend")
+
+
+def plot(series: list[Series], out: str | os.PathLike[str]) -> None:
+    """A PNG (or any format matplotlib writes by suffix) of each series with its change points, atomically."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from ..model.errors import UsageError
+
+        raise UsageError("-o needs matplotlib: pip install 'popprof[plots]'") from None
+    from ..io.atomic import atomic_path
+
+    fig, axes = plt.subplots(len(series), 1, figsize=(9, 2.6 * len(series)), squeeze=False)
+    for ax, s in zip(axes[:, 0], series, strict=True):
+        ax.plot(range(len(s.values)), s.values, lw=0.9, marker=".", ms=3, color="#3465a4")
+        for c in s.changes:
+            ax.axvline(c.index - 0.5, color="#cc0000" if c.regression else "#4e9a06", lw=1.2, ls="--")
+        ax.set_title(f"{s.metric} [{s.profile}] ({s.mode})", fontsize=9)
+        ax.set_ylabel(s.unit or "value", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[-1, 0].set_xlabel("run (oldest first)", fontsize=8)
+    fig.tight_layout()
+    suffix = os.path.splitext(str(out))[1].lstrip(".") or "png"
+    try:
+        with atomic_path(out) as tmp, open(tmp, "wb") as handle:
+            fig.savefig(handle, format=suffix, dpi=110)
+    finally:
+        plt.close(fig)

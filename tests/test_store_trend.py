@@ -1,0 +1,119 @@
+"""``popprof trend``: exact change logs with the range to bisect, budgeted change points, the gate, acks."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from store_helpers import run
+
+import popprof.store as store
+from popprof.store import changepoints
+from popprof.testing.store_history import shifted_series, write_history
+
+IDLE = "trace.device_idle_us"  # noisy; default budget +5 %
+MEMORY = "memory.total_incl_gaps_bytes"  # exact; default budget +1 %
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("trend") / "store"
+    store.init(root)
+    memory = [1_000_000] * 40 + [1_004_000] * 30 + [1_050_000] * 30  # +0.4 % (within budget), then +4.6 %
+    idle = shifted_series(100, seed=4, noise=0.01, shifts={60: 0.03, 95: 0.10})  # +3 % (within), +10 %
+    ids = write_history(root, {MEMORY: memory, IDLE: idle}, compacted=True)
+    return root, ids
+
+
+def test_exact_mode_lists_every_change_with_the_range_to_bisect(history, capsys) -> None:
+    root, ids = history
+    code, out, _ = run(capsys, "trend", root, MEMORY, "--format", "json")
+    assert code == 0
+    (series,) = json.loads(out)["series"]
+    assert series["mode"] == "exact" and len(series["values"]) == 100
+    changes = series["changes"]
+    assert [(c["last_old_run"], c["first_new_run"]) for c in changes] == [
+        (ids[39], ids[40]),
+        (ids[69], ids[70]),
+    ]
+    assert [c["beyond_budget"] for c in changes] == [False, True]
+    assert [c["regression"] for c in changes] == [False, True]
+    assert (
+        changes[0]["last_old_commit"] == series["commits"][39]
+        and changes[0]["first_new_commit"] == series["commits"][40]
+    )
+    assert changes[1]["rel_change"] == pytest.approx(1_050_000 / 1_004_000 - 1)
+
+
+def test_noisy_mode_keeps_only_changes_beyond_the_budget(history, capsys) -> None:
+    root, ids = history
+    code, out, _ = run(capsys, "trend", root, IDLE, "--format", "json", "--fail-on", "regression")
+    (series,) = json.loads(out)["series"]
+    assert series["mode"] == "noisy"
+    assert [c["first_new_run"] for c in series["changes"]] == [ids[95]]  # the +3 % shift is within +5 %
+    assert series["changes"][0]["regression"] and series["changes"][0]["recent"]
+    assert code == 1
+
+
+def test_a_regression_outside_the_recent_runs_does_not_fail(history, capsys) -> None:
+    root, _ = history
+    code, out, _ = run(capsys, "trend", root, MEMORY, "--fail-on", "regression", "--recent", "5")
+    assert code == 0 and "regression:" in out
+    code, _, _ = run(capsys, "trend", root, MEMORY, "--fail-on", "regression", "--recent", "40")
+    assert code == 1
+
+
+def test_ack_stops_the_gate_failing_on_that_change(history, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    root = tmp_path / "store"
+    shutil.copytree(history[0], root)
+    ids = history[1]
+    assert run(capsys, "trend", root, IDLE, "--fail-on", "regression")[0] == 1
+    code, out, _ = run(capsys, "trend", "ack", root, IDLE, ids[95], "--note", "new kernel, accepted")
+    assert code == 0 and "acknowledged" in out
+    code, out, _ = run(capsys, "trend", root, IDLE, "--fail-on", "regression")
+    assert code == 0 and "acknowledged" in out
+    code, _, err = run(capsys, "trend", "ack", root, IDLE, "no-such-run")
+    assert code == 2 and "no run" in err
+
+
+def test_markdown_junit_and_plot(history, tmp_path: Path, capsys) -> None:
+    root, ids = history
+    code, out, _ = run(capsys, "trend", root, IDLE, MEMORY, "--format", "markdown", "-o", tmp_path / "t.png")
+    assert code == 0 and out.startswith("### popprof trend: 1 unacknowledged recent regression(s)")
+    assert out.count("\n| `") == 3 and (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = run(capsys, "trend", root, IDLE, MEMORY, "--format", "junit")
+    suites = ET.fromstring(out)
+    assert suites.get("tests") == "2" and suites.get("failures") == "1"
+    failed = suites.find(".//failure")
+    assert failed is not None and ids[95] in failed.get("message")
+
+
+def test_without_ruptures_exact_mode_works_and_noisy_metrics_say_what_to_install(
+    history, monkeypatch, capsys
+) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ruptures(name, *args, **kwargs):
+        if name == "ruptures" or name.startswith("ruptures."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ruptures)
+    root, _ = history
+    code, out, err = run(capsys, "trend", root, MEMORY, IDLE)
+    assert code == 0
+    assert "memory.total_incl_gaps_bytes [train] exact" in out and "REGRESSION" not in out.split(IDLE)[1]
+    assert err.strip() == f"popprof: note: {changepoints.INSTALL_HINT}"
+
+
+def test_unknown_metric_and_bad_store_are_one_line(history, tmp_path: Path, capsys) -> None:
+    code, _, err = run(capsys, "trend", history[0], "no.such.metric")
+    assert code == 2 and "no runs of metric" in err
+    code, _, err = run(capsys, "trend", tmp_path, MEMORY)
+    assert code == 2 and "not a popprof store" in err
