@@ -124,3 +124,71 @@ def _write(
         for run_id, mine in by_run.items():
             rel = run_file(kind, month, run_key(run_id, profile), mine[0]["ingest_id"])
             write_parquet(location, rel, pa.Table.from_pylist(mine, schema=schema))
+
+
+def write_rank_jobs(
+    store: str | os.PathLike[str],
+    jobs: int,
+    ranks: int,
+    *,
+    seed: int,
+    slow: Mapping[int, float] | None = None,
+    slow_share: float = 1.0,
+    step_us: float = 100_000.0,
+    noise: float = 0.01,
+    start: dt.datetime = dt.datetime(2026, 3, 1, tzinfo=dt.UTC),
+    compacted: bool = False,
+) -> list[str]:
+    """Write ``jobs`` trace runs with ``ranks`` ranks each into the ``ranks`` table (and the catalogue).
+
+    Each rank's step time is ``step_us`` with ``noise``; a rank in ``slow`` (rank -> relative slowdown) is
+    that much slower in a share ``slow_share`` of the jobs. Host ``host-<rank // 8>``. Returns the run ids.
+    """
+    from ..store.schemas import RANKS
+
+    location = Location.of(store)
+    read_descriptor(location)
+    rng = np.random.default_rng(seed)
+    now = dt.datetime.now(dt.UTC)
+    runs, rows = [], []
+    ids = [f"job-{i:05d}" for i in range(jobs)]
+    for i, run_id in enumerate(ids):
+        created = start + i * dt.timedelta(hours=1)
+        ingest = hashlib.sha256(f"{run_id}\0ranks\0synthetic".encode()).hexdigest()[:16]
+        runs.append(
+            dict(
+                run_id=run_id,
+                profile="trace",
+                created=created,
+                kind="profile",
+                source_format="synthetic",
+                labels="{}",
+                tables="[]",
+                content_sha256=ingest,
+                ingest_id=ingest,
+                ingested_at=now,
+                manifest="{}",
+            )
+        )
+        times = step_us * np.exp(rng.normal(0.0, noise, ranks))
+        for rank, rel in (slow or {}).items():
+            if rng.random() < slow_share:
+                times[rank] *= 1 + rel
+        for rank in range(ranks):
+            rows.append(
+                dict(
+                    run_id=run_id,
+                    profile="trace",
+                    created=created,
+                    rank=rank,
+                    host=f"host-{rank // 8}",
+                    steps=20,
+                    step_us=float(times[rank]),
+                    step_p50_us=float(times[rank]),
+                    span_us=20 * float(times[rank]),
+                    ingest_id=ingest,
+                )
+            )
+    _write(location, "ranks", rows, RANKS, compacted, "trace")
+    _write(location, "runs", runs, RUNS, compacted, "trace")
+    return ids
