@@ -88,6 +88,8 @@ def test_markdown_junit_and_plot(history, tmp_path: Path, capsys) -> None:
     code, out, _ = run(capsys, "trend", root, IDLE, MEMORY, "--format", "junit")
     suites = ET.fromstring(out)
     assert suites.get("tests") == "2" and suites.get("failures") == "1"
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(Path(__file__).resolve().parent / "schemas" / "junit-10.xsd")).validate(out)
     failed = suites.find(".//failure")
     assert failed is not None and ids[95] in failed.get("message")
 
