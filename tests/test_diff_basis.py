@@ -144,6 +144,6 @@ def test_the_cli_says_which_basis_in_every_format(nccl, tmp_path, capsys):
 def test_a_baseline_keeps_the_step_count_so_the_basis_holds(nccl, tmp_path):
     baseline = tmp_path / "baseline.json"
     baseline.write_text(dumps_baseline(nccl))
-    result = diff(str(baseline), repeated(nccl, 2))
+    result = popprof.diff(str(baseline), repeated(nccl, 2))
     assert result.basis["trace"].per == "profiler step"
     assert result.metrics.set_index("name").loc["trace.event_count", "status"] == "unchanged"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -37,12 +39,14 @@ def test_identical_profiles_show_no_change(base):
     assert result.notes == []
 
 
-def test_package_is_callable_as_popprof_diff(base):
+def test_popprof_diff_stays_a_function_after_the_package_is_imported(base):
     import popprof.compare as package
 
-    assert callable(package)
-    result = popprof.diff(base, base)
-    assert isinstance(result, package.ProfileDiff)
+    first = popprof.diff(base, base)
+    importlib.import_module("popprof.redaction")  # importing a subpackage must not replace a facade function
+    second = popprof.diff(base, base)
+    assert isinstance(first, package.ProfileDiff) and isinstance(second, package.ProfileDiff)
+    assert callable(popprof.redact) and not isinstance(popprof.redact, type(package))
 
 
 def test_tiles_pushed_over_capacity_show_exact_numbers(base):

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+import popprof
 import popprof.metrics as registry
 from popprof.cli import main
-from popprof.compare import diff, gate
+from popprof.compare import gate
 from popprof.compare.baseline import dumps_baseline
 from popprof.compare.gate import DeprecatedMetricName, budget_from_mapping
 from popprof.model.schema import STEP_CATEGORIES
@@ -128,7 +129,7 @@ def test_a_baseline_written_under_an_old_name_reads_under_the_new_one(tmp_path):
     assert '"execution.exchange_share"' in text
     old = tmp_path / "old-baseline.json"
     old.write_text(text)
-    result = diff(str(old), profile)
+    result = popprof.diff(str(old), profile)
     row = result.metrics.set_index("name").loc["execution.exchange_and_sync_share"]
     assert row["status"] == "unchanged"
     assert gate(result, {"execution.exchange_and_sync_share": "+0"}).passed

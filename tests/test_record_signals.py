@@ -163,7 +163,7 @@ def test_text_only_streams_get_characters_split_between_chunks_whole(tmp_path: P
     """A stream without a byte buffer (a notebook's) gets decoded text; a UTF-8 character cut by a chunk survives."""
     import io
 
-    from popprof.record.pipeline import run as record_run
+    from popprof.record import run as record_run
 
     monkeypatch.setattr(record_run, "CHUNK_BYTES", 3)
     shown = io.StringIO()

@@ -156,7 +156,7 @@ def fmt_time(us: float | None) -> str:
     return f"{us / 1e6:.3f} s"
 
 
-def _pct(value: float | None) -> str:
+def _points(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.1f} %"
 
 
@@ -186,10 +186,10 @@ def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
         busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
         rank = "-" if d.get("rank") is None else str(d["rank"])
         lines.append(
-            f"{indent}  {rank:>4}  {d['device']:<7} {fmt_time(d.get('span_us')):>10}  {_pct(busy):>7} "
-            f"{_pct(d.get('idle_pct')):>7} {_pct(d.get('compute_pct')):>8} "
-            f"{_pct(d.get('communication_pct')):>7} {_pct(d.get('memory_pct')):>7} "
-            f"{_pct(d.get('comm_comp_overlap_pct')):>8} {_pct(d.get('host_wait_pct')):>9}"
+            f"{indent}  {rank:>4}  {d['device']:<7} {fmt_time(d.get('span_us')):>10}  {_points(busy):>7} "
+            f"{_points(d.get('idle_pct')):>7} {_points(d.get('compute_pct')):>8} "
+            f"{_points(d.get('communication_pct')):>7} {_points(d.get('memory_pct')):>7} "
+            f"{_points(d.get('comm_comp_overlap_pct')):>8} {_points(d.get('host_wait_pct')):>9}"
         )
     lines.append(
         f"{indent}  comm = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
@@ -226,7 +226,7 @@ def render_trace_text(tr: dict) -> list[str]:
             totals[key] = totals.get(key, 0.0) + c["idle_us"]
         for (rank, device), total in totals.items():
             parts = [
-                f"{c['idle_category'].replace('_', ' ')} {_pct(100 * c['idle_us'] / total if total else None)}"
+                f"{c['idle_category'].replace('_', ' ')} {_points(100 * c['idle_us'] / total if total else None)}"
                 for c in causes
                 if (c.get("rank"), c["device"]) == (rank, device)
             ]
@@ -260,7 +260,7 @@ def render_trace_text(tr: dict) -> list[str]:
         lines += [
             "",
             f"  Host waiting on the device: {fmt_time(wait['total_us'])} "
-            f"({_pct(None if wait['share'] is None else 100 * wait['share'])} of the span): {top}",
+            f"({_points(None if wait['share'] is None else 100 * wait['share'])} of the span): {top}",
         ]
     threads = tr.get("busiest_threads") or []
     if threads:
