@@ -104,61 +104,116 @@ def step_times(profile: Profile) -> pd.DataFrame:
     return out[out["dur_us"].notna()].sort_values(["rank", "step"]).reset_index(drop=True)
 
 
-def collective_lateness(profile: Profile, min_normalized_duration: float = 0.01) -> dict[int, float]:
-    """HTA's late-start metric per rank: how much later (in mean iterations) the rank's last long collective
-    of each iteration starts than the other ranks' (their median), averaged over iterations.
+def collective_late_start(profile: Profile, min_normalized_duration: float = 0.01) -> pd.DataFrame:
+    """HTA's straggler metric (``get_potential_stragglers``, HTA 0.5), one row per rank and iteration: when the
+    last long collective of the iteration starts on that rank, and how much later than the other ranks'.
 
-    As HTA's ``get_potential_stragglers``: collectives are device work of category ``exchange`` (NCCL/RCCL
-    kernels) at least ``min_normalized_duration`` of the mean iteration time long; a kernel belongs to the
-    ProfilerStep its launch call (joined by ``correlation``) started in, else the one its own start falls in.
-    Empty without ProfilerSteps, collectives or two ranks (HTA names its top candidates; this gives the
-    figure so that the rule can say whether a rank stands out).
+    As HTA defines it: iterations are the ``ProfilerStep#N`` numbers (N > 0: HTA leaves step 0 out); a device
+    kernel belongs to the iteration its launch call (joined by ``correlation``) ran in, else the one its own
+    start falls in; the mean iteration time is the span of those iterations over all ranks (first step start to
+    the last step or kernel end) divided by their number; collectives are device work of category
+    ``exchange`` (NCCL/RCCL kernels; HTA 0.5 matches names starting ``ncclKernel``) lasting at least
+    ``min_normalized_duration`` of the mean iteration; the last one per (rank, stream, iteration, name) is kept,
+    and of those the (stream, name) whose duration varies most across ranks (standard deviation, averaged over
+    iterations) is the one compared. A rank that starts it late is the one the others wait for inside it.
+
+    Columns: ``rank``, ``iteration``, ``start_us``, ``late_us`` (start minus the other ranks' median start in
+    that iteration, among the ranks whose instance ends with the others' (within ``min_normalized_duration``
+    of an iteration): one collective they waited in; NaN for a rank whose instance does not) and
+    ``late_iterations`` (``late_us`` over the mean iteration time, which is in
+    ``attrs["mean_iteration_us"]``). Empty without two ranks, ProfilerSteps or long collectives.
     """
+    columns = ["rank", "iteration", "start_us", "late_us", "late_iterations"]
+    empty = pd.DataFrame(
+        {c: pd.Series(dtype="int64" if c in ("rank", "iteration") else "float64") for c in columns}
+    )
     events = profile.get("events")
     steps = step_times(profile)
-    steps = steps[steps["rank"] >= 0]
-    if events is None or steps.empty or "correlation" not in events.columns or steps["rank"].nunique() < 2:
-        return {}
-    mean_iter = float(steps["dur_us"].mean())
+    steps = steps[(steps["rank"] >= 0) & (steps["step"] > 0)]
+    if events is None or steps.empty or "stream" not in events.columns or steps["rank"].nunique() < 2:
+        return empty
     rank = rank_codes(events)
-    comm = category_mask(events["device_category"], ("exchange",)) & events["stream"].notna().to_numpy()
-    comm &= events["dur_us"].to_numpy(dtype=np.float64) >= min_normalized_duration * mean_iter
-    if not comm.any():
-        return {}
+    on_device = events["stream"].notna().to_numpy()
+    starts = events["start_us"].to_numpy(dtype=np.float64)
+    durs = events["dur_us"].to_numpy(dtype=np.float64)
     kernels = pd.DataFrame(
         {
-            "rank": rank[comm],
-            "start": events["start_us"].to_numpy(dtype=np.float64)[comm],
-            "correlation": events["correlation"].to_numpy(dtype="float64", na_value=np.nan)[comm],
+            "rank": rank[on_device],
+            "stream": events["stream"].to_numpy()[on_device],
+            "name": np.asarray(events["name"].astype("str"))[on_device],
+            "start": starts[on_device],
+            "dur": durs[on_device],
+            "comm": category_mask(events["device_category"], ("exchange",))[on_device],
         }
     )
-    host = events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
-    launches = pd.DataFrame(
-        {
-            "rank": rank[host],
-            "launch": events["start_us"].to_numpy(dtype=np.float64)[host],
-            "correlation": events["correlation"].to_numpy(dtype="float64", na_value=np.nan)[host],
-        }
-    )
-    launches = launches.drop_duplicates(["rank", "correlation"])
-    kernels = kernels.merge(launches, on=["rank", "correlation"], how="left")
-    kernels["at"] = kernels["launch"].fillna(kernels["start"])
-    kernels["iteration"] = -1
+    if "correlation" in events.columns:
+        correlation = events["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+        kernels["correlation"] = correlation[on_device]
+        host = ~on_device & ~np.isnan(correlation)
+        launches = pd.DataFrame(
+            {"rank": rank[host], "launch": starts[host], "correlation": correlation[host]}
+        )
+        launches = launches.drop_duplicates(["rank", "correlation"])
+        kernels = kernels.merge(launches, on=["rank", "correlation"], how="left")
+        at = kernels["launch"].fillna(kernels["start"]).to_numpy()
+    else:
+        at = kernels["start"].to_numpy()
+    iteration = np.full(len(kernels), -1, dtype=np.int64)
+    kernel_rank = kernels["rank"].to_numpy()
     for r, group in steps.groupby("rank"):  # one pass per rank
-        mine = (kernels["rank"] == r).to_numpy()
-        starts, numbers = group["start_us"].to_numpy(), group["step"].to_numpy()
-        idx = np.searchsorted(starts, kernels.loc[mine, "at"].to_numpy(), side="right") - 1
-        kernels.loc[mine, "iteration"] = np.where(idx >= 0, numbers[np.clip(idx, 0, None)], -1)
-    kernels = kernels[kernels["iteration"] >= 0]
-    last = kernels.groupby(["rank", "iteration"])["start"].max().unstack("rank")  # iterations x ranks
-    if last.shape[1] < 2:
-        return {}
-    values = last.to_numpy(dtype=np.float64)
-    out = {}
-    for j, r in enumerate(last.columns):  # loop over ranks
-        others = np.delete(values, j, axis=1)
-        with np.errstate(all="ignore"):
-            late = (values[:, j] - np.nanmedian(others, axis=1)) / mean_iter
-        if np.isfinite(late).any():
-            out[int(r)] = float(np.nanmean(late))
+        mine = kernel_rank == r
+        begin, end = group["start_us"].to_numpy(), (group["start_us"] + group["dur_us"]).to_numpy()
+        idx = np.clip(np.searchsorted(begin, at[mine], side="right") - 1, 0, None)
+        inside = (at[mine] >= begin[idx]) & (at[mine] <= end[idx])
+        iteration[mine] = np.where(inside, group["step"].to_numpy()[idx], -1)
+    kernels["iteration"] = iteration
+    kernels = kernels[kernels["iteration"] > 0]
+    t_min = float(steps["start_us"].min())
+    t_max = max(
+        float((steps["start_us"] + steps["dur_us"]).max()), float((kernels["start"] + kernels["dur"]).max())
+    )
+    mean_iteration = (t_max - t_min) / steps["step"].nunique()
+    comm = kernels[kernels["comm"] & (kernels["dur"] >= min_normalized_duration * mean_iteration)]
+    if comm.empty or comm["rank"].nunique() < 2:
+        return empty
+    last = comm.sort_values("start").groupby(["rank", "stream", "iteration", "name"], as_index=False).last()
+    spread = last.groupby(["stream", "iteration", "name"])["dur"].std().groupby(["stream", "name"]).mean()
+    if spread.isna().all():
+        return empty
+    stream, name = spread.idxmax()
+    chosen = last[(last["stream"] == stream) & (last["name"] == name)]
+    ends = chosen["start"] + chosen["dur"]
+    median_end = ends.groupby(chosen["iteration"]).transform("median")
+    # Only instances that end with the others' are one collective the others waited in (ranks whose last
+    # kernel of that name is an earlier call, or a pipeline stage's unmatched send, are not compared).
+    together = ((ends - median_end).abs() <= min_normalized_duration * mean_iteration).to_numpy()
+    rows = []
+    for it, group in chosen.assign(together=together).groupby("iteration"):  # one pass per iteration
+        start = group["start"].to_numpy(dtype=np.float64)
+        joint = group["together"].to_numpy()
+        for j, r in enumerate(group["rank"]):
+            others = np.delete(start[joint], np.flatnonzero(np.flatnonzero(joint) == j))
+            lag = start[j] - float(np.median(others)) if joint[j] and len(others) else np.nan
+            rows.append((int(r), int(it), float(start[j]), lag, lag / mean_iteration))
+    out = pd.DataFrame(rows, columns=columns).sort_values(["iteration", "rank"]).reset_index(drop=True)
+    out.attrs["mean_iteration_us"] = mean_iteration
+    out.attrs["collective"] = str(name)
     return out
+
+
+def straggler_candidates(late: pd.DataFrame, k: int = 2) -> list[int]:
+    """HTA's ``get_potential_stragglers(num_candidates=k)`` on the metric above: in each iteration the k ranks
+    whose collective starts latest (ties at the k-th value all count), counted over iterations; the k ranks
+    counted most often, most often first (equal counts: the later mean start first)."""
+    if late.empty:
+        return []
+    k = max(int(k), 1)
+    counts: dict[int, int] = {}
+    for _, group in late.groupby("iteration"):
+        ordered = group["start_us"].sort_values(ascending=False).to_numpy()
+        threshold = ordered[min(k, len(ordered)) - 1]
+        for r, start in zip(group["rank"], group["start_us"], strict=True):
+            counts[int(r)] = counts.get(int(r), 0) + int(start >= threshold)
+    mean_late = late.groupby("rank")["late_us"].mean()
+    ranked = sorted(counts, key=lambda r: (-counts[r], -float(mean_late[r])))
+    return [r for r in ranked if counts[r] > 0][:k]

@@ -1,40 +1,29 @@
 """Cross-rank rules: a rank that makes the others wait (a straggler).
 
-Anchored to HolisticTraceAnalysis's ``get_potential_stragglers`` (HTA 0.5): HTA ranks the ranks by
-when the last long collective of each iteration starts (normalised by the mean iteration time) and
-always names its top candidates. A rule must say when a rank *stands out*, so this one compares two
-per-rank figures with the other ranks' median and flags only clear outliers:
-
-- **step time**: the median duration of the rank's ``ProfilerStep#N`` events (the iteration markers HTA
-  uses; the rank's device-active span when the trace has none);
-- **late start**: HTA's own metric (:func:`collective_lateness`): how much later the rank's last long
-  collective of each iteration starts than the other ranks', in iterations;
-- **idle share**: the share of the rank's device span its devices sat idle, as the per-device table of
-  ``popprof summary`` gives it (HTA's temporal breakdown on GPUs). In a synchronous
-  run the straggler's own device idles while its host is late, and the others wait inside the
-  collective (which is device time for them), so the straggler's idle share stands out.
+HolisticTraceAnalysis's definition (``get_potential_stragglers``, HTA 0.5): in a run with blocking
+collectives, the straggler is the rank that *starts* the iteration's last long collective late; the others
+reached it earlier and wait inside it, so they show the longer collective and the longer step, not the
+straggler. The figure is :func:`popprof.metrics.ranks.collective_late_start`: per iteration, how much later
+the rank's last long collective starts than the other ranks' median, in iterations. HTA always names its top
+candidates; this rule names the ranks whose late start stands out (at ``late_warning`` of an iteration or
+more, on average over the iterations), which are HTA's top candidates for that many ranks, and says which
+ranks arrive first (they wait longest; they are not the cause).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..metrics.ranks import collective_lateness, rank_figures
+from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import duration, pct
+from .fmt import duration
 from .platform import platform_of
 
 
 @rule(
     "distributed.stragglers",
-    "ranks whose step time or device idle share stands out from the other ranks' (the rank the others wait for)",
+    "ranks that start the last long collective of each iteration late (the ranks the others wait for)",
     needs=["events"],
     params={
-        "step_warning": 0.10,
-        "step_error": 0.25,
-        "idle_warning": 0.10,
-        "idle_error": 0.25,
         "late_warning": 0.10,
         "late_error": 0.25,
         "top": 3,
@@ -53,44 +42,52 @@ from .platform import platform_of
 )
 def stragglers(profile: Profile, params: dict) -> list[Finding]:
     r = RULES["distributed.stragglers"]
-    figures = rank_figures(profile)
-    if len(figures) < 2:
+    late = collective_late_start(profile)
+    if late.empty:
         raise NotEvaluated(
-            "needs traces of at least two ranks (open a directory of rank traces, or events "
-            "with a rank column)"
+            "needs traces of at least two ranks with ProfilerStep markers and long collectives (open a "
+            "directory of rank traces recorded with a profiler schedule)"
         )
-    # Each rank against the median of the OTHER ranks (with two ranks: the other rank).
-    step = figures["step_us"].to_numpy(dtype=np.float64)
-    figures["step_excess"] = step / _median_of_others(step) - 1.0
-    figures["idle_excess"] = figures["idle_share"].to_numpy(dtype=np.float64) - _median_of_others(
-        figures["idle_share"].to_numpy(dtype=np.float64)
+    per_rank = (
+        late.groupby("rank")
+        .agg(
+            late_us=("late_us", "mean"),
+            late_iterations=("late_iterations", "mean"),
+            iterations=("late_us", "count"),
+        )
+        .reset_index()
     )
-    late = collective_lateness(profile)
-    figures["late_excess"] = figures["rank"].map(late).astype("float64")
-    found = []  # (severity, value, threshold, figure, rank)
-    for spec in FIGURES:
-        for rank, value in zip(figures["rank"], figures[spec.column], strict=True):
-            severity, threshold = band(value, params[f"{spec.key}_warning"], params[f"{spec.key}_error"])
-            if severity:
-                found.append((severity, float(value), float(threshold), spec, int(rank)))
-    if not found:
+    per_rank["hta_candidate"] = per_rank["rank"].isin(straggler_candidates(late, 2))
+    flagged = per_rank[per_rank["late_iterations"] >= params["late_warning"]].sort_values(
+        "late_iterations", ascending=False
+    )
+    if flagged.empty:
         return []
-    # Severity from the figure the message leads with: the worst band, then the largest excess.
-    severity, value, threshold, spec, worst_rank = max(found, key=lambda c: (c[0] == "error", c[1]))
-    ranks = list(dict.fromkeys(rank for *_, rank in sorted(found, key=lambda c: (c[0] != "error", -c[1]))))
+    worst = flagged.iloc[0]
+    value = float(worst["late_iterations"])
+    severity, threshold = band(value, params["late_warning"], params["late_error"])
+    mean_iteration = late.attrs["mean_iteration_us"]
     n = int(params["top"])
-    rows = figures.set_index("rank")
-    parts = []
-    for rank in ranks[:n]:
-        row = rows.loc[rank]
-        bits = [f"{s.label} {s.describe(row)}" for s in FIGURES if not np.isnan(row[s.column])]
-        parts.append(f"rank {rank}: " + ", ".join(bits))
+    parts = [
+        f"rank {int(row.rank)} {duration(row.late_us)} ({row.late_iterations:.2f} of an iteration)"
+        for row in flagged.head(n).itertuples()
+    ]
+    ranks = [int(x) for x in flagged["rank"]]
     message = (
-        f"{len(ranks)} of {len(figures)} ranks stand out; worst: rank {worst_rank} {spec.label} "
-        f"{spec.excess(value)} ({severity} at >= {spec.excess(threshold, signed=False)}): " + "; ".join(parts)
+        f"{len(ranks)} of {len(per_rank)} ranks start the last long collective of each iteration late, "
+        f"so the others wait for them inside it: " + ", ".join(parts)
     )
     if len(ranks) > n:
-        message += f"; {len(ranks) - n} more in the evidence"
+        message += f" ({len(ranks) - n} more in the evidence)"
+    message += (
+        f"; worst {value:.2f} of an iteration ({severity} at >= {threshold:g}), after the other ranks' "
+        f"median start, mean over {int(worst['iterations'])} iteration(s) of {duration(mean_iteration)}"
+        f" ({late.attrs['collective'].split('(')[0]}; HTA's late-start metric)"
+    )
+    early = per_rank[per_rank["late_iterations"] <= -params["late_warning"]].sort_values("late_iterations")
+    early = [int(x) for x in early["rank"] if int(x) not in ranks]
+    if early:
+        message += f"; first to arrive, waiting longest (not the cause): rank(s) {', '.join(map(str, early))}"
     return [
         r.finding(
             severity,
@@ -99,53 +96,7 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
             value=value,
             threshold=threshold,
             where={"ranks": ranks},
-            evidence=figures,
+            evidence=per_rank,
             platform=platform_of(profile),
         )
     ]
-
-
-class _Figure:
-    """One per-rank figure the rule compares: its parameter prefix, column, words and formats."""
-
-    def __init__(self, key: str, column: str, label: str, unit: str) -> None:
-        self.key, self.column, self.label, self.unit = key, column, label, unit
-
-    def excess(self, value: float, signed: bool = True) -> str:
-        """The figure as shown (``+30.0 %``), or a threshold (``25 %``) when not ``signed``."""
-        scaled = value * 100 if self.unit in ("%", "points") else value
-        text = (
-            f"{scaled:+.1f}"
-            if signed and self.unit != "iteration"
-            else (f"{scaled:+.2f}" if signed else f"{scaled:.4g}")
-        )
-        return f"{text} {self.unit}"
-
-    def describe(self, row) -> str:
-        if self.key == "step":
-            return f"{duration(row['step_us'])} = {self.excess(row[self.column])} vs the other ranks' median"
-        if self.key == "idle":
-            return f"{pct(row['idle_share'])} = {self.excess(row[self.column])} vs the others"
-        return f"{self.excess(row[self.column])} after the others' (HTA's late-start metric)"
-
-
-#: The figures, as data: step time, device idle share, late start of the last long collective.
-FIGURES = (
-    _Figure("step", "step_excess", "step time", "%"),
-    _Figure("idle", "idle_excess", "device idle", "points"),
-    _Figure("late", "late_excess", "last long collective starts", "iteration"),
-)
-
-
-def _signed(ratio: float) -> str:
-    return f"{ratio * 100:+.1f} %"
-
-
-def _median_of_others(values: np.ndarray) -> np.ndarray:
-    """For each element, the median of all the other elements (NaN-aware; a handful of ranks)."""
-    out = np.empty(len(values))
-    for i in range(len(values)):  # loop over ranks, not events
-        others = np.delete(values, i)
-        others = others[~np.isnan(others)]
-        out[i] = np.median(others) if len(others) else np.nan
-    return out
