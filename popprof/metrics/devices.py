@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace import intervals_math as im
+from ..trace import intervals as im
 from ..trace.activity import is_bookkeeping, is_device_activity, is_host_wait
 from ..trace.gpu_work import (
     COMMUNICATION,
@@ -143,7 +143,7 @@ def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)[mask]
     start = events["start_us"].to_numpy(dtype=np.float64)[mask]
     end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[mask]
-    return {int(r): im.length(start[rank == r], end[rank == r]) for r in np.unique(rank)}
+    return {int(r): im.union_length(start[rank == r], end[rank == r]) for r in np.unique(rank)}
 
 
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
@@ -157,8 +157,8 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
             for k in _KIND_LABELS
         }
         span = float(end.max() - start.min())
-        busy = im.length(start, end)
-        comp, comm, mem = (im.length(*spans[k]) for k in _KIND_LABELS)
+        busy = im.union_length(start, end)
+        comp, comm, mem = (im.union_length(*spans[k]) for k in _KIND_LABELS)
         overlap = None
         if comm > 0:
             states = im.state_durations([spans[COMMUNICATION], spans[COMPUTATION]])
@@ -247,8 +247,8 @@ def _event_breakdown(profile: Profile) -> list[dict]:
         if not sel.any():
             continue
         s, e, c = start[sel], end[sel], category[sel]
-        comp = im.length(s[c == "compute"], e[c == "compute"])
-        comm = im.length(s[c == "exchange"], e[c == "exchange"])
+        comp = im.union_length(s[c == "compute"], e[c == "compute"])
+        comm = im.union_length(s[c == "exchange"], e[c == "exchange"])
         overlap = None
         if comm > 0:
             states = im.state_durations(
@@ -261,10 +261,10 @@ def _event_breakdown(profile: Profile) -> list[dict]:
                 None if key[0] < 0 else key[0],
                 key[1],
                 float(e.max() - s.min()),
-                im.length(s, e),
+                im.union_length(s, e),
                 comp,
                 comm,
-                im.length(s[c == "host_io"], e[c == "host_io"]),
+                im.union_length(s[c == "host_io"], e[c == "host_io"]),
                 overlap,
                 waits.get(key[0]) if waits else None,
                 int(sel.sum()),

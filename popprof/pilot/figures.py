@@ -141,11 +141,11 @@ def compile_time_us(profile: Profile) -> float | None:
     mask = name_mask(events, COMPILE_NAME) & events["dur_us"].notna().to_numpy()
     if not mask.any():
         return None
-    from ..trace import intervals_math as im
+    from ..trace import intervals as im
 
     start = events["start_us"].to_numpy(dtype=np.float64)[mask]
     end = start + events["dur_us"].to_numpy(dtype=np.float64)[mask]
-    return float(im.length(start, end))
+    return float(im.union_length(start, end))
 
 
 def _pct(share: float | None) -> float | None:

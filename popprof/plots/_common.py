@@ -151,14 +151,12 @@ def where_ranges(items: Iterable[Any], key: str) -> list[tuple[float, float]]:
 
 
 def merge_ranges(ranges: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Sort and merge overlapping ``(start, end)`` ranges."""
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted((min(a, b), max(a, b)) for a, b in ranges):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
+    """Sort and merge overlapping ``(start, end)`` ranges (either order within a pair)."""
+    from ..trace.intervals import merge_intervals
+
+    pairs = np.array([(min(a, b), max(a, b)) for a, b in ranges], dtype=np.float64).reshape(-1, 2)
+    starts, ends = merge_intervals(pairs[:, 0], pairs[:, 1])
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
 def bin_edges(first: int, last: int, max_bins: int) -> np.ndarray:

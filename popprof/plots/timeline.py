@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
+from ..trace.intervals import merge_intervals
 from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
 
 if TYPE_CHECKING:
@@ -32,20 +33,6 @@ if TYPE_CHECKING:
 
 STALL_RULE = "host.device-gaps"
 DEVICE_LANE = "device"
-
-
-def merge_intervals(start: np.ndarray, end: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals that overlap or are closer than ``tolerance`` (vectorised; returns sorted starts, ends)."""
-    if len(start) == 0:
-        return start, end
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1] + tolerance
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx)
 
 
 def _rects(

@@ -46,14 +46,12 @@ def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
     start, dur = start[keep], dur[keep]
     if start.size == 0:
         return None
-    order = np.argsort(start, kind="stable")
-    start = start[order]
-    end = start + np.maximum(dur[order], 0.0)
-    reach = np.maximum.accumulate(end)
-    gaps = start[1:] - reach[:-1]
-    gaps = gaps[gaps > 0]
-    first, last = float(start[0]), float(reach[-1])
-    return Union(first, last, last - first - float(gaps.sum()), gaps)
+    from .intervals import merge_intervals
+
+    s, e = merge_intervals(start, start + np.maximum(dur, 0.0))
+    gaps = s[1:] - e[:-1]
+    first, last = float(s[0]), float(e[-1])
+    return Union(first, last, float((e - s).sum()), gaps)
 
 
 def device_events(events: pd.DataFrame, categories: tuple[str, ...] = BUSY_CATEGORIES) -> pd.DataFrame:

@@ -308,19 +308,58 @@ def _build_host(events: pd.DataFrame) -> HostEvents:
     )
 
 
-def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals: sorted, disjoint ``(starts, ends)``. Touching intervals merge."""
-    if len(start) == 0:
+def merge_intervals(
+    start: np.ndarray, end: np.ndarray, tolerance: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals ``[start, end)``: sorted, disjoint ``(starts, ends)``, vectorised.
+
+    Intervals that overlap or touch merge; with ``tolerance`` so do intervals less than that far
+    apart (a plot merges what it could not draw apart). The one interval union of the package.
+    """
+    start = np.asarray(start, dtype=np.float64)
+    end = np.asarray(end, dtype=np.float64)
+    if start.size == 0:
         return np.empty(0), np.empty(0)
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)
     new = np.empty(len(s), dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > reach[:-1]
+    new[1:] = s[1:] > reach[:-1] + tolerance
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, len(s) - 1)
     return s[first], reach[last]
+
+
+def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    """Total length of the union of the intervals."""
+    s, e = merge_intervals(start, end)
+    return float((e - s).sum())
+
+
+def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, float]:
+    """Time spent in each combination of kinds: ``{bitmask: duration}`` (bit i = kind i running).
+
+    Each kind's intervals are merged first, so a kind is either running or not; the timeline is
+    then swept once over every boundary.
+    """
+    times, deltas = [], []
+    for bit, (start, end) in enumerate(kinds):
+        s, e = merge_intervals(start, end)
+        times += [s, e]
+        deltas += [np.full(s.size, 1 << bit, dtype=np.int64), np.full(e.size, -(1 << bit), dtype=np.int64)]
+    if not times:
+        return {}
+    t = np.concatenate(times)
+    d = np.concatenate(deltas)
+    if t.size == 0:
+        return {}
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    running = np.cumsum(d)
+    seg = np.diff(t)
+    state = running[:-1]
+    return {int(value): float(seg[state == value].sum()) for value in np.unique(state[state > 0]).tolist()}
 
 
 def subtract_intervals(
