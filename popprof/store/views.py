@@ -32,8 +32,8 @@ def columns(kind: str) -> list[str]:
     return [field.name for field in schema_of(kind)] + ["month"]
 
 
-def _quoted(names: list[str], prefix: str = "") -> str:
-    return ", ".join(f'{prefix}"{n}"' for n in names)
+def _quoted(names: list[str], prefix: str = "", quote: str = '"') -> str:
+    return ", ".join(f"{prefix}{quote}{n}{quote}" for n in names)
 
 
 #: The relation of the live ingests (run_id, profile, ingest_id): a table in DuckDB (the catalogue is read
@@ -50,18 +50,19 @@ def live_sql() -> str:
     )
 
 
-def view_sql(kind: str) -> str:
-    """The SELECT that defines the view of ``kind`` over its raw relation."""
+def view_sql(kind: str, quote: str = '"') -> str:
+    """The SELECT that defines the view of ``kind`` over its raw relation (``quote``: the SQL dialect's
+    identifier quote, a backtick for Spark)."""
     raw = raw_name(kind)
     cols = columns(kind)
     if kind == "runs":
         return (
-            f"SELECT {_quoted(cols)} FROM (SELECT *, row_number() OVER "
+            f"SELECT {_quoted(cols, quote=quote)} FROM (SELECT *, row_number() OVER "
             f"(PARTITION BY run_id, profile ORDER BY ingested_at DESC, ingest_id DESC) AS _rn FROM {raw}) "
             "WHERE _rn = 1"
         )
     return (
-        f"SELECT {_quoted(cols, 'f.')} FROM (SELECT *, {_GEN} AS _gen FROM {raw}) f "
+        f"SELECT {_quoted(cols, 'f.', quote)} FROM (SELECT *, {_GEN} AS _gen FROM {raw}) f "
         f"JOIN (SELECT ingest_id, max({_GEN}) AS _best FROM {raw} "
         f"WHERE ingest_id IN (SELECT ingest_id FROM {LIVE}) GROUP BY ingest_id) b "
         "ON f.ingest_id = b.ingest_id AND f._gen = b._best"

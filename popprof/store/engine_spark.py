@@ -1,0 +1,119 @@
+"""Spark over a store: the same files and views, with the declared schemas (no partition-type inference).
+
+``register(session, location)`` reads each kind with ``session.read.schema(...)`` (the month partition a
+string, run ids strings), adds the file name from ``_metadata.file_path`` and creates the views of
+:mod:`.views` as temporary views. Results go back as Arrow (``DataFrame.toArrow()``): PySpark's pandas
+conversion does not yet support pandas 3. ``local_session()`` starts a small local session for a laptop or
+CI, and says in one line what to install when there is no Java.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+
+from ..model.errors import UsageError
+from .layout import Location, kind_dir
+from .schemas import kinds, schema_of, view_name
+from .views import LIVE, columns, live_sql, raw_name, view_sql
+
+JAVA_HINT = (
+    "Spark needs Java 17 or newer and none was found: install a JRE "
+    "(e.g. apt-get install -y default-jre-headless) or set JAVA_HOME"
+)
+
+
+def _pyspark():
+    try:
+        import pyspark.sql.types as types
+    except ImportError:
+        raise UsageError("Spark needs pyspark: pip install 'popprof[spark]'") from None
+    return types
+
+
+def spark_schema(kind: str):
+    """The declared schema of ``kind`` as a Spark StructType, with the ``month`` partition as a string."""
+    types = _pyspark()
+    simple = {
+        pa.string(): types.StringType(),
+        pa.bool_(): types.BooleanType(),
+        pa.int8(): types.ByteType(),
+        pa.int16(): types.ShortType(),
+        pa.int32(): types.IntegerType(),
+        pa.int64(): types.LongType(),
+        pa.float64(): types.DoubleType(),
+    }
+    fields = [
+        types.StructField(f.name, types.TimestampType() if pa.types.is_timestamp(f.type) else simple[f.type])
+        for f in schema_of(kind)
+    ]
+    return types.StructType([*fields, types.StructField("month", types.StringType())])
+
+
+def has_java() -> bool:
+    """Whether a Java runtime can be found (JAVA_HOME or ``java`` on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    return (
+        bool(home and os.path.exists(os.path.join(home, "bin", "java"))) or shutil.which("java") is not None
+    )
+
+
+def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1):
+    """A local SparkSession for one machine: ``local[cores]``, UI off, bound to 127.0.0.1, small memory."""
+    _pyspark()
+    if not has_java():
+        raise UsageError(JAVA_HINT)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", memory)
+        .config("spark.sql.shuffle.partitions", str(max(cores, 1)))
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # the JVM did not start: PySpark raises its own runtime errors
+        if "JAVA" in str(exc).upper():
+            raise UsageError(JAVA_HINT) from None
+        raise
+
+
+def register(session, location: Location) -> list[str]:
+    """Create the store's views (``runs``, ``metrics``, ``ranks``, one per bundle table) in ``session``."""
+    types = _pyspark()
+    from pyspark.sql import functions as F
+
+    names = []
+    for kind in ["runs", *[k for k in kinds() if k != "runs"]]:
+        schema = spark_schema(kind)
+        files = location.files(kind_dir(kind), "month=*/*.parquet")
+        if files:
+            frame = session.read.schema(schema).parquet(_spark_path(location, kind_dir(kind)))
+            frame = frame.select(*columns(kind), F.col("_metadata.file_path").alias("_file"))
+        else:
+            schema = types.StructType([*schema.fields, types.StructField("_file", types.StringType())])
+            frame = session.createDataFrame([], schema)
+        frame.createOrReplaceTempView(raw_name(kind))
+        if kind == "runs":
+            session.sql(live_sql()).createOrReplaceTempView(LIVE)
+        session.sql(view_sql(kind, quote="`")).createOrReplaceTempView(view_name(kind))
+        names.append(view_name(kind))
+    return names
+
+
+def _spark_path(location: Location, rel: str) -> str:
+    """The path Spark reads: the directory itself locally; ``s3a://`` for S3 (the user's Hadoop config)."""
+    path = location.path(rel)
+    return "s3a://" + path[len("s3://") :] if path.startswith("s3://") else path
+
+
+def to_arrow(frame) -> pa.Table:
+    """A Spark DataFrame's rows as an Arrow table."""
+    return frame.toArrow()
