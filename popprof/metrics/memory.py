@@ -37,6 +37,13 @@ def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[floa
         if not rows.empty:
             tile = rows["tile"].iloc[0]
             return float(rows["bytes"].iloc[0]), None if pd.isna(tile) else int(tile)
+        # per-tile blocks (``Tile # T memory usage:``, printed for the most subscribed tiles): the fullest
+        rows = frame[
+            (frame["group"] == "total") & (frame["category"] == totals_category) & frame["tile"].notna()
+        ]
+        if not rows.empty:
+            pos = int(np.argmax(rows["bytes"].to_numpy(dtype="float64", na_value=-1.0)))
+            return float(rows["bytes"].iloc[pos]), int(rows["tile"].iloc[pos])
     oom = profile.get("out_of_memory")
     if totals_category == "including_gaps" and oom is not None and oom["bytes_used"].notna().any():
         pos = int(np.nanargmax(oom["bytes_used"].to_numpy(dtype="float64", na_value=np.nan)))
@@ -159,9 +166,23 @@ def tiles_out_of_memory(profile: Profile) -> float | None:
         if capacity.notna().any():  # without any capacity, "0 tiles over" would be a made-up zero
             return float((tiles["bytes_incl_gaps"].astype("float64") > capacity).sum())
     value = profile.meta.get("tiles_out_of_memory")
-    if value in (None, ""):
-        return oom_tiles_per_compilation(profile)
-    return float(value)
+    if value not in (None, ""):
+        return float(value)
+    listed = overflowed_tiles(profile)
+    if listed is not None:
+        return float(len(listed))
+    return oom_tiles_per_compilation(profile)
+
+
+def overflowed_tiles(profile: Profile) -> list[int] | None:
+    """Tiles of the per-tile blocks (``Tile # T memory usage:``) whose Overflowed region holds bytes: out of
+    memory, whatever the capacity (a text summary lists only its most subscribed tiles, so this counts the
+    listed ones). None without per-tile blocks."""
+    frame = profile.get("memory_totals")
+    if frame is None or frame.empty or not ((frame["group"] == "total") & frame["tile"].notna()).any():
+        return None
+    rows = frame[(frame["group"] == "region") & (frame["category"] == "Overflowed") & frame["tile"].notna()]
+    return sorted(int(t) for t in rows.loc[rows["bytes"].fillna(0) > 0, "tile"].unique())
 
 
 @metric(

@@ -67,9 +67,19 @@ SIZE_UNITS: dict[str, int] = {
 FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
 #: Strings that start a summary block (found with str.find before the regex checks the line).
-START_NEEDLES: tuple[str, ...] = ("Target:", "Graph:", "Memory Usage:", "memory usage:", "Execution:")
+#: ``By Tile (Excluding Gaps):`` starts the tile histogram of a memory section, also pasted on its own.
+START_NEEDLES: tuple[str, ...] = (
+    "Target:",
+    "Graph:",
+    "Memory Usage:",
+    "memory usage:",
+    "Execution:",
+    "By Tile (Excluding Gaps):",
+)
 _START_RE = re.compile(
-    r"(?:Target|Graph|Memory Usage|Execution|Tile\s*#\s*[\d,]+\s+memory usage):[ \t]*\r?$", re.M
+    r"(?:Target|Graph|Memory Usage|Execution|By Tile \(Excluding Gaps\)|Tile\s*#\s*[\d,]+\s+memory usage)"
+    r":[ \t]*\r?$",
+    re.M,
 )
 #: Column-0 headings that, seen a second time, start the next summary.
 _NEXT_SUMMARY_HEADINGS = frozenset({"Target:", "Graph:", "Execution:"})
@@ -252,9 +262,12 @@ def _first_start(
             if match is None:
                 continue
             prefix = line[: match.start()]
-            follows = (
-                _followed_by_execution if match.group(0).startswith("Execution") else _followed_by_indented
-            )
+            if match.group(0).startswith("Execution"):
+                follows = _followed_by_execution
+            elif _TILE_BLOCK_RE.match(match.group(0).strip()):
+                follows = _followed_by_memory_heading
+            else:
+                follows = _followed_by_indented
             if (
                 len(prefix) <= 80
                 and not prefix.rstrip(" \t")[-1:].isalpha()
@@ -276,6 +289,15 @@ def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
         if not body.strip():
             continue
         return body[:1] in (" ", "\t")
+    return False
+
+
+def _followed_by_memory_heading(text: str, pos: int, prefix: str) -> bool:
+    """A ``Tile # T memory usage:`` line starts a summary (of that one tile) when ``Memory Usage:`` follows."""
+    for line in text[pos : pos + 4096].splitlines()[1:8]:
+        if not line.strip():
+            continue
+        return line.startswith(prefix) and line[len(prefix) :].strip() == "Memory Usage:"
     return False
 
 
@@ -515,6 +537,7 @@ def parse_block(block: _Block) -> _Parsed:
                 "target": "target",
                 "graph": "graph",
                 "memory usage": "memory",
+                "by tile (excluding gaps)": "memory",
                 "execution": "execution",
             }.get(norm, "other:" + m["label"])
             stack, empty_heading = [], text

@@ -1,0 +1,66 @@
+"""Real Poplar fragments (issue 25, items 2 and 3): a per-tile block is a tile, a histogram fragment is read.
+
+Files: fixtures/real/poplar (provenance and licences in the README there). Expected values are read off the
+files by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.metrics import compute
+from popprof.readers import detect
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "poplar"
+TILE0 = REAL / "tensorflow_logging_tile0_block_mk1.txt"
+HISTOGRAM = REAL / "tensorflow_logging_tile_histogram_mk1.txt"
+MK1 = REAL / "tensorflow_logging_target_graph_memory_mk1.txt"
+
+
+def test_a_tile_block_is_that_tile_not_the_device():
+    """'Tile # 0 memory usage:' then 'Including Gaps: 834,416 B' and 'Overflowed: 580,387 B'."""
+    profile = popprof.open(TILE0)
+    totals = profile.memory_totals
+    assert totals["tile"].notna().all() and set(totals["tile"]) == {0}
+    m = compute(profile)
+    assert m.get("memory.total_incl_gaps_bytes") is None  # nothing of the whole device is printed
+    assert m["memory.max_tile_incl_gaps_bytes"] == 834_416 and m["memory.max_tile_index"] == 0
+    assert m["memory.tiles_out_of_memory"] == 1  # tile 0 overflowed
+    (oom,) = popprof.check(profile, rules=["memory.tile-oom"]).items
+    assert oom.severity == "error" and oom.where["tiles"] == [0]
+
+
+def test_a_histogram_fragment_is_read():
+    assert detect(HISTOGRAM).FORMAT == "text_summary"
+    profile = popprof.open(HISTOGRAM)
+    histogram = profile.tile_histogram
+    # the rows as printed (KB ranges, tiles), elided '.' rows aside
+    assert histogram["num_tiles"].tolist() == [20, 1192, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    assert histogram["low_bytes"].iloc[-1] == 808 * 1024 and histogram["high_bytes"].iloc[-1] == 816 * 1024
+    m = compute(profile)
+    assert m["memory.max_tile_incl_gaps_bytes"] == 834_416 and m["memory.max_tile_index"] == 0
+    assert m["memory.tiles_out_of_memory"] == 2
+    (oom,) = popprof.check(profile, rules=["memory.tile-oom"]).items
+    assert oom.severity == "error" and oom.value == 2
+
+
+def test_the_mk1_target_graph_and_memory_sections():
+    profile = popprof.open(MK1)
+    assert profile.target_value("num_tiles") == 1_216 and profile.target_value("bytes_per_tile") == 256 * 1024
+    m = compute(profile)
+    assert m["memory.total_incl_gaps_bytes"] == 23_878_396 and m["memory.total_excl_gaps_bytes"] == 5_355_604
+    assert m["memory.max_tile_incl_gaps_bytes"] == 49_184 and m["memory.tiles_out_of_memory"] == 0
+    assert popprof.check(profile, rules=["memory.tile-oom"]).items == []
+
+
+@pytest.mark.parametrize("path", [TILE0, HISTOGRAM, MK1], ids=lambda p: p.name)
+def test_fragments_check_with_exit_0_or_1(path):
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    result = CliRunner().invoke(cli, ["-q", "check", str(path), "--fail-on", "never"])
+    assert result.exit_code == 0, result.output
