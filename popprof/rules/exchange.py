@@ -15,6 +15,7 @@ from ..model.profile import Profile
 from ..trace.intervals import DeviceActivity, category_mask, device_activities, window_sums
 from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
+from .execution_totals import ADVICE_SYNC, sync_dominated
 from .fmt import duration, num, pct, threshold_pct
 from .platform import platform_of
 
@@ -404,16 +405,20 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
             "cycles": list(ex.cycles_by_category(profile).values()),
         }
     )
+    sync = worst != "info" and sync_dominated(shares)
+    if sync:
+        message += f"; sync {pct(shares.get('sync', 0.0))} of it (tiles waiting, not exchanging)"
     return [
         r.finding(
             worst,
-            "Exchange share" if worst == "info" else "Exchange-bound run",
+            "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run"),
             message,
             value=value,
             threshold=threshold,
             where=where,
             evidence=evidence,
             platform="ipu",
+            advice=ADVICE_SYNC if sync else None,
         )
     ]
 

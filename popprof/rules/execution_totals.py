@@ -19,6 +19,24 @@ from .fmt import pct, threshold_pct
 EXCHANGE_NAMES = {"exchange": "IPU exchange", "global_exchange": "global exchange", "sync": "sync"}
 
 
+#: Advice when sync, not exchange, dominates: tiles waiting for each other or for the host move no data, so
+#: exchange advice does not apply.
+ADVICE_SYNC = (
+    "Most of this time is sync: tiles waiting at synchronisation points for the slowest tile or for "
+    "the host, not moving data, so making exchange cheaper will not help. Look for compute imbalance "
+    "across tiles (a few tiles with much more work than the rest: see tile balance in the execution "
+    "profile), for host I/O the device waits on (stream copies and the data feed: host.stream-copy; "
+    "prefetch, more device iterations or batches per step), and on multi-IPU or replicated runs for a "
+    "slower IPU or replica the others wait for."
+)
+
+
+def sync_dominated(shares: dict[str, float | None]) -> bool:
+    """Sync takes more than IPU and global exchange together (shares by category; missing ones as 0)."""
+    sync = shares.get("sync") or 0.0
+    return sync > (shares.get("exchange") or 0.0) + (shares.get("global_exchange") or 0.0)
+
+
 def summary_share(profile: Profile, params: dict) -> list[Finding]:
     """``exchange.share`` from ``execution_totals``: one finding (info below the bands)."""
     r = RULES["exchange.share"]
@@ -48,13 +66,19 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
         if gsev:
             message += f"; global (inter-IPU) exchange {pct(gshare)} ({gsev} at >= {threshold_pct(gthr)})"
     worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
-    dominant = max(((shares[c], c) for c in EXCHANGE_NAMES if shares.get(c) is not None), default=(0.0, ""))[
-        1
-    ]
+    sync = worst != "info" and sync_dominated(shares)
+    if sync:
+        message += "; sync is most of it: tiles waiting for each other or for the host, not exchanging"
     evidence = pd.DataFrame({"category": list(shares), "share": [shares[c] for c in shares]})
-    title = (
-        "Exchange share"
-        if worst == "info"
-        else ("Sync-bound run" if dominant == "sync" else "Exchange-bound run")
-    )
-    return [r.finding(worst, title, message, value=value, threshold=threshold, evidence=evidence)]
+    title = "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run")
+    return [
+        r.finding(
+            worst,
+            title,
+            message,
+            value=value,
+            threshold=threshold,
+            evidence=evidence,
+            advice=ADVICE_SYNC if sync else None,
+        )
+    ]
