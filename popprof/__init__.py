@@ -14,11 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from .io import config  # popprof.config.load_config(): the project's [tool.popprof]
 from .model.errors import InputError, MissingTableError, PopprofError
-from .model.profile import Profile
-from .readers import open_all
-from .readers import open_profile as open  # noqa: A001
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,14 +22,45 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .compare import GateResult, ProfileDiff
+    from .io import config  # noqa: F401  (popprof.config.load_config(): the project's [tool.popprof])
+    from .model.profile import Profile
     from .redaction.report import RedactionReport
     from .rules import Findings
 
 PathLike = str | os.PathLike[str]
 
+#: Names of the facade loaded on first use: importing ``popprof`` (the CLI does, for ``--version`` and
+#: ``--help``) must not import pandas, pyarrow or the readers.
+_LAZY = {
+    "config": ("io.config", None),  # popprof.config.load_config(): the project's [tool.popprof]
+    "Profile": ("model.profile", "Profile"),
+    "open": ("readers", "open_profile"),
+    "open_all": ("readers", "open_all"),
+}
+
+
+def __getattr__(name: str) -> object:
+    """``popprof.config``, ``popprof.Profile``, ``popprof.open`` and ``popprof.open_all``, imported when first used."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    loaded = importlib.import_module(f".{module}", __name__)
+    value = loaded if attribute is None else getattr(loaded, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 def _profile(value: Profile | PathLike) -> Profile:
-    return value if isinstance(value, Profile) else open(value)
+    from .model.profile import Profile
+    from .readers import open_profile
+
+    return value if isinstance(value, Profile) else open_profile(value)
 
 
 def export(

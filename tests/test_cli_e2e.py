@@ -174,8 +174,8 @@ def test_writing_commands_on_each_kind(cli, rel, tmp_path):
     stem = _stem(rel)
     has_timeline = rel in TRACES or rel.endswith(("training.popprof", ".pop", "mk2_oom.json"))
 
-    out, _ = cli("export", path, "-o", tmp_path / "x.popprof")
-    assert out.strip() == str(tmp_path / "x.popprof")
+    out, err = cli("export", path, "-o", tmp_path / "x.popprof")
+    assert out == "" and err.splitlines()[-1] == f"popprof: wrote {tmp_path / 'x.popprof'}"
     assert json.loads((tmp_path / "x.popprof" / "manifest.json").read_text())
     out, _ = cli("summary", tmp_path / "x.popprof", "--format", "json")  # the bundle reads back
     assert json.loads(out)["profile"] == stem
@@ -332,12 +332,12 @@ def test_atomic_path_over_a_directory_says_so(tmp_path):
 
 def test_a_file_system_error_is_one_line_exit_2(cli, monkeypatch):
     """An OSError that no reader turned into an InputError is still one line, not an internal error."""
-    import popprof.cli.common as common
+    import popprof.readers as readers
 
     def refuse(path, **options):
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(common, "open_all", refuse)
+    monkeypatch.setattr(readers, "open_all", refuse)  # the CLI imports it when it reads
     _, err = cli("summary", "secret.pop", expect=2)
     assert err == "popprof: error: secret.pop: Permission denied\n"
 
@@ -355,7 +355,7 @@ def test_query_writes_no_files_and_checks_limit(cli, tmp_path):
         " tile",
         "    0",
         "    1",
-        "... 1,470 more rows (use --limit or --format csv)",
+        "... 1,470 more rows (use --rows N or --format csv)",
     ]
 
 
@@ -403,7 +403,7 @@ def test_a_python_warning_is_one_line_on_stderr(cli, monkeypatch):
     """Library warnings used to print two lines with a source path (e.g. matplotlib's xlim warning)."""
     import warnings
 
-    import popprof.cli.summary as summary_cli
+    import popprof.metrics.summary as summary_cli  # the CLI imports summarise from here when it runs
 
     real = summary_cli.summarise
 
@@ -526,8 +526,11 @@ def test_an_earlier_directory_of_bundles_is_replaced(cli, tmp_path):
 def test_export_of_one_profile_does_not_replace_a_directory_of_bundles(cli, tmp_path):
     """`popprof export run_dir/ -o bundles/` then `popprof export one.pop -o bundles/` deleted both bundles."""
     bundles = tmp_path / "bundles"
-    out, _ = cli("export", FIXTURES / "run_dir", "-o", bundles)
-    assert out.split() == [str(bundles / "inference.popprof"), str(bundles / "training.popprof")]
+    _, err = cli("export", FIXTURES / "run_dir", "-o", bundles)
+    assert err.splitlines() == [
+        f"popprof: wrote {bundles / 'inference.popprof'}",
+        f"popprof: wrote {bundles / 'training.popprof'}",
+    ]
     _, err = cli("export", FIXTURES / "run_dir/training/profile.pop", "-o", bundles, expect=2)
     assert f"-o {bundles / 'training.popprof'}" in err
     assert sorted(p.name for p in bundles.iterdir()) == ["inference.popprof", "training.popprof"]

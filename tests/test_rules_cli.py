@@ -60,7 +60,9 @@ def test_exit_codes(bundles, capsys):
     assert code == 1 and "memory.tile-oom" in out and "FAILED" in out
     code, out, _ = run(capsys, "check", bundles["roomy"])
     assert code == 0, out
-    assert "not evaluated: needs an execution profile" in out
+    assert "not evaluated: needs an execution profile" not in out  # folded: one line per profile
+    code, out, _ = run(capsys, "check", bundles["roomy"], "--show-skipped")
+    assert code == 0 and "not evaluated: needs an execution profile" in out
     code, _, _ = run(capsys, "check", bundles["oom"], "--fail-on", "never")
     assert code == 0
     code, _, _ = run(capsys, "check", bundles["roomy"], "--fail-on", "info")
@@ -296,3 +298,16 @@ def test_junit_splits_findings_of_one_rule_around_fail_on():
     assert case.find("failure").get("type") == "error"
     assert case.find("system-out").text == "[warning] same text"
     assert root.get("failures") == "1" and root.get("tests") == "1"
+
+
+def test_rules_not_evaluated_fold_into_one_line_per_profile(bundles, capsys):
+    """Issue 28: 10 of 11 rules SKIPPED on an out-of-memory log gave 10 lines per profile."""
+    code, folded, _ = run(capsys, "check", bundles["roomy"], bundles["trace"])
+    _, listed, _ = run(capsys, "check", bundles["roomy"], bundles["trace"], "--show-skipped")
+    for profile in ("roomy", "trace"):
+        block = folded.split(profile, 1)[1]
+        skipped = [line for line in block.splitlines() if "SKIPPED" in line]
+        assert skipped and "rule(s) not evaluated:" in skipped[0] and "--show-skipped" in skipped[0]
+    assert folded.count("SKIPPED") == 2
+    assert listed.count("SKIPPED") > 2 and listed.count("SKIPPED") == listed.count("not evaluated: ")
+    assert folded.splitlines()[-1] == listed.splitlines()[-1]  # the same totals line

@@ -16,9 +16,9 @@ import warnings
 import click
 
 from .._version import __version__
-from ..io.limits import set_from_option
 from ..io.progress import set_quiet
 from ..model.errors import PopprofError
+from .common import LIMIT_HELP, QUIET_HELP, _apply_limits
 
 #: exit code when stdout is closed before all output was written (128 + SIGPIPE, as a shell reports it).
 EXIT_BROKEN_PIPE = 141
@@ -46,11 +46,49 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: command name -> its one-line help, so that ``popprof --help`` lists the commands without importing
+#: them (tests/test_cli_startup.py checks each against the command's own help).
+SHORT_HELP: dict[str, str] = {
+    "summary": "Summarise a profile: target, memory, execution and trace figures.",
+    "tables": "List the tables of a profile with row counts and columns.",
+    "query": "Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).",
+    "export": "Export a profile as a bundle that needs no Poplar SDK to read.",
+    "timeline": "Export PATH as Chrome trace JSON for ui.perfetto.dev or chrome://tracing.",
+    "check": "Flag memory peaks, exchange-heavy phases and host stalls in profiles.",
+    "rules": "List the rules with what they need, their parameters and defaults.",
+    "diff": "Compare two profiles (or a baseline JSON and a profile) and gate regressions.",
+    "baseline": "Write a profile's metrics as a small, diff-friendly JSON baseline, safe to commit.",
+    "redact": "Redact a profile so it can be shared; the leak scan then proves nothing sensitive remains.",
+    "scan": "Leak-scan a redacted output against its original; exit 1 when anything sensitive remains.",
+    "plot": "Draw one plot of a profile to an image file.",
+    "report": "Write one self-contained HTML report (summary, findings, plots) to attach to a bug.",
+    "record": "Run CMD with IPU profiling switched on, then export and check what it wrote.",
+    "pilot": "Compare an IPU run with the platform it replaces: the same figures side by side.",
+}
+
+
 class LazyGroup(click.Group):
-    """A group that imports a command's module only when the command runs (fast start-up)."""
+    """A group that imports a command's module only when the command runs (fast start-up).
+
+    ``popprof --help`` lists the commands from :data:`SHORT_HELP` and imports none of them.
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name in COMMANDS if self._load(name) is not None]
+        return list(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            text = SHORT_HELP.get(name)
+            if text is None:  # a command without a line here: ask it (imports its module)
+                command = self._load(name)
+                if command is None or command.hidden:
+                    continue
+                text = command.get_short_help_str(limit=formatter.width - 6 - len(name))
+            rows.append((name, text))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
@@ -75,13 +113,14 @@ class LazyGroup(click.Group):
     cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
 @click.version_option(__version__, prog_name="popprof")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.option(
     "--limit",
     "limit_values",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Raise (or lower) a safety limit for this run, e.g. --limit text-bytes=1G (docs/limits.md).",
+    callback=_apply_limits,
+    help=LIMIT_HELP,
 )
 def cli(quiet: bool, limit_values: tuple[str, ...]) -> None:
     """Scriptable analysis of Graphcore IPU profiles (PopVision profile.pop, .pvti, and more).
@@ -93,9 +132,7 @@ def cli(quiet: bool, limit_values: tuple[str, ...]) -> None:
       popprof diff baseline.json new/profile.pop
       popprof query profile.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1"
     """
-    set_quiet(quiet)
-    for assignment in limit_values:
-        set_from_option(assignment)
+    set_quiet(quiet)  # each run starts from its own -q (a command's -q may set it again)
     from .common import reset_read_warnings
 
     reset_read_warnings()

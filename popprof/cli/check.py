@@ -8,17 +8,22 @@ from pathlib import Path
 
 import click
 
-from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
-from ..io.config import load_config
 from ..io.progress import progress
 from ..model.errors import UsageError
 from .common import (
+    check_output,
+    config_option,
     device_map_inputs,
     device_map_option,
     echo_json,
+    emit,
     engine_option,
     format_option,
+    global_options,
+    is_stdout,
+    load_config_file,
     load_profiles,
+    output_option,
     reader_options,
 )
 
@@ -54,14 +59,7 @@ def _fail_on(option: str | None, config: dict) -> str:
     metavar="RULE.PARAM=VALUE",
     help="Override a rule parameter, e.g. --set memory.headroom.warning=0.8 (repeatable; 80% works).",
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
-)
+@config_option()
 @format_option("text", "json", "markdown", "junit")
 @click.option(
     "--fail-on",
@@ -69,16 +67,15 @@ def _fail_on(option: str | None, config: dict) -> str:
     default=None,
     help="Exit 1 when a finding is at or above this severity  [default: error, or rules.fail_on].",
 )
+@output_option("the report")
 @click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Write the report to FILE (atomically) instead of stdout.",
+    "--show-skipped",
+    is_flag=True,
+    help="Text: list each rule that was not evaluated (default: one line per profile naming them).",
 )
 @engine_option()
 @device_map_option()
+@global_options
 def check_command(
     paths: tuple[Path, ...],
     rules: tuple[str, ...],
@@ -88,6 +85,7 @@ def check_command(
     fmt: str,
     fail_on: str | None,
     output: Path | None,
+    show_skipped: bool,
     engine: str | None,
     device_map: str | None,
 ) -> None:
@@ -109,14 +107,11 @@ def check_command(
     from ..rules import check, parse_set
     from ..rules.base import plan
 
-    config = load_config(explicit=config_file)
+    config = load_config_file(config_file)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
     read_options = reader_options(device_map, config)  # ... and the device map
-    if output is not None:
-        refuse_overwriting_inputs(output, [*paths, config_file, *device_map_inputs(device_map)])
-        if output.resolve().is_dir():
-            raise UsageError(f"--output {output} is a directory; give a file name")
+    check_output(output, [*paths, config_file, *device_map_inputs(device_map)])
     level = _fail_on(fail_on, config)
 
     results = []
@@ -131,20 +126,24 @@ def check_command(
             advance(1)
 
     if fmt == "text":
-        rich = output is None and sys.stdout.isatty()
-        text = RENDERERS["text"](results, level, rich=rich, width=shutil.get_terminal_size((120, 40)).columns)
+        rich = is_stdout(output) and sys.stdout.isatty()
+        text = RENDERERS["text"](
+            results,
+            level,
+            rich=rich,
+            width=shutil.get_terminal_size((120, 40)).columns,
+            show_skipped=show_skipped,
+        )
     else:
         text = RENDERERS[fmt](results, level)
-    if output is not None:
-        write_text_atomic(output, text)
-    else:
-        click.echo(text, nl=False)
+    emit(text, output)
     if failed(results, level):
         raise click.exceptions.Exit(1)
 
 
 @click.command("rules")
 @format_option("text", "json", "markdown")
+@global_options
 def rules_command(fmt: str) -> None:
     """List the rules with what they need, their parameters and defaults.
 

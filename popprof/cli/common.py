@@ -2,15 +2,131 @@
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from ..io.progress import quiet, set_quiet
 from ..model.errors import InputError, UsageError
-from ..model.profile import Profile
-from ..readers import open_all
+
+if TYPE_CHECKING:
+    from ..model.profile import Profile
+
+# This module is imported by every command's module, also for ``--help``: it imports nothing heavy
+# (pandas, pyarrow, the readers) at module level.
+
+#: Help of the options every command takes, before or after its name (``popprof -q summary X`` and
+#: ``popprof summary X -q`` are the same).
+QUIET_HELP = "No progress output and no 'wrote FILE' line on stderr."
+LIMIT_HELP = "Raise (or lower) a safety limit for this run, e.g. --limit text-bytes=1G (docs/limits.md)."
+
+
+def _apply_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        set_quiet(True)
+    return value
+
+
+def _apply_limits(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    for assignment in value:
+        if "=" not in assignment and ctx.command.name == "query" and assignment.strip().isdigit():
+            # the old spelling of ``query --rows N``: kept, with a note (the global --limit is NAME=VALUE)
+            ctx.meta["popprof.query_rows"] = int(assignment)
+            continue
+        from ..io.limits import set_from_option
+
+        set_from_option(assignment)
+    return value
+
+
+def global_options(command: Callable) -> Callable:
+    """``-q/--quiet`` and ``--limit NAME=VALUE``, the options of ``popprof`` itself, on a command too."""
+    command = click.option(
+        "--limit",
+        "limit_values",
+        multiple=True,
+        metavar="NAME=VALUE",
+        expose_value=False,
+        callback=_apply_limits,
+        help=LIMIT_HELP,
+    )(command)
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        callback=_apply_quiet,
+        help=QUIET_HELP,
+    )(command)
+
+
+def config_option() -> Callable:
+    """``--config FILE``: the configuration to read instead of the nearest popprof.toml / pyproject.toml."""
+    return click.option(
+        "--config",
+        "config_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
+    )
+
+
+def output_option(what: str = "the result") -> Callable:
+    """``-o/--output FILE``: write ``what`` there atomically instead of stdout (``-`` is stdout)."""
+    return click.option(
+        "-o",
+        "--output",
+        "output",
+        type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+        default=None,
+        metavar="FILE",
+        help=f"Write {what} to FILE (atomically) instead of stdout; - is stdout.",
+    )
+
+
+def load_config_file(config_file: Path | None) -> dict:
+    """The configuration: ``--config FILE`` when given, else the nearest popprof.toml / pyproject.toml."""
+    from ..io.config import load_config
+
+    return load_config(explicit=config_file)
+
+
+def is_stdout(output: str | os.PathLike[str] | None) -> bool:
+    """True when ``-o`` is absent or ``-``: the result goes to standard output."""
+    return output is None or str(output) == "-"
+
+
+def check_output(output: str | os.PathLike[str] | None, inputs: list) -> None:
+    """Before any reading: ``output`` must not overwrite an input and must not be a directory."""
+    from ..io.atomic import refuse_overwriting_inputs
+
+    if is_stdout(output):
+        return
+    refuse_overwriting_inputs(output, inputs)
+    if Path(output).resolve().is_dir():
+        raise UsageError(f"--output {output} is a directory; give a file name")
+
+
+def said_wrote(path: str | os.PathLike[str], detail: str | None = None) -> None:
+    """The one ``popprof: wrote FILE`` line on stderr every command gives after writing; ``-q`` silences it."""
+    if quiet():
+        return
+    click.echo(f"popprof: wrote {path}" + (f" ({detail})" if detail else ""), err=True)
+
+
+def emit(text: str, output: str | os.PathLike[str] | None) -> None:
+    """``text`` on stdout (no ``-o``, or ``-o -``), else written to ``output`` atomically and said on stderr."""
+    if is_stdout(output):
+        click.echo(text, nl=False)
+        return
+    from ..io.atomic import write_text_atomic
+
+    write_text_atomic(output, text)
+    said_wrote(output)
 
 
 def format_option(*choices: str, default: str = "text") -> Callable:
@@ -79,6 +195,8 @@ def reader_options(device_map: str | None = None, config: dict | None = None, **
 
 def load_profiles(path: str | Path, engine: str | None = None, **options: object) -> dict[str, Profile]:
     """Open a path into profiles by name, keeping only ``engine`` when given."""
+    from ..readers import open_all
+
     profiles = open_all(path, **options)
     if engine is not None:
         profiles = select_engine(path, profiles, engine)
@@ -139,9 +257,16 @@ def load_one_profile(path: str | Path, engine: str | None = None, **options: obj
     return next(iter(profiles.values()))
 
 
-def echo_json(data: object) -> None:
-    """Print ``data`` as indented JSON on stdout (NaN -> null)."""
-    click.echo(json.dumps(data, indent=2, default=_json_default, allow_nan=False))
+def dumps_json(data: object) -> str:
+    """``data`` as indented JSON text with a final newline (NaN -> null)."""
+    import json
+
+    return json.dumps(data, indent=2, default=_json_default, allow_nan=False) + "\n"
+
+
+def echo_json(data: object, output: str | os.PathLike[str] | None = None) -> None:
+    """Print ``data`` as indented JSON on stdout (NaN -> null), or write it to ``output``."""
+    emit(dumps_json(data), output)
 
 
 def _json_default(value: object) -> object:

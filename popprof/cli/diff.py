@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
 from ..io.progress import progress
 from ..model.errors import UsageError
-from ..model.profile import Profile
-from ..readers import open_all
 from .common import (
+    check_output,
+    config_option,
     device_map_inputs,
     device_map_option,
+    emit,
     engine_option,
     format_option,
+    global_options,
+    load_config_file,
+    output_option,
     reader_options,
     report_read_warnings,
+    said_wrote,
     select_engine,
 )
+
+if TYPE_CHECKING:
+    from ..model.profile import Profile
 
 
 def _one_profile(path: str, engine: str | None, **options: object) -> Profile:
@@ -33,6 +41,8 @@ def _one_profile(path: str, engine: str | None, **options: object) -> Profile:
 
 def _open(path: str, engine: str | None, **options: object) -> dict[str, Profile]:
     """Profiles of ``path``; ``engine`` picks one when the path holds several (a single profile is kept as is)."""
+    from ..readers import open_all
+
     profiles = open_all(path, **options)
     if engine is not None and len(profiles) > 1:
         profiles = select_engine(path, profiles, engine)
@@ -91,14 +101,7 @@ def pair_profiles(
 )
 @click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
 @click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Write the report to FILE (atomically) instead of stdout.",
-)
+@output_option("the report")
 @click.option(
     "--top",
     type=click.IntRange(1, 10_000),
@@ -115,6 +118,7 @@ def pair_profiles(
 )
 @engine_option()
 @device_map_option()
+@global_options
 def diff_command(
     base: str,
     new: str,
@@ -147,16 +151,10 @@ def diff_command(
     from ..compare import DEFAULT_TOLERANCE, diff, gate, load_budget
     from ..report.diff import render_many
 
-    if output is not None:  # before any reading: a bad output path fails fast
-        refuse_overwriting_inputs(
-            output, [base, new, budget_file, config_file, *device_map_inputs(device_map)]
-        )
+    # before any reading: a bad output path fails fast
+    check_output(output, [base, new, budget_file, config_file, *device_map_inputs(device_map)])
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
-    from ..io.config import load_config
-
-    read_options = reader_options(
-        device_map, load_config(explicit=Path(config_file) if config_file else None)
-    )
+    read_options = reader_options(device_map, load_config_file(Path(config_file) if config_file else None))
     results = []
     with progress("popprof diff: reading", total=None) as advance:
         pairs, notes = pair_profiles(base, new, engine, **read_options)
@@ -170,28 +168,21 @@ def diff_command(
             results.append((name, result, gate_result))
             advance(1)
     text = render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        write_text_atomic(output, text)
+    emit(text, output)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)
 
 
 @click.command("baseline")
 @click.argument("path", type=click.Path(exists=False, dir_okay=True))
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Write the baseline here (atomically). Default: print it.",
-)
+@output_option("the baseline")
 @engine_option()
+@config_option()
 @device_map_option()
-def baseline_command(path: str, output: str | None, engine: str | None, device_map: str | None) -> None:
+@global_options
+def baseline_command(
+    path: str, output: Path | None, engine: str | None, config_file: Path | None, device_map: str | None
+) -> None:
     """Write a profile's metrics as a small, diff-friendly JSON baseline, safe to commit.
 
     CI then keeps only the baseline, not the old profile:
@@ -203,13 +194,11 @@ def baseline_command(path: str, output: str | None, engine: str | None, device_m
       popprof diff baseline.json new/profile.pop
     """
     from ..compare.baseline import dumps_baseline, write_baseline
-    from ..io.config import load_config
 
-    if output is not None:
-        refuse_overwriting_inputs(output, device_map_inputs(device_map))
-    profile = _one_profile(path, engine, **reader_options(device_map, load_config()))
-    if output is None:
+    check_output(output, [config_file, *device_map_inputs(device_map)])
+    profile = _one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
+    if output is None or str(output) == "-":
         click.echo(dumps_baseline(profile), nl=False)
         return
     write_baseline(profile, output, protect=[path])
-    click.echo(f"wrote {Path(output)}", err=True)
+    said_wrote(output)

@@ -7,10 +7,18 @@ from pathlib import Path
 import click
 
 from ..io.atomic import refuse_overwriting_inputs
-from ..io.config import load_config
 from ..model.errors import UsageError
-from ..readers import bundle
-from .common import device_map_inputs, device_map_option, engine_option, load_profiles, reader_options
+from .common import (
+    config_option,
+    device_map_inputs,
+    device_map_option,
+    engine_option,
+    global_options,
+    load_config_file,
+    load_profiles,
+    reader_options,
+    said_wrote,
+)
 
 
 @click.command("export")
@@ -28,9 +36,17 @@ from .common import device_map_inputs, device_map_option, engine_option, load_pr
 @engine_option()
 @click.option("--tile-cycles", is_flag=True, help="Also read per-tile cycles of every step (large).")
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces).")
+@config_option()
 @device_map_option()
+@global_options
 def export_command(
-    src: str, out: str, engine: str | None, tile_cycles: bool, with_args: bool, device_map: str | None
+    src: str,
+    out: str,
+    engine: str | None,
+    tile_cycles: bool,
+    with_args: bool,
+    config_file: Path | None,
+    device_map: str | None,
 ) -> None:
     """Export a profile as a bundle that needs no Poplar SDK to read.
 
@@ -42,9 +58,12 @@ def export_command(
       popprof export run_dir/training/profile.pop -o training.popprof
       popprof export run_dir/ -o bundles/
     """
-    refuse_overwriting_inputs(out, device_map_inputs(device_map))
+    from ..readers import bundle
+
+    refuse_overwriting_inputs(out, [config_file, *device_map_inputs(device_map)])
+    config = load_config_file(config_file)
     profiles = load_profiles(
-        src, engine, **reader_options(device_map, load_config(), tile_cycles=tile_cycles, with_args=with_args)
+        src, engine, **reader_options(device_map, config, tile_cycles=tile_cycles, with_args=with_args)
     )
     target = Path(out)
     if len(profiles) == 1:
@@ -60,4 +79,4 @@ def export_command(
             raise UsageError(f"{out}: several profiles need a directory as output")
         written = [bundle.write(p, target / f"{name}.popprof", protect=[src]) for name, p in profiles.items()]
     for path in written:
-        click.echo(str(path))
+        said_wrote(path)

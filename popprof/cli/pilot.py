@@ -7,16 +7,22 @@ from pathlib import Path
 
 import click
 
-from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
-from ..io.config import load_config
+from ..io.atomic import write_text_atomic
 from ..model.errors import InputError, UsageError
 from .common import (
+    check_output,
     clean_for_json,
+    config_option,
     device_map_inputs,
     device_map_option,
+    emit,
     format_option,
+    global_options,
+    is_stdout,
+    load_config_file,
     load_profiles,
     reader_options,
+    said_wrote,
 )
 
 
@@ -107,25 +113,19 @@ def _columns(
     metavar="NAME=VALUE",
     help="Override a diagnosis threshold, e.g. --set host_wait_pct=25 (docs/pilot.md).",
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
-)
+@config_option()
 @format_option("text", "json", "markdown")
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, allow_dash=True),
     default=None,
     metavar="FILE",
-    help="FILE.html: the HTML report with both sides' plots (the table still goes to stdout); "
-    "any other name: the --format output, written there instead of stdout.",
+    help="FILE.html: the HTML report with both sides' plots (the --format table still goes to stdout); "
+    "any other name: the --format output, written there (atomically) instead of stdout; - is stdout.",
 )
 @device_map_option()
+@global_options
 def pilot_command(
     ipu_paths: tuple[str, ...],
     baselines: tuple[str, ...],
@@ -153,7 +153,8 @@ def pilot_command(
     Examples:
       popprof pilot run_dir/ --baseline trace.json.gz --batch-size 32
       popprof pilot 1ipu.popprof 4ipu.popprof --label-ipu 1xIPU --label-ipu 4xIPU --baseline ranks/
-      popprof pilot run_dir/ --baseline ranks/ --format markdown -o pilot.html
+      popprof pilot run_dir/ --baseline ranks/ --format markdown -o pilot.md
+      popprof pilot run_dir/ --baseline ranks/ -o pilot.html
     """
     from ..pilot import pilot
     from ..pilot.figures import platform_of
@@ -169,17 +170,12 @@ def pilot_command(
         warmup = -1
     if warmup < 0:
         raise UsageError(f"--warmup-steps must be a whole number >= 0, not {warmup_steps!r}")
-    config = load_config(explicit=config_file)
+    config = load_config_file(config_file)
     from ..pilot.diagnose import thresholds_from
 
     overrides = _parse_sets(sets)
     thresholds_from(config, overrides)  # bad thresholds before reading anything
-    if output is not None:
-        refuse_overwriting_inputs(
-            output, [*ipu_paths, *baselines, config_file, *device_map_inputs(device_map)]
-        )
-        if output.resolve().is_dir():
-            raise UsageError(f"--output {output} is a directory; give a file name")
+    check_output(output, [*ipu_paths, *baselines, config_file, *device_map_inputs(device_map)])
     read = reader_options(device_map, config)
     ipu = _columns(ipu_paths, ipu_labels, "--label-ipu", read)
     for label, profile in ipu:
@@ -207,11 +203,10 @@ def pilot_command(
         text = render_markdown(doc)
     else:
         text = render_text(doc) + "\n"
-    html = output is not None and output.suffix.lower() in (".html", ".htm")
+    html = not is_stdout(output) and output.suffix.lower() in (".html", ".htm")
     if html:
         write_text_atomic(output, render_html(doc, [p for _, p in ipu + base]))
-        click.echo(f"popprof: wrote {output}", err=True)
-    if output is not None and not html:
-        write_text_atomic(output, text)
-    else:
+        said_wrote(output)
         click.echo(text, nl=False)
+    else:
+        emit(text, output)

@@ -12,9 +12,11 @@ from .common import (
     device_map_inputs,
     device_map_option,
     engine_option,
+    global_options,
     load_one_profile,
     load_profiles,
     reader_options,
+    said_wrote,
 )
 
 PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline")
@@ -69,6 +71,7 @@ def _config(config_file: Path | None) -> dict:
 )
 @engine_option()
 @device_map_option()
+@global_options
 def plot_command(
     path: Path,
     kind: str | None,
@@ -119,7 +122,7 @@ def plot_command(
     fig = plot(profile, kind, findings, config=config, **options)
     with atomic_path(output) as tmp:
         fig.savefig(tmp, format=fmt, dpi=dpi)
-    click.echo(f"wrote {output} ({kind} plot)", err=True)
+    said_wrote(output, f"{kind} plot")
 
 
 def _drawable_kind(profile, kind: str | None) -> str:
@@ -175,6 +178,7 @@ def _needs(kind: str) -> str:
 )
 @engine_option()
 @device_map_option()
+@global_options
 def report_command(
     path: Path,
     output: Path,
@@ -216,4 +220,4 @@ def report_command(
         image_format="svg" if svg else "png",
         config=config,
     )
-    click.echo(f"wrote {output}", err=True)
+    said_wrote(output)

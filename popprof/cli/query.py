@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import click
 
 from ..io import limits
-from ..sql import run_query
-from .common import device_map_option, engine_option, format_option, load_one_profile, reader_options
+from .common import (
+    check_output,
+    config_option,
+    device_map_inputs,
+    device_map_option,
+    emit,
+    engine_option,
+    format_option,
+    global_options,
+    load_config_file,
+    load_one_profile,
+    output_option,
+    reader_options,
+)
 
-if TYPE_CHECKING:
-    pass
+#: Rows the table format prints by default.
+DEFAULT_ROWS = 200
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -29,12 +41,15 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 @engine_option()
 @format_option("table", "csv", "json", default="table")
 @click.option(
-    "--limit",
+    "-n",
+    "--rows",
+    "rows",
     type=click.IntRange(0, None),
-    default=200,
-    show_default=True,
-    help="Rows to print in table format.",
+    default=None,
+    help=f"Rows to print in table format  [default: {DEFAULT_ROWS}] (was --limit N, which still works).",
 )
+@output_option()
+@config_option()
 @device_map_option()
 @click.option(
     "--timeout",
@@ -52,12 +67,15 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
     metavar="SIZE",
     help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).",
 )
+@global_options
 def query_command(
     path: str,
     sql: str,
     engine: str | None,
     fmt: str,
-    limit: int,
+    rows: int | None,
+    output: Path | None,
+    config_file: Path | None,
     device_map: str | None,
     timeout_s: float | None,
     memory: int | None,
@@ -73,23 +91,41 @@ def query_command(
     The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
     and --memory-limit of memory (docs/limits.md).
     """
-    from ..io.config import load_config
+    from ..sql import run_query
 
-    profile = load_one_profile(path, engine, **reader_options(device_map, load_config()))
+    limit = _rows(rows)
+    check_output(output, [path, config_file, *device_map_inputs(device_map)])
+    profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
     result = run_query(profile, sql, timeout_s=timeout_s, memory_bytes=memory)
     if fmt == "csv":
-        click.echo(result.to_csv(index=False), nl=False)
+        emit(result.to_csv(index=False), output)
     elif fmt == "json":
-        click.echo(result.to_json(orient="records", indent=2))
+        emit(result.to_json(orient="records", indent=2) + "\n", output)
     else:
         import pandas as pd
 
+        lines = []
         with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
             if result.empty or limit == 0:  # pandas would print "Empty DataFrame ..." here
-                click.echo("  ".join(map(str, result.columns)))
+                lines.append("  ".join(map(str, result.columns)))
             else:
-                click.echo(result.head(limit).to_string(index=False))
+                lines.append(result.head(limit).to_string(index=False))
             if not len(result):
-                click.echo("(no rows)")
+                lines.append("(no rows)")
             elif len(result) > limit:
-                click.echo(f"... {len(result) - limit:,} more rows (use --limit or --format csv)")
+                lines.append(f"... {len(result) - limit:,} more rows (use --rows N or --format csv)")
+        emit("".join(line + "\n" for line in lines), output)
+
+
+def _rows(rows: int | None) -> int:
+    """Rows to print: ``--rows``, else the old ``--limit N`` (with a note), else the default."""
+    old = click.get_current_context().meta.get("popprof.query_rows")
+    if old is not None:
+        click.echo(
+            "popprof: note: `query --limit N` is now `query --rows N` (--limit NAME=VALUE is the global "
+            "safety limit); the old spelling still works",
+            err=True,
+        )
+        if rows is None:
+            return old
+    return DEFAULT_ROWS if rows is None else rows

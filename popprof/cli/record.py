@@ -10,7 +10,7 @@ import click
 
 from ..io.config import load_config
 from .check import FAIL_CHOICES, _fail_on
-from .common import device_map_option, reader_options
+from .common import device_map_option, global_options, reader_options, said_wrote
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -73,6 +73,7 @@ from .common import device_map_option, reader_options
     help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).",
 )
 @device_map_option()
+@global_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def record_command(
     out_dir: Path | None,
@@ -143,7 +144,7 @@ def record_command(
         if result.collected.bundles
         else []
     )
-    click.echo(f"popprof: recorded in {target}: {', '.join(written)}", err=True)
+    said_wrote(target, ", ".join(written))
     code = result.exit_code
     if code == 4:
         click.echo(

@@ -9,6 +9,7 @@ import click
 
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
+from .common import global_options
 
 
 @click.command("redact")
@@ -57,6 +58,7 @@ from ..model.errors import UsageError
     default=None,
     help="Write a JSON report of what was replaced, by kind and count.",
 )
+@global_options
 def redact_command(
     source: Path,
     out: Path,
@@ -161,6 +163,7 @@ def leak_message(scan: dict) -> str:
     help="Policy TOML file (its keep patterns are honoured).",
 )
 @click.option("--keep", multiple=True, metavar="PAT", help="Values matching PAT were kept on purpose.")
+@global_options
 def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tuple[str, ...]) -> None:
     """Leak-scan a redacted output against its original; exit 1 when anything sensitive remains.
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ..io.config import load_config
-from ..metrics.summary import summarise
-from ..report.summary import render_text
 from .common import (
+    check_output,
     clean_for_json,
+    config_option,
+    device_map_inputs,
     device_map_option,
     echo_json,
+    emit,
     engine_option,
     format_option,
+    global_options,
+    load_config_file,
     load_profiles,
+    output_option,
     reader_options,
 )
 
@@ -22,8 +28,18 @@ from .common import (
 @click.argument("path", type=click.Path())
 @engine_option()
 @format_option("text", "json", "csv")
+@output_option()
+@config_option()
 @device_map_option()
-def summary_command(path: str, engine: str | None, fmt: str, device_map: str | None) -> None:
+@global_options
+def summary_command(
+    path: str,
+    engine: str | None,
+    fmt: str,
+    output: Path | None,
+    config_file: Path | None,
+    device_map: str | None,
+) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
     PATH is a profile.pop, a run directory, a bundle, a text summary,
@@ -39,14 +55,19 @@ def summary_command(path: str, engine: str | None, fmt: str, device_map: str | N
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
     """
-    profiles = load_profiles(path, engine, **reader_options(device_map, load_config()))
+    check_output(output, [path, config_file, *device_map_inputs(device_map)])
+    profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
     if fmt == "csv":
         from ..metrics.devices import device_table
 
-        click.echo(device_table(profiles.values()).to_csv(index=False), nl=False)
+        emit(device_table(profiles.values()).to_csv(index=False), output)
         return
+    from ..metrics.summary import summarise
+
     summaries = [summarise(p) for p in profiles.values()]
     if fmt == "json":
-        echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries))
+        echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries), output)
         return
-    click.echo("\n\n".join(render_text(s) for s in summaries))
+    from ..report.summary import render_text
+
+    emit("\n\n".join(render_text(s) for s in summaries) + "\n", output)

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ..io.config import load_config
-from ..model.readproblems import problems
-from ..model.schema import TABLES
-from .common import device_map_option, echo_json, engine_option, format_option, load_profiles, reader_options
+from .common import (
+    check_output,
+    config_option,
+    device_map_inputs,
+    device_map_option,
+    echo_json,
+    emit,
+    engine_option,
+    format_option,
+    global_options,
+    load_config_file,
+    load_profiles,
+    output_option,
+    reader_options,
+)
 
 
 @click.command("tables")
@@ -15,15 +28,30 @@ from .common import device_map_option, echo_json, engine_option, format_option, 
 @engine_option()
 @click.option("--columns/--no-columns", default=True, help="List each table's columns and dtypes.")
 @format_option("text", "json")
+@output_option()
+@config_option()
 @device_map_option()
-def tables_command(path: str, engine: str | None, columns: bool, fmt: str, device_map: str | None) -> None:
+@global_options
+def tables_command(
+    path: str,
+    engine: str | None,
+    columns: bool,
+    fmt: str,
+    output: Path | None,
+    config_file: Path | None,
+    device_map: str | None,
+) -> None:
     """List the tables of a profile with row counts and columns.
 
     \b
     Example:
       popprof tables fixtures/mk2_training.popprof
     """
-    profiles = load_profiles(path, engine, **reader_options(device_map, load_config()))
+    from ..model.readproblems import problems
+    from ..model.schema import TABLES
+
+    check_output(output, [path, config_file, *device_map_inputs(device_map)])
+    profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
     if fmt == "json":
         echo_json(
             {
@@ -32,15 +60,18 @@ def tables_command(path: str, engine: str | None, columns: bool, fmt: str, devic
                     for t, f in p.tables.items()
                 }
                 for name, p in profiles.items()
-            }
+            },
+            output,
         )
         return
+    lines = []
     for name, profile in profiles.items():
-        click.echo(f"{name} ({profile.source_format})")
+        lines.append(f"{name} ({profile.source_format})")
         for text in problems(profile).values():  # what the reader worked around, kept in a bundle too
-            click.echo(f"  read with problems: {text}")
+            lines.append(f"  read with problems: {text}")
         for table, frame in profile.tables.items():
-            click.echo(f"  {table:<20} {len(frame):>12,} rows   {TABLES[table].row}")
+            lines.append(f"  {table:<20} {len(frame):>12,} rows   {TABLES[table].row}")
             if columns:
                 for col, dtype in frame.dtypes.items():
-                    click.echo(f"      {col:<24} {dtype}")
+                    lines.append(f"      {col:<24} {dtype}")
+    emit("".join(line + "\n" for line in lines), output)

@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from ..model.errors import UsageError
-from .common import device_map_inputs, device_map_option, engine_option, load_one_profile, reader_options
+from .common import (
+    device_map_inputs,
+    device_map_option,
+    engine_option,
+    global_options,
+    load_one_profile,
+    reader_options,
+    said_wrote,
+)
 
 
 @click.command("timeline")
@@ -30,6 +38,7 @@ from .common import device_map_inputs, device_map_option, engine_option, load_on
     default=None,
     help="Config file to read instead of the nearest popprof.toml / pyproject.toml.",
 )
+@global_options
 def timeline_command(
     path: Path,
     output: Path,
@@ -66,7 +75,4 @@ def timeline_command(
         click.echo(
             f"popprof: note: {stats.skipped_no_start:,} events without a start time were left out", err=True
         )
-    click.echo(
-        f"wrote {output}: {stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples",
-        err=True,
-    )
+    said_wrote(output, f"{stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples")

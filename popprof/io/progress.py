@@ -30,6 +30,11 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
+def quiet() -> bool:
+    """True when ``--quiet`` asked for no progress and no ``wrote ...`` lines on stderr."""
+    return _quiet
+
+
 def enabled() -> bool:
     """True when progress should be drawn: stderr is a terminal and not quiet."""
     stream = sys.stderr

@@ -91,12 +91,26 @@ def where_text(where: dict, limit: int = 5) -> str:
 # -- text -------------------------------------------------------------------
 
 
+def skipped_line(res: Findings) -> str:
+    """The rules a profile could not evaluate, folded into one line (``--show-skipped`` lists them)."""
+    ids = ", ".join(rule_id for rule_id, _ in res.not_evaluated)
+    return f"{len(res.not_evaluated)} rule(s) not evaluated: {ids} (--show-skipped says why)"
+
+
 def render_text(
-    results: list[Findings], fail_on: str = "error", *, rich: bool = False, width: int = 120
+    results: list[Findings],
+    fail_on: str = "error",
+    *,
+    rich: bool = False,
+    width: int = 120,
+    show_skipped: bool = False,
 ) -> str:
-    """Plain text (stable, for logs and pipes), or a rich table for a terminal when ``rich``."""
+    """Plain text (stable, for logs and pipes), or a rich table for a terminal when ``rich``.
+
+    Rules not evaluated are one line per profile unless ``show_skipped`` lists each with its reason.
+    """
     if rich:
-        return _render_rich(results, fail_on, width)
+        return _render_rich(results, fail_on, width, show_skipped)
     lines: list[str] = []
     for res in results:
         lines.append(f"{res.profile_name} ({res.source})" if res.source else res.profile_name)
@@ -109,14 +123,17 @@ def render_text(
                 lines.append(f"  {'':<8} {'':<22} where: {where}")
             if f.severity != "info" and f.advice:
                 lines.append(f"  {'':<8} {'':<22} advice: {f.advice}")
-        for rule_id, reason in res.not_evaluated:
-            lines.append(f"  {'SKIPPED':<8} {rule_id:<22} not evaluated: {reason}")
+        if show_skipped:
+            for rule_id, reason in res.not_evaluated:
+                lines.append(f"  {'SKIPPED':<8} {rule_id:<22} not evaluated: {reason}")
+        elif res.not_evaluated:
+            lines.append(f"  {'SKIPPED':<8} {skipped_line(res)}")
         lines.append("")
     lines.append(_summary_line(results, fail_on))
     return "\n".join(lines) + "\n"
 
 
-def _render_rich(results: list[Findings], fail_on: str, width: int) -> str:
+def _render_rich(results: list[Findings], fail_on: str, width: int, show_skipped: bool) -> str:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -140,7 +157,9 @@ def _render_rich(results: list[Findings], fail_on: str, width: int) -> str:
         if not res.items:
             table.add_row("[green]ok[/green]", "", "no findings", "")
         console.print(table)
-        if res.not_evaluated:  # compact, below the table: these are not findings
+        if res.not_evaluated and not show_skipped:  # compact, below the table: these are not findings
+            console.print(f"[dim]{escape(skipped_line(res))}[/dim]")
+        elif res.not_evaluated:
             console.print("[dim]not evaluated:[/dim]")
             for rule_id, reason in res.not_evaluated:
                 console.print(f"[dim]  {rule_id}: {escape(reason)}[/dim]")

@@ -1,0 +1,209 @@
+"""Issue 28: the CLI starts fast and every command takes the same flags.
+
+``popprof --version`` and every ``--help`` import nothing heavy (checked in a fresh interpreter);
+every command shows the global options and takes them after its name too; every command that
+writes a result takes ``-o`` (``-`` is stdout) and ``--config``; one ``popprof: wrote FILE`` line
+on stderr that ``-q`` silences.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from popprof.cli import COMMANDS, SHORT_HELP, LazyGroup, cli, main
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+BUNDLE = FIXTURES / "mk2_training.popprof"
+TRACE = next(p for p in sorted((FIXTURES / "traces").iterdir()) if p.name.endswith((".json", ".json.gz")))
+
+#: Modules that make start-up slow (issue 28: 0.5-0.7 s of CPU for --version).
+HEAVY = ("pandas", "pyarrow", "numpy", "duckdb", "matplotlib", "rich", "popprof.readers", "popprof.metrics")
+
+#: Commands that write a result, and so take -o and --config.
+WRITERS = (
+    "summary",
+    "tables",
+    "query",
+    "export",
+    "timeline",
+    "check",
+    "diff",
+    "baseline",
+    "plot",
+    "report",
+    "record",
+    "pilot",
+)
+
+PROBE = """
+import sys
+from popprof.cli import main
+try:
+    main({argv!r})
+finally:
+    heavy = sorted(m for m in {heavy!r} if m in sys.modules)
+    print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+def _heavy_after(argv: list[str]) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = [x for x in done.stderr.splitlines() if x.startswith("HEAVY=")][-1]
+    return [m for m in line[len("HEAVY=") :].split(",") if m]
+
+
+def _run(capsys, *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version_and_help_import_nothing_heavy():
+    assert _heavy_after(["--version"]) == []
+    assert _heavy_after(["--help"]) == []
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_command_help_imports_nothing_heavy(command):
+    assert _heavy_after([command, "--help"]) == []
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_listed_help_line_is_the_commands_own(command):
+    loaded = LazyGroup._load(command)
+    assert loaded is not None
+    assert SHORT_HELP[command] == loaded.get_short_help_str(limit=500)
+
+
+def _options(command: click.Command) -> dict[str, click.Option]:
+    return {opt: p for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_shows_the_same_global_options(command, capsys):
+    code, group_help, _ = _run(capsys, "--help")
+    code, help_text, _ = _run(capsys, command, "--help")
+    assert code == 0
+    group = _options(cli)
+    own = _options(LazyGroup._load(command))
+    for name in ("-q", "--quiet", "--limit"):
+        assert name in own, f"{command} --help lacks {name}"
+        assert own[name].help == group[name].help
+    assert "-q, --quiet" in help_text and "--limit NAME=VALUE" in help_text
+    assert "-q, --quiet" in group_help
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_every_command_that_writes_takes_output_and_config(command):
+    own = _options(LazyGroup._load(command))
+    assert "-o" in own and "--output" in own and "--config" in own
+
+
+def test_global_options_work_after_the_command(capsys, tmp_path):
+    code, _, err = _run(capsys, "summary", BUNDLE, "--quiet")
+    assert code == 0 and err == ""
+    code, _, err = _run(capsys, "summary", BUNDLE, "--limit", "json-depth=nope")
+    assert code == 2 and "--limit json-depth" in err and len(err.splitlines()) == 1
+    big = tmp_path / "summary.txt"
+    big.write_text((FIXTURES / "text_summary").joinpath(_first_text()).read_text())
+    code, _, err = _run(capsys, "summary", big, "--limit", "text-bytes=100")
+    assert code == 2 and "text-bytes" in err
+    code, _, err = _run(capsys, "--limit", "text-bytes=100", "summary", big)
+    assert code == 2 and "text-bytes" in err
+
+
+def _first_text() -> str:
+    return sorted(p.name for p in (FIXTURES / "text_summary").glob("*.txt"))[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["summary", BUNDLE],
+        ["summary", BUNDLE, "--format", "json"],
+        ["tables", BUNDLE],
+        ["query", BUNDLE, "SELECT count(*) AS n FROM tiles"],
+        ["check", BUNDLE, "--fail-on", "never"],
+        ["diff", BUNDLE, BUNDLE, "--no-gate"],
+        ["baseline", BUNDLE],
+    ],
+    ids=lambda a: " ".join(str(x) for x in a[:1] + a[2:]),
+)
+def test_output_file_says_wrote_once_and_q_silences_it(argv, capsys, tmp_path):
+    code, stdout_text, _ = _run(capsys, *argv)
+    assert code == 0 and stdout_text
+    target = tmp_path / "out.txt"
+    code, out, err = _run(capsys, *argv, "-o", target)
+    assert code == 0 and out == ""
+    assert err == f"popprof: wrote {target}\n"
+    assert target.read_text() == stdout_text
+    for quiet in (["-q", *argv, "-o", target], [*argv, "-o", target, "-q"]):
+        code, out, err = _run(capsys, *quiet)
+        assert code == 0 and out == "" and err == ""
+    code, out, err = _run(capsys, *argv, "-o", "-")
+    assert code == 0 and err == "" and _same(out, stdout_text)
+
+
+def _same(streamed: str, echoed: str) -> bool:
+    """`-o -` gives the same bytes as no -o (the baseline's generation time may differ)."""
+    try:
+        a, b = json.loads(streamed), json.loads(echoed)
+    except ValueError:
+        return streamed == echoed
+    for doc in (a, b):
+        if isinstance(doc, dict):
+            doc.pop("created", None)
+            doc.pop("generated", None)
+    return a == b
+
+
+def test_export_says_wrote_on_stderr_not_the_path_on_stdout(capsys, tmp_path):
+    target = tmp_path / "x.popprof"
+    code, out, err = _run(capsys, "export", BUNDLE, "-o", target)
+    assert code == 0 and out == "" and err == f"popprof: wrote {target}\n"
+    code, out, err = _run(capsys, "export", BUNDLE, "-o", target, "-q")
+    assert code == 0 and out == "" and err == ""
+
+
+def test_the_writers_of_images_and_traces_use_the_same_line(capsys, tmp_path):
+    target = tmp_path / "t.json"
+    code, _, err = _run(capsys, "timeline", TRACE, "-o", target)
+    assert code == 0 and err.splitlines()[-1].startswith(f"popprof: wrote {target} (")
+    code, _, err = _run(capsys, "timeline", TRACE, "-o", target, "-q")
+    assert code == 0 and "wrote" not in err
+
+
+def test_query_rows_replaces_limit_and_the_old_spelling_still_works(capsys):
+    sql = "SELECT tile FROM tiles ORDER BY tile"
+    code, out, err = _run(capsys, "query", BUNDLE, sql, "--rows", "3")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[1:4] == ["   0", "   1", "   2"] or len([x for x in lines if x.strip().isdigit()]) == 3
+    assert "more rows (use --rows N" in lines[-1]
+    code, old, err = _run(capsys, "query", BUNDLE, sql, "--limit", "3")
+    assert code == 0 and old == out
+    assert "query --rows N" in err and len(err.splitlines()) == 1
+    code, _, err = _run(capsys, "query", BUNDLE, sql, "--limit", "3", "--limit", "query-seconds=5")
+    assert code == 0
+
+
+def test_config_is_read_from_the_given_file(capsys, tmp_path):
+    """summary --config: the device map of that file is used (it was ignored: no --config at all)."""
+    config = tmp_path / "mine.toml"
+    config.write_text('[device_map]\ncompute = "no-such-kernel-name"\n')
+    code, _, err = _run(capsys, "summary", TRACE, "--config", config, "--format", "json")
+    assert code == 0
+    config.write_text('[device_map]\nnot_a_category = "x"\n')
+    code, _, err = _run(capsys, "summary", TRACE, "--config", config)
+    assert code == 2 and len(err.splitlines()) == 1
