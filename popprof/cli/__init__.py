@@ -18,7 +18,7 @@ import click
 from .._version import __version__
 from ..io.progress import set_quiet
 from ..model.errors import PopprofError
-from .common import LIMIT_HELP, QUIET_HELP, _apply_limits
+from .common import LIMIT_HELP, QUIET_HELP, _apply_limits, global_options
 
 #: exit code when stdout is closed before all output was written (128 + SIGPIPE, as a shell reports it).
 EXIT_BROKEN_PIPE = 141
@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
 
 
 #: command name -> its one-line help, so that ``popprof --help`` lists the commands without importing
-#: them (tests/test_cli_startup.py checks each against the command's own help).
+#: them (tests/test_cli_flags.py checks each against the command's own help).
 SHORT_HELP: dict[str, str] = {
     "summary": "Summarise a profile: target, memory, execution and trace figures.",
     "tables": "List the tables of a profile with row counts and columns.",
@@ -64,6 +64,10 @@ SHORT_HELP: dict[str, str] = {
     "report": "Write one self-contained HTML report (summary, findings, plots) to attach to a bug.",
     "record": "Run CMD with IPU profiling switched on, then export and check what it wrote.",
     "pilot": "Compare an IPU run with the platform it replaces: the same figures side by side.",
+    "store": "Keep many runs in one store (a directory or s3:// prefix of Parquet) and query them (docs/store.md).",
+    "trend": "How metrics moved over the runs of a store: every change of an exact metric (with the range to "
+    "bisect), change points of a noisy one beyond its gate budget (docs/trend.md).",
+    "fleet": "Questions across the jobs of a run store (docs/store.md).",
 }
 
 
@@ -79,13 +83,14 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
+            limit = formatter.width - 6 - len(name)
             text = SHORT_HELP.get(name)
             if text is None:  # a command without a line here: ask it (imports its module)
                 command = self._load(name)
                 if command is None or command.hidden:
                     continue
-                text = command.get_short_help_str(limit=formatter.width - 6 - len(name))
-            rows.append((name, text))
+                text = command.get_short_help_str(limit=limit)
+            rows.append((name, click.utils.make_default_short_help(text, limit)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -106,7 +111,26 @@ class LazyGroup(click.Group):
                 return None
             raise
         command = getattr(module, name.replace("-", "_") + "_command", None)
-        return command if isinstance(command, click.Command) else None
+        if not isinstance(command, click.Command):
+            return None
+        add_global_options(command)
+        return command
+
+
+def add_global_options(command: click.Command) -> None:
+    """Give ``command`` (and a group's subcommands) ``-q`` and ``--limit`` unless it has them.
+
+    Commands declare them with :func:`popprof.cli.common.global_options`; this covers any that does
+    not, so ``popprof CMD ... -q`` works for every command. An option name a command already uses
+    for something else (``store query --limit N``) is left to it.
+    """
+    taken = {name for param in command.params for name in getattr(param, "opts", ())}
+    if not {"-q", "--quiet", "--limit"} <= taken:
+        probe = global_options(click.Command(command.name or ""))
+        command.params.extend(p for p in probe.params if not taken & set(p.opts))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_global_options(sub)
 
 
 @click.group(
