@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .io import limits
+from .io import limits, units
 from .model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def execute(
         ) from None
     except (duckdb.OutOfMemoryException, _ResultTooLarge):
         raise UsageError(
-            f"query needs more than {limits.human(memory_bytes, 'bytes')} of memory: over the "
+            f"query needs more than {units.nbytes(memory_bytes)} of memory: over the "
             f"limit query-memory (raise it with --memory-limit SIZE or "
             f"{limits.LIMITS['query-memory'].env})"
         ) from None

@@ -46,7 +46,7 @@ def test_regression_exits_1_and_names_metric_change_and_budget(capsys, bundles):
     code, out, _ = run(capsys, "diff", base, worse)
     assert code == 1
     line = next(x for x in out.splitlines() if "FAIL execution.total_cycles" in x)
-    assert "+100 %" in line and "budget: growth <= 2 %" in line
+    assert "+100.00 %" in line and "budget: growth <= 2 %" in line
     lines = out.splitlines()
     assert lines[1] == "basis: execution figures as totals (both sides ran 2 runs)"
     first_metric = lines[4].split()[0]  # after the title, the basis, a blank line and the header

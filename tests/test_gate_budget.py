@@ -59,7 +59,7 @@ def test_relative_growth_at_budget_passes_and_one_byte_beyond_fails(flat):
     assert v["metric"] == "memory.total_incl_gaps_bytes" and v["kind"] == "relative"
     assert v["change"] == allowed + 1
     assert "memory.total_incl_gaps_bytes" in v["message"] and "1 %" in v["message"]
-    assert "588,800,000 B -> 594,688,001 B" in v["message"]
+    assert "588,800,000 B (561.5 MiB) -> 594,688,001 B (567.1 MiB)" in v["message"]
 
 
 def test_shrinking_a_lower_is_better_metric_never_fails(flat):

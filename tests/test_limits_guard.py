@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from popprof.io import bounded, limits
+from popprof.io import bounded, limits, units
 from popprof.io.files import open_binary, read_text_bytes
 from popprof.io.limits import LimitExceeded
 
@@ -132,7 +132,9 @@ def test_text_read_keeps_at_most_the_limit(tmp_path, monkeypatch):
     path.write_bytes(b"line\n" * 100_000)
     monkeypatch.setenv("POPPROF_MAX_TEXT_BYTES", "64k")
     assert len(read_text_bytes(path, truncate=True)) == 64 << 10
-    with pytest.raises(LimitExceeded, match=r"text-bytes = 64 KiB \(raise it with POPPROF_MAX_TEXT_BYTES"):
+    with pytest.raises(
+        LimitExceeded, match=r"text-bytes = 65,536 B \(64 KiB\) \(raise it with POPPROF_MAX_TEXT_BYTES"
+    ):
         read_text_bytes(path)
 
 
@@ -142,6 +144,10 @@ def test_every_limit_is_documented_with_its_default():
         row = next((line for line in doc.splitlines() if line.startswith(f"| `{limit.name}` |")), None)
         assert row is not None, limit.name
         assert f"`{limit.env}`" in row
-        default = limits.human(limit.default, limit.unit).replace(" seconds", " s")
+        default = (
+            units.bytes_short(limit.default)
+            if limit.unit == "bytes"
+            else units.amount(limit.default, limit.unit)
+        ).replace(" seconds", " s")
         assert default in row, (limit.name, default, row)
     assert "docs/limits.md" in (ROOT / "README.md").read_text()

@@ -54,7 +54,10 @@ def test_liveness_total_memory_threshold(profile):
     total = 2 * 1472 * 638_976
     share = (base + profile.liveness["not_always_live_bytes"].max()) / total
     assert share < 0.5 and not [ln for ln in ax.lines if ln.get_gid() == "total-memory"]
-    assert f"peak = {share:.0%} of total memory" in [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    assert (
+        f"peak = {share * 100:.1f} % of total memory"
+        in [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    )
     small = profile.copy("small target")
     small.set_table("target", profile.target.assign(num_tiles=1000))
     ax = liveness(small).axes[0]

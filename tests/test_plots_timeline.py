@@ -111,7 +111,7 @@ def test_stall_from_plain_window_lists_top_host_events(profile):
     (label,) = [t for t in ax.texts if t.get_gid() == "stall-label"]
     text = label.get_text()
     assert text.startswith(
-        "1. at 33.00 ms, device idle 7.20 ms: DataLoader.next (5.00 ms) · read_shard (3.50 ms)"
+        "1. at +33.00 ms, device idle 7.20 ms: DataLoader.next (5.00 ms) · read_shard (3.50 ms)"
     )
     assert "train_step" not in text  # enclosing events are not "what the host did"
     (number,) = [t for t in ax.texts if t.get_gid() == "stall-number"]

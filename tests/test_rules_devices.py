@@ -75,10 +75,10 @@ def test_each_device_is_checked_and_named_in_one_finding():
     (f,) = found.items
     assert (
         f.message.startswith("1 of 2 devices idle >= 10 %")
-        and "rank 0 gpu:0: idle 400 us = 40.0 %" in f.message
+        and "rank 0 gpu:0: idle 400.0 us = 40.0 %" in f.message
     )
     assert f.where["devices"] == ["rank 0 gpu:0"] and f.severity == "error" and f.value == pytest.approx(0.4)
-    assert "'DataLoader.__next__' (400 us)" in f.message
+    assert "'DataLoader.__next__' (400.0 us)" in f.message
     assert set(f.evidence["rank"]) == {0} and set(f.evidence["device"]) == {"gpu:0"}
     # merged into one device, rank 1's kernel would have hidden the gap
     merged = gpu_trace([(None, None, n, c, s, d) for _, _, n, c, s, d in device], host)
@@ -111,8 +111,8 @@ def test_host_waits_are_host_time_and_named_as_device_bound():
         gpu_trace(device, host), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 100.0}
     ).items
     assert f.value == pytest.approx(0.4)
-    assert "'optimizer.step' (100 us)" in f.message and "'cudaStreamSynchronize'" not in f.message
-    assert "blocked in calls waiting for the device for 400 us" in f.message
+    assert "'optimizer.step' (100.0 us)" in f.message and "'cudaStreamSynchronize'" not in f.message
+    assert "blocked in calls waiting for the device for 400.0 us" in f.message
     # a long host wait is not a long host event
     long_wait = [(0, "cudaDeviceSynchronize", "host_wait", 300.0, 20_000.0)]
     device = [(0, "gpu:0", "gemm", "compute", 0.0, 300.0), (0, "gpu:0", "gemm", "compute", 20_300.0, 300.0)]
@@ -149,7 +149,7 @@ def test_exchange_overlapped_by_compute_on_another_stream_is_not_exposed():
     ]
     (f,) = check(gpu_trace(device), rules=["exchange.share"]).items
     assert f.value == pytest.approx(0.1) and f.severity == "info"
-    assert "not overlapped by other device work take 10.0 % of 1.0 ms device busy time" in f.message
+    assert "not overlapped by other device work take 10.0 % of 1.00 ms device busy time" in f.message
 
 
 def test_exchange_phases_of_two_devices_are_one_finding():

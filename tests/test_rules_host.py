@@ -113,7 +113,7 @@ def test_device_gap_at_min_length_is_counted_and_attributed():
     assert f.value == pytest.approx(1000 / 1400) and f.severity == "error"
     assert f.where["time_us"] == (300.0, 1300.0)
     assert f.where["threads"] == ["MainThread (1)", "loader (2)"]
-    assert "'DataLoader.__next__' (800 us), 'fetch_batch' (500 us)" in f.message
+    assert "'DataLoader.__next__' (800.0 us), 'fetch_batch' (500.0 us)" in f.message
     assert "train_step" not in f.message.split("meanwhile")[1].split(" on ")[0]
     ev = f.evidence
     assert list(ev["dur_us"]) == [1000.0]

@@ -48,7 +48,10 @@ def test_headroom_exactly_at_warning_threshold_is_flagged():
     assert [f.severity for f in found] == ["warning"]
     f = found.items[0]
     assert f.value == pytest.approx(0.85) and f.threshold == 0.85
-    assert "tile 1 uses 850,000 B including gaps = 85.0 % of 1,000,000 B (warning at >= 85 %)" in f.message
+    assert (
+        "tile 1 uses 850,000 B (830.1 KiB) including gaps = 85.0 % of 1,000,000 B (976.6 KiB) (warning at >= 85 %)"
+        in f.message
+    )
     assert f.where["tiles"] == [1]
 
 
@@ -139,12 +142,13 @@ def test_text_summary_out_of_memory_and_headroom():
     oom = found.by_rule("memory.tile-oom")[0]
     assert oom.severity == "error" and oom.value == 3
     assert (
-        "3 tile(s) over capacity; tile 1,017 uses 650,112 B including gaps = 101.7 % of 638,976 B"
+        "3 tile(s) over capacity; tile 1,017 uses 650,112 B (634.9 KiB) including gaps = 101.7 % of 638,976 B (624 KiB)"
         in oom.message
     )
     head = found.by_rule("memory.headroom")[0]
     assert (
-        head.message == "tile 1,017 uses 650,112 B including gaps = 101.7 % of 638,976 B (error at >= 95 %)"
+        head.message
+        == "tile 1,017 uses 650,112 B (634.9 KiB) including gaps = 101.7 % of 638,976 B (624 KiB) (error at >= 95 %)"
     )
     gaps = found.by_rule("memory.gaps")[0]  # (812,004,112 - 700,115,024) / 812,004,112 = 13.8 %
     assert gaps.severity == "warning" and gaps.value == pytest.approx(111_889_088 / 812_004_112)
@@ -255,8 +259,8 @@ def test_gaps_on_a_nearly_full_tile_exact_thresholds():
     f = found.items[0]
     assert f.value == pytest.approx(0.10) and f.threshold == 0.10 and f.where["tiles"] == [0]
     assert (
-        "tile 0: 850,000 B including gaps = 85.0 % of 1,000,000 B, 765,000 B without (gaps 10.0 %)"
-        in f.message
+        "tile 0: 850,000 B (830.1 KiB) including gaps = 85.0 % of 1,000,000 B (976.6 KiB), 765,000 B (747.1 "
+        "KiB) without (gaps 10.0 %)" in f.message
     )
     assert len(run(tiles_profile([850_000, 400_000], excl=[765_001, 200_000]), "memory.gaps")) == 0  # < 10 %
     assert len(run(tiles_profile([849_999, 400_000], excl=[700_000, 200_000]), "memory.gaps")) == 0  # < 85 %

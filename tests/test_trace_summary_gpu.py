@@ -14,9 +14,9 @@ import pytest
 
 import popprof
 from popprof.cli import main
+from popprof.io.units import duration as fmt_time
 from popprof.metrics import compute, devices
 from popprof.metrics.trace_summary import trace_summary
-from popprof.report.summary import fmt_time
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

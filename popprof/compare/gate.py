@@ -33,11 +33,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..io import units
 from ..io.config import load_config
 from ..model.errors import InputError, UsageError
 from .core import COMPARED, ProfileDiff
-from .fmt import fmt_change
-from .fmt import fmt_value as _fmt
 
 #: The budget used when none is configured. Documented in docs/diff.md.
 DEFAULT_BUDGET: dict[str, dict[str, float]] = {
@@ -89,7 +88,7 @@ class Limit:
         """Human-readable budget, e.g. ``+1 %`` or ``+0 tiles, >= 0``."""
         parts = []
         if self.relative is not None:
-            parts.append(f"+{_pct(self.relative)} %")
+            parts.append(f"+{units.limit_percent(self.relative)}")
         if self.absolute is not None:
             parts.append(f"{self.absolute:+g}")
         if self.min is not None:
@@ -167,19 +166,10 @@ class GateResult:
 
 
 def _parse_amount(value: object, where: str) -> float:
-    if isinstance(value, bool):
-        raise UsageError(f"{where}: expected a number, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        try:
-            if text.endswith("%"):
-                return float(Decimal(text[:-1].strip()) / 100)
-            return float(text)
-        except (ValueError, ArithmeticError):
-            pass
-    raise UsageError(f'{where}: expected a number or a percentage like "1%", got {value!r}')
+    try:
+        return units.parse_share(value)
+    except ValueError:
+        raise UsageError(f'{where}: expected a number or a percentage like "1%", got {value!r}') from None
 
 
 def parse_limit(pattern: str, spec: object, where: str = "budget") -> Limit:
@@ -343,11 +333,6 @@ def _dec(limit: float) -> Decimal:
     return Decimal(repr(float(limit)))
 
 
-def _pct(fraction: float) -> str:
-    """A fraction as a percentage without binary noise (0.029 -> "2.9")."""
-    return f"{_dec(fraction) * 100:f}".rstrip("0").rstrip(".")
-
-
 def _worsening(change: Decimal, better: str | None) -> Decimal:
     """How much worse the metric got (positive = worse) in its direction."""
     if better == "lower":
@@ -506,21 +491,21 @@ def _check(
         )
 
     if limit.relative is not None and worse > _dec(limit.relative) * abs(d_base) + slack:
-        shown = "new (base was 0)" if base == 0 else f"{rel * 100:+.3g} %"
+        shown = "new (base was 0)" if base == 0 else units.relative(rel)
         fail(
             "relative",
             limit.relative,
-            f"{direction} <= {_pct(limit.relative)} %",
-            f"{name} changed {shown} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
-            f"budget: {direction} <= {_pct(limit.relative)} %",
+            f"{direction} <= {units.limit_percent(limit.relative)}",
+            f"{name} changed {shown} ({units.value(base, unit)} -> {units.value(new, unit)}); "
+            f"budget: {direction} <= {units.limit_percent(limit.relative)}",
         )
     if limit.absolute is not None and worse > _dec(limit.absolute) + slack:
-        allowed_text = _fmt(limit.absolute, unit)
+        allowed_text = units.value(limit.absolute, unit)
         fail(
             "absolute",
             limit.absolute,
             f"{direction} <= {allowed_text}",
-            f"{name} changed {fmt_change(change, unit)} ({_fmt(base, unit)} -> {_fmt(new, unit)}); "
+            f"{name} changed {units.change(change, unit)} ({units.value(base, unit)} -> {units.value(new, unit)}); "
             f"budget: {direction} <= {allowed_text}",
         )
     if limit.min is not None and d_new < _dec(limit.min) - slack:
@@ -528,13 +513,13 @@ def _check(
             "min",
             limit.min,
             f">= {limit.min:g}",
-            f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be >= {limit.min:g}",
+            f"{name} is {units.value(new, unit)} (was {units.value(base, unit)}); budget: must be >= {limit.min:g}",
         )
     if limit.max is not None and d_new > _dec(limit.max) + slack:
         fail(
             "max",
             limit.max,
             f"<= {limit.max:g}",
-            f"{name} is {_fmt(new, unit)} (was {_fmt(base, unit)}); budget: must be <= {limit.max:g}",
+            f"{name} is {units.value(new, unit)} (was {units.value(base, unit)}); budget: must be <= {limit.max:g}",
         )
     return out

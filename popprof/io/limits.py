@@ -9,10 +9,10 @@ to raise it, exit code 2. See ``docs/limits.md``.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 from ..model.errors import InputError, UsageError
+from . import units
 
 
 @dataclass(frozen=True)
@@ -68,29 +68,13 @@ LIMITS: dict[str, Limit] = {
 #: Decompressed bytes always allowed before the gzip ratio is checked.
 GZIP_RATIO_FLOOR = 64 << 20
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
-_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
 
 def parse_value(text: str, unit: str = "bytes") -> int:
     """``"512M"`` -> 536870912 (sizes take k/M/G/T suffixes, powers of 1024); ValueError when not a number."""
-    match = _SIZE.match(str(text))
-    if match is None or (match.group(2) and unit != "bytes"):
-        raise ValueError(f"not a {'size' if unit == 'bytes' else 'whole number'}: {text!r}")
-    value = int(float(match.group(1)) * _SCALE[match.group(2).lower()])
+    value = units.parse_bytes(text) if unit == "bytes" else units.parse_count(text)
     if value <= 0:
         raise ValueError(f"must be positive: {text!r}")
     return value
-
-
-def human(value: int, unit: str) -> str:
-    """A limit's value as people write it (``256 MiB``, ``256 levels``)."""
-    if unit == "bytes":
-        for suffix, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-            if value >= scale:
-                return f"{value / scale:g} {suffix}"
-        return f"{value} B"
-    return f"{value} {unit}" if unit != "ratio" else f"{value}:1"
 
 
 def get(name: str) -> int:
@@ -133,7 +117,9 @@ class LimitExceeded(InputError):
         self.limit_name = name
         self.detail = detail
         super().__init__(
-            path, f"{detail} is over the limit {name} = {human(get(name), limit.unit)}", how_to_raise(name)
+            path,
+            f"{detail} is over the limit {name} = {units.amount(get(name), limit.unit)}",
+            how_to_raise(name),
         )
 
     def __reduce__(self) -> tuple:  # raised in worker processes too: keep it picklable

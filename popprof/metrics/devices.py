@@ -90,7 +90,7 @@ def _work(profile: Profile) -> pd.DataFrame | None:
     return profile.cached("devices.gpu_work", lambda: gpu_work(events))
 
 
-def _pct(part: float | None, whole: float) -> float | None:
+def _percent_of(part: float | None, whole: float) -> float | None:
     if part is None:
         return None
     return 100.0 * part / whole if whole > 0 else None
@@ -124,13 +124,13 @@ def _row(
         "communication_us": comm,
         "memory_us": memory,
         "host_wait_us": host_wait,
-        "idle_pct": _pct(idle, span),
-        "compute_pct": _pct(compute, span),
-        "non_compute_pct": _pct(non_compute, span),
-        "communication_pct": _pct(comm, span),
-        "memory_pct": _pct(memory, span),
+        "idle_pct": _percent_of(idle, span),
+        "compute_pct": _percent_of(compute, span),
+        "non_compute_pct": _percent_of(non_compute, span),
+        "communication_pct": _percent_of(comm, span),
+        "memory_pct": _percent_of(memory, span),
         "comm_comp_overlap_pct": overlap,
-        "host_wait_pct": _pct(host_wait, span),
+        "host_wait_pct": _percent_of(host_wait, span),
         "work_items": kernels,
         "streams": streams,
     }

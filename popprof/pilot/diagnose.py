@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..io import units
 from ..model.errors import UsageError
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
@@ -120,15 +121,11 @@ def diagnose(
 
 def _result(limit: str, deciding: dict, used: dict) -> dict:
     deciding = {k: v for k, v in deciding.items() if v is not None}
-    shown = ", ".join(f"{k} {_fmt(v)}" for k, v in deciding.items()) or "no figure to decide on"
-    limits = ", ".join(f"{k} >= {_fmt(v)}" for k, v in used.items())
+    shown = ", ".join(f"{k} {units.number(v)}" for k, v in deciding.items()) or "no figure to decide on"
+    limits = ", ".join(f"{k} >= {units.number(v)}" for k, v in used.items())
     return {
         "limit": limit,
         "text": f"{limit}: {shown} (thresholds: {limits})",
         "deciding": deciding,
         "thresholds": dict(used),
     }
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 10 else f"{value:,.1f}"

@@ -148,7 +148,7 @@ def compile_time_us(profile: Profile) -> float | None:
     return float(im.union_length(start, end))
 
 
-def _pct(share: float | None) -> float | None:
+def _as_percent(share: float | None) -> float | None:
     return None if share is None else 100.0 * share
 
 
@@ -222,12 +222,12 @@ def side(
             c: metrics.get(f"execution.summary_share.{c}")
             for c in ("compute", "exchange", "global_exchange", "host_io")
         }
-        values["compute_pct"] = _pct(share["compute"])
+        values["compute_pct"] = _as_percent(share["compute"])
         comm = [v for v in (share["exchange"], share["global_exchange"]) if v is not None]
-        values["communication_pct"] = _pct(sum(comm)) if comm else None
-        values["memory_pct"] = _pct(share["host_io"])
+        values["communication_pct"] = _as_percent(sum(comm)) if comm else None
+        values["memory_pct"] = _as_percent(share["host_io"])
         sync = metrics.get("execution.summary_share.sync")
-    values["sync_pct"] = _pct(sync)
+    values["sync_pct"] = _as_percent(sync)
     if platform == "ipu":
         values["memory_utilisation"] = metrics.get("memory.max_tile_utilisation")
         values["memory_headroom_bytes"] = metrics.get("memory.max_tile_headroom_bytes")

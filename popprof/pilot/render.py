@@ -4,38 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..io import units
 from ..report import markdown as md
 
 MISSING = "—"
-
-
-def fmt_value(value: float | None, unit: str) -> str:
-    """A figure for a table cell: microseconds as ms/s, bytes with a binary unit, shares with %."""
-    if value is None:
-        return MISSING
-    if unit == "us":
-        if abs(value) >= 1e6:
-            return f"{value / 1e6:,.3f} s"
-        return f"{value / 1e3:,.3f} ms"
-    if unit == "bytes":
-        for name, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-            if abs(value) >= size:
-                return f"{value / size:,.1f} {name}"
-        return f"{value:,.0f} B"
-    if unit == "%":
-        return f"{value:.1f} %"
-    if unit == "ratio":
-        return f"{value:.3f}"
-    if unit in ("samples/s", "steps/s"):
-        return f"{value:,.2f} {unit}"
-    return f"{value:,.0f}"
 
 
 def _rows(doc: dict) -> list[tuple[str, list[str]]]:
     rows = []
     for fig in doc["figures"]:
         cells = [
-            fmt_value(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"])
+            units.value(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"], missing=MISSING)
             for c in doc["columns"]
         ]
         rows.append((fig["label"], cells))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..io import units
 from ..model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -55,31 +56,11 @@ def new_figure(width: float = 11.0, height: float = 4.5, nrows: int = 1, **kw: A
     return fig, axes
 
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def format_bytes(value: float, _pos: object = None) -> str:
-    """Bytes in binary units for tick labels: ``638976 -> '624 KiB'``."""
-    size = float(value)
-    sign = "-" if size < 0 else ""
-    size = abs(size)
-    for unit in _UNITS:
-        if size < 1024 or unit == _UNITS[-1]:
-            if size >= 100 or unit == "B":
-                text = f"{size:.0f}"
-            else:
-                text = f"{size:.1f}" if size >= 10 else f"{size:.2f}"
-                text = text.rstrip("0").rstrip(".")
-            return f"{sign}{text} {unit}"
-        size /= 1024
-    return f"{sign}{size:.1f} PiB"  # pragma: no cover - loop always returns
-
-
 def bytes_axis(axis: Any) -> None:
     """Label an axis's ticks in binary byte units (the data stay in bytes)."""
     from matplotlib.ticker import FuncFormatter
 
-    axis.set_major_formatter(FuncFormatter(format_bytes))
+    axis.set_major_formatter(FuncFormatter(lambda value, _pos: units.bytes_short(value)))
     axis.set_major_locator(BytesLocator.make())
 
 

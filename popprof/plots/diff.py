@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..io import units
 from ..model.errors import UsageError
-from ._common import add_stairs, bytes_axis, format_bytes, new_figure
+from ._common import add_stairs, bytes_axis, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -62,7 +63,10 @@ def diff_metrics(diff: Any, *, top: int = 15, width: float = 10.0) -> Figure:
     colours = [_direction(r) for _, r in rows.iterrows()]
     bars = ax.barh(y, pct, color=colours, gid="metric-change")
     for bar, (_, row) in zip(bars, rows.iterrows(), strict=True):
-        text = f" {_value(row['base'], row['unit'])} → {_value(row['new'], row['unit'])} "
+        text = (
+            f" {units.value(row['base'], row['unit'], missing='—')} → "
+            f"{units.value(row['new'], row['unit'], missing='—')} "
+        )
         inside = bar.get_width() < 0
         ax.text(
             bar.get_width(),
@@ -79,19 +83,6 @@ def diff_metrics(diff: Any, *, top: int = 15, width: float = 10.0) -> Figure:
     ax.set_xlim(-lim if (pct < 0).any() else -lim * 0.05, lim if (pct > 0).any() else lim * 0.05)
     ax.set_xlabel("relative change, new vs base (%)  —  red: worse, green: better, grey: neutral")
     return fig
-
-
-def _value(value: object, unit: object) -> str:
-    if value is None or pd.isna(value):
-        return "—"
-    number = float(value)
-    if unit == "bytes":
-        return format_bytes(number)
-    if unit == "ratio":
-        return f"{number:.1%}"
-    if unit == "us":
-        return f"{number / 1e3:,.2f} ms"
-    return f"{number:,.0f}" if abs(number) >= 100 else f"{number:,.3g}"
 
 
 def diff_tiles(diff: Any, *, max_bars: int = 1500, width: float = 12.0, height: float = 4.0) -> Figure:
@@ -150,7 +141,7 @@ def diff_tiles(diff: Any, *, max_bars: int = 1500, width: float = 12.0, height: 
     shrunk = int((change < 0).sum())
     ax.set_title(
         f"Tile memory change: {grown:,} tiles grew, {shrunk:,} shrank "
-        f"(largest +{format_bytes(max(high, 0))} / {format_bytes(min(low, 0))})"
+        f"(largest {units.bytes_short(max(high, 0), signed=True)} / {units.bytes_short(min(low, 0))})"
     )
     ax.legend(loc="upper right", fontsize="small", frameon=False)
     return fig

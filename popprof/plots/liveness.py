@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..io import units
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ._common import bytes_axis, new_figure, rule_params, title_of
@@ -82,7 +83,7 @@ def liveness(
         color="#9ecae1",
         step="post" if binned else None,
         lw=0,
-        label=f"always-live ({base:,.0f} B)" if known_base else "always-live: unknown (not drawn)",
+        label=f"always-live ({units.nbytes(base)})" if known_base else "always-live: unknown (not drawn)",
         gid="always-live",
     )
     ax.fill_between(
@@ -118,7 +119,7 @@ def liveness(
     if len(program) > label_chars:
         program = "…" + program[-(label_chars - 1) :]
     ax.annotate(
-        f"peak {base + peak_bytes:,.0f} B at step {peak_step:,}\n{program}",
+        f"peak {units.nbytes(base + peak_bytes)} at step {peak_step:,}\n{program}",
         xy=(peak_step, base + peak_bytes),
         xytext=(0, 14),
         textcoords="offset points",
@@ -142,7 +143,7 @@ def liveness(
                 color="black",
                 lw=1.2,
                 gid="total-memory",
-                label=f"total memory ({total:,.0f} B; {what} = {share:.0%})",
+                label=f"total memory ({units.nbytes(total)}; {what} = {units.percent(share)})",
             )
             ax.axhline(
                 total * warning,
@@ -150,12 +151,14 @@ def liveness(
                 ls="--",
                 lw=1.0,
                 gid="threshold:warning",
-                label=f"memory.liveness-peak warning ({warning:.0%})",
+                label=f"memory.liveness-peak warning ({units.limit_percent(warning)})",
             )
             top = max(top, total * 1.05)
         else:
             what = "peak" if known_base else "not-always-live peak"
-            ax.plot([], [], " ", label=f"{what} = {share:.0%} of total memory ({total:,.0f} B)")
+            ax.plot(
+                [], [], " ", label=f"{what} = {units.percent(share)} of total memory ({units.nbytes(total)})"
+            )
     ax.set_xlim(steps[0], steps[-1])
     ax.set_ylim(0, top)
     ax.set_xlabel("liveness program step" + (f" ({width_steps} steps per bin)" if binned else ""))

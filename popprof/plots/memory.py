@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..io import units
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ._common import add_stairs, bytes_axis, finding_items, headroom_thresholds, new_figure, title_of
@@ -88,7 +89,7 @@ def _draw_thresholds(
     if not capacity:
         return
     line = ax.axvline if vertical else ax.axhline
-    line(capacity, color="black", lw=1.4, label=f"capacity ({capacity:,.0f} B)", gid="capacity")
+    line(capacity, color="black", lw=1.4, label=f"capacity ({units.nbytes(capacity)})", gid="capacity")
     styles = {"warning": ("#e6a700", "--"), "error": ("#d62728", ":")}
     for name, frac in thresholds.items():
         if frac == 1.0 and name == "error":
@@ -99,7 +100,7 @@ def _draw_thresholds(
             color=colour,
             ls=style,
             lw=1.1,
-            label=f"{name} ({frac:.0%} of capacity)",
+            label=f"{name} ({units.limit_percent(frac)} of capacity)",
             gid=f"threshold:{name}",
         )
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..io import units
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ..trace.intervals import merge_intervals
@@ -241,11 +242,11 @@ def timeline(
         best = top_host_events(profile, (s_us, e_us), top)
         best = best[best["overlap_us"] >= 0.01 * (e_us - s_us)]
         names = " · ".join(
-            _short(n, label_chars) + f" ({o / 1e3:,.2f} ms)"
+            _short(n, label_chars) + f" ({units.duration(o)})"
             for n, o in zip(best["name"], best["overlap_us"], strict=True)
         )
         ax.annotate(
-            f"{k + 1}. at {x0:,.2f} ms, device idle {(e_us - s_us) / 1e3:,.2f} ms: "
+            f"{k + 1}. at {units.offset(s_us - origin)}, device idle {units.duration(e_us - s_us)}: "
             f"{names or 'no host event recorded'}",
             xy=(0, 0),
             xycoords="axes fraction",

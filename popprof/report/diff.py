@@ -8,8 +8,8 @@ import pandas as pd
 
 from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
-from ..compare.fmt import fmt_change, fmt_rel, fmt_value
 from ..compare.gate import GateResult
+from ..io import units
 from . import junit
 from . import markdown as md
 
@@ -40,10 +40,10 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]
         rows.append(
             [
                 r.name,
-                fmt_value(r.base, r.unit),
-                fmt_value(r.new, r.unit),
-                fmt_change(r.abs_change, r.unit),
-                fmt_rel(r.rel_change),
+                units.value(r.base, r.unit),
+                units.value(r.new, r.unit),
+                units.change(r.abs_change, r.unit),
+                units.relative(r.rel_change),
                 mark,
             ]
         )
@@ -111,10 +111,10 @@ def render_text(
                     [
                         _int(t.tile),
                         _int(t.ipu),
-                        fmt_value(t.base_bytes, "bytes"),
-                        fmt_value(t.new_bytes, "bytes"),
-                        fmt_change(t.change_bytes, "bytes"),
-                        fmt_rel(t.rel_change),
+                        units.value(t.base_bytes, "bytes"),
+                        units.value(t.new_bytes, "bytes"),
+                        units.change(t.change_bytes, "bytes"),
+                        units.relative(t.rel_change),
                     ]
                     for t in top_tiles.itertuples(index=False)
                 ],
@@ -127,9 +127,9 @@ def render_text(
                 [
                     [
                         _int(r.ipu),
-                        fmt_value(_f(r.base_bytes), "bytes"),
-                        fmt_value(_f(r.new_bytes), "bytes"),
-                        fmt_change(_f(r.change_bytes), "bytes"),
+                        units.value(_f(r.base_bytes), "bytes"),
+                        units.value(_f(r.new_bytes), "bytes"),
+                        units.change(_f(r.change_bytes), "bytes"),
                         _int(r.base_tiles_out_of_memory),
                         _int(r.new_tiles_out_of_memory),
                     ]
@@ -156,10 +156,10 @@ def render_text(
                         r.name,
                         _count(r.base_count),
                         _count(r.new_count),
-                        fmt_value(_f(r.base_total), unit),
-                        fmt_value(_f(r.new_total), unit),
-                        fmt_change(r.change, unit),
-                        fmt_rel(r.rel_change),
+                        units.value(_f(r.base_total), unit),
+                        units.value(_f(r.new_total), unit),
+                        units.change(r.change, unit),
+                        units.relative(r.rel_change),
                         r.status,
                     ]
                     for r in top_named.itertuples(index=False)
@@ -178,7 +178,7 @@ def render_text(
             worst = lv.loc[lv["change_bytes"].astype("float64").abs().idxmax()]
             lines.append(
                 f"  largest change at step {int(worst['step'])} ({worst['program']}): "
-                f"{fmt_change(float(worst['change_bytes']), 'bytes')}"
+                f"{units.change(float(worst['change_bytes']), 'bytes')}"
             )
     if gate_result is not None:
         lines += ["", *render_gate_text(gate_result)]
@@ -267,9 +267,9 @@ def render_markdown(
                 [
                     _int(t.tile),
                     _int(t.ipu),
-                    fmt_value(t.base_bytes, "bytes"),
-                    fmt_value(t.new_bytes, "bytes"),
-                    fmt_change(t.change_bytes, "bytes"),
+                    units.value(t.base_bytes, "bytes"),
+                    units.value(t.new_bytes, "bytes"),
+                    units.change(t.change_bytes, "bytes"),
                 ]
                 for t in result.top_tiles(top).itertuples(index=False)
             ],
@@ -294,8 +294,8 @@ def render_markdown(
                     md.code(r.name),
                     _count(r.base_count),
                     _count(r.new_count),
-                    fmt_change(r.change, unit),
-                    fmt_rel(r.rel_change),
+                    units.change(r.change, unit),
+                    units.relative(r.rel_change),
                     r.status,
                 ]
                 for r in top_named.itertuples(index=False)
@@ -351,8 +351,9 @@ def junit_suite(
     else:
         for r in result.changed_metrics().itertuples(index=False):
             text = (
-                f"{fmt_value(r.base, r.unit)} -> {fmt_value(r.new, r.unit)} {fmt_rel(r.rel_change)}".strip()
-            )
+                f"{units.value(r.base, r.unit)} -> {units.value(r.new, r.unit)} "
+                f"{units.relative(r.rel_change)}"
+            ).strip()
             suite.cases.append(junit.Case(r.name, suite_name, output=text))
     return suite
 

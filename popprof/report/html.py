@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from .._version import __version__
+from ..io import units
 from ..io.atomic import write_text_atomic
 from ..model.errors import PopprofError
 from ..model.profile import Profile
@@ -82,20 +83,6 @@ def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _fmt_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "bytes":
-        from ..plots._common import format_bytes
-
-        return f"{value:,.0f} B ({format_bytes(value)})"
-    if unit == "ratio":
-        return f"{value:.1%}"
-    if unit == "us":
-        return f"{value:,.1f} µs"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
-
-
 def summary_html(profile: Profile) -> str:
     """The target and key-metric tables of one profile (all metrics in a collapsed details block)."""
     from ..metrics import METRICS, compute
@@ -114,20 +101,21 @@ def summary_html(profile: Profile) -> str:
     tables = ", ".join(f"{_e(name)} ({len(frame):,})" for name, frame in profile.tables.items())
     rows.append(f"<tr><th>tables (rows)</th><td>{tables}</td></tr>")
     values = compute(profile)
-    units = {name: m.unit for name, m in METRICS.items()}
+    unit_names = {name: m.unit for name, m in METRICS.items()}
 
     def unit_of(name: str) -> str:
-        return units.get(name) or next(
+        return unit_names.get(name) or next(
             (m.unit for p, m in METRICS.items() if m.family and name.startswith(p)), ""
         )
 
     key = [
-        f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(_fmt_value(values[n], unit_of(n)))}</td></tr>"
+        f"<tr><td><code>{_e(n)}</code></td><td "
+        f"class='num'>{_e(units.value(values[n], unit_of(n), missing='—'))}</td></tr>"
         for n in KEY_METRICS
         if values.get(n) is not None
     ]
     every = [
-        f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(_fmt_value(v, unit_of(n)))}</td>"
+        f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(units.value(v, unit_of(n), missing='—'))}</td>"
         f"<td>{_e(unit_of(n))}</td></tr>"
         for n, v in values.items()
         if v is not None
@@ -149,19 +137,13 @@ def summary_html(profile: Profile) -> str:
     )
 
 
-def _num_text(value: object) -> str:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return str(value)
-    return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.1f}"
-
-
 def _where_text(where: Mapping[str, Any] | None) -> str:
     parts = []
     for key, value in (where or {}).items():
         if isinstance(value, list | tuple):
-            shown = ", ".join(_num_text(v) for v in list(value)[:8])
+            shown = ", ".join(units.number(v) for v in list(value)[:8])
             if isinstance(value, tuple) and len(value) == 2 and key in {"steps", "time_us", "liveness_steps"}:
-                shown = f"{_num_text(value[0])} – {_num_text(value[1])}"
+                shown = f"{units.number(value[0])} – {units.number(value[1])}"
             elif len(value) > 8:
                 shown += f", … ({len(value)} in all)"
         else:

@@ -5,30 +5,12 @@ Nothing here computes a figure; it formats what the summary document holds.
 
 from __future__ import annotations
 
-import numpy as np
+from ..io import units
 
 #: Widest name a text table shows before shortening it with '...'.
 NAME_WIDTH = 90
 
 # -- text rendering ---------------------------------------------------------
-
-
-def _b(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    value = float(value)
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value:,.0f} B ({value / size:,.1f} {unit})"
-    return f"{value:,.0f} B"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f} %"
-
-
-def _n(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f}"
 
 
 def render_text(summary: dict) -> str:
@@ -40,8 +22,10 @@ def render_text(summary: dict) -> str:
         lines += [
             "",
             "Target",
-            f"  {t.get('ipu_arch') or 'IPU'} x {_n(t.get('num_ipus'))}: {_n(t.get('num_tiles'))} tiles "
-            f"({_n(t.get('tiles_per_ipu'))} per IPU), {_b(t.get('bytes_per_tile'))} per tile, clock {clock}",
+            f"  {t.get('ipu_arch') or 'IPU'} x {units.count(t.get('num_ipus'))}: "
+            f"{units.count(t.get('num_tiles'))} tiles "
+            f"({units.count(t.get('tiles_per_ipu'))} per IPU), {units.nbytes(t.get('bytes_per_tile'))} per "
+            f"tile, clock {clock}",
         ]
         if t.get("poplar_version"):
             lines.append(f"  Poplar {t['poplar_version']}")
@@ -50,16 +34,17 @@ def render_text(summary: dict) -> str:
         lines += [
             "",
             "Memory",
-            f"  total including gaps   {_b(m['total_incl_gaps_bytes'])}",
-            f"  total excluding gaps   {_b(m['total_excl_gaps_bytes'])}   (gaps {_pct(m['gap_share'])})",
+            f"  total including gaps   {units.nbytes(m['total_incl_gaps_bytes'])}",
+            f"  total excluding gaps   {units.nbytes(m['total_excl_gaps_bytes'])}   (gaps "
+            f"{units.percent(m['gap_share'])})",
         ]
         tile = "" if m.get("max_tile") is None else f" on tile {m['max_tile']:,}"
         lines.append(
-            f"  fullest tile           {_b(m['max_tile_incl_gaps_bytes'])}{tile}"
-            f" = {_pct(m['max_tile_utilisation'])} of capacity"
+            f"  fullest tile           {units.nbytes(m['max_tile_incl_gaps_bytes'])}{tile}"
+            f" = {units.percent(m['max_tile_utilisation'])} of capacity"
         )
-        lines.append(f"  headroom               {_b(m['max_tile_headroom_bytes'])}")
-        lines.append(f"  tiles out of memory    {_n(m['tiles_out_of_memory'])}")
+        lines.append(f"  headroom               {units.nbytes(m['max_tile_headroom_bytes'])}")
+        lines.append(f"  tiles out of memory    {units.count(m['tiles_out_of_memory'])}")
         for row in (m.get("out_of_memory") or [])[:20]:
             if row["tile"] is None or row["bytes_used"] is None:
                 saved = f" (profile saved to {row['profile_path']})" if row.get("profile_path") else ""
@@ -68,35 +53,38 @@ def render_text(summary: dict) -> str:
                 )
                 continue
             lines.append(
-                f"    compilation {row['compilation']}: tile {row['tile']:,} needs {_b(row['bytes_used'])}"
-                f" of {_b(row['capacity_bytes'])} (over by {_b(row['over_bytes'])})"
+                f"    compilation {row['compilation']}: tile {row['tile']:,} needs {units.nbytes(row['bytes_used'])}"
+                f" of {units.nbytes(row['capacity_bytes'])} (over by {units.nbytes(row['over_bytes'])})"
             )
         if m.get("peak_liveness_bytes") is not None:
-            lines.append(f"  always-live            {_b(m['always_live_bytes'])}")
+            lines.append(f"  always-live            {units.nbytes(m['always_live_bytes'])}")
             program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""
             lines.append(
-                f"  peak liveness          {_b(m['peak_liveness_bytes'])} at step "
+                f"  peak liveness          {units.nbytes(m['peak_liveness_bytes'])} at step "
                 f"{m['peak_liveness_step']:,}{program}"
             )
     e = summary.get("execution")
     if e and e.get("source") == "summary":
         lines += _render_execution_totals(e)
     elif e:
-        time = "" if e.get("total_time_us") is None else f" = {e['total_time_us'] / 1e3:,.3f} ms"
+        time = "" if e.get("total_time_us") is None else f" = {units.duration(e['total_time_us'])}"
         lines += [
             "",
             "Execution",
-            f"  {_n(e['runs'])} runs, {_n(e['steps'])} steps on {e['ipus']} IPU(s); "
-            f"busiest IPU {_n(e['total_cycles'])} cycles{time}",
+            f"  {units.count(e['runs'])} runs, {units.count(e['steps'])} steps on {e['ipus']} IPU(s); "
+            f"busiest IPU {units.count(e['total_cycles'])} cycles{time}",
             "  cycles by category (summed over IPUs):",
         ]
         for cat, row in e["by_category"].items():
             if row["cycles"]:
-                lines.append(f"    {cat:<16} {_n(row['cycles']):>16}  {_pct(row['share']):>8}")
+                lines.append(
+                    f"    {cat:<16} {units.count(row['cycles']):>16}  {units.percent(row['share']):>8}"
+                )
         lines.append("  top programs:")
         for p in e["top_programs"]:
             lines.append(
-                f"    {_n(p['cycles']):>14}  {_pct(p['share']):>7}  {p['category']:<15} {p['program']}"
+                f"    {units.count(p['cycles']):>14}  {units.percent(p['share']):>7}  {p['category']:<15} "
+                f"{p['program']}"
             )
     if summary.get("devices"):
         lines += render_device_table(summary["devices"])
@@ -112,8 +100,12 @@ def render_text(summary: dict) -> str:
 
 
 def _render_execution_totals(e: dict) -> list[str]:
-    time = "" if e.get("total_time_us") is None else f" (approx {e['total_time_us'] / 1e3:,.3f} ms)"
-    lines = ["", "Execution (from the summary)", f"  total cycles           {_n(e['total_cycles'])}{time}"]
+    time = "" if e.get("total_time_us") is None else f" (approx {units.duration(e['total_time_us'])})"
+    lines = [
+        "",
+        "Execution (from the summary)",
+        f"  total cycles           {units.count(e['total_cycles'])}{time}",
+    ]
     if e.get("programs_executed"):
         lines.append("  programs executed      " + ", ".join(e["programs_executed"]))
     lines.append("  cycles by category (share of total cycles):")
@@ -121,43 +113,22 @@ def _render_execution_totals(e: dict) -> list[str]:
         cycles = (
             "not printed"
             if row["cycles"] is None
-            else (f"{row['cycles']:,.1f}" if row["basis"] == "tile_average" else _n(row["cycles"]))
+            else (f"{row['cycles']:,.1f}" if row["basis"] == "tile_average" else units.count(row["cycles"]))
         )
         basis = " tile average" if row["basis"] == "tile_average" else ""
         flag = "  (estimated)" if row["estimated"] else ""
-        lines.append(f"    {cat:<22} {cycles:>16}  {_pct(row['share']):>8}{basis}{flag}")
-    lines.append(f"  exchange + sync share  {_pct(e.get('exchange_share'))}")
+        lines.append(f"    {cat:<22} {cycles:>16}  {units.percent(row['share']):>8}{basis}{flag}")
+    lines.append(f"  exchange + sync share  {units.percent(e.get('exchange_share'))}")
     if e.get("top_vertex_types"):
         lines.append("  top vertex types:")
         for v in e["top_vertex_types"]:
-            lines.append(f"    {_n(v['cycles']):>14}  {_n(v['instances']):>10} instances  {v['vertex_type']}")
+            lines.append(
+                f"    {units.count(v['cycles']):>14}  {units.count(v['instances']):>10} instances  {v['vertex_type']}"
+            )
     return lines
 
 
-def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
 # -- text -------------------------------------------------------------------------------------
-
-
-def fmt_time(us: float | None) -> str:
-    """A duration for people: us below 1 ms, ms below 1 s, else s."""
-    if us is None or (isinstance(us, float) and np.isnan(us)):
-        return "n/a"
-    if abs(us) < 1e3:
-        return f"{us:.1f} us"
-    if abs(us) < 1e6:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us / 1e6:.3f} s"
-
-
-def _points(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.1f} %"
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
@@ -186,10 +157,14 @@ def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
         busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
         rank = "-" if d.get("rank") is None else str(d["rank"])
         lines.append(
-            f"{indent}  {rank:>4}  {d['device']:<7} {fmt_time(d.get('span_us')):>10}  {_points(busy):>7} "
-            f"{_points(d.get('idle_pct')):>7} {_points(d.get('compute_pct')):>8} "
-            f"{_points(d.get('communication_pct')):>7} {_points(d.get('memory_pct')):>7} "
-            f"{_points(d.get('comm_comp_overlap_pct')):>8} {_points(d.get('host_wait_pct')):>9}"
+            f"{indent}  {rank:>4}  {d['device']:<7} {units.duration(d.get('span_us')):>10}  "
+            f"{units.value(busy, '%', missing='-'):>7} "
+            f"{units.value(d.get('idle_pct'), '%', missing='-'):>7} "
+            f"{units.value(d.get('compute_pct'), '%', missing='-'):>8} "
+            f"{units.value(d.get('communication_pct'), '%', missing='-'):>7} "
+            f"{units.value(d.get('memory_pct'), '%', missing='-'):>7} "
+            f"{units.value(d.get('comm_comp_overlap_pct'), '%', missing='-'):>8} "
+            f"{units.value(d.get('host_wait_pct'), '%', missing='-'):>9}"
         )
     lines.append(
         f"{indent}  comm = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
@@ -209,7 +184,7 @@ def render_trace_text(tr: dict) -> list[str]:
         head += f", {len(ranks)} ranks ({', '.join(str(r) for r in ranks)})"
     elif ranks:
         head += f", rank {ranks[0]}"
-    lines = ["", "Trace", f"  {head}; {fmt_time(tr.get('span_us'))} from the first event to the last"]
+    lines = ["", "Trace", f"  {head}; {units.duration(tr.get('span_us'))} from the first event to the last"]
     if tr.get("bookkeeping_events"):
         lines.append(
             f"  ({tr['bookkeeping_events']:,} profiler bookkeeping events left out of the figures below)"
@@ -226,7 +201,8 @@ def render_trace_text(tr: dict) -> list[str]:
             totals[key] = totals.get(key, 0.0) + c["idle_us"]
         for (rank, device), total in totals.items():
             parts = [
-                f"{c['idle_category'].replace('_', ' ')} {_points(100 * c['idle_us'] / total if total else None)}"
+                f"{c['idle_category'].replace('_', ' ')} "
+                f"{units.percent(c['idle_us'] / total if total else None, missing='-')}"
                 for c in causes
                 if (c.get("rank"), c["device"]) == (rank, device)
             ]
@@ -237,7 +213,7 @@ def render_trace_text(tr: dict) -> list[str]:
         lines += ["", "  Top kernels (GPU time)"]
         for k in kernels:
             lines.append(
-                f"    {fmt_time(k['total_us']):>10}  {k['count']:>6,} x  {k['kernel_type']:<13} "
+                f"    {units.duration(k['total_us']):>10}  {k['count']:>6,} x  {k['kernel_type']:<13} "
                 f"{_short(k['name'])}"
             )
     launches = tr.get("launch_delays") or []
@@ -246,36 +222,38 @@ def render_trace_text(tr: dict) -> list[str]:
         for x in launches:
             rank = "" if x.get("rank") is None else f"rank {x['rank']} "
             lines.append(
-                f"    {rank}{x['device']}: {x['launches']:,} launches, mean {fmt_time(x['mean_us'])}, "
-                f"median {fmt_time(x['median_us'])}, p95 {fmt_time(x['p95_us'])}"
+                f"    {rank}{x['device']}: {x['launches']:,} launches, mean {units.duration(x['mean_us'])}, "
+                f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
         for op in cpu:
-            lines.append(f"    {fmt_time(op['self_us']):>10}  {op['count']:>6,} x  {_short(op['name'])}")
+            lines.append(
+                f"    {units.duration(op['self_us']):>10}  {op['count']:>6,} x  {_short(op['name'])}"
+            )
     wait = tr.get("host_wait") or {}
     if wait.get("events"):
-        top = ", ".join(f"{w['name']} {w['count']:,} x {fmt_time(w['total_us'])}" for w in wait["top"])
+        top = ", ".join(f"{w['name']} {w['count']:,} x {units.duration(w['total_us'])}" for w in wait["top"])
         lines += [
             "",
-            f"  Host waiting on the device: {fmt_time(wait['total_us'])} "
-            f"({_points(None if wait['share'] is None else 100 * wait['share'])} of the span): {top}",
+            f"  Host waiting on the device: {units.duration(wait['total_us'])} "
+            f"({units.percent(wait['share'], missing='-')} of the span): {top}",
         ]
     threads = tr.get("busiest_threads") or []
     if threads:
         lines += ["", "  Busiest threads (time under top-level events)"]
         for t in threads:
-            share = "" if t.get("busy_share") is None else f" ({100 * t['busy_share']:.1f} %)"
-            lines.append(f"    {fmt_time(t['busy_us']):>10}{share:<10} {_who(t)}")
+            share = "" if t.get("busy_share") is None else f" ({units.percent(t['busy_share'])})"
+            lines.append(f"    {units.duration(t['busy_us']):>10}{share:<10} {_who(t)}")
     act = tr.get("device_activity") or {}
     if act.get("by_category"):
-        cats = ", ".join(f"{c} {fmt_time(v['total_us'])}" for c, v in act["by_category"].items())
+        cats = ", ".join(f"{c} {units.duration(v['total_us'])}" for c, v in act["by_category"].items())
         lines += ["", f"  Device time by category: {cats}"]
         if act.get("active_span_us"):
             lines.append(
-                f"  Device busy {fmt_time(act['busy_us'])} of an active span of "
-                f"{fmt_time(act['active_span_us'])} (idle {100 * act['idle_share']:.1f} %, "
+                f"  Device busy {units.duration(act['busy_us'])} of an active span of "
+                f"{units.duration(act['active_span_us'])} (idle {units.percent(act['idle_share'])}, "
                 f"{act['idle_gaps']:,} gaps)"
             )
     return lines

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..io import units
 from ..model.errors import NotEvaluated, UsageError
 from ..model.profile import NEEDS_HINT, Profile
 
@@ -293,8 +294,7 @@ def coerce_param(key: str, default: object, raw: object) -> object:
         if isinstance(default, float):
             if isinstance(raw, bool):
                 raise ValueError(raw)
-            text = raw.strip() if isinstance(raw, str) else None
-            number = float(text[:-1]) / 100.0 if text and text.endswith("%") else float(raw)  # type: ignore[arg-type]
+            number = units.parse_share(raw)
             if math.isnan(number):  # a NaN threshold would silently never flag anything
                 raise ValueError(raw)
             return number

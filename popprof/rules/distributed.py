@@ -12,10 +12,10 @@ ranks arrive first (they wait longest; they are not the cause).
 
 from __future__ import annotations
 
+from ..io import units
 from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import duration
 from .platform import platform_of
 
 
@@ -69,7 +69,7 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
     mean_iteration = late.attrs["mean_iteration_us"]
     n = int(params["top"])
     parts = [
-        f"rank {int(row.rank)} {duration(row.late_us)} ({row.late_iterations:.2f} of an iteration)"
+        f"rank {int(row.rank)} {units.duration(row.late_us)} ({row.late_iterations:.2f} of an iteration)"
         for row in flagged.head(n).itertuples()
     ]
     ranks = [int(x) for x in flagged["rank"]]
@@ -81,7 +81,7 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
         message += f" ({len(ranks) - n} more in the evidence)"
     message += (
         f"; worst {value:.2f} of an iteration ({severity} at >= {threshold:g}), after the other ranks' "
-        f"median start, mean over {int(worst['iterations'])} iteration(s) of {duration(mean_iteration)}"
+        f"median start, mean over {int(worst['iterations'])} iteration(s) of {units.duration(mean_iteration)}"
         f" ({late.attrs['collective'].split('(')[0]}; HTA's late-start metric)"
     )
     early = per_rank[per_rank["late_iterations"] <= -params["late_warning"]].sort_values("late_iterations")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..io import units
 from ..metrics import execution as ex
 from ..model.profile import Profile
 from ..trace.intervals import DeviceActivity, category_mask, device_activities, window_sums
 from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .execution_totals import ADVICE_SYNC, sync_dominated
-from .fmt import duration, num, pct, threshold_pct
 from .platform import platform_of
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
@@ -143,21 +143,22 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
         names = [str(n) for n in progs["program"]]
         programs += [n for n in names if n not in programs]
         dom = ", ".join(
-            f"{n} ({pct(c / p.exchange_cycles)})"
+            f"{n} ({units.percent(c / p.exchange_cycles)})"
             for n, c in zip(names, progs["cycles"], strict=True)
             if p.exchange_cycles
         )
-        time = f", about {duration(p.cycles / ipus / float(clock) * 1e6)}" if clock else ""
+        time = f", about {units.duration(p.cycles / ipus / float(clock) * 1e6)}" if clock else ""
         listed.append(
-            f"steps {num(p.first_step)}-{num(p.last_step)} ({p.windows} window(s)): {pct(p.share)} of "
-            f"{num(p.cycles)} IPU-cycles{time}" + (f", dominated by {dom}" if dom else "")
+            f"steps {units.count(p.first_step)}-{units.count(p.last_step)} ({p.windows} window(s)): "
+            f"{units.percent(p.share)} of "
+            f"{units.count(p.cycles)} IPU-cycles{time}" + (f", dominated by {dom}" if dom else "")
         )
     worst = chosen.loc[chosen["share"].idxmax()]
     severity, threshold = band(float(worst["share"]), params["moderate"], params["high"])
     message = (
         f"{len(phase_frame)} exchange-heavy phase(s) (windows of {width} steps where exchange + sync take "
-        f">= {threshold_pct(params['moderate'])}); worst {pct(worst['share'])} ({severity} at >= "
-        f"{threshold_pct(threshold)}): " + "; ".join(listed)
+        f">= {units.limit_percent(params['moderate'])}); worst {units.percent(worst['share'])} ({severity} at >= "
+        f"{units.limit_percent(threshold)}): " + "; ".join(listed)
     )
     if len(phase_frame) > len(chosen):
         message += f" ({len(phase_frame) - len(chosen)} smaller phase(s) not listed)"
@@ -210,20 +211,20 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     for ph in chosen:
         who = f"{ph['label']} " if ph["label"] else ""
         text = (
-            f"{who}{duration(ph['lo'] - ph['t0'])}-{duration(ph['hi'] - ph['t0'])} into its activity: "
-            f"{pct(ph['share'])} of {duration(ph['total_us'])} busy"
+            f"{who}{units.duration(ph['lo'] - ph['t0'])}-{units.duration(ph['hi'] - ph['t0'])} into its activity: "
+            f"{units.percent(ph['share'])} of {units.duration(ph['total_us'])} busy"
         )
         if ph["dominant"]:
-            text += " (" + ", ".join(f"{n} {duration(v)}" for n, v in ph["dominant"]) + ")"
+            text += " (" + ", ".join(f"{n} {units.duration(v)}" for n, v in ph["dominant"]) + ")"
         listed.append(text)
     devices = list(dict.fromkeys(ph["label"] for ph in chosen if ph["label"]))
     message = (
         f"{len(phases)} exchange-heavy phase(s)"
         + (f" on {len(devices)} device(s)" if devices else "")
-        + f" (windows of {duration(worst['width'])} where exchange + sync not overlapped by other device "
-        f"work take >= {threshold_pct(params['moderate'])} of the busy time); "
-        f"worst {pct(worst['share'])} ({severity} at >= "
-        f"{threshold_pct(threshold)}): " + "; ".join(listed)
+        + f" (windows of {units.duration(worst['width'])} where exchange + sync not overlapped by other device "
+        f"work take >= {units.limit_percent(params['moderate'])} of the busy time); "
+        f"worst {units.percent(worst['share'])} ({severity} at >= "
+        f"{units.limit_percent(threshold)}): " + "; ".join(listed)
     )
     if len(phases) > len(chosen):
         message += f" ({len(phases) - len(chosen)} smaller phase(s) not listed)"
@@ -256,8 +257,8 @@ def _device_phases(activity: DeviceActivity, params: dict) -> tuple[list[dict], 
     count = max(int(np.ceil((t1 - t0) / width)), 1)
     if count > MAX_WINDOWS:
         raise NotEvaluated(
-            f"window_us = {width:g} would make {count:,} windows over {duration(t1 - t0)}; "
-            f"use at least {duration((t1 - t0) / MAX_WINDOWS)}"
+            f"window_us = {width:g} would make {count:,} windows over {units.duration(t1 - t0)}; "
+            f"use at least {units.duration((t1 - t0) / MAX_WINDOWS)}"
         )
     s, e = activity.start, activity.end
     is_x = activity.in_categories(EXCHANGE)
@@ -370,27 +371,28 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     ipus = ex.ipu_count(profile)
     multi = ipus > 1
     severity, threshold = band(value, params["warning"], params["error"])
-    message = f"exchange + global exchange + sync take {pct(value)} of all IPU-cycles"
+    message = f"exchange + global exchange + sync take {units.percent(value)} of all IPU-cycles"
     message += (
-        f" ({severity} at >= {threshold_pct(threshold)})"
+        f" ({severity} at >= {units.limit_percent(threshold)})"
         if severity
-        else f" (warning at >= {threshold_pct(params['warning'])})"
+        else f" (warning at >= {units.limit_percent(params['warning'])})"
     )
     gsev, gthr = None, None
     if multi:
         gshare = shares.get("global_exchange", 0.0)
         gsev, gthr = band(gshare, params["global_warning"], params["global_error"])
-        message += f"; global (inter-IPU) exchange {pct(gshare)} over {ipus} IPUs"
+        message += f"; global (inter-IPU) exchange {units.percent(gshare)} over {ipus} IPUs"
         if gsev:
-            message += f" ({gsev} at >= {threshold_pct(gthr)})"
+            message += f" ({gsev} at >= {units.limit_percent(gthr)})"
     where: dict = {}
     if multi and ipus > 1:  # each IPU's own share: the IPUs that exchange most
         per_ipu = _share_per_ipu(profile.steps)
         top, low = per_ipu.idxmax(), per_ipu.idxmin()
         message += (
-            f"; every IPU at {pct(per_ipu[top])}"
-            if pct(per_ipu[top]) == pct(per_ipu[low])
-            else f"; per IPU from {pct(per_ipu[low])} (IPU {low}) to {pct(per_ipu[top])} (IPU {top})"
+            f"; every IPU at {units.percent(per_ipu[top])}"
+            if units.percent(per_ipu[top]) == units.percent(per_ipu[low])
+            else f"; per IPU from {units.percent(per_ipu[low])} (IPU {low})"
+            f" to {units.percent(per_ipu[top])} (IPU {top})"
         )
         where["ipus"] = [
             int(i) for i in per_ipu[per_ipu >= params["warning"]].sort_values(ascending=False).index
@@ -407,7 +409,7 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     )
     sync = worst != "info" and sync_dominated(shares)
     if sync:
-        message += f"; sync {pct(shares.get('sync', 0.0))} of it (tiles waiting, not exchanging)"
+        message += f"; sync {units.percent(shares.get('sync', 0.0))} of it (tiles waiting, not exchanging)"
     return [
         r.finding(
             worst,
@@ -457,24 +459,25 @@ def _trace_share(profile: Profile, params: dict) -> list[Finding]:
     value = float(worst["share"])
     severity, threshold = band(value, params["warning"], params["error"])
     level = (
-        f" ({severity} at >= {threshold_pct(threshold)})"
+        f" ({severity} at >= {units.limit_percent(threshold)})"
         if severity
-        else f" (warning at >= {threshold_pct(params['warning'])})"
+        else f" (warning at >= {units.limit_percent(params['warning'])})"
     )
     if len(per_device) == 1:
         message = (
-            f"exchange + sync not overlapped by other device work take {pct(value)} of "
-            f"{duration(worst['busy_us'])} device busy time in the trace" + level
+            f"exchange + sync not overlapped by other device work take {units.percent(value)} of "
+            f"{units.duration(worst['busy_us'])} device busy time in the trace" + level
         )
         if worst["label"]:
             message = f"{worst['label']}: " + message
     else:
         shown = per_device.head(5)
         message = (
-            f"exchange + sync not overlapped by other device work take up to {pct(value)} of device "
+            f"exchange + sync not overlapped by other device work take up to {units.percent(value)} of device "
             f"busy time, on {worst['label']}{level}; per device: "
             + ", ".join(
-                f"{row.label} {pct(row.share)} of {duration(row.busy_us)}" for row in shown.itertuples()
+                f"{row.label} {units.percent(row.share)} of {units.duration(row.busy_us)}"
+                for row in shown.itertuples()
             )
         )
         if len(per_device) > len(shown):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..io import units
 from ..metrics import execution as ex
 from ..model.profile import Profile
 from .base import RULES, Finding, NotEvaluated, band
-from .fmt import pct, threshold_pct
 
 #: Categories that count as exchange, and how the message names them.
 EXCHANGE_NAMES = {"exchange": "IPU exchange", "global_exchange": "global exchange", "sync": "sync"}
@@ -45,26 +45,31 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
     if value is None:
         raise NotEvaluated("needs the summary's total cycles and its exchange or sync figures")
     parts = [
-        f"{name} {pct(shares[cat])}" for cat, name in EXCHANGE_NAMES.items() if shares.get(cat) is not None
+        f"{name} {units.percent(shares[cat])}"
+        for cat, name in EXCHANGE_NAMES.items()
+        if shares.get(cat) is not None
     ]
     unknown = [name for cat, name in EXCHANGE_NAMES.items() if cat in shares and shares[cat] is None]
     basis = set(profile.execution_totals["basis"].astype(str)) - {"total"}
     of = "of the average tile's cycles" if "tile_average" in basis else "of the total cycles"
     severity, threshold = band(value, params["warning"], params["error"])
-    message = f"exchange + global exchange + sync take {pct(value)} {of} in the summary ({', '.join(parts)})"
+    message = f"exchange + global exchange + sync take {units.percent(value)} {of} in the summary ({', '.join(parts)})"
     if unknown:
         message += f"; not printed: {', '.join(unknown)} (left out)"
     message += (
-        f" ({severity} at >= {threshold_pct(threshold)})"
+        f" ({severity} at >= {units.limit_percent(threshold)})"
         if severity
-        else f" (warning at >= {threshold_pct(params['warning'])})"
+        else f" (warning at >= {units.limit_percent(params['warning'])})"
     )
     gsev, gthr = None, None
     gshare = shares.get("global_exchange")
     if gshare is not None and int(profile.target_value("num_ipus", 1) or 1) > 1:
         gsev, gthr = band(gshare, params["global_warning"], params["global_error"])
         if gsev:
-            message += f"; global (inter-IPU) exchange {pct(gshare)} ({gsev} at >= {threshold_pct(gthr)})"
+            message += (
+                f"; global (inter-IPU) exchange {units.percent(gshare)} ({gsev} at >= "
+                f"{units.limit_percent(gthr)})"
+            )
     worst = max([s for s in (severity, gsev) if s], key=["warning", "error"].index, default="info")
     sync = worst != "info" and sync_dominated(shares)
     if sync:

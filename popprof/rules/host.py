@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..io import units
 from ..metrics import execution as ex
 from ..model.profile import Profile
 from ..trace.intervals import (
@@ -26,7 +27,6 @@ from ..trace.intervals import (
     thread_names,
 )
 from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import duration, offset, pct, threshold_pct
 from .platform import platform_of
 
 
@@ -53,11 +53,11 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
     io_total = float(per_prog.sum())
     top = per_prog.head(int(params["top"]))
     message = (
-        f"host stream copies take {pct(value)} of all IPU-cycles ({severity} at >= "
-        f"{threshold_pct(threshold)})"
+        f"host stream copies take {units.percent(value)} of all IPU-cycles ({severity} at >= "
+        f"{units.limit_percent(threshold)})"
     )
     if len(top) and io_total:
-        message += "; mostly in " + ", ".join(f"{p} ({pct(c / io_total)})" for p, c in top.items())
+        message += "; mostly in " + ", ".join(f"{p} ({units.percent(c / io_total)})" for p, c in top.items())
     evidence = pd.DataFrame(
         {
             "program": per_prog.index.astype("str"),
@@ -138,9 +138,9 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
         message = texts[0]
     else:
         message = (
-            f"{len(per_device)} of {total} devices idle >= {threshold_pct(params['warning'])} of their "
-            f"active span in gaps >= {duration(params['min_gap_us'])} ({severity} at >= "
-            f"{threshold_pct(threshold)} for the worst): " + "; ".join(texts[:n])
+            f"{len(per_device)} of {total} devices idle >= {units.limit_percent(params['warning'])} of their "
+            f"active span in gaps >= {units.duration(params['min_gap_us'])} ({severity} at >= "
+            f"{units.limit_percent(threshold)} for the worst): " + "; ".join(texts[:n])
         )
         if len(texts) > n:
             message += f"; {len(texts) - n} more device(s) in the evidence"
@@ -185,7 +185,7 @@ def _idle_causes(profile: Profile) -> dict[tuple, str]:
         if total <= 0:
             continue
         parts = [
-            f"{IDLE_CAUSES.get(cat, cat)} {pct(v / total)}"
+            f"{IDLE_CAUSES.get(cat, cat)} {units.percent(v / total)}"
             for (_, _, cat), v in group.sort_values(ascending=False).items()
             if v > 0
         ]
@@ -287,26 +287,27 @@ def _attribute_gaps(
     severity, threshold = band(share, params["warning"], params["error"])
     who = f"{activity.label}: " if activity.label else "the device is "
     message = (
-        f"{who}idle {duration(idle)} = {pct(share)} of its active span {duration(span)} in "
-        f"{len(gaps):,} gap(s) >= {duration(params['min_gap_us'])} ({severity} at >= "
-        f"{threshold_pct(threshold)}); longest {duration(longest['dur_us'])} at "
-        f"{offset(longest['start_us'] - t0)}"
+        f"{who}idle {units.duration(idle)} = {units.percent(share)} of its active span {units.duration(span)} in "
+        f"{len(gaps):,} gap(s) >= {units.duration(params['min_gap_us'])} ({severity} at >= "
+        f"{units.limit_percent(threshold)}); longest {units.duration(longest['dur_us'])} at "
+        f"{units.offset(longest['start_us'] - t0)}"
     )
     if pd.notna(longest["top_label"]):
         message += f" (host in '{longest['top_label']}')"
     if len(by_label):
         message += "; meanwhile the host was in " + ", ".join(
-            f"'{k}' ({duration(v)})" for k, v in by_label.head(n).items()
+            f"'{k}' ({units.duration(v)})" for k, v in by_label.head(n).items()
         )
         message += " on " + ", ".join(
-            f"{name} ({duration(v)})" for name, v in zip(top_threads, by_thread.to_numpy()[:n], strict=False)
+            f"{name} ({units.duration(v)})"
+            for name, v in zip(top_threads, by_thread.to_numpy()[:n], strict=False)
         )
     else:
         message += "; no host work was recorded during the gaps"
     waited = float(wait_overlap.sum())
     if waited > 0:
         message += (
-            f"; the host was blocked in calls waiting for the device for {duration(waited)} of the gaps "
+            f"; the host was blocked in calls waiting for the device for {units.duration(waited)} of the gaps "
             "(device-bound time, not host work)"
         )
     return gaps, message, top_threads
@@ -373,17 +374,18 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     t0 = spans[None if pd.isna(top["rank"]) else int(top["rank"])].span[0]
     where_idle = f" on {worst_label}" if worst_label else ""
     message = (
-        f"{len(found):,} host event(s) >= {duration(params['min_us'])} with the device idle for >= "
-        f"{threshold_pct(params['idle_share'])} of each; device idle {duration(merged_idle)} during them "
-        f"= {pct(total_share)} of the active span{where_idle} ({severity} at >= "
-        f"{threshold_pct(threshold)}); longest "
-        f"'{top['name']}' on {top['thread']}: {duration(top['dur_us'])} at {offset(top['start_us'] - t0)}"
+        f"{len(found):,} host event(s) >= {units.duration(params['min_us'])} with the device idle for >= "
+        f"{units.limit_percent(params['idle_share'])} of each; device idle {units.duration(merged_idle)} during them "
+        f"= {units.percent(total_share)} of the active span{where_idle} ({severity} at >= "
+        f"{units.limit_percent(threshold)}); longest "
+        f"'{top['name']}' on {top['thread']}: {units.duration(top['dur_us'])} at {units.offset(top['start_us'] - t0)}"
         "; by label: "
-        + ", ".join(f"'{k}' {int(c)}x {duration(v)}" for k, (c, v) in by_name.head(n).iterrows())
+        + ", ".join(f"'{k}' {int(c)}x {units.duration(v)}" for k, (c, v) in by_name.head(n).iterrows())
     )
     if len(shares) > 1:
         message += "; per rank: " + ", ".join(
-            f"{label} {pct(v[0])}" for label, v in sorted(shares.items(), key=lambda kv: -kv[1][0])[:n]
+            f"{label} {units.percent(v[0])}"
+            for label, v in sorted(shares.items(), key=lambda kv: -kv[1][0])[:n]
         )
     threads = list(dict.fromkeys(found["thread"].head(n * 3)))[:n]
     where = {"time_us": (float(top["start_us"]), float(top["start_us"] + top["dur_us"])), "threads": threads}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..io import units
 from ..metrics import memory as mm
 from ..model.profile import Profile
 from .base import RULES, Finding, NotEvaluated, band, rule
-from .fmt import nbytes, num, pct, threshold_pct
 
 #: At most this many tiles are listed in a finding's ``where["tiles"]`` (the evidence has all).
 MAX_WHERE_TILES = 20
@@ -60,11 +60,11 @@ def _oom_messages_finding(profile: Profile) -> Finding:
     compilations = int(frame["compilation"].nunique())
     parts = [_oom_part(row) for row in frame.head(MAX_WHERE_TILES).itertuples(index=False)]
     if len(frame) > MAX_WHERE_TILES:
-        parts.append(f"and {num(len(frame) - MAX_WHERE_TILES)} more")
+        parts.append(f"and {units.count(len(frame) - MAX_WHERE_TILES)} more")
     head = (
         "compilation failed: out of memory"
         if compilations == 1
-        else f"{num(compilations)} compilations failed: out of memory"
+        else f"{units.count(compilations)} compilations failed: out of memory"
     )
     message = f"{head}: " + "; ".join(parts)
     if frame["tile"].notna().any():
@@ -87,8 +87,8 @@ def _oom_part(row) -> str:  # noqa: ANN001  (a row of the messages frame)
     """One message in words: the tile and its figures, or the reason and the profile Poplar saved."""
     if pd.notna(row.tile) and pd.notna(row.bytes_used):
         return (
-            f"tile {num(row.tile)} uses {nbytes(row.bytes_used)} of {nbytes(row.capacity_bytes)} "
-            f"(over by {nbytes(row.over_bytes)})"
+            f"tile {units.count(row.tile)} uses {units.nbytes(row.bytes_used)} of {units.nbytes(row.capacity_bytes)} "
+            f"(over by {units.nbytes(row.over_bytes)})"
         )
     text = str(row.reason) if pd.notna(row.reason) else "no tile named"
     if pd.notna(row.profile_path):
@@ -120,10 +120,11 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
         over = over.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
         worst = over.iloc[0]
         message = (
-            f"{num(count)} tile(s) over capacity; tile {num(worst['tile'])} uses "
-            f"{nbytes(worst['bytes_incl_gaps'])} including gaps = "
-            f"{pct(worst['bytes_incl_gaps'] / worst['capacity_bytes'])} of {nbytes(worst['capacity_bytes'])} "
-            f"(over by {nbytes(worst['over_bytes'])}; error at > 100 %)"
+            f"{units.count(count)} tile(s) over capacity; tile {units.count(worst['tile'])} uses "
+            f"{units.nbytes(worst['bytes_incl_gaps'])} including gaps = "
+            f"{units.percent(worst['bytes_incl_gaps'] / worst['capacity_bytes'])} of "
+            f"{units.nbytes(worst['capacity_bytes'])} "
+            f"(over by {units.nbytes(worst['over_bytes'])}; error at > 100 %)"
         )
         ipus = sorted({int(i) for i in over["ipu"]})
         return [
@@ -150,12 +151,13 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
         count = 1.0 if used > cap else 0.0
     if count <= 0:
         return []
-    message = f"{num(count)} tile(s) over capacity"
+    message = f"{units.count(count)} tile(s) over capacity"
     if used is not None and cap:
-        where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+        where_tile = f"tile {units.count(tile)}" if tile is not None else "the fullest tile"
         message += (
-            f"; {where_tile} uses {nbytes(used)} including gaps = {pct(used / cap)} of {nbytes(cap)} "
-            f"(over by {nbytes(used - cap)}; error at > 100 %)"
+            f"; {where_tile} uses {units.nbytes(used)} including gaps = {units.percent(used / cap)} of "
+            f"{units.nbytes(cap)} "
+            f"(over by {units.nbytes(used - cap)}; error at > 100 %)"
         )
     evidence = pd.DataFrame(
         {
@@ -196,10 +198,10 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
     severity, threshold = band(share, params["warning"], params["error"])
     if severity is None:
         return []
-    where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+    where_tile = f"tile {units.count(tile)}" if tile is not None else "the fullest tile"
     message = (
-        f"{where_tile} uses {nbytes(used)} including gaps = {pct(share)} of {nbytes(cap)} "
-        f"({severity} at >= {threshold_pct(threshold)})"
+        f"{where_tile} uses {units.nbytes(used)} including gaps = {units.percent(share)} of {units.nbytes(cap)} "
+        f"({severity} at >= {units.limit_percent(threshold)})"
     )
     tiles = _tiles_used(profile)
     where: dict = {"tiles": [int(tile)]} if tile is not None else {}
@@ -212,7 +214,9 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
             .reset_index(drop=True)
         )
         if len(flagged) > 1:
-            message += f"; {num(len(flagged))} tiles at or above {threshold_pct(params['warning'])}"
+            message += (
+                f"; {units.count(len(flagged))} tiles at or above {units.limit_percent(params['warning'])}"
+            )
         where = {"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})}
         evidence = flagged
     return [
@@ -255,10 +259,10 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
     flagged = flagged.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
     worst = flagged.iloc[0]
     message = (
-        f"tile {num(worst['tile'])} holds {nbytes(worst['bytes_incl_gaps'])} = "
-        f"{worst['ratio_to_median']:.2f} x the median tile ({nbytes(median)}) and {pct(worst['fill'])} "
-        f"of capacity; {num(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
-        f"and fill >= {threshold_pct(params['min_fill'])})"
+        f"tile {units.count(worst['tile'])} holds {units.nbytes(worst['bytes_incl_gaps'])} = "
+        f"{worst['ratio_to_median']:.2f} x the median tile ({units.nbytes(median)}) and {units.percent(worst['fill'])} "
+        f"of capacity; {units.count(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
+        f"and fill >= {units.limit_percent(params['min_fill'])})"
     )
     return [
         r.finding(
@@ -322,23 +326,26 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
 
     per = " per replica" if replicas > 1 else ""
     message = (
-        f"not-always-live memory peaks at liveness step {num(peak_step)} (program '{program}') "
-        f"with {nbytes(peak)}{per}"
+        f"not-always-live memory peaks at liveness step {units.count(peak_step)} (program '{program}') "
+        f"with {units.nbytes(peak)}{per}"
     )
     severity, threshold, share = "info", None, None
     if always is not None:
         together = always + peak
-        message += f"; always-live {nbytes(always)}{per}, together {nbytes(together)}{per}"
+        message += f"; always-live {units.nbytes(always)}{per}, together {units.nbytes(together)}{per}"
         if total_cap:
             share = together / total_cap
-            whole = "the total" if replicas == 1 else f"one replica's (of {num(replicas)})"
-            message += f" = {pct(share)} of {whole} {nbytes(total_cap)} ({num(num_tiles)} tiles)"
+            whole = "the total" if replicas == 1 else f"one replica's (of {units.count(replicas)})"
+            message += (
+                f" = {units.percent(share)} of {whole} {units.nbytes(total_cap)} "
+                f"({units.count(num_tiles)} tiles)"
+            )
             flagged, threshold = band(share, params["warning"], params["error"])
             if flagged is not None:
                 severity = flagged
-                message += f" ({severity} at >= {threshold_pct(threshold)})"
+                message += f" ({severity} at >= {units.limit_percent(threshold)})"
     if variables:
-        message += "; largest live variables: " + ", ".join(f"{n} ({nbytes(b)})" for n, b in variables)
+        message += "; largest live variables: " + ", ".join(f"{n} ({units.nbytes(b)})" for n, b in variables)
     if operations:
         message += "; operations live there: " + ", ".join(operations)
     curve = pd.DataFrame(
@@ -381,7 +388,10 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
     share, lost, total = mm.gap_share(profile), mm.gap_bytes(profile), mm.total_incl_gaps(profile)
     if share is None or lost is None or total is None:
         raise NotEvaluated("needs memory including and excluding gaps (per tile or as totals)")
-    overall = f"over the whole profile gaps take {nbytes(lost)} = {pct(share)} of the {nbytes(total)} used"
+    overall = (
+        f"over the whole profile gaps take {units.nbytes(lost)} = {units.percent(share)} of the "
+        f"{units.nbytes(total)} used"
+    )
     tiles = _tiles_used(profile)
     if tiles is not None:
         if tiles["capacity_bytes"].isna().all():
@@ -410,14 +420,14 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
             ).sum()
         )
         message = (
-            f"{num(len(flagged))} tile(s) at >= {threshold_pct(params['min_fill'])} of capacity lose "
-            f">= {threshold_pct(params['warning'])} to gaps; tile {num(worst['tile'])}: "
-            f"{nbytes(worst['bytes_incl_gaps'])} including gaps = {pct(worst['fill'])} of "
-            f"{nbytes(worst['capacity_bytes'])}, {nbytes(worst['bytes_excl_gaps'])} without "
-            f"(gaps {pct(worst['gap_share'])})"
+            f"{units.count(len(flagged))} tile(s) at >= {units.limit_percent(params['min_fill'])} of capacity lose "
+            f">= {units.limit_percent(params['warning'])} to gaps; tile {units.count(worst['tile'])}: "
+            f"{units.nbytes(worst['bytes_incl_gaps'])} including gaps = {units.percent(worst['fill'])} of "
+            f"{units.nbytes(worst['capacity_bytes'])}, {units.nbytes(worst['bytes_excl_gaps'])} without "
+            f"(gaps {units.percent(worst['gap_share'])})"
         )
         if fit:
-            message += f"; {num(fit)} of them are over capacity only because of gaps"
+            message += f"; {units.count(fit)} of them are over capacity only because of gaps"
         message += f"; {overall}"
         return [
             r.finding(
@@ -437,11 +447,11 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
     if fill < params["min_fill"] or share < params["warning"]:
         return []
     tile = mm.max_tile_index(profile)
-    where_tile = f"tile {num(tile)}" if tile is not None else "the fullest tile"
+    where_tile = f"tile {units.count(tile)}" if tile is not None else "the fullest tile"
     message = (
-        f"{where_tile} uses {nbytes(used)} including gaps = {pct(fill)} of capacity "
-        f"(flagged at >= {threshold_pct(params['min_fill'])}) while {overall} "
-        f"(warning at >= {threshold_pct(params['warning'])})"
+        f"{where_tile} uses {units.nbytes(used)} including gaps = {units.percent(fill)} of capacity "
+        f"(flagged at >= {units.limit_percent(params['min_fill'])}) while {overall} "
+        f"(warning at >= {units.limit_percent(params['warning'])})"
     )
     return [
         r.finding(
