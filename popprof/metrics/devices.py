@@ -12,7 +12,7 @@
 | ``communication_pct`` | union of COMMUNICATION (NCCL) kernels / span | exchange + global_exchange |
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
 | ``comm_comp_overlap_pct`` | overlapped communication / communication (HTA) | 0 (BSP: never overlap) |
-| ``host_wait_pct`` | union of the rank's ``host_wait`` calls / span | missing |
+| ``host_wait_pct`` | union of the rank's ``host_wait`` calls inside the span / span (<= 100) | missing |
 | ``work_items`` / ``streams`` | kernels, memcpy, memset / their streams | steps (pvti: device events) / 0 |
 
 From a ``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
@@ -136,14 +136,29 @@ def _row(
     }
 
 
-def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, float]:
+def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each rank's host calls blocking on the device, as (start, end) arrays (bookkeeping left out)."""
     mask = is_host_wait(events) & ~is_bookkeeping(events)
     if not mask.any():
         return {}
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)[mask]
     start = events["start_us"].to_numpy(dtype=np.float64)[mask]
     end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[mask]
-    return {int(r): im.union_length(start[rank == r], end[rank == r]) for r in np.unique(rank)}
+    return {int(r): (start[rank == r], end[rank == r]) for r in np.unique(rank)}
+
+
+def host_wait_in_window(
+    waits: dict[int, tuple[np.ndarray, np.ndarray]], rank: int, lo: float, hi: float
+) -> float:
+    """The union of ``rank``'s host waits inside the device's window ``[lo, hi]`` (never longer than it).
+
+    The host-wait share is this over the window (``docs/figures.md``): waits outside the
+    window (before the first kernel, after the last) are not part of the device's span.
+    """
+    if rank not in waits or hi <= lo:
+        return 0.0
+    start, end = waits[rank]
+    return im.union_length(np.clip(start, lo, hi), np.clip(end, lo, hi))
 
 
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
@@ -174,7 +189,7 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
                 comm,
                 mem,
                 overlap,
-                waits.get(int(rank), 0.0),
+                host_wait_in_window(waits, int(rank), float(start.min()), float(end.max())),
                 len(part),
                 int(part["stream"].nunique()),
             )
@@ -266,7 +281,7 @@ def _event_breakdown(profile: Profile) -> list[dict]:
                 comm,
                 im.union_length(s[c == "host_io"], e[c == "host_io"]),
                 overlap,
-                waits.get(key[0]) if waits else None,
+                host_wait_in_window(waits, key[0], float(s.min()), float(e.max())) if waits else None,
                 int(sel.sum()),
                 0,
             )
