@@ -380,7 +380,7 @@ def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
     mean_iteration = (4_700.0 - 1_000.0) / 3
     assert f.where["ranks"] == [2] and f.severity == "warning" and f.threshold == 0.10
     assert f.value == pytest.approx(300.0 / mean_iteration)
-    assert "rank 2 300 us (0.24 of an iteration)" in f.message
+    assert "rank 2 300.0 us (0.24 of an iteration)" in f.message
     # against the median of the OTHER ranks: ranks 0 and 1 see (0 + 300) / 2 = 150 us as the others'
     assert f.evidence.set_index("rank")["late_us"].to_dict() == pytest.approx(
         {0: -150.0, 1: -150.0, 2: 300.0}

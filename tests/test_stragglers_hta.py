@@ -82,13 +82,13 @@ def test_a_late_rank_is_named_alone_at_error(runs):
     (f,) = _stragglers(runs["late2"]).items
     assert f.where["ranks"] == [2] == HTA_050["late2"][1]
     assert f.severity == "error" and f.value == pytest.approx(0.30, abs=0.005) and f.threshold == 0.25
-    assert "rank 2 3.0 ms (0.30 of an iteration)" in f.message and "-0.00" not in f.message
+    assert "rank 2 3.00 ms (0.30 of an iteration)" in f.message and "-0.00" not in f.message
 
 
 def test_two_late_ranks_are_htas_two_candidates_and_the_early_ones_are_said_apart(runs):
     (f,) = _stragglers(runs["late13"]).items
     assert f.where["ranks"] == [1, 3] == HTA_050["late13"][2]
-    assert "rank 1 2.5 ms" in f.message and "rank 3 1.2 ms" in f.message
+    assert "rank 1 2.50 ms" in f.message and "rank 3 1.20 ms" in f.message
     assert "first to arrive, waiting longest (not the cause): rank(s) 0, 2" in f.message
 
 
