@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import os
 
-from ..compare.fmt import fmt_value
+from ..io import units
 from ..report import markdown as md
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
 
 
 def _rel(change: Change) -> str:
-    return "n/a" if change.rel_change is None else f"{change.rel_change * 100:+.2f} %"
+    return units.relative(change.rel_change, missing="n/a")
 
 
 def _range(change: Change) -> str:
@@ -33,9 +33,7 @@ def text(series: list[Series]) -> str:
     """Plain text: per series its mode, last value and changes."""
     lines = []
     for s in series:
-        head = (
-            f"{s.metric} [{s.profile}] {s.mode}, {len(s.values)} runs, last {fmt_value(s.values[-1], s.unit)}"
-        )
+        head = f"{s.metric} [{s.profile}] {s.mode}, {len(s.values)} runs, last {units.value(s.values[-1], s.unit)}"
         lines.append(head)
         if s.note:
             lines.append(f"  note: {s.note}")
@@ -43,7 +41,7 @@ def text(series: list[Series]) -> str:
             lines.append("  no change" if s.mode == "exact" else "  no change point beyond the budget")
         for c in s.changes:
             lines.append(
-                f"  {_state(c)}: {fmt_value(c.before, s.unit)} -> {fmt_value(c.after, s.unit)} ({_rel(c)}) "
+                f"  {_state(c)}: {units.value(c.before, s.unit)} -> {units.value(c.after, s.unit)} ({_rel(c)}) "
                 f"between runs {c.last_old_run} and {c.first_new_run} (bisect {_range(c)}; budget {c.budget})"
             )
     return "\n".join(lines) + "\n"
@@ -66,7 +64,7 @@ def markdown(series: list[Series]) -> str:
                     md.code(s.metric),
                     md.cell(s.profile),
                     md.cell(_state(c)),
-                    md.cell(f"{fmt_value(c.before, s.unit)} → {fmt_value(c.after, s.unit)}"),
+                    md.cell(f"{units.value(c.before, s.unit)} → {units.value(c.after, s.unit)}"),
                     md.cell(_rel(c)),
                     md.code(_range(c)),
                     md.cell(c.budget),
