@@ -139,8 +139,6 @@ def to_arrow(kind: str, frame, **constants: object) -> pa.Table:
     Columns the frame lacks become nulls (optional columns), columns the schema does not know are dropped,
     categoricals become strings: the declared type decides, never the frame's.
     """
-    import pandas as pd
-
     schema = schema_of(kind)
     n = len(frame)
     arrays = []
@@ -148,10 +146,11 @@ def to_arrow(kind: str, frame, **constants: object) -> pa.Table:
         if field.name in constants:
             arrays.append(pa.array([constants[field.name]] * n, type=field.type))
         elif field.name in frame.columns:
-            series = frame[field.name]
-            if isinstance(series.dtype, pd.CategoricalDtype):
-                series = series.astype("str").where(series.notna(), None)
-            arrays.append(pa.array(series, type=field.type, from_pandas=True))
+            # Arrow converts (a categorical becomes a dictionary array), then casts to the declared type
+            array = pa.array(frame[field.name], from_pandas=True)
+            if pa.types.is_dictionary(array.type):
+                array = array.dictionary_decode()
+            arrays.append(array if array.type == field.type else array.cast(field.type))
         else:
             arrays.append(pa.nulls(n, type=field.type))
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Benchmark: the run store: store add per run, trend over 10,000 runs, store query, Spark vs DuckDB.
+
+    python benchmarks/bench_store.py [--modes add,trend,query,spark] [--runs 10000] [--adds 10] [--repeat 3]
+
+- add: ``popprof.store.add`` of the Mk2 fixture bundle (12 tables) under ``--adds`` run ids in one fresh
+  process; the median per add and that process's peak RSS. Target: under 0.3 s per run.
+- trend: a ``--runs`` history (two metrics: an exact one and a noisy one with a shift) written per run into
+  ``benchmarks/data/store-<runs>/``, compacted (timed once), then ``trend`` in fresh processes: the exact
+  metric over all runs, the noisy one over its default window (the last 500). Target: under 1 s.
+- query: ``store query`` (the sandbox) of a metric's history joined with the catalogue and a group-by, over
+  the per-run files and over the compacted store.
+- spark: the same trend query through ``Store.spark`` in a local[1] session against DuckDB, compacted store.
+
+Every measurement runs in its own subprocess (its wall, CPU and peak RSS); medians over ``--repeat``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _table import load_line, print_table
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data"
+MK2 = ROOT / "fixtures" / "mk2_training.popprof"
+EXACT = "memory.total_incl_gaps_bytes"
+NOISY = "trace.device_idle_us"
+TREND_SQL = (
+    "SELECT m.run_id, r.commit, m.value FROM metrics m JOIN runs r "
+    "ON m.run_id = r.run_id AND m.profile = r.profile AND m.ingest_id = r.ingest_id "
+    f"WHERE m.name = '{NOISY}' ORDER BY m.created"
+)
+GROUP_SQL = "SELECT name, count(*) AS n, avg(value) AS mean FROM metrics GROUP BY name ORDER BY name"
+
+
+def _child(code: str) -> dict:
+    """Run ``code`` (which sets ``result``) in a fresh interpreter; its figures as a dict."""
+    script = (
+        "import json, resource, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "start, cpu = time.perf_counter(), time.process_time()\n"
+        "result = {}\n" + code + "\n"
+        "result.setdefault('wall_s', time.perf_counter() - start)\n"
+        "result.setdefault('cpu_s', time.process_time() - cpu)\n"
+        "result['peak_mib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "print(json.dumps(result))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_add(adds: int, repeat: int) -> list[list[str]]:
+    rows = []
+    for _ in range(repeat):
+        target = DATA / "store-add"
+        shutil.rmtree(target, ignore_errors=True)
+        rows.append(
+            _child(
+                "import popprof.store as store\n"
+                f"store.init({str(target)!r})\n"
+                "times, cpus = [], []\n"
+                f"for i in range({adds}):\n"
+                "    t, c = time.perf_counter(), time.process_time()\n"
+                f"    store.add({str(target)!r}, [{str(MK2)!r}], run_id=f'{{i:05d}}')\n"
+                "    times.append(time.perf_counter() - t)\n"
+                "    cpus.append(time.process_time() - c)\n"
+                "result['first_s'] = times[0]\n"
+                "result['per_add_s'] = sorted(times[1:])[len(times[1:]) // 2]\n"
+                "result['per_add_cpu_s'] = sorted(cpus[1:])[len(cpus[1:]) // 2]\n"
+            )
+        )
+    per_add = statistics.median(r["per_add_s"] for r in rows)
+    cpu = statistics.median(r["per_add_cpu_s"] for r in rows)
+    first = statistics.median(r["first_s"] for r in rows)
+    peak = max(r["peak_mib"] for r in rows)
+    verdict = "met" if per_add < 0.3 else "NOT met"
+    notes = f"{cpu:.3f} CPU; first add {first:.2f}"
+    return [["store add, Mk2 bundle (per run)", f"{per_add:.3f}", notes, f"{peak:.0f}", verdict]]
+
+
+def ensure_history(runs: int) -> tuple[Path, Path, float]:
+    """The per-run store and its compacted copy (made once); the compaction's wall time (0 when cached)."""
+    sys.path.insert(0, str(ROOT))
+    import popprof.store as store
+    from popprof.store.compact import compact
+    from popprof.testing.store_history import shifted_series, write_history
+
+    per_run, compacted = DATA / f"store-{runs}", DATA / f"store-{runs}-compacted"
+    if not (per_run / "popprof-store.json").exists():
+        shutil.rmtree(per_run, ignore_errors=True)
+        store.init(per_run)
+        exact = [1_000_000 + 4096 * (i // (runs // 5)) for i in range(runs)]
+        noisy = shifted_series(runs, seed=1, shifts={runs - 120: 0.08})
+        started = time.perf_counter()
+        write_history(per_run, {EXACT: exact, NOISY: noisy})
+        print(f"wrote {runs:,} runs per run in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    took = 0.0
+    if not (compacted / "popprof-store.json").exists():
+        shutil.rmtree(compacted, ignore_errors=True)
+        shutil.copytree(per_run, compacted)
+        started = time.perf_counter()
+        compact(compacted, before="9999-12")
+        took = time.perf_counter() - started
+    return per_run, compacted, took
+
+
+def bench_trend(runs: int, repeat: int) -> list[list[str]]:
+    _, compacted, took = ensure_history(runs)
+    rows = []
+    cases = [
+        (f"trend, exact metric, all {runs:,} runs (compacted)", EXACT, runs),
+        (f"trend, noisy metric, last 500 of {runs:,} (compacted)", NOISY, 500),
+    ]
+    for label, metric, last in cases:
+        figures = [
+            _child(
+                "from popprof.store.trend import trend\n"
+                f"series = trend({str(compacted)!r}, [{metric!r}], last={last})\n"
+                "result['changes'] = len(series[0].changes)\n"
+            )
+            for _ in range(repeat)
+        ]
+        wall = statistics.median(f["wall_s"] for f in figures)
+        rows.append(
+            [
+                label,
+                f"{wall:.2f}",
+                f"{statistics.median(f['cpu_s'] for f in figures):.2f}",
+                f"{max(f['peak_mib'] for f in figures):.0f}",
+                ("met" if wall < 1 else "NOT met") + f" ({figures[0]['changes']} changes)",
+            ]
+        )
+    if took:
+        rows.append([f"store compact, {runs:,} runs (once)", f"{took:.1f}", "", "", ""])
+    return rows
+
+
+def bench_query(runs: int, repeat: int) -> list[list[str]]:
+    per_run, compacted, _ = ensure_history(runs)
+    rows = []
+    for where, path in (("per-run files", per_run), ("compacted", compacted)):
+        for name, sql in (("metric history join", TREND_SQL), ("group-by", GROUP_SQL)):
+            figures = [
+                _child(
+                    "import popprof.store as store\n"
+                    f"frame = store.open({str(path)!r}).query({sql!r})\n"
+                    "result['rows'] = len(frame)\n"
+                )
+                for _ in range(repeat if where == "compacted" else 1)
+            ]
+            wall = statistics.median(f["wall_s"] for f in figures)
+            rows.append(
+                [
+                    f"store query {name}, {runs:,} runs, {where}",
+                    f"{wall:.2f}",
+                    f"{statistics.median(f['cpu_s'] for f in figures):.2f}",
+                    f"{max(f['peak_mib'] for f in figures):.0f}",
+                    f"{figures[0]['rows']:,} rows",
+                ]
+            )
+    return rows
+
+
+def bench_spark(runs: int, repeat: int) -> list[list[str]]:
+    _, compacted, _ = ensure_history(runs)
+    spark = _child(
+        "from popprof.store.engine_spark import local_session\n"
+        "import popprof.store as store\n"
+        "t = time.perf_counter(); session = local_session('bench'); result['session_s'] = time.perf_counter() - t\n"
+        f"s = store.open({str(compacted)!r}); s.spark(session)\n"
+        "times = []\n"
+        f"for _ in range({max(repeat, 2)}):\n"
+        "    t = time.perf_counter()\n"
+        f"    rows = session.sql({TREND_SQL!r}).toArrow().num_rows\n"
+        "    times.append(time.perf_counter() - t)\n"
+        "result['first_s'], result['query_s'], result['rows'] = times[0], sorted(times[1:])[0], rows\n"
+        "session.stop()\n"
+    )
+    duck = _child(
+        "import popprof.store as store\n"
+        f"con = store.open({str(compacted)!r}).duckdb()\n"
+        "times = []\n"
+        f"for _ in range({max(repeat, 2)}):\n"
+        "    t = time.perf_counter()\n"
+        f"    rows = con.sql({TREND_SQL!r}).to_arrow_table().num_rows\n"
+        "    times.append(time.perf_counter() - t)\n"
+        "result['first_s'], result['query_s'], result['rows'] = times[0], sorted(times[1:])[0], rows\n"
+    )
+    return [
+        [
+            f"Spark local[1]: metric history join, {runs:,} runs (compacted)",
+            f"{spark['query_s']:.2f}",
+            f"first {spark['first_s']:.2f}, session {spark['session_s']:.1f}",
+            f"{spark['peak_mib']:.0f} (driver; JVM apart)",
+            f"{spark['rows']:,} rows",
+        ],
+        [
+            f"DuckDB: the same query, {runs:,} runs (compacted)",
+            f"{duck['query_s']:.3f}",
+            f"first {duck['first_s']:.3f}",
+            f"{duck['peak_mib']:.0f}",
+            f"{duck['rows']:,} rows",
+        ],
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Benchmark the run store, trend, store query and Spark.")
+    parser.add_argument("--modes", default="add,trend,query,spark")
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--adds", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    DATA.mkdir(parents=True, exist_ok=True)
+    rows = []
+    modes = args.modes.split(",")
+    if "add" in modes:
+        rows += bench_add(args.adds, args.repeat)
+    if "trend" in modes:
+        rows += bench_trend(args.runs, args.repeat)
+    if "query" in modes:
+        rows += bench_query(args.runs, args.repeat)
+    if "spark" in modes:
+        rows += bench_spark(args.runs, args.repeat)
+    print_table(
+        ["case", "wall s (median)", "CPU s / notes", "peak RSS MiB", "result"], rows, title=load_line()
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
