@@ -56,11 +56,12 @@ def kernel_name(tmp_path_factory):
     patch.undo()
 
 
-def test_three_notebooks_stored_without_outputs():
+def test_four_notebooks_stored_without_outputs():
     assert [p.name for p in NOTEBOOKS] == [
         "01_why_does_it_not_fit.ipynb",
         "02_why_is_it_slow.ipynb",
         "03_what_changed.ipynb",
+        "04_trends.ipynb",
     ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
