@@ -47,3 +47,53 @@ def test_an_exchange_bound_run_keeps_exchange_advice(tmp_path):
     )
     (f,) = popprof.check(popprof.open(_write(tmp_path, "x.txt", text)), rules=["exchange.share"]).items
     assert f.title == "Exchange-bound run" and f.advice == RULES["exchange.share"].advice_for("ipu")
+
+
+# -- item 5: launches without device activity ---------------------------------------------------------
+# The real 8-GPU trace of the issue (236 cudaLaunchKernel calls, 268 flow starts, 2 ends, no kernel) was not
+# found in a public, licensed repository; this is its shape: Kineto's host side, no GPU event.
+
+
+def _launches_only(tmp_path: Path, launches: int = 236) -> Path:
+    import json
+
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}}]
+    for i in range(1, launches + 1):
+        t = 1_000.0 + 100.0 * i
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 50}
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 10,
+                "dur": 8,
+                "args": {"correlation": i},
+            }
+        )
+        events.append({"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": t + 10, "cat": "ac2g", "name": "ac2g"})
+    path = tmp_path / "host_only.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
+    return path
+
+
+def test_launches_without_device_activity_are_a_finding_and_a_summary_line(tmp_path):
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    profile = popprof.open(_launches_only(tmp_path))
+    (f,) = popprof.check(profile, rules=["host.launches-without-device"]).items
+    assert f.severity == "warning" and f.value == 236
+    assert "236 kernel launch(es) on the host (cudaLaunchKernel 236 x)" in f.message
+    assert "ProfilerActivity.CUDA" in f.advice and "CUPTI" in f.advice
+    text = render_text(summarise(profile))
+    assert "Device side missing: 236 kernel launches (cudaLaunchKernel 236 x)" in text
+
+
+def test_a_trace_with_kernels_has_no_such_finding():
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces" / "nccl_data.json.gz"
+    assert popprof.check(popprof.open(real), rules=["host.launches-without-device"]).items == []

@@ -106,7 +106,12 @@ def test_check_reports_not_evaluated_with_reasons(synth):
     found = popprof.check(synth)
     assert isinstance(found, Findings)
     reasons = dict(found.not_evaluated)
-    assert set(reasons) == {"host.device-gaps", "host.long-events", "distributed.stragglers"}
+    assert set(reasons) == {
+        "host.device-gaps",
+        "host.long-events",
+        "host.launches-without-device",
+        "distributed.stragglers",
+    }
     assert all("trace" in why for why in reasons.values())
     assert set(found.evaluated) | set(reasons) == set(RULES)
 

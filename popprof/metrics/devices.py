@@ -83,6 +83,18 @@ LAUNCH_CALLS = (
 _KIND_LABELS = (COMPUTATION, COMMUNICATION, MEMORY)
 
 
+def launches_without_device(profile: Profile) -> dict[str, int]:
+    """Kernel launch calls (:data:`LAUNCH_CALLS`, on the host) of a trace that holds no device activity at
+    all, by call name: the device side was launched but not recorded. Empty when the trace has device
+    events or no launch calls."""
+    events = profile.get("events")
+    if events is None or events.empty or is_device_activity(events).any():
+        return {}
+    host = events["stream"].isna() if "stream" in events.columns else pd.Series(True, index=events.index)
+    calls = events.loc[events["name"].isin(LAUNCH_CALLS) & host, "name"].astype(str)
+    return {str(k): int(v) for k, v in calls.value_counts().items()}
+
+
 def _work(profile: Profile) -> pd.DataFrame | None:
     events = profile.get("events")
     if events is None or events.empty or not events["stream"].notna().any():

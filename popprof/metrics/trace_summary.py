@@ -92,6 +92,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     out["host_wait"] = host_wait_summary(events, out["span_us"], top)
     out.update(_device_part(profile, top))
     out["device_activity"] = device_activity(events)
+    from .devices import launches_without_device
+
+    missing = launches_without_device(profile)
+    if missing:
+        out["device_side_missing"] = {"launch_calls": missing, "launches": sum(missing.values())}
     return out
 
 

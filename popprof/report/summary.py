@@ -246,6 +246,14 @@ def render_trace_text(tr: dict) -> list[str]:
         for t in threads:
             share = "" if t.get("busy_share") is None else f" ({units.percent(t['busy_share'])})"
             lines.append(f"    {units.duration(t['busy_us']):>10}{share:<10} {_who(t)}")
+    missing = tr.get("device_side_missing") or {}
+    if missing:
+        calls = ", ".join(f"{n} {c:,} x" for n, c in missing["launch_calls"].items())
+        lines += [
+            "",
+            f"  Device side missing: {missing['launches']:,} kernel launches ({calls}) and no device "
+            "events (see host.launches-without-device)",
+        ]
     act = tr.get("device_activity") or {}
     if act.get("by_category"):
         cats = ", ".join(f"{c} {units.duration(v['total_us'])}" for c, v in act["by_category"].items())

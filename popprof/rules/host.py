@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
+from ..metrics.devices import launches_without_device
 from ..model.profile import Profile
 from ..trace.intervals import (
     DeviceActivity,
@@ -446,3 +447,44 @@ def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) 
             "device_idle_us": idle[chosen],
         }
     )
+
+
+@rule(
+    "host.launches-without-device",
+    "a trace with kernel launches on the host and no device activity at all (the device side is missing)",
+    needs=["events"],
+    params={},
+    advice={
+        "ipu": "The trace holds the host's launches but nothing of the device: record the device side too "
+        "(PVTI_OPTIONS with the device channels, or the PopVision trace of the run), then analyse again.",
+        "gpu": "The host launched kernels but the trace holds no GPU event, so every device figure is "
+        "missing. This usually means the profiler did not record CUDA activity: ProfilerActivity.CUDA "
+        "not in torch.profiler's activities, CUPTI missing or failing to start (look for CUPTI "
+        "warnings or errors in the run's log; in containers CUPTI may need the profiling permission, "
+        "NVreg_RestrictProfilingToAdminUsers=0), or the profiler stopped (or the process exited) "
+        "before its GPU buffers were flushed. Record again with CUDA activity; mapping events with "
+        "--device-map will not bring the kernels back.",
+    },
+)
+def launches_without_device_rule(profile: Profile, params: dict) -> list[Finding]:
+    r = RULES["host.launches-without-device"]
+    calls = launches_without_device(profile)
+    if not calls:
+        return []
+    total = sum(calls.values())
+    named = ", ".join(f"{name} {count:,} x" for name, count in calls.items())
+    message = (
+        f"{total:,} kernel launch(es) on the host ({named}) and no device event in the trace: its device "
+        "side is missing, so device rules are not evaluated"
+    )
+    return [
+        r.finding(
+            "warning",
+            "Device side missing",
+            message,
+            value=float(total),
+            threshold=1.0,
+            evidence=pd.DataFrame({"name": list(calls), "count": list(calls.values())}),
+            platform="gpu" if any(n.startswith(("cuda", "hip")) for n in calls) else platform_of(profile),
+        )
+    ]
