@@ -646,8 +646,9 @@ def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) ->
 
 
 def test_an_id_maps_the_same_whatever_else_its_chunk_holds(tmp_path: Path) -> None:
-    # "7" and 1.5 are not integers: they get synthetic ids (2^40 up), the same in a chunk of
-    # events that only use them (fast path) as in the metadata event naming them.
+    # 1.5 is not an integer: it gets a synthetic id (2^40 up), the same in a chunk of events that only use
+    # it (fast path) as in the metadata event naming it. "7" is the integer 7 written as text (old Kineto
+    # writes one thread both ways): the same process as 7 (issue 25).
     path = _write(
         tmp_path,
         {
@@ -662,8 +663,8 @@ def test_an_id_maps_the_same_whatever_else_its_chunk_holds(tmp_path: Path) -> No
     p = read_path(path)
     a = p.events[p.events["name"] == "a"]
     b = p.events[p.events["name"] == "b"]
-    assert a["pid"].nunique() == 1 and a["pid"].iloc[0] >= 2**40 and a["tid"].iloc[0] >= 2**40
-    assert (b["pid"].iloc[0], b["tid"].iloc[0]) == (7, 1)  # the integer 7 is a different process
+    assert a["pid"].nunique() == 1 and a["pid"].iloc[0] == 7 and a["tid"].iloc[0] >= 2**40
+    assert (b["pid"].iloc[0], b["tid"].iloc[0]) == (7, 1)  # the same process, another thread
     row = p.threads.set_index(["pid", "tid"]).loc[(a["pid"].iloc[0], a["tid"].iloc[0])]
     assert (row["process_name"], row["thread_name"]) == ("Seven", "worker")
     assert len(p.threads) == 2

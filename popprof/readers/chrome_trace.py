@@ -115,10 +115,14 @@ def _hashable(value: object) -> bool:
     return True
 
 
+#: A pid / tid written as a JSON string of a plain decimal integer (no sign but '-', no leading zeros).
+_DECIMAL_ID = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
 class _Ids:
     """pid / tid values to int64; non-integer ids (strings) get stable synthetic ids and keep their text."""
 
-    FIRST_SYNTHETIC = 1 << 40
+    FIRST_SYNTHETIC = frame.SYNTHETIC_ID_BASE
 
     def __init__(self) -> None:
         self.synthetic: dict[object, int] = {}
@@ -133,6 +137,8 @@ class _Ids:
             and -(1 << 63) <= value < (1 << 63)
         ):
             return int(value)
+        if isinstance(value, str) and _DECIMAL_ID.fullmatch(value) and -(1 << 63) <= int(value) < (1 << 63):
+            return int(value)  # old Kineto writes the same thread as "25738" on X events and 25738 elsewhere
         key = str(value)
         if key not in self.synthetic:
             self.synthetic[key] = self.FIRST_SYNTHETIC + len(self.synthetic)
@@ -1278,6 +1284,10 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
         extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta],
     )
     threads = _thread_metadata(threads, parsed.meta)
+    labels = {synthetic: str(label) for label, synthetic in parsed.synthetic.items()}
+    if labels:  # a thread id written as text ("stream 7") names its thread
+        text = threads["tid"].map(labels)
+        threads["thread_name"] = threads["thread_name"].where(threads["thread_name"].notna(), text)
     threads["rank"] = frame.constant_int(len(threads), rank)
     counter_frame = _counter_frame(parsed.counters)
     flows = _flow_frame(parsed.flows, parsed.flow_labels, rank)

@@ -6,6 +6,7 @@ Nothing here computes a figure; it formats what the summary document holds.
 from __future__ import annotations
 
 from ..io import units
+from ..trace.frame import SYNTHETIC_ID_BASE
 
 #: Widest name a text table shows before shortening it with '...'.
 NAME_WIDTH = 90
@@ -138,7 +139,9 @@ def _short(name: str, width: int = NAME_WIDTH) -> str:
 def _who(row: dict) -> str:
     rank = "" if row.get("rank") is None else f"rank {row['rank']}  "
     names = " / ".join(n for n in (row.get("process_name"), row.get("thread_name")) if n)
-    return f"{rank}pid {row['pid']} tid {row['tid']}" + (f"  {names}" if names else "")
+    # ids from SYNTHETIC_ID_BASE stand in for ids written as text: not in the file, their text is the name
+    ids = [f"{k} {row[k]}" for k in ("pid", "tid") if row.get(k) is None or row[k] < SYNTHETIC_ID_BASE]
+    return f"{rank}{' '.join(ids)}" + (f"  {names}" if names else "")
 
 
 def render_device_table(devices: list[dict], indent: str = "") -> list[str]:

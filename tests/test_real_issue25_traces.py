@@ -1,0 +1,43 @@
+"""Real Kineto traces of issue 25 (fixtures/real/traces; provenance and licences in the README there).
+
+Expected values are read off the JSON by hand (counted with ``json``, not with popprof).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.metrics.summary import summarise
+from popprof.report.summary import render_text
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+KINETO_2021 = REAL / "kineto2021_resnet50_worker0.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def k2021():
+    return popprof.open(KINETO_2021)
+
+
+def test_a_thread_written_as_a_string_and_as_a_number_is_one_thread(k2021):
+    """X events carry tid "25738" / "25772" (strings), the [memory] instants 25738 / 25772 (numbers), the GPU
+    stream is tid "stream 7": three threads with events."""
+    events = k2021.events
+    pairs = set(zip(events["pid"].tolist(), events["tid"].tolist(), strict=True))
+    assert {(25738, 25738), (25738, 25772)} <= pairs
+    doc = summarise(k2021)
+    assert doc["trace"]["threads"] == 3
+    text = render_text(doc)
+    assert "on 3 threads" in text
+    assert "1099511627" not in text  # no stand-in id the file does not hold
+    assert "pid 0  python / stream 7" in text
+
+
+def test_the_2021_trace_has_its_own_ids_in_the_threads_table(k2021):
+    threads = k2021.threads
+    named = threads.dropna(subset=["thread_name"]).set_index("thread_name")
+    assert named.loc["stream 7", "pid"] == 0
+    assert named.loc["thread 25738 (python)", "tid"] == 25738
