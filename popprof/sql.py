@@ -7,7 +7,10 @@ query`` uses the same sandbox with read access to one store's directory (:func:`
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .io import limits, units
@@ -20,8 +23,56 @@ if TYPE_CHECKING:
     from .model.profile import Profile
 
 
-#: Statement types a query may run: it reads the profile's tables and nothing else.
-READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+#: Statement types a query may run: it reads the profile's tables and nothing else. EXPLAIN only of one of
+#: these (``EXPLAIN ANALYZE`` runs its statement).
+READ_ONLY_STATEMENTS = frozenset({"SELECT"})
+
+#: ``EXPLAIN``, ``EXPLAIN ANALYZE`` or ``EXPLAIN (options)`` at the start of a statement (after comments).
+_EXPLAIN = re.compile(
+    r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*EXPLAIN(?:\s+ANALY[SZ]E\b|\s*\((?:[^()'\"]|'[^']*')*\))?",
+    re.I | re.S,
+)
+
+
+@dataclass
+class QueryBudget:
+    """The time and memory one query may take, from its start to its formatted result.
+
+    The clock starts when the budget is made; :meth:`check` raises the one-line error of the
+    ``query-seconds`` limit once the deadline has passed, :meth:`over_memory` that of ``query-memory``.
+    """
+
+    timeout_s: float | None = None
+    memory_bytes: int | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.timeout_s = float(limits.get("query-seconds")) if self.timeout_s is None else self.timeout_s
+        self.memory_bytes = limits.get("query-memory") if self.memory_bytes is None else self.memory_bytes
+
+    @property
+    def left_s(self) -> float:
+        """Seconds left before the deadline (at least a millisecond, for a timer)."""
+        return max(0.001, self.started + self.timeout_s - time.monotonic())
+
+    def check(self) -> None:
+        """Raise the timeout error when the deadline has passed."""
+        if time.monotonic() > self.started + self.timeout_s:
+            raise self.timed_out()
+
+    def timed_out(self) -> UsageError:
+        """The one-line error of the ``query-seconds`` limit."""
+        return UsageError(
+            f"query stopped after {self.timeout_s:g} s: over the limit query-seconds "
+            f"(raise it with --timeout SECONDS or {limits.LIMITS['query-seconds'].env})"
+        )
+
+    def over_memory(self) -> UsageError:
+        """The one-line error of the ``query-memory`` limit."""
+        return UsageError(
+            f"query needs more than {units.nbytes(self.memory_bytes)} of memory: over the "
+            f"limit query-memory (raise it with --memory-limit SIZE or {limits.LIMITS['query-memory'].env})"
+        )
 
 
 def sandbox_config(memory_bytes: int) -> dict[str, object]:
@@ -70,20 +121,35 @@ def lock(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str, names: Sequence[str]) -> None:
-    """UsageError unless every statement of ``sql`` is read-only (``names``: the tables, for the message)."""
+    """UsageError unless every statement of ``sql`` is read-only (``names``: the tables, for the message):
+    a SELECT, or EXPLAIN (ANALYZE) of one SELECT; never a CREATE (table, view, macro), DROP or write."""
+    for statement in _statements(con, sql, names):
+        kind = str(statement.type).rsplit(".", 1)[-1]
+        if kind == "EXPLAIN":
+            match = _EXPLAIN.match(statement.query)
+            try:
+                inner = _statements(con, statement.query[match.end() :], names) if match else []
+            except UsageError:
+                inner = []
+            kinds = [str(s.type).rsplit(".", 1)[-1] for s in inner]
+            if len(kinds) == 1 and kinds[0] in READ_ONLY_STATEMENTS:
+                continue
+            kind = f"EXPLAIN of a {kinds[0] if len(kinds) == 1 else 'non-SELECT'}"
+        elif kind in READ_ONLY_STATEMENTS:
+            continue
+        raise UsageError(
+            f"SQL error: query runs read-only SQL (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW and EXPLAIN "
+            f"of those); a {kind} statement is not allowed"
+        )
+
+
+def _statements(con: duckdb.DuckDBPyConnection, sql: str, names: Sequence[str]) -> list:
     import duckdb
 
     try:
-        statements = con.extract_statements(sql)
+        return con.extract_statements(sql)
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {_first_line(exc)} (tables: {', '.join(names)})") from None
-    for statement in statements:
-        kind = str(statement.type).rsplit(".", 1)[-1]
-        if kind not in READ_ONLY_STATEMENTS:
-            raise UsageError(
-                f"SQL error: query runs read-only SQL (SELECT, WITH, EXPLAIN, DESCRIBE, "
-                f"SUMMARIZE, SHOW); a {kind} statement is not allowed"
-            )
 
 
 def execute(
@@ -93,34 +159,29 @@ def execute(
     *,
     timeout_s: float | None = None,
     memory_bytes: int | None = None,
+    budget: QueryBudget | None = None,
 ) -> pd.DataFrame:
     """Run read-only ``sql`` on a sandboxed ``con`` within the time and memory limits; a DataFrame.
 
-    Every error is a one-line UsageError naming ``names`` (the tables the query can see).
+    ``budget`` (instead of the two limits) carries one deadline on to :func:`format_result`; fetching
+    the result counts against it. Every error is a one-line UsageError naming ``names`` (the tables
+    the query can see).
     """
     import threading
 
     import duckdb
 
-    timeout_s = float(limits.get("query-seconds")) if timeout_s is None else timeout_s
-    memory_bytes = limits.get("query-memory") if memory_bytes is None else memory_bytes
+    budget = budget or QueryBudget(timeout_s, memory_bytes)
     check_read_only(con, sql, names)
-    timer = threading.Timer(timeout_s, con.interrupt)
+    timer = threading.Timer(budget.left_s, con.interrupt)
     timer.daemon = True
     timer.start()
     try:
-        return _fetch(con.execute(sql), memory_bytes)
+        return _fetch(con.execute(sql), budget)
     except duckdb.InterruptException:
-        raise UsageError(
-            f"query stopped after {timeout_s:g} s: over the limit query-seconds "
-            f"(raise it with --timeout SECONDS or {limits.LIMITS['query-seconds'].env})"
-        ) from None
-    except (duckdb.OutOfMemoryException, _ResultTooLarge):
-        raise UsageError(
-            f"query needs more than {units.nbytes(memory_bytes)} of memory: over the "
-            f"limit query-memory (raise it with --memory-limit SIZE or "
-            f"{limits.LIMITS['query-memory'].env})"
-        ) from None
+        raise budget.timed_out() from None
+    except (duckdb.OutOfMemoryException, MemoryError, _ResultTooLarge):
+        raise budget.over_memory() from None
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {_first_line(exc)} (tables: {', '.join(names)})") from None
     finally:
@@ -128,19 +189,25 @@ def execute(
 
 
 def run_query(
-    profile: Profile, sql: str, *, timeout_s: float | None = None, memory_bytes: int | None = None
+    profile: Profile,
+    sql: str,
+    *,
+    timeout_s: float | None = None,
+    memory_bytes: int | None = None,
+    budget: QueryBudget | None = None,
 ) -> pd.DataFrame:
     """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame.
 
-    The connection is an in-memory sandbox: read-only statements (SELECT, EXPLAIN, and
-    DESCRIBE/SUMMARIZE/SHOW, which are SELECTs), no file-system access at all
-    (``allowed_directories`` is empty), at most ``memory_bytes`` of memory and
-    ``timeout_s`` seconds (defaults: the ``query-memory`` and ``query-seconds`` limits).
+    The connection is an in-memory sandbox: read-only statements (SELECT, DESCRIBE/SUMMARIZE/SHOW,
+    which are SELECTs, and EXPLAIN of those), no file-system access at all (``allowed_directories`` is
+    empty), no tables, views or macros created or dropped, at most ``memory_bytes`` of memory and
+    ``timeout_s`` seconds (defaults: the ``query-memory`` and ``query-seconds`` limits), fetching
+    included. ``budget`` (instead of the two) carries one deadline on to :func:`format_result`.
     """
     import duckdb
 
-    memory_bytes = limits.get("query-memory") if memory_bytes is None else memory_bytes
-    con = connect(memory_bytes)
+    budget = budget or QueryBudget(timeout_s, memory_bytes)
+    con = connect(budget.memory_bytes)
     try:
         check_read_only(con, sql, profile.table_names)
         try:
@@ -148,27 +215,105 @@ def run_query(
                 con.register(name, frame)
         except duckdb.Error as exc:
             raise UsageError(f"cannot load the tables into DuckDB: {_first_line(exc)}") from None
-        return execute(con, sql, profile.table_names, timeout_s=timeout_s, memory_bytes=memory_bytes)
+        return execute(con, sql, profile.table_names, budget=budget)
     finally:
         con.close()
 
 
-def _fetch(result, memory_bytes: int) -> pd.DataFrame:
-    """The result as a DataFrame, fetched in chunks: pandas memory is held to ``memory_bytes`` too."""
+def _fetch(result, budget: QueryBudget) -> pd.DataFrame:
+    """The result as a DataFrame, fetched in chunks: pandas memory is held to the budget, and its deadline."""
     import pandas as pd
 
     chunks = []
     used = 0
     while True:
+        budget.check()
         chunk = result.fetch_df_chunk(vectors_per_chunk=16)
         if not chunks or len(chunk):
             chunks.append(chunk)
         if not len(chunk):
             break
         used += int(chunk.memory_usage(deep=True).sum())
-        if used > memory_bytes:
+        if used > budget.memory_bytes:
             raise _ResultTooLarge
-    return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+    if len(chunks) == 1:
+        return chunks[0]
+    if 2 * used > budget.memory_bytes:  # concatenating holds the chunks and the whole at once
+        raise _ResultTooLarge
+    budget.check()
+    return pd.concat(chunks, ignore_index=True)
+
+
+#: Rows formatted at a time: the deadline and the memory budget are checked between blocks.
+FORMAT_ROWS = 50_000
+
+
+def format_result(frame: pd.DataFrame, fmt: str, *, limit: int, budget: QueryBudget) -> str:
+    """``frame`` as ``popprof query`` prints it (``table``, ``csv`` or ``json``), within ``budget``.
+
+    The text is made a block of rows at a time; past the deadline or once the text would take more
+    than the memory budget, the query's one-line limit error is raised instead of printing.
+    """
+    if fmt == "table":
+        return _format_table(frame, limit, budget)
+    pieces: list[str] = []
+    size = 0
+    for start in range(0, max(len(frame), 1), FORMAT_ROWS):
+        budget.check()
+        block = frame.iloc[start : start + FORMAT_ROWS]
+        piece = block.to_csv(index=False, header=start == 0) if fmt == "csv" else _json_block(block)
+        size += len(piece)
+        if size + frame.memory_usage(deep=True).sum() > budget.memory_bytes:
+            raise budget.over_memory()
+        pieces.append(piece)
+    budget.check()
+    if fmt == "csv":
+        return "".join(pieces)
+    body = ",\n".join(p for p in pieces if p)
+    return "[\n" + body + "\n]\n" if body else "[]\n"
+
+
+def _json_block(block: pd.DataFrame) -> str:
+    """The records of ``block`` as JSON objects, two-space indented, without the enclosing brackets."""
+    import json
+
+    if not len(block):
+        return ""
+    try:
+        text = block.to_json(orient="records", indent=2)
+    except (OverflowError, ValueError):  # integers beyond 64 bits: Python's json has no such limit
+        text = json.dumps(block.to_dict("records"), indent=2, default=str, allow_nan=False)
+    return text.strip()[1:-1].strip("\n")
+
+
+def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget) -> str:
+    import pandas as pd
+
+    lines: list[str] = []
+    if frame.empty or limit == 0:  # pandas would print "Empty DataFrame ..." here
+        lines.append("  ".join(map(str, frame.columns)))
+    else:
+        shown = frame.head(limit)
+        widths = sum(_widest(shown[column]) + 2 for column in shown.columns)
+        if widths * (len(shown) + 1) > budget.memory_bytes:
+            raise budget.over_memory()
+        budget.check()
+        with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
+            lines.append(shown.to_string(index=False))
+    if not len(frame):
+        lines.append("(no rows)")
+    elif len(frame) > limit:
+        lines.append(f"... {len(frame) - limit:,} more rows (use --rows N or --format csv)")
+    budget.check()
+    return "\n".join(lines) + "\n"
+
+
+def _widest(column: pd.Series) -> int:
+    """The widest cell of ``column`` in characters, without formatting any cell (strings: their length)."""
+    if column.dtype == object or str(column.dtype).startswith("str"):
+        lengths = [len(v) if isinstance(v, str | bytes) else 32 for v in column]
+        return max(lengths, default=0)
+    return 32
 
 
 class _ResultTooLarge(Exception):

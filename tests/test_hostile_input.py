@@ -495,3 +495,221 @@ def test_a_write_error_names_the_output_not_a_temporary(tmp_path, command):
     assert lines[0].startswith(f"popprof: error: {out}: cannot write the output") and ".tmp" not in lines[0]
     assert "File too large" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# == round 2 (issue 27) ===============================================================================
+
+# -- data loss: a directory is replaced only when it is a bundle popprof wrote, holding nothing else ----
+
+
+@pytest.mark.parametrize("command", ["export", "redact"])
+@pytest.mark.parametrize("kind", ["extension", "notes"])
+def test_a_directory_with_a_foreign_manifest_or_added_notes_is_never_replaced(
+    tmp_path, capsys, command, kind, monkeypatch
+):
+    """`export`/`redact -o DIR` deleted any directory holding a manifest.json, and a bundle's added notes."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "0123456789abcdef0123456789abcdef")
+    folder = tmp_path / "out"
+    if kind == "extension":  # a browser extension: its own manifest.json
+        folder.mkdir()
+        (folder / "manifest.json").write_text(json.dumps({"manifest_version": 3, "name": "x"}))
+        (folder / "background.js").write_text("// code\n")
+    else:  # a bundle popprof wrote, with the user's notes added
+        shutil.copytree(BUNDLE, folder)
+        (folder / "NOTES.md").write_text("what I found\n")
+    before = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    code, _, err = _cli(capsys, command, BUNDLE, "-o", folder)
+    assert code == 2 and "not a bundle popprof wrote" in _one_line(err)
+    assert {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    } == before
+
+
+def test_a_bundle_popprof_wrote_is_replaced(tmp_path, capsys):
+    out = tmp_path / "b.popprof"
+    for _ in range(2):
+        code, _, err = _cli(capsys, "export", BUNDLE, "-o", out)
+        assert code == 0, err
+    assert (out / "manifest.json").is_file()
+
+
+def test_two_records_in_one_second_get_their_own_directories(tmp_path, monkeypatch):
+    """The default directory had a one-second resolution: two runs shared it."""
+    import datetime as dt
+
+    from popprof.model.errors import UsageError
+    from popprof.record.pipeline import default_out_dir, prepare_out_dir
+
+    monkeypatch.chdir(tmp_path)
+    now = dt.datetime(2026, 12, 1, 23, 0, 0, 123456)
+    first, second = default_out_dir(now, pid=100), default_out_dir(now.replace(microsecond=123457), pid=100)
+    assert first != second and first != default_out_dir(now, pid=101)
+    assert "123456" in first.name and first.name.endswith("-100")
+    prepare_out_dir(first)
+    (first / "reports").rmdir()  # as if a second run raced in after the first made the directory
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    prepare_out_dir(shared)
+    with pytest.raises(UsageError):
+        prepare_out_dir(shared)  # not empty any more: the second run is refused, never shares it
+    (shared / "reports").rmdir()
+    os.mkdir(shared / "reports")  # the other run's mkdir won: exclusive creation refuses this one
+    with pytest.raises(UsageError):
+        prepare_out_dir(shared)
+
+
+# -- reaching outside a bundle --------------------------------------------------------------------------
+
+
+def test_a_table_file_that_is_a_symlink_is_never_followed(tmp_path, capsys):
+    """A table file that is a symlink was followed to any file, and export copied that data."""
+    secret = tmp_path / "secret.parquet"
+    shutil.copy(BUNDLE / "tiles.parquet", secret)
+    bundle = tmp_path / "received.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    (bundle / "tiles.parquet").unlink()
+    (bundle / "tiles.parquet").symlink_to(secret)
+    for args in (["summary", bundle], ["export", bundle, "-o", tmp_path / "copy.popprof"]):
+        code, _, err = _cli(capsys, *args)
+        assert code == 2 and "is a symlink" in _one_line(err), err
+    assert not (tmp_path / "copy.popprof").exists()
+
+
+def test_a_manifest_that_is_a_symlink_or_a_fifo_is_refused(tmp_path, capsys):
+    bundle = tmp_path / "b.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    real = tmp_path / "elsewhere.json"
+    shutil.move(bundle / "manifest.json", real)
+    (bundle / "manifest.json").symlink_to(real)
+    code, _, err = _cli(capsys, "summary", bundle)
+    assert code == 2 and "is a symlink" in _one_line(err)
+    (bundle / "manifest.json").unlink()
+    os.mkfifo(bundle / "manifest.json")
+    run = run_limited("summary", bundle, seconds=60)
+    assert "not a regular file" in run.one_error_line()
+
+
+def test_a_sparse_huge_manifest_is_not_read_whole(tmp_path):
+    bundle = tmp_path / "b.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    with open(bundle / "manifest.json", "r+b") as handle:
+        handle.truncate(1500 << 20)  # sparse: 1.5 GB of zeros on no disk
+    run = run_limited("summary", bundle, seconds=60, memory=1 << 30)
+    assert "manifest-bytes" in run.one_error_line()
+
+
+def _zero_rows_bundle(tmp_path: Path, rows: int) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bundle = tmp_path / "bomb.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    table = pq.read_table(bundle / "tiles.parquet")
+    zeros = pa.table({f.name: pa.nulls(0, f.type) for f in table.schema})
+    with pq.ParquetWriter(bundle / "tiles.parquet", table.schema, compression="zstd") as writer:
+        block = pa.table(
+            {
+                f.name: pa.array(np.zeros(1 << 20, dtype=np.int64)).cast(f.type, safe=False)
+                if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                else pa.nulls(1 << 20, f.type)
+                for f in zeros.schema
+            }
+        )
+        for _ in range(rows >> 20):
+            writer.write_table(block)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["tables"]["tiles"]["rows"] = rows
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    return bundle
+
+
+def test_a_parquet_row_bomb_is_refused_from_its_footer(tmp_path):
+    """60 M zero rows in a couple of MB took 5.4 GB and then exit 3."""
+    bundle = _zero_rows_bundle(tmp_path, 60 << 20)
+    assert (bundle / "tiles.parquet").stat().st_size < 40 << 20
+    run = run_limited("summary", bundle, seconds=120, memory=1 << 30)
+    assert "parquet-ratio" in run.one_error_line()
+
+
+def test_a_manifest_row_count_that_disagrees_with_the_footer_is_one_line(tmp_path, capsys):
+    bundle = tmp_path / "b.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["tables"]["tiles"]["rows"] += 1
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = _cli(capsys, "summary", bundle)
+    assert code == 2 and "manifest says" in _one_line(err)
+
+
+# -- outputs and the umask ---------------------------------------------------------------------------------
+
+
+def test_outputs_follow_the_umask_and_a_replaced_file_keeps_its_mode(tmp_path, capsys):
+    """Every output was 0644 (directories 0755) whatever the umask; a replaced 0600 file came back 0644."""
+    old = os.umask(0o077)
+    try:
+        code, _, err = _cli(capsys, "export", BUNDLE, "-o", tmp_path / "b.popprof")
+        assert code == 0, err
+        code, _, err = _cli(capsys, "baseline", BUNDLE, "-o", tmp_path / "base.json")
+        assert code == 0, err
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "b.popprof").stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "b.popprof").iterdir())
+    assert stat.S_IMODE((tmp_path / "base.json").stat().st_mode) == 0o600
+    os.chmod(tmp_path / "base.json", 0o640)
+    code, _, err = _cli(capsys, "baseline", BUNDLE, "-o", tmp_path / "base.json")
+    assert code == 0, err
+    assert stat.S_IMODE((tmp_path / "base.json").stat().st_mode) == 0o640
+
+
+# -- the query sandbox: EXPLAIN of what is not read-only, macros, views ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1",
+        "EXPLAIN CREATE TABLE t AS SELECT 1",
+        "explain analyze /* x */ DROP VIEW tiles",
+        "EXPLAIN (FORMAT json) DROP VIEW tiles",
+        "CREATE MACRO m(a) AS a + 1",
+        "DROP VIEW tiles",
+        "SELECT 1; DROP VIEW tiles",
+    ],
+)
+def test_query_refuses_explain_of_writes_macros_and_dropping_views(sql, capsys):
+    code, out, err = _cli(capsys, "query", BUNDLE, sql)
+    assert code == 2 and "not allowed" in _one_line(err), (out, err)
+
+
+def test_query_still_explains_a_select(capsys):
+    for sql in ("EXPLAIN SELECT * FROM tiles", "EXPLAIN ANALYZE SELECT count(*) FROM tiles"):
+        code, out, err = _cli(capsys, "query", BUNDLE, sql)
+        assert code == 0 and out, err
+
+
+def test_query_formatting_is_held_to_the_limits(tmp_path):
+    """Formatting was outside the limits: a huge string result reached 6.3 GB, JSON exited 3."""
+    big = "SELECT repeat('x', 400000000) AS s"
+    for fmt in ("table", "json", "csv"):
+        run = run_limited(
+            "query", BUNDLE, big, "--memory-limit", "512M", "--format", fmt, seconds=120, memory=QUERY_MEMORY
+        )
+        assert "query-memory" in run.one_error_line(), fmt
+    run = run_limited(
+        "query", BUNDLE, "SELECT repeat('x', 1000000) AS s", "--format", "json", memory=QUERY_MEMORY
+    )
+    assert run.code == 0 and json.loads(run.out) == [{"s": "x" * 1000000}], run.err
+    run = run_limited(
+        "query",
+        BUNDLE,
+        "SELECT * FROM range(60000000)",
+        "--timeout",
+        "3",
+        "--format",
+        "csv",
+        seconds=120,
+        memory=QUERY_MEMORY,
+    )
+    assert "query-seconds" in run.one_error_line()

@@ -231,9 +231,9 @@ def report_read_warnings(profile: Profile) -> None:
 
 
 def _is_bundle(profile: Profile) -> bool:
-    from ..readers.bundle import MANIFEST
+    from ..readers.bundle import is_bundle
 
-    return bool(profile.source) and (Path(str(profile.source)) / MANIFEST).is_file()
+    return bool(profile.source) and is_bundle(Path(str(profile.source)))
 
 
 def select_engine(path: str | Path, profiles: dict[str, Profile], engine: str) -> dict[str, Profile]:

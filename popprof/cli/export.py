@@ -68,12 +68,7 @@ def export_command(
     target = Path(out)
     if len(profiles) == 1:
         name, profile = next(iter(profiles.items()))
-        if target.is_dir() and not (target / bundle.MANIFEST).is_file() and any(target.iterdir()):
-            raise UsageError(
-                f"{out}: an existing directory that is not a bundle; write the bundle inside it "
-                f"with -o {target / (name + '.popprof')}"
-            )
-        written = [bundle.write(profile, target, protect=[src])]
+        written = [bundle.write(profile, target, protect=[src], name=name)]
     else:
         if target.exists() and not target.is_dir():
             raise UsageError(f"{out}: several profiles need a directory as output")

@@ -91,30 +91,14 @@ def query_command(
     The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
     and --memory-limit of memory (docs/limits.md).
     """
-    from ..sql import run_query
+    from ..sql import QueryBudget, format_result, run_query
 
     limit = _rows(rows)
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
     profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
-    result = run_query(profile, sql, timeout_s=timeout_s, memory_bytes=memory)
-    if fmt == "csv":
-        emit(result.to_csv(index=False), output)
-    elif fmt == "json":
-        emit(result.to_json(orient="records", indent=2) + "\n", output)
-    else:
-        import pandas as pd
-
-        lines = []
-        with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-            if result.empty or limit == 0:  # pandas would print "Empty DataFrame ..." here
-                lines.append("  ".join(map(str, result.columns)))
-            else:
-                lines.append(result.head(limit).to_string(index=False))
-            if not len(result):
-                lines.append("(no rows)")
-            elif len(result) > limit:
-                lines.append(f"... {len(result) - limit:,} more rows (use --rows N or --format csv)")
-        emit("".join(line + "\n" for line in lines), output)
+    budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
+    result = run_query(profile, sql, budget=budget)
+    emit(format_result(result, fmt, limit=limit, budget=budget), output)
 
 
 def _rows(rows: int | None) -> int:

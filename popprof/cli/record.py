@@ -22,7 +22,7 @@ from .common import device_map_option, global_options, reader_options, said_wrot
     default=None,
     metavar="DIR",
     help="Directory for everything recorded (must not exist, or be empty) "
-    "[default: ./popprof-record-DATE-TIME].",
+    "[default: ./popprof-record-DATE-TIME-MICROSECONDS-PID].",
 )
 @click.option(
     "--graph/--no-graph",

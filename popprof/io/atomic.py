@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
-import json
 import os
 import re
 import shutil
@@ -23,10 +22,6 @@ if TYPE_CHECKING:
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
-#: Manifest key set to true in each bundle of a directory of bundles that popprof wrote as one output (a
-#: redacted run directory): such a directory is an earlier output and may be replaced; other bundles may not.
-BUNDLE_SET_KEY = "bundle_set"
-
 #: Temporary paths of the atomic writes under way in this process -> the output the user asked for.
 _ACTIVE: dict[Path, Path] = {}
 
@@ -37,6 +32,8 @@ def atomic_path(
     *,
     directory: bool = False,
     replaceable: Callable[[Path], bool] | None = None,
+    finish: Callable[[Path], None] | None = None,
+    example: str = "NAME.popprof",
 ) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; move it onto ``target`` on success.
 
@@ -49,12 +46,15 @@ def atomic_path(
     never a temporary path. Temporaries left by an earlier run that was killed
     (its process is gone) are removed first.
 
-    One rule for every bundle output (``directory=True``): an existing
-    ``target`` is replaced only when it is empty, a bundle (it holds a
-    ``manifest.json``), a directory of bundles that popprof wrote as one output
-    (its bundles are marked :data:`BUNDLE_SET_KEY`), or one that ``replaceable`` accepts;
-    never a directory of other files or other bundles. This is checked before
-    anything is written.
+    One rule for every directory output (``directory=True``): an existing
+    ``target`` is replaced only when it is empty or ``replaceable`` accepts it
+    (the bundle module's test: a bundle popprof wrote that holds nothing else, or
+    a set of those), never a directory of other files. This is checked before
+    anything is written (the refusal suggests ``-o TARGET/example``). ``finish(tmp)`` runs on the complete temporary directory
+    just before it is moved into place.
+
+    Outputs get the modes the user's umask gives (``0666``/``0777`` less the
+    umask); a regular file that is replaced keeps its own mode.
 
     A file output onto something that is not a regular file is never replaced:
     ``-`` (and ``/dev/stdout``, or any path that is the same file as standard
@@ -69,7 +69,7 @@ def atomic_path(
         return
     parent = target.parent if str(target.parent) else Path(".")
     if directory:
-        _check_replaceable(target, replaceable or _is_bundle_dir)
+        _check_replaceable(target, replaceable or _never, example)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(target)
@@ -86,8 +86,8 @@ def atomic_path(
     try:
         yield tmp
         try:
-            if directory:
-                _mark_bundle_set(tmp)
+            if finish is not None:
+                finish(tmp)
             _move_into_place(tmp, target, parent, directory)
         except OSError as exc:
             raise _output_error(target, exc) from None
@@ -149,38 +149,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _mark_bundle_set(tmp: Path) -> None:
-    """Mark each bundle of a directory written as a set of bundles, so that a later run may replace it."""
-    if (tmp / "manifest.json").is_file():
-        return
-    entries = list(tmp.iterdir())
-    if not entries or not all(e.is_dir() and (e / "manifest.json").is_file() for e in entries):
-        return
-    for entry in entries:
-        manifest_path = entry / "manifest.json"
-        manifest = json.loads(manifest_path.read_text("utf-8"))
-        if isinstance(manifest, dict):
-            manifest[BUNDLE_SET_KEY] = True
-            manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
+def _never(path: Path) -> bool:
+    return False
 
 
-def _in_bundle_set(path: Path) -> bool:
-    try:
-        manifest = json.loads((path / "manifest.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and manifest.get(BUNDLE_SET_KEY) is True
-
-
-def _is_bundle_dir(path: Path) -> bool:
-    """A bundle (it holds a manifest.json), or a set of bundles popprof wrote as one output and nothing else."""
-    if (path / "manifest.json").is_file():
-        return True
-    entries = list(path.iterdir())
-    return bool(entries) and all(e.is_dir() and _in_bundle_set(e) for e in entries)
-
-
-def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> None:
+def _check_replaceable(target: Path, replaceable: Callable[[Path], bool], example: str) -> None:
     from ..model.errors import OutputError
 
     if not (target.exists() or target.is_symlink()):
@@ -188,12 +161,10 @@ def _check_replaceable(target: Path, replaceable: Callable[[Path], bool]) -> Non
     if target.is_dir() and not target.is_symlink():
         if replaceable(target) or not any(target.iterdir()):
             return
-        others = [e for e in target.iterdir() if (e / "manifest.json").is_file()]
-        what = "an existing directory that is not a bundle" + (" (it holds other bundles)" if others else "")
         raise OutputError(
             target,
-            f"{what}: replacing it would delete what it holds; write inside it, "
-            f"e.g. -o {target / 'NAME.popprof'}",
+            "an existing directory that is not a bundle popprof wrote (or it holds other files): "
+            f"replacing it would delete what it holds; write inside it, e.g. -o {target / example}",
         )
     kind = _special_kind(target)
     if kind is not None:
@@ -297,9 +268,30 @@ def _streamed(target: Path, destination: str) -> Iterator[Path]:
         _remove(tmp)
 
 
+def umask() -> int:
+    """The process's umask, read without changing it where Linux says it (``/proc/self/status``)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    old = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(old)
+    return old
+
+
+def output_mode(target: Path, directory: bool) -> int:
+    """The mode a new output gets: the umask's (``0666``/``0777`` less it), or a replaced regular file's own."""
+    if not directory:
+        with contextlib.suppress(OSError):
+            info = os.stat(target)
+            if stat.S_ISREG(info.st_mode):
+                return stat.S_IMODE(info.st_mode)
+    return (0o777 if directory else 0o666) & ~umask()
+
+
 def _move_into_place(tmp: Path, target: Path, parent: Path, directory: bool) -> None:
+    os.chmod(tmp, output_mode(target, directory))  # mkstemp/mkdtemp make it private
     if directory:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a bundle is meant to be shared
         if target.exists():
             backup = Path(
                 tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".old", dir=parent)
@@ -311,7 +303,6 @@ def _move_into_place(tmp: Path, target: Path, parent: Path, directory: bool) -> 
         else:
             os.replace(tmp, target)
     else:
-        os.chmod(tmp, 0o644)
         os.replace(tmp, target)
 
 

@@ -22,7 +22,7 @@ class Limit:
     name: str
     env: str
     default: int
-    unit: str  # "bytes", "levels", "seconds" or "ratio"
+    unit: str  # "bytes", "levels", "rows", "seconds" or "ratio"
     what: str
 
 
@@ -54,6 +54,28 @@ LIMITS: dict[str, Limit] = {
             "bytes",
             "the decompressed bytes of a gzip input",
         ),
+        Limit(
+            "manifest-bytes",
+            "POPPROF_MAX_MANIFEST_BYTES",
+            16 << 20,
+            "bytes",
+            "a bundle's manifest.json (a real one is a few KiB)",
+        ),
+        Limit(
+            "table-rows",
+            "POPPROF_MAX_TABLE_ROWS",
+            1 << 31,
+            "rows",
+            "the rows of one table of a bundle, read from the Parquet footer before the table is read",
+        ),
+        Limit(
+            "parquet-ratio",
+            "POPPROF_MAX_PARQUET_RATIO",
+            1000,
+            "ratio",
+            "memory a bundle's table takes once read, per byte of its Parquet file, from the footer before "
+            "reading (checked above 256 MiB; real tables expand 2-100x, 60 M zero rows in 2 MB 2000x)",
+        ),
         Limit("query-seconds", "POPPROF_QUERY_SECONDS", 60, "seconds", "the run time of one `popprof query`"),
         Limit(
             "query-memory",
@@ -67,6 +89,8 @@ LIMITS: dict[str, Limit] = {
 
 #: Decompressed bytes always allowed before the gzip ratio is checked.
 GZIP_RATIO_FLOOR = 64 << 20
+#: Memory a bundle table may always take before the Parquet ratio is checked.
+PARQUET_RATIO_FLOOR = 256 << 20
 
 
 def parse_value(text: str, unit: str = "bytes") -> int:

@@ -95,7 +95,7 @@ def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
         if (sub / "profile.pop").is_file():
             entries.append((sub.name, sub / "profile.pop"))
-        elif (sub / "manifest.json").is_file():
+        elif _is_bundle_dir(sub):
             entries.append((sub.name, sub))
     for trace in sorted(path.glob("*.pvti")) + sorted(path.glob("*/*.pvti")):
         entries.append((trace.stem, trace))
@@ -103,7 +103,9 @@ def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
 
 
 def _is_bundle_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "manifest.json").is_file()
+    from .bundle import is_bundle
+
+    return is_bundle(path)
 
 
 def open_all(path: str | Path, *, config: dict | None = None, **options: object) -> dict[str, Profile]:

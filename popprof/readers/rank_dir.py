@@ -26,6 +26,7 @@ from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
 from . import chrome_trace, read_path
+from .bundle import is_bundle
 
 FORMAT = "chrome_trace"
 #: Read the files on several processes when there are at least two and they hold this many bytes.
@@ -37,7 +38,7 @@ def trace_files(path: Path) -> list[Path]:
     """The Chrome trace files directly in ``path`` (sorted by name); empty when it is not a rank directory."""
     if not path.is_dir():
         return []
-    if (path / "manifest.json").is_file() or (path / "profile.pop").is_file() or any(path.glob("*.pvti")):
+    if is_bundle(path) or (path / "profile.pop").is_file() or any(path.glob("*.pvti")):
         return []
     found = []
     for entry in sorted(path.iterdir()):

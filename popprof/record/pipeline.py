@@ -94,14 +94,20 @@ def exit_code(run: RunResult, failed_check: bool) -> int:
     return EXIT_FINDINGS if failed_check else EXIT_OK
 
 
-def default_out_dir(now: _dt.datetime | None = None) -> Path:
-    """``popprof-record-YYYYmmdd-HHMMSS`` in the current directory."""
+def default_out_dir(now: _dt.datetime | None = None, pid: int | None = None) -> Path:
+    """``popprof-record-YYYYmmdd-HHMMSS-ffffff-PID`` in the current directory: unique per run (two records
+    started in the same second by one user get different directories; :func:`prepare_out_dir` creates it
+    exclusively, so even a clash is refused rather than shared)."""
     now = now or _dt.datetime.now()
-    return Path(f"popprof-record-{now:%Y%m%d-%H%M%S}")
+    return Path(f"popprof-record-{now:%Y%m%d-%H%M%S-%f}-{os.getpid() if pid is None else pid}")
 
 
 def prepare_out_dir(out_dir: Path) -> None:
-    """Create ``out_dir``; refuse (UsageError) one that exists and is not empty: nothing is ever overwritten."""
+    """Create ``out_dir`` and its ``reports`` directory; refuse (UsageError) one that exists and is not empty.
+
+    ``reports`` is created exclusively: of two runs given the same empty directory, one gets it and the
+    other is refused, so two jobs never write their logs into one directory.
+    """
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir}: exists and is not a directory; choose another -o DIR")
     if out_dir.is_dir() and any(out_dir.iterdir()):
@@ -109,7 +115,12 @@ def prepare_out_dir(out_dir: Path) -> None:
             f"{out_dir}: exists and is not empty; choose another -o DIR (record never overwrites)"
         )
     try:
-        (out_dir / "reports").mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "reports").mkdir()
+    except FileExistsError:
+        raise UsageError(
+            f"{out_dir}: another run started using it just now; choose another -o DIR (record never shares one)"
+        ) from None
     except OSError as exc:
         raise UsageError(f"{out_dir}: cannot create the output directory ({exc.strerror or exc})") from None
 

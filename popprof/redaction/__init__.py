@@ -171,7 +171,7 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
     profiles = open_all(source)
     single = len(profiles) == 1
     result = None
-    with atomic_path(out, directory=True) as tmp:
+    with bundle_io.output_directory(out) as tmp:
         for engine, profile in profiles.items():
             redacted = redact_profile(profile, redactor)
             try:
