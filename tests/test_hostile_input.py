@@ -713,3 +713,42 @@ def test_query_formatting_is_held_to_the_limits(tmp_path):
         memory=QUERY_MEMORY,
     )
     assert "query-seconds" in run.one_error_line()
+
+
+# -- record: logs of any size are read in one streaming pass --------------------------------------------
+
+
+def test_record_finds_an_oom_message_followed_by_more_than_text_bytes(tmp_path, capsys, monkeypatch):
+    """A job whose out-of-memory message was followed by more than 256 MiB of output: the whole log was
+    skipped, record said the job left no out-of-memory message and exited 0 (a CI gate passed an OOM run)."""
+    monkeypatch.setenv("POPPROF_MAX_TEXT_BYTES", "1M")
+    script = (
+        "import sys\n"
+        "sys.stderr.write('noise line\\n' * 1000)\n"
+        "sys.stderr.write('Out of memory on tile 1: 674752 bytes used but tiles only have 638976 bytes of memory\\n')\n"
+        "sys.stderr.write(('x' * 99 + '\\n') * 30000)\n"
+        f"sys.stdout.write(open({str(SUMMARY)!r}).read())\n"
+        "sys.stdout.write(('y' * 99 + '\\n') * 30000)\n"
+    )
+    out = tmp_path / "run"
+    code = main(["record", "-o", str(out), "--no-plots", "--", sys.executable, "-c", script])
+    _, err = capsys.readouterr()
+    assert (out / "stderr.log").stat().st_size > 2 << 20
+    rec = json.loads((out / "record.json").read_text())
+    assert rec["logs"]["stderr.log"] == ["stderr.oom_log"], err
+    assert rec["logs"]["stdout.log"] == ["stdout.text_summary"], err
+    assert code == 1, err  # the tile-oom finding fails the check
+
+
+def test_streaming_windows_cover_the_text_exactly(tmp_path):
+    from popprof.readers import textload
+
+    text = "".join(f"line {i} " + "z" * (i % 97) + "\n" for i in range(20000)) + "last without end"
+    path = tmp_path / "log.txt"
+    path.write_text(text)
+    parts = list(textload.windows(path, size=4096))
+    assert "".join(t for _, t in parts) == text and len(parts) > 100
+    assert all(t.endswith("\n") for _, t in parts[:-1])
+    assert [n for n, _ in parts] == [
+        1 + "".join(t for _, t in parts[:k]).count("\n") for k in range(len(parts))
+    ]

@@ -50,8 +50,8 @@ def atomic_path(
     ``target`` is replaced only when it is empty or ``replaceable`` accepts it
     (the bundle module's test: a bundle popprof wrote that holds nothing else, or
     a set of those), never a directory of other files. This is checked before
-    anything is written (the refusal suggests ``-o TARGET/example``). ``finish(tmp)`` runs on the complete temporary directory
-    just before it is moved into place.
+    anything is written (the refusal suggests ``-o TARGET/example``). ``finish(tmp)``
+    runs on the complete temporary directory just before it is moved into place.
 
     Outputs get the modes the user's umask gives (``0666``/``0777`` less the
     umask); a regular file that is replaced keeps its own mode.

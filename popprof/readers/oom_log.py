@@ -191,6 +191,27 @@ def read(path: Path, **_options: object) -> Profile:
         found = find_messages(_load_text(path))
     finally:
         textload.release()
+    return _profile(path, found)
+
+
+def read_streaming(path: Path, **_options: object) -> Profile | None:
+    """:func:`read` for a log of any size: one streaming pass over it, in windows of whole lines, in bounded
+    memory (``popprof record`` on a job whose output after the message exceeds ``text-bytes``); ``None``
+    when the log holds no message."""
+    path = Path(path)
+    found = OomMessages()
+    for first_line, text in textload.windows(path):
+        if not any(n in text for n in NEEDLES):
+            continue
+        part = find_messages(text, first_line)
+        offset = len(found.rows)
+        found.rows += [(offset + row[0], *row[1:]) for row in part.rows]
+        found.repeated += part.repeated
+        found.problems += part.problems
+    return _profile(path, found) if found.rows or found.problems else None
+
+
+def _profile(path: Path, found: OomMessages) -> Profile:
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if not found.rows:

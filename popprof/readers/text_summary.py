@@ -856,7 +856,65 @@ def read_all(path: Path, summary: int | None = None, **_options: object) -> dict
     finally:
         textload.release()
     del text
-    sources = source_metadata(FORMAT, [path])  # hashed once for every summary of the file
+    return _profiles_of_blocks(path, blocks, messages, source_metadata(FORMAT, [path]))
+
+
+#: Lines kept before a summary's first line in a streaming pass (its label: ``Run 2 (batch 16):``).
+_LABEL_LINES = 3
+
+
+def read_all_streaming(path: Path, **_options: object) -> dict[str, Profile]:
+    """:func:`read_all` for a log of any size (``popprof record``): one streaming pass in windows of whole
+    lines finds where summaries start; each summary (with the lines just above it, for its label) is then
+    read from its own text, at most ``text-bytes`` of it, so memory stays bounded whatever the log holds.
+    ``{}`` when the log holds no summary."""
+    from ..io import limits
+
+    path = Path(path)
+    cap = limits.get("text-bytes")
+    blocks: list[_Block] = []
+    messages: list[pd.DataFrame | None] = []
+
+    def parse(region: list[str]) -> None:  # as soon as a region is complete: only its blocks are kept
+        text = "".join(region)
+        region.clear()
+        found = find_blocks(text)
+        blocks.extend(found)
+        messages.extend(_messages_by_block(path, text, found) if found else [])
+
+    region: list[str] = []
+    size = 0
+    before = ""
+    for _, text in textload.windows(path):
+        pos = 0
+        while pos < len(text):
+            if not region:  # no summary open: the next one starts a region
+                hit = _first_start(text, pos)
+                if hit is None:
+                    break
+                near = (before if hit[0] < 4096 else "") + text[max(0, hit[0] - 4096) : hit[0]]
+                label = near.splitlines(keepends=True)
+                region.append("".join(label[-_LABEL_LINES:]))
+                size = len(region[0])
+                pos = hit[0]
+            piece = text[pos : pos + cap - size]  # an open region takes text up to text-bytes
+            region.append(piece)
+            size += len(piece)
+            pos += len(piece)
+            if size >= cap:
+                parse(region)
+        before = text[-4096:]
+    if region:
+        parse(region)
+    if not blocks:
+        return {}
+    return _profiles_of_blocks(path, blocks, messages, source_metadata(FORMAT, [path]))
+
+
+def _profiles_of_blocks(
+    path: Path, blocks: list[_Block], messages: list[pd.DataFrame | None], sources: dict[str, str]
+) -> dict[str, Profile]:
+    """The Profiles of the summary ``blocks`` found in ``path``, by name (see :func:`read_all`)."""
     if len(blocks) == 1:
         profile = _profile(path, blocks, 0, path.name.split(".")[0] or path.stem, messages[0], sources)
         return {profile.name: profile}

@@ -9,9 +9,13 @@ time, until :func:`release` (called when a read ends or detection gives up).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from ..io.files import read_text_bytes
+from ..io.files import open_binary, read_text_bytes
+
+#: Bytes of a log decoded at a time by :func:`windows` (a streaming pass keeps about twice this).
+WINDOW_BYTES = 16 << 20
 
 _cached: tuple[tuple[str, int, int], str] | None = None
 
@@ -40,3 +44,32 @@ def release() -> None:
     """Forget the kept text (its memory is freed once no reader holds it)."""
     global _cached
     _cached = None
+
+
+def windows(path: Path, size: int = WINDOW_BYTES) -> Iterator[tuple[int, str]]:
+    """The whole (gunzipped) text of ``path``, whatever its size, as ``(first line number, text)`` windows.
+
+    Each window ends at a line end (unless one line is longer than a window), so a message on one
+    line is never cut in two; memory stays at about two windows. Undecodable bytes are replaced.
+    """
+    line = 1
+    carry = b""
+    with open_binary(Path(path)) as handle:
+        while True:
+            block = handle.read(size)
+            data = carry + block
+            if not block:
+                if data:
+                    yield line, data.decode("utf-8", errors="replace")
+                return
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) < size:
+                carry = data
+                continue
+            cut = cut or len(data)
+            text = data[:cut].decode("utf-8", errors="replace")
+            carry = data[cut:]
+            if line == 1:
+                text = text.lstrip("\ufeff")
+            yield line, text
+            line += text.count("\n")

@@ -142,11 +142,15 @@ def read_log(path: Path, label: str, collected: Collected) -> None:
     for each (``stdout.text_summary.run_2``). A log with nothing recognised
     gives none.
     """
+    from ..io import limits
     from ..io.files import read_head
     from ..readers import reader_modules
 
     try:
         if not path.is_file() or path.stat().st_size == 0:
+            return
+        if path.stat().st_size > limits.get("text-bytes"):
+            _read_large_log(path, label, collected)
             return
         head = read_head(path)
     except (OSError, InputError) as exc:
@@ -162,6 +166,28 @@ def read_log(path: Path, label: str, collected: Collected) -> None:
             continue
         fmt = getattr(module, "FORMAT", module.__name__.rsplit(".", 1)[-1])
         found = _read_all(module, path, collected)
+        for name, profile in found.items():
+            names.append(
+                collected.add(profile, f"{label}.{fmt}" if len(found) == 1 else f"{label}.{fmt}.{name}")
+            )
+    collected.log_profiles[path.name] = names
+
+
+def _read_large_log(path: Path, label: str, collected: Collected) -> None:
+    """A log larger than ``text-bytes`` (a job that printed gigabytes after its out-of-memory message): the
+    readers' streaming passes find its out-of-memory messages and summaries, in bounded memory."""
+    from ..readers import oom_log, text_summary
+
+    names: list[str] = []
+    for fmt, read in (
+        (text_summary.FORMAT, text_summary.read_all_streaming),
+        (oom_log.FORMAT, lambda p: {"": profile} if (profile := oom_log.read_streaming(p)) else {}),
+    ):
+        try:
+            found = read(path)
+        except PopprofError as exc:
+            collected.problems.append(str(exc))
+            continue
         for name, profile in found.items():
             names.append(
                 collected.add(profile, f"{label}.{fmt}" if len(found) == 1 else f"{label}.{fmt}.{name}")
