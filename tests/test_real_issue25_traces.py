@@ -41,3 +41,19 @@ def test_the_2021_trace_has_its_own_ids_in_the_threads_table(k2021):
     named = threads.dropna(subset=["thread_name"]).set_index("thread_name")
     assert named.loc["stream 7", "pid"] == 0
     assert named.loc["thread 25738 (python)", "tid"] == 25738
+
+
+def test_range_profiler_kernels_are_gpu_work():
+    """HTA's CUPTI range-profiler trace: 77 X events of category cuda_profiler_range on pid 0 (the GPU), no
+    'kernel' event; 77 cudaLaunchKernel calls on the host."""
+    profile = popprof.open(REAL / "cupti_range_profiler.json.gz")
+    events = profile.events
+    ranged = events[events["channel"] == "cuda_profiler_range"]
+    assert len(ranged) == 77 and ranged["device_category"].eq("compute").all()
+    assert ranged["device"].astype(str).eq("gpu:0").all()
+    doc = summarise(profile)["trace"]
+    assert [(d["device"], d["platform"]) for d in doc["devices"]] == [("gpu:0", "gpu")]
+    cpu_ops = {op["name"] for op in doc["top_cpu_ops_by_self"]}
+    assert not cpu_ops & set(ranged["name"].astype(str))
+    assert sum(k["count"] for k in doc["top_kernels"]) <= 77 and doc["top_kernels"][0]["kernel_type"]
+    assert "device_side_missing" not in doc

@@ -1251,7 +1251,11 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
 
     parsed.x = parsed.b = {}  # build_events gets the only references, so it can free them as it sorts
     rank = trace_rank(parsed.top, path)
-    extra = kineto_columns(x.pop("stream"), x.pop("corr"), x.pop("device"), x["pid"])
+    stream = x.pop("stream")
+    if RANGE_PROFILER_CHANNEL in parsed.cats:  # CUPTI range-profiler kernels: GPU work, on their tid's track
+        ranged = (x["cat"] == parsed.cats.index(RANGE_PROFILER_CHANNEL)) & np.isnan(stream)
+        stream = np.where(ranged, x["tid"].astype(np.float64), stream)
+    extra = kineto_columns(stream, x.pop("corr"), x.pop("device"), x["pid"])
     extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
     events, counts = (
         frame.build_events(  # it gets the only references: each input column is freed once reordered
@@ -1318,6 +1322,9 @@ def _read_parts(path: Path, prefix: str, workers: _Workers | None, *, with_args:
 
 #: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
 BOOKKEEPING_PROCESSES = ("Spans", "Traces")
+#: The channel of kernels recorded by CUPTI's range profiler (``cuda_profiler_range``): one X event per kernel
+#: on the GPU's pid, without ``args.stream``; read as device work with the event's tid as its stream.
+RANGE_PROFILER_CHANNEL = "cuda_profiler_range"
 _BOOKKEEPING_NAME = re.compile(
     r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$"
 )

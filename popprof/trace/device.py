@@ -36,7 +36,9 @@ HOST_WAIT = "host_wait"
 #: Every value ``events.device_category`` can take.
 EVENT_CATEGORIES: tuple[str, ...] = (*DEVICE_CATEGORIES, HOST_WAIT)
 
-_GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel)"
+#: ``cuda_profiler_range``: kernels as CUPTI's range profiler records them (one X event per kernel on the
+#: GPU's pid, with its counters in args).
+_GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel|cuda_profiler_range)"
 _COLLECTIVE = r"(?i:nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
 _SYNC_CALLS = (
     r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
@@ -58,7 +60,7 @@ CHROME_DEVICE_MAP: dict[str, str] = {
     # memset and on-device copies
     "other": r"^(?:gpu_memset|Memset|gpu_memcpy|Memcpy):|^(?:kernel|Kernel):.*(?:Memset|Memcpy DtoD)",
     # every other kernel
-    "compute": r"^(?:kernel|Kernel|gpu_op|cuda_kernel):",
+    "compute": r"^(?:kernel|Kernel|gpu_op|cuda_kernel|cuda_profiler_range):",
 }
 
 _POPLAR = r"^(?:Poplar|Drivers):"

@@ -33,7 +33,16 @@ _COMM = re.compile(r"^nccl.*Kernel")
 _MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 #: Kineto categories of kernels, memcpy and memset (HTA's idle-time breakdown reads only these).
-KERNEL_CHANNELS = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy", "mtia_ccp_events")
+KERNEL_CHANNELS = (
+    "kernel",
+    "Kernel",
+    "gpu_memset",
+    "Memset",
+    "gpu_memcpy",
+    "Memcpy",
+    "mtia_ccp_events",
+    "cuda_profiler_range",
+)
 
 
 def kernel_type(name: str) -> str:
