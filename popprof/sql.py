@@ -237,11 +237,11 @@ def _fetch(result, budget: QueryBudget) -> pd.DataFrame:
         if used > budget.memory_bytes:
             raise _ResultTooLarge
     if len(chunks) == 1:
-        return chunks[0]
+        return _whole_numbers(chunks[0], result.description or [])
     if 2 * used > budget.memory_bytes:  # concatenating holds the chunks and the whole at once
         raise _ResultTooLarge
     budget.check()
-    return pd.concat(chunks, ignore_index=True)
+    return _whole_numbers(pd.concat(chunks, ignore_index=True), result.description or [])
 
 
 #: Rows formatted at a time: the deadline and the memory budget are checked between blocks.
@@ -314,6 +314,27 @@ def _widest(column: pd.Series) -> int:
         lengths = [len(v) if isinstance(v, str | bytes) else 32 for v in column]
         return max(lengths, default=0)
     return 32
+
+
+#: DuckDB result types pandas gets as float64 although every value is whole (a SUM of integers is HUGEINT).
+_WHOLE_TYPES = ("HUGEINT", "UHUGEINT", "INT128")
+
+
+def _whole_numbers(frame: pd.DataFrame, description: Sequence) -> pd.DataFrame:
+    """Integer columns stay integers: a SUM of bytes or cycles is ``23878396``, never ``23878396.0``.
+
+    DuckDB widens integer sums to HUGEINT (and exact DECIMAL(p, 0)), which pandas receives as float64;
+    such a column becomes nullable Int64 when its values fit (docs/figures.md: counts are integers).
+    """
+    for name, type_code, *_ in description:
+        kind = str(type_code).upper()
+        whole = kind in _WHOLE_TYPES or (kind.startswith("DECIMAL") and kind.replace(" ", "").endswith(",0)"))
+        if whole and name in frame.columns and frame[name].dtype.kind == "f":
+            values = frame[name]
+            finite = values.dropna()
+            if finite.abs().max() < 2**63 if len(finite) else True:
+                frame[name] = values.astype("Int64")
+    return frame
 
 
 class _ResultTooLarge(Exception):

@@ -258,10 +258,10 @@ def load_one_profile(path: str | Path, engine: str | None = None, **options: obj
 
 
 def dumps_json(data: object) -> str:
-    """``data`` as indented JSON text with a final newline (NaN -> null)."""
-    import json
+    """``data`` as indented JSON text with a final newline (:func:`popprof.io.jsonout.dumps`)."""
+    from ..io import jsonout
 
-    return json.dumps(data, indent=2, default=_json_default, allow_nan=False) + "\n"
+    return jsonout.dumps(data)
 
 
 def echo_json(data: object, output: str | os.PathLike[str] | None = None) -> None:
@@ -269,27 +269,8 @@ def echo_json(data: object, output: str | os.PathLike[str] | None = None) -> Non
     emit(dumps_json(data), output)
 
 
-def _json_default(value: object) -> object:
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return None if np.isnan(value) else float(value)
-    if value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    return str(value)
-
-
 def clean_for_json(value: object) -> object:
-    """Replace NaN floats by None, recursively, so JSON output stays valid."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: clean_for_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean_for_json(v) for v in value]
-    return value
+    """``value`` as JSON-ready data (:func:`popprof.io.jsonout.plain`: NaN -> None, counts whole)."""
+    from ..io import jsonout
+
+    return jsonout.plain(value)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import metrics as registry
 from .._version import __version__
+from ..io import jsonout
 from ..io.atomic import refuse_overwriting_inputs, write_text_atomic
 from ..model.profile import Profile
 from ..readers.baseline import (
@@ -82,7 +83,7 @@ def baseline_document(profile: Profile) -> dict:
 
 def dumps_baseline(profile: Profile) -> str:
     """The baseline JSON text: sorted keys, two-space indent, trailing newline."""
-    return json.dumps(baseline_document(profile), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return jsonout.dumps(baseline_document(profile), sort_keys=True)
 
 
 def write_baseline(profile: Profile, out: str | os.PathLike[str], *, protect: list = ()) -> Path:

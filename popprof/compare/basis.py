@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
+from ..model.profile import Profile
+
 #: Per family: the metric giving the number of iterations, its unit, and the metrics that add up over them
 #: (a name ending in "." is a family prefix).
 FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -20,6 +24,7 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "profiler step",
         (
             "trace.span_us",
+            "trace.recorded_span_us",
             "trace.event_count",
             "trace.device_busy_us",
             "trace.device_idle_us",
@@ -109,3 +114,51 @@ def normalise(values: dict[str, float | None], bases: dict[str, Basis], side: st
             if value is not None and _additive(name, FAMILIES[family][2]):
                 out[name] = value / divisor
     return out
+
+
+# -- the basis of IPU step cycles -------------------------------------------------------------------------
+
+
+def steps_per_step_busiest(profile: Profile) -> bool:
+    """True when ``profile``'s steps hold one row per step for a target of several IPUs.
+
+    An SDK 1.x JSON execution profile records each step once, with the cycles of its busiest IPU;
+    a profile.pop (or its bundle) records each step on every IPU. Their totals are on different
+    bases (the sum of per-step maxima against a sum over IPUs) until one is put on the other's.
+    """
+    if not profile.has("steps") or profile.steps.empty:
+        return False
+    ipus = profile.target_value("num_ipus")
+    return bool(ipus and int(ipus) > 1 and profile.steps["ipu"].nunique() == 1)
+
+
+def busiest_ipu_per_step(profile: Profile) -> Profile:
+    """A copy of ``profile`` whose steps keep, per (run, step), the row of the IPU with the most cycles.
+
+    The rows are given IPU 0, as an SDK 1.x JSON profile has them, so every execution figure
+    (totals, categories, programs) is on the per-step-busiest basis on both sides.
+    """
+    steps = profile.steps
+    cycles = steps["cycles"].astype("float64").fillna(-1.0)
+    order = cycles.groupby([steps["run"], steps["step"]], sort=False).idxmax()
+    reduced = steps.loc[order.to_numpy()].sort_values(["run", "step"], kind="stable").reset_index(drop=True)
+    reduced["ipu"] = pd.Series(0, index=reduced.index, dtype=steps["ipu"].dtype)
+    out = profile.copy(profile.name)
+    out.set_table("steps", reduced)
+    return out
+
+
+def on_one_step_basis(base: Profile, new: Profile) -> tuple[Profile, Profile, str | None]:
+    """``base`` and ``new`` with their step cycles on one basis, and the note saying what was done."""
+    b, n = steps_per_step_busiest(base), steps_per_step_busiest(new)
+    if b == n or not base.has("steps") or not new.has("steps"):
+        return base, new, None
+    side = "new" if b else "base"
+    note = (
+        f"execution figures on one basis: the {'base' if b else 'new'} profile records each step once, on its "
+        f"busiest IPU (SDK 1.x JSON), so the {side} profile's steps were reduced to the busiest IPU of each "
+        "step before comparing (cycle totals are sums of per-step maxima on both sides)"
+    )
+    if b:
+        return base, busiest_ipu_per_step(new), note
+    return busiest_ipu_per_step(base), new, note

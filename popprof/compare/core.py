@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as registry
+from ..io import units
 from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
 from .baseline import is_baseline, metric_values
-from .basis import Basis, choose, normalise
+from .basis import Basis, choose, normalise, on_one_step_basis
 
 #: Default relative tolerance under which a program / event total counts as "unchanged".
 DEFAULT_TOLERANCE = 0.01
@@ -93,6 +94,8 @@ class ProfileDiff:
     new_target: dict[str, object] = field(default_factory=dict)
     tolerance: float = DEFAULT_TOLERANCE
     basis: dict[str, Basis] = field(default_factory=dict)
+    #: The latest :func:`popprof.compare.gate.gate` verdict on this diff (None until it is gated).
+    gate_result: object | None = field(default=None, repr=False, compare=False)
 
     def changed_metrics(self, include_unchanged: bool = False) -> pd.DataFrame:
         """Metrics ordered biggest relative change first (compared ones, then one-sided ones)."""
@@ -134,14 +137,31 @@ class ProfileDiff:
         return bool((self.metrics["status"] != "unchanged").any())
 
     def _repr_html_(self) -> str:
+        """The diff in Jupyter: the gate verdict when gated, notes, and the changed metrics with units."""
+        esc = html.escape
+        verdict = getattr(self.gate_result, "verdict", None)
+        colour = "#2ca02c" if getattr(self.gate_result, "passed", True) else "#d62728"
+        head = f"<div><b>popprof diff</b> <code>{esc(self.base_name)}</code> &rarr; <code>{esc(self.new_name)}</code>"
+        gate = f"<p style='color:{colour}'><b>{esc(verdict)}</b></p>" if verdict else ""
+        notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
         changed = self.changed_metrics()
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return (
-            f"<div><b>popprof diff</b> <code>{html.escape(self.base_name)}</code> &rarr; "
-            f"<code>{html.escape(self.new_name)}</code>"
-            f"{f'<ul>{notes}</ul>' if notes else ''}"
-            f"{changed.to_html(index=False) if len(changed) else '<p>no metric changed</p>'}</div>"
+        rows = "".join(
+            "<tr>"
+            f"<td><code>{esc(r.name)}</code></td>"
+            f"<td style='text-align:right'>{esc(units.value(r.base, r.unit, missing='—'))}</td>"
+            f"<td style='text-align:right'>{esc(units.value(r.new, r.unit, missing='—'))}</td>"
+            f"<td style='text-align:right'>{esc(units.change(r.abs_change, r.unit))}</td>"
+            f"<td style='text-align:right'>{esc(units.relative(r.rel_change))}</td>"
+            f"<td>{esc(_status_word(r.status, r.worse))}</td></tr>"
+            for r in changed.itertuples(index=False)
         )
+        table = (
+            "<table><tr><th>metric</th><th>base</th><th>new</th><th>change</th><th>rel</th><th></th></tr>"
+            f"{rows}</table>"
+            if rows
+            else "<p>no metric changed</p>"
+        )
+        return f"{head}{gate}{f'<ul>{notes}</ul>' if notes else ''}{table}</div>"
 
 
 def diff(
@@ -166,10 +186,20 @@ def diff(
     unavailable: dict[str, str] = {}
     base_target, new_target = _target(base), _target(new)
     notes.extend(_target_notes(base_target, new_target))
+    same_format = base.source_format == new.source_format or is_baseline(base) or is_baseline(new)
+    if not same_format:
+        notes.append(
+            f"a comparison across formats ({base.source_format} -> {new.source_format}): figures one source "
+            "cannot fill are 'not in base' / 'not in new', never 0, and figures on different bases are put on "
+            "one basis first or not compared"
+        )
+    base, new, step_note = on_one_step_basis(base, new)
+    if step_note:
+        notes.append(step_note)
     base_values, new_values = metric_values(base), metric_values(new)
     basis = choose(base_values, new_values)
     metrics_frame = _diff_metrics(
-        normalise(base_values, basis, "base"), normalise(new_values, basis, "new"), notes
+        normalise(base_values, basis, "base"), normalise(new_values, basis, "new"), notes, same_format
     )
 
     baseline_side = [side for side, p in (("base", base), ("new", new)) if is_baseline(p)]
@@ -253,8 +283,10 @@ def _target_notes(base: dict[str, object], new: dict[str, object]) -> list[str]:
 # -- metrics ------------------------------------------------------------------
 
 
-def _diff_metrics(b: dict[str, float | None], n: dict[str, float | None], notes: list[str]) -> pd.DataFrame:
-    families = _family_members(b, n, notes)
+def _diff_metrics(
+    b: dict[str, float | None], n: dict[str, float | None], notes: list[str], same_format: bool = True
+) -> pd.DataFrame:
+    families = _family_members(b, n, notes, same_format)
     rows = []
     for name in sorted(set(b) | set(n)):
         bv, nv = b.get(name), n.get(name)
@@ -305,14 +337,16 @@ def _diff_metrics(b: dict[str, float | None], n: dict[str, float | None], notes:
 
 
 def _family_members(
-    b: dict[str, float | None], n: dict[str, float | None], notes: list[str]
+    b: dict[str, float | None], n: dict[str, float | None], notes: list[str], same_format: bool = True
 ) -> dict[str, tuple[bool, bool, bool]]:
     """For each family member: (present in base, present in new, family comparable).
 
     A family lists only the members a profile has (e.g. memory categories with
     bytes), so a member one side lacks is 0 there, provided both sides
-    evaluated the family and share at least one member; when they share none
-    (sources name categories differently), the members are not compared.
+    evaluated the family, share at least one member and come from the same format;
+    when they share none (sources name categories differently), the members are not
+    compared, and across formats a member one side lacks is "not in" that side (its
+    source may not record it), never 0.
     """
     out: dict[str, tuple[bool, bool, bool]] = {}
     by_family: dict[str, tuple[set[str], set[str]]] = {}
@@ -326,8 +360,8 @@ def _family_members(
         if name in n:
             sides[1].add(name)
     for family, (in_b, in_n) in by_family.items():
-        comparable = bool(in_b & in_n)
-        if in_b and in_n and not comparable:
+        comparable = bool(in_b & in_n) and same_format
+        if in_b and in_n and not in_b & in_n:
             notes.append(
                 f"{family}* members do not overlap between the profiles (their sources name them "
                 "differently): not compared"
@@ -599,3 +633,17 @@ def _diff_liveness(base: Profile, new: Profile, unavailable: dict[str, str]) -> 
     )
     frame["change_bytes"] = frame["new_bytes"] - frame["base_bytes"]
     return frame
+
+
+def _status_word(status: str, worse: object) -> str:
+    """A metric row's status in words: ``worse`` / ``better``, ``only in base`` / ``only in new``, ..."""
+    if status == "missing_base":
+        return "only in new"
+    if status == "missing_new":
+        return "only in base"
+    known = worse is not None and not pd.isna(worse)
+    if known and bool(worse):
+        return f"{status} worse" if status in ("added", "removed") else "worse"
+    if known and status != "unchanged":
+        return f"{status} better" if status in ("added", "removed") else "better"
+    return "" if status == "changed" else status

@@ -6,10 +6,11 @@ writers read their figures from the same diff. Non-finite changes are null.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import pandas as pd
+
+from ..io import jsonout
 
 if TYPE_CHECKING:
     from .core import ProfileDiff
@@ -28,18 +29,13 @@ def liveness_changed(lv: pd.DataFrame) -> int:
 def records(frame: pd.DataFrame) -> list[dict]:
     out = []
     for rec in frame.to_dict(orient="records"):
-        out.append({k: jsonable(v) for k, v in rec.items()})
+        out.append(jsonout.plain(rec))
     return out
 
 
 def jsonable(value: object) -> object:
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if hasattr(value, "item"):
-        return jsonable(value.item())
-    return value
+    """One value JSON-ready (:func:`popprof.io.jsonout.plain`)."""
+    return jsonout.plain(value)
 
 
 def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10) -> dict:

@@ -415,9 +415,11 @@ def gate(
     gaps_frame = pd.DataFrame(gaps, columns=GAP_COLUMNS)
     checks_frame = pd.DataFrame(checks, columns=CHECK_COLUMNS)
     passed = violations_frame.empty and (not strict or gaps_frame.empty)
-    return GateResult(
+    verdict = GateResult(
         passed, violations_frame, gaps_frame, checks_frame, not_applicable, strict, budget.source, unknown
     )
+    result.gate_result = verdict  # the diff shows its latest verdict (in Jupyter: ProfileDiff._repr_html_)
+    return verdict
 
 
 def _known_pattern(pattern: str) -> bool:

@@ -15,28 +15,83 @@ from ..trace import activity
 from ..trace.activity import device_union, interval_union
 from ..trace.device import DEVICE_CATEGORIES
 from . import metric, metric_family
+from .devices import device_breakdown
 
 #: The name PyTorch's profiler gives each step's annotation: ``ProfilerStep#12``.
 STEP_PREFIX = "ProfilerStep#"
 
 
+def work_union(profile: Profile) -> activity.Union | None:
+    """The union of the trace's events without the profiler's bookkeeping (``events.bookkeeping``).
+
+    Its ``first_start`` is the trace's **time origin**: every time shown to people is an offset
+    from it (``docs/figures.md``); its ``span`` is ``trace.span_us``.
+    """
+
+    def build() -> activity.Union | None:
+        events = profile.events
+        real = ~activity.is_bookkeeping(events)
+        if not real.any():
+            return None
+        return interval_union(events["start_us"].to_numpy()[real], events["dur_us"].to_numpy()[real])
+
+    return profile.cached("trace.work_union", build)
+
+
+def time_origin(profile: Profile) -> float | None:
+    """The start of the first event that is not profiler bookkeeping (absolute, microseconds), or None."""
+    if profile.get("events") is None or profile.events.empty:
+        return None
+    union = work_union(profile)
+    return None if union is None else float(union.first_start)
+
+
 @metric(
-    "trace.span_us", "us", "trace length: first event start to last event end", needs=("events",), better=None
+    "trace.span_us",
+    "us",
+    "trace length: first event start to last event end, the profiler's bookkeeping left out",
+    needs=("events",),
+    better=None,
 )
 def span_us(profile: Profile) -> float | None:
+    union = work_union(profile)
+    return None if union is None else float(union.span)
+
+
+@metric(
+    "trace.recorded_span_us",
+    "us",
+    "the profiler's whole recording: first event start to last event end, bookkeeping included",
+    needs=("events",),
+    better=None,
+)
+def recorded_span_us(profile: Profile) -> float | None:
     events = profile.events
     union = interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
-    return None if union is None else union.span
+    return None if union is None else float(union.span)
 
 
-@metric("trace.event_count", "events", "trace events", needs=("events",), better=None)
+@metric("trace.event_count", "events", "trace events (bookkeeping included)", needs=("events",), better=None)
 def event_count(profile: Profile) -> float | None:
     return float(len(profile.events))
 
 
-@metric("trace.thread_count", "threads", "threads with events", needs=("events",), better=None)
+def thread_keys(events: pd.DataFrame) -> pd.DataFrame:
+    """The distinct (rank, pid, tid) of the events that are not bookkeeping (rank -1 when unknown)."""
+    real = events[~activity.is_bookkeeping(events)]
+    rank = real["rank"].fillna(-1).astype("int64") if "rank" in real.columns else pd.Series(-1, real.index)
+    return real[["pid", "tid"]].assign(rank=rank.to_numpy()).drop_duplicates()
+
+
+@metric(
+    "trace.thread_count",
+    "threads",
+    "threads with events (a thread per rank, pid and tid; bookkeeping left out)",
+    needs=("events",),
+    better=None,
+)
 def thread_count(profile: Profile) -> float | None:
-    return float(profile.events[["pid", "tid"]].drop_duplicates().shape[0])
+    return float(len(thread_keys(profile.events)))
 
 
 @metric(
@@ -54,7 +109,8 @@ def device_busy_us(profile: Profile) -> float | None:
 @metric(
     "trace.device_idle_share",
     "ratio",
-    "share of the device-active span with no device event running",
+    "share of the device-active span (first device event on any device to the last) with no device event "
+    "running",
     needs=("events",),
 )
 def device_idle_share(profile: Profile) -> float | None:
@@ -62,6 +118,22 @@ def device_idle_share(profile: Profile) -> float | None:
     if union is None or union.span <= 0:
         return None
     return union.idle / union.span
+
+
+@metric(
+    "trace.device_window_idle_share",
+    "ratio",
+    "share of each device's own window (its first to last work item, HolisticTraceAnalysis's window) with no "
+    "work running, pooled over devices (the per-device table's idle)",
+    needs=("events",),
+)
+def device_window_idle_share(profile: Profile) -> float | None:
+    table = device_breakdown(profile)
+    if table.empty or "idle_us" not in table.columns:
+        return None
+    table = table.dropna(subset=["idle_us", "span_us"])
+    window = float(table["span_us"].sum())
+    return None if window <= 0 else min(float(table["idle_us"].sum()) / window, 1.0)
 
 
 @metric(

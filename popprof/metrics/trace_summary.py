@@ -25,6 +25,7 @@ from ..trace.activity import (
 )
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions, self_time
+from . import trace as trace_metrics
 
 
 def event_self_time(events: pd.DataFrame) -> np.ndarray:
@@ -65,14 +66,14 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     dur = events["dur_us"].fillna(0.0)
     bookkeeping = is_bookkeeping(events)
     real = events[~bookkeeping]
-    union = interval_union(real["start_us"].to_numpy(), real["dur_us"].to_numpy()) if len(real) else None
     ranks = sorted(int(r) for r in np.unique(_ranks(events)) if r >= 0)
     out: dict[str, object] = {
-        "events": int(len(events)),
-        "threads": int(real[["pid", "tid"]].assign(rank=_ranks(real)).drop_duplicates().shape[0]),
+        "events": int(trace_metrics.event_count(profile)),
+        "threads": int(trace_metrics.thread_count(profile)),
         "ranks": ranks,
-        "span_us": None if union is None else union.span,
-        "start_us": None if union is None else union.first_start,
+        "span_us": trace_metrics.span_us(profile),
+        "recorded_span_us": trace_metrics.recorded_span_us(profile),
+        "start_us": trace_metrics.time_origin(profile),
         "bookkeeping_events": int(bookkeeping.sum()),
     }
     out["busiest_threads"] = _busiest_threads(profile, real, dur[~bookkeeping], out["span_us"], top)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..io import units
+from ..metrics import execution as ex
 from ..model.profile import Profile
 from ..model.schema import STEP_CATEGORIES
 from ._common import (
@@ -179,12 +181,18 @@ def execution(
         "execution step (global index)" + (f"; {width_steps} steps per bin" if width_steps > 1 else "")
     )
     clock = profile.target_value("clock_hz")
-    total_ms = (
-        f", {float(totals.sum()) / float(clock) * 1e3:,.2f} ms at {float(clock) / 1e9:.2f} GHz"
-        if clock
-        else ""
+    # the run length as summary, baseline and diff define it (execution.total_time_us: the busiest IPU),
+    # or the one IPU's time when the plot shows one IPU
+    run_us = (
+        float(totals.sum()) / float(clock) * 1e6 if ipu is not None and clock else ex.total_time_us(profile)
     )
-    top.set_title(title_of(profile, f"Execution: cycles by category ({len(per_step):,} steps{total_ms})"))
+    run = (
+        ""
+        if run_us is None
+        else f"; run {units.duration(run_us)}"
+        + (f" on IPU {ipu}" if ipu is not None else " on the busiest IPU")
+    )
+    top.set_title(title_of(profile, f"Execution: cycles by category ({len(per_step):,} steps{run})"))
     top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
     return fig
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import units
+from ..metrics.trace import time_origin
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ..trace.intervals import merge_intervals
@@ -175,10 +176,13 @@ def timeline(
     time each overlaps the stall; events under 1 % of the stall are left out).
     ``window_us`` limits the view to a time range (µs, as in the events table). At most
     ``max_lanes`` host lanes are drawn (the busiest).
-    Returns the Figure; x is milliseconds since the first event.
+    Returns the Figure; x is milliseconds since the trace's time origin (its first event that is not
+    profiler bookkeeping, as in ``check`` messages).
     """
     all_lanes = lanes(profile)
-    origin = min(float(frame["start_us"].min()) for _, frame in all_lanes)
+    first = min(float(frame["start_us"].min()) for _, frame in all_lanes)
+    origin = time_origin(profile)
+    origin = first if origin is None else origin  # the trace's time origin (docs/figures.md)
     device = [lane for lane in all_lanes if lane[0].startswith(DEVICE_LANE)]
     host = [lane for lane in all_lanes if not lane[0].startswith(DEVICE_LANE)]
     if len(host) > max_lanes:
@@ -259,7 +263,7 @@ def timeline(
             gid="stall-label",
             annotation_clip=False,
         )
-    ax.set_xlabel(f"time since trace start (ms; start = {origin:,.0f} µs)")
+    ax.set_xlabel("time since the trace start (ms; the first event that is not profiler bookkeeping)")
     ax.grid(axis="x", alpha=0.3)
     stalled = f", {len(windows)} stall{'s' if len(windows) != 1 else ''}" if windows else ""
     what = (

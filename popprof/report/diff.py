@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
-from ..io import units
+from ..io import jsonout, units
 from . import junit
 from . import markdown as md
 
@@ -214,7 +212,7 @@ def render_json(
     result: ProfileDiff, gate_result: GateResult | None = None, *, top: int = 10, **_: object
 ) -> str:
     """The diff as indented JSON."""
-    return json.dumps(to_dict(result, gate_result, top=top), indent=2, allow_nan=False) + "\n"
+    return jsonout.dumps(to_dict(result, gate_result, top=top))
 
 
 # -- Markdown -----------------------------------------------------------------
@@ -395,7 +393,7 @@ def render_many(
             "passed": all(g.passed for _, _, g in results if g is not None),
             "engines": {name: to_dict(r, g, top=top) for name, r, g in results},
         }
-        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+        return jsonout.dumps(doc)
     if fmt == "junit":
         gated = any(g is not None for _, _, g in results)
         return junit.render([junit_suite(r, g, name) for name, r, g in results], _junit_root(gated))

@@ -7,9 +7,9 @@ All renderers take the list of per-profile :class:`Findings` of one
 from __future__ import annotations
 
 import io
-import json
 
 from .._version import __version__
+from ..io import jsonout, units
 from ..rules.base import SEVERITIES, Finding, Findings, severity_rank
 from . import junit
 from . import markdown as md
@@ -76,7 +76,13 @@ def where_text(where: dict, limit: int = 5) -> str:
         parts.append(f"liveness step {a:,}" if a == b else f"liveness steps {a:,}-{b:,}")
     if where.get("time_us"):
         a, b = where["time_us"]
-        parts.append(f"time {a:,.0f}-{b:,.0f} us")
+        origin = where.get("origin_us")
+        if origin is None:  # a finding made without a trace origin: the times as the events table has them
+            parts.append(f"time {units.count(a)}-{units.count(b)} us")
+        else:
+            parts.append(
+                f"time {units.offset(a - origin)} to {units.offset(b - origin)} from the trace start"
+            )
     if where.get("threads"):
         parts.append("threads " + listing(where["threads"]))
     if where.get("programs"):
@@ -184,13 +190,7 @@ def to_json_dict(results: list[Findings], fail_on: str = "error") -> dict:
 
 def render_json(results: list[Findings], fail_on: str = "error") -> str:
     """Findings as indented JSON (NaN becomes null)."""
-    return json.dumps(to_json_dict(results, fail_on), indent=2, allow_nan=False, default=_default) + "\n"
-
-
-def _default(value: object) -> object:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
+    return jsonout.dumps(to_json_dict(results, fail_on))
 
 
 # -- Markdown ---------------------------------------------------------------

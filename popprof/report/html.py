@@ -24,6 +24,7 @@ from ..io import units
 from ..io.atomic import write_text_atomic
 from ..model.errors import PopprofError
 from ..model.profile import Profile
+from .findings import where_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -46,6 +47,7 @@ KEY_METRICS: tuple[str, ...] = (
     "trace.thread_count",
     "trace.device_busy_us",
     "trace.device_idle_share",
+    "trace.device_window_idle_share",
     "trace.device_idle_us",
 )
 
@@ -137,21 +139,6 @@ def summary_html(profile: Profile) -> str:
     )
 
 
-def _where_text(where: Mapping[str, Any] | None) -> str:
-    parts = []
-    for key, value in (where or {}).items():
-        if isinstance(value, list | tuple):
-            shown = ", ".join(units.number(v) for v in list(value)[:8])
-            if isinstance(value, tuple) and len(value) == 2 and key in {"steps", "time_us", "liveness_steps"}:
-                shown = f"{units.number(value[0])} – {units.number(value[1])}"
-            elif len(value) > 8:
-                shown += f", … ({len(value)} in all)"
-        else:
-            shown = str(value)
-        parts.append(f"{key}: {shown}")
-    return "; ".join(parts)
-
-
 def findings_html(findings: Any) -> str:
     """Every finding (severity, rule id, title, message, where, advice, evidence) and the rules not evaluated."""
     if findings is None:
@@ -173,7 +160,7 @@ def findings_html(findings: Any) -> str:
             f"<code>{_e(f.rule_id)}</code> <b>{_e(f.title)}</b></p>",
             f"<p class='message'>{_e(f.message)}</p>",
         ]
-        where = _where_text(getattr(f, "where", None))
+        where = where_text(getattr(f, "where", None) or {})
         if where:
             block.append(f"<p class='where'>where: {_e(where)}</p>")
         if getattr(f, "advice", ""):

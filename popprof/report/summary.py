@@ -147,14 +147,14 @@ def _who(row: dict) -> str:
 def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
     """The per-device table as text lines (GPU traces and IPU profiles alike)."""
     gpu = any(d.get("platform") == "gpu" for d in devices)
-    title = "Devices (share of each device's span" + (
+    title = "Devices (share of each device's own window, its first to last work item" + (
         "; GPU figures as HolisticTraceAnalysis defines them)" if gpu else ")"
     )
     lines = [
         "",
         f"{indent}{title}",
         f"{indent}  {'rank':>4}  {'device':<7} {'span':>10}  {'busy':>7} {'idle':>7} {'compute':>8} "
-        f"{'comm':>7} {'memory':>7} {'overlap':>8} {'host wait':>9}",
+        f"{'exchange':>8} {'memory':>7} {'overlap':>8} {'host wait':>9}",
     ]
     for d in devices:
         busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
@@ -164,14 +164,14 @@ def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
             f"{units.value(busy, '%', missing='-'):>7} "
             f"{units.value(d.get('idle_pct'), '%', missing='-'):>7} "
             f"{units.value(d.get('compute_pct'), '%', missing='-'):>8} "
-            f"{units.value(d.get('communication_pct'), '%', missing='-'):>7} "
+            f"{units.value(d.get('communication_pct'), '%', missing='-'):>8} "
             f"{units.value(d.get('memory_pct'), '%', missing='-'):>7} "
             f"{units.value(d.get('comm_comp_overlap_pct'), '%', missing='-'):>8} "
             f"{units.value(d.get('host_wait_pct'), '%', missing='-'):>9}"
         )
     lines.append(
-        f"{indent}  comm = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
-        "memory = memcpy/memset (IPU: host I/O);"
+        f"{indent}  exchange = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
+        "memory = copies and memsets (HTA's MEMORY = host_io + other below; IPU: host I/O);"
     )
     lines.append(
         f"{indent}  overlap = communication overlapped by compute; host wait = host blocked in sync calls"
@@ -189,8 +189,15 @@ def render_trace_text(tr: dict) -> list[str]:
         head += f", rank {ranks[0]}"
     lines = ["", "Trace", f"  {head}; {units.duration(tr.get('span_us'))} from the first event to the last"]
     if tr.get("bookkeeping_events"):
+        recorded = tr.get("recorded_span_us")
+        whole = (
+            f"; with them the recording spans {units.duration(recorded)}"
+            if recorded is not None and units.duration(recorded) != units.duration(tr.get("span_us"))
+            else ""
+        )
         lines.append(
-            f"  ({tr['bookkeeping_events']:,} profiler bookkeeping events left out of the figures below)"
+            f"  ({tr['bookkeeping_events']:,} profiler bookkeeping events left out of the span and the figures "
+            f"below{whole})"
         )
     devices = tr.get("devices") or []
     if devices:
@@ -260,11 +267,11 @@ def render_trace_text(tr: dict) -> list[str]:
     act = tr.get("device_activity") or {}
     if act.get("by_category"):
         cats = ", ".join(f"{c} {units.duration(v['total_us'])}" for c, v in act["by_category"].items())
-        lines += ["", f"  Device time by category: {cats}"]
+        lines += ["", f"  Device time by category: {cats} (other = memsets and on-device copies)"]
         if act.get("active_span_us"):
             lines.append(
-                f"  Device busy {units.duration(act['busy_us'])} of an active span of "
-                f"{units.duration(act['active_span_us'])} (idle {units.percent(act['idle_share'])}, "
-                f"{act['idle_gaps']:,} gaps)"
+                f"  Device busy {units.duration(act['busy_us'])} of the device-active span "
+                f"{units.duration(act['active_span_us'])} (first device event on any device to the last; "
+                f"idle {units.percent(act['idle_share'])}, {act['idle_gaps']:,} gaps)"
             )
     return lines

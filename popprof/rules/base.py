@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..io import units
+from ..io import jsonout, units
+from ..metrics.trace import time_origin
 from ..model.errors import NotEvaluated, UsageError
 from ..model.profile import NEEDS_HINT, Profile
 
@@ -68,7 +69,7 @@ class Finding:
             "message": self.message,
             "value": _num(self.value),
             "threshold": _num(self.threshold),
-            "where": {k: _plain(v) for k, v in self.where.items()},
+            "where": jsonout.plain(self.where),
             "advice": self.advice,
         }
 
@@ -78,14 +79,6 @@ def _num(value: float | None) -> float | None:
         return None
     value = float(value)
     return None if math.isnan(value) else value
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item"):  # numpy scalar
-        return value.item()
-    return value
 
 
 @dataclass(frozen=True)
@@ -474,5 +467,25 @@ def check(
                 result.items.extend(found)
                 continue
         result.not_evaluated.append((r.id, reason))
+    _add_time_origin(profile, result.items)
     result.items.sort(key=lambda f: -severity_rank(f.severity))  # stable: rule order within a severity
     return result
+
+
+#: ``where`` keys holding absolute trace times (microseconds, as in the events table).
+TIME_KEYS = ("time_us", "phases")
+
+
+def _add_time_origin(profile: Profile, items: list[Finding]) -> None:
+    """Give each finding that points at trace times the trace's time origin (``where["origin_us"]``).
+
+    The times stay absolute in JSON; text shows them as offsets from this origin (``docs/figures.md``).
+    """
+    if not any(key in f.where for f in items for key in TIME_KEYS):
+        return
+    origin = time_origin(profile)
+    if origin is None:
+        return
+    for f in items:
+        if any(key in f.where for key in TIME_KEYS):
+            f.where.setdefault("origin_us", origin)

@@ -13,6 +13,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device
+from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import (
     DeviceActivity,
@@ -119,11 +120,12 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     host = host_events(profile)
     labels = thread_labels(profile)
     n = int(params["top"])
+    origin = time_origin(profile) or 0.0
     frames, texts, threads = [], [], []
     causes = _idle_causes(profile)
     for share, activity, gs, ge in per_device:
         gaps, text, top_threads = _attribute_gaps(
-            activity, gs, ge, share, host.of_rank(activity.rank), labels, n, params
+            activity, gs, ge, share, host.of_rank(activity.rank), labels, n, params, origin
         )
         cause = causes.get((activity.rank, activity.device))
         if cause:
@@ -205,9 +207,10 @@ def _attribute_gaps(
     labels: dict,
     n: int,
     params: dict,
+    origin: float,
 ) -> tuple[pd.DataFrame, str, list[str]]:
     """The gaps of one device with the host work in them (evidence rows), the sentence describing them, and
-    the threads with the most host work in the gaps."""
+    the threads with the most host work in the gaps; times are offsets from ``origin`` (the trace's)."""
     t0, t1 = activity.span
     span = t1 - t0
     idle = float((ge - gs).sum())
@@ -291,7 +294,7 @@ def _attribute_gaps(
         f"{who}idle {units.duration(idle)} = {units.percent(share)} of its active span {units.duration(span)} in "
         f"{len(gaps):,} gap(s) >= {units.duration(params['min_gap_us'])} ({severity} at >= "
         f"{units.limit_percent(threshold)}); longest {units.duration(longest['dur_us'])} at "
-        f"{units.offset(longest['start_us'] - t0)}"
+        f"{units.offset(longest['start_us'] - origin)}"
     )
     if pd.notna(longest["top_label"]):
         message += f" (host in '{longest['top_label']}')"
@@ -372,14 +375,15 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     )
     n = int(params["top"])
     top = found.iloc[0]
-    t0 = spans[None if pd.isna(top["rank"]) else int(top["rank"])].span[0]
+    origin = time_origin(profile) or 0.0
     where_idle = f" on {worst_label}" if worst_label else ""
     message = (
         f"{len(found):,} host event(s) >= {units.duration(params['min_us'])} with the device idle for >= "
         f"{units.limit_percent(params['idle_share'])} of each; device idle {units.duration(merged_idle)} during them "
         f"= {units.percent(total_share)} of the active span{where_idle} ({severity} at >= "
         f"{units.limit_percent(threshold)}); longest "
-        f"'{top['name']}' on {top['thread']}: {units.duration(top['dur_us'])} at {units.offset(top['start_us'] - t0)}"
+        f"'{top['name']}' on {top['thread']}: {units.duration(top['dur_us'])} at "
+        f"{units.offset(top['start_us'] - origin)}"
         "; by label: "
         + ", ".join(f"'{k}' {int(c)}x {units.duration(v)}" for k, (c, v) in by_name.head(n).iterrows())
     )

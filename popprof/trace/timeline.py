@@ -33,6 +33,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ..io import jsonout
 from ..io.atomic import atomic_path
 from ..model.profile import Profile
 
@@ -130,12 +131,6 @@ THREAD_METADATA = (
 )
 
 
-def _plain_value(value: object) -> object:
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return None
-    return value.item() if hasattr(value, "item") else value
-
-
 def _thread_records(profile: Profile) -> Iterator[bytes]:
     threads = profile.get("threads")
     if threads is None:
@@ -149,14 +144,14 @@ def _thread_records(profile: Profile) -> Iterator[bytes]:
     out = []
     for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):  # a few rows per process
         for kind, col, key in PROCESS_METADATA:
-            value = _plain_value(column[col][i])
+            value = jsonout.plain(column[col][i])
             if value is not None and (kind, pid) not in written:
                 written.add((kind, pid))
                 out.append(
                     orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": 0, "args": {key: value}})
                 )
         for kind, col, key in THREAD_METADATA:
-            value = _plain_value(column[col][i])
+            value = jsonout.plain(column[col][i])
             if value is not None:
                 out.append(
                     orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}})
