@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
+from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import DeviceActivity, category_mask, device_activities, window_sums
 from . import execution_totals
@@ -208,10 +209,11 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     worst = max(chosen, key=lambda ph: ph["share"])
     severity, threshold = band(worst["share"], params["moderate"], params["high"])
     listed = []
+    origin = time_origin(profile) or 0.0
     for ph in chosen:
         who = f"{ph['label']} " if ph["label"] else ""
         text = (
-            f"{who}{units.duration(ph['lo'] - ph['t0'])}-{units.duration(ph['hi'] - ph['t0'])} into its activity: "
+            f"{who}{units.offset(ph['lo'] - origin)} to {units.offset(ph['hi'] - origin)} from the trace start: "
             f"{units.percent(ph['share'])} of {units.duration(ph['total_us'])} busy"
         )
         if ph["dominant"]:
