@@ -752,3 +752,99 @@ def test_streaming_windows_cover_the_text_exactly(tmp_path):
     assert [n for n, _ in parts] == [
         1 + "".join(t for _, t in parts[:k]).count("\n") for k in range(len(parts))
     ]
+
+
+# -- option files and config-named files: the input guard; regexes in bounded time --------------------------
+
+
+def test_a_catastrophic_device_map_regex_in_a_parent_config_is_one_line(tmp_path):
+    """`(a+)+$` in a parent directory's popprof.toml hung summary/query on one 37-character event name."""
+    trace = tmp_path / "t.json"
+    trace.write_text(
+        json.dumps(
+            {"traceEvents": [{"ph": "X", "name": "a" * 36 + "b", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}
+        )
+    )
+    (tmp_path / "popprof.toml").write_text('[device_map]\ncompute = "(a+)+$"\n')
+    work = tmp_path / "sub"
+    work.mkdir()
+    for args in (["summary", trace], ["query", trace, "SELECT count(*) FROM events"]):
+        run = run_limited(*args, cwd=work, seconds=60, memory=QUERY_MEMORY)
+        line = run.one_error_line()
+        assert "device map: compute" in line and "exponential" in line, line
+    run = run_limited("summary", trace, "--device-map", '{"compute": "(x|x)*y"}', cwd=tmp_path, seconds=60)
+    assert "exponential" in run.one_error_line()
+
+
+def test_bounded_patterns_refuse_the_shapes_and_keep_the_built_in_maps():
+    from popprof.io.patterns import compile_bounded
+    from popprof.model.errors import UsageError
+    from popprof.trace.device import DEFAULT_MAPS
+
+    for table in DEFAULT_MAPS.values():
+        for category, pattern in table.items():
+            compile_bounded(pattern, category)
+    for bad in ["(a+)+$", "(a*)*", "(a|a)*b", r"(\w+\s?)+$", ".*.*.*x", r"(a)\1", "(?:a?){20}"]:
+        with pytest.raises(UsageError):
+            compile_bounded(bad, "x")
+    for good in ["^nccl", "Memcpy|Memset", r"\bsync\b", "(ab)+c", "[a-z]+_[0-9]+", ".*foo.*"]:
+        compile_bounded(good, "x")
+
+
+@pytest.mark.parametrize("special", ["fifo", "zero"])
+def test_option_files_that_are_special_files_are_refused(tmp_path, special):
+    """--device-map (and device_map = FILE in a config) blocked forever on a FIFO and read /dev/zero to OOM."""
+    if special == "fifo":
+        name = tmp_path / "map.fifo"
+        os.mkfifo(name)
+    else:
+        name = Path("/dev/zero")
+    run = run_limited("summary", TRACE, "--device-map", name, seconds=60, memory=1 << 30)
+    assert "not a regular file" in run.one_error_line()
+    (tmp_path / "popprof.toml").write_text(f'device_map = "{name}"\n')
+    run = run_limited("summary", TRACE, cwd=tmp_path, seconds=60, memory=1 << 30)
+    assert "not a regular file" in run.one_error_line()
+    os.remove(tmp_path / "popprof.toml")
+    run = run_limited("summary", TRACE, "--config", name, cwd=tmp_path, seconds=60, memory=1 << 30)
+    assert "not a regular file" in run.one_error_line()
+
+
+def test_an_oversized_option_file_is_refused(tmp_path):
+    from popprof.io.files import read_option_file
+    from popprof.io.limits import LimitExceeded
+
+    big = tmp_path / "map.json"
+    with open(big, "wb") as handle:
+        handle.truncate(64 << 20)
+    with pytest.raises(LimitExceeded, match="option-bytes"):
+        read_option_file(big, "device map file")
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ("[rules]\nenable = [1]\n", "rules.enable[0]"),
+        ("[rules]\ndisable = 5\n", "rules.disable"),
+        ("[rules]\nfail_on = 2\n", "rules.fail_on"),
+        ('[rules]\n"memory.headroom.warning" = [[]]\n', "rules.memory.headroom.warning[0]"),
+        ('[rules]\n"memory.headroom.warning" = inf\n', "rules.memory.headroom.warning"),
+        ("[device_map]\ncompute = 5\n", "device_map.compute"),
+        ("device_map = 5\n", "device_map"),
+        ("rules = 1\n", "rules"),
+        ("[gate]\nstrict = 1\n", "gate.strict"),
+        ("[pilot]\nidle = nan\n", "pilot.idle"),
+    ],
+)
+@pytest.mark.parametrize("command", ["check", "summary", "report", "diff", "baseline"])
+def test_a_config_value_of_the_wrong_type_is_one_line_naming_key_and_file(
+    tmp_path, capsys, monkeypatch, toml, key, command
+):
+    """`[rules] enable = [1]`, `[device_map] compute = 5` ... exited 3 in check/report/summary/diff/baseline."""
+    (tmp_path / "popprof.toml").write_text(toml)
+    monkeypatch.chdir(tmp_path)
+    args = {"diff": ["diff", BUNDLE, BUNDLE], "report": ["report", BUNDLE, "-o", tmp_path / "r.html"]}.get(
+        command, [command, BUNDLE]
+    )
+    code, _, err = _cli(capsys, *args)
+    line = _one_line(err)
+    assert code == 2 and f"config key {key} " in line and "popprof.toml" in line, line

@@ -32,7 +32,7 @@ _BRACKETS[[ord("]"), ord("}")]] = -1
 #: every byte but the quote and the four brackets (deleted to reduce a chunk to its structure)
 _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 
-_KINDS = (
+SPECIAL_KINDS = _KINDS = (
     (stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),

@@ -8,12 +8,19 @@ skipped. ``explicit`` (``--config FILE``) names the file instead.
 
 Sub-tables: ``rules`` (``enable``, ``disable``, ``fail_on`` and rule
 parameters such as ``"memory.headroom.warning" = 0.85``), ``gate``,
-``device_map`` and ``redact`` (read by their own commands).
+``device_map``, ``pilot`` and ``redact`` (read by their own commands).
+
+The file is read through the option-file checks (a regular file within ``option-bytes``:
+never a FIFO or a device) and validated once, with types, when it is loaded
+(:func:`validate`): a key of the wrong type, or a number that is not finite, is one line
+naming the key and the file (exit 2), before any command uses it.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..model.errors import InputError
@@ -32,7 +39,7 @@ def find_config(start: Path | None = None) -> Path | None:
             return dedicated
         project = directory / "pyproject.toml"
         if project.is_file():
-            tool = _read(project).get("tool", {})
+            tool = _read(project).get("tool", {})  # the option-file checks: a FIFO here never blocks
             if isinstance(tool, dict) and "popprof" in tool:
                 return project
     return None
@@ -47,7 +54,7 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> dict
     """
     if explicit is not None:
         path = Path(explicit)
-        if not path.is_file():
+        if not path.exists():
             raise InputError(path, "config file not found", "check the --config path")
     else:
         found = find_config(start)
@@ -55,20 +62,139 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> dict
             return {}
         path = found
     data = _read(path)
+    prefix = ""
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
         section = tool.get("popprof", {}) if isinstance(tool, dict) else {}
         if not isinstance(section, dict):
             raise InputError(path, "[tool.popprof] must be a table")
-        return section
+        data, prefix = section, "tool.popprof."
+    validate(data, path, prefix)
     return data
 
 
 def _read(path: Path) -> dict:
+    from .files import read_option_file
+
+    data = read_option_file(path, "config file")
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(path, "the config file is not UTF-8 text", "fix the file's encoding") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(path, f"invalid TOML ({exc})", "fix the file's syntax") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read the config file ({exc.strerror})") from None
+    except RecursionError:
+        raise InputError(path, "invalid TOML (nested too deeply)", "fix the file's syntax") from None
+
+
+# -- validation -----------------------------------------------------------------------------------------
+
+_KINDS = {
+    str: "a string",
+    bool: "true/false",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "a table",
+}
+
+
+class ConfigTypeError(InputError):
+    """A configuration key holds a value of the wrong type (or a number that is not finite)."""
+
+
+def _kind(value: object) -> str:
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def _bad(path: Path, key: str, value: object, expected: str) -> ConfigTypeError:
+    shown = repr(value) if not isinstance(value, dict | list) or len(repr(value)) < 60 else _kind(value)
+    return ConfigTypeError(
+        path, f"config key {key} is {_kind(value)} {shown}, expected {expected}", "fix the config file"
+    )
+
+
+def _scalar(path: Path, key: str, value: object) -> None:
+    """A parameter value: a string, true/false, or a finite number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _bad(path, key, value, "a finite number")
+    if not isinstance(value, str | bool | int | float):
+        raise _bad(path, key, value, "a number, a string or true/false")
+
+
+def _strings(path: Path, key: str, value: object) -> None:
+    """One pattern or a list of patterns."""
+    if isinstance(value, str):
+        return
+    if not isinstance(value, list):
+        raise _bad(path, key, value, "a string or a list of strings")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _bad(path, f"{key}[{index}]", item, "a string")
+
+
+def _table(path: Path, key: str, value: object) -> Mapping:
+    if not isinstance(value, dict):
+        raise _bad(path, key, value, "a table")
+    return value
+
+
+def _parameters(path: Path, key: str, table: Mapping) -> None:
+    """Rule or gate parameters: scalars, lists of scalars, or tables of those (``[rules."exchange.phases"]``)."""
+    for name, value in table.items():
+        where = f"{key}.{name}"
+        if isinstance(value, dict):
+            _parameters(path, where, value)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    _parameters(path, f"{where}[{index}]", item)
+                else:
+                    _scalar(path, f"{where}[{index}]", item)
+        else:
+            _scalar(path, where, value)
+
+
+def validate(config: Mapping, path: Path, prefix: str = "") -> None:
+    """ConfigTypeError (one line naming the key and ``path``) for the first key of the wrong type.
+
+    ``rules``: ``enable``/``disable`` a pattern or a list of them, ``fail_on`` a string, every other
+    entry a parameter (a finite number, a string, true/false, or a table of those). ``gate``: a table,
+    ``strict``/``defaults`` true/false, its limits numbers, strings or tables. ``device_map``: a file name
+    or JSON text, or a table of category = "regular expression". ``pilot``: a table of numbers.
+    ``redact``: a table (its own command checks its keys). Unknown keys are left alone.
+    """
+    rules = config.get("rules")
+    if rules is not None:
+        rules = _table(path, f"{prefix}rules", rules)
+        for name, value in rules.items():
+            where = f"{prefix}rules.{name}"
+            if name in ("enable", "disable"):
+                _strings(path, where, value)
+            elif name in ("fail_on", "fail-on"):
+                if not isinstance(value, str):
+                    raise _bad(path, where, value, "a string (info, warning, error or never)")
+            elif isinstance(value, dict):
+                _parameters(path, where, value)
+            else:
+                _parameters(path, f"{prefix}rules", {name: value})
+    gate = config.get("gate")
+    if gate is not None:
+        gate = _table(path, f"{prefix}gate", gate)
+        for name in ("strict", "defaults"):
+            if name in gate and not isinstance(gate[name], bool):
+                raise _bad(path, f"{prefix}gate.{name}", gate[name], "true/false")
+        _parameters(path, f"{prefix}gate", {k: v for k, v in gate.items() if k not in ("strict", "defaults")})
+    device_map = config.get("device_map")
+    if device_map is not None and not isinstance(device_map, str):
+        device_map = _table(path, f"{prefix}device_map", device_map)
+        for name, value in device_map.items():
+            if not isinstance(value, str):
+                raise _bad(path, f"{prefix}device_map.{name}", value, 'a regular expression string (or "")')
+    pilot = config.get("pilot")
+    if pilot is not None:
+        for name, value in _table(path, f"{prefix}pilot", pilot).items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise _bad(path, f"{prefix}pilot.{name}", value, "a finite number")
+    if config.get("redact") is not None:
+        _table(path, f"{prefix}redact", config["redact"])

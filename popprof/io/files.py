@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -94,4 +95,32 @@ def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
         data = bounded.read_limited(handle, Path(path), "text-bytes", truncate=truncate)
     if not truncate:
         bounded.check_line_lengths(data, Path(path))
+    return data
+
+
+def read_option_file(path: str | os.PathLike[str], what: str) -> bytes:
+    """The bytes of a file named by an option or a config (``--device-map``, ``--key-file``, ``--policy``,
+    ``device_map = "FILE"``): a regular file within the ``option-bytes`` limit, or one line, exit 2.
+
+    The file is opened without blocking and checked on the open descriptor: a FIFO without a writer would
+    block forever and ``/dev/zero`` would be read until memory runs out, so both are refused before any
+    byte is read, with the same special-file check as every input. ``what`` names the file in the error
+    ("device map file").
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(path, f"{what}: no such file") from None
+    except OSError as exc:
+        raise InputError(path, f"{what}: cannot read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((k for test, k in bounded.SPECIAL_KINDS if test(info.st_mode)), "a directory")
+            raise InputError(path, f"{what} is {kind}, not a regular file", "pass a file")
+        cap = limits.get("option-bytes")
+        data = handle.read(cap + 1)
+    if len(data) > cap or info.st_size > cap:
+        raise limits.LimitExceeded(path, "option-bytes", f"a {what} of more than {cap:,} bytes")
     return data

@@ -76,6 +76,13 @@ LIMITS: dict[str, Limit] = {
             "memory a bundle's table takes once read, per byte of its Parquet file, from the footer before "
             "reading (checked above 256 MiB; real tables expand 2-100x, 60 M zero rows in 2 MB 2000x)",
         ),
+        Limit(
+            "option-bytes",
+            "POPPROF_MAX_OPTION_BYTES",
+            16 << 20,
+            "bytes",
+            "a file named by an option or a config: --device-map, --key-file, --policy, a config file",
+        ),
         Limit("query-seconds", "POPPROF_QUERY_SECONDS", 60, "seconds", "the run time of one `popprof query`"),
         Limit(
             "query-memory",

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -78,20 +77,25 @@ DEFAULT_MAPS: dict[str, dict[str, str]] = {"chrome_trace": CHROME_DEVICE_MAP, "p
 
 
 def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, str | None] | None:
-    """Accept a mapping, a JSON object string, or a path to a JSON file; validate categories."""
+    """Accept a mapping, a JSON object string, or a path to a JSON file; validate categories and patterns.
+
+    A file goes through the option-file checks (a regular file within ``option-bytes``: never a FIFO or
+    ``/dev/zero``); every pattern through :func:`popprof.io.patterns.compile_bounded` (one that could
+    backtrack catastrophically is one line, exit 2).
+    """
+    from ..io.files import read_option_file
+    from ..io.patterns import compile_bounded
+
     if value is None:
         return None
     if isinstance(value, str):
         text = value
         if not value.lstrip().startswith("{"):
-            try:
-                text = Path(value).read_text("utf-8")
-            except OSError as exc:
-                raise UsageError(f"device map {value!r}: cannot read ({exc.strerror or exc})") from None
+            text = read_option_file(value, "device map file").decode("utf-8", errors="replace")
         try:
             value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"device map is not valid JSON ({exc})") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise UsageError(f"device map is not valid JSON ({' '.join(str(exc).split())[:200]})") from None
         if not isinstance(value, dict):
             raise UsageError("device map must be a JSON object: category -> regular expression")
     out: dict[str, str | None] = {}
@@ -100,11 +104,13 @@ def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, s
             raise UsageError(
                 f"device map: unknown category {category!r}; use one of {', '.join(EVENT_CATEGORIES)}"
             )
+        if pattern is not None and not isinstance(pattern, str):
+            raise UsageError(
+                f"device map: {category} is {type(pattern).__name__} {pattern!r}, expected a regular "
+                'expression string (or "" to switch the category off)'
+            )
         if pattern:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise UsageError(f"device map: bad regular expression for {category!r}: {exc}") from None
+            compile_bounded(pattern, f"device map: {category}")
         out[category] = pattern or None
     return out
 
