@@ -17,6 +17,7 @@ from importlib import resources
 NAME_FILES: dict[str, str] = {
     "poplibs_vertices.txt": "PopLibs vertex and codelet class names",
     "poplibs_template_values.txt": "PopLibs enum members used as vertex template arguments",
+    "poplar_options.txt": "Poplar engine / target option names (autoReport.directory)",
     "poplar_runtime_vertices.txt": "Poplar runtime (poplar_rt::) vertex names printed in public output",
     "text_summary_labels.txt": "labels of Poplar's text summary (<n> stands for a number)",
     "pytorch_operators.txt": "ATen operator names and overloads",

@@ -153,6 +153,9 @@ def cxx_declarations(text: str) -> tuple[set[str], set[str]]:
 
 
 _POPLIBS_LIBS = "popops|poplin|popnn|poprand|popsparse|popfloat|poputil|poplibs_support"
+_ENGINE_OPTION = re.compile(
+    r'"((?:autoReport|debug|opt|target|profiler|exchange|mem|codelets|engine|instrument)(?:\.[a-zA-Z]\w*)+)"'
+)
 _VERTEX_STRING = re.compile(rf'"((?:{_POPLIBS_LIBS})(?:::[A-Za-z_]\w*)*::[A-Z]\w*)"')
 
 
@@ -163,8 +166,11 @@ def regen_poplibs(sources: list[Checkout]) -> None:
     libs = _POPLIBS_LIBS.split("|")
     classes: set[str] = set()
     enums: set[str] = set()
+    options: set[str] = set()
     commits: list[str] = []
     for src in sources:
+        for path in src.files(r".*\.(?:cpp|hpp|py)"):
+            options.update(_ENGINE_OPTION.findall(src.read(path)))
         commits.append(f"{src.ref or 'working tree'} {src.commit()}")
         codelets = src.files(rf"lib/(?:{_POPLIBS_LIBS})/codelets/.*\.(?:cpp|hpp|h)")
         headers = src.files(rf"(?:include|lib)/(?:{_POPLIBS_LIBS})/.*\.(?:hpp|h)")
@@ -204,7 +210,18 @@ def regen_poplibs(sources: list[Checkout]) -> None:
         ),
         enums,
     )
-    print(f"poplibs: {n} vertex names, {m} enum members")
+    k = write_names(
+        "poplar_options.txt",
+        header(
+            "Poplar engine / target option names that PopLibs' sources and tests set (autoReport.directory)",
+            repo,
+            ["**/*.cpp", "**/*.hpp", "**/*.py"],
+            commit,
+            "poplibs",
+        ),
+        options,
+    )
+    print(f"poplibs: {n} vertex names, {m} enum members, {k} option names")
 
 
 # -- PyTorch -----------------------------------------------------------------------------------------
