@@ -296,8 +296,10 @@ def test_gpu_ecosystem_vocabulary_is_public(public):
 
 def test_scanner_finds_a_sensitive_string_inside_a_public_name():
     found = _sensitive("ZebraProjectNet")
-    scanner = Scanner(found)
-    assert "at::native::ZebraProjectNet" in Allowlist()
+    assert "at::native::ZebraProjectNet" not in Allowlist()  # a public namespace proves nothing
+    widened = Allowlist(extra_words={"at::native::ZebraProjectNet"})
+    scanner = Scanner(found, allowlist=widened)
+    assert "at::native::ZebraProjectNet" in widened
     scanner.check("at::native::ZebraProjectNet", "t")
     assert not scanner.result.passed
 

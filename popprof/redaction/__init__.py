@@ -39,7 +39,8 @@ class LeakError(Exception):
 
 
 def input_kind(path: Path) -> str:
-    """``bundle`` (and any profile popprof.open reads), ``chrome`` or ``text_summary``."""
+    """``bundle`` (and any profile popprof.open reads), ``chrome`` or ``text_summary`` (any Poplar text
+    output: a summary, an out-of-memory message or a log holding them)."""
     from ..io.bounded import check_input_file
     from ..io.files import read_head
 
@@ -50,12 +51,12 @@ def input_kind(path: Path) -> str:
     if path.stat().st_size == 0:
         raise InputError(path, "the file is empty")
     head = read_head(path)
-    from ..readers import chrome_trace, text_summary
+    from ..readers import chrome_trace, oom_log, text_summary
 
     if chrome_trace.sniff(path, head):
         return "chrome"
-    if text_summary.sniff(path, head):
-        return "text_summary"
+    if text_summary.sniff(path, head) or oom_log.sniff(path, head):
+        return "text_summary"  # Poplar text output (a summary, a log): redacted as text, to text
     return "bundle"
 
 

@@ -13,14 +13,8 @@ import re
 from collections.abc import Iterable
 
 from ..model.schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
-from .gpu_vocabulary import (
-    CPP_NAMESPACES,
-    GPU_PATTERNS,
-    KINETO_CATEGORIES,
-    KINETO_KEYS,
-    cpp_signature_public,
-    runtime_call,
-)
+from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS
+from .names import MESSAGE_WORDS, NameGrammar, summary_label
 from .tokens import chunk_strings, has_space
 
 PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {
@@ -248,42 +242,11 @@ DTYPES = frozenset(
     }
 )
 
-#: Public C++ namespaces (PopLibs, Poplar, frameworks) whose names stay readable; GPU-library namespaces
-#: are in :data:`.gpu_vocabulary.CPP_NAMESPACES`.
-PUBLIC_NAMESPACES = (
-    "poplin",
-    "popops",
-    "popnn",
-    "poprand",
-    "poputil",
-    "popfloat",
-    "popsparse",
-    "poplar",
-    "poplibs",
-    "popart",
-    "poptorch",
-    "gcl",
-    "popdist",
-    "pva",
-    "pvti",
-    "libpvti",
-    "aten",
-    "c10",
-    "torch",
-    "at",
-    "std",
-    "cudnn",
-    "cublas",
-    "tensorflow",
-    "xla",
-    "ipu",
-)
-
 #: Anchored patterns of public names (each must match the WHOLE string; no bare prefixes).
 PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
-        r"graphConstruction/[A-Za-z]\w*",
+        r"graphConstruction/(?:poplin|popops|popnn|poprand|popsparse|popfloat|poputil|poplar|popart|poptorch|gcl)",
         # versions: at most three numeric parts (never an IPv4 address), PEP 440 pre/post/dev tags only
         r"v?\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc|\.post|\.dev)\d+)?(?:\+(?:cpu|cu\d{2,3}|rocm\d+(?:\.\d+)*|xpu))?",
         r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
@@ -292,9 +255,6 @@ PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"python(?:\d(?:\.\d+)?)?(?:\.exe)?|pt_main_thread|pt_autograd_\d+|pool-\d+-thread-\d+|Thread-\d+",
         r"[A-Za-z]",  # one-letter structural values (ph, s, bp)
         r"hmac-sha256:[0-9a-f]{12}",  # a redaction key's fingerprint
-        # Poplar engine / target option names (``autoReport.directory``): known namespaces, camelCase parts
-        r"(?:autoReport|debug|opt|target|profiler|exchange|mem|codelets|engine|instrument|compile|"
-        r"showVarStorage|executionProfile)(?:\.[a-z][A-Za-z0-9]*)+",
         r"(?:NVIDIA |Tesla |AMD )?(?:[ABHLTVK]\d{1,3}[A-Z]?|RTX \d{4}|GTX \d{4}|Instinct MI\d{2,3}[A-Z]?|"
         r"Radeon Graphics)(?:[ -](?:SXM\d?|PCIe|PG\d{3}-\d{3}|\d+GB|NVL|Ti|HBM\d?e?))*",
     )
@@ -789,9 +749,11 @@ class Allowlist:
         extra_patterns: Iterable[re.Pattern[str]] = (),
         extra_namespaces: Iterable[str] = (),
     ) -> None:
+        """``extra_namespaces``: identifiers (namespaces, classes) a C++ name may hold besides the
+        vocabulary's; every other identifier of the name must still be public."""
         self.words = set(BASE_WORDS) | set(extra_words)
         self.patterns = list(PUBLIC_PATTERNS) + list(extra_patterns)
-        self.namespaces = frozenset(PUBLIC_NAMESPACES) | frozenset(extra_namespaces)
+        self.grammar = NameGrammar(extra_identifiers=extra_namespaces)
         self._combined = re.compile("|".join(f"(?:{p.pattern})" for p in self.patterns))
         self._cache: dict[str, bool] = {}
 
@@ -806,14 +768,17 @@ class Allowlist:
         return hit
 
     def _decide(self, value: str) -> bool:
-        if value in self.words or self._combined.fullmatch(value) is not None or runtime_call(value):
+        if value in self.words or self._combined.fullmatch(value) is not None or summary_label(value):
             return True
         if _NUMBER_OR_PUNCT.fullmatch(value):
             return True
         if (
             value in SUMMARY_WORDS
+            or value in MESSAGE_WORDS
             or _COMPOUND.fullmatch(value)
-            and all(w in SUMMARY_WORDS or w in self.words for w in _ALPHA.findall(value))
+            and all(
+                w in SUMMARY_WORDS or w in MESSAGE_WORDS or w in self.words for w in _ALPHA.findall(value)
+            )
         ):
             return True
         if value[-1:] == ":" and len(value) > 1 and value[:-1] in self:
@@ -824,11 +789,4 @@ class Allowlist:
             m = wrapper.fullmatch(value)
             if m is not None:
                 return m.group(1) in self
-        return cpp_signature_public(value, self.__contains__, self._namespace)
-
-    def _namespace(self, name: str) -> bool:
-        return name in CPP_NAMESPACES or name in self.namespaces
-
-    def public_namespace(self, name: str) -> bool:
-        """True for a C++ namespace whose names are public (PopLibs, PyTorch, CUDA libraries...)."""
-        return self._namespace(name)
+        return self.grammar.public(value)

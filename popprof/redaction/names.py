@@ -23,6 +23,7 @@ are all replaced.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -53,6 +54,31 @@ CPP_NAMESPACES = frozenset(
     reduction thread kernel memory
     """.split()  # noqa: SIM905
 )
+#: Exception classes Poplar and PopLibs throw (named by PopLibs' sources, graphcore/poplibs; printed
+#: in ``terminate called after throwing an instance of '...'``), and the C++ standard ones.
+EXCEPTIONS = frozenset(
+    {
+        "poplar::graph_memory_allocation_error",
+        "poplar::poplar_error",
+        "poplar::runtime_error",
+        "poputil::poplibs_error",
+        "std::runtime_error",
+        "std::logic_error",
+        "std::exception",
+        "std::bad_alloc",
+        "std::out_of_range",
+        "std::invalid_argument",
+    }
+)
+#: Poplar's messages (graphcore/tutorials, tutorials/poplar/tut4_profiling/README.rst) and the C++
+#: runtime's words around them: every word of them is public.
+POPLAR_MESSAGES = (
+    "terminate called after throwing an instance of",
+    "what():",
+    "Out of memory on tile <n>: <n> bytes used but tiles only have <n> bytes of memory",
+    "Out of memory: Cannot fit all variable data onto one or more tiles. Profile saved to: <path>",
+)
+MESSAGE_WORDS = frozenset(w for m in POPLAR_MESSAGES for w in re.findall(r"[A-Za-z]+", m)) - {"n", "path"}
 #: Generated-kernel name parts that the public traces here do not show (names seen in other public
 #: traces: popprof's vocabulary before these files).
 _KERNEL_PARTS_SEEN = frozenset(
@@ -88,6 +114,23 @@ _LEGACY_NCCL_PRE_2_8 = re.compile(
     r"nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)"
     r"(?:Ring|Tree|CollNet|NVLS|LL128|LL|Simple)*Kernel(?:_[a-z0-9]+){0,3}"
 )
+
+
+@functools.cache
+def _labels() -> tuple[frozenset[str], re.Pattern[str]]:
+    """The summary labels: exact ones, and a pattern for those with a number (``<n>``) in them."""
+    labels = vocabulary.names("text_summary_labels.txt")
+    exact = frozenset(label for label in labels if "<n>" not in label)
+    templated = [
+        re.escape(label).replace(re.escape("<n>"), r"\d[\d,]*(?:\.\d+)?") for label in labels - exact
+    ]
+    return exact, re.compile("|".join(f"(?:{t})" for t in templated) or r"(?!)")
+
+
+def summary_label(text: str) -> bool:
+    """A label of Poplar's text summary (``Total cycles``, ``Tile # 289 memory usage``)."""
+    exact, templated = _labels()
+    return text in exact or templated.fullmatch(text) is not None
 
 
 def _split_args(text: str) -> list[str] | None:
@@ -133,9 +176,11 @@ class NameGrammar:
             v("pytorch_operators.txt")
             | v("pytorch_autograd_nodes.txt")
             | v("cuda_api.txt")
+            | v("hip_api.txt")
             | v("poplar_options.txt")
+            | EXCEPTIONS
         )
-        self.cuda = v("cuda_api.txt")
+        self.cuda = v("cuda_api.txt") | v("hip_api.txt")
         self.kernels = v("gpu_kernel_identifiers.txt")  # a bare kernel name (``gemmSN_TN_kernel``)
         namespaces = {part for name in self.vertices | self.template_values for part in name.split("::")[:-1]}
         self.identifiers = (

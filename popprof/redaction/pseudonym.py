@@ -40,6 +40,7 @@ PREFIXES: dict[str, str] = {
     "arg": "arg",
     "label": "label",
     "key": "key",
+    "line": "line",  # a whole line of ordinary program output in a text log
     # free-text kinds
     "path": "path",
     "user": "user",

@@ -1,124 +1,182 @@
-"""Redact a Poplar text summary (``printProfileSummary`` output), line by line, to text.
+"""Redact Poplar text output (a ``printProfileSummary`` summary, or a log holding summaries and
+out-of-memory messages) line by line, to text that reads back to the same figures.
 
-Numbers (tile numbers, sizes, counts) are kept, so the redacted summary reads
-back to the same figures. Labels of the summary's own vocabulary are kept;
-vertex type names under ``By Type:`` are kept when SDK-public (``poplin::...``)
-and pseudonymised (``vtx_``) otherwise; execution step lines
-(``OnTileExecute: <name>``) keep the program type and pseudonymise the name;
-every other text is scrubbed as free text (paths, hosts, users, ...).
+The summary's structure stays exactly as it is: every label of the vocabulary
+(:mod:`.vocabulary`, ``text_summary_labels.txt``), every number and unit, headings, the
+histogram. Names that are values are replaced in place, keeping the column where the rest of the
+line starts: vertex types under ``By Type:`` and in ``Cycles by vertex type`` (public ones stay:
+``popops::Fill<float>``, ``poplar_rt::ShortMemcpy``), program names (``Programs executed``, a
+program type's step), paths. Poplar's own messages (``Out of memory on tile N: ...``) keep their
+words and figures. Any other line is ordinary program output and is replaced WHOLE by one
+placeholder (``line_3f9a2c1b07de``), never word by word; a line made only of public words and
+punctuation stays. Line count and order never change, so line numbers read back the same.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..readers import text_execution as te
 from .allowlist import PROGRAM_TYPES
+from .names import EXCEPTIONS
+from .names import summary_label as is_label
 from .redactor import Redactor
 
-_LEAF = re.compile(
-    r"^(?P<indent>\s*)(?P<label>[^:\s](?:[^:]*?[^:\s])?)(?P<sep>\s*:\s*)(?P<value>.*?)(?P<tail>\s*)$"
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_LABEL_LINE = re.compile(r"^(?P<indent>\s*)(?P<label>[^:\s](?:[^:]*?[^:\s])?)(?P<sep>\s*:)(?P<rest>.*)$")
+_BARE = re.compile(r"^(?P<indent>\s*)(?P<label>[A-Z][A-Za-z0-9 ()#,/.-]*?[A-Za-z)])(?P<tail>\s*)$")
+#: A figure: numbers with units, shares, approximations, a tile, or Poplar's "not measured" texts.
+_FIGURE = re.compile(
+    r"\s*(?:[-+]?\d[\d,]*(?:\.\d+)?\s*(?:[kKMG]?i?B|[kMG]?Hz|K|%)?(?:\s*\([^()]*\))*"
+    r"(?:\s+on tile\s+#?\s*[\d,]+)?|Must enable debug\.\w+|Estimated \(must enable debug\.\w+\)|<anonymous>\.?)?\s*"
 )
-_TYPE_LINE = re.compile(
-    r"^(?P<indent>\s*)(?P<label>\S.*?)(?P<sep>:?\s+)(?P<value>\d[\d,]*(?:\.\d+)?\s*[kMG]?B)"
-    r"(?P<tail>\s*)$"
+_HISTOGRAM_ROW = re.compile(r"^\s*\d[\d,]*\s*-\s*\d[\d,]*\s+\**\s*\d[\d,]*\s*$")
+_TYPE_ROW = re.compile(
+    r"^(?P<indent>\s*)(?P<name>\S.*?)(?P<gap>\s{2,}|\s+(?=\d))(?P<value>\d[\d,]*(?:\.\d+)?\s*[kMG]?B)\s*$"
 )
-_HEADINGS_WITH_TYPES = ("By Type",)
-_NUMERIC_VALUE = re.compile(
-    r"[-+]?\d[\d,]*(?:\.\d+)?\s*(?:[kKMG]?B|[kMG]?Hz|K|%)?(?:\s*\([^)]*\))?(?:\s+on tile "
-    r"[\d,]+)?"
+_TYPE_TAG = re.compile(r"^(?P<name>.*?)(?P<tag>\s*\((?:c\+\+|asm)\))?$")
+_VERTEX_ROW = re.compile(
+    r"^(?P<indent>\s*)(?P<name>\S.*?)(?P<gap>\s+)(?P<value>\(\s*\d[\d,]*\s+instances?\s*\)\s*:?\s*\d[\d,]*)\s*$"
 )
+_PROGRAM_STEP = re.compile(
+    r"^(?P<indent>\s*)(?P<type>[A-Z][A-Za-z]+)(?P<sep>\s*:\s*)(?P<name>\S.*?)(?P<tail>\s*)$"
+)
+#: Poplar's messages (graphcore/tutorials, tutorials/poplar/tut4_profiling/README.rst): their words and
+#: figures stay; the path a message names is replaced (its extension kept).
+_MESSAGES = re.compile(
+    r"Out of memory on tile\s+\d[\d,]*\s*:\s*\d[\d,]*\s+bytes used but tiles? only ha(?:ve|s)\s+\d[\d,]*\s+bytes"
+    r"(?: of memory)?"
+    r"|Out of memory:\s*Cannot fit[^.\n]*\.(?:[ \t]*Profile saved to:[ \t]*(?P<profile>\S+))?"
+    r"|terminate called after throwing an instance of '(?P<exception>[\w:]+)'"
+    r"|what\(\):"
+)
+
+
+def _aligned(indent: str, name: str, old_name: str, gap: str, rest: str) -> str:
+    """``name`` in place of ``old_name`` with ``rest`` starting in the same column when it fits."""
+    width = len(old_name) + len(gap)
+    pad = max(width - len(name), 2 if len(gap) >= 2 else 1)
+    return f"{indent}{name}{' ' * pad}{rest}"
+
+
+class _TextRedaction:
+    """The state of one text's redaction (which block the lines are in)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.r = redactor
+        self.in_types = False
+        self.types_indent = 0
+        self.programs_pending = False
+
+    def line(self, body: str) -> str:
+        stripped = body.strip()
+        if not stripped:
+            self.programs_pending = False
+            return body
+        indent = len(body) - len(body.lstrip())
+        if self.in_types and indent <= self.types_indent:
+            self.in_types = False
+        if stripped.rstrip(":").rstrip().endswith("By Type") and is_label(stripped.rstrip(":").rstrip()):
+            self.in_types, self.types_indent = True, indent
+            return body
+        if self.programs_pending and ":" not in stripped:
+            self.programs_pending = not stripped.endswith(".")
+            return body[:indent] + self._programs(stripped)
+        if _HISTOGRAM_ROW.match(body) or self.r.is_public(stripped):
+            return body
+        if stripped.startswith("Range (") and all(
+            is_label(part) for part in re.split(r"\s{2,}|(?<=\)) (?=[A-Z])", stripped)
+        ):
+            return body
+        if self.in_types and (m := _TYPE_ROW.match(body)):
+            return self._named_row(m, "vtx")
+        if m := _VERTEX_ROW.match(body):
+            return self._named_row(m, "vtx")
+        if m := _LABEL_LINE.match(body):
+            out = self._label_line(m)
+            if out is not None:
+                return out
+        if (m := _BARE.match(body)) and is_label(m["label"]):
+            return body
+        if (m := _PROGRAM_STEP.match(body)) and m["type"] in PROGRAM_TYPES:
+            return m["indent"] + m["type"] + m["sep"] + self._name("prog", m["name"]) + m["tail"]
+        return self._ordinary(body)
+
+    def _label_line(self, m: re.Match[str]) -> str | None:
+        label, rest = m["label"], m["rest"]
+        if not is_label(label):
+            return None
+        if label == "Programs executed":
+            listed = rest.strip()
+            if not listed:
+                self.programs_pending = True
+                return m.group(0)
+            lead = rest[: len(rest) - len(rest.lstrip())]
+            return m["indent"] + label + m["sep"] + lead + self._programs(listed)
+        if _FIGURE.fullmatch(rest):
+            return m.group(0)
+        value = rest.strip()
+        lead = rest[: len(rest) - len(rest.lstrip())]
+        tail = rest[len(rest.rstrip()) :]
+        return m["indent"] + label + m["sep"] + lead + self._name("arg", value) + tail
+
+    def _named_row(self, m: re.Match[str], kind: str) -> str:
+        name = m["name"]
+        tagged = _TYPE_TAG.match(name)
+        bare, tag = (tagged["name"], tagged["tag"] or "") if tagged else (name, "")
+        new = self._name(kind, bare) + tag
+        if new == name:
+            return m.group(0)
+        return _aligned(m["indent"], new, name, m["gap"], m["value"])
+
+    def _programs(self, listed: str) -> str:
+        """A ``Programs executed`` list with each non-public program name replaced."""
+        names = [n.strip() for n in listed.rstrip(".").split(",")]
+        out = [n if not n or n == "<anonymous>" else self._name("prog", n) for n in names]
+        return ", ".join(out) + ("." if listed.endswith(".") else "")
+
+    def _name(self, kind: str, value: str) -> str:
+        """A name that is a value: kept when public, else one pseudonym of ``kind`` (a path: ``path_``)."""
+        if self.r.is_public(value):
+            return value
+        return self.r.decide(value, kind) if " " not in value else self.r.identifier(kind, value)
+
+    def _ordinary(self, body: str) -> str:
+        """A line of ordinary output: Poplar's messages in it stay, everything else is replaced whole."""
+        indent = body[: len(body) - len(body.lstrip())]
+        text = body[len(indent) :].rstrip()
+        tail = body[len(indent) + len(text) :]
+        parts: list[str] = []
+        pos = 0
+        for m in _MESSAGES.finditer(text):
+            if m["exception"] is not None and m["exception"] not in EXCEPTIONS:
+                continue
+            parts.append(self._segment(text[pos : m.start()]))
+            message = m.group(0)
+            if m["profile"]:
+                start = m.start("profile") - m.start()
+                message = message[:start] + self.r.scrubber.whole("path", m["profile"])
+            parts.append(message)
+            pos = m.end()
+        parts.append(self._segment(text[pos:]))
+        return indent + "".join(parts) + tail
+
+    def _segment(self, segment: str) -> str:
+        """Text around (or instead of) a message: kept when public, else one placeholder."""
+        core = segment.strip()
+        if not core or self.r.is_public(core):
+            return segment
+        lead = segment[: len(segment) - len(segment.lstrip())]
+        trail = segment[len(segment.rstrip()) :]
+        return lead + self.r.identifier("line", core) + trail
 
 
 def redact_text_summary(text: str, redactor: Redactor) -> str:
-    """The redacted text of a whole summary."""
+    """The redacted text of a whole summary or log (same lines, same line endings)."""
     for line in text.splitlines():
         redactor.learn(line)
+    state = _TextRedaction(redactor)
     out: list[str] = []
-    in_types = False
-    types_indent = 0
-    programs_pending = False
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        end = line[len(body) :]
-        stripped = body.strip()
-        indent = len(body) - len(body.lstrip())
-        execution = _execution_line(body, stripped, redactor, programs_pending)
-        if execution is not None:
-            new_body, programs_pending = execution
-            out.append(new_body + end)
-            continue
-        if in_types and (not stripped or indent <= types_indent):
-            in_types = False
-        if stripped.rstrip(":") in _HEADINGS_WITH_TYPES:
-            in_types, types_indent = True, indent
-            out.append(line)
-            continue
-        if in_types:
-            m = _TYPE_LINE.match(body)
-            if m:
-                label = redactor.identifier("vtx", m["label"])
-                out.append(m["indent"] + label + m["sep"] + m["value"] + m["tail"] + end)
-                continue
-        out.append(_line(body, redactor) + end)
+        out.append(state.line(body) + line[len(body) :])
     return "".join(out)
-
-
-def _execution_line(
-    body: str, stripped: str, redactor: Redactor, programs_pending: bool
-) -> tuple[str, bool] | None:
-    """An Execution-section line redacted (figure labels are the format's vocabulary and kept; vertex
-    types are kept when SDK-public, else pseudonymised; program names are pseudonymised), with whether a
-    ``Programs executed`` list follows; None when the line is not one of those."""
-    indent = body[: len(body) - len(body.lstrip())]
-    if not stripped:
-        return (body, programs_pending)
-    if m := te.FIGURE_RE.match(stripped):
-        value = m["value"]
-        new_value = value if not value or _NUMERIC_VALUE.match(value) else redactor.text(value)
-        return (body.replace(value, new_value, 1) if new_value != value else body, False)
-    if m := te.VERTEX_RE.match(stripped):
-        name = m["type"]
-        return (indent + redactor.identifier("vtx", name) + stripped[len(name) :], False)
-    if m := te.PROGRAMS_HEADING_RE.match(stripped):
-        rest = m["rest"].strip()
-        if not rest:
-            return (body, True)
-        return (indent + "Programs executed: " + _programs(rest, redactor), False)
-    if te.VERTEX_HEADING_RE.match(stripped):
-        return (body, False)
-    if programs_pending and ":" not in stripped:
-        return (indent + _programs(stripped, redactor), not stripped.endswith("."))
-    return None
-
-
-def _programs(listed: str, redactor: Redactor) -> str:
-    """A ``Programs executed`` list with each program name pseudonymised (``<anonymous>`` kept)."""
-    names = [n.strip() for n in listed.rstrip(".").split(",")]
-    out = []
-    for name in names:
-        if not name or name == "<anonymous>":
-            out.append(name)
-            continue
-        out.append(redactor.identifier("prog", name))
-    return ", ".join(out) + ("." if listed.endswith(".") else "")
-
-
-def _line(body: str, redactor: Redactor) -> str:
-    if not body.strip():
-        return body
-    m = _LEAF.match(body)
-    if m is None:
-        return redactor.text(body)
-    label, value = m["label"], m["value"]
-    if label in PROGRAM_TYPES and value:
-        new_value = redactor.identifier("prog", value)
-    elif not value or _NUMERIC_VALUE.fullmatch(value):
-        new_value = value
-    else:
-        new_value = redactor.text(value)
-    if label in PROGRAM_TYPES or redactor.is_public(label):
-        new_label = label
-    else:
-        new_label = redactor.decide(label, "label")
-    return m["indent"] + new_label + m["sep"] + new_value + m["tail"]

@@ -23,6 +23,7 @@ NAME_FILES: dict[str, str] = {
     "pytorch_operators.txt": "ATen operator names and overloads",
     "pytorch_autograd_nodes.txt": "autograd node names",
     "cuda_api.txt": "CUDA runtime / driver API names and their HIP counterparts",
+    "hip_api.txt": "HIP runtime API names (HIP's public headers)",
     "gpu_kernel_identifiers.txt": "C++ identifiers of GPU kernel names in public traces",
     "gpu_kernel_parts.txt": "underscore parts of generated cuBLAS / cuDNN / CUTLASS kernel names",
 }

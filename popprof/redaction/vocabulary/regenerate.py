@@ -351,6 +351,29 @@ def regen_cuda(src: Checkout) -> None:
     print(f"cuda: {n} API names")
 
 
+_HIP_DECLARED = re.compile(r"\b((?:__)?hip[A-Z]\w*)\s*\(")
+_HIP_ALIAS = re.compile(r"^#define\s+hip[A-Z]\w*\s+(hip[A-Z]\w*)\s*$", re.M)
+
+
+def regen_hip(src: Checkout) -> None:
+    """HIP runtime API function names (the declarations of HIP's public headers), including the
+    HIP-only calls that no CUDA name maps to (``hipExtModuleLaunchKernel``) and versioned aliases
+    (``hipGetDevicePropertiesR0600``)."""
+    commit = src.commit()
+    paths = src.files(r"include/hip/[^/]*\.h")
+    names: set[str] = set()
+    for path in paths:
+        text = src.read(path)
+        names.update(_HIP_DECLARED.findall(text))
+        names.update(_HIP_ALIAS.findall(text))
+    n = write_names(
+        "hip_api.txt",
+        header("HIP runtime API function names (HIP's public headers)", "ROCm/HIP", paths, commit, "hip"),
+        names,
+    )
+    print(f"hip: {n} API names")
+
+
 # -- NCCL ---------------------------------------------------------------------------------------------
 
 
@@ -682,7 +705,7 @@ def regen_kernels(dirs: list[str]) -> None:
     print(f"kernels: {n} identifiers, {m} name parts")
 
 
-SOURCES = ("poplibs", "pytorch", "cuda", "nccl", "kineto", "summary", "runtime", "kernels")
+SOURCES = ("poplibs", "pytorch", "cuda", "hip", "nccl", "kineto", "summary", "runtime", "kernels")
 #: Sources that read directories of public output instead of one repository.
 DIRECTORY_SOURCES = {"summary": regen_summary, "runtime": regen_runtime, "kernels": regen_kernels}
 
@@ -709,6 +732,8 @@ def main(argv: list[str] | None = None) -> int:
         regen_pytorch(src)
     elif args.source == "cuda":
         regen_cuda(src)
+    elif args.source == "hip":
+        regen_hip(src)
     elif args.source == "nccl":
         regen_nccl(src, args.old_ref)
     elif args.source == "kineto":
