@@ -17,7 +17,11 @@ from popprof.metrics import compute
 from popprof.redaction.names import summary_label
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-TEXTS = sorted([*(FIXTURES / "real" / "poplar").glob("*.txt"), *(FIXTURES / "text_summary").glob("*.txt")])
+TEXTS = sorted(
+    p
+    for p in [*(FIXTURES / "real" / "poplar").glob("*.txt"), *(FIXTURES / "text_summary").glob("*.txt")]
+    if not p.name.startswith("LICENSE")
+)
 KEY = "real-text-test-key-0123456789"
 _LABEL = re.compile(r"^\s*([^:\s][^:]*?)\s*:")
 
@@ -39,7 +43,13 @@ def test_real_text_redacts_to_the_same_figures(tmp_path, src):
     assert out.is_file()  # a text input gives a text output, never a bundle directory
     before, after = src.read_text(), out.read_text()
     assert after.count("\n") == before.count("\n")
-    a, b = popprof.open_all(src), popprof.open_all(out)
+    try:
+        a = popprof.open_all(src)
+    except popprof.InputError:  # a part of a summary that no reader takes: neither is the output read
+        with pytest.raises(popprof.InputError):
+            popprof.open_all(out)
+        a = {}
+    b = popprof.open_all(out) if a else {}
     assert len(a) == len(b)
     for (name_a, pa), (_, pb) in zip(sorted(a.items()), sorted(b.items()), strict=True):
         assert sorted(pa.tables) == sorted(pb.tables), name_a

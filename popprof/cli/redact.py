@@ -99,6 +99,8 @@ def redact_command(
         if written is not None:
             refuse_overwriting_inputs(written, [key_file, policy_file])
     policy = build_policy(policy_file, keep, drop)
+    for note in policy.loosened:  # a policy that keeps more readable is always said, wherever it came from
+        click.echo(f"popprof: note: {note}", err=True)
     input_kind(source)
     check_paths(source, out)
     if key_file is None and not os.environ.get(KEY_ENV, "").strip():
@@ -134,13 +136,15 @@ def redact_command(
     click.echo(report.summary())
 
 
-def leak_message(scan: dict) -> str:
-    """One line naming each leak's kind and where it is (JSON path, table/column/row, line), never the value."""
+def leak_message(scan: dict, report_option: bool = True) -> str:
+    """One line naming each leak's kind and where it is (JSON path, table/column/row, line), never the
+    value. ``report_option``: the command has ``--report`` (``scan`` has not), so the message may name it."""
     kinds = ", ".join(f"{k} ({n})" for k, n in sorted(scan["leaked_kinds"].items()))
     located = scan.get("locations") or []
     if located:
         shown = "; ".join(f"{loc['kind']} at {loc['where']}" for loc in located[:8])
-        more = f"; {len(located) - 8} more places in --report" if len(located) > 8 else ""
+        where = "in --report" if report_option else "not shown"
+        more = f"; {len(located) - 8} more places {where}" if len(located) > 8 else ""
         return f"leak scan FAILED: sensitive {kinds}: {shown}{more}"
     places = sorted({p for v in scan["where"].values() for p in v})[:6]
     return f"leak scan FAILED: sensitive {kinds} in {', '.join(places)}"
@@ -177,8 +181,11 @@ def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tup
     """
     from ..redaction import build_policy, scan
 
-    result = scan(path, original, build_policy(policy_file, keep))
+    policy = build_policy(policy_file, keep)
+    for note in policy.loosened:
+        click.echo(f"popprof: note: {note}", err=True)
+    result = scan(path, original, policy)
     if not result.passed:
-        click.echo(f"popprof: error: {leak_message(result.to_dict())}", err=True)
+        click.echo(f"popprof: error: {leak_message(result.to_dict(), report_option=False)}", err=True)
         raise click.exceptions.Exit(1)
     click.echo(result.summary())

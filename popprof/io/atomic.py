@@ -34,6 +34,7 @@ def atomic_path(
     replaceable: Callable[[Path], bool] | None = None,
     finish: Callable[[Path], None] | None = None,
     example: str = "NAME.popprof",
+    mode: int | None = None,
 ) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; move it onto ``target`` on success.
 
@@ -88,7 +89,7 @@ def atomic_path(
         try:
             if finish is not None:
                 finish(tmp)
-            _move_into_place(tmp, target, parent, directory)
+            _move_into_place(tmp, target, parent, directory, mode)
         except OSError as exc:
             raise _output_error(target, exc) from None
     except OSError as exc:
@@ -289,8 +290,9 @@ def output_mode(target: Path, directory: bool) -> int:
     return (0o777 if directory else 0o666) & ~umask()
 
 
-def _move_into_place(tmp: Path, target: Path, parent: Path, directory: bool) -> None:
-    os.chmod(tmp, output_mode(target, directory))  # mkstemp/mkdtemp make it private
+def _move_into_place(tmp: Path, target: Path, parent: Path, directory: bool, mode: int | None = None) -> None:
+    # mkstemp/mkdtemp make it private; ``mode`` when the caller fixes it (a redaction mapping: 0o600)
+    os.chmod(tmp, output_mode(target, directory) if mode is None else mode)
     if directory:
         if target.exists():
             backup = Path(

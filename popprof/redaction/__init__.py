@@ -19,11 +19,11 @@ import zlib
 from pathlib import Path
 
 from .._version import __version__
-from ..io.atomic import atomic_path, refuse_overwriting_inputs, write_text_atomic
+from ..io.atomic import atomic_path, refuse_overwriting_inputs
 from ..model.errors import InputError, UsageError
 from .allowlist import Allowlist
 from .policy import Policy, build_policy
-from .pseudonym import KEY_ENV, key_fingerprint, load_key
+from .pseudonym import KEY_ENV, check_key, key_fingerprint, load_key
 from .redactor import Redactor
 from .report import RedactionReport
 from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
@@ -55,9 +55,19 @@ def input_kind(path: Path) -> str:
 
     if chrome_trace.sniff(path, head):
         return "chrome"
-    if text_summary.sniff(path, head) or oom_log.sniff(path, head):
+    if text_summary.sniff(path, head) or oom_log.sniff(path, head) or _poplar_text(head):
         return "text_summary"  # Poplar text output (a summary, a log): redacted as text, to text
     return "bundle"
+
+
+def _poplar_text(head: bytes) -> bool:
+    """Text whose head holds a heading of Poplar's summary (a part of one: ``By Tile (Excluding Gaps):``)."""
+    from .names import summary_label
+
+    if b"\x00" in head[:4096]:
+        return False
+    lines = head.decode("utf-8", "replace").splitlines()[:200]
+    return any(line.strip().endswith(":") and summary_label(line.strip()[:-1].rstrip()) for line in lines)
 
 
 def check_paths(source: Path, out: Path) -> None:
@@ -67,7 +77,9 @@ def check_paths(source: Path, out: Path) -> None:
 
 def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) -> tuple[bytes, str]:
     if key is not None:
-        return (key.encode("utf-8") if isinstance(key, str) else bytes(key)), "given"
+        data = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        check_key(data, "the key given to redact()")
+        return data, "given"
     return load_key(key_file)
 
 
@@ -130,10 +142,9 @@ def redact(
         seconds=round(time.perf_counter() - started, 3),
         key_fingerprint=redactor.key_fingerprint,
     )
-    if report.passed and mapping_out is not None:
-        write_text_atomic(
-            mapping_out, json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False)
-        )
+    if report.passed and mapping_out is not None:  # as sensitive as the input: owner-only, whatever the umask
+        with atomic_path(mapping_out, mode=0o600) as tmp:
+            tmp.write_text(json.dumps(redactor.pseudonyms.mapping(), indent=1, ensure_ascii=False), "utf-8")
     if report_out is not None:
         report.write(report_out)
     return report

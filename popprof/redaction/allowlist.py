@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ..model.schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
 from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS
-from .names import MESSAGE_WORDS, NameGrammar, summary_label
+from .names import MESSAGE_WORDS, NameGrammar, label_words, summary_label
 from .tokens import chunk_strings, has_space
 
 PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {
@@ -754,6 +754,7 @@ class Allowlist:
         self.words = set(BASE_WORDS) | set(extra_words)
         self.patterns = list(PUBLIC_PATTERNS) + list(extra_patterns)
         self.grammar = NameGrammar(extra_identifiers=extra_namespaces)
+        self.text_words = SUMMARY_WORDS | MESSAGE_WORDS | label_words()
         self._combined = re.compile("|".join(f"(?:{p.pattern})" for p in self.patterns))
         self._cache: dict[str, bool] = {}
 
@@ -773,12 +774,9 @@ class Allowlist:
         if _NUMBER_OR_PUNCT.fullmatch(value):
             return True
         if (
-            value in SUMMARY_WORDS
-            or value in MESSAGE_WORDS
+            value in self.text_words
             or _COMPOUND.fullmatch(value)
-            and all(
-                w in SUMMARY_WORDS or w in MESSAGE_WORDS or w in self.words for w in _ALPHA.findall(value)
-            )
+            and all(w in self.text_words or w in self.words for w in _ALPHA.findall(value))
         ):
             return True
         if value[-1:] == ":" and len(value) > 1 and value[:-1] in self:

@@ -9,6 +9,7 @@ metrics, rules and diffs on the redacted bundle match the original.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -134,6 +135,9 @@ def redact_profile(profile: Profile, redactor: Redactor) -> Profile:
     return redacted
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def redact_sources(sources: list[dict], redactor: Redactor) -> list[dict]:
     """Source-file records with names pseudonymised (kind ``file``, extension kept); sizes and hashes kept."""
     out = []
@@ -149,8 +153,11 @@ def redact_sources(sources: list[dict], redactor: Redactor) -> list[dict]:
                 f".{ext}" if dot and pseudo != original and ext.isalnum() and len(ext) <= 8 else ""
             )
         for k in list(item):
-            if k not in ("name", "size_bytes", "sha256") and isinstance(item[k], str):
-                item[k] = redactor.value(item[k], k)
+            if k == "name" or not isinstance(item[k], str):
+                continue
+            if k == "sha256" and _SHA256.fullmatch(item[k]):
+                continue  # a content hash, kept so a reader can match the file; anything else is redacted
+            item[k] = redactor.value(item[k], k)
         out.append(item)
     return out
 
@@ -160,7 +167,7 @@ def redact_metadata(meta: dict[str, str], redactor: Redactor) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in meta.items():
         if redactor.policy.drops(f"metadata.{key}"):
-            redactor.dropped.append(f"metadata.{key}")
+            redactor.dropped.append("metadata key")  # its name is not published: it may be the secret
             continue
         new_key = redactor.text(key)
         if key == "source_files":

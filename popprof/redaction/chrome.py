@@ -44,6 +44,7 @@ from ..io.jsonbytes import (
     solid_before,
 )
 from .redactor import Redactor
+from .scrub import _key_kind
 
 BLOCK = 8 << 20
 #: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).
@@ -99,6 +100,7 @@ class ChromeRedactor:
         self.cache: dict[bytes, bytes] = {}
         self.inner: dict[tuple[bytes, int, bytes | None], bytes] = {}
         self.public: dict[bytes, bool] = {}
+        self.secret_keys: dict[bytes, bool] = {}
 
     # -- decisions ----------------------------------------------------------
     def _name(self, value: str) -> str:
@@ -305,6 +307,8 @@ class ChromeRedactor:
         escape or a comma (a ``cat`` value is decided item by item) always take the full path."""
         known = self.public
         flags = np.zeros(len(values), dtype=bool)
+        if any(self._secret_key(content) for content in values):
+            return flags  # a password / token key in the block: its value is replaced even when public
         for i, content in enumerate(values):
             flag = known.get(content)
             if flag is None:
@@ -320,6 +324,15 @@ class ChromeRedactor:
                 known[content] = flag
             flags[i] = flag
         return flags
+
+    def _secret_key(self, content: bytes) -> bool:
+        """A string that, as a key, makes its value a secret (``password``, ``api_key``); cached."""
+        flag = self.secret_keys.get(content)
+        if flag is None:
+            flag = len(content) < 64 and _key_kind(content.decode("utf-8", "replace")) == "secret"
+            if len(self.secret_keys) < CACHE_LIMIT:
+                self.secret_keys[content] = flag
+        return flag
 
     def finish_tokens(self, parts: list[bytes]) -> bytes:
         """Slower path for blocks with escaped quotes: redact the tokens of :data:`TOKEN_RE`."""

@@ -127,6 +127,14 @@ def _labels() -> tuple[frozenset[str], re.Pattern[str]]:
     return exact, re.compile("|".join(f"(?:{t})" for t in templated) or r"(?!)")
 
 
+@functools.cache
+def label_words() -> frozenset[str]:
+    """Every word of the summary's labels (``vertices``, ``Storage``): public wherever it stands."""
+    return frozenset(
+        w for label in vocabulary.names("text_summary_labels.txt") for w in re.findall(r"[A-Za-z]+", label)
+    )
+
+
 def summary_label(text: str) -> bool:
     """A label of Poplar's text summary (``Total cycles``, ``Tile # 289 memory usage``)."""
     exact, templated = _labels()
@@ -179,6 +187,7 @@ class NameGrammar:
             | v("hip_api.txt")
             | v("poplar_options.txt")
             | EXCEPTIONS
+            | self.template_values
         )
         self.cuda = v("cuda_api.txt") | v("hip_api.txt")
         self.kernels = v("gpu_kernel_identifiers.txt")  # a bare kernel name (``gemmSN_TN_kernel``)

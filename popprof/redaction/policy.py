@@ -1,9 +1,13 @@
 """The redaction policy: what to keep readable, what to drop, which scrubbers run.
 
-Sources, later ones winning: built-in defaults, ``[tool.popprof.redact]`` from
-the project configuration (``popprof.config.load_config``), a policy file
-(``--policy FILE``: TOML with the same keys, at top level or under
-``[redact]`` / ``[tool.popprof.redact]``), then ``--keep`` / ``--drop``.
+Sources, later ones winning: built-in defaults, ``[tool.popprof.redact]`` (or ``[redact]`` of a
+``popprof.toml``) from the project's own configuration, a policy file (``--policy FILE``: TOML with
+the same keys, at top level or under ``[redact]`` / ``[tool.popprof.redact]``), then ``--keep`` /
+``--drop``. The project's configuration is the one at the root of the git repository the user is in
+(outside a repository: the current directory's), never one found further up: a ``popprof.toml`` in
+``/tmp``, a home directory or a shared parent is not applied to redaction. Every source that loosens
+redaction (keeps values readable, switches a scrubber or identifiers off) is named in
+:attr:`Policy.loosened`, which the command prints on stderr.
 
 Keys::
 
@@ -45,6 +49,8 @@ class Policy:
     scrub: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(FAMILIES, True))
     identifiers: bool = True
     source: list[str] = field(default_factory=list)
+    #: One line per source that loosened redaction (said on stderr; never in an output).
+    loosened: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         unknown = set(self.scrub) - set(FAMILIES)
@@ -88,7 +94,9 @@ class Policy:
         scrub = data.get("scrub", {})
         if not isinstance(scrub, dict):
             raise UsageError(f"{origin}: scrub must be a table of family = true|false")
+        notes = _loosening(data, scrub, origin)
         return Policy(
+            loosened=self.loosened + notes,
             keep=self.keep + list(data.get("keep", [])),
             drop=self.drop + list(data.get("drop", [])),
             scrub={**self.scrub, **scrub},
@@ -97,10 +105,12 @@ class Policy:
         )
 
     def describe(self) -> dict:
-        """A JSON-safe description (recorded in the manifest and the report; holds no secrets)."""
+        """A JSON-safe description (recorded in the manifest and the report). It holds no secrets:
+        how many keep and drop patterns there were, never the patterns (a pattern, or a dropped
+        key's name, can itself be what the user wants hidden)."""
         return {
-            "keep": list(self.keep),
-            "drop": list(self.drop),
+            "keep": len(self.keep),
+            "drop": len(self.drop),
             "scrub": dict(self.scrub),
             "identifiers": self.identifiers,
             "allowlist": "popprof built-in",
@@ -127,23 +137,66 @@ def load_policy_file(path: str | Path) -> dict:
     return data
 
 
+def _loosening(data: dict, scrub: dict, origin: str) -> list[str]:
+    """What a policy table loosens, in words (``--keep`` patterns, scrubbers or identifiers off)."""
+    parts = []
+    if data.get("keep"):
+        parts.append(f"keeps {len(data['keep'])} pattern(s) readable")
+    off = sorted(k for k, v in scrub.items() if not v)
+    if off:
+        parts.append(f"switches the {', '.join(off)} scrubber(s) off")
+    if "identifiers" in data and not data["identifiers"]:
+        parts.append("leaves identifiers unreplaced")
+    return [f"the redaction policy from {origin} {' and '.join(parts)}"] if parts else []
+
+
+def git_root(start: Path) -> Path | None:
+    """The root of the git repository holding ``start`` (a directory with ``.git``), or None."""
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None
+
+
+def project_config(start: str | Path | None = None) -> Path | None:
+    """The project configuration redaction may use: ``popprof.toml``, or a ``pyproject.toml`` with
+    ``[tool.popprof]``, at the root of the git repository holding ``start`` (default: the current
+    directory), or in ``start`` itself outside a repository. Never a file further up."""
+    here = Path(start or Path.cwd()).resolve()
+    directory = git_root(here) or here
+    dedicated = directory / "popprof.toml"
+    if dedicated.is_file():
+        return dedicated
+    project = directory / "pyproject.toml"
+    if project.is_file():
+        try:
+            data = tomllib.loads(project.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return None  # not readable as a project config: nothing to apply
+        tool = data.get("tool", {})
+        if isinstance(tool, dict) and "popprof" in tool:
+            return project
+    return None
+
+
 def build_policy(
     policy_file: str | Path | None = None,
     keep: list[str] | tuple[str, ...] = (),
     drop: list[str] | tuple[str, ...] = (),
     use_config: bool = True,
+    start: str | Path | None = None,
 ) -> Policy:
-    """The effective policy: defaults, project config, policy file, then command-line patterns."""
+    """The effective policy: defaults, the project's own config (:func:`project_config`), a policy
+    file, then command-line patterns."""
     policy = Policy()
     if use_config:
-        try:
-            from ..io.config import load_config
-        except ImportError:
-            load_config = None
-        if load_config is not None:
-            section = (load_config() or {}).get("redact")
+        from ..io.config import load_config
+
+        found = project_config(start)
+        if found is not None:
+            section = (load_config(explicit=found) or {}).get("redact")
             if section:
-                policy = policy.merged(section, "[tool.popprof.redact]")
+                policy = policy.merged(section, f"{found}", "[tool.popprof.redact]")
     if policy_file is not None:
         policy = policy.merged(load_policy_file(policy_file), str(policy_file), "policy file")
     if keep or drop:

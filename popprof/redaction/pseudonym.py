@@ -14,7 +14,6 @@ redacted data never merges two names.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import secrets
@@ -56,6 +55,8 @@ PREFIXES: dict[str, str] = {
 SHORT_HEX = 12
 LONG_HEX = 24
 KEY_ENV = "POPPROF_REDACT_KEY"
+#: The shortest key accepted from any source.
+MIN_KEY_BYTES = 16
 
 
 def random_key() -> bytes:
@@ -76,24 +77,36 @@ def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str
             data = open(key_file, "rb").read().strip()  # noqa: SIM115
         except OSError as exc:
             raise InputError(key_file, f"cannot read the key file ({exc.strerror or exc})") from None
-        if len(data) < 8:
-            raise InputError(
-                key_file,
-                "the key file holds fewer than 8 bytes",
-                "use a long random key, "
-                "e.g. `python -c 'import secrets; print(secrets.token_hex(32))' > key`",
-            )
+        check_key(data, f"the key file {key_file}")
         return data, "file"
     env = os.environ.get(KEY_ENV, "").strip()
     if env:
-        return env.encode("utf-8"), "env"
+        data = env.encode("utf-8")
+        check_key(data, f"${KEY_ENV}")
+        return data, "env"
     return random_key(), "random"
 
 
+def check_key(key: bytes, where: str) -> None:
+    """Refuse a key of fewer than :data:`MIN_KEY_BYTES` bytes, or one made of a single repeated
+    byte, from any source (file, environment, API): pseudonyms under a guessable key can be reversed
+    by hashing candidate names."""
+    from ..model.errors import UsageError
+
+    if len(key) < MIN_KEY_BYTES or len(set(key)) < 2:
+        raise UsageError(
+            f"{where}: a redaction key needs at least {MIN_KEY_BYTES} bytes of random material "
+            f"(got {len(key)}); make one with "
+            "`python -c 'import secrets; print(secrets.token_hex(32))' > key`"
+        )
+
+
 def key_fingerprint(key: bytes) -> str:
-    """A short public fingerprint of a redaction key (never the key): two outputs with different
-    fingerprints were made with different keys, so their pseudonyms do not correspond."""
-    return "hmac-sha256:" + hashlib.sha256(b"popprof redaction key fingerprint\0" + key).hexdigest()[:12]
+    """A short public fingerprint of a redaction key (never the key): ``HMAC-SHA-256(key, label)``
+    over a fixed label, so it is a keyed value like every pseudonym (with the 16-byte minimum, no
+    guess of the key can be tested against it faster than against the pseudonyms themselves). Two
+    outputs with different fingerprints were made with different keys."""
+    return "hmac-sha256:" + hmac.digest(bytes(key), b"popprof redaction key fingerprint", "sha256").hex()[:12]
 
 
 class Pseudonymizer:

@@ -16,7 +16,7 @@ from collections import Counter
 from .allowlist import Allowlist
 from .policy import Policy
 from .pseudonym import Pseudonymizer, key_fingerprint
-from .scrub import FAMILIES, PSEUDONYM_RE, Scrubber, _key_kind, detect
+from .scrub import ASSIGNED_SECRET, FAMILIES, PSEUDONYM_RE, Scrubber, _key_kind, detect
 from .tokens import chunks, has_space, json_in_string
 
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:\d[\d,_]*)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -83,9 +83,12 @@ class Redactor:
         one pseudonym. What decides is what the string is, never where it sits: a public
         string is kept everywhere, a non-public one replaced everywhere.
         """
-        if not isinstance(value, str) or not value or self.is_public(value):
-            if isinstance(value, str) and value:
-                self.kept[kind] += 1
+        if not isinstance(value, str) or not value:
+            return value
+        if self._secret_value(value, key):
+            return self.scrubber.whole("secret", value)  # all digits, 0x..., a date: a secret all the same
+        if self.is_public(value):
+            self.kept[kind] += 1
             return value
         parsed = json_in_string(value)
         if parsed is not None:
@@ -130,6 +133,8 @@ class Redactor:
         """Free text: public chunks stay readable; each run of other chunks has its detector spans
         (paths, hosts, e-mails, ...) replaced by pseudonyms of their kind, then every chunk left
         that is not public becomes a pseudonym."""
+        if "secret" in self.scrubber.kinds and ASSIGNED_SECRET.search(value):
+            value = ASSIGNED_SECRET.sub(self._assigned_secret, value)
         spans = chunks(value)
         public = [self.is_public(value[s:e]) for s, e in spans]
         parts: list[str] = []
@@ -147,6 +152,22 @@ class Redactor:
             pos, i = spans[j - 1][1], j
         parts.append(value[pos:])
         return "".join(parts)
+
+    def _secret_value(self, value: str, key: str | None) -> bool:
+        """A value under a secret key (``password``, ``api_key``...) that is not a pseudonym or kept."""
+        return (
+            key is not None
+            and _key_kind(key) == "secret"
+            and "secret" in self.scrubber.kinds
+            and not (PSEUDONYM_RE.fullmatch(value) or self.policy.keeps(value))
+        )
+
+    def _assigned_secret(self, m: re.Match[str]) -> str:
+        secret = m.group(1)
+        if PSEUDONYM_RE.fullmatch(secret) or self.policy.keeps(secret):
+            return m.group(0)
+        start = m.start(1) - m.start()
+        return m.group(0)[:start] + self.scrubber.whole("secret", secret)
 
     def _scrub_region(self, region: str) -> str:
         protected = self._disabled_spans(region)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from .allowlist import Allowlist
 from .scrub import PSEUDONYM_RE, detect
-from .sensitive import HASH_KEYS, MIN_SUBSTRING, SensitiveSet
+from .secrets_scan import detector
+from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
@@ -142,6 +143,7 @@ class Scanner:
         sensitive: SensitiveSet,
         allowlist: Allowlist | None = None,
         keep: Callable[[str], bool] | None = None,
+        second_detector: bool = True,
     ) -> None:
         self.allowlist = allowlist or sensitive.allowlist or Allowlist()
         self.keep = keep or sensitive.keep or (lambda s: False)
@@ -158,6 +160,8 @@ class Scanner:
         self.result = ScanResult(tokens=len(self.matcher.tokens) + len(self.word_tokens))
         self.hits: dict[str, str] = {}
         self._seen: set = set()
+        #: The second, independent detector (detect-secrets) over every output string.
+        self.second = detector() if second_detector else None
 
     def check(self, value: str, place: str, key: str | None = None, top: str | None = None) -> None:
         """Check one string; when it holds JSON, every decoded key and string inside it instead
@@ -167,11 +171,7 @@ class Scanner:
             return
         self._seen.add((value, key))
         self.result.strings_checked += 1
-        if (
-            PSEUDONYM_RE.fullmatch(value)
-            or self.keep(value)
-            or (key is not None and key.lower() in HASH_KEYS)
-        ):
+        if PSEUDONYM_RE.fullmatch(value) or self.keep(value) or is_digest(key, value):
             return
         if looks_like_json(value) and value not in self.allowlist and json_depth(value) <= MAX_JSON_DEPTH:
             try:
@@ -188,6 +188,14 @@ class Scanner:
             self.hits.setdefault(top or value, kind)
 
     def _find(self, value: str, key: str | None) -> str | None:
+        found = self._first_half(value, key)
+        if found is None and self.second is not None:
+            secret = self.second.find(value)  # knows nothing of the original or the vocabulary
+            if secret is not None:
+                return f"secret ({secret}, detect-secrets)"
+        return found
+
+    def _first_half(self, value: str, key: str | None) -> str | None:
         if value in self.allowlist:
             # a public name holds no free part, but a sensitive string of the original may still sit
             # inside it (``at::<a user's name>``); of patterns, only those no public shape can mimic count
@@ -206,7 +214,7 @@ class Scanner:
 
         In a public string, path- and token-like spans are parts of its public shape (``/device:GPU:0``,
         ``ConvPartial1x1Out``); in other text, spans inside a public chunk are skipped likewise."""
-        if key is not None and key.lower() in HASH_KEYS:
+        if is_digest(key, value):
             return None
         found = detect(value, _PUBLIC_FAMILIES if public else None)
         if not found:

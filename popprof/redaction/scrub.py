@@ -124,6 +124,13 @@ def _key_kind(key: str) -> str | None:
     return kind
 
 
+#: A value assigned to a secret keyword in free text (``password=55512345``, ``token: 0xbeef``):
+#: replaced whatever it looks like, a number or a date included.
+ASSIGNED_SECRET = re.compile(
+    r"(?i)\b(?:password|passwd|pwd|token|secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|"
+    r"private[_-]?key|client[_-]?secret)\s*[=:]\s*[\"']?([^\s\"',;&}]+)"
+)
+
 # Each rule: (kind, compiled pattern, group to replace (0 = whole match)).
 _RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("url", re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:\"'<>]+:[^\s/@\"'<>]+@[^\s\"'<>]*"), 0),

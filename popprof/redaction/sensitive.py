@@ -30,12 +30,22 @@ import pyarrow.compute as pc
 
 from ..io.jsonbytes import SCAN_BLOCK, last_opening_quote, map_blocks, solid_after
 from .allowlist import Allowlist
-from .scrub import PSEUDONYM_RE, _key_kind, detect
+from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
 MIN_SUBSTRING = 8
 #: Keys whose values are content hashes, kept on purpose (not secrets).
 HASH_KEYS = frozenset({"sha256", "sha1", "md5", "hash", "digest", "key_fingerprint"})
+#: What a content hash or a key fingerprint looks like: only such a value under a hash key is exempt
+#: (a ``sha256`` field holding anything else is checked like any other string).
+_DIGEST = re.compile(r"[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}|hmac-sha256:[0-9a-f]{12}|scrypt:[0-9a-f]{24}")
+
+
+def is_digest(key: str | None, value: str) -> bool:
+    """A content hash (or a key fingerprint) under a hash key: kept on purpose, not a secret."""
+    return key is not None and key.lower() in HASH_KEYS and _DIGEST.fullmatch(value) is not None
+
+
 _NUMERIC = re.compile(r"[\d\s.,:;+\-eE%()x/]*")
 _HEXISH = re.compile(r"[0-9a-fA-F]{1,11}")
 
@@ -61,11 +71,18 @@ class SensitiveSet:
         if not isinstance(value, str) or not value:
             return
         item = (value, key)
-        if key is not None and key.lower() in HASH_KEYS:
+        if is_digest(key, value):
             return  # content hashes (sha256 of a source file) are kept on purpose
         if item in self._seen:
             return
         self._seen.add(item)
+        if key is not None and _key_kind(key) == "secret" and not self.keep(value):
+            stripped = value.strip()
+            if len(stripped) >= 6 and not PSEUDONYM_RE.fullmatch(stripped):
+                self.strings.setdefault(stripped, "secret")  # numeric-looking secrets too
+        for m in ASSIGNED_SECRET.finditer(value):
+            if len(m.group(1)) >= 6 and not PSEUDONYM_RE.fullmatch(m.group(1)) and not self.keep(m.group(1)):
+                self.strings.setdefault(m.group(1), "secret")
         if self.public(value):
             self.exempt.update(words(value))
             return

@@ -51,6 +51,9 @@ _MESSAGES = re.compile(
 )
 
 
+_TRAILING_NUMBER = re.compile(r"\s+[-+]?\d[\d,]*(?:\.\d+)?$")
+
+
 def _aligned(indent: str, name: str, old_name: str, gap: str, rest: str) -> str:
     """``name`` in place of ``old_name`` with ``rest`` starting in the same column when it fits."""
     width = len(old_name) + len(gap)
@@ -167,6 +170,9 @@ class _TextRedaction:
             return segment
         lead = segment[: len(segment) - len(segment.lstrip())]
         trail = segment[len(segment.rstrip()) :]
+        figure = _TRAILING_NUMBER.search(core)
+        if figure is not None and figure.start() > 0:  # "Attached to IPU 0": the number stays, so the
+            core, trail = core[: figure.start()], figure.group(0) + trail  # line still reads as a figure
         return lead + self.r.identifier("line", core) + trail
 
 

@@ -16,6 +16,7 @@ popprof's own and keeps only names.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import subprocess
@@ -441,30 +442,60 @@ def regen_nccl(src: Checkout, old_ref: str | None) -> None:
 # -- Kineto -------------------------------------------------------------------------------------------
 
 
-def regen_kineto(src: Checkout) -> None:
-    """Kineto's activity categories, trace keys and event ``args`` keys."""
-    commit = src.commit()
-    types_h = src.read("libkineto/include/ActivityType.h")
-    catalog = src.read("libkineto/include/MetadataFieldCatalog.h")
-    output = src.read("libkineto/src/output_json.cpp")
-    categories = sorted(set(re.findall(r'\{"([a-z][a-z0-9_]*)",\s*ActivityType::', types_h)) - {"ENUM_COUNT"})
-    arg_keys = set(re.findall(r'\bk[A-Z]\w*\{\s*"([^"]+)"\s*\}', catalog))
-    arg_keys |= set(re.findall(r'add\w*\(\s*"([^"]+)"', output))
-    trace_keys = set(re.findall(r'(?:^|[\s({,])"([A-Za-z][A-Za-z0-9_ ]{0,40})": ', output, re.M))
+#: Keys of PyTorch's own profiler output of 2021 (1.8 / 1.9) that no Kineto source holds, as a real
+#: GPU trace of that year prints them (issue 24).
+LEGACY_TRACE_KEYS = (
+    "theoretical occupancy %",
+    "computeProperties",
+    "cupti_version",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+    "rocprofiler-sdk_version",
+)
+
+
+def regen_kineto(sources: list[Checkout]) -> None:
+    """Kineto's activity categories, trace keys and event ``args`` keys, united over every ref given
+    (older releases print older keys: ``external id``)."""
+    categories: set[str] = set()
+    arg_keys: set[str] = set(LEGACY_TRACE_KEYS)
+    trace_keys: set[str] = set()
+    commits: list[str] = []
+    paths = [
+        "libkineto/include/ActivityType.h",
+        "libkineto/include/MetadataFieldCatalog.h",
+        "libkineto/src/*.cpp",
+    ]
+    for src in sources:
+        commits.append(f"{src.ref or 'working tree'} {src.commit()}")
+        for name in ("libkineto/include/ActivityType.h", "libkineto/src/ActivityType.cpp"):
+            try:
+                text = src.read(name)
+            except (OSError, subprocess.CalledProcessError):
+                continue
+            categories |= set(re.findall(r'\{"([a-z][a-z0-9_]*)",\s*ActivityType::', text))
+        with contextlib.suppress(OSError, subprocess.CalledProcessError):  # older releases have no catalog
+            catalog = src.read("libkineto/include/MetadataFieldCatalog.h")
+            arg_keys |= set(re.findall(r'\bk[A-Z]\w*\{\s*"([^"]+)"\s*\}', catalog))
+        for path in src.files(r"libkineto/src/[^/]*\.cpp"):
+            text = src.read(path)
+            arg_keys |= set(re.findall(r'add\w*\(\s*"([^"]+)"', text))
+            found = set(re.findall(r'"([A-Za-z][A-Za-z0-9 _.%()/#-]{0,40})": ', text))
+            (trace_keys if path.endswith("output_json.cpp") else arg_keys).update(found)
+    categories.discard("ENUM_COUNT")
     write_json(
         "kineto.json",
         {
             "what": "Kineto activity categories, trace keys and args keys",
             "repository": "pytorch/kineto",
-            "paths": [
-                "libkineto/include/ActivityType.h",
-                "libkineto/include/MetadataFieldCatalog.h",
-                "libkineto/src/output_json.cpp",
-            ],
-            "commit": commit,
-            "regenerate": "python popprof/redaction/vocabulary/regenerate.py kineto CHECKOUT",
+            "paths": paths,
+            "commit": "; ".join(commits),
+            "regenerate": "python popprof/redaction/vocabulary/regenerate.py kineto CHECKOUT [--ref REF ...]",
+            "legacy": "LEGACY_TRACE_KEYS in regenerate.py: keys of PyTorch's own 2021 profiler output",
         },
-        {"categories": categories, "trace_keys": sorted(trace_keys), "arg_keys": sorted(arg_keys)},
+        {"categories": sorted(categories), "trace_keys": sorted(trace_keys), "arg_keys": sorted(arg_keys)},
     )
     print(f"kineto: {len(categories)} categories, {len(trace_keys)} trace keys, {len(arg_keys)} args keys")
 
@@ -544,7 +575,11 @@ def regen_summary(dirs: list[str]) -> None:
     paths: list[str] = []
     for d in dirs:
         for path in sorted(Path(d).rglob("*")):
-            if path.suffix in {".txt", ".log", ".rep"} and path.is_file():
+            if (
+                path.suffix in {".txt", ".log", ".rep"}
+                and path.is_file()
+                and not path.name.startswith("LICENSE")
+            ):
                 found = summary_labels(path.read_text("utf-8", "replace"))
                 if found:
                     labels |= found
@@ -591,7 +626,7 @@ def regen_runtime(dirs: list[str]) -> None:
     names = set(KNOWN_RUNTIME_VERTICES)
     paths = []
     for d in dirs:
-        for path in sorted(Path(d).rglob("*.txt")):
+        for path in sorted(p for p in Path(d).rglob("*.txt") if not p.name.startswith("LICENSE")):
             found = _RUNTIME_VERTEX.findall(path.read_text("utf-8", "replace"))
             if found:
                 names.update(found)
@@ -737,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.source == "nccl":
         regen_nccl(src, args.old_ref)
     elif args.source == "kineto":
-        regen_kineto(src)
+        regen_kineto([Checkout(args.checkout[0], ref) for ref in refs])
     return 0
 
 
