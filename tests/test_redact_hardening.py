@@ -179,3 +179,24 @@ def test_umask_is_respected_for_outputs(tmp_path):
     current = os.umask(0o022)
     os.umask(current)
     assert (tmp_path / "o2.json").stat().st_mode & 0o777 == 0o666 & ~current
+
+
+@pytest.mark.parametrize("after", ["\nINFO appended log line QzvSecret\n", "\n// a comment\n", " garbage"])
+def test_text_after_the_json_is_refused(tmp_path, after):
+    src = _trace(tmp_path, extra_text=after)
+    out = tmp_path / "o.json"
+    with pytest.raises(popprof.InputError, match="text follows the JSON value"):
+        redact(src, out, key=KEY_A)
+    assert not out.exists()
+
+
+def test_json_in_strings_keeps_numbers_and_repeated_keys_byte_for_byte(tmp_path):
+    inner = '{"a": 1e400, "b": 0.1000000000000000055511, "a": "QzvSecretValue", "n": [1, 2.50, -0.0]}'
+    events = [{"ph": "i", "name": "x", "pid": 1, "tid": 1, "ts": 1, "s": "t", "args": {"config": inner}}]
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "o.json"
+    assert redact(src, out, key=KEY_A).passed
+    got = json.loads(out.read_text())["traceEvents"][0]["args"]["config"]
+    assert got.startswith('{"a": 1e400, "b": 0.1000000000000000055511, "a": "arg_')
+    assert got.endswith('"n": [1, 2.50, -0.0]}') and "QzvSecretValue" not in got

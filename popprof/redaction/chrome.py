@@ -428,6 +428,24 @@ def _cut_before_key(block: bytes, tries: int = 256) -> int:
     return -1
 
 
+#: How much of the end of a trace is kept to check that nothing follows the JSON value.
+TAIL_BYTES = 4096
+
+
+def check_nothing_after_json(tail: bytes, source: Path) -> None:
+    """Refuse a trace whose bytes go on after its JSON value (an appended log, a comment): the
+    redaction only knows JSON, and text it does not understand is never copied through."""
+    end = tail.rstrip(b" \t\r\n")
+    if end and end[-1:] not in (b"}", b"]"):
+        from ..model.errors import InputError
+
+        raise InputError(
+            source,
+            "text follows the JSON value (the file does not end with '}' or ']'): it would not be redacted",
+            "remove what follows the trace's JSON, then redact again",
+        )
+
+
 def _check_length(longest: int, limit: int, source: Path) -> None:
     if longest > limit:
         raise limits.string_too_long(source, longest)
@@ -498,10 +516,14 @@ def redact_chrome(
 
     with raw, reader, writer, ThreadPoolExecutor(max(1, workers)) as pool, ThreadPoolExecutor(1) as output:
         carry = b""
+        tail = b""
         while True:
             block = reader.read(BLOCK)
             read += len(block)
             final = not block
+            tail = (tail + block)[-TAIL_BYTES:] if block else tail
+            if final:
+                check_nothing_after_json(tail, source)
             work, carry, lessons = engine.prepare(carry + block, final)
             _check_length(len(carry) - BLOCK, limit, source)  # a block that cannot be cut holds a long string
             job = None if isinstance(work, list) else pool.submit(encode, work)

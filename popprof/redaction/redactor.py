@@ -9,11 +9,11 @@ original it replaced, which is what the leak scan looks for afterwards.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 
 from .allowlist import Allowlist
+from .jsontext import Number, Pairs, dumps_exact, loads_exact
 from .policy import Policy
 from .pseudonym import Pseudonymizer, key_fingerprint
 from .scrub import ASSIGNED_SECRET, FAMILIES, PSEUDONYM_RE, Scrubber, _key_kind, detect
@@ -91,8 +91,8 @@ class Redactor:
             self.kept[kind] += 1
             return value
         parsed = json_in_string(value)
-        if parsed is not None:
-            return json.dumps(self.decide_json(parsed, key), ensure_ascii=False)
+        if parsed is not None:  # decoded again keeping numbers' text and repeated keys: only strings change
+            return dumps_exact(self.decide_json(loads_exact(value), key))
         key_kind = _key_kind(key) if key else None
         if key_kind is not None:
             if key_kind not in self.scrubber.kinds:
@@ -112,7 +112,16 @@ class Redactor:
         stack: list[tuple[object, object, object, str | None]] = [(obj, root, 0, key)]
         while stack:
             item, parent, slot, under = stack.pop()
-            if isinstance(item, dict):
+            if isinstance(item, Number):
+                parent[slot] = item  # type: ignore[index]
+            elif isinstance(item, Pairs):
+                pairs = Pairs([None] * len(item))
+                parent[slot] = pairs  # type: ignore[index]
+                for i, (k, v) in enumerate(item):
+                    cell: list = [self.decide(str(k), "key"), None]
+                    pairs[i] = cell
+                    stack.append((v, cell, 1, str(k)))
+            elif isinstance(item, dict):
                 out: dict = {}
                 parent[slot] = out  # type: ignore[index]
                 for k, v in item.items():
