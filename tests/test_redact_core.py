@@ -45,8 +45,8 @@ def test_key_sources(tmp_path, monkeypatch):
     key = tmp_path / "key"
     key.write_text("a-long-secret-key\n")
     assert load_key(key) == (b"a-long-secret-key", "file")
-    monkeypatch.setenv("POPPROF_REDACT_KEY", "env-key-value")
-    assert load_key() == (b"env-key-value", "env")
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "env-key-value-0123")
+    assert load_key() == (b"env-key-value-0123", "env")
     monkeypatch.delenv("POPPROF_REDACT_KEY")
     k1, src = load_key()
     assert src == "random" and k1 != load_key()[0]

@@ -106,8 +106,8 @@ def test_the_git_root_config_applies_and_loosening_is_said(tmp_path, monkeypatch
     assert "keeps 1 pattern(s) readable" in result.output and "paths scrubber(s) off" in result.output
 
 
-@pytest.mark.parametrize("key", [b"", b"ab", b"short-key-15byt", b"x" * 32])
-def test_short_or_trivial_keys_are_refused_from_the_api(tmp_path, key):
+@pytest.mark.parametrize("key", [b"", b"ab", b"short-key-15byt", "fifteen-chars!!"])
+def test_short_keys_are_refused_from_the_api(tmp_path, key):
     src = _trace(tmp_path)
     with pytest.raises(UsageError):
         redact(src, tmp_path / "o.json", key=key)

@@ -135,6 +135,7 @@ TARGET_VALUES = frozenset(
         "sdk1_json",
         "chrome_trace",
         "archive",
+        "oom_log",  # every reader's FORMAT name is public (popprof/readers)
         "baseline",
     }
 )

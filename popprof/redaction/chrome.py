@@ -91,6 +91,10 @@ def _balanced_end(data: bytes, start: int, limit: int = 1 << 16) -> int:
     return -1
 
 
+_PUBLIC = 1
+_SECRET_KEY = 2
+
+
 class ChromeRedactor:
     """Redacts Chrome-trace JSON bytes block by block with a cache per distinct token."""
 
@@ -99,8 +103,7 @@ class ChromeRedactor:
         self.name_kind: dict[str, str] = {}
         self.cache: dict[bytes, bytes] = {}
         self.inner: dict[tuple[bytes, int, bytes | None], bytes] = {}
-        self.public: dict[bytes, bool] = {}
-        self.secret_keys: dict[bytes, bool] = {}
+        self.public: dict[bytes, int] = {}  # content -> _PUBLIC | _SECRET_KEY bits
 
     # -- decisions ----------------------------------------------------------
     def _name(self, value: str) -> str:
@@ -304,35 +307,30 @@ class ChromeRedactor:
     def _everywhere_public(self, values: list[bytes]) -> np.ndarray:
         """Per distinct string content of a block: True when it is public vocabulary, so every context
         keeps it (:meth:`.Redactor.decide` keeps a public string wherever it sits). Contents with an
-        escape or a comma (a ``cat`` value is decided item by item) always take the full path."""
+        escape or a comma (a ``cat`` value is decided item by item) always take the full path. A block
+        holding a secret key (``password``, ``api_key``) takes the full path for all its strings: the
+        value under such a key is replaced even when it looks public (digits, a date)."""
         known = self.public
         flags = np.zeros(len(values), dtype=bool)
-        if any(self._secret_key(content) for content in values):
-            return flags  # a password / token key in the block: its value is replaced even when public
+        secret_key = False
         for i, content in enumerate(values):
-            flag = known.get(content)
-            if flag is None:
-                flag = (
-                    b"\\" not in content
-                    and b"," not in content
-                    and self.r.is_public(content.decode("utf-8", "surrogateescape"))
-                )
-                if flag:
+            code = known.get(content)
+            if code is None:
+                text = content.decode("utf-8", "surrogateescape")
+                public = b"\\" not in content and b"," not in content and self.r.is_public(text)
+                if public:
                     self.r.kept["public"] += 1
+                code = _PUBLIC if public else 0
+                if len(content) < 64 and _key_kind(text) == "secret":
+                    code |= _SECRET_KEY
                 if len(known) > CACHE_LIMIT:
                     known.clear()
-                known[content] = flag
-            flags[i] = flag
+                known[content] = code
+            flags[i] = code & _PUBLIC
+            secret_key = secret_key or bool(code & _SECRET_KEY)
+        if secret_key:
+            flags[:] = False
         return flags
-
-    def _secret_key(self, content: bytes) -> bool:
-        """A string that, as a key, makes its value a secret (``password``, ``api_key``); cached."""
-        flag = self.secret_keys.get(content)
-        if flag is None:
-            flag = len(content) < 64 and _key_kind(content.decode("utf-8", "replace")) == "secret"
-            if len(self.secret_keys) < CACHE_LIMIT:
-                self.secret_keys[content] = flag
-        return flag
 
     def finish_tokens(self, parts: list[bytes]) -> bytes:
         """Slower path for blocks with escaped quotes: redact the tokens of :data:`TOKEN_RE`."""

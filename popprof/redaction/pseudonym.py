@@ -88,12 +88,11 @@ def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str
 
 
 def check_key(key: bytes, where: str) -> None:
-    """Refuse a key of fewer than :data:`MIN_KEY_BYTES` bytes, or one made of a single repeated
-    byte, from any source (file, environment, API): pseudonyms under a guessable key can be reversed
-    by hashing candidate names."""
+    """Refuse a key of fewer than :data:`MIN_KEY_BYTES` bytes from any source (file, environment,
+    API): pseudonyms under a guessable key can be reversed by hashing candidate names."""
     from ..model.errors import UsageError
 
-    if len(key) < MIN_KEY_BYTES or len(set(key)) < 2:
+    if len(key) < MIN_KEY_BYTES:
         raise UsageError(
             f"{where}: a redaction key needs at least {MIN_KEY_BYTES} bytes of random material "
             f"(got {len(key)}); make one with "
