@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 from .catalogue import write_parquet
+from .engine_duckdb import raw_sql
 from .identity import month_of
 from .layout import (
     COMPACT_PREFIX,
@@ -26,8 +27,7 @@ from .layout import (
     read_descriptor,
 )
 from .schemas import kinds, schema_of
-from .views import raw_name
-from .views import view_name as _view
+from .views import raw_name, view_sql
 
 
 def compact(store: str | os.PathLike[str], *, before: str | None = None) -> list[str]:
@@ -61,8 +61,10 @@ def _compact_month(con, location: Location, kind: str, month: str, known: set[st
         return False
     names = [f'"{f.name}"' for f in schema_of(kind)]
     order = "created, run_id, profile" if "created" in schema_of(kind).names else "run_id, profile"
-    table = con.sql(  # month is YYYY-MM (a directory name checked by the caller)
-        f"SELECT {', '.join(names)} FROM {_view(kind)} WHERE month = '{check_month(month)}' ORDER BY {order}"
+    # only this month's files: the view's rules (live ingests, highest generation) applied to them
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _month AS {raw_sql(location, kind, True, inputs)}")
+    table = con.sql(
+        f"SELECT {', '.join(names)} FROM ({view_sql(kind, raw='_month')}) ORDER BY {order}"
     ).to_arrow_table()
     table = table.cast(schema_of(kind))
     generation = 1 + max(compact_generation(f) for f in inputs)

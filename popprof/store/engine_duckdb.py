@@ -16,8 +16,9 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def raw_sql(location: Location, kind: str, present: bool) -> str:
-    """The raw relation of ``kind``: its files read by name with declared casts (typed and empty without files).
+def raw_sql(location: Location, kind: str, present: bool, files: list[str] | None = None) -> str:
+    """The raw relation of ``kind``: its files (all, or the store-relative ``files``) read by name with
+    declared casts (typed and empty without files).
 
     An empty typed relation is unioned by name with the files, so a column missing from every file (an
     optional one, or one added later) is NULL, and a column the schema does not know is ignored.
@@ -29,15 +30,18 @@ def raw_sql(location: Location, kind: str, present: bool) -> str:
     )
     if not present:
         return empty
-    glob = location.path(f"{kind_dir(kind)}/month=*/*.parquet")
-    files = (
-        f"SELECT * FROM read_parquet({_literal(glob)}, "
+    if files is None:
+        source = _literal(location.path(f"{kind_dir(kind)}/month=*/*.parquet"))
+    else:
+        source = "[" + ", ".join(_literal(location.path(f)) for f in files) + "]"
+    files_sql = (
+        f"SELECT * FROM read_parquet({source}, "
         "hive_partitioning = true, hive_types = {'month': 'VARCHAR'}, union_by_name = true, filename = true)"
     )
     casts = ", ".join(f'CAST("{f.name}" AS {duckdb_type(f.type)}) AS "{f.name}"' for f in schema)
     return (
         f"SELECT {casts}, CAST(month AS VARCHAR) AS month, CAST(_file AS VARCHAR) AS _file FROM "
-        f"({empty} UNION ALL BY NAME SELECT * EXCLUDE (filename), filename AS _file FROM ({files}))"
+        f"({empty} UNION ALL BY NAME SELECT * EXCLUDE (filename), filename AS _file FROM ({files_sql}))"
     )
 
 

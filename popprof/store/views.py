@@ -50,10 +50,10 @@ def live_sql() -> str:
     )
 
 
-def view_sql(kind: str, quote: str = '"') -> str:
-    """The SELECT that defines the view of ``kind`` over its raw relation (``quote``: the SQL dialect's
-    identifier quote, a backtick for Spark)."""
-    raw = raw_name(kind)
+def view_sql(kind: str, quote: str = '"', raw: str | None = None) -> str:
+    """The SELECT that defines the view of ``kind`` over its raw relation (``raw``, default the whole kind's;
+    ``quote``: the SQL dialect's identifier quote, a backtick for Spark)."""
+    raw = raw or raw_name(kind)
     cols = columns(kind)
     if kind == "runs":
         return (
