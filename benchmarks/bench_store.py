@@ -151,7 +151,7 @@ def bench_query(runs: int, repeat: int) -> list[list[str]]:
             figures = [
                 _child(
                     "import popprof.store as store\n"
-                    f"frame = store.open({str(path)!r}).query({sql!r})\n"
+                    f"frame = store.open({str(path)!r}).query({sql!r}, timeout_s=3600)\n"
                     "result['rows'] = len(frame)\n"
                 )
                 for _ in range(repeat if where == "compacted" else 1)

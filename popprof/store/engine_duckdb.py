@@ -62,6 +62,7 @@ def create_views(con: duckdb.DuckDBPyConnection, location: Location) -> list[str
     """
     present = present_kinds(location)
     con.execute("SET parquet_metadata_cache = true")  # each view binds the files again: footers read once
+    con.execute("SET enable_progress_bar = false")  # DuckDB draws one on stderr for long scans
     con.execute(f"CREATE VIEW {raw_name('runs')} AS {raw_sql(location, 'runs', 'runs' in present)}")
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
