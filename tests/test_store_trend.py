@@ -119,3 +119,18 @@ def test_unknown_metric_and_bad_store_are_one_line(history, tmp_path: Path, caps
     assert code == 2 and "no runs of metric" in err
     code, _, err = run(capsys, "trend", tmp_path, MEMORY)
     assert code == 2 and "not a popprof store" in err
+
+
+def test_the_p_value_is_mann_whitney_with_ties() -> None:
+    import numpy as np
+
+    stats = pytest.importorskip("scipy.stats")
+    from popprof.store.trend import _p_value
+
+    rng = np.random.default_rng(0)
+    for before, after in [
+        (rng.normal(0, 1, 30), rng.normal(0.5, 1, 40)),
+        (np.array([1.0, 1, 2, 2, 3]), np.array([2.0, 3, 3, 4, 4, 4])),
+    ]:
+        expected = stats.mannwhitneyu(before, after, alternative="two-sided", method="asymptotic").pvalue
+        assert _p_value(before, after) == pytest.approx(expected, rel=1e-9)
