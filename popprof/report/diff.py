@@ -10,6 +10,10 @@ from ..compare.gate import GateResult
 from ..io import jsonout, units
 from . import junit
 from . import markdown as md
+from .names import short_name
+
+#: Widest program or event name in a diff table (the full name stays in the JSON).
+DIFF_NAME_WIDTH = 60
 
 
 def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
@@ -151,7 +155,7 @@ def render_text(
             lines += _table(
                 [
                     [
-                        r.name,
+                        short_name(r.name, DIFF_NAME_WIDTH),
                         _count(r.base_count),
                         _count(r.new_count),
                         units.value(_f(r.base_total), unit),
@@ -289,7 +293,7 @@ def render_markdown(
             ["name", "base n", "new n", "change", "rel", "status"],
             [
                 [
-                    md.code(r.name),
+                    md.code(short_name(r.name, DIFF_NAME_WIDTH)),
                     _count(r.base_count),
                     _count(r.new_count),
                     units.change(r.change, unit),

@@ -8,8 +8,7 @@ from __future__ import annotations
 from ..io import units
 from ..trace.frame import SYNTHETIC_ID_BASE
 
-#: Widest name a text table shows before shortening it with '...'.
-NAME_WIDTH = 90
+from .names import NAME_WIDTH, short_name
 
 # -- text rendering ---------------------------------------------------------
 
@@ -133,7 +132,7 @@ def _render_execution_totals(e: dict) -> list[str]:
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
+    return short_name(name, width)
 
 
 def _who(row: dict) -> str:
