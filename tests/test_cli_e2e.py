@@ -407,11 +407,11 @@ def test_a_python_warning_is_one_line_on_stderr(cli, monkeypatch):
 
     real = summary_cli.summarise
 
-    def noisy(profile):
+    def noisy(profile, **options):
         warnings.warn(
             "Attempting to set identical low and high xlims\n  makes it singular", UserWarning, stacklevel=1
         )
-        return real(profile)
+        return real(profile, **options)
 
     monkeypatch.setattr(summary_cli, "summarise", noisy)
     out, err = cli("summary", FIXTURES / "mk2_training.popprof", "--format", "json")

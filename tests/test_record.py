@@ -103,7 +103,7 @@ def test_with_the_sdk_everything_is_exported_and_checked(tmp_path, capsys, pva_d
     assert "memory.tile-oom" in found["training"] and "memory.tile-oom" not in found["inference"]
     assert "ERROR    memory.tile-oom" in stdout
     html = (out / "report.html").read_text("utf-8")
-    assert "data-profile='training'" in html and "data-profile='stdout.text_summary'" in html
+    assert 'data-profile="training"' in html and 'data-profile="stdout.text_summary"' in html
     assert code == 1 and rec["exit_code"] == 1  # CMD succeeded, an error finding at --fail-on error
     assert "popprof: note:" not in stderr
 
@@ -144,6 +144,26 @@ def test_cmd_failure_is_exit_4_with_its_own_code_reported(tmp_path, capsys) -> N
     rec = load(out / "record.json")
     assert rec["cmd_exit_code"] == 3 and rec["exit_code"] == 4 and rec["cmd_killed_by"] is None
     assert (out / "findings.json").is_file() and (out / "report.html").is_file()  # still processed
+    from test_report_sections import tables_by_class
+
+    run = tables_by_class((out / "report.html").read_text("utf-8"))["run"]  # issue 28: the command's end
+    cells = {row[0]: row[1] for row in run[0]}
+    assert CHILD in cells["command"] and "--exit 3" in cells["command"]
+    assert cells["exit code"] == "exit code 3"
+    assert cells["duration"].endswith((" s", " ms", " us"))
+
+
+def test_exit_code_command_returns_cmds_own_code_as_nsys_does(tmp_path, capsys) -> None:
+    code, _, stderr = record(
+        capsys, tmp_path / "a", "--summary", "--exit", "3", options=("--no-plots", "--exit-code=command")
+    )
+    assert code == 3 and "CMD ended: exit code 3" in stderr
+    code, _, _ = record(capsys, tmp_path / "b", "--summary", options=("--no-plots", "--exit-code", "command"))
+    assert code == 0  # findings never change CMD's code
+    code, _, _ = record(
+        capsys, tmp_path / "c", "--oom", "--abort", options=("--no-plots", "--exit-code=command")
+    )
+    assert code == 128 + 6  # killed by SIGABRT, as a shell reports it
 
 
 def test_cmd_success_without_findings_at_fail_on_is_0(tmp_path, capsys) -> None:
@@ -243,7 +263,7 @@ def test_compilation_out_of_memory_gives_tile_oom_from_the_log(tmp_path, capsys)
     assert finding["where"]["tiles"] == [1]
     assert "674,752 B of 638,976 B (over by 35,776 B)" in finding["message"]
     assert "ERROR    memory.tile-oom" in stdout
-    assert "data-profile='stderr.oom_log'" in (out / "report.html").read_text("utf-8")
+    assert 'data-profile="stderr.oom_log"' in (out / "report.html").read_text("utf-8")
 
 
 def test_a_real_run_log_with_several_failed_compilations(tmp_path, capsys) -> None:

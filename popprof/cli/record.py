@@ -65,6 +65,15 @@ from .common import device_map_option, global_options, reader_options, said_wrot
 )
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Plots in report.html.")
 @click.option(
+    "--exit-code",
+    "exit_code_from",
+    type=click.Choice(["popprof", "command"]),
+    default="popprof",
+    show_default=True,
+    help="popprof: the exit codes below; command: CMD's own exit code (128+N when a signal N "
+    "killed it), as `nsys profile` returns it.",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
@@ -84,6 +93,7 @@ def record_command(
     check: bool,
     fail_on: str | None,
     plots: bool,
+    exit_code_from: str,
     config_file: Path | None,
     device_map: str | None,
     cmd: tuple[str, ...],
@@ -103,6 +113,8 @@ def record_command(
     findings at --fail-on; 2 nothing ran (bad usage or environment);
     4 CMD failed (its own exit code is printed and in DIR/record.json);
     128+N popprof received signal N (forwarded to CMD; partial results kept).
+    With --exit-code=command: CMD's own exit code instead (findings never
+    change it; 2 still means nothing ran).
 
     \b
     Examples:
@@ -146,6 +158,12 @@ def record_command(
     )
     said_wrote(target, ", ".join(written))
     code = result.exit_code
+    if exit_code_from == "command":
+        run = result.run
+        code = 128 + run.signal_number if run.signal_number is not None else run.returncode
+        if code:
+            raise click.exceptions.Exit(code)
+        return
     if code == 4:
         click.echo(
             f"popprof: exit code 4: CMD failed ({result.run.describe()}); findings above, if any, may be "

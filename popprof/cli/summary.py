@@ -28,6 +28,13 @@ from .common import (
 @click.argument("path", type=click.Path())
 @engine_option()
 @format_option("text", "json", "csv")
+@click.option(
+    "--top",
+    type=click.IntRange(1, 10_000),
+    default=10,
+    show_default=True,
+    help="Programs, kernels, events and threads listed per section.",
+)
 @output_option()
 @config_option()
 @device_map_option()
@@ -36,6 +43,7 @@ def summary_command(
     path: str,
     engine: str | None,
     fmt: str,
+    top: int,
     output: Path | None,
     config_file: Path | None,
     device_map: str | None,
@@ -64,7 +72,7 @@ def summary_command(
         return
     from ..metrics.summary import summarise
 
-    summaries = [summarise(p) for p in profiles.values()]
+    summaries = [summarise(p, top=top) for p in profiles.values()]
     if fmt == "json":
         echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries), output)
         return

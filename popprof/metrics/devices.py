@@ -356,18 +356,28 @@ def kernel_breakdown(profile: Profile) -> pd.DataFrame:
     return frame
 
 
+#: Columns of :func:`top_kernels`: nsys's and HTA's kernel statistics (``std_us`` is the sample
+#: standard deviation, None for a kernel that ran once).
+KERNEL_STAT_COLUMNS = ["name", "kernel_type", "count", "total_us", "mean_us", "min_us", "max_us", "std_us"]
+
+
 def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
-    """The GPU work names taking the most time: ``name``, ``kernel_type``, ``count``, ``total_us``, ``mean_us``."""
+    """The GPU work names taking the most time, with ``count``, ``total_us``, ``mean_us``, ``min_us``,
+    ``max_us`` and ``std_us`` of their durations (:data:`KERNEL_STAT_COLUMNS`)."""
     work = _work(profile)
     if work is None:
-        return pd.DataFrame(columns=["name", "kernel_type", "count", "total_us", "mean_us"])
+        return pd.DataFrame(columns=KERNEL_STAT_COLUMNS)
     dur = work["end"] - work["start"]
     grouped = pd.DataFrame({"name": work["name"], "dur": dur}).groupby("name", observed=True)["dur"]
-    out = grouped.agg(count="size", total_us="sum", mean_us="mean")
-    out = out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index()
+    out = grouped.agg(count="size", total_us="sum")
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(top)
+    # the other statistics only for the names shown (one pass over their durations)
+    shown = pd.DataFrame({"name": work["name"], "dur": dur})
+    shown = shown[shown["name"].isin(out.index)].groupby("name", observed=True)["dur"]
+    out = out.join(shown.agg(mean_us="mean", min_us="min", max_us="max", std_us="std")).reset_index()
     out["name"] = out["name"].astype("str")
     out["kernel_type"] = [kernel_type(n) for n in out["name"]]
-    out = out[["name", "kernel_type", "count", "total_us", "mean_us"]]
+    out = out[KERNEL_STAT_COLUMNS]
     return out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index(drop=True)
 
 

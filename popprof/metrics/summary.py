@@ -93,8 +93,10 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
     return section
 
 
-def execution_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict | None:
-    """Cycles by category with shares, and the top programs by cycles (needs an execution profile).
+def execution_section(
+    profile: Profile, metrics: dict[str, float | None] | None = None, top: int = TOP_PROGRAMS
+) -> dict | None:
+    """Cycles by category with shares, and the ``top`` programs by cycles (needs an execution profile).
 
     ``metrics``: the profile's computed metrics, when the caller has them already.
     """
@@ -111,7 +113,7 @@ def execution_section(profile: Profile, metrics: dict[str, float | None] | None 
         grouped.agg(steps=("step", "nunique"), category=("category", "first"))
         .assign(cycles=grouped["cycles"].sum(min_count=1))  # NA when no step of it has known cycles
         .sort_values("cycles", ascending=False, na_position="last")
-        .head(TOP_PROGRAMS)
+        .head(top)
     )
     total = float(steps["cycles"].sum()) or 1.0
     return {
@@ -180,15 +182,38 @@ def execution_totals_section(profile: Profile, metrics: dict[str, float | None] 
     return out
 
 
-def trace_section(profile: Profile) -> dict | None:
-    """Trace figures (busiest threads, top events, span) when the profile holds events."""
+def trace_section(profile: Profile, top: int = TOP_PROGRAMS) -> dict | None:
+    """Trace figures (busiest threads, ``top`` events and kernels, span) when the profile holds events."""
     if not profile.has("events"):
         return None
     try:
         from .trace_summary import trace_summary
     except ImportError:
         return None
-    return trace_summary(profile)
+    return trace_summary(profile, top)
+
+
+#: Most iterations the summary lists (the JSON says how many there were in all).
+MAX_ITERATIONS = 1_000
+
+
+def iterations_section(profile: Profile) -> dict | None:
+    """Per-iteration step times (:func:`popprof.metrics.steps.step_times`): ProfilerStep spans of a GPU
+    trace, engine runs of a .pvti or IPU profile; None when the source has no iterations."""
+    from .steps import step_times
+
+    times = step_times(profile)
+    if times.empty:
+        return None
+    shown = times.head(MAX_ITERATIONS)
+    return {
+        "source": str(times["source"].iloc[0]),
+        "count": int(len(times)),
+        "steps": [
+            {"step": int(st), "start_us": float(start), "dur_us": float(dur)}
+            for st, start, dur in zip(shown["step"], shown["start_us"], shown["dur_us"], strict=True)
+        ],
+    }
 
 
 def devices_section(profile: Profile) -> list | None:
@@ -208,16 +233,27 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("memory", memory_section),
     ("execution", execution_section),
     ("devices", devices_section),
+    ("iterations", iterations_section),
     ("trace", trace_section),
 ]
 
 
-def summarise(profile: Profile) -> dict:
-    """The summary of ``profile`` as a JSON-ready dict (sections absent from the source are omitted)."""
+def summarise(profile: Profile, top: int = TOP_PROGRAMS) -> dict:
+    """The summary of ``profile`` as a JSON-ready dict (sections absent from the source are omitted).
+
+    ``top``: how many programs, kernels, events and threads the lists hold.
+    """
     out: dict = {"profile": profile.name, "source": profile.source, "source_format": profile.source_format}
     metrics = compute(profile)  # once, shared by the sections that read metrics
     for key, func in SECTIONS:
-        section = func(profile, metrics) if func in (memory_section, execution_section) else func(profile)
+        if func is memory_section:
+            section = func(profile, metrics)
+        elif func is execution_section:
+            section = func(profile, metrics, top)
+        elif func is trace_section:
+            section = func(profile, top)
+        else:
+            section = func(profile)
         if section is not None:
             out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]

@@ -91,36 +91,38 @@ def render_markdown(doc: dict) -> str:
 
 
 def render_html(doc: dict, profiles: Sequence[object], plots: bool = True) -> str:
-    """A self-contained HTML report: the table, the diagnoses, and each side's plots next to each other."""
-    from ..report.html import STYLE, _e, figure_html
+    """A self-contained HTML report (``report/templates/pilot.html.j2``): the table, the diagnoses, and
+    each side's plots next to each other."""
+    from ..report.templating import render_template
 
-    head = "".join(f"<th>{_e(h)}</th>" for h in ["figure", *_header(doc)])
-    body = "".join(
-        "<tr><td>" + _e(label) + "</td>" + "".join(f"<td class='num'>{_e(v)}</td>" for v in cells) + "</tr>"
-        for label, cells in _rows(doc)
-    )
-    parts = ["<h1>popprof pilot</h1>", f"<table><tr>{head}</tr>{body}</table>", "<h2>Diagnosis</h2><ul>"]
-    parts += [f"<li><b>{_e(c['label'])}</b>: {_e(c['diagnosis']['text'])}</li>" for c in doc["columns"]]
-    parts.append("</ul>")
-    missing = _missing_lines(doc)
-    if missing:
-        parts.append("<h2>Missing figures</h2><ul>" + "".join(f"<li>{_e(m)}</li>" for m in missing) + "</ul>")
-    if plots:
-        parts.append("<h2>Plots</h2>" + _plots_grid(doc, profiles, figure_html, _e))
-    style = STYLE + ".grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:1em}"
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>popprof pilot</title>"
-        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
+    plots_note, plot_rows = (None, []) if not plots else _plots_grid(doc, profiles)
+    return render_template(
+        "pilot.html.j2",
+        header=_header(doc),
+        rows=_rows(doc),
+        caveats=caveats(doc),
+        columns=doc["columns"],
+        missing=_missing_lines(doc),
+        plots_note=plots_note,
+        plot_rows=plot_rows,
     )
 
 
-def _plots_grid(doc: dict, profiles: Sequence[object], figure_html, esc) -> str:
+def caveats(doc: dict) -> list[str]:
+    """Warnings that belong next to the figures (e.g. percentiles from a single steady step)."""
+    return list(doc.get("caveats") or [])
+
+
+def _plots_grid(doc: dict, profiles: Sequence[object]) -> tuple[str | None, list]:
+    """(a note when no plot can be drawn, [(title, [(label, figure markup or None, note)])])."""
     try:
         from ..plots import require_matplotlib
 
         require_matplotlib()
     except Exception as exc:  # matplotlib is an optional extra
-        return f"<p class='note'>{esc(exc)}</p>"
+        return str(exc), []
+    from ..report.html import figure_html
+    from ..report.templating import trusted
     from .plots import breakdown_bars, step_distribution, timeline_or_none
 
     rows = []
@@ -132,14 +134,7 @@ def _plots_grid(doc: dict, profiles: Sequence[object], figure_html, esc) -> str:
         cells = []
         for column, profile in zip(doc["columns"], profiles, strict=True):
             fig, note = draw(profile, column)
-            cells.append(
-                f"<div><h4>{esc(column['label'])}</h4>"
-                + (
-                    figure_html(fig, f"{title}: {column['label']}")
-                    if fig is not None
-                    else f"<p class='note'>{esc(note)}</p>"
-                )
-                + "</div>"
-            )
-        rows.append(f"<h3>{esc(title)}</h3><div class='grid'>{''.join(cells)}</div>")
-    return "".join(rows)
+            figure = None if fig is None else trusted(figure_html(fig, f"{title}: {column['label']}"))
+            cells.append((column["label"], figure, note))
+        rows.append((title, cells))
+    return None, rows

@@ -73,6 +73,7 @@ class RecordResult:
     sdk: bool = False
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what popprof could not do, one line each
+    command: list[str] = field(default_factory=list)  # CMD as given
 
     @property
     def exit_code(self) -> int:
@@ -158,7 +159,7 @@ def record(
             else ""
         )
     )
-    result = RecordResult(out_dir, run, env, Collected(), sdk=sdk_available())
+    result = RecordResult(out_dir, run, env, Collected(), sdk=sdk_available(), command=list(cmd))
     _collect(result, options)
     if options.check:
         _check(result, options)
@@ -265,8 +266,22 @@ def _write_report(result: RecordResult, options: RecordOptions) -> None:
         plots=plots,
         config=options.config,
         title=f"popprof record: {result.out_dir.name}",
+        run=_run_context(result),
     )
     result.written.append(path)
+
+
+def _run_context(result: RecordResult) -> dict:
+    """What report.html says of CMD: the command line, how it ended, how long it ran, when it started."""
+    import datetime as dt
+
+    run = result.run
+    return {
+        "command": shlex.join(result.command),
+        "outcome": run.describe(),
+        "duration_us": (run.ended - run.started) * 1e6,
+        "started": dt.datetime.fromtimestamp(run.started, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
 
 
 def _signal_name(number: int | None) -> str | None:

@@ -14,7 +14,7 @@ import html
 import io
 import numbers
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -63,21 +63,17 @@ TARGET_FIELDS: tuple[tuple[str, str], ...] = (
     ("poplar_version", "Poplar version"),
 )
 
+#: What a table cell shows for a figure the profile does not have.
+MISSING = "—"
+
 SEVERITY_COLOURS = {"error": "#b71c1c", "warning": "#e65100", "info": "#1565c0"}
 
-STYLE = """
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2em auto;max-width:1200px;
-color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}h3{margin-top:1.5em}
-table{border-collapse:collapse;margin:.5em 0;font-size:.92em}
-th,td{border:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-align:top}
-th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.sev{font-weight:bold;text-transform:uppercase;font-size:.85em}
-.finding{border-left:4px solid #999;padding:.4em .8em;margin:.8em 0;background:#fafafa}
-.finding p{margin:.3em 0}.advice{color:#444}.where{color:#555;font-size:.9em}
-figure{margin:1em 0}figure img,figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:.9em}
-.note{color:#555;font-style:italic}code{background:#f2f2f2;padding:0 .2em}
-"""
+
+def style() -> str:
+    """The report's stylesheet (package data, shared with the pilot report)."""
+    from .templating import template_text
+
+    return template_text("style.css")
 
 
 def _e(value: object) -> str:
@@ -85,10 +81,20 @@ def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def summary_html(profile: Profile) -> str:
-    """The target and key-metric tables of one profile (all metrics in a collapsed details block)."""
-    from ..metrics import METRICS, compute
+def _units() -> Callable[[str], str]:
+    from ..metrics import METRICS
 
+    units = {name: m.unit for name, m in METRICS.items()}
+
+    def unit_of(name: str) -> str:
+        return units.get(name) or next(
+            (m.unit for p, m in METRICS.items() if m.family and name.startswith(p)), ""
+        )
+
+    return unit_of
+
+
+def _target_rows(profile: Profile) -> list[tuple[str, str]]:
     rows = []
     for column, label in TARGET_FIELDS:
         value = profile.target_value(column)
@@ -99,102 +105,113 @@ def summary_html(profile: Profile) -> str:
                 text = f"{int(value):,}"
             else:
                 text = str(value)
-            rows.append(f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>")
-    tables = ", ".join(f"{_e(name)} ({len(frame):,})" for name, frame in profile.tables.items())
-    rows.append(f"<tr><th>tables (rows)</th><td>{tables}</td></tr>")
-    values = compute(profile)
-    unit_names = {name: m.unit for name, m in METRICS.items()}
+            rows.append((label, text))
+    return rows
 
-    def unit_of(name: str) -> str:
-        return unit_names.get(name) or next(
-            (m.unit for p, m in METRICS.items() if m.family and name.startswith(p)), ""
-        )
 
+def _metric_rows(
+    values: Mapping[str, float | None],
+) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    unit_of = _units()
     key = [
-        f"<tr><td><code>{_e(n)}</code></td><td "
-        f"class='num'>{_e(units.value(values[n], unit_of(n), missing='—'))}</td></tr>"
+        (n, units.value(values[n], unit_of(n), missing=MISSING))
         for n in KEY_METRICS
         if values.get(n) is not None
     ]
     every = [
-        f"<tr><td><code>{_e(n)}</code></td><td class='num'>{_e(units.value(v, unit_of(n), missing='—'))}</td>"
-        f"<td>{_e(unit_of(n))}</td></tr>"
+        (n, units.value(v, unit_of(n), missing=MISSING), unit_of(n))
         for n, v in values.items()
         if v is not None
     ]
-    return (
-        f"<table class='target'>{''.join(rows)}</table>"
-        + (
-            f"<h3>Key metrics</h3><table class='metrics'><tr><th>metric</th><th>value</th></tr>{''.join(key)}"
-            "</table>"
-            if key
-            else ""
+    return key, every
+
+
+def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
+    """What the profile template shows of one profile; ``parts`` gives summary, findings and plots."""
+    from ..metrics import compute
+
+    key, every = _metric_rows(compute(profile))
+    return {
+        "anchor": f"profile-{index}",
+        "name": profile.name,
+        "source": profile.source,
+        "target_rows": _target_rows(profile),
+        "tables": [(name, len(frame)) for name, frame in profile.tables.items()],
+        "key_metrics": key,
+        "all_metrics": every,
+        "summary": parts.get("summary", {}),
+        "findings": parts.get("findings"),
+        "plots": parts.get("plots"),
+        "only": parts.get("only"),
+    }
+
+
+def _render_part(section: Mapping[str, Any]) -> str:
+    from .templating import render_template
+
+    return render_template("profile.html.j2", s=section, kernel_columns=KERNEL_COLUMNS)
+
+
+def summary_html(profile: Profile) -> str:
+    """The target and key-metric tables of one profile (all metrics in a collapsed details block)."""
+    return _render_part(_profile_part(profile, only="summary"))
+
+
+def findings_context(findings: Any) -> dict | None:
+    """Findings as the templates show them (``None``: the checks were not run)."""
+    if findings is None:
+        return None
+    from .templating import trusted
+
+    items = list(getattr(findings, "items", findings))
+    counts: dict[str, int] = {}
+    for f in items:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    shown = []
+    for f in items:
+        evidence = getattr(f, "evidence", None)
+        has_evidence = isinstance(evidence, pd.DataFrame) and not evidence.empty
+        shown.append(
+            {
+                "severity": f.severity,
+                "colour": SEVERITY_COLOURS.get(f.severity, "#555"),
+                "rule_id": f.rule_id,
+                "title": f.title,
+                "message": f.message,
+                "where": where_text(getattr(f, "where", None) or {}),
+                "advice": getattr(f, "advice", "") or "",
+                # pandas escapes the cells (escape=True): the table is markup popprof made
+                "evidence": trusted(evidence.head(10).to_html(index=False, escape=True, border=0))
+                if has_evidence
+                else None,
+                "evidence_rows": len(evidence) if has_evidence else 0,
+            }
         )
-        + (
-            f"<details><summary>All metrics ({len(every)})</summary><table><tr><th>metric</th><th>value</th>"
-            f"<th>unit</th></tr>{''.join(every)}</table></details>"
-            if every
-            else ""
-        )
-    )
+    return {
+        "items": shown,
+        "counts_text": ", ".join(f"{n} {s}" for s, n in counts.items()) or "no findings",
+        "not_evaluated": list(getattr(findings, "not_evaluated", []) or []),
+    }
 
 
 def findings_html(findings: Any) -> str:
     """Every finding (severity, rule id, title, message, where, advice, evidence) and the rules not evaluated."""
-    if findings is None:
-        return "<p class='note'>Rule checks were not run.</p>"
-    items = list(getattr(findings, "items", findings))
-    out = []
-    if not items:
-        out.append("<p>No findings: every rule that could be evaluated passed.</p>")
-    counts: dict[str, int] = {}
-    for f in items:
-        counts[f.severity] = counts.get(f.severity, 0) + 1
-    if items:
-        out.append("<p>" + ", ".join(f"{n} {_e(s)}" for s, n in counts.items()) + "</p>")
-    for f in items:
-        colour = SEVERITY_COLOURS.get(f.severity, "#555")
-        block = [
-            f"<div class='finding' style='border-left-color:{colour}' data-rule='{_e(f.rule_id)}'>",
-            f"<p><span class='sev' style='color:{colour}'>{_e(f.severity)}</span> "
-            f"<code>{_e(f.rule_id)}</code> <b>{_e(f.title)}</b></p>",
-            f"<p class='message'>{_e(f.message)}</p>",
-        ]
-        where = where_text(getattr(f, "where", None) or {})
-        if where:
-            block.append(f"<p class='where'>where: {_e(where)}</p>")
-        if getattr(f, "advice", ""):
-            block.append(f"<p class='advice'>What to do: {_e(f.advice)}</p>")
-        evidence = getattr(f, "evidence", None)
-        if isinstance(evidence, pd.DataFrame) and not evidence.empty:
-            block.append(
-                f"<details><summary>evidence ({len(evidence):,} rows; first 10)</summary>"
-                f"{evidence.head(10).to_html(index=False, escape=True, border=0)}</details>"
-            )
-        block.append("</div>")
-        out.append("".join(block))
-    skipped = list(getattr(findings, "not_evaluated", []) or [])
-    if skipped:
-        lis = "".join(f"<li><code>{_e(r)}</code>: {_e(why)}</li>" for r, why in skipped)
-        out.append(
-            f"<details><summary>Rules not evaluated ({len(skipped)})</summary><ul>{lis}</ul></details>"
-        )
-    return "".join(out)
+    return _render_part({"only": "findings", "findings": findings_context(findings)})
 
 
 def figure_html(fig: Any, caption: str, image_format: str = "png", dpi: int = 96) -> str:
     """A figure embedded in a ``<figure>``: base64 PNG ``<img>`` or inline SVG (no external references)."""
+    from .templating import render_template, trusted
+
     buffer = io.BytesIO()
     fig.savefig(buffer, format=image_format, dpi=dpi)
     if image_format == "svg":
         svg = buffer.getvalue().decode("utf-8")
         svg = re.sub(r"^<\?xml[^>]*>\s*", "", svg)
         svg = re.sub(r"<!DOCTYPE[^>]*>\s*", "", svg)
-        body = svg
-    else:
-        data = base64.b64encode(buffer.getvalue()).decode("ascii")
-        body = f"<img alt='{_e(caption)}' src='data:image/png;base64,{data}'>"
-    return f"<figure>{body}<figcaption>{_e(caption)}</figcaption></figure>"
+        return render_template("figure.html.j2", svg=trusted(svg), png=None, caption=caption)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return render_template("figure.html.j2", svg=None, png=data, caption=caption)
 
 
 PLOT_CAPTIONS: dict[str, str] = {
@@ -203,10 +220,70 @@ PLOT_CAPTIONS: dict[str, str] = {
     "tilemap": "Each IPU's tiles as a grid, coloured by memory use relative to capacity (red: over).",
     "liveness": "Live memory per program step: always-live base plus not-always-live variables; the peak "
     "step is where out-of-memory errors come from.",
-    "execution": "Cycles by step category over the run; shaded: exchange-heavy phases flagged by the rules.",
-    "timeline": "Host threads and device activity over time; shaded: the device waiting on the host, with "
-    "the host events that filled the wait.",
+    "execution": "Cycles by step category over the run.",
+    "timeline": "Host threads and device activity over time.",
 }
+
+#: What a plot's shading means, said only when the figure shades something: kind -> (gid test, text).
+SHADING: dict[str, tuple[Callable[[str], bool], str]] = {
+    "execution": (
+        lambda gid: gid.startswith("phase:"),
+        "Shaded: exchange-heavy phases flagged by the rules.",
+    ),
+    "timeline": (
+        lambda gid: gid == "stall",
+        "Shaded: the device waiting on the host, with the host events that filled the wait.",
+    ),
+}
+
+
+def caption(kind: str, fig: Any) -> str:
+    """The caption of a plot: what it shows, and what its shading means when anything is shaded."""
+    text = PLOT_CAPTIONS.get(kind, kind)
+    if kind not in SHADING:
+        return text
+    test, shading = SHADING[kind]
+    shaded = any(
+        test(str(artist.get_gid() or "")) for ax in fig.axes for artist in (*ax.patches, *ax.collections)
+    )
+    return f"{text} {shading}" if shaded else f"{text} Nothing is shaded: no finding marks a window."
+
+
+def plot_items(
+    profile: Profile,
+    findings: Any = None,
+    kinds: Iterable[str] | None = None,
+    image_format: str = "png",
+    config: Mapping[str, object] | None = None,
+) -> list[dict]:
+    """Every plot the profile has tables for (or ``kinds``) as ``{kind, figure}``, or ``{note}`` when not drawn."""
+    try:
+        from .. import plots
+        from ..plots import available_kinds
+
+        plots.require_matplotlib()
+    except PopprofError as exc:
+        return [{"kind": None, "figure": None, "note": str(exc)}]
+    from ..io.progress import progress
+    from .templating import trusted
+
+    out: list[dict] = []
+    chosen = list(kinds) if kinds is not None else available_kinds(profile)
+    with progress(f"plotting {profile.name}", total=len(chosen)) as advance:
+        for kind in chosen:
+            try:
+                fig = plots.plot(profile, kind, findings, config=dict(config or {}))
+            except (PopprofError, ValueError) as exc:
+                out.append({"kind": kind, "figure": None, "note": f"{kind} plot not drawn: {exc}"})
+                continue
+            finally:
+                advance(1)
+            out.append({"kind": kind, "figure": trusted(figure_html(fig, caption(kind, fig), image_format))})
+    if not chosen:
+        out.append(
+            {"kind": None, "figure": None, "note": "This profile has none of the tables the plots need."}
+        )
+    return out
 
 
 def plots_html(
@@ -220,30 +297,9 @@ def plots_html(
 
     ``config`` (the ``[tool.popprof]`` table) sets the thresholds drawn, as for the checks.
     """
-    try:
-        from .. import plots
-        from ..plots import available_kinds
-
-        plots.require_matplotlib()
-    except PopprofError as exc:
-        return f"<p class='note'>{_e(exc)}</p>"
-    from ..io.progress import progress
-
-    out = []
-    chosen = list(kinds) if kinds is not None else available_kinds(profile)
-    with progress(f"plotting {profile.name}", total=len(chosen)) as advance:
-        for kind in chosen:
-            try:
-                fig = plots.plot(profile, kind, findings, config=dict(config or {}))
-            except (PopprofError, ValueError) as exc:
-                out.append(f"<p class='note'>{_e(kind)} plot not drawn: {_e(exc)}</p>")
-                continue
-            finally:
-                advance(1)
-            out.append(f"<h3>{_e(kind)}</h3>" + figure_html(fig, PLOT_CAPTIONS.get(kind, kind), image_format))
-    if not chosen:
-        out.append("<p class='note'>This profile has none of the tables the plots need.</p>")
-    return "".join(out)
+    return _render_part(
+        {"only": "plots", "plots": plot_items(profile, findings, kinds, image_format, config)}
+    )
 
 
 def run_checks(profile: Profile, config: Mapping[str, object] | None = None) -> Any:
@@ -263,13 +319,22 @@ def render(
     plots: bool = True,
     image_format: str = "png",
     config: Mapping[str, object] | None = None,
+    run: Mapping[str, object] | None = None,
 ) -> str:
-    """The report as one HTML string.
+    """The report as one HTML string (``templates/report.html.j2``).
 
     ``findings``: a Findings for a single profile, or ``{profile name:
     Findings}``; profiles without findings are checked here (with
-    ``config``). ``plots=False`` leaves the figures out.
+    ``config``). ``plots=False`` leaves the figures out. ``run``: the recorded
+    command (``command``, ``outcome``, ``duration_us``, ``started``), shown first.
+    Each profile gets every section its summary has (execution, devices, top
+    kernels, launch delays, trace events); several profiles get contents and a
+    side-by-side table of the key metrics.
     """
+    from ..metrics import compute
+    from ..metrics.summary import summarise
+    from .templating import render_template
+
     items = [profiles] if isinstance(profiles, Profile) else list(profiles)
     if isinstance(findings, Mapping):
         by_name = dict(findings)
@@ -277,30 +342,59 @@ def render(
         by_name = {items[0].name: findings} if findings is not None and len(items) == 1 else {}
     title = title or "popprof report: " + ", ".join(p.name for p in items)
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = [
-        f"<h1>{_e(title)}</h1>",
-        f"<p class='note'>Made by popprof {_e(__version__)} on {_e(when)}. Self-contained: it needs no "
-        "network to view. It shows program and variable names from the profile: redact the profile first "
-        "(<code>popprof redact</code>) if those are confidential.</p>",
-    ]
-    for profile in items:
+    sections = []
+    for i, profile in enumerate(items):
         found = by_name.get(profile.name)
         if found is None:
             found = run_checks(profile, config)
-        source = f" <span class='note'>({_e(profile.source)})</span>" if profile.source else ""
-        body.append(f"<section data-profile='{_e(profile.name)}'><h2>{_e(profile.name)}{source}</h2>")
-        body.append("<h3>Summary</h3>" + summary_html(profile))
-        body.append("<h3>Findings</h3>" + findings_html(found))
-        if plots:
-            body.append(
-                "<h3>Plots</h3>" + plots_html(profile, found, image_format=image_format, config=config)
+        sections.append(
+            _profile_part(
+                profile,
+                i + 1,
+                summary=summarise(profile),
+                findings=findings_context(found),
+                plots=plot_items(profile, found, image_format=image_format, config=config) if plots else None,
             )
-        body.append("</section>")
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+        )
+    return render_template(
+        "report.html.j2",
+        title=title,
+        version=__version__,
+        when=when,
+        run=run,
+        sections=sections,
+        side_by_side=_side_by_side([compute(p) for p in items]) if len(items) > 1 else [],
+        kernel_columns=KERNEL_COLUMNS,
     )
+
+
+#: Columns of the top-kernels table after name and type: (key in the summary, header).
+KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("count", "count"),
+    ("total_us", "total"),
+    ("mean_us", "mean"),
+    ("min_us", "min"),
+    ("max_us", "max"),
+    ("std_us", "std"),
+)
+
+
+def _side_by_side(values_by_profile: list[Mapping[str, float | None]]) -> list[dict]:
+    """The key metrics any profile has, one row each with every profile's value (— where absent)."""
+    unit_of = _units()
+    rows = []
+    for name in KEY_METRICS:
+        if all(v.get(name) is None for v in values_by_profile):
+            continue
+        rows.append(
+            {
+                "metric": name,
+                "values": [
+                    units.value(v.get(name), unit_of(name), missing=MISSING) for v in values_by_profile
+                ],
+            }
+        )
+    return rows
 
 
 def write(profiles: Profile | Iterable[Profile], out: str, **options: Any) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ..io import units
 from ..trace.frame import SYNTHETIC_ID_BASE
-
 from .names import NAME_WIDTH, short_name
 
 # -- text rendering ---------------------------------------------------------
@@ -88,6 +87,8 @@ def render_text(summary: dict) -> str:
             )
     if summary.get("devices"):
         lines += render_device_table(summary["devices"])
+    if summary.get("iterations"):
+        lines += render_iterations(summary["iterations"])
     tr = summary.get("trace")
     if tr:
         lines += render_trace_text(tr)
@@ -178,6 +179,35 @@ def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
     return lines
 
 
+#: Iterations the text lists (the JSON holds more).
+TEXT_ITERATIONS = 20
+
+
+def render_iterations(it: dict, shown: int = TEXT_ITERATIONS) -> list[str]:
+    """The per-iteration step-time table: step, start (from the first step), duration."""
+    steps = it["steps"]
+    what = {
+        "ProfilerStep": "ProfilerStep spans",
+        "Engine::run": "Engine::run spans",
+        "runs": "execution runs, host time",
+        "steps.cycles": "execution runs, busiest IPU's cycles",
+    }.get(it["source"], it["source"])
+    lines = [
+        "",
+        f"Iterations ({it['count']:,}, from {what})",
+        f"  {'step':>8}  {'start':>12}  {'duration':>12}",
+    ]
+    first = steps[0]["start_us"] if steps else 0.0
+    for row in steps[:shown]:
+        lines.append(
+            f"  {row['step']:>8}  {units.duration(row['start_us'] - first):>12}  "
+            f"{units.duration(row['dur_us']):>12}"
+        )
+    if it["count"] > shown:
+        lines.append(f"  ... {it['count'] - shown:,} more (--format json lists up to {len(steps):,})")
+    return lines
+
+
 def render_trace_text(tr: dict) -> list[str]:
     """The trace part of ``popprof summary`` as lines of text."""
     ranks = tr.get("ranks") or []
@@ -219,11 +249,17 @@ def render_trace_text(tr: dict) -> list[str]:
             lines.append(f"    {who}: " + ", ".join(parts))
     kernels = tr.get("top_kernels") or []
     if kernels:
-        lines += ["", "  Top kernels (GPU time)"]
+        lines += [
+            "",
+            "  Top kernels (GPU time)",
+            f"    {'total':>10}  {'count':>7}  {'mean':>10}  {'min':>10}  {'max':>10}  {'std':>10}  "
+            f"{'type':<13} name",
+        ]
         for k in kernels:
             lines.append(
-                f"    {units.duration(k['total_us']):>10}  {k['count']:>6,} x  {k['kernel_type']:<13} "
-                f"{_short(k['name'])}"
+                f"    {units.duration(k['total_us']):>10}  {k['count']:>7,}  {units.duration(k.get('mean_us')):>10}  "
+                f"{units.duration(k.get('min_us')):>10}  {units.duration(k.get('max_us')):>10}  "
+                f"{units.duration(k.get('std_us')):>10}  {k['kernel_type']:<13} {_short(k['name'])}"
             )
     launches = tr.get("launch_delays") or []
     if launches:
