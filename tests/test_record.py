@@ -261,7 +261,7 @@ def test_compilation_out_of_memory_gives_tile_oom_from_the_log(tmp_path, capsys)
     (finding,) = [f for f in profile["findings"] if f["rule_id"] == "memory.tile-oom"]
     assert profile["profile"] == "stderr.oom_log" and finding["severity"] == "error"
     assert finding["where"]["tiles"] == [1]
-    assert "674,752 B of 638,976 B (over by 35,776 B)" in finding["message"]
+    assert "674,752 B (658.9 KiB) of 638,976 B (624 KiB) (over by 35,776 B (34.9 KiB))" in finding["message"]
     assert "ERROR    memory.tile-oom" in stdout
     assert 'data-profile="stderr.oom_log"' in (out / "report.html").read_text("utf-8")
 
