@@ -848,3 +848,72 @@ def test_a_config_value_of_the_wrong_type_is_one_line_naming_key_and_file(
     code, _, err = _cli(capsys, *args)
     line = _one_line(err)
     assert code == 2 and f"config key {key} " in line and "popprof.toml" in line, line
+
+
+# -- non-finite and absurd numbers, null keys, zero and huge targets ----------------------------------------
+
+
+def _tampered_bundle(tmp_path: Path, table: str, change) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bundle = tmp_path / f"{table}.popprof"
+    shutil.copytree(BUNDLE, bundle)
+    frame = pq.read_table(bundle / f"{table}.parquet").to_pandas()
+    change(frame)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), bundle / f"{table}.parquet")
+    return bundle
+
+
+def test_timestamps_near_the_float_maximum_or_infinity_are_read_as_missing(tmp_path):
+    """ts = 1.7e308 or "Infinity" exited 3 in plot (and numpy warnings were extra stderr lines)."""
+    events = [
+        {"ph": "X", "name": "k", "ts": 1.7e308, "dur": 2, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "k2", "ts": "Infinity", "dur": 2, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "k3", "ts": 5, "dur": "-Infinity", "pid": 1, "tid": 1},
+        {"ph": "X", "name": "k4", "ts": 9, "dur": 3, "pid": 1, "tid": 1},
+    ]
+    trace = tmp_path / "inf.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    for args in (
+        ["check", trace],
+        ["summary", trace],
+        ["plot", trace, "--kind", "timeline", "-o", tmp_path / "t.png"],
+    ):
+        run = run_limited(*args, seconds=120)
+        assert run.code in (0, 1), run.err
+        assert all(line.startswith("popprof: ") for line in run.err.splitlines()), run.err
+        assert "invalid value" not in run.err and "Traceback" not in run.err
+
+
+def test_a_null_metadata_key_is_ignored_with_a_warning(tmp_path, capsys):
+    bundle = _tampered_bundle(
+        tmp_path, "metadata", lambda f: f.__setitem__("key", f["key"].mask(f.index == 0))
+    )
+    code, out, err = _cli(capsys, "summary", bundle)
+    assert code == 0 and "without a key" in err, err
+
+
+@pytest.mark.parametrize("command", ["report", "plot"])
+def test_a_zero_tile_target_is_read_as_missing(tmp_path, capsys, command):
+    def zero(frame):
+        frame["tiles_per_ipu"] = 0
+        frame["num_tiles"] = 0
+
+    bundle = _tampered_bundle(tmp_path, "target", zero)
+    args = ["report", bundle, "-o", tmp_path / "r.html"]
+    if command == "plot":
+        args = ["plot", bundle, "--kind", "tilemap", "-o", tmp_path / "t.png"]
+    code, _, err = _cli(capsys, *args)
+    assert code == 0, err
+
+
+def test_a_huge_tiles_per_ipu_is_one_line_not_16_gib(tmp_path):
+    """tiles_per_ipu = 2^31-1 in a 232 KB bundle made report / plot --kind tilemap allocate 16 GiB."""
+    bundle = _tampered_bundle(tmp_path, "target", lambda f: f.__setitem__("tiles_per_ipu", 2**31 - 1))
+    for args in (
+        ["report", bundle, "-o", tmp_path / "r.html"],
+        ["plot", bundle, "--kind", "tilemap", "-o", tmp_path / "t.png"],
+    ):
+        run = run_limited(*args, seconds=120, memory=2 << 30)
+        assert "tiles_per_ipu" in run.one_error_line()

@@ -35,6 +35,10 @@ NEEDS_HINT: dict[str, str] = {
 }
 
 
+#: Target columns that count tiles or IPUs: zero or less is read as unknown by :meth:`Profile.target_value`.
+COUNTS_OF_TILES = frozenset({"tiles_per_ipu", "num_tiles", "num_ipus"})
+
+
 class Profile:
     """A profile as tables. Access tables as attributes (``profile.tiles``) or with ``profile[name]``.
 
@@ -152,12 +156,15 @@ class Profile:
 
     # -- target convenience ---------------------------------------------
     def target_value(self, column: str, default: object = None) -> object:
-        """One value of the single-row target table, or ``default`` when unknown."""
+        """One value of the single-row target table, or ``default`` when unknown (also for a count of
+        tiles or IPUs that is zero or less: nothing can be sized or divided by it)."""
         frame = self._tables.get("target")
         if frame is None or frame.empty or column not in frame.columns:
             return default
         value = frame[column].iloc[0]
-        return default if pd.isna(value) else value
+        if pd.isna(value) or (column in COUNTS_OF_TILES and value <= 0):
+            return default  # a target of zero tiles (a tampered bundle) is no target size at all
+        return value
 
     @property
     def source_format(self) -> str:

@@ -252,8 +252,52 @@ def read(path: Path, **_options: object) -> Profile:
             continue  # a table from a newer minor version: skip rather than fail
         file_name = entry.get("file", f"{name}.parquet")
         tables[name] = _read_table(path, file_name, name, entry)
+    _check_values(tables, path)
     profile = Profile(manifest.get("profile_name") or path.stem, tables, source=str(path))
     return profile
+
+
+#: Largest figures of a real target (an IPU has 1,472 tiles, a pod thousands of IPUs, a tile under 1 MiB):
+#: beyond them a bundle was tampered with (``tiles_per_ipu = 2^31 - 1`` made a tile map allocate 16 GiB).
+#: Only the figures that size arrays (tile maps, per-tile tables) are bounded; other figures are kept as written.
+TARGET_CAPS = {"tiles_per_ipu": 1 << 20, "num_tiles": 1 << 26}
+
+
+class BundleValueWarning(UserWarning):
+    """A bundle holds a value that cannot be right (read as missing)."""
+
+
+def _check_values(tables: dict, path: Path) -> None:
+    """Values a tampered bundle may hold that no reader writes: a metadata row without a key (dropped), a
+    target figure that sizes arrays beyond :data:`TARGET_CAPS` (InputError). (A count of zero tiles is
+    kept as written; :meth:`~popprof.model.profile.Profile.target_value` gives it as missing.)"""
+    import warnings
+
+    import pandas as pd
+
+    meta = tables.get("metadata")
+    if meta is not None and "key" in meta.columns:
+        missing = meta["key"].isna()
+        if missing.any():
+            warnings.warn(
+                f"{path}: {int(missing.sum())} metadata row(s) without a key, ignored",
+                BundleValueWarning,
+                stacklevel=2,
+            )
+            tables["metadata"] = meta[~missing].reset_index(drop=True)
+    target = tables.get("target")
+    if target is None or target.empty:
+        return
+    for column, cap in TARGET_CAPS.items():
+        if column not in target.columns:
+            continue
+        values = pd.to_numeric(target[column], errors="coerce")
+        if (values > cap).any():
+            raise InputError(
+                path / MANIFEST,
+                f"target {column} = {int(values.max()):,} is beyond any real target (at most {cap:,})",
+                "export the bundle again",
+            )
 
 
 def _read_table(path: Path, file_name: object, name: str, entry: dict):

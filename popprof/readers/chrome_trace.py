@@ -376,10 +376,11 @@ class _StreamState:
         try:
             out = np.asarray(values, dtype=np.float64)
             if out.ndim == 1:
-                return out
-        except (TypeError, ValueError):
+                return finite_times(out)
+        except (TypeError, ValueError, OverflowError):
             pass
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+        numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+        return finite_times(numbers.to_numpy(np.float64, na_value=np.nan))
 
     def _flows(self, events: list[dict], phases: list[str]) -> None:
         """Flow events (``s`` / ``t`` / ``f``) of a batch as column chunks, at C speed."""
@@ -572,8 +573,22 @@ def _arrow_ints(values: pa.Array) -> np.ndarray:
 
 
 def _arrow_floats(values: pa.Array) -> np.ndarray:
-    """Numbers as float64, NaN where missing."""
-    return values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    """Numbers as float64, NaN where missing (or not a time: see :func:`finite_times`)."""
+    return finite_times(values.cast(pa.float64()).to_numpy(zero_copy_only=False))
+
+
+#: Largest time (microseconds) a trace may hold: year 5000 since the epoch. Beyond it (``1.7e308``,
+#: ``"Infinity"``) a value is no time at all and is read as missing, as a value that is not a number.
+MAX_TIME_US = 1e17
+
+
+def finite_times(values: np.ndarray) -> np.ndarray:
+    """``values`` with non-finite and absurd entries (beyond :data:`MAX_TIME_US`) as NaN (missing)."""
+    bad = ~(np.abs(values) <= MAX_TIME_US)
+    if bad.any():
+        values = values.copy() if not values.flags.writeable else values
+        values[bad & ~np.isnan(values)] = np.nan
+    return values
 
 
 def _id_texts(values: list) -> pa.Array:
