@@ -16,7 +16,7 @@ class _TrendGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group("trend", cls=_TrendGroup)
+@click.group("trend", cls=_TrendGroup, subcommand_metavar="STORE METRIC... | ack STORE METRIC RUN_ID")
 def trend_command() -> None:
     """How metrics moved over the runs of a store: every change of an exact metric (with the range to
     bisect), change points of a noisy one beyond its gate budget (docs/trend.md).
