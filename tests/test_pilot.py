@@ -255,7 +255,11 @@ def test_cli_text_markdown_and_html(capsys, tmp_path):
     assert out.startswith("## popprof pilot") and "| compute |" in out
     assert "does not fit (memory)" in out
     html = out_html.read_text()
-    assert html.count('class="grid"') == 3 and "http" not in html.split("<body>")[1].replace("http-equiv", "")
+    assert (
+        html.count('class="grid"') == 2
+        and html.count('class="stack"') == 1
+        and "http" not in html.split("<body>")[1].replace("http-equiv", "")
+    )
     code, out, _ = run(capsys, "pilot", FIX / "mk2_training.popprof", "--baseline", FIX / "mk2_oom.popprof")
     assert code == 0 and "Diagnosis" in out and "not in this profile: capture" in out
 

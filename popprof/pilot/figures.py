@@ -57,7 +57,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("memory_pct", "memory copy / host I/O", "%", "device"),
     Figure("sync_pct", "sync", "%", "device"),
     Figure("host_wait_pct", "host wait", "%", "device"),
-    Figure("memory_utilisation", "fullest tile / capacity", "ratio", "memory"),
+    Figure("memory_utilisation", "fullest tile / capacity", "share", "memory"),
     Figure("memory_headroom_bytes", "headroom of the fullest tile", "bytes", "memory"),
     Figure("tiles_out_of_memory", "tiles out of memory", "tiles", "memory"),
     Figure("peak_liveness_bytes", "liveness peak", "bytes", "memory"),
@@ -252,6 +252,12 @@ def side(
             )
         figures[fig.key] = {"value": value, "unit": unit, "missing": missing}
     found = findings if findings is not None else _check(profile, config)
+    caveats = []
+    if stats is not None and stats["count"] == 1:
+        caveats.append(
+            f"{label}: the step-time percentiles come from a single steady step (p50 = p90 = p99 = max); "
+            "profile more steps for a distribution"
+        )
     out = {
         "label": label,
         "role": role,
@@ -263,6 +269,7 @@ def side(
         "shares_source": shares_source,
         "figures": figures,
         "findings": _findings_by_rule(found),
+        "caveats": caveats,
     }
     out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
     return out

@@ -40,11 +40,16 @@ def step_distribution(profile: Any, column: dict) -> tuple[Any, str | None]:
     if times.empty:
         return None, column["figures"]["step_p50_us"]["missing"]
     warm = int(column["figures"]["warmup_steps"]["value"] or 0)
+    import numpy as np
+
     dur = times.sort_values("step")["dur_us"].to_numpy() / 1e3
     fig, ax = new_figure(5.5, 3.2)
-    ax.hist(dur[warm:], bins=min(30, max(len(dur) - warm, 1)), color="#1565c0", label="steady state")
+    # one set of bins for both: the warm-up and steady bars of a bin stand side by side, never on each other
+    edges = np.histogram_bin_edges(dur, bins=min(30, max(len(dur), 1)))
+    groups = [(dur[warm:], "#1565c0", "steady state")]
     if warm:
-        ax.hist(dur[:warm], bins=max(warm, 1), color="#e65100", alpha=0.7, label=f"first {warm} (warm-up)")
+        groups.append((dur[:warm], "#e65100", f"first {warm} (warm-up)"))
+    ax.hist([g[0] for g in groups], bins=edges, color=[g[1] for g in groups], label=[g[2] for g in groups])
     ax.set_xlabel("step time (ms)")
     ax.set_ylabel("steps")
     ax.legend(fontsize=8)

@@ -14,8 +14,7 @@ def _rows(doc: dict) -> list[tuple[str, list[str]]]:
     rows = []
     for fig in doc["figures"]:
         cells = [
-            units.value(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"], missing=MISSING)
-            for c in doc["columns"]
+            _cell(c["figures"][fig["key"]]["value"], c["figures"][fig["key"]]["unit"]) for c in doc["columns"]
         ]
         rows.append((fig["label"], cells))
     for rule in doc["rules"]:
@@ -25,6 +24,13 @@ def _rows(doc: dict) -> list[tuple[str, list[str]]]:
             cells.append(f"{f['count']} {f['severity']}" if f else MISSING)
         rows.append((f"finding {rule}", cells))
     return rows
+
+
+def _cell(value: object, unit: str) -> str:
+    """A figure in its unit; ``share`` is a fraction shown as a percentage like the other shares."""
+    if unit == "share":
+        return units.percent(value, missing=MISSING)
+    return units.value(value, unit, missing=MISSING)
 
 
 def _header(doc: dict) -> list[str]:
@@ -58,6 +64,7 @@ def render_text(doc: dict) -> str:
 
     out = ["popprof pilot", "", line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
+    out += [f"  caveat: {c}" for c in caveats(doc)]  # next to the figures they qualify
     out += ["", "Diagnosis"]
     out += [f"  {c['label']}: {c['diagnosis']['text']}" for c in doc["columns"]]
     missing = _missing_lines(doc)
@@ -81,6 +88,7 @@ def render_markdown(doc: dict) -> str:
         [[md.cell(label), *cells] for label, cells in _rows(doc)],
         right=range(1, len(doc["columns"]) + 1),
     )
+    out += [f"> caveat: {md.cell(c)}" for c in caveats(doc)]
     out += ["", "### Diagnosis", ""]
     out += [f"- **{md.cell(c['label'])}**: {md.cell(c['diagnosis']['text'])}" for c in doc["columns"]]
     missing = _missing_lines(doc)
@@ -110,11 +118,11 @@ def render_html(doc: dict, profiles: Sequence[object], plots: bool = True) -> st
 
 def caveats(doc: dict) -> list[str]:
     """Warnings that belong next to the figures (e.g. percentiles from a single steady step)."""
-    return list(doc.get("caveats") or [])
+    return [c for column in doc["columns"] for c in column.get("caveats") or []]
 
 
 def _plots_grid(doc: dict, profiles: Sequence[object]) -> tuple[str | None, list]:
-    """(a note when no plot can be drawn, [(title, [(label, figure markup or None, note)])])."""
+    """(a note when no plot can be drawn, [(title, [(label, figure markup or None, note)], wide)])."""
     try:
         from ..plots import require_matplotlib
 
@@ -136,5 +144,5 @@ def _plots_grid(doc: dict, profiles: Sequence[object]) -> tuple[str | None, list
             fig, note = draw(profile, column)
             figure = None if fig is None else trusted(figure_html(fig, f"{title}: {column['label']}"))
             cells.append((column["label"], figure, note))
-        rows.append((title, cells))
+        rows.append((title, cells, title == "Timeline"))  # a timeline needs the page's width to be read
     return None, rows
