@@ -106,3 +106,21 @@ def test_ordinary_log_lines_are_replaced_whole(tmp_path):
         if "Out of memory on tile" in line:
             assert re.search(r"line_[0-9a-f]{12} Out of memory on tile \d+: \d+ bytes used", line), line
     assert any(re.fullmatch(r"line_[0-9a-f]{12}", line) for line in out.read_text().splitlines())
+
+
+def test_programs_executed_list_after_a_blank_line(tmp_path):
+    """SDK 2.x/3.x layout (fixtures/real/poplar/README.md): "Programs executed:", a blank line, then the
+    list; Poplar's own program names stay, a user's program name is replaced."""
+    src = tmp_path / "exec.txt"
+    src.write_text(
+        "Execution:\n\n  Programs executed:\n\n  main, main, QzvSecretProgram.\n\n"
+        "  Total cycles:                                         25,444,984 (approx 19,131.6 microseconds)\n"
+    )
+    out = tmp_path / "red.txt"
+    _redact(src, out)
+    text = out.read_text()
+    assert "  main, main, prog_" in text and "Qzv" not in text
+    assert (
+        popprof.open(out).execution_totals["cycles"].tolist()
+        == popprof.open(src).execution_totals["cycles"].tolist()
+    )

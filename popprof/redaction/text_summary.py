@@ -72,14 +72,16 @@ class _TextRedaction:
 
     def line(self, body: str) -> str:
         stripped = body.strip()
-        if not stripped:
-            self.programs_pending = False
+        if not stripped:  # the list may follow "Programs executed:" after a blank line
             return body
         indent = len(body) - len(body.lstrip())
         if self.in_types and indent <= self.types_indent:
             self.in_types = False
         if stripped.rstrip(":").rstrip().endswith("By Type") and is_label(stripped.rstrip(":").rstrip()):
             self.in_types, self.types_indent = True, indent
+            return body
+        if stripped.rstrip(":").rstrip() == "Programs executed" and stripped.endswith(":"):
+            self.programs_pending = True  # the list follows on the next lines
             return body
         if self.programs_pending and ":" not in stripped:
             self.programs_pending = not stripped.endswith(".")
