@@ -141,3 +141,24 @@ def test_jupyterlab_is_installed_with_the_test_extra():
     if not os.environ.get("CI") and importlib.util.find_spec("jupyterlab") is None:
         pytest.skip("jupyterlab not installed here (pip install '.[test]' installs it)")
     assert importlib.util.find_spec("jupyterlab") is not None
+
+
+def _markdown(name: str) -> str:
+    nb = json.loads((ROOT / "notebooks" / name).read_text("utf-8"))
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_nb01_quotes_the_out_of_memory_message_as_poplar_prints_it():
+    """Issue 28: nb01 showed the message with thousands separators that Poplar does not print."""
+    import re
+
+    real = (ROOT / "fixtures/real/poplar/tutorials_tut4_oom_message_mk2.txt").read_text("utf-8")
+    poplar_line = re.search(r"Out of memory on tile [^\n]*", real).group(0)
+    shape = re.escape(re.sub(r"\d+", "0", poplar_line)).replace("0", r"\d+")
+    quoted = re.findall(r"Out of memory on tile [^\"*]*", _markdown("01_why_does_it_not_fit.ipynb"))
+    assert quoted and all(re.fullmatch(shape, q.strip()) for q in quoted), (quoted, poplar_line)
+
+
+def test_nb02_describes_the_numbered_stall_markers_the_timeline_draws():
+    text = _markdown("02_why_is_it_slow.ipynb")
+    assert "boxes name" not in text and "number" in text

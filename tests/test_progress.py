@@ -118,3 +118,12 @@ def test_counted_files_add_nothing_without_a_bar(traces):
     handle = open(traces[1], "rb")  # noqa: SIM115
     assert progress.counted(handle) is handle  # no wrapper, no cost, when nothing is drawn
     handle.close()
+
+
+def test_summary_shows_an_analysis_phase_after_the_read(terminal, traces):
+    """Issue 28: on a 228 MB trace the bar was full at 8 s and then sat for 6 s of analysis."""
+    drawn = terminal(lambda: main(["summary", str(traces[1]), "--format", "json"]))
+    assert "reading" in drawn and "analysing trace.json" in drawn
+    assert drawn.index("analysing") > drawn.rindex("reading")
+    quiet = terminal(lambda: main(["summary", str(traces[1]), "-q"]))
+    assert "analysing" not in quiet
