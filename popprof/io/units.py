@@ -48,14 +48,23 @@ def _sign(value: float, signed: bool) -> str:
     return "+" if signed else ""
 
 
-def count(value: object, *, signed: bool = False, missing: str = MISSING) -> str:
-    """An integer count with thousands separators: ``650,112`` (``+12`` when ``signed``)."""
+def _parts(value: object, signed: bool, missing: str) -> str | tuple[str, float]:
+    """``(sign, magnitude)`` of a finite number, or the whole text of a missing or infinite one."""
     if _absent(value):
         return missing
     number = float(value)  # type: ignore[arg-type]
     if math.isinf(number):
         return f"{number:+}" if signed else str(number)
-    return _sign(number, signed) + f"{abs(round(number)):,}"
+    return _sign(number, signed), abs(number)
+
+
+def count(value: object, *, signed: bool = False, missing: str = MISSING) -> str:
+    """An integer count with thousands separators: ``650,112`` (``+12`` when ``signed``)."""
+    parts = _parts(value, signed, missing)
+    if isinstance(parts, str):
+        return parts
+    sign, number = parts
+    return f"{sign}{round(number):,}"
 
 
 def bytes_short(value: object, *, signed: bool = False, missing: str = MISSING) -> str:
@@ -86,13 +95,10 @@ def nbytes(value: object, *, signed: bool = False, missing: str = MISSING) -> st
 
 def duration(us: object, *, signed: bool = False, missing: str = MISSING) -> str:
     """A duration given in microseconds: ``850.0 us``, ``45.20 ms``, ``1.230 s``."""
-    if _absent(us):
-        return missing
-    value = float(us)  # type: ignore[arg-type]
-    if math.isinf(value):
-        return f"{value:+}" if signed else str(value)
-    sign = _sign(value, signed)
-    value = abs(value)
+    parts = _parts(us, signed, missing)
+    if isinstance(parts, str):
+        return parts
+    sign, value = parts
     if round(value, 1) < 1e3:
         return f"{sign}{value:.1f} us"
     if round(value / 1e3, 2) < 1e3:
