@@ -32,7 +32,7 @@ def test_config_sets_the_thresholds_drawn(bundle, tmp_path):
     out = tmp_path / "memory.svg"
     assert main(["plot", str(bundle), "--kind", "memory", "-o", str(out), "--config", str(config)]) == 0
     text = out.read_text(encoding="utf-8")
-    assert "warning (60% of capacity)" in text and "warning (85% of capacity)" not in text
+    assert "warning (60 % of capacity)" in text and "warning (85 % of capacity)" not in text
 
 
 def test_svg_output(bundle, tmp_path):

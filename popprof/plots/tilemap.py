@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..io import units
 from ..model.errors import MissingTableError, UsageError
 from ..model.profile import Profile
 from ._common import headroom_thresholds, new_figure, title_of
@@ -95,7 +96,7 @@ def tile_map(
     bar.set_label(f"tile memory / capacity ({column.replace('_', ' ')}); red = over capacity")
     bar.ax.axhline(limits["warning"], color="#e6a700", lw=2)
     ticks = sorted({0.0, 0.25, 0.5, 0.75, 1.0, round(limits["warning"], 3)})
-    bar.set_ticks(ticks, labels=[f"{t:.0%}" for t in ticks])
+    bar.set_ticks(ticks, labels=[units.limit_percent(round(float(t), 4)) for t in ticks])
     rows, cols = layout["rows"], layout["columns"]
     if num_ipus <= 16:
         for ipu in range(num_ipus):
