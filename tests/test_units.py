@@ -95,6 +95,7 @@ def test_ratios_counts_and_metric_values() -> None:
     assert units.value(12_345.0, "us") == "12.35 ms"
     assert units.value(2048, "bytes") == "2,048 B (2 KiB)"
     assert units.value(68.6, "%") == "68.6 %"
+    assert units.value(0.959, "share") == "95.9 %"
     assert units.value(1234.5, "samples/s") == "1,234.50 samples/s"
     assert units.value(0.6857, "") == "0.686"
     assert units.change(-2048, "bytes") == "-2,048 B (-2 KiB)"

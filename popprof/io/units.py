@@ -168,6 +168,8 @@ def value(amount: object, unit: str, *, signed: bool = False, missing: str = MIS
         return duration(amount, signed=signed, missing=missing)
     if unit == "ratio":
         return ratio(amount, signed=signed, missing=missing)
+    if unit == "share":
+        return percent(amount, signed=signed, missing=missing)
     if unit == "%":
         return percent(None if _absent(amount) else float(amount) / 100, signed=signed, missing=missing)  # type: ignore[arg-type]
     if unit.endswith("/s") and not _absent(amount):

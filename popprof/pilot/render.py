@@ -28,8 +28,6 @@ def _rows(doc: dict) -> list[tuple[str, list[str]]]:
 
 def _cell(value: object, unit: str) -> str:
     """A figure in its unit; ``share`` is a fraction shown as a percentage like the other shares."""
-    if unit == "share":
-        return units.percent(value, missing=MISSING)
     return units.value(value, unit, missing=MISSING)
 
 
