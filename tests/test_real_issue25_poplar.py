@@ -64,3 +64,18 @@ def test_fragments_check_with_exit_0_or_1(path):
 
     result = CliRunner().invoke(cli, ["-q", "check", str(path), "--fail-on", "never"])
     assert result.exit_code == 0, result.output
+
+
+def test_summary_shows_graph_counts_and_the_data_type_breakdown():
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    mk2 = summarise(popprof.open(REAL / "eidf_ipujob_log_target_graph_mk2.txt"))
+    assert mk2["graph"] == {"vertices": 5_466, "edges": 16_256, "variables": 41_059, "compute_sets": 20}
+    mk1 = summarise(popprof.open(MK1))
+    assert mk1["graph"] == {"vertices": 1_219, "edges": 1_223, "variables": 30_562, "compute_sets": 4}
+    by_type = {row["category"]: row["bytes"] for row in mk1["memory"]["by_data_type"]}
+    assert by_type["Stack"] == 3_852_288 and by_type["Control Code"] == 851_272 and by_type["Constants"] == 0
+    text = render_text(mk1)
+    assert "1,219 vertices, 1,223 edges, 30,562 variables, 4 compute sets" in text
+    assert "Stack" in text and "3,852,288 B" in text

@@ -17,6 +17,7 @@ from ..model.readproblems import problems
 from ..model.schema import STEP_CATEGORIES
 from . import compute
 from .execution import ipu_count
+from .memory import memory_by_category
 
 TOP_PROGRAMS = 10
 
@@ -27,6 +28,28 @@ def target_section(profile: Profile) -> dict | None:
         return None
     row = profile.target.iloc[0]
     return {k: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v)) for k, v in row.items()}
+
+
+#: The graph counts a text summary's "Graph:" section prints (metadata keys ``graph.num_*``).
+GRAPH_COUNTS = {
+    "vertices": "graph.num_vertices",
+    "edges": "graph.num_edges",
+    "variables": "graph.num_variables",
+    "compute_sets": "graph.num_compute_sets",
+}
+
+
+def graph_section(profile: Profile) -> dict | None:
+    """Vertices, edges, variables and compute sets of the graph, as the source printed them (None without)."""
+    out = {}
+    for key, meta in GRAPH_COUNTS.items():
+        value = profile.meta.get(meta)
+        if value not in (None, ""):
+            try:
+                out[key] = int(value)
+            except (TypeError, ValueError):
+                continue
+    return out or None
 
 
 def memory_section(profile: Profile, metrics: dict[str, float | None] | None = None) -> dict | None:
@@ -90,6 +113,11 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
         ]
     if all(v is None for v in section.values()):
         return None
+    by_type = memory_by_category(profile)
+    if by_type:  # as printed ("By Data Type:") or the profile's categories, whole target
+        section["by_data_type"] = [
+            {"category": k.removesuffix("_bytes"), "bytes": int(v)} for k, v in by_type.items()
+        ]
     return section
 
 
@@ -230,6 +258,7 @@ def devices_section(profile: Profile) -> list | None:
 #: Sections in display order: (key, function).
 SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("target", target_section),
+    ("graph", graph_section),
     ("memory", memory_section),
     ("execution", execution_section),
     ("devices", devices_section),

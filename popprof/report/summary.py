@@ -28,6 +28,15 @@ def render_text(summary: dict) -> str:
         ]
         if t.get("poplar_version"):
             lines.append(f"  Poplar {t['poplar_version']}")
+    g = summary.get("graph")
+    if g:
+        names = {
+            "vertices": "vertices",
+            "edges": "edges",
+            "variables": "variables",
+            "compute_sets": "compute sets",
+        }
+        lines += ["", "Graph", "  " + ", ".join(f"{units.count(v)} {names[k]}" for k, v in g.items())]
     m = summary.get("memory")
     if m:
         lines += [
@@ -55,6 +64,13 @@ def render_text(summary: dict) -> str:
                 f"    compilation {row['compilation']}: tile {row['tile']:,} needs {units.nbytes(row['bytes_used'])}"
                 f" of {units.nbytes(row['capacity_bytes'])} (over by {units.nbytes(row['over_bytes'])})"
             )
+        by_type = [row for row in m.get("by_data_type") or [] if row["bytes"]]
+        if by_type:
+            lines.append("  by data type (excluding gaps)")
+            for row in sorted(by_type, key=lambda r: -r["bytes"])[:12]:
+                lines.append(f"    {row['category']:<32} {units.nbytes(row['bytes'])}")
+            if len(by_type) > 12:
+                lines.append(f"    ({len(by_type) - 12} more in --format json)")
         if m.get("peak_liveness_bytes") is not None:
             lines.append(f"  always-live            {units.nbytes(m['always_live_bytes'])}")
             program = f" ({m['peak_liveness_program']})" if m.get("peak_liveness_program") else ""
