@@ -97,3 +97,81 @@ def test_launches_without_device_activity_are_a_finding_and_a_summary_line(tmp_p
 def test_a_trace_with_kernels_has_no_such_finding():
     real = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces" / "nccl_data.json.gz"
     assert popprof.check(popprof.open(real), rules=["host.launches-without-device"]).items == []
+
+
+# -- item 7: profiler bookkeeping is no work --------------------------------------------------------
+# Kineto writes CUPTI's overhead as X events of category "overhead" on pid -1 ("Activity Buffer Request"),
+# and each step as a ProfilerStep#N annotation; no public, licensed trace with the overhead events was found.
+
+
+def _with_bookkeeping(tmp_path: Path) -> Path:
+    import json
+
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_name", "pid": -1, "tid": 0, "args": {"name": "CUPTI Overhead"}},
+        {
+            "ph": "X",
+            "cat": "overhead",
+            "name": "Activity Buffer Request",
+            "pid": -1,
+            "tid": 0,
+            "ts": 900,
+            "dur": 9e4,
+        },
+    ]
+    for k in range(1, 4):
+        t0 = 100_000.0 * k
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0,
+                "dur": 99_000.0,
+            }
+        )
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 10, "dur": 500}
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0 + 20,
+                "dur": 5,
+                "args": {"correlation": k},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "gemm",
+                "pid": 0,
+                "tid": 7,
+                "ts": t0 + 30,
+                "dur": 1_000,
+                "args": {"correlation": k, "stream": 7, "device": 0},
+            }
+        )
+    path = tmp_path / "bookkeeping.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
+    return path
+
+
+def test_profiler_bookkeeping_is_left_out_of_work_figures(tmp_path):
+    from popprof.metrics.summary import summarise
+
+    profile = popprof.open(_with_bookkeeping(tmp_path))
+    trace = summarise(profile)["trace"]
+    names = {op["name"] for op in trace["top_cpu_ops_by_self"]}
+    assert "Activity Buffer Request" not in names and "aten::mm" in names
+    assert all(t["pid"] != -1 for t in trace["busiest_threads"])
+    for f in popprof.check(profile, rules=["host.*"]):
+        assert "ProfilerStep" not in f.message and "Activity Buffer Request" not in f.message, f.rule_id

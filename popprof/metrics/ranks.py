@@ -5,17 +5,13 @@ Defined once here and read by the straggler rule (``popprof check``), the pilot 
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace.activity import STEP_MARKER
 from ..trace.intervals import category_mask, device_activities, rank_codes
 from .devices import device_breakdown
-
-#: Iteration markers written by the PyTorch profiler (``ProfilerStep#12``), as HTA reads them.
-STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
 
 
 def rank_figures(profile: Profile) -> pd.DataFrame:

@@ -1383,11 +1383,13 @@ def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
 
 def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
     """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span and its global instants
-    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes."""
+    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes, and the
+    profiler's own overhead (channel ``overhead``, e.g. CUPTI's ``Activity Buffer Request``, on pid -1)."""
     names = events["name"].array
     hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
     mask = hit[np.asarray(names.codes)]
-    mask |= (events["channel"] == "Trace").to_numpy(dtype=bool, na_value=False)
+    mask |= events["channel"].isin(("Trace", "overhead")).to_numpy(dtype=bool, na_value=False)
+    mask |= events["pid"].to_numpy() == -1
     if pids:
         mask |= np.isin(events["pid"].to_numpy(), pids)
     return mask

@@ -12,6 +12,7 @@ elsewhere: host stalls.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,18 @@ def is_device_activity(events: pd.DataFrame) -> np.ndarray:
 def is_host_wait(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: a host call blocking on the device (``device_category == "host_wait"``)."""
     return (events["device_category"] == "host_wait").to_numpy(dtype=bool, na_value=False, copy=True)
+
+
+#: Iteration markers written by the PyTorch profiler (``ProfilerStep#12``): annotations spanning a step, as
+#: HTA reads them; never host work of their own.
+STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
+
+
+def is_step_marker(events: pd.DataFrame) -> np.ndarray:
+    """Boolean mask: ``ProfilerStep#N`` annotations."""
+    names = events["name"].astype("category").array
+    hit = np.array([bool(STEP_MARKER.match(str(c))) for c in names.categories] + [False], dtype=bool)
+    return hit[np.asarray(names.codes)]
 
 
 def is_bookkeeping(events: pd.DataFrame) -> np.ndarray:

@@ -291,7 +291,11 @@ def device_tracks(events: pd.DataFrame) -> np.ndarray:
 
 def _build_host(events: pd.DataFrame) -> HostEvents:
     dur = events["dur_us"].to_numpy(dtype=np.float64)
-    keep = host_mask(events) & ~bookkeeping_mask(events) & ~device_tracks(events) & (dur > 0)
+    from .activity import is_step_marker
+
+    # ProfilerStep#N annotations span whole steps: markers, not host work of their own
+    keep = host_mask(events) & ~bookkeeping_mask(events) & ~device_tracks(events) & ~is_step_marker(events)
+    keep &= dur > 0
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array
     return HostEvents(
