@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from .layout import Location, kind_dir
 from .schemas import kinds, schema_of, view_name
-from .views import LIVE, columns, duckdb_type, live_sql, raw_name, view_sql
+from .views import LIVE, columns, duckdb_type, live_sql, one_generation, raw_name, view_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -45,12 +45,13 @@ def raw_sql(location: Location, kind: str, present: bool, files: list[str] | Non
     )
 
 
-def present_kinds(location: Location) -> set[str]:
-    """The kinds that have at least one file in the store."""
-    found = set()
+def present_kinds(location: Location) -> dict[str, list[str]]:
+    """The kinds that have at least one file in the store, with their store-relative files."""
+    found = {}
     for kind in kinds():
-        if location.files(kind_dir(kind), "month=*/*.parquet"):
-            found.add(kind)
+        files = location.files(kind_dir(kind), "month=*/*.parquet")
+        if files:
+            found[kind] = files
     return found
 
 
@@ -69,7 +70,10 @@ def create_views(con: duckdb.DuckDBPyConnection, location: Location) -> list[str
     for kind in ["runs", *[k for k in kinds() if k != "runs"]]:
         if kind != "runs":
             con.execute(f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present)}")
-        sql = view_sql(kind) if kind in present else raw_sql(location, kind, False)
+        if kind in present:
+            sql = view_sql(kind, single=one_generation(present[kind]))
+        else:
+            sql = raw_sql(location, kind, False)
         shown = ", ".join(f'"{c}"' for c in columns(kind))
         con.execute(f"CREATE VIEW {view_name(kind)} AS SELECT {shown} FROM ({sql})")
         names.append(view_name(kind))

@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..model.errors import UsageError
 from .layout import Location, kind_dir
 from .schemas import kinds, schema_of, view_name
-from .views import LIVE, columns, live_sql, raw_name, view_sql
+from .views import LIVE, columns, live_sql, one_generation, raw_name, view_sql
 
 JAVA_HINT = (
     "Spark needs Java 17 or newer and none was found: install a JRE "
@@ -103,7 +103,8 @@ def register(session, location: Location) -> list[str]:
         frame.createOrReplaceTempView(raw_name(kind))
         if kind == "runs":
             session.sql(live_sql()).createOrReplaceTempView(LIVE)
-        session.sql(view_sql(kind, quote="`")).createOrReplaceTempView(view_name(kind))
+        single = bool(files) and one_generation(files)
+        session.sql(view_sql(kind, quote="`", single=single)).createOrReplaceTempView(view_name(kind))
         names.append(view_name(kind))
     return names
 

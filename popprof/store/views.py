@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from .layout import compact_generation
 from .schemas import schema_of, view_name
 
 _GEN = (
@@ -50,11 +51,24 @@ def live_sql() -> str:
     )
 
 
-def view_sql(kind: str, quote: str = '"', raw: str | None = None) -> str:
+def one_generation(files: list[str]) -> bool:
+    """Whether each month directory of these store files holds a single file generation (so no ingest can
+    be in two files and the views need not choose between generations)."""
+    seen: dict[str, set[int]] = {}
+    for rel in files:
+        folder, _, name = rel.rpartition("/")
+        seen.setdefault(folder, set()).add(compact_generation(name))
+    return all(len(gens) == 1 for gens in seen.values())
+
+
+def view_sql(kind: str, quote: str = '"', raw: str | None = None, single: bool = False) -> str:
     """The SELECT that defines the view of ``kind`` over its raw relation (``raw``, default the whole kind's;
-    ``quote``: the SQL dialect's identifier quote, a backtick for Spark)."""
+    ``quote``: the SQL dialect's identifier quote, a backtick for Spark). ``single``: the files are of one
+    generation per month (:func:`one_generation`), so the live ingests' rows are read in one pass."""
     raw = raw or raw_name(kind)
     cols = columns(kind)
+    if single and kind != "runs":
+        return f"SELECT {_quoted(cols, quote=quote)} FROM {raw} WHERE ingest_id IN (SELECT ingest_id FROM {LIVE})"
     if kind == "runs":
         return (
             f"SELECT {_quoted(cols, quote=quote)} FROM (SELECT *, row_number() OVER "
