@@ -79,3 +79,40 @@ def test_summary_shows_graph_counts_and_the_data_type_breakdown():
     text = render_text(mk1)
     assert "1,219 vertices, 1,223 edges, 30,562 variables, 4 compute sets" in text
     assert "Stack" in text and "3,852,288 B" in text
+
+
+def test_a_directory_of_text_summaries_reads_each_and_reports_the_unreadable_one(tmp_path):
+    import shutil
+    import warnings
+
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+    from popprof.readers import SkippedInputWarning
+
+    for name in (MK1.name, "tutorials_tut6_execution_hw_sdk3.txt"):
+        shutil.copy(REAL / name, tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not a profile\n", encoding="utf-8")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        profiles = popprof.open_all(tmp_path)
+    assert sorted(profiles) == [
+        "tensorflow_logging_target_graph_memory_mk1",
+        "tutorials_tut6_execution_hw_sdk3",
+    ]
+    (skip,) = [w for w in caught if issubclass(w.category, SkippedInputWarning)]
+    assert "notes.txt" in str(skip.message)
+    result = CliRunner().invoke(cli, ["-q", "check", str(tmp_path), "--fail-on", "never"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_directory_with_nothing_readable_is_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "notes.txt").write_text("not a profile\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "popprof", "-q", "summary", str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "holds no profile" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

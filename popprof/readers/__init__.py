@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import stat
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -108,6 +109,10 @@ def _is_bundle_dir(path: Path) -> bool:
     return is_bundle(path)
 
 
+class SkippedInputWarning(UserWarning):
+    """A file of a directory that could not be read; the directory's other inputs were."""
+
+
 def open_all(path: str | Path, *, config: dict | None = None, **options: object) -> dict[str, Profile]:
     """Open a file, a bundle, or a run directory: one Profile per engine (and per trace), by name.
 
@@ -132,17 +137,32 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
             entries = _run_directory_entries(path)
         except OSError as exc:
             raise InputError(path, f"cannot list the directory: {exc.strerror or exc}") from None
-        if not entries:
+        loose = not entries
+        if loose:  # a directory of loose inputs (text summaries, logs, traces): every readable file
+            entries = [
+                (p.stem, p) for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")
+            ]
+        profiles: dict[str, Profile] = {}
+        skipped: list[str] = []
+        for name, entry in entries:
+            try:
+                found = read_file_all(entry, **options) if loose else {name: read_path(entry, **options)}
+            except InputError as exc:  # one unreadable input is reported and skipped, not the whole directory
+                skipped.append(str(exc))
+                continue
+            for key, profile in found.items():
+                key = key if loose else name
+                profile.name = key if key not in profiles else f"{key}-{len(profiles)}"
+                profiles[profile.name] = profile
+        if not profiles:
+            detail = f"; {len(skipped)} unreadable: {skipped[0]}" if skipped else ""
             raise InputError(
                 path,
-                "directory holds no profile (no profile.pop, *.pvti, bundle manifest or "
-                "Chrome trace *.json / *.json.gz)",
+                "directory holds no profile (no profile.pop, *.pvti, bundle manifest, Chrome trace "
+                f"*.json / *.json.gz or other readable input){detail}",
             )
-        profiles: dict[str, Profile] = {}
-        for name, entry in entries:
-            profile = read_path(entry, **options)
-            profile.name = name if name not in profiles else f"{name}-{len(profiles)}"
-            profiles[profile.name] = profile
+        for problem in skipped:
+            warnings.warn(f"skipped: {problem}", SkippedInputWarning, stacklevel=2)
         return profiles
     return read_file_all(path, **options)
 
