@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+
+import duckdb
 
 from .layout import Location, kind_dir
 from .schemas import kinds, schema_of, view_name
 from .views import LIVE, columns, duckdb_type, live_sql, one_generation, raw_name, view_sql
-
-if TYPE_CHECKING:
-    import duckdb
 
 
 def _literal(text: str) -> str:
@@ -63,7 +62,10 @@ def create_views(con: duckdb.DuckDBPyConnection, location: Location) -> list[str
     """
     present = present_kinds(location)
     con.execute("SET parquet_metadata_cache = true")  # each view binds the files again: footers read once
-    con.execute("SET enable_progress_bar = false")  # DuckDB draws one on stderr for long scans
+    # DuckDB draws a progress bar on stderr for long scans; in Jupyter without ipywidgets it refuses to
+    # change the setting (and draws none)
+    with contextlib.suppress(duckdb.Error):
+        con.execute("SET enable_progress_bar = false")
     con.execute(f"CREATE VIEW {raw_name('runs')} AS {raw_sql(location, 'runs', 'runs' in present)}")
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
