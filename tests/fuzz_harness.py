@@ -54,10 +54,16 @@ class CaseTimeout(BaseException):
 
 @dataclass
 class Case:
-    """One fuzz input: a file or bundle directory written by ``make`` into a directory."""
+    """One fuzz input: a file or bundle directory written by ``make`` into a directory.
+
+    ``config``: a ``popprof.toml`` passed with ``--config`` (hostile configs). ``changing``: a thread
+    rewrites the input while it is read (the input is then expected to change).
+    """
 
     name: str
     make: Callable[[Path], Path]
+    config: str | None = None
+    changing: bool = False
 
 
 @dataclass
@@ -87,6 +93,7 @@ def seed_files() -> dict[str, list[Path]]:
             FIXTURES / "real/traces/nccl_data.json.gz",
         ],
         "bundle": [FIXTURES / "mk2_training.popprof", FIXTURES / "mk1_noexec.popprof"],
+        "config": [FIXTURES / "traces/training_loop.json.gz", FIXTURES / "mk2_training.popprof"],
     }
 
 
@@ -285,12 +292,21 @@ def bundle_cases(path: Path, count: int) -> list[Case]:
             "parquet_cut",
             "parquet_swap",
             "parquet_missing",
-        ][int(rng.integers(7))]
+            "member_symlink",
+            "member_special",
+            "manifest_sparse",
+            "parquet_row_bomb",
+            "foreign_manifest",
+        ][int(rng.integers(12))]
         cases.append(
             Case(
                 f"{path.name}#{i}:{kind}",
                 _tampered(path, kind, manifest, parquet, int(rng.integers(1 << 30))),
             )
+        )
+    for kind in _MEMBER_KINDS:  # each kind of hostile member at least once per seed
+        cases.append(
+            Case(f"{path.name}:{kind}", _tampered(path, kind, manifest, parquet, int(rng.integers(1 << 30))))
         )
     return cases
 
@@ -311,7 +327,9 @@ def _tampered(
             table = sorted(doc["tables"])[int(rng.integers(len(doc["tables"])))]
             entry = doc["tables"][table]
             entry[sorted(entry)[int(rng.integers(len(entry)))]] = pick
-        if kind in ("manifest_field", "table_field"):
+        if kind in _MEMBER_KINDS:
+            _MEMBER_KINDS[kind](target, parquet[int(rng.integers(len(parquet)))], where)
+        elif kind in ("manifest_field", "table_field"):
             (target / "manifest.json").write_text(json.dumps(doc))
         elif kind == "manifest_bytes":
             raw = bytearray((target / "manifest.json").read_bytes())
@@ -340,6 +358,123 @@ def _tampered(
         return target
 
     return make
+
+
+def _member_symlink(bundle: Path, member: str, where: Path) -> None:
+    """A table file that is a symlink to a file outside the bundle (it must never be followed)."""
+    outside = where / "outside.parquet"
+    shutil.copy(bundle / member, outside)
+    (bundle / member).unlink()
+    (bundle / member).symlink_to(outside)
+
+
+def _member_special(bundle: Path, member: str, where: Path) -> None:
+    """A table file that is a FIFO (reading it would block forever)."""
+    (bundle / member).unlink()
+    os.mkfifo(bundle / member)
+
+
+def _manifest_sparse(bundle: Path, member: str, where: Path) -> None:
+    """A sparse manifest of 1.5 GB (must be refused by its size, never read whole)."""
+    with open(bundle / "manifest.json", "r+b") as handle:
+        handle.truncate(1500 << 20)
+
+
+def _parquet_row_bomb(bundle: Path, member: str, where: Path) -> None:
+    """A table of 40 M zero rows in a few MB, the manifest agreeing (refused from the footer)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(bundle / member)
+    block = pa.table({f.name: pa.nulls(1 << 20, f.type) for f in schema}, schema=schema)
+    with pq.ParquetWriter(bundle / member, schema, compression="zstd") as writer:
+        for _ in range(40):
+            writer.write_table(block)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for entry in manifest["tables"].values():
+        if entry.get("file") == member:
+            entry["rows"] = 40 << 20
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _foreign_manifest(bundle: Path, member: str, where: Path) -> None:
+    """Another program's manifest.json (a browser extension's): not a popprof bundle."""
+    (bundle / "manifest.json").write_text(json.dumps({"manifest_version": 3, "name": "extension"}))
+
+
+_MEMBER_KINDS: dict[str, Callable[[Path, str, Path], None]] = {
+    "member_symlink": _member_symlink,
+    "member_special": _member_special,
+    "manifest_sparse": _manifest_sparse,
+    "parquet_row_bomb": _parquet_row_bomb,
+    "foreign_manifest": _foreign_manifest,
+}
+
+
+# -- hostile configs, option files that are special files, inputs changing while read ----------------------
+
+#: Configs that must each be one line, exit 2 (wrong types, non-finite numbers, catastrophic regexes,
+#: option files that are special files).
+HOSTILE_CONFIGS = (
+    "[rules]\nenable = [1]\n",
+    "[rules]\ndisable = {a = 1}\n",
+    "[rules]\nfail_on = 2\n",
+    '[rules]\n"memory.headroom.warning" = nan\n',
+    "[device_map]\ncompute = 5\n",
+    '[device_map]\ncompute = "(a+)+$"\n',
+    '[device_map]\nsync = "(x|xy)*z"\n',
+    'device_map = "/dev/zero"\n',
+    'device_map = "{fifo}"\n',
+    "[gate]\nstrict = 1\n",
+    "rules = 5\n",
+)
+
+
+def config_cases(seed: Path) -> list[Case]:
+    """The seed read under each hostile config (``--config``), and once while it is being rewritten."""
+    if seed.is_dir():
+
+        def make(where: Path) -> Path:
+            return Path(shutil.copytree(seed, where / seed.name))
+
+        return [Case(f"{seed.name}:config{i}", make, config=text) for i, text in enumerate(HOSTILE_CONFIGS)]
+    data, was_gzip = raw_bytes(seed)
+    suffix = "".join(seed.suffixes[-2:]) if was_gzip else seed.suffix
+    cases = [
+        Case(f"{seed.name}:config{i}", _writer(data, False, suffix), config=text)
+        for i, text in enumerate(HOSTILE_CONFIGS)
+    ]
+    cases.append(
+        Case(f"{seed.name}:changing", _writer(data, False, suffix.removesuffix(".gz")), changing=True)
+    )
+    return cases
+
+
+@contextlib.contextmanager
+def _rewriting(path: Path) -> Iterator[None]:
+    """Rewrite ``path`` in place (truncate, then write it back in pieces) again and again while the block runs."""
+    import threading
+
+    original = path.read_bytes()
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            with open(path, "r+b") as handle:
+                handle.truncate(len(original) // 3)
+                handle.seek(0, 2)
+                for start in range(len(original) // 3, len(original), 1 << 16):
+                    handle.write(original[start : start + (1 << 16)])
+                    if stop.wait(0.0005):
+                        break
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 # -- the worker ------------------------------------------------------------------------------------------
@@ -399,6 +534,12 @@ def run_case(case: Case, where: Path) -> Outcome:
     outcome = Outcome(case.name)
     where.mkdir(parents=True, exist_ok=True)
     path = case.make(where)
+    extra: list[str] = []
+    if case.config is not None:
+        fifo = where / "map.fifo"
+        os.mkfifo(fifo)
+        (where / "popprof.toml").write_text(case.config.replace("{fifo}", str(fifo)))
+        extra = ["--config", str(where / "popprof.toml")]
     before = _digests(path)
     outcome.input_bytes = sum(
         f.stat().st_size for f in ([path] if path.is_file() else path.rglob("*")) if f.is_file()
@@ -407,7 +548,7 @@ def run_case(case: Case, where: Path) -> Outcome:
     measured = _reset_peak()
     started = __import__("time").perf_counter()
     try:
-        with _timer(CASE_SECONDS):
+        with _timer(CASE_SECONDS), _rewriting(path) if case.changing else contextlib.nullcontext():
             for module in reader_modules():
                 if module.FORMAT in ("pop", "pvti", "archive", "baseline"):
                     continue  # need the SDK / are popprof's own small JSON: exercised through detection
@@ -423,7 +564,7 @@ def run_case(case: Case, where: Path) -> Outcome:
                     continue
                 if not isinstance(result, Profile):
                     outcome.problems.append(f"{module.FORMAT}.read returned {type(result).__name__}")
-            for args in (["summary", str(path)], ["check", str(path), "--fail-on", "error"]):
+            for args in (["summary", str(path), *extra], ["check", str(path), "--fail-on", "error", *extra]):
                 err = io.StringIO()
                 with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
                     code = main(args)
@@ -434,7 +575,9 @@ def run_case(case: Case, where: Path) -> Outcome:
     except MemoryError:
         outcome.problems.append("MemoryError (over the worker's address-space limit)")
     outcome.seconds = __import__("time").perf_counter() - started
-    if _digests(path) != before:
+    if case.config is not None and any(code != 2 for code in outcome.codes.values()):
+        outcome.problems.append(f"a hostile config was not refused (exit {outcome.codes})")
+    if not case.changing and _digests(path) != before:
         outcome.problems.append("the input was modified")
     if measured:
         outcome.peak_bytes = max(0, _rss_kib("VmHWM") - start_rss) * 1024
@@ -447,53 +590,111 @@ def run_case(case: Case, where: Path) -> Outcome:
     return outcome
 
 
-def _worker(cases: list[Case], where: str, progress_file: str, results) -> None:
+def _worker(cases: list[Case], where: str, first: int, results) -> None:
     inherited = _rss_kib("VmSize") * 1024  # a fixed cap failed cases at once in a full-suite run
     limit = max(WORKER_MEMORY, inherited + WORKER_MEMORY - (640 << 20))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGPROF, _on_alarm)
-    outcomes = []
-    for index, case in enumerate(cases):
-        Path(progress_file).write_text(case.name)
+    for index in range(first, len(cases)):
+        case = cases[index]
+        results.send(("start", index))
         try:
-            outcomes.append(run_case(case, Path(where) / str(index)))
+            outcome = run_case(case, Path(where) / str(index))
         except BaseException as exc:  # noqa: BLE001 - report, never lose the batch
-            outcomes.append(
-                Outcome(case.name, [f"harness: {type(exc).__name__}: {exc}", traceback.format_exc()[-800:]])
+            outcome = Outcome(
+                case.name, [f"harness: {type(exc).__name__}: {exc}", traceback.format_exc()[-800:]]
             )
-    results.send(outcomes)
+        results.send(("done", outcome))  # each case as it ends: a worker that dies loses only its case
     results.close()
 
 
+#: A case is hung when it has run this long (wall) while its worker used less than :data:`HUNG_CPU` of CPU:
+#: blocked, not computing (a computing case is stopped by its own CPU timer, :data:`CASE_SECONDS`).
+HUNG_WALL = 90.0
+HUNG_CPU = 2.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` and its waited-for children (``/proc/PID/stat``), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def run_batch(cases: list[Case], where: Path, seconds: float) -> list[Outcome]:
-    """Run ``cases`` in one forked worker; a worker that dies or overruns ``seconds`` is a failure of its case."""
+    """Run ``cases`` in a forked worker; a case that kills its worker or hangs is a failure of that case.
+
+    Outcomes come back one case at a time, so a worker that dies (the kernel's OOM killer, a crash) or
+    is stopped loses only the case it was running: the failure names that case and how the worker
+    ended, and a new worker goes on with the next case. Time is bounded per case, independently of
+    the machine's load: each case has :data:`CASE_SECONDS` of CPU (its own timer), and a case that
+    runs :data:`HUNG_WALL` seconds while using less than :data:`HUNG_CPU` of CPU is hung. ``seconds``
+    bounds the CPU the whole batch may use (a loaded machine stretches wall time, not CPU time).
+    """
+    import time
+
     import popprof.cli  # noqa: F401 - import before forking: every case then runs without import time
     import popprof.readers
 
     list(popprof.readers.reader_modules())  # imports every reader (it imports each only when iterated)
     context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    progress_file = where / "current-case"
-    worker = context.Process(target=_worker, args=(cases, str(where / "cases"), str(progress_file), send))
-    worker.start()
-    send.close()
-    outcomes = None
-    if receive.poll(seconds):
-        with contextlib.suppress(EOFError):
-            outcomes = receive.recv()
-    worker.join(5)
-    if worker.is_alive():
-        worker.kill()
-        worker.join()
-    if outcomes is None:
-        current = progress_file.read_text() if progress_file.exists() else "?"
-        return [
-            Outcome(
-                current,
-                [
-                    f"worker ended without results (exit {worker.exitcode}) while running this "
-                    f"case, or the batch overran {seconds:g} s"
-                ],
+    outcomes: list[Outcome] = []
+    used_cpu = 0.0  # CPU of the workers that have ended
+    next_case = 0
+    while next_case < len(cases):
+        receive, send = context.Pipe(duplex=False)
+        worker = context.Process(target=_worker, args=(cases, str(where / "cases"), next_case, send))
+        worker.start()
+        send.close()
+        current, started, problem = None, time.monotonic(), None
+        cpu = cpu_at_start = _cpu_seconds(worker.pid)
+        while True:
+            try:
+                ready = receive.poll(1.0)
+                message = receive.recv() if ready else None
+            except EOFError:
+                break  # the worker ended (normally, after the last case, or killed)
+            cpu = _cpu_seconds(worker.pid)
+            if message is not None:
+                kind, value = message
+                if kind == "start":
+                    current, started, cpu_at_start = value, time.monotonic(), cpu
+                else:
+                    outcomes.append(value)
+                    next_case = current + 1
+                    current = None
+                continue
+            if current is None:
+                continue
+            wall, case_cpu = time.monotonic() - started, cpu - cpu_at_start
+            if wall > HUNG_WALL and case_cpu < HUNG_CPU:
+                problem = f"hung: {wall:.0f} s with {case_cpu:.1f} s of CPU"
+            elif case_cpu > CASE_SECONDS + 30:
+                problem = f"its CPU timer did not stop it ({case_cpu:.0f} s of CPU)"
+            elif used_cpu + cpu > seconds:
+                problem = f"the batch used more than {seconds:g} s of CPU"
+            if problem:
+                worker.kill()
+                break
+        worker.join(30)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+        used_cpu += cpu  # the last reading before it ended
+        if current is not None:  # the worker ended inside a case
+            how = problem or (
+                "killed by SIGKILL (the kernel's out-of-memory killer?)"
+                if worker.exitcode == -signal.SIGKILL
+                else f"the worker ended with exit {worker.exitcode}"
             )
-        ]
+            outcomes.append(Outcome(cases[current].name, [f"{how} while running this case"]))
+            next_case = current + 1
+        elif next_case < len(cases) and worker.exitcode != 0:
+            outcomes.append(Outcome(cases[next_case].name, [f"the worker ended with exit {worker.exitcode}"]))
+            next_case += 1
+        if problem and "batch" in problem:
+            outcomes += [Outcome(c.name, ["not run: " + problem]) for c in cases[next_case:]]
+            break
     return outcomes

@@ -917,3 +917,20 @@ def test_a_huge_tiles_per_ipu_is_one_line_not_16_gib(tmp_path):
     ):
         run = run_limited(*args, seconds=120, memory=2 << 30)
         assert "tiles_per_ipu" in run.one_error_line()
+
+
+# -- messages: names printed safely --------------------------------------------------------------------------
+
+
+def test_an_output_name_with_a_newline_or_non_utf8_bytes_prints_one_safe_line(tmp_path):
+    """A name with a newline printed a two-line status; a non-UTF-8 name printed \\udcff escapes."""
+    for name, shown in ((b"two\nlines.json", "two\\nlines.json"), (b"bad\xffname.json", "bad\\xffname.json")):
+        target = os.path.join(os.fsencode(tmp_path), name)
+        run = run_limited("baseline", BUNDLE, "-o", os.fsdecode(target), seconds=60)
+        assert run.code == 0 and os.path.exists(target), run.err
+        (line,) = run.err.splitlines()
+        assert line.startswith("popprof: wrote ") and line.endswith(shown) and "\\udc" not in line, line
+    missing = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"no\xff\nsuch.json"))
+    run = run_limited("summary", missing, seconds=60)
+    line = run.one_error_line()
+    assert "no\\xff\\nsuch.json" in line and "\\udc" not in line, line

@@ -115,7 +115,9 @@ def said_wrote(path: str | os.PathLike[str], detail: str | None = None) -> None:
     """The one ``popprof: wrote FILE`` line on stderr every command gives after writing; ``-q`` silences it."""
     if quiet():
         return
-    click.echo(f"popprof: wrote {path}" + (f" ({detail})" if detail else ""), err=True)
+    from ..model.errors import display_path
+
+    click.echo(f"popprof: wrote {display_path(path)}" + (f" ({detail})" if detail else ""), err=True)
 
 
 def emit(text: str, output: str | os.PathLike[str] | None) -> None:

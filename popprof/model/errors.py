@@ -7,6 +7,25 @@ exits with its ``exit_code``; it never shows a traceback for these.
 
 from __future__ import annotations
 
+import os
+
+#: Control characters as they are written in Python strings, so a name cannot break a message's line.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def display_path(path: object) -> str:
+    """``path`` as it is safe to print on one line: bytes that are not UTF-8 as ``\\xff`` (not ``\\udcff``),
+    control characters (a newline in a file name) as ``\\n`` / ``\\x1b``."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    if isinstance(text, bytes):
+        raw = text
+    else:
+        try:
+            raw = os.fsencode(text)
+        except UnicodeError:
+            raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace").translate(_CONTROLS)
+
 
 class PopprofError(Exception):
     """Base class for expected, user-facing errors (exit code 2)."""
@@ -24,7 +43,7 @@ class InputError(PopprofError):
         self.path = str(path)
         self.problem = problem
         self.hint = hint
-        text = f"{self.path}: {problem}"
+        text = f"{display_path(self.path)}: {problem}"
         if hint:
             text += f" ({hint})"
         super().__init__(text)
@@ -46,7 +65,9 @@ class OutputError(PopprofError):
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: cannot write the output ({problem}); choose another path")
+        super().__init__(
+            f"{display_path(self.path)}: cannot write the output ({problem}); choose another path"
+        )
 
 
 class SdkMissingError(InputError):
