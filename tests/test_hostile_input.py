@@ -934,3 +934,24 @@ def test_an_output_name_with_a_newline_or_non_utf8_bytes_prints_one_safe_line(tm
     run = run_limited("summary", missing, seconds=60)
     line = run.one_error_line()
     assert "no\\xff\\nsuch.json" in line and "\\udc" not in line, line
+
+
+def test_a_worker_ends_silently_on_sigterm(tmp_path):
+    """On SIGTERM a parse worker printed a 25-line traceback (it inherited the CLI's handler)."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from popprof.cli import _on_sigterm\n"
+        "from popprof.io.workers import quiet_worker\n"
+        "signal.signal(signal.SIGTERM, _on_sigterm)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    quiet_worker()\n"
+        "    time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5)\n"
+        "os.kill(pid, signal.SIGTERM)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.WTERMSIG(status) if os.WIFSIGNALED(status) else -1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == str(int(signal.SIGTERM)) and done.stderr == "", done.stderr

@@ -47,6 +47,7 @@ from ..io.files import guard_json, open_binary, open_json
 from ..io.heap import gc_paused, release_free_memory
 from ..io.progress import counted, reading
 from ..io.sources import source_metadata
+from ..io.workers import quiet_worker
 from ..model.errors import InputError
 from ..model.profile import Profile
 from ..trace import frame
@@ -1091,7 +1092,7 @@ def _start_parallel(path: Path, prefix: str, with_args: bool) -> _Workers | None
     pool = None
     try:
         pool = concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=context, initializer=_set_worker_claims, initargs=(claims,)
+            1, mp_context=context, initializer=quiet_worker, initargs=(_set_worker_claims, claims)
         )
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker

@@ -23,6 +23,7 @@ from pandas.api.types import union_categoricals
 from ..io.files import read_head
 from ..io.progress import progress
 from ..io.sources import source_metadata
+from ..io.workers import quiet_worker
 from ..model.errors import InputError
 from ..model.profile import Profile
 from . import chrome_trace, read_path
@@ -85,7 +86,9 @@ def _read_all(files: Sequence[Path], options: dict) -> list[Profile]:
             jobs = [(str(f), {**options, "parallel": False}) for f in files]
             context = multiprocessing.get_context("fork")
             try:
-                with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+                with concurrent.futures.ProcessPoolExecutor(
+                    workers, mp_context=context, initializer=quiet_worker
+                ) as pool:
                     return list(pool.map(_read_one, jobs))
             except Exception:  # noqa: BLE001 - any failure: read here, which reports the problem with the file's name
                 pass
