@@ -124,3 +124,34 @@ def read_option_file(path: str | os.PathLike[str], what: str) -> bytes:
     if len(data) > cap or info.st_size > cap:
         raise limits.LimitExceeded(path, "option-bytes", f"a {what} of more than {cap:,} bytes")
     return data
+
+
+def snapshot(path: Path) -> tuple[int, int, int, int] | None:
+    """What identifies a regular file's content cheaply: (device, inode, size, mtime in ns); None otherwise."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+class ChangedWhileRead(InputError):
+    """The input was replaced or written to while it was read: what was read is not one version of it."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(
+            path,
+            "changed while it was read (its size or modification time moved)",
+            "read it again once it is complete",
+        )
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.path,))
+
+
+def check_unchanged(path: Path, before: tuple[int, int, int, int] | None) -> None:
+    """ChangedWhileRead when ``path`` is no longer the file :func:`snapshot` saw (size, mtime or inode)."""
+    if before is not None and snapshot(path) != before:
+        raise ChangedWhileRead(path)

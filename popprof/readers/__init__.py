@@ -195,14 +195,26 @@ def _detect_readable(path: Path) -> ModuleType:
 
 
 def _guarded(path: Path, module: ModuleType, call):  # noqa: ANN001, ANN202
-    """Run a reader call, turning what it trips over into one InputError naming the file."""
+    """Run a reader call, turning what it trips over into one InputError naming the file.
+
+    A regular file that changes while it is read (size, modification time or inode before and after)
+    is refused with one line, whatever the reader made of the mixed bytes.
+    """
+    from ..io.files import check_unchanged, snapshot
+
+    before = snapshot(path)
     try:
-        return call()
+        result = call()
+        check_unchanged(path, before)
+        return result
     except (InputError, KeyboardInterrupt, MemoryError):
+        check_unchanged(path, before)
         raise
     except OSError as exc:
+        check_unchanged(path, before)
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     except Exception as exc:  # a reader tripping over malformed content is bad input, not a crash
+        check_unchanged(path, before)
         fmt = getattr(module, "FORMAT", module.__name__)
         raise InputError(
             path,
