@@ -30,6 +30,8 @@ CHILD = r"""
 import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import popprof
+import popprof.readers.oom_log  # the facade imports lazily: the readers load before the clock
+import popprof.readers.text_summary
 start, cpu = time.perf_counter(), time.process_time()
 profiles = popprof.open_all(sys.argv[1]) if sys.argv[1] != "-" else {}
 tables = sum(len(p.tables) for p in profiles.values())  # every table built (some are built on first use)
