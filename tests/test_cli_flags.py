@@ -9,6 +9,7 @@ on stderr that ``-q`` silences.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -142,6 +143,7 @@ def test_global_options_work_after_the_command(capsys, tmp_path):
     code, _, err = _run(capsys, "summary", big, "--limit", "text-bytes=100")
     assert code == 2 and "text-bytes" in err
     code, _, err = _run(capsys, "--limit", "text-bytes=100", "summary", big)
+    assert "POPPROF_MAX_TEXT_BYTES" not in os.environ  # the run's --limit does not outlive it
     assert code == 2 and "text-bytes" in err
 
 

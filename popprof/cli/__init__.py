@@ -182,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
 
     SIGTERM is handled like SIGINT: temporaries are removed and the exit code is 143.
     """
+    from ..io.limits import LIMITS
+
+    # --limit sets the limits' environment variables for this run; an in-process caller (a notebook, a test)
+    # gets its own environment back afterwards.
+    saved = {limit.env: os.environ.get(limit.env) for limit in LIMITS.values()}
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: leave signals alone
@@ -197,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        for env, value in saved.items():
+            if value is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = value
 
 
 def _show_warning(
