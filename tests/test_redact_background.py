@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from popprof.model.errors import InputError
 from popprof.redaction import background, redact
 from popprof.redaction import chrome as chrome_mod
 from popprof.redaction.allowlist import Allowlist
@@ -127,9 +128,11 @@ def test_no_process_is_left_behind(tmp_path):
     src = chrome_trace(tmp_path / "t.json")
     redact(src, tmp_path / "r.json", key=KEY_A)
     bad = tmp_path / "bad.json"
-    bad.write_bytes(src.read_bytes()[:-200])  # still redacts (the redactor streams); the scan must end too
-    redact(bad, tmp_path / "r2.json", key=KEY_A)
-    assert multiprocessing.active_children() == []
+    bad.write_bytes(src.read_bytes()[:-200])  # a cut trace is refused now (it does not end its JSON value)
+    with pytest.raises(InputError, match="does not end with"):
+        redact(bad, tmp_path / "r2.json", key=KEY_A)
+    assert multiprocessing.active_children() == []  # the scan's helpers ended with the refusal too
+    assert not (tmp_path / "r2.json").exists()
 
 
 def test_a_string_longer_than_the_limit_is_one_line_exit_2(tmp_path):
