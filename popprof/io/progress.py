@@ -91,11 +91,9 @@ class _Meter:
     """Bytes read inside one :func:`reading` block, in shared memory so forked workers can add to it."""
 
     def __init__(self) -> None:
-        import multiprocessing
+        from .parallel import shared_int
 
-        self.value = multiprocessing.get_context(
-            "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        ).Value("q", 0)
+        self.value = shared_int()
         self.pid = os.getpid()
 
     def add(self, n: int) -> None:

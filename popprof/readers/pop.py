@@ -19,7 +19,6 @@ import contextlib
 import heapq
 import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..io import parallel
 from ..io import progress as _progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError, PopprofError, SdkMissingError, UsageError
@@ -48,8 +48,6 @@ _APP_FILES = ("app.json", "framework.json", "frameworks.json")
 #: Read execution steps in worker processes from this many steps on (each opens the report itself).
 PARALLEL_MIN_STEPS = 50_000
 MAX_WORKERS = 2
-#: Main programs that a spawned worker may safely re-import (they guard their entry point).
-_SAFE_MAINS = frozenset({"popprof", "pytest", "py.test", "ipykernel_launcher"})
 #: ``pva.IPU.Architecture`` names mapped to popprof's ``ipu_arch`` (``Ipu2`` is public: popart
 #: report_test.py); any other name is kept verbatim, never guessed.
 ARCHITECTURES = {"ipu1": "ipu1", "ipu2": "ipu2"}
@@ -578,31 +576,25 @@ class _Builder:
         )
         self.ranges = _split(n, self._worker_count(n))
         if len(self.ranges) > 1:
+            # spawn, not fork: pva has this report open here, and a forked copy of its state mid-use is unsafe
+            self.pool = parallel.process_pool(len(self.ranges) - 1, start="spawn")
             try:
-                from concurrent.futures import ProcessPoolExecutor
-                from multiprocessing import get_context
-
-                self.pool = ProcessPoolExecutor(
-                    max_workers=len(self.ranges) - 1, mp_context=get_context("spawn")
-                )
+                if self.pool is None:
+                    raise RuntimeError("no worker processes")
                 self.futures = [
                     self.pool.submit(_steps_worker, str(self.path), lo, hi, self.spec)
                     for lo, hi in self.ranges[1:]
                 ]
             except Exception as exc:  # no processes available: read everything here
                 self.notes.append(f"parallel step reading unavailable ({type(exc).__name__}); read serially")
-                self.pool, self.futures, self.ranges = None, [], [(0, n)]
+                self.stop_workers(terminate=True)
+                self.futures, self.ranges = [], [(0, n)]
 
     def stop_workers(self, terminate: bool = False) -> None:
-        """Shut the worker pool down; with ``terminate``, stop workers still reading."""
+        """Shut the worker pool down; with ``terminate``, stop workers still reading (and wait for them)."""
         if self.pool is None:
             return
-        processes = list((getattr(self.pool, "_processes", None) or {}).values())  # before shutdown clears it
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        if terminate:
-            for process in processes:
-                with contextlib.suppress(Exception):
-                    process.terminate()
+        self.pool.close(terminate=terminate)
         self.pool = None
 
     def execution(
@@ -679,9 +671,11 @@ class _Builder:
         return _merge_parts(parts, self.missing)
 
     def _worker_count(self, n: int) -> int:
+        if not parallel.enabled():
+            return 1
         if self.workers is not None:
             return max(1, int(self.workers))
-        if n < PARALLEL_MIN_STEPS or not _spawn_is_safe():
+        if n < PARALLEL_MIN_STEPS or not parallel.spawn_is_safe():
             return 1
         return _idle_workers()
 
@@ -954,28 +948,6 @@ def _idle_workers() -> int:
     except (OSError, AttributeError):  # no load average on this platform
         idle = cores - 1
     return max(1, min(MAX_WORKERS, cores, 1 + int(idle)))
-
-
-def _spawn_is_safe() -> bool:
-    """Whether starting ``spawn`` workers is free of side effects in this process.
-
-    A spawned worker re-imports the main script; that is harmless for the popprof CLI,
-    ``python -m`` packages, pytest, notebooks and interactive sessions, but could re-run
-    an arbitrary user script without a ``__main__`` guard. There (and inside a worker)
-    steps are read serially unless ``workers`` is given.
-    """
-    import multiprocessing
-
-    if multiprocessing.parent_process() is not None:
-        return False
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name:
-        return spec.name.endswith("__main__") or spec.name.split(".")[0] in _SAFE_MAINS
-    file = getattr(main, "__file__", None)
-    if file is None:
-        return True  # interactive session, python -c, notebook kernels
-    return Path(file).stem in _SAFE_MAINS and Path(file).is_file()
 
 
 def _steps_worker(path: str, lo: int, hi: int, spec: tuple[int, bool, bool]) -> _StepPart:

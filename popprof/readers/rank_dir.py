@@ -5,13 +5,12 @@ the directory gives one profile holding every rank: each event carries its ``ran
 (``distributedInfo.rank``, else ``rank-N`` in the file name, else the file's position
 in name order), ids are renumbered so they stay unique, and categorical labels are
 unioned. Several large files are read in parallel on forked worker processes (one file
-per worker, up to the number of cores).
+per worker, up to the number of cores; :func:`popprof.io.parallel.map_processes`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,10 +19,10 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from ..io import parallel
 from ..io.files import read_head
 from ..io.progress import progress
 from ..io.sources import source_metadata
-from ..io.workers import quiet_worker
 from ..model.errors import InputError
 from ..model.profile import Profile
 from . import chrome_trace, read_path
@@ -75,23 +74,14 @@ def _read_one(job: tuple[str, dict]) -> Profile:
 
 
 def _read_all(files: Sequence[Path], options: dict) -> list[Profile]:
-    workers = min(len(files), os.cpu_count() or 1)
     big = sum(f.stat().st_size for f in files) >= PARALLEL_MIN_BYTES
-    if workers >= 2 and big:
-        import concurrent.futures
-        import multiprocessing
-
-        if "fork" in multiprocessing.get_all_start_methods():
-            # each worker parses whole files on its own (no nested split), so both cores stay busy
-            jobs = [(str(f), {**options, "parallel": False}) for f in files]
-            context = multiprocessing.get_context("fork")
-            try:
-                with concurrent.futures.ProcessPoolExecutor(
-                    workers, mp_context=context, initializer=quiet_worker
-                ) as pool:
-                    return list(pool.map(_read_one, jobs))
-            except Exception:  # noqa: BLE001 - any failure: read here, which reports the problem with the file's name
-                pass
+    if len(files) >= 2 and big:
+        # each worker parses whole files on its own (no nested split), so both cores stay busy
+        jobs = [(str(f), {**options, "parallel": False}) for f in files]
+        try:
+            return parallel.map_processes(_read_one, jobs, parallel.cores())
+        except Exception:  # noqa: BLE001 - any failure: read here, which reports the problem with the file's name
+            pass
     return [read_path(f, **options) for f in files]
 
 
