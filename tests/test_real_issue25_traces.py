@@ -57,3 +57,55 @@ def test_range_profiler_kernels_are_gpu_work():
     assert not cpu_ops & set(ranged["name"].astype(str))
     assert sum(k["count"] for k in doc["top_kernels"]) <= 77 and doc["top_kernels"][0]["kernel_type"]
     assert "device_side_missing" not in doc
+
+
+def test_the_timeline_export_writes_text_ids_as_the_file_did(tmp_path):
+    """The 2021 trace's 'PyTorch Profiler (0)' span is on pid "Traces", tid "PyTorch Profiler" (strings), its
+    GPU stream on tid "stream 7", a global instant on pid "" and tid "": the export writes those strings, never
+    the reader's stand-in numbers. The real trace's records of those ids (copied here: the whole trace takes
+    seconds to export), with one kernel and one operator."""
+    import json
+
+    from popprof.trace import timeline
+
+    records = [
+        {"ph": "X", "cat": "Trace", "ts": 1623142623460016, "dur": 1065723, "pid": "Traces",
+         "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {"Op count": 0}},
+        {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
+         "tid": "Trace PyTorch Profiler", "ts": 1623142623460016},
+        {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 1623142624633484},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 25738, "tid": "25738",
+         "ts": 1623142623460100, "dur": 50},
+        {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": "stream 7", "ts": 1623142623460200,
+         "dur": 30, "args": {"stream": 7, "device": 0}},
+    ]  # fmt: skip
+    src = tmp_path / "k2021_ids.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": records}))
+    out = tmp_path / "out.json"
+    timeline.write_timeline(popprof.open(src), out)
+    events = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] != "M"]
+    ids = {e["name"]: (e["pid"], e["tid"]) for e in events}
+    assert ids == {
+        "PyTorch Profiler (0)": ("Traces", "PyTorch Profiler"),
+        "Iteration Start: PyTorch Profiler": ("Traces", "Trace PyTorch Profiler"),
+        "Record Window End": ("", ""),
+        "aten::mm": (25738, 25738),
+        "gemm": (0, "stream 7"),
+    }
+
+
+def test_stall_notes_name_host_work_not_profiler_bookkeeping(k2021):
+    """Every device gap of the 2021 trace lies inside the 'PyTorch Profiler (0)' span (bookkeeping) and inside a
+    ProfilerStep#N marker: neither is what the host did; the notes and the check message name the ops, and the
+    message names the thread they ran on."""
+    from popprof.plots.timeline import stall_windows, top_host_events
+
+    findings = popprof.check(k2021, rules=["host.device-gaps"])
+    windows = stall_windows(findings)
+    assert len(windows) == 6
+    for window in windows:
+        names = top_host_events(k2021, window)["name"].tolist()
+        assert names
+        assert not [n for n in names if n.startswith(("PyTorch Profiler", "ProfilerStep"))]
+    (f,) = findings.items
+    assert "on thread 25738 (python)" in f.message and " on ;" not in f.message

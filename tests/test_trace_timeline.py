@@ -235,14 +235,18 @@ def test_real_trace_round_trip_keeps_every_phase_and_the_top_level(tmp_path: Pat
     assert stats.flows == before["s"] + before["f"] + before["t"]
     # metadata: every record of the input (names, labels, sort order) is written again
     assert _metadata_keys(original["traceEvents"]) == _metadata_keys(written["traceEvents"])
-    # string pids (Kineto's "Spans"/"Traces") get an integer pid named after the string
+    # string pids (Kineto's "Spans"/"Traces") are written as those strings again (issue 25 item 6), each
+    # named after itself, and no stand-in number of the reader's is written
+    strings = {e["pid"] for e in original["traceEvents"] if isinstance(e.get("pid"), str)}
+    assert {e["pid"] for e in written["traceEvents"] if isinstance(e.get("pid"), str)} == strings
     named = {
         e["args"]["name"]
         for e in written["traceEvents"]
-        if e.get("ph") == "M" and e["name"] == "process_name" and e["pid"] >= SYNTHETIC_PID
+        if e.get("ph") == "M" and e["name"] == "process_name" and isinstance(e["pid"], str)
     }
-    strings = {e["pid"] for e in original["traceEvents"] if isinstance(e.get("pid"), str)}
     assert named == strings
+    numbers = [e[k] for e in written["traceEvents"] for k in ("pid", "tid") if isinstance(e.get(k), int)]
+    assert all(n < SYNTHETIC_PID for n in numbers)
     # top-level members come back as they were
     for key, value in original.items():
         if key != "traceEvents":

@@ -27,7 +27,7 @@ from ..io import units
 from ..metrics.trace import time_origin
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
-from ..trace.intervals import merge_intervals
+from ..trace.intervals import host_events, merge_intervals
 from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
 
 if TYPE_CHECKING:
@@ -126,28 +126,28 @@ def stall_windows(
 def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3) -> pd.DataFrame:
     """The host events that overlap ``window`` (µs) most: columns ``name`` and ``overlap_us``.
 
-    Only the innermost events count (an event whose child also overlaps the
-    window is left out, so a main loop enclosing everything does not hide
-    what the host was doing). Overlaps are summed per event name.
+    The host events are those the ``host.*`` rules attribute time to (``trace.intervals.host_events``):
+    profiler bookkeeping (the ``PyTorch Profiler (N)`` span, Kineto's overhead events), ``ProfilerStep#N``
+    markers and calls blocking on the device are left out, so a note names what the host did. Only the
+    innermost events count (an event whose child also overlaps the window is left out, so a main loop
+    enclosing everything does not hide what the host was doing). Overlaps are summed per event name.
     """
     empty = pd.DataFrame({"name": pd.Series([], dtype="str"), "overlap_us": pd.Series([], dtype=float)})
     events = profile.get("events")
     if events is None or events.empty:
         return empty
-    host = events[events["device_category"].isna()]
-    start = host["start_us"].to_numpy(float)
-    end = start + host["dur_us"].fillna(0).to_numpy(float)
+    host = host_events(profile)
+    work = host.subset(~host.waits)
     lo, hi = window
-    overlap = np.minimum(end, hi) - np.maximum(start, lo)
+    overlap = np.minimum(work.start + work.dur, hi) - np.maximum(work.start, lo)
     inside = overlap > 0
     if not inside.any():
         return empty
-    ids = host["event_id"].to_numpy()[inside]
-    parents = host["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[inside]
+    ids = work.event_id[inside]
+    parents = work.parent_id[inside]
     leaf = ~np.isin(ids, parents[~np.isnan(parents)].astype(np.int64))
-    chosen = pd.DataFrame(
-        {"name": host["name"].astype("str").to_numpy()[inside][leaf], "overlap_us": overlap[inside][leaf]}
-    )
+    names = np.asarray(work.name.astype("str"))[inside][leaf]
+    chosen = pd.DataFrame({"name": names, "overlap_us": overlap[inside][leaf]})
     ranked = (
         chosen.groupby("name", sort=False)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
     )

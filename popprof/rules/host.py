@@ -236,8 +236,11 @@ def _attribute_gaps(
         has_parent
     ].astype(np.int64)
     leaves = pairs[~np.isin(key, parent_key)]
-    # Threads: top-level events only, so nested events do not count twice.
-    top_level = pairs[pairs["depth"] == 0]
+    # Threads: the outermost events in each gap only, so nested events do not count twice. Outermost among
+    # the host work, not depth 0: under a ProfilerStep#N marker (left out of host work) every op has depth 1.
+    parent_in_gap = np.zeros(len(pairs), dtype=bool)
+    parent_in_gap[has_parent] = np.isin(parent_key, key)
+    top_level = pairs[~parent_in_gap]
     by_label = (
         leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
     )

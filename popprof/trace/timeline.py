@@ -19,6 +19,10 @@ Reading an exported trace back with the Chrome reader gives the same events
 (ids, threads, names, channels, times, durations, nesting), flows and
 top-level metadata; on a Chrome trace, the event counts by phase match the
 input's (processes that only had a string pid gain a ``process_name``).
+
+Ids written as text in the source (Kineto's ``"Traces"`` / ``"Spans"`` pids, ``"stream 7"`` tids) are
+written as that text again, never as the reader's stand-in numbers (``frame.SYNTHETIC_ID_BASE`` and up):
+the text is the process's (thread's) name in the ``threads`` table, as the reader keeps it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import pandas as pd
 from ..io import jsonout
 from ..io.atomic import atomic_path
 from ..model.profile import Profile
+from .frame import SYNTHETIC_ID_BASE
 
 #: Colour names understood by chrome://tracing, per category.
 CATEGORY_COLOURS: dict[str, str] = {
@@ -71,7 +76,44 @@ def _opt_str(value: object) -> str | None:
     )
 
 
-def _event_records(events: pd.DataFrame, stats: TimelineStats, instants_known: bool) -> Iterator[bytes]:
+@dataclass
+class IdText:
+    """The text of ids a reader stood in numbers for (``SYNTHETIC_ID_BASE`` and up): pid -> text and
+    (pid, tid) -> text, from the process and thread names of the ``threads`` table."""
+
+    pids: dict[int, str] = field(default_factory=dict)
+    tids: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, profile: Profile) -> IdText:
+        out = cls()
+        threads = profile.get("threads")
+        if threads is None or threads.empty:
+            return out
+        pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
+        pnames = threads["process_name"].astype(object).tolist() if "process_name" in threads else []
+        tnames = threads["thread_name"].astype(object).tolist() if "thread_name" in threads else []
+        for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):
+            if isinstance(pid, int) and pid >= SYNTHETIC_ID_BASE and pnames and isinstance(pnames[i], str):
+                out.pids.setdefault(pid, pnames[i])
+            if isinstance(tid, int) and tid >= SYNTHETIC_ID_BASE and tnames and isinstance(tnames[i], str):
+                out.tids.setdefault((pid, tid), tnames[i])
+        return out
+
+    def pid(self, pid: object) -> object:
+        """The pid as the source wrote it."""
+        return self.pids.get(pid, pid) if isinstance(pid, int) and pid >= SYNTHETIC_ID_BASE else pid
+
+    def tid(self, pid: object, tid: object) -> object:
+        """The tid as the source wrote it."""
+        if isinstance(tid, int) and tid >= SYNTHETIC_ID_BASE:
+            return self.tids.get((pid, tid), tid)
+        return tid
+
+
+def _event_records(
+    events: pd.DataFrame, stats: TimelineStats, instants_known: bool, ids: IdText
+) -> Iterator[bytes]:
     """``instants_known``: the source tells instants from zero-duration complete events (``instant_scope``)."""
     has_start = events["start_us"].notna().to_numpy()
     stats.skipped_no_start += int((~has_start).sum())
@@ -94,7 +136,12 @@ def _event_records(events: pd.DataFrame, stats: TimelineStats, instants_known: b
         ]
         out = []
         for name, cat, pid, tid, ts, dur, category, args, scope in zip(*columns, strict=True):
-            record: dict[str, object] = {"name": _opt_str(name) or "", "pid": pid, "tid": tid, "ts": ts}
+            record: dict[str, object] = {
+                "name": _opt_str(name) or "",
+                "pid": ids.pid(pid),
+                "tid": ids.tid(pid, tid),
+                "ts": ts,
+            }
             cat = _opt_str(cat)
             if cat is not None:
                 record["cat"] = cat
@@ -131,7 +178,7 @@ THREAD_METADATA = (
 )
 
 
-def _thread_records(profile: Profile) -> Iterator[bytes]:
+def _thread_records(profile: Profile, ids: IdText) -> Iterator[bytes]:
     threads = profile.get("threads")
     if threads is None:
         return
@@ -148,19 +195,20 @@ def _thread_records(profile: Profile) -> Iterator[bytes]:
             if value is not None and (kind, pid) not in written:
                 written.add((kind, pid))
                 out.append(
-                    orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": 0, "args": {key: value}})
+                    orjson.dumps(
+                        {"ph": "M", "name": kind, "pid": ids.pid(pid), "tid": 0, "args": {key: value}}
+                    )
                 )
         for kind, col, key in THREAD_METADATA:
             value = jsonout.plain(column[col][i])
             if value is not None:
-                out.append(
-                    orjson.dumps({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}})
-                )
+                record = {"ph": "M", "name": kind, "pid": ids.pid(pid), "tid": ids.tid(pid, tid)}
+                out.append(orjson.dumps({**record, "args": {key: value}}))
     if out:
         yield b",\n".join(out)
 
 
-def _flow_records(flows: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+def _flow_records(flows: pd.DataFrame, stats: TimelineStats, ids: IdText) -> Iterator[bytes]:
     """Flow events as the trace held them; numeric ids are written as numbers again."""
     for lo in range(0, len(flows), CHUNK):
         part = flows.iloc[lo : lo + CHUNK]
@@ -176,7 +224,12 @@ def _flow_records(flows: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
             part["binding"].astype(object).tolist(),
             strict=True,
         ):
-            record: dict[str, object] = {"ph": _opt_str(ph) or "s", "pid": pid, "tid": tid, "ts": ts}
+            record: dict[str, object] = {
+                "ph": _opt_str(ph) or "s",
+                "pid": ids.pid(pid),
+                "tid": ids.tid(pid, tid),
+                "ts": ts,
+            }
             flow_id = _opt_str(flow_id)
             if flow_id is not None:
                 record["id"] = int(flow_id) if flow_id.lstrip("-").isdigit() else flow_id
@@ -201,13 +254,15 @@ def _top_level(profile: Profile) -> dict[str, object]:
     return out
 
 
-def _counter_records(counters: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]:
+def _counter_records(counters: pd.DataFrame, stats: TimelineStats, ids: IdText) -> Iterator[bytes]:
     grouped = counters.groupby(["pid", "name", "ts_us"], observed=True, sort=True)
     out = []
     for (pid, name, ts), group in grouped:
         args = dict(zip(group["series"].astype(str).tolist(), group["value"].tolist(), strict=True))
         out.append(
-            orjson.dumps({"ph": "C", "name": str(name), "pid": int(pid), "ts": float(ts), "args": args})
+            orjson.dumps(
+                {"ph": "C", "name": str(name), "pid": ids.pid(int(pid)), "ts": float(ts), "args": args}
+            )
         )
         stats.counters += 1
         if len(out) >= CHUNK:
@@ -315,16 +370,17 @@ def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> I
     other = top.get("otherData")
     top["otherData"] = {**other, "popprof": producer} if isinstance(other, dict) else producer
     yield orjson.dumps(top)[:-1] + b',\n"traceEvents":[\n'
-    parts: list[Iterator[bytes]] = [_thread_records(profile)]
+    ids = IdText.of(profile)
+    parts: list[Iterator[bytes]] = [_thread_records(profile, ids)]
     events = profile.get("events")
     if events is not None and len(events):
-        parts.append(_event_records(events, stats, instants_known=profile.source_format == "chrome_trace"))
+        parts.append(_event_records(events, stats, profile.source_format == "chrome_trace", ids))
     flows = profile.get("flows")
     if flows is not None and len(flows):
-        parts.append(_flow_records(flows, stats))
+        parts.append(_flow_records(flows, stats, ids))
     counters = profile.get("counters")
     if counters is not None and len(counters):
-        parts.append(_counter_records(counters, stats))
+        parts.append(_counter_records(counters, stats, ids))
     if profile.has("steps"):
         layout = step_layout(profile)
         if layout is None:
