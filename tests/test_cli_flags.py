@@ -40,6 +40,7 @@ WRITERS = (
     "report",
     "record",
     "pilot",
+    "rules",
 )
 
 PROBE = """
@@ -161,6 +162,8 @@ def _first_text() -> str:
         ["check", BUNDLE, "--fail-on", "never"],
         ["diff", BUNDLE, BUNDLE, "--no-gate"],
         ["baseline", BUNDLE],
+        ["rules"],
+        ["rules", "--format", "json"],
     ],
     ids=lambda a: " ".join(str(x) for x in a[:1] + a[2:]),
 )
@@ -230,4 +233,25 @@ def test_config_is_read_from_the_given_file(capsys, tmp_path):
     assert code == 0
     config.write_text('[device_map]\nnot_a_category = "x"\n')
     code, _, err = _run(capsys, "summary", TRACE, "--config", config)
+    assert code == 2 and len(err.splitlines()) == 1
+
+
+def test_rules_lists_the_parameters_the_given_config_sets(capsys, tmp_path):
+    """rules --config: the parameters check would use, and the rules the config turns off marked."""
+    config = tmp_path / "ci.toml"
+    config.write_text('[rules]\n"memory.headroom.warning" = 0.7\ndisable = ["host.*"]\n')
+    code, out, _ = _run(capsys, "rules", "--format", "json", "--config", config)
+    rules = {r["id"]: r for r in json.loads(out)}
+    assert code == 0
+    assert rules["memory.headroom"]["params"]["warning"] == 0.7
+    assert rules["memory.headroom"]["defaults"]["warning"] == 0.85
+    assert rules["memory.headroom"]["enabled"] and not rules["host.device-gaps"]["enabled"]
+    code, out, _ = _run(capsys, "rules", "--config", config)
+    assert "memory.headroom.warning = 0.7" in out
+    assert any(
+        line.startswith("host.device-gaps: ") and line.endswith("(off in the config)")
+        for line in out.splitlines()
+    )
+    config.write_text("[rules\n")
+    code, _, err = _run(capsys, "rules", "--config", config)
     assert code == 2 and len(err.splitlines()) == 1

@@ -218,7 +218,7 @@ def test_rules_listing(capsys):
     code, out, _ = run(capsys, "rules")
     assert "memory.headroom.warning = 0.85" in out and "host.device-gaps: " in out
     code, out, _ = run(capsys, "rules", "--format", "markdown")
-    assert out.startswith("| rule | description | needs | parameters (defaults) |")
+    assert out.startswith("| rule | description | needs | parameters |")
 
 
 def test_run_directory_gives_one_result_per_engine(pva_double, fixtures_dir, capsys):

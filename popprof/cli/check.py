@@ -143,17 +143,28 @@ def check_command(
 
 @click.command("rules")
 @format_option("text", "json", "markdown")
+@output_option("the list")
+@config_option()
 @global_options
-def rules_command(fmt: str) -> None:
+def rules_command(fmt: str, output: Path | None, config_file: Path | None) -> None:
     """List the rules with what they need, their parameters and defaults.
+
+    With a configuration (--config FILE, else the nearest popprof.toml or
+    pyproject.toml), the parameters shown are the ones `popprof check` would
+    use, and rules the configuration turns off are marked.
 
     \b
     Examples:
       popprof rules
-      popprof rules --format json
+      popprof rules --format json -o rules.json
+      popprof rules --config ci/popprof.toml
     """
     from ..rules import RULES
+    from ..rules.base import plan
 
+    check_output(output, [config_file])
+    selected, params = plan(config=load_config_file(config_file))
+    enabled = {r.id for r in selected}
     if fmt == "json":
         echo_json(
             [
@@ -161,29 +172,34 @@ def rules_command(fmt: str) -> None:
                     "id": r.id,
                     "description": r.description,
                     "needs": [list(a) for a in r.needs],
-                    "params": r.params,
+                    "params": params[r.id],
+                    "defaults": r.params,
+                    "enabled": r.id in enabled,
                     "advice": r.advice,
                     "advice_by_platform": r.advice_by_platform,
                 }
                 for r in RULES.values()
-            ]
+            ],
+            output,
         )
         return
+    off = {rid: "" if rid in enabled else " (off in the config)" for rid in RULES}
     if fmt == "markdown":
         from ..report import markdown as md
 
         rows = [
             [
-                md.code(r.id),
+                md.code(r.id) + off[r.id],
                 md.cell(r.description),
                 md.cell(r.needs_text()),
-                ", ".join(md.code(f"{k}={v}") for k, v in r.params.items()) or "none",
+                ", ".join(md.code(f"{k}={v}") for k, v in params[r.id].items()) or "none",
             ]
             for r in RULES.values()
         ]
-        click.echo("\n".join(md.table(["rule", "description", "needs", "parameters (defaults)"], rows)))
+        table = md.table(["rule", "description", "needs", "parameters"], rows)
+        emit("\n".join(table) + "\n", output)
         return
-    if sys.stdout.isatty():
+    if is_stdout(output) and sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
 
@@ -192,15 +208,16 @@ def rules_command(fmt: str) -> None:
             table.add_column(col)
         for r in RULES.values():
             table.add_row(
-                r.id,
+                r.id + off[r.id],
                 r.description,
                 r.needs_text(),
-                "\n".join(f"{k} = {v}" for k, v in r.params.items()) or "-",
+                "\n".join(f"{k} = {v}" for k, v in params[r.id].items()) or "-",
             )
         Console().print(table)
         return
+    lines = []
     for r in RULES.values():
-        click.echo(f"{r.id}: {r.description}")
-        click.echo(f"  needs: {r.needs_text()}")
-        for key, value in r.params.items():
-            click.echo(f"  {r.id}.{key} = {value}")
+        lines.append(f"{r.id}: {r.description}{off[r.id]}")
+        lines.append(f"  needs: {r.needs_text()}")
+        lines.extend(f"  {r.id}.{key} = {value}" for key, value in params[r.id].items())
+    emit("\n".join(lines) + "\n", output)

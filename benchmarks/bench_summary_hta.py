@@ -1,0 +1,221 @@
+"""End to end: ``popprof summary TRACE --format json`` against HTA's load plus its four analyses.
+
+Each run is a fresh process, popprof's and HTA's alternating, timed from outside as a user
+times a command: wall clock, CPU of the process and everything it waited for (its parse
+worker included: ``RUSAGE_CHILDREN`` of this script before and after), and peak memory
+(the larger of the process's own VmHWM and the total PSS of its process tree, sampled from
+/proc every 0.1 s; ``bench_trace_hta.run_watched``'s measure). Imports are inside both
+figures: this is the time a person waits for the answer.
+
+popprof: ``python -m popprof summary TRACE --format json -q -o OUT`` (the CLI, the JSON the
+reports and CI read). HTA 0.5.0: ``TraceAnalysis(trace_dir=...)`` followed by the four
+analyses issue 28 names, without plots: ``get_temporal_breakdown``,
+``get_gpu_kernel_breakdown`` (kernel types and top kernels), ``get_idle_time_breakdown``
+and ``get_comm_comp_overlap``. The HTA child prints its own phase times, shown per run.
+
+Target (issue 28): popprof at least 10x faster than HTA on the 600,000-event Kineto trace,
+at no more than a third of its peak memory. ``--popprof-only`` times popprof alone (for the
+1 GB trace's end-to-end time, where HTA takes minutes).
+
+Usage::
+
+    HTA_PYTHON=/path/to/venv-hta/bin/python python benchmarks/bench_summary_hta.py [--repeat 3]
+    python benchmarks/bench_summary_hta.py --trace /work/benchdata/kineto_1GB.json --popprof-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from _table import print_table  # noqa: E402
+from bench_trace_hta import DEFAULT_HTA_PYTHON, _load_average, _Watch  # noqa: E402
+from gen_traces import SIZES, ensure  # noqa: E402
+
+#: HTA's load and the four analyses; prints the phase times (in-process wall) as JSON.
+HTA_SCRIPT = """
+import json, logging, time
+logging.disable(logging.WARNING)
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+phases = {{"imports": time.perf_counter() - t0}}
+def timed(name, call):
+    start = time.perf_counter()
+    result = call()
+    phases[name] = time.perf_counter() - start
+    return result
+analysis = timed("load", lambda: TraceAnalysis(trace_dir={folder!r}))
+timed("temporal", lambda: analysis.get_temporal_breakdown(visualize=False))
+timed("kernels", lambda: analysis.get_gpu_kernel_breakdown(visualize=False))
+timed("idle", lambda: analysis.get_idle_time_breakdown(visualize=False))
+timed("overlap", lambda: analysis.get_comm_comp_overlap(visualize=False))
+print(json.dumps(phases))
+"""
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(argv: list[str], timeout: float) -> dict:
+    """Run ``argv``; wall, CPU (the tree's, waited for), peak memory and its last stdout line."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        cpu0 = _children_cpu()
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, cwd=ROOT)
+        watch = _Watch(proc.pid)
+        while proc.poll() is None:
+            watch.sample()
+            if time.perf_counter() - start > timeout:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"stopped after {timeout:.0f} s")
+            time.sleep(0.1)
+        seconds = time.perf_counter() - start
+        cpu = _children_cpu() - cpu0
+        out.seek(0)
+        err.seek(0)
+        text, error = out.read(), err.read()
+    if proc.returncode != 0:
+        raise RuntimeError(error.strip().splitlines()[-1] if error.strip() else f"exit {proc.returncode}")
+    lines = text.strip().splitlines()
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "peak_bytes": watch.peak_kib * 1024,
+        "last_line": lines[-1] if lines else "",
+    }
+
+
+def _hta_folder(path: Path) -> Path:
+    folder = path.parent / f"hta_{path.stem}"  # HTA reads a directory of rank traces
+    folder.mkdir(exist_ok=True)
+    link = folder / path.name
+    if not link.exists():
+        link.symlink_to(path)
+    return folder
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    parser.add_argument("--size", default="600k", choices=list(SIZES), help="Generated trace (default 600k).")
+    parser.add_argument("--trace", type=Path, help="A trace file instead of a generated one.")
+    parser.add_argument("--repeat", type=int, default=3, help="Runs of each (alternating).")
+    parser.add_argument(
+        "--hta-python", default=DEFAULT_HTA_PYTHON, help="HTA's interpreter (env HTA_PYTHON)."
+    )
+    parser.add_argument("--popprof-only", action="store_true", help="Time popprof alone.")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run before it fails.")
+    parser.add_argument("--json", type=Path, help="Write the runs here.")
+    args = parser.parse_args()
+    path = args.trace if args.trace else ensure(args.size)
+    if not args.popprof_only and not Path(args.hta_python).exists():
+        sys.exit(
+            f"no HTA interpreter at {args.hta_python}: run `bash benchmarks/setup_hta.sh` or pass --hta-python"
+        )
+    compileall.compile_dir(ROOT / "popprof", quiet=1)  # as an installed package: imports read .pyc
+    loads = [_load_average()]
+    print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average {loads[0]}", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "summary.json"
+        tools = {
+            "popprof": [
+                sys.executable,
+                "-m",
+                "popprof",
+                "summary",
+                str(path),
+                "--format",
+                "json",
+                "-q",
+                "-o",
+                str(out),
+            ]
+        }
+        if not args.popprof_only:
+            tools["hta"] = [args.hta_python, "-c", HTA_SCRIPT.format(folder=str(_hta_folder(path)))]
+        runs: dict[str, list[dict]] = {name: [] for name in tools}
+        for i in range(args.repeat):
+            for name, argv in tools.items():
+                try:
+                    result = run(argv, args.timeout)
+                except RuntimeError as exc:
+                    sys.exit(f"{name} run {i + 1} failed: {exc}")
+                result["load_average"] = _load_average()
+                loads.append(result["load_average"])
+                phases = ""
+                if name == "hta":
+                    result["phases"] = json.loads(result["last_line"])
+                    phases = "  " + ", ".join(f"{k} {v:.2f}" for k, v in result["phases"].items())
+                runs[name].append(result)
+                print(
+                    f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
+                    f"peak {_mib(result['peak_bytes'])} MiB  load {result['load_average']}{phases}",
+                    file=sys.stderr,
+                )
+        keys = ("seconds", "cpu_seconds", "peak_bytes")
+        med = {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
+    p = med["popprof"]
+    rows = [
+        [
+            "popprof summary --format json",
+            f"{p['seconds']:.2f}",
+            f"{p['cpu_seconds']:.2f}",
+            _mib(p["peak_bytes"]),
+            "",
+        ]
+    ]
+    verdict = ""
+    if "hta" in med:
+        h = med["hta"]
+        speed, cpu_ratio, memory = (
+            h["seconds"] / p["seconds"],
+            h["cpu_seconds"] / p["cpu_seconds"],
+            p["peak_bytes"] / h["peak_bytes"],
+        )
+        rows.append(
+            [
+                "HTA load + 4 analyses",
+                f"{h['seconds']:.2f}",
+                f"{h['cpu_seconds']:.2f}",
+                _mib(h["peak_bytes"]),
+                f"{speed:.1f}x wall, {cpu_ratio:.1f}x CPU; peak {memory:.2f}",
+            ]
+        )
+        verdict = (
+            f"targets: >= 10x faster: {'met' if speed >= 10 else 'NOT met'} ({speed:.1f}x wall, "
+            f"{cpu_ratio:.1f}x CPU); <= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met'} "
+            f"({memory:.2f})"
+        )
+    print(f"\n{path.name}, {args.repeat} runs each, alternating; load average: {', '.join(loads)}")
+    print_table(["end to end", "wall s", "CPU s", "peak MiB", "HTA / popprof"], rows)
+    if verdict:
+        print(verdict)
+    if args.json:
+        args.json.write_text(
+            json.dumps({"trace": str(path), "load_average": loads, "runs": runs, "median": med}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()
