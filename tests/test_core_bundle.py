@@ -82,3 +82,30 @@ def test_failed_write_leaves_no_partial_output(tmp_path, profile, monkeypatch):
     with pytest.raises(RuntimeError):
         bundle.write(profile, tmp_path / "p.popprof")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bundles_in_a_bundle_a_directory_of_bundles_and_elsewhere(tmp_path, profile):
+    one = bundle.write(profile, tmp_path / "set" / "a.popprof")
+    two = bundle.write(profile, tmp_path / "set" / "b.popprof")
+    (tmp_path / "set" / "notes").mkdir()
+    assert bundle.bundles_in(one) == [one]
+    assert bundle.bundles_in(tmp_path / "set") == [one, two]
+    assert bundle.bundles_in(tmp_path) == [] and bundle.bundles_in(tmp_path / "missing") == []
+    assert bundle.manifest_path(one).is_file() and bundle.is_manifest(bundle.manifest_path(one))
+
+
+def test_only_the_bundle_module_spells_the_manifest_name():
+    """Everything else asks readers/bundle.py (MANIFEST, manifest_path, is_manifest, bundles_in)."""
+    import re
+    from pathlib import Path
+
+    package = Path(popprof.__file__).parent
+    spelled = re.compile(r"""["'][^"'\n]*\bmanifest\.json\b[^"'\n]*["']""")
+    found = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "bundle.py" or path.parent.name != "readers"
+        for line in path.read_text("utf-8").splitlines()
+        if spelled.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert found == []

@@ -59,7 +59,7 @@ LIMITS: dict[str, Limit] = {
             "POPPROF_MAX_MANIFEST_BYTES",
             16 << 20,
             "bytes",
-            "a bundle's manifest.json (a real one is a few KiB)",
+            "a bundle's manifest (a real one is a few KiB)",
         ),
         Limit(
             "table-rows",

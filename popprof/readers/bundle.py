@@ -51,11 +51,32 @@ def is_bundle(path: Path) -> bool:
         return False
 
 
+def manifest_path(bundle_dir: Path) -> Path:
+    """Where the manifest of the bundle ``bundle_dir`` is (whether or not it exists)."""
+    return Path(bundle_dir) / MANIFEST
+
+
+def is_manifest(path: Path) -> bool:
+    """Whether the file ``path`` is named as a bundle's manifest (its content is not looked at)."""
+    return Path(path).name == MANIFEST
+
+
+def bundles_in(path: Path) -> list[Path]:
+    """``[path]`` for a bundle, the bundles directly in ``path`` (sorted) for a directory of bundles (a
+    redacted run directory), else ``[]``."""
+    if is_bundle(path):
+        return [Path(path)]
+    try:
+        return sorted(child for child in Path(path).iterdir() if is_bundle(child))
+    except (OSError, ValueError):
+        return []
+
+
 def sniff(path: Path, head: bytes) -> bool:
     """A directory with a popprof manifest (or the manifest file itself)."""
     if path.is_dir():
         return is_bundle(path)
-    return path.name == MANIFEST and BUNDLE_FORMAT.encode() in head
+    return is_manifest(path) and BUNDLE_FORMAT.encode() in head
 
 
 def open_member(bundle_dir: Path, name: str, what: str = "bundle member") -> BinaryIO:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from ..model.schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
+from ..readers.bundle import MANIFEST
 from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS
 from .names import MESSAGE_WORDS, NameGrammar, label_words, summary_label
 from .tokens import chunk_strings, has_space
@@ -619,7 +620,7 @@ POPPROF_FORMAT = frozenset(
         "command line",
         "[tool.popprof.redact]",
         "source_files",
-        "manifest.json",
+        MANIFEST,
         "metadata",
         "key",
         "value",

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..readers.bundle import is_manifest
 from .allowlist import Allowlist
 from .scrub import PSEUDONYM_RE, detect
 from .secrets_scan import detector
@@ -310,11 +311,7 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
             except ValueError:
                 doc = None
             if doc is not None:
-                if (
-                    file.name == "manifest.json"
-                    and isinstance(doc, dict)
-                    and isinstance(doc.get("redacted"), dict)
-                ):
+                if is_manifest(file) and isinstance(doc, dict) and isinstance(doc.get("redacted"), dict):
                     policy = dict(doc["redacted"].get("policy") or {})
                     policy.pop("keep", None)  # the user's own patterns, recorded on purpose
                     policy.pop("drop", None)

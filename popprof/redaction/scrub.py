@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..model.schema import TABLES
+from ..readers.bundle import MANIFEST
 from .allowlist import PUBLIC_HOSTS
 from .pseudonym import PREFIXES
 
@@ -58,7 +59,7 @@ PUBLIC_FILES = frozenset(
         "framework.json",
         "frameworks.json",
         "app.json",
-        "manifest.json",
+        MANIFEST,
     }
 ) | frozenset(f"{table}.parquet" for table in TABLES)
 GENERIC_USERS = frozenset(

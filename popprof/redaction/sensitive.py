@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io.jsonbytes import SCAN_BLOCK, last_opening_quote, map_blocks, solid_after
+from ..readers.bundle import bundles_in, manifest_path
 from .allowlist import Allowlist
 from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
@@ -255,7 +256,7 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
             sensitive.add(str(key), "key")
             if isinstance(value, str):
                 sensitive.add(value, "identifier", str(key))
-    for manifest in [source / "manifest.json"] if source.is_dir() else []:
+    for manifest in [manifest_path(source)] if source.is_dir() else []:
         if manifest.exists():
             with contextlib.suppress(ValueError):
                 sensitive.add_json(json.loads(manifest.read_text("utf-8", "replace")))
@@ -268,17 +269,13 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
     holds no bundle."""
     import pyarrow.parquet as pq
 
-    roots = (
-        [source]
-        if (source / "manifest.json").exists()
-        else sorted(p.parent for p in source.glob("*/manifest.json"))
-    )
+    roots = bundles_in(source)
     if not roots:
         return False
     for root in roots:
         sensitive.add(root.name, "profile")
         with contextlib.suppress(ValueError, OSError):
-            sensitive.add_json(json.loads((root / "manifest.json").read_text("utf-8", "replace")))
+            sensitive.add_json(json.loads(manifest_path(root).read_text("utf-8", "replace")))
         for file in sorted(root.glob("*.parquet")):
             schema = pq.read_schema(file)
             for k, v in (schema.metadata or {}).items():
