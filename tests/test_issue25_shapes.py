@@ -3,6 +3,10 @@ repositories), written here from the documented format with the real runs' figur
 
 - A sync-dominated run: thorbenlouw/lbm-graphcore, experiments/halo-exchange-approaches/results.txt
   (commit df670f6b, no licence): an SDK 2.x execution summary with 99.9 % sync and 0.0 % exchange.
+- Headerless execution summaries: the same repository, experiments/gaussian-blur-scaling/exchange-vs-compute.txt
+  (commit 97cd841a, no licence): three SDK 2.x execution sections without their "Execution:" heading, the
+  first labelled "float" at column 0, the second " float2" indented by one space with its figures by three,
+  the third unlabelled after a blank line. The layout is that file's; the numbers below are made up.
 """
 
 from __future__ import annotations
@@ -175,3 +179,80 @@ def test_profiler_bookkeeping_is_left_out_of_work_figures(tmp_path):
     assert all(t["pid"] != -1 for t in trace["busiest_threads"])
     for f in popprof.check(profile, rules=["host.*"]):
         assert "ProfilerStep" not in f.message and "Activity Buffer Request" not in f.message, f.rule_id
+
+
+# -- item 3: execution summaries whose "Execution:" heading was cut -------------------------------------
+
+HEADERLESS = """float
+  Total cycles:                                         120,000,000 (approx 75,000.0 microseconds)
+  Tile average compute cycles (including idle threads): 30,000,000.0 (25.0% of total)
+  Tile average IPU exchange cycles:                     180,000.0 (0.2% of total)
+  Tile average global exchange cycles:                  0.0 (0.0% of total)
+  Tile average host exchange cycles:                    6,000,000.0 (5.0% of total)
+  Tile average sync cycles:                             83,820,000.0 (69.8% of total)
+
+ float2
+   Total cycles:                                         100,000,000 (approx 62,500.0 microseconds)
+   Tile average compute cycles (including idle threads): 15,000,000.0 (15.0% of total)
+   Tile average IPU exchange cycles:                     180,000.0 (0.2% of total)
+   Tile average global exchange cycles:                  0.0 (0.0% of total)
+   Tile average host exchange cycles:                    6,000,000.0 (6.0% of total)
+   Tile average sync cycles:                             78,820,000.0 (78.8% of total)
+
+  Total cycles:                                         40,000,000 (approx 25,000.0 microseconds)
+  Tile average compute cycles (including idle threads): 8,000,000.0 (20.0% of total)
+  Tile average IPU exchange cycles:                     100,000.0 (0.3% of total)
+  Tile average global exchange cycles:                  0.0 (0.0% of total)
+  Tile average host exchange cycles:                    3,000,000.0 (7.5% of total)
+  Tile average sync cycles:                             28,900,000.0 (72.3% of total)
+"""
+
+
+def _sections(text: str) -> list[str]:
+    """The three execution sections of HEADERLESS, figure lines only, without indent."""
+    out: list[list[str]] = []
+    for line in text.splitlines():
+        body = line.strip()
+        if body.startswith("Total cycles"):
+            out.append([])
+        if body.startswith(("Total", "Tile average")):
+            out[-1].append(body)
+    return ["\n".join(lines) + "\n" for lines in out]
+
+
+def _totals(profile) -> list[tuple]:
+    frame = profile.execution_totals[["category", "basis", "cycles", "share", "time_us"]]
+    return [tuple(row) for row in frame.astype(object).where(frame.notna(), None).itertuples(index=False)]
+
+
+def test_headerless_execution_summaries_are_read_with_their_labels(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # complete sections: no truncation warning
+        profiles = popprof.open_all(_write(tmp_path, "exchange-vs-compute.txt", HEADERLESS))
+    assert list(profiles) == ["float", "float2", "run_3"]
+    for profile, section in zip(profiles.values(), _sections(HEADERLESS), strict=True):
+        full = popprof.open(_write(tmp_path, "full.txt", "Execution:\n\n" + section))
+        assert _totals(profile) == _totals(full)  # the same figures as the same lines under a heading
+        assert int(profile.meta["text_summary.unrecognised_count"]) == 0
+    assert profiles["float2"].meta["text_summary.label"] == "float2"
+    assert _totals(profiles["float"])[0] == ("total", "total", 120_000_000.0, None, 75_000.0)
+    assert _totals(profiles["run_3"])[-1][:2] == ("sync", "tile_average")
+
+
+def test_a_second_total_in_an_execution_section_starts_the_next_summary(tmp_path):
+    """A full summary followed by a labelled headerless one: two profiles, not one with the second's figures
+    dropped as repeats."""
+    first, second, _ = _sections(HEADERLESS)
+    text = "Execution:\n\n" + first + "\nfloat2\n" + second
+    profiles = popprof.open_all(_write(tmp_path, "two.txt", text))
+    assert list(profiles) == ["run_1", "float2"]
+    assert _totals(profiles["float2"])[0][2] == 100_000_000.0
+
+
+def test_a_lone_total_cycles_line_in_a_log_is_no_summary(tmp_path):
+    from popprof.readers import text_summary
+
+    path = _write(tmp_path, "train.log", "epoch 1\nTotal cycles: 5 (approx 1 microseconds)\nloss 0.3\n")
+    assert not text_summary.sniff(path, path.read_bytes())

@@ -66,6 +66,10 @@ SIZE_UNITS: dict[str, int] = {
 }
 FREQ_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
+#: The first figure of an execution section: pasted without its ``Execution:`` heading (a log of labelled
+#: execution summaries, ``float`` / ``float2``), it starts a headerless execution summary.
+HEADERLESS_NEEDLE = "Total cycles"
+_HEADERLESS_RE = re.compile(r"^(?P<prefix>.*?)[ \t]*Total cycles\s*:\s*\d[\d,]*(?:\.\d+)?\s*(?:\(|$)")
 #: Strings that start a summary block (found with str.find before the regex checks the line).
 #: ``By Tile (Excluding Gaps):`` starts the tile histogram of a memory section, also pasted on its own.
 START_NEEDLES: tuple[str, ...] = (
@@ -75,6 +79,7 @@ START_NEEDLES: tuple[str, ...] = (
     "memory usage:",
     "Execution:",
     "By Tile (Excluding Gaps):",
+    HEADERLESS_NEEDLE,
 )
 _START_RE = re.compile(
     r"(?:Target|Graph|Memory Usage|Execution|By Tile \(Excluding Gaps\)|Tile\s*#\s*[\d,]+\s+memory usage)"
@@ -136,6 +141,7 @@ class _Block:
     cut_mid_line: bool = False
     offset: int = 0
     label: str | None = None
+    headerless: bool = False  # an execution section whose ``Execution:`` heading was not printed or was cut
 
 
 #: Largest values the schema's integer columns hold (bytes and cycles Int64, tiles and counts Int32).
@@ -258,6 +264,11 @@ def _first_start(
             line_start = text.rfind("\n", 0, hit) + 1
             line_end = text.find("\n", hit)
             line = text[line_start : len(text) if line_end < 0 else line_end]
+            if needle == HEADERLESS_NEEDLE:
+                if (start := _headerless_start(text, line, line_start, line_end)) is not None:
+                    best = start
+                    break
+                continue
             match = _START_RE.search(line)
             if match is None:
                 continue
@@ -276,6 +287,25 @@ def _first_start(
                 best = (line_start, prefix)
                 break
     return best
+
+
+def _headerless_start(text: str, line: str, line_start: int, line_end: int) -> tuple[int, str] | None:
+    """``(offset, prefix)`` when ``line`` is a ``Total cycles: N`` figure that starts an execution section
+    printed without its ``Execution:`` heading: another execution figure follows within a few lines."""
+    match = _HEADERLESS_RE.match(line.rstrip("\r"))
+    if match is None:
+        return None
+    prefix = match["prefix"]
+    if prefix.strip() and (len(prefix) > 80 or prefix.rstrip(" \t")[-1:].isalpha()):
+        return None
+    prefix = prefix if prefix.strip() else ""
+    if line_end < 0:
+        return None
+    for following in text[line_end : line_end + 4096].splitlines()[1:4]:
+        body = following[len(prefix) :].strip() if following.startswith(prefix) else ""
+        if body:
+            return (line_start, prefix) if te.FIGURE_RE.match(body) else None
+    return None
 
 
 def _followed_by_indented(text: str, pos: int, prefix: str) -> bool:
@@ -343,7 +373,8 @@ def find_blocks(text: str) -> list[_Block]:
             rest = text[offset:end]
             with_ends = rest.splitlines(keepends=True)
             lines = [line.rstrip("\r\n") for line in with_ends]
-            block_lines, used = _block_lines(lines, prefix)
+            headerless = _HEADERLESS_RE.match(lines[0]) is not None if lines else False
+            block_lines, used = _block_lines(lines, prefix, headerless)
             if used < len(lines) or end >= len(text):
                 break
             window *= 2
@@ -351,7 +382,7 @@ def find_blocks(text: str) -> list[_Block]:
         counted_to = offset
         at_end = end >= len(text)
         cut = at_end and used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
-        blocks.append(_Block(line_no, prefix, block_lines, cut, offset))
+        blocks.append(_Block(line_no, prefix, block_lines, cut, offset, headerless=headerless))
         pos = offset + sum(len(line) for line in with_ends[: max(used, 1)])
         if pos >= len(text):
             break
@@ -406,13 +437,19 @@ def _maybe_partial(line: str) -> bool:
     return bool(line.strip()) and _COMPLETE_END_RE.search(line) is None
 
 
-def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
-    """The lines of the summary starting at ``lines[0]`` (prefix removed), and how many were consumed."""
+def _block_lines(lines: list[str], prefix: str, headerless: bool = False) -> tuple[list[str], int]:
+    """The lines of the summary starting at ``lines[0]`` (prefix removed), and how many were consumed.
+
+    ``headerless``: the block is an execution section without its heading (it starts at ``Total cycles``);
+    it holds execution lines only, at any indent, and a second ``Total cycles`` starts the next one.
+    """
+    if headerless:
+        return _headerless_lines(lines, prefix)
     out: list[str] = []
     content_seen = False
     used = 0
     headings: set[str] = set()
-    in_execution = programs_pending = False
+    in_execution = programs_pending = total_seen = False
     for i, raw in enumerate(lines):
         if prefix:
             if raw.startswith(prefix):
@@ -456,8 +493,65 @@ def _block_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
                 or body.startswith("Range (")
             ):
                 break
+        if in_execution and _is_total_cycles(body):
+            if total_seen:  # a second 'Total cycles' in one section: the next (headerless) summary begins
+                _drop_label_line(out)
+                used = len(out)
+                break
+            total_seen = True
         if body.strip() and i:
             content_seen = True
+        out.append(body)
+        used = i + 1
+    while out and not out[-1].strip():
+        out.pop()
+    return out, used
+
+
+def _is_total_cycles(body: str) -> bool:
+    """Whether a line is the ``Total cycles: N`` figure that opens an execution section."""
+    figure = te.FIGURE_RE.match(body.strip())
+    return figure is not None and te.category_of(figure["label"]) == ("total", "total")
+
+
+def _drop_label_line(out: list[str]) -> None:
+    """Remove a label line (``float2``) printed just before the next summary from the end of ``out``: the
+    nearest non-blank line, when it is no execution line (it names the summary that follows)."""
+    while out and not out[-1].strip():
+        out.pop()
+    if out:
+        text = out[-1].strip()
+        if not (te.FIGURE_RE.match(text) or te.VERTEX_RE.match(text) or text.endswith((".", ":"))):
+            out.pop()
+
+
+def _headerless_lines(lines: list[str], prefix: str) -> tuple[list[str], int]:
+    """The lines of a headerless execution section (see :func:`_block_lines`), and how many were consumed."""
+    out: list[str] = []
+    used = 0
+    programs_pending = False
+    for i, raw in enumerate(lines):
+        if prefix and raw.strip() and not raw.startswith(prefix):
+            break
+        body = (raw[len(prefix) :] if prefix and raw.startswith(prefix) else raw).expandtabs(8).rstrip()
+        text = body.strip()
+        if text:
+            figure = te.FIGURE_RE.match(text)
+            if i and _is_total_cycles(text):
+                break  # the next execution summary begins
+            execution_line = bool(
+                figure
+                or te.VERTEX_RE.match(text)
+                or te.VERTEX_HEADING_RE.match(text)
+                or te.PROGRAMS_HEADING_RE.match(text)
+                or (programs_pending and ":" not in text)
+            )
+            if not execution_line:
+                break
+            if m := te.PROGRAMS_HEADING_RE.match(text):
+                programs_pending = not m["rest"].strip()
+            elif programs_pending:
+                programs_pending = not text.endswith(".")
         out.append(body)
         used = i + 1
     while out and not out[-1].strip():
@@ -492,7 +586,7 @@ def _hz(num: str, unit: str | None) -> float | None:
 def parse_block(block: _Block) -> _Parsed:
     """Parse the lines of one summary block into figures."""
     parsed = _Parsed()
-    section = ""
+    section = "execution" if block.headerless else ""
     tile: int | None = None
     tile_heading_pending = False
     stack: list[tuple[int, str, str]] = []  # (indent, normalised label, label as printed)
