@@ -2,7 +2,7 @@
 
 Reads a generated Chrome trace (benchmarks/gen_traces.py, plain and gzipped) three ways, each in a
 fresh subprocess: the byte stream (``open_binary``: for gzip, with the bomb guard only), the
-JSON-guarded stream (``open_json``), and the whole reader (``chrome_trace.read``, serial) with and
+JSON-guarded stream (``open_json``), and the whole reader (``popprof.readers.chrome.read``, serial) with and
 without the guard. Prints medians of wall and CPU seconds and the peak RSS of each, as a table.
 
 Usage: ``python benchmarks/bench_limits.py [--size 100MB] [--repeat 3]``
@@ -43,13 +43,14 @@ READ = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from popprof.io.files import open_binary
-from popprof.readers import chrome_trace
-chrome_trace.PARALLEL_MIN_BYTES = 1 << 62
+from popprof.readers import chrome
+from popprof.readers.chrome import parse, split
+split.PARALLEL_MIN_BYTES = 1 << 62
 if {mode!r} == "unguarded":
-    chrome_trace.open_json = open_binary
+    parse.open_json = open_binary
 t0, c0 = time.perf_counter(), time.process_time()
 from pathlib import Path
-profile = chrome_trace.read(Path({path!r}))
+profile = chrome.read(Path({path!r}))
 print(json.dumps({{"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0,
                   "events": len(profile.events), "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
 """
@@ -82,8 +83,8 @@ def main() -> None:
         ("stream plain, open_json", STREAM, "guarded", plain),
         ("stream gzip, open_binary", STREAM, "raw", packed),
         ("stream gzip, open_json", STREAM, "guarded", packed),
-        ("chrome_trace.read plain, unguarded", READ, "unguarded", plain),
-        ("chrome_trace.read plain, guarded", READ, "guarded", plain),
+        ("chrome.read plain, unguarded", READ, "unguarded", plain),
+        ("chrome.read plain, guarded", READ, "guarded", plain),
     ):
         results = [
             run(template.format(root=str(ROOT), mode=mode, path=str(path))) for _ in range(args.repeat)

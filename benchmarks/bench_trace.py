@@ -4,7 +4,7 @@ For each generated trace (``benchmarks/gen_traces.py``, Kineto's layout: 10MB, 6
 1GB = 10M events) this runs each loader in a fresh subprocess ``--repeat`` times
 and prints the median wall time and the peak resident memory:
 
-- popprof: ``popprof.readers.chrome_trace.read`` (events, threads, counters,
+- popprof: ``popprof.readers.chrome.read`` (events, threads, counters,
   nesting and device categories; a large file is parsed by the reading process and
   one worker, so its peak is the main process's plus the worker's growth);
 - HTA: ``hta.common.trace_parser.parse_trace_dataframe`` with HTA's default
@@ -56,11 +56,11 @@ POPPROF = (
     + """
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from popprof.readers import chrome_trace
+from popprof.readers import chrome
 import ijson, orjson
 base = rss()
 cpu0, own0, start = cpu(), own_cpu(), time.perf_counter()
-profile = chrome_trace.read(Path({path!r}))
+profile = chrome.read(Path({path!r}))
 seconds, cpu_s, main_cpu = time.perf_counter() - start, cpu() - cpu0, own_cpu() - own0
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024

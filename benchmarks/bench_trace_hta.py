@@ -69,7 +69,7 @@ POPPROF_LOAD = (
     + """
 sys.path.insert(0, {root!r})
 import popprof
-import popprof.readers.chrome_trace  # the facade imports lazily: the reading stack loads before the clock
+import popprof.readers.chrome  # the facade imports lazily: the reading stack loads before the clock
 base = rss()
 print({ready!r}, flush=True)
 cpu0, start = cpu(), time.perf_counter()

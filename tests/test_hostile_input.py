@@ -959,11 +959,11 @@ def test_a_worker_ends_silently_on_sigterm(tmp_path):
 
 def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch, capsys):
     """A trace overwritten while it was read was parsed from mixed bytes (and spun the CPU for minutes)."""
-    from popprof.readers import chrome_trace
+    from popprof.readers import chrome
 
     trace = tmp_path / "t.json"
     shutil.copy(TRACE, trace)
-    real = chrome_trace.read
+    real = chrome.read
 
     def read_then_overwrite(path, **options):
         result = real(path, **options)
@@ -971,6 +971,6 @@ def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch, 
             handle.write(b" " * 100)
         return result
 
-    monkeypatch.setattr(chrome_trace, "read", read_then_overwrite)
+    monkeypatch.setattr(chrome, "read", read_then_overwrite)
     code, _, err = _cli(capsys, "summary", trace)
     assert code == 2 and "changed while it was read" in _one_line(err)

@@ -13,7 +13,7 @@ import popprof
 from popprof.cli import main
 from popprof.io import progress
 from popprof.io.files import open_binary
-from popprof.readers import chrome_trace
+from popprof.readers.chrome import framing, split
 from popprof.testing import trace_synth as synth
 
 AMOUNT = re.compile(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) (bytes|kB|MB|GB)")
@@ -79,7 +79,7 @@ def test_the_bar_moves_with_the_bytes_read(terminal, traces):
 
 
 def test_reading_a_compressed_trace_counts_compressed_bytes(terminal, traces, monkeypatch):
-    monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 1 << 18)
+    monkeypatch.setattr(framing, "BLOCK_BYTES", 1 << 18)
     path = traces[0]
     drawn = amounts(terminal(lambda: popprof.open(path)))
     size = path.stat().st_size
@@ -90,13 +90,11 @@ def test_reading_a_compressed_trace_counts_compressed_bytes(terminal, traces, mo
 
 def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
     """A large plain trace is parsed in parts by forked workers; their reads reach the bar."""
-    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(chrome_trace.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split.os, "cpu_count", lambda: 2)
     started = []
-    real_start = chrome_trace._start_parallel
-    monkeypatch.setattr(
-        chrome_trace, "_start_parallel", lambda *a: started.append(real_start(*a)) or started[-1]
-    )
+    real_start = split.start_parallel
+    monkeypatch.setattr(split, "start_parallel", lambda *a: started.append(real_start(*a)) or started[-1])
     path = traces[1]
     drawn = amounts(terminal(lambda: popprof.open(path)))
     assert started and started[0] is not None  # the parallel path ran

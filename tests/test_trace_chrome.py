@@ -16,7 +16,8 @@ from trace_helpers import stack_nesting
 
 from popprof.io import sources
 from popprof.model.errors import InputError
-from popprof.readers import chrome_trace, detect, read_path
+from popprof.readers import chrome, detect, read_path
+from popprof.readers.chrome import framing, parse, reading, split
 from popprof.testing import trace_synth as synth
 
 COLS = [
@@ -48,7 +49,7 @@ def _plain(frame: pd.DataFrame) -> list[tuple]:
 def test_fixture_json_and_gz_read_the_same(fixtures_dir: Path) -> None:
     a = read_path(fixtures_dir / "traces" / "training_loop.json")
     b = read_path(fixtures_dir / "traces" / "training_loop.json.gz")
-    assert detect(fixtures_dir / "traces" / "training_loop.json.gz") is chrome_trace
+    assert detect(fixtures_dir / "traces" / "training_loop.json.gz") is chrome
     assert _plain(a.events) == _plain(b.events)
     raw = json.loads((fixtures_dir / "traces" / "training_loop.json").read_text())["traceEvents"]
     complete = [e for e in raw if e["ph"] == "X"]
@@ -229,11 +230,11 @@ def test_gzip_that_is_not_gzip(tmp_path: Path) -> None:
 
 
 def test_sniff_claims_traces_only(tmp_path: Path) -> None:
-    assert chrome_trace.sniff(tmp_path / "a.json", b'  [ {"name": "x", "ph": "X"')
-    assert chrome_trace.sniff(tmp_path / "a.json", b'{"schemaVersion": 1, "traceEvents": [')
-    assert not chrome_trace.sniff(tmp_path / "a.json", b'{"graphProfile": {"target": {}}}')
-    assert not chrome_trace.sniff(tmp_path / "a.json", b"[1, 2, 3]")
-    assert not chrome_trace.sniff(tmp_path / "a.json", b'<?xml version="1.0"?>')
+    assert chrome.sniff(tmp_path / "a.json", b'  [ {"name": "x", "ph": "X"')
+    assert chrome.sniff(tmp_path / "a.json", b'{"schemaVersion": 1, "traceEvents": [')
+    assert not chrome.sniff(tmp_path / "a.json", b'{"graphProfile": {"target": {}}}')
+    assert not chrome.sniff(tmp_path / "a.json", b"[1, 2, 3]")
+    assert not chrome.sniff(tmp_path / "a.json", b'<?xml version="1.0"?>')
 
 
 def test_input_is_not_modified(fixtures_dir: Path) -> None:
@@ -246,9 +247,9 @@ def test_input_is_not_modified(fixtures_dir: Path) -> None:
 
 def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=3, args="all")
-    serial = chrome_trace.read(path, parallel=False)
-    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
-    parallel = chrome_trace.read(path, with_args=False)
+    serial = chrome.read(path, parallel=False)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    parallel = chrome.read(path, with_args=False)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert _plain(parallel.events) == _plain(serial.events)
     assert parallel.counters.equals(serial.counters)
@@ -268,33 +269,33 @@ def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
         for i in range(40)
     ]
     array.write_text(json.dumps(events))
-    result = chrome_trace.read(array)
+    result = chrome.read(array)
     assert result.meta["chrome.parse_parts"] == "1"
     assert result.events["name"].astype(str).tolist() == [e["name"] for e in events]
 
 
 def _logged_part(job: tuple):
-    """``chrome_trace._parse_part`` that appends ``pid piece-start`` to $POPPROF_TEST_PIECE_LOG (module level:
+    """``split._parse_part`` that appends ``pid piece-start`` to $POPPROF_TEST_PIECE_LOG (module level:
     the forked worker runs it too)."""
     with open(os.environ["POPPROF_TEST_PIECE_LOG"], "a") as log:
         log.write(f"{os.getpid()} {job[1]}\n")
     return _real_parse_part(job)
 
 
-_real_parse_part = chrome_trace._parse_part
+_real_parse_part = split._parse_part
 
 
 def test_parallel_parse_in_many_pieces_equals_serial(tmp_path: Path, monkeypatch) -> None:
     """Pieces are taken from both ends, this process from the front and the worker from the back: every
     piece is parsed exactly once, both processes take some, and the tables equal one serial pass."""
     path = synth.write_chrome_trace(tmp_path / "k.json", 4, seed=6, args="kineto", layers=12)
-    serial = chrome_trace.read(path, parallel=False)
+    serial = chrome.read(path, parallel=False)
     log = tmp_path / "pieces.log"
     monkeypatch.setenv("POPPROF_TEST_PIECE_LOG", str(log))
-    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(chrome_trace, "MIN_PIECE_BYTES", path.stat().st_size // 40)
-    monkeypatch.setattr(chrome_trace, "_parse_part", _logged_part)
-    parallel = chrome_trace.read(path)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 40)
+    monkeypatch.setattr(split, "_parse_part", _logged_part)
+    parallel = chrome.read(path)
     pieces = int(parallel.meta["chrome.parse_parts"])
     assert pieces >= 8
     taken = [line.split() for line in log.read_text().splitlines()]
@@ -312,28 +313,26 @@ def test_parallel_parse_in_many_pieces_equals_serial(tmp_path: Path, monkeypatch
 
 def test_pieces_halve_toward_the_middle() -> None:
     size = 100 << 20
-    fractions = chrome_trace._piece_fractions(size)
+    fractions = split._piece_fractions(size)
     assert fractions[0] == 0.25 and 0.5 in fractions
     assert fractions == sorted(fractions) and all(
         abs(a + b - 1) < 1e-12 for a, b in zip(fractions, fractions[::-1], strict=True)
     )
     widths = [b - a for a, b in zip([0.0, *fractions], [*fractions, 1.0], strict=True)]
-    assert (
-        min(widths) * size >= chrome_trace.MIN_PIECE_BYTES > min(widths) * size / 2
-    )  # small where they meet
-    assert chrome_trace._piece_fractions(chrome_trace.MIN_PIECE_BYTES) == [0.5]  # a small file: two halves
+    assert min(widths) * size >= split.MIN_PIECE_BYTES > min(widths) * size / 2  # small where they meet
+    assert split._piece_fractions(split.MIN_PIECE_BYTES) == [0.5]  # a small file: two halves
 
 
 def test_claims_give_each_piece_once_from_either_end(monkeypatch) -> None:
     import multiprocessing
 
-    claims = chrome_trace._Claims(multiprocessing.get_context("fork"), 5)
+    claims = split._Claims(multiprocessing.get_context("fork"), 5)
     order = [claims.take(from_back=back) for back in (False, True, True, False, True, False)]
     assert order == [0, 4, 3, 1, 2, None]
     assert claims.take(from_back=True) is None
-    stuck = chrome_trace._Claims(multiprocessing.get_context("fork"), 3)
+    stuck = split._Claims(multiprocessing.get_context("fork"), 3)
     stuck._lock.acquire()  # as if a process died holding it: no piece, rather than waiting for ever
-    monkeypatch.setattr(chrome_trace, "CLAIM_TIMEOUT", 0.01)
+    monkeypatch.setattr(split, "CLAIM_TIMEOUT", 0.01)
     assert stuck.take(from_back=False) is None
 
 
@@ -352,10 +351,10 @@ def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monke
     """The file's SHA-256 is the worker's last job (after its part); it equals the serial read's, and a
     description that fails over there is made in this process instead."""
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
-    serial = chrome_trace.read(path, parallel=False)
-    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(chrome_trace, "source_metadata", _describe_where)
-    parallel = chrome_trace.read(path)
+    serial = chrome.read(path, parallel=False)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "source_metadata", _describe_where)
+    parallel = chrome.read(path)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert parallel.meta["source_files"] == serial.meta["source_files"]
     assert (
@@ -365,8 +364,8 @@ def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monke
     assert parallel.meta["described_by"] != str(os.getpid())  # a forked worker did it
 
     monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
-    monkeypatch.setattr(chrome_trace, "source_metadata", _describe_here_only)
-    again = chrome_trace.read(path)
+    monkeypatch.setattr(split, "source_metadata", _describe_here_only)
+    again = chrome.read(path)
     assert again.meta["chrome.parse_parts"] == "2"
     assert again.meta["source_files"] == serial.meta["source_files"]
     assert again.meta["described_by"] == str(os.getpid())
@@ -396,9 +395,9 @@ def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monk
             '{"ph":"X","cat":"Trace"',
         )
     )
-    serial = chrome_trace.read(path, parallel=False)
-    monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
-    parallel = chrome_trace.read(path)
+    serial = chrome.read(path, parallel=False)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    parallel = chrome.read(path)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert _plain(parallel.events) == _plain(serial.events)
     assert parallel.threads.equals(serial.threads)
@@ -413,7 +412,7 @@ def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monk
 @pytest.mark.parametrize("form", ["object", "pretty-crlf", "array", "array-unterminated"])
 def test_block_framer_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Small blocks force many cuts, some inside nested args lists; both engines must agree."""
-    monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(framing, "BLOCK_BYTES", 2048)
     events = [
         {
             "ph": "X",
@@ -564,18 +563,18 @@ def _mixed_kineto_events(n: int) -> list[dict]:
 @pytest.mark.parametrize("form", ["object", "pretty", "array", "kineto", "compact"])
 def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
     """Blocks of plain X / flow events go through Arrow, the rest through orjson: the result is ijson's."""
-    monkeypatch.setattr(chrome_trace, "FAST_BLOCK_BYTES", 6000)
-    monkeypatch.setattr(chrome_trace, "BLOCK_BYTES", 2500)
-    monkeypatch.setattr(chrome_trace, "FAST_MISSES", 10**6)  # keep trying the fast path after odd blocks
+    monkeypatch.setattr(framing, "FAST_BLOCK_BYTES", 6000)
+    monkeypatch.setattr(framing, "BLOCK_BYTES", 2500)
+    monkeypatch.setattr(framing, "FAST_MISSES", 10**6)  # keep trying the fast path after odd blocks
     taken: list = []
-    real_parse = chrome_trace.chrome_trace_arrow.parse_block
+    real_parse = framing.arrow.parse_block
 
     def counted(text: bytes):
         table, covered = real_parse(text)
         taken.append("all" if covered == len(text) else "part" if table is not None else "none")
         return table, covered
 
-    monkeypatch.setattr(chrome_trace.chrome_trace_arrow, "parse_block", counted)
+    monkeypatch.setattr(framing.arrow, "parse_block", counted)
     events = _mixed_kineto_events(600)
     if form == "object":
         text = json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3}})
@@ -688,9 +687,9 @@ def _parse_both_ways(tmp_path: Path, text: str, *, with_args: bool):
     """``text`` written to a file and parsed by the block parser (orjson, with the Arrow fast path) and by ijson."""
     path = tmp_path / "t.json"
     path.write_text(text)
-    prefix = chrome_trace._event_prefix(path)
+    prefix = reading._event_prefix(path)
     parsed = []
     for engine in ("orjson", "ijson"):
         with open(path, "rb") as handle:
-            parsed.append(chrome_trace._parse_stream(handle, prefix, with_args, engine))
+            parsed.append(parse.parse_stream(handle, prefix, with_args, engine))
     return parsed[0], parsed[1]

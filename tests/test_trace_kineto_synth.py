@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import popprof
-from popprof.readers import chrome_trace
+from popprof.readers.chrome import split as chrome_split
 from popprof.testing import trace_synth as synth
 
 
@@ -52,7 +52,7 @@ def test_layout_is_kineto_like(trace: Path) -> None:
 @pytest.mark.parametrize("split", [False, True], ids=["one-pass", "two-processes"])
 def test_open_keeps_flows_and_correlation(trace: Path, monkeypatch, split: bool) -> None:
     if split:
-        monkeypatch.setattr(chrome_trace, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(chrome_split, "PARALLEL_MIN_BYTES", 0)
     profile = popprof.open(trace)
     assert profile.meta["chrome.parse_parts"] == ("2" if split else "1")
     raw = json.loads(trace.read_text())["traceEvents"]

@@ -31,7 +31,7 @@ READER_MODULES: tuple[str, ...] = (
     "pvti",
     "baseline",
     "sdk1_json",
-    "chrome_trace",
+    "chrome",
     "text_summary",
     "oom_log",
     "archive",

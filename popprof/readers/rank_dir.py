@@ -25,7 +25,7 @@ from ..io.progress import progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
-from . import chrome_trace, read_path
+from . import chrome, read_path
 from .bundle import is_bundle
 
 FORMAT = "chrome_trace"
@@ -48,7 +48,7 @@ def trace_files(path: Path) -> list[Path]:
             except InputError:  # corrupt gzip: keep it, so reading it names the file and the problem
                 found.append(entry)
                 continue
-            if chrome_trace.sniff(entry, head):
+            if chrome.sniff(entry, head):
                 found.append(entry)
     if found and all(_corrupt(f) for f in found):
         return []

@@ -51,9 +51,9 @@ def input_kind(path: Path) -> str:
     if path.stat().st_size == 0:
         raise InputError(path, "the file is empty")
     head = read_head(path)
-    from ..readers import chrome_trace, oom_log, text_summary
+    from ..readers import chrome, oom_log, text_summary
 
-    if chrome_trace.sniff(path, head):
+    if chrome.sniff(path, head):
         return "chrome"
     if text_summary.sniff(path, head) or oom_log.sniff(path, head) or _poplar_text(head):
         return "text_summary"  # Poplar text output (a summary, a log): redacted as text, to text

@@ -1,0 +1,216 @@
+"""Byte-level framing of the event array: where it starts and ends, and cutting it into blocks of whole
+events that orjson (or Arrow, :mod:`.arrow`) parses; anything it cannot cut safely is :class:`Unframeable`."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+
+from . import arrow
+
+
+def strip_bom(head: bytes) -> bytes:
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip()
+
+
+class Unframeable(Exception):
+    """The block framer cannot cut this stream safely: parse it with ijson instead."""
+
+
+_KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
+#: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
+BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
+_ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+#: Arrow blocks between two returns of free heap pages to the system: rare, because the pages a block
+#: freed are reused by the next one, while pages given back are faulted in again (every 8 blocks cost
+#: about 3 % of a 600,000-event load in page faults; every 64 raises its peak from ~198 to ~211 MiB)
+TRIM_EVERY = 64
+#: blocks in a row that the Arrow fast path could not take before the rest of a stream goes to orjson only
+FAST_MISSES = 3
+FAST_BLOCK_BYTES = 1 << 20  # larger Arrow blocks are no faster here and leave more in the heap
+BLOCK_BYTES = 1 << 20  # ~8,000 kineto events: bounds the Python objects alive at once (and stays in cache)
+MAX_PENDING_BYTES = 256 << 20
+
+
+def _array_start(handle, prefix: str, top: dict | None = None) -> bytes:
+    """Read up to the opening ``[`` of the event array; return the bytes after it.
+
+    The top-level members before the array (``distributedInfo``, ``deviceProperties``, ...) go to ``top``.
+    """
+    buf = handle.read(BLOCK_BYTES)
+    head = strip_bom(buf)
+    if prefix == "item":
+        if not head.startswith(b"["):
+            raise Unframeable
+        return head[1:]
+    match = _ARRAY_KEY.search(buf)
+    if match is None:
+        raise Unframeable
+    try:  # proves the key is a member of the top-level object (not inside a string or a nested value)
+        head = orjson.loads(buf[: match.end()] + b"]}")
+    except orjson.JSONDecodeError:
+        head = None
+    if not isinstance(head, dict):
+        raise Unframeable
+    if top is not None:
+        top.update((k, v) for k, v in head.items() if k != "traceEvents")
+    return buf[match.end() :]
+
+
+def tail_members(rest: bytes) -> dict:
+    """The top-level members after the event array (``rest`` starts after its closing ``]``)."""
+    try:
+        tail = orjson.loads(b'{"_":[]' + rest)
+    except orjson.JSONDecodeError:
+        return {}
+    return {k: v for k, v in tail.items() if k != "_"} if isinstance(tail, dict) else {}
+
+
+def array_ends(buf: bytes, prefix: str) -> Iterator[int]:
+    """Candidate indices (last first) of the ``]`` closing the event array in the stream's last bytes.
+
+    A candidate qualifies when what follows it closes the document; the caller
+    also checks that what precedes it parses as the array's last events (a later
+    array, such as ``deviceProperties``, qualifies on the first test only).
+    """
+    window = min(len(buf), 1 << 20)
+    for match in reversed(list(re.finditer(rb"\]", buf[len(buf) - window :]))):
+        index = len(buf) - window + match.start()
+        rest = buf[index + 1 :]
+        if prefix == "item":
+            if not rest.strip():
+                yield index
+            continue
+        try:
+            orjson.loads(b'{"_":[]' + rest)
+        except orjson.JSONDecodeError:
+            continue
+        yield index
+
+
+def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> Iterator[list | pa.Table]:
+    """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
+
+    With ``fast``, blocks of plain X and flow events come as Arrow tables instead
+    (:func:`.arrow.parse_block`); a block that is not plain goes to orjson
+    ~1 MB at a time, and after a few such blocks in a row the rest of the stream too.
+
+    A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
+    ``]``. A cut that falls inside nested ``args`` makes that parse fail, and the
+    previous candidate is tried, so every yielded list holds exactly the events of
+    the block. Anything else unusual raises :class:`Unframeable`.
+    """
+    pending = _array_start(handle, prefix, top)
+    eof = False
+    misses = 0
+    stuck = False  # no event could be cut from what is pending: read more before trying again
+
+    def plain(text: bytes) -> tuple[pa.Table | None, int]:
+        nonlocal misses, fast
+        table, covered = arrow.parse_block(text)
+        misses = 0 if table is not None else misses + 1
+        fast = misses < FAST_MISSES
+        return table, covered
+
+    def small_cuts() -> list:
+        """Boundaries near BLOCK_BYTES: orjson takes a large pending block ~1 MB at a time."""
+        return list(BOUNDARY.finditer(pending, max(0, BLOCK_BYTES - (1 << 16)), BLOCK_BYTES + (1 << 16)))
+
+    while True:
+        size = FAST_BLOCK_BYTES if fast else BLOCK_BYTES
+        if not eof and (len(pending) < size or stuck):
+            stuck = False
+            more = handle.read(size)
+            if more:
+                pending += more
+                if len(pending) < size:
+                    continue
+            else:
+                eof = True
+        if eof:
+            ends = list(itertools.islice(array_ends(pending, prefix), 8))
+            if fast and ends:
+                table, covered = plain(pending[: ends[0]])
+                if table is not None:
+                    yield table
+                if covered == ends[0]:
+                    if top is not None and prefix != "item":
+                        top.update(tail_members(pending[ends[0] + 1 :]))
+                    return
+                if covered:
+                    pending = pending[covered:]
+                    continue
+            if len(pending) > 2 * BLOCK_BYTES:
+                found = _parse_to_cut(pending, small_cuts())
+                if found is None:
+                    raise Unframeable
+                yield found[0]
+                pending = pending[found[1] :]
+                continue
+            for end in ends:
+                try:
+                    events = orjson.loads(b"[" + pending[:end] + b"]")
+                except orjson.JSONDecodeError:
+                    continue
+                if top is not None and prefix != "item":
+                    top.update(tail_members(pending[end + 1 :]))
+                break
+            else:
+                if prefix != "item":
+                    raise Unframeable
+                try:  # the array format may omit its closing bracket
+                    events = orjson.loads(b"[" + pending.rstrip().rstrip(b",") + b"]")
+                except orjson.JSONDecodeError:
+                    raise Unframeable from None
+            if events:
+                yield events
+            return
+        tail_from = max(0, len(pending) - (1 << 16))
+        cuts = [m for m in BOUNDARY.finditer(pending, tail_from)] or list(BOUNDARY.finditer(pending))
+        if fast and cuts:
+            table, covered = plain(pending[: cuts[-1].start() + 1])
+            if table is not None:
+                yield table
+            if covered == cuts[-1].start() + 1:
+                pending = pending[cuts[-1].end() :]
+                continue
+            if covered:  # the events from the first one that is not plain: ~1 MB through orjson below
+                pending = pending[covered:]
+                cuts = small_cuts() or list(BOUNDARY.finditer(pending))
+        if len(pending) > 2 * BLOCK_BYTES:
+            cuts = small_cuts() or cuts
+        found = _parse_to_cut(pending, cuts)
+        if found is not None:
+            yield found[0]
+            pending = pending[found[1] :]
+        elif len(pending) > MAX_PENDING_BYTES:
+            raise Unframeable
+        else:
+            stuck = True
+
+
+def _parse_to_cut(pending: bytes, cuts: list) -> tuple[list, int] | None:
+    """The events of ``pending`` up to the latest of its last eight boundaries that parses (a boundary
+    inside nested ``args`` does not), and where the rest starts; ``None`` when none does."""
+    for cut in reversed(cuts[-8:]):
+        try:
+            return orjson.loads(b"[" + pending[: cut.start() + 1] + b"]"), cut.end()
+        except orjson.JSONDecodeError:
+            continue
+    return None
+
+
+def file_tail_members(path: Path, prefix: str) -> dict:
+    """Top-level members after the event array of a plain (not gzip) file, from its last megabyte."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        handle.seek(size - min(size, 1 << 20))
+        buf = handle.read()
+    for end in array_ends(buf, prefix):
+        return tail_members(buf[end + 1 :])
+    return {}

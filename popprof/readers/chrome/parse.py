@@ -1,0 +1,88 @@
+"""One pass over a stream of events (the whole file, or one piece of a split file) into a :class:`Parsed`."""
+
+from __future__ import annotations
+
+import zlib
+from gzip import BadGzipFile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ...io.files import open_json
+from ...io.heap import release_free_memory
+from .columns import Parsed
+from .events import StreamState
+from .framing import TRIM_EVERY, Unframeable, blocks
+
+CHUNK_EVENTS = 1 << 14
+
+
+def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -> Parsed:
+    """Parse a stream of events: orjson blocks by default, ijson (the fallback) on request."""
+    state = StreamState(with_args)
+    error = ""
+    parsed = 0
+    if engine == "orjson":
+        tables = 0
+        for events in blocks(handle, prefix, state.top, fast=not with_args):
+            if isinstance(events, pa.Table):
+                parsed += events.num_rows
+                state.take_table(events)
+                del events
+                tables += 1
+                if tables % TRIM_EVERY == 0:
+                    release_free_memory()  # the blocks' text copies: free pages back (it costs ~10 ms a call)
+                continue
+            for lo in range(0, len(events), CHUNK_EVENTS):
+                part = events[lo : lo + CHUNK_EVENTS]
+                parsed += len(part)
+                state.take(part)
+    else:
+        import ijson
+
+        batch: list = []
+        append = batch.append
+        try:
+            for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 16):
+                append(ev)
+                if len(batch) >= CHUNK_EVENTS:
+                    parsed += len(batch)
+                    state.take(batch)
+                    batch.clear()
+        except (ijson.JSONError, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError) as exc:
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+        if batch:
+            parsed += len(batch)
+            state.take(batch)
+    return Parsed(
+        state.names.labels,
+        state.cats.labels,
+        state.complete.arrays(),
+        state.complete.args,
+        state.be.arrays(),
+        np.asarray(state.be_kind, dtype=bool),
+        state.be.args,
+        state.counters,
+        state.process_names,
+        state.thread_names,
+        state.ids.synthetic,
+        state.skipped,
+        state.warnings,
+        parsed,
+        error,
+        state.flow_arrays(),
+        state.top,
+        state.meta,
+        state.flow_labels.labels,
+    )
+
+
+def parse_file(path: Path, prefix: str, with_args: bool) -> Parsed:
+    """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed."""
+    try:
+        with open_json(path) as handle:
+            return parse_stream(handle, prefix, with_args, "orjson")
+    except (Unframeable, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
+        with open_json(path) as handle:
+            return parse_stream(handle, prefix, with_args, "ijson")

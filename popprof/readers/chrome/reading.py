@@ -1,0 +1,238 @@
+"""The Chrome trace reader's front: ``FORMAT``, ``sniff`` and ``read`` (a parse, serial or split, into a Profile)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ...io.files import open_binary
+from ...io.heap import gc_paused, release_free_memory
+from ...io.progress import reading
+from ...io.sources import source_metadata
+from ...model.errors import InputError
+from ...model.profile import Profile
+from ...trace import frame
+from ...trace.begin_end import match_begin_end
+from . import split
+from .columns import json_text
+from .events import INSTANT_SCOPES
+from .framing import file_tail_members, strip_bom
+from .parse import parse_file
+from .tables import (
+    BOOKKEEPING_PROCESSES,
+    RANGE_PROFILER_CHANNEL,
+    bookkeeping_mask,
+    counter_frame,
+    flow_frame,
+    kineto_columns,
+    merge_args,
+    thread_metadata,
+    trace_rank,
+)
+
+FORMAT = "chrome_trace"
+
+
+_TRACE_OBJECT = re.compile(rb'"traceEvents"\s*:\s*\[')
+_ARRAY_START = re.compile(rb"^\s*\[\s*(\{|\]|$)")
+_PH_KEY = re.compile(rb'"ph"\s*:\s*"')
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """A JSON array of trace events, or an object with ``traceEvents``."""
+    if path.is_dir():
+        return False
+    head = strip_bom(head)
+    if head.startswith(b"{"):
+        return _TRACE_OBJECT.search(head) is not None
+    if head.startswith(b"["):
+        if head.rstrip() in (b"[", b"[]"):
+            return path.name.endswith((".json", ".json.gz"))
+        return _ARRAY_START.match(head) is not None and _PH_KEY.search(head) is not None
+    return False
+
+
+def _event_prefix(path: Path) -> str:
+    with open_binary(path) as handle:
+        head = strip_bom(handle.read(4096))
+    return "item" if head.startswith(b"[") else "traceEvents.item"
+
+
+def read(
+    path: Path,
+    *,
+    with_args: bool = False,
+    device_map: Mapping[str, str | None] | str | None = None,
+    parallel: bool = True,
+    **_options: object,
+) -> Profile:
+    """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
+
+    Large uncompressed files are parsed in pieces on two processes, this one and a
+    forked worker (``parallel=False`` turns that off); anything unusual falls back
+    to one serial pass, which is what reports errors.
+    """
+    # bytes read against the file size, worker processes included; no cyclic garbage collection (the
+    # parse makes no cycles, and a collection walks every dict orjson made: the fork inherits that too)
+    with reading(path), gc_paused():
+        return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
+
+
+def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile:
+    prefix = _event_prefix(path)
+    workers = split.start_parallel(path, prefix, with_args, FORMAT) if parallel else None
+    try:
+        return _read_parts(path, prefix, workers, with_args=with_args, device_map=device_map)
+    finally:
+        if workers is not None:
+            workers.close()
+
+
+def _read_parts(
+    path: Path, prefix: str, workers: split.Workers | None, *, with_args: bool, device_map
+) -> Profile:
+    source = (
+        workers.source if workers is not None else _Background(lambda: source_metadata(FORMAT, [path])).result
+    )
+    parts = workers.parts() if workers is not None else None
+    if parts is None:
+        parts = [parse_file(path, prefix, with_args)]
+    elif prefix != "item":  # the last part stops at the array's end: read the members after it here
+        parts[-1].top.update(file_tail_members(path, prefix))
+    n_parts = len(parts)
+    release_free_memory()  # what the parse and the transfer from the workers left in the heap
+    split.unify_synthetic_ids(parts)
+    parsed = split.merge(parts)
+    del parts
+    release_free_memory()
+    x, b, kinds = parsed.x, parsed.b, parsed.b_kind
+    warnings, truncated = parsed.warnings, parsed.error
+    args: list | None = parsed.x_args if with_args else None
+    if len(kinds):
+        pairing = match_begin_end(kinds, b["pid"], b["tid"], b["ts"])
+        warnings["unmatched_end"] += len(pairing.unmatched_end)
+        warnings["unmatched_begin"] += len(pairing.unmatched_begin)
+        warnings["out_of_order_timestamps"] += pairing.out_of_order
+        starts = np.concatenate((pairing.begin, pairing.unmatched_begin))
+        durs = np.concatenate(
+            (b["ts"][pairing.end] - b["ts"][pairing.begin], np.full(len(pairing.unmatched_begin), np.nan))
+        )
+        for key in ("name", "cat", "pid", "tid", "ts", "stream", "corr", "device", "instant"):
+            x[key] = np.concatenate((x[key], b[key][starts]))
+        x["dur"] = np.concatenate((x["dur"], durs))
+        if args is not None:
+            be_args = parsed.b_args
+            for s, e in zip(pairing.begin.tolist(), pairing.end.tolist(), strict=True):
+                be_args[s] = merge_args(be_args[s], be_args[e])
+            args = args + [be_args[i] for i in starts.tolist()]
+
+    if truncated and parsed.parsed == 0:
+        raise InputError(
+            path,
+            f"not valid JSON ({truncated})",
+            "expected Chrome trace JSON; the file may be truncated or not JSON at all",
+        )
+    if len(x["ts"]) == 0 and not parsed.counters:
+        raise InputError(
+            path,
+            "holds no usable trace events (no X/B/E/i/C events with timestamps)",
+            "check that this is a Chrome trace (chrome://tracing / PyTorch profiler JSON)",
+        )
+
+    parsed.x = parsed.b = {}  # build_events gets the only references, so it can free them as it sorts
+    rank = trace_rank(parsed.top, path)
+    stream = x.pop("stream")
+    if RANGE_PROFILER_CHANNEL in parsed.cats:  # CUPTI range-profiler kernels: GPU work, on their tid's track
+        ranged = (x["cat"] == parsed.cats.index(RANGE_PROFILER_CHANNEL)) & np.isnan(stream)
+        stream = np.where(ranged, x["tid"].astype(np.float64), stream)
+    extra = kineto_columns(stream, x.pop("corr"), x.pop("device"), x["pid"])
+    extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
+    events, counts = (
+        frame.build_events(  # it gets the only references: each input column is freed once reordered
+            pid=x.pop("pid"),
+            tid=x.pop("tid"),
+            start=x.pop("ts"),
+            dur=x.pop("dur"),
+            name_codes=x.pop("name"),
+            names=parsed.names,
+            channel_codes=x.pop("cat"),
+            channels=parsed.cats,
+            source_format=FORMAT,
+            device_map=device_map,
+            args=args,
+            extra=extra,
+        )
+    )
+    release_free_memory()  # the input-order columns build_events sorted and dropped
+    events["rank"] = frame.constant_int(len(events), rank)
+    bookkeeping_pids = [parsed.synthetic[k] for k in BOOKKEEPING_PROCESSES if k in parsed.synthetic]
+    events["bookkeeping"] = bookkeeping_mask(events, bookkeeping_pids)
+    warnings["partial_overlap"] += counts.get("partial_overlap", 0)
+    process_names = dict(parsed.process_names)
+    for label, synthetic in parsed.synthetic.items():
+        process_names.setdefault(synthetic, str(label))
+    threads = frame.build_threads(
+        events,
+        process_names,
+        parsed.thread_names,
+        extra=[(key[1], key[2] if len(key) > 2 else 0) for key in parsed.meta],
+    )
+    threads = thread_metadata(threads, parsed.meta)
+    labels = {synthetic: str(label) for label, synthetic in parsed.synthetic.items()}
+    if labels:  # a thread id written as text ("stream 7") names its thread
+        text = threads["tid"].map(labels)
+        threads["thread_name"] = threads["thread_name"].where(threads["thread_name"].notna(), text)
+    threads["rank"] = frame.constant_int(len(threads), rank)
+    counters = counter_frame(parsed.counters)
+    flows = flow_frame(parsed.flows, parsed.flow_labels, rank)
+
+    metadata: dict[str, object] = dict(source())
+    metadata["chrome.events_read"] = parsed.parsed
+    metadata["chrome.parse_parts"] = n_parts
+    metadata["chrome.flows"] = 0 if flows is None else len(flows)
+    for key, value in parsed.top.items():
+        metadata[f"chrome.top.{key}"] = json_text(value)
+    if rank is not None:
+        metadata["trace.rank"] = rank
+    if parsed.skipped:
+        metadata["chrome.skipped_phases"] = json.dumps(dict(sorted(parsed.skipped.items())))
+    for key, count in sorted(warnings.items()):
+        if count:
+            metadata[f"warnings.{key}"] = count
+    if truncated:
+        metadata["warnings.truncated"] = truncated
+    target = {"source_format": [FORMAT]}
+    return Profile(
+        path.name.removesuffix(".gz").removesuffix(".json") or path.stem,
+        {"target": target, "events": events, "threads": threads, "counters": counters, "flows": flows},
+        source=str(path),
+        metadata=metadata,
+    )
+
+
+class _Background:
+    """Run a function on a thread (hashing releases the GIL, so it overlaps with parsing)."""
+
+    def __init__(self, func) -> None:
+        self._result: object = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._result = func()
+            except BaseException as exc:  # re-raised in result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result

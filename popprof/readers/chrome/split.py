@@ -1,0 +1,352 @@
+"""The split parse: a large plain file cut into pieces between events, parsed by this process from the
+front and a forked worker from the back, and the pieces merged into one :class:`Parsed`."""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from ...io.files import guard_json
+from ...io.heap import release_free_memory
+from ...io.progress import counted
+from ...io.sources import source_metadata
+from ...io.workers import quiet_worker
+from .columns import Ids, Interner, Parsed, concat_flows
+from .framing import BOUNDARY, Unframeable, array_ends
+from .parse import parse_stream
+
+#: Files at least this large (uncompressed) are parsed in parts on several processes.
+PARALLEL_MIN_BYTES = 8 << 20
+#: the smallest piece a split file is cut into (where the two processes meet)
+MIN_PIECE_BYTES = 2 << 20
+#: seconds to wait for the lock on the pieces (it is held for microseconds)
+CLAIM_TIMEOUT = 30.0
+
+
+class _RangeReader(io.RawIOBase):
+    """Bytes ``head`` + file[lo:hi] + ``tail``, as a readable stream (one part of a split file)."""
+
+    def __init__(self, path: Path, lo: int, hi: int, head: bytes, tail: bytes) -> None:
+        super().__init__()
+        self._file = counted(open(path, "rb"))  # noqa: SIM115 - closed in close(); reads count toward progress
+        self._file.seek(lo)
+        self._left = hi - lo
+        self._head = head
+        self._tail = tail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = len(buffer)
+        if self._head:
+            data, self._head = self._head[:n], self._head[n:]
+        elif self._left > 0:
+            data = self._file.read(min(n, self._left))
+            self._left -= len(data)
+            if not data:
+                self._left = 0
+        else:
+            data, self._tail = self._tail[:n], self._tail[n:]
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _piece_fractions(size: int) -> list[float]:
+    """Where to cut a file of ``size`` bytes into pieces for two processes that take them from both ends.
+
+    Each piece covers half of what is left between its end of the file and the middle, down to
+    pieces of about :data:`MIN_PIECE_BYTES`: the two processes start on large pieces and meet
+    in the middle on small ones, so the one that finishes first waits at most for a small piece.
+    """
+    cuts = []
+    at = 0.0
+    while (0.5 - at) / 2 * size >= MIN_PIECE_BYTES:
+        at += (0.5 - at) / 2
+        cuts.append(at)
+    return cuts + [0.5] + [1 - c for c in reversed(cuts)]
+
+
+def _split_plan(
+    path: Path, prefix: str, fractions: list[float]
+) -> list[tuple[int, int, bytes, bytes]] | None:
+    """Byte ranges that split the event array between events near ``fractions`` of the file, or ``None``.
+
+    A boundary is a ``}, {"key":`` between two events. Each part is parsed as a
+    complete JSON document (part 0 closed with ``]`` / ``]}``, later parts
+    wrapped in ``[`` ... ``]``); a part that does not parse cleanly makes the
+    caller fall back to one serial pass, so a boundary found inside a string
+    can never produce wrong events. A boundary that does not advance past the
+    previous one (an event longer than the gap) is skipped.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(2) == b"\x1f\x8b":
+            return None
+        # where the array ends: the last "]" whose remainder closes the document (if a later array also
+        # qualifies, the last part fails to parse and the caller falls back to one pass)
+        handle.seek(size - min(size, 1 << 20))
+        array_end = next((size - min(size, 1 << 20) + i for i in array_ends(handle.read(), prefix)), None)
+        if array_end is None:
+            return None
+        cuts: list[int] = []
+        for fraction in fractions:
+            at = int(size * fraction)
+            handle.seek(at)
+            window = handle.read(1 << 16)  # events are short: a boundary is almost always this near
+            match = BOUNDARY.search(window)
+            if match is None:
+                window += handle.read((1 << 20) - len(window))
+                match = BOUNDARY.search(window)
+            if match is None:
+                return None
+            comma = at + window.index(b",", match.start())
+            if comma > (cuts[-1] if cuts else 0) and comma < array_end:
+                cuts.append(comma)
+    if not cuts:
+        return None
+    closing = b"]" if prefix == "item" else b"]}"
+    plan = [(0, cuts[0], b"", closing)]
+    plan += [(lo + 1, hi, b"[", b"]") for lo, hi in zip(cuts, cuts[1:] + [array_end], strict=True)]
+    return plan
+
+
+def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> Parsed:
+    path, lo, hi, head, tail, prefix, with_args = job
+    part_prefix = prefix if lo == 0 else "item"
+    try:
+        with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
+    except (Unframeable, UnicodeDecodeError):
+        with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
+
+
+class _Claims:
+    """Which pieces of a split file are still untaken: the reading process takes them from the front,
+    the worker from the back, so both stay busy until they meet (whichever core runs slower)."""
+
+    def __init__(self, context, pieces: int) -> None:
+        self._lock = context.Lock()
+        self._bounds = context.RawArray("q", [0, pieces])  # the untaken pieces: [front, back)
+
+    def take(self, from_back: bool) -> int | None:
+        """The next piece from one end, or ``None`` when all are taken (or the lock is never freed: a
+        process that died holding it; the pieces it left are then missing and a serial pass runs)."""
+        if not self._lock.acquire(timeout=CLAIM_TIMEOUT):
+            return None
+        try:
+            front, back = self._bounds
+            if front >= back:
+                return None
+            if from_back:
+                self._bounds[1] = back - 1
+                return back - 1
+            self._bounds[0] = front + 1
+            return front
+        finally:
+            self._lock.release()
+
+
+#: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
+_worker_claims: _Claims | None = None
+
+
+def _set_worker_claims(claims: _Claims) -> None:
+    global _worker_claims
+    _worker_claims = claims
+
+
+def _parse_front(jobs: list[tuple], claims: _Claims) -> list[tuple[int, Parsed]]:
+    """This process's share: pieces from the front of the file until none is left, ``(piece, parsed)``."""
+    done = []
+    while (piece := claims.take(from_back=False)) is not None:
+        done.append((piece, _parse_part(jobs[piece])))
+        if done[-1][1].error:
+            break  # the serial fallback will read the file again: no point in going on
+    return done
+
+
+def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
+    """One job of the worker: the last untaken piece, or ``None`` when all are taken. Each piece goes
+    back to the reading process as soon as it is parsed (the transfer overlaps the next piece)."""
+    if _worker_claims is None:  # not started by start_parallel: leave every piece to the reading process
+        return None
+    piece = _worker_claims.take(from_back=True)
+    return None if piece is None else (piece, _parse_part(jobs[piece]))
+
+
+class Workers:
+    """A forked worker process parsing pieces of a split file from its end, then describing the file.
+
+    This process parses pieces from the start itself (:meth:`parts`). The description
+    of the source (its SHA-256) is the pool's last job: it runs on the worker once
+    its pieces are done, while this process merges the parts and builds the tables,
+    instead of competing with the parse for the two cores.
+    """
+
+    def __init__(self, pool, jobs: list[tuple], claims: _Claims, futures: list, path: Path, fmt: str) -> None:
+        self._pool, self._jobs, self._claims, self._futures = pool, jobs, claims, futures
+        self._source = pool.submit(_describe_source, fmt, path)
+        self._path, self._format = path, fmt
+
+    def parts(self) -> list[Parsed] | None:
+        """Collect the pieces in file order; ``None`` (serial fallback) when any failed or did not parse cleanly."""
+        import concurrent.futures
+
+        try:
+            done = dict(_parse_front(self._jobs, self._claims))
+            release_free_memory()  # what this process's pieces left in the heap, before the worker's come in
+            done.update(result for future in self._futures if (result := future.result()) is not None)
+        except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
+            return None
+        if sorted(done) != list(range(len(self._jobs))) or any(part.error for part in done.values()):
+            return None  # a piece did not parse cleanly: let one serial pass find and report the problem
+        return [done[piece] for piece in range(len(self._jobs))]
+
+    def source(self) -> dict[str, str]:
+        """The source description from the worker (computed here if the worker could not)."""
+        try:
+            return self._source.result()
+        except Exception:  # noqa: BLE001 - whatever went wrong over there, the description is made here
+            return source_metadata(self._format, [self._path])
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _describe_source(fmt: str, path: Path) -> dict[str, str]:
+    """The worker's last job: it first hands back the heap its part used (it stays alive while the
+    reading process builds the tables, and their peaks would add up), then hashes the file."""
+    release_free_memory()
+    return source_metadata(fmt, [path])
+
+
+def start_parallel(path: Path, prefix: str, with_args: bool, fmt: str) -> Workers | None:
+    """Start parsing a large plain file in pieces on two processes; ``None`` when not worth it.
+
+    The worker is forked (no re-import of the caller's main module, which spawn would need) before any
+    other thread of ours starts, with the objects alive at the fork frozen out of the garbage
+    collector, so its collections do not copy the pages it shares with this process.
+    """
+    if (os.cpu_count() or 1) < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
+        return None
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size))
+    if plan is None:
+        return None
+    import concurrent.futures
+
+    jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
+    context = multiprocessing.get_context("fork")
+    claims = _Claims(context, len(jobs))
+    gc.freeze()
+    pool = None
+    try:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=context, initializer=quiet_worker, initargs=(_set_worker_claims, claims)
+        )
+        # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
+        futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
+        return Workers(pool, jobs, claims, futures, path, fmt)
+    except (OSError, RuntimeError):
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return None
+    finally:
+        gc.unfreeze()
+
+
+def unify_synthetic_ids(parts: list[Parsed]) -> dict[object, int]:
+    """Number string pids / tids (kineto's ``"Spans"``, ...) the same way in every part, whatever the path.
+
+    Each part numbered its string ids from ``Ids.FIRST_SYNTHETIC`` in the order it met them (which
+    depends on where the part starts and how its events were batched); the final numbering follows
+    the sorted labels, so one serial pass and a split parse give the same ids. Each part's columns,
+    thread keys, counters and flows are rewritten to it.
+    """
+    first = Ids.FIRST_SYNTHETIC
+    labels = sorted({label for part in parts for label in part.synthetic}, key=str)
+    merged: dict[object, int] = {label: first + i for i, label in enumerate(labels)}
+    for part in parts:
+        if not part.synthetic:
+            continue
+        lut = np.empty(len(part.synthetic), dtype=np.int64)
+        for label, local in part.synthetic.items():
+            lut[local - first] = merged[label]
+        if np.array_equal(lut, np.arange(first, first + len(lut))):
+            continue  # already the merged numbering
+
+        def one(value: int, lut: np.ndarray = lut) -> int:
+            return int(lut[value - first]) if first <= value < first + len(lut) else value
+
+        for cols in (part.x, part.b, part.flows):
+            for key in ("pid", "tid") if cols else ():
+                values = cols[key]
+                local = (values >= first) & (values < first + len(lut))
+                if local.any():
+                    values = values.copy()
+                    values[local] = lut[values[local] - first]
+                    cols[key] = values
+        part.process_names = {one(pid): name for pid, name in part.process_names.items()}
+        part.thread_names = {(one(pid), one(tid)): name for (pid, tid), name in part.thread_names.items()}
+        part.meta = {(key[0], *map(one, key[1:])): value for key, value in part.meta.items()}
+        part.counters = [(one(row[0]), *row[1:]) for row in part.counters]
+        part.synthetic = {label: merged[label] for label in part.synthetic}
+    return merged
+
+
+def merge(parts: list[Parsed]) -> Parsed:
+    """Combine the parts of a split parse (in file order) into one."""
+    if len(parts) == 1:
+        return parts[0]
+    names, cats = Interner(), Interner()
+    xs, bs, fs = [], [], []
+    flow_labels = Interner()
+    out = Parsed([], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, "")
+    for part in parts:
+        name_lut = np.array([names.code(x) for x in part.names] + [-1], dtype=np.int32)
+        cat_lut = np.array([cats.code(x) for x in part.cats] + [-1], dtype=np.int32)
+        for cols, store in ((part.x, xs), (part.b, bs)):
+            cols["name"] = name_lut[cols["name"]]
+            cols["cat"] = cat_lut[cols["cat"]]
+            store.append(cols)
+        out.x_args.extend(part.x_args)
+        out.b_args.extend(part.b_args)
+        out.counters.extend(part.counters)
+        out.process_names.update(part.process_names)
+        out.thread_names.update(part.thread_names)
+        out.skipped.update(part.skipped)
+        out.warnings.update(part.warnings)
+        out.parsed += part.parsed
+        if part.flows:
+            flow_lut = np.array([flow_labels.code(x) for x in part.flow_labels] + [-1], dtype=np.int32)
+            for key in ("phase", "name", "cat", "bp"):
+                part.flows[key] = flow_lut[part.flows[key]]
+            fs.append(part.flows)
+        out.synthetic.update(part.synthetic)
+        out.top.update(part.top)
+        out.meta.update(part.meta)
+    out.names, out.cats = names.labels, cats.labels
+    out.flow_labels = flow_labels.labels
+    out.flows = concat_flows(fs) if fs else {}
+    out.x, out.b = {}, {}
+    for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
+        out.x[key] = np.concatenate([c.pop(key) for c in xs])
+        out.b[key] = np.concatenate([c.pop(key) for c in bs])
+    out.b_kind = np.concatenate([p.b_kind for p in parts])
+    return out

@@ -1,0 +1,148 @@
+"""The tables a parse turns into: Kineto's columns and bookkeeping, flows, counters, thread metadata."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...trace import frame
+from .columns import json_text
+from .events import THREAD_METADATA
+
+#: Kineto's bookkeeping pseudo-processes (string pids): never attributed, never a busiest thread or top event.
+BOOKKEEPING_PROCESSES = ("Spans", "Traces")
+#: The channel of kernels recorded by CUPTI's range profiler (``cuda_profiler_range``): one X event per kernel
+#: on the GPU's pid, without ``args.stream``; read as device work with the event's tid as its stream.
+RANGE_PROFILER_CHANNEL = "cuda_profiler_range"
+_BOOKKEEPING_NAME = re.compile(
+    r"^(?:PyTorch Profiler \(\d+\)|Iteration Start: PyTorch Profiler|Record Window End)$"
+)
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def trace_rank(top: Mapping, path: Path) -> int | None:
+    """The rank of a trace: ``distributedInfo.rank``, else ``rank-N`` / ``rank_N`` in the file name."""
+    info = top.get("distributedInfo")
+    if isinstance(info, dict):
+        value = info.get("rank")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    match = _RANK_IN_NAME.search(path.name)
+    return int(match.group(1)) if match else None
+
+
+def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid: np.ndarray) -> dict:
+    """``stream``, ``correlation`` (Int64) and ``device`` (``gpu:N``) from Kineto's args, in input order.
+
+    An event on a stream is device work; its device is ``args.device``, else its pid (Kineto puts each
+    GPU in its own pid).
+    """
+    on_stream = ~np.isnan(stream)
+    dev = np.where(np.isnan(device), pid.astype(np.float64), device)
+    codes = np.full(len(stream), -1, dtype=np.int32)
+    labels: list[str] = []
+    if on_stream.any():
+        uniq, inverse = np.unique(dev[on_stream], return_inverse=True)
+        labels = [f"gpu:{int(v)}" for v in uniq]
+        codes[on_stream] = inverse.astype(np.int32)
+    return {"stream": _int64(stream), "correlation": _int64(corr), "device": (codes, labels)}
+
+
+def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
+    missing = np.isnan(values)
+    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+
+
+def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
+    """Kineto's own bookkeeping: channel ``Trace``, the ``PyTorch Profiler (N)`` span and its global instants
+    (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes, and the
+    profiler's own overhead (channel ``overhead``, e.g. CUPTI's ``Activity Buffer Request``, on pid -1)."""
+    names = events["name"].array
+    hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
+    mask = hit[np.asarray(names.codes)]
+    mask |= events["channel"].isin(("Trace", "overhead")).to_numpy(dtype=bool, na_value=False)
+    mask |= events["pid"].to_numpy() == -1
+    if pids:
+        mask |= np.isin(events["pid"].to_numpy(), pids)
+    return mask
+
+
+def flow_frame(flows: dict[str, np.ndarray], labels: list[str], rank: int | None) -> pd.DataFrame | None:
+    if not flows or not len(flows["ts"]):
+        return None
+
+    def categorical(codes: np.ndarray) -> pd.Categorical:
+        """Codes into ``labels`` as a categorical of the labels used, sorted (-1: missing)."""
+        present = np.bincount(codes[codes >= 0], minlength=len(labels)) > 0  # O(n): no sort of the codes
+        used = sorted(np.flatnonzero(present).tolist(), key=labels.__getitem__)
+        lut = np.full(len(labels) + 1, -1, dtype=np.int32)
+        lut[used] = np.arange(len(used), dtype=np.int32)
+        return pd.Categorical.from_codes(lut[codes], categories=[labels[i] for i in used])
+
+    return pd.DataFrame(
+        {
+            "rank": frame.constant_int(len(flows["ts"]), rank),
+            "pid": flows["pid"],
+            "tid": flows["tid"],
+            "ts_us": flows["ts"],
+            "phase": categorical(flows["phase"]),
+            "id": pd.array(flows["id"], dtype="str"),
+            "name": categorical(flows["name"]),
+            "channel": categorical(flows["cat"]),
+            "binding": categorical(flows["bp"]),
+        }
+    )
+
+
+def merge_args(begin: str | None, end: str | None) -> str | None:
+    if not end or end == "{}":
+        return begin
+    if not begin or begin == "{}":
+        return end
+    try:
+        merged = json.loads(begin)
+        merged.update(json.loads(end))
+        return json_text(merged)
+    except (ValueError, AttributeError):
+        return begin
+
+
+def counter_frame(rows: list[tuple]) -> pd.DataFrame | None:
+    if not rows:
+        return None
+    pid, name, series, ts, value = zip(*rows, strict=True)
+    return pd.DataFrame(
+        {
+            "pid": np.asarray(pid, dtype=np.int64),
+            "name": pd.Categorical(name),
+            "series": pd.Categorical(series),
+            "ts_us": np.asarray(ts, dtype=np.float64),
+            "value": np.asarray(value, dtype=np.float64),
+        }
+    )
+
+
+def thread_metadata(threads: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """``process_labels``, ``process_sort_index``, ``thread_sort_index`` columns from the metadata events."""
+    if not meta:
+        return threads
+    threads = threads.copy()
+    pids, tids = threads["pid"].tolist(), threads["tid"].tolist()
+    for kind, (_, process_wide) in THREAD_METADATA.items():
+        values = [
+            meta.get((kind, p) if process_wide else (kind, p, t)) for p, t in zip(pids, tids, strict=True)
+        ]
+        if kind == "process_labels":
+            threads[kind] = pd.array([None if v is None else str(v) for v in values], dtype="str")
+        else:
+            threads[kind] = pd.array(
+                [v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], dtype="Int64"
+            )
+    return threads
