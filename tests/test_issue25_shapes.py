@@ -98,6 +98,27 @@ def test_launches_without_device_activity_are_a_finding_and_a_summary_line(tmp_p
     assert "Device side missing: 236 kernel launches (cudaLaunchKernel 236 x)" in text
 
 
+def test_device_rules_say_the_device_side_is_missing_not_to_map_devices(tmp_path):
+    """With launches and no device event, the rules that need device activity are not evaluated because the
+    device side is missing: a device map cannot help, so none of them suggests one."""
+    result = popprof.check(popprof.open(_launches_only(tmp_path)))
+    reasons = dict(result.not_evaluated)
+    for rule_id in ("host.device-gaps", "host.long-events", "exchange.share", "exchange.phases"):
+        assert "device side is missing (236 kernel launch(es)" in reasons[rule_id], rule_id
+        assert "--device-map cannot bring it back" in reasons[rule_id]
+        assert "map device events with" not in reasons[rule_id]
+
+
+def test_a_host_only_trace_without_launches_still_suggests_a_device_map(tmp_path):
+    import json
+
+    path = tmp_path / "host.json"
+    events = [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]
+    path.write_text(json.dumps({"traceEvents": events}))
+    reasons = dict(popprof.check(popprof.open(path), rules=["host.device-gaps"]).not_evaluated)
+    assert "--device-map" in reasons["host.device-gaps"] and "missing" not in reasons["host.device-gaps"]
+
+
 def test_a_trace_with_kernels_has_no_such_finding():
     real = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces" / "nccl_data.json.gz"
     assert popprof.check(popprof.open(real), rules=["host.launches-without-device"]).items == []

@@ -437,6 +437,24 @@ def plan(
     return selected, resolve_params(merged)
 
 
+def _device_side_reason(profile: Profile, reason: str) -> str:
+    """A rule's reason for not running, told as the device side being missing when it is (kernel launches
+    on the host and no device event: the profiler did not record the device, and no device map helps)."""
+    from ..metrics.devices import launches_without_device
+    from ..trace.intervals import NO_DEVICE
+
+    if reason != NO_DEVICE:
+        return reason
+    calls = profile.cached("rules.launches_without_device", lambda: launches_without_device(profile))
+    if not calls:
+        return reason
+    return (
+        f"needs device activity: the trace's device side is missing ({sum(calls.values()):,} kernel launch(es) "
+        "on the host, no device event; see host.launches-without-device): the profiler did not record the "
+        "device, or stopped before writing it; --device-map cannot bring it back"
+    )
+
+
 def check(
     profile: Profile,
     rules: Iterable[str] | None = None,
@@ -461,7 +479,7 @@ def check(
             try:
                 found = r.func(profile, resolved[r.id]) or []
             except NotEvaluated as exc:
-                reason = str(exc)
+                reason = _device_side_reason(profile, str(exc))
             else:
                 result.evaluated.append(r.id)
                 result.items.extend(found)
