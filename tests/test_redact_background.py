@@ -99,6 +99,19 @@ def test_without_fork_the_same_work_runs_here(tmp_path, monkeypatch):
     assert here_scan["strings_checked"] == forked_scan["strings_checked"]
 
 
+def test_with_parallel_work_off_no_helper_process_starts(tmp_path, monkeypatch):
+    from multiprocessing.process import BaseProcess
+
+    forked_bytes, forked_scan = _same_redaction(tmp_path, "forked")
+    monkeypatch.setenv("POPPROF_PARALLEL", "0")  # io.parallel's one switch reaches the redaction too
+    started: list = []
+    monkeypatch.setattr(BaseProcess, "start", lambda self: started.append(self))
+    here_bytes, here_scan = _same_redaction(tmp_path, "serial")
+    assert started == []
+    assert here_scan["passed"] and here_bytes == forked_bytes
+    assert here_scan["strings_checked"] == forked_scan["strings_checked"]
+
+
 def _dies(*args, **kwargs):
     raise SystemExit(9)  # the child process ends without answering
 

@@ -8,22 +8,24 @@
 
 Neither half sees a decision of the redactor; they meet only when both are done
 (:mod:`popprof.redaction` checks the output's strings against the original's sensitive set). Both
-are forked before any thread of the redaction starts. Without ``fork`` (Windows), or when a
-process cannot start, fails or dies, the same work is done in this process instead (same
-result, just not in parallel), so errors are raised where they are reported.
+are forked before any thread of the redaction starts (:func:`popprof.io.parallel.context`). Without
+``fork`` (Windows), with parallel work off (``POPPROF_PARALLEL=0``), or when a process cannot start,
+fails or dies, the same work is done in this process instead (same result, just not in parallel), so
+errors are raised where they are reported.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ..io import parallel
 from ..io.jsonbytes import SCAN_BLOCK
+from ..io.workers import quiet_worker
 from .allowlist import Allowlist
 from .sensitive import SensitiveSet, derive
 
@@ -34,14 +36,15 @@ HELPER_NICENESS = 5
 
 
 def _fork_context():
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    return multiprocessing.get_context("fork")
+    """The fork context of :mod:`popprof.io.parallel` (None without fork, or with parallel work off)."""
+    return parallel.context("fork")
 
 
 def _background() -> None:
     """Yield the CPU to the redaction: it is the longest job, and the halves only have to be done by
-    the time it ends (they wait for it anyway), so they run at a lower priority."""
+    the time it ends (they wait for it anyway), so they run at a lower priority. A helper ends silently
+    on SIGTERM or Ctrl-C, like every popprof worker (:func:`popprof.io.workers.quiet_worker`)."""
+    quiet_worker()
     with contextlib.suppress(OSError, AttributeError):
         os.nice(HELPER_NICENESS)
 

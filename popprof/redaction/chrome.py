@@ -476,7 +476,8 @@ def redact_chrome(
     end). Nothing here recurses, so the nesting depth of the trace does not matter.
     """
     from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
+
+    from ..io.parallel import thread_pool
 
     engine = ChromeRedactor(redactor)
     reader = open_binary(source)
@@ -512,7 +513,7 @@ def redact_chrome(
                 while len(emitted) > 2:
                     emitted.popleft().result()
 
-    with raw, reader, writer, ThreadPoolExecutor(max(1, workers)) as pool, ThreadPoolExecutor(1) as output:
+    with raw, reader, writer, thread_pool(workers) as pool, thread_pool(1) as output:
         carry = b""
         tail = b""
         while True:
