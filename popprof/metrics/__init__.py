@@ -12,8 +12,9 @@ to know what a regression is.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -120,6 +121,9 @@ def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, f
     if stored:
         return {k: v for k, v in stored.items() if wanted is None or k in wanted}
     values: dict[str, float | None] = {}
+    if SCOPE in profile._cache:  # inside shared(profile): the caller's intermediates stand
+        _evaluate(profile, wanted, values)
+        return values
     # Derived intermediates are shared between metrics within this call only: tables are mutable.
     profile._cache.clear()
     try:
@@ -127,6 +131,25 @@ def compute(profile: Profile, names: Iterable[str] | None = None) -> dict[str, f
     finally:
         profile._cache.clear()
     return values
+
+
+#: The cache key :func:`shared` sets while its block runs.
+SCOPE = "metrics.shared"
+
+
+@contextlib.contextmanager
+def shared(profile: Profile) -> Iterator[None]:
+    """Share derived intermediates (GPU work, the per-device table, unions) across every figure computed in
+    the block, :func:`compute` calls included; the tables must not change inside it. Cleared on both ends."""
+    if SCOPE in profile._cache:
+        yield
+        return
+    profile._cache.clear()
+    profile._cache[SCOPE] = True
+    try:
+        yield
+    finally:
+        profile._cache.clear()
 
 
 def _evaluate(profile: Profile, wanted: set[str] | None, values: dict[str, float | None]) -> None:
@@ -183,5 +206,6 @@ __all__ = [
     "metric",
     "metric_family",
     "metrics_frame",
+    "shared",
 ]
 from . import trace  # noqa: E402,F401

@@ -308,6 +308,10 @@ def device_breakdown(profile: Profile) -> pd.DataFrame:
     ``get_comm_comp_overlap``; IPU profiles read ``steps`` (per IPU) or, for ``.pvti``
     traces, the device events. Empty when the profile has no device activity.
     """
+    return profile.cached("devices.breakdown", lambda: _breakdown(profile)).copy()
+
+
+def _breakdown(profile: Profile) -> pd.DataFrame:
     rows: list[dict] = []
     work = _work(profile)
     if work is not None:  # a GPU trace (events on streams)
@@ -455,29 +459,30 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     if work is None:
         return pd.DataFrame(columns=columns)
     events = profile.events
-    calls = events[
-        events["name"].isin(LAUNCH_CALLS) & events["stream"].isna() & events["correlation"].notna()
-    ]
-    if calls.empty:
+    rows = np.flatnonzero(
+        (
+            events["name"].isin(LAUNCH_CALLS) & events["stream"].isna() & events["correlation"].notna()
+        ).to_numpy()
+    )
+    if rows.size == 0:
         return pd.DataFrame(columns=columns)
-    start = calls["start_us"].to_numpy(dtype=np.float64)
-    end = start + calls["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[rows]
     if np.any(start % 1 != 0):  # HTA's rounding, as for the GPU work
         start, end = np.ceil(start), np.floor(end)
+    rank = events["rank"].to_numpy(dtype=np.float64, na_value=-1.0)[rows].astype(np.int64)
+    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
     host = pd.DataFrame(
         {
-            "rank": calls["rank"].fillna(-1).to_numpy(dtype=np.int64),
-            "correlation": calls["correlation"].to_numpy(dtype=np.float64),
-            "launch": calls["name"].array,
+            "rank": rank,
+            "correlation": correlation,
+            "launch": events["name"].array[rows],
             "call_start": start,
             "cpu_duration_us": end - start,
         }
     )
-    merged = host.merge(
-        work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]],
-        on=["rank", "correlation"],
-        how="inner",
-    )
+    targets = work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]]
+    merged = _join_calls(host, targets)
     merged = merged[merged["launch_start"].notna()]
     merged["gpu_duration_us"] = merged["end"] - merged["start"]
     merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(
@@ -490,6 +495,30 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     return merged[columns].reset_index(drop=True)
 
 
+def _join_calls(host: pd.DataFrame, work: pd.DataFrame) -> pd.DataFrame:
+    """``host.merge(work, on=["rank", "correlation"], how="inner")``, through one int64 key per pair when
+    each (rank, correlation) names one call (the usual case), in the merge's order: by call, then work."""
+    host_keys = _pair_keys(host["rank"].to_numpy(), host["correlation"].to_numpy())
+    index = pd.Index(host_keys)
+    if not index.is_unique:
+        return host.merge(work, on=["rank", "correlation"], how="inner")
+    position = index.get_indexer(_pair_keys(work["rank"].to_numpy(), work["correlation"].to_numpy()))
+    rows = np.flatnonzero(position >= 0)
+    rows = rows[np.argsort(position[rows], kind="stable")]
+    left = host.iloc[position[rows]].reset_index(drop=True)
+    right = work.iloc[rows].drop(columns=["rank", "correlation"]).reset_index(drop=True)
+    return pd.concat([left, right], axis=1)
+
+
+def _pair_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """One int64 per (rank, correlation id); -1 where the id is missing (matches nothing)."""
+    correlation = np.asarray(correlation, dtype=np.float64)
+    ok = ~np.isnan(correlation)
+    keys = np.full(len(correlation), -1, dtype=np.int64)
+    keys[ok] = (np.asarray(rank, dtype=np.int64)[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
+    return keys
+
+
 def launch_summary(profile: Profile) -> pd.DataFrame:
     """Launch-delay statistics per (rank, device): count, mean, median, p95 and max (us)."""
     delays = launch_delays(profile)
@@ -497,13 +526,9 @@ def launch_summary(profile: Profile) -> pd.DataFrame:
     if delays.empty:
         return pd.DataFrame(columns=columns)
     grouped = delays.groupby(["rank", "device"], dropna=False, observed=True)
-    out = grouped["launch_delay_us"].agg(
-        launches="size",
-        mean_us="mean",
-        median_us="median",
-        p95_us=lambda s: float(np.percentile(s, 95)),
-        max_us="max",
-    )
+    delay = grouped["launch_delay_us"]
+    out = delay.agg(launches="size", mean_us="mean", median_us="median", max_us="max")
+    out["p95_us"] = delay.quantile(0.95)  # linear interpolation, as numpy's percentile
     out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
     out = out.reset_index()
     out["device"] = out["device"].astype("str")

@@ -87,12 +87,20 @@ def step_times(profile: Profile) -> pd.DataFrame:
     marker_codes = [i for i, c in enumerate(names.categories) if STEP_MARKER.match(str(c))]
     if not marker_codes:
         return empty
-    marks = np.isin(np.asarray(names.codes), marker_codes)
-    labels = pd.Series(np.asarray(names.astype("str"))[marks])
+    codes = np.asarray(names.codes)
+    marks = np.isin(codes, marker_codes)
+    # the step number of each marker name, read once per name
+    numbers = np.zeros(len(names.categories), dtype=np.int64)
+    numbers[marker_codes] = (
+        pd.Series(names.categories[marker_codes].astype("str"))
+        .str.extract(r"(\d+)$")[0]
+        .astype("int64")
+        .to_numpy()
+    )
     out = pd.DataFrame(
         {
             "rank": rank_codes(events)[marks],
-            "step": labels.str.extract(r"(\d+)$")[0].astype("int64"),
+            "step": numbers[codes[marks]],
             "start_us": events["start_us"].to_numpy(dtype=np.float64)[marks],
             "dur_us": events["dur_us"].to_numpy(dtype=np.float64)[marks],
         }

@@ -15,7 +15,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..model.readproblems import problems
 from ..model.schema import STEP_CATEGORIES
-from . import compute
+from . import compute, shared
 from .execution import ipu_count
 from .memory import memory_by_category
 
@@ -273,18 +273,19 @@ def summarise(profile: Profile, top: int = TOP_PROGRAMS) -> dict:
     ``top``: how many programs, kernels, events and threads the lists hold.
     """
     out: dict = {"profile": profile.name, "source": profile.source, "source_format": profile.source_format}
-    metrics = compute(profile)  # once, shared by the sections that read metrics
-    for key, func in SECTIONS:
-        if func is memory_section:
-            section = func(profile, metrics)
-        elif func is execution_section:
-            section = func(profile, metrics, top)
-        elif func is trace_section:
-            section = func(profile, top)
-        else:
-            section = func(profile)
-        if section is not None:
-            out[key] = section
+    with shared(profile):  # the metrics and the sections share their intermediates (GPU work, unions)
+        metrics = compute(profile)  # once, shared by the sections that read metrics
+        for key, func in SECTIONS:
+            if func is memory_section:
+                section = func(profile, metrics)
+            elif func is execution_section:
+                section = func(profile, metrics, top)
+            elif func is trace_section:
+                section = func(profile, top)
+            else:
+                section = func(profile)
+            if section is not None:
+                out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
     out["absent_tables"] = missing
     read_problems = problems(profile)

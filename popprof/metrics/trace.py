@@ -76,11 +76,31 @@ def event_count(profile: Profile) -> float | None:
     return float(len(profile.events))
 
 
-def thread_keys(events: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (rank, pid, tid) of the events that are not bookkeeping (rank -1 when unknown)."""
-    real = events[~activity.is_bookkeeping(events)]
-    rank = real["rank"].fillna(-1).astype("int64") if "rank" in real.columns else pd.Series(-1, real.index)
-    return real[["pid", "tid"]].assign(rank=rank.to_numpy()).drop_duplicates()
+def device_work_union(profile: Profile) -> activity.Union | None:
+    """:func:`popprof.trace.activity.device_union` of the profile's events, computed once per scope."""
+    return profile.cached("trace.device_union", lambda: device_union(profile.events))
+
+
+def device_time_sums(profile: Profile) -> pd.Series:
+    """:func:`popprof.trace.activity.device_time_by_category` of the profile's events, once per scope."""
+    return profile.cached("trace.device_time_sums", lambda: activity.device_time_by_category(profile.events))
+
+
+def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """Each event's thread as a number, and the (rank, pid, tid) of each number (rank -1 when unknown)."""
+    rank = (
+        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
+        if "rank" in events.columns
+        else np.full(len(events), -1, dtype=np.int64)
+    )
+    keys = pd.DataFrame({"rank": rank, "pid": events["pid"].to_numpy(), "tid": events["tid"].to_numpy()})
+    grouped = keys.groupby(["rank", "pid", "tid"], sort=True)
+    return grouped.ngroup().to_numpy(dtype=np.int64), grouped.size().index.to_frame(index=False)
+
+
+def thread_ids(profile: Profile) -> tuple[np.ndarray, pd.DataFrame]:
+    """:func:`thread_index` of the profile's events, computed once per scope."""
+    return profile.cached("trace.thread_ids", lambda: thread_index(profile.events))
 
 
 @metric(
@@ -91,7 +111,8 @@ def thread_keys(events: pd.DataFrame) -> pd.DataFrame:
     better=None,
 )
 def thread_count(profile: Profile) -> float | None:
-    return float(len(thread_keys(profile.events)))
+    ids, _ = thread_ids(profile)
+    return float(np.unique(ids[~activity.is_bookkeeping(profile.events)]).size)
 
 
 @metric(
@@ -102,7 +123,7 @@ def thread_count(profile: Profile) -> float | None:
     better=None,
 )
 def device_busy_us(profile: Profile) -> float | None:
-    union = device_union(profile.events)
+    union = device_work_union(profile)
     return None if union is None else union.busy
 
 
@@ -114,7 +135,7 @@ def device_busy_us(profile: Profile) -> float | None:
     needs=("events",),
 )
 def device_idle_share(profile: Profile) -> float | None:
-    union = device_union(profile.events)
+    union = device_work_union(profile)
     if union is None or union.span <= 0:
         return None
     return union.idle / union.span
@@ -143,7 +164,7 @@ def device_window_idle_share(profile: Profile) -> float | None:
     needs=("events",),
 )
 def host_stall_us(profile: Profile) -> float | None:
-    union = device_union(profile.events)
+    union = device_work_union(profile)
     return None if union is None else union.idle
 
 
@@ -157,7 +178,7 @@ def device_time_by_category(profile: Profile) -> dict[str, float]:
     events = profile.events
     if not events["device_category"].notna().any():
         return {}
-    sums = activity.device_time_by_category(events)
+    sums = device_time_sums(profile)
     return {c: float(sums[c]) for c in DEVICE_CATEGORIES}
 
 

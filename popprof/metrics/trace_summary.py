@@ -63,9 +63,9 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     events = profile.get("events")
     if events is None or events.empty:
         return {}
-    dur = events["dur_us"].fillna(0.0)
+    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     bookkeeping = is_bookkeeping(events)
-    real = events[~bookkeeping]
+    real = ~bookkeeping
     ranks = sorted(int(r) for r in np.unique(_ranks(events)) if r >= 0)
     out: dict[str, object] = {
         "events": int(trace_metrics.event_count(profile)),
@@ -76,23 +76,21 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
         "start_us": trace_metrics.time_origin(profile),
         "bookkeeping_events": int(bookkeeping.sum()),
     }
-    out["busiest_threads"] = _busiest_threads(profile, real, dur[~bookkeeping], out["span_us"], top)
-    frame = pd.DataFrame({"name": events["name"], "total_us": dur, "self_us": event_self_time(events)})[
-        ~bookkeeping
-    ]
-    by_name = _by_name(frame)
+    threads = trace_metrics.thread_ids(profile)
+    out["busiest_threads"] = _busiest_threads(profile, threads, real, dur, out["span_us"], top)
+    own = event_self_time(events)
+    codes, names = _name_codes(events)
+    by_name = _by_name(codes, names, dur, own, real)
     out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False, kind="stable").head(top))
     out["top_by_self"] = _records(by_name.sort_values("self_us", ascending=False, kind="stable").head(top))
-    cpu = ~is_device_activity(events) & ~bookkeeping & ~on_device_tracks(events)
-    cpu_by_name = _by_name(
-        pd.DataFrame({"name": events["name"], "total_us": dur, "self_us": event_self_time(events)})[cpu]
-    )
+    cpu = ~device_activity_mask(profile) & real & ~on_device_tracks(events, threads)
+    cpu_by_name = _by_name(codes, names, dur, own, cpu)
     out["top_cpu_ops_by_self"] = _records(
         cpu_by_name.sort_values("self_us", ascending=False, kind="stable").head(top)
     )
     out["host_wait"] = host_wait_summary(events, out["span_us"], top)
     out.update(_device_part(profile, top))
-    out["device_activity"] = device_activity(events)
+    out["device_activity"] = device_activity(events, profile)
     from .devices import launches_without_device
 
     missing = launches_without_device(profile)
@@ -101,40 +99,77 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     return out
 
 
-def on_device_tracks(events: pd.DataFrame) -> np.ndarray:
-    """Events on a thread (rank, pid, tid) that holds device work: GPU streams and their annotations."""
+def device_activity_mask(profile: Profile) -> np.ndarray:
+    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope."""
+    return profile.cached("trace.device_activity_mask", lambda: is_device_activity(profile.events))
+
+
+def _name_codes(events: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
+    """Each event's name as a code into the distinct names (-1 when missing)."""
+    names = events["name"]
+    cat = names.array if isinstance(names.dtype, pd.CategoricalDtype) else pd.Categorical(names)
+    return np.asarray(cat.codes, dtype=np.int64), pd.Index(cat.categories)
+
+
+def on_device_tracks(
+    events: pd.DataFrame, threads: tuple[np.ndarray, pd.DataFrame] | None = None
+) -> np.ndarray:
+    """Events on a thread (rank, pid, tid) that holds device work: GPU streams and their annotations.
+
+    ``threads``: :func:`popprof.metrics.trace.thread_ids` of ``events`` when the caller has them.
+    """
     if "stream" not in events.columns or not events["stream"].notna().any():
         return np.zeros(len(events), dtype=bool)
-    keys = pd.MultiIndex.from_arrays([_ranks(events), events["pid"].to_numpy(), events["tid"].to_numpy()])
-    device_keys = keys[events["stream"].notna().to_numpy()].unique()
-    return keys.isin(device_keys)
+    ids, keys = trace_metrics.thread_index(events) if threads is None else threads
+    device = np.zeros(len(keys), dtype=bool)
+    device[ids[events["stream"].notna().to_numpy()]] = True
+    return device[ids]
 
 
-def _by_name(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.groupby("name", observed=True).agg(
-        count=("total_us", "size"), total_us=("total_us", "sum"), self_us=("self_us", "sum")
+def _by_name(
+    codes: np.ndarray, names: pd.Index, dur: np.ndarray, own: np.ndarray, mask: np.ndarray
+) -> pd.DataFrame:
+    """Count, total and self time per name of the events in ``mask`` (names in their category order)."""
+    keep = mask & (codes >= 0)
+    picked = codes[keep]
+    count = np.bincount(picked, minlength=len(names))
+    frame = pd.DataFrame(
+        {
+            "count": count,
+            "total_us": np.bincount(picked, weights=dur[keep], minlength=len(names)),
+            "self_us": np.bincount(picked, weights=own[keep], minlength=len(names)),
+        },
+        index=names,
     )
+    return frame[count > 0]
 
 
 def _busiest_threads(
-    profile: Profile, events: pd.DataFrame, dur: pd.Series, span: float | None, top: int
+    profile: Profile,
+    threads: tuple[np.ndarray, pd.DataFrame],
+    real: np.ndarray,
+    dur: np.ndarray,
+    span: float | None,
+    top: int,
 ) -> list[dict]:
-    """Threads by the time under their top-level events (bookkeeping already left out)."""
-    frame = pd.DataFrame(
+    """Threads by the time under their top-level events (bookkeeping, ``~real``, left out)."""
+    events = profile.events
+    ids, keys = threads
+    top_level = real & (events["depth"] == 0).to_numpy()
+    busy = pd.DataFrame(
         {
-            "rank": _ranks(events),
-            "pid": events["pid"].to_numpy(),
-            "tid": events["tid"].to_numpy(),
-            "d": dur.to_numpy(),
-            "top": (events["depth"] == 0).to_numpy(),
+            "busy_us": np.bincount(ids[top_level], weights=dur[top_level], minlength=len(keys)),
+            "events": np.bincount(ids[real], minlength=len(keys)),
+            "top": np.bincount(ids[top_level], minlength=len(keys)),
         }
     )
-    busy = frame[frame["top"]].groupby(["rank", "pid", "tid"]).agg(busy_us=("d", "sum"))
-    counts = frame.groupby(["rank", "pid", "tid"]).size().rename("events")
-    busy = busy.join(counts).sort_values("busy_us", ascending=False, kind="stable").head(top)
+    busy = pd.concat([keys, busy], axis=1)
+    busy = busy[busy["top"] > 0].sort_values("busy_us", ascending=False, kind="stable").head(top)
     names = _thread_names(profile)
     rows = []
-    for (r, p, t), row in busy.iterrows():
+    for r, p, t, busy_us, count in zip(
+        busy["rank"], busy["pid"], busy["tid"], busy["busy_us"], busy["events"], strict=True
+    ):
         process, thread = names.get((int(r), int(p), int(t)), (None, None))
         rows.append(
             {
@@ -143,9 +178,9 @@ def _busiest_threads(
                 "tid": int(t),
                 "process_name": process,
                 "thread_name": thread,
-                "busy_us": float(row.busy_us),
-                "events": int(row.events),
-                "busy_share": (float(row.busy_us) / span) if span else None,
+                "busy_us": float(busy_us),
+                "events": int(count),
+                "busy_share": (float(busy_us) / span) if span else None,
             }
         )
     return rows
@@ -211,19 +246,27 @@ def _frame_records(frame: pd.DataFrame) -> list[dict]:
     return json.loads(frame.to_json(orient="records"))
 
 
-def device_activity(events: pd.DataFrame) -> dict:
-    """Per device category: event count and device time (nested device events counted once); busy, idle."""
-    dev = events[is_device_activity(events)]
-    if dev.empty:
+def device_activity(events: pd.DataFrame, profile: Profile | None = None) -> dict:
+    """Per device category: event count and device time (nested device events counted once); busy, idle.
+
+    ``profile``: the profile of ``events``, to share its intermediates (the device union, masks).
+    """
+    mask = is_device_activity(events) if profile is None else device_activity_mask(profile)
+    if not mask.any():
         return {}
-    sizes = dev.groupby("device_category", observed=False)["dur_us"].size()
-    sums = device_time_by_category(events)
+    column = events["device_category"]
+    category = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
+    sizes = pd.Series(
+        np.bincount(np.asarray(category.codes)[mask], minlength=len(category.categories)),
+        index=category.categories,
+    )
+    sums = device_time_by_category(events) if profile is None else trace_metrics.device_time_sums(profile)
     categories = {
         c: {"events": int(sizes.get(c, 0)), "total_us": float(sums.get(c, 0.0))}
         for c in DEVICE_CATEGORIES
         if sizes.get(c, 0)
     }
-    union = device_union(events)
+    union = device_union(events) if profile is None else trace_metrics.device_work_union(profile)
     out: dict[str, object] = {"by_category": categories}
     if union is not None:
         out.update(
