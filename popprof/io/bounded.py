@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model.errors import InputError
-from . import limits
+from . import limits, units
 from .limits import LimitExceeded
 
 _QUOTE, _BACKSLASH, _NEWLINE = 34, 92, 10
@@ -132,14 +132,14 @@ class GzipGuard(_Guard):
         self.total += len(chunk)
         if self.total > self.max_bytes:
             raise LimitExceeded(
-                self.path, "gzip-bytes", f"gzip data that expands to more than {self.total:,} bytes"
+                self.path, "gzip-bytes", f"gzip data that expands to more than {units.nbytes(self.total)}"
             )
         if self.total > limits.GZIP_RATIO_FLOOR and self.total > self.max_ratio * self.compressed:
             raise LimitExceeded(
                 self.path,
                 "gzip-ratio",
-                f"gzip data that expands {self.total // self.compressed}x ({self.total:,} bytes "
-                f"from {self.compressed:,}; a decompression bomb?)",
+                f"gzip data that expands {units.count(self.total // self.compressed)}x "
+                f"({units.nbytes(self.total)} from {units.nbytes(self.compressed)}; a decompression bomb?)",
             )
 
 
@@ -295,7 +295,7 @@ def read_limited(handle: io.IOBase, path: Path, name: str = "text-bytes", *, tru
     if len(data) > cap:
         if truncate:
             return bytes(data[:cap])
-        raise LimitExceeded(path, name, f"the input (more than {cap:,} bytes)")
+        raise LimitExceeded(path, name, f"the input (more than {units.nbytes(cap)})")
     return bytes(data)
 
 
@@ -309,4 +309,4 @@ def check_line_lengths(data: bytes, path: Path) -> None:
     longest = int(np.diff(bounds).max()) - 1
     if longest > cap:
         line = int(np.argmax(np.diff(bounds))) + 1
-        raise LimitExceeded(path, "line-bytes", f"line {line:,} ({longest:,} bytes)")
+        raise LimitExceeded(path, "line-bytes", f"line {units.count(line)} ({units.nbytes(longest)})")
