@@ -159,4 +159,4 @@ class LimitExceeded(InputError):
 
 def string_too_long(path: object, length: int) -> LimitExceeded:
     """The error for a JSON string of more than ``length`` bytes (``string-bytes``)."""
-    return LimitExceeded(path, "string-bytes", f"a JSON string of more than {length:,} bytes")
+    return LimitExceeded(path, "string-bytes", f"a JSON string of more than {units.nbytes(length)}")

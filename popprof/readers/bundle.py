@@ -20,7 +20,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from .._version import __version__
-from ..io import limits
+from ..io import limits, units
 from ..io.atomic import atomic_path, refuse_overwriting_inputs
 from ..io.versioning import check_format
 from ..model.errors import InputError
@@ -121,11 +121,13 @@ def _manifest_bytes(path: Path) -> bytes:
     with open_member(path, MANIFEST, "manifest") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
-            raise limits.LimitExceeded(path / MANIFEST, "manifest-bytes", f"a manifest of {size:,} bytes")
+            raise limits.LimitExceeded(
+                path / MANIFEST, "manifest-bytes", f"a manifest of {units.nbytes(size)}"
+            )
         data = handle.read(cap + 1)
     if len(data) > cap:
         raise limits.LimitExceeded(
-            path / MANIFEST, "manifest-bytes", f"a manifest of more than {cap:,} bytes"
+            path / MANIFEST, "manifest-bytes", f"a manifest of more than {units.nbytes(cap)}"
         )
     return data
 
@@ -316,7 +318,7 @@ def _check_values(tables: dict, path: Path) -> None:
         if (values > cap).any():
             raise InputError(
                 path / MANIFEST,
-                f"target {column} = {int(values.max()):,} is beyond any real target (at most {cap:,})",
+                f"target {column} = {units.count(values.max())} is beyond any real target (at most {units.count(cap)})",
                 "export the bundle again",
             )
 
@@ -347,7 +349,7 @@ def _check_footer(file: Path, parquet, rows: int, size: int, entry: dict) -> Non
     """LimitExceeded/InputError from the footer alone: too many rows, a table far larger in memory than on
     disk (a row bomb: millions of zero rows compress to nothing), or other rows than the manifest says."""
     if rows > limits.get("table-rows"):
-        raise limits.LimitExceeded(file, "table-rows", f"a table of {rows:,} rows")
+        raise limits.LimitExceeded(file, "table-rows", f"a table of {units.count(rows)} rows")
     if rows != entry.get("rows", rows):
         raise InputError(
             file, f"has {rows} rows, manifest says {entry.get('rows')}", "export the bundle again"
@@ -370,8 +372,8 @@ def _check_footer(file: Path, parquet, rows: int, size: int, entry: dict) -> Non
         raise limits.LimitExceeded(
             file,
             "parquet-ratio",
-            f"a table that expands {expanded // max(size, 1):,}x in memory ({rows:,} rows, about "
-            f"{expanded:,} bytes from {size:,}; a row bomb?)",
+            f"a table that expands {units.count(expanded // max(size, 1))}x in memory ({units.count(rows)} rows, "
+            f"about {units.nbytes(expanded)} from {units.nbytes(size)}; a row bomb?)",
         )
 
 
