@@ -122,6 +122,30 @@ def test_ipu_report_has_top_programs_and_cycles_by_category(ipu):
     assert "devices" in doc.tables  # the per-IPU table of the summary
 
 
+def test_out_of_memory_log_report_lists_every_failed_compilation():
+    """A real Poplar log with three out-of-memory failures: the report's table has a row for each, as summary."""
+    log = popprof.open(FIXTURES / "real" / "poplar" / "devito_wave3d_oom_log_mk2.txt")
+    doc = parse(htmlreport.render(log, plots=False))
+    failures = summarise(log)["memory"]["out_of_memory"]
+    (table,) = doc.tables["out-of-memory"]
+    assert table[0][:5] == ["compilation", "tile", "needs", "capacity", "over by"]
+    assert len(table) - 1 == len(failures) == 3
+    assert [row[1] for row in table[1:]] == [f"{f['tile']:,}" for f in failures] == ["14", "0", "0"]
+    assert table[1][2].startswith("653,544 B") and table[1][4].startswith("14,568 B")
+    (memory,) = doc.tables["memory"]
+    assert ["tiles out of memory", "1"] in memory  # tile 0 failed twice: one tile
+    assert memory[0] == ["fullest tile", "736,624 B (719.4 KiB) on tile 0 = 115.3 % of capacity"]
+
+
+def test_gpu_report_has_the_per_iteration_table(gpu):
+    doc = parse(htmlreport.render(gpu, plots=False))
+    iterations = summarise(gpu)["iterations"]
+    (table,) = doc.tables["iterations"]
+    assert table[0] == ["step", "start", "duration"]
+    assert [int(row[0]) for row in table[1:]] == [st["step"] for st in iterations["steps"]]
+    assert table[1][1] == "0.0 us"  # from the first step, as the text summary shows it
+
+
 def test_timeline_caption_claims_shading_only_when_something_is_shaded():
     from matplotlib.figure import Figure
 
