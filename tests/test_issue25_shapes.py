@@ -277,3 +277,47 @@ def test_a_lone_total_cycles_line_in_a_log_is_no_summary(tmp_path):
 
     path = _write(tmp_path, "train.log", "epoch 1\nTotal cycles: 5 (approx 1 microseconds)\nloss 0.3\n")
     assert not text_summary.sniff(path, path.read_bytes())
+
+
+# -- item 9: an out-of-memory log of many compilations ----------------------------------------------------
+# The real log (16 failed compilations) was not found in a public, licensed repository; this is its
+# shape: one Poplar message per failed compilation among a program's output, Mk2 tiles.
+
+
+def _many_compilations(tmp_path: Path, n: int) -> Path:
+    lines = []
+    for k in range(n):
+        used = 640_000 + 1_000 * k
+        lines += [
+            f"Compiling model variant {k} (batch {2 ** (k % 5)})",
+            f"Exception: Out of memory on tile {k * 7}: {used:,} bytes used but tiles only have 638,976 bytes of"
+            " memory",
+            "",
+        ]
+    return _write(tmp_path, "sweep.log", "\n".join(lines) + "\n")
+
+
+def test_an_out_of_memory_log_of_16_compilations_is_figures_per_compilation(tmp_path):
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    profile = popprof.open(_many_compilations(tmp_path, 16))
+    assert profile.out_of_memory["compilation"].tolist() == list(range(16))
+    doc = summarise(profile)
+    memory = doc["memory"]
+    assert memory["failed_compilations"] == 16
+    assert memory["tiles_out_of_memory"] is None and memory["max_tile_incl_gaps_bytes"] is None
+    text = render_text(doc)
+    assert "failed compilations    16" in text and "tiles out of memory" not in text
+    assert "compilation 15: tile 105 needs 655,000 B" in text and "n/a" not in text
+    (f,) = popprof.check(profile, rules=["memory.tile-oom"]).items
+    assert f.severity == "error" and f.message.startswith("16 compilations failed: out of memory")
+
+
+def test_more_compilations_than_the_summary_lists_say_how_many_more(tmp_path):
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    text = render_text(summarise(popprof.open(_many_compilations(tmp_path, 23))))
+    assert "compilation 19:" in text and "compilation 20:" not in text
+    assert "(3 more in --format json)" in text

@@ -52,13 +52,43 @@ def test_every_message_is_read_with_every_number(name):
 
 
 def test_metrics_come_from_the_messages():
+    profile = popprof.open(REAL / "devito_wave3d_oom_log2_mk2.txt")  # one failed compilation
+    m = popprof.metrics.compute(profile)
+    assert m["memory.max_tile_incl_gaps_bytes"] == 732_960
+    assert m["memory.max_tile_index"] == 1465
+    assert m["memory.max_tile_headroom_bytes"] == 638_976 - 732_960
+    assert m["memory.tiles_out_of_memory"] == 1  # Poplar names one tile per failed compilation
+    assert m["memory.total_incl_gaps_bytes"] is None  # a message gives no totals: unknown, not 0
+
+
+def test_several_compilations_have_figures_per_compilation_never_one_across_them():
+    """The real log's three failures are three benchmarks (4 IPUs of side 302, then 1 and 2 IPUs of other
+    sizes): different graphs. No fullest tile, headroom or tile count across them (issue 25 item 9): the
+    figures are per compilation, in the out_of_memory table and the summary."""
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
     profile = popprof.open(REAL / "devito_wave3d_oom_log_mk2.txt")
     m = popprof.metrics.compute(profile)
-    assert m["memory.max_tile_incl_gaps_bytes"] == 736_624
-    assert m["memory.max_tile_index"] == 0
-    assert m["memory.max_tile_headroom_bytes"] == 638_976 - 736_624
-    assert m["memory.tiles_out_of_memory"] == 1  # one tile named per failed compilation
-    assert m["memory.total_incl_gaps_bytes"] is None  # a message gives no totals: unknown, not 0
+    for key in (
+        "max_tile_incl_gaps_bytes",
+        "max_tile_index",
+        "max_tile_headroom_bytes",
+        "tiles_out_of_memory",
+    ):
+        assert m[f"memory.{key}"] is None, key
+    doc = summarise(profile)
+    assert doc["memory"]["failed_compilations"] == 3
+    assert [(r["compilation"], r["tile"], r["bytes_used"]) for r in doc["memory"]["out_of_memory"]] == [
+        (0, 14, 653_544),
+        (1, 0, 681_240),
+        (2, 0, 736_624),
+    ]
+    text = render_text(doc)
+    assert "failed compilations    3" in text and "fullest tile" not in text
+    assert "n/a" not in text  # an out-of-memory log gives the bytes per tile, no totals: no rows of n/a
+    assert "  638,976 B (624 KiB) per tile\n" in text
+    assert "compilation 2: tile 0 needs 736,624 B" in text
 
 
 def test_gzip_log_reads_the_same(tmp_path):

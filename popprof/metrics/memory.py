@@ -45,20 +45,33 @@ def _tile_max(profile: Profile, column: str, totals_category: str) -> tuple[floa
             pos = int(np.argmax(rows["bytes"].to_numpy(dtype="float64", na_value=-1.0)))
             return float(rows["bytes"].iloc[pos]), int(rows["tile"].iloc[pos])
     oom = profile.get("out_of_memory")
-    if totals_category == "including_gaps" and oom is not None and oom["bytes_used"].notna().any():
+    if (
+        totals_category == "including_gaps"
+        and oom is not None
+        and oom["bytes_used"].notna().any()
+        and failed_compilations(profile) == 1  # several: each compilation has its own fullest tile
+    ):
         pos = int(np.nanargmax(oom["bytes_used"].to_numpy(dtype="float64", na_value=np.nan)))
         tile = oom["tile"].iloc[pos]
         return float(oom["bytes_used"].iloc[pos]), None if pd.isna(tile) else int(tile)
     return None, None
 
 
-def oom_tiles_per_compilation(profile: Profile) -> float | None:
-    """Most tiles over in one failed compilation, as its out-of-memory messages tell: the tiles they name,
-    at least 1 (an SDK 2.1+ message names none but says one or more are over). None without messages."""
+def failed_compilations(profile: Profile) -> int:
+    """Failed compilations that out-of-memory messages tell of (``out_of_memory.compilation``); 0 without."""
     oom = profile.get("out_of_memory")
-    if oom is None or oom.empty:
+    return 0 if oom is None or oom.empty else int(oom["compilation"].nunique())
+
+
+def oom_tiles_per_compilation(profile: Profile) -> float | None:
+    """Tiles over in the one failed compilation out-of-memory messages tell of: the tiles they name, at
+    least 1 (an SDK 2.1+ message names none but says one or more are over). None without messages, and None
+    for several compilations: they are different graphs (or attempts), each with its own figures (the
+    ``out_of_memory`` table, listed per compilation by ``summary``), never one figure across them."""
+    if failed_compilations(profile) != 1:
         return None
-    return float(oom.groupby("compilation")["tile"].nunique().clip(lower=1).max())
+    oom = profile.out_of_memory
+    return float(max(1, oom["tile"].nunique()))
 
 
 def capacity_bytes(profile: Profile) -> float | None:

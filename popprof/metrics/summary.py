@@ -17,7 +17,7 @@ from ..model.readproblems import problems
 from ..model.schema import STEP_CATEGORIES
 from . import compute, shared
 from .execution import ipu_count
-from .memory import memory_by_category
+from .memory import failed_compilations, memory_by_category
 
 TOP_PROGRAMS = 10
 
@@ -86,6 +86,7 @@ def memory_section(profile: Profile, metrics: dict[str, float | None] | None = N
         )
     oom = profile.get("out_of_memory")
     if oom is not None and not oom.empty:
+        section["failed_compilations"] = failed_compilations(profile)
 
         def whole(value: object) -> int | None:
             return None if pd.isna(value) else int(value)

@@ -12,20 +12,31 @@ from .names import NAME_WIDTH, short_name
 # -- text rendering ---------------------------------------------------------
 
 
+def _target_line(t: dict) -> str:
+    """``ipu2 x 1: 1,472 tiles (1,472 per IPU), 624 KiB per tile, clock 1,330 MHz``, naming only what the
+    source gives (an out-of-memory log gives the bytes per tile alone)."""
+    head = f"{t.get('ipu_arch') or 'IPU'} x {units.count(t['num_ipus'])}: " if t.get("num_ipus") else ""
+    if not head and t.get("ipu_arch"):
+        head = f"{t['ipu_arch']}: "
+    parts = []
+    if t.get("num_tiles") is not None:
+        per_ipu = (
+            f" ({units.count(t['tiles_per_ipu'])} per IPU)" if t.get("tiles_per_ipu") is not None else ""
+        )
+        parts.append(f"{units.count(t['num_tiles'])} tiles{per_ipu}")
+    if t.get("bytes_per_tile") is not None:
+        parts.append(f"{units.nbytes(t['bytes_per_tile'])} per tile")
+    if t.get("clock_hz"):
+        parts.append(f"clock {t['clock_hz'] / 1e6:,.0f} MHz")
+    return head + ", ".join(parts)
+
+
 def render_text(summary: dict) -> str:
     """The summary as terminal text (plain; the CLI adds colour when on a terminal)."""
     lines = [f"Profile {summary['profile']} ({summary['source_format']})"]
     t = summary.get("target")
     if t and any(t.get(k) is not None for k in ("num_ipus", "num_tiles", "bytes_per_tile", "clock_hz")):
-        clock = f"{t['clock_hz'] / 1e6:,.0f} MHz" if t.get("clock_hz") else "n/a"
-        lines += [
-            "",
-            "Target",
-            f"  {t.get('ipu_arch') or 'IPU'} x {units.count(t.get('num_ipus'))}: "
-            f"{units.count(t.get('num_tiles'))} tiles "
-            f"({units.count(t.get('tiles_per_ipu'))} per IPU), {units.nbytes(t.get('bytes_per_tile'))} per "
-            f"tile, clock {clock}",
-        ]
+        lines += ["", "Target", "  " + _target_line(t)]
         if t.get("poplar_version"):
             lines.append(f"  Poplar {t['poplar_version']}")
     g = summary.get("graph")
@@ -39,20 +50,30 @@ def render_text(summary: dict) -> str:
         lines += ["", "Graph", "  " + ", ".join(f"{units.count(v)} {names[k]}" for k, v in g.items())]
     m = summary.get("memory")
     if m:
-        lines += [
-            "",
-            "Memory",
-            f"  total including gaps   {units.nbytes(m['total_incl_gaps_bytes'])}",
-            f"  total excluding gaps   {units.nbytes(m['total_excl_gaps_bytes'])}   (gaps "
-            f"{units.percent(m['gap_share'])})",
-        ]
+        lines += ["", "Memory"]
+        # a line per figure the source gives (an out-of-memory log gives no totals: no rows of n/a)
+        if m.get("total_incl_gaps_bytes") is not None or m.get("total_excl_gaps_bytes") is not None:
+            lines += [
+                f"  total including gaps   {units.nbytes(m['total_incl_gaps_bytes'])}",
+                f"  total excluding gaps   {units.nbytes(m['total_excl_gaps_bytes'])}   (gaps "
+                f"{units.percent(m['gap_share'])})",
+            ]
         tile = "" if m.get("max_tile") is None else f" on tile {m['max_tile']:,}"
-        lines.append(
-            f"  fullest tile           {units.nbytes(m['max_tile_incl_gaps_bytes'])}{tile}"
-            f" = {units.percent(m['max_tile_utilisation'])} of capacity"
-        )
-        lines.append(f"  headroom               {units.nbytes(m['max_tile_headroom_bytes'])}")
-        lines.append(f"  tiles out of memory    {units.count(m['tiles_out_of_memory'])}")
+        if m.get("max_tile_incl_gaps_bytes") is not None:
+            lines.append(
+                f"  fullest tile           {units.nbytes(m['max_tile_incl_gaps_bytes'])}{tile}"
+                f" = {units.percent(m['max_tile_utilisation'])} of capacity"
+            )
+        if m.get("max_tile_headroom_bytes") is not None:
+            lines.append(f"  headroom               {units.nbytes(m['max_tile_headroom_bytes'])}")
+        failed = m.get("failed_compilations") or 0
+        if failed > 1:
+            lines.append(
+                f"  failed compilations    {failed:,} (out of memory; each its own graph or attempt: "
+                "figures per compilation, none across them)"
+            )
+        elif m.get("tiles_out_of_memory") is not None or failed:
+            lines.append(f"  tiles out of memory    {units.count(m['tiles_out_of_memory'])}")
         for row in (m.get("out_of_memory") or [])[:20]:
             if row["tile"] is None or row["bytes_used"] is None:
                 saved = f" (profile saved to {row['profile_path']})" if row.get("profile_path") else ""
@@ -64,6 +85,8 @@ def render_text(summary: dict) -> str:
                 f"    compilation {row['compilation']}: tile {row['tile']:,} needs {units.nbytes(row['bytes_used'])}"
                 f" of {units.nbytes(row['capacity_bytes'])} (over by {units.nbytes(row['over_bytes'])})"
             )
+        if len(m.get("out_of_memory") or []) > 20:
+            lines.append(f"    ({len(m['out_of_memory']) - 20:,} more in --format json)")
         by_type = [row for row in m.get("by_data_type") or [] if row["bytes"]]
         if by_type:
             lines.append("  by data type (excluding gaps)")
