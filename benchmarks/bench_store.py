@@ -11,6 +11,8 @@
 - query: ``store query`` (the sandbox) of a metric's history joined with the catalogue and a group-by, over
   the per-run files and over the compacted store.
 - spark: the same trend query through ``Store.spark`` in a local[1] session against DuckDB, compacted store.
+- spark-jvm: the JVM's own CPU time (``/proc/<pid>/stat``) for a local session's start, ``Store.spark`` and the
+  trend query, with ``local_session``'s small-JVM options (C1 JIT, serial GC) and without them.
 
 Every measurement runs in its own subprocess (its wall, CPU and peak RSS); medians over ``--repeat``.
 """
@@ -217,6 +219,43 @@ def bench_spark(runs: int, repeat: int) -> list[list[str]]:
     ]
 
 
+def bench_spark_jvm(runs: int, repeat: int) -> list[list[str]]:
+    _, compacted, _ = ensure_history(runs)
+    rows = []
+    for label, options in (("small JVM (default)", None), ("JVM defaults", "")):
+        figures = []
+        for _ in range(repeat):
+            figures.append(
+                _child(
+                    "import os\n"
+                    "from popprof.store.engine_spark import SMALL_JVM, local_session\n"
+                    "import popprof.store as store\n"
+                    f"options = {options!r}\n"
+                    "session = local_session('bench', java_options=SMALL_JVM if options is None else options)\n"
+                    "pid = session._jvm.java.lang.ProcessHandle.current().pid()\n"
+                    "def jvm_cpu():\n"
+                    "    f = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
+                    "    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')\n"
+                    "result['start_cpu_s'] = jvm_cpu()\n"
+                    f"store.open({str(compacted)!r}).spark(session)\n"
+                    f"session.sql({TREND_SQL!r}).toArrow()\n"
+                    "result['jvm_cpu_s'] = jvm_cpu()\n"
+                    "session.stop()\n"
+                )
+            )
+        mid = sorted(figures, key=lambda f: f["jvm_cpu_s"])[len(figures) // 2]
+        rows.append(
+            [
+                f"Spark local[1] session + views + trend query, {label}",
+                f"{mid['wall_s']:.1f}",
+                f"JVM CPU {mid['jvm_cpu_s']:.1f} (start {mid['start_cpu_s']:.1f})",
+                f"{mid['peak_mib']:.0f} (driver; JVM apart)",
+                f"{runs:,} runs",
+            ]
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Benchmark the run store, trend, store query and Spark.")
     parser.add_argument("--modes", default="add,trend,query,spark")
@@ -235,6 +274,8 @@ def main() -> int:
         rows += bench_query(args.runs, args.repeat)
     if "spark" in modes:
         rows += bench_spark(args.runs, args.repeat)
+    if "spark-jvm" in modes:
+        rows += bench_spark_jvm(args.runs, args.repeat)
     print_table(
         ["case", "wall s (median)", "CPU s / notes", "peak RSS MiB", "result"], rows, title=load_line()
     )

@@ -1,8 +1,11 @@
-"""The distributed path: a real Spark local-mode session reads the same store files as DuckDB."""
+"""The distributed path: a real Spark local-mode session reads the same store files as DuckDB.
+
+One session for the module (the JVM's start is most of the cost: ``local_session``'s small JVM, C1 JIT and
+serial GC) and one small store (two Mk2 runs and a two-rank trace) registered once; each check is one Spark query.
+"""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark():
-    """One local[1] session for the whole test run (UI off, 127.0.0.1, 512 MiB): ~20 s on 2 cores."""
+    """One local[1] session for this module (UI off, 127.0.0.1, 512 MiB, small JVM)."""
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'popprof[spark]')")
     from popprof.store.engine_spark import has_java, local_session
 
@@ -45,43 +48,37 @@ TREND = (
     "ON m.run_id = r.run_id AND m.profile = r.profile AND m.ingest_id = r.ingest_id "
     "WHERE m.name = 'memory.total_incl_gaps_bytes' ORDER BY m.run_id"
 )
+RUNS = "SELECT run_id, profile, month FROM runs ORDER BY run_id"
+TILES = "SELECT run_id, count(*) AS n FROM tiles GROUP BY run_id ORDER BY run_id"
+RANKS = "SELECT run_id, rank, step_us FROM ranks ORDER BY run_id, rank"
 
 
-def _same_in_both(spark, s: store.Store) -> None:
+def _same_in_both(spark, s: store.Store, queries: tuple[str, ...]) -> dict[str, list[dict]]:
+    """Each query's rows from Spark, after checking they equal DuckDB's."""
     s.spark(spark)
     con = s.duckdb()
+    out = {}
     try:
-        for sql in (
-            TREND,
-            "SELECT run_id, profile, month FROM runs ORDER BY run_id",
-            "SELECT run_id, count(*) AS n FROM tiles GROUP BY run_id ORDER BY run_id",
-            "SELECT run_id, rank, step_us FROM ranks ORDER BY run_id, rank",
-        ):
-            assert spark.sql(sql).toArrow().to_pylist() == con.sql(sql).to_arrow_table().to_pylist(), sql
+        for sql in queries:
+            out[sql] = spark.sql(sql).toArrow().to_pylist()
+            assert out[sql] == con.sql(sql).to_arrow_table().to_pylist(), sql
     finally:
         con.close()
+    return out
 
 
-def test_spark_views_equal_duckdb_and_ids_stay_strings(spark, filled: Path) -> None:
-    s = store.open(filled)
-    _same_in_both(spark, s)
-    runs = spark.sql("SELECT run_id FROM runs ORDER BY run_id").toArrow()
-    assert runs.schema.field("run_id").type == "string" and runs["run_id"].to_pylist() == [
-        "00123",
-        "12e45",
-        "7",
-    ]
-
-
-def test_spark_counts_nothing_twice_after_an_interrupted_compaction(
-    spark, filled: Path, tmp_path: Path
-) -> None:
-    root = tmp_path / "store"
-    shutil.copytree(filled, root)
-    per_run = {p.relative_to(root): p.read_bytes() for p in (root / "tables" / "tiles").rglob("*.parquet")}
-    compact(root, before="2026-02")
-    for rel, data in per_run.items():  # the per-run files come back: the compaction "crashed" before deleting
-        (root / rel).write_bytes(data)
-    s = store.open(root)
-    _same_in_both(spark, s)
-    assert spark.sql("SELECT count(*) AS n FROM tiles").toArrow()["n"].to_pylist() == [2 * 1472]
+def test_spark_views_equal_duckdb_ids_stay_strings_and_nothing_counts_twice(spark, filled: Path) -> None:
+    # January compacted, then its per-run tiles files put back (a compaction "crashed" before deleting them);
+    # February per-run: the views' one-pass path (one file generation per month) and their generation
+    # choice (two generations of tiles in January) in one registration
+    per_run = {
+        p.relative_to(filled): p.read_bytes() for p in (filled / "tables" / "tiles").rglob("*.parquet")
+    }
+    compact(filled, before="2026-02")
+    for rel, data in per_run.items():
+        (filled / rel).write_bytes(data)
+    rows = _same_in_both(spark, store.open(filled), (TREND, RUNS, RANKS, TILES))
+    assert [r["run_id"] for r in rows[RUNS]] == ["00123", "12e45", "7"]  # strings, never 123.0 or 1.2e46
+    assert [r["commit"] for r in rows[TREND]] == ["a", "b"]
+    assert {r["run_id"] for r in rows[RANKS]} == {"7"} and len(rows[RANKS]) == 2
+    assert rows[TILES] == [{"run_id": "00123", "n": 1472}, {"run_id": "12e45", "n": 1472}]

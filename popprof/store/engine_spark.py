@@ -60,8 +60,15 @@ def has_java() -> bool:
     )
 
 
-def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1):
-    """A local SparkSession for one machine: ``local[cores]``, UI off, bound to 127.0.0.1, small memory."""
+#: JVM options of :func:`local_session`: the client (C1) JIT only and the serial collector. A short local
+#: session spends most of its CPU compiling and collecting; these halve the JVM's CPU time on 2 cores
+#: (``benchmarks/bench_store.py --modes spark-jvm``). A user's own session is never changed.
+SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"
+
+
+def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1, java_options: str = SMALL_JVM):
+    """A local SparkSession for one machine: ``local[cores]``, UI and console progress off, bound to 127.0.0.1,
+    small memory, a small JVM (``java_options``, :data:`SMALL_JVM`)."""
     _pyspark()
     if not has_java():
         raise UsageError(JAVA_HINT)
@@ -71,6 +78,8 @@ def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1):
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", memory)
@@ -99,7 +108,7 @@ def register(session, location: Location) -> list[str]:
             frame = frame.select(*columns(kind), F.col("_metadata.file_path").alias("_file"))
         else:
             schema = types.StructType([*schema.fields, types.StructField("_file", types.StringType())])
-            frame = session.createDataFrame([], schema)
+            frame = _empty(session, schema)
         frame.createOrReplaceTempView(raw_name(kind))
         if kind == "runs":
             session.sql(live_sql()).createOrReplaceTempView(LIVE)
@@ -107,6 +116,16 @@ def register(session, location: Location) -> list[str]:
         session.sql(view_sql(kind, quote="`", single=single)).createOrReplaceTempView(view_name(kind))
         names.append(view_name(kind))
     return names
+
+
+def _empty(session, schema):
+    """An empty DataFrame of ``schema``: from an empty RDD (createDataFrame of an empty list costs a JVM-side
+    conversion per call, 8x the CPU); Spark Connect, which has no SparkContext, takes the list."""
+    try:
+        rows = session.sparkContext.emptyRDD()
+    except Exception:  # Spark Connect: no sparkContext (PySpark raises its own error types for it)
+        rows = []
+    return session.createDataFrame(rows, schema)
 
 
 def _spark_path(location: Location, rel: str) -> str:
