@@ -89,18 +89,10 @@ def detect(path: Path) -> ModuleType:
 
 
 def _run_directory_entries(path: Path) -> list[tuple[str, Path]]:
-    """Engines and traces of a run directory (``autoReport.directory`` / ``PVTI_OPTIONS.directory``)."""
-    entries: list[tuple[str, Path]] = []
-    if (path / "profile.pop").is_file():
-        entries.append((path.name or "profile", path / "profile.pop"))
-    for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-        if (sub / "profile.pop").is_file():
-            entries.append((sub.name, sub / "profile.pop"))
-        elif _is_bundle_dir(sub):
-            entries.append((sub.name, sub))
-    for trace in sorted(path.glob("*.pvti")) + sorted(path.glob("*/*.pvti")):
-        entries.append((trace.stem, trace))
-    return entries
+    """Engines, bundles and traces of a run directory (``autoReport.directory`` / ``PVTI_OPTIONS.directory``)."""
+    from . import rundir
+
+    return [(entry.name, entry.path) for entry in rundir.entries(path)]
 
 
 def _is_bundle_dir(path: Path) -> bool:

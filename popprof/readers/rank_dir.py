@@ -27,6 +27,7 @@ from ..model.errors import InputError
 from ..model.profile import Profile
 from . import chrome, read_path
 from .bundle import is_bundle
+from .rundir import holds_run
 
 FORMAT = "chrome_trace"
 #: Read the files on several processes when there are at least two and they hold this many bytes.
@@ -38,7 +39,7 @@ def trace_files(path: Path) -> list[Path]:
     """The Chrome trace files directly in ``path`` (sorted by name); empty when it is not a rank directory."""
     if not path.is_dir():
         return []
-    if is_bundle(path) or (path / "profile.pop").is_file() or any(path.glob("*.pvti")):
+    if is_bundle(path) or holds_run(path):
         return []
     found = []
     for entry in sorted(path.iterdir()):

@@ -1,12 +1,12 @@
 """Gather what CMD left behind for ``popprof record``: reports, traces and the Poplar text in its output.
 
-Files are found by name and age only (``profile.pop`` and ``*.pvti`` written
-since CMD started); their content is read exclusively through popprof's
-readers: :func:`popprof.open` for reports and traces, and, for the saved
-stdout/stderr logs, every reader of the registry that claims the log (a log
-can hold a Poplar summary and an out-of-memory message at once). Nothing here
-parses a format. A file that cannot be read is noted, never fatal: a run
-that failed or was interrupted still gives whatever it left.
+Files are found by name and age only (``profile.pop`` and ``*.pvti`` written since CMD
+started), by :mod:`popprof.readers.rundir`, the discovery ``open_all`` uses; their content is
+read exclusively through popprof's readers: :func:`popprof.open` for reports and traces, and,
+for the saved stdout/stderr logs, every reader of the registry that claims the log (a log can
+hold a Poplar summary and an out-of-memory message at once). Nothing here parses a format.
+A file that cannot be read is noted, never fatal: a run that failed or was interrupted still
+gives whatever it left.
 """
 
 from __future__ import annotations
@@ -18,14 +18,6 @@ from pathlib import Path
 
 from ..model.errors import InputError, PopprofError, SdkMissingError
 from ..model.profile import Profile
-
-REPORT_FILE = "profile.pop"
-TRACE_SUFFIX = ".pvti"
-#: How deep below the report directory profiles are looked for (Poplar: one subdirectory per engine;
-#: frameworks may add one more level).
-REPORT_DEPTH = 2
-#: Files modified this long before CMD started still count as its own (coarse file-system clocks).
-MTIME_SLACK_S = 2.0
 
 
 @dataclass
@@ -59,54 +51,23 @@ def sdk_available() -> bool:
     return True
 
 
-def _recent(path: Path, since: float) -> bool:
-    try:
-        return path.stat().st_mtime >= since - MTIME_SLACK_S
-    except OSError:
-        return False
-
-
-def _walk(root: Path, depth: int) -> Iterable[Path]:
-    """``root`` and its subdirectories down to ``depth`` levels, sorted, hidden ones skipped."""
-    level = [root]
-    for _ in range(depth + 1):
-        yield from level
-        nxt: list[Path] = []
-        for directory in level:
-            with contextlib.suppress(OSError):
-                nxt.extend(
-                    sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
-                )
-        level = nxt
-
-
 def find_reports(report_dir: Path, since: float) -> list[tuple[str, Path]]:
-    """(engine name, path) of every ``profile.pop`` under ``report_dir`` written since ``since``.
+    """(engine name, path) of every ``profile.pop`` under ``report_dir`` written since ``since``
+    (:func:`popprof.readers.rundir.reports`: ``training``; ``a-b`` for ``a/b``)."""
+    from ..readers import rundir
 
-    The engine name is the subdirectory path (``training``; ``a-b`` for
-    ``a/b``), or the directory's own name for a profile at its root.
-    """
-    if not report_dir.is_dir():
-        return []
-    found = []
-    for directory in _walk(report_dir, REPORT_DEPTH):
-        path = directory / REPORT_FILE
-        if path.is_file() and _recent(path, since):
-            relative = directory.relative_to(report_dir).parts
-            found.append(("-".join(relative) if relative else (report_dir.name or "profile"), path))
-    return found
+    with contextlib.suppress(OSError):
+        return [(entry.name, entry.path) for entry in rundir.reports(report_dir, since, bundles=False)]
+    return []
 
 
 def find_traces(trace_dir: Path, since: float) -> list[Path]:
     """Every ``.pvti`` in ``trace_dir`` (and one level below) written since ``since``."""
-    if not trace_dir.is_dir():
-        return []
-    return [
-        p
-        for directory in _walk(trace_dir, 1)
-        for p in sorted(directory.glob(f"*{TRACE_SUFFIX}"))
-        if p.is_file() and _recent(p, since)
-    ]
+    from ..readers import rundir
+
+    with contextlib.suppress(OSError):
+        return [entry.path for entry in rundir.traces(trace_dir, since)]
+    return []
 
 
 def open_files(
