@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from ..model.schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
 from ..readers.bundle import MANIFEST
+from ..readers.poplar_labels import DATA_TYPES, REGIONS
 from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS
 from .names import MESSAGE_WORDS, NameGrammar, label_words, summary_label
 from .tokens import chunk_strings, has_space
@@ -61,28 +62,9 @@ MEMORY_CATEGORIES = frozenset(
         "rearrangement",
         "outputEdge",
         "messageBuffer",
-        # text-summary labels and popprof's normalised labels
-        "Variables",
-        "Constants",
-        "Host Exchange Packet Headers",
-        "Global Exchange Packet Headers",
-        "Stack",
-        "Vertex Instances",
-        "Copy Descriptors",
-        "VectorList Descriptors",
-        "Vertex Field Data",
-        "Control Table",
-        "Control Code",
-        "Vertex Code",
-        "Internal Exchange Code",
-        "Host Exchange Code",
-        "Global Exchange Code",
-        "Instrumentation Results",
-        "Shared Code Storage",
-        "Shared Data Storage",
-        "Non-interleaved",
-        "Interleaved",
-        "Overflowed",
+        # text-summary labels (readers/poplar_labels.py) and popprof's normalised labels
+        *DATA_TYPES,
+        *REGIONS,
         "including_gaps",
         "excluding_gaps",
         "Including Gaps",

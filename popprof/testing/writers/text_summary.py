@@ -30,51 +30,7 @@ import pandas as pd
 from ...io.atomic import refuse_overwriting_inputs, write_text_atomic
 from ...model.profile import Profile
 from ...model.schema import conform
-
-#: pva / SDK 1.x memory category -> the data-type label the text summary prints.
-DATA_TYPE_LABELS: dict[str, str] = {
-    "variables": "Variables",
-    "constant": "Constants",
-    "constants": "Constants",
-    "stack": "Stack",
-    "vertexInstanceState": "Vertex Instances",
-    "copyDescriptor": "Copy Descriptors",
-    "vectorListDescriptor": "VectorList Descriptors",
-    "vertexFieldData": "Vertex Field Data",
-    "controlTable": "Control Table",
-    "controlCode": "Control Code",
-    "vertexCode": "Vertex Code",
-    "internalExchangeCode": "Internal Exchange Code",
-    "hostExchangeCode": "Host Exchange Code",
-    "globalExchangeCode": "Global Exchange Code",
-    "instrumentationResults": "Instrumentation Results",
-    "sharedCodeStorage": "Shared Code Storage",
-    "sharedDataStorage": "Shared Data Storage",
-    "hostExchangePacketHeader": "Host Exchange Packet Headers",
-    "globalExchangePacketHeader": "Global Exchange Packet Headers",
-}
-
-#: The order Poplar prints data types in (reference facts, section 4); others follow.
-DATA_TYPE_ORDER: tuple[str, ...] = (
-    "Variables",
-    "Constants",
-    "Host Exchange Packet Headers",
-    "Global Exchange Packet Headers",
-    "Stack",
-    "Vertex Instances",
-    "Copy Descriptors",
-    "VectorList Descriptors",
-    "Vertex Field Data",
-    "Control Table",
-    "Control Code",
-    "Vertex Code",
-    "Internal Exchange Code",
-    "Host Exchange Code",
-    "Global Exchange Code",
-    "Instrumentation Results",
-    "Shared Code Storage",
-    "Shared Data Storage",
-)
+from ...readers.poplar_labels import DATA_TYPE_OF_CATEGORY, DATA_TYPES, REGIONS
 
 #: pva category -> vertex-data category label (the writer's approximation of Poplar's split).
 VERTEX_CATEGORY_LABELS: dict[str, str] = {
@@ -84,7 +40,6 @@ VERTEX_CATEGORY_LABELS: dict[str, str] = {
     "vectorListDescriptor": "Descriptors",
 }
 
-REGIONS: tuple[str, ...] = ("Non-interleaved", "Interleaved", "Overflowed")
 KIB = 1024
 MIB = 1024 * 1024
 
@@ -297,7 +252,7 @@ def _derived_rows(profile: Profile, tiles: pd.DataFrame, per_tile_blocks: int) -
     values += [excl - overflowed, np.zeros_like(excl), overflowed]
     labelled: dict[str, np.ndarray] = {"Variables": variables}
     for name, col in zip(cat_names, cat_bytes.T, strict=True):
-        label = DATA_TYPE_LABELS.get(name, name)
+        label = DATA_TYPE_OF_CATEGORY.get(name, name)
         labelled[label] = labelled.get(label, 0) + col
     for label in _ordered(labelled):
         columns.append(("data_type", label))
@@ -325,8 +280,8 @@ def _derived_rows(profile: Profile, tiles: pd.DataFrame, per_tile_blocks: int) -
 
 def _ordered(labels: Iterable[str]) -> list[str]:
     labels = list(labels)
-    known = [label for label in DATA_TYPE_ORDER if label in labels]
-    return known + [label for label in labels if label not in DATA_TYPE_ORDER]
+    known = [label for label in DATA_TYPES if label in labels]
+    return known + [label for label in labels if label not in DATA_TYPES]  # Poplar's order, others after
 
 
 def _block_tiles(totals: pd.DataFrame) -> list[int]:
