@@ -79,3 +79,38 @@ def test_help_example_does_not_contradict_itself(capsys):
     text = capsys.readouterr().out
     assert "--format markdown -o pilot.html" not in text
     assert "-o pilot.html" in text and "--format markdown -o pilot.md" in text
+
+
+# -- issue 25 item 12: shares on different bases ------------------------------------------------------------
+
+REAL = FIX / "real"
+
+
+def test_a_text_summary_next_to_a_gpu_trace_says_the_shares_have_different_bases():
+    """The real SDK 3 text summary's shares are tile averages; the real ROCm trace's are shares of device
+    time (HTA's breakdown): the page says so, next to the table, in every format."""
+    text = open_profile(REAL / "poplar" / "tutorials_tut6_execution_hw_sdk3.txt")
+    gpu = open_profile(REAL / "traces" / "amd_mi250_minitoy.json.gz")
+    result = pilot([("ipu", text)], [("gpu", gpu)])
+    ipu_col, gpu_col = result["columns"]
+    assert (ipu_col["shares_basis"], gpu_col["shares_basis"]) == ("tile average cycles", "device time")
+    (caveat,) = ipu_col["caveats"]
+    assert caveat.startswith("ipu: the compute, communication, host I/O and sync shares are Poplar's tile")
+    assert "while gpu gives each device's share of its time: different bases" in caveat
+    assert not [c for c in gpu_col["caveats"] if "bases" in c]
+    assert f"caveat: {caveat}" in render_text(result)
+    assert "> caveat: ipu: the compute" in render_markdown(result)
+
+
+def test_shares_on_one_basis_get_no_basis_caveat():
+    """Two text summaries (tile averages both), and a profile's per-IPU shares next to a GPU trace's (device
+    time both): nothing to say."""
+    hw = open_profile(REAL / "poplar" / "tutorials_tut6_execution_hw_sdk3.txt")
+    model = open_profile(REAL / "poplar" / "tutorials_tut6_execution_ipumodel_sdk3.txt")
+    both = pilot([("hw", hw)], [("model", model)])
+    assert [c["caveats"] for c in both["columns"]] == [[], []]
+
+
+def test_profile_shares_and_gpu_shares_are_one_basis(doc):
+    assert [c["shares_basis"] for c in doc["columns"]] == ["device time", "device time"]
+    assert not [c for col in doc["columns"] for c in col["caveats"] if "different bases" in c]

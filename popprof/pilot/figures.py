@@ -215,9 +215,11 @@ def side(
         for key in ("compute_pct", "communication_pct", "memory_pct", "host_wait_pct"):
             values[key] = _mean(devices, key)
     shares_source = "device_breakdown" if not devices.empty else None
+    shares_basis = DEVICE_TIME if not devices.empty else None
     sync = metrics.get("execution.share.sync") if platform == "ipu" and profile.has("steps") else None
     if devices.empty and platform == "ipu" and profile.has("execution_totals"):
         shares_source = "execution.summary_share"  # a text summary's Execution section, as `summary` shows it
+        shares_basis = summary_basis(profile)
         share = {
             c: metrics.get(f"execution.summary_share.{c}")
             for c in ("compute", "exchange", "global_exchange", "host_io")
@@ -267,12 +269,52 @@ def side(
         "platform": platform,
         "step_source": None if stats is None else stats["source"],
         "shares_source": shares_source,
+        "shares_basis": shares_basis,
         "figures": figures,
         "findings": _findings_by_rule(found),
         "caveats": caveats,
     }
     out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
     return out
+
+
+#: Bases of the device shares (``shares_basis``): what a percentage is a share of.
+DEVICE_TIME = "device time"
+TILE_AVERAGE = "tile average cycles"
+SUMMARY_TOTALS = "summary cycle totals"
+BASIS_WORDS = {
+    DEVICE_TIME: "each device's share of its time",
+    TILE_AVERAGE: "Poplar's tile averages (the average tile's cycles in a category over the total cycles, "
+    "as the text summary prints them)",
+    SUMMARY_TOTALS: "the text summary's category cycle totals over its total cycles (SDK 1.x)",
+}
+
+
+def summary_basis(profile: Profile) -> str:
+    """The basis of a text summary's shares: tile averages (SDK 2.x/3.x) or cycle totals (SDK 1.x)."""
+    totals = profile.execution_totals
+    rows = totals[totals["category"] != "total"]
+    return TILE_AVERAGE if (rows["basis"] == "tile_average").any() else SUMMARY_TOTALS
+
+
+def basis_caveats(columns: list[dict]) -> None:
+    """Add to each column whose shares are on another basis than some other column's a caveat naming both:
+    a text summary's tile-average shares and a trace's share of device time are different figures."""
+    bases = {c["label"]: c.get("shares_basis") for c in columns if c.get("shares_basis")}
+    if len(set(bases.values())) < 2:
+        return
+    for column in columns:
+        mine = column.get("shares_basis")
+        if mine is None or mine == DEVICE_TIME:
+            continue
+        others = [label for label, basis in bases.items() if basis != mine]
+        column["caveats"].append(
+            f"{column['label']}: the compute, communication, host I/O and sync shares are "
+            f"{BASIS_WORDS[mine]}, while {', '.join(others)} give{'s' if len(others) == 1 else ''} "
+            f"{BASIS_WORDS.get(bases[others[0]], bases[others[0]])}: different bases, so the shares are "
+            "not comparable point for point (a tile average weighs every tile equally, idle ones too; a "
+            "share of device time counts the time any work ran on the device)"
+        )
 
 
 def _check(profile: Profile, config: dict | None) -> object:
@@ -325,6 +367,7 @@ def pilot(
     }
     columns = [side(p, label, role="ipu", **kw) for label, p in ipu]
     columns += [side(p, label, role="baseline", **kw) for label, p in baseline]
+    basis_caveats(columns)
     rules = sorted({r for c in columns for r in c["findings"]})
     return {
         "schema": "popprof.pilot",
