@@ -148,6 +148,23 @@ def test_gpu_report_has_the_per_iteration_table(gpu):
     assert table[1][1] == "0.0 us"  # from the first step, as the text summary shows it
 
 
+def test_gpu_report_has_idle_causes_cpu_ops_host_waits_and_threads(gpu):
+    """Every trace section of the text summary is in the report too, with the same figures."""
+    doc = parse(htmlreport.render(gpu, plots=False))
+    trace = summarise(gpu)["trace"]
+    (idle,) = doc.tables["idle-causes"]
+    assert [row[2] for row in idle[1:]] == ["host wait", "kernel wait", "other"]
+    assert [row[4] for row in idle[1:]] == ["77.4 %", "2.8 %", "19.8 %"]  # as `popprof summary` prints them
+    (ops,) = doc.tables["top-cpu-ops"]
+    assert [row[0] for row in ops[1:]] == [op["name"] for op in trace["top_cpu_ops_by_self"]]
+    (waits,) = doc.tables["host-waits"]
+    assert waits[1][:2] == ["cudaStreamSynchronize", "12"]
+    (threads,) = doc.tables["busiest-threads"]
+    assert [row[2] for row in threads[1:]] == [t["thread_name"] for t in trace["busiest_threads"]]
+    (activity,) = doc.tables["device-activity"]
+    assert {row[0] for row in activity[1:]} == set(trace["device_activity"]["by_category"])
+
+
 def test_timeline_caption_claims_shading_only_when_something_is_shaded():
     from matplotlib.figure import Figure
 

@@ -140,10 +140,32 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "key_metrics": key,
         "all_metrics": every,
         "summary": parts.get("summary", {}),
+        "idle_causes": _idle_rows(parts.get("summary") or {}),
         "findings": parts.get("findings"),
         "plots": parts.get("plots"),
         "only": parts.get("only"),
     }
+
+
+def _idle_rows(summary: Mapping[str, Any]) -> list[dict]:
+    """The summary's idle causes with each one's share of its device's idle time (as the text shows)."""
+    causes = (summary.get("trace") or {}).get("idle_causes") or []
+    totals: dict[tuple, float] = {}
+    for c in causes:
+        key = (c.get("rank"), c["device"])
+        totals[key] = totals.get(key, 0.0) + c["idle_us"]
+    return [
+        {
+            "rank": c.get("rank"),
+            "device": c["device"],
+            "cause": c["idle_category"].replace("_", " "),
+            "idle_us": c["idle_us"],
+            "share": c["idle_us"] / totals[(c.get("rank"), c["device"])]
+            if totals[(c.get("rank"), c["device"])]
+            else None,
+        }
+        for c in causes
+    ]
 
 
 def _render_part(section: Mapping[str, Any]) -> str:
