@@ -278,3 +278,31 @@ def test_a_name_is_replaced_wherever_it_stands(tmp_path):
     src.write_bytes(data)
     report = redact(src, tmp_path / "r.json", key=KEY_A)
     assert report.passed and name not in (tmp_path / "r.json").read_text()
+
+
+def test_a_long_thread_name_is_not_a_refusal(tmp_path, monkeypatch):
+    # the reported false refusal, scaled down: a 122 MB trace with a 70 KB thread name stopped with "a JSON
+    # string of more than 75,497,471 bytes" (its metadata event, longer than the old 64 KiB look-ahead, was
+    # taken for one cut off by the block's end and held back block after block until the limit)
+    monkeypatch.setattr(chrome_mod, "BLOCK", 64 << 10)
+    monkeypatch.setenv("POPPROF_MAX_STRING_BYTES", str(256 << 10))
+    long_name = "worker " + "canarythread" * 6000  # 72 KB, with a space: free text
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"canary_op_{i % 7}", "pid": 1, "tid": 2, "ts": i, "dur": 1}
+              for i in range(3000)]  # fmt: skip
+    events.insert(1500, {"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": long_name}})
+    src = tmp_path / "long_thread.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "r.json"
+    report = redact(src, out, key=KEY_A)
+    assert report.passed
+    written = json.loads(out.read_text())["traceEvents"]
+    assert len(written) == len(events)
+    assert "canarythread" not in out.read_text()
+    assert written[1500]["args"]["name"].startswith("thr_")  # decided as the thread name it is
+
+
+def test_object_end_is_found_past_the_quick_look_with_braces_and_escapes_in_strings():
+    body = '{"name": "thread_name", "args": {"name": "a}\\\\\\"{' + "x" * 9000 + '"}}'
+    data = b"[" + body.encode() + b', {"next": 1}]'
+    assert chrome_mod._balanced_end(data, 1) == 1 + len(body.encode())
+    assert chrome_mod._balanced_end(data[:-30], 1) == -1  # cut off by the end of the block
