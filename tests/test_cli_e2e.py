@@ -214,7 +214,7 @@ def test_writing_commands_on_each_kind(cli, rel, tmp_path):
 
 def _key(tmp_path: Path) -> Path:
     key = tmp_path / "team.key"
-    key.write_text("0123456789abcdef0123456789abcdef\n")
+    key.write_text("3f9a2c1b07de5d84e6b1a09c7f2e4d3b\n")
     return key
 
 
@@ -467,7 +467,7 @@ def test_an_output_never_overwrites_a_config_budget_policy_or_key_file(cli, tmp_
     """The key file used to be replaced by the pseudonym map, the config by the findings report."""
     opt = tmp_path / "opt.toml"
     opt.write_text(
-        "0123456789abcdef0123456789abcdef\n"
+        "3f9a2c1b07de5d84e6b1a09c7f2e4d3b\n"
         if "--key-file" in args and "{key}" not in args
         else "[tool.popprof.rules]\n"
     )

@@ -89,7 +89,7 @@ def test_a_gzip_json_bomb_of_one_huge_string_ends_quickly(tmp_path):
     bomb = gzip_with_filler(tmp_path / "bomb.json.gz", head, b"abcdefgh", 1 << 30, b'"}]}')
     for args in (("summary", bomb), ("redact", bomb, "-o", tmp_path / "out.json.gz")):
         run = run_limited(
-            *args, memory=1 << 30, seconds=120, env={"POPPROF_REDACT_KEY": "0123456789abcdef" * 2}
+            *args, memory=1 << 30, seconds=120, env={"POPPROF_REDACT_KEY": "3f9a2c1b07de5d84e6b1a09c7f2e4d3b"}
         )
         assert run.code is not None, f"{args[0]} did not end within 120 s"
         line = run.one_error_line()
@@ -167,7 +167,7 @@ def test_a_fifo_without_a_writer_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
     for args in (("summary", fifo), ("redact", fifo, "-o", tmp_path / "out.json"), ("check", fifo)):
-        run = run_limited(*args, seconds=30, env={"POPPROF_REDACT_KEY": "0123456789abcdef" * 2})
+        run = run_limited(*args, seconds=30, env={"POPPROF_REDACT_KEY": "3f9a2c1b07de5d84e6b1a09c7f2e4d3b"})
         assert run.code is not None, f"{args[0]} hung on the FIFO"
         line = run.one_error_line()
         assert "named pipe" in line and "not a regular file" in line
@@ -301,7 +301,7 @@ def test_query_time_and_memory_are_bounded(tmp_path):
 @pytest.mark.parametrize("command", ["export", "redact"])
 def test_a_folder_of_other_bundles_is_never_replaced(tmp_path, capsys, command, monkeypatch):
     """`redact -o DIR` deleted a folder of other bundles (export refused the same)."""
-    monkeypatch.setenv("POPPROF_REDACT_KEY", "0123456789abcdef0123456789abcdef")
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "3f9a2c1b07de5d84e6b1a09c7f2e4d3b")
     folder = tmp_path / "bundles"
     folder.mkdir()
     for name in ("a", "b"):
@@ -313,7 +313,7 @@ def test_a_folder_of_other_bundles_is_never_replaced(tmp_path, capsys, command, 
 
 
 def test_an_earlier_set_of_bundles_is_marked_and_replaced(tmp_path, capsys, pva_double, monkeypatch):
-    monkeypatch.setenv("POPPROF_REDACT_KEY", "0123456789abcdef0123456789abcdef")
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "3f9a2c1b07de5d84e6b1a09c7f2e4d3b")
     out = tmp_path / "shared"
     for _ in range(2):
         code, _, err = _cli(capsys, "redact", FIXTURES / "run_dir", "-o", out)
@@ -462,7 +462,7 @@ def test_json_nested_inside_strings_is_exit_2_not_a_recursion_error(tmp_path):
         ("check", path),
         ("export", path, "-o", tmp_path / "e.popprof", "--with-args"),
     ):
-        run = run_limited(*args, env={"POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"}, seconds=90)
+        run = run_limited(*args, env={"POPPROF_REDACT_KEY": "3f9a2c1b07de5d84e6b1a09c7f2e4d3b"}, seconds=90)
         assert run.code in (0, 1, 2), (args, run.err)
         assert "Traceback" not in run.err and "internal error" not in run.err, (args, run.err)
         if run.code == 2:
@@ -488,7 +488,7 @@ def test_a_write_error_names_the_output_not_a_temporary(tmp_path, command):
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "POPPROF_REDACT_KEY": "0123456789abcdef0123456789abcdef"},
+        env={**os.environ, "POPPROF_REDACT_KEY": "3f9a2c1b07de5d84e6b1a09c7f2e4d3b"},
     )
     lines = [line for line in done.stderr.splitlines() if line.startswith("popprof: error:")]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
@@ -508,7 +508,7 @@ def test_a_directory_with_a_foreign_manifest_or_added_notes_is_never_replaced(
     tmp_path, capsys, command, kind, monkeypatch
 ):
     """`export`/`redact -o DIR` deleted any directory holding a manifest.json, and a bundle's added notes."""
-    monkeypatch.setenv("POPPROF_REDACT_KEY", "0123456789abcdef0123456789abcdef")
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "3f9a2c1b07de5d84e6b1a09c7f2e4d3b")
     folder = tmp_path / "out"
     if kind == "extension":  # a browser extension: its own manifest.json
         folder.mkdir()

@@ -273,7 +273,7 @@ def test_redacted_real_execution_summary_reads_back_the_same_figures(tmp_path, n
         [sys.executable, "-m", "popprof", "redact", str(REAL / name), "-o", str(out)],
         capture_output=True,
         text=True,
-        env={**os.environ, "POPPROF_REDACT_KEY": "k" * 32},
+        env={**os.environ, "POPPROF_REDACT_KEY": "3f9a2c1b07de5d84e6b1a09c7f2e4d3b"},
     )
     assert result.returncode == 0, result.stderr
     before, after = popprof.open(REAL / name), popprof.open(out)

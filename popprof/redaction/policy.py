@@ -26,17 +26,18 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..io.files import read_option_file
+from ..io.patterns import compile_bounded
 from ..model.errors import InputError, UsageError
 from .scrub import FAMILIES
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """A keep/drop pattern: ``re:REGEX`` or a shell glob, matched against the whole string."""
-    if pattern.startswith("re:"):
-        try:
-            return re.compile(pattern[3:])
-        except re.error as exc:
-            raise UsageError(f"bad regular expression in pattern {pattern!r}: {exc}") from None
+    """A keep/drop pattern: ``re:REGEX`` (through :func:`popprof.io.patterns.compile_bounded`: one line,
+    exit 2, for a pattern that could take exponential time) or a shell glob, matched against the whole
+    string."""
+    if pattern.startswith("re:"):  # the user's own regex: refused when it could backtrack without end
+        return compile_bounded(pattern[3:], f"redaction pattern {pattern!r}")
     return re.compile(fnmatch.translate(pattern))
 
 
@@ -119,12 +120,11 @@ class Policy:
 
 
 def load_policy_file(path: str | Path) -> dict:
-    """Read a policy TOML file; returns its redaction table."""
+    """Read a policy TOML file (:func:`popprof.io.files.read_option_file`: a regular file within the
+    ``option-bytes`` limit, never a FIFO or a device); returns its redaction table."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except OSError as exc:
-        raise InputError(path, f"cannot read the policy file ({exc.strerror or exc})") from None
+        data = tomllib.loads(read_option_file(path, "policy file").decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(path, f"policy file is not valid TOML ({exc})") from None
     if "tool" in data and isinstance(data["tool"], dict):

@@ -67,16 +67,15 @@ def random_key() -> bytes:
 def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
     """The redaction key and where it came from: ``("file" | "env" | "random")``.
 
-    A key file's bytes are used as they are (surrounding whitespace stripped);
-    the environment variable :data:`KEY_ENV` is used when no file is given.
+    A key file's bytes are used as they are (surrounding whitespace stripped); it is read like every
+    file an option names (:func:`popprof.io.files.read_option_file`: a regular file within the
+    ``option-bytes`` limit, never a FIFO or a device). The environment variable :data:`KEY_ENV` is used
+    when no file is given. Either way the key must pass :func:`check_key`.
     """
     if key_file is not None:
-        from ..model.errors import InputError
+        from ..io.files import read_option_file
 
-        try:
-            data = open(key_file, "rb").read().strip()  # noqa: SIM115
-        except OSError as exc:
-            raise InputError(key_file, f"cannot read the key file ({exc.strerror or exc})") from None
+        data = read_option_file(key_file, "key file").strip()
         check_key(data, f"the key file {key_file}")
         return data, "file"
     env = os.environ.get(KEY_ENV, "").strip()
@@ -87,16 +86,41 @@ def load_key(key_file: str | os.PathLike[str] | None = None) -> tuple[bytes, str
     return random_key(), "random"
 
 
+#: The fewest distinct byte values a key may hold (a 32-digit hex key holds up to 16).
+MIN_DISTINCT_BYTES = 8
+
+
+def key_weakness(key: bytes) -> str | None:
+    """Why ``key`` is too weak to key pseudonyms, or None. Checked: its length (:data:`MIN_KEY_BYTES`),
+    how many distinct bytes it holds (:data:`MIN_DISTINCT_BYTES`: ``kkkk...``, ``abab...``), whether it
+    repeats a shorter part (``0123456789abcdef`` twice) and whether a run of consecutive characters
+    (``abcdefgh...``, ``012345...``) makes up more than half of it. A key made as the error suggests
+    (32 random bytes as hex) passes; so does a long pass phrase."""
+    if len(key) < MIN_KEY_BYTES:
+        return f"a redaction key needs at least {MIN_KEY_BYTES} bytes of random material (got {len(key)})"
+    if len(set(key)) < MIN_DISTINCT_BYTES:
+        return f"the key holds only {len(set(key))} distinct characters (at least {MIN_DISTINCT_BYTES})"
+    for period in range(1, len(key) // 2 + 1):
+        if key == (key[:period] * (len(key) // period + 1))[: len(key)]:
+            return f"the key repeats its first {period} characters"
+    run = longest = 1
+    for a, b in zip(key, key[1:], strict=False):
+        run = run + 1 if abs(b - a) == 1 else 1
+        longest = max(longest, run)
+    if longest * 2 > len(key):
+        return f"{longest} of the key's {len(key)} characters are a run of consecutive characters"
+    return None
+
+
 def check_key(key: bytes, where: str) -> None:
-    """Refuse a key of fewer than :data:`MIN_KEY_BYTES` bytes from any source (file, environment,
-    API): pseudonyms under a guessable key can be reversed by hashing candidate names."""
+    """Refuse a weak key from any source (file, environment, API; see :func:`key_weakness`): pseudonyms
+    under a guessable key can be reversed by hashing candidate names."""
     from ..model.errors import UsageError
 
-    if len(key) < MIN_KEY_BYTES:
+    problem = key_weakness(key)
+    if problem is not None:
         raise UsageError(
-            f"{where}: a redaction key needs at least {MIN_KEY_BYTES} bytes of random material "
-            f"(got {len(key)}); make one with "
-            "`python -c 'import secrets; print(secrets.token_hex(32))' > key`"
+            f"{where}: {problem}; make one with `python -c 'import secrets; print(secrets.token_hex(32))' > key`"
         )
 
 
