@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from popprof.cli import main
 from popprof.model.errors import UsageError
 from popprof.redaction import redact
