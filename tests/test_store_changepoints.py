@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("ruptures", reason="the trend extra (ruptures) is not installed")
 
-from popprof.store.changepoints import boundaries, grid_costs, l1_cost  # noqa: E402
+from popprof.store.changepoints import boundaries, despike, grid_costs, l1_cost, place  # noqa: E402
 from popprof.testing.store_history import shifted_series  # noqa: E402
 
 N = 500
@@ -52,10 +52,19 @@ def test_every_4_to_5_percent_shift_is_found_within_two_runs_at_1_percent_noise(
 
 
 @pytest.mark.parametrize("spikes", [0.0, 0.02])
-def test_every_4_to_5_percent_shift_is_found_at_2_percent_noise(spikes: float) -> None:
-    # at 2 % noise a 4-5 % shift is 2-2.5 sigma: every one is found, its run within 5 (111 of 120 within 2,
-    # docs/trend.md); no method can place every one of them closer
-    assert _misses(0.02, spikes, 5, range(20)) == {}
+def test_every_4_to_5_percent_shift_is_found_within_two_runs_at_2_percent_noise(spikes: float) -> None:
+    # at 2 % noise a 4-5 % shift is 2-2.5 sigma and its run is itself uncertain: over 200 seeds a few shifts
+    # land 3-6 runs off, as they do for least squares knowing the true levels (docs/trend.md); these 20
+    # seeds (the same since the detector's first version) are all within 2
+    assert _misses(0.02, spikes, 2, range(20)) == {}
+
+
+def test_placement_is_least_squares_on_despiked_values() -> None:
+    values = np.array([0.0] * 30 + [3.0] * 30)
+    values[31] = 40.0  # a spike right after the step
+    assert despike(values)[31] == 3.0 and (despike(values)[[29, 30]] == [0.0, 3.0]).all()  # the step stays
+    assert place(values, [25]) == [30]  # moved from where the grid put it to the step, spike ignored
+    assert place(np.concatenate([values, [9.0] * 30]), [27, 55]) == [30, 60]
 
 
 def test_the_same_history_gives_the_same_answer() -> None:
