@@ -40,6 +40,26 @@ def test_reading_the_store_directly_works_inside_it(filled: Path) -> None:
     assert store.open(filled).query(sql)["n"].tolist() == [5]
 
 
+def test_rows_output_and_the_global_limit_as_popprof_query_has_them(
+    filled: Path, tmp_path: Path, capsys
+) -> None:
+    sql = "SELECT run_id FROM runs ORDER BY run_id"
+    code, out, err = run(capsys, "store", "query", filled, sql, "--rows", "2")
+    assert code == 0 and err == "" and [line.strip() for line in out.splitlines()[1:3]] == ["00000", "00001"]
+    assert "3 more rows (use --rows N" in out.splitlines()[-1]
+    code, old, err = run(
+        capsys, "store", "query", filled, sql, "--limit", "2"
+    )  # the old spelling, with a note
+    assert code == 0 and old == out and "store query --rows N" in err and len(err.splitlines()) == 1
+    code, _, err = run(capsys, "store", "query", filled, sql, "--limit", "query-seconds=nope")
+    assert code == 2 and "--limit query-seconds" in err and len(err.splitlines()) == 1
+    target = tmp_path / "runs.csv"
+    code, out, err = run(capsys, "store", "query", filled, sql, "--format", "csv", "-o", target, "-q")
+    assert (
+        code == 0 and out == "" and err == "" and target.read_text().splitlines()[:2] == ["run_id", "00000"]
+    )
+
+
 @pytest.mark.parametrize(
     ("sql", "words"),
     [

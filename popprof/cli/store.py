@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from .common import device_map_option, echo_json, format_option, reader_options
+from .common import (
+    check_output,
+    device_map_option,
+    echo_json,
+    emit,
+    format_option,
+    global_options,
+    output_option,
+    reader_options,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,24 +135,87 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str) -> No
     print_frame(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1)
 
 
+#: Rows the table format of ``store query`` prints by default (as ``popprof query``).
+DEFAULT_ROWS = 200
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from ..io import limits
+
+    try:
+        return limits.parse_value(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _rows(rows: int | None) -> int:
+    """Rows to print: ``--rows``, else the old ``--limit N`` (with a note), else the default."""
+    old = click.get_current_context().meta.get("popprof.query_rows")
+    if old is not None:
+        click.echo(
+            "popprof: note: `store query --limit N` is now `store query --rows N` (--limit NAME=VALUE is the "
+            "global safety limit); the old spelling still works",
+            err=True,
+        )
+        if rows is None:
+            return old
+    return DEFAULT_ROWS if rows is None else rows
+
+
 @store_command.command("query")
 @click.argument("store")
 @click.argument("sql")
 @format_option("table", "csv", "json", default="table")
 @click.option(
-    "--limit", type=click.IntRange(0, None), default=200, show_default=True, help="Rows in table format."
+    "-n",
+    "--rows",
+    "rows",
+    type=click.IntRange(0, None),
+    default=None,
+    help=f"Rows to print in table format  [default: {DEFAULT_ROWS}] (was --limit N, which still works).",
+)
+@output_option()
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(0, None, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop the query after this long (default: the query-seconds limit, 60).",
 )
 @click.option(
-    "--timeout", "timeout_s", type=click.FloatRange(0, None, min_open=True), default=None, metavar="SECONDS"
+    "--memory-limit",
+    "memory",
+    callback=_size,
+    default=None,
+    metavar="SIZE",
+    help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).",
 )
-def query_command(store: str, sql: str, fmt: str, limit: int, timeout_s: float | None) -> None:
+@global_options
+def query_command(
+    store: str,
+    sql: str,
+    fmt: str,
+    rows: int | None,
+    output: Path | None,
+    timeout_s: float | None,
+    memory: int | None,
+) -> None:
     """Run read-only DuckDB SQL over STORE's views: runs, metrics, ranks and one per bundle table.
 
-    The query runs in the same sandbox as `popprof query`, with read access to the store's files only.
+    The query runs in the same sandbox as `popprof query`, with read access to the store's files only,
+    at most --timeout seconds and --memory-limit of memory (docs/limits.md).
     """
+    from ..sql import QueryBudget, format_result
     from ..store import open as open_store
 
-    print_frame(open_store(store).query(sql, timeout_s=timeout_s), fmt, limit)
+    limit = _rows(rows)
+    check_output(output, [])
+    budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
+    frame = open_store(store).query(sql, budget=budget)
+    emit(format_result(frame, fmt, limit=limit, budget=budget), output)
 
 
 @store_command.command("compact")

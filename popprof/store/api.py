@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow.dataset as ds
 
+    from ..sql import QueryBudget
+
 
 def init(store: str | os.PathLike[str]) -> Store:
     """Create an empty store at ``store`` (a directory or ``s3://...``); an existing store is kept as it is."""
@@ -69,19 +71,28 @@ class Store:
             con.register_filesystem(self.location.fs)
 
     def query(
-        self, sql: str, *, timeout_s: float | None = None, memory_bytes: int | None = None
+        self,
+        sql: str,
+        *,
+        timeout_s: float | None = None,
+        memory_bytes: int | None = None,
+        budget: QueryBudget | None = None,
     ) -> pd.DataFrame:
-        """Run read-only ``sql`` over the views in the query sandbox, confined to the store's files."""
+        """Run read-only ``sql`` over the views in the query sandbox, confined to the store's files.
+
+        ``budget`` (instead of the two limits) carries one deadline on to :func:`popprof.sql.format_result`.
+        """
         from .. import sql as sandbox
         from .engine_duckdb import create_views
 
-        con = sandbox.connect(memory_bytes, allowed_directories=[self.root.rstrip("/") + "/"])
+        budget = budget or sandbox.QueryBudget(timeout_s, memory_bytes)
+        con = sandbox.connect(budget.memory_bytes, allowed_directories=[self.root.rstrip("/") + "/"])
         try:
             con.execute("SET TimeZone = 'UTC'")
             self._attach_filesystem(con)
             names = create_views(con, self.location)
             sandbox.lock(con)
-            return sandbox.execute(con, sql, names, timeout_s=timeout_s, memory_bytes=memory_bytes)
+            return sandbox.execute(con, sql, names, budget=budget)
         finally:
             con.close()
 
