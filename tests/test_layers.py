@@ -18,6 +18,7 @@ PACKAGE = Path(popprof.__file__).resolve().parent
 LAYERS: dict[str, int] = {
     "_version": 0,
     "model": 0,
+    "markup": 0,
     "io": 1,
     "trace": 2,
     "readers": 3,
@@ -35,6 +36,8 @@ LAYERS: dict[str, int] = {
     "testing": 9,
     "__main__": 10,
 }
+#: Parts importable from any layer (also from model/) because they import nothing of popprof.
+LEAVES = frozenset({"_version", "markup"})
 
 
 def _module_name(path: Path) -> str:
@@ -93,9 +96,19 @@ def test_imports_run_down_the_layers(path):
             wrong.append(f"{target} (the facade: import from the module that defines the name)")
         elif part == "testing" and own != "testing":
             wrong.append(f"{target} (testing code is never imported by runtime code)")
-        elif part != own and LAYERS[part] >= LAYERS[own] and part != "_version":
+        elif part != own and LAYERS[part] >= LAYERS[own] and part not in LEAVES:
             wrong.append(f"{target} (layer {LAYERS[part]} is not below {own}'s {LAYERS[own]})")
     assert not wrong, f"{module} imports upward: {wrong}"
+
+
+def test_the_leaves_import_nothing_of_popprof():
+    for path in MODULES:
+        module = _module_name(path)
+        if _part(module) in LEAVES:
+            outside = [t for t, _ in _imports(path) if _part(t) != _part(module)]
+            assert not outside, (
+                f"{module} may be imported from any layer, so it imports nothing of popprof: {outside}"
+            )
 
 
 def test_no_import_cycles_at_module_level():

@@ -179,12 +179,8 @@ class Profile:
         return f"<Profile {self.name!r} ({self.source_format}): {parts}>"
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td><code>{t}</code></td><td style='text-align:right'>{len(f):,}</td>"
-            f"<td>{', '.join(map(str, f.columns))}</td></tr>"
-            for t, f in self.tables.items()
-        )
-        return (
-            f"<div><b>Profile</b> <code>{self.name}</code> ({self.source_format})"
-            f"<table><tr><th>table</th><th>rows</th><th>columns</th></tr>{rows}</table></div>"
-        )
+        """The profile in Jupyter: its tables with rows and columns (``markup/templates/profile.html.j2``)."""
+        from ..markup import render
+
+        tables = [(t, f"{len(f):,}", [str(c) for c in f.columns]) for t, f in self.tables.items()]
+        return render("profile.html.j2", name=self.name, source_format=self.source_format, tables=tables)

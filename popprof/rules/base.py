@@ -15,7 +15,6 @@ Thresholds are inclusive: a value exactly at a threshold is flagged (``>=``).
 from __future__ import annotations
 
 import fnmatch
-import html
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +38,8 @@ PLATFORMS: tuple[str, ...] = ("ipu", "gpu")
 #: Severities, lowest first.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
+#: Colour of each severity where findings are shown in a notebook.
+SEVERITY_COLOURS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
 
 def severity_rank(severity: str | None) -> int:
@@ -381,26 +382,15 @@ class Findings:
         )
 
     def _repr_html_(self) -> str:
-        colours = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
-        rows = "".join(
-            f"<tr><td style='color:{colours[f.severity]};font-weight:bold'>{f.severity}</td>"
-            f"<td><code>{html.escape(f.rule_id)}</code></td><td>{html.escape(f.message)}</td>"
-            f"<td>{html.escape(f.advice)}</td></tr>"
-            for f in self.items
-        )
-        skipped = "".join(
-            f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>" for r, why in self.not_evaluated
-        )
-        return (
-            f"<div><b>Findings</b> for <code>{html.escape(self.profile_name)}</code>"
-            f"<table><tr><th>severity</th><th>rule</th><th>finding</th><th>advice</th></tr>{rows}</table>"
-            + (
-                f"<details><summary>not evaluated ({len(self.not_evaluated)})</summary><ul>{skipped}</ul>"
-                "</details>"
-                if skipped
-                else ""
-            )
-            + "</div>"
+        """The findings in Jupyter, worst first, then what was not evaluated (``markup/templates/findings.html.j2``)."""
+        from ..markup import render
+
+        return render(
+            "findings.html.j2",
+            profile=self.profile_name,
+            findings=self.items,
+            not_evaluated=self.not_evaluated,
+            colours=SEVERITY_COLOURS,
         )
 
 
