@@ -81,6 +81,29 @@ def test_summary_shows_graph_counts_and_the_data_type_breakdown():
     assert "Stack" in text and "3,852,288 B" in text
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        p for p in sorted(REAL.glob("*_mk[12].txt")) if "execution" not in p.name
+    ],  # SDK 1.x shares: n/a by design
+    ids=lambda p: p.name,
+)
+def test_summary_prints_no_rows_of_n_a(path):
+    """Fragments and logs give a few target and memory figures: summary prints those, no row (or heading)
+    without a figure. The
+    job log has a Target and a Graph section only: no Memory heading; a tile block has no capacity: its fullest
+    tile has no share of a capacity."""
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    text = render_text(summarise(popprof.open(path)))
+    assert "n/a" not in text
+    if path.name.startswith("eidf_"):
+        assert "\nMemory\n" not in text and "\nGraph\n" in text
+    if path == TILE0:
+        assert "  fullest tile           834,416 B (814.9 KiB) on tile 0\n" in text
+
+
 def test_a_directory_of_text_summaries_reads_each_and_reports_the_unreadable_one(tmp_path):
     import shutil
     import warnings

@@ -51,6 +51,7 @@ def render_text(summary: dict) -> str:
     m = summary.get("memory")
     if m:
         lines += ["", "Memory"]
+        heading = len(lines)
         # a line per figure the source gives (an out-of-memory log gives no totals: no rows of n/a)
         if m.get("total_incl_gaps_bytes") is not None or m.get("total_excl_gaps_bytes") is not None:
             lines += [
@@ -60,9 +61,10 @@ def render_text(summary: dict) -> str:
             ]
         tile = "" if m.get("max_tile") is None else f" on tile {m['max_tile']:,}"
         if m.get("max_tile_incl_gaps_bytes") is not None:
+            share = m.get("max_tile_utilisation")  # unknown without the tile capacity (a fragment)
             lines.append(
                 f"  fullest tile           {units.nbytes(m['max_tile_incl_gaps_bytes'])}{tile}"
-                f" = {units.percent(m['max_tile_utilisation'])} of capacity"
+                + ("" if share is None else f" = {units.percent(share)} of capacity")
             )
         if m.get("max_tile_headroom_bytes") is not None:
             lines.append(f"  headroom               {units.nbytes(m['max_tile_headroom_bytes'])}")
@@ -101,6 +103,8 @@ def render_text(summary: dict) -> str:
                 f"  peak liveness          {units.nbytes(m['peak_liveness_bytes'])} at step "
                 f"{m['peak_liveness_step']:,}{program}"
             )
+        if len(lines) == heading:  # the source gives no memory figure (a job log's Target and Graph only)
+            del lines[heading - 2 :]
     e = summary.get("execution")
     if e and e.get("source") == "summary":
         lines += _render_execution_totals(e)
