@@ -134,3 +134,30 @@ def test_the_p_value_is_mann_whitney_with_ties() -> None:
     ]:
         expected = stats.mannwhitneyu(before, after, alternative="two-sided", method="asymptotic").pvalue
         assert _p_value(before, after) == pytest.approx(expected, rel=1e-9)
+
+
+def test_reruns_of_one_commit_are_one_point_their_median(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "store"
+    store.init(root)
+    # commit c1 re-run three times (one re-run hit a bad machine), a run without a commit, then c2 and c3
+    commits = ["c0", "c1", "c1", None, "c1", "c2", "c3"]
+    memory = [100.0, 100.0, 200.0, 100.0, 100.0, 100.0, 150.0]
+    ids = write_history(root, {MEMORY: memory}, commits=commits)
+    code, out, _ = run(capsys, "trend", root, MEMORY, "--format", "json")
+    (series,) = json.loads(out)["series"]
+    assert code == 0 and series["mode"] == "exact" and series["commits"] == ["c0", "c1", None, "c2", "c3"]
+    assert series["runs"] == [ids[0], ids[1], ids[3], ids[5], ids[6]]  # a commit at its first run
+    assert series["values"] == [100.0, 100.0, 100.0, 100.0, 150.0] and series["runs_per_point"] == [
+        1,
+        3,
+        1,
+        1,
+        1,
+    ]
+    assert [(c["last_old_commit"], c["first_new_commit"]) for c in series["changes"]] == [("c2", "c3")]
+    code, out, _ = run(capsys, "trend", root, MEMORY)
+    assert "5 commits (7 runs)" in out
+    code, out, _ = run(capsys, "trend", root, MEMORY, "--format", "json", "--each-run")
+    (series,) = json.loads(out)["series"]
+    # run by run, the bad re-run makes the exact metric look noisy (and 7 runs are too few for a change point)
+    assert len(series["values"]) == 7 and series["mode"] == "noisy" and series["changes"] == []

@@ -34,7 +34,18 @@ def trend_command() -> None:
 @click.argument("metrics", nargs=-1, required=True)
 @click.option("--profile", default=None, help="Only this profile (default: one series per profile).")
 @click.option("--branch", default=None, help="Only runs of this branch.")
-@click.option("--last", type=click.IntRange(2, None), default=500, show_default=True, help="Runs per series.")
+@click.option(
+    "--last",
+    type=click.IntRange(2, None),
+    default=500,
+    show_default=True,
+    help="Points (commits) per series.",
+)
+@click.option(
+    "--each-run",
+    is_flag=True,
+    help="One point per run (default: re-runs of one commit are one point, their median).",
+)
 @click.option("--mode", type=click.Choice(["auto", "exact", "noisy"]), default="auto", show_default=True)
 @click.option(
     "--recent",
@@ -57,6 +68,7 @@ def show_command(
     profile: str | None,
     branch: str | None,
     last: int,
+    each_run: bool,
     mode: str,
     recent: int,
     budget_file: str | None,
@@ -78,6 +90,7 @@ def show_command(
         mode=mode,
         recent=recent,
         budget=load_budget(budget_file),
+        collapse=not each_run,
     )
     if plot_out is not None:
         report.plot(series, plot_out)

@@ -9,6 +9,11 @@ Two modes per series (one metric of one profile, oldest run first):
   exceeds the metric's gate budget (``[tool.popprof.gate]``, else the default budget) in the metric's worse
   direction, or would exceed it were it a worsening (so improvements of that size show too).
 
+Re-runs of one commit are one point (``collapse``, the default): the median of their values, at the time and
+run id of the commit's first run (so the point, and an acknowledgement of a change at it, stay put as
+re-runs come in); ``runs_per_point`` says how many runs each point holds. Runs without a commit are a point
+each.
+
 A kept worsening beyond the budget is a *regression*; ``fail`` is true when one lies in the last ``recent``
 runs and is not acknowledged (``popprof trend ack``).
 """
@@ -21,6 +26,7 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +36,9 @@ from ..model.errors import UsageError
 from .api import Store, open_store
 from .changepoints import INSTALL_HINT, MissingTrendExtra, boundaries, robust_sigma
 from .layout import slug
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MODES = ("auto", "exact", "noisy")
 
@@ -75,6 +84,7 @@ class Series:
     values: list[float]
     changes: list[Change] = field(default_factory=list)
     note: str | None = None
+    runs_per_point: list[int] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Change]:
@@ -98,8 +108,12 @@ def trend(
     mode: str = "auto",
     recent: int = 10,
     budget: Budget | None = None,
+    collapse: bool = True,
 ) -> list[Series]:
-    """The series of ``metrics`` in ``store`` (one per metric and profile) with their changes."""
+    """The series of ``metrics`` in ``store`` (one per metric and profile) with their changes.
+
+    ``last`` keeps the latest N points; with ``collapse`` re-runs of one commit are one point (their median).
+    """
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     handle = store if isinstance(store, Store) else open_store(store)
@@ -116,10 +130,23 @@ def trend(
                 + (f" on branch {branch!r}" if branch else "")
             )
         for prof, group in frame.groupby("profile", sort=True):
+            group = collapse_reruns(group) if collapse else group.assign(runs_per_point=1)
             if last is not None:
                 group = group.tail(last)
             out.append(_series(name, str(prof), group.reset_index(drop=True), mode, recent, budget, acks))
     return out
+
+
+def collapse_reruns(group: pd.DataFrame) -> pd.DataFrame:
+    """One row per commit (runs without a commit stay one row each), oldest first: the commit's first run with
+    the median ``value`` of all its runs, and ``runs_per_point``."""
+    commits = group["commit"].astype(object)
+    key = commits.where(commits.notna(), "\0run " + group["run_id"].astype(str))
+    by = group.assign(_key=key.to_numpy()).groupby("_key", sort=False)
+    first = by.head(1).set_index("_key")
+    first["value"] = by["value"].median()
+    first["runs_per_point"] = by.size()
+    return first.reset_index(drop=True)
 
 
 def _series(name, prof, group, mode, recent, budget, acks) -> Series:
@@ -134,6 +161,7 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         commits=[c if isinstance(c, str) else None for c in group["commit"]],
         created=[t.isoformat() for t in group["created"]],
         values=values.tolist(),
+        runs_per_point=[int(c) for c in group["runs_per_point"]],
     )
     noisy = mode == "noisy" or (mode == "auto" and robust_sigma(values) > 0)
     if not noisy:

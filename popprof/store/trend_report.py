@@ -33,7 +33,11 @@ def text(series: list[Series]) -> str:
     """Plain text: per series its mode, last value and changes."""
     lines = []
     for s in series:
-        head = f"{s.metric} [{s.profile}] {s.mode}, {len(s.values)} runs, last {units.value(s.values[-1], s.unit)}"
+        runs = sum(s.runs_per_point) or len(s.values)
+        points = (
+            f"{len(s.values)} runs" if runs == len(s.values) else f"{len(s.values)} commits ({runs} runs)"
+        )
+        head = f"{s.metric} [{s.profile}] {s.mode}, {points}, last {units.value(s.values[-1], s.unit)}"
         lines.append(head)
         if s.note:
             lines.append(f"  note: {s.note}")

@@ -52,9 +52,12 @@ def write_history(
     start: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     every: dt.timedelta = dt.timedelta(hours=2),
     run_ids: Sequence[str] | None = None,
+    commits: Sequence[str | None] | None = None,
     compacted: bool = False,
 ) -> list[str]:
     """Write one run per index of the ``series`` (metric name -> values, all the same length); the run ids.
+
+    ``commits``: each run's commit (default: a distinct one per run; the same commit twice is a re-run).
 
     With ``compacted`` the files are written as ``store compact`` leaves them (one per month and kind).
     """
@@ -66,7 +69,7 @@ def write_history(
     runs, metrics = [], []
     for i, run_id in enumerate(ids):
         created = start + i * every
-        commit = hashlib.sha1(f"commit {i}".encode()).hexdigest()
+        commit = commits[i] if commits is not None else hashlib.sha1(f"commit {i}".encode()).hexdigest()
         ingest = hashlib.sha256(f"{run_id}\0{profile}\0synthetic".encode()).hexdigest()[:16]
         runs.append(
             {
