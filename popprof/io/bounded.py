@@ -31,6 +31,9 @@ _BRACKETS[[ord("["), ord("{")]] = 1
 _BRACKETS[[ord("]"), ord("}")]] = -1
 #: every byte but the quote and the four brackets (deleted to reduce a chunk to its structure)
 _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
+#: the quote and the four brackets, as a lookup of every byte
+_STRUCTURAL = np.zeros(256, dtype=bool)
+_STRUCTURAL[list(b'"[]{}')] = True
 
 SPECIAL_KINDS = _KINDS = (
     (stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"),
@@ -143,12 +146,20 @@ class GzipGuard(_Guard):
             )
 
 
+class TextAfterJson(InputError):
+    """Something other than white space follows the top-level JSON value (see :class:`JsonGuard`)."""
+
+
 class JsonGuard(_Guard):
     """Tracks JSON nesting depth and the length of the string being read, across chunks, in numpy.
 
     It does not validate JSON: it only counts brackets outside strings and the bytes
     between unescaped quotes, so that a parser downstream never sees nesting deeper
-    than ``json-depth`` nor a string longer than ``string-bytes``.
+    than ``json-depth`` nor a string longer than ``string-bytes``. From the same count it
+    knows where the top-level object or array ends, and refuses anything but white space
+    after it (text appended to a trace, a second JSON value) with an
+    :class:`~popprof.model.errors.InputError`: one line, exit code 2, for every reader
+    that reads JSON through it.
     """
 
     def __init__(self, inner: io.IOBase, path: Path) -> None:
@@ -160,13 +171,34 @@ class JsonGuard(_Guard):
         self.in_string = False
         self.string_open = 0  # bytes of the string open at the end of the last chunk
         self.backslashes = 0  # backslashes ending the last chunk (inside a string)
+        self.started = False  # the top-level value (an object or array) has opened
+        self.ended = False  # ... and ended: only white space may follow
+        self.offset = 0  # bytes checked before this chunk
 
     def check(self, chunk: memoryview) -> None:
         raw = chunk.tobytes()
-        if self.backslashes or len(raw) >= self.max_string or b"\\" in raw:
+        if self.ended:
+            self._check_after(raw, 0)
+        elif self.backslashes or len(raw) >= self.max_string or b"\\" in raw:
             self._check_exact(np.frombuffer(raw, dtype=np.uint8))
         else:
             self._check_plain(raw)
+        self.offset += len(raw)
+
+    def _check_after(self, raw: bytes, start: int) -> None:
+        """InputError when ``raw[start:]``, after the top-level value's end, holds anything but white space:
+        an appended log line, a comment or a second JSON value would otherwise be read as part of the file
+        (or silently dropped) by whichever parser sits downstream."""
+        self.ended = True
+        rest = raw[start:].lstrip(b" \t\r\n")
+        if rest:
+            at = self.offset + len(raw) - len(rest)
+            raise TextAfterJson(
+                self.path,
+                f"text follows the JSON value at byte {at:,} (an appended log line, a comment or a second "
+                "JSON value): the file is not one JSON document",
+                "remove what follows the JSON value, then read the file again",
+            )
 
     def _check_exact(self, data: np.ndarray) -> None:
         quotes = self._real_quotes(data)
@@ -197,7 +229,10 @@ class JsonGuard(_Guard):
         if len(brackets):
             # outside strings: an even number of quotes before it (odd when a string was open)
             outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
-            self._descend(np.where(outside, _BRACKETS[marks[brackets]], 0))
+            end = self._descend(np.where(outside, _BRACKETS[marks[brackets]], 0))
+            if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
+                structural = np.flatnonzero(_STRUCTURAL[np.frombuffer(raw, dtype=np.uint8)])
+                self._check_after(raw, int(structural[brackets[end]]) + 1)
         self.in_string ^= bool(quotes % 2)
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
@@ -257,12 +292,15 @@ class JsonGuard(_Guard):
             return
         delta = delta[delta != 0]
         inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
-        self._descend(delta[~inside])
+        end = self._descend(delta[~inside])
+        if end >= 0:
+            self._check_after(data.tobytes(), int(where[~inside][end]) + 1)
 
-    def _descend(self, steps: np.ndarray) -> None:
-        """Follow the depth through the bracket steps (+1 / -1) of a chunk, outside strings, in order."""
+    def _descend(self, steps: np.ndarray) -> int:
+        """Follow the depth through the bracket steps (+1 / -1, 0 for none) of a chunk, outside strings, in
+        order; the index of the step that closes the top-level value, or -1."""
         if not len(steps):
-            return
+            return -1
         path = np.cumsum(steps, dtype=np.int64)
         path += self.depth
         if int(path.max()) > self.max_depth:
@@ -270,6 +308,15 @@ class JsonGuard(_Guard):
                 self.path, "json-depth", f"JSON nested more than {self.max_depth} levels deep"
             )
         self.depth = int(path[-1])
+        first = 0
+        if not self.started:
+            opened = np.flatnonzero(path > 0)
+            if not len(opened):
+                return -1
+            self.started, first = True, int(opened[0])
+        if int(path[first:].min()) > 0:
+            return -1
+        return first + int(np.flatnonzero(path[first:] <= 0)[0])
 
 
 def _run_start(slashes: np.ndarray, last: int) -> int:

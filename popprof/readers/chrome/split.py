@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...io.bounded import TextAfterJson
 from ...io.files import guard_json
 from ...io.heap import release_free_memory
 from ...io.progress import counted
@@ -207,8 +208,8 @@ class Workers:
             done = dict(_parse_front(self._jobs, self._claims))
             release_free_memory()  # what this process's pieces left in the heap, before the worker's come in
             done.update(result for future in self._futures if (result := future.result()) is not None)
-        except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
-            return None
+        except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool, TextAfterJson):
+            return None  # a piece that closed early (a cut inside nested args): the serial pass decides
         if sorted(done) != list(range(len(self._jobs))) or any(part.error for part in done.values()):
             return None  # a piece did not parse cleanly: let one serial pass find and report the problem
         return [done[piece] for piece in range(len(self._jobs))]
