@@ -197,6 +197,7 @@ def test_profiler_bookkeeping_is_left_out_of_work_figures(tmp_path):
     trace = summarise(profile)["trace"]
     names = {op["name"] for op in trace["top_cpu_ops_by_self"]}
     assert "Activity Buffer Request" not in names and "aten::mm" in names
+    assert not [n for n in names if n.startswith("ProfilerStep")]  # a step's marker is no CPU op
     assert all(t["pid"] != -1 for t in trace["busiest_threads"])
     for f in popprof.check(profile, rules=["host.*"]):
         assert "ProfilerStep" not in f.message and "Activity Buffer Request" not in f.message, f.rule_id

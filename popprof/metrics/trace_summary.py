@@ -22,6 +22,7 @@ from ..trace.activity import (
     is_bookkeeping,
     is_device_activity,
     is_host_wait,
+    is_step_marker,
 )
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions, self_time
@@ -83,7 +84,8 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     by_name = _by_name(codes, names, dur, own, real)
     out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False, kind="stable").head(top))
     out["top_by_self"] = _records(by_name.sort_values("self_us", ascending=False, kind="stable").head(top))
-    cpu = ~device_activity_mask(profile) & real & ~on_device_tracks(events, threads)
+    # ProfilerStep#N spans a step: its self time is the step's time outside ops, not an op's work
+    cpu = ~device_activity_mask(profile) & real & ~on_device_tracks(events, threads) & ~is_step_marker(events)
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
     out["top_cpu_ops_by_self"] = _records(
         cpu_by_name.sort_values("self_us", ascending=False, kind="stable").head(top)
