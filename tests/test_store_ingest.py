@@ -172,3 +172,16 @@ def test_bad_store_and_bad_options_are_one_line(tmp_path: Path, root: Path, caps
     assert code == 2 and "KEY=VALUE" in err
     code, _, err = run(capsys, "store", "add", root, tmp_path / "missing.popprof")
     assert code == 2 and "Traceback" not in err
+
+
+def test_ranks_take_their_host_from_the_trace_else_from_the_host_label(root: Path, tmp_path: Path) -> None:
+    # PyTorch's tensorboard_trace_handler names a file <hostname>_<pid>.<time>.pt.trace.json.gz
+    traces = tmp_path / "job"
+    traces.mkdir()
+    (traces / "gpu_node_3_4037.1682725897.pt.trace.json.gz").write_bytes(
+        (TWO_RANKS / "rank-0.json.gz").read_bytes()
+    )
+    (traces / "rank-1.json.gz").write_bytes((TWO_RANKS / "rank-1.json.gz").read_bytes())
+    store.add(root, [traces], run_id="t1", labels={"host": "from-label"})
+    ranks = store.open(root).query("SELECT rank, host FROM ranks ORDER BY rank")
+    assert ranks.to_dict("records") == [{"rank": 0, "host": "gpu_node_3"}, {"rank": 1, "host": "from-label"}]
