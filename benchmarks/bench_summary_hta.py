@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
+import math
 import resource
 import statistics
 import subprocess
@@ -64,6 +65,20 @@ print(json.dumps(phases))
 """
 
 
+#: ``popprof summary`` as the console script runs it (popprof.cli.main), plus the main process's own CPU
+#: on stderr at exit: on two idle cores the parse worker runs beside it, so that is about the wall time.
+POPPROF_SCRIPT = """
+import json, resource, sys
+from popprof.cli import main
+try:
+    code = main({argv!r})
+finally:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({{"own_cpu_seconds": usage.ru_utime + usage.ru_stime}}), file=sys.stderr)
+sys.exit(code)
+"""
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -91,11 +106,14 @@ def run(argv: list[str], timeout: float) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(error.strip().splitlines()[-1] if error.strip() else f"exit {proc.returncode}")
     lines = text.strip().splitlines()
+    # the wrapper's line (anything the run left on the line before it, such as a carriage return, cut off)
+    errors = [line[line.index("{") :] for line in error.splitlines() if '{"own_cpu_seconds"' in line]
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
         "peak_bytes": watch.peak_kib * 1024,
         "last_line": lines[-1] if lines else "",
+        "last_error_line": errors[-1] if errors else "{}",
     }
 
 
@@ -164,6 +182,11 @@ def main() -> None:
                 result["load_average"] = _load_average()
                 loads.append(result["load_average"])
                 phases = ""
+                if name == "popprof":
+                    result["own_cpu_seconds"] = json.loads(result["last_error_line"]).get(
+                        "own_cpu_seconds", math.nan
+                    )
+                    phases = f"  main process cpu {result['own_cpu_seconds']:.2f} s"
                 if name == "hta":
                     result["phases"] = json.loads(result["last_line"])
                     phases = "  " + ", ".join(f"{k} {v:.2f}" for k, v in result["phases"].items())
@@ -175,12 +198,14 @@ def main() -> None:
                 )
         keys = ("seconds", "cpu_seconds", "peak_bytes")
         med = {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
+        med["popprof"]["own_cpu_seconds"] = statistics.median(r["own_cpu_seconds"] for r in runs["popprof"])
     p = med["popprof"]
     rows = [
         [
             "popprof summary --format json",
             f"{p['seconds']:.2f}",
             f"{p['cpu_seconds']:.2f}",
+            f"{p['own_cpu_seconds']:.2f}",
             _mib(p["peak_bytes"]),
             "",
         ]
@@ -188,9 +213,10 @@ def main() -> None:
     verdict = ""
     if "hta" in med:
         h = med["hta"]
-        speed, cpu_ratio, memory = (
+        speed, cpu_ratio, path_ratio, memory = (
             h["seconds"] / p["seconds"],
             h["cpu_seconds"] / p["cpu_seconds"],
+            h["cpu_seconds"] / p["own_cpu_seconds"],
             p["peak_bytes"] / h["peak_bytes"],
         )
         rows.append(
@@ -198,17 +224,19 @@ def main() -> None:
                 "HTA load + 4 analyses",
                 f"{h['seconds']:.2f}",
                 f"{h['cpu_seconds']:.2f}",
+                f"{h['cpu_seconds']:.2f}",
                 _mib(h["peak_bytes"]),
-                f"{speed:.1f}x wall, {cpu_ratio:.1f}x CPU; peak {memory:.2f}",
+                f"{speed:.1f}x wall, {cpu_ratio:.1f}x CPU, {path_ratio:.1f}x main-process CPU; peak {memory:.2f}",
             ]
         )
         verdict = (
-            f"targets: >= 10x faster: {'met' if speed >= 10 else 'NOT met'} ({speed:.1f}x wall, "
-            f"{cpu_ratio:.1f}x CPU); <= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met'} "
+            f"targets: >= 10x faster: {'met' if speed >= 10 else 'NOT met'} in wall ({speed:.1f}x; "
+            f"{cpu_ratio:.1f}x in CPU of all processes, {path_ratio:.1f}x in the main process's CPU, about the "
+            f"wall on two idle cores); <= 1/3 of HTA's peak: {'met' if memory <= 1 / 3 else 'NOT met'} "
             f"({memory:.2f})"
         )
     print(f"\n{path.name}, {args.repeat} runs each, alternating; load average: {', '.join(loads)}")
-    print_table(["end to end", "wall s", "CPU s", "peak MiB", "HTA / popprof"], rows)
+    print_table(["end to end", "wall s", "CPU s", "main-process CPU s", "peak MiB", "HTA / popprof"], rows)
     if verdict:
         print(verdict)
     if args.json:

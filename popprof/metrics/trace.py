@@ -66,9 +66,12 @@ def span_us(profile: Profile) -> float | None:
     better=None,
 )
 def recorded_span_us(profile: Profile) -> float | None:
-    events = profile.events
-    union = interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
-    return None if union is None else float(union.span)
+    def build() -> float | None:
+        events = profile.events
+        union = interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
+        return None if union is None else float(union.span)
+
+    return profile.cached("trace.recorded_span_us", build)
 
 
 @metric("trace.event_count", "events", "trace events (bookkeeping included)", needs=("events",), better=None)

@@ -353,7 +353,7 @@ def render(
     kernels, launch delays, trace events); several profiles get contents and a
     side-by-side table of the key metrics.
     """
-    from ..metrics import compute
+    from ..metrics import compute, shared
     from ..metrics.summary import summarise
     from .templating import render_template
 
@@ -366,18 +366,21 @@ def render(
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sections = []
     for i, profile in enumerate(items):
-        found = by_name.get(profile.name)
-        if found is None:
-            found = run_checks(profile, config)
-        sections.append(
-            _profile_part(
-                profile,
-                i + 1,
-                summary=summarise(profile),
-                findings=findings_context(found),
-                plots=plot_items(profile, found, image_format=image_format, config=config) if plots else None,
+        with shared(profile):  # checks, summary, metrics and plots share their intermediates
+            found = by_name.get(profile.name)
+            if found is None:
+                found = run_checks(profile, config)
+            sections.append(
+                _profile_part(
+                    profile,
+                    i + 1,
+                    summary=summarise(profile),
+                    findings=findings_context(found),
+                    plots=plot_items(profile, found, image_format=image_format, config=config)
+                    if plots
+                    else None,
+                )
             )
-        )
     return render_template(
         "report.html.j2",
         title=title,
