@@ -2,10 +2,10 @@
 
 The CLI turns SIGTERM into an exception that unwinds the reading process (its atomic writes remove
 their temporaries, exit 143). A forked worker inherits that handler: on ``kill -TERM`` of the process
-group it raised inside the pool's machinery and printed a 25-line traceback. :func:`quiet_worker`, the
-initializer of every worker pool (the Chrome reader's split parse, the rank-directory reader), makes a
-worker end silently on SIGTERM and ignore SIGINT (Ctrl-C reaches the whole group; the reading process
-handles it and shuts its pools down).
+group it raised inside the pool's machinery and printed a 25-line traceback. :func:`quiet_worker`, which
+every worker of :mod:`popprof.io.parallel` runs first (forked or spawned), makes a worker end silently on
+SIGTERM and ignore SIGINT (Ctrl-C reaches the whole group; the reading process handles it and shuts its
+pools down).
 """
 
 from __future__ import annotations
