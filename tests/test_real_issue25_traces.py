@@ -109,3 +109,15 @@ def test_stall_notes_name_host_work_not_profiler_bookkeeping(k2021):
         assert not [n for n in names if n.startswith(("PyTorch Profiler", "ProfilerStep"))]
     (f,) = findings.items
     assert "on thread 25738 (python)" in f.message and " on ;" not in f.message
+
+
+def test_the_timeline_plot_has_a_lane_per_real_thread(k2021):
+    """The 2021 trace's "Traces" pseudo-threads and the "" instant are bookkeeping: no lane, no stand-in id; the
+    plot's lanes are the device and the trace's two host threads (summary's three threads with the stream)."""
+    from popprof.plots.timeline import lanes
+
+    assert [label for label, _ in lanes(k2021)] == [
+        "device",
+        "python: thread 25738 (python)",
+        "python: thread 25772 (python)",
+    ]

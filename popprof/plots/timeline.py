@@ -27,6 +27,8 @@ from ..io import units
 from ..metrics.trace import time_origin
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
+from ..trace.activity import is_bookkeeping
+from ..trace.frame import SYNTHETIC_ID_BASE
 from ..trace.intervals import host_events, merge_intervals
 from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
 
@@ -82,14 +84,19 @@ def lanes(profile: Profile) -> list[tuple[str, pd.DataFrame]]:
     device = events["device_category"].notna()
     if device.any():
         result.append((DEVICE_LANE, events[device]))
-    host = events[~device & (events["depth"] <= 1)]
+    # profiler bookkeeping (Kineto's "Traces" / "Spans" pseudo-threads, the PyTorch Profiler (N) span) is no
+    # thread of the program: no lane (as summary counts no such thread)
+    host = events[~device & (events["depth"] <= 1) & ~is_bookkeeping(events)]
     names = {}
     threads = profile.get("threads")
     if threads is not None and not threads.empty:
         for pid, tid, pname, tname in threads[["pid", "tid", "process_name", "thread_name"]].itertuples(
             index=False
         ):
-            label = str(tname) if isinstance(tname, str) and tname and tname != "nan" else f"tid {tid}"
+            if isinstance(tname, str) and tname and tname != "nan":
+                label = str(tname)
+            else:  # an id the reader stood in for a text id is not in the file: not printed
+                label = "unnamed thread" if int(tid) >= SYNTHETIC_ID_BASE else f"tid {tid}"
             if isinstance(pname, str) and pname and pname != "nan":
                 label = f"{pname}: {label}"
             names[(int(pid), int(tid))] = label
