@@ -45,7 +45,7 @@ from ..io.jsonbytes import (
     unescaped_quotes,
 )
 from .redactor import Redactor
-from .scrub import _key_kind
+from .scrub import is_secret_key
 
 BLOCK = 8 << 20
 #: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).
@@ -346,7 +346,7 @@ class ChromeRedactor:
                 if public:
                     self.r.kept["public"] += 1
                 code = _PUBLIC if public else 0
-                if len(content) < 64 and _key_kind(text) == "secret":
+                if len(content) < 64 and is_secret_key(text):
                     code |= _SECRET_KEY
                 if len(known) > CACHE_LIMIT:
                     known.clear()

@@ -226,9 +226,10 @@ class NameGrammar:
             return False
         if value in self.exact or value in self.vertices or value in self.kernels:
             return True
-        m = _RUNTIME_SUFFIX.fullmatch(value)
-        if m is not None and m.group(1) in self.cuda:
-            return True
+        if "_" in value:  # the suffix regex backtracks: only where a suffix can be
+            m = _RUNTIME_SUFFIX.fullmatch(value)
+            if m is not None and m.group(1) in self.cuda:
+                return True
         if value.startswith(("nccl", "rccl")):
             return (
                 self._nccl.fullmatch(value) is not None or _LEGACY_NCCL_PRE_2_8.fullmatch(value) is not None
@@ -239,8 +240,11 @@ class NameGrammar:
 
     def vertex(self, value: str, depth: int = 0) -> bool:
         """A Poplar / PopLibs vertex name with every template argument accounted for."""
+        head = value.split("<", 1)[0].strip()
+        if head not in self.vertices and head not in self.bare_vertices or depth > 8:
+            return False  # the class name decides first (a set look-up; most names end here)
         m = _VERTEX.fullmatch(value.strip())
-        if m is None or depth > 8:
+        if m is None:
             return False
         name = m["name"]
         if name not in self.vertices and name not in self.bare_vertices:
@@ -259,11 +263,9 @@ class NameGrammar:
 
     def generated_kernel(self, value: str) -> bool:
         """A generated cuBLAS / cuDNN / CUTLASS kernel name, every ``_`` part accounted for."""
-        if _GENERATED.fullmatch(value) is None:
+        if _ARCH_HEAD.fullmatch(value.split("_", 1)[0]) is None or _GENERATED.fullmatch(value) is None:
             return False
         parts = value.split("_")
-        if _ARCH_HEAD.fullmatch(parts[0]) is None:
-            return False
         return all(p in self.kernel_parts or _PART_SHAPE.fullmatch(p) for p in parts[1:])
 
     def signature(self, value: str) -> bool:

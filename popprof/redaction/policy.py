@@ -67,7 +67,7 @@ class Policy:
 
     def keeps(self, value: str) -> bool:
         """True when the user asked to keep ``value`` readable."""
-        return any(p.fullmatch(value) for p in self._keep)
+        return bool(self._keep) and any(p.fullmatch(value) for p in self._keep)
 
     def drops(self, target: str) -> bool:
         """True when ``target`` (``table:NAME``, ``column:TABLE.COL`` or ``metadata.KEY``) is dropped."""

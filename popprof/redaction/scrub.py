@@ -111,10 +111,13 @@ for _kind, _keys in {
         SENSITIVE_KEYS[_k] = _kind
 
 
+_NOT_KEY_CHAR = re.compile(r"[^a-z0-9]")
+
+
 @functools.lru_cache(maxsize=4096)
 def _key_kind(key: str) -> str | None:
     """The detector kind a JSON key or column name makes its value (``hostname`` -> ``host``), or None."""
-    norm = re.sub(r"[^a-z0-9]", "", key.lower())
+    norm = _NOT_KEY_CHAR.sub("", key.lower())
     kind = SENSITIVE_KEYS.get(norm)
     if kind is None and norm.endswith(("token", "password", "secret", "apikey")):
         kind = "secret"
@@ -123,6 +126,15 @@ def _key_kind(key: str) -> str | None:
     if kind is None and norm.endswith(("dir", "directory", "path", "file")):
         kind = "path"
     return kind
+
+
+#: Every key :func:`_key_kind` calls ``secret`` holds one of these (a cheap test before the normalising one).
+_SECRET_HINT = re.compile(r"(?i)pass|pwd|tok|secr|key|auth|cred|cook|sess")
+
+
+def is_secret_key(key: str) -> bool:
+    """A key whose value is a secret whatever it looks like (``password``, ``api_key``, ``auth_token``)."""
+    return _SECRET_HINT.search(key) is not None and _key_kind(key) == "secret"
 
 
 #: A value assigned to a secret keyword in free text (``password=55512345``, ``token: 0xbeef``):
