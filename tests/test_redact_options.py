@@ -116,3 +116,36 @@ def test_weak_keys_are_refused_from_every_source(tmp_path, key, run):
 def test_sound_keys_pass(tmp_path, key, run):
     assert key_weakness(key.encode()) is None
     assert redact(_trace(tmp_path), tmp_path / "o.json", key=key).passed
+
+
+def test_redact_takes_a_config_file_and_its_redact_table_is_the_policy(tmp_path, run):
+    config = tmp_path / "team.toml"
+    config.write_text('[redact]\nkeep = ["QzvCanary"]\n')
+    out = tmp_path / "o.json"
+    result = run(["redact", str(_trace(tmp_path)), "-o", str(out), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "QzvCanary" in out.read_text()  # kept, as the config says
+    assert "keeps 1 pattern(s) readable" in result.output  # and said on stderr
+    result = run(
+        ["redact", str(_trace(tmp_path)), "-o", str(tmp_path / "x.json"), "--config", str(tmp_path / "no")]
+    )
+    assert result.exit_code == 2 and "config file not found" in result.output
+
+
+def test_scan_writes_its_report_atomically_with_o(tmp_path, run):
+    src = _trace(tmp_path)
+    out = tmp_path / "o.json"
+    assert run(["redact", str(src), "-o", str(out)]).exit_code == 0
+    report = tmp_path / "scan.json"
+    result = run(["scan", str(out), "--against", str(src), "-o", str(report)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(report.read_text())["scan"]["passed"] is True
+    assert "wrote" in result.output
+    leaked = tmp_path / "leak.json"
+    result = run(["scan", str(src), "--against", str(src), "-o", str(leaked)])  # the original leaks itself
+    assert result.exit_code == 1
+    scan = json.loads(leaked.read_text())["scan"]
+    assert scan["passed"] is False and scan["locations"]
+    assert "QzvCanary" not in leaked.read_text()  # places and kinds, never the value
+    result = run(["scan", str(out), "--against", str(src), "-o", str(src)])
+    assert result.exit_code == 2 and json.loads(src.read_text())  # never overwrites an input

@@ -9,7 +9,21 @@ import click
 
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
-from .common import global_options
+from .common import check_output, global_options, is_stdout, said_wrote
+
+
+def _config_option():
+    """``--config FILE`` as every command has it; for redaction only its ``[redact]`` table counts, and
+    without it only the project's own configuration (at the git root) is read, never one further up."""
+    return click.option(
+        "--config",
+        "config_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Config file whose [redact] table is the policy (default: the project's popprof.toml or "
+        "pyproject.toml at the git root, never one further up).",
+    )
 
 
 @click.command("redact")
@@ -50,6 +64,7 @@ from .common import global_options
     default=None,
     help="Write the pseudonym -> original map here (SENSITIVE: keep it private).",
 )
+@_config_option()
 @click.option("--no-scan", is_flag=True, help="Skip the leak scan (not recommended).")
 @click.option(
     "--report",
@@ -67,6 +82,7 @@ def redact_command(
     drop: tuple[str, ...],
     policy_file: Path | None,
     mapping_out: Path | None,
+    config_file: Path | None,
     no_scan: bool,
     report_out: Path | None,
 ) -> None:
@@ -83,6 +99,11 @@ def redact_command(
       popprof redact run.popprof -o run.redacted.popprof --key-file team.key
       popprof redact trace.json.gz -o trace.redacted.json.gz --report redaction.json
       popprof redact summary.txt -o summary.redacted.txt --keep 'MyLib::*'
+      popprof redact trace.json -o shared.json --config team/popprof.toml   # its [redact] policy
+
+    The policy comes from the command line, --policy FILE, --config FILE's [redact] table, or the
+    project's own popprof.toml / pyproject.toml at the root of the git repository you are in (never
+    one further up); a policy that keeps more readable is always said on stderr.
     """
     from ..redaction import build_policy, check_paths, input_kind, redact
     from ..redaction.pseudonym import KEY_ENV
@@ -97,8 +118,8 @@ def redact_command(
         report_out,
     ):  # the key and the policy are inputs too: never overwrite them
         if written is not None:
-            refuse_overwriting_inputs(written, [key_file, policy_file])
-    policy = build_policy(policy_file, keep, drop)
+            refuse_overwriting_inputs(written, [key_file, policy_file, config_file])
+    policy = build_policy(policy_file, keep, drop, config_file=config_file)
     for note in policy.loosened:  # a policy that keeps more readable is always said, wherever it came from
         click.echo(f"popprof: note: {note}", err=True)
     input_kind(source)
@@ -167,8 +188,25 @@ def leak_message(scan: dict, report_option: bool = True) -> str:
     help="Policy TOML file (its keep patterns are honoured).",
 )
 @click.option("--keep", multiple=True, metavar="PAT", help="Values matching PAT were kept on purpose.")
+@_config_option()
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+    default=None,
+    metavar="FILE",
+    help="Write the scan report (JSON: kinds and places of leaks, never values) to FILE atomically; - is stdout.",
+)
 @global_options
-def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tuple[str, ...]) -> None:
+def scan_command(
+    path: Path,
+    original: Path,
+    policy_file: Path | None,
+    keep: tuple[str, ...],
+    config_file: Path | None,
+    output: Path | None,
+) -> None:
     """Leak-scan a redacted output against its original; exit 1 when anything sensitive remains.
 
     Every string of PATH is checked for every sensitive token of ORIGINAL (the names and
@@ -176,16 +214,35 @@ def scan_command(path: Path, original: Path, policy_file: Path | None, keep: tup
     kinds that leaked and where, never the values.
 
     \b
-    Example:
+    Examples:
       popprof scan run.redacted.popprof --against run.popprof
+      popprof scan shared.json --against trace.json -o scan.json   # the report, also when it fails
     """
     from ..redaction import build_policy, scan
 
-    policy = build_policy(policy_file, keep)
+    check_output(output, [path, original, policy_file, config_file])
+    policy = build_policy(policy_file, keep, config_file=config_file)
     for note in policy.loosened:
         click.echo(f"popprof: note: {note}", err=True)
     result = scan(path, original, policy)
+    if output is not None:
+        _write_scan_report(result, output)
     if not result.passed:
         click.echo(f"popprof: error: {leak_message(result.to_dict(), report_option=False)}", err=True)
         raise click.exceptions.Exit(1)
-    click.echo(result.summary())
+    click.echo(result.summary(), err=output is not None and is_stdout(output))
+
+
+def _write_scan_report(result, output: Path) -> None:
+    """The scan's report as JSON (:meth:`.ScanResult.to_dict`: kinds and places, never a value): on stdout
+    for ``-`` (then the summary line goes to stderr), else written atomically and said on stderr."""
+    import json
+
+    from ..io.atomic import write_text_atomic
+
+    text = json.dumps({"scan": result.to_dict()}, indent=1) + "\n"
+    if is_stdout(output):
+        click.echo(text, nl=False)
+        return
+    write_text_atomic(output, text)
+    said_wrote(output)

@@ -185,11 +185,19 @@ def build_policy(
     drop: list[str] | tuple[str, ...] = (),
     use_config: bool = True,
     start: str | Path | None = None,
+    config_file: str | Path | None = None,
 ) -> Policy:
-    """The effective policy: defaults, the project's own config (:func:`project_config`), a policy
-    file, then command-line patterns."""
+    """The effective policy: defaults, the project's own config (:func:`project_config`) or the
+    ``config_file`` the user named (``--config FILE``: its ``[redact]`` table, or ``[tool.popprof.redact]``
+    of a pyproject.toml, read instead of the project's), a policy file, then command-line patterns."""
     policy = Policy()
-    if use_config:
+    if config_file is not None:
+        from ..io.config import load_config
+
+        section = load_config(explicit=Path(config_file)).get("redact")
+        if section:
+            policy = policy.merged(section, f"{config_file}", "--config [redact]")
+    elif use_config:
         from ..io.config import load_config
 
         found = project_config(start)
