@@ -275,13 +275,15 @@ def render_trace_text(tr: dict) -> list[str]:
     if devices:
         lines += render_device_table(devices, indent="  ")[1:]
     causes = tr.get("idle_causes") or []
-    if causes:
+    if any(c["idle_us"] for c in causes):
         lines += ["", "  Why the device idled (share of the idle time of its streams, summed over streams)"]
         totals: dict[tuple, float] = {}
         for c in causes:
             key = (c.get("rank"), c["device"])
             totals[key] = totals.get(key, 0.0) + c["idle_us"]
         for (rank, device), total in totals.items():
+            if not total:  # the device never idled: nothing to explain (not a row of dashes)
+                continue
             parts = [
                 f"{c['idle_category'].replace('_', ' ')} "
                 f"{units.percent(c['idle_us'] / total if total else None, missing='-')}"
