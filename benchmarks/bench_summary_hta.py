@@ -156,20 +156,8 @@ def main() -> None:
     print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average {loads[0]}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "summary.json"
-        tools = {
-            "popprof": [
-                sys.executable,
-                "-m",
-                "popprof",
-                "summary",
-                str(path),
-                "--format",
-                "json",
-                "-q",
-                "-o",
-                str(out),
-            ]
-        }
+        argv = ["summary", str(path), "--format", "json", "-q", "-o", str(out)]
+        tools = {"popprof": [sys.executable, "-c", POPPROF_SCRIPT.format(argv=argv)]}
         if not args.popprof_only:
             tools["hta"] = [args.hta_python, "-c", HTA_SCRIPT.format(folder=str(_hta_folder(path)))]
         runs: dict[str, list[dict]] = {name: [] for name in tools}
