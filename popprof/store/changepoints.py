@@ -10,9 +10,10 @@ Detection: ruptures' PELT on a grid of every ``JUMP``-th run with the segment co
 one vectorised pass (its own L1 cost calls ``numpy.median`` once per candidate segment: ~1 s for 500 runs).
 Placement: the median cost finds *whether* the level moved, but places a step less precisely than the mean
 (the median's efficiency is 64 % of the mean's under Gaussian noise); so each boundary is moved to the run
-between its neighbouring boundaries that minimises the squared error of its two segments, over the values
-with one-run spikes (beyond ``SPIKE_SIGMAS`` of a running median of ``SPIKE_WINDOW``) replaced by that
-median, twice over all boundaries. See ``docs/trend.md`` for the measured behaviour.
+within ``2 * JUMP`` of where the grid put it that minimises the squared error of its two segments (each the
+whole stretch to the neighbouring boundary), over the values with one-run spikes (beyond ``SPIKE_SIGMAS``
+of a running median of ``SPIKE_WINDOW``) replaced by that median, twice over all boundaries. See
+``docs/trend.md`` for the measured behaviour.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 MIN_SIZE = 3
 PENALTY_BETA = 3.0
-JUMP = 10
+JUMP = 5
 SPIKE_WINDOW = 9
 SPIKE_SIGMAS = 4.0
 PLACEMENT_ROUNDS = 2
@@ -104,21 +105,25 @@ def despike(values: np.ndarray, width: int = SPIKE_WINDOW, sigmas: float = SPIKE
     return np.where(np.abs(values - median) > sigmas, median, values)
 
 
-def best_split(values: np.ndarray, lo: int, hi: int) -> int:
-    """The run in ``(lo, hi)`` (segments of at least ``MIN_SIZE``) where one step best splits ``values[lo:hi]``:
-    the least total squared error of the two segments (the first such run on ties)."""
+def best_split(values: np.ndarray, lo: int, hi: int, near: int, within: int = 2 * JUMP) -> int:
+    """The run within ``within`` of ``near`` where one step best splits ``values[lo:hi]``: the least total squared
+    error of the two segments, each at least ``MIN_SIZE`` long (the first such run on ties). The segments are
+    the whole stretch between the neighbouring boundaries (the levels from all their runs); only the step's
+    run is searched near where the grid put it, so a boundary never moves onto another change."""
     segment = values[lo:hi]
     n = len(segment)
     sums, squares = np.cumsum(segment), np.cumsum(segment**2)
-    k = np.arange(MIN_SIZE, n - MIN_SIZE + 1)
+    k = np.arange(max(MIN_SIZE, near - within - lo), min(n - MIN_SIZE, near + within - lo) + 1)
+    if not len(k):
+        return near
     left = squares[k - 1] - sums[k - 1] ** 2 / k
     right = (squares[-1] - squares[k - 1]) - (sums[-1] - sums[k - 1]) ** 2 / (n - k)
     return lo + int(k[np.argmin(left + right)])
 
 
 def place(values: np.ndarray, bounds: list[int]) -> list[int]:
-    """Each boundary moved to the best single split between its neighbours (:func:`best_split`) of the despiked
-    values, ``PLACEMENT_ROUNDS`` times over all boundaries."""
+    """Each boundary moved to the best single split near it (:func:`best_split`, within ``2 * JUMP`` runs of
+    where the grid put it) between its neighbours, on the despiked values, ``PLACEMENT_ROUNDS`` times over all."""
     clean = despike(values)
     out = list(bounds)
     for _ in range(PLACEMENT_ROUNDS):
@@ -126,7 +131,7 @@ def place(values: np.ndarray, bounds: list[int]) -> list[int]:
             lo = out[i - 1] if i else 0
             hi = out[i + 1] if i + 1 < len(out) else len(values)
             if hi - lo >= 2 * MIN_SIZE:
-                out[i] = best_split(clean, lo, hi)
+                out[i] = best_split(clean, lo, hi, bounds[i])
     return out
 
 
