@@ -161,3 +161,21 @@ def test_reruns_of_one_commit_are_one_point_their_median(tmp_path: Path, capsys)
     (series,) = json.loads(out)["series"]
     # run by run, the bad re-run makes the exact metric look noisy (and 7 runs are too few for a change point)
     assert len(series["values"]) == 7 and series["mode"] == "noisy" and series["changes"] == []
+
+
+def test_trend_config_sets_modes_and_its_own_thresholds(history, tmp_path: Path, capsys) -> None:
+    root, ids = history
+    config = tmp_path / "popprof.toml"
+    config.write_text('[trend]\nexact = ["trace.*"]\n[trend.budgets]\n"trace.device_idle_us" = "+2%"\n')
+    code, out, _ = run(capsys, "trend", root, IDLE, "--format", "json", "--config", config)
+    (series,) = json.loads(out)["series"]
+    assert code == 0 and series["mode"] == "exact" and len(series["changes"]) > 50  # every value change
+    code, out, _ = run(capsys, "trend", root, IDLE, "--format", "json", "--config", config, "--mode", "noisy")
+    (series,) = json.loads(out)["series"]
+    # with trend's own +2 % the +3 % shift at run 60 is kept too (the gate's default budget is +5 %)
+    assert [c["first_new_run"] for c in series["changes"]] == [ids[60], ids[95]]
+    assert {c["budget"] for c in series["changes"]} == {"+2 %"}
+    for bad, words in (("[trend]\nexact = 3\n", "trend.exact"), ('[trend.budgets]\n"x.*" = "lots"\n', "x.*")):
+        config.write_text(bad)
+        code, _, err = run(capsys, "trend", root, IDLE, "--config", config)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1

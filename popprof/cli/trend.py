@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from .common import format_option
+from .common import config_option, format_option, load_config_file
 
 
 class _TrendGroup(click.Group):
@@ -61,6 +63,7 @@ def trend_command() -> None:
 @click.option(
     "-o", "--output", "plot_out", type=click.Path(), default=None, help="Write a plot (e.g. trend.png)."
 )
+@config_option()
 @format_option("text", "json", "markdown", "junit")
 def show_command(
     store: str,
@@ -74,13 +77,16 @@ def show_command(
     budget_file: str | None,
     fail_on: str,
     plot_out: str | None,
+    config_file: Path | None,
     fmt: str,
 ) -> None:
     """Report the changes of METRICS in STORE (exit 1 with --fail-on regression on an unacknowledged one)."""
     from ..compare.gate import load_budget
     from ..store import trend_report as report
     from ..store.trend import trend
+    from ..store.trend_config import TrendSettings
 
+    config = load_config_file(config_file)
     series = trend(
         store,
         list(metrics),
@@ -89,8 +95,9 @@ def show_command(
         last=last,
         mode=mode,
         recent=recent,
-        budget=load_budget(budget_file),
+        budget=load_budget(budget_file, config=config),
         collapse=not each_run,
+        settings=TrendSettings.from_config(config),
     )
     if plot_out is not None:
         report.plot(series, plot_out)

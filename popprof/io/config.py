@@ -8,7 +8,7 @@ skipped. ``explicit`` (``--config FILE``) names the file instead.
 
 Sub-tables: ``rules`` (``enable``, ``disable``, ``fail_on`` and rule
 parameters such as ``"memory.headroom.warning" = 0.85``), ``gate``,
-``device_map``, ``pilot`` and ``redact`` (read by their own commands).
+``device_map``, ``pilot``, ``redact`` and ``trend`` (read by their own commands).
 
 The file is read through the option-file checks (a regular file within ``option-bytes``:
 never a FIFO or a device) and validated once, with types, when it is loaded
@@ -162,7 +162,8 @@ def validate(config: Mapping, path: Path, prefix: str = "") -> None:
     entry a parameter (a finite number, a string, true/false, or a table of those). ``gate``: a table,
     ``strict``/``defaults`` true/false, its limits numbers, strings or tables. ``device_map``: a file name
     or JSON text, or a table of category = "regular expression". ``pilot``: a table of numbers.
-    ``redact``: a table (its own command checks its keys). Unknown keys are left alone.
+    ``redact``: a table (its own command checks its keys). ``trend``: ``exact``/``noisy`` a pattern or a
+    list of them, ``budgets`` a table of limits (as the gate's). Unknown keys are left alone.
     """
     rules = config.get("rules")
     if rules is not None:
@@ -198,3 +199,13 @@ def validate(config: Mapping, path: Path, prefix: str = "") -> None:
                 raise _bad(path, f"{prefix}pilot.{name}", value, "a finite number")
     if config.get("redact") is not None:
         _table(path, f"{prefix}redact", config["redact"])
+    trend = config.get("trend")
+    if trend is not None:
+        trend = _table(path, f"{prefix}trend", trend)
+        for name in ("exact", "noisy"):
+            if name in trend:
+                _strings(path, f"{prefix}trend.{name}", trend[name])
+        if "budgets" in trend:
+            _parameters(
+                path, f"{prefix}trend.budgets", _table(path, f"{prefix}trend.budgets", trend["budgets"])
+            )

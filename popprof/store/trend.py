@@ -36,6 +36,7 @@ from ..model.errors import UsageError
 from .api import Store, open_store
 from .changepoints import INSTALL_HINT, MissingTrendExtra, boundaries, robust_sigma
 from .layout import slug
+from .trend_config import TrendSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,15 +110,22 @@ def trend(
     recent: int = 10,
     budget: Budget | None = None,
     collapse: bool = True,
+    settings: TrendSettings | None = None,
 ) -> list[Series]:
     """The series of ``metrics`` in ``store`` (one per metric and profile) with their changes.
 
     ``last`` keeps the latest N points; with ``collapse`` re-runs of one commit are one point (their median).
+    ``settings`` (``[tool.popprof.trend]``, default: from the nearest config) set each metric's mode when
+    ``mode`` is auto, and trend's own thresholds, looked up before ``budget``'s.
     """
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     handle = store if isinstance(store, Store) else open_store(store)
-    budget = budget if budget is not None else load_budget()
+    if settings is None:
+        from ..io.config import load_config
+
+        settings = TrendSettings.from_config(load_config())
+    budget = settings.budget(budget if budget is not None else load_budget())
     acks = read_acks(handle)
     out = []
     history = handle.metric(list(metrics), profile=profile, branch=branch)
@@ -133,7 +141,8 @@ def trend(
             group = collapse_reruns(group) if collapse else group.assign(runs_per_point=1)
             if last is not None:
                 group = group.tail(last)
-            out.append(_series(name, str(prof), group.reset_index(drop=True), mode, recent, budget, acks))
+            group = group.reset_index(drop=True)
+            out.append(_series(name, str(prof), group, settings.mode_for(name, mode), recent, budget, acks))
     return out
 
 
