@@ -55,18 +55,21 @@ def gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
         return not decompressor.eof
 
 
-def open_binary(path: Path) -> BinaryIO:
+def open_binary(path: Path, before: tuple[int, int, int, int] | None = None) -> BinaryIO:
     """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
 
     Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
     decompression bomb) reading raises :class:`~popprof.io.limits.LimitExceeded`. The bytes read
-    from disk count toward an active :func:`popprof.io.progress.reading` bar.
+    from disk count toward an active :func:`popprof.io.progress.reading` bar. With ``before`` (a
+    :func:`snapshot`), every read checks that the file is still that one (:class:`Unchanged`).
     """
     with open(path, "rb") as handle:
         magic = handle.read(2)
         compressed = os.fstat(handle.fileno()).st_size
     raw = open(path, "rb")  # noqa: SIM115 - returned (closed by the caller, or by the GzipFile below)
     source = counted(raw)
+    if before is not None:
+        source = Unchanged(source, Path(path), before)
     if magic != GZIP_MAGIC:
         return source
     unzipped = gzip.GzipFile(fileobj=source, mode="rb")
@@ -74,11 +77,11 @@ def open_binary(path: Path) -> BinaryIO:
     return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
 
 
-def open_json(path: Path) -> BinaryIO:
+def open_json(path: Path, before: tuple[int, int, int, int] | None = None) -> BinaryIO:
     """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
     raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
     """
-    return guard_json(open_binary(path), path)
+    return guard_json(open_binary(path, before), path)
 
 
 def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
@@ -155,3 +158,36 @@ def check_unchanged(path: Path, before: tuple[int, int, int, int] | None) -> Non
     """ChangedWhileRead when ``path`` is no longer the file :func:`snapshot` saw (size, mtime or inode)."""
     if before is not None and snapshot(path) != before:
         raise ChangedWhileRead(path)
+
+
+class Unchanged:
+    """``handle``, the open file ``path``, with a check after every read that ``path`` is still the file
+    :func:`snapshot` saw (``before``): a file rewritten, truncated or replaced while it is read ends in
+    :class:`ChangedWhileRead` at the next read, instead of being parsed from two versions' bytes (which could
+    make a reader spin for minutes on what no longer frames). One ``stat`` a read: reads are 64 KiB to 1 MiB.
+    """
+
+    def __init__(self, handle: BinaryIO, path: Path, before: tuple[int, int, int, int]) -> None:
+        self._handle, self._path, self._before = handle, path, before
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        check_unchanged(self._path, self._before)
+        return data
+
+    def readinto(self, buffer) -> int:
+        n = self._handle.readinto(buffer)
+        check_unchanged(self._path, self._before)
+        return n
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> Unchanged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,5 +1,6 @@
-"""Byte-level helpers for JSON blocks (numpy, no Python loop over bytes): pure functions shared by the
-trace redactor and the leak scan's reading of an original."""
+"""The byte-level JSON lexer (numpy, no Python loop over bytes): white space, quotes and escapes, brackets, and
+cutting a stream into blocks where no string is split. Pure functions shared by the Chrome trace reader's framing,
+the JSON guard (:mod:`popprof.io.bounded`), the trace redactor and the leak scan's reading of an original."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ SCAN_BLOCK = 1 << 20
 T = TypeVar("T")
 SPACE = np.zeros(256, dtype=bool)
 SPACE[list(b" \t\r\n")] = True
+#: +1 for ``[`` and ``{``, -1 for ``]`` and ``}``, 0 for every other byte.
+BRACKETS = np.zeros(256, dtype=np.int8)
+BRACKETS[list(b"[{")] = 1
+BRACKETS[list(b"]}")] = -1
 
 
 def solid_after(data: np.ndarray, positions: np.ndarray, rounds: int = 16) -> np.ndarray:
@@ -108,6 +113,27 @@ def unescaped_quotes(data: bytes) -> np.ndarray:
     length = np.zeros(len(quotes), dtype=np.int64)
     length[touching] = quotes[touching] - run_starts[which[touching]]
     return quotes[length % 2 == 0]
+
+
+def array_closes(data: bytes, levels: int) -> np.ndarray:
+    """Positions (ascending) of the ``]`` bytes outside strings of ``data`` after which the brackets outside
+    strings close ``levels`` more containers than they open: with ``data`` the end of a document, the ``]``
+    closing an array ``levels`` deep (1: a member of the top-level object; 0: the top-level array itself).
+
+    Strings are told from the end (``data`` ends outside any string), so ``data`` may start anywhere. Linear,
+    in numpy: each ``]`` costs nothing more than any other byte (trying each ``]`` with a parser of what
+    follows it was quadratic in the bytes of a large nested value near the end of a file).
+    """
+    arr = np.frombuffer(data, dtype=np.uint8)
+    where = np.flatnonzero(BRACKETS[arr])
+    if not len(where):
+        return where
+    quotes = unescaped_quotes(data)
+    outside = (len(quotes) - np.searchsorted(quotes, where)) % 2 == 0  # an even number of quotes after it
+    where = where[outside]
+    steps = BRACKETS[arr[where]].astype(np.int64)
+    after = np.cumsum(steps[::-1])[::-1] - steps  # the steps after each bracket, itself left out
+    return where[(arr[where] == 0x5D) & (after == -levels)]
 
 
 def last_opening_quote(data: bytes) -> int:

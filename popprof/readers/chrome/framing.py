@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
+from ...io.jsonbytes import array_closes
 from . import arrow
 
 
@@ -74,13 +75,15 @@ def tail_members(rest: bytes) -> dict:
 def array_ends(buf: bytes, prefix: str) -> Iterator[int]:
     """Candidate indices (last first) of the ``]`` closing the event array in the stream's last bytes.
 
-    A candidate qualifies when what follows it closes the document; the caller
-    also checks that what precedes it parses as the array's last events (a later
-    array, such as ``deviceProperties``, qualifies on the first test only).
+    Candidates are the ``]`` that close an array at the event array's level (from the lexer,
+    :func:`popprof.io.jsonbytes.array_closes`: a few per file, whatever the last values hold); one
+    qualifies when what follows it closes the document; the caller also checks that what precedes
+    it parses as the array's last events (a later array, such as ``deviceProperties``, qualifies on
+    the first test only).
     """
-    window = min(len(buf), 1 << 20)
-    for match in reversed(list(re.finditer(rb"\]", buf[len(buf) - window :]))):
-        index = len(buf) - window + match.start()
+    start = len(buf) - min(len(buf), 1 << 20)
+    for at in array_closes(buf[start:], 0 if prefix == "item" else 1)[::-1].tolist():
+        index = start + at
         rest = buf[index + 1 :]
         if prefix == "item":
             if not rest.strip():
@@ -124,8 +127,10 @@ def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> 
     while True:
         size = FAST_BLOCK_BYTES if fast else BLOCK_BYTES
         if not eof and (len(pending) < size or stuck):
+            # stuck inside one long event: read as much again as is pending, so the copies into ``pending``
+            # and the parse attempts over it add up to a few times the event's size (not its square)
+            more = handle.read(max(size, len(pending)) if stuck else size)
             stuck = False
-            more = handle.read(size)
             if more:
                 pending += more
                 if len(pending) < size:
@@ -147,11 +152,11 @@ def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> 
                     continue
             if len(pending) > 2 * BLOCK_BYTES:
                 found = _parse_to_cut(pending, small_cuts())
-                if found is None:
-                    raise Unframeable
-                yield found[0]
-                pending = pending[found[1] :]
-                continue
+                if found is not None:
+                    yield found[0]
+                    pending = pending[found[1] :]
+                    continue
+                # no boundary near the front parses (an event longer than a block): all of it in one parse below
             for end in ends:
                 try:
                     events = orjson.loads(b"[" + pending[:end] + b"]")
@@ -182,9 +187,9 @@ def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> 
             if covered:  # the events from the first one that is not plain: ~1 MB through orjson below
                 pending = pending[covered:]
                 cuts = small_cuts() or list(BOUNDARY.finditer(pending))
-        if len(pending) > 2 * BLOCK_BYTES:
-            cuts = small_cuts() or cuts
-        found = _parse_to_cut(pending, cuts)
+        found = _parse_to_cut(pending, small_cuts()) if len(pending) > 2 * BLOCK_BYTES else None
+        if found is None:  # (also when the boundaries near the front are inside an event longer than a block)
+            found = _parse_to_cut(pending, cuts if len(pending) <= 2 * BLOCK_BYTES else cuts[-2:])
         if found is not None:
             yield found[0]
             pending = pending[found[1] :]

@@ -78,11 +78,14 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -
     )
 
 
-def parse_file(path: Path, prefix: str, with_args: bool) -> Parsed:
-    """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed."""
+def parse_file(path: Path, prefix: str, with_args: bool, before: tuple | None = None) -> Parsed:
+    """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed.
+
+    With ``before`` (:func:`popprof.io.files.snapshot`) a file that changes during the pass ends in
+    :class:`~popprof.io.files.ChangedWhileRead` at the next read."""
     try:
-        with open_json(path) as handle:
+        with open_json(path, before) as handle:
             return parse_stream(handle, prefix, with_args, "orjson")
     except (Unframeable, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
-        with open_json(path) as handle:
+        with open_json(path, before) as handle:
             return parse_stream(handle, prefix, with_args, "ijson")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io.files import open_binary
+from ...io.files import open_binary, snapshot
 from ...io.heap import gc_paused, release_free_memory
 from ...io.progress import reading
 from ...io.sources import source_metadata
@@ -84,24 +84,31 @@ def read(
 
 
 def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile:
+    before = snapshot(path)  # every read checks the file is still this one (a rewrite mid-read: one line)
     prefix = _event_prefix(path)
-    workers = split.start_parallel(path, prefix, with_args, FORMAT) if parallel else None
+    workers = split.start_parallel(path, prefix, with_args, FORMAT, before) if parallel else None
     try:
-        return _read_parts(path, prefix, workers, with_args=with_args, device_map=device_map)
+        return _read_parts(path, prefix, workers, with_args=with_args, device_map=device_map, before=before)
     finally:
         if workers is not None:
             workers.close()
 
 
 def _read_parts(
-    path: Path, prefix: str, workers: split.Workers | None, *, with_args: bool, device_map
+    path: Path,
+    prefix: str,
+    workers: split.Workers | None,
+    *,
+    with_args: bool,
+    device_map,
+    before: tuple | None,
 ) -> Profile:
     source = (
         workers.source if workers is not None else _Background(lambda: source_metadata(FORMAT, [path])).result
     )
     parts = workers.parts() if workers is not None else None
     if parts is None:
-        parts = [parse_file(path, prefix, with_args)]
+        parts = [parse_file(path, prefix, with_args, before)]
     elif prefix != "item":  # the last part stops at the array's end: read the members after it here
         parts[-1].top.update(file_tail_members(path, prefix))
     n_parts = len(parts)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.bounded import TextAfterJson
-from ...io.files import guard_json
+from ...io.files import ChangedWhileRead, check_unchanged, guard_json
 from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.sources import source_metadata
@@ -30,15 +30,24 @@ CLAIM_TIMEOUT = 30.0
 
 
 class _RangeReader(io.RawIOBase):
-    """Bytes ``head`` + file[lo:hi] + ``tail``, as a readable stream (one part of a split file)."""
+    """Bytes ``head`` + file[lo:hi] + ``tail``, as a readable stream (one part of a split file).
 
-    def __init__(self, path: Path, lo: int, hi: int, head: bytes, tail: bytes) -> None:
+    Every read from the file checks that it is still the one the plan was made from (``before``, a
+    :func:`~popprof.io.files.snapshot`: size, mtime, inode) and that it still reaches ``hi``: a file
+    rewritten while its pieces are read ends in :class:`~popprof.io.files.ChangedWhileRead` at once, in
+    whichever process reads it, instead of pieces of two versions that frame nowhere.
+    """
+
+    def __init__(
+        self, path: Path, lo: int, hi: int, head: bytes, tail: bytes, before: tuple | None = None
+    ) -> None:
         super().__init__()
         self._file = counted(open(path, "rb"))  # noqa: SIM115 - closed in close(); reads count toward progress
         self._file.seek(lo)
         self._left = hi - lo
         self._head = head
         self._tail = tail
+        self._path, self._before = path, before
 
     def readable(self) -> bool:
         return True
@@ -50,8 +59,9 @@ class _RangeReader(io.RawIOBase):
         elif self._left > 0:
             data = self._file.read(min(n, self._left))
             self._left -= len(data)
-            if not data:
-                self._left = 0
+            if not data:  # the file ends before the piece does: it was cut or rewritten since the plan
+                raise ChangedWhileRead(self._path)
+            check_unchanged(self._path, self._before)
         else:
             data, self._tail = self._tail[:n], self._tail[n:]
         buffer[: len(data)] = data
@@ -121,14 +131,14 @@ def _split_plan(
     return plan
 
 
-def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool]) -> Parsed:
-    path, lo, hi, head, tail, prefix, with_args = job
+def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None]) -> Parsed:
+    path, lo, hi, head, tail, prefix, with_args, before = job
     part_prefix = prefix if lo == 0 else "item"
     try:
-        with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+        with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
             return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
     except (Unframeable, UnicodeDecodeError):
-        with _RangeReader(Path(path), lo, hi, head, tail) as raw:
+        with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
             return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
 
 
@@ -234,7 +244,9 @@ def _describe_source(fmt: str, path: Path) -> dict[str, str]:
     return source_metadata(fmt, [path])
 
 
-def start_parallel(path: Path, prefix: str, with_args: bool, fmt: str) -> Workers | None:
+def start_parallel(
+    path: Path, prefix: str, with_args: bool, fmt: str, before: tuple | None = None
+) -> Workers | None:
     """Start parsing a large plain file in pieces on two processes; ``None`` when not worth it.
 
     The worker is forked (no re-import of the caller's main module, which spawn would need) before any
@@ -252,7 +264,7 @@ def start_parallel(path: Path, prefix: str, with_args: bool, fmt: str) -> Worker
         return None
     import concurrent.futures
 
-    jobs = [(str(path), lo, hi, head, tail, prefix, with_args) for lo, hi, head, tail in plan]
+    jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before) for lo, hi, head, tail in plan]
     context = multiprocessing.get_context("fork")
     claims = _Claims(context, len(jobs))
     gc.freeze()
