@@ -41,3 +41,19 @@ def test_one_environment_configuration_for_every_html_output():
     assert {"bytes", "n", "short"} <= set(report.filters)  # the report adds the io/units formatters
     with pytest.raises(Exception, match="undefined"):
         render("profile.html.j2", name="p")  # a missing value is an error, not an empty cell
+
+
+def test_diff_and_gate_displays_escape_names_and_show_the_verdict():
+    import popprof
+
+    base = synth.make_profile(num_ipus=1, num_steps=4, num_liveness_steps=4, seed=1)
+    new = synth.make_profile(num_ipus=1, num_steps=4, num_liveness_steps=4, seed=2)
+    base.name, new.name = HOSTILE, "v2"
+    result = popprof.diff(base, new)
+    verdict = popprof.gate(result)
+    shown = result._repr_html_()
+    assert HOSTILE not in shown and "&lt;img src=x" in shown and verdict.verdict in shown
+    assert "<th>metric</th>" in shown and "e+0" not in shown  # changed metrics, formatted by io/units
+    verdict.budget_source = HOSTILE
+    gate_shown = verdict._repr_html_()
+    assert HOSTILE not in gate_shown and "&lt;img src=x" in gate_shown and "<table" in gate_shown

@@ -8,7 +8,6 @@ with the reason, never silently empty.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 
@@ -137,31 +136,30 @@ class ProfileDiff:
         return bool((self.metrics["status"] != "unchanged").any())
 
     def _repr_html_(self) -> str:
-        """The diff in Jupyter: the gate verdict when gated, notes, and the changed metrics with units."""
-        esc = html.escape
-        verdict = getattr(self.gate_result, "verdict", None)
-        colour = "#2ca02c" if getattr(self.gate_result, "passed", True) else "#d62728"
-        head = f"<div><b>popprof diff</b> <code>{esc(self.base_name)}</code> &rarr; <code>{esc(self.new_name)}</code>"
-        gate = f"<p style='color:{colour}'><b>{esc(verdict)}</b></p>" if verdict else ""
-        notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
-        changed = self.changed_metrics()
-        rows = "".join(
-            "<tr>"
-            f"<td><code>{esc(r.name)}</code></td>"
-            f"<td style='text-align:right'>{esc(units.value(r.base, r.unit, missing='—'))}</td>"
-            f"<td style='text-align:right'>{esc(units.value(r.new, r.unit, missing='—'))}</td>"
-            f"<td style='text-align:right'>{esc(units.change(r.abs_change, r.unit))}</td>"
-            f"<td style='text-align:right'>{esc(units.relative(r.rel_change))}</td>"
-            f"<td>{esc(_status_word(r.status, r.worse))}</td></tr>"
-            for r in changed.itertuples(index=False)
+        """The diff in Jupyter: the gate verdict when gated, notes, and the changed metrics with units
+        (``markup/templates/diff.html.j2``)."""
+        from ..markup import render
+
+        rows = [
+            (
+                r.name,
+                units.value(r.base, r.unit, missing="—"),
+                units.value(r.new, r.unit, missing="—"),
+                units.change(r.abs_change, r.unit),
+                units.relative(r.rel_change),
+                _status_word(r.status, r.worse),
+            )
+            for r in self.changed_metrics().itertuples(index=False)
+        ]
+        return render(
+            "diff.html.j2",
+            base=self.base_name,
+            new=self.new_name,
+            verdict=getattr(self.gate_result, "verdict", None),
+            passed=getattr(self.gate_result, "passed", True),
+            notes=self.notes,
+            rows=rows,
         )
-        table = (
-            "<table><tr><th>metric</th><th>base</th><th>new</th><th>change</th><th>rel</th><th></th></tr>"
-            f"{rows}</table>"
-            if rows
-            else "<p>no metric changed</p>"
-        )
-        return f"{head}{gate}{f'<ul>{notes}</ul>' if notes else ''}{table}</div>"
 
 
 def diff(

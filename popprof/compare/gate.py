@@ -158,8 +158,12 @@ class GateResult:
         return f"gate {word}: " + ", ".join(parts)
 
     def _repr_html_(self) -> str:
+        """The verdict in Jupyter, with the violations (else every check): ``markup/templates/gate.html.j2``."""
+        from ..markup import render, trusted
+
         table = self.violations if len(self.violations) else self.checks
-        return f"<div><b>{self.verdict}</b> ({self.budget_source}){table.to_html(index=False)}</div>"
+        html_table = trusted(table.to_html(index=False))  # pandas escapes the cells
+        return render("gate.html.j2", verdict=self.verdict, source=self.budget_source, table=html_table)
 
 
 # -- parsing ------------------------------------------------------------------

@@ -5,7 +5,8 @@ data read with :mod:`importlib.resources` (they work from a wheel, a zip or a so
 autoescaping is on (a name from a profile cannot inject markup), an undefined name is an error,
 and blocks do not leave blank lines. It lives in layer 0 so that ``model/`` may use it; its
 caller adds the filters it needs (``report/templating.py`` adds the ``io/units.py`` formatters).
-:func:`render` renders this package's own templates (``_repr_html_`` of Profile and Findings).
+:func:`render` renders this package's own templates (the ``_repr_html_`` of Profile, Findings, ProfileDiff
+and GateResult).
 """
 
 from __future__ import annotations
