@@ -458,6 +458,16 @@ def _raise_in_worker(*_args):
     raise RuntimeError("worker exploded")
 
 
+def test_the_parallel_switch_reads_every_step_here(pva_double, written, monkeypatch):
+    _, paths = written
+    monkeypatch.setenv("POPPROF_PARALLEL", "0")
+    monkeypatch.setattr(pop, "_steps_worker", _raise_in_worker)  # a worker would fail and be noted
+    profile = pop.read(paths["single"], workers=2)
+    assert "worker" not in profile.meta["pop.notes"] and "parallel" not in profile.meta["pop.notes"]
+    monkeypatch.delenv("POPPROF_PARALLEL")
+    pd.testing.assert_frame_equal(profile.steps, pop.read(paths["single"], workers=1).steps)
+
+
 def test_an_error_while_workers_read_stops_them(pva_double, written, monkeypatch):
     _, paths = written
 
