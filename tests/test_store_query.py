@@ -12,7 +12,9 @@ import pytest
 from store_helpers import MK2, TWO_RANKS, run
 
 import popprof.store as store
-from popprof.store.compact import compact, fsck
+from popprof.store.compact import compact, fsck, outdated
+from popprof.store.layout import Location
+from popprof.store.schemas import schema_of
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +137,28 @@ def test_schema_evolution_missing_and_unknown_columns(filled: Path, tmp_path: Pa
     assert got[["run_id", "rank", "step_us"]].to_dict("records") == expected
     assert got["late_start"].isna().all()
     assert "future_figure" not in s.query("SELECT * FROM ranks").columns
+
+
+def test_compact_migrate_rewrites_months_with_files_of_other_columns(
+    filled: Path, tmp_path: Path, capsys
+) -> None:
+    root = tmp_path / "store"
+    shutil.copytree(filled, root)
+    s = store.open(root)
+    expected = s.query("SELECT run_id, rank, step_us FROM ranks ORDER BY ALL").to_dict("records")
+    (file,) = root.joinpath("ranks").rglob("*.parquet")  # February: not closed below with --before 2026-02
+    table = pq.read_table(file).drop_columns(["late_start"]).append_column("future", pa.array([1.5, 2.5]))
+    pq.write_table(table, file)
+    rel = file.relative_to(root).as_posix()
+    assert outdated(Location.of(root), "ranks", [rel]) == [rel]
+    code, out, _ = run(capsys, "store", "compact", root, "--before", "2026-02")
+    assert code == 0 and "ranks/2026-02" not in out
+    code, out, _ = run(capsys, "store", "compact", root, "--before", "2026-02", "--migrate")
+    assert code == 0 and "ranks/2026-02" in out and "metrics/2026-02" not in out  # only what differs
+    (migrated,) = root.joinpath("ranks").rglob("*.parquet")
+    assert pq.read_schema(migrated).remove_metadata().equals(schema_of("ranks"))
+    assert s.query("SELECT run_id, rank, step_us FROM ranks ORDER BY ALL").to_dict("records") == expected
+    assert fsck(root) == []
 
 
 def test_a_newer_store_version_is_refused(filled: Path, tmp_path: Path, capsys) -> None:

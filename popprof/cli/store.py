@@ -223,11 +223,16 @@ def query_command(
 @click.option(
     "--before", default=None, metavar="YYYY-MM", help="Compact months before this (default: this month)."
 )
-def compact_command(store: str, before: str | None) -> None:
+@click.option(
+    "--migrate",
+    is_flag=True,
+    help="Also rewrite every month (closed or not) holding files of an older (or newer) popprof's columns.",
+)
+def compact_command(store: str, before: str | None, migrate: bool) -> None:
     """Rewrite each closed month of STORE into one file per table (queries get much faster)."""
     from ..store.compact import compact
 
-    done = compact(store, before=before)
+    done = compact(store, before=before, migrate=migrate)
     click.echo(f"compacted {len(done)} month partition(s)" + (": " + ", ".join(done) if done else ""))
 
 

@@ -4,6 +4,11 @@ Compaction writes ``compact-<gen>-<hash>.parquet`` with the month's live rows, t
 replaced. The views take each ingest from its highest generation, so an interrupted compaction (new file
 written, old ones not yet deleted) never counts a run twice; running compact again finishes the job.
 Files of ingests the catalogue does not know (an add still writing) are left alone.
+
+``migrate`` also rewrites every month, closed or not, that holds a file whose Parquet schema is not the
+declared one (a column missing, one this popprof does not know, another type: files of an older or newer
+popprof), so that every file has the current columns and types. The views read such files already (by
+name, with casts); migrating makes them plain for engines that read the files without popprof.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from .schemas import kinds, schema_of
 from .views import raw_name, view_sql
 
 
-def compact(store: str | os.PathLike[str], *, before: str | None = None) -> list[str]:
-    """Compact every month before ``before`` (YYYY-MM; default the current month); returns ``kind/month``s done."""
+def compact(store: str | os.PathLike[str], *, before: str | None = None, migrate: bool = False) -> list[str]:
+    """Compact every month before ``before`` (YYYY-MM; default the current month), and with ``migrate`` every
+    month with a file of another schema (:func:`outdated`); returns the ``kind/month``s done."""
     from .api import Store
 
     location = Location.of(store)
@@ -45,19 +51,42 @@ def compact(store: str | os.PathLike[str], *, before: str | None = None) -> list
         for kind in [*[k for k in kinds() if k != "runs"], "runs"]:
             for month_name in location.dirs(kind_dir(kind)):
                 month = month_name.removeprefix("month=")
-                if not month_name.startswith("month=") or not is_month(month) or month >= before:
+                if not month_name.startswith("month=") or not is_month(month):
                     continue
-                if _compact_month(con, location, kind, month, known):
+                force = migrate and bool(
+                    outdated(location, kind, location.files(f"{kind_dir(kind)}/month={month}", "*.parquet"))
+                )
+                if (month < before or force) and _compact_month(con, location, kind, month, known, force):
                     done.append(f"{kind}/{month}")
     finally:
         con.close()
     return done
 
 
-def _compact_month(con, location: Location, kind: str, month: str, known: set[str]) -> bool:
+def outdated(location: Location, kind: str, files: list[str]) -> list[str]:
+    """The ``files`` of ``kind`` whose Parquet schema (names and types, in order) is not the declared one."""
+    import pyarrow.parquet as pq
+
+    declared = schema_of(kind)
+    found = []
+    for rel in files:
+        if location.local:
+            schema = pq.read_schema(location.path(rel))
+        else:
+            with location.fs.open(location._bare(rel), "rb") as handle:  # type: ignore[union-attr]
+                schema = pq.read_schema(handle)
+        if not schema.remove_metadata().equals(declared):
+            found.append(rel)
+    return found
+
+
+def _compact_month(
+    con, location: Location, kind: str, month: str, known: set[str], force: bool = False
+) -> bool:
     folder = f"{kind_dir(kind)}/month={month}"
     inputs = location.files(folder, "*.parquet")
-    if not inputs or (len(inputs) == 1 and inputs[0].rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)):
+    one = len(inputs) == 1 and inputs[0].rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)
+    if not inputs or (one and not force):
         return False
     names = [f'"{f.name}"' for f in schema_of(kind)]
     order = "created, run_id, profile" if "created" in schema_of(kind).names else "run_id, profile"
