@@ -247,13 +247,15 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
         assert last_opening_quote(data) == (starts[-1] if starts[-1] > 0 else -1)
 
 
-def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
+def test_the_allocator_settings_are_never_changed(monkeypatch, tmp_path):
+    """No process-wide mallopt from library code (issue 23): the heap helpers only give free pages back
+    (malloc_trim); the large-block setting the redaction used is gone (docs/traces.md, "The C heap")."""
     from popprof.io import heap
 
     calls = []
 
     class FakeLibc:
-        def mallopt(self, option, value):
+        def mallopt(self, option, value):  # pragma: no cover - must not be called
             calls.append((option, value))
             return 1
 
@@ -262,12 +264,9 @@ def test_large_blocks_are_reused_only_inside_the_block(monkeypatch):
             return 1
 
     monkeypatch.setattr(heap, "_libc", lambda: FakeLibc())
-    with heap.reuse_large_blocks():
-        assert calls == [(-3, heap.MMAP_THRESHOLD), (-1, heap.TRIM_THRESHOLD)]
-    assert calls[2:] == [(-3, 128 << 10), (-1, 128 << 10), ("trim", 0)]
-    monkeypatch.setattr(heap, "_libc", lambda: None)  # not glibc: nothing to tune, nothing breaks
-    with heap.reuse_large_blocks():
-        pass
+    assert not hasattr(heap, "reuse_large_blocks")
+    heap.release_free_memory()
+    assert calls == [("trim", 0)]
 
 
 def test_gc_is_paused_only_inside_the_block():

@@ -202,7 +202,7 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
-    from ..io.heap import gc_paused, reuse_large_blocks
+    from ..io.heap import gc_paused
     from .background import Derivation, OutputStrings
     from .chrome import is_gzip
 
@@ -210,7 +210,7 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
     # is derived from the original (its own read), and the output's strings are found in the bytes as
     # they are written (its own cutting and tokenizing); they meet only when both are done
-    with reuse_large_blocks(), gc_paused():  # both inherited by the forked halves
+    with gc_paused():  # inherited by the forked halves
         sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
         collector = OutputStrings() if scan else None
         try:
@@ -294,17 +294,15 @@ def scan(
 
 def _scan_trace_against(path: Path, against: Path, kind: str, policy: Policy) -> ScanResult:
     """The output's strings are read here while a forked process derives the original's sensitive set."""
-    from ..io.heap import reuse_large_blocks
     from .background import Derivation
     from .chrome import check_strings, locate_in_trace, trace_strings
 
-    with reuse_large_blocks():
-        derivation = Derivation(against, kind, Allowlist(), policy.keeps)
-        try:
-            strings = trace_strings(path)
-            scanner = Scanner(derivation.result())
-        finally:
-            derivation.cancel()
+    derivation = Derivation(against, kind, Allowlist(), policy.keeps)
+    try:
+        strings = trace_strings(path)
+        scanner = Scanner(derivation.result())
+    finally:
+        derivation.cancel()
     check_strings(strings, scanner, set(), path.name)
     if not scanner.result.passed:
         locate_in_trace(path, dict(scanner.hits), scanner.result)
