@@ -20,15 +20,12 @@ import numpy as np
 
 from ..model.errors import InputError
 from . import limits, units
+from .jsonbytes import BRACKETS, trailing_backslashes, unescaped_quotes
 from .limits import LimitExceeded
 
-_QUOTE, _BACKSLASH, _NEWLINE = 34, 92, 10
+_QUOTE, _NEWLINE = 34, 10
 #: Bytes a guard checks at a time (and so the most read past a limit before it is noticed).
 CHUNK_BYTES = 1 << 20
-#: +1 for ``[`` and ``{``, -1 for ``]`` and ``}``, 0 for every other byte.
-_BRACKETS = np.zeros(256, dtype=np.int8)
-_BRACKETS[[ord("["), ord("{")]] = 1
-_BRACKETS[[ord("]"), ord("}")]] = -1
 #: every byte but the quote and the four brackets (deleted to reduce a chunk to its structure)
 _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 #: the quote and the four brackets, as a lookup of every byte
@@ -229,7 +226,7 @@ class JsonGuard(_Guard):
         if len(brackets):
             # outside strings: an even number of quotes before it (odd when a string was open)
             outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
-            end = self._descend(np.where(outside, _BRACKETS[marks[brackets]], 0))
+            end = self._descend(np.where(outside, BRACKETS[marks[brackets]], 0))
             if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
                 structural = np.flatnonzero(_STRUCTURAL[np.frombuffer(raw, dtype=np.uint8)])
                 self._check_after(raw, int(structural[brackets[end]]) + 1)
@@ -237,30 +234,10 @@ class JsonGuard(_Guard):
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
         """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
-        quotes = np.flatnonzero(data == _QUOTE)
-        slashes = np.flatnonzero(data == _BACKSLASH)
+        raw = data.tobytes()
         carry = self.backslashes
-        if len(slashes) and slashes[-1] == len(data) - 1:
-            run_start = _run_start(slashes, len(slashes) - 1)
-            self.backslashes = len(data) - run_start + (carry if run_start == 0 else 0)
-        else:
-            self.backslashes = 0
-        if not len(quotes) or (not len(slashes) and not carry):
-            return quotes
-        # the backslash run ending right before each quote: its length, via the runs of consecutive positions
-        breaks = np.flatnonzero(np.diff(slashes) != 1) + 1 if len(slashes) else np.zeros(0, dtype=np.int64)
-        starts = slashes[np.concatenate(([0], breaks))] if len(slashes) else slashes
-        ends = slashes[np.concatenate((breaks - 1, [len(slashes) - 1]))] if len(slashes) else slashes
-        run = np.zeros(len(quotes), dtype=np.int64)
-        if len(slashes):
-            which = np.searchsorted(ends, quotes - 1)
-            found = which < len(ends)
-            hit = np.zeros(len(quotes), dtype=bool)
-            hit[found] = ends[which[found]] == quotes[found] - 1
-            run[hit] = quotes[hit] - starts[which[hit]]
-        from_start = np.where(run == quotes)[0]  # runs that reach the chunk's start continue the last chunk's
-        run[from_start] += carry
-        return quotes[run % 2 == 0]
+        self.backslashes = trailing_backslashes(raw, carry)
+        return unescaped_quotes(raw, carry)
 
     def _check_strings(self, quotes: np.ndarray, size: int) -> None:
         longest = 0
@@ -286,7 +263,7 @@ class JsonGuard(_Guard):
     def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
         # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
         where = np.flatnonzero((data & 0xD9) == 0x59)
-        delta = _BRACKETS[data[where]]
+        delta = BRACKETS[data[where]]
         where = where[delta != 0]
         if not len(where):
             return
@@ -317,12 +294,6 @@ class JsonGuard(_Guard):
         if int(path[first:].min()) > 0:
             return -1
         return first + int(np.flatnonzero(path[first:] <= 0)[0])
-
-
-def _run_start(slashes: np.ndarray, last: int) -> int:
-    """Start of the run of consecutive positions in ``slashes`` that ends at index ``last``."""
-    gaps = np.flatnonzero(np.diff(slashes[: last + 1]) != 1)
-    return int(slashes[gaps[-1] + 1]) if len(gaps) else int(slashes[0])
 
 
 def buffered(raw: io.RawIOBase, size: int = 1 << 16) -> io.BufferedReader:

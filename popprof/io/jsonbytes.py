@@ -93,26 +93,49 @@ def quotes_before(data: bytes, pos: int) -> int:
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8, count=max(0, pos)) == 0x22))
 
 
-def unescaped_quotes(data: bytes) -> np.ndarray:
+def unescaped_quotes(data: bytes, carry: int = 0) -> np.ndarray:
     """Positions of the ``"`` bytes of ``data`` that are not escaped (not after an odd run of backslashes).
 
-    For a block that starts outside any string, even indices are opening quotes and odd ones closing."""
+    ``carry``: the backslashes that end the bytes before ``data`` (a run continuing into its start), for a
+    stream lexed block by block (see :func:`trailing_backslashes`). For a block that starts outside any
+    string, even indices are opening quotes and odd ones closing."""
     arr = np.frombuffer(data, dtype=np.uint8)
     quotes = np.flatnonzero(arr == 0x22)
-    if not len(quotes) or b"\\" not in data:
+    if not len(quotes) or (not carry and b"\\" not in data):
         return quotes
     slashes = np.flatnonzero(arr == 0x5C)
-    # runs of consecutive backslashes: where each run starts and ends
-    breaks = np.flatnonzero(np.diff(slashes) != 1) + 1
-    run_starts = slashes[np.concatenate(([0], breaks))]
-    run_ends = slashes[np.concatenate((breaks - 1, [len(slashes) - 1]))]
-    which = np.searchsorted(run_ends, quotes - 1)  # the run that could end right before each quote
-    found = which < len(run_ends)
-    touching = np.zeros(len(quotes), dtype=bool)
-    touching[found] = run_ends[which[found]] == quotes[found] - 1
-    length = np.zeros(len(quotes), dtype=np.int64)
-    length[touching] = quotes[touching] - run_starts[which[touching]]
+    length = np.zeros(len(quotes), dtype=np.int64)  # the run of backslashes right before each quote
+    if len(slashes):
+        # runs of consecutive backslashes: where each run starts and ends
+        breaks = np.flatnonzero(np.diff(slashes) != 1) + 1
+        run_starts = slashes[np.concatenate(([0], breaks))]
+        run_ends = slashes[np.concatenate((breaks - 1, [len(slashes) - 1]))]
+        which = np.searchsorted(run_ends, quotes - 1)  # the run that could end right before each quote
+        found = which < len(run_ends)
+        touching = np.zeros(len(quotes), dtype=bool)
+        touching[found] = run_ends[which[found]] == quotes[found] - 1
+        length[touching] = quotes[touching] - run_starts[which[touching]]
+    length[length == quotes] += carry  # runs that reach the block's start go on from the bytes before it
     return quotes[length % 2 == 0]
+
+
+def trailing_backslashes(data: bytes, carry: int = 0) -> int:
+    """The backslashes ending ``data`` (plus ``carry``, those before it, when the run is all of ``data``)."""
+    n = len(data) - len(data.rstrip(b"\\"))
+    return n + carry if n == len(data) else n
+
+
+def container_end(data: bytes, start: int) -> int:
+    """End (exclusive) of the JSON object or array opening at ``data[start]``, or -1 when ``data`` ends first.
+
+    Brackets inside strings (by the parity of unescaped quotes) do not count. Linear, in numpy, however
+    long the container's strings are."""
+    piece = data[start:]
+    arr = np.frombuffer(piece, dtype=np.uint8)
+    where = np.flatnonzero(BRACKETS[arr])
+    where = where[np.searchsorted(unescaped_quotes(piece), where) % 2 == 0]  # outside strings
+    closed = np.flatnonzero(np.cumsum(BRACKETS[arr[where]], dtype=np.int64) == 0)
+    return start + int(where[closed[0]]) + 1 if len(closed) else -1
 
 
 def array_closes(data: bytes, levels: int) -> np.ndarray:

@@ -36,13 +36,13 @@ from ..io import limits
 from ..io.files import open_binary
 from ..io.jsonbytes import (
     SCAN_BLOCK,
+    container_end,
     has_escaped_quote,
     last_opening_quote,
     map_blocks,
     quotes_before,
     solid_after,
     solid_before,
-    unescaped_quotes,
 )
 from .redactor import Redactor
 from .scrub import is_secret_key
@@ -79,7 +79,7 @@ def _balanced_end(data: bytes, start: int, quick: int = 4096) -> int:
     end = _balanced_end_loop(data, start, min(len(data), start + quick))
     if end >= 0 or start + quick >= len(data):
         return end
-    return _balanced_end_vector(data, start)
+    return container_end(data, start)  # the lexer, in numpy
 
 
 def _balanced_end_loop(data: bytes, start: int, stop: int) -> int:
@@ -101,19 +101,6 @@ def _balanced_end_loop(data: bytes, start: int, stop: int) -> int:
                 return i + 1
         i += 1
     return -1
-
-
-def _balanced_end_vector(data: bytes, start: int) -> int:
-    """:func:`_balanced_end` with numpy: braces outside strings (by the parity of unescaped quotes)."""
-    piece = data[start:]
-    arr = np.frombuffer(piece, dtype=np.uint8)
-    marks = np.zeros(len(arr), dtype=np.int8)
-    marks[unescaped_quotes(piece)] = 1
-    outside = (np.cumsum(marks, dtype=np.int64) & 1) == 0
-    step = (arr == 0x7B).astype(np.int64) - (arr == 0x7D)
-    depth = np.cumsum(np.where(outside, step, 0))
-    closed = np.flatnonzero(depth == 0)
-    return start + int(closed[0]) + 1 if len(closed) else -1
 
 
 _PUBLIC = 1
