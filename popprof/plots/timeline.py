@@ -12,7 +12,7 @@ Stalls, the windows where the device waits on the host, come from findings of
 the ``host.device-gaps`` rule (every gap in its evidence table, else
 ``where["time_us"]``) or from ``stalls=``. Each is shaded; the longest few
 are numbered and listed under the plot with the host events that overlap
-them most (innermost events, from the events table).
+them most (each for its own time, from the events table).
 """
 
 from __future__ import annotations
@@ -135,9 +135,10 @@ def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3)
 
     The host events are those the ``host.*`` rules attribute time to (``trace.intervals.host_events``):
     profiler bookkeeping (the ``PyTorch Profiler (N)`` span, Kineto's overhead events), ``ProfilerStep#N``
-    markers and calls blocking on the device are left out, so a note names what the host did. Only the
-    innermost events count (an event whose child also overlaps the window is left out, so a main loop
-    enclosing everything does not hide what the host was doing). Overlaps are summed per event name.
+    markers and calls blocking on the device are left out, so a note names what the host did. Each event
+    counts its own time in the window (its overlap minus its children's, as ``host.device-gaps`` does), so
+    a main loop enclosing everything counts only where no recorded child ran, and a data loader's long
+    ``__next__`` is named for its own time, not hidden behind its short copies. Summed per event name.
     """
     empty = pd.DataFrame({"name": pd.Series([], dtype="str"), "overlap_us": pd.Series([], dtype=float)})
     events = profile.get("events")
@@ -152,9 +153,13 @@ def top_host_events(profile: Profile, window: tuple[float, float], top: int = 3)
         return empty
     ids = work.event_id[inside]
     parents = work.parent_id[inside]
-    leaf = ~np.isin(ids, parents[~np.isnan(parents)].astype(np.int64))
-    names = np.asarray(work.name.astype("str"))[inside][leaf]
-    chosen = pd.DataFrame({"name": names, "overlap_us": overlap[inside][leaf]})
+    overlap = overlap[inside]
+    has_parent = ~np.isnan(parents)
+    in_children = pd.Series(overlap[has_parent]).groupby(parents[has_parent].astype(np.int64)).sum()
+    own = overlap - in_children.reindex(ids, fill_value=0.0).to_numpy()
+    keep = own > 0
+    names = np.asarray(work.name.astype("str"))[inside][keep]
+    chosen = pd.DataFrame({"name": names, "overlap_us": own[keep]})
     ranked = (
         chosen.groupby("name", sort=False)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
     )

@@ -228,14 +228,18 @@ def _attribute_gaps(
             "overlap_us": overlap,
         }
     )
-    # Labels: the innermost events in each gap (an event whose child also overlaps the gap is dropped).
+    # Labels: each event's own time in the gap (its overlap minus its children's), so an enclosing event
+    # counts only while no recorded child runs, and a long event with a few short children (a data loader's
+    # __next__ around its copies) is named for the time it spent itself.
     stride = int(max(work.event_id.max(), 0)) + 1 if len(work) else 1
     key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
     has_parent = pairs["parent_id"].notna().to_numpy()
     parent_key = pairs["gap"].to_numpy(np.int64)[has_parent] * stride + pairs["parent_id"].to_numpy()[
         has_parent
     ].astype(np.int64)
-    leaves = pairs[~np.isin(key, parent_key)]
+    in_children = pd.Series(overlap[has_parent]).groupby(parent_key).sum()
+    own = overlap - in_children.reindex(key, fill_value=0.0).to_numpy()
+    leaves = pairs.assign(overlap_us=own)[own > 0]
     # Threads: the outermost events in each gap only, so nested events do not count twice. Outermost among
     # the host work, not depth 0: under a ProfilerStep#N marker (left out of host work) every op has depth 1.
     parent_in_gap = np.zeros(len(pairs), dtype=bool)
