@@ -185,3 +185,36 @@ def test_ranks_take_their_host_from_the_trace_else_from_the_host_label(root: Pat
     store.add(root, [traces], run_id="t1", labels={"host": "from-label"})
     ranks = store.open(root).query("SELECT rank, host FROM ranks ORDER BY rank")
     assert ranks.to_dict("records") == [{"rank": 0, "host": "gpu_node_3"}, {"rank": 1, "host": "from-label"}]
+
+
+def test_keep_bundle_keeps_the_source_bundle_and_replace_and_fsck_look_after_it(
+    root: Path, tmp_path: Path
+) -> None:
+    import popprof
+
+    store.add(root, [MK2], run_id="k1", time="2026-11-02T00:00:00Z", keep_bundle=True)
+    kept = Path(store.open(root).bundle("k1"))
+    assert (
+        kept.name.endswith(".popprof")
+        and (kept / "manifest.json").read_bytes() == (MK2 / "manifest.json").read_bytes()
+    )
+    assert popprof.open(kept).tiles.equals(popprof.open(MK2).tiles)  # `popprof diff` takes it as any bundle
+    assert store.open(root).query("SELECT count(*) AS n FROM tiles")["n"].tolist() == [
+        1472
+    ]  # views ignore it
+    store.add(
+        root,
+        [_changed_copy(tmp_path)],
+        run_id="k1",
+        time="2026-11-02T00:00:00Z",
+        replace=True,
+        keep_bundle=True,
+    )
+    new = Path(store.open(root).bundle("k1"))
+    assert new != kept and not kept.exists() and new.is_dir() and fsck(root) == []
+    orphan = root / "bundles" / "month=2026-11" / "x--train--00000000--0123456789abcdef.popprof"
+    orphan.mkdir()
+    (orphan / "manifest.json").write_text("{}")
+    assert [(p.kind, p.path.split("/")[-1]) for p in fsck(root)] == [("orphan", orphan.name)]
+    fsck(root, fix=True)
+    assert not orphan.exists() and fsck(root) == [] and store.open(root).bundle("nope") is None

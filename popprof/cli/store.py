@@ -75,6 +75,11 @@ def init_command(store: str) -> None:
 @click.option("--time", "time_", default=None, metavar="ISO", help="The run's time (default: the bundle's).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label to record; repeatable.")
 @click.option("--replace", is_flag=True, help="Overwrite a run stored with other content.")
+@click.option(
+    "--keep-bundle",
+    is_flag=True,
+    help="Keep each run's bundle in the store (bundles/...), so popprof diff works on any stored run.",
+)
 @device_map_option()
 def add_command(
     store: str,
@@ -85,6 +90,7 @@ def add_command(
     time_: str | None,
     labels: tuple[str, ...],
     replace: bool,
+    keep_bundle: bool,
     device_map: str | None,
 ) -> None:
     """Add SOURCES (bundles, run directories, traces, text summaries or baseline JSON) as runs of STORE.
@@ -106,6 +112,7 @@ def add_command(
         labels=parse_labels(labels),
         replace=replace,
         reader_options=reader_options(device_map, load_config()),
+        keep_bundle=keep_bundle,
     )
     for result in results:
         click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")

@@ -131,6 +131,31 @@ class Store:
             con.close()
         return frame.iloc[::-1].reset_index(drop=True)
 
+    def bundle(self, run_id: str, profile: str | None = None) -> str | None:
+        """The path of a run's kept bundle (or baseline file: ``store add --keep-bundle``); None when none was
+        kept. ``profile`` picks one profile of a run that has several."""
+        from .bundles import kept_name
+        from .identity import month_of
+        from .layout import run_key
+
+        con = self.duckdb()
+        try:
+            rows = con.execute(
+                "SELECT profile, created, ingest_id, kind FROM runs WHERE run_id = ?"
+                + (" AND profile = ?" if profile is not None else ""),
+                [run_id] if profile is None else [run_id, profile],
+            ).fetchall()
+        finally:
+            con.close()
+        if len(rows) > 1:
+            names = ", ".join(sorted(r[0] for r in rows))
+            raise UsageError(f"run {run_id!r} has profiles {names}: name one")
+        if not rows:
+            return None
+        name, created, ingest_id, kind = rows[0]
+        rel = kept_name(month_of(created), run_key(run_id, name), ingest_id, kind == "baseline")
+        return self.location.path(rel) if self.location.exists(rel) else None
+
     def arrow_dataset(self, table: str) -> ds.Dataset:
         """A pyarrow dataset of one kind (``runs``, ``metrics``, ``ranks`` or a bundle table) with its declared
         schema and the month partition: the hand-off to Dask, Ray or Polars.

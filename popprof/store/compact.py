@@ -18,6 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
+from . import bundles
 from .catalogue import write_parquet
 from .engine_duckdb import raw_sql
 from .identity import month_of
@@ -151,10 +152,18 @@ def fsck(store: str | os.PathLike[str], *, fix: bool = False) -> list[Problem]:
                     )
     finally:
         con.close()
+    for rel, ingest in bundles.kept(location).items():
+        if ingest not in known:
+            problems.append(Problem("orphan", rel, "a kept bundle without a catalogue row"))
+        elif ingest not in live:
+            problems.append(Problem("superseded", rel, "a kept bundle of a replaced run"))
     for rel in location.files("", "**/.*.tmp"):
         problems.append(Problem("temporary", rel, "a write that did not finish"))
     if fix:
         for problem in problems:
-            location.remove(problem.path)
+            if problem.path.startswith(f"{bundles.ROOT}/"):
+                bundles.remove(location, problem.path)
+            else:
+                location.remove(problem.path)
             problem.fixed = True
     return problems

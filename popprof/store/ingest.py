@@ -27,6 +27,7 @@ from ..model.errors import InputError, PopprofError, UsageError
 from ..model.profile import Profile
 from ..readers import bundle as bundle_reader
 from ..readers.baseline import BASELINE_FORMAT, read_baseline
+from . import bundles
 from . import identity as ident
 from .catalogue import stored_rows, write_parquet, write_row
 from .layout import Location, read_descriptor, run_file, run_key
@@ -58,6 +59,7 @@ class _Plan:
     tables: dict[str, pa.Table]
     metrics: list[dict]
     content: str
+    source: Path = Path()
     run_id: str = ""
 
 
@@ -73,11 +75,13 @@ def add(
     replace: bool = False,
     reader_options: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
+    keep_bundle: bool = False,
 ) -> list[AddResult]:
     """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
 
     ``run_id``/``commit``/``branch`` default from the CI environment (``env``, else ``os.environ``); without
-    a run id the first 16 hex digits of the content hash name the run. Raises :class:`StoreConflict` (before
+    a run id the first 16 hex digits of the content hash name the run. ``keep_bundle`` keeps each added run's
+    bundle in the store (:mod:`.bundles`). Raises :class:`StoreConflict` (before
     writing anything) when a run is stored with other content and ``replace`` is false.
     """
     location = Location.of(store)
@@ -119,7 +123,7 @@ def add(
                 )
             )
             continue
-        results.append(_write(location, plan, who, replaced=live))
+        results.append(_write(location, plan, who, replaced=live, keep_bundle=keep_bundle))
     return results
 
 
@@ -140,7 +144,16 @@ def _load(path: Path, who: ident.Identity, when: dt.datetime | None, options: di
         ]
         content = _content_hash(profile.name, kind, tables, metrics, created, who)
         plans.append(
-            _Plan(profile, kind, dict(manifest, target=document["target"]), created, tables, metrics, content)
+            _Plan(
+                profile,
+                kind,
+                dict(manifest, target=document["target"]),
+                created,
+                tables,
+                metrics,
+                content,
+                path,
+            )
         )
     return plans
 
@@ -245,8 +258,10 @@ def _keyed(table: pa.Table, run_id: str, profile: str, ingest_id: str) -> pa.Tab
     return table
 
 
-def _write(location: Location, plan: _Plan, who: ident.Identity, replaced: dict | None) -> AddResult:
-    """Write one run: tables, metrics and ranks first, the catalogue row last."""
+def _write(
+    location: Location, plan: _Plan, who: ident.Identity, replaced: dict | None, keep_bundle: bool = False
+) -> AddResult:
+    """Write one run: tables, metrics, ranks (and the kept bundle) first, the catalogue row last."""
     name = plan.profile.name
     ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
     key = run_key(plan.run_id, name)
@@ -266,6 +281,9 @@ def _write(location: Location, plan: _Plan, who: ident.Identity, replaced: dict 
         ranks_arrow = to_arrow("ranks", pd.DataFrame(ranks), **constants)
         ranks_arrow = ranks_arrow.cast(RANKS)
         write_parquet(location, run_file("ranks", month, key, ingest_id), ranks_arrow)
+    if keep_bundle:
+        rel = bundles.kept_name(month, key, ingest_id, plan.kind == "baseline")
+        bundles.keep(location, rel, plan.profile, plan.source, plan.kind == "baseline")
     row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id))
     if replaced is not None:
         _remove_ingest(location, replaced, key, keep=row_file)
@@ -307,6 +325,8 @@ def _remove_ingest(location: Location, old: dict, key: str, keep: str) -> None:
     kinds = ["metrics", "ranks", *(table_kind(t) for t in json.loads(old.get("tables") or "[]"))]
     for kind in kinds:
         location.remove(run_file(kind, month, key, old["ingest_id"]))
+    for baseline in (False, True):
+        bundles.remove(location, bundles.kept_name(month, key, old["ingest_id"], baseline))
     old_file = old.get("_file", "")
     if old_file.endswith(f"/{key}.parquet") and old_file != keep:  # the old row sat in another month
         location.remove(old_file)
