@@ -158,6 +158,17 @@ def collapse_reruns(group: pd.DataFrame) -> pd.DataFrame:
     return first.reset_index(drop=True)
 
 
+def _iso_utc(times: pd.Series) -> list[str]:
+    """ISO 8601 text of each time in UTC (``2026-01-01T02:00:00+00:00``), in one numpy pass: a Timestamp's
+    ``isoformat`` per run was half of a 10,000-run exact trend's time. Microseconds only when a time has them."""
+    import numpy as np
+
+    values = times.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy("datetime64[us]")
+    whole = bool((values.astype("int64") % 1_000_000 == 0).all())
+    text = np.datetime_as_string(values, unit="s" if whole else "us")
+    return [t + "+00:00" for t in text.tolist()]
+
+
 def _series(name, prof, group, mode, recent, budget, acks) -> Series:
     values = group["value"].to_numpy(dtype=np.float64)
     series = Series(
@@ -168,7 +179,7 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         mode="exact",
         runs=group["run_id"].astype(str).tolist(),
         commits=[c if isinstance(c, str) else None for c in group["commit"]],
-        created=[t.isoformat() for t in group["created"]],
+        created=_iso_utc(group["created"]),
         values=values.tolist(),
         runs_per_point=[int(c) for c in group["runs_per_point"]],
     )
