@@ -91,7 +91,7 @@ def test_reading_a_compressed_trace_counts_compressed_bytes(terminal, traces, mo
 def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
     """A large plain trace is parsed in parts by forked workers; their reads reach the bar."""
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(split.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(split.parallel, "cores", lambda: 2)
     started = []
     real_start = split.start_parallel
     monkeypatch.setattr(split, "start_parallel", lambda *a: started.append(real_start(*a)) or started[-1])

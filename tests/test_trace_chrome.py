@@ -693,3 +693,12 @@ def _parse_both_ways(tmp_path: Path, text: str, *, with_args: bool):
         with open(path, "rb") as handle:
             parsed.append(parse.parse_stream(handle, prefix, with_args, engine))
     return parsed[0], parsed[1]
+
+
+def test_the_parallel_switch_turns_the_split_parse_off(tmp_path: Path, monkeypatch) -> None:
+    """POPPROF_PARALLEL=0 (io/parallel's one switch) reaches the split parse: one pass in this process."""
+    path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=3, args="kineto", layers=4)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    assert chrome.read(path).meta["chrome.parse_parts"] == "2"
+    monkeypatch.setenv("POPPROF_PARALLEL", "0")
+    assert chrome.read(path).meta["chrome.parse_parts"] == "1"

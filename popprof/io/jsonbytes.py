@@ -215,10 +215,11 @@ def map_blocks(
     """``fn`` of each block of :func:`blocks`, in order, computed on ``workers`` threads (for numpy / pyarrow
     work that releases the GIL: several cores stay busy while the blocks are read)."""
     from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
+
+    from . import parallel
 
     pending: deque = deque()
-    with ThreadPoolExecutor(max(1, workers)) as pool:
+    with parallel.thread_pool(workers) as pool:  # POPPROF_PARALLEL=0: each block computed here, in order
         for data in blocks(reader, block_size, cut, source):
             pending.append(pool.submit(fn, data))
             if len(pending) > workers:

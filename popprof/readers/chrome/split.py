@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import gc
 import io
-import os
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
+from ...io import parallel
 from ...io.bounded import TextAfterJson
 from ...io.files import ChangedWhileRead, check_unchanged, guard_json
 from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.sources import source_metadata
-from ...io.workers import quiet_worker
 from .columns import Ids, Interner, Parsed, concat_flows
 from .framing import BOUNDARY, Unframeable, array_ends
 from .parse import parse_stream
@@ -234,7 +233,7 @@ class Workers:
             self.close()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.close()
 
 
 def _describe_source(fmt: str, path: Path) -> dict[str, str]:
@@ -253,32 +252,30 @@ def start_parallel(
     other thread of ours starts, with the objects alive at the fork frozen out of the garbage
     collector, so its collections do not copy the pages it shares with this process.
     """
-    if (os.cpu_count() or 1) < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
+    if parallel.cores() < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
         return None
-    import multiprocessing
-
-    if "fork" not in multiprocessing.get_all_start_methods():
+    context = parallel.context(
+        "fork"
+    )  # None when parallel work is off (POPPROF_PARALLEL=0) or there is no fork
+    if context is None:
         return None
     plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size))
     if plan is None:
         return None
-    import concurrent.futures
-
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before) for lo, hi, head, tail in plan]
-    context = multiprocessing.get_context("fork")
     claims = _Claims(context, len(jobs))
     gc.freeze()
     pool = None
     try:
-        pool = concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=context, initializer=quiet_worker, initargs=(_set_worker_claims, claims)
-        )
+        pool = parallel.process_pool(1, initializer=_set_worker_claims, initargs=(claims,))
+        if pool is None:
+            return None
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
         return Workers(pool, jobs, claims, futures, path, fmt)
     except (OSError, RuntimeError):
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.close()
         return None
     finally:
         gc.unfreeze()
