@@ -16,6 +16,8 @@ from popprof.store.compact import compact
 
 pytestmark = [
     pytest.mark.spark,
+    # one worker runs the module under pytest-xdist, so one JVM starts
+    pytest.mark.xdist_group("spark"),
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
 
