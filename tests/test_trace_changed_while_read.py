@@ -5,6 +5,9 @@ minutes on bytes of two versions that framed nowhere. The rewrite here is determ
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +89,44 @@ def test_a_rewrite_during_the_serial_parse_is_one_line_exit_2(tmp_path, monkeypa
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1 and "changed while it was read" in err, err
     assert len(blocks) < whole / 2  # it stopped at the next read, not after parsing the rest of the file
+
+
+def _slow_in_a_worker(job: tuple):
+    """``split._parse_part`` that sleeps in a worker process (module level: the forked worker runs it)."""
+    if os.getpid() != int(os.environ["POPPROF_TEST_MAIN_PID"]):
+        time.sleep(30)
+    return _real_parse_part(job)
+
+
+def test_a_parse_worker_ends_silently_on_sigterm_and_the_read_goes_on(trace, monkeypatch, capfd):
+    """SIGTERM to the split parse's worker mid-piece, with the CLI's SIGTERM handler installed (which a worker
+    must not inherit): no traceback from the worker (before: 25 lines on stderr), and this process reads the
+    file in one serial pass instead."""
+    from popprof.cli import _on_sigterm
+
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", trace.stat().st_size // 40)
+    monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
+    monkeypatch.setattr(split, "_parse_part", _slow_in_a_worker)
+    real_start = split.start_parallel
+
+    def start_then_terminate(*args):
+        workers = real_start(*args)
+
+        def terminate() -> None:
+            time.sleep(0.3)
+            for process in workers._pool.processes():
+                os.kill(process.pid, signal.SIGTERM)
+
+        threading.Thread(target=terminate, daemon=True).start()
+        return workers
+
+    monkeypatch.setattr(split, "start_parallel", start_then_terminate)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        profile = chrome.read(trace)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert profile.meta["chrome.parse_parts"] == "1"
+    assert len(profile.events) == len(chrome.read(trace, parallel=False).events)
+    assert capfd.readouterr().err == ""
