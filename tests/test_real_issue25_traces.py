@@ -112,6 +112,7 @@ def test_stall_notes_name_host_work_not_profiler_bookkeeping(k2021):
         assert not [n for n in names if n.startswith(("PyTorch Profiler", "ProfilerStep"))]
     (f,) = findings.items
     assert "on thread 25738 (python)" in f.message and " on ;" not in f.message
+    assert "(25738)" not in f.message  # Kineto's name holds the id already: not printed twice
     # the host spent 179.9 ms of the 287.3 ms of gaps in the data loader's __next__ itself (not in its copies)
     loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
     assert f"meanwhile the host was in '{loader}' (179.89 ms), 'aten::copy_'" in f.message
@@ -128,3 +129,13 @@ def test_the_timeline_plot_has_a_lane_per_real_thread(k2021):
         "python: thread 25738 (python)",
         "python: thread 25772 (python)",
     ]
+
+
+def test_a_thread_label_prints_the_id_once():
+    """Kineto names threads 'thread 25738 (python)': the label keeps that; other names get the id appended."""
+    from popprof.trace.intervals import _thread_label_text
+
+    assert _thread_label_text(1, 25738, "thread 25738 (python)") == "thread 25738 (python)"
+    assert _thread_label_text(1, 7, "dataloader") == "dataloader (7)"
+    assert _thread_label_text(1, 7, "worker 17") == "worker 17 (7)"
+    assert _thread_label_text(3, 7, "") == "3:7"

@@ -7,6 +7,8 @@ take seconds.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -455,15 +457,27 @@ def window_sums(start: np.ndarray, end: np.ndarray, origin: float, width: float,
 
 
 def thread_labels(profile: Profile) -> dict[tuple[int, int], str]:
-    """``(pid, tid) -> "thread_name (tid)"`` from the threads table (empty when absent)."""
+    """``(pid, tid) -> "thread_name (tid)"`` from the threads table (empty when absent).
+
+    A name that already holds the thread id as a word (Kineto's ``thread 25738 (python)``) is
+    shown as it is, so the id is not printed twice.
+    """
     threads = profile.get("threads")
     if threads is None or threads.empty:
         return {}
     names = threads["thread_name"].fillna("").astype("str")
     return {
-        (int(p), int(t)): (f"{n} ({t})" if n else f"{p}:{t}")
+        (int(p), int(t)): _thread_label_text(int(p), int(t), n)
         for p, t, n in zip(threads["pid"], threads["tid"], names, strict=True)
     }
+
+
+def _thread_label_text(pid: int, tid: int, name: str) -> str:
+    if not name:
+        return f"{pid}:{tid}"
+    if str(tid) in re.findall(r"\d+", name):
+        return name
+    return f"{name} ({tid})"
 
 
 def thread_label(labels: dict[tuple[int, int], str], pid: int, tid: int) -> str:
