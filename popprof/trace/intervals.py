@@ -8,7 +8,6 @@ take seconds.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 
 import numpy as np
