@@ -2,8 +2,10 @@
 
 Accepts ``.json`` and ``.json.gz`` (gzip is detected by content), either a
 top-level array of events or an object with ``traceEvents``. The file is
-*streamed* with ijson (yajl2_c backend) and columns are built in numpy batches,
-so memory follows the number of events, not the size of the JSON text.
+*streamed* in blocks of whole events, parsed by Arrow (plain blocks) or orjson,
+with ijson as the fallback for what cannot be cut safely, and columns are built
+in numpy batches, so memory follows the number of events, not the size of the
+JSON text.
 
 - ``X`` (complete) events and ``i``/``I`` instants (duration 0) go to ``events``;
 - ``B``/``E`` pairs are matched per thread (see :mod:`popprof.trace.begin_end`);
