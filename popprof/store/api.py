@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._version import __version__
@@ -55,15 +56,18 @@ class Store:
     def __repr__(self) -> str:
         return f"<popprof store {self.root}>"
 
-    def duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection (new, or ``con``) with the store's views created on it."""
+    def duckdb(
+        self, con: duckdb.DuckDBPyConnection | None = None, *, kinds: Sequence[str] | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection (new, or ``con``) with the store's views created on it (of every kind, or of
+        ``kinds`` such as ``["metrics"]``; ``runs`` always)."""
         import duckdb
 
         from .engine_duckdb import create_views
 
         con = duckdb.connect(":memory:") if con is None else con
         self._attach_filesystem(con)
-        create_views(con, self.location)
+        create_views(con, self.location, kinds)
         return con
 
     def _attach_filesystem(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -107,7 +111,7 @@ class Store:
         """One metric's history (or several metrics' in one query, with a ``name`` column): run_id, profile,
         created, commit, branch, value, unit, better, oldest first; ``last`` keeps the latest N rows."""
         names = [name] if isinstance(name, str) else list(name)
-        con = self.duckdb()
+        con = self.duckdb(kinds=["metrics"])  # the other kinds' files are not even listed
         try:
             where = [f"m.name IN ({', '.join('?' for _ in names)})"]
             params: list[object] = list(names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import duckdb
 
@@ -44,23 +45,27 @@ def raw_sql(location: Location, kind: str, present: bool, files: list[str] | Non
     )
 
 
-def present_kinds(location: Location) -> dict[str, list[str]]:
-    """The kinds that have at least one file in the store, with their store-relative files."""
+def present_kinds(location: Location, only: Sequence[str] | None = None) -> dict[str, list[str]]:
+    """The kinds (of ``only``, default all) that have at least one file in the store, with their files."""
     found = {}
-    for kind in kinds():
+    for kind in only or kinds():
         files = location.files(kind_dir(kind), "month=*/*.parquet")
         if files:
             found[kind] = files
     return found
 
 
-def create_views(con: duckdb.DuckDBPyConnection, location: Location) -> list[str]:
-    """Create the raw relations and views of every kind on ``con``; returns the view names.
+def create_views(
+    con: duckdb.DuckDBPyConnection, location: Location, only: Sequence[str] | None = None
+) -> list[str]:
+    """Create the raw relations and views of every kind (or of ``only``, with ``runs`` always) on ``con``;
+    returns the view names.
 
     The live ingests are read once into a temporary table; a kind without files gets an empty view of its
     declared columns (nothing to bind against the files).
     """
-    present = present_kinds(location)
+    wanted = ["runs", *[k for k in (only or kinds()) if k != "runs"]]
+    present = present_kinds(location, wanted)
     con.execute("SET parquet_metadata_cache = true")  # each view binds the files again: footers read once
     # DuckDB draws a progress bar on stderr for long scans; in Jupyter without ipywidgets it refuses to
     # change the setting (and draws none)
@@ -69,7 +74,7 @@ def create_views(con: duckdb.DuckDBPyConnection, location: Location) -> list[str
     con.execute(f"CREATE VIEW {raw_name('runs')} AS {raw_sql(location, 'runs', 'runs' in present)}")
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
-    for kind in ["runs", *[k for k in kinds() if k != "runs"]]:
+    for kind in wanted:
         if kind != "runs":
             con.execute(f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present)}")
         if kind in present:
