@@ -18,7 +18,7 @@ from popprof.redaction.policy import build_policy
 from popprof.redaction.pseudonym import key_weakness
 
 sys.path.insert(0, str(Path(__file__).parent))
-from redact_helpers import KEY_A  # noqa: E402
+from redact_helpers import KEY_A, canary_profile  # noqa: E402
 
 GOOD_KEY = "3f9a2c1b07de5d84e6b1a09c7f2e4d3b"
 
@@ -149,3 +149,31 @@ def test_scan_writes_its_report_atomically_with_o(tmp_path, run):
     assert "QzvCanary" not in leaked.read_text()  # places and kinds, never the value
     result = run(["scan", str(out), "--against", str(src), "-o", str(src)])
     assert result.exit_code == 2 and json.loads(src.read_text())  # never overwrites an input
+
+
+def test_the_scan_reads_an_original_bundle_as_the_bundle_reader_does(tmp_path, monkeypatch):
+    """The leak scan's own reading of an original bundle goes through readers/bundle.py: its manifest is
+    bounded and every field checked (read_manifest), its tables are regular files inside it (open_member)."""
+    from popprof.model.errors import InputError
+    from popprof.readers import bundle
+    from popprof.redaction import scan
+    from popprof.redaction.sensitive import derive
+
+    src = bundle.write(canary_profile(), tmp_path / "in.popprof")
+    out = tmp_path / "out.popprof"
+    assert redact(src, out, key=KEY_A).passed
+    assert scan(out, against=src).passed
+    outside = tmp_path / "elsewhere.parquet"
+    table = next(src.glob("*.parquet"))
+    outside.write_bytes(table.read_bytes())
+    table.unlink()
+    table.symlink_to(outside)  # a received bundle's member pointing anywhere on this machine
+    with pytest.raises(InputError, match="symlink"):
+        derive(src, "bundle")
+    table.unlink()
+    table.write_bytes(outside.read_bytes())
+    manifest = json.loads((src / "manifest.json").read_text())
+    manifest["sources"] = ["not an object"]
+    (src / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="sources"):
+        derive(src, "bundle")

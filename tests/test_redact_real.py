@@ -124,3 +124,34 @@ def test_public_gpu_names_stay_readable_and_user_names_do_not(tmp_path):
     assert set(public) <= names
     # names that are not public vocabulary (mangled symbols can carry any identifier) are replaced
     assert any(n.startswith("_ZN") for n in original) and not any(n.startswith("_ZN") for n in names)
+
+
+def test_real_2021_gpu_trace_keeps_its_public_metadata_names_and_keys(tmp_path):
+    """pytorch/kineto's 2021 ResNet-50 sample (fixtures/real/traces/README.md): device properties, every
+    key (``external id``, ``est. achieved occupancy %``...), category (``Operator``, ``async``), public name
+    (operators of PyTorch 1.9, ``ReluBackward1``, cuDNN and cuBLAS kernels, ``[memory]``, the DataLoader
+    record function) stays as it is; only the call stacks (the author's paths and script) are replaced."""
+    import gzip
+    import json
+
+    src = FIXTURES / "real" / "traces" / "kineto2021_resnet50_worker0.pt.trace.json.gz"
+    out = tmp_path / src.name
+    _redact_cli(src, out)
+    before, after = (json.loads(gzip.decompress(p.read_bytes())) for p in (src, out))
+    assert {k: v for k, v in before.items() if k != "traceEvents"} == {
+        k: v for k, v in after.items() if k != "traceEvents"
+    }
+    assert len(before["traceEvents"]) == len(after["traceEvents"])
+    for a, b in zip(before["traceEvents"], after["traceEvents"], strict=True):
+        assert list(a) == list(b)
+        assert {k: v for k, v in a.items() if k != "args"} == {k: v for k, v in b.items() if k != "args"}
+        args_a, args_b = a.get("args", {}), b.get("args", {})
+        assert list(args_a) == list(args_b)
+        for key, value in args_a.items():
+            if key != "Call stack":
+                assert args_b[key] == value, (key, value)
+    text = gzip.decompress(out.read_bytes()).decode()
+    assert "yangu" not in text and "resnet50_profiler_api.py" not in text
+    for public in ("ReluBackward1", "aten::cudnn_convolution_backward_weight", "volta_scudnn_128x64_relu_small_nn_v1",
+                   "Tesla V100-DGXS-32GB", '"Operator"', "[memory]"):  # fmt: skip
+        assert public in text

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..model.schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
 from ..readers.bundle import MANIFEST
 from ..readers.poplar_labels import DATA_TYPES, REGIONS
-from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS
+from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS, RECORD_FUNCTIONS
 from .names import MESSAGE_WORDS, NameGrammar, label_words, summary_label
 from .tokens import chunk_strings, has_space
 
@@ -240,7 +240,7 @@ PUBLIC_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"[A-Za-z]",  # one-letter structural values (ph, s, bp)
         r"hmac-sha256:[0-9a-f]{12}",  # a redaction key's fingerprint
         r"(?:NVIDIA |Tesla |AMD )?(?:[ABHLTVK]\d{1,3}[A-Z]?|RTX \d{4}|GTX \d{4}|Instinct MI\d{2,3}[A-Z]?|"
-        r"Radeon Graphics)(?:[ -](?:SXM\d?|PCIe|PG\d{3}-\d{3}|\d+GB|NVL|Ti|HBM\d?e?))*",
+        r"Radeon Graphics)(?:[ -](?:SXM\d?|PCIe|PCIE|DGXS|FHHL|PG\d{3}-\d{3}|\d+GB|NVL|Ti|HBM\d?e?))*",
     )
     + GPU_PATTERNS
 )
@@ -723,6 +723,7 @@ BASE_WORDS: frozenset[str] = (
     | DTYPES
     | KINETO_CATEGORIES
     | KINETO_KEYS
+    | RECORD_FUNCTIONS
     | _popprof_names()
     | _sensitive_key_names()
 )

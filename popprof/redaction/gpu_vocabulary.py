@@ -2,333 +2,47 @@
 Kineto's categories and keys (from ``vocabulary/kineto.json`` plus the trace-level values the
 profiler writes), memcpy / memset kinds and strictly anchored patterns of generated labels.
 
-Code names (ATen operators, autograd nodes, CUDA/HIP calls, NCCL and cuBLAS/cuDNN/CUTLASS kernels,
-C++ kernel signatures) are decided by :mod:`.names` from the vocabulary files. Nothing here is a
-bare prefix: ``nccl:<anything>``, ``c10d::<anything>``, ``prim::<anything>`` and
+The names themselves are data (``vocabulary/kineto.json``, ``vocabulary/pytorch_profiler.json``);
+this module only says how they combine. Code names (ATen operators, autograd nodes, CUDA/HIP calls,
+NCCL and cuBLAS/cuDNN/CUTLASS kernels, C++ kernel signatures) are decided by :mod:`.names` from the
+vocabulary files. Nothing here is a bare prefix: ``nccl:<anything>``, ``c10d::<anything>``, ``prim::<anything>`` and
 ``Memcpy HtoD (<free text>)`` are not public; each pattern lists its whole names.
 """
 
 from __future__ import annotations
 
+import re
+
 from . import vocabulary
 
-#: Kineto activity categories and trace-level structural values.
-KINETO_CATEGORIES: frozenset[str] = frozenset(vocabulary.data("kineto.json")["categories"]) | frozenset(
-    {
-        "cpu_op",
-        "user_annotation",
-        "gpu_user_annotation",
-        "cuda_runtime",
-        "cuda_driver",
-        "kernel",
-        "gpu_memcpy",
-        "gpu_memset",
-        "python_function",
-        "ac2g",
-        "fwdbwd",
-        "Trace",
-        "cuda_sync",
-        "cpu_instant_event",
-        "overhead",
-        "cuda_profiler_range",
-        "privateuse1_runtime",
-        "privateuse1_driver",
-        "mtia_runtime",
-        "mtia_ccp_events",
-        "xpu_runtime",
-        "hip_runtime",
-        "hip_driver",
-        "gpu_op",
-        "Runtime",
-        "Driver",
-        "Kernel",
-        "Memcpy",
-        "Memset",
-        "Overhead",
-        "Python",
-        "Spans",
-        "Traces",
-        "PyTorch Profiler",
-        "Trace PyTorch Profiler",
-        "Iteration Start: PyTorch Profiler",
-        "Record Window End",
-        "<forward op>",
-        "<backward op>",
-        "forward",
-        "backward",
-        "detach",
-        "detach_",
-        "record_param_comms",
-        "CPU",
-        "GPU",
-        "cuda",
-        "cpu",
-        "gloo",
-        "nccl",
-        "rccl",
-        "mpi",
-        "ucc",
-        "default_pg",
-        "allreduce",
-        "allgather",
-        "broadcast",
-        "reduce_scatter",
-        "reducescatter",
-        "alltoall",
-        "alltoall_base",
-        "all_to_all",
-        "allgather_into_tensor_coalesced",
-        "send",
-        "recv",
-        "barrier",
-        "wait",
-        "gather",
-        "scatter",
-        "reduce",
-        "coalesced",
-        "Float",
-        "Double",
-        "Half",
-        "BFloat16",
-        "Long",
-        "Int",
-        "Short",
-        "Byte",
-        "Char",
-        "Bool",
-        "ComplexFloat",
-        "ComplexDouble",
-        "Scalar",
-        "TensorList",
-        "ScalarList",
-        "GenericList",
-        "Tensor",
-        "Device",
-        "Layout",
-        "MemoryFormat",
-        "ScalarType",
-        "unsigned char",
-        "signed char",
-        "long int",
-        "double",
-        "c10::Half",
-        "c10::BFloat16",
-        "c10::complex<float>",
-        "c10::complex<double>",
-        "Dispatch Kernel",
-        "Host",
-        "Pinned",
-        "Pageable",
-        "Managed",
-        "Array",
-        "Unknown",
-        "DistributedDataParallel.forward",
-        "torch.distributed.ddp.reducer::copy_bucket_to_grad",
-        "torch::distributed::reducer::mul_out",
-        "_grad_sum_to_size",
-        "Optimizer.step",
-        "Optimizer.zero_grad",
-        "cudaGraphLaunch",
-        "Lazy Tensor Sync",
-        "Activity Buffer Request",
-        "CUPTI",
-        "cupti",
-        "roctracer",
-        "long",
-        "undefined",
-        "username",
-        "None",
-        "",
-    }
-)
+_PROFILER = vocabulary.data("pytorch_profiler.json")
+_KINETO = vocabulary.data("kineto.json")
 
-#: Kineto trace metadata keys, event keys and ``args`` keys.
+#: Kineto activity categories and trace-level structural values (``kineto.json``, and the values of
+#: ``pytorch_profiler.json``: device and backend words, dtypes, categories of older releases).
+KINETO_CATEGORIES: frozenset[str] = frozenset(_KINETO["categories"]) | frozenset(_PROFILER["trace_values"])
+
+#: Kineto trace metadata keys, event keys and ``args`` keys (both files).
 KINETO_KEYS: frozenset[str] = (
-    frozenset(vocabulary.data("kineto.json")["trace_keys"])
-    | frozenset(vocabulary.data("kineto.json")["arg_keys"])
-    | frozenset(
-        {
-            "schemaVersion",
-            "deviceProperties",
-            "distributedInfo",
-            "record_shapes",
-            "with_stack",
-            "profile_memory",
-            "with_flops",
-            "with_modules",
-            "traceEvents",
-            "traceName",
-            "displayTimeUnit",
-            "baseTimeNanoseconds",
-            "INFO",
-            "WARNING",
-            "ERROR",
-            "backend",
-            "rank",
-            "world_size",
-            "pg_count",
-            "pg_config",
-            "pg_name",
-            "pg_desc",
-            "backend_config",
-            "pg_size",
-            "ranks",
-            "nccl_version",
-            "cuda_version",
-            "cudnn_version",
-            "trace_id",
-            "totalGlobalMem",
-            "computeMajor",
-            "computeMinor",
-            "maxThreadsPerBlock",
-            "maxThreadsPerMultiprocessor",
-            "regsPerBlock",
-            "warpSize",
-            "sharedMemPerBlock",
-            "numSms",
-            "regsPerMultiprocessor",
-            "sharedMemPerBlockOptin",
-            "sharedMemPerMultiprocessor",
-            "maxSharedMemoryPerMultiProcessor",
-            "ph",
-            "cat",
-            "pid",
-            "tid",
-            "ts",
-            "dur",
-            "args",
-            "id",
-            "id2",
-            "s",
-            "bp",
-            "cname",
-            "tts",
-            "tdur",
-            "sf",
-            "stack",
-            "scope",
-            "bind_id",
-            "flow_in",
-            "flow_out",
-            "stackFrames",
-            "samples",
-            "systemTraceEvents",
-            "otherData",
-            "metadata",
-            "External id",
-            "Ev Idx",
-            "correlation",
-            "Record function id",
-            "cbid",
-            "stream",
-            "device",
-            "context",
-            "shared memory",
-            "grid",
-            "block",
-            "queued",
-            "registers per thread",
-            "blocks per SM",
-            "warps per SM",
-            "est. achieved occupancy %",
-            "Fwd thread id",
-            "Sequence number",
-            "Input Dims",
-            "Input type",
-            "Input Strides",
-            "Concrete Inputs",
-            "Input Names",
-            "Output Dims",
-            "Output type",
-            "Output Strides",
-            "bytes",
-            "memory bandwidth (GB/s)",
-            "sort_index",
-            "labels",
-            "Out msg nelems",
-            "In msg nelems",
-            "In split size",
-            "Out split size",
-            "Process Group Ranks",
-            "Process Group Name",
-            "Process Group Description",
-            "Group size",
-            "dtype",
-            "Collective name",
-            "Global rank start",
-            "Global rank stride",
-            "cid",
-            "kind",
-            "kernel",
-            "Op count",
-            "src",
-            "dst",
-            "size",
-            "Python id",
-            "Python parent id",
-            "Python thread",
-            "Python module id",
-            "Trace name",
-            "Trace iteration",
-            "Addr",
-            "Bytes",
-            "Total Reserved",
-            "Total Allocated",
-            "Device Type",
-            "Device Id",
-            "wait_on_stream",
-            "wait_on_cuda_event_record_corr_id",
-            "wait_on_cuda_event_id",
-            "event",
-            "flops",
-            "Flops",
-            "Module Hierarchy",
-            "Call stack",
-            "seq_num",
-            "pg_id",
-            "Async",
-            "Collective Name",
-            "priority",
-            "Is Async",
-            "Blocks per SM",
-            "Warps per SM",
-            "Grid",
-            "Block",
-            "Registers per thread",
-            "Shared memory",
-            "Memcpy HtoD",
-            "Memcpy DtoH",
-            "Memcpy DtoD",
-            "Memcpy PtoP",
-            "Memset",
-        }
-    )
+    frozenset(_KINETO["trace_keys"]) | frozenset(_KINETO["arg_keys"]) | frozenset(_PROFILER["trace_keys"])
 )
+#: Record functions PyTorch names by a fixed text (``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``).
+RECORD_FUNCTIONS: frozenset[str] = frozenset(_PROFILER["record_functions"])
+
+
+def _names(key: str) -> str:
+    """An alternation of one list of ``pytorch_profiler.json`` (longest first, escaped)."""
+    return "|".join(re.escape(w) for w in sorted(_PROFILER[key], key=len, reverse=True))
+
 
 _MEM_KIND = r"(?:HtoD|DtoH|DtoD|HtoH|PtoP|AtoH|HtoA|AtoD|DtoA|AtoA)"
 _MEM_PLACE = r"(?:Pageable|Pinned|Device|Host|Managed|Array|Unknown|Peer)"
-_KNOWN_OPTIMIZERS = (
-    "SGD|Adam|AdamW|Adagrad|Adadelta|Adamax|ASGD|LBFGS|NAdam|RAdam|RMSprop|Rprop|SparseAdam|"
-    "Adafactor|FusedAdam|FusedLAMB|FusedSGD|LAMB|LARS|ZeroRedundancyOptimizer"
-)
-
+_KNOWN_OPTIMIZERS = _names("optimizers")
 #: Collectives of PyTorch's process-group record functions (``nccl:all_reduce``) and c10d operators
 #: (``c10d::allreduce_``), as torch.distributed names them.
-_COLLECTIVES = (
-    "all_reduce|all_reduce_barrier|allreduce|allreduce_coalesced|all_reduce_coalesced|all_gather|allgather|"
-    "_allgather_base|all_gather_into_tensor_coalesced|allgather_into_tensor_coalesced|allgather_coalesced|"
-    "_reduce_scatter_base|reduce_scatter|reduce_scatter_tensor_coalesced|broadcast|reduce|gather|scatter|"
-    "all_to_all|all_to_all_base|alltoall|alltoall_base|send|recv|recv_any_source|barrier|monitored_barrier|"
-    "coalesced|batch_isend_irecv|_broadcast_oop|_reduce_oop"
-)
+_COLLECTIVES = _names("collectives")
 #: TorchScript ``prim::`` operators that profiles record.
-_PRIM_OPS = (
-    "Constant|ListConstruct|ListUnpack|TupleConstruct|TupleUnpack|TupleIndex|DictConstruct|GetAttr|SetAttr|"
-    "CallMethod|CallFunction|PythonOp|profile|profile_ivalue|DifferentiableGraph|FusionGroup|TensorExprGroup|"
-    "CudaFusionGroup|If|Loop|NumToTensor|device|dtype|layout|Uninitialized|RaiseException|unchecked_cast|"
-    "BailOut|BailoutTemplate|TypeCheck|RequiresGradCheck|AutogradAdd|AutogradZero|grad|data|is_cuda|shape|"
-    "min|max|abs|Print|isinstance|tolist|StringIndex|Enter|Exit|rpc_async|fork|wait|ConstantChunk|MMTreeReduce"
-)
+_PRIM_OPS = _names("prim_operators")
 
 #: Anchored patterns (each must match the whole string).
 GPU_PATTERNS: tuple[str, ...] = (

@@ -43,33 +43,13 @@ CPP_WORDS = CPP_TYPES | frozenset(
     typename template type value
     """.split()  # noqa: SIM905
 )
+_KERNEL_NAMES = vocabulary.data("gpu_kernel_names.json")
 #: Namespaces of public libraries that kernel signatures are qualified with (each still followed by a
 #: listed identifier: the namespace alone proves nothing).
-CPP_NAMESPACES = frozenset(
-    """
-    at c10 std torch aten caffe2 at_cuda_detail cub thrust cuda cudnn cublas cublasLt cutlass
-    cutlass_cudnn_infer cutlass_cudnn_train cask_cudnn cask_cudnn_infer cask_cudnn_train cask xmma internal
-    epilogue flash pytorch_flash fmha apex transformer_engine triton rocprim hipcub miopen rocblas hipblaslt
-    ck fbgemm fbgemm_gpu cooperative_groups cuda_cub detail native autograd ops cnn impl binary_internal
-    reduction thread kernel memory
-    """.split()  # noqa: SIM905
-)
-#: Exception classes Poplar and PopLibs throw (named by PopLibs' sources, graphcore/poplibs; printed
-#: in ``terminate called after throwing an instance of '...'``), and the C++ standard ones.
-EXCEPTIONS = frozenset(
-    {
-        "poplar::graph_memory_allocation_error",
-        "poplar::poplar_error",
-        "poplar::runtime_error",
-        "poputil::poplibs_error",
-        "std::runtime_error",
-        "std::logic_error",
-        "std::exception",
-        "std::bad_alloc",
-        "std::out_of_range",
-        "std::invalid_argument",
-    }
-)
+CPP_NAMESPACES = frozenset(_KERNEL_NAMES["cpp_namespaces"])
+#: Exception classes Poplar and PopLibs throw (printed in ``terminate called after throwing an instance
+#: of '...'``), and the C++ standard ones.
+EXCEPTIONS = frozenset(_KERNEL_NAMES["exceptions"])
 #: Poplar's messages (graphcore/tutorials, tutorials/poplar/tut4_profiling/README.rst) and the C++
 #: runtime's words around them: every word of them is public.
 POPLAR_MESSAGES = (
@@ -80,17 +60,9 @@ POPLAR_MESSAGES = (
 )
 MESSAGE_WORDS = frozenset(w for m in POPLAR_MESSAGES for w in re.findall(r"[A-Za-z]+", m)) - {"n", "path"}
 #: Generated-kernel name parts that the public traces here do not show (names seen in other public
-#: traces: popprof's vocabulary before these files).
-_KERNEL_PARTS_SEEN = frozenset(
-    """
-    ampere volta turing maxwell hopper cudnn infer train xmma gemm sgemm hgemm dgemm cgemm zgemm fprop dgrad
-    wgrad scudnn hcudnn fp16 s1688gemm h1688gemm s16816gemm h16816gemm bf16 tf32 f32 f16 relu interior small
-    medium large xregs implicit indexed precomp tf32f32 f32f32 f16f16 bf16bf16 nhwckrsc nchwkcrs nhwc nchw
-    execute kernel split k t1r1s1 nn nt tn tt splitK bias mods batched fprop_ simt tensorop wmma optimized
-    analytic unity stride conv s h d c z i8 cutlass
-    """.split()  # noqa: SIM905
-)
-_ARCH_HEAD = re.compile(r"ampere|volta|turing|maxwell|hopper|sm\d{2,3}|cutlass|cudnn")
+#: traces), and the architecture heads such names open with.
+_KERNEL_PARTS_SEEN = frozenset(_KERNEL_NAMES["kernel_parts"])
+_ARCH_HEAD = re.compile("|".join(re.escape(h) for h in _KERNEL_NAMES["architecture_heads"]) + r"|sm\d{2,3}")
 _PART_SHAPE = re.compile(
     r"\d+(?:x\d+)*|(?:stages?|align[ac]?|tilesize|warpsize|tensor|sliced|ldg|g|v|nstages|stride)\d+(?:x\d+)*"
     r"|[shdcz]?(?:1688|16816|884|8816)(?:gemm|fprop|dgrad|wgrad)"
@@ -104,6 +76,7 @@ _SIGNATURE_TOKEN = re.compile(
     r"(?P<num>\d[\w.]*)|(?P<anon>\(anonymous namespace\))|(?P<ident>[A-Za-z_]\w*)|(?P<other>[^\w])"
 )
 _VERTEX = re.compile(r"(?P<name>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*(?:<(?P<args>.*)>)?")
+_NUMBERED_NODE = re.compile(r"([A-Za-z]\w*Backward)[1-9]")
 _INT = re.compile(r"-?\d+(?:u|ul|ull|l|ll|U|UL)?")
 _RUNTIME_SUFFIX = re.compile(r"(.+?)(?:_v\d+|_ptsz|_ptds|_spt)+")
 _TEMPLATE_TYPES = frozenset(
@@ -188,6 +161,7 @@ class NameGrammar:
             | v("poplar_options.txt")
             | EXCEPTIONS
             | self.template_values
+            | frozenset(vocabulary.data("pytorch_profiler.json")["legacy_operators"])
         )
         self.cuda = v("cuda_api.txt") | v("hip_api.txt")
         self.kernels = v("gpu_kernel_identifiers.txt")  # a bare kernel name (``gemmSN_TN_kernel``)
@@ -226,6 +200,9 @@ class NameGrammar:
             return False
         if value in self.exact or value in self.vertices or value in self.kernels:
             return True
+        m = _NUMBERED_NODE.fullmatch(value)
+        if m is not None and (m.group(1) in self.exact or m.group(1) + "0" in self.exact):
+            return True  # an overload's node of a listed one (PyTorch 1.9's ``ReluBackward1``)
         if "_" in value:  # the suffix regex backtracks: only where a suffix can be
             m = _RUNTIME_SUFFIX.fullmatch(value)
             if m is not None and m.group(1) in self.cuda:

@@ -18,7 +18,6 @@ their own, and feed every string they find.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io.jsonbytes import SCAN_BLOCK, last_opening_quote, map_blocks, solid_after
-from ..readers.bundle import bundles_in, manifest_path
+from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
 from .allowlist import Allowlist
 from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
@@ -256,10 +255,8 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
             sensitive.add(str(key), "key")
             if isinstance(value, str):
                 sensitive.add(value, "identifier", str(key))
-    for manifest in [manifest_path(source)] if source.is_dir() else []:
-        if manifest.exists():
-            with contextlib.suppress(ValueError):
-                sensitive.add_json(json.loads(manifest.read_text("utf-8", "replace")))
+    if source.is_dir() and manifest_path(source).exists():
+        sensitive.add_json(read_manifest(source))  # bounded and validated: the bundle reader's own rules
     return sensitive
 
 
@@ -274,10 +271,12 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
         return False
     for root in roots:
         sensitive.add(root.name, "profile")
-        with contextlib.suppress(ValueError, OSError):
-            sensitive.add_json(json.loads(manifest_path(root).read_text("utf-8", "replace")))
+        # the manifest and every table file as the bundle reader opens them (a manifest within
+        # manifest-bytes with its fields checked; regular files inside the bundle, never a symlink out)
+        sensitive.add_json(read_manifest(root))
         for file in sorted(root.glob("*.parquet")):
-            schema = pq.read_schema(file)
+            with open_member(root, file.name, "table file") as handle:
+                schema = pq.read_schema(handle)
             for k, v in (schema.metadata or {}).items():
                 sensitive.add(k.decode("utf-8", "replace"), "key")
                 sensitive.add(v.decode("utf-8", "replace"), "identifier")
@@ -297,7 +296,8 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
                     or pa.types.is_nested(typ)
                 ):
                     textual.append(field.name)
-            table = pq.read_table(file, columns=textual)
+            with open_member(root, file.name, "table file") as handle:
+                table = pq.read_table(handle, columns=textual)
             for name in table.column_names:
                 column = table.column(name).combine_chunks()
                 if pa.types.is_dictionary(column.type):

@@ -31,6 +31,8 @@ NAME_FILES: dict[str, str] = {
 JSON_FILES: dict[str, str] = {
     "nccl_kernels.json": "the parts NCCL kernel names are made of",
     "kineto.json": "Kineto categories, trace keys and args keys",
+    "pytorch_profiler.json": "PyTorch profiler values, older keys, prim:: operators, collectives, optimizers",
+    "gpu_kernel_names.json": "kernel-signature namespaces, generated-kernel parts, exception classes",
 }
 
 

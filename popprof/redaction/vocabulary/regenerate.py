@@ -11,6 +11,22 @@ commit. The ``summary`` source takes one or more directories of Poplar text outp
 
 The files are data (names and facts), never code of those projects: the parsing here is
 popprof's own and keeps only names.
+
+Two JSON files are curated by hand, not regenerated, because no single source file lists their
+names (each carries its sources under ``provenance``; edit them and keep the lists sorted):
+
+- ``pytorch_profiler.json``: trace-level values and keys of the PyTorch profiler across releases
+  (device and backend words, dtypes, the capitalised categories of 2021: ``Operator``, ``async``,
+  ``[memory]``), TorchScript ``prim::`` operators (``torch/csrc/jit/ir/ir.h``), torch.distributed's
+  collectives (``distributed_c10d.py``), the built-in optimizers (``torch/optim``), record functions
+  PyTorch names by a fixed text (``torch/utils/data/dataloader.py``), and ATen operators of PyTorch
+  1.8/1.9 that ``native_functions.yaml`` no longer lists (read from the 2021 trace in
+  ``fixtures/real/traces``: ``aten::cudnn_convolution_backward_weight``).
+- ``gpu_kernel_names.json``: namespaces of public libraries in kernel signatures, generated-kernel
+  parts and architecture heads seen in public traces other than those here, and exception classes of
+  Poplar/PopLibs and the C++ standard library.
+
+Both were first written from the lists popprof held in code before (2026-12-02).
 """
 
 from __future__ import annotations
