@@ -80,7 +80,7 @@ class SensitiveSet:
             stripped = value.strip()
             if len(stripped) >= 6 and not PSEUDONYM_RE.fullmatch(stripped):
                 self.strings.setdefault(stripped, "secret")  # numeric-looking secrets too
-        for m in ASSIGNED_SECRET.finditer(value):
+        for m in ASSIGNED_SECRET.finditer(value) if ("=" in value or ":" in value) else ():  # needs = or :
             if len(m.group(1)) >= 6 and not PSEUDONYM_RE.fullmatch(m.group(1)) and not self.keep(m.group(1)):
                 self.strings.setdefault(m.group(1), "secret")
         if self.public(value):
