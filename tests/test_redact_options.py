@@ -111,7 +111,10 @@ def test_weak_keys_are_refused_from_every_source(tmp_path, key, run):
 
 
 @pytest.mark.parametrize(
-    "key", [GOOD_KEY, KEY_A.decode(), "correct horse battery staple", os.urandom(32).hex()]
+    "key",
+    [GOOD_KEY, KEY_A.decode(), "correct horse battery staple", os.urandom(32).hex()],
+    # stable ids: every pytest-xdist worker must collect the same names
+    ids=["hex-key", "team-key", "passphrase", "random-32-bytes"],
 )
 def test_sound_keys_pass(tmp_path, key, run):
     assert key_weakness(key.encode()) is None
