@@ -1,6 +1,7 @@
 """Every real Poplar text sample (fixtures/real/poplar) and every text-summary fixture redacts with the
 scan on, exits 0, gives text, and reads back to the same figures: same profiles, same tables, same
-numbers, same line count; the summary's labels and public vertex names unchanged."""
+numbers (capacity and headroom among the computed metrics), same line count, every figure at the same
+column; the summary's labels and public vertex names unchanged."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def _redact(src: Path, out: Path) -> str:
     return result.output
 
 
+_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w.])")
+
+
+def _figures(line: str) -> list[tuple[int, str]]:
+    """Each number of a line with the column it starts at."""
+    return [(m.start(), m.group()) for m in _FIGURE.finditer(line)]
+
+
 def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.select_dtypes(include="number").reset_index(drop=True)
 
@@ -61,6 +70,8 @@ def test_real_text_redacts_to_the_same_figures(tmp_path, src):
             )
         assert compute(pa) == compute(pb)
     for line_a, line_b in zip(before.splitlines(), after.splitlines(), strict=True):
+        if not line_b.startswith("line_"):  # every figure stays, at the same column (alignment kept)
+            assert _figures(line_a) == _figures(line_b), (line_a, line_b)
         m = _LABEL.match(line_a)
         if m and summary_label(m.group(1)):
             assert line_b.startswith(line_a[: m.end()]), (line_a, line_b)  # the label stays, in place
