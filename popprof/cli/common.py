@@ -63,15 +63,18 @@ def global_options(command: Callable) -> Callable:
     )(command)
 
 
-def config_option() -> Callable:
-    """``--config FILE``: the configuration to read instead of the nearest popprof.toml / pyproject.toml."""
+def config_option(
+    help: str = "Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
+) -> Callable:
+    """``--config FILE``: the configuration to read instead of the nearest popprof.toml / pyproject.toml
+    (``help`` says what the command takes from it when that differs, as for redaction)."""
     return click.option(
         "--config",
         "config_file",
         type=click.Path(path_type=Path, dir_okay=False),
         default=None,
         metavar="FILE",
-        help="Config file (default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards).",
+        help=help,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -35,38 +36,48 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
         raise click.BadParameter(str(exc)) from None
 
 
+def rows_option() -> Callable:
+    """``-n/--rows N``: rows the table format prints (``popprof query`` and ``store query``)."""
+    return click.option(
+        "-n",
+        "--rows",
+        "rows",
+        type=click.IntRange(0, None),
+        default=None,
+        help=f"Rows to print in table format  [default: {DEFAULT_ROWS}] (was --limit N, which still works).",
+    )
+
+
+def budget_options(command: Callable) -> Callable:
+    """``--timeout SECONDS`` and ``--memory-limit SIZE``: the query sandbox's budget (docs/limits.md)."""
+    command = click.option(
+        "--memory-limit",
+        "memory",
+        callback=_size,
+        default=None,
+        metavar="SIZE",
+        help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).",
+    )(command)
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(0, None, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Stop the query after this long (default: the query-seconds limit, 60).",
+    )(command)
+
+
 @click.command("query")
 @click.argument("path", type=click.Path())
 @click.argument("sql")
 @engine_option()
 @format_option("table", "csv", "json", default="table")
-@click.option(
-    "-n",
-    "--rows",
-    "rows",
-    type=click.IntRange(0, None),
-    default=None,
-    help=f"Rows to print in table format  [default: {DEFAULT_ROWS}] (was --limit N, which still works).",
-)
+@rows_option()
 @output_option()
 @config_option()
 @device_map_option()
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(0, None, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Stop the query after this long (default: the query-seconds limit, 60).",
-)
-@click.option(
-    "--memory-limit",
-    "memory",
-    callback=_size,
-    default=None,
-    metavar="SIZE",
-    help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).",
-)
+@budget_options
 @global_options
 def query_command(
     path: str,
@@ -93,7 +104,7 @@ def query_command(
     """
     from ..sql import QueryBudget, format_result, run_query
 
-    limit = _rows(rows)
+    limit = rows_to_print(rows)
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
     profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
@@ -101,13 +112,13 @@ def query_command(
     emit(format_result(result, fmt, limit=limit, budget=budget), output)
 
 
-def _rows(rows: int | None) -> int:
-    """Rows to print: ``--rows``, else the old ``--limit N`` (with a note), else the default."""
+def rows_to_print(rows: int | None, command: str = "query") -> int:
+    """Rows to print: ``--rows``, else the old ``--limit N`` (with a note naming ``command``), else the default."""
     old = click.get_current_context().meta.get("popprof.query_rows")
     if old is not None:
         click.echo(
-            "popprof: note: `query --limit N` is now `query --rows N` (--limit NAME=VALUE is the global "
-            "safety limit); the old spelling still works",
+            f"popprof: note: `{command} --limit N` is now `{command} --rows N` (--limit NAME=VALUE is the "
+            "global safety limit); the old spelling still works",
             err=True,
         )
         if rows is None:

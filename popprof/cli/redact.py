@@ -9,20 +9,15 @@ import click
 
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
-from .common import check_output, global_options, is_stdout, said_wrote
+from .common import check_output, config_option, global_options, is_stdout, said_wrote
 
 
 def _config_option():
     """``--config FILE`` as every command has it; for redaction only its ``[redact]`` table counts, and
     without it only the project's own configuration (at the git root) is read, never one further up."""
-    return click.option(
-        "--config",
-        "config_file",
-        type=click.Path(path_type=Path, dir_okay=False),
-        default=None,
-        metavar="FILE",
+    return config_option(
         help="Config file whose [redact] table is the policy (default: the project's popprof.toml or "
-        "pyproject.toml at the git root, never one further up).",
+        "pyproject.toml at the git root, never one further up)."
     )
 
 

@@ -17,6 +17,7 @@ from .common import (
     output_option,
     reader_options,
 )
+from .query import budget_options, rows_option, rows_to_print
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,64 +143,13 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str) -> No
     print_frame(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1)
 
 
-#: Rows the table format of ``store query`` prints by default (as ``popprof query``).
-DEFAULT_ROWS = 200
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
-    from ..io import limits
-
-    try:
-        return limits.parse_value(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _rows(rows: int | None) -> int:
-    """Rows to print: ``--rows``, else the old ``--limit N`` (with a note), else the default."""
-    old = click.get_current_context().meta.get("popprof.query_rows")
-    if old is not None:
-        click.echo(
-            "popprof: note: `store query --limit N` is now `store query --rows N` (--limit NAME=VALUE is the "
-            "global safety limit); the old spelling still works",
-            err=True,
-        )
-        if rows is None:
-            return old
-    return DEFAULT_ROWS if rows is None else rows
-
-
 @store_command.command("query")
 @click.argument("store")
 @click.argument("sql")
 @format_option("table", "csv", "json", default="table")
-@click.option(
-    "-n",
-    "--rows",
-    "rows",
-    type=click.IntRange(0, None),
-    default=None,
-    help=f"Rows to print in table format  [default: {DEFAULT_ROWS}] (was --limit N, which still works).",
-)
+@rows_option()
 @output_option()
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(0, None, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="Stop the query after this long (default: the query-seconds limit, 60).",
-)
-@click.option(
-    "--memory-limit",
-    "memory",
-    callback=_size,
-    default=None,
-    metavar="SIZE",
-    help="Memory DuckDB may use, e.g. 2G (default: the query-memory limit, 1 GiB).",
-)
+@budget_options
 @global_options
 def query_command(
     store: str,
@@ -218,7 +168,7 @@ def query_command(
     from ..sql import QueryBudget, format_result
     from ..store import open as open_store
 
-    limit = _rows(rows)
+    limit = rows_to_print(rows, "store query")
     check_output(output, [])
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     frame = open_store(store).query(sql, budget=budget)
