@@ -304,5 +304,8 @@ def test_a_long_thread_name_is_not_a_refusal(tmp_path, monkeypatch):
 def test_object_end_is_found_past_the_quick_look_with_braces_and_escapes_in_strings():
     body = '{"name": "thread_name", "args": {"name": "a}\\\\\\"{' + "x" * 9000 + '"}}'
     data = b"[" + body.encode() + b', {"next": 1}]'
-    assert chrome_mod._balanced_end(data, 1) == 1 + len(body.encode())
-    assert chrome_mod._balanced_end(data[:-30], 1) == -1  # cut off by the end of the block
+    from popprof.io.jsonbytes import object_end
+
+    assert object_end(data, 1) == 1 + len(body.encode())
+    assert object_end(data[:-30], 1) == -1  # cut off by the end of the block
+    assert object_end(data, 1, quick=8) == 1 + len(body.encode())  # past the byte loop: the numpy lexer

@@ -138,6 +138,39 @@ def container_end(data: bytes, start: int) -> int:
     return start + int(where[closed[0]]) + 1 if len(closed) else -1
 
 
+def object_end(data: bytes, start: int, quick: int = 4096) -> int:
+    """End (exclusive) of the JSON object starting at ``data[start] == '{'``, or -1 when ``data`` ends first.
+
+    A byte loop for the first ``quick`` bytes (metadata events are short); a longer object (a thread
+    name of 70 KB) is measured by :func:`container_end` over the rest of ``data``, however long its strings are, so
+    an object that ends inside the block is never taken for one cut off by the block's end."""
+    end = _object_end_loop(data, start, min(len(data), start + quick))
+    if end >= 0 or start + quick >= len(data):
+        return end
+    return container_end(data, start)  # numpy, linear
+
+
+def _object_end_loop(data: bytes, start: int, stop: int) -> int:
+    depth, i, in_str = 0, start, False
+    while i < stop:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:
+                i += 1
+            elif c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c == 0x7B:
+            depth += 1
+        elif c == 0x7D:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
 def array_closes(data: bytes, levels: int) -> np.ndarray:
     """Positions (ascending) of the ``]`` bytes outside strings of ``data`` after which the brackets outside
     strings close ``levels`` more containers than they open: with ``data`` the end of a document, the ``]``

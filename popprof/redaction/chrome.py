@@ -36,10 +36,10 @@ from ..io import limits
 from ..io.files import open_binary
 from ..io.jsonbytes import (
     SCAN_BLOCK,
-    container_end,
     has_escaped_quote,
     last_opening_quote,
     map_blocks,
+    object_end,
     quotes_before,
     solid_after,
     solid_before,
@@ -68,39 +68,6 @@ def _encode(value: str) -> bytes:
         return orjson.dumps(value)
     except TypeError:  # lone surrogates from undecodable bytes
         return orjson.dumps(value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-
-
-def _balanced_end(data: bytes, start: int, quick: int = 4096) -> int:
-    """End (exclusive) of the JSON object starting at ``data[start] == '{'``, or -1 when ``data`` ends first.
-
-    A byte loop for the first ``quick`` bytes (metadata events are short); a longer object (a thread
-    name of 70 KB) is measured with numpy over the rest of ``data``, however long its strings are, so
-    an object that ends inside the block is never taken for one cut off by the block's end."""
-    end = _balanced_end_loop(data, start, min(len(data), start + quick))
-    if end >= 0 or start + quick >= len(data):
-        return end
-    return container_end(data, start)  # the lexer, in numpy
-
-
-def _balanced_end_loop(data: bytes, start: int, stop: int) -> int:
-    depth, i, in_str = 0, start, False
-    while i < stop:
-        c = data[i]
-        if in_str:
-            if c == 0x5C:
-                i += 1
-            elif c == 0x22:
-                in_str = False
-        elif c == 0x22:
-            in_str = True
-        elif c == 0x7B:
-            depth += 1
-        elif c == 0x7D:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
 
 
 _PUBLIC = 1
@@ -191,7 +158,7 @@ class ChromeRedactor:
                     start = block.rfind(b"{", 0, start)
                     if start < 0:
                         break
-                    end = _balanced_end(block, start)
+                    end = object_end(block, start)
                     cut_off = cut_off or end < 0
                     if end > pos:
                         try:
