@@ -16,6 +16,11 @@ SCAN_BLOCK = 1 << 20
 T = TypeVar("T")
 SPACE = np.zeros(256, dtype=bool)
 SPACE[list(b" \t\r\n")] = True
+#: A JSON string token, quotes included, as a regular expression over bytes (escapes skipped, unrolled:
+#: linear). The redactor's token patterns and the leak scan's string pattern are built from it.
+STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+#: The same without its quotes (for a group around a string's content).
+STRING_BODY = rb'[^"\\]*(?:\\.[^"\\]*)*'
 #: +1 for ``[`` and ``{``, -1 for ``]`` and ``}``, 0 for every other byte.
 BRACKETS = np.zeros(256, dtype=np.int8)
 BRACKETS[list(b"[{")] = 1

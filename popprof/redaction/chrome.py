@@ -36,6 +36,7 @@ from ..io import limits
 from ..io.files import open_binary
 from ..io.jsonbytes import (
     SCAN_BLOCK,
+    STRING,
     has_escaped_quote,
     last_opening_quote,
     map_blocks,
@@ -50,8 +51,8 @@ from .scrub import is_secret_key
 BLOCK = 8 << 20
 #: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).
 CACHE_LIMIT = 2_000_000
-TOKEN_RE = re.compile(rb'((?:"[^"\\]*(?:\\.[^"\\]*)*"\s*:\s*)?"[^"\\]*(?:\\.[^"\\]*)*")')
-_PAIR_RE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")(\s*:\s*)("[^"\\]*(?:\\.[^"\\]*)*")', re.S)
+TOKEN_RE = re.compile(rb"((?:" + STRING + rb"\s*:\s*)?" + STRING + rb")")
+_PAIR_RE = re.compile(rb"(" + STRING + rb")(\s*:\s*)(" + STRING + rb")", re.S)
 _HOME_USER = re.compile(rb"/(?:home|Users)/([A-Za-z_][\w.-]*)")
 _METADATA = ((b'"thread_name"', "thread_name", "thr"), (b'"process_name"', "process_name", "proc"))
 

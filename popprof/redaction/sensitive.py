@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..io.jsonbytes import SCAN_BLOCK, last_opening_quote, map_blocks, solid_after
+from ..io.jsonbytes import SCAN_BLOCK, STRING_BODY, last_opening_quote, map_blocks, solid_after
 from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
 from .allowlist import Allowlist
 from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect
@@ -150,7 +150,7 @@ class SensitiveSet:
 
 
 # -- reading an original on its own -------------------------------------------------------------
-_STRING_RE = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.S)
+_STRING_RE = re.compile(rb'"(' + STRING_BODY + rb')"(\s*:)?', re.S)
 
 
 def trace_strings(path: Path, block_size: int = SCAN_BLOCK) -> Iterator[tuple[set[bytes], set[bytes]]]:
