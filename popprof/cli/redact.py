@@ -9,7 +9,7 @@ import click
 
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
-from .common import check_output, config_option, global_options, is_stdout, said_wrote
+from .common import check_output, config_option, global_options, is_stdout, output_option, said_wrote
 
 
 def _config_option():
@@ -184,15 +184,7 @@ def leak_message(scan: dict, report_option: bool = True) -> str:
 )
 @click.option("--keep", multiple=True, metavar="PAT", help="Values matching PAT were kept on purpose.")
 @_config_option()
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
-    default=None,
-    metavar="FILE",
-    help="Write the scan report (JSON: kinds and places of leaks, never values) to FILE atomically; - is stdout.",
-)
+@output_option("the scan report (JSON: kinds and places of leaks, never values)")
 @global_options
 def scan_command(
     path: Path,
