@@ -78,6 +78,17 @@ def config_option(
     )
 
 
+def top_option(what: str) -> Callable:
+    """``--top N``: how many ``what`` each section lists (``summary``, ``diff``)."""
+    return click.option(
+        "--top",
+        type=click.IntRange(1, 10_000),
+        default=10,
+        show_default=True,
+        help=f"{what} listed per section.",
+    )
+
+
 def output_option(what: str = "the result") -> Callable:
     """``-o/--output FILE``: write ``what`` there atomically instead of stdout (``-`` is stdout)."""
     return click.option(

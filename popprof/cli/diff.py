@@ -24,6 +24,7 @@ from .common import (
     report_read_warnings,
     said_wrote,
     select_engine,
+    top_option,
 )
 
 if TYPE_CHECKING:
@@ -102,13 +103,7 @@ def pair_profiles(
 @click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
 @click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
 @output_option("the report")
-@click.option(
-    "--top",
-    type=click.IntRange(1, 10_000),
-    default=10,
-    show_default=True,
-    help="Tiles / programs / events listed per section.",
-)
+@top_option("Tiles / programs / events")
 @click.option(
     "--tolerance",
     type=click.FloatRange(0, None),

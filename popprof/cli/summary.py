@@ -21,6 +21,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    top_option,
 )
 
 
@@ -28,13 +29,7 @@ from .common import (
 @click.argument("path", type=click.Path())
 @engine_option()
 @format_option("text", "json", "csv")
-@click.option(
-    "--top",
-    type=click.IntRange(1, 10_000),
-    default=10,
-    show_default=True,
-    help="Programs, kernels, events and threads listed per section.",
-)
+@top_option("Programs, kernels, events and threads")
 @output_option()
 @config_option()
 @device_map_option()
