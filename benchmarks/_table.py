@@ -1,8 +1,10 @@
 """The one way benchmark scripts print their figures: a Markdown table (readable in a terminal, pastable
-into benchmarks/README.md)."""
+into benchmarks/README.md), sizes in MiB, the machine's load; and the one argument parser made from a
+script's docstring."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -48,3 +50,15 @@ def load_line() -> str:
     """The machine's load, to print next to wall times measured on a shared machine."""
     one, five, _ = os.getloadavg()
     return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} CPUs"
+
+
+def mib(n: float) -> str:
+    """Bytes as whole MiB with thousands separators: ``1,024``."""
+    return f"{n / 2**20:,.0f}"
+
+
+def doc_parser(doc: str) -> argparse.ArgumentParser:
+    """An argument parser whose help is the script's docstring: its first line, then all of it verbatim."""
+    return argparse.ArgumentParser(
+        description=doc.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc
+    )

@@ -25,7 +25,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import json
 import math
@@ -40,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _table import print_table  # noqa: E402
+from _table import doc_parser, mib, print_table  # noqa: E402
 from bench_trace_hta import DEFAULT_HTA_PYTHON, _load_average, _Watch  # noqa: E402
 from gen_traces import SIZES, ensure  # noqa: E402
 
@@ -126,16 +125,8 @@ def _hta_folder(path: Path) -> Path:
     return folder
 
 
-def _mib(n: float) -> str:
-    return f"{n / 2**20:,.0f}"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__,
-    )
+    parser = doc_parser(__doc__)
     parser.add_argument("--size", default="600k", choices=list(SIZES), help="Generated trace (default 600k).")
     parser.add_argument("--trace", type=Path, help="A trace file instead of a generated one.")
     parser.add_argument("--repeat", type=int, default=3, help="Runs of each (alternating).")
@@ -181,7 +172,7 @@ def main() -> None:
                 runs[name].append(result)
                 print(
                     f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
-                    f"peak {_mib(result['peak_bytes'])} MiB  load {result['load_average']}{phases}",
+                    f"peak {mib(result['peak_bytes'])} MiB  load {result['load_average']}{phases}",
                     file=sys.stderr,
                 )
         keys = ("seconds", "cpu_seconds", "peak_bytes")
@@ -194,7 +185,7 @@ def main() -> None:
             f"{p['seconds']:.2f}",
             f"{p['cpu_seconds']:.2f}",
             f"{p['own_cpu_seconds']:.2f}",
-            _mib(p["peak_bytes"]),
+            mib(p["peak_bytes"]),
             "",
         ]
     ]
@@ -213,7 +204,7 @@ def main() -> None:
                 f"{h['seconds']:.2f}",
                 f"{h['cpu_seconds']:.2f}",
                 f"{h['cpu_seconds']:.2f}",
-                _mib(h["peak_bytes"]),
+                mib(h["peak_bytes"]),
                 f"{speed:.1f}x wall, {cpu_ratio:.1f}x CPU, {path_ratio:.1f}x main-process CPU; peak {memory:.2f}",
             ]
         )

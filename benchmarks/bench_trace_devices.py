@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
+from _table import doc_parser  # noqa: E402
 from gen_traces import DATA, SIZES, STEPS, ensure  # noqa: E402
 
 COMMON = """
@@ -214,11 +215,7 @@ def ranks(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__,
-    )
+    parser = doc_parser(__doc__)
     parser.add_argument("what", choices=["figures", "ranks"], help="Which measurement.")
     parser.add_argument("--repeat", type=int, default=1, help="Runs (medians are printed).")
     parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run.")

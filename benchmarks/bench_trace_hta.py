@@ -36,7 +36,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import json
 import os
@@ -51,7 +50,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _table import print_table  # noqa: E402
+from _table import doc_parser, mib, print_table  # noqa: E402
 from bench_trace import COMMON, HTA, _limit  # noqa: E402
 from gen_traces import SIZES, ensure  # noqa: E402
 
@@ -259,16 +258,8 @@ def _hta_code(path: Path, load: str) -> str:
     return HTA_ANALYSIS.format(folder=str(folder), ready=READY)
 
 
-def _mib(n: float) -> str:
-    return f"{n / 2**20:,.0f}"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__,
-    )
+    parser = doc_parser(__doc__)
     parser.add_argument(
         "--size", default="600k", choices=list(SIZES), help="Generated trace (default 600k events)."
     )
@@ -329,8 +320,8 @@ def main() -> None:
             kept = f"  kept {result['kept']}" if "kept" in result else ""
             print(
                 f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
-                f"peak {_mib(result['peak_bytes'])} MiB (own {_mib(result.get('own_peak_bytes', 0))}, "
-                f"tree {_mib(result['sampled_peak_bytes'])})  "
+                f"peak {mib(result['peak_bytes'])} MiB (own {mib(result.get('own_peak_bytes', 0))}, "
+                f"tree {mib(result['sampled_peak_bytes'])})  "
                 f"events {result['events']}  load {result['load_average']}{stopped}{kept}",
                 file=sys.stderr,
             )
@@ -353,7 +344,7 @@ def main() -> None:
             f"{runs['popprof'][0]['events']:,}",
             f"{p['seconds']:.2f}",
             f"{p['cpu_seconds']:.2f}",
-            _mib(p["peak_bytes"]),
+            mib(p["peak_bytes"]),
             "",
         ],
         [
@@ -361,7 +352,7 @@ def main() -> None:
             "-" if runs["hta"][0]["events"] is None else f"{runs['hta'][0]['events']:,}",
             f"{'> ' if bound else ''}{h['seconds']:.2f}",
             f"{'> ' if bound else ''}{h['cpu_seconds']:.2f}",
-            f"{'> ' if bound else ''}{_mib(h['peak_bytes'])}",
+            f"{'> ' if bound else ''}{mib(h['peak_bytes'])}",
             f"{ge}{speed:.1f}x wall, {ge}{cpu_ratio:.1f}x CPU; peak {le}{memory:.2f}",
         ],
     ]
