@@ -168,6 +168,12 @@ def _first_text() -> str:
     ids=lambda a: " ".join(str(x) for x in a[:1] + a[2:]),
 )
 def test_output_file_says_wrote_once_and_q_silences_it(argv, capsys, tmp_path):
+    _says_wrote_once_and_q_silences_it(capsys, tmp_path, argv)
+
+
+def _says_wrote_once_and_q_silences_it(capsys, tmp_path: Path, argv: list) -> None:
+    """``-o FILE`` writes what stdout shows (atomically: no temporary file is left) and says so once on stderr;
+    ``-q`` before or after the command silences it; ``-o -`` is stdout."""
     code, stdout_text, _ = _run(capsys, *argv)
     assert code == 0 and stdout_text
     target = tmp_path / "out.txt"
@@ -175,11 +181,67 @@ def test_output_file_says_wrote_once_and_q_silences_it(argv, capsys, tmp_path):
     assert code == 0 and out == ""
     assert err == f"popprof: wrote {target}\n"
     assert target.read_text() == stdout_text
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
     for quiet in (["-q", *argv, "-o", target], [*argv, "-o", target, "-q"]):
         code, out, err = _run(capsys, *quiet)
         assert code == 0 and out == "" and err == ""
     code, out, err = _run(capsys, *argv, "-o", "-")
     assert code == 0 and err == "" and _same(out, stdout_text)
+
+
+@pytest.fixture(scope="module")
+def store_root(tmp_path_factory) -> Path:
+    """A small store: 30 runs of an exact and a noisy metric, and 20 trace jobs of 8 ranks."""
+    import popprof.store as store
+    from popprof.testing.store_history import shifted_series, write_history, write_rank_jobs
+
+    root = tmp_path_factory.mktemp("flags") / "store"
+    store.init(root)
+    memory = [1_000_000] * 15 + [1_050_000] * 15
+    write_history(
+        root, {"memory.total_incl_gaps_bytes": memory, "trace.device_idle_us": shifted_series(30, seed=1)}
+    )
+    write_rank_jobs(root, 20, 8, seed=3, slow={5: 0.2})
+    return root
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trend", "memory.total_incl_gaps_bytes"],
+        ["trend", "memory.total_incl_gaps_bytes", "--format", "json"],
+        ["trend", "show", "memory.total_incl_gaps_bytes", "--format", "markdown"],
+        ["fleet", "ranks"],
+        ["fleet", "ranks", "--format", "csv"],
+        ["store", "ls", "--last", "5"],
+    ],
+    ids=" ".join,
+)
+def test_the_store_commands_take_the_same_output_option(argv, store_root, capsys, tmp_path):
+    words = [w for w in argv[:2] if w in ("show", "ranks", "ls")]
+    command = [*argv[: 1 + len(words)], store_root, *argv[1 + len(words) :]]
+    _says_wrote_once_and_q_silences_it(capsys, tmp_path, command)
+
+
+def test_trend_o_with_an_image_name_plots_and_still_prints_the_report(store_root, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    argv = ["trend", store_root, "memory.total_incl_gaps_bytes"]
+    _, report, _ = _run(capsys, *argv)
+    target = tmp_path / "trend.png"
+    code, out, err = _run(capsys, *argv, "-o", target)
+    assert code == 0 and out == report and err == f"popprof: wrote {target}\n"
+    assert target.read_bytes()[:4] == b"\x89PNG"
+    code, out, err = _run(capsys, *argv, "-o", tmp_path / "trend.svg", "-q")
+    assert (
+        code == 0 and out == report and err == "" and b"<svg" in (tmp_path / "trend.svg").read_bytes()[:500]
+    )
+
+
+def test_the_store_commands_never_write_into_the_store(store_root, capsys):
+    for argv in (["trend", store_root, "memory.total_incl_gaps_bytes"], ["fleet", "ranks", store_root]):
+        code, out, err = _run(capsys, *argv, "-o", store_root / "report.txt")
+        assert code == 2 and out == "" and "overwrite the input" in err and len(err.splitlines()) == 1
+    assert not (store_root / "report.txt").exists()
 
 
 def _same(streamed: str, echoed: str) -> bool:

@@ -89,6 +89,18 @@ def top_option(what: str) -> Callable:
     )
 
 
+def last_option(what: str, *, minimum: int = 1, default: int | None = None) -> Callable:
+    """``--last N``: only the N latest ``what`` of a store (``store ls``, ``trend``, ``fleet ranks``)."""
+    return click.option(
+        "--last",
+        type=click.IntRange(minimum, None),
+        default=default,
+        show_default=default is not None,
+        metavar="N",
+        help=f"Only the N latest {what}.",
+    )
+
+
 def output_option(what: str = "the result") -> Callable:
     """``-o/--output FILE``: write ``what`` there atomically instead of stdout (``-`` is stdout)."""
     return click.option(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from .common import format_option
+from .common import check_output, emit, format_option, last_option, output_option
 
 
 @click.group("fleet")
@@ -28,16 +30,21 @@ def fleet_command() -> None:
     show_default=True,
     help="Robust z-score above which a rank straggles in a job.",
 )
-@click.option("--last", type=click.IntRange(1, None), default=None, help="Only the N latest jobs.")
+@last_option("jobs")
 @format_option("table", "csv", "json", default="table")
-def ranks_command(store: str, figure: str, threshold: float, last: int | None, fmt: str) -> None:
+@output_option("the table")
+def ranks_command(
+    store: str, figure: str, threshold: float, last: int | None, fmt: str, output: Path | None
+) -> None:
     """Ranks and hosts of STORE that straggle repeatedly across jobs (robust z-score per job).
 
     \b
-    Example:
+    Examples:
       popprof fleet ranks runs/ --last 1000 --z 3.5
+      popprof fleet ranks runs/ --format csv -o stragglers.csv
     """
     from ..store.fleet import straggling_ranks
-    from .store import print_frame
+    from .store import frame_text
 
-    print_frame(straggling_ranks(store, figure=figure, z=threshold, last=last), fmt)
+    check_output(output, [store])
+    emit(frame_text(straggling_ranks(store, figure=figure, z=threshold, last=last), fmt), output)

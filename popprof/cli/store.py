@@ -14,6 +14,7 @@ from .common import (
     emit,
     format_option,
     global_options,
+    last_option,
     output_option,
     reader_options,
 )
@@ -23,24 +24,21 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def print_frame(frame: pd.DataFrame, fmt: str, limit: int = 200) -> None:
-    """A result table on stdout as an aligned table, CSV or JSON records."""
+def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
+    """A result table as an aligned table, CSV or JSON records (the text ``-o`` writes or stdout shows)."""
     if fmt == "csv":
-        click.echo(frame.to_csv(index=False), nl=False)
-        return
+        return frame.to_csv(index=False)
     if fmt == "json":
-        click.echo(frame.to_json(orient="records", indent=2, date_format="iso"))
-        return
+        return frame.to_json(orient="records", indent=2, date_format="iso") + "\n"
     import pandas as pd
 
     if frame.empty or limit == 0:
-        click.echo("  ".join(map(str, frame.columns)))
-        click.echo("(no rows)")
-        return
+        return "  ".join(map(str, frame.columns)) + "\n(no rows)\n"
     with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-        click.echo(frame.head(limit).to_string(index=False))
+        text = frame.head(limit).to_string(index=False) + "\n"
     if len(frame) > limit:
-        click.echo(f"... {len(frame) - limit:,} more rows (use --limit or --format csv)")
+        text += f"... {len(frame) - limit:,} more rows (use --limit or --format csv)\n"
+    return text
 
 
 @click.group("store")
@@ -122,11 +120,14 @@ def add_command(
 @store_command.command("ls")
 @click.argument("store")
 @click.option("--branch", default=None, help="Only runs of this branch.")
-@click.option("--last", type=click.IntRange(1, None), default=None, help="Only the N latest runs.")
+@last_option("runs")
 @format_option("table", "csv", "json", default="table")
-def ls_command(store: str, branch: str | None, last: int | None, fmt: str) -> None:
+@output_option("the list")
+def ls_command(store: str, branch: str | None, last: int | None, fmt: str, output: Path | None) -> None:
     """List the runs of STORE, oldest first."""
     from ..store import open as open_store
+
+    check_output(output, [store])
 
     where = "WHERE branch = ?" if branch is not None else ""
     sql = (
@@ -140,7 +141,7 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str) -> No
         frame = con.execute(sql, [branch] if branch is not None else []).fetch_df()
     finally:
         con.close()
-    print_frame(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1)
+    emit(frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1), output)
 
 
 @store_command.command("query")
@@ -169,7 +170,7 @@ def query_command(
     from ..store import open as open_store
 
     limit = rows_to_print(rows, "store query")
-    check_output(output, [])
+    check_output(output, [store])
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     frame = open_store(store).query(sql, budget=budget)
     emit(format_result(frame, fmt, limit=limit, budget=budget), output)

@@ -6,7 +6,21 @@ from pathlib import Path
 
 import click
 
-from .common import config_option, format_option, load_config_file
+from .common import (
+    check_output,
+    config_option,
+    emit,
+    format_option,
+    is_stdout,
+    last_option,
+    load_config_file,
+    output_option,
+    said_wrote,
+)
+
+#: ``-o`` names with these suffixes get the plot of each series (the report then goes to stdout), as
+#: ``pilot -o FILE.html`` gets its HTML report.
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 class _TrendGroup(click.Group):
@@ -26,7 +40,8 @@ def trend_command() -> None:
     \b
     Examples:
       popprof trend runs/ memory.total_incl_gaps_bytes --branch main
-      popprof trend runs/ trace.device_idle_us --last 200 --fail-on regression --format junit
+      popprof trend runs/ trace.device_idle_us --last 200 --fail-on regression --format junit -o trend.xml
+      popprof trend runs/ trace.device_idle_us -o trend.png
       popprof trend ack runs/ trace.device_idle_us 4121
     """
 
@@ -36,13 +51,7 @@ def trend_command() -> None:
 @click.argument("metrics", nargs=-1, required=True)
 @click.option("--profile", default=None, help="Only this profile (default: one series per profile).")
 @click.option("--branch", default=None, help="Only runs of this branch.")
-@click.option(
-    "--last",
-    type=click.IntRange(2, None),
-    default=500,
-    show_default=True,
-    help="Points (commits) per series.",
-)
+@last_option("points (commits) of each series", minimum=2, default=500)
 @click.option(
     "--each-run",
     is_flag=True,
@@ -60,9 +69,7 @@ def trend_command() -> None:
     "--budget", "budget_file", type=click.Path(), default=None, help="Budget file (as popprof diff)."
 )
 @click.option("--fail-on", type=click.Choice(["regression", "never"]), default="never", show_default=True)
-@click.option(
-    "-o", "--output", "plot_out", type=click.Path(), default=None, help="Write a plot (e.g. trend.png)."
-)
+@output_option("the report (a .png, .svg or .pdf name: the plot of each series, the report on stdout)")
 @config_option()
 @format_option("text", "json", "markdown", "junit")
 def show_command(
@@ -76,7 +83,7 @@ def show_command(
     recent: int,
     budget_file: str | None,
     fail_on: str,
-    plot_out: str | None,
+    output: Path | None,
     config_file: Path | None,
     fmt: str,
 ) -> None:
@@ -86,6 +93,7 @@ def show_command(
     from ..store.trend import trend
     from ..store.trend_config import TrendSettings
 
+    check_output(output, [store, config_file, budget_file])
     config = load_config_file(config_file)
     series = trend(
         store,
@@ -99,15 +107,18 @@ def show_command(
         collapse=not each_run,
         settings=TrendSettings.from_config(config),
     )
-    if plot_out is not None:
-        report.plot(series, plot_out)
     render = {
         "text": report.text,
         "json": report.as_json,
         "markdown": report.markdown,
         "junit": report.junit,
     }[fmt]
-    click.echo(render(series), nl=False)
+    if not is_stdout(output) and output.suffix.lower() in PLOT_SUFFIXES:
+        report.plot(series, output)
+        said_wrote(output)
+        click.echo(render(series), nl=False)
+    else:
+        emit(render(series), output)
     notes = {s.note for s in series if s.note}
     for note in sorted(notes):
         click.echo(f"popprof: note: {note}", err=True)
