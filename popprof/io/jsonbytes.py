@@ -1,10 +1,15 @@
 """The byte-level JSON lexer (numpy, no Python loop over bytes): white space, quotes and escapes, brackets, and
 cutting a stream into blocks where no string is split. Pure functions shared by the Chrome trace reader's framing,
-the JSON guard (:mod:`popprof.io.bounded`), the trace redactor and the leak scan's reading of an original."""
+the JSON guard (:mod:`popprof.io.bounded`), the trace redactor and the leak scan's reading of an original.
+
+The token patterns over bytes (:data:`WS`, :data:`STRING`, :func:`member`, :data:`OBJECT_SEPARATOR`,
+:func:`object_boundary`) are the lexer's too: the Chrome reader finds its event array and the cuts between two
+events with them, the redactor its string tokens."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
@@ -25,6 +30,26 @@ STRING_BODY = rb'[^"\\]*(?:\\.[^"\\]*)*'
 BRACKETS = np.zeros(256, dtype=np.int8)
 BRACKETS[list(b"[{")] = 1
 BRACKETS[list(b"]}")] = -1
+#: JSON white space (space, tab, carriage return, line feed; the bytes of :data:`SPACE`), any amount.
+WS = rb"[ \t\r\n]*"
+#: The end of one object and the start of the next in an array: ``}``, the comma, ``{`` (white space
+#: around the comma). Found by a regex it may also lie inside a string: a parse of what it cuts decides.
+OBJECT_SEPARATOR = re.compile(rb"\}" + WS + rb"," + WS + rb"\{")
+
+
+def member(key: bytes, opening: bytes) -> bytes:
+    """A pattern for the member ``"key":`` followed by a value that starts with ``opening`` (``[``, ``{``
+    or ``"``; a regex byte, escaped here), white space allowed around the colon."""
+    return rb'"' + re.escape(key) + rb'"' + WS + rb":" + WS + re.escape(opening)
+
+
+def object_boundary(first_keys: Iterable[bytes]) -> re.Pattern[bytes]:
+    """The boundary between two objects of an array whose next object starts with one of ``first_keys``:
+    matches ``}`` and the comma (with white space around it) and looks ahead to ``{"key":``, so a match
+    ends where the next object starts. The key list makes a boundary inside a string or a nested value
+    less likely; where one still is, a parse of what it cuts fails and the caller tries another."""
+    keys = rb"|".join(re.escape(key) for key in first_keys)
+    return re.compile(rb"\}" + WS + rb"," + WS + rb"(?=\{" + WS + rb'"(?:' + keys + rb')"' + WS + rb":)")
 
 
 def solid_after(data: np.ndarray, positions: np.ndarray, rounds: int = 16) -> np.ndarray:

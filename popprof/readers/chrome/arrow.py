@@ -21,11 +21,11 @@ block also goes the general way.
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
+
+from ...io.jsonbytes import OBJECT_SEPARATOR
 
 #: The fields read (all others are skipped) and the one type each must have in the block.
 SCHEMA = pa.schema(
@@ -47,7 +47,6 @@ _PARSE = pa_json.ParseOptions(
     explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True
 )
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
-_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
 _FAST_PHASES = pa.array(["X", "s", "t", "f"])
 #: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
 #: reader's own arrays, and :func:`popprof.io.heap.release_free_memory` can give it back
@@ -69,7 +68,7 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
     if table is None:
         table = _read(text.replace(b"},\n  {", b"} \n  {"))
     if table is None:  # other layouts: the separator with any whitespace around it
-        table = _read(_SEPARATOR.sub(b"}\n{", text))
+        table = _read(OBJECT_SEPARATOR.sub(b"}\n{", text))
     if table is None:
         return None, 0
     table = table.combine_chunks()
@@ -81,7 +80,9 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
         return table, len(text)
     if first == 0:
         return None, 0
-    for k, match in enumerate(_SEPARATOR.finditer(text), start=1):  # the boundary before event ``first``
+    for k, match in enumerate(
+        OBJECT_SEPARATOR.finditer(text), start=1
+    ):  # the boundary before event ``first``
         if k == first:
             return table.slice(0, first), match.end() - 1
     return None, 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ...io.jsonbytes import array_closes
+from ...io.jsonbytes import array_closes, member, object_boundary
 from . import arrow
 
 
@@ -23,10 +23,12 @@ class Unframeable(Exception):
     """The block framer cannot cut this stream safely: parse it with ijson instead."""
 
 
-_KEY = rb'"(?:ph|name|cat|pid|tid|ts|dur|args|id|s|bp|cname|tts|sf|stack)"'
-#: the end of one event and the start of the next: ``}`` ``,`` ``{"key":``
-BOUNDARY = re.compile(rb"\}\s*,\s*(?=\{\s*" + _KEY + rb"\s*:)")
-_ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+#: the keys a trace event may start with (any of the fields the format defines)
+EVENT_KEYS = tuple(b"ph name cat pid tid ts dur args id s bp cname tts sf stack".split())
+#: the end of one event and the start of the next: ``}`` ``,`` ``{"key":`` (the lexer's object boundary)
+BOUNDARY = object_boundary(EVENT_KEYS)
+#: the top-level member holding the event array (of the object form)
+TRACE_EVENTS = re.compile(member(b"traceEvents", b"["))
 #: Arrow blocks between two returns of free heap pages to the system: rare, because the pages a block
 #: freed are reused by the next one, while pages given back are faulted in again (every 8 blocks cost
 #: about 3 % of a 600,000-event load in page faults; every 64 raises its peak from ~198 to ~211 MiB)
@@ -49,7 +51,7 @@ def _array_start(handle, prefix: str, top: dict | None = None) -> bytes:
         if not head.startswith(b"["):
             raise Unframeable
         return head[1:]
-    match = _ARRAY_KEY.search(buf)
+    match = TRACE_EVENTS.search(buf)
     if match is None:
         raise Unframeable
     try:  # proves the key is a member of the top-level object (not inside a string or a nested value)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...io.files import open_binary, snapshot
 from ...io.heap import gc_paused, release_free_memory
+from ...io.jsonbytes import WS, member
 from ...io.progress import reading
 from ...io.sources import source_metadata
 from ...model.errors import InputError
@@ -21,7 +22,7 @@ from ...trace.begin_end import match_begin_end
 from . import split
 from .columns import json_text
 from .events import INSTANT_SCOPES
-from .framing import file_tail_members, strip_bom
+from .framing import TRACE_EVENTS, file_tail_members, strip_bom
 from .parse import parse_file
 from .tables import (
     BOOKKEEPING_PROCESSES,
@@ -38,9 +39,8 @@ from .tables import (
 FORMAT = "chrome_trace"
 
 
-_TRACE_OBJECT = re.compile(rb'"traceEvents"\s*:\s*\[')
-_ARRAY_START = re.compile(rb"^\s*\[\s*(\{|\]|$)")
-_PH_KEY = re.compile(rb'"ph"\s*:\s*"')
+_ARRAY_START = re.compile(rb"^" + WS + rb"\[" + WS + rb"(\{|\]|$)")
+_PH_KEY = re.compile(member(b"ph", b'"'))
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -49,7 +49,7 @@ def sniff(path: Path, head: bytes) -> bool:
         return False
     head = strip_bom(head)
     if head.startswith(b"{"):
-        return _TRACE_OBJECT.search(head) is not None
+        return TRACE_EVENTS.search(head) is not None
     if head.startswith(b"["):
         if head.rstrip() in (b"[", b"[]"):
             return path.name.endswith((".json", ".json.gz"))
