@@ -289,3 +289,32 @@ def map_blocks(
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+class BracketStream:
+    """The brackets outside strings of a stream lexed block by block, with the depth after each.
+
+    The state carried from block to block: inside a string or not, the backslashes ending the
+    last block, and the depth (``depth`` to start with: the stream starts outside any string).
+    Linear, in numpy; the temporaries are a few times one block.
+    """
+
+    def __init__(self, depth: int = 0) -> None:
+        self.depth = depth
+        self.in_string = False
+        self.backslashes = 0
+
+    def feed(self, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The positions in ``data`` of its brackets outside strings, the byte at each and the depth after it."""
+        arr = np.frombuffer(data, dtype=np.uint8)
+        quotes = unescaped_quotes(data, self.backslashes if self.in_string else 0)
+        where = np.flatnonzero(BRACKETS[arr])
+        outside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 0
+        where = where[outside]
+        kinds = arr[where]
+        after = self.depth + np.cumsum(BRACKETS[kinds], dtype=np.int64)
+        if len(after):
+            self.depth = int(after[-1])
+        self.in_string ^= len(quotes) % 2 == 1
+        self.backslashes = trailing_backslashes(data, self.backslashes) if self.in_string else 0
+        return where, kinds, after
