@@ -974,3 +974,29 @@ def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path, monkeypatch, 
     monkeypatch.setattr(chrome, "read", read_then_overwrite)
     code, _, err = _cli(capsys, "summary", trace)
     assert code == 2 and "changed while it was read" in _one_line(err)
+
+
+# -- issue 27: one event with a huge args array ------------------------------------------------------------------
+
+
+def test_one_event_with_a_huge_args_array_reads_in_a_small_multiple_of_the_file(tmp_path):
+    """Before: orjson built the 64 MB event's args as Python objects (~15x: about 1 GB), which an address space of
+    1.5 GiB does not hold (MemoryError, exit 3); now the event is streamed by the lexer without its arrays."""
+    item = '{"name": "t", "shape": [1, 2]}, '
+    small = ",\n".join(
+        json.dumps({"ph": "X", "name": f"k{i}", "pid": 1, "tid": 7, "ts": i, "dur": 1, "args": {"stream": 7}})
+        for i in range(100)
+    )
+    path = tmp_path / "long_args.json"
+    with open(path, "w") as out:
+        out.write(
+            '{"traceEvents": [\n' + small + ',\n{"ph": "X", "name": "big", "pid": 1, "tid": 7, "ts": 200, '
+        )
+        out.write('"dur": 5, "args": {"stream": 7, "correlation": 3, "inputs": [')
+        for _ in range(64):
+            out.write(item * ((1 << 20) // len(item)))
+        out.write('{}]}}\n], "schemaVersion": 1}\n')
+    run = run_limited("summary", path, "--format", "json", seconds=120)
+    assert run.code == 0, run.err[-2000:]
+    assert "event-bytes" in run.err and len(run.err.splitlines()) == 1, run.err  # the one read-problem line
+    assert json.loads(run.out)["trace"]["events"] == 101

@@ -83,3 +83,178 @@ def test_the_end_of_the_event_array_is_found_by_the_lexer_among_many_brackets():
         tail.index(b"\n]") + 1,
     ]
     assert list(framing.array_ends(b'[{"a": [1]}, {"b": "]"}]\n', "item")) == [23]
+
+
+# -- events longer than event-bytes: streamed by the lexer and shrunk, never parsed whole (issue 27) --------------
+
+
+def _long_trace(path: Path, event: str, *, after: bool = True, close: bool = True) -> Path:
+    """Kineto-like events around one long ``event`` (its text), 300 before it and (``after``) 300 after."""
+    small = [
+        json.dumps(
+            {
+                "ph": "X",
+                "name": f"k{i}",
+                "cat": "kernel",
+                "pid": 1,
+                "tid": 7,
+                "ts": 10 * i,
+                "dur": 2,
+                "args": {"stream": 7, "correlation": i, "device": 0},
+            }
+        )
+        for i in range(600)
+    ]
+    body = [*small[:300], event, *(small[300:] if after else [])]
+    text = '{"traceEvents": [\n' + ",\n".join(body) + ('\n], "schemaVersion": 1}\n' if close else "")
+    path.write_text(text)
+    return path
+
+
+def _inputs(n: int) -> str:
+    return "[" + ", ".join([ITEM] * n) + "]"
+
+
+BIG = (
+    '{"ph": "X", "name": "big", "cat": "kernel", "pid": 1, "tid": 7, "ts": 3005, "dur": 4, '
+    '"args": {"stream": 7, "correlation": 999, "device": 1, "External id": 12, "inputs": INPUTS, '
+    '"Input Dims": [[1, 2], [3]], "note": "a \\"]}\\" in a string"}, "stack": [{"a": [1]}], "tts": 5}'
+)
+
+
+class _Largest:
+    """``orjson`` whose ``loads`` remembers the longest text it was given."""
+
+    def __init__(self, real) -> None:
+        self.real, self.longest = real, 0
+        self.JSONDecodeError = real.JSONDecodeError
+
+    def loads(self, data):
+        self.longest = max(self.longest, len(data))
+        return self.real.loads(data)
+
+
+def _read_small_limit(monkeypatch, path: Path, **options):
+    """Read with event-bytes at 64 KiB and blocks of 32 KiB (the long event is ~30 blocks), counting orjson."""
+    from popprof.readers.chrome import longevent
+
+    monkeypatch.setenv("POPPROF_MAX_EVENT_BYTES", "64k")
+    monkeypatch.setattr(framing, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(framing, "FAST_BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(longevent, "SCAN_BYTES", 1 << 14)
+    largest = _Largest(framing.orjson)
+    monkeypatch.setattr(framing, "orjson", largest)
+    monkeypatch.setattr(longevent, "orjson", largest)
+    return reading.read(path, **options), largest.longest
+
+
+def _big_row(profile):
+    events = profile.events
+    row = events[events["name"] == "big"]
+    assert len(row) == 1
+    return row.iloc[0]
+
+
+@pytest.mark.parametrize("after", [True, False], ids=["in-the-middle", "at-the-end"])
+def test_a_long_event_is_never_parsed_whole_and_keeps_its_figures(tmp_path, monkeypatch, after):
+    path = _long_trace(
+        tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)), after=after
+    )  # ~1 MB of args
+    profile, longest = _read_small_limit(monkeypatch, path, parallel=False)
+    size = path.stat().st_size
+    assert longest < size // 4, (longest, size)  # before: the whole event went to orjson at once
+    assert len(profile.events) == 601 if after else 301
+    big = _big_row(profile)
+    assert (big["start_us"], big["dur_us"], big["stream"], big["correlation"], big["device"]) == (
+        3005.0,
+        4.0,
+        7,
+        999,
+        "gpu:1",
+    )
+    assert profile.meta["warnings.long_events"] == "1"
+    assert profile.meta["chrome.top.schemaVersion"] == "1"
+    assert "warnings.truncated" not in profile.meta
+
+
+def test_with_args_a_long_event_keeps_its_scalars_and_shows_nulls_for_what_was_dropped(tmp_path, monkeypatch):
+    path = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)))
+    profile, _ = _read_small_limit(monkeypatch, path, parallel=False, with_args=True)
+    args = json.loads(_big_row(profile)["args"])
+    assert args == {
+        "stream": 7,
+        "correlation": 999,
+        "device": 1,
+        "External id": 12,
+        "inputs": None,
+        "Input Dims": None,
+        "note": 'a "]}" in a string',
+    }
+    small = profile.events[profile.events["name"] == "k5"].iloc[0]
+    assert json.loads(small["args"]) == {"stream": 7, "correlation": 5, "device": 0}
+
+
+def test_the_split_parse_reads_a_long_event_as_the_serial_pass_does(tmp_path, monkeypatch):
+    from popprof.readers.chrome import split
+
+    path = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)))
+    serial, _ = _read_small_limit(monkeypatch, path, parallel=False)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 16)  # cuts inside the long event
+    both, longest = _read_small_limit(monkeypatch, path, parallel=True)
+    assert longest < path.stat().st_size // 4
+    cols = ["name", "start_us", "dur_us", "stream", "correlation", "device"]
+    assert both.events[cols].equals(serial.events[cols])
+
+
+def test_a_long_counter_keeps_its_series_and_a_long_array_item_is_malformed(tmp_path, monkeypatch):
+    counter = (
+        '{"ph": "C", "name": "mem", "pid": 1, "ts": 4000, "args": {"allocated": 5, "junk": INPUTS, "reserved": 9}}'
+    ).replace("INPUTS", _inputs(30_000))
+    path = _long_trace(tmp_path / "t.json", counter + ",\n" + _inputs(30_000))
+    profile, longest = _read_small_limit(monkeypatch, path, parallel=False)
+    assert longest < path.stat().st_size // 4
+    assert sorted(profile.counters["series"]) == ["allocated", "reserved"]
+    assert sorted(profile.counters["value"]) == [5.0, 9.0]
+    assert profile.meta["warnings.long_events"] == "2"
+    assert profile.meta["warnings.malformed_events"] == "1"
+    assert len(profile.events) == 600
+
+
+def test_a_file_that_ends_inside_a_long_event_is_truncated_not_parsed_whole(tmp_path, monkeypatch):
+    text = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)), after=False).read_text()
+    path = tmp_path / "cut.json"
+    path.write_text(text[: len(text) - 200_000])  # inside the args array
+    profile, longest = _read_small_limit(monkeypatch, path, parallel=False)
+    assert longest < path.stat().st_size // 4  # before: ijson built the whole partial event
+    assert len(profile.events) == 300
+    assert "ends inside an event" in profile.meta["warnings.truncated"]
+
+
+def test_a_long_event_of_millions_of_scalars_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from popprof.cli import main
+
+    members = ", ".join(f'"k{i}": {i}' for i in range(20_000))  # ~250 KB outside any nested value
+    event = '{"ph": "X", "name": "big", "pid": 1, "tid": 7, "ts": 3005, "dur": 4, "args": {' + members + "}}"
+    path = _long_trace(tmp_path / "t.json", event)
+    monkeypatch.setattr(framing, "BLOCK_BYTES", 1 << 15)  # (events under two blocks are parsed as they come)
+    monkeypatch.setattr(framing, "FAST_BLOCK_BYTES", 1 << 15)
+    code = main(["--limit", "event-bytes=64k", "summary", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "event-bytes" in err and "t.json" in err
+
+
+def test_the_bracket_stream_lexes_across_any_block_boundary():
+    from popprof.io.jsonbytes import BracketStream
+
+    text = b'[{"a": "x\\\\", "b": "]\\"[", "c": [1, {"d": "\\\\\\"}"}]}, [[]], "{"]'
+    whole = BracketStream().feed(text)
+    expected = list(zip(whole[0].tolist(), whole[2].tolist(), strict=True))
+    assert [d for _, d in expected] == [1, 2, 3, 4, 3, 2, 1, 2, 3, 2, 1, 0]
+    for size in (1, 2, 3, 5, 7):
+        lexer, got = BracketStream(), []
+        for at in range(0, len(text), size):
+            where, _, after = lexer.feed(text[at : at + size])
+            got += [(at + w, d) for w, d in zip(where.tolist(), after.tolist(), strict=True)]
+        assert got == expected, size

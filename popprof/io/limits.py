@@ -41,6 +41,14 @@ LIMITS: dict[str, Limit] = {
         Limit("string-bytes", "POPPROF_MAX_STRING_BYTES", 64 << 20, "bytes", "one JSON string"),
         Limit("json-depth", "POPPROF_MAX_JSON_DEPTH", 256, "levels", "the nesting depth of JSON"),
         Limit(
+            "event-bytes",
+            "POPPROF_MAX_EVENT_BYTES",
+            8 << 20,
+            "bytes",
+            "one event of a Chrome trace parsed whole; a longer one is parsed without its nested arrays and "
+            "objects, and what remains must fit in this",
+        ),
+        Limit(
             "gzip-ratio",
             "POPPROF_MAX_GZIP_RATIO",
             200,

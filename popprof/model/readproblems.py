@@ -26,6 +26,8 @@ MEANINGS: dict[str, str] = {
     "partial_overlap": "{n} event(s) start inside another event on their thread but end after it: "
     "which event they belong to (nesting, self time) is a best guess",
     "bad_duration": "{n} event(s) have a missing or negative duration",
+    "long_events": "{n} event(s) longer than the event-bytes limit were read without their nested arrays and "
+    "objects (args values such as input lists became null; see docs/limits.md)",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import orjson
 import pyarrow as pa
 
 from ...io.jsonbytes import array_closes, member, object_boundary
-from . import arrow
+from . import arrow, longevent
 
 
 def strip_bom(head: bytes) -> bytes:
@@ -98,7 +99,9 @@ def array_ends(buf: bytes, prefix: str) -> Iterator[int]:
         yield index
 
 
-def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> Iterator[list | pa.Table]:
+def blocks(
+    handle, prefix: str, top: dict | None = None, fast: bool = False, warnings: Counter | None = None
+) -> Iterator[list | pa.Table]:
     """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
 
     With ``fast``, blocks of plain X and flow events come as Arrow tables instead
@@ -108,7 +111,9 @@ def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> 
     A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
     ``]``. A cut that falls inside nested ``args`` makes that parse fail, and the
     previous candidate is tried, so every yielded list holds exactly the events of
-    the block. Anything else unusual raises :class:`Unframeable`.
+    the block. An event longer than the ``event-bytes`` limit is streamed and shrunk by
+    :mod:`.longevent` (counted in ``warnings``). Anything else unusual raises :class:`Unframeable`
+    (or :class:`.longevent.Misframed`, :class:`.longevent.Unfinished`).
     """
     pending = _array_start(handle, prefix, top)
     eof = False
@@ -158,6 +163,11 @@ def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> 
                     yield found[0]
                     pending = pending[found[1] :]
                     continue
+                taken = _take_long(pending, handle, warnings)
+                if taken is not None:
+                    yield taken[0]
+                    pending = taken[1]
+                    continue
                 # no boundary near the front parses (an event longer than a block): all of it in one parse below
             for end in ends:
                 try:
@@ -192,13 +202,26 @@ def blocks(handle, prefix: str, top: dict | None = None, fast: bool = False) -> 
         found = _parse_to_cut(pending, small_cuts()) if len(pending) > 2 * BLOCK_BYTES else None
         if found is None:  # (also when the boundaries near the front are inside an event longer than a block)
             found = _parse_to_cut(pending, cuts if len(pending) <= 2 * BLOCK_BYTES else cuts[-2:])
+        taken = _take_long(pending, handle, warnings) if found is None else None
         if found is not None:
             yield found[0]
             pending = pending[found[1] :]
+        elif taken is not None:
+            yield taken[0]
+            pending = taken[1]
         elif len(pending) > MAX_PENDING_BYTES:
             raise Unframeable
         else:
             stuck = True
+
+
+def _take_long(pending: bytes, handle, warnings: Counter | None) -> tuple[list, bytes] | None:
+    """The events of ``pending`` and the bytes after them when it holds one longer than ``event-bytes``
+    (:func:`.longevent.take`, which reads the rest of an open one from ``handle``), else ``None``."""
+    if len(pending) <= longevent.threshold():
+        return None
+    source = getattr(getattr(handle, "raw", None), "path", None)  # the JSON guard's file, for the error
+    return longevent.take(pending, handle, source, warnings)
 
 
 def _parse_to_cut(pending: bytes, cuts: list) -> tuple[list, int] | None:

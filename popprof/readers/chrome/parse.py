@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from gzip import BadGzipFile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ...io.heap import release_free_memory
 from .columns import Parsed
 from .events import StreamState
 from .framing import TRIM_EVERY, Unframeable, blocks
+from .longevent import Misframed, Unfinished
 
 CHUNK_EVENTS = 1 << 14
 
@@ -25,7 +27,10 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -
     parsed = 0
     if engine == "orjson":
         tables = 0
-        for events in blocks(handle, prefix, state.top, fast=not with_args):
+        ended: list[str] = []
+        for events in _until_unfinished(
+            blocks(handle, prefix, state.top, not with_args, state.warnings), ended
+        ):
             if isinstance(events, pa.Table):
                 parsed += events.num_rows
                 state.take_table(events)
@@ -38,6 +43,7 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -
                 part = events[lo : lo + CHUNK_EVENTS]
                 parsed += len(part)
                 state.take(part)
+        error = "".join(ended)
     else:
         import ijson
 
@@ -78,6 +84,17 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -
     )
 
 
+def _until_unfinished(events: Iterator, ended: list[str]) -> Iterator:
+    """``events``, until the stream ends inside a long event (:class:`.longevent.Unfinished`): then the reason
+    goes to ``ended`` (the pass's error, as ijson's would) and the events read so far stand."""
+    try:
+        yield from events
+    except Unfinished as exc:
+        if exc.events:
+            yield exc.events
+        ended.append("IncompleteJSONError: the file ends inside an event longer than the event-bytes limit")
+
+
 def parse_file(path: Path, prefix: str, with_args: bool, before: tuple | None = None) -> Parsed:
     """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed.
 
@@ -86,6 +103,6 @@ def parse_file(path: Path, prefix: str, with_args: bool, before: tuple | None = 
     try:
         with open_json(path, before) as handle:
             return parse_stream(handle, prefix, with_args, "orjson")
-    except (Unframeable, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
+    except (Unframeable, Misframed, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
         with open_json(path, before) as handle:
             return parse_stream(handle, prefix, with_args, "ijson")

@@ -18,6 +18,7 @@ from ...io.progress import counted
 from ...io.sources import source_metadata
 from .columns import Ids, Interner, Parsed, concat_flows
 from .framing import BOUNDARY, Unframeable, array_ends
+from .longevent import Misframed
 from .parse import parse_stream
 
 #: Files at least this large (uncompressed) are parsed in parts on several processes.
@@ -136,6 +137,10 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None]
     try:
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
             return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
+    except Misframed:  # a piece that starts inside a long event: at once to the serial pass, no ijson
+        return Parsed(
+            [], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, "misframed"
+        )
     except (Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
             return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
