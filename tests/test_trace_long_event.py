@@ -258,3 +258,32 @@ def test_the_bracket_stream_lexes_across_any_block_boundary():
             where, _, after = lexer.feed(text[at : at + size])
             got += [(at + w, d) for w, d in zip(where.tolist(), after.tolist(), strict=True)]
         assert got == expected, size
+
+
+def test_a_failed_piece_leaves_no_piece_to_take(tmp_path, monkeypatch):
+    """A long event fails the split pieces cut inside it one after another: the first failure drains the claims,
+    so neither process parses more pieces before the serial pass (and the reader waits for none)."""
+    import multiprocessing
+
+    from popprof.readers.chrome import split
+
+    claims = split._Claims(multiprocessing.get_context("fork"), 6)
+    assert claims.take(from_back=False) == 0 and claims.take(from_back=True) == 5
+    claims.drain()
+    assert claims.take(from_back=False) is None and claims.take(from_back=True) is None
+    path = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)))
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 16)
+    jobs = [
+        (str(path), lo, hi, head, tail, "traceEvents.item", False, None)
+        for lo, hi, head, tail in split._split_plan(
+            path, "traceEvents.item", split._piece_fractions(path.stat().st_size)
+        )
+    ]
+    taken = []
+    real = split._parse_part
+    monkeypatch.setattr(split, "_parse_part", lambda job: taken.append(job) or real(job))
+    monkeypatch.setenv("POPPROF_MAX_EVENT_BYTES", "64k")
+    monkeypatch.setattr(framing, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(framing, "FAST_BLOCK_BYTES", 1 << 15)
+    done = split._parse_front(jobs, split._Claims(multiprocessing.get_context("fork"), len(jobs)))
+    assert len(jobs) > 4 and done[-1][1].error and len(taken) < len(jobs), (len(jobs), len(taken))

@@ -171,6 +171,15 @@ class _Claims:
         finally:
             self._lock.release()
 
+    def drain(self) -> None:
+        """Leave no piece to take: a piece failed, so the serial pass reads the file and both processes stop
+        at their current piece (a file with one long event fails its pieces one after another)."""
+        if self._lock.acquire(timeout=CLAIM_TIMEOUT):
+            try:
+                self._bounds[0] = self._bounds[1]
+            finally:
+                self._lock.release()
+
 
 #: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
 _worker_claims: _Claims | None = None
@@ -187,6 +196,7 @@ def _parse_front(jobs: list[tuple], claims: _Claims) -> list[tuple[int, Parsed]]
     while (piece := claims.take(from_back=False)) is not None:
         done.append((piece, _parse_part(jobs[piece])))
         if done[-1][1].error:
+            claims.drain()
             break  # the serial fallback will read the file again: no point in going on
     return done
 
@@ -197,7 +207,12 @@ def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
     if _worker_claims is None:  # not started by start_parallel: leave every piece to the reading process
         return None
     piece = _worker_claims.take(from_back=True)
-    return None if piece is None else (piece, _parse_part(jobs[piece]))
+    if piece is None:
+        return None
+    parsed = _parse_part(jobs[piece])
+    if parsed.error:
+        _worker_claims.drain()
+    return piece, parsed
 
 
 class Workers:
@@ -220,6 +235,8 @@ class Workers:
 
         try:
             done = dict(_parse_front(self._jobs, self._claims))
+            if any(part.error for part in done.values()):
+                return None  # no need to wait for the worker's pieces (it stops at the one it is on)
             release_free_memory()  # what this process's pieces left in the heap, before the worker's come in
             done.update(result for future in self._futures if (result := future.result()) is not None)
         except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool, TextAfterJson):
