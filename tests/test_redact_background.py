@@ -247,15 +247,16 @@ def test_cuts_are_exact_with_escaped_quotes_and_backslash_runs():
         assert last_opening_quote(data) == (starts[-1] if starts[-1] > 0 else -1)
 
 
-def test_the_allocator_settings_are_never_changed(monkeypatch, tmp_path):
-    """No process-wide mallopt from library code (issue 23): the heap helpers only give free pages back
-    (malloc_trim); the large-block setting the redaction used is gone (docs/traces.md, "The C heap")."""
+def test_the_allocator_settings_are_never_changed_in_the_calling_process(monkeypatch, tmp_path):
+    """No process-wide mallopt in the user's process (issue 23): the heap helpers only give free pages back
+    (malloc_trim), and a whole redaction with the scan sets nothing here; only the scan's own forked helpers,
+    which end with their job, keep freed memory (docs/traces.md, "The C heap")."""
     from popprof.io import heap
 
     calls = []
 
     class FakeLibc:
-        def mallopt(self, option, value):  # pragma: no cover - must not be called
+        def mallopt(self, option, value):
             calls.append((option, value))
             return 1
 
@@ -266,7 +267,30 @@ def test_the_allocator_settings_are_never_changed(monkeypatch, tmp_path):
     monkeypatch.setattr(heap, "_libc", lambda: FakeLibc())
     assert not hasattr(heap, "reuse_large_blocks")
     heap.release_free_memory()
+    assert heap.keep_freed_memory_in_helper() is False
+    src = tmp_path / "trace.json"
+    chrome_trace(src)
+    report = redact(src, tmp_path / "out.json", key=KEY_A)
+    assert report.passed
     assert calls == [("trim", 0)]
+
+
+def _helper_heap(send) -> None:
+    from popprof.io import heap
+
+    send.send(heap.keep_freed_memory_in_helper())
+
+
+def test_a_forked_helper_keeps_freed_memory():
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_helper_heap, args=(send,))
+    process.start()
+    applied = receive.recv()
+    process.join()
+    assert applied is True
 
 
 def test_gc_is_paused_only_inside_the_block():

@@ -276,10 +276,17 @@ def map_blocks(
     workers: int = 2,
 ) -> Iterator[T]:
     """``fn`` of each block of :func:`blocks`, in order, computed on ``workers`` threads (for numpy / pyarrow
-    work that releases the GIL: several cores stay busy while the blocks are read)."""
+    work that releases the GIL: several cores stay busy while the blocks are read); with ``workers`` of 1 or
+    less, in the calling thread (no thread at all: worker threads allocate from arenas of their own, whose
+    freed pages glibc hands back and faults in again block after block)."""
     from collections import deque
 
     from . import parallel
+
+    if workers <= 1:
+        for data in blocks(reader, block_size, cut, source):
+            yield fn(data)
+        return
 
     pending: deque = deque()
     with parallel.thread_pool(workers) as pool:  # POPPROF_PARALLEL=0: each block computed here, in order

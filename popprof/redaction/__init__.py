@@ -230,7 +230,14 @@ def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, s
         with progress("redacting trace", total=source.stat().st_size) as advance:
             try:
                 bytes_in, bytes_out = redact_chrome(
-                    source, tmp, redactor, gz, advance, sink=None if collector is None else collector.feed
+                    source,
+                    tmp,
+                    redactor,
+                    gz,
+                    advance,
+                    # with the scan's helper processes running, the two cores are busy: no encoding threads
+                    workers=1 if sensitive is not None and sensitive.process is not None else 2,
+                    sink=None if collector is None else collector.feed,
                 )
             except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
                 raise InputError(

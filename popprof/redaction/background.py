@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..io import parallel
+from ..io.heap import keep_freed_memory_in_helper
 from ..io.jsonbytes import SCAN_BLOCK
 from ..io.workers import quiet_worker
 from .allowlist import Allowlist
@@ -45,6 +46,7 @@ def _background() -> None:
     the time it ends (they wait for it anyway), so they run at a lower priority. A helper ends silently
     on SIGTERM or Ctrl-C, like every popprof worker (:func:`popprof.io.workers.quiet_worker`)."""
     quiet_worker()
+    keep_freed_memory_in_helper()  # this process ends with its job: no allocator setting outlives it
     with contextlib.suppress(OSError, AttributeError):
         os.nice(HELPER_NICENESS)
 

@@ -448,8 +448,9 @@ def redact_chrome(
     A small pipeline: the main thread reads, learns and cuts blocks in order and finishes them in
     order; :func:`encode` (GIL-free numpy / pyarrow work) runs on ``workers`` threads ahead of it,
     and one more thread writes the finished blocks (and feeds ``sink``) in order behind it.
-    The output does not depend on ``workers``. ``sink`` receives every byte written (before
-    compression), in order: the leak scan reads the output there (:class:`OutputStrings`).
+    The output does not depend on ``workers`` (1 or less: :func:`encode` runs on the main thread).
+    ``sink`` receives every byte written (before compression), in order: the leak scan reads the
+    output there (:class:`OutputStrings`).
 
     Bounded (docs/limits.md): gzip bombs end in LimitExceeded (``open_binary``), and so does a
     string longer than ``string-bytes`` (the only thing that could make a block grow without
@@ -457,7 +458,7 @@ def redact_chrome(
     """
     from collections import deque
 
-    from ..io.parallel import thread_pool
+    from ..io.parallel import SerialExecutor, thread_pool
 
     engine = ChromeRedactor(redactor)
     reader = open_binary(source)
@@ -493,7 +494,10 @@ def redact_chrome(
                 while len(emitted) > 2:
                     emitted.popleft().result()
 
-    with raw, reader, writer, thread_pool(workers) as pool, thread_pool(1) as output:
+    # workers <= 1: encode in this thread (beside the leak scan's helpers both cores are busy already, and
+    # worker threads only add the page faults of their own heap arenas)
+    encoder = thread_pool(workers) if workers > 1 else SerialExecutor()
+    with raw, reader, writer, encoder as pool, thread_pool(1) as output:
         carry = b""
         tail = b""
         while True:

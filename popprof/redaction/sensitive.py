@@ -159,7 +159,9 @@ def trace_strings(path: Path, block_size: int = SCAN_BLOCK) -> Iterator[tuple[se
     from ..io.files import open_binary
 
     with open_binary(path) as reader:
-        yield from map_blocks(reader, _block_strings, block_size, _last_safe_cut, path)
+        # in the calling thread: the derivation runs on a helper process of its own beside the redaction,
+        # and worker threads there cost more CPU (page faults of their arenas) than they save on 2 cores
+        yield from map_blocks(reader, _block_strings, block_size, _last_safe_cut, path, workers=1)
 
 
 def _last_safe_cut(data: bytes) -> int:
