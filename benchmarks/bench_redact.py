@@ -5,13 +5,15 @@ Usage: python benchmarks/bench_redact.py [--repeat 3] [--trace-size 1GB|100MB|10
                                          [--skip-bundle]
 
 Each run is a fresh subprocess calling ``popprof.redaction.redact`` (with and without the
-scan), so the figures include reading, writing and the interpreter's imports; the
-script prints median / min / max wall time, CPU time (the redaction's process and the leak
-scan's forked helpers), throughput, the peak RSS of the redaction's process and of its largest
-helper (``resource.getrusage``; their sum bounds the total), and the load average, since a
-shared machine's load inflates wall time. Inputs are generated on first use into ``benchmarks/data/``
-(git-ignored): the trace with the traces helper's ``benchmarks/gen_traces.py``, the
-bundle with :mod:`popprof.testing.synth` (``sensitive=True``).
+scan), so the figures include reading, writing and the interpreter's imports; the script prints
+median / min / max wall time, CPU time (user + system of the redaction's process and the leak
+scan's forked helpers), throughput of wall time and of CPU time (input MB per CPU second), the
+peak RSS of the redaction's process and of its largest helper (``resource.getrusage``; their sum
+bounds the total), the load average, since a shared machine's load inflates wall time, and the
+machine's own speed (SHA-256 MB/s of 64 MiB, best of 5: the same work runs 1.5-2.4x slower on
+some days on the shared development VM). Inputs are generated on first use into
+``benchmarks/data/`` (git-ignored): the trace with the traces helper's ``benchmarks/gen_traces.py``,
+the bundle with :mod:`popprof.testing.synth` (``sensitive=True``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_SELF)
 helpers = resource.getrusage(resource.RUSAGE_CHILDREN)  # the leak scan's forked halves
 print(json.dumps({"wall": wall, "cpu": usage.ru_utime + usage.ru_stime + helpers.ru_utime + helpers.ru_stime,
+                  "sys": usage.ru_stime + helpers.ru_stime,
                   "rss_mb": usage.ru_maxrss / 1024, "helper_rss_mb": helpers.ru_maxrss / 1024,
                   "passed": report.passed, "bytes_in": report.bytes_in,
                   "replaced": sum(v["distinct"] for v in report.replaced.values())}))
@@ -82,7 +85,9 @@ def measure(label: str, src: Path, out: Path, repeat: int, size_bytes: int) -> l
                 f"{med:.2f}",
                 f"{min(walls):.2f}-{max(walls):.2f}",
                 f"{cpu:.2f}",
+                f"{statistics.median(r['sys'] for r in runs):.2f}",
                 f"{size_bytes / 1e6 / med:.1f}",
+                f"{size_bytes / 1e6 / cpu:.1f}",
                 f"{max(r['rss_mb'] for r in runs):,.0f}",
                 f"{max(r['helper_rss_mb'] for r in runs):,.0f}",
                 str(all(r["passed"] for r in runs)),
@@ -91,6 +96,19 @@ def measure(label: str, src: Path, out: Path, repeat: int, size_bytes: int) -> l
         )
     rows[-1][1] += f" ({medians[True] / medians[False] - 1:+.0%})"
     return rows
+
+
+def machine_speed() -> float:
+    """SHA-256 throughput of this machine (MB/s, best of 5 over 64 MiB): compares runs made on different days."""
+    import hashlib
+
+    data = bytes(range(256)) * (1 << 18)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        hashlib.sha256(data).digest()
+        best = min(best, time.perf_counter() - start)
+    return len(data) / 1e6 / best
 
 
 def ensure_bundle() -> Path:
@@ -145,14 +163,16 @@ def main() -> None:
             "wall s (median)",
             "wall s (min-max)",
             "CPU s (all processes)",
-            "MB/s",
+            "of it system s",
+            "MB/s (wall)",
+            "MB/s (CPU)",
             "peak RSS MB",
             "largest helper RSS MB",
             "scan passed",
             "values replaced",
         ],
         rows,
-        title=f"median of {args.repeat} runs; {load_line()}",
+        title=f"median of {args.repeat} runs; {load_line()}; machine: SHA-256 {machine_speed():,.0f} MB/s",
     )
 
 
