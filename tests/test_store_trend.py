@@ -44,6 +44,11 @@ def test_exact_mode_lists_every_change_with_the_range_to_bisect(history, capsys)
         and changes[0]["first_new_commit"] == series["commits"][40]
     )
     assert changes[1]["rel_change"] == pytest.approx(1_050_000 / 1_004_000 - 1)
+    # an exact change's bisect range is the two runs either side of it
+    assert [(c["bisect_from_run"], c["bisect_to_run"]) for c in changes] == [
+        (ids[39], ids[40]),
+        (ids[69], ids[70]),
+    ]
 
 
 def test_noisy_mode_keeps_only_changes_beyond_the_budget(history, capsys) -> None:
@@ -52,8 +57,18 @@ def test_noisy_mode_keeps_only_changes_beyond_the_budget(history, capsys) -> Non
     (series,) = json.loads(out)["series"]
     assert series["mode"] == "noisy"
     assert [c["first_new_run"] for c in series["changes"]] == [ids[95]]  # the +3 % shift is within +5 %
-    assert series["changes"][0]["regression"] and series["changes"][0]["recent"]
+    change = series["changes"][0]
+    assert change["regression"] and change["recent"]
     assert code == 1
+    # a noisy change's bisect range spans the runs where the new level may start: it holds run 95
+    first, last = ids.index(change["bisect_from_run"]) + 1, ids.index(change["bisect_to_run"])
+    assert first <= 95 <= last and last - first <= 4
+    assert (change["bisect_from_commit"], change["bisect_to_commit"]) == (
+        series["commits"][first - 1],
+        series["commits"][last],
+    )
+    _, out, _ = run(capsys, "trend", root, IDLE)
+    assert f"bisect {change['bisect_from_commit']}..{change['bisect_to_commit']}" in out
 
 
 def test_a_regression_outside_the_recent_runs_does_not_fail(history, capsys) -> None:
@@ -172,6 +187,13 @@ def test_trend_config_sets_modes_and_its_own_thresholds(history, tmp_path: Path,
     # with trend's own +2 % the +3 % shift at run 60 is kept too (the gate's default budget is +5 %)
     assert [c["first_new_run"] for c in series["changes"]] == [ids[60], ids[95]]
     assert {c["budget"] for c in series["changes"]} == {"+2 %"}
+    # the +3 % shift (3 sigma) may start at run 59 or 60: the text gives the range and the most likely run
+    assert (series["changes"][0]["bisect_from_run"], series["changes"][0]["bisect_to_run"]) == (
+        ids[58],
+        ids[60],
+    )
+    _, out, _ = run(capsys, "trend", root, IDLE, "--config", config, "--mode", "noisy")
+    assert f"between runs {ids[58]} and {ids[60]} (most likely from {ids[60]})" in out
     for bad, words in (("[trend]\nexact = 3\n", "trend.exact"), ('[trend.budgets]\n"x.*" = "lots"\n', "x.*")):
         config.write_text(bad)
         code, _, err = run(capsys, "trend", root, IDLE, "--config", config)

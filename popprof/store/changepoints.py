@@ -17,7 +17,8 @@ errors do (the median's efficiency is 64 % of the mean's under Gaussian noise); 
 the run within ``2 * JUMP`` of where the grid put it whose ``PLACEMENT_TOLERANCE`` runs either side hold the
 most likelihood of one step between the neighbouring boundaries, with squared errors clipped at
 ``CLIP_SIGMAS`` so that spikes weigh no more than a 4-sigma value (:func:`best_split`), twice over all
-boundaries. See ``docs/trend.md`` for the measured behaviour.
+boundaries. The range to bisect is the span of the most likely runs holding ``RANGE_MASS`` of that
+likelihood (:func:`step_range`). See ``docs/trend.md`` for the measured behaviour.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ CLIP_SIGMAS = 4.0
 PLACEMENT_ROUNDS = 2
 PLACEMENT_TOLERANCE = 2
 EXACT_WEIGHT = 0.05
+RANGE_MASS = 0.99
 
 
 def robust_sigma(values: np.ndarray) -> float:
@@ -90,34 +92,53 @@ def optimal_partition(table: np.ndarray, grid: np.ndarray, penalty: float) -> li
     return ends[::-1]
 
 
-def best_split(values: np.ndarray, lo: int, hi: int, near: int, within: int = 2 * JUMP) -> int:
-    """The run within ``within`` of ``near`` where one step most likely splits ``values[lo:hi]`` (in sigma
-    units), give or take ``PLACEMENT_TOLERANCE`` runs; the first such run on ties.
+def step_likelihood(
+    values: np.ndarray, lo: int, hi: int, near: int, within: int = 2 * JUMP
+) -> tuple[np.ndarray, np.ndarray]:
+    """The runs within ``within`` of ``near`` where one step could split ``values[lo:hi]`` (in sigma units),
+    and the likelihood of each (the largest 1), both segments at least ``MIN_SIZE`` long.
 
-    A step at run ``b`` (both segments at least ``MIN_SIZE`` long, each the whole stretch to the neighbouring
-    boundary, its level the median of all its runs) costs the squared errors of the values from their
-    segment's level, each clipped at ``CLIP_SIGMAS ** 2`` so that a spike counts as a 4-sigma value and
-    does not pull the step towards it; ``exp(-cost / 2)`` is the step's likelihood under Gaussian noise.
-    The run chosen is the one whose ``PLACEMENT_TOLERANCE`` neighbours on each side hold the most
-    likelihood: the Bayes rule for "the step is within that many runs of the answer" (the likelihood's mode,
-    the rule for "exactly at the answer", is more often 3 runs off when the noise makes it flat), with the
-    run's own likelihood counted ``1 + EXACT_WEIGHT`` times: where one run holds nearly all of it, the window
-    rule alone would take any run within 2 of it as well, and the bisect range would miss the commit. Only
-    runs near where the grid put the step are searched, so a boundary never moves onto another change."""
+    A step at run ``b`` (each segment the whole stretch to the neighbouring boundary, its level the median of
+    all its runs) costs the squared errors of the values from their segment's level, each clipped at
+    ``CLIP_SIGMAS ** 2`` so that a spike counts as a 4-sigma value and does not pull the step towards it;
+    ``exp(-cost / 2)`` is the step's likelihood under Gaussian noise."""
     segment = values[lo:hi]
     n = len(segment)
     k = np.arange(max(MIN_SIZE, near - within - lo), min(n - MIN_SIZE, near + within - lo) + 1)
     if not len(k):
-        return near
+        return np.array([near]), np.ones(1)
     before = np.array([np.median(segment[:j]) for j in k])
     after = np.array([np.median(segment[j:]) for j in k])
     level = np.where(np.arange(n)[None, :] < k[:, None], before[:, None], after[:, None])
     cost = np.minimum((segment[None, :] - level) ** 2, CLIP_SIGMAS**2).sum(axis=1)
-    likelihood = np.exp(-(cost - cost.min()) / 2)
+    return lo + k, np.exp(-(cost - cost.min()) / 2)
+
+
+def best_split(values: np.ndarray, lo: int, hi: int, near: int, within: int = 2 * JUMP) -> int:
+    """The run within ``within`` of ``near`` where one step most likely splits ``values[lo:hi]``, give or take
+    ``PLACEMENT_TOLERANCE`` runs (:func:`step_likelihood`); the first such run on ties.
+
+    The run chosen is the one whose ``PLACEMENT_TOLERANCE`` neighbours on each side hold the most
+    likelihood: the Bayes rule for "the step is within that many runs of the answer" (the likelihood's mode,
+    the rule for "exactly at the answer", is more often 3 runs off when the noise makes it flat), with the
+    run's own likelihood counted ``1 + EXACT_WEIGHT`` times: where one run holds nearly all of it, the window
+    rule alone would take any run within 2 of it as well. Only runs near where the grid put the step are
+    searched, so a boundary never moves onto another change."""
+    runs, likelihood = step_likelihood(values, lo, hi, near, within)
     window = np.ones(2 * PLACEMENT_TOLERANCE + 1)
     window[PLACEMENT_TOLERANCE] += EXACT_WEIGHT
     mass = np.convolve(likelihood, window, mode="same")
-    return lo + int(k[np.argmax(mass)])
+    return int(runs[np.argmax(mass)])
+
+
+def step_range(values: np.ndarray, lo: int, hi: int, near: int, within: int = 2 * JUMP) -> tuple[int, int]:
+    """The first and the last run where the step near ``near`` may start: the span of the most likely runs that
+    together hold ``RANGE_MASS`` of the likelihood (:func:`step_likelihood`), the range to bisect."""
+    runs, likelihood = step_likelihood(values, lo, hi, near, within)
+    order = np.argsort(-likelihood, kind="stable")
+    held = np.cumsum(likelihood[order]) / likelihood.sum()
+    likely = runs[order[: int(np.searchsorted(held, RANGE_MASS)) + 1]]
+    return int(likely.min()), int(likely.max())
 
 
 def place(values: np.ndarray, bounds: list[int]) -> list[int]:
@@ -133,9 +154,10 @@ def place(values: np.ndarray, bounds: list[int]) -> list[int]:
     return out
 
 
-def boundaries(values: np.ndarray) -> list[int]:
-    """Indices where a new segment starts (each > 0), by the optimal L1 partition of the scaled values, each
-    then placed (:func:`place`); [] when none.
+def change_points(values: np.ndarray) -> list[tuple[int, int, int]]:
+    """Each change point as ``(run, first, last)``: the run where the new segment starts (by the optimal L1
+    partition of the scaled values, then placed: :func:`place`) and the first and last runs where it may
+    start (:func:`step_range`, which holds ``run``); [] when none.
 
     A series with no noise (sigma 0) has no change points here: it is an exact series (see trend).
     """
@@ -146,5 +168,19 @@ def boundaries(values: np.ndarray) -> list[int]:
         return []
     scaled = (values - np.median(values)) / sigma
     grid = np.array(sorted({*range(0, n, JUMP), n}))
-    ends = optimal_partition(grid_costs(scaled, grid), grid, PENALTY_BETA * math.log(n))
-    return place(scaled, [b for b in ends if b < n])
+    found = [
+        b for b in optimal_partition(grid_costs(scaled, grid), grid, PENALTY_BETA * math.log(n)) if b < n
+    ]
+    placed = place(scaled, found)
+    out = []
+    for i, run in enumerate(placed):
+        lo = placed[i - 1] if i else 0
+        hi = placed[i + 1] if i + 1 < len(placed) else n
+        first, last = step_range(scaled, lo, hi, found[i]) if hi - lo >= 2 * MIN_SIZE else (run, run)
+        out.append((run, min(first, run), max(last, run)))
+    return out
+
+
+def boundaries(values: np.ndarray) -> list[int]:
+    """Indices where a new segment starts (each > 0): the runs of :func:`change_points`; [] when none."""
+    return [run for run, _, _ in change_points(values)]

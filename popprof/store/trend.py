@@ -34,7 +34,7 @@ from ..compare.gate import Budget, load_budget
 from ..compare.gate import _check as budget_violations
 from ..model.errors import UsageError
 from .api import Store, open_store
-from .changepoints import boundaries, robust_sigma
+from .changepoints import change_points, robust_sigma
 from .layout import slug
 from .trend_config import TrendSettings
 
@@ -68,6 +68,13 @@ class Change:
     recent: bool
     acknowledged: bool = False
     p_value: float | None = None
+    # the range to bisect: the last run surely of the old level and the first surely of the new one. The
+    # runs either side of the change for an exact metric; for a noisy one the span of the runs where the new
+    # level most likely starts (99 % of the likelihood), a few runs wide when the step is small for the noise
+    bisect_from_run: str = ""
+    bisect_to_run: str = ""
+    bisect_from_commit: str | None = None
+    bisect_to_commit: str | None = None
 
 
 @dataclass
@@ -189,12 +196,17 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         series.changes = [_change(series, i, values[i - 1], values[i], "exact", budget) for i in indices]
     else:
         series.mode = "noisy"
-        found = boundaries(values)
-        edges = [0, *found, len(values)]
-        for k, b in enumerate(found):
+        found = change_points(values)
+        edges = [0, *(b for b, _, _ in found), len(values)]
+        for k, (b, first, last) in enumerate(found):
             before, after = values[edges[k] : b], values[b : edges[k + 2]]
             change = _change(series, b, float(np.median(before)), float(np.median(after)), "noisy", budget)
             change.p_value = _p_value(before, after)
+            change.bisect_from_run, change.bisect_from_commit = (
+                series.runs[first - 1],
+                series.commits[first - 1],
+            )
+            change.bisect_to_run, change.bisect_to_commit = series.runs[last], series.commits[last]
             if change.beyond_budget:
                 series.changes.append(change)
     n = len(values)
@@ -247,6 +259,10 @@ def _change(series: Series, i: int, before: float, after: float, mode: str, budg
         beyond_budget=beyond,
         regression=worse and beyond and (limit is None or bool(as_is)),
         recent=False,
+        bisect_from_run=series.runs[i - 1],
+        bisect_to_run=series.runs[i],
+        bisect_from_commit=series.commits[i - 1],
+        bisect_to_commit=series.commits[i],
     )
 
 

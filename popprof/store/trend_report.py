@@ -16,8 +16,8 @@ def _rel(change: Change) -> str:
 
 
 def _range(change: Change) -> str:
-    old = change.last_old_commit or change.last_old_run
-    new = change.first_new_commit or change.first_new_run
+    old = change.bisect_from_commit or change.bisect_from_run
+    new = change.bisect_to_commit or change.bisect_to_run
     return f"{old}..{new}"
 
 
@@ -44,9 +44,12 @@ def text(series: list[Series]) -> str:
         if not s.changes:
             lines.append("  no change" if s.mode == "exact" else "  no change point beyond the budget")
         for c in s.changes:
+            where = f"between runs {c.last_old_run} and {c.first_new_run}"
+            if (c.bisect_from_run, c.bisect_to_run) != (c.last_old_run, c.first_new_run):
+                where = f"between runs {c.bisect_from_run} and {c.bisect_to_run} (most likely from {c.first_new_run})"
             lines.append(
                 f"  {_state(c)}: {units.value(c.before, s.unit)} -> {units.value(c.after, s.unit)} ({_rel(c)}) "
-                f"between runs {c.last_old_run} and {c.first_new_run} (bisect {_range(c)}; budget {c.budget})"
+                f"{where} (bisect {_range(c)}; budget {c.budget})"
             )
     return "\n".join(lines) + "\n"
 
