@@ -13,18 +13,39 @@ times a small power:
 - three unbounded quantifiers in a row over common characters (``.*.*.*x``: cubic);
 - a backreference (``(a*)\\1``), whose matching no engine bounds.
 
-Everything else (the built-in maps among it) runs in time linear in the text for each of a
-bounded number of starting points. The check is conservative: it may refuse a pattern that
-would in fact be fast, never accepts one of the shapes above.
+The check is conservative: it may refuse a pattern that would in fact be fast, never accepts
+one of the shapes above; but it knows shapes, and a shape it does not know (``a?a?...a?aa...a``:
+exponential in Python's ``re``, and none of the above) would run unbounded. So a pattern that
+passes it runs on RE2 (the ``google-re2`` bindings), a linear-time engine: whatever the pattern
+and the text, matching costs time linear in the text. A pattern RE2 cannot run (lookaround
+``(?=`` ``(?!`` ``(?<=`` ``(?<!``, atomic groups, possessive quantifiers) is refused with one line
+too: on ``re`` it would be bounded by the check alone. The built-in maps, which use lookahead,
+are not user input and run on ``re``. In RE2, ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are ASCII (``\\pL``
+is a letter of any script).
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from re import _constants as sre  # the parser's opcodes (stable since 3.11)
 from re import _parser as sre_parse
+from typing import Protocol
 
 from ..model.errors import UsageError
+
+
+class Matcher(Protocol):
+    """What a bounded pattern offers (a compiled RE2 or ``re`` pattern): the ``re`` calls popprof makes."""
+
+    pattern: str
+
+    def search(self, text: str) -> object | None: ...
+
+    def match(self, text: str) -> object | None: ...
+
+    def fullmatch(self, text: str) -> object | None: ...
+
 
 #: Stands for "any character" in first-character sets.
 _ALL = frozenset({-1})
@@ -33,9 +54,9 @@ _REPEATS = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sr
 MAX_PATTERN_CHARS = 4096
 
 
-def compile_bounded(pattern: str, where: str) -> re.Pattern:
-    """``re.compile(pattern)``, or UsageError naming ``where`` when the pattern is invalid or could
-    backtrack catastrophically (see the module docstring)."""
+def compile_bounded(pattern: str, where: str) -> Matcher:
+    """``pattern`` compiled for RE2 (``re`` when RE2 cannot run it), or UsageError naming ``where`` when the
+    pattern is invalid or could backtrack catastrophically (see the module docstring)."""
     if not isinstance(pattern, str):
         raise UsageError(f"{where}: a regular expression must be a string, not {type(pattern).__name__}")
     if len(pattern) > MAX_PATTERN_CHARS:
@@ -43,8 +64,10 @@ def compile_bounded(pattern: str, where: str) -> re.Pattern:
             f"{where}: regular expression of {len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})"
         )
     try:
-        compiled = re.compile(pattern)
-        parsed = sre_parse.parse(pattern)
+        with warnings.catch_warnings():  # ("possible nested set" and the like: stderr is for one line)
+            warnings.simplefilter("ignore")
+            compiled = re.compile(pattern)
+            parsed = sre_parse.parse(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         raise UsageError(f"{where}: bad regular expression {pattern!r}: {exc}") from None
     problem = _problem(parsed.data if hasattr(parsed, "data") else list(parsed))
@@ -53,7 +76,27 @@ def compile_bounded(pattern: str, where: str) -> re.Pattern:
             f"{where}: regular expression {pattern!r} could take exponential time on some names ({problem}); "
             "rewrite it without nested or overlapping repetition (docs/limits.md)"
         )
-    return compiled
+    return _linear(pattern, where) or compiled
+
+
+def _linear(pattern: str, where: str) -> Matcher | None:
+    """``pattern`` compiled by RE2; UsageError naming ``where`` when RE2 cannot run it. ``None`` only without
+    the bindings (a dependency: a platform without a google-re2 wheel keeps the check above as the bound)."""
+    try:
+        import re2
+    except ImportError:
+        return None
+    options = re2.Options()
+    options.log_errors = False  # RE2 would write each pattern it refuses to stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise UsageError(
+            f"{where}: regular expression {pattern!r} needs a construct the linear-time engine (RE2) does not "
+            f"have ({reason}; lookaround, atomic groups and possessive quantifiers are not supported): "
+            "rewrite it without (docs/limits.md)"
+        ) from None
 
 
 def _items(sub) -> list:

@@ -20,11 +20,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..model.errors import UsageError
+
+if TYPE_CHECKING:
+    from ..io.patterns import Matcher
 
 #: Device-activity categories (the step categories, without ``global_exchange``,
 #: which host-side traces cannot tell apart from exchange).
@@ -117,20 +121,25 @@ def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, s
 
 def resolve_map(
     source_format: str, override: Mapping[str, str | None] | None = None
-) -> list[tuple[str, re.Pattern]]:
+) -> list[tuple[str, Matcher]]:
     """The ordered ``(category, compiled regex)`` rules: user entries first, then the defaults.
 
     A category the user maps to ``None`` or ``""`` loses its default rule.
     """
+    from ..io.patterns import compile_bounded
+
     defaults = DEFAULT_MAPS.get(source_format, {})
     override = load_device_map(override) if override is not None else {}
-    rules: list[tuple[str, re.Pattern]] = [(c, re.compile(p)) for c, p in override.items() if p]
+    # the user's patterns as load_device_map checked them (RE2: linear time); the built-in ones with re
+    rules: list[tuple[str, Matcher]] = [
+        (c, compile_bounded(p, f"device map: {c}")) for c, p in override.items() if p
+    ]
     disabled = {c for c, p in override.items() if not p}
     rules += [(c, re.compile(p)) for c, p in defaults.items() if c not in disabled]
     return rules
 
 
-def classify(keys: list[str], rules: list[tuple[str, re.Pattern]]) -> list[str | None]:
+def classify(keys: list[str], rules: list[tuple[str, Matcher]]) -> list[str | None]:
     """The device category of each ``"channel:name"`` key (``None`` = host event)."""
     out: list[str | None] = []
     for key in keys:
@@ -144,7 +153,7 @@ def classify(keys: list[str], rules: list[tuple[str, re.Pattern]]) -> list[str |
 
 
 def device_categories(
-    channel: pd.Categorical | pd.Series, name: pd.Categorical | pd.Series, rules: list[tuple[str, re.Pattern]]
+    channel: pd.Categorical | pd.Series, name: pd.Categorical | pd.Series, rules: list[tuple[str, Matcher]]
 ) -> pd.Categorical:
     """Vectorised: classify each distinct (channel, name) pair once, then broadcast to the events."""
     channel = pd.Categorical(channel)
