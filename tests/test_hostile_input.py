@@ -834,10 +834,10 @@ def test_a_pattern_the_shape_check_misses_runs_in_linear_time(tmp_path):
 
 def test_a_pattern_the_linear_engine_cannot_run_is_one_line(tmp_path):
     """With lookahead the pattern cannot run on RE2; on re the shape check alone would bound it, and it misses
-    this one: on a 29-character name (no match) re backtracks without end."""
+    this one: on a 30-character name re backtracks 2^30 times."""
     trace = tmp_path / "t.json"
     trace.write_text(
-        json.dumps({"traceEvents": [{"ph": "X", "name": "a" * 29, "ts": 1, "dur": 2, "pid": 1, "tid": 1}]})
+        json.dumps({"traceEvents": [{"ph": "X", "name": "a" * 30, "ts": 1, "dur": 2, "pid": 1, "tid": 1}]})
     )
     (tmp_path / "popprof.toml").write_text(f'[device_map]\ncompute = "(?=a){MISSED}"\n')
     for args in (["summary", trace], ["query", trace, "SELECT count(*) FROM events"]):
