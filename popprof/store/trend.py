@@ -91,7 +91,6 @@ class Series:
     created: list[str]
     values: list[float]
     changes: list[Change] = field(default_factory=list)
-    note: str | None = None
     runs_per_point: list[int] = field(default_factory=list)
 
     @property
