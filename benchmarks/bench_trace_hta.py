@@ -32,6 +32,12 @@ Usage::
     bash benchmarks/setup_hta.sh          # once: HTA in benchmarks/.venv-hta (or pass --hta-python)
     python benchmarks/bench_trace_hta.py                  # 600k events, 3 runs each
     python benchmarks/bench_trace_hta.py --repeat 5 --hta-timeout 600 --json out.json
+    PYTHONPATH=/path/to/other/tree python benchmarks/bench_trace_hta.py   # that tree's popprof, same measure
+
+The popprof measured is the tree ``--tree`` names, else the first ``PYTHONPATH`` entry holding
+``popprof/``, else this script's own tree; each run prints the ``popprof/__init__.py`` it imported.
+Another tree is byte-compiled under a cache prefix in the temporary directory (``PYTHONPYCACHEPREFIX``),
+so it is never written to; HTA's runs get no ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -67,8 +73,13 @@ POPPROF_LOAD = (
     COMMON
     + """
 sys.path.insert(0, {root!r})
-import popprof
-import popprof.readers.chrome  # the facade imports lazily: the reading stack loads before the clock
+import pandas  # the facade and the reader import lazily: the libraries and the reading stack load before the clock
+import importlib, importlib.util, popprof
+for reader in ("popprof.readers.chrome", "popprof.readers.chrome_trace"):  # the package (older trees: a module)
+    if importlib.util.find_spec(reader):
+        importlib.import_module(reader)
+        break
+popprof_file = popprof.__file__
 base = rss()
 print({ready!r}, flush=True)
 cpu0, start = cpu(), time.perf_counter()
@@ -82,7 +93,7 @@ kept = {{"flows": len(flows), "correlation": int(events["correlation"].notna().s
          "stream": int(events["stream"].notna().sum()), "device": int(events["device"].notna().sum()),
          "rank": int(events["rank"].notna().sum())}}
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_s, "peak_bytes": peak, "base_bytes": base,
-                  "events": len(events), "kept": kept}}))
+                  "events": len(events), "kept": kept, "popprof_file": popprof_file}}))
 """
 )
 
@@ -181,6 +192,7 @@ def run_watched(
     load_timeout: float | None = None,
     max_bytes: int | None = None,
     interval: float = 0.1,
+    env: dict[str, str] | None = None,
 ) -> dict:
     """Run ``code`` in a fresh interpreter; return the JSON it prints last, or bounds when it is stopped.
 
@@ -196,6 +208,7 @@ def run_watched(
             cwd=ROOT,
             preexec_fn=_limit(max_bytes),
             start_new_session=True,
+            env=env,
         )
         watch = _Watch(proc.pid)
         started = time.perf_counter()
@@ -247,6 +260,33 @@ def _load_average() -> str:
         return "n/a"
 
 
+def _tree(given: Path | None) -> tuple[Path, dict[str, str]]:
+    """The tree whose popprof is measured and the environment of its runs (another tree's .pyc files go
+    under a cache prefix in the temporary directory, so that tree is only read)."""
+    candidates = (
+        [given] if given else [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    tree = next((p.resolve() for p in candidates if (p / "popprof" / "__init__.py").is_file()), None)
+    if given and tree is None:
+        sys.exit(f"--tree {given}: no popprof/__init__.py there")
+    tree = tree or ROOT
+    env = dict(os.environ)
+    if tree != ROOT:
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "popprof-bench-pycache")
+    return tree, env
+
+
+def _compile(tree: Path, env: dict[str, str]) -> None:
+    """Byte-compile ``tree``'s popprof where its runs will look for the .pyc files."""
+    prefix = env.get("PYTHONPYCACHEPREFIX")
+    before = sys.pycache_prefix
+    sys.pycache_prefix = prefix
+    try:
+        compileall.compile_dir(tree / "popprof", quiet=1)
+    finally:
+        sys.pycache_prefix = before
+
+
 def _hta_code(path: Path, load: str) -> str:
     if load == "parse":
         return HTA_PARSE.format(path=str(path), backend="", ready=READY)
@@ -286,30 +326,39 @@ def main() -> None:
         default="analysis",
         help="HTA's TraceAnalysis(trace_dir=...) (default) or only its parse_trace_dataframe.",
     )
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        default=None,
+        help="The source tree whose popprof is measured (default: the first PYTHONPATH entry with popprof/, "
+        "else this script's tree).",
+    )
     parser.add_argument("--json", type=Path, help="Write the results here.")
     args = parser.parse_args()
+    tree, popprof_env = _tree(args.tree)
     if not Path(args.hta_python).exists():
         sys.exit(
             f"no HTA interpreter at {args.hta_python}: run `bash benchmarks/setup_hta.sh` or pass --hta-python"
         )
     path = ensure(args.size)
     # byte-compiled as pip compiles an installed package (HTA's venv is): imports read .pyc, not source
-    compileall.compile_dir(ROOT / "popprof", quiet=1)
+    _compile(tree, popprof_env)
     loads = [_load_average()]
     print(
         f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average before: {loads[0]}", file=sys.stderr
     )
-    popprof_code = POPPROF_LOAD.format(root=str(ROOT), path=str(path), ready=READY)
+    popprof_code = POPPROF_LOAD.format(root=str(tree), path=str(path), ready=READY)
+    hta_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX")}
     hta_code = _hta_code(path, args.hta_load)
     runs: dict[str, list[dict]] = {"popprof": [], "hta": []}
     for i in range(args.repeat):
-        for name, python, code, cap, load_timeout in (
-            ("popprof", sys.executable, popprof_code, None, None),
-            ("hta", args.hta_python, hta_code, int(args.hta_max_gib * 2**30), args.hta_timeout),
+        for name, python, code, cap, load_timeout, env in (
+            ("popprof", sys.executable, popprof_code, None, None, popprof_env),
+            ("hta", args.hta_python, hta_code, int(args.hta_max_gib * 2**30), args.hta_timeout, hta_env),
         ):
             try:
                 result = run_watched(
-                    python, code, timeout=args.timeout, load_timeout=load_timeout, max_bytes=cap
+                    python, code, timeout=args.timeout, load_timeout=load_timeout, max_bytes=cap, env=env
                 )
             except RuntimeError as exc:
                 sys.exit(f"{name} run {i + 1} failed: {exc}")
@@ -317,7 +366,7 @@ def main() -> None:
             loads.append(result["load_average"])
             runs[name].append(result)
             stopped = " (stopped: lower bounds)" if result["timed_out"] else ""
-            kept = f"  kept {result['kept']}" if "kept" in result else ""
+            kept = f"  kept {result['kept']}  ({result['popprof_file']})" if "kept" in result else ""
             print(
                 f"  run {i + 1} {name:<8} {result['seconds']:7.2f} s  cpu {result['cpu_seconds']:7.2f} s  "
                 f"peak {mib(result['peak_bytes'])} MiB (own {mib(result.get('own_peak_bytes', 0))}, "
@@ -358,7 +407,7 @@ def main() -> None:
     ]
     print(
         f"\n{args.size} ({path.stat().st_size / 1e6:,.0f} MB), {args.repeat} runs each, alternating; "
-        f"load average before/after runs: {', '.join(loads)}"
+        f"load average before/after runs: {', '.join(loads)}; popprof from {tree}"
     )
     print_table(["loader", "events", "wall s", "CPU s", "peak MiB", "HTA / popprof"], rows)
     kept = runs["popprof"][0]["kept"]
