@@ -560,11 +560,14 @@ def _mixed_kineto_events(n: int) -> list[dict]:
     return events
 
 
+@pytest.mark.parametrize("first_step", [700, 1 << 16])
 @pytest.mark.parametrize("form", ["object", "pretty", "array", "kineto", "compact"])
-def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str) -> None:
-    """Blocks of plain X / flow events go through Arrow, the rest through orjson: the result is ijson's."""
+def test_arrow_fast_path_equals_ijson(tmp_path: Path, monkeypatch, form: str, first_step: int) -> None:
+    """Blocks of plain X / flow events go through Arrow, the rest through orjson: the result is ijson's
+    (orjson taking a short step where Arrow stopped, 700 bytes doubling to a block, or a whole block)."""
     monkeypatch.setattr(framing, "FAST_BLOCK_BYTES", 6000)
     monkeypatch.setattr(framing, "BLOCK_BYTES", 2500)
+    monkeypatch.setattr(framing, "FIRST_STEP_BYTES", first_step)
     monkeypatch.setattr(framing, "FAST_MISSES", 10**6)  # keep trying the fast path after odd blocks
     taken: list = []
     real_parse = framing.arrow.parse_block

@@ -37,6 +37,10 @@ TRIM_EVERY = 64
 #: blocks in a row that the Arrow fast path could not take before the rest of a stream goes to orjson only
 FAST_MISSES = 3
 FAST_BLOCK_BYTES = 1 << 20  # larger Arrow blocks are no faster here and leave more in the heap
+#: what orjson takes first where the Arrow path stopped (an event it does not take): the leading metadata
+#: of a trace or one counter among complete events is a few kB, so orjson parses about this much and
+#: Arrow goes on after it; each further stop in a row doubles the step, up to :data:`BLOCK_BYTES`
+FIRST_STEP_BYTES = 1 << 16
 BLOCK_BYTES = 1 << 20  # ~8,000 kineto events: bounds the Python objects alive at once (and stays in cache)
 MAX_PENDING_BYTES = 256 << 20
 
@@ -105,8 +109,10 @@ def blocks(
     """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
 
     With ``fast``, blocks of plain X and flow events come as Arrow tables instead
-    (:func:`.arrow.parse_block`); a block that is not plain goes to orjson
-    ~1 MB at a time, and after a few such blocks in a row the rest of the stream too.
+    (:func:`.arrow.parse_block`); where Arrow stops (an event it does not take), orjson
+    parses from there, ~64 kB first, twice as much at each further stop in a row, up to
+    ~1 MB, then Arrow goes on; after a few blocks in a row that Arrow took nothing of,
+    the rest of the stream goes to orjson only.
 
     A block is cut after the last ``}, {"key":`` in it and parsed as ``[`` block
     ``]``. A cut that falls inside nested ``args`` makes that parse fail, and the
@@ -118,6 +124,7 @@ def blocks(
     pending = _array_start(handle, prefix, top)
     eof = False
     misses = 0
+    step = FIRST_STEP_BYTES  # how much orjson takes where the Arrow path stops
     stuck = False  # no event could be cut from what is pending: read more before trying again
 
     def plain(text: bytes) -> tuple[pa.Table | None, int]:
@@ -127,9 +134,11 @@ def blocks(
         fast = misses < FAST_MISSES
         return table, covered
 
-    def small_cuts() -> list:
-        """Boundaries near BLOCK_BYTES: orjson takes a large pending block ~1 MB at a time."""
-        return list(BOUNDARY.finditer(pending, max(0, BLOCK_BYTES - (1 << 16)), BLOCK_BYTES + (1 << 16)))
+    def small_cuts(near: int = BLOCK_BYTES) -> list:
+        """Boundaries near ``near``: orjson takes a large pending block ~1 MB at a time (less after a stop
+        of the Arrow path)."""
+        margin = min(1 << 16, near // 2)
+        return list(BOUNDARY.finditer(pending, max(0, near - margin), near + margin))
 
     while True:
         size = FAST_BLOCK_BYTES if fast else BLOCK_BYTES
@@ -189,17 +198,22 @@ def blocks(
             return
         tail_from = max(0, len(pending) - (1 << 16))
         cuts = [m for m in BOUNDARY.finditer(pending, tail_from)] or list(BOUNDARY.finditer(pending))
+        found = None
         if fast and cuts:
             table, covered = plain(pending[: cuts[-1].start() + 1])
             if table is not None:
                 yield table
             if covered == cuts[-1].start() + 1:
                 pending = pending[cuts[-1].end() :]
+                step = FIRST_STEP_BYTES
                 continue
-            if covered:  # the events from the first one that is not plain: ~1 MB through orjson below
+            if covered:  # the events from the first one that is not plain go through orjson below
                 pending = pending[covered:]
                 cuts = small_cuts() or list(BOUNDARY.finditer(pending))
-        found = _parse_to_cut(pending, small_cuts()) if len(pending) > 2 * BLOCK_BYTES else None
+            found = _parse_to_cut(pending, small_cuts(step))  # a short step first; then Arrow again
+            step = min(2 * step, BLOCK_BYTES)
+        if found is None and len(pending) > 2 * BLOCK_BYTES:
+            found = _parse_to_cut(pending, small_cuts())
         if found is None:  # (also when the boundaries near the front are inside an event longer than a block)
             found = _parse_to_cut(pending, cuts if len(pending) <= 2 * BLOCK_BYTES else cuts[-2:])
         taken = _take_long(pending, handle, warnings) if found is None else None
