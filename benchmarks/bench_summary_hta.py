@@ -64,17 +64,17 @@ print(json.dumps(phases))
 """
 
 
-#: ``popprof summary`` as the console script runs it (popprof.cli.main), plus the main process's own CPU
+#: ``popprof summary`` as the console script runs it (popprof.cli.run), plus the main process's own CPU
 #: on stderr at exit: on two idle cores the parse worker runs beside it, so that is about the wall time.
 POPPROF_SCRIPT = """
-import json, resource, sys
-from popprof.cli import main
-try:
-    code = main({argv!r})
-finally:
+import atexit, json, resource, sys
+def own_cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({{"own_cpu_seconds": usage.ru_utime + usage.ru_stime}}), file=sys.stderr)
-sys.exit(code)
+atexit.register(own_cpu)  # registered first: runs last, just before the interpreter's shutdown
+sys.argv = ["popprof", *{argv!r}]
+from popprof.cli import run
+run()
 """
 
 
