@@ -58,6 +58,23 @@ def test_a_real_trace_with_text_after_it_is_refused_by_every_command(tmp_path, c
     assert not (tmp_path / "out.popprof").exists()
 
 
+@pytest.mark.parametrize("kind", list(TAILS))
+def test_redact_refuses_text_after_the_value_and_writes_nothing(tmp_path, capsys, monkeypatch, kind):
+    """Redaction reads through the same guard: two values back to back (``{..}{..}``) or a stray bracket end
+    with ``}`` or ``]`` like a whole trace does, and are refused all the same (issue 24 item 7)."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", "a-sound-benchmark-key-0123456789")
+    data = gzip.decompress(REAL.read_bytes())
+    path = _with_tail(tmp_path, data, TAILS[kind])
+    out = tmp_path / "redacted.json"
+    for args in (["redact", path, "-o", out], ["redact", path, "-o", out, "--no-scan"]):
+        code, err = _cli(capsys, *args)
+        lines = err.splitlines()
+        assert code == 2, (args, err)
+        assert len(lines) == 1 and "text follows the JSON value" in lines[0], (args, err)
+        assert not out.exists()
+    assert path.read_bytes() == data + (data if TAILS[kind] is None else TAILS[kind])  # the input untouched
+
+
 def test_the_same_trace_without_the_text_reads(tmp_path, capsys):
     data = gzip.decompress(REAL.read_bytes())
     path = _with_tail(tmp_path, data, b"\n \r\n\t")  # white space after the value is fine

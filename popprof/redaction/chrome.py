@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io import limits
-from ..io.files import open_binary
+from ..io.files import open_binary, open_json
 from ..io.jsonbytes import (
     SCAN_BLOCK,
     STRING,
@@ -452,16 +452,20 @@ def redact_chrome(
     ``sink`` receives every byte written (before compression), in order: the leak scan reads the
     output there (:class:`OutputStrings`).
 
-    Bounded (docs/limits.md): gzip bombs end in LimitExceeded (``open_binary``), and so does a
-    string longer than ``string-bytes`` (the only thing that could make a block grow without
-    end). Nothing here recurses, so the nesting depth of the trace does not matter.
+    Bounded (docs/limits.md), by the JSON guard every JSON reader reads through (``open_json``): gzip
+    bombs, a string longer than ``string-bytes`` (the only thing that could make a block grow without
+    end) and nesting beyond ``json-depth`` end in LimitExceeded, and text after the first complete JSON
+    value (an appended log, a second value back to back) in an InputError, before anything is written.
+    Nothing here recurses.
     """
     from collections import deque
 
     from ..io.parallel import SerialExecutor, thread_pool
 
     engine = ChromeRedactor(redactor)
-    reader = open_binary(source)
+    # through the JSON guard every JSON reader uses: text after the first complete value (a log line, a
+    # second value: ``{..}{..}``) and nesting beyond ``json-depth`` are refused before anything is written
+    reader = open_json(source)
     limit = limits.get("string-bytes")
     raw = open(tmp_out, "wb")  # noqa: SIM115
     # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
