@@ -282,3 +282,59 @@ def test_standalone_scan_reads_per_column_parquet_metadata(original, redacted, t
     assert any(
         "variables.parquet:name:schema" in place for places in result.where.values() for place in places
     )
+
+
+def _with_source_record(tmp_path: Path, **fields) -> Path:
+    profile = canary_profile()
+    meta = profile.meta
+    records = json.loads(meta["source_files"])
+    records[0].update(fields)
+    meta["source_files"] = json.dumps(records)
+    profile.update_metadata(meta)
+    out = tmp_path / "orig.popprof"
+    bundle.write(profile, out)
+    return out
+
+
+PLANTED = {
+    "owner": {"user": "qzvalice", "host": "gpu-node-7.qzvcorp.example"},
+    "labels": ["QzvSecretLabel", 3],
+    "password": 55512345,
+    "QzvSecretKeyName": 7,
+    "size": 99,
+}
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_every_field_of_a_source_record_is_redacted(tmp_path, scan):
+    """Nested values, unknown keys and numbers under secret keys of the manifest's source records go through
+    the same redaction as the tables (issue 24 item 6); public keys and plain numbers stay."""
+    src = _with_source_record(tmp_path, **PLANTED)
+    out = tmp_path / "red.popprof"
+    report = redact(src, out, key=KEY_A, scan=scan)
+    assert report.passed
+    text = (out / "manifest.json").read_text()
+    for planted in ("qzvalice", "qzvcorp", "QzvSecretLabel", "55512345", "QzvSecretKeyName"):
+        assert planted not in text, planted
+    record = json.loads(text)["sources"][0]
+    assert record["size_bytes"] == 1234 and record["sha256"] == "ab" * 32 and record["size"] == 99
+    assert re.fullmatch(r"secret_[0-9a-f]{12}", record["password"])
+    assert set(record["owner"]) == {"user", "host"} and record["labels"][1] == 3
+    assert popprof.open(out).meta["redacted"] == "true"
+
+
+def test_the_scan_reports_a_numeric_secret_left_in_a_source_record(tmp_path):
+    """The scan derives numbers under secret keys from the original's manifest and checks them in the
+    output's: a redacted bundle doctored to hold the original password again fails the scan."""
+    from popprof.redaction import scan
+
+    src = _with_source_record(tmp_path, password=55512345)
+    out = tmp_path / "red.popprof"
+    assert redact(src, out, key=KEY_A).passed
+    assert scan(out, src).passed
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["sources"][0]["password"] = 55512345
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    result = scan(out, src)
+    assert not result.passed and result.leaks.get("secret", 0) >= 1
+    assert "manifest.json" in result.where["secret"]

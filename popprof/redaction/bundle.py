@@ -139,25 +139,28 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def redact_sources(sources: list[dict], redactor: Redactor) -> list[dict]:
-    """Source-file records with names pseudonymised (kind ``file``, extension kept); sizes and hashes kept."""
+    """Source-file records with every key and value redacted like the tables' (issue 24 item 6): the file
+    name pseudonymised (kind ``file``, extension kept), a ``sha256`` content hash kept so a reader can match
+    the file, every other key decided as a JSON key and every other value (a string, a number, a nested
+    object or list) as a JSON value under its key: public words and plain numbers stay, a number under a
+    secret key (``password``, ``token``) is replaced like a string would be."""
     out = []
     for record in sources:
         if not isinstance(record, dict):
             continue
-        item = dict(record)
-        if isinstance(item.get("name"), str):
-            original = item["name"]
-            stem, dot, ext = original.rpartition(".")
-            pseudo = redactor.identifier("file", original)
-            item["name"] = pseudo + (
-                f".{ext}" if dot and pseudo != original and ext.isalnum() and len(ext) <= 8 else ""
-            )
-        for k in list(item):
-            if k == "name" or not isinstance(item[k], str):
-                continue
-            if k == "sha256" and _SHA256.fullmatch(item[k]):
-                continue  # a content hash, kept so a reader can match the file; anything else is redacted
-            item[k] = redactor.value(item[k], k)
+        item: dict = {}
+        for key, value in record.items():
+            key = str(key)
+            if key == "name" and isinstance(value, str):
+                stem, dot, ext = value.rpartition(".")
+                pseudo = redactor.identifier("file", value)
+                item["name"] = pseudo + (
+                    f".{ext}" if dot and pseudo != value and ext.isalnum() and len(ext) <= 8 else ""
+                )
+            elif key == "sha256" and isinstance(value, str) and _SHA256.fullmatch(value):
+                item[key] = value  # a content hash; anything else under this key is redacted below
+            else:
+                item[redactor.decide(key, "key")] = redactor.decide_json(value, key)
         out.append(item)
     return out
 

@@ -112,8 +112,11 @@ class Redactor:
         stack: list[tuple[object, object, object, str | None]] = [(obj, root, 0, key)]
         while stack:
             item, parent, slot, under = stack.pop()
-            if isinstance(item, Number):
-                parent[slot] = item  # type: ignore[index]
+            if isinstance(item, Number) or (isinstance(item, int | float) and not isinstance(item, bool)):
+                # a number under a secret key (``"password": 55512345``) is a secret all the same
+                text = str.__str__(item) if isinstance(item, Number) else str(item)
+                secret = under is not None and self._secret_value(text, under)
+                parent[slot] = self.scrubber.whole("secret", text) if secret else item  # type: ignore[index]
             elif isinstance(item, Pairs):
                 pairs = Pairs([None] * len(item))
                 parent[slot] = pairs  # type: ignore[index]

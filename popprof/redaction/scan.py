@@ -28,7 +28,7 @@ from ..readers.bundle import is_manifest
 from .allowlist import Allowlist
 from .scrub import PSEUDONYM_RE, detect
 from .secrets_scan import detector
-from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest
+from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, secret_number
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
@@ -155,6 +155,11 @@ class Scanner:
                 if len(t) >= MIN_SUBSTRING and not self.keep(t)
             }
         )
+        #: Secrets of the original (values under secret keys, ``password=...``), looked for as whole output strings
+        #: even when they look public (digits, a date): a public shape does not make a secret public.
+        self.secrets = {
+            t for t, k in sensitive.substring_tokens().items() if k == "secret" and not self.keep(t)
+        }
         self.wholes = TokenMatcher({t: k for t, k in sensitive.whole_tokens().items() if not self.keep(t)})
         self.word_tokens = {w: k for w, k in sensitive.word_tokens().items() if not self.keep(w)}
         self._word_keys = self.word_tokens.keys()
@@ -197,6 +202,8 @@ class Scanner:
         return found
 
     def _first_half(self, value: str, key: str | None) -> str | None:
+        if value in self.secrets or value.strip() in self.secrets:
+            return "secret"
         if value in self.allowlist:
             # a public name holds no free part, but a sensitive string of the original may still sit
             # inside it (``at::<a user's name>``); of patterns, only those no public shape can mimic count
@@ -238,7 +245,8 @@ class Scanner:
 
 
 def _json_strings(obj: object, key: str | None = None) -> Iterator[tuple[str | None, str]]:
-    """``(key, string)`` for every key (key None) and string of a JSON value, iteratively."""
+    """``(key, string)`` for every key (key None) and string of a JSON value, iteratively, and the text of
+    every number under a secret key (``"password": 55512345``: a numeric secret is a secret all the same)."""
     stack: list[tuple[object, str | None]] = [(obj, key)]
     while stack:
         item, under = stack.pop()
@@ -250,6 +258,8 @@ def _json_strings(obj: object, key: str | None = None) -> Iterator[tuple[str | N
             stack.extend((v, under) for v in reversed(item))
         elif isinstance(item, str):
             yield under, item
+        elif secret_number(item, under):
+            yield under, str(item)
 
 
 def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:

@@ -46,6 +46,16 @@ def is_digest(key: str | None, value: str) -> bool:
     return key is not None and key.lower() in HASH_KEYS and _DIGEST.fullmatch(value) is not None
 
 
+def secret_number(item: object, key: str | None) -> bool:
+    """A JSON number (not a boolean) under a secret key (``"password": 55512345``): a secret all the same."""
+    return (
+        isinstance(item, int | float)
+        and not isinstance(item, bool)
+        and key is not None
+        and _key_kind(key) == "secret"
+    )
+
+
 _NUMERIC = re.compile(r"[\d\s.,:;+\-eE%()x/]*")
 _HEXISH = re.compile(r"[0-9a-fA-F]{1,11}")
 
@@ -118,6 +128,8 @@ class SensitiveSet:
                 stack.extend((v, under) for v in item)
             elif isinstance(item, str):
                 self.add(item, "identifier", under)
+            elif secret_number(item, under):  # a numeric secret (``"password": 55512345``)
+                self.add(str(item), "identifier", under)
 
     def _token(self, token: str, kind: str) -> None:
         token = token.strip()
