@@ -76,6 +76,31 @@ def test_open_keeps_flows_and_correlation(trace: Path, monkeypatch, split: bool)
     assert len(spans) == 1 and bool(spans["bookkeeping"].iloc[0])
 
 
+def test_members_after_the_event_array_are_kept_by_both_parses(
+    trace: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Top-level members after ``traceEvents`` (the split's last part stops at the array's end: the plan reads
+    them from the file's last megabyte) are in the metadata as a one-pass read has them."""
+    doc = json.loads(trace.read_text())
+    # (no array after it: a later array's "]" would also close the document, and the split falls back to one pass)
+    after = {"traceName": "rank0.pt.trace.json", "displayTimeUnit": "ms", "extra": {"k": {"v": 1}, "s": "]}"}}
+    moved = tmp_path / "members_after.json"
+    moved.write_text(json.dumps({"schemaVersion": 1, "traceEvents": doc["traceEvents"], **after}))
+
+    def top(profile) -> dict:
+        return {k: v for k, v in profile.meta.items() if k.startswith("chrome.top.")}
+
+    one = popprof.open(moved, parallel=False)
+    monkeypatch.setattr(chrome_split, "PARALLEL_MIN_BYTES", 0)
+    both = popprof.open(moved)
+    assert both.meta["chrome.parse_parts"] == "2"
+    assert top(both) == top(one)
+    assert {k.removeprefix("chrome.top."): json.loads(v) for k, v in top(both).items()} == {
+        "schemaVersion": 1,
+        **after,
+    }
+
+
 def test_generated_rank_traces_open_as_one_profile_with_every_rank(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     folder.mkdir()

@@ -7,7 +7,6 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pyarrow as pa
@@ -247,14 +246,3 @@ def _parse_to_cut(pending: bytes, cuts: list) -> tuple[list, int] | None:
         except orjson.JSONDecodeError:
             continue
     return None
-
-
-def file_tail_members(path: Path, prefix: str) -> dict:
-    """Top-level members after the event array of a plain (not gzip) file, from its last megabyte."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        handle.seek(size - min(size, 1 << 20))
-        buf = handle.read()
-    for end in array_ends(buf, prefix):
-        return tail_members(buf[end + 1 :])
-    return {}

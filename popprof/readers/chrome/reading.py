@@ -22,7 +22,7 @@ from ...trace.begin_end import match_begin_end
 from . import split
 from .columns import json_text
 from .events import INSTANT_SCOPES
-from .framing import TRACE_EVENTS, file_tail_members, strip_bom
+from .framing import TRACE_EVENTS, strip_bom
 from .parse import parse_file
 from .tables import (
     BOOKKEEPING_PROCESSES,
@@ -109,8 +109,8 @@ def _read_parts(
     parts = workers.parts() if workers is not None else None
     if parts is None:
         parts = [parse_file(path, prefix, with_args, before)]
-    elif prefix != "item":  # the last part stops at the array's end: read the members after it here
-        parts[-1].top.update(file_tail_members(path, prefix))
+    elif workers is not None:  # the last part stops at the array's end: the plan read the members after it
+        parts[-1].top.update(workers.tail)
     n_parts = len(parts)
     release_free_memory()  # what the parse and the transfer from the workers left in the heap
     split.unify_synthetic_ids(parts)

@@ -17,7 +17,7 @@ from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.sources import source_metadata
 from .columns import Ids, Interner, Parsed, concat_flows
-from .framing import BOUNDARY, Unframeable, array_ends
+from .framing import BOUNDARY, Unframeable, array_ends, tail_members
 from .longevent import Misframed
 from .parse import parse_stream
 
@@ -88,9 +88,12 @@ def _piece_fractions(size: int) -> list[float]:
 
 
 def _split_plan(
-    path: Path, prefix: str, fractions: list[float]
+    path: Path, prefix: str, fractions: list[float], top: dict | None = None
 ) -> list[tuple[int, int, bytes, bytes]] | None:
     """Byte ranges that split the event array between events near ``fractions`` of the file, or ``None``.
+
+    The top-level members after the event array (read with the array's end, from the file's last
+    megabyte) go to ``top``: no part reads them.
 
     A boundary is a ``}, {"key":`` between two events. Each part is parsed as a
     complete JSON document (part 0 closed with ``]`` / ``]}``, later parts
@@ -106,9 +109,13 @@ def _split_plan(
         # where the array ends: the last "]" whose remainder closes the document (if a later array also
         # qualifies, the last part fails to parse and the caller falls back to one pass)
         handle.seek(size - min(size, 1 << 20))
-        array_end = next((size - min(size, 1 << 20) + i for i in array_ends(handle.read(), prefix)), None)
-        if array_end is None:
+        last = handle.read()
+        end = next(array_ends(last, prefix), None)
+        if end is None:
             return None
+        array_end = size - len(last) + end
+        if top is not None and prefix != "item":
+            top.update(tail_members(last[end + 1 :]))
         cuts: list[int] = []
         for fraction in fractions:
             at = int(size * fraction)
@@ -224,8 +231,11 @@ class Workers:
     instead of competing with the parse for the two cores.
     """
 
-    def __init__(self, pool, jobs: list[tuple], claims: _Claims, futures: list, path: Path, fmt: str) -> None:
+    def __init__(
+        self, pool, jobs: list[tuple], claims: _Claims, futures: list, path: Path, fmt: str, tail: dict
+    ) -> None:
         self._pool, self._jobs, self._claims, self._futures = pool, jobs, claims, futures
+        self.tail = tail  # the top-level members after the event array (the plan read them)
         self._source = pool.submit(_describe_source, fmt, path)
         self._path, self._format = path, fmt
 
@@ -281,7 +291,8 @@ def start_parallel(
     )  # None when parallel work is off (POPPROF_PARALLEL=0) or there is no fork
     if context is None:
         return None
-    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size))
+    tail: dict = {}
+    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size), tail)
     if plan is None:
         return None
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before) for lo, hi, head, tail in plan]
@@ -294,7 +305,7 @@ def start_parallel(
             return None
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
-        return Workers(pool, jobs, claims, futures, path, fmt)
+        return Workers(pool, jobs, claims, futures, path, fmt, tail)
     except (OSError, RuntimeError):
         if pool is not None:
             pool.close()
