@@ -96,7 +96,24 @@ def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
         if "rank" in events.columns
         else np.full(len(events), -1, dtype=np.int64)
     )
-    keys = pd.DataFrame({"rank": rank, "pid": events["pid"].to_numpy(), "tid": events["tid"].to_numpy()})
+    pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
+    if len(rank) > 1:  # the readers sort events by thread: then each thread is one run, numbered in order
+        new = (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+        step = np.flatnonzero(new) + 1
+        at = np.concatenate(([0], step))
+        ordered = np.all(
+            (rank[at[1:]] > rank[step - 1])
+            | ((rank[at[1:]] == rank[step - 1]) & (pid[at[1:]] > pid[step - 1]))
+            | (
+                (rank[at[1:]] == rank[step - 1])
+                & (pid[at[1:]] == pid[step - 1])
+                & (tid[at[1:]] > tid[step - 1])
+            )
+        )
+        if ordered:
+            ids = np.cumsum(np.concatenate(([False], new)), dtype=np.int64)
+            return ids, pd.DataFrame({"rank": rank[at], "pid": pid[at], "tid": tid[at]})
+    keys = pd.DataFrame({"rank": rank, "pid": pid, "tid": tid})
     grouped = keys.groupby(["rank", "pid", "tid"], sort=True)
     return grouped.ngroup().to_numpy(dtype=np.int64), grouped.size().index.to_frame(index=False)
 
