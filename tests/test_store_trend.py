@@ -10,6 +10,7 @@ import pytest
 from store_helpers import run
 
 import popprof.store as store
+from popprof.store import changepoints
 from popprof.testing.store_history import shifted_series, write_history
 
 IDLE = "trace.device_idle_us"  # noisy; default budget +5 %
@@ -108,10 +109,11 @@ def test_markdown_junit_and_plot(history, tmp_path: Path, capsys) -> None:
     assert failed is not None and ids[95] in failed.get("message")
 
 
-def test_noisy_mode_needs_no_ruptures(history, monkeypatch, capsys) -> None:
+def test_without_ruptures_exact_mode_works_and_noisy_metrics_say_what_to_install(
+    history, monkeypatch, capsys
+) -> None:
     import builtins
 
-    _, unblocked, _ = run(capsys, "trend", history[0], MEMORY, IDLE, "--format", "json")
     real_import = builtins.__import__
 
     def no_ruptures(name, *args, **kwargs):
@@ -120,10 +122,10 @@ def test_noisy_mode_needs_no_ruptures(history, monkeypatch, capsys) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ruptures)
-    code, out, err = run(capsys, "trend", history[0], MEMORY, IDLE, "--format", "json")
-    assert code == 0 and err == "" and out == unblocked
-    assert [s["mode"] for s in json.loads(out)["series"]] == ["exact", "noisy"]
-    assert json.loads(out)["series"][1]["changes"]  # the +10 % shift at run 95
+    code, out, err = run(capsys, "trend", history[0], MEMORY, IDLE)
+    assert code == 0
+    assert "memory.total_incl_gaps_bytes [train] exact" in out and "REGRESSION" not in out.split(IDLE)[1]
+    assert err.strip() == f"popprof: note: {changepoints.INSTALL_HINT}"
 
 
 def test_unknown_metric_and_bad_store_are_one_line(history, tmp_path: Path, capsys) -> None:

@@ -119,6 +119,9 @@ def show_command(
         click.echo(render(series), nl=False)
     else:
         emit(render(series), output)
+    notes = {s.note for s in series if s.note}
+    for note in sorted(notes):
+        click.echo(f"popprof: note: {note}", err=True)
     if fail_on == "regression" and any(s.regressions for s in series):
         raise click.exceptions.Exit(1)
 

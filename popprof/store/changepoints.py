@@ -1,5 +1,5 @@
-"""Change points of a noisy series: the optimal partition under a median (L1) cost on robustly scaled values
-(what PELT finds), each boundary then placed where one step most likely is, give or take
+"""Change points of a noisy series: PELT (ruptures) with a median (L1) cost on robustly scaled values, each
+boundary then placed where one step most likely is, give or take
 ``PLACEMENT_TOLERANCE`` runs.
 
 The values are divided by a robust sigma, ``1.4826 * MAD(first differences) / sqrt(2)`` (the differences
@@ -7,11 +7,11 @@ cancel level shifts, so a shift does not inflate its own noise estimate); the pe
 BIC-like beta of 3); segments are at least 3 runs long, so a one-run spike cannot be a segment, and the
 median cost does not let a few spikes pull a segment's level. Deterministic: no randomness anywhere.
 
-Detection: the least penalised L1 cost over partitions whose boundaries lie on a grid of every ``JUMP``-th
-run, by dynamic programming over the table of every grid segment's cost, computed up front in one vectorised
-pass (:func:`grid_costs`, :func:`optimal_partition`). That is PELT's answer (its pruning is exact for this
-cost), the one ruptures' ``Pelt(jump=JUMP, min_size=MIN_SIZE)`` gives (tested against it), without its
-import: ruptures imports scipy's stats, spatial and signal packages, 0.6 s, half of a ``popprof trend``.
+Detection: ruptures' ``Pelt(jump=JUMP, min_size=MIN_SIZE)`` on a grid of every ``JUMP``-th run, with the
+L1 cost of every grid segment computed up front in one vectorised pass (:func:`grid_costs`) and looked up by
+PELT (:func:`pelt_partition`); ruptures' own L1 cost calls ``numpy.median`` once per candidate segment, about
+1 s for 500 runs. ruptures is the ``trend`` extra; without it noisy series find no change points and say what
+to install (:data:`INSTALL_HINT`).
 Placement: the median cost finds *whether* the level moved, but places a step less precisely than squared
 errors do (the median's efficiency is 64 % of the mean's under Gaussian noise); so each boundary is moved to
 the run within ``2 * JUMP`` of where the grid put it whose ``PLACEMENT_TOLERANCE`` runs either side hold the
@@ -35,6 +35,11 @@ PLACEMENT_ROUNDS = 2
 PLACEMENT_TOLERANCE = 2
 EXACT_WEIGHT = 0.05
 RANGE_MASS = 0.99
+INSTALL_HINT = "noisy metrics need the change-point library: pip install 'popprof[trend]'"
+
+
+class MissingTrendExtra(ImportError):
+    """ruptures is not installed (the ``trend`` extra)."""
 
 
 def robust_sigma(values: np.ndarray) -> float:
@@ -71,25 +76,37 @@ def grid_costs(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return out
 
 
-def optimal_partition(table: np.ndarray, grid: np.ndarray, penalty: float) -> list[int]:
-    """The segment ends (grid runs, the last ``grid[-1]``) of the partition of ``grid[0]:grid[-1]`` into grid
-    segments of at least ``MIN_SIZE`` runs with the least total ``table[i, j] + penalty``.
+def pelt_partition(scaled: np.ndarray, grid: np.ndarray, penalty: float) -> list[int]:
+    """The segment ends (grid runs, the last ``len(scaled)``) that ruptures' PELT finds on ``grid`` with the L1
+    cost of each grid segment looked up in :func:`grid_costs`' table (exact costs off the grid).
 
-    ``best[j]`` is the least cost of ``grid[0]:grid[j]``: the least ``best[i] + table[i, j] + penalty`` over the
-    earlier grid points ``i``; on ties the earliest ``i``, as PELT takes the first of its candidates."""
-    n_grid = len(grid)
-    best = np.zeros(n_grid)
-    previous = np.zeros(n_grid, dtype=np.int64)
-    for j in range(1, n_grid):
-        starts = np.flatnonzero(grid[j] - grid[:j] >= MIN_SIZE)
-        totals = best[starts] + table[starts, j] + penalty
-        k = int(np.argmin(totals))
-        best[j], previous[j] = totals[k], starts[k]
-    ends, j = [], n_grid - 1
-    while j > 0:
-        ends.append(int(grid[j]))
-        j = int(previous[j])
-    return ends[::-1]
+    Raises :class:`MissingTrendExtra` when ruptures is not installed."""
+    try:
+        from ruptures import Pelt
+        from ruptures.base import BaseCost
+    except ImportError:
+        raise MissingTrendExtra(INSTALL_HINT) from None
+    table = grid_costs(scaled, grid)
+    position = {int(g): i for i, g in enumerate(grid)}
+
+    class GridL1(BaseCost):
+        """ruptures' L1 cost, looked up from the table computed once."""
+
+        model = "l1"
+        min_size = MIN_SIZE
+
+        def fit(self, signal: np.ndarray) -> GridL1:
+            self.signal = signal
+            return self
+
+        def error(self, start: int, end: int) -> float:
+            i, j = position.get(start), position.get(end)
+            if i is None or j is None:
+                return l1_cost(scaled[start:end])
+            return float(table[i, j])
+
+    algo = Pelt(custom_cost=GridL1(), min_size=MIN_SIZE, jump=JUMP).fit(scaled.reshape(-1, 1))
+    return [int(b) for b in algo.predict(pen=penalty)]
 
 
 def step_likelihood(
@@ -155,8 +172,8 @@ def place(values: np.ndarray, bounds: list[int]) -> list[int]:
 
 
 def change_points(values: np.ndarray) -> list[tuple[int, int, int]]:
-    """Each change point as ``(run, first, last)``: the run where the new segment starts (by the optimal L1
-    partition of the scaled values, then placed: :func:`place`) and the first and last runs where it may
+    """Each change point as ``(run, first, last)``: the run where the new segment starts (by PELT-L1 on
+    the scaled values, then placed: :func:`place`) and the first and last runs where it may
     start (:func:`step_range`, which holds ``run``); [] when none.
 
     A series with no noise (sigma 0) has no change points here: it is an exact series (see trend).
@@ -168,9 +185,7 @@ def change_points(values: np.ndarray) -> list[tuple[int, int, int]]:
         return []
     scaled = (values - np.median(values)) / sigma
     grid = np.array(sorted({*range(0, n, JUMP), n}))
-    found = [
-        b for b in optimal_partition(grid_costs(scaled, grid), grid, PENALTY_BETA * math.log(n)) if b < n
-    ]
+    found = [b for b in pelt_partition(scaled, grid, PENALTY_BETA * math.log(n)) if b < n]
     placed = place(scaled, found)
     out = []
     for i, run in enumerate(placed):

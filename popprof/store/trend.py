@@ -5,7 +5,7 @@ Two modes per series (one metric of one profile, oldest run first):
 - ``exact`` (auto when the series never moves by noise, MAD of its first differences is 0: compile-time
   memory, cycle counts): every change of value, with the last old and the first new run and commit, the
   range to bisect.
-- ``noisy`` (trace timings): change points of the optimal L1 partition (:mod:`.changepoints`), kept only when the change
+- ``noisy`` (trace timings): change points by PELT-L1 (:mod:`.changepoints`), kept only when the change
   exceeds the metric's gate budget (``[tool.popprof.gate]``, else the default budget) in the metric's worse
   direction, or would exceed it were it a worsening (so improvements of that size show too).
 
@@ -34,7 +34,7 @@ from ..compare.gate import Budget, load_budget
 from ..compare.gate import _check as budget_violations
 from ..model.errors import UsageError
 from .api import Store, open_store
-from .changepoints import change_points, robust_sigma
+from .changepoints import INSTALL_HINT, MissingTrendExtra, change_points, robust_sigma
 from .layout import slug
 from .trend_config import TrendSettings
 
@@ -91,6 +91,7 @@ class Series:
     created: list[str]
     values: list[float]
     changes: list[Change] = field(default_factory=list)
+    note: str | None = None
     runs_per_point: list[int] = field(default_factory=list)
 
     @property
@@ -195,7 +196,11 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         series.changes = [_change(series, i, values[i - 1], values[i], "exact", budget) for i in indices]
     else:
         series.mode = "noisy"
-        found = change_points(values)
+        try:
+            found = change_points(values)
+        except MissingTrendExtra:
+            series.note = INSTALL_HINT
+            found = []
         edges = [0, *(b for b, _, _ in found), len(values)]
         for k, (b, first, last) in enumerate(found):
             before, after = values[edges[k] : b], values[b : edges[k + 2]]

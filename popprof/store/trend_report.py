@@ -39,6 +39,8 @@ def text(series: list[Series]) -> str:
         )
         head = f"{s.metric} [{s.profile}] {s.mode}, {points}, last {units.value(s.values[-1], s.unit)}"
         lines.append(head)
+        if s.note:
+            lines.append(f"  note: {s.note}")
         if not s.changes:
             lines.append("  no change" if s.mode == "exact" else "  no change point beyond the budget")
         for c in s.changes:
