@@ -302,3 +302,21 @@ def test_gc_is_paused_only_inside_the_block():
     with heap.gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_the_output_pipe_has_a_wide_buffer_where_linux_allows_it():
+    fcntl = pytest.importorskip("fcntl")
+    if (
+        not hasattr(fcntl, "F_GETPIPE_SZ")
+        or int(Path("/proc/sys/fs/pipe-max-size").read_text()) < background.PIPE_BYTES
+    ):
+        pytest.skip("no pipe buffer sizes here")
+    strings = background.OutputStrings()
+    if strings.process is None:
+        pytest.skip("no fork here")
+    try:
+        assert fcntl.fcntl(strings.send.fileno(), fcntl.F_GETPIPE_SZ) == background.PIPE_BYTES
+        strings.feed(b'{"key": "value"}')
+        assert strings.close() == {b"key", b"value"}
+    finally:
+        strings.cancel()

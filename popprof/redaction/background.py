@@ -34,6 +34,22 @@ from .sensitive import SensitiveSet, derive
 PENDING_BLOCKS = 4
 #: How much lower the helper processes' priority is than the redaction's (``os.nice``).
 HELPER_NICENESS = 5
+#: The pipe's buffer for the output's bytes (Linux ``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size``,
+#: 1 MiB by default): with the default 64 KiB each block takes a hundred wake-ups, and the output scan's
+#: process spent about 0.7 s more system time per GB receiving.
+PIPE_BYTES = 1 << 20
+
+
+def _widen_pipe(connection) -> None:
+    """Ask for a :data:`PIPE_BYTES` buffer on the pipe behind ``connection`` (where the platform allows it)."""
+    try:
+        import fcntl
+    except ImportError:  # not on Windows
+        return
+    option = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if option is not None:
+        with contextlib.suppress(OSError, ValueError):
+            fcntl.fcntl(connection.fileno(), option, PIPE_BYTES)
 
 
 def _fork_context():
@@ -211,6 +227,7 @@ class OutputStrings:
         if context is not None:
             try:
                 to_child, self.send = context.Pipe(duplex=False)
+                _widen_pipe(self.send)
                 self.receive, from_child = context.Pipe(duplex=False)
                 self.process = context.Process(
                     target=_output_child, args=(to_child, from_child, block_size), daemon=True
