@@ -245,6 +245,16 @@ def test_a_long_event_of_millions_of_scalars_is_one_line_exit_2(tmp_path, monkey
     assert "event-bytes" in err and "t.json" in err
 
 
+def test_a_long_event_whose_name_is_a_long_string_within_string_bytes_is_read(tmp_path, monkeypatch):
+    """Strings do not count toward event-bytes (string-bytes bounds each): only what would become many objects."""
+    event = BIG.replace("INPUTS", "[]").replace(
+        '"name": "big"', '"name": "big", "cname": "' + "x" * 300_000 + '"'
+    )
+    path = _long_trace(tmp_path / "t.json", event)
+    profile, _ = _read_small_limit(monkeypatch, path, parallel=False)
+    assert _big_row(profile)["correlation"] == 999 and profile.meta["warnings.long_events"] == "1"
+
+
 def test_the_bracket_stream_lexes_across_any_block_boundary():
     from popprof.io.jsonbytes import BracketStream
 
@@ -258,6 +268,13 @@ def test_the_bracket_stream_lexes_across_any_block_boundary():
             where, _, after = lexer.feed(text[at : at + size])
             got += [(at + w, d) for w, d in zip(where.tolist(), after.tolist(), strict=True)]
         assert got == expected, size
+    lexer = BracketStream()
+    lexer.feed(b'{"ab": "c\\"d", ')  # the key "ab" (4 bytes with its quotes) and the string "c\\"d" (6)
+    assert (
+        lexer.string_bytes(0, 15) == 10 and lexer.string_bytes(6, 9) == 2 and lexer.string_bytes(13, 15) == 0
+    )
+    lexer.feed(b'"open')  # a string that runs past the block's end
+    assert lexer.string_bytes(0, 5) == 5 and lexer.string_bytes(0, 1) == 1
 
 
 def test_a_failed_piece_leaves_no_piece_to_take(tmp_path, monkeypatch):

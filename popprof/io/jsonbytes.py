@@ -310,11 +310,16 @@ class BracketStream:
         self.depth = depth
         self.in_string = False
         self.backslashes = 0
+        self._strings = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     def feed(self, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The positions in ``data`` of its brackets outside strings, the byte at each and the depth after it."""
         arr = np.frombuffer(data, dtype=np.uint8)
         quotes = unescaped_quotes(data, self.backslashes if self.in_string else 0)
+        # the strings of this block, for string_bytes: [start, end) spans (one open at an end runs to it)
+        bounds = np.concatenate(([0] if self.in_string else [], quotes, [len(data)]))
+        starts, ends = bounds[: len(bounds) - 1 : 2], np.minimum(bounds[1::2] + 1, len(data))
+        self._strings = (starts, ends, np.cumsum(ends - starts))
         where = np.flatnonzero(BRACKETS[arr])
         outside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 0
         where = where[outside]
@@ -325,3 +330,14 @@ class BracketStream:
         self.in_string ^= len(quotes) % 2 == 1
         self.backslashes = trailing_backslashes(data, self.backslashes) if self.in_string else 0
         return where, kinds, after
+
+    def string_bytes(self, lo: int, hi: int) -> int:
+        """How many bytes of ``data[lo:hi]`` (of the block last fed) lie inside strings, quotes included."""
+        return self._inside(hi) - self._inside(lo)
+
+    def _inside(self, x: int) -> int:
+        starts, ends, total = self._strings
+        i = int(np.searchsorted(starts, x, side="right")) - 1
+        if i < 0:
+            return 0
+        return int(total[i - 1] if i else 0) + min(x, int(ends[i])) - int(starts[i])

@@ -7,8 +7,9 @@ its nested values. Every array that is the value of one of the event's members (
 an ``args`` that is an array) and every array or object that is the value of a member of one of its
 objects (``args.inputs``, ``args["Input Dims"]``) is replaced by ``null``; the event's own fields and
 the numbers and strings of its ``args`` (``stream``, ``correlation``, ``device``, a counter's series)
-are kept. What is kept must stay within ``event-bytes`` too (an event of millions of scalar members is
-refused with one line). Memory is a block and what is kept; time is linear in the event's bytes.
+are kept. What is kept must stay within ``event-bytes`` too, strings aside (each is bounded by
+``string-bytes``): an event of millions of scalar members is refused with one line. Memory is a block
+and what is kept; time is linear in the event's bytes.
 """
 
 from __future__ import annotations
@@ -150,13 +151,13 @@ class _Shrinker:
             pos = int(where[i])
             if pos < at:
                 continue  # inside the value dropped before it (an item that is an array)
-            self._keep(data[at:pos] + _NULL)
+            self._keep(data[at:pos] + _NULL, at, pos)
             at = self._close(where, after, i, int(before[i]))
             if at < 0:
                 self.dropping = int(before[i])
                 break
         if at >= 0:
-            self._keep(data[at:end])
+            self._keep(data[at:end], at, end)
         return end if len(ended) else -1
 
     def _close(self, where: np.ndarray, after: np.ndarray, i: int, depth: int) -> int:
@@ -168,13 +169,16 @@ class _Shrinker:
         self.dropping = -1
         return int(where[i + found[0]]) + 1
 
-    def _keep(self, data: bytes) -> None:
-        self.size += len(data)
+    def _keep(self, data: bytes, lo: int, hi: int) -> None:
+        """Keep ``data`` (bytes ``lo:hi`` of the block, and a ``null``); its bytes outside strings count toward
+        ``event-bytes`` (strings are bounded by ``string-bytes``, and cost only their size once parsed)."""
+        self.size += len(data) - self.lexer.string_bytes(lo, hi)
         if self.size > self.limit:
             raise limits.LimitExceeded(
                 self.source or Path("input"),
                 "event-bytes",
-                f"an event of which {units.nbytes(self.size)} lie outside its nested arrays and objects",
+                f"an event whose members outside its nested arrays and objects take more than "
+                f"{units.nbytes(self.limit)} (strings aside)",
             )
         self.kept.append(data)
 
