@@ -295,9 +295,10 @@ def bundle_cases(path: Path, count: int) -> list[Case]:
             "member_symlink",
             "member_special",
             "manifest_sparse",
+            "parquet_sparse",
             "parquet_row_bomb",
             "foreign_manifest",
-        ][int(rng.integers(12))]
+        ][int(rng.integers(13))]
         cases.append(
             Case(
                 f"{path.name}#{i}:{kind}",
@@ -380,6 +381,12 @@ def _manifest_sparse(bundle: Path, member: str, where: Path) -> None:
         handle.truncate(1500 << 20)
 
 
+def _parquet_sparse(bundle: Path, member: str, where: Path) -> None:
+    """A table file grown to a sparse 1.5 GB (its footer zeros): refused from its last bytes, never read whole."""
+    with open(bundle / member, "r+b") as handle:
+        handle.truncate(1500 << 20)
+
+
 def _parquet_row_bomb(bundle: Path, member: str, where: Path) -> None:
     """A table of 40 M zero rows in a few MB, the manifest agreeing (refused from the footer)."""
     import pyarrow as pa
@@ -406,6 +413,7 @@ _MEMBER_KINDS: dict[str, Callable[[Path, str, Path], None]] = {
     "member_symlink": _member_symlink,
     "member_special": _member_special,
     "manifest_sparse": _manifest_sparse,
+    "parquet_sparse": _parquet_sparse,
     "parquet_row_bomb": _parquet_row_bomb,
     "foreign_manifest": _foreign_manifest,
 }
@@ -423,6 +431,8 @@ HOSTILE_CONFIGS = (
     "[device_map]\ncompute = 5\n",
     '[device_map]\ncompute = "(a+)+$"\n',
     '[device_map]\nsync = "(x|xy)*z"\n',
+    # a shape the check misses, with lookahead, which the linear-time engine (RE2) does not run
+    '[device_map]\ncompute = "(?=a)' + "a?" * 30 + "a" * 30 + '"\n',
     'device_map = "/dev/zero"\n',
     'device_map = "{fifo}"\n',
     "[gate]\nstrict = 1\n",
