@@ -338,3 +338,14 @@ def test_the_scan_reports_a_numeric_secret_left_in_a_source_record(tmp_path):
     result = scan(out, src)
     assert not result.passed and result.leaks.get("secret", 0) >= 1
     assert "manifest.json" in result.where["secret"]
+
+
+def test_a_public_word_that_is_also_a_secret_value_is_no_false_refusal(tmp_path):
+    """Only numeric-looking secrets are looked for as whole public-looking strings: a password that happens
+    to be a public word (the thread name MainThread) is replaced under its key and stays public elsewhere."""
+    src = _with_source_record(tmp_path, password="MainThread")
+    out = tmp_path / "red.popprof"
+    assert redact(src, out, key=KEY_A).passed
+    record = json.loads((out / "manifest.json").read_text())["sources"][0]
+    assert record["password"].startswith("secret_")
+    assert "MainThread" in set(popprof.open(out).threads["thread_name"])

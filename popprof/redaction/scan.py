@@ -28,7 +28,7 @@ from ..readers.bundle import is_manifest
 from .allowlist import Allowlist
 from .scrub import PSEUDONYM_RE, detect
 from .secrets_scan import detector
-from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, secret_number
+from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, numeric_looking, secret_number
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
@@ -155,10 +155,13 @@ class Scanner:
                 if len(t) >= MIN_SUBSTRING and not self.keep(t)
             }
         )
-        #: Secrets of the original (values under secret keys, ``password=...``), looked for as whole output strings
-        #: even when they look public (digits, a date): a public shape does not make a secret public.
+        #: Numeric-looking secrets of the original (values under secret keys, ``password=...``: digits, a date,
+        #: ``0x`` hex), looked for as whole output strings although the vocabulary accepts their shape (other
+        #: secrets are found by the token matchers; a public word that is also a secret stays public)
         self.secrets = {
-            t for t, k in sensitive.substring_tokens().items() if k == "secret" and not self.keep(t)
+            t
+            for t, k in sensitive.substring_tokens().items()
+            if k == "secret" and numeric_looking(t) and not self.keep(t)
         }
         self.wholes = TokenMatcher({t: k for t, k in sensitive.whole_tokens().items() if not self.keep(t)})
         self.word_tokens = {w: k for w, k in sensitive.word_tokens().items() if not self.keep(w)}

@@ -58,6 +58,16 @@ def secret_number(item: object, key: str | None) -> bool:
 
 _NUMERIC = re.compile(r"[\d\s.,:;+\-eE%()x/]*")
 _HEXISH = re.compile(r"[0-9a-fA-F]{1,11}")
+_HEX_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+")
+
+
+def numeric_looking(text: str) -> bool:
+    """Digits and number punctuation only (a number, a date, a version) or a ``0x`` hex number: text that the
+    public vocabulary accepts by its shape, so a secret of that shape is looked for as a whole string."""
+    stripped = text.strip()
+    return bool(stripped) and (
+        _NUMERIC.fullmatch(stripped) is not None or _HEX_NUMBER.fullmatch(stripped) is not None
+    )
 
 
 class SensitiveSet:
