@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 from ...io.files import open_binary, snapshot
 from ...io.heap import gc_paused, release_free_memory
 from ...io.jsonbytes import WS, member
+from ...io.parallel import thread_pool
 from ...io.progress import reading
 from ...io.sources import source_metadata
 from ...model.errors import InputError
@@ -103,9 +103,7 @@ def _read_parts(
     device_map,
     before: tuple | None,
 ) -> Profile:
-    source = (
-        workers.source if workers is not None else _Background(lambda: source_metadata(FORMAT, [path])).result
-    )
+    source = workers.source if workers is not None else _hash_meanwhile(path)
     parts = workers.parts() if workers is not None else None
     if parts is None:
         parts = [parse_file(path, prefix, with_args, before)]
@@ -222,24 +220,11 @@ def _read_parts(
     )
 
 
-class _Background:
-    """Run a function on a thread (hashing releases the GIL, so it overlaps with parsing)."""
-
-    def __init__(self, func) -> None:
-        self._result: object = None
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self._result = func()
-            except BaseException as exc:  # re-raised in result()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
+def _hash_meanwhile(path: Path):
+    """Describe the source (its SHA-256) on a thread of the one parallel helper while this thread parses
+    (hashing releases the GIL); returns the callable that waits for it. With parallel work off the hash is
+    computed here, first."""
+    pool = thread_pool(1)
+    future = pool.submit(source_metadata, FORMAT, [path])
+    pool.shutdown(wait=False)
+    return future.result
