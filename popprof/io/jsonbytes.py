@@ -118,6 +118,29 @@ def has_escaped_quote(data: bytes) -> bool:
     return b"\\" in data and b'\\"' in data
 
 
+def quote_spans(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the string bodies of a block that holds no escaped quote (``arr``: its bytes as
+    uint8), pairing its quotes in order; an unpaired last quote (a string cut at the block's end) is left out."""
+    quotes = np.flatnonzero(arr == 0x22)
+    if len(quotes) % 2:
+        quotes = quotes[:-1]
+    return quotes[0::2] + 1, quotes[1::2]
+
+
+def alternating_pieces(buffer, size: int, starts: np.ndarray, ends: np.ndarray):
+    """A zero-copy ``pyarrow.LargeBinaryArray`` over ``buffer`` (``size`` bytes) whose elements alternate: the
+    text before span 0, span 0, the text between spans 0 and 1, span 1, ..., the text after the last span
+    (with :func:`quote_spans`: string bodies at the odd positions)."""
+    import pyarrow as pa
+
+    offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
+    offsets[0], offsets[-1] = 0, size
+    offsets[1:-1:2], offsets[2:-1:2] = starts, ends
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buffer]
+    )
+
+
 def quotes_before(data: bytes, pos: int) -> int:
     """How many ``"`` bytes ``data[:pos]`` holds (numpy: several times faster than ``bytes.count``)."""
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8, count=max(0, pos)) == 0x22))

@@ -37,10 +37,12 @@ from ..io.files import open_binary, open_json
 from ..io.jsonbytes import (
     SCAN_BLOCK,
     STRING,
+    alternating_pieces,
     has_escaped_quote,
     last_opening_quote,
     map_blocks,
     object_end,
+    quote_spans,
     quotes_before,
     solid_after,
     solid_before,
@@ -274,7 +276,7 @@ class ChromeRedactor:
             return bytes(work)
         inverse = inverse.ravel()
         occ = np.flatnonzero(changed[inverse])
-        gaps = _spans(enc.buffer, len(block), starts[occ], ends[occ])
+        gaps = alternating_pieces(enc.buffer, len(block), starts[occ], ends[occ])
         repl = pa.array(new, pa.large_binary()).take(pa.array(inverse[occ]))
         m = len(gaps)
         perm = np.arange(m, dtype=np.int64)
@@ -342,7 +344,7 @@ def encode(work: memoryview) -> _Encoded:
     if not len(quotes):
         return _Encoded(work, buffer, tail=tail)
     starts, ends = quotes[0::2] + 1, quotes[1::2]
-    pieces = _spans(buffer, len(work), starts, ends)
+    pieces = alternating_pieces(buffer, len(work), starts, ends)
     inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
     encoded = pc.dictionary_encode(inside)
     return _Encoded(
@@ -375,17 +377,6 @@ def _roles(
     value = role == _VALUE
     key_code[value] = codes[index[value] - 1]
     return role, key_code
-
-
-def _spans(buffer: pa.Buffer, size: int, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """A zero-copy array over ``buffer`` whose elements alternate: the text before span 0, span 0, the
-    text between spans 0 and 1, span 1, ..., the text after the last span."""
-    offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
-    offsets[0], offsets[-1] = 0, size
-    offsets[1:-1:2], offsets[2:-1:2] = starts, ends
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), buffer]
-    )
 
 
 def _cut_before_key(block: bytes, tries: int = 256) -> int:
@@ -561,12 +552,10 @@ def block_strings(data: bytes) -> set[bytes]:
         outside = re.sub(rb'"[^"\\]*(?:\\.[^"\\]*)*"', b" ", data)
         strings.update(re.findall(rb"[A-Za-z_][^\s,:{}\[\]]*", outside))
     else:
-        quotes = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x22)
-        if len(quotes) % 2:
-            quotes = quotes[:-1]
+        starts, ends = quote_spans(np.frombuffer(data, dtype=np.uint8))
         pieces = (
-            _spans(pa.py_buffer(data), len(data), quotes[0::2] + 1, quotes[1::2])
-            if len(quotes)
+            alternating_pieces(pa.py_buffer(data), len(data), starts, ends)
+            if len(starts)
             else pa.array([data], pa.large_binary())
         )
         n = len(pieces)

@@ -27,7 +27,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..io.jsonbytes import SCAN_BLOCK, STRING_BODY, last_opening_quote, map_blocks, solid_after
+from ..io.jsonbytes import (
+    SCAN_BLOCK,
+    STRING_BODY,
+    alternating_pieces,
+    last_opening_quote,
+    map_blocks,
+    quote_spans,
+    solid_after,
+)
 from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
 from .allowlist import Allowlist
 from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect
@@ -199,19 +207,11 @@ def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes]]:
             (keys if m.group(2) else values).add(m.group(1))
         return keys, values
     arr = np.frombuffer(data, dtype=np.uint8)
-    quotes = np.flatnonzero(arr == 0x22)
-    if len(quotes) % 2:
-        quotes = quotes[:-1]
-    if not len(quotes):
+    starts, ends = quote_spans(arr)
+    if not len(starts):
         return set(), set()
-    starts, ends = quotes[0::2] + 1, quotes[1::2]
     is_key = solid_after(arr, ends + 1) == 0x3A
-    offsets = np.empty(2 * len(starts) + 2, dtype=np.int64)
-    offsets[0], offsets[-1] = 0, len(data)
-    offsets[1:-1:2], offsets[2:-1:2] = starts, ends
-    pieces = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
+    pieces = alternating_pieces(pa.py_buffer(data), len(data), starts, ends)
     inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
     keys = set(pc.unique(inside.filter(pa.array(is_key))).to_pylist())
     # every distinct string, keys included (one pass, no second filter): derive_trace feeds the keys first,
