@@ -222,10 +222,16 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector):
+    from ..io.parallel import thread_pool
     from ..io.progress import progress
     from .chrome import check_strings, locate_in_trace, redact_chrome, scan_chrome
+    from .secrets_scan import detector
 
     result = None
+    if sensitive is not None:  # load the second detector (detect-secrets' import) while the trace is redacted
+        loader = thread_pool(1)
+        loaded = loader.submit(detector)
+        loader.shutdown(wait=False)
     with atomic_path(out) as tmp:
         with progress("redacting trace", total=source.stat().st_size) as advance:
             try:
@@ -245,6 +251,7 @@ def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, s
                 ) from None
         if sensitive is not None:
             strings = collector.close()
+            loaded.result()
             scanner = Scanner(sensitive.result())
             if strings is None:  # the output scan's process failed: read the written file instead
                 scan_chrome(tmp, scanner, place=out.name)
