@@ -309,3 +309,27 @@ def test_object_end_is_found_past_the_quick_look_with_braces_and_escapes_in_stri
     assert object_end(data, 1) == 1 + len(body.encode())
     assert object_end(data[:-30], 1) == -1  # cut off by the end of the block
     assert object_end(data, 1, quick=8) == 1 + len(body.encode())  # past the byte loop: the numpy lexer
+
+
+@pytest.mark.parametrize("value", ['"55512345"', "55512345", '"0x5f3759df"'], ids=["string", "number", "hex"])
+@pytest.mark.parametrize("escaped", [False, True], ids=["plain", "escapes"])
+def test_the_scan_derives_a_numeric_secret_under_its_key_in_a_trace(tmp_path, value, escaped):
+    """The scan's own reading of the original pairs a secret key with its value: a numeric-looking
+    password left in the output (here as an event name, where it looks public) is a leak, found without the
+    redactor's help; the redacted output itself passes. With escapes in the block, the other tokenizer path."""
+    name = 'step \\"one\\"' if escaped else "step one"
+    original = tmp_path / "orig.json"
+    original.write_text(
+        '{"traceEvents": [{"name": "' + name + '", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, '
+        '"args": {"password": ' + value + ', "External id": 7}}]}'
+    )
+    secret = value.strip('"')
+    out = tmp_path / "red.json"
+    assert redact(original, out, key=KEY_A).passed
+    assert secret not in out.read_text()
+    doctored = tmp_path / "doctored.json"
+    doctored.write_text(
+        '{"traceEvents": [{"name": "' + secret + '", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}'
+    )
+    result = scan(doctored, original)
+    assert not result.passed and result.leaks.get("secret", 0) >= 1

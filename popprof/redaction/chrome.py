@@ -22,6 +22,7 @@ strings in arrays are scrubbed as free text.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import re
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from ..io.files import open_binary, open_json
 from ..io.jsonbytes import (
     SCAN_BLOCK,
     STRING,
+    STRING_BODY,
     alternating_pieces,
     has_escaped_quote,
     last_opening_quote,
@@ -57,6 +59,27 @@ TOKEN_RE = re.compile(rb"((?:" + STRING + rb"\s*:\s*)?" + STRING + rb")")
 _PAIR_RE = re.compile(rb"(" + STRING + rb")(\s*:\s*)(" + STRING + rb")", re.S)
 _HOME_USER = re.compile(rb"/(?:home|Users)/([A-Za-z_][\w.-]*)")
 _METADATA = ((b'"thread_name"', "thread_name", "thr"), (b'"process_name"', "process_name", "proc"))
+#: A bare JSON number after a key (group 1: the key's string and the colon), ended inside the block.
+_NUMBER_AFTER = rb"\s*:\s*)(-?[0-9][0-9.eE+-]*)(?=\s*[,}\]])"
+#: Keys followed by a bare number in a block with escapes (the token path's candidates for secret keys).
+_KEY_BEFORE_NUMBER = re.compile(rb'"(' + STRING_BODY + rb')"\s*:\s*-?[0-9]')
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_a_secret(content: bytes) -> bool:
+    """Whether a key's raw content names a secret (``password``, ``api_key``)."""
+    return len(content) < 64 and is_secret_key(content.decode("utf-8", "surrogateescape"))
+
+
+def quote_secret_numbers(block: bytes, keys: list[bytes]) -> bytes | None:
+    """``block`` with each bare number under one of ``keys`` (raw key contents that name a secret) turned into
+    a JSON string (``"password": 55512345`` -> ``"password": "55512345"``), so the string path replaces it
+    as the secret it is; None when there is none. A number cut at the block's end is left for the next."""
+    if not keys:
+        return None
+    pattern = re.compile(rb'("(?:' + rb"|".join(re.escape(k) for k in keys) + rb')"' + _NUMBER_AFTER)
+    out, n = pattern.subn(rb'\1"\2"', block)
+    return out if n else None
 
 
 def _decode(token: bytes) -> str:
@@ -224,6 +247,8 @@ class ChromeRedactor:
                 ("user", m.group(1).decode("utf-8", "replace")) for m in _HOME_USER.finditer(block)
             )
         if has_escaped_quote(block):  # escaped quotes: the regex tokenizer path
+            secret = [k for k in set(_KEY_BEFORE_NUMBER.findall(block)) if _names_a_secret(k)]
+            block = quote_secret_numbers(block, secret) or block
             parts = TOKEN_RE.split(block)
             if final:
                 return parts, rest, lessons
@@ -247,7 +272,12 @@ class ChromeRedactor:
         codes, values = enc.codes, enc.values
         # strings public in every context (most keys and values of a trace) are kept wherever they sit:
         # only the occurrences of the others need a role, a key and a decision
-        maybe = np.flatnonzero(~self._everywhere_public(values)[codes])
+        everywhere_public = self._everywhere_public(values)
+        if not everywhere_public.any():  # maybe a secret key: a bare number under one becomes a string first
+            quoted = quote_secret_numbers(bytes(work), [v for v in values if _names_a_secret(v)])
+            if quoted is not None:
+                return self.finish(memoryview(quoted), encode(memoryview(quoted)))
+        maybe = np.flatnonzero(~everywhere_public[codes])
         if not len(maybe):
             return bytes(work)
         starts, ends, codes = enc.starts[maybe], enc.ends[maybe], codes[maybe]

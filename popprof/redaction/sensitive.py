@@ -18,6 +18,7 @@ their own, and feed every string they find.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -183,9 +184,13 @@ class SensitiveSet:
 _STRING_RE = re.compile(rb'"(' + STRING_BODY + rb')"(\s*:)?', re.S)
 
 
-def trace_strings(path: Path, block_size: int = SCAN_BLOCK) -> Iterator[tuple[set[bytes], set[bytes]]]:
-    """The distinct (keys, strings) of a JSON file, block by block, as raw bytes between quotes (the
-    strings may include the keys). Gzip bombs end in LimitExceeded, and so does an endless string."""
+def trace_strings(
+    path: Path, block_size: int = SCAN_BLOCK
+) -> Iterator[tuple[set[bytes], set[bytes], set[tuple[bytes, bytes]]]]:
+    """The distinct (keys, strings, secret members) of a JSON file, block by block, as raw bytes between
+    quotes (the strings may include the keys; a secret member is the ``(key, value)`` of a member whose key
+    names a secret, :func:`_secret_members`). Gzip bombs end in LimitExceeded, and so does an endless
+    string."""
     from ..io.files import open_binary
 
     with open_binary(path) as reader:
@@ -199,24 +204,45 @@ def _last_safe_cut(data: bytes) -> int:
     return last_opening_quote(data)
 
 
-def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes]]:
+#: What follows a member's key: its value, a string body (group 1) or a bare number or literal (group 2).
+_MEMBER_VALUE = rb'\s*:\s*(?:"(' + STRING_BODY + rb')"|(-?[0-9][0-9A-Za-z.+:-]*))'
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_a_secret(raw_key: bytes) -> bool:
+    return _key_kind(_decode(raw_key)) == "secret"
+
+
+def _secret_members(data: bytes, keys: set[bytes]) -> set[tuple[bytes, bytes]]:
+    """``(key, value)`` of each member of the block whose key names a secret (``"password": "55512345"``,
+    ``"api_key": 1234``), so its value is derived under its key as a table's column value is; nothing to
+    search for in the usual block, whose keys name no secret. (A member cut between two blocks, key in one
+    and value in the next, is not paired.)"""
+    secret = sorted(k for k in keys if _names_a_secret(k))
+    if not secret:
+        return set()
+    pattern = re.compile(rb'"(' + rb"|".join(re.escape(k) for k in secret) + rb')"' + _MEMBER_VALUE, re.S)
+    return {(m[1], m[2] if m[2] is not None else m[3]) for m in pattern.finditer(data)}
+
+
+def _block_strings(data: bytes) -> tuple[set[bytes], set[bytes], set[tuple[bytes, bytes]]]:
     if b"\\" in data:
         keys: set[bytes] = set()
         values: set[bytes] = set()
         for m in _STRING_RE.finditer(data):
             (keys if m.group(2) else values).add(m.group(1))
-        return keys, values
+        return keys, values, _secret_members(data, keys)
     arr = np.frombuffer(data, dtype=np.uint8)
     starts, ends = quote_spans(arr)
     if not len(starts):
-        return set(), set()
+        return set(), set(), set()
     is_key = solid_after(arr, ends + 1) == 0x3A
     pieces = alternating_pieces(pa.py_buffer(data), len(data), starts, ends)
     inside = pieces.take(pa.array(np.arange(1, len(pieces), 2, dtype=np.int64)))
     keys = set(pc.unique(inside.filter(pa.array(is_key))).to_pylist())
     # every distinct string, keys included (one pass, no second filter): derive_trace feeds the keys first,
     # and a string already fed as a key is not fed again
-    return keys, set(pc.unique(inside).to_pylist())
+    return keys, set(pc.unique(inside).to_pylist()), _secret_members(data, keys)
 
 
 def _decode(raw: bytes) -> str:
@@ -232,11 +258,13 @@ def derive_trace(path: Path, sensitive: SensitiveSet) -> SensitiveSet:
     """Feed every key and string of a Chrome trace (``.json`` / ``.json.gz``)."""
     seen_keys: set[bytes] = set()
     seen_values: set[bytes] = set()
-    for keys, values in trace_strings(path):
+    for keys, values, members in trace_strings(path):
         for raw in keys - seen_keys:
             sensitive.add(_decode(raw), "key")
         for raw in values - seen_values:
             sensitive.add(_decode(raw), "identifier")
+        for key, value in members:  # under its key: a numeric-looking secret is a secret
+            sensitive.add(_decode(value), "identifier", _decode(key))
         seen_keys |= keys
         seen_values |= values
     return sensitive
