@@ -22,7 +22,6 @@ strings in arrays are scrubbed as free text.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gzip
 import re
 from collections.abc import Callable
@@ -50,25 +49,20 @@ from ..io.jsonbytes import (
     solid_before,
 )
 from .redactor import Redactor
-from .scrub import is_secret_key
+from .scrub import raw_key_names_a_secret
 
 BLOCK = 8 << 20
 #: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).
 CACHE_LIMIT = 2_000_000
 TOKEN_RE = re.compile(rb"((?:" + STRING + rb"\s*:\s*)?" + STRING + rb")")
 _PAIR_RE = re.compile(rb"(" + STRING + rb")(\s*:\s*)(" + STRING + rb")", re.S)
+_STRING_TOKEN = re.compile(STRING)
 _HOME_USER = re.compile(rb"/(?:home|Users)/([A-Za-z_][\w.-]*)")
 _METADATA = ((b'"thread_name"', "thread_name", "thr"), (b'"process_name"', "process_name", "proc"))
 #: A bare JSON number after a key (group 1: the key's string and the colon), ended inside the block.
 _NUMBER_AFTER = rb"\s*:\s*)(-?[0-9][0-9.eE+-]*)(?=\s*[,}\]])"
 #: Keys followed by a bare number in a block with escapes (the token path's candidates for secret keys).
 _KEY_BEFORE_NUMBER = re.compile(rb'"(' + STRING_BODY + rb')"\s*:\s*-?[0-9]')
-
-
-@functools.lru_cache(maxsize=4096)
-def _names_a_secret(content: bytes) -> bool:
-    """Whether a key's raw content names a secret (``password``, ``api_key``)."""
-    return len(content) < 64 and is_secret_key(content.decode("utf-8", "surrogateescape"))
 
 
 def quote_secret_numbers(block: bytes, keys: list[bytes]) -> bytes | None:
@@ -247,7 +241,7 @@ class ChromeRedactor:
                 ("user", m.group(1).decode("utf-8", "replace")) for m in _HOME_USER.finditer(block)
             )
         if has_escaped_quote(block):  # escaped quotes: the regex tokenizer path
-            secret = [k for k in set(_KEY_BEFORE_NUMBER.findall(block)) if _names_a_secret(k)]
+            secret = [k for k in set(_KEY_BEFORE_NUMBER.findall(block)) if raw_key_names_a_secret(k)]
             block = quote_secret_numbers(block, secret) or block
             parts = TOKEN_RE.split(block)
             if final:
@@ -272,11 +266,10 @@ class ChromeRedactor:
         codes, values = enc.codes, enc.values
         # strings public in every context (most keys and values of a trace) are kept wherever they sit:
         # only the occurrences of the others need a role, a key and a decision
-        everywhere_public = self._everywhere_public(values)
-        if not everywhere_public.any():  # maybe a secret key: a bare number under one becomes a string first
-            quoted = quote_secret_numbers(bytes(work), [v for v in values if _names_a_secret(v)])
-            if quoted is not None:
-                return self.finish(memoryview(quoted), encode(memoryview(quoted)))
+        everywhere_public, secret_keys = self._everywhere_public(values)
+        quoted = quote_secret_numbers(bytes(work), secret_keys) if secret_keys else None
+        if quoted is not None:  # a bare number under a secret key: made a string first, then decided as one
+            return self.finish(memoryview(quoted), encode(memoryview(quoted)))
         maybe = np.flatnonzero(~everywhere_public[codes])
         if not len(maybe):
             return bytes(work)
@@ -316,15 +309,16 @@ class ChromeRedactor:
         data = joined.buffers()[2]
         return data[int(offsets[joined.offset]) : int(offsets[joined.offset + m])].to_pybytes() + enc.tail
 
-    def _everywhere_public(self, values: list[bytes]) -> np.ndarray:
+    def _everywhere_public(self, values: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
         """Per distinct string content of a block: True when it is public vocabulary, so every context
         keeps it (:meth:`.Redactor.decide` keeps a public string wherever it sits). Contents with an
         escape or a comma (a ``cat`` value is decided item by item) always take the full path. A block
         holding a secret key (``password``, ``api_key``) takes the full path for all its strings: the
-        value under such a key is replaced even when it looks public (digits, a date)."""
+        value under such a key is replaced even when it looks public (digits, a date). Also returns the
+        secret keys among the contents."""
         known = self.public
         flags = np.zeros(len(values), dtype=bool)
-        secret_key = False
+        secret_keys: list[bytes] = []
         for i, content in enumerate(values):
             code = known.get(content)
             if code is None:
@@ -333,16 +327,17 @@ class ChromeRedactor:
                 if public:
                     self.r.kept["public"] += 1
                 code = _PUBLIC if public else 0
-                if len(content) < 64 and is_secret_key(text):
+                if raw_key_names_a_secret(content):
                     code |= _SECRET_KEY
                 if len(known) > CACHE_LIMIT:
                     known.clear()
                 known[content] = code
             flags[i] = code & _PUBLIC
-            secret_key = secret_key or bool(code & _SECRET_KEY)
-        if secret_key:
+            if code & _SECRET_KEY:
+                secret_keys.append(content)
+        if secret_keys:
             flags[:] = False
-        return flags
+        return flags, secret_keys
 
     def finish_tokens(self, parts: list[bytes]) -> bytes:
         """Slower path for blocks with escaped quotes: redact the tokens of :data:`TOKEN_RE`."""
@@ -578,8 +573,8 @@ def cut_opening_quote(data: bytes) -> int:
 def block_strings(data: bytes) -> set[bytes]:
     """The distinct strings of a block, plus any text outside strings that is not plain JSON syntax."""
     if has_escaped_quote(data):
-        strings = {m[1:-1] for m in re.findall(rb'"[^"\\]*(?:\\.[^"\\]*)*"', data)}
-        outside = re.sub(rb'"[^"\\]*(?:\\.[^"\\]*)*"', b" ", data)
+        strings = {m[1:-1] for m in _STRING_TOKEN.findall(data)}
+        outside = _STRING_TOKEN.sub(b" ", data)
         strings.update(re.findall(rb"[A-Za-z_][^\s,:{}\[\]]*", outside))
     else:
         starts, ends = quote_spans(np.frombuffer(data, dtype=np.uint8))

@@ -137,6 +137,12 @@ def is_secret_key(key: str) -> bool:
     return _SECRET_HINT.search(key) is not None and _key_kind(key) == "secret"
 
 
+@functools.lru_cache(maxsize=4096)
+def raw_key_names_a_secret(raw: bytes) -> bool:
+    """:func:`is_secret_key` of a JSON key's raw bytes between its quotes (cached: keys repeat)."""
+    return len(raw) < 64 and is_secret_key(raw.decode("utf-8", "surrogateescape"))
+
+
 #: A value assigned to a secret keyword in free text (``password=55512345``, ``token: 0xbeef``):
 #: replaced whatever it looks like, a number or a date included.
 ASSIGNED_SECRET = re.compile(

@@ -18,7 +18,6 @@ their own, and feed every string they find.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -39,7 +38,7 @@ from ..io.jsonbytes import (
 )
 from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
 from .allowlist import Allowlist
-from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect
+from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect, raw_key_names_a_secret
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
 MIN_SUBSTRING = 8
@@ -208,17 +207,12 @@ def _last_safe_cut(data: bytes) -> int:
 _MEMBER_VALUE = rb'\s*:\s*(?:"(' + STRING_BODY + rb')"|(-?[0-9][0-9A-Za-z.+:-]*))'
 
 
-@functools.lru_cache(maxsize=4096)
-def _names_a_secret(raw_key: bytes) -> bool:
-    return _key_kind(_decode(raw_key)) == "secret"
-
-
 def _secret_members(data: bytes, keys: set[bytes]) -> set[tuple[bytes, bytes]]:
     """``(key, value)`` of each member of the block whose key names a secret (``"password": "55512345"``,
     ``"api_key": 1234``), so its value is derived under its key as a table's column value is; nothing to
     search for in the usual block, whose keys name no secret. (A member cut between two blocks, key in one
     and value in the next, is not paired.)"""
-    secret = sorted(k for k in keys if _names_a_secret(k))
+    secret = sorted(k for k in keys if raw_key_names_a_secret(k))
     if not secret:
         return set()
     pattern = re.compile(rb'"(' + rb"|".join(re.escape(k) for k in secret) + rb')"' + _MEMBER_VALUE, re.S)

@@ -146,6 +146,11 @@ class Parsed:
     meta: dict = field(default_factory=dict)
     flow_labels: list[str] = field(default_factory=list)  # phase / name / cat / bp codes of ``flows``
 
+    @classmethod
+    def empty(cls, error: str = "") -> Parsed:
+        """A pass that collected nothing (``error``: why it stopped, empty for none)."""
+        return cls([], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, error)
+
 
 #: args fields kept as columns: Kineto's GPU stream, launch correlation id and device
 _ARG_FIELDS = (("stream", "stream"), ("corr", "correlation"), ("device", "device"))

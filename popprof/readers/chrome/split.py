@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import io
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -145,9 +144,7 @@ def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None]
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
             return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
     except Misframed:  # a piece that starts inside a long event: at once to the serial pass, no ijson
-        return Parsed(
-            [], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, "misframed"
-        )
+        return Parsed.empty("misframed")
     except (Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
             return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
@@ -291,8 +288,8 @@ def start_parallel(
     )  # None when parallel work is off (POPPROF_PARALLEL=0) or there is no fork
     if context is None:
         return None
-    tail: dict = {}
-    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size), tail)
+    after_array: dict = {}  # the top-level members after the event array
+    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size), after_array)
     if plan is None:
         return None
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before) for lo, hi, head, tail in plan]
@@ -305,7 +302,7 @@ def start_parallel(
             return None
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
-        return Workers(pool, jobs, claims, futures, path, fmt, tail)
+        return Workers(pool, jobs, claims, futures, path, fmt, after_array)
     except (OSError, RuntimeError):
         if pool is not None:
             pool.close()
@@ -360,7 +357,7 @@ def merge(parts: list[Parsed]) -> Parsed:
     names, cats = Interner(), Interner()
     xs, bs, fs = [], [], []
     flow_labels = Interner()
-    out = Parsed([], [], {}, [], {}, np.zeros(0, bool), [], [], {}, {}, {}, Counter(), Counter(), 0, "")
+    out = Parsed.empty()
     for part in parts:
         name_lut = np.array([names.code(x) for x in part.names] + [-1], dtype=np.int32)
         cat_lut = np.array([cats.code(x) for x in part.cats] + [-1], dtype=np.int32)
