@@ -37,7 +37,7 @@ def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
     with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
         text = frame.head(limit).to_string(index=False) + "\n"
     if len(frame) > limit:
-        text += f"... {len(frame) - limit:,} more rows (use --limit or --format csv)\n"
+        text += f"... {len(frame) - limit:,} more rows (--format csv gives them all)\n"
     return text
 
 
