@@ -102,6 +102,30 @@ def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
     assert drawn and max(done for done, _ in drawn) == pytest.approx(size, abs=0.05e6)
 
 
+def test_a_worker_started_before_the_read_counts_its_bytes_too(terminal, traces, monkeypatch):
+    """The split parse's worker forked early (`popprof summary` forks it before its imports) counts what it
+    read before the bar existed: the meter is made with it (progress.prepare_meter) and the read takes it."""
+    from popprof.readers.chrome import early
+
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split.parallel, "cores", lambda: 2)
+    path = traces[1]
+
+    def start_then_read() -> None:
+        assert early.start(path)
+        assert progress._meter is not None and progress._meter.prepared_for is not None
+        time.sleep(0.2)  # the worker reads its pieces before the read (and its bar) starts
+        popprof.open(path)
+
+    drawn = amounts(terminal(start_then_read))
+    assert early._started is None  # adopted
+    assert drawn and max(done for done, _ in drawn) == pytest.approx(path.stat().st_size, abs=0.05e6)
+    assert progress._meter is None
+    kept = []
+    terminal(lambda: (early.start(path), kept.append(progress._meter), early.discard()))
+    assert kept[0] is not None and progress._meter is None  # a worker nobody read from takes its meter along
+
+
 def test_silent_when_not_a_terminal_or_quiet(terminal, traces, monkeypatch):
     plain = io.StringIO()
     monkeypatch.setattr(sys, "stderr", plain)

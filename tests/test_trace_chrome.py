@@ -17,7 +17,7 @@ from trace_helpers import stack_nesting
 from popprof.io import sources
 from popprof.model.errors import InputError
 from popprof.readers import chrome, detect, read_path
-from popprof.readers.chrome import framing, parse, reading, split
+from popprof.readers.chrome import framing, parse, sniffing, split
 from popprof.testing import trace_synth as synth
 
 COLS = [
@@ -690,7 +690,7 @@ def _parse_both_ways(tmp_path: Path, text: str, *, with_args: bool):
     """``text`` written to a file and parsed by the block parser (orjson, with the Arrow fast path) and by ijson."""
     path = tmp_path / "t.json"
     path.write_text(text)
-    prefix = reading._event_prefix(path)
+    prefix = sniffing.event_prefix(path)
     parsed = []
     for engine in ("orjson", "ijson"):
         with open(path, "rb") as handle:

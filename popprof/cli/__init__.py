@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("popprof: terminated", err=True)
         return EXIT_TERMINATED
     finally:
+        _end_early_reads()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         for env, value in saved.items():
@@ -208,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(env, None)
             else:
                 os.environ[env] = value
+
+
+def _end_early_reads() -> None:
+    """End a parse worker the command started (``common.start_reading``) and did not read from: it failed
+    first, or the path was not a trace after all. (Looked up, not imported: most commands start none.)"""
+    early = sys.modules.get("popprof.readers.chrome.early")
+    if early is not None:
+        early.discard()
 
 
 def _show_warning(

@@ -25,6 +25,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    start_reading,
 )
 
 FAIL_CHOICES = ("info", "warning", "error", "never")
@@ -108,6 +109,8 @@ def check_command(
     from ..rules.base import plan
 
     config = load_config_file(config_file)
+    if len(paths) == 1:
+        start_reading(paths[0])
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
     read_options = reader_options(device_map, config)  # ... and the device map

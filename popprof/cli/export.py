@@ -18,6 +18,7 @@ from .common import (
     load_profiles,
     reader_options,
     said_wrote,
+    start_reading,
 )
 
 
@@ -61,6 +62,7 @@ def export_command(
     from ..readers import bundle
 
     refuse_overwriting_inputs(out, [config_file, *device_map_inputs(device_map)])
+    start_reading(src, with_args=with_args)
     config = load_config_file(config_file)
     profiles = load_profiles(
         src, engine, **reader_options(device_map, config, tile_cycles=tile_cycles, with_args=with_args)

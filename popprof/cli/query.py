@@ -21,6 +21,7 @@ from .common import (
     load_one_profile,
     output_option,
     reader_options,
+    start_reading,
 )
 
 #: Rows the table format prints by default.
@@ -106,6 +107,7 @@ def query_command(
 
     limit = rows_to_print(rows)
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
+    start_reading(path)
     profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     result = run_query(profile, sql, budget=budget)

@@ -21,6 +21,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    start_reading,
     top_option,
 )
 
@@ -59,6 +60,7 @@ def summary_command(
       popprof summary traces_dir/ --format csv
     """
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
+    start_reading(path)
     profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
     if fmt == "csv":
         from ..metrics.devices import device_table

@@ -20,6 +20,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    start_reading,
 )
 
 
@@ -51,6 +52,7 @@ def tables_command(
     from ..model.schema import TABLES
 
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
+    start_reading(path)
     profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
     if fmt == "json":
         echo_json(

@@ -15,6 +15,7 @@ from .common import (
     load_one_profile,
     reader_options,
     said_wrote,
+    start_reading,
 )
 
 
@@ -64,6 +65,7 @@ def timeline_command(
     from ..trace.timeline import write_timeline
 
     refuse_overwriting_inputs(output, [path, config_path, *device_map_inputs(device_map)])
+    start_reading(path, with_args=with_args)
     options = reader_options(device_map, load_config(explicit=config_path), with_args=with_args)
     profile = load_one_profile(path, engine, **options)
     if not (profile.has("events") or profile.has("steps")):

@@ -90,11 +90,13 @@ def progress(
 class _Meter:
     """Bytes read inside one :func:`reading` block, in shared memory so forked workers can add to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, prepared_for: str | None = None) -> None:
         from .parallel import shared_int
 
         self.value = shared_int()
         self.pid = os.getpid()
+        #: the file of the :func:`reading` this meter was made for ahead of it (:func:`prepare_meter`), until then
+        self.prepared_for = prepared_for
 
     def add(self, n: int) -> None:
         with self.value.get_lock():
@@ -144,15 +146,39 @@ class _Counted:
 
 
 def counted(handle: BinaryIO) -> BinaryIO:
-    """``handle`` counting its reads toward the active :func:`reading` bar, or ``handle`` itself when none."""
+    """``handle`` counting its reads toward the active :func:`reading` bar, or ``handle`` itself when none.
+
+    A meter prepared ahead of its :func:`reading` counts only the reads of the workers forked for it, not
+    this process's until the reading starts (detection reads the file's head first)."""
     meter = _meter
-    return handle if meter is None else _Counted(handle, meter)  # type: ignore[return-value]
+    if meter is None or (meter.prepared_for is not None and meter.pid == os.getpid()):
+        return handle
+    return _Counted(handle, meter)  # type: ignore[return-value]
+
+
+def prepare_meter(path: str | os.PathLike[str]) -> None:
+    """Make the byte meter of the coming :func:`reading` of ``path`` now, when a bar will be drawn: a worker
+    forked before that reading starts (:mod:`popprof.readers.chrome.early`) then adds its reads to it."""
+    global _meter
+    if enabled() and _meter is None:
+        _meter = _Meter(prepared_for=os.path.realpath(path))
+
+
+def drop_prepared_meter() -> None:
+    """Forget a meter :func:`prepare_meter` made that no :func:`reading` took."""
+    global _meter
+    if _meter is not None and _meter.prepared_for is not None:
+        _meter = None
 
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike[str], description: str | None = None) -> Iterator[None]:
     """Show the bytes read from ``path`` (by :func:`counted` files) against its size, while the block runs."""
     global _meter
+    prepared = None
+    if _meter is not None and _meter.prepared_for is not None:  # made ahead: for this file, or dropped
+        prepared = _meter if _meter.prepared_for == os.path.realpath(path) else None
+        _meter = None
     if not enabled() or _meter is not None:  # nested: the outer bar already counts these bytes
         yield
         return
@@ -162,7 +188,8 @@ def reading(path: str | os.PathLike[str], description: str | None = None) -> Ite
         total = os.path.getsize(path)
     except OSError:
         total = None
-    _meter = meter = _Meter()
+    _meter = meter = prepared or _Meter()  # a prepared meter holds what the early worker has read so far
+    meter.prepared_for = None
     stop = threading.Event()
     bar = _bar(DownloadColumn())
     try:

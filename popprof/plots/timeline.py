@@ -28,7 +28,7 @@ from ..metrics.trace import time_origin
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ..trace.activity import is_bookkeeping
-from ..trace.frame import SYNTHETIC_ID_BASE
+from ..trace.ids import SYNTHETIC_ID_BASE
 from ..trace.intervals import host_events, merge_intervals
 from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
 

@@ -18,11 +18,14 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..io import bounded
 from ..io.files import gzip_truncated, read_head
 from ..model.errors import InputError
-from ..model.profile import Profile
+
+if TYPE_CHECKING:  # the profile (pandas) is imported by the readers that make one, not by detection
+    from ..model.profile import Profile
 
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (

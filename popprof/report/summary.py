@@ -6,7 +6,7 @@ Nothing here computes a figure; it formats what the summary document holds.
 from __future__ import annotations
 
 from ..io import units
-from ..trace.frame import SYNTHETIC_ID_BASE
+from ..trace.ids import SYNTHETIC_ID_BASE
 from .names import NAME_WIDTH, short_name
 
 # -- text rendering ---------------------------------------------------------

@@ -9,10 +9,6 @@ import pandas as pd
 
 from . import device, nesting
 
-#: pid / tid values from here up are a reader's stand-ins for ids written as text (kineto's ``"Spans"``,
-#: ``"stream 7"``): not in the file; the text is the process or thread name.
-SYNTHETIC_ID_BASE = 1 << 40
-
 
 def categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
     """A categorical from integer codes (-1 = missing) and their labels (must be distinct)."""

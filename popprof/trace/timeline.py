@@ -21,7 +21,7 @@ top-level metadata; on a Chrome trace, the event counts by phase match the
 input's (processes that only had a string pid gain a ``process_name``).
 
 Ids written as text in the source (Kineto's ``"Traces"`` / ``"Spans"`` pids, ``"stream 7"`` tids) are
-written as that text again, never as the reader's stand-in numbers (``frame.SYNTHETIC_ID_BASE`` and up):
+written as that text again, never as the reader's stand-in numbers (``ids.SYNTHETIC_ID_BASE`` and up):
 the text is the process's (thread's) name in the ``threads`` table, as the reader keeps it.
 """
 
@@ -40,7 +40,7 @@ import pandas as pd
 from ..io import jsonout
 from ..io.atomic import atomic_path
 from ..model.profile import Profile
-from .frame import SYNTHETIC_ID_BASE
+from .ids import SYNTHETIC_ID_BASE
 
 #: Colour names understood by chrome://tracing, per category.
 CATEGORY_COLOURS: dict[str, str] = {

@@ -28,6 +28,16 @@ what one pass reads, :mod:`.parse` runs one pass, :mod:`.split` parses a large f
 
 from __future__ import annotations
 
-from .reading import FORMAT, read, sniff
+import importlib
 
 __all__ = ["FORMAT", "read", "sniff"]
+
+#: where each name of the reader's interface lives: ``read`` (and the tables, pandas) is imported when first
+#: asked for, so the parse modules import without pandas (the early start of the parse worker, :mod:`.early`)
+_HOMES = {"FORMAT": ".sniffing", "sniff": ".sniffing", "read": ".reading"}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name], __name__), name)

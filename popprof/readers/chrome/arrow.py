@@ -21,6 +21,8 @@ block also goes the general way.
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -47,7 +49,14 @@ _PARSE = pa_json.ParseOptions(
     explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True
 )
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
-_FAST_PHASES = pa.array(["X", "s", "t", "f"])
+
+
+@functools.cache
+def _fast_phases() -> pa.Array:
+    """The phases the Arrow path takes (made when first needed: ``pa.array`` makes pyarrow import pandas)."""
+    return pa.array(["X", "s", "t", "f"])
+
+
 #: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
 #: reader's own arrays, and :func:`popprof.io.heap.release_free_memory` can give it back
 _POOL = pa.system_memory_pool()
@@ -72,7 +81,7 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
     if table is None:
         return None, 0
     table = table.combine_chunks()
-    odd = pc.invert(pc.fill_null(pc.is_in(table.column("ph"), value_set=_FAST_PHASES), False))
+    odd = pc.invert(pc.fill_null(pc.is_in(table.column("ph"), value_set=_fast_phases()), False))
     for key in ("ts", "dur"):  # NaN / Infinity literals are not JSON: the general parser reports them
         odd = pc.or_(odd, pc.fill_null(pc.invert(pc.is_finite(table.column(key))), False))
     first = pc.index(odd, True).as_py()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ...trace import frame
+from ...trace.ids import SYNTHETIC_ID_BASE
 
 
 class Interner:
@@ -56,7 +56,7 @@ _DECIMAL_ID = re.compile(r"-?(?:0|[1-9][0-9]*)")
 class Ids:
     """pid / tid values to int64; non-integer ids (strings) get stable synthetic ids and keep their text."""
 
-    FIRST_SYNTHETIC = frame.SYNTHETIC_ID_BASE
+    FIRST_SYNTHETIC = SYNTHETIC_ID_BASE
 
     def __init__(self) -> None:
         self.synthetic: dict[object, int] = {}

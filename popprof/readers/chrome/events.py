@@ -11,7 +11,6 @@ import operator
 from collections import Counter
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -177,6 +176,8 @@ class StreamState:
                 return finite_times(out)
         except (TypeError, ValueError, OverflowError):
             pass
+        import pandas as pd  # only for mixed values (numbers written as text): the parse imports no pandas
+
         numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
         return finite_times(numbers.to_numpy(np.float64, na_value=np.nan))
 

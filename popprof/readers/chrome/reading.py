@@ -1,17 +1,16 @@
-"""The Chrome trace reader's front: ``FORMAT``, ``sniff`` and ``read`` (a parse, serial or split, into a Profile)."""
+"""The Chrome trace reader's front: ``read`` (a parse, serial or split, into a Profile); ``FORMAT`` and ``sniff``
+are :mod:`.sniffing`'s."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-from ...io.files import open_binary, snapshot
+from ...io.files import snapshot
 from ...io.heap import gc_paused, release_free_memory
-from ...io.jsonbytes import WS, member
 from ...io.parallel import thread_pool
 from ...io.progress import reading
 from ...io.sources import source_metadata
@@ -19,11 +18,11 @@ from ...model.errors import InputError
 from ...model.profile import Profile
 from ...trace import frame
 from ...trace.begin_end import match_begin_end
-from . import split
+from . import early, split
 from .columns import json_text
 from .events import INSTANT_SCOPES
-from .framing import TRACE_EVENTS, strip_bom
 from .parse import parse_file
+from .sniffing import FORMAT, event_prefix, sniff
 from .tables import (
     BOOKKEEPING_PROCESSES,
     RANGE_PROFILER_CHANNEL,
@@ -36,31 +35,7 @@ from .tables import (
     trace_rank,
 )
 
-FORMAT = "chrome_trace"
-
-
-_ARRAY_START = re.compile(rb"^" + WS + rb"\[" + WS + rb"(\{|\]|$)")
-_PH_KEY = re.compile(member(b"ph", b'"'))
-
-
-def sniff(path: Path, head: bytes) -> bool:
-    """A JSON array of trace events, or an object with ``traceEvents``."""
-    if path.is_dir():
-        return False
-    head = strip_bom(head)
-    if head.startswith(b"{"):
-        return TRACE_EVENTS.search(head) is not None
-    if head.startswith(b"["):
-        if head.rstrip() in (b"[", b"[]"):
-            return path.name.endswith((".json", ".json.gz"))
-        return _ARRAY_START.match(head) is not None and _PH_KEY.search(head) is not None
-    return False
-
-
-def _event_prefix(path: Path) -> str:
-    with open_binary(path) as handle:
-        head = strip_bom(handle.read(4096))
-    return "item" if head.startswith(b"[") else "traceEvents.item"
+__all__ = ["FORMAT", "read", "sniff"]
 
 
 def read(
@@ -85,8 +60,14 @@ def read(
 
 def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile:
     before = snapshot(path)  # every read checks the file is still this one (a rewrite mid-read: one line)
-    prefix = _event_prefix(path)
-    workers = split.start_parallel(path, prefix, with_args, FORMAT, before) if parallel else None
+    prefix = event_prefix(path)
+    workers = None
+    if parallel:  # the worker a command started before its imports (early.start), else one started now
+        workers = early.adopt(prefix, with_args, before) or split.start_parallel(
+            path, prefix, with_args, FORMAT, before
+        )
+    else:
+        early.discard()
     try:
         return _read_parts(path, prefix, workers, with_args=with_args, device_map=device_map, before=before)
     finally:

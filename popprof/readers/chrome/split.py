@@ -15,6 +15,7 @@ from ...io.files import ChangedWhileRead, check_unchanged, guard_json
 from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.sources import source_metadata
+from ...io.workers import allow_import, refuse_import
 from .columns import Ids, Interner, Parsed, concat_flows
 from .framing import BOUNDARY, Unframeable, array_ends, tail_members
 from .longevent import Misframed
@@ -190,8 +191,11 @@ _worker_claims: _Claims | None = None
 
 
 def _set_worker_claims(claims: _Claims) -> None:
+    """The worker's initializer: the claims it shares with the reading process; and, in a worker forked before
+    pandas was imported (:mod:`.early`), pyarrow kept from importing it (the pieces need no pandas)."""
     global _worker_claims
     _worker_claims = claims
+    refuse_import("pandas")
 
 
 def _parse_front(jobs: list[tuple], claims: _Claims) -> list[tuple[int, Parsed]]:
@@ -213,7 +217,11 @@ def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
     piece = _worker_claims.take(from_back=True)
     if piece is None:
         return None
-    parsed = _parse_part(jobs[piece])
+    try:
+        parsed = _parse_part(jobs[piece])
+    except ImportError:  # a piece that needs pandas after all (numbers written as text): let it load
+        allow_import("pandas")
+        parsed = _parse_part(jobs[piece])
     if parsed.error:
         _worker_claims.drain()
     return piece, parsed
@@ -261,8 +269,9 @@ class Workers:
         finally:
             self.close()
 
-    def close(self) -> None:
-        self._pool.close()
+    def close(self, terminate: bool = False) -> None:
+        """Shut the worker down; with ``terminate``, at once, even in the middle of a piece."""
+        self._pool.close(terminate=terminate)
 
 
 def _describe_source(fmt: str, path: Path) -> dict[str, str]:
