@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import activity
-from ..trace.activity import device_union, interval_union
+from ..trace.activity import device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
 from . import metric, metric_family
 from .devices import device_breakdown
@@ -21,29 +21,30 @@ from .devices import device_breakdown
 STEP_PREFIX = "ProfilerStep#"
 
 
-def work_union(profile: Profile) -> activity.Union | None:
-    """The union of the trace's events without the profiler's bookkeeping (``events.bookkeeping``).
+def work_window(profile: Profile) -> tuple[float, float] | None:
+    """First start and last end of the trace's events without the profiler's bookkeeping
+    (``events.bookkeeping``), as :func:`popprof.trace.activity.interval_window`.
 
-    Its ``first_start`` is the trace's **time origin**: every time shown to people is an offset
-    from it (``docs/figures.md``); its ``span`` is ``trace.span_us``.
+    The first start is the trace's **time origin**: every time shown to people is an offset
+    from it (``docs/figures.md``); last end minus first start is ``trace.span_us``.
     """
 
-    def build() -> activity.Union | None:
+    def build() -> tuple[float, float] | None:
         events = profile.events
         real = ~activity.is_bookkeeping(events)
         if not real.any():
             return None
-        return interval_union(events["start_us"].to_numpy()[real], events["dur_us"].to_numpy()[real])
+        return interval_window(events["start_us"].to_numpy()[real], events["dur_us"].to_numpy()[real])
 
-    return profile.cached("trace.work_union", build)
+    return profile.cached("trace.work_window", build)
 
 
 def time_origin(profile: Profile) -> float | None:
     """The start of the first event that is not profiler bookkeeping (absolute, microseconds), or None."""
     if profile.get("events") is None or profile.events.empty:
         return None
-    union = work_union(profile)
-    return None if union is None else float(union.first_start)
+    window = work_window(profile)
+    return None if window is None else window[0]
 
 
 @metric(
@@ -54,8 +55,8 @@ def time_origin(profile: Profile) -> float | None:
     better=None,
 )
 def span_us(profile: Profile) -> float | None:
-    union = work_union(profile)
-    return None if union is None else float(union.span)
+    window = work_window(profile)
+    return None if window is None else window[1] - window[0]
 
 
 @metric(
@@ -68,8 +69,8 @@ def span_us(profile: Profile) -> float | None:
 def recorded_span_us(profile: Profile) -> float | None:
     def build() -> float | None:
         events = profile.events
-        union = interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
-        return None if union is None else float(union.span)
+        window = interval_window(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
+        return None if window is None else window[1] - window[0]
 
     return profile.cached("trace.recorded_span_us", build)
 
@@ -131,8 +132,12 @@ def thread_ids(profile: Profile) -> tuple[np.ndarray, pd.DataFrame]:
     better=None,
 )
 def thread_count(profile: Profile) -> float | None:
-    ids, _ = thread_ids(profile)
-    return float(np.unique(ids[~activity.is_bookkeeping(profile.events)]).size)
+    def build() -> float:
+        ids, keys = thread_ids(profile)
+        real = ~activity.is_bookkeeping(profile.events)
+        return float(np.count_nonzero(np.bincount(ids[real], minlength=len(keys))))
+
+    return profile.cached("trace.thread_count", build)
 
 
 @metric(

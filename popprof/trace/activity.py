@@ -55,6 +55,18 @@ def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
     return Union(first, last, float((e - s).sum()), gaps)
 
 
+def interval_window(start: np.ndarray, dur: np.ndarray) -> tuple[float, float] | None:
+    """``(first_start, last_end)`` of :func:`interval_union` of the same intervals, without merging them
+    (a minimum and a maximum: the window needs no sort); ``None`` when there are none."""
+    start = np.asarray(start, dtype=np.float64)
+    dur = np.nan_to_num(np.asarray(dur, dtype=np.float64), nan=0.0)
+    keep = ~np.isnan(start)
+    start, dur = start[keep], dur[keep]
+    if start.size == 0:
+        return None
+    return float(start.min()), float((start + np.maximum(dur, 0.0)).max())
+
+
 def device_events(events: pd.DataFrame, categories: tuple[str, ...] = BUSY_CATEGORIES) -> pd.DataFrame:
     """Events whose device category is one of ``categories``."""
     return events[events["device_category"].isin(categories)]
