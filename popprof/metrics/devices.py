@@ -459,10 +459,10 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     if work is None:
         return pd.DataFrame(columns=columns)
     events = profile.events
+    names = events["name"].array
+    is_call = np.append(names.categories.isin(LAUNCH_CALLS), False)[np.asarray(names.codes)]  # code -1: no
     rows = np.flatnonzero(
-        (
-            events["name"].isin(LAUNCH_CALLS) & events["stream"].isna() & events["correlation"].notna()
-        ).to_numpy()
+        is_call & events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
     )
     if rows.size == 0:
         return pd.DataFrame(columns=columns)
@@ -472,42 +472,48 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
         start, end = np.ceil(start), np.floor(end)
     rank = events["rank"].to_numpy(dtype=np.float64, na_value=-1.0)[rows].astype(np.int64)
     correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
-    host = pd.DataFrame(
+    call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
+    launched = work["launch_start"].to_numpy()[item]
+    call, item = call[~np.isnan(launched)], item[~np.isnan(launched)]
+    work_start, work_end = work["start"].to_numpy()[item], work["end"].to_numpy()[item]
+    cpu = (end - start)[call]
+    delay = work_start - start[call] - cpu
+    rank = rank[call]
+    return pd.DataFrame(
         {
-            "rank": rank,
-            "correlation": correlation,
-            "launch": events["name"].array[rows],
-            "call_start": start,
-            "cpu_duration_us": end - start,
+            "rank": pd.arrays.IntegerArray(np.where(rank >= 0, rank, 0), rank < 0),
+            "device": work["device"].array[item].remove_unused_categories(),
+            "correlation": correlation[call].astype("int64"),
+            "launch": names[rows[call]].remove_unused_categories(),
+            "name": work["name"].array[item].remove_unused_categories(),
+            "cpu_duration_us": cpu,
+            "gpu_duration_us": work_end - work_start,
+            "launch_delay_us": np.where(delay < 0, 0.0, delay),  # Series.clip(lower=0): -0.0 and NaN stay
         }
     )
-    targets = work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]]
-    merged = _join_calls(host, targets)
-    merged = merged[merged["launch_start"].notna()]
-    merged["gpu_duration_us"] = merged["end"] - merged["start"]
-    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(
-        lower=0
-    )
-    for col in ("name", "launch", "device"):
-        merged[col] = merged[col].astype("category").cat.remove_unused_categories()
-    merged["correlation"] = merged["correlation"].astype("int64")
-    merged["rank"] = merged["rank"].where(merged["rank"] >= 0).astype("Int64")
-    return merged[columns].reset_index(drop=True)
 
 
-def _join_calls(host: pd.DataFrame, work: pd.DataFrame) -> pd.DataFrame:
-    """``host.merge(work, on=["rank", "correlation"], how="inner")``, through one int64 key per pair when
-    each (rank, correlation) names one call (the usual case), in the merge's order: by call, then work."""
-    host_keys = _pair_keys(host["rank"].to_numpy(), host["correlation"].to_numpy())
+def _join_calls(
+    call_rank: np.ndarray, call_correlation: np.ndarray, work_rank: np.ndarray, work_correlation: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions ``(call, work)`` of the inner join of launch calls and GPU work on (rank, correlation),
+    in the order of ``merge(how="inner")``: by call, then work. Through one int64 key per pair when each
+    (rank, correlation) names one call (the usual case), else by pandas' merge."""
+    host_keys = _pair_keys(call_rank, call_correlation)
     index = pd.Index(host_keys)
     if not index.is_unique:
-        return host.merge(work, on=["rank", "correlation"], how="inner")
-    position = index.get_indexer(_pair_keys(work["rank"].to_numpy(), work["correlation"].to_numpy()))
+        left = pd.DataFrame(
+            {"rank": call_rank, "correlation": call_correlation, "call": np.arange(len(host_keys))}
+        )
+        right = pd.DataFrame(
+            {"rank": work_rank, "correlation": work_correlation, "work": np.arange(len(work_rank))}
+        )
+        pairs = left.merge(right, on=["rank", "correlation"], how="inner")
+        return pairs["call"].to_numpy(), pairs["work"].to_numpy()
+    position = index.get_indexer(_pair_keys(work_rank, work_correlation))
     rows = np.flatnonzero(position >= 0)
     rows = rows[np.argsort(position[rows], kind="stable")]
-    left = host.iloc[position[rows]].reset_index(drop=True)
-    right = work.iloc[rows].drop(columns=["rank", "correlation"]).reset_index(drop=True)
-    return pd.concat([left, right], axis=1)
+    return position[rows], rows
 
 
 def _pair_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:

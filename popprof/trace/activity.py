@@ -55,6 +55,15 @@ def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
     return Union(first, last, float((e - s).sum()), gaps)
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)``, in one min/max pass when every value is the same (the ranks of a one-rank
+    trace: the usual case, where a hash of every event is the cost)."""
+    values = np.asarray(values)
+    if values.size and values.min() == values.max():
+        return values[:1].copy()
+    return np.unique(values)
+
+
 def interval_window(start: np.ndarray, dur: np.ndarray) -> tuple[float, float] | None:
     """``(first_start, last_end)`` of :func:`interval_union` of the same intervals, without merging them
     (a minimum and a maximum: the window needs no sort); ``None`` when there are none."""

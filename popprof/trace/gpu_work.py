@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .activity import is_bookkeeping
+from .activity import distinct, is_bookkeeping
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES: tuple[str, ...] = (COMPUTATION, COMMUNICATION, MEMORY, OTHER)
@@ -96,10 +96,14 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     is_step = np.append(step_names, False)[np.asarray(events["name"].array.codes)] & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts
-    fractional = start % 1 != 0
+    fractional = ~np.isfinite(start) | (np.floor(start) != start)  # start % 1 != 0, without the division
     if fractional.any():
-        for r in np.unique(rank[fractional]):
+        for r in distinct(rank[fractional]):
             rows = rank == r
+            if rows.all():  # one rank: round in place
+                np.ceil(start, out=start)
+                np.floor(end, out=end)
+                continue
             start[rows] = np.ceil(start[rows])
             end[rows] = np.floor(end[rows])
     host_rows = np.flatnonzero(host)
@@ -115,7 +119,7 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     matched = position >= 0
     if filtering:
         # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
-        linked = np.isin(rank[work_rows], np.unique(rank[host]))
+        linked = np.isin(rank[work_rows], distinct(rank[host]))
         keep = matched | ~linked
         work_rows, position, matched = work_rows[keep], position[keep], matched[keep]
     launch_start = np.where(

@@ -1,0 +1,105 @@
+"""The summary's fast paths equal their straightforward definitions, exactly, on the real traces.
+
+Each reference below is the plain pandas / numpy form of a figure (the form the fast path replaced);
+the fast path must give the same values bit for bit on every trace under ``fixtures/real/traces``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import popprof
+from popprof import metrics
+from popprof.metrics import devices
+from popprof.metrics import trace as trace_metrics
+from popprof.trace import activity
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+PATHS = sorted(REAL.glob("*.json.gz")) + [REAL / "two_ranks", REAL / "dlrm_8ranks"]
+
+
+@pytest.fixture(scope="module", params=PATHS, ids=lambda p: p.name)
+def profile(request) -> popprof.Profile:
+    return popprof.open(request.param)
+
+
+def _launch_delays_by_merge(profile: popprof.Profile) -> pd.DataFrame:
+    """Launch calls joined with their GPU work by ``DataFrame.merge``."""
+    events, work = profile.events, devices._work(profile)
+    rows = np.flatnonzero(
+        (
+            events["name"].isin(devices.LAUNCH_CALLS)
+            & events["stream"].isna()
+            & events["correlation"].notna()
+        ).to_numpy()
+    )
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[rows]
+    if np.any(start % 1 != 0):
+        start, end = np.ceil(start), np.floor(end)
+    host = pd.DataFrame(
+        {
+            "rank": events["rank"].to_numpy(dtype=np.float64, na_value=-1.0)[rows].astype(np.int64),
+            "correlation": events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows],
+            "launch": events["name"].array[rows],
+            "call_start": start,
+            "cpu_duration_us": end - start,
+        }
+    )
+    targets = work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]]
+    merged = host.merge(targets, on=["rank", "correlation"], how="inner")
+    merged = merged[merged["launch_start"].notna()]
+    merged["gpu_duration_us"] = merged["end"] - merged["start"]
+    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(
+        lower=0
+    )
+    for col in ("name", "launch", "device"):
+        merged[col] = merged[col].astype("category").cat.remove_unused_categories()
+    merged["correlation"] = merged["correlation"].astype("int64")
+    merged["rank"] = merged["rank"].where(merged["rank"] >= 0).astype("Int64")
+    columns = ["rank", "device", "correlation", "launch", "name"]
+    columns += ["cpu_duration_us", "gpu_duration_us", "launch_delay_us"]
+    return merged[columns].reset_index(drop=True)
+
+
+def test_launch_delays_equal_the_merge(profile) -> None:
+    if devices._work(profile) is None:
+        pytest.skip("no GPU work")
+    expected = _launch_delays_by_merge(profile)
+    got = devices.launch_delays(profile)
+    if expected.empty:
+        assert got.empty
+        return
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+
+
+def test_spans_equal_the_interval_union(profile) -> None:
+    events = profile.events
+    real = ~activity.is_bookkeeping(events)
+    union = activity.interval_union(events["start_us"].to_numpy()[real], events["dur_us"].to_numpy()[real])
+    everything = activity.interval_union(events["start_us"].to_numpy(), events["dur_us"].to_numpy())
+    with metrics.shared(profile):
+        assert trace_metrics.span_us(profile) == float(union.span)
+        assert trace_metrics.time_origin(profile) == float(union.first_start)
+        assert trace_metrics.recorded_span_us(profile) == float(everything.span)
+
+
+def test_thread_count_equals_the_distinct_threads(profile) -> None:
+    ids, _ = trace_metrics.thread_index(profile.events)
+    expected = float(np.unique(ids[~activity.is_bookkeeping(profile.events)]).size)
+    with metrics.shared(profile):
+        assert trace_metrics.thread_count(profile) == expected
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], [3, 3, 3], [2, -1, 2, 7], [1.5, np.nan, 1.5], [np.nan, np.nan], [0.0]],
+)
+def test_distinct_is_unique(values) -> None:
+    array = np.asarray(values, dtype=np.float64)
+    np.testing.assert_array_equal(activity.distinct(array), np.unique(array))
+    assert activity.distinct(array).dtype == np.unique(array).dtype
