@@ -103,3 +103,31 @@ def test_distinct_is_unique(values) -> None:
     array = np.asarray(values, dtype=np.float64)
     np.testing.assert_array_equal(activity.distinct(array), np.unique(array))
     assert activity.distinct(array).dtype == np.unique(array).dtype
+
+
+def test_work_groups_are_the_groupby_groups(profile) -> None:
+    work = devices._work(profile)
+    if work is None:
+        pytest.skip("no GPU work")
+    expected = [
+        (key, part.index.tolist()) for key, part in work.groupby(["rank", "device"], sort=True, observed=True)
+    ]
+    with metrics.shared(profile):
+        got = [((r, d), list(range(len(work)))[rows]) for r, d, rows in devices._work_groups(profile, work)]
+    assert got == expected
+
+
+def test_top_kernels_equal_the_two_pass_statistics(profile) -> None:
+    work = devices._work(profile)
+    if work is None:
+        pytest.skip("no GPU work")
+    dur = work["end"] - work["start"]
+    frame = pd.DataFrame({"name": work["name"], "dur": dur})
+    out = frame.groupby("name", observed=True)["dur"].agg(count="size", total_us="sum")
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(5)
+    shown = frame[frame["name"].isin(out.index)].groupby("name", observed=True)["dur"]
+    out = out.join(shown.agg(mean_us="mean", min_us="min", max_us="max", std_us="std")).reset_index()
+    got = devices.top_kernels(profile, 5)
+    for column in ("count", "total_us", "mean_us", "min_us", "max_us", "std_us"):
+        np.testing.assert_array_equal(got[column].to_numpy(), out[column].to_numpy())
+    assert got["name"].tolist() == out["name"].astype("str").tolist()

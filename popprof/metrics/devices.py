@@ -102,6 +102,26 @@ def _work(profile: Profile) -> pd.DataFrame | None:
     return profile.cached("devices.gpu_work", lambda: gpu_work(events))
 
 
+def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, slice]]:
+    """``(rank, device, rows)`` of each (rank, device) of the GPU work, in the order of
+    ``work.groupby(["rank", "device"], sort=True, observed=True)``: the work comes sorted by
+    (rank, device, start), so each is one run of rows (work without a device is in none, as in groupby)."""
+
+    def build() -> list[tuple[int, str, slice]]:
+        rank = work["rank"].to_numpy()
+        codes = np.asarray(work["device"].array.codes)
+        labels = work["device"].array.categories
+        change = np.flatnonzero((rank[1:] != rank[:-1]) | (codes[1:] != codes[:-1])) + 1
+        bounds = np.concatenate(([0], change, [len(rank)])).tolist() if len(rank) else [0]
+        return [
+            (rank[lo], labels[codes[lo]], slice(lo, hi))
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+            if codes[lo] >= 0
+        ]
+
+    return profile.cached("devices.work_groups", build)
+
+
 def _percent_of(part: float | None, whole: float) -> float | None:
     if part is None:
         return None
@@ -176,9 +196,10 @@ def host_wait_in_window(
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
     waits = _host_wait_by_rank(profile.events)
     rows = []
-    for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
-        start, end = part["start"].to_numpy(), part["end"].to_numpy()
-        kind = np.asarray(part["kernel_type"].array.codes)
+    starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
+    kinds, streams = np.asarray(work["kernel_type"].array.codes), work["stream"].to_numpy()
+    for rank, device, part in _work_groups(profile, work):
+        start, end, kind = starts[part], ends[part], kinds[part]
         spans = {
             k: (start[kind == KERNEL_TYPES.index(k)], end[kind == KERNEL_TYPES.index(k)])
             for k in _KIND_LABELS
@@ -202,8 +223,8 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
                 mem,
                 overlap,
                 host_wait_in_window(waits, int(rank), float(start.min()), float(end.max())),
-                len(part),
-                int(part["stream"].nunique()),
+                len(start),
+                len(np.unique(streams[part])),
             )
         )
     return rows
@@ -338,9 +359,10 @@ def kernel_breakdown(profile: Profile) -> pd.DataFrame:
     work = _work(profile)
     rows = []
     if work is not None:
-        for (rank, device), part in work.groupby(["rank", "device"], sort=True, observed=True):
-            kind = np.asarray(part["kernel_type"].array.codes)
-            start, end = part["start"].to_numpy(), part["end"].to_numpy()
+        starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
+        kinds = np.asarray(work["kernel_type"].array.codes)
+        for rank, device, part in _work_groups(profile, work):
+            kind, start, end = kinds[part], starts[part], ends[part]
             codes = [KERNEL_TYPES.index(k) for k in _KIND_LABELS]
             states = im.state_durations([(start[kind == c], end[kind == c]) for c in codes])
             total = sum(states.values())
@@ -372,13 +394,9 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     if work is None:
         return pd.DataFrame(columns=KERNEL_STAT_COLUMNS)
     dur = work["end"] - work["start"]
-    grouped = pd.DataFrame({"name": work["name"], "dur": dur}).groupby("name", observed=True)["dur"]
-    out = grouped.agg(count="size", total_us="sum")
-    out = out.sort_values("total_us", ascending=False, kind="stable").head(top)
-    # the other statistics only for the names shown (one pass over their durations)
-    shown = pd.DataFrame({"name": work["name"], "dur": dur})
-    shown = shown[shown["name"].isin(out.index)].groupby("name", observed=True)["dur"]
-    out = out.join(shown.agg(mean_us="mean", min_us="min", max_us="max", std_us="std")).reset_index()
+    grouped = dur.groupby(work["name"], observed=True)  # one pass: each statistic is per name anyway
+    out = grouped.agg(count="size", total_us="sum", mean_us="mean", min_us="min", max_us="max", std_us="std")
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index()
     out["name"] = out["name"].astype("str")
     out["kernel_type"] = [kernel_type(n) for n in out["name"]]
     out = out[KERNEL_STAT_COLUMNS]

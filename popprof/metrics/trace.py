@@ -80,14 +80,24 @@ def event_count(profile: Profile) -> float | None:
     return float(len(profile.events))
 
 
+def device_activity_mask(profile: Profile) -> np.ndarray:
+    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope."""
+    return profile.cached("trace.device_activity_mask", lambda: activity.is_device_activity(profile.events))
+
+
 def device_work_union(profile: Profile) -> activity.Union | None:
     """:func:`popprof.trace.activity.device_union` of the profile's events, computed once per scope."""
-    return profile.cached("trace.device_union", lambda: device_union(profile.events))
+    return profile.cached(
+        "trace.device_union", lambda: device_union(profile.events, device_activity_mask(profile))
+    )
 
 
 def device_time_sums(profile: Profile) -> pd.Series:
     """:func:`popprof.trace.activity.device_time_by_category` of the profile's events, once per scope."""
-    return profile.cached("trace.device_time_sums", lambda: activity.device_time_by_category(profile.events))
+    return profile.cached(
+        "trace.device_time_sums",
+        lambda: activity.device_time_by_category(profile.events, device_activity_mask(profile)),
+    )
 
 
 def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:

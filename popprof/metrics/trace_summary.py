@@ -101,9 +101,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     return out
 
 
-def device_activity_mask(profile: Profile) -> np.ndarray:
-    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope."""
-    return profile.cached("trace.device_activity_mask", lambda: is_device_activity(profile.events))
+device_activity_mask = trace_metrics.device_activity_mask
 
 
 def _name_codes(events: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:

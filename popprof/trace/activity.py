@@ -115,25 +115,27 @@ def is_host_activity(events: pd.DataFrame) -> np.ndarray:
     return ~is_device_activity(events) & ~is_bookkeeping(events)
 
 
-def device_union(events: pd.DataFrame) -> Union | None:
-    """Union of the device-busy events (see the module docstring)."""
-    dev = device_events(events)
-    return interval_union(dev["start_us"].to_numpy(), dev["dur_us"].to_numpy())
+def device_union(events: pd.DataFrame, mask: np.ndarray | None = None) -> Union | None:
+    """Union of the device-busy events (see the module docstring); ``mask``: their
+    :func:`is_device_activity` when the caller has it."""
+    mask = is_device_activity(events) if mask is None else mask
+    return interval_union(events["start_us"].to_numpy()[mask], events["dur_us"].to_numpy()[mask])
 
 
-def device_time_by_category(events: pd.DataFrame) -> pd.Series:
+def device_time_by_category(events: pd.DataFrame, mask: np.ndarray | None = None) -> pd.Series:
     """Device time per category without double counting nested device events.
 
     Each device event contributes its duration minus that of its direct children
     that are device events too (a pvti ``Engine::run`` holding stream copies and
     syncs counts only its own remainder as compute). For Chrome traces, where
-    device events do not nest, this is the plain sum of durations.
+    device events do not nest, this is the plain sum of durations. ``mask``: the events'
+    :func:`is_device_activity` when the caller has it.
     """
     from .device import DEVICE_CATEGORIES
     from .nesting import parent_positions
 
     dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
-    is_device = is_device_activity(events)
+    is_device = is_device_activity(events) if mask is None else mask.copy()
     parent = parent_positions(events)
     child = is_device & (parent >= 0)
     child[child] = is_device[parent[child]]
