@@ -131,3 +131,33 @@ def test_top_kernels_equal_the_two_pass_statistics(profile) -> None:
     for column in ("count", "total_us", "mean_us", "min_us", "max_us", "std_us"):
         np.testing.assert_array_equal(got[column].to_numpy(), out[column].to_numpy())
     assert got["name"].tolist() == out["name"].astype("str").tolist()
+
+
+def test_device_categories_by_count_equal_the_factorised(profile, monkeypatch) -> None:
+    from popprof.trace import device
+
+    events = profile.events
+    rules = device.resolve_map(profile.source_format)
+    dense = device.device_categories(events["channel"].array, events["name"].array, rules)
+    monkeypatch.setattr(device, "DENSE_PAIRS", 0)
+    hashed = device.device_categories(events["channel"].array, events["name"].array, rules)
+    pd.testing.assert_extension_array_equal(dense, hashed)
+    pd.testing.assert_extension_array_equal(dense, events["device_category"].array)
+
+
+@pytest.mark.parametrize(
+    "devices_", [[np.nan, 3.0, np.nan], [1.0, 0.0, 1.0, np.nan], [np.nan, np.nan, np.nan]]
+)
+def test_kineto_device_codes_equal_unique(devices_) -> None:
+    from popprof.readers.chrome.tables import kineto_columns
+
+    device = np.asarray(devices_, dtype=np.float64)
+    stream = np.array([7.0] * (len(device) - 1) + [np.nan])
+    pid = np.arange(len(device), dtype=np.int64) + 5
+    codes, labels = kineto_columns(stream, np.full(len(device), np.nan), device, pid)["device"]
+    on = ~np.isnan(stream)
+    uniq, inverse = np.unique(
+        np.where(np.isnan(device), pid.astype(np.float64), device)[on], return_inverse=True
+    )
+    assert labels == [f"gpu:{int(v)}" for v in uniq]
+    assert codes.tolist() == [*inverse.tolist(), -1]

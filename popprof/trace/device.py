@@ -165,14 +165,30 @@ def device_categories(
     nm_codes = name.codes.astype(np.int64) + 1
     width = len(name.categories) + 1
     pair = ch_codes * width + nm_codes
-    inverse, uniq = pd.factorize(pair)  # hashing, not sorting: O(n)
+    size = (len(channel.categories) + 1) * width
+    if size <= DENSE_PAIRS:  # the pairs present from a count over every possible pair: no hash of the events
+        uniq = np.flatnonzero(np.bincount(pair, minlength=size))
+        inverse = None
+    else:
+        inverse, uniq = pd.factorize(pair)  # hashing, not sorting: O(n)
     ch_cats = [""] + [str(c) for c in channel.categories]
     nm_cats = [""] + [str(c) for c in name.categories]
     keys = [f"{ch_cats[c]}:{nm_cats[m]}" for c, m in (divmod(p, width) for p in uniq.tolist())]
     labels = classify(keys, rules)
     code_of = {cat: i for i, cat in enumerate(EVENT_CATEGORIES)}
     pair_codes = np.array([code_of[x] if x is not None else -1 for x in labels], dtype=np.int8)
-    return pd.Categorical.from_codes(pair_codes[inverse], categories=list(EVENT_CATEGORIES))
+    if inverse is None:
+        lut = np.full(size, -1, dtype=np.int8)
+        lut[uniq] = pair_codes
+        codes = lut[pair]
+    else:
+        codes = pair_codes[inverse]
+    return pd.Categorical.from_codes(codes, categories=list(EVENT_CATEGORIES))
+
+
+#: up to this many possible (channel, name) pairs, :func:`device_categories` finds the pairs present by a
+#: count over all of them
+DENSE_PAIRS = 1 << 22
 
 
 def apply_device_map(profile, device_map: Mapping[str, str | None] | str | None) -> None:

@@ -45,11 +45,15 @@ def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid
     GPU in its own pid).
     """
     on_stream = ~np.isnan(stream)
-    dev = np.where(np.isnan(device), pid.astype(np.float64), device)
     codes = np.full(len(stream), -1, dtype=np.int32)
     labels: list[str] = []
     if on_stream.any():
-        uniq, inverse = np.unique(dev[on_stream], return_inverse=True)
+        dev = device[on_stream]
+        dev = np.where(np.isnan(dev), pid[on_stream].astype(np.float64), dev)
+        if dev.min() == dev.max():  # one GPU (the usual trace): np.unique without its sort
+            uniq, inverse = dev[:1], np.zeros(len(dev), dtype=np.int32)
+        else:
+            uniq, inverse = np.unique(dev, return_inverse=True)
         labels = [f"gpu:{int(v)}" for v in uniq]
         codes[on_stream] = inverse.astype(np.int32)
     return {"stream": _int64(stream), "correlation": _int64(corr), "device": (codes, labels)}
@@ -67,7 +71,9 @@ def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
     names = events["name"].array
     hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
     mask = hit[np.asarray(names.codes)]
-    mask |= events["channel"].isin(("Trace", "overhead")).to_numpy(dtype=bool, na_value=False)
+    channels = events["channel"].array
+    by_channel = np.append(channels.categories.isin(("Trace", "overhead")), False)  # code -1 (missing): no
+    mask |= by_channel[np.asarray(channels.codes)]
     mask |= events["pid"].to_numpy() == -1
     if pids:
         mask |= np.isin(events["pid"].to_numpy(), pids)
