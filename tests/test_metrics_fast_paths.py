@@ -161,3 +161,41 @@ def test_kineto_device_codes_equal_unique(devices_) -> None:
     )
     assert labels == [f"gpu:{int(v)}" for v in uniq]
     assert codes.tolist() == [*inverse.tolist(), -1]
+
+
+def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.DataFrame:
+    """HTA's idle breakdown with pandas' groupby over (rank, device, stream, cause)."""
+    work = devices._work(profile)
+    work = work[work["channel"].isin(devices.KERNEL_CHANNELS).to_numpy()]
+    codes = np.asarray(work["device"].array.codes)
+    order = np.lexsort((work["start"].to_numpy(), work["stream"].to_numpy(), codes, work["rank"].to_numpy()))
+    work = work.iloc[order]
+    rank, stream, codes = work["rank"].to_numpy(), work["stream"].to_numpy(), codes[order]
+    same = np.zeros(len(work), dtype=bool)
+    same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (codes[1:] == codes[:-1])
+    prev_end = np.full(len(work), np.nan)
+    prev_end[1:] = np.where(same[1:], work["end"].to_numpy()[:-1], np.nan)
+    gap = work["start"].to_numpy() - prev_end
+    host_wait = work["launch_start"].to_numpy() > prev_end
+    cause = np.where(host_wait, 0, np.where(~host_wait & (gap < delay), 1, 2)).astype(np.int8)
+    frame = work[["rank", "device", "stream"]].assign(
+        idle_category=pd.Categorical.from_codes(cause, ["host_wait", "kernel_wait", "other"]),
+        idle_us=np.nan_to_num(gap, nan=0.0),
+    )
+    keys = ["rank", "device", "stream", "idle_category"]
+    out = frame.groupby(keys, sort=True, observed=True)["idle_us"].sum().reset_index()
+    totals = out.groupby(keys[:3], observed=True)["idle_us"].transform("sum")
+    out["idle_ratio"] = np.where(totals > 0, out["idle_us"] / totals.where(totals > 0, 1.0), np.nan)
+    out["rank"] = out["rank"].where(out["rank"] >= 0).astype("Int64")
+    out["device"] = out["device"].astype("str")
+    out["idle_category"] = out["idle_category"].astype("str")
+    return out[[*keys, "idle_us", "idle_ratio"]]
+
+
+@pytest.mark.parametrize("delay", [devices.CONSECUTIVE_KERNEL_DELAY_US, 2.0])
+def test_idle_breakdown_equals_the_groupby(profile, delay: float) -> None:
+    if devices._work(profile) is None:
+        pytest.skip("no GPU work")
+    expected = _idle_breakdown_by_groupby(profile, delay)
+    got = devices.idle_breakdown(profile, delay)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)

@@ -418,39 +418,52 @@ def idle_breakdown(
     columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
     if work is None:
         return pd.DataFrame(columns=columns)
-    work = work[work["channel"].isin(KERNEL_CHANNELS).to_numpy()]
-    device_codes = np.asarray(work["device"].array.codes)
-    order = np.lexsort(
-        (work["start"].to_numpy(), work["stream"].to_numpy(), device_codes, work["rank"].to_numpy())
+    channels = work["channel"].array
+    rows = np.flatnonzero(
+        np.append(channels.categories.isin(KERNEL_CHANNELS), False)[np.asarray(channels.codes)]
     )
-    work = work.iloc[order]
-    rank, stream, device_codes = work["rank"].to_numpy(), work["stream"].to_numpy(), device_codes[order]
-    same = np.zeros(len(work), dtype=bool)
+    device = work["device"].array
+    rank, stream = work["rank"].to_numpy()[rows], work["stream"].to_numpy()[rows]
+    device_codes, start = np.asarray(device.codes)[rows], work["start"].to_numpy()[rows]
+    order = np.lexsort((start, stream, device_codes, rank))
+    rows = rows[order]
+    rank, stream, device_codes, start = rank[order], stream[order], device_codes[order], start[order]
+    same = np.zeros(len(rows), dtype=bool)
     same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (device_codes[1:] == device_codes[:-1])
-    key = work[["rank", "device", "stream"]]
-    ends = work["end"].to_numpy(dtype=np.float64)
-    prev_end = np.full(len(work), np.nan)
+    ends = work["end"].to_numpy(dtype=np.float64)[rows]
+    prev_end = np.full(len(rows), np.nan)
     prev_end[1:] = np.where(same[1:], ends[:-1], np.nan)
-    gap = work["start"].to_numpy() - prev_end
-    launch = work["launch_start"].to_numpy(dtype=np.float64)
+    gap = start - prev_end
+    launch = work["launch_start"].to_numpy(dtype=np.float64)[rows]
     host_wait = launch > prev_end
     kernel_wait = ~host_wait & (gap < consecutive_kernel_delay_us)
-    category = pd.Categorical.from_codes(
-        np.where(host_wait, 0, np.where(kernel_wait, 1, 2)).astype(np.int8),
-        ["host_wait", "kernel_wait", "other"],
+    category = np.where(host_wait, 0, np.where(kernel_wait, 1, 2))
+    # the (rank, device, stream) runs of the sorted rows; a row without a device is in no group (as in groupby)
+    run_start = np.flatnonzero(~same)
+    run = np.cumsum(~same) - 1
+    keep = device_codes >= 0
+    # one group key per (run, cause): the order of groupby([rank, device, stream, cause], sort=True), whose
+    # sums (the same rows in the same order) this gives
+    key = (run * 3 + category)[keep]
+    idle = pd.Series(np.nan_to_num(gap, nan=0.0)[keep]).groupby(key, sort=True).sum()
+    group, idle_us = idle.index.to_numpy(), idle.to_numpy()
+    picked = run_start[group // 3]
+    totals = pd.Series(idle_us).groupby(group // 3).transform("sum").to_numpy()  # the stream's idle time
+    out_rank = rank[picked]
+    causes = np.array(["host_wait", "kernel_wait", "other"], dtype=object)
+    return pd.DataFrame(
+        {
+            "rank": pd.arrays.IntegerArray(np.where(out_rank >= 0, out_rank, 0), out_rank < 0),
+            "device": pd.array(
+                np.asarray(device.categories, dtype=object)[device_codes[picked]], dtype="str"
+            ),
+            "stream": stream[picked],
+            "idle_category": pd.array(causes[group % 3], dtype="str"),
+            "idle_us": idle_us,
+            "idle_ratio": np.where(totals > 0, idle_us / np.where(totals > 0, totals, 1.0), np.nan),
+        },
+        columns=columns,
     )
-    frame = key.assign(idle_category=category, idle_us=np.nan_to_num(gap, nan=0.0))
-    out = (
-        frame.groupby(["rank", "device", "stream", "idle_category"], sort=True, observed=True)["idle_us"]
-        .sum()
-        .reset_index()
-    )
-    totals = out.groupby(["rank", "device", "stream"], observed=True)["idle_us"].transform("sum")
-    out["idle_ratio"] = np.where(totals > 0, out["idle_us"] / totals.where(totals > 0, 1.0), np.nan)
-    out["rank"] = out["rank"].where(out["rank"] >= 0).astype("Int64")
-    out["device"] = out["device"].astype("str")
-    out["idle_category"] = out["idle_category"].astype("str")
-    return out[columns]
 
 
 def launch_delays(profile: Profile) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from ..model.profile import Profile
 from ..trace.activity import (
     device_time_by_category,
     device_union,
+    distinct,
     interval_union,
     is_bookkeeping,
     is_device_activity,
@@ -67,7 +68,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     bookkeeping = is_bookkeeping(events)
     real = ~bookkeeping
-    ranks = sorted(int(r) for r in np.unique(_ranks(events)) if r >= 0)
+    ranks = sorted(int(r) for r in distinct(_ranks(events)) if r >= 0)
     out: dict[str, object] = {
         "events": int(trace_metrics.event_count(profile)),
         "threads": int(trace_metrics.thread_count(profile)),
