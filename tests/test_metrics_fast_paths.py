@@ -199,3 +199,25 @@ def test_idle_breakdown_equals_the_groupby(profile, delay: float) -> None:
     expected = _idle_breakdown_by_groupby(profile, delay)
     got = devices.idle_breakdown(profile, delay)
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
+
+
+def test_state_durations_states_are_the_unique_ones() -> None:
+    from popprof.trace import intervals
+
+    rng = np.random.default_rng(7)
+    kinds = []
+    for _ in range(3):
+        start = np.round(rng.uniform(0, 1000, 400), 1)
+        kinds.append((start, start + np.round(rng.exponential(5.0, 400), 1)))
+    got = intervals.state_durations(kinds)
+    times, deltas = [], []
+    for bit, (start, end) in enumerate(kinds):
+        s, e = intervals.merge_intervals(start, end)
+        times += [s, e]
+        deltas += [np.full(s.size, 1 << bit), np.full(e.size, -(1 << bit))]
+    t, d = np.concatenate(times), np.concatenate(deltas)
+    order = np.argsort(t, kind="stable")
+    t, state = t[order], np.cumsum(d[order])[:-1]
+    seg = np.diff(t)
+    expected = {int(v): float(seg[state == v].sum()) for v in np.unique(state[state > 0]).tolist()}
+    assert got == expected and len(got) == 7

@@ -125,14 +125,16 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     launch_start = np.where(
         matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan, np.nan
     )
+    device = events["device"].array
+    order = np.lexsort((start[work_rows], np.asarray(device.codes)[work_rows], rank[work_rows]))
+    work_rows, launch_start = work_rows[order], launch_start[order]  # rows by (rank, device, start)
     names = events["name"].array[work_rows]
-    work = pd.DataFrame(
+    stream = events["stream"].array[work_rows]
+    return pd.DataFrame(
         {
             "rank": rank[work_rows],
-            "device": events["device"].array[work_rows],
-            "stream": events["stream"]
-            .to_numpy(dtype=np.float64, na_value=np.nan)[work_rows]
-            .astype(np.int64),
+            "device": device[work_rows],
+            "stream": stream.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.int64),
             "name": names,
             "channel": events["channel"].array[work_rows],
             "correlation": corr[work_rows],
@@ -142,7 +144,3 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             "launch_start": launch_start,
         }
     )
-    order = np.lexsort(
-        (work["start"].to_numpy(), np.asarray(work["device"].array.codes), work["rank"].to_numpy())
-    )
-    return work.iloc[order].reset_index(drop=True)

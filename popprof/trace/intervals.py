@@ -364,7 +364,8 @@ def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, flo
     running = np.cumsum(d)
     seg = np.diff(t)
     state = running[:-1]
-    return {int(value): float(seg[state == value].sum()) for value in np.unique(state[state > 0]).tolist()}
+    present = np.flatnonzero(np.bincount(state[state > 0], minlength=1))  # np.unique of small codes, no sort
+    return {int(value): float(seg[state == value].sum()) for value in present.tolist()}
 
 
 def subtract_intervals(
