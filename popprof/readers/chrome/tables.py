@@ -86,11 +86,12 @@ def flow_frame(flows: dict[str, np.ndarray], labels: list[str], rank: int | None
 
     def categorical(codes: np.ndarray) -> pd.Categorical:
         """Codes into ``labels`` as a categorical of the labels used, sorted (-1: missing)."""
-        present = np.bincount(codes[codes >= 0], minlength=len(labels)) > 0  # O(n): no sort of the codes
+        present = np.bincount(codes + 1, minlength=len(labels) + 1)[1:] > 0  # O(n): no sort of the codes
         used = sorted(np.flatnonzero(present).tolist(), key=labels.__getitem__)
-        lut = np.full(len(labels) + 1, -1, dtype=np.int32)
+        lut = np.full(len(labels) + 1, -1, dtype=np.int32)  # index -1 (missing) stays -1
         lut[used] = np.arange(len(used), dtype=np.int32)
-        return pd.Categorical.from_codes(lut[codes], categories=[labels[i] for i in used])
+        # every code is -1 or a used label's: valid by construction
+        return pd.Categorical.from_codes(lut[codes], categories=[labels[i] for i in used], validate=False)
 
     return pd.DataFrame(
         {
@@ -103,7 +104,8 @@ def flow_frame(flows: dict[str, np.ndarray], labels: list[str], rank: int | None
             "name": categorical(flows["name"]),
             "channel": categorical(flows["cat"]),
             "binding": categorical(flows["bp"]),
-        }
+        },
+        copy=False,  # the parse's arrays are this table's alone
     )
 
 
