@@ -221,3 +221,12 @@ def test_state_durations_states_are_the_unique_ones() -> None:
     seg = np.diff(t)
     expected = {int(v): float(seg[state == v].sum()) for v in np.unique(state[state > 0]).tolist()}
     assert got == expected and len(got) == 7
+
+
+def test_has_fraction_is_the_remainder_test() -> None:
+    from popprof.trace.gpu_work import has_fraction
+
+    values = np.array([0.0, -0.0, 1.0, 1.5, -2.25, 1e300, 2.0**53 + 2, np.nan, np.inf, -np.inf, 5e-324])
+    with np.errstate(invalid="ignore"):
+        expected = values % 1 != 0
+    np.testing.assert_array_equal(has_fraction(values), expected)

@@ -38,6 +38,7 @@ from ..trace.gpu_work import (
     KERNEL_TYPES,
     MEMORY,
     gpu_work,
+    has_fraction,
     kernel_type,
 )
 
@@ -498,11 +499,11 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     if rows.size == 0:
         return pd.DataFrame(columns=columns)
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
-    end = start + events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[rows]
-    if np.any(start % 1 != 0):  # HTA's rounding, as for the GPU work
+    end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
+    if has_fraction(start).any():  # HTA's rounding, as for the GPU work
         start, end = np.ceil(start), np.floor(end)
-    rank = events["rank"].to_numpy(dtype=np.float64, na_value=-1.0)[rows].astype(np.int64)
-    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
     call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
     launched = work["launch_start"].to_numpy()[item]
     call, item = call[~np.isnan(launched)], item[~np.isnan(launched)]

@@ -77,6 +77,11 @@ def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
     return key
 
 
+def has_fraction(values: np.ndarray) -> np.ndarray:
+    """``values % 1 != 0`` (a fractional part, or not finite) without the division."""
+    return ~np.isfinite(values) | (np.floor(values) != values)
+
+
 def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
@@ -96,7 +101,7 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     is_step = np.append(step_names, False)[np.asarray(events["name"].array.codes)] & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts
-    fractional = ~np.isfinite(start) | (np.floor(start) != start)  # start % 1 != 0, without the division
+    fractional = has_fraction(start)
     if fractional.any():
         for r in distinct(rank[fractional]):
             rows = rank == r
