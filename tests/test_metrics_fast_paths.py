@@ -230,3 +230,13 @@ def test_has_fraction_is_the_remainder_test() -> None:
     with np.errstate(invalid="ignore"):
         expected = values % 1 != 0
     np.testing.assert_array_equal(has_fraction(values), expected)
+
+
+def test_interval_window_is_the_union_window() -> None:
+    start = np.array([5.0, np.nan, 1.5, 9.0, 3.0, 2.0])
+    dur = np.array([1.0, 4.0, np.nan, -3.0, 10.0, 0.5])
+    for mask in (None, np.array([True, True, False, True, False, True]), np.zeros(6, dtype=bool)):
+        keep = np.ones(6, dtype=bool) if mask is None else mask
+        union = activity.interval_union(start[keep], dur[keep])
+        window = activity.interval_window(start, dur, mask)
+        assert window == (None if union is None else (union.first_start, union.last_end))

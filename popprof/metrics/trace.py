@@ -34,7 +34,7 @@ def work_window(profile: Profile) -> tuple[float, float] | None:
         real = ~activity.is_bookkeeping(events)
         if not real.any():
             return None
-        return interval_window(events["start_us"].to_numpy()[real], events["dur_us"].to_numpy()[real])
+        return interval_window(events["start_us"].to_numpy(), events["dur_us"].to_numpy(), real)
 
     return profile.cached("trace.work_window", build)
 

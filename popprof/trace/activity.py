@@ -64,16 +64,19 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return np.unique(values)
 
 
-def interval_window(start: np.ndarray, dur: np.ndarray) -> tuple[float, float] | None:
-    """``(first_start, last_end)`` of :func:`interval_union` of the same intervals, without merging them
-    (a minimum and a maximum: the window needs no sort); ``None`` when there are none."""
+def interval_window(
+    start: np.ndarray, dur: np.ndarray, mask: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """``(first_start, last_end)`` of :func:`interval_union` of the same intervals (those in ``mask``),
+    without merging them (a minimum and a maximum: the window needs no sort); ``None`` when there are none."""
     start = np.asarray(start, dtype=np.float64)
-    dur = np.nan_to_num(np.asarray(dur, dtype=np.float64), nan=0.0)
     keep = ~np.isnan(start)
-    start, dur = start[keep], dur[keep]
-    if start.size == 0:
+    if mask is not None:
+        keep &= mask
+    if not keep.any():
         return None
-    return float(start.min()), float((start + np.maximum(dur, 0.0)).max())
+    end = start + np.maximum(np.nan_to_num(np.asarray(dur, dtype=np.float64), nan=0.0), 0.0)
+    return float(np.min(start, where=keep, initial=np.inf)), float(np.max(end, where=keep, initial=-np.inf))
 
 
 def device_events(events: pd.DataFrame, categories: tuple[str, ...] = BUSY_CATEGORIES) -> pd.DataFrame:
