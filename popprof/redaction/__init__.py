@@ -222,16 +222,32 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
 
 
 def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector):
+    import concurrent.futures
+
     from ..io.parallel import thread_pool
-    from ..io.progress import progress
-    from .chrome import check_strings, locate_in_trace, redact_chrome, scan_chrome
     from .secrets_scan import detector
 
-    result = None
+    loaded = None
     if sensitive is not None:  # load the second detector (detect-secrets' import) while the trace is redacted
         loader = thread_pool(1)
         loaded = loader.submit(detector)
         loader.shutdown(wait=False)
+    try:
+        return _redact_and_scan(source, out, redactor, gz, sensitive, collector, loaded)
+    finally:
+        if loaded is not None:
+            # the import ends before this call does, even when the input failed early: a library it imports can
+            # change the warning filters as it is imported (requests silences a urllib3 warning that way), and
+            # from a thread still importing after the CLI's warnings context has closed, the warning showed
+            concurrent.futures.wait([loaded])
+
+
+def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector, loaded):
+    """The redaction of a trace into ``out`` and, with ``sensitive``, its leak scan (``loaded``: the detector)."""
+    from ..io.progress import progress
+    from .chrome import check_strings, locate_in_trace, redact_chrome, scan_chrome
+
+    result = None
     with atomic_path(out) as tmp:
         with progress("redacting trace", total=source.stat().st_size) as advance:
             try:
