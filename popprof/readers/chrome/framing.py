@@ -87,14 +87,17 @@ def array_ends(buf: bytes, prefix: str) -> Iterator[int]:
     it parses as the array's last events (a later array, such as ``deviceProperties``, qualifies on
     the first test only).
     """
+    if prefix == "item":
+        # a top-level array: only white space may follow its "]", so the one candidate is the last byte that is
+        # not white space (outside any string, and with no bracket after it: what array_closes would find)
+        end = len(buf.rstrip()) - 1
+        if end >= 0 and buf[end] == 0x5D:
+            yield end
+        return
     start = len(buf) - min(len(buf), 1 << 20)
-    for at in array_closes(buf[start:], 0 if prefix == "item" else 1)[::-1].tolist():
+    for at in array_closes(buf[start:], 1)[::-1].tolist():  # a member of the top-level object
         index = start + at
         rest = buf[index + 1 :]
-        if prefix == "item":
-            if not rest.strip():
-                yield index
-            continue
         try:
             orjson.loads(b'{"_":[]' + rest)
         except orjson.JSONDecodeError:
