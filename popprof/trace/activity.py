@@ -79,11 +79,6 @@ def interval_window(
     return float(np.min(start, where=keep, initial=np.inf)), float(np.max(end, where=keep, initial=-np.inf))
 
 
-def device_events(events: pd.DataFrame, categories: tuple[str, ...] = BUSY_CATEGORIES) -> pd.DataFrame:
-    """Events whose device category is one of ``categories``."""
-    return events[events["device_category"].isin(categories)]
-
-
 def is_device_activity(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: the event is device time (a device category other than ``host_wait``)."""
     return events["device_category"].isin(BUSY_CATEGORIES).to_numpy(copy=True)
