@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import intervals as im
-from ..trace.activity import is_bookkeeping, is_device_activity, is_host_wait
+from ..trace.activity import category_mask, is_bookkeeping, is_device_activity, is_host_wait
 from ..trace.gpu_work import (
     COMMUNICATION,
     COMPUTATION,
@@ -41,6 +41,7 @@ from ..trace.gpu_work import (
     has_fraction,
     kernel_type,
 )
+from ..trace.nesting import thread_bounds
 
 BREAKDOWN_COLUMNS = [
     "platform",
@@ -112,8 +113,7 @@ def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, s
         rank = work["rank"].to_numpy()
         codes = np.asarray(work["device"].array.codes)
         labels = work["device"].array.categories
-        change = np.flatnonzero((rank[1:] != rank[:-1]) | (codes[1:] != codes[:-1])) + 1
-        bounds = np.concatenate(([0], change, [len(rank)])).tolist() if len(rank) else [0]
+        bounds = thread_bounds(rank, codes).tolist()  # the runs of equal (rank, device code)
         return [
             (rank[lo], labels[codes[lo]], slice(lo, hi))
             for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
@@ -420,9 +420,7 @@ def idle_breakdown(
     if work is None:
         return pd.DataFrame(columns=columns)
     channels = work["channel"].array
-    rows = np.flatnonzero(
-        np.append(channels.categories.isin(KERNEL_CHANNELS), False)[np.asarray(channels.codes)]
-    )
+    rows = np.flatnonzero(category_mask(channels, channels.categories.isin(KERNEL_CHANNELS)))
     device = work["device"].array
     rank, stream = work["rank"].to_numpy()[rows], work["stream"].to_numpy()[rows]
     device_codes, start = np.asarray(device.codes)[rows], work["start"].to_numpy()[rows]
@@ -492,7 +490,7 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     events = profile.events
     names = events["name"].array
-    is_call = np.append(names.categories.isin(LAUNCH_CALLS), False)[np.asarray(names.codes)]  # code -1: no
+    is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))
     rows = np.flatnonzero(
         is_call & events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
     )

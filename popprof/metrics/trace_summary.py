@@ -86,7 +86,12 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False, kind="stable").head(top))
     out["top_by_self"] = _records(by_name.sort_values("self_us", ascending=False, kind="stable").head(top))
     # ProfilerStep#N spans a step: its self time is the step's time outside ops, not an op's work
-    cpu = ~device_activity_mask(profile) & real & ~on_device_tracks(events, threads) & ~is_step_marker(events)
+    cpu = (
+        ~trace_metrics.device_activity_mask(profile)
+        & real
+        & ~on_device_tracks(events, threads)
+        & ~is_step_marker(events)
+    )
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
     out["top_cpu_ops_by_self"] = _records(
         cpu_by_name.sort_values("self_us", ascending=False, kind="stable").head(top)
@@ -100,9 +105,6 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     if missing:
         out["device_side_missing"] = {"launch_calls": missing, "launches": sum(missing.values())}
     return out
-
-
-device_activity_mask = trace_metrics.device_activity_mask
 
 
 def _name_codes(events: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
@@ -252,7 +254,7 @@ def device_activity(events: pd.DataFrame, profile: Profile | None = None) -> dic
 
     ``profile``: the profile of ``events``, to share its intermediates (the device union, masks).
     """
-    mask = is_device_activity(events) if profile is None else device_activity_mask(profile)
+    mask = is_device_activity(events) if profile is None else trace_metrics.device_activity_mask(profile)
     if not mask.any():
         return {}
     column = events["device_category"]

@@ -13,6 +13,7 @@ elsewhere: host stalls.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,11 +95,16 @@ def is_host_wait(events: pd.DataFrame) -> np.ndarray:
 STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
 
 
+def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows of a categorical whose category is hit (``hit``: one flag per category,
+    in their order); a missing value (code -1) is not. On the codes: one test per category, not per row."""
+    return np.append(np.asarray(hit, dtype=bool), False)[np.asarray(values.codes)]
+
+
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: ``ProfilerStep#N`` annotations."""
     names = events["name"].astype("category").array
-    hit = np.array([bool(STEP_MARKER.match(str(c))) for c in names.categories] + [False], dtype=bool)
-    return hit[np.asarray(names.codes)]
+    return category_mask(names, [bool(STEP_MARKER.match(str(c))) for c in names.categories])
 
 
 def is_bookkeeping(events: pd.DataFrame) -> np.ndarray:

@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .activity import distinct, is_bookkeeping
+from .activity import category_mask, distinct, is_bookkeeping
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES: tuple[str, ...] = (COMPUTATION, COMMUNICATION, MEMORY, OTHER)
@@ -98,7 +98,7 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     corr = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
     host = ~on_stream & ~np.isnan(corr) & ~bookkeeping
     step_names = _profiler_step_names(events)
-    is_step = np.append(step_names, False)[np.asarray(events["name"].array.codes)] & ~on_stream
+    is_step = category_mask(events["name"].array, step_names) & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts
     fractional = has_fraction(start)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import frame
+from ...trace.activity import category_mask
 from .columns import json_text
 from .events import THREAD_METADATA
 
@@ -69,11 +70,9 @@ def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
     (``Iteration Start: PyTorch Profiler``, ``Record Window End``), the Spans/Traces pseudo-processes, and the
     profiler's own overhead (channel ``overhead``, e.g. CUPTI's ``Activity Buffer Request``, on pid -1)."""
     names = events["name"].array
-    hit = np.array([bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories] + [False], dtype=bool)
-    mask = hit[np.asarray(names.codes)]
+    mask = category_mask(names, [bool(_BOOKKEEPING_NAME.match(str(c))) for c in names.categories])
     channels = events["channel"].array
-    by_channel = np.append(channels.categories.isin(("Trace", "overhead")), False)  # code -1 (missing): no
-    mask |= by_channel[np.asarray(channels.codes)]
+    mask |= category_mask(channels, channels.categories.isin(("Trace", "overhead")))
     mask |= events["pid"].to_numpy() == -1
     if pids:
         mask |= np.isin(events["pid"].to_numpy(), pids)
