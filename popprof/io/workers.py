@@ -34,17 +34,15 @@ class _Refused:
             raise ImportError(f"{self.name} is not imported in this worker", name=fullname)
 
 
-def refuse_import(name: str) -> bool:
+def refuse_import(name: str) -> None:
     """In a worker that does not need module ``name``, make importing it fail, when it is not imported yet.
 
     For a library that imports ``name`` on its own when it can (pyarrow imports pandas on its first conversion
     to numpy, for an interop the parse never uses: 0.15 s of a worker forked before pandas was imported).
-    Returns whether the import is now refused; :func:`allow_import` lifts it (for a job that does need it).
+    :func:`allow_import` lifts it (for a job that does need it).
     """
-    if name in sys.modules or any(isinstance(f, _Refused) and f.name == name for f in sys.meta_path):
-        return False
-    sys.meta_path.insert(0, _Refused(name))
-    return True
+    if name not in sys.modules and not any(isinstance(f, _Refused) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _Refused(name))
 
 
 def allow_import(name: str) -> None:

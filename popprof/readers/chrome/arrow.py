@@ -80,12 +80,18 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
         table = _read(OBJECT_SEPARATOR.sub(b"}\n{", text))
     if table is None:
         return None, 0
-    table = table.combine_chunks()
-    if _all_plain(table):  # nearly every block: three checks, not the per-event mask below
+    table = table.combine_chunks()  # one chunk per column
+    if table.num_rows == 0:
         return table, len(text)
-    odd = pc.invert(pc.fill_null(pc.is_in(table.column("ph"), value_set=_fast_phases()), False))
-    for key in ("ts", "dur"):  # NaN / Infinity literals are not JSON: the general parser reports them
-        odd = pc.or_(odd, pc.fill_null(pc.invert(pc.is_finite(table.column(key))), False))
+    # a phase the path takes (a missing one is not), and ts / dur finite (NaN / Infinity literals are not
+    # JSON: the general parser reports them); nearly every block passes on the counts alone
+    plain = pc.is_in(table.column("ph").chunk(0), value_set=_fast_phases())
+    finite = [pc.is_finite(table.column(key).chunk(0)) for key in ("ts", "dur")]
+    if not plain.false_count and not any(f.false_count for f in finite):
+        return table, len(text)
+    odd = pc.invert(pc.fill_null(plain, False))
+    for f in finite:
+        odd = pc.or_(odd, pc.fill_null(pc.invert(f), False))
     first = pc.index(odd, True).as_py()
     if first < 0:
         return table, len(text)
@@ -97,16 +103,6 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
         if k == first:
             return table.slice(0, first), match.end() - 1
     return None, 0
-
-
-def _all_plain(table: pa.Table) -> bool:
-    """Whether every event of ``table`` is one the Arrow path takes: a phase of :func:`_fast_phases` (a missing
-    phase is not) and a finite or missing ``ts`` and ``dur`` (the mask of :func:`parse_block` has no event set)."""
-    if table.num_rows == 0 or table.column("ph").num_chunks != 1:
-        return False
-    if pc.is_in(table.column("ph").chunk(0), value_set=_fast_phases()).false_count:
-        return False
-    return not any(pc.is_finite(table.column(key).chunk(0)).false_count for key in ("ts", "dur"))
 
 
 def _read(lines: bytes) -> pa.Table | None:
