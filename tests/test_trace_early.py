@@ -134,7 +134,8 @@ def test_inputs_that_are_not_large_plain_traces_start_nothing(trace: Path, tmp_p
 def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Path, text_ts: bool) -> None:
     """The worker keeps pyarrow from importing pandas (its mapped files hold no pandas library); a piece that
     does need pandas (a timestamp written as text, which pandas' to_numeric reads) is parsed again with it.
-    Either way the parse is the serial one's."""
+    Either way the parse is the serial one's. A plain parse also leaves out what pyarrow's type inference of
+    Python values imports (dateutil, numpy.ma: 20-40 ms of the worker's time)."""
     path = synth.write_chrome_trace(tmp_path / "t.json", 3, seed=4, args="kineto", layers=20)
     if text_ts:
         text = path.read_bytes()
@@ -150,9 +151,12 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
         path = Path({str(path)!r})
         split.PARALLEL_MIN_BYTES = 0
         split.MIN_PIECE_BYTES = path.stat().st_size // 40
+        def lazy_imports():  # run in the worker: what pyarrow's type inference would have imported there
+            return sorted(m for m in ("dateutil", "numpy.ma") if m in sys.modules)
         assert early.start(path) and "pandas" not in sys.modules
         workers = early._started[1]
         parts = workers.parts()
+        worker_lazy = workers._pool.submit(lazy_imports).result()
         maps = Path(f"/proc/{{workers._pool.processes()[0].pid}}/maps").read_text()
         split.unify_synthetic_ids(parts)
         merged = split.merge(parts)
@@ -168,6 +172,7 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
         print(json.dumps({{
             "parts": len(parts),
             "worker_pandas": "pandas/_libs" in maps,
+            "worker_lazy": worker_lazy,
             "same": columns(merged) == columns(serial),
             "parsed": [merged.parsed, serial.parsed],
             "warnings": [dict(merged.warnings), dict(serial.warnings)],
@@ -183,6 +188,8 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
     assert result["parsed"][0] == result["parsed"][1]
     assert result["warnings"][0] == result["warnings"][1]
     assert result["worker_pandas"] is text_ts
+    if not text_ts:  # typed Arrow values only: no type inference, which imports dateutil and numpy.ma
+        assert result["worker_lazy"] == []
     assert bool(result["warnings"][1].get("missing_fields")) is text_ts  # the text timestamp: dropped by both
 
 

@@ -53,8 +53,17 @@ _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 
 @functools.cache
 def _fast_phases() -> pa.Array:
-    """The phases the Arrow path takes (made when first needed: ``pa.array`` makes pyarrow import pandas)."""
-    return pa.array(["X", "s", "t", "f"])
+    """The phases the Arrow path takes (made when first needed: ``pa.array`` makes pyarrow import pandas).
+
+    Typed, so pyarrow infers nothing: inferring the type of a Python value makes it import
+    ``dateutil`` (about 25 ms) in a parse worker that has no pandas."""
+    return pa.array(["X", "s", "t", "f"], type=pa.string())
+
+
+@functools.cache
+def complete_phase() -> pa.Scalar:
+    """``"X"`` as a typed Arrow scalar, to compare the ``ph`` column with (no type inference, as above)."""
+    return pa.scalar("X", type=pa.string())
 
 
 #: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the

@@ -97,7 +97,9 @@ class StreamState:
     def take_table(self, table: pa.Table) -> None:
         """A block of plain X and flow events parsed by Arrow (:mod:`.arrow`), column by column."""
         col = arrow.column
-        is_x = pc.equal(col(table, "ph"), "X")  # no nulls: parse_block took X / s / t / f events only
+        is_x = pc.equal(
+            col(table, "ph"), arrow.complete_phase()
+        )  # no nulls: parse_block took X / s / t / f events only
         if is_x.true_count < len(is_x):  # each side filters only the columns it reads
             flows = table.select(_FLOW_COLUMNS).filter(pc.invert(is_x))
             flow_id = col(flows, "id")
