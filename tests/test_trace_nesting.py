@@ -64,6 +64,15 @@ def test_derive_nesting_matches_a_stack_walk(
     got = {i: (None if parent[i] < 0 else int(parent[i]), int(depth[i])) for i in range(len(start))}
     assert got == expected
     assert depth.max() >= 5  # the data really nests
+    # the ends and tolerances computed once by the caller (as build_events does) give the same nesting
+    bounds = nesting.thread_bounds(pid, tid)
+    end_tol = nesting.ends(start, dur)
+    shared = nesting.derive_nesting(bounds, start, dur, end_tol)
+    np.testing.assert_array_equal(shared[0], parent)
+    np.testing.assert_array_equal(shared[1], depth)
+    assert nesting.count_partial_overlaps(bounds, start, dur, end_tol) == nesting.count_partial_overlaps(
+        bounds, start, dur
+    )
 
 
 @settings(max_examples=200, deadline=None)

@@ -62,8 +62,10 @@ def build_events(
     counts: dict[str, int] = {}
     bounds = nesting.thread_bounds(pid, tid)
     if parent is None:
-        parent_sorted, depth_sorted = nesting.derive_nesting(bounds, start, dur)
-        counts["partial_overlap"] = nesting.count_partial_overlaps(bounds, start, dur)
+        end_tol = nesting.ends(start, dur)
+        parent_sorted, depth_sorted = nesting.derive_nesting(bounds, start, dur, end_tol)
+        counts["partial_overlap"] = nesting.count_partial_overlaps(bounds, start, dur, end_tol)
+        del end_tol
     else:
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order), dtype=np.int64)

@@ -89,19 +89,30 @@ def _tolerance(values: np.ndarray) -> np.ndarray:
     return np.spacing(np.abs(values)) * 4
 
 
-def derive_nesting(bounds: np.ndarray, start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ends(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's end (``start + dur``, a missing duration as 0) and its :func:`_tolerance`, as
+    :func:`derive_nesting` and :func:`count_partial_overlaps` compare them (computed once for both)."""
+    end = start + np.where(np.isnan(dur), 0.0, dur)
+    return end, _tolerance(end)
+
+
+def derive_nesting(
+    bounds: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    end_tol: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """``(parent, depth)`` for events sorted by :func:`sort_order`; ``parent`` is -1 at top level.
 
-    ``bounds`` are the thread boundaries from :func:`thread_bounds`. Missing
-    (NaN) starts are treated as top-level events. Works in O(n log d) numpy
-    operations, where d is the longest run of nested siblings.
+    ``bounds`` are the thread boundaries from :func:`thread_bounds`; ``end_tol`` is :func:`ends` of the
+    events when the caller has it. Missing (NaN) starts are treated as top-level events. Works in
+    O(n log d) numpy operations, where d is the longest run of nested siblings.
     """
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent, np.zeros(0, dtype=np.int16)
-    end = start + np.where(np.isnan(dur), 0.0, dur)
-    tol = _tolerance(end)
+    end, tol = end_tol if end_tol is not None else ends(start, dur)
     starts = bounds[:-1][bounds[:-1] < n]
     # latest end of any earlier event on the same thread (running maximum per thread), plus the tolerance
     prev_max = np.empty(n)
@@ -166,13 +177,19 @@ def depth_from_parent(parent: np.ndarray) -> np.ndarray:
     return out.astype(np.int16) if n else np.zeros(0, dtype=np.int16)
 
 
-def count_partial_overlaps(bounds: np.ndarray, start: np.ndarray, dur: np.ndarray) -> int:
-    """Events that start inside the previous event of their thread but end after it (improper nesting)."""
+def count_partial_overlaps(
+    bounds: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    end_tol: tuple[np.ndarray, np.ndarray] | None = None,
+) -> int:
+    """Events that start inside the previous event of their thread but end after it (improper nesting).
+    ``end_tol``: :func:`ends` of the events, when the caller has it."""
     if len(start) < 2:
         return 0
-    end = start + np.where(np.isnan(dur), 0.0, dur)
+    end, tol = end_tol if end_tol is not None else ends(start, dur)
     prev_end = end[:-1]
-    tol = _tolerance(end[1:])
+    tol = tol[1:]
     overlap = (start[1:] < prev_end - tol) & (end[1:] > prev_end + tol)
     same = np.ones(len(start) - 1, dtype=bool)
     inner = bounds[1:-1]
