@@ -60,13 +60,14 @@ def _ended(processes: list, seconds: float = 10.0) -> bool:
 
 
 def test_the_parse_imports_no_pandas() -> None:
-    """What the early start needs, and the CLI up to a command's body, import without pandas."""
+    """What the early start needs, and the CLI up to a command's body, import without pandas; nor what only
+    comes later (the source's hash, the atomic output), which would delay the fork."""
     code = (
         "import sys, popprof.readers.chrome.early, popprof.readers.chrome.split, popprof.cli.summary;"
-        "print('pandas' in sys.modules)"
+        "print(sorted(m for m in ('pandas', 'hashlib', 'popprof.io.sources', 'popprof.io.atomic') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
 
 
 def test_an_early_worker_is_adopted_and_the_tables_are_the_same(
@@ -205,8 +206,12 @@ def test_the_cli_reads_a_large_trace_through_the_early_worker(tmp_path: Path) ->
         adopted = []
         adopt = early.adopt
         early.adopt = lambda *a: adopted.append(1) or adopt(*a)
+        at_fork = []  # what is loaded when the worker forks: only what the worker needs (no output check yet)
+        start_parallel = split.start_parallel
+        split.start_parallel = lambda *a: at_fork.append("popprof.io.atomic" in sys.modules) or start_parallel(*a)
         from popprof.cli import main
         code = main(["summary", {str(path)!r}, "--format", "json"])
+        print("atomic at fork" if any(at_fork) else "fork first", file=sys.stderr)
         print("adopted" if adopted and early._started is None else "not adopted", file=sys.stderr)
         sys.exit(code)
         """
@@ -223,6 +228,6 @@ def test_the_cli_reads_a_large_trace_through_the_early_worker(tmp_path: Path) ->
         env={**os.environ, "POPPROF_PARALLEL": "0"},
     )
     assert split_run.returncode == 0 and serial.returncode == 0, split_run.stderr + serial.stderr
-    assert split_run.stderr.strip().splitlines()[-1] == "adopted"
+    assert split_run.stderr.strip().splitlines()[-2:] == ["fork first", "adopted"]
     assert "parse_parts" not in split_run.stdout  # (the summary does not say how the file was parsed)
     assert json.loads(split_run.stdout) == json.loads(serial.stdout)

@@ -106,8 +106,8 @@ def query_command(
     from ..sql import QueryBudget, format_result, run_query
 
     limit = rows_to_print(rows)
+    start_reading(path)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
-    start_reading(path)
     profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     result = run_query(profile, sql, budget=budget)

@@ -59,8 +59,8 @@ def summary_command(
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
     """
+    start_reading(path)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
-    start_reading(path)
     profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
     if fmt == "csv":
         from ..metrics.devices import device_table

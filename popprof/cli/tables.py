@@ -51,8 +51,8 @@ def tables_command(
     from ..model.readproblems import problems
     from ..model.schema import TABLES
 
+    start_reading(path)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
-    start_reading(path)
     profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
     if fmt == "json":
         echo_json(

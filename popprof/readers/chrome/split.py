@@ -14,7 +14,6 @@ from ...io.bounded import TextAfterJson
 from ...io.files import ChangedWhileRead, check_unchanged, guard_json
 from ...io.heap import release_free_memory
 from ...io.progress import counted
-from ...io.sources import source_metadata
 from ...io.workers import allow_import, refuse_import
 from .columns import Ids, Interner, Parsed, concat_flows
 from .framing import BOUNDARY, Unframeable, array_ends, tail_members
@@ -265,6 +264,8 @@ class Workers:
         try:
             return self._source.result()
         except Exception:  # noqa: BLE001 - whatever went wrong over there, the description is made here
+            from ...io.sources import source_metadata
+
             return source_metadata(self._format, [self._path])
         finally:
             self.close()
@@ -278,6 +279,8 @@ def _describe_source(fmt: str, path: Path) -> dict[str, str]:
     """The worker's last job: it first hands back the heap its part used (it stays alive while the
     reading process builds the tables, and their peaks would add up), then hashes the file."""
     release_free_memory()
+    from ...io.sources import source_metadata  # here, after the pieces: not before the fork (hashlib, ~8 ms)
+
     return source_metadata(fmt, [path])
 
 
