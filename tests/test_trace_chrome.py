@@ -336,9 +336,13 @@ def test_claims_give_each_piece_once_from_either_end(monkeypatch) -> None:
     assert stuck.take(from_back=False) is None
 
 
+#: the real description (the tests below replace the module's with their own, which call this)
+_SOURCE_METADATA = sources.source_metadata
+
+
 def _describe_where(fmt: str, paths: list) -> dict:
     """source_metadata, plus the id of the process that ran it (module level: a worker job can name it)."""
-    return {**sources.source_metadata(fmt, paths), "described_by": str(os.getpid())}
+    return {**_SOURCE_METADATA(fmt, paths), "described_by": str(os.getpid())}
 
 
 def _describe_here_only(fmt: str, paths: list) -> dict:
@@ -353,7 +357,7 @@ def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monke
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
     serial = chrome.read(path, parallel=False)
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(split, "source_metadata", _describe_where)
+    monkeypatch.setattr(sources, "source_metadata", _describe_where)  # split imports it when it hashes
     parallel = chrome.read(path)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert parallel.meta["source_files"] == serial.meta["source_files"]
@@ -364,7 +368,7 @@ def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monke
     assert parallel.meta["described_by"] != str(os.getpid())  # a forked worker did it
 
     monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
-    monkeypatch.setattr(split, "source_metadata", _describe_here_only)
+    monkeypatch.setattr(sources, "source_metadata", _describe_here_only)
     again = chrome.read(path)
     assert again.meta["chrome.parse_parts"] == "2"
     assert again.meta["source_files"] == serial.meta["source_files"]
