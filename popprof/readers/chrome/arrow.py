@@ -13,7 +13,7 @@ key, a non-finite number, a phase other than X / s / t / f, or a cut that fell
 inside nested ``args`` makes :func:`parse_block` give up at that event, and the
 reader parses the rest of the block with orjson, which handles everything. Arrow
 reads objects separated by whitespace, so the comma between two events becomes a
-space (the two layouts kineto and our generator write, by an equal-length replace)
+space (the two layouts kineto and our generator write, blanked in numpy from the newlines)
 or, in any other layout, the separator becomes a newline; a ``}, {`` inside a
 string is left alone or becomes a raw newline there, which Arrow rejects, so that
 block also goes the general way.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -80,11 +81,8 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
     """
     if not text.strip():
         return None, 0
-    # the comma between two events becomes a space (an equal-length replace is a copy plus patches):
-    # objects separated by whitespace are what Arrow reads; the compact layout first, then kineto's
-    table = _read(text.replace(b"},\n{", b"} \n{"))
-    if table is None:
-        table = _read(text.replace(b"},\n  {", b"} \n  {"))
+    # the comma between two events becomes a space: objects separated by whitespace are what Arrow reads
+    table = _read(_blank_separators(text))
     if table is None:  # other layouts: the separator with any whitespace around it
         table = _read(OBJECT_SEPARATOR.sub(b"}\n{", text))
     if table is None:
@@ -114,7 +112,31 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
     return None, 0
 
 
-def _read(lines: bytes) -> pa.Table | None:
+_COMMA, _NEWLINE, _SPACE, _OPEN, _CLOSE = b",\n {}"
+
+
+def _blank_separators(text: bytes) -> bytearray:
+    """``text`` with the comma of every ``},\n{`` (the compact layout) and ``},\n  {`` (Kineto's) blanked.
+
+    The same bytes as ``text.replace(b"},\n{", b"} \n{")`` followed by the same for Kineto's layout,
+    found from the newlines in numpy (about twice as fast as ``bytes.replace``, and one pass for
+    both layouts). A raw newline is never inside a JSON string, so no string is changed.
+    """
+    data = np.frombuffer(text, dtype=np.uint8)
+    out = bytearray(text)
+    n = len(data)
+    at = np.flatnonzero(data == _NEWLINE)
+    at = at[(at >= 2) & (at < n - 1)]
+    at = at[(data[at - 1] == _COMMA) & (data[at - 2] == _CLOSE)]
+    after = data[at + 1]
+    compact = after == _OPEN
+    indented = (after == _SPACE) & (at < n - 3)
+    indented[indented] = (data[at[indented] + 2] == _SPACE) & (data[at[indented] + 3] == _OPEN)
+    np.frombuffer(out, dtype=np.uint8)[at[compact | indented] - 1] = _SPACE
+    return out
+
+
+def _read(lines: bytes | bytearray) -> pa.Table | None:
     """Arrow's JSON reader on newline-separated events (it stops at the first separator it does not accept)."""
     try:
         return pa_json.read_json(
