@@ -240,3 +240,51 @@ def test_interval_window_is_the_union_window() -> None:
         union = activity.interval_union(start[keep], dur[keep])
         window = activity.interval_window(start, dur, mask)
         assert window == (None if union is None else (union.first_start, union.last_end))
+
+
+def _launch_summary_by_groupby(delays: pd.DataFrame) -> pd.DataFrame:
+    """Launch-delay statistics by pandas' groupby over the (rank, device) columns of the delays table."""
+    grouped = delays.groupby(["rank", "device"], dropna=False, observed=True)
+    delay = grouped["launch_delay_us"]
+    out = delay.agg(launches="size", mean_us="mean", median_us="median", max_us="max")
+    out["p95_us"] = delay.quantile(0.95)
+    out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
+    out = out.reset_index()
+    out["device"] = out["device"].astype("str")
+    return out[["rank", "device", "launches", "mean_us", "median_us", "p95_us", "max_us", "cpu_mean_us"]]
+
+
+def test_launch_summary_equals_the_groupby(profile) -> None:
+    delays = devices.launch_delays(profile)
+    got = devices.launch_summary(profile)
+    if delays.empty:
+        assert got.empty
+        return
+    pd.testing.assert_frame_equal(got, _launch_summary_by_groupby(delays), check_exact=True)
+
+
+@pytest.mark.parametrize(
+    ("rank", "codes"),
+    [
+        ([0], [0]),
+        ([-1, -1, -1], [1, 0, -1]),
+        ([3, -1, 0, 3, 0, -1], [0, 1, 1, -1, 0, 0]),
+        ([2, 2, 1, 1], [-1, -1, 1, 1]),
+    ],
+)
+def test_rank_device_key_orders_as_groupby(rank: list[int], codes: list[int]) -> None:
+    rank_, codes_ = np.asarray(rank, dtype=np.int64), np.asarray(codes, dtype=np.int64)
+    key, group_rank, group_code = devices._rank_device_key(rank_, codes_, 2)
+    frame = pd.DataFrame(
+        {
+            "rank": pd.arrays.IntegerArray(np.where(rank_ >= 0, rank_, 0), rank_ < 0),
+            "device": pd.Categorical.from_codes(codes_, ["a", "b"]),
+            "row": np.arange(len(rank)),
+        }
+    )
+    groups = frame.groupby(["rank", "device"], dropna=False, observed=True)["row"].apply(list)
+    expected_rank = [-1 if pd.isna(r) else int(r) for r, _ in groups.index]
+    expected_code = [-1 if pd.isna(d) else ["a", "b"].index(d) for _, d in groups.index]
+    assert group_rank.tolist() == expected_rank and group_code.tolist() == expected_code
+    by_key = pd.Series(np.arange(len(rank))).groupby(key, sort=True).apply(list)
+    assert by_key.tolist() == groups.tolist()

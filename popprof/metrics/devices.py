@@ -25,12 +25,14 @@ The other functions give HTA's other tables: :func:`kernel_breakdown`
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import intervals as im
-from ..trace.activity import category_mask, is_bookkeeping, is_device_activity, is_host_wait
+from ..trace.activity import category_mask, distinct, is_bookkeeping, is_device_activity, is_host_wait
 from ..trace.gpu_work import (
     COMMUNICATION,
     COMPUTATION,
@@ -465,6 +467,56 @@ def idle_breakdown(
     )
 
 
+#: Columns of :func:`launch_delays`.
+LAUNCH_DELAY_COLUMNS = [
+    "rank",
+    "device",
+    "correlation",
+    "launch",
+    "name",
+    "cpu_duration_us",
+    "gpu_duration_us",
+    "launch_delay_us",
+]
+
+
+class _Launches(NamedTuple):
+    """Launch calls joined with their GPU work: one entry per (call, work item) pair, in the join's order."""
+
+    rank: np.ndarray  # int64, -1 when unknown
+    correlation: np.ndarray  # float64
+    call: np.ndarray  # event rows of the launch calls
+    item: np.ndarray  # rows of the GPU work
+    cpu: np.ndarray  # the call's duration (HTA-rounded)
+    delay: np.ndarray  # work start - call end, clipped at 0 (-0.0 and NaN stay)
+
+
+def _launches(profile: Profile, work: pd.DataFrame) -> _Launches | None:
+    """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call."""
+    events = profile.events
+    names = events["name"].array
+    is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))
+    rows = np.flatnonzero(
+        is_call & events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
+    )
+    if rows.size == 0:
+        return None
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
+    if has_fraction(start).any():  # HTA's rounding, as for the GPU work
+        start, end = np.ceil(start), np.floor(end)
+    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
+    call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
+    launched = ~np.isnan(work["launch_start"].to_numpy()[item])
+    call, item = call[launched], item[launched]
+    cpu = (end - start)[call]
+    delay = work["start"].to_numpy()[item] - start[call] - cpu
+    return _Launches(
+        rank[call], correlation[call], rows[call], item, cpu, np.where(delay < 0, 0.0, delay)
+    )  # np.where: Series.clip(lower=0), where -0.0 and NaN stay
+
+
 def launch_delays(profile: Profile) -> pd.DataFrame:
     """Each launch call with its GPU work (HTA ``get_cuda_kernel_launch_stats``).
 
@@ -475,50 +527,21 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     ``cpu_duration_us``, ``gpu_duration_us``, ``launch_delay_us``. Like HTA, the last
     profiler step is left out.
     """
-    columns = [
-        "rank",
-        "device",
-        "correlation",
-        "launch",
-        "name",
-        "cpu_duration_us",
-        "gpu_duration_us",
-        "launch_delay_us",
-    ]
     work = _work(profile)
-    if work is None:
-        return pd.DataFrame(columns=columns)
-    events = profile.events
-    names = events["name"].array
-    is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))
-    rows = np.flatnonzero(
-        is_call & events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
-    )
-    if rows.size == 0:
-        return pd.DataFrame(columns=columns)
-    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
-    end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
-    if has_fraction(start).any():  # HTA's rounding, as for the GPU work
-        start, end = np.ceil(start), np.floor(end)
-    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
-    correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
-    launched = work["launch_start"].to_numpy()[item]
-    call, item = call[~np.isnan(launched)], item[~np.isnan(launched)]
-    work_start, work_end = work["start"].to_numpy()[item], work["end"].to_numpy()[item]
-    cpu = (end - start)[call]
-    delay = work_start - start[call] - cpu
-    rank = rank[call]
+    pairs = None if work is None else _launches(profile, work)
+    if pairs is None:
+        return pd.DataFrame(columns=LAUNCH_DELAY_COLUMNS)
+    item = pairs.item
     return pd.DataFrame(
         {
-            "rank": pd.arrays.IntegerArray(np.where(rank >= 0, rank, 0), rank < 0),
+            "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),
             "device": work["device"].array[item].remove_unused_categories(),
-            "correlation": correlation[call].astype("int64"),
-            "launch": names[rows[call]].remove_unused_categories(),
+            "correlation": pairs.correlation.astype("int64"),
+            "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
             "name": work["name"].array[item].remove_unused_categories(),
-            "cpu_duration_us": cpu,
-            "gpu_duration_us": work_end - work_start,
-            "launch_delay_us": np.where(delay < 0, 0.0, delay),  # Series.clip(lower=0): -0.0 and NaN stay
+            "cpu_duration_us": pairs.cpu,
+            "gpu_duration_us": work["end"].to_numpy()[item] - work["start"].to_numpy()[item],
+            "launch_delay_us": pairs.delay,
         }
     )
 
@@ -557,18 +580,50 @@ def _pair_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
 
 def launch_summary(profile: Profile) -> pd.DataFrame:
     """Launch-delay statistics per (rank, device): count, mean, median, p95 and max (us)."""
-    delays = launch_delays(profile)
     columns = ["rank", "device", "launches", "mean_us", "median_us", "p95_us", "max_us", "cpu_mean_us"]
-    if delays.empty:
+    work = _work(profile)
+    pairs = None if work is None else _launches(profile, work)
+    if pairs is None or pairs.call.size == 0:
         return pd.DataFrame(columns=columns)
-    grouped = delays.groupby(["rank", "device"], dropna=False, observed=True)
-    delay = grouped["launch_delay_us"]
-    out = delay.agg(launches="size", mean_us="mean", median_us="median", max_us="max")
-    out["p95_us"] = delay.quantile(0.95)  # linear interpolation, as numpy's percentile
-    out["cpu_mean_us"] = grouped["cpu_duration_us"].mean()
-    out = out.reset_index()
-    out["device"] = out["device"].astype("str")
-    return out[columns]
+    device = work["device"].array
+    key, rank, code = _rank_device_key(
+        pairs.rank, np.asarray(device.codes)[pairs.item], len(device.categories)
+    )
+    # pandas' groupby over one int64 key per (rank, device): the rows of each group in their order, so the
+    # statistics (compensated sums, medians, quantiles) are those of groupby(["rank", "device"], dropna=False)
+    delay = pd.Series(pairs.delay).groupby(key, sort=True)
+    labels = np.append(np.asarray(device.categories, dtype=object), None)  # a missing device stays missing
+    return pd.DataFrame(
+        {
+            "rank": pd.arrays.IntegerArray(np.where(rank >= 0, rank, 0), rank < 0),
+            "device": pd.array(labels[code], dtype="str"),
+            "launches": delay.size().to_numpy(),
+            "mean_us": delay.mean().to_numpy(),
+            "median_us": delay.median().to_numpy(),
+            "p95_us": delay.quantile(0.95).to_numpy(),  # linear interpolation, as numpy's percentile
+            "max_us": delay.max().to_numpy(),
+            "cpu_mean_us": pd.Series(pairs.cpu).groupby(key, sort=True).mean().to_numpy(),
+        },
+        columns=columns,
+    )
+
+
+def _rank_device_key(
+    rank: np.ndarray, codes: np.ndarray, categories: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One int64 per (rank, device code) ordered as ``groupby(["rank", "device"], sort=True, dropna=False)``
+    orders the groups (a missing rank, -1, and a missing device, code -1, after the others), with the rank
+    and device code of each distinct key in ascending order."""
+    unknown = max(int(rank.max()), -1) + 1 if rank.size else 0
+    width = categories + 1
+    key = np.where(rank >= 0, rank, unknown) * width + np.where(codes >= 0, codes, categories)
+    groups = distinct(key)
+    group_rank, group_code = groups // width, groups % width
+    return (
+        key,
+        np.where(group_rank == unknown, -1, group_rank),
+        np.where(group_code == categories, -1, group_code),
+    )
 
 
 def device_table(profiles) -> pd.DataFrame:
