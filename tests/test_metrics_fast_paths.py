@@ -288,3 +288,18 @@ def test_rank_device_key_orders_as_groupby(rank: list[int], codes: list[int]) ->
     assert group_rank.tolist() == expected_rank and group_code.tolist() == expected_code
     by_key = pd.Series(np.arange(len(rank))).groupby(key, sort=True).apply(list)
     assert by_key.tolist() == groups.tolist()
+
+
+@pytest.mark.parametrize("top", [1, 5, 100])
+def test_top_kernels_equal_the_categorical_groupby(profile, top: int) -> None:
+    work = devices._work(profile)
+    if work is None:
+        pytest.skip("no GPU work")
+    dur = work["end"] - work["start"]
+    grouped = dur.groupby(work["name"], observed=True)
+    out = grouped.agg(count="size", total_us="sum", mean_us="mean", min_us="min", max_us="max", std_us="std")
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index()
+    out["name"] = out["name"].astype("str")
+    out["kernel_type"] = [devices.kernel_type(n) for n in out["name"]]
+    expected = out[devices.KERNEL_STAT_COLUMNS]
+    pd.testing.assert_frame_equal(devices.top_kernels(profile, top), expected, check_exact=True)

@@ -396,14 +396,28 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     work = _work(profile)
     if work is None:
         return pd.DataFrame(columns=KERNEL_STAT_COLUMNS)
-    dur = work["end"] - work["start"]
-    grouped = dur.groupby(work["name"], observed=True)  # one pass: each statistic is per name anyway
-    out = grouped.agg(count="size", total_us="sum", mean_us="mean", min_us="min", max_us="max", std_us="std")
-    out = out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index()
-    out["name"] = out["name"].astype("str")
-    out["kernel_type"] = [kernel_type(n) for n in out["name"]]
-    out = out[KERNEL_STAT_COLUMNS]
-    return out.sort_values("total_us", ascending=False, kind="stable").head(top).reset_index(drop=True)
+    names = work["name"].array
+    codes = np.asarray(names.codes)
+    named = codes >= 0  # as groupby's: work without a name is in no group
+    dur = pd.Series((work["end"].to_numpy() - work["start"].to_numpy())[named])
+    # one groupby over the name codes (category order, as observed=True gives), each statistic from it
+    grouped = dur.groupby(codes[named], sort=True)
+    out = pd.DataFrame(
+        {
+            "count": grouped.size(),
+            "total_us": grouped.sum(),
+            "mean_us": grouped.mean(),
+            "min_us": grouped.min(),
+            "max_us": grouped.max(),
+            "std_us": grouped.std(),
+        }
+    )
+    out = out.sort_values("total_us", ascending=False, kind="stable").head(top)
+    shown = names.categories.take(out.index.to_numpy()).astype("str")
+    out = out.reset_index(drop=True).assign(
+        name=pd.array(shown, dtype="str"), kernel_type=[kernel_type(n) for n in shown]
+    )
+    return out[KERNEL_STAT_COLUMNS]
 
 
 def idle_breakdown(
