@@ -303,3 +303,107 @@ def test_top_kernels_equal_the_categorical_groupby(profile, top: int) -> None:
     out["kernel_type"] = [devices.kernel_type(n) for n in out["name"]]
     expected = out[devices.KERNEL_STAT_COLUMNS]
     pd.testing.assert_frame_equal(devices.top_kernels(profile, top), expected, check_exact=True)
+
+
+def _device_time_by_groupby(events: pd.DataFrame) -> pd.Series:
+    """Device time per category by pandas' groupby over the category column (nested device time once)."""
+    from popprof.trace.device import DEVICE_CATEGORIES
+    from popprof.trace.nesting import parent_positions
+
+    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    is_device = events["device_category"].isin(activity.BUSY_CATEGORIES).to_numpy()
+    parent = parent_positions(events)
+    child = is_device & (parent >= 0)
+    child[child] = is_device[parent[child]]
+    own = np.maximum(dur - np.bincount(parent[child], weights=dur[child], minlength=len(dur)), 0.0)
+    category = events["device_category"][is_device]
+    sums = pd.Series(own[is_device], index=category.index).groupby(category, observed=False).sum()
+    return sums.reindex(list(DEVICE_CATEGORIES), fill_value=0.0).astype("float64")
+
+
+def _as_plain_categories(events: pd.DataFrame) -> pd.DataFrame:
+    """The events with ``device_category`` as an object column (not the readers' categorical)."""
+    return events.assign(device_category=events["device_category"].astype(object))
+
+
+def test_device_masks_equal_the_plain_comparisons(profile) -> None:
+    events = profile.events
+    column = events["device_category"]
+    busy = column.isin(activity.BUSY_CATEGORIES).to_numpy()
+    wait = (column == "host_wait").to_numpy(dtype=bool, na_value=False)
+    for table in (events, _as_plain_categories(events)):
+        np.testing.assert_array_equal(activity.is_device_activity(table), busy)
+        np.testing.assert_array_equal(activity.is_host_wait(table), wait)
+
+
+def test_device_time_by_category_equals_the_groupby(profile) -> None:
+    events = profile.events
+    expected = _device_time_by_groupby(events)
+    for table in (events, _as_plain_categories(events)):
+        got = activity.device_time_by_category(table)
+        np.testing.assert_array_equal(got.to_numpy(), expected.to_numpy())
+        assert got.index.tolist() == expected.index.tolist()
+
+
+def _edge_events(rows: list[tuple[str | None, float, float, int]]) -> pd.DataFrame:
+    """A small events table: (device category, start, duration, rank) per event, none nested."""
+    n = len(rows)
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "parent_id": pd.array([None] * n, dtype="Int64"),
+            "name": pd.Categorical([f"op{i % 2}" if i != 2 else None for i in range(n)]),
+            "device_category": pd.Categorical([r[0] for r in rows]),
+            "start_us": [r[1] for r in rows],
+            "dur_us": [r[2] for r in rows],
+            "rank": pd.array([r[3] for r in rows], dtype="Int64"),
+        }
+    )
+
+
+EDGE_TABLES = [
+    [],
+    [("compute", 0.0, 5.0, 0)],
+    [("host_wait", 0.0, np.nan, 0), ("compute", 1.0, 2.0, 0), (None, 3.0, 1.0, 0)],
+    [("host_wait", 0.0, 4.0, 0), ("host_wait", 2.0, 4.0, 1), ("host_wait", 1.0, 0.5, 1), ("other", 0, 1, 1)],
+]
+
+
+@pytest.mark.parametrize("rows", EDGE_TABLES)
+def test_device_time_by_category_edge_cases(rows) -> None:
+    events = _edge_events(rows)
+    expected = _device_time_by_groupby(events)
+    got = activity.device_time_by_category(events)
+    np.testing.assert_array_equal(got.to_numpy(), expected.to_numpy())
+
+
+def _host_wait_top_by_groupby(events: pd.DataFrame, top: int) -> list[dict]:
+    """The host-wait calls with the most time, by pandas' groupby over the waits' names."""
+    waits = events[activity.is_host_wait(events) & ~activity.is_bookkeeping(events)]
+    by_name = (
+        pd.DataFrame({"name": waits["name"], "d": waits["dur_us"].fillna(0.0).to_numpy()})
+        .groupby("name", observed=True)["d"]
+        .agg(["size", "sum"])
+        .sort_values("sum", ascending=False, kind="stable")
+        .head(top)
+    )
+    return [
+        {"name": str(n), "count": int(r["size"]), "total_us": float(r["sum"])} for n, r in by_name.iterrows()
+    ]
+
+
+@pytest.mark.parametrize("top", [1, 5])
+def test_host_wait_top_equals_the_groupby(profile, top: int) -> None:
+    from popprof.metrics.trace_summary import host_wait_summary
+
+    got = host_wait_summary(profile.events, 1.0, top)["top"]
+    assert got == _host_wait_top_by_groupby(profile.events, top)
+
+
+@pytest.mark.parametrize("rows", EDGE_TABLES)
+def test_host_wait_summary_edge_cases(rows) -> None:
+    from popprof.metrics.trace_summary import host_wait_summary
+
+    events = _edge_events(rows)
+    summary = host_wait_summary(events, 10.0, 5)
+    assert summary["top"] == _host_wait_top_by_groupby(events, 5)

@@ -173,12 +173,13 @@ def _row(
 
 def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Each rank's host calls blocking on the device, as (start, end) arrays (bookkeeping left out)."""
-    mask = is_host_wait(events) & ~is_bookkeeping(events)
-    if not mask.any():
+    rows = np.flatnonzero(is_host_wait(events) & ~is_bookkeeping(events))
+    if rows.size == 0:
         return {}
-    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)[mask]
-    start = events["start_us"].to_numpy(dtype=np.float64)[mask]
-    end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[mask]
+    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0)
     return {int(r): (start[rank == r], end[rank == r]) for r in np.unique(rank)}
 
 

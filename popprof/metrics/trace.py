@@ -14,6 +14,7 @@ from ..model.profile import Profile
 from ..trace import activity
 from ..trace.activity import device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
+from ..trace.nesting import parent_positions
 from . import metric, metric_family
 from .devices import device_breakdown
 
@@ -92,11 +93,18 @@ def device_work_union(profile: Profile) -> activity.Union | None:
     )
 
 
+def parent_rows(profile: Profile) -> np.ndarray:
+    """:func:`popprof.trace.nesting.parent_positions` of the profile's events, computed once per scope."""
+    return profile.cached("trace.parent_rows", lambda: parent_positions(profile.events))
+
+
 def device_time_sums(profile: Profile) -> pd.Series:
     """:func:`popprof.trace.activity.device_time_by_category` of the profile's events, once per scope."""
     return profile.cached(
         "trace.device_time_sums",
-        lambda: activity.device_time_by_category(profile.events, device_activity_mask(profile)),
+        lambda: activity.device_time_by_category(
+            profile.events, device_activity_mask(profile), parent_rows(profile)
+        ),
     )
 
 

@@ -30,9 +30,11 @@ from ..trace.nesting import parent_positions, self_time
 from . import trace as trace_metrics
 
 
-def event_self_time(events: pd.DataFrame) -> np.ndarray:
-    """Self time of every event (its duration minus its direct children's), by row."""
-    return self_time(parent_positions(events), events["dur_us"].to_numpy(dtype=np.float64))
+def event_self_time(events: pd.DataFrame, parent: np.ndarray | None = None) -> np.ndarray:
+    """Self time of every event (its duration minus its direct children's), by row; ``parent``: the events'
+    :func:`popprof.trace.nesting.parent_positions` when the caller has them."""
+    parent = parent_positions(events) if parent is None else parent
+    return self_time(parent, events["dur_us"].to_numpy(dtype=np.float64))
 
 
 def _thread_names(profile: Profile) -> dict[tuple[int, int, int], tuple[str | None, str | None]]:
@@ -80,7 +82,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     }
     threads = trace_metrics.thread_ids(profile)
     out["busiest_threads"] = _busiest_threads(profile, threads, real, dur, out["span_us"], top)
-    own = event_self_time(events)
+    own = event_self_time(events, trace_metrics.parent_rows(profile))
     codes, names = _name_codes(events)
     by_name = _by_name(codes, names, dur, own, real)
     out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False, kind="stable").head(top))
@@ -191,32 +193,32 @@ def _busiest_threads(
 
 def host_wait_summary(events: pd.DataFrame, span: float | None, top: int = 5) -> dict:
     """Host calls blocking on the device: total (union per rank), share of the span, the top calls."""
-    mask = is_host_wait(events) & ~is_bookkeeping(events)
-    if not mask.any():
+    rows = np.flatnonzero(is_host_wait(events) & ~is_bookkeeping(events))
+    if rows.size == 0:
         return {"events": 0, "total_us": 0.0, "share": 0.0 if span else None, "top": []}
-    waits = events[mask]
-    rank = _ranks(waits)
-    start = waits["start_us"].to_numpy(dtype=np.float64)
-    dur = waits["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    rank = _ranks(events)[rows]
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
+    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0)
     total = 0.0
     for r in np.unique(rank):
         u = interval_union(start[rank == r], dur[rank == r])
         total += 0.0 if u is None else u.busy
-    by_name = (
-        pd.DataFrame({"name": waits["name"], "d": dur})
-        .groupby("name", observed=True)["d"]
-        .agg(["size", "sum"])
-        .sort_values("sum", ascending=False, kind="stable")
-        .head(top)
-    )
+    codes, names = _name_codes(events)
+    codes = codes[rows]
+    named = codes >= 0  # an event without a name is in no group, as in groupby
+    # one groupby over the name codes: the category order and the sums of groupby("name", observed=True)
+    grouped = pd.Series(dur[named]).groupby(codes[named], sort=True)
+    by_name = pd.DataFrame({"size": grouped.size(), "sum": grouped.sum()})
+    by_name = by_name.sort_values("sum", ascending=False, kind="stable").head(top)
     share = total / (span * max(len(np.unique(rank)), 1)) if span else None
     return {
-        "events": int(mask.sum()),
+        "events": int(rows.size),
         "total_us": total,
         "share": share,
         "top": [
-            {"name": str(n), "count": int(r["size"]), "total_us": float(r["sum"])}
-            for n, r in by_name.iterrows()
+            {"name": str(names[c]), "count": int(n), "total_us": float(t)}
+            for c, n, t in zip(by_name.index, by_name["size"].tolist(), by_name["sum"].tolist(), strict=True)
         ],
     }
 
@@ -286,11 +288,12 @@ def device_activity(events: pd.DataFrame, profile: Profile | None = None) -> dic
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     return [
-        {
-            "name": str(name),
-            "count": int(r["count"]),
-            "total_us": float(r["total_us"]),
-            "self_us": float(r["self_us"]),
-        }
-        for name, r in frame.iterrows()
+        {"name": str(name), "count": int(count), "total_us": float(total), "self_us": float(own)}
+        for name, count, total, own in zip(
+            frame.index,
+            frame["count"].tolist(),
+            frame["total_us"].tolist(),
+            frame["self_us"].tolist(),
+            strict=True,
+        )
     ]

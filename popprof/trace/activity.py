@@ -82,12 +82,18 @@ def interval_window(
 
 def is_device_activity(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: the event is device time (a device category other than ``host_wait``)."""
-    return events["device_category"].isin(BUSY_CATEGORIES).to_numpy(copy=True)
+    column = events["device_category"]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # the readers' dtype: one test per category
+        return category_mask(column.array, column.array.categories.isin(BUSY_CATEGORIES))
+    return column.isin(BUSY_CATEGORIES).to_numpy(copy=True)
 
 
 def is_host_wait(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: a host call blocking on the device (``device_category == "host_wait"``)."""
-    return (events["device_category"] == "host_wait").to_numpy(dtype=bool, na_value=False, copy=True)
+    column = events["device_category"]
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return category_mask(column.array, np.asarray(column.array.categories == "host_wait", dtype=bool))
+    return (column == "host_wait").to_numpy(dtype=bool, na_value=False, copy=True)
 
 
 #: Iteration markers written by the PyTorch profiler (``ProfilerStep#12``): annotations spanning a step, as
@@ -98,7 +104,7 @@ STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
 def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
     """Boolean mask of the rows of a categorical whose category is hit (``hit``: one flag per category,
     in their order); a missing value (code -1) is not. On the codes: one test per category, not per row."""
-    return np.append(np.asarray(hit, dtype=bool), False)[np.asarray(values.codes)]
+    return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(values.codes))  # -1: the False
 
 
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
@@ -126,25 +132,33 @@ def device_union(events: pd.DataFrame, mask: np.ndarray | None = None) -> Union 
     return interval_union(events["start_us"].to_numpy()[mask], events["dur_us"].to_numpy()[mask])
 
 
-def device_time_by_category(events: pd.DataFrame, mask: np.ndarray | None = None) -> pd.Series:
+def device_time_by_category(
+    events: pd.DataFrame, mask: np.ndarray | None = None, parent: np.ndarray | None = None
+) -> pd.Series:
     """Device time per category without double counting nested device events.
 
     Each device event contributes its duration minus that of its direct children
     that are device events too (a pvti ``Engine::run`` holding stream copies and
     syncs counts only its own remainder as compute). For Chrome traces, where
     device events do not nest, this is the plain sum of durations. ``mask``: the events'
-    :func:`is_device_activity` when the caller has it.
+    :func:`is_device_activity` and ``parent``: their :func:`popprof.trace.nesting.parent_positions`,
+    when the caller has them.
     """
     from .device import DEVICE_CATEGORIES
     from .nesting import parent_positions
 
     dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     is_device = is_device_activity(events) if mask is None else mask.copy()
-    parent = parent_positions(events)
+    parent = parent_positions(events) if parent is None else parent
     child = is_device & (parent >= 0)
     child[child] = is_device[parent[child]]
     nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))
     own = np.maximum(dur - nested_sum, 0.0)[is_device]
-    category = events["device_category"][is_device]
-    sums = pd.Series(own, index=category.index).groupby(category, observed=False).sum()
-    return sums.reindex(list(DEVICE_CATEGORIES), fill_value=0.0).astype("float64")
+    column = events["device_category"]
+    category = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
+    codes = np.asarray(category.codes)[is_device]
+    named = codes >= 0
+    # one groupby over the category codes: the sums (row order, pandas' summation) of a groupby by category
+    sums = pd.Series(own[named]).groupby(codes[named], sort=True).sum()
+    by_category = pd.Series(sums.to_numpy(), index=category.categories.take(sums.index.to_numpy()))
+    return by_category.reindex(list(DEVICE_CATEGORIES), fill_value=0.0).astype("float64")
