@@ -105,6 +105,26 @@ def test_distinct_is_unique(values) -> None:
     assert activity.distinct(array).dtype == np.unique(array).dtype
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([], dtype=np.int64),
+        np.array([7, 20, 7, 7, 20], dtype=np.int64),
+        np.array([-128, 127, 0, -1, 5], dtype=np.int8),
+        np.array([3, 1, 2**40], dtype=np.int64),  # too wide to count: np.unique
+        np.array([-(2**62), 2**62], dtype=np.int64),
+        np.array([2**63, 1, 2**63], dtype=np.uint64),
+        np.array([2**64 - 1, 2**64 - 3], dtype=np.uint64),
+        np.array([2**63 - 1, 2**63 - 5], dtype=np.int64),
+        np.array([4, 2, 9], dtype=np.uint8),
+    ],
+)
+def test_distinct_integers_is_unique(values: np.ndarray) -> None:
+    got = activity.distinct(values)
+    np.testing.assert_array_equal(got, np.unique(values))
+    assert got.dtype == np.unique(values).dtype
+
+
 def test_work_groups_are_the_groupby_groups(profile) -> None:
     work = devices._work(profile)
     if work is None:

@@ -228,7 +228,7 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
                 overlap,
                 host_wait_in_window(waits, int(rank), float(start.min()), float(end.max())),
                 len(start),
-                len(np.unique(streams[part])),
+                len(distinct(streams[part])),
             )
         )
     return rows

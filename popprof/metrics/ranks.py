@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.activity import STEP_MARKER
+from ..trace.activity import category_mask as codes_mask
 from ..trace.intervals import category_mask, device_activities, rank_codes
 from .devices import device_breakdown
 
@@ -88,7 +89,9 @@ def step_times(profile: Profile) -> pd.DataFrame:
     if not marker_codes:
         return empty
     codes = np.asarray(names.codes)
-    marks = np.isin(codes, marker_codes)
+    hit = np.zeros(len(names.categories), dtype=bool)
+    hit[marker_codes] = True
+    marks = codes_mask(names, hit)
     # the step number of each marker name, read once per name
     numbers = np.zeros(len(names.categories), dtype=np.int64)
     numbers[marker_codes] = (

@@ -45,10 +45,13 @@ def _profiler_steps(profile: Profile) -> pd.DataFrame:
     marks = rank_step_times(profile)
     if marks.empty:
         return _empty()
-    grouped = marks.groupby("step", sort=True)
-    out = pd.DataFrame(
-        {"start_us": grouped["start_us"].min(), "dur_us": grouped["dur_us"].max()}
-    ).reset_index()
+    if marks["step"].is_unique:  # one rank (or one marker per step): each group is one row, as it is
+        out = marks[["step", "start_us", "dur_us"]].sort_values("step", kind="stable").reset_index(drop=True)
+    else:
+        grouped = marks.groupby("step", sort=True)
+        out = pd.DataFrame(
+            {"start_us": grouped["start_us"].min(), "dur_us": grouped["dur_us"].max()}
+        ).reset_index()
     out["source"] = "ProfilerStep"
     return out[COLUMNS]
 

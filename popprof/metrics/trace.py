@@ -236,9 +236,8 @@ def profiler_step_count(profile: Profile) -> float | None:
     """Distinct ``ProfilerStep#N`` names among the events; None when the trace marks no steps."""
     names = profile.events["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: look at the used categories only
-        used = names.cat.categories.take(
-            np.unique(names.cat.codes.to_numpy()[names.cat.codes.to_numpy() >= 0])
-        )
+        codes = names.cat.codes.to_numpy()
+        used = names.cat.categories.take(activity.distinct(codes[codes >= 0]))
         labels = pd.Index(used.astype("str"))
     else:
         labels = pd.Index(names.dropna().astype("str").unique())

@@ -137,9 +137,10 @@ def _cached(kind: str, events: pd.DataFrame, build):
 
 def category_mask(series: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``series.isin(values)`` for a categorical Series, computed on its codes (no strings)."""
+    from .activity import category_mask as codes_mask
+
     cat = series.array
-    wanted = [i for i, c in enumerate(cat.categories) if c in values]
-    return np.isin(np.asarray(cat.codes), wanted)
+    return codes_mask(cat, [c in values for c in cat.categories])
 
 
 def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.Series:
@@ -179,7 +180,10 @@ def rank_codes(events: pd.DataFrame) -> np.ndarray:
     """Each event's rank as int64 (-1 when unknown or the trace has no ranks)."""
     if "rank" not in events.columns:
         return np.full(len(events), -1, dtype=np.int64)
-    return events["rank"].astype("Float64").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
+    rank = events["rank"]
+    if isinstance(rank.array, pd.arrays.IntegerArray):  # the readers' Int64: no conversion to Float64
+        return rank.array.to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    return rank.astype("Float64").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
 
 
 def _events(profile: Profile) -> pd.DataFrame:
