@@ -427,3 +427,59 @@ def test_host_wait_summary_edge_cases(rows) -> None:
     events = _edge_events(rows)
     summary = host_wait_summary(events, 10.0, 5)
     assert summary["top"] == _host_wait_top_by_groupby(events, 5)
+
+
+def test_clipped_durations_are_the_clipped_nan_to_num() -> None:
+    values = np.array([-0.0, 0.0, np.nan, -1.0, np.inf, -np.inf, 2.5, 5e-324, -5e-324, 1e308])
+    for dur in (values, values[values != np.inf], np.array([]), np.array([np.inf])):
+        expected = np.maximum(np.nan_to_num(dur, nan=0.0), 0.0)
+        got = activity.clipped_durations(dur)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        np.array([1.0, 2.0, 2.0, 5.0]),  # in order: no sort
+        np.array([5.0, 1.0, 2.0, 2.0]),
+        np.array([1.0, np.nan, 3.0]),
+        np.array([-0.0, 0.0, -0.0]),
+        np.array([3.0]),
+    ],
+)
+def test_merge_intervals_in_order_equals_the_sorted(start: np.ndarray) -> None:
+    from popprof.trace import intervals
+
+    end = start + np.array([1.0, 0.5, 3.0, 0.0])[: len(start)]
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))
+    last = np.append(first[1:] - 1, len(s) - 1)
+    got = intervals.merge_intervals(start, end)
+    np.testing.assert_array_equal(got[0], s[first])
+    np.testing.assert_array_equal(got[1], reach[last])
+
+
+def test_kind_unions_are_the_unions_of_each_kernel_type(profile) -> None:
+    from popprof.trace import intervals
+
+    work = devices._work(profile)
+    if work is None:
+        pytest.skip("no GPU work")
+    kinds = np.asarray(work["kernel_type"].array.codes)
+    starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
+    with metrics.shared(profile):
+        groups = devices._work_groups(profile, work)
+        unions = devices._kind_unions(profile, work)
+    for (_, _, part), merged in zip(groups, unions, strict=True):
+        raw = {}
+        for k in (devices.COMPUTATION, devices.COMMUNICATION, devices.MEMORY):
+            mine = kinds[part] == devices.KERNEL_TYPES.index(k)
+            raw[k] = (starts[part][mine], ends[part][mine])
+            assert devices._length(merged[k]) == intervals.union_length(*raw[k])
+        labels = list(raw)
+        assert intervals.state_durations([merged[k] for k in labels]) == intervals.state_durations(
+            [raw[k] for k in labels]
+        )

@@ -197,20 +197,44 @@ def host_wait_in_window(
     return im.union_length(np.clip(start, lo, hi), np.clip(end, lo, hi))
 
 
+def _kind_unions(profile: Profile, work: pd.DataFrame) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per (rank, device) of :func:`_work_groups`: the merged intervals of each kernel type of
+    :data:`_KIND_LABELS` (``merge_intervals``: merging them again gives them back), computed once per scope
+    for the per-device table and the kernel-type breakdown."""
+
+    def build() -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
+        starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
+        kinds = np.asarray(work["kernel_type"].array.codes)
+        out = []
+        for _, _, part in _work_groups(profile, work):
+            start, end, kind = starts[part], ends[part], kinds[part]
+            merged = {}
+            for k in _KIND_LABELS:
+                mine = kind == KERNEL_TYPES.index(k)
+                merged[k] = im.merge_intervals(start[mine], end[mine])
+            out.append(merged)
+        return out
+
+    return profile.cached("devices.kind_unions", build)
+
+
+def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
+    """Total length of merged intervals (:func:`popprof.trace.intervals.union_length` of what they merge)."""
+    start, end = intervals
+    return float((end - start).sum())
+
+
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
     waits = _host_wait_by_rank(profile.events)
     rows = []
     starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
-    kinds, streams = np.asarray(work["kernel_type"].array.codes), work["stream"].to_numpy()
-    for rank, device, part in _work_groups(profile, work):
-        start, end, kind = starts[part], ends[part], kinds[part]
-        spans = {
-            k: (start[kind == KERNEL_TYPES.index(k)], end[kind == KERNEL_TYPES.index(k)])
-            for k in _KIND_LABELS
-        }
+    streams = work["stream"].to_numpy()
+    groups = _work_groups(profile, work)
+    for (rank, device, part), spans in zip(groups, _kind_unions(profile, work), strict=True):
+        start, end = starts[part], ends[part]
         span = float(end.max() - start.min())
         busy = im.union_length(start, end)
-        comp, comm, mem = (im.union_length(*spans[k]) for k in _KIND_LABELS)
+        comp, comm, mem = (_length(spans[k]) for k in _KIND_LABELS)
         overlap = None
         if comm > 0:
             states = im.state_durations([spans[COMMUNICATION], spans[COMPUTATION]])
@@ -363,12 +387,9 @@ def kernel_breakdown(profile: Profile) -> pd.DataFrame:
     work = _work(profile)
     rows = []
     if work is not None:
-        starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
-        kinds = np.asarray(work["kernel_type"].array.codes)
-        for rank, device, part in _work_groups(profile, work):
-            kind, start, end = kinds[part], starts[part], ends[part]
-            codes = [KERNEL_TYPES.index(k) for k in _KIND_LABELS]
-            states = im.state_durations([(start[kind == c], end[kind == c]) for c in codes])
+        groups = _work_groups(profile, work)
+        for (rank, device, _), spans in zip(groups, _kind_unions(profile, work), strict=True):
+            states = im.state_durations([spans[k] for k in _KIND_LABELS])
             total = sum(states.values())
             for state, time in sorted(states.items()):
                 label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))

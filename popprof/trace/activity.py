@@ -40,17 +40,25 @@ class Union:
         return float(self.gaps.sum())
 
 
+def clipped_durations(dur: np.ndarray) -> np.ndarray:
+    """``np.maximum(np.nan_to_num(dur, nan=0.0), 0.0)`` in one pass: missing and negative durations as 0,
+    +inf as the largest float (as ``nan_to_num`` has it)."""
+    out = np.fmax(np.asarray(dur, dtype=np.float64), 0.0)
+    if out.size and out.max() == np.inf:
+        np.minimum(out, np.finfo(np.float64).max, out=out)
+    return out
+
+
 def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
     """Union of intervals ``[start, start + dur)``, vectorised; ``None`` when there are none."""
     start = np.asarray(start, dtype=np.float64)
-    dur = np.nan_to_num(np.asarray(dur, dtype=np.float64), nan=0.0)
     keep = ~np.isnan(start)
-    start, dur = start[keep], dur[keep]
+    start, dur = start[keep], clipped_durations(np.asarray(dur, dtype=np.float64)[keep])
     if start.size == 0:
         return None
     from .intervals import merge_intervals
 
-    s, e = merge_intervals(start, start + np.maximum(dur, 0.0))
+    s, e = merge_intervals(start, start + dur)
     gaps = s[1:] - e[:-1]
     first, last = float(s[0]), float(e[-1])
     return Union(first, last, float((e - s).sum()), gaps)
@@ -83,7 +91,7 @@ def interval_window(
         keep &= mask
     if not keep.any():
         return None
-    end = start + np.maximum(np.nan_to_num(np.asarray(dur, dtype=np.float64), nan=0.0), 0.0)
+    end = start + clipped_durations(dur)
     return float(np.min(start, where=keep, initial=np.inf)), float(np.max(end, where=keep, initial=-np.inf))
 
 
