@@ -483,3 +483,22 @@ def test_kind_unions_are_the_unions_of_each_kernel_type(profile) -> None:
         assert intervals.state_durations([merged[k] for k in labels]) == intervals.state_durations(
             [raw[k] for k in labels]
         )
+
+
+@pytest.mark.parametrize(
+    ("step_rank", "step_start"),
+    [
+        ([0, 0], [10.0, 20.0]),
+        ([0, 1, 1, 2], [5.0, np.nan, 7.0, np.nan]),
+        ([3], [0.0]),
+        ([], []),
+    ],
+)
+def test_before_last_step_equals_the_groupby_reindex(step_rank: list[int], step_start: list[float]) -> None:
+    from popprof.trace.gpu_work import _before_last_step
+
+    rank = np.array([0, 0, 1, 1, 2, 5, 0, 3, -1], dtype=np.int64)
+    start = np.array([1.0, 25.0, 7.0, 6.0, 3.0, 9.0, 20.0, np.nan, 4.0])
+    step_rank_, step_start_ = np.asarray(step_rank, dtype=np.int64), np.asarray(step_start, dtype=np.float64)
+    limit = pd.Series(step_start_).groupby(step_rank_).max().reindex(rank).to_numpy(dtype=np.float64)
+    np.testing.assert_array_equal(_before_last_step(rank, start, step_rank_, step_start_), ~(start >= limit))

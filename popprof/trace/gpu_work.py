@@ -82,6 +82,24 @@ def has_fraction(values: np.ndarray) -> np.ndarray:
     return ~np.isfinite(values) | (np.floor(values) != values)
 
 
+def _correlations(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The correlation ids of some rows as float64 (NaN where missing), converting only those rows."""
+    return column.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _before_last_step(
+    rank: np.ndarray, start: np.ndarray, step_rank: np.ndarray, step_start: np.ndarray
+) -> np.ndarray:
+    """Boolean per event: it does not start at or after the start of its rank's last profiler step (a
+    rank without steps keeps everything; so does a rank whose step starts are all missing)."""
+    keep = np.ones(len(rank), dtype=bool)
+    for r in distinct(step_rank).tolist():
+        limit = np.fmax.reduce(step_start[step_rank == r])  # the latest start, missing ones skipped
+        mine = rank == r
+        keep[mine] = ~(start[mine] >= limit)
+    return keep
+
+
 def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
@@ -95,8 +113,8 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
     start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
     end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
-    corr = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
-    host = ~on_stream & ~np.isnan(corr) & ~bookkeeping
+    correlation = events["correlation"]
+    host = ~on_stream & correlation.notna().to_numpy() & ~bookkeeping
     step_names = _profiler_step_names(events)
     is_step = category_mask(events["name"].array, step_names) & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
@@ -113,26 +131,34 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             end[rows] = np.floor(end[rows])
     host_rows = np.flatnonzero(host)
     if filtering and is_step.any():
-        last_step = pd.Series(start[is_step]).groupby(rank[is_step]).max()
-        limit = last_step.reindex(rank[host_rows]).to_numpy(dtype=np.float64)
-        host_rows = host_rows[~(start[host_rows] >= limit)]  # a rank without steps keeps everything
-    host_keys = _keys(rank[host_rows], corr[host_rows])
+        host_rows = host_rows[
+            _before_last_step(rank[host_rows], start[host_rows], rank[is_step], start[is_step])
+        ]
+    host_corr = _correlations(correlation, host_rows)
+    host_keys = _keys(rank[host_rows], host_corr)
     last = ~pd.Index(host_keys).duplicated(keep="last")
     host_keys, host_rows = host_keys[last], host_rows[last]
     work_rows = np.flatnonzero(on_stream)
-    position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], corr[work_rows]))
+    work_corr = _correlations(correlation, work_rows)
+    position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], work_corr))
     matched = position >= 0
     if filtering:
         # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
         linked = np.isin(rank[work_rows], distinct(rank[host]))
         keep = matched | ~linked
-        work_rows, position, matched = work_rows[keep], position[keep], matched[keep]
+        work_rows, position, matched, work_corr = (
+            work_rows[keep],
+            position[keep],
+            matched[keep],
+            work_corr[keep],
+        )
     launch_start = np.where(
         matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan, np.nan
     )
     device = events["device"].array
     order = np.lexsort((start[work_rows], np.asarray(device.codes)[work_rows], rank[work_rows]))
     work_rows, launch_start = work_rows[order], launch_start[order]  # rows by (rank, device, start)
+    work_corr = work_corr[order]
     names = events["name"].array[work_rows]
     stream = events["stream"].array[work_rows]
     return pd.DataFrame(
@@ -142,7 +168,7 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             "stream": stream.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.int64),
             "name": names,
             "channel": events["channel"].array[work_rows],
-            "correlation": corr[work_rows],
+            "correlation": work_corr,
             "start": start[work_rows],
             "end": end[work_rows],
             "kernel_type": kernel_types(names),
