@@ -502,3 +502,40 @@ def test_before_last_step_equals_the_groupby_reindex(step_rank: list[int], step_
     step_rank_, step_start_ = np.asarray(step_rank, dtype=np.int64), np.asarray(step_start, dtype=np.float64)
     limit = pd.Series(step_start_).groupby(step_rank_).max().reindex(rank).to_numpy(dtype=np.float64)
     np.testing.assert_array_equal(_before_last_step(rank, start, step_rank_, step_start_), ~(start >= limit))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [3.0],
+        [1.0, 5.0, 5.0, 2.0, 5.0],
+        [0.0, -0.0, 0.0, 1.0],
+        [np.nan, 2.0, np.nan, np.inf, -np.inf, 2.0],
+    ],
+)
+@pytest.mark.parametrize("top", [1, 3, 10])
+def test_top_positions_are_the_stable_descending_head(values: list[float], top: int) -> None:
+    from popprof.metrics.trace_summary import top_positions
+
+    series = pd.Series(values, dtype=np.float64)
+    expected = series.sort_values(ascending=False, kind="stable").head(top).index.to_numpy()
+    np.testing.assert_array_equal(top_positions(series.to_numpy(), top), expected)
+
+
+def test_by_name_equals_the_selected_bincounts(profile) -> None:
+    from popprof.metrics import trace_summary
+
+    events = profile.events
+    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    own = trace_summary.event_self_time(events)
+    codes, names = trace_summary._name_codes(events)
+    for mask in (~activity.is_bookkeeping(events), activity.is_device_activity(events)):
+        keep = mask & (codes >= 0)
+        count = np.bincount(codes[keep], minlength=len(names))
+        got = trace_summary._by_name(codes, names, dur, own, mask)
+        np.testing.assert_array_equal(got.count, count[count > 0])
+        for column, weights in (("total_us", dur), ("self_us", own)):
+            expected = np.bincount(codes[keep], weights=weights[keep], minlength=len(names))[count > 0]
+            np.testing.assert_array_equal(getattr(got, column), expected)
+        assert got.names.tolist() == names[count > 0].tolist()

@@ -10,6 +10,7 @@ top event.
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -85,8 +86,8 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     own = event_self_time(events, trace_metrics.parent_rows(profile))
     codes, names = _name_codes(events)
     by_name = _by_name(codes, names, dur, own, real)
-    out["top_by_total"] = _records(by_name.sort_values("total_us", ascending=False, kind="stable").head(top))
-    out["top_by_self"] = _records(by_name.sort_values("self_us", ascending=False, kind="stable").head(top))
+    out["top_by_total"] = _records(by_name, by_name.total_us, top)
+    out["top_by_self"] = _records(by_name, by_name.self_us, top)
     # ProfilerStep#N spans a step: its self time is the step's time outside ops, not an op's work
     cpu = (
         ~trace_metrics.device_activity_mask(profile)
@@ -95,9 +96,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
         & ~is_step_marker(events)
     )
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
-    out["top_cpu_ops_by_self"] = _records(
-        cpu_by_name.sort_values("self_us", ascending=False, kind="stable").head(top)
-    )
+    out["top_cpu_ops_by_self"] = _records(cpu_by_name, cpu_by_name.self_us, top)
     out["host_wait"] = host_wait_summary(events, out["span_us"], top)
     out.update(_device_part(profile, top))
     out["device_activity"] = device_activity(events, profile)
@@ -131,22 +130,36 @@ def on_device_tracks(
     return device[ids]
 
 
+class _NameTotals(NamedTuple):
+    """Count, total and self time per name (the names with events, in their category order)."""
+
+    names: pd.Index
+    count: np.ndarray
+    total_us: np.ndarray
+    self_us: np.ndarray
+
+
 def _by_name(
     codes: np.ndarray, names: pd.Index, dur: np.ndarray, own: np.ndarray, mask: np.ndarray
-) -> pd.DataFrame:
+) -> _NameTotals:
     """Count, total and self time per name of the events in ``mask`` (names in their category order)."""
-    keep = mask & (codes >= 0)
-    picked = codes[keep]
-    count = np.bincount(picked, minlength=len(names))
-    frame = pd.DataFrame(
-        {
-            "count": count,
-            "total_us": np.bincount(picked, weights=dur[keep], minlength=len(names)),
-            "self_us": np.bincount(picked, weights=own[keep], minlength=len(names)),
-        },
-        index=names,
+    # rows left out count in one extra bin: each name's sum adds the same rows in the same order
+    bins = np.where(mask & (codes >= 0), codes, len(names))
+    count = np.bincount(bins, minlength=len(names) + 1)[:-1]
+    used = count > 0
+    return _NameTotals(
+        names[used],
+        count[used],
+        np.bincount(bins, weights=dur, minlength=len(names) + 1)[:-1][used],
+        np.bincount(bins, weights=own, minlength=len(names) + 1)[:-1][used],
     )
-    return frame[count > 0]
+
+
+def top_positions(values: np.ndarray, top: int) -> np.ndarray:
+    """Positions of the ``top`` largest values, largest first, ties in their order and NaN last: the rows
+    ``sort_values(ascending=False, kind="stable").head(top)`` keeps."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.argsort(-values, kind="stable")[:top]
 
 
 def _busiest_threads(
@@ -160,20 +173,20 @@ def _busiest_threads(
     """Threads by the time under their top-level events (bookkeeping, ``~real``, left out)."""
     events = profile.events
     ids, keys = threads
-    top_level = real & (events["depth"] == 0).to_numpy()
-    busy = pd.DataFrame(
-        {
-            "busy_us": np.bincount(ids[top_level], weights=dur[top_level], minlength=len(keys)),
-            "events": np.bincount(ids[real], minlength=len(keys)),
-            "top": np.bincount(ids[top_level], minlength=len(keys)),
-        }
-    )
-    busy = pd.concat([keys, busy], axis=1)
-    busy = busy[busy["top"] > 0].sort_values("busy_us", ascending=False, kind="stable").head(top)
+    top_level = real & (events["depth"].to_numpy() == 0)
+    busy = np.bincount(ids[top_level], weights=dur[top_level], minlength=len(keys))
+    counts = np.bincount(ids[real], minlength=len(keys))
+    shown = np.flatnonzero(np.bincount(ids[top_level], minlength=len(keys)) > 0)
+    shown = shown[top_positions(busy[shown], top)]
     names = _thread_names(profile)
     rows = []
     for r, p, t, busy_us, count in zip(
-        busy["rank"], busy["pid"], busy["tid"], busy["busy_us"], busy["events"], strict=True
+        keys["rank"].to_numpy()[shown],
+        keys["pid"].to_numpy()[shown],
+        keys["tid"].to_numpy()[shown],
+        busy[shown].tolist(),
+        counts[shown].tolist(),
+        strict=True,
     ):
         process, thread = names.get((int(r), int(p), int(t)), (None, None))
         rows.append(
@@ -209,8 +222,9 @@ def host_wait_summary(events: pd.DataFrame, span: float | None, top: int = 5) ->
     named = codes >= 0  # an event without a name is in no group, as in groupby
     # one groupby over the name codes: the category order and the sums of groupby("name", observed=True)
     grouped = pd.Series(dur[named]).groupby(codes[named], sort=True)
-    by_name = pd.DataFrame({"size": grouped.size(), "sum": grouped.sum()})
-    by_name = by_name.sort_values("sum", ascending=False, kind="stable").head(top)
+    sums = grouped.sum()
+    shown = top_positions(sums.to_numpy(), top)
+    shown_codes, sizes, sums = sums.index[shown], grouped.size().to_numpy()[shown], sums.to_numpy()[shown]
     share = total / (span * max(len(np.unique(rank)), 1)) if span else None
     return {
         "events": int(rows.size),
@@ -218,7 +232,7 @@ def host_wait_summary(events: pd.DataFrame, span: float | None, top: int = 5) ->
         "share": share,
         "top": [
             {"name": str(names[c]), "count": int(n), "total_us": float(t)}
-            for c, n, t in zip(by_name.index, by_name["size"].tolist(), by_name["sum"].tolist(), strict=True)
+            for c, n, t in zip(shown_codes, sizes.tolist(), sums.tolist(), strict=True)
         ],
     }
 
@@ -286,14 +300,16 @@ def device_activity(events: pd.DataFrame, profile: Profile | None = None) -> dic
     return out
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
+def _records(totals: _NameTotals, by: np.ndarray, top: int) -> list[dict]:
+    """The ``top`` names by ``by`` (one of ``totals``' columns), largest first."""
+    shown = top_positions(by, top)
     return [
-        {"name": str(name), "count": int(count), "total_us": float(total), "self_us": float(own)}
-        for name, count, total, own in zip(
-            frame.index,
-            frame["count"].tolist(),
-            frame["total_us"].tolist(),
-            frame["self_us"].tolist(),
+        {"name": str(totals.names[i]), "count": int(count), "total_us": float(total), "self_us": float(own)}
+        for i, count, total, own in zip(
+            shown.tolist(),
+            totals.count[shown].tolist(),
+            totals.total_us[shown].tolist(),
+            totals.self_us[shown].tolist(),
             strict=True,
         )
     ]
