@@ -539,3 +539,17 @@ def test_by_name_equals_the_selected_bincounts(profile) -> None:
             expected = np.bincount(codes[keep], weights=weights[keep], minlength=len(names))[count > 0]
             np.testing.assert_array_equal(getattr(got, column), expected)
         assert got.names.tolist() == names[count > 0].tolist()
+
+
+def test_device_time_by_category_nested_equals_the_groupby() -> None:
+    events = _edge_events(
+        [
+            ("compute", 0.0, 10.0, 0),
+            ("exchange", 1.0, 3.0, 0),
+            ("sync", 5.0, 20.0, 0),
+            ("other", 6.0, -1.0, 0),
+        ]
+    )
+    events["parent_id"] = pd.array([None, 0, 0, 2], dtype="Int64")  # the sync outlasts its parent: clipped
+    expected = _device_time_by_groupby(events)
+    np.testing.assert_array_equal(activity.device_time_by_category(events).to_numpy(), expected.to_numpy())

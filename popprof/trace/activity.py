@@ -167,8 +167,11 @@ def device_time_by_category(
     parent = parent_positions(events) if parent is None else parent
     child = is_device & (parent >= 0)
     child[child] = is_device[parent[child]]
-    nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))
-    own = np.maximum(dur - nested_sum, 0.0)[is_device]
+    if child.any():
+        nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))
+        own = np.maximum(dur - nested_sum, 0.0)[is_device]
+    else:  # no device event inside another (Chrome traces): dur - 0.0 is dur
+        own = np.maximum(dur[is_device], 0.0)
     column = events["device_category"]
     category = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
     codes = np.asarray(category.codes)[is_device]
