@@ -553,3 +553,26 @@ def test_device_time_by_category_nested_equals_the_groupby() -> None:
     events["parent_id"] = pd.array([None, 0, 0, 2], dtype="Int64")  # the sync outlasts its parent: clipped
     expected = _device_time_by_groupby(events)
     np.testing.assert_array_equal(activity.device_time_by_category(events).to_numpy(), expected.to_numpy())
+
+
+def test_rank_step_times_equal_the_sorted_frame(profile) -> None:
+    from popprof.metrics import ranks
+    from popprof.trace.intervals import rank_codes
+
+    events = profile.events
+    marks = activity.is_step_marker(events)
+    names = events["name"].astype("str").to_numpy()[marks]
+    frame = pd.DataFrame(
+        {
+            "rank": rank_codes(events)[marks],
+            "step": np.array([int(n.rsplit("#", 1)[1]) for n in names], dtype=np.int64),
+            "start_us": events["start_us"].to_numpy(dtype=np.float64)[marks],
+            "dur_us": events["dur_us"].to_numpy(dtype=np.float64)[marks],
+        }
+    )
+    expected = frame[frame["dur_us"].notna()].sort_values(["rank", "step"]).reset_index(drop=True)
+    got = ranks.step_times(profile)
+    if expected.empty:
+        assert got.empty
+        return
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)

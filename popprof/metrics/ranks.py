@@ -100,15 +100,14 @@ def step_times(profile: Profile) -> pd.DataFrame:
         .astype("int64")
         .to_numpy()
     )
-    out = pd.DataFrame(
-        {
-            "rank": rank_codes(events)[marks],
-            "step": numbers[codes[marks]],
-            "start_us": events["start_us"].to_numpy(dtype=np.float64)[marks],
-            "dur_us": events["dur_us"].to_numpy(dtype=np.float64)[marks],
-        }
+    rank, step = rank_codes(events)[marks], numbers[codes[marks]]
+    start = events["start_us"].to_numpy(dtype=np.float64)[marks]
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[marks]
+    timed = np.flatnonzero(~np.isnan(dur))
+    order = timed[np.lexsort((step[timed], rank[timed]))]  # stable, as sort_values(["rank", "step"])
+    return pd.DataFrame(
+        {"rank": rank[order], "step": step[order], "start_us": start[order], "dur_us": dur[order]}
     )
-    return out[out["dur_us"].notna()].sort_values(["rank", "step"]).reset_index(drop=True)
 
 
 def collective_late_start(profile: Profile, min_normalized_duration: float = 0.01) -> pd.DataFrame:
