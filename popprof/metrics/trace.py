@@ -195,9 +195,10 @@ def device_window_idle_share(profile: Profile) -> float | None:
     table = device_breakdown(profile)
     if table.empty or "idle_us" not in table.columns:
         return None
-    table = table.dropna(subset=["idle_us", "span_us"])
-    window = float(table["span_us"].sum())
-    return None if window <= 0 else min(float(table["idle_us"].sum()) / window, 1.0)
+    idle, span = table["idle_us"], table["span_us"]
+    timed = (idle.notna() & span.notna()).to_numpy()  # the rows dropna(subset=...) keeps, without the frame
+    window = float(span[timed].sum())
+    return None if window <= 0 else min(float(idle[timed].sum()) / window, 1.0)
 
 
 @metric(
