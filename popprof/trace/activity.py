@@ -95,20 +95,22 @@ def interval_window(
     return float(np.min(start, where=keep, initial=np.inf)), float(np.max(end, where=keep, initial=-np.inf))
 
 
+def labels_mask(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
+    """``column.isin(labels)`` as a new boolean array; on a categorical (the readers' dtype) one test per
+    category, on its codes (:func:`category_mask`), not one per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return category_mask(column.array, column.array.categories.isin(labels))
+    return column.isin(labels).to_numpy(dtype=bool, copy=True)
+
+
 def is_device_activity(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: the event is device time (a device category other than ``host_wait``)."""
-    column = events["device_category"]
-    if isinstance(column.dtype, pd.CategoricalDtype):  # the readers' dtype: one test per category
-        return category_mask(column.array, column.array.categories.isin(BUSY_CATEGORIES))
-    return column.isin(BUSY_CATEGORIES).to_numpy(copy=True)
+    return labels_mask(events["device_category"], BUSY_CATEGORIES)
 
 
 def is_host_wait(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: a host call blocking on the device (``device_category == "host_wait"``)."""
-    column = events["device_category"]
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return category_mask(column.array, np.asarray(column.array.categories == "host_wait", dtype=bool))
-    return (column == "host_wait").to_numpy(dtype=bool, na_value=False, copy=True)
+    return labels_mask(events["device_category"], ("host_wait",))
 
 
 #: Iteration markers written by the PyTorch profiler (``ProfilerStep#12``): annotations spanning a step, as

@@ -137,10 +137,9 @@ def _cached(kind: str, events: pd.DataFrame, build):
 
 def category_mask(series: pd.Series, values: tuple[str, ...]) -> np.ndarray:
     """``series.isin(values)`` for a categorical Series, computed on its codes (no strings)."""
-    from .activity import category_mask as codes_mask
+    from .activity import labels_mask
 
-    cat = series.array
-    return codes_mask(cat, [c in values for c in cat.categories])
+    return labels_mask(series, values)
 
 
 def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.Series:
