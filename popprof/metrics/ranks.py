@@ -9,9 +9,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace.activity import STEP_MARKER
-from ..trace.activity import category_mask as codes_mask
-from ..trace.intervals import category_mask, device_activities, rank_codes
+from ..trace.activity import STEP_MARKER, category_mask, labels_mask
+from ..trace.intervals import device_activities, rank_codes
 from .devices import device_breakdown
 
 
@@ -91,7 +90,7 @@ def step_times(profile: Profile) -> pd.DataFrame:
     codes = np.asarray(names.codes)
     hit = np.zeros(len(names.categories), dtype=bool)
     hit[marker_codes] = True
-    marks = codes_mask(names, hit)
+    marks = category_mask(names, hit)
     # the step number of each marker name, read once per name
     numbers = np.zeros(len(names.categories), dtype=np.int64)
     numbers[marker_codes] = (
@@ -149,7 +148,7 @@ def collective_late_start(profile: Profile, min_normalized_duration: float = 0.0
             "name": np.asarray(events["name"].astype("str"))[on_device],
             "start": starts[on_device],
             "dur": durs[on_device],
-            "comm": category_mask(events["device_category"], ("exchange",))[on_device],
+            "comm": labels_mask(events["device_category"], ("exchange",))[on_device],
         }
     )
     if "correlation" in events.columns:

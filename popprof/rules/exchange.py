@@ -14,7 +14,8 @@ from ..io import units
 from ..metrics import execution as ex
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
-from ..trace.intervals import DeviceActivity, category_mask, device_activities, window_sums
+from ..trace.activity import labels_mask
+from ..trace.intervals import DeviceActivity, device_activities, window_sums
 from . import execution_totals
 from .base import RULES, Finding, NotEvaluated, band, rule
 from .execution_totals import ADVICE_SYNC, sync_dominated
@@ -66,7 +67,7 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing)")
     step = steps["step"].to_numpy(dtype=np.int64)
     cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
-    is_x = category_mask(steps["category"], EXCHANGE)
+    is_x = labels_mask(steps["category"], EXCHANGE)
     first_step = int(step.min())
     win = (step - first_step) // width
     count = int(win.max()) + 1
@@ -430,7 +431,7 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
 def _share_per_ipu(steps: pd.DataFrame) -> pd.Series:
     """Exchange + global exchange + sync cycles over all cycles, per IPU (vectorised)."""
     cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
-    is_x = category_mask(steps["category"], EXCHANGE)
+    is_x = labels_mask(steps["category"], EXCHANGE)
     frame = pd.DataFrame({"ipu": steps["ipu"].to_numpy(), "all": cycles, "x": np.where(is_x, cycles, 0.0)})
     sums = frame.groupby("ipu").sum()
     return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()

@@ -15,10 +15,10 @@ from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
+from ..trace.activity import labels_mask
 from ..trace.intervals import (
     DeviceActivity,
     HostEvents,
-    category_mask,
     device_activities,
     host_events,
     merge_intervals,
@@ -50,7 +50,7 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
     if severity is None:
         return []
     steps = profile.steps
-    io = category_mask(steps["category"], ("host_io",))
+    io = labels_mask(steps["category"], ("host_io",))
     per_prog = sum_by_code(steps["program"], io, steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0))
     io_total = float(per_prog.sum())
     top = per_prog.head(int(params["top"]))

@@ -135,13 +135,6 @@ def _cached(kind: str, events: pd.DataFrame, build):
     return value
 
 
-def category_mask(series: pd.Series, values: tuple[str, ...]) -> np.ndarray:
-    """``series.isin(values)`` for a categorical Series, computed on its codes (no strings)."""
-    from .activity import labels_mask
-
-    return labels_mask(series, values)
-
-
 def sum_by_code(series: pd.Series, mask: np.ndarray, weights: np.ndarray) -> pd.Series:
     """Sum of ``weights`` per category of a categorical Series over rows in ``mask`` (non-zero sums only,
     largest first)."""
