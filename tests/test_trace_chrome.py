@@ -19,6 +19,7 @@ from popprof.model.errors import InputError
 from popprof.readers import chrome, detect, read_path
 from popprof.readers.chrome import framing, parse, sniffing, split
 from popprof.testing import trace_synth as synth
+from popprof.trace import frame
 
 COLS = [
     "event_id",
@@ -336,43 +337,52 @@ def test_claims_give_each_piece_once_from_either_end(monkeypatch) -> None:
     assert stuck.take(from_back=False) is None
 
 
-#: the real description (the tests below replace the module's with their own, which call this)
+#: the real description (the test below replaces the module's with its own, which calls this)
 _SOURCE_METADATA = sources.source_metadata
 
 
-def _describe_where(fmt: str, paths: list) -> dict:
-    """source_metadata, plus the id of the process that ran it (module level: a worker job can name it)."""
-    return {**_SOURCE_METADATA(fmt, paths), "described_by": str(os.getpid())}
-
-
-def _describe_here_only(fmt: str, paths: list) -> dict:
-    if os.getpid() != int(os.environ["POPPROF_TEST_MAIN_PID"]):
-        raise OSError("no such file over there")
-    return _describe_where(fmt, paths)
-
-
-def test_parallel_parse_describes_the_source_on_the_worker(tmp_path: Path, monkeypatch) -> None:
-    """The file's SHA-256 is the worker's last job (after its part); it equals the serial read's, and a
-    description that fails over there is made in this process instead."""
+def test_parallel_parse_ends_the_worker_before_the_tables(tmp_path: Path, monkeypatch) -> None:
+    """Once the pieces are in, the worker ends (its heap does not add to the read's peak while this process
+    builds the tables), and the file's SHA-256 is made in this process, equal to the serial read's."""
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
     serial = chrome.read(path, parallel=False)
     monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(sources, "source_metadata", _describe_where)  # split imports it when it hashes
+    started: list = []
+    start_parallel = split.start_parallel
+
+    def watched_start(*args, **kwargs):
+        workers = start_parallel(*args, **kwargs)
+        started.append(workers)
+        return workers
+
+    alive_at_tables: list[bool] = []
+    build_events = frame.build_events
+
+    def watched_build(**kwargs):
+        (workers,) = started
+        for process in workers._pool._started:
+            process.join(10)  # told to end with the pieces: it does, without being terminated
+            alive_at_tables.append(process.is_alive() or process.exitcode != 0)
+        return build_events(**kwargs)
+
+    described_by: list[int] = []
+
+    def describe_where(fmt: str, paths: list) -> dict:
+        described_by.append(os.getpid())
+        return _SOURCE_METADATA(fmt, paths)
+
+    monkeypatch.setattr(split, "start_parallel", watched_start)
+    monkeypatch.setattr(frame, "build_events", watched_build)
+    monkeypatch.setattr(sources, "source_metadata", describe_where)
     parallel = chrome.read(path)
     assert parallel.meta["chrome.parse_parts"] == "2"
+    assert alive_at_tables == [False]  # one worker, ended cleanly before build_events
+    assert described_by == [os.getpid()]
     assert parallel.meta["source_files"] == serial.meta["source_files"]
     assert (
         json.loads(parallel.meta["source_files"])[0]["sha256"]
         == hashlib.sha256(path.read_bytes()).hexdigest()
     )
-    assert parallel.meta["described_by"] != str(os.getpid())  # a forked worker did it
-
-    monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
-    monkeypatch.setattr(sources, "source_metadata", _describe_here_only)
-    again = chrome.read(path)
-    assert again.meta["chrome.parse_parts"] == "2"
-    assert again.meta["source_files"] == serial.meta["source_files"]
-    assert again.meta["described_by"] == str(os.getpid())
 
 
 def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monkeypatch) -> None:

@@ -152,13 +152,19 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
         path = Path({str(path)!r})
         split.PARALLEL_MIN_BYTES = 0
         split.MIN_PIECE_BYTES = path.stat().st_size // 40
-        def lazy_imports():  # run in the worker: what pyarrow's type inference would have imported there
-            return sorted(m for m in ("dateutil", "numpy.ma") if m in sys.modules)
+        state = Path({str(tmp_path / "worker.json")!r})
+        parse_back = split._parse_back
+        def traced_back(jobs):  # the worker's job: after each piece, what it has loaded so far
+            result = parse_back(jobs)
+            lazy = sorted(m for m in ("dateutil", "numpy.ma") if m in sys.modules)  # type inference's
+            pandas = "pandas/_libs" in Path("/proc/self/maps").read_text()
+            state.write_text(json.dumps([lazy, pandas]))
+            return result
+        split._parse_back = traced_back  # before the fork: the worker runs it
         assert early.start(path) and "pandas" not in sys.modules
         workers = early._started[1]
         parts = workers.parts()
-        worker_lazy = workers._pool.submit(lazy_imports).result()
-        maps = Path(f"/proc/{{workers._pool.processes()[0].pid}}/maps").read_text()
+        worker_lazy, worker_pandas = json.loads(state.read_text())
         split.unify_synthetic_ids(parts)
         merged = split.merge(parts)
         serial = parse_file(path, "traceEvents.item", False)
@@ -172,7 +178,7 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
             return sorted(map(repr, zip(*cols)))  # the events, whatever order the pieces left them in
         print(json.dumps({{
             "parts": len(parts),
-            "worker_pandas": "pandas/_libs" in maps,
+            "worker_pandas": worker_pandas,
             "worker_lazy": worker_lazy,
             "same": columns(merged) == columns(serial),
             "parsed": [merged.parsed, serial.parsed],

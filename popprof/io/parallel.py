@@ -102,6 +102,7 @@ class ProcessPool:
 
     def __init__(self, executor: concurrent.futures.ProcessPoolExecutor) -> None:
         self.executor = executor
+        self._started: list = []  # the workers, kept past a shutdown that did not wait for them
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[R]:
         """Schedule ``fn(*args, **kwargs)`` on a worker (the first call starts the workers)."""
@@ -111,12 +112,17 @@ class ProcessPool:
         """The worker processes started so far (``multiprocessing.Process`` objects)."""
         return list((getattr(self.executor, "_processes", None) or {}).values())
 
-    def close(self, terminate: bool = False) -> None:
+    def close(self, terminate: bool = False, wait: bool = True) -> None:
         """Shut down: cancel the jobs not started; with ``terminate``, also end the workers still working
-        (SIGTERM, which :func:`.workers.quiet_worker` makes silent) and wait until every one has ended."""
-        processes = self.processes()  # shutdown forgets them
-        self.executor.shutdown(wait=not terminate, cancel_futures=True)
+        (SIGTERM, which :func:`.workers.quiet_worker` makes silent) and wait until every one has ended.
+        With ``wait`` false the workers end after their current job, without this process waiting for them
+        (a later ``close()`` waits until they have; one with ``terminate`` ends any worker left)."""
+        processes = self._started = self.processes() or self._started  # shutdown forgets them
+        self.executor.shutdown(wait=wait and not terminate, cancel_futures=True)
         if not terminate:
+            for process in processes if wait else ():  # after a shutdown that did not wait: they are leaving
+                with contextlib.suppress(Exception):
+                    process.join(JOIN_SECONDS)
             return
         for process in processes:
             with contextlib.suppress(Exception):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -32,3 +33,15 @@ def describe_sources(paths: list[str | os.PathLike[str]]) -> list[dict[str, obje
 def source_metadata(source_format: str, paths: list[str | os.PathLike[str]]) -> dict[str, str]:
     """Metadata entries every reader records: the format and the source files."""
     return {"source_format": source_format, "source_files": json.dumps(describe_sources(paths))}
+
+
+def describe_meanwhile(source_format: str, path: str | os.PathLike[str]) -> Callable[[], dict[str, str]]:
+    """Start :func:`source_metadata` of one file on a thread of the one parallel helper (hashing releases the
+    GIL, so it runs beside this thread's work) and return the callable that waits for it. With parallel work
+    off (``POPPROF_PARALLEL=0``) the description is made here, first."""
+    from .parallel import thread_pool
+
+    pool = thread_pool(1)
+    future = pool.submit(source_metadata, source_format, [path])
+    pool.shutdown(wait=False)
+    return future.result

@@ -11,9 +11,8 @@ import numpy as np
 
 from ...io.files import snapshot
 from ...io.heap import gc_paused, release_free_memory
-from ...io.parallel import thread_pool
 from ...io.progress import reading
-from ...io.sources import source_metadata
+from ...io.sources import describe_meanwhile
 from ...model.errors import InputError
 from ...model.profile import Profile
 from ...trace import frame
@@ -84,8 +83,8 @@ def _read_parts(
     device_map,
     before: tuple | None,
 ) -> Profile:
-    source = workers.source if workers is not None else _hash_meanwhile(path)
-    parts = workers.parts() if workers is not None else None
+    parts = workers.parts() if workers is not None else None  # the worker has ended when this returns
+    source = workers.source if workers is not None else describe_meanwhile(FORMAT, path)
     if parts is None:
         parts = [parse_file(path, prefix, with_args, before)]
     elif workers is not None:  # the last part stops at the array's end: the plan read the members after it
@@ -199,13 +198,3 @@ def _read_parts(
         source=str(path),
         metadata=metadata,
     )
-
-
-def _hash_meanwhile(path: Path):
-    """Describe the source (its SHA-256) on a thread of the one parallel helper while this thread parses
-    (hashing releases the GIL); returns the callable that waits for it. With parallel work off the hash is
-    computed here, first."""
-    pool = thread_pool(1)
-    future = pool.submit(source_metadata, FORMAT, [path])
-    pool.shutdown(wait=False)
-    return future.result

@@ -187,6 +187,8 @@ class _Claims:
 
 #: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
 _worker_claims: _Claims | None = None
+#: in a worker process: it parsed a piece since it last handed free heap pages back
+_worker_parsed = False
 
 
 def _set_worker_claims(claims: _Claims) -> None:
@@ -213,9 +215,16 @@ def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
     back to the reading process as soon as it is parsed (the transfer overlaps the next piece)."""
     if _worker_claims is None:  # not started by start_parallel: leave every piece to the reading process
         return None
+    global _worker_parsed
     piece = _worker_claims.take(from_back=True)
+    if _worker_parsed:
+        # the last piece was sent and freed: hand its pages back before the next (or before idling), so the
+        # worker does not hold a large piece's heap beside the reading process's peak at the parse's end
+        _worker_parsed = False
+        release_free_memory()
     if piece is None:
         return None
+    _worker_parsed = True
     try:
         parsed = _parse_part(jobs[piece])
     except ImportError:  # a piece that needs pandas after all (numbers written as text): let it load
@@ -227,12 +236,13 @@ def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
 
 
 class Workers:
-    """A forked worker process parsing pieces of a split file from its end, then describing the file.
+    """A forked worker process parsing pieces of a split file from its end.
 
-    This process parses pieces from the start itself (:meth:`parts`). The description
-    of the source (its SHA-256) is the pool's last job: it runs on the worker once
-    its pieces are done, while this process merges the parts and builds the tables,
-    instead of competing with the parse for the two cores.
+    This process parses pieces from the start itself (:meth:`parts`). Once the pieces are in, the worker
+    ends: what it held (its heap, the pages it copied from this process) is gone before this process
+    merges the parts and builds the tables, the read's peak. The description of the source (its SHA-256)
+    is then made on a thread of this process (:func:`~popprof.io.sources.describe_meanwhile`), on the core
+    the worker left, while this thread builds the tables.
     """
 
     def __init__(
@@ -240,11 +250,20 @@ class Workers:
     ) -> None:
         self._pool, self._jobs, self._claims, self._futures = pool, jobs, claims, futures
         self.tail = tail  # the top-level members after the event array (the plan read them)
-        self._source = pool.submit(_describe_source, fmt, path)
         self._path, self._format = path, fmt
+        self._source = None
 
     def parts(self) -> list[Parsed] | None:
-        """Collect the pieces in file order; ``None`` (serial fallback) when any failed or did not parse cleanly."""
+        """Collect the pieces in file order; ``None`` (serial fallback) when any failed or did not parse cleanly.
+
+        Either way the worker is then told to end, and the source's description starts on a thread (an
+        exception that ends the read instead leaves the worker to :meth:`close`)."""
+        pieces = self._collect()
+        self._pool.close(wait=False)  # it leaves after the piece it is on: the pieces are all here
+        self._describe()
+        return pieces
+
+    def _collect(self) -> list[Parsed] | None:
         import concurrent.futures
 
         try:
@@ -259,29 +278,23 @@ class Workers:
             return None  # a piece did not parse cleanly: let one serial pass find and report the problem
         return [done[piece] for piece in range(len(self._jobs))]
 
-    def source(self) -> dict[str, str]:
-        """The source description from the worker (computed here if the worker could not)."""
-        try:
-            return self._source.result()
-        except Exception:  # noqa: BLE001 - whatever went wrong over there, the description is made here
-            from ...io.sources import source_metadata
+    def _describe(self) -> None:
+        if self._source is None:
+            from ...io.sources import describe_meanwhile  # not before the fork (hashlib, ~8 ms)
 
-            return source_metadata(self._format, [self._path])
+            self._source = describe_meanwhile(self._format, self._path)
+
+    def source(self) -> dict[str, str]:
+        """The source description (its SHA-256), made on a thread of this process after the pieces."""
+        self._describe()
+        try:
+            return self._source()
         finally:
             self.close()
 
     def close(self, terminate: bool = False) -> None:
         """Shut the worker down; with ``terminate``, at once, even in the middle of a piece."""
         self._pool.close(terminate=terminate)
-
-
-def _describe_source(fmt: str, path: Path) -> dict[str, str]:
-    """The worker's last job: it first hands back the heap its part used (it stays alive while the
-    reading process builds the tables, and their peaks would add up), then hashes the file."""
-    release_free_memory()
-    from ...io.sources import source_metadata  # here, after the pieces: not before the fork (hashlib, ~8 ms)
-
-    return source_metadata(fmt, [path])
 
 
 def start_parallel(
