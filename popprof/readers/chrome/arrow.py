@@ -25,10 +25,10 @@ import functools
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ...io.jsonbytes import OBJECT_SEPARATOR
+from . import kernels
 
 #: The fields read (all others are skipped) and the one type each must have in the block.
 SCHEMA = pa.schema(
@@ -67,9 +67,19 @@ def complete_phase() -> pa.Scalar:
     return pa.scalar("X", type=pa.string())
 
 
+@functools.cache
+def _false() -> pa.Scalar:
+    return pa.scalar(False, type=pa.bool_())
+
+
+@functools.cache
+def _true() -> pa.Scalar:
+    return pa.scalar(True, type=pa.bool_())
+
+
 #: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
 #: reader's own arrays, and :func:`popprof.io.heap.release_free_memory` can give it back
-_POOL = pa.system_memory_pool()
+_POOL = kernels.POOL
 
 
 def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
@@ -87,19 +97,20 @@ def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
         table = _read(OBJECT_SEPARATOR.sub(b"}\n{", text))
     if table is None:
         return None, 0
-    table = table.combine_chunks()  # one chunk per column
+    table = table.combine_chunks(memory_pool=_POOL)  # one chunk per column
     if table.num_rows == 0:
         return table, len(text)
     # a phase the path takes (a missing one is not), and ts / dur finite (NaN / Infinity literals are not
     # JSON: the general parser reports them); nearly every block passes on the counts alone
-    plain = pc.is_in(table.column("ph").chunk(0), value_set=_fast_phases())
-    finite = [pc.is_finite(table.column(key).chunk(0)) for key in ("ts", "dur")]
+    call = kernels.call
+    plain = kernels.is_in(table.column("ph").chunk(0), _fast_phases())
+    finite = [call("is_finite", table.column(key).chunk(0)) for key in ("ts", "dur")]
     if not plain.false_count and not any(f.false_count for f in finite):
         return table, len(text)
-    odd = pc.invert(pc.fill_null(plain, False))
+    odd = call("invert", kernels.fill_null(plain, _false()))
     for f in finite:
-        odd = pc.or_(odd, pc.fill_null(pc.invert(f), False))
-    first = pc.index(odd, True).as_py()
+        odd = call("or", odd, kernels.fill_null(call("invert", f), _false()))
+    first = kernels.first_index(odd, _true())
     if first < 0:
         return table, len(text)
     if first == 0:
@@ -149,5 +160,5 @@ def _read(lines: bytes | bytearray) -> pa.Table | None:
 def column(table: pa.Table, key: str) -> pa.Array:
     """One column of a table from :func:`parse_block` (``args.<field>`` for the three args fields)."""
     if key.startswith("args."):
-        return pc.struct_field(table.column("args").chunk(0), key.removeprefix("args."))
+        return kernels.struct_field(table.column("args").chunk(0), key.removeprefix("args."))
     return table.column(key).chunk(0)

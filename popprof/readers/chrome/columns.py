@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...trace.ids import SYNTHETIC_ID_BASE
+from . import kernels
 
 
 class Interner:
@@ -173,12 +174,12 @@ FLOW_KEYS = (
 
 def arrow_ints(values: pa.Array) -> np.ndarray:
     """pid / tid from Arrow: a missing one is 0, as :meth:`Ids.one` maps ``None``."""
-    return values.fill_null(0).to_numpy()
+    return kernels.fill_null(values, pa.scalar(0, type=values.type)).to_numpy()
 
 
 def arrow_floats(values: pa.Array) -> np.ndarray:
     """Numbers as float64, NaN where missing (or not a time: see :func:`finite_times`)."""
-    return finite_times(values.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    return finite_times(kernels.cast(values, pa.float64()).to_numpy(zero_copy_only=False))
 
 
 #: Largest time (microseconds) a trace may hold: year 5000 since the epoch. Beyond it (``1.7e308``,
@@ -205,7 +206,7 @@ def id_texts(values: list) -> pa.Array:
             ints = pa.Array.from_buffers(
                 pa.from_numpy_dtype(numbers.dtype), len(numbers), [None, pa.py_buffer(numbers)]
             )
-            return ints.cast(pa.string())
+            return kernels.cast(ints, pa.string())
     except (TypeError, ValueError, OverflowError):
         pass
     return pa.array(

@@ -12,9 +12,8 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from . import arrow
+from . import arrow, kernels
 from .columns import (
     Columns,
     Ids,
@@ -97,28 +96,27 @@ class StreamState:
     def take_table(self, table: pa.Table) -> None:
         """A block of plain X and flow events parsed by Arrow (:mod:`.arrow`), column by column."""
         col = arrow.column
-        is_x = pc.equal(
-            col(table, "ph"), arrow.complete_phase()
-        )  # no nulls: parse_block took X / s / t / f events only
+        call = kernels.call
+        is_x = call("equal", col(table, "ph"), arrow.complete_phase())  # no nulls: X / s / t / f events only
         if is_x.true_count < len(is_x):  # each side filters only the columns it reads
-            flows = table.select(_FLOW_COLUMNS).filter(pc.invert(is_x))
+            flows = kernels.keep(table.select(_FLOW_COLUMNS), call("invert", is_x))
             flow_id = col(flows, "id")
             if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
-                flow_id = pc.coalesce(flow_id, col(flows, "bind_id"))
+                flow_id = call("coalesce", flow_id, col(flows, "bind_id"))
             labels = self.flow_labels
             self._add_flows(
                 {
                     "pid": arrow_ints(col(flows, "pid")),
                     "tid": arrow_ints(col(flows, "tid")),
                     "ts": arrow_floats(col(flows, "ts")),
-                    "id": flow_id.cast(pa.string()),
+                    "id": kernels.cast(flow_id, pa.string()),
                     "phase": self._arrow_codes(col(flows, "ph"), labels),
                     "name": self._arrow_codes(col(flows, "name"), labels),
                     "cat": self._arrow_codes(col(flows, "cat"), labels),
                     "bp": self._arrow_codes(col(flows, "bp"), labels),
                 }
             )
-            table = table.select(_COMPLETE_COLUMNS).filter(is_x)
+            table = kernels.keep(table.select(_COMPLETE_COLUMNS), is_x)
         if not table.num_rows:
             return
         chunk = {
@@ -137,10 +135,10 @@ class StreamState:
 
     def _arrow_codes(self, values: pa.Array, interner: Interner) -> np.ndarray:
         """Interned codes of a string column (-1 for null), labels added in order of first appearance."""
-        encoded = values.dictionary_encode()
+        encoded = kernels.call("dictionary_encode", values)
         lut = np.append(self._codes(encoded.dictionary.to_pylist(), interner), np.int32(-1))
-        indices = encoded.indices
-        return lut[(indices.fill_null(-1) if indices.null_count else indices).to_numpy()]
+        indices = kernels.fill_null(encoded.indices, pa.scalar(-1, type=encoded.indices.type))
+        return lut[indices.to_numpy()]
 
     def _codes(self, values: tuple, interner: Interner) -> np.ndarray:
         get = interner.index.get
@@ -208,7 +206,8 @@ class StreamState:
         keep = ~np.isnan(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
-            chunk = {k: v.filter(pa.array(keep)) if k == "id" else v[keep] for k, v in chunk.items()}
+            mask = pa.array(keep, type=pa.bool_())
+            chunk = {k: kernels.keep(v, mask) if k == "id" else v[keep] for k, v in chunk.items()}
         self.flow_chunks.append(chunk)
 
     def flow_arrays(self) -> dict[str, np.ndarray]:
