@@ -414,7 +414,9 @@ def merge(parts: list[Parsed]) -> Parsed:
     out.flow_labels = flow_labels.labels
     out.flows = concat_flows(fs) if fs else {}
     out.x, out.b = {}, {}
-    for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
+    for i, key in enumerate(list(xs[0])):  # one column at a time, freeing the parts' copies as we go
+        if i % 3 == 0:
+            release_free_memory()  # the parts' columns freed so far: the merged ones are too large for their holes
         out.x[key] = np.concatenate([c.pop(key) for c in xs])
         out.b[key] = np.concatenate([c.pop(key) for c in bs])
     out.b_kind = np.concatenate([p.b_kind for p in parts])
