@@ -324,6 +324,23 @@ def test_pieces_halve_toward_the_middle() -> None:
     assert split._piece_fractions(split.MIN_PIECE_BYTES) == [0.5]  # a small file: two halves
 
 
+def test_pieces_halve_toward_where_a_worker_started_early_meets_the_reader() -> None:
+    """The early worker parses alone while the reading process imports pandas: they meet before the middle,
+    so the small pieces are there (the one that finishes first waits at most for a small piece)."""
+    size = 83 << 20
+    middle = split.meeting_point(size, split.EARLY_HEAD_START_BYTES)
+    assert 0.4 < middle < 0.5 and split.meeting_point(size) == 0.5
+    assert split.meeting_point(20 << 20, split.EARLY_HEAD_START_BYTES) == 0.25  # never before a quarter
+    assert split.meeting_point(1400 << 20, split.EARLY_HEAD_START_BYTES) > 0.49  # a large file: the middle
+    fractions = split._piece_fractions(size, middle)
+    assert fractions == sorted(fractions) and middle in fractions
+    bounds = [0.0, *fractions, 1.0]
+    widths = [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+    at = bounds.index(middle)
+    assert max(widths[at - 1], widths[at]) * size < 2 * split.MIN_PIECE_BYTES  # small where they meet
+    assert widths[0] < widths[-1]  # the reading process's first piece is the smaller: it joins late
+
+
 def test_claims_give_each_piece_once_from_either_end(monkeypatch) -> None:
     import multiprocessing
 
@@ -719,3 +736,28 @@ def test_the_parallel_switch_turns_the_split_parse_off(tmp_path: Path, monkeypat
     assert chrome.read(path).meta["chrome.parse_parts"] == "2"
     monkeypatch.setenv("POPPROF_PARALLEL", "0")
     assert chrome.read(path).meta["chrome.parse_parts"] == "1"
+
+
+def test_the_workers_pieces_come_back_through_a_folder_that_is_then_removed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Each piece the worker parsed is a parcel in a folder of its own (not pickled through the pool's pipe);
+    the read gives the serial read's tables and leaves no folder behind."""
+    from popprof.io import handoff
+
+    path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
+    serial = chrome.read(path, parallel=False)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 20)
+    ram = tmp_path / "ram"
+    ram.mkdir()
+    monkeypatch.setattr(handoff, "RAM_FOLDER", ram)
+    taken: list[object] = []
+    take = handoff.take
+    monkeypatch.setattr(handoff, "take", lambda parcel: taken.append(parcel) or take(parcel))
+    parallel = chrome.read(path)
+    assert int(parallel.meta["chrome.parse_parts"]) > 2
+    assert taken and all(isinstance(parcel, handoff.Parcel) for parcel in taken)
+    assert list(ram.iterdir()) == []
+    assert parallel.events.equals(serial.events)
+    assert parallel.flows.equals(serial.flows)

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..io.heap import release_free_memory
 from . import device, nesting
 
 
@@ -67,7 +66,6 @@ def build_events(
         parent_sorted, depth_sorted = nesting.derive_nesting(bounds, start, dur, end_tol)
         counts["partial_overlap"] = nesting.count_partial_overlaps(bounds, start, dur, end_tol)
         del end_tol
-        release_free_memory()  # the input-order columns and the sort's and nesting's scratch, before the table
     else:
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order), dtype=np.int64)

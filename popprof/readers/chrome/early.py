@@ -43,7 +43,8 @@ def start(path: str | Path, *, with_args: bool = False) -> bool:
     except (OSError, ValueError, InputError):
         return False
     progress.prepare_meter(path)  # before the fork: the worker's reads count toward the read's bar
-    workers = split.start_parallel(path, prefix, with_args, FORMAT, before)
+    # the worker parses alone while this process imports pandas: the two meet before the middle
+    workers = split.start_parallel(path, prefix, with_args, FORMAT, before, split.EARLY_HEAD_START_BYTES)
     if workers is None:
         progress.drop_prepared_meter()
         return False

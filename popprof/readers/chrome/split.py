@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io import parallel
+from ...io import handoff, parallel
 from ...io.bounded import TextAfterJson
 from ...io.files import ChangedWhileRead, check_unchanged, guard_json
 from ...io.heap import release_free_memory
@@ -71,19 +71,35 @@ class _RangeReader(io.RawIOBase):
         super().close()
 
 
-def _piece_fractions(size: int) -> list[float]:
+def _piece_fractions(size: int, middle: float = 0.5) -> list[float]:
     """Where to cut a file of ``size`` bytes into pieces for two processes that take them from both ends.
 
-    Each piece covers half of what is left between its end of the file and the middle, down to
+    Each piece covers half of what is left between its end of the file and ``middle``, down to
     pieces of about :data:`MIN_PIECE_BYTES`: the two processes start on large pieces and meet
-    in the middle on small ones, so the one that finishes first waits at most for a small piece.
+    near ``middle`` on small ones, so the one that finishes first waits at most for a small piece.
+    ``middle`` is where they are expected to meet: half-way when both start together, nearer the
+    front when the worker starts first (:func:`meeting_point`).
     """
-    cuts = []
-    at = 0.0
-    while (0.5 - at) / 2 * size >= MIN_PIECE_BYTES:
-        at += (0.5 - at) / 2
-        cuts.append(at)
-    return cuts + [0.5] + [1 - c for c in reversed(cuts)]
+    front, at = [], 0.0
+    while (middle - at) / 2 * size >= MIN_PIECE_BYTES:
+        at += (middle - at) / 2
+        front.append(at)
+    back, at = [], 1.0
+    while (at - middle) / 2 * size >= MIN_PIECE_BYTES:
+        at -= (at - middle) / 2
+        back.append(at)
+    return front + [middle] + back[::-1]
+
+
+#: what a worker started early (:mod:`.early`) parses before the reading process joins it, which imports
+#: pandas first: about 0.15 s at about 80 MB/s a process (measured on the 2-core build machine, 2026-12)
+EARLY_HEAD_START_BYTES = 12 << 20
+
+
+def meeting_point(size: int, head_start: int = 0) -> float:
+    """Where in a file of ``size`` bytes the two processes meet when the worker parses ``head_start`` bytes
+    before the reading process starts (as a fraction from the front; never before a quarter)."""
+    return max(0.25, 0.5 - head_start / (2 * size))
 
 
 def _split_plan(
@@ -191,23 +207,29 @@ class _Claims:
 
 #: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
 _worker_claims: _Claims | None = None
+#: in a worker process: the folder its pieces go back through (:mod:`popprof.io.handoff`; None: the pipe)
+_worker_folder: Path | None = None
 #: in a worker process: it parsed a piece since it last handed free heap pages back
 _worker_parsed = False
 
 
-def _set_worker_claims(claims: _Claims) -> None:
-    """The worker's initializer: the claims it shares with the reading process; and, in a worker forked before
-    pandas was imported (:mod:`.early`), pyarrow kept from importing it (the pieces need no pandas)."""
-    global _worker_claims
-    _worker_claims = claims
+def _set_worker_claims(claims: _Claims, folder: Path | None = None) -> None:
+    """The worker's initializer: the claims it shares with the reading process and the folder its pieces go
+    back through; and, in a worker forked before pandas was imported (:mod:`.early`), pyarrow kept from
+    importing it (the pieces need no pandas)."""
+    global _worker_claims, _worker_folder
+    _worker_claims, _worker_folder = claims, folder
     refuse_import("pandas")
 
 
-def _parse_front(jobs: list[tuple], claims: _Claims) -> list[tuple[int, Parsed]]:
-    """This process's share: pieces from the front of the file until none is left, ``(piece, parsed)``."""
+def _parse_front(jobs: list[tuple], claims: _Claims, between=None) -> list[tuple[int, Parsed]]:
+    """This process's share: pieces from the front of the file until none is left, ``(piece, parsed)``;
+    ``between()`` after each (the worker's pieces that are ready are taken in then)."""
     done = []
     while (piece := claims.take(from_back=False)) is not None:
         done.append((piece, _parse_part(jobs[piece])))
+        if between is not None:
+            between()
         if done[-1][1].error:
             claims.drain()
             break  # the serial fallback will read the file again: no point in going on
@@ -236,7 +258,7 @@ def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
         parsed = _parse_part(jobs[piece])
     if parsed.error:
         _worker_claims.drain()
-    return piece, parsed
+    return piece, handoff.put(parsed, _worker_folder, f"piece-{piece}")
 
 
 class Workers:
@@ -250,12 +272,21 @@ class Workers:
     """
 
     def __init__(
-        self, pool, jobs: list[tuple], claims: _Claims, futures: list, path: Path, fmt: str, tail: dict
+        self,
+        pool,
+        jobs: list[tuple],
+        claims: _Claims,
+        futures: list,
+        path: Path,
+        fmt: str,
+        tail: dict,
+        folder: Path | None = None,
     ) -> None:
         self._pool, self._jobs, self._claims, self._futures = pool, jobs, claims, futures
         self.tail = tail  # the top-level members after the event array (the plan read them)
         self._path, self._format = path, fmt
         self._source = None
+        self._folder = folder  # the worker's pieces come back through it (popprof.io.handoff)
 
     def parts(self) -> list[Parsed] | None:
         """Collect the pieces in file order; ``None`` (serial fallback) when any failed or did not parse cleanly.
@@ -270,12 +301,23 @@ class Workers:
     def _collect(self) -> list[Parsed] | None:
         import concurrent.futures
 
+        theirs: dict[int, Parsed] = {}
+        waiting = list(self._futures)
+
+        def take_ready(wait: bool = False) -> None:  # the worker's pieces, read in from their parcels
+            for future in list(waiting):
+                if wait or future.done():
+                    waiting.remove(future)
+                    if (result := future.result()) is not None:
+                        theirs[result[0]] = handoff.take(result[1])
+
         try:
-            done = dict(_parse_front(self._jobs, self._claims))
+            done = dict(_parse_front(self._jobs, self._claims, take_ready))
             if any(part.error for part in done.values()):
                 return None  # no need to wait for the worker's pieces (it stops at the one it is on)
-            release_free_memory()  # what this process's pieces left in the heap, before the worker's come in
-            done.update(result for future in self._futures if (result := future.result()) is not None)
+            release_free_memory()  # what this process's pieces left in the heap
+            take_ready(wait=True)
+            done.update(theirs)
         except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool, TextAfterJson):
             return None  # a piece that closed early (a cut inside nested args): the serial pass decides
         if sorted(done) != list(range(len(self._jobs))) or any(part.error for part in done.values()):
@@ -297,12 +339,16 @@ class Workers:
             self.close()
 
     def close(self, terminate: bool = False) -> None:
-        """Shut the worker down; with ``terminate``, at once, even in the middle of a piece."""
-        self._pool.close(terminate=terminate)
+        """Shut the worker down; with ``terminate``, at once, even in the middle of a piece. The folder of
+        its pieces goes with it (a piece written but never taken included)."""
+        try:
+            self._pool.close(terminate=terminate)
+        finally:
+            handoff.remove_folder(self._folder)
 
 
 def start_parallel(
-    path: Path, prefix: str, with_args: bool, fmt: str, before: tuple | None = None
+    path: Path, prefix: str, with_args: bool, fmt: str, before: tuple | None = None, head_start: int = 0
 ) -> Workers | None:
     """Start parsing a large plain file in pieces on two processes; ``None`` when not worth it.
 
@@ -318,23 +364,27 @@ def start_parallel(
     if context is None:
         return None
     after_array: dict = {}  # the top-level members after the event array
-    plan = _split_plan(path, prefix, _piece_fractions(path.stat().st_size), after_array)
+    size = path.stat().st_size
+    plan = _split_plan(path, prefix, _piece_fractions(size, meeting_point(size, head_start)), after_array)
     if plan is None:
         return None
     jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before) for lo, hi, head, tail in plan]
     claims = _Claims(context, len(jobs))
+    folder = handoff.make_folder()
     gc.freeze()
     pool = None
     try:
-        pool = parallel.process_pool(1, initializer=_set_worker_claims, initargs=(claims,))
+        pool = parallel.process_pool(1, initializer=_set_worker_claims, initargs=(claims, folder))
         if pool is None:
+            handoff.remove_folder(folder)
             return None
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
-        return Workers(pool, jobs, claims, futures, path, fmt, after_array)
+        return Workers(pool, jobs, claims, futures, path, fmt, after_array, folder)
     except (OSError, RuntimeError):
         if pool is not None:
             pool.close()
+        handoff.remove_folder(folder)
         return None
     finally:
         gc.unfreeze()
@@ -414,9 +464,7 @@ def merge(parts: list[Parsed]) -> Parsed:
     out.flow_labels = flow_labels.labels
     out.flows = concat_flows(fs) if fs else {}
     out.x, out.b = {}, {}
-    for i, key in enumerate(list(xs[0])):  # one column at a time, freeing the parts' copies as we go
-        if i % 3 == 0:
-            release_free_memory()  # the parts' columns freed so far: the merged ones are too large for their holes
+    for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
         out.x[key] = np.concatenate([c.pop(key) for c in xs])
         out.b[key] = np.concatenate([c.pop(key) for c in bs])
     out.b_kind = np.concatenate([p.b_kind for p in parts])
