@@ -7,8 +7,8 @@ For the first piece of an 83 MB trace (8 MB of columns) that kept the worker 25 
 
 Here the worker writes the result once into a file of a folder in RAM (``/dev/shm`` where there is one),
 pickled with protocol 5 with every buffer (numpy and Arrow) out of band, and the pool carries only a
-:class:`Parcel`: the file's name and where each buffer lies in it. The reading process reads the file in
-one call into one writable buffer, rebuilds the arrays over it without copying, and removes the file. The
+:class:`Parcel`: the file's name and the size of each buffer in it. The reading process reads each buffer
+straight into a block of its own, rebuilds the arrays over them without copying, and removes the file. The
 folder is made by the reading process before the worker starts and removed by it afterwards, so a worker
 that dies leaves nothing behind. Anything that goes wrong on the way (a full or missing folder) sends the
 result through the pipe as before.
@@ -72,20 +72,23 @@ def put(result: object, folder: Path | None, name: str) -> object:
 
 
 def take(parcel: object) -> object:
-    """The result a :func:`put` wrote (its file removed), or ``parcel`` itself when it is not a :class:`Parcel`."""
+    """The result a :func:`put` wrote (its file removed), or ``parcel`` itself when it is not a :class:`Parcel`.
+
+    Each buffer is read into a writable block of its own (the arrays rebuilt over them may be changed in
+    place, and one that outlives the others, such as a deferred table's, keeps only its own memory)."""
     if not isinstance(parcel, Parcel):
         return parcel
-    data = bytearray(sum(parcel.sizes))  # writable: the arrays rebuilt over it may be changed in place
+    blocks = [bytearray(size) for size in parcel.sizes]
     try:
-        with open(parcel.path, "rb") as handle:
-            if handle.readinto(data) != len(data):
-                raise OSError(f"{parcel.path}: shorter than written")
+        with open(parcel.path, "rb", buffering=0) as handle:
+            for block in blocks:
+                view, got = memoryview(block), 0
+                while got < len(block):  # a read may return less than asked (a signal, a very large block)
+                    n = handle.readinto(view[got:])
+                    if not n:
+                        raise OSError(f"{parcel.path}: shorter than written")
+                    got += n
     finally:
         with contextlib.suppress(OSError):
             os.unlink(parcel.path)
-    view = memoryview(data)
-    pieces, at = [], 0
-    for size in parcel.sizes:
-        pieces.append(view[at : at + size])
-        at += size
-    return pickle.loads(pieces[0], buffers=pieces[1:])
+    return pickle.loads(blocks[0], buffers=blocks[1:])

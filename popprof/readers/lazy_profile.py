@@ -26,6 +26,7 @@ class LazyProfile(Profile):
         self.name = name
         self.source = source
         self._cache: dict[str, object] = {}
+        self._deferred = {}  # Profile's tables built on first use: none before build() has run
         self._build: Build | None = build
         self._conformed = conformed
         self._built: dict[str, pd.DataFrame] | None = None

@@ -109,9 +109,8 @@ def derive_nesting(
     O(n log d) numpy operations, where d is the longest run of nested siblings.
     """
     n = len(start)
-    parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
-        return parent, np.zeros(0, dtype=np.int16)
+        return np.full(0, -1, dtype=np.int64), np.zeros(0, dtype=np.int16)
     end, tol = end_tol if end_tol is not None else ends(start, dur)
     starts = bounds[:-1][bounds[:-1] < n]
     # latest end of any earlier event on the same thread (running maximum per thread), plus the tolerance
@@ -124,12 +123,17 @@ def derive_nesting(
     del prev_max
     nested[starts] = False
     nested &= ~np.isnan(start)
+    # positions fit in 32 bits (a table has fewer than 2**31 rows): half the scratch memory of int64 positions,
+    # which at the read's peak (this pass) is what the process holds beyond its tables
+    index = np.int32 if n < np.iinfo(np.int32).max else np.int64
     # candidates: the previous event for a nested one; index n, a sentinel that contains everything,
     # for the others, so every chain ends at a real parent or at the sentinel (= top level)
-    candidate = np.arange(-1, n - 1, dtype=np.int64)
+    candidate = np.arange(-1, n - 1, dtype=index)
     candidate[~nested] = n
     end_or_all = np.append(end, np.inf)
-    active = np.flatnonzero(nested)
+    active = np.flatnonzero(nested).astype(index, copy=False)
+    del nested
+    parent = np.full(n, -1, dtype=index)
     cand = candidate[active]
     active_end, active_tol = end[active], tol[active]  # shrink with ``active`` instead of gathering again
     while active.size:
@@ -139,8 +143,10 @@ def derive_nesting(
         active, active_end, active_tol = active[keep], active_end[keep], active_tol[keep]
         cand = candidate[cand[keep]]
         candidate[active] = cand
+    del candidate, end_or_all, cand, active_end, active_tol, active
     parent[parent == n] = -1
-    return parent, depth_from_parent(parent)
+    depth = depth_from_parent(parent)
+    return parent.astype(np.int64, copy=False), depth
 
 
 #: up to this many threads the running maximum is one numpy pass per thread (less memory than a
@@ -162,9 +168,12 @@ def _running_max(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 def depth_from_parent(parent: np.ndarray) -> np.ndarray:
     """Nesting depth of every event from its parent index (-1 = top level), by pointer doubling."""
     n = len(parent)
-    depth = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    active = np.flatnonzero(anc >= 0)
+    if n == 0:
+        return np.zeros(0, dtype=np.int16)
+    index = np.int32 if n < np.iinfo(np.int32).max else np.int64  # positions and depths fit in 32 bits
+    depth = (parent >= 0).astype(index)
+    anc = parent.astype(index)  # a copy: jumped in place
+    active = np.flatnonzero(anc >= 0).astype(index, copy=False)
     while active.size:
         # depth[i] counts the steps from i to anc[i]; jump to anc[anc[i]] adding its count
         a = anc[active]
@@ -173,8 +182,7 @@ def depth_from_parent(parent: np.ndarray) -> np.ndarray:
         depth[active] += add
         anc[active] = nxt
         active = active[nxt >= 0]
-    out = np.minimum(depth, np.iinfo(np.int16).max)
-    return out.astype(np.int16) if n else np.zeros(0, dtype=np.int16)
+    return np.minimum(depth, np.iinfo(np.int16).max).astype(np.int16)
 
 
 def count_partial_overlaps(

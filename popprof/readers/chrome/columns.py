@@ -146,6 +146,12 @@ class Parsed:
     top: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     flow_labels: list[str] = field(default_factory=list)  # phase / name / cat / bp codes of ``flows``
+    #: a merge's flows: the parts' column sets in file order, joined only when the flows table is built
+    flow_parts: list[dict] = field(default_factory=list)
+
+    def flow_chunks(self) -> list[dict]:
+        """The flows as column sets in file order (one for a single pass, one per part after a merge)."""
+        return self.flow_parts or ([self.flows] if self.flows else [])
 
     @classmethod
     def empty(cls, error: str = "") -> Parsed:
@@ -214,14 +220,16 @@ def id_texts(values: list) -> pa.Array:
     )
 
 
-def concat_flows(chunks: list[dict]) -> dict:
-    """One flow column set from chunks in order (ids: one arrow string array)."""
+def concat_flows(chunks: list[dict], *, keep: bool = False) -> dict:
+    """One flow column set from chunks in order (ids: one arrow string array). The chunks are emptied as
+    their columns are joined (freed as it goes), unless ``keep``."""
+    take = dict.get if keep else dict.pop
     return {
-        key: pa.concat_arrays([c.pop(key) for c in chunks])
+        key: pa.concat_arrays([take(c, key) for c in chunks])
         if key == "id"
-        else np.concatenate([c.pop(key) for c in chunks])
+        else np.concatenate([take(c, key) for c in chunks])
         for key, _ in FLOW_KEYS
-    }  # frees as it goes
+    }
 
 
 def _optional_numbers(values: list) -> np.ndarray:

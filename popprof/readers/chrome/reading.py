@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +15,11 @@ from ...io.heap import gc_paused, release_free_memory
 from ...io.progress import reading
 from ...io.sources import describe_meanwhile
 from ...model.errors import InputError
-from ...model.profile import Profile
+from ...model.profile import Deferred, Profile
 from ...trace import frame
 from ...trace.begin_end import match_begin_end
 from . import early, split
-from .columns import json_text
+from .columns import concat_flows, json_text
 from .events import INSTANT_SCOPES
 from .parse import parse_file
 from .sniffing import FORMAT, event_prefix, sniff
@@ -174,12 +175,17 @@ def _read_parts(
         threads["thread_name"] = threads["thread_name"].where(threads["thread_name"].notna(), text)
     threads["rank"] = frame.constant_int(len(threads), rank)
     counters = counter_frame(parsed.counters)
-    flows = flow_frame(parsed.flows, parsed.flow_labels, rank)
+    flow_chunks = parsed.flow_chunks()
+    n_flows = sum(len(chunk["ts"]) for chunk in flow_chunks)
+    # built when first read (the timeline, a bundle, a query): summary and check never read flows
+    flows = (
+        Deferred(n_flows, partial(_flow_table, flow_chunks, parsed.flow_labels, rank)) if n_flows else None
+    )
 
     metadata: dict[str, object] = dict(source())
     metadata["chrome.events_read"] = parsed.parsed
     metadata["chrome.parse_parts"] = n_parts
-    metadata["chrome.flows"] = 0 if flows is None else len(flows)
+    metadata["chrome.flows"] = n_flows
     for key, value in parsed.top.items():
         metadata[f"chrome.top.{key}"] = json_text(value)
     if rank is not None:
@@ -198,3 +204,8 @@ def _read_parts(
         source=str(path),
         metadata=metadata,
     )
+
+
+def _flow_table(chunks: list[dict], labels: list[str], rank: int | None):
+    """The ``flows`` table from the parse's flow column sets (left as they are: it can be built again)."""
+    return flow_frame(concat_flows(chunks, keep=True), labels, rank)

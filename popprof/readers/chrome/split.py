@@ -15,7 +15,7 @@ from ...io.files import ChangedWhileRead, check_unchanged, guard_json
 from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.workers import allow_import, refuse_import
-from .columns import Ids, Interner, Parsed, concat_flows
+from .columns import Ids, Interner, Parsed
 from .framing import BOUNDARY, Unframeable, array_ends, tail_members
 from .longevent import Misframed
 from .parse import parse_stream
@@ -462,7 +462,7 @@ def merge(parts: list[Parsed]) -> Parsed:
         out.meta.update(part.meta)
     out.names, out.cats = names.labels, cats.labels
     out.flow_labels = flow_labels.labels
-    out.flows = concat_flows(fs) if fs else {}
+    out.flow_parts = fs  # joined when the flows table is built (most commands never read it)
     out.x, out.b = {}, {}
     for key in list(xs[0]):  # one column at a time, freeing the parts' copies as we go
         out.x[key] = np.concatenate([c.pop(key) for c in xs])
