@@ -63,3 +63,73 @@ def test_a_traces_flows_are_built_only_when_read(tmp_path: Path) -> None:
     assert len(flows) == rows and "flows" not in profile._deferred
     again = chrome.read(path, parallel=False).flows  # built again from a new read: the same table
     assert flows.equals(again)
+
+
+REAL_TRACES = sorted(
+    (Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces").glob("*.json.gz")
+)
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_a_read_that_counts_flows_gives_every_table_of_a_full_read(path: Path) -> None:
+    """flows_on_use: the flows are counted in the pass and read from the file on first use; every table and
+    every metadata entry equal those of a read that kept them (real Kineto, CUPTI, ROCm and CPU-only traces)."""
+    full = chrome.read(path, parallel=False)
+    counted = chrome.read(path, parallel=False, flows_on_use=True)
+    assert counted.meta == full.meta
+    assert counted.table_names == full.table_names
+    assert counted.rows("flows") == full.rows("flows")
+    for name in full.table_names:
+        assert counted.table(name).equals(full.table(name)), name
+
+
+def test_a_split_read_that_counts_flows_equals_a_full_one(tmp_path: Path, monkeypatch) -> None:
+    from popprof.readers.chrome import split
+
+    path = synth.write_chrome_trace(tmp_path / "k.json", 30, seed=5, args="kineto", layers=4)
+    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 20)
+    full = chrome.read(path)
+    counted = chrome.read(path, flows_on_use=True)
+    assert int(counted.meta["chrome.parse_parts"]) > 2 and counted.meta == full.meta
+    assert counted.events.equals(full.events)
+    assert "flows" in counted._deferred
+    assert counted.flows.equals(full.flows)
+
+
+def test_flows_read_on_use_refuse_a_file_changed_since(tmp_path: Path) -> None:
+    from popprof.io.files import ChangedWhileRead
+
+    path = synth.write_chrome_trace(tmp_path / "k.json", 3, seed=2, args="kineto", layers=6)
+    counted = chrome.read(path, parallel=False, flows_on_use=True)
+    assert counted.rows("flows") > 0
+    text = path.read_text()
+    path.write_text(text.replace('"ph":"s"', '"ph":"X"', 1))  # one flow fewer: not the file that was counted
+    with pytest.raises(ChangedWhileRead):
+        counted.table("flows")
+
+
+def test_figures_only_commands_count_flows_and_the_rest_read_them(tmp_path: Path, monkeypatch) -> None:
+    """summary and check read flows on use (they never show them); export, tables and query read them."""
+    from popprof.cli import main
+    from popprof.readers.chrome import reading
+
+    path = synth.write_chrome_trace(tmp_path / "k.json", 3, seed=2, args="kineto", layers=6)
+    seen: list[bool] = []
+    real_read = reading.read
+
+    def spy(*args, **kwargs):
+        seen.append(bool(kwargs.get("flows_on_use")))
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(reading, "read", spy)
+    monkeypatch.setattr(chrome, "read", spy)
+    for argv, counts in (
+        (["summary", str(path), "--format", "json", "-q", "-o", str(tmp_path / "s.json")], True),
+        (["check", str(path), "--fail-on", "never", "-q", "-o", str(tmp_path / "c.txt")], True),
+        (["tables", str(path), "-q", "-o", str(tmp_path / "t.txt")], False),
+        (["export", str(path), "-q", "-o", str(tmp_path / "k.popprof")], False),
+    ):
+        seen.clear()
+        assert main(argv) == 0, argv
+        assert seen and all(flag is counts for flag in seen), (argv, seen)

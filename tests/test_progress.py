@@ -94,7 +94,9 @@ def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
     monkeypatch.setattr(split.parallel, "cores", lambda: 2)
     started = []
     real_start = split.start_parallel
-    monkeypatch.setattr(split, "start_parallel", lambda *a: started.append(real_start(*a)) or started[-1])
+    monkeypatch.setattr(
+        split, "start_parallel", lambda *a, **k: started.append(real_start(*a, **k)) or started[-1]
+    )
     path = traces[1]
     drawn = amounts(terminal(lambda: popprof.open(path)))
     assert started and started[0] is not None  # the parallel path ran

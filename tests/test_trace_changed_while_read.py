@@ -110,8 +110,8 @@ def test_a_parse_worker_ends_silently_on_sigterm_and_the_read_goes_on(trace, mon
     monkeypatch.setattr(split, "_parse_part", _slow_in_a_worker)
     real_start = split.start_parallel
 
-    def start_then_terminate(*args):
-        workers = real_start(*args)
+    def start_then_terminate(*args, **kwargs):
+        workers = real_start(*args, **kwargs)
 
         def terminate() -> None:
             time.sleep(0.3)

@@ -291,7 +291,7 @@ def test_a_failed_piece_leaves_no_piece_to_take(tmp_path, monkeypatch):
     path = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)))
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 16)
     jobs = [
-        (str(path), lo, hi, head, tail, "traceEvents.item", False, None)
+        (str(path), lo, hi, head, tail, "traceEvents.item", False, None, True)
         for lo, hi, head, tail in split._split_plan(
             path, "traceEvents.item", split._piece_fractions(path.stat().st_size)
         )

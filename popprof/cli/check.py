@@ -11,6 +11,7 @@ import click
 from ..io.progress import progress
 from ..model.errors import UsageError
 from .common import (
+    FIGURES_ONLY,
     check_output,
     config_option,
     device_map_inputs,
@@ -110,10 +111,10 @@ def check_command(
 
     config = load_config_file(config_file)
     if len(paths) == 1:
-        start_reading(paths[0])
+        start_reading(paths[0], **FIGURES_ONLY)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
-    read_options = reader_options(device_map, config)  # ... and the device map
+    read_options = reader_options(device_map, config, **FIGURES_ONLY)  # ... and the device map
     check_output(output, [*paths, config_file, *device_map_inputs(device_map)])
     level = _fail_on(fail_on, config)
 

@@ -221,16 +221,25 @@ def reader_options(device_map: str | None = None, config: dict | None = None, **
     return out
 
 
-def start_reading(path: str | os.PathLike[str], *, with_args: bool = False) -> None:
+def start_reading(
+    path: str | os.PathLike[str], *, with_args: bool = False, flows_on_use: bool = False
+) -> None:
     """A command about to read ``path``: a large Chrome trace starts parsing now, on a worker forked before
     the imports the command makes first (pandas, ~0.2 s); the read adopts it (:mod:`popprof.readers.chrome.early`).
 
     Call it once the command's own checks of its arguments have passed, before anything imports pandas,
-    with the ``with_args`` the read will use. Anything else (not a trace, small, gzip) starts nothing.
+    with the ``with_args`` and ``flows_on_use`` the read will use (:data:`FIGURES_ONLY`). Anything else
+    (not a trace, small, gzip) starts nothing.
     """
     from ..readers.chrome import early
 
-    early.start(path, with_args=with_args)
+    early.start(path, with_args=with_args, flows=not flows_on_use)
+
+
+#: the reader option of a command that shows figures, never a trace's flows (summary, check, diff, baseline,
+#: pilot, plot, report): the Chrome reader counts the flow events instead of reading them, and reads them
+#: from the file if the flows table is used after all (``popprof.readers.chrome.read``, ``flows_on_use``)
+FIGURES_ONLY = {"flows_on_use": True}
 
 
 def load_profiles(path: str | Path, engine: str | None = None, **options: object) -> dict[str, Profile]:

@@ -10,6 +10,7 @@ import click
 from ..io.progress import progress
 from ..model.errors import UsageError
 from .common import (
+    FIGURES_ONLY,
     check_output,
     config_option,
     device_map_inputs,
@@ -149,7 +150,8 @@ def diff_command(
     # before any reading: a bad output path fails fast
     check_output(output, [base, new, budget_file, config_file, *device_map_inputs(device_map)])
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
-    read_options = reader_options(device_map, load_config_file(Path(config_file) if config_file else None))
+    config = load_config_file(Path(config_file) if config_file else None)
+    read_options = reader_options(device_map, config, **FIGURES_ONLY)
     results = []
     with progress("popprof diff: reading", total=None) as advance:
         pairs, notes = pair_profiles(base, new, engine, **read_options)
@@ -191,7 +193,8 @@ def baseline_command(
     from ..compare.baseline import dumps_baseline, write_baseline
 
     check_output(output, [config_file, *device_map_inputs(device_map)])
-    profile = _one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
+    config = load_config_file(config_file)
+    profile = _one_profile(path, engine, **reader_options(device_map, config, **FIGURES_ONLY))
     if output is None or str(output) == "-":
         click.echo(dumps_baseline(profile), nl=False)
         return

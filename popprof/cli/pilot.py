@@ -10,6 +10,7 @@ import click
 from ..io.atomic import write_text_atomic
 from ..model.errors import InputError, UsageError
 from .common import (
+    FIGURES_ONLY,
     check_output,
     clean_for_json,
     config_option,
@@ -176,7 +177,7 @@ def pilot_command(
     overrides = _parse_sets(sets)
     thresholds_from(config, overrides)  # bad thresholds before reading anything
     check_output(output, [*ipu_paths, *baselines, config_file, *device_map_inputs(device_map)])
-    read = reader_options(device_map, config)
+    read = reader_options(device_map, config, **FIGURES_ONLY)
     ipu = _columns(ipu_paths, ipu_labels, "--label-ipu", read)
     for label, profile in ipu:
         if platform_of(profile) != "ipu":

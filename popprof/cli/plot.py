@@ -9,6 +9,7 @@ import click
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
 from .common import (
+    FIGURES_ONLY,
     device_map_inputs,
     device_map_option,
     engine_option,
@@ -109,7 +110,7 @@ def plot_command(
         raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
-    read_options = reader_options(device_map, config)
+    read_options = reader_options(device_map, config, **FIGURES_ONLY)
     _use_agg()
     from ..io.atomic import atomic_path
     from ..plots import plot
@@ -202,7 +203,7 @@ def report_command(
     """
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
-    read_options = reader_options(device_map, config)
+    read_options = reader_options(device_map, config, **FIGURES_ONLY)
     if not no_plots:
         try:
             _use_agg()

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from .common import (
+    FIGURES_ONLY,
     check_output,
     clean_for_json,
     config_option,
@@ -59,9 +60,10 @@ def summary_command(
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
     """
-    start_reading(path)  # first: the parse worker forks before the output check's imports
+    start_reading(path, **FIGURES_ONLY)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
-    profiles = load_profiles(path, engine, **reader_options(device_map, load_config_file(config_file)))
+    config = load_config_file(config_file)
+    profiles = load_profiles(path, engine, **reader_options(device_map, config, **FIGURES_ONLY))
     if fmt == "csv":
         from ..metrics.devices import device_table
 

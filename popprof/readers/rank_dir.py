@@ -116,8 +116,11 @@ def read(path: Path, **options: object) -> Profile:
     files = trace_files(path)
     if not files:
         raise InputError(path, "directory holds no Chrome trace (*.json / *.json.gz)")
+    # every rank's flows are read with its events: the directory's flows table joins them (a read that would
+    # count them only, flows_on_use, would have to read every file again for it)
+    options = {key: value for key, value in options.items() if key != "flows_on_use"}
     with progress(f"reading {len(files)} rank traces in {path.name}"):
-        profiles = _read_all(files, dict(options))
+        profiles = _read_all(files, options)
     ranks: list[int] = []
     notes: list[str] = []
     for i, (file, profile) in enumerate(zip(files, profiles, strict=True)):

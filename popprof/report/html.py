@@ -136,7 +136,7 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "name": profile.name,
         "source": profile.source,
         "target_rows": _target_rows(profile),
-        "tables": [(name, len(frame)) for name, frame in profile.tables.items()],
+        "tables": [(name, profile.rows(name)) for name in profile.table_names],  # a deferred table unbuilt
         "key_metrics": key,
         "all_metrics": every,
         "summary": parts.get("summary", {}),

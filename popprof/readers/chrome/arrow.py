@@ -49,6 +49,13 @@ SCHEMA = pa.schema(
 _PARSE = pa_json.ParseOptions(
     explicit_schema=SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=True
 )
+#: the fields only flows have: a pass that leaves the flows for later (counts them) does not convert them
+FLOW_ONLY_FIELDS = ("id", "bind_id", "bp")
+_PARSE_WITHOUT_FLOWS = pa_json.ParseOptions(
+    explicit_schema=pa.schema([f for f in SCHEMA if f.name not in FLOW_ONLY_FIELDS]),
+    unexpected_field_behavior="ignore",
+    newlines_in_values=True,
+)
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 
 
@@ -82,19 +89,21 @@ def _true() -> pa.Scalar:
 _POOL = kernels.POOL
 
 
-def parse_block(text: bytes) -> tuple[pa.Table | None, int]:
+def parse_block(text: bytes, flows: bool = True) -> tuple[pa.Table | None, int]:
     """The leading plain events of ``text`` (JSON objects separated by commas) as a table, and where they end.
 
     Returns ``(table, len(text))`` when every event is plain; ``(table, offset)`` when the
     event starting at byte ``offset`` is not (a counter, metadata, a non-finite number):
     the table holds the events before it; ``(None, 0)`` when nothing could be taken.
+    Without ``flows`` the fields only flows have (:data:`FLOW_ONLY_FIELDS`) are skipped.
     """
     if not text.strip():
         return None, 0
+    options = _PARSE if flows else _PARSE_WITHOUT_FLOWS
     # the comma between two events becomes a space: objects separated by whitespace are what Arrow reads
-    table = _read(_blank_separators(text))
+    table = _read(_blank_separators(text), options)
     if table is None:  # other layouts: the separator with any whitespace around it
-        table = _read(OBJECT_SEPARATOR.sub(b"}\n{", text))
+        table = _read(OBJECT_SEPARATOR.sub(b"}\n{", text), options)
     if table is None:
         return None, 0
     table = table.combine_chunks(memory_pool=_POOL)  # one chunk per column
@@ -147,11 +156,11 @@ def _blank_separators(text: bytes) -> bytearray:
     return out
 
 
-def _read(lines: bytes | bytearray) -> pa.Table | None:
+def _read(lines: bytes | bytearray, options: pa_json.ParseOptions = _PARSE) -> pa.Table | None:
     """Arrow's JSON reader on newline-separated events (it stops at the first separator it does not accept)."""
     try:
         return pa_json.read_json(
-            pa.BufferReader(lines), read_options=_READ, parse_options=_PARSE, memory_pool=_POOL
+            pa.BufferReader(lines), read_options=_READ, parse_options=options, memory_pool=_POOL
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None

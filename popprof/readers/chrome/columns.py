@@ -148,6 +148,8 @@ class Parsed:
     flow_labels: list[str] = field(default_factory=list)  # phase / name / cat / bp codes of ``flows``
     #: a merge's flows: the parts' column sets in file order, joined only when the flows table is built
     flow_parts: list[dict] = field(default_factory=list)
+    #: flows with a timestamp: those in ``flows`` / ``flow_parts``, or all that a pass without them counted
+    flow_count: int = 0
 
     def flow_chunks(self) -> list[dict]:
         """The flows as column sets in file order (one for a single pass, one per part after a merge)."""

@@ -6,9 +6,9 @@ the file while this process imports pandas and the rest of popprof (about 0.2 s)
 from the front when :func:`.reading.read` reaches the file (:func:`adopt`). Nothing of the result depends on
 when the worker started: the pieces, the plan and the merge are the split parse's, and the worker is adopted
 only for the same file (its :func:`~popprof.io.files.snapshot`), the same event array and the same
-``with_args``. Anything else (another reader claimed the path, other options, an error before the read)
-leaves it to :func:`discard`, which the CLI calls when the command ends; a worker that is not adopted is
-terminated there, and its work is lost, never used.
+``with_args`` (and whether flows are kept). Anything else (another reader claimed the path, other options,
+an error before the read) leaves it to :func:`discard`, which the CLI calls when the command ends; a worker
+that is not adopted is terminated there, and its work is lost, never used.
 
 This module and everything it imports import no pandas (``tests/test_trace_early.py`` checks it).
 """
@@ -27,7 +27,7 @@ from .sniffing import FORMAT, event_prefix, sniff
 _started: tuple[tuple, split.Workers] | None = None
 
 
-def start(path: str | Path, *, with_args: bool = False) -> bool:
+def start(path: str | Path, *, with_args: bool = False, flows: bool = True) -> bool:
     """Fork the split parse's worker for ``path`` now when it is a large plain Chrome trace; whether it did.
 
     Quiet on anything unusual (not a file, gzip, not a trace, too small, parallel work off): the read that
@@ -44,20 +44,22 @@ def start(path: str | Path, *, with_args: bool = False) -> bool:
         return False
     progress.prepare_meter(path)  # before the fork: the worker's reads count toward the read's bar
     # the worker parses alone while this process imports pandas: the two meet before the middle
-    workers = split.start_parallel(path, prefix, with_args, FORMAT, before, split.EARLY_HEAD_START_BYTES)
+    workers = split.start_parallel(
+        path, prefix, with_args, FORMAT, before, split.EARLY_HEAD_START_BYTES, flows
+    )
     if workers is None:
         progress.drop_prepared_meter()
         return False
     global _started
-    _started = ((before, prefix, with_args), workers)
+    _started = ((before, prefix, with_args, flows), workers)
     return True
 
 
-def adopt(prefix: str, with_args: bool, before: tuple | None) -> split.Workers | None:
-    """The worker started early for this read (same file, event array and ``with_args``), or ``None``
-    (and the one started for something else is discarded)."""
+def adopt(prefix: str, with_args: bool, before: tuple | None, flows: bool = True) -> split.Workers | None:
+    """The worker started early for this read (same file, event array, ``with_args`` and ``flows``), or
+    ``None`` (and the one started for something else is discarded)."""
     global _started
-    if _started is not None and before is not None and _started[0] == (before, prefix, with_args):
+    if _started is not None and before is not None and _started[0] == (before, prefix, with_args, flows):
         workers = _started[1]
         _started = None
         return workers

@@ -47,8 +47,11 @@ _COMPLETE_COLUMNS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 class StreamState:
     """Everything one pass collects; complete events are converted a chunk at a time, in C."""
 
-    def __init__(self, with_args: bool) -> None:
+    def __init__(self, with_args: bool, flows: bool = True) -> None:
         self.with_args = with_args
+        #: keep the flows' columns; without, flows are only counted (``flow_count``) and read again on use
+        self.keep_flows = flows
+        self.flow_count = 0  # flows kept (or counted): every flow with a timestamp
         self.names, self.cats, self.ids = Interner(), Interner(), Ids()
         self.complete = Columns()  # X, and instants with dur 0
         self.be = Columns()  # B and E, in file order
@@ -98,7 +101,12 @@ class StreamState:
         col = arrow.column
         call = kernels.call
         is_x = call("equal", col(table, "ph"), arrow.complete_phase())  # no nulls: X / s / t / f events only
-        if is_x.true_count < len(is_x):  # each side filters only the columns it reads
+        if is_x.true_count < len(is_x) and not self.keep_flows:  # count them, as _add_flows would keep them
+            flow_rows = ~is_x.to_numpy(zero_copy_only=False)
+            missing = int(np.count_nonzero(np.isnan(arrow_floats(col(table, "ts"))[flow_rows])))
+            self._count_flows(int(np.count_nonzero(flow_rows)) - missing, missing)
+            table = kernels.keep(table.select(_COMPLETE_COLUMNS), is_x)
+        elif is_x.true_count < len(is_x):  # each side filters only the columns it reads
             flows = kernels.keep(table.select(_FLOW_COLUMNS), call("invert", is_x))
             flow_id = col(flows, "id")
             if flow_id.null_count:  # Perfetto's flow v2 binds with "bind_id"
@@ -204,11 +212,20 @@ class StreamState:
 
     def _add_flows(self, chunk: dict) -> None:
         keep = ~np.isnan(chunk["ts"])
-        if not keep.all():
-            self.warnings["missing_fields"] += int((~keep).sum())
+        kept = int(np.count_nonzero(keep))
+        self._count_flows(kept, len(keep) - kept)
+        if not self.keep_flows:
+            return
+        if kept < len(keep):
             mask = pa.array(keep, type=pa.bool_())
             chunk = {k: kernels.keep(v, mask) if k == "id" else v[keep] for k, v in chunk.items()}
         self.flow_chunks.append(chunk)
+
+    def _count_flows(self, kept: int, missing: int) -> None:
+        """Flows with a timestamp (kept) and without one (dropped, counted as missing fields)."""
+        self.flow_count += kept
+        if missing:
+            self.warnings["missing_fields"] += missing
 
     def flow_arrays(self) -> dict[str, np.ndarray]:
         if not self.flow_chunks:

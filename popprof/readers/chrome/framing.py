@@ -106,12 +106,18 @@ def array_ends(buf: bytes, prefix: str) -> Iterator[int]:
 
 
 def blocks(
-    handle, prefix: str, top: dict | None = None, fast: bool = False, warnings: Counter | None = None
+    handle,
+    prefix: str,
+    top: dict | None = None,
+    fast: bool = False,
+    warnings: Counter | None = None,
+    flows: bool = True,
 ) -> Iterator[list | pa.Table]:
     """Events of the stream as lists of dicts, one ~1 MB block at a time, parsed by orjson.
 
     With ``fast``, blocks of plain X and flow events come as Arrow tables instead
-    (:func:`.arrow.parse_block`); where Arrow stops (an event it does not take), orjson
+    (:func:`.arrow.parse_block`; without ``flows``, the fields only flows have are skipped); where Arrow
+    stops (an event it does not take), orjson
     parses from there, ~64 kB first, twice as much at each further stop in a row, up to
     ~1 MB, then Arrow goes on; after a few blocks in a row that Arrow took nothing of,
     the rest of the stream goes to orjson only.
@@ -131,7 +137,7 @@ def blocks(
 
     def plain(text: bytes) -> tuple[pa.Table | None, int]:
         nonlocal misses, fast
-        table, covered = arrow.parse_block(text)
+        table, covered = arrow.parse_block(text, flows)
         misses = 0 if table is not None else misses + 1
         fast = misses < FAST_MISSES
         return table, covered

@@ -20,16 +20,17 @@ from .longevent import Misframed, Unfinished
 CHUNK_EVENTS = 1 << 14
 
 
-def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -> Parsed:
-    """Parse a stream of events: orjson blocks by default, ijson (the fallback) on request."""
-    state = StreamState(with_args)
+def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson", flows: bool = True) -> Parsed:
+    """Parse a stream of events: orjson blocks by default, ijson (the fallback) on request. Without ``flows``
+    the flow events are counted, not kept (their own fields are not even converted)."""
+    state = StreamState(with_args, flows)
     error = ""
     parsed = 0
     if engine == "orjson":
         tables = 0
         ended: list[str] = []
         for events in _until_unfinished(
-            blocks(handle, prefix, state.top, not with_args, state.warnings), ended
+            blocks(handle, prefix, state.top, not with_args, state.warnings, flows), ended
         ):
             if isinstance(events, pa.Table):
                 parsed += events.num_rows
@@ -81,6 +82,7 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson") -
         state.top,
         state.meta,
         state.flow_labels.labels,
+        flow_count=state.flow_count,
     )
 
 
@@ -95,14 +97,16 @@ def _until_unfinished(events: Iterator, ended: list[str]) -> Iterator:
         ended.append("IncompleteJSONError: the file ends inside an event longer than the event-bytes limit")
 
 
-def parse_file(path: Path, prefix: str, with_args: bool, before: tuple | None = None) -> Parsed:
+def parse_file(
+    path: Path, prefix: str, with_args: bool, before: tuple | None = None, flows: bool = True
+) -> Parsed:
     """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed.
 
     With ``before`` (:func:`popprof.io.files.snapshot`) a file that changes during the pass ends in
-    :class:`~popprof.io.files.ChangedWhileRead` at the next read."""
+    :class:`~popprof.io.files.ChangedWhileRead` at the next read. Without ``flows`` flows are counted only."""
     try:
         with open_json(path, before) as handle:
-            return parse_stream(handle, prefix, with_args, "orjson")
+            return parse_stream(handle, prefix, with_args, "orjson", flows)
     except (Unframeable, Misframed, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
         with open_json(path, before) as handle:
-            return parse_stream(handle, prefix, with_args, "ijson")
+            return parse_stream(handle, prefix, with_args, "ijson", flows)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io.files import snapshot
+from ...io.files import ChangedWhileRead, snapshot
 from ...io.heap import gc_paused, release_free_memory
 from ...io.progress import reading
 from ...io.sources import describe_meanwhile
@@ -44,32 +44,43 @@ def read(
     with_args: bool = False,
     device_map: Mapping[str, str | None] | str | None = None,
     parallel: bool = True,
+    flows_on_use: bool = False,
     **_options: object,
 ) -> Profile:
-    """Read a Chrome trace into a Profile with events, threads, counters, target and metadata.
+    """Read a Chrome trace into a Profile with events, threads, counters, flows, target and metadata.
 
     Large uncompressed files are parsed in pieces on two processes, this one and a
     forked worker (``parallel=False`` turns that off); anything unusual falls back
     to one serial pass, which is what reports errors.
+
+    ``flows_on_use``: the pass counts the flow events instead of reading them (about a tenth of the
+    parse of a Kineto trace, whose flows are a third of its events), and the ``flows`` table is read
+    from the file when first used, by a pass of its own (an error if the file changed since). For a
+    command that shows figures without flows (``popprof summary``, ``check``); the table, its row
+    count and every other table are the same either way.
     """
     # bytes read against the file size, worker processes included; no cyclic garbage collection (the
     # parse makes no cycles, and a collection walks every dict orjson made: the fork inherits that too)
     with reading(path), gc_paused():
-        return _read(path, with_args=with_args, device_map=device_map, parallel=parallel)
+        return _read(
+            path, with_args=with_args, device_map=device_map, parallel=parallel, flows=not flows_on_use
+        )
 
 
-def _read(path: Path, *, with_args: bool, device_map, parallel: bool) -> Profile:
+def _read(path: Path, *, with_args: bool, device_map, parallel: bool, flows: bool) -> Profile:
     before = snapshot(path)  # every read checks the file is still this one (a rewrite mid-read: one line)
     prefix = event_prefix(path)
     workers = None
     if parallel:  # the worker a command started before its imports (early.start), else one started now
-        workers = early.adopt(prefix, with_args, before) or split.start_parallel(
-            path, prefix, with_args, FORMAT, before
+        workers = early.adopt(prefix, with_args, before, flows) or split.start_parallel(
+            path, prefix, with_args, FORMAT, before, flows=flows
         )
     else:
         early.discard()
     try:
-        return _read_parts(path, prefix, workers, with_args=with_args, device_map=device_map, before=before)
+        return _read_parts(
+            path, prefix, workers, with_args=with_args, device_map=device_map, before=before, flows=flows
+        )
     finally:
         if workers is not None:
             workers.close()
@@ -83,11 +94,12 @@ def _read_parts(
     with_args: bool,
     device_map,
     before: tuple | None,
+    flows: bool = True,
 ) -> Profile:
     parts = workers.parts() if workers is not None else None  # the worker has ended when this returns
     source = workers.source if workers is not None else describe_meanwhile(FORMAT, path)
     if parts is None:
-        parts = [parse_file(path, prefix, with_args, before)]
+        parts = [parse_file(path, prefix, with_args, before, flows)]
     elif workers is not None:  # the last part stops at the array's end: the plan read the members after it
         parts[-1].top.update(workers.tail)
     n_parts = len(parts)
@@ -175,12 +187,14 @@ def _read_parts(
         threads["thread_name"] = threads["thread_name"].where(threads["thread_name"].notna(), text)
     threads["rank"] = frame.constant_int(len(threads), rank)
     counters = counter_frame(parsed.counters)
-    flow_chunks = parsed.flow_chunks()
-    n_flows = sum(len(chunk["ts"]) for chunk in flow_chunks)
-    # built when first read (the timeline, a bundle, a query): summary and check never read flows
-    flows = (
-        Deferred(n_flows, partial(_flow_table, flow_chunks, parsed.flow_labels, rank)) if n_flows else None
-    )
+    n_flows = parsed.flow_count
+    # built when first read (the timeline, a bundle, a query): summary and check never read flows; from
+    # the flows this pass kept, or by a pass of its own over the file when this one only counted them
+    if flows:
+        build = partial(_flow_table, parsed.flow_chunks(), parsed.flow_labels, rank)
+    else:
+        build = partial(_flows_read_on_use, path, prefix, before, rank, n_flows, dict(parsed.synthetic))
+    flows_table = Deferred(n_flows, build) if n_flows else None
 
     metadata: dict[str, object] = dict(source())
     metadata["chrome.events_read"] = parsed.parsed
@@ -200,7 +214,7 @@ def _read_parts(
     target = {"source_format": [FORMAT]}
     return Profile(
         path.name.removesuffix(".gz").removesuffix(".json") or path.stem,
-        {"target": target, "events": events, "threads": threads, "counters": counters, "flows": flows},
+        {"target": target, "events": events, "threads": threads, "counters": counters, "flows": flows_table},
         source=str(path),
         metadata=metadata,
     )
@@ -209,3 +223,18 @@ def _read_parts(
 def _flow_table(chunks: list[dict], labels: list[str], rank: int | None):
     """The ``flows`` table from the parse's flow column sets (left as they are: it can be built again)."""
     return flow_frame(concat_flows(chunks, keep=True), labels, rank)
+
+
+def _flows_read_on_use(
+    path: Path, prefix: str, before: tuple | None, rank: int | None, rows: int, numbering: dict[object, int]
+):
+    """The ``flows`` table of a read that only counted them: one pass of its own over the file, which must
+    still be the one that was read (its size, time and inode; else ChangedWhileRead) and hold as many flows;
+    ids written as text get the read's numbers (``numbering``), as the events that share them have."""
+    if snapshot(path) != before:
+        raise ChangedWhileRead(path)
+    parsed = parse_file(path, prefix, False, before)
+    if parsed.flow_count != rows:
+        raise ChangedWhileRead(path)
+    split.unify_synthetic_ids([parsed], numbering)
+    return _flow_table(parsed.flow_chunks(), parsed.flow_labels, rank)

@@ -153,17 +153,17 @@ def _split_plan(
     return plan
 
 
-def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None]) -> Parsed:
-    path, lo, hi, head, tail, prefix, with_args, before = job
+def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None, bool]) -> Parsed:
+    path, lo, hi, head, tail, prefix, with_args, before, flows = job
     part_prefix = prefix if lo == 0 else "item"
     try:
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
-            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson")
+            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson", flows)
     except Misframed:  # a piece that starts inside a long event: at once to the serial pass, no ijson
         return Parsed.empty("misframed")
     except (Unframeable, UnicodeDecodeError):
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
-            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson")
+            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson", flows)
 
 
 class _Claims:
@@ -348,7 +348,13 @@ class Workers:
 
 
 def start_parallel(
-    path: Path, prefix: str, with_args: bool, fmt: str, before: tuple | None = None, head_start: int = 0
+    path: Path,
+    prefix: str,
+    with_args: bool,
+    fmt: str,
+    before: tuple | None = None,
+    head_start: int = 0,
+    flows: bool = True,
 ) -> Workers | None:
     """Start parsing a large plain file in pieces on two processes; ``None`` when not worth it.
 
@@ -368,7 +374,7 @@ def start_parallel(
     plan = _split_plan(path, prefix, _piece_fractions(size, meeting_point(size, head_start)), after_array)
     if plan is None:
         return None
-    jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before) for lo, hi, head, tail in plan]
+    jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before, flows) for lo, hi, head, tail in plan]
     claims = _Claims(context, len(jobs))
     folder = handoff.make_folder()
     gc.freeze()
@@ -390,17 +396,20 @@ def start_parallel(
         gc.unfreeze()
 
 
-def unify_synthetic_ids(parts: list[Parsed]) -> dict[object, int]:
+def unify_synthetic_ids(parts: list[Parsed], numbering: dict[object, int] | None = None) -> dict[object, int]:
     """Number string pids / tids (kineto's ``"Spans"``, ...) the same way in every part, whatever the path.
 
     Each part numbered its string ids from ``Ids.FIRST_SYNTHETIC`` in the order it met them (which
     depends on where the part starts and how its events were batched); the final numbering follows
     the sorted labels, so one serial pass and a split parse give the same ids. Each part's columns,
-    thread keys, counters and flows are rewritten to it.
+    thread keys, counters and flows are rewritten to it. ``numbering`` (an earlier read's, for a pass
+    that reads part of the same file again) is kept; labels it lacks follow it in sorted order.
     """
     first = Ids.FIRST_SYNTHETIC
-    labels = sorted({label for part in parts for label in part.synthetic}, key=str)
-    merged: dict[object, int] = {label: first + i for i, label in enumerate(labels)}
+    merged: dict[object, int] = dict(numbering or {})
+    labels = sorted({label for part in parts for label in part.synthetic} - set(merged), key=str)
+    start = max(merged.values(), default=first - 1) + 1
+    merged.update({label: start + i for i, label in enumerate(labels)})
     for part in parts:
         if not part.synthetic:
             continue
@@ -452,6 +461,7 @@ def merge(parts: list[Parsed]) -> Parsed:
         out.skipped.update(part.skipped)
         out.warnings.update(part.warnings)
         out.parsed += part.parsed
+        out.flow_count += part.flow_count
         if part.flows:
             flow_lut = np.array([flow_labels.code(x) for x in part.flow_labels] + [-1], dtype=np.int32)
             for key in ("phase", "name", "cat", "bp"):
