@@ -176,16 +176,12 @@ class _Claims:
 
     def take(self, from_back: bool) -> int | None:
         """The next piece from one end, or ``None`` when all are taken (or the lock is never freed: a
-        process that died holding it; the pieces it left are then missing and a serial pass runs).
-
-        The last untaken piece is the front's (the reading process's): the worker ends a small piece
-        before the reading process does, so the two never hold a whole share of the file each at the
-        parse's end, the read's peak over both processes (docs/traces.md, "Memory")."""
+        process that died holding it; the pieces it left are then missing and a serial pass runs)."""
         if not self._lock.acquire(timeout=CLAIM_TIMEOUT):
             return None
         try:
             front, back = self._bounds
-            if front >= back - (1 if from_back else 0):
+            if front >= back:
                 return None
             if from_back:
                 self._bounds[1] = back - 1
