@@ -317,3 +317,20 @@ def test_rules_lists_the_parameters_the_given_config_sets(capsys, tmp_path):
     config.write_text("[rules\n")
     code, _, err = _run(capsys, "rules", "--config", config)
     assert code == 2 and len(err.splitlines()) == 1
+
+
+def test_an_in_process_run_gives_the_callers_progress_back(tmp_path) -> None:
+    """`-q` silences progress for the run only: a notebook or test calling main() keeps its own setting after
+    (before, a run with -q left progress off for everything the process did next)."""
+    from popprof.io import progress
+
+    out = tmp_path / "s.json"
+    assert not progress.quiet()
+    assert main(["summary", str(BUNDLE), "--format", "json", "-q", "-o", str(out)]) == 0
+    assert out.exists() and not progress.quiet()
+    progress.set_quiet(True)
+    try:
+        assert main(["summary", str(BUNDLE), "--format", "json", "-o", str(out)]) == 0
+        assert progress.quiet()  # the caller's own -q stays too
+    finally:
+        progress.set_quiet(False)

@@ -17,7 +17,7 @@ import warnings
 import click
 
 from .._version import __version__
-from ..io.progress import set_quiet
+from ..io.progress import quiet, set_quiet
 from ..model.errors import PopprofError
 from .common import LIMIT_HELP, QUIET_HELP, _apply_limits, global_options
 
@@ -185,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     from ..io.limits import LIMITS
 
-    # --limit sets the limits' environment variables for this run; an in-process caller (a notebook, a test)
-    # gets its own environment back afterwards.
+    # --limit sets the limits' environment variables for this run, and -q silences progress; an in-process
+    # caller (a notebook, a test) gets its own environment and its progress back afterwards.
     saved = {limit.env: os.environ.get(limit.env) for limit in LIMITS.values()}
+    was_quiet = quiet()
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: leave signals alone
@@ -202,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_TERMINATED
     finally:
         _end_early_reads()
+        set_quiet(was_quiet)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         for env, value in saved.items():

@@ -17,23 +17,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 try:  # the registry's entry point and option classes, without building pyarrow.compute's wrappers
-    from pyarrow._compute import (
-        CastOptions,
-        FilterOptions,
-        IndexOptions,
-        SetLookupOptions,
-        StructFieldOptions,
-        call_function,
-    )
+    from pyarrow import _compute as registry
 except ImportError:  # a pyarrow that moved them: the public module has the same names
-    from pyarrow.compute import (  # type: ignore[assignment]
-        CastOptions,
-        FilterOptions,
-        IndexOptions,
-        SetLookupOptions,
-        StructFieldOptions,
-        call_function,
-    )
+    from pyarrow import compute as registry
 
 #: the C heap (not Arrow's caching allocator), for every allocation of the parse's Arrow calls
 POOL = pa.system_memory_pool()
@@ -41,14 +27,14 @@ POOL = pa.system_memory_pool()
 
 def call(name: str, *args: object, options: object = None) -> pa.Array:
     """Arrow kernel ``name`` on ``args`` (arrays, tables or scalars), allocating from :data:`POOL`."""
-    return call_function(name, list(args), options, POOL)
+    return registry.call_function(name, list(args), options, POOL)
 
 
 def cast(values: pa.Array, target: pa.DataType) -> pa.Array:
     """``values`` as ``target`` (a safe cast: one that would lose data raises, as ``Array.cast``)."""
     if values.type == target:
         return values
-    return call("cast", values, options=CastOptions.safe(target))
+    return call("cast", values, options=registry.CastOptions.safe(target))
 
 
 def fill_null(values: pa.Array, fill: pa.Scalar) -> pa.Array:
@@ -58,19 +44,19 @@ def fill_null(values: pa.Array, fill: pa.Scalar) -> pa.Array:
 
 def keep(values: pa.Array | pa.Table, mask: pa.Array) -> pa.Array | pa.Table:
     """The rows of ``values`` where ``mask`` is true (a null in ``mask`` drops the row)."""
-    return call("filter", values, mask, options=FilterOptions("drop"))
+    return call("filter", values, mask, options=registry.FilterOptions("drop"))
 
 
 def is_in(values: pa.Array, value_set: pa.Array) -> pa.Array:
     """Whether each value is one of ``value_set`` (a null is not, unless ``value_set`` holds a null)."""
-    return call("is_in", values, options=SetLookupOptions(value_set))
+    return call("is_in", values, options=registry.SetLookupOptions(value_set))
 
 
 def first_index(values: pa.Array, value: pa.Scalar) -> int:
     """The index of the first element equal to ``value``, -1 when none is."""
-    return call("index", values, options=IndexOptions(value)).as_py()
+    return call("index", values, options=registry.IndexOptions(value)).as_py()
 
 
 def struct_field(values: pa.Array, name: str) -> pa.Array:
     """The child ``name`` of a struct array (null where the struct is)."""
-    return call("struct_field", values, options=StructFieldOptions(name))
+    return call("struct_field", values, options=registry.StructFieldOptions(name))
