@@ -1,5 +1,5 @@
-"""``python -m popprof`` runs the CLI."""
+"""``python -m popprof`` runs the CLI (through :mod:`popprof.launch`, as the console script does)."""
 
-from .cli import run
+from .launch import run
 
 run()

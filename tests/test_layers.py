@@ -34,7 +34,8 @@ LAYERS: dict[str, int] = {
     "store": 8,
     "cli": 9,
     "testing": 9,
-    "__main__": 10,
+    "launch": 10,
+    "__main__": 11,
 }
 #: Parts importable from any layer (also from model/) because they import nothing of popprof.
 LEAVES = frozenset({"_version", "markup"})

@@ -91,7 +91,8 @@ class LazyGroup(click.Group):
                 if command is None or command.hidden:
                     continue
                 text = command.get_short_help_str(limit=limit)
-            rows.append((name, click.utils.make_default_short_help(text, limit)))
+            # shortened as click shortens a command's help (its public path: make_default_short_help is deprecated)
+            rows.append((name, click.Command(name, help=text).get_short_help_str(limit)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -315,3 +316,16 @@ def run() -> None:
     code = main()
     gc.freeze()
     sys.exit(code)
+
+
+def render_help(width: int, command: str | None = None) -> str:
+    """``popprof [COMMAND] --help`` as click draws it ``width`` columns wide (what :mod:`popprof.launch`
+    stores)."""
+    with click.Context(cli, info_name="popprof", terminal_width=width, **cli.context_settings) as ctx:
+        if command is None:
+            return cli.get_help(ctx) + "\n"
+        sub = cli.get_command(ctx, command)
+        if sub is None:
+            raise KeyError(command)
+        with click.Context(sub, info_name=command, parent=ctx, terminal_width=width) as sub_ctx:
+            return sub.get_help(sub_ctx) + "\n"
