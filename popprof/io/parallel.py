@@ -103,6 +103,7 @@ class ProcessPool:
     def __init__(self, executor: concurrent.futures.ProcessPoolExecutor) -> None:
         self.executor = executor
         self._started: list = []  # the workers, kept past a shutdown that did not wait for them
+        self._manager = None  # the executor's thread that reaps them, likewise
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[R]:
         """Schedule ``fn(*args, **kwargs)`` on a worker (the first call starts the workers)."""
@@ -118,11 +119,14 @@ class ProcessPool:
         With ``wait`` false the workers end after their current job, without this process waiting for them
         (a later ``close()`` waits until they have; one with ``terminate`` ends any worker left)."""
         processes = self._started = self.processes() or self._started  # shutdown forgets them
+        manager = getattr(self.executor, "_executor_manager_thread", None) or self._manager
+        self._manager = manager  # shutdown forgets it too; it joins the workers once they have left
         self.executor.shutdown(wait=wait and not terminate, cancel_futures=True)
         if not terminate:
-            for process in processes if wait else ():  # after a shutdown that did not wait: they are leaving
-                with contextlib.suppress(Exception):
-                    process.join(JOIN_SECONDS)
+            if wait and manager is not None:  # after a shutdown that did not wait: they are leaving
+                # the thread that reaps them, joined (not the processes: two threads waiting for one child
+                # race, and the loser sees it as still running)
+                manager.join(JOIN_SECONDS)
             return
         for process in processes:
             with contextlib.suppress(Exception):
