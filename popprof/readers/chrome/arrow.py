@@ -74,16 +74,6 @@ def complete_phase() -> pa.Scalar:
     return pa.scalar("X", type=pa.string())
 
 
-@functools.cache
-def _false() -> pa.Scalar:
-    return pa.scalar(False, type=pa.bool_())
-
-
-@functools.cache
-def _true() -> pa.Scalar:
-    return pa.scalar(True, type=pa.bool_())
-
-
 #: the C heap (not Arrow's caching allocator): what a block used is free for the next one and for the
 #: reader's own arrays, and :func:`popprof.io.heap.release_free_memory` can give it back
 _POOL = kernels.POOL
@@ -116,10 +106,10 @@ def parse_block(text: bytes, flows: bool = True) -> tuple[pa.Table | None, int]:
     finite = [call("is_finite", table.column(key).chunk(0)) for key in ("ts", "dur")]
     if not plain.false_count and not any(f.false_count for f in finite):
         return table, len(text)
-    odd = call("invert", kernels.fill_null(plain, _false()))
+    odd = call("invert", kernels.fill_null(plain, False))
     for f in finite:
-        odd = call("or", odd, kernels.fill_null(call("invert", f), _false()))
-    first = kernels.first_index(odd, _true())
+        odd = call("or", odd, kernels.fill_null(call("invert", f), False))
+    first = kernels.first_index(odd, True)
     if first < 0:
         return table, len(text)
     if first == 0:

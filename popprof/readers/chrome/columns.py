@@ -182,7 +182,7 @@ FLOW_KEYS = (
 
 def arrow_ints(values: pa.Array) -> np.ndarray:
     """pid / tid from Arrow: a missing one is 0, as :meth:`Ids.one` maps ``None``."""
-    return kernels.fill_null(values, pa.scalar(0, type=values.type)).to_numpy()
+    return kernels.fill_null(values, 0).to_numpy()
 
 
 def arrow_floats(values: pa.Array) -> np.ndarray:

@@ -145,7 +145,7 @@ class StreamState:
         """Interned codes of a string column (-1 for null), labels added in order of first appearance."""
         encoded = kernels.call("dictionary_encode", values)
         lut = np.append(self._codes(encoded.dictionary.to_pylist(), interner), np.int32(-1))
-        indices = kernels.fill_null(encoded.indices, pa.scalar(-1, type=encoded.indices.type))
+        indices = kernels.fill_null(encoded.indices, -1)
         return lut[indices.to_numpy()]
 
     def _codes(self, values: tuple, interner: Interner) -> np.ndarray:

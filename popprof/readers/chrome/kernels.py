@@ -37,9 +37,9 @@ def cast(values: pa.Array, target: pa.DataType) -> pa.Array:
     return call("cast", values, options=registry.CastOptions.safe(target))
 
 
-def fill_null(values: pa.Array, fill: pa.Scalar) -> pa.Array:
-    """``values`` with every null replaced by ``fill`` (a typed scalar: nothing is inferred)."""
-    return values if not values.null_count else call("coalesce", values, fill)
+def fill_null(values: pa.Array, fill: object) -> pa.Array:
+    """``values`` with every null replaced by ``fill`` (made a scalar of the values' type: nothing is inferred)."""
+    return values if not values.null_count else call("coalesce", values, pa.scalar(fill, type=values.type))
 
 
 def keep(values: pa.Array | pa.Table, mask: pa.Array) -> pa.Array | pa.Table:
@@ -52,9 +52,9 @@ def is_in(values: pa.Array, value_set: pa.Array) -> pa.Array:
     return call("is_in", values, options=registry.SetLookupOptions(value_set))
 
 
-def first_index(values: pa.Array, value: pa.Scalar) -> int:
-    """The index of the first element equal to ``value``, -1 when none is."""
-    return call("index", values, options=registry.IndexOptions(value)).as_py()
+def first_index(values: pa.Array, value: object) -> int:
+    """The index of the first element equal to ``value`` (of the values' type), -1 when none is."""
+    return call("index", values, options=registry.IndexOptions(pa.scalar(value, type=values.type))).as_py()
 
 
 def struct_field(values: pa.Array, name: str) -> pa.Array:

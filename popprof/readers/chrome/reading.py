@@ -229,10 +229,9 @@ def _flows_read_on_use(
     path: Path, prefix: str, before: tuple | None, rank: int | None, rows: int, numbering: dict[object, int]
 ):
     """The ``flows`` table of a read that only counted them: one pass of its own over the file, which must
-    still be the one that was read (its size, time and inode; else ChangedWhileRead) and hold as many flows;
-    ids written as text get the read's numbers (``numbering``), as the events that share them have."""
-    if snapshot(path) != before:
-        raise ChangedWhileRead(path)
+    still be the one that was read (its snapshot, checked at every read of the pass as in any read; else
+    ChangedWhileRead) and hold as many flows; ids written as text get the read's numbers (``numbering``), as
+    the events that share them have."""
     parsed = parse_file(path, prefix, False, before)
     if parsed.flow_count != rows:
         raise ChangedWhileRead(path)
