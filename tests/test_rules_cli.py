@@ -121,7 +121,19 @@ def test_json_structure(bundles, capsys):
     oom = data["profiles"][0]
     assert set(oom) == {"profile", "source", "worst", "counts", "findings", "not_evaluated", "passed"}
     f = oom["findings"][0]
-    assert set(f) == {"rule_id", "severity", "title", "message", "value", "threshold", "where", "advice"}
+    assert set(f) == {
+        "rule_id",
+        "severity",
+        "title",
+        "message",
+        "value",
+        "threshold",
+        "figure",
+        "share",
+        "estimated_gain",
+        "where",
+        "advice",
+    }
     assert data["totals"]["error"] == sum(p["counts"]["error"] for p in data["profiles"])
     trace = data["profiles"][1]
     long_events = [f for f in trace["findings"] if f["rule_id"] == "host.long-events"]

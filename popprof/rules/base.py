@@ -47,9 +47,56 @@ def severity_rank(severity: str | None) -> int:
     return -1 if severity is None else _RANK[severity]
 
 
+#: Units of an estimated gain: time (microseconds) or memory (bytes).
+GAIN_UNITS: tuple[str, ...] = ("us", "bytes")
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What fixing a finding would buy at most: an honest upper bound and how it was derived.
+
+    ``value`` is in ``unit`` (``us`` of device time, or ``bytes`` of memory) and never exceeds the time or
+    memory the finding rests on; ``basis`` is one sentence saying how it was derived. ``whole`` is what the
+    gain is a part of (the device's window in us, the memory in bytes), so gains of either unit rank
+    together by :attr:`fraction`. ``rests_on`` names the time-account parts the gain is taken from
+    (``idle_host``, ``communication``, ...), so that gains resting on the same time are counted once.
+    """
+
+    value: float
+    unit: str
+    basis: str
+    whole: float | None = None
+    rests_on: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.unit not in GAIN_UNITS:
+            raise ValueError(f"gain unit {self.unit!r}: expected one of {GAIN_UNITS}")
+
+    @property
+    def fraction(self) -> float:
+        """The gain as a share of its whole (0 when the whole is unknown or empty)."""
+        if not self.whole or self.whole <= 0:
+            return 0.0
+        return min(1.0, max(0.0, float(self.value) / float(self.whole)))
+
+    def to_dict(self) -> dict:
+        """``{value, unit, basis}`` (plus ``whole`` and ``rests_on`` when known), JSON-ready."""
+        out: dict = {"value": _num(self.value), "unit": self.unit, "basis": self.basis}
+        if self.whole is not None:
+            out["whole"] = _num(self.whole)
+        if self.rests_on:
+            out["rests_on"] = list(self.rests_on)
+        return out
+
+
 @dataclass
 class Finding:
-    """One flagged observation of a rule."""
+    """One flagged observation of a rule.
+
+    ``figure`` names the figure the finding rests on (a metric or time-account part), ``share`` is that
+    figure's share of its whole (the run's window, the memory), and ``estimated_gain`` what fixing it
+    would buy (:class:`Gain`).
+    """
 
     rule_id: str
     severity: str
@@ -60,6 +107,9 @@ class Finding:
     where: dict = field(default_factory=dict)
     advice: str = ""
     evidence: pd.DataFrame | None = None
+    figure: str | None = None
+    share: float | None = None
+    estimated_gain: Gain | None = None
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (without the evidence frame; tuples become lists)."""
@@ -70,6 +120,9 @@ class Finding:
             "message": self.message,
             "value": _num(self.value),
             "threshold": _num(self.threshold),
+            "figure": self.figure,
+            "share": _num(self.share),
+            "estimated_gain": None if self.estimated_gain is None else self.estimated_gain.to_dict(),
             "where": jsonout.plain(self.where),
             "advice": self.advice,
         }
@@ -136,6 +189,9 @@ class Rule:
         evidence: pd.DataFrame | None = None,
         advice: str | None = None,
         platform: str | None = None,
+        figure: str | None = None,
+        share: float | None = None,
+        gain: Gain | None = None,
     ) -> Finding:
         """Make a finding of this rule, its advice filled in for ``platform`` (the IPU when not given)."""
         return Finding(
@@ -148,6 +204,9 @@ class Rule:
             dict(where or {}),
             self.advice_for(platform) if advice is None else advice,
             evidence,
+            figure,
+            share,
+            gain,
         )
 
 
