@@ -15,7 +15,7 @@ from ..trace import activity
 from ..trace.activity import device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions
-from . import metric, metric_family
+from . import account, metric, metric_family
 from .devices import device_breakdown
 
 #: The name PyTorch's profiler gives each step's annotation: ``ProfilerStep#12``.
@@ -161,34 +161,44 @@ def thread_count(profile: Profile) -> float | None:
 @metric(
     "trace.device_busy_us",
     "us",
-    "time with at least one device event running",
+    "time the devices ran work, summed over devices, each over its own window (the time account's busy parts)",
     needs=("events",),
     better=None,
 )
 def device_busy_us(profile: Profile) -> float | None:
-    union = device_work_union(profile)
-    return None if union is None else union.busy
+    total = account.pooled(profile)
+    return None if total is None else sum(total.get(p, 0.0) for p in account.BUSY_PARTS)
 
 
 @metric(
     "trace.device_idle_share",
     "ratio",
-    "share of the device-active span (first device event on any device to the last) with no device event "
-    "running",
+    "share of the devices' windows (each device's first to last activity, every step included: the time "
+    "account's run window) with no device work running, pooled over devices",
     needs=("events",),
 )
 def device_idle_share(profile: Profile) -> float | None:
-    union = device_work_union(profile)
-    if union is None or union.span <= 0:
-        return None
-    return union.idle / union.span
+    shares = account.shares(profile)
+    return None if shares is None else shares["idle"]
+
+
+@metric(
+    "trace.device_communication_share",
+    "ratio",
+    "share of the devices' windows (the time account's run window) in communication not overlapped by "
+    "compute (GPU) or in exchange (IPU), pooled over devices",
+    needs=("events",),
+)
+def device_communication_share(profile: Profile) -> float | None:
+    shares = account.shares(profile)
+    return None if shares is None else shares["communication"]
 
 
 @metric(
     "trace.device_window_idle_share",
     "ratio",
-    "share of each device's own window (its first to last work item, HolisticTraceAnalysis's window) with no "
-    "work running, pooled over devices (the per-device table's idle)",
+    "HolisticTraceAnalysis's idle share: of each device's HTA window (its work launched before the last "
+    "ProfilerStep, first to last item) with no work running, pooled over devices (HTA's per-device table)",
     needs=("events",),
 )
 def device_window_idle_share(profile: Profile) -> float | None:
@@ -204,12 +214,12 @@ def device_window_idle_share(profile: Profile) -> float | None:
 @metric(
     "trace.device_idle_us",
     "us",
-    "total device-idle gap time inside the device-active span",
+    "time the devices ran no work inside their windows, summed over devices (the time account's idle parts)",
     needs=("events",),
 )
 def host_stall_us(profile: Profile) -> float | None:
-    union = device_work_union(profile)
-    return None if union is None else union.idle
+    total = account.pooled(profile)
+    return None if total is None else sum(v for k, v in total.items() if k.startswith("idle"))
 
 
 @metric_family(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..io import units
 from ..trace.ids import SYNTHETIC_ID_BASE
+from .explain import render_what_limits
 from .names import NAME_WIDTH, short_name
 
 # -- text rendering ---------------------------------------------------------
@@ -34,6 +35,9 @@ def _target_line(t: dict) -> str:
 def render_text(summary: dict) -> str:
     """The summary as terminal text (plain; the CLI adds colour when on a terminal)."""
     lines = [f"Profile {summary['profile']} ({summary['source_format']})"]
+    limits = render_what_limits(summary.get("what_limits"))
+    if limits:
+        lines += ["", *limits]
     t = summary.get("target")
     if t and any(t.get(k) is not None for k in ("num_ipus", "num_tiles", "bytes_per_tile", "clock_hz")):
         lines += ["", "Target", "  " + _target_line(t)]
