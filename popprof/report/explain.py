@@ -166,3 +166,24 @@ def explained_summary(profile: Profile, top: int = 10, config: dict | None = Non
         return doc
     head = {k: doc[k] for k in ("profile", "source", "source_format") if k in doc}
     return {**head, "what_limits": limits, **{k: v for k, v in doc.items() if k not in head}}
+
+
+def display_rows(doc: dict | None) -> dict | None:
+    """The document as display strings for HTML: ``devices`` (label, window, parts) and ``opportunities``
+    (gain, rule id, title, basis); None without a document."""
+    if not doc:
+        return None
+    devices = [
+        (
+            _device_label(d["rank"] if d["rank"] is not None else float("nan"), d["device"]),
+            units.duration(d["window_us"]),
+            BASIS_TEXT.get(d["basis"], d["basis"]),
+            "; ".join(_account_items(d)[1:]),
+        )
+        for d in doc.get("devices") or []
+    ]
+    opportunities = [
+        (_gain_text(o["estimated_gain"]), o["rule_id"], o["title"], o["estimated_gain"]["basis"])
+        for o in doc.get("opportunities") or []
+    ]
+    return {"devices": devices, "opportunities": opportunities}

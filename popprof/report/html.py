@@ -142,6 +142,7 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "summary": parts.get("summary", {}),
         "idle_causes": _idle_rows(parts.get("summary") or {}),
         "findings": parts.get("findings"),
+        "what_limits": parts.get("what_limits"),
         "plots": parts.get("plots"),
         "only": parts.get("only"),
     }
@@ -355,6 +356,7 @@ def render(
     """
     from ..metrics import compute, shared
     from ..metrics.summary import summarise
+    from .explain import display_rows, what_limits
     from .templating import render_template
 
     items = [profiles] if isinstance(profiles, Profile) else list(profiles)
@@ -376,6 +378,7 @@ def render(
                     i + 1,
                     summary=summarise(profile),
                     findings=findings_context(found),
+                    what_limits=display_rows(what_limits(profile, found)),
                     plots=plot_items(profile, found, image_format=image_format, config=config)
                     if plots
                     else None,
