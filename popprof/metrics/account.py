@@ -42,9 +42,10 @@ import pandas as pd
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
-from ..trace.activity import is_bookkeeping, is_device_activity
-from . import metric_family
+from ..trace.activity import is_bookkeeping
+from . import metric, metric_family
 from .ranks import step_times
+from .trace import device_activity_mask
 
 GPU_PARTS: tuple[str, ...] = (
     "compute",
@@ -123,7 +124,7 @@ def run_account(profile: Profile) -> pd.DataFrame:
 def _account(profile: Profile) -> pd.DataFrame:
     rows: list[dict] = []
     events = profile.get("events")
-    if events is not None and not events.empty and is_device_activity(events).any():
+    if events is not None and not events.empty and device_activity_mask(profile).any():
         rows = _trace_rows(profile)
     elif profile.has("steps") and not profile.steps.empty:
         rows = _steps_rows(profile)
@@ -144,54 +145,52 @@ def _platform(profile: Profile, events: pd.DataFrame) -> str:
     return "gpu" if "stream" in events.columns and events["stream"].notna().any() else "ipu"
 
 
-def _launch_starts(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     """The start of the host event with the same (rank, correlation) as each device event of ``rows``
-    (the launch call), NaN where there is none."""
+    (the launch call; the last such host event when there are several), NaN where there is none.
+
+    The few wanted keys are hashed, and every host event looked up among them: no index over the host."""
+    events = profile.events
     out = np.full(len(rows), np.nan)
     if "correlation" not in events.columns or len(rows) == 0:
         return out
     correlation = events["correlation"]
-    if not correlation.notna().any():
-        return out
-    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64) if "rank" in events.columns else None
-    if rank is None:
-        rank = np.zeros(len(events), dtype=np.int64)
-    host = np.flatnonzero(
-        ~is_device_activity(events)
-        & correlation.notna().to_numpy()
-        & ~is_bookkeeping(events)
-        & (events["stream"].isna().to_numpy() if "stream" in events.columns else True)
+    rank = (
+        events["rank"].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+        if "rank" in events.columns
+        else np.zeros(len(events), dtype=np.int64)
     )
-    if host.size == 0:
-        return out
-    corr = correlation.array[host].to_numpy(dtype=np.float64, na_value=np.nan)
-    keys = (rank[host] + 1) * (1 << 40) + corr.astype(np.int64)
-    index = pd.Index(keys)
-    last = ~index.duplicated(keep="last")
-    index, host = pd.Index(keys[last]), host[last]
     dev_corr = correlation.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
     ok = ~np.isnan(dev_corr)
-    dev_keys = np.full(len(rows), -1, dtype=np.int64)
-    dev_keys[ok] = (rank[rows][ok] + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
-    position = index.get_indexer(dev_keys)
-    found = (position >= 0) & ok
-    starts = events["start_us"].to_numpy(dtype=np.float64)
-    out[found] = starts[host[position[found]]]
+    if not ok.any():
+        return out
+    dev_keys = (rank[rows][ok] + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
+    wanted = pd.Index(pd.unique(dev_keys))
+    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & correlation.notna().to_numpy()
+    if "stream" in events.columns:
+        host &= events["stream"].isna().to_numpy()
+    host_rows = np.flatnonzero(host)
+    host_corr = correlation.array[host_rows].to_numpy(dtype=np.float64, na_value=np.nan)
+    host_keys = (rank[host_rows] + 1) * (1 << 40) + host_corr.astype(np.int64)
+    position = wanted.get_indexer(host_keys)
+    hit = position >= 0
+    launch = np.full(len(wanted), np.nan)
+    launch[position[hit]] = events["start_us"].to_numpy(dtype=np.float64)[host_rows[hit]]  # the last wins
+    out[ok] = launch[wanted.get_indexer(dev_keys)]
     return out
 
 
-class _Timeline:
-    """A device's timeline as sorted, disjoint labelled segments (label = index into ``parts``), covering
-    ``[lo, hi]`` without holes, with prefix sums per label for sums over any window."""
+class _Segments:
+    """Sorted, disjoint labelled segments (label = index into ``parts``) with prefix sums per label, for the
+    time of each part inside any window."""
 
     def __init__(self, start: np.ndarray, end: np.ndarray, label: np.ndarray, parts: tuple[str, ...]):
-        order = np.argsort(start, kind="stable")
-        self.start, self.end, self.label = start[order], end[order], label[order]
+        self.start, self.end, self.label = start, end, label
         self.parts = parts
-        length = self.end - self.start
+        length = end - start
         self.prefix = np.zeros((len(parts), len(length) + 1))
-        for i in range(len(parts)):
-            np.cumsum(np.where(self.label == i, length, 0.0), out=self.prefix[i, 1:])
+        for i in np.unique(label).tolist():
+            np.cumsum(np.where(label == i, length, 0.0), out=self.prefix[i, 1:])
 
     def sums(self, lo: float, hi: float) -> np.ndarray:
         """Time of each part inside ``[lo, hi]``."""
@@ -204,17 +203,27 @@ class _Timeline:
             return out
         out += self.prefix[:, last] - self.prefix[:, first]
         # trim the two edge segments to the window
-        head = max(0.0, lo - self.start[first])
-        out[self.label[first]] -= head
-        tail = max(0.0, self.end[last - 1] - hi)
-        out[self.label[last - 1]] -= tail
+        out[self.label[first]] -= max(0.0, lo - self.start[first])
+        out[self.label[last - 1]] -= max(0.0, self.end[last - 1] - hi)
         return out
+
+
+class _Timeline:
+    """A device's timeline over ``[lo, hi]``: its busy segments and its idle pieces, together without holes."""
+
+    def __init__(self, busy: _Segments, idle: _Segments):
+        self.busy, self.idle = busy, idle
+
+    def sums(self, lo: float, hi: float) -> np.ndarray:
+        """Time of each part inside ``[lo, hi]``."""
+        return self.busy.sums(lo, hi) + self.idle.sums(lo, hi)
 
 
 def _layered_segments(
     start: np.ndarray, end: np.ndarray, layer: np.ndarray, layers: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Busy segments of the device, each labelled with the first layer (lowest index) running in it."""
+    """Busy segments of the device in time order, each labelled with the first layer (lowest index) running
+    in it."""
     times, deltas = [], []
     for i in range(layers):
         s, e = im.merge_intervals(start[layer == i], end[layer == i])
@@ -232,30 +241,40 @@ def _layered_segments(
     keep = (state > 0) & (seg_end > seg_start)
     state = state[keep]
     # the lowest set bit of each state: the layer that takes precedence
-    label = np.zeros(state.size, dtype=np.int64)
-    found = np.zeros(state.size, dtype=bool)
-    for i in range(layers):
-        hit = ~found & ((state >> i) & 1).astype(bool)
-        label[hit] = i
-        found |= hit
-    return seg_start[keep], seg_end[keep], label
+    label = np.log2(state & -state).astype(np.int64)
+    seg_start, seg_end = seg_start[keep], seg_end[keep]
+    # touching segments of one layer become one (a kernel after a kernel): fewer segments to sum over
+    joined = np.zeros(label.size, dtype=bool)
+    joined[1:] = (label[1:] == label[:-1]) & (seg_start[1:] == seg_end[:-1])
+    first = np.flatnonzero(~joined)
+    last = np.append(first[1:] - 1, label.size - 1)
+    return seg_start[first], seg_end[last], label[first]
+
+
+def _layer_of_codes(category: pd.Categorical, layers: tuple[tuple[str, ...], ...]) -> np.ndarray:
+    """The layer of each event by its category code (a lookup per category, none per event); categories in
+    no layer, and a missing one, go to the last layer."""
+    lut = np.full(len(category.categories) + 1, len(layers) - 1, dtype=np.int64)
+    for i, members in enumerate(layers):
+        for j, name in enumerate(category.categories):
+            if str(name) in members:
+                lut[j] = i
+    return lut[np.asarray(category.codes)]  # code -1 takes the lut's last entry
 
 
 def _device_timeline(
-    activity: im.DeviceActivity, launch: np.ndarray | None, platform: str, lo: float, hi: float
+    profile: Profile, activity: im.DeviceActivity, platform: str, lo: float, hi: float
 ) -> _Timeline:
     """The labelled timeline of one device over ``[lo, hi]`` (which holds its activity)."""
     gpu = platform == "gpu"
     layers = _GPU_LAYERS if gpu else _IPU_LAYERS
     layer_parts = _GPU_LAYER_PARTS if gpu else _IPU_LAYER_PARTS
     parts = GPU_PARTS if gpu else IPU_PARTS
-    cats = np.asarray(activity.category.astype("str"), dtype=object)
-    layer = np.full(len(cats), len(layers) - 1, dtype=np.int64)
-    for i, members in reversed(list(enumerate(layers))):
-        layer[np.isin(cats, members)] = i
+    layer = _layer_of_codes(activity.category, layers)
     s, e, lab = _layered_segments(activity.start, activity.end, layer, len(layers))
     seg_label = np.array([parts.index(layer_parts[i]) for i in range(len(layers))], dtype=np.int64)[lab]
-    # the idle gaps between busy segments, and before / after them inside [lo, hi]
+    busy = _Segments(s, e, seg_label, parts)
+    # the idle gaps between busy segments, and before / after them inside [lo, hi], in time order
     merged_start, merged_end = im.merge_intervals(s, e)
     gap_start = np.concatenate([[lo], merged_end])
     gap_end = np.concatenate([merged_start, [hi]])
@@ -265,34 +284,38 @@ def _device_timeline(
     gap_start, gap_end, open_end = gap_start[real], gap_end[real], open_end[real]
     if not gpu:
         idle = np.full(gap_start.size, parts.index("idle"), dtype=np.int64)
-        return _Timeline(
-            np.concatenate([s, gap_start]),
-            np.concatenate([e, gap_end]),
-            np.concatenate([seg_label, idle]),
-            parts,
-        )
+        return _Timeline(busy, _Segments(gap_start, gap_end, idle, parts))
     # GPU: the launch of the work that ended each gap splits it into host-bound and launch/dependency time
-    order = np.argsort(activity.start, kind="stable")
-    starts_sorted = activity.start[order]
-    launches = launch[order] if launch is not None else np.full(len(order), np.nan)
-    # the earliest launch among the work items starting exactly at the gap's end
-    nxt = np.searchsorted(starts_sorted, gap_end, side="left")
-    nxt = np.clip(nxt, 0, max(len(starts_sorted) - 1, 0))
-    next_launch = launches[nxt] if len(launches) else np.full(gap_end.size, np.nan)
-    cut = np.clip(next_launch, gap_start, gap_end)
+    next_launch = _gap_launches(profile, activity, gap_end)
     known = ~np.isnan(next_launch) & ~open_end
+    cut = np.clip(next_launch, gap_start, gap_end)
     host_end = np.where(open_end, gap_end, np.where(known, cut, gap_start))
-    seg_s = [s, gap_start, host_end]
-    seg_e = [e, host_end, gap_end]
-    launch_label = np.where(known, parts.index("idle_launch"), parts.index("idle_other"))
-    seg_l = [
-        seg_label,
-        np.full(gap_start.size, parts.index("idle_host"), dtype=np.int64),
-        launch_label.astype(np.int64),
-    ]
-    start_all, end_all, label_all = (np.concatenate(x) for x in (seg_s, seg_e, seg_l))
-    nonempty = end_all > start_all
-    return _Timeline(start_all[nonempty], end_all[nonempty], label_all[nonempty], parts)
+    # each gap as two pieces, host-bound first: interleaved, they stay in time order
+    piece_start = np.column_stack([gap_start, host_end]).ravel()
+    piece_end = np.column_stack([host_end, gap_end]).ravel()
+    after = np.where(known, parts.index("idle_launch"), parts.index("idle_other"))
+    host = np.full(gap_start.size, parts.index("idle_host"))
+    piece_label = np.column_stack([host, after]).ravel().astype(np.int64)
+    nonempty = piece_end > piece_start
+    return _Timeline(
+        busy, _Segments(piece_start[nonempty], piece_end[nonempty], piece_label[nonempty], parts)
+    )
+
+
+def _gap_launches(profile: Profile, activity: im.DeviceActivity, gap_end: np.ndarray) -> np.ndarray:
+    """For each gap, the earliest launch among the device's work items starting where the gap ends (NaN
+    when none of them has a recorded launch)."""
+    out = np.full(gap_end.size, np.nan)
+    if activity.rows is None or gap_end.size == 0:
+        return out
+    gap_of = pd.Index(gap_end).get_indexer(activity.start)  # a hash lookup per work item, no sort
+    hit = np.flatnonzero(gap_of >= 0)
+    if hit.size == 0:
+        return out
+    launch = _launch_starts(profile, activity.rows[hit])
+    ok = ~np.isnan(launch)
+    np.fmin.at(out, gap_of[hit][ok], launch[ok])
+    return out
 
 
 def _row(platform: str, rank, device, step, basis: str, window: float, sums: dict[str, float]) -> dict:
@@ -322,14 +345,13 @@ def _trace_rows(profile: Profile) -> list[dict]:
     for act in activities:
         if act.start.size == 0:
             continue
-        launch = _launch_starts(events, act.rows) if platform == "gpu" and act.rows is not None else None
         first, last = float(act.start.min()), float(act.end.max())
         rank = act.rank if act.rank is not None else None
         mine = marks[marks["rank"] == (-1 if rank is None else rank)] if not marks.empty else marks
         windows = _step_windows(mine)
         lo = min([first, *(w[1] for w in windows)])
         hi = max([last, *(w[2] for w in windows)])
-        timeline = _device_timeline(act, launch, platform, lo, hi)
+        timeline = _device_timeline(profile, act, platform, lo, hi)
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
         sums = timeline.sums(first, last)
         rows.append(
@@ -503,3 +525,50 @@ def account_parts(profile: Profile) -> dict[str, float]:
     if total is None:
         return {}
     return {f"{name.removesuffix('_us')}_us": value for name, value in total.items()}
+
+
+@metric(
+    "trace.device_busy_us",
+    "us",
+    "time the devices ran work, summed over devices, each over its own window (the time account's busy parts)",
+    needs=("events",),
+    better=None,
+)
+def device_busy_us(profile: Profile) -> float | None:
+    total = pooled(profile)
+    return None if total is None else sum(total.get(p, 0.0) for p in BUSY_PARTS)
+
+
+@metric(
+    "trace.device_idle_share",
+    "ratio",
+    "share of the devices' windows (each device's first to last activity, every step included: the time "
+    "account's run window) with no device work running, pooled over devices",
+    needs=("events",),
+)
+def device_idle_share(profile: Profile) -> float | None:
+    figures = shares(profile)
+    return None if figures is None else figures["idle"]
+
+
+@metric(
+    "trace.device_communication_share",
+    "ratio",
+    "share of the devices' windows (the time account's run window) in communication not overlapped by "
+    "compute (GPU) or in exchange (IPU), pooled over devices",
+    needs=("events",),
+)
+def device_communication_share(profile: Profile) -> float | None:
+    figures = shares(profile)
+    return None if figures is None else figures["communication"]
+
+
+@metric(
+    "trace.device_idle_us",
+    "us",
+    "time the devices ran no work inside their windows, summed over devices (the time account's idle parts)",
+    needs=("events",),
+)
+def host_stall_us(profile: Profile) -> float | None:
+    total = pooled(profile)
+    return None if total is None else sum(v for k, v in total.items() if k.startswith("idle"))

@@ -15,7 +15,7 @@ from ..trace import activity
 from ..trace.activity import device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions
-from . import account, metric, metric_family
+from . import metric, metric_family
 from .devices import device_breakdown
 
 #: The name PyTorch's profiler gives each step's annotation: ``ProfilerStep#12``.
@@ -159,42 +159,6 @@ def thread_count(profile: Profile) -> float | None:
 
 
 @metric(
-    "trace.device_busy_us",
-    "us",
-    "time the devices ran work, summed over devices, each over its own window (the time account's busy parts)",
-    needs=("events",),
-    better=None,
-)
-def device_busy_us(profile: Profile) -> float | None:
-    total = account.pooled(profile)
-    return None if total is None else sum(total.get(p, 0.0) for p in account.BUSY_PARTS)
-
-
-@metric(
-    "trace.device_idle_share",
-    "ratio",
-    "share of the devices' windows (each device's first to last activity, every step included: the time "
-    "account's run window) with no device work running, pooled over devices",
-    needs=("events",),
-)
-def device_idle_share(profile: Profile) -> float | None:
-    shares = account.shares(profile)
-    return None if shares is None else shares["idle"]
-
-
-@metric(
-    "trace.device_communication_share",
-    "ratio",
-    "share of the devices' windows (the time account's run window) in communication not overlapped by "
-    "compute (GPU) or in exchange (IPU), pooled over devices",
-    needs=("events",),
-)
-def device_communication_share(profile: Profile) -> float | None:
-    shares = account.shares(profile)
-    return None if shares is None else shares["communication"]
-
-
-@metric(
     "trace.device_window_idle_share",
     "ratio",
     "HolisticTraceAnalysis's idle share: of each device's HTA window (its work launched before the last "
@@ -209,17 +173,6 @@ def device_window_idle_share(profile: Profile) -> float | None:
     timed = (idle.notna() & span.notna()).to_numpy()  # the rows dropna(subset=...) keeps, without the frame
     window = float(span[timed].sum())
     return None if window <= 0 else min(float(idle[timed].sum()) / window, 1.0)
-
-
-@metric(
-    "trace.device_idle_us",
-    "us",
-    "time the devices ran no work inside their windows, summed over devices (the time account's idle parts)",
-    needs=("events",),
-)
-def host_stall_us(profile: Profile) -> float | None:
-    total = account.pooled(profile)
-    return None if total is None else sum(v for k, v in total.items() if k.startswith("idle"))
 
 
 @metric_family(
