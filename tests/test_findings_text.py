@@ -202,3 +202,11 @@ def test_html_report_and_notebook_template_show_the_gain():
     assert "<th>estimated gain</th>" in html and "up to 12.30 ms (5.6 % of the window)" in html
     # Findings._repr_html_ (rules/base.py) renders the same template, with or without ``gains``
     assert "tile 3 is 97 % full" in found._repr_html_()
+
+
+def test_units_gain_phrase():
+    from popprof.io import units
+
+    assert units.gain(1_000.0, "us") == "up to 1.00 ms"
+    assert units.gain(300.0, "us", 200.0) == "up to 300.0 us (100.0 % of the window)"  # never above 100 %
+    assert units.gain(2048, "bytes", 8192, "b") == "up to 2,048 B (2 KiB) (25.0 % of the memory) - b"
