@@ -44,7 +44,7 @@ def no_columns(monkeypatch):
 
 @pytest.mark.parametrize("path", _real_inputs(), ids=lambda p: p.relative_to(REAL).as_posix())
 def test_piped_check_of_every_real_input_fits_100_columns(path, no_columns):
-    result = CliRunner().invoke(cli, ["-q", "check", str(path), "--fail-on", "never"])
+    result = CliRunner().invoke(cli, ["check", str(path), "--fail-on", "never"])
     assert result.exit_code == 0, result.output[-2000:]
     widest = max(result.output.splitlines(), key=len)
     assert len(widest) <= PIPED_WIDTH <= 100, widest
@@ -104,7 +104,7 @@ def test_an_80_column_terminal_shows_the_nccl_findings_in_under_40_lines(nccl):
 
 
 def test_json_keeps_every_name_and_message_whole(no_columns):
-    result = CliRunner().invoke(cli, ["-q", "check", str(NCCL), "--fail-on", "never", "--format", "json"])
+    result = CliRunner().invoke(cli, ["check", str(NCCL), "--fail-on", "never", "--format", "json"])
     findings = json.loads(result.output)["profiles"][0]["findings"]
     kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
     phases = next(f for f in findings if f["rule_id"] == "exchange.phases")
@@ -119,7 +119,7 @@ def test_width_comes_from_columns_else_80_when_piped(monkeypatch):
     assert text_width(terminal=False) == 132 and text_width(terminal=True) == 132
     monkeypatch.setenv("COLUMNS", "wide")
     assert text_width(terminal=False) == 80
-    result = CliRunner().invoke(cli, ["-q", "check", str(NCCL), "--fail-on", "never"], env={"COLUMNS": "60"})
+    result = CliRunner().invoke(cli, ["check", str(NCCL), "--fail-on", "never"], env={"COLUMNS": "60"})
     assert max(len(line) for line in result.output.splitlines()) <= 60
 
 

@@ -154,7 +154,7 @@ def test_real_top_kernels_distinct_in_the_html_report(tmp_path):
     from popprof.cli import cli
 
     target = tmp_path / "report.html"
-    result = CliRunner().invoke(cli, ["-q", "report", str(NCCL), "-o", str(target)])
+    result = CliRunner().invoke(cli, ["report", str(NCCL), "-o", str(target)])
     assert result.exit_code == 0, result.output
     html = target.read_text()
     gemms = re.findall(r"<code>(void cutlass::Kernel&lt;[^<]*)</code>", html)
