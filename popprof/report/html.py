@@ -24,7 +24,7 @@ from ..io import units
 from ..io.atomic import write_text_atomic
 from ..model.errors import PopprofError
 from ..model.profile import Profile
-from .findings import where_text
+from .findings import gain_text, where_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -202,6 +202,7 @@ def findings_context(findings: Any) -> dict | None:
                 "title": f.title,
                 "message": f.message,
                 "where": where_text(getattr(f, "where", None) or {}),
+                "gain": gain_text(f),
                 "advice": getattr(f, "advice", "") or "",
                 # pandas escapes the cells (escape=True): the table is markup popprof made
                 "evidence": trusted(evidence.head(10).to_html(index=False, escape=True, border=0))
