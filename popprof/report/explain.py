@@ -117,11 +117,7 @@ def _pooled(devices: list[dict]) -> dict:
 
 
 def _gain_text(gain: dict) -> str:
-    value = gain["value"]
-    amount = units.duration(value) if gain["unit"] == "us" else units.nbytes(value)
-    whole = gain.get("whole")
-    share = f" ({units.percent(value / whole)})" if whole else ""
-    return f"up to {amount}{share}"
+    return units.gain(gain["value"], gain["unit"], gain.get("whole"))
 
 
 def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
