@@ -187,8 +187,9 @@ def device_idle_share(profile: Profile) -> float | None:
 @metric(
     "trace.device_window_idle_share",
     "ratio",
-    "share of each device's own window (its first to last work item, HolisticTraceAnalysis's window) with no "
-    "work running, pooled over devices (the per-device table's idle)",
+    "share of each device's own window (HolisticTraceAnalysis's: its first to last work item, the last "
+    "ProfilerStep left out when there are two or more) with no work running, pooled over devices (the "
+    "per-device table's idle)",
     needs=("events",),
 )
 def device_window_idle_share(profile: Profile) -> float | None:
