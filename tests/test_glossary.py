@@ -123,6 +123,8 @@ def test_gpu_summary_names_hta_window_and_both_waits() -> None:
     text = render_text(summarise(popprof.open(REAL / "traces" / "nccl_data.json.gz")))
     title = next(line for line in text.splitlines() if line.strip().startswith("Devices ("))
     assert "HTA's" in title and "before the last ProfilerStep" in title
+    # both windows named: HTA's (435.59 ms) and the whole work with the last step (issue 44 item 3)
+    assert "435.59 ms" in text and "the last step included, the work runs" in text and "660.55 ms" in text
     assert "host blocked on device" in text and "Host blocked on device:" in text
     idle = text[text.index("Why the device idled") :]
     assert "HTA's idle breakdown" in idle and f"{words.HOST_NOT_SUBMITTING} 99.7 %" in idle

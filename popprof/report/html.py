@@ -25,7 +25,7 @@ from ..io.atomic import write_text_atomic
 from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import where_text
-from .summary import IDLE_CAUSES, IDLE_NOTE, device_labels, device_window, steps_left_out
+from .summary import IDLE_CAUSES, IDLE_NOTE, device_labels, device_window, steps_left_out, whole_work_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -149,6 +149,9 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "device_labels": device_labels(devices),
         "device_window": device_window(devices, summary.get("source_format"), steps_left_out(summary)),
         "host_blocked": words.HOST_BLOCKED,
+        "whole_work": whole_work_text(spans)
+        if (spans := (summary.get("trace") or {}).get("work_spans"))
+        else "",
         "findings": parts.get("findings"),
         "plots": parts.get("plots"),
         "only": parts.get("only"),

@@ -259,6 +259,16 @@ def render_device_table(
     return lines
 
 
+def whole_work_text(spans: list[dict]) -> str:
+    """The devices' first to last work item with the last profiler step, beside HTA's window (both named)."""
+    each = ", ".join(
+        ("" if s.get("rank") is None else f"rank {s['rank']} ")
+        + f"{s['device']} {units.duration(s['span_us'])}"
+        for s in spans
+    )
+    return f"the last step included, the work runs from its first to its last item: {each}"
+
+
 def steps_left_out(summary: dict) -> bool:
     """Whether HTA's window leaves the last profiler step out: the trace has two or more ProfilerSteps."""
     it = summary.get("iterations") or {}
@@ -335,6 +345,8 @@ def render_trace_text(
         lines += render_device_table(
             devices, indent="  ", source_format=source_format, steps_left_out=steps_left_out
         )[1:]
+    if tr.get("work_spans"):
+        lines.append(f"    {whole_work_text(tr['work_spans'])}")
     causes = tr.get("idle_causes") or []
     if any(c["idle_us"] for c in causes):
         lines += [
