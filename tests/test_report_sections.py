@@ -180,7 +180,7 @@ def test_timeline_caption_claims_shading_only_when_something_is_shaded():
     assert "Nothing is shaded" in htmlreport.caption("timeline", plain)
     shaded = Figure()
     shaded.add_subplot().axvspan(0.2, 0.4, gid="stall")
-    assert "Shaded: the device waiting on the host" in htmlreport.caption("timeline", shaded)
+    assert "Shaded: device idle gaps" in htmlreport.caption("timeline", shaded)
 
 
 def test_gpu_report_timeline_caption_matches_the_figure(gpu):

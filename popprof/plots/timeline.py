@@ -8,7 +8,7 @@ profile has no trace. Lanes with many events are drawn with neighbouring
 events closer than a fraction of the visible span merged into one bar, so a
 million events draw in about a second.
 
-Stalls, the windows where the device waits on the host, come from findings of
+Stalls, the device idle gaps, come from findings of
 the ``host.device-gaps`` rule (every gap in its evidence table, else
 ``where["time_us"]``) or from ``stalls=``. Each is shaded; the longest few
 are numbered and listed under the plot with the host events that overlap
@@ -248,7 +248,7 @@ def timeline(
             alpha=0.15,
             lw=0,
             gid="stall",
-            label="device waiting on host" if i == 0 else None,
+            label="device idle gap" if i == 0 else None,
         )
     for k, (s_us, e_us) in enumerate(labelled_stalls):
         x0, x1 = (s_us - origin) / 1e3, (e_us - origin) / 1e3

@@ -265,7 +265,7 @@ SHADING: dict[str, tuple[Callable[[str], bool], str]] = {
     ),
     "timeline": (
         lambda gid: gid == "stall",
-        "Shaded: the device waiting on the host, with the host events that filled the wait.",
+        "Shaded: device idle gaps (host.device-gaps), with the host events that ran during them.",
     ),
 }
 
