@@ -41,7 +41,8 @@ IPU_INPUTS = [
 IPU_ONLY = re.compile(r"(?i)\b(?:global exchange|exchange|stream copies|host_io|host i/o)\b")
 #: GPU words an IPU profile's output must never use.
 GPU_ONLY = re.compile(
-    r"(?i)\b(?:communication|host-device copies|on-device copies|stream sync|host not submitting|\(HTA\)|HTA's)"
+    r"(?i)\b(?:communication|host-device copies|on-device copies|stream sync|host not submitting|\(HTA\)|HTA's"
+    r"|cuda\w*|NCCL|RCCL)"
 )
 #: "host wait" (or "host waiting", "host-wait") not labelled as HTA's: two meanings, so never bare.
 BARE_HOST_WAIT = re.compile(r"(?i)\bhost[ -]wait(?!\s*\(HTA\))")

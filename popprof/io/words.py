@@ -49,8 +49,8 @@ CATEGORY_WORDS: dict[str, dict[str, str]] = {
     },
 }
 #: The device table's columns of HTA's kinds of work, per platform: communication (GPU: HTA's
-#: COMMUNICATION; IPU: exchange + global exchange) and memory (GPU: HTA's MEMORY; IPU: stream copies).
-COMMUNICATION_WORD = {GPU: "communication", IPU: "exchange"}
+#: COMMUNICATION; IPU: all exchange = exchange + global exchange) and memory (GPU: HTA's MEMORY; IPU: stream copies).
+COMMUNICATION_WORD = {GPU: "communication", IPU: "all exchange"}
 MEMORY_WORD = {GPU: "copies", IPU: "stream copies"}
 
 

@@ -6,7 +6,7 @@ Tested in this order; the first that holds decides:
    memory, or the fullest tile at or above ``does_not_fit_utilisation`` of its capacity;
 2. **host**: the host blocked on device for a share of the device's window >= ``host_wait_pct``
    (``host_wait_pct`` is that figure's name), or device idle share (100 - busy) >= ``idle_pct``;
-3. **data movement**: communication (GPU) or exchange (IPU) + copies (GPU) or stream copies (IPU) +
+3. **data movement**: communication (GPU) or all exchange (IPU) + copies (GPU) or stream copies (IPU) +
    sync >= ``data_movement_pct`` of the device time;
 4. **device compute**: compute share >= ``compute_pct``;
 5. **undetermined**: none of these holds, or the figures they need are missing.
@@ -33,7 +33,7 @@ DESCRIPTIONS: dict[str, str] = {
     "does_not_fit_utilisation": "fullest tile / capacity at or above this: does not fit",
     "host_wait_pct": "host blocked on device, share of the device window (%) at or above this: host-bound",
     "idle_pct": "device idle share (%) at or above this: host-bound",
-    "data_movement_pct": "communication or exchange + copies or stream copies + sync share (%) at or above this: "
+    "data_movement_pct": "communication or all exchange + copies or stream copies + sync share (%) at or above this: "
     "data movement",
     "compute_pct": "compute share (%) at or above this: device compute",
 }

@@ -53,7 +53,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("devices", "devices", "devices", "device"),
     Figure("busy_pct", "device busy", "%", "device"),
     Figure("compute_pct", "compute", "%", "device"),
-    Figure("communication_pct", "communication (GPU) / exchange (IPU)", "%", "device"),
+    Figure("communication_pct", "communication (GPU) / all exchange (IPU)", "%", "device"),
     Figure("memory_pct", "copies (GPU) / stream copies (IPU)", "%", "device"),
     Figure("sync_pct", "sync (IPU)", "%", "device"),
     Figure("host_wait_pct", HOST_BLOCKED, "%", "device"),

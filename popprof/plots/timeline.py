@@ -294,7 +294,9 @@ def timeline(
     )
     ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"), pad=14 if labelled_stalls else 6)
     labelled: set[str] = set()
-    heavy = words.COMMUNICATION_WORD[platform_of(profile)]
+    heavy = (
+        "communication" if platform_of(profile) == words.GPU else "exchange"
+    )  # what the exchange.* rules flag
     for item in finding_items(findings, ("exchange.",)):
         where = getattr(item, "where", None) or {}
         key = "phases" if "phases" in where and "time_us" in where else "time_us"  # every phase listed

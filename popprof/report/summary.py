@@ -222,8 +222,13 @@ def device_labels(devices: list[dict]) -> dict[str, str]:
         "host_blocked": "host blocked",
         "defined": defined,
         "overlap": f"overlap = {comm} overlapped by compute",
-        "blocked": f"host blocked = {words.HOST_BLOCKED}: the host in sync calls (cudaDeviceSynchronize, ...) "
-        "inside the window",
+        "blocked": f"host blocked = {words.HOST_BLOCKED}: the host in "
+        + (
+            "sync calls (cudaDeviceSynchronize, ...)"
+            if platform == words.GPU
+            else "calls waiting for the IPU (.pvti)"
+        )
+        + " inside the window",
     }
 
 
