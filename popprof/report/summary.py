@@ -165,7 +165,7 @@ def _render_execution_totals(e: dict) -> list[str]:
         flag = "  (estimated)" if row["estimated"] else ""
         word = words.category_word(cat, words.IPU)
         lines.append(f"    {word:<22} {cycles:>16}  {units.percent(row['share']):>8}{basis}{flag}")
-    lines.append(f"  exchange + sync share  {units.percent(e.get('exchange_share'))}")
+    lines.append(f"  all exchange + sync    {units.percent(e.get('exchange_share'))}")
     if e.get("top_vertex_types"):
         lines.append("  top vertex types:")
         for v in e["top_vertex_types"]:
