@@ -133,6 +133,15 @@ def test_gpu_summary_names_hta_window_and_both_waits() -> None:
     assert "Device time by category: compute" in text and "communication" in text
 
 
+def test_whole_work_is_named_only_where_hta_left_the_last_step_out() -> None:
+    trace = summarise(popprof.open(REAL / "traces" / "nccl_data.json.gz"))["trace"]
+    (whole,) = trace["work_spans"]
+    (device,) = trace["devices"]
+    assert (whole["rank"], whole["device"]) == (0, "gpu:0") and whole["span_us"] > device["span_us"]
+    dlrm = summarise(popprof.open(REAL / "traces" / "dlrm_8ranks"))  # one profiler step: nothing left out
+    assert "work_spans" not in dlrm["trace"] and "before the last ProfilerStep" not in render_text(dlrm)
+
+
 def test_gpu_check_speaks_gpu(capsys) -> None:
     for path in GPU_TRACES:
         text = _check_text(path, capsys, RULES_STILL_IN_IPU_WORDS)
