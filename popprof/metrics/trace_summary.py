@@ -276,7 +276,7 @@ def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
     frame = pd.DataFrame(
         {
             "rank": events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64),
-            "device": events["device"].astype("str").to_numpy()[rows],
+            "device": np.asarray(events["device"].array[rows].astype("str"), dtype=object),
             "start": start,
             "end": end,
         }
