@@ -1,10 +1,11 @@
 """popprof: scriptable analysis of Graphcore IPU profiles.
 
 Readers turn every form of IPU profiling data into pandas DataFrames with one schema
-(:class:`Profile`); rule checks flag memory peaks, exchange-heavy phases and host stalls; a diff
-compares profiles and gates regressions; redaction makes a profile safe to share. The functions
-here are the front door for notebooks and scripts and mirror the CLI: each takes a Profile (or a
-path where the CLI takes one) and hands on to the package that does the work.
+(:class:`Profile`); rule checks flag memory peaks, exchange- (IPU) or communication-heavy (GPU)
+phases and host stalls; a diff compares profiles and gates regressions; redaction makes a profile
+safe to share. The functions here are the front door for notebooks and scripts and mirror the CLI:
+each takes a Profile (or a path where the CLI takes one) and hands on to the package that does the
+work.
 """
 
 from __future__ import annotations

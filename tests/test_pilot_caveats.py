@@ -95,7 +95,7 @@ def test_a_text_summary_next_to_a_gpu_trace_says_the_shares_have_different_bases
     ipu_col, gpu_col = result["columns"]
     assert (ipu_col["shares_basis"], gpu_col["shares_basis"]) == ("tile average cycles", "device time")
     (caveat,) = ipu_col["caveats"]
-    assert caveat.startswith("ipu: the compute, communication, host I/O and sync shares are Poplar's tile")
+    assert caveat.startswith("ipu: the compute, exchange, stream copies and sync shares are Poplar's tile")
     assert "while gpu gives each device's share of its time: different bases" in caveat
     assert not [c for c in gpu_col["caveats"] if "bases" in c]
     assert f"caveat: {caveat}" in render_text(result)

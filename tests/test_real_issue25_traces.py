@@ -59,7 +59,7 @@ def test_range_profiler_kernels_are_gpu_work():
     assert "device_side_missing" not in doc
     # the range profiler serialises kernels back to back: the device never idled, so no line explains idling
     text = render_text(summarise(profile))
-    assert "Why the device idled" not in text and "kernel wait -" not in text
+    assert "Why the device idled" not in text and "kernel wait (HTA) -" not in text
 
 
 def test_the_timeline_export_writes_text_ids_as_the_file_did(tmp_path):

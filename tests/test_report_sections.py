@@ -17,6 +17,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import popprof  # noqa: E402
+from popprof.io.words import category_word  # noqa: E402
 from popprof.metrics.summary import summarise  # noqa: E402
 from popprof.report import html as htmlreport  # noqa: E402
 from popprof.report.templating import render_template, template_text  # noqa: E402
@@ -118,7 +119,9 @@ def test_ipu_report_has_top_programs_and_cycles_by_category(ipu):
     assert [row[0] for row in programs[1:]] == [p["program"] for p in execution["top_programs"]]
     (categories,) = doc.tables["cycles-by-category"]
     shown = {row[0] for row in categories[1:]}
-    assert shown == {c for c, row in execution["by_category"].items() if row["cycles"]}
+    # in the IPU's words: global exchange, stream copies (the codes stay in the JSON)
+    assert shown == {category_word(c, "ipu") for c, row in execution["by_category"].items() if row["cycles"]}
+    assert "stream copies" in shown and "host_io" not in shown
     assert "devices" in doc.tables  # the per-IPU table of the summary
 
 
@@ -153,7 +156,8 @@ def test_gpu_report_has_idle_causes_cpu_ops_host_waits_and_threads(gpu):
     doc = parse(htmlreport.render(gpu, plots=False))
     trace = summarise(gpu)["trace"]
     (idle,) = doc.tables["idle-causes"]
-    assert [row[2] for row in idle[1:]] == ["host wait", "kernel wait", "other"]
+    # HTA's causes: the device idle with the host not submitting (HTA's "host wait"), labelled as HTA's
+    assert [row[2] for row in idle[1:]] == ["host not submitting", "kernel wait (HTA)", "other idle"]
     assert [row[4] for row in idle[1:]] == ["77.4 %", "2.8 %", "19.8 %"]  # as `popprof summary` prints them
     (ops,) = doc.tables["top-cpu-ops"]
     assert [row[0] for row in ops[1:]] == [op["name"] for op in trace["top_cpu_ops_by_self"]]
@@ -162,7 +166,9 @@ def test_gpu_report_has_idle_causes_cpu_ops_host_waits_and_threads(gpu):
     (threads,) = doc.tables["busiest-threads"]
     assert [row[2] for row in threads[1:]] == [t["thread_name"] for t in trace["busiest_threads"]]
     (activity,) = doc.tables["device-activity"]
-    assert {row[0] for row in activity[1:]} == set(trace["device_activity"]["by_category"])
+    assert {row[0] for row in activity[1:]} == {
+        category_word(c, "gpu") for c in trace["device_activity"]["by_category"]
+    }
 
 
 def test_timeline_caption_claims_shading_only_when_something_is_shaded():
@@ -174,7 +180,7 @@ def test_timeline_caption_claims_shading_only_when_something_is_shaded():
     assert "Nothing is shaded" in htmlreport.caption("timeline", plain)
     shaded = Figure()
     shaded.add_subplot().axvspan(0.2, 0.4, gid="stall")
-    assert "Shaded: the device waiting on the host" in htmlreport.caption("timeline", shaded)
+    assert "Shaded: device idle gaps" in htmlreport.caption("timeline", shaded)
 
 
 def test_gpu_report_timeline_caption_matches_the_figure(gpu):

@@ -149,7 +149,7 @@ def test_ipu_summary_shows_the_device_table(capsys) -> None:
     assert main(["summary", str(FIXTURES / "pod4_pipeline.popprof")]) == 0
     text = capsys.readouterr().out
     assert (
-        "Devices (share of each device's own window, its first to last work item)" in text and "ipu:3" in text
+        "Devices (shares of each IPU's step time: its step cycles over the clock)" in text and "ipu:3" in text
     )
     assert main(["summary", str(FIXTURES / "pod4_pipeline.popprof"), "--format", "csv"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 5

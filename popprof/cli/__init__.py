@@ -55,7 +55,7 @@ SHORT_HELP: dict[str, str] = {
     "query": "Run DuckDB SQL over the profile's tables (target, tiles, steps, events, ...).",
     "export": "Export a profile as a bundle that needs no Poplar SDK to read.",
     "timeline": "Export PATH as Chrome trace JSON for ui.perfetto.dev or chrome://tracing.",
-    "check": "Flag memory peaks, exchange-heavy phases and host stalls in profiles.",
+    "check": "Flag memory peaks, exchange- or communication-heavy phases and host stalls.",
     "rules": "List the rules with what they need, their parameters and defaults.",
     "diff": "Compare two profiles (or a baseline JSON and a profile) and gate regressions.",
     "baseline": "Write a profile's metrics as a small, diff-friendly JSON baseline, safe to commit.",

@@ -97,7 +97,7 @@ def check_command(
     engine: str | None,
     device_map: str | None,
 ) -> None:
-    """Flag memory peaks, exchange-heavy phases and host stalls in profiles.
+    """Flag memory peaks, exchange- or communication-heavy phases and host stalls.
 
     Each PATH is a profile, bundle, trace or run directory (a run directory
     gives one profile per engine). Rules whose tables a profile lacks are

@@ -144,7 +144,8 @@ def pilot_command(
     """Compare an IPU run with the platform it replaces: the same figures side by side.
 
     Compile time, warm-up, step-time percentiles, throughput, device busy /
-    compute / communication / memory-copy / sync / host-wait shares, memory
+    compute / communication or all exchange / copies or stream copies / sync /
+    host blocked on device shares, memory
     headroom, rule findings, and a diagnosis per side (does not fit, device
     compute, data movement, host, undetermined). A figure a side lacks is
     shown as missing with what to capture, never as 0. Several IPU paths

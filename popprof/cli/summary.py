@@ -51,8 +51,9 @@ def summary_command(
     SDK 1.x JSON, a .pvti, a Chrome trace or a directory of per-rank
     Chrome traces (one profile with every rank). --format csv prints the
     per-device table (one row per profile, rank and device: busy, idle,
-    compute, communication, memory, overlap, host wait), the same columns
-    for GPU traces and IPU profiles.
+    compute, communication (IPU: all exchange), memory (GPU: copies; IPU:
+    stream copies), overlap, host_wait (the host blocked on device)), the
+    same columns for GPU traces and IPU profiles.
 
     \b
     Examples:

@@ -39,6 +39,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..io.words import HOST_NOT_SUBMITTING
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
@@ -78,7 +79,7 @@ PART_WORDS: dict[str, str] = {
     "compute": "compute",
     "communication": "communication",
     "copies": "copies",
-    "idle_host": "idle, host not submitting",
+    "idle_host": f"idle, {HOST_NOT_SUBMITTING}",
     "idle_launch": "idle, launch or dependency",
     "idle_other": "idle, cause unknown",
     "exchange": "exchange",

@@ -4,7 +4,7 @@
 
 | column | GPU (Kineto trace; HTA 0.5.0 definitions) | IPU (``steps``; ``.pvti`` events) |
 |---|---|---|
-| ``span_us`` | first GPU-work start to last end (HTA ``kernel_time``) | sum of the IPU's step cycles / clock |
+| ``span_us`` | HTA's window: first GPU-work start to last end (kernel_time) | sum of the IPU's step cycles / clock |
 | ``busy_us`` | union of GPU work | step time (pvti: union of device events) |
 | ``idle_pct`` | (span - busy) / span (HTA ``get_temporal_breakdown``) | 0 for steps (pvti: gaps) |
 | ``compute_pct`` | union of COMPUTATION kernels / span | compute steps |
@@ -12,14 +12,17 @@
 | ``communication_pct`` | union of COMMUNICATION (NCCL) kernels / span | exchange + global_exchange |
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
 | ``comm_comp_overlap_pct`` | overlapped communication / communication (HTA) | 0 (BSP: never overlap) |
-| ``host_wait_pct`` | union of the rank's ``host_wait`` calls inside the span / span (<= 100) | missing |
+| ``host_wait_pct`` | host blocked on device: the rank's ``host_wait`` calls in the span / span | missing |
 | ``work_items`` / ``streams`` | kernels, memcpy, memset / their streams | steps (pvti: device events) / 0 |
 
-From a ``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
+On GPUs the work is that launched before the last ``ProfilerStep`` when the trace holds two or more
+(``trace/gpu_work.py``): HTA leaves the last, incomplete step out of the window. ``host_wait_pct`` is
+never above 100. From a ``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
 
 The other functions give HTA's other tables: :func:`kernel_breakdown`
 (``get_gpu_kernel_breakdown`` kernel-type time with overlaps), :func:`idle_breakdown`
-(``get_idle_time_breakdown``: host wait, kernel wait, other per stream) and
+(``get_idle_time_breakdown``: HTA's host wait, i.e. the device idle with the host not submitting, kernel
+wait and other, per stream) and
 :func:`launch_delays` (``get_cuda_kernel_launch_stats``). See ``docs/traces.md``.
 """
 

@@ -161,8 +161,9 @@ def thread_count(profile: Profile) -> float | None:
 @metric(
     "trace.device_window_idle_share",
     "ratio",
-    "HolisticTraceAnalysis's idle share: of each device's HTA window (its work launched before the last "
-    "ProfilerStep, first to last item) with no work running, pooled over devices (HTA's per-device table)",
+    "share of each device's own window (HolisticTraceAnalysis's: its first to last work item, the last "
+    "ProfilerStep left out when there are two or more) with no work running, pooled over devices (the "
+    "per-device table's idle)",
     needs=("events",),
 )
 def device_window_idle_share(profile: Profile) -> float | None:

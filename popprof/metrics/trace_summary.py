@@ -257,6 +257,39 @@ def _device_part(profile: Profile, top: int) -> dict:
         launches = devices.launch_summary(profile)
         if not launches.empty:
             out["launch_delays"] = _frame_records(launches)
+    spans = _whole_work_spans(profile, breakdown)
+    if spans:
+        out["work_spans"] = spans
+    return out
+
+
+def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
+    """Each GPU's first to last work item with the last profiler step included, where that is longer than
+    HTA's window of the device table (which leaves the last step out): both windows, named."""
+    events = profile.events
+    gpu = breakdown[breakdown["platform"] == "gpu"]
+    if gpu.empty or "stream" not in events.columns:
+        return []
+    rows = np.flatnonzero(events["stream"].notna().to_numpy() & ~is_bookkeeping(events))
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
+    frame = pd.DataFrame(
+        {
+            "rank": events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64),
+            "device": np.asarray(events["device"].array[rows].astype("str"), dtype=object),
+            "start": start,
+            "end": end,
+        }
+    )
+    whole = frame.groupby(["rank", "device"], sort=True).agg(start=("start", "min"), end=("end", "max"))
+    out = []
+    for row in gpu.itertuples(index=False):
+        key = (-1 if pd.isna(row.rank) else int(row.rank), str(row.device))
+        if key not in whole.index or row.span_us is None or pd.isna(row.span_us):
+            continue
+        span = float(whole.loc[key, "end"] - whole.loc[key, "start"])
+        if span > float(row.span_us) + 1.0:  # HTA's rounding moves the ends by under 1 us
+            out.append({"rank": None if key[0] < 0 else key[0], "device": key[1], "span_us": span})
     return out
 
 

@@ -4,9 +4,9 @@ Tested in this order; the first that holds decides:
 
 1. **does not fit (memory)**: a failed compilation (out-of-memory messages), a tile out of
    memory, or the fullest tile at or above ``does_not_fit_utilisation`` of its capacity;
-2. **host**: the device waits on the host: host-wait share >= ``host_wait_pct``, or
-   device idle share (100 - busy) >= ``idle_pct``;
-3. **data movement**: communication (exchange, collectives) + memory copy / host I/O +
+2. **host**: the host blocked on device for a share of the device's window >= ``host_wait_pct``
+   (``host_wait_pct`` is that figure's name), or device idle share (100 - busy) >= ``idle_pct``;
+3. **data movement**: communication (GPU) or all exchange (IPU) + copies (GPU) or stream copies (IPU) +
    sync >= ``data_movement_pct`` of the device time;
 4. **device compute**: compute share >= ``compute_pct``;
 5. **undetermined**: none of these holds, or the figures they need are missing.
@@ -31,9 +31,10 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
 
 DESCRIPTIONS: dict[str, str] = {
     "does_not_fit_utilisation": "fullest tile / capacity at or above this: does not fit",
-    "host_wait_pct": "host-wait share of the device span (%) at or above this: host-bound",
+    "host_wait_pct": "host blocked on device, share of the device window (%) at or above this: host-bound",
     "idle_pct": "device idle share (%) at or above this: host-bound",
-    "data_movement_pct": "communication + memory copy + sync share (%) at or above this: data movement",
+    "data_movement_pct": "communication or all exchange + copies or stream copies + sync share (%) at or above this: "
+    "data movement",
     "compute_pct": "compute share (%) at or above this: device compute",
 }
 

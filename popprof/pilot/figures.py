@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..io.words import HOST_NOT_SUBMITTING, IPU_FORMATS
 from ..metrics import account, compute, stored_values
 from ..metrics.devices import device_breakdown
 from ..metrics.steps import name_mask, step_stats, step_times
@@ -26,7 +27,6 @@ SCHEMA_VERSION = 1
 
 #: Tables only IPU sources fill: a profile with any of them is an IPU run.
 IPU_TABLES = ("tiles", "steps", "runs", "liveness", "execution_totals", "out_of_memory", "tile_histogram")
-IPU_FORMATS = ("pop", "pvti", "synth", "text_summary", "oom_log", "sdk1_json")
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("devices", "devices", "devices", "device"),
     Figure("busy_pct", "device busy", "%", "device"),
     Figure("compute_pct", "compute", "%", "device"),
-    Figure("communication_pct", "communication", "%", "device"),
-    Figure("memory_pct", "memory copy / host I/O", "%", "device"),
-    Figure("sync_pct", "sync", "%", "device"),
-    Figure("host_wait_pct", "idle, host not submitting", "%", "device"),
+    Figure("communication_pct", "communication (GPU) / all exchange (IPU)", "%", "device"),
+    Figure("memory_pct", "copies (GPU) / stream copies (IPU)", "%", "device"),
+    Figure("sync_pct", "sync (IPU)", "%", "device"),
+    Figure("host_wait_pct", f"idle, {HOST_NOT_SUBMITTING}", "%", "device"),
     Figure("memory_utilisation", "fullest tile / capacity", "share", "memory"),
     Figure("memory_headroom_bytes", "headroom of the fullest tile", "bytes", "memory"),
     Figure("tiles_out_of_memory", "tiles out of memory", "tiles", "memory"),
@@ -83,7 +83,7 @@ CAPTURE = {
         "compile": "the compilation in the trace (torch.compile / XLA events inside the profiled window)",
         "steps": "a trace with profiler steps (torch.profiler schedule, prof.step() each iteration)",
         "device": "a trace with GPU activity (ProfilerActivity.CUDA)",
-        "sync": "not measured on GPUs (synchronisation waits count as host wait)",
+        "sync": "not measured on GPUs (the device's own sync events count as idle, launch or dependency)",
         "host_wait": "a trace with CPU activity (ProfilerActivity.CPU): the launches split the idle time",
         "memory": "not a GPU figure (per-tile memory is IPU-only)",
         "liveness": "not a GPU figure (liveness is IPU-only)",
@@ -310,7 +310,7 @@ def basis_caveats(columns: list[dict]) -> None:
             continue
         others = [label for label, basis in bases.items() if basis != mine]
         column["caveats"].append(
-            f"{column['label']}: the compute, communication, host I/O and sync shares are "
+            f"{column['label']}: the compute, exchange, stream copies and sync shares are "
             f"{BASIS_WORDS[mine]}, while {', '.join(others)} give{'s' if len(others) == 1 else ''} "
             f"{BASIS_WORDS.get(bases[others[0]], bases[others[0]])}: different bases, so the shares are "
             "not comparable point for point (a tile average weighs every tile equally, idle ones too; a "

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..io import words
 from ..metrics.steps import step_times
 from ..model.errors import PopprofError
 from ..plots._common import new_figure
 
-BARS = (
-    ("compute_pct", "compute"),
-    ("communication_pct", "communication"),
-    ("memory_pct", "memory copy"),
-    ("sync_pct", "sync"),
-    ("host_wait_pct", "host wait"),
-)
+
+def bars(platform: str) -> tuple[tuple[str, str], ...]:
+    """The breakdown bars' figures and labels, in the words of the side's ``platform``."""
+    return (
+        ("compute_pct", "compute"),
+        ("communication_pct", words.COMMUNICATION_WORD[platform]),
+        ("memory_pct", words.MEMORY_WORD[platform]),
+        ("sync_pct", "sync"),
+        ("host_wait_pct", words.HOST_BLOCKED),
+    )
 
 
 def timeline_or_none(profile: Any, column: dict) -> tuple[Any, str | None]:
@@ -60,7 +64,7 @@ def breakdown_bars(profile: Any, column: dict) -> tuple[Any, str | None]:
     """Horizontal bars: the side's device-time shares and its idle share (the pilot table's figures)."""
     known = [
         (label, column["figures"][key]["value"])
-        for key, label in BARS
+        for key, label in bars(words.GPU if column.get("platform") == words.GPU else words.IPU)
         if column["figures"][key]["value"] is not None
     ]
     busy = column["figures"]["busy_pct"]["value"]
@@ -71,6 +75,6 @@ def breakdown_bars(profile: Any, column: dict) -> tuple[Any, str | None]:
     fig, ax = new_figure(5.5, 3.2)
     ax.barh([k for k, _ in known], [v for _, v in known], color="#2e7d32")
     ax.set_xlim(0, 100)
-    ax.set_xlabel("% of device span")
+    ax.set_xlabel("% of the device window")
     ax.invert_yaxis()
     return fig, None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..io import units
+from ..io import units, words
 from ..model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,6 +31,16 @@ CATEGORY_COLOURS: dict[str, str] = {
     "sync": "#937860",
     "other": "#8c8c8c",
 }
+
+
+def platform_of(profile: Any) -> str:
+    """``"ipu"`` for an IPU source (its format, or execution steps or runs), else ``"gpu"``: the words plots use."""
+    if getattr(profile, "source_format", None) in words.IPU_FORMATS or any(
+        profile.has(t) for t in ("steps", "runs", "tiles")
+    ):
+        return words.IPU
+    return words.GPU
+
 
 #: Default memory thresholds (fraction of a tile's capacity) when the rules package does not say.
 DEFAULT_HEADROOM = {"warning": 0.85, "error": 1.0}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..io import units
+from ..io import units, words
 from ..metrics import execution as ex
 from ..model.profile import Profile
 from ..model.schema import STEP_CATEGORIES
@@ -137,7 +137,7 @@ def execution(
             baseline=base.copy(),
             fill=True,
             color=CATEGORY_COLOURS[cat],
-            label=cat,
+            label=words.category_word(cat, words.IPU),
             lw=0,
             gid=f"cycles:{cat}",
         )

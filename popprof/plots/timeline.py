@@ -8,7 +8,7 @@ profile has no trace. Lanes with many events are drawn with neighbouring
 events closer than a fraction of the visible span merged into one bar, so a
 million events draw in about a second.
 
-Stalls, the windows where the device waits on the host, come from findings of
+Stalls, the device idle gaps, come from findings of
 the ``host.device-gaps`` rule (every gap in its evidence table, else
 ``where["time_us"]``) or from ``stalls=``. Each is shaded; the longest few
 are numbered and listed under the plot with the host events that overlap
@@ -23,14 +23,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..io import units
+from ..io import units, words
 from ..metrics.trace import time_origin
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ..trace.activity import is_bookkeeping
 from ..trace.ids import SYNTHETIC_ID_BASE
 from ..trace.intervals import host_events, merge_intervals
-from ._common import CATEGORY_COLOURS, finding_items, merge_ranges, new_figure, title_of, where_ranges
+from ._common import (
+    CATEGORY_COLOURS,
+    finding_items,
+    merge_ranges,
+    new_figure,
+    platform_of,
+    title_of,
+    where_ranges,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -219,7 +227,8 @@ def timeline(
             for k, cat in enumerate(present):  # one sub-band per category: they may overlap in time
                 s, e = merge_intervals(start[cats == cat], end[cats == cat], tol)
                 band = (lane_no - 0.4 + k * height, lane_no - 0.4 + (k + 1) * height)
-                legend = "execution run" if label != DEVICE_LANE else f"device {cat}"
+                word = words.category_word(cat, platform_of(profile))
+                legend = "execution run" if label != DEVICE_LANE else f"device {word}"
                 _rects(ax, s, e, band, CATEGORY_COLOURS[cat], f"lane:{label}:{cat}", legend)
         else:
             depth = frame["depth"].to_numpy() if "depth" in frame.columns else np.zeros(len(frame))
@@ -239,7 +248,7 @@ def timeline(
             alpha=0.15,
             lw=0,
             gid="stall",
-            label="device waiting on host" if i == 0 else None,
+            label="device idle gap" if i == 0 else None,
         )
     for k, (s_us, e_us) in enumerate(labelled_stalls):
         x0, x1 = (s_us - origin) / 1e3, (e_us - origin) / 1e3
@@ -285,6 +294,9 @@ def timeline(
     )
     ax.set_title(title_of(profile, f"Timeline: {what}{stalled}"), pad=14 if labelled_stalls else 6)
     labelled: set[str] = set()
+    heavy = (
+        "communication" if platform_of(profile) == words.GPU else "exchange"
+    )  # what the exchange.* rules flag
     for item in finding_items(findings, ("exchange.",)):
         where = getattr(item, "where", None) or {}
         key = "phases" if "phases" in where and "time_us" in where else "time_us"  # every phase listed
@@ -297,7 +309,7 @@ def timeline(
                 alpha=0.12,
                 lw=0,
                 gid=f"phase:{rule_id}",
-                label=None if rule_id in labelled else f"{rule_id} (exchange-heavy)",
+                label=None if rule_id in labelled else f"{rule_id} ({heavy}-heavy)",
             )
             labelled.add(rule_id)
     if ax.get_legend_handles_labels()[0]:

@@ -20,11 +20,12 @@ from typing import Any
 import pandas as pd
 
 from .._version import __version__
-from ..io import units
+from ..io import units, words
 from ..io.atomic import write_text_atomic
 from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
+from .summary import IDLE_CAUSES, IDLE_NOTE, device_labels, device_window, steps_left_out, whole_work_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -131,6 +132,8 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
     from ..metrics import compute
 
     key, every = _metric_rows(compute(profile))
+    summary = parts.get("summary") or {}
+    devices = summary.get("devices") or (summary.get("trace") or {}).get("devices") or []
     return {
         "anchor": f"profile-{index}",
         "name": profile.name,
@@ -140,7 +143,15 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "key_metrics": key,
         "all_metrics": every,
         "summary": parts.get("summary", {}),
-        "idle_causes": _idle_rows(parts.get("summary") or {}),
+        "idle_causes": _idle_rows(summary),
+        "idle_note": IDLE_NOTE,
+        "platform": words.platform_of_summary(summary),
+        "device_labels": device_labels(devices),
+        "device_window": device_window(devices, summary.get("source_format"), steps_left_out(summary)),
+        "host_blocked": words.HOST_BLOCKED,
+        "whole_work": whole_work_text(spans)
+        if (spans := (summary.get("trace") or {}).get("work_spans"))
+        else "",
         "findings": parts.get("findings"),
         "what_limits": parts.get("what_limits"),
         "plots": parts.get("plots"),
@@ -159,7 +170,7 @@ def _idle_rows(summary: Mapping[str, Any]) -> list[dict]:
         {
             "rank": c.get("rank"),
             "device": c["device"],
-            "cause": c["idle_category"].replace("_", " "),
+            "cause": IDLE_CAUSES.get(c["idle_category"], c["idle_category"].replace("_", " ")),
             "idle_us": c["idle_us"],
             "share": c["idle_us"] / totals[(c.get("rank"), c["device"])]
             if totals[(c.get("rank"), c["device"])]
@@ -256,7 +267,7 @@ SHADING: dict[str, tuple[Callable[[str], bool], str]] = {
     ),
     "timeline": (
         lambda gid: gid == "stall",
-        "Shaded: the device waiting on the host, with the host events that filled the wait.",
+        "Shaded: device idle gaps (host.device-gaps), with the host events that ran during them.",
     ),
 }
 

@@ -5,7 +5,7 @@ Nothing here computes a figure; it formats what the summary document holds.
 
 from __future__ import annotations
 
-from ..io import units
+from ..io import units, words
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
 from .names import short_names
@@ -124,21 +124,23 @@ def render_text(summary: dict) -> str:
         for cat, row in e["by_category"].items():
             if row["cycles"]:
                 lines.append(
-                    f"    {cat:<16} {units.count(row['cycles']):>16}  {units.percent(row['share']):>8}"
+                    f"    {words.category_word(cat, words.IPU):<16} {units.count(row['cycles']):>16}  "
+                    f"{units.percent(row['share']):>8}"
                 )
         lines.append("  top programs:")
         for p in e["top_programs"]:
             lines.append(
-                f"    {units.count(p['cycles']):>14}  {units.percent(p['share']):>7}  {p['category']:<15} "
-                f"{p['program']}"
+                f"    {units.count(p['cycles']):>14}  {units.percent(p['share']):>7}  "
+                f"{words.category_word(p['category'], words.IPU):<15} {p['program']}"
             )
+    fmt, left_out = summary.get("source_format"), steps_left_out(summary)
     if summary.get("devices"):
-        lines += render_device_table(summary["devices"])
+        lines += render_device_table(summary["devices"], source_format=fmt, steps_left_out=left_out)
     if summary.get("iterations"):
         lines += render_iterations(summary["iterations"])
     tr = summary.get("trace")
     if tr:
-        lines += render_trace_text(tr)
+        lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out)
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]
@@ -165,8 +167,9 @@ def _render_execution_totals(e: dict) -> list[str]:
         )
         basis = " tile average" if row["basis"] == "tile_average" else ""
         flag = "  (estimated)" if row["estimated"] else ""
-        lines.append(f"    {cat:<22} {cycles:>16}  {units.percent(row['share']):>8}{basis}{flag}")
-    lines.append(f"  exchange + sync share  {units.percent(e.get('exchange_share'))}")
+        word = words.category_word(cat, words.IPU)
+        lines.append(f"    {word:<22} {cycles:>16}  {units.percent(row['share']):>8}{basis}{flag}")
+    lines.append(f"  all exchange + sync    {units.percent(e.get('exchange_share'))}")
     if e.get("top_vertex_types"):
         lines.append("  top vertex types:")
         for v in e["top_vertex_types"]:
@@ -187,17 +190,61 @@ def _who(row: dict) -> str:
     return f"{rank}{' '.join(ids)}" + (f"  {names}" if names else "")
 
 
-def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
+def device_window(devices: list[dict], source_format: str | None = None, steps_left_out: bool = False) -> str:
+    """What the device table's shares are of, in words: HTA's window on GPUs (without the last profiler step
+    when HTA leaves it out), an IPU's step time, a ``.pvti`` device's first to last device event."""
+    if any(d.get("platform") == words.GPU for d in devices):
+        last = (
+            " launched before the last ProfilerStep began (the last, incomplete step left out as HTA does)"
+            if steps_left_out
+            else ""
+        )
+        return f"each device's window, HTA's: its first to last GPU work item{last}"
+    if source_format == "pvti":
+        return "each device's window: its first to last device event"
+    return "each IPU's step time: its step cycles over the clock"
+
+
+def device_labels(devices: list[dict]) -> dict[str, str]:
+    """The device table's column headers and the caption defining them, in the devices' platform's words."""
+    platform = words.GPU if any(d.get("platform") == words.GPU for d in devices) else words.IPU
+    comm, memory = words.COMMUNICATION_WORD[platform], words.MEMORY_WORD[platform]
+    if platform == words.GPU:
+        defined = (
+            f"{comm} = HTA's COMMUNICATION (NCCL/RCCL kernels); {memory} = HTA's MEMORY (memcpy and memset: "
+            f"{words.category_word('host_io', platform)} + {words.category_word('other', platform)} below)"
+        )
+    else:
+        defined = f"{comm} = exchange + global exchange; {memory} = host stream copies"
+    return {
+        "communication": comm,
+        "memory": memory,
+        "host_blocked": "host blocked",
+        "defined": defined,
+        "overlap": f"overlap = {comm} overlapped by compute",
+        "blocked": f"host blocked = {words.HOST_BLOCKED}: the host in "
+        + (
+            "sync calls (cudaDeviceSynchronize, ...)"
+            if platform == words.GPU
+            else "calls waiting for the IPU (.pvti)"
+        )
+        + " inside the window",
+    }
+
+
+def render_device_table(
+    devices: list[dict], indent: str = "", source_format: str | None = None, steps_left_out: bool = False
+) -> list[str]:
     """The per-device table as text lines (GPU traces and IPU profiles alike)."""
-    gpu = any(d.get("platform") == "gpu" for d in devices)
-    title = "Devices (share of each device's own window, its first to last work item" + (
-        "; GPU figures as HolisticTraceAnalysis defines them)" if gpu else ")"
-    )
+    labels = device_labels(devices)
+    comm_w, mem_w = max(len(labels["communication"]), 8), max(len(labels["memory"]), 7)
+    title = f"Devices (shares of {device_window(devices, source_format, steps_left_out)})"
     lines = [
         "",
         f"{indent}{title}",
-        f"{indent}  {'rank':>4}  {'device':<7} {'span':>10}  {'busy':>7} {'idle':>7} {'compute':>8} "
-        f"{'exchange':>8} {'memory':>7} {'overlap':>8} {'host wait':>9}",
+        f"{indent}  {'rank':>4}  {'device':<7} {'window':>10}  {'busy':>7} {'idle':>7} {'compute':>8} "
+        f"{labels['communication']:>{comm_w}} {labels['memory']:>{mem_w}} {'overlap':>8} "
+        f"{labels['host_blocked']:>12}",
     ]
     for d in devices:
         busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
@@ -207,19 +254,44 @@ def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
             f"{units.value(busy, '%', missing='-'):>7} "
             f"{units.value(d.get('idle_pct'), '%', missing='-'):>7} "
             f"{units.value(d.get('compute_pct'), '%', missing='-'):>8} "
-            f"{units.value(d.get('communication_pct'), '%', missing='-'):>8} "
-            f"{units.value(d.get('memory_pct'), '%', missing='-'):>7} "
+            f"{units.value(d.get('communication_pct'), '%', missing='-'):>{comm_w}} "
+            f"{units.value(d.get('memory_pct'), '%', missing='-'):>{mem_w}} "
             f"{units.value(d.get('comm_comp_overlap_pct'), '%', missing='-'):>8} "
-            f"{units.value(d.get('host_wait_pct'), '%', missing='-'):>9}"
+            f"{units.value(d.get('host_wait_pct'), '%', missing='-'):>12}"
         )
-    lines.append(
-        f"{indent}  exchange = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
-        "memory = copies and memsets (HTA's MEMORY = host_io + other below; IPU: host I/O);"
-    )
-    lines.append(
-        f"{indent}  overlap = communication overlapped by compute; host wait = host blocked in sync calls"
-    )
+    lines.append(f"{indent}  {labels['defined']};")
+    lines.append(f"{indent}  {labels['overlap']}; {labels['blocked']}")
     return lines
+
+
+def whole_work_text(spans: list[dict]) -> str:
+    """The devices' first to last work item with the last profiler step, beside HTA's window (both named)."""
+    each = ", ".join(
+        ("" if s.get("rank") is None else f"rank {s['rank']} ")
+        + f"{s['device']} {units.duration(s['span_us'])}"
+        for s in spans
+    )
+    return f"the last step included, the work runs from its first to its last item: {each}"
+
+
+def steps_left_out(summary: dict) -> bool:
+    """Whether HTA's window leaves the last profiler step out: the trace has two or more ProfilerSteps."""
+    it = summary.get("iterations") or {}
+    return it.get("source") == "ProfilerStep" and (it.get("count") or 0) >= 2
+
+
+#: The idle causes of HTA's idle breakdown (``idle_category`` codes), in words.
+IDLE_CAUSES = {
+    "host_wait": words.HOST_NOT_SUBMITTING,
+    "kernel_wait": words.HTA_KERNEL_WAIT,
+    "other": "other idle",
+}
+#: What the idle causes mean (the text's and the HTML report's note).
+IDLE_NOTE = (
+    f"{words.HOST_NOT_SUBMITTING} = {words.HTA_HOST_WAIT}: the work was launched after the previous work on its "
+    f"stream ended; {words.HTA_KERNEL_WAIT} = a gap under 30 us between work launched in time "
+    "(launch overhead); other idle = longer gaps"
+)
 
 
 #: Iterations the text lists (the JSON holds more).
@@ -251,8 +323,10 @@ def render_iterations(it: dict, shown: int = TEXT_ITERATIONS) -> list[str]:
     return lines
 
 
-def render_trace_text(tr: dict) -> list[str]:
-    """The trace part of ``popprof summary`` as lines of text."""
+def render_trace_text(
+    tr: dict, platform: str = words.GPU, source_format: str | None = None, steps_left_out: bool = False
+) -> list[str]:
+    """The trace part of ``popprof summary`` as lines of text, in ``platform``'s words."""
     ranks = tr.get("ranks") or []
     head = f"{tr['events']:,} events on {tr['threads']:,} threads"
     if len(ranks) > 1:
@@ -273,10 +347,18 @@ def render_trace_text(tr: dict) -> list[str]:
         )
     devices = tr.get("devices") or []
     if devices:
-        lines += render_device_table(devices, indent="  ")[1:]
+        lines += render_device_table(
+            devices, indent="  ", source_format=source_format, steps_left_out=steps_left_out
+        )[1:]
+    if tr.get("work_spans"):
+        lines.append(f"    {whole_work_text(tr['work_spans'])}")
     causes = tr.get("idle_causes") or []
     if any(c["idle_us"] for c in causes):
-        lines += ["", "  Why the device idled (share of the idle time of its streams, summed over streams)"]
+        lines += [
+            "",
+            "  Why the device idled (HTA's idle breakdown: share of the idle time of its streams, summed over "
+            "streams)",
+        ]
         totals: dict[tuple, float] = {}
         for c in causes:
             key = (c.get("rank"), c["device"])
@@ -285,13 +367,14 @@ def render_trace_text(tr: dict) -> list[str]:
             if not total:  # the device never idled: nothing to explain (not a row of dashes)
                 continue
             parts = [
-                f"{c['idle_category'].replace('_', ' ')} "
+                f"{IDLE_CAUSES.get(c['idle_category'], c['idle_category'].replace('_', ' '))} "
                 f"{units.percent(c['idle_us'] / total if total else None, missing='-')}"
                 for c in causes
                 if (c.get("rank"), c["device"]) == (rank, device)
             ]
             who = f"rank {rank} {device}" if rank is not None else device
             lines.append(f"    {who}: " + ", ".join(parts))
+        lines.append(f"    {IDLE_NOTE}")
     kernels = tr.get("top_kernels") or []
     if kernels:
         lines += [
@@ -325,7 +408,7 @@ def render_trace_text(tr: dict) -> list[str]:
         top = ", ".join(f"{w['name']} {w['count']:,} x {units.duration(w['total_us'])}" for w in wait["top"])
         lines += [
             "",
-            f"  Host waiting on the device: {units.duration(wait['total_us'])} "
+            f"  Host blocked on device: {units.duration(wait['total_us'])} "
             f"({units.percent(wait['share'], missing='-')} of the span): {top}",
         ]
     threads = tr.get("busiest_threads") or []
@@ -344,8 +427,11 @@ def render_trace_text(tr: dict) -> list[str]:
         ]
     act = tr.get("device_activity") or {}
     if act.get("by_category"):
-        cats = ", ".join(f"{c} {units.duration(v['total_us'])}" for c, v in act["by_category"].items())
-        lines += ["", f"  Device time by category: {cats} (other = memsets and on-device copies)"]
+        cats = ", ".join(
+            f"{words.category_word(c, platform)} {units.duration(v['total_us'])}"
+            for c, v in act["by_category"].items()
+        )
+        lines += ["", f"  Device time by category: {cats}"]
         if act.get("active_span_us"):
             lines.append(
                 f"  Device busy {units.duration(act['busy_us'])} of the device-active span "

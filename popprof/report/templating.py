@@ -5,7 +5,8 @@ The templates (``popprof/report/templates/``) are package data, read with
 is the one :func:`popprof.markup.make_environment` makes for every HTML output. Numbers are
 formatted only by :mod:`popprof.io.units` (filters ``bytes``, ``time``, ``share`` for a fraction,
 ``points`` for a value already in percent, ``n`` for a count); long names are shortened by ``short``
-as in the text tables.
+as in the text tables; a category code reads in its platform's word through ``word(platform)``
+(:func:`popprof.io.words.category_word`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def template_text(name: str) -> str:
 @cache
 def environment() -> jinja2.Environment:
     """The report's Jinja2 environment (:func:`popprof.markup.make_environment`) with popprof's filters."""
-    from ..io import units
+    from ..io import units, words
     from ..markup import make_environment
     from .names import short_name, short_names
 
@@ -48,6 +49,7 @@ def environment() -> jinja2.Environment:
             "n": units.count,
             "short": short_name,
             "short_names": short_names,  # the names of one table: those that read the same are numbered
+            "word": words.category_word,
         },
     )
 

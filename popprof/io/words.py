@@ -1,0 +1,84 @@
+"""The words for people: one word per meaning, the platform's own (the glossary in ``docs/figures.md``).
+
+Tables and JSON keep the schema's codes (``device_category``: ``compute``, ``exchange``, ``host_io``,
+``sync``, ``other``; ``steps.category`` adds ``global_exchange``); text, HTML, plots and pilot show
+the word of the profile's platform through :func:`category_word`. A GPU trace speaks of
+communication and copies, an IPU profile of exchange, global exchange, stream copies and sync.
+
+Two waits that are easily confused get two words, never one:
+
+- :data:`HOST_BLOCKED`: the host blocked in a call that waits for the device
+  (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, a blocking ``cudaMemcpy``): the host waits;
+- :data:`HOST_NOT_SUBMITTING`: the device idle because the host had not yet launched its next work
+  item: the device waits. HolisticTraceAnalysis calls it "host wait"; where HTA's figure is shown it
+  is labelled :data:`HTA_HOST_WAIT`.
+"""
+
+from __future__ import annotations
+
+GPU, IPU = "gpu", "ipu"
+#: Source formats that only IPU runs produce.
+IPU_FORMATS: tuple[str, ...] = ("pop", "pvti", "synth", "text_summary", "oom_log", "sdk1_json")
+
+#: The host blocked in sync calls, waiting for the device (``device_category`` ``host_wait``).
+HOST_BLOCKED = "host blocked on device"
+#: Device idle time before work whose launch came after the previous work ended (HTA's "host wait").
+HOST_NOT_SUBMITTING = "host not submitting"
+#: HTA's name for :data:`HOST_NOT_SUBMITTING`, labelled as HTA's wherever it shows.
+HTA_HOST_WAIT = "host wait (HTA)"
+#: HTA's name for a short gap between work launched in time (launch overhead).
+HTA_KERNEL_WAIT = "kernel wait (HTA)"
+
+#: The words of the schema's category codes, per platform.
+CATEGORY_WORDS: dict[str, dict[str, str]] = {
+    GPU: {
+        "compute": "compute",
+        "exchange": "communication",  # collectives (NCCL/RCCL) and peer copies
+        "global_exchange": "communication",
+        "host_io": "host-device copies",  # memcpy HtoD/DtoH
+        "sync": "stream sync",  # the device waiting on an event or the context (Kineto's cuda_sync)
+        "other": "on-device copies and memsets",
+    },
+    IPU: {
+        "compute": "compute",
+        "exchange": "exchange",
+        "global_exchange": "global exchange",
+        "host_io": "stream copies",
+        "sync": "sync",
+        "other": "other",
+    },
+}
+#: The device table's columns of HTA's kinds of work, per platform: communication (GPU: HTA's
+#: COMMUNICATION; IPU: all exchange = exchange + global exchange) and memory (GPU: HTA's MEMORY; IPU: stream copies).
+COMMUNICATION_WORD = {GPU: "communication", IPU: "all exchange"}
+MEMORY_WORD = {GPU: "copies", IPU: "stream copies"}
+
+
+def category_word(code: object, platform: str | None) -> str:
+    """The word for people of a category code on ``platform`` (``"gpu"`` or ``"ipu"``; other: IPU's).
+
+    A code outside the schema's (a text summary's ``compute_excluding_idle``) reads with spaces.
+    """
+    text = str(code)
+    words = CATEGORY_WORDS[GPU if platform == GPU else IPU]
+    return words.get(text, text.replace("_", " "))
+
+
+def platform_of_summary(summary: dict) -> str:
+    """``"ipu"`` or ``"gpu"`` for a summary document (:func:`popprof.metrics.summary.summarise`): its device
+    rows' platform, else an IPU format or IPU part (graph, memory, execution, an IPU target), else GPU."""
+    trace = summary.get("trace") or {}
+    rows = summary.get("devices") or trace.get("devices") or []
+    platforms = {row.get("platform") for row in rows}
+    if IPU in platforms:
+        return IPU
+    if GPU in platforms:
+        return GPU
+    if summary.get("source_format") in IPU_FORMATS:
+        return IPU
+    target = summary.get("target") or {}
+    if any(summary.get(k) for k in ("graph", "memory", "execution")) or any(
+        target.get(k) is not None for k in ("ipu_arch", "num_ipus", "num_tiles", "bytes_per_tile")
+    ):
+        return IPU
+    return GPU
