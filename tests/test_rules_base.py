@@ -173,13 +173,11 @@ def test_adding_a_rule_is_one_function():
         params={"limit": 10},
         advice="fewer steps",
     )
-    def steps_count(profile: Profile, params: dict):
+    def steps_count(profile: Profile, ctx):
         n = profile.steps["step"].nunique()
-        if n > params["limit"]:
+        if n > ctx.params["limit"]:
             return [
-                RULES["demo.steps-count"].finding(
-                    "warning", "Many steps", f"{n} steps", value=n, threshold=params["limit"]
-                )
+                ctx.finding("warning", "Many steps", f"{n} steps", value=n, threshold=ctx.params["limit"])
             ]
         return []
 
@@ -195,7 +193,7 @@ def test_adding_a_rule_is_one_function():
 
 def test_a_rule_raising_not_evaluated_is_reported():
     @rule("demo.never", "cannot run", needs=[], advice="-")
-    def never(profile, params):
+    def never(profile, ctx):
         raise NotEvaluated("needs something special")
 
     try:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from ..io import units
 from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
-from .base import RULES, Finding, NotEvaluated, band, rule
-from .platform import platform_of
+from .base import Finding, NotEvaluated, RuleContext, band, rule
 
 
 @rule(
@@ -40,8 +39,8 @@ from .platform import platform_of
         "(uneven batches or sequence lengths).",
     },
 )
-def stragglers(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["distributed.stragglers"]
+def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     late = collective_late_start(profile)
     if late.empty:
         raise NotEvaluated(
@@ -89,7 +88,7 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
     if early:
         message += f"; first to arrive, waiting longest (not the cause): rank(s) {', '.join(map(str, early))}"
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Straggling rank(s)",
             message,
@@ -97,6 +96,5 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where={"ranks": ranks},
             evidence=per_rank,
-            platform=platform_of(profile),
         )
     ]

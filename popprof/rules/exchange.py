@@ -17,9 +17,8 @@ from ..model.profile import Profile
 from ..trace.activity import labels_mask
 from ..trace.intervals import DeviceActivity, device_activities, window_sums
 from . import execution_totals
-from .base import RULES, Finding, NotEvaluated, band, rule
+from .base import Finding, NotEvaluated, RuleContext, band, rule
 from .execution_totals import ADVICE_SYNC, sync_dominated
-from .platform import platform_of
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
 EXCHANGE = ("exchange", "global_exchange", "sync")
@@ -57,8 +56,8 @@ def _phase_of_window(bands: np.ndarray, starts: np.ndarray) -> np.ndarray:
 MAX_WINDOWS = 1_000_000
 
 
-def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.phases"]
+def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     steps = profile.steps
     width = int(params["window"])
     if width < 1:
@@ -177,7 +176,7 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
         ],
     }
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Exchange-heavy phases",
             message,
@@ -195,8 +194,8 @@ def _auto_width(span: float, params: dict) -> float:
     return width if width > 0 else max(span / 100.0, 1e-6)
 
 
-def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.phases"]
+def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     phases, frames = [], []
     for activity in device_activities(profile):  # one pass per device
         found, windows = _device_phases(activity, params)
@@ -240,7 +239,7 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     if devices:
         where["devices"] = devices
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Exchange-heavy phases",
             message,
@@ -248,7 +247,6 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
             threshold=float(threshold),
             where=where,
             evidence=windows,
-            platform=platform_of(profile),
         )
     ]
 
@@ -322,13 +320,13 @@ def _device_phases(activity: DeviceActivity, params: dict) -> tuple[list[dict], 
     params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 5},
     advice=ADVICE_PHASES,
 )
-def phases(profile: Profile, params: dict) -> list[Finding]:
-    if int(params["max_phases"]) < 1:
+def phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    if int(ctx.params["max_phases"]) < 1:
         raise NotEvaluated("parameter max_phases must be at least 1")
-    return _from_each_source(profile, params, _steps_phases, _trace_phases)
+    return _from_each_source(profile, ctx, _steps_phases, _trace_phases)
 
 
-def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -> list[Finding]:
+def _from_each_source(profile: Profile, ctx: RuleContext, from_steps, from_events) -> list[Finding]:
     """Findings from the steps and from the events, whichever the profile has; NotEvaluated (with every
     reason) only when no source present could be evaluated."""
     findings: list[Finding] = []
@@ -336,7 +334,7 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
     present = [(t, f) for t, f in (("steps", from_steps), ("events", from_events)) if profile.has(t)]
     for _, source in present:
         try:
-            findings += source(profile, params)
+            findings += source(profile, ctx)
         except NotEvaluated as exc:
             reasons.append(str(exc))
     if present and len(reasons) == len(present):
@@ -359,14 +357,14 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
         "straggling rank that the others wait for (distributed.stragglers).",
     },
 )
-def share(profile: Profile, params: dict) -> list[Finding]:
+def share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if not profile.has("steps") and not profile.has("events"):  # a text summary's totals only
-        return execution_totals.summary_share(profile, params)
-    return _from_each_source(profile, params, _steps_share, _trace_share)
+        return execution_totals.summary_share(profile, ctx)
+    return _from_each_source(profile, ctx, _steps_share, _trace_share)
 
 
-def _steps_share(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.share"]
+def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     value = ex.exchange_share(profile)
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
@@ -414,7 +412,7 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     if sync:
         message += f"; sync {units.percent(shares.get('sync', 0.0))} of it (tiles waiting, not exchanging)"
     return [
-        r.finding(
+        ctx.finding(
             worst,
             "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run"),
             message,
@@ -437,8 +435,8 @@ def _share_per_ipu(steps: pd.DataFrame) -> pd.Series:
     return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
 
 
-def _trace_share(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.share"]
+def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     rows = []
     for activity in device_activities(profile):  # one pass per device
         total = float((activity.busy_end - activity.busy_start).sum())
@@ -487,7 +485,7 @@ def _trace_share(profile: Profile, params: dict) -> list[Finding]:
             message += f" ({len(per_device) - len(shown)} more in the evidence)"
     where = {"devices": [str(x) for x in per_device["label"] if x]} if per_device["label"].any() else {}
     return [
-        r.finding(
+        ctx.finding(
             severity or "info",
             "Exchange share" if not severity else "Exchange-bound run",
             message,
@@ -495,6 +493,5 @@ def _trace_share(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=per_device.drop(columns="label"),
-            platform=platform_of(profile),
         )
     ]

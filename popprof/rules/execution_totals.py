@@ -13,7 +13,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import execution as ex
 from ..model.profile import Profile
-from .base import RULES, Finding, NotEvaluated, band
+from .base import Finding, NotEvaluated, RuleContext, band
 
 #: Categories that count as exchange, and how the message names them.
 EXCHANGE_NAMES = {"exchange": "IPU exchange", "global_exchange": "global exchange", "sync": "sync"}
@@ -37,9 +37,9 @@ def sync_dominated(shares: dict[str, float | None]) -> bool:
     return sync > (shares.get("exchange") or 0.0) + (shares.get("global_exchange") or 0.0)
 
 
-def summary_share(profile: Profile, params: dict) -> list[Finding]:
+def summary_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     """``exchange.share`` from ``execution_totals``: one finding (info below the bands)."""
-    r = RULES["exchange.share"]
+    params = ctx.params
     shares = ex.summary_shares(profile)
     value = ex.summary_exchange_share(profile)
     if value is None:
@@ -77,7 +77,7 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
     evidence = pd.DataFrame({"category": list(shares), "share": [shares[c] for c in shares]})
     title = "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run")
     return [
-        r.finding(
+        ctx.finding(
             worst,
             title,
             message,

@@ -28,8 +28,7 @@ from ..trace.intervals import (
     thread_labels,
     thread_names,
 )
-from .base import RULES, Finding, NotEvaluated, band, rule
-from .platform import platform_of
+from .base import Finding, NotEvaluated, RuleContext, band, rule
 
 
 @rule(
@@ -41,8 +40,8 @@ from .platform import platform_of
     "(e.g. deviceIterations / a larger batches-per-step), use I/O tiles to overlap I/O and compute, "
     "keep weights and optimizer state on the IPU, and make the host data pipeline faster.",
 )
-def stream_copy(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.stream-copy"]
+def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     value = ex.host_io_share(profile)
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
@@ -72,7 +71,7 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
         io_steps = steps["step"].to_numpy()[io]
         where["steps"] = (int(io_steps.min()), int(io_steps.max()))
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Host stream copies",
             message,
@@ -101,8 +100,8 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
         "moving optimizer or metric work off the critical path.",
     },
 )
-def device_gaps(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.device-gaps"]
+def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     per_device = []
     for activity in device_activities(profile):  # one pass per device
         t0, t1 = activity.span
@@ -153,7 +152,7 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     if devices:
         where["devices"] = devices
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Device idle waiting on the host",
             message,
@@ -161,7 +160,6 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
-            platform=platform_of(profile),
         )
     ]
 
@@ -339,8 +337,8 @@ def _attribute_gaps(
         "less often.",
     },
 )
-def long_events(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.long-events"]
+def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     activities = device_activities(profile, by="rank")  # NotEvaluated without device activity
     host = host_events(profile)
     host = host.subset(~host.waits & (host.dur >= params["min_us"]))  # a host wait is device-bound time
@@ -405,7 +403,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     if ranks:
         where["ranks"] = ranks
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Long host events while the device idles",
             message,
@@ -413,7 +411,6 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=found,
-            platform=platform_of(profile),
         )
     ]
 
@@ -477,8 +474,7 @@ def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) 
         "--device-map will not bring the kernels back.",
     },
 )
-def launches_without_device_rule(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.launches-without-device"]
+def launches_without_device_rule(profile: Profile, ctx: RuleContext) -> list[Finding]:
     calls = launches_without_device(profile)
     if not calls:
         return []
@@ -489,13 +485,13 @@ def launches_without_device_rule(profile: Profile, params: dict) -> list[Finding
         "side is missing, so device rules are not evaluated"
     )
     return [
-        r.finding(
+        ctx.finding(
             "warning",
             "Device side missing",
             message,
             value=float(total),
             threshold=1.0,
             evidence=pd.DataFrame({"name": list(calls), "count": list(calls.values())}),
-            platform="gpu" if any(n.startswith(("cuda", "hip")) for n in calls) else platform_of(profile),
+            platform="gpu" if any(n.startswith(("cuda", "hip")) for n in calls) else None,
         )
     ]

@@ -11,7 +11,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import memory as mm
 from ..model.profile import Profile
-from .base import RULES, Finding, NotEvaluated, band, rule
+from .base import Finding, NotEvaluated, RuleContext, band, rule
 
 #: At most this many tiles are listed in a finding's ``where["tiles"]`` (the evidence has all).
 MAX_WHERE_TILES = 20
@@ -42,7 +42,7 @@ def _tile_list(frame: pd.DataFrame) -> list[int]:
     return [int(t) for t in frame["tile"].head(MAX_WHERE_TILES)]
 
 
-def _oom_messages_finding(profile: Profile) -> Finding:
+def _oom_messages_finding(profile: Profile, ctx: RuleContext) -> Finding:
     """One error naming every tile of the out-of-memory messages, with bytes used, capacity and overflow."""
     oom = profile.out_of_memory
     frame = pd.DataFrame(
@@ -72,7 +72,7 @@ def _oom_messages_finding(profile: Profile) -> Finding:
     fullest = frame.sort_values("bytes_used", ascending=False, kind="stable", na_position="last")
     tiles = list(dict.fromkeys(int(t) for t in fullest["tile"].dropna()))[:MAX_WHERE_TILES]
     count = mm.tiles_out_of_memory(profile) or float(max(len(tiles), 1))
-    return RULES["memory.tile-oom"].finding(
+    return ctx.finding(
         "error",
         "Tiles out of memory",
         message,
@@ -104,10 +104,9 @@ def _oom_part(row) -> str:  # noqa: ANN001  (a row of the messages frame)
     "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
     "convolutions, or offload optimizer state; check the liveness peak for what is live there.",
 )
-def tile_oom(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.tile-oom"]
+def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if profile.has("out_of_memory"):
-        return [_oom_messages_finding(profile)]
+        return [_oom_messages_finding(profile, ctx)]
     tiles = _tiles_used(profile)
     if tiles is not None:
         if tiles["capacity_bytes"].isna().all():
@@ -128,7 +127,7 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
         )
         ipus = sorted({int(i) for i in over["ipu"]})
         return [
-            r.finding(
+            ctx.finding(
                 "error",
                 "Tiles out of memory",
                 message,
@@ -168,7 +167,7 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
         }
     )
     return [
-        r.finding(
+        ctx.finding(
             "error",
             "Tiles out of memory",
             message,
@@ -189,8 +188,8 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
     "options or a smaller availableMemoryProportion), reduce batch size, or enable recomputation; "
     "code and exchange growth from small changes can push a nearly full tile over.",
 )
-def headroom(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.headroom"]
+def headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     share, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
     tile, cap = mm.max_tile_index(profile), mm.capacity_bytes(profile)
     if share is None or used is None or not cap:
@@ -220,7 +219,7 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
         where = {"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})}
         evidence = flagged
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Little memory headroom",
             message,
@@ -241,8 +240,8 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
     "exchange code, tensors mapped to one tile, the first tile of each IPU) and spread it, e.g. "
     "with better tile mapping of large tensors or by splitting large operations.",
 )
-def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.tile-imbalance"]
+def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     tiles = _tiles_used(profile)
     if tiles is None:
         raise NotEvaluated("needs per-tile memory (tiles.bytes_incl_gaps)")
@@ -265,7 +264,7 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
         f"and fill >= {units.limit_percent(params['min_fill'])})"
     )
     return [
-        r.finding(
+        ctx.finding(
             "warning",
             "Tile memory imbalance",
             message,
@@ -287,8 +286,8 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
     "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
     "serialise large matmuls so fewer large temporaries are live at once.",
 )
-def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.liveness-peak"]
+def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     liveness = profile.liveness
     nal = liveness["not_always_live_bytes"].astype("float64")
     if not nal.notna().any():
@@ -355,7 +354,7 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
         curve["total_bytes"] = nal + always
     title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
     return [
-        r.finding(
+        ctx.finding(
             severity,
             title,
             message,
@@ -377,14 +376,14 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     "try poplar's memory allocation options, padding or grouping tensors, or fewer, larger "
     "variables per tile.",
 )
-def gaps(profile: Profile, params: dict) -> list[Finding]:
+def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     """Gaps are only a problem when they take the room a nearly full tile needs (see docs/rules.md).
 
     A tile is flagged when, including gaps, it is at or above ``min_fill`` of its capacity and gaps are
     at least ``warning`` of its bytes including gaps. Severity is at most ``warning``: a tile over
     capacity is ``memory.tile-oom``'s error; this rule says that gaps are why.
     """
-    r = RULES["memory.gaps"]
+    params = ctx.params
     share, lost, total = mm.gap_share(profile), mm.gap_bytes(profile), mm.total_incl_gaps(profile)
     if share is None or lost is None or total is None:
         raise NotEvaluated("needs memory including and excluding gaps (per tile or as totals)")
@@ -430,7 +429,7 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
             message += f"; {units.count(fit)} of them are over capacity only because of gaps"
         message += f"; {overall}"
         return [
-            r.finding(
+            ctx.finding(
                 "warning",
                 "Gaps cost headroom on full tiles",
                 message,
@@ -454,7 +453,7 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
         f"(warning at >= {units.limit_percent(params['warning'])})"
     )
     return [
-        r.finding(
+        ctx.finding(
             "warning",
             "Gaps cost headroom on full tiles",
             message,
