@@ -28,19 +28,89 @@ from ..trace.intervals import (
     thread_labels,
     thread_names,
 )
-from .base import Finding, NotEvaluated, RuleContext, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
+
+#: The time-account parts of idle device time, per platform (a gain resting on idle time takes from these).
+IDLE_PARTS = {"gpu": ("idle_host", "idle_launch", "idle_other"), "ipu": ("idle",)}
+
+
+def _stream_copy_gain(profile: Profile, source: str) -> Gain | None:
+    """The host stream copies' time (:func:`popprof.metrics.execution.category_time_us`) of the run's window."""
+    spent, window = ex.category_time_us(profile, ("host_io",)), ex.total_time_us(profile)
+    if spent is None or not window:
+        return None
+    return Gain(
+        min(spent, window),
+        "us",
+        f"the time of the host stream copies ({source}), were input prefetched and overlapped with compute "
+        "so that the IPU never waits on the host",
+        whole=window,
+        rests_on=("stream_copies",),
+    )
+
+
+def _summary_stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    """``host.stream-copy`` on a Poplar text summary: its host exchange cycles as a share of the total cycles."""
+    params = ctx.params
+    value = ex.host_io_share(profile)
+    if value is None:
+        totals = profile.execution_totals
+        if (totals["category"].astype(str) == "host_io").any() and "host_io" in ex.summary_shares(profile):
+            raise NotEvaluated(
+                "needs the host exchange cycles as a share of the summary's total cycles (this summary prints "
+                "them summed over all tiles, SDK 1.x: not comparable with its total cycles); or an execution "
+                "profile"
+            )
+        raise NotEvaluated(
+            "needs step cycles (an execution profile), or a text summary that prints its host exchange "
+            "cycles and total cycles"
+        )
+    severity, threshold = band(value, params["warning"], params["error"])
+    if severity is None:
+        return []
+    totals = profile.execution_totals
+    basis = set(totals["basis"].astype(str)) - {"total"}
+    of = "of the average tile's cycles" if "tile_average" in basis else "of the total cycles"
+    window = ex.total_time_us(profile)
+    clock = profile.target_value("clock_hz")
+    message = f"host stream copies (host exchange) take {units.percent(value)} {of} in the summary"
+    if window:
+        message += f", about {units.duration(value * window)} of {units.duration(window)}"
+        if not clock:
+            message += " (the summary's approximate time)"
+    message += f" ({severity} at >= {units.limit_percent(threshold)})"
+    evidence = totals[["category", "basis", "cycles", "share", "time_us", "label"]].reset_index(drop=True)
+    spent = "the summary's host exchange share of " + (
+        "its total cycles over the clock" if clock else "its printed approximate time"
+    )
+    return [
+        ctx.finding(
+            severity,
+            "Host stream copies",
+            message,
+            value=value,
+            threshold=threshold,
+            evidence=evidence,
+            platform="ipu",
+            figure="execution.summary_share.host_io",
+            share=value,
+            gain=_stream_copy_gain(profile, spent),
+        )
+    ]
 
 
 @rule(
     "host.stream-copy",
     "share of IPU-cycles spent in host stream copies (the IPU waiting on the host)",
-    needs=["steps"],
+    needs=[("steps",), ("execution_totals",)],
     params={"warning": 0.05, "error": 0.20, "top": 3},
     advice="The IPU spends this time streaming data to or from the host: prefetch input "
     "(e.g. deviceIterations / a larger batches-per-step), use I/O tiles to overlap I/O and compute, "
     "keep weights and optimizer state on the IPU, and make the host data pipeline faster.",
 )
 def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    if not profile.has("steps"):  # a text summary's execution totals
+        return _summary_stream_copy(profile, ctx)
     params = ctx.params
     value = ex.host_io_share(profile)
     if value is None:
@@ -79,6 +149,10 @@ def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
+            platform="ipu",
+            figure="execution.share.host_io",
+            share=value,
+            gain=_stream_copy_gain(profile, "their IPU-cycles on the mean IPU over the clock"),
         )
     ]
 

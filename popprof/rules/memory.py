@@ -11,7 +11,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import memory as mm
 from ..model.profile import Profile
-from .base import Finding, NotEvaluated, RuleContext, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 
 #: At most this many tiles are listed in a finding's ``where["tiles"]`` (the evidence has all).
 MAX_WHERE_TILES = 20
@@ -36,6 +36,13 @@ def _tiles_used(profile: Profile) -> pd.DataFrame | None:
             "capacity_bytes": capacity,
         }
     )
+
+
+def _tile_gain(freed: float, used: float, capacity: float, basis: str) -> Gain:
+    """A memory gain on one tile: ``freed`` bytes (at most the bytes on it), of the tile's capacity, or of
+    its contents when they are above capacity (so a gain never exceeds its whole)."""
+    freed = min(max(float(freed), 0.0), float(used))
+    return Gain(freed, "bytes", basis, whole=max(float(capacity), float(used)))
 
 
 def _tile_list(frame: pd.DataFrame) -> list[int]:
@@ -72,6 +79,19 @@ def _oom_messages_finding(profile: Profile, ctx: RuleContext) -> Finding:
     fullest = frame.sort_values("bytes_used", ascending=False, kind="stable", na_position="last")
     tiles = list(dict.fromkeys(int(t) for t in fullest["tile"].dropna()))[:MAX_WHERE_TILES]
     count = mm.tiles_out_of_memory(profile) or float(max(len(tiles), 1))
+    known = frame.dropna(subset=["over_bytes", "bytes_used", "capacity_bytes"])
+    gain, share = None, None  # a message without figures (Poplar saved a profile instead) prices nothing
+    if len(known):
+        top = known.loc[known["over_bytes"].idxmax()]
+        where_tile = f"tile {units.count(top['tile'])}" if pd.notna(top["tile"]) else "the tile named"
+        gain = _tile_gain(
+            top["over_bytes"],
+            top["bytes_used"],
+            top["capacity_bytes"],
+            f"the bytes above capacity on {where_tile} (the largest overflow the messages print): what must "
+            "leave that tile for the program to fit",
+        )
+        share = float(top["bytes_used"]) / float(top["capacity_bytes"])
     return ctx.finding(
         "error",
         "Tiles out of memory",
@@ -80,6 +100,9 @@ def _oom_messages_finding(profile: Profile, ctx: RuleContext) -> Finding:
         threshold=0.0,
         where={"tiles": tiles} if tiles else {},
         evidence=frame,
+        figure="memory.tile_over_bytes",
+        share=share,
+        gain=gain,
     )
 
 
@@ -126,6 +149,14 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             f"(over by {units.nbytes(worst['over_bytes'])}; error at > 100 %)"
         )
         ipus = sorted({int(i) for i in over["ipu"]})
+        top = over.loc[over["over_bytes"].idxmax()]
+        gain = _tile_gain(
+            top["over_bytes"],
+            top["bytes_incl_gaps"],
+            top["capacity_bytes"],
+            f"the bytes above the capacity of tile {units.count(top['tile'])}, the largest overflow: what must "
+            "leave that tile for the program to fit",
+        )
         return [
             ctx.finding(
                 "error",
@@ -135,6 +166,9 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
                 threshold=0.0,
                 where={"tiles": _tile_list(over), "ipus": ipus},
                 evidence=over,
+                figure="memory.max_tile_incl_gaps_bytes",
+                share=float(worst["bytes_incl_gaps"] / worst["capacity_bytes"]),
+                gain=gain,
             )
         ]
     # Text summary: the out-of-memory count from the metadata and the maximum from memory_totals.
@@ -166,6 +200,16 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             "capacity_bytes": [cap],
         }
     )
+    gain, share = None, None
+    if used is not None and cap:
+        share = used / cap
+        gain = _tile_gain(
+            used - cap,
+            used,
+            cap,
+            "the bytes above capacity on the summary's fullest tile: what must leave that tile for the "
+            "program to fit",
+        )
     return [
         ctx.finding(
             "error",
@@ -175,6 +219,9 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=0.0,
             where={"tiles": [int(tile)]} if tile is not None else {},
             evidence=evidence,
+            figure="memory.max_tile_incl_gaps_bytes",
+            share=share,
+            gain=gain,
         )
     ]
 
@@ -218,6 +265,13 @@ def headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             )
         where = {"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})}
         evidence = flagged
+    gain = _tile_gain(
+        used - params["warning"] * cap,
+        used,
+        cap,
+        f"the bytes on {where_tile} above the warning threshold ({units.limit_percent(params['warning'])} of "
+        "its capacity): what must leave it to regain that headroom",
+    )
     return [
         ctx.finding(
             severity,
@@ -227,6 +281,9 @@ def headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
+            figure="memory.max_tile_utilisation",
+            share=share,
+            gain=gain,
         )
     ]
 
@@ -263,6 +320,13 @@ def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
         f"of capacity; {units.count(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
         f"and fill >= {units.limit_percent(params['min_fill'])})"
     )
+    gain = _tile_gain(
+        worst["bytes_incl_gaps"] - median,
+        worst["bytes_incl_gaps"],
+        worst["capacity_bytes"],
+        f"the bytes tile {units.count(worst['tile'])} holds above the median tile: what spreading its "
+        "contents could take off it",
+    )
     return [
         ctx.finding(
             "warning",
@@ -272,6 +336,9 @@ def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=float(params["ratio"]),
             where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
             evidence=flagged,
+            figure="memory.max_tile_incl_gaps_bytes",
+            share=float(worst["fill"]),
+            gain=gain,
         )
     ]
 
@@ -353,6 +420,18 @@ def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if always is not None:
         curve["total_bytes"] = nal + always
     title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
+    gain = None
+    if share is not None and total_cap:
+        # Only not-always-live memory can be lowered at the peak (recomputation, smaller micro-batches).
+        above = min(max(together - params["warning"] * total_cap, 0.0), peak)
+        gain = Gain(
+            above,
+            "bytes",
+            f"always-live plus the peak's not-always-live bytes above {units.limit_percent(params['warning'])} "
+            f"of {'the total' if replicas == 1 else 'one replica'}'s memory, at most the peak's not-always-live "
+            "bytes (the part recomputation or a smaller micro-batch can lower)",
+            whole=max(float(total_cap), float(together)),
+        )
     return [
         ctx.finding(
             severity,
@@ -362,6 +441,9 @@ def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=curve,
+            figure="memory.peak_liveness_per_replica_bytes",
+            share=share,
+            gain=gain,
         )
     ]
 
@@ -428,6 +510,13 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         if fit:
             message += f"; {units.count(fit)} of them are over capacity only because of gaps"
         message += f"; {overall}"
+        gain = _tile_gain(
+            worst["gap_bytes"],
+            worst["bytes_incl_gaps"],
+            worst["capacity_bytes"],
+            f"the gap bytes of tile {units.count(worst['tile'])}, the fullest flagged tile: what packing its "
+            "data without gaps could free there",
+        )
         return [
             ctx.finding(
                 "warning",
@@ -437,6 +526,9 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
                 threshold=float(params["warning"]),
                 where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
                 evidence=flagged,
+                figure="memory.tile_gap_bytes",
+                share=float(worst["gap_share"]),
+                gain=gain,
             )
         ]
     # Totals only (a text summary): the fullest tile against capacity, the profile's gap share for the tile.
@@ -452,6 +544,14 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         f"(flagged at >= {units.limit_percent(params['min_fill'])}) while {overall} "
         f"(warning at >= {units.limit_percent(params['warning'])})"
     )
+    cap = mm.capacity_bytes(profile) or used
+    gain = _tile_gain(
+        share * used,
+        used,
+        cap,
+        f"the profile's gap share applied to {where_tile} (a summary gives gaps as totals only): what packing "
+        "its data without gaps could free there",
+    )
     return [
         ctx.finding(
             "warning",
@@ -460,5 +560,8 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             value=share,
             threshold=float(params["warning"]),
             where={"tiles": [int(tile)]} if tile is not None else {},
+            figure="memory.gap_share",
+            share=share,
+            gain=gain,
         )
     ]
