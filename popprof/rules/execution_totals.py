@@ -13,7 +13,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import execution as ex
 from ..model.profile import Profile
-from .base import Finding, NotEvaluated, RuleContext, band
+from .base import Finding, Gain, NotEvaluated, RuleContext, band
 
 #: Categories that count as exchange, and how the message names them.
 EXCHANGE_NAMES = {"exchange": "IPU exchange", "global_exchange": "global exchange", "sync": "sync"}
@@ -76,6 +76,23 @@ def summary_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
         message += "; sync is most of it: tiles waiting for each other or for the host, not exchanging"
     evidence = pd.DataFrame({"category": list(shares), "share": [shares[c] for c in shares]})
     title = "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run")
+    window = ex.total_time_us(profile)
+    spent = ex.category_time_us(profile, ("exchange", "global_exchange", "sync"))
+    gain = None
+    if window and spent is not None:
+        gain = Gain(
+            min(spent, window),
+            "us",
+            "the summary's exchange + global exchange + sync share of its "
+            + (
+                "total cycles over the clock"
+                if profile.target_value("clock_hz")
+                else "printed approximate time"
+            )
+            + ", were all of it removed or hidden behind compute",
+            whole=window,
+            rests_on=("exchange", "global_exchange", "sync"),
+        )
     return [
         ctx.finding(
             worst,
@@ -85,5 +102,8 @@ def summary_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             evidence=evidence,
             advice=ADVICE_SYNC if sync else None,
+            figure="execution.exchange_and_sync_share",
+            share=value,
+            gain=gain,
         )
     ]

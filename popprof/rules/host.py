@@ -7,24 +7,25 @@ host events (missing). All interval work is vectorised (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device
+from ..metrics.gaps import GapAttribution, attribute_gaps, long_idle_events
+from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
 from ..trace.intervals import (
     DeviceActivity,
-    HostEvents,
     device_activities,
     host_events,
     merge_intervals,
-    overlap_pairs,
     sum_by_code,
-    thread_label,
     thread_labels,
     thread_names,
 )
@@ -179,9 +180,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     per_device = []
     for activity in device_activities(profile):  # one pass per device
         t0, t1 = activity.span
-        gs, ge = activity.busy_end[:-1], activity.busy_start[1:]
-        keep = (ge - gs) >= params["min_gap_us"]
-        gs, ge = gs[keep], ge[keep]
+        gs, ge = gaps_of(activity, params["min_gap_us"])
         if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
             continue
         share = float((ge - gs).sum()) / (t1 - t0)
@@ -194,12 +193,13 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     labels = thread_labels(profile)
     n = int(params["top"])
     origin = time_origin(profile) or 0.0
-    frames, texts, threads = [], [], []
+    frames, texts, threads, attributed = [], [], [], []
     causes = _idle_causes(profile)
     for share, activity, gs, ge in per_device:
-        gaps, text, top_threads = _attribute_gaps(
-            activity, gs, ge, share, host.of_rank(activity.rank), labels, n, params, origin
-        )
+        found = attribute_gaps(activity, gs, ge, host.of_rank(activity.rank), labels, n)
+        attributed.append(found)
+        gaps, top_threads = found.gaps, found.top_threads
+        text = _gaps_sentence(activity, found, share, n, params, origin)
         cause = causes.get((activity.rank, activity.device))
         if cause:
             text += f"; idle causes (HTA, over its streams): {cause}"
@@ -225,6 +225,15 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     devices = [a.label for _, a, _, _ in per_device if a.label]
     if devices:
         where["devices"] = devices
+    worst, on = attributed[0], (f" on {per_device[0][1].label}" if per_device[0][1].label else "")
+    gain = Gain(
+        min(worst.idle_us, worst.span_us),
+        "us",
+        f"the idle time of the gaps >= {units.duration(params['min_gap_us'])}{on} (the worst device), of its "
+        "active span, were the host to submit work ahead of the device",
+        whole=worst.span_us,
+        rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+    )
     return [
         ctx.finding(
             severity,
@@ -234,6 +243,9 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
+            figure="trace.device_gap_idle_us",
+            share=worst_share,
+            gain=gain,
         )
     ]
 
@@ -270,102 +282,13 @@ def _idle_causes(profile: Profile) -> dict[tuple, str]:
     return out
 
 
-def _attribute_gaps(
-    activity: DeviceActivity,
-    gs: np.ndarray,
-    ge: np.ndarray,
-    share: float,
-    host: HostEvents,
-    labels: dict,
-    n: int,
-    params: dict,
-    origin: float,
-) -> tuple[pd.DataFrame, str, list[str]]:
-    """The gaps of one device with the host work in them (evidence rows), the sentence describing them, and
-    the threads with the most host work in the gaps; times are offsets from ``origin`` (the trace's)."""
-    t0, t1 = activity.span
-    span = t1 - t0
-    idle = float((ge - gs).sum())
-    work = host.subset(~host.waits)
-    ev_idx, gap_idx, overlap = overlap_pairs(work.start, work.start + work.dur, gs, ge)
-    pairs = pd.DataFrame(
-        {
-            "gap": gap_idx,
-            "event_id": work.event_id[ev_idx],
-            "parent_id": work.parent_id[ev_idx],
-            "depth": work.depth[ev_idx],
-            "pid": work.pid[ev_idx],
-            "tid": work.tid[ev_idx],
-            "name": pd.Categorical.from_codes(np.asarray(work.name.codes)[ev_idx], dtype=work.name.dtype),
-            "overlap_us": overlap,
-        }
-    )
-    # Labels: each event's own time in the gap (its overlap minus its children's), so an enclosing event
-    # counts only while no recorded child runs, and a long event with a few short children (a data loader's
-    # __next__ around its copies) is named for the time it spent itself.
-    stride = int(max(work.event_id.max(), 0)) + 1 if len(work) else 1
-    key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
-    has_parent = pairs["parent_id"].notna().to_numpy()
-    parent_key = pairs["gap"].to_numpy(np.int64)[has_parent] * stride + pairs["parent_id"].to_numpy()[
-        has_parent
-    ].astype(np.int64)
-    in_children = pd.Series(overlap[has_parent]).groupby(parent_key).sum()
-    own = overlap - in_children.reindex(key, fill_value=0.0).to_numpy()
-    leaves = pairs.assign(overlap_us=own)[own > 0]
-    # Threads: the outermost events in each gap only, so nested events do not count twice. Outermost among
-    # the host work, not depth 0: under a ProfilerStep#N marker (left out of host work) every op has depth 1.
-    parent_in_gap = np.zeros(len(pairs), dtype=bool)
-    parent_in_gap[has_parent] = np.isin(parent_key, key)
-    top_level = pairs[~parent_in_gap]
-    by_label = (
-        leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
-    )
-    by_thread = (
-        top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
-    )
-    top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[:n]]
-    # Host calls blocking on the device during the gaps: device-bound time, not host work.
-    waits = host.subset(host.waits)
-    _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
-
-    gaps = pd.DataFrame(
-        {
-            "rank": activity.rank,
-            "device": activity.device,
-            "gap": np.arange(len(gs)),
-            "start_us": gs,
-            "end_us": ge,
-            "dur_us": ge - gs,
-        }
-    )
-    host_busy = top_level.groupby("gap")["overlap_us"].sum()
-    gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
-    gaps["top_thread"] = None
-    if len(top_level):
-        per_thread = (
-            top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"]
-            .sum()
-            .reset_index()
-            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
-            .drop_duplicates("gap")
-        )
-        top = pd.Series(
-            thread_names(labels, per_thread["pid"].to_numpy(), per_thread["tid"].to_numpy()),
-            index=per_thread["gap"].to_numpy(),
-        )
-        gaps["top_thread"] = top.reindex(gaps["gap"]).to_numpy()
-    if len(leaves):
-        best = (
-            leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"]
-            .sum()
-            .reset_index()
-            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
-            .drop_duplicates("gap")
-        )
-        gaps["top_label"] = best.set_index("gap")["name"].reindex(gaps["gap"]).to_numpy()
-        gaps["top_label_us"] = best.set_index("gap")["overlap_us"].reindex(gaps["gap"]).fillna(0.0).to_numpy()
-    else:
-        gaps["top_label"], gaps["top_label_us"] = None, 0.0
+def _gaps_sentence(
+    activity: DeviceActivity, found: GapAttribution, share: float, n: int, params: Mapping, origin: float
+) -> str:
+    """The sentence describing one device's gaps and the host work in them; times are offsets from ``origin``
+    (the trace's)."""
+    gaps, idle, span = found.gaps, found.idle_us, found.span_us
+    by_label, by_thread, top_threads = found.by_label, found.by_thread, found.top_threads
     longest = gaps.loc[gaps["dur_us"].idxmax()]
     severity, threshold = band(share, params["warning"], params["error"])
     who = f"{activity.label}: " if activity.label else "the device is "
@@ -387,13 +310,13 @@ def _attribute_gaps(
         )
     else:
         message += "; no host work was recorded during the gaps"
-    waited = float(wait_overlap.sum())
+    waited = found.waited_us
     if waited > 0:
         message += (
             f"; the host was blocked in calls waiting for the device for {units.duration(waited)} of the gaps "
             "(device-bound time, not host work)"
         )
-    return gaps, message, top_threads
+    return message
 
 
 @rule(
@@ -421,7 +344,7 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     frames = []
     spans = {}
     for activity in activities:  # one pass per rank (its devices together)
-        found = _long_idle_events(activity, host.of_rank(activity.rank), params)
+        found = long_idle_events(activity, host.of_rank(activity.rank), params["idle_share"])
         if found is not None:
             found.insert(0, "rank", activity.rank)
             frames.append(found)
@@ -442,8 +365,8 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
             np.minimum((group["start_us"] + group["dur_us"]).to_numpy(), t1),
         )
         idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
-        shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle)
-    worst_label, (total_share, merged_idle) = max(shares.items(), key=lambda kv: kv[1][0])
+        shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle, t1 - t0)
+    worst_label, (total_share, merged_idle, span) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
     if severity is None:  # below a warning level raised from its default 0 (any qualifying event)
         return []
@@ -476,6 +399,14 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ranks = [int(x) for x in dict.fromkeys(found["rank"].dropna())]
     if ranks:
         where["ranks"] = ranks
+    gain = Gain(
+        min(merged_idle, span),
+        "us",
+        f"the device idle time during these host events{where_idle} (the worst rank), of its active span, were "
+        "that host work overlapped with device work or moved off the critical path",
+        whole=span,
+        rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+    )
     return [
         ctx.finding(
             severity,
@@ -485,50 +416,11 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=found,
+            figure="trace.host_event_idle_us",
+            share=total_share,
+            gain=gain,
         )
     ]
-
-
-def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) -> pd.DataFrame | None:
-    """The innermost long host events during which this device (or rank) sat idle, or None."""
-    t0, t1 = activity.span
-    if t1 <= t0 or not len(host):
-        return None
-    s, d = host.start, host.dur
-    e = s + d
-    in_span = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
-    busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
-    busy = np.where(in_span > 0, busy, 0.0)
-    idle = in_span - busy
-    qualifies = pd.Series(idle >= params["idle_share"] * d, index=host.event_id)
-    # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
-    # training step around it): walk depth levels (not events), deepest first, marking parents of
-    # qualifying events. Ancestors of a long event are long too, so they are all candidates.
-    parent = pd.Series(host.parent_id, index=qualifies.index)
-    depth = pd.Series(host.depth, index=qualifies.index)
-    covers = pd.Series(False, index=qualifies.index)  # has a qualifying descendant
-    for level in sorted(depth.unique(), reverse=True):
-        if level == 0:
-            continue
-        ids = depth.index[depth.to_numpy() == level]
-        marks = qualifies.loc[ids].to_numpy() | covers.loc[ids].to_numpy()
-        par = parent.loc[ids][marks]
-        par = par[par.isin(qualifies.index)].astype(np.int64)
-        covers.loc[par.unique()] = True
-    chosen = (qualifies & ~covers).to_numpy()
-    if not chosen.any():
-        return None
-    return pd.DataFrame(
-        {
-            "event_id": host.event_id[chosen],
-            "name": np.asarray(host.name.astype("str"))[chosen],
-            "pid": host.pid[chosen],
-            "tid": host.tid[chosen],
-            "start_us": s[chosen],
-            "dur_us": d[chosen],
-            "device_idle_us": idle[chosen],
-        }
-    )
 
 
 @rule(

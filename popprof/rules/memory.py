@@ -91,7 +91,7 @@ def _oom_messages_finding(profile: Profile, ctx: RuleContext) -> Finding:
             f"the bytes above capacity on {where_tile} (the largest overflow the messages print): what must "
             "leave that tile for the program to fit",
         )
-        share = float(top["bytes_used"]) / float(top["capacity_bytes"])
+        share = gain.fraction  # the overflow's share of the tile's bytes
     return ctx.finding(
         "error",
         "Tiles out of memory",
@@ -166,8 +166,8 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
                 threshold=0.0,
                 where={"tiles": _tile_list(over), "ipus": ipus},
                 evidence=over,
-                figure="memory.max_tile_incl_gaps_bytes",
-                share=float(worst["bytes_incl_gaps"] / worst["capacity_bytes"]),
+                figure="memory.tile_over_bytes",
+                share=gain.fraction,  # the overflow's share of the tile's bytes
                 gain=gain,
             )
         ]
@@ -200,9 +200,8 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             "capacity_bytes": [cap],
         }
     )
-    gain, share = None, None
+    gain = None
     if used is not None and cap:
-        share = used / cap
         gain = _tile_gain(
             used - cap,
             used,
@@ -219,8 +218,8 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=0.0,
             where={"tiles": [int(tile)]} if tile is not None else {},
             evidence=evidence,
-            figure="memory.max_tile_incl_gaps_bytes",
-            share=share,
+            figure="memory.tile_over_bytes",
+            share=None if gain is None else gain.fraction,
             gain=gain,
         )
     ]
@@ -282,7 +281,7 @@ def headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             where=where,
             evidence=evidence,
             figure="memory.max_tile_utilisation",
-            share=share,
+            share=min(share, 1.0),
             gain=gain,
         )
     ]
@@ -337,7 +336,7 @@ def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
             where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
             evidence=flagged,
             figure="memory.max_tile_incl_gaps_bytes",
-            share=float(worst["fill"]),
+            share=min(float(worst["fill"]), 1.0),
             gain=gain,
         )
     ]
@@ -442,7 +441,7 @@ def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
             where=where,
             evidence=curve,
             figure="memory.peak_liveness_per_replica_bytes",
-            share=share,
+            share=None if share is None else min(share, 1.0),
             gain=gain,
         )
     ]
