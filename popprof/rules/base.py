@@ -466,7 +466,7 @@ class Findings:
 
     @property
     def frame(self) -> pd.DataFrame:
-        """The findings as a DataFrame (one row per finding, worst first)."""
+        """The findings as a DataFrame (one row per finding, in :func:`check`'s order: largest gain first)."""
         rows = [{c: getattr(f, c) for c in FRAME_COLUMNS} for f in self.items]
         frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
         if not frame.empty:
@@ -494,7 +494,8 @@ class Findings:
         )
 
     def _repr_html_(self) -> str:
-        """The findings in Jupyter, worst first, then what was not evaluated (``markup/templates/findings.html.j2``)."""
+        """The findings in Jupyter, largest gain first, then what was not evaluated
+        (``markup/templates/findings.html.j2``)."""
         from ..markup import render
 
         return render(
@@ -592,8 +593,17 @@ def check(
                 continue
         result.not_evaluated.append((r.id, reason))
     _add_time_origin(profile, result.items)
-    result.items.sort(key=lambda f: -severity_rank(f.severity))  # stable: rule order within a severity
+    result.items.sort(key=rank_key)  # stable: rule order within equal keys
     return result
+
+
+def rank_key(finding: Finding) -> tuple[int, float, int]:
+    """The order :func:`check` gives findings: by the estimated gain's share of its whole, largest first;
+    findings without a gain after them, worst severity first. (Severity still decides the exit code.)"""
+    gain = finding.estimated_gain
+    if gain is None:
+        return (1, 0.0, -severity_rank(finding.severity))
+    return (0, -gain.fraction, -severity_rank(finding.severity))
 
 
 #: ``where`` keys holding absolute trace times (microseconds, as in the events table).
