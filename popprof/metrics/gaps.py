@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..trace.intervals import DeviceActivity, HostEvents, overlap_pairs, thread_label, thread_names
+from ..trace.intervals import (
+    DeviceActivity,
+    HostEvents,
+    merge_intervals,
+    overlap_pairs,
+    thread_label,
+    thread_names,
+)
 
 
 def device_gaps(activity: DeviceActivity, min_gap_us: float) -> tuple[np.ndarray, np.ndarray]:
@@ -192,3 +199,11 @@ def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: flo
             "device_idle_us": idle[chosen],
         }
     )
+
+
+def idle_during(activity: DeviceActivity, start: np.ndarray, end: np.ndarray) -> float:
+    """The device's idle time during the union of the intervals ``start``..``end`` inside its active span
+    (intervals overlapping in time, e.g. on several threads, count once)."""
+    t0, t1 = activity.span
+    us, ue = merge_intervals(np.maximum(start, t0), np.minimum(end, t1))
+    return float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())

@@ -19,7 +19,7 @@ from ..io import units
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
-from ..trace.intervals import DeviceActivity, window_sums
+from ..trace.intervals import DeviceActivity, device_activities, window_sums
 from . import execution as ex
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
@@ -246,3 +246,43 @@ def device_phases(
             }
         )
     return found, windows
+
+
+def exchange_share_per_ipu(profile: Profile) -> pd.Series:
+    """Exchange + global exchange + sync cycles over all cycles, per IPU of ``profile.steps`` (IPUs without
+    cycles left out)."""
+    steps = profile.steps
+    cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
+    is_x = labels_mask(steps["category"], EXCHANGE)
+    frame = pd.DataFrame({"ipu": steps["ipu"].to_numpy(), "all": cycles, "x": np.where(is_x, cycles, 0.0)})
+    sums = frame.groupby("ipu").sum()
+    return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
+
+
+def exposed_exchange_per_device(profile: Profile) -> pd.DataFrame:
+    """Per device of a trace with busy time: ``rank``, ``device``, ``label``, ``busy_us`` (streams running at
+    once count once), ``exchange_us`` (exchange + sync not overlapped by other device work), ``span_us`` (the
+    active span, first to last device activity) and ``share`` (exchange over busy), in device order.
+
+    Raises :class:`NotEvaluated` without device activity with a duration.
+    """
+    rows = []
+    for activity in device_activities(profile):  # one pass per device
+        total = float((activity.busy_end - activity.busy_start).sum())
+        exposed_start, exposed_end = activity.exposed(EXCHANGE)
+        if total > 0:
+            rows.append(
+                {
+                    "rank": activity.rank,
+                    "device": activity.device,
+                    "label": activity.label,
+                    "busy_us": total,
+                    "exchange_us": float((exposed_end - exposed_start).sum()),
+                    "span_us": max(float(activity.span[1] - activity.span[0]), total),
+                }
+            )
+    if not rows:
+        raise NotEvaluated("needs device activity with a duration in the trace")
+    per_device = pd.DataFrame(rows)
+    per_device["share"] = per_device["exchange_us"] / per_device["busy_us"]
+    return per_device

@@ -7,15 +7,19 @@ other traces, from device events marked with ``events.device_category``
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
-from ..metrics.phases import EXCHANGE, device_phases, step_phases
+from ..metrics.phases import (
+    EXCHANGE,
+    device_phases,
+    exchange_share_per_ipu,
+    exposed_exchange_per_device,
+    step_phases,
+)
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
-from ..trace.activity import labels_mask
 from ..trace.intervals import device_activities
 from . import execution_totals
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
@@ -286,7 +290,7 @@ def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
             message += f" ({gsev} at >= {units.limit_percent(gthr)})"
     where: dict = {}
     if multi and ipus > 1:  # each IPU's own share: the IPUs that exchange most
-        per_ipu = _share_per_ipu(profile.steps)
+        per_ipu = exchange_share_per_ipu(profile)
         top, low = per_ipu.idxmax(), per_ipu.idxmin()
         message += (
             f"; every IPU at {units.percent(per_ipu[top])}"
@@ -328,42 +332,12 @@ def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def _share_per_ipu(steps: pd.DataFrame) -> pd.Series:
-    """Exchange + global exchange + sync cycles over all cycles, per IPU (vectorised)."""
-    cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
-    is_x = labels_mask(steps["category"], EXCHANGE)
-    frame = pd.DataFrame({"ipu": steps["ipu"].to_numpy(), "all": cycles, "x": np.where(is_x, cycles, 0.0)})
-    sums = frame.groupby("ipu").sum()
-    return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
-
-
 def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
-    rows, spans = [], []
-    for activity in device_activities(profile):  # one pass per device
-        total = float((activity.busy_end - activity.busy_start).sum())
-        exposed_start, exposed_end = activity.exposed(EXCHANGE)
-        if total > 0:
-            rows.append(
-                {
-                    "rank": activity.rank,
-                    "device": activity.device,
-                    "label": activity.label,
-                    "busy_us": total,
-                    "exchange_us": float((exposed_end - exposed_start).sum()),
-                }
-            )
-            spans.append(activity.span[1] - activity.span[0])
-    if not rows:
-        raise NotEvaluated("needs device activity with a duration in the trace")
-    per_device = pd.DataFrame(rows)
-    per_device["share"] = per_device["exchange_us"] / per_device["busy_us"]
+    per_device = exposed_exchange_per_device(profile)
     # The gain: the device with the most exposed exchange, of its active span (first to last device activity).
     top = int(per_device["exchange_us"].to_numpy().argmax())
-    exposed, span = (
-        float(per_device["exchange_us"].iloc[top]),
-        max(spans[top], float(per_device["busy_us"].iloc[top])),
-    )
+    exposed, span = float(per_device["exchange_us"].iloc[top]), float(per_device["span_us"].iloc[top])
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
     on = f" on {per_device['label'].iloc[top]}" if per_device["label"].iloc[top] else ""
     gain = Gain(
@@ -410,7 +384,7 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
             value=value,
             threshold=threshold,
             where=where,
-            evidence=per_device.drop(columns="label"),
+            evidence=per_device.drop(columns=["label", "span_us"]),
             figure="trace.exposed_exchange_share",
             share=value,
             gain=gain,

@@ -15,7 +15,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device
-from ..metrics.gaps import GapAttribution, attribute_gaps, long_idle_events
+from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, long_idle_events
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
@@ -24,7 +24,6 @@ from ..trace.intervals import (
     DeviceActivity,
     device_activities,
     host_events,
-    merge_intervals,
     sum_by_code,
     thread_labels,
     thread_names,
@@ -360,11 +359,9 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     for rank, group in found.groupby(found["rank"].astype("Float64").fillna(-1), sort=False):
         activity = spans[None if rank < 0 else int(rank)]
         t0, t1 = activity.span
-        us, ue = merge_intervals(
-            np.maximum(group["start_us"].to_numpy(), t0),
-            np.minimum((group["start_us"] + group["dur_us"]).to_numpy(), t1),
+        idle = idle_during(
+            activity, group["start_us"].to_numpy(), (group["start_us"] + group["dur_us"]).to_numpy()
         )
-        idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
         shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle, t1 - t0)
     worst_label, (total_share, merged_idle, span) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
