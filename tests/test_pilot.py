@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from popprof.cli import main
-from popprof.metrics import compute
+from popprof.metrics import account, compute
 from popprof.metrics.devices import device_breakdown
 from popprof.metrics.ranks import step_times as rank_step_times
 from popprof.metrics.steps import step_stats, step_times
@@ -55,22 +55,34 @@ def value(column: dict, key: str):
 
 
 @pytest.mark.parametrize("name", ["ipu", "pod4", "gpu", "ranks"])
-def test_device_shares_are_the_per_device_tables(request, name):
+def test_device_shares_are_the_time_account(request, name):
+    """The pilot's device shares are the time account's run rows pooled over devices, as summary's
+    "What limits this run", trace.device_idle_share and trace.device_communication_share."""
     profile = request.getfixturevalue(name)
     col = side(profile, "x", role="ipu")
-    devices = device_breakdown(profile)
-    assert value(col, "devices") == len(devices)
-    for key in ("compute_pct", "communication_pct", "memory_pct"):
-        assert value(col, key) == pytest.approx(devices[key].mean())
-    assert value(col, "busy_pct") == pytest.approx(100 - devices["idle_pct"].mean())
+    runs = account.run_account(profile)
+    window = runs["window_us"].sum()
+    assert value(col, "devices") == len(runs)
+    assert value(col, "compute_pct") == pytest.approx(100 * runs["compute"].sum() / window)
+    idle = sum(account.idle_us(r) for _, r in runs.iterrows())
+    comm = sum(account.communication_us(r) for _, r in runs.iterrows())
+    assert value(col, "busy_pct") == pytest.approx(100 * (1 - idle / window))
+    assert value(col, "communication_pct") == pytest.approx(100 * comm / window)
+    if col["platform"] == "gpu":
+        assert value(col, "host_wait_pct") == pytest.approx(100 * runs["idle_host"].sum() / window)
+        values = compute(profile)
+        assert value(col, "busy_pct") == pytest.approx(100 * (1 - values["trace.device_idle_share"]))
 
 
-def test_gpu_shares_match_hta(gpu):
-    """A single-rank trace: the pilot's shares are HTA 0.5.0's temporal breakdown."""
+def test_gpu_shares_are_not_htas_window_but_hta_keeps_its_own(gpu):
+    """A single-rank trace: HTA 0.5.0's temporal breakdown (its iteration window, without the last
+    ProfilerStep) stays in the HTA device table; the pilot reads the account (every step)."""
     reference = HTA["runs"]["nccl_data"]["ranks"]["0"]
+    devices = device_breakdown(gpu)
+    assert devices["idle_pct"].iloc[0] == pytest.approx(reference["idle_pct"], abs=0.01)
     col = side(gpu, "gpu", role="baseline")
-    assert value(col, "compute_pct") == pytest.approx(reference["compute_pct"], abs=0.01)
-    assert 100 - value(col, "busy_pct") == pytest.approx(reference["idle_pct"], abs=0.01)
+    run = account.run_account(gpu).iloc[0]
+    assert 100 - value(col, "busy_pct") == pytest.approx(100 * account.idle_us(run) / run["window_us"])
 
 
 def test_ipu_memory_and_sync_are_the_summary_figures(ipu):
@@ -146,7 +158,7 @@ def test_missing_figures_are_missing_never_zero(ipu, gpu):
     ):
         assert value(g, key) is None and g["figures"][key]["missing"]
     assert value(i, "host_wait_pct") is None
-    assert i["figures"]["host_wait_pct"]["missing"].startswith("not in this profile: capture")
+    assert i["figures"]["host_wait_pct"]["missing"].startswith("not split on IPUs")
     assert "profile_memory=True" in g["figures"]["peak_allocated_bytes"]["missing"]
     for col in (g, i):
         for entry in col["figures"].values():
@@ -173,7 +185,7 @@ def test_text_summary_shares_are_the_summary_shares():
     profile = one(FIX / "real" / "poplar" / "examples_tut7_execution_sdk1_mk1.txt")
     col = side(profile, "text", role="ipu")
     m = compute(profile)
-    assert col["shares_source"] == "execution.summary_share"
+    assert col["shares_source"] == "time_account"  # the account of a summary: its own tile averages
     assert value(col, "compute_pct") == pytest.approx(100 * m["execution.summary_share.compute"])
     assert value(col, "sync_pct") == pytest.approx(100 * m["execution.summary_share.sync"])
     assert value(col, "step_p50_us") is None
@@ -311,8 +323,9 @@ def test_pvti_compile_time_and_engine_runs(fixtures_dir, pva_double):
     assert col["step_source"] == "Engine::run"
     assert value(col, "step_count") == len(runs) - 2
     assert value(col, "warmup_mean_us") == pytest.approx(runs[:2].mean())
-    devices = device_breakdown(profile)
-    assert value(col, "busy_pct") == pytest.approx(100 - devices["idle_pct"].mean())
+    runs = account.run_account(profile)
+    idle = sum(account.idle_us(r) for _, r in runs.iterrows())
+    assert value(col, "busy_pct") == pytest.approx(100 * (1 - idle / runs["window_us"].sum()))
     assert col["platform"] == "ipu"
 
 

@@ -4,14 +4,17 @@ Markdown; tables now shorten long names, JSON keeps them whole."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import popprof
 from popprof.compare import diff
 from popprof.report.diff import render
-from popprof.report.names import fold_brackets, short_name
+from popprof.report.names import NAME_WIDTH, fold_brackets, short_name, short_names
 from popprof.testing import synth
 
 #: A kernel name shaped like the ones in Kineto traces, padded to about 2,000 characters.
@@ -26,7 +29,13 @@ KERNEL = (
 
 def test_short_names_fold_template_and_parameter_lists():
     assert len(KERNEL) > 1_900
-    assert short_name(KERNEL, 60) == "void at::native::elementwise_kernel<...>(...)"
+    assert fold_brackets(KERNEL) == "void at::native::elementwise_kernel<...>(...)"
+    # the plain template arguments and a recognisable prefix of the one naming the work stay
+    assert (
+        short_name(KERNEL)
+        == "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<...>>(...)"
+    )
+    assert short_name(KERNEL, 60) == "void at::native::elementwise_kernel<..., gpu_kernel...>(...)"
     assert short_name("forward", 60) == "forward"
     assert fold_brackets("bool operator<(int)") is None  # brackets that do not pair: cut instead
     cut = short_name("x" * 30 + " operator<" + "y" * 80, 60)
@@ -63,7 +72,8 @@ def result():
 @pytest.mark.parametrize("fmt", ["text", "markdown"])
 def test_diff_tables_shorten_long_names(result, fmt):
     text = render(result, fmt=fmt)
-    assert "elementwise_kernel<...>(...)" in text
+    # two kernels that differ deep inside (MulFunctor, AddFunctor) read the same shortened: numbered
+    assert "elementwise_kernel<...>(...) #1" in text and "elementwise_kernel<...>(...) #2" in text
     assert KERNEL not in text
     assert max(len(line) for line in text.splitlines()) < 200
 
@@ -71,3 +81,81 @@ def test_diff_tables_shorten_long_names(result, fmt):
 def test_diff_json_keeps_full_names(result):
     doc = json.loads(render(result, fmt="json"))
     assert KERNEL in json.dumps(doc)
+
+
+#: The real NCCL trace (fixtures/real/traces/README.md): three cutlass GEMMs, two vectorized_elementwise_kernel
+#: and two bn_bw_1C11_kernel_new instantiations among its top kernels.
+NCCL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces" / "nccl_data.json.gz"
+
+
+def test_real_top_kernels_keep_distinct_short_names():
+    """Issue 41: `void cutlass::Kernel<...>(...)` three times in `popprof summary` of the NCCL trace."""
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    doc = summarise(popprof.open(NCCL))
+    kernels = [k["name"] for k in doc["trace"]["top_kernels"]]
+    assert len(set(kernels)) == len(kernels) >= 10
+    shown = short_names(kernels)
+    assert len(set(shown)) == len(shown)  # no two different kernels read the same
+    assert all(len(s) <= NAME_WIDTH for s in shown)
+    gemms = [s for s in shown if s.startswith("void cutlass::Kernel<")]
+    assert len(gemms) == 3 and all("cutlass_80_tensorop_s1688gemm_" in s for s in gemms)
+    text = render_text(doc)
+    for name in shown:
+        assert name in text
+    for name in kernels:  # the table shows the shortened names, and only them
+        assert len(name) <= NAME_WIDTH or name not in text
+
+
+def test_names_that_still_read_the_same_are_numbered_in_order():
+    a = "void k<" + "x" * 200 + "A>(int)"
+    b = "void k<" + "x" * 200 + "B>(int)"
+    shown = short_names([a, b, a, "memcpy"], 40)
+    assert shown[0].endswith(" #1") and shown[1].endswith(" #2") and shown[2] == shown[0]
+    assert shown[3] == "memcpy" and all(len(s) <= 40 for s in shown)
+    assert shown[0].removesuffix(" #1") == shown[1].removesuffix(" #2")
+
+
+@pytest.mark.parametrize(
+    ("name", "width", "expected"),
+    [
+        # the plain arguments when they fit
+        (
+            "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float, "
+            + "float, " * 20
+            + "float)",
+            90,
+            "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(...)",
+        ),
+        # as many plain arguments as fit
+        (
+            "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(int)",
+            66,
+            "void cudnn::ops::nchwToNhwcKernel<float, float, float, ...>(...)",
+        ),
+        # the functor, without its namespaces
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+            90,
+            "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, ...>(...)",
+        ),
+    ],
+)
+def test_short_name_keeps_what_tells_kernels_apart(name, width, expected):
+    assert short_name(name, width) == expected
+
+
+def test_real_top_kernels_distinct_in_the_html_report(tmp_path):
+    pytest.importorskip("matplotlib")
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    target = tmp_path / "report.html"
+    result = CliRunner().invoke(cli, ["report", str(NCCL), "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    html = target.read_text()
+    gemms = re.findall(r"<code>(void cutlass::Kernel&lt;[^<]*)</code>", html)
+    assert len(gemms) == 3 and len(set(gemms)) == 3

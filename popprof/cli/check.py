@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from .common import (
     output_option,
     reader_options,
     start_reading,
+    text_width,
 )
 
 FAIL_CHOICES = ("info", "warning", "error", "never")
@@ -75,6 +75,11 @@ def _fail_on(option: str | None, config: dict) -> str:
     is_flag=True,
     help="Text: list each rule that was not evaluated (default: one line per profile naming them).",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Text on a terminal: every message and piece of advice whole (piped text always is).",
+)
 @engine_option()
 @device_map_option()
 @global_options
@@ -88,6 +93,7 @@ def check_command(
     fail_on: str | None,
     output: Path | None,
     show_skipped: bool,
+    full: bool,
     engine: str | None,
     device_map: str | None,
 ) -> None:
@@ -135,8 +141,9 @@ def check_command(
             results,
             level,
             rich=rich,
-            width=shutil.get_terminal_size((120, 40)).columns,
+            width=text_width(terminal=rich),
             show_skipped=show_skipped,
+            brief=rich and not full,
         )
     else:
         text = RENDERERS[fmt](results, level)

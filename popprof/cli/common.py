@@ -126,6 +126,23 @@ def is_stdout(output: str | os.PathLike[str] | None) -> bool:
     return output is None or str(output) == "-"
 
 
+#: Width of text for people written to a pipe or a file when ``COLUMNS`` is not set (docs/figures.md).
+PIPED_WIDTH = 80
+
+
+def text_width(*, terminal: bool) -> int:
+    """The width text for people is laid out for: ``COLUMNS`` when set to a number (the user's, or the
+    shell's when exported), else the terminal's width on a terminal, else 80 columns (a CI log, a file)."""
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if terminal:
+        return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+    return PIPED_WIDTH
+
+
 def check_output(output: str | os.PathLike[str] | None, inputs: list) -> None:
     """Before any reading: ``output`` must not overwrite an input and must not be a directory."""
     from ..io.atomic import refuse_overwriting_inputs

@@ -70,13 +70,13 @@ def summary_command(
         emit(device_table(profiles.values()).to_csv(index=False), output)
         return
     from ..io.progress import progress
-    from ..metrics.summary import summarise
+    from ..report.explain import explained_summary
 
     summaries = []
     # after the read's byte bar: a phase of its own, so a long analysis is not a full bar sitting still
     with progress(f"analysing {Path(path).name}", total=len(profiles)) as advance:
         for profile in profiles.values():
-            summaries.append(summarise(profile, top=top))
+            summaries.append(explained_summary(profile, top=top, config=config))
             advance(1)
     if fmt == "json":
         echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries), output)

@@ -14,6 +14,8 @@ Every number popprof prints for people goes through this module (the rules are i
   signed with two: ``+2.50 %``; limits and thresholds exactly as written: ``95 %``, ``2.5 %``.
 - **ratios** (metrics of unit ``ratio``) with four decimals: ``0.2430``.
 - **counts** (cycles, events, tiles, steps ...) as integers with separators: ``650,112``.
+- **estimated gains** as an upper bound with its share of the whole: ``up to 12.30 ms (5.6 % of the
+  window)``.
 
 Parsers: :func:`parse_bytes` (``"512M"``, ``"1.5 GiB"``), :func:`parse_share`
 (``"1%"`` or ``0.01``).
@@ -175,6 +177,18 @@ def value(amount: object, unit: str, *, signed: bool = False, missing: str = MIS
     if unit.endswith("/s") and not _absent(amount):
         return f"{float(amount):{'+' if signed else ''},.2f} {unit}"  # type: ignore[arg-type]
     return number(amount, signed=signed, missing=missing)
+
+
+def gain(value: object, unit: str, whole: object = None, basis: str = "") -> str:
+    """An estimated gain (an upper bound) in words: ``up to 12.30 ms (5.6 % of the window) - <basis>``.
+
+    ``unit`` is ``us`` (the share is of the window, ``whole``) or ``bytes`` (of the memory); the share is
+    left out when ``whole`` is unknown, the basis when empty."""
+    text = "up to " + (duration(value) if unit == "us" else nbytes(value))
+    if not _absent(whole) and float(whole) > 0 and not _absent(value):  # type: ignore[arg-type]
+        share = min(1.0, max(0.0, float(value) / float(whole)))  # type: ignore[arg-type]
+        text += f" ({percent(share)} of {'the window' if unit == 'us' else 'the memory'})"
+    return text + (f" - {basis}" if basis else "")
 
 
 def amount(quantity: object, unit: str) -> str:

@@ -208,4 +208,4 @@ __all__ = [
     "metrics_frame",
     "shared",
 ]
-from . import trace  # noqa: E402,F401
+from . import account, trace  # noqa: E402,F401

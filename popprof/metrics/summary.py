@@ -245,6 +245,15 @@ def iterations_section(profile: Profile) -> dict | None:
     }
 
 
+def time_account_section(profile: Profile) -> list | None:
+    """The time account (:func:`popprof.metrics.account.time_account`): per device, the run and each step,
+    ``{platform, rank, device, step, basis, window_us, parts}``; None when the profile holds no device time."""
+    from .account import to_records
+
+    rows = to_records(profile)
+    return rows or None
+
+
 def devices_section(profile: Profile) -> list | None:
     """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
     if profile.has("events") or not profile.has("steps"):
@@ -262,6 +271,7 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("graph", graph_section),
     ("memory", memory_section),
     ("execution", execution_section),
+    ("time_account", time_account_section),
     ("devices", devices_section),
     ("iterations", iterations_section),
     ("trace", trace_section),

@@ -159,36 +159,10 @@ def thread_count(profile: Profile) -> float | None:
 
 
 @metric(
-    "trace.device_busy_us",
-    "us",
-    "time with at least one device event running",
-    needs=("events",),
-    better=None,
-)
-def device_busy_us(profile: Profile) -> float | None:
-    union = device_work_union(profile)
-    return None if union is None else union.busy
-
-
-@metric(
-    "trace.device_idle_share",
-    "ratio",
-    "share of the device-active span (first device event on any device to the last) with no device event "
-    "running",
-    needs=("events",),
-)
-def device_idle_share(profile: Profile) -> float | None:
-    union = device_work_union(profile)
-    if union is None or union.span <= 0:
-        return None
-    return union.idle / union.span
-
-
-@metric(
     "trace.device_window_idle_share",
     "ratio",
-    "share of each device's own window (its first to last work item, HolisticTraceAnalysis's window) with no "
-    "work running, pooled over devices (the per-device table's idle)",
+    "HolisticTraceAnalysis's idle share: of each device's HTA window (its work launched before the last "
+    "ProfilerStep, first to last item) with no work running, pooled over devices (HTA's per-device table)",
     needs=("events",),
 )
 def device_window_idle_share(profile: Profile) -> float | None:
@@ -199,17 +173,6 @@ def device_window_idle_share(profile: Profile) -> float | None:
     timed = (idle.notna() & span.notna()).to_numpy()  # the rows dropna(subset=...) keeps, without the frame
     window = float(span[timed].sum())
     return None if window <= 0 else min(float(idle[timed].sum()) / window, 1.0)
-
-
-@metric(
-    "trace.device_idle_us",
-    "us",
-    "total device-idle gap time inside the device-active span",
-    needs=("events",),
-)
-def host_stall_us(profile: Profile) -> float | None:
-    union = device_work_union(profile)
-    return None if union is None else union.idle
 
 
 @metric_family(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..metrics import compute, stored_values
+from ..metrics import account, compute, stored_values
 from ..metrics.devices import device_breakdown
 from ..metrics.steps import name_mask, step_stats, step_times
 from ..model.profile import Profile
@@ -56,7 +56,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("communication_pct", "communication", "%", "device"),
     Figure("memory_pct", "memory copy / host I/O", "%", "device"),
     Figure("sync_pct", "sync", "%", "device"),
-    Figure("host_wait_pct", "host wait", "%", "device"),
+    Figure("host_wait_pct", "idle, host not submitting", "%", "device"),
     Figure("memory_utilisation", "fullest tile / capacity", "share", "memory"),
     Figure("memory_headroom_bytes", "headroom of the fullest tile", "bytes", "memory"),
     Figure("tiles_out_of_memory", "tiles out of memory", "tiles", "memory"),
@@ -74,7 +74,7 @@ CAPTURE = {
         "steps": "an execution profile (POPLAR_ENGINE_OPTIONS autoReport.all, `popprof record`)",
         "device": "an execution profile (autoReport.all) or a .pvti trace",
         "sync": "an execution profile (autoReport.all)",
-        "host_wait": "a .pvti trace next to the run (host waits are host events)",
+        "host_wait": "not split on IPUs: the time account's stream copies are the host-bound time",
         "memory": "the graph profile (autoReport.outputGraphProfile) or the text summary",
         "liveness": "the graph profile with liveness (profile.pop)",
         "gpu_memory": "not an IPU figure",
@@ -84,7 +84,7 @@ CAPTURE = {
         "steps": "a trace with profiler steps (torch.profiler schedule, prof.step() each iteration)",
         "device": "a trace with GPU activity (ProfilerActivity.CUDA)",
         "sync": "not measured on GPUs (synchronisation waits count as host wait)",
-        "host_wait": "a trace with CPU activity (ProfilerActivity.CPU)",
+        "host_wait": "a trace with CPU activity (ProfilerActivity.CPU): the launches split the idle time",
         "memory": "not a GPU figure (per-tile memory is IPU-only)",
         "liveness": "not a GPU figure (liveness is IPU-only)",
         "gpu_memory": "a trace with memory events (profile_memory=True) and deviceProperties",
@@ -208,27 +208,28 @@ def side(
         )
         if stats["total_us"] > 0:
             values["throughput"] = stats["count"] * (per_step or 1) / (stats["total_us"] / 1e6)
-    if not devices.empty:
-        values["devices"] = float(len(devices))
-        idle = _mean(devices, "idle_pct")
-        values["busy_pct"] = None if idle is None else 100.0 - idle
-        for key in ("compute_pct", "communication_pct", "memory_pct", "host_wait_pct"):
-            values[key] = _mean(devices, key)
-    shares_source = "device_breakdown" if not devices.empty else None
-    shares_basis = DEVICE_TIME if not devices.empty else None
-    sync = metrics.get("execution.share.sync") if platform == "ipu" and profile.has("steps") else None
-    if devices.empty and platform == "ipu" and profile.has("execution_totals"):
-        shares_source = "execution.summary_share"  # a text summary's Execution section, as `summary` shows it
-        shares_basis = summary_basis(profile)
-        share = {
-            c: metrics.get(f"execution.summary_share.{c}")
-            for c in ("compute", "exchange", "global_exchange", "host_io")
-        }
-        values["compute_pct"] = _as_percent(share["compute"])
-        comm = [v for v in (share["exchange"], share["global_exchange"]) if v is not None]
-        values["communication_pct"] = _as_percent(sum(comm)) if comm else None
-        values["memory_pct"] = _as_percent(share["host_io"])
-        sync = metrics.get("execution.summary_share.sync")
+    shares_source = shares_basis = None
+    sync = None
+    pooled = account.pooled(profile)
+    if pooled is not None and pooled["window_us"] > 0:  # the time account: one figure per device and window
+        window = pooled["window_us"]
+
+        def share_of(*parts: str) -> float:
+            return 100.0 * sum(pooled.get(p, 0.0) for p in parts) / window
+
+        runs = account.run_account(profile)
+        values["devices"] = float(len(runs))
+        values["busy_pct"] = share_of(*account.BUSY_PARTS)
+        values["compute_pct"] = share_of("compute")
+        values["communication_pct"] = share_of(*account.COMMUNICATION_PARTS[platform])
+        values["memory_pct"] = share_of("copies", "stream_copies")
+        if platform == "gpu":
+            values["host_wait_pct"] = share_of("idle_host")
+        else:
+            sync = share_of("sync") / 100.0
+        shares_source = "time_account"
+        bases = set(runs["basis"])
+        shares_basis = summary_basis(profile) if bases == {"summary_total"} else DEVICE_TIME
     values["sync_pct"] = _as_percent(sync)
     if platform == "ipu":
         values["memory_utilisation"] = metrics.get("memory.max_tile_utilisation")

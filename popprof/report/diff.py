@@ -10,7 +10,7 @@ from ..compare.gate import GateResult
 from ..io import jsonout, units
 from . import junit
 from . import markdown as md
-from .names import short_name
+from .names import short_names
 
 #: Widest program or event name in a diff table (the full name stays in the JSON).
 DIFF_NAME_WIDTH = 60
@@ -155,7 +155,7 @@ def render_text(
             lines += _table(
                 [
                     [
-                        short_name(r.name, DIFF_NAME_WIDTH),
+                        name,
                         _count(r.base_count),
                         _count(r.new_count),
                         units.value(_f(r.base_total), unit),
@@ -164,7 +164,11 @@ def render_text(
                         units.relative(r.rel_change),
                         r.status,
                     ]
-                    for r in top_named.itertuples(index=False)
+                    for name, r in zip(
+                        short_names(top_named["name"], DIFF_NAME_WIDTH),
+                        top_named.itertuples(index=False),
+                        strict=True,
+                    )
                 ],
                 ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
                 {1, 2, 3, 4, 5, 6},
@@ -293,14 +297,18 @@ def render_markdown(
             ["name", "base n", "new n", "change", "rel", "status"],
             [
                 [
-                    md.code(short_name(r.name, DIFF_NAME_WIDTH)),
+                    md.code(name),
                     _count(r.base_count),
                     _count(r.new_count),
                     units.change(r.change, unit),
                     units.relative(r.rel_change),
                     r.status,
                 ]
-                for r in top_named.itertuples(index=False)
+                for name, r in zip(
+                    short_names(top_named["name"], DIFF_NAME_WIDTH),
+                    top_named.itertuples(index=False),
+                    strict=True,
+                )
             ],
             right={1, 2, 3, 4},
         )

@@ -7,12 +7,15 @@ All renderers take the list of per-profile :class:`Findings` of one
 from __future__ import annotations
 
 import io
+import re
+import textwrap
 
 from .._version import __version__
 from ..io import jsonout, units
 from ..rules.base import SEVERITIES, Finding, Findings, severity_rank
 from . import junit
 from . import markdown as md
+from .names import short_names
 
 #: Identifies the JSON layout; bump on incompatible changes.
 JSON_SCHEMA = "popprof.findings/1"
@@ -52,49 +55,102 @@ def _summary_line(results: list[Findings], fail_on: str) -> str:
     )
 
 
-def where_text(where: dict, limit: int = 5) -> str:
-    """A compact description of a finding's location."""
+def _listing(values: list, fmt=str, n: int = 5) -> list[str]:
+    """The first ``n`` of ``values`` formatted, and ``(+N more)`` for the rest."""
+    shown = [fmt(v) for v in list(values)[:n]]
+    return shown + ([f"(+{len(values) - n} more)"] if len(values) > n else [])
 
-    def listing(values: list, fmt=str, n: int = limit) -> str:
-        shown = ", ".join(fmt(v) for v in list(values)[:n])
-        return shown + (f" (+{len(values) - n} more)" if len(values) > n else "")
 
-    parts = []
-    if where.get("tiles"):
-        parts.append("tiles " + listing(where["tiles"], lambda t: f"{t:,}"))
-    if where.get("ipus"):
-        parts.append("IPUs " + listing(where["ipus"]))
-    if where.get("ranks"):
-        parts.append("ranks " + listing(where["ranks"]))
-    if where.get("devices"):
-        parts.append("devices " + listing(where["devices"]))
-    if where.get("steps"):
-        a, b = where["steps"]
-        parts.append(f"steps {a:,}-{b:,}")
-    if where.get("liveness_steps"):
-        a, b = where["liveness_steps"]
-        parts.append(f"liveness step {a:,}" if a == b else f"liveness steps {a:,}-{b:,}")
-    if where.get("time_us"):
-        a, b = where["time_us"]
+def _span(pair, where: dict) -> str:
+    """A (first, last) pair of ``where``: trace times as offsets from the origin, else steps."""
+    a, b = pair
+    if "time_us" in where:
         origin = where.get("origin_us")
         if origin is None:  # a finding made without a trace origin: the times as the events table has them
-            parts.append(f"time {units.count(a)}-{units.count(b)} us")
-        else:
-            parts.append(
-                f"time {units.offset(a - origin)} to {units.offset(b - origin)} from the trace start"
-            )
-    if where.get("threads"):
-        parts.append("threads " + listing(where["threads"]))
-    if where.get("programs"):
-        parts.append(
-            "programs " + listing(where["programs"], n=3)
-            if len(where["programs"]) > 1
-            else f"program {where['programs'][0]}"
+            return f"{units.count(a)}-{units.count(b)} us"
+        return f"{units.offset(a - origin)} to {units.offset(b - origin)}"
+    return f"{a:,}-{b:,}"
+
+
+def where_items(where: dict, limit: int = 5, short=None) -> list[tuple[str, list[str]]]:
+    """A finding's location as ``(label, items)`` pairs, in a fixed order; a list of several things
+    (devices, threads, phases) keeps one item per entry so text can print one per line. When a finding
+    lists several phases, the worst one (``steps`` or ``time_us``) is marked among them.
+
+    ``short`` shortens a list of program names for a table (text; JSON keeps them whole).
+    """
+    out: list[tuple[str, list[str]]] = []
+    phases = [tuple(p) for p in where.get("phases") or []]
+    # numbers (tiles, IPUs, ranks) read well on one line; devices, phases, threads and programs one a line
+    if where.get("tiles"):
+        out.append(("tiles", [", ".join(_listing(where["tiles"], lambda t: f"{t:,}", limit))]))
+    if where.get("ipus"):
+        out.append(("IPUs", [", ".join(_listing(where["ipus"], n=limit))]))
+    if where.get("ranks"):
+        out.append(("ranks", [", ".join(_listing(where["ranks"], n=limit))]))
+    if where.get("devices"):
+        out.append(("devices", _listing(where["devices"], n=limit)))
+    worst = where.get("steps") or where.get("time_us")
+    if len(phases) > 1:  # the worst phase is one of them: marked there, not a line of its own
+
+        def phase(p: tuple) -> str:
+            return _span(p, where) + (" (worst)" if worst is not None and p == tuple(worst) else "")
+
+        out.append(("phases", _listing(phases, phase, limit)))
+    elif where.get("steps"):
+        out.append(("steps", [_span(where["steps"], {})]))
+    elif where.get("time_us"):
+        suffix = "" if where.get("origin_us") is None else " from the trace start"
+        out.append(("time", [_span(where["time_us"], where) + suffix]))
+    if where.get("liveness_steps"):
+        a, b = where["liveness_steps"]
+        out.append(
+            ("liveness step" if a == b else "liveness steps", [f"{a:,}" if a == b else f"{a:,}-{b:,}"])
         )
-    return "; ".join(parts)
+    if where.get("threads"):
+        out.append(("threads", _listing(where["threads"], n=limit)))
+    if where.get("programs"):
+        programs = list(where["programs"])
+        n = min(limit, 3)
+        shown = short(programs[:n]) if short else [str(p) for p in programs[:n]]
+        more = [f"(+{len(programs) - n} more)"] if len(programs) > n else []
+        out.append(("programs" if len(programs) > 1 else "program", shown + more))
+    return out
+
+
+def where_text(where: dict, limit: int = 5, short=None) -> str:
+    """A compact description of a finding's location, on one line (Markdown, HTML, JUnit)."""
+    return "; ".join(f"{label} {', '.join(items)}" for label, items in where_items(where, limit, short))
+
+
+def _short_programs(names: list) -> list[str]:
+    """Program names in a Markdown table's cell (:func:`popprof.report.names.short_names`)."""
+    return short_names(names, 60)
+
+
+def gain_text(finding: Finding) -> str:
+    """What fixing the finding would buy at most, in words (empty when the finding has no gain):
+    ``up to 12.30 ms (5.6 % of the window) - <basis>`` (:func:`popprof.io.units.gain`)."""
+    g = getattr(finding, "estimated_gain", None)
+    return "" if g is None else units.gain(g.value, g.unit, g.whole, g.basis)
 
 
 # -- text -------------------------------------------------------------------
+
+#: Width of piped text (a log, a file) when ``COLUMNS`` does not say otherwise; docs/figures.md.
+TEXT_WIDTH = 80
+#: Narrowest width text is laid out for: below it the indents leave too little room.
+MIN_WIDTH = 40
+#: Indent of a finding's lines under its heading.
+INDENT = "      "
+#: On a terminal (``brief``): message and advice lines shown before the rest is cut.
+BRIEF_MESSAGE_LINES = 3
+BRIEF_ADVICE_LINES = 1
+BRIEF_WHERE_ITEMS = 2
+#: A number and its unit (``21.97 ms``, ``22.7 %``), kept on one line by a no-break space while wrapping.
+_UNIT = re.compile(r"(\d) (us|ms|s|%|B|KiB|MiB|GiB|TiB|PiB)(?=[\s),;:.]|$)")
+#: What ends a line after which text was cut.
+CUT = " [...]"
 
 
 def skipped_line(res: Findings) -> str:
@@ -103,73 +159,145 @@ def skipped_line(res: Findings) -> str:
     return f"{len(res.not_evaluated)} rule(s) not evaluated: {ids} (--show-skipped says why)"
 
 
+def _wrap(text: str, width: int, first: str, rest: str, max_lines: int | None = None) -> list[str]:
+    """``text`` wrapped to ``width`` with ``first`` before its first line and ``rest`` before the others;
+    words longer than a line (a C++ name) are broken. With ``max_lines``, the lines after it are cut and
+    the last one kept ends in ``[...]``."""
+    lines = textwrap.wrap(
+        _UNIT.sub("\\1\u00a0\\2", text),
+        width=width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=True,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+    lines = [line.replace("\u00a0", " ") for line in lines]
+    if max_lines is not None and len(lines) > max_lines:
+        lines = lines[:max_lines]
+        last, lead = lines[-1], first if max_lines == 1 else rest
+        if len(last) + len(CUT) > width:
+            space = last.rfind(" ", len(lead) + 1, width - len(CUT) + 1)
+            last = last[:space] if space > 0 else last[: width - len(CUT)]
+        lines[-1] = last + CUT
+    return lines
+
+
+def _where_lines(where: dict, width: int, limit: int) -> list[str]:
+    items = where_items(where, limit, short=lambda names: short_names(names, max(width - 30, 30)))
+    if not items:
+        return []
+    label_width = max(len(label) for label, _ in items)
+    lines: list[str] = []
+    first = f"{INDENT}where: "
+    under = " " * len(first)
+    for i, (label, values) in enumerate(items):
+        lead = (first if i == 0 else under) + f"{label:<{label_width}} "
+        pad = " " * len(lead)
+        for j, value in enumerate(values):
+            lines += _wrap(value, width, lead if j == 0 else pad, pad + "  ")
+    return lines
+
+
+def finding_lines(f: Finding, width: int = TEXT_WIDTH, *, brief: bool = False) -> list[str]:
+    """One finding as text lines no wider than ``width``: a heading (severity, rule, title), the message,
+    the gain, the location (one device, thread or phase per line) and the advice.
+
+    ``brief`` (a terminal) cuts the message and the advice to a few lines and lists fewer places."""
+    width = max(width, MIN_WIDTH)
+    lines = _wrap(f"{f.severity.upper():<7} {f.rule_id}: {f.title}", width, "  ", "  " + " " * 8)
+    lines += _wrap(f.message, width, INDENT, INDENT, BRIEF_MESSAGE_LINES if brief else None)
+    gain = gain_text(f)
+    if gain:
+        lines += _wrap(gain, width, f"{INDENT}gain: ", INDENT + "  ", 1 if brief else None)
+    lines += _where_lines(f.where, width, BRIEF_WHERE_ITEMS if brief else 5)
+    if f.severity != "info" and f.advice:
+        lines += _wrap(
+            f.advice, width, f"{INDENT}advice: ", INDENT + "  ", BRIEF_ADVICE_LINES if brief else None
+        )
+    return lines
+
+
 def render_text(
     results: list[Findings],
     fail_on: str = "error",
     *,
     rich: bool = False,
-    width: int = 120,
+    width: int = TEXT_WIDTH,
     show_skipped: bool = False,
+    brief: bool | None = None,
 ) -> str:
-    """Plain text (stable, for logs and pipes), or a rich table for a terminal when ``rich``.
+    """Text no wider than ``width`` (plain, stable, for logs and pipes; coloured for a terminal when
+    ``rich``). ``brief`` (by default on a terminal) cuts long messages and advice to a few lines and
+    says so at the end; piped text keeps every word.
 
     Rules not evaluated are one line per profile unless ``show_skipped`` lists each with its reason.
     """
-    if rich:
-        return _render_rich(results, fail_on, width, show_skipped)
+    width = max(width, MIN_WIDTH)
+    brief = rich if brief is None else brief
     lines: list[str] = []
+    headings: list[int] = []  # lines that open a finding: its severity coloured on a terminal
+    dim: set[int] = set()  # advice and rules not evaluated: dimmed on a terminal
+    cut = False
     for res in results:
-        lines.append(f"{res.profile_name} ({res.source})" if res.source else res.profile_name)
+        title = f"{res.profile_name} ({res.source})" if res.source else res.profile_name
+        lines += _wrap(title, width, "", "  ")
         if not res.items:
             lines.append("  no findings")
         for f in res.items:
-            lines.append(f"  {f.severity.upper():<8} {f.rule_id:<22} {f.message}")
-            where = where_text(f.where)
-            if where:
-                lines.append(f"  {'':<8} {'':<22} where: {where}")
-            if f.severity != "info" and f.advice:
-                lines.append(f"  {'':<8} {'':<22} advice: {f.advice}")
+            headings.append(len(lines))
+            full = finding_lines(f, width)
+            shown = finding_lines(f, width, brief=True) if brief else full
+            cut = cut or shown != full
+            advice = next(
+                (i for i, line in enumerate(shown) if line.startswith(f"{INDENT}advice: ")), len(shown)
+            )
+            dim.update(range(len(lines) + advice, len(lines) + len(shown)))
+            lines += shown
+        skipped_from = len(lines)
         if show_skipped:
             for rule_id, reason in res.not_evaluated:
-                lines.append(f"  {'SKIPPED':<8} {rule_id:<22} not evaluated: {reason}")
+                lines += _wrap(f"not evaluated: {reason}", width, f"  SKIPPED {rule_id}: ", INDENT)
+        elif res.not_evaluated and brief:
+            lines += _wrap(
+                f"{len(res.not_evaluated)} rule(s) not evaluated (--show-skipped)",
+                width,
+                "  SKIPPED ",
+                INDENT,
+            )
         elif res.not_evaluated:
-            lines.append(f"  {'SKIPPED':<8} {skipped_line(res)}")
+            lines += _wrap(skipped_line(res), width, "  SKIPPED ", INDENT)
+        dim.update(range(skipped_from, len(lines)))
         lines.append("")
-    lines.append(_summary_line(results, fail_on))
+    lines += _wrap(_summary_line(results, fail_on), width, "", "  ")
+    if cut:
+        lines += _wrap(
+            "[...]: cut to fit the terminal (--full shows all)",
+            width,
+            "",
+            "",
+        )
+    if rich:
+        return _colour(lines, headings, dim, width)
     return "\n".join(lines) + "\n"
 
 
-def _render_rich(results: list[Findings], fail_on: str, width: int, show_skipped: bool) -> str:
+def _colour(lines: list[str], headings: list[int], dim: set[int], width: int) -> str:
+    """The text lines with each finding's severity coloured, for a terminal (nothing in a line is markup)."""
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
 
-    styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+    styles = {"ERROR": "bold red", "WARNING": "yellow", "INFO": "cyan"}
     buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=True, width=width)
-    for res in results:
-        table = Table(title=escape(res.profile_name), title_justify="left", show_lines=True, expand=True)
-        table.add_column("severity", no_wrap=True)
-        table.add_column("rule", no_wrap=True)
-        table.add_column("finding", ratio=3)
-        table.add_column("where", ratio=1)
-        for f in res.items:
-            text = escape(f.message) + (
-                f"\n[dim]{escape(f.advice)}[/dim]" if f.severity != "info" and f.advice else ""
-            )
-            table.add_row(
-                f"[{styles[f.severity]}]{f.severity}[/]", f.rule_id, text, escape(where_text(f.where))
-            )
-        if not res.items:
-            table.add_row("[green]ok[/green]", "", "no findings", "")
-        console.print(table)
-        if res.not_evaluated and not show_skipped:  # compact, below the table: these are not findings
-            console.print(f"[dim]{escape(skipped_line(res))}[/dim]")
-        elif res.not_evaluated:
-            console.print("[dim]not evaluated:[/dim]")
-            for rule_id, reason in res.not_evaluated:
-                console.print(f"[dim]  {rule_id}: {escape(reason)}[/dim]")
-    console.print(_summary_line(results, fail_on))
+    console = Console(file=buffer, force_terminal=True, width=width, soft_wrap=True, highlight=False)
+    heading = set(headings)
+    for i, line in enumerate(lines):
+        text = Text(line)
+        word = line.split(maxsplit=1)[0] if line.strip() else ""
+        if i in heading and word in styles:
+            text.stylize(styles[word], 2, 2 + len(word))
+        elif i in dim:
+            text.stylize("dim")
+        console.print(text)
     return buffer.getvalue()
 
 
@@ -202,14 +330,16 @@ def render_markdown(results: list[Findings], fail_on: str = "error") -> str:
     for res in results:
         out += [f"### {md.code(res.profile_name)}", ""]
         if res.items:
+            priced = any(f.estimated_gain is not None for f in res.items)  # a gain column only then
             out += md.table(
-                ["severity", "rule", "finding", "where"],
+                ["severity", "rule", "finding", *(["estimated gain"] if priced else []), "where"],
                 [
                     [
                         f"**{f.severity}**",
                         md.code(f.rule_id),
                         md.cell(f.message),
-                        md.cell(where_text(f.where)),
+                        *([md.cell(gain_text(f))] if priced else []),
+                        md.cell(where_text(f.where, short=_short_programs)),
                     ]
                     for f in res.items
                 ],
@@ -257,16 +387,26 @@ def junit_suites(results: list[Findings], fail_on: str = "error") -> list[junit.
                 case.failure = junit.Failure(
                     worst.message,
                     worst.severity,
-                    "\n\n".join(
-                        f"[{f.severity}] {f.message}\nwhere: {where_text(f.where)}\nadvice: {f.advice}"
-                        for f in bad
-                    ),
+                    "\n\n".join(_failure_text(f) for f in bad),
                 )
             rest = [f for f in found if not any(f is b for b in bad)]  # by identity: == compares evidence
             if rest:
                 case.output = "\n".join(f"[{f.severity}] {f.message}" for f in rest)
         suites.append(suite)
     return suites
+
+
+def _failure_text(f: Finding) -> str:
+    """A failing finding in a JUnit failure's text: the message, its gain when priced, where, the advice."""
+    gain = gain_text(f)
+    return "\n".join(
+        [
+            f"[{f.severity}] {f.message}",
+            *([f"gain: {gain}"] if gain else []),
+            f"where: {where_text(f.where)}",
+            f"advice: {f.advice}",
+        ]
+    )
 
 
 def render_junit(results: list[Findings], fail_on: str = "error") -> str:

@@ -24,7 +24,7 @@ from ..io import units
 from ..io.atomic import write_text_atomic
 from ..model.errors import PopprofError
 from ..model.profile import Profile
-from .findings import where_text
+from .findings import gain_text, where_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -142,6 +142,7 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "summary": parts.get("summary", {}),
         "idle_causes": _idle_rows(parts.get("summary") or {}),
         "findings": parts.get("findings"),
+        "what_limits": parts.get("what_limits"),
         "plots": parts.get("plots"),
         "only": parts.get("only"),
     }
@@ -201,6 +202,7 @@ def findings_context(findings: Any) -> dict | None:
                 "title": f.title,
                 "message": f.message,
                 "where": where_text(getattr(f, "where", None) or {}),
+                "gain": gain_text(f),
                 "advice": getattr(f, "advice", "") or "",
                 # pandas escapes the cells (escape=True): the table is markup popprof made
                 "evidence": trusted(evidence.head(10).to_html(index=False, escape=True, border=0))
@@ -355,6 +357,7 @@ def render(
     """
     from ..metrics import compute, shared
     from ..metrics.summary import summarise
+    from .explain import display_rows, what_limits
     from .templating import render_template
 
     items = [profiles] if isinstance(profiles, Profile) else list(profiles)
@@ -376,6 +379,7 @@ def render(
                     i + 1,
                     summary=summarise(profile),
                     findings=findings_context(found),
+                    what_limits=display_rows(what_limits(profile, found)),
                     plots=plot_items(profile, found, image_format=image_format, config=config)
                     if plots
                     else None,

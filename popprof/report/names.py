@@ -1,17 +1,55 @@
 """Long names (C++ kernel signatures, program paths) shortened for text and Markdown tables.
 
 A GPU trace's kernel names are often thousands of characters of template arguments and
-parameter lists; a table row shows the name's head with those lists folded to ``...``. JSON
-outputs keep the full name: this is for tables read by people only.
+parameter lists; a table row shows the name's head with those lists folded to ``...``, but keeps
+what tells kernels apart: the template arguments when they fit, else the one that names the
+kernel's work (the functor, the GEMM configuration: the first argument that is not a number or a
+plain type), shortened in turn. Names of one table that still read the same are numbered
+(:func:`short_names`). JSON outputs keep the full name: this is for tables read by people only
+(``docs/figures.md``, "How text prints").
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
 
 #: Widest name a text or Markdown table shows before shortening it.
 NAME_WIDTH = 90
 
 _OPEN = {"<": ">", "(": ")", "[": "]"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
+#: Shortest room worth giving a template argument: with less, its list is folded to ``<...>``.
+_MIN_ARGUMENT = 12
+_ANONYMOUS = "(anonymous namespace)::"
+#: Template arguments that tell nothing about the kernel's work: numbers, flags, casts of numbers and plain
+#: types (``float``, ``unsigned int``, ``c10::Half``, ``float const*``).
+_PLAIN = re.compile(
+    r"(?:-?\d+[uUlL]*|true|false|\([\w:]+\)-?\d+"
+    r"|(?:(?:unsigned|signed|const|long|short)\s+)*"
+    r"(?:(?:c10|at)::(?:Half|BFloat16)|__half2?|__nv_bfloat16|bool|char|short|int|long|float|double|half|size_t"
+    r"|u?int\d+_t|float\d|double\d|int\d|half\d|unsigned|signed)"
+    r"(?:\s*const)?\s*[*&]*)"
+)
+
+
+def _groups(name: str) -> list[tuple[int, int]] | None:
+    """Spans ``(open, close)`` of the outermost bracketed lists of ``name``; ``None`` when they do not pair up."""
+    spans: list[tuple[int, int]] = []
+    stack: list[str] = []
+    start = 0
+    for i, char in enumerate(name):
+        if char in _OPEN:
+            if not stack:
+                start = i
+            stack.append(char)
+        elif char in _CLOSE:
+            if not stack or stack[-1] != _CLOSE[char]:
+                return None
+            stack.pop()
+            if not stack:
+                spans.append((start, i))
+    return None if stack else spans
 
 
 def fold_brackets(name: str) -> str | None:
@@ -19,32 +57,112 @@ def fold_brackets(name: str) -> str | None:
 
     ``None`` when the brackets do not pair up (an ``operator<`` or a cut name): then nothing is folded.
     """
-    out: list[str] = []
-    stack: list[str] = []
-    for char in name:
+    spans = _groups(name)
+    if spans is None:
+        return None
+    return _rebuild(name, spans, {})
+
+
+def _rebuild(name: str, spans: list[tuple[int, int]], inner: dict[int, str]) -> str:
+    """``name`` with each bracketed list folded to ``...``, or replaced by ``inner[k]`` for the k-th list."""
+    out, last = [], 0
+    for k, (a, b) in enumerate(spans):
+        out += [name[last : a + 1], inner.get(k, "..."), name[b]]
+        last = b + 1
+    out.append(name[last:])
+    return "".join(out)
+
+
+def _arguments(inner: str) -> list[str]:
+    """The comma-separated arguments of a template list, split outside nested brackets."""
+    args, depth, start = [], 0, 0
+    for i, char in enumerate(inner):
         if char in _OPEN:
-            if not stack:
-                out.append(char + "...")
-            stack.append(char)
+            depth += 1
         elif char in _CLOSE:
-            if not stack or stack[-1] != _CLOSE[char]:
-                return None
-            stack.pop()
-            if not stack:
-                out.append(char)
-        elif not stack:
-            out.append(char)
-    return None if stack else "".join(out)
+            depth -= 1
+        elif char == "," and depth == 0:
+            args.append(inner[start:i].strip())
+            start = i + 1
+    args.append(inner[start:].strip())
+    return args
+
+
+def _unscoped(name: str) -> str:
+    """``name`` without the namespaces before its own name: ``at::native::CUDAFunctor_add<float>`` ->
+    ``CUDAFunctor_add<float>``."""
+    name = name.replace(_ANONYMOUS, "")
+    head = re.split(r"[<(\[]", name, maxsplit=1)[0]
+    cut = head.rfind("::")
+    return name[cut + 2 :] if cut >= 0 else name
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
 
 
 def short_name(name: object, width: int = NAME_WIDTH) -> str:
-    """``name`` as a table shows it: as is when it fits in ``width``, else with its bracketed lists
-    folded (``void at::native::kernel<...>(...)``), and cut to ``width`` with ``...`` if still too long."""
+    """``name`` as a table shows it: as is when it fits in ``width``; else with its parameter list folded
+    and its first template list kept whole, or only the argument that tells the kernel apart
+    (``void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(...)``,
+    ``void at::native::vectorized_elementwise_kernel<..., CUDAFunctor_add<float>, ...>(...)``), or every
+    list folded (``void at::native::kernel<...>(...)``); cut to ``width`` with ``...`` if still too long."""
     text = str(name)
     if len(text) <= width:
         return text
-    folded = fold_brackets(text)
-    if folded is not None and len(folded) <= width:
-        return folded
-    base = folded if folded is not None else text
-    return base[: max(width - 3, 1)] + "..."
+    spans = _groups(text)
+    if spans is None:
+        return _cut(text, width)
+    folded = _rebuild(text, spans, {})
+    first = next((k for k, (a, _) in enumerate(spans) if text[a] == "<"), None)
+    if first is None:
+        return _cut(folded, width)
+    a, b = spans[first]
+    inner = text[a + 1 : b]
+    args = _arguments(inner)
+    candidates = [
+        inner,
+        ", ".join(arg if _PLAIN.fullmatch(arg) else fold_brackets(arg) or arg for arg in args),
+    ]
+    room = width - (len(folded) - 3)  # what the template list may take in place of its "..."
+    for candidate in candidates:
+        if len(candidate) <= room:
+            return _rebuild(text, spans, {first: candidate})
+    telling = next((i for i, arg in enumerate(args) if not _PLAIN.fullmatch(arg)), None)
+    if telling is None:  # numbers and plain types only: as many as fit
+        for n in range(len(args) - 1, 0, -1):
+            candidate = ", ".join(args[:n]) + ", ..."
+            if len(candidate) <= room:
+                return _rebuild(text, spans, {first: candidate})
+        return _cut(folded, width)
+    argument = _unscoped(args[telling])
+    lead = "".join(f"{arg}, " for arg in args[:telling])
+    after = ", ..." if telling < len(args) - 1 else ""
+    if len(lead) + len(argument) + len(after) <= room:  # the plain arguments before it too
+        return _rebuild(text, spans, {first: lead + argument + after})
+    for before in dict.fromkeys([lead, "..., " if telling > 0 else ""]):  # the plain ones, else "..."
+        space = room - len(before) - len(after)
+        if space >= _MIN_ARGUMENT:
+            return _rebuild(text, spans, {first: before + short_name(argument, space) + after})
+    return _cut(folded, width)
+
+
+def short_names(names: Iterable[object], width: int = NAME_WIDTH) -> list[str]:
+    """The names of one table shortened (:func:`short_name`), different names that still read the same
+    numbered in the order they come: ``void cutlass::Kernel<...>(...) #1``, ``... #2``."""
+    names = [str(n) for n in names]
+    shorts = [short_name(n, width) for n in names]
+    distinct: dict[str, list[str]] = {}
+    for name, short in zip(names, shorts, strict=True):
+        seen = distinct.setdefault(short, [])
+        if name not in seen:
+            seen.append(name)
+    out = []
+    for name, short in zip(names, shorts, strict=True):
+        same = distinct[short]
+        if len(same) == 1:
+            out.append(short)
+            continue
+        suffix = f" #{same.index(name) + 1}"
+        out.append(short_name(name, width - len(suffix)) + suffix)
+    return out

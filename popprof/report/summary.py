@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..io import units
 from ..trace.ids import SYNTHETIC_ID_BASE
-from .names import NAME_WIDTH, short_name
+from .explain import render_what_limits
+from .names import short_names
 
 # -- text rendering ---------------------------------------------------------
 
@@ -34,6 +35,9 @@ def _target_line(t: dict) -> str:
 def render_text(summary: dict) -> str:
     """The summary as terminal text (plain; the CLI adds colour when on a terminal)."""
     lines = [f"Profile {summary['profile']} ({summary['source_format']})"]
+    limits = render_what_limits(summary.get("what_limits"))
+    if limits:
+        lines += ["", *limits]
     t = summary.get("target")
     if t and any(t.get(k) is not None for k in ("num_ipus", "num_tiles", "bytes_per_tile", "clock_hz")):
         lines += ["", "Target", "  " + _target_line(t)]
@@ -175,10 +179,6 @@ def _render_execution_totals(e: dict) -> list[str]:
 # -- text -------------------------------------------------------------------------------------
 
 
-def _short(name: str, width: int = NAME_WIDTH) -> str:
-    return short_name(name, width)
-
-
 def _who(row: dict) -> str:
     rank = "" if row.get("rank") is None else f"rank {row['rank']}  "
     names = " / ".join(n for n in (row.get("process_name"), row.get("thread_name")) if n)
@@ -300,11 +300,11 @@ def render_trace_text(tr: dict) -> list[str]:
             f"    {'total':>10}  {'count':>7}  {'mean':>10}  {'min':>10}  {'max':>10}  {'std':>10}  "
             f"{'type':<13} name",
         ]
-        for k in kernels:
+        for k, name in zip(kernels, short_names(k["name"] for k in kernels), strict=True):
             lines.append(
                 f"    {units.duration(k['total_us']):>10}  {k['count']:>7,}  {units.duration(k.get('mean_us')):>10}  "
                 f"{units.duration(k.get('min_us')):>10}  {units.duration(k.get('max_us')):>10}  "
-                f"{units.duration(k.get('std_us')):>10}  {k['kernel_type']:<13} {_short(k['name'])}"
+                f"{units.duration(k.get('std_us')):>10}  {k['kernel_type']:<13} {name}"
             )
     launches = tr.get("launch_delays") or []
     if launches:
@@ -318,10 +318,8 @@ def render_trace_text(tr: dict) -> list[str]:
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
-        for op in cpu:
-            lines.append(
-                f"    {units.duration(op['self_us']):>10}  {op['count']:>6,} x  {_short(op['name'])}"
-            )
+        for op, name in zip(cpu, short_names(op["name"] for op in cpu), strict=True):
+            lines.append(f"    {units.duration(op['self_us']):>10}  {op['count']:>6,} x  {name}")
     wait = tr.get("host_wait") or {}
     if wait.get("events"):
         top = ", ".join(f"{w['name']} {w['count']:,} x {units.duration(w['total_us'])}" for w in wait["top"])

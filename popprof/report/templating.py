@@ -36,7 +36,7 @@ def environment() -> jinja2.Environment:
     """The report's Jinja2 environment (:func:`popprof.markup.make_environment`) with popprof's filters."""
     from ..io import units
     from ..markup import make_environment
-    from .names import short_name
+    from .names import short_name, short_names
 
     return make_environment(
         TEMPLATE_PACKAGE,
@@ -47,6 +47,7 @@ def environment() -> jinja2.Environment:
             "points": lambda value: units.value(value, "%", missing="-"),
             "n": units.count,
             "short": short_name,
+            "short_names": short_names,  # the names of one table: those that read the same are numbered
         },
     )
 

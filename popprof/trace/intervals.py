@@ -38,6 +38,7 @@ class DeviceActivity:
     busy_end: np.ndarray
     rank: int | None = None
     device: str | None = None
+    rows: np.ndarray | None = None  # positions of these events in the events table
 
     @property
     def label(self) -> str:
@@ -219,6 +220,7 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
     else:
         dev_codes, dev_names = np.full(len(start), -1, dtype=np.int64), pd.Index([])
     key = (ranks + 1) * (len(dev_names) + 1) + (dev_codes + 1)
+    positions = np.flatnonzero(keep)
     out = []
     for k in np.unique(key):  # one pass per device (a handful), not per event
         mine = key == k
@@ -235,6 +237,7 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
                 busy_end,
                 None if rank == 0 else rank - 1,
                 None if dev == 0 else str(dev_names[dev - 1]),
+                positions[mine],
             )
         )
     return out

@@ -1,0 +1,574 @@
+"""The time account: one partition of each device's window into exclusive parts that sum to it.
+
+Everything popprof says about where device time went reads this account (``docs/figures.md``, "The time
+account"). For each device (per rank) and one stated window, every microsecond is in exactly one part:
+
+GPU (Chrome / Kineto traces), parts taken in this order of precedence when several kinds of work overlap:
+
+| part | the device was ... |
+|---|---|
+| ``compute`` | running a kernel that is not communication or a copy |
+| ``communication`` | running communication (collectives, peer copies) and no compute: exposed communication |
+| ``copies`` | copying or setting memory (host-device copies, memsets, on-device copies) and nothing above |
+| ``idle_host`` | idle, and the work that ran next had not yet been submitted by the host (HTA's "host wait") |
+| ``idle_launch`` | idle with its next work already submitted: launch latency, or waiting on a dependency |
+|                 | (an event, another stream; the device's own sync events count here) |
+| ``idle_other`` | idle, and what came next is not known (no launch recorded for it) |
+
+IPU (``steps`` of profile.pop, SDK 1.x JSON or a bundle; ``.pvti`` device events; a text summary's totals):
+``compute``, ``exchange``, ``global_exchange``, ``sync``, ``stream_copies`` (host I/O), ``other``, ``idle``.
+
+Windows (``basis``):
+
+- ``device_span``: a GPU or ``.pvti`` device's first to last activity, every step included (the run);
+- ``step``: one ``ProfilerStep#N`` of the rank, clipped to nothing (idle before the step's first work is
+  idle like any other);
+- ``ipu_run``: the run on an IPU profile, the busiest IPU's step cycles / clock: an IPU that ran fewer
+  cycles was idle for the difference;
+- ``summary_total``: a Poplar text summary's Total cycles, with its parts as the average tile's cycles.
+
+The idle split of a gap reads the launch of the work that ended it: the part of the gap before its launch
+call started is ``idle_host``, the rest ``idle_launch``; a gap at a step's end with no more work of the
+device in the trace is ``idle_host`` (the host submitted nothing more).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..model.errors import NotEvaluated
+from ..model.profile import Profile
+from ..trace import intervals as im
+from ..trace.activity import is_bookkeeping
+from . import metric, metric_family
+from .ranks import step_times
+from .trace import device_activity_mask
+
+GPU_PARTS: tuple[str, ...] = (
+    "compute",
+    "communication",
+    "copies",
+    "idle_host",
+    "idle_launch",
+    "idle_other",
+)
+IPU_PARTS: tuple[str, ...] = (
+    "compute",
+    "exchange",
+    "global_exchange",
+    "sync",
+    "stream_copies",
+    "other",
+    "idle",
+)
+#: Every part name, GPU's first; a platform's rows leave the other platform's parts missing.
+PARTS: tuple[str, ...] = (*GPU_PARTS, *(p for p in IPU_PARTS if p not in GPU_PARTS))
+#: The parts where the device ran work (the rest start with ``idle``).
+BUSY_PARTS: tuple[str, ...] = tuple(p for p in PARTS if not p.startswith("idle"))
+#: The communication part of each platform (GPU exposed communication; IPU exchange + global exchange).
+COMMUNICATION_PARTS: dict[str, tuple[str, ...]] = {
+    "gpu": ("communication",),
+    "ipu": ("exchange", "global_exchange"),
+}
+#: The words text for people uses for each part (``docs/figures.md``, Glossary).
+PART_WORDS: dict[str, str] = {
+    "compute": "compute",
+    "communication": "communication",
+    "copies": "copies",
+    "idle_host": "idle, host not submitting",
+    "idle_launch": "idle, launch or dependency",
+    "idle_other": "idle, cause unknown",
+    "exchange": "exchange",
+    "global_exchange": "global exchange",
+    "sync": "sync",
+    "stream_copies": "stream copies",
+    "other": "other",
+    "idle": "idle",
+}
+COLUMNS = ["platform", "rank", "device", "step", "basis", "window_us", *PARTS]
+
+#: What each basis means, in one sentence (the JSON's and the text's words).
+BASIS_TEXT: dict[str, str] = {
+    "device_span": "the device's first to last activity, every step included",
+    "step": "one ProfilerStep of the rank",
+    "ipu_run": "the run: the busiest IPU's step cycles / clock",
+    "summary_total": "the summary's Total cycles; parts are the average tile's cycles",
+}
+
+# device_category -> the layer of a GPU device's timeline (earlier layers take precedence)
+_GPU_LAYERS = (("compute",), ("exchange",), ("host_io", "other"), ("sync",))
+_GPU_LAYER_PARTS = ("compute", "communication", "copies", "idle_launch")
+_IPU_LAYERS = (("compute",), ("exchange",), ("sync",), ("host_io",), ("other",))
+_IPU_LAYER_PARTS = ("compute", "exchange", "sync", "stream_copies", "other")
+
+
+def time_account(profile: Profile, steps: bool = True) -> pd.DataFrame:
+    """The time account of every device: one row per (rank, device) for the run (``step`` missing) and,
+    with ``steps``, one per (rank, device, step) where the trace marks steps. Columns :data:`COLUMNS`; each
+    row's parts sum to ``window_us`` (a platform's parts; the other platform's are missing). Empty when the
+    profile holds no device time."""
+    frame = profile.cached("account.time_account", lambda: _account(profile))
+    if not steps:
+        frame = frame[frame["step"].isna()]
+    return frame.reset_index(drop=True)
+
+
+def run_account(profile: Profile) -> pd.DataFrame:
+    """The run rows of :func:`time_account` (one per device)."""
+    return time_account(profile, steps=False)
+
+
+def _account(profile: Profile) -> pd.DataFrame:
+    rows: list[dict] = []
+    events = profile.get("events")
+    if events is not None and not events.empty and device_activity_mask(profile).any():
+        rows = _trace_rows(profile)
+    elif profile.has("steps") and not profile.steps.empty:
+        rows = _steps_rows(profile)
+    elif profile.has("execution_totals") and not profile.execution_totals.empty:
+        rows = _summary_rows(profile)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["rank"] = frame["rank"].astype("Int64")
+    frame["step"] = frame["step"].astype("Int64")
+    for col in ("window_us", *PARTS):
+        frame[col] = frame[col].astype("float64")
+    return frame
+
+
+# -- traces -----------------------------------------------------------------
+
+
+def _platform(profile: Profile, events: pd.DataFrame) -> str:
+    return "gpu" if "stream" in events.columns and events["stream"].notna().any() else "ipu"
+
+
+def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
+    """The start of the host event with the same (rank, correlation) as each device event of ``rows``
+    (the launch call; the last such host event when there are several), NaN where there is none.
+
+    The few wanted keys are hashed, and every host event looked up among them: no index over the host."""
+    events = profile.events
+    out = np.full(len(rows), np.nan)
+    if "correlation" not in events.columns or len(rows) == 0:
+        return out
+    correlation = events["correlation"]
+    rank = (
+        events["rank"].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+        if "rank" in events.columns
+        else np.zeros(len(events), dtype=np.int64)
+    )
+    dev_corr = correlation.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
+    ok = ~np.isnan(dev_corr)
+    if not ok.any():
+        return out
+    dev_keys = (rank[rows][ok] + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
+    wanted = pd.Index(pd.unique(dev_keys))
+    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & correlation.notna().to_numpy()
+    if "stream" in events.columns:
+        host &= events["stream"].isna().to_numpy()
+    host_rows = np.flatnonzero(host)
+    host_corr = correlation.array[host_rows].to_numpy(dtype=np.float64, na_value=np.nan)
+    host_keys = (rank[host_rows] + 1) * (1 << 40) + host_corr.astype(np.int64)
+    position = wanted.get_indexer(host_keys)
+    hit = position >= 0
+    launch = np.full(len(wanted), np.nan)
+    launch[position[hit]] = events["start_us"].to_numpy(dtype=np.float64)[host_rows[hit]]  # the last wins
+    out[ok] = launch[wanted.get_indexer(dev_keys)]
+    return out
+
+
+class _Segments:
+    """Sorted, disjoint labelled segments (label = index into ``parts``) with prefix sums per label, for the
+    time of each part inside any window."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, label: np.ndarray, parts: tuple[str, ...]):
+        self.start, self.end, self.label = start, end, label
+        self.parts = parts
+        length = end - start
+        self.prefix = np.zeros((len(parts), len(length) + 1))
+        for i in np.unique(label).tolist():
+            np.cumsum(np.where(label == i, length, 0.0), out=self.prefix[i, 1:])
+
+    def sums(self, lo: float, hi: float) -> np.ndarray:
+        """Time of each part inside ``[lo, hi]``."""
+        out = np.zeros(len(self.parts))
+        if hi <= lo or len(self.start) == 0:
+            return out
+        first = int(np.searchsorted(self.end, lo, side="right"))
+        last = int(np.searchsorted(self.start, hi, side="left"))  # segments [first, last) overlap
+        if last <= first:
+            return out
+        out += self.prefix[:, last] - self.prefix[:, first]
+        # trim the two edge segments to the window
+        out[self.label[first]] -= max(0.0, lo - self.start[first])
+        out[self.label[last - 1]] -= max(0.0, self.end[last - 1] - hi)
+        return out
+
+
+class _Timeline:
+    """A device's timeline over ``[lo, hi]``: its busy segments and its idle pieces, together without holes."""
+
+    def __init__(self, busy: _Segments, idle: _Segments):
+        self.busy, self.idle = busy, idle
+
+    def sums(self, lo: float, hi: float) -> np.ndarray:
+        """Time of each part inside ``[lo, hi]``."""
+        return self.busy.sums(lo, hi) + self.idle.sums(lo, hi)
+
+
+def _layered_segments(
+    start: np.ndarray, end: np.ndarray, layer: np.ndarray, layers: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Busy segments of the device in time order, each labelled with the first layer (lowest index) running
+    in it."""
+    times, deltas = [], []
+    for i in range(layers):
+        s, e = im.merge_intervals(start[layer == i], end[layer == i])
+        times += [s, e]
+        deltas += [np.full(s.size, 1 << i, dtype=np.int64), np.full(e.size, -(1 << i), dtype=np.int64)]
+    t = np.concatenate(times)
+    d = np.concatenate(deltas)
+    if t.size == 0:
+        empty = np.empty(0)
+        return empty, empty, np.empty(0, dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    state = np.cumsum(d)[:-1]
+    seg_start, seg_end = t[:-1], t[1:]
+    keep = (state > 0) & (seg_end > seg_start)
+    state = state[keep]
+    # the lowest set bit of each state: the layer that takes precedence
+    label = np.log2(state & -state).astype(np.int64)
+    seg_start, seg_end = seg_start[keep], seg_end[keep]
+    # touching segments of one layer become one (a kernel after a kernel): fewer segments to sum over
+    joined = np.zeros(label.size, dtype=bool)
+    joined[1:] = (label[1:] == label[:-1]) & (seg_start[1:] == seg_end[:-1])
+    first = np.flatnonzero(~joined)
+    last = np.append(first[1:] - 1, label.size - 1)
+    return seg_start[first], seg_end[last], label[first]
+
+
+def _layer_of_codes(category: pd.Categorical, layers: tuple[tuple[str, ...], ...]) -> np.ndarray:
+    """The layer of each event by its category code (a lookup per category, none per event); categories in
+    no layer, and a missing one, go to the last layer."""
+    lut = np.full(len(category.categories) + 1, len(layers) - 1, dtype=np.int64)
+    for i, members in enumerate(layers):
+        for j, name in enumerate(category.categories):
+            if str(name) in members:
+                lut[j] = i
+    return lut[np.asarray(category.codes)]  # code -1 takes the lut's last entry
+
+
+def _device_timeline(
+    profile: Profile, activity: im.DeviceActivity, platform: str, lo: float, hi: float
+) -> _Timeline:
+    """The labelled timeline of one device over ``[lo, hi]`` (which holds its activity)."""
+    gpu = platform == "gpu"
+    layers = _GPU_LAYERS if gpu else _IPU_LAYERS
+    layer_parts = _GPU_LAYER_PARTS if gpu else _IPU_LAYER_PARTS
+    parts = GPU_PARTS if gpu else IPU_PARTS
+    layer = _layer_of_codes(activity.category, layers)
+    s, e, lab = _layered_segments(activity.start, activity.end, layer, len(layers))
+    seg_label = np.array([parts.index(layer_parts[i]) for i in range(len(layers))], dtype=np.int64)[lab]
+    busy = _Segments(s, e, seg_label, parts)
+    # the idle gaps between busy segments, and before / after them inside [lo, hi], in time order
+    merged_start, merged_end = im.merge_intervals(s, e)
+    gap_start = np.concatenate([[lo], merged_end])
+    gap_end = np.concatenate([merged_start, [hi]])
+    open_end = np.zeros(gap_start.size, dtype=bool)
+    open_end[-1] = True  # after the last work: nothing of the device comes next
+    real = gap_end > gap_start
+    gap_start, gap_end, open_end = gap_start[real], gap_end[real], open_end[real]
+    if not gpu:
+        idle = np.full(gap_start.size, parts.index("idle"), dtype=np.int64)
+        return _Timeline(busy, _Segments(gap_start, gap_end, idle, parts))
+    # GPU: the launch of the work that ended each gap splits it into host-bound and launch/dependency time
+    next_launch = _gap_launches(profile, activity, gap_end)
+    known = ~np.isnan(next_launch) & ~open_end
+    cut = np.clip(next_launch, gap_start, gap_end)
+    host_end = np.where(open_end, gap_end, np.where(known, cut, gap_start))
+    # each gap as two pieces, host-bound first: interleaved, they stay in time order
+    piece_start = np.column_stack([gap_start, host_end]).ravel()
+    piece_end = np.column_stack([host_end, gap_end]).ravel()
+    after = np.where(known, parts.index("idle_launch"), parts.index("idle_other"))
+    host = np.full(gap_start.size, parts.index("idle_host"))
+    piece_label = np.column_stack([host, after]).ravel().astype(np.int64)
+    nonempty = piece_end > piece_start
+    return _Timeline(
+        busy, _Segments(piece_start[nonempty], piece_end[nonempty], piece_label[nonempty], parts)
+    )
+
+
+def _gap_launches(profile: Profile, activity: im.DeviceActivity, gap_end: np.ndarray) -> np.ndarray:
+    """For each gap, the earliest launch among the device's work items starting where the gap ends (NaN
+    when none of them has a recorded launch)."""
+    out = np.full(gap_end.size, np.nan)
+    if activity.rows is None or gap_end.size == 0:
+        return out
+    gap_of = pd.Index(gap_end).get_indexer(activity.start)  # a hash lookup per work item, no sort
+    hit = np.flatnonzero(gap_of >= 0)
+    if hit.size == 0:
+        return out
+    launch = _launch_starts(profile, activity.rows[hit])
+    ok = ~np.isnan(launch)
+    np.fmin.at(out, gap_of[hit][ok], launch[ok])
+    return out
+
+
+def _row(platform: str, rank, device, step, basis: str, window: float, sums: dict[str, float]) -> dict:
+    row = {
+        "platform": platform,
+        "rank": rank,
+        "device": device,
+        "step": step,
+        "basis": basis,
+        "window_us": window,
+    }
+    for part in PARTS:
+        row[part] = sums.get(part, math.nan)
+    return row
+
+
+def _trace_rows(profile: Profile) -> list[dict]:
+    events = profile.events
+    try:
+        activities = im.device_activities(profile, by="device")
+    except NotEvaluated:
+        return []
+    platform = _platform(profile, events)
+    parts = GPU_PARTS if platform == "gpu" else IPU_PARTS
+    marks = step_times(profile)
+    rows: list[dict] = []
+    for act in activities:
+        if act.start.size == 0:
+            continue
+        first, last = float(act.start.min()), float(act.end.max())
+        rank = act.rank if act.rank is not None else None
+        mine = marks[marks["rank"] == (-1 if rank is None else rank)] if not marks.empty else marks
+        windows = _step_windows(mine)
+        lo = min([first, *(w[1] for w in windows)])
+        hi = max([last, *(w[2] for w in windows)])
+        timeline = _device_timeline(profile, act, platform, lo, hi)
+        device = act.device or ("gpu" if platform == "gpu" else "ipu")
+        sums = timeline.sums(first, last)
+        rows.append(
+            _row(
+                platform, rank, device, None, "device_span", last - first, dict(zip(parts, sums, strict=True))
+            )
+        )
+        for step, a, b in windows:
+            sums = timeline.sums(a, b)
+            rows.append(
+                _row(platform, rank, device, step, "step", b - a, dict(zip(parts, sums, strict=True)))
+            )
+    return rows
+
+
+def _step_windows(marks: pd.DataFrame) -> list[tuple[int, float, float]]:
+    """``(step, start, end)`` of each step of one rank: the earliest start and latest end of its markers."""
+    if marks.empty:
+        return []
+    ends = marks["start_us"] + marks["dur_us"]
+    grouped = pd.DataFrame({"step": marks["step"], "start": marks["start_us"], "end": ends}).groupby("step")
+    table = grouped.agg(start=("start", "min"), end=("end", "max"))
+    return [
+        (int(s), float(a), float(b))
+        for s, a, b in zip(table.index, table["start"], table["end"], strict=True)
+        if b > a
+    ]
+
+
+# -- IPU steps and text summaries --------------------------------------------
+
+_STEP_PARTS = {
+    "compute": "compute",
+    "exchange": "exchange",
+    "global_exchange": "global_exchange",
+    "sync": "sync",
+    "host_io": "stream_copies",
+    "other": "other",
+}
+
+
+def _steps_rows(profile: Profile) -> list[dict]:
+    steps = profile.steps
+    clock = profile.target_value("clock_hz")
+    if clock is None or pd.isna(clock) or float(clock) <= 0 or not steps["cycles"].notna().any():
+        return []
+    scale = 1e6 / float(clock)
+    cycles = steps["cycles"].fillna(0).astype("float64")
+    table = cycles.groupby([steps["ipu"], steps["category"].astype("str")]).sum().unstack(fill_value=0.0)
+    window = float(table.sum(axis=1).max()) * scale
+    rows = []
+    for ipu, by_cat in table.iterrows():
+        sums = {part: 0.0 for part in IPU_PARTS}
+        for cat, value in by_cat.items():
+            sums[_STEP_PARTS.get(str(cat), "other")] += float(value) * scale
+        sums["idle"] = max(window - sum(sums.values()), 0.0)
+        rows.append(_row("ipu", None, f"ipu:{int(ipu)}", None, "ipu_run", window, sums))
+    return rows
+
+
+def _summary_rows(profile: Profile) -> list[dict]:
+    totals = profile.execution_totals
+    total_rows = totals[totals["category"].astype(str) == "total"]
+    if total_rows.empty or pd.isna(total_rows["cycles"].iloc[0]) or not total_rows["cycles"].iloc[0]:
+        return []
+    total = float(total_rows["cycles"].iloc[0])
+    clock = profile.target_value("clock_hz")
+    printed = total_rows["time_us"].iloc[0] if "time_us" in total_rows.columns else math.nan
+    if clock is not None and not pd.isna(clock) and float(clock) > 0:
+        scale = 1e6 / float(clock)
+    elif not pd.isna(printed) and printed > 0:
+        scale = float(printed) / total  # the summary's own "approx N microseconds"
+    else:
+        return []
+    window = total * scale
+    sums = {part: 0.0 for part in IPU_PARTS}
+    remaining = total
+    for cat, part in _STEP_PARTS.items():
+        mine = totals[totals["category"].astype(str) == cat]
+        if mine.empty or pd.isna(mine["cycles"].iloc[0]):
+            continue
+        value = float(mine["cycles"].iloc[0])
+        if value > total:  # SDK 1.x prints host exchange summed over tiles: not a part of the total
+            continue
+        value = min(value, remaining)
+        sums[part] = value * scale
+        remaining -= value
+    sums["idle"] = max(window - sum(sums.values()), 0.0)
+    return [_row("ipu", None, "ipu", None, "summary_total", window, sums)]
+
+
+# -- figures read off the account ----------------------------------------------
+
+
+def busy_us(row: pd.Series | dict) -> float:
+    """A row's busy time: the sum of its parts that are not idle."""
+    return float(sum(float(row[p]) for p in BUSY_PARTS if not pd.isna(row[p])))
+
+
+def idle_us(row: pd.Series | dict) -> float:
+    """A row's idle time: the sum of its ``idle*`` parts."""
+    return float(sum(float(row[p]) for p in PARTS if p.startswith("idle") and not pd.isna(row[p])))
+
+
+def communication_us(row: pd.Series | dict) -> float:
+    """A row's communication time (GPU: exposed communication; IPU: exchange + global exchange)."""
+    names = COMMUNICATION_PARTS.get(str(row["platform"]), ())
+    return float(sum(float(row[p]) for p in names if not pd.isna(row[p])))
+
+
+def pooled(profile: Profile) -> dict[str, float] | None:
+    """The run rows pooled over devices: ``window_us`` and every part summed; None without an account."""
+    runs = run_account(profile)
+    if runs.empty:
+        return None
+    out = {"window_us": float(runs["window_us"].sum())}
+    for part in PARTS:
+        values = runs[part].dropna()
+        if len(values):
+            out[part] = float(values.sum())
+    return out
+
+
+def shares(profile: Profile) -> dict[str, float] | None:
+    """Busy, idle and communication shares of the pooled run window (``trace.device_*_share`` and
+    ``device.*_share`` of the registry); None without an account."""
+    total = pooled(profile)
+    if total is None or total["window_us"] <= 0:
+        return None
+    window = total["window_us"]
+    runs = run_account(profile)
+    comm = float(sum(communication_us(r) for _, r in runs.iterrows()))
+    idle = sum(v for k, v in total.items() if k.startswith("idle"))
+    return {
+        "busy": min(max(1.0 - idle / window, 0.0), 1.0),
+        "idle": min(idle / window, 1.0),
+        "communication": min(comm / window, 1.0),
+    }
+
+
+def to_records(profile: Profile, steps: bool = True) -> list[dict]:
+    """The account as JSON-ready rows ``{platform, rank, device, step, basis, window_us, parts}`` (the
+    parts of the row's platform, in order)."""
+    frame = time_account(profile, steps=steps)
+    out = []
+    for row in frame.to_dict("records"):
+        names = GPU_PARTS if row["platform"] == "gpu" else IPU_PARTS
+        out.append(
+            {
+                "platform": row["platform"],
+                "rank": None if pd.isna(row["rank"]) else int(row["rank"]),
+                "device": row["device"],
+                "step": None if pd.isna(row["step"]) else int(row["step"]),
+                "basis": row["basis"],
+                "window_us": float(row["window_us"]),
+                "parts": {p: float(row[p]) for p in names},
+            }
+        )
+    return out
+
+
+@metric_family(
+    "account.",
+    "us",
+    "the time account's parts of the run, summed over devices (``account.window_us``, "
+    "``account.compute_us``, ``account.idle_host_us``, ...; docs/figures.md)",
+    better=None,
+)
+def account_parts(profile: Profile) -> dict[str, float]:
+    total = pooled(profile)
+    if total is None:
+        return {}
+    return {f"{name.removesuffix('_us')}_us": value for name, value in total.items()}
+
+
+@metric(
+    "trace.device_busy_us",
+    "us",
+    "time the devices ran work, summed over devices, each over its own window (the time account's busy parts)",
+    needs=("events",),
+    better=None,
+)
+def device_busy_us(profile: Profile) -> float | None:
+    total = pooled(profile)
+    return None if total is None else sum(total.get(p, 0.0) for p in BUSY_PARTS)
+
+
+@metric(
+    "trace.device_idle_share",
+    "ratio",
+    "share of the devices' windows (each device's first to last activity, every step included: the time "
+    "account's run window) with no device work running, pooled over devices",
+    needs=("events",),
+)
+def device_idle_share(profile: Profile) -> float | None:
+    figures = shares(profile)
+    return None if figures is None else figures["idle"]
+
+
+@metric(
+    "trace.device_communication_share",
+    "ratio",
+    "share of the devices' windows (the time account's run window) in communication not overlapped by "
+    "compute (GPU) or in exchange (IPU), pooled over devices",
+    needs=("events",),
+)
+def device_communication_share(profile: Profile) -> float | None:
+    figures = shares(profile)
+    return None if figures is None else figures["communication"]
+
+
+@metric(
+    "trace.device_idle_us",
+    "us",
+    "time the devices ran no work inside their windows, summed over devices (the time account's idle parts)",
+    needs=("events",),
+)
+def host_stall_us(profile: Profile) -> float | None:
+    total = pooled(profile)
+    return None if total is None else sum(v for k, v in total.items() if k.startswith("idle"))

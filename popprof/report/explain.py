@@ -1,0 +1,185 @@
+"""What limits this run: the time account in a line per device and the top opportunities with their gains.
+
+:func:`what_limits` builds the part of a summary, report or pilot that opens it (``what_limits`` in the
+JSON); :func:`render_what_limits` prints it for a terminal, within 80 columns. The account is
+:mod:`popprof.metrics.account`; the opportunities are the findings of :func:`popprof.rules.check`, already
+ranked by their estimated gain and counted once (:mod:`popprof.rules.pricing`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pandas as pd
+
+from ..io import units
+from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_account
+from ..model.profile import Profile
+from ..rules.base import Findings
+
+#: Opportunities listed (the JSON and the text).
+TOP_OPPORTUNITIES = 3
+#: Devices shown one line each; beyond this, one pooled line (the summary's device table has the rest).
+DEVICE_LINES = 4
+WIDTH = 80
+
+
+def _device_label(rank, device) -> str:
+    return f"rank {int(rank)} {device}" if not pd.isna(rank) else str(device)
+
+
+def _shares(row: dict) -> list[tuple[str, float]]:
+    names = GPU_PARTS if row["platform"] == "gpu" else IPU_PARTS
+    window = float(row["window_us"])
+    if window <= 0:
+        return []
+    pairs = [(p, float(row[p]) / window) for p in names if not pd.isna(row[p])]
+    return sorted(pairs, key=lambda pair: -pair[1])
+
+
+def what_limits(
+    profile: Profile, findings: Findings | None = None, top: int = TOP_OPPORTUNITIES
+) -> dict | None:
+    """The account's run rows as shares with the largest part of each device, and the ``top`` findings
+    with an estimated gain (``rule_id``, ``severity``, ``title``, ``figure``, ``share``, ``estimated_gain``).
+    None when the profile has neither an account nor a priced finding."""
+    runs = run_account(profile)
+    devices = []
+    for row in runs.to_dict("records"):
+        shares = _shares(row)
+        if not shares:
+            continue
+        devices.append(
+            {
+                "rank": None if pd.isna(row["rank"]) else int(row["rank"]),
+                "device": row["device"],
+                "basis": row["basis"],
+                "window_us": float(row["window_us"]),
+                "shares": dict(shares),
+                "largest": {"part": shares[0][0], "share": shares[0][1]},
+            }
+        )
+    opportunities = []
+    if findings is not None:
+        for f in findings.items:
+            if f.estimated_gain is None or not f.estimated_gain.value:
+                continue
+            opportunities.append(
+                {
+                    "rule_id": f.rule_id,
+                    "severity": f.severity,
+                    "title": f.title,
+                    "figure": f.figure,
+                    "share": f.share,
+                    "estimated_gain": f.estimated_gain.to_dict(),
+                }
+            )
+            if len(opportunities) >= top:
+                break
+    if not devices and not opportunities:
+        return None
+    return {"devices": devices, "opportunities": opportunities}
+
+
+def _account_items(entry: dict) -> list[str]:
+    label = _device_label(entry["rank"] if entry["rank"] is not None else float("nan"), entry["device"])
+    parts = [f"{PART_WORDS.get(p, p)} {units.percent(s)}" for p, s in entry["shares"].items() if s >= 0.0005]
+    return [f"{label}, {units.duration(entry['window_us'])}:", *parts]
+
+
+def pack(items: list[str], width: int, indent: str, more: str, sep: str = "; ") -> list[str]:
+    """The first item, then the others joined by ``sep``, in lines of at most ``width`` columns, never
+    breaking inside an item (an item longer than a line gets a line of its own)."""
+    if not items:
+        return []
+    lines: list[str] = []
+    line = indent + items[0]
+    rest = items[1:]
+    for i, item in enumerate(rest):
+        piece = item + (sep.rstrip() if i < len(rest) - 1 else "")
+        if len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = more + piece
+        else:
+            line += " " + piece
+    lines.append(line)
+    return lines
+
+
+def _pooled(devices: list[dict]) -> dict:
+    window = sum(d["window_us"] for d in devices)
+    totals: dict[str, float] = {}
+    for d in devices:
+        for part, share in d["shares"].items():
+            totals[part] = totals.get(part, 0.0) + share * d["window_us"]
+    shares = dict(sorted(((p, v / window) for p, v in totals.items()), key=lambda pair: -pair[1]))
+    return {"rank": None, "device": f"{len(devices)} devices", "window_us": window, "shares": shares}
+
+
+def _gain_text(gain: dict) -> str:
+    return units.gain(gain["value"], gain["unit"], gain.get("whole"))
+
+
+def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
+    """The "What limits this run" lines (empty without a document), wrapped at ``width`` columns."""
+    if not doc:
+        return []
+    lines = ["What limits this run"]
+    devices = doc.get("devices") or []
+    if devices:
+        bases = {d["basis"] for d in devices}
+        basis = "; ".join(BASIS_TEXT.get(b, b) for b in sorted(bases))
+        lines += textwrap.wrap(
+            f"Time account (window: {basis})", width, initial_indent="  ", subsequent_indent="    "
+        )
+        shown = devices if len(devices) <= DEVICE_LINES else [_pooled(devices)]
+        for entry in shown:
+            lines += pack(_account_items(entry), width, "    ", "      ")
+    opportunities = doc.get("opportunities") or []
+    if opportunities:
+        lines.append("  Top opportunities (estimated gain: an upper bound)")
+        for i, o in enumerate(opportunities, 1):
+            head = f"{i}. {_gain_text(o['estimated_gain'])}  {o['rule_id']}: {o['title']}"
+            lines += textwrap.wrap(head, width, initial_indent="    ", subsequent_indent="       ")
+    elif devices:
+        lines.append("  No rule found an opportunity to price (popprof check lists what was evaluated).")
+    return lines
+
+
+def explained_summary(profile: Profile, top: int = 10, config: dict | None = None) -> dict:
+    """:func:`popprof.metrics.summary.summarise` with ``what_limits`` after the profile's name: the account
+    and the top opportunities of the rules (run with ``config``'s rule settings), figures shared once."""
+    from ..metrics import shared
+    from ..metrics.summary import summarise
+    from ..rules import check
+
+    with shared(profile):
+        doc = summarise(profile, top=top)
+        findings = check(profile, config=config)
+        findings.items.sort(key=lambda f: -(f.estimated_gain.fraction if f.estimated_gain else -1.0))
+        limits = what_limits(profile, findings)
+    if limits is None:
+        return doc
+    head = {k: doc[k] for k in ("profile", "source", "source_format") if k in doc}
+    return {**head, "what_limits": limits, **{k: v for k, v in doc.items() if k not in head}}
+
+
+def display_rows(doc: dict | None) -> dict | None:
+    """The document as display strings for HTML: ``devices`` (label, window, parts) and ``opportunities``
+    (gain, rule id, title, basis); None without a document."""
+    if not doc:
+        return None
+    devices = [
+        (
+            _device_label(d["rank"] if d["rank"] is not None else float("nan"), d["device"]),
+            units.duration(d["window_us"]),
+            BASIS_TEXT.get(d["basis"], d["basis"]),
+            "; ".join(_account_items(d)[1:]),
+        )
+        for d in doc.get("devices") or []
+    ]
+    opportunities = [
+        (_gain_text(o["estimated_gain"]), o["rule_id"], o["title"], o["estimated_gain"]["basis"])
+        for o in doc.get("opportunities") or []
+    ]
+    return {"devices": devices, "opportunities": opportunities}

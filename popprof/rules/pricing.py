@@ -1,0 +1,98 @@
+"""Gains counted once: the time gains of a profile's findings held to the time account.
+
+Each rule prices its own finding (:class:`popprof.rules.base.Gain`) as an upper bound on the figure it rests
+on. Two findings may rest on the same time (the idle gaps one rule blames on the host, another on long host
+events), and a sum of their gains would promise more than the device ever lost. :func:`count_once` takes
+the findings in their ranking order (largest gain first) and lets each take only what is left of the
+account's parts it rests on, per device (a finding naming one device) or pooled over the devices (a finding
+naming several, or none), and never more than what is left of the window. A gain cut this way says so in its
+``basis``. Memory gains (bytes) are left as they are: each rests on its own bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from ..io import units
+from ..metrics.account import PARTS, run_account
+from ..model.profile import Profile
+from .base import Finding
+
+_ALL = "all devices"
+
+
+def _label(rank, device) -> str:
+    return f"rank {int(rank)} {device}" if not pd.isna(rank) else str(device)
+
+
+def _budgets(profile: Profile) -> dict[str, dict[str, float]]:
+    """What each device (by its label) and all devices together have of each part and of the window."""
+    runs = run_account(profile)
+    out: dict[str, dict[str, float]] = {}
+    pooled: dict[str, float] = {"window_us": 0.0}
+    for row in runs.to_dict("records"):
+        parts = {p: float(row[p]) for p in PARTS if not pd.isna(row[p])}
+        parts["window_us"] = float(row["window_us"])
+        out[_label(row["rank"], row["device"])] = parts
+        for key, value in parts.items():
+            pooled[key] = pooled.get(key, 0.0) + value
+    if out:
+        out[_ALL] = pooled
+    return out
+
+
+def _device_key(finding: Finding, budgets: dict[str, dict[str, float]]) -> str:
+    devices = finding.where.get("devices") or []
+    if len(devices) == 1 and str(devices[0]) in budgets:
+        return str(devices[0])
+    if len(budgets) == 2:  # one device: what names no device names that one
+        return next(k for k in budgets if k != _ALL)
+    return _ALL
+
+
+def count_once(profile: Profile, findings: list[Finding]) -> None:
+    """Cut the time gains of ``findings`` (in ranking order) so that no time of the account is promised
+    twice and a device's gains never exceed its window; in place. Findings without a time gain, and
+    profiles without an account, are left as they are."""
+    budgets = _budgets(profile)
+    if not budgets:
+        return
+    for finding in findings:
+        gain = finding.estimated_gain
+        if gain is None or gain.unit != "us" or gain.value is None:
+            continue
+        key = _device_key(finding, budgets)
+        parts = [p for p in gain.rests_on if p in budgets[key]]
+        available = min(_available(budgets[key], parts), _available(budgets[_ALL], parts))
+        value = max(min(float(gain.value), available), 0.0)
+        if value < float(gain.value):
+            what = " + ".join(parts) if parts else "the window"
+            note = (
+                f" Counted once: cut to the {units.duration(value)} of {what} on {key} "
+                "that higher-ranked findings had not already claimed."
+            )
+            finding.estimated_gain = replace(gain, value=value, basis=gain.basis.rstrip() + note)
+        _spend(budgets, key, parts, value)
+
+
+def _available(left: dict[str, float], parts: list[str]) -> float:
+    """What is left of ``parts`` (of the window when none is named), never more than the window."""
+    return min(sum(left.get(p, 0.0) for p in parts) if parts else left["window_us"], left["window_us"])
+
+
+def _spend(budgets: dict[str, dict[str, float]], key: str, parts: list[str], value: float) -> None:
+    """Take ``value`` from the parts (in order) and the window of ``key``, and of the pooled budget too
+    (or, for a pooled finding, of nothing more: the devices' own budgets stay for device findings)."""
+    targets = [key] if key == _ALL else [key, _ALL]
+    for target in targets:
+        left = budgets.get(target)
+        if left is None:
+            continue
+        remaining = value
+        for part in parts:
+            take = min(left.get(part, 0.0), remaining)
+            left[part] = left.get(part, 0.0) - take
+            remaining -= take
+        left["window_us"] = max(left["window_us"] - value, 0.0)
