@@ -214,9 +214,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(rule, profile, params) -> str:
     from popprof.rules import NotEvaluated
+    from popprof.rules.base import RuleContext
+    from popprof.rules.platform import platform_of
 
     try:
-        found = rule.func(profile, params)
+        found = rule.func(profile, RuleContext(rule, params, platform_of(profile)))
     except NotEvaluated as exc:
         return f"not evaluated: {exc}"
     return ", ".join(f.severity for f in found) or "no findings"

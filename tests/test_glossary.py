@@ -50,7 +50,7 @@ BARE_HOST_WAIT = re.compile(r"(?i)\bhost[ -]wait(?!\s*\(HTA\))")
 CODES = re.compile(r"\b[\w-]+(?:\.[\w-]+)+\b")
 #: Rules whose messages on GPU traces still speak IPU (popprof/rules/ is edited elsewhere; see the report
 #: of the vocabulary change): their findings are left out of the GPU check until their wording changes.
-RULES_STILL_IN_IPU_WORDS = frozenset({"exchange.phases", "exchange.share"})
+RULES_STILL_IN_IPU_WORDS: frozenset[str] = frozenset()
 
 
 def _prose(text: str) -> str:

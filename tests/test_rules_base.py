@@ -9,7 +9,7 @@ import popprof
 from popprof.model.errors import UsageError
 from popprof.model.profile import Profile
 from popprof.rules import RULES, Findings, NotEvaluated, check, parse_set, rule, select_rules
-from popprof.rules.base import FRAME_COLUMNS, band, coerce_param, resolve_params
+from popprof.rules.base import FRAME_COLUMNS, band, coerce_param, rank_key, resolve_params
 from popprof.testing.synth import make_profile
 
 
@@ -121,9 +121,13 @@ def test_findings_views(synth):
     frame = found.frame
     assert list(frame.columns) == FRAME_COLUMNS
     assert len(frame) == len(found.items)
-    assert list(frame["severity"])[0] == "error" and found.worst == "error"
-    sev = [f.severity for f in found.items]
-    assert sev == sorted(sev, key=["error", "warning", "info"].index)  # worst first
+    assert found.worst == "error" and "error" in set(frame["severity"])
+    # ranked by the estimated gain's share of its whole, findings without a gain after, worst first
+    keys = [rank_key(f) for f in found.items]
+    assert keys == sorted(keys)
+    fractions = [f.estimated_gain.fraction for f in found.items if f.estimated_gain is not None]
+    assert fractions == sorted(fractions, reverse=True)
+    assert list(frame["rule_id"]) == [f.rule_id for f in found.items]
     assert found.counts()["error"] == len(found.at_least("error"))
     html = found._repr_html_()
     assert "memory.tile-oom" in html and "<table>" in html and "not evaluated" in html
@@ -173,13 +177,11 @@ def test_adding_a_rule_is_one_function():
         params={"limit": 10},
         advice="fewer steps",
     )
-    def steps_count(profile: Profile, params: dict):
+    def steps_count(profile: Profile, ctx):
         n = profile.steps["step"].nunique()
-        if n > params["limit"]:
+        if n > ctx.params["limit"]:
             return [
-                RULES["demo.steps-count"].finding(
-                    "warning", "Many steps", f"{n} steps", value=n, threshold=params["limit"]
-                )
+                ctx.finding("warning", "Many steps", f"{n} steps", value=n, threshold=ctx.params["limit"])
             ]
         return []
 
@@ -195,7 +197,7 @@ def test_adding_a_rule_is_one_function():
 
 def test_a_rule_raising_not_evaluated_is_reported():
     @rule("demo.never", "cannot run", needs=[], advice="-")
-    def never(profile, params):
+    def never(profile, ctx):
         raise NotEvaluated("needs something special")
 
     try:

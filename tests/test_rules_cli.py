@@ -167,9 +167,10 @@ def test_markdown_has_a_table(bundles, capsys):
     code, out, _ = run(capsys, "check", bundles["oom"], "--format", "markdown")
     lines = out.splitlines()
     assert lines[0] == "## popprof check"
-    header = lines.index("| severity | rule | finding | where |")
-    assert lines[header + 1] == "|---|---|---|---|"
-    assert lines[header + 2].startswith("| **error** |")
+    header = lines.index("| severity | rule | finding | estimated gain | where |")  # every finding is priced
+    assert lines[header + 1] == "|---|---|---|---|---|"
+    assert lines[header + 2].startswith("| **warning** | `memory.tile-imbalance` |")  # the largest gain first
+    assert any(line.startswith("| **error** | `memory.tile-oom` |") for line in lines[header + 2 :])
     assert "<summary>not evaluated (4)</summary>" in out
 
 

@@ -26,3 +26,9 @@ def test_every_rule_has_a_section_with_its_defaults():
             assert documented[name] == float(default), (
                 f"{rule_id}.{name}: docs {documented[name]} != {default}"
             )
+
+
+def test_every_rule_documents_its_gain():
+    docs = sections()
+    for rule_id in RULES:
+        assert re.search(r"^- Gain( \((us|bytes)\))?:", docs[rule_id], flags=re.M), f"{rule_id}: no Gain line"

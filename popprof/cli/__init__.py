@@ -13,11 +13,13 @@ import os
 import signal
 import sys
 import warnings
+from functools import partial
 
 import click
 
 from .._version import __version__
 from ..io.progress import quiet, set_quiet
+from ..io.progress import quiet as progress_quiet
 from ..model.errors import PopprofError
 from .common import LIMIT_HELP, QUIET_HELP, _apply_limits, global_options
 
@@ -158,7 +160,10 @@ def cli(quiet: bool, limit_values: tuple[str, ...]) -> None:
       popprof diff baseline.json new/profile.pop
       popprof query profile.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1"
     """
-    set_quiet(quiet)  # each run starts from its own -q (a command's -q may set it again)
+    # each run starts from its own -q (a command's -q may set it again) and gives the caller's setting back
+    # when it ends, also when it is invoked without main() (click's test runner, another click program)
+    click.get_current_context().call_on_close(partial(set_quiet, progress_quiet()))
+    set_quiet(quiet)
     from .common import reset_read_warnings
 
     reset_read_warnings()

@@ -208,3 +208,24 @@ def host_io_share(profile: Profile) -> float | None:
     sums = ipu_cycles_by_category(profile)
     total = float(sums.sum())
     return None if not total else float(sums["host_io"]) / total
+
+
+def category_time_us(profile: Profile, categories: tuple[str, ...]) -> float | None:
+    """Time in ``categories`` on the mean IPU: their IPU-cycles over the IPUs the steps name, over the clock.
+
+    A text summary (no steps): the categories' share of its total cycles (the average tile's, SDK 2.x/3.x)
+    times its time (:func:`total_time_us`: cycles over the clock when known, else the printed "approx N
+    microseconds"); categories not printed count as 0. None without cycles or a time. Never more than
+    :func:`total_time_us` (the busiest IPU's), the window a gain on these categories is part of.
+    """
+    if not profile.has("steps"):
+        shares = summary_shares(profile)
+        known = [shares[c] for c in categories if shares.get(c) is not None]
+        window = total_time_us(profile)
+        return None if not known or window is None else min(float(sum(known)), 1.0) * window
+    clock = profile.target_value("clock_hz")
+    if not clock or not has_cycles(profile):
+        return None
+    cycles = float(ipu_cycles_by_category(profile)[list(categories)].sum())
+    ipus = max(int(profile.steps["ipu"].nunique()), 1)
+    return cycles / ipus / float(clock) * 1e6

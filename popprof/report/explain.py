@@ -155,8 +155,7 @@ def explained_summary(profile: Profile, top: int = 10, config: dict | None = Non
 
     with shared(profile):
         doc = summarise(profile, top=top)
-        findings = check(profile, config=config)
-        findings.items.sort(key=lambda f: -(f.estimated_gain.fraction if f.estimated_gain else -1.0))
+        findings = check(profile, config=config)  # ranked by gain, gains counted once
         limits = what_limits(profile, findings)
     if limits is None:
         return doc

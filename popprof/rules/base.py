@@ -1,13 +1,20 @@
 """Rules as data: the :class:`Rule` registry, :class:`Finding` / :class:`Findings`, and :func:`check`.
 
-A rule is a function ``(profile, params) -> list[Finding]`` registered with
+A rule is a function ``(profile, ctx) -> list[Finding]`` registered with
 :func:`rule`, which records its id, one-line description, the tables it needs
 (alternatives: the rule runs when any one set is present), its parameters
 with defaults, and its advice, per platform when the advice differs (``{"ipu":
 ..., "gpu": ...}``: a finding on a GPU trace gets the GPU text, chosen by data,
-not by ``if`` in the rule). A rule that cannot run raises
+not by ``if`` in the rule). :func:`check` hands each rule a :class:`RuleContext`:
+its resolved parameters, the profile's platform and a ``finding(...)`` builder
+bound to the rule and platform, so a rule never looks itself up. A rule reads
+its figures from :mod:`popprof.metrics` and adds a threshold, advice and a gain
+formula (:class:`Gain`). A rule that cannot run raises
 :class:`NotEvaluated` with the reason; :func:`check` reports it as
 "not evaluated: needs ..." instead of failing.
+
+:func:`check` orders findings by their estimated gain's :attr:`Gain.fraction`,
+largest first; findings without a gain follow, worst severity first.
 
 Thresholds are inclusive: a value exactly at a threshold is flagged (``>=``).
 """
@@ -25,6 +32,8 @@ from ..io import jsonout, units
 from ..metrics.trace import time_origin
 from ..model.errors import NotEvaluated, UsageError
 from ..model.profile import NEEDS_HINT, Profile
+from .platform import platform_of
+from .pricing import count_once
 
 #: What a rule needs, by table, where the profile module's hint does not fit a rule's alternatives.
 RULE_HINTS: dict[str, str] = {
@@ -144,7 +153,7 @@ class Rule:
     needs: tuple[tuple[str, ...], ...]
     params: dict[str, object]
     advice_by_platform: dict[str, str]
-    func: Callable[[Profile, dict], list[Finding]]
+    func: Callable[[Profile, RuleContext], list[Finding]]
 
     @property
     def advice(self) -> str:
@@ -210,6 +219,49 @@ class Rule:
         )
 
 
+@dataclass(frozen=True)
+class RuleContext:
+    """What :func:`check` hands a rule: its resolved ``params``, the profile's ``platform`` (``ipu`` | ``gpu``,
+    :func:`popprof.rules.platform.platform_of`) and :meth:`finding`, bound to the rule and the platform."""
+
+    rule: Rule
+    params: Mapping[str, object]
+    platform: str = "ipu"
+
+    def finding(
+        self,
+        severity: str,
+        title: str,
+        message: str,
+        *,
+        value: float | None = None,
+        threshold: float | None = None,
+        where: dict | None = None,
+        evidence: pd.DataFrame | None = None,
+        advice: str | None = None,
+        platform: str | None = None,
+        figure: str | None = None,
+        share: float | None = None,
+        gain: Gain | None = None,
+    ) -> Finding:
+        """A finding of this rule with the advice for this profile's platform (``platform`` overrides it: the
+        IPU for a finding on IPU execution steps, whatever else the profile holds)."""
+        return self.rule.finding(
+            severity,
+            title,
+            message,
+            value=value,
+            threshold=threshold,
+            where=where,
+            evidence=evidence,
+            advice=advice,
+            platform=platform or self.platform,
+            figure=figure,
+            share=share,
+            gain=gain,
+        )
+
+
 #: The registry: rule id -> Rule, in registration order.
 RULES: dict[str, Rule] = {}
 
@@ -222,7 +274,7 @@ def rule(
     params: Mapping[str, object] | None = None,
     advice: str | Mapping[str, str] = "",
 ) -> Callable:
-    """Register a rule function ``(profile, params) -> list[Finding]``.
+    """Register a rule function ``(profile, ctx) -> list[Finding]`` (``ctx``: a :class:`RuleContext`).
 
     ``needs`` is a list of table names, or a list of alternatives (lists of
     table names): the rule runs when all tables of any one alternative are
@@ -239,7 +291,9 @@ def rule(
     else:
         alternatives = tuple(tuple(alt) for alt in needs_list)
 
-    def register(func: Callable[[Profile, dict], list[Finding]]) -> Callable[[Profile, dict], list[Finding]]:
+    def register(
+        func: Callable[[Profile, RuleContext], list[Finding]],
+    ) -> Callable[[Profile, RuleContext], list[Finding]]:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id!r} registered twice")
         RULES[rule_id] = Rule(rule_id, description, alternatives, dict(params or {}), by_platform, func)
@@ -413,7 +467,7 @@ class Findings:
 
     @property
     def frame(self) -> pd.DataFrame:
-        """The findings as a DataFrame (one row per finding, worst first)."""
+        """The findings as a DataFrame (one row per finding, in :func:`check`'s order: largest gain first)."""
         rows = [{c: getattr(f, c) for c in FRAME_COLUMNS} for f in self.items]
         frame = pd.DataFrame(rows, columns=FRAME_COLUMNS)
         if not frame.empty:
@@ -441,7 +495,8 @@ class Findings:
         )
 
     def _repr_html_(self) -> str:
-        """The findings in Jupyter, worst first, then what was not evaluated (``markup/templates/findings.html.j2``)."""
+        """The findings in Jupyter, largest gain first, then what was not evaluated
+        (``markup/templates/findings.html.j2``)."""
         from ..markup import render
 
         return render(
@@ -522,11 +577,15 @@ def check(
     """
     selected, resolved = plan(rules, skip, params, config)
     result = Findings(profile_name=profile.name, source=profile.source)
+    # The platform is decided when the first rule runs (a profile no rule can read is not looked at).
+    platform: str | None = None
     for r in selected:
         reason = r.missing_reason(profile)
         if reason is None:
             try:
-                found = r.func(profile, resolved[r.id]) or []
+                if platform is None:
+                    platform = platform_of(profile)
+                found = r.func(profile, RuleContext(r, resolved[r.id], platform)) or []
             except NotEvaluated as exc:
                 reason = _device_side_reason(profile, str(exc))
             else:
@@ -535,8 +594,21 @@ def check(
                 continue
         result.not_evaluated.append((r.id, reason))
     _add_time_origin(profile, result.items)
-    result.items.sort(key=lambda f: -severity_rank(f.severity))  # stable: rule order within a severity
+    result.items.sort(key=rank_key)  # stable: rule order within equal keys
+    count_once(
+        profile, result.items
+    )  # in ranking order: what a higher-ranked finding claimed is not sold twice
+    result.items.sort(key=rank_key)
     return result
+
+
+def rank_key(finding: Finding) -> tuple[int, float, int]:
+    """The order :func:`check` gives findings: by the estimated gain's share of its whole, largest first;
+    findings without a gain after them, worst severity first. (Severity still decides the exit code.)"""
+    gain = finding.estimated_gain
+    if gain is None:
+        return (1, 0.0, -severity_rank(finding.severity))
+    return (0, -gain.fraction, -severity_rank(finding.severity))
 
 
 #: ``where`` keys holding absolute trace times (microseconds, as in the events table).

@@ -15,8 +15,7 @@ from __future__ import annotations
 from ..io import units
 from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
-from .base import RULES, Finding, NotEvaluated, band, rule
-from .platform import platform_of
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 
 
 @rule(
@@ -40,8 +39,8 @@ from .platform import platform_of
         "(uneven batches or sequence lengths).",
     },
 )
-def stragglers(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["distributed.stragglers"]
+def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     late = collective_late_start(profile)
     if late.empty:
         raise NotEvaluated(
@@ -88,8 +87,22 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
     early = [int(x) for x in early["rank"] if int(x) not in ranks]
     if early:
         message += f"; first to arrive, waiting longest (not the cause): rank(s) {', '.join(map(str, early))}"
+    # The others wait for the worst rank inside the collective for its late start, every iteration.
+    iterations = int(worst["iterations"])
+    window = float(mean_iteration) * iterations
+    waited = max(float(worst["late_us"]), 0.0) * iterations
+    gain = None
+    if window > 0:
+        gain = Gain(
+            min(waited, window),
+            "us",
+            f"the time the other ranks wait for rank {int(worst['rank'])} inside the last long collective (its "
+            f"mean late start times {iterations} iteration(s)), of those iterations' time, were it on time",
+            whole=window,
+            rests_on=("communication",) if ctx.platform == "gpu" else ("sync", "global_exchange"),
+        )
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Straggling rank(s)",
             message,
@@ -97,6 +110,8 @@ def stragglers(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where={"ranks": ranks},
             evidence=per_rank,
-            platform=platform_of(profile),
+            figure="ranks.collective_late_start_us",
+            share=min(max(value, 0.0), 1.0),
+            gain=gain,
         )
     ]

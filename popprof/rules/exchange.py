@@ -7,22 +7,23 @@ other traces, from device events marked with ``events.device_category``
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
+from ..metrics.phases import (
+    EXCHANGE,
+    device_phases,
+    exchange_share_per_ipu,
+    exposed_exchange_per_device,
+    step_phases,
+)
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
-from ..trace.activity import labels_mask
-from ..trace.intervals import DeviceActivity, device_activities, window_sums
+from ..trace.intervals import device_activities
 from . import execution_totals
-from .base import RULES, Finding, NotEvaluated, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 from .execution_totals import ADVICE_SYNC, sync_dominated
-from .platform import platform_of
-
-#: Step / device categories that count as exchange (data movement and the barriers around it).
-EXCHANGE = ("exchange", "global_exchange", "sync")
 
 ADVICE_PHASES = {
     "ipu": "In exchange-heavy phases tiles wait on data movement rather than compute: look at the "
@@ -37,107 +38,43 @@ ADVICE_PHASES = {
 }
 
 
-def _phases(share: np.ndarray, moderate: float, high: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Band per window (0 none, 1 moderate, 2 high), and first/last window of each merged phase."""
-    bands = np.where(share >= high, 2, np.where(share >= moderate, 1, 0))
-    bands[np.isnan(share)] = 0
-    flagged = bands > 0
-    edges = np.diff(np.concatenate([[0], flagged.astype(np.int8), [0]]))
-    return bands, np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+#: The time-account parts exchange time is taken from, per platform (GPU: communication not overlapped).
+EXCHANGE_PARTS = {"ipu": ("exchange", "global_exchange", "sync"), "gpu": ("communication",)}
+
+#: How each platform's account names the exchange categories' exposed time, for a gain's basis.
+EXCHANGE_WORDS = {"ipu": "exchange + sync", "gpu": "communication not overlapped by compute"}
 
 
-def _phase_of_window(bands: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Phase index of each window (-1 outside phases)."""
-    marks = np.zeros(len(bands), dtype=np.int64)
-    marks[starts] = 1
-    return np.where(bands > 0, np.cumsum(marks) - 1, -1)
-
-
-#: More windows than this would only produce noise (and memory use): the window is too small.
-MAX_WINDOWS = 1_000_000
-
-
-def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.phases"]
-    steps = profile.steps
-    width = int(params["window"])
-    if width < 1:
-        raise NotEvaluated("parameter window must be at least 1 step")
-    if not ex.has_cycles(profile):
-        raise NotEvaluated("needs step cycles (steps.cycles are all missing)")
-    step = steps["step"].to_numpy(dtype=np.int64)
-    cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
-    is_x = labels_mask(steps["category"], EXCHANGE)
-    first_step = int(step.min())
-    win = (step - first_step) // width
-    count = int(win.max()) + 1
-    if count > MAX_WINDOWS:
-        raise NotEvaluated(f"window = {width} would make {count:,} windows; use a larger window")
-    total = np.bincount(win, weights=cycles, minlength=count)
-    xcycles = np.bincount(win, weights=np.where(is_x, cycles, 0.0), minlength=count)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total > 0, xcycles / total, np.nan)
-    bands, starts, ends = _phases(share, params["moderate"], params["high"])
-    last_step = int(step.max())
-    win_first = first_step + np.arange(count) * width
-    windows = pd.DataFrame(
-        {
-            "window": np.arange(count),
-            "first_step": win_first,
-            "last_step": np.minimum(win_first + width - 1, last_step),
-            "cycles": total,
-            "exchange_cycles": xcycles,
-            "share": share,
-            "band": pd.Categorical.from_codes(bands, ["none", "moderate", "high"]),
-        }
+def _ipu_exchange_gain(profile: Profile, spent_us: float | None, where: str) -> Gain | None:
+    """A gain of ``spent_us`` of exchange + sync time on the mean IPU, of the run's window (the busiest IPU's
+    time, :func:`popprof.metrics.execution.total_time_us`); None without a clock or a time."""
+    window = ex.total_time_us(profile)
+    if spent_us is None or not window:
+        return None
+    return Gain(
+        min(spent_us, window),
+        "us",
+        f"the exchange + global exchange + sync time {where}, on the mean IPU, were all of it removed or "
+        "hidden behind compute",
+        whole=window,
+        rests_on=EXCHANGE_PARTS["ipu"],
     )
-    phase_of_window = _phase_of_window(bands, starts)
-    windows["phase"] = phase_of_window
-    if len(starts) == 0:
+
+
+def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
+    found = step_phases(
+        profile,
+        window=params["window"],
+        moderate=params["moderate"],
+        high=params["high"],
+        max_phases=params["max_phases"],
+        top=params["top"],
+    )
+    if found is None:
         return []
-    clock = profile.target_value("clock_hz")
-    ipus = max(int(steps["ipu"].nunique()), 1)
-    # Per-phase figures from the window sums, vectorised (prefix sums over windows).
-    csum_total = np.concatenate([[0.0], np.cumsum(total)])
-    csum_x = np.concatenate([[0.0], np.cumsum(xcycles)])
-    phase_total = csum_total[ends + 1] - csum_total[starts]
-    phase_x = csum_x[ends + 1] - csum_x[starts]
-    phase_frame = pd.DataFrame(
-        {
-            "phase": np.arange(len(starts)),
-            "first_step": win_first[starts],
-            "last_step": np.minimum(win_first[ends] + width - 1, last_step),
-            "windows": ends - starts + 1,
-            "cycles": phase_total,
-            "exchange_cycles": phase_x,
-            "share": np.where(phase_total > 0, phase_x / np.where(phase_total > 0, phase_total, 1), np.nan),
-            # windows between phases are unflagged (band 0), so a max up to the next phase start is exact
-            "worst_band": np.maximum.reduceat(bands, starts),
-        }
-    )
-    chosen = phase_frame.sort_values("exchange_cycles", ascending=False, kind="stable").head(
-        int(params["max_phases"])
-    )
-    # Dominant programs of the reported phases: exchange cycles per (phase, program) on codes, not strings.
-    slot = np.full(len(starts), -1)
-    slot[chosen["phase"].to_numpy()] = np.arange(len(chosen))
-    row_slot = np.where(phase_of_window[win] >= 0, slot[np.maximum(phase_of_window[win], 0)], -1)
-    inside = (row_slot >= 0) & is_x
-    programs = steps["program"].array
-    n_prog = len(programs.categories) + 1
-    key = row_slot[inside].astype(np.int64) * n_prog + (np.asarray(programs.codes)[inside] + 1)
-    sums = np.bincount(key, weights=cycles[inside], minlength=len(chosen) * n_prog).reshape(
-        len(chosen), n_prog
-    )
-    top_n = int(params["top"])
-    names_of = np.asarray(programs.categories)
-    top_programs = {}
-    for k, phase in enumerate(chosen["phase"]):  # loop over reported phases, not steps
-        best = np.argsort(-sums[k], kind="stable")[:top_n]
-        best = best[sums[k][best] > 0]
-        top_programs[int(phase)] = pd.DataFrame(
-            {"program": [str(names_of[i - 1]) if i > 0 else "?" for i in best], "cycles": sums[k][best]}
-        )
+    chosen, phase_frame, windows, width = found.chosen, found.phases, found.windows, found.width
+    top_programs, top_n = found.programs, int(params["top"])
     listed = []
     programs: list[str] = []
     for p in chosen.sort_values("first_step").itertuples():  # loop over reported phases, not steps
@@ -149,7 +86,7 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
             for n, c in zip(names, progs["cycles"], strict=True)
             if p.exchange_cycles
         )
-        time = f", about {units.duration(p.cycles / ipus / float(clock) * 1e6)}" if clock else ""
+        time = f", about {units.duration(found.time_us(p.cycles))}" if found.clock_hz else ""
         listed.append(
             f"steps {units.count(p.first_step)}-{units.count(p.last_step)} ({p.windows} window(s)): "
             f"{units.percent(p.share)} of "
@@ -177,7 +114,7 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
         ],
     }
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Exchange-heavy phases",
             message,
@@ -186,20 +123,28 @@ def _steps_phases(profile: Profile, params: dict) -> list[Finding]:
             where=where,
             evidence=windows,
             platform="ipu",
+            figure="phases.exchange_cycles",
+            share=float(phase_frame["exchange_cycles"].sum()) / found.total_cycles
+            if found.total_cycles
+            else None,
+            gain=_ipu_exchange_gain(
+                profile, found.time_us(float(phase_frame["exchange_cycles"].sum())), "of every flagged phase"
+            ),
         )
     ]
 
 
-def _auto_width(span: float, params: dict) -> float:
-    width = float(params["window_us"])
-    return width if width > 0 else max(span / 100.0, 1e-6)
-
-
-def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.phases"]
+def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     phases, frames = [], []
     for activity in device_activities(profile):  # one pass per device
-        found, windows = _device_phases(activity, params)
+        found, windows = device_phases(
+            activity,
+            window_us=params["window_us"],
+            moderate=params["moderate"],
+            high=params["high"],
+            top=params["top"],
+        )
         phases += found
         frames.append(windows)
     if not phases:
@@ -221,10 +166,14 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
             text += " (" + ", ".join(f"{n} {units.duration(v)}" for n, v in ph["dominant"]) + ")"
         listed.append(text)
     devices = list(dict.fromkeys(ph["label"] for ph in chosen if ph["label"]))
+    gpu = ctx.platform == "gpu"
+    heavy, moved = (
+        ("communication", "communication + stream sync") if gpu else ("exchange", "exchange + sync")
+    )
     message = (
-        f"{len(phases)} exchange-heavy phase(s)"
+        f"{len(phases)} {heavy}-heavy phase(s)"
         + (f" on {len(devices)} device(s)" if devices else "")
-        + f" (windows of {units.duration(worst['width'])} where exchange + sync not overlapped by other device "
+        + f" (windows of {units.duration(worst['width'])} where {moved} not overlapped by other device "
         f"work take >= {units.limit_percent(params['moderate'])} of the busy time); "
         f"worst {units.percent(worst['share'])} ({severity} at >= "
         f"{units.limit_percent(threshold)}): " + "; ".join(listed)
@@ -239,80 +188,36 @@ def _trace_phases(profile: Profile, params: dict) -> list[Finding]:
     }
     if devices:
         where["devices"] = devices
+    # The gain: the device with the most exposed exchange in its flagged phases, of its active span.
+    per_device: dict[tuple, list[dict]] = {}
+    for ph in phases:
+        per_device.setdefault((ph["rank"], ph["device"]), []).append(ph)
+    top = max(per_device.values(), key=lambda group: sum(ph["exchange_us"] for ph in group))
+    exposed, span = sum(ph["exchange_us"] for ph in top), top[0]["t1"] - top[0]["t0"]
+    kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
+    on = f" on {top[0]['label']}" if top[0]["label"] else ""
+    gain = Gain(
+        min(exposed, span),
+        "us",
+        f"the {kind} in the flagged phases{on} (the device with the most), of its active span, were it all "
+        "hidden behind compute",
+        whole=span,
+        rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
+    )
     return [
-        r.finding(
+        ctx.finding(
             severity,
-            "Exchange-heavy phases",
+            "Communication-heavy phases" if gpu else "Exchange-heavy phases",
             message,
             value=float(worst["share"]),
             threshold=float(threshold),
             where=where,
             evidence=windows,
-            platform=platform_of(profile),
+            figure="phases.exchange_us",
+            share=min(exposed / span, 1.0) if span > 0 else None,
+            gain=gain,
         )
     ]
-
-
-def _device_phases(activity: DeviceActivity, params: dict) -> tuple[list[dict], pd.DataFrame]:
-    """Exchange-heavy phases of one device (time windows over its own active span) and its window table."""
-    t0, t1 = activity.span
-    width = _auto_width(t1 - t0, params)
-    count = max(int(np.ceil((t1 - t0) / width)), 1)
-    if count > MAX_WINDOWS:
-        raise NotEvaluated(
-            f"window_us = {width:g} would make {count:,} windows over {units.duration(t1 - t0)}; "
-            f"use at least {units.duration((t1 - t0) / MAX_WINDOWS)}"
-        )
-    s, e = activity.start, activity.end
-    is_x = activity.in_categories(EXCHANGE)
-    # busy time (streams running at once count once) and exposed exchange (not overlapped by compute)
-    total = window_sums(activity.busy_start, activity.busy_end, t0, width, count)
-    exposed_start, exposed_end = activity.exposed(EXCHANGE)
-    xtime = window_sums(exposed_start, exposed_end, t0, width, count)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total > 0, xtime / total, np.nan)
-    bands, starts, ends = _phases(share, params["moderate"], params["high"])
-    windows = pd.DataFrame(
-        {
-            "rank": activity.rank,
-            "device": activity.device,
-            "window": np.arange(count),
-            "start_us": t0 + np.arange(count) * width,
-            "end_us": t0 + (np.arange(count) + 1) * width,
-            "device_us": total,
-            "exchange_us": xtime,
-            "share": share,
-            "band": pd.Categorical.from_codes(bands, ["none", "moderate", "high"]),
-            "phase": _phase_of_window(bands, starts),
-        }
-    )
-    top_n = int(params["top"])
-    xs, xe, xcodes = s[is_x], e[is_x], np.asarray(activity.name.codes)[is_x]
-    vocabulary = activity.name.categories
-    found = []
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):  # loop over phases, not events
-        lo, hi = t0 + a * width, min(t0 + (b + 1) * width, t1)
-        ph_total, ph_x = float(total[a : b + 1].sum()), float(xtime[a : b + 1].sum())
-        inside = (xs < hi) & (xe > lo)
-        overlap = np.minimum(xe[inside], hi) - np.maximum(xs[inside], lo)
-        sums = np.bincount(xcodes[inside], weights=overlap, minlength=len(vocabulary))
-        best = np.argsort(-sums, kind="stable")[:top_n]
-        found.append(
-            {
-                "rank": activity.rank,
-                "device": activity.device,
-                "label": activity.label,
-                "t0": t0,
-                "lo": lo,
-                "hi": hi,
-                "width": width,
-                "total_us": ph_total,
-                "exchange_us": ph_x,
-                "share": ph_x / ph_total if ph_total else 0.0,
-                "dominant": [(str(vocabulary[i]), float(sums[i])) for i in best if sums[i] > 0],
-            }
-        )
-    return found, windows
 
 
 @rule(
@@ -322,13 +227,13 @@ def _device_phases(activity: DeviceActivity, params: dict) -> tuple[list[dict], 
     params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 5},
     advice=ADVICE_PHASES,
 )
-def phases(profile: Profile, params: dict) -> list[Finding]:
-    if int(params["max_phases"]) < 1:
+def phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    if int(ctx.params["max_phases"]) < 1:
         raise NotEvaluated("parameter max_phases must be at least 1")
-    return _from_each_source(profile, params, _steps_phases, _trace_phases)
+    return _from_each_source(profile, ctx, _steps_phases, _trace_phases)
 
 
-def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -> list[Finding]:
+def _from_each_source(profile: Profile, ctx: RuleContext, from_steps, from_events) -> list[Finding]:
     """Findings from the steps and from the events, whichever the profile has; NotEvaluated (with every
     reason) only when no source present could be evaluated."""
     findings: list[Finding] = []
@@ -336,7 +241,7 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
     present = [(t, f) for t, f in (("steps", from_steps), ("events", from_events)) if profile.has(t)]
     for _, source in present:
         try:
-            findings += source(profile, params)
+            findings += source(profile, ctx)
         except NotEvaluated as exc:
             reasons.append(str(exc))
     if present and len(reasons) == len(present):
@@ -359,14 +264,14 @@ def _from_each_source(profile: Profile, params: dict, from_steps, from_events) -
         "straggling rank that the others wait for (distributed.stragglers).",
     },
 )
-def share(profile: Profile, params: dict) -> list[Finding]:
+def share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if not profile.has("steps") and not profile.has("events"):  # a text summary's totals only
-        return execution_totals.summary_share(profile, params)
-    return _from_each_source(profile, params, _steps_share, _trace_share)
+        return execution_totals.summary_share(profile, ctx)
+    return _from_each_source(profile, ctx, _steps_share, _trace_share)
 
 
-def _steps_share(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.share"]
+def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     value = ex.exchange_share(profile)
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
@@ -389,7 +294,7 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
             message += f" ({gsev} at >= {units.limit_percent(gthr)})"
     where: dict = {}
     if multi and ipus > 1:  # each IPU's own share: the IPUs that exchange most
-        per_ipu = _share_per_ipu(profile.steps)
+        per_ipu = exchange_share_per_ipu(profile)
         top, low = per_ipu.idxmax(), per_ipu.idxmin()
         message += (
             f"; every IPU at {units.percent(per_ipu[top])}"
@@ -414,7 +319,7 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
     if sync:
         message += f"; sync {units.percent(shares.get('sync', 0.0))} of it (tiles waiting, not exchanging)"
     return [
-        r.finding(
+        ctx.finding(
             worst,
             "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run"),
             message,
@@ -424,39 +329,28 @@ def _steps_share(profile: Profile, params: dict) -> list[Finding]:
             evidence=evidence,
             platform="ipu",
             advice=ADVICE_SYNC if sync else None,
+            figure="execution.exchange_and_sync_share",
+            share=ex.exchange_share(profile),
+            gain=_ipu_exchange_gain(profile, ex.category_time_us(profile, EXCHANGE), "of the run"),
         )
     ]
 
 
-def _share_per_ipu(steps: pd.DataFrame) -> pd.Series:
-    """Exchange + global exchange + sync cycles over all cycles, per IPU (vectorised)."""
-    cycles = steps["cycles"].to_numpy(dtype=np.float64, na_value=0.0)
-    is_x = labels_mask(steps["category"], EXCHANGE)
-    frame = pd.DataFrame({"ipu": steps["ipu"].to_numpy(), "all": cycles, "x": np.where(is_x, cycles, 0.0)})
-    sums = frame.groupby("ipu").sum()
-    return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
-
-
-def _trace_share(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["exchange.share"]
-    rows = []
-    for activity in device_activities(profile):  # one pass per device
-        total = float((activity.busy_end - activity.busy_start).sum())
-        exposed_start, exposed_end = activity.exposed(EXCHANGE)
-        if total > 0:
-            rows.append(
-                {
-                    "rank": activity.rank,
-                    "device": activity.device,
-                    "label": activity.label,
-                    "busy_us": total,
-                    "exchange_us": float((exposed_end - exposed_start).sum()),
-                }
-            )
-    if not rows:
-        raise NotEvaluated("needs device activity with a duration in the trace")
-    per_device = pd.DataFrame(rows)
-    per_device["share"] = per_device["exchange_us"] / per_device["busy_us"]
+def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
+    per_device = exposed_exchange_per_device(profile)
+    # The gain: the device with the most exposed exchange, of its active span (first to last device activity).
+    top = int(per_device["exchange_us"].to_numpy().argmax())
+    exposed, span = float(per_device["exchange_us"].iloc[top]), float(per_device["span_us"].iloc[top])
+    kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
+    on = f" on {per_device['label'].iloc[top]}" if per_device["label"].iloc[top] else ""
+    gain = Gain(
+        min(exposed, span),
+        "us",
+        f"the {kind}{on} (the device with the most), of its active span, were it all hidden behind compute",
+        whole=span,
+        rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
+    )
     per_device = per_device.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
     worst = per_device.iloc[0]
     value = float(worst["share"])
@@ -466,9 +360,10 @@ def _trace_share(profile: Profile, params: dict) -> list[Finding]:
         if severity
         else f" (warning at >= {units.limit_percent(params['warning'])})"
     )
+    what = "communication not overlapped by compute" if ctx.platform == "gpu" else "exchange + sync"
     if len(per_device) == 1:
         message = (
-            f"exchange + sync not overlapped by other device work take {units.percent(value)} of "
+            f"{what} ({units.duration(worst['exchange_us'])}) takes {units.percent(value)} of "
             f"{units.duration(worst['busy_us'])} device busy time in the trace" + level
         )
         if worst["label"]:
@@ -476,7 +371,7 @@ def _trace_share(profile: Profile, params: dict) -> list[Finding]:
     else:
         shown = per_device.head(5)
         message = (
-            f"exchange + sync not overlapped by other device work take up to {units.percent(value)} of device "
+            f"{what} takes up to {units.percent(value)} of device "
             f"busy time, on {worst['label']}{level}; per device: "
             + ", ".join(
                 f"{row.label} {units.percent(row.share)} of {units.duration(row.busy_us)}"
@@ -487,14 +382,20 @@ def _trace_share(profile: Profile, params: dict) -> list[Finding]:
             message += f" ({len(per_device) - len(shown)} more in the evidence)"
     where = {"devices": [str(x) for x in per_device["label"] if x]} if per_device["label"].any() else {}
     return [
-        r.finding(
+        ctx.finding(
             severity or "info",
-            "Exchange share" if not severity else "Exchange-bound run",
+            (
+                ("Communication share" if not severity else "Communication-bound run")
+                if ctx.platform == "gpu"
+                else ("Exchange share" if not severity else "Exchange-bound run")
+            ),
             message,
             value=value,
             threshold=threshold,
             where=where,
-            evidence=per_device.drop(columns="label"),
-            platform=platform_of(profile),
+            evidence=per_device.drop(columns=["label", "span_us"]),
+            figure="trace.exposed_exchange_share",
+            share=value,
+            gain=gain,
         )
     ]

@@ -13,7 +13,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import execution as ex
 from ..model.profile import Profile
-from .base import RULES, Finding, NotEvaluated, band
+from .base import Finding, Gain, NotEvaluated, RuleContext, band
 
 #: Categories that count as exchange, and how the message names them.
 EXCHANGE_NAMES = {"exchange": "IPU exchange", "global_exchange": "global exchange", "sync": "sync"}
@@ -25,7 +25,7 @@ ADVICE_SYNC = (
     "Most of this time is sync: tiles waiting at synchronisation points for the slowest tile or for "
     "the host, not moving data, so making exchange cheaper will not help. Look for compute imbalance "
     "across tiles (a few tiles with much more work than the rest: see tile balance in the execution "
-    "profile), for host I/O the device waits on (stream copies and the data feed: host.stream-copy; "
+    "profile), for stream copies the device waits on (stream copies and the data feed: host.stream-copy; "
     "prefetch, more device iterations or batches per step), and on multi-IPU or replicated runs for a "
     "slower IPU or replica the others wait for."
 )
@@ -37,9 +37,9 @@ def sync_dominated(shares: dict[str, float | None]) -> bool:
     return sync > (shares.get("exchange") or 0.0) + (shares.get("global_exchange") or 0.0)
 
 
-def summary_share(profile: Profile, params: dict) -> list[Finding]:
+def summary_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     """``exchange.share`` from ``execution_totals``: one finding (info below the bands)."""
-    r = RULES["exchange.share"]
+    params = ctx.params
     shares = ex.summary_shares(profile)
     value = ex.summary_exchange_share(profile)
     if value is None:
@@ -76,8 +76,25 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
         message += "; sync is most of it: tiles waiting for each other or for the host, not exchanging"
     evidence = pd.DataFrame({"category": list(shares), "share": [shares[c] for c in shares]})
     title = "Exchange share" if worst == "info" else ("Sync-bound run" if sync else "Exchange-bound run")
+    window = ex.total_time_us(profile)
+    spent = ex.category_time_us(profile, ("exchange", "global_exchange", "sync"))
+    gain = None
+    if window and spent is not None:
+        gain = Gain(
+            min(spent, window),
+            "us",
+            "the summary's exchange + global exchange + sync share of its "
+            + (
+                "total cycles over the clock"
+                if profile.target_value("clock_hz")
+                else "printed approximate time"
+            )
+            + ", were all of it removed or hidden behind compute",
+            whole=window,
+            rests_on=("exchange", "global_exchange", "sync"),
+        )
     return [
-        r.finding(
+        ctx.finding(
             worst,
             title,
             message,
@@ -85,5 +102,8 @@ def summary_share(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             evidence=evidence,
             advice=ADVICE_SYNC if sync else None,
+            figure="execution.exchange_and_sync_share",
+            share=value,
+            gain=gain,
         )
     ]

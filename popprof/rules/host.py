@@ -7,42 +7,111 @@ host events (missing). All interval work is vectorised (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device
+from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, long_idle_events
+from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
 from ..trace.intervals import (
     DeviceActivity,
-    HostEvents,
     device_activities,
     host_events,
-    merge_intervals,
-    overlap_pairs,
     sum_by_code,
-    thread_label,
     thread_labels,
     thread_names,
 )
-from .base import RULES, Finding, NotEvaluated, band, rule
-from .platform import platform_of
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
+
+#: The time-account parts of idle device time, per platform (a gain resting on idle time takes from these).
+IDLE_PARTS = {"gpu": ("idle_host", "idle_launch", "idle_other"), "ipu": ("idle",)}
+
+
+def _stream_copy_gain(profile: Profile, source: str) -> Gain | None:
+    """The host stream copies' time (:func:`popprof.metrics.execution.category_time_us`) of the run's window."""
+    spent, window = ex.category_time_us(profile, ("host_io",)), ex.total_time_us(profile)
+    if spent is None or not window:
+        return None
+    return Gain(
+        min(spent, window),
+        "us",
+        f"the time of the host stream copies ({source}), were input prefetched and overlapped with compute "
+        "so that the IPU never waits on the host",
+        whole=window,
+        rests_on=("stream_copies",),
+    )
+
+
+def _summary_stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    """``host.stream-copy`` on a Poplar text summary: its host exchange cycles as a share of the total cycles."""
+    params = ctx.params
+    value = ex.host_io_share(profile)
+    if value is None:
+        totals = profile.execution_totals
+        if (totals["category"].astype(str) == "host_io").any() and "host_io" in ex.summary_shares(profile):
+            raise NotEvaluated(
+                "needs the host exchange cycles as a share of the summary's total cycles (this summary prints "
+                "them summed over all tiles, SDK 1.x: not comparable with its total cycles); or an execution "
+                "profile"
+            )
+        raise NotEvaluated(
+            "needs step cycles (an execution profile), or a text summary that prints its host exchange "
+            "cycles and total cycles"
+        )
+    severity, threshold = band(value, params["warning"], params["error"])
+    if severity is None:
+        return []
+    totals = profile.execution_totals
+    basis = set(totals["basis"].astype(str)) - {"total"}
+    of = "of the average tile's cycles" if "tile_average" in basis else "of the total cycles"
+    window = ex.total_time_us(profile)
+    clock = profile.target_value("clock_hz")
+    message = f"host stream copies (host exchange) take {units.percent(value)} {of} in the summary"
+    if window:
+        message += f", about {units.duration(value * window)} of {units.duration(window)}"
+        if not clock:
+            message += " (the summary's approximate time)"
+    message += f" ({severity} at >= {units.limit_percent(threshold)})"
+    evidence = totals[["category", "basis", "cycles", "share", "time_us", "label"]].reset_index(drop=True)
+    spent = "the summary's host exchange share of " + (
+        "its total cycles over the clock" if clock else "its printed approximate time"
+    )
+    return [
+        ctx.finding(
+            severity,
+            "Host stream copies",
+            message,
+            value=value,
+            threshold=threshold,
+            evidence=evidence,
+            platform="ipu",
+            figure="execution.summary_share.host_io",
+            share=value,
+            gain=_stream_copy_gain(profile, spent),
+        )
+    ]
 
 
 @rule(
     "host.stream-copy",
     "share of IPU-cycles spent in host stream copies (the IPU waiting on the host)",
-    needs=["steps"],
+    needs=[("steps",), ("execution_totals",)],
     params={"warning": 0.05, "error": 0.20, "top": 3},
     advice="The IPU spends this time streaming data to or from the host: prefetch input "
     "(e.g. deviceIterations / a larger batches-per-step), use I/O tiles to overlap I/O and compute, "
     "keep weights and optimizer state on the IPU, and make the host data pipeline faster.",
 )
-def stream_copy(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.stream-copy"]
+def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    if not profile.has("steps"):  # a text summary's execution totals
+        return _summary_stream_copy(profile, ctx)
+    params = ctx.params
     value = ex.host_io_share(profile)
     if value is None:
         raise NotEvaluated("needs step cycles (steps.cycles are all missing or zero)")
@@ -72,7 +141,7 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
         io_steps = steps["step"].to_numpy()[io]
         where["steps"] = (int(io_steps.min()), int(io_steps.max()))
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Host stream copies",
             message,
@@ -80,6 +149,10 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
+            platform="ipu",
+            figure="execution.share.host_io",
+            share=value,
+            gain=_stream_copy_gain(profile, "their IPU-cycles on the mean IPU over the clock"),
         )
     ]
 
@@ -101,14 +174,12 @@ def stream_copy(profile: Profile, params: dict) -> list[Finding]:
         "moving optimizer or metric work off the critical path.",
     },
 )
-def device_gaps(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.device-gaps"]
+def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     per_device = []
     for activity in device_activities(profile):  # one pass per device
         t0, t1 = activity.span
-        gs, ge = activity.busy_end[:-1], activity.busy_start[1:]
-        keep = (ge - gs) >= params["min_gap_us"]
-        gs, ge = gs[keep], ge[keep]
+        gs, ge = gaps_of(activity, params["min_gap_us"])
         if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
             continue
         share = float((ge - gs).sum()) / (t1 - t0)
@@ -121,12 +192,13 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     labels = thread_labels(profile)
     n = int(params["top"])
     origin = time_origin(profile) or 0.0
-    frames, texts, threads = [], [], []
+    frames, texts, threads, attributed = [], [], [], []
     causes = _idle_causes(profile)
     for share, activity, gs, ge in per_device:
-        gaps, text, top_threads = _attribute_gaps(
-            activity, gs, ge, share, host.of_rank(activity.rank), labels, n, params, origin
-        )
+        found = attribute_gaps(activity, gs, ge, host.of_rank(activity.rank), labels, n)
+        attributed.append(found)
+        gaps, top_threads = found.gaps, found.top_threads
+        text = _gaps_sentence(activity, found, share, n, params, origin)
         cause = causes.get((activity.rank, activity.device))
         if cause:
             text += f"; idle causes (HTA, over its streams): {cause}"
@@ -152,8 +224,17 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
     devices = [a.label for _, a, _, _ in per_device if a.label]
     if devices:
         where["devices"] = devices
+    worst, on = attributed[0], (f" on {per_device[0][1].label}" if per_device[0][1].label else "")
+    gain = Gain(
+        min(worst.idle_us, worst.span_us),
+        "us",
+        f"the idle time of the gaps >= {units.duration(params['min_gap_us'])}{on} (the worst device), of its "
+        "active span, were the host to submit work ahead of the device",
+        whole=worst.span_us,
+        rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+    )
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Device idle waiting on the host",
             message,
@@ -161,21 +242,23 @@ def device_gaps(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
-            platform=platform_of(profile),
+            figure="trace.device_gap_idle_us",
+            share=worst_share,
+            gain=gain,
         )
     ]
 
 
 #: HTA's idle categories (``get_idle_time_breakdown``) in words.
 IDLE_CAUSES = {
-    "host_wait": "the host launching late",
-    "kernel_wait": "launch gaps between kernels",
+    "host_wait": "host not submitting",
+    "kernel_wait": "kernel wait (HTA)",
     "other": "other",
 }
 
 
 def _idle_causes(profile: Profile) -> dict[tuple, str]:
-    """``(rank, device) -> "the host launching late 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
+    """``(rank, device) -> "host not submitting 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
     from ..metrics.devices import idle_breakdown
 
     table = idle_breakdown(profile)
@@ -198,102 +281,13 @@ def _idle_causes(profile: Profile) -> dict[tuple, str]:
     return out
 
 
-def _attribute_gaps(
-    activity: DeviceActivity,
-    gs: np.ndarray,
-    ge: np.ndarray,
-    share: float,
-    host: HostEvents,
-    labels: dict,
-    n: int,
-    params: dict,
-    origin: float,
-) -> tuple[pd.DataFrame, str, list[str]]:
-    """The gaps of one device with the host work in them (evidence rows), the sentence describing them, and
-    the threads with the most host work in the gaps; times are offsets from ``origin`` (the trace's)."""
-    t0, t1 = activity.span
-    span = t1 - t0
-    idle = float((ge - gs).sum())
-    work = host.subset(~host.waits)
-    ev_idx, gap_idx, overlap = overlap_pairs(work.start, work.start + work.dur, gs, ge)
-    pairs = pd.DataFrame(
-        {
-            "gap": gap_idx,
-            "event_id": work.event_id[ev_idx],
-            "parent_id": work.parent_id[ev_idx],
-            "depth": work.depth[ev_idx],
-            "pid": work.pid[ev_idx],
-            "tid": work.tid[ev_idx],
-            "name": pd.Categorical.from_codes(np.asarray(work.name.codes)[ev_idx], dtype=work.name.dtype),
-            "overlap_us": overlap,
-        }
-    )
-    # Labels: each event's own time in the gap (its overlap minus its children's), so an enclosing event
-    # counts only while no recorded child runs, and a long event with a few short children (a data loader's
-    # __next__ around its copies) is named for the time it spent itself.
-    stride = int(max(work.event_id.max(), 0)) + 1 if len(work) else 1
-    key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
-    has_parent = pairs["parent_id"].notna().to_numpy()
-    parent_key = pairs["gap"].to_numpy(np.int64)[has_parent] * stride + pairs["parent_id"].to_numpy()[
-        has_parent
-    ].astype(np.int64)
-    in_children = pd.Series(overlap[has_parent]).groupby(parent_key).sum()
-    own = overlap - in_children.reindex(key, fill_value=0.0).to_numpy()
-    leaves = pairs.assign(overlap_us=own)[own > 0]
-    # Threads: the outermost events in each gap only, so nested events do not count twice. Outermost among
-    # the host work, not depth 0: under a ProfilerStep#N marker (left out of host work) every op has depth 1.
-    parent_in_gap = np.zeros(len(pairs), dtype=bool)
-    parent_in_gap[has_parent] = np.isin(parent_key, key)
-    top_level = pairs[~parent_in_gap]
-    by_label = (
-        leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
-    )
-    by_thread = (
-        top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
-    )
-    top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[:n]]
-    # Host calls blocking on the device during the gaps: device-bound time, not host work.
-    waits = host.subset(host.waits)
-    _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
-
-    gaps = pd.DataFrame(
-        {
-            "rank": activity.rank,
-            "device": activity.device,
-            "gap": np.arange(len(gs)),
-            "start_us": gs,
-            "end_us": ge,
-            "dur_us": ge - gs,
-        }
-    )
-    host_busy = top_level.groupby("gap")["overlap_us"].sum()
-    gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
-    gaps["top_thread"] = None
-    if len(top_level):
-        per_thread = (
-            top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"]
-            .sum()
-            .reset_index()
-            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
-            .drop_duplicates("gap")
-        )
-        top = pd.Series(
-            thread_names(labels, per_thread["pid"].to_numpy(), per_thread["tid"].to_numpy()),
-            index=per_thread["gap"].to_numpy(),
-        )
-        gaps["top_thread"] = top.reindex(gaps["gap"]).to_numpy()
-    if len(leaves):
-        best = (
-            leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"]
-            .sum()
-            .reset_index()
-            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
-            .drop_duplicates("gap")
-        )
-        gaps["top_label"] = best.set_index("gap")["name"].reindex(gaps["gap"]).to_numpy()
-        gaps["top_label_us"] = best.set_index("gap")["overlap_us"].reindex(gaps["gap"]).fillna(0.0).to_numpy()
-    else:
-        gaps["top_label"], gaps["top_label_us"] = None, 0.0
+def _gaps_sentence(
+    activity: DeviceActivity, found: GapAttribution, share: float, n: int, params: Mapping, origin: float
+) -> str:
+    """The sentence describing one device's gaps and the host work in them; times are offsets from ``origin``
+    (the trace's)."""
+    gaps, idle, span = found.gaps, found.idle_us, found.span_us
+    by_label, by_thread, top_threads = found.by_label, found.by_thread, found.top_threads
     longest = gaps.loc[gaps["dur_us"].idxmax()]
     severity, threshold = band(share, params["warning"], params["error"])
     who = f"{activity.label}: " if activity.label else "the device is "
@@ -315,13 +309,13 @@ def _attribute_gaps(
         )
     else:
         message += "; no host work was recorded during the gaps"
-    waited = float(wait_overlap.sum())
+    waited = found.waited_us
     if waited > 0:
         message += (
-            f"; the host was blocked in calls waiting for the device for {units.duration(waited)} of the gaps "
+            f"; host blocked on device for {units.duration(waited)} of the gaps "
             "(device-bound time, not host work)"
         )
-    return gaps, message, top_threads
+    return message
 
 
 @rule(
@@ -339,8 +333,8 @@ def _attribute_gaps(
         "less often.",
     },
 )
-def long_events(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.long-events"]
+def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     activities = device_activities(profile, by="rank")  # NotEvaluated without device activity
     host = host_events(profile)
     host = host.subset(~host.waits & (host.dur >= params["min_us"]))  # a host wait is device-bound time
@@ -349,7 +343,7 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     frames = []
     spans = {}
     for activity in activities:  # one pass per rank (its devices together)
-        found = _long_idle_events(activity, host.of_rank(activity.rank), params)
+        found = long_idle_events(activity, host.of_rank(activity.rank), params["idle_share"])
         if found is not None:
             found.insert(0, "rank", activity.rank)
             frames.append(found)
@@ -365,13 +359,11 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     for rank, group in found.groupby(found["rank"].astype("Float64").fillna(-1), sort=False):
         activity = spans[None if rank < 0 else int(rank)]
         t0, t1 = activity.span
-        us, ue = merge_intervals(
-            np.maximum(group["start_us"].to_numpy(), t0),
-            np.minimum((group["start_us"] + group["dur_us"]).to_numpy(), t1),
+        idle = idle_during(
+            activity, group["start_us"].to_numpy(), (group["start_us"] + group["dur_us"]).to_numpy()
         )
-        idle = float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
-        shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle)
-    worst_label, (total_share, merged_idle) = max(shares.items(), key=lambda kv: kv[1][0])
+        shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle, t1 - t0)
+    worst_label, (total_share, merged_idle, span) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
     if severity is None:  # below a warning level raised from its default 0 (any qualifying event)
         return []
@@ -404,8 +396,16 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
     ranks = [int(x) for x in dict.fromkeys(found["rank"].dropna())]
     if ranks:
         where["ranks"] = ranks
+    gain = Gain(
+        min(merged_idle, span),
+        "us",
+        f"the device idle time during these host events{where_idle} (the worst rank), of its active span, were "
+        "that host work overlapped with device work or moved off the critical path",
+        whole=span,
+        rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+    )
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Long host events while the device idles",
             message,
@@ -413,51 +413,11 @@ def long_events(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=found,
-            platform=platform_of(profile),
+            figure="trace.host_event_idle_us",
+            share=total_share,
+            gain=gain,
         )
     ]
-
-
-def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) -> pd.DataFrame | None:
-    """The innermost long host events during which this device (or rank) sat idle, or None."""
-    t0, t1 = activity.span
-    if t1 <= t0 or not len(host):
-        return None
-    s, d = host.start, host.dur
-    e = s + d
-    in_span = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
-    busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
-    busy = np.where(in_span > 0, busy, 0.0)
-    idle = in_span - busy
-    qualifies = pd.Series(idle >= params["idle_share"] * d, index=host.event_id)
-    # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
-    # training step around it): walk depth levels (not events), deepest first, marking parents of
-    # qualifying events. Ancestors of a long event are long too, so they are all candidates.
-    parent = pd.Series(host.parent_id, index=qualifies.index)
-    depth = pd.Series(host.depth, index=qualifies.index)
-    covers = pd.Series(False, index=qualifies.index)  # has a qualifying descendant
-    for level in sorted(depth.unique(), reverse=True):
-        if level == 0:
-            continue
-        ids = depth.index[depth.to_numpy() == level]
-        marks = qualifies.loc[ids].to_numpy() | covers.loc[ids].to_numpy()
-        par = parent.loc[ids][marks]
-        par = par[par.isin(qualifies.index)].astype(np.int64)
-        covers.loc[par.unique()] = True
-    chosen = (qualifies & ~covers).to_numpy()
-    if not chosen.any():
-        return None
-    return pd.DataFrame(
-        {
-            "event_id": host.event_id[chosen],
-            "name": np.asarray(host.name.astype("str"))[chosen],
-            "pid": host.pid[chosen],
-            "tid": host.tid[chosen],
-            "start_us": s[chosen],
-            "dur_us": d[chosen],
-            "device_idle_us": idle[chosen],
-        }
-    )
 
 
 @rule(
@@ -477,8 +437,7 @@ def _long_idle_events(activity: DeviceActivity, host: HostEvents, params: dict) 
         "--device-map will not bring the kernels back.",
     },
 )
-def launches_without_device_rule(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["host.launches-without-device"]
+def launches_without_device_rule(profile: Profile, ctx: RuleContext) -> list[Finding]:
     calls = launches_without_device(profile)
     if not calls:
         return []
@@ -489,13 +448,13 @@ def launches_without_device_rule(profile: Profile, params: dict) -> list[Finding
         "side is missing, so device rules are not evaluated"
     )
     return [
-        r.finding(
+        ctx.finding(
             "warning",
             "Device side missing",
             message,
             value=float(total),
             threshold=1.0,
             evidence=pd.DataFrame({"name": list(calls), "count": list(calls.values())}),
-            platform="gpu" if any(n.startswith(("cuda", "hip")) for n in calls) else platform_of(profile),
+            platform="gpu" if any(n.startswith(("cuda", "hip")) for n in calls) else None,
         )
     ]

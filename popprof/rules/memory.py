@@ -11,7 +11,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import memory as mm
 from ..model.profile import Profile
-from .base import RULES, Finding, NotEvaluated, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 
 #: At most this many tiles are listed in a finding's ``where["tiles"]`` (the evidence has all).
 MAX_WHERE_TILES = 20
@@ -38,11 +38,18 @@ def _tiles_used(profile: Profile) -> pd.DataFrame | None:
     )
 
 
+def _tile_gain(freed: float, used: float, capacity: float, basis: str) -> Gain:
+    """A memory gain on one tile: ``freed`` bytes (at most the bytes on it), of the tile's capacity, or of
+    its contents when they are above capacity (so a gain never exceeds its whole)."""
+    freed = min(max(float(freed), 0.0), float(used))
+    return Gain(freed, "bytes", basis, whole=max(float(capacity), float(used)))
+
+
 def _tile_list(frame: pd.DataFrame) -> list[int]:
     return [int(t) for t in frame["tile"].head(MAX_WHERE_TILES)]
 
 
-def _oom_messages_finding(profile: Profile) -> Finding:
+def _oom_messages_finding(profile: Profile, ctx: RuleContext) -> Finding:
     """One error naming every tile of the out-of-memory messages, with bytes used, capacity and overflow."""
     oom = profile.out_of_memory
     frame = pd.DataFrame(
@@ -72,7 +79,20 @@ def _oom_messages_finding(profile: Profile) -> Finding:
     fullest = frame.sort_values("bytes_used", ascending=False, kind="stable", na_position="last")
     tiles = list(dict.fromkeys(int(t) for t in fullest["tile"].dropna()))[:MAX_WHERE_TILES]
     count = mm.tiles_out_of_memory(profile) or float(max(len(tiles), 1))
-    return RULES["memory.tile-oom"].finding(
+    known = frame.dropna(subset=["over_bytes", "bytes_used", "capacity_bytes"])
+    gain, share = None, None  # a message without figures (Poplar saved a profile instead) prices nothing
+    if len(known):
+        top = known.loc[known["over_bytes"].idxmax()]
+        where_tile = f"tile {units.count(top['tile'])}" if pd.notna(top["tile"]) else "the tile named"
+        gain = _tile_gain(
+            top["over_bytes"],
+            top["bytes_used"],
+            top["capacity_bytes"],
+            f"the bytes above capacity on {where_tile} (the largest overflow the messages print): what must "
+            "leave that tile for the program to fit",
+        )
+        share = gain.fraction  # the overflow's share of the tile's bytes
+    return ctx.finding(
         "error",
         "Tiles out of memory",
         message,
@@ -80,6 +100,9 @@ def _oom_messages_finding(profile: Profile) -> Finding:
         threshold=0.0,
         where={"tiles": tiles} if tiles else {},
         evidence=frame,
+        figure="memory.tile_over_bytes",
+        share=share,
+        gain=gain,
     )
 
 
@@ -104,10 +127,9 @@ def _oom_part(row) -> str:  # noqa: ANN001  (a row of the messages frame)
     "shard or pipeline the model over more IPUs, lower availableMemoryProportion for matmuls and "
     "convolutions, or offload optimizer state; check the liveness peak for what is live there.",
 )
-def tile_oom(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.tile-oom"]
+def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if profile.has("out_of_memory"):
-        return [_oom_messages_finding(profile)]
+        return [_oom_messages_finding(profile, ctx)]
     tiles = _tiles_used(profile)
     if tiles is not None:
         if tiles["capacity_bytes"].isna().all():
@@ -127,8 +149,16 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
             f"(over by {units.nbytes(worst['over_bytes'])}; error at > 100 %)"
         )
         ipus = sorted({int(i) for i in over["ipu"]})
+        top = over.loc[over["over_bytes"].idxmax()]
+        gain = _tile_gain(
+            top["over_bytes"],
+            top["bytes_incl_gaps"],
+            top["capacity_bytes"],
+            f"the bytes above the capacity of tile {units.count(top['tile'])}, the largest overflow: what must "
+            "leave that tile for the program to fit",
+        )
         return [
-            r.finding(
+            ctx.finding(
                 "error",
                 "Tiles out of memory",
                 message,
@@ -136,6 +166,9 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
                 threshold=0.0,
                 where={"tiles": _tile_list(over), "ipus": ipus},
                 evidence=over,
+                figure="memory.tile_over_bytes",
+                share=gain.fraction,  # the overflow's share of the tile's bytes
+                gain=gain,
             )
         ]
     # Text summary: the out-of-memory count from the metadata and the maximum from memory_totals.
@@ -167,8 +200,17 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
             "capacity_bytes": [cap],
         }
     )
+    gain = None
+    if used is not None and cap:
+        gain = _tile_gain(
+            used - cap,
+            used,
+            cap,
+            "the bytes above capacity on the summary's fullest tile: what must leave that tile for the "
+            "program to fit",
+        )
     return [
-        r.finding(
+        ctx.finding(
             "error",
             "Tiles out of memory",
             message,
@@ -176,6 +218,9 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
             threshold=0.0,
             where={"tiles": [int(tile)]} if tile is not None else {},
             evidence=evidence,
+            figure="memory.tile_over_bytes",
+            share=None if gain is None else gain.fraction,
+            gain=gain,
         )
     ]
 
@@ -189,8 +234,8 @@ def tile_oom(profile: Profile, params: dict) -> list[Finding]:
     "options or a smaller availableMemoryProportion), reduce batch size, or enable recomputation; "
     "code and exchange growth from small changes can push a nearly full tile over.",
 )
-def headroom(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.headroom"]
+def headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     share, used = mm.max_tile_utilisation(profile), mm.max_tile_bytes(profile)
     tile, cap = mm.max_tile_index(profile), mm.capacity_bytes(profile)
     if share is None or used is None or not cap:
@@ -219,8 +264,15 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
             )
         where = {"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})}
         evidence = flagged
+    gain = _tile_gain(
+        used - params["warning"] * cap,
+        used,
+        cap,
+        f"the bytes on {where_tile} above the warning threshold ({units.limit_percent(params['warning'])} of "
+        "its capacity): what must leave it to regain that headroom",
+    )
     return [
-        r.finding(
+        ctx.finding(
             severity,
             "Little memory headroom",
             message,
@@ -228,6 +280,9 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=evidence,
+            figure="memory.max_tile_utilisation",
+            share=min(share, 1.0),
+            gain=gain,
         )
     ]
 
@@ -241,8 +296,8 @@ def headroom(profile: Profile, params: dict) -> list[Finding]:
     "exchange code, tensors mapped to one tile, the first tile of each IPU) and spread it, e.g. "
     "with better tile mapping of large tensors or by splitting large operations.",
 )
-def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.tile-imbalance"]
+def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     tiles = _tiles_used(profile)
     if tiles is None:
         raise NotEvaluated("needs per-tile memory (tiles.bytes_incl_gaps)")
@@ -264,8 +319,15 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
         f"of capacity; {units.count(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
         f"and fill >= {units.limit_percent(params['min_fill'])})"
     )
+    gain = _tile_gain(
+        worst["bytes_incl_gaps"] - median,
+        worst["bytes_incl_gaps"],
+        worst["capacity_bytes"],
+        f"the bytes tile {units.count(worst['tile'])} holds above the median tile: what spreading its "
+        "contents could take off it",
+    )
     return [
-        r.finding(
+        ctx.finding(
             "warning",
             "Tile memory imbalance",
             message,
@@ -273,6 +335,9 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
             threshold=float(params["ratio"]),
             where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
             evidence=flagged,
+            figure="memory.max_tile_incl_gaps_bytes",
+            share=min(float(worst["fill"]), 1.0),
+            gain=gain,
         )
     ]
 
@@ -287,8 +352,8 @@ def tile_imbalance(profile: Profile, params: dict) -> list[Finding]:
     "activations instead of storing them, reduce the micro-batch, change pipeline stages, or "
     "serialise large matmuls so fewer large temporaries are live at once.",
 )
-def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
-    r = RULES["memory.liveness-peak"]
+def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
     liveness = profile.liveness
     nal = liveness["not_always_live_bytes"].astype("float64")
     if not nal.notna().any():
@@ -354,8 +419,20 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     if always is not None:
         curve["total_bytes"] = nal + always
     title = "Liveness peak near total memory" if severity != "info" else "Liveness peak"
+    gain = None
+    if share is not None and total_cap:
+        # Only not-always-live memory can be lowered at the peak (recomputation, smaller micro-batches).
+        above = min(max(together - params["warning"] * total_cap, 0.0), peak)
+        gain = Gain(
+            above,
+            "bytes",
+            f"always-live plus the peak's not-always-live bytes above {units.limit_percent(params['warning'])} "
+            f"of {'the total' if replicas == 1 else 'one replica'}'s memory, at most the peak's not-always-live "
+            "bytes (the part recomputation or a smaller micro-batch can lower)",
+            whole=max(float(total_cap), float(together)),
+        )
     return [
-        r.finding(
+        ctx.finding(
             severity,
             title,
             message,
@@ -363,6 +440,9 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
             threshold=threshold,
             where=where,
             evidence=curve,
+            figure="memory.peak_liveness_per_replica_bytes",
+            share=None if share is None else min(share, 1.0),
+            gain=gain,
         )
     ]
 
@@ -377,14 +457,14 @@ def liveness_peak(profile: Profile, params: dict) -> list[Finding]:
     "try poplar's memory allocation options, padding or grouping tensors, or fewer, larger "
     "variables per tile.",
 )
-def gaps(profile: Profile, params: dict) -> list[Finding]:
+def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     """Gaps are only a problem when they take the room a nearly full tile needs (see docs/rules.md).
 
     A tile is flagged when, including gaps, it is at or above ``min_fill`` of its capacity and gaps are
     at least ``warning`` of its bytes including gaps. Severity is at most ``warning``: a tile over
     capacity is ``memory.tile-oom``'s error; this rule says that gaps are why.
     """
-    r = RULES["memory.gaps"]
+    params = ctx.params
     share, lost, total = mm.gap_share(profile), mm.gap_bytes(profile), mm.total_incl_gaps(profile)
     if share is None or lost is None or total is None:
         raise NotEvaluated("needs memory including and excluding gaps (per tile or as totals)")
@@ -429,8 +509,15 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
         if fit:
             message += f"; {units.count(fit)} of them are over capacity only because of gaps"
         message += f"; {overall}"
+        gain = _tile_gain(
+            worst["gap_bytes"],
+            worst["bytes_incl_gaps"],
+            worst["capacity_bytes"],
+            f"the gap bytes of tile {units.count(worst['tile'])}, the fullest flagged tile: what packing its "
+            "data without gaps could free there",
+        )
         return [
-            r.finding(
+            ctx.finding(
                 "warning",
                 "Gaps cost headroom on full tiles",
                 message,
@@ -438,6 +525,9 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
                 threshold=float(params["warning"]),
                 where={"tiles": _tile_list(flagged), "ipus": sorted({int(i) for i in flagged["ipu"]})},
                 evidence=flagged,
+                figure="memory.tile_gap_bytes",
+                share=float(worst["gap_share"]),
+                gain=gain,
             )
         ]
     # Totals only (a text summary): the fullest tile against capacity, the profile's gap share for the tile.
@@ -453,13 +543,24 @@ def gaps(profile: Profile, params: dict) -> list[Finding]:
         f"(flagged at >= {units.limit_percent(params['min_fill'])}) while {overall} "
         f"(warning at >= {units.limit_percent(params['warning'])})"
     )
+    cap = mm.capacity_bytes(profile) or used
+    gain = _tile_gain(
+        share * used,
+        used,
+        cap,
+        f"the profile's gap share applied to {where_tile} (a summary gives gaps as totals only): what packing "
+        "its data without gaps could free there",
+    )
     return [
-        r.finding(
+        ctx.finding(
             "warning",
             "Gaps cost headroom on full tiles",
             message,
             value=share,
             threshold=float(params["warning"]),
             where={"tiles": [int(tile)]} if tile is not None else {},
+            figure="memory.gap_share",
+            share=share,
+            gain=gain,
         )
     ]

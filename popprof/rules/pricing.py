@@ -18,7 +18,6 @@ import pandas as pd
 from ..io import units
 from ..metrics.account import PARTS, run_account
 from ..model.profile import Profile
-from .base import Finding
 
 _ALL = "all devices"
 
@@ -43,7 +42,7 @@ def _budgets(profile: Profile) -> dict[str, dict[str, float]]:
     return out
 
 
-def _device_key(finding: Finding, budgets: dict[str, dict[str, float]]) -> str:
+def _device_key(finding, budgets: dict[str, dict[str, float]]) -> str:
     devices = finding.where.get("devices") or []
     if len(devices) == 1 and str(devices[0]) in budgets:
         return str(devices[0])
@@ -52,7 +51,7 @@ def _device_key(finding: Finding, budgets: dict[str, dict[str, float]]) -> str:
     return _ALL
 
 
-def count_once(profile: Profile, findings: list[Finding]) -> None:
+def count_once(profile: Profile, findings: list) -> None:
     """Cut the time gains of ``findings`` (in ranking order) so that no time of the account is promised
     twice and a device's gains never exceed its window; in place. Findings without a time gain, and
     profiles without an account, are left as they are."""
@@ -73,7 +72,9 @@ def count_once(profile: Profile, findings: list[Finding]) -> None:
                 f" Counted once: cut to the {units.duration(value)} of {what} on {key} "
                 "that higher-ranked findings had not already claimed."
             )
-            finding.estimated_gain = replace(gain, value=value, basis=gain.basis.rstrip() + note)
+            basis = gain.basis.rstrip()
+            basis += "" if basis.endswith(".") else "."
+            finding.estimated_gain = replace(gain, value=value, basis=basis + note)
         _spend(budgets, key, parts, value)
 
 

@@ -1,0 +1,209 @@
+"""Gaps in device activity and the host work in them, and long host events while the device idles.
+
+:func:`device_gaps` gives the holes between one device's busy intervals of at least a length;
+:func:`attribute_gaps` intersects them with the host events of the device's rank (vectorised interval
+overlap) and says which labels and threads filled them, and for how long the host was blocked waiting for the
+device. :func:`long_idle_events` finds the innermost long host events during which a device sat idle. The
+``host.device-gaps`` and ``host.long-events`` rules judge these figures; they compute none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..trace.intervals import (
+    DeviceActivity,
+    HostEvents,
+    merge_intervals,
+    overlap_pairs,
+    thread_label,
+    thread_names,
+)
+
+
+def device_gaps(activity: DeviceActivity, min_gap_us: float) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the gaps of at least ``min_gap_us`` between a device's busy intervals (inside its
+    active span: leading and trailing idle time is no gap)."""
+    gs, ge = activity.busy_end[:-1], activity.busy_start[1:]
+    keep = (ge - gs) >= min_gap_us
+    return gs[keep], ge[keep]
+
+
+@dataclass(frozen=True)
+class GapAttribution:
+    """The gaps of one device and the host work in them.
+
+    ``gaps``: one row per gap (``rank``, ``device``, ``gap``, ``start_us``, ``end_us``, ``dur_us``,
+    ``host_thread_us``, ``top_thread``, ``top_label``, ``top_label_us``). ``idle_us``: the gaps' total;
+    ``span_us``: the device's active span. ``by_label``: each host label's own time in the gaps (its overlap
+    minus its children's), largest first; ``by_thread``: each thread's time in the gaps from its outermost
+    events, indexed by (pid, tid), largest first, and ``top_threads`` the display names of the first ``top``.
+    ``waited_us``: time the host spent blocked in calls waiting for the device during the gaps.
+    """
+
+    gaps: pd.DataFrame
+    idle_us: float
+    span_us: float
+    by_label: pd.Series
+    by_thread: pd.Series
+    top_threads: list[str]
+    waited_us: float
+
+
+def attribute_gaps(
+    activity: DeviceActivity,
+    gs: np.ndarray,
+    ge: np.ndarray,
+    host: HostEvents,
+    labels: dict,
+    top: int,
+) -> GapAttribution:
+    """The gaps ``gs``..``ge`` of one device with the host work (``host``: its rank's events) in them."""
+    t0, t1 = activity.span
+    work = host.subset(~host.waits)
+    ev_idx, gap_idx, overlap = overlap_pairs(work.start, work.start + work.dur, gs, ge)
+    pairs = pd.DataFrame(
+        {
+            "gap": gap_idx,
+            "event_id": work.event_id[ev_idx],
+            "parent_id": work.parent_id[ev_idx],
+            "depth": work.depth[ev_idx],
+            "pid": work.pid[ev_idx],
+            "tid": work.tid[ev_idx],
+            "name": pd.Categorical.from_codes(np.asarray(work.name.codes)[ev_idx], dtype=work.name.dtype),
+            "overlap_us": overlap,
+        }
+    )
+    # Labels: each event's own time in the gap (its overlap minus its children's), so an enclosing event
+    # counts only while no recorded child runs, and a long event with a few short children (a data loader's
+    # __next__ around its copies) is named for the time it spent itself.
+    stride = int(max(work.event_id.max(), 0)) + 1 if len(work) else 1
+    key = pairs["gap"].to_numpy(np.int64) * stride + pairs["event_id"].to_numpy(np.int64)
+    has_parent = pairs["parent_id"].notna().to_numpy()
+    parent_key = pairs["gap"].to_numpy(np.int64)[has_parent] * stride + pairs["parent_id"].to_numpy()[
+        has_parent
+    ].astype(np.int64)
+    in_children = pd.Series(overlap[has_parent]).groupby(parent_key).sum()
+    own = overlap - in_children.reindex(key, fill_value=0.0).to_numpy()
+    leaves = pairs.assign(overlap_us=own)[own > 0]
+    # Threads: the outermost events in each gap only, so nested events do not count twice. Outermost among
+    # the host work, not depth 0: under a ProfilerStep#N marker (left out of host work) every op has depth 1.
+    parent_in_gap = np.zeros(len(pairs), dtype=bool)
+    parent_in_gap[has_parent] = np.isin(parent_key, key)
+    top_level = pairs[~parent_in_gap]
+    by_label = (
+        leaves.groupby("name", observed=True)["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    )
+    by_thread = (
+        top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
+    )
+    top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[: int(top)]]
+    # Host calls blocking on the device during the gaps: device-bound time, not host work.
+    waits = host.subset(host.waits)
+    _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
+
+    gaps = pd.DataFrame(
+        {
+            "rank": activity.rank,
+            "device": activity.device,
+            "gap": np.arange(len(gs)),
+            "start_us": gs,
+            "end_us": ge,
+            "dur_us": ge - gs,
+        }
+    )
+    host_busy = top_level.groupby("gap")["overlap_us"].sum()
+    gaps["host_thread_us"] = host_busy.reindex(gaps["gap"], fill_value=0.0).to_numpy()
+    gaps["top_thread"] = None
+    if len(top_level):
+        per_thread = (
+            top_level.groupby(["gap", "pid", "tid"], sort=False)["overlap_us"]
+            .sum()
+            .reset_index()
+            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
+            .drop_duplicates("gap")
+        )
+        names = pd.Series(
+            thread_names(labels, per_thread["pid"].to_numpy(), per_thread["tid"].to_numpy()),
+            index=per_thread["gap"].to_numpy(),
+        )
+        gaps["top_thread"] = names.reindex(gaps["gap"]).to_numpy()
+    if len(leaves):
+        best = (
+            leaves.groupby(["gap", "name"], sort=False, observed=True)["overlap_us"]
+            .sum()
+            .reset_index()
+            .sort_values(["gap", "overlap_us"], ascending=[True, False], kind="stable")
+            .drop_duplicates("gap")
+        )
+        gaps["top_label"] = best.set_index("gap")["name"].reindex(gaps["gap"]).to_numpy()
+        gaps["top_label_us"] = best.set_index("gap")["overlap_us"].reindex(gaps["gap"]).fillna(0.0).to_numpy()
+    else:
+        gaps["top_label"], gaps["top_label_us"] = None, 0.0
+    return GapAttribution(
+        gaps=gaps,
+        idle_us=float((ge - gs).sum()),
+        span_us=float(t1 - t0),
+        by_label=by_label,
+        by_thread=by_thread,
+        top_threads=top_threads,
+        waited_us=float(wait_overlap.sum()),
+    )
+
+
+def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: float) -> pd.DataFrame | None:
+    """The innermost host events during which this device (or rank) sat idle for at least ``idle_share`` of
+    each event's duration inside its active span, or None.
+
+    Columns: ``event_id``, ``name``, ``pid``, ``tid``, ``start_us``, ``dur_us``, ``device_idle_us``. Only
+    the innermost qualifying events are given (the data-loader wait, not the training step around it).
+    """
+    t0, t1 = activity.span
+    if t1 <= t0 or not len(host):
+        return None
+    s, d = host.start, host.dur
+    e = s + d
+    in_span = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
+    busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
+    busy = np.where(in_span > 0, busy, 0.0)
+    idle = in_span - busy
+    qualifies = pd.Series(idle >= idle_share * d, index=host.event_id)
+    # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
+    # training step around it): walk depth levels (not events), deepest first, marking parents of
+    # qualifying events. Ancestors of a long event are long too, so they are all candidates.
+    parent = pd.Series(host.parent_id, index=qualifies.index)
+    depth = pd.Series(host.depth, index=qualifies.index)
+    covers = pd.Series(False, index=qualifies.index)  # has a qualifying descendant
+    for level in sorted(depth.unique(), reverse=True):
+        if level == 0:
+            continue
+        ids = depth.index[depth.to_numpy() == level]
+        marks = qualifies.loc[ids].to_numpy() | covers.loc[ids].to_numpy()
+        par = parent.loc[ids][marks]
+        par = par[par.isin(qualifies.index)].astype(np.int64)
+        covers.loc[par.unique()] = True
+    chosen = (qualifies & ~covers).to_numpy()
+    if not chosen.any():
+        return None
+    return pd.DataFrame(
+        {
+            "event_id": host.event_id[chosen],
+            "name": np.asarray(host.name.astype("str"))[chosen],
+            "pid": host.pid[chosen],
+            "tid": host.tid[chosen],
+            "start_us": s[chosen],
+            "dur_us": d[chosen],
+            "device_idle_us": idle[chosen],
+        }
+    )
+
+
+def idle_during(activity: DeviceActivity, start: np.ndarray, end: np.ndarray) -> float:
+    """The device's idle time during the union of the intervals ``start``..``end`` inside its active span
+    (intervals overlapping in time, e.g. on several threads, count once)."""
+    t0, t1 = activity.span
+    us, ue = merge_intervals(np.maximum(start, t0), np.minimum(end, t1))
+    return float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())

@@ -1,0 +1,121 @@
+"""Findings priced and ranked (issue 41 item 3): every finding on the real artefacts carries an estimated gain
+no larger than the figure it rests on nor its whole, ``check`` orders findings by that gain, and
+``host.stream-copy`` judges a Poplar text summary's host exchange share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.metrics import account
+from popprof.metrics.account import PARTS
+from popprof.rules import check
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_POPLAR = ROOT / "fixtures" / "real" / "poplar"
+
+
+def test_stream_copy_flags_a_summary_dominated_by_host_exchange():
+    found = check(popprof.open(REAL_POPLAR / "tutorials_tut6_execution_ipumodel_sdk3.txt"))
+    (f,) = found.by_rule("host.stream-copy")
+    assert f.severity == "error" and f.value == pytest.approx(0.997, abs=1e-3)
+    assert "99.7 % of the average tile's cycles" in f.message and "error at >= 20 %" in f.message
+    gain = f.estimated_gain
+    assert gain.unit == "us" and gain.rests_on == ("stream_copies",)
+    assert gain.whole == pytest.approx(5023.9)  # the summary's "approx 5,023.9 microseconds"
+    assert gain.value == pytest.approx(0.99727 * 5023.9, rel=1e-4) and gain.value <= gain.whole
+    assert f.figure == "execution.summary_share.host_io" and f.share == pytest.approx(f.value)
+    assert found.items[0] is f  # the largest gain comes first
+    assert found.worst == "error"
+
+
+def test_stream_copy_on_the_healthy_hardware_summary_is_no_error():
+    found = check(popprof.open(REAL_POPLAR / "tutorials_tut6_execution_hw_sdk3.txt"))
+    assert found.worst != "error"
+    (f,) = found.by_rule("host.stream-copy")
+    assert f.severity == "warning" and f.estimated_gain.value == pytest.approx(0.1038 * 19131.6, rel=1e-3)
+
+
+def test_stream_copy_is_not_evaluated_where_host_exchange_is_summed_over_tiles():
+    found = check(
+        popprof.open(REAL_POPLAR / "examples_tut7_execution_sdk1_mk1.txt"), rules=["host.stream-copy"]
+    )
+    assert found.not_evaluated and "summed over all tiles" in found.not_evaluated[0][1]
+
+
+#: Directories that are one run (a rank per file), checked as one input.
+RUNS = {"two_ranks", "dlrm_8ranks"}
+NOT_PROFILES = {"README.md", "FUZZ-SEEDS.md", "hta_reference.json", "make_hta_reference.py"}
+#: Findings that cannot be priced: their source prints no figure to price them by (rule, file).
+UNPRICED = {
+    # Poplar saved a profile instead of naming a tile and its bytes
+    ("memory.tile-oom", "tutorials_tut4_oom_message_sdk2.txt"),
+    # the log gives the fullest tile's bytes but no tile capacity (Mk1)
+    ("memory.tile-oom", "tensorflow_logging_tile0_block_mk1.txt"),
+    ("memory.tile-oom", "tensorflow_logging_tile_histogram_mk1.txt"),
+}
+
+
+def _real_inputs() -> list[Path]:
+    out = []
+    for root in (ROOT / "fixtures" / "real", Path("/work/shared/real")):
+        for path in sorted(root.rglob("*")) if root.is_dir() else []:
+            if path.parent.name in RUNS or path.name in NOT_PROFILES or path.name.startswith("LICENSE-"):
+                continue
+            if path.is_file() or path.name in RUNS:
+                out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("path", _real_inputs(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_real_finding_is_priced_and_ranked(path):
+    for name, profile in popprof.open_all(path).items():
+        found = check(profile)
+        for f in found:
+            gain = f.estimated_gain
+            if (f.rule_id, path.name) in UNPRICED:
+                assert gain is None, (name, f.rule_id)
+                continue
+            assert gain is not None, (name, f.rule_id, f.message)
+            assert f.figure and f.share is not None and 0.0 <= f.share <= 1.0, (name, f.rule_id, f.share)
+            assert gain.basis and gain.unit in ("us", "bytes") and gain.whole and gain.whole > 0
+            assert 0.0 <= gain.value <= gain.whole, (name, f.rule_id, gain)
+            assert set(gain.rests_on) <= set(PARTS)  # the time account's part names
+            if gain.unit == "us":
+                assert gain.rests_on, (name, f.rule_id)
+        priced = [f.estimated_gain.fraction for f in found if f.estimated_gain is not None]
+        assert priced == sorted(priced, reverse=True)
+        unpriced_at = [i for i, f in enumerate(found) if f.estimated_gain is None]
+        assert unpriced_at == list(range(len(priced), len(found.items)))  # after every priced finding
+
+
+KINETO = ROOT / "fixtures" / "real" / "traces" / "kineto2021_resnet50_worker0.pt.trace.json.gz"
+
+
+def test_gains_rest_on_the_figures_of_the_real_traces():
+    """The gain of each trace finding is no more than the figure it rests on: the device idle time in gaps is
+    the message's idle time, exposed communication at most the device's busy time."""
+    found = check(popprof.open(KINETO))
+    (gaps,) = found.by_rule("host.device-gaps")
+    assert gaps.estimated_gain.value == pytest.approx(float(gaps.evidence["dur_us"].sum()))
+    assert gaps.estimated_gain.fraction == pytest.approx(gaps.value)
+    (long,) = found.by_rule("host.long-events")
+    assert long.estimated_gain.value <= gaps.estimated_gain.whole
+    # the same idle time is not sold twice: the long events' gain rests on the idle time the gaps' gain
+    # (ranked first) has claimed, so it is cut to what is left of the idle parts, and says so
+    alone = check(found_profile := popprof.open(KINETO), rules=["host.long-events"]).items[0]
+    assert alone.estimated_gain.fraction == pytest.approx(alone.value)
+    assert (
+        long.estimated_gain.value < alone.estimated_gain.value and "Counted once" in long.estimated_gain.basis
+    )
+    run_row = account.run_account(found_profile).iloc[0]
+    idle = account.idle_us(run_row)
+    assert gaps.estimated_gain.value + long.estimated_gain.value <= idle + 1e-6
+    run = popprof.open(ROOT / "fixtures" / "real" / "traces" / "two_ranks")
+    (share,) = check(run, rules=["exchange.share"]).items
+    busy = share.evidence["busy_us"].max()
+    assert share.estimated_gain.value <= busy and share.estimated_gain.value == pytest.approx(
+        share.evidence["exchange_us"].max()
+    )
