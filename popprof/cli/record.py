@@ -74,6 +74,14 @@ from .common import device_map_option, global_options, reader_options, said_wrot
     "killed it), as `nsys profile` returns it.",
 )
 @click.option(
+    "--kill-after",
+    type=click.FloatRange(0, None),
+    default=None,
+    metavar="SECONDS",
+    help="After a SIGINT/SIGTERM forwarded to CMD, kill CMD (SIGKILL, with its process group and the "
+    "processes it started) if it is still running this long later [default: 30].",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
@@ -94,6 +102,7 @@ def record_command(
     fail_on: str | None,
     plots: bool,
     exit_code_from: str,
+    kill_after: float | None,
     config_file: Path | None,
     device_map: str | None,
     cmd: tuple[str, ...],
@@ -112,7 +121,8 @@ def record_command(
     Exit codes: 0 CMD succeeded, no finding at --fail-on; 1 CMD succeeded,
     findings at --fail-on; 2 nothing ran (bad usage or environment);
     4 CMD failed (its own exit code is printed and in DIR/record.json);
-    128+N popprof received signal N (forwarded to CMD; partial results kept).
+    128+N popprof received signal N (forwarded to CMD; partial results kept;
+    CMD still running --kill-after seconds later is killed).
     With --exit-code=command: CMD's own exit code instead (findings never
     change it; 2 still means nothing ran).
 
@@ -124,6 +134,7 @@ def record_command(
     """
     from ..record.env import ProfilingChoice
     from ..record.pipeline import RecordOptions, default_out_dir, record
+    from ..record.run import KILL_AFTER_S
 
     config = load_config(explicit=config_file) if check else {}
     level = _fail_on(fail_on, config) if check else (fail_on or "error")
@@ -138,6 +149,7 @@ def record_command(
         config=config,
         plots=plots,
         device_map=reader_options(device_map, config).get("device_map"),
+        kill_after=KILL_AFTER_S if kill_after is None else kill_after,
     )
     target = out_dir if out_dir is not None else default_out_dir()
     result = record(list(cmd), target, options, say=lambda line: click.echo(line, err=True))
