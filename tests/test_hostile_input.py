@@ -873,6 +873,38 @@ def test_option_files_that_are_special_files_are_refused(tmp_path, special):
     assert "not a regular file" in run.one_error_line()
 
 
+@pytest.mark.parametrize("special", ["fifo", "zero"])
+def test_a_budget_file_that_is_a_special_file_is_refused(tmp_path, special):
+    """issue 46 item 2: diff/trend --budget blocked forever on a FIFO and read /dev/zero to a MemoryError."""
+    if special == "fifo":
+        name = tmp_path / "budget.toml"
+        os.mkfifo(name)
+    else:
+        name = Path("/dev/zero")
+    for args in (("diff", BUNDLE, BUNDLE), ("trend", tmp_path / "no-store", "memory.total_incl_gaps_bytes")):
+        run = run_limited(*args, "--budget", name, cwd=tmp_path, seconds=60, memory=1 << 30)
+        line = run.one_error_line()
+        assert "budget file is " in line and "not a regular file" in line, line
+
+
+def test_an_oversized_or_binary_budget_file_is_one_line(tmp_path, capsys):
+    from popprof.compare.gate import read_budget_file
+    from popprof.io.limits import LimitExceeded
+    from popprof.model.errors import InputError
+
+    big = tmp_path / "budget.toml"
+    with open(big, "wb") as handle:
+        handle.truncate(64 << 20)
+    with pytest.raises(LimitExceeded, match="option-bytes"):
+        read_budget_file(big)
+    binary = tmp_path / "budget.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_budget_file(binary)
+    code, _out, err = _cli(capsys, "diff", BUNDLE, BUNDLE, "--budget", tmp_path / "missing.toml")
+    assert code == 2 and "budget file: no such file" in _one_line(err)
+
+
 def test_an_oversized_option_file_is_refused(tmp_path):
     from popprof.io.files import read_option_file
     from popprof.io.limits import LimitExceeded

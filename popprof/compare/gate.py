@@ -278,14 +278,18 @@ def _gate_table(document: dict) -> dict:
 
 
 def read_budget_file(path: str | os.PathLike[str]) -> Budget:
-    """Read a budget file (TOML, or JSON when it ends in .json or starts with ``{``)."""
+    """Read a budget file (TOML, or JSON when it ends in .json or starts with ``{``).
+
+    Opened as every file an option names (:func:`popprof.io.files.read_option_file`): a FIFO, a device or
+    a file over the ``option-bytes`` limit is one line, exit 2, before any byte is read.
+    """
+    from ..io.files import read_option_file
+
     path = Path(path)
     try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        raise InputError(path, "budget file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read budget file ({exc})") from None
+        text = read_option_file(path, "budget file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"budget file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
             document = json.loads(text)
