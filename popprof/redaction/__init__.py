@@ -2,7 +2,8 @@
 
 ``redact(source, out)`` reads a bundle (or anything ``popprof.open`` reads), a
 Chrome trace JSON (``.json`` / ``.json.gz``) or a Poplar text summary and writes
-an output of the same kind in which identifiers are keyed pseudonyms, free text
+an output of the same kind (gzip-compressed when its name ends in ``.gz``,
+whatever the input's compression) in which identifiers are keyed pseudonyms, free text
 is scrubbed and public vocabulary stays readable. The leak scan then reads the
 output back and looks for every original it replaced and every sensitive
 pattern; on a leak nothing is written and the report says which kind leaked.
@@ -68,6 +69,12 @@ def _poplar_text(head: bytes) -> bool:
         return False
     lines = head.decode("utf-8", "replace").splitlines()[:200]
     return any(line.strip().endswith(":") and summary_label(line.strip()[:-1].rstrip()) for line in lines)
+
+
+def gzipped_name(out: Path) -> bool:
+    """Whether an output is written gzip-compressed: its name ends in ``.gz`` (as every command's ``-o``),
+    whatever the input was."""
+    return out.name.lower().endswith(".gz")
 
 
 def check_paths(source: Path, out: Path) -> None:
@@ -204,9 +211,8 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     from ..io.heap import gc_paused
     from .background import Derivation, OutputStrings
-    from .chrome import is_gzip
 
-    gz = is_gzip(source)
+    gz = gzipped_name(out)  # the output's name decides, not the input's compression
     # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
     # is derived from the original (its own read), and the output's strings are found in the bytes as
     # they are written (its own cutting and tokenizing); they meet only when both are done
@@ -288,6 +294,8 @@ def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
         data = handle.read()
     text = data.decode("utf-8", "replace")
     redacted = redact_text_summary(text, redactor).encode("utf-8")
+    if gzipped_name(out):  # no file name and no time in the header: only the text is written
+        redacted = gzip.compress(redacted, compresslevel=6, mtime=0)
     result = None
     with atomic_path(out) as tmp:
         tmp.write_bytes(redacted)
