@@ -18,6 +18,7 @@ import os
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..io.atomic import atomic_path, refuse_overwriting_inputs
@@ -29,6 +30,9 @@ from .redactor import Redactor
 from .report import RedactionReport
 from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
 from .sensitive import derive
+
+if TYPE_CHECKING:
+    from ..model.profile import Profile
 
 
 class LeakError(Exception):
@@ -90,8 +94,29 @@ def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) ->
     return load_key(key_file)
 
 
+def _source_path(source: object) -> Path:
+    """The path to redact: ``source`` itself, or the file a Profile was read from; else one-line TypeError."""
+    from ..model.profile import Profile
+
+    if isinstance(source, str | os.PathLike):
+        return Path(source)
+    if isinstance(source, Profile):
+        origin = str(source.source or "")
+        if origin and Path(origin).exists():
+            return Path(origin)
+        raise TypeError(
+            f"redact() redacts the file a Profile was read from, and Profile {source.name!r} was not read from "
+            f"one ({'source is empty' if not origin else origin + ' no longer exists'}): write it with "
+            "popprof.export(profile, 'run.popprof') and redact that"
+        )
+    raise TypeError(
+        "redact() takes the path of a bundle, a trace (.json/.json.gz) or a Poplar text summary, or a Profile "
+        f"read from one, not {type(source).__name__}"
+    )
+
+
 def redact(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | Profile,
     out: str | os.PathLike[str],
     key: bytes | str | None = None,
     policy: Policy | None = None,
@@ -109,8 +134,11 @@ def redact(
     default) the output is leak-scanned before it is put in place; on a leak nothing is
     written and the report's ``scan["passed"]`` is false. ``mapping_out`` writes the
     pseudonym -> original map (sensitive: keep it private).
+
+    ``source`` may be a :class:`~popprof.model.profile.Profile`: the file it was read from
+    (``profile.source``) is redacted, so changes made to the Profile in memory are not in ``out``.
     """
-    source, out = Path(source), Path(out)
+    source, out = _source_path(source), Path(out)
     kind = input_kind(source)
     check_paths(source, out)
     for extra, what in ((mapping_out, "--mapping-out"), (report_out, "--report")):
