@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..io.config import load_config
+from ..io.plural import plural
 from .check import FAIL_CHOICES, _fail_on
 from .common import device_map_option, global_options, reader_options, said_wrote
 
@@ -164,7 +165,7 @@ def record_command(
             nl=False,
         )
     written = [str(p) for p in result.written] + (
-        [f"{len(result.collected.bundles)} bundle(s) in {target / 'bundles'}"]
+        [f"{plural(len(result.collected.bundles), 'bundle')} in {target / 'bundles'}"]
         if result.collected.bundles
         else []
     )

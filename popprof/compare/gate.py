@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..io import units
 from ..io.config import load_config
+from ..io.plural import plural
 from ..model.errors import InputError, UsageError
 from .core import COMPARED, ProfileDiff
 
@@ -151,9 +152,9 @@ class GateResult:
     def verdict(self) -> str:
         """One line: PASS / FAIL with counts."""
         word = "PASS" if self.passed else "FAIL"
-        parts = [f"{len(self.violations)} budget(s) exceeded"]
+        parts = [f"{plural(len(self.violations), 'budget')} exceeded"]
         if len(self.gaps):
-            parts.append(f"{len(self.gaps)} gap(s){' (strict: failing)' if self.strict else ''}")
+            parts.append(f"{plural(len(self.gaps), 'gap')}{' (strict: failing)' if self.strict else ''}")
         parts.append(f"{int((self.checks['result'] == 'pass').sum())} within budget")
         return f"gate {word}: " + ", ".join(parts)
 
