@@ -24,7 +24,9 @@ def test_redact_takes_the_profile_in_hand(tmp_path):
     """Before: TypeError: expected str, bytes or os.PathLike object, not Profile."""
     profile = popprof.open(TRACE)
     report = popprof.redact(profile, tmp_path / "out.json.gz", key=KEY)
-    assert report.passed and gzip.decompress((tmp_path / "out.json.gz").read_bytes()).lstrip().startswith(b"{")
+    assert report.passed and gzip.decompress((tmp_path / "out.json.gz").read_bytes()).lstrip().startswith(
+        b"{"
+    )
     report = popprof.redact(popprof.open(SUMMARY), tmp_path / "summary.txt", key=KEY)
     assert report.passed and "Memory Usage" in (tmp_path / "summary.txt").read_text("utf-8")
 
@@ -71,7 +73,10 @@ def test_counts_have_their_plural_right():
 
 
 def test_tables_and_query_say_1_row(capsys):
-    assert main(["query", str(BUNDLE), "select 1 as x union all select 2 union all select 3", "--rows", "2"]) == 0
+    assert (
+        main(["query", str(BUNDLE), "select 1 as x union all select 2 union all select 3", "--rows", "2"])
+        == 0
+    )
     assert capsys.readouterr().out.splitlines()[-1].startswith("... 1 more row (use --rows N")
     assert main(["tables", str(BUNDLE)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  target ")]
@@ -89,3 +94,15 @@ def test_categorical_columns_are_text_in_query(capsys):
     assert types["name"] == "VARCHAR" and types["start_us"] == "DOUBLE"
     assert popprof.query(TRACE, "select count(*) as n from events where name like 'aten::%'")["n"][0] > 0
     assert popprof.open(TRACE).events["name"].dtype == "category"  # the profile itself is unchanged
+
+
+def test_a_gate_results_text_repr_is_short():
+    result = popprof.diff(BUNDLE, OTHER)
+    passed = repr(popprof.gate(result))
+    assert (
+        passed
+        == "<GateResult gate PASS: 0 budgets exceeded, 2 gaps, 7 within budget (budget: default budget)>"
+    )
+    failed = repr(popprof.gate(result, {"memory.max_tile_index": "+0%"})).splitlines()
+    assert failed[0].startswith("<GateResult gate FAIL: 1 budget exceeded, ") and len(failed) == 2
+    assert failed[1].startswith("  memory.max_tile_index changed +132.18 %")

@@ -158,6 +158,16 @@ class GateResult:
         parts.append(f"{int((self.checks['result'] == 'pass').sum())} within budget")
         return f"gate {word}: " + ", ".join(parts)
 
+    def __repr__(self) -> str:
+        """The verdict and the budget's source, then each violation's message (at most five): never the
+        DataFrames (``violations``, ``gaps`` and ``checks`` hold them)."""
+        lines = [f"<GateResult {self.verdict} (budget: {self.budget_source})>"]
+        messages = [str(m) for m in self.violations.get("message", pd.Series(dtype=object)).tolist()]
+        lines += [f"  {m}" for m in messages[:5]]
+        if len(messages) > 5:
+            lines.append(f"  {plural(len(messages) - 5, 'more violation')}: .violations")
+        return "\n".join(lines)
+
     def _repr_html_(self) -> str:
         """The verdict in Jupyter, with the violations (else every check): ``markup/templates/gate.html.j2``."""
         from ..markup import render, trusted
