@@ -294,7 +294,9 @@ class _Forwarder:
                 return
             self.killed = True
             kill_tree(proc.pid)
-        if self._say is not None:
+            if self._say is None:
+                return
+            # said while the lock is held: popprof, waiting for CMD, goes on (cmd_ended) only after the line
             with contextlib.suppress(Exception):  # a closed stderr must not stop the kill's bookkeeping
                 self._say(
                     f"popprof: CMD still running {self.kill_after:g} s after {self.received[0]}: killed it "
