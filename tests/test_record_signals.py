@@ -67,6 +67,9 @@ def test_signal_is_forwarded_and_partial_results_are_processed(tmp_path: Path, s
     rec = json.loads((out / "record.json").read_text("utf-8"))
     assert rec["signals_received"] == [name] and rec["signals_forwarded"] == [name]
     assert rec["cmd_exit_code"] == 128 + signum and rec["exit_code"] == 128 + signum
+    assert (
+        rec["cmd_killed_by_popprof"] is False and "killed it" not in stderr
+    )  # it ended within the grace period
     findings = json.loads((out / "findings.json").read_text("utf-8"))
     assert [p["profile"] for p in findings["profiles"]] == ["stdout.text_summary"]  # what CMD printed before
     assert "memory.headroom" in [f["rule_id"] for f in findings["profiles"][0]["findings"]]
