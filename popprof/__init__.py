@@ -114,7 +114,7 @@ def gate(
 
 
 def redact(
-    source: PathLike,
+    source: Profile | PathLike,
     out: PathLike,
     key: bytes | str | None = None,
     *,
@@ -122,7 +122,10 @@ def redact(
     mapping_out: PathLike | None = None,
     scan: bool = True,
 ) -> RedactionReport:
-    """Redact a profile file, trace or bundle into ``out``; returns the redaction report (see ``popprof redact``)."""
+    """Redact a profile file, trace or bundle into ``out``; returns the redaction report (see ``popprof redact``).
+
+    ``source`` may be a Profile: the file it was read from (``profile.source``) is redacted.
+    """
     from .redaction import redact as run_redaction
 
     return run_redaction(source, out, key, mapping_out=mapping_out, scan=scan, key_file=key_file)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .io import limits, units
+from .io.plural import plural
 from .model.errors import UsageError
 
 if TYPE_CHECKING:
@@ -212,12 +213,40 @@ def run_query(
         check_read_only(con, sql, profile.table_names)
         try:
             for name, frame in profile.tables.items():
-                con.register(name, frame)
+                register_as_text(con, name, frame)
         except duckdb.Error as exc:
             raise UsageError(f"cannot load the tables into DuckDB: {_first_line(exc)}") from None
         return execute(con, sql, profile.table_names, budget=budget)
     finally:
         con.close()
+
+
+#: The prefix of the name a table with categorical columns is registered under; the table's own name is a view.
+RAW_PREFIX = "__popprof_raw_"
+
+
+def _quoted(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def register_as_text(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame) -> None:
+    """Register ``frame`` as table ``name``, its categorical columns as text (VARCHAR).
+
+    DuckDB reads a pandas categorical as an ENUM, on which string functions and slicing
+    (``name[1:30]``, ``length(name)``) fail with a Binder Error until the user casts; ``LIKE`` works.
+    The frame is registered under a hidden name and ``name`` is a view casting those columns, so
+    nothing is copied and every other column keeps its type.
+    """
+    import pandas as pd
+
+    categorical = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    if not categorical:
+        con.register(name, frame)
+        return
+    raw = RAW_PREFIX + name
+    con.register(raw, frame)
+    casts = ", ".join(f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" for c in categorical)
+    con.execute(f"CREATE TEMP VIEW {_quoted(name)} AS SELECT * REPLACE ({casts}) FROM {_quoted(raw)}")
 
 
 def _fetch(result, budget: QueryBudget) -> pd.DataFrame:
@@ -303,7 +332,7 @@ def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget) -> str:
     if not len(frame):
         lines.append("(no rows)")
     elif len(frame) > limit:
-        lines.append(f"... {len(frame) - limit:,} more rows (use --rows N or --format csv)")
+        lines.append(f"... {plural(len(frame) - limit, 'more row')} (use --rows N or --format csv)")
     budget.check()
     return "\n".join(lines) + "\n"
 

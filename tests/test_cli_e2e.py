@@ -117,8 +117,8 @@ def test_read_only_commands_on_every_fixture(cli, rel):
     if rel == "traces/begin_end.json":  # holds an unmatched B and an unmatched E on purpose
         assert (
             err.count("\n") == 1
-            and "1 begin (B) event(s) never end" in err
-            and "1 end (E) event(s) have no begin" in err
+            and "1 begin (B) event never ends" in err
+            and "1 end (E) event has no begin" in err
         )
     else:
         assert err == ""

@@ -217,7 +217,7 @@ def test_budget_files_toml_json_pyproject(tmp_path, flat):
     broken.write_text("budgets = [\n")
     with pytest.raises(InputError, match="broken.toml"):
         load_budget(broken)
-    with pytest.raises(InputError, match="not found"):
+    with pytest.raises(InputError, match="budget file: no such file"):
         load_budget(tmp_path / "absent.toml")
 
 

@@ -873,6 +873,38 @@ def test_option_files_that_are_special_files_are_refused(tmp_path, special):
     assert "not a regular file" in run.one_error_line()
 
 
+@pytest.mark.parametrize("special", ["fifo", "zero"])
+def test_a_budget_file_that_is_a_special_file_is_refused(tmp_path, special):
+    """issue 46 item 2: diff/trend --budget blocked forever on a FIFO and read /dev/zero to a MemoryError."""
+    if special == "fifo":
+        name = tmp_path / "budget.toml"
+        os.mkfifo(name)
+    else:
+        name = Path("/dev/zero")
+    for args in (("diff", BUNDLE, BUNDLE), ("trend", tmp_path / "no-store", "memory.total_incl_gaps_bytes")):
+        run = run_limited(*args, "--budget", name, cwd=tmp_path, seconds=60, memory=1 << 30)
+        line = run.one_error_line()
+        assert "budget file is " in line and "not a regular file" in line, line
+
+
+def test_an_oversized_or_binary_budget_file_is_one_line(tmp_path, capsys):
+    from popprof.compare.gate import read_budget_file
+    from popprof.io.limits import LimitExceeded
+    from popprof.model.errors import InputError
+
+    big = tmp_path / "budget.toml"
+    with open(big, "wb") as handle:
+        handle.truncate(64 << 20)
+    with pytest.raises(LimitExceeded, match="option-bytes"):
+        read_budget_file(big)
+    binary = tmp_path / "budget.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_budget_file(binary)
+    code, _out, err = _cli(capsys, "diff", BUNDLE, BUNDLE, "--budget", tmp_path / "missing.toml")
+    assert code == 2 and "budget file: no such file" in _one_line(err)
+
+
 def test_an_oversized_option_file_is_refused(tmp_path):
     from popprof.io.files import read_option_file
     from popprof.io.limits import LimitExceeded
@@ -1064,3 +1096,40 @@ def test_one_event_with_a_huge_args_array_reads_in_a_small_multiple_of_the_file(
     assert run.code == 0, run.err[-2000:]
     assert "event-bytes" in run.err and len(run.err.splitlines()) == 1, run.err  # the one read-problem line
     assert json.loads(run.out)["trace"]["events"] == 101
+
+
+# -- issue 46: round 3 -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "Programs executed:\n\nmain, main.\n",  # SDK 2.x/3.x: the list after a blank line
+        "Programs executed: main, main.\n",  # on the heading line
+        "  Programs executed:\n\n  main, main.\n",  # indented
+    ],
+)
+def test_a_summary_listing_main_main_redacts_and_passes_the_scan(tmp_path, capsys, layout):
+    """issue 46 item 5 (red-team round 2): a real summary whose programs read "main, main." made redact refuse
+    (exit 1): the scan took the whole line for a sensitive string although every name in it is public."""
+    summary = (
+        SUMMARY.read_text("utf-8")
+        + "\nExecution:\n\n"
+        + layout
+        + "\n  Total cycles:                                         25,444,984 (approx 19,131.6 microseconds)\n"
+    )
+    source, out, key = tmp_path / "run.txt", tmp_path / "shared.txt", tmp_path / "team.key"
+    source.write_text(summary)
+    key.write_text("team-key-A-0123456789abcdef\n")
+    code, _out, err = _cli(capsys, "redact", source, "-o", out, "--key-file", key)
+    assert code == 0, err
+    assert layout.strip().splitlines()[-1].strip() in out.read_text("utf-8")  # Poplar's own names stay
+    assert _cli(capsys, "scan", out, "--against", source)[0] == 0
+
+
+def test_public_words_ending_a_sentence_are_public():
+    from popprof.redaction.allowlist import Allowlist
+
+    public = Allowlist()
+    assert "main." in public and "main, main." in public and "<anonymous>." in public
+    assert "QzvSecretProgram." not in public and "main, QzvSecretProgram." not in public

@@ -6,9 +6,7 @@ import json
 
 from popprof.cli import main
 
-UNPAIRED = (
-    "1 begin (B) event(s) never end: their durations are unknown; 1 end (E) event(s) have no begin: dropped"
-)
+UNPAIRED = "1 begin (B) event never ends: its duration is unknown; 1 end (E) event has no begin: dropped"
 
 
 def run(capsys, *args):
@@ -41,12 +39,12 @@ def test_a_bundle_keeps_the_problems_without_warning_again(capsys, fixtures_dir,
     code, out, err = run(capsys, "summary", bundle, "--format", "json")
     assert code == 0 and warning_lines(err) == []
     assert json.loads(out)["read_problems"] == {
-        "unmatched_begin": "1 begin (B) event(s) never end: their durations are unknown",
-        "unmatched_end": "1 end (E) event(s) have no begin: dropped",
+        "unmatched_begin": "1 begin (B) event never ends: its duration is unknown",
+        "unmatched_end": "1 end (E) event has no begin: dropped",
     }
     code, out, err = run(capsys, "tables", bundle)
     assert code == 0 and warning_lines(err) == []
-    assert "read with problems: 1 end (E) event(s) have no begin: dropped" in out
+    assert "read with problems: 1 end (E) event has no begin: dropped" in out
 
 
 def test_a_clean_source_says_nothing(capsys, fixtures_dir):

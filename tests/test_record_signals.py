@@ -67,6 +67,9 @@ def test_signal_is_forwarded_and_partial_results_are_processed(tmp_path: Path, s
     rec = json.loads((out / "record.json").read_text("utf-8"))
     assert rec["signals_received"] == [name] and rec["signals_forwarded"] == [name]
     assert rec["cmd_exit_code"] == 128 + signum and rec["exit_code"] == 128 + signum
+    assert (
+        rec["cmd_killed_by_popprof"] is False and "killed it" not in stderr
+    )  # it ended within the grace period
     findings = json.loads((out / "findings.json").read_text("utf-8"))
     assert [p["profile"] for p in findings["profiles"]] == ["stdout.text_summary"]  # what CMD printed before
     assert "memory.headroom" in [f["rule_id"] for f in findings["profiles"][0]["findings"]]
@@ -174,3 +177,75 @@ def test_text_only_streams_get_characters_split_between_chunks_whole(tmp_path: P
     )
     assert shown.getvalue() == "héllo wörld €\n"
     assert (tmp_path / "o.log").read_text("utf-8") == "héllo wörld €\n"
+
+
+#: A CMD that ignores SIGINT and SIGTERM, starts a grandchild that ignores them too (holding CMD's pipes), writes
+#: the grandchild's pid to argv[1] and then sleeps for ever.
+STUBBORN = (
+    "import os, signal, subprocess, sys, time\n"
+    "for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)\n"
+    "g = subprocess.Popen([sys.executable, '-c', 'import time\\nwhile True: time.sleep(1)'])\n"
+    "print('stubborn: started', flush=True)\n"
+    "tmp = sys.argv[1] + '.tmp'\n"
+    "open(tmp, 'w').write(str(g.pid))\n"
+    "os.replace(tmp, sys.argv[1])\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie nobody reaped yet counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_cmd_ignoring_the_signal_is_killed_after_the_grace_period(tmp_path: Path, signum: int) -> None:
+    """issue 46 item 1: popprof no longer waits for ever; CMD and what it started get SIGKILL, and it says so."""
+    out, ready = tmp_path / "run", tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "popprof", "record", "-o", str(out), "--no-check", "--kill-after", "0.2"]
+        + ["--", sys.executable, "-c", STUBBORN, str(ready)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    grandchild = None
+    try:
+        _wait_for(ready, proc)
+        grandchild = int(ready.read_text())
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=EXIT_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if grandchild is not None and not _gone(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+            pytest.fail("the grandchild outlived popprof record")
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr[-2000:]
+    assert f"popprof: CMD still running 0.2 s after {name}: killed it" in stderr
+    assert "CMD ended: killed by SIGKILL" in stderr and "killed by popprof 0.2 s after the first" in stderr
+    assert "stubborn: started" in (out / "stdout.log").read_text("utf-8")
+    rec = json.loads((out / "record.json").read_text("utf-8"))
+    assert rec["cmd_killed_by"] == "SIGKILL" and rec["cmd_killed_by_popprof"] is True
+    assert rec["signals_received"] == [name] and rec["kill_after_s"] == 0.2
+    assert not any("kept its output open" in n for n in rec["notes"])  # the grandchild went too
+
+
+def test_the_kill_spares_popprofs_own_process_group() -> None:
+    """CMD in popprof's group: only CMD and its descendants are killed, never the group (popprof is in it)."""
+    from popprof.record.run import kill_tree
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(1)"])
+    try:
+        assert os.getpgid(proc.pid) == os.getpgrp()
+        kill_tree(proc.pid)
+        assert proc.wait(timeout=EXIT_TIMEOUT_S) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -123,3 +123,40 @@ def test_a_policy_file_in_a_home_directory_does_not_leak_its_path(original, tmp_
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["redacted"]["policy"]["source"] == ["policy file"]
     assert "canary" not in (out / "manifest.json").read_text()
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("source", "out_name"),
+    [
+        (FIXTURES / "traces" / "training_loop.json.gz", "shared.json"),
+        (FIXTURES / "traces" / "training_loop.json", "shared.json.gz"),
+        (FIXTURES / "traces" / "training_loop.json.gz", "shared.json.GZ"),
+        (FIXTURES / "text_summary" / "mk2_training.txt", "summary.txt.gz"),
+        ("gzipped summary", "summary.txt"),
+    ],
+)
+def test_the_output_compression_follows_the_output_name(source, out_name, tmp_path, capsys):
+    """issue 46 item 3: a .gz input redacted to -o x.json was written as gzip, and -o x.json.gz as plain JSON."""
+    import gzip
+
+    if source == "gzipped summary":
+        source = tmp_path / "summary.txt.gz"
+        source.write_bytes(gzip.compress((FIXTURES / "text_summary" / "mk2_training.txt").read_bytes()))
+    out, key = tmp_path / out_name, tmp_path / "team.key"
+    key.write_bytes(KEY_A)
+    code = main(["redact", str(source), "-o", str(out), "--key-file", str(key)])
+    capsys.readouterr()
+    assert code == 0
+    data = out.read_bytes()
+    assert (data[:2] == b"\x1f\x8b") == out_name.lower().endswith(".gz")
+    text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
+    assert text.lstrip().startswith("{") if "json" in out_name.lower() else "Memory Usage" in text
+    if data[:2] == b"\x1f\x8b":
+        assert data[4:8] == b"\0\0\0\0" and not data[3] & 0x08  # no time, no file name in the header
+    import popprof
+
+    assert popprof.open(out).name  # reads back
+    assert main(["scan", str(out), "--against", str(source)]) == 0  # and the scan reads it as written

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..io.atomic import write_text_atomic
+from ..io.plural import plural
 from ..model.errors import InputError, UsageError
 from .common import (
     FIGURES_ONLY,
@@ -53,7 +54,9 @@ def _columns(
     paths: tuple[str, ...], labels: tuple[str, ...], option: str, read: dict
 ) -> list[tuple[str, object]]:
     if labels and len(labels) != len(paths):
-        raise UsageError(f"{option} given {len(labels)} time(s) for {len(paths)} path(s); give one per path")
+        raise UsageError(
+            f"{option} given {plural(len(labels), 'time')} for {plural(len(paths), 'path')}; give one per path"
+        )
     out = []
     for i, path in enumerate(paths):
         profiles = load_profiles(path, **read)

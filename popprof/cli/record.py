@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..io.config import load_config
+from ..io.plural import plural
 from .check import FAIL_CHOICES, _fail_on
 from .common import device_map_option, global_options, reader_options, said_wrote
 
@@ -74,6 +75,14 @@ from .common import device_map_option, global_options, reader_options, said_wrot
     "killed it), as `nsys profile` returns it.",
 )
 @click.option(
+    "--kill-after",
+    type=click.FloatRange(0, None),
+    default=None,
+    metavar="SECONDS",
+    help="After a SIGINT/SIGTERM forwarded to CMD, kill CMD (SIGKILL, with its process group and the "
+    "processes it started) if it is still running this long later [default: 30].",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
@@ -94,6 +103,7 @@ def record_command(
     fail_on: str | None,
     plots: bool,
     exit_code_from: str,
+    kill_after: float | None,
     config_file: Path | None,
     device_map: str | None,
     cmd: tuple[str, ...],
@@ -112,7 +122,8 @@ def record_command(
     Exit codes: 0 CMD succeeded, no finding at --fail-on; 1 CMD succeeded,
     findings at --fail-on; 2 nothing ran (bad usage or environment);
     4 CMD failed (its own exit code is printed and in DIR/record.json);
-    128+N popprof received signal N (forwarded to CMD; partial results kept).
+    128+N popprof received signal N (forwarded to CMD; partial results kept;
+    CMD still running --kill-after seconds later is killed).
     With --exit-code=command: CMD's own exit code instead (findings never
     change it; 2 still means nothing ran).
 
@@ -124,6 +135,7 @@ def record_command(
     """
     from ..record.env import ProfilingChoice
     from ..record.pipeline import RecordOptions, default_out_dir, record
+    from ..record.run import KILL_AFTER_S
 
     config = load_config(explicit=config_file) if check else {}
     level = _fail_on(fail_on, config) if check else (fail_on or "error")
@@ -138,6 +150,7 @@ def record_command(
         config=config,
         plots=plots,
         device_map=reader_options(device_map, config).get("device_map"),
+        kill_after=KILL_AFTER_S if kill_after is None else kill_after,
     )
     target = out_dir if out_dir is not None else default_out_dir()
     result = record(list(cmd), target, options, say=lambda line: click.echo(line, err=True))
@@ -152,7 +165,7 @@ def record_command(
             nl=False,
         )
     written = [str(p) for p in result.written] + (
-        [f"{len(result.collected.bundles)} bundle(s) in {target / 'bundles'}"]
+        [f"{plural(len(result.collected.bundles), 'bundle')} in {target / 'bundles'}"]
         if result.collected.bundles
         else []
     )

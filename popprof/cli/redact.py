@@ -29,7 +29,8 @@ def _config_option():
     "out",
     required=True,
     type=click.Path(path_type=Path),
-    help="Output path (a bundle directory, a .json/.json.gz trace or a text file: same kind as IN).",
+    help="Output path (a bundle directory, a .json/.json.gz trace or a text file: same kind as IN; "
+    "gzip-compressed when it ends in .gz).",
 )
 @click.option(
     "--key-file",
@@ -84,7 +85,8 @@ def redact_command(
     """Redact a profile so it can be shared; the leak scan then proves nothing sensitive remains.
 
     IN is a bundle (or anything `popprof export` reads: it becomes a redacted bundle), a Chrome
-    trace JSON (.json/.json.gz, written as the same kind) or a Poplar text summary (text).
+    trace JSON (.json/.json.gz, written as a trace) or a Poplar text summary (text); a trace or text
+    output is gzip-compressed when its name ends in .gz.
     Identifiers become keyed pseudonyms (var_3f9a2c1b); public vocabulary stays readable;
     paths, users, hosts, emails, IPs, URLs with credentials, tokens and environment values in
     free text are replaced. On a leak nothing is written and the exit code is 1.

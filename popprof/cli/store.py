@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..io.plural import plural
 from .common import (
     check_output,
     device_map_option,
@@ -37,7 +38,7 @@ def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
     with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
         text = frame.head(limit).to_string(index=False) + "\n"
     if len(frame) > limit:
-        text += f"... {len(frame) - limit:,} more rows (--format csv gives them all)\n"
+        text += f"... {plural(len(frame) - limit, 'more row')} (--format csv gives them all)\n"
     return text
 
 
@@ -191,7 +192,7 @@ def compact_command(store: str, before: str | None, migrate: bool) -> None:
     from ..store.compact import compact
 
     done = compact(store, before=before, migrate=migrate)
-    click.echo(f"compacted {len(done)} month partition(s)" + (": " + ", ".join(done) if done else ""))
+    click.echo(f"compacted {plural(len(done), 'month partition')}" + (": " + ", ".join(done) if done else ""))
 
 
 @store_command.command("fsck")
@@ -211,6 +212,6 @@ def fsck_command(store: str, fix: bool, fmt: str) -> None:
     else:
         for p in problems:
             click.echo(f"{'removed' if p.fixed else p.kind}: {p.path} ({p.detail})")
-        click.echo(f"{len(problems)} problem(s)" + (" fixed" if fix and problems else ""))
+        click.echo(plural(len(problems), "problem") + (" fixed" if fix and problems else ""))
     if problems and not fix:
         raise click.exceptions.Exit(1)

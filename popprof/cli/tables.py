@@ -72,7 +72,9 @@ def tables_command(
         for text in problems(profile).values():  # what the reader worked around, kept in a bundle too
             lines.append(f"  read with problems: {text}")
         for table, frame in profile.tables.items():
-            lines.append(f"  {table:<20} {len(frame):>12,} rows   {TABLES[table].row}")
+            lines.append(
+                f"  {table:<20} {len(frame):>12,} {'row ' if len(frame) == 1 else 'rows'}   {TABLES[table].row}"
+            )
             if columns:
                 for col, dtype in frame.dtypes.items():
                     lines.append(f"      {col:<24} {dtype}")

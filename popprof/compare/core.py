@@ -16,6 +16,7 @@ import pandas as pd
 
 from .. import metrics as registry
 from ..io import units
+from ..io.plural import plural
 from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
 from .baseline import is_baseline, metric_values
@@ -134,6 +135,43 @@ class ProfileDiff:
     def has_changes(self) -> bool:
         """True when any metric differs (or exists on one side only)."""
         return bool((self.metrics["status"] != "unchanged").any())
+
+    #: Changed metrics the text repr lists (the rest: :meth:`changed_metrics`).
+    REPR_METRICS = 5
+
+    def __repr__(self) -> str:
+        """A few lines, as short as the HTML one is to read: the counts, the gate verdict when gated, the
+        biggest changes with units, and where the rest is (never the DataFrames)."""
+        status = self.metrics["status"]
+        changed = self.changed_metrics()
+        worse = self.metrics["worse"].fillna(False).astype(bool) & (status != "unchanged")
+        counts = [
+            f"{plural(len(self.metrics), 'metric')}",
+            f"{int((status != 'unchanged').sum()):,} changed",
+        ]
+        if worse.any():
+            counts.append(f"{int(worse.sum()):,} worse")
+        for key, words in (("missing_new", "only in base"), ("missing_base", "only in new")):
+            if (status == key).any():
+                counts.append(f"{int((status == key).sum()):,} {words}")
+        verdict = getattr(self.gate_result, "verdict", None)
+        head = f"<ProfileDiff {self.base_name!r} -> {self.new_name!r}: {', '.join(counts)}"
+        lines = [head + (f"; {verdict}" if verdict else "") + ">"]
+        shown = changed.head(self.REPR_METRICS)
+        width = max((len(str(n)) for n in shown["name"]), default=0)
+        for r in shown.itertuples(index=False):
+            change = units.relative(r.rel_change) if r.status in COMPARED else ""
+            lines.append(
+                f"  {str(r.name):<{width}}  {units.value(r.base, r.unit, missing='—')} -> "
+                f"{units.value(r.new, r.unit, missing='—')}  {change}  {_status_word(r.status, r.worse)}".rstrip()
+            )
+        more = len(changed) - len(shown)
+        tail = [f"{plural(more, 'more changed metric')}: .changed_metrics()"] if more > 0 else []
+        if self.notes:
+            tail.append(f"{plural(len(self.notes), 'note')}: .notes")
+        if tail:
+            lines.append("  " + "; ".join(tail))
+        return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         """The diff in Jupyter: the gate verdict when gated, notes, and the changed metrics with units

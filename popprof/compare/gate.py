@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..io import units
 from ..io.config import load_config
+from ..io.plural import plural
 from ..model.errors import InputError, UsageError
 from .core import COMPARED, ProfileDiff
 
@@ -151,11 +152,21 @@ class GateResult:
     def verdict(self) -> str:
         """One line: PASS / FAIL with counts."""
         word = "PASS" if self.passed else "FAIL"
-        parts = [f"{len(self.violations)} budget(s) exceeded"]
+        parts = [f"{plural(len(self.violations), 'budget')} exceeded"]
         if len(self.gaps):
-            parts.append(f"{len(self.gaps)} gap(s){' (strict: failing)' if self.strict else ''}")
+            parts.append(f"{plural(len(self.gaps), 'gap')}{' (strict: failing)' if self.strict else ''}")
         parts.append(f"{int((self.checks['result'] == 'pass').sum())} within budget")
         return f"gate {word}: " + ", ".join(parts)
+
+    def __repr__(self) -> str:
+        """The verdict and the budget's source, then each violation's message (at most five): never the
+        DataFrames (``violations``, ``gaps`` and ``checks`` hold them)."""
+        lines = [f"<GateResult {self.verdict} (budget: {self.budget_source})>"]
+        messages = [str(m) for m in self.violations.get("message", pd.Series(dtype=object)).tolist()]
+        lines += [f"  {m}" for m in messages[:5]]
+        if len(messages) > 5:
+            lines.append(f"  {plural(len(messages) - 5, 'more violation')}: .violations")
+        return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         """The verdict in Jupyter, with the violations (else every check): ``markup/templates/gate.html.j2``."""
@@ -278,14 +289,18 @@ def _gate_table(document: dict) -> dict:
 
 
 def read_budget_file(path: str | os.PathLike[str]) -> Budget:
-    """Read a budget file (TOML, or JSON when it ends in .json or starts with ``{``)."""
+    """Read a budget file (TOML, or JSON when it ends in .json or starts with ``{``).
+
+    Opened as every file an option names (:func:`popprof.io.files.read_option_file`): a FIFO, a device or
+    a file over the ``option-bytes`` limit is one line, exit 2, before any byte is read.
+    """
+    from ..io.files import read_option_file
+
     path = Path(path)
     try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        raise InputError(path, "budget file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read budget file ({exc})") from None
+        text = read_option_file(path, "budget file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"budget file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
             document = json.loads(text)

@@ -89,7 +89,7 @@ LIMITS: dict[str, Limit] = {
             "POPPROF_MAX_OPTION_BYTES",
             16 << 20,
             "bytes",
-            "a file named by an option or a config: --device-map, --key-file, --policy, a config file",
+            "a file named by an option or a config: --device-map, --key-file, --policy, --budget, a config file",
         ),
         Limit("query-seconds", "POPPROF_QUERY_SECONDS", 60, "seconds", "the run time of one `popprof query`"),
         Limit(

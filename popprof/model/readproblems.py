@@ -10,25 +10,36 @@ stderr once, when it reads the original source.
 
 from __future__ import annotations
 
+import re
+
 from .profile import Profile
 
 PREFIX = "warnings."
 
-#: key -> what it means for the figures, with ``{n}`` for the count.
+#: key -> what it means for the figures, with ``{n}`` for the count and ``{one|many}`` for the words that
+#: follow it (``{event has|events have}``: the first when the count is 1).
 MEANINGS: dict[str, str] = {
     "truncated": "the file ends early: events after the cut are missing",
-    "missing_fields": "{n} event(s) lacked a timestamp or duration: skipped, or given a duration of 0",
-    "negative_duration": "{n} event(s) had a negative duration: counted as 0",
-    "malformed_events": "{n} entries of the event list are not events: skipped",
-    "unmatched_begin": "{n} begin (B) event(s) never end: their durations are unknown",
-    "unmatched_end": "{n} end (E) event(s) have no begin: dropped",
-    "out_of_order_timestamps": "{n} begin/end event(s) are out of time order on their thread",
-    "partial_overlap": "{n} event(s) start inside another event on their thread but end after it: "
-    "which event they belong to (nesting, self time) is a best guess",
-    "bad_duration": "{n} event(s) have a missing or negative duration",
-    "long_events": "{n} event(s) longer than the event-bytes limit were read without their nested arrays and "
-    "objects (args values such as input lists became null; see docs/limits.md)",
+    "missing_fields": "{n} {event|events} lacked a timestamp or duration: skipped, or given a duration of 0",
+    "negative_duration": "{n} {event|events} had a negative duration: counted as 0",
+    "malformed_events": "{n} {entry|entries} of the event list {is not an event|are not events}: skipped",
+    "unmatched_begin": "{n} begin (B) {event never ends: its duration is|events never end: their durations are} "
+    "unknown",
+    "unmatched_end": "{n} end (E) {event has|events have} no begin: dropped",
+    "out_of_order_timestamps": "{n} begin/end {event is|events are} out of time order on {its|their} thread",
+    "partial_overlap": "{n} {event starts|events start} inside another event on {its|their} thread but "
+    "{ends|end} after it: which event {it belongs|they belong} to (nesting, self time) is a best guess",
+    "bad_duration": "{n} {event has|events have} a missing or negative duration",
+    "long_events": "{n} {event|events} longer than the event-bytes limit {was|were} read without {its|their} "
+    "nested arrays and objects (args values such as input lists became null; see docs/limits.md)",
 }
+
+_CHOICE = re.compile(r"\{([^{}|]*)\|([^{}|]*)\}")
+
+
+def meaning(template: str, count: str) -> str:
+    """``template`` with ``{n}`` as ``count`` and each ``{one|many}`` chosen by it."""
+    return _CHOICE.sub(lambda m: m[1] if count == "1" else m[2], template).replace("{n}", count)
 
 
 def problems(profile: Profile) -> dict[str, str]:
@@ -44,7 +55,7 @@ def problems(profile: Profile) -> dict[str, str]:
         elif name == "truncated":
             out[name] = f"{template} ({value})"
         else:
-            out[name] = template.format(n=_count(value))
+            out[name] = meaning(template, _count(value))
     return out
 
 

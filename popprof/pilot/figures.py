@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..io.plural import plural
 from ..io.words import HOST_NOT_SUBMITTING, IPU_FORMATS
 from ..metrics import account, compute, stored_values
 from ..metrics.devices import device_breakdown
@@ -249,7 +250,7 @@ def side(
             missing = CAPTURE[platform][FIGURE_NEEDS[fig.key]]
         if value is None and stats is not None and fig.key.startswith("warmup_"):
             missing = (
-                f"no warm-up: only {stats['count']} step(s), not more than --warmup-steps {warmup_steps}"
+                f"no warm-up: only {plural(stats['count'], 'step')}, not more than --warmup-steps {warmup_steps}"
                 if warmup_steps
                 else "no warm-up: --warmup-steps 0"
             )

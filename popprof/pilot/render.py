@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..io import units
+from ..io.plural import plural
 from ..report import markdown as md
 
 MISSING = "—"
@@ -73,7 +74,8 @@ def render_text(doc: dict) -> str:
     rate = "samples/s" if per_sample else "steps/s (give --batch-size for samples/s)"
     out += [
         "",
-        f"Step times after the first {opts['warmup_steps']} warm-up step(s); {rate}. Definitions: docs/pilot.md.",
+        f"Step times after the first {plural(opts['warmup_steps'], 'warm-up step')}; {rate}. "
+        "Definitions: docs/pilot.md.",
     ]
     return "\n".join(out)
 

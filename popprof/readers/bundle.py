@@ -22,6 +22,7 @@ import pyarrow as pa
 from .._version import __version__
 from ..io import limits, units
 from ..io.atomic import atomic_path, refuse_overwriting_inputs
+from ..io.plural import plural
 from ..io.versioning import check_format
 from ..model.errors import InputError
 from ..model.profile import Profile
@@ -303,7 +304,7 @@ def _check_values(tables: dict, path: Path) -> None:
         missing = meta["key"].isna()
         if missing.any():
             warnings.warn(
-                f"{path}: {int(missing.sum())} metadata row(s) without a key, ignored",
+                f"{path}: {plural(int(missing.sum()), 'metadata row')} without a key, ignored",
                 BundleValueWarning,
                 stacklevel=2,
             )

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..io import parallel
 from ..io import progress as _progress
+from ..io.plural import plural
 from ..io.sources import source_metadata
 from ..model.errors import InputError, PopprofError, SdkMissingError, UsageError
 from ..model.profile import Profile
@@ -784,8 +785,8 @@ class _Builder:
                 end[i] = self.attr(us, "end", "run.microseconds.end", np.nan)
         if mismatched:
             self.notes.append(
-                f"{mismatched} run(s) do not start/end where their step counts put them in "
-                "execution.steps; run indices may be off"
+                f"{plural(mismatched, 'run')} {'does' if mismatched == 1 else 'do'} not start/end where their "
+                "step counts put them in execution.steps; run indices may be off"
             )
         if r and counts.sum() == num_steps:
             run_of_step = np.repeat(np.arange(r, dtype=np.int32), counts)
@@ -1040,8 +1041,8 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
         for c in ("cycles", "active_from_cycles", "active_to_cycles", "data_in_bytes", "data_out_bytes")
     )
     if bad_balance or negative:
-        parts = ([f"{bad_balance} tile balance(s) outside 0..1"] if bad_balance else []) + (
-            [f"{negative} negative cycle or byte count(s)"] if negative else []
+        parts = ([f"{plural(bad_balance, 'tile balance')} outside 0..1"] if bad_balance else []) + (
+            [f"{plural(negative, 'negative cycle or byte count')}"] if negative else []
         )
         raise InputError(
             path, "execution figures outside physical ranges: " + "; ".join(parts), "the profile is corrupt"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io.plural import plural
 from ..io.sources import source_metadata
 from ..model.errors import InputError, SdkMissingError
 from ..model.profile import Profile
@@ -112,7 +113,8 @@ def read(
         metadata[f"pvti.events_without_{attr}"] = walk.missing[attr]
     if walk.missing["timestamp"]:
         metadata["pvti.note"] = (
-            f"{walk.missing['timestamp']} event(s) carry no timestamp attribute: their start_us is laid out from "
+            f"{plural(walk.missing['timestamp'], 'event')} {'carries' if walk.missing['timestamp'] == 1 else 'carry'} "
+            "no timestamp attribute: their start_us is laid out from "
             "durations and nesting (each thread from 0, children from their parent's start, siblings back to "
             "back), so gaps between them are unknown; durations, nesting and totals are as recorded"
         )

@@ -31,7 +31,7 @@ from ..io.atomic import write_text_atomic
 from ..model.errors import UsageError
 from .collect import Collected, export_bundles, find_reports, find_traces, open_files, read_log, sdk_available
 from .env import ProfilingChoice, RecordEnvironment, build_environment
-from .run import RunResult, run_command
+from .run import KILL_AFTER_S, RunResult, run_command
 
 #: popprof record's own exit codes (CMD's status is reported, never passed on as is: see docs/record.md).
 EXIT_OK = 0
@@ -58,6 +58,7 @@ class RecordOptions:
     config: Mapping[str, object] | None = None
     plots: bool = True
     device_map: Mapping[str, str | None] | None = None  # --device-map, else the config's [device_map]
+    kill_after: float = KILL_AFTER_S  # --kill-after: grace period after a signal before CMD is killed
 
 
 @dataclass
@@ -147,14 +148,26 @@ def record(
     created = not out_dir.exists()
     prepare_out_dir(out_dir)
     try:
-        run = run_command(cmd, env.apply(environ), out_dir / STDOUT_LOG, out_dir / STDERR_LOG)
+        run = run_command(
+            cmd,
+            env.apply(environ),
+            out_dir / STDOUT_LOG,
+            out_dir / STDERR_LOG,
+            kill_after=options.kill_after,
+            say=say,
+        )
     except UsageError:  # CMD could not start: leave no trace of the attempt
         _remove_what_was_made(out_dir, created)
         raise
     say(
         f"popprof: CMD ended: {run.describe()} after {run.ended - run.started:.1f} s"
         + (
-            f" (popprof received {', '.join(run.received)}; forwarded: {', '.join(run.forwarded) or 'none'})"
+            f" (popprof received {', '.join(run.received)}; forwarded: {', '.join(run.forwarded) or 'none'}"
+            + (
+                f"; killed by popprof {options.kill_after:g} s after the first)"
+                if run.killed_by_popprof
+                else ")"
+            )
             if run.received
             else ""
         )
@@ -313,6 +326,8 @@ def _write_record_json(result: RecordResult, cmd: Sequence[str], options: Record
         "cmd_killed_by": _signal_name(run.signal_number),
         "signals_received": run.received,
         "signals_forwarded": run.forwarded,
+        "cmd_killed_by_popprof": run.killed_by_popprof,
+        "kill_after_s": options.kill_after,
         "environment": result.env.variables,
         "user_keys_kept": result.env.user_keys,
         "report_directory": str(result.env.report_dir) if result.env.report_dir else None,

@@ -8,7 +8,11 @@ ends. stdin is inherited, so interactive programs still work.
 
 SIGINT and SIGTERM received by popprof are forwarded to CMD (see
 :func:`forward_rule`); popprof then keeps waiting for CMD so that what it
-wrote can still be processed.
+wrote can still be processed, but not for ever: a CMD still running
+``kill_after`` seconds after the first signal (one that ignores SIGTERM, or
+hangs in its clean-up) is killed with SIGKILL, with its process group when it
+has one of its own and the processes it started (:func:`kill_tree`), as
+``timeout -k`` does.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -33,6 +37,9 @@ CHUNK_BYTES = 1 << 16
 #: may keep them open for ever; popprof then stops waiting (what it printed later is passed through, not saved).
 DRAIN_TIMEOUT_S = 10.0
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: How long CMD may take to end after the first SIGINT/SIGTERM popprof received before popprof kills it
+#: (SIGKILL). Slurm's KillWait and Kubernetes' termination grace period default to the same 30 s.
+KILL_AFTER_S = 30.0
 
 
 @dataclass
@@ -46,6 +53,7 @@ class RunResult:
     received: list[str] = field(default_factory=list)  # names of the signals popprof received
     output_complete: bool = True  # False when a pipe stayed open after CMD ended (see DRAIN_TIMEOUT_S)
     log_errors: list[str] = field(default_factory=list)  # problems writing the logs (e.g. disk full)
+    killed_by_popprof: bool = False  # CMD outlived the grace period after a signal and popprof SIGKILLed it
 
     @property
     def signal_number(self) -> int | None:
@@ -160,20 +168,80 @@ class _Pump(threading.Thread):
             return None
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, grandchildren, ...) that still have it as an ancestor.
+
+    Read from ``/proc`` (Linux); elsewhere, or when ``/proc`` cannot be read, none. A process whose parent
+    already exited has been adopted by another and is not found.
+    """
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        except (OSError, IndexError, ValueError):  # gone meanwhile, or unreadable
+            continue
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found and child != pid:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL process ``pid``, its process group when it has one of its own, and the processes it started.
+
+    popprof's own process group is never signalled (CMD stays in it unless it left it).
+    """
+    own = os.getpgrp()
+    below = _descendants(pid)
+    try:
+        group = os.getpgid(pid)
+    except OSError:
+        group = own
+    if group != own:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
+    for target in [pid, *below]:
+        if target != os.getpid():
+            with contextlib.suppress(OSError):
+                os.kill(target, signal.SIGKILL)
+
+
 class _Forwarder:
     """The SIGINT/SIGTERM handler while CMD runs: records each signal and sends it on by :func:`forward_rule`.
 
     Installed before CMD starts, so a signal arriving in between is not lost: it is
     sent as soon as CMD exists. Outside the main thread (where Python cannot
     handle signals) nothing is installed and the signals keep their usual effect.
+
+    The first signal also starts a timer: CMD still running ``kill_after`` seconds
+    later is killed (:func:`kill_tree`) and ``say`` tells why.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kill_after: float = KILL_AFTER_S, say: Callable[[str], None] | None = None) -> None:
         self.proc: subprocess.Popen | None = None
         self.received: list[str] = []
         self.forwarded: list[str] = []
+        self.killed = False
+        self.kill_after = kill_after
+        self._say = say
         self._pending: list[int] = []
         self._previous: dict[int, object] = {}
+        self._timer: threading.Timer | None = None
+        self._kill_due = False
+        self._done = False
+        self._lock = threading.Lock()
 
     def __enter__(self) -> _Forwarder:
         if threading.current_thread() is threading.main_thread():
@@ -181,6 +249,7 @@ class _Forwarder:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        self.cmd_ended()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
@@ -189,15 +258,50 @@ class _Forwarder:
         for signum in self._pending:
             self._send(signum)
         self._pending.clear()
+        if self._kill_due:
+            self._escalate()
+
+    def cmd_ended(self) -> None:
+        """CMD has been waited for: no kill any more."""
+        with self._lock:
+            self._done = True
+            if self._timer is not None:
+                self._timer.cancel()
 
     def _handle(self, signum: int, _frame: object) -> None:
         self.received.append(signal.Signals(signum).name)
+        if self._timer is None:
+            self._timer = threading.Timer(self.kill_after, self._escalate)
+            self._timer.daemon = True
+            self._timer.start()
         if not forward_rule(signum, _foreground_of_terminal() and _in_our_group(self.proc)):
             return
         if self.proc is None:
             self._pending.append(signum)
         else:
             self._send(signum)
+
+    def _escalate(self) -> None:
+        """The grace period is over: kill CMD (and its processes) if it is still running."""
+        with self._lock:
+            if self._done:
+                return
+            proc = self.proc
+            if proc is None:  # not started yet: killed as soon as it is
+                self._kill_due = True
+                return
+            if proc.returncode is not None:
+                return
+            self.killed = True
+            kill_tree(proc.pid)
+            if self._say is None:
+                return
+            # said while the lock is held: popprof, waiting for CMD, goes on (cmd_ended) only after the line
+            with contextlib.suppress(Exception):  # a closed stderr must not stop the kill's bookkeeping
+                self._say(
+                    f"popprof: CMD still running {self.kill_after:g} s after {self.received[0]}: killed it "
+                    "and the processes it started (SIGKILL; --kill-after SECONDS sets the grace period)"
+                )
 
     def _send(self, signum: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -223,14 +327,18 @@ def run_command(
     stdout_log: Path,
     stderr_log: Path,
     drain_timeout: float = DRAIN_TIMEOUT_S,
+    kill_after: float = KILL_AFTER_S,
+    say: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run ``cmd`` with ``env``; pass its output through and save it; forward SIGINT/SIGTERM.
 
     Raises UsageError when ``cmd`` cannot be started (not found, not executable).
-    Signals are forwarded only when called from the main thread (where Python handles them).
+    Signals are forwarded only when called from the main thread (where Python handles them); CMD still
+    running ``kill_after`` seconds after the first one is killed (``say`` tells it).
     """
     errors: list[str] = []
-    with open(stdout_log, "wb") as out_log, open(stderr_log, "wb") as err_log, _Forwarder() as forwarder:
+    forwarder = _Forwarder(kill_after, say)
+    with open(stdout_log, "wb") as out_log, open(stderr_log, "wb") as err_log, forwarder:
         started = time.time()
         proc = _start(cmd, env)
         forwarder.started(proc)
@@ -241,6 +349,7 @@ def run_command(
         for pump in pumps:
             pump.start()
         returncode = proc.wait()
+        forwarder.cmd_ended()
         ended = time.time()
         deadline = time.monotonic() + drain_timeout
         for pump in pumps:
@@ -249,4 +358,13 @@ def run_command(
         for pump in pumps:
             if pump.is_alive():
                 pump.log = None  # keeps passing through, stops writing to the log closed below
-    return RunResult(returncode, started, ended, forwarder.forwarded, forwarder.received, complete, errors)
+    return RunResult(
+        returncode,
+        started,
+        ended,
+        forwarder.forwarded,
+        forwarder.received,
+        complete,
+        errors,
+        forwarder.killed,
+    )

@@ -2,7 +2,8 @@
 
 ``redact(source, out)`` reads a bundle (or anything ``popprof.open`` reads), a
 Chrome trace JSON (``.json`` / ``.json.gz``) or a Poplar text summary and writes
-an output of the same kind in which identifiers are keyed pseudonyms, free text
+an output of the same kind (gzip-compressed when its name ends in ``.gz``,
+whatever the input's compression) in which identifiers are keyed pseudonyms, free text
 is scrubbed and public vocabulary stays readable. The leak scan then reads the
 output back and looks for every original it replaced and every sensitive
 pattern; on a leak nothing is written and the report says which kind leaked.
@@ -17,6 +18,7 @@ import os
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..io.atomic import atomic_path, refuse_overwriting_inputs
@@ -28,6 +30,9 @@ from .redactor import Redactor
 from .report import RedactionReport
 from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
 from .sensitive import derive
+
+if TYPE_CHECKING:
+    from ..model.profile import Profile
 
 
 class LeakError(Exception):
@@ -70,6 +75,12 @@ def _poplar_text(head: bytes) -> bool:
     return any(line.strip().endswith(":") and summary_label(line.strip()[:-1].rstrip()) for line in lines)
 
 
+def gzipped_name(out: Path) -> bool:
+    """Whether an output is written gzip-compressed: its name ends in ``.gz`` (as every command's ``-o``),
+    whatever the input was."""
+    return out.name.lower().endswith(".gz")
+
+
 def check_paths(source: Path, out: Path) -> None:
     """Refuse an output that is the input, sits inside it, or contains it."""
     refuse_overwriting_inputs(out, [source])
@@ -83,8 +94,29 @@ def _as_key(key: bytes | str | None, key_file: str | os.PathLike[str] | None) ->
     return load_key(key_file)
 
 
+def _source_path(source: object) -> Path:
+    """The path to redact: ``source`` itself, or the file a Profile was read from; else one-line TypeError."""
+    from ..model.profile import Profile
+
+    if isinstance(source, str | os.PathLike):
+        return Path(source)
+    if isinstance(source, Profile):
+        origin = str(source.source or "")
+        if origin and Path(origin).exists():
+            return Path(origin)
+        raise TypeError(
+            f"redact() redacts the file a Profile was read from, and Profile {source.name!r} was not read from "
+            f"one ({'source is empty' if not origin else origin + ' no longer exists'}): write it with "
+            "popprof.export(profile, 'run.popprof') and redact that"
+        )
+    raise TypeError(
+        "redact() takes the path of a bundle, a trace (.json/.json.gz) or a Poplar text summary, or a Profile "
+        f"read from one, not {type(source).__name__}"
+    )
+
+
 def redact(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | Profile,
     out: str | os.PathLike[str],
     key: bytes | str | None = None,
     policy: Policy | None = None,
@@ -102,8 +134,11 @@ def redact(
     default) the output is leak-scanned before it is put in place; on a leak nothing is
     written and the report's ``scan["passed"]`` is false. ``mapping_out`` writes the
     pseudonym -> original map (sensitive: keep it private).
+
+    ``source`` may be a :class:`~popprof.model.profile.Profile`: the file it was read from
+    (``profile.source``) is redacted, so changes made to the Profile in memory are not in ``out``.
     """
-    source, out = Path(source), Path(out)
+    source, out = _source_path(source), Path(out)
     kind = input_kind(source)
     check_paths(source, out)
     for extra, what in ((mapping_out, "--mapping-out"), (report_out, "--report")):
@@ -204,9 +239,8 @@ def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
 def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     from ..io.heap import gc_paused
     from .background import Derivation, OutputStrings
-    from .chrome import is_gzip
 
-    gz = is_gzip(source)
+    gz = gzipped_name(out)  # the output's name decides, not the input's compression
     # the scan's two halves run beside the redaction, each on a process of its own: what is sensitive
     # is derived from the original (its own read), and the output's strings are found in the bytes as
     # they are written (its own cutting and tokenizing); they meet only when both are done
@@ -288,6 +322,8 @@ def _redact_text(source: Path, out: Path, redactor: Redactor, scan: bool):
         data = handle.read()
     text = data.decode("utf-8", "replace")
     redacted = redact_text_summary(text, redactor).encode("utf-8")
+    if gzipped_name(out):  # no file name and no time in the header: only the text is written
+        redacted = gzip.compress(redacted, compresslevel=6, mtime=0)
     result = None
     with atomic_path(out) as tmp:
         tmp.write_bytes(redacted)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..io.files import read_option_file
 from ..io.patterns import compile_bounded
+from ..io.plural import plural
 from ..model.errors import InputError, UsageError
 from .scrub import FAMILIES
 
@@ -141,10 +142,10 @@ def _loosening(data: dict, scrub: dict, origin: str) -> list[str]:
     """What a policy table loosens, in words (``--keep`` patterns, scrubbers or identifiers off)."""
     parts = []
     if data.get("keep"):
-        parts.append(f"keeps {len(data['keep'])} pattern(s) readable")
+        parts.append(f"keeps {plural(len(data['keep']), 'pattern')} readable")
     off = sorted(k for k, v in scrub.items() if not v)
     if off:
-        parts.append(f"switches the {', '.join(off)} scrubber(s) off")
+        parts.append(f"switches the {', '.join(off)} {'scrubber' if len(off) == 1 else 'scrubbers'} off")
     if "identifiers" in data and not data["identifiers"]:
         parts.append("leaves identifiers unreplaced")
     return [f"the redaction policy from {origin} {' and '.join(parts)}"] if parts else []

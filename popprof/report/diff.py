@@ -8,6 +8,7 @@ from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..io import jsonout, units
+from ..io.plural import plural
 from . import junit
 from . import markdown as md
 from .names import short_names
@@ -96,7 +97,7 @@ def render_text(
     else:
         lines.append("  no metric changed")
     if hidden:
-        lines.append(f"  ({hidden} unchanged metric(s) hidden; --all shows them)")
+        lines.append(f"  ({plural(hidden, 'unchanged metric')} hidden; --all shows them)")
 
     if "tiles" in result.unavailable:
         lines += ["", f"tiles: unavailable: {result.unavailable['tiles']}"]
@@ -205,8 +206,8 @@ def render_gate_text(gate_result: GateResult) -> list[str]:
     ]
     if gate_result.unknown_patterns:
         lines.append(
-            "  warning: budget pattern(s) matching no known metric (typo?): "
-            + ", ".join(gate_result.unknown_patterns)
+            f"  warning: {'budget patterns' if len(gate_result.unknown_patterns) > 1 else 'a budget pattern'} "
+            "matching no known metric (typo?): " + ", ".join(gate_result.unknown_patterns)
         )
     if gate_result.not_applicable:
         lines.append(f"  not applicable (neither profile has them): {', '.join(gate_result.not_applicable)}")
