@@ -73,6 +73,14 @@ def init_command(store: str) -> None:
 @click.option("--branch", default=None, help="Branch of that commit (default: from CI).")
 @click.option("--time", "time_", default=None, metavar="ISO", help="The run's time (default: the bundle's).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label to record; repeatable.")
+@click.option(
+    "--profile",
+    "profile",
+    default=None,
+    metavar="NAME",
+    help="The series the run belongs to (default: the file or bundle name); pin it so a renamed "
+    "artefact continues its history.",
+)
 @click.option("--replace", is_flag=True, help="Overwrite a run stored with other content.")
 @click.option(
     "--keep-bundle",
@@ -88,6 +96,7 @@ def add_command(
     branch: str | None,
     time_: str | None,
     labels: tuple[str, ...],
+    profile: str | None,
     replace: bool,
     keep_bundle: bool,
     device_map: str | None,
@@ -95,7 +104,8 @@ def add_command(
     """Add SOURCES (bundles, run directories, traces, text summaries or baseline JSON) as runs of STORE.
 
     The same run again is a no-op (exit 0); the same run id with other content is refused (exit 2)
-    unless --replace.
+    unless --replace. A run's series is its profile name (--profile NAME, else the file or bundle
+    name); the output says when a run starts a new series.
     """
     from ..io.config import load_config
     from ..store import add
@@ -112,9 +122,15 @@ def add_command(
         replace=replace,
         reader_options=reader_options(device_map, load_config()),
         keep_bundle=keep_bundle,
+        profile=profile,
     )
     for result in results:
         click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")
+        if result.new_series:
+            click.echo(
+                f"new series: no earlier run of profile {result.profile} in the store "
+                "(--profile NAME adds a renamed artefact to its series)"
+            )
 
 
 @store_command.command("ls")

@@ -38,6 +38,26 @@ def stored_rows(location: Location, run_id: str, profile: str) -> list[dict]:
     return rows
 
 
+def known_profiles(location: Location, names: set[str]) -> set[str]:
+    """Which of the profile ``names`` have a run in the store (any ingest, live or not). Reads only the
+    catalogue files whose name can hold one of them (the profile's slug is in a per-run row's name) and the
+    compacted ones' ``profile`` column."""
+    if not names:
+        return set()
+    from .layout import slug
+
+    slugs = {slug(name) for name in names}
+    found: set[str] = set()
+    for rel in location.files("runs", "month=*/*.parquet"):
+        stem = rel.rsplit("/", 1)[-1].removesuffix(".parquet")
+        if not stem.startswith(COMPACT_PREFIX) and not any(f"--{s}--" in stem for s in slugs):
+            continue
+        found.update(read_parquet(location, rel, columns=["profile"])["profile"].to_pylist())
+        if names <= found:
+            break
+    return names & found
+
+
 def write_row(location: Location, month: str, row: dict) -> str:
     """Write a run's catalogue row (the commit marker of an add); returns its store-relative path."""
     rel = run_file("runs", month, run_key(row["run_id"], row["profile"]), row["ingest_id"])

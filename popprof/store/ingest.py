@@ -9,6 +9,7 @@ only files no view shows (``store fsck`` lists them). Concurrent adds of differe
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import io
@@ -23,13 +24,13 @@ import pyarrow as pa
 from .. import metrics as registry
 from .._version import __version__
 from ..compare.baseline import baseline_document, is_baseline
-from ..model.errors import InputError, PopprofError, UsageError
+from ..model.errors import InputError, PopprofError, UsageError, display_path
 from ..model.profile import Profile
 from ..readers import bundle as bundle_reader
 from ..readers.baseline import BASELINE_FORMAT, read_baseline
 from . import bundles
 from . import identity as ident
-from .catalogue import stored_rows, write_parquet, write_row
+from .catalogue import known_profiles, stored_rows, write_parquet, write_row
 from .layout import Location, read_descriptor, run_file, run_key
 from .ranks import rank_table
 from .schemas import METRICS, RANKS, table_kind, to_arrow
@@ -48,6 +49,9 @@ class AddResult:
     status: str
     month: str
     ingest_id: str
+    #: True when the store held no earlier run of this profile: the run starts a new series (``trend`` and
+    #: ``diff`` compare runs of one profile name; ``profile=`` / ``--profile`` pins it)
+    new_series: bool = False
 
 
 @dataclass
@@ -76,21 +80,27 @@ def add(
     reader_options: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
     keep_bundle: bool = False,
+    profile: str | None = None,
 ) -> list[AddResult]:
     """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
 
     ``run_id``/``commit``/``branch`` default from the CI environment (``env``, else ``os.environ``); without
     a run id the first 16 hex digits of the content hash name the run. ``keep_bundle`` keeps each added run's
-    bundle in the store (:mod:`.bundles`). Raises :class:`StoreConflict` (before
+    bundle in the store (:mod:`.bundles`). ``profile`` pins the series key (the profile name, else taken from
+    the file or bundle name), so a renamed artefact continues its series; a source holding several profiles
+    cannot take one name. Each result says whether it starts a new series. Raises :class:`StoreConflict` (before
     writing anything) when a run is stored with other content and ``replace`` is false.
     """
     location = Location.of(store)
     read_descriptor(location)
     who = ident.resolve(run_id, commit, branch, labels or {}, env)
     when = ident.parse_time(time) if isinstance(time, str) else time
+    if profile is not None and not profile.strip():
+        raise UsageError("--profile: an empty name")
     plans: list[_Plan] = []
     for source in sources:
-        plans += _load(Path(source), who, when, dict(reader_options or {}))
+        plans += _load(Path(source), who, when, dict(reader_options or {}), profile)
+    series = known_profiles(location, {plan.profile.name for plan in plans})
     seen: set[tuple[str, str]] = set()
     decisions = []
     for plan in plans:
@@ -123,17 +133,29 @@ def add(
                 )
             )
             continue
-        results.append(_write(location, plan, who, replaced=live, keep_bundle=keep_bundle))
+        result = _write(location, plan, who, replaced=live, keep_bundle=keep_bundle)
+        new = plan.profile.name not in series
+        series.add(plan.profile.name)  # the next profile of this add with the name continues the series
+        results.append(dataclasses.replace(result, new_series=new))
     return results
 
 
-def _load(path: Path, who: ident.Identity, when: dt.datetime | None, options: dict) -> list[_Plan]:
-    """Open one source into plans (one per profile)."""
+def _load(
+    path: Path, who: ident.Identity, when: dt.datetime | None, options: dict, pin: str | None = None
+) -> list[_Plan]:
+    """Open one source into plans (one per profile); ``pin`` names the profile (one profile only)."""
     from ..readers import open_all
 
     profiles = {"": read_baseline(path)} if _is_baseline_file(path) else open_all(path, **options)
+    if pin is not None and len(profiles) > 1:
+        raise UsageError(
+            f"{display_path(path)} holds {len(profiles)} profiles; --profile names one series: "
+            "add them one at a time"
+        )
     plans = []
     for profile in profiles.values():
+        if pin is not None:
+            profile.name = pin
         manifest, kind = _manifest(profile, path)
         created = when or _created(manifest, path)
         tables = {name: to_arrow(table_kind(name), frame) for name, frame in profile.tables.items()}
