@@ -245,3 +245,16 @@ def test_profile_pins_the_series_and_a_new_series_is_said(root: Path, tmp_path: 
     assert [r.new_series for r in store.add(root, [MK2], run_id="5", profile="pinned")] == [False]
     code, _, err = run(capsys, "store", "add", root, MK2, "--profile", " ")
     assert code == 2 and "--profile" in err
+
+
+def test_time_in_the_year_1_is_filed_under_a_month_compaction_sees(root: Path, capsys) -> None:
+    """Issue 45, item 7: --time 0001-01-01 went under month=1-01, which compaction never saw."""
+    code, out, _ = run(capsys, "store", "add", root, MK2, "--run-id", "a", "--time", "0001-01-01")
+    assert code == 0 and "(month 0001-01)" in out
+    assert (root / "runs" / "month=0001-01").is_dir() and not (root / "runs" / "month=1-01").exists()
+    code, out, _ = run(capsys, "store", "compact", root)
+    assert code == 0 and "runs/0001-01" in out
+    code, out, err = run(
+        capsys, "store", "add", root, MK2, "--run-id", "b", "--time", "0001-01-01T00:00+05:00"
+    )
+    assert code == 2 and "outside the years" in err and out == ""
