@@ -90,7 +90,13 @@ class Store:
         from .engine_duckdb import create_views
 
         budget = budget or sandbox.QueryBudget(timeout_s, memory_bytes)
-        con = sandbox.connect(budget.memory_bytes, allowed_directories=[self.root.rstrip("/") + "/"])
+        from .engine_duckdb import glob_escape
+
+        top = self.root.rstrip("/") + "/"
+        # the views read the store's files by escaped name (a store 'a[b]'): the escaped form of the path is
+        # the same directory, never another one
+        allowed = sorted({top, glob_escape(top)})
+        con = sandbox.connect(budget.memory_bytes, allowed_directories=allowed)
         try:
             con.execute("SET TimeZone = 'UTC'")
             self._attach_filesystem(con)

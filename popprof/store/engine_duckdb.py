@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
 
 import duckdb
@@ -14,6 +15,12 @@ from .views import LIVE, columns, duckdb_type, live_sql, one_generation, raw_nam
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def glob_escape(path: str) -> str:
+    """``path`` as a DuckDB file pattern that matches itself only: ``[``, ``*`` and ``?`` as one-character
+    classes (a store ``a[b]`` would otherwise read the files of store ``ab``)."""
+    return re.sub(r"([\[*?])", r"[\1]", path)
 
 
 def raw_sql(location: Location, kind: str, present: bool, files: list[str] | None = None) -> str:
@@ -31,9 +38,12 @@ def raw_sql(location: Location, kind: str, present: bool, files: list[str] | Non
     if not present:
         return empty
     if files is None:
-        source = _literal(location.path(f"{kind_dir(kind)}/month=*/*.parquet"))
-    else:
-        source = "[" + ", ".join(_literal(location.path(f)) for f in files) + "]"
+        files = location.files(kind_dir(kind), "month=*/*.parquet")
+        if not files:
+            return empty
+    # the files listed, each escaped: never a pattern over the store's own path, and only what
+    # ``Location.files`` lists (no symbolic link)
+    source = "[" + ", ".join(_literal(glob_escape(location.path(f))) for f in files) + "]"
     files_sql = (
         f"SELECT * FROM read_parquet({source}, "
         "hive_partitioning = true, hive_types = {'month': 'VARCHAR'}, union_by_name = true, filename = true)"
@@ -71,12 +81,17 @@ def create_views(
     # change the setting (and draws none)
     with contextlib.suppress(duckdb.Error):
         con.execute("SET enable_progress_bar = false")
-    con.execute(f"CREATE VIEW {raw_name('runs')} AS {raw_sql(location, 'runs', 'runs' in present)}")
+    con.execute(
+        f"CREATE VIEW {raw_name('runs')} AS "
+        f"{raw_sql(location, 'runs', 'runs' in present, present.get('runs'))}"
+    )
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
     for kind in wanted:
         if kind != "runs":
-            con.execute(f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present)}")
+            con.execute(
+                f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present, present.get(kind))}"
+            )
         if kind in present:
             sql = view_sql(kind, single=one_generation(present[kind]))
         else:
