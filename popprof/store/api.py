@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..model.errors import UsageError
-from .layout import STORE_FILE, Location, kind_dir, read_descriptor, write_descriptor
+from .layout import STORE_FILE, Location, kind_dir, reach, read_descriptor, write_descriptor
 from .schemas import schema_of, table_kind
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 def init(store: str | os.PathLike[str]) -> Store:
     """Create an empty store at ``store`` (a directory or ``s3://...``); an existing store is kept as it is."""
     location = Location.of(store)
+    reach(location)
     if location.exists(STORE_FILE):
         read_descriptor(location)  # refuses a newer or foreign one
         return Store(location)

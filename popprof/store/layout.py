@@ -108,7 +108,14 @@ class Location:
         text = str(store)
         if "://" not in text:
             return cls(str(Path(text).resolve()))
-        scheme = text.split("://", 1)[0]
+        scheme, rest = text.split("://", 1)
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:  # s3://KEY:SECRET@bucket/prefix: never echo what precedes the @
+            raise UsageError(
+                f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{path}: a store URL must not hold "
+                "credentials (they would show in logs and messages); give them in the environment "
+                "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or an AWS profile"
+            )
         try:
             import fsspec
 
@@ -208,11 +215,28 @@ def write_descriptor(location: Location, tool_version: str, created: str) -> Non
     location.write_bytes(STORE_FILE, (json.dumps(document, indent=2) + "\n").encode())
 
 
+def reach(location: Location) -> None:
+    """The first request to an object store, where missing credentials and an unreachable endpoint show: one
+    InputError line (exit 2) instead of an internal error. Nothing for a local store."""
+    if location.local:
+        return
+    try:
+        location.exists(STORE_FILE)
+    except Exception as exc:  # botocore's and aiohttp's errors have no common base worth naming
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(
+            location.root,
+            f"cannot reach the store ({type(exc).__name__}: {reason})",
+            "check the credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE) and AWS_ENDPOINT_URL",
+        ) from None
+
+
 def read_descriptor(location: Location) -> dict:
     """The store's descriptor after checking it: InputError when missing, unreadable or from a newer popprof."""
     from ..io.versioning import check_format
 
     where = location.path(STORE_FILE)
+    reach(location)
     if not location.exists(STORE_FILE):
         raise InputError(
             location.root, "not a popprof store (no popprof-store.json)", "create one: popprof store init"
