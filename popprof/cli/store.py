@@ -152,11 +152,7 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str, outpu
     )
     if last is not None:
         sql += f" LIMIT {last}"
-    con = open_store(store).duckdb()
-    try:
-        frame = con.execute(sql, [branch] if branch is not None else []).fetch_df()
-    finally:
-        con.close()
+    frame = open_store(store).frame(sql, [branch] if branch is not None else [], kinds=["runs"])
     emit(frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1), output)
 
 
@@ -215,18 +211,28 @@ def compact_command(store: str, before: str | None, migrate: bool) -> None:
 @click.option("--fix", is_flag=True, help="Remove what the check finds (never a live run's file).")
 @format_option("text", "json", default="text")
 def fsck_command(store: str, fix: bool, fmt: str) -> None:
-    """Check STORE: files no run refers to (from a crash or --replace), temporaries, store version.
+    """Check STORE: files no run refers to (from a crash or --replace), temporaries, symbolic links, files
+    that cannot be read, live runs missing a file, store version.
 
-    Exit 1 when problems are found (and not fixed).
+    The files of an add under way are listed as pending and left alone. Exit 1 when problems are found
+    and not fixed (unreadable and missing files cannot be fixed: they are reported, never removed).
     """
     from ..store.compact import fsck
 
-    problems = fsck(store, fix=fix)
+    found = fsck(store, fix=fix)
+    problems = [p for p in found if p.kind != "pending"]
+    left = [p for p in problems if not p.fixed]
     if fmt == "json":
-        echo_json([p.__dict__ for p in problems])
+        echo_json([p.__dict__ for p in found])
     else:
-        for p in problems:
+        for p in found:
             click.echo(f"{'removed' if p.fixed else p.kind}: {p.path} ({p.detail})")
-        click.echo(f"{len(problems)} problem(s)" + (" fixed" if fix and problems else ""))
-    if problems and not fix:
+        text = f"{len(problems)} problem(s)"
+        if fix and problems:
+            text += " fixed" if not left else f", {len(problems) - len(left)} fixed, {len(left)} not fixable"
+        pending = len(found) - len(problems)
+        if pending:
+            text += f"; {pending} file(s) of adds under way left alone"
+        click.echo(text)
+    if left:
         raise click.exceptions.Exit(1)

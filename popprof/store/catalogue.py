@@ -28,8 +28,13 @@ def stored_rows(location: Location, run_id: str, profile: str) -> list[dict]:
     """Every catalogue row of (run_id, profile), in per-run and compacted files, latest ingest first."""
     key = run_key(run_id, profile)
     rows: list[dict] = []
-    for rel in location.files("runs", f"month=*/{key}.parquet"):
-        rows += [dict(row, _file=rel) for row in read_parquet(location, rel).to_pylist()]
+    # ``<key>--<ingest>.parquet``, or ``<key>.parquet`` as stores before issue 45 named it
+    for rel in location.files("runs", f"month=*/{key}*.parquet"):
+        rows += [
+            dict(row, _file=rel)
+            for row in read_parquet(location, rel).to_pylist()
+            if row["run_id"] == run_id and row["profile"] == profile
+        ]
     for rel in location.files("runs", f"month=*/{COMPACT_PREFIX}*.parquet"):
         table = read_parquet(location, rel)
         table = table.filter(pc.and_(pc.equal(table["run_id"], run_id), pc.equal(table["profile"], profile)))

@@ -52,11 +52,7 @@ def job_scores(store: Store, figure: str = DEFAULT_FIGURE, last: int | None = No
         FROM d JOIN m USING (run_id, profile)
         ORDER BY d.created, d.run_id, d.rank
     """
-    con = store.duckdb()
-    try:
-        return con.execute(sql).fetch_df()
-    finally:
-        con.close()
+    return store.frame(sql, kinds=["ranks"])
 
 
 def straggling_ranks(
