@@ -227,3 +227,23 @@ def test_missing_credentials_and_an_unreachable_endpoint_are_one_line(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     code, _, err = run(capsys, "store", "init", "s3://bucket/prefix")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot reach the store" in err
+
+
+def test_a_store_file_that_expands_far_beyond_its_size_is_bounded(root: Path, monkeypatch, capsys) -> None:
+    """On main a 28 KB store file holding a 400 MB string took compact to 2 GB; the Parquet limit of
+    bundles (parquet-ratio) now bounds store files from their footer before they are read (here a 64 MiB
+    string under a floor lowered to 1 MiB, so the test stays small)."""
+    from popprof.io import limits
+
+    monkeypatch.setattr(limits, "PARQUET_RATIO_FLOOR", 1 << 20)
+    write_history(root, {IDLE: [1.0, 2.0]})
+    victim = sorted(root.glob("runs/month=*/*.parquet"))[0]
+    table = pq.read_table(victim)
+    index = table.schema.get_field_index("manifest")
+    pq.write_table(
+        table.set_column(index, "manifest", pa.array(["a" * (64 << 20)])), victim, compression="zstd"
+    )
+    code, _, err = run(capsys, "store", "compact", root, "--before", "2100-01")
+    assert code == 2 and "parquet-ratio" in err and len(err.strip().splitlines()) == 1
+    code, out, _ = run(capsys, "store", "fsck", root)
+    assert code == 1 and "unreadable: runs/" in out and "too large to read" in out

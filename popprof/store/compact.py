@@ -90,6 +90,40 @@ def outdated(location: Location, kind: str, files: list[str]) -> list[str]:
     return found
 
 
+def expansion(location: Location, rel: str) -> tuple[int, int]:
+    """(bytes its columns take uncompressed, by the footer; the file's size) of one store file."""
+    import pyarrow.parquet as pq
+
+    if location.local:
+        metadata = pq.read_metadata(location.path(rel))
+        size = os.path.getsize(location.path(rel))
+    else:
+        with location.fs.open(location._bare(rel), "rb") as handle:  # type: ignore[union-attr]
+            metadata = pq.read_metadata(handle)
+            size = handle.size
+    expanded = sum(
+        metadata.row_group(g).column(c).total_uncompressed_size
+        for g in range(metadata.num_row_groups)
+        for c in range(metadata.num_columns)
+    )
+    return expanded, size
+
+
+def check_expansion(location: Location, rel: str) -> None:
+    """LimitExceeded when a store file would take far more memory than its size (popprof's Parquet limit, as
+    for a bundle's table: a 28 KB file holding a 400 MB string), judged from its footer before it is read."""
+    from ..io import limits, units
+
+    expanded, size = expansion(location, rel)
+    if expanded > limits.PARQUET_RATIO_FLOOR and expanded > limits.get("parquet-ratio") * max(size, 1):
+        raise limits.LimitExceeded(
+            location.path(rel),
+            "parquet-ratio",
+            f"a store file that expands {units.count(expanded // max(size, 1))}x "
+            f"(about {units.nbytes(expanded)} from {units.nbytes(size)})",
+        )
+
+
 def _compact_month(
     con, location: Location, kind: str, month: str, known: set[str], force: bool = False
 ) -> bool:
@@ -98,6 +132,8 @@ def _compact_month(
     one = len(inputs) == 1 and inputs[0].rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)
     if not inputs or (one and not force):
         return False
+    for rel in inputs:  # compaction reads every column of every file: bounded before it reads any
+        check_expansion(location, rel)
     names = [f'"{f.name}"' for f in schema_of(kind)]
     order = "created, run_id, profile" if "created" in schema_of(kind).names else "run_id, profile"
     # only this month's files: the view's rules (live ingests, highest generation) applied to them
@@ -221,6 +257,8 @@ def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..io.limits import LimitExceeded
+
     found = set()
     for kind in kinds():
         declared = schema_of(kind)
@@ -234,10 +272,16 @@ def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
                 other = [
                     f.name for f in declared if f.name in schema.names and schema.field(f.name).type != f.type
                 ]
+                check_expansion(location, rel)
                 if other:
                     table = read_parquet(location, rel, columns=other)
                     for name in other:
                         table[name].cast(declared.field(name).type, safe=True)
+            except LimitExceeded as exc:
+                problems.append(
+                    Problem("unreadable", rel, f"too large to read ({exc.detail})", fixable=False)
+                )
+                found.add(rel)
             except (OSError, ValueError, pa.ArrowException) as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 problems.append(
