@@ -112,3 +112,25 @@ def test_add_spark_adds_on_the_executors_and_reports_what_it_could_not(spark, tm
         store.add_spark(spark, root, [MK2, TWO_RANKS], run_ids={str(MK2): "mk2-1"}, commit="other")
     assert len(caught.value.failures) == 1 and "--replace" in caught.value.failures[0][1]
     assert [r.profile for r in caught.value.results] == [results[1].profile]
+
+
+def test_spark_reads_a_store_at_a_path_with_glob_characters_and_no_symbolic_link(
+    spark, tmp_path: Path
+) -> None:
+    """Issue 45, item 7, in Spark too: Hadoop globs the paths it is given, and lists symbolic links."""
+    import warnings
+
+    from popprof.testing.store_history import write_history
+
+    for name in ("ab", "a[b]"):
+        store.init(tmp_path / name)
+        write_history(tmp_path / name, {"trace.device_idle_us": [1.0]}, run_ids=[f"from-{name}"])
+    other = tmp_path / "a[b]"
+    for planted in list(other.rglob("*.parquet")):  # a whole run of another store, linked into 'ab'
+        (tmp_path / "ab" / planted.relative_to(other).parent / ("x" + planted.name)).symlink_to(planted)
+    for name in ("a[b]", "ab"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            store.open(tmp_path / name).spark(spark)
+        got = spark.sql("SELECT run_id FROM metrics").toArrow()["run_id"].to_pylist()
+        assert got == [f"from-{name}"], name
