@@ -218,3 +218,43 @@ def test_keep_bundle_keeps_the_source_bundle_and_replace_and_fsck_look_after_it(
     assert [(p.kind, p.path.split("/")[-1]) for p in fsck(root)] == [("orphan", orphan.name)]
     fsck(root, fix=True)
     assert not orphan.exists() and fsck(root) == [] and store.open(root).bundle("nope") is None
+
+
+def test_profile_pins_the_series_and_a_new_series_is_said(root: Path, tmp_path: Path, capsys) -> None:
+    """Issue 45, item 1: a renamed artefact continues its series with --profile; a new series is said."""
+    import popprof
+    from popprof.readers import bundle
+
+    profile = popprof.open(MK2)
+    profile.name = "model_v2"  # the same program's profile, written under the next version's name
+    renamed = bundle.write(profile, tmp_path / "model_v2.popprof")
+    code, out, _ = run(capsys, "store", "add", root, MK2, "--run-id", "1", "--time", "2026-11-01T00:00:00Z")
+    assert code == 0 and "new series: no earlier run of profile mk2_training" in out
+    code, out, _ = run(capsys, "store", "add", root, renamed, "--run-id", "2")  # a new series without a pin
+    assert code == 0 and "new series" in out and "model_v2" in out.splitlines()[0]
+    code, out, _ = run(capsys, "store", "add", root, renamed, "--run-id", "3", "--profile", "mk2_training")
+    assert code == 0 and out.startswith("added: run 3 profile mk2_training") and "new series" not in out
+    profiles = store.open(root).query("SELECT run_id, profile FROM runs ORDER BY run_id")
+    assert profiles.to_dict("records") == [
+        {"run_id": "1", "profile": "mk2_training"},
+        {"run_id": "2", "profile": "model_v2"},
+        {"run_id": "3", "profile": "mk2_training"},
+    ]
+    result = store.add(root, [renamed], run_id="4", profile="pinned")
+    assert [(r.profile, r.new_series) for r in result] == [("pinned", True)]
+    assert [r.new_series for r in store.add(root, [MK2], run_id="5", profile="pinned")] == [False]
+    code, _, err = run(capsys, "store", "add", root, MK2, "--profile", " ")
+    assert code == 2 and "--profile" in err
+
+
+def test_time_in_the_year_1_is_filed_under_a_month_compaction_sees(root: Path, capsys) -> None:
+    """Issue 45, item 7: --time 0001-01-01 went under month=1-01, which compaction never saw."""
+    code, out, _ = run(capsys, "store", "add", root, MK2, "--run-id", "a", "--time", "0001-01-01")
+    assert code == 0 and "(month 0001-01)" in out
+    assert (root / "runs" / "month=0001-01").is_dir() and not (root / "runs" / "month=1-01").exists()
+    code, out, _ = run(capsys, "store", "compact", root)
+    assert code == 0 and "runs/0001-01" in out
+    code, out, err = run(
+        capsys, "store", "add", root, MK2, "--run-id", "b", "--time", "0001-01-01T00:00+05:00"
+    )
+    assert code == 2 and "outside the years" in err and out == ""

@@ -15,6 +15,7 @@ import popprof.store as store
 from popprof.store.compact import compact, fsck, outdated
 from popprof.store.layout import Location
 from popprof.store.schemas import schema_of
+from popprof.testing.store_history import write_history
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +174,17 @@ def test_a_newer_store_version_is_refused(filled: Path, tmp_path: Path, capsys) 
 def test_ls_lists_runs_oldest_first(filled: Path, capsys) -> None:
     code, out, _ = run(capsys, "store", "ls", filled, "--last", "2", "--format", "json")
     assert code == 0 and [r["run_id"] for r in json.loads(out)] == ["00002", "00003"]
+
+
+def test_a_store_path_with_glob_characters_reads_its_own_files_only(tmp_path: Path, capsys) -> None:
+    """Issue 45, item 7: the store path went unescaped into DuckDB's glob, so `a[b]` listed store `ab`."""
+    for name, run_id in (("ab", "from-ab"), ("a[b]", "from-a[b]"), ("a*", "from-a*")):
+        store.init(tmp_path / name)
+        write_history(tmp_path / name, {"trace.device_idle_us": [1.0]}, run_ids=[run_id])
+    for name, run_id in (("a[b]", "from-a[b]"), ("a*", "from-a*"), ("ab", "from-ab")):
+        code, out, _ = run(capsys, "store", "ls", tmp_path / name, "--format", "json")
+        assert code == 0 and [r["run_id"] for r in json.loads(out)] == [run_id]
+        assert store.open(tmp_path / name).query("SELECT run_id FROM metrics")["run_id"].tolist() == [run_id]
+    assert compact(tmp_path / "a[b]", before="2100-01") == ["metrics/2026-01", "runs/2026-01"]
+    assert fsck(tmp_path / "a[b]") == [] and fsck(tmp_path / "ab") == []
+    assert store.open(tmp_path / "ab").query("SELECT run_id FROM runs")["run_id"].tolist() == ["from-ab"]

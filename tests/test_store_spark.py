@@ -84,3 +84,53 @@ def test_spark_views_equal_duckdb_ids_stay_strings_and_nothing_counts_twice(spar
     assert [r["commit"] for r in rows[TREND]] == ["a", "b"]
     assert {r["run_id"] for r in rows[RANKS]} == {"7"} and len(rows[RANKS]) == 2
     assert rows[TILES] == [{"run_id": "00123", "n": 1472}, {"run_id": "12e45", "n": 1472}]
+
+
+def test_add_spark_adds_on_the_executors_and_reports_what_it_could_not(spark, tmp_path: Path) -> None:
+    """Issue 45, item 4: ``popprof.store.add_spark`` runs ``store.add`` in the executors' Python workers
+    (local mode: the same machine, popprof importable there as on a cluster with it installed)."""
+    from popprof.store.distributed import SparkAddError
+
+    root = tmp_path / "store"
+    store.init(root)
+    results = store.add_spark(
+        spark, root, [MK2, TWO_RANKS], run_ids={str(MK2): "mk2-1"}, time="2026-03-01T00:00:00Z", commit="c"
+    )
+    assert [(r.run_id, r.profile, r.status, r.month) for r in results] == [
+        ("mk2-1", "mk2_training", "added", "2026-03"),
+        (results[1].run_id, results[1].profile, "added", "2026-03"),
+    ]
+    s = store.open(root)
+    assert s.query("SELECT count(*) AS n FROM runs")["n"].tolist() == [2]
+    assert s.query("SELECT count(*) AS n FROM tiles WHERE run_id = 'mk2-1'")["n"].tolist() == [1472]
+    assert s.query("SELECT DISTINCT commit FROM runs")["commit"].tolist() == ["c"]
+    again = store.add_spark(
+        spark, root, [MK2], run_ids={str(MK2): "mk2-1"}, time="2026-03-01T00:00:00Z", commit="c"
+    )
+    assert [r.status for r in again] == ["unchanged"]
+    with pytest.raises(SparkAddError) as caught:  # other content under a stored id: that source only fails
+        store.add_spark(spark, root, [MK2, TWO_RANKS], run_ids={str(MK2): "mk2-1"}, commit="other")
+    assert len(caught.value.failures) == 1 and "--replace" in caught.value.failures[0][1]
+    assert [r.profile for r in caught.value.results] == [results[1].profile]
+
+
+def test_spark_reads_a_store_at_a_path_with_glob_characters_and_no_symbolic_link(
+    spark, tmp_path: Path
+) -> None:
+    """Issue 45, item 7, in Spark too: Hadoop globs the paths it is given, and lists symbolic links."""
+    import warnings
+
+    from popprof.testing.store_history import write_history
+
+    for name in ("ab", "a[b]"):
+        store.init(tmp_path / name)
+        write_history(tmp_path / name, {"trace.device_idle_us": [1.0]}, run_ids=[f"from-{name}"])
+    other = tmp_path / "a[b]"
+    for planted in list(other.rglob("*.parquet")):  # a whole run of another store, linked into 'ab'
+        (tmp_path / "ab" / planted.relative_to(other).parent / ("x" + planted.name)).symlink_to(planted)
+    for name in ("a[b]", "ab"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            store.open(tmp_path / name).spark(spark)
+        got = spark.sql("SELECT run_id FROM metrics").toArrow()["run_id"].to_pylist()
+        assert got == [f"from-{name}"], name

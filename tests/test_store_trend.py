@@ -173,8 +173,9 @@ def test_reruns_of_one_commit_are_one_point_their_median(tmp_path: Path, capsys)
     assert "5 commits (7 runs)" in out
     code, out, _ = run(capsys, "trend", root, MEMORY, "--format", "json", "--each-run")
     (series,) = json.loads(out)["series"]
-    # run by run, the bad re-run makes the exact metric look noisy (and 7 runs are too few for a change point)
-    assert len(series["values"]) == 7 and series["mode"] == "noisy" and series["changes"] == []
+    # run by run, the memory metric stays exact (the registry knows bytes are), so each change of value shows
+    assert len(series["values"]) == 7 and series["mode"] == "exact"
+    assert [c["index"] for c in series["changes"]] == [2, 3, 6]
 
 
 def test_trend_config_sets_modes_and_its_own_thresholds(history, tmp_path: Path, capsys) -> None:
@@ -200,3 +201,61 @@ def test_trend_config_sets_modes_and_its_own_thresholds(history, tmp_path: Path,
         config.write_text(bad)
         code, _, err = run(capsys, "trend", root, IDLE, "--config", config)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+ISSUE_45 = [6.68e6, 25.44e6, 25.94e6]  # three runs of a cycle count: +281 %, then +2 %
+
+
+def test_a_cycle_count_is_exact_by_definition_whatever_its_spread(tmp_path: Path, capsys) -> None:
+    """Issue 45, item 2: the registry knows cycles are exact; auto must not take three values for noise."""
+    from popprof.store.trend import exact_by_definition
+
+    root = tmp_path / "store"
+    store.init(root)
+    ids = write_history(root, {"execution.total_cycles": ISSUE_45})
+    code, out, _ = run(capsys, "trend", root, "execution.total_cycles", "--format", "json")
+    assert code == 0
+    (series,) = json.loads(out)["series"]
+    assert series["mode"] == "exact"
+    first = series["changes"][0]
+    assert (first["last_old_run"], first["first_new_run"]) == (ids[0], ids[1])
+    assert first["rel_change"] == pytest.approx(25.44 / 6.68 - 1) and first["regression"]
+    code, _, _ = run(capsys, "trend", root, "execution.total_cycles", "--fail-on", "regression")
+    assert code == 1
+    assert all(
+        exact_by_definition(m)
+        for m in ("execution.total_cycles", "memory.total_incl_gaps_bytes", "execution.cycles.compute")
+    )
+    assert not any(exact_by_definition(m) for m in (IDLE, "trace.span_us", "account.compute_us", "nope"))
+
+
+def test_a_noisy_series_reports_a_jump_far_beyond_its_noise_with_three_runs(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "store"
+    store.init(root)
+    ids = write_history(root, {IDLE: ISSUE_45})
+    code, out, _ = run(capsys, "trend", root, IDLE, "--format", "json", "--fail-on", "regression")
+    (series,) = json.loads(out)["series"]
+    assert code == 1 and series["mode"] == "noisy"
+    assert [(c["first_new_run"], c["regression"]) for c in series["changes"]] == [(ids[1], True)]
+
+
+def test_far_jumps_are_not_found_in_noise() -> None:
+    """No far jump in stationary or spiky 500-run series, nor in short ones without a step; a step in the
+    last two runs of a long series (too recent for the change points) is found."""
+    for seed in range(50):
+        assert changepoints.far_jump(shifted_series(500, seed=seed)) is None
+        assert changepoints.far_jump(shifted_series(500, seed=1000 + seed, spikes=0.02)) is None
+        assert changepoints.far_jump(shifted_series(12, seed=seed)) is None
+    assert changepoints.far_jump([100.0, 125.0]) is None  # one new run is a spike until confirmed
+    assert changepoints.far_jump([100.0, 101.0, 125.0]) is None
+    late = shifted_series(200, seed=3, noise=0.01, shifts={198: 1.0})
+    assert changepoints.change_points(late) == [] and changepoints.far_jump(late) == 198
+
+
+def test_a_non_finite_metric_is_left_out_with_a_note(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "store"
+    store.init(root)
+    write_history(root, {IDLE: [100.0, float("inf"), 101.0, 100.0]})
+    code, out, err = run(capsys, "trend", root, IDLE, "--format", "json")
+    assert code == 0 and json.loads(out)["series"][0]["values"] == [100.0, 101.0, 100.0]
+    assert "not a finite number" in err

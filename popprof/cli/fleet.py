@@ -18,9 +18,10 @@ def fleet_command() -> None:
 @click.argument("store")
 @click.option(
     "--figure",
-    default="step_us",
+    default="late_start",
     show_default=True,
-    help="Per-rank figure: step_us, step_p90_us, late_start or idle_share.",
+    help="Per-rank figure: late_start (finds the late rank of a synchronous data-parallel job, where every "
+    "rank's step time is the same), step_us, step_p90_us or idle_share.",
 )
 @click.option(
     "--z",
@@ -38,13 +39,20 @@ def ranks_command(
 ) -> None:
     """Ranks and hosts of STORE that straggle repeatedly across jobs (robust z-score per job).
 
+    The output says which figure it rests on: a first line in the table, a figure column in CSV and JSON.
+
     \b
     Examples:
       popprof fleet ranks runs/ --last 1000 --z 3.5
       popprof fleet ranks runs/ --format csv -o stragglers.csv
     """
-    from ..store.fleet import straggling_ranks
+    from ..store.fleet import FIGURE_TEXT, straggling_ranks
     from .store import frame_text
 
     check_output(output, [store])
-    emit(frame_text(straggling_ranks(store, figure=figure, z=threshold, last=last), fmt), output)
+    found = straggling_ranks(store, figure=figure, z=threshold, last=last)
+    found.insert(0, "figure", figure)
+    text = frame_text(found, fmt)
+    if fmt == "table":
+        text = f"figure: {figure}, {FIGURE_TEXT[figure]} (--figure to change); z > {threshold:g}\n" + text
+    emit(text, output)

@@ -74,6 +74,14 @@ def init_command(store: str) -> None:
 @click.option("--branch", default=None, help="Branch of that commit (default: from CI).")
 @click.option("--time", "time_", default=None, metavar="ISO", help="The run's time (default: the bundle's).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label to record; repeatable.")
+@click.option(
+    "--profile",
+    "profile",
+    default=None,
+    metavar="NAME",
+    help="The series the run belongs to (default: the file or bundle name); pin it so a renamed "
+    "artefact continues its history.",
+)
 @click.option("--replace", is_flag=True, help="Overwrite a run stored with other content.")
 @click.option(
     "--keep-bundle",
@@ -89,6 +97,7 @@ def add_command(
     branch: str | None,
     time_: str | None,
     labels: tuple[str, ...],
+    profile: str | None,
     replace: bool,
     keep_bundle: bool,
     device_map: str | None,
@@ -96,7 +105,8 @@ def add_command(
     """Add SOURCES (bundles, run directories, traces, text summaries or baseline JSON) as runs of STORE.
 
     The same run again is a no-op (exit 0); the same run id with other content is refused (exit 2)
-    unless --replace.
+    unless --replace. A run's series is its profile name (--profile NAME, else the file or bundle
+    name); the output says when a run starts a new series.
     """
     from ..io.config import load_config
     from ..store import add
@@ -113,9 +123,15 @@ def add_command(
         replace=replace,
         reader_options=reader_options(device_map, load_config()),
         keep_bundle=keep_bundle,
+        profile=profile,
     )
     for result in results:
         click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")
+        if result.new_series:
+            click.echo(
+                f"new series: no earlier run of profile {result.profile} in the store "
+                "(--profile NAME adds a renamed artefact to its series)"
+            )
 
 
 @store_command.command("ls")
@@ -137,11 +153,7 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str, outpu
     )
     if last is not None:
         sql += f" LIMIT {last}"
-    con = open_store(store).duckdb()
-    try:
-        frame = con.execute(sql, [branch] if branch is not None else []).fetch_df()
-    finally:
-        con.close()
+    frame = open_store(store).frame(sql, [branch] if branch is not None else [], kinds=["runs"])
     emit(frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1), output)
 
 
@@ -200,18 +212,28 @@ def compact_command(store: str, before: str | None, migrate: bool) -> None:
 @click.option("--fix", is_flag=True, help="Remove what the check finds (never a live run's file).")
 @format_option("text", "json", default="text")
 def fsck_command(store: str, fix: bool, fmt: str) -> None:
-    """Check STORE: files no run refers to (from a crash or --replace), temporaries, store version.
+    """Check STORE: files no run refers to (from a crash or --replace), temporaries, symbolic links, files
+    that cannot be read, live runs missing a file, store version.
 
-    Exit 1 when problems are found (and not fixed).
+    The files of an add under way are listed as pending and left alone. Exit 1 when problems are found
+    and not fixed (unreadable and missing files cannot be fixed: they are reported, never removed).
     """
     from ..store.compact import fsck
 
-    problems = fsck(store, fix=fix)
+    found = fsck(store, fix=fix)
+    problems = [p for p in found if p.kind != "pending"]
+    left = [p for p in problems if not p.fixed]
     if fmt == "json":
-        echo_json([p.__dict__ for p in problems])
+        echo_json([p.__dict__ for p in found])
     else:
-        for p in problems:
+        for p in found:
             click.echo(f"{'removed' if p.fixed else p.kind}: {p.path} ({p.detail})")
-        click.echo(plural(len(problems), "problem") + (" fixed" if fix and problems else ""))
-    if problems and not fix:
+        text = plural(len(problems), "problem")
+        if fix and problems:
+            text += " fixed" if not left else f", {len(problems) - len(left)} fixed, {len(left)} not fixable"
+        pending = len(found) - len(problems)
+        if pending:
+            text += f"; {plural(pending, 'file')} of adds under way left alone"
+        click.echo(text)
+    if left:
         raise click.exceptions.Exit(1)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..model.errors import UsageError
-from .layout import STORE_FILE, Location, kind_dir, read_descriptor, write_descriptor
+from .layout import STORE_FILE, Location, kind_dir, reach, read_descriptor, write_descriptor
 from .schemas import schema_of, table_kind
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 def init(store: str | os.PathLike[str]) -> Store:
     """Create an empty store at ``store`` (a directory or ``s3://...``); an existing store is kept as it is."""
     location = Location.of(store)
+    reach(location)
     if location.exists(STORE_FILE):
         read_descriptor(location)  # refuses a newer or foreign one
         return Store(location)
@@ -57,18 +58,36 @@ class Store:
         return f"<popprof store {self.root}>"
 
     def duckdb(
-        self, con: duckdb.DuckDBPyConnection | None = None, *, kinds: Sequence[str] | None = None
+        self,
+        con: duckdb.DuckDBPyConnection | None = None,
+        *,
+        kinds: Sequence[str] | None = None,
+        skip: Set[str] = frozenset(),
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection (new, or ``con``) with the store's views created on it (of every kind, or of
-        ``kinds`` such as ``["metrics"]``; ``runs`` always)."""
+        ``kinds`` such as ``["metrics"]``; ``runs`` always; ``skip``: store files left out)."""
         import duckdb
 
         from .engine_duckdb import create_views
 
         con = duckdb.connect(":memory:") if con is None else con
         self._attach_filesystem(con)
-        create_views(con, self.location, kinds)
+        create_views(con, self.location, kinds, skip)
         return con
+
+    def frame(
+        self, sql: str, params: Sequence[object] = (), *, kinds: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """The result of trusted ``sql`` (popprof's own, not a user's: :meth:`query` is for those) over the
+        views as a DataFrame; a store file DuckDB cannot read is one InputError (exit 2)."""
+        from .engine_duckdb import readable
+
+        con = self.duckdb(kinds=kinds)
+        try:
+            with readable(self.location):
+                return con.execute(sql, list(params)).fetch_df()
+        finally:
+            con.close()
 
     def _attach_filesystem(self, con: duckdb.DuckDBPyConnection) -> None:
         if not self.location.local:
@@ -90,7 +109,13 @@ class Store:
         from .engine_duckdb import create_views
 
         budget = budget or sandbox.QueryBudget(timeout_s, memory_bytes)
-        con = sandbox.connect(budget.memory_bytes, allowed_directories=[self.root.rstrip("/") + "/"])
+        from .engine_duckdb import glob_escape
+
+        top = self.root.rstrip("/") + "/"
+        # the views read the store's files by escaped name (a store 'a[b]'): the escaped form of the path is
+        # the same directory, never another one
+        allowed = sorted({top, glob_escape(top)})
+        con = sandbox.connect(budget.memory_bytes, allowed_directories=allowed)
         try:
             con.execute("SET TimeZone = 'UTC'")
             self._attach_filesystem(con)
@@ -111,28 +136,24 @@ class Store:
         """One metric's history (or several metrics' in one query, with a ``name`` column): run_id, profile,
         created, commit, branch, value, unit, better, oldest first; ``last`` keeps the latest N rows."""
         names = [name] if isinstance(name, str) else list(name)
-        con = self.duckdb(kinds=["metrics"])  # the other kinds' files are not even listed
-        try:
-            where = [f"m.name IN ({', '.join('?' for _ in names)})"]
-            params: list[object] = list(names)
-            if profile is not None:
-                where.append("m.profile = ?")
-                params.append(profile)
-            if branch is not None:
-                where.append("r.branch = ?")
-                params.append(branch)
-            sql = (
-                "SELECT m.run_id, m.profile, m.created, r.commit, r.branch, m.value, m.unit, m.better"
-                + ("" if isinstance(name, str) else ", m.name")
-                + " "
-                "FROM metrics m JOIN runs r USING (run_id, profile, ingest_id) "
-                f"WHERE {' AND '.join(where)} ORDER BY m.created DESC, m.run_id DESC"
-            )
-            if last is not None:
-                sql += f" LIMIT {int(last)}"
-            frame = con.execute(sql, params).fetch_df()
-        finally:
-            con.close()
+        where = [f"m.name IN ({', '.join('?' for _ in names)})"]
+        params: list[object] = list(names)
+        if profile is not None:
+            where.append("m.profile = ?")
+            params.append(profile)
+        if branch is not None:
+            where.append("r.branch = ?")
+            params.append(branch)
+        sql = (
+            "SELECT m.run_id, m.profile, m.created, r.commit, r.branch, m.value, m.unit, m.better"
+            + ("" if isinstance(name, str) else ", m.name")
+            + " "
+            "FROM metrics m JOIN runs r USING (run_id, profile, ingest_id) "
+            f"WHERE {' AND '.join(where)} ORDER BY m.created DESC, m.run_id DESC"
+        )
+        if last is not None:
+            sql += f" LIMIT {int(last)}"
+        frame = self.frame(sql, params, kinds=["metrics"])  # the other kinds' files are not even listed
         return frame.iloc[::-1].reset_index(drop=True)
 
     def bundle(self, run_id: str, profile: str | None = None) -> str | None:
@@ -142,15 +163,13 @@ class Store:
         from .identity import month_of
         from .layout import run_key
 
-        con = self.duckdb()
-        try:
-            rows = con.execute(
-                "SELECT profile, created, ingest_id, kind FROM runs WHERE run_id = ?"
-                + (" AND profile = ?" if profile is not None else ""),
-                [run_id] if profile is None else [run_id, profile],
-            ).fetchall()
-        finally:
-            con.close()
+        found = self.frame(
+            "SELECT profile, created, ingest_id, kind FROM runs WHERE run_id = ?"
+            + (" AND profile = ?" if profile is not None else ""),
+            [run_id] if profile is None else [run_id, profile],
+            kinds=["runs"],
+        )
+        rows = [tuple(r) for r in found.itertuples(index=False)]
         if len(rows) > 1:
             names = ", ".join(sorted(r[0] for r in rows))
             raise UsageError(f"run {run_id!r} has profiles {names}: name one")

@@ -28,14 +28,39 @@ def stored_rows(location: Location, run_id: str, profile: str) -> list[dict]:
     """Every catalogue row of (run_id, profile), in per-run and compacted files, latest ingest first."""
     key = run_key(run_id, profile)
     rows: list[dict] = []
-    for rel in location.files("runs", f"month=*/{key}.parquet"):
-        rows += [dict(row, _file=rel) for row in read_parquet(location, rel).to_pylist()]
+    # ``<key>--<ingest>.parquet``, or ``<key>.parquet`` as stores before issue 45 named it
+    for rel in location.files("runs", f"month=*/{key}*.parquet"):
+        rows += [
+            dict(row, _file=rel)
+            for row in read_parquet(location, rel).to_pylist()
+            if row["run_id"] == run_id and row["profile"] == profile
+        ]
     for rel in location.files("runs", f"month=*/{COMPACT_PREFIX}*.parquet"):
         table = read_parquet(location, rel)
         table = table.filter(pc.and_(pc.equal(table["run_id"], run_id), pc.equal(table["profile"], profile)))
         rows += [dict(row, _file=rel) for row in table.to_pylist()]
     rows.sort(key=lambda r: (r["ingested_at"], r["ingest_id"]), reverse=True)
     return rows
+
+
+def known_profiles(location: Location, names: set[str]) -> set[str]:
+    """Which of the profile ``names`` have a run in the store (any ingest, live or not). Reads only the
+    catalogue files whose name can hold one of them (the profile's slug is in a per-run row's name) and the
+    compacted ones' ``profile`` column."""
+    if not names:
+        return set()
+    from .layout import slug
+
+    slugs = {slug(name) for name in names}
+    found: set[str] = set()
+    for rel in location.files("runs", "month=*/*.parquet"):
+        stem = rel.rsplit("/", 1)[-1].removesuffix(".parquet")
+        if not stem.startswith(COMPACT_PREFIX) and not any(f"--{s}--" in stem for s in slugs):
+            continue
+        found.update(read_parquet(location, rel, columns=["profile"])["profile"].to_pylist())
+        if names <= found:
+            break
+    return names & found
 
 
 def write_row(location: Location, month: str, row: dict) -> str:

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 
 from . import bundles
-from .catalogue import write_parquet
-from .engine_duckdb import raw_sql
+from .catalogue import read_parquet, write_parquet
+from .engine_duckdb import raw_sql, readable
 from .identity import month_of
 from .layout import (
     COMPACT_PREFIX,
+    PENDING,
     Location,
     check_month,
     compact_generation,
@@ -31,8 +33,10 @@ from .layout import (
     is_month,
     kind_dir,
     read_descriptor,
+    run_file,
+    run_key,
 )
-from .schemas import kinds, schema_of
+from .schemas import kinds, schema_of, table_kind
 from .views import raw_name, view_sql
 
 
@@ -47,18 +51,23 @@ def compact(store: str | os.PathLike[str], *, before: str | None = None, migrate
     con = Store(location).duckdb()
     done = []
     try:
-        known = {r[0] for r in con.execute(f"SELECT DISTINCT ingest_id FROM {raw_name('runs')}").fetchall()}
-        # the catalogue last: the other kinds' views read it while they are compacted
-        for kind in [*[k for k in kinds() if k != "runs"], "runs"]:
-            for month_name in location.dirs(kind_dir(kind)):
-                month = month_name.removeprefix("month=")
-                if not month_name.startswith("month=") or not is_month(month):
-                    continue
-                force = migrate and bool(
-                    outdated(location, kind, location.files(f"{kind_dir(kind)}/month={month}", "*.parquet"))
-                )
-                if (month < before or force) and _compact_month(con, location, kind, month, known, force):
-                    done.append(f"{kind}/{month}")
+        with readable(location):
+            known = {
+                r[0] for r in con.execute(f"SELECT DISTINCT ingest_id FROM {raw_name('runs')}").fetchall()
+            }
+            # the catalogue last: the other kinds' views read it while they are compacted
+            for kind in [*[k for k in kinds() if k != "runs"], "runs"]:
+                for month_name in location.dirs(kind_dir(kind)):
+                    month = month_name.removeprefix("month=")
+                    if not month_name.startswith("month=") or not is_month(month):
+                        continue
+                    force = migrate and bool(
+                        outdated(
+                            location, kind, location.files(f"{kind_dir(kind)}/month={month}", "*.parquet")
+                        )
+                    )
+                    if (month < before or force) and _compact_month(con, location, kind, month, known, force):
+                        done.append(f"{kind}/{month}")
     finally:
         con.close()
     return done
@@ -81,6 +90,40 @@ def outdated(location: Location, kind: str, files: list[str]) -> list[str]:
     return found
 
 
+def expansion(location: Location, rel: str) -> tuple[int, int]:
+    """(bytes its columns take uncompressed, by the footer; the file's size) of one store file."""
+    import pyarrow.parquet as pq
+
+    if location.local:
+        metadata = pq.read_metadata(location.path(rel))
+        size = os.path.getsize(location.path(rel))
+    else:
+        with location.fs.open(location._bare(rel), "rb") as handle:  # type: ignore[union-attr]
+            metadata = pq.read_metadata(handle)
+            size = handle.size
+    expanded = sum(
+        metadata.row_group(g).column(c).total_uncompressed_size
+        for g in range(metadata.num_row_groups)
+        for c in range(metadata.num_columns)
+    )
+    return expanded, size
+
+
+def check_expansion(location: Location, rel: str) -> None:
+    """LimitExceeded when a store file would take far more memory than its size (popprof's Parquet limit, as
+    for a bundle's table: a 28 KB file holding a 400 MB string), judged from its footer before it is read."""
+    from ..io import limits, units
+
+    expanded, size = expansion(location, rel)
+    if expanded > limits.PARQUET_RATIO_FLOOR and expanded > limits.get("parquet-ratio") * max(size, 1):
+        raise limits.LimitExceeded(
+            location.path(rel),
+            "parquet-ratio",
+            f"a store file that expands {units.count(expanded // max(size, 1))}x "
+            f"(about {units.nbytes(expanded)} from {units.nbytes(size)})",
+        )
+
+
 def _compact_month(
     con, location: Location, kind: str, month: str, known: set[str], force: bool = False
 ) -> bool:
@@ -89,6 +132,8 @@ def _compact_month(
     one = len(inputs) == 1 and inputs[0].rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)
     if not inputs or (one and not force):
         return False
+    for rel in inputs:  # compaction reads every column of every file: bounded before it reads any
+        check_expansion(location, rel)
     names = [f'"{f.name}"' for f in schema_of(kind)]
     order = "created, run_id, profile" if "created" in schema_of(kind).names else "run_id, profile"
     # only this month's files: the view's rules (live ingests, highest generation) applied to them
@@ -109,61 +154,205 @@ def _compact_month(
 
 @dataclass
 class Problem:
-    """One thing ``fsck`` found: ``kind`` (orphan, superseded, compacted, temporary), the file and why."""
+    """One thing ``fsck`` found: ``kind`` (orphan, superseded, compacted, temporary, symlink, unreadable,
+    missing, pending), the file and why. ``fixable``: whether ``--fix`` may remove it (an unreadable or
+    missing file is data fsck cannot repair; a pending add's files are not its to remove)."""
 
     kind: str
     path: str
     detail: str
     fixed: bool = False
+    fixable: bool = True
 
 
-def fsck(store: str | os.PathLike[str], *, fix: bool = False) -> list[Problem]:
-    """Check a store; with ``fix``, remove what is found (files no query sees). Do not fix while adds run."""
+#: An add's pending marker (and a temporary file) younger than this is an add under way: ``fsck --fix``
+#: leaves its files alone. Older, the add is taken for dead (a ``kill -9``) and its files are orphans.
+PENDING_GRACE = dt.timedelta(hours=1)
+
+
+def fsck(
+    store: str | os.PathLike[str], *, fix: bool = False, grace: dt.timedelta = PENDING_GRACE
+) -> list[Problem]:
+    """Check a store; with ``fix``, remove what is found that no query sees (never a live run's file, never
+    the files of an add under way: its pending marker younger than ``grace``). Symbolic links (removed: the
+    link, not its target), files that cannot be read or have a column of another type, and live runs missing
+    a file are reported too; the last two cannot be repaired by fsck."""
+    import warnings
+
     from .api import Store
 
     location = Location.of(store)
     read_descriptor(location)
-    con = Store(location).duckdb()
+    now = dt.datetime.now(dt.UTC)
+    problems = [
+        Problem("symlink", rel, "a symbolic link: never read, compacted or removed through")
+        for rel in location.links()
+    ]
+    pending = _pending(location, now, grace, problems)
+    unreadable = _unreadable(location, problems)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the links are reported above
+        con = Store(location).duckdb(skip=unreadable)
     try:
-        live = {r[0] for r in con.execute("SELECT ingest_id FROM runs").fetchall()}
-        known = {r[0] for r in con.execute(f"SELECT DISTINCT ingest_id FROM {raw_name('runs')}").fetchall()}
-        problems = []
-        for kind in kinds():
-            if kind == "runs":
-                continue
-            prefix = location.root.rstrip("/") + "/"
-            compacted = {
-                (ingest, file.removeprefix(prefix).rsplit("/", 1)[0])
-                for ingest, file in con.execute(
-                    f"SELECT DISTINCT ingest_id, _file FROM {raw_name(kind)} WHERE _file LIKE '%/compact-%'"
-                ).fetchall()
-            }
-            for rel in location.files(kind_dir(kind), "month=*/*.parquet"):
-                ingest = ingest_of(rel)
-                if ingest is None:
-                    continue
-                if ingest not in known:
-                    problems.append(Problem("orphan", rel, "no catalogue row: an add that did not finish"))
-                elif ingest not in live:
-                    problems.append(Problem("superseded", rel, "the run was replaced"))
-                elif (ingest, rel.rsplit("/", 1)[0]) in compacted:
-                    problems.append(
-                        Problem("compacted", rel, "also in a compacted file: a compaction was interrupted")
-                    )
+        with readable(location):
+            # the ingest of an unreadable catalogue file (in its name) owns its files still
+            owned = {ingest_of(rel) for rel in unreadable if rel.startswith("runs/")} - {None}
+            found = _orphans(con, location, pending, owned)
     finally:
         con.close()
-    for rel, ingest in bundles.kept(location).items():
-        if ingest not in known:
-            problems.append(Problem("orphan", rel, "a kept bundle without a catalogue row"))
-        elif ingest not in live:
-            problems.append(Problem("superseded", rel, "a kept bundle of a replaced run"))
+    if any(rel.startswith("runs/") for rel in unreadable):  # its rows may own the files that look orphaned
+        for problem in found:
+            if problem.kind in ("orphan", "superseded"):
+                problem.fixable = False
+                problem.detail += "; kept while a catalogue file cannot be read"
+    problems += found
     for rel in location.files("", "**/.*.tmp"):
-        problems.append(Problem("temporary", rel, "a write that did not finish"))
+        if location.local and now - _mtime(location, rel) < grace:
+            problems.append(Problem("pending", rel, "a write under way", fixable=False))
+        else:
+            problems.append(Problem("temporary", rel, "a write that did not finish"))
     if fix:
         for problem in problems:
-            if problem.path.startswith(f"{bundles.ROOT}/"):
+            if not problem.fixable:
+                continue
+            if problem.kind == "symlink":
+                os.unlink(location.path(problem.path))
+            elif problem.path.startswith(f"{bundles.ROOT}/"):
                 bundles.remove(location, problem.path)
             else:
                 location.remove(problem.path)
             problem.fixed = True
+    return problems
+
+
+def _mtime(location: Location, rel: str) -> dt.datetime:
+    return dt.datetime.fromtimestamp(os.stat(location.path(rel)).st_mtime, dt.UTC)
+
+
+def _pending(location: Location, now: dt.datetime, grace: dt.timedelta, problems: list[Problem]) -> set[str]:
+    """The ingest ids of adds under way (a pending marker younger than ``grace``); stale markers become
+    problems."""
+    import json
+
+    under_way = set()
+    for rel in location.files(PENDING, "*.json"):
+        ingest = rel.rsplit("/", 1)[-1].removesuffix(".json")
+        try:
+            started = dt.datetime.fromisoformat(json.loads(location.read_bytes(rel))["started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            started = None
+        if started is not None and started.tzinfo is not None and now - started < grace:
+            under_way.add(ingest)
+            problems.append(
+                Problem("pending", rel, f"an add under way since {started.isoformat()}", fixable=False)
+            )
+        else:
+            problems.append(Problem("orphan", rel, "the marker of an add that did not finish"))
+    return under_way
+
+
+def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
+    """Store files whose Parquet footer cannot be read, or with a column the declared type cannot take (the
+    views cast every column: such a file stops every query of its kind); returns their paths."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..io.limits import LimitExceeded
+
+    found = set()
+    for kind in kinds():
+        declared = schema_of(kind)
+        for rel in location.files(kind_dir(kind), "month=*/*.parquet"):
+            try:
+                if location.local:
+                    schema = pq.read_schema(location.path(rel))
+                else:
+                    with location.fs.open(location._bare(rel), "rb") as handle:  # type: ignore[union-attr]
+                        schema = pq.read_schema(handle)
+                other = [
+                    f.name for f in declared if f.name in schema.names and schema.field(f.name).type != f.type
+                ]
+                check_expansion(location, rel)
+                if other:
+                    table = read_parquet(location, rel, columns=other)
+                    for name in other:
+                        table[name].cast(declared.field(name).type, safe=True)
+            except LimitExceeded as exc:
+                problems.append(
+                    Problem("unreadable", rel, f"too large to read ({exc.detail})", fixable=False)
+                )
+                found.add(rel)
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                problems.append(
+                    Problem("unreadable", rel, f"cannot be read as this kind ({reason})", fixable=False)
+                )
+                found.add(rel)
+    return found
+
+
+def _orphans(
+    con, location: Location, pending: set[str], owned: set[str | None] = frozenset()
+) -> list[Problem]:
+    """Files of ingests no live catalogue row owns, files compacted twice, and live runs missing a file."""
+    live = {r[0] for r in con.execute("SELECT ingest_id FROM runs").fetchall()}
+    known = {r[0] for r in con.execute(f"SELECT DISTINCT ingest_id FROM {raw_name('runs')}").fetchall()}
+    problems = []
+    present: dict[str, set[str]] = {}
+    compact_months: dict[str, set[str]] = {}
+    prefix = location.root.rstrip("/") + "/"
+    for kind in kinds():
+        if kind == "runs":
+            continue
+        compacted = {
+            (ingest, file.removeprefix(prefix).rsplit("/", 1)[0])
+            for ingest, file in con.execute(
+                f"SELECT DISTINCT ingest_id, _file FROM {raw_name(kind)} WHERE _file LIKE '%/compact-%'"
+            ).fetchall()
+        }
+        present[kind] = {ingest for ingest, _ in compacted}
+        compact_months[kind] = {folder for _, folder in compacted}
+        for rel in location.files(kind_dir(kind), "month=*/*.parquet"):
+            ingest = ingest_of(rel)
+            if ingest is None:
+                compact_months[kind].add(rel.rsplit("/", 1)[0])
+                continue
+            present[kind].add(ingest)
+            if ingest in pending:
+                problems.append(Problem("pending", rel, "written by an add under way", fixable=False))
+            elif ingest in owned:
+                continue
+            elif ingest not in known:
+                problems.append(Problem("orphan", rel, "no catalogue row: an add that did not finish"))
+            elif ingest not in live:
+                problems.append(Problem("superseded", rel, "the run was replaced"))
+            elif (ingest, rel.rsplit("/", 1)[0]) in compacted:
+                problems.append(
+                    Problem("compacted", rel, "also in a compacted file: a compaction was interrupted")
+                )
+    for run_id, profile, ingest, created, tables in con.execute(
+        "SELECT run_id, profile, ingest_id, created, tables FROM runs"
+    ).fetchall():
+        month = month_of(created)
+        for table in ["metrics", *json.loads(tables or "[]")]:
+            kind = table if table == "metrics" else table_kind(table)
+            folder = f"{kind_dir(kind)}/month={month}"
+            # a table with no rows leaves no trace in a compacted file: only a month never compacted tells
+            if ingest not in present.get(kind, set()) and folder not in compact_months.get(kind, set()):
+                path = run_file(kind, month, run_key(run_id, profile), ingest)
+                problems.append(
+                    Problem(
+                        "missing",
+                        path,
+                        f"run {run_id} profile {profile} lacks its {table} file",
+                        fixable=False,
+                    )
+                )
+    for rel, ingest in bundles.kept(location).items():
+        if ingest in pending:
+            problems.append(Problem("pending", rel, "a bundle an add under way keeps", fixable=False))
+        elif ingest not in known:
+            problems.append(Problem("orphan", rel, "a kept bundle without a catalogue row"))
+        elif ingest not in live:
+            problems.append(Problem("superseded", rel, "a kept bundle of a replaced run"))
     return problems

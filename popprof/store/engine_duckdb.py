@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import re
+import warnings
+from collections.abc import Iterator, Sequence, Set
 
 import duckdb
 
+from ..model.errors import InputError
 from .layout import Location, kind_dir
 from .schemas import kinds, schema_of, view_name
 from .views import LIVE, columns, duckdb_type, live_sql, one_generation, raw_name, view_sql
@@ -14,6 +17,12 @@ from .views import LIVE, columns, duckdb_type, live_sql, one_generation, raw_nam
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def glob_escape(path: str) -> str:
+    """``path`` as a DuckDB file pattern that matches itself only: ``[``, ``*`` and ``?`` as one-character
+    classes (a store ``a[b]`` would otherwise read the files of store ``ab``)."""
+    return re.sub(r"([\[*?])", r"[\1]", path)
 
 
 def raw_sql(location: Location, kind: str, present: bool, files: list[str] | None = None) -> str:
@@ -31,9 +40,12 @@ def raw_sql(location: Location, kind: str, present: bool, files: list[str] | Non
     if not present:
         return empty
     if files is None:
-        source = _literal(location.path(f"{kind_dir(kind)}/month=*/*.parquet"))
-    else:
-        source = "[" + ", ".join(_literal(location.path(f)) for f in files) + "]"
+        files = location.files(kind_dir(kind), "month=*/*.parquet")
+        if not files:
+            return empty
+    # the files listed, each escaped: never a pattern over the store's own path, and only what
+    # ``Location.files`` lists (no symbolic link)
+    source = "[" + ", ".join(_literal(glob_escape(location.path(f))) for f in files) + "]"
     files_sql = (
         f"SELECT * FROM read_parquet({source}, "
         "hive_partitioning = true, hive_types = {'month': 'VARCHAR'}, union_by_name = true, filename = true)"
@@ -45,38 +57,82 @@ def raw_sql(location: Location, kind: str, present: bool, files: list[str] | Non
     )
 
 
-def present_kinds(location: Location, only: Sequence[str] | None = None) -> dict[str, list[str]]:
-    """The kinds (of ``only``, default all) that have at least one file in the store, with their files."""
+@contextlib.contextmanager
+def readable(location: Location) -> Iterator[None]:
+    """DuckDB's (and pyarrow's) errors over the store's files (a truncated Parquet file, a column of another
+    type that the declared cast cannot convert) as one InputError line, exit 2, instead of an internal error."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except (duckdb.Error, pa.ArrowException) as exc:
+        reason = " ".join(str(exc).split("\n")[0].split()) or type(exc).__name__
+        raise InputError(
+            location.root,
+            f"a store file cannot be read ({reason})",
+            "popprof store fsck lists the files it cannot read",
+        ) from None
+
+
+def present_kinds(
+    location: Location, only: Sequence[str] | None = None, skip: Set[str] = frozenset()
+) -> dict[str, list[str]]:
+    """The kinds (of ``only``, default all) that have at least one file in the store (leaving out ``skip``),
+    with their files."""
     found = {}
     for kind in only or kinds():
-        files = location.files(kind_dir(kind), "month=*/*.parquet")
+        files = [f for f in location.files(kind_dir(kind), "month=*/*.parquet") if f not in skip]
         if files:
             found[kind] = files
     return found
 
 
 def create_views(
-    con: duckdb.DuckDBPyConnection, location: Location, only: Sequence[str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    location: Location,
+    only: Sequence[str] | None = None,
+    skip: Set[str] = frozenset(),
 ) -> list[str]:
     """Create the raw relations and views of every kind (or of ``only``, with ``runs`` always) on ``con``;
-    returns the view names.
+    returns the view names. ``skip``: store files left out (``fsck`` reads around the unreadable ones).
 
     The live ingests are read once into a temporary table; a kind without files gets an empty view of its
-    declared columns (nothing to bind against the files).
+    declared columns (nothing to bind against the files). A file that cannot be read is one InputError.
+    Symbolic links are never read (:meth:`Location.files`); a warning says how many were left out.
     """
+    with readable(location):
+        return _create_views(con, location, only, skip)
+
+
+def _create_views(
+    con: duckdb.DuckDBPyConnection, location: Location, only: Sequence[str] | None, skip: Set[str]
+) -> list[str]:
     wanted = ["runs", *[k for k in (only or kinds()) if k != "runs"]]
-    present = present_kinds(location, wanted)
+    present = present_kinds(location, wanted, skip)
+    if location.skipped:
+        warnings.warn(
+            f"{location.root}: {len(location.skipped)} symbolic link(s) in the store not read "
+            "(popprof store fsck lists them, --fix removes them)",
+            stacklevel=3,
+        )
     con.execute("SET parquet_metadata_cache = true")  # each view binds the files again: footers read once
     # DuckDB draws a progress bar on stderr for long scans; in Jupyter without ipywidgets it refuses to
     # change the setting (and draws none)
     with contextlib.suppress(duckdb.Error):
         con.execute("SET enable_progress_bar = false")
-    con.execute(f"CREATE VIEW {raw_name('runs')} AS {raw_sql(location, 'runs', 'runs' in present)}")
+    con.execute(
+        f"CREATE VIEW {raw_name('runs')} AS "
+        f"{raw_sql(location, 'runs', 'runs' in present, present.get('runs'))}"
+    )
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
     for kind in wanted:
         if kind != "runs":
-            con.execute(f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present)}")
+            con.execute(
+                f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present, present.get(kind))}"
+            )
         if kind in present:
             sql = view_sql(kind, single=one_generation(present[kind]))
         else:
@@ -87,4 +143,4 @@ def create_views(
     return names
 
 
-__all__ = ["columns", "create_views", "present_kinds", "raw_sql"]
+__all__ = ["columns", "create_views", "present_kinds", "raw_sql", "readable"]

@@ -10,6 +10,7 @@ CI, and says in one line what to install when there is no Java.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import pyarrow as pa
@@ -104,7 +105,7 @@ def register(session, location: Location) -> list[str]:
         schema = spark_schema(kind)
         files = location.files(kind_dir(kind), "month=*/*.parquet")
         if files:
-            frame = session.read.schema(schema).parquet(_spark_path(location, kind_dir(kind)))
+            frame = _read(session, schema, location, kind, files)
             frame = frame.select(*columns(kind), F.col("_metadata.file_path").alias("_file"))
         else:
             schema = types.StructType([*schema.fields, types.StructField("_file", types.StringType())])
@@ -116,6 +117,24 @@ def register(session, location: Location) -> list[str]:
         session.sql(view_sql(kind, quote="`", single=single)).createOrReplaceTempView(view_name(kind))
         names.append(view_name(kind))
     return names
+
+
+#: Characters Hadoop's path globbing reads in a path Spark is given.
+_HADOOP_GLOB = re.compile(r"([{}\[\]*?\\])")
+
+
+def _read(session, schema, location: Location, kind: str, files: list[str]):
+    """The files of ``kind`` as a DataFrame of the declared schema. The kind's directory, as Spark lists it,
+    unless the store's path holds a glob character (Hadoop would read ``a[b]`` as a pattern) or a file was
+    left out as a symbolic link (:meth:`Location.files`): then the listed files, each escaped, with the
+    directory as the partitions' base."""
+    base = _spark_path(location, kind_dir(kind))
+    reader = session.read.schema(schema)
+    linked = any(rel.startswith(kind_dir(kind) + "/") for rel in location.skipped)
+    if not linked and not _HADOOP_GLOB.search(location.root):
+        return reader.parquet(base)
+    paths = [_HADOOP_GLOB.sub(r"\\\1", _spark_path(location, rel)) for rel in files]
+    return reader.option("basePath", base).parquet(*paths)
 
 
 def _empty(session, schema):

@@ -96,9 +96,14 @@ def parse_time(text: str) -> dt.datetime:
         value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"--time {text!r}: not an ISO 8601 time (e.g. 2026-06-01T12:00:00Z)") from None
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    try:
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the year 1 in UTC
+        raise UsageError(f"--time {text!r}: outside the years 1-9999 in UTC") from None
 
 
 def month_of(time: dt.datetime) -> str:
-    """The partition month (YYYY-MM) of a run's time."""
-    return time.astimezone(dt.UTC).strftime("%Y-%m")
+    """The partition month (YYYY-MM) of a run's time; the year always has four digits (``strftime("%Y")``
+    gives ``1`` for the year 1 on glibc, a month no compaction would see)."""
+    utc = time.astimezone(dt.UTC)
+    return f"{utc.year:04d}-{utc.month:02d}"

@@ -9,6 +9,7 @@ only files no view shows (``store fsck`` lists them). Concurrent adds of differe
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import io
@@ -23,14 +24,14 @@ import pyarrow as pa
 from .. import metrics as registry
 from .._version import __version__
 from ..compare.baseline import baseline_document, is_baseline
-from ..model.errors import InputError, PopprofError, UsageError
+from ..model.errors import InputError, PopprofError, UsageError, display_path
 from ..model.profile import Profile
 from ..readers import bundle as bundle_reader
 from ..readers.baseline import BASELINE_FORMAT, read_baseline
 from . import bundles
 from . import identity as ident
-from .catalogue import stored_rows, write_parquet, write_row
-from .layout import Location, read_descriptor, run_file, run_key
+from .catalogue import known_profiles, stored_rows, write_parquet, write_row
+from .layout import COMPACT_PREFIX, PENDING, Location, read_descriptor, run_file, run_key
 from .ranks import rank_table
 from .schemas import METRICS, RANKS, table_kind, to_arrow
 
@@ -48,6 +49,9 @@ class AddResult:
     status: str
     month: str
     ingest_id: str
+    #: True when the store held no earlier run of this profile: the run starts a new series (``trend`` and
+    #: ``diff`` compare runs of one profile name; ``profile=`` / ``--profile`` pins it)
+    new_series: bool = False
 
 
 @dataclass
@@ -76,21 +80,27 @@ def add(
     reader_options: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
     keep_bundle: bool = False,
+    profile: str | None = None,
 ) -> list[AddResult]:
     """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
 
     ``run_id``/``commit``/``branch`` default from the CI environment (``env``, else ``os.environ``); without
     a run id the first 16 hex digits of the content hash name the run. ``keep_bundle`` keeps each added run's
-    bundle in the store (:mod:`.bundles`). Raises :class:`StoreConflict` (before
+    bundle in the store (:mod:`.bundles`). ``profile`` pins the series key (the profile name, else taken from
+    the file or bundle name), so a renamed artefact continues its series; a source holding several profiles
+    cannot take one name. Each result says whether it starts a new series. Raises :class:`StoreConflict` (before
     writing anything) when a run is stored with other content and ``replace`` is false.
     """
     location = Location.of(store)
     read_descriptor(location)
     who = ident.resolve(run_id, commit, branch, labels or {}, env)
     when = ident.parse_time(time) if isinstance(time, str) else time
+    if profile is not None and not profile.strip():
+        raise UsageError("--profile: an empty name")
     plans: list[_Plan] = []
     for source in sources:
-        plans += _load(Path(source), who, when, dict(reader_options or {}))
+        plans += _load(Path(source), who, when, dict(reader_options or {}), profile)
+    series = known_profiles(location, {plan.profile.name for plan in plans})
     seen: set[tuple[str, str]] = set()
     decisions = []
     for plan in plans:
@@ -109,9 +119,9 @@ def add(
                 f"{location.root}: run {plan.run_id!r} profile {plan.profile.name!r} is stored with other "
                 "content; pass --replace to overwrite it, or give another --run-id"
             )
-        decisions.append((plan, live))
+        decisions.append((plan, live, {r["ingest_id"] for r in old}))
     results = []
-    for plan, live in decisions:
+    for plan, live, before in decisions:
         if live is not None and live["content_sha256"] == plan.content:
             results.append(
                 AddResult(
@@ -123,17 +133,29 @@ def add(
                 )
             )
             continue
-        results.append(_write(location, plan, who, replaced=live, keep_bundle=keep_bundle))
+        result = _write(location, plan, who, replaced=live, keep_bundle=keep_bundle, before=before)
+        new = plan.profile.name not in series
+        series.add(plan.profile.name)  # the next profile of this add with the name continues the series
+        results.append(dataclasses.replace(result, new_series=new))
     return results
 
 
-def _load(path: Path, who: ident.Identity, when: dt.datetime | None, options: dict) -> list[_Plan]:
-    """Open one source into plans (one per profile)."""
+def _load(
+    path: Path, who: ident.Identity, when: dt.datetime | None, options: dict, pin: str | None = None
+) -> list[_Plan]:
+    """Open one source into plans (one per profile); ``pin`` names the profile (one profile only)."""
     from ..readers import open_all
 
     profiles = {"": read_baseline(path)} if _is_baseline_file(path) else open_all(path, **options)
+    if pin is not None and len(profiles) > 1:
+        raise UsageError(
+            f"{display_path(path)} holds {len(profiles)} profiles; --profile names one series: "
+            "add them one at a time"
+        )
     plans = []
     for profile in profiles.values():
+        if pin is not None:
+            profile.name = pin
         manifest, kind = _manifest(profile, path)
         created = when or _created(manifest, path)
         tables = {name: to_arrow(table_kind(name), frame) for name, frame in profile.tables.items()}
@@ -259,35 +281,96 @@ def _keyed(table: pa.Table, run_id: str, profile: str, ingest_id: str) -> pa.Tab
 
 
 def _write(
-    location: Location, plan: _Plan, who: ident.Identity, replaced: dict | None, keep_bundle: bool = False
+    location: Location,
+    plan: _Plan,
+    who: ident.Identity,
+    replaced: dict | None,
+    keep_bundle: bool = False,
+    before: set[str] | frozenset[str] = frozenset(),
 ) -> AddResult:
-    """Write one run: tables, metrics, ranks (and the kept bundle) first, the catalogue row last."""
+    """Write one run: a pending marker, tables, metrics, ranks (and the kept bundle), the catalogue row last;
+    then check that the run is still what this add wrote (:func:`_check_written`), withdrawing it when not.
+
+    ``before``: the ingest ids of the run's catalogue rows when the add was planned; a row of another ingest
+    that appeared since is a concurrent add of other content."""
     name = plan.profile.name
     ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
     key = run_key(plan.run_id, name)
     month = ident.month_of(plan.created)
-    for table, data in plan.tables.items():
-        kind = table_kind(table)
-        write_parquet(
-            location, run_file(kind, month, key, ingest_id), _keyed(data, plan.run_id, name, ingest_id)
-        )
-    constants = {"run_id": plan.run_id, "profile": name, "created": plan.created, "ingest_id": ingest_id}
-    metrics = pa.Table.from_pylist([dict(m, **constants) for m in plan.metrics], schema=METRICS)
-    write_parquet(location, run_file("metrics", month, key, ingest_id), metrics)
-    ranks = rank_table(plan.profile, who.labels.get("host"))
-    if len(ranks):
-        import pandas as pd
+    marker = f"{PENDING}/{ingest_id}.json"
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    location.write_bytes(marker, json.dumps({"started": started, "pid": os.getpid()}).encode())
+    written: list[str] = []
+    try:
+        for table, data in plan.tables.items():
+            rel = run_file(table_kind(table), month, key, ingest_id)
+            write_parquet(location, rel, _keyed(data, plan.run_id, name, ingest_id))
+            written.append(rel)
+        constants = {"run_id": plan.run_id, "profile": name, "created": plan.created, "ingest_id": ingest_id}
+        metrics = pa.Table.from_pylist([dict(m, **constants) for m in plan.metrics], schema=METRICS)
+        rel = run_file("metrics", month, key, ingest_id)
+        write_parquet(location, rel, metrics)
+        written.append(rel)
+        ranks = rank_table(plan.profile, who.labels.get("host"))
+        if len(ranks):
+            import pandas as pd
 
-        ranks_arrow = to_arrow("ranks", pd.DataFrame(ranks), **constants)
-        ranks_arrow = ranks_arrow.cast(RANKS)
-        write_parquet(location, run_file("ranks", month, key, ingest_id), ranks_arrow)
-    if keep_bundle:
-        rel = bundles.kept_name(month, key, ingest_id, plan.kind == "baseline")
-        bundles.keep(location, rel, plan.profile, plan.source, plan.kind == "baseline")
-    row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id))
-    if replaced is not None:
-        _remove_ingest(location, replaced, key, keep=row_file)
+            ranks_arrow = to_arrow("ranks", pd.DataFrame(ranks), **constants)
+            ranks_arrow = ranks_arrow.cast(RANKS)
+            rel = run_file("ranks", month, key, ingest_id)
+            write_parquet(location, rel, ranks_arrow)
+            written.append(rel)
+        kept = None
+        if keep_bundle:
+            kept = bundles.kept_name(month, key, ingest_id, plan.kind == "baseline")
+            bundles.keep(location, kept, plan.profile, plan.source, plan.kind == "baseline")
+        row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id))
+        _check_written(location, plan, ingest_id, row_file, written, kept, before, replaced is not None)
+        if replaced is not None:
+            _remove_ingest(location, replaced, key, keep=row_file)
+    finally:
+        location.remove(marker)
     return AddResult(plan.run_id, name, "replaced" if replaced is not None else "added", month, ingest_id)
+
+
+def _check_written(
+    location: Location,
+    plan: _Plan,
+    ingest_id: str,
+    row_file: str,
+    written: list[str],
+    kept: str | None,
+    before: set[str] | frozenset[str],
+    replacing: bool,
+) -> None:
+    """After the catalogue row: every file this add wrote is still there (a ``store fsck --fix`` run while it
+    wrote could have taken them), and no other add stored the run with other content meanwhile (unless this
+    add replaces it). Otherwise the add is withdrawn (its row, then its files) and fails with one line: never
+    a run listed with missing tables, never one of two runs silently hidden by the other."""
+    what = f"{location.root}: run {plan.run_id!r} profile {plan.profile.name!r}"
+    gone = [rel for rel in written if not location.exists(rel)]
+    problem = None
+    if gone:
+        problem = (
+            f"{what}: {len(gone)} of the files this add wrote were removed while it ran ({gone[0]}; "
+            "a store fsck --fix?); the add was withdrawn: add it again"
+        )
+    elif not replacing:
+        rows = stored_rows(location, plan.run_id, plan.profile.name)
+        others = [r for r in rows if r["ingest_id"] not in before and r["ingest_id"] != ingest_id]
+        if others:
+            problem = (
+                f"{what}: another add stored it with other content at the same time; this add was "
+                "withdrawn: pass --replace to overwrite that one, or give another --run-id"
+            )
+    if problem is None:
+        return
+    location.remove(row_file)
+    for rel in written:
+        location.remove(rel)
+    if kept is not None:
+        bundles.remove(location, kept)
+    raise StoreConflict(problem)
 
 
 def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str) -> dict:
@@ -328,5 +411,5 @@ def _remove_ingest(location: Location, old: dict, key: str, keep: str) -> None:
     for baseline in (False, True):
         bundles.remove(location, bundles.kept_name(month, key, old["ingest_id"], baseline))
     old_file = old.get("_file", "")
-    if old_file.endswith(f"/{key}.parquet") and old_file != keep:  # the old row sat in another month
-        location.remove(old_file)
+    if old_file and old_file != keep and not old_file.rsplit("/", 1)[-1].startswith(COMPACT_PREFIX):
+        location.remove(old_file)  # the old ingest's own row (a compacted one stays; the views skip it)

@@ -3,7 +3,8 @@
 ::
 
     STORE/popprof-store.json                         format tag and version
-    STORE/runs/month=YYYY-MM/<key>.parquet            the catalogue: one row per (run_id, profile)
+    STORE/runs/month=YYYY-MM/<key>--<ingest>.parquet  the catalogue: one row per ingest of (run_id, profile)
+    STORE/pending/<ingest>.json                       an add under way (``store fsck --fix`` leaves its files)
     STORE/metrics/month=YYYY-MM/<key>--<ingest>.parquet
     STORE/ranks/month=YYYY-MM/<key>--<ingest>.parquet
     STORE/tables/<table>/month=YYYY-MM/<key>--<ingest>.parquet
@@ -19,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..io.atomic import atomic_path
@@ -62,10 +64,16 @@ def month_dir(kind: str, month: str) -> str:
 
 
 def run_file(kind: str, month: str, key: str, ingest_id: str) -> str:
-    """The store-relative path of one run's file of ``kind`` (the catalogue row has no ingest id in its name)."""
-    if kind == "runs":
-        return f"{month_dir(kind, month)}/{key}.parquet"
+    """The store-relative path of one run's file of ``kind``. The catalogue row's name holds the ingest id too
+    (stores of popprof 0.x before issue 45 named it ``<key>.parquet``, still read): two adds of one run with
+    other content at once then write two rows, and each sees the other's, instead of one rename silently
+    replacing the other's row."""
     return f"{month_dir(kind, month)}/{key}--{ingest_id}.parquet"
+
+
+#: Where an add under way says so: ``pending/<ingest>.json``, written before its first file and removed
+#: after its catalogue row; ``store fsck --fix`` leaves the files of such an ingest alone.
+PENDING = "pending"
 
 
 def compact_generation(name: str) -> int:
@@ -101,6 +109,8 @@ class Location:
 
     root: str
     fs: object | None = None  # an fsspec filesystem for remote stores, None for a local directory
+    #: store-relative paths :meth:`files` left out because they are (or lie under) a symbolic link
+    skipped: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def of(cls, store: str | Path) -> Location:
@@ -108,7 +118,14 @@ class Location:
         text = str(store)
         if "://" not in text:
             return cls(str(Path(text).resolve()))
-        scheme = text.split("://", 1)[0]
+        scheme, rest = text.split("://", 1)
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:  # s3://KEY:SECRET@bucket/prefix: never echo what precedes the @
+            raise UsageError(
+                f"{scheme}://***@{authority.rsplit('@', 1)[1]}{slash}{path}: a store URL must not hold "
+                "credentials (they would show in logs and messages); give them in the environment "
+                "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or an AWS profile"
+            )
         try:
             import fsspec
 
@@ -180,10 +197,32 @@ class Location:
             top = base / rel
             if not top.is_dir():
                 return []
-            return sorted(p.relative_to(base).as_posix() for p in top.glob(pattern) if p.is_file())
+            real = os.path.realpath(self.root)
+            found = []
+            for p in top.glob(pattern):
+                name = p.relative_to(base).as_posix()
+                # a symbolic link (or a file under a linked directory) is not the store's: never read,
+                # compacted or removed through it; ``store fsck`` reports it (:meth:`links`)
+                if os.path.realpath(p) != os.path.join(real, *name.split("/")):
+                    self.skipped.add(name)
+                elif p.is_file():
+                    found.append(name)
+            return sorted(found)
         found = self.fs.glob(self._bare(f"{rel}/{pattern}"))  # type: ignore[union-attr]
         prefix = self._bare("") + "/"
         return sorted(f[len(prefix) :] for f in found if not self.fs.isdir(f))  # type: ignore[union-attr]
+
+    def links(self) -> list[str]:
+        """Store-relative paths of the symbolic links in a local store (none on an object store)."""
+        if not self.local:
+            return []
+        found = []
+        for top, dirs, files in os.walk(self.root):
+            for name in (*dirs, *files):
+                path = os.path.join(top, name)
+                if os.path.islink(path):
+                    found.append(os.path.relpath(path, self.root).replace(os.sep, "/"))
+        return sorted(found)
 
     def dirs(self, rel: str) -> list[str]:
         """Names of the directories directly under ``rel``."""
@@ -208,11 +247,28 @@ def write_descriptor(location: Location, tool_version: str, created: str) -> Non
     location.write_bytes(STORE_FILE, (json.dumps(document, indent=2) + "\n").encode())
 
 
+def reach(location: Location) -> None:
+    """The first request to an object store, where missing credentials and an unreachable endpoint show: one
+    InputError line (exit 2) instead of an internal error. Nothing for a local store."""
+    if location.local:
+        return
+    try:
+        location.exists(STORE_FILE)
+    except Exception as exc:  # botocore's and aiohttp's errors have no common base worth naming
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(
+            location.root,
+            f"cannot reach the store ({type(exc).__name__}: {reason})",
+            "check the credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE) and AWS_ENDPOINT_URL",
+        ) from None
+
+
 def read_descriptor(location: Location) -> dict:
     """The store's descriptor after checking it: InputError when missing, unreadable or from a newer popprof."""
     from ..io.versioning import check_format
 
     where = location.path(STORE_FILE)
+    reach(location)
     if not location.exists(STORE_FILE):
         raise InputError(
             location.root, "not a popprof store (no popprof-store.json)", "create one: popprof store init"

@@ -97,6 +97,57 @@ RANKS = pa.schema(
 )
 
 DERIVED_SCHEMAS: dict[str, pa.Schema] = {"runs": RUNS, "metrics": METRICS, "ranks": RANKS}
+
+#: What a row of each of the store's own tables is, and what each column means (``docs/store.md``'s schema
+#: section is generated from these and the bundle schema: :func:`schema_markdown`).
+DERIVED_ROWS = {
+    "runs": "one ingest of a (run_id, profile): the view shows the live one (the latest ingested_at)",
+    "metrics": "one metric of a run, as `popprof baseline` holds it",
+    "ranks": "one rank of a trace run: the figures `popprof check`'s straggler rule uses",
+}
+DERIVED_COLUMNS = {
+    "run_id": "the run's id (a string: `00123` stays `00123`)",
+    "profile": "the profile name: the series key (`store add --profile`)",
+    "ingest_id": "which add wrote the row (16 hex digits of the run id, profile and content hash)",
+    "created": "the run's own time (`--time`, else the bundle's, else the source's modification time)",
+    "commit": "the commit of the code that made the run (`--commit`, else from CI)",
+    "branch": "its branch (`--branch`, else from CI)",
+    "ci_job": "the CI job's name",
+    "labels": "JSON object of the `--label k=v` given",
+    "kind": "`profile`, or `baseline` for a run added from a baseline JSON",
+    "source_format": "the format the run was read from",
+    "ipu_arch": "the IPU architecture (IPU runs)",
+    "num_ipus": "IPUs of the target",
+    "tiles_per_ipu": "tiles per IPU of the target",
+    "poplar_version": "the Poplar SDK version the profile names",
+    "format_version": "the bundle (or baseline) format version the run came from",
+    "tool_version": "the popprof version that wrote the source",
+    "redacted": "whether the source was redacted",
+    "tables": "JSON list of the bundle tables stored",
+    "content_sha256": "the content hash: tables, metrics and the identity given (not the run id)",
+    "ingested_at": "when the add wrote the row",
+    "manifest": "the bundle manifest (or baseline header) as JSON",
+    "name": "the metric's name (`docs/diff.md`)",
+    "value": "its value",
+    "unit": "its unit",
+    "better": "`lower`, `higher` or empty (neutral): which way is an improvement",
+    "rank": "the rank",
+    "host": "the trace's host (`<hostname>_<pid>` worker), else `--label host=...`, else empty",
+    "steps": "ProfilerSteps of the rank",
+    "step_us": "median ProfilerStep time",
+    "step_p50_us": "50th percentile ProfilerStep time",
+    "step_p90_us": "90th percentile ProfilerStep time",
+    "step_p99_us": "99th percentile ProfilerStep time",
+    "span_us": "the rank's span",
+    "idle_us": "device idle time of the rank",
+    "idle_share": "idle time over the rank's window",
+    "late_start": "how late the rank starts the last long collective, in mean iterations (HTA's figure)",
+}
+KEY_COLUMNS = {
+    "run_id": "the run's id",
+    "profile": "the profile name",
+    "ingest_id": "which add wrote the row",
+}
 TABLE_PREFIX = "tables/"
 
 
@@ -154,3 +205,40 @@ def to_arrow(kind: str, frame, **constants: object) -> pa.Table:
         else:
             arrays.append(pa.nulls(n, type=field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def schema_markdown() -> str:
+    """The schema section of ``docs/store.md``: every view's columns with their Arrow and DuckDB types and
+    meaning, generated from the declared schemas (``tests/test_store_schema_doc.py`` keeps the doc equal)."""
+    from ..model.schema import TABLES
+    from .views import duckdb_type
+
+    def cell(text: str) -> str:
+        return " ".join(text.replace("|", "\\|").split())
+
+    out = []
+    for kind in kinds():
+        schema = schema_of(kind)
+        if kind in DERIVED_SCHEMAS:
+            row, meaning = DERIVED_ROWS[kind], DERIVED_COLUMNS
+        else:
+            spec = TABLES[kind[len(TABLE_PREFIX) :]]
+            row = f"one {spec.row} (the bundle's `{spec.name}` table, `docs/schema.md`)"
+            meaning = {c.name: c.description + (f" ({c.unit})" if c.unit else "") for c in spec.columns}
+            meaning = {**meaning, **KEY_COLUMNS}
+        out += [
+            f"### `{view_name(kind)}`",
+            "",
+            f"Files `{kind}/month=YYYY-MM/*.parquet`; a row is {cell(row)}.",
+            "",
+        ]
+        out += ["| column | Arrow | DuckDB | meaning |", "|---|---|---|---|"]
+        for f in schema:
+            out.append(
+                f"| `{f.name}` | `{f.type}` | `{duckdb_type(f.type)}` | {cell(meaning.get(f.name, ''))} |"
+            )
+        out.append(
+            "| `month` | `string` | `VARCHAR` | the partition: `YYYY-MM` of the run's time (a directory name) |"
+        )
+        out.append("")
+    return "\n".join(out)

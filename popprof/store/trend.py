@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import metrics as registry
 from ..compare.gate import Budget, load_budget
 from ..compare.gate import _check as budget_violations
 from ..model.errors import UsageError
 from .api import Store, open_store
-from .changepoints import INSTALL_HINT, MissingTrendExtra, change_points, robust_sigma
+from .changepoints import INSTALL_HINT, MissingTrendExtra, change_points, far_jump, robust_sigma
 from .layout import slug
 from .trend_config import TrendSettings
 
@@ -42,6 +43,23 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MODES = ("auto", "exact", "noisy")
+
+#: Units of the registry whose figures are counts of a deterministic program: the same program gives the
+#: same value, so any change is real, whatever the spread of a few runs looks like.
+EXACT_UNITS = frozenset({"cycles", "bytes", "tile", "tiles", "step", "steps", "runs"})
+#: Metric families read from the Poplar compile and execution reports: cycles, bytes, and the shares and
+#: times derived from those alone (cycles / clock), so exact too.
+EXACT_PREFIXES = ("execution.", "memory.")
+
+
+def exact_by_definition(name: str) -> bool:
+    """Whether the metric registry knows ``name`` to be exact: a count of cycles, bytes, tiles, steps or runs
+    (by its unit), or a figure of the Poplar reports (``execution.*``, ``memory.*``). Trace timings and
+    shares (``trace.*``, ``account.*``) and metrics the registry does not know are not."""
+    described = registry.describe(name)
+    if described is None:
+        return False
+    return described.unit in EXACT_UNITS or name.startswith(EXACT_PREFIXES)
 
 
 @dataclass
@@ -177,19 +195,29 @@ def _iso_utc(times: pd.Series) -> list[str]:
 
 
 def _series(name, prof, group, mode, recent, budget, acks) -> Series:
+    unit, better = group["unit"].iloc[-1], group["better"].iloc[-1]
     values = group["value"].to_numpy(dtype=np.float64)
+    finite = np.isfinite(values)
+    note = None
+    if not finite.all():  # a broken or hostile store file: such a value is no level to compare with
+        note = f"{name} of {prof}: {int((~finite).sum())} run(s) whose value is not a finite number left out"
+        group = group[finite].reset_index(drop=True)
+        values = values[finite]
     series = Series(
         metric=name,
         profile=prof,
-        unit=str(group["unit"].iloc[-1] or ""),
-        better=group["better"].iloc[-1] if isinstance(group["better"].iloc[-1], str) else None,
+        unit=str(unit or ""),
+        better=better if isinstance(better, str) else None,
         mode="exact",
         runs=group["run_id"].astype(str).tolist(),
         commits=[c if isinstance(c, str) else None for c in group["commit"]],
         created=_iso_utc(group["created"]),
         values=values.tolist(),
         runs_per_point=[int(c) for c in group["runs_per_point"]],
+        note=note,
     )
+    if mode == "auto" and exact_by_definition(name):
+        mode = "exact"
     noisy = mode == "noisy" or (mode == "auto" and robust_sigma(values) > 0)
     if not noisy:
         indices = [i for i in range(1, len(values)) if values[i] != values[i - 1]]
@@ -211,6 +239,16 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
                 series.commits[first - 1],
             )
             change.bisect_to_run, change.bisect_to_commit = series.runs[last], series.commits[last]
+            if change.beyond_budget:
+                series.changes.append(change)
+        # a jump far beyond the noise after the last change point: a series too short for change points, or
+        # a step in its last few runs (the change points need 3 runs a side on a grid of 5)
+        start = found[-1][0] if found else 0
+        b = far_jump(values, start)
+        if b is not None:
+            before, after = values[start:b], values[b:]
+            change = _change(series, b, float(np.median(before)), float(np.median(after)), "noisy", budget)
+            change.p_value = _p_value(before, after)
             if change.beyond_budget:
                 series.changes.append(change)
     n = len(values)

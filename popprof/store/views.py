@@ -100,3 +100,25 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
     if pa.types.is_timestamp(arrow_type):
         return "TIMESTAMPTZ"
     return _DUCKDB_TYPES[arrow_type]
+
+
+def portable_sql(kinds_wanted: list[str], store: str = "STORE") -> str:
+    """DuckDB statements that create popprof's views over a store's files without popprof: the raw relation
+    of each kind (its files by glob, by name), the live ingests, then each view with the same deduplicating
+    SQL the engines run (``docs/store.md``, tested against the views). ``store``: the path to put in the
+    globs (escape ``[``, ``*`` and ``?`` in it as ``[[]``, ``[*]``, ``[?]``)."""
+    from .layout import kind_dir
+
+    out = []
+    for kind in ["runs", *[k for k in kinds_wanted if k != "runs"]]:
+        pattern = f"{store}/{kind_dir(kind)}/month=*/*.parquet"
+        casts = ", ".join(f'CAST("{f.name}" AS {duckdb_type(f.type)}) AS "{f.name}"' for f in schema_of(kind))
+        out.append(
+            f"CREATE VIEW {raw_name(kind)} AS SELECT {casts}, CAST(month AS VARCHAR) AS month, filename AS _file "
+            f"FROM read_parquet('{pattern}', hive_partitioning = true, hive_types = {{'month': 'VARCHAR'}}, "
+            "union_by_name = true, filename = true);"
+        )
+        if kind == "runs":
+            out.append(f"CREATE VIEW {LIVE} AS {live_sql()};")
+        out.append(f"CREATE VIEW {view_name(kind)} AS {view_sql(kind)};")
+    return "\n".join(out) + "\n"

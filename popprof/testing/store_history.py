@@ -141,17 +141,22 @@ def write_rank_jobs(
     noise: float = 0.01,
     start: dt.datetime = dt.datetime(2026, 3, 1, tzinfo=dt.UTC),
     compacted: bool = False,
+    synchronous: bool = False,
 ) -> list[str]:
     """Write ``jobs`` trace runs with ``ranks`` ranks each into the ``ranks`` table (and the catalogue).
 
     Each rank's step time is ``step_us`` with ``noise``; a rank in ``slow`` (rank -> relative slowdown) is
-    that much slower in a share ``slow_share`` of the jobs. Host ``host-<rank // 8>``. Returns the run ids.
+    that much slower in a share ``slow_share`` of the jobs, and starts the step's last collective that share
+    of an iteration late (``late_start``; every rank is late by ``noise``-sized amounts). ``synchronous``: a
+    blocking all-reduce makes every rank's step time the slowest one's (with a tenth of the noise), so only
+    ``late_start`` shows the slow rank. Host ``host-<rank // 8>``. Returns the run ids.
     """
     from ..store.schemas import RANKS
 
     location = Location.of(store)
     read_descriptor(location)
     rng = np.random.default_rng(seed)
+    late_rng = np.random.default_rng([seed, 1])  # its own stream: the step times stay what they were
     now = dt.datetime.now(dt.UTC)
     runs, rows = [], []
     ids = [f"job-{i:05d}" for i in range(jobs)]
@@ -174,9 +179,13 @@ def write_rank_jobs(
             )
         )
         times = step_us * np.exp(rng.normal(0.0, noise, ranks))
+        late = np.abs(late_rng.normal(0.0, noise, ranks))
         for rank, rel in (slow or {}).items():
             if rng.random() < slow_share:
                 times[rank] *= 1 + rel
+                late[rank] += rel
+        if synchronous:
+            times = times.max() * np.exp(late_rng.normal(0.0, noise / 10, ranks))
         for rank in range(ranks):
             rows.append(
                 dict(
@@ -189,6 +198,7 @@ def write_rank_jobs(
                     step_us=float(times[rank]),
                     step_p50_us=float(times[rank]),
                     span_us=20 * float(times[rank]),
+                    late_start=float(late[rank]),
                     ingest_id=ingest,
                 )
             )
