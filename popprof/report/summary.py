@@ -213,7 +213,7 @@ def render_device_table(devices: list[dict], indent: str = "") -> list[str]:
             f"{units.value(d.get('host_wait_pct'), '%', missing='-'):>9}"
         )
     lines.append(
-        f"{indent}  exchange = communication (GPU: NCCL kernels; IPU: exchange + global exchange); "
+        f"{indent}  exchange = communication (GPU: collectives, NCCL and others; IPU: exchange + global exchange); "
         "memory = copies and memsets (HTA's MEMORY = host_io + other below; IPU: host I/O);"
     )
     lines.append(
