@@ -249,7 +249,9 @@ def _device_part(profile: Profile, top: int) -> dict:
         out["top_kernels"] = _frame_records(kernels)
         out["kernel_types"] = _frame_records(devices.kernel_breakdown(profile))
         hta = devices.kernel_breakdown(profile, hta=True)
-        if not hta.equals(devices.kernel_breakdown(profile)):  # collectives HTA does not count as communication
+        if not hta.equals(
+            devices.kernel_breakdown(profile)
+        ):  # collectives HTA does not count as communication
             out["kernel_types_hta"] = _frame_records(hta)
         idle = devices.idle_breakdown(profile)
         if not idle.empty:
