@@ -26,6 +26,8 @@ MEANINGS: dict[str, str] = {
     "partial_overlap": "{n} event(s) start inside another event on their thread but end after it: "
     "which event they belong to (nesting, self time) is a best guess",
     "bad_duration": "{n} event(s) have a missing or negative duration",
+    "unparsed_memory_errors": "{n} line(s) look like an out-of-memory error but are in no form popprof reads: "
+    "not counted as failures (the metadata's oom_log.unparsed lists them)",
     "long_events": "{n} event(s) longer than the event-bytes limit were read without their nested arrays and "
     "objects (args values such as input lists became null; see docs/limits.md)",
 }
