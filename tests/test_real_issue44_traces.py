@@ -102,3 +102,21 @@ def test_summary_and_check_count_the_same_communication(path: Path):
         start = part["start_us"].to_numpy(dtype=np.float64)
         raw = union_length(start, start + part["dur_us"].to_numpy(dtype=np.float64))
         assert abs(float(mine["communication_us"].iloc[0]) - raw) <= len(part) + 1e-6
+
+
+def test_a_trace_naming_gpus_without_device_activity_says_so():
+    """HTA's trace without distributedInfo: deviceProperties names 8 A100s, the events are 2,424 cpu_op and 43
+    user_annotation: no kernel, copy or launch."""
+    path = REAL / "hta_a100_no_device_activity.json.gz"
+    doc = summarise(popprof.open(path))
+    assert doc["trace"]["no_device_activity"] == {"devices": 8, "names": ["NVIDIA A100-PG509-200"]}
+    assert "devices" in doc["absent_tables"]
+    text = render_text(doc)
+    assert "No device activity recorded: the trace names 8 device(s)" in text
+    assert "Not in this source: tiles, liveness, steps, devices" in text
+    findings = popprof.check(path)
+    (said,) = [f for f in findings if f.rule_id == "host.launches-without-device"]
+    assert said.severity == "info" and "no device activity was recorded" in said.message
+    # a trace with device work says nothing of the kind
+    other = summarise(popprof.open(TRITON))
+    assert "no_device_activity" not in other["trace"] and "devices" not in other["absent_tables"]

@@ -101,6 +101,26 @@ def launches_without_device(profile: Profile) -> dict[str, int]:
     return {str(k): int(v) for k, v in calls.value_counts().items()}
 
 
+def named_devices_without_activity(profile: Profile) -> list[str]:
+    """The GPUs a trace's ``deviceProperties`` names (their ``name``, one per device) when the trace holds
+    no device activity and no kernel launch at all: the devices were there, but no kernel, copy or launch
+    was recorded (the profiler ran without CUDA activity). Empty otherwise (launches without device events
+    are :func:`launches_without_device`)."""
+    import json
+
+    text = profile.meta.get("chrome.top.deviceProperties")
+    events = profile.get("events")
+    if not text or events is None or is_device_activity(events).any() or launches_without_device(profile):
+        return []
+    try:
+        props = json.loads(str(text))
+    except ValueError:
+        return []
+    if not isinstance(props, list):
+        return []
+    return [str(p.get("name") or "unnamed") for p in props if isinstance(p, dict)]
+
+
 def _work(profile: Profile) -> pd.DataFrame | None:
     events = profile.get("events")
     if events is None or events.empty or not events["stream"].notna().any():

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
-from ..metrics.devices import launches_without_device
+from ..metrics.devices import launches_without_device, named_devices_without_activity
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
@@ -481,7 +481,21 @@ def launches_without_device_rule(profile: Profile, params: dict) -> list[Finding
     r = RULES["host.launches-without-device"]
     calls = launches_without_device(profile)
     if not calls:
-        return []
+        named = named_devices_without_activity(profile)
+        if not named:
+            return []
+        return [  # GPUs named in deviceProperties, not one launch, kernel or copy: say so, no more
+            r.finding(
+                "info",
+                "No device activity recorded",
+                f"no device activity was recorded: the trace names {len(named):,} device(s) "
+                f"({', '.join(sorted(set(named)))}) but holds no kernel, copy or launch; device rules are "
+                "not evaluated",
+                value=0.0,
+                threshold=1.0,
+                platform="gpu",
+            )
+        ]
     total = sum(calls.values())
     named = ", ".join(f"{name} {count:,} x" for name, count in calls.items())
     message = (
