@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import popprof
@@ -203,3 +204,37 @@ def test_a_redacted_log_keeps_every_documented_failure_readable(tmp_path):
     text = out.read_text()
     assert "cs19_98" not in text and "receives more data than it has total memory in exchange 'prog_" in text
     assert len(popprof.open(out).out_of_memory) == 4
+
+
+IPU_MODEL = REAL / "tutorials_tut6_execution_ipumodel_sdk3.txt"
+HARDWARE = REAL / "tutorials_tut6_execution_hw_sdk3.txt"
+
+
+def test_diff_never_invents_a_change_from_a_line_one_summary_does_not_print():
+    """The same program on the IPU Model and on hardware (graphcore/tutorials tut6): only the IPU Model prints
+    "Tile average compute cycles (excluding idle threads): 3,717.6": on hardware that figure is not in the
+    source, never 0, never "removed better"."""
+    result = popprof.diff(IPU_MODEL, HARDWARE)
+    rows = result.metrics.set_index("name")
+    for name in (
+        "execution.summary_cycles.tile_average.compute_excluding_idle",
+        "execution.summary_share.compute_excluding_idle",
+    ):
+        row = rows.loc[name]
+        assert row["status"] == "missing_new"
+        assert row["base"] > 0 and row["new"] != row["new"]  # NaN: not in the hardware summary
+        assert row["worse"] is pd.NA or pd.isna(row["worse"])
+    assert rows.loc["execution.summary_cycles.tile_average.sync", "status"] == "changed"
+
+
+def test_diff_prints_shares_as_summary_and_check_do():
+    run = _cli("diff", str(IPU_MODEL), str(HARDWARE), "--no-gate", key=secrets.token_hex(32))
+    text = run.stdout
+    assert "not in new" in text and "removed" not in text
+    (sync,) = [line for line in text.splitlines() if "execution.summary_share.sync " in line]
+    assert "0.5 %" in sync and "+0.52 pp" in sync  # as the hardware summary prints it: 0.5% of total
+    assert "0.0053" not in text
+    # sections neither summary holds: one line, not a paragraph each
+    assert text.count("unavailable") == 0 and "not in either profile: tiles" in text
+    summary = _cli("summary", str(HARDWARE), key=secrets.token_hex(32)).stdout
+    assert "0.5 %" in summary

@@ -172,7 +172,7 @@ def device_busy_us(profile: Profile) -> float | None:
 
 @metric(
     "trace.device_idle_share",
-    "ratio",
+    "share",
     "share of the device-active span (first device event on any device to the last) with no device event "
     "running",
     needs=("events",),
@@ -186,7 +186,7 @@ def device_idle_share(profile: Profile) -> float | None:
 
 @metric(
     "trace.device_window_idle_share",
-    "ratio",
+    "share",
     "share of each device's own window (its first to last work item, HolisticTraceAnalysis's window) with no "
     "work running, pooled over devices (the per-device table's idle)",
     needs=("events",),
