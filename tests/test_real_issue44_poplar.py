@@ -238,3 +238,13 @@ def test_diff_prints_shares_as_summary_and_check_do():
     assert text.count("unavailable") == 0 and "not in either profile: tiles" in text
     summary = _cli("summary", str(HARDWARE), key=secrets.token_hex(32)).stdout
     assert "0.5 %" in summary
+
+
+def test_a_summary_holding_a_memory_error_in_no_known_form_warns(tmp_path):
+    """Beside a summary (the real tut6 hardware summary), out-of-memory messages are read too; a line that looks
+    like a memory error but is in no form popprof reads is said, not dropped."""
+    src = tmp_path / "run.log"
+    src.write_text(HARDWARE.read_text() + f"{GUIDE_EXCHANGE}\nOut of memory: Killed process 4242\n")
+    with pytest.warns(UserWarning, match="1 line\\(s\\) look like an out-of-memory error"):
+        profile = popprof.open(src)
+    assert profile.out_of_memory["reason"].tolist() == [GUIDE_EXCHANGE]
