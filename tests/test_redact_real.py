@@ -20,16 +20,7 @@ from popprof.metrics import compute
 from popprof.redaction import scan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-#: issue 44's vLLM trace on a B200: the redactor replaces kernel names its vocabulary does not hold (nvjet,
-#: bmm_*, fmhaSm100a, the torch symmetric-memory multimem_all_reduce_kernel), so the collective counts as
-#: compute after redaction; a follow-up extends the vocabulary (``regenerate.py kernels``) and its grammar
-_VOCABULARY_GAP = pytest.mark.xfail(
-    reason="kernel names of 2025-26 traces not in the redaction vocabulary yet", strict=True
-)
-REAL = [
-    pytest.param(p, marks=_VOCABULARY_GAP) if p.name == "tracelens_b200_vllm_eager.json.gz" else p
-    for p in sorted((FIXTURES / "real" / "traces").rglob("*.json.gz"))
-]
+REAL = sorted((FIXTURES / "real" / "traces").rglob("*.json.gz"))
 OTHERS = sorted(
     [
         *FIXTURES.glob("*.popprof"),
@@ -78,9 +69,7 @@ def _same_figures(src: Path, out: Path) -> None:
     pd.testing.assert_frame_equal(numbers(device_breakdown(a)), numbers(device_breakdown(b)))
 
 
-@pytest.mark.parametrize(
-    "src", REAL, ids=[getattr(p, "values", [p])[0].relative_to(FIXTURES).as_posix() for p in REAL]
-)
+@pytest.mark.parametrize("src", REAL, ids=[p.relative_to(FIXTURES).as_posix() for p in REAL])
 def test_real_trace_redacts_with_exit_0_and_same_figures(src, tmp_path):
     out = tmp_path / src.name
     _redact_cli(src, out)
