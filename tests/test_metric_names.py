@@ -35,7 +35,9 @@ def known(name: str) -> bool:
         prefix = name.split("<cat>")[0]
         return prefix in registry.METRICS and registry.METRICS[prefix].family
     family = registry.describe(name)
-    if family is not None and family.family:  # a member: the suffix must be one the family can have
+    if (
+        family is not None and family.family and "*" not in name
+    ):  # a member: the suffix must be one the family can have
         suffix = name[len(family.name) :]
         members = {
             "execution.cycles.": STEP_CATEGORIES,

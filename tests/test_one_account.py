@@ -51,7 +51,7 @@ def test_summary_json_rows_are_the_account(case):
     path, profile = case
     result = CliRunner().invoke(cli, ["-q", "summary", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output[-1000:]
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     runs = [r for r in doc["time_account"] if r["step"] is None]
     window, busy, idle_share, comm_share = _pooled(profile)
     assert sum(r["window_us"] for r in runs) == pytest.approx(window)

@@ -55,6 +55,8 @@ UNPRICED = {
     # the log gives the fullest tile's bytes but no tile capacity (Mk1)
     ("memory.tile-oom", "tensorflow_logging_tile0_block_mk1.txt"),
     ("memory.tile-oom", "tensorflow_logging_tile_histogram_mk1.txt"),
+    # GPUs named, no device time recorded at all: nothing to price (an info finding saying so)
+    ("host.launches-without-device", "hta_a100_no_device_activity.json.gz"),
 }
 
 

@@ -36,7 +36,7 @@ def _real_inputs() -> list[Path]:
 def _summary_json(path: Path) -> list[dict]:
     result = CliRunner().invoke(cli, ["-q", "summary", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output[-2000:]
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     return doc if isinstance(doc, list) else [doc]
 
 

@@ -49,7 +49,7 @@ def test_reference_records_the_tool_and_version() -> None:
 @pytest.mark.parametrize(("run", "rank"), CASES)
 def test_temporal_breakdown_and_overlap_match_hta(profiles, run: str, rank: str) -> None:
     hta = REFERENCE["runs"][run]["ranks"][rank]
-    row = _row(devices.device_breakdown(profiles[run]), rank)
+    row = _row(devices.device_breakdown(profiles[run], hta=True), rank)
     assert row["platform"] == "gpu"
     assert row["span_us"] == pytest.approx(hta["kernel_span_us"], rel=1e-3)
     for ours, theirs in (
@@ -67,7 +67,7 @@ def test_temporal_breakdown_and_overlap_match_hta(profiles, run: str, rank: str)
 @pytest.mark.parametrize(("run", "rank"), CASES)
 def test_kernel_type_breakdown_matches_hta(profiles, run: str, rank: str) -> None:
     hta = REFERENCE["runs"][run]["ranks"][rank]["kernel_type_us"]
-    frame = devices.kernel_breakdown(profiles[run])
+    frame = devices.kernel_breakdown(profiles[run], hta=True)
     ours = frame[frame["rank"].fillna(0).astype(int) == int(rank)].set_index("kernel_type")["time_us"]
     assert set(ours.index) == set(hta)
     total = sum(hta.values())

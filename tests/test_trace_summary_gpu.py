@@ -172,7 +172,7 @@ def test_fmt_time_units() -> None:
 
 
 def test_kernel_types_follow_hta_names() -> None:
-    from popprof.trace.gpu_work import kernel_type
+    from popprof.trace.gpu_work import hta_kernel_type as kernel_type
 
     assert (
         kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)")

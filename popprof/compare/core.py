@@ -386,17 +386,20 @@ def _family_members(
     """
     out: dict[str, tuple[bool, bool, bool]] = {}
     by_family: dict[str, tuple[set[str], set[str]]] = {}
+    printed: set[str] = set()  # families whose members are what the source printed (absent: not in it)
     for name in set(b) | set(n):
         m = registry.describe(name)
         if m is None or not m.family:
             continue
+        if not m.absent_is_zero:
+            printed.add(m.name)
         sides = by_family.setdefault(m.name, (set(), set()))
         if name in b:
             sides[0].add(name)
         if name in n:
             sides[1].add(name)
     for family, (in_b, in_n) in by_family.items():
-        comparable = bool(in_b & in_n) and same_format
+        comparable = bool(in_b & in_n) and same_format and family not in printed
         if in_b and in_n and not in_b & in_n:
             notes.append(
                 f"{family}* members do not overlap between the profiles (their sources name them "
@@ -674,9 +677,9 @@ def _diff_liveness(base: Profile, new: Profile, unavailable: dict[str, str]) -> 
 def _status_word(status: str, worse: object) -> str:
     """A metric row's status in words: ``worse`` / ``better``, ``only in base`` / ``only in new``, ..."""
     if status == "missing_base":
-        return "only in new"
+        return "not in base"
     if status == "missing_new":
-        return "only in base"
+        return "not in new"
     known = worse is not None and not pd.isna(worse)
     if known and bool(worse):
         return f"{status} worse" if status in ("added", "removed") else "worse"

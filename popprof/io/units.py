@@ -201,7 +201,10 @@ def amount(quantity: object, unit: str) -> str:
 
 
 def change(amount: object, unit: str) -> str:
-    """An absolute change in its unit, always signed (empty when unknown)."""
+    """An absolute change in its unit, always signed (empty when unknown); a share's change in percentage
+    points (``+0.52 pp``), so it is never read as a relative change."""
+    if unit == "share":
+        return "" if _absent(amount) else f"{float(amount) * 100:+.2f} pp"  # type: ignore[arg-type]
     return value(amount, unit, signed=True, missing="")
 
 

@@ -34,6 +34,11 @@ class Metric:
     better: str | None
     func: Callable[[Profile], object]
     family: bool = False
+    #: a family member one profile lacks is 0 there (a category with no bytes is left out), when both sides
+    #: hold the family and come from the same format; False: a member is what the source printed, and one it
+    #: did not print is "not in" that side, never 0 (a text summary's lines: hardware prints no "excluding
+    #: idle threads" line)
+    absent_is_zero: bool = True
 
 
 METRICS: dict[str, Metric] = {}
@@ -63,12 +68,22 @@ def metric(
 
 
 def metric_family(
-    prefix: str, unit: str, description: str, *, needs: Iterable[str] = (), better: str | None = "lower"
+    prefix: str,
+    unit: str,
+    description: str,
+    *,
+    needs: Iterable[str] = (),
+    better: str | None = "lower",
+    absent_is_zero: bool = True,
 ) -> Callable[[FamilyFunc], FamilyFunc]:
-    """Register a family: a function returning ``{suffix: value}``; names become ``prefix + suffix``."""
+    """Register a family: a function returning ``{suffix: value}``; names become ``prefix + suffix``.
+
+    ``absent_is_zero``: whether a member one profile lacks is 0 there (see :class:`Metric`)."""
 
     def register(func: FamilyFunc) -> FamilyFunc:
-        METRICS[prefix] = Metric(prefix, unit, description, tuple(needs), better, func, family=True)
+        METRICS[prefix] = Metric(
+            prefix, unit, description, tuple(needs), better, func, family=True, absent_is_zero=absent_is_zero
+        )
         _document(func, prefix + "*", unit, description, "no members")
         return func
 

@@ -542,7 +542,7 @@ def device_busy_us(profile: Profile) -> float | None:
 
 @metric(
     "trace.device_idle_share",
-    "ratio",
+    "share",
     "share of the devices' windows (each device's first to last activity, every step included: the time "
     "account's run window) with no device work running, pooled over devices",
     needs=("events",),
@@ -554,7 +554,7 @@ def device_idle_share(profile: Profile) -> float | None:
 
 @metric(
     "trace.device_communication_share",
-    "ratio",
+    "share",
     "share of the devices' windows (the time account's run window) in communication not overlapped by "
     "compute (GPU) or in exchange (IPU), pooled over devices",
     needs=("events",),

@@ -9,7 +9,7 @@
 | ``idle_pct`` | (span - busy) / span (HTA ``get_temporal_breakdown``) | 0 for steps (pvti: gaps) |
 | ``compute_pct`` | union of COMPUTATION kernels / span | compute steps |
 | ``non_compute_pct`` | 100 - idle - compute | everything else |
-| ``communication_pct`` | union of COMMUNICATION (NCCL) kernels / span | exchange + global_exchange |
+| ``communication_pct`` | union of COMMUNICATION kernels (below) / span | exchange + global_exchange |
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
 | ``comm_comp_overlap_pct`` | overlapped communication / communication (HTA) | 0 (BSP: never overlap) |
 | ``host_wait_pct`` | host blocked on device: the rank's ``host_wait`` calls in the span / span | missing |
@@ -18,6 +18,9 @@
 On GPUs the work is that launched before the last ``ProfilerStep`` when the trace holds two or more
 (``trace/gpu_work.py``): HTA leaves the last, incomplete step out of the window. ``host_wait_pct`` is
 never above 100. From a ``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
+
+GPU communication is the device map's ``exchange`` (NCCL/RCCL and other collectives, as ``check`` reads it);
+``hta=True`` gives HTA's own figures (its NCCL kernels only).
 
 The other functions give HTA's other tables: :func:`kernel_breakdown`
 (``get_gpu_kernel_breakdown`` kernel-type time with overlaps), :func:`idle_breakdown`
@@ -44,7 +47,6 @@ from ..trace.gpu_work import (
     MEMORY,
     gpu_work,
     has_fraction,
-    kernel_type,
 )
 from ..trace.nesting import thread_bounds
 
@@ -100,6 +102,26 @@ def launches_without_device(profile: Profile) -> dict[str, int]:
     host = events["stream"].isna() if "stream" in events.columns else pd.Series(True, index=events.index)
     calls = events.loc[events["name"].isin(LAUNCH_CALLS) & host, "name"].astype(str)
     return {str(k): int(v) for k, v in calls.value_counts().items()}
+
+
+def named_devices_without_activity(profile: Profile) -> list[str]:
+    """The GPUs a trace's ``deviceProperties`` names (their ``name``, one per device) when the trace holds
+    no device activity and no kernel launch at all: the devices were there, but no kernel, copy or launch
+    was recorded (the profiler ran without CUDA activity). Empty otherwise (launches without device events
+    are :func:`launches_without_device`)."""
+    import json
+
+    text = profile.meta.get("chrome.top.deviceProperties")
+    events = profile.get("events")
+    if not text or events is None or is_device_activity(events).any() or launches_without_device(profile):
+        return []
+    try:
+        props = json.loads(str(text))
+    except ValueError:
+        return []
+    if not isinstance(props, list):
+        return []
+    return [str(p.get("name") or "unnamed") for p in props if isinstance(p, dict)]
 
 
 def _work(profile: Profile) -> pd.DataFrame | None:
@@ -200,14 +222,16 @@ def host_wait_in_window(
     return im.union_length(np.clip(start, lo, hi), np.clip(end, lo, hi))
 
 
-def _kind_unions(profile: Profile, work: pd.DataFrame) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
+def _kind_unions(
+    profile: Profile, work: pd.DataFrame, hta: bool = False
+) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per (rank, device) of :func:`_work_groups`: the merged intervals of each kernel type of
     :data:`_KIND_LABELS` (``merge_intervals``: merging them again gives them back), computed once per scope
-    for the per-device table and the kernel-type breakdown."""
+    for the per-device table and the kernel-type breakdown; ``hta``: by HTA's kernel types."""
 
     def build() -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
         starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
-        kinds = np.asarray(work["kernel_type"].array.codes)
+        kinds = np.asarray(work["hta_kernel_type" if hta else "kernel_type"].array.codes)
         out = []
         for _, _, part in _work_groups(profile, work):
             start, end, kind = starts[part], ends[part], kinds[part]
@@ -218,7 +242,7 @@ def _kind_unions(profile: Profile, work: pd.DataFrame) -> list[dict[str, tuple[n
             out.append(merged)
         return out
 
-    return profile.cached("devices.kind_unions", build)
+    return profile.cached("devices.kind_unions.hta" if hta else "devices.kind_unions", build)
 
 
 def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
@@ -227,13 +251,13 @@ def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
     return float((end - start).sum())
 
 
-def _gpu_breakdown(profile: Profile, work: pd.DataFrame) -> list[dict]:
+def _gpu_breakdown(profile: Profile, work: pd.DataFrame, hta: bool = False) -> list[dict]:
     waits = _host_wait_by_rank(profile.events)
     rows = []
     starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
     streams = work["stream"].to_numpy()
     groups = _work_groups(profile, work)
-    for (rank, device, part), spans in zip(groups, _kind_unions(profile, work), strict=True):
+    for (rank, device, part), spans in zip(groups, _kind_unions(profile, work, hta), strict=True):
         start, end = starts[part], ends[part]
         span = float(end.max() - start.min())
         busy = im.union_length(start, end)
@@ -353,21 +377,24 @@ def _event_breakdown(profile: Profile) -> list[dict]:
     return rows
 
 
-def device_breakdown(profile: Profile) -> pd.DataFrame:
+def device_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     """One row per (rank, device): busy, idle, compute, communication, memory shares (see the module doc).
 
     GPU traces follow HolisticTraceAnalysis's ``get_temporal_breakdown`` and
-    ``get_comm_comp_overlap``; IPU profiles read ``steps`` (per IPU) or, for ``.pvti``
-    traces, the device events. Empty when the profile has no device activity.
+    ``get_comm_comp_overlap``, with popprof's communication (the device map's ``exchange``: collectives that
+    are not NCCL kernels too); ``hta=True``: HTA's own kernel types, its figures exactly. IPU profiles read
+    ``steps`` (per IPU) or, for ``.pvti`` traces, the device events. Empty when the profile has no device
+    activity.
     """
-    return profile.cached("devices.breakdown", lambda: _breakdown(profile)).copy()
+    key = "devices.breakdown.hta" if hta else "devices.breakdown"
+    return profile.cached(key, lambda: _breakdown(profile, hta)).copy()
 
 
-def _breakdown(profile: Profile) -> pd.DataFrame:
+def _breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     rows: list[dict] = []
     work = _work(profile)
     if work is not None:  # a GPU trace (events on streams)
-        rows = _gpu_breakdown(profile, work) if not work.empty else []
+        rows = _gpu_breakdown(profile, work, hta) if not work.empty else []
     elif profile.has("steps") and not profile.steps.empty:
         rows = _ipu_breakdown_steps(profile)
     elif profile.has("events") and not profile.events.empty:
@@ -379,19 +406,19 @@ def _breakdown(profile: Profile) -> pd.DataFrame:
     return frame
 
 
-def kernel_breakdown(profile: Profile) -> pd.DataFrame:
+def kernel_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     """Time per kernel type and overlap of types, per (rank, device) (HTA ``get_gpu_kernel_breakdown``).
 
     Columns ``rank``, ``device``, ``kernel_type`` (``COMPUTATION``, ``COMMUNICATION``,
     ``MEMORY`` or e.g. ``COMPUTATION overlapping COMMUNICATION``), ``time_us`` (each type's
     work merged first, then the timeline split by which types run) and ``pct`` of the
-    rank/device's typed time.
+    rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly).
     """
     work = _work(profile)
     rows = []
     if work is not None:
         groups = _work_groups(profile, work)
-        for (rank, device, _), spans in zip(groups, _kind_unions(profile, work), strict=True):
+        for (rank, device, _), spans in zip(groups, _kind_unions(profile, work, hta), strict=True):
             states = im.state_durations([spans[k] for k in _KIND_LABELS])
             total = sum(states.values())
             for state, time in sorted(states.items()):
@@ -439,9 +466,10 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     )
     out = out.sort_values("total_us", ascending=False, kind="stable").head(top)
     shown = names.categories.take(out.index.to_numpy()).astype("str")
-    out = out.reset_index(drop=True).assign(
-        name=pd.array(shown, dtype="str"), kernel_type=[kernel_type(n) for n in shown]
-    )
+    # each name's type as the work frame has it (the device map's exchange is communication)
+    first = pd.Series(np.arange(len(codes))[named]).groupby(codes[named], sort=True).first()
+    types = work["kernel_type"].array.take(first.loc[out.index].to_numpy())
+    out = out.reset_index(drop=True).assign(name=pd.array(shown, dtype="str"), kernel_type=np.asarray(types))
     return out[KERNEL_STAT_COLUMNS]
 
 

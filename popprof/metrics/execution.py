@@ -142,7 +142,7 @@ def cycles_by_category(profile: Profile) -> dict[str, float]:
 
 
 @metric_family(
-    "execution.share.", "ratio", "share of IPU-cycles by step category", needs=("steps",), better=None
+    "execution.share.", "share", "share of IPU-cycles by step category", needs=("steps",), better=None
 )
 def share_by_category(profile: Profile) -> dict[str, float]:
     sums = ipu_cycles_by_category(profile)
@@ -154,10 +154,11 @@ def share_by_category(profile: Profile) -> dict[str, float]:
 
 @metric_family(
     "execution.summary_share.",
-    "ratio",
+    "share",
     "a text summary's share of the total cycles by category (tile averages for SDK 2.x/3.x)",
     needs=("execution_totals",),
     better=None,
+    absent_is_zero=False,  # the lines the summary printed: one it did not print is not in it
 )
 def summary_share_by_category(profile: Profile) -> dict[str, float]:
     return {cat: v for cat, v in summary_shares(profile).items() if v is not None}
@@ -168,6 +169,7 @@ def summary_share_by_category(profile: Profile) -> dict[str, float]:
     "cycles",
     "a text summary's cycles by basis and category (total.<cat> or tile_average.<cat>)",
     needs=("execution_totals",),
+    absent_is_zero=False,
 )
 def summary_cycles(profile: Profile) -> dict[str, float]:
     totals = profile.execution_totals
@@ -189,7 +191,7 @@ def summary_exchange_share(profile: Profile) -> float | None:
 
 @metric(
     "execution.exchange_and_sync_share",
-    "ratio",
+    "share",
     "share of IPU-cycles in exchange, global exchange and sync together (a text summary: of its total cycles)",
 )
 def exchange_share(profile: Profile) -> float | None:

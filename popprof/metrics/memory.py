@@ -135,7 +135,7 @@ def gap_bytes(profile: Profile) -> float | None:
     return None if incl is None or excl is None else incl - excl
 
 
-@metric("memory.gap_share", "ratio", "share of used memory lost to gaps")
+@metric("memory.gap_share", "share", "share of used memory lost to gaps")
 def gap_share(profile: Profile) -> float | None:
     incl, gaps = total_incl_gaps(profile), gap_bytes(profile)
     return None if not incl or gaps is None else gaps / incl
@@ -162,7 +162,7 @@ def max_tile_headroom(profile: Profile) -> float | None:
     return None if cap is None or used is None else cap - used
 
 
-@metric("memory.max_tile_utilisation", "ratio", "fullest tile (including gaps) over capacity")
+@metric("memory.max_tile_utilisation", "share", "fullest tile (including gaps) over capacity")
 def max_tile_utilisation(profile: Profile) -> float | None:
     cap, used = capacity_bytes(profile), max_tile_bytes(profile)
     return None if not cap or used is None else used / cap

@@ -15,6 +15,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..model.readproblems import problems
 from ..model.schema import STEP_CATEGORIES
+from ..trace.activity import is_device_activity
 from . import compute, shared
 from .execution import ipu_count
 from .memory import failed_compilations, memory_by_category
@@ -298,6 +299,9 @@ def summarise(profile: Profile, top: int = TOP_PROGRAMS) -> dict:
             if section is not None:
                 out[key] = section
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
+    events = profile.get("events")
+    if events is not None and not is_device_activity(events).any():
+        missing.append("devices")  # a trace with no device activity: nothing of any device is in it
     out["absent_tables"] = missing
     read_problems = problems(profile)
     if read_problems:  # what the reader worked around; kept in a bundle's metadata too

@@ -160,7 +160,7 @@ def thread_count(profile: Profile) -> float | None:
 
 @metric(
     "trace.device_window_idle_share",
-    "ratio",
+    "share",
     "share of each device's own window (HolisticTraceAnalysis's: its first to last work item, the last "
     "ProfilerStep left out when there are two or more) with no work running, pooled over devices (the "
     "per-device table's idle)",

@@ -100,11 +100,14 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     out["host_wait"] = host_wait_summary(events, out["span_us"], top)
     out.update(_device_part(profile, top))
     out["device_activity"] = device_activity(events, profile)
-    from .devices import launches_without_device
+    from .devices import launches_without_device, named_devices_without_activity
 
     missing = launches_without_device(profile)
     if missing:
         out["device_side_missing"] = {"launch_calls": missing, "launches": sum(missing.values())}
+    named = named_devices_without_activity(profile)
+    if named:  # deviceProperties names GPUs, the trace holds none of their work
+        out["no_device_activity"] = {"devices": len(named), "names": sorted(set(named))}
     return out
 
 
@@ -248,6 +251,11 @@ def _device_part(profile: Profile, top: int) -> dict:
     if not kernels.empty:
         out["top_kernels"] = _frame_records(kernels)
         out["kernel_types"] = _frame_records(devices.kernel_breakdown(profile))
+        hta = devices.kernel_breakdown(profile, hta=True)
+        if not hta.equals(
+            devices.kernel_breakdown(profile)
+        ):  # collectives HTA does not count as communication
+            out["kernel_types_hta"] = _frame_records(hta)
         idle = devices.idle_breakdown(profile)
         if not idle.empty:
             causes = (

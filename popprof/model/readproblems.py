@@ -32,6 +32,8 @@ MEANINGS: dict[str, str] = {
     "bad_duration": "{n} {event has|events have} a missing or negative duration",
     "long_events": "{n} {event|events} longer than the event-bytes limit {was|were} read without {its|their} "
     "nested arrays and objects (args values such as input lists became null; see docs/limits.md)",
+    "unparsed_memory_errors": "{n} {line looks|lines look} like an out-of-memory error but {is|are} in no form "
+    "popprof reads: not counted as {a failure|failures} (the metadata's oom_log.unparsed lists {it|them})",
 }
 
 _CHOICE = re.compile(r"\{([^{}|]*)\|([^{}|]*)\}")

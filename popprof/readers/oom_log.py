@@ -10,6 +10,18 @@ or, from SDK 2.1 (where ``debug.allowOutOfMemory`` lets compilation finish and s
 
     Out of memory: Cannot fit all variable data onto one or more tiles. Profile saved to: ./report_OOM/profile.pop
 
+Poplar prints two more forms when memory runs out (Graphcore, "Memory and Performance Optimisation on
+the IPU", section 6.1, "Identifying when you've run out of IPU memory")::
+
+    Tile 0 receives more data than it has total memory in exchange 'NAME'
+    tile 0 _poplar_start must be 0 not 638976 bytes from the start of memory
+
+(an exchange that cannot fit on its destination tile; code that does not fit in the tile's memory). Each
+names a tile but no bytes used: its row keeps the message as printed in ``reason``. A line that looks like a
+memory error (``out of memory``, ``_poplar_start``, ``more data than it has total memory``, ``memory
+allocation error``) but is none of these forms is listed as unparsed (``oom_log.unparsed``,
+``warnings.unparsed_memory_errors``), never dropped silently.
+
 The message may sit anywhere in a line (``what():  ...``, ``Exception: main.cpp:413 ...``,
 a Python traceback, poprun's line prefix) among any other program output. Each
 message is one failed compilation; a log of retries holds several. The reader
@@ -41,7 +53,12 @@ SCAN_LIMIT_BYTES = 256 << 20
 #: Suffixes of files worth scanning beyond the head (logs).
 LOG_SUFFIXES = frozenset({".txt", ".log", ".out", ".err"})
 #: Strings that start a message (found with str.find before the regexes check them).
-NEEDLES = ("Out of memory on tile", "Out of memory: Cannot fit")
+NEEDLES = (
+    "Out of memory on tile",
+    "Out of memory: Cannot fit",
+    "receives more data than it has total memory",
+    "_poplar_start must be",
+)
 NEEDLE = NEEDLES[0]
 #: An identical message within this many lines of the previous one is the same failure printed twice
 #: (e.g. a C++ ``what():`` line and the Python exception re-raising it).
@@ -54,9 +71,20 @@ MAX_TILE_INDEX = 10_000_000
 _MESSAGE_RE = re.compile(
     r"Out of memory on tile\s+(?P<tile>[-+]?\d[\d,]*)\s*:\s*(?P<used>[-+]?\d[\d,]*)\s+bytes used but tiles? "
     r"only ha(?:ve|s)\s+(?P<capacity>[-+]?\d[\d,]*)\s+bytes(?: of memory)?"
-    r"|Out of memory:\s*(?P<reason>Cannot fit[^.\n]*?)\s*(?:\.|$)(?:[ \t]*Profile saved to:[ \t]*(?P<profile>\S+))?",
+    r"|Out of memory:\s*(?P<reason>Cannot fit[^.\n]*?)\s*(?:\.|$)(?:[ \t]*Profile saved to:[ \t]*(?P<profile>\S+))?"
+    r"|(?P<exchange>[Tt]ile\s+(?P<xtile>\d[\d,]*)\s+receives more data than it has total memory in exchange"
+    r"(?:\s+'[^'\n]*'|\s+\S+)?)"
+    r"|(?P<code>[Tt]ile\s+(?P<ctile>\d[\d,]*)\s+_poplar_start must be 0 not\s+[\d,]+\s+bytes from the start of"
+    r" memory)",
     re.M,
 )
+#: A line that looks like a memory error: one that is none of the forms above is reported as unparsed. Not the
+#: text summary's "N tile(s) out of memory" histogram line, nor ``debug.allowOutOfMemory``.
+_LOOKS_LIKE_RE = re.compile(
+    r"(?i)(?<!tile\(s\) )out of memory|more data than it has total memory|_poplar_start must|memory allocation error"
+)
+#: Unparsed lines kept in the metadata (the count is always whole).
+MAX_UNPARSED_KEPT = 20
 
 
 @dataclass
@@ -68,6 +96,8 @@ class OomMessages:
     )  # compilation, tile, used, capacity, over, line, reason, path
     repeated: int = 0
     problems: list[str] = field(default_factory=list)
+    #: (line, text) of lines that look like a memory error but hold no form the reader knows
+    unparsed: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -111,9 +141,29 @@ def find_messages(text: str, first_line: int = 1) -> OomMessages:
     line, pos = first_line, 0
     previous: tuple | None = None
     previous_line = -REPEAT_WINDOW_LINES - 1
+    understood: set[int] = set()
     for m in _MESSAGE_RE.finditer(text):
         line += text.count("\n", pos, m.start())
         pos = m.start()
+        understood.add(line)
+        if (
+            m["exchange"] is not None or m["code"] is not None
+        ):  # a tile named, no bytes: the message is the reason
+            printed = " ".join((m["exchange"] or m["code"]).split())
+            tile = _int(m["xtile"] or m["ctile"])
+            if tile > MAX_TILE_INDEX:
+                found.problems.append(
+                    f"line {line}: an absurd tile index in an out-of-memory message ({printed!r})"
+                )
+                continue
+            key_text = (printed,)
+            if key_text == previous and line - previous_line <= REPEAT_WINDOW_LINES:
+                found.repeated += 1
+                previous_line = line
+                continue
+            previous, previous_line = key_text, line
+            found.rows.append((len(found.rows), tile, None, None, None, line, printed, None))
+            continue
         if m["reason"] is not None:  # SDK 2.1+: no tile named
             key_text = (m["reason"], m["profile"])
             if key_text == previous and line - previous_line <= REPEAT_WINDOW_LINES:
@@ -137,7 +187,24 @@ def find_messages(text: str, first_line: int = 1) -> OomMessages:
             continue
         previous, previous_line = key, line
         found.rows.append((len(found.rows), tile, used, capacity, used - capacity, line, None, None))
+    found.unparsed = _unparsed(text, first_line, understood)
     return found
+
+
+def _unparsed(text: str, first_line: int, understood: set[int]) -> list[tuple[int, str]]:
+    """Lines that look like a memory error (:data:`_LOOKS_LIKE_RE`) on which no message form was found."""
+    out: list[tuple[int, str]] = []
+    line, pos, last = first_line, 0, -1
+    for m in _LOOKS_LIKE_RE.finditer(text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        if line == last or line in understood:
+            continue
+        last = line
+        begin = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.start())
+        out.append((line, " ".join(text[begin : end if end >= 0 else len(text)].split())[:300]))
+    return out
 
 
 def _problem(tile: int, used: int, capacity: int) -> str | None:
@@ -201,13 +268,14 @@ def read_streaming(path: Path, **_options: object) -> Profile | None:
     path = Path(path)
     found = OomMessages()
     for first_line, text in textload.windows(path):
-        if not any(n in text for n in NEEDLES):
+        if not any(n in text for n in NEEDLES) and not _LOOKS_LIKE_RE.search(text):
             continue
         part = find_messages(text, first_line)
         offset = len(found.rows)
         found.rows += [(offset + row[0], *row[1:]) for row in part.rows]
         found.repeated += part.repeated
         found.problems += part.problems
+        found.unparsed += part.unparsed
     return _profile(path, found) if found.rows or found.problems else None
 
 
@@ -215,10 +283,17 @@ def _profile(path: Path, found: OomMessages) -> Profile:
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if not found.rows:
+        seen = (
+            f"; {len(found.unparsed):,} line(s) look like a memory error in no form popprof reads, the first: "
+            f"line {found.unparsed[0][0]}: {found.unparsed[0][1]!r}"
+            if found.unparsed
+            else ""
+        )
         raise InputError(
             path,
-            "no Poplar out-of-memory message in the text",
-            "expected 'Out of memory on tile N: X bytes used but tiles only have Y bytes of memory'",
+            "no Poplar out-of-memory message in the text" + seen,
+            "expected 'Out of memory on tile N: X bytes used but tiles only have Y bytes of memory' or another "
+            "form of docs/readers.md",
         )
     table = found.frame
     target = target_frame(table["capacity_bytes"])
@@ -230,6 +305,13 @@ def _profile(path: Path, found: OomMessages) -> Profile:
             "oom_log.capacities": json.dumps(sorted({int(c) for c in table["capacity_bytes"].dropna()})),
         }
     )
+    if (
+        found.unparsed
+    ):  # never dropped silently: counted, the first lines kept, said on stderr as a read problem
+        meta["warnings.unparsed_memory_errors"] = len(found.unparsed)
+        meta["oom_log.unparsed"] = json.dumps(
+            [f"line {n}: {text}" for n, text in found.unparsed[:MAX_UNPARSED_KEPT]]
+        )
     return Profile(
         path.name.split(".")[0] or path.stem,
         {"target": target, "out_of_memory": table},

@@ -1129,6 +1129,14 @@ def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.D
     found = oom_log.find_messages(text) if any(n in text for n in oom_log.NEEDLES) else oom_log.OomMessages()
     if found.problems:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
+    if found.unparsed:  # never dropped silently (docs/readers.md, out-of-memory logs)
+        line, what = found.unparsed[0]
+        warnings.warn(
+            f"{path}: {len(found.unparsed):,} line(s) look like an out-of-memory error but are in no form popprof "
+            f"reads (not counted as failures); the first, line {line}: {what!r}",
+            UserWarning,
+            stacklevel=3,
+        )
     out: list[pd.DataFrame | None] = [None] * len(blocks)
     if not found.rows:
         return out

@@ -314,8 +314,10 @@ SUMMARY_WORDS = frozenset(
         "an",
         "anonymous",
         "approx",
+        "asm",  # a "Vertex Code" row's tag: "poplar_rt::ShortMemcpy (asm)"
         "average",
         "by",
+        "c++",  # a "Vertex Code" row's tag: "PiVertex (c++)"
         "called",
         "compute",
         "copy",
@@ -768,8 +770,8 @@ class Allowlist:
             and all(w in self.text_words or w in self.words for w in _ALPHA.findall(value))
         ):
             return True
-        if value[-1:] in (":", ".") and len(value) > 1 and value[:-1] in self:
-            return True  # a public word ending a label or a sentence: "Programs executed: main, main."
+        if value[-1:] in ":.," and len(value) > 1 and value[:-1] in self:
+            return True  # a public word closing a label or a sentence ("main, main." of "Programs executed")
         if len(value) <= 10_000 and has_space(value) and all(chunk in self for chunk in chunk_strings(value)):
             return True  # free text is public when every chunk of it is
         for marker, wrapper in _WRAPPERS:

@@ -57,8 +57,15 @@ POPLAR_MESSAGES = (
     "what():",
     "Out of memory on tile <n>: <n> bytes used but tiles only have <n> bytes of memory",
     "Out of memory: Cannot fit all variable data onto one or more tiles. Profile saved to: <path>",
+    # Graphcore, "Memory and Performance Optimisation on the IPU", section 6.1 (docs/readers.md)
+    "Tile <n> receives more data than it has total memory in exchange <name>",
+    "tile <n> _poplar_start must be 0 not <n> bytes from the start of memory",
 )
-MESSAGE_WORDS = frozenset(w for m in POPLAR_MESSAGES for w in re.findall(r"[A-Za-z]+", m)) - {"n", "path"}
+MESSAGE_WORDS = frozenset(w for m in POPLAR_MESSAGES for w in re.findall(r"[A-Za-z_]+", m)) - {
+    "n",
+    "path",
+    "name",
+}
 #: Generated-kernel name parts that the public traces here do not show (names seen in other public
 #: traces), and the architecture heads such names open with.
 _KERNEL_PARTS_SEEN = frozenset(_KERNEL_NAMES["kernel_parts"])

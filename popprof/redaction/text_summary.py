@@ -46,6 +46,9 @@ _MESSAGES = re.compile(
     r"Out of memory on tile\s+\d[\d,]*\s*:\s*\d[\d,]*\s+bytes used but tiles? only ha(?:ve|s)\s+\d[\d,]*\s+bytes"
     r"(?: of memory)?"
     r"|Out of memory:\s*Cannot fit[^.\n]*\.(?:[ \t]*Profile saved to:[ \t]*(?P<profile>\S+))?"
+    # the other forms of Graphcore's memory guide (docs/readers.md): the exchange's name is replaced
+    r"|[Tt]ile\s+\d[\d,]*\s+receives more data than it has total memory in exchange(?:\s+'(?P<exchange>[^'\n]*)')?"
+    r"|[Tt]ile\s+\d[\d,]*\s+_poplar_start must be 0 not\s+[\d,]+\s+bytes from the start of memory"
     r"|terminate called after throwing an instance of '(?P<exception>[\w:]+)'"
     r"|what\(\):"
 )
@@ -160,6 +163,9 @@ class _TextRedaction:
             if m["profile"]:
                 start = m.start("profile") - m.start()
                 message = message[:start] + self.r.scrubber.whole("path", m["profile"])
+            if m["exchange"]:
+                start, end = m.start("exchange") - m.start(), m.end("exchange") - m.start()
+                message = message[:start] + self._name("prog", m["exchange"]) + message[end:]
             parts.append(message)
             pos = m.end()
         parts.append(self._segment(text[pos:]))
@@ -170,7 +176,10 @@ class _TextRedaction:
         core = segment.strip()
         if not core or self.r.is_public(core):
             return segment
-        lead = segment[: len(segment) - len(segment.lstrip())]
+        lead = segment[: len(segment) - len(segment.lstrip(" \t.,;:"))]  # a message's closing "." stays
+        core = segment[len(lead) :].strip()
+        if not core:
+            return segment
         trail = segment[len(segment.rstrip()) :]
         figure = _TRAILING_NUMBER.search(core)
         if figure is not None and figure.start() > 0:  # "Attached to IPU 0": the number stays, so the

@@ -33,7 +33,7 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]
     rows = []
     for r in result.changed_metrics(include_unchanged).itertuples(index=False):
         if r.status in ("missing_base", "missing_new"):
-            mark = "only in new" if r.status == "missing_base" else "only in base"
+            mark = "not in base" if r.status == "missing_base" else "not in new"
         else:
             mark = {"added": "added", "removed": "removed"}.get(r.status, "")
             if _truth(r.worse):
@@ -99,8 +99,16 @@ def render_text(
     if hidden:
         lines.append(f"  ({plural(hidden, 'unchanged metric')} hidden; --all shows them)")
 
+    neither = [k for k, reason in result.unavailable.items() if reason.startswith("neither profile has")]
+
+    def unavailable(section: str) -> list[str]:
+        """One profile lacks the section: say which and why (neither: one line at the end says so)."""
+        if section in neither:
+            return []
+        return ["", f"{section}: unavailable: {result.unavailable[section]}"]
+
     if "tiles" in result.unavailable:
-        lines += ["", f"tiles: unavailable: {result.unavailable['tiles']}"]
+        lines += unavailable("tiles")
     else:
         changed = int((result.tiles["change_bytes"].fillna(0) != 0).sum())
         lines += [
@@ -147,7 +155,7 @@ def render_text(
         ("events", "events (by name, total duration)", "us"),
     ):
         if section in result.unavailable:
-            lines += ["", f"{section}: unavailable: {result.unavailable[section]}"]
+            lines += unavailable(section)
             continue
         frame = getattr(result, section)
         lines += ["", f"{label}: {_named_summary(frame)} (unchanged within {result.tolerance * 100:g} %)"]
@@ -176,7 +184,7 @@ def render_text(
             )
 
     if "liveness" in result.unavailable:
-        lines += ["", f"liveness: unavailable: {result.unavailable['liveness']}"]
+        lines += unavailable("liveness")
     else:
         lv = result.liveness
         changed = liveness_changed(lv)
@@ -187,6 +195,8 @@ def render_text(
                 f"  largest change at step {int(worst['step'])} ({worst['program']}): "
                 f"{units.change(float(worst['change_bytes']), 'bytes')}"
             )
+    if neither:
+        lines += ["", f"not in either profile: {', '.join(neither)} (--format json says what each needs)"]
     if gate_result is not None:
         lines += ["", *render_gate_text(gate_result)]
     return "\n".join(lines) + "\n"

@@ -425,6 +425,13 @@ def render_trace_text(
             f"  Device side missing: {missing['launches']:,} kernel launches ({calls}) and no device "
             "events (see host.launches-without-device)",
         ]
+    silent = tr.get("no_device_activity") or {}
+    if silent:
+        lines += [
+            "",
+            f"  No device activity recorded: the trace names {silent['devices']:,} device(s) "
+            f"({', '.join(silent['names'])}) but holds no kernel, copy or launch",
+        ]
     act = tr.get("device_activity") or {}
     if act.get("by_category"):
         cats = ", ".join(

@@ -551,6 +551,15 @@ def _device_side_reason(profile: Profile, reason: str) -> str:
         return reason
     calls = profile.cached("rules.launches_without_device", lambda: launches_without_device(profile))
     if not calls:
+        from ..metrics.devices import named_devices_without_activity
+
+        named = named_devices_without_activity(profile)
+        if named:  # the GPUs are named, none of their work was recorded
+            return (
+                f"needs device activity: no device activity was recorded (the trace names {len(named):,} "
+                f"device(s), {', '.join(sorted(set(named)))}, but holds no kernel, copy or launch): record "
+                "with the device's activity (torch.profiler's ProfilerActivity.CUDA)"
+            )
         return reason
     return (
         f"needs device activity: the trace's device side is missing ({sum(calls.values()):,} kernel launch(es) "

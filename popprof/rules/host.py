@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
-from ..metrics.devices import launches_without_device
+from ..metrics.devices import launches_without_device, named_devices_without_activity
 from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, long_idle_events
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.trace import time_origin
@@ -440,7 +440,21 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
 def launches_without_device_rule(profile: Profile, ctx: RuleContext) -> list[Finding]:
     calls = launches_without_device(profile)
     if not calls:
-        return []
+        named = named_devices_without_activity(profile)
+        if not named:
+            return []
+        return [  # GPUs named in deviceProperties, not one launch, kernel or copy: say so, no more
+            ctx.finding(
+                "info",
+                "No device activity recorded",
+                f"no device activity was recorded: the trace names {len(named):,} device(s) "
+                f"({', '.join(sorted(set(named)))}) but holds no kernel, copy or launch; device rules are "
+                "not evaluated",
+                value=0.0,
+                threshold=1.0,
+                platform="gpu",
+            )
+        ]
     total = sum(calls.values())
     named = ", ".join(f"{name} {count:,} x" for name, count in calls.items())
     message = (

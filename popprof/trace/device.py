@@ -42,7 +42,30 @@ EVENT_CATEGORIES: tuple[str, ...] = (*DEVICE_CATEGORIES, HOST_WAIT)
 #: ``cuda_profiler_range``: kernels as CUPTI's range profiler records them (one X event per kernel on the
 #: GPU's pid, with its counters in args).
 _GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel|cuda_profiler_range)"
-_COLLECTIVE = r"(?i:nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
+#: Kineto categories of device work (kernels, copies, memsets; range-profiler kernels; MTIA's). Only an event in
+#: one of these, or on a pid that holds one, is device work: a host event carrying ``args.stream`` (Inductor's
+#: Triton launcher, a ``cpu_op`` with ``kernel_backend: "triton"``) stays host work (``docs/traces.md``).
+DEVICE_CHANNELS: tuple[str, ...] = (
+    "kernel",
+    "Kernel",
+    "gpu_op",
+    "gpu_memcpy",
+    "gpu_memset",
+    "Memcpy",
+    "Memset",
+    "cuda_kernel",
+    "cuda_profiler_range",
+    "mtia_ccp_events",
+)
+#: Collectives by kernel name: NCCL and RCCL kernels, rocSHMEM / NVSHMEM kernels, torch symmetric-memory
+#: (``multimem_all_reduce_kernel``, ``one_shot_all_reduce_kernel``, ``two_shot_all_reduce_kernel``), vLLM /
+#: SGLang custom all-reduce (``cross_device_reduce_1stage``) and any kernel named after a collective. The one
+#: definition of communication: the device map's ``exchange`` (what ``check`` reads) and the summary's
+#: ``COMMUNICATION``.
+_COLLECTIVE = (
+    r"(?i:nccl|rccl|rocshmem|nvshmem|multimem|cross_device_reduce"
+    r"|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
+)
 _SYNC_CALLS = (
     r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
     r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Memset|Free)"
@@ -65,6 +88,14 @@ CHROME_DEVICE_MAP: dict[str, str] = {
     # every other kernel
     "compute": r"^(?:kernel|Kernel|gpu_op|cuda_kernel|cuda_profiler_range):",
 }
+
+_COLLECTIVE_NAME = re.compile(_COLLECTIVE)
+
+
+def is_collective(name: str) -> bool:
+    """A kernel name the default device map puts in ``exchange`` (communication)."""
+    return bool(_COLLECTIVE_NAME.search(name))
+
 
 _POPLAR = r"^(?:Poplar|Drivers):"
 #: System Analyser (.pvti): the SDK's own channels. The exact labels Poplar writes are not

@@ -6,9 +6,14 @@ engineers know (documented in ``docs/traces.md``):
 - **GPU work** = events on a GPU stream (``events.stream`` set: Kineto's ``args.stream``
   is an integer): kernels, memcpy and memset. Host runtime calls (``cudaDeviceSynchronize``
   ...) have no stream and are never device time.
-- **Kernel type** by name: ``COMMUNICATION`` = ``^nccl.*Kernel``; ``MEMORY`` =
+- **Kernel type** by name (HTA's, ``hta_kernel_type``): ``COMMUNICATION`` = ``^nccl.*Kernel``; ``MEMORY`` =
   ``^(Memcpy|Memset|dma)``; ``COMPUTATION`` = anything else not matching
   ``(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)``; the rest ``OTHER``.
+- **popprof's kernel type** (``kernel_type``, what every command shows) differs in one way: communication is
+  the work the device map puts in ``exchange`` (``events.device_category``), the one classification the rules
+  read too. That holds collectives that are not NCCL kernels (torch symmetric-memory ``multimem_all_reduce``,
+  one-shot / two-shot all-reduce, RCCL, rocSHMEM) and peer-to-peer copies, which HTA counts as compute or
+  memory (``docs/traces.md``).
 - **Last profiler step left out**: when a trace holds at least two distinct
   ``ProfilerStep#N`` annotations, only GPU work launched (same ``correlation``) by a host
   event starting before the last ``ProfilerStep`` is kept; the last step is incomplete.
@@ -26,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .activity import category_mask, distinct, is_bookkeeping
+from .device import is_collective
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_TYPES: tuple[str, ...] = (COMPUTATION, COMMUNICATION, MEMORY, OTHER)
@@ -45,7 +51,7 @@ KERNEL_CHANNELS = (
 )
 
 
-def kernel_type(name: str) -> str:
+def hta_kernel_type(name: str) -> str:
     """HTA's kernel type of one kernel name."""
     if _COMM.match(name):
         return COMMUNICATION
@@ -56,11 +62,30 @@ def kernel_type(name: str) -> str:
     return OTHER
 
 
-def kernel_types(names: pd.Series) -> pd.Categorical:
-    """Kernel type of each event, classifying each distinct name once."""
+def kernel_type(name: str) -> str:
+    """popprof's kernel type of one kernel name under the default device map: ``COMMUNICATION`` for a
+    collective (:func:`popprof.trace.device.is_collective`), else HTA's type (its ``COMMUNICATION`` kept)."""
+    if is_collective(name):
+        return COMMUNICATION
+    return hta_kernel_type(name)
+
+
+def hta_kernel_types(names: pd.Series) -> pd.Categorical:
+    """HTA's kernel type of each event, classifying each distinct name once."""
     cat = pd.Categorical(names)
-    lut = np.array([KERNEL_TYPES.index(kernel_type(str(c))) for c in cat.categories] + [3], dtype=np.int8)
+    lut = np.array([KERNEL_TYPES.index(hta_kernel_type(str(c))) for c in cat.categories] + [3], dtype=np.int8)
     return pd.Categorical.from_codes(lut[np.asarray(cat.codes)], categories=list(KERNEL_TYPES))
+
+
+def kernel_types(hta: pd.Categorical, exchange: np.ndarray) -> pd.Categorical:
+    """popprof's kernel type of each work item from HTA's (``hta``) and whether the device map put it in
+    ``exchange`` (``exchange``): communication is exactly the exchange work; HTA's ``COMMUNICATION`` outside
+    it (a user's device map switched it off) is ``COMPUTATION``."""
+    codes = np.asarray(hta.codes).copy()
+    comm = KERNEL_TYPES.index(COMMUNICATION)
+    codes[codes == comm] = KERNEL_TYPES.index(COMPUTATION)
+    codes[exchange] = comm
+    return pd.Categorical.from_codes(codes, categories=list(KERNEL_TYPES))
 
 
 def _profiler_step_names(events: pd.DataFrame) -> np.ndarray:
@@ -104,7 +129,8 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     """GPU work of every rank by HTA's definitions.
 
     Columns: ``rank`` (-1 when unknown), ``device``, ``stream``, ``name``, ``channel``,
-    ``correlation``, ``start``, ``end`` (HTA-rounded), ``kernel_type`` and ``launch_start``
+    ``correlation``, ``start``, ``end`` (HTA-rounded), ``kernel_type`` (popprof's), ``hta_kernel_type``
+    (HTA's) and ``launch_start``
     (start of the host event with the same correlation, NaN when there is none).
     Vectorised: correlation ids are joined through one int64 key per (rank, id).
     """
@@ -161,6 +187,8 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     work_corr = work_corr[order]
     names = events["name"].array[work_rows]
     stream = events["stream"].array[work_rows]
+    hta_types = hta_kernel_types(names)
+    exchange = np.asarray(events["device_category"].array[work_rows] == "exchange", dtype=bool)
     return pd.DataFrame(
         {
             "rank": rank[work_rows],
@@ -171,7 +199,8 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             "correlation": work_corr,
             "start": start[work_rows],
             "end": end[work_rows],
-            "kernel_type": kernel_types(names),
+            "kernel_type": kernel_types(hta_types, exchange),
+            "hta_kernel_type": hta_types,
             "launch_start": launch_start,
         }
     )

@@ -29,6 +29,7 @@ from .tables import (
     bookkeeping_mask,
     counter_frame,
     flow_frame,
+    host_stream_mask,
     kineto_columns,
     merge_args,
     thread_metadata,
@@ -148,6 +149,9 @@ def _read_parts(
     if RANGE_PROFILER_CHANNEL in parsed.cats:  # CUPTI range-profiler kernels: GPU work, on their tid's track
         ranged = (x["cat"] == parsed.cats.index(RANGE_PROFILER_CHANNEL)) & np.isnan(stream)
         stream = np.where(ranged, x["tid"].astype(np.float64), stream)
+    host = host_stream_mask(x["cat"], parsed.cats, x["pid"], stream)
+    if host.any():  # a host event with args.stream (Inductor's Triton launcher) is host work
+        stream = np.where(host, np.nan, stream)
     extra = kineto_columns(stream, x.pop("corr"), x.pop("device"), x["pid"])
     extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
     events, counts = (

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ...trace import frame
 from ...trace.activity import category_mask
+from ...trace.device import DEVICE_CHANNELS
 from .columns import json_text
 from .events import THREAD_METADATA
 
@@ -58,6 +59,26 @@ def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid
         labels = [f"gpu:{int(v)}" for v in uniq]
         codes[on_stream] = inverse.astype(np.int32)
     return {"stream": _int64(stream), "correlation": _int64(corr), "device": (codes, labels)}
+
+
+def host_stream_mask(cat_codes: np.ndarray, cats: list, pid: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Events that carry ``args.stream`` but are host work: not in a device category and on a pid that holds no
+    event of one (Inductor records each Triton launch as a ``cpu_op`` with ``args.stream`` on the host thread).
+
+    Only a device category (:data:`popprof.trace.device.DEVICE_CHANNELS`) or a device pid makes a device.
+    """
+    on_stream = ~np.isnan(stream)
+    if not on_stream.any():
+        return on_stream
+    device_cat = np.isin(np.arange(len(cats)), [i for i, c in enumerate(cats) if c in DEVICE_CHANNELS])
+    valid = (cat_codes >= 0) & (cat_codes < len(cats))
+    is_device = np.zeros(len(cat_codes), dtype=bool)
+    is_device[valid] = device_cat[cat_codes[valid]]
+    candidates = on_stream & ~is_device
+    if not candidates.any():
+        return candidates
+    device_pids = np.unique(pid[is_device])
+    return candidates & ~np.isin(pid, device_pids)
 
 
 def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:

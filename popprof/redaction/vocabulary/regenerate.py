@@ -680,7 +680,12 @@ KNOWN_KERNEL_IDENTIFIERS = tuple(
     cunn_SoftMaxBackward indexSelectLargeIndex indexSelectSmallIndex distribution_elementwise_grid_stride_kernel
     TrivialOffsetCalculator OffsetCalculator IntDivider LoadWithoutCast StoreWithoutCast LoadWithCast
     StoreWithCast elementwise_kernel_with_index function_traits biasType
+    BFloat16 multimem_all_reduce_kernel one_shot_all_reduce_kernel two_shot_all_reduce_kernel
+    two_shot_all_reduce_kernel_inplace
     """.split()  # noqa: SIM905
+    #: (the last line: PyTorch's c10::BFloat16 and its symmetric-memory collective kernels,
+    #: torch/csrc/distributed/c10d/symm_mem: public names that decide a device category, so redaction keeps the
+    #: communication figures; seen in AMD-AGI/TraceLens's B200 trace, fixtures/real/traces)
 )
 _KERNEL_CATS = {"kernel", "Kernel"}
 
