@@ -106,3 +106,56 @@ def test_summary_text_states_the_account_shares(case):
 
 def _missing(value) -> bool:
     return value != value  # NaN
+
+
+def test_check_states_the_accounts_communication_and_window(case):
+    path, profile = case
+    if not profile.has("events"):
+        return
+    found = popprof.check(profile)
+    runs = account.run_account(profile)
+    by_label = {
+        (f"rank {int(r['rank'])} {r['device']}" if r["rank"] == r["rank"] else str(r["device"])): r
+        for r in runs.to_dict("records")
+    }
+    share = found.by_rule("exchange.share")
+    if share:
+        evidence = share[0].evidence
+        for row in evidence.to_dict("records"):
+            label = (
+                f"rank {int(row['rank'])} {row['device']}" if row["rank"] is not None else str(row["device"])
+            )
+            mine = by_label[label]
+            assert row["exchange_us"] == pytest.approx(account.communication_us(mine))
+            assert row["busy_us"] == pytest.approx(account.busy_us(mine))
+    for gaps in found.by_rule("host.device-gaps"):
+        windows = [units.duration(r["window_us"]) for r in by_label.values()]
+        assert any(f"of its active span {w}" in gaps.message for w in windows), gaps.message
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in TRACES.glob("*.json*") if "hta_reference" not in p.name) + [TRACES / "two_ranks"],
+    ids=lambda p: p.name,
+)
+def test_the_time_gains_of_a_device_never_exceed_its_window(path):
+    """Counted once (rules/pricing.py): per device the time gains sum to at most its window and, per part,
+    to at most the account's time of the parts they rest on; pooled, to at most the devices' windows."""
+    profile = popprof.open(path)
+    found = popprof.check(profile)
+    runs = account.run_account(profile)
+    if runs.empty:
+        return
+    window = float(runs["window_us"].sum())
+    gains = [
+        f.estimated_gain
+        for f in found.items
+        if f.estimated_gain is not None and f.estimated_gain.unit == "us"
+    ]
+    assert sum(g.value for g in gains) <= window * (1 + 1e-9)
+    for part in account.PARTS:
+        resting = [g.value for g in gains if g.rests_on == (part,)]
+        if resting:
+            assert sum(resting) <= float(runs[part].sum()) * (1 + 1e-9) + 1e-6, part
+    ordered = [f.estimated_gain.fraction for f in found.items if f.estimated_gain is not None]
+    assert ordered == sorted(ordered, reverse=True)

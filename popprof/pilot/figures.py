@@ -21,6 +21,8 @@ from ..metrics import account, compute, stored_values
 from ..metrics.devices import device_breakdown
 from ..metrics.steps import name_mask, step_stats, step_times
 from ..model.profile import Profile
+from ..report.explain import what_limits
+from ..rules import Findings
 from .diagnose import diagnose
 
 #: Version of the JSON document :func:`pilot` returns (docs/pilot.md, "JSON"). Bump on any incompatible change.
@@ -277,6 +279,7 @@ def side(
         "caveats": caveats,
     }
     out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
+    out["what_limits"] = what_limits(profile, found if isinstance(found, Findings) else None)
     return out
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ..io import units
 from ..io.plural import plural
 from ..report import markdown as md
+from ..report.explain import render_what_limits
 
 MISSING = "—"
 
@@ -66,6 +67,10 @@ def render_text(doc: dict) -> str:
     out += [f"  caveat: {c}" for c in caveats(doc)]  # next to the figures they qualify
     out += ["", "Diagnosis"]
     out += [f"  {c['label']}: {c['diagnosis']['text']}" for c in doc["columns"]]
+    for c in doc["columns"]:  # each side's time account and its top priced opportunities
+        limits = render_what_limits(c.get("what_limits"))
+        if limits:
+            out += ["", f"{limits[0]}: {c['label']}", *limits[1:]]
     missing = _missing_lines(doc)
     if missing:
         out += ["", f"Missing figures ({MISSING})"] + [f"  {m}" for m in missing]

@@ -499,10 +499,15 @@ class Findings:
         (``markup/templates/findings.html.j2``)."""
         from ..markup import render
 
+        gains = [
+            units.gain(g.value, g.unit, g.whole, g.basis) if (g := f.estimated_gain) is not None else ""
+            for f in self.items
+        ]
         return render(
             "findings.html.j2",
             profile=self.profile_name,
             findings=self.items,
+            gains=gains,
             not_evaluated=self.not_evaluated,
             colours=SEVERITY_COLOURS,
         )
