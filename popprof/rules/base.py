@@ -25,6 +25,7 @@ import fnmatch
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -228,38 +229,13 @@ class RuleContext:
     params: Mapping[str, object]
     platform: str = "ipu"
 
-    def finding(
-        self,
-        severity: str,
-        title: str,
-        message: str,
-        *,
-        value: float | None = None,
-        threshold: float | None = None,
-        where: dict | None = None,
-        evidence: pd.DataFrame | None = None,
-        advice: str | None = None,
-        platform: str | None = None,
-        figure: str | None = None,
-        share: float | None = None,
-        gain: Gain | None = None,
-    ) -> Finding:
-        """A finding of this rule with the advice for this profile's platform (``platform`` overrides it: the
-        IPU for a finding on IPU execution steps, whatever else the profile holds)."""
-        return self.rule.finding(
-            severity,
-            title,
-            message,
-            value=value,
-            threshold=threshold,
-            where=where,
-            evidence=evidence,
-            advice=advice,
-            platform=platform or self.platform,
-            figure=figure,
-            share=share,
-            gain=gain,
-        )
+    def finding(self, severity: str, title: str, message: str, **fields: Any) -> Finding:
+        """A finding of this rule with the advice for this profile's platform: :meth:`Rule.finding`'s keyword
+        fields (``value``, ``threshold``, ``where``, ``evidence``, ``figure``, ``share``, ``gain``, ...);
+        ``platform=`` overrides the profile's (the IPU for a finding on IPU execution steps, whatever else
+        the profile holds)."""
+        fields["platform"] = fields.get("platform") or self.platform
+        return self.rule.finding(severity, title, message, **fields)
 
 
 #: The registry: rule id -> Rule, in registration order.

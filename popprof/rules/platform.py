@@ -11,21 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.profile import Profile
+from ..trace.device import DEVICE_CHANNELS
 
 #: Channels (Chrome ``cat``) of device work recorded by GPU profilers.
-GPU_CHANNELS: frozenset[str] = frozenset(
-    {
-        "kernel",
-        "Kernel",
-        "gpu_op",
-        "gpu_memcpy",
-        "gpu_memset",
-        "Memcpy",
-        "Memset",
-        "cuda_kernel",
-        "gpu_user_annotation",
-    }
-)
+GPU_CHANNELS: frozenset[str] = (frozenset(DEVICE_CHANNELS) - {"mtia_ccp_events"}) | {"gpu_user_annotation"}
 
 
 def platform_of(profile: Profile) -> str:
