@@ -18,7 +18,9 @@ def bundle(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kind", ["memory", "histogram", "tilemap", "liveness", "execution", "timeline"])
+@pytest.mark.parametrize(
+    "kind", ["memory", "histogram", "tilemap", "liveness", "execution", "timeline", "account"]
+)
 def test_every_kind_to_png(bundle, tmp_path, kind):
     out = tmp_path / f"{kind}.png"
     assert main(["plot", str(bundle), "--kind", kind, "-o", str(out), "--dpi", "40"]) == 0
@@ -93,5 +95,5 @@ def test_a_kind_the_profile_cannot_draw_lists_the_kinds_it_can(tmp_path, capsys,
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "cannot draw --kind liveness" in err and "liveness information" in err
-    assert err.strip().endswith("it can draw: timeline")
+    assert err.strip().endswith("it can draw: timeline, account")
     assert list(tmp_path.iterdir()) == []

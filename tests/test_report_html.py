@@ -85,7 +85,7 @@ def test_report_has_summary_findings_and_plots(profile):
         assert rule_id in body and reason in body
     assert "Key metrics" in body and "memory.max_tile_incl_gaps_bytes" in body
     kinds = available_kinds(profile)
-    assert len(doc.images) == len(kinds) == 6
+    assert len(doc.images) == len(kinds) == 7  # the six of the tables and the time account
     for src in doc.images:
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
     # escaped, never raw
@@ -137,7 +137,7 @@ def test_cli_report(tmp_path, profile):
     assert tree_digest(bundle) == before
     doc = parse(out.read_text(encoding="utf-8"))
     assert_self_contained(doc)
-    assert len(doc.images) == 6
+    assert len(doc.images) == 7
     assert sorted(p.name for p in out.parent.iterdir()) == ["report.html"]  # no temporary left behind
 
 

@@ -20,7 +20,7 @@ from .common import (
     said_wrote,
 )
 
-PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline")
+PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline", "account", "categories")
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 
@@ -135,8 +135,8 @@ def _drawable_kind(profile, kind: str | None) -> str:
         kind = default_kind(profile)
         if kind is None:
             raise UsageError(
-                f"{profile.source or profile.name}: nothing to plot (no tiles, liveness, steps or "
-                "trace events); `popprof tables` shows what it holds"
+                f"{profile.source or profile.name}: nothing to plot (no tiles, liveness, steps, trace events, "
+                "execution or memory totals); `popprof tables` shows what it holds"
             )
         return kind
     if kind not in available:

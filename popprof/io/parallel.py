@@ -137,6 +137,10 @@ class ProcessPool:
                 if process.is_alive():
                     process.kill()
                     process.join(JOIN_SECONDS)
+        if manager is not None:
+            # the executor's thread reaps the workers too: when it wins the wait for a child, this thread's
+            # join returns before the child's exit is recorded; once that thread has ended, every exit is
+            manager.join(JOIN_SECONDS)
 
     def __enter__(self) -> ProcessPool:
         return self

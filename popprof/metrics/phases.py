@@ -19,7 +19,7 @@ from ..io import units
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
-from ..trace.intervals import DeviceActivity, window_sums
+from ..trace.intervals import DeviceActivity, device_activities, window_sums
 from . import account
 from . import execution as ex
 
@@ -289,6 +289,7 @@ def exposed_exchange_per_device(profile: Profile) -> pd.DataFrame:
             }
         )
     if not rows:
+        device_activities(profile)  # no device activity at all: NotEvaluated with its reason (NO_DEVICE)
         raise NotEvaluated("needs device activity with a duration in the trace")
     per_device = pd.DataFrame(rows)
     per_device["share"] = per_device["exchange_us"] / per_device["busy_us"]

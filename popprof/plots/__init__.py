@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._common import MPL_MISSING, configured_headroom, require_matplotlib
+from .account import memory_categories, time_account
 from .diff import diff_metrics, diff_tiles
 from .execution import execution
 from .liveness import liveness
@@ -30,6 +31,8 @@ KINDS: dict[str, tuple[Callable[..., Any], bool, tuple[tuple[str, ...], ...]]] =
     "liveness": (liveness, False, (("liveness",),)),
     "execution": (execution, True, (("steps",),)),
     "timeline": (timeline, True, (("events",), ("runs",))),
+    "account": (time_account, False, (("events",), ("steps",), ("execution_totals",))),
+    "categories": (memory_categories, False, (("memory_totals",),)),
 }
 
 
@@ -39,8 +42,17 @@ def available_kinds(profile: Any) -> list[str]:
 
 
 #: The plot drawn when none is asked for: the first of these the profile can draw (a full profile: memory;
-#: a text summary: the histogram; a trace: the timeline).
-DEFAULT_ORDER = ("memory", "histogram", "timeline", "execution", "liveness", "tilemap")
+#: a text summary: the histogram, else its time account, else its memory by data type; a trace: the timeline).
+DEFAULT_ORDER = (
+    "memory",
+    "histogram",
+    "timeline",
+    "execution",
+    "account",
+    "categories",
+    "liveness",
+    "tilemap",
+)
 
 
 def default_kind(profile: Any) -> str | None:
@@ -85,10 +97,12 @@ __all__ = [
     "diff_tiles",
     "execution",
     "liveness",
+    "memory_categories",
     "plot",
     "require_matplotlib",
     "tile_histogram",
     "tile_map",
     "tile_memory",
+    "time_account",
     "timeline",
 ]

@@ -257,6 +257,9 @@ PLOT_CAPTIONS: dict[str, str] = {
     "step is where out-of-memory errors come from.",
     "execution": "Cycles by step category over the run.",
     "timeline": "Host threads and device activity over time.",
+    "account": "Where each device's window went: the time account's parts as shares of the window (idle in "
+    "greys), the same figures as 'What limits this run'.",
+    "categories": "Memory of the whole target by data type, as the source printed it.",
 }
 
 #: What a plot's shading means, said only when the figure shades something: kind -> (gid test, text).
