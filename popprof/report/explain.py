@@ -130,7 +130,11 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
         bases = {d["basis"] for d in devices}
         basis = "; ".join(BASIS_TEXT.get(b, b) for b in sorted(bases))
         lines += textwrap.wrap(
-            f"Time account (window: {basis})", width, initial_indent="  ", subsequent_indent="    "
+            f"Time account (window: {basis})",
+            width,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
         )
         shown = devices if len(devices) <= DEVICE_LINES else [_pooled(devices)]
         for entry in shown:
@@ -140,7 +144,9 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
         lines.append("  Top opportunities (estimated gain: an upper bound)")
         for i, o in enumerate(opportunities, 1):
             head = f"{i}. {_gain_text(o['estimated_gain'])}  {o['rule_id']}: {o['title']}"
-            lines += textwrap.wrap(head, width, initial_indent="    ", subsequent_indent="       ")
+            lines += textwrap.wrap(
+                head, width, initial_indent="    ", subsequent_indent="       ", break_on_hyphens=False
+            )
     elif devices:
         lines.append("  No rule found an opportunity to price (popprof check lists what was evaluated).")
     return lines
