@@ -141,10 +141,19 @@ def query(
 
 
 def summary(profile: Profile | PathLike) -> dict:
-    """The figures ``popprof summary --format json`` prints for one profile, as a dict."""
-    from .metrics.summary import summarise
+    """The figures ``popprof summary --format json`` prints for one profile, as a dict (``what_limits`` first)."""
+    from .report.explain import explained_summary
 
-    return summarise(_profile(profile))
+    return explained_summary(_profile(profile))
+
+
+def explain(profile: Profile | PathLike, config: Mapping[str, object] | None = None):
+    """What limits the run: the time account per device and the top findings priced by what fixing them
+    would buy (a :class:`popprof.report.explain.WhatLimits`; shown as text or HTML in a notebook, its JSON in
+    ``.doc``), as ``popprof summary`` opens with."""
+    from .report.explain import explain as explain_run
+
+    return explain_run(_profile(profile), dict(config or {}))
 
 
 __all__ = [
@@ -154,6 +163,7 @@ __all__ = [
     "Profile",
     "__version__",
     "check",
+    "explain",
     "config",
     "diff",
     "export",

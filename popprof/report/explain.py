@@ -188,3 +188,34 @@ def display_rows(doc: dict | None) -> dict | None:
         for o in doc.get("opportunities") or []
     ]
     return {"devices": devices, "opportunities": opportunities}
+
+
+class WhatLimits:
+    """What limits a run, for a notebook or a script: ``doc`` is :func:`what_limits`'s document (JSON-ready);
+    the text repr is the summary's opening lines, the HTML repr the report's block."""
+
+    def __init__(self, doc: dict | None) -> None:
+        self.doc = doc or {"devices": [], "opportunities": []}
+
+    def __repr__(self) -> str:
+        return (
+            "\n".join(render_what_limits(self.doc))
+            or "What limits this run: no device time and no priced finding"
+        )
+
+    def _repr_html_(self) -> str:
+        from .templating import render_template
+
+        return render_template(
+            "what_limits.html.j2", wl=display_rows(self.doc) or {"devices": [], "opportunities": []}
+        )
+
+
+def explain(profile: Profile, config: dict | None = None) -> WhatLimits:
+    """What limits ``profile``'s run: the time account per device and the top findings priced by their gain
+    (:func:`popprof.rules.check` with ``config``'s rule settings), as :class:`WhatLimits`."""
+    from ..metrics import shared
+    from ..rules import check
+
+    with shared(profile):
+        return WhatLimits(what_limits(profile, check(profile, config=config)))
