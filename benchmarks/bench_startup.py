@@ -1,4 +1,4 @@
-"""Benchmark: start-up of `popprof --version` and `--help` against a bare `python -c pass`.
+"""Benchmark: start-up of `popprof --version`, `--help` and a missing input against a bare `python -c pass`.
 
 Usage: python benchmarks/bench_startup.py [--repeat 15]
 
@@ -6,7 +6,8 @@ Each case is a fresh interpreter (``python -m popprof ...``, what the console sc
 alternated with the bare interpreter so load on a shared machine hits both alike. Prints the
 median wall time and the median CPU time (user + system of the child) of each case, and each
 case's ratio to ``python -c pass``. Target (issue 28): within 3x of the bare interpreter, which
-needs the CLI to import nothing heavy (pandas, pyarrow, the readers) for these.
+needs the CLI to import nothing heavy (pandas, pyarrow, the readers) for these. Issue 46: an error about a
+missing input answers within the same 3x (``summary`` and ``check`` of a path that does not exist, exit 2).
 """
 
 from __future__ import annotations
@@ -29,15 +30,22 @@ CASES: dict[str, list[str]] = {
     "popprof --version": ["-m", "popprof", "--version"],
     "popprof --help": ["-m", "popprof", "--help"],
     "popprof summary --help": ["-m", "popprof", "summary", "--help"],
+    "popprof summary MISSING": ["-m", "popprof", "summary", "/nonexistent/popprof-bench.json"],
+    "popprof check MISSING": ["-m", "popprof", "check", "/nonexistent/popprof-bench.json"],
 }
 
+#: the exit code each case must end with (0 unless named): a missing input is exit 2
+EXPECTED_EXIT = {"popprof summary MISSING": 2, "popprof check MISSING": 2}
 
-def _once(args: list[str]) -> tuple[float, float]:
-    """(wall s, CPU s of the child) of one fresh run."""
+
+def _once(args: list[str], expected: int = 0) -> tuple[float, float]:
+    """(wall s, CPU s of the child) of one fresh run, which must exit with ``expected``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    done = subprocess.run([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - start
+    if done.returncode != expected:
+        raise SystemExit(f"{' '.join(args)}: exit {done.returncode}, expected {expected}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
@@ -52,7 +60,7 @@ def main() -> None:
     env_note = load_line()
     for _ in range(args.repeat):
         for name, case in CASES.items():  # interleaved: the machine's load affects every case alike
-            wall, cpu = _once(case)
+            wall, cpu = _once(case, EXPECTED_EXIT.get(name, 0))
             walls[name].append(wall)
             cpus[name].append(cpu)
     bare_wall = statistics.median(walls["python -c pass"])

@@ -38,6 +38,8 @@ def _stored_help(command: str | None) -> str | None:
     width = help_width()
     if width not in STORED_HELP_WIDTHS or (command is not None and not command.isidentifier()):
         return None
+    if command == "popprof":  # the top-level help's own file, not a command: the CLI says "no such command"
+        return None
     try:
         with open(stored_help_path(width, command), encoding="utf-8") as handle:
             return handle.read()
@@ -54,16 +56,58 @@ def _help_asked(args: list[str]) -> tuple[bool, str | None]:
     return False, None
 
 
+#: exit code when stdout is closed before all output was written (as ``popprof.cli.EXIT_BROKEN_PIPE``: 128 +
+#: SIGPIPE, what a shell reports; a test checks they agree)
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_as_closed_pipe() -> None:
+    """A stdout closed before the start (``popprof ... >&-``; Python then sets ``sys.stdout`` to None and
+    click drops what it writes) becomes a pipe whose reader is gone: a write fails as it does after
+    ``| head`` has exited, and the launcher and the CLI answer it the same way (:data:`EXIT_BROKEN_PIPE`)."""
+    if sys.stdout is not None:
+        return
+    try:
+        read_end, write_end = os.pipe()  # the lowest free descriptors: the read end may be 1 itself
+        os.dup2(write_end, 1)  # closes fd 1 if it was the read end: the pipe then has no reader
+        for fd in {read_end, write_end} - {1}:
+            os.close(fd)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (lives as long as the process)
+    except OSError:
+        return
+
+
+def _answer(text: str) -> None:
+    """Write ``text`` to stdout and exit 0, or end as the CLI does when stdout fails: silent with
+    :data:`EXIT_BROKEN_PIPE` when its reader is gone (``| head -1``), one ``popprof: error:`` line with
+    exit 2 for another write error (``> /dev/full``). Never a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    except OSError as exc:
+        sys.stderr.write(f"popprof: error: {exc.strerror or exc}\n")
+        code = 2
+    else:
+        raise SystemExit(0)
+    try:  # what is left in the buffer is dropped: no "Exception ignored" when Python flushes stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(code)
+
+
 def run() -> None:
     """Entry point of the ``popprof`` console script and ``python -m popprof``."""
+    _stdout_as_closed_pipe()
     args = sys.argv[1:]
     if args == ["--version"]:
-        sys.stdout.write(f"popprof, version {__version__}\n")  # click.version_option's line
-        raise SystemExit(0)
+        _answer(f"popprof, version {__version__}\n")  # click.version_option's line
     asked, command = _help_asked(args)
     if asked and (text := _stored_help(command)) is not None:
-        sys.stdout.write(text)
-        raise SystemExit(0)
+        _answer(text)
     from .cli import run as run_cli
 
     run_cli()

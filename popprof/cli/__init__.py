@@ -257,8 +257,14 @@ def _main(argv: list[str] | None) -> int:
 
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # `popprof` or a group alone: its help, exit 2
         exc.show()
+        return 2
+    except click.UsageError as exc:
+        click.echo(f"popprof: error: {_usage_line(exc)}", err=True)
+        return 2
+    except click.ClickException as exc:
+        click.echo(f"popprof: error: {_first_lower(_one_line(exc.format_message()))}", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("popprof: aborted", err=True)
@@ -291,6 +297,20 @@ def _main(argv: list[str] | None) -> int:
 def _one_line(exc: BaseException) -> str:
     """An error message on one line, whatever a library put in it."""
     return " ".join(str(exc).split())
+
+
+def _first_lower(text: str) -> str:
+    """click's "No such option ..." in popprof's voice ("no such option ..."); "PATH ..." stays as it is."""
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    """A usage error on one line, with the hint click puts on a line of its own: "no such option '--bogus'
+    (try 'popprof summary --help')" (README: one line, exit 2)."""
+    text = _first_lower(_one_line(exc.format_message())).rstrip(".")
+    if exc.ctx is not None:
+        text += f" (try '{exc.ctx.command_path} --help')"
+    return text
 
 
 def _broken_pipe() -> int:

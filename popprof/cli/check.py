@@ -25,6 +25,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    require_inputs,
     start_reading,
     text_width,
 )
@@ -111,6 +112,7 @@ def check_command(
       popprof check run/ --format junit -o findings.xml --fail-on warning
       popprof check trace.json.gz --rule host --format markdown
     """
+    require_inputs(*paths)  # before the rules' imports: a missing file is said at once
     from ..report.findings import RENDERERS, failed
     from ..rules import check, parse_set
     from ..rules.base import plan

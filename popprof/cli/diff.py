@@ -23,6 +23,7 @@ from .common import (
     output_option,
     reader_options,
     report_read_warnings,
+    require_inputs,
     said_wrote,
     select_engine,
     top_option,
@@ -144,6 +145,7 @@ def diff_command(
       popprof diff baseline.json run/profile.pop --format markdown > comment.md
       popprof diff baseline.json new.popprof --budget budget.toml --strict --format junit > gate.xml
     """
+    require_inputs(base, new)  # before the comparison's imports: a missing file is said at once
     from ..compare import DEFAULT_TOLERANCE, diff, gate, load_budget
     from ..report.diff import render_many
 
@@ -190,6 +192,7 @@ def baseline_command(
       popprof baseline run/profile.pop -o baseline.json
       popprof diff baseline.json new/profile.pop
     """
+    require_inputs(path)
     from ..compare.baseline import dumps_baseline, write_baseline
 
     check_output(output, [config_file, *device_map_inputs(device_map)])

@@ -17,6 +17,7 @@ from .common import (
     load_config_file,
     load_profiles,
     reader_options,
+    require_inputs,
     said_wrote,
     start_reading,
 )
@@ -59,6 +60,7 @@ def export_command(
       popprof export run_dir/training/profile.pop -o training.popprof
       popprof export run_dir/ -o bundles/
     """
+    require_inputs(src)  # before the readers' imports: a missing file is said at once
     from ..readers import bundle
 
     refuse_overwriting_inputs(out, [config_file, *device_map_inputs(device_map)])

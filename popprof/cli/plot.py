@@ -17,6 +17,7 @@ from .common import (
     load_one_profile,
     load_profiles,
     reader_options,
+    require_inputs,
     said_wrote,
 )
 
@@ -108,6 +109,7 @@ def plot_command(
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:
         raise UsageError(f"{output}: unknown image type {output.suffix!r}; use .png, .svg or .pdf")
+    require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
     read_options = reader_options(device_map, config, **FIGURES_ONLY)
@@ -201,6 +203,7 @@ def report_command(
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
     """
+    require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
     read_options = reader_options(device_map, config, **FIGURES_ONLY)

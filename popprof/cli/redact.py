@@ -9,7 +9,15 @@ import click
 
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
-from .common import check_output, config_option, global_options, is_stdout, output_option, said_wrote
+from .common import (
+    check_output,
+    config_option,
+    global_options,
+    is_stdout,
+    output_option,
+    require_inputs,
+    said_wrote,
+)
 
 
 def _config_option():
@@ -102,6 +110,7 @@ def redact_command(
     project's own popprof.toml / pyproject.toml at the root of the git repository you are in (never
     one further up); a policy that keeps more readable is always said on stderr.
     """
+    require_inputs(source)  # before the redaction's imports: a missing file is said at once
     from ..redaction import build_policy, check_paths, input_kind, redact
     from ..redaction.pseudonym import KEY_ENV
 

@@ -20,6 +20,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    require_inputs,
     start_reading,
 )
 
@@ -48,6 +49,7 @@ def tables_command(
     Example:
       popprof tables fixtures/mk2_training.popprof
     """
+    require_inputs(path)  # before the schema's imports: a missing file is said at once
     from ..model.readproblems import problems
     from ..model.schema import TABLES
 

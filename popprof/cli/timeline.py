@@ -14,6 +14,7 @@ from .common import (
     global_options,
     load_one_profile,
     reader_options,
+    require_inputs,
     said_wrote,
     start_reading,
 )
@@ -60,6 +61,7 @@ def timeline_command(
       popprof timeline trace.pvti -o trace.json.gz
       popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
     """
+    require_inputs(path)  # before the timeline's imports: a missing file is said at once
     from ..io.atomic import refuse_overwriting_inputs
     from ..io.config import load_config
     from ..trace.timeline import write_timeline

@@ -75,10 +75,13 @@ class _Guard(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         view = memoryview(buffer).cast("B")[:CHUNK_BYTES]  # checked a chunk at a time, whatever was asked
-        n = self._inner.readinto(view)
+        n = self._fill(view)
         if n:
             self.check(view[:n])
         return n or 0
+
+    def _fill(self, view: memoryview) -> int:
+        return self._inner.readinto(view)
 
     def check(self, chunk: memoryview) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -101,13 +104,29 @@ class CorruptGzip(InputError):
 class GzipGuard(_Guard):
     """Counts decompressed bytes of a gzip stream; a decompression bomb ends in LimitExceeded.
 
-    Cut-off or corrupt gzip raises :class:`TruncatedGzip` / :class:`CorruptGzip`, which name the file.
+    Cut-off or corrupt gzip raises :class:`TruncatedGzip` / :class:`CorruptGzip`, which name the file. With
+    ``cut_off_ends`` a cut-off stream ends where its data ends instead (``cut_off`` is then set), as a plain
+    file cut at the same place would: a reader that keeps what comes before a cut (the Chrome reader) gives
+    the same answer for both (docs/readers.md).
     """
+
+    cut_off_ends = False
+    cut_off = False
+
+    def _fill(self, view: memoryview) -> int:
+        if not self.cut_off_ends:
+            return self._inner.readinto(view)
+        # one read of the gzip reader at a time: a read that fills the whole view would drop, with its
+        # EOFError, the bytes it decompressed before the cut
+        return self._inner.readinto1(view)
 
     def readinto(self, buffer) -> int:
         try:
             return super().readinto(buffer)
         except EOFError:
+            if self.cut_off_ends:
+                self.cut_off = True
+                return 0
             raise TruncatedGzip(
                 self.path,
                 "gzip data is truncated (it ends before its end-of-stream marker)",

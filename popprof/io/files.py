@@ -55,13 +55,17 @@ def gzip_truncated(path: Path, block: int = 1 << 20) -> bool:
         return not decompressor.eof
 
 
-def open_binary(path: Path, before: tuple[int, int, int, int] | None = None) -> BinaryIO:
+def open_binary(
+    path: Path, before: tuple[int, int, int, int] | None = None, *, cut_off_ends: bool = False
+) -> BinaryIO:
     """Open a file for reading bytes, gunzipping transparently when it starts with the gzip magic.
 
     Gzip input is guarded: past the ``gzip-ratio`` / ``gzip-bytes`` limits (a
     decompression bomb) reading raises :class:`~popprof.io.limits.LimitExceeded`. The bytes read
     from disk count toward an active :func:`popprof.io.progress.reading` bar. With ``before`` (a
-    :func:`snapshot`), every read checks that the file is still that one (:class:`Unchanged`).
+    :func:`snapshot`), every read checks that the file is still that one (:class:`Unchanged`). With
+    ``cut_off_ends`` gzip cut off before its end marker ends where its data ends, as a plain file cut there
+    would (:class:`~popprof.io.bounded.GzipGuard`), instead of raising ``TruncatedGzip``.
     """
     with open(path, "rb") as handle:
         magic = handle.read(2)
@@ -74,14 +78,18 @@ def open_binary(path: Path, before: tuple[int, int, int, int] | None = None) -> 
         return source
     unzipped = gzip.GzipFile(fileobj=source, mode="rb")
     unzipped.myfileobj = raw  # closing the GzipFile closes the file, as gzip.open would
-    return bounded.buffered(bounded.GzipGuard(unzipped, Path(path), compressed))
+    guard = bounded.GzipGuard(unzipped, Path(path), compressed)
+    guard.cut_off_ends = cut_off_ends
+    return bounded.buffered(guard)
 
 
-def open_json(path: Path, before: tuple[int, int, int, int] | None = None) -> BinaryIO:
+def open_json(
+    path: Path, before: tuple[int, int, int, int] | None = None, *, cut_off_ends: bool = False
+) -> BinaryIO:
     """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
     raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
     """
-    return guard_json(open_binary(path, before), path)
+    return guard_json(open_binary(path, before, cut_off_ends=cut_off_ends), path)
 
 
 def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:

@@ -103,10 +103,12 @@ def parse_file(
     """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed.
 
     With ``before`` (:func:`popprof.io.files.snapshot`) a file that changes during the pass ends in
-    :class:`~popprof.io.files.ChangedWhileRead` at the next read. Without ``flows`` flows are counted only."""
+    :class:`~popprof.io.files.ChangedWhileRead` at the next read. Without ``flows`` flows are counted only.
+    A ``.json.gz`` cut off reads as the same trace cut off uncompressed: the events before the cut, and the
+    truncation warning (``cut_off_ends``; docs/readers.md)."""
     try:
-        with open_json(path, before) as handle:
+        with open_json(path, before, cut_off_ends=True) as handle:
             return parse_stream(handle, prefix, with_args, "orjson", flows)
     except (Unframeable, Misframed, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
-        with open_json(path, before) as handle:
+        with open_json(path, before, cut_off_ends=True) as handle:
             return parse_stream(handle, prefix, with_args, "ijson", flows)

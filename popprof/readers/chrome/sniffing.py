@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...io.files import open_binary
+from ...io.files import read_head
 from ...io.jsonbytes import WS, member
 from .framing import TRACE_EVENTS, strip_bom
 
@@ -36,6 +36,5 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def event_prefix(path: Path) -> str:
     """The ijson-style prefix of the event array: ``item`` for a top-level array, else ``traceEvents.item``."""
-    with open_binary(path) as handle:
-        head = strip_bom(handle.read(4096))
+    head = strip_bom(read_head(path, 4096))  # as detection read it: a gzip cut off reads as far as it goes
     return "item" if head.startswith(b"[") else "traceEvents.item"
