@@ -159,3 +159,12 @@ def test_the_time_gains_of_a_device_never_exceed_its_window(path):
             assert sum(resting) <= float(runs[part].sum()) * (1 + 1e-9) + 1e-6, part
     ordered = [f.estimated_gain.fraction for f in found.items if f.estimated_gain is not None]
     assert ordered == sorted(ordered, reverse=True)
+
+
+def test_the_notebook_explanation_is_the_summarys(case):
+    path, profile = case
+    shown = popprof.explain(profile)
+    doc = popprof.summary(profile)["what_limits"]
+    assert shown.doc == doc
+    assert repr(shown).startswith("What limits this run")
+    assert "What limits this run" in shown._repr_html_()
