@@ -8,8 +8,9 @@ when they were read, and a row is used only while a file of that name is listed 
 written again is a new file: a rename gives a new inode). A file the cache does not cover is read as before.
 
 popprof's readers write the cache (atomically, replacing it whole) when they had to read at least
-:data:`REFRESH_AT` catalogue files it did not cover; a store they cannot write is read without it. Outside
-readers never see it (it is not under ``runs/``); deleting it is always safe. Object stores get no cache.
+:data:`REFRESH_AT` catalogue files it did not cover, or it holds as many rows of files gone or changed; a
+store they cannot write is read without it. Outside readers never see it (it is not under ``runs/``);
+deleting it is always safe. Object stores get no cache.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .schemas import RUNS
 
 #: The store-relative path of the cache.
 CACHE = "cache/runs.parquet"
-#: Write the cache when a read had to read at least this many catalogue files it does not cover.
+#: Write the cache when a read had to read at least this many catalogue files it does not cover (or the cache
+#: holds as many rows of files gone or changed: a compaction's).
 REFRESH_AT = 64
 #: The columns the cache adds to the catalogue's (and ``month``).
 _KEYS = [("_rel", pa.string()), ("_mtime_ns", pa.int64()), ("_size", pa.int64()), ("_ino", pa.int64())]
@@ -55,32 +57,37 @@ def _cache_path(location: Location) -> str | None:
     return path
 
 
-def covered(location: Location, files: list[str], found: dict[str, tuple[int, int, int]]) -> list[str]:
-    """The ``files`` (store-relative, stat'd in ``found``) whose rows the cache holds as they are now. An
-    unreadable cache, one of other columns or one too large for its size covers nothing."""
+def covered(
+    location: Location, files: list[str], found: dict[str, tuple[int, int, int]]
+) -> tuple[list[str], int]:
+    """The ``files`` (store-relative, stat'd in ``found``) whose rows the cache holds as they are now, and how
+    many of its rows are of files no longer there as they were (a reader rewrites the cache when they are
+    many). An unreadable cache, one of other columns or one too large for its size covers nothing."""
     import pyarrow.parquet as pq
 
     from ..io.limits import LimitExceeded
     from .compact import check_expansion
 
     if not location.local or not files:
-        return []
+        return [], 0
     path = _cache_path(location)
     if path is None:
-        return []
+        return [], 0
     try:
         if not pq.read_schema(path).remove_metadata().equals(schema()):
-            return []
+            return [], 0
         check_expansion(location, CACHE)
         keys = pq.read_table(path, columns=[n for n, _ in _KEYS])
     except (OSError, ValueError, pa.ArrowException, LimitExceeded):
-        return []
+        return [], 0
     wanted = set(files)
-    hits = set()
+    hits, stale = set(), 0
     for rel, mtime, size, ino in zip(*(keys[n].to_pylist() for n, _ in _KEYS), strict=True):
         if rel in wanted and found.get(rel) == (mtime, size, ino):
             hits.add(rel)
-    return sorted(hits)
+        else:
+            stale += 1
+    return sorted(hits), stale
 
 
 def cached_sql(location: Location, literal) -> str:

@@ -111,18 +111,19 @@ def _read_catalogue(con: duckdb.DuckDBPyConnection, location: Location, files: l
     """The raw catalogue relation as a temporary table: the catalogue is small (a row per ingest) but may be
     thousands of files, read once here for the live ingests, the ``runs`` view and every other view (as a
     view, each of them scanned every catalogue file again). The rows of the files the catalogue cache covers
-    come from it (:mod:`.catalogue_cache`); the others are read, and the cache rewritten when they were many."""
+    come from it (:mod:`.catalogue_cache`); the others are read, and the cache rewritten when they were many
+    (or it held many rows of files gone or changed)."""
     from . import catalogue_cache
 
     found = catalogue_cache.stats(location, files) if location.local else {}
-    hits = catalogue_cache.covered(location, files, found)
+    hits, stale = catalogue_cache.covered(location, files, found)
     rest = sorted(set(files) - set(hits))
     con.execute(f"CREATE TEMP TABLE {raw_name('runs')} AS {raw_sql(location, 'runs', bool(rest), rest)}")
     if hits:
         con.execute(
             f"INSERT INTO {raw_name('runs')} BY NAME {catalogue_cache.cached_sql(location, _literal)}", [hits]
         )
-    if location.local and len(rest) >= catalogue_cache.REFRESH_AT:
+    if location.local and max(len(rest), stale) >= catalogue_cache.REFRESH_AT:
         rows = con.sql(f"SELECT * FROM {raw_name('runs')}").to_arrow_table()
         catalogue_cache.refresh(location, rows, found)
 
