@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
 """Benchmark: the run store: store add per run, trend over 10,000 runs, store query, Spark vs DuckDB.
 
-    python benchmarks/bench_store.py [--modes add,trend,query,spark] [--runs 10000] [--adds 10] [--repeat 3]
-                                     [--data DIR]
+    python benchmarks/bench_store.py [--modes add,add-many,add-cli,ls,trend,query,spark] [--runs 10000]
+                                     [--adds 10] [--sources 100] [--ls-runs 2000] [--repeat 3] [--data DIR]
+                                     [--code CHECKOUT]
 
 - add: ``popprof.store.add`` of the Mk2 fixture bundle (12 tables) under ``--adds`` run ids in one fresh
   process; the median per add and that process's peak RSS. Target: under 0.3 s per run.
+- add-many: ``popprof store add STORE SRC...`` of ``--sources`` small runs (a 3 KB trace under as many
+  names) in one command, against one command per run, alternated, each into a fresh store. Target: one
+  command at least 5x faster.
+- add-cli: one ``popprof store add`` of the Mk2 bundle into a fresh store against ``popprof summary`` of it
+  (whole processes, alternated). Target: within 1.5x.
+- ls: ``popprof store ls`` of ``--ls-runs`` uncompacted runs (one catalogue file each), without the
+  catalogue cache (removed first; that read writes it) and with it.
+- ``--code CHECKOUT``: the popprof the add-many, add-cli and ls commands run (another worktree, or
+  ``git archive`` of a commit, measures the same cases before a change).
 - trend: a ``--runs`` history (two metrics: an exact one and a noisy one with a shift) written per run into
   ``<data>/store-<runs>/`` (``--data``, default ``benchmarks/data``: give each concurrent run its own),
   compacted (timed once), then ``trend`` in fresh processes: the exact metric over all runs, the noisy one
@@ -23,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -35,6 +47,7 @@ from _table import load_line, print_table
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data"
 MK2 = ROOT / "fixtures" / "mk2_training.popprof"
+SMALL = ROOT / "fixtures" / "traces" / "begin_end.json"  # a 3 KB Chrome trace: a small run
 EXACT = "memory.total_incl_gaps_bytes"
 NOISY = "trace.device_idle_us"
 TREND_SQL = (
@@ -91,6 +104,127 @@ def bench_add(adds: int, repeat: int, data: Path) -> list[list[str]]:
     verdict = "met" if per_add < 0.3 else "NOT met"
     notes = f"{cpu:.3f} CPU; first add {first:.2f}"
     return [["store add, Mk2 bundle (per run)", f"{per_add:.3f}", notes, f"{peak:.0f}", verdict]]
+
+
+def _cli(code: Path, *args: object) -> tuple[float, float]:
+    """Run ``popprof ARGS`` (the popprof of ``code``) in a fresh interpreter; (wall s, CPU s of the child)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "popprof", *(str(a) for a in args)],
+        env=dict(os.environ, PYTHONPATH=str(code)),
+        cwd=code,  # ``python -m`` puts the working directory first on the path
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def bench_add_many(sources: int, repeat: int, data: Path, code: Path) -> list[list[str]]:
+    """``store add STORE SRC...`` with ``sources`` small runs in one command, against one command per run
+    (alternated, each into a fresh store)."""
+    folder = data / f"add-many-src-{sources}"
+    if len(list(folder.glob("*.json"))) != sources:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for i in range(sources):  # one profile per name: each a run of its own series
+            shutil.copyfile(SMALL, folder / f"r{i:05d}.json")
+    files = sorted(folder.glob("*.json"))
+    one, each = [], []
+    for _ in range(repeat):
+        target = data / "store-add-many"
+        shutil.rmtree(target, ignore_errors=True)
+        _cli(code, "store", "init", target)
+        one.append(_cli(code, "store", "add", target, *files))
+        shutil.rmtree(target, ignore_errors=True)
+        _cli(code, "store", "init", target)
+        walls, cpus = zip(*(_cli(code, "store", "add", target, f) for f in files), strict=True)
+        each.append((sum(walls), sum(cpus)))
+    one_wall, one_cpu = statistics.median(w for w, _ in one), statistics.median(c for _, c in one)
+    each_wall, each_cpu = statistics.median(w for w, _ in each), statistics.median(c for _, c in each)
+    ratio = each_wall / one_wall
+    return [
+        [
+            f"store add, {sources:,} small runs in one command",
+            f"{one_wall:.2f}",
+            f"{one_cpu:.2f} CPU; {one_wall / sources * 1000:.0f} ms a run",
+            "",
+            "",
+        ],
+        [
+            f"store add, {sources:,} small runs, one command each",
+            f"{each_wall:.2f}",
+            f"{each_cpu:.2f} CPU; {each_wall / sources * 1000:.0f} ms a run",
+            "",
+            ("met" if ratio >= 5 else "NOT met") + f": one command {ratio:.1f}x faster (target 5x)",
+        ],
+    ]
+
+
+def bench_add_cli(repeat: int, data: Path, code: Path) -> list[list[str]]:
+    """One CLI ``store add`` of the Mk2 bundle into a fresh store against ``popprof summary`` of it
+    (alternated)."""
+    add, summary = [], []
+    for _ in range(repeat):
+        target = data / "store-add-cli"
+        shutil.rmtree(target, ignore_errors=True)
+        _cli(code, "store", "init", target)
+        add.append(_cli(code, "store", "add", target, MK2))
+        summary.append(_cli(code, "summary", MK2))
+    add_wall, sum_wall = statistics.median(w for w, _ in add), statistics.median(w for w, _ in summary)
+    ratio = add_wall / sum_wall
+    return [
+        ["popprof summary, Mk2 bundle (whole process)", f"{sum_wall:.2f}", _cpu(summary), "", ""],
+        [
+            "popprof store add, Mk2 bundle (whole process)",
+            f"{add_wall:.2f}",
+            _cpu(add),
+            "",
+            ("met" if ratio <= 1.5 else "NOT met") + f": {ratio:.2f}x summary (target 1.5x)",
+        ],
+    ]
+
+
+def _cpu(figures: list[tuple[float, float]]) -> str:
+    return f"{statistics.median(c for _, c in figures):.2f} CPU"
+
+
+def bench_ls(runs: int, repeat: int, data: Path, code: Path) -> list[list[str]]:
+    """``popprof store ls`` of ``runs`` uncompacted runs (one catalogue file each): without the catalogue
+    cache (removed first; this read writes it) and with it."""
+    sys.path.insert(0, str(ROOT))
+    import popprof.store as store
+    from popprof.testing.store_history import write_history
+
+    path = data / f"store-ls-{runs}"
+    if not (path / "popprof-store.json").exists():
+        shutil.rmtree(path, ignore_errors=True)
+        store.init(path)
+        write_history(path, {NOISY: [1.0 + i % 7 for i in range(runs)]})
+    cache = path / "cache" / "runs.parquet"
+    cold, warm = [], []
+    for _ in range(repeat):
+        cache.unlink(missing_ok=True)
+        cold.append(_cli(code, "store", "ls", path))
+        warm.append(_cli(code, "store", "ls", path))
+    return [
+        [
+            f"store ls, {runs:,} uncompacted runs, no catalogue cache (writes it)",
+            f"{statistics.median(w for w, _ in cold):.2f}",
+            _cpu(cold),
+            "",
+            "",
+        ],
+        [
+            f"store ls, {runs:,} uncompacted runs, the cache written",
+            f"{statistics.median(w for w, _ in warm):.2f}",
+            _cpu(warm),
+            "",
+            "",
+        ],
+    ]
 
 
 def ensure_history(runs: int, data: Path) -> tuple[Path, Path, float]:
@@ -283,9 +417,22 @@ def bench_spark_jvm(runs: int, repeat: int, data: Path) -> list[list[str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Benchmark the run store, trend, store query and Spark.")
-    parser.add_argument("--modes", default="add,trend,query,spark")
+    parser.add_argument(
+        "--modes",
+        default="add,add-many,add-cli,ls,trend,query,spark",
+        help="Any of add, add-many, add-cli, ls, trend, query, spark, spark-jvm (comma-separated).",
+    )
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--adds", type=int, default=10)
+    parser.add_argument("--sources", type=int, default=100, help="Small runs of add-many (default 100).")
+    parser.add_argument("--ls-runs", type=int, default=2000, help="Uncompacted runs of ls (default 2,000).")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="The checkout whose popprof the add-many, add-cli and ls commands run (default this one): "
+        "another worktree measures the same cases before a change.",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--data",
@@ -294,11 +441,18 @@ def main() -> int:
         help="Where the stores are written and cached (default benchmarks/data).",
     )
     args = parser.parse_args()
+    args.data = args.data.resolve()
     args.data.mkdir(parents=True, exist_ok=True)
     rows = []
     modes = args.modes.split(",")
     if "add" in modes:
         rows += bench_add(args.adds, args.repeat, args.data)
+    if "add-many" in modes:
+        rows += bench_add_many(args.sources, args.repeat, args.data, args.code.resolve())
+    if "add-cli" in modes:
+        rows += bench_add_cli(args.repeat, args.data, args.code.resolve())
+    if "ls" in modes:
+        rows += bench_ls(args.ls_runs, args.repeat, args.data, args.code.resolve())
     if "trend" in modes:
         rows += bench_trend(args.runs, args.repeat, args.data)
     if "query" in modes:

@@ -98,12 +98,34 @@ def create_views(
     """Create the raw relations and views of every kind (or of ``only``, with ``runs`` always) on ``con``;
     returns the view names. ``skip``: store files left out (``fsck`` reads around the unreadable ones).
 
-    The live ingests are read once into a temporary table; a kind without files gets an empty view of its
-    declared columns (nothing to bind against the files). A file that cannot be read is one InputError.
+    The catalogue's rows and the live ingests are read once into temporary tables; a kind without files
+    gets an empty view of its declared columns (nothing to bind against the files). A file that cannot be
+    read is one InputError.
     Symbolic links are never read (:meth:`Location.files`); a warning says how many were left out.
     """
     with readable(location):
         return _create_views(con, location, only, skip)
+
+
+def _read_catalogue(con: duckdb.DuckDBPyConnection, location: Location, files: list[str]) -> None:
+    """The raw catalogue relation as a temporary table: the catalogue is small (a row per ingest) but may be
+    thousands of files, read once here for the live ingests, the ``runs`` view and every other view (as a
+    view, each of them scanned every catalogue file again). The rows of the files the catalogue cache covers
+    come from it (:mod:`.catalogue_cache`); the others are read, and the cache rewritten when they were many
+    (or it held many rows of files gone or changed)."""
+    from . import catalogue_cache
+
+    found = catalogue_cache.stats(location, files) if location.local else {}
+    hits, stale = catalogue_cache.covered(location, files, found)
+    rest = sorted(set(files) - set(hits))
+    con.execute(f"CREATE TEMP TABLE {raw_name('runs')} AS {raw_sql(location, 'runs', bool(rest), rest)}")
+    if hits:
+        con.execute(
+            f"INSERT INTO {raw_name('runs')} BY NAME {catalogue_cache.cached_sql(location, _literal)}", [hits]
+        )
+    if location.local and max(len(rest), stale) >= catalogue_cache.REFRESH_AT:
+        rows = con.sql(f"SELECT * FROM {raw_name('runs')}").to_arrow_table()
+        catalogue_cache.refresh(location, rows, found)
 
 
 def _create_views(
@@ -122,10 +144,7 @@ def _create_views(
     # change the setting (and draws none)
     with contextlib.suppress(duckdb.Error):
         con.execute("SET enable_progress_bar = false")
-    con.execute(
-        f"CREATE VIEW {raw_name('runs')} AS "
-        f"{raw_sql(location, 'runs', 'runs' in present, present.get('runs'))}"
-    )
+    _read_catalogue(con, location, present.get("runs", []))
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
     for kind in wanted:
