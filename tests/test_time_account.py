@@ -77,7 +77,7 @@ def test_the_real_inputs_with_device_time_all_have_an_account():
 def test_nccl_data_account_matches_the_figures_check_and_summary_state():
     """nccl_data (HTA's public test trace, one GPU): busy 157.50 ms of the 660.55 ms device span, as the
     summary's device-activity line and host.device-gaps's 'active span' state."""
-    profile = popprof.open(SHARED / "traces" / "nccl_data.json.gz")
+    profile = popprof.open(REAL / "traces" / "nccl_data.json.gz")
     runs = account.run_account(profile)
     assert len(runs) == 1
     row = runs.iloc[0]
@@ -97,7 +97,7 @@ def test_nccl_data_account_matches_the_figures_check_and_summary_state():
 
 
 def test_ipu_model_summary_is_host_bound_in_its_account():
-    profile = popprof.open(SHARED / "poplar" / "tutorials_tut6_execution_ipumodel_sdk3.txt")
+    profile = popprof.open(REAL / "poplar" / "tutorials_tut6_execution_ipumodel_sdk3.txt")
     row = account.run_account(profile).iloc[0]
     assert row["basis"] == "summary_total"
     assert row["window_us"] == pytest.approx(5023.9)  # the summary's own "approx 5,023.9 microseconds"
