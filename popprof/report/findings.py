@@ -12,6 +12,7 @@ import textwrap
 
 from .._version import __version__
 from ..io import jsonout, units
+from ..io.plural import plural
 from ..rules.base import SEVERITIES, Finding, Findings, severity_rank
 from . import junit
 from . import markdown as md
@@ -50,8 +51,8 @@ def _summary_line(results: list[Findings], fail_on: str) -> str:
         else (f"; fail-on {fail_on}: " + ("FAILED" if failed(results, fail_on) else "passed"))
     )
     return (
-        f"{t['error']} error(s), {t['warning']} warning(s), {t['info']} info, "
-        f"{t['not_evaluated']} rule(s) not evaluated{verdict}"
+        f"{plural(t['error'], 'error')}, {plural(t['warning'], 'warning')}, {t['info']} info, "
+        f"{plural(t['not_evaluated'], 'rule')} not evaluated{verdict}"
     )
 
 
@@ -156,7 +157,7 @@ CUT = " [...]"
 def skipped_line(res: Findings) -> str:
     """The rules a profile could not evaluate, folded into one line (``--show-skipped`` lists them)."""
     ids = ", ".join(rule_id for rule_id, _ in res.not_evaluated)
-    return f"{len(res.not_evaluated)} rule(s) not evaluated: {ids} (--show-skipped says why)"
+    return f"{plural(len(res.not_evaluated), 'rule')} not evaluated: {ids} (--show-skipped says why)"
 
 
 def _wrap(text: str, width: int, first: str, rest: str, max_lines: int | None = None) -> list[str]:
@@ -259,7 +260,7 @@ def render_text(
                 lines += _wrap(f"not evaluated: {reason}", width, f"  SKIPPED {rule_id}: ", INDENT)
         elif res.not_evaluated and brief:
             lines += _wrap(
-                f"{len(res.not_evaluated)} rule(s) not evaluated (--show-skipped)",
+                f"{plural(len(res.not_evaluated), 'rule')} not evaluated (--show-skipped)",
                 width,
                 "  SKIPPED ",
                 INDENT,
