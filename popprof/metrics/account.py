@@ -142,7 +142,7 @@ def _account(profile: Profile) -> pd.DataFrame:
 # -- traces -----------------------------------------------------------------
 
 
-def _platform(profile: Profile, events: pd.DataFrame) -> str:
+def _platform(events: pd.DataFrame) -> str:
     return "gpu" if "stream" in events.columns and events["stream"].notna().any() else "ipu"
 
 
@@ -339,7 +339,7 @@ def _trace_rows(profile: Profile) -> list[dict]:
         activities = im.device_activities(profile, by="device")
     except NotEvaluated:
         return []
-    platform = _platform(profile, events)
+    platform = _platform(events)
     parts = GPU_PARTS if platform == "gpu" else IPU_PARTS
     marks = step_times(profile)
     rows: list[dict] = []

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from ..io import jsonout, units
+from ..metrics.execution import total_time_us
 from ..metrics.trace import time_origin
 from ..model.errors import NotEvaluated, UsageError
 from ..model.profile import NEEDS_HINT, Profile
@@ -236,6 +237,17 @@ class RuleContext:
         the profile holds)."""
         fields["platform"] = fields.get("platform") or self.platform
         return self.rule.finding(severity, title, message, **fields)
+
+
+def ipu_run_gain(
+    profile: Profile, spent_us: float | None, basis: str, rests_on: tuple[str, ...]
+) -> Gain | None:
+    """A time gain of ``spent_us`` (on the mean IPU) out of the run's window, the busiest IPU's time
+    (:func:`popprof.metrics.execution.total_time_us`), never above it; None without a clock or a time."""
+    window = total_time_us(profile)
+    if spent_us is None or not window:
+        return None
+    return Gain(min(spent_us, window), "us", basis, whole=window, rests_on=rests_on)
 
 
 #: The registry: rule id -> Rule, in registration order.

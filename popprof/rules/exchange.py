@@ -22,7 +22,7 @@ from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import device_activities
 from . import execution_totals
-from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, ipu_run_gain, rule
 from .execution_totals import ADVICE_SYNC, sync_dominated
 
 ADVICE_PHASES = {
@@ -46,19 +46,12 @@ EXCHANGE_WORDS = {"ipu": "exchange + sync", "gpu": "communication not overlapped
 
 
 def _ipu_exchange_gain(profile: Profile, spent_us: float | None, where: str) -> Gain | None:
-    """A gain of ``spent_us`` of exchange + sync time on the mean IPU, of the run's window (the busiest IPU's
-    time, :func:`popprof.metrics.execution.total_time_us`); None without a clock or a time."""
-    window = ex.total_time_us(profile)
-    if spent_us is None or not window:
-        return None
-    return Gain(
-        min(spent_us, window),
-        "us",
+    """A gain of ``spent_us`` of exchange + sync time on the mean IPU, of the run's window."""
+    basis = (
         f"the exchange + global exchange + sync time {where}, on the mean IPU, were all of it removed or "
-        "hidden behind compute",
-        whole=window,
-        rests_on=EXCHANGE_PARTS["ipu"],
+        "hidden behind compute"
     )
+    return ipu_run_gain(profile, spent_us, basis, EXCHANGE_PARTS["ipu"])
 
 
 def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:

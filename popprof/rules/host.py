@@ -28,7 +28,7 @@ from ..trace.intervals import (
     thread_labels,
     thread_names,
 )
-from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, ipu_run_gain, rule
 
 #: The time-account parts of idle device time, per platform (a gain resting on idle time takes from these).
 IDLE_PARTS = {"gpu": ("idle_host", "idle_launch", "idle_other"), "ipu": ("idle",)}
@@ -36,17 +36,11 @@ IDLE_PARTS = {"gpu": ("idle_host", "idle_launch", "idle_other"), "ipu": ("idle",
 
 def _stream_copy_gain(profile: Profile, source: str) -> Gain | None:
     """The host stream copies' time (:func:`popprof.metrics.execution.category_time_us`) of the run's window."""
-    spent, window = ex.category_time_us(profile, ("host_io",)), ex.total_time_us(profile)
-    if spent is None or not window:
-        return None
-    return Gain(
-        min(spent, window),
-        "us",
+    basis = (
         f"the time of the host stream copies ({source}), were input prefetched and overlapped with compute "
-        "so that the IPU never waits on the host",
-        whole=window,
-        rests_on=("stream_copies",),
+        "so that the IPU never waits on the host"
     )
+    return ipu_run_gain(profile, ex.category_time_us(profile, ("host_io",)), basis, ("stream_copies",))
 
 
 def _summary_stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
