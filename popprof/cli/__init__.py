@@ -189,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
     SIGTERM is handled like SIGINT: temporaries are removed and the exit code is 143.
     """
-    from ..io.limits import LIMITS
+    from ..io import limits
 
-    # --limit sets the limits' environment variables for this run, and -q silences progress; an in-process
-    # caller (a notebook, a test) gets its own environment and its progress back afterwards.
-    saved = {limit.env: os.environ.get(limit.env) for limit in LIMITS.values()}
+    # --limit sets the limits in force for this run (a context variable, never os.environ), and -q silences
+    # progress; an in-process caller (a notebook, a test) gets its own limits and progress back afterwards.
+    saved = limits.current()
     was_quiet = quiet()
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -212,11 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         set_quiet(was_quiet)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        for env, value in saved.items():
-            if value is None:
-                os.environ.pop(env, None)
-            else:
-                os.environ[env] = value
+        limits.enter(saved)
 
 
 def _end_early_reads() -> None:

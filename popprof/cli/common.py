@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,14 +32,21 @@ def _apply_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> boo
 
 
 def _apply_limits(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--limit NAME=VALUE``: the limits in force until this command's context closes (then the caller's)."""
+    if not value:
+        return value
+    from ..io import limits
+
+    previous = chosen = limits.current()
     for assignment in value:
         if "=" not in assignment and ctx.command.name == "query" and assignment.strip().isdigit():
             # the old spelling of ``query --rows N``: kept, with a note (the global --limit is NAME=VALUE)
             ctx.meta["popprof.query_rows"] = int(assignment)
             continue
-        from ..io.limits import set_from_option
-
-        set_from_option(assignment)
+        chosen = chosen.with_option(assignment)
+    if chosen is not previous:
+        limits.enter(chosen)
+        ctx.call_on_close(partial(limits.enter, previous))
     return value
 
 

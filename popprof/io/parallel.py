@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import limits
 from .workers import quiet_worker
 
 if TYPE_CHECKING:  # imported when a pool is made: every reader imports this module, few start workers
@@ -166,6 +167,7 @@ def process_pool(
         return None
     import concurrent.futures
 
+    initializer, initargs = limits.enter_then, (limits.current(), initializer, *initargs)  # limits by value
     try:
         return ProcessPool(
             concurrent.futures.ProcessPoolExecutor(
@@ -247,4 +249,6 @@ def thread_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor | SerialE
         return SerialExecutor()
     import concurrent.futures
 
-    return concurrent.futures.ThreadPoolExecutor(max(1, workers))
+    return concurrent.futures.ThreadPoolExecutor(
+        max(1, workers), initializer=limits.enter, initargs=(limits.current(),)
+    )
