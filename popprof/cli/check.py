@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -30,14 +31,16 @@ from .common import (
     text_width,
 )
 
+if TYPE_CHECKING:
+    from ..io.config import Config
+
 FAIL_CHOICES = ("info", "warning", "error", "never")
 
 
-def _fail_on(option: str | None, config: dict) -> str:
+def _fail_on(option: str | None, config: Config) -> str:
     if option is not None:
         return option
-    section = config.get("rules", {}) or {}
-    value = section.get("fail_on", section.get("fail-on", "error"))
+    value = "error" if config.fail_on is None else config.fail_on
     if value not in FAIL_CHOICES:
         raise UsageError(
             f"bad rules.fail_on {value!r} in the config; expected one of {', '.join(FAIL_CHOICES)}"

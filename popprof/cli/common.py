@@ -14,6 +14,9 @@ from ..io.progress import quiet, set_quiet
 from ..model.errors import InputError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..io.config import Config
     from ..model.profile import Profile
 
 # This module is imported by every command's module, also for ``--help``: it imports nothing heavy
@@ -122,7 +125,7 @@ def output_option(what: str = "the result") -> Callable:
     )
 
 
-def load_config_file(config_file: Path | None) -> dict:
+def load_config_file(config_file: Path | None) -> Config:
     """The configuration: ``--config FILE`` when given, else the nearest popprof.toml / pyproject.toml."""
     from ..io.config import load_config
 
@@ -222,14 +225,17 @@ def device_map_inputs(device_map: str | None) -> list[str]:
     return [device_map] if device_map and not device_map.lstrip().startswith("{") else []
 
 
-def reader_options(device_map: str | None = None, config: dict | None = None, **options: object) -> dict:
+def reader_options(
+    device_map: str | None = None, config: Config | Mapping | None = None, **options: object
+) -> dict:
     """Reader options with the device map resolved: ``--device-map`` wins, else the config's ``device_map``.
 
     A bad map (unknown category, bad regex, unreadable file) is a UsageError before any profile is read.
     """
+    from ..io.config import Config
     from ..trace.device import load_device_map
 
-    configured = (config or {}).get("device_map")
+    configured = Config.of(config).device_map
     if device_map is not None:
         mapping = load_device_map(device_map)
     elif configured:

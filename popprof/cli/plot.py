@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +22,9 @@ from .common import (
     said_wrote,
 )
 
+if TYPE_CHECKING:
+    from ..io.config import Config
+
 PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline", "account", "categories")
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -32,11 +36,9 @@ def _use_agg() -> None:
     matplotlib.use("Agg")
 
 
-def _config(config_file: Path | None) -> dict:
-    try:
-        from ..io.config import load_config
-    except ImportError:
-        return {}
+def _config(config_file: Path | None) -> Config:
+    from ..io.config import load_config
+
     return load_config(explicit=config_file)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..io.config import load_config
+from ..io.config import EMPTY, load_config
 from ..io.plural import plural
 from .check import FAIL_CHOICES, _fail_on
 from .common import device_map_option, global_options, reader_options, said_wrote
@@ -137,7 +137,7 @@ def record_command(
     from ..record.pipeline import RecordOptions, default_out_dir, record
     from ..record.run import KILL_AFTER_S
 
-    config = load_config(explicit=config_file) if check else {}
+    config = load_config(explicit=config_file) if check else EMPTY
     level = _fail_on(fail_on, config) if check else (fail_on or "error")
     if check:
         from ..rules.base import plan

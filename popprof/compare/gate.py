@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import units
-from ..io.config import load_config
+from ..io.config import Config, load_config
 from ..io.plural import plural
 from ..model.errors import InputError, UsageError
 from .core import COMPARED, ProfileDiff
@@ -326,7 +326,7 @@ def load_budget(
     path: str | os.PathLike[str] | None = None,
     *,
     start: Path | None = None,
-    config: dict | None = None,
+    config: Config | dict | None = None,
     config_file: str | os.PathLike[str] | None = None,
 ) -> Budget:
     """The budget in force: ``path`` if given, else ``[tool.popprof.gate]`` config, else the default.
@@ -338,7 +338,7 @@ def load_budget(
         return read_budget_file(path)
     if config is None:
         config = load_config(start, Path(config_file) if config_file is not None else None)
-    table = config.get("gate") if isinstance(config, dict) else None
+    table = Config.of(config).gate
     if table:
         return budget_from_mapping(table, "[tool.popprof.gate]")
     return Budget()

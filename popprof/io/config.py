@@ -20,12 +20,82 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..model.errors import InputError
 
 CONFIG_NAMES = ("popprof.toml", "pyproject.toml")
+
+
+def _empty() -> Mapping[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True, eq=False)
+class Config(Mapping[str, Any]):
+    """A loaded configuration: one typed field per sub-table, and the whole table as read.
+
+    Loaded from a file (:func:`load_config`) it has been validated: ``rules`` holds ``enable``/``disable``
+    (a pattern or a list), ``fail_on`` and rule parameters; ``gate`` the gate's limits; ``device_map`` a file
+    name, JSON text or a table of category = regular expression; ``pilot`` numbers; ``redact`` and ``trend``
+    their commands' tables. ``path`` is the file it came from. A mapping handed in from Python
+    (``popprof.check(profile, config={...})``) is wrapped by :meth:`of` as it is, and each consumer checks the
+    shape of its own table. It is also a read-only mapping of the table as read (``config["rules"]``,
+    ``config.get("gate")``), so code written for the dict it replaces keeps working.
+    """
+
+    rules: Mapping[str, Any] = field(default_factory=_empty)
+    gate: Mapping[str, Any] = field(default_factory=_empty)
+    device_map: str | Mapping[str, str] | None = None
+    pilot: Mapping[str, float] = field(default_factory=_empty)
+    redact: Mapping[str, Any] = field(default_factory=_empty)
+    trend: Mapping[str, Any] = field(default_factory=_empty)
+    path: Path | None = None
+    table: Mapping[str, Any] = field(default_factory=_empty, repr=False)
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], path: Path | None = None) -> Config:
+        """The configuration of ``table`` (``[tool.popprof]`` or a whole ``popprof.toml``); not validated here."""
+        return cls(
+            rules=table.get("rules") or {},
+            gate=table.get("gate") or {},
+            device_map=table.get("device_map") or None,
+            pilot=table.get("pilot") or {},
+            redact=table.get("redact") or {},
+            trend=table.get("trend") or {},
+            path=path,
+            table=dict(table),
+        )
+
+    @classmethod
+    def of(cls, value: Config | Mapping[str, Any] | None) -> Config:
+        """``value`` as a Config: itself, the empty one for ``None``, or a mapping wrapped as it is."""
+        if isinstance(value, Config):
+            return value
+        return EMPTY if not value else cls.from_table(value)
+
+    @property
+    def fail_on(self) -> object:
+        """``rules.fail_on`` (or ``fail-on``), ``None`` when not set."""
+        return (
+            self.rules.get("fail_on", self.rules.get("fail-on")) if isinstance(self.rules, Mapping) else None
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        return self.table[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+#: No configuration.
+EMPTY = Config()
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -45,8 +115,8 @@ def find_config(start: Path | None = None) -> Path | None:
     return None
 
 
-def load_config(start: Path | None = None, explicit: Path | None = None) -> dict:
-    """The popprof configuration as a dict (``{}`` when there is none).
+def load_config(start: Path | None = None, explicit: Path | None = None) -> Config:
+    """The popprof configuration, validated (:data:`EMPTY`, which reads as ``{}``, when there is none).
 
     With ``explicit`` that file is read (a missing or invalid file is an
     :class:`InputError`); a ``pyproject.toml`` gives its ``[tool.popprof]``
@@ -59,7 +129,7 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> dict
     else:
         found = find_config(start)
         if found is None:
-            return {}
+            return EMPTY
         path = found
     data = _read(path)
     prefix = ""
@@ -70,7 +140,7 @@ def load_config(start: Path | None = None, explicit: Path | None = None) -> dict
             raise InputError(path, "[tool.popprof] must be a table")
         data, prefix = section, "tool.popprof."
     validate(data, path, prefix)
-    return data
+    return Config.from_table(data, path)
 
 
 def _read(path: Path) -> dict:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..io import units
+from ..io.config import Config
 from ..model.errors import UsageError
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
@@ -44,7 +45,7 @@ def thresholds_from(
 ) -> dict[str, float]:
     """The thresholds: defaults, then the config's ``pilot`` table, then ``overrides``; UsageError on a bad one."""
     out = dict(DEFAULT_THRESHOLDS)
-    table = config.get("pilot") or {}
+    table = Config.of(config).pilot
     if not isinstance(table, Mapping):
         raise UsageError("the [pilot] configuration must be a table: name = number")
     for source, values in (("[tool.popprof.pilot]", table), ("--set", overrides or {})):

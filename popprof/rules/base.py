@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from ..io import jsonout, units
+from ..io.config import Config
 from ..metrics.execution import total_time_us
 from ..metrics.trace import time_origin
 from ..model.errors import NotEvaluated, UsageError
@@ -513,7 +514,7 @@ def plan(
     """
     rules = [rules] if isinstance(rules, str) else rules
     skip = [skip] if isinstance(skip, str) else skip
-    raw = (config or {}).get("rules", {}) or {}
+    raw = Config.of(config).rules
     if not isinstance(raw, Mapping):
         raise UsageError(
             "the [rules] configuration must be a table, e.g. [tool.popprof.rules] with "

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..compare.gate import Budget, Limit, _best_match, parse_limit
+from ..io.config import Config
 
 SECTION = "[tool.popprof.trend]"
 
@@ -49,7 +50,7 @@ class TrendSettings:
     @classmethod
     def from_config(cls, config: Mapping | None) -> TrendSettings:
         """The settings of a loaded configuration (``{}`` or no ``trend`` table: none)."""
-        table = (config or {}).get("trend") or {}
+        table = Config.of(config).trend
         budgets = table.get("budgets") or {}
         return cls(
             exact=_patterns(table.get("exact")),
