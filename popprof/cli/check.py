@@ -15,10 +15,8 @@ from .common import (
     check_output,
     config_option,
     device_map_inputs,
-    device_map_option,
     echo_json,
     emit,
-    engine_option,
     format_option,
     global_options,
     is_stdout,
@@ -26,6 +24,7 @@ from .common import (
     load_profiles,
     output_option,
     reader_options,
+    reading_options,
     require_inputs,
     start_reading,
     text_width,
@@ -84,9 +83,7 @@ def _fail_on(option: str | None, config: Config) -> str:
     is_flag=True,
     help="Text on a terminal: every message and piece of advice whole (piped text always is).",
 )
-@engine_option()
-@device_map_option()
-@global_options
+@reading_options(engine=True)
 def check_command(
     paths: tuple[Path, ...],
     rules: tuple[str, ...],

@@ -220,6 +220,25 @@ def device_map_option() -> Callable:
     )
 
 
+def reading_options(*, engine: bool = False, config: bool = False) -> Callable:
+    """The options of a command that reads profiles, in this order: ``--engine`` (with ``engine``),
+    ``--config FILE`` (with ``config``), ``--device-map``, then the global ``-q`` and ``--limit``. One
+    decorator instead of the same stack on each command, so every reading command takes them alike."""
+    stack = [
+        *([engine_option()] if engine else []),
+        *([config_option()] if config else []),
+        device_map_option(),
+        global_options,
+    ]
+
+    def decorate(command: Callable) -> Callable:
+        for option in reversed(stack):  # click lists the options in the order the decorators are written
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def device_map_inputs(device_map: str | None) -> list[str]:
     """The file a ``--device-map`` names (for the never-overwrite-an-input check); [] for inline JSON."""
     return [device_map] if device_map and not device_map.lstrip().startswith("{") else []

@@ -14,14 +14,12 @@ from .common import (
     check_output,
     config_option,
     device_map_inputs,
-    device_map_option,
     emit,
-    engine_option,
     format_option,
-    global_options,
     load_config_file,
     output_option,
     reader_options,
+    reading_options,
     report_read_warnings,
     require_inputs,
     said_wrote,
@@ -94,13 +92,8 @@ def pair_profiles(
     help="Budget file (TOML or JSON). Default: [tool.popprof.gate] in pyproject.toml / popprof.toml, "
     "else the built-in default budget.",
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Read [tool.popprof.gate] from this file instead of the nearest pyproject.toml / popprof.toml.",
+@config_option(
+    "Read [tool.popprof.gate] from this file instead of the nearest pyproject.toml / popprof.toml."
 )
 @click.option("--strict", is_flag=True, help="Fail when a budgeted metric is missing on one side (a gap).")
 @click.option("--no-gate", is_flag=True, help="Report only; never exit 1.")
@@ -113,9 +106,7 @@ def pair_profiles(
     metavar="FRACTION",
     help="Relative change under which a program or event total counts as unchanged [default: 0.01].",
 )
-@engine_option()
-@device_map_option()
-@global_options
+@reading_options(engine=True)
 def diff_command(
     base: str,
     new: str,
@@ -175,10 +166,7 @@ def diff_command(
 @click.command("baseline")
 @click.argument("path", type=click.Path(exists=False, dir_okay=True))
 @output_option("the baseline")
-@engine_option()
-@config_option()
-@device_map_option()
-@global_options
+@reading_options(engine=True, config=True)
 def baseline_command(
     path: str, output: Path | None, engine: str | None, config_file: Path | None, device_map: str | None
 ) -> None:

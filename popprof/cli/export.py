@@ -9,14 +9,12 @@ import click
 from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
 from .common import (
-    config_option,
     device_map_inputs,
-    device_map_option,
     engine_option,
-    global_options,
     load_config_file,
     load_profiles,
     reader_options,
+    reading_options,
     require_inputs,
     said_wrote,
     start_reading,
@@ -38,9 +36,7 @@ from .common import (
 @engine_option()
 @click.option("--tile-cycles", is_flag=True, help="Also read per-tile cycles of every step (large).")
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces).")
-@config_option()
-@device_map_option()
-@global_options
+@reading_options(config=True)
 def export_command(
     src: str,
     out: str,

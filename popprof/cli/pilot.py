@@ -16,14 +16,13 @@ from .common import (
     clean_for_json,
     config_option,
     device_map_inputs,
-    device_map_option,
     emit,
     format_option,
-    global_options,
     is_stdout,
     load_config_file,
     load_profiles,
     reader_options,
+    reading_options,
     said_wrote,
 )
 
@@ -128,8 +127,7 @@ def _columns(
     help="FILE.html: the HTML report with both sides' plots (the --format table still goes to stdout); "
     "any other name: the --format output, written there (atomically) instead of stdout; - is stdout.",
 )
-@device_map_option()
-@global_options
+@reading_options()
 def pilot_command(
     ipu_paths: tuple[str, ...],
     baselines: tuple[str, ...],

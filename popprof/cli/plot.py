@@ -11,13 +11,12 @@ from ..io.atomic import refuse_overwriting_inputs
 from ..model.errors import UsageError
 from .common import (
     FIGURES_ONLY,
+    config_option,
     device_map_inputs,
-    device_map_option,
-    engine_option,
-    global_options,
     load_one_profile,
     load_profiles,
     reader_options,
+    reading_options,
     require_inputs,
     said_wrote,
 )
@@ -65,17 +64,8 @@ def _config(config_file: Path | None) -> Config:
 @click.option(
     "--ipu", type=int, default=None, help="execution: cycles of this IPU (default: busiest per step)."
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).",
-)
-@engine_option()
-@device_map_option()
-@global_options
+@config_option("Config for the rule thresholds and shaded findings (default: nearest pyproject.toml).")
+@reading_options(engine=True)
 def plot_command(
     path: Path,
     kind: str | None,
@@ -173,17 +163,8 @@ def _needs(kind: str) -> str:
 @click.option("--title", default=None, help="Report title (default: the profile names).")
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="FILE",
-    help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).",
-)
-@engine_option()
-@device_map_option()
-@global_options
+@config_option("Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
+@reading_options(engine=True)
 def report_command(
     path: Path,
     output: Path,

@@ -11,7 +11,7 @@ import click
 from ..io.config import EMPTY, load_config
 from ..io.plural import plural
 from .check import FAIL_CHOICES, _fail_on
-from .common import device_map_option, global_options, reader_options, said_wrote
+from .common import reader_options, reading_options, said_wrote
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -90,8 +90,7 @@ from .common import device_map_option, global_options, reader_options, said_wrot
     metavar="FILE",
     help="Config for the rule checks (default: nearest popprof.toml or pyproject.toml).",
 )
-@device_map_option()
-@global_options
+@reading_options()
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
 def record_command(
     out_dir: Path | None,

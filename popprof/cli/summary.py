@@ -10,18 +10,16 @@ from .common import (
     FIGURES_ONLY,
     check_output,
     clean_for_json,
-    config_option,
     device_map_inputs,
-    device_map_option,
     echo_json,
     emit,
     engine_option,
     format_option,
-    global_options,
     load_config_file,
     load_profiles,
     output_option,
     reader_options,
+    reading_options,
     start_reading,
     top_option,
 )
@@ -33,9 +31,7 @@ from .common import (
 @format_option("text", "json", "csv")
 @top_option("Programs, kernels, events and threads")
 @output_option()
-@config_option()
-@device_map_option()
-@global_options
+@reading_options(config=True)
 def summary_command(
     path: str,
     engine: str | None,

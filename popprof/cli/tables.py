@@ -8,18 +8,16 @@ import click
 
 from .common import (
     check_output,
-    config_option,
     device_map_inputs,
-    device_map_option,
     echo_json,
     emit,
     engine_option,
     format_option,
-    global_options,
     load_config_file,
     load_profiles,
     output_option,
     reader_options,
+    reading_options,
     require_inputs,
     start_reading,
 )
@@ -31,9 +29,7 @@ from .common import (
 @click.option("--columns/--no-columns", default=True, help="List each table's columns and dtypes.")
 @format_option("text", "json")
 @output_option()
-@config_option()
-@device_map_option()
-@global_options
+@reading_options(config=True)
 def tables_command(
     path: str,
     engine: str | None,
