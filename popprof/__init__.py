@@ -34,6 +34,7 @@ PathLike = str | os.PathLike[str]
 #: ``--help``) must not import pandas, pyarrow or the readers.
 _LAZY = {
     "config": ("io.config", None),  # popprof.config.load_config(): the project's [tool.popprof]
+    "limits": ("io.limits", None),  # popprof.limits.using(text_bytes="1G"): the input limits for a block
     "Profile": ("model.profile", "Profile"),
     "open": ("readers", "open_profile"),
     "open_all": ("readers", "open_all"),
@@ -168,6 +169,7 @@ __all__ = [
     "diff",
     "export",
     "gate",
+    "limits",
     "open",
     "open_all",
     "query",

@@ -58,6 +58,12 @@ def test_a_bad_value_is_one_usage_line(change, message):
     assert "\n" not in str(caught.value)
 
 
+def test_the_facade_offers_the_limits():
+    assert popprof.limits is limits
+    with popprof.limits.using(text_bytes="2M"):
+        assert limits.get("text-bytes") == 2 << 20
+
+
 def test_using_holds_for_its_block_only():
     before = limits.current()
     with limits.using(json_depth=2) as inside:
