@@ -35,6 +35,11 @@ from .common import (
 @output_option()
 @config_option()
 @device_map_option()
+@click.option(
+    "--shapes",
+    is_flag=True,
+    help="Read the events' arguments: GPU operators' input shapes, FLOPs, TFLOP/s and roofline bound.",
+)
 @global_options
 def summary_command(
     path: str,
@@ -44,6 +49,7 @@ def summary_command(
     output: Path | None,
     config_file: Path | None,
     device_map: str | None,
+    shapes: bool,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -60,11 +66,16 @@ def summary_command(
       popprof summary fixtures/mk2_training.popprof
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
+      popprof summary trace.json.gz --shapes --format json
     """
-    start_reading(path, **FIGURES_ONLY)  # first: the parse worker forks before the output check's imports
+    start_reading(
+        path, with_args=shapes, **FIGURES_ONLY
+    )  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
     config = load_config_file(config_file)
-    profiles = load_profiles(path, engine, **reader_options(device_map, config, **FIGURES_ONLY))
+    profiles = load_profiles(
+        path, engine, **reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
+    )
     if fmt == "csv":
         from ..metrics.devices import device_table
 

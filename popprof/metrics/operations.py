@@ -153,10 +153,9 @@ def _costs(groups: pd.DataFrame, device: str | None) -> pd.DataFrame:
         groups["name"], groups["dims"], groups["types"], groups["concrete"], strict=True
     ):
         cost = None
-        if dims is not None and types is not None:
-            cost = flops_model.model(
-                str(name), json.loads(dims), json.loads(types), json.loads(concrete or "null")
-            )
+        if isinstance(dims, str) and isinstance(types, str):
+            extra = json.loads(concrete) if isinstance(concrete, str) else None
+            cost = flops_model.model(str(name), json.loads(dims), json.loads(types), extra)
         peak = peaks.peak(device, cost.dtype if cost else None)
         flops.append(cost.flops if cost else None)
         moved.append(cost.bytes if cost else None)
@@ -178,10 +177,7 @@ def operation_calls(profile: Profile) -> pd.DataFrame:
 
 def _operation_calls(profile: Profile) -> pd.DataFrame:
     work = attributed_work(profile)
-    per_op = work.groupby("op", sort=True)["dur_us"].agg(["sum", "size"])
-    ops = per_op.index.to_numpy(dtype=np.int64)
-    events = profile.events if len(ops) else None
-    if events is None:
+    if work.empty:
         return pd.DataFrame(
             {
                 "op": [],
@@ -193,15 +189,39 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
                 "concrete": [],
             }
         )
+    ops, slot = np.unique(work["op"].to_numpy(dtype=np.int64), return_inverse=True)
+    events = profile.events
     calls = pd.DataFrame(
         {
             "op": ops,
-            "name": events["name"].astype(str).to_numpy(dtype=object)[ops],
-            "device_time_us": per_op["sum"].to_numpy(),
-            "kernels": per_op["size"].to_numpy(),
+            "name": events["name"].array[ops],  # categorical: strings only for the groups, later
+            "device_time_us": np.bincount(slot, weights=work["dur_us"].to_numpy(), minlength=len(ops)),
+            "kernels": np.bincount(slot, minlength=len(ops)),
         }
     )
     return pd.concat([calls, _shapes(events, ops)], axis=1)
+
+
+def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """One group number per row for the distinct values of ``columns`` (missing values a value of their own)."""
+    key = np.zeros(len(frame), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
+        key = pd.factorize(key * (len(uniques) + 1) + codes)[0]
+    return key
+
+
+def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.DataFrame:
+    """``frame`` grouped by ``columns`` (first-seen order): their values, ``sums`` summed (all-missing -> NA)."""
+    key = _group_codes(frame, columns)
+    first = np.unique(key, return_index=True)[1]
+    out = frame.iloc[first][columns].reset_index(drop=True)
+    for column in sums:
+        values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
+        total = np.bincount(key, weights=np.nan_to_num(values), minlength=len(first))
+        missing = np.bincount(key, weights=np.isnan(values), minlength=len(first)) > 0
+        out[column] = pd.array(np.where(missing, np.nan, total), dtype="Float64")
+    return out
 
 
 def has_shapes(profile: Profile) -> bool:
@@ -232,46 +252,35 @@ def _operations(profile: Profile) -> pd.DataFrame:
         return pd.DataFrame(
             {c: [] for c in (*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity")}
         )
-    keys = ["name", "dims", "types", "concrete"]
-    grouped = (
-        calls.fillna({"dims": "", "types": "", "concrete": ""})
-        .groupby(keys, sort=False)
-        .agg(count=("op", "size"), device_time_us=("device_time_us", "sum"))
-        .reset_index()
-        .replace({"dims": {"": None}, "types": {"": None}, "concrete": {"": None}})
-    )
+    calls = calls.assign(count=1.0)
+    grouped = _grouped(calls, ["name", "dims", "types", "concrete"], ["count", "device_time_us"])
+    grouped["name"] = grouped["name"].astype(str)
     _, device = peaks.profile_device(profile)
     costed = _costs(grouped, device)
-    # shapes differing only in Concrete Inputs (scalars, flags) are one row: summed time and calls
+    # shapes differing only in Concrete Inputs (scalars, flags) are one row: summed time, calls and FLOPs
     costed["flops_total"] = costed["flops_per_call"] * costed["count"]
     costed["bytes_total"] = costed["bytes_per_call"] * costed["count"]
-    table = (
-        costed.fillna({"dims": "", "types": ""})
-        .groupby(["name", "dims", "types"], sort=False)
-        .agg(
-            count=("count", "sum"),
-            device_time_us=("device_time_us", "sum"),
-            flops_total=("flops_total", lambda s: s.sum(min_count=len(s))),
-            bytes_total=("bytes_total", lambda s: s.sum(min_count=len(s))),
-            peak_tflops=("peak_tflops", "first"),
-            peak_tbps=("peak_tbps", "first"),
-        )
-        .reset_index()
+    table = _grouped(
+        costed, ["name", "dims", "types"], ["count", "device_time_us", "flops_total", "bytes_total"]
     )
-    count = table["count"].astype("Float64")
-    seconds = table["device_time_us"].where(table["device_time_us"] > 0).astype("Float64") * 1e-6
+    first = _group_codes(costed, ["name", "dims", "types"])
+    table["peak_tflops"] = costed["peak_tflops"].iloc[np.unique(first, return_index=True)[1]].to_numpy()
+    table["peak_tbps"] = costed["peak_tbps"].iloc[np.unique(first, return_index=True)[1]].to_numpy()
+    count = table["count"]
+    seconds = table["device_time_us"].where(table["device_time_us"] > 0) * 1e-6
+    table["count"] = count.astype("int64")
     table["flops_per_call"] = table["flops_total"] / count
     table["bytes_per_call"] = table["bytes_total"] / count
     table["tflops"] = table["flops_total"] / seconds / 1e12
     table["tbps"] = table["bytes_total"] / seconds / 1e12
     table["intensity"] = table["flops_per_call"] / table["bytes_per_call"].where(table["bytes_per_call"] > 0)
     ridge = table["peak_tflops"] / table["peak_tbps"]
-    known = table["intensity"].notna() & ridge.notna()
-    bound = np.where(table["intensity"].fillna(0) >= ridge.fillna(np.inf), "compute", "memory")
-    table["bound"] = pd.Series(bound, dtype=object).where(known.to_numpy(dtype=bool), None)
+    known = (table["intensity"].notna() & ridge.notna()).to_numpy(dtype=bool)
+    above = (table["intensity"].fillna(0) >= ridge.fillna(np.inf)).to_numpy(dtype=bool)
+    table["bound"] = pd.Series(np.where(above, "compute", "memory"), dtype=object).where(known, None)
     table["category"] = [flops_model.category(n) for n in table["name"]]
-    table["input_shapes"] = [json.loads(d) if d else None for d in table["dims"]]
-    table["input_types"] = [json.loads(t) if t else None for t in table["types"]]
+    table["input_shapes"] = [json.loads(d) if isinstance(d, str) else None for d in table["dims"]]
+    table["input_types"] = [json.loads(t) if isinstance(t, str) else None for t in table["types"]]
     table = table.sort_values(["device_time_us", "name"], ascending=[False, True], kind="stable")
     return table[[*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity"]].reset_index(drop=True)
 
@@ -287,7 +296,7 @@ def operation_kernels(profile: Profile) -> pd.DataFrame:
     calls = operation_calls(profile).set_index("op")
     frame = pd.DataFrame(
         {
-            "name": calls["name"].reindex(work["op"]).to_numpy(),
+            "name": calls["name"].astype(str).reindex(work["op"]).to_numpy(),
             "dims": calls["dims"].reindex(work["op"]).fillna("").to_numpy(),
             "kernel": work["kernel"].astype(str).to_numpy(),
             "dur_us": work["dur_us"].to_numpy(),
