@@ -133,7 +133,9 @@ def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
     argument text parsed once."""
     if "args" not in events.columns:
         return pd.DataFrame({"dims": None, "types": None, "concrete": None}, index=range(len(ops)))
-    texts = pd.Series(events["args"].to_numpy(dtype=object)[ops])
+    texts = events["args"].iloc[ops].reset_index(drop=True)
+    # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
+    texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
     codes, uniques = pd.factorize(texts, use_na_sentinel=True)
     parsed = [_loads(t) for t in uniques]
 
