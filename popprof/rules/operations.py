@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import units
+from ..io.plural import plural
 from ..metrics import account, operations
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
@@ -69,7 +70,9 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     window = float(gpu["window_us"].sum()) if not gpu.empty else 0.0
     if compute <= 0:
         return []
-    slow = frame[frame["efficiency"] < float(params["efficiency_below"])]
+    # copies are left out: a host-device copy runs at the link's bandwidth, which the peak table does not hold
+    judged = frame[frame["category"] != "copy"]
+    slow = judged[judged["efficiency"] < float(params["efficiency_below"])]
     slow = slow.sort_values("device_time_us", ascending=False, kind="stable")
     spent = float(slow["device_time_us"].sum())
     share = spent / compute
@@ -82,8 +85,9 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
         for row in slow.head(n).itertuples()
     ]
     message = (
-        f"{len(slow)} operator shape(s) run below {units.percent(float(params['efficiency_below']))} of the "
-        f"roofline for their arithmetic intensity and take {units.percent(share)} of the device compute time "
+        f"Operators below {units.percent(float(params['efficiency_below']))} of the roofline for their "
+        f"arithmetic intensity ({plural(len(slow), 'operator shape')}) take {units.percent(share)} of the device "
+        "compute time "
         f"({severity} at >= {units.percent(threshold)}): " + ", ".join(parts)
     )
     if len(slow) > n:
