@@ -97,3 +97,20 @@ def test_records_have_exactly_the_columns(mi300x):
     assert len(records) == 3
     assert all(list(r) == list(operations.COLUMNS) for r in records)
     assert records[0]["bound"] == "compute" and isinstance(records[0]["count"], int)
+
+
+def test_text_summary_shows_the_top_operators_in_80_columns(mi300x):
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    text = render_text(summarise(mi300x))
+    part = text[text.index("Top GPU operators") :].split("\n\n")[0].splitlines()
+    assert all(len(line) <= 80 for line in part)
+    assert "compute" in part[2] and "aten::mm" in part[2]  # the largest first: the 2048 x 8192 GEMM
+
+
+def test_breakdown_levels_add_up(mi300x):
+    table = operations.operations(mi300x)
+    levels = operations.categories(mi300x)
+    assert levels["device_time_us"].sum() == pytest.approx(table["device_time_us"].sum())
+    assert levels["category"].iloc[0] == "gemm"
