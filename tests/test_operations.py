@@ -114,3 +114,19 @@ def test_breakdown_levels_add_up(mi300x):
     levels = operations.categories(mi300x)
     assert levels["device_time_us"].sum() == pytest.approx(table["device_time_us"].sum())
     assert levels["category"].iloc[0] == "gemm"
+
+
+@pytest.mark.parametrize(
+    "dims, types",
+    [
+        ({"a": 1}, ["float"]),
+        ([[2, "x"], [3, 4]], ["float", "float"]),
+        ([[2, None], [None, 4]], ["float", "float"]),
+        ([], []),
+        ([[10**30, 10**30], [10**30, 10**30]], ["float", "float"]),
+    ],
+)
+def test_shapes_not_as_recorded_give_no_figure_and_no_error(dims, types):
+    for name in ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::add", "aten::copy_"):
+        cost = flops.model(name, dims, types, ["[1, 1]"] * 9)
+        assert cost is None or cost.flops is None or cost.flops >= 0

@@ -172,7 +172,14 @@ def model(name: str, dims: list, types: list, concrete: list | None = None) -> C
             return _unary(dims, types)
         if name in _BINARY:
             return _binary(dims, types)
-    except (IndexError, TypeError, ValueError):
+    except (
+        IndexError,
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        OverflowError,
+    ):  # shapes not as recorded
         return None
     return None
 
