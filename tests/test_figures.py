@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 REAL = FIXTURES / "real" / "traces"
 REAL_TRACES = sorted(
-    p.relative_to(REAL).as_posix() for p in REAL.rglob("*.json*") if "hta_reference" not in p.name
+    p.relative_to(REAL).as_posix() for p in REAL.rglob("*.json*") if not p.name.endswith("_reference.json")
 )
 
 #: A trace worked out by hand. Bookkeeping: the profiler's span 1,000,000-1,010,000 us. Real events:

@@ -22,7 +22,14 @@ from popprof.rules.base import Gain
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 NCCL = REAL / "traces" / "nccl_data.json.gz"
-NOT_PROFILES = {"README.md", "FUZZ-SEEDS.md", "hta_reference.json", "make_hta_reference.py"}
+NOT_PROFILES = {
+    "README.md",
+    "FUZZ-SEEDS.md",
+    "hta_reference.json",
+    "make_hta_reference.py",
+    "tracelens_reference.json",
+    "make_tracelens_reference.py",
+}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -95,5 +95,5 @@ def test_a_kind_the_profile_cannot_draw_lists_the_kinds_it_can(tmp_path, capsys,
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "cannot draw --kind liveness" in err and "liveness information" in err
-    assert err.strip().endswith("it can draw: timeline, account")
+    assert err.strip().endswith("it can draw: timeline, account, roofline")
     assert list(tmp_path.iterdir()) == []

@@ -11,7 +11,14 @@ from click.testing import CliRunner
 from popprof.cli import cli
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
-NOT_PROFILES = {"README.md", "FUZZ-SEEDS.md", "hta_reference.json", "make_hta_reference.py"}
+NOT_PROFILES = {
+    "README.md",
+    "FUZZ-SEEDS.md",
+    "hta_reference.json",
+    "make_hta_reference.py",
+    "tracelens_reference.json",
+    "make_tracelens_reference.py",
+}
 #: Directories that are one run (a rank per file), checked as one input.
 RUNS = {"two_ranks", "dlrm_8ranks"}
 

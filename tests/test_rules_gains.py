@@ -47,7 +47,14 @@ def test_stream_copy_is_not_evaluated_where_host_exchange_is_summed_over_tiles()
 
 #: Directories that are one run (a rank per file), checked as one input.
 RUNS = {"two_ranks", "dlrm_8ranks"}
-NOT_PROFILES = {"README.md", "FUZZ-SEEDS.md", "hta_reference.json", "make_hta_reference.py"}
+NOT_PROFILES = {
+    "README.md",
+    "FUZZ-SEEDS.md",
+    "hta_reference.json",
+    "make_hta_reference.py",
+    "tracelens_reference.json",
+    "make_tracelens_reference.py",
+}
 #: Findings that cannot be priced: their source prints no figure to price them by (rule, file).
 UNPRICED = {
     # Poplar saved a profile instead of naming a tile and its bytes

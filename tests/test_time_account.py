@@ -16,7 +16,14 @@ from popprof.metrics import account
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "fixtures" / "real"
 SHARED = ROOT.parent / "shared" / "real"
-NOT_PROFILES = {"README.md", "FUZZ-SEEDS.md", "hta_reference.json", "make_hta_reference.py"}
+NOT_PROFILES = {
+    "README.md",
+    "FUZZ-SEEDS.md",
+    "hta_reference.json",
+    "make_hta_reference.py",
+    "tracelens_reference.json",
+    "make_tracelens_reference.py",
+}
 RUNS = {"two_ranks", "dlrm_8ranks"}
 
 

@@ -83,6 +83,11 @@ def _fail_on(option: str | None, config: Config) -> str:
     is_flag=True,
     help="Text on a terminal: every message and piece of advice whole (piped text always is).",
 )
+@click.option(
+    "--shapes",
+    is_flag=True,
+    help="Read the events' arguments: GPU operators' input shapes, for operations.below-roofline.",
+)
 @reading_options(engine=True)
 def check_command(
     paths: tuple[Path, ...],
@@ -97,6 +102,7 @@ def check_command(
     full: bool,
     engine: str | None,
     device_map: str | None,
+    shapes: bool,
 ) -> None:
     """Flag memory peaks, exchange- or communication-heavy phases and host stalls.
 
@@ -111,6 +117,7 @@ def check_command(
       popprof check profile.popprof --rule 'memory.*' --set memory.headroom.warning=0.8
       popprof check run/ --format junit -o findings.xml --fail-on warning
       popprof check trace.json.gz --rule host --format markdown
+      popprof check trace.json.gz --shapes --rule operations
     """
     require_inputs(*paths)  # before the rules' imports: a missing file is said at once
     from ..report.findings import RENDERERS, failed
@@ -119,10 +126,12 @@ def check_command(
 
     config = load_config_file(config_file)
     if len(paths) == 1:
-        start_reading(paths[0], **FIGURES_ONLY)
+        start_reading(paths[0], with_args=shapes, **FIGURES_ONLY)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}
     plan(**options)  # validate rules and parameters before reading any profile
-    read_options = reader_options(device_map, config, **FIGURES_ONLY)  # ... and the device map
+    read_options = reader_options(
+        device_map, config, with_args=shapes, **FIGURES_ONLY
+    )  # ... and the device map
     check_output(output, [*paths, config_file, *device_map_inputs(device_map)])
     level = _fail_on(fail_on, config)
 

@@ -24,7 +24,17 @@ from .common import (
 if TYPE_CHECKING:
     from ..io.config import Config
 
-PLOT_KINDS = ("memory", "histogram", "tilemap", "liveness", "execution", "timeline", "account", "categories")
+PLOT_KINDS = (
+    "memory",
+    "histogram",
+    "tilemap",
+    "liveness",
+    "execution",
+    "timeline",
+    "account",
+    "categories",
+    "roofline",
+)
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 
@@ -86,6 +96,8 @@ def plot_command(
       liveness   live memory per program step, the peak marked with its program
       execution  cycles by category over steps, exchange-heavy phases shaded
       timeline   host threads and device activity over time, stalls shaded
+      roofline   GPU operators' achieved TFLOP/s against the device's roofline
+                 (reads the trace's recorded shapes)
 
     Without --kind, draws the most useful plot the profile can: memory, else
     the histogram, else the timeline (then execution, liveness, tilemap).
@@ -97,6 +109,7 @@ def plot_command(
       popprof plot profile.popprof --kind memory -o memory.png
       popprof plot reports/ --engine training --kind liveness -o liveness.svg
       popprof plot trace.json.gz --kind timeline -o timeline.png
+      popprof plot trace.json.gz --kind roofline -o roofline.png
     """
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:
@@ -104,7 +117,8 @@ def plot_command(
     require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
-    read_options = reader_options(device_map, config, **FIGURES_ONLY)
+    # the roofline needs the operators' recorded shapes: the events' arguments
+    read_options = reader_options(device_map, config, with_args=kind == "roofline", **FIGURES_ONLY)
     _use_agg()
     from ..io.atomic import atomic_path
     from ..plots import plot

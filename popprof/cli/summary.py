@@ -31,6 +31,11 @@ from .common import (
 @format_option("text", "json", "csv")
 @top_option("Programs, kernels, events and threads")
 @output_option()
+@click.option(
+    "--shapes",
+    is_flag=True,
+    help="Read the events' arguments: GPU operators' input shapes, FLOPs, TFLOP/s and roofline bound.",
+)
 @reading_options(config=True)
 def summary_command(
     path: str,
@@ -40,6 +45,7 @@ def summary_command(
     output: Path | None,
     config_file: Path | None,
     device_map: str | None,
+    shapes: bool,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -56,11 +62,16 @@ def summary_command(
       popprof summary fixtures/mk2_training.popprof
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
+      popprof summary trace.json.gz --shapes --format json
     """
-    start_reading(path, **FIGURES_ONLY)  # first: the parse worker forks before the output check's imports
+    start_reading(
+        path, with_args=shapes, **FIGURES_ONLY
+    )  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
     config = load_config_file(config_file)
-    profiles = load_profiles(path, engine, **reader_options(device_map, config, **FIGURES_ONLY))
+    profiles = load_profiles(
+        path, engine, **reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
+    )
     if fmt == "csv":
         from ..metrics.devices import device_table
 

@@ -255,6 +255,21 @@ def time_account_section(profile: Profile) -> list | None:
     return rows or None
 
 
+def operations_section(profile: Profile, top: int = TOP_PROGRAMS) -> list | None:
+    """The GPU operators (:func:`popprof.metrics.operations.operation_records`): the ``top`` (operator,
+    input shapes) rows by device time; None when the trace holds no operator that launched GPU work."""
+    from .operations import operation_records
+
+    return operation_records(profile, top) or None
+
+
+def operations_note_section(profile: Profile) -> str | None:
+    """Why the operators carry no FLOPs (:func:`popprof.metrics.operations.operations_note`), or None."""
+    from .operations import operations_note
+
+    return operations_note(profile)
+
+
 def devices_section(profile: Profile) -> list | None:
     """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
     if profile.has("events") or not profile.has("steps"):
@@ -276,6 +291,8 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("devices", devices_section),
     ("iterations", iterations_section),
     ("trace", trace_section),
+    ("operations", operations_section),
+    ("operations_note", operations_note_section),
 ]
 
 
@@ -292,7 +309,7 @@ def summarise(profile: Profile, top: int = TOP_PROGRAMS) -> dict:
                 section = func(profile, metrics)
             elif func is execution_section:
                 section = func(profile, metrics, top)
-            elif func is trace_section:
+            elif func is trace_section or func is operations_section:
                 section = func(profile, top)
             else:
                 section = func(profile)

@@ -17,6 +17,7 @@ from .diff import diff_metrics, diff_tiles
 from .execution import execution
 from .liveness import liveness
 from .memory import tile_histogram, tile_memory
+from .roofline import roofline
 from .tilemap import tile_map
 from .timeline import timeline
 
@@ -33,6 +34,7 @@ KINDS: dict[str, tuple[Callable[..., Any], bool, tuple[tuple[str, ...], ...]]] =
     "timeline": (timeline, True, (("events",), ("runs",))),
     "account": (time_account, False, (("events",), ("steps",), ("execution_totals",))),
     "categories": (memory_categories, False, (("memory_totals",),)),
+    "roofline": (roofline, False, (("events",),)),
 }
 
 
@@ -100,6 +102,7 @@ __all__ = [
     "memory_categories",
     "plot",
     "require_matplotlib",
+    "roofline",
     "tile_histogram",
     "tile_map",
     "tile_memory",

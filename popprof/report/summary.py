@@ -141,12 +141,38 @@ def render_text(summary: dict) -> str:
     tr = summary.get("trace")
     if tr:
         lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out)
+    lines += render_operations(summary.get("operations") or [], summary.get("operations_note"))
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]
     if summary.get("read_problems"):
         lines += ["", "Read with problems", *(f"  {text}" for text in summary["read_problems"].values())]
     return "\n".join(lines)
+
+
+#: GPU operators the text summary shows (the JSON holds ``--top``)
+TEXT_OPERATIONS = 5
+
+
+def render_operations(rows: list[dict], note: str | None = None, shown: int = TEXT_OPERATIONS) -> list[str]:
+    """The top GPU operators by device time, with achieved TFLOP/s, TB/s and roofline bound, in 80 columns."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "  Top GPU operators (device time)",
+        f"    {'total':>10}  {'count':>7}  {'TFLOP/s':>8}  {'TB/s':>7}  {'bound':<7} operator",
+    ]
+    rows = rows[:shown]
+    for row, name in zip(rows, short_names((r["name"] for r in rows), width=28), strict=True):
+        lines.append(
+            f"    {units.duration(row['device_time_us']):>10}  {row['count']:>7,}  "
+            f"{units.number(row['tflops'], missing='-'):>8}  {units.number(row['tbps'], missing='-'):>7}  "
+            f"{row['bound'] or '-':<7} {name}"
+        )
+    if note:
+        lines.append(f"    {note}")
+    return lines
 
 
 def _render_execution_totals(e: dict) -> list[str]:

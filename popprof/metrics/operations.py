@@ -1,0 +1,350 @@
+"""GPU operators: a breakdown category -> operator -> input shapes -> kernels, priced against the roofline.
+
+**Attribution.** Each piece of GPU work (an ``events`` row on a stream: kernel, copy, memset) is joined to
+the host call that launched it through the launch correlation (same rank and ``correlation``, as
+:func:`popprof.trace.gpu_work.gpu_work` does). Its operator is the innermost enclosing framework operator
+(a ``cpu_op`` / ``Operator`` event) that has a FLOPs model (:data:`popprof.metrics.flops.MODELLED`:
+``aten::addmm`` inside ``aten::linear`` gets the GEMM's kernels, as TraceLens counts them), else the
+outermost enclosing operator. GPU work launched outside any operator is left out. An operator's
+``device_time_us`` is the summed duration of the work so attributed (its own launches and its children's).
+
+**Calls and shapes.** ``count`` is the number of operator calls that launched GPU work; calls are grouped by
+(name, ``Input Dims``, ``Input type``) when the trace recorded shapes (``record_shapes=True``, read with
+the events' arguments), else by name alone. The FLOPs and bytes of one call come from
+:mod:`popprof.metrics.flops`; ``tflops`` = ``flops_per_call x count / device_time``, ``tbps`` likewise;
+``bound`` is ``"compute"`` when the call's arithmetic intensity (FLOPs / bytes) is at or above the
+device's ridge point (:mod:`popprof.metrics.peaks`), ``"memory"`` below it, and null when the peak or a
+figure is unknown. Definitions in ``docs/operations.md``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..model.profile import Profile
+from ..trace.activity import is_bookkeeping, labels_mask
+from . import flops as flops_model
+from . import peaks
+from . import trace as trace_metrics
+
+#: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
+OP_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
+#: the columns of :func:`operations` (and of the summary's ``operations`` rows)
+COLUMNS: tuple[str, ...] = (
+    "name",
+    "category",
+    "input_shapes",
+    "count",
+    "device_time_us",
+    "flops_per_call",
+    "bytes_per_call",
+    "tflops",
+    "tbps",
+    "bound",
+)
+#: why a trace's operators carry no FLOPs: its events were read without arguments / recorded no shapes
+NOTE_NOT_READ = "input shapes not read: FLOPs need the events' arguments (summary --shapes)"
+NOTE_NOT_RECORDED = (
+    "the trace records no input shapes (profile with record_shapes=True): time per operator only"
+)
+
+
+def _ancestors(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray, modelled: np.ndarray):
+    """Per row: the innermost modelled operator and the outermost operator among itself and its ancestors
+    (row positions, -1 when none). One vectorised step per nesting depth, parents before children."""
+    n = len(parent)
+    inner_model = np.where(modelled, np.arange(n), -1)
+    outer_op = np.where(is_op, np.arange(n), -1)
+    has_parent = parent >= 0
+    for d in np.unique(depth[has_parent]):
+        rows = np.flatnonzero(has_parent & (depth == d))
+        up = parent[rows]
+        inner_model[rows] = np.where(inner_model[rows] >= 0, inner_model[rows], inner_model[up])
+        outer_op[rows] = np.where(outer_op[up] >= 0, outer_op[up], outer_op[rows])
+    return inner_model, outer_op
+
+
+def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    key = np.full(len(rank), -1, dtype=np.int64)
+    ok = ~np.isnan(correlation)
+    key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
+    return key
+
+
+def attributed_work(profile: Profile) -> pd.DataFrame:
+    """Each piece of GPU work with its operator: ``work`` (row of ``events``), ``op`` (row of the operator
+    call), ``kernel`` (its name), ``dur_us``. Empty when the trace holds no operators or no linked work."""
+    return profile.cached("operations.work", lambda: _attributed_work(profile))
+
+
+def _attributed_work(profile: Profile) -> pd.DataFrame:
+    empty = pd.DataFrame({"work": [], "op": [], "kernel": [], "dur_us": []})
+    events = profile.get("events")
+    if events is None or events.empty or "correlation" not in events.columns:
+        return empty
+    is_op = labels_mask(events["channel"], OP_CHANNELS) & events["stream"].isna().to_numpy()
+    if not is_op.any():
+        return empty
+    bookkeeping = is_bookkeeping(events)
+    is_op &= ~bookkeeping
+    modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
+    parent = trace_metrics.parent_rows(profile)
+    depth = events["depth"].to_numpy(dtype=np.int64)
+    inner_model, outer_op = _ancestors(parent, depth, is_op, modelled)
+    owner = np.where(inner_model >= 0, inner_model, outer_op)
+    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
+    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
+    launch = ~on_stream & ~np.isnan(correlation) & (owner >= 0)
+    launch_rows = np.flatnonzero(launch)
+    launch_keys = pd.Index(_keys(rank[launch_rows], correlation[launch_rows]))
+    keep = ~launch_keys.duplicated(keep="last")
+    launch_rows, launch_keys = launch_rows[keep], launch_keys[keep]
+    work_rows = np.flatnonzero(on_stream & ~np.isnan(correlation))
+    position = launch_keys.get_indexer(_keys(rank[work_rows], correlation[work_rows]))
+    found = position >= 0
+    work_rows = work_rows[found]
+    op = owner[launch_rows[position[found]]]
+    return pd.DataFrame(
+        {
+            "work": work_rows,
+            "op": op,
+            "kernel": events["name"].array[work_rows],
+            "dur_us": events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[work_rows],
+        }
+    )
+
+
+def _loads(text: object) -> dict:
+    if not isinstance(text, str):
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
+    """``dims``, ``types``, ``concrete`` (JSON text) of the operator calls at rows ``ops``, each distinct
+    argument text parsed once."""
+    if "args" not in events.columns:
+        return pd.DataFrame({"dims": None, "types": None, "concrete": None}, index=range(len(ops)))
+    texts = events["args"].iloc[ops].reset_index(drop=True)
+    # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
+    texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
+    codes, uniques = pd.factorize(texts, use_na_sentinel=True)
+    parsed = [_loads(t) for t in uniques]
+
+    def field(key: str) -> np.ndarray:
+        values = np.array([json.dumps(p[key]) if key in p else None for p in parsed] + [None], dtype=object)
+        return values[codes]  # -1 (missing text) takes the trailing None
+
+    return pd.DataFrame(
+        {"dims": field("Input Dims"), "types": field("Input type"), "concrete": field("Concrete Inputs")}
+    )
+
+
+def _costs(groups: pd.DataFrame, device: str | None) -> pd.DataFrame:
+    """FLOPs, bytes and the peak of each distinct (name, dims, types, concrete): one model call per group."""
+    flops, moved, tflops_peak, tbps_peak = [], [], [], []
+    for name, dims, types, concrete in zip(
+        groups["name"], groups["dims"], groups["types"], groups["concrete"], strict=True
+    ):
+        cost = None
+        if isinstance(dims, str) and isinstance(types, str):
+            extra = json.loads(concrete) if isinstance(concrete, str) else None
+            cost = flops_model.model(str(name), json.loads(dims), json.loads(types), extra)
+        peak = peaks.peak(device, cost.dtype if cost else None)
+        flops.append(cost.flops if cost else None)
+        moved.append(cost.bytes if cost else None)
+        tflops_peak.append(peak.tflops if peak else None)
+        tbps_peak.append(peak.tbps if peak else None)
+    return groups.assign(
+        flops_per_call=pd.array(flops, dtype="Float64"),
+        bytes_per_call=pd.array(moved, dtype="Float64"),
+        peak_tflops=pd.array(tflops_peak, dtype="Float64"),
+        peak_tbps=pd.array(tbps_peak, dtype="Float64"),
+    )
+
+
+def operation_calls(profile: Profile) -> pd.DataFrame:
+    """One row per operator call that launched GPU work: ``op`` (row of ``events``), ``name``,
+    ``device_time_us``, ``kernels`` (pieces of work), ``dims``, ``types``, ``concrete`` (JSON text or None)."""
+    return profile.cached("operations.calls", lambda: _operation_calls(profile))
+
+
+def _operation_calls(profile: Profile) -> pd.DataFrame:
+    work = attributed_work(profile)
+    if work.empty:
+        return pd.DataFrame(
+            {
+                "op": [],
+                "name": [],
+                "device_time_us": [],
+                "kernels": [],
+                "dims": [],
+                "types": [],
+                "concrete": [],
+            }
+        )
+    ops, slot = np.unique(work["op"].to_numpy(dtype=np.int64), return_inverse=True)
+    events = profile.events
+    calls = pd.DataFrame(
+        {
+            "op": ops,
+            "name": events["name"].array[ops],  # categorical: strings only for the groups, later
+            "device_time_us": np.bincount(slot, weights=work["dur_us"].to_numpy(), minlength=len(ops)),
+            "kernels": np.bincount(slot, minlength=len(ops)),
+        }
+    )
+    return pd.concat([calls, _shapes(events, ops)], axis=1)
+
+
+def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """One group number per row for the distinct values of ``columns`` (missing values a value of their own)."""
+    key = np.zeros(len(frame), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
+        key = pd.factorize(key * (len(uniques) + 1) + codes)[0]
+    return key
+
+
+def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.DataFrame:
+    """``frame`` grouped by ``columns`` (first-seen order): their values, ``sums`` summed (all-missing -> NA)."""
+    key = _group_codes(frame, columns)
+    first = np.unique(key, return_index=True)[1]
+    out = frame.iloc[first][columns].reset_index(drop=True)
+    for column in sums:
+        values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
+        total = np.bincount(key, weights=np.nan_to_num(values), minlength=len(first))
+        missing = np.bincount(key, weights=np.isnan(values), minlength=len(first)) > 0
+        out[column] = pd.array(np.where(missing, np.nan, total), dtype="Float64")
+    return out
+
+
+def has_shapes(profile: Profile) -> bool:
+    """Whether the operator calls carry recorded input shapes."""
+    calls = operation_calls(profile)
+    return bool(len(calls)) and bool(calls["dims"].notna().any())
+
+
+def operations_note(profile: Profile) -> str | None:
+    """Why the operators carry no FLOPs (:data:`NOTE_NOT_READ`, :data:`NOTE_NOT_RECORDED`); None when they
+    carry shapes or there are no operators."""
+    calls = operation_calls(profile)
+    if calls.empty or has_shapes(profile):
+        return None
+    return NOTE_NOT_READ if "args" not in profile.events.columns else NOTE_NOT_RECORDED
+
+
+def operations(profile: Profile) -> pd.DataFrame:
+    """The operator table, one row per (operator, input shapes), by device time (largest first):
+    :data:`COLUMNS` plus ``input_types``, ``peak_tflops``, ``peak_tbps``, ``intensity`` (FLOP per byte).
+    Empty when the trace holds no operator that launched GPU work."""
+    return profile.cached("operations.table", lambda: _operations(profile))
+
+
+def _operations(profile: Profile) -> pd.DataFrame:
+    calls = operation_calls(profile)
+    if calls.empty:
+        return pd.DataFrame(
+            {c: [] for c in (*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity")}
+        )
+    calls = calls.assign(count=1.0)
+    grouped = _grouped(calls, ["name", "dims", "types", "concrete"], ["count", "device_time_us"])
+    grouped["name"] = grouped["name"].astype(str)
+    _, device = peaks.profile_device(profile)
+    costed = _costs(grouped, device)
+    # shapes differing only in Concrete Inputs (scalars, flags) are one row: summed time, calls and FLOPs
+    costed["flops_total"] = costed["flops_per_call"] * costed["count"]
+    costed["bytes_total"] = costed["bytes_per_call"] * costed["count"]
+    table = _grouped(
+        costed, ["name", "dims", "types"], ["count", "device_time_us", "flops_total", "bytes_total"]
+    )
+    first = _group_codes(costed, ["name", "dims", "types"])
+    table["peak_tflops"] = costed["peak_tflops"].iloc[np.unique(first, return_index=True)[1]].to_numpy()
+    table["peak_tbps"] = costed["peak_tbps"].iloc[np.unique(first, return_index=True)[1]].to_numpy()
+    count = table["count"]
+    seconds = table["device_time_us"].where(table["device_time_us"] > 0) * 1e-6
+    table["count"] = count.astype("int64")
+    table["flops_per_call"] = table["flops_total"] / count
+    table["bytes_per_call"] = table["bytes_total"] / count
+    table["tflops"] = table["flops_total"] / seconds / 1e12
+    table["tbps"] = table["bytes_total"] / seconds / 1e12
+    table["intensity"] = table["flops_per_call"] / table["bytes_per_call"].where(table["bytes_per_call"] > 0)
+    ridge = table["peak_tflops"] / table["peak_tbps"]
+    known = (table["intensity"].notna() & ridge.notna()).to_numpy(dtype=bool)
+    above = (table["intensity"].fillna(0) >= ridge.fillna(np.inf)).to_numpy(dtype=bool)
+    table["bound"] = pd.Series(np.where(above, "compute", "memory"), dtype=object).where(known, None)
+    table["category"] = [flops_model.category(n) for n in table["name"]]
+    table["input_shapes"] = [json.loads(d) if isinstance(d, str) else None for d in table["dims"]]
+    table["input_types"] = [json.loads(t) if isinstance(t, str) else None for t in table["types"]]
+    table = table.sort_values(["device_time_us", "name"], ascending=[False, True], kind="stable")
+    return table[[*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity"]].reset_index(drop=True)
+
+
+def operation_kernels(profile: Profile) -> pd.DataFrame:
+    """The last level of the breakdown: per (operator, input shapes, kernel) the pieces of work and their
+    time: ``category, name, input_shapes, kernel, count, device_time_us``, by time (largest first)."""
+    work = attributed_work(profile)
+    if work.empty:
+        return pd.DataFrame(
+            {c: [] for c in ("category", "name", "input_shapes", "kernel", "count", "device_time_us")}
+        )
+    calls = operation_calls(profile).set_index("op")
+    frame = pd.DataFrame(
+        {
+            "name": calls["name"].astype(str).reindex(work["op"]).to_numpy(),
+            "dims": calls["dims"].reindex(work["op"]).fillna("").to_numpy(),
+            "kernel": work["kernel"].astype(str).to_numpy(),
+            "dur_us": work["dur_us"].to_numpy(),
+        }
+    )
+    table = (
+        frame.groupby(["name", "dims", "kernel"], sort=False)
+        .agg(count=("dur_us", "size"), device_time_us=("dur_us", "sum"))
+        .reset_index()
+    )
+    table["category"] = [flops_model.category(n) for n in table["name"]]
+    table["input_shapes"] = [json.loads(d) if d else None for d in table["dims"]]
+    table = table.sort_values(["device_time_us", "name"], ascending=[False, True], kind="stable")
+    return table[["category", "name", "input_shapes", "kernel", "count", "device_time_us"]].reset_index(
+        drop=True
+    )
+
+
+def categories(profile: Profile) -> pd.DataFrame:
+    """The first level of the breakdown: per category, the operator calls and their device time."""
+    table = operations(profile)
+    return (
+        table.groupby("category", sort=False)
+        .agg(count=("count", "sum"), device_time_us=("device_time_us", "sum"))
+        .reset_index()
+        .sort_values("device_time_us", ascending=False, kind="stable")
+        .reset_index(drop=True)
+    )
+
+
+def operation_records(profile: Profile, top: int | None = None) -> list[dict]:
+    """The operator table as JSON-ready rows with exactly :data:`COLUMNS` (``top``: the first so many)."""
+    table = operations(profile)
+    if top is not None:
+        table = table.head(top)
+    out = []
+    for row in table[list(COLUMNS)].itertuples(index=False):
+        record = {}
+        for key, value in zip(COLUMNS, row, strict=True):
+            if value is None or (not isinstance(value, list | str) and pd.isna(value)):
+                record[key] = None
+            elif key == "count":
+                record[key] = int(value)
+            elif isinstance(value, list | str):
+                record[key] = value
+            else:
+                record[key] = float(value)
+        out.append(record)
+    return out

@@ -1,0 +1,132 @@
+"""GPU operators (metrics/operations.py, flops.py, peaks.py) on real traces: attribution, models, peaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.metrics import flops, operations, peaks
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+B200 = REAL / "tracelens_b200_vllm_eager.json.gz"
+MI300X = REAL / "tracelens_mi300x_torch_compile_triton.json.gz"
+
+
+@pytest.fixture(scope="module")
+def mi300x() -> popprof.Profile:
+    return popprof.open(MI300X, with_args=True)
+
+
+def test_gemm_counts_two_mnk_plus_the_bias():
+    # addmm(bias[N], A[M,K], B[K,N]) on the DLRM trace's shapes: 2*16*128*256 + 16*128
+    cost = flops.model("aten::addmm", [[128], [16, 256], [256, 128], [], []], ["float"] * 3 + ["Scalar"] * 2)
+    assert cost.flops == 2 * 16 * 128 * 256 + 16 * 128
+    assert cost.bytes == (16 * 256 + 256 * 128 + 16 * 128 + 128) * 4
+    assert cost.dtype == "fp32"
+    linear = flops.model("aten::linear", [[4, 8, 32], [64, 32], [64]], ["c10::BFloat16"] * 3)
+    assert linear.flops == 2 * 32 * 64 * 32 + 32 * 64 and linear.dtype == "bf16"
+    batched = flops.model("aten::bmm", [[16, 16, 27], [16, 27, 27]], ["float", "float"])
+    assert batched.flops == 16 * 2 * 16 * 27 * 27
+
+
+def test_convolution_output_size_from_stride_padding_and_dilation():
+    dims = [[32, 64, 56, 56], [128, 64, 3, 3], [], [], [], [], [], [], []]
+    concrete = ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"]
+    cost = flops.model("aten::convolution", dims, ["c10::Half"] * 2 + [""] * 7, concrete)
+    assert cost.flops == 2 * 64 * 3 * 3 * (32 * 128 * 28 * 28)
+    assert flops.model("aten::convolution", dims, ["c10::Half"] * 2, None) is None  # no strides: no figure
+
+
+def test_causal_attention_is_half():
+    dims = [[2, 8, 1024, 64]] * 3 + [[]] * 4
+    types = ["c10::BFloat16"] * 3 + ["Scalar"] * 4
+    full = flops.model("aten::_scaled_dot_product_flash_attention", dims, types, ["", "", "", "0.0", "False"])
+    causal = flops.model(
+        "aten::_scaled_dot_product_flash_attention", dims, types, ["", "", "", "0.0", "True"]
+    )
+    assert full.flops == 4 * 2 * 8 * 1024 * 1024 * 64
+    assert causal.flops == full.flops / 2
+
+
+def test_unknown_operator_or_shape_has_no_model():
+    assert flops.model("aten::foo", [[2]], ["float"]) is None
+    assert flops.model("aten::mm", [[2, 3], [4, 5]], ["float", "float"]) is None  # K differs
+
+
+def test_peaks_every_row_has_a_public_source_and_the_devices_asked_for():
+    table = peaks.device_peaks()
+    assert table["source"].str.contains("https://").all()
+    for device in ("V100", "A100", "H100", "H200", "B200", "MI250X", "MI300X", "RTX"):
+        assert table["device"].str.contains(device).any(), device
+    assert peaks.match_device("NVIDIA B200") == "B200 (HGX)"
+    assert peaks.match_device("NVIDIA A100-PG509-200") == "A100 SXM4 40GB"
+    assert peaks.match_device("NVIDIA A100-SXM4-80GB") == "A100 SXM4 80GB"
+    assert peaks.match_device("NVIDIA H200") == "H200 SXM"
+    assert peaks.match_device("AMD Radeon Graphics") is None
+
+
+def test_operations_on_mi300x_gemm_compute_bound(mi300x):
+    table = operations.operations(mi300x)
+    assert list(table.columns[: len(operations.COLUMNS)]) == list(operations.COLUMNS)
+    mm = table[table["name"] == "aten::mm"]
+    assert len(mm) == 3 and set(mm["bound"]) == {"compute"}
+    assert (mm["tflops"] < mm["peak_tflops"]).all()
+    attention = table[table["category"] == "attention"]
+    assert attention["name"].tolist() == ["aten::_scaled_dot_product_flash_attention"]
+    # every kernel with a launching operator is counted once: the table's time is the attributed work's
+    work = operations.attributed_work(mi300x)
+    assert table["device_time_us"].sum() == pytest.approx(work["dur_us"].sum())
+    kernels = operations.operation_kernels(mi300x)
+    assert kernels["device_time_us"].sum() == pytest.approx(work["dur_us"].sum())
+    assert operations.operations_note(mi300x) is None
+
+
+def test_without_arguments_time_per_operator_and_a_note():
+    profile = popprof.open(B200)
+    table = operations.operations(profile)
+    assert not table.empty and table["flops_per_call"].isna().all() and table["input_shapes"].isna().all()
+    assert operations.operations_note(profile) == operations.NOTE_NOT_READ
+    shaped = operations.operations(popprof.open(B200, with_args=True))
+    assert table["device_time_us"].sum() == pytest.approx(shaped["device_time_us"].sum())
+
+
+def test_records_have_exactly_the_columns(mi300x):
+    records = operations.operation_records(mi300x, top=3)
+    assert len(records) == 3
+    assert all(list(r) == list(operations.COLUMNS) for r in records)
+    assert records[0]["bound"] == "compute" and isinstance(records[0]["count"], int)
+
+
+def test_text_summary_shows_the_top_operators_in_80_columns(mi300x):
+    from popprof.metrics.summary import summarise
+    from popprof.report.summary import render_text
+
+    text = render_text(summarise(mi300x))
+    part = text[text.index("Top GPU operators") :].split("\n\n")[0].splitlines()
+    assert all(len(line) <= 80 for line in part)
+    assert "compute" in part[2] and "aten::mm" in part[2]  # the largest first: the 2048 x 8192 GEMM
+
+
+def test_breakdown_levels_add_up(mi300x):
+    table = operations.operations(mi300x)
+    levels = operations.categories(mi300x)
+    assert levels["device_time_us"].sum() == pytest.approx(table["device_time_us"].sum())
+    assert levels["category"].iloc[0] == "gemm"
+
+
+@pytest.mark.parametrize(
+    "dims, types",
+    [
+        ({"a": 1}, ["float"]),
+        ([[2, "x"], [3, 4]], ["float", "float"]),
+        ([[2, None], [None, 4]], ["float", "float"]),
+        ([], []),
+        ([[10**30, 10**30], [10**30, 10**30]], ["float", "float"]),
+    ],
+)
+def test_shapes_not_as_recorded_give_no_figure_and_no_error(dims, types):
+    for name in ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::add", "aten::copy_"):
+        cost = flops.model(name, dims, types, ["[1, 1]"] * 9)
+        assert cost is None or cost.flops is None or cost.flops >= 0
