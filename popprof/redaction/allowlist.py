@@ -16,6 +16,7 @@ from ..model.schema import PROGRAM_TYPE_CATEGORY, STEP_CATEGORIES, TABLES
 from ..readers.bundle import MANIFEST
 from ..readers.poplar_labels import DATA_TYPES, REGIONS
 from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS, RECORD_FUNCTIONS
+from .keynames import SENSITIVE_KEYS
 from .names import MESSAGE_WORDS, NameGrammar, label_words, summary_label
 from .tokens import chunk_strings, has_space
 
@@ -678,8 +679,6 @@ def _popprof_names() -> frozenset[str]:
 
 def _sensitive_key_names() -> frozenset[str]:
     """The generic key names whose VALUES are sensitive (``hostname``, ``user``...): the names are public."""
-    from .scrub import SENSITIVE_KEYS
-
     return frozenset(SENSITIVE_KEYS) | {
         "api_token",
         "api_key",

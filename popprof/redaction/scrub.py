@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from ..model.schema import TABLES
 from ..readers.bundle import MANIFEST
 from .allowlist import PUBLIC_HOSTS
+from .keynames import SENSITIVE_KEYS
 from .pseudonym import PREFIXES
 
 #: Scrubber families a policy can switch off (``scrub.paths = false``): family -> kinds it covers.
@@ -94,22 +95,6 @@ SAFE_ENV = frozenset(
         "TF_POPLAR_FLAGS",
     }
 )
-
-#: JSON keys whose whole (string) value is sensitive, by normalised key -> kind.
-SENSITIVE_KEYS: dict[str, str] = {}
-for _kind, _keys in {
-    "host": "host hostname hosts hostnames node nodename nodes server servers machine machinename fqdn",
-    "ip": "ip ipaddress ipaddr addr address",
-    "user": "user username userid owner login author uid",
-    "email": "email mail",
-    "secret": "password passwd pwd token apitoken accesstoken authtoken secret apikey accesskey secretkey "
-    "privatekey credentials credential auth authorization cookie session sessionid",
-    "path": "cwd home homedir workdir directory dir path file filename filepath dataset datadir datapath "
-    "checkpoint outputdir logdir",
-}.items():
-    for _k in _keys.split():
-        SENSITIVE_KEYS[_k] = _kind
-
 
 _NOT_KEY_CHAR = re.compile(r"[^a-z0-9]")
 
