@@ -168,3 +168,18 @@ def test_no_facade_function_shares_a_module_name():
     names = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in MODULES}
     clashes = [n for n in popprof.__all__ if callable(getattr(popprof, n)) and n in names]
     assert not clashes, f"importing the module would replace the function: {clashes}"
+
+
+def test_the_readers_face_hands_names_on_and_no_reader_imports_it():
+    """``readers/__init__.py`` holds no logic (the registry and the dispatch are modules of their own), and no
+    module of the readers imports names back from it."""
+    face = PACKAGE / "readers" / "__init__.py"
+    logic = [
+        n.name
+        for n in ast.parse(face.read_text("utf-8")).body
+        if isinstance(n, ast.FunctionDef | ast.ClassDef)
+    ]
+    assert not logic, f"readers/__init__.py defines {logic}: move them to a module of the readers"
+    inside = [p for p in MODULES if p.is_relative_to(face.parent) and p != face]
+    back = [_module_name(p) for p in inside if any(t == "popprof.readers" for t, _ in _imports(p))]
+    assert not back, f"these import from the readers' face: {back}"
