@@ -8,8 +8,9 @@ every JSON key, string and list item of a trace, every line of a text) and fails
 
 1. **tokens** – a sensitive string or chunk of the original (:data:`.sensitive.MIN_SUBSTRING`
    characters or more) occurs anywhere inside it, or one of its words is a sensitive word;
-2. **patterns** – a detector (paths, users, hosts, e-mails, IPs, URLs with credentials,
-   secrets, environment values) matches in it, whatever the policy switched off.
+2. **patterns** – the scan's own detector (:mod:`.leakshapes`: paths, users, hosts, e-mails, IPs,
+   URLs with credentials, secrets; not the redactor's :mod:`.scrub`) or detect-secrets
+   (:mod:`.secrets_scan`) matches in it, whatever the policy switched off.
 
 Pseudonyms are skipped; public strings (to the scan's own vocabulary, :mod:`.scan_vocabulary`, never
 the redactor's allowlist) are checked for patterns and for whole sensitive strings inside them only.
@@ -27,16 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..readers.bundle import is_manifest
+from .leakshapes import PSEUDONYM, find
 from .scan_vocabulary import ScanVocabulary
-from .scrub import PSEUDONYM_RE, detect
 from .secrets_scan import detector
 from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, numeric_looking, secret_number
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
 #: JSON keys whose values are content hashes kept on purpose (not secrets).
-#: Detector families that can matter inside a public string (paths and tokens are shapes of public names).
-_PUBLIC_FAMILIES = ("users", "hosts", "emails", "ips", "urls", "env")
+#: Detector kinds that can matter inside a public string (paths and secrets are shapes of public names).
+_PUBLIC_KINDS = ("user", "host", "email", "ip", "url")
 #: Leaks located precisely (JSON path / row); more are counted by kind only.
 MAX_LOCATED = 50
 
@@ -181,7 +182,7 @@ class Scanner:
             return
         self._seen.add((value, key))
         self.result.strings_checked += 1
-        if PSEUDONYM_RE.fullmatch(value) or self.keep(value) or is_digest(key, value):
+        if PSEUDONYM.fullmatch(value) or self.keep(value) or is_digest(key, value):
             return
         if looks_like_json(value) and value not in self.vocabulary and json_depth(value) <= MAX_JSON_DEPTH:
             try:
@@ -228,12 +229,14 @@ class Scanner:
         ``ConvPartial1x1Out``); in other text, spans inside a public chunk are skipped likewise."""
         if is_digest(key, value):
             return None
-        found = detect(value, _PUBLIC_FAMILIES if public else None)
+        found = find(value, _PUBLIC_KINDS) if public else find(value)
         if not found:
             return None
-        shields = [c for c in chunk_strings(value) if c in self.vocabulary] if not public else []
+        # a span is explained only by an exact name of the vocabulary (a path is never public by its words)
+        names = self.vocabulary.names
+        shields = [c for c in chunk_strings(value) if c in names] if not public else []
         for kind, span in found:
-            if self.keep(span) or span in self.vocabulary:
+            if self.keep(span) or span in names:
                 continue
             if public and kind in ("path", "secret", "token"):
                 continue
@@ -380,7 +383,7 @@ def _safe() -> ScanVocabulary:
 
 def safe_key(key: str) -> bool:
     """A key that may be written in a leak report: public vocabulary (to the scan) or a pseudonym."""
-    return key in _safe() or PSEUDONYM_RE.fullmatch(key) is not None
+    return key in _safe() or PSEUDONYM.fullmatch(key) is not None
 
 
 def _locate_rows(column, hits: dict[str, str], place: str, result: ScanResult) -> None:

@@ -39,8 +39,8 @@ from ..io.jsonbytes import (
 )
 from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
 from .keynames import ASSIGNED_SECRET, key_kind, raw_key_names_a_secret
+from .leakshapes import PSEUDONYM, find
 from .scan_vocabulary import ScanVocabulary
-from .scrub import PSEUDONYM_RE, detect
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
 MIN_SUBSTRING = 8
@@ -94,7 +94,7 @@ class SensitiveSet:
 
     def public(self, value: str) -> bool:
         """Public vocabulary, kept on purpose by the policy, or a pseudonym."""
-        return value in self.vocabulary or self.keep(value) or PSEUDONYM_RE.fullmatch(value) is not None
+        return value in self.vocabulary or self.keep(value) or PSEUDONYM.fullmatch(value) is not None
 
     def add(self, value: str, kind: str = "identifier", key: str | None = None) -> None:
         """Take one string of the original; ``key`` is the JSON key (or column) it sits under."""
@@ -108,10 +108,10 @@ class SensitiveSet:
         self._seen.add(item)
         if key is not None and key_kind(key) == "secret" and not self.keep(value):
             stripped = value.strip()
-            if len(stripped) >= 6 and not PSEUDONYM_RE.fullmatch(stripped):
+            if len(stripped) >= 6 and not PSEUDONYM.fullmatch(stripped):
                 self.strings.setdefault(stripped, "secret")  # numeric-looking secrets too
         for m in ASSIGNED_SECRET.finditer(value) if ("=" in value or ":" in value) else ():  # needs = or :
-            if len(m.group(1)) >= 6 and not PSEUDONYM_RE.fullmatch(m.group(1)) and not self.keep(m.group(1)):
+            if len(m.group(1)) >= 6 and not PSEUDONYM.fullmatch(m.group(1)) and not self.keep(m.group(1)):
                 self.strings.setdefault(m.group(1), "secret")
         if self.public(value):
             self.exempt.update(words(value))
@@ -127,7 +127,7 @@ class SensitiveSet:
             self.wholes.setdefault(stripped, kind)
         if not has_space(value):
             return  # one word: the whole string and its words are the tokens (detector spans add nothing)
-        for found, span in detect(value):
+        for found, span in find(value):
             self._token(span, found)
         for chunk in chunk_strings(value):
             if self.public(chunk):
