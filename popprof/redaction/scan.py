@@ -238,9 +238,9 @@ class Scanner:
         for kind, span in found:
             if self.keep(span) or span in names:
                 continue
-            if public and kind in ("path", "secret", "token"):
+            if public and kind in ("path", "secret"):
                 continue
-            if any(span in shield for shield in shields) and kind in ("path", "secret", "token"):
+            if any(span in shield for shield in shields) and kind in ("path", "secret"):
                 continue
             return kind
         return None

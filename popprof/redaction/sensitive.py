@@ -6,9 +6,9 @@ strings, table values, metadata, text lines) and keeps, for each one that is not
 vocabulary to the scan (:class:`.scan_vocabulary.ScanVocabulary`, never the redactor's allowlist) nor
 kept by the policy's ``keep`` patterns:
 
-- the whole string, each non-public chunk of it and each detector match in it (paths, users,
-  hosts, e-mails, IPs, URLs with credentials, tokens, environment values): looked for as
-  substrings of the output when at least :data:`MIN_SUBSTRING` characters long;
+- the whole string, each non-public chunk of it and each match of the scan's own detector in it
+  (:mod:`.leakshapes`: paths, users, hosts, e-mails, IPs, URLs with credentials, secrets): looked
+  for as substrings of the output when at least :data:`MIN_SUBSTRING` characters long;
 - each of its words (:func:`.tokens.words`, at least :data:`.tokens.MIN_WORD` characters) that is
   not a word of a public string of the same original nor public itself: looked for as a whole
   word of every output string.
