@@ -560,7 +560,7 @@ def run_case(case: Case, where: Path) -> Outcome:
     try:
         with _timer(CASE_SECONDS), _rewriting(path) if case.changing else contextlib.nullcontext():
             for module in reader_modules():
-                if module.FORMAT in ("pop", "pvti", "archive", "baseline"):
+                if module.FORMAT in ("pop", "pvti", "baseline"):
                     continue  # need the SDK / are popprof's own small JSON: exercised through detection
                 try:
                     result = read_with(module, path)

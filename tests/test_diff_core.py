@@ -10,6 +10,7 @@ import pytest
 
 import popprof
 from popprof.compare import diff
+from popprof.compare.document import to_dict
 from popprof.report.diff import render as render_diff
 from popprof.testing import synth
 
@@ -428,4 +429,4 @@ def test_liveness_step_with_unknown_bytes_is_not_counted_as_changed(base):
     new.set_table("liveness", liveness)
     result = diff(base, new)
     assert "liveness: 1 of 200 steps changed" in render_diff(result, None, "text")
-    assert result.to_dict()["liveness"]["changed"] == 1
+    assert to_dict(result)["liveness"]["changed"] == 1

@@ -202,14 +202,14 @@ def test_pva_input_pva_cannot_read(capsys, tmp_path, pva_double, maker, fragment
 
 
 def test_unreadable_file_exits_2_not_internal_error(capsys, tmp_path, monkeypatch):
-    import popprof.readers as readers
     from popprof.io import files
+    from popprof.readers import registry
 
     def denied(path, size=files.HEAD_BYTES):
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(
-        readers, "read_head", denied
+        registry, "read_head", denied
     )  # as a file without read permission (tests may run as root)
     path = tmp_path / "locked.json"
     path.write_text("[]")
@@ -217,12 +217,12 @@ def test_unreadable_file_exits_2_not_internal_error(capsys, tmp_path, monkeypatc
 
 
 def test_unlistable_directory_exits_2(capsys, tmp_path, monkeypatch):
-    import popprof.readers as readers
+    from popprof.readers import opening
 
     def denied(path):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(readers, "_run_directory_entries", denied)
+    monkeypatch.setattr(opening, "_run_directory_entries", denied)
     path = tmp_path / "run"
     path.mkdir()
     _refused(capsys, path, "cannot list the directory: Permission denied")

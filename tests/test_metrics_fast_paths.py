@@ -222,17 +222,17 @@ def test_idle_breakdown_equals_the_groupby(profile, delay: float) -> None:
 
 
 def test_state_durations_states_are_the_unique_ones() -> None:
-    from popprof.trace import intervals
+    from popprof.trace import spans
 
     rng = np.random.default_rng(7)
     kinds = []
     for _ in range(3):
         start = np.round(rng.uniform(0, 1000, 400), 1)
         kinds.append((start, start + np.round(rng.exponential(5.0, 400), 1)))
-    got = intervals.state_durations(kinds)
+    got = spans.state_durations(kinds)
     times, deltas = [], []
     for bit, (start, end) in enumerate(kinds):
-        s, e = intervals.merge_intervals(start, end)
+        s, e = spans.merge_intervals(start, end)
         times += [s, e]
         deltas += [np.full(s.size, 1 << bit), np.full(e.size, -(1 << bit))]
     t, d = np.concatenate(times), np.concatenate(deltas)
@@ -450,7 +450,7 @@ def test_clipped_durations_are_the_clipped_nan_to_num() -> None:
     ],
 )
 def test_merge_intervals_in_order_equals_the_sorted(start: np.ndarray) -> None:
-    from popprof.trace import intervals
+    from popprof.trace import spans
 
     end = start + np.array([1.0, 0.5, 3.0, 0.0])[: len(start)]
     order = np.argsort(start, kind="stable")
@@ -458,13 +458,13 @@ def test_merge_intervals_in_order_equals_the_sorted(start: np.ndarray) -> None:
     reach = np.maximum.accumulate(e)
     first = np.flatnonzero(np.concatenate(([True], s[1:] > reach[:-1])))
     last = np.append(first[1:] - 1, len(s) - 1)
-    got = intervals.merge_intervals(start, end)
+    got = spans.merge_intervals(start, end)
     np.testing.assert_array_equal(got[0], s[first])
     np.testing.assert_array_equal(got[1], reach[last])
 
 
 def test_kind_unions_are_the_unions_of_each_kernel_type(profile) -> None:
-    from popprof.trace import intervals
+    from popprof.trace import spans
 
     work = devices._work(profile)
     if work is None:
@@ -479,9 +479,9 @@ def test_kind_unions_are_the_unions_of_each_kernel_type(profile) -> None:
         for k in (devices.COMPUTATION, devices.COMMUNICATION, devices.MEMORY):
             mine = kinds[part] == devices.KERNEL_TYPES.index(k)
             raw[k] = (starts[part][mine], ends[part][mine])
-            assert devices._length(merged[k]) == intervals.union_length(*raw[k])
+            assert devices._length(merged[k]) == spans.union_length(*raw[k])
         labels = list(raw)
-        assert intervals.state_durations([merged[k] for k in labels]) == intervals.state_durations(
+        assert spans.state_durations([merged[k] for k in labels]) == spans.state_durations(
             [raw[k] for k in labels]
         )
 

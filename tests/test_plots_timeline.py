@@ -13,7 +13,7 @@ import popprof  # noqa: E402
 from popprof.model.profile import Profile  # noqa: E402
 from popprof.plots import timeline  # noqa: E402
 from popprof.plots.timeline import top_host_events  # noqa: E402
-from popprof.trace.intervals import merge_intervals  # noqa: E402
+from popprof.trace.spans import merge_intervals  # noqa: E402
 
 STEP_US = 10_000.0
 STALL_STEP = 3

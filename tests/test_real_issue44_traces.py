@@ -14,7 +14,7 @@ import popprof
 from popprof.metrics import devices
 from popprof.metrics.summary import summarise
 from popprof.report.summary import render_text
-from popprof.trace.intervals import union_length
+from popprof.trace.spans import union_length
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 TRITON = REAL / "tracelens_mi300x_torch_compile_triton.json.gz"

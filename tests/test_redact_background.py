@@ -14,7 +14,6 @@ import pytest
 from popprof.model.errors import InputError
 from popprof.redaction import background, redact
 from popprof.redaction import chrome as chrome_mod
-from popprof.redaction.allowlist import Allowlist
 from popprof.redaction.chrome import ChromeRedactor
 from popprof.redaction.scan import Scanner
 from popprof.redaction.sensitive import SensitiveSet, derive
@@ -70,10 +69,10 @@ def test_string_finder_in_process_matches_the_forked_one(tmp_path):
 
 def test_derivation_on_a_process_equals_deriving_here(tmp_path):
     src = chrome_trace(tmp_path / "t.json", events=300)
-    forked = background.Derivation(src, "chrome", Allowlist())
+    forked = background.Derivation(src, "chrome")
     assert forked.process is not None
     there = forked.result()
-    here = derive(src, "chrome", Allowlist())
+    here = derive(src, "chrome")
     assert (there.strings, there.wholes, there.words, there.exempt) == (
         here.strings,
         here.wholes,

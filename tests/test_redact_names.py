@@ -12,7 +12,8 @@ from popprof.redaction.names import NameGrammar
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "traces"
 #: issue 44's AMD-AGI/TraceLens traces (2025-26: nvjet, bmm_*, fmhaSm100a, Triton kernels): the vocabulary does
-#: not hold their names yet (a follow-up: ``regenerate.py kernels`` plus grammar for those generated names)
+#: not hold their names yet (a follow-up: ``tools/regenerate_vocabulary.py kernels`` plus grammar for those
+#: generated names)
 NEW_VOCABULARY = ("tracelens_",)
 
 

@@ -321,7 +321,9 @@ def test_bundle_scan_names_table_column_and_row(tmp_path):
     file = out / "programs.parquet"
     frame = pq.read_table(file).to_pandas()
     frame["name"] = frame["name"].astype(str)
-    frame.loc[3, "name"] = CANARIES["identifier"]
+    planted = pq.read_table(src / "programs.parquet").column("name").to_pylist()[0]  # an original name
+    assert "zebrafink" in planted.lower()
+    frame.loc[3, "name"] = planted
     frame.to_parquet(file)
     result = scan(out, against=src)
     assert not result.passed

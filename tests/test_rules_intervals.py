@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popprof.trace.intervals import busy_before, merge_intervals, overlap_pairs, window_sums
+from popprof.trace.spans import busy_before, merge_intervals, overlap_pairs, window_sums
 
 
 def random_intervals(rng, n=200, span=10_000.0, max_len=400.0):

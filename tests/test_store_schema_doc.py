@@ -10,9 +10,8 @@ from store_helpers import MK2, ROOT
 
 import popprof.store as store
 from popprof.store.compact import compact
-from popprof.store.engine_duckdb import glob_escape
 from popprof.store.schemas import kinds, schema_markdown, schema_of, view_name
-from popprof.store.views import portable_sql
+from popprof.store.views import glob_escape, portable_sql
 
 BEGIN = "<!-- begin generated: popprof.store.schemas.schema_markdown() -->\n"
 END = "<!-- end generated -->"

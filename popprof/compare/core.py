@@ -125,12 +125,6 @@ class ProfileDiff:
         key = frame["change"].astype("float64").abs()
         return frame.loc[key.sort_values(ascending=False, kind="stable").index[:n]].reset_index(drop=True)
 
-    def to_dict(self, gate_result=None, *, top: int = 10) -> dict:
-        """The diff (and optionally a gate result) as a JSON-ready dict (the ``--format json`` document)."""
-        from .document import to_dict
-
-        return to_dict(self, gate_result, top=top)
-
     @property
     def has_changes(self) -> bool:
         """True when any metric differs (or exists on one side only)."""

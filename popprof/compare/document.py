@@ -1,20 +1,17 @@
 """A :class:`~popprof.compare.core.ProfileDiff` (and a gate result) as a JSON-ready document.
 
 The document is data, not presentation: ``popprof diff --format json`` prints it and the report
-writers read their figures from the same diff. Non-finite changes are null.
+writers read their figures from the same diff. Non-finite changes are null. The document depends on
+the results (``core``, ``gate``), never the other way round: a ``ProfileDiff`` does not know its JSON.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
 from ..io import jsonout
-
-if TYPE_CHECKING:
-    from .core import ProfileDiff
-    from .gate import GateResult
+from .core import ProfileDiff
+from .gate import GateResult
 
 #: Most programs / events listed per section in JSON before truncating.
 JSON_NAMED_LIMIT = 1000

@@ -44,6 +44,7 @@ from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
 from ..trace.activity import is_bookkeeping
+from ..trace.spans import merge_intervals
 from . import metric, metric_family
 from .ranks import step_times
 from .trace import device_activity_mask
@@ -227,7 +228,7 @@ def _layered_segments(
     in it."""
     times, deltas = [], []
     for i in range(layers):
-        s, e = im.merge_intervals(start[layer == i], end[layer == i])
+        s, e = merge_intervals(start[layer == i], end[layer == i])
         times += [s, e]
         deltas += [np.full(s.size, 1 << i, dtype=np.int64), np.full(e.size, -(1 << i), dtype=np.int64)]
     t = np.concatenate(times)
@@ -276,7 +277,7 @@ def _device_timeline(
     seg_label = np.array([parts.index(layer_parts[i]) for i in range(len(layers))], dtype=np.int64)[lab]
     busy = _Segments(s, e, seg_label, parts)
     # the idle gaps between busy segments, and before / after them inside [lo, hi], in time order
-    merged_start, merged_end = im.merge_intervals(s, e)
+    merged_start, merged_end = merge_intervals(s, e)
     gap_start = np.concatenate([[lo], merged_end])
     gap_end = np.concatenate([merged_start, [hi]])
     open_end = np.zeros(gap_start.size, dtype=bool)

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace import intervals as im
+from ..trace import spans as im
 from ..trace.activity import category_mask, distinct, is_bookkeeping, is_device_activity, is_host_wait
 from ..trace.gpu_work import (
     COMMUNICATION,
@@ -246,7 +246,7 @@ def _kind_unions(
 
 
 def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
-    """Total length of merged intervals (:func:`popprof.trace.intervals.union_length` of what they merge)."""
+    """Total length of merged intervals (:func:`popprof.trace.spans.union_length` of what they merge)."""
     start, end = intervals
     return float((end - start).sum())
 

@@ -14,14 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..trace.intervals import (
-    DeviceActivity,
-    HostEvents,
-    merge_intervals,
-    overlap_pairs,
-    thread_label,
-    thread_names,
-)
+from ..trace.intervals import DeviceActivity, HostEvents, thread_label, thread_names
+from ..trace.spans import merge_intervals, overlap_pairs
 
 
 def device_gaps(activity: DeviceActivity, min_gap_us: float) -> tuple[np.ndarray, np.ndarray]:

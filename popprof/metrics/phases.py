@@ -19,7 +19,8 @@ from ..io import units
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
-from ..trace.intervals import DeviceActivity, device_activities, window_sums
+from ..trace.intervals import DeviceActivity, device_activities
+from ..trace.spans import window_sums
 from . import account
 from . import execution as ex
 

@@ -144,7 +144,7 @@ def compile_time_us(profile: Profile) -> float | None:
     mask = name_mask(events, COMPILE_NAME) & events["dur_us"].notna().to_numpy()
     if not mask.any():
         return None
-    from ..trace import intervals as im
+    from ..trace import spans as im
 
     start = events["start_us"].to_numpy(dtype=np.float64)[mask]
     end = start + events["dur_us"].to_numpy(dtype=np.float64)[mask]

@@ -143,7 +143,7 @@ def where_ranges(items: Iterable[Any], key: str) -> list[tuple[float, float]]:
 
 def merge_ranges(ranges: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """Sort and merge overlapping ``(start, end)`` ranges (either order within a pair)."""
-    from ..trace.intervals import merge_intervals
+    from ..trace.spans import merge_intervals
 
     pairs = np.array([(min(a, b), max(a, b)) for a, b in ranges], dtype=np.float64).reshape(-1, 2)
     starts, ends = merge_intervals(pairs[:, 0], pairs[:, 1])

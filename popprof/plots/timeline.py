@@ -29,7 +29,8 @@ from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ..trace.activity import is_bookkeeping
 from ..trace.ids import SYNTHETIC_ID_BASE
-from ..trace.intervals import host_events, merge_intervals
+from ..trace.intervals import host_events
+from ..trace.spans import merge_intervals
 from ._common import (
     CATEGORY_COLOURS,
     finding_items,

@@ -25,8 +25,9 @@ from ..io.progress import progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
-from . import chrome, read_path
+from . import chrome
 from .bundle import is_bundle
+from .dispatch import read_path
 from .rundir import holds_run
 
 FORMAT = "chrome_trace"

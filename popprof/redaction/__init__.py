@@ -188,7 +188,7 @@ def redact(
 def _scanner(source: Path, kind: str, redactor: Redactor) -> Scanner:
     """A scanner whose sensitive set is derived from the ORIGINAL alone (never from the redactor's
     record of what it replaced); it shares only the public vocabulary and the keep patterns."""
-    return Scanner(derive(source, kind, redactor.allowlist, redactor.policy.keeps))
+    return Scanner(derive(source, kind, redactor.policy.keeps))
 
 
 def _finish_scan(source: Path, kind: str, redactor: Redactor, run) -> ScanResult:
@@ -245,7 +245,7 @@ def _redact_chrome(source: Path, out: Path, redactor: Redactor, scan: bool):
     # is derived from the original (its own read), and the output's strings are found in the bytes as
     # they are written (its own cutting and tokenizing); they meet only when both are done
     with gc_paused():  # inherited by the forked halves
-        sensitive = Derivation(source, "chrome", redactor.allowlist, redactor.policy.keeps) if scan else None
+        sensitive = Derivation(source, "chrome", redactor.policy.keeps) if scan else None
         collector = OutputStrings() if scan else None
         try:
             return _redact_chrome_with(source, out, redactor, gz, sensitive, collector)
@@ -352,7 +352,7 @@ def scan(
     policy = policy or build_policy()
     if not path.is_dir() and input_kind(path) == "chrome":
         return _scan_trace_against(path, against, kind, policy)
-    scanner = Scanner(derive(against, kind, Allowlist(), policy.keeps))
+    scanner = Scanner(derive(against, kind, policy.keeps))
     if path.is_dir():
         return scan_bundle(path, scanner)
     return scan_text_file(path, scanner)
@@ -363,7 +363,7 @@ def _scan_trace_against(path: Path, against: Path, kind: str, policy: Policy) ->
     from .background import Derivation
     from .chrome import check_strings, locate_in_trace, trace_strings
 
-    derivation = Derivation(against, kind, Allowlist(), policy.keeps)
+    derivation = Derivation(against, kind, policy.keeps)
     try:
         strings = trace_strings(path)
         scanner = Scanner(derivation.result())

@@ -27,7 +27,6 @@ from ..io import parallel
 from ..io.heap import keep_freed_memory_in_helper
 from ..io.jsonbytes import SCAN_BLOCK
 from ..io.workers import quiet_worker
-from .allowlist import Allowlist
 from .sensitive import SensitiveSet, derive
 
 #: Output blocks held between the redaction and the output scan (back-pressure beyond that).
@@ -81,11 +80,11 @@ def _answer(send, compute: Callable[[], object]) -> None:
         send.close()
 
 
-def _derive_child(send, source: Path, kind: str, allowlist: Allowlist | None, keep) -> None:
+def _derive_child(send, source: Path, kind: str, keep) -> None:
     _background()
 
     def state() -> tuple:
-        found = derive(source, kind, allowlist, keep)
+        found = derive(source, kind, keep)
         return found.strings, found.wholes, found.words, found.exempt
 
     _answer(send, state)
@@ -98,10 +97,9 @@ class Derivation:
         self,
         source: Path,
         kind: str,
-        allowlist: Allowlist | None = None,
         keep: Callable[[str], bool] | None = None,
     ) -> None:
-        self.args = (source, kind, allowlist, keep)
+        self.args = (source, kind, keep)
         self.process = self.receive = None
         context = _fork_context()
         if context is None:
@@ -125,7 +123,7 @@ class Derivation:
             self.cancel()
         if state is None:
             return derive(*self.args)
-        found = SensitiveSet(self.args[2], self.args[3])
+        found = SensitiveSet(self.args[2])
         found.strings, found.wholes, found.words, found.exempt = state
         return found
 

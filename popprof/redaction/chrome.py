@@ -48,8 +48,8 @@ from ..io.jsonbytes import (
     solid_after,
     solid_before,
 )
+from .keynames import raw_key_names_a_secret
 from .redactor import Redactor
-from .scrub import raw_key_names_a_secret
 
 BLOCK = 8 << 20
 #: Distinct strings remembered before the cache starts afresh (pseudonyms are keyed, so they do not change).

@@ -28,21 +28,8 @@ import re
 from collections.abc import Iterable
 
 from . import vocabulary
+from .vocabulary.builtin import CPP_TYPES, CPP_WORDS, POPLAR_MESSAGES
 
-#: C++ builtin and fixed-width types (template arguments of vertices, parts of kernel signatures).
-CPP_TYPES = frozenset(
-    """
-    void bool char short int long float double half unsigned signed wchar_t size_t ptrdiff_t
-    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t quarter
-    """.split()  # noqa: SIM905
-)
-#: C++ keywords and words that signatures print (``(anonymous namespace)``, ``{lambda()#1}``).
-CPP_WORDS = CPP_TYPES | frozenset(
-    """
-    const volatile auto decltype nullptr true false operator lambda anonymous namespace struct class enum
-    typename template type value
-    """.split()  # noqa: SIM905
-)
 _KERNEL_NAMES = vocabulary.data("gpu_kernel_names.json")
 #: Namespaces of public libraries that kernel signatures are qualified with (each still followed by a
 #: listed identifier: the namespace alone proves nothing).
@@ -50,17 +37,6 @@ CPP_NAMESPACES = frozenset(_KERNEL_NAMES["cpp_namespaces"])
 #: Exception classes Poplar and PopLibs throw (printed in ``terminate called after throwing an instance
 #: of '...'``), and the C++ standard ones.
 EXCEPTIONS = frozenset(_KERNEL_NAMES["exceptions"])
-#: Poplar's messages (graphcore/tutorials, tutorials/poplar/tut4_profiling/README.rst) and the C++
-#: runtime's words around them: every word of them is public.
-POPLAR_MESSAGES = (
-    "terminate called after throwing an instance of",
-    "what():",
-    "Out of memory on tile <n>: <n> bytes used but tiles only have <n> bytes of memory",
-    "Out of memory: Cannot fit all variable data onto one or more tiles. Profile saved to: <path>",
-    # Graphcore, "Memory and Performance Optimisation on the IPU", section 6.1 (docs/readers.md)
-    "Tile <n> receives more data than it has total memory in exchange <name>",
-    "tile <n> _poplar_start must be 0 not <n> bytes from the start of memory",
-)
 MESSAGE_WORDS = frozenset(w for m in POPLAR_MESSAGES for w in re.findall(r"[A-Za-z_]+", m)) - {
     "n",
     "path",

@@ -14,9 +14,10 @@ from collections import Counter
 
 from .allowlist import Allowlist
 from .jsontext import Number, Pairs, dumps_exact, loads_exact
+from .keynames import ASSIGNED_SECRET, key_kind
 from .policy import Policy
 from .pseudonym import Pseudonymizer, key_fingerprint
-from .scrub import ASSIGNED_SECRET, FAMILIES, PSEUDONYM_RE, Scrubber, _key_kind, detect
+from .scrub import FAMILIES, PSEUDONYM_RE, Scrubber, detect
 from .tokens import chunks, has_space, json_in_string
 
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:\d[\d,_]*)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -93,12 +94,12 @@ class Redactor:
         parsed = json_in_string(value)
         if parsed is not None:  # decoded again keeping numbers' text and repeated keys: only strings change
             return dumps_exact(self.decide_json(loads_exact(value), key))
-        key_kind = _key_kind(key) if key else None
-        if key_kind is not None:
-            if key_kind not in self.scrubber.kinds:
+        kind_of_key = key_kind(key) if key else None
+        if kind_of_key is not None:
+            if kind_of_key not in self.scrubber.kinds:
                 return value  # the policy switched this family off: kept (the leak scan then fails)
             self.learn(value, key)
-            return self.scrubber.whole(key_kind, value)
+            return self.scrubber.whole(kind_of_key, value)
         if has_space(value):
             return self.free_text(value)
         whole = self._whole_detection(value)
@@ -169,7 +170,7 @@ class Redactor:
         """A value under a secret key (``password``, ``api_key``...) that is not a pseudonym or kept."""
         return (
             key is not None
-            and _key_kind(key) == "secret"
+            and key_kind(key) == "secret"
             and "secret" in self.scrubber.kinds
             and not (PSEUDONYM_RE.fullmatch(value) or self.policy.keeps(value))
         )

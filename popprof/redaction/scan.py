@@ -8,16 +8,19 @@ every JSON key, string and list item of a trace, every line of a text) and fails
 
 1. **tokens** – a sensitive string or chunk of the original (:data:`.sensitive.MIN_SUBSTRING`
    characters or more) occurs anywhere inside it, or one of its words is a sensitive word;
-2. **patterns** – a detector (paths, users, hosts, e-mails, IPs, URLs with credentials,
-   secrets, environment values) matches in it, whatever the policy switched off.
+2. **patterns** – the scan's own detector (:mod:`.leakshapes`: paths, users, hosts, e-mails, IPs,
+   URLs with credentials, secrets; not the redactor's :mod:`.scrub`) or detect-secrets
+   (:mod:`.secrets_scan`) matches in it, whatever the policy switched off.
 
-Pseudonyms are skipped; public strings are checked for patterns only (they hold no free part:
-see :mod:`.allowlist`). A failed scan names each leak's kind and where it is (a JSON path such
-as ``traceEvents[12].args.kernel``, ``table.parquet:column[row]``, ``file:line``), never the value.
+Pseudonyms are skipped; public strings (to the scan's own vocabulary, :mod:`.scan_vocabulary`, never
+the redactor's allowlist) are checked for patterns and for whole sensitive strings inside them only.
+A failed scan names each leak's kind and where it is (a JSON path such as
+``traceEvents[12].args.kernel``, ``table.parquet:column[row]``, ``file:line``), never the value.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,16 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..readers.bundle import is_manifest
-from .allowlist import Allowlist
-from .scrub import PSEUDONYM_RE, detect
+from .leakshapes import PSEUDONYM, find
+from .scan_vocabulary import ScanVocabulary
 from .secrets_scan import detector
 from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, numeric_looking, secret_number
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
 #: JSON keys whose values are content hashes kept on purpose (not secrets).
-#: Detector families that can matter inside a public string (paths and tokens are shapes of public names).
-_PUBLIC_FAMILIES = ("users", "hosts", "emails", "ips", "urls", "env")
+#: Detector kinds that can matter inside a public string (paths and secrets are shapes of public names).
+_PUBLIC_KINDS = ("user", "host", "email", "ip", "url")
 #: Leaks located precisely (JSON path / row); more are counted by kind only.
 MAX_LOCATED = 50
 
@@ -142,11 +145,10 @@ class Scanner:
     def __init__(
         self,
         sensitive: SensitiveSet,
-        allowlist: Allowlist | None = None,
         keep: Callable[[str], bool] | None = None,
         second_detector: bool = True,
     ) -> None:
-        self.allowlist = allowlist or sensitive.allowlist or Allowlist()
+        self.vocabulary = sensitive.vocabulary
         self.keep = keep or sensitive.keep or (lambda s: False)
         self.matcher = TokenMatcher(
             {
@@ -180,9 +182,9 @@ class Scanner:
             return
         self._seen.add((value, key))
         self.result.strings_checked += 1
-        if PSEUDONYM_RE.fullmatch(value) or self.keep(value) or is_digest(key, value):
+        if PSEUDONYM.fullmatch(value) or self.keep(value) or is_digest(key, value):
             return
-        if looks_like_json(value) and value not in self.allowlist and json_depth(value) <= MAX_JSON_DEPTH:
+        if looks_like_json(value) and value not in self.vocabulary and json_depth(value) <= MAX_JSON_DEPTH:
             try:
                 parsed = json.loads(value)
             except (ValueError, RecursionError):
@@ -207,7 +209,7 @@ class Scanner:
     def _first_half(self, value: str, key: str | None) -> str | None:
         if value in self.secrets or value.strip() in self.secrets:
             return "secret"
-        if value in self.allowlist:
+        if value in self.vocabulary:
             # a public name holds no free part, but a sensitive string of the original may still sit
             # inside it (``at::<a user's name>``); of patterns, only those no public shape can mimic count
             return self.wholes.find(value, bounded=True) or self._patterns(value, key, public=True)
@@ -227,16 +229,18 @@ class Scanner:
         ``ConvPartial1x1Out``); in other text, spans inside a public chunk are skipped likewise."""
         if is_digest(key, value):
             return None
-        found = detect(value, _PUBLIC_FAMILIES if public else None)
+        found = find(value, _PUBLIC_KINDS) if public else find(value)
         if not found:
             return None
-        shields = [c for c in chunk_strings(value) if c in self.allowlist] if not public else []
+        # a span is explained only by an exact name of the vocabulary (a path is never public by its words)
+        names = self.vocabulary.names
+        shields = [c for c in chunk_strings(value) if c in names] if not public else []
         for kind, span in found:
-            if self.keep(span) or span in self.allowlist:
+            if self.keep(span) or span in names:
                 continue
-            if public and kind in ("path", "secret", "token"):
+            if public and kind in ("path", "secret"):
                 continue
-            if any(span in shield for shield in shields) and kind in ("path", "secret", "token"):
+            if any(span in shield for shield in shields) and kind in ("path", "secret"):
                 continue
             return kind
         return None
@@ -372,12 +376,14 @@ def scan_text_file(path: Path, scanner: Scanner, name: str | None = None) -> Sca
     return scanner.result
 
 
-_SAFE = Allowlist()
+@functools.cache
+def _safe() -> ScanVocabulary:
+    return ScanVocabulary()
 
 
 def safe_key(key: str) -> bool:
-    """A key that may be written in a leak report: public vocabulary or a pseudonym."""
-    return key in _SAFE or PSEUDONYM_RE.fullmatch(key) is not None
+    """A key that may be written in a leak report: public vocabulary (to the scan) or a pseudonym."""
+    return key in _safe() or PSEUDONYM.fullmatch(key) is not None
 
 
 def _locate_rows(column, hits: dict[str, str], place: str, result: ScanResult) -> None:

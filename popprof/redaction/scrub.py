@@ -11,7 +11,6 @@ the values of sensitive keys (``hostname``, ``user``, ``token``, ...) as a whole
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import re
@@ -20,8 +19,9 @@ from collections.abc import Callable, Iterable
 
 from ..model.schema import TABLES
 from ..readers.bundle import MANIFEST
-from .allowlist import PUBLIC_HOSTS
+from .keynames import key_kind
 from .pseudonym import PREFIXES
+from .vocabulary.builtin import PUBLIC_HOSTS
 
 #: Scrubber families a policy can switch off (``scrub.paths = false``): family -> kinds it covers.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -93,61 +93,6 @@ SAFE_ENV = frozenset(
         "POPLAR_RUNTIME_OPTIONS",
         "TF_POPLAR_FLAGS",
     }
-)
-
-#: JSON keys whose whole (string) value is sensitive, by normalised key -> kind.
-SENSITIVE_KEYS: dict[str, str] = {}
-for _kind, _keys in {
-    "host": "host hostname hosts hostnames node nodename nodes server servers machine machinename fqdn",
-    "ip": "ip ipaddress ipaddr addr address",
-    "user": "user username userid owner login author uid",
-    "email": "email mail",
-    "secret": "password passwd pwd token apitoken accesstoken authtoken secret apikey accesskey secretkey "
-    "privatekey credentials credential auth authorization cookie session sessionid",
-    "path": "cwd home homedir workdir directory dir path file filename filepath dataset datadir datapath "
-    "checkpoint outputdir logdir",
-}.items():
-    for _k in _keys.split():
-        SENSITIVE_KEYS[_k] = _kind
-
-
-_NOT_KEY_CHAR = re.compile(r"[^a-z0-9]")
-
-
-@functools.lru_cache(maxsize=4096)
-def _key_kind(key: str) -> str | None:
-    """The detector kind a JSON key or column name makes its value (``hostname`` -> ``host``), or None."""
-    norm = _NOT_KEY_CHAR.sub("", key.lower())
-    kind = SENSITIVE_KEYS.get(norm)
-    if kind is None and norm.endswith(("token", "password", "secret", "apikey")):
-        kind = "secret"
-    if kind is None and norm.endswith(("hostname", "host")):
-        kind = "host"
-    if kind is None and norm.endswith(("dir", "directory", "path", "file")):
-        kind = "path"
-    return kind
-
-
-#: Every key :func:`_key_kind` calls ``secret`` holds one of these (a cheap test before the normalising one).
-_SECRET_HINT = re.compile(r"(?i)pass|pwd|tok|secr|key|auth|cred|cook|sess")
-
-
-def is_secret_key(key: str) -> bool:
-    """A key whose value is a secret whatever it looks like (``password``, ``api_key``, ``auth_token``)."""
-    return _SECRET_HINT.search(key) is not None and _key_kind(key) == "secret"
-
-
-@functools.lru_cache(maxsize=4096)
-def raw_key_names_a_secret(raw: bytes) -> bool:
-    """:func:`is_secret_key` of a JSON key's raw bytes between its quotes (cached: keys repeat)."""
-    return len(raw) < 64 and is_secret_key(raw.decode("utf-8", "surrogateescape"))
-
-
-#: A value assigned to a secret keyword in free text (``password=55512345``, ``token: 0xbeef``):
-#: replaced whatever it looks like, a number or a date included.
-ASSIGNED_SECRET = re.compile(
-    r"(?i)\b(?:password|passwd|pwd|token|secret|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|"
-    r"private[_-]?key|client[_-]?secret)\s*[=:]\s*[\"']?([^\s\"',;&}]+)"
 )
 
 # Each rule: (kind, compiled pattern, group to replace (0 = whole match)).
@@ -449,7 +394,7 @@ class Scrubber:
 
     def scrub_value(self, value: str, key: str | None = None) -> str:
         """Scrub one string value; ``key`` (a JSON key) may mark it sensitive as a whole."""
-        kind = _key_kind(key) if key else None
+        kind = key_kind(key) if key else None
         stripped = value.strip()
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
             try:
@@ -491,7 +436,7 @@ class Scrubber:
             for v in obj:
                 self.learn_json(v, key)
         elif isinstance(obj, str):
-            kind = _key_kind(key) if key else None
+            kind = key_kind(key) if key else None
             if kind in ("host", "user"):
                 self.learn_value(kind, obj)
             self.learn(obj)

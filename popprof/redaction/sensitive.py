@@ -3,11 +3,12 @@ asks the redactor what it did).
 
 :class:`SensitiveSet` takes every string of the original (keys, values, list items, JSON held in
 strings, table values, metadata, text lines) and keeps, for each one that is not public
-vocabulary (:class:`.allowlist.Allowlist`, the policy's ``keep`` patterns):
+vocabulary to the scan (:class:`.scan_vocabulary.ScanVocabulary`, never the redactor's allowlist) nor
+kept by the policy's ``keep`` patterns:
 
-- the whole string, each non-public chunk of it and each detector match in it (paths, users,
-  hosts, e-mails, IPs, URLs with credentials, tokens, environment values): looked for as
-  substrings of the output when at least :data:`MIN_SUBSTRING` characters long;
+- the whole string, each non-public chunk of it and each match of the scan's own detector in it
+  (:mod:`.leakshapes`: paths, users, hosts, e-mails, IPs, URLs with credentials, secrets): looked
+  for as substrings of the output when at least :data:`MIN_SUBSTRING` characters long;
 - each of its words (:func:`.tokens.words`, at least :data:`.tokens.MIN_WORD` characters) that is
   not a word of a public string of the same original nor public itself: looked for as a whole
   word of every output string.
@@ -37,8 +38,9 @@ from ..io.jsonbytes import (
     solid_after,
 )
 from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
-from .allowlist import Allowlist
-from .scrub import ASSIGNED_SECRET, PSEUDONYM_RE, _key_kind, detect, raw_key_names_a_secret
+from .keynames import ASSIGNED_SECRET, key_kind, raw_key_names_a_secret
+from .leakshapes import PSEUDONYM, find
+from .scan_vocabulary import ScanVocabulary
 from .tokens import MIN_WORD, chunk_strings, has_space, json_in_string, words
 
 MIN_SUBSTRING = 8
@@ -60,7 +62,7 @@ def secret_number(item: object, key: str | None) -> bool:
         isinstance(item, int | float)
         and not isinstance(item, bool)
         and key is not None
-        and _key_kind(key) == "secret"
+        and key_kind(key) == "secret"
     )
 
 
@@ -81,8 +83,8 @@ def numeric_looking(text: str) -> bool:
 class SensitiveSet:
     """Sensitive strings and words of one original (see the module docstring)."""
 
-    def __init__(self, allowlist: Allowlist | None = None, keep: Callable[[str], bool] | None = None) -> None:
-        self.allowlist = allowlist or Allowlist()
+    def __init__(self, keep: Callable[[str], bool] | None = None) -> None:
+        self.vocabulary = ScanVocabulary()
         self.keep = keep or (lambda s: False)
         self.strings: dict[str, str] = {}
         self.wholes: dict[str, str] = {}
@@ -92,7 +94,7 @@ class SensitiveSet:
 
     def public(self, value: str) -> bool:
         """Public vocabulary, kept on purpose by the policy, or a pseudonym."""
-        return value in self.allowlist or self.keep(value) or PSEUDONYM_RE.fullmatch(value) is not None
+        return value in self.vocabulary or self.keep(value) or PSEUDONYM.fullmatch(value) is not None
 
     def add(self, value: str, kind: str = "identifier", key: str | None = None) -> None:
         """Take one string of the original; ``key`` is the JSON key (or column) it sits under."""
@@ -104,12 +106,12 @@ class SensitiveSet:
         if item in self._seen:
             return
         self._seen.add(item)
-        if key is not None and _key_kind(key) == "secret" and not self.keep(value):
+        if key is not None and key_kind(key) == "secret" and not self.keep(value):
             stripped = value.strip()
-            if len(stripped) >= 6 and not PSEUDONYM_RE.fullmatch(stripped):
+            if len(stripped) >= 6 and not PSEUDONYM.fullmatch(stripped):
                 self.strings.setdefault(stripped, "secret")  # numeric-looking secrets too
         for m in ASSIGNED_SECRET.finditer(value) if ("=" in value or ":" in value) else ():  # needs = or :
-            if len(m.group(1)) >= 6 and not PSEUDONYM_RE.fullmatch(m.group(1)) and not self.keep(m.group(1)):
+            if len(m.group(1)) >= 6 and not PSEUDONYM.fullmatch(m.group(1)) and not self.keep(m.group(1)):
                 self.strings.setdefault(m.group(1), "secret")
         if self.public(value):
             self.exempt.update(words(value))
@@ -118,14 +120,14 @@ class SensitiveSet:
         if parsed is not None:
             self.add_json(parsed, key)
             return
-        kind = _key_kind(key) or kind if key else kind
+        kind = key_kind(key) or kind if key else kind
         self._token(value, kind)
         stripped = value.strip()
         if len(stripped) >= MIN_SUBSTRING and not _NUMERIC.fullmatch(stripped):
             self.wholes.setdefault(stripped, kind)
         if not has_space(value):
             return  # one word: the whole string and its words are the tokens (detector spans add nothing)
-        for found, span in detect(value):
+        for found, span in find(value):
             self._token(span, found)
         for chunk in chunk_strings(value):
             if self.public(chunk):
@@ -361,11 +363,10 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
     return True
 
 
-def derive(
-    source: Path, kind: str, allowlist: Allowlist | None = None, keep: Callable[[str], bool] | None = None
-) -> SensitiveSet:
-    """The sensitive set of an original of ``kind`` (``chrome``, ``text_summary`` or ``bundle``)."""
-    sensitive = SensitiveSet(allowlist, keep)
+def derive(source: Path, kind: str, keep: Callable[[str], bool] | None = None) -> SensitiveSet:
+    """The sensitive set of an original of ``kind`` (``chrome``, ``text_summary`` or ``bundle``); ``keep``:
+    what the policy keeps on purpose."""
+    sensitive = SensitiveSet(keep)
     if kind == "chrome":
         return derive_trace(source, sensitive)
     if kind == "text_summary":

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 
-from .allowlist import PROGRAM_TYPES
 from .names import EXCEPTIONS
 from .names import summary_label as is_label
 from .redactor import Redactor
+from .vocabulary.builtin import PROGRAM_TYPES
 
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _LABEL_LINE = re.compile(r"^(?P<indent>\s*)(?P<label>[^:\s](?:[^:]*?[^:\s])?)(?P<sep>\s*:)(?P<rest>.*)$")

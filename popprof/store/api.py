@@ -109,7 +109,7 @@ class Store:
         from .engine_duckdb import create_views
 
         budget = budget or sandbox.QueryBudget(timeout_s, memory_bytes)
-        from .engine_duckdb import glob_escape
+        from .views import glob_escape
 
         top = self.root.rstrip("/") + "/"
         # the views read the store's files by escaped name (a store 'a[b]'): the escaped form of the path is

@@ -66,7 +66,7 @@ def covered(
     import pyarrow.parquet as pq
 
     from ..io.limits import LimitExceeded
-    from .compact import check_expansion
+    from .expansion import check_expansion
 
     if not location.local or not files:
         return [], 0
@@ -93,7 +93,7 @@ def covered(
 def cached_sql(location: Location, literal) -> str:
     """The SELECT of the cache's rows of the files in the query's one parameter (a list of store-relative
     names), as the raw catalogue relation's columns (``_file`` the full path, as DuckDB names a file)."""
-    from .engine_duckdb import glob_escape
+    from .views import glob_escape
 
     names = ", ".join(f'"{f.name}"' for f in RUNS)
     return (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import warnings
 from collections.abc import Iterator, Sequence, Set
 
@@ -11,18 +10,12 @@ import duckdb
 
 from ..model.errors import InputError
 from .layout import Location, kind_dir
-from .schemas import kinds, schema_of, view_name
-from .views import LIVE, columns, duckdb_type, live_sql, one_generation, raw_name, view_sql
+from .schemas import duckdb_type, kinds, schema_of, view_name
+from .views import LIVE, columns, glob_escape, live_sql, one_generation, raw_name, view_sql
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def glob_escape(path: str) -> str:
-    """``path`` as a DuckDB file pattern that matches itself only: ``[``, ``*`` and ``?`` as one-character
-    classes (a store ``a[b]`` would otherwise read the files of store ``ab``)."""
-    return re.sub(r"([\[*?])", r"[\1]", path)
 
 
 def raw_sql(location: Location, kind: str, present: bool, files: list[str] | None = None) -> str:

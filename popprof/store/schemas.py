@@ -207,11 +207,29 @@ def to_arrow(kind: str, frame, **constants: object) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+#: Arrow types -> DuckDB SQL types for the explicit casts.
+_DUCKDB_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+}
+
+
+def duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type of a store column."""
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMPTZ"
+    return _DUCKDB_TYPES[arrow_type]
+
+
 def schema_markdown() -> str:
     """The schema section of ``docs/store.md``: every view's columns with their Arrow and DuckDB types and
     meaning, generated from the declared schemas (``tests/test_store_schema_doc.py`` keeps the doc equal)."""
     from ..model.schema import TABLES
-    from .views import duckdb_type
 
     def cell(text: str) -> str:
         return " ".join(text.replace("|", "\\|").split())

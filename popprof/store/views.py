@@ -12,10 +12,10 @@ Each kind has a raw relation ``_all_<view>`` (its files, declared columns, ``mon
 
 from __future__ import annotations
 
-import pyarrow as pa
+import re
 
 from .layout import compact_generation
-from .schemas import schema_of, view_name
+from .schemas import duckdb_type, schema_of, view_name
 
 _GEN = (
     "CASE WHEN _file LIKE '%/compact-%' "
@@ -83,25 +83,6 @@ def view_sql(kind: str, quote: str = '"', raw: str | None = None, single: bool =
     )
 
 
-#: Arrow types -> DuckDB SQL types for the explicit casts.
-_DUCKDB_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.bool_(): "BOOLEAN",
-    pa.int8(): "TINYINT",
-    pa.int16(): "SMALLINT",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.float64(): "DOUBLE",
-}
-
-
-def duckdb_type(arrow_type: pa.DataType) -> str:
-    """The DuckDB type of a store column."""
-    if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMPTZ"
-    return _DUCKDB_TYPES[arrow_type]
-
-
 def portable_sql(kinds_wanted: list[str], store: str = "STORE") -> str:
     """DuckDB statements that create popprof's views over a store's files without popprof: the raw relation
     of each kind (its files by glob, by name), the live ingests, then each view with the same deduplicating
@@ -122,3 +103,9 @@ def portable_sql(kinds_wanted: list[str], store: str = "STORE") -> str:
             out.append(f"CREATE VIEW {LIVE} AS {live_sql()};")
         out.append(f"CREATE VIEW {view_name(kind)} AS {view_sql(kind)};")
     return "\n".join(out) + "\n"
+
+
+def glob_escape(path: str) -> str:
+    """``path`` as a DuckDB file pattern that matches itself only: ``[``, ``*`` and ``?`` as one-character
+    classes (a store ``a[b]`` would otherwise read the files of store ``ab``)."""
+    return re.sub(r"([\[*?])", r"[\1]", path)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .spans import merge_intervals
+
 BUSY_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "host_io", "sync", "other")
 
 
@@ -56,8 +58,6 @@ def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
     start, dur = start[keep], clipped_durations(np.asarray(dur, dtype=np.float64)[keep])
     if start.size == 0:
         return None
-    from .intervals import merge_intervals
-
     s, e = merge_intervals(start, start + dur)
     gaps = s[1:] - e[:-1]
     first, last = float(s[0]), float(e[-1])

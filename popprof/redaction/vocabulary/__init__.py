@@ -3,8 +3,9 @@
 One file per public source (PopLibs, Poplar's output, PyTorch, CUDA/HIP, NCCL, Kineto, public GPU
 traces). Each text file opens with ``#`` lines naming the repository, the paths and the commit it
 was read from, then holds one name a line; JSON files carry the same facts under ``provenance``.
-``regenerate.py`` beside this module rewrites them from a checkout of the source (run by hand,
-never at run time). Read here through :mod:`importlib.resources`, so they work from a wheel.
+``tools/regenerate_vocabulary.py`` (in the source tree, not in the wheel) rewrites them from a
+checkout of the source (run by hand, never at run time). Read here through
+:mod:`importlib.resources`, so they work from a wheel.
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 
 Usage::
 
-    python popprof/redaction/vocabulary/regenerate.py SOURCE CHECKOUT [--ref REF] [--old-ref REF]
+    python tools/regenerate_vocabulary.py SOURCE CHECKOUT [--ref REF] [--old-ref REF]
 
 ``SOURCE`` is one of :data:`SOURCES`; ``CHECKOUT`` a clone of that source's repository (a
-working tree, or a bare clone with ``--ref``). Each run rewrites the files of that source next
-to this script, each opening with a header that names the repository, the paths read and the
+working tree, or a bare clone with ``--ref``). Each run rewrites the files of that source in
+``popprof/redaction/vocabulary/`` (this script sits outside the package, so the wheel does not ship it),
+each opening with a header that names the repository, the paths read and the
 commit. The ``summary`` source takes one or more directories of Poplar text output instead.
 
 The files are data (names and facts), never code of those projects: the parsing here is
@@ -41,7 +42,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+#: The vocabulary files' folder, written by each run.
+HERE = Path(__file__).resolve().parents[1] / "popprof" / "redaction" / "vocabulary"
 
 
 class Checkout:
@@ -107,7 +109,7 @@ def header(what: str, repository: str, paths: Iterable[str], commit: str, source
         f"# repository: {repository}",
         *(f"# path: {p}" for p in paths),
         f"# commit: {commit}",
-        f"# regenerate: python popprof/redaction/vocabulary/regenerate.py {source} CHECKOUT [--ref REF ...]",
+        f"# regenerate: python tools/regenerate_vocabulary.py {source} CHECKOUT [--ref REF ...]",
         "# one name a line; lines starting with # are comments",
     ]
     return "\n".join(lines) + "\n"
@@ -427,7 +429,7 @@ def regen_nccl(src: Checkout, old_ref: str | None) -> None:
         "repository": "NVIDIA/nccl",
         "paths": ["src/device/generate.py"],
         "commit": commit,
-        "regenerate": "python popprof/redaction/vocabulary/regenerate.py nccl CHECKOUT --old-ref v2.18.6-1",
+        "regenerate": "python tools/regenerate_vocabulary.py nccl CHECKOUT --old-ref v2.18.6-1",
     }
     data: dict = {"current": parts, "argument_lists": list(NCCL_ARGUMENT_LISTS)}
     if old_ref:
@@ -508,8 +510,8 @@ def regen_kineto(sources: list[Checkout]) -> None:
             "repository": "pytorch/kineto",
             "paths": paths,
             "commit": "; ".join(commits),
-            "regenerate": "python popprof/redaction/vocabulary/regenerate.py kineto CHECKOUT [--ref REF ...]",
-            "legacy": "LEGACY_TRACE_KEYS in regenerate.py: keys of PyTorch's own 2021 profiler output",
+            "regenerate": "python tools/regenerate_vocabulary.py kineto CHECKOUT [--ref REF ...]",
+            "legacy": "LEGACY_TRACE_KEYS in tools/regenerate_vocabulary.py: keys of PyTorch's own 2021 profiler output",
         },
         {"categories": sorted(categories), "trace_keys": sorted(trace_keys), "arg_keys": sorted(arg_keys)},
     )
@@ -604,7 +606,7 @@ def regen_summary(dirs: list[str]) -> None:
         "text_summary_labels.txt",
         header(
             "labels of Poplar's text summary (printProfileSummary) in every layout known here; <n> is a "
-            "number (labels of layouts without a sample: KNOWN_LAYOUT_LABELS in regenerate.py)",
+            "number (labels of layouts without a sample: KNOWN_LAYOUT_LABELS in tools/regenerate_vocabulary.py)",
             "popprof (Poplar output in these paths: see fixtures/real/poplar/README.md for each origin)",
             paths,
             "the popprof commit that adds this file",
@@ -651,7 +653,7 @@ def regen_runtime(dirs: list[str]) -> None:
         "poplar_runtime_vertices.txt",
         header(
             "Poplar runtime vertex names (poplar_rt::), as printed in public Poplar output (KNOWN_RUNTIME_"
-            "VERTICES in regenerate.py says where each was printed)",
+            "VERTICES in tools/regenerate_vocabulary.py says where each was printed)",
             "popprof (fixtures/real/poplar) and graphcore/tensorflow (docs/logging.rst, commit 2b42c684)",
             paths,
             "the popprof commit that adds this file",
