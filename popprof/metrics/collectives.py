@@ -1,0 +1,275 @@
+"""Collectives across ranks: each rank's collective time split into synchronisation skew and transfer.
+
+A collective kernel (device category ``exchange`` on a GPU: NCCL / RCCL kernels, torch symmetric-memory
+collectives) is matched with the same collective on the other ranks of the run by its order: the k-th
+kernel of one name (and process group, where the kernel's args name it) on one rank is the k-th on every
+other. Of one matched collective, every rank waits inside it until the last rank arrives:
+
+- ``skew_us`` = ``max(start over the ranks) - own start``, clipped to ``[0, dur]``: the synchronisation
+  wait, time the rank spends in the kernel before the last rank has started it;
+- ``transfer_us`` = ``dur - skew_us``: the time the data moves with every rank present.
+
+A single-rank trace, or a collective no other rank of the trace holds, has no skew to measure: its whole
+duration counts as transfer (``matched_ranks`` is 1), and the bandwidths it gives are lower bounds.
+
+Message sizes come from Kineto's args of the kernel (``Collective name``, ``In msg nelems``,
+``Out msg nelems``, ``dtype``, ``Group size``, ``Process Group Name``), present when the trace was read with
+its args (``popprof.open(path, with_args=True)``) and recorded by PyTorch 2.2 or later; without them the
+bytes and bandwidths are missing. ``bytes`` is the larger of the input and output element counts times the
+element size: nccl-tests' size S (the whole buffer, for all_gather the output, for reduce_scatter the input).
+Algorithm bandwidth = bytes / transfer time; bus bandwidth = algorithm bandwidth x NCCL's factor for the
+collective and the group size n (nccl-tests ``doc/PERFORMANCE.md``): all_reduce 2(n-1)/n, all_gather,
+reduce_scatter and all_to_all (n-1)/n, broadcast, reduce and send/recv 1. ``docs/collectives.md`` has the
+definitions and their limits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..model.profile import Profile
+from ..trace.activity import labels_mask
+from ..trace.intervals import rank_codes
+
+#: Columns of :func:`collective_calls`.
+CALL_COLUMNS = [
+    "rank",
+    "collective",
+    "name",
+    "group",
+    "seq",
+    "start_us",
+    "dur_us",
+    "skew_us",
+    "transfer_us",
+    "matched_ranks",
+    "group_size",
+    "bytes",
+]
+#: Columns of :func:`collective_table`.
+TABLE_COLUMNS = [
+    "collective",
+    "bytes_per_call",
+    "count",
+    "time_us",
+    "skew_us",
+    "transfer_us",
+    "bytes",
+    "algbw_gbps",
+    "busbw_gbps",
+]
+
+#: Element sizes in bytes of the ``dtype`` names PyTorch writes into ``record_param_comms`` args.
+DTYPE_BYTES: dict[str, int] = {
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "ComplexHalf": 4,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "Byte": 1,
+    "Char": 1,
+    "Bool": 1,
+    "Short": 2,
+    "Int": 4,
+    "Long": 8,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2fnuz": 1,
+    "Float8_e4m3fnuz": 1,
+}
+
+#: The collective of a kernel or args name, by the first pattern that matches (case-insensitive).
+_KINDS: tuple[tuple[str, str], ...] = (
+    ("all_?reduce", "all_reduce"),
+    ("all_?gather", "all_gather"),
+    ("reduce_?scatter", "reduce_scatter"),
+    ("all_?to_?all", "all_to_all"),
+    ("broadcast", "broadcast"),
+    ("send_?recv|sendrecv|send|recv", "send_recv"),
+    ("reduce", "reduce"),
+)
+
+
+def bus_factor(collective: str, n: float) -> float:
+    """NCCL's bus-bandwidth factor (nccl-tests ``doc/PERFORMANCE.md``) for ``n`` ranks; NaN when unknown."""
+    if not n or np.isnan(n) or n < 1:
+        return np.nan
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "send_recv"):
+        return 1.0
+    return np.nan
+
+
+def collective_kind(name: str) -> str:
+    """``all_reduce``, ``all_gather``, ... of a collective's name (``other`` when none fits).
+
+    The kernel name's operation (``ncclKernel_AllReduce_...``, ``ncclDevKernel_AllGather_...``) or the args'
+    ``Collective name`` (``allreduce``, ``_allgather_base``, ``all_to_allv``)."""
+    head = str(name)
+    for prefix in ("ncclDevKernel_", "ncclKernel_"):
+        if head.startswith(prefix):  # the operation is the name's next word: ncclKernel_AllReduce_RING_LL
+            head = head[len(prefix) :].split("_")[0]
+    lowered = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", head).lower()
+    for pattern, kind in _KINDS:
+        if re.search(pattern, lowered):
+            return kind
+    return "other"
+
+
+def _args_fields(args: pd.Series) -> pd.DataFrame:
+    """The collective fields of each kernel's args (JSON text; missing where absent)."""
+    rows = []
+    for text in args:
+        try:
+            value = json.loads(text) if isinstance(text, str) else {}
+        except ValueError:
+            value = {}
+        value = value if isinstance(value, dict) else {}
+        nelems = [value.get("In msg nelems"), value.get("Out msg nelems")]
+        nelems = [float(x) for x in nelems if isinstance(x, (int, float))]
+        size = DTYPE_BYTES.get(str(value.get("dtype")), np.nan)
+        group = value.get("Group size")
+        rows.append(
+            (
+                value.get("Collective name"),
+                value.get("Process Group Name"),
+                max(nelems) * size if nelems else np.nan,
+                float(group) if isinstance(group, (int, float)) else np.nan,
+            )
+        )
+    return pd.DataFrame(rows, columns=["collective", "group", "bytes", "group_size"], index=args.index)
+
+
+def collective_calls(profile: Profile) -> pd.DataFrame:
+    """Every collective kernel of the run, one row per rank and call (columns :data:`CALL_COLUMNS`).
+
+    ``seq`` is the call's order among the rank's kernels of that name and group; calls with the same
+    (``name``, ``group``, ``seq``) on different ranks are one collective. ``skew_us`` and ``transfer_us``
+    are defined in the module's docstring; ``matched_ranks`` is how many ranks hold that collective (1: no
+    skew measured). ``group`` is the args' process group name ("" without args), ``group_size`` the args'
+    group size, else the matched ranks when more than one. Empty without collectives."""
+    return profile.cached("collectives.calls", lambda: _calls(profile))
+
+
+def _calls(profile: Profile) -> pd.DataFrame:
+    events = profile.get("events")
+    empty = pd.DataFrame(
+        {
+            c: pd.Series(dtype="object" if c in ("collective", "name", "group") else "float64")
+            for c in CALL_COLUMNS
+        }
+    )
+    if events is None or events.empty or "device_category" not in events.columns:
+        return empty
+    comm = labels_mask(events["device_category"], ("exchange",))
+    if "stream" in events.columns:
+        comm &= events["stream"].notna().to_numpy()
+    rows = np.flatnonzero(comm)
+    if rows.size == 0:
+        return empty
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    dur = events["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    names = events["name"].array[rows].astype("str")
+    frame = pd.DataFrame(
+        {
+            "rank": rank_codes(events)[rows],
+            "name": np.asarray(names, dtype=object),
+            "start_us": start,
+            "dur_us": np.nan_to_num(dur, nan=0.0),
+        }
+    )
+    if "args" in events.columns:
+        fields = _args_fields(events["args"].iloc[rows].reset_index(drop=True))
+    else:
+        fields = pd.DataFrame(
+            {"collective": None, "group": None, "bytes": np.nan, "group_size": np.nan}, index=frame.index
+        )
+    kinds = {n: collective_kind(n) for n in pd.unique(frame["name"])}
+    named = [c if isinstance(c, str) else None for c in fields["collective"]]
+    named_kinds = {c: collective_kind(c) for c in set(named) - {None}}
+    frame["collective"] = [
+        named_kinds[c] if c is not None and named_kinds[c] != "other" else kinds[n]
+        for c, n in zip(named, frame["name"], strict=True)
+    ]
+    frame["group"] = [str(g) if isinstance(g, (str, int)) else "" for g in fields["group"]]
+    frame["bytes"] = fields["bytes"].to_numpy()
+    frame = frame.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
+    frame["seq"] = frame.groupby(["rank", "name", "group"], sort=False).cumcount()
+    keys = ["name", "group", "seq"]
+    instance = frame.groupby(keys, sort=False)
+    frame["matched_ranks"] = instance["rank"].transform("nunique")
+    last = instance["start_us"].transform("max")
+    matched = frame["matched_ranks"].to_numpy() > 1
+    skew = np.clip(last.to_numpy() - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
+    frame["skew_us"] = np.where(matched, skew, 0.0)
+    frame["transfer_us"] = frame["dur_us"] - frame["skew_us"]
+    group_size = fields["group_size"].to_numpy()
+    frame["group_size"] = (
+        np.where(np.isnan(group_size), np.where(matched, frame["matched_ranks"], np.nan), group_size)
+        if len(group_size) == len(frame)
+        else np.nan
+    )
+    return frame[CALL_COLUMNS]
+
+
+def collective_table(profile: Profile) -> pd.DataFrame:
+    """Per collective type and message size (``bytes_per_call``, missing without args): ``count`` (calls
+    over all ranks), ``time_us``, ``skew_us``, ``transfer_us``, ``bytes`` (summed over calls), ``algbw_gbps``
+    (bytes / transfer time, GB/s = 1e9 bytes per second) and ``busbw_gbps`` (the algorithm bandwidth times
+    NCCL's factor; missing where the group size is unknown). Largest time first; ``attrs["ranks"]`` holds
+    the number of ranks and ``attrs["matched"]`` whether any collective was matched across ranks."""
+    calls = collective_calls(profile)
+    if calls.empty:
+        out = pd.DataFrame(columns=TABLE_COLUMNS)
+        out.attrs.update(ranks=0, matched=False)
+        return out
+    factor = np.array(
+        [bus_factor(c, n) for c, n in zip(calls["collective"], calls["group_size"], strict=True)],
+        dtype=np.float64,
+    )
+    work = calls.assign(
+        bytes_per_call=calls["bytes"],
+        busbytes=calls["bytes"] * factor,
+        count=1,
+    )
+    grouped = work.groupby(["collective", "bytes_per_call"], dropna=False, sort=False)
+    out = grouped.agg(
+        count=("count", "sum"),
+        time_us=("dur_us", "sum"),
+        skew_us=("skew_us", "sum"),
+        transfer_us=("transfer_us", "sum"),
+        bytes=("bytes", lambda s: s.sum(min_count=1)),
+        busbytes=("busbytes", lambda s: s.sum(min_count=1)),
+    ).reset_index()
+    transfer = out["transfer_us"].where(out["transfer_us"] > 0)
+    out["algbw_gbps"] = out["bytes"] / transfer / 1e3  # bytes per us / 1e3 = GB/s
+    out["busbw_gbps"] = out["busbytes"] / transfer / 1e3
+    out = out.sort_values("time_us", ascending=False, kind="stable").reset_index(drop=True)[TABLE_COLUMNS]
+    out.attrs.update(ranks=int(calls["rank"].nunique()), matched=bool((calls["matched_ranks"] > 1).any()))
+    return out
+
+
+def collective_skew_by_rank(profile: Profile) -> pd.DataFrame:
+    """Per rank: ``time_us``, ``skew_us`` and ``transfer_us`` of its collectives matched across ranks, and
+    ``skew_share`` (skew / time). Empty when no collective is matched across ranks."""
+    calls = collective_calls(profile)
+    calls = calls[calls["matched_ranks"] > 1]
+    columns = ["rank", "time_us", "skew_us", "transfer_us", "skew_share"]
+    if calls.empty:
+        return pd.DataFrame(columns=columns)
+    out = calls.groupby("rank")[["dur_us", "skew_us", "transfer_us"]].sum().reset_index()
+    out = out.rename(columns={"dur_us": "time_us"})
+    out["skew_share"] = out["skew_us"] / out["time_us"].where(out["time_us"] > 0)
+    return out[columns]
