@@ -147,3 +147,24 @@ def test_all_gather_uses_the_output_size_and_group_of_eight() -> None:
 def test_no_collectives_gives_an_empty_table() -> None:
     table = co.collective_table(popprof.open(REAL / "amd_mi250_minitoy.json.gz"))
     assert table.empty and list(table.columns) == co.TABLE_COLUMNS
+
+
+def test_summary_json_has_collectives_per_type() -> None:
+    """``popprof summary --format json``'s document (the facade's, same builder): per collective type the
+    figures; with args the bytes and bandwidths, and a single rank says its skew is not measured."""
+    doc = popprof.summary(popprof.open(REAL / "nccl_data.json.gz", with_args=True))
+    section = doc["collectives"]
+    assert section["ranks"] == 1 and section["skew"].startswith("not measured")
+    table = co.collective_table(popprof.open(REAL / "nccl_data.json.gz", with_args=True))
+    (row,) = [r for r in section["by_type"] if r["collective"] == "all_reduce"]
+    mine = table[table["collective"] == "all_reduce"]
+    assert row["count"] == mine["count"].sum() == 15
+    assert row["bytes"] == pytest.approx(mine["bytes"].sum())
+    assert row["algbw_gbps"] == pytest.approx(mine["bytes"].sum() / mine["transfer_us"].sum() / 1e3)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # all_reduce on 2 ranks: 2(n-1)/n = 1
+    assert set(row) == {"collective", "count", "time_us", "skew_us", "transfer_us", "bytes", "algbw_gbps",
+                        "busbw_gbps"}  # fmt: skip
+    multi = popprof.summary(popprof.open(REAL / "dlrm_8ranks"))["collectives"]
+    assert multi["ranks"] == 8 and multi["skew"] == "measured across ranks"
+    assert "bytes" in multi and all(r["bytes"] is None for r in multi["by_type"])
+    assert "collectives" not in popprof.summary(popprof.open(REAL / "amd_mi250_minitoy.json.gz"))

@@ -79,3 +79,15 @@ def test_no_launch_calls_gives_no_overview() -> None:
     profile = popprof.open(REAL / "cupti_range_profiler.json.gz")
     assert launches.launch_overview(profile) is None
     assert list(launches.kernel_launches(profile).columns) == launches.LAUNCH_COLUMNS
+
+
+def test_summary_json_has_launches(profiles) -> None:
+    doc = popprof.summary(profiles["nccl_data"])
+    section = doc["launches"]
+    hta = REFERENCE["runs"]["nccl_data"]["ranks"]["0"]["launch"]
+    assert section["count"] == hta["count"] and section["short_count"] == hta["short_count"]
+    assert section["delay_median_us"] == pytest.approx(hta["launch_delay_median_us"])
+    assert section["delay_p95_us"] == pytest.approx(hta["launch_delay_p95_us"])
+    assert section["short_gpu_us"] == pytest.approx(hta["short_gpu_duration_sum_us"])
+    assert section["runtime_cutoff_us"] == 50 and section["launch_delay_cutoff_us"] == 100
+    assert "launches" not in popprof.summary(REAL / "cupti_range_profiler.json.gz")

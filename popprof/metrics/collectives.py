@@ -273,3 +273,51 @@ def collective_skew_by_rank(profile: Profile) -> pd.DataFrame:
     out = out.rename(columns={"dur_us": "time_us"})
     out["skew_share"] = out["skew_us"] / out["time_us"].where(out["time_us"] > 0)
     return out[columns]
+
+
+def collectives_section(profile: Profile) -> dict | None:
+    """The summary's ``collectives``: per collective type ``count``, ``time_us``, ``skew_us``,
+    ``transfer_us``, ``bytes``, ``algbw_gbps``, ``busbw_gbps`` (``by_type``), the same per message size
+    (``by_size``), how many ranks, and whether skew was measured; None without collectives."""
+    table = collective_table(profile)
+    if table.empty:
+        return None
+    sums = table.groupby("collective", sort=False)[["count", "time_us", "skew_us", "transfer_us"]].sum()
+    sized = table.dropna(subset=["bytes"])
+    factor = sized["busbw_gbps"] / sized["algbw_gbps"]
+    moved = sized.groupby("collective", sort=False)["bytes"].sum()
+    busmoved = (sized["bytes"] * factor).groupby(sized["collective"], sort=False).sum(min_count=1)
+    timed = sized.groupby("collective", sort=False)["transfer_us"].sum()
+    by_type = []
+    for kind, row in sums.iterrows():
+        transfer = float(timed.get(kind, np.nan))
+        ok = kind in moved.index and transfer > 0
+        by_type.append(
+            {
+                "collective": str(kind),
+                "count": int(row["count"]),
+                "time_us": float(row["time_us"]),
+                "skew_us": float(row["skew_us"]),
+                "transfer_us": float(row["transfer_us"]),
+                "bytes": float(moved[kind]) if kind in moved.index else None,
+                "algbw_gbps": float(moved[kind]) / transfer / 1e3 if ok else None,
+                "busbw_gbps": _finite(float(busmoved[kind]) / transfer / 1e3) if ok else None,
+            }
+        )
+    by_size = json.loads(table.to_json(orient="records"))
+    matched = bool(table.attrs["matched"])
+    out: dict = {
+        "ranks": int(table.attrs["ranks"]),
+        "skew": "measured across ranks"
+        if matched
+        else "not measured: one rank's collectives (their whole time counts as transfer)",
+        "by_type": by_type,
+        "by_size": by_size,
+    }
+    if table["bytes"].isna().all():
+        out["bytes"] = "not recorded: the collectives' args (message sizes) were not read or are absent"
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return value if np.isfinite(value) else None

@@ -96,3 +96,15 @@ def launch_overview(profile: Profile) -> dict | None:
         "launch_idle_us": float(frame["launch_idle_us"].sum()),
         "short_launch_idle_us": float(frame["launch_idle_us"].to_numpy()[short].sum()),
     }
+
+
+def launches_section(profile: Profile) -> dict | None:
+    """The summary's ``launches``: :func:`launch_overview` and HTA's cut-offs it used; None without launches."""
+    overview = launch_overview(profile)
+    if overview is None:
+        return None
+    return {
+        **overview,
+        "runtime_cutoff_us": RUNTIME_CUTOFF_US,
+        "launch_delay_cutoff_us": LAUNCH_DELAY_CUTOFF_US,
+    }

@@ -54,8 +54,8 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     overview = launch_overview(profile)
     if overview is None:
         raise NotEvaluated(
-            "needs kernel launch calls joined with their GPU work by correlation id (a Kineto trace with "
-            "CUDA or HIP runtime events)"
+            "needs kernel launch calls joined with their device work by correlation id (a Kineto trace with "
+            "runtime events)"
         )
     runs = run_account(profile)
     runs = runs[runs["platform"] == "gpu"]
