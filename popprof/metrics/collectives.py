@@ -1,9 +1,9 @@
 """Collectives across ranks: each rank's collective time split into synchronisation skew and transfer.
 
-A collective kernel (device category ``exchange`` on a GPU: NCCL / RCCL kernels, torch symmetric-memory
-collectives) is matched with the same collective on the other ranks of the run by its order: the k-th
-kernel of one name (and process group, where the kernel's args name it) on one rank is the k-th on every
-other. Of one matched collective, every rank waits inside it until the last rank arrives:
+A collective kernel (device work of category ``exchange`` on a Kineto kernel track: NCCL / RCCL kernels,
+torch symmetric-memory collectives) is matched with the same collective on the other ranks of the run by
+its order: the k-th kernel of one name (and process group, where the kernel's args name it) on one rank is
+the k-th on every other. Of one matched collective, every rank waits inside it until the last rank arrives:
 
 - ``skew_us`` = ``max(start over the ranks) - own start``, clipped to ``[0, dur]``: the synchronisation
   wait, time the rank spends in the kernel before the last rank has started it;
@@ -33,6 +33,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
+from ..trace.gpu_work import KERNEL_CHANNELS
 from ..trace.intervals import rank_codes
 
 #: Columns of :func:`collective_calls`.
@@ -176,6 +177,8 @@ def _calls(profile: Profile) -> pd.DataFrame:
     comm = labels_mask(events["device_category"], ("exchange",))
     if "stream" in events.columns:
         comm &= events["stream"].notna().to_numpy()
+    if "channel" in events.columns:  # GPU kernels (Kineto's kernel tracks), not IPU exchange programs
+        comm &= labels_mask(events["channel"], KERNEL_CHANNELS)
     rows = np.flatnonzero(comm)
     if rows.size == 0:
         return empty
