@@ -168,3 +168,76 @@ def test_summary_json_has_collectives_per_type() -> None:
     assert multi["ranks"] == 8 and multi["skew"] == "measured across ranks"
     assert "bytes" in multi and all(r["bytes"] is None for r in multi["by_type"])
     assert "collectives" not in popprof.summary(popprof.open(REAL / "amd_mi250_minitoy.json.gz"))
+
+
+#: C++ type names of ``Input type`` in these traces -> element bytes.
+CPP = {"float": 4, "long int": 8, "int": 4}
+
+
+def _host_op_bytes(path: Path) -> dict[int, tuple[str, float]]:
+    """kernel correlation id -> (collective, bytes) read by hand: the kernel's launch call (same
+    correlation) lies inside a ``nccl:<collective>`` op on its thread, whose Input Dims and Input type
+    give the input tensor."""
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    ops = [e for e in events if str(e.get("name", "")).startswith("nccl:") and e.get("ph") == "X"]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    out = {}
+    for kernel in _raw_kernels(path):
+        call = launches[kernel["args"]["correlation"]]
+        around = [
+            o
+            for o in ops
+            if o["tid"] == call["tid"]
+            and o["ts"] <= call["ts"]
+            and call["ts"] + call["dur"] <= o["ts"] + o["dur"]
+        ]
+        op = max(around, key=lambda o: o["ts"])  # the innermost
+        count = float(np.prod(op["args"]["Input Dims"][0]))
+        out[kernel["args"]["correlation"]] = (
+            op["name"][len("nccl:") :],
+            count * CPP[op["args"]["Input type"][0]],
+        )
+    return out
+
+
+def test_older_traces_take_sizes_from_the_nccl_host_op() -> None:
+    """PyTorch before 2.2 writes no sizes on the kernel: the DLRM run's come from its nccl:* host ops."""
+    profile = popprof.open(REAL / "dlrm_8ranks", with_args=True)
+    calls = co.collective_calls(profile)
+    events = profile.events
+    kernels = events[events["device_category"] == "exchange"]
+    assert len(calls) == len(kernels) == 64
+    for rank in (0, 7):
+        expected = _host_op_bytes(REAL / "dlrm_8ranks" / f"rank-{rank}.json.gz")
+        mine = kernels[kernels["rank"] == rank].sort_values("start_us")
+        got = calls[calls["rank"] == rank].sort_values("start_us")
+        for correlation, size, kind in zip(mine["correlation"], got["bytes"], got["collective"], strict=True):
+            op, expected_size = expected[int(correlation)]
+            assert size == expected_size and kind == co.collective_kind(op)
+    table = co.collective_table(profile)
+    assert set(table["collective"]) == {"all_reduce", "all_to_all"}
+    row = table[table["bytes_per_call"] == 394_241 * 4].iloc[0]  # the all_reduce of 394,241 floats
+    assert row.busbw_gbps == pytest.approx(row.algbw_gbps * 2 * 7 / 8)
+    # the sizes change nothing of the skew
+    assert calls["skew_us"].sum() == pytest.approx(
+        co.collective_calls(popprof.open(REAL / "dlrm_8ranks"))["skew_us"].sum()
+    )
+
+
+def test_calls_paired_by_order_that_are_not_one_collective_are_not_compared() -> None:
+    """HTA's two_ranks is a sample (trace_filter): kernels are left out, so the k-th SendRecv of one rank is
+    not always the other's; with the host ops' types and sizes those pairs are seen and stand alone."""
+    calls = co.collective_calls(popprof.open(REAL / "two_ranks", with_args=True))
+    paired = calls[calls["matched_ranks"] > 1]
+    assert 0 < len(paired) < len(calls)
+    for _, group in paired.groupby(["name", "group", "seq"]):
+        assert group["collective"].nunique() == 1
+        if group["collective"].iloc[0] in co.EQUAL_SIZE:
+            assert group["bytes"].nunique() == 1
+    alone = calls[calls["matched_ranks"] == 1]
+    assert (alone["skew_us"] == 0).all()

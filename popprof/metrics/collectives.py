@@ -88,6 +88,9 @@ DTYPE_BYTES: dict[str, int] = {
     "Float8_e4m3fnuz": 1,
 }
 
+#: The collectives whose size is the same on every rank of one call (all_to_all and send/recv may differ).
+EQUAL_SIZE: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
 #: The collective of a kernel or args name, by the first pattern that matches (case-insensitive).
 _KINDS: tuple[tuple[str, str], ...] = (
     ("all_?reduce", "all_reduce"),
@@ -153,11 +156,94 @@ def _args_fields(args: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["collective", "group", "bytes", "group_size"], index=args.index)
 
 
+#: Element sizes in bytes of the C++ type names older PyTorch records in ``Input type`` of ``nccl:*`` ops.
+CPP_TYPE_BYTES: dict[str, int] = {
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "long": 8,
+    "int64_t": 8,
+    "int": 4,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "char": 1,
+    "bool": 1,
+}
+#: How many levels above a launch call its collective's ``nccl:*`` op may be.
+_HOST_OP_DEPTH = 4
+
+
+def _host_op_sizes(profile: Profile, rows: np.ndarray) -> pd.DataFrame:
+    """For each collective kernel of ``rows``, the size its launching host op records, where the kernel's
+    own args have none (PyTorch before 2.2): the launch call (same rank and correlation id) sits inside a
+    ``nccl:<collective>`` op whose ``Input Dims`` and ``Input type`` give the input tensor. ``bytes`` is
+    its element count x element size (NaN where not found), ``collective`` the op's collective (None where
+    not found); ``per_rank_input`` marks an all_gather (its input is one rank's part)."""
+    events = profile.events
+    out = pd.DataFrame(
+        {
+            "bytes": np.full(len(rows), np.nan),
+            "per_rank_input": np.zeros(len(rows), bool),
+            "collective": np.full(len(rows), None, dtype=object),
+        }
+    )
+    if "correlation" not in events.columns or "parent_id" not in events.columns:
+        return out
+    rank = rank_codes(events)
+    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    host = np.flatnonzero(events["stream"].isna().to_numpy() & ~np.isnan(correlation))
+    host_keys = pd.Index(rank[host] * (1 << 40) + correlation[host].astype(np.int64))
+    keep = ~host_keys.duplicated(keep="last")
+    host, host_keys = host[keep], host_keys[keep]
+    ok = ~np.isnan(correlation[rows])
+    want = np.full(len(rows), -1, dtype=np.int64)
+    want[ok] = rank[rows][ok] * (1 << 40) + correlation[rows][ok].astype(np.int64)
+    position = host_keys.get_indexer(want)
+    current = np.where((position >= 0) & ok, host[np.maximum(position, 0)], -1)
+    names = events["name"].array
+    is_op = np.asarray(names.categories.astype(str).str.startswith("nccl:"), dtype=bool)
+    codes = np.asarray(names.codes)
+    ids = pd.Index(events["event_id"].to_numpy())
+    parent = events["parent_id"].to_numpy(dtype=np.float64, na_value=np.nan)
+    found = np.full(len(rows), -1, dtype=np.int64)
+    for _ in range(_HOST_OP_DEPTH):  # up the nesting, one level per pass over the unresolved kernels
+        live = (current >= 0) & (found < 0)
+        if not live.any():
+            break
+        up = parent[current[live]]
+        nxt = np.full(up.size, -1, dtype=np.int64)
+        has = ~np.isnan(up)
+        nxt[has] = ids.get_indexer(up[has].astype(np.int64))
+        current[live] = nxt
+        hit = live.copy()
+        hit[live] = (nxt >= 0) & (codes[np.maximum(nxt, 0)] >= 0) & is_op[codes[np.maximum(nxt, 0)]]
+        found[hit] = current[hit]
+    sizes, gathers = out["bytes"].to_numpy(copy=True), out["per_rank_input"].to_numpy(copy=True)
+    kinds = out["collective"].to_numpy(copy=True)
+    args = events["args"].array
+    for j in np.flatnonzero(found >= 0):
+        try:
+            value = json.loads(args[found[j]])
+            dims, kind = value["Input Dims"][0], value["Input type"][0]
+        except (TypeError, ValueError, KeyError, IndexError):
+            continue
+        if isinstance(dims, list) and all(isinstance(d, int) for d in dims) and kind in CPP_TYPE_BYTES:
+            sizes[j] = float(np.prod(dims, dtype=np.float64)) * CPP_TYPE_BYTES[kind]
+            kinds[j] = collective_kind(str(names[found[j]])[len("nccl:") :])
+            gathers[j] = kinds[j] == "all_gather"
+    return pd.DataFrame({"bytes": sizes, "per_rank_input": gathers, "collective": kinds})
+
+
 def collective_calls(profile: Profile) -> pd.DataFrame:
     """Every collective kernel of the run, one row per rank and call (columns :data:`CALL_COLUMNS`).
 
     ``seq`` is the call's order among the rank's kernels of that name and group; calls with the same
-    (``name``, ``group``, ``seq``) on different ranks are one collective. ``skew_us`` and ``transfer_us``
+    (``name``, ``group``, ``seq``) on different ranks are one collective, unless their types differ, or
+    their sizes where the type fixes it (:data:`EQUAL_SIZE`): then each stands alone. ``skew_us`` and ``transfer_us``
     are defined in the module's docstring; ``matched_ranks`` is how many ranks hold that collective (1: no
     skew measured). ``group`` is the args' process group name ("" without args), ``group_size`` the args'
     group size, else the matched ranks when more than one. Empty without collectives."""
@@ -208,22 +294,38 @@ def _calls(profile: Profile) -> pd.DataFrame:
     ]
     frame["group"] = [str(g) if isinstance(g, (str, int)) else "" for g in fields["group"]]
     frame["bytes"] = fields["bytes"].to_numpy()
+    frame["args_group_size"] = fields["group_size"].to_numpy()
+    frame["per_rank_input"] = False
+    if "args" in events.columns and frame["bytes"].isna().any():
+        host = _host_op_sizes(profile, rows)
+        fill = frame["bytes"].isna().to_numpy() & ~np.isnan(host["bytes"].to_numpy())
+        frame.loc[fill, "bytes"] = host["bytes"].to_numpy()[fill]
+        frame.loc[fill, "per_rank_input"] = host["per_rank_input"].to_numpy()[fill]
+        named = host["collective"].to_numpy()
+        known = fill & np.array([k not in (None, "other") for k in named], dtype=bool)
+        frame.loc[known, "collective"] = named[known]
     frame = frame.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
     frame["seq"] = frame.groupby(["rank", "name", "group"], sort=False).cumcount()
     keys = ["name", "group", "seq"]
     instance = frame.groupby(keys, sort=False)
-    frame["matched_ranks"] = instance["rank"].transform("nunique")
+    # one collective has one type on every rank, and (but for all_to_all and send/recv) one size: calls
+    # paired by order that differ are not one collective (a trace that leaves kernels out: not compared)
+    differ = instance["collective"].transform("nunique").to_numpy() > 1
+    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
+    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
+    frame["matched_ranks"] = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
     last = instance["start_us"].transform("max")
     matched = frame["matched_ranks"].to_numpy() > 1
     skew = np.clip(last.to_numpy() - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
     frame["skew_us"] = np.where(matched, skew, 0.0)
     frame["transfer_us"] = frame["dur_us"] - frame["skew_us"]
-    group_size = fields["group_size"].to_numpy()
-    frame["group_size"] = (
-        np.where(np.isnan(group_size), np.where(matched, frame["matched_ranks"], np.nan), group_size)
-        if len(group_size) == len(frame)
-        else np.nan
+    group_size = frame["args_group_size"].to_numpy(dtype=np.float64)
+    frame["group_size"] = np.where(
+        np.isnan(group_size), np.where(matched, frame["matched_ranks"], np.nan), group_size
     )
+    # an all_gather's host op records the rank's input: the gathered size is n times it
+    scale = np.where(frame["per_rank_input"].to_numpy(dtype=bool), frame["group_size"].to_numpy(), 1.0)
+    frame["bytes"] = frame["bytes"].to_numpy(dtype=np.float64) * scale
     return frame[CALL_COLUMNS]
 
 
