@@ -12,11 +12,11 @@ the k-th on every other. Of one matched collective, every rank waits inside it u
 A single-rank trace, or a collective no other rank of the trace holds, has no skew to measure: its whole
 duration counts as transfer (``matched_ranks`` is 1), and the bandwidths it gives are lower bounds.
 
-Message sizes come from Kineto's args of the kernel (``Collective name``, ``In msg nelems``,
-``Out msg nelems``, ``dtype``, ``Group size``, ``Process Group Name``), present when the trace was read with
-its args (``popprof.open(path, with_args=True)``) and recorded by PyTorch 2.2 or later; without them the
-bytes and bandwidths are missing. ``bytes`` is the larger of the input and output element counts times the
-element size: nccl-tests' size S (the whole buffer, for all_gather the output, for reduce_scatter the input).
+Message sizes come from Kineto's args (:mod:`popprof.metrics.collective_sizes`: the kernel's own, PyTorch
+2.2 and later, else the ``nccl:*`` host op around its launch), present when the trace was read with its
+args (``popprof.open(path, with_args=True)``); without them the bytes and bandwidths are missing.
+``bytes`` is the larger of the input and output element counts times the element size: nccl-tests' size S
+(the whole buffer, for all_gather the output, for reduce_scatter the input).
 Algorithm bandwidth = bytes / transfer time; bus bandwidth = algorithm bandwidth x NCCL's factor for the
 collective and the group size n (nccl-tests ``doc/PERFORMANCE.md``): all_reduce 2(n-1)/n, all_gather,
 reduce_scatter and all_to_all (n-1)/n, broadcast, reduce and send/recv 1. ``docs/collectives.md`` has the
@@ -26,7 +26,6 @@ definitions and their limits.
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -35,6 +34,20 @@ from ..model.profile import Profile
 from ..trace.activity import labels_mask
 from ..trace.gpu_work import KERNEL_CHANNELS
 from ..trace.intervals import rank_codes
+from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
+
+__all__ = [
+    "CALL_COLUMNS",
+    "DTYPE_BYTES",
+    "EQUAL_SIZE",
+    "TABLE_COLUMNS",
+    "bus_factor",
+    "collective_calls",
+    "collective_kind",
+    "collective_skew_by_rank",
+    "collective_table",
+    "collectives_section",
+]
 
 #: Columns of :func:`collective_calls`.
 CALL_COLUMNS = [
@@ -64,43 +77,8 @@ TABLE_COLUMNS = [
     "busbw_gbps",
 ]
 
-#: Element sizes in bytes of the ``dtype`` names PyTorch writes into ``record_param_comms`` args.
-DTYPE_BYTES: dict[str, int] = {
-    "Float": 4,
-    "Double": 8,
-    "Half": 2,
-    "BFloat16": 2,
-    "ComplexHalf": 4,
-    "ComplexFloat": 8,
-    "ComplexDouble": 16,
-    "Byte": 1,
-    "Char": 1,
-    "Bool": 1,
-    "Short": 2,
-    "Int": 4,
-    "Long": 8,
-    "UInt16": 2,
-    "UInt32": 4,
-    "UInt64": 8,
-    "Float8_e5m2": 1,
-    "Float8_e4m3fn": 1,
-    "Float8_e5m2fnuz": 1,
-    "Float8_e4m3fnuz": 1,
-}
-
 #: The collectives whose size is the same on every rank of one call (all_to_all and send/recv may differ).
 EQUAL_SIZE: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-
-#: The collective of a kernel or args name, by the first pattern that matches (case-insensitive).
-_KINDS: tuple[tuple[str, str], ...] = (
-    ("all_?reduce", "all_reduce"),
-    ("all_?gather", "all_gather"),
-    ("reduce_?scatter", "reduce_scatter"),
-    ("all_?to_?all", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("send_?recv|sendrecv|send|recv", "send_recv"),
-    ("reduce", "reduce"),
-)
 
 
 def bus_factor(collective: str, n: float) -> float:
@@ -114,128 +92,6 @@ def bus_factor(collective: str, n: float) -> float:
     if collective in ("broadcast", "reduce", "send_recv"):
         return 1.0
     return np.nan
-
-
-def collective_kind(name: str) -> str:
-    """``all_reduce``, ``all_gather``, ... of a collective's name (``other`` when none fits).
-
-    The kernel name's operation (``ncclKernel_AllReduce_...``, ``ncclDevKernel_AllGather_...``) or the args'
-    ``Collective name`` (``allreduce``, ``_allgather_base``, ``all_to_allv``)."""
-    head = str(name)
-    for prefix in ("ncclDevKernel_", "ncclKernel_"):
-        if head.startswith(prefix):  # the operation is the name's next word: ncclKernel_AllReduce_RING_LL
-            head = head[len(prefix) :].split("_")[0]
-    lowered = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", head).lower()
-    for pattern, kind in _KINDS:
-        if re.search(pattern, lowered):
-            return kind
-    return "other"
-
-
-def _args_fields(args: pd.Series) -> pd.DataFrame:
-    """The collective fields of each kernel's args (JSON text; missing where absent)."""
-    rows = []
-    for text in args:
-        try:
-            value = json.loads(text) if isinstance(text, str) else {}
-        except ValueError:
-            value = {}
-        value = value if isinstance(value, dict) else {}
-        nelems = [value.get("In msg nelems"), value.get("Out msg nelems")]
-        nelems = [float(x) for x in nelems if isinstance(x, (int, float))]
-        size = DTYPE_BYTES.get(str(value.get("dtype")), np.nan)
-        group = value.get("Group size")
-        rows.append(
-            (
-                value.get("Collective name"),
-                value.get("Process Group Name"),
-                max(nelems) * size if nelems else np.nan,
-                float(group) if isinstance(group, (int, float)) else np.nan,
-            )
-        )
-    return pd.DataFrame(rows, columns=["collective", "group", "bytes", "group_size"], index=args.index)
-
-
-#: Element sizes in bytes of the C++ type names older PyTorch records in ``Input type`` of ``nccl:*`` ops.
-CPP_TYPE_BYTES: dict[str, int] = {
-    "float": 4,
-    "double": 8,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "long int": 8,
-    "long": 8,
-    "int64_t": 8,
-    "int": 4,
-    "short int": 2,
-    "short": 2,
-    "signed char": 1,
-    "unsigned char": 1,
-    "char": 1,
-    "bool": 1,
-}
-#: How many levels above a launch call its collective's ``nccl:*`` op may be.
-_HOST_OP_DEPTH = 4
-
-
-def _host_op_sizes(profile: Profile, rows: np.ndarray) -> pd.DataFrame:
-    """For each collective kernel of ``rows``, the size its launching host op records, where the kernel's
-    own args have none (PyTorch before 2.2): the launch call (same rank and correlation id) sits inside a
-    ``nccl:<collective>`` op whose ``Input Dims`` and ``Input type`` give the input tensor. ``bytes`` is
-    its element count x element size (NaN where not found), ``collective`` the op's collective (None where
-    not found); ``per_rank_input`` marks an all_gather (its input is one rank's part)."""
-    events = profile.events
-    out = pd.DataFrame(
-        {
-            "bytes": np.full(len(rows), np.nan),
-            "per_rank_input": np.zeros(len(rows), bool),
-            "collective": np.full(len(rows), None, dtype=object),
-        }
-    )
-    if "correlation" not in events.columns or "parent_id" not in events.columns:
-        return out
-    rank = rank_codes(events)
-    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
-    host = np.flatnonzero(events["stream"].isna().to_numpy() & ~np.isnan(correlation))
-    host_keys = pd.Index(rank[host] * (1 << 40) + correlation[host].astype(np.int64))
-    keep = ~host_keys.duplicated(keep="last")
-    host, host_keys = host[keep], host_keys[keep]
-    ok = ~np.isnan(correlation[rows])
-    want = np.full(len(rows), -1, dtype=np.int64)
-    want[ok] = rank[rows][ok] * (1 << 40) + correlation[rows][ok].astype(np.int64)
-    position = host_keys.get_indexer(want)
-    current = np.where((position >= 0) & ok, host[np.maximum(position, 0)], -1)
-    names = events["name"].array
-    is_op = np.asarray(names.categories.astype(str).str.startswith("nccl:"), dtype=bool)
-    codes = np.asarray(names.codes)
-    ids = pd.Index(events["event_id"].to_numpy())
-    parent = events["parent_id"].to_numpy(dtype=np.float64, na_value=np.nan)
-    found = np.full(len(rows), -1, dtype=np.int64)
-    for _ in range(_HOST_OP_DEPTH):  # up the nesting, one level per pass over the unresolved kernels
-        live = (current >= 0) & (found < 0)
-        if not live.any():
-            break
-        up = parent[current[live]]
-        nxt = np.full(up.size, -1, dtype=np.int64)
-        has = ~np.isnan(up)
-        nxt[has] = ids.get_indexer(up[has].astype(np.int64))
-        current[live] = nxt
-        hit = live.copy()
-        hit[live] = (nxt >= 0) & (codes[np.maximum(nxt, 0)] >= 0) & is_op[codes[np.maximum(nxt, 0)]]
-        found[hit] = current[hit]
-    sizes, gathers = out["bytes"].to_numpy(copy=True), out["per_rank_input"].to_numpy(copy=True)
-    kinds = out["collective"].to_numpy(copy=True)
-    args = events["args"].array
-    for j in np.flatnonzero(found >= 0):
-        try:
-            value = json.loads(args[found[j]])
-            dims, kind = value["Input Dims"][0], value["Input type"][0]
-        except (TypeError, ValueError, KeyError, IndexError):
-            continue
-        if isinstance(dims, list) and all(isinstance(d, int) for d in dims) and kind in CPP_TYPE_BYTES:
-            sizes[j] = float(np.prod(dims, dtype=np.float64)) * CPP_TYPE_BYTES[kind]
-            kinds[j] = collective_kind(str(names[found[j]])[len("nccl:") :])
-            gathers[j] = kinds[j] == "all_gather"
-    return pd.DataFrame({"bytes": sizes, "per_rank_input": gathers, "collective": kinds})
 
 
 def collective_calls(profile: Profile) -> pd.DataFrame:
@@ -280,7 +136,7 @@ def _calls(profile: Profile) -> pd.DataFrame:
         }
     )
     if "args" in events.columns:
-        fields = _args_fields(events["args"].iloc[rows].reset_index(drop=True))
+        fields = args_fields(events["args"].iloc[rows].reset_index(drop=True))
     else:
         fields = pd.DataFrame(
             {"collective": None, "group": None, "bytes": np.nan, "group_size": np.nan}, index=frame.index
@@ -297,7 +153,7 @@ def _calls(profile: Profile) -> pd.DataFrame:
     frame["args_group_size"] = fields["group_size"].to_numpy()
     frame["per_rank_input"] = False
     if "args" in events.columns and frame["bytes"].isna().any():
-        host = _host_op_sizes(profile, rows)
+        host = host_op_sizes(profile, rows)
         fill = frame["bytes"].isna().to_numpy() & ~np.isnan(host["bytes"].to_numpy())
         frame.loc[fill, "bytes"] = host["bytes"].to_numpy()[fill]
         frame.loc[fill, "per_rank_input"] = host["per_rank_input"].to_numpy()[fill]
