@@ -1,9 +1,10 @@
 """Collectives across ranks: each rank's collective time split into synchronisation skew and transfer.
 
-A collective kernel (device work of category ``exchange`` on a Kineto kernel track: NCCL / RCCL kernels,
-torch symmetric-memory collectives) is matched with the same collective on the other ranks of the run by
-its order: the k-th kernel of one name (and process group, where the kernel's args name it) on one rank is
-the k-th on every other. Of one matched collective, every rank waits inside it until the last rank arrives:
+A collective kernel (device work of category ``exchange`` in Kineto's ``kernel`` category: NCCL / RCCL
+kernels, torch symmetric-memory collectives; not peer-to-peer copies) is matched with the same collective
+on the other ranks of the run by its order: the k-th kernel of one name (and process group, where the
+kernel's args name it) on one rank is the k-th on every other. Of one matched collective, every rank waits
+inside it until the last rank arrives:
 
 - ``skew_us`` = ``max(start over the ranks) - own start``, clipped to ``[0, dur]``: the synchronisation
   wait, time the rank spends in the kernel before the last rank has started it;
@@ -32,7 +33,6 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
-from ..trace.gpu_work import KERNEL_CHANNELS
 from ..trace.intervals import rank_codes
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
@@ -77,6 +77,9 @@ TABLE_COLUMNS = [
     "busbw_gbps",
 ]
 
+#: Kineto's categories of kernels (a collective is a kernel; peer-to-peer copies are ``gpu_memcpy``).
+COLLECTIVE_CHANNELS: tuple[str, ...] = ("kernel", "Kernel")
+
 #: The collectives whose size is the same on every rank of one call (all_to_all and send/recv may differ).
 EQUAL_SIZE: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 
@@ -119,8 +122,8 @@ def _calls(profile: Profile) -> pd.DataFrame:
     comm = labels_mask(events["device_category"], ("exchange",))
     if "stream" in events.columns:
         comm &= events["stream"].notna().to_numpy()
-    if "channel" in events.columns:  # GPU kernels (Kineto's kernel tracks), not IPU exchange programs
-        comm &= labels_mask(events["channel"], KERNEL_CHANNELS)
+    if "channel" in events.columns:  # GPU kernels: not peer copies, nor IPU exchange programs
+        comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS)
     rows = np.flatnonzero(comm)
     if rows.size == 0:
         return empty
