@@ -110,8 +110,10 @@ def test_check_reports_not_evaluated_with_reasons(synth):
         "host.device-gaps",
         "host.long-events",
         "host.launches-without-device",
+        "host.launch-overhead",
         "distributed.stragglers",
         "operations.below-roofline",
+        "distributed.collective-skew",
     }
     assert all("trace" in why for why in reasons.values())
     assert set(found.evaluated) | set(reasons) == set(RULES)

@@ -281,6 +281,24 @@ def devices_section(profile: Profile) -> list | None:
     return _frame_records(frame) if not frame.empty else None
 
 
+def collectives_section(profile: Profile) -> dict | None:
+    """Collectives across ranks: skew, transfer, bytes and bandwidths (:mod:`popprof.metrics.collectives`)."""
+    if not profile.has("events"):
+        return None
+    from .collectives import collectives_section as section
+
+    return section(profile)
+
+
+def launches_section(profile: Profile) -> dict | None:
+    """Kernel launches: delays, short kernels, launch-bound idle (:mod:`popprof.metrics.launches`)."""
+    if not profile.has("events"):
+        return None
+    from .launches import launches_section as section
+
+    return section(profile)
+
+
 #: Sections in display order: (key, function).
 SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("target", target_section),
@@ -293,6 +311,8 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("trace", trace_section),
     ("operations", operations_section),
     ("operations_note", operations_note_section),
+    ("collectives", collectives_section),
+    ("launches", launches_section),
 ]
 
 

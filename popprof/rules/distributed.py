@@ -1,4 +1,4 @@
-"""Cross-rank rules: a rank that makes the others wait (a straggler).
+"""Cross-rank rules: a rank that makes the others wait (a straggler), and collective time spent waiting (skew).
 
 HolisticTraceAnalysis's definition (``get_potential_stragglers``, HTA 0.5): in a run with blocking
 collectives, the straggler is the rank that *starts* the iteration's last long collective late; the others
@@ -13,6 +13,8 @@ ranks arrive first (they wait longest; they are not the cause).
 from __future__ import annotations
 
 from ..io import units
+from ..metrics.account import run_account
+from ..metrics.collectives import collective_calls, collective_skew_by_rank
 from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
@@ -112,6 +114,86 @@ def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
             evidence=per_rank,
             figure="ranks.collective_late_start_us",
             share=min(max(value, 0.0), 1.0),
+            gain=gain,
+        )
+    ]
+
+
+@rule(
+    "distributed.collective-skew",
+    "collective time spent waiting for the last rank to arrive (synchronisation skew), across ranks",
+    needs=["events"],
+    params={"warning": 0.05, "error": 0.50, "top": 3},
+    advice={
+        "ipu": "The replicas wait inside their collectives for the last one to arrive: balance the work "
+        "before each collective (pipeline stages, uneven batches), and look at what delays the "
+        "replica that arrives last (its host, data pipeline or link).",
+        "gpu": "The ranks wait inside their collectives for the last rank to arrive, so that time is "
+        "synchronisation, not transfer: balance the work before each collective (uneven batches or "
+        "sequence lengths, rank-0-only logging or checkpointing), find the rank that arrives last "
+        "(distributed.stragglers, the rank with the least skew) and what delays it, and overlap "
+        "collectives with compute (bucketed gradients, async ops) so that waiting ranks compute.",
+    },
+)
+def collective_skew(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
+    per_rank = collective_skew_by_rank(profile)
+    if per_rank.empty:
+        raise NotEvaluated(
+            "needs the collectives of at least two ranks (open a directory of rank traces as one run)"
+        )
+    runs = run_account(profile)
+    runs = runs[runs["rank"].isin(per_rank["rank"].tolist())]
+    window = float(runs["window_us"].sum())
+    if window <= 0:
+        raise NotEvaluated("needs device time on the ranks with collectives")
+    skew = float(per_rank["skew_us"].sum())
+    total = float(per_rank["time_us"].sum())
+    value = skew / window
+    severity, threshold = band(value, params["warning"], params["error"])
+    if severity is None:
+        return []
+    ordered = per_rank.sort_values("skew_us", ascending=False)
+    n = int(params["top"])
+    parts = [
+        f"rank {int(row.rank)} {units.duration(row.skew_us)} ({units.percent(row.skew_share)})"
+        for row in ordered.head(n).itertuples()
+    ]
+    calls = collective_calls(profile)
+    matched = calls[calls["matched_ranks"] > 1]
+    collectives = matched.groupby(["name", "group", "seq"]).ngroups
+    # the rank that arrives last at a collective waits for nobody in it: count those per rank
+    last = matched[matched["skew_us"] <= 0].drop_duplicates(["name", "group", "seq"])["rank"].value_counts()
+    message = (
+        f"{len(per_rank)} ranks spend {units.duration(skew)} of their {units.duration(total)} in "
+        f"{collectives:,} collectives waiting for the last rank to arrive (synchronisation skew, "
+        f"{units.percent(skew / total if total else 0.0)} of it): {units.percent(value)} of their device "
+        f"time ({severity} at >= {units.limit_percent(threshold)}); most: " + ", ".join(parts)
+    )
+    if len(last):
+        message += (
+            f"; last to arrive (the rank the others wait for): rank {int(last.index[0])} in "
+            f"{int(last.iloc[0]):,} of the {collectives:,}"
+        )
+    gain = Gain(
+        min(skew, window),
+        "us",
+        "the synchronisation skew inside the collectives, summed over the ranks (each rank's wait from its "
+        "own start until the last rank started), were every rank to arrive together",
+        whole=window,
+        rests_on=("communication",) if ctx.platform == "gpu" else ("sync", "global_exchange"),
+    )
+    return [
+        ctx.finding(
+            severity,
+            "Collective skew",
+            message,
+            value=value,
+            threshold=threshold,
+            where={"ranks": [int(r) for r in ordered["rank"]]},
+            evidence=per_rank,
+            figure="collectives.skew_us",
+            share=min(value, 1.0),
             gain=gain,
         )
     ]

@@ -1,0 +1,287 @@
+"""Collectives across ranks: each rank's collective time split into synchronisation skew and transfer.
+
+A collective kernel (device work of category ``exchange`` in Kineto's ``kernel`` category: NCCL / RCCL
+kernels, torch symmetric-memory collectives; not peer-to-peer copies) is matched with the same collective
+on the other ranks of the run by its order: the k-th kernel of one name (and process group, where the
+kernel's args name it) on one rank is the k-th on every other. Of one matched collective, every rank waits
+inside it until the last rank arrives:
+
+- ``skew_us`` = ``max(start over the ranks) - own start``, clipped to ``[0, dur]``: the synchronisation
+  wait, time the rank spends in the kernel before the last rank has started it;
+- ``transfer_us`` = ``dur - skew_us``: the time the data moves with every rank present.
+
+A single-rank trace, or a collective no other rank of the trace holds, has no skew to measure: its whole
+duration counts as transfer (``matched_ranks`` is 1), and the bandwidths it gives are lower bounds.
+
+Message sizes come from Kineto's args (:mod:`popprof.metrics.collective_sizes`: the kernel's own, PyTorch
+2.2 and later, else the ``nccl:*`` host op around its launch), present when the trace was read with its
+args (``popprof.open(path, with_args=True)``); without them the bytes and bandwidths are missing.
+``bytes`` is the larger of the input and output element counts times the element size: nccl-tests' size S
+(the whole buffer, for all_gather the output, for reduce_scatter the input).
+Algorithm bandwidth = bytes / transfer time; bus bandwidth = algorithm bandwidth x NCCL's factor for the
+collective and the group size n (nccl-tests ``doc/PERFORMANCE.md``): all_reduce 2(n-1)/n, all_gather,
+reduce_scatter and all_to_all (n-1)/n, broadcast, reduce and send/recv 1. ``docs/collectives.md`` has the
+definitions and their limits.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ..model.profile import Profile
+from ..trace.activity import labels_mask
+from ..trace.intervals import rank_codes
+from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
+
+__all__ = [
+    "CALL_COLUMNS",
+    "DTYPE_BYTES",
+    "EQUAL_SIZE",
+    "TABLE_COLUMNS",
+    "bus_factor",
+    "collective_calls",
+    "collective_kind",
+    "collective_skew_by_rank",
+    "collective_table",
+    "collectives_section",
+]
+
+#: Columns of :func:`collective_calls`.
+CALL_COLUMNS = [
+    "rank",
+    "collective",
+    "name",
+    "group",
+    "seq",
+    "start_us",
+    "dur_us",
+    "skew_us",
+    "transfer_us",
+    "matched_ranks",
+    "group_size",
+    "bytes",
+]
+#: Columns of :func:`collective_table`.
+TABLE_COLUMNS = [
+    "collective",
+    "bytes_per_call",
+    "count",
+    "time_us",
+    "skew_us",
+    "transfer_us",
+    "bytes",
+    "algbw_gbps",
+    "busbw_gbps",
+]
+
+#: Kineto's categories of kernels (a collective is a kernel; peer-to-peer copies are ``gpu_memcpy``).
+COLLECTIVE_CHANNELS: tuple[str, ...] = ("kernel", "Kernel")
+
+#: The collectives whose size is the same on every rank of one call (all_to_all and send/recv may differ).
+EQUAL_SIZE: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
+
+def bus_factor(collective: str, n: float) -> float:
+    """NCCL's bus-bandwidth factor (nccl-tests ``doc/PERFORMANCE.md``) for ``n`` ranks; NaN when unknown."""
+    if not n or np.isnan(n) or n < 1:
+        return np.nan
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "send_recv"):
+        return 1.0
+    return np.nan
+
+
+def collective_calls(profile: Profile) -> pd.DataFrame:
+    """Every collective kernel of the run, one row per rank and call (columns :data:`CALL_COLUMNS`).
+
+    ``seq`` is the call's order among the rank's kernels of that name and group; calls with the same
+    (``name``, ``group``, ``seq``) on different ranks are one collective, unless their types differ, or
+    their sizes where the type fixes it (:data:`EQUAL_SIZE`): then each stands alone. ``skew_us`` and ``transfer_us``
+    are defined in the module's docstring; ``matched_ranks`` is how many ranks hold that collective (1: no
+    skew measured). ``group`` is the args' process group name ("" without args), ``group_size`` the args'
+    group size, else the matched ranks when more than one. Empty without collectives."""
+    return profile.cached("collectives.calls", lambda: _calls(profile))
+
+
+def _calls(profile: Profile) -> pd.DataFrame:
+    events = profile.get("events")
+    empty = pd.DataFrame(
+        {
+            c: pd.Series(dtype="object" if c in ("collective", "name", "group") else "float64")
+            for c in CALL_COLUMNS
+        }
+    )
+    if events is None or events.empty or "device_category" not in events.columns:
+        return empty
+    comm = labels_mask(events["device_category"], ("exchange",))
+    if "stream" in events.columns:
+        comm &= events["stream"].notna().to_numpy()
+    if "channel" in events.columns:  # GPU kernels: not peer copies, nor IPU exchange programs
+        comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS)
+    rows = np.flatnonzero(comm)
+    if rows.size == 0:
+        return empty
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    dur = events["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    names = events["name"].array[rows].astype("str")
+    frame = pd.DataFrame(
+        {
+            "rank": rank_codes(events)[rows],
+            "name": np.asarray(names, dtype=object),
+            "start_us": start,
+            "dur_us": np.nan_to_num(dur, nan=0.0),
+        }
+    )
+    if "args" in events.columns:
+        fields = args_fields(events["args"].iloc[rows].reset_index(drop=True))
+    else:
+        fields = pd.DataFrame(
+            {"collective": None, "group": None, "bytes": np.nan, "group_size": np.nan}, index=frame.index
+        )
+    kinds = {n: collective_kind(n) for n in pd.unique(frame["name"])}
+    named = [c if isinstance(c, str) else None for c in fields["collective"]]
+    named_kinds = {c: collective_kind(c) for c in set(named) - {None}}
+    frame["collective"] = [
+        named_kinds[c] if c is not None and named_kinds[c] != "other" else kinds[n]
+        for c, n in zip(named, frame["name"], strict=True)
+    ]
+    frame["group"] = [str(g) if isinstance(g, (str, int)) else "" for g in fields["group"]]
+    frame["bytes"] = fields["bytes"].to_numpy()
+    frame["args_group_size"] = fields["group_size"].to_numpy()
+    frame["per_rank_input"] = False
+    if "args" in events.columns and frame["bytes"].isna().any():
+        host = host_op_sizes(profile, rows)
+        fill = frame["bytes"].isna().to_numpy() & ~np.isnan(host["bytes"].to_numpy())
+        frame.loc[fill, "bytes"] = host["bytes"].to_numpy()[fill]
+        frame.loc[fill, "per_rank_input"] = host["per_rank_input"].to_numpy()[fill]
+        named = host["collective"].to_numpy()
+        known = fill & np.array([k not in (None, "other") for k in named], dtype=bool)
+        frame.loc[known, "collective"] = named[known]
+    frame = frame.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
+    frame["seq"] = frame.groupby(["rank", "name", "group"], sort=False).cumcount()
+    keys = ["name", "group", "seq"]
+    instance = frame.groupby(keys, sort=False)
+    # one collective has one type on every rank, and (but for all_to_all and send/recv) one size: calls
+    # paired by order that differ are not one collective (a trace that leaves kernels out: not compared)
+    differ = instance["collective"].transform("nunique").to_numpy() > 1
+    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
+    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
+    frame["matched_ranks"] = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
+    last = instance["start_us"].transform("max")
+    matched = frame["matched_ranks"].to_numpy() > 1
+    skew = np.clip(last.to_numpy() - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
+    frame["skew_us"] = np.where(matched, skew, 0.0)
+    frame["transfer_us"] = frame["dur_us"] - frame["skew_us"]
+    group_size = frame["args_group_size"].to_numpy(dtype=np.float64)
+    frame["group_size"] = np.where(
+        np.isnan(group_size), np.where(matched, frame["matched_ranks"], np.nan), group_size
+    )
+    # an all_gather's host op records the rank's input: the gathered size is n times it
+    scale = np.where(frame["per_rank_input"].to_numpy(dtype=bool), frame["group_size"].to_numpy(), 1.0)
+    frame["bytes"] = frame["bytes"].to_numpy(dtype=np.float64) * scale
+    return frame[CALL_COLUMNS]
+
+
+def collective_table(profile: Profile) -> pd.DataFrame:
+    """Per collective type and message size (``bytes_per_call``, missing without args): ``count`` (calls
+    over all ranks), ``time_us``, ``skew_us``, ``transfer_us``, ``bytes`` (summed over calls), ``algbw_gbps``
+    (bytes / transfer time, GB/s = 1e9 bytes per second) and ``busbw_gbps`` (the algorithm bandwidth times
+    NCCL's factor; missing where the group size is unknown). Largest time first; ``attrs["ranks"]`` holds
+    the number of ranks and ``attrs["matched"]`` whether any collective was matched across ranks."""
+    calls = collective_calls(profile)
+    if calls.empty:
+        out = pd.DataFrame(columns=TABLE_COLUMNS)
+        out.attrs.update(ranks=0, matched=False)
+        return out
+    factor = np.array(
+        [bus_factor(c, n) for c, n in zip(calls["collective"], calls["group_size"], strict=True)],
+        dtype=np.float64,
+    )
+    work = calls.assign(
+        bytes_per_call=calls["bytes"],
+        busbytes=calls["bytes"] * factor,
+        count=1,
+    )
+    grouped = work.groupby(["collective", "bytes_per_call"], dropna=False, sort=False)
+    out = grouped.agg(
+        count=("count", "sum"),
+        time_us=("dur_us", "sum"),
+        skew_us=("skew_us", "sum"),
+        transfer_us=("transfer_us", "sum"),
+        bytes=("bytes", lambda s: s.sum(min_count=1)),
+        busbytes=("busbytes", lambda s: s.sum(min_count=1)),
+    ).reset_index()
+    transfer = out["transfer_us"].where(out["transfer_us"] > 0)
+    out["algbw_gbps"] = out["bytes"] / transfer / 1e3  # bytes per us / 1e3 = GB/s
+    out["busbw_gbps"] = out["busbytes"] / transfer / 1e3
+    out = out.sort_values("time_us", ascending=False, kind="stable").reset_index(drop=True)[TABLE_COLUMNS]
+    out.attrs.update(ranks=int(calls["rank"].nunique()), matched=bool((calls["matched_ranks"] > 1).any()))
+    return out
+
+
+def collective_skew_by_rank(profile: Profile) -> pd.DataFrame:
+    """Per rank: ``time_us``, ``skew_us`` and ``transfer_us`` of its collectives matched across ranks, and
+    ``skew_share`` (skew / time). Empty when no collective is matched across ranks."""
+    calls = collective_calls(profile)
+    calls = calls[calls["matched_ranks"] > 1]
+    columns = ["rank", "time_us", "skew_us", "transfer_us", "skew_share"]
+    if calls.empty:
+        return pd.DataFrame(columns=columns)
+    out = calls.groupby("rank")[["dur_us", "skew_us", "transfer_us"]].sum().reset_index()
+    out = out.rename(columns={"dur_us": "time_us"})
+    out["skew_share"] = out["skew_us"] / out["time_us"].where(out["time_us"] > 0)
+    return out[columns]
+
+
+def collectives_section(profile: Profile) -> dict | None:
+    """The summary's ``collectives``: per collective type ``count``, ``time_us``, ``skew_us``,
+    ``transfer_us``, ``bytes``, ``algbw_gbps``, ``busbw_gbps`` (``by_type``), the same per message size
+    (``by_size``), how many ranks, and whether skew was measured; None without collectives."""
+    table = collective_table(profile)
+    if table.empty:
+        return None
+    sums = table.groupby("collective", sort=False)[["count", "time_us", "skew_us", "transfer_us"]].sum()
+    sized = table.dropna(subset=["bytes"])
+    factor = sized["busbw_gbps"] / sized["algbw_gbps"]
+    moved = sized.groupby("collective", sort=False)["bytes"].sum()
+    busmoved = (sized["bytes"] * factor).groupby(sized["collective"], sort=False).sum(min_count=1)
+    timed = sized.groupby("collective", sort=False)["transfer_us"].sum()
+    by_type = []
+    for kind, row in sums.iterrows():
+        transfer = float(timed.get(kind, np.nan))
+        ok = kind in moved.index and transfer > 0
+        by_type.append(
+            {
+                "collective": str(kind),
+                "count": int(row["count"]),
+                "time_us": float(row["time_us"]),
+                "skew_us": float(row["skew_us"]),
+                "transfer_us": float(row["transfer_us"]),
+                "bytes": float(moved[kind]) if kind in moved.index else None,
+                "algbw_gbps": float(moved[kind]) / transfer / 1e3 if ok else None,
+                "busbw_gbps": _finite(float(busmoved[kind]) / transfer / 1e3) if ok else None,
+            }
+        )
+    by_size = json.loads(table.to_json(orient="records"))
+    matched = bool(table.attrs["matched"])
+    out: dict = {
+        "ranks": int(table.attrs["ranks"]),
+        "skew": "measured across ranks"
+        if matched
+        else "not measured: one rank's collectives (their whole time counts as transfer)",
+        "by_type": by_type,
+        "by_size": by_size,
+    }
+    if table["bytes"].isna().all():
+        out["bytes"] = "not recorded: the collectives' args (message sizes) were not read or are absent"
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return value if np.isfinite(value) else None

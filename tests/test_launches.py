@@ -1,0 +1,93 @@
+"""Kernel launch overhead (issue 42): popprof's launch figures against HolisticTraceAnalysis 0.5.0's.
+
+``fixtures/real/traces/hta_reference.json`` (written by ``make_hta_reference.py`` there, with HTA 0.5.0 in
+its own virtualenv) holds, per rank, HTA's ``get_cuda_kernel_launch_stats`` summed, and the three outlier
+sets its plots draw: short kernels (``cpu_duration <= 50`` and ``gpu_duration < cpu_duration``), runtime
+outliers (``cpu_duration > 50``) and launch-delay outliers (``launch_delay > 100``), with the delay's median
+and 95th percentile.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import popprof
+from popprof.metrics import launches
+from popprof.metrics.account import run_account
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+REFERENCE = json.loads((REAL / "hta_reference.json").read_text("utf-8"))
+PATHS = {"two_ranks": REAL / "two_ranks", "nccl_data": REAL / "nccl_data.json.gz"}
+CASES = [(run, rank) for run in PATHS for rank in REFERENCE["runs"][run]["ranks"]]
+
+
+@pytest.fixture(scope="module")
+def profiles() -> dict[str, popprof.Profile]:
+    return {run: popprof.open(path) for run, path in PATHS.items()}
+
+
+def test_reference_is_hta_050() -> None:
+    assert (REFERENCE["tool"], REFERENCE["version"]) == ("HolisticTraceAnalysis", "0.5.0")
+
+
+@pytest.mark.parametrize(("run", "rank"), CASES)
+def test_short_kernels_and_outliers_match_hta(profiles, run: str, rank: str) -> None:
+    hta = REFERENCE["runs"][run]["ranks"][rank]["launch"]
+    frame = launches.kernel_launches(profiles[run])
+    frame = frame[frame["rank"].fillna(0).astype(int) == int(rank)]
+    assert len(frame) == hta["count"]
+    short = frame[frame["short"].to_numpy(dtype=bool)]
+    assert len(short) == hta["short_count"]
+    assert short["gpu_duration_us"].sum() == pytest.approx(hta["short_gpu_duration_sum_us"], rel=1e-3)
+    assert short["cpu_duration_us"].sum() == pytest.approx(hta["short_cpu_duration_sum_us"], rel=1e-3)
+    assert int((frame["cpu_duration_us"] > launches.RUNTIME_CUTOFF_US).sum()) == hta["runtime_outliers"]
+    delay = frame["launch_delay_us"].to_numpy(dtype=np.float64)
+    assert int((delay > launches.LAUNCH_DELAY_CUTOFF_US).sum()) == hta["launch_delay_outliers"]
+    assert np.median(delay) == pytest.approx(hta["launch_delay_median_us"], rel=1e-3)
+    assert np.percentile(delay, 95) == pytest.approx(hta["launch_delay_p95_us"], rel=1e-3)
+
+
+def test_overview_sums_the_launches(profiles) -> None:
+    hta = REFERENCE["runs"]["nccl_data"]["ranks"]["0"]["launch"]
+    overview = launches.launch_overview(profiles["nccl_data"])
+    assert overview["count"] == hta["count"] and overview["short_count"] == hta["short_count"]
+    assert overview["delay_median_us"] == pytest.approx(hta["launch_delay_median_us"])
+    assert overview["delay_p95_us"] == pytest.approx(hta["launch_delay_p95_us"])
+    assert overview["cpu_us"] == pytest.approx(hta["cpu_duration_sum_us"])
+    assert overview["delay_outliers"] == hta["launch_delay_outliers"]
+
+
+def test_launch_bound_idle_is_the_accounts_idle_launch_on_dlrm() -> None:
+    """On the 8-rank DLRM step every gap's launch is the one of the work that ends it: the launch-bound idle
+    summed over launches is the time account's idle_launch, to the microsecond (the account computes it from
+    the gaps, this module from the launches)."""
+    profile = popprof.open(REAL / "dlrm_8ranks")
+    frame = launches.kernel_launches(profile)
+    account = run_account(profile)
+    assert frame["launch_idle_us"].sum() == pytest.approx(account["idle_launch"].sum(), abs=1.0)
+    assert (frame["launch_idle_us"] >= 0).all()
+    overview = launches.launch_overview(profile)
+    assert 0 < overview["short_launch_idle_us"] <= overview["launch_idle_us"]
+
+
+def test_no_launch_calls_gives_no_overview() -> None:
+    """HTA's own test trace of a CUPTI range profiler: kernels, no runtime launch calls."""
+    profile = popprof.open(REAL / "cupti_range_profiler.json.gz")
+    assert launches.launch_overview(profile) is None
+    assert list(launches.kernel_launches(profile).columns) == launches.LAUNCH_COLUMNS
+
+
+def test_summary_json_has_launches(profiles) -> None:
+    doc = popprof.summary(profiles["nccl_data"])
+    section = doc["launches"]
+    hta = REFERENCE["runs"]["nccl_data"]["ranks"]["0"]["launch"]
+    assert section["count"] == hta["count"] and section["short_count"] == hta["short_count"]
+    assert section["delay_median_us"] == pytest.approx(hta["launch_delay_median_us"])
+    assert section["delay_p95_us"] == pytest.approx(hta["launch_delay_p95_us"])
+    assert section["short_gpu_us"] == pytest.approx(hta["short_gpu_duration_sum_us"])
+    assert section["runtime_cutoff_us"] == 50 and section["launch_delay_cutoff_us"] == 100
+    assert "launches" not in popprof.summary(REAL / "cupti_range_profiler.json.gz")

@@ -1,0 +1,96 @@
+"""distributed.collective-skew and host.launch-overhead (issue 42) on the real traces of fixtures/real/traces:
+their figures come from popprof.metrics (collectives, launches), their gains rest on the time account's
+``communication`` and ``idle_launch``, and neither is an error on these traces (their thresholds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.metrics import collectives, launches
+from popprof.metrics.account import run_account
+from popprof.rules import check
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+RULES = ["distributed.collective-skew", "host.launch-overhead"]
+
+
+@pytest.fixture(scope="module")
+def dlrm() -> popprof.Profile:
+    return popprof.open(REAL / "dlrm_8ranks")
+
+
+def test_dlrm_collective_skew_is_priced_on_communication(dlrm) -> None:
+    (f,) = check(dlrm, rules=["distributed.collective-skew"]).by_rule("distributed.collective-skew")
+    per_rank = collectives.collective_skew_by_rank(dlrm)
+    window = run_account(dlrm)["window_us"].sum()
+    assert f.value == pytest.approx(per_rank["skew_us"].sum() / window)
+    assert f.severity == "warning"  # 39.9 % of the ranks' device time: under the 50 % error threshold
+    gain = f.estimated_gain
+    assert gain.rests_on == ("communication",) and gain.whole == pytest.approx(window)
+    # alone, the gain is the skew; never more than the account's communication
+    assert gain.value == pytest.approx(
+        min(per_rank["skew_us"].sum(), run_account(dlrm)["communication"].sum())
+    )
+    # the rank that arrives last most often is HTA's first straggler candidate here (rank 7)
+    assert "last to arrive (the rank the others wait for): rank 7 in 5 of the 8" in f.message
+    assert f.where["ranks"][0] == int(per_rank.sort_values("skew_us").iloc[-1]["rank"])
+
+
+def test_dlrm_launch_overhead_rests_on_idle_launch(dlrm) -> None:
+    (f,) = check(dlrm, rules=["host.launch-overhead"]).by_rule("host.launch-overhead")
+    overview = launches.launch_overview(dlrm)
+    account = run_account(dlrm)
+    assert f.severity == "warning"
+    assert f.estimated_gain.rests_on == ("idle_launch",)
+    assert f.estimated_gain.value == pytest.approx(overview["short_launch_idle_us"])
+    assert f.estimated_gain.value <= account["idle_launch"].sum()
+    assert f.value == pytest.approx(overview["short_launch_idle_us"] / account["window_us"].sum())
+    assert f"{overview['short_count']:,} of {overview['count']:,} launches" in f.message
+    assert "CUDA graph" in f.advice
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nccl_data.json.gz",
+        "two_ranks",
+        "dlrm_8ranks",
+        "kineto2021_resnet50_worker0.pt.trace.json.gz",
+        "tracelens_b200_vllm_eager.json.gz",
+        "tracelens_mi300x_torch_compile_triton.json.gz",
+        "amd_mi250_minitoy.json.gz",
+    ],
+)
+def test_no_error_on_the_real_traces(name: str) -> None:
+    found = check(popprof.open(REAL / name), rules=RULES)
+    for f in found:
+        assert f.severity != "error", (name, f.rule_id, f.message)
+        assert f.estimated_gain is not None and f.estimated_gain.value <= f.estimated_gain.whole
+
+
+def test_single_rank_is_not_evaluated_for_skew() -> None:
+    found = check(popprof.open(REAL / "nccl_data.json.gz"), rules=["distributed.collective-skew"])
+    assert not list(found) and "at least two ranks" in found.not_evaluated[0][1]
+
+
+def test_one_late_rank_straggler_and_skew_agree(tmp_path) -> None:
+    """A generated 4-rank run (popprof.testing.rank_synth) whose rank 2 starts every iteration's all-reduce
+    3 ms late: the straggler rule names rank 2 and prices its late start (3 ms x 3 iterations), and the skew
+    is the other three ranks' 3 ms in each of the 3 all-reduces, rank 2 the last to arrive at all of them."""
+    from popprof.testing.rank_synth import write_late_rank_run
+
+    profile = popprof.open(write_late_rank_run(tmp_path / "late2", ranks=4, late={2: 3_000.0}))
+    found = check(profile, rules=["distributed.*"])
+    (straggler,) = found.by_rule("distributed.stragglers")
+    assert straggler.where["ranks"] == [2]
+    assert straggler.estimated_gain.rests_on == ("communication",)
+    assert straggler.estimated_gain.value == pytest.approx(3 * 3_000.0)
+    calls = collectives.collective_calls(profile)
+    assert calls.loc[calls["rank"] == 2, "skew_us"].eq(0).all()
+    assert calls.loc[calls["rank"] != 2, "skew_us"].to_numpy() == pytest.approx([3_000.0] * 9)
+    (skew,) = found.by_rule("distributed.collective-skew")
+    assert "last to arrive (the rank the others wait for): rank 2 in 3 of the 3" in skew.message
+    assert skew.estimated_gain.whole == pytest.approx(run_account(profile)["window_us"].sum())
