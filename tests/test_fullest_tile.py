@@ -3,14 +3,17 @@ from profile.pop files written by the pva double and from real Poplar text (fixt
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from pop_helpers import report_store
 
 import popprof
+from popprof.cli import cli
 from popprof.metrics import memory as mm
 from popprof.metrics.tiles import fullest_tile
 from popprof.rules import check
@@ -123,3 +126,17 @@ def test_without_a_breakdown_every_saving_is_unknown(name):
     assert doc["bytes_incl_gaps"] == mm.max_tile_bytes(profile)
     assert all(s["bytes"] is None and s["basis"].startswith("unknown") for s in doc["savings"].values())
     assert not check(profile, rules=[RULE]).by_rule(RULE)  # nothing to price: no finding
+
+
+def test_summary_gives_the_fullest_tile_in_json_and_in_80_columns():
+    path = REAL_POPLAR / "tensorflow_logging_tile0_block_mk1.txt"
+    result = CliRunner().invoke(cli, ["-q", "summary", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    doc = json.loads(result.output)["fullest_tile"]
+    assert doc == fullest_tile(popprof.open(path))
+    text = CliRunner().invoke(cli, ["-q", "summary", str(path)]).output
+    block = text[text.index("Fullest tile 0:") :].split("\n\n")[0].splitlines()
+    assert all(len(line) <= 80 for line in block)
+    assert block[1].split()[0] == "Variables" and "unknown" in block[-1]
+    fp16 = next(line for line in block if "FP16 storage" in line)
+    assert f"{int(doc['savings']['fp16']['bytes']):,} B" in fp16

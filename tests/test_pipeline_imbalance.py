@@ -3,12 +3,16 @@ written by the pva double with known cycles; the rule prices (slowest - mean) pe
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from pop_helpers import report_store
 
 import popprof
+from popprof.cli import cli
 from popprof.metrics.pipeline import pipeline_imbalance, stage_times, step_imbalance
 from popprof.rules import check
 from popprof.testing.synth import make_profile
@@ -114,3 +118,17 @@ def test_single_ipu_and_profiles_without_execution_give_nothing(tmp_path, pva_do
     noexec = _written(tmp_path, make_profile(name="noexec", num_ipus=2, execution=False, seed=3, **SMALL))
     assert pipeline_imbalance(noexec) is None
     assert check(noexec, rules=["pipeline.stage-imbalance"]).not_evaluated
+
+
+def test_summary_gives_the_pipeline_in_json_and_in_80_columns(tmp_path, pva_double):
+    read_path = tmp_path / "pipe" / "profile.pop"
+    report_store().write_pop(_with_stages("pipe", [1_000, 3_000, 2_000, 2_000], sync_cycles=5_000), read_path)
+    result = CliRunner().invoke(cli, ["-q", "summary", str(read_path), "--format", "json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    doc = json.loads(result.output)["pipeline"]
+    assert doc == pytest.approx(pipeline_imbalance(popprof.open(read_path)))
+    text = CliRunner().invoke(cli, ["-q", "summary", str(read_path)]).output
+    block = text[text.index("Pipeline:") :].split("\n\n")[0].splitlines()
+    assert block[0] == f"Pipeline: {doc['steps']} steps on 4 IPUs"
+    assert len(block) == 3 + 4 and all(len(line) <= 80 for line in block)
+    assert "IPU 1" in block[4] and f"({doc['steps']} steps)" in block[4]
