@@ -130,5 +130,5 @@ def test_summary_gives_the_pipeline_in_json_and_in_80_columns(tmp_path, pva_doub
     text = CliRunner().invoke(cli, ["-q", "summary", str(read_path)]).output
     block = text[text.index("Pipeline:") :].split("\n\n")[0].splitlines()
     assert block[0] == f"Pipeline: {doc['steps']} steps on 4 IPUs"
-    assert len(block) == 3 + 4 and all(len(line) <= 80 for line in block)
-    assert "IPU 1" in block[4] and f"({doc['steps']} steps)" in block[4]
+    assert len(block) == 4 + 4 and all(len(line) <= 80 for line in block)
+    assert "IPU 1" in block[5] and f"({doc['steps']} steps)" in block[5]

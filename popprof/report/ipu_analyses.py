@@ -6,11 +6,9 @@ line fits 80 columns (long names are shortened).
 
 from __future__ import annotations
 
-from ..io import units
+from ..io import units, words
 from .names import short_names
 
-#: The savings in words, in display order.
-SAVING_WORDS = {"fp16": "FP16 storage", "recomputation": "recomputation", "offloading": "offloading"}
 #: Width of a name in a line of the block.
 NAME_WIDTH = 44
 
@@ -54,7 +52,7 @@ def render_fullest_tile(doc: dict | None) -> list[str]:
         for name, row in zip(_names(variables, "name", NAME_WIDTH - 2), variables, strict=True):
             lines.append(f"    {name:<{NAME_WIDTH - 2}} {units.nbytes(row['bytes'])}")
     lines.append("  would free at most:")
-    for key, word in SAVING_WORDS.items():
+    for key, word in words.MEMORY_SAVING_WORDS.items():
         value = (savings.get(key) or {}).get("bytes")
         lines.append(f"    {word:<{NAME_WIDTH - 2}} {'unknown' if value is None else units.nbytes(value)}")
     return lines
@@ -68,7 +66,8 @@ def render_pipeline(doc: dict | None) -> list[str]:
     lines = [
         "",
         f"Pipeline: {units.count(doc['steps'])} steps on {units.count(doc['ipus'])} IPUs",
-        f"  slowest minus mean stage, summed   {units.duration(doc['imbalance_us'])}{share}",
+        f"  {words.STAGE_IMBALANCE} {units.duration(doc['imbalance_us'])}{share}",
+        "    (per step, the slowest stage minus the mean stage, summed)",
         "  stage time per IPU (slowest in how many steps):",
     ]
     for stage in doc["stages"][:16]:

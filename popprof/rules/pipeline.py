@@ -6,7 +6,7 @@ and the gain (the summed imbalance: what balanced stages would save, an upper bo
 
 from __future__ import annotations
 
-from ..io import units
+from ..io import units, words
 from ..metrics.pipeline import pipeline_imbalance, slowest_stage, step_imbalance
 from ..model.profile import Profile
 from .base import Finding, NotEvaluated, RuleContext, band, ipu_run_gain, rule
@@ -41,8 +41,9 @@ def stage_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
     slow = slowest_stage(found)
     stages = ", ".join(f"IPU {s['ipu']} {units.duration(s['stage_us'])}" for s in found["stages"][:8])
     message = (
-        f"{units.count(found['steps'])} steps run stages on {units.count(found['ipus'])} IPUs; the slowest "
-        f"stage exceeds the mean stage by {units.duration(found['imbalance_us'])} in all = "
+        f"{units.count(found['steps'])} steps run stages on {units.count(found['ipus'])} IPUs; "
+        f"{words.STAGE_IMBALANCE} (the slowest stage minus the mean stage, summed over the steps) "
+        f"{units.duration(found['imbalance_us'])} = "
         f"{units.percent(share)} of the run's {units.duration(found['window_us'])} ({severity} at >= "
         f"{units.limit_percent(threshold)}); stage time per IPU: {stages}; IPU {slow} is the slowest in total"
     )

@@ -8,14 +8,11 @@ bytes of the tile). Its severity is ``info``: ``memory.headroom`` and ``memory.t
 
 from __future__ import annotations
 
-from ..io import units
+from ..io import units, words
 from ..metrics import memory as mm
 from ..metrics.tiles import SAVINGS, fullest_tile, overflowed
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, rule
-
-#: The option each saving names, in words for people.
-OPTION_WORDS = {"fp16": "FP16 storage", "recomputation": "recomputation", "offloading": "offloading"}
 
 #: Advice per saving: what to do on the fullest tile.
 OPTION_ADVICE = {
@@ -75,15 +72,18 @@ def fullest(profile: Profile, ctx: RuleContext) -> list[Finding]:
         scope = "on it" if doc["variables_scope"] == "tile" else "of the graph (no tile recorded)"
         parts.append(f"largest variable {scope}: {doc['variables'][0]['name']}")
     frees = [
-        f"{OPTION_WORDS[k]} {units.nbytes(doc['savings'][k]['bytes'])}"
+        f"{words.MEMORY_SAVING_WORDS[k]} {units.nbytes(doc['savings'][k]['bytes'])}"
         if doc["savings"][k]["bytes"] is not None
-        else f"{OPTION_WORDS[k]} unknown"
+        else f"{words.MEMORY_SAVING_WORDS[k]} unknown"
         for k in SAVINGS
     ]
     message = "; ".join(parts) + "; would free at most: " + ", ".join(frees)
     whole = max(float(cap or 0.0), float(used))
     gain = Gain(
-        saving["bytes"], "bytes", f"{OPTION_WORDS[best]} on {where_tile}: {saving['basis']}", whole=whole
+        saving["bytes"],
+        "bytes",
+        f"{words.MEMORY_SAVING_WORDS[best]} on {where_tile}: {saving['basis']}",
+        whole=whole,
     )
     where: dict = {"tiles": [int(doc["tile"])]} if doc["tile"] is not None else {}
     if doc["variables"]:
@@ -91,7 +91,7 @@ def fullest(profile: Profile, ctx: RuleContext) -> list[Finding]:
     return [
         ctx.finding(
             "info",
-            f"Fullest tile: {OPTION_WORDS[best]} frees the most",
+            f"Fullest tile: {words.MEMORY_SAVING_WORDS[best]} frees the most",
             message,
             value=float(saving["bytes"]),
             threshold=float(ctx.params["min_fill"]),
