@@ -66,8 +66,8 @@ def test_known_stage_times_give_slowest_minus_mean_per_step(tmp_path, pva_double
 
 def test_the_rule_prices_the_imbalance_on_the_idle_and_sync_time(tmp_path, pva_double):
     read = _written(tmp_path, _with_stages("unbalanced", [1_000, 3_000, 2_000, 2_000], sync_cycles=5_000))
-    found = check(read, rules=["pipeline.stage-imbalance"])
-    (f,) = found.by_rule("pipeline.stage-imbalance")
+    found = check(read, rules=["distributed.stage-imbalance"])
+    (f,) = found.by_rule("distributed.stage-imbalance")
     figure = pipeline_imbalance(read)
     gain = f.estimated_gain
     assert gain.unit == "us" and gain.rests_on == ("idle", "sync")
@@ -83,7 +83,7 @@ def test_the_rule_prices_the_imbalance_on_the_idle_and_sync_time(tmp_path, pva_d
 def test_balanced_stages_give_no_finding(tmp_path, pva_double):
     read = _written(tmp_path, _with_stages("balanced", [2_000, 2_000, 2_000, 2_000], sync_cycles=500))
     assert pipeline_imbalance(read)["imbalance_us"] == pytest.approx(0.0)
-    assert not check(read, rules=["pipeline.stage-imbalance"]).by_rule("pipeline.stage-imbalance")
+    assert not check(read, rules=["distributed.stage-imbalance"]).by_rule("distributed.stage-imbalance")
 
 
 def test_replicas_of_one_ipu_are_not_stages(tmp_path, pva_double):
@@ -94,7 +94,7 @@ def test_replicas_of_one_ipu_are_not_stages(tmp_path, pva_double):
     synth.set_table("steps", steps)
     read = _written(tmp_path, synth)
     assert stage_times(read).empty and pipeline_imbalance(read) is None
-    assert not check(read, rules=["pipeline.stage-imbalance"]).by_rule("pipeline.stage-imbalance")
+    assert not check(read, rules=["distributed.stage-imbalance"]).by_rule("distributed.stage-imbalance")
 
 
 def test_with_replicas_a_step_is_balanced_within_its_replica(tmp_path, pva_double):
@@ -117,7 +117,7 @@ def test_single_ipu_and_profiles_without_execution_give_nothing(tmp_path, pva_do
     assert pipeline_imbalance(single) is None
     noexec = _written(tmp_path, make_profile(name="noexec", num_ipus=2, execution=False, seed=3, **SMALL))
     assert pipeline_imbalance(noexec) is None
-    assert check(noexec, rules=["pipeline.stage-imbalance"]).not_evaluated
+    assert check(noexec, rules=["distributed.stage-imbalance"]).not_evaluated
 
 
 def test_summary_gives_the_pipeline_in_json_and_in_80_columns(tmp_path, pva_double):

@@ -16,7 +16,7 @@ STAGE_WAIT_PARTS: tuple[str, ...] = ("idle", "sync")
 
 
 @rule(
-    "pipeline.stage-imbalance",
+    "distributed.stage-imbalance",
     "pipeline stages out of balance across IPUs: per step, the slowest stage minus the mean stage, summed",
     needs=["steps"],
     params={"warning": 0.10, "error": 0.30},
