@@ -19,6 +19,8 @@ the profile has no steps on two IPUs of a replica (one IPU, or replicas of one I
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -48,57 +50,106 @@ def ipus_per_replica(profile: Profile) -> int | None:
     return max(1, int(ipus) // num_replicas(profile))
 
 
-def stage_times(profile: Profile) -> pd.DataFrame:
-    """Per pipeline step and active IPU: ``step, ipu, replica, stage_us`` (empty without pipeline steps)."""
-    empty = pd.DataFrame(
-        {
-            "step": pd.Series(dtype="int64"),
-            "ipu": pd.Series(dtype="int64"),
-            "replica": pd.Series(dtype="int64"),
-            "stage_us": pd.Series(dtype="float64"),
-        }
-    )
+@dataclass(frozen=True)
+class StageGrid:
+    """The stage time of every IPU in every pipeline step: ``stage_us[s, i]`` of step ``steps[s]`` on IPU
+    ``ipus[i]`` (0 where the IPU ran no stage work, or its replica had fewer than two active IPUs)."""
+
+    steps: np.ndarray
+    ipus: np.ndarray
+    replica: np.ndarray  # per IPU column: its replica's code (0..R-1)
+    stage_us: np.ndarray  # (steps, ipus)
+    active: np.ndarray  # (steps, replicas): the replica's active IPUs in that step (0 where not counted)
+
+
+def stage_grid(profile: Profile) -> StageGrid | None:
+    """The :class:`StageGrid` of the profile's pipeline steps; None without them."""
+    return profile.cached("pipeline.stage_grid", lambda: _stage_grid(profile))
+
+
+def _not_stage_work(category: pd.Series) -> np.ndarray:
+    """Per step row: its category is not a stage's work (compared once per category when categorical)."""
+    if isinstance(category.dtype, pd.CategoricalDtype):
+        hits = np.flatnonzero(np.asarray(category.cat.categories.astype("str").isin(NOT_STAGE_WORK)))
+        return np.isin(category.cat.codes.to_numpy(), hits)
+    return category.astype("str").isin(NOT_STAGE_WORK).to_numpy()
+
+
+def _stage_grid(profile: Profile) -> StageGrid | None:
     steps = profile.get("steps")
     clock = _clock_hz(profile)
     if steps is None or steps.empty or clock is None or not steps["cycles"].notna().any():
-        return empty
-    work = steps[~steps["category"].astype("str").isin(NOT_STAGE_WORK)]
-    frame = pd.DataFrame(
+        return None
+    work = ~_not_stage_work(steps["category"])
+    step_code, step_ids = pd.factorize(steps["step"].to_numpy(dtype=np.int64)[work], sort=True)
+    ipu_code, ipu_ids = pd.factorize(steps["ipu"].to_numpy(dtype=np.int64)[work], sort=True)
+    if not len(step_ids):
+        return None
+    cycles = steps["cycles"].to_numpy(dtype="float64", na_value=0.0)[work]
+    n_steps, n_ipus = len(step_ids), len(ipu_ids)
+    grid = np.bincount(step_code * n_ipus + ipu_code, weights=cycles, minlength=n_steps * n_ipus)
+    grid = grid.reshape(n_steps, n_ipus) * (1e6 / clock)
+    ipus = np.asarray(ipu_ids, dtype=np.int64)
+    per_replica = ipus_per_replica(profile) or int(ipus.max()) + 1
+    replica_code, _ = pd.factorize(ipus // per_replica, sort=True)
+    on = grid > 0
+    active = np.stack([on[:, replica_code == r].sum(axis=1) for r in range(int(replica_code.max()) + 1)], 1)
+    active = np.where(active >= 2, active, 0)  # a replica with one active IPU has no stages to balance
+    counted = on & (active[:, replica_code] > 0)
+    rows = counted.any(axis=1)
+    if not rows.any():
+        return None
+    return StageGrid(
+        np.asarray(step_ids, dtype=np.int64)[rows],
+        ipus,
+        replica_code,
+        np.where(counted, grid, 0.0)[rows],
+        active[rows],
+    )
+
+
+def stage_times(profile: Profile) -> pd.DataFrame:
+    """Per pipeline step and active IPU: ``step, ipu, replica, stage_us`` (empty without pipeline steps)."""
+    found = stage_grid(profile)
+    if found is None:
+        return pd.DataFrame(
+            {
+                "step": pd.Series(dtype="int64"),
+                "ipu": pd.Series(dtype="int64"),
+                "replica": pd.Series(dtype="int64"),
+                "stage_us": pd.Series(dtype="float64"),
+            }
+        )
+    row, col = np.nonzero(found.stage_us)
+    return pd.DataFrame(
         {
-            "step": work["step"].astype("int64"),
-            "ipu": work["ipu"].astype("int64"),
-            "cycles": work["cycles"].astype("float64").fillna(0.0),
+            "step": found.steps[row],
+            "ipu": found.ipus[col],
+            "replica": found.replica[col].astype(np.int64),
+            "stage_us": found.stage_us[row, col],
         }
     )
-    frame = frame.groupby(["step", "ipu"], sort=True, as_index=False)["cycles"].sum()
-    frame = frame[frame["cycles"] > 0]
-    per_replica = ipus_per_replica(profile) or int(frame["ipu"].max() + 1 if len(frame) else 1)
-    frame["replica"] = frame["ipu"] // per_replica
-    active = frame.groupby(["step", "replica"])["ipu"].transform("size")
-    frame = frame[active >= 2]
-    if frame.empty:
-        return empty
-    frame["stage_us"] = frame["cycles"] / clock * 1e6
-    return frame[["step", "ipu", "replica", "stage_us"]].reset_index(drop=True)
 
 
 def step_imbalance(profile: Profile) -> pd.DataFrame:
     """Per pipeline step: ``step, ipus`` (active), ``slowest_ipu, slowest_us, mean_us, imbalance_us``."""
-    stages = stage_times(profile)
-    if stages.empty:
+    found = stage_grid(profile)
+    if found is None:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
-    slowest_rows = stages.loc[stages.groupby("step")["stage_us"].idxmax()]
-    means = stages.groupby(["step", "replica"])["stage_us"].mean().groupby("step").max()
+    grid, active = found.stage_us, found.active
+    sums = np.stack([grid[:, found.replica == r].sum(axis=1) for r in range(active.shape[1])], 1)
+    means = np.where(active > 0, sums / np.maximum(active, 1), -np.inf).max(axis=1)
+    slowest = grid.max(axis=1)
     out = pd.DataFrame(
         {
-            "step": slowest_rows["step"].to_numpy(),
-            "ipus": stages.groupby("step")["ipu"].size().to_numpy(),
-            "slowest_ipu": slowest_rows["ipu"].to_numpy(),
-            "slowest_us": slowest_rows["stage_us"].to_numpy(),
-            "mean_us": means.to_numpy(),
+            "step": found.steps,
+            "ipus": active.sum(axis=1),
+            "slowest_ipu": found.ipus[grid.argmax(axis=1)],
+            "slowest_us": slowest,
+            "mean_us": means,
         }
     )
-    out["imbalance_us"] = (out["slowest_us"] - out["mean_us"]).clip(lower=0.0)
+    out["imbalance_us"] = np.maximum(slowest - means, 0.0)
     return out
 
 
@@ -112,14 +163,15 @@ def pipeline_imbalance(profile: Profile) -> dict | None:
     per_step = step_imbalance(profile)
     if per_step.empty:
         return None
-    stages = stage_times(profile)
-    totals = stages.groupby("ipu")["stage_us"].sum()
+    found = stage_grid(profile)
+    totals = pd.Series(found.stage_us.sum(axis=0), index=found.ipus)
+    totals = totals[totals > 0]
     slowest_counts = per_step["slowest_ipu"].value_counts()
     imbalance = float(per_step["imbalance_us"].sum())
     window = total_time_us(profile)
     worst = per_step.sort_values("imbalance_us", ascending=False, kind="stable").head(5)
     return {
-        "ipus": int(stages["ipu"].nunique()),
+        "ipus": int(len(totals)),
         "steps": int(len(per_step)),
         "imbalance_us": imbalance,
         "slowest_sum_us": float(per_step["slowest_us"].sum()),
