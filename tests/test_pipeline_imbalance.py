@@ -132,3 +132,20 @@ def test_summary_gives_the_pipeline_in_json_and_in_80_columns(tmp_path, pva_doub
     assert block[0] == f"Pipeline: {doc['steps']} steps on 4 IPUs"
     assert len(block) == 4 + 4 and all(len(line) <= 80 for line in block)
     assert "IPU 1" in block[5] and f"({doc['steps']} steps)" in block[5]
+
+
+def test_check_prints_both_findings_in_80_columns(tmp_path, pva_double):
+    """The findings read in ``check``'s text (where, evidence) and its JSON, on a pipelined profile whose
+    fullest tile is explained too."""
+    path = tmp_path / "pipe" / "profile.pop"
+    report_store().write_pop(_with_stages("pipe", [1_000, 3_000, 2_000, 2_000], sync_cycles=5_000), path)
+    rules = ["--rule", "distributed.stage-imbalance", "--rule", "memory.fullest-tile", "--fail-on", "never"]
+    text = CliRunner().invoke(cli, ["-q", "check", str(path), *rules])
+    assert text.exit_code == 0, text.output[-2000:]
+    assert "Pipeline stages out of balance" in text.output and "Fullest tile:" in text.output
+    assert all(len(line) <= 80 for line in text.output.splitlines())
+    result = CliRunner().invoke(cli, ["-q", "check", str(path), *rules, "--format", "json"])
+    findings = {f["rule_id"]: f for f in json.loads(result.output)["profiles"][0]["findings"]}
+    steps = step_imbalance(popprof.open(path))["step"]
+    assert findings["distributed.stage-imbalance"]["where"]["steps"] == [int(steps.min()), int(steps.max())]
+    assert findings["memory.fullest-tile"]["estimated_gain"]["unit"] == "bytes"

@@ -64,7 +64,7 @@ def stage_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=float(threshold),
             where={
                 "ipus": [int(s["ipu"]) for s in found["stages"]],
-                "steps": [int(s) for s in evidence["step"].head(10)],
+                "steps": (int(evidence["step"].min()), int(evidence["step"].max())),
             },
             evidence=evidence.reset_index(drop=True),
             platform="ipu",
