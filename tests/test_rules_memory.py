@@ -109,6 +109,7 @@ def test_synthetic_roomy_profile_has_no_memory_errors():
         "memory.tile-imbalance",
         "memory.liveness-peak",
         "memory.gaps",
+        "memory.fullest-tile",
     }
 
 

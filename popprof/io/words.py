@@ -54,6 +54,16 @@ COMMUNICATION_WORD = {GPU: "communication", IPU: "all exchange"}
 MEMORY_WORD = {GPU: "copies", IPU: "stream copies"}
 
 
+#: What a pipelined IPU run loses per step to unbalanced stages: the slowest stage minus the mean stage.
+STAGE_IMBALANCE = "stage imbalance"
+#: The options that free memory on the fullest tile, by the key of its savings (``metrics/tiles.py``).
+MEMORY_SAVING_WORDS: dict[str, str] = {
+    "fp16": "FP16 storage",
+    "recomputation": "recomputation",
+    "offloading": "offloading",
+}
+
+
 def category_word(code: object, platform: str | None) -> str:
     """The word for people of a category code on ``platform`` (``"gpu"`` or ``"ipu"``; other: IPU's).
 

@@ -19,6 +19,8 @@ from ..trace.activity import is_device_activity
 from . import compute, shared
 from .execution import ipu_count
 from .memory import failed_compilations, memory_by_category
+from .pipeline import pipeline_imbalance
+from .tiles import fullest_tile
 
 TOP_PROGRAMS = 10
 
@@ -299,12 +301,29 @@ def launches_section(profile: Profile) -> dict | None:
     return section(profile)
 
 
+def pipeline_section(profile: Profile) -> dict | None:
+    """Pipeline-stage imbalance across IPUs (:func:`popprof.metrics.pipeline.pipeline_imbalance`); None
+    without execution steps on two IPUs of a replica."""
+    if not profile.has("steps"):
+        return None
+    return pipeline_imbalance(profile)
+
+
+def fullest_tile_section(profile: Profile) -> dict | None:
+    """The fullest tile explained (:func:`popprof.metrics.tiles.fullest_tile`); None without tile memory."""
+    if not any(profile.has(t) for t in ("tiles", "memory_totals", "out_of_memory")):
+        return None
+    return fullest_tile(profile)
+
+
 #: Sections in display order: (key, function).
 SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("target", target_section),
     ("graph", graph_section),
     ("memory", memory_section),
+    ("fullest_tile", fullest_tile_section),
     ("execution", execution_section),
+    ("pipeline", pipeline_section),
     ("time_account", time_account_section),
     ("devices", devices_section),
     ("iterations", iterations_section),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..io import units, words
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
+from .ipu_analyses import render_fullest_tile, render_pipeline
 from .names import short_names
 
 # -- text rendering ---------------------------------------------------------
@@ -109,6 +110,7 @@ def render_text(summary: dict) -> str:
             )
         if len(lines) == heading:  # the source gives no memory figure (a job log's Target and Graph only)
             del lines[heading - 2 :]
+    lines += render_fullest_tile(summary.get("fullest_tile"))
     e = summary.get("execution")
     if e and e.get("source") == "summary":
         lines += _render_execution_totals(e)
@@ -133,6 +135,7 @@ def render_text(summary: dict) -> str:
                 f"    {units.count(p['cycles']):>14}  {units.percent(p['share']):>7}  "
                 f"{words.category_word(p['category'], words.IPU):<15} {p['program']}"
             )
+    lines += render_pipeline(summary.get("pipeline"))
     fmt, left_out = summary.get("source_format"), steps_left_out(summary)
     if summary.get("devices"):
         lines += render_device_table(summary["devices"], source_format=fmt, steps_left_out=left_out)
