@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from gzip import BadGzipFile
 from pathlib import Path
@@ -14,11 +15,13 @@ from ...io.files import open_json
 from ...io.heap import release_free_memory
 from .columns import Parsed
 from .events import StreamState
-from .framing import TRIM_EVERY, Unframeable, blocks
+from .framing import TRIM_EVERY, Unframeable, blocks, head_members, members_after_array
 from .longevent import Misframed, Unfinished
 from .plan import Plan
 
 CHUNK_EVENTS = 1 << 14
+#: the bytes an ijson pass keeps of its stream's start and end, where the members around the event array are
+EDGE_BYTES = 1 << 20
 
 
 def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", flows: bool = True) -> Parsed:
@@ -55,8 +58,9 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
 
         batch: list = []
         append = batch.append
+        edges = _Edges(handle)
         try:
-            for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 16):
+            for ev in ijson.items(edges, prefix, use_float=True, buf_size=1 << 16):
                 append(ev)
                 if len(batch) >= CHUNK_EVENTS:
                     parsed += len(batch)
@@ -67,6 +71,9 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
         if batch:
             parsed += len(batch)
             state.take(batch)
+        if prefix != "item":  # the members around the event array, as the block parsers read them
+            state.top.update(head_members(edges.head))
+            state.top.update(members_after_array(edges.last(), prefix))
     return Parsed(
         state.names.labels,
         state.cats.labels,
@@ -89,6 +96,31 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
         state.flow_labels.labels,
         flow_count=state.flow_count,
     )
+
+
+class _Edges:
+    """A byte stream read through, keeping its first and last :data:`EDGE_BYTES` (the members around the event
+    array, which ijson's ``items`` passes over: one pass, also for gzip)."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self.head = b""
+        self._tail: deque[bytes] = deque()
+        self._kept = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        if len(self.head) < EDGE_BYTES:
+            self.head += data[: EDGE_BYTES - len(self.head)]
+        self._tail.append(data)
+        self._kept += len(data)
+        while self._kept - len(self._tail[0]) >= EDGE_BYTES:
+            self._kept -= len(self._tail.popleft())
+        return data
+
+    def last(self) -> bytes:
+        """The last bytes read (at least :data:`EDGE_BYTES` of them when the stream had that many)."""
+        return b"".join(self._tail)
 
 
 def _until_unfinished(events: Iterator, ended: list[str]) -> Iterator:

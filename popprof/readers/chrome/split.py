@@ -17,7 +17,7 @@ from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.workers import allow_import, refuse_import
 from .columns import Ids, Interner, Parsed
-from .framing import BOUNDARY, Unframeable, array_ends, tail_members
+from .framing import BOUNDARY, Unframeable, event_array_end, tail_members
 from .longevent import Misframed
 from .parse import UNFRAMED, parse_stream
 
@@ -120,11 +120,12 @@ def _split_plan(
     if is_gzip(path):
         return None
     with open(path, "rb") as handle:
-        # where the array ends: the last "]" whose remainder closes the document (if a later array also
-        # qualifies, the last part fails to parse and the caller falls back to one pass)
+        # where the array ends: the last "]" whose remainder closes the document and that ends an event (a
+        # later array, such as Kineto's INFO lines, closes the document too); a wrong one would make the last
+        # part fail to parse, and the caller fall back to one pass
         handle.seek(size - min(size, 1 << 20))
         last = handle.read()
-        end = next(array_ends(last, prefix), None)
+        end = event_array_end(last, prefix)
         if end is None:
             return None
         array_end = size - len(last) + end
