@@ -88,9 +88,7 @@ def _read(path: Path, plan: Plan, *, with_args: bool, device_map, flows: bool) -
     before = snapshot(path)  # every read checks the file is still this one (a rewrite mid-read: one line)
     prefix = event_prefix(path)
     workers = None
-    if (
-        plan.workers == 2
-    ):  # the worker a command started before its imports (early.start), else one started now
+    if plan.workers == 2:  # the worker a command started before its imports (early.start), else one now
         workers = early.adopt(prefix, with_args, before, flows, plan.parser) or split.start_parallel(
             path, prefix, with_args, FORMAT, before, flows=flows, parser=plan.parser
         )

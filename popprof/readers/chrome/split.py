@@ -305,7 +305,8 @@ class Workers:
         import concurrent.futures
 
         theirs: dict[int, Parsed] = {}
-        waiting = list(self._futures)
+        # the futures are held here only: a future keeps its result (a piece's pickle) until it is dropped
+        waiting, self._futures = self._futures, []
 
         def take_ready(wait: bool = False) -> None:  # the worker's pieces that are back
             for future in list(waiting):
@@ -313,6 +314,7 @@ class Workers:
                     waiting.remove(future)
                     if (result := future.result()) is not None:
                         theirs[result[0]] = _unpacked(result[1])
+                    del future, result  # the pickle goes with its future
 
         try:
             done = dict(_parse_front(self._jobs, self._claims, take_ready))
