@@ -77,6 +77,7 @@ def _until(condition, what: str) -> None:
 
 
 @pytest.mark.skipif(not LINUX, reason="the parent-death signal and /proc are Linux's")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: the read starts no worker")
 @pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
 def test_a_killed_reader_leaves_no_process_and_no_file(large_trace: Path, tmp_path: Path, kill: int) -> None:
     temp = tmp_path / "temp"
@@ -123,6 +124,7 @@ def _events_digest(profile: popprof.Profile) -> int:
     return int(pd.util.hash_pandas_object(profile.events, index=False).sum())
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: the read starts no worker")
 def test_a_read_without_dev_shm_runs_in_one_process(large_trace: Path, monkeypatch) -> None:
     """``sem_open`` fails with ENOENT where there is no /dev/shm: the split's lock cannot be made, so the read
     is one pass in this process, with the same tables, and the plan says why."""

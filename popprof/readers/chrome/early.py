@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import progress
+from ...io import parallel, progress
 from ...io.files import is_gzip, read_head, snapshot
 from ...model.errors import InputError
 from . import plan, split
@@ -42,7 +42,14 @@ def start(path: str | Path, *, with_args: bool = False, flows: bool = True) -> b
         if before is None or before[2] < plan.PARALLEL_MIN_BYTES or not sniff(path, read_head(path)):
             return False
         prefix = event_prefix(path)
-        chosen = plan.choose(None, None, size=before[2], compressed=is_gzip(path), with_args=with_args)
+        chosen = plan.choose(
+            None,
+            None,
+            size=before[2],
+            compressed=is_gzip(path),
+            with_args=with_args,
+            parallel_ok=parallel.cores() >= 2,
+        )
     except (OSError, ValueError, InputError):
         return False
     if chosen.workers < 2:
