@@ -36,13 +36,12 @@ _LAZY = {
     "config": ("io.config", None),  # popprof.config.load_config(): the project's [tool.popprof]
     "limits": ("io.limits", None),  # popprof.limits.using(text_bytes="1G"): the input limits for a block
     "Profile": ("model.profile", "Profile"),
-    "open": ("readers", "open_profile"),
     "open_all": ("readers", "open_all"),
 }
 
 
 def __getattr__(name: str) -> object:
-    """``popprof.config``, ``popprof.Profile``, ``popprof.open`` and ``popprof.open_all``, imported when first used."""
+    """``popprof.config``, ``popprof.Profile`` and ``popprof.open_all``, imported when first used."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
@@ -56,6 +55,40 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+def open(  # noqa: A001 - popprof.open, as in pandas' read_x: the facade's one way in
+    path: PathLike,
+    engine: str | None = None,
+    *,
+    parser: str | None = None,
+    workers: int | None = None,
+    with_args: bool = False,
+    device_map: Mapping[str, str | None] | str | None = None,
+    config: Mapping[str, object] | None = None,
+    **options: object,
+) -> Profile:
+    """Open one profile (any format popprof reads) as a :class:`Profile`.
+
+    ``engine``: for a run directory holding several Poplar engines, the one to open. For a Chrome / Kineto
+    trace, ``parser`` (``"arrow"``, ``"orjson"`` or ``"ijson"``) and ``workers`` (1 or 2 processes) name
+    how it is read; ``None`` lets the reader choose (``docs/traces.md``, "The plan"), and
+    ``profile.metadata["chrome.parser"]`` / ``["chrome.workers"]`` say what ran. A ``profile.pop``
+    reader takes ``workers`` as its number of step-reading processes. ``with_args`` keeps each event's
+    ``args``; ``device_map`` overrides the device-activity mapping; ``config`` is the project's
+    ``[tool.popprof]`` table (:func:`popprof.config.load_config`). Other options go to the reader.
+    """
+    from .readers import open_profile
+    from .readers.chrome.plan import check_request
+
+    check_request(parser)  # a parser that cannot be right: one line before any file is opened
+    if parser is not None:
+        options["parser"] = parser
+    if workers is not None:
+        options["workers"] = workers
+    if config is not None:
+        options["config"] = dict(config)
+    return open_profile(path, engine, with_args=with_args, device_map=device_map, **options)
 
 
 def _profile(value: Profile | PathLike) -> Profile:

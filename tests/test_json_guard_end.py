@@ -14,7 +14,7 @@ from popprof.cli import main
 from popprof.io import bounded
 from popprof.model.errors import InputError
 from popprof.readers import chrome
-from popprof.readers.chrome import split
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_gzip_and_array_form_and_sdk1_json_are_refused_too(tmp_path, capsys):
 def test_the_split_parse_refuses_text_after_the_value(tmp_path, monkeypatch):
     """A large plain file is parsed on two processes; text after its value still ends in the one error."""
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=3, args="kineto", layers=4)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     assert chrome.read(path).meta["chrome.parse_parts"] != "1"  # the split runs on the clean file
     data = path.read_bytes()
     for tail in (TAILS["log line"], data):

@@ -86,18 +86,31 @@ def test_a_killed_worker_leaves_its_jobs_to_this_process():
     assert not multiprocessing.active_children()
 
 
-def test_leaving_the_pool_by_an_interrupt_ends_busy_workers_quietly(capfd):
-    start = time.monotonic()
+def _say_then_sleep(job: tuple[str, float]) -> None:
+    """Write a line to the pipe ``job[0]`` (the job has started in a worker), then sleep ``job[1]`` seconds."""
+    with open(job[0], "w") as pipe:
+        pipe.write("started\n")
+    time.sleep(job[1])
+
+
+def test_leaving_the_pool_by_an_interrupt_ends_busy_workers_quietly(capfd, tmp_path):
+    """Both workers are inside a job (each has said so through a FIFO: no polling of the pool's state) when
+    the interrupt leaves the block; both are ended, none is left, and nothing is printed. The pool's close
+    reads each exit from the worker's sentinel, never from a second waitpid racing the executor's thread."""
+    fifos = [tmp_path / f"started-{i}" for i in range(2)]
+    for fifo in fifos:
+        os.mkfifo(fifo)
     with pytest.raises(KeyboardInterrupt), parallel.process_pool(2) as pool:
-        future = pool.submit(_sleep, 30)
-        pool.submit(_sleep, 30)
-        while not future.running():
-            time.sleep(0.01)
+        for fifo in fifos:
+            pool.submit(_say_then_sleep, (str(fifo), 300))
+        for fifo in fifos:  # blocks until that job runs in a worker
+            with open(fifo) as pipe:
+                assert pipe.readline() == "started\n"
         processes = pool.processes()
         raise KeyboardInterrupt
-    assert processes and not any(p.is_alive() for p in processes)
+    assert len(processes) == 2 and not any(p.is_alive() for p in processes)
+    assert all(p.exitcode == -15 for p in processes)  # SIGTERM, not the SIGKILL after JOIN_SECONDS
     assert not multiprocessing.active_children()
-    assert time.monotonic() - start < 10
     assert "Traceback" not in capfd.readouterr().err  # SIGTERM ends a worker silently (quiet_worker)
 
 

@@ -12,6 +12,7 @@ from popprof.metrics.summary import summarise
 from popprof.model.errors import MissingTableError
 from popprof.model.profile import Deferred, Profile
 from popprof.readers import chrome
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 
 
@@ -86,7 +87,7 @@ def test_a_split_read_that_counts_flows_equals_a_full_one(tmp_path: Path, monkey
     from popprof.readers.chrome import split
 
     path = synth.write_chrome_trace(tmp_path / "k.json", 30, seed=5, args="kineto", layers=4)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 20)
     full = chrome.read(path)
     counted = chrome.read(path, flows_on_use=True)

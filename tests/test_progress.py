@@ -14,6 +14,7 @@ from popprof.cli import main
 from popprof.io import progress
 from popprof.io.files import open_binary
 from popprof.readers.chrome import framing, split
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 
 AMOUNT = re.compile(r"(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) (bytes|kB|MB|GB)")
@@ -90,7 +91,7 @@ def test_reading_a_compressed_trace_counts_compressed_bytes(terminal, traces, mo
 
 def test_worker_processes_count_their_bytes_too(terminal, traces, monkeypatch):
     """A large plain trace is parsed in parts by forked workers; their reads reach the bar."""
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split.parallel, "cores", lambda: 2)
     started = []
     real_start = split.start_parallel
@@ -109,7 +110,7 @@ def test_a_worker_started_before_the_read_counts_its_bytes_too(terminal, traces,
     read before the bar existed: the meter is made with it (progress.prepare_meter) and the read takes it."""
     from popprof.readers.chrome import early
 
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split.parallel, "cores", lambda: 2)
     path = traces[1]
 

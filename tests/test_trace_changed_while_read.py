@@ -16,6 +16,7 @@ from popprof.cli import main
 from popprof.io.files import ChangedWhileRead
 from popprof.readers import chrome
 from popprof.readers.chrome import events, framing, split
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 
 
@@ -49,7 +50,7 @@ def trace(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("how", ["same-size", "cut"])
 def test_a_rewrite_during_the_split_parse_is_refused(trace, monkeypatch, how):
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", trace.stat().st_size // 40)
     assert int(chrome.read(trace).meta["chrome.parse_parts"]) >= 8  # the split runs on the untouched file
     monkeypatch.setenv("POPPROF_TEST_REWRITE", how)
@@ -65,7 +66,7 @@ def test_a_rewrite_during_the_serial_parse_is_one_line_exit_2(tmp_path, monkeypa
         f'{{"ph":"X","name":"op{i % 50}","pid":1,"tid":{i % 4},"ts":{i},"dur":1}}' for i in range(48_000)
     )
     trace.write_text('{"traceEvents":[\n' + rows + "\n]}\n")
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 1 << 62)
     monkeypatch.setattr(framing, "BLOCK_BYTES", 1 << 16)
     monkeypatch.setattr(framing, "FAST_BLOCK_BYTES", 1 << 16)
     blocks: list[int] = []
@@ -104,7 +105,7 @@ def test_a_parse_worker_ends_silently_on_sigterm_and_the_read_goes_on(trace, mon
     file in one serial pass instead."""
     from popprof.cli import _on_sigterm
 
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", trace.stat().st_size // 40)
     monkeypatch.setenv("POPPROF_TEST_MAIN_PID", str(os.getpid()))
     monkeypatch.setattr(split, "_parse_part", _slow_in_a_worker)

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import os
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from popprof.io import sources
 from popprof.model.errors import InputError
 from popprof.readers import chrome, detect, read_path
 from popprof.readers.chrome import framing, parse, sniffing, split
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 from popprof.trace import frame
 
@@ -249,7 +251,7 @@ def test_input_is_not_modified(fixtures_dir: Path) -> None:
 def test_parallel_parse_equals_serial(tmp_path: Path, monkeypatch) -> None:
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=3, args="all")
     serial = chrome.read(path, parallel=False)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     parallel = chrome.read(path, with_args=False)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert _plain(parallel.events) == _plain(serial.events)
@@ -293,7 +295,7 @@ def test_parallel_parse_in_many_pieces_equals_serial(tmp_path: Path, monkeypatch
     serial = chrome.read(path, parallel=False)
     log = tmp_path / "pieces.log"
     monkeypatch.setenv("POPPROF_TEST_PIECE_LOG", str(log))
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 40)
     monkeypatch.setattr(split, "_parse_part", _logged_part)
     parallel = chrome.read(path)
@@ -363,7 +365,7 @@ def test_parallel_parse_ends_the_worker_before_the_tables(tmp_path: Path, monkey
     builds the tables), and the file's SHA-256 is made in this process, equal to the serial read's."""
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
     serial = chrome.read(path, parallel=False)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     started: list = []
     start_parallel = split.start_parallel
 
@@ -427,7 +429,7 @@ def test_parallel_parse_keeps_string_pids_of_a_kineto_trace(tmp_path: Path, monk
         )
     )
     serial = chrome.read(path, parallel=False)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     parallel = chrome.read(path)
     assert parallel.meta["chrome.parse_parts"] == "2"
     assert _plain(parallel.events) == _plain(serial.events)
@@ -718,46 +720,47 @@ def test_counter_with_a_non_numeric_timestamp_is_counted_not_fatal(tmp_path: Pat
 
 
 def _parse_both_ways(tmp_path: Path, text: str, *, with_args: bool):
-    """``text`` written to a file and parsed by the block parser (orjson, with the Arrow fast path) and by ijson."""
+    """``text`` written to a file and parsed by the block parser (Arrow and orjson; orjson alone with ``args``)
+    and by ijson."""
     path = tmp_path / "t.json"
     path.write_text(text)
     prefix = sniffing.event_prefix(path)
     parsed = []
-    for engine in ("orjson", "ijson"):
+    for parser in ("orjson" if with_args else "arrow", "ijson"):
         with open(path, "rb") as handle:
-            parsed.append(parse.parse_stream(handle, prefix, with_args, engine))
+            parsed.append(parse.parse_stream(handle, prefix, with_args, parser))
     return parsed[0], parsed[1]
 
 
 def test_the_parallel_switch_turns_the_split_parse_off(tmp_path: Path, monkeypatch) -> None:
     """POPPROF_PARALLEL=0 (io/parallel's one switch) reaches the split parse: one pass in this process."""
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=3, args="kineto", layers=4)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     assert chrome.read(path).meta["chrome.parse_parts"] == "2"
     monkeypatch.setenv("POPPROF_PARALLEL", "0")
     assert chrome.read(path).meta["chrome.parse_parts"] == "1"
 
 
-def test_the_workers_pieces_come_back_through_a_folder_that_is_then_removed(
+def test_the_workers_pieces_come_back_through_the_pool_as_protocol_5_pickles(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """Each piece the worker parsed is a parcel in a folder of its own (not pickled through the pool's pipe);
-    the read gives the serial read's tables and leaves no folder behind."""
-    from popprof.io import handoff
+    """Each piece the worker parsed comes back through the pool's pipe, pickled with protocol 5 (no file
+    anywhere: the temporary folder stays empty); the read gives the serial read's tables and names its plan."""
+    import pickletools
 
     path = synth.write_chrome_trace(tmp_path / "t.json", 30, seed=5, args="kineto", layers=4)
-    serial = chrome.read(path, parallel=False)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    serial = chrome.read(path, workers=1)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 20)
-    ram = tmp_path / "ram"
-    ram.mkdir()
-    monkeypatch.setattr(handoff, "RAM_FOLDER", ram)
-    taken: list[object] = []
-    take = handoff.take
-    monkeypatch.setattr(handoff, "take", lambda parcel: taken.append(parcel) or take(parcel))
-    parallel = chrome.read(path)
-    assert int(parallel.meta["chrome.parse_parts"]) > 2
-    assert taken and all(isinstance(parcel, handoff.Parcel) for parcel in taken)
-    assert list(ram.iterdir()) == []
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    taken: list[bytes] = []
+    unpacked = split._unpacked
+    monkeypatch.setattr(split, "_unpacked", lambda data: taken.append(data) or unpacked(data))
+    parallel = chrome.read(path, workers=2)
+    assert int(parallel.meta["chrome.parse_parts"]) > 2 and parallel.meta["chrome.workers"] == "2"
+    assert taken and all(next(pickletools.genops(data))[1] == 5 for data in taken)  # the PROTO opcode
+    assert list(temp.iterdir()) == []
     assert parallel.events.equals(serial.events)
     assert parallel.flows.equals(serial.flows)

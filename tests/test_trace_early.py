@@ -16,6 +16,7 @@ import pytest
 
 import popprof
 from popprof.readers.chrome import early, split
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +32,7 @@ def trace(tmp_path_factory) -> Path:
 @pytest.fixture
 def small_pieces(trace: Path, monkeypatch) -> None:
     """Split the (small) test trace as a large one would be: in pieces, on two processes."""
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", trace.stat().st_size // 40)
 
 
@@ -43,8 +44,10 @@ def _serial(trace: Path, monkeypatch) -> popprof.Profile:
 
 def _same_tables(a: popprof.Profile, b: popprof.Profile) -> None:
     assert a.tables.keys() == b.tables.keys()
-    parts = "chrome.parse_parts"  # the one figure that says how the file was parsed
-    assert {k: v for k, v in a.meta.items() if k != parts} == {k: v for k, v in b.meta.items() if k != parts}
+    how = chrome_plan.KEYS  # the figures that say how the file was parsed
+    assert {k: v for k, v in a.meta.items() if k not in how} == {
+        k: v for k, v in b.meta.items() if k not in how
+    }
     for name in a.tables.keys() - {"metadata"}:
         # categories are numbered in the order the parse met them: the values are what must agree
         pd.testing.assert_frame_equal(
@@ -148,16 +151,17 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
         import numpy as np
         from pathlib import Path
         from popprof.readers.chrome import early, split
+        from popprof.readers.chrome import plan as chrome_plan
         from popprof.readers.chrome.parse import parse_file
         path = Path({str(path)!r})
-        split.PARALLEL_MIN_BYTES = 0
+        chrome_plan.PARALLEL_MIN_BYTES = 0
         split.MIN_PIECE_BYTES = path.stat().st_size // 40
         state = Path({str(tmp_path / "worker.json")!r})
         parse_back = split._parse_back
         def traced_back(jobs):  # the worker's job: after each piece, what it has loaded so far
             result = parse_back(jobs)
-            # type inference's imports, and pyarrow.compute's wrappers (the parse calls the kernels directly)
-            lazy = sorted(m for m in ("dateutil", "numpy.ma", "pyarrow.compute") if m in sys.modules)
+            # type inference's imports (pyarrow.compute is imported before the fork: its public call_function)
+            lazy = sorted(m for m in ("dateutil", "numpy.ma") if m in sys.modules)
             pandas = "pandas/_libs" in Path("/proc/self/maps").read_text()
             state.write_text(json.dumps([lazy, pandas]))
             return result
@@ -168,7 +172,7 @@ def test_a_worker_forked_before_pandas_parses_without_importing_it(tmp_path: Pat
         worker_lazy, worker_pandas = json.loads(state.read_text())
         split.unify_synthetic_ids(parts)
         merged = split.merge(parts)
-        serial = parse_file(path, "traceEvents.item", False)
+        serial, _ = parse_file(path, "traceEvents.item", False)
         split.unify_synthetic_ids([serial])  # as the read numbers them (by their text)
         early.discard()
         def columns(parsed):
@@ -208,7 +212,8 @@ def test_the_cli_reads_a_large_trace_through_the_early_worker(tmp_path: Path) ->
         f"""
         import sys
         from popprof.readers.chrome import early, split
-        split.PARALLEL_MIN_BYTES = 0
+        from popprof.readers.chrome import plan as chrome_plan
+        chrome_plan.PARALLEL_MIN_BYTES = 0
         split.MIN_PIECE_BYTES = {path.stat().st_size // 40}
         adopted = []
         adopt = early.adopt

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import popprof
-from popprof.readers.chrome import split as chrome_split
+from popprof.readers.chrome import plan as chrome_plan
 from popprof.testing import trace_synth as synth
 
 
@@ -52,7 +52,7 @@ def test_layout_is_kineto_like(trace: Path) -> None:
 @pytest.mark.parametrize("split", [False, True], ids=["one-pass", "two-processes"])
 def test_open_keeps_flows_and_correlation(trace: Path, monkeypatch, split: bool) -> None:
     if split:
-        monkeypatch.setattr(chrome_split, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     profile = popprof.open(trace)
     assert profile.meta["chrome.parse_parts"] == ("2" if split else "1")
     raw = json.loads(trace.read_text())["traceEvents"]
@@ -91,7 +91,7 @@ def test_members_after_the_event_array_are_kept_by_both_parses(
         return {k: v for k, v in profile.meta.items() if k.startswith("chrome.top.")}
 
     one = popprof.open(moved, parallel=False)
-    monkeypatch.setattr(chrome_split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     both = popprof.open(moved)
     assert both.meta["chrome.parse_parts"] == "2"
     assert top(both) == top(one)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from popprof.readers.chrome import framing, reading
+from popprof.readers.chrome import plan as chrome_plan
 
 ITEM = '{"name": "t", "shape": [1, 2]}'
 
@@ -199,7 +200,7 @@ def test_the_split_parse_reads_a_long_event_as_the_serial_pass_does(tmp_path, mo
 
     path = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)))
     serial, _ = _read_small_limit(monkeypatch, path, parallel=False)
-    monkeypatch.setattr(split, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_plan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 16)  # cuts inside the long event
     both, longest = _read_small_limit(monkeypatch, path, parallel=True)
     assert longest < path.stat().st_size // 4
@@ -291,7 +292,7 @@ def test_a_failed_piece_leaves_no_piece_to_take(tmp_path, monkeypatch):
     path = _long_trace(tmp_path / "t.json", BIG.replace("INPUTS", _inputs(30_000)))
     monkeypatch.setattr(split, "MIN_PIECE_BYTES", path.stat().st_size // 16)
     jobs = [
-        (str(path), lo, hi, head, tail, "traceEvents.item", False, None, True)
+        (str(path), lo, hi, head, tail, "traceEvents.item", False, None, True, "arrow")
         for lo, hi, head, tail in split._split_plan(
             path, "traceEvents.item", split._piece_fractions(path.stat().st_size)
         )

@@ -337,16 +337,3 @@ def run() -> None:
     code = main()
     gc.freeze()
     sys.exit(code)
-
-
-def render_help(width: int, command: str | None = None) -> str:
-    """``popprof [COMMAND] --help`` as click draws it ``width`` columns wide (what :mod:`popprof.launch`
-    stores)."""
-    with click.Context(cli, info_name="popprof", terminal_width=width, **cli.context_settings) as ctx:
-        if command is None:
-            return cli.get_help(ctx) + "\n"
-        sub = cli.get_command(ctx, command)
-        if sub is None:
-            raise KeyError(command)
-        with click.Context(sub, info_name=command, parent=ctx, terminal_width=width) as sub_ctx:
-            return sub.get_help(sub_ctx) + "\n"

@@ -17,7 +17,14 @@ from . import bounded, limits
 from .progress import counted
 
 HEAD_BYTES = 1 << 16
+#: the two bytes every gzip stream starts with (RFC 1952): the one test of "is this gzip" in popprof
 GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether the file at ``path`` starts with :data:`GZIP_MAGIC` (its content decides, not its name)."""
+    with open(path, "rb") as handle:
+        return handle.read(2) == GZIP_MAGIC
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -129,19 +130,15 @@ class ProcessPool:
                 # race, and the loser sees it as still running)
                 manager.join(JOIN_SECONDS)
             return
-        for process in processes:
-            with contextlib.suppress(Exception):
-                process.terminate()
-        for process in processes:
-            with contextlib.suppress(Exception):
-                process.join(JOIN_SECONDS)
-                if process.is_alive():
-                    process.kill()
-                    process.join(JOIN_SECONDS)
+        _end_processes(processes)
         if manager is not None:
-            # the executor's thread reaps the workers too: when it wins the wait for a child, this thread's
-            # join returns before the child's exit is recorded; once that thread has ended, every exit is
+            # the executor's thread reaps the workers (it waits for each child): once it has ended, every
+            # exit is recorded; this thread never waits for a child itself, so the two never race
             manager.join(JOIN_SECONDS)
+        else:  # no thread of the executor's: this one is the only one waiting for them
+            for process in processes:
+                with contextlib.suppress(Exception):
+                    process.join(JOIN_SECONDS)
 
     def __enter__(self) -> ProcessPool:
         return self
@@ -149,6 +146,32 @@ class ProcessPool:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
         self.close(terminate=exc_type is not None)
         return False
+
+
+def _end_processes(processes: list) -> None:
+    """SIGTERM to each of ``processes`` still running, SIGKILL to any still running :data:`JOIN_SECONDS` later.
+
+    Whether a process has ended is read from its sentinel (a pipe the child holds until it exits), never
+    from ``waitpid``: the executor's own thread reaps the children, and a second thread's ``waitpid`` on a
+    child it reaped fails as if the child still ran (``is_alive`` true for a process that has gone).
+    A signal goes only to a process whose sentinel says it runs, so never to a pid already reaped."""
+    from multiprocessing.connection import wait as ready
+
+    running = {}
+    for process in processes:
+        with contextlib.suppress(Exception):  # a process never started, or closed, has no sentinel
+            running[process.sentinel] = process
+    for signal_name in ("terminate", "kill"):
+        running = {fd: p for fd, p in running.items() if fd not in ready(list(running), 0)}
+        for process in running.values():
+            with contextlib.suppress(Exception):
+                getattr(process, signal_name)()
+        deadline = time.monotonic() + JOIN_SECONDS
+        while running and (left := deadline - time.monotonic()) > 0:
+            for fd in ready(list(running), left):
+                running.pop(fd, None)
+        if not running:
+            return
 
 
 def process_pool(

@@ -1,4 +1,5 @@
-"""What every forked worker process of popprof does first: leave signals to the process that forked it.
+"""What every worker process of popprof does first: leave signals to the process that started it, and end
+with it.
 
 The CLI turns SIGTERM into an exception that unwinds the reading process (its atomic writes remove
 their temporaries, exit 143). A forked worker inherits that handler: on ``kill -TERM`` of the process
@@ -6,21 +7,55 @@ group it raised inside the pool's machinery and printed a 25-line traceback. :fu
 every worker of :mod:`popprof.io.parallel` runs first (forked or spawned), makes a worker end silently on
 SIGTERM and ignore SIGINT (Ctrl-C reaches the whole group; the reading process handles it and shuts its
 pools down).
+
+A reading process killed outright (SIGKILL, or SIGHUP when its terminal goes) runs no shutdown: its worker
+was left running as an orphan. :func:`die_with_parent` asks Linux to kill the worker when its parent
+ends (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through ctypes; strictly, when the parent's thread that started
+it ends: popprof starts its workers from the thread that uses them, which outlives them). Elsewhere it
+does nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import sys
 from collections.abc import Callable
 
+#: prctl(2)'s option: the signal this process gets when its parent ends (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
+
 
 def quiet_worker(then: Callable[..., None] | None = None, *args: object) -> None:
-    """Pool initializer: default SIGTERM (end without a traceback), ignore SIGINT; then ``then(*args)``."""
+    """Pool initializer: end with the parent (:func:`die_with_parent`), default SIGTERM (end without a
+    traceback), ignore SIGINT; then ``then(*args)``."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    die_with_parent(parent.pid if parent is not None else None)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if then is not None:
         then(*args)
+
+
+def die_with_parent(parent_pid: int | None) -> bool:
+    """On Linux, have this process killed (SIGKILL) when its parent ends; whether that was set.
+
+    A parent that ended before the setting took hold (``getppid`` is no longer ``parent_pid``) ends this
+    process at once: the signal would never come."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library already loaded: no search on disk
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
 
 
 class _Refused:

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..io import parallel
 from ..io import progress as _progress
+from ..io.files import is_gzip
 from ..io.plural import plural
 from ..io.sources import source_metadata
 from ..model.errors import InputError, PopprofError, SdkMissingError, UsageError
@@ -37,7 +38,6 @@ from .arch import infer_arch
 
 FORMAT = "pop"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
 DEBUG_NAME = "debug.cbor"
 #: Variables kept per liveness step in ``liveness_variables`` (the largest).
 LIVENESS_TOP = 5
@@ -111,13 +111,12 @@ def read(
             f"liveness_variables must be one of {', '.join(LIVENESS_VARIABLES)}, not {liveness_variables!r}"
         )
     path = Path(path)
-    with open(path, "rb") as handle:
-        if handle.read(2) == GZIP_MAGIC:
-            raise InputError(
-                path,
-                "is gzip-compressed; pva reads only an uncompressed profile.pop",
-                "gunzip it first (e.g. `gunzip -k FILE`)",
-            )
+    if is_gzip(path):
+        raise InputError(
+            path,
+            "is gzip-compressed; pva reads only an uncompressed profile.pop",
+            "gunzip it first (e.g. `gunzip -k FILE`)",
+        )
     try:
         import pva  # the Poplar SDK's module; absent outside the SDK
     except (ImportError, RuntimeError):  # RuntimeError: the SDK is there but not usable (libraries, env)

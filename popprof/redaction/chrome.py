@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io import limits
-from ..io.files import open_binary, open_json
+from ..io.files import is_gzip, open_binary, open_json
 from ..io.jsonbytes import (
     SCAN_BLOCK,
     STRING,
@@ -443,11 +443,6 @@ def check_nothing_after_json(tail: bytes, source: Path) -> None:
 def _check_length(longest: int, limit: int, source: Path) -> None:
     if longest > limit:
         raise limits.string_too_long(source, longest)
-
-
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(2) == b"\x1f\x8b"
 
 
 def redact_chrome(

@@ -3,7 +3,8 @@
 Accepts ``.json`` and ``.json.gz`` (gzip is detected by content), either a
 top-level array of events or an object with ``traceEvents``. The file is
 *streamed* in blocks of whole events, parsed by Arrow (plain blocks) or orjson,
-with ijson as the fallback for what cannot be cut safely, and columns are built
+or one event at a time by ijson, as the plan says (:mod:`.plan`: ``parser=`` and
+``workers=``, or chosen and recorded in the metadata), and columns are built
 in numpy batches, so memory follows the number of events, not the size of the
 JSON text.
 
@@ -22,8 +23,9 @@ overrides the device-activity mapping. See ``docs/traces.md``.
 
 The package's modules, from the bytes up: :mod:`.framing` cuts the event array into blocks of whole
 events, :mod:`.arrow` parses plain blocks column by column, :mod:`.columns` and :mod:`.events` collect
-what one pass reads, :mod:`.parse` runs one pass, :mod:`.split` parses a large file on two processes,
-:mod:`.tables` builds the tables and :mod:`.reading` is the reader's front (``FORMAT``, ``sniff``, ``read``).
+what one pass reads, :mod:`.parse` runs one pass, :mod:`.plan` chooses the parser and the processes,
+:mod:`.split` parses a large file on two processes, :mod:`.tables` builds the tables and :mod:`.reading` is
+the reader's front (``FORMAT``, ``sniff``, ``read``).
 """
 
 from __future__ import annotations

@@ -17,18 +17,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import progress
-from ...io.files import read_head, snapshot
+from ...io import parallel, progress
+from ...io.files import is_gzip, read_head, snapshot
 from ...model.errors import InputError
-from . import split
+from . import plan, split
 from .sniffing import FORMAT, event_prefix, sniff
 
-#: the worker started for a file: ((snapshot, prefix, with_args), workers), until adopted or discarded
+#: the worker started for a file: ((snapshot, prefix, with_args, flows, parser), workers), until adopted or
+#: discarded
 _started: tuple[tuple, split.Workers] | None = None
 
 
 def start(path: str | Path, *, with_args: bool = False, flows: bool = True) -> bool:
-    """Fork the split parse's worker for ``path`` now when it is a large plain Chrome trace; whether it did.
+    """Fork the split parse's worker for ``path`` now when the automatic plan (:func:`.plan.choose`) reads it
+    on two processes (a large plain Chrome trace); whether it did.
 
     Quiet on anything unusual (not a file, gzip, not a trace, too small, parallel work off): the read that
     follows finds and reports it, as it would have without this.
@@ -37,29 +39,42 @@ def start(path: str | Path, *, with_args: bool = False, flows: bool = True) -> b
     path = Path(path)
     try:
         before = snapshot(path)
-        if before is None or before[2] < split.PARALLEL_MIN_BYTES or not sniff(path, read_head(path)):
+        if before is None or before[2] < plan.PARALLEL_MIN_BYTES or not sniff(path, read_head(path)):
             return False
         prefix = event_prefix(path)
+        chosen = plan.choose(
+            None,
+            None,
+            size=before[2],
+            compressed=is_gzip(path),
+            with_args=with_args,
+            parallel_ok=parallel.cores() >= 2,
+        )
     except (OSError, ValueError, InputError):
+        return False
+    if chosen.workers < 2:
         return False
     progress.prepare_meter(path)  # before the fork: the worker's reads count toward the read's bar
     # the worker parses alone while this process imports pandas: the two meet before the middle
     workers = split.start_parallel(
-        path, prefix, with_args, FORMAT, before, split.EARLY_HEAD_START_BYTES, flows
+        path, prefix, with_args, FORMAT, before, split.EARLY_HEAD_START_BYTES, flows, chosen.parser
     )
     if workers is None:
         progress.drop_prepared_meter()
         return False
     global _started
-    _started = ((before, prefix, with_args, flows), workers)
+    _started = ((before, prefix, with_args, flows, chosen.parser), workers)
     return True
 
 
-def adopt(prefix: str, with_args: bool, before: tuple | None, flows: bool = True) -> split.Workers | None:
-    """The worker started early for this read (same file, event array, ``with_args`` and ``flows``), or
-    ``None`` (and the one started for something else is discarded)."""
+def adopt(
+    prefix: str, with_args: bool, before: tuple | None, flows: bool = True, parser: str = "arrow"
+) -> split.Workers | None:
+    """The worker started early for this read (same file, event array, ``with_args``, ``flows`` and parser),
+    or ``None`` (and the one started for something else is discarded)."""
     global _started
-    if _started is not None and before is not None and _started[0] == (before, prefix, with_args, flows):
+    key = (before, prefix, with_args, flows, parser)
+    if _started is not None and before is not None and _started[0] == key:
         workers = _started[1]
         _started = None
         return workers

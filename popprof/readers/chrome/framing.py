@@ -69,6 +69,49 @@ def _array_start(handle, prefix: str, top: dict | None = None) -> bytes:
     return buf[match.end() :]
 
 
+def head_members(head: bytes) -> dict:
+    """The top-level members before the event array, from the stream's first bytes (``{}`` when they cannot
+    be read there): for a pass that does not cut blocks (ijson), as :func:`_array_start` reads them."""
+    match = TRACE_EVENTS.search(head)
+    if match is None:
+        return {}
+    try:
+        members = orjson.loads(head[: match.end()] + b"]}")
+    except orjson.JSONDecodeError:
+        return {}
+    return {k: v for k, v in members.items() if k != "traceEvents"} if isinstance(members, dict) else {}
+
+
+def members_after_array(last: bytes, prefix: str) -> dict:
+    """The top-level members after the event array, from the stream's last bytes (``{}`` when none is found)."""
+    end = event_array_end(last, prefix)
+    return tail_members(last[end + 1 :]) if end is not None else {}
+
+
+def event_array_end(last: bytes, prefix: str) -> int | None:
+    """The index in ``last`` (the stream's last bytes) of the ``]`` closing the event array, or ``None``.
+
+    Of the candidates of :func:`array_ends` (last first), the first whose last element is an event: the
+    object after the last boundary before it parses and has a ``ph``. A later top-level array (Kineto's
+    ``INFO`` log lines, ``deviceProperties``) also closes the document, but ends in no event. When no
+    candidate can be checked that way (no boundary near it: an array of one long event), the last one."""
+    first = None
+    for end in array_ends(last, prefix):
+        first = end if first is None else first
+        window = max(0, end - (1 << 16))
+        boundaries = list(BOUNDARY.finditer(last, window, end))
+        if not boundaries:
+            continue
+        start = last.index(b"{", boundaries[-1].start() + 1)
+        try:
+            element = orjson.loads(last[start:end].rstrip())
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(element, dict) and "ph" in element:
+            return end
+    return first
+
+
 def tail_members(rest: bytes) -> dict:
     """The top-level members after the event array (``rest`` starts after its closing ``]``)."""
     try:

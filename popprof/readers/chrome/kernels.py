@@ -7,19 +7,15 @@ into complete events and flows, casts, dictionary encoding) goes through :func:`
   used is free for the next block and the reader's own arrays, and
   :func:`popprof.io.heap.release_free_memory` gives it back. Arrow's default pool (mimalloc) kept about
   13 MiB more resident in the reading process at the parse's end (docs/traces.md, "Memory");
-- calls the kernel registry directly (``call_function``, which ``pyarrow.compute`` re-exports): the array
-  methods (``cast``, ``filter``, ``fill_null``, ``dictionary_encode``) import ``pyarrow.compute``, whose
-  wrappers for every kernel take about 20 ms to build, before the split parse's worker is forked.
+- calls the kernels through ``pyarrow.compute.call_function``, pyarrow's public entry point that takes a
+  memory pool. Importing ``pyarrow.compute`` builds its wrappers for every kernel (about 20 ms); the
+  private ``pyarrow._compute`` it is built on would skip that, but is no public API (issue 43).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-
-try:  # the registry's entry point and option classes, without building pyarrow.compute's wrappers
-    from pyarrow import _compute as registry
-except ImportError:  # a pyarrow that moved them: the public module has the same names
-    from pyarrow import compute as registry
+import pyarrow.compute as registry
 
 #: the C heap (not Arrow's caching allocator), for every allocation of the parse's Arrow calls
 POOL = pa.system_memory_pool()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from gzip import BadGzipFile
 from pathlib import Path
@@ -14,23 +15,30 @@ from ...io.files import open_json
 from ...io.heap import release_free_memory
 from .columns import Parsed
 from .events import StreamState
-from .framing import TRIM_EVERY, Unframeable, blocks
+from .framing import TRIM_EVERY, Unframeable, blocks, head_members, members_after_array
 from .longevent import Misframed, Unfinished
+from .plan import Plan
 
 CHUNK_EVENTS = 1 << 14
+#: the bytes an ijson pass keeps of its stream's start and end, where the members around the event array are
+EDGE_BYTES = 1 << 20
 
 
-def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson", flows: bool = True) -> Parsed:
-    """Parse a stream of events: orjson blocks by default, ijson (the fallback) on request. Without ``flows``
-    the flow events are counted, not kept (their own fields are not even converted)."""
+def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", flows: bool = True) -> Parsed:
+    """Parse a stream of events with ``parser`` (:data:`.plan.PARSERS`): ``arrow`` and ``orjson`` take blocks
+    of whole events (``arrow`` through Arrow where the events are plain, and never with ``with_args``),
+    ``ijson`` one event at a time. Without ``flows`` the flow events are counted, not kept (their own fields
+    are not even converted). A stream the blocks cannot be cut from raises :class:`.framing.Unframeable` (or
+    :class:`.longevent.Misframed`), for the plan to decide (:meth:`.plan.Plan.fall_back`)."""
     state = StreamState(with_args, flows)
     error = ""
     parsed = 0
-    if engine == "orjson":
+    if parser != "ijson":
         tables = 0
         ended: list[str] = []
+        fast = parser == "arrow" and not with_args
         for events in _until_unfinished(
-            blocks(handle, prefix, state.top, not with_args, state.warnings, flows), ended
+            blocks(handle, prefix, state.top, fast, state.warnings, flows), ended
         ):
             if isinstance(events, pa.Table):
                 parsed += events.num_rows
@@ -50,8 +58,9 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson", f
 
         batch: list = []
         append = batch.append
+        edges = _Edges(handle)
         try:
-            for ev in ijson.items(handle, prefix, use_float=True, buf_size=1 << 16):
+            for ev in ijson.items(edges, prefix, use_float=True, buf_size=1 << 16):
                 append(ev)
                 if len(batch) >= CHUNK_EVENTS:
                     parsed += len(batch)
@@ -62,6 +71,9 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson", f
         if batch:
             parsed += len(batch)
             state.take(batch)
+        if prefix != "item":  # the members around the event array, as the block parsers read them
+            state.top.update(head_members(edges.head))
+            state.top.update(members_after_array(edges.last(), prefix))
     return Parsed(
         state.names.labels,
         state.cats.labels,
@@ -86,6 +98,31 @@ def parse_stream(handle, prefix: str, with_args: bool, engine: str = "orjson", f
     )
 
 
+class _Edges:
+    """A byte stream read through, keeping its first and last :data:`EDGE_BYTES` (the members around the event
+    array, which ijson's ``items`` passes over: one pass, also for gzip)."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self.head = b""
+        self._tail: deque[bytes] = deque()
+        self._kept = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        if len(self.head) < EDGE_BYTES:
+            self.head += data[: EDGE_BYTES - len(self.head)]
+        self._tail.append(data)
+        self._kept += len(data)
+        while self._kept - len(self._tail[0]) >= EDGE_BYTES:
+            self._kept -= len(self._tail.popleft())
+        return data
+
+    def last(self) -> bytes:
+        """The last bytes read (at least :data:`EDGE_BYTES` of them when the stream had that many)."""
+        return b"".join(self._tail)
+
+
 def _until_unfinished(events: Iterator, ended: list[str]) -> Iterator:
     """``events``, until the stream ends inside a long event (:class:`.longevent.Unfinished`): then the reason
     goes to ``ended`` (the pass's error, as ijson's would) and the events read so far stand."""
@@ -97,18 +134,39 @@ def _until_unfinished(events: Iterator, ended: list[str]) -> Iterator:
         ended.append("IncompleteJSONError: the file ends inside an event longer than the event-bytes limit")
 
 
+#: what ends a framed parser's pass over a stream it cannot cut into blocks, and the reason the plan records
+UNFRAMED = {
+    Unframeable: "the stream cannot be cut into blocks of whole events",
+    Misframed: "an event does not end where the block cutter expects",
+    EOFError: "the gzip stream ends early",
+    zlib.error: "corrupt gzip data",
+    BadGzipFile: "corrupt gzip data",
+    UnicodeDecodeError: "text that is not UTF-8",
+}
+
+
 def parse_file(
-    path: Path, prefix: str, with_args: bool, before: tuple | None = None, flows: bool = True
-) -> Parsed:
-    """One pass over the whole file: orjson blocks, or ijson when the blocks cannot be framed.
+    path: Path,
+    prefix: str,
+    with_args: bool,
+    before: tuple | None = None,
+    flows: bool = True,
+    plan: Plan | None = None,
+) -> tuple[Parsed, Plan]:
+    """One pass over the whole file with the parser of ``plan`` (``arrow``, automatic, when none), and the
+    plan that ran: a framed parser that cannot cut the stream hands it to ijson by :meth:`.plan.Plan.fall_back`
+    (which refuses when the parser was named), so the change is recorded, never silent.
 
     With ``before`` (:func:`popprof.io.files.snapshot`) a file that changes during the pass ends in
     :class:`~popprof.io.files.ChangedWhileRead` at the next read. Without ``flows`` flows are counted only.
     A ``.json.gz`` cut off reads as the same trace cut off uncompressed: the events before the cut, and the
     truncation warning (``cut_off_ends``; docs/readers.md)."""
-    try:
-        with open_json(path, before, cut_off_ends=True) as handle:
-            return parse_stream(handle, prefix, with_args, "orjson", flows)
-    except (Unframeable, Misframed, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError):
-        with open_json(path, before, cut_off_ends=True) as handle:
-            return parse_stream(handle, prefix, with_args, "ijson", flows)
+    plan = plan or Plan("orjson" if with_args else "arrow", 1)
+    if plan.framed:
+        try:
+            with open_json(path, before, cut_off_ends=True) as handle:
+                return parse_stream(handle, prefix, with_args, plan.parser, flows), plan
+        except tuple(UNFRAMED) as exc:
+            plan = plan.fall_back(next(why for kind, why in UNFRAMED.items() if isinstance(exc, kind)))
+    with open_json(path, before, cut_off_ends=True) as handle:
+        return parse_stream(handle, prefix, with_args, "ijson", flows), plan

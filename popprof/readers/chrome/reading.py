@@ -1,5 +1,5 @@
-"""The Chrome trace reader's front: ``read`` (a parse, serial or split, into a Profile); ``FORMAT`` and ``sniff``
-are :mod:`.sniffing`'s."""
+"""The Chrome trace reader's front: ``read`` (the plan :mod:`.plan` chooses, run serial or split, into a
+Profile); ``FORMAT`` and ``sniff`` are :mod:`.sniffing`'s."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io.files import ChangedWhileRead, snapshot
+from ...io import parallel as parallel_work
+from ...io.files import ChangedWhileRead, is_gzip, snapshot
 from ...io.heap import gc_paused, release_free_memory
 from ...io.progress import reading
 from ...io.sources import describe_meanwhile
@@ -22,6 +23,8 @@ from . import early, split
 from .columns import concat_flows, json_text
 from .events import INSTANT_SCOPES
 from .parse import parse_file
+from .plan import Plan, PlanError, choose
+from .plan import metadata as plan_metadata
 from .sniffing import FORMAT, event_prefix, sniff
 from .tables import (
     BOOKKEEPING_PROCESSES,
@@ -44,15 +47,19 @@ def read(
     *,
     with_args: bool = False,
     device_map: Mapping[str, str | None] | str | None = None,
+    parser: str | None = None,
+    workers: int | None = None,
     parallel: bool = True,
     flows_on_use: bool = False,
     **_options: object,
 ) -> Profile:
     """Read a Chrome trace into a Profile with events, threads, counters, flows, target and metadata.
 
-    Large uncompressed files are parsed in pieces on two processes, this one and a
-    forked worker (``parallel=False`` turns that off); anything unusual falls back
-    to one serial pass, which is what reports errors.
+    ``parser`` (``"arrow"``, ``"orjson"``, ``"ijson"``) and ``workers`` (1 or 2 processes) name the plan
+    (:mod:`.plan`); ``None`` lets it choose: Arrow, and for an uncompressed file of 8 MiB or more two
+    processes, this one and a forked worker (``parallel=False`` is ``workers=1``). Pieces that do not parse
+    cleanly fall back to one serial pass, which is what reports errors. The metadata names what ran
+    (``chrome.parser``, ``chrome.workers``, ``chrome.plan``).
 
     ``flows_on_use``: the pass counts the flow events instead of reading them (about a tenth of the
     parse of a Kineto trace, whose flows are a third of its events), and the ``flows`` table is read
@@ -63,24 +70,44 @@ def read(
     # bytes read against the file size, worker processes included; no cyclic garbage collection (the
     # parse makes no cycles, and a collection walks every dict orjson made: the fork inherits that too)
     with reading(path), gc_paused():
-        return _read(
-            path, with_args=with_args, device_map=device_map, parallel=parallel, flows=not flows_on_use
-        )
+        try:
+            plan = choose(
+                parser,
+                workers if workers is not None or parallel else 1,
+                size=path.stat().st_size,
+                compressed=is_gzip(path),
+                with_args=with_args,
+                parallel_ok=parallel_work.cores() >= 2,
+            )
+            return _read(path, plan, with_args=with_args, device_map=device_map, flows=not flows_on_use)
+        except PlanError as exc:
+            raise InputError(path, str(exc)) from None
 
 
-def _read(path: Path, *, with_args: bool, device_map, parallel: bool, flows: bool) -> Profile:
+def _read(path: Path, plan: Plan, *, with_args: bool, device_map, flows: bool) -> Profile:
     before = snapshot(path)  # every read checks the file is still this one (a rewrite mid-read: one line)
     prefix = event_prefix(path)
     workers = None
-    if parallel:  # the worker a command started before its imports (early.start), else one started now
-        workers = early.adopt(prefix, with_args, before, flows) or split.start_parallel(
-            path, prefix, with_args, FORMAT, before, flows=flows
+    if plan.workers == 2:  # the worker a command started before its imports (early.start), else one now
+        workers = early.adopt(prefix, with_args, before, flows, plan.parser) or split.start_parallel(
+            path, prefix, with_args, FORMAT, before, flows=flows, parser=plan.parser
         )
+        if workers is None:
+            plan = plan.with_workers(
+                1, "1 process: a second one could not start or the file has no place to cut"
+            )
     else:
         early.discard()
     try:
         return _read_parts(
-            path, prefix, workers, with_args=with_args, device_map=device_map, before=before, flows=flows
+            path,
+            prefix,
+            workers,
+            plan,
+            with_args=with_args,
+            device_map=device_map,
+            before=before,
+            flows=flows,
         )
     finally:
         if workers is not None:
@@ -91,6 +118,7 @@ def _read_parts(
     path: Path,
     prefix: str,
     workers: split.Workers | None,
+    plan: Plan,
     *,
     with_args: bool,
     device_map,
@@ -100,7 +128,10 @@ def _read_parts(
     parts = workers.parts() if workers is not None else None  # the worker has ended when this returns
     source = workers.source if workers is not None else describe_meanwhile(FORMAT, path)
     if parts is None:
-        parts = [parse_file(path, prefix, with_args, before, flows)]
+        if workers is not None:
+            plan = plan.with_workers(1, f"1 process: the pieces did not parse cleanly ({workers.why_serial})")
+        parsed, plan = parse_file(path, prefix, with_args, before, flows, plan)
+        parts = [parsed]
     elif workers is not None:  # the last part stops at the array's end: the plan read the members after it
         parts[-1].top.update(workers.tail)
     n_parts = len(parts)
@@ -197,12 +228,12 @@ def _read_parts(
     if flows:
         build = partial(_flow_table, parsed.flow_chunks(), parsed.flow_labels, rank)
     else:
-        build = partial(_flows_read_on_use, path, prefix, before, rank, n_flows, dict(parsed.synthetic))
+        build = partial(_flows_read_on_use, path, prefix, before, rank, n_flows, dict(parsed.synthetic), plan)
     flows_table = Deferred(n_flows, build) if n_flows else None
 
     metadata: dict[str, object] = dict(source())
     metadata["chrome.events_read"] = parsed.parsed
-    metadata["chrome.parse_parts"] = n_parts
+    metadata.update(plan_metadata(plan, n_parts))
     metadata["chrome.flows"] = n_flows
     for key, value in parsed.top.items():
         metadata[f"chrome.top.{key}"] = json_text(value)
@@ -230,13 +261,19 @@ def _flow_table(chunks: list[dict], labels: list[str], rank: int | None):
 
 
 def _flows_read_on_use(
-    path: Path, prefix: str, before: tuple | None, rank: int | None, rows: int, numbering: dict[object, int]
+    path: Path,
+    prefix: str,
+    before: tuple | None,
+    rank: int | None,
+    rows: int,
+    numbering: dict[object, int],
+    plan: Plan,
 ):
     """The ``flows`` table of a read that only counted them: one pass of its own over the file, which must
     still be the one that was read (its snapshot, checked at every read of the pass as in any read; else
     ChangedWhileRead) and hold as many flows; ids written as text get the read's numbers (``numbering``), as
-    the events that share them have."""
-    parsed = parse_file(path, prefix, False, before)
+    the events that share them have. The read's parser (``plan``) reads them, in this process."""
+    parsed, _ = parse_file(path, prefix, False, before, True, Plan(plan.parser, 1, plan.given))
     if parsed.flow_count != rows:
         raise ChangedWhileRead(path)
     split.unify_synthetic_ids([parsed], numbering)

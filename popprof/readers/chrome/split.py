@@ -5,23 +5,22 @@ from __future__ import annotations
 
 import gc
 import io
+import pickle
 from pathlib import Path
 
 import numpy as np
 
-from ...io import handoff, parallel
+from ...io import parallel
 from ...io.bounded import TextAfterJson
-from ...io.files import ChangedWhileRead, check_unchanged, guard_json
+from ...io.files import ChangedWhileRead, check_unchanged, guard_json, is_gzip
 from ...io.heap import release_free_memory
 from ...io.progress import counted
 from ...io.workers import allow_import, refuse_import
 from .columns import Ids, Interner, Parsed
-from .framing import BOUNDARY, Unframeable, array_ends, tail_members
+from .framing import BOUNDARY, Unframeable, event_array_end, tail_members
 from .longevent import Misframed
-from .parse import parse_stream
+from .parse import UNFRAMED, parse_stream
 
-#: Files at least this large (uncompressed) are parsed in parts on several processes.
-PARALLEL_MIN_BYTES = 8 << 20
 #: the smallest piece a split file is cut into (where the two processes meet)
 MIN_PIECE_BYTES = 2 << 20
 #: seconds to wait for the lock on the pieces (it is held for microseconds)
@@ -118,14 +117,15 @@ def _split_plan(
     previous one (an event longer than the gap) is skipped.
     """
     size = path.stat().st_size
+    if is_gzip(path):
+        return None
     with open(path, "rb") as handle:
-        if handle.read(2) == b"\x1f\x8b":
-            return None
-        # where the array ends: the last "]" whose remainder closes the document (if a later array also
-        # qualifies, the last part fails to parse and the caller falls back to one pass)
+        # where the array ends: the last "]" whose remainder closes the document and that ends an event (a
+        # later array, such as Kineto's INFO lines, closes the document too); a wrong one would make the last
+        # part fail to parse, and the caller fall back to one pass
         handle.seek(size - min(size, 1 << 20))
         last = handle.read()
-        end = next(array_ends(last, prefix), None)
+        end = event_array_end(last, prefix)
         if end is None:
             return None
         array_end = size - len(last) + end
@@ -153,17 +153,17 @@ def _split_plan(
     return plan
 
 
-def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None, bool]) -> Parsed:
-    path, lo, hi, head, tail, prefix, with_args, before, flows = job
+def _parse_part(job: tuple[str, int, int, bytes, bytes, str, bool, tuple | None, bool, str]) -> Parsed:
+    """One piece with the plan's parser; a piece it cannot cut into blocks (one that starts inside a long
+    event, or holds text that is not UTF-8) comes back empty with the reason as its error: the read then
+    makes one serial pass, where the plan decides what reads the file (:meth:`.plan.Plan.fall_back`)."""
+    path, lo, hi, head, tail, prefix, with_args, before, flows, parser = job
     part_prefix = prefix if lo == 0 else "item"
     try:
         with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
-            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "orjson", flows)
-    except Misframed:  # a piece that starts inside a long event: at once to the serial pass, no ijson
-        return Parsed.empty("misframed")
-    except (Unframeable, UnicodeDecodeError):
-        with _RangeReader(Path(path), lo, hi, head, tail, before) as raw:
-            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, "ijson", flows)
+            return parse_stream(guard_json(raw, Path(path)), part_prefix, with_args, parser, flows)
+    except (Unframeable, Misframed, UnicodeDecodeError) as exc:
+        return Parsed.empty(next(why for kind, why in UNFRAMED.items() if isinstance(exc, kind)))
 
 
 class _Claims:
@@ -203,19 +203,27 @@ class _Claims:
 
 #: in a worker process: the claims it shares with the reading process (set by the pool's initializer)
 _worker_claims: _Claims | None = None
-#: in a worker process: the folder its pieces go back through (:mod:`popprof.io.handoff`; None: the pipe)
-_worker_folder: Path | None = None
 #: in a worker process: it parsed a piece since it last handed free heap pages back
 _worker_parsed = False
 
 
-def _set_worker_claims(claims: _Claims, folder: Path | None = None) -> None:
-    """The worker's initializer: the claims it shares with the reading process and the folder its pieces go
-    back through; and, in a worker forked before pandas was imported (:mod:`.early`), pyarrow kept from
-    importing it (the pieces need no pandas)."""
-    global _worker_claims, _worker_folder
-    _worker_claims, _worker_folder = claims, folder
+def _set_worker_claims(claims: _Claims) -> None:
+    """The worker's initializer: the claims it shares with the reading process; and, in a worker forked
+    before pandas was imported (:mod:`.early`), pyarrow kept from importing it (the pieces need no pandas)."""
+    global _worker_claims
+    _worker_claims = claims
     refuse_import("pandas")
+
+
+def _packed(parsed: Parsed) -> bytes:
+    """A piece as the worker sends it back: pickled with protocol 5, so each numpy column goes into the
+    pickle as one buffer (``PickleBuffer``), not through a ``tobytes`` copy as the pool's protocol 4 does."""
+    return pickle.dumps(parsed, protocol=5)
+
+
+def _unpacked(data: bytes) -> Parsed:
+    """A piece from :func:`_packed` (its columns writable arrays over buffers of their own)."""
+    return pickle.loads(data)
 
 
 def _parse_front(jobs: list[tuple], claims: _Claims, between=None) -> list[tuple[int, Parsed]]:
@@ -254,7 +262,7 @@ def _parse_back(jobs: list[tuple]) -> tuple[int, Parsed] | None:
         parsed = _parse_part(jobs[piece])
     if parsed.error:
         _worker_claims.drain()
-    return piece, handoff.put(parsed, _worker_folder, f"piece-{piece}")
+    return piece, _packed(parsed)
 
 
 class Workers:
@@ -276,13 +284,12 @@ class Workers:
         path: Path,
         fmt: str,
         tail: dict,
-        folder: Path | None = None,
     ) -> None:
         self._pool, self._jobs, self._claims, self._futures = pool, jobs, claims, futures
         self.tail = tail  # the top-level members after the event array (the plan read them)
         self._path, self._format = path, fmt
         self._source = None
-        self._folder = folder  # the worker's pieces come back through it (popprof.io.handoff)
+        self.why_serial = ""  # why the pieces were not used (:meth:`parts` returned None), for the plan
 
     def parts(self) -> list[Parsed] | None:
         """Collect the pieces in file order; ``None`` (serial fallback) when any failed or did not parse cleanly.
@@ -298,25 +305,36 @@ class Workers:
         import concurrent.futures
 
         theirs: dict[int, Parsed] = {}
-        waiting = list(self._futures)
+        # the futures are held here only: a future keeps its result (a piece's pickle) until it is dropped
+        waiting, self._futures = self._futures, []
 
-        def take_ready(wait: bool = False) -> None:  # the worker's pieces, read in from their parcels
+        def take_ready(wait: bool = False) -> None:  # the worker's pieces that are back
             for future in list(waiting):
                 if wait or future.done():
                     waiting.remove(future)
                     if (result := future.result()) is not None:
-                        theirs[result[0]] = handoff.take(result[1])
+                        theirs[result[0]] = _unpacked(result[1])
+                    del future, result  # the pickle goes with its future
 
         try:
             done = dict(_parse_front(self._jobs, self._claims, take_ready))
             if any(part.error for part in done.values()):
+                self.why_serial = next(part.error for part in done.values() if part.error)
                 return None  # no need to wait for the worker's pieces (it stops at the one it is on)
             release_free_memory()  # what this process's pieces left in the heap
             take_ready(wait=True)
             done.update(theirs)
-        except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool, TextAfterJson):
-            return None  # a piece that closed early (a cut inside nested args): the serial pass decides
-        if sorted(done) != list(range(len(self._jobs))) or any(part.error for part in done.values()):
+        except concurrent.futures.process.BrokenProcessPool:
+            self.why_serial = "the worker process ended early"
+            return None
+        except (OSError, RuntimeError, TextAfterJson) as exc:
+            self.why_serial = type(exc).__name__  # a piece that closed early (a cut inside nested args)
+            return None
+        if sorted(done) != list(range(len(self._jobs))):
+            self.why_serial = "a piece was not parsed"
+            return None
+        if any(part.error for part in done.values()):
+            self.why_serial = next(part.error for part in done.values() if part.error)
             return None  # a piece did not parse cleanly: let one serial pass find and report the problem
         return [done[piece] for piece in range(len(self._jobs))]
 
@@ -335,12 +353,8 @@ class Workers:
             self.close()
 
     def close(self, terminate: bool = False) -> None:
-        """Shut the worker down; with ``terminate``, at once, even in the middle of a piece. The folder of
-        its pieces goes with it (a piece written but never taken included)."""
-        try:
-            self._pool.close(terminate=terminate)
-        finally:
-            handoff.remove_folder(self._folder)
+        """Shut the worker down; with ``terminate``, at once, even in the middle of a piece."""
+        self._pool.close(terminate=terminate)
 
 
 def start_parallel(
@@ -351,15 +365,17 @@ def start_parallel(
     before: tuple | None = None,
     head_start: int = 0,
     flows: bool = True,
+    parser: str = "arrow",
 ) -> Workers | None:
-    """Start parsing a large plain file in pieces on two processes; ``None`` when not worth it.
+    """Start parsing a plain file in pieces with ``parser`` on two processes; ``None`` when that cannot run
+    (parallel work off, no ``fork``, a gzip file, no place to cut, or a second process or the lock the two
+    share cannot be made, as without a writable ``/dev/shm``): the read then makes one pass in this process.
+    Whether to split at all is the plan's choice (:mod:`.plan`).
 
     The worker is forked (no re-import of the caller's main module, which spawn would need) before any
     other thread of ours starts, with the objects alive at the fork frozen out of the garbage
     collector, so its collections do not copy the pages it shares with this process.
     """
-    if parallel.cores() < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
-        return None
     context = parallel.context(
         "fork"
     )  # None when parallel work is off (POPPROF_PARALLEL=0) or there is no fork
@@ -370,23 +386,23 @@ def start_parallel(
     plan = _split_plan(path, prefix, _piece_fractions(size, meeting_point(size, head_start)), after_array)
     if plan is None:
         return None
-    jobs = [(str(path), lo, hi, head, tail, prefix, with_args, before, flows) for lo, hi, head, tail in plan]
-    claims = _Claims(context, len(jobs))
-    folder = handoff.make_folder()
+    jobs = [
+        (str(path), lo, hi, head, tail, prefix, with_args, before, flows, parser)
+        for lo, hi, head, tail in plan
+    ]
     gc.freeze()
     pool = None
     try:
-        pool = parallel.process_pool(1, initializer=_set_worker_claims, initargs=(claims, folder))
+        claims = _Claims(context, len(jobs))  # a semaphore: OSError where /dev/shm is missing or read-only
+        pool = parallel.process_pool(1, initializer=_set_worker_claims, initargs=(claims,))
         if pool is None:
-            handoff.remove_folder(folder)
             return None
         # one job per piece: the worker takes pieces until none is left, the jobs after that return at once
         futures = [pool.submit(_parse_back, jobs) for _ in jobs]  # the first forks the worker
-        return Workers(pool, jobs, claims, futures, path, fmt, after_array, folder)
+        return Workers(pool, jobs, claims, futures, path, fmt, after_array)
     except (OSError, RuntimeError):
         if pool is not None:
-            pool.close()
-        handoff.remove_folder(folder)
+            pool.close(terminate=True)
         return None
     finally:
         gc.unfreeze()
