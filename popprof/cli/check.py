@@ -25,6 +25,7 @@ from .common import (
     output_option,
     reader_options,
     reading_options,
+    reads_arguments,
     require_inputs,
     start_reading,
     text_width,
@@ -84,9 +85,12 @@ def _fail_on(option: str | None, config: Config) -> str:
     help="Text on a terminal: every message and piece of advice whole (piped text always is).",
 )
 @click.option(
-    "--shapes",
-    is_flag=True,
-    help="Read the events' arguments: GPU operators' input shapes, for operations.below-roofline.",
+    "--shapes/--no-shapes",
+    default=None,
+    help=(
+        "Read the events' arguments (operators' shapes, collectives' sizes) for "
+        "operations.below-roofline. Default: when the trace's start records them."
+    ),
 )
 @reading_options(engine=True)
 def check_command(
@@ -102,7 +106,7 @@ def check_command(
     full: bool,
     engine: str | None,
     device_map: str | None,
-    shapes: bool,
+    shapes: bool | None,
 ) -> None:
     """Flag memory peaks, exchange- or communication-heavy phases and host stalls.
 
@@ -117,7 +121,7 @@ def check_command(
       popprof check profile.popprof --rule 'memory.*' --set memory.headroom.warning=0.8
       popprof check run/ --format junit -o findings.xml --fail-on warning
       popprof check trace.json.gz --rule host --format markdown
-      popprof check trace.json.gz --shapes --rule operations
+      popprof check trace.json.gz --no-shapes --rule host
     """
     require_inputs(*paths)  # before the rules' imports: a missing file is said at once
     from ..report.findings import RENDERERS, failed
@@ -125,6 +129,7 @@ def check_command(
     from ..rules.base import plan
 
     config = load_config_file(config_file)
+    shapes = reads_arguments(paths, shapes)
     if len(paths) == 1:
         start_reading(paths[0], with_args=shapes, **FIGURES_ONLY)
     options = {"rules": list(rules) or None, "skip": list(skip), "params": parse_set(sets), "config": config}

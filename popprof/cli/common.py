@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -301,6 +301,30 @@ def start_reading(
     from ..readers.chrome import early
 
     early.start(path, with_args=with_args, flows=not flows_on_use)
+
+
+def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None) -> bool:
+    """Whether a command reads the events' arguments: as ``--shapes/--no-shapes`` says, else when a trace among
+    ``paths`` (a file, or the first trace file of a directory) records input shapes or collectives' sizes
+    (:func:`popprof.readers.chrome.sniffing.records_arguments`). Other formats have no such arguments."""
+    if shapes is not None:
+        return shapes
+    from ..io.files import read_head
+    from ..readers.chrome.sniffing import records_arguments, sniff
+
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = sorted(
+                p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")) and p.is_file()
+            )
+            path = found[0] if found else path
+        try:
+            if path.is_file() and sniff(path, read_head(path)) and records_arguments(path):
+                return True
+        except (OSError, InputError):
+            continue  # the read itself says what is wrong with the file
+    return False
 
 
 #: the reader option of a command that shows figures, never a trace's flows (summary, check, diff, baseline,

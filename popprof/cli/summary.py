@@ -20,6 +20,7 @@ from .common import (
     output_option,
     reader_options,
     reading_options,
+    reads_arguments,
     start_reading,
     top_option,
 )
@@ -32,9 +33,12 @@ from .common import (
 @top_option("Programs, kernels, events and threads")
 @output_option()
 @click.option(
-    "--shapes",
-    is_flag=True,
-    help="Read the events' arguments: GPU operators' input shapes, FLOPs, TFLOP/s and roofline bound.",
+    "--shapes/--no-shapes",
+    default=None,
+    help=(
+        "Read the events' arguments (operators' shapes: FLOPs and roofline; "
+        "collectives' sizes: bandwidths). Default: when the trace's start records them."
+    ),
 )
 @reading_options(config=True)
 def summary_command(
@@ -45,7 +49,7 @@ def summary_command(
     output: Path | None,
     config_file: Path | None,
     device_map: str | None,
-    shapes: bool,
+    shapes: bool | None,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -62,8 +66,9 @@ def summary_command(
       popprof summary fixtures/mk2_training.popprof
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
-      popprof summary trace.json.gz --shapes --format json
+      popprof summary trace.json.gz --no-shapes --format json
     """
+    shapes = reads_arguments([path], shapes)
     start_reading(
         path, with_args=shapes, **FIGURES_ONLY
     )  # first: the parse worker forks before the output check's imports

@@ -34,6 +34,24 @@ def sniff(path: Path, head: bytes) -> bool:
     return False
 
 
+#: What a Kineto trace's events hold in their arguments when the profiler recorded input shapes
+#: (``record_shapes=True``: ``cpu_op`` events' ``Input Dims``) or collectives' sizes (NCCL kernels'
+#: ``In msg nelems``); the analyses of ``docs/operations.md`` and ``docs/collectives.md`` need them.
+ARGUMENT_MARKERS = (b'"Input Dims"', b'"In msg nelems"')
+
+#: How far into a trace :func:`records_arguments` looks: Kineto writes the host operators (and so their shapes)
+#: first; on every real trace of ``fixtures/real/traces`` the first marker is within 20 kB.
+ARGUMENT_HEAD_BYTES = 1 << 20
+
+
+def records_arguments(path: Path) -> bool:
+    """Whether the trace at ``path`` records operators' input shapes or collectives' sizes in its first
+    :data:`ARGUMENT_HEAD_BYTES` (decompressed): the cue for reading the events' arguments, which the
+    operator and collective analyses need and which cost a slower parse (``docs/traces.md``)."""
+    head = read_head(path, ARGUMENT_HEAD_BYTES)
+    return any(marker in head for marker in ARGUMENT_MARKERS)
+
+
 def event_prefix(path: Path) -> str:
     """The ijson-style prefix of the event array: ``item`` for a top-level array, else ``traceEvents.item``."""
     head = strip_bom(read_head(path, 4096))  # as detection read it: a gzip cut off reads as far as it goes
