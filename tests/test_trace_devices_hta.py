@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -206,3 +208,55 @@ def test_cpu_only_trace_has_no_device_rows() -> None:
     profile = popprof.open(REAL / "cpu_only_rank-34.json.gz")
     assert devices.device_breakdown(profile).empty
     assert profile.events["rank"].unique().tolist() == [34]
+
+
+def _host_ops_with_a_stream(path: Path) -> list[tuple[float, float]]:
+    """HTA-rounded (ceil start, floor end) of the file's host events whose args name a stream."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        events = json.load(handle)["traceEvents"]
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset"}
+    return [
+        (math.ceil(e["ts"]), math.floor(e["ts"] + e["dur"]))
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") not in gpu and "stream" in e.get("args", {})
+    ]
+
+
+def test_a_host_op_with_a_stream_arg_is_gpu_work_to_hta() -> None:
+    """tracelens_b200_vllm_eager: a Triton launcher ``cpu_op`` carries ``args.stream`` 0.
+
+    HTA's temporal and kernel-type breakdowns take every event with a stream for GPU work, so that
+    host op becomes a COMPUTATION kernel on stream 0; popprof keeps it on the host. HTA's compute time
+    is larger, and its idle time smaller, by exactly the op's time outside the GPU work it overlaps;
+    every other figure is equal (docs/figures.md, "what HTA counts as a kernel").
+    """
+    run = REFERENCE["quirk_runs"]["tracelens_b200_vllm_eager"]
+    hta = run["ranks"]["0"]
+    path = REAL / run["files"][0]
+    profile = popprof.open(path)
+    [(lo, hi)] = _host_ops_with_a_stream(path)
+    work = profile.events[profile.events["stream"].notna()]
+    starts = np.ceil(work["start_us"].to_numpy())
+    ends = np.floor((work["start_us"] + work["dur_us"]).to_numpy())
+    inside = (starts < hi) & (ends > lo)
+    covered = np.zeros(hi - lo, dtype=bool)  # 1-us cells of the op covered by GPU work
+    for start, end in zip(starts[inside], ends[inside], strict=True):
+        covered[int(max(start, lo) - lo) : int(min(end, hi) - lo)] = True
+    added = (hi - lo) - int(covered.sum())
+    assert added > 0
+    row = _row(devices.device_breakdown(profile, hta=True), "0")
+    assert row["span_us"] == hta["kernel_span_us"]
+    assert hta["compute_us"] - row["compute_us"] == added
+    assert row["idle_us"] - hta["idle_us"] == added
+    assert row["non_compute_us"] == hta["non_compute_us"]
+    kinds = devices.kernel_breakdown(profile, hta=True).set_index("kernel_type")["time_us"]
+    assert hta["kernel_type_us"]["COMPUTATION"] - kinds["COMPUTATION"] == added
+    assert {k: v for k, v in kinds.items() if v and k != "COMPUTATION"} == {
+        k: v for k, v in hta["kernel_type_us"].items() if k != "COMPUTATION"
+    }
+    # the idle breakdown (kernel, memcpy and memset categories only) and the launches are HTA's exactly
+    ours = _ours(devices.idle_breakdown(profile), "0")
+    assert ours == {(r["stream"], r["idle_category"]): r["idle_time_us"] for r in hta["idle_by_stream"]}
+    launches = devices.launch_delays(profile)
+    assert len(launches) == hta["launch"]["count"]
+    assert launches["launch_delay_us"].sum() == hta["launch"]["launch_delay_sum_us"]
