@@ -473,26 +473,32 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     return out[KERNEL_STAT_COLUMNS]
 
 
-def idle_breakdown(
-    profile: Profile, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
-) -> pd.DataFrame:
-    """Idle time per (rank, device, stream) by cause (HTA ``get_idle_time_breakdown``).
+class _Gaps(NamedTuple):
+    """The work items of every stream, sorted by (rank, device, stream, start), with the gap before each."""
 
-    Kernels, memcpy and memset of each stream in start order; the gap before each is
-    ``host_wait`` when its launch call started after the previous one ended (the host
-    did not enqueue work fast enough), else ``kernel_wait`` when shorter than
-    ``consecutive_kernel_delay_us``, else ``other``. Columns ``rank``, ``device``,
-    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time).
-    """
-    work = _work(profile)
-    columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
-    if work is None:
-        return pd.DataFrame(columns=columns)
+    rows: np.ndarray  # rows of the GPU work
+    rank: np.ndarray  # int64, -1 when unknown
+    device_codes: np.ndarray  # codes of the work's device categories, -1 when missing
+    stream: np.ndarray
+    start: np.ndarray
+    prev_end: np.ndarray  # end of the stream's previous item (NaN for a stream's first)
+    gap: np.ndarray  # start - prev_end (NaN for a stream's first)
+    launch: np.ndarray  # start of the launch call, NaN when it is not in the trace
+    category: np.ndarray  # 0 host_wait, 1 kernel_wait, 2 other
+    same: np.ndarray  # the item is on the previous item's stream
+
+
+#: ``idle_category`` names by :class:`_Gaps` code.
+IDLE_CAUSES = ("host_wait", "kernel_wait", "other")
+
+
+def _gaps(work: pd.DataFrame, consecutive_kernel_delay_us: float) -> _Gaps:
+    """HTA's per-item idle classification (``_analyze_idle_time_for_stream``), vectorised over streams."""
     channels = work["channel"].array
     rows = np.flatnonzero(category_mask(channels, channels.categories.isin(KERNEL_CHANNELS)))
-    device = work["device"].array
     rank, stream = work["rank"].to_numpy()[rows], work["stream"].to_numpy()[rows]
-    device_codes, start = np.asarray(device.codes)[rows], work["start"].to_numpy()[rows]
+    device_codes = np.asarray(work["device"].array.codes)[rows]
+    start = work["start"].to_numpy()[rows]
     order = np.lexsort((start, stream, device_codes, rank))
     rows = rows[order]
     rank, stream, device_codes, start = rank[order], stream[order], device_codes[order], start[order]
@@ -503,22 +509,93 @@ def idle_breakdown(
     prev_end[1:] = np.where(same[1:], ends[:-1], np.nan)
     gap = start - prev_end
     launch = work["launch_start"].to_numpy(dtype=np.float64)[rows]
+    # a launch call outside the trace (NaN) is never host_wait; HTA compares the file's first event instead
     host_wait = launch > prev_end
     kernel_wait = ~host_wait & (gap < consecutive_kernel_delay_us)
     category = np.where(host_wait, 0, np.where(kernel_wait, 1, 2))
+    return _Gaps(rows, rank, device_codes, stream, start, prev_end, gap, launch, category, same)
+
+
+#: Columns of :func:`idle_gaps`.
+IDLE_GAP_COLUMNS = [
+    "rank",
+    "device",
+    "stream",
+    "name",
+    "start_us",
+    "prev_end_us",
+    "gap_us",
+    "launch_start_us",
+    "idle_category",
+]
+
+
+def idle_gaps(
+    profile: Profile, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
+) -> pd.DataFrame:
+    """Each work item of each stream with the gap before it and its cause (the rows :func:`idle_breakdown` sums).
+
+    Columns :data:`IDLE_GAP_COLUMNS`: ``prev_end_us`` is the end of the stream's previous item and
+    ``gap_us`` = ``start_us`` - ``prev_end_us`` (both NaN for a stream's first item, which
+    :func:`idle_breakdown` counts as 0); ``launch_start_us`` is NaN when the launch call is not in the
+    trace (then the gap is never ``host_wait``). Times are HTA-rounded (``trace/gpu_work.py``).
+    """
+    work = _work(profile)
+    if work is None:
+        return pd.DataFrame(columns=IDLE_GAP_COLUMNS)
+    g = _gaps(work, consecutive_kernel_delay_us)
+    device = work["device"].array
+    labels = np.asarray(device.categories, dtype=object)
+    return pd.DataFrame(
+        {
+            "rank": pd.arrays.IntegerArray(np.where(g.rank >= 0, g.rank, 0), g.rank < 0),
+            "device": pd.array(
+                np.where(g.device_codes >= 0, labels[np.maximum(g.device_codes, 0)], None), dtype="str"
+            ),
+            "stream": g.stream,
+            "name": work["name"].array[g.rows],
+            "start_us": g.start,
+            "prev_end_us": g.prev_end,
+            "gap_us": g.gap,
+            "launch_start_us": g.launch,
+            "idle_category": pd.array(np.asarray(IDLE_CAUSES, dtype=object)[g.category], dtype="str"),
+        },
+        columns=IDLE_GAP_COLUMNS,
+    )
+
+
+def idle_breakdown(
+    profile: Profile, consecutive_kernel_delay_us: float = CONSECUTIVE_KERNEL_DELAY_US
+) -> pd.DataFrame:
+    """Idle time per (rank, device, stream) by cause (HTA ``get_idle_time_breakdown``).
+
+    Kernels, memcpy and memset of each stream in start order; the gap before each is
+    ``host_wait`` when its launch call started after the previous one ended (the host
+    did not enqueue work fast enough), else ``kernel_wait`` when shorter than
+    ``consecutive_kernel_delay_us``, else ``other``. A work item whose launch call is not in the
+    trace is never ``host_wait`` (HTA's difference: docs/figures.md). Columns ``rank``, ``device``,
+    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time).
+    """
+    work = _work(profile)
+    columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
+    if work is None:
+        return pd.DataFrame(columns=columns)
+    g = _gaps(work, consecutive_kernel_delay_us)
+    device = work["device"].array
+    rank, stream, device_codes, same = g.rank, g.stream, g.device_codes, g.same
     # the (rank, device, stream) runs of the sorted rows; a row without a device is in no group (as in groupby)
     run_start = np.flatnonzero(~same)
     run = np.cumsum(~same) - 1
     keep = device_codes >= 0
     # one group key per (run, cause): the order of groupby([rank, device, stream, cause], sort=True), whose
     # sums (the same rows in the same order) this gives
-    key = (run * 3 + category)[keep]
-    idle = pd.Series(np.nan_to_num(gap, nan=0.0)[keep]).groupby(key, sort=True).sum()
+    key = (run * 3 + g.category)[keep]
+    idle = pd.Series(np.nan_to_num(g.gap, nan=0.0)[keep]).groupby(key, sort=True).sum()
     group, idle_us = idle.index.to_numpy(), idle.to_numpy()
     picked = run_start[group // 3]
     totals = pd.Series(idle_us).groupby(group // 3).transform("sum").to_numpy()  # the stream's idle time
     out_rank = rank[picked]
-    causes = np.array(["host_wait", "kernel_wait", "other"], dtype=object)
+    causes = np.array(IDLE_CAUSES, dtype=object)
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(out_rank >= 0, out_rank, 0), out_rank < 0),
