@@ -135,7 +135,8 @@ def test_check_states_the_accounts_communication_and_window(case):
 
 @pytest.mark.parametrize(
     "path",
-    sorted(p for p in TRACES.glob("*.json*") if "hta_reference" not in p.name) + [TRACES / "two_ranks"],
+    sorted(p for p in TRACES.glob("*.json*") if not p.name.endswith("_reference.json"))
+    + [TRACES / "two_ranks"],
     ids=lambda p: p.name,
 )
 def test_the_time_gains_of_a_device_never_exceed_its_window(path):
