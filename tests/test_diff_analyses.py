@@ -13,7 +13,7 @@ import pytest
 
 import popprof
 import popprof.metrics as registry
-from popprof.compare import diff
+from popprof.compare import diff, gate
 from popprof.compare.basis import FAMILIES
 from popprof.metrics.collectives import collective_calls
 from popprof.metrics.launches import launch_overview
@@ -80,3 +80,20 @@ def test_pipeline_imbalance_is_the_summarys() -> None:
     profile = popprof.open(REAL.parent.parent / "pod4_pipeline.popprof")
     value = registry.compute(profile, ["pipeline.imbalance_us"])["pipeline.imbalance_us"]
     assert value is not None and value == pytest.approx(popprof.summary(profile)["pipeline"]["imbalance_us"])
+
+
+def test_the_gate_tracks_collective_skew_and_launch_idle(sides) -> None:
+    """A budget on the new names is a known pattern and judges them in the direction the registry gives:
+    the 8-rank run's skew per step is below the 2-rank run's (passes), the way back grows (fails)."""
+    budget = {
+        "defaults": False,
+        "budgets": {
+            "collectives.skew_us": {"relative": 0.05},
+            "launches.short_launch_idle_us": {"relative": 0.05},
+        },
+    }
+    base, new = sides
+    assert gate(diff(base, new), budget).passed
+    back = gate(diff(new, base), budget)
+    assert not back.passed
+    assert set(back.violations["metric"]) == {"collectives.skew_us", "launches.short_launch_idle_us"}
