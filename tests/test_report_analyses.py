@@ -68,7 +68,7 @@ def test_collectives_in_the_report_are_the_summarys(dlrm) -> None:
             units.bandwidth(row["algbw_gbps"]),
             units.bandwidth(row["busbw_gbps"]),
         ]
-    assert "synchronisation skew measured across ranks" in html
+    assert "8 ranks; synchronisation skew measured across ranks" in html
 
 
 def test_launches_in_the_report_are_the_summarys(dlrm) -> None:

@@ -22,6 +22,7 @@ import pandas as pd
 from .._version import __version__
 from ..io import units, words
 from ..io.atomic import write_text_atomic
+from ..io.plural import plural
 from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
@@ -174,6 +175,7 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
             {**row, "skew_share": skew_share(row)}
             for row in (summary.get("collectives") or {}).get("by_type", [])
         ],
+        "ranks": plural((summary.get("collectives") or {}).get("ranks") or 0, "rank"),
         "stage_imbalance": words.STAGE_IMBALANCE,
         "saving_words": words.MEMORY_SAVING_WORDS,
     }
