@@ -20,7 +20,7 @@ from popprof.testing import synth
 from popprof.trace.device import DEVICE_CATEGORIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "diff.md"
-NAME = re.compile(r"`((?:memory|execution|trace|account)\.[A-Za-z0-9_.<>*]+)`")
+NAME = re.compile(r"`((?:memory|execution|trace|account|collectives|launches|pipeline)\.[A-Za-z0-9_.<>*]+)`")
 
 
 def documented_names() -> list[str]:

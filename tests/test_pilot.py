@@ -356,3 +356,22 @@ def test_a_baseline_file_of_an_ipu_profile_is_an_ipu_side(capsys, tmp_path, ipu)
     assert col["platform"] == "ipu"
     assert value(col, "memory_headroom_bytes") == summarise(ipu)["memory"]["max_tile_headroom_bytes"]
     assert value(col, "step_p50_us") is None and col["figures"]["step_p50_us"]["missing"]
+
+
+def test_launch_idle_and_stage_imbalance_are_the_summarys(ranks, pod4, ipu):
+    """The GPU side's launch-bound idle is ``launches.launch_idle_us`` over the account's pooled window (the
+    other device shares' base); the IPU side's stage imbalance is the summary pipeline's share of the run.
+    Each is missing, with the reason, on the other platform and where the run has none."""
+    g = side(ranks, "gpu", role="baseline")
+    window = account.run_account(ranks)["window_us"].sum()
+    idle = compute(ranks)["launches.launch_idle_us"]
+    assert idle > 0 and value(g, "launch_idle_pct") == pytest.approx(100 * idle / window)
+    assert value(g, "launch_idle_pct") <= 100 - value(g, "busy_pct")  # launch-bound idle is idle
+    assert g["figures"]["stage_imbalance_pct"]["missing"] == "not a GPU figure (pipeline stages across IPUs)"
+    p = side(pod4, "pod4", role="ipu")
+    share = summarise(pod4)["pipeline"]["share"]
+    assert value(p, "stage_imbalance_pct") == pytest.approx(100 * share)
+    assert p["figures"]["launch_idle_pct"]["missing"].startswith("not an IPU figure")
+    single = side(ipu, "ipu", role="ipu")  # one IPU: no pipeline stages
+    assert value(single, "stage_imbalance_pct") is None
+    assert "pipelined over two or more IPUs" in single["figures"]["stage_imbalance_pct"]["missing"]

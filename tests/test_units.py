@@ -105,6 +105,22 @@ def test_ratios_counts_and_metric_values() -> None:
 
 
 @pytest.mark.parametrize(
+    ("gbps", "text"),
+    [(25.489764, "25.5 GB/s"), (1.5436647, "1.54 GB/s"), (1234.56, "1,234.6 GB/s"), (300, "300.0 GB/s")],
+)
+def test_bandwidths_print_one_way(gbps: float, text: str) -> None:
+    assert units.bandwidth(gbps) == text
+
+
+def test_bandwidth_missing_and_rates() -> None:
+    assert units.bandwidth(None) == "n/a"
+    assert units.bandwidth(float("nan"), missing="-") == "-"
+    assert units.bandwidth(float("inf")) == "n/a"  # no transfer time: no bandwidth, never "inf GB/s"
+    assert units.rate(312.0, "TFLOP/s") == "312.0 TFLOP/s"
+    assert units.rate(0.0123, "TB/s") == "0.0123 TB/s"
+
+
+@pytest.mark.parametrize(
     ("text", "value"),
     [("512M", 512 << 20), ("1.5GiB", 3 << 29), ("4096", 4096), ("64 KiB", 64 << 10), ("2g", 2 << 30)],
 )

@@ -29,12 +29,22 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "trace.device_busy_us",
             "trace.device_idle_us",
             "trace.device_time_us.",
+            "collectives.skew_us",
+            "collectives.transfer_us",
+            "launches.launch_idle_us",
+            "launches.short_launch_idle_us",
         ),
     ),
     "execution": (
         "execution.run_count",
         "run",
-        ("execution.total_cycles", "execution.total_time_us", "execution.step_count", "execution.cycles."),
+        (
+            "execution.total_cycles",
+            "execution.total_time_us",
+            "execution.step_count",
+            "execution.cycles.",
+            "pipeline.imbalance_us",
+        ),
     ),
 }
 

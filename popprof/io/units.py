@@ -14,6 +14,8 @@ Every number popprof prints for people goes through this module (the rules are i
   signed with two: ``+2.50 %``; limits and thresholds exactly as written: ``95 %``, ``2.5 %``.
 - **ratios** (metrics of unit ``ratio``) with four decimals: ``0.2430``.
 - **counts** (cycles, events, tiles, steps ...) as integers with separators: ``650,112``.
+- **bandwidths and rates** (decimal units: GB/s = 1e9 bytes per second) as the figure without a unit
+  prints, then the unit: ``25.5 GB/s``, ``1.54 GB/s``, ``312.0 TFLOP/s`` (:func:`bandwidth`, :func:`rate`).
 - **estimated gains** as an upper bound with its share of the whole: ``up to 12.30 ms (5.6 % of the
   window)``.
 
@@ -160,6 +162,23 @@ def number(value: object, *, signed: bool = False, missing: str = MISSING) -> st
         return count(as_float, signed=signed)
     sign = "+" if signed else ""
     return f"{as_float:{sign}.3g}" if abs(as_float) < 10 else f"{as_float:{sign},.1f}"
+
+
+def rate(amount: object, unit: str, *, missing: str = MISSING) -> str:
+    """A rate in a decimal unit (``GB/s``, ``TB/s``, ``TFLOP/s``): below 10 three significant digits
+    (``1.54 GB/s``), else one decimal (``25.5 GB/s``, ``1,234.5 GB/s``); a whole number keeps its decimal."""
+    if _absent(amount):
+        return missing
+    figure = float(amount)  # type: ignore[arg-type]
+    if not math.isfinite(figure):
+        return missing
+    text = f"{figure:.3g}" if abs(figure) < 10 else f"{figure:,.1f}"
+    return f"{text} {unit}"
+
+
+def bandwidth(gb_per_s: object, *, missing: str = MISSING) -> str:
+    """A bandwidth given in GB/s (1e9 bytes per second, nccl-tests' unit): ``25.5 GB/s``, ``1.54 GB/s``."""
+    return rate(gb_per_s, "GB/s", missing=missing)
 
 
 def value(amount: object, unit: str, *, signed: bool = False, missing: str = MISSING) -> str:

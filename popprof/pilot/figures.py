@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from ..io.plural import plural
-from ..io.words import HOST_NOT_SUBMITTING, IPU_FORMATS
+from ..io.words import HOST_NOT_SUBMITTING, IPU_FORMATS, STAGE_IMBALANCE
 from ..metrics import account, compute, stored_values
 from ..metrics.devices import device_breakdown
+from ..metrics.pipeline import pipeline_imbalance
 from ..metrics.steps import name_mask, step_stats, step_times
 from ..model.profile import Profile
 from ..report.explain import what_limits
@@ -60,6 +61,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("memory_pct", "copies (GPU) / stream copies (IPU)", "%", "device"),
     Figure("sync_pct", "sync (IPU)", "%", "device"),
     Figure("host_wait_pct", f"idle, {HOST_NOT_SUBMITTING}", "%", "device"),
+    Figure("launch_idle_pct", "launch-bound idle (GPU)", "%", "device"),
+    Figure("stage_imbalance_pct", f"{STAGE_IMBALANCE} (IPU)", "%", "device"),
     Figure("memory_utilisation", "fullest tile / capacity", "share", "memory"),
     Figure("memory_headroom_bytes", "headroom of the fullest tile", "bytes", "memory"),
     Figure("tiles_out_of_memory", "tiles out of memory", "tiles", "memory"),
@@ -78,6 +81,8 @@ CAPTURE = {
         "device": "an execution profile (autoReport.all) or a .pvti trace",
         "sync": "an execution profile (autoReport.all)",
         "host_wait": "not split on IPUs: the time account's stream copies are the host-bound time",
+        "launches": "not an IPU figure (kernel launches are GPU-only)",
+        "pipeline": "an execution profile (autoReport.all) of a run pipelined over two or more IPUs",
         "memory": "the graph profile (autoReport.outputGraphProfile) or the text summary",
         "liveness": "the graph profile with liveness (profile.pop)",
         "gpu_memory": "not an IPU figure",
@@ -88,6 +93,8 @@ CAPTURE = {
         "device": "a trace with GPU activity (ProfilerActivity.CUDA)",
         "sync": "not measured on GPUs (the device's own sync events count as idle, launch or dependency)",
         "host_wait": "a trace with CPU activity (ProfilerActivity.CPU): the launches split the idle time",
+        "launches": "a trace with CPU and GPU activity: the launch calls and the kernels they launched",
+        "pipeline": "not a GPU figure (pipeline stages across IPUs)",
         "memory": "not a GPU figure (per-tile memory is IPU-only)",
         "liveness": "not a GPU figure (liveness is IPU-only)",
         "gpu_memory": "a trace with memory events (profile_memory=True) and deviceProperties",
@@ -112,6 +119,8 @@ FIGURE_NEEDS = {
     "memory_pct": "device",
     "sync_pct": "sync",
     "host_wait_pct": "host_wait",
+    "launch_idle_pct": "launches",
+    "stage_imbalance_pct": "pipeline",
     "memory_utilisation": "memory",
     "memory_headroom_bytes": "memory",
     "tiles_out_of_memory": "memory",
@@ -228,12 +237,17 @@ def side(
         values["memory_pct"] = share_of("copies", "stream_copies")
         if platform == "gpu":
             values["host_wait_pct"] = share_of("idle_host")
+            launch_idle = metrics.get("launches.launch_idle_us")  # at most the account's idle_launch
+            values["launch_idle_pct"] = None if launch_idle is None else 100.0 * launch_idle / window
         else:
             sync = share_of("sync") / 100.0
         shares_source = "time_account"
         bases = set(runs["basis"])
         shares_basis = summary_basis(profile) if bases == {"summary_total"} else DEVICE_TIME
     values["sync_pct"] = _as_percent(sync)
+    if platform == "ipu":
+        stages = pipeline_imbalance(profile)  # the summary's pipeline: its share of the run
+        values["stage_imbalance_pct"] = None if stages is None else _as_percent(stages.get("share"))
     if platform == "ipu":
         values["memory_utilisation"] = metrics.get("memory.max_tile_utilisation")
         values["memory_headroom_bytes"] = metrics.get("memory.max_tile_headroom_bytes")

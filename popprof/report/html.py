@@ -22,9 +22,11 @@ import pandas as pd
 from .._version import __version__
 from ..io import units, words
 from ..io.atomic import write_text_atomic
+from ..io.plural import plural
 from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
+from .gpu_analyses import skew_share
 from .summary import IDLE_CAUSES, IDLE_NOTE, device_labels, device_window, steps_left_out, whole_work_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
@@ -156,6 +158,26 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         "what_limits": parts.get("what_limits"),
         "plots": parts.get("plots"),
         "only": parts.get("only"),
+        "analyses": analyses_context(summary),
+    }
+
+
+#: GPU operators the report lists (the summary JSON holds ``--top``).
+REPORT_OPERATIONS = 10
+
+
+def analyses_context(summary: Mapping[str, Any]) -> dict:
+    """What ``analyses.html.j2`` adds to the summary's figures: the top operators, each collective type with
+    its skew share (:func:`popprof.report.gpu_analyses.skew_share`, as the text shows it), and the words."""
+    return {
+        "operations": (summary.get("operations") or [])[:REPORT_OPERATIONS],
+        "collectives": [
+            {**row, "skew_share": skew_share(row)}
+            for row in (summary.get("collectives") or {}).get("by_type", [])
+        ],
+        "ranks": plural((summary.get("collectives") or {}).get("ranks") or 0, "rank"),
+        "stage_imbalance": words.STAGE_IMBALANCE,
+        "saving_words": words.MEMORY_SAVING_WORDS,
     }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..io import units, words
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
+from .gpu_analyses import render_collectives, render_launches
 from .ipu_analyses import render_fullest_tile, render_pipeline
 from .names import short_names
 
@@ -145,6 +146,8 @@ def render_text(summary: dict) -> str:
     if tr:
         lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out)
     lines += render_operations(summary.get("operations") or [], summary.get("operations_note"))
+    lines += render_collectives(summary.get("collectives"))
+    lines += render_launches(summary.get("launches"))
     absent = summary.get("absent_tables") or []
     if absent:
         lines += ["", "Not in this source: " + ", ".join(absent)]

@@ -4,7 +4,8 @@ The templates (``popprof/report/templates/``) are package data, read with
 :mod:`importlib.resources`, so they work from a wheel, a zip or a source tree alike; the environment
 is the one :func:`popprof.markup.make_environment` makes for every HTML output. Numbers are
 formatted only by :mod:`popprof.io.units` (filters ``bytes``, ``time``, ``share`` for a fraction,
-``points`` for a value already in percent, ``n`` for a count); long names are shortened by ``short``
+``points`` for a value already in percent, ``n`` for a count, ``bandwidth`` for GB/s, ``number`` for a
+figure without a unit); long names are shortened by ``short``
 as in the text tables; a category code reads in its platform's word through ``word(platform)``
 (:func:`popprof.io.words.category_word`).
 """
@@ -47,6 +48,8 @@ def environment() -> jinja2.Environment:
             "share": units.percent,
             "points": lambda value: units.value(value, "%", missing="-"),
             "n": units.count,
+            "bandwidth": lambda value: units.bandwidth(value, missing="-"),
+            "number": lambda value: units.number(value, missing="-"),
             "short": short_name,
             "short_names": short_names,  # the names of one table: those that read the same are numbered
             "word": words.category_word,

@@ -1,0 +1,74 @@
+"""The summary's GPU analyses as terminal text: collectives across ranks and kernel launch overhead.
+
+Formats what :func:`popprof.metrics.summary.summarise` holds under ``collectives``
+(:func:`popprof.metrics.collectives.collectives_section`) and ``launches``
+(:func:`popprof.metrics.launches.launches_section`); nothing here computes a figure. Every line fits 80
+columns: names are shortened, notes wrapped.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..io import units
+from ..io.plural import plural
+from .names import short_names
+
+#: The width every line keeps to.
+WIDTH = 80
+#: Width of a collective's type in its table.
+TYPE_WIDTH = 16
+#: Collective types the text lists (the JSON holds them all).
+TEXT_COLLECTIVES = 8
+
+
+def _wrapped(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def skew_share(row: dict) -> float | None:
+    """A collective type's synchronisation skew over its time (None without time)."""
+    return row["skew_us"] / row["time_us"] if row.get("time_us") else None
+
+
+def render_collectives(doc: dict | None, shown: int = TEXT_COLLECTIVES) -> list[str]:
+    """The collectives block: per type calls, time, synchronisation skew and its share, bus bandwidth."""
+    if not doc or not doc.get("by_type"):
+        return []
+    lines = ["", f"Collectives ({plural(doc['ranks'], 'rank')})"]
+    lines += _wrapped(f"synchronisation skew {doc['skew']}", "  ")
+    lines.append(
+        f"  {'type':<{TYPE_WIDTH}} {'calls':>7} {'time':>10} {'skew':>10} {'skew %':>7} {'bus bandwidth':>14}"
+    )
+    rows = doc["by_type"][:shown]
+    for row, name in zip(rows, short_names((r["collective"] for r in rows), width=TYPE_WIDTH), strict=True):
+        lines.append(
+            f"  {name:<{TYPE_WIDTH}} {units.count(row['count']):>7} {units.duration(row['time_us']):>10} "
+            f"{units.duration(row['skew_us']):>10} {units.percent(skew_share(row), missing='-'):>7} "
+            f"{units.bandwidth(row.get('busbw_gbps'), missing='-'):>14}"
+        )
+    if len(doc["by_type"]) > shown:
+        lines.append(f"  ({len(doc['by_type']) - shown} more in --format json)")
+    lines.append("  skew: waiting for the last rank to arrive; the rest of the time is transfer;")
+    lines.append("  bus bandwidth: bytes x NCCL's factor / transfer time (nccl-tests' busbw)")
+    if doc.get("bytes"):
+        lines += _wrapped(f"message sizes {doc['bytes']} (--shapes reads them)", "  ")
+    return lines
+
+
+def render_launches(doc: dict | None) -> list[str]:
+    """The kernel launch block: launches, launch delay median and p95, short kernels, launch-bound idle."""
+    if not doc:
+        return []
+    cutoff = units.duration(doc["launch_delay_cutoff_us"])
+    return [
+        "",
+        f"Kernel launches: {units.count(doc['count'])}, launch call time {units.duration(doc['cpu_us'])}",
+        f"  launch delay median {units.duration(doc['delay_median_us'])}, p95 "
+        f"{units.duration(doc['delay_p95_us'])}; {units.count(doc['delay_outliers'])} over {cutoff} (HTA's)",
+        f"  short kernels (HTA's) {units.count(doc['short_count'])}: "
+        f"{units.duration(doc['short_gpu_us'])} on the device, {units.duration(doc['short_cpu_us'])} "
+        "launching them",
+        f"  launch-bound idle {units.duration(doc['launch_idle_us'])}, "
+        f"{units.duration(doc['short_launch_idle_us'])} of it before short kernels",
+    ]
