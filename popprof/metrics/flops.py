@@ -15,8 +15,9 @@ commit 171dd747, MIT; read, not copied; ``docs/operations.md`` says which one ea
 - **Elementwise**: one FLOP per output element; bytes = inputs read and output written once (a binary op's
   output has the broadcast shape, in the wider dtype of two tensors).
 
-One call of :func:`model` is plain Python over one operator's shapes: callers run it once per distinct
-(name, shapes, dtypes), never per event.
+Reductions, normalisations, softmax and the backward convolution and attention are in
+:mod:`popprof.metrics.flops_more`. One call of :func:`model` is plain Python over one operator's
+shapes: callers run it once per distinct (name, shapes, dtypes), never per event.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from __future__ import annotations
 import re
 from math import prod
 from typing import NamedTuple
+
+from . import flops_more
 
 #: bytes per element of the dtype names the PyTorch profiler records (``Input type``), lower case
 ELEMENT_BYTES: dict[str, int] = {
@@ -110,11 +113,13 @@ _BINARY = {
     "aten::threshold_backward",
 }
 #: operators with a FLOPs model (the attribution prefers the innermost of these)
-MODELLED: frozenset[str] = frozenset(_GEMM | _CONV | _ATTENTION | _UNARY | _BINARY)
+MODELLED: frozenset[str] = frozenset(_GEMM | _CONV | _ATTENTION | _UNARY | _BINARY | flops_more.NAMES)
 _NORM = re.compile(r"norm", re.IGNORECASE)
 _GEMM_NAMES = re.compile(r"^aten::(_scaled_mm|addbmm|einsum)$|(Addmm|Mm|Bmm|Baddbmm|Linear|Matmul)Backward")
 _CONV_NAMES = re.compile(r"convolution", re.IGNORECASE)
-_REDUCE = re.compile(r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|cumsum)")
+_REDUCE = re.compile(
+    r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|cumsum|cumprod|logsumexp|std|var)"
+)
 _COMM = re.compile(r"^(c10d::|nccl:|record_param_comms|_c10d_functional::|symm_mem::)")
 _COPY = re.compile(r"^aten::(to|_to_copy|contiguous|clone|index|cat|stack|fill_|zero_|zeros|empty)")
 
@@ -172,6 +177,9 @@ def model(name: str, dims: list, types: list, concrete: list | None = None) -> C
             return _unary(dims, types)
         if name in _BINARY:
             return _binary(dims, types)
+        if name in flops_more.NAMES:
+            more = flops_more.model(name, dims, types, concrete, element_bytes)
+            return None if more is None else Cost(more.flops, more.bytes, peak_dtype(more.dtype))
     except (
         IndexError,
         KeyError,
@@ -179,6 +187,7 @@ def model(name: str, dims: list, types: list, concrete: list | None = None) -> C
         ValueError,
         AttributeError,
         OverflowError,
+        ZeroDivisionError,
     ):  # shapes not as recorded
         return None
     return None
