@@ -163,14 +163,17 @@ def peak_dtype(dtype: object) -> str | None:
     return PEAK_DTYPES.get(str(dtype).lower()) if dtype else None
 
 
-def model(name: str, dims: list, types: list, concrete: list | None = None) -> Cost | None:
+def model(
+    name: str, dims: list, types: list, concrete: list | None = None, output: list | None = None
+) -> Cost | None:
     """The cost of one call of operator ``name`` from its ``Input Dims``, ``Input type`` and ``Concrete
-    Inputs``; None when the operator has no model or its shapes do not fit one."""
+    Inputs`` (``output``: a convolution's output shape when known otherwise, :mod:`.conv_outputs`); None
+    when the operator has no model or its shapes do not fit one."""
     try:
         if name in _GEMM:
             return _gemm(name, dims, types)
         if name in _CONV:
-            return _conv(dims, types, concrete)
+            return _conv(dims, types, concrete, output)
         if name in _ATTENTION:
             return _attention(name, dims, types, concrete)
         if name in _UNARY:
@@ -248,12 +251,16 @@ def _pair(text: str, spatial: int, default: int) -> list[int]:
     return values * spatial if len(values) == 1 else values
 
 
-def _conv(dims: list, types: list, concrete: list | None) -> Cost | None:
-    if not concrete or len(concrete) < 9 or types[0] != types[1]:
-        return None
+def _conv(dims: list, types: list, concrete: list | None, output: list | None = None) -> Cost | None:
     x, w = dims[0], dims[1]
     spatial = len(x) - 2
-    if spatial < 1 or len(w) != len(x):
+    if spatial < 1 or len(w) != len(x) or types[0] != types[1]:
+        return None
+    if output and not concrete:  # the output shape from the backward call: no stride needed
+        if len(output) != len(x) or output[0] != x[0] or output[1] != w[0]:
+            return None
+        return _conv_cost(x, w, list(output), types)
+    if not concrete or len(concrete) < 9:
         return None
     stride, padding, dilation = (_pair(concrete[i], spatial, d) for i, d in ((3, 1), (4, 0), (5, 1)))
     if str(concrete[6]).lower() == "true":  # transposed convolution: no model here
@@ -262,7 +269,10 @@ def _conv(dims: list, types: list, concrete: list | None) -> Cost | None:
         (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
         for i in range(spatial)
     ]
-    out = [x[0], w[0], *out_spatial]
+    return _conv_cost(x, w, [x[0], w[0], *out_spatial], types)
+
+
+def _conv_cost(x: list, w: list, out: list, types: list) -> Cost:
     flops = 2.0 * prod(w[1:]) * prod(out)
     return Cost(
         flops, _bytes([(prod(x), types[0]), (prod(w), types[1]), (prod(out), types[0])]), peak_dtype(types[0])

@@ -9,7 +9,8 @@ the table and where popprof departs from it):
   The output is one element (``cumsum`` / ``cumprod``: as many as the input), as TraceLens counts it on
   Kineto traces, whose ``Concrete Inputs`` are text it does not parse as dimensions.
 - **Normalisations** (``Normalization``, ``RMSNorm``): with N elements and C "channels" (batch / group
-  norm: ``x[1]``; layer / RMS norm: the product of ``normalized_shape``), ``2N + 6C`` FLOPs, ``+ 3N`` when
+  norm: ``x[1]``; layer / RMS norm: the product of ``normalized_shape``, from ``Concrete Inputs`` or else
+  the weight's shape, which equals it), ``2N + 6C`` FLOPs, ``+ 3N`` when
   the statistics are computed (training; always for layer and group norm); bytes = the activation read and
   written, plus C elements per parameter tensor (mean and variance, weight, bias; mean and variance written
   again in training). RMS norm: ``(N / C) * (2C + 2) + N`` (``+ N`` more with a weight); bytes = input and
@@ -17,7 +18,9 @@ the table and where popprof departs from it):
 - **Softmax** (``Softmax``): ``3 * N`` FLOPs, bytes = input and output; its backward twice that.
 - **Convolution backward** (``CONV.flops_bwd``): the input gradient and the weight gradient each cost the
   forward convolution, ``2 * prod(weight[1:]) * prod(grad_output)``, plus ``prod(grad_output)`` for a bias
-  gradient. ``grad_output`` is recorded, so no stride or padding is needed.
+  gradient. ``grad_output`` is recorded, so no stride or padding is needed (also for PyTorch 1.x's
+  ``aten::cudnn_convolution_backward``, whose arguments start ``input, grad_output, weight``; TraceLens
+  has no model for it).
 - **Attention backward** (``SDPA.flops_bwd`` with the flash recomputation): five GEMMs of ``2*B*H*Nq*Nkv*d``
   (recomputed QK^T, dV, dP, dQ, dK), plus the GQA reductions, halved when causal with ``Nq == Nkv``; bytes
   = Q, K, V, dO read and dQ, dK, dV written.
@@ -72,6 +75,8 @@ _GROUP_NORM = {"aten::group_norm"}
 #: RMS norm: (input, normalized_shape, weight, eps)
 _RMS_NORM = {"aten::rms_norm", "aten::_fused_rms_norm"}
 _CONV_BACKWARD = {"aten::convolution_backward"}
+#: PyTorch 1.x's cudnn backward: (input, grad_output, weight, ...), no bias gradient
+_CUDNN_CONV_BACKWARD = {"aten::cudnn_convolution_backward"}
 #: attention backward -> the index of ``is_causal`` in its arguments
 _ATTENTION_BACKWARD = {
     "aten::_scaled_dot_product_flash_attention_backward": 11,
@@ -87,6 +92,7 @@ NAMES: frozenset[str] = frozenset(
     | _GROUP_NORM
     | _RMS_NORM
     | _CONV_BACKWARD
+    | _CUDNN_CONV_BACKWARD
     | set(_ATTENTION_BACKWARD)
 )
 
@@ -106,7 +112,7 @@ def model(
             dims, types, size, channels=dims[0][1], affine=_has(dims, 1), bias=True, training=training
         )
     if name in _LAYER_NORM:
-        channels = prod(_ints(_text(concrete, 1))) if _ints(_text(concrete, 1)) else None
+        channels = _normalized(dims, concrete)
         if channels is None:
             return None
         return _norm(dims, types, size, channels, affine=_has(dims, 2), bias=_has(dims, 3), training=True)
@@ -116,6 +122,8 @@ def model(
         return _rms_norm(dims, types, concrete, size)
     if name in _CONV_BACKWARD:
         return _conv_backward(dims, types, size)
+    if name in _CUDNN_CONV_BACKWARD:
+        return _conv_backward([dims[1], dims[0], dims[2]], [types[1], types[0], types[2]], size)
     if name in _ATTENTION_BACKWARD:
         return _attention_backward(dims, types, size, _text(concrete, _ATTENTION_BACKWARD[name]) == "True")
     return None
@@ -164,13 +172,20 @@ def _norm(
     return Cost(flops, moved, types[0])
 
 
+def _normalized(dims: list, concrete: list | None) -> int | None:
+    """Elements of a layer / RMS norm's ``normalized_shape``: from ``Concrete Inputs`` (as TraceLens), else
+    the weight's shape (which equals it), else None."""
+    shape = _ints(_text(concrete, 1)) or (list(dims[2]) if _has(dims, 2) else [])
+    return prod(shape) if shape else None
+
+
 def _rms_norm(
     dims: list, types: list, concrete: list | None, size: Callable[[object], int | None]
 ) -> Cost | None:
-    shape = _ints(_text(concrete, 1))
-    if not shape:
+    channels = _normalized(dims, concrete)
+    if not channels:
         return None
-    n, channels = prod(dims[0]), prod(shape)
+    n = prod(dims[0])
     affine = _has(dims, 2)
     flops = n / channels * (2.0 * channels + 2) + n * (2 if affine else 1)
     b = size(types[0])
