@@ -89,6 +89,7 @@ def test_peaks_say_dense_or_vector_and_where_each_figure_is():
         ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
         ("AMD Instinct MI325X", "MI325X"),
         ("AMD Instinct MI300X", "MI300X"),
+        ("AMD Instinct MI250X", "MI250X (one GCD)"),  # a process sees one of the board's two GCDs
         ("NVIDIA GeForce RTX 3090", None),  # an unknown GPU: no peak, bound stays null
     ],
 )

@@ -42,10 +42,13 @@ def forward_outputs(events: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
     """Per row of ``calls`` (``op``: a row of ``events``; ``name``; ``concrete``), the JSON text of the
     forward output shape when the call is a :data:`JOINED` convolution without ``Concrete Inputs`` and a
     backward node with its sequence number records it; None otherwise."""
-    out = pd.Series([None] * len(calls), index=calls.index, dtype=object)
+    out = pd.Series(None, index=calls.index, dtype=object)
     if "args" not in events.columns or calls.empty:
         return out
-    wanted = calls["name"].astype(str).isin(JOINED).to_numpy() & calls["concrete"].isna().to_numpy()
+    wanted = calls["name"].isin(JOINED).to_numpy(dtype=bool, copy=True)  # categorical: a test per category
+    if not wanted.any():
+        return out
+    wanted &= calls["concrete"].isna().to_numpy()
     if not wanted.any():
         return out
     names = events["name"].astype(str)

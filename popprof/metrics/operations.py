@@ -259,7 +259,10 @@ def _operations(profile: Profile) -> pd.DataFrame:
             {c: [] for c in (*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity")}
         )
     calls = calls.assign(count=1.0)
-    grouped = _grouped(calls, ["name", "dims", "types", "concrete", "output"], ["count", "device_time_us"])
+    keys = ["name", "dims", "types", "concrete"] + (["output"] if calls["output"].notna().any() else [])
+    grouped = _grouped(calls, keys, ["count", "device_time_us"])
+    if "output" not in grouped.columns:
+        grouped["output"] = None
     grouped["name"] = grouped["name"].astype(str)
     _, device = peaks.profile_device(profile)
     costed = _costs(grouped, device)
