@@ -125,3 +125,14 @@ def test_layer_norm_on_a_real_a100_trace_without_concrete_inputs():
 )
 def test_shapes_that_do_not_fit_give_no_figure(name, dims, types):
     assert flops.model(name, dims, types) is None
+
+
+def test_vllm_rms_norms_on_b200_are_memory_bound_and_below_the_memory_roof():
+    """vLLM's own RMS norms (no TraceLens model) on the real B200 trace: memory-bound, and the modelled bytes
+    over the measured time stay under the B200's memory bandwidth (a model moving more bytes than the
+    hardware can would show above it)."""
+    table = operations.operations(popprof.open(REAL / "tracelens_b200_vllm_eager.json.gz", with_args=True))
+    norms = table[table["name"].isin(["_C::rms_norm", "_C::fused_add_rms_norm"])]
+    assert set(norms["name"]) == {"_C::rms_norm", "_C::fused_add_rms_norm"}
+    assert (norms["category"] == "normalization").all() and (norms["bound"] == "memory").all()
+    assert (norms["tbps"] < norms["peak_tbps"]).all() and (norms["tbps"] > 0.1 * norms["peak_tbps"]).all()

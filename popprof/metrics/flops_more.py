@@ -15,6 +15,9 @@ the table and where popprof departs from it):
   written, plus C elements per parameter tensor (mean and variance, weight, bias; mean and variance written
   again in training). RMS norm: ``(N / C) * (2C + 2) + N`` (``+ N`` more with a weight); bytes = input and
   output, plus the weight.
+- **vLLM's RMS norms** (``_C::rms_norm``, ``_C::fused_add_rms_norm``; TraceLens has no model): counted as
+  ``RMSNorm`` with a weight; the fused one adds the residual first (``+ N`` FLOPs) and reads and writes
+  both the input and the residual (``4N + C`` elements).
 - **Softmax** (``Softmax``): ``3 * N`` FLOPs, bytes = input and output; its backward twice that.
 - **Convolution backward** (``CONV.flops_bwd``): the input gradient and the weight gradient each cost the
   forward convolution, ``2 * prod(weight[1:]) * prod(grad_output)``, plus ``prod(grad_output)`` for a bias
@@ -74,6 +77,10 @@ _LAYER_NORM = {"aten::layer_norm", "aten::native_layer_norm"}
 _GROUP_NORM = {"aten::group_norm"}
 #: RMS norm: (input, normalized_shape, weight, eps)
 _RMS_NORM = {"aten::rms_norm", "aten::_fused_rms_norm"}
+#: vLLM's RMS norms (no TraceLens model): ``_C::rms_norm(out, input, weight, eps)`` and
+#: ``_C::fused_add_rms_norm(input, residual, weight, eps)`` (residual += input; input = norm(residual))
+_VLLM_RMS_NORM = {"_C::rms_norm"}
+_VLLM_FUSED_ADD_RMS_NORM = {"_C::fused_add_rms_norm"}
 _CONV_BACKWARD = {"aten::convolution_backward"}
 #: PyTorch 1.x's cudnn backward: (input, grad_output, weight, ...), no bias gradient
 _CUDNN_CONV_BACKWARD = {"aten::cudnn_convolution_backward"}
@@ -91,6 +98,8 @@ NAMES: frozenset[str] = frozenset(
     | _LAYER_NORM
     | _GROUP_NORM
     | _RMS_NORM
+    | _VLLM_RMS_NORM
+    | _VLLM_FUSED_ADD_RMS_NORM
     | _CONV_BACKWARD
     | _CUDNN_CONV_BACKWARD
     | set(_ATTENTION_BACKWARD)
@@ -120,6 +129,10 @@ def model(
         return _norm(dims, types, size, dims[0][1], affine=_has(dims, 2), bias=True, training=True)
     if name in _RMS_NORM:
         return _rms_norm(dims, types, concrete, size)
+    if name in _VLLM_RMS_NORM:
+        return _vllm_rms_norm(dims, types, size, fused_add=False)
+    if name in _VLLM_FUSED_ADD_RMS_NORM:
+        return _vllm_rms_norm(dims, types, size, fused_add=True)
     if name in _CONV_BACKWARD:
         return _conv_backward(dims, types, size)
     if name in _CUDNN_CONV_BACKWARD:
@@ -191,6 +204,21 @@ def _rms_norm(
     b = size(types[0])
     moved = None if b is None else float((2 * n + (channels if affine else 0)) * b)
     return Cost(flops, moved, types[0])
+
+
+def _vllm_rms_norm(
+    dims: list, types: list, size: Callable[[object], int | None], fused_add: bool
+) -> Cost | None:
+    """vLLM's RMS norms, counted as TraceLens's ``RMSNorm`` with a weight; the fused one adds the residual
+    first (one FLOP per element) and reads and writes both tensors."""
+    x, weight = (dims[0], dims[2]) if fused_add else (dims[1], dims[2])
+    n, channels = prod(x), prod(weight)
+    if not channels or n % channels:
+        return None
+    flops = n / channels * (2.0 * channels + 2) + 2.0 * n + (n if fused_add else 0)
+    b = size(types[1])
+    elements = (4 * n if fused_add else 2 * n) + channels
+    return Cost(flops, None if b is None else float(elements * b), types[1])
 
 
 def _conv_backward(dims: list, types: list, size: Callable[[object], int | None]) -> Cost | None:
