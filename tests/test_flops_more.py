@@ -136,3 +136,23 @@ def test_vllm_rms_norms_on_b200_are_memory_bound_and_below_the_memory_roof():
     assert set(norms["name"]) == {"_C::rms_norm", "_C::fused_add_rms_norm"}
     assert (norms["category"] == "normalization").all() and (norms["bound"] == "memory").all()
     assert (norms["tbps"] < norms["peak_tbps"]).all() and (norms["tbps"] > 0.1 * norms["peak_tbps"]).all()
+
+
+def test_attention_backward_on_the_mi300x_traces_shapes_is_two_and_a_half_forwards():
+    """TraceLens's flash backward: five GEMMs (recomputed QK^T, dV, dP, dQ, dK) against the forward's two,
+    so 2.5 x the forward on the same real Q, K, V shapes (MHA, no causal mask), and causal halves both."""
+    table = operations.operations(
+        popprof.open(REAL / "tracelens_mi300x_torch_compile_triton.json.gz", with_args=True)
+    )
+    sdpa = table[table["name"] == "aten::_scaled_dot_product_flash_attention"]
+    assert len(sdpa)
+    for dims, types, forward in zip(
+        sdpa["input_shapes"], sdpa["input_types"], sdpa["flops_per_call"], strict=True
+    ):
+        q, k, v = dims[:3]
+        grad = [q, q, k, v, q, [q[0], q[1], q[2]]]
+        name = "aten::_scaled_dot_product_flash_attention_backward"
+        backward = flops.model(name, grad, [types[0]] * 6, [""] * 11 + ["False"])
+        causal = flops.model(name, grad, [types[0]] * 6, [""] * 11 + ["True"])
+        assert backward is not None and _within(backward.flops, 2.5 * float(forward), 1e-9)
+        assert causal is not None and _within(causal.flops, backward.flops / 2, 1e-9)
