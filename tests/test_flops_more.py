@@ -156,3 +156,13 @@ def test_attention_backward_on_the_mi300x_traces_shapes_is_two_and_a_half_forwar
         causal = flops.model(name, grad, [types[0]] * 6, [""] * 11 + ["True"])
         assert backward is not None and _within(backward.flops, 2.5 * float(forward), 1e-9)
         assert causal is not None and _within(causal.flops, backward.flops / 2, 1e-9)
+
+
+def test_resnet50_batch_norms_backward_modelled_forward_without_the_training_flag_not(resnet):
+    """The 2021 trace's cudnn batch norm backward calls get TraceLens's BatchNormBwd figures (memory-bound,
+    under the V100's 0.9 TB/s); the forward calls record no training flag, so no figure, only their time."""
+    backward = resnet[resnet["name"] == "aten::cudnn_batch_norm_backward"]
+    assert len(backward) > 5 and backward["flops_per_call"].notna().all()
+    assert (backward["bound"] == "memory").all() and (backward["tbps"] < backward["peak_tbps"]).all()
+    forward = resnet[resnet["name"] == "aten::cudnn_batch_norm"]
+    assert len(forward) and forward["flops_per_call"].isna().all() and (forward["device_time_us"] > 0).all()

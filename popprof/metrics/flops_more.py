@@ -10,11 +10,12 @@ the table and where popprof departs from it):
   Kineto traces, whose ``Concrete Inputs`` are text it does not parse as dimensions.
 - **Normalisations** (``Normalization``, ``RMSNorm``): with N elements and C "channels" (batch / group
   norm: ``x[1]``; layer / RMS norm: the product of ``normalized_shape``, from ``Concrete Inputs`` or else
-  the weight's shape, which equals it), ``2N + 6C`` FLOPs, ``+ 3N`` when
-  the statistics are computed (training; always for layer and group norm); bytes = the activation read and
-  written, plus C elements per parameter tensor (mean and variance, weight, bias; mean and variance written
-  again in training). RMS norm: ``(N / C) * (2C + 2) + N`` (``+ N`` more with a weight); bytes = input and
-  output, plus the weight.
+  the weight's shape, which equals it), ``2N + 6C`` FLOPs, ``+ 3N`` when the statistics are computed
+  (training; always for layer and group norm); bytes = the activation read and written, plus C elements
+  per parameter tensor (mean and variance, weight, bias; mean and variance written again in training). A
+  batch norm without ``Concrete Inputs`` has no figure (training or not is unknown). Batch norm backward
+  (``BatchNormBwd``): see :func:`_batch_norm_backward`. RMS norm: ``(N / C) * (2C + 2) + N`` (``+ N``
+  more with a weight); bytes = input and output, plus the weight.
 - **vLLM's RMS norms** (``_C::rms_norm``, ``_C::fused_add_rms_norm``; TraceLens has no model): counted as
   ``RMSNorm`` with a weight; the fused one adds the residual first (``+ N`` FLOPs) and reads and writes
   both the input and the residual (``4N + C`` elements).
@@ -71,6 +72,13 @@ _BATCH_NORM = {
     "aten::cudnn_batch_norm",
     "aten::miopen_batch_norm",
 }
+#: batch norm backward: cudnn / miopen (input, grad_output, weight, ...), native (grad_out, input, weight,
+#: running_mean, running_var, save_mean, save_invstd, train, ...)
+_BATCH_NORM_BACKWARD = {
+    "aten::cudnn_batch_norm_backward",
+    "aten::miopen_batch_norm_backward",
+    "aten::native_batch_norm_backward",
+}
 #: layer norm variants: (input, normalized_shape, weight, bias, ...)
 _LAYER_NORM = {"aten::layer_norm", "aten::native_layer_norm"}
 #: group norm: (input, num_groups, weight, bias, ...)
@@ -95,6 +103,7 @@ NAMES: frozenset[str] = frozenset(
     | _SOFTMAX
     | _SOFTMAX_BACKWARD
     | _BATCH_NORM
+    | _BATCH_NORM_BACKWARD
     | _LAYER_NORM
     | _GROUP_NORM
     | _RMS_NORM
@@ -116,10 +125,12 @@ def model(
     if name in _SOFTMAX or name in _SOFTMAX_BACKWARD:
         return _softmax(dims, types, size, backward=name in _SOFTMAX_BACKWARD)
     if name in _BATCH_NORM:
-        training = _text(concrete, 5).lower() == "true"
-        return _norm(
-            dims, types, size, channels=dims[0][1], affine=_has(dims, 1), bias=True, training=training
-        )
+        flag = _text(concrete, 5).lower()
+        if flag not in ("true", "false"):  # no Concrete Inputs: training or not is unknown, so no figure
+            return None
+        return _norm(dims, types, size, dims[0][1], affine=_has(dims, 1), bias=True, training=flag == "true")
+    if name in _BATCH_NORM_BACKWARD:
+        return _batch_norm_backward(name, dims, types, concrete, size)
     if name in _LAYER_NORM:
         channels = _normalized(dims, concrete)
         if channels is None:
@@ -183,6 +194,33 @@ def _norm(
     b = size(types[0])
     moved = None if b is None else float((2 * n + tensors * channels) * b)
     return Cost(flops, moved, types[0])
+
+
+def _batch_norm_backward(
+    name: str, dims: list, types: list, concrete: list | None, size: Callable[[object], int | None]
+) -> Cost | None:
+    """TraceLens's ``BatchNormBwd``: the input gradient ``4N`` (dot products) ``+ 2N`` (scale), plus ``3C``
+    for the inverse deviation when it is not saved (cudnn / miopen: TraceLens reads them as not training) or
+    ``+ 5N`` instead of ``2N`` in training; bytes = grad_output and the input read, grad_input written, the
+    weight and the saved deviation read, the weight and bias gradients written in training."""
+    native = name == "aten::native_batch_norm_backward"
+    training = False
+    if native:
+        flag = _text(concrete, 7).lower()
+        if flag not in ("true", "false"):
+            return None
+        training = flag == "true"
+    x = dims[1] if native else dims[0]
+    n, channels = prod(x), x[1]
+    affine = _has(dims, 2)
+    flops = channels * (0 if training else 3) + 4.0 * n + (5.0 * n if training else 2.0 * n)
+    dtype = types[1] if native else types[0]
+    b = size(dtype)
+    if b is None:
+        return None
+    elements = n + n * (2 if training else 1) + (channels if training else 0)
+    elements += (channels + (2 * channels if training else 0)) if affine else 0
+    return Cost(float(flops), float(elements * b), dtype)
 
 
 def _normalized(dims: list, concrete: list | None) -> int | None:
