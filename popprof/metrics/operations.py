@@ -205,7 +205,8 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
         }
     )
     calls = pd.concat([calls, _shapes(events, ops)], axis=1)
-    return calls.assign(output=conv_outputs.forward_outputs(events, calls))
+    calls["output"] = conv_outputs.forward_outputs(events, calls)  # the frame is new: no copy
+    return calls
 
 
 def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
