@@ -61,10 +61,40 @@ def test_peaks_every_row_has_a_public_source_and_the_devices_asked_for():
     for device in ("V100", "A100", "H100", "H200", "B200", "MI250X", "MI300X", "RTX"):
         assert table["device"].str.contains(device).any(), device
     assert peaks.match_device("NVIDIA B200") == "B200 (HGX)"
-    assert peaks.match_device("NVIDIA A100-PG509-200") == "A100 SXM4 40GB"
+    assert peaks.match_device("NVIDIA A100-PG509-200") == "A100 40GB"
     assert peaks.match_device("NVIDIA A100-SXM4-80GB") == "A100 SXM4 80GB"
     assert peaks.match_device("NVIDIA H200") == "H200 SXM"
     assert peaks.match_device("AMD Radeon Graphics") is None
+
+
+def test_peaks_say_dense_or_vector_and_where_each_figure_is():
+    """Every row says which peak it is (a vector unit's, or a matrix unit's without sparsity) and names the
+    place of the figure in its document (a column or table of the specifications)."""
+    table = peaks.device_peaks()
+    assert set(table["kind"]) == {"vector", "matrix dense"}
+    assert table.loc[table["dtype"].isin(["fp16", "bf16", "fp8", "tf32"]), "kind"].eq("matrix dense").all()
+    assert table["source"].str.contains("column|Table|table|Specifications").all()
+    assert not table.duplicated(["device", "dtype"]).any()
+
+
+@pytest.mark.parametrize(
+    ("name", "device"),
+    [
+        ("NVIDIA GB200", "B200 (GB200)"),  # before the B200 row, whose pattern it also matches
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40S", "L40S"),  # not the L4
+        ("Tesla V100-SXM2-32GB", "V100 SXM2"),  # the DLRM traces' GPU
+        ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+        ("Tesla V100-DGXS-32GB", "V100 (other)"),  # the 2021 ResNet-50 trace's GPU
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+        ("AMD Instinct MI325X", "MI325X"),
+        ("AMD Instinct MI300X", "MI300X"),
+        ("AMD Instinct MI250X", "MI250X (one GCD)"),  # a process sees one of the board's two GCDs
+        ("NVIDIA GeForce RTX 3090", None),  # an unknown GPU: no peak, bound stays null
+    ],
+)
+def test_device_matching_order(name, device):
+    assert peaks.match_device(name) == device
 
 
 def test_operations_on_mi300x_gemm_compute_bound(mi300x):

@@ -15,8 +15,9 @@ commit 171dd747, MIT; read, not copied; ``docs/operations.md`` says which one ea
 - **Elementwise**: one FLOP per output element; bytes = inputs read and output written once (a binary op's
   output has the broadcast shape, in the wider dtype of two tensors).
 
-One call of :func:`model` is plain Python over one operator's shapes: callers run it once per distinct
-(name, shapes, dtypes), never per event.
+Reductions, normalisations, softmax and the backward convolution and attention are in
+:mod:`popprof.metrics.flops_more`. One call of :func:`model` is plain Python over one operator's
+shapes: callers run it once per distinct (name, shapes, dtypes), never per event.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from __future__ import annotations
 import re
 from math import prod
 from typing import NamedTuple
+
+from . import flops_more
 
 #: bytes per element of the dtype names the PyTorch profiler records (``Input type``), lower case
 ELEMENT_BYTES: dict[str, int] = {
@@ -110,11 +113,13 @@ _BINARY = {
     "aten::threshold_backward",
 }
 #: operators with a FLOPs model (the attribution prefers the innermost of these)
-MODELLED: frozenset[str] = frozenset(_GEMM | _CONV | _ATTENTION | _UNARY | _BINARY)
+MODELLED: frozenset[str] = frozenset(_GEMM | _CONV | _ATTENTION | _UNARY | _BINARY | flops_more.NAMES)
 _NORM = re.compile(r"norm", re.IGNORECASE)
 _GEMM_NAMES = re.compile(r"^aten::(_scaled_mm|addbmm|einsum)$|(Addmm|Mm|Bmm|Baddbmm|Linear|Matmul)Backward")
 _CONV_NAMES = re.compile(r"convolution", re.IGNORECASE)
-_REDUCE = re.compile(r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|cumsum)")
+_REDUCE = re.compile(
+    r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|cumsum|cumprod|logsumexp|std|var)"
+)
 _COMM = re.compile(r"^(c10d::|nccl:|record_param_comms|_c10d_functional::|symm_mem::)")
 _COPY = re.compile(r"^aten::(to|_to_copy|contiguous|clone|index|cat|stack|fill_|zero_|zeros|empty)")
 
@@ -158,20 +163,26 @@ def peak_dtype(dtype: object) -> str | None:
     return PEAK_DTYPES.get(str(dtype).lower()) if dtype else None
 
 
-def model(name: str, dims: list, types: list, concrete: list | None = None) -> Cost | None:
+def model(
+    name: str, dims: list, types: list, concrete: list | None = None, output: list | None = None
+) -> Cost | None:
     """The cost of one call of operator ``name`` from its ``Input Dims``, ``Input type`` and ``Concrete
-    Inputs``; None when the operator has no model or its shapes do not fit one."""
+    Inputs`` (``output``: a convolution's output shape when known otherwise, :mod:`.conv_outputs`); None
+    when the operator has no model or its shapes do not fit one."""
     try:
         if name in _GEMM:
             return _gemm(name, dims, types)
         if name in _CONV:
-            return _conv(dims, types, concrete)
+            return _conv(dims, types, concrete, output)
         if name in _ATTENTION:
             return _attention(name, dims, types, concrete)
         if name in _UNARY:
             return _unary(dims, types)
         if name in _BINARY:
             return _binary(dims, types)
+        if name in flops_more.NAMES:
+            more = flops_more.model(name, dims, types, concrete, element_bytes)
+            return None if more is None else Cost(more.flops, more.bytes, peak_dtype(more.dtype))
     except (
         IndexError,
         KeyError,
@@ -179,6 +190,7 @@ def model(name: str, dims: list, types: list, concrete: list | None = None) -> C
         ValueError,
         AttributeError,
         OverflowError,
+        ZeroDivisionError,
     ):  # shapes not as recorded
         return None
     return None
@@ -239,12 +251,16 @@ def _pair(text: str, spatial: int, default: int) -> list[int]:
     return values * spatial if len(values) == 1 else values
 
 
-def _conv(dims: list, types: list, concrete: list | None) -> Cost | None:
-    if not concrete or len(concrete) < 9 or types[0] != types[1]:
-        return None
+def _conv(dims: list, types: list, concrete: list | None, output: list | None = None) -> Cost | None:
     x, w = dims[0], dims[1]
     spatial = len(x) - 2
-    if spatial < 1 or len(w) != len(x):
+    if spatial < 1 or len(w) != len(x) or types[0] != types[1]:
+        return None
+    if output and not concrete:  # the output shape from the backward call: no stride needed
+        if len(output) != len(x) or output[0] != x[0] or output[1] != w[0]:
+            return None
+        return _conv_cost(x, w, list(output), types)
+    if not concrete or len(concrete) < 9:
         return None
     stride, padding, dilation = (_pair(concrete[i], spatial, d) for i, d in ((3, 1), (4, 0), (5, 1)))
     if str(concrete[6]).lower() == "true":  # transposed convolution: no model here
@@ -253,7 +269,10 @@ def _conv(dims: list, types: list, concrete: list | None) -> Cost | None:
         (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
         for i in range(spatial)
     ]
-    out = [x[0], w[0], *out_spatial]
+    return _conv_cost(x, w, [x[0], w[0], *out_spatial], types)
+
+
+def _conv_cost(x: list, w: list, out: list, types: list) -> Cost:
     flops = 2.0 * prod(w[1:]) * prod(out)
     return Cost(
         flops, _bytes([(prod(x), types[0]), (prod(w), types[1]), (prod(out), types[0])]), peak_dtype(types[0])

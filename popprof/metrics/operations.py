@@ -26,8 +26,8 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.activity import is_bookkeeping, labels_mask
+from . import conv_outputs, peaks
 from . import flops as flops_model
-from . import peaks
 from . import trace as trace_metrics
 
 #: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
@@ -151,13 +151,14 @@ def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
 def _costs(groups: pd.DataFrame, device: str | None) -> pd.DataFrame:
     """FLOPs, bytes and the peak of each distinct (name, dims, types, concrete): one model call per group."""
     flops, moved, tflops_peak, tbps_peak = [], [], [], []
-    for name, dims, types, concrete in zip(
-        groups["name"], groups["dims"], groups["types"], groups["concrete"], strict=True
+    for name, dims, types, concrete, output in zip(
+        groups["name"], groups["dims"], groups["types"], groups["concrete"], groups["output"], strict=True
     ):
         cost = None
         if isinstance(dims, str) and isinstance(types, str):
             extra = json.loads(concrete) if isinstance(concrete, str) else None
-            cost = flops_model.model(str(name), json.loads(dims), json.loads(types), extra)
+            shape = json.loads(output) if isinstance(output, str) else None
+            cost = flops_model.model(str(name), json.loads(dims), json.loads(types), extra, shape)
         peak = peaks.peak(device, cost.dtype if cost else None)
         flops.append(cost.flops if cost else None)
         moved.append(cost.bytes if cost else None)
@@ -173,7 +174,8 @@ def _costs(groups: pd.DataFrame, device: str | None) -> pd.DataFrame:
 
 def operation_calls(profile: Profile) -> pd.DataFrame:
     """One row per operator call that launched GPU work: ``op`` (row of ``events``), ``name``,
-    ``device_time_us``, ``kernels`` (pieces of work), ``dims``, ``types``, ``concrete`` (JSON text or None)."""
+    ``device_time_us``, ``kernels`` (pieces of work), ``dims``, ``types``, ``concrete`` (JSON text or None),
+    ``output`` (a convolution's output shape from its backward call, :mod:`.conv_outputs`; JSON or None)."""
     return profile.cached("operations.calls", lambda: _operation_calls(profile))
 
 
@@ -189,6 +191,7 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
                 "dims": [],
                 "types": [],
                 "concrete": [],
+                "output": [],
             }
         )
     ops, slot = np.unique(work["op"].to_numpy(dtype=np.int64), return_inverse=True)
@@ -201,7 +204,9 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
             "kernels": np.bincount(slot, minlength=len(ops)),
         }
     )
-    return pd.concat([calls, _shapes(events, ops)], axis=1)
+    calls = pd.concat([calls, _shapes(events, ops)], axis=1)
+    calls["output"] = conv_outputs.forward_outputs(events, calls)  # the frame is new: no copy
+    return calls
 
 
 def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -255,7 +260,10 @@ def _operations(profile: Profile) -> pd.DataFrame:
             {c: [] for c in (*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity")}
         )
     calls = calls.assign(count=1.0)
-    grouped = _grouped(calls, ["name", "dims", "types", "concrete"], ["count", "device_time_us"])
+    keys = ["name", "dims", "types", "concrete"] + (["output"] if calls["output"].notna().any() else [])
+    grouped = _grouped(calls, keys, ["count", "device_time_us"])
+    if "output" not in grouped.columns:
+        grouped["output"] = None
     grouped["name"] = grouped["name"].astype(str)
     _, device = peaks.profile_device(profile)
     costed = _costs(grouped, device)

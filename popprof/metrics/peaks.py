@@ -2,8 +2,10 @@
 
 The device is the first row whose ``pattern`` (a regular expression, case-insensitive) matches the name a
 trace's ``deviceProperties`` gives its GPU; rows are in file order, the more specific ones first
-(``A100.*80GB`` before ``A100``). Figures are dense (no structured sparsity); fp16 / bf16 / fp8 / tf32 are
-matrix (tensor core) peaks, fp32 and fp64 the vector peaks (``docs/operations.md``).
+(``GB200`` before ``B200``, ``A100.*80GB`` before ``A100``). The ``kind`` column says which peak a row is:
+``matrix dense`` (fp16 / bf16 / fp8 / tf32: tensor or matrix cores without structured sparsity, half the
+datasheets' "with sparsity" figure) or ``vector`` (fp32, fp64). A GPU no row matches has no peak: its
+operators' ``bound`` is null (``docs/operations.md``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class Peak(NamedTuple):
 
 @lru_cache(maxsize=1)
 def device_peaks() -> pd.DataFrame:
-    """The peak table: ``device, pattern, dtype, tflops, memory_tbps, source``, one row per (device, dtype)."""
+    """The peak table: ``device, pattern, dtype, tflops, memory_tbps, kind, source``, one row per (device,
+    dtype)."""
     with (
         resources.files("popprof.metrics").joinpath("data/device_peaks.csv").open("r", encoding="utf-8") as f
     ):
