@@ -60,3 +60,14 @@ def test_summary_gives_the_operators_flops_without_a_flag_and_not_with_no_shapes
 def test_summary_gives_the_collectives_bytes_of_a_real_trace_without_a_flag(capsys):
     by_type = _summary(capsys, str(TRACES / "nccl_data.json.gz"))["collectives"]["by_type"]
     assert by_type and all(row["bytes"] > 0 and row["busbw_gbps"] > 0 for row in by_type)
+
+
+def test_the_report_reads_the_shapes_the_trace_records(tmp_path):
+    trace = str(TRACES / "tracelens_mi300x_torch_compile_triton.json.gz")
+    out = tmp_path / "with.html"
+    assert main(["report", trace, "--no-plots", "-o", str(out), "-q"]) == 0
+    assert "Estimated gain: up to 2.84 ms" in out.read_text("utf-8")  # operations.below-roofline, priced
+    assert (
+        main(["report", trace, "--no-plots", "--no-shapes", "-o", str(tmp_path / "without.html"), "-q"]) == 0
+    )
+    assert "Estimated gain: up to 2.84 ms" not in (tmp_path / "without.html").read_text("utf-8")

@@ -27,6 +27,7 @@ from .common import (
     reading_options,
     reads_arguments,
     require_inputs,
+    shapes_option,
     start_reading,
     text_width,
 )
@@ -84,14 +85,7 @@ def _fail_on(option: str | None, config: Config) -> str:
     is_flag=True,
     help="Text on a terminal: every message and piece of advice whole (piped text always is).",
 )
-@click.option(
-    "--shapes/--no-shapes",
-    default=None,
-    help=(
-        "Read the events' arguments (operators' shapes, collectives' sizes) for "
-        "operations.below-roofline. Default: when the trace's start records them."
-    ),
-)
+@shapes_option()
 @reading_options(engine=True)
 def check_command(
     paths: tuple[Path, ...],

@@ -89,6 +89,19 @@ def config_option(
     )
 
 
+def shapes_option() -> Callable:
+    """``--shapes/--no-shapes``: read the events' arguments or not (default None: when the trace's start records
+    them, :func:`reads_arguments`), for the commands that show the operator and collective analyses."""
+    return click.option(
+        "--shapes/--no-shapes",
+        default=None,
+        help=(
+            "Read the events' arguments (operators' shapes: FLOPs and roofline; "
+            "collectives' sizes: bandwidths). Default: when the trace's start records them."
+        ),
+    )
+
+
 def top_option(what: str) -> Callable:
     """``--top N``: how many ``what`` each section lists (``summary``, ``diff``)."""
     return click.option(

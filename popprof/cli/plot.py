@@ -17,8 +17,10 @@ from .common import (
     load_profiles,
     reader_options,
     reading_options,
+    reads_arguments,
     require_inputs,
     said_wrote,
+    shapes_option,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +180,7 @@ def _needs(kind: str) -> str:
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
 @config_option("Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
+@shapes_option()
 @reading_options(engine=True)
 def report_command(
     path: Path,
@@ -186,6 +189,7 @@ def report_command(
     svg: bool,
     no_plots: bool,
     config_file: Path | None,
+    shapes: bool | None,
     engine: str | None,
     device_map: str | None,
 ) -> None:
@@ -203,7 +207,8 @@ def report_command(
     require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
-    read_options = reader_options(device_map, config, **FIGURES_ONLY)
+    shapes = reads_arguments([path], shapes)
+    read_options = reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
     if not no_plots:
         try:
             _use_agg()

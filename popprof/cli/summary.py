@@ -21,6 +21,7 @@ from .common import (
     reader_options,
     reading_options,
     reads_arguments,
+    shapes_option,
     start_reading,
     top_option,
 )
@@ -32,14 +33,7 @@ from .common import (
 @format_option("text", "json", "csv")
 @top_option("Programs, kernels, events and threads")
 @output_option()
-@click.option(
-    "--shapes/--no-shapes",
-    default=None,
-    help=(
-        "Read the events' arguments (operators' shapes: FLOPs and roofline; "
-        "collectives' sizes: bandwidths). Default: when the trace's start records them."
-    ),
-)
+@shapes_option()
 @reading_options(config=True)
 def summary_command(
     path: str,

@@ -46,7 +46,7 @@ COLUMNS: tuple[str, ...] = (
     "bound",
 )
 #: why a trace's operators carry no FLOPs: its events were read without arguments / recorded no shapes
-NOTE_NOT_READ = "input shapes not read: FLOPs need the events' arguments (summary --shapes)"
+NOTE_NOT_READ = "input shapes not read: FLOPs need the events' arguments (--shapes, or with_args=True)"
 NOTE_NOT_RECORDED = (
     "the trace records no input shapes (profile with record_shapes=True): time per operator only"
 )
