@@ -10,17 +10,14 @@ import click
 from ..io import limits
 from .common import (
     check_output,
-    config_option,
     device_map_inputs,
-    device_map_option,
     emit,
-    engine_option,
     format_option,
-    global_options,
     load_config_file,
     load_one_profile,
     output_option,
     reader_options,
+    reading_options,
     start_reading,
 )
 
@@ -72,14 +69,11 @@ def budget_options(command: Callable) -> Callable:
 @click.command("query")
 @click.argument("path", type=click.Path())
 @click.argument("sql")
-@engine_option()
 @format_option("table", "csv", "json", default="table")
 @rows_option()
 @output_option()
-@config_option()
-@device_map_option()
 @budget_options
-@global_options
+@reading_options(engine=True, config=True)
 def query_command(
     path: str,
     sql: str,

@@ -9,11 +9,9 @@ import click
 from ..model.errors import UsageError
 from .common import (
     device_map_inputs,
-    device_map_option,
-    engine_option,
-    global_options,
     load_one_profile,
     reader_options,
+    reading_options,
     require_inputs,
     said_wrote,
     start_reading,
@@ -30,24 +28,15 @@ from .common import (
     type=click.Path(path_type=Path),
     help="Chrome trace JSON to write (.json, or .json.gz to compress).",
 )
-@engine_option()
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
-@device_map_option()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Config file to read instead of the nearest popprof.toml / pyproject.toml.",
-)
-@global_options
+@reading_options(engine=True, config=True)
 def timeline_command(
     path: Path,
     output: Path,
     engine: str | None,
     with_args: bool,
     device_map: str | None,
-    config_path: Path | None,
+    config_file: Path | None,
 ) -> None:
     """Export PATH as Chrome trace JSON for ui.perfetto.dev or chrome://tracing.
 
@@ -66,9 +55,9 @@ def timeline_command(
     from ..io.config import load_config
     from ..trace.timeline import write_timeline
 
-    refuse_overwriting_inputs(output, [path, config_path, *device_map_inputs(device_map)])
+    refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     start_reading(path, with_args=with_args)
-    options = reader_options(device_map, load_config(explicit=config_path), with_args=with_args)
+    options = reader_options(device_map, load_config(explicit=config_file), with_args=with_args)
     profile = load_one_profile(path, engine, **options)
     if not (profile.has("events") or profile.has("steps")):
         raise UsageError(f"{path}: nothing to put on a timeline (no trace events and no execution steps)")
