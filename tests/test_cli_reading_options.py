@@ -8,7 +8,20 @@ import pytest
 from popprof.cli import LazyGroup
 from popprof.cli.common import reading_options
 
-READERS = ("summary", "tables", "export", "check", "diff", "baseline", "plot", "report", "pilot", "record", "query", "timeline")
+READERS = (
+    "summary",
+    "tables",
+    "export",
+    "check",
+    "diff",
+    "baseline",
+    "plot",
+    "report",
+    "pilot",
+    "record",
+    "query",
+    "timeline",
+)
 
 
 def _names(command: click.Command) -> list[str]:

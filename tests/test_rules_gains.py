@@ -128,3 +128,22 @@ def test_gains_rest_on_the_figures_of_the_real_traces():
     assert share.estimated_gain.value <= busy and share.estimated_gain.value == pytest.approx(
         share.evidence["exchange_us"].max()
     )
+
+
+def test_two_findings_priced_on_one_device_do_not_sell_its_time_twice():
+    """exchange.phases and exchange.share both price the exposed communication of the device with the most
+    (rank 1 gpu:1 of the real 8-rank DLRM step); each names that device in its gain, so counted once the two
+    together never exceed that device's communication part, however many devices the finding lists."""
+    run = popprof.open(ROOT / "fixtures" / "real" / "traces" / "dlrm_8ranks")
+    found = check(run, rules=["exchange.phases", "exchange.share"])
+    (phases,) = found.by_rule("exchange.phases")
+    (share,) = found.by_rule("exchange.share")
+    assert phases.estimated_gain.device == share.estimated_gain.device == "rank 1 gpu:1"
+    assert len(share.where["devices"]) == 8  # the finding lists every device; its gain is one device's
+    runs = account.run_account(run)
+    row = runs[(runs["rank"] == 1) & (runs["device"] == "gpu:1")].iloc[0]
+    claimed = phases.estimated_gain.value + share.estimated_gain.value
+    assert claimed <= float(row["communication"]) + 1e-6
+    assert phases.estimated_gain.value > 0.9 * float(row["communication"])  # the first takes nearly all of it
+    assert "Counted once" in share.estimated_gain.basis
+    assert share.estimated_gain.to_dict()["device"] == "rank 1 gpu:1"

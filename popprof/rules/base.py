@@ -72,6 +72,9 @@ class Gain:
     gain is a part of (the device's window in us, the memory in bytes), so gains of either unit rank
     together by :attr:`fraction`. ``rests_on`` names the time-account parts the gain is taken from
     (``idle_host``, ``communication``, ...), so that gains resting on the same time are counted once.
+    ``device`` is the device whose account the gain is taken from, as the account labels it (``rank 1
+    gpu:1``, ``gpu:0``), when the gain rests on one device's time (None: the devices' pooled time, or the
+    device the finding's ``where["devices"]`` names alone).
     """
 
     value: float
@@ -79,6 +82,7 @@ class Gain:
     basis: str
     whole: float | None = None
     rests_on: tuple[str, ...] = ()
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in GAIN_UNITS:
@@ -92,12 +96,14 @@ class Gain:
         return min(1.0, max(0.0, float(self.value) / float(self.whole)))
 
     def to_dict(self) -> dict:
-        """``{value, unit, basis}`` (plus ``whole`` and ``rests_on`` when known), JSON-ready."""
+        """``{value, unit, basis}`` (plus ``whole``, ``rests_on`` and ``device`` when known), JSON-ready."""
         out: dict = {"value": _num(self.value), "unit": self.unit, "basis": self.basis}
         if self.whole is not None:
             out["whole"] = _num(self.whole)
         if self.rests_on:
             out["rests_on"] = list(self.rests_on)
+        if self.device:
+            out["device"] = self.device
         return out
 
 

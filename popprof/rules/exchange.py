@@ -196,6 +196,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
         "hidden behind compute",
         whole=span,
         rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
+        device=top[0]["label"] or None,
     )
     return [
         ctx.finding(
@@ -343,6 +344,7 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
         f"the {kind}{on} (the device with the most), of its active span, were it all hidden behind compute",
         whole=span,
         rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
+        device=per_device["label"].iloc[top] or None,
     )
     per_device = per_device.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
     worst = per_device.iloc[0]

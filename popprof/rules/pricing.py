@@ -4,9 +4,10 @@ Each rule prices its own finding (:class:`popprof.rules.base.Gain`) as an upper 
 on. Two findings may rest on the same time (the idle gaps one rule blames on the host, another on long host
 events), and a sum of their gains would promise more than the device ever lost. :func:`count_once` takes
 the findings in their ranking order (largest gain first) and lets each take only what is left of the
-account's parts it rests on, per device (a finding naming one device) or pooled over the devices (a finding
-naming several, or none), and never more than what is left of the window. A gain cut this way says so in its
-``basis``. Memory gains (bytes) are left as they are: each rests on its own bytes.
+account's parts it rests on, per device (a gain naming its ``device``, or a finding naming one device) or
+pooled over the devices (a finding naming several, or none), and never more than what is left of the
+window. A gain cut by more than a thousandth says so in its ``basis`` (a smaller cut is the rounding between
+two definitions of one time). Memory gains (bytes) are left as they are: each rests on its own bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from ..metrics.account import PARTS, run_account
 from ..model.profile import Profile
 
 _ALL = "all devices"
+
+#: A cut smaller than this share of a gain is not noted in its basis (two definitions of one time round apart).
+NOTED_CUT = 1e-3
 
 
 def _label(rank, device) -> str:
@@ -43,6 +47,9 @@ def _budgets(profile: Profile) -> dict[str, dict[str, float]]:
 
 
 def _device_key(finding, budgets: dict[str, dict[str, float]]) -> str:
+    named = finding.estimated_gain.device
+    if named and named in budgets:
+        return named  # the gain says whose time it is (a rule that prices the device with the most)
     devices = finding.where.get("devices") or []
     if len(devices) == 1 and str(devices[0]) in budgets:
         return str(devices[0])
@@ -66,7 +73,7 @@ def count_once(profile: Profile, findings: list) -> None:
         parts = [p for p in gain.rests_on if p in budgets[key]]
         available = min(_available(budgets[key], parts), _available(budgets[_ALL], parts))
         value = max(min(float(gain.value), available), 0.0)
-        if value < float(gain.value):
+        if value < float(gain.value) * (1 - NOTED_CUT):
             what = " + ".join(parts) if parts else "the window"
             note = (
                 f" Counted once: cut to the {units.duration(value)} of {what} on {key} "
@@ -75,6 +82,8 @@ def count_once(profile: Profile, findings: list) -> None:
             basis = gain.basis.rstrip()
             basis += "" if basis.endswith(".") else "."
             finding.estimated_gain = replace(gain, value=value, basis=basis + note)
+        elif value < float(gain.value):
+            finding.estimated_gain = replace(gain, value=value)
         _spend(budgets, key, parts, value)
 
 
