@@ -172,8 +172,8 @@ def blocks(
     :mod:`.longevent` (counted in ``warnings``). Anything else unusual raises :class:`Unframeable`
     (or :class:`.longevent.Misframed`, :class:`.longevent.Unfinished`).
     """
-    framer = _Framer(BlockCutter(handle, BLOCK_BYTES, _array_start(handle, prefix, top)), prefix, top, fast)
-    framer.warnings, framer.flows = warnings, flows
+    cutter = BlockCutter(handle, BLOCK_BYTES, _array_start(handle, prefix, top))
+    framer = _Framer(cutter, prefix, top, fast, warnings, flows)
     while True:
         if not framer.fill():
             continue
@@ -188,10 +188,17 @@ class _Framer:
     not yet parsed), whether the Arrow path is on, its misses in a row and the step orjson takes where
     it stops, and whether the pending bytes hold no event that could be cut (read more first)."""
 
-    def __init__(self, cutter: BlockCutter, prefix: str, top: dict | None, fast: bool) -> None:
+    def __init__(
+        self,
+        cutter: BlockCutter,
+        prefix: str,
+        top: dict | None,
+        fast: bool,
+        warnings: Counter | None,
+        flows: bool,
+    ) -> None:
         self.cutter, self.prefix, self.top, self.fast = cutter, prefix, top, fast
-        self.warnings: Counter | None = None
-        self.flows = True
+        self.warnings, self.flows = warnings, flows
         self.misses = 0
         self.step = FIRST_STEP_BYTES  # how much orjson takes where the Arrow path stops
         self.stuck = False  # no event could be cut from what is pending: read more before trying again
