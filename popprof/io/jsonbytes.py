@@ -260,34 +260,86 @@ def last_opening_quote(data: bytes) -> int:
     return int(quotes[last]) if last >= 0 and quotes[last] > 0 else -1
 
 
+class BlockCutter:
+    """A binary stream read in blocks of about ``block_size`` bytes, with the bytes read and not yet taken
+    (``pending``) kept here: the one block source of the Chrome reader's framing and of :func:`blocks`.
+
+    The caller cuts where it is safe (between two array items, outside strings) and :meth:`take` s the
+    front; it may give bytes back (:meth:`give_back`, :meth:`replace`). When no cut fits, :meth:`grow`
+    reads as much again as is pending, so a long item costs a few reads and copies of its size (not its
+    square). ``handle`` stays exposed for a caller that reads a very long item itself; ``reads`` counts
+    the reads (for tests)."""
+
+    def __init__(self, handle: BinaryIO, block_size: int, pending: bytes = b"") -> None:
+        self.handle = handle
+        self.block_size = block_size
+        self.pending = pending
+        self.eof = False
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def read(self, size: int | None = None) -> bool:
+        """Read up to ``size`` bytes (one block by default) onto ``pending``; ``False`` at the stream's end."""
+        more = self.handle.read(self.block_size if size is None else size)
+        self.reads += 1
+        if not more:
+            self.eof = True
+            return False
+        self.pending = self.pending + more if self.pending else more
+        return True
+
+    def grow(self, cap: int | None = None) -> bool:
+        """Read as much again as is pending (at least one block; with ``cap``, so that ``pending`` stops
+        at about ``cap`` bytes when it is below it): doubling, for an item longer than a block."""
+        size = max(self.block_size, len(self.pending))
+        if cap is not None and len(self.pending) <= cap:
+            size = max(self.block_size, min(size, cap + 1 - len(self.pending)))
+        return self.read(size)
+
+    def take(self, n: int) -> bytes:
+        """The first ``n`` pending bytes, no longer pending."""
+        data, self.pending = self.pending[:n], self.pending[n:]
+        return data
+
+    def drop(self, n: int) -> None:
+        """Forget the first ``n`` pending bytes."""
+        self.pending = self.pending[n:]
+
+    def give_back(self, data: bytes) -> None:
+        """Put ``data`` back in front of the pending bytes (it is taken again first)."""
+        self.pending = data + self.pending
+
+    def replace(self, pending: bytes) -> None:
+        """Make ``pending`` the bytes not yet taken (after a caller read past them from :attr:`handle`)."""
+        self.pending = pending
+
+
 def blocks(
     reader: BinaryIO, block_size: int, cut: Callable[[bytes], int], source: Path | None = None
 ) -> Iterator[bytes]:
     """The bytes of ``reader`` in blocks of about ``block_size``, each split where ``cut`` says it is safe
-    (a block with no safe place is joined to the next one); the last block holds the rest.
+    (a block with no safe place grows, doubling, until it holds one); the last block holds the rest.
 
     Only a string can leave no safe place, so held bytes beyond the ``string-bytes`` limit (plus one
     block) end in :class:`~popprof.io.limits.LimitExceeded` naming ``source``."""
     from . import limits
 
     longest = limits.get("string-bytes") + block_size
-    carry = b""
-    while True:
-        block = reader.read(block_size)
-        data = carry + block if carry else block
-        carry = b""
-        if block:
-            at = cut(data)
-            if at <= 0:
-                if len(data) > longest:
-                    raise limits.string_too_long(source or Path("input"), len(data) - block_size)
-                carry = data
-                continue
-            data, carry = data[:at], data[at:]
-        if data:
-            yield data
-        if not block:
-            return
+    cutter = BlockCutter(reader, block_size)
+    grown = cutter.read()
+    while grown:
+        at = cut(cutter.pending)
+        if at > 0:
+            yield cutter.take(at)
+            grown = cutter.read()
+            continue
+        if len(cutter) > longest:
+            raise limits.string_too_long(source or Path("input"), len(cutter) - block_size)
+        grown = cutter.grow(longest)
+    if cutter.pending:
+        yield cutter.take(len(cutter))
 
 
 def map_blocks(

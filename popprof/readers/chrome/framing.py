@@ -6,12 +6,12 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import orjson
 import pyarrow as pa
 
-from ...io.jsonbytes import array_closes, member, object_boundary
+from ...io.jsonbytes import BlockCutter, array_closes, member, object_boundary
 from . import arrow, longevent
 
 
@@ -172,112 +172,166 @@ def blocks(
     :mod:`.longevent` (counted in ``warnings``). Anything else unusual raises :class:`Unframeable`
     (or :class:`.longevent.Misframed`, :class:`.longevent.Unfinished`).
     """
-    pending = _array_start(handle, prefix, top)
-    eof = False
-    misses = 0
-    step = FIRST_STEP_BYTES  # how much orjson takes where the Arrow path stops
-    stuck = False  # no event could be cut from what is pending: read more before trying again
+    cutter = BlockCutter(handle, BLOCK_BYTES, _array_start(handle, prefix, top))
+    framer = _Framer(cutter, prefix, top, fast, warnings, flows)
+    while True:
+        if not framer.fill():
+            continue
+        if not framer.cutter.eof:
+            yield from framer.middle()
+        elif (yield from framer.end()):
+            return
 
-    def plain(text: bytes) -> tuple[pa.Table | None, int]:
-        nonlocal misses, fast
-        table, covered = arrow.parse_block(text, flows)
-        misses = 0 if table is not None else misses + 1
-        fast = misses < FAST_MISSES
+
+class _Framer:
+    """The state of :func:`blocks` between two of its steps: the block source (its pending bytes: read,
+    not yet parsed), whether the Arrow path is on, its misses in a row and the step orjson takes where
+    it stops, and whether the pending bytes hold no event that could be cut (read more first)."""
+
+    def __init__(
+        self,
+        cutter: BlockCutter,
+        prefix: str,
+        top: dict | None,
+        fast: bool,
+        warnings: Counter | None,
+        flows: bool,
+    ) -> None:
+        self.cutter, self.prefix, self.top, self.fast = cutter, prefix, top, fast
+        self.warnings, self.flows = warnings, flows
+        self.misses = 0
+        self.step = FIRST_STEP_BYTES  # how much orjson takes where the Arrow path stops
+        self.stuck = False  # no event could be cut from what is pending: read more before trying again
+
+    @property
+    def pending(self) -> bytes:
+        return self.cutter.pending
+
+    def fill(self) -> bool:
+        """Read a block when fewer bytes than one are pending (or when stuck); ``False`` when a further
+        read is needed before the next step."""
+        size = FAST_BLOCK_BYTES if self.fast else BLOCK_BYTES
+        if self.cutter.eof or not (len(self.cutter) < size or self.stuck):
+            return True
+        # stuck inside one long event: read as much again as is pending, so the copies into the pending
+        # bytes and the parse attempts over them add up to a few times the event's size (not its square)
+        stuck, self.stuck = self.stuck, False
+        read = self.cutter.read(max(size, len(self.cutter)) if stuck else size)
+        return not read or len(self.cutter) >= size
+
+    def plain(self, text: bytes) -> tuple[pa.Table | None, int]:
+        """The Arrow path's table of ``text`` and the bytes it covers; a few misses in a row turn it off."""
+        table, covered = arrow.parse_block(text, self.flows)
+        self.misses = 0 if table is not None else self.misses + 1
+        self.fast = self.misses < FAST_MISSES
         return table, covered
 
-    def small_cuts(near: int = BLOCK_BYTES) -> list:
-        """Boundaries near ``near``: orjson takes a large pending block ~1 MB at a time (less after a stop
-        of the Arrow path)."""
+    def small_cuts(self, near: int | None = None) -> list:
+        """Boundaries near ``near`` (:data:`BLOCK_BYTES`, read when called): orjson takes a large pending
+        block ~1 MB at a time (less after a stop of the Arrow path)."""
+        near = BLOCK_BYTES if near is None else near
         margin = min(1 << 16, near // 2)
-        return list(BOUNDARY.finditer(pending, max(0, near - margin), near + margin))
+        return list(BOUNDARY.finditer(self.pending, max(0, near - margin), near + margin))
 
-    while True:
-        size = FAST_BLOCK_BYTES if fast else BLOCK_BYTES
-        if not eof and (len(pending) < size or stuck):
-            # stuck inside one long event: read as much again as is pending, so the copies into ``pending``
-            # and the parse attempts over it add up to a few times the event's size (not its square)
-            more = handle.read(max(size, len(pending)) if stuck else size)
-            stuck = False
-            if more:
-                pending += more
-                if len(pending) < size:
-                    continue
-            else:
-                eof = True
-        if eof:
-            ends = list(itertools.islice(array_ends(pending, prefix), 8))
-            if fast and ends:
-                table, covered = plain(pending[: ends[0]])
-                if table is not None:
-                    yield table
-                if covered == ends[0]:
-                    if top is not None and prefix != "item":
-                        top.update(tail_members(pending[ends[0] + 1 :]))
-                    return
-                if covered:
-                    pending = pending[covered:]
-                    continue
-            if len(pending) > 2 * BLOCK_BYTES:
-                found = _parse_to_cut(pending, small_cuts())
-                if found is not None:
-                    yield found[0]
-                    pending = pending[found[1] :]
-                    continue
-                taken = _take_long(pending, handle, warnings)
-                if taken is not None:
-                    yield taken[0]
-                    pending = taken[1]
-                    continue
-                # no boundary near the front parses (an event longer than a block): all of it in one parse below
-            for end in ends:
-                try:
-                    events = orjson.loads(b"[" + pending[:end] + b"]")
-                except orjson.JSONDecodeError:
-                    continue
-                if top is not None and prefix != "item":
-                    top.update(tail_members(pending[end + 1 :]))
-                break
-            else:
-                if prefix != "item":
-                    raise Unframeable
-                try:  # the array format may omit its closing bracket
-                    events = orjson.loads(b"[" + pending.rstrip().rstrip(b",") + b"]")
-                except orjson.JSONDecodeError:
-                    raise Unframeable from None
-            if events:
-                yield events
-            return
-        tail_from = max(0, len(pending) - (1 << 16))
-        cuts = [m for m in BOUNDARY.finditer(pending, tail_from)] or list(BOUNDARY.finditer(pending))
-        found = None
-        if fast and cuts:
-            table, covered = plain(pending[: cuts[-1].start() + 1])
-            if table is not None:
-                yield table
-            if covered == cuts[-1].start() + 1:
-                pending = pending[cuts[-1].end() :]
-                step = FIRST_STEP_BYTES
-                continue
-            if covered:  # the events from the first one that is not plain go through orjson below
-                pending = pending[covered:]
-                cuts = small_cuts() or list(BOUNDARY.finditer(pending))
-            found = _parse_to_cut(pending, small_cuts(step))  # a short step first; then Arrow again
-            step = min(2 * step, BLOCK_BYTES)
-        if found is None and len(pending) > 2 * BLOCK_BYTES:
-            found = _parse_to_cut(pending, small_cuts())
-        if found is None:  # (also when the boundaries near the front are inside an event longer than a block)
-            found = _parse_to_cut(pending, cuts if len(pending) <= 2 * BLOCK_BYTES else cuts[-2:])
-        taken = _take_long(pending, handle, warnings) if found is None else None
+    def take(
+        self, found: tuple[list, int] | None, taken: tuple[list, bytes] | None = None
+    ) -> Generator[list, None, bool]:
+        """Yield the events ``found`` (by a parse up to a cut) or ``taken`` (a long event's) and drop their
+        bytes; return whether there were any."""
         if found is not None:
             yield found[0]
-            pending = pending[found[1] :]
+            self.cutter.drop(found[1])
         elif taken is not None:
             yield taken[0]
-            pending = taken[1]
-        elif len(pending) > MAX_PENDING_BYTES:
+            self.cutter.replace(taken[1])
+        return found is not None or taken is not None
+
+    def take_long(self) -> tuple[list, bytes] | None:
+        return _take_long(self.pending, self.cutter.handle, self.warnings)
+
+    def middle(self) -> Iterator[list | pa.Table]:
+        """One step before the stream's end: a block cut at its last boundary, by Arrow or orjson."""
+        pending = self.pending
+        tail_from = max(0, len(pending) - (1 << 16))
+        cuts = list(BOUNDARY.finditer(pending, tail_from)) or list(BOUNDARY.finditer(pending))
+        found = None
+        if self.fast and cuts:
+            cuts = yield from self.middle_fast(cuts)
+            if cuts is None:
+                return
+            found = _parse_to_cut(self.pending, self.small_cuts(self.step))  # a short step first; then Arrow
+            self.step = min(2 * self.step, BLOCK_BYTES)
+        large = len(self.pending) > 2 * BLOCK_BYTES
+        if found is None and large:
+            found = _parse_to_cut(self.pending, self.small_cuts())
+        if found is None:  # (also when the boundaries near the front are inside an event longer than a block)
+            found = _parse_to_cut(self.pending, cuts[-2:] if large else cuts)
+        if (yield from self.take(found, self.take_long() if found is None else None)):
+            return
+        if len(self.pending) > MAX_PENDING_BYTES:
             raise Unframeable
-        else:
-            stuck = True
+        self.stuck = True
+
+    def middle_fast(self, cuts: list) -> Generator[pa.Table, None, list | None]:
+        """Arrow's table up to the last boundary of ``cuts``; the boundaries for orjson where it stopped, or
+        ``None`` when it took all."""
+        table, covered = self.plain(self.pending[: cuts[-1].start() + 1])
+        if table is not None:
+            yield table
+        if covered == cuts[-1].start() + 1:
+            self.cutter.drop(cuts[-1].end())
+            self.step = FIRST_STEP_BYTES
+            return None
+        if covered:  # the events from the first one that is not plain go through orjson
+            self.cutter.drop(covered)
+            cuts = self.small_cuts() or list(BOUNDARY.finditer(self.pending))
+        return cuts
+
+    def end(self) -> Generator[list | pa.Table, None, bool]:
+        """One step at the stream's end; return whether the event array is all parsed."""
+        ends = list(itertools.islice(array_ends(self.pending, self.prefix), 8))
+        if self.fast and ends:
+            table, covered = self.plain(self.pending[: ends[0]])
+            if table is not None:
+                yield table
+            if covered == ends[0]:
+                self.tail(ends[0])
+                return True
+            if covered:
+                self.cutter.drop(covered)
+                return False
+        if len(self.pending) > 2 * BLOCK_BYTES:
+            found = _parse_to_cut(self.pending, self.small_cuts())
+            if (yield from self.take(found, self.take_long() if found is None else None)):
+                return False
+            # no boundary near the front parses (an event longer than a block): all of it in one parse below
+        events = self.last_events(ends)
+        if events:
+            yield events
+        return True
+
+    def last_events(self, ends: list) -> list:
+        """The events before the first of ``ends`` after which the array parses (the members after it go to
+        ``top``); with no such end, :class:`Unframeable` (an array document may omit its closing ``]``)."""
+        pending = self.pending
+        for end in ends:
+            try:
+                events = orjson.loads(b"[" + pending[:end] + b"]")
+            except orjson.JSONDecodeError:
+                continue
+            self.tail(end)
+            return events
+        if self.prefix != "item":
+            raise Unframeable
+        try:  # the array format may omit its closing bracket
+            return orjson.loads(b"[" + pending.rstrip().rstrip(b",") + b"]")
+        except orjson.JSONDecodeError:
+            raise Unframeable from None
+
+    def tail(self, end: int) -> None:
+        """The top-level members after the event array closing at ``end``, into ``top``."""
+        if self.top is not None and self.prefix != "item":
+            self.top.update(tail_members(self.pending[end + 1 :]))
 
 
 def _take_long(pending: bytes, handle, warnings: Counter | None) -> tuple[list, bytes] | None:
