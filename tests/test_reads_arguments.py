@@ -15,6 +15,7 @@ import pytest
 
 from popprof.cli import main
 from popprof.cli.common import reads_arguments
+from popprof.model.errors import InputError
 from popprof.readers.chrome.sniffing import records_arguments
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
@@ -37,7 +38,8 @@ def test_a_real_trace_says_whether_it_records_arguments(name, expected):
 def test_a_directory_of_ranks_is_judged_by_its_first_trace_and_other_formats_never():
     assert reads_arguments([TRACES / "dlrm_8ranks"], None) is True
     assert reads_arguments([REAL / "poplar" / "tutorials_tut6_execution_hw_sdk3.txt"], None) is False
-    assert reads_arguments([TRACES / "no-such-file.json"], None) is False  # the read says it is missing
+    with pytest.raises(InputError, match="no such file"):  # said before anything is imported
+        reads_arguments([TRACES / "no-such-file.json"], None)
     assert reads_arguments([TRACES / "cupti_range_profiler.json.gz"], True) is True  # --shapes
     assert reads_arguments([TRACES / "dlrm_8ranks"], False) is False  # --no-shapes
 

@@ -322,6 +322,8 @@ def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None
     (:func:`popprof.readers.chrome.sniffing.records_arguments`). Other formats have no such arguments."""
     if shapes is not None:
         return shapes
+    paths = list(paths)
+    require_inputs(*paths)  # a missing path is said first, before the readers' imports
     from ..io.files import read_head
     from ..readers.chrome.sniffing import records_arguments, sniff
 
