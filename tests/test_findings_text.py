@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from real_inputs import REAL, real_inputs
 
 import popprof
 from popprof.cli import cli
@@ -20,28 +21,13 @@ from popprof.report.findings import finding_lines, render_junit, render_markdown
 from popprof.rules import Finding, Findings, check
 from popprof.rules.base import Gain
 
-REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 NCCL = REAL / "traces" / "nccl_data.json.gz"
-NOT_PROFILES = {
-    "README.md",
-    "FUZZ-SEEDS.md",
-    "hta_reference.json",
-    "make_hta_reference.py",
-    "tracelens_reference.json",
-    "make_tracelens_reference.py",
-}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _real_inputs() -> list[Path]:
     """Every real trace and Poplar summary or log, the rank files of a run one by one and as the run."""
-    out = []
-    for path in sorted(REAL.rglob("*")):
-        if path.name in NOT_PROFILES or path.name.startswith("LICENSE-"):
-            continue
-        if path.is_file() or path.name in {"two_ranks", "dlrm_8ranks"}:
-            out.append(path)
-    return out
+    return real_inputs(ranks_one_by_one=True)
 
 
 @pytest.fixture

@@ -7,30 +7,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from real_inputs import REAL, real_inputs
 
 from popprof.cli import cli
 
-REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
-NOT_PROFILES = {
-    "README.md",
-    "FUZZ-SEEDS.md",
-    "hta_reference.json",
-    "make_hta_reference.py",
-    "tracelens_reference.json",
-    "make_tracelens_reference.py",
-}
-#: Directories that are one run (a rank per file), checked as one input.
-RUNS = {"two_ranks", "dlrm_8ranks"}
-
 
 def _artefacts() -> list[Path]:
-    out = []
-    for path in sorted(REAL.rglob("*")):
-        if path.parent.name in RUNS or path.name in NOT_PROFILES or path.name.startswith("LICENSE-"):
-            continue
-        if path.is_file() or path.name in RUNS:
-            out.append(path)
-    return out
+    return real_inputs()
 
 
 @pytest.mark.parametrize("path", _artefacts(), ids=lambda p: p.relative_to(REAL).as_posix())

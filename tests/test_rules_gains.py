@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from real_inputs import REAL, real_inputs
 
 import popprof
 from popprof.metrics import account
@@ -45,16 +46,6 @@ def test_stream_copy_is_not_evaluated_where_host_exchange_is_summed_over_tiles()
     assert found.not_evaluated and "summed over all tiles" in found.not_evaluated[0][1]
 
 
-#: Directories that are one run (a rank per file), checked as one input.
-RUNS = {"two_ranks", "dlrm_8ranks"}
-NOT_PROFILES = {
-    "README.md",
-    "FUZZ-SEEDS.md",
-    "hta_reference.json",
-    "make_hta_reference.py",
-    "tracelens_reference.json",
-    "make_tracelens_reference.py",
-}
 #: Findings that cannot be priced: their source prints no figure to price them by (rule, file).
 UNPRICED = {
     # Poplar saved a profile instead of naming a tile and its bytes
@@ -68,14 +59,7 @@ UNPRICED = {
 
 
 def _real_inputs() -> list[Path]:
-    out = []
-    for root in (ROOT / "fixtures" / "real", Path("/work/shared/real")):
-        for path in sorted(root.rglob("*")) if root.is_dir() else []:
-            if path.parent.name in RUNS or path.name in NOT_PROFILES or path.name.startswith("LICENSE-"):
-                continue
-            if path.is_file() or path.name in RUNS:
-                out.append(path)
-    return out
+    return real_inputs(roots=(REAL, Path("/work/shared/real")))
 
 
 @pytest.mark.parametrize("path", _real_inputs(), ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from real_inputs import REAL, real_inputs
 
 import popprof
 from popprof import metrics
@@ -14,30 +15,11 @@ from popprof.cli import cli
 from popprof.metrics import account
 
 ROOT = Path(__file__).resolve().parent.parent
-REAL = ROOT / "fixtures" / "real"
 SHARED = ROOT.parent / "shared" / "real"
-NOT_PROFILES = {
-    "README.md",
-    "FUZZ-SEEDS.md",
-    "hta_reference.json",
-    "make_hta_reference.py",
-    "tracelens_reference.json",
-    "make_tracelens_reference.py",
-}
-RUNS = {"two_ranks", "dlrm_8ranks"}
 
 
 def _real_inputs() -> list[Path]:
-    out = []
-    for root in (REAL, SHARED):
-        if not root.is_dir():
-            continue
-        for path in sorted(root.rglob("*")):
-            if path.parent.name in RUNS or path.name in NOT_PROFILES or path.name.startswith("LICENSE-"):
-                continue
-            if path.is_file() or path.name in RUNS:
-                out.append(path)
-    return out
+    return real_inputs(roots=(REAL, SHARED))
 
 
 def _summary_json(path: Path) -> list[dict]:

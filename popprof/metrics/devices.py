@@ -109,19 +109,13 @@ def named_devices_without_activity(profile: Profile) -> list[str]:
     no device activity and no kernel launch at all: the devices were there, but no kernel, copy or launch
     was recorded (the profiler ran without CUDA activity). Empty otherwise (launches without device events
     are :func:`launches_without_device`)."""
-    import json
+    from .peaks import device_properties
 
-    text = profile.meta.get("chrome.top.deviceProperties")
     events = profile.get("events")
-    if not text or events is None or is_device_activity(events).any() or launches_without_device(profile):
+    props = device_properties(profile)
+    if not props or events is None or is_device_activity(events).any() or launches_without_device(profile):
         return []
-    try:
-        props = json.loads(str(text))
-    except ValueError:
-        return []
-    if not isinstance(props, list):
-        return []
-    return [str(p.get("name") or "unnamed") for p in props if isinstance(p, dict)]
+    return [str(p.get("name") or "unnamed") for p in props]
 
 
 def _work(profile: Profile) -> pd.DataFrame | None:

@@ -44,8 +44,9 @@ def device_peaks() -> pd.DataFrame:
         return pd.read_csv(f)
 
 
-def device_names(profile: Profile) -> list[str]:
-    """The GPU names a trace's ``deviceProperties`` holds (empty when it names none)."""
+def device_properties(profile: Profile) -> list[dict]:
+    """The devices a Kineto trace's top-level ``deviceProperties`` lists, one dict each (empty when it lists
+    none or is not a list of objects)."""
     text = profile.meta.get("chrome.top.deviceProperties")
     if not text:
         return []
@@ -53,9 +54,12 @@ def device_names(profile: Profile) -> list[str]:
         props = json.loads(str(text))
     except ValueError:
         return []
-    if not isinstance(props, list):
-        return []
-    return [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name")]
+    return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+
+def device_names(profile: Profile) -> list[str]:
+    """The GPU names a trace's ``deviceProperties`` holds (empty when it names none)."""
+    return [str(p["name"]) for p in device_properties(profile) if p.get("name")]
 
 
 def match_device(name: str | None) -> str | None:

@@ -1,0 +1,41 @@
+"""The real public inputs under ``fixtures/real`` (provenance and licences: its READMEs), listed once for the
+tests that run over every one of them: which files are not profiles, and which directories are one run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+
+#: Files under fixtures/real that are no profile: notes, and the reference tools' figures and scripts.
+NOT_PROFILES = frozenset(
+    {
+        "README.md",
+        "FUZZ-SEEDS.md",
+        "hta_reference.json",
+        "make_hta_reference.py",
+        "tracelens_reference.json",
+        "make_tracelens_reference.py",
+    }
+)
+
+#: Directories that are one run (a rank per file), read as one input.
+RUNS = frozenset({"two_ranks", "dlrm_8ranks"})
+
+
+def real_inputs(*, ranks_one_by_one: bool = False, roots: Iterable[Path] = (REAL,)) -> list[Path]:
+    """Every real trace, Poplar summary and log under ``roots`` (those that exist), each run directory as one
+    input; with ``ranks_one_by_one`` its rank files too, each as an input of its own."""
+    out = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.name in NOT_PROFILES or path.name.startswith("LICENSE-"):
+                continue
+            if path.parent.name in RUNS and not ranks_one_by_one:
+                continue
+            if path.is_file() or path.name in RUNS:
+                out.append(path)
+    return out
