@@ -44,6 +44,8 @@ def named_rows(
     if all(len(n) <= room for n in names) or room >= MIN_NAME:
         return [p + n for p, n in zip(prefixes, short_names(names, width=room), strict=True)]
     lines: list[str] = []
-    for prefix, name in zip(prefixes, short_names(names, width=width - len(indent)), strict=True):
+    for prefix, name in zip(
+        prefixes, short_names(names, width=min(width - len(indent), NAME_WIDTH)), strict=True
+    ):
         lines += [prefix.rstrip(), indent + name]
     return lines
