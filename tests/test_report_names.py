@@ -101,11 +101,17 @@ def test_real_top_kernels_keep_distinct_short_names():
     assert all(len(s) <= NAME_WIDTH for s in shown)
     gemms = [s for s in shown if s.startswith("void cutlass::Kernel<")]
     assert len(gemms) == 3 and all("cutlass_80_tensorop_s1688gemm_" in s for s in gemms)
-    text = render_text(doc)
+    text = render_text(doc, width=200)  # a wide terminal: each name after its figures, in its column
     for name in shown:
         assert name in text
     for name in kernels:  # the table shows the shortened names, and only them
         assert len(name) <= NAME_WIDTH or name not in text
+    # in 80 columns each name goes under its figures (6 columns in) and is shortened further, still apart
+    narrow = render_text(doc).splitlines()
+    under = short_names(kernels, width=80 - 6)
+    assert len(set(under)) == len(under)
+    for name in under:
+        assert "      " + name in narrow
 
 
 def test_names_that_still_read_the_same_are_numbered_in_order():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ from .common import (
     emit,
     engine_option,
     format_option,
+    is_stdout,
     load_config_file,
     load_profiles,
     output_option,
@@ -23,6 +25,7 @@ from .common import (
     reads_arguments,
     shapes_option,
     start_reading,
+    text_width,
     top_option,
 )
 
@@ -90,4 +93,5 @@ def summary_command(
         return
     from ..report.summary import render_text
 
-    emit("\n\n".join(render_text(s) for s in summaries) + "\n", output)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    emit("\n\n".join(render_text(s, width) for s in summaries) + "\n", output)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..io import units, words
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
+from .fit import WIDTH, fit_lines, named_rows
 from .gpu_analyses import render_collectives, render_launches
 from .ipu_analyses import render_fullest_tile, render_pipeline
 from .names import short_names
@@ -34,8 +35,9 @@ def _target_line(t: dict) -> str:
     return head + ", ".join(parts)
 
 
-def render_text(summary: dict) -> str:
-    """The summary as terminal text (plain; the CLI adds colour when on a terminal)."""
+def render_text(summary: dict, width: int = WIDTH) -> str:
+    """The summary as terminal text (plain; the CLI adds colour when on a terminal), no line wider than
+    ``width`` (tables split, names moved under their figures, prose wrapped; every figure kept)."""
     lines = [f"Profile {summary['profile']} ({summary['source_format']})"]
     limits = render_what_limits(summary.get("what_limits"))
     if limits:
@@ -114,7 +116,7 @@ def render_text(summary: dict) -> str:
     lines += render_fullest_tile(summary.get("fullest_tile"))
     e = summary.get("execution")
     if e and e.get("source") == "summary":
-        lines += _render_execution_totals(e)
+        lines += _render_execution_totals(e, width)
     elif e:
         time = "" if e.get("total_time_us") is None else f" = {units.duration(e['total_time_us'])}"
         lines += [
@@ -131,20 +133,26 @@ def render_text(summary: dict) -> str:
                     f"{units.percent(row['share']):>8}"
                 )
         lines.append("  top programs:")
-        for p in e["top_programs"]:
-            lines.append(
+        lines += named_rows(
+            [
                 f"    {units.count(p['cycles']):>14}  {units.percent(p['share']):>7}  "
-                f"{words.category_word(p['category'], words.IPU):<15} {p['program']}"
-            )
+                f"{words.category_word(p['category'], words.IPU):<15} "
+                for p in e["top_programs"]
+            ],
+            (p["program"] for p in e["top_programs"]),
+            width,
+        )
     lines += render_pipeline(summary.get("pipeline"))
     fmt, left_out = summary.get("source_format"), steps_left_out(summary)
     if summary.get("devices"):
-        lines += render_device_table(summary["devices"], source_format=fmt, steps_left_out=left_out)
+        lines += render_device_table(
+            summary["devices"], source_format=fmt, steps_left_out=left_out, width=width
+        )
     if summary.get("iterations"):
         lines += render_iterations(summary["iterations"])
     tr = summary.get("trace")
     if tr:
-        lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out)
+        lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out, width)
     lines += render_operations(summary.get("operations") or [], summary.get("operations_note"))
     lines += render_collectives(summary.get("collectives"))
     lines += render_launches(summary.get("launches"))
@@ -153,7 +161,7 @@ def render_text(summary: dict) -> str:
         lines += ["", "Not in this source: " + ", ".join(absent)]
     if summary.get("read_problems"):
         lines += ["", "Read with problems", *(f"  {text}" for text in summary["read_problems"].values())]
-    return "\n".join(lines)
+    return "\n".join(fit_lines(lines, width))
 
 
 #: GPU operators the text summary shows (the JSON holds ``--top``)
@@ -181,7 +189,7 @@ def render_operations(rows: list[dict], note: str | None = None, shown: int = TE
     return lines
 
 
-def _render_execution_totals(e: dict) -> list[str]:
+def _render_execution_totals(e: dict, width: int = WIDTH) -> list[str]:
     time = "" if e.get("total_time_us") is None else f" (approx {units.duration(e['total_time_us'])})"
     lines = [
         "",
@@ -204,10 +212,14 @@ def _render_execution_totals(e: dict) -> list[str]:
     lines.append(f"  all exchange + sync    {units.percent(e.get('exchange_share'))}")
     if e.get("top_vertex_types"):
         lines.append("  top vertex types:")
-        for v in e["top_vertex_types"]:
-            lines.append(
-                f"    {units.count(v['cycles']):>14}  {units.count(v['instances']):>10} instances  {v['vertex_type']}"
-            )
+        lines += named_rows(
+            [
+                f"    {units.count(v['cycles']):>14}  {units.count(v['instances']):>10} instances  "
+                for v in e["top_vertex_types"]
+            ],
+            (v["vertex_type"] for v in e["top_vertex_types"]),
+            width,
+        )
     return lines
 
 
@@ -264,33 +276,67 @@ def device_labels(devices: list[dict]) -> dict[str, str]:
     }
 
 
-def render_device_table(
-    devices: list[dict], indent: str = "", source_format: str | None = None, steps_left_out: bool = False
-) -> list[str]:
-    """The per-device table as text lines (GPU traces and IPU profiles alike)."""
-    labels = device_labels(devices)
-    comm_w, mem_w = max(len(labels["communication"]), 8), max(len(labels["memory"]), 7)
-    title = f"Devices (shares of {device_window(devices, source_format, steps_left_out)})"
-    lines = [
-        "",
-        f"{indent}{title}",
-        f"{indent}  {'rank':>4}  {'device':<7} {'window':>10}  {'busy':>7} {'idle':>7} {'compute':>8} "
-        f"{labels['communication']:>{comm_w}} {labels['memory']:>{mem_w}} {'overlap':>8} "
-        f"{labels['host_blocked']:>12}",
+def _device_columns(devices: list[dict], labels: dict[str, str]) -> list[tuple[str, int, list[str]]]:
+    """The device table's figure columns: (header, width, one cell per device)."""
+
+    def pct(key: str) -> list[str]:
+        return [units.value(d.get(key), "%", missing="-") for d in devices]
+
+    busy = [None if d.get("idle_pct") is None else 100.0 - d["idle_pct"] for d in devices]
+    return [
+        ("window", 10, [units.duration(d.get("span_us")) for d in devices]),
+        ("busy", 7, [units.value(b, "%", missing="-") for b in busy]),
+        ("idle", 7, pct("idle_pct")),
+        ("compute", 8, pct("compute_pct")),
+        (labels["communication"], max(len(labels["communication"]), 8), pct("communication_pct")),
+        (labels["memory"], max(len(labels["memory"]), 7), pct("memory_pct")),
+        ("overlap", 8, pct("comm_comp_overlap_pct")),
+        (labels["host_blocked"], 12, pct("host_wait_pct")),
     ]
-    for d in devices:
-        busy = None if d.get("idle_pct") is None else 100.0 - d["idle_pct"]
-        rank = "-" if d.get("rank") is None else str(d["rank"])
+
+
+def _device_tables(devices: list[dict], labels: dict[str, str], indent: str, width: int) -> list[str]:
+    """The device rows, as one table when it fits ``width``, else its figure columns split over as few
+    tables as fit (each repeating rank and device)."""
+    columns = _device_columns(devices, labels)
+    key_width = len(f"{indent}  {'rank':>4}  {'device':<7}")
+    groups: list[list[tuple[str, int, list[str]]]] = [[]]
+    used = key_width
+    for column in columns:
+        cell = (2 if column is columns[1] else 1) + column[1]
+        if groups[-1] and used + cell > width:
+            groups.append([])
+            used = key_width
+        groups[-1].append(column)
+        used += cell
+    lines: list[str] = []
+    for group in groups:
+        cells = [(2 if c is columns[1] else 1, c) for c in group]
         lines.append(
-            f"{indent}  {rank:>4}  {d['device']:<7} {units.duration(d.get('span_us')):>10}  "
-            f"{units.value(busy, '%', missing='-'):>7} "
-            f"{units.value(d.get('idle_pct'), '%', missing='-'):>7} "
-            f"{units.value(d.get('compute_pct'), '%', missing='-'):>8} "
-            f"{units.value(d.get('communication_pct'), '%', missing='-'):>{comm_w}} "
-            f"{units.value(d.get('memory_pct'), '%', missing='-'):>{mem_w}} "
-            f"{units.value(d.get('comm_comp_overlap_pct'), '%', missing='-'):>8} "
-            f"{units.value(d.get('host_wait_pct'), '%', missing='-'):>12}"
+            f"{indent}  {'rank':>4}  {'device':<7}"
+            + "".join(" " * gap + f"{c[0]:>{c[1]}}" for gap, c in cells)
         )
+        for i, d in enumerate(devices):
+            rank = "-" if d.get("rank") is None else str(d["rank"])
+            lines.append(
+                f"{indent}  {rank:>4}  {d['device']:<7}"
+                + "".join(" " * gap + f"{c[2][i]:>{c[1]}}" for gap, c in cells)
+            )
+    return lines
+
+
+def render_device_table(
+    devices: list[dict],
+    indent: str = "",
+    source_format: str | None = None,
+    steps_left_out: bool = False,
+    width: int = WIDTH,
+) -> list[str]:
+    """The per-device table as text lines (GPU traces and IPU profiles alike), split into two tables when
+    one is wider than ``width``; its caption lines are wrapped by :func:`fit_lines` in ``render_text``."""
+    labels = device_labels(devices)
+    title = f"Devices (shares of {device_window(devices, source_format, steps_left_out)})"
+    lines = ["", f"{indent}{title}", *_device_tables(devices, labels, indent, width)]
     lines.append(f"{indent}  {labels['defined']};")
     lines.append(f"{indent}  {labels['overlap']}; {labels['blocked']}")
     return lines
@@ -355,10 +401,51 @@ def render_iterations(it: dict, shown: int = TEXT_ITERATIONS) -> list[str]:
     return lines
 
 
+#: Short codes of HTA's kernel types, for the Top kernels table when the whole word does not fit.
+KERNEL_TYPE_CODES = {"COMMUNICATION": "COMM", "COMPUTATION": "COMP", "MEMORY": "MEM"}
+
+
+def render_top_kernels(kernels: list[dict], width: int = WIDTH) -> list[str]:
+    """The Top kernels table: each kernel's figures and HTA's kernel type on one line, its name after them
+    when every name fits, else under them; the type as a short code, defined under the table, when the
+    whole word makes the line wider than ``width``."""
+
+    def figures(k: dict) -> str:
+        return (
+            f"    {units.duration(k['total_us']):>10}  {k['count']:>7,}  {units.duration(k.get('mean_us')):>10}  "
+            f"{units.duration(k.get('min_us')):>10}  {units.duration(k.get('max_us')):>10}  "
+            f"{units.duration(k.get('std_us')):>10}  "
+        )
+
+    types = [k["kernel_type"] for k in kernels]
+    type_w = max(len(t) for t in (*types, "type"))
+    coded = len(figures(kernels[0])) + type_w + 1 > width
+    if coded:
+        types = [KERNEL_TYPE_CODES.get(t, t) for t in types]
+        type_w = max(len(t) for t in (*types, "type"))
+    head = f"    {'total':>10}  {'count':>7}  {'mean':>10}  {'min':>10}  {'max':>10}  {'std':>10}  {'type':<{type_w}} "
+    rows = named_rows(
+        [figures(k) + f"{t:<{type_w}} " for k, t in zip(kernels, types, strict=True)],
+        (k["name"] for k in kernels),
+        width,
+    )
+    lines = [head + "name"] if len(rows) == len(kernels) else [head.rstrip(), "      name"]
+    lines += rows
+    used = sorted({t for t in (k["kernel_type"] for k in kernels) if KERNEL_TYPE_CODES.get(t, t) != t})
+    if coded and used:
+        lines.append("    type: " + ", ".join(f"{KERNEL_TYPE_CODES[t]} = {t}" for t in used) + " (HTA's)")
+    return lines
+
+
 def render_trace_text(
-    tr: dict, platform: str = words.GPU, source_format: str | None = None, steps_left_out: bool = False
+    tr: dict,
+    platform: str = words.GPU,
+    source_format: str | None = None,
+    steps_left_out: bool = False,
+    width: int = WIDTH,
 ) -> list[str]:
-    """The trace part of ``popprof summary`` as lines of text, in ``platform``'s words."""
+    """The trace part of ``popprof summary`` as lines of text, in ``platform``'s words, its tables and
+    names fitted to ``width`` (its prose lines are wrapped by :func:`fit_lines` in ``render_text``)."""
     ranks = tr.get("ranks") or []
     head = f"{tr['events']:,} events on {tr['threads']:,} threads"
     if len(ranks) > 1:
@@ -380,7 +467,7 @@ def render_trace_text(
     devices = tr.get("devices") or []
     if devices:
         lines += render_device_table(
-            devices, indent="  ", source_format=source_format, steps_left_out=steps_left_out
+            devices, indent="  ", source_format=source_format, steps_left_out=steps_left_out, width=width
         )[1:]
     if tr.get("work_spans"):
         lines.append(f"    {whole_work_text(tr['work_spans'])}")
@@ -409,18 +496,7 @@ def render_trace_text(
         lines.append(f"    {IDLE_NOTE}")
     kernels = tr.get("top_kernels") or []
     if kernels:
-        lines += [
-            "",
-            "  Top kernels (GPU time)",
-            f"    {'total':>10}  {'count':>7}  {'mean':>10}  {'min':>10}  {'max':>10}  {'std':>10}  "
-            f"{'type':<13} name",
-        ]
-        for k, name in zip(kernels, short_names(k["name"] for k in kernels), strict=True):
-            lines.append(
-                f"    {units.duration(k['total_us']):>10}  {k['count']:>7,}  {units.duration(k.get('mean_us')):>10}  "
-                f"{units.duration(k.get('min_us')):>10}  {units.duration(k.get('max_us')):>10}  "
-                f"{units.duration(k.get('std_us')):>10}  {k['kernel_type']:<13} {name}"
-            )
+        lines += ["", "  Top kernels (GPU time)", *render_top_kernels(kernels, width)]
     launches = tr.get("launch_delays") or []
     if launches:
         lines += ["", "  Kernel launch delay (launch call end -> kernel start)"]
@@ -433,8 +509,11 @@ def render_trace_text(
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
-        for op, name in zip(cpu, short_names(op["name"] for op in cpu), strict=True):
-            lines.append(f"    {units.duration(op['self_us']):>10}  {op['count']:>6,} x  {name}")
+        lines += named_rows(
+            [f"    {units.duration(op['self_us']):>10}  {op['count']:>6,} x  " for op in cpu],
+            (op["name"] for op in cpu),
+            width,
+        )
     wait = tr.get("host_wait") or {}
     if wait.get("events"):
         top = ", ".join(f"{w['name']} {w['count']:,} x {units.duration(w['total_us'])}" for w in wait["top"])
