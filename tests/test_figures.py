@@ -145,7 +145,12 @@ def test_device_time_categories_use_one_vocabulary(tiny: popprof.Profile) -> Non
     assert "compute 300.0 us, communication 300.0 us" in text  # a GPU trace speaks of communication
     # the device table's headers (in 80 columns it is split into two tables, tests/test_summary_width.py)
     header = " ".join(line for line in text.splitlines() if line.strip().startswith("rank  device"))
-    assert "host blocked" in header and "communication" in header and "exchange" not in header and "comm " not in header
+    assert (
+        "host blocked" in header
+        and "communication" in header
+        and "exchange" not in header
+        and "comm " not in header
+    )
 
 
 @pytest.fixture(scope="module")

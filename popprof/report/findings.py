@@ -160,7 +160,7 @@ def skipped_line(res: Findings) -> str:
     return f"{plural(len(res.not_evaluated), 'rule')} not evaluated: {ids} (--show-skipped says why)"
 
 
-def _wrap(text: str, width: int, first: str, rest: str, max_lines: int | None = None) -> list[str]:
+def wrap_text(text: str, width: int, first: str, rest: str, max_lines: int | None = None) -> list[str]:
     """``text`` wrapped to ``width`` with ``first`` before its first line and ``rest`` before the others;
     words longer than a line (a C++ name) are broken. With ``max_lines``, the lines after it are cut and
     the last one kept ends in ``[...]``."""
@@ -195,7 +195,7 @@ def _where_lines(where: dict, width: int, limit: int) -> list[str]:
         lead = (first if i == 0 else under) + f"{label:<{label_width}} "
         pad = " " * len(lead)
         for j, value in enumerate(values):
-            lines += _wrap(value, width, lead if j == 0 else pad, pad + "  ")
+            lines += wrap_text(value, width, lead if j == 0 else pad, pad + "  ")
     return lines
 
 
@@ -205,14 +205,14 @@ def finding_lines(f: Finding, width: int = TEXT_WIDTH, *, brief: bool = False) -
 
     ``brief`` (a terminal) cuts the message and the advice to a few lines and lists fewer places."""
     width = max(width, MIN_WIDTH)
-    lines = _wrap(f"{f.severity.upper():<7} {f.rule_id}: {f.title}", width, "  ", "  " + " " * 8)
-    lines += _wrap(f.message, width, INDENT, INDENT, BRIEF_MESSAGE_LINES if brief else None)
+    lines = wrap_text(f"{f.severity.upper():<7} {f.rule_id}: {f.title}", width, "  ", "  " + " " * 8)
+    lines += wrap_text(f.message, width, INDENT, INDENT, BRIEF_MESSAGE_LINES if brief else None)
     gain = gain_text(f)
     if gain:
-        lines += _wrap(gain, width, f"{INDENT}gain: ", INDENT + "  ", 1 if brief else None)
+        lines += wrap_text(gain, width, f"{INDENT}gain: ", INDENT + "  ", 1 if brief else None)
     lines += _where_lines(f.where, width, BRIEF_WHERE_ITEMS if brief else 5)
     if f.severity != "info" and f.advice:
-        lines += _wrap(
+        lines += wrap_text(
             f.advice, width, f"{INDENT}advice: ", INDENT + "  ", BRIEF_ADVICE_LINES if brief else None
         )
     return lines
@@ -241,7 +241,7 @@ def render_text(
     cut = False
     for res in results:
         title = f"{res.profile_name} ({res.source})" if res.source else res.profile_name
-        lines += _wrap(title, width, "", "  ")
+        lines += wrap_text(title, width, "", "  ")
         if not res.items:
             lines.append("  no findings")
         for f in res.items:
@@ -257,21 +257,21 @@ def render_text(
         skipped_from = len(lines)
         if show_skipped:
             for rule_id, reason in res.not_evaluated:
-                lines += _wrap(f"not evaluated: {reason}", width, f"  SKIPPED {rule_id}: ", INDENT)
+                lines += wrap_text(f"not evaluated: {reason}", width, f"  SKIPPED {rule_id}: ", INDENT)
         elif res.not_evaluated and brief:
-            lines += _wrap(
+            lines += wrap_text(
                 f"{plural(len(res.not_evaluated), 'rule')} not evaluated (--show-skipped)",
                 width,
                 "  SKIPPED ",
                 INDENT,
             )
         elif res.not_evaluated:
-            lines += _wrap(skipped_line(res), width, "  SKIPPED ", INDENT)
+            lines += wrap_text(skipped_line(res), width, "  SKIPPED ", INDENT)
         dim.update(range(skipped_from, len(lines)))
         lines.append("")
-    lines += _wrap(_summary_line(results, fail_on), width, "", "  ")
+    lines += wrap_text(_summary_line(results, fail_on), width, "", "  ")
     if cut:
-        lines += _wrap(
+        lines += wrap_text(
             "[...]: cut to fit the terminal (--full shows all)",
             width,
             "",

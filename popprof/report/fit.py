@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .findings import _wrap
+from .findings import wrap_text
 from .names import NAME_WIDTH, short_names
 
 #: The width text is laid out for when the caller names none (a pipe, a CI log: docs/figures.md).
@@ -28,7 +28,7 @@ def fit_lines(lines: Iterable[str], width: int = WIDTH) -> list[str]:
             out.append(line)
             continue
         lead = line[: len(line) - len(line.lstrip())]
-        out += _wrap(_TIMES.sub("\\1\u00a0x", line.strip()), width, lead, lead + HANG)
+        out += wrap_text(_TIMES.sub("\\1\u00a0x", line.strip()), width, lead, lead + HANG)
     return out
 
 
