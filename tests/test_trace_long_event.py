@@ -50,7 +50,7 @@ class _CountingOrjson:
         return self.real.loads(data)
 
 
-def _work(tmp_path: Path, monkeypatch, args_bytes: int, events_after: int) -> tuple[float, int]:
+def device_work(tmp_path: Path, monkeypatch, args_bytes: int, events_after: int) -> tuple[float, int]:
     path = _trace(tmp_path / f"t{args_bytes}_{events_after}.json", args_bytes, events_after)
     counting = _CountingOrjson(framing.orjson)
     monkeypatch.setattr(framing, "orjson", counting)
@@ -69,8 +69,8 @@ def test_a_long_event_costs_work_linear_in_its_size(tmp_path, monkeypatch, event
     monkeypatch.setattr(
         ijson, "items", lambda *a, **k: pytest.fail("the framer gave up: ijson re-read the file")
     )
-    small, _ = _work(tmp_path, monkeypatch, 1 << 19, events_after)
-    large, _ = _work(tmp_path, monkeypatch, 1 << 21, events_after)
+    small, _ = device_work(tmp_path, monkeypatch, 1 << 19, events_after)
+    large, _ = device_work(tmp_path, monkeypatch, 1 << 21, events_after)
     # bytes parsed per byte of file: a constant (a few parses of each byte), not growing with the event's size
     assert small < 20 and large < 20, (small, large)
     assert large < 1.5 * small + 1, (small, large)

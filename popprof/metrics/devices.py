@@ -118,7 +118,9 @@ def named_devices_without_activity(profile: Profile) -> list[str]:
     return [str(p.get("name") or "unnamed") for p in props]
 
 
-def _work(profile: Profile) -> pd.DataFrame | None:
+def device_work(profile: Profile) -> pd.DataFrame | None:
+    """The trace's GPU work items (:func:`popprof.trace.gpu_work.gpu_work`, sorted by rank, device and start),
+    built once per profile; None without work on a stream."""
     events = profile.get("events")
     if events is None or events.empty or not events["stream"].notna().any():
         return None
@@ -386,7 +388,7 @@ def device_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
 
 def _breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     rows: list[dict] = []
-    work = _work(profile)
+    work = device_work(profile)
     if work is not None:  # a GPU trace (events on streams)
         rows = _gpu_breakdown(profile, work, hta) if not work.empty else []
     elif profile.has("steps") and not profile.steps.empty:
@@ -408,7 +410,7 @@ def kernel_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     work merged first, then the timeline split by which types run) and ``pct`` of the
     rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly).
     """
-    work = _work(profile)
+    work = device_work(profile)
     rows = []
     if work is not None:
         groups = _work_groups(profile, work)
@@ -439,7 +441,7 @@ KERNEL_STAT_COLUMNS = ["name", "kernel_type", "count", "total_us", "mean_us", "m
 def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     """The GPU work names taking the most time, with ``count``, ``total_us``, ``mean_us``, ``min_us``,
     ``max_us`` and ``std_us`` of their durations (:data:`KERNEL_STAT_COLUMNS`)."""
-    work = _work(profile)
+    work = device_work(profile)
     if work is None:
         return pd.DataFrame(columns=KERNEL_STAT_COLUMNS)
     names = work["name"].array
@@ -534,7 +536,7 @@ def idle_gaps(
     :func:`idle_breakdown` counts as 0); ``launch_start_us`` is NaN when the launch call is not in the
     trace (then the gap is never ``host_wait``). Times are HTA-rounded (``trace/gpu_work.py``).
     """
-    work = _work(profile)
+    work = device_work(profile)
     if work is None:
         return pd.DataFrame(columns=IDLE_GAP_COLUMNS)
     g = _gaps(work, consecutive_kernel_delay_us)
@@ -570,7 +572,7 @@ def idle_breakdown(
     trace is never ``host_wait`` (HTA's difference: docs/figures.md). Columns ``rank``, ``device``,
     ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time).
     """
-    work = _work(profile)
+    work = device_work(profile)
     columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
     if work is None:
         return pd.DataFrame(columns=columns)
@@ -618,7 +620,7 @@ LAUNCH_DELAY_COLUMNS = [
 ]
 
 
-class _Launches(NamedTuple):
+class LaunchPairs(NamedTuple):
     """Launch calls joined with their GPU work: one entry per (call, work item) pair, in the join's order."""
 
     rank: np.ndarray  # int64, -1 when unknown
@@ -629,7 +631,7 @@ class _Launches(NamedTuple):
     delay: np.ndarray  # work start - call end, clipped at 0 (-0.0 and NaN stay)
 
 
-def _launches(profile: Profile, work: pd.DataFrame) -> _Launches | None:
+def launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
     """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call."""
     events = profile.events
     names = events["name"].array
@@ -650,7 +652,7 @@ def _launches(profile: Profile, work: pd.DataFrame) -> _Launches | None:
     call, item = call[launched], item[launched]
     cpu = (end - start)[call]
     delay = work["start"].to_numpy()[item] - start[call] - cpu
-    return _Launches(
+    return LaunchPairs(
         rank[call], correlation[call], rows[call], item, cpu, np.where(delay < 0, 0.0, delay)
     )  # np.where: Series.clip(lower=0), where -0.0 and NaN stay
 
@@ -665,8 +667,8 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     ``cpu_duration_us``, ``gpu_duration_us``, ``launch_delay_us``. Like HTA, the last
     profiler step is left out.
     """
-    work = _work(profile)
-    pairs = None if work is None else _launches(profile, work)
+    work = device_work(profile)
+    pairs = None if work is None else launch_pairs(profile, work)
     if pairs is None:
         return pd.DataFrame(columns=LAUNCH_DELAY_COLUMNS)
     item = pairs.item
@@ -719,8 +721,8 @@ def _pair_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
 def launch_summary(profile: Profile) -> pd.DataFrame:
     """Launch-delay statistics per (rank, device): count, mean, median, p95 and max (us)."""
     columns = ["rank", "device", "launches", "mean_us", "median_us", "p95_us", "max_us", "cpu_mean_us"]
-    work = _work(profile)
-    pairs = None if work is None else _launches(profile, work)
+    work = device_work(profile)
+    pairs = None if work is None else launch_pairs(profile, work)
     if pairs is None or pairs.call.size == 0:
         return pd.DataFrame(columns=columns)
     device = work["device"].array

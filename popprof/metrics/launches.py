@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from .devices import LAUNCH_DELAY_COLUMNS, _launches, _work
+from .devices import LAUNCH_DELAY_COLUMNS, device_work, launch_pairs
 
 #: HTA's ``runtime_cutoff`` (us): a launch call at most this long can launch a short kernel.
 RUNTIME_CUTOFF_US = 50.0
@@ -41,8 +41,8 @@ def kernel_launches(profile: Profile) -> pd.DataFrame:
 
 
 def _kernel_launches(profile: Profile) -> pd.DataFrame:
-    work = _work(profile)
-    pairs = None if work is None else _launches(profile, work)
+    work = device_work(profile)
+    pairs = None if work is None else launch_pairs(profile, work)
     if pairs is None or pairs.call.size == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in LAUNCH_COLUMNS})
     start, end = work["start"].to_numpy(), work["end"].to_numpy()
