@@ -23,6 +23,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "pva_double"))
+# popprof from this source tree, as the tests that run CMD import it: its fixture writers (popprof.testing)
+# are not in the installed wheel
+sys.path.insert(1, str(HERE.parent))
 
 #: Real Poplar output (provenance and licences: fixtures/real/poplar/README.md).
 REAL = HERE.parent / "fixtures" / "real" / "poplar"
