@@ -29,7 +29,7 @@ def profile(request) -> popprof.Profile:
 
 def _launch_delays_by_merge(profile: popprof.Profile) -> pd.DataFrame:
     """Launch calls joined with their GPU work by ``DataFrame.merge``."""
-    events, work = profile.events, devices._work(profile)
+    events, work = profile.events, devices.device_work(profile)
     rows = np.flatnonzero(
         (
             events["name"].isin(devices.LAUNCH_CALLS)
@@ -67,7 +67,7 @@ def _launch_delays_by_merge(profile: popprof.Profile) -> pd.DataFrame:
 
 
 def test_launch_delays_equal_the_merge(profile) -> None:
-    if devices._work(profile) is None:
+    if devices.device_work(profile) is None:
         pytest.skip("no GPU work")
     expected = _launch_delays_by_merge(profile)
     got = devices.launch_delays(profile)
@@ -126,7 +126,7 @@ def test_distinct_integers_is_unique(values: np.ndarray) -> None:
 
 
 def test_work_groups_are_the_groupby_groups(profile) -> None:
-    work = devices._work(profile)
+    work = devices.device_work(profile)
     if work is None:
         pytest.skip("no GPU work")
     expected = [
@@ -138,7 +138,7 @@ def test_work_groups_are_the_groupby_groups(profile) -> None:
 
 
 def test_top_kernels_equal_the_two_pass_statistics(profile) -> None:
-    work = devices._work(profile)
+    work = devices.device_work(profile)
     if work is None:
         pytest.skip("no GPU work")
     dur = work["end"] - work["start"]
@@ -185,7 +185,7 @@ def test_kineto_device_codes_equal_unique(devices_) -> None:
 
 def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.DataFrame:
     """HTA's idle breakdown with pandas' groupby over (rank, device, stream, cause)."""
-    work = devices._work(profile)
+    work = devices.device_work(profile)
     work = work[work["channel"].isin(devices.KERNEL_CHANNELS).to_numpy()]
     codes = np.asarray(work["device"].array.codes)
     order = np.lexsort((work["start"].to_numpy(), work["stream"].to_numpy(), codes, work["rank"].to_numpy()))
@@ -214,7 +214,7 @@ def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.Dat
 
 @pytest.mark.parametrize("delay", [devices.CONSECUTIVE_KERNEL_DELAY_US, 2.0])
 def test_idle_breakdown_equals_the_groupby(profile, delay: float) -> None:
-    if devices._work(profile) is None:
+    if devices.device_work(profile) is None:
         pytest.skip("no GPU work")
     expected = _idle_breakdown_by_groupby(profile, delay)
     got = devices.idle_breakdown(profile, delay)
@@ -312,7 +312,7 @@ def test_rank_device_key_orders_as_groupby(rank: list[int], codes: list[int]) ->
 
 @pytest.mark.parametrize("top", [1, 5, 100])
 def test_top_kernels_equal_the_categorical_groupby(profile, top: int) -> None:
-    work = devices._work(profile)
+    work = devices.device_work(profile)
     if work is None:
         pytest.skip("no GPU work")
     dur = work["end"] - work["start"]
@@ -466,7 +466,7 @@ def test_merge_intervals_in_order_equals_the_sorted(start: np.ndarray) -> None:
 def test_kind_unions_are_the_unions_of_each_kernel_type(profile) -> None:
     from popprof.trace import spans
 
-    work = devices._work(profile)
+    work = devices.device_work(profile)
     if work is None:
         pytest.skip("no GPU work")
     kinds = np.asarray(work["kernel_type"].array.codes)
