@@ -231,3 +231,21 @@ def test_max_phases_below_one_is_not_evaluated():
     one = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=1)
     assert len(one) == 1 and "1 smaller phase(s) not listed" in one.items[0].message
     assert one.items[0].where["phases"] == [(20, 29)]  # the phase with the most exchange cycles
+
+
+def test_gpu_communication_findings_say_when_it_is_mostly_skew():
+    """On the real 8-rank DLRM step 96.5 % of the collective time is ranks waiting for the last one: both
+    communication findings say so and point to the rank the others wait for; on HTA's two ranks (13 % skew)
+    they do not."""
+    from pathlib import Path
+
+    import popprof
+    from popprof.rules import check
+
+    traces = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+    dlrm = check(popprof.open(traces / "dlrm_8ranks"), rules=["exchange.phases", "exchange.share"])
+    for finding in dlrm.items:
+        assert "96.5 % of the ranks' collective time is synchronisation skew" in finding.message
+        assert "distributed.stragglers" in finding.message
+    two = check(popprof.open(traces / "two_ranks"), rules=["exchange.phases", "exchange.share"])
+    assert two.items and not any("synchronisation skew" in f.message for f in two.items)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
+from ..metrics.collectives import collective_skew_by_rank
 from ..metrics.phases import (
     EXCHANGE,
     device_phases,
@@ -127,6 +128,29 @@ def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ]
 
 
+#: When at least this share of the ranks' collective time is synchronisation skew, a GPU communication finding
+#: says so: the communication is mostly ranks waiting for the last one, which overlap will not fix.
+SKEW_NOTE_SHARE = 0.5
+
+
+def _skew_note(profile: Profile, ctx: RuleContext) -> str:
+    """ "; ... is synchronisation skew ..." for a multi-rank GPU run whose collective time is mostly ranks
+    waiting for the last one (:func:`popprof.metrics.collectives.collective_skew_by_rank`), else ""."""
+    if ctx.platform != "gpu":
+        return ""
+    per_rank = collective_skew_by_rank(profile)
+    if per_rank.empty:
+        return ""
+    total, skew = float(per_rank["time_us"].sum()), float(per_rank["skew_us"].sum())
+    if total <= 0 or skew / total < SKEW_NOTE_SHARE:
+        return ""
+    return (
+        f"; {units.percent(skew / total)} of the ranks' collective time is synchronisation skew (ranks waiting "
+        "for the last to arrive, not moving data): first find the rank the others wait for and what delays it "
+        "(distributed.collective-skew, distributed.stragglers)"
+    )
+
+
 def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     phases, frames = [], []
@@ -173,6 +197,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     )
     if len(phases) > len(chosen):
         message += f" ({len(phases) - len(chosen)} smaller phase(s) not listed)"
+    message += _skew_note(profile, ctx)
     programs = list(dict.fromkeys(n for ph in chosen for n, _ in ph["dominant"]))
     where = {
         "time_us": (float(worst["lo"]), float(worst["hi"])),
@@ -375,6 +400,7 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
         )
         if len(per_device) > len(shown):
             message += f" ({len(per_device) - len(shown)} more in the evidence)"
+    message += _skew_note(profile, ctx)
     where = {"devices": [str(x) for x in per_device["label"] if x]} if per_device["label"].any() else {}
     return [
         ctx.finding(
