@@ -226,6 +226,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         "active span, were the host to submit work ahead of the device",
         whole=worst.span_us,
         rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+        device=per_device[0][1].label or None,
     )
     return [
         ctx.finding(
