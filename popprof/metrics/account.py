@@ -112,15 +112,24 @@ def time_account(profile: Profile, steps: bool = True) -> pd.DataFrame:
     with ``steps``, one per (rank, device, step) where the trace marks steps. Columns :data:`COLUMNS`; each
     row's parts sum to ``window_us`` (a platform's parts; the other platform's are missing). Empty when the
     profile holds no device time."""
-    frame = profile.cached("account.time_account", lambda: _account(profile))
     if not steps:
-        frame = frame[frame["step"].isna()]
-    return frame.reset_index(drop=True)
+        return run_account(profile)
+    return profile.cached("account.time_account", lambda: _account(profile)).copy()
 
 
 def run_account(profile: Profile) -> pd.DataFrame:
     """The run rows of :func:`time_account` (one per device)."""
-    return time_account(profile, steps=False)
+    return _run_rows(profile).copy()
+
+
+def _run_rows(profile: Profile) -> pd.DataFrame:
+    """The run rows of the account, kept once per profile (callers get copies: tables are mutable)."""
+
+    def build() -> pd.DataFrame:
+        frame = profile.cached("account.time_account", lambda: _account(profile))
+        return frame[frame["step"].isna()].reset_index(drop=True)
+
+    return profile.cached("account.run_rows", build)
 
 
 def _account(profile: Profile) -> pd.DataFrame:
@@ -132,12 +141,15 @@ def _account(profile: Profile) -> pd.DataFrame:
         rows = _steps_rows(profile)
     elif profile.has("execution_totals") and not profile.execution_totals.empty:
         rows = _summary_rows(profile)
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame["rank"] = frame["rank"].astype("Int64")
-    frame["step"] = frame["step"].astype("Int64")
+    # column by column: no frame of objects converted afterwards (an empty account keeps object columns)
+    columns: dict[str, object] = {col: [row[col] for row in rows] for col in COLUMNS}
+    if not rows:
+        columns.update({col: np.array([], dtype=object) for col in ("platform", "device", "basis")})
+    for col in ("rank", "step"):
+        columns[col] = pd.array(columns[col], dtype="Int64")
     for col in ("window_us", *PARTS):
-        frame[col] = frame[col].astype("float64")
-    return frame
+        columns[col] = np.array(columns[col], dtype=np.float64)
+    return pd.DataFrame(columns, columns=COLUMNS)
 
 
 # -- traces -----------------------------------------------------------------
@@ -157,23 +169,24 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     if "correlation" not in events.columns or len(rows) == 0:
         return out
     correlation = events["correlation"]
-    rank = (
-        events["rank"].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
-        if "rank" in events.columns
-        else np.zeros(len(events), dtype=np.int64)
-    )
+
+    def rank_of(at: np.ndarray) -> np.ndarray:  # the rank of rows ``at`` only, -1 when unknown
+        if "rank" not in events.columns:
+            return np.zeros(len(at), dtype=np.int64)
+        return events["rank"].array[at].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+
     dev_corr = correlation.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
     ok = ~np.isnan(dev_corr)
     if not ok.any():
         return out
-    dev_keys = (rank[rows][ok] + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
+    dev_keys = (rank_of(rows[ok]) + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
     wanted = pd.Index(pd.unique(dev_keys))
     host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & correlation.notna().to_numpy()
     if "stream" in events.columns:
         host &= events["stream"].isna().to_numpy()
     host_rows = np.flatnonzero(host)
     host_corr = correlation.array[host_rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    host_keys = (rank[host_rows] + 1) * (1 << 40) + host_corr.astype(np.int64)
+    host_keys = (rank_of(host_rows) + 1) * (1 << 40) + host_corr.astype(np.int64)
     position = wanted.get_indexer(host_keys)
     hit = position >= 0
     launch = np.full(len(wanted), np.nan)
@@ -310,7 +323,9 @@ def _gap_launches(profile: Profile, activity: im.DeviceActivity, gap_end: np.nda
     out = np.full(gap_end.size, np.nan)
     if activity.rows is None or gap_end.size == 0:
         return out
-    gap_of = pd.Index(gap_end).get_indexer(activity.start)  # a hash lookup per work item, no sort
+    # gap ends are strictly increasing (one per merged busy segment, then the window's end): a binary search
+    found = np.minimum(np.searchsorted(gap_end, activity.start), gap_end.size - 1)
+    gap_of = np.where(gap_end[found] == activity.start, found, -1)
     hit = np.flatnonzero(gap_of >= 0)
     if hit.size == 0:
         return out
@@ -466,7 +481,12 @@ def communication_us(row: pd.Series | dict) -> float:
 
 def pooled(profile: Profile) -> dict[str, float] | None:
     """The run rows pooled over devices: ``window_us`` and every part summed; None without an account."""
-    runs = run_account(profile)
+    total = profile.cached("account.pooled", lambda: _pooled(profile))
+    return None if total is None else dict(total)
+
+
+def _pooled(profile: Profile) -> dict[str, float] | None:
+    runs = _run_rows(profile)
     if runs.empty:
         return None
     out = {"window_us": float(runs["window_us"].sum())}
@@ -484,7 +504,7 @@ def shares(profile: Profile) -> dict[str, float] | None:
     if total is None or total["window_us"] <= 0:
         return None
     window = total["window_us"]
-    runs = run_account(profile)
+    runs = _run_rows(profile)
     comm = float(sum(communication_us(r) for _, r in runs.iterrows()))
     idle = sum(v for k, v in total.items() if k.startswith("idle"))
     return {
