@@ -52,19 +52,28 @@ NOTE_NOT_RECORDED = (
 )
 
 
-def _ancestors(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray, modelled: np.ndarray):
-    """Per row: the innermost modelled operator and the outermost operator among itself and its ancestors
-    (row positions, -1 when none). One vectorised step per nesting depth, parents before children."""
-    n = len(parent)
-    inner_model = np.where(modelled, np.arange(n), -1)
-    outer_op = np.where(is_op, np.arange(n), -1)
-    has_parent = parent >= 0
-    for d in np.unique(depth[has_parent]):
-        rows = np.flatnonzero(has_parent & (depth == d))
-        up = parent[rows]
-        inner_model[rows] = np.where(inner_model[rows] >= 0, inner_model[rows], inner_model[up])
-        outer_op[rows] = np.where(outer_op[up] >= 0, outer_op[up], outer_op[rows])
-    return inner_model, outer_op
+def _owners(
+    parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray, modelled: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """The operator each of ``rows`` belongs to (row positions, -1 when none): the innermost modelled
+    operator among the row and its ancestors, else the outermost operator. Walks up from these rows only,
+    one vectorised step per level; a row leaves the walk at its first modelled operator or at the top.
+    ``depth`` (a row's count of ancestors, as the readers derive it from ``parent_id``) bounds the steps."""
+    inner = np.full(rows.size, -1, dtype=np.int64)
+    outer = np.full(rows.size, -1, dtype=np.int64)
+    slot, at = np.arange(rows.size), rows.astype(np.int64, copy=True)
+    steps = int(depth[rows].max()) + 1 if rows.size else 0
+    for _ in range(steps):
+        op = is_op[at]
+        outer[slot[op]] = at[op]  # walking up: the last one written is the outermost
+        found = modelled[at]
+        inner[slot[found]] = at[found]
+        at = parent[at]
+        going = ~found & (at >= 0)
+        slot, at = slot[going], at[going]
+        if not at.size:
+            break
+    return np.where(inner >= 0, inner, outer)
 
 
 def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
@@ -92,28 +101,28 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     is_op &= ~bookkeeping
     modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
     parent = trace_metrics.parent_rows(profile)
-    depth = events["depth"].to_numpy(dtype=np.int64)
-    inner_model, outer_op = _ancestors(parent, depth, is_op, modelled)
-    owner = np.where(inner_model >= 0, inner_model, outer_op)
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
     correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
     on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
-    launch = ~on_stream & ~np.isnan(correlation) & (owner >= 0)
-    launch_rows = np.flatnonzero(launch)
+    launch_rows = np.flatnonzero(~on_stream & ~np.isnan(correlation))
+    owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
+    launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
     launch_keys = pd.Index(_keys(rank[launch_rows], correlation[launch_rows]))
     keep = ~launch_keys.duplicated(keep="last")
-    launch_rows, launch_keys = launch_rows[keep], launch_keys[keep]
+    launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
     work_rows = np.flatnonzero(on_stream & ~np.isnan(correlation))
     position = launch_keys.get_indexer(_keys(rank[work_rows], correlation[work_rows]))
     found = position >= 0
     work_rows = work_rows[found]
-    op = owner[launch_rows[position[found]]]
+    op = owner[position[found]]
     return pd.DataFrame(
         {
             "work": work_rows,
             "op": op,
             "kernel": events["name"].array[work_rows],
-            "dur_us": events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[work_rows],
+            "dur_us": np.nan_to_num(
+                events["dur_us"].to_numpy(dtype=np.float64)[work_rows], nan=0.0, posinf=np.inf, neginf=-np.inf
+            ),
         }
     )
 
@@ -213,8 +222,18 @@ def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """One group number per row for the distinct values of ``columns`` (missing values a value of their own)."""
     key = np.zeros(len(frame), dtype=np.int64)
     for column in columns:
-        codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
-        key = pd.factorize(key * (len(uniques) + 1) + codes)[0]
+        values = frame[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):  # its codes already number the values
+            codes, distinct = (
+                np.asarray(values.array.codes, dtype=np.int64) + 1,
+                len(values.cat.categories) + 1,
+            )
+        elif values.dtype == object and values.isna().all():
+            continue  # one value (missing) in every row: the groups stay as they are
+        else:
+            codes, uniques = pd.factorize(values, use_na_sentinel=False)
+            distinct = len(uniques)
+        key = pd.factorize(key * (distinct + 1) + codes)[0]
     return key
 
 
@@ -222,7 +241,7 @@ def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.Dat
     """``frame`` grouped by ``columns`` (first-seen order): their values, ``sums`` summed (all-missing -> NA)."""
     key = _group_codes(frame, columns)
     first = np.unique(key, return_index=True)[1]
-    out = frame.iloc[first][columns].reset_index(drop=True)
+    out = frame[columns].iloc[first].reset_index(drop=True)
     for column in sums:
         values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
         total = np.bincount(key, weights=np.nan_to_num(values), minlength=len(first))
