@@ -79,6 +79,11 @@ def launch_overview(profile: Profile) -> dict | None:
     ``short_gpu_us`` (the short kernels' device time), ``short_cpu_us`` (their launch calls' time),
     ``launch_idle_us`` (launch-bound idle before every launch) and ``short_launch_idle_us`` (before the
     short ones)."""
+    overview = profile.cached("launches.overview", lambda: _overview(profile))
+    return None if overview is None else dict(overview)
+
+
+def _overview(profile: Profile) -> dict | None:
     frame = kernel_launches(profile)
     if frame.empty:
         return None
