@@ -180,13 +180,18 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     if not ok.any():
         return out
     dev_keys = (rank_of(rows[ok]) + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
-    wanted = pd.Index(pd.unique(dev_keys))
     host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & correlation.notna().to_numpy()
     if "stream" in events.columns:
         host &= events["stream"].isna().to_numpy()
     host_rows = np.flatnonzero(host)
     host_corr = correlation.array[host_rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    host_keys = (rank_of(host_rows) + 1) * (1 << 40) + host_corr.astype(np.int64)
+    host_keys = pd.Index((rank_of(host_rows) + 1) * (1 << 40) + host_corr.astype(np.int64))
+    if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
+        position = host_keys.get_indexer(dev_keys)
+        starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]
+        out[ok] = np.where(position >= 0, starts[position], np.nan)
+        return out
+    wanted = pd.Index(pd.unique(dev_keys))
     position = wanted.get_indexer(host_keys)
     hit = position >= 0
     launch = np.full(len(wanted), np.nan)
@@ -204,7 +209,7 @@ class _Segments:
         self.parts = parts
         length = end - start
         self.prefix = np.zeros((len(parts), len(length) + 1))
-        for i in np.unique(label).tolist():
+        for i in np.flatnonzero(np.bincount(label, minlength=len(parts))).tolist():  # the labels present
             np.cumsum(np.where(label == i, length, 0.0), out=self.prefix[i, 1:])
 
     def sums(self, lo: float, hi: float) -> np.ndarray:
@@ -388,14 +393,13 @@ def _step_windows(marks: pd.DataFrame) -> list[tuple[int, float, float]]:
     """``(step, start, end)`` of each step of one rank: the earliest start and latest end of its markers."""
     if marks.empty:
         return []
-    ends = marks["start_us"] + marks["dur_us"]
-    grouped = pd.DataFrame({"step": marks["step"], "start": marks["start_us"], "end": ends}).groupby("step")
-    table = grouped.agg(start=("start", "min"), end=("end", "max"))
-    return [
-        (int(s), float(a), float(b))
-        for s, a, b in zip(table.index, table["start"], table["end"], strict=True)
-        if b > a
-    ]
+    start = marks["start_us"].to_numpy(dtype=np.float64)
+    end = start + marks["dur_us"].to_numpy(dtype=np.float64)
+    steps, group = np.unique(marks["step"].to_numpy(dtype=np.int64), return_inverse=True)  # a few markers
+    lo, hi = np.full(steps.size, np.nan), np.full(steps.size, np.nan)
+    np.fmin.at(lo, group, start)  # fmin / fmax pass over NaN, as a grouped min / max does
+    np.fmax.at(hi, group, end)
+    return [(int(s), float(a), float(b)) for s, a, b in zip(steps, lo, hi, strict=True) if b > a]
 
 
 # -- IPU steps and text summaries --------------------------------------------

@@ -284,7 +284,10 @@ def _operations(profile: Profile) -> pd.DataFrame:
     if "output" not in grouped.columns:
         grouped["output"] = None
     grouped["name"] = grouped["name"].astype(str)
-    _, device = peaks.profile_device(profile)
+    # the device's peaks matter only to a call with a cost: one with recorded shapes and types
+    pairs = zip(grouped["dims"], grouped["types"], strict=True)
+    costly = any(isinstance(d, str) and isinstance(t, str) for d, t in pairs)
+    device = peaks.profile_device(profile)[1] if costly else None
     costed = _costs(grouped, device)
     # shapes differing only in Concrete Inputs (scalars, flags) are one row: summed time, calls and FLOPs
     costed["flops_total"] = costed["flops_per_call"] * costed["count"]
