@@ -108,8 +108,9 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
     launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
     launch_keys = pd.Index(_keys(rank[launch_rows], correlation[launch_rows]))
-    keep = ~launch_keys.duplicated(keep="last")
-    launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
+    if not launch_keys.is_unique:  # several calls for one correlation: the last one launched the work
+        keep = ~launch_keys.duplicated(keep="last")
+        launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
     work_rows = np.flatnonzero(on_stream & ~np.isnan(correlation))
     position = launch_keys.get_indexer(_keys(rank[work_rows], correlation[work_rows]))
     found = position >= 0
@@ -137,11 +138,11 @@ def _loads(text: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
-    """``dims``, ``types``, ``concrete`` (JSON text) of the operator calls at rows ``ops``, each distinct
-    argument text parsed once."""
+def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray]:
+    """``dims``, ``types``, ``concrete`` (JSON text or None, object arrays) of the operator calls at rows
+    ``ops``, each distinct argument text parsed once."""
     if "args" not in events.columns:
-        return pd.DataFrame({"dims": None, "types": None, "concrete": None}, index=range(len(ops)))
+        return {key: np.full(len(ops), None, dtype=object) for key in ("dims", "types", "concrete")}
     texts = events["args"].iloc[ops].reset_index(drop=True)
     # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
     texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
@@ -152,9 +153,7 @@ def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
         values = np.array([json.dumps(p[key]) if key in p else None for p in parsed] + [None], dtype=object)
         return values[codes]  # -1 (missing text) takes the trailing None
 
-    return pd.DataFrame(
-        {"dims": field("Input Dims"), "types": field("Input type"), "concrete": field("Concrete Inputs")}
-    )
+    return {"dims": field("Input Dims"), "types": field("Input type"), "concrete": field("Concrete Inputs")}
 
 
 def _costs(groups: pd.DataFrame, device: str | None) -> pd.DataFrame:
@@ -203,17 +202,22 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
                 "output": [],
             }
         )
-    ops, slot = np.unique(work["op"].to_numpy(dtype=np.int64), return_inverse=True)
     events = profile.events
+    # the distinct operator rows in order, and each piece of work's slot among them: rows are positions
+    # of ``events``, so counting per row replaces a sort
+    op = work["op"].to_numpy(dtype=np.int64)
+    kernels = np.bincount(op, minlength=len(events))
+    ops = np.flatnonzero(kernels)
+    slot = (np.cumsum(kernels > 0) - 1)[op]
     calls = pd.DataFrame(
         {
             "op": ops,
             "name": events["name"].array[ops],  # categorical: strings only for the groups, later
             "device_time_us": np.bincount(slot, weights=work["dur_us"].to_numpy(), minlength=len(ops)),
-            "kernels": np.bincount(slot, minlength=len(ops)),
+            "kernels": kernels[ops],
+            **_shapes(events, ops),
         }
     )
-    calls = pd.concat([calls, _shapes(events, ops)], axis=1)
     calls["output"] = conv_outputs.forward_outputs(events, calls)  # the frame is new: no copy
     return calls
 
@@ -240,7 +244,9 @@ def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
 def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.DataFrame:
     """``frame`` grouped by ``columns`` (first-seen order): their values, ``sums`` summed (all-missing -> NA)."""
     key = _group_codes(frame, columns)
-    first = np.unique(key, return_index=True)[1]
+    # groups are numbered in first-seen order: a group starts where the running maximum rises
+    reach = np.maximum.accumulate(key) if key.size else key
+    first = np.flatnonzero(np.r_[True, reach[1:] != reach[:-1]]) if key.size else key
     out = frame[columns].iloc[first].reset_index(drop=True)
     for column in sums:
         values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
