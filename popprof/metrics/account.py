@@ -46,6 +46,7 @@ from ..trace import intervals as im
 from ..trace.activity import is_bookkeeping
 from ..trace.spans import merge_intervals
 from . import metric, metric_family
+from .launches import correlation_keys
 from .ranks import step_times
 from .trace import device_activity_mask
 
@@ -163,29 +164,24 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     """The start of the host event with the same (rank, correlation) as each device event of ``rows``
     (the launch call; the last such host event when there are several), NaN where there is none.
 
-    The few wanted keys are hashed, and every host event looked up among them: no index over the host."""
+    Keys are :func:`popprof.metrics.launches.correlation_keys`. When each key names one host event (the
+    usual case) the device events are looked up among the host's; else the wanted keys are hashed and every
+    host event looked up among them, so the last one wins."""
     events = profile.events
     out = np.full(len(rows), np.nan)
     if "correlation" not in events.columns or len(rows) == 0:
         return out
-    correlation = events["correlation"]
-
-    def rank_of(at: np.ndarray) -> np.ndarray:  # the rank of rows ``at`` only, -1 when unknown
-        if "rank" not in events.columns:
-            return np.zeros(len(at), dtype=np.int64)
-        return events["rank"].array[at].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
-
-    dev_corr = correlation.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    ok = ~np.isnan(dev_corr)
+    has_correlation = events["correlation"].notna().to_numpy()
+    keys = correlation_keys(profile)
+    ok = has_correlation[rows]
     if not ok.any():
         return out
-    dev_keys = (rank_of(rows[ok]) + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
-    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & correlation.notna().to_numpy()
+    dev_keys = keys[rows[ok]]
+    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & has_correlation
     if "stream" in events.columns:
         host &= events["stream"].isna().to_numpy()
     host_rows = np.flatnonzero(host)
-    host_corr = correlation.array[host_rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    host_keys = pd.Index((rank_of(host_rows) + 1) * (1 << 40) + host_corr.astype(np.int64))
+    host_keys = pd.Index(keys[host_rows])
     if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
         position = host_keys.get_indexer(dev_keys)
         starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]

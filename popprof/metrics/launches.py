@@ -34,6 +34,28 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short", "launch_idle_us"]
 
 
+def correlation_keys(profile: Profile) -> np.ndarray:
+    """One int64 per row of ``events`` for its (rank, correlation id), the launch correlation that joins a
+    launch call to its GPU work (a missing rank counts as one rank of its own); -1 where the row has no
+    correlation id (filter on ``correlation`` before looking keys up). Computed once per scope."""
+    return profile.cached("launches.correlation_keys", lambda: _correlation_keys(profile.events))
+
+
+def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
+    keys = np.full(len(events), -1, dtype=np.int64)
+    if "correlation" not in events.columns:
+        return keys
+    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    ok = ~np.isnan(correlation)
+    rank = (
+        events["rank"].array[ok].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+        if "rank" in events.columns
+        else np.full(int(ok.sum()), -1, dtype=np.int64)
+    )
+    keys[ok] = (rank + 1) * (1 << 40) + correlation[ok].astype(np.int64)
+    return keys
+
+
 def kernel_launches(profile: Profile) -> pd.DataFrame:
     """Every launch with its GPU work (columns :data:`LAUNCH_COLUMNS`, in the module's docstring), in
     :func:`popprof.metrics.devices.launch_delays`'s order; empty without launches."""
@@ -60,10 +82,10 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),
-            "device": work["device"].array[pairs.item].remove_unused_categories(),
+            "device": _used(work["device"].array[pairs.item]),
             "correlation": pairs.correlation.astype("int64"),
-            "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
-            "name": work["name"].array[pairs.item].remove_unused_categories(),
+            "launch": _used(profile.events["name"].array[pairs.call]),
+            "name": _used(work["name"].array[pairs.item]),
             "cpu_duration_us": pairs.cpu,
             "gpu_duration_us": gpu,
             "launch_delay_us": pairs.delay,
@@ -71,6 +93,15 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
             "launch_idle_us": launch_idle,
         }
     )
+
+
+def _used(values: pd.Categorical) -> pd.Categorical:
+    """``values`` without the categories no row holds, in their order (``remove_unused_categories``), by
+    counting the codes instead of sorting them."""
+    codes = np.asarray(values.codes)
+    used = np.bincount(codes[codes >= 0], minlength=len(values.categories)) > 0
+    renumbered = np.where(codes >= 0, (np.cumsum(used) - 1)[codes], -1)
+    return pd.Categorical.from_codes(renumbered, categories=values.categories[used], ordered=values.ordered)
 
 
 def launch_overview(profile: Profile) -> dict | None:

@@ -29,6 +29,7 @@ from ..trace.activity import is_bookkeeping, labels_mask
 from . import conv_outputs, peaks
 from . import flops as flops_model
 from . import trace as trace_metrics
+from .launches import correlation_keys
 
 #: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
 OP_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
@@ -76,13 +77,6 @@ def _owners(
     return np.where(inner >= 0, inner, outer)
 
 
-def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
-    key = np.full(len(rank), -1, dtype=np.int64)
-    ok = ~np.isnan(correlation)
-    key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
-    return key
-
-
 def attributed_work(profile: Profile) -> pd.DataFrame:
     """Each piece of GPU work with its operator: ``work`` (row of ``events``), ``op`` (row of the operator
     call), ``kernel`` (its name), ``dur_us``. Empty when the trace holds no operators or no linked work."""
@@ -101,18 +95,18 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     is_op &= ~bookkeeping
     modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
     parent = trace_metrics.parent_rows(profile)
-    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    has_correlation = events["correlation"].notna().to_numpy()
+    keys = correlation_keys(profile)
     on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
-    launch_rows = np.flatnonzero(~on_stream & ~np.isnan(correlation))
+    launch_rows = np.flatnonzero(~on_stream & has_correlation)
     owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
     launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
-    launch_keys = pd.Index(_keys(rank[launch_rows], correlation[launch_rows]))
+    launch_keys = pd.Index(keys[launch_rows])
     if not launch_keys.is_unique:  # several calls for one correlation: the last one launched the work
         keep = ~launch_keys.duplicated(keep="last")
         launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
-    work_rows = np.flatnonzero(on_stream & ~np.isnan(correlation))
-    position = launch_keys.get_indexer(_keys(rank[work_rows], correlation[work_rows]))
+    work_rows = np.flatnonzero(on_stream & has_correlation)
+    position = launch_keys.get_indexer(keys[work_rows])
     found = position >= 0
     work_rows = work_rows[found]
     op = owner[position[found]]
