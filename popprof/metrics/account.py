@@ -256,8 +256,9 @@ def _layered_segments(
     seg_start, seg_end = t[:-1], t[1:]
     keep = (state > 0) & (seg_end > seg_start)
     state = state[keep]
-    # the lowest set bit of each state: the layer that takes precedence
-    label = np.log2(state & -state).astype(np.int64)
+    # the lowest set bit of each state: the layer that takes precedence (a table over the few states)
+    lowest = np.array([(k & -k).bit_length() - 1 for k in range(1 << layers)], dtype=np.int64)
+    label = lowest[state]
     seg_start, seg_end = seg_start[keep], seg_end[keep]
     # touching segments of one layer become one (a kernel after a kernel): fewer segments to sum over
     joined = np.zeros(label.size, dtype=bool)

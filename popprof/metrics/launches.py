@@ -45,14 +45,15 @@ def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
     keys = np.full(len(events), -1, dtype=np.int64)
     if "correlation" not in events.columns:
         return keys
-    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
-    ok = ~np.isnan(correlation)
+    ok = events["correlation"].notna().to_numpy()
+    # integer columns read as integers: no float conversion of 360k-row columns
+    correlation = events["correlation"].fillna(-1).to_numpy(dtype=np.int64)
     rank = (
-        events["rank"].array[ok].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
         if "rank" in events.columns
-        else np.full(int(ok.sum()), -1, dtype=np.int64)
+        else np.full(len(events), -1, dtype=np.int64)
     )
-    keys[ok] = (rank + 1) * (1 << 40) + correlation[ok].astype(np.int64)
+    keys[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok]
     return keys
 
 

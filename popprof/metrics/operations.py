@@ -202,7 +202,9 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
     op = work["op"].to_numpy(dtype=np.int64)
     kernels = np.bincount(op, minlength=len(events))
     ops = np.flatnonzero(kernels)
-    slot = (np.cumsum(kernels > 0) - 1)[op]
+    number = np.empty(len(events), dtype=np.int64)  # read only at the operator rows, set just below
+    number[ops] = np.arange(len(ops))
+    slot = number[op]
     calls = pd.DataFrame(
         {
             "op": ops,
