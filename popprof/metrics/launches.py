@@ -71,7 +71,11 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     start, end = work["start"].to_numpy(), work["end"].to_numpy()
     # the end of the device's previous work (any stream): work comes sorted by (rank, device, start)
     key = work["rank"].to_numpy() * (1 << 20) + np.asarray(work["device"].array.codes)
-    reach = pd.Series(end).groupby(key, sort=False).cummax().to_numpy()
+    reach = np.full(len(work), np.nan)
+    for device in pd.unique(key):  # a few devices; fmax passes over NaN as a grouped cummax does
+        rows = np.flatnonzero(key == device)
+        reach[rows] = np.fmax.accumulate(end[rows])
+    reach[np.isnan(end)] = np.nan  # ... and leaves NaN where the value is NaN
     previous = np.full(len(work), np.nan)
     previous[1:] = reach[:-1]
     previous[np.r_[True, key[1:] != key[:-1]]] = np.nan  # the device's first work has no gap before it

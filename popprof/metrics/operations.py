@@ -132,11 +132,12 @@ def _loads(text: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray]:
+def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray | None]:
     """``dims``, ``types``, ``concrete`` (JSON text or None, object arrays) of the operator calls at rows
-    ``ops``, each distinct argument text parsed once."""
+    ``ops``, each distinct argument text parsed once; None for a column of a frame (every call) when the
+    events hold no arguments."""
     if "args" not in events.columns:
-        return {key: np.full(len(ops), None, dtype=object) for key in ("dims", "types", "concrete")}
+        return {"dims": None, "types": None, "concrete": None}
     texts = events["args"].iloc[ops].reset_index(drop=True)
     # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
     texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
@@ -243,13 +244,14 @@ def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.Dat
     # groups are numbered in first-seen order: a group starts where the running maximum rises
     reach = np.maximum.accumulate(key) if key.size else key
     first = np.flatnonzero(np.r_[True, reach[1:] != reach[:-1]]) if key.size else key
-    out = frame[columns].iloc[first].reset_index(drop=True)
+    picked = frame[columns].iloc[first].reset_index(drop=True)
+    out = {column: picked[column] for column in columns}
     for column in sums:
         values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
         total = np.bincount(key, weights=np.nan_to_num(values), minlength=len(first))
         missing = np.bincount(key, weights=np.isnan(values), minlength=len(first)) > 0
         out[column] = pd.array(np.where(missing, np.nan, total), dtype="Float64")
-    return out
+    return pd.DataFrame(out)  # one frame built, not a column inserted per sum
 
 
 def has_shapes(profile: Profile) -> bool:
