@@ -42,9 +42,8 @@ def correlation_keys(profile: Profile) -> np.ndarray:
 
 
 def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
-    keys = np.full(len(events), -1, dtype=np.int64)
     if "correlation" not in events.columns:
-        return keys
+        return np.full(len(events), -1, dtype=np.int64)
     ok = events["correlation"].notna().to_numpy()
     # integer columns read as integers: no float conversion of 360k-row columns
     correlation = events["correlation"].fillna(-1).to_numpy(dtype=np.int64)
@@ -53,7 +52,9 @@ def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
         if "rank" in events.columns
         else np.full(len(events), -1, dtype=np.int64)
     )
-    keys[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok]
+    keys = (rank + 1) * (1 << 40)  # whole columns at once: no rows picked out and scattered back
+    keys += correlation
+    keys[~ok] = -1
     return keys
 
 
