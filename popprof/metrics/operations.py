@@ -244,8 +244,7 @@ def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.Dat
     # groups are numbered in first-seen order: a group starts where the running maximum rises
     reach = np.maximum.accumulate(key) if key.size else key
     first = np.flatnonzero(np.r_[True, reach[1:] != reach[:-1]]) if key.size else key
-    picked = frame[columns].iloc[first].reset_index(drop=True)
-    out = {column: picked[column] for column in columns}
+    out = {column: frame[column].iloc[first].reset_index(drop=True) for column in columns}
     for column in sums:
         values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
         total = np.bincount(key, weights=np.nan_to_num(values), minlength=len(first))
@@ -255,9 +254,13 @@ def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.Dat
 
 
 def has_shapes(profile: Profile) -> bool:
-    """Whether the operator calls carry recorded input shapes."""
-    calls = operation_calls(profile)
-    return bool(len(calls)) and bool(calls["dims"].notna().any())
+    """Whether the operator calls carry recorded input shapes (computed once per scope)."""
+
+    def build() -> bool:
+        calls = operation_calls(profile)
+        return bool(len(calls)) and bool(calls["dims"].notna().any())
+
+    return profile.cached("operations.has_shapes", build)
 
 
 def operations_note(profile: Profile) -> str | None:
