@@ -72,11 +72,7 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     start, end = work["start"].to_numpy(), work["end"].to_numpy()
     # the end of the device's previous work (any stream): work comes sorted by (rank, device, start)
     key = work["rank"].to_numpy() * (1 << 20) + np.asarray(work["device"].array.codes)
-    reach = np.full(len(work), np.nan)
-    for device in pd.unique(key):  # a few devices; fmax passes over NaN as a grouped cummax does
-        rows = np.flatnonzero(key == device)
-        reach[rows] = np.fmax.accumulate(end[rows])
-    reach[np.isnan(end)] = np.nan  # ... and leaves NaN where the value is NaN
+    reach = pd.Series(end).groupby(key, sort=False).cummax().to_numpy()
     previous = np.full(len(work), np.nan)
     previous[1:] = reach[:-1]
     previous[np.r_[True, key[1:] != key[:-1]]] = np.nan  # the device's first work has no gap before it
@@ -88,10 +84,10 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),
-            "device": _used(work["device"].array[pairs.item]),
+            "device": work["device"].array[pairs.item].remove_unused_categories(),
             "correlation": pairs.correlation.astype("int64"),
-            "launch": _used(profile.events["name"].array[pairs.call]),
-            "name": _used(work["name"].array[pairs.item]),
+            "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
+            "name": work["name"].array[pairs.item].remove_unused_categories(),
             "cpu_duration_us": pairs.cpu,
             "gpu_duration_us": gpu,
             "launch_delay_us": pairs.delay,
@@ -99,15 +95,6 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
             "launch_idle_us": launch_idle,
         }
     )
-
-
-def _used(values: pd.Categorical) -> pd.Categorical:
-    """``values`` without the categories no row holds, in their order (``remove_unused_categories``), by
-    counting the codes instead of sorting them."""
-    codes = np.asarray(values.codes)
-    used = np.bincount(codes[codes >= 0], minlength=len(values.categories)) > 0
-    renumbered = np.where(codes >= 0, (np.cumsum(used) - 1)[codes], -1)
-    return pd.Categorical.from_codes(renumbered, categories=values.categories[used], ordered=values.ordered)
 
 
 def launch_overview(profile: Profile) -> dict | None:

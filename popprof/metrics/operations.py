@@ -254,13 +254,9 @@ def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.Dat
 
 
 def has_shapes(profile: Profile) -> bool:
-    """Whether the operator calls carry recorded input shapes (computed once per scope)."""
-
-    def build() -> bool:
-        calls = operation_calls(profile)
-        return bool(len(calls)) and bool(calls["dims"].notna().any())
-
-    return profile.cached("operations.has_shapes", build)
+    """Whether the operator calls carry recorded input shapes."""
+    calls = operation_calls(profile)
+    return bool(len(calls)) and bool(calls["dims"].notna().any())
 
 
 def operations_note(profile: Profile) -> str | None:
