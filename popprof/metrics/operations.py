@@ -110,14 +110,13 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     found = position >= 0
     work_rows = work_rows[found]
     op = owner[position[found]]
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[work_rows]
     return pd.DataFrame(
         {
             "work": work_rows,
             "op": op,
             "kernel": events["name"].array[work_rows],
-            "dur_us": np.nan_to_num(
-                events["dur_us"].to_numpy(dtype=np.float64)[work_rows], nan=0.0, posinf=np.inf, neginf=-np.inf
-            ),
+            "dur_us": np.where(np.isnan(dur), 0.0, dur),
         }
     )
 
@@ -134,8 +133,8 @@ def _loads(text: object) -> dict:
 
 def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray | None]:
     """``dims``, ``types``, ``concrete`` (JSON text or None, object arrays) of the operator calls at rows
-    ``ops``, each distinct argument text parsed once; None for a column of a frame (every call) when the
-    events hold no arguments."""
+    ``ops``, each distinct argument text parsed once; None in place of each array when the events hold no
+    arguments (a frame built from them takes a column of None)."""
     if "args" not in events.columns:
         return {"dims": None, "types": None, "concrete": None}
     texts = events["args"].iloc[ops].reset_index(drop=True)
