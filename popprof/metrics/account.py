@@ -46,6 +46,7 @@ from ..trace import intervals as im
 from ..trace.activity import is_bookkeeping
 from ..trace.spans import merge_intervals
 from . import metric, metric_family
+from .launches import correlation_keys
 from .ranks import step_times
 from .trace import device_activity_mask
 
@@ -112,15 +113,24 @@ def time_account(profile: Profile, steps: bool = True) -> pd.DataFrame:
     with ``steps``, one per (rank, device, step) where the trace marks steps. Columns :data:`COLUMNS`; each
     row's parts sum to ``window_us`` (a platform's parts; the other platform's are missing). Empty when the
     profile holds no device time."""
-    frame = profile.cached("account.time_account", lambda: _account(profile))
     if not steps:
-        frame = frame[frame["step"].isna()]
-    return frame.reset_index(drop=True)
+        return run_account(profile)
+    return profile.cached("account.time_account", lambda: _account(profile)).copy()
 
 
 def run_account(profile: Profile) -> pd.DataFrame:
     """The run rows of :func:`time_account` (one per device)."""
-    return time_account(profile, steps=False)
+    return _run_rows(profile).copy()
+
+
+def _run_rows(profile: Profile) -> pd.DataFrame:
+    """The run rows of the account, kept once per profile (callers get copies: tables are mutable)."""
+
+    def build() -> pd.DataFrame:
+        frame = profile.cached("account.time_account", lambda: _account(profile))
+        return frame[frame["step"].isna()].reset_index(drop=True)
+
+    return profile.cached("account.run_rows", build)
 
 
 def _account(profile: Profile) -> pd.DataFrame:
@@ -132,12 +142,15 @@ def _account(profile: Profile) -> pd.DataFrame:
         rows = _steps_rows(profile)
     elif profile.has("execution_totals") and not profile.execution_totals.empty:
         rows = _summary_rows(profile)
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame["rank"] = frame["rank"].astype("Int64")
-    frame["step"] = frame["step"].astype("Int64")
+    # column by column: no frame of objects converted afterwards (an empty account keeps object columns)
+    columns: dict[str, object] = {col: [row[col] for row in rows] for col in COLUMNS}
+    if not rows:
+        columns.update({col: np.array([], dtype=object) for col in ("platform", "device", "basis")})
+    for col in ("rank", "step"):
+        columns[col] = pd.array(columns[col], dtype="Int64")
     for col in ("window_us", *PARTS):
-        frame[col] = frame[col].astype("float64")
-    return frame
+        columns[col] = np.array(columns[col], dtype=np.float64)
+    return pd.DataFrame(columns, columns=COLUMNS)
 
 
 # -- traces -----------------------------------------------------------------
@@ -151,29 +164,30 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     """The start of the host event with the same (rank, correlation) as each device event of ``rows``
     (the launch call; the last such host event when there are several), NaN where there is none.
 
-    The few wanted keys are hashed, and every host event looked up among them: no index over the host."""
+    Keys are :func:`popprof.metrics.launches.correlation_keys`. When each key names one host event (the
+    usual case) the device events are looked up among the host's; else the wanted keys are hashed and every
+    host event looked up among them, so the last one wins."""
     events = profile.events
     out = np.full(len(rows), np.nan)
     if "correlation" not in events.columns or len(rows) == 0:
         return out
-    correlation = events["correlation"]
-    rank = (
-        events["rank"].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
-        if "rank" in events.columns
-        else np.zeros(len(events), dtype=np.int64)
-    )
-    dev_corr = correlation.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    ok = ~np.isnan(dev_corr)
+    has_correlation = events["correlation"].notna().to_numpy()
+    keys = correlation_keys(profile)
+    ok = has_correlation[rows]
     if not ok.any():
         return out
-    dev_keys = (rank[rows][ok] + 1) * (1 << 40) + dev_corr[ok].astype(np.int64)
-    wanted = pd.Index(pd.unique(dev_keys))
-    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & correlation.notna().to_numpy()
+    dev_keys = keys[rows[ok]]
+    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & has_correlation
     if "stream" in events.columns:
         host &= events["stream"].isna().to_numpy()
     host_rows = np.flatnonzero(host)
-    host_corr = correlation.array[host_rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    host_keys = (rank[host_rows] + 1) * (1 << 40) + host_corr.astype(np.int64)
+    host_keys = pd.Index(keys[host_rows])
+    if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
+        position = host_keys.get_indexer(dev_keys)
+        starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]
+        out[ok] = np.where(position >= 0, starts[position], np.nan)
+        return out
+    wanted = pd.Index(pd.unique(dev_keys))
     position = wanted.get_indexer(host_keys)
     hit = position >= 0
     launch = np.full(len(wanted), np.nan)
@@ -191,7 +205,7 @@ class _Segments:
         self.parts = parts
         length = end - start
         self.prefix = np.zeros((len(parts), len(length) + 1))
-        for i in np.unique(label).tolist():
+        for i in np.flatnonzero(np.bincount(label, minlength=len(parts))).tolist():  # the labels present
             np.cumsum(np.where(label == i, length, 0.0), out=self.prefix[i, 1:])
 
     def sums(self, lo: float, hi: float) -> np.ndarray:
@@ -242,8 +256,9 @@ def _layered_segments(
     seg_start, seg_end = t[:-1], t[1:]
     keep = (state > 0) & (seg_end > seg_start)
     state = state[keep]
-    # the lowest set bit of each state: the layer that takes precedence
-    label = np.log2(state & -state).astype(np.int64)
+    # the lowest set bit of each state: the layer that takes precedence (a table over the few states)
+    lowest = np.array([(k & -k).bit_length() - 1 for k in range(1 << layers)], dtype=np.int64)
+    label = lowest[state]
     seg_start, seg_end = seg_start[keep], seg_end[keep]
     # touching segments of one layer become one (a kernel after a kernel): fewer segments to sum over
     joined = np.zeros(label.size, dtype=bool)
@@ -310,7 +325,9 @@ def _gap_launches(profile: Profile, activity: im.DeviceActivity, gap_end: np.nda
     out = np.full(gap_end.size, np.nan)
     if activity.rows is None or gap_end.size == 0:
         return out
-    gap_of = pd.Index(gap_end).get_indexer(activity.start)  # a hash lookup per work item, no sort
+    # gap ends are strictly increasing (one per merged busy segment, then the window's end): a binary search
+    found = np.minimum(np.searchsorted(gap_end, activity.start), gap_end.size - 1)
+    gap_of = np.where(gap_end[found] == activity.start, found, -1)
     hit = np.flatnonzero(gap_of >= 0)
     if hit.size == 0:
         return out
@@ -373,14 +390,13 @@ def _step_windows(marks: pd.DataFrame) -> list[tuple[int, float, float]]:
     """``(step, start, end)`` of each step of one rank: the earliest start and latest end of its markers."""
     if marks.empty:
         return []
-    ends = marks["start_us"] + marks["dur_us"]
-    grouped = pd.DataFrame({"step": marks["step"], "start": marks["start_us"], "end": ends}).groupby("step")
-    table = grouped.agg(start=("start", "min"), end=("end", "max"))
-    return [
-        (int(s), float(a), float(b))
-        for s, a, b in zip(table.index, table["start"], table["end"], strict=True)
-        if b > a
-    ]
+    start = marks["start_us"].to_numpy(dtype=np.float64)
+    end = start + marks["dur_us"].to_numpy(dtype=np.float64)
+    steps, group = np.unique(marks["step"].to_numpy(dtype=np.int64), return_inverse=True)  # a few markers
+    lo, hi = np.full(steps.size, np.nan), np.full(steps.size, np.nan)
+    np.fmin.at(lo, group, start)  # fmin / fmax pass over NaN, as a grouped min / max does
+    np.fmax.at(hi, group, end)
+    return [(int(s), float(a), float(b)) for s, a, b in zip(steps, lo, hi, strict=True) if b > a]
 
 
 # -- IPU steps and text summaries --------------------------------------------
@@ -466,7 +482,12 @@ def communication_us(row: pd.Series | dict) -> float:
 
 def pooled(profile: Profile) -> dict[str, float] | None:
     """The run rows pooled over devices: ``window_us`` and every part summed; None without an account."""
-    runs = run_account(profile)
+    total = profile.cached("account.pooled", lambda: _pooled(profile))
+    return None if total is None else dict(total)
+
+
+def _pooled(profile: Profile) -> dict[str, float] | None:
+    runs = _run_rows(profile)
     if runs.empty:
         return None
     out = {"window_us": float(runs["window_us"].sum())}
@@ -484,7 +505,7 @@ def shares(profile: Profile) -> dict[str, float] | None:
     if total is None or total["window_us"] <= 0:
         return None
     window = total["window_us"]
-    runs = run_account(profile)
+    runs = _run_rows(profile)
     comm = float(sum(communication_us(r) for _, r in runs.iterrows()))
     idle = sum(v for k, v in total.items() if k.startswith("idle"))
     return {

@@ -34,6 +34,30 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short", "launch_idle_us"]
 
 
+def correlation_keys(profile: Profile) -> np.ndarray:
+    """One int64 per row of ``events`` for its (rank, correlation id), the launch correlation that joins a
+    launch call to its GPU work (a missing rank counts as one rank of its own); -1 where the row has no
+    correlation id (filter on ``correlation`` before looking keys up). Computed once per scope."""
+    return profile.cached("launches.correlation_keys", lambda: _correlation_keys(profile.events))
+
+
+def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
+    if "correlation" not in events.columns:
+        return np.full(len(events), -1, dtype=np.int64)
+    ok = events["correlation"].notna().to_numpy()
+    # integer columns read as integers: no float conversion of 360k-row columns
+    correlation = events["correlation"].fillna(-1).to_numpy(dtype=np.int64)
+    rank = (
+        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
+        if "rank" in events.columns
+        else np.full(len(events), -1, dtype=np.int64)
+    )
+    keys = (rank + 1) * (1 << 40)  # whole columns at once: no rows picked out and scattered back
+    keys += correlation
+    keys[~ok] = -1
+    return keys
+
+
 def kernel_launches(profile: Profile) -> pd.DataFrame:
     """Every launch with its GPU work (columns :data:`LAUNCH_COLUMNS`, in the module's docstring), in
     :func:`popprof.metrics.devices.launch_delays`'s order; empty without launches."""
@@ -79,6 +103,11 @@ def launch_overview(profile: Profile) -> dict | None:
     ``short_gpu_us`` (the short kernels' device time), ``short_cpu_us`` (their launch calls' time),
     ``launch_idle_us`` (launch-bound idle before every launch) and ``short_launch_idle_us`` (before the
     short ones)."""
+    overview = profile.cached("launches.overview", lambda: _overview(profile))
+    return None if overview is None else dict(overview)
+
+
+def _overview(profile: Profile) -> dict | None:
     frame = kernel_launches(profile)
     if frame.empty:
         return None

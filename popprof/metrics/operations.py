@@ -29,6 +29,7 @@ from ..trace.activity import is_bookkeeping, labels_mask
 from . import conv_outputs, peaks
 from . import flops as flops_model
 from . import trace as trace_metrics
+from .launches import correlation_keys
 
 #: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
 OP_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
@@ -52,26 +53,28 @@ NOTE_NOT_RECORDED = (
 )
 
 
-def _ancestors(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray, modelled: np.ndarray):
-    """Per row: the innermost modelled operator and the outermost operator among itself and its ancestors
-    (row positions, -1 when none). One vectorised step per nesting depth, parents before children."""
-    n = len(parent)
-    inner_model = np.where(modelled, np.arange(n), -1)
-    outer_op = np.where(is_op, np.arange(n), -1)
-    has_parent = parent >= 0
-    for d in np.unique(depth[has_parent]):
-        rows = np.flatnonzero(has_parent & (depth == d))
-        up = parent[rows]
-        inner_model[rows] = np.where(inner_model[rows] >= 0, inner_model[rows], inner_model[up])
-        outer_op[rows] = np.where(outer_op[up] >= 0, outer_op[up], outer_op[rows])
-    return inner_model, outer_op
-
-
-def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
-    key = np.full(len(rank), -1, dtype=np.int64)
-    ok = ~np.isnan(correlation)
-    key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
-    return key
+def _owners(
+    parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray, modelled: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """The operator each of ``rows`` belongs to (row positions, -1 when none): the innermost modelled
+    operator among the row and its ancestors, else the outermost operator. Walks up from these rows only,
+    one vectorised step per level; a row leaves the walk at its first modelled operator or at the top.
+    ``depth`` (a row's count of ancestors, as the readers derive it from ``parent_id``) bounds the steps."""
+    inner = np.full(rows.size, -1, dtype=np.int64)
+    outer = np.full(rows.size, -1, dtype=np.int64)
+    slot, at = np.arange(rows.size), rows.astype(np.int64, copy=True)
+    steps = int(depth[rows].max()) + 1 if rows.size else 0
+    for _ in range(steps):
+        op = is_op[at]
+        outer[slot[op]] = at[op]  # walking up: the last one written is the outermost
+        found = modelled[at]
+        inner[slot[found]] = at[found]
+        at = parent[at]
+        going = ~found & (at >= 0)
+        slot, at = slot[going], at[going]
+        if not at.size:
+            break
+    return np.where(inner >= 0, inner, outer)
 
 
 def attributed_work(profile: Profile) -> pd.DataFrame:
@@ -92,28 +95,28 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     is_op &= ~bookkeeping
     modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
     parent = trace_metrics.parent_rows(profile)
-    depth = events["depth"].to_numpy(dtype=np.int64)
-    inner_model, outer_op = _ancestors(parent, depth, is_op, modelled)
-    owner = np.where(inner_model >= 0, inner_model, outer_op)
-    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-    correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
+    has_correlation = events["correlation"].notna().to_numpy()
+    keys = correlation_keys(profile)
     on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
-    launch = ~on_stream & ~np.isnan(correlation) & (owner >= 0)
-    launch_rows = np.flatnonzero(launch)
-    launch_keys = pd.Index(_keys(rank[launch_rows], correlation[launch_rows]))
-    keep = ~launch_keys.duplicated(keep="last")
-    launch_rows, launch_keys = launch_rows[keep], launch_keys[keep]
-    work_rows = np.flatnonzero(on_stream & ~np.isnan(correlation))
-    position = launch_keys.get_indexer(_keys(rank[work_rows], correlation[work_rows]))
+    launch_rows = np.flatnonzero(~on_stream & has_correlation)
+    owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
+    launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
+    launch_keys = pd.Index(keys[launch_rows])
+    if not launch_keys.is_unique:  # several calls for one correlation: the last one launched the work
+        keep = ~launch_keys.duplicated(keep="last")
+        launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
+    work_rows = np.flatnonzero(on_stream & has_correlation)
+    position = launch_keys.get_indexer(keys[work_rows])
     found = position >= 0
     work_rows = work_rows[found]
-    op = owner[launch_rows[position[found]]]
+    op = owner[position[found]]
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[work_rows]
     return pd.DataFrame(
         {
             "work": work_rows,
             "op": op,
             "kernel": events["name"].array[work_rows],
-            "dur_us": events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)[work_rows],
+            "dur_us": np.where(np.isnan(dur), 0.0, dur),
         }
     )
 
@@ -128,11 +131,12 @@ def _loads(text: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
-    """``dims``, ``types``, ``concrete`` (JSON text) of the operator calls at rows ``ops``, each distinct
-    argument text parsed once."""
+def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray | None]:
+    """``dims``, ``types``, ``concrete`` (JSON text or None, object arrays) of the operator calls at rows
+    ``ops``, each distinct argument text parsed once; None in place of each array when the events hold no
+    arguments (a frame built from them takes a column of None)."""
     if "args" not in events.columns:
-        return pd.DataFrame({"dims": None, "types": None, "concrete": None}, index=range(len(ops)))
+        return {"dims": None, "types": None, "concrete": None}
     texts = events["args"].iloc[ops].reset_index(drop=True)
     # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
     texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
@@ -143,9 +147,7 @@ def _shapes(events: pd.DataFrame, ops: np.ndarray) -> pd.DataFrame:
         values = np.array([json.dumps(p[key]) if key in p else None for p in parsed] + [None], dtype=object)
         return values[codes]  # -1 (missing text) takes the trailing None
 
-    return pd.DataFrame(
-        {"dims": field("Input Dims"), "types": field("Input type"), "concrete": field("Concrete Inputs")}
-    )
+    return {"dims": field("Input Dims"), "types": field("Input type"), "concrete": field("Concrete Inputs")}
 
 
 def _costs(groups: pd.DataFrame, device: str | None) -> pd.DataFrame:
@@ -194,17 +196,24 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
                 "output": [],
             }
         )
-    ops, slot = np.unique(work["op"].to_numpy(dtype=np.int64), return_inverse=True)
     events = profile.events
+    # the distinct operator rows in order, and each piece of work's slot among them: rows are positions
+    # of ``events``, so counting per row replaces a sort
+    op = work["op"].to_numpy(dtype=np.int64)
+    kernels = np.bincount(op, minlength=len(events))
+    ops = np.flatnonzero(kernels)
+    number = np.empty(len(events), dtype=np.int64)  # read only at the operator rows, set just below
+    number[ops] = np.arange(len(ops))
+    slot = number[op]
     calls = pd.DataFrame(
         {
             "op": ops,
             "name": events["name"].array[ops],  # categorical: strings only for the groups, later
             "device_time_us": np.bincount(slot, weights=work["dur_us"].to_numpy(), minlength=len(ops)),
-            "kernels": np.bincount(slot, minlength=len(ops)),
+            "kernels": kernels[ops],
+            **_shapes(events, ops),
         }
     )
-    calls = pd.concat([calls, _shapes(events, ops)], axis=1)
     calls["output"] = conv_outputs.forward_outputs(events, calls)  # the frame is new: no copy
     return calls
 
@@ -213,22 +222,34 @@ def _group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """One group number per row for the distinct values of ``columns`` (missing values a value of their own)."""
     key = np.zeros(len(frame), dtype=np.int64)
     for column in columns:
-        codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
-        key = pd.factorize(key * (len(uniques) + 1) + codes)[0]
+        values = frame[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):  # its codes already number the values
+            codes, distinct = (
+                np.asarray(values.array.codes, dtype=np.int64) + 1,
+                len(values.cat.categories) + 1,
+            )
+        elif values.dtype == object and values.isna().all():
+            continue  # one value (missing) in every row: the groups stay as they are
+        else:
+            codes, uniques = pd.factorize(values, use_na_sentinel=False)
+            distinct = len(uniques)
+        key = pd.factorize(key * (distinct + 1) + codes)[0]
     return key
 
 
 def _grouped(frame: pd.DataFrame, columns: list[str], sums: list[str]) -> pd.DataFrame:
     """``frame`` grouped by ``columns`` (first-seen order): their values, ``sums`` summed (all-missing -> NA)."""
     key = _group_codes(frame, columns)
-    first = np.unique(key, return_index=True)[1]
-    out = frame.iloc[first][columns].reset_index(drop=True)
+    # groups are numbered in first-seen order: a group starts where the running maximum rises
+    reach = np.maximum.accumulate(key) if key.size else key
+    first = np.flatnonzero(np.r_[True, reach[1:] != reach[:-1]]) if key.size else key
+    out = {column: frame[column].iloc[first].reset_index(drop=True) for column in columns}
     for column in sums:
         values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
         total = np.bincount(key, weights=np.nan_to_num(values), minlength=len(first))
         missing = np.bincount(key, weights=np.isnan(values), minlength=len(first)) > 0
         out[column] = pd.array(np.where(missing, np.nan, total), dtype="Float64")
-    return out
+    return pd.DataFrame(out)  # one frame built, not a column inserted per sum
 
 
 def has_shapes(profile: Profile) -> bool:
@@ -265,7 +286,10 @@ def _operations(profile: Profile) -> pd.DataFrame:
     if "output" not in grouped.columns:
         grouped["output"] = None
     grouped["name"] = grouped["name"].astype(str)
-    _, device = peaks.profile_device(profile)
+    # the device's peaks matter only to a call with a cost: one with recorded shapes and types
+    pairs = zip(grouped["dims"], grouped["types"], strict=True)
+    costly = any(isinstance(d, str) and isinstance(t, str) for d, t in pairs)
+    device = peaks.profile_device(profile)[1] if costly else None
     costed = _costs(grouped, device)
     # shapes differing only in Concrete Inputs (scalars, flags) are one row: summed time, calls and FLOPs
     costed["flops_total"] = costed["flops_per_call"] * costed["count"]
