@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
 from ..trace import spans as im
-from ..trace.activity import category_mask, distinct, is_bookkeeping, is_device_activity, is_host_wait
+from ..trace.activity import category_mask, distinct
 from ..trace.gpu_work import (
     COMMUNICATION,
     COMPUTATION,
@@ -97,7 +98,7 @@ def launches_without_device(profile: Profile) -> dict[str, int]:
     all, by call name: the device side was launched but not recorded. Empty when the trace has device
     events or no launch calls."""
     events = profile.get("events")
-    if events is None or events.empty or is_device_activity(events).any():
+    if events is None or events.empty or masks.device_activity_mask(profile).any():
         return {}
     host = events["stream"].isna() if "stream" in events.columns else pd.Series(True, index=events.index)
     calls = events.loc[events["name"].isin(LAUNCH_CALLS) & host, "name"].astype(str)
@@ -113,7 +114,12 @@ def named_devices_without_activity(profile: Profile) -> list[str]:
 
     events = profile.get("events")
     props = device_properties(profile)
-    if not props or events is None or is_device_activity(events).any() or launches_without_device(profile):
+    if (
+        not props
+        or events is None
+        or masks.device_activity_mask(profile).any()
+        or launches_without_device(profile)
+    ):
         return []
     return [str(p.get("name") or "unnamed") for p in props]
 
@@ -192,12 +198,13 @@ def _row(
     }
 
 
-def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _host_wait_by_rank(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Each rank's host calls blocking on the device, as (start, end) arrays (bookkeeping left out)."""
-    rows = np.flatnonzero(is_host_wait(events) & ~is_bookkeeping(events))
+    events = profile.events
+    rows = np.flatnonzero(masks.host_wait_mask(profile) & ~masks.bookkeeping_mask(profile))
     if rows.size == 0:
         return {}
-    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    rank = masks.rank_array(profile)[rows]
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
     end = start + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0)
@@ -248,7 +255,7 @@ def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
 
 
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame, hta: bool = False) -> list[dict]:
-    waits = _host_wait_by_rank(profile.events)
+    waits = _host_wait_by_rank(profile)
     rows = []
     starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
     streams = work["stream"].to_numpy()
@@ -325,7 +332,7 @@ def _ipu_breakdown_steps(profile: Profile) -> list[dict]:
 def _event_breakdown(profile: Profile) -> list[dict]:
     """Device events without streams (``.pvti``): one row per device (``ipu`` when unnamed)."""
     events = profile.events
-    mask = is_device_activity(events) & ~is_bookkeeping(events)
+    mask = masks.device_activity_mask(profile) & ~masks.bookkeeping_mask(profile)
     if not mask.any():
         return []
     dev = events[mask]
@@ -339,7 +346,7 @@ def _event_breakdown(profile: Profile) -> list[dict]:
         else np.full(len(dev), "ipu", dtype=object)
     )
     rank = dev["rank"].fillna(-1).to_numpy(dtype=np.int64)
-    waits = _host_wait_by_rank(events)
+    waits = _host_wait_by_rank(profile)
     rows = []
     for key in sorted(set(zip(rank.tolist(), device.tolist(), strict=True))):
         sel = ok & (rank == key[0]) & (device == key[1])

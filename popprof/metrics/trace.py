@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace import activity
+from ..trace import activity, masks
 from ..trace.activity import device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
+from ..trace.masks import bookkeeping_mask
 from ..trace.nesting import parent_positions
 from . import metric, metric_family
 from .devices import device_breakdown
@@ -32,7 +33,7 @@ def work_window(profile: Profile) -> tuple[float, float] | None:
 
     def build() -> tuple[float, float] | None:
         events = profile.events
-        real = ~activity.is_bookkeeping(events)
+        real = ~bookkeeping_mask(profile)
         if not real.any():
             return None
         return interval_window(events["start_us"].to_numpy(), events["dur_us"].to_numpy(), real)
@@ -82,8 +83,9 @@ def event_count(profile: Profile) -> float | None:
 
 
 def device_activity_mask(profile: Profile) -> np.ndarray:
-    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope."""
-    return profile.cached("trace.device_activity_mask", lambda: activity.is_device_activity(profile.events))
+    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope
+    (:func:`popprof.trace.masks.device_activity_mask`, read-only)."""
+    return masks.device_activity_mask(profile)
 
 
 def device_work_union(profile: Profile) -> activity.Union | None:
@@ -152,7 +154,7 @@ def thread_ids(profile: Profile) -> tuple[np.ndarray, pd.DataFrame]:
 def thread_count(profile: Profile) -> float | None:
     def build() -> float:
         ids, keys = thread_ids(profile)
-        real = ~activity.is_bookkeeping(profile.events)
+        real = ~bookkeeping_mask(profile)
         return float(np.count_nonzero(np.bincount(ids[real], minlength=len(keys))))
 
     return profile.cached("trace.thread_count", build)

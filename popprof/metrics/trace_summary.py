@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
 from ..trace.activity import (
     device_time_by_category,
     device_union,
@@ -69,9 +70,9 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     if events is None or events.empty:
         return {}
     dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
-    bookkeeping = is_bookkeeping(events)
+    bookkeeping = masks.bookkeeping_mask(profile)
     real = ~bookkeeping
-    ranks = sorted(int(r) for r in distinct(_ranks(events)) if r >= 0)
+    ranks = sorted(int(r) for r in distinct(masks.rank_array(profile)) if r >= 0)
     out: dict[str, object] = {
         "events": int(trace_metrics.event_count(profile)),
         "threads": int(trace_metrics.thread_count(profile)),
@@ -97,7 +98,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     )
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
     out["top_cpu_ops_by_self"] = _records(cpu_by_name, cpu_by_name.self_us, top)
-    out["host_wait"] = host_wait_summary(events, out["span_us"], top)
+    out["host_wait"] = host_wait_summary(events, out["span_us"], top, profile)
     out.update(_device_part(profile, top))
     out["device_activity"] = device_activity(events, profile)
     from .devices import launches_without_device, named_devices_without_activity
@@ -207,12 +208,22 @@ def _busiest_threads(
     return rows
 
 
-def host_wait_summary(events: pd.DataFrame, span: float | None, top: int = 5) -> dict:
-    """Host calls blocking on the device: total (union per rank), share of the span, the top calls."""
-    rows = np.flatnonzero(is_host_wait(events) & ~is_bookkeeping(events))
+def host_wait_summary(
+    events: pd.DataFrame, span: float | None, top: int = 5, profile: Profile | None = None
+) -> dict:
+    """Host calls blocking on the device: total (union per rank), share of the span, the top calls.
+
+    ``profile``: the profile of ``events``, to share its masks and rank codes (:mod:`popprof.trace.masks`).
+    """
+    if profile is None:
+        waits, bookkeeping, ranks = is_host_wait(events), is_bookkeeping(events), _ranks(events)
+    else:
+        waits, bookkeeping = masks.host_wait_mask(profile), masks.bookkeeping_mask(profile)
+        ranks = masks.rank_array(profile)
+    rows = np.flatnonzero(waits & ~bookkeeping)
     if rows.size == 0:
         return {"events": 0, "total_us": 0.0, "share": 0.0 if span else None, "top": []}
-    rank = _ranks(events)[rows]
+    rank = ranks[rows]
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
     dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0)
@@ -250,11 +261,10 @@ def _device_part(profile: Profile, top: int) -> dict:
     kernels = devices.top_kernels(profile, top)
     if not kernels.empty:
         out["top_kernels"] = _frame_records(kernels)
-        out["kernel_types"] = _frame_records(devices.kernel_breakdown(profile))
+        types = devices.kernel_breakdown(profile)
+        out["kernel_types"] = _frame_records(types)
         hta = devices.kernel_breakdown(profile, hta=True)
-        if not hta.equals(
-            devices.kernel_breakdown(profile)
-        ):  # collectives HTA does not count as communication
+        if not hta.equals(types):  # collectives HTA does not count as communication
             out["kernel_types_hta"] = _frame_records(hta)
         idle = devices.idle_breakdown(profile)
         if not idle.empty:
@@ -278,24 +288,25 @@ def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
     gpu = breakdown[breakdown["platform"] == "gpu"]
     if gpu.empty or "stream" not in events.columns:
         return []
-    rows = np.flatnonzero(events["stream"].notna().to_numpy() & ~is_bookkeeping(events))
+    rows = np.flatnonzero(events["stream"].notna().to_numpy() & ~masks.bookkeeping_mask(profile))
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
-    end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
-    frame = pd.DataFrame(
-        {
-            "rank": events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64),
-            "device": np.asarray(events["device"].array[rows].astype("str"), dtype=object),
-            "start": start,
-            "end": end,
-        }
-    )
-    whole = frame.groupby(["rank", "device"], sort=True).agg(start=("start", "min"), end=("end", "max"))
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + np.where(np.isnan(dur), 0.0, dur)
+    rank = masks.rank_array(profile)[rows]
+    column = events["device"]
+    device = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
+    codes = np.asarray(device.codes)[rows]
+    labels = pd.Index(device.categories.astype("str"))
     out = []
     for row in gpu.itertuples(index=False):
         key = (-1 if pd.isna(row.rank) else int(row.rank), str(row.device))
-        if key not in whole.index or row.span_us is None or pd.isna(row.span_us):
+        if key[1] not in labels or row.span_us is None or pd.isna(row.span_us):
             continue
-        span = float(whole.loc[key, "end"] - whole.loc[key, "start"])
+        # the device's rows by codes, not by a groupby on its name; min and max skip a missing time
+        mine = (rank == key[0]) & (codes == labels.get_loc(key[1]))
+        if not mine.any():
+            continue
+        span = float(np.fmax.reduce(end[mine]) - np.fmin.reduce(start[mine]))
         if span > float(row.span_us) + 1.0:  # HTA's rounding moves the ends by under 1 us
             out.append({"rank": None if key[0] < 0 else key[0], "device": key[1], "span_us": span})
     return out

@@ -16,6 +16,7 @@ import pandas as pd
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from .activity import is_bookkeeping, is_device_activity, is_host_activity, is_host_wait, is_step_marker
+from .masks import rank_codes
 from .spans import busy_before, merge_intervals, subtract_intervals
 
 NO_DEVICE = (
@@ -163,16 +164,6 @@ def wait_mask(events: pd.DataFrame) -> np.ndarray:
 def bookkeeping_mask(events: pd.DataFrame) -> np.ndarray:
     """True for profiler bookkeeping (kept in the tables, left out of every attribution)."""
     return is_bookkeeping(events)
-
-
-def rank_codes(events: pd.DataFrame) -> np.ndarray:
-    """Each event's rank as int64 (-1 when unknown or the trace has no ranks)."""
-    if "rank" not in events.columns:
-        return np.full(len(events), -1, dtype=np.int64)
-    rank = events["rank"]
-    if isinstance(rank.array, pd.arrays.IntegerArray):  # the readers' Int64: no conversion to Float64
-        return rank.array.to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
-    return rank.astype("Float64").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
 
 
 def _events(profile: Profile) -> pd.DataFrame:
