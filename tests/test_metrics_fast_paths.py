@@ -558,7 +558,7 @@ def test_device_time_by_category_nested_equals_the_groupby() -> None:
 
 def test_rank_step_times_equal_the_sorted_frame(profile) -> None:
     from popprof.metrics import ranks
-    from popprof.trace.intervals import rank_codes
+    from popprof.trace.masks import rank_codes
 
     events = profile.events
     marks = activity.is_step_marker(events)

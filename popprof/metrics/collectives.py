@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
-from ..trace.intervals import rank_codes
+from ..trace.masks import rank_array
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
 __all__ = [
@@ -132,7 +132,7 @@ def _calls(profile: Profile) -> pd.DataFrame:
     names = events["name"].array[rows].astype("str")
     frame = pd.DataFrame(
         {
-            "rank": rank_codes(events)[rows],
+            "rank": rank_array(profile)[rows],
             "name": np.asarray(names, dtype=object),
             "start_us": start,
             "dur_us": np.nan_to_num(dur, nan=0.0),

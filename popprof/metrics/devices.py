@@ -639,7 +639,15 @@ class LaunchPairs(NamedTuple):
 
 
 def launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
-    """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call."""
+    """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call. Joined once per
+    profile scope for the profile's own GPU work (:func:`device_work`: the launch statistics and the
+    launch-overhead figures both read them)."""
+    if work is device_work(profile):
+        return profile.cached("devices.launch_pairs", lambda: _launch_pairs(profile, work))
+    return _launch_pairs(profile, work)
+
+
+def _launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
     events = profile.events
     names = events["name"].array
     is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))

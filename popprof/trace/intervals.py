@@ -15,8 +15,9 @@ import pandas as pd
 
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
+from . import masks
 from .activity import is_bookkeeping, is_device_activity, is_host_activity, is_host_wait, is_step_marker
-from .masks import rank_codes
+from .masks import rank_codes  # noqa: F401  (its home is masks.py; importable here as before)
 from .spans import busy_before, merge_intervals, subtract_intervals
 
 NO_DEVICE = (
@@ -177,7 +178,7 @@ def device_activities(profile: Profile, by: str = "device") -> list[DeviceActivi
     """The device activity of a profile's trace, one entry per (rank, device) (``by="device"``) or per rank
     (``by="rank"``, the union of a rank's devices), ordered by rank and device; a trace without rank and
     device columns gives one entry. Raises NotEvaluated when there is no device activity."""
-    activities = _cached(f"device:{by}", _events(profile), lambda ev: _build_devices(ev, by))
+    activities = _cached(f"device:{by}", _events(profile), lambda ev: _build_devices(profile, by))
     if not activities:
         raise NotEvaluated(NO_DEVICE)
     return activities
@@ -185,17 +186,18 @@ def device_activities(profile: Profile, by: str = "device") -> list[DeviceActivi
 
 def device_activity(profile: Profile) -> DeviceActivity:
     """All device activity of a profile's trace as one (every device together)."""
-    activities = _cached("device:all", _events(profile), lambda ev: _build_devices(ev, "all"))
+    activities = _cached("device:all", _events(profile), lambda ev: _build_devices(profile, "all"))
     if not activities:
         raise NotEvaluated(NO_DEVICE)
     return activities[0]
 
 
-def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
-    keep, start, end, category, names = _device_rows(events)
+def _build_devices(profile: Profile, by: str) -> list[DeviceActivity]:
+    events = profile.events
+    keep, start, end, category, names = profile.cached("trace.device_rows", lambda: _device_rows(profile))
     if keep is None:
         return []
-    ranks = rank_codes(events)[keep] if by != "all" else np.full(len(start), -1, dtype=np.int64)
+    ranks = masks.rank_array(profile)[keep] if by != "all" else np.full(len(start), -1, dtype=np.int64)
     if by == "device" and "device" in events.columns:
         column = events["device"]
         if isinstance(column.dtype, pd.CategoricalDtype):  # codes, never 10 million strings
@@ -230,10 +232,12 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
     return out
 
 
-def _device_rows(events: pd.DataFrame):
-    """Mask of device-activity events (top-level, timed; no host waits, no bookkeeping) and their arrays."""
+def _device_rows(profile: Profile):
+    """Mask of device-activity events (top-level, timed; no host waits, no bookkeeping) and their arrays
+    (the same for every grouping of :func:`device_activities`: found once per profile scope)."""
+    events = profile.events
     category = events["device_category"].array
-    keep = is_device_activity(events) & ~bookkeeping_mask(events)
+    keep = masks.device_activity_mask(profile) & ~masks.bookkeeping_mask(profile)
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
     if not keep.any():
@@ -260,28 +264,33 @@ def _device_rows(events: pd.DataFrame):
 
 def host_events(profile: Profile) -> HostEvents:
     """The host events of a profile's trace (those without device_category, with a duration)."""
-    return _cached("host", _events(profile), _build_host)
+    return _cached("host", _events(profile), lambda ev: _build_host(profile))
 
 
-def device_tracks(events: pd.DataFrame) -> np.ndarray:
+def device_tracks(events: pd.DataFrame, device: np.ndarray | None = None) -> np.ndarray:
     """True for events on a thread that carries device activity (a GPU stream's track): an annotation
-    there (Kineto ``gpu_user_annotation``) has no device category but is not host work either."""
+    there (Kineto ``gpu_user_annotation``) has no device category but is not host work either.
+    ``device``: the events' :func:`popprof.trace.activity.is_device_activity` when the caller has it."""
     pid = events["pid"].to_numpy(dtype=np.int64)
     tid = events["tid"].to_numpy(dtype=np.int64)
     key = pid * np.int64(1_000_003) + tid  # one number per thread (wraps harmlessly for huge synthetic ids)
-    return np.isin(key, pd.unique(key[is_device_activity(events)]))  # a few device threads: hashing, no sort
+    device = is_device_activity(events) if device is None else device
+    return np.isin(key, pd.unique(key[device]))  # a few device threads: hashing, no sort
 
 
-def _build_host(events: pd.DataFrame) -> HostEvents:
+def _build_host(profile: Profile) -> HostEvents:
+    events = profile.events
     dur = events["dur_us"].to_numpy(dtype=np.float64)
-    # ProfilerStep#N annotations span whole steps: markers, not host work of their own
-    keep = host_mask(events) & ~bookkeeping_mask(events) & ~device_tracks(events) & ~is_step_marker(events)
+    device, bookkeeping = masks.device_activity_mask(profile), masks.bookkeeping_mask(profile)
+    # host events (host_mask: not device time, not bookkeeping); ProfilerStep#N annotations span whole
+    # steps: markers, not host work of their own
+    keep = ~device & ~bookkeeping & ~device_tracks(events, device) & ~is_step_marker(events)
     keep &= dur > 0
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array
     return HostEvents(
-        rank=rank_codes(events)[keep],
-        waits=wait_mask(events)[keep],
+        rank=masks.rank_array(profile)[keep],
+        waits=masks.host_wait_mask(profile)[keep],
         event_id=events["event_id"].to_numpy()[keep],
         parent_id=events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[keep],
         depth=events["depth"].to_numpy()[keep],
