@@ -235,6 +235,8 @@ def _kind_unions(
     def build() -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
         starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
         kinds = np.asarray(work["hta_kernel_type" if hta else "kernel_type"].array.codes)
+        if hta and np.array_equal(kinds, np.asarray(work["kernel_type"].array.codes)):
+            return _kind_unions(profile, work)  # every collective is an NCCL kernel: the same unions
         out = []
         for _, _, part in _work_groups(profile, work):
             start, end, kind = starts[part], ends[part], kinds[part]
@@ -415,26 +417,45 @@ def kernel_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     Columns ``rank``, ``device``, ``kernel_type`` (``COMPUTATION``, ``COMMUNICATION``,
     ``MEMORY`` or e.g. ``COMPUTATION overlapping COMMUNICATION``), ``time_us`` (each type's
     work merged first, then the timeline split by which types run) and ``pct`` of the
-    rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly).
+    rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly). Found once per
+    profile scope, and once for both when HTA's kernel types are popprof's.
     """
     work = device_work(profile)
+    if work is None:
+        return _kernel_frame([])
+    unions = _kind_unions(profile, work, hta)
+    if hta and unions is _kind_unions(profile, work):
+        return kernel_breakdown(profile)
+    return profile.cached(
+        "devices.kernel_breakdown.hta" if hta else "devices.kernel_breakdown",
+        lambda: _kernel_frame(_kernel_rows(profile, work, unions)),
+    ).copy()
+
+
+def _kernel_rows(
+    profile: Profile, work: pd.DataFrame, unions: list[dict[str, tuple[np.ndarray, np.ndarray]]]
+) -> list[dict]:
+    """The rows of :func:`kernel_breakdown` from each (rank, device)'s kernel-type unions."""
     rows = []
-    if work is not None:
-        groups = _work_groups(profile, work)
-        for (rank, device, _), spans in zip(groups, _kind_unions(profile, work, hta), strict=True):
-            states = im.state_durations([spans[k] for k in _KIND_LABELS])
-            total = sum(states.values())
-            for state, time in sorted(states.items()):
-                label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
-                rows.append(
-                    {
-                        "rank": None if rank < 0 else int(rank),
-                        "device": device,
-                        "kernel_type": label,
-                        "time_us": time,
-                        "pct": 100.0 * time / total if total > 0 else None,
-                    }
-                )
+    groups = _work_groups(profile, work)
+    for (rank, device, _), spans in zip(groups, unions, strict=True):
+        states = im.state_durations([spans[k] for k in _KIND_LABELS])
+        total = sum(states.values())
+        for state, time in sorted(states.items()):
+            label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
+            rows.append(
+                {
+                    "rank": None if rank < 0 else int(rank),
+                    "device": device,
+                    "kernel_type": label,
+                    "time_us": time,
+                    "pct": 100.0 * time / total if total > 0 else None,
+                }
+            )
+    return rows
+
+
+def _kernel_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=["rank", "device", "kernel_type", "time_us", "pct"])
     frame["rank"] = frame["rank"].astype("Int64")
     return frame

@@ -138,11 +138,11 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
     on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
     start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
-    end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    end = start + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a Series
     correlation = events["correlation"]
     host = ~on_stream & correlation.notna().to_numpy() & ~bookkeeping
     step_names = _profiler_step_names(events)
-    is_step = category_mask(events["name"].array, step_names) & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts
     fractional = has_fraction(start)
@@ -156,6 +156,7 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             start[rows] = np.ceil(start[rows])
             end[rows] = np.floor(end[rows])
     host_rows = np.flatnonzero(host)
+    is_step = category_mask(events["name"].array, step_names) & ~on_stream if filtering else None
     if filtering and is_step.any():
         host_rows = host_rows[
             _before_last_step(rank[host_rows], start[host_rows], rank[is_step], start[is_step])

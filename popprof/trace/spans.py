@@ -48,12 +48,12 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
 def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, float]:
     """Time spent in each combination of kinds: ``{bitmask: duration}`` (bit i = kind i running).
 
-    Each kind's intervals are merged first, so a kind is either running or not; the timeline is
-    then swept once over every boundary.
+    Each kind's intervals are merged first (unless they are merged already), so a kind is either running
+    or not; the timeline is then swept once over every boundary.
     """
     times, deltas = [], []
     for bit, (start, end) in enumerate(kinds):
-        s, e = merge_intervals(start, end)
+        s, e = (start, end) if _merged(start, end) else merge_intervals(start, end)
         times += [s, e]
         deltas += [np.full(s.size, 1 << bit, dtype=np.int64), np.full(e.size, -(1 << bit), dtype=np.int64)]
     if not times:
@@ -67,8 +67,24 @@ def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, flo
     running = np.cumsum(d)
     seg = np.diff(t)
     state = running[:-1]
-    present = np.flatnonzero(np.bincount(state[state > 0], minlength=1))  # np.unique of small codes, no sort
-    return {int(value): float(seg[state == value].sum()) for value in present.tolist()}
+    states = 1 << len(kinds)
+    if states > 16 or (state.size and int(state.max()) >= states):  # many kinds (or intervals ending first)
+        present = np.flatnonzero(np.bincount(state[state > 0], minlength=1)).tolist()
+    else:  # the few possible states in ascending order, those that occur: no count of every boundary
+        present = [value for value in range(1, states) if (state == value).any()]
+    return {int(value): float(seg[state == value].sum()) for value in present}
+
+
+def _merged(start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether :func:`merge_intervals` gives these float64 intervals back as they are: starts and ends in
+    order, each interval apart from the next (the kinds a caller merged already)."""
+    if not (isinstance(start, np.ndarray) and isinstance(end, np.ndarray)):
+        return False
+    if start.dtype != np.float64 or end.dtype != np.float64 or start.shape != end.shape or start.ndim != 1:
+        return False
+    return bool(
+        np.all(start[1:] >= start[:-1]) and np.all(end[1:] >= end[:-1]) and np.all(start[1:] > end[:-1])
+    )
 
 
 def subtract_intervals(
