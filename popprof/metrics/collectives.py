@@ -109,16 +109,20 @@ def collective_calls(profile: Profile) -> pd.DataFrame:
     return profile.cached("collectives.calls", lambda: _calls(profile))
 
 
-def _calls(profile: Profile) -> pd.DataFrame:
-    events = profile.get("events")
-    empty = pd.DataFrame(
+def _no_calls() -> pd.DataFrame:
+    """The empty table of :func:`collective_calls`."""
+    return pd.DataFrame(
         {
             c: pd.Series(dtype="object" if c in ("collective", "name", "group") else "float64")
             for c in CALL_COLUMNS
         }
     )
+
+
+def _calls(profile: Profile) -> pd.DataFrame:
+    events = profile.get("events")
     if events is None or events.empty or "device_category" not in events.columns:
-        return empty
+        return _no_calls()
     comm = labels_mask(events["device_category"], ("exchange",))
     if "stream" in events.columns:
         comm &= events["stream"].notna().to_numpy()
@@ -126,7 +130,7 @@ def _calls(profile: Profile) -> pd.DataFrame:
         comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS)
     rows = np.flatnonzero(comm)
     if rows.size == 0:
-        return empty
+        return _no_calls()
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
     names = events["name"].array[rows].astype("str")
@@ -209,19 +213,29 @@ def collective_table(profile: Profile) -> pd.DataFrame:
         count=1,
     )
     grouped = work.groupby(["collective", "bytes_per_call"], dropna=False, sort=False)
-    out = grouped.agg(
-        count=("count", "sum"),
-        time_us=("dur_us", "sum"),
-        skew_us=("skew_us", "sum"),
-        transfer_us=("transfer_us", "sum"),
-        bytes=("bytes", lambda s: s.sum(min_count=1)),
-        busbytes=("busbytes", lambda s: s.sum(min_count=1)),
-    ).reset_index()
+    out = grouped[["count", "dur_us", "skew_us", "transfer_us"]].sum().rename(columns={"dur_us": "time_us"})
+    group = grouped.ngroup().to_numpy()  # each call's group, numbered in the order of ``out``
+    out["bytes"] = _group_sums(work["bytes"].to_numpy(dtype=np.float64), group, len(out))
+    out["busbytes"] = _group_sums(work["busbytes"].to_numpy(dtype=np.float64), group, len(out))
+    out = out.reset_index()
     transfer = out["transfer_us"].where(out["transfer_us"] > 0)
     out["algbw_gbps"] = out["bytes"] / transfer / 1e3  # bytes per us / 1e3 = GB/s
     out["busbw_gbps"] = out["busbytes"] / transfer / 1e3
     out = out.sort_values("time_us", ascending=False, kind="stable").reset_index(drop=True)[TABLE_COLUMNS]
     out.attrs.update(ranks=int(calls["rank"].nunique()), matched=bool((calls["matched_ranks"] > 1).any()))
+    return out
+
+
+def _group_sums(values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """Per group, ``Series.sum(min_count=1)`` of its values in row order: missing values skipped, NaN when
+    the group has none (numpy's sum of the group's values with the missing ones as 0, as pandas takes it);
+    a handful of groups, without a function called per group by pandas."""
+    out = np.full(groups, np.nan)
+    for g in range(groups):
+        mine = values[group == g]
+        present = ~np.isnan(mine)
+        if present.any():
+            out[g] = np.where(present, mine, 0.0).sum()
     return out
 
 
@@ -249,9 +263,11 @@ def collectives_section(profile: Profile) -> dict | None:
     sums = table.groupby("collective", sort=False)[["count", "time_us", "skew_us", "transfer_us"]].sum()
     sized = table.dropna(subset=["bytes"])
     factor = sized["busbw_gbps"] / sized["algbw_gbps"]
-    moved = sized.groupby("collective", sort=False)["bytes"].sum()
+    sized_sums = sized.groupby("collective", sort=False)[
+        ["bytes", "transfer_us"]
+    ].sum()  # one groupby, two sums
+    moved, timed = sized_sums["bytes"], sized_sums["transfer_us"]
     busmoved = (sized["bytes"] * factor).groupby(sized["collective"], sort=False).sum(min_count=1)
-    timed = sized.groupby("collective", sort=False)["transfer_us"].sum()
     by_type = []
     for kind, row in sums.iterrows():
         transfer = float(timed.get(kind, np.nan))
