@@ -117,6 +117,8 @@ def test_distinct_is_unique(values) -> None:
         np.array([2**64 - 1, 2**64 - 3], dtype=np.uint64),
         np.array([2**63 - 1, 2**63 - 5], dtype=np.int64),
         np.array([4, 2, 9], dtype=np.uint8),
+        np.array([-32768, 32767, -1, 300], dtype=np.int16),  # a range wider than the dtype holds
+        np.array([-(2**31), 2**31 - 1, 0], dtype=np.int32),
     ],
 )
 def test_distinct_integers_is_unique(values: np.ndarray) -> None:

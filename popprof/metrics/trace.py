@@ -131,8 +131,9 @@ def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
                 & (tid[at[1:]] > tid[step - 1])
             )
         )
-        if ordered:
-            ids = np.cumsum(np.concatenate(([False], new)), dtype=np.int64)
+        if ordered:  # each thread's number repeated over its run
+            lengths = np.diff(np.append(at, len(rank)))
+            ids = np.repeat(np.arange(len(at), dtype=np.int64), lengths)
             return ids, pd.DataFrame({"rank": rank[at], "pid": pid[at], "tid": tid[at]})
     keys = pd.DataFrame({"rank": rank, "pid": pid, "tid": tid})
     grouped = keys.groupby(["rank", "pid", "tid"], sort=True)
@@ -152,12 +153,20 @@ def thread_ids(profile: Profile) -> tuple[np.ndarray, pd.DataFrame]:
     better=None,
 )
 def thread_count(profile: Profile) -> float | None:
-    def build() -> float:
-        ids, keys = thread_ids(profile)
-        real = ~bookkeeping_mask(profile)
-        return float(np.count_nonzero(np.bincount(ids[real], minlength=len(keys))))
+    return float(np.count_nonzero(thread_event_counts(profile)))
 
-    return profile.cached("trace.thread_count", build)
+
+def thread_event_counts(profile: Profile) -> np.ndarray:
+    """Events per thread of :func:`thread_ids` (bookkeeping left out), computed once per scope (read-only)."""
+
+    def build() -> np.ndarray:
+        ids, keys = thread_ids(profile)
+        everything = np.bincount(ids, minlength=len(keys))  # no copy of the ids: bookkeeping is a few events
+        counts = everything - np.bincount(ids[bookkeeping_mask(profile)], minlength=len(keys))
+        counts.setflags(write=False)
+        return counts
+
+    return profile.cached("trace.thread_event_counts", build)
 
 
 @metric(
@@ -202,11 +211,13 @@ def device_time_by_category(profile: Profile) -> dict[str, float]:
 def profiler_step_count(profile: Profile) -> float | None:
     """Distinct ``ProfilerStep#N`` names among the events; None when the trace marks no steps."""
     names = profile.events["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: look at the used categories only
+    if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: the step names, then those used
+        labels = pd.Index(names.cat.categories.astype("str"))
+        steps = np.flatnonzero(np.asarray(labels.str.startswith(STEP_PREFIX), dtype=bool))
+        if steps.size == 0:
+            return None
         codes = names.cat.codes.to_numpy()
-        used = names.cat.categories.take(activity.distinct(codes[codes >= 0]))
-        labels = pd.Index(used.astype("str"))
+        count = int(np.isin(steps, activity.distinct(codes[codes >= 0])).sum())
     else:
-        labels = pd.Index(names.dropna().astype("str").unique())
-    count = int(labels.str.startswith(STEP_PREFIX).sum())
+        count = int(pd.Index(names.dropna().astype("str").unique()).str.startswith(STEP_PREFIX).sum())
     return float(count) if count else None

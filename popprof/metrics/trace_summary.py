@@ -178,9 +178,10 @@ def _busiest_threads(
     events = profile.events
     ids, keys = threads
     top_level = real & (events["depth"].to_numpy() == 0)
-    busy = np.bincount(ids[top_level], weights=dur[top_level], minlength=len(keys))
-    counts = np.bincount(ids[real], minlength=len(keys))
-    shown = np.flatnonzero(np.bincount(ids[top_level], minlength=len(keys)) > 0)
+    top_ids = ids[top_level]
+    busy = np.bincount(top_ids, weights=dur[top_level], minlength=len(keys))
+    counts = trace_metrics.thread_event_counts(profile)
+    shown = np.flatnonzero(np.bincount(top_ids, minlength=len(keys)) > 0)
     shown = shown[top_positions(busy[shown], top)]
     names = _thread_names(profile)
     rows = []

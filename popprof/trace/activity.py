@@ -66,17 +66,20 @@ def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)``, in one min/max pass when every value is the same (the ranks of a one-rank
-    trace: the usual case, where a hash of every event is the cost), by counting when the values are
-    integers in a narrow range (stream ids, category codes)."""
+    trace: the usual case, where a hash of every event is the cost), by flagging each value when the values
+    are integers in a narrow range (stream ids, category codes)."""
     values = np.asarray(values)
     if values.size:
         low, high = values.min(), values.max()
         if low == high:
             return values[:1].copy()
         if values.dtype.kind in "iu" and int(high) - int(low) <= 4 * values.size + 1024:
-            wide = values.astype(np.int64 if values.dtype.kind == "i" else np.uint64)  # no wrap below
-            counts = np.bincount((wide - wide.dtype.type(low)).astype(np.intp))
-            return (np.flatnonzero(counts).astype(wide.dtype) + wide.dtype.type(low)).astype(values.dtype)
+            # one flag per value of the range, set at each value's offset from the lowest (computed as intp
+            # in the subtraction itself: no widened copy of the values; a wrap cancels in the difference)
+            seen = np.zeros(int(high) - int(low) + 1, dtype=bool)
+            seen[np.subtract(values, low, dtype=np.intp, casting="unsafe")] = True
+            wide = np.int64 if values.dtype.kind == "i" else np.uint64
+            return (np.flatnonzero(seen).astype(wide) + wide(low)).astype(values.dtype)
     return np.unique(values)
 
 
