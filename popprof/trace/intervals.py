@@ -16,7 +16,14 @@ import pandas as pd
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from . import masks
-from .activity import is_bookkeeping, is_device_activity, is_host_activity, is_host_wait, is_step_marker
+from .activity import (
+    distinct,
+    is_bookkeeping,
+    is_device_activity,
+    is_host_activity,
+    is_host_wait,
+    is_step_marker,
+)
 from .masks import rank_codes  # noqa: F401  (its home is masks.py; importable here as before)
 from .spans import busy_before, merge_intervals, subtract_intervals
 
@@ -211,11 +218,14 @@ def _build_devices(profile: Profile, by: str) -> list[DeviceActivity]:
     key = (ranks + 1) * (len(dev_names) + 1) + (dev_codes + 1)
     positions = np.flatnonzero(keep)
     out = []
-    for k in np.unique(key):  # one pass per device (a handful), not per event
+    for k in distinct(key):  # one pass per device (a handful), not per event
         mine = key == k
         rank, dev = divmod(int(k), len(dev_names) + 1)
         s, e = start[mine], end[mine]
-        busy_start, busy_end = merge_intervals(s, e)
+        if mine.all():  # one device (or rank) holds every device event: one union for every grouping
+            busy_start, busy_end = profile.cached("trace.device_rows.union", lambda: _read_only(start, end))
+        else:
+            busy_start, busy_end = merge_intervals(s, e)
         out.append(
             DeviceActivity(
                 s,
@@ -230,6 +240,14 @@ def _build_devices(profile: Profile, by: str) -> list[DeviceActivity]:
             )
         )
     return out
+
+
+def _read_only(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`popprof.trace.spans.merge_intervals` of the intervals, read-only (shared by activities)."""
+    busy_start, busy_end = merge_intervals(start, end)
+    busy_start.setflags(write=False)
+    busy_end.setflags(write=False)
+    return busy_start, busy_end
 
 
 def _device_rows(profile: Profile):
