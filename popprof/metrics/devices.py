@@ -130,7 +130,10 @@ def device_work(profile: Profile) -> pd.DataFrame | None:
     events = profile.get("events")
     if events is None or events.empty or not events["stream"].notna().any():
         return None
-    return profile.cached("devices.gpu_work", lambda: gpu_work(events))
+    return profile.cached(
+        "devices.gpu_work",
+        lambda: gpu_work(events, rank=masks.rank_array(profile), bookkeeping=masks.bookkeeping_mask(profile)),
+    )
 
 
 def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, slice]]:

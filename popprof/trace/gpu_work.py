@@ -125,18 +125,25 @@ def _before_last_step(
     return keep
 
 
-def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFrame:
+def gpu_work(
+    events: pd.DataFrame,
+    include_last_step: bool = False,
+    *,
+    rank: np.ndarray | None = None,
+    bookkeeping: np.ndarray | None = None,
+) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
     Columns: ``rank`` (-1 when unknown), ``device``, ``stream``, ``name``, ``channel``,
     ``correlation``, ``start``, ``end`` (HTA-rounded), ``kernel_type`` (popprof's), ``hta_kernel_type``
     (HTA's) and ``launch_start``
     (start of the host event with the same correlation, NaN when there is none).
-    Vectorised: correlation ids are joined through one int64 key per (rank, id).
+    Vectorised: correlation ids are joined through one int64 key per (rank, id). ``rank`` (each event's
+    rank, -1 when unknown) and ``bookkeeping`` (the events' ``is_bookkeeping``): when the caller has them.
     """
-    bookkeeping = is_bookkeeping(events)
+    bookkeeping = is_bookkeeping(events) if bookkeeping is None else bookkeeping
     on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
-    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
+    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64) if rank is None else rank
     start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
     dur = events["dur_us"].to_numpy(dtype=np.float64)
     end = start + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a Series
@@ -156,6 +163,7 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             start[rows] = np.ceil(start[rows])
             end[rows] = np.floor(end[rows])
     host_rows = np.flatnonzero(host)
+    host_ranks = distinct(rank[host_rows]) if filtering else None
     is_step = category_mask(events["name"].array, step_names) & ~on_stream if filtering else None
     if filtering and is_step.any():
         host_rows = host_rows[
@@ -163,15 +171,19 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
         ]
     host_corr = _correlations(correlation, host_rows)
     host_keys = _keys(rank[host_rows], host_corr)
-    last = ~pd.Index(host_keys).duplicated(keep="last")
-    host_keys, host_rows = host_keys[last], host_rows[last]
+    index = pd.Index(host_keys)
+    if not index.is_unique:  # a correlation id launched twice: the last launch is the one
+        last = ~index.duplicated(keep="last")
+        host_keys, host_rows = host_keys[last], host_rows[last]
+        index = pd.Index(host_keys)
     work_rows = np.flatnonzero(on_stream)
     work_corr = _correlations(correlation, work_rows)
-    position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], work_corr))
+    position = index.get_indexer(_keys(rank[work_rows], work_corr))
     matched = position >= 0
     if filtering:
         # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
-        linked = np.isin(rank[work_rows], distinct(rank[host]))
+        work_rank = rank[work_rows]
+        linked = work_rank == host_ranks[0] if host_ranks.size == 1 else np.isin(work_rank, host_ranks)
         keep = matched | ~linked
         work_rows, position, matched, work_corr = (
             work_rows[keep],
