@@ -25,7 +25,6 @@ from ..trace.activity import (
     is_bookkeeping,
     is_device_activity,
     is_host_wait,
-    is_step_marker,
 )
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions, self_time
@@ -94,7 +93,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
         ~trace_metrics.device_activity_mask(profile)
         & real
         & ~on_device_tracks(events, threads)
-        & ~is_step_marker(events)
+        & ~masks.step_marker_mask(profile)
     )
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
     out["top_cpu_ops_by_self"] = _records(cpu_by_name, cpu_by_name.self_us, top)

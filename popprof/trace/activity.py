@@ -129,7 +129,8 @@ def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> n
 
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: ``ProfilerStep#N`` annotations."""
-    names = events["name"].astype("category").array
+    column = events["name"]
+    names = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
     return category_mask(names, [bool(STEP_MARKER.match(str(c))) for c in names.categories])
 
 

@@ -22,7 +22,6 @@ from .activity import (
     is_device_activity,
     is_host_activity,
     is_host_wait,
-    is_step_marker,
 )
 from .masks import rank_codes  # noqa: F401  (its home is masks.py; importable here as before)
 from .spans import busy_before, merge_intervals, subtract_intervals
@@ -302,7 +301,7 @@ def _build_host(profile: Profile) -> HostEvents:
     device, bookkeeping = masks.device_activity_mask(profile), masks.bookkeeping_mask(profile)
     # host events (host_mask: not device time, not bookkeeping); ProfilerStep#N annotations span whole
     # steps: markers, not host work of their own
-    keep = ~device & ~bookkeeping & ~device_tracks(events, device) & ~is_step_marker(events)
+    keep = ~device & ~bookkeeping & ~device_tracks(events, device) & ~masks.step_marker_mask(profile)
     keep &= dur > 0
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from .activity import is_bookkeeping, is_device_activity, is_host_wait
+from .activity import is_bookkeeping, is_device_activity, is_host_wait, is_step_marker
 
 
 def rank_codes(events: pd.DataFrame) -> np.ndarray:
@@ -43,6 +43,11 @@ def bookkeeping_mask(profile: Profile) -> np.ndarray:
 def host_wait_mask(profile: Profile) -> np.ndarray:
     """:func:`popprof.trace.activity.is_host_wait` of the profile's events."""
     return profile.cached("trace.host_wait_mask", lambda: _frozen(is_host_wait(profile.events)))
+
+
+def step_marker_mask(profile: Profile) -> np.ndarray:
+    """:func:`popprof.trace.activity.is_step_marker` of the profile's events."""
+    return profile.cached("trace.step_marker_mask", lambda: _frozen(is_step_marker(profile.events)))
 
 
 def rank_array(profile: Profile) -> np.ndarray:
