@@ -241,7 +241,12 @@ def _group_sums(values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarra
 
 def collective_skew_by_rank(profile: Profile) -> pd.DataFrame:
     """Per rank: ``time_us``, ``skew_us`` and ``transfer_us`` of its collectives matched across ranks, and
-    ``skew_share`` (skew / time). Empty when no collective is matched across ranks."""
+    ``skew_share`` (skew / time). Empty when no collective is matched across ranks. Found once per profile
+    scope (the rules on exchange and on distributed runs both read it); each caller gets its own copy."""
+    return profile.cached("collectives.skew_by_rank", lambda: _skew_by_rank(profile)).copy()
+
+
+def _skew_by_rank(profile: Profile) -> pd.DataFrame:
     calls = collective_calls(profile)
     calls = calls[calls["matched_ranks"] > 1]
     columns = ["rank", "time_us", "skew_us", "transfer_us", "skew_share"]

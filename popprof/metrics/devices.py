@@ -493,9 +493,10 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     )
     out = out.sort_values("total_us", ascending=False, kind="stable").head(top)
     shown = names.categories.take(out.index.to_numpy()).astype("str")
-    # each name's type as the work frame has it (the device map's exchange is communication)
-    first = pd.Series(np.arange(len(codes))[named]).groupby(codes[named], sort=True).first()
-    types = work["kernel_type"].array.take(first.loc[out.index].to_numpy())
+    # each shown name's type as the work frame has it at its first item (the device map's exchange is
+    # communication): a search per shown name, not a grouping of every item
+    first = np.array([np.argmax(codes == code) for code in out.index.tolist()], dtype=np.intp)
+    types = work["kernel_type"].array.take(first)
     out = out.reset_index(drop=True).assign(name=pd.array(shown, dtype="str"), kernel_type=np.asarray(types))
     return out[KERNEL_STAT_COLUMNS]
 
