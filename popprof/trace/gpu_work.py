@@ -112,6 +112,22 @@ def _correlations(column: pd.Series, rows: np.ndarray) -> np.ndarray:
     return column.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def _times(
+    values: np.ndarray, rows: np.ndarray | None, rank: np.ndarray, rounded: np.ndarray, rounding
+) -> np.ndarray:
+    """``values[rows]`` (a new array; ``rows`` None: ``values`` as they are, ``rank`` theirs), with those of the
+    ranks in ``rounded`` rounded by ``rounding`` (``np.ceil`` for starts, ``np.floor`` for ends: HTA's)."""
+    out = values[rows] if rows is not None else values
+    if rounded.size:
+        mine = rank[rows] if rows is not None else rank
+        hit = mine == rounded[0] if rounded.size == 1 else np.isin(mine, rounded)
+        if hit.all():
+            rounding(out, out=out)
+        else:
+            out[hit] = rounding(out[hit])
+    return out
+
+
 def _before_last_step(
     rank: np.ndarray, start: np.ndarray, step_rank: np.ndarray, step_start: np.ndarray
 ) -> np.ndarray:
@@ -144,37 +160,30 @@ def gpu_work(
     bookkeeping = is_bookkeeping(events) if bookkeeping is None else bookkeeping
     on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64) if rank is None else rank
-    start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
-    dur = events["dur_us"].to_numpy(dtype=np.float64)
-    end = start + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a Series
+    start = events["start_us"].to_numpy(dtype=np.float64)  # read only: the rows needed are taken from it
     correlation = events["correlation"]
     host = ~on_stream & correlation.notna().to_numpy() & ~bookkeeping
     step_names = _profiler_step_names(events)
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
-    # HTA rounding, per rank, when the rank's times have fractional parts
+    # HTA rounding, per rank, when the rank's times have fractional parts (applied to the rows taken)
     fractional = has_fraction(start)
-    if fractional.any():
-        for r in distinct(rank[fractional]):
-            rows = rank == r
-            if rows.all():  # one rank: round in place
-                np.ceil(start, out=start)
-                np.floor(end, out=end)
-                continue
-            start[rows] = np.ceil(start[rows])
-            end[rows] = np.floor(end[rows])
+    rounded = distinct(rank[fractional]) if fractional.any() else np.empty(0, dtype=np.int64)
     host_rows = np.flatnonzero(host)
+    host_start = _times(start, host_rows, rank, rounded, np.ceil)
     host_ranks = distinct(rank[host_rows]) if filtering else None
-    is_step = category_mask(events["name"].array, step_names) & ~on_stream if filtering else None
-    if filtering and is_step.any():
-        host_rows = host_rows[
-            _before_last_step(rank[host_rows], start[host_rows], rank[is_step], start[is_step])
-        ]
+    if filtering:
+        step_rows = np.flatnonzero(category_mask(events["name"].array, step_names) & ~on_stream)
+        if step_rows.size:
+            before = _before_last_step(
+                rank[host_rows], host_start, rank[step_rows], _times(start, step_rows, rank, rounded, np.ceil)
+            )
+            host_rows, host_start = host_rows[before], host_start[before]
     host_corr = _correlations(correlation, host_rows)
     host_keys = _keys(rank[host_rows], host_corr)
     index = pd.Index(host_keys)
     if not index.is_unique:  # a correlation id launched twice: the last launch is the one
         last = ~index.duplicated(keep="last")
-        host_keys, host_rows = host_keys[last], host_rows[last]
+        host_keys, host_rows, host_start = host_keys[last], host_rows[last], host_start[last]
         index = pd.Index(host_keys)
     work_rows = np.flatnonzero(on_stream)
     work_corr = _correlations(correlation, work_rows)
@@ -192,11 +201,16 @@ def gpu_work(
             work_corr[keep],
         )
     launch_start = np.where(
-        matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan, np.nan
+        matched, host_start[np.maximum(position, 0)] if len(host_rows) else np.nan, np.nan
     )
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[work_rows]
+    work_end = start[work_rows] + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), from the start unrounded
+    work_end = _times(work_end, None, rank[work_rows], rounded, np.floor)
+    work_start = _times(start, work_rows, rank, rounded, np.ceil)
     device = events["device"].array
-    order = np.lexsort((start[work_rows], np.asarray(device.codes)[work_rows], rank[work_rows]))
+    order = np.lexsort((work_start, np.asarray(device.codes)[work_rows], rank[work_rows]))
     work_rows, launch_start = work_rows[order], launch_start[order]  # rows by (rank, device, start)
+    work_start, work_end = work_start[order], work_end[order]
     work_corr = work_corr[order]
     names = events["name"].array[work_rows]
     stream = events["stream"].array[work_rows]
@@ -210,8 +224,8 @@ def gpu_work(
             "name": names,
             "channel": events["channel"].array[work_rows],
             "correlation": work_corr,
-            "start": start[work_rows],
-            "end": end[work_rows],
+            "start": work_start,
+            "end": work_end,
             "kernel_type": kernel_types(hta_types, exchange),
             "hta_kernel_type": hta_types,
             "launch_start": launch_start,
