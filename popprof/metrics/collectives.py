@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
 from ..trace.activity import labels_mask
 from ..trace.masks import rank_array
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
@@ -125,7 +126,7 @@ def _calls(profile: Profile) -> pd.DataFrame:
         return _no_calls()
     comm = labels_mask(events["device_category"], ("exchange",))
     if "stream" in events.columns:
-        comm &= events["stream"].notna().to_numpy()
+        comm &= masks.stream_mask(profile)
     if "channel" in events.columns:  # GPU kernels: not peer copies, nor IPU exchange programs
         comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS)
     rows = np.flatnonzero(comm)

@@ -128,11 +128,16 @@ def device_work(profile: Profile) -> pd.DataFrame | None:
     """The trace's GPU work items (:func:`popprof.trace.gpu_work.gpu_work`, sorted by rank, device and start),
     built once per profile; None without work on a stream."""
     events = profile.get("events")
-    if events is None or events.empty or not events["stream"].notna().any():
+    if events is None or events.empty or not masks.stream_mask(profile).any():
         return None
     return profile.cached(
         "devices.gpu_work",
-        lambda: gpu_work(events, rank=masks.rank_array(profile), bookkeeping=masks.bookkeeping_mask(profile)),
+        lambda: gpu_work(
+            events,
+            rank=masks.rank_array(profile),
+            bookkeeping=masks.bookkeeping_mask(profile),
+            stream=masks.stream_mask(profile),
+        ),
     )
 
 
@@ -676,9 +681,7 @@ def _launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
     events = profile.events
     names = events["name"].array
     is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))
-    rows = np.flatnonzero(
-        is_call & events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
-    )
+    rows = np.flatnonzero(is_call & ~masks.stream_mask(profile) & events["correlation"].notna().to_numpy())
     if rows.size == 0:
         return None
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]

@@ -11,7 +11,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace.activity import STEP_MARKER, category_mask, labels_mask
 from ..trace.intervals import device_activities
-from ..trace.masks import rank_array
+from ..trace.masks import rank_array, stream_mask
 from .devices import device_breakdown
 
 
@@ -145,7 +145,7 @@ def collective_late_start(profile: Profile, min_normalized_duration: float = 0.0
     if events is None or steps.empty or "stream" not in events.columns or steps["rank"].nunique() < 2:
         return empty
     rank = rank_array(profile)
-    on_device = events["stream"].notna().to_numpy()
+    on_device = stream_mask(profile)
     starts = events["start_us"].to_numpy(dtype=np.float64)
     durs = events["dur_us"].to_numpy(dtype=np.float64)
     kernels = pd.DataFrame(

@@ -92,7 +92,7 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     cpu = (
         ~trace_metrics.device_activity_mask(profile)
         & real
-        & ~on_device_tracks(events, threads)
+        & ~on_device_tracks(events, threads, masks.stream_mask(profile))
         & ~masks.step_marker_mask(profile)
     )
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
@@ -119,17 +119,24 @@ def _name_codes(events: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
 
 
 def on_device_tracks(
-    events: pd.DataFrame, threads: tuple[np.ndarray, pd.DataFrame] | None = None
+    events: pd.DataFrame,
+    threads: tuple[np.ndarray, pd.DataFrame] | None = None,
+    stream: np.ndarray | None = None,
 ) -> np.ndarray:
     """Events on a thread (rank, pid, tid) that holds device work: GPU streams and their annotations.
 
-    ``threads``: :func:`popprof.metrics.trace.thread_ids` of ``events`` when the caller has them.
+    ``threads``: :func:`popprof.metrics.trace.thread_ids` of ``events`` and ``stream``: the events with a
+    stream, when the caller has them.
     """
-    if "stream" not in events.columns or not events["stream"].notna().any():
+    if stream is None:
+        if "stream" not in events.columns:
+            return np.zeros(len(events), dtype=bool)
+        stream = events["stream"].notna().to_numpy()
+    if not stream.any():
         return np.zeros(len(events), dtype=bool)
     ids, keys = trace_metrics.thread_index(events) if threads is None else threads
     device = np.zeros(len(keys), dtype=bool)
-    device[ids[events["stream"].notna().to_numpy()]] = True
+    device[ids[stream]] = True
     return device[ids]
 
 
@@ -288,7 +295,7 @@ def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
     gpu = breakdown[breakdown["platform"] == "gpu"]
     if gpu.empty or "stream" not in events.columns:
         return []
-    rows = np.flatnonzero(events["stream"].notna().to_numpy() & ~masks.bookkeeping_mask(profile))
+    rows = np.flatnonzero(masks.stream_mask(profile) & ~masks.bookkeeping_mask(profile))
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
     end = start + np.where(np.isnan(dur), 0.0, dur)

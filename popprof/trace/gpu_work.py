@@ -147,6 +147,7 @@ def gpu_work(
     *,
     rank: np.ndarray | None = None,
     bookkeeping: np.ndarray | None = None,
+    stream: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
@@ -155,10 +156,12 @@ def gpu_work(
     (HTA's) and ``launch_start``
     (start of the host event with the same correlation, NaN when there is none).
     Vectorised: correlation ids are joined through one int64 key per (rank, id). ``rank`` (each event's
-    rank, -1 when unknown) and ``bookkeeping`` (the events' ``is_bookkeeping``): when the caller has them.
+    rank, -1 when unknown), ``bookkeeping`` (the events' ``is_bookkeeping``) and ``stream`` (the events with a
+    stream): when the caller has them.
     """
     bookkeeping = is_bookkeeping(events) if bookkeeping is None else bookkeeping
-    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
+    stream = events["stream"].notna().to_numpy() if stream is None else stream
+    on_stream = stream & ~bookkeeping
     rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64) if rank is None else rank
     start = events["start_us"].to_numpy(dtype=np.float64)  # read only: the rows needed are taken from it
     correlation = events["correlation"]
@@ -229,5 +232,6 @@ def gpu_work(
             "kernel_type": kernel_types(hta_types, exchange),
             "hta_kernel_type": hta_types,
             "launch_start": launch_start,
-        }
+        },
+        copy=False,  # every column is a new array of this call's: no second copy
     )

@@ -50,6 +50,19 @@ def step_marker_mask(profile: Profile) -> np.ndarray:
     return profile.cached("trace.step_marker_mask", lambda: _frozen(is_step_marker(profile.events)))
 
 
+def stream_mask(profile: Profile) -> np.ndarray:
+    """Events on a GPU stream (``events.stream`` set: kernels, copies, their annotations); all false for
+    events without a stream column."""
+
+    def build() -> np.ndarray:
+        events = profile.events
+        if "stream" not in events.columns:
+            return _frozen(np.zeros(len(events), dtype=bool))
+        return _frozen(events["stream"].notna().to_numpy())
+
+    return profile.cached("trace.stream_mask", build)
+
+
 def rank_array(profile: Profile) -> np.ndarray:
     """:func:`rank_codes` of the profile's events."""
     return profile.cached("trace.rank_codes", lambda: _frozen(rank_codes(profile.events)))
