@@ -292,30 +292,37 @@ def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
     """Each GPU's first to last work item with the last profiler step included, where that is longer than
     HTA's window of the device table (which leaves the last step out): both windows, named."""
     events = profile.events
-    gpu = breakdown[breakdown["platform"] == "gpu"]
-    if gpu.empty or "stream" not in events.columns:
+    gpu = np.flatnonzero(breakdown["platform"].to_numpy() == "gpu")
+    if gpu.size == 0 or "stream" not in events.columns:
         return []
     rows = np.flatnonzero(masks.stream_mask(profile) & ~masks.bookkeeping_mask(profile))
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
     end = start + np.where(np.isnan(dur), 0.0, dur)
-    rank = masks.rank_array(profile)[rows]
     column = events["device"]
     device = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
-    codes = np.asarray(device.codes)[rows]
     labels = pd.Index(device.categories.astype("str"))
+    # one number per (rank, device code) of each work item, as the device table's rows name them
+    key = (masks.rank_array(profile)[rows] + 1) * (len(labels) + 1) + (np.asarray(device.codes)[rows] + 1)
+    keys = distinct(key)
     out = []
-    for row in gpu.itertuples(index=False):
-        key = (-1 if pd.isna(row.rank) else int(row.rank), str(row.device))
-        if key[1] not in labels or row.span_us is None or pd.isna(row.span_us):
+    for rank, name, window in zip(
+        breakdown["rank"].array[gpu].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64).tolist(),
+        breakdown["device"].to_numpy()[gpu].tolist(),
+        breakdown["span_us"].to_numpy(dtype=np.float64, na_value=np.nan)[gpu].tolist(),
+        strict=True,
+    ):
+        name = str(name)
+        if name not in labels or np.isnan(window):
             continue
-        # the device's rows by codes, not by a groupby on its name; min and max skip a missing time
-        mine = (rank == key[0]) & (codes == labels.get_loc(key[1]))
-        if not mine.any():
+        wanted = (rank + 1) * (len(labels) + 1) + labels.get_loc(name) + 1
+        if wanted not in keys:
             continue
+        # the device's items by their key, not by a groupby on its name; min and max skip a missing time
+        mine = slice(None) if keys.size == 1 else key == wanted
         span = float(np.fmax.reduce(end[mine]) - np.fmin.reduce(start[mine]))
-        if span > float(row.span_us) + 1.0:  # HTA's rounding moves the ends by under 1 us
-            out.append({"rank": None if key[0] < 0 else key[0], "device": key[1], "span_us": span})
+        if span > window + 1.0:  # HTA's rounding moves the ends by under 1 us
+            out.append({"rank": None if rank < 0 else rank, "device": name, "span_us": span})
     return out
 
 
