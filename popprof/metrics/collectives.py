@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import masks
-from ..trace.activity import labels_mask
+from ..trace.activity import distinct, labels_mask
 from ..trace.masks import rank_array
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
@@ -169,18 +169,13 @@ def _calls(profile: Profile) -> pd.DataFrame:
         known = fill & np.array([k not in (None, "other") for k in named], dtype=bool)
         frame.loc[known, "collective"] = named[known]
     frame = frame.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
-    frame["seq"] = frame.groupby(["rank", "name", "group"], sort=False).cumcount()
-    keys = ["name", "group", "seq"]
-    instance = frame.groupby(keys, sort=False)
+    seq, ranks, last = _instances(frame)
+    frame["seq"] = seq
     # one collective has one type on every rank, and (but for all_to_all and send/recv) one size: calls
     # paired by order that differ are not one collective (a trace that leaves kernels out: not compared)
-    differ = instance["collective"].transform("nunique").to_numpy() > 1
-    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
-    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
-    frame["matched_ranks"] = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
-    last = instance["start_us"].transform("max")
+    frame["matched_ranks"] = ranks
     matched = frame["matched_ranks"].to_numpy() > 1
-    skew = np.clip(last.to_numpy() - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
+    skew = np.clip(last - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
     frame["skew_us"] = np.where(matched, skew, 0.0)
     frame["transfer_us"] = frame["dur_us"] - frame["skew_us"]
     group_size = frame["args_group_size"].to_numpy(dtype=np.float64)
@@ -191,6 +186,64 @@ def _calls(profile: Profile) -> pd.DataFrame:
     scale = np.where(frame["per_rank_input"].to_numpy(dtype=bool), frame["group_size"].to_numpy(), 1.0)
     frame["bytes"] = frame["bytes"].to_numpy(dtype=np.float64) * scale
     return frame[CALL_COLUMNS]
+
+
+def _instances(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For calls sorted by (rank, start): each call's ``seq`` (its order among its rank's calls of that name
+    and group), the ranks its collective (the calls of one name, group and seq) is matched on (1 where the
+    calls' types, or sizes where the type fixes them, differ) and the collective's last start.
+
+    On integer codes (a few whole-array passes); calls with a missing name or group, or too many for one
+    int64 key, take the same figures from pandas' groupby (:func:`_instances_grouped`)."""
+    n = len(frame)
+    names, _ = pd.factorize(frame["name"].to_numpy())
+    groups, _ = pd.factorize(frame["group"].to_numpy())
+    rank, _ = pd.factorize(frame["rank"].to_numpy())
+    if n == 0 or (names < 0).any() or (groups < 0).any() or float(n) ** 3 >= 2.0**62:
+        return _instances_grouped(frame)
+    width = int(groups.max()) + 1
+    seq = _cumcount((rank * (int(names.max()) + 1) + names) * width + groups)
+    instance, _ = pd.factorize((names * width + groups) * (int(seq.max()) + 1) + seq)
+    count = int(instance.max()) + 1
+    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
+    differ = _distinct_per(instance, pd.factorize(frame["collective"].to_numpy())[0], count) > 1
+    differ |= sized & (_distinct_per(instance, pd.factorize(frame["bytes"].to_numpy())[0], count) > 1)
+    ranks = np.where(differ, 1, _distinct_per(instance, rank, count))
+    last = np.full(count, np.nan)
+    np.fmax.at(last, instance, frame["start_us"].to_numpy(dtype=np.float64))  # the max, missing ones skipped
+    return seq, ranks, last[instance]
+
+
+def _cumcount(key: np.ndarray) -> np.ndarray:
+    """Each row's position among the earlier rows of its key (``groupby(...).cumcount()``)."""
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    position = np.arange(len(key))
+    first = np.empty(len(key), dtype=bool)
+    first[:1] = True
+    first[1:] = ordered[1:] != ordered[:-1]
+    out = np.empty(len(key), dtype=np.int64)
+    out[order] = position - np.maximum.accumulate(np.where(first, position, 0))
+    return out
+
+
+def _distinct_per(group: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
+    """Per row, the number of distinct values (``codes``, -1 missing and not counted) of its group."""
+    present = codes >= 0
+    width = int(codes.max()) + 1 if present.any() else 1
+    pairs = distinct(group[present].astype(np.int64) * width + codes[present])
+    return np.bincount(pairs // width, minlength=groups)[group]
+
+
+def _instances_grouped(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_instances` by pandas' groupby (missing names or groups are in no group there)."""
+    frame = frame.assign(seq=frame.groupby(["rank", "name", "group"], sort=False).cumcount())
+    instance = frame.groupby(["name", "group", "seq"], sort=False)
+    differ = instance["collective"].transform("nunique").to_numpy() > 1
+    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
+    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
+    ranks = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
+    return frame["seq"].to_numpy(), ranks, instance["start_us"].transform("max").to_numpy()
 
 
 def collective_table(profile: Profile) -> pd.DataFrame:
