@@ -579,3 +579,18 @@ def test_rank_step_times_equal_the_sorted_frame(profile) -> None:
         assert got.empty
         return
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
+
+
+def test_labels_mask_of_some_rows_is_the_whole_mask_there(profile) -> None:
+    """``labels_mask`` of chosen rows (the collectives test the rows on a stream only) is the whole
+    column's mask at those rows, on the categorical column and on the same values as plain strings."""
+    events = profile.events
+    rows = np.flatnonzero(events["stream"].notna().to_numpy())[::3]
+    for column, labels in (
+        (events["device_category"], ("exchange",)),
+        (events["channel"], ("kernel", "gpu")),
+    ):
+        whole = activity.labels_mask(column, labels)
+        np.testing.assert_array_equal(activity.labels_mask(column, labels, rows), whole[rows])
+        plain = column.astype("str")
+        np.testing.assert_array_equal(activity.labels_mask(plain, labels, rows), whole[rows])

@@ -124,12 +124,12 @@ def _calls(profile: Profile) -> pd.DataFrame:
     events = profile.get("events")
     if events is None or events.empty or "device_category" not in events.columns:
         return _no_calls()
-    comm = labels_mask(events["device_category"], ("exchange",))
-    if "stream" in events.columns:
-        comm &= masks.stream_mask(profile)
+    # the categories are tested on the rows on a stream only (a GPU trace's device work), not on every event
+    candidates = np.flatnonzero(masks.stream_mask(profile)) if "stream" in events.columns else None
+    comm = labels_mask(events["device_category"], ("exchange",), candidates)
     if "channel" in events.columns:  # GPU kernels: not peer copies, nor IPU exchange programs
-        comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS)
-    rows = np.flatnonzero(comm)
+        comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS, candidates)
+    rows = np.flatnonzero(comm) if candidates is None else candidates[comm]
     if rows.size == 0:
         return _no_calls()
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
@@ -319,14 +319,19 @@ def collectives_section(profile: Profile) -> dict | None:
     table = collective_table(profile)
     if table.empty:
         return None
-    sums = table.groupby("collective", sort=False)[["count", "time_us", "skew_us", "transfer_us"]].sum()
-    sized = table.dropna(subset=["bytes"])
-    factor = sized["busbw_gbps"] / sized["algbw_gbps"]
-    sized_sums = sized.groupby("collective", sort=False)[
-        ["bytes", "transfer_us"]
-    ].sum()  # one groupby, two sums
-    moved, timed = sized_sums["bytes"], sized_sums["transfer_us"]
-    busmoved = (sized["bytes"] * factor).groupby(sized["collective"], sort=False).sum(min_count=1)
+    # one grouping by type for every sum: the sums over the sizes known are those of the rows with bytes,
+    # the others missing there (a sum skips them, as if the rows were left out)
+    has_bytes = table["bytes"].notna().to_numpy()
+    work = table.assign(
+        sized_transfer_us=table["transfer_us"].where(has_bytes),
+        busbytes=table["bytes"] * (table["busbw_gbps"] / table["algbw_gbps"]),
+        sized_rows=has_bytes.astype(np.int64),
+    )
+    grouped = work.groupby("collective", sort=False)
+    sums = grouped[["count", "time_us", "skew_us", "transfer_us", "sized_rows"]].sum()
+    sized_sums = grouped[["bytes", "sized_transfer_us", "busbytes"]].sum(min_count=1)
+    sized_sums = sized_sums[sums["sized_rows"].to_numpy() > 0]  # the types with a size known
+    moved, timed, busmoved = sized_sums["bytes"], sized_sums["sized_transfer_us"], sized_sums["busbytes"]
     by_type = []
     for kind, row in sums.iterrows():
         transfer = float(timed.get(kind, np.nan))

@@ -98,11 +98,17 @@ def interval_window(
     return float(np.min(start, where=keep, initial=np.inf)), float(np.max(end, where=keep, initial=-np.inf))
 
 
-def labels_mask(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
-    """``column.isin(labels)`` as a new boolean array; on a categorical (the readers' dtype) one test per
-    category, on its codes (:func:`category_mask`), not one per row."""
+def labels_mask(column: pd.Series, labels: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """``column.isin(labels)`` as a new boolean array (of the positions ``rows`` only, in their order, when
+    given); on a categorical (the readers' dtype) one test per category, on its codes (:func:`category_mask`),
+    not one per row."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        return category_mask(column.array, column.array.categories.isin(labels))
+        hit = column.array.categories.isin(labels)
+        if rows is None:
+            return category_mask(column.array, hit)
+        return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(column.array.codes)[rows])
+    if rows is not None:
+        column = column.iloc[rows]
     return column.isin(labels).to_numpy(dtype=bool, copy=True)
 
 
