@@ -688,7 +688,7 @@ def _launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
     end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
     if has_fraction(start).any():  # HTA's rounding, as for the GPU work
         start, end = np.ceil(start), np.floor(end)
-    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    rank = masks.rank_array(profile)[rows]
     correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
     call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
     launched = ~np.isnan(work["launch_start"].to_numpy()[item])

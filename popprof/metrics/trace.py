@@ -112,11 +112,12 @@ def device_time_sums(profile: Profile) -> pd.Series:
 
 def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Each event's thread as a number, and the (rank, pid, tid) of each number (rank -1 when unknown)."""
-    rank = (
-        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-        if "rank" in events.columns
-        else np.full(len(events), -1, dtype=np.int64)
-    )
+    if "rank" not in events.columns:
+        rank = np.full(len(events), -1, dtype=np.int64)
+    elif isinstance(events["rank"].array, pd.arrays.IntegerArray):  # fillna(-1) without a new Series
+        rank = events["rank"].array.to_numpy(dtype=np.int64, na_value=-1)  # read only here
+    else:
+        rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
     pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
     if len(rank) > 1:  # the readers sort events by thread: then each thread is one run, numbered in order
         new = (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])

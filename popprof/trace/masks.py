@@ -21,7 +21,10 @@ def rank_codes(events: pd.DataFrame) -> np.ndarray:
         return np.full(len(events), -1, dtype=np.int64)
     rank = events["rank"]
     if isinstance(rank.array, pd.arrays.IntegerArray):  # the readers' Int64: no conversion to Float64
-        return rank.array.to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+        codes = rank.array.to_numpy(dtype=np.int64, na_value=-1)  # (can be the array's own buffer)
+        if codes.size and (codes.max() > 2**53 or codes.min() < -(2**53)):  # as through float64, rounded
+            return rank.array.to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+        return codes.copy()
     return rank.astype("Float64").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
 
 
