@@ -262,7 +262,7 @@ def _device_rows(profile: Profile):
     depth = events["depth"].to_numpy()
     nested = keep & (depth > 0)
     if nested.any():  # drop device events inside another device event (they would count twice)
-        parents = events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[nested]
+        parents = events["parent_id"].array[nested].to_numpy(dtype="float64", na_value=np.nan)
         ids = events["event_id"].to_numpy()[keep]
         inside = np.zeros(len(keep), dtype=bool)
         inside[np.flatnonzero(nested)] = np.isin(parents, ids)
@@ -309,7 +309,9 @@ def _build_host(profile: Profile) -> HostEvents:
         rank=masks.rank_array(profile)[keep],
         waits=masks.host_wait_mask(profile)[keep],
         event_id=events["event_id"].to_numpy()[keep],
-        parent_id=events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[keep],
+        parent_id=events["parent_id"]
+        .array[keep]
+        .to_numpy(dtype="float64", na_value=np.nan),  # kept rows only
         depth=events["depth"].to_numpy()[keep],
         pid=events["pid"].to_numpy()[keep],
         tid=events["tid"].to_numpy()[keep],
