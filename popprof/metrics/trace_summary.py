@@ -68,7 +68,8 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     events = profile.get("events")
     if events is None or events.empty:
         return {}
-    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a new Series
     bookkeeping = masks.bookkeeping_mask(profile)
     real = ~bookkeeping
     ranks = sorted(int(r) for r in distinct(masks.rank_array(profile)) if r >= 0)

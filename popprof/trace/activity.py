@@ -174,7 +174,8 @@ def device_time_by_category(
     from .device import DEVICE_CATEGORIES
     from .nesting import parent_positions
 
-    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a new Series
     is_device = is_device_activity(events) if mask is None else mask.copy()
     parent = parent_positions(events) if parent is None else parent
     child = is_device & (parent >= 0)
