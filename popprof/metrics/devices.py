@@ -607,8 +607,14 @@ def idle_breakdown(
     did not enqueue work fast enough), else ``kernel_wait`` when shorter than
     ``consecutive_kernel_delay_us``, else ``other``. A work item whose launch call is not in the
     trace is never ``host_wait`` (HTA's difference: docs/figures.md). Columns ``rank``, ``device``,
-    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time).
+    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time). Found once per
+    profile scope for each delay (the summary and the host rules read it); each caller gets its own copy.
     """
+    key = f"devices.idle_breakdown.{float(consecutive_kernel_delay_us)!r}"
+    return profile.cached(key, lambda: _idle_breakdown(profile, consecutive_kernel_delay_us)).copy()
+
+
+def _idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float) -> pd.DataFrame:
     work = device_work(profile)
     columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
     if work is None:
