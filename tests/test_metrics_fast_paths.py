@@ -117,6 +117,8 @@ def test_distinct_is_unique(values) -> None:
         np.array([2**64 - 1, 2**64 - 3], dtype=np.uint64),
         np.array([2**63 - 1, 2**63 - 5], dtype=np.int64),
         np.array([4, 2, 9], dtype=np.uint8),
+        np.array([-32768, 32767, -1, 300], dtype=np.int16),  # a range wider than the dtype holds
+        np.array([-(2**31), 2**31 - 1, 0], dtype=np.int32),
     ],
 )
 def test_distinct_integers_is_unique(values: np.ndarray) -> None:
@@ -558,7 +560,7 @@ def test_device_time_by_category_nested_equals_the_groupby() -> None:
 
 def test_rank_step_times_equal_the_sorted_frame(profile) -> None:
     from popprof.metrics import ranks
-    from popprof.trace.intervals import rank_codes
+    from popprof.trace.masks import rank_codes
 
     events = profile.events
     marks = activity.is_step_marker(events)
@@ -577,3 +579,18 @@ def test_rank_step_times_equal_the_sorted_frame(profile) -> None:
         assert got.empty
         return
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
+
+
+def test_labels_mask_of_some_rows_is_the_whole_mask_there(profile) -> None:
+    """``labels_mask`` of chosen rows (the collectives test the rows on a stream only) is the whole
+    column's mask at those rows, on the categorical column and on the same values as plain strings."""
+    events = profile.events
+    rows = np.flatnonzero(events["stream"].notna().to_numpy())[::3]
+    for column, labels in (
+        (events["device_category"], ("exchange",)),
+        (events["channel"], ("kernel", "gpu")),
+    ):
+        whole = activity.labels_mask(column, labels)
+        np.testing.assert_array_equal(activity.labels_mask(column, labels, rows), whole[rows])
+        plain = column.astype("str")
+        np.testing.assert_array_equal(activity.labels_mask(plain, labels, rows), whole[rows])

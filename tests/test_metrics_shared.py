@@ -17,9 +17,9 @@ def _counting(monkeypatch) -> list[int]:
     calls: list[int] = []
     real = devices.gpu_work
 
-    def counted(events):
+    def counted(events, *args, **kwargs):
         calls.append(len(events))
-        return real(events)
+        return real(events, *args, **kwargs)
 
     monkeypatch.setattr(devices, "gpu_work", counted)
     return calls

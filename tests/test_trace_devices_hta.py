@@ -260,3 +260,25 @@ def test_a_host_op_with_a_stream_arg_is_gpu_work_to_hta() -> None:
     launches = devices.launch_delays(profile)
     assert len(launches) == hta["launch"]["count"]
     assert launches["launch_delay_us"].sum() == hta["launch"]["launch_delay_sum_us"]
+
+
+@pytest.mark.parametrize("run", sorted(PATHS))
+def test_gpu_work_times_are_hta_rounded_per_rank(run: str) -> None:
+    """Every work item's start rounded up and end rounded down to whole microseconds on a rank whose
+    events have fractional times (HTA's rounding, taken row by row from the events), unchanged elsewhere."""
+    from popprof.trace.gpu_work import gpu_work
+
+    events = popprof.open(PATHS[run]).events
+    work = gpu_work(events, include_last_step=True)
+    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
+    start = events["start_us"].to_numpy(dtype=np.float64)
+    end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    rounds = {int(r): bool((start[rank == r] % 1 != 0).any()) for r in np.unique(rank)}
+    rows = events["stream"].notna().to_numpy() & ~events["bookkeeping"].to_numpy(dtype=bool, na_value=False)
+    for r, fractional in rounds.items():
+        mine = rows & (rank == r)
+        expected_start = np.ceil(start[mine]) if fractional else start[mine]
+        expected_end = np.floor(end[mine]) if fractional else end[mine]
+        got = work[work["rank"] == r]
+        np.testing.assert_array_equal(np.sort(got["start"].to_numpy()), np.sort(expected_start))
+        np.testing.assert_array_equal(np.sort(got["end"].to_numpy()), np.sort(expected_end))

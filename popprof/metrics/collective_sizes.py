@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace.intervals import rank_codes
+from ..trace.masks import rank_array, stream_mask
 
 #: Element sizes in bytes of the ``dtype`` names PyTorch writes into ``record_param_comms`` args.
 DTYPE_BYTES: dict[str, int] = {
@@ -131,9 +131,9 @@ def host_op_sizes(profile: Profile, rows: np.ndarray) -> pd.DataFrame:
     )
     if not {"correlation", "parent_id", "stream", "event_id", "args"} <= set(events.columns):
         return out
-    rank = rank_codes(events)
+    rank = rank_array(profile)
     correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
-    host = np.flatnonzero(events["stream"].isna().to_numpy() & ~np.isnan(correlation))
+    host = np.flatnonzero(~stream_mask(profile) & ~np.isnan(correlation))
     host_keys = pd.Index(rank[host] * (1 << 40) + correlation[host].astype(np.int64))
     keep = ~host_keys.duplicated(keep="last")
     host, host_keys = host[keep], host_keys[keep]

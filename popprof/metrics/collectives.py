@@ -32,8 +32,9 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace.activity import labels_mask
-from ..trace.intervals import rank_codes
+from ..trace import masks
+from ..trace.activity import distinct, labels_mask
+from ..trace.masks import rank_array
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
 __all__ = [
@@ -109,30 +110,34 @@ def collective_calls(profile: Profile) -> pd.DataFrame:
     return profile.cached("collectives.calls", lambda: _calls(profile))
 
 
-def _calls(profile: Profile) -> pd.DataFrame:
-    events = profile.get("events")
-    empty = pd.DataFrame(
+def _no_calls() -> pd.DataFrame:
+    """The empty table of :func:`collective_calls`."""
+    return pd.DataFrame(
         {
             c: pd.Series(dtype="object" if c in ("collective", "name", "group") else "float64")
             for c in CALL_COLUMNS
         }
     )
+
+
+def _calls(profile: Profile) -> pd.DataFrame:
+    events = profile.get("events")
     if events is None or events.empty or "device_category" not in events.columns:
-        return empty
-    comm = labels_mask(events["device_category"], ("exchange",))
-    if "stream" in events.columns:
-        comm &= events["stream"].notna().to_numpy()
+        return _no_calls()
+    # the categories are tested on the rows on a stream only (a GPU trace's device work), not on every event
+    candidates = np.flatnonzero(masks.stream_mask(profile)) if "stream" in events.columns else None
+    comm = labels_mask(events["device_category"], ("exchange",), candidates)
     if "channel" in events.columns:  # GPU kernels: not peer copies, nor IPU exchange programs
-        comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS)
-    rows = np.flatnonzero(comm)
+        comm &= labels_mask(events["channel"], COLLECTIVE_CHANNELS, candidates)
+    rows = np.flatnonzero(comm) if candidates is None else candidates[comm]
     if rows.size == 0:
-        return empty
+        return _no_calls()
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
     names = events["name"].array[rows].astype("str")
     frame = pd.DataFrame(
         {
-            "rank": rank_codes(events)[rows],
+            "rank": rank_array(profile)[rows],
             "name": np.asarray(names, dtype=object),
             "start_us": start,
             "dur_us": np.nan_to_num(dur, nan=0.0),
@@ -164,18 +169,13 @@ def _calls(profile: Profile) -> pd.DataFrame:
         known = fill & np.array([k not in (None, "other") for k in named], dtype=bool)
         frame.loc[known, "collective"] = named[known]
     frame = frame.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
-    frame["seq"] = frame.groupby(["rank", "name", "group"], sort=False).cumcount()
-    keys = ["name", "group", "seq"]
-    instance = frame.groupby(keys, sort=False)
+    seq, ranks, last = _instances(frame)
+    frame["seq"] = seq
     # one collective has one type on every rank, and (but for all_to_all and send/recv) one size: calls
     # paired by order that differ are not one collective (a trace that leaves kernels out: not compared)
-    differ = instance["collective"].transform("nunique").to_numpy() > 1
-    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
-    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
-    frame["matched_ranks"] = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
-    last = instance["start_us"].transform("max")
+    frame["matched_ranks"] = ranks
     matched = frame["matched_ranks"].to_numpy() > 1
-    skew = np.clip(last.to_numpy() - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
+    skew = np.clip(last - frame["start_us"].to_numpy(), 0.0, frame["dur_us"].to_numpy())
     frame["skew_us"] = np.where(matched, skew, 0.0)
     frame["transfer_us"] = frame["dur_us"] - frame["skew_us"]
     group_size = frame["args_group_size"].to_numpy(dtype=np.float64)
@@ -186,6 +186,64 @@ def _calls(profile: Profile) -> pd.DataFrame:
     scale = np.where(frame["per_rank_input"].to_numpy(dtype=bool), frame["group_size"].to_numpy(), 1.0)
     frame["bytes"] = frame["bytes"].to_numpy(dtype=np.float64) * scale
     return frame[CALL_COLUMNS]
+
+
+def _instances(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For calls sorted by (rank, start): each call's ``seq`` (its order among its rank's calls of that name
+    and group), the ranks its collective (the calls of one name, group and seq) is matched on (1 where the
+    calls' types, or sizes where the type fixes them, differ) and the collective's last start.
+
+    On integer codes (a few whole-array passes); calls with a missing name or group, or too many for one
+    int64 key, take the same figures from pandas' groupby (:func:`_instances_grouped`)."""
+    n = len(frame)
+    names, _ = pd.factorize(frame["name"].to_numpy())
+    groups, _ = pd.factorize(frame["group"].to_numpy())
+    rank, _ = pd.factorize(frame["rank"].to_numpy())
+    if n == 0 or (names < 0).any() or (groups < 0).any() or float(n) ** 3 >= 2.0**62:
+        return _instances_grouped(frame)
+    width = int(groups.max()) + 1
+    seq = _cumcount((rank * (int(names.max()) + 1) + names) * width + groups)
+    instance, _ = pd.factorize((names * width + groups) * (int(seq.max()) + 1) + seq)
+    count = int(instance.max()) + 1
+    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
+    differ = _distinct_per(instance, pd.factorize(frame["collective"].to_numpy())[0], count) > 1
+    differ |= sized & (_distinct_per(instance, pd.factorize(frame["bytes"].to_numpy())[0], count) > 1)
+    ranks = np.where(differ, 1, _distinct_per(instance, rank, count))
+    last = np.full(count, np.nan)
+    np.fmax.at(last, instance, frame["start_us"].to_numpy(dtype=np.float64))  # the max, missing ones skipped
+    return seq, ranks, last[instance]
+
+
+def _cumcount(key: np.ndarray) -> np.ndarray:
+    """Each row's position among the earlier rows of its key (``groupby(...).cumcount()``)."""
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    position = np.arange(len(key))
+    first = np.empty(len(key), dtype=bool)
+    first[:1] = True
+    first[1:] = ordered[1:] != ordered[:-1]
+    out = np.empty(len(key), dtype=np.int64)
+    out[order] = position - np.maximum.accumulate(np.where(first, position, 0))
+    return out
+
+
+def _distinct_per(group: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
+    """Per row, the number of distinct values (``codes``, -1 missing and not counted) of its group."""
+    present = codes >= 0
+    width = int(codes.max()) + 1 if present.any() else 1
+    pairs = distinct(group[present].astype(np.int64) * width + codes[present])
+    return np.bincount(pairs // width, minlength=groups)[group]
+
+
+def _instances_grouped(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_instances` by pandas' groupby (missing names or groups are in no group there)."""
+    frame = frame.assign(seq=frame.groupby(["rank", "name", "group"], sort=False).cumcount())
+    instance = frame.groupby(["name", "group", "seq"], sort=False)
+    differ = instance["collective"].transform("nunique").to_numpy() > 1
+    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
+    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
+    ranks = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
+    return frame["seq"].to_numpy(), ranks, instance["start_us"].transform("max").to_numpy()
 
 
 def collective_table(profile: Profile) -> pd.DataFrame:
@@ -209,14 +267,11 @@ def collective_table(profile: Profile) -> pd.DataFrame:
         count=1,
     )
     grouped = work.groupby(["collective", "bytes_per_call"], dropna=False, sort=False)
-    out = grouped.agg(
-        count=("count", "sum"),
-        time_us=("dur_us", "sum"),
-        skew_us=("skew_us", "sum"),
-        transfer_us=("transfer_us", "sum"),
-        bytes=("bytes", lambda s: s.sum(min_count=1)),
-        busbytes=("busbytes", lambda s: s.sum(min_count=1)),
-    ).reset_index()
+    out = grouped[["count", "dur_us", "skew_us", "transfer_us"]].sum().rename(columns={"dur_us": "time_us"})
+    group = grouped.ngroup().to_numpy()  # each call's group, numbered in the order of ``out``
+    out["bytes"] = _group_sums(work["bytes"].to_numpy(dtype=np.float64), group, len(out))
+    out["busbytes"] = _group_sums(work["busbytes"].to_numpy(dtype=np.float64), group, len(out))
+    out = out.reset_index()
     transfer = out["transfer_us"].where(out["transfer_us"] > 0)
     out["algbw_gbps"] = out["bytes"] / transfer / 1e3  # bytes per us / 1e3 = GB/s
     out["busbw_gbps"] = out["busbytes"] / transfer / 1e3
@@ -225,9 +280,27 @@ def collective_table(profile: Profile) -> pd.DataFrame:
     return out
 
 
+def _group_sums(values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """Per group, ``Series.sum(min_count=1)`` of its values in row order: missing values skipped, NaN when
+    the group has none (numpy's sum of the group's values with the missing ones as 0, as pandas takes it);
+    a handful of groups, without a function called per group by pandas."""
+    out = np.full(groups, np.nan)
+    for g in range(groups):
+        mine = values[group == g]
+        present = ~np.isnan(mine)
+        if present.any():
+            out[g] = np.where(present, mine, 0.0).sum()
+    return out
+
+
 def collective_skew_by_rank(profile: Profile) -> pd.DataFrame:
     """Per rank: ``time_us``, ``skew_us`` and ``transfer_us`` of its collectives matched across ranks, and
-    ``skew_share`` (skew / time). Empty when no collective is matched across ranks."""
+    ``skew_share`` (skew / time). Empty when no collective is matched across ranks. Found once per profile
+    scope (the rules on exchange and on distributed runs both read it); each caller gets its own copy."""
+    return profile.cached("collectives.skew_by_rank", lambda: _skew_by_rank(profile)).copy()
+
+
+def _skew_by_rank(profile: Profile) -> pd.DataFrame:
     calls = collective_calls(profile)
     calls = calls[calls["matched_ranks"] > 1]
     columns = ["rank", "time_us", "skew_us", "transfer_us", "skew_share"]
@@ -246,12 +319,19 @@ def collectives_section(profile: Profile) -> dict | None:
     table = collective_table(profile)
     if table.empty:
         return None
-    sums = table.groupby("collective", sort=False)[["count", "time_us", "skew_us", "transfer_us"]].sum()
-    sized = table.dropna(subset=["bytes"])
-    factor = sized["busbw_gbps"] / sized["algbw_gbps"]
-    moved = sized.groupby("collective", sort=False)["bytes"].sum()
-    busmoved = (sized["bytes"] * factor).groupby(sized["collective"], sort=False).sum(min_count=1)
-    timed = sized.groupby("collective", sort=False)["transfer_us"].sum()
+    # one grouping by type for every sum: the sums over the sizes known are those of the rows with bytes,
+    # the others missing there (a sum skips them, as if the rows were left out)
+    has_bytes = table["bytes"].notna().to_numpy()
+    work = table.assign(
+        sized_transfer_us=table["transfer_us"].where(has_bytes),
+        busbytes=table["bytes"] * (table["busbw_gbps"] / table["algbw_gbps"]),
+        sized_rows=has_bytes.astype(np.int64),
+    )
+    grouped = work.groupby("collective", sort=False)
+    sums = grouped[["count", "time_us", "skew_us", "transfer_us", "sized_rows"]].sum()
+    sized_sums = grouped[["bytes", "sized_transfer_us", "busbytes"]].sum(min_count=1)
+    sized_sums = sized_sums[sums["sized_rows"].to_numpy() > 0]  # the types with a size known
+    moved, timed, busmoved = sized_sums["bytes"], sized_sums["sized_transfer_us"], sized_sums["busbytes"]
     by_type = []
     for kind, row in sums.iterrows():
         transfer = float(timed.get(kind, np.nan))

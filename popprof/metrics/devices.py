@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
 from ..trace import spans as im
-from ..trace.activity import category_mask, distinct, is_bookkeeping, is_device_activity, is_host_wait
+from ..trace.activity import category_mask, distinct
 from ..trace.gpu_work import (
     COMMUNICATION,
     COMPUTATION,
@@ -97,7 +98,7 @@ def launches_without_device(profile: Profile) -> dict[str, int]:
     all, by call name: the device side was launched but not recorded. Empty when the trace has device
     events or no launch calls."""
     events = profile.get("events")
-    if events is None or events.empty or is_device_activity(events).any():
+    if events is None or events.empty or masks.device_activity_mask(profile).any():
         return {}
     host = events["stream"].isna() if "stream" in events.columns else pd.Series(True, index=events.index)
     calls = events.loc[events["name"].isin(LAUNCH_CALLS) & host, "name"].astype(str)
@@ -113,7 +114,12 @@ def named_devices_without_activity(profile: Profile) -> list[str]:
 
     events = profile.get("events")
     props = device_properties(profile)
-    if not props or events is None or is_device_activity(events).any() or launches_without_device(profile):
+    if (
+        not props
+        or events is None
+        or masks.device_activity_mask(profile).any()
+        or launches_without_device(profile)
+    ):
         return []
     return [str(p.get("name") or "unnamed") for p in props]
 
@@ -122,9 +128,17 @@ def device_work(profile: Profile) -> pd.DataFrame | None:
     """The trace's GPU work items (:func:`popprof.trace.gpu_work.gpu_work`, sorted by rank, device and start),
     built once per profile; None without work on a stream."""
     events = profile.get("events")
-    if events is None or events.empty or not events["stream"].notna().any():
+    if events is None or events.empty or not masks.stream_mask(profile).any():
         return None
-    return profile.cached("devices.gpu_work", lambda: gpu_work(events))
+    return profile.cached(
+        "devices.gpu_work",
+        lambda: gpu_work(
+            events,
+            rank=masks.rank_array(profile),
+            bookkeeping=masks.bookkeeping_mask(profile),
+            stream=masks.stream_mask(profile),
+        ),
+    )
 
 
 def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, slice]]:
@@ -192,12 +206,13 @@ def _row(
     }
 
 
-def _host_wait_by_rank(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _host_wait_by_rank(profile: Profile) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Each rank's host calls blocking on the device, as (start, end) arrays (bookkeeping left out)."""
-    rows = np.flatnonzero(is_host_wait(events) & ~is_bookkeeping(events))
+    events = profile.events
+    rows = np.flatnonzero(masks.host_wait_mask(profile) & ~masks.bookkeeping_mask(profile))
     if rows.size == 0:
         return {}
-    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    rank = masks.rank_array(profile)[rows]
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
     end = start + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0)
@@ -228,6 +243,8 @@ def _kind_unions(
     def build() -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
         starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
         kinds = np.asarray(work["hta_kernel_type" if hta else "kernel_type"].array.codes)
+        if hta and np.array_equal(kinds, np.asarray(work["kernel_type"].array.codes)):
+            return _kind_unions(profile, work)  # every collective is an NCCL kernel: the same unions
         out = []
         for _, _, part in _work_groups(profile, work):
             start, end, kind = starts[part], ends[part], kinds[part]
@@ -248,7 +265,7 @@ def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
 
 
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame, hta: bool = False) -> list[dict]:
-    waits = _host_wait_by_rank(profile.events)
+    waits = _host_wait_by_rank(profile)
     rows = []
     starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
     streams = work["stream"].to_numpy()
@@ -325,7 +342,7 @@ def _ipu_breakdown_steps(profile: Profile) -> list[dict]:
 def _event_breakdown(profile: Profile) -> list[dict]:
     """Device events without streams (``.pvti``): one row per device (``ipu`` when unnamed)."""
     events = profile.events
-    mask = is_device_activity(events) & ~is_bookkeeping(events)
+    mask = masks.device_activity_mask(profile) & ~masks.bookkeeping_mask(profile)
     if not mask.any():
         return []
     dev = events[mask]
@@ -339,7 +356,7 @@ def _event_breakdown(profile: Profile) -> list[dict]:
         else np.full(len(dev), "ipu", dtype=object)
     )
     rank = dev["rank"].fillna(-1).to_numpy(dtype=np.int64)
-    waits = _host_wait_by_rank(events)
+    waits = _host_wait_by_rank(profile)
     rows = []
     for key in sorted(set(zip(rank.tolist(), device.tolist(), strict=True))):
         sel = ok & (rank == key[0]) & (device == key[1])
@@ -408,26 +425,45 @@ def kernel_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     Columns ``rank``, ``device``, ``kernel_type`` (``COMPUTATION``, ``COMMUNICATION``,
     ``MEMORY`` or e.g. ``COMPUTATION overlapping COMMUNICATION``), ``time_us`` (each type's
     work merged first, then the timeline split by which types run) and ``pct`` of the
-    rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly).
+    rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly). Found once per
+    profile scope, and once for both when HTA's kernel types are popprof's.
     """
     work = device_work(profile)
+    if work is None:
+        return _kernel_frame([])
+    unions = _kind_unions(profile, work, hta)
+    if hta and unions is _kind_unions(profile, work):
+        return kernel_breakdown(profile)
+    return profile.cached(
+        "devices.kernel_breakdown.hta" if hta else "devices.kernel_breakdown",
+        lambda: _kernel_frame(_kernel_rows(profile, work, unions)),
+    ).copy()
+
+
+def _kernel_rows(
+    profile: Profile, work: pd.DataFrame, unions: list[dict[str, tuple[np.ndarray, np.ndarray]]]
+) -> list[dict]:
+    """The rows of :func:`kernel_breakdown` from each (rank, device)'s kernel-type unions."""
     rows = []
-    if work is not None:
-        groups = _work_groups(profile, work)
-        for (rank, device, _), spans in zip(groups, _kind_unions(profile, work, hta), strict=True):
-            states = im.state_durations([spans[k] for k in _KIND_LABELS])
-            total = sum(states.values())
-            for state, time in sorted(states.items()):
-                label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
-                rows.append(
-                    {
-                        "rank": None if rank < 0 else int(rank),
-                        "device": device,
-                        "kernel_type": label,
-                        "time_us": time,
-                        "pct": 100.0 * time / total if total > 0 else None,
-                    }
-                )
+    groups = _work_groups(profile, work)
+    for (rank, device, _), spans in zip(groups, unions, strict=True):
+        states = im.state_durations([spans[k] for k in _KIND_LABELS])
+        total = sum(states.values())
+        for state, time in sorted(states.items()):
+            label = " overlapping ".join(k for bit, k in enumerate(_KIND_LABELS) if state & (1 << bit))
+            rows.append(
+                {
+                    "rank": None if rank < 0 else int(rank),
+                    "device": device,
+                    "kernel_type": label,
+                    "time_us": time,
+                    "pct": 100.0 * time / total if total > 0 else None,
+                }
+            )
+    return rows
+
+
+def _kernel_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=["rank", "device", "kernel_type", "time_us", "pct"])
     frame["rank"] = frame["rank"].astype("Int64")
     return frame
@@ -462,9 +498,10 @@ def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     )
     out = out.sort_values("total_us", ascending=False, kind="stable").head(top)
     shown = names.categories.take(out.index.to_numpy()).astype("str")
-    # each name's type as the work frame has it (the device map's exchange is communication)
-    first = pd.Series(np.arange(len(codes))[named]).groupby(codes[named], sort=True).first()
-    types = work["kernel_type"].array.take(first.loc[out.index].to_numpy())
+    # each shown name's type as the work frame has it at its first item (the device map's exchange is
+    # communication): a search per shown name, not a grouping of every item
+    first = np.array([np.argmax(codes == code) for code in out.index.tolist()], dtype=np.intp)
+    types = work["kernel_type"].array.take(first)
     out = out.reset_index(drop=True).assign(name=pd.array(shown, dtype="str"), kernel_type=np.asarray(types))
     return out[KERNEL_STAT_COLUMNS]
 
@@ -570,8 +607,14 @@ def idle_breakdown(
     did not enqueue work fast enough), else ``kernel_wait`` when shorter than
     ``consecutive_kernel_delay_us``, else ``other``. A work item whose launch call is not in the
     trace is never ``host_wait`` (HTA's difference: docs/figures.md). Columns ``rank``, ``device``,
-    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time).
+    ``stream``, ``idle_category``, ``idle_us``, ``idle_ratio`` (of the stream's idle time). Found once per
+    profile scope for each delay (the summary and the host rules read it); each caller gets its own copy.
     """
+    key = f"devices.idle_breakdown.{float(consecutive_kernel_delay_us)!r}"
+    return profile.cached(key, lambda: _idle_breakdown(profile, consecutive_kernel_delay_us)).copy()
+
+
+def _idle_breakdown(profile: Profile, consecutive_kernel_delay_us: float) -> pd.DataFrame:
     work = device_work(profile)
     columns = ["rank", "device", "stream", "idle_category", "idle_us", "idle_ratio"]
     if work is None:
@@ -632,20 +675,26 @@ class LaunchPairs(NamedTuple):
 
 
 def launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
-    """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call."""
+    """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call. Joined once per
+    profile scope for the profile's own GPU work (:func:`device_work`: the launch statistics and the
+    launch-overhead figures both read them)."""
+    if work is device_work(profile):
+        return profile.cached("devices.launch_pairs", lambda: _launch_pairs(profile, work))
+    return _launch_pairs(profile, work)
+
+
+def _launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
     events = profile.events
     names = events["name"].array
     is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))
-    rows = np.flatnonzero(
-        is_call & events["stream"].isna().to_numpy() & events["correlation"].notna().to_numpy()
-    )
+    rows = np.flatnonzero(is_call & ~masks.stream_mask(profile) & events["correlation"].notna().to_numpy())
     if rows.size == 0:
         return None
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
     if has_fraction(start).any():  # HTA's rounding, as for the GPU work
         start, end = np.ceil(start), np.floor(end)
-    rank = events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
+    rank = masks.rank_array(profile)[rows]
     correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
     call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
     launched = ~np.isnan(work["launch_start"].to_numpy()[item])

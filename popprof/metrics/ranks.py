@@ -10,7 +10,8 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.activity import STEP_MARKER, category_mask, labels_mask
-from ..trace.intervals import device_activities, rank_codes
+from ..trace.intervals import device_activities
+from ..trace.masks import rank_array, stream_mask
 from .devices import device_breakdown
 
 
@@ -71,7 +72,13 @@ def step_times(profile: Profile) -> pd.DataFrame:
     """Every ``ProfilerStep#N`` event: ``rank`` (-1 when unknown), ``step`` (N), ``start_us``, ``dur_us``.
 
     The durations are HTA's iteration times (``extract_iteration_info``: the ProfilerStep span per rank).
+    Found once per profile scope (the summary's iterations, its time account and the rules read it); each
+    caller gets its own copy.
     """
+    return profile.cached("ranks.step_times", lambda: _step_times(profile)).copy()
+
+
+def _step_times(profile: Profile) -> pd.DataFrame:
     events = profile.get("events")
     empty = pd.DataFrame(
         {
@@ -99,7 +106,7 @@ def step_times(profile: Profile) -> pd.DataFrame:
         .astype("int64")
         .to_numpy()
     )
-    rank, step = rank_codes(events)[marks], numbers[codes[marks]]
+    rank, step = rank_array(profile)[marks], numbers[codes[marks]]
     start = events["start_us"].to_numpy(dtype=np.float64)[marks]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[marks]
     timed = np.flatnonzero(~np.isnan(dur))
@@ -137,8 +144,8 @@ def collective_late_start(profile: Profile, min_normalized_duration: float = 0.0
     steps = steps[(steps["rank"] >= 0) & (steps["step"] > 0)]
     if events is None or steps.empty or "stream" not in events.columns or steps["rank"].nunique() < 2:
         return empty
-    rank = rank_codes(events)
-    on_device = events["stream"].notna().to_numpy()
+    rank = rank_array(profile)
+    on_device = stream_mask(profile)
     starts = events["start_us"].to_numpy(dtype=np.float64)
     durs = events["dur_us"].to_numpy(dtype=np.float64)
     kernels = pd.DataFrame(

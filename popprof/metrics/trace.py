@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace import activity
+from ..trace import activity, masks
 from ..trace.activity import device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
+from ..trace.masks import bookkeeping_mask
 from ..trace.nesting import parent_positions
 from . import metric, metric_family
 from .devices import device_breakdown
@@ -32,7 +33,7 @@ def work_window(profile: Profile) -> tuple[float, float] | None:
 
     def build() -> tuple[float, float] | None:
         events = profile.events
-        real = ~activity.is_bookkeeping(events)
+        real = ~bookkeeping_mask(profile)
         if not real.any():
             return None
         return interval_window(events["start_us"].to_numpy(), events["dur_us"].to_numpy(), real)
@@ -82,8 +83,9 @@ def event_count(profile: Profile) -> float | None:
 
 
 def device_activity_mask(profile: Profile) -> np.ndarray:
-    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope."""
-    return profile.cached("trace.device_activity_mask", lambda: activity.is_device_activity(profile.events))
+    """:func:`popprof.trace.activity.is_device_activity` of the profile's events, computed once per scope
+    (:func:`popprof.trace.masks.device_activity_mask`, read-only)."""
+    return masks.device_activity_mask(profile)
 
 
 def device_work_union(profile: Profile) -> activity.Union | None:
@@ -110,11 +112,12 @@ def device_time_sums(profile: Profile) -> pd.Series:
 
 def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Each event's thread as a number, and the (rank, pid, tid) of each number (rank -1 when unknown)."""
-    rank = (
-        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-        if "rank" in events.columns
-        else np.full(len(events), -1, dtype=np.int64)
-    )
+    if "rank" not in events.columns:
+        rank = np.full(len(events), -1, dtype=np.int64)
+    elif isinstance(events["rank"].array, pd.arrays.IntegerArray):  # fillna(-1) without a new Series
+        rank = events["rank"].array.to_numpy(dtype=np.int64, na_value=-1)  # read only here
+    else:
+        rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
     pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
     if len(rank) > 1:  # the readers sort events by thread: then each thread is one run, numbered in order
         new = (rank[1:] != rank[:-1]) | (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
@@ -129,8 +132,9 @@ def thread_index(events: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
                 & (tid[at[1:]] > tid[step - 1])
             )
         )
-        if ordered:
-            ids = np.cumsum(np.concatenate(([False], new)), dtype=np.int64)
+        if ordered:  # each thread's number repeated over its run
+            lengths = np.diff(np.append(at, len(rank)))
+            ids = np.repeat(np.arange(len(at), dtype=np.int64), lengths)
             return ids, pd.DataFrame({"rank": rank[at], "pid": pid[at], "tid": tid[at]})
     keys = pd.DataFrame({"rank": rank, "pid": pid, "tid": tid})
     grouped = keys.groupby(["rank", "pid", "tid"], sort=True)
@@ -150,12 +154,20 @@ def thread_ids(profile: Profile) -> tuple[np.ndarray, pd.DataFrame]:
     better=None,
 )
 def thread_count(profile: Profile) -> float | None:
-    def build() -> float:
-        ids, keys = thread_ids(profile)
-        real = ~activity.is_bookkeeping(profile.events)
-        return float(np.count_nonzero(np.bincount(ids[real], minlength=len(keys))))
+    return float(np.count_nonzero(thread_event_counts(profile)))
 
-    return profile.cached("trace.thread_count", build)
+
+def thread_event_counts(profile: Profile) -> np.ndarray:
+    """Events per thread of :func:`thread_ids` (bookkeeping left out), computed once per scope (read-only)."""
+
+    def build() -> np.ndarray:
+        ids, keys = thread_ids(profile)
+        everything = np.bincount(ids, minlength=len(keys))  # no copy of the ids: bookkeeping is a few events
+        counts = everything - np.bincount(ids[bookkeeping_mask(profile)], minlength=len(keys))
+        counts.setflags(write=False)
+        return counts
+
+    return profile.cached("trace.thread_event_counts", build)
 
 
 @metric(
@@ -200,11 +212,13 @@ def device_time_by_category(profile: Profile) -> dict[str, float]:
 def profiler_step_count(profile: Profile) -> float | None:
     """Distinct ``ProfilerStep#N`` names among the events; None when the trace marks no steps."""
     names = profile.events["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: look at the used categories only
+    if isinstance(names.dtype, pd.CategoricalDtype):  # the reader's dtype: the step names, then those used
+        labels = pd.Index(names.cat.categories.astype("str"))
+        steps = np.flatnonzero(np.asarray(labels.str.startswith(STEP_PREFIX), dtype=bool))
+        if steps.size == 0:
+            return None
         codes = names.cat.codes.to_numpy()
-        used = names.cat.categories.take(activity.distinct(codes[codes >= 0]))
-        labels = pd.Index(used.astype("str"))
+        count = int(np.isin(steps, activity.distinct(codes[codes >= 0])).sum())
     else:
-        labels = pd.Index(names.dropna().astype("str").unique())
-    count = int(labels.str.startswith(STEP_PREFIX).sum())
+        count = int(pd.Index(names.dropna().astype("str").unique()).str.startswith(STEP_PREFIX).sum())
     return float(count) if count else None

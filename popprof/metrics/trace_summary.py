@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
 from ..trace.activity import (
     device_time_by_category,
     device_union,
@@ -24,7 +25,6 @@ from ..trace.activity import (
     is_bookkeeping,
     is_device_activity,
     is_host_wait,
-    is_step_marker,
 )
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions, self_time
@@ -68,10 +68,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     events = profile.get("events")
     if events is None or events.empty:
         return {}
-    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
-    bookkeeping = is_bookkeeping(events)
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a new Series
+    bookkeeping = masks.bookkeeping_mask(profile)
     real = ~bookkeeping
-    ranks = sorted(int(r) for r in distinct(_ranks(events)) if r >= 0)
+    ranks = sorted(int(r) for r in distinct(masks.rank_array(profile)) if r >= 0)
     out: dict[str, object] = {
         "events": int(trace_metrics.event_count(profile)),
         "threads": int(trace_metrics.thread_count(profile)),
@@ -92,12 +93,12 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     cpu = (
         ~trace_metrics.device_activity_mask(profile)
         & real
-        & ~on_device_tracks(events, threads)
-        & ~is_step_marker(events)
+        & ~on_device_tracks(events, threads, masks.stream_mask(profile))
+        & ~masks.step_marker_mask(profile)
     )
     cpu_by_name = _by_name(codes, names, dur, own, cpu)
     out["top_cpu_ops_by_self"] = _records(cpu_by_name, cpu_by_name.self_us, top)
-    out["host_wait"] = host_wait_summary(events, out["span_us"], top)
+    out["host_wait"] = host_wait_summary(events, out["span_us"], top, profile)
     out.update(_device_part(profile, top))
     out["device_activity"] = device_activity(events, profile)
     from .devices import launches_without_device, named_devices_without_activity
@@ -119,17 +120,24 @@ def _name_codes(events: pd.DataFrame) -> tuple[np.ndarray, pd.Index]:
 
 
 def on_device_tracks(
-    events: pd.DataFrame, threads: tuple[np.ndarray, pd.DataFrame] | None = None
+    events: pd.DataFrame,
+    threads: tuple[np.ndarray, pd.DataFrame] | None = None,
+    stream: np.ndarray | None = None,
 ) -> np.ndarray:
     """Events on a thread (rank, pid, tid) that holds device work: GPU streams and their annotations.
 
-    ``threads``: :func:`popprof.metrics.trace.thread_ids` of ``events`` when the caller has them.
+    ``threads``: :func:`popprof.metrics.trace.thread_ids` of ``events`` and ``stream``: the events with a
+    stream, when the caller has them.
     """
-    if "stream" not in events.columns or not events["stream"].notna().any():
+    if stream is None:
+        if "stream" not in events.columns:
+            return np.zeros(len(events), dtype=bool)
+        stream = events["stream"].notna().to_numpy()
+    if not stream.any():
         return np.zeros(len(events), dtype=bool)
     ids, keys = trace_metrics.thread_index(events) if threads is None else threads
     device = np.zeros(len(keys), dtype=bool)
-    device[ids[events["stream"].notna().to_numpy()]] = True
+    device[ids[stream]] = True
     return device[ids]
 
 
@@ -177,9 +185,10 @@ def _busiest_threads(
     events = profile.events
     ids, keys = threads
     top_level = real & (events["depth"].to_numpy() == 0)
-    busy = np.bincount(ids[top_level], weights=dur[top_level], minlength=len(keys))
-    counts = np.bincount(ids[real], minlength=len(keys))
-    shown = np.flatnonzero(np.bincount(ids[top_level], minlength=len(keys)) > 0)
+    top_ids = ids[top_level]
+    busy = np.bincount(top_ids, weights=dur[top_level], minlength=len(keys))
+    counts = trace_metrics.thread_event_counts(profile)
+    shown = np.flatnonzero(np.bincount(top_ids, minlength=len(keys)) > 0)
     shown = shown[top_positions(busy[shown], top)]
     names = _thread_names(profile)
     rows = []
@@ -207,12 +216,22 @@ def _busiest_threads(
     return rows
 
 
-def host_wait_summary(events: pd.DataFrame, span: float | None, top: int = 5) -> dict:
-    """Host calls blocking on the device: total (union per rank), share of the span, the top calls."""
-    rows = np.flatnonzero(is_host_wait(events) & ~is_bookkeeping(events))
+def host_wait_summary(
+    events: pd.DataFrame, span: float | None, top: int = 5, profile: Profile | None = None
+) -> dict:
+    """Host calls blocking on the device: total (union per rank), share of the span, the top calls.
+
+    ``profile``: the profile of ``events``, to share its masks and rank codes (:mod:`popprof.trace.masks`).
+    """
+    if profile is None:
+        waits, bookkeeping, ranks = is_host_wait(events), is_bookkeeping(events), _ranks(events)
+    else:
+        waits, bookkeeping = masks.host_wait_mask(profile), masks.bookkeeping_mask(profile)
+        ranks = masks.rank_array(profile)
+    rows = np.flatnonzero(waits & ~bookkeeping)
     if rows.size == 0:
         return {"events": 0, "total_us": 0.0, "share": 0.0 if span else None, "top": []}
-    rank = _ranks(events)[rows]
+    rank = ranks[rows]
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
     dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0)
@@ -250,11 +269,10 @@ def _device_part(profile: Profile, top: int) -> dict:
     kernels = devices.top_kernels(profile, top)
     if not kernels.empty:
         out["top_kernels"] = _frame_records(kernels)
-        out["kernel_types"] = _frame_records(devices.kernel_breakdown(profile))
+        types = devices.kernel_breakdown(profile)
+        out["kernel_types"] = _frame_records(types)
         hta = devices.kernel_breakdown(profile, hta=True)
-        if not hta.equals(
-            devices.kernel_breakdown(profile)
-        ):  # collectives HTA does not count as communication
+        if not hta.equals(types):  # collectives HTA does not count as communication
             out["kernel_types_hta"] = _frame_records(hta)
         idle = devices.idle_breakdown(profile)
         if not idle.empty:
@@ -275,29 +293,37 @@ def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
     """Each GPU's first to last work item with the last profiler step included, where that is longer than
     HTA's window of the device table (which leaves the last step out): both windows, named."""
     events = profile.events
-    gpu = breakdown[breakdown["platform"] == "gpu"]
-    if gpu.empty or "stream" not in events.columns:
+    gpu = np.flatnonzero(breakdown["platform"].to_numpy() == "gpu")
+    if gpu.size == 0 or "stream" not in events.columns:
         return []
-    rows = np.flatnonzero(events["stream"].notna().to_numpy() & ~is_bookkeeping(events))
+    rows = np.flatnonzero(masks.stream_mask(profile) & ~masks.bookkeeping_mask(profile))
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
-    end = start + events["dur_us"].array[rows].to_numpy(dtype=np.float64, na_value=0.0)
-    frame = pd.DataFrame(
-        {
-            "rank": events["rank"].array[rows].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64),
-            "device": np.asarray(events["device"].array[rows].astype("str"), dtype=object),
-            "start": start,
-            "end": end,
-        }
-    )
-    whole = frame.groupby(["rank", "device"], sort=True).agg(start=("start", "min"), end=("end", "max"))
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
+    end = start + np.where(np.isnan(dur), 0.0, dur)
+    column = events["device"]
+    device = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
+    labels = pd.Index(device.categories.astype("str"))
+    # one number per (rank, device code) of each work item, as the device table's rows name them
+    key = (masks.rank_array(profile)[rows] + 1) * (len(labels) + 1) + (np.asarray(device.codes)[rows] + 1)
+    keys = distinct(key)
     out = []
-    for row in gpu.itertuples(index=False):
-        key = (-1 if pd.isna(row.rank) else int(row.rank), str(row.device))
-        if key not in whole.index or row.span_us is None or pd.isna(row.span_us):
+    for rank, name, window in zip(
+        breakdown["rank"].array[gpu].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64).tolist(),
+        breakdown["device"].to_numpy()[gpu].tolist(),
+        breakdown["span_us"].to_numpy(dtype=np.float64, na_value=np.nan)[gpu].tolist(),
+        strict=True,
+    ):
+        name = str(name)
+        if name not in labels or np.isnan(window):
             continue
-        span = float(whole.loc[key, "end"] - whole.loc[key, "start"])
-        if span > float(row.span_us) + 1.0:  # HTA's rounding moves the ends by under 1 us
-            out.append({"rank": None if key[0] < 0 else key[0], "device": key[1], "span_us": span})
+        wanted = (rank + 1) * (len(labels) + 1) + labels.get_loc(name) + 1
+        if wanted not in keys:
+            continue
+        # the device's items by their key, not by a groupby on its name; min and max skip a missing time
+        mine = slice(None) if keys.size == 1 else key == wanted
+        span = float(np.fmax.reduce(end[mine]) - np.fmin.reduce(start[mine]))
+        if span > window + 1.0:  # HTA's rounding moves the ends by under 1 us
+            out.append({"rank": None if rank < 0 else rank, "device": name, "span_us": span})
     return out
 
 

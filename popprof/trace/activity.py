@@ -66,17 +66,20 @@ def interval_union(start: np.ndarray, dur: np.ndarray) -> Union | None:
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)``, in one min/max pass when every value is the same (the ranks of a one-rank
-    trace: the usual case, where a hash of every event is the cost), by counting when the values are
-    integers in a narrow range (stream ids, category codes)."""
+    trace: the usual case, where a hash of every event is the cost), by flagging each value when the values
+    are integers in a narrow range (stream ids, category codes)."""
     values = np.asarray(values)
     if values.size:
         low, high = values.min(), values.max()
         if low == high:
             return values[:1].copy()
         if values.dtype.kind in "iu" and int(high) - int(low) <= 4 * values.size + 1024:
-            wide = values.astype(np.int64 if values.dtype.kind == "i" else np.uint64)  # no wrap below
-            counts = np.bincount((wide - wide.dtype.type(low)).astype(np.intp))
-            return (np.flatnonzero(counts).astype(wide.dtype) + wide.dtype.type(low)).astype(values.dtype)
+            # one flag per value of the range, set at each value's offset from the lowest (computed as intp
+            # in the subtraction itself: no widened copy of the values; a wrap cancels in the difference)
+            seen = np.zeros(int(high) - int(low) + 1, dtype=bool)
+            seen[np.subtract(values, low, dtype=np.intp, casting="unsafe")] = True
+            wide = np.int64 if values.dtype.kind == "i" else np.uint64
+            return (np.flatnonzero(seen).astype(wide) + wide(low)).astype(values.dtype)
     return np.unique(values)
 
 
@@ -95,11 +98,17 @@ def interval_window(
     return float(np.min(start, where=keep, initial=np.inf)), float(np.max(end, where=keep, initial=-np.inf))
 
 
-def labels_mask(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
-    """``column.isin(labels)`` as a new boolean array; on a categorical (the readers' dtype) one test per
-    category, on its codes (:func:`category_mask`), not one per row."""
+def labels_mask(column: pd.Series, labels: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """``column.isin(labels)`` as a new boolean array (of the positions ``rows`` only, in their order, when
+    given); on a categorical (the readers' dtype) one test per category, on its codes (:func:`category_mask`),
+    not one per row."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        return category_mask(column.array, column.array.categories.isin(labels))
+        hit = column.array.categories.isin(labels)
+        if rows is None:
+            return category_mask(column.array, hit)
+        return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(column.array.codes)[rows])
+    if rows is not None:
+        column = column.iloc[rows]
     return column.isin(labels).to_numpy(dtype=bool, copy=True)
 
 
@@ -126,7 +135,8 @@ def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> n
 
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: ``ProfilerStep#N`` annotations."""
-    names = events["name"].astype("category").array
+    column = events["name"]
+    names = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
     return category_mask(names, [bool(STEP_MARKER.match(str(c))) for c in names.categories])
 
 
@@ -164,7 +174,8 @@ def device_time_by_category(
     from .device import DEVICE_CATEGORIES
     from .nesting import parent_positions
 
-    dur = events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    dur = events["dur_us"].to_numpy(dtype=np.float64)
+    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a new Series
     is_device = is_device_activity(events) if mask is None else mask.copy()
     parent = parent_positions(events) if parent is None else parent
     child = is_device & (parent >= 0)

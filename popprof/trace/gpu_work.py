@@ -112,6 +112,22 @@ def _correlations(column: pd.Series, rows: np.ndarray) -> np.ndarray:
     return column.array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def _times(
+    values: np.ndarray, rows: np.ndarray | None, rank: np.ndarray, rounded: np.ndarray, rounding
+) -> np.ndarray:
+    """``values[rows]`` (a new array; ``rows`` None: ``values`` as they are, ``rank`` theirs), with those of the
+    ranks in ``rounded`` rounded by ``rounding`` (``np.ceil`` for starts, ``np.floor`` for ends: HTA's)."""
+    out = values[rows] if rows is not None else values
+    if rounded.size:
+        mine = rank[rows] if rows is not None else rank
+        hit = mine == rounded[0] if rounded.size == 1 else np.isin(mine, rounded)
+        if hit.all():
+            rounding(out, out=out)
+        else:
+            out[hit] = rounding(out[hit])
+    return out
+
+
 def _before_last_step(
     rank: np.ndarray, start: np.ndarray, step_rank: np.ndarray, step_start: np.ndarray
 ) -> np.ndarray:
@@ -125,52 +141,61 @@ def _before_last_step(
     return keep
 
 
-def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFrame:
+def gpu_work(
+    events: pd.DataFrame,
+    include_last_step: bool = False,
+    *,
+    rank: np.ndarray | None = None,
+    bookkeeping: np.ndarray | None = None,
+    stream: np.ndarray | None = None,
+) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
     Columns: ``rank`` (-1 when unknown), ``device``, ``stream``, ``name``, ``channel``,
     ``correlation``, ``start``, ``end`` (HTA-rounded), ``kernel_type`` (popprof's), ``hta_kernel_type``
     (HTA's) and ``launch_start``
     (start of the host event with the same correlation, NaN when there is none).
-    Vectorised: correlation ids are joined through one int64 key per (rank, id).
+    Vectorised: correlation ids are joined through one int64 key per (rank, id). ``rank`` (each event's
+    rank, -1 when unknown), ``bookkeeping`` (the events' ``is_bookkeeping``) and ``stream`` (the events with a
+    stream): when the caller has them.
     """
-    bookkeeping = is_bookkeeping(events)
-    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
-    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-    start = events["start_us"].to_numpy(dtype=np.float64, copy=True)
-    end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
+    bookkeeping = is_bookkeeping(events) if bookkeeping is None else bookkeeping
+    stream = events["stream"].notna().to_numpy() if stream is None else stream
+    on_stream = stream & ~bookkeeping
+    rank = events["rank"].fillna(-1).to_numpy(dtype=np.int64) if rank is None else rank
+    start = events["start_us"].to_numpy(dtype=np.float64)  # read only: the rows needed are taken from it
     correlation = events["correlation"]
     host = ~on_stream & correlation.notna().to_numpy() & ~bookkeeping
     step_names = _profiler_step_names(events)
-    is_step = category_mask(events["name"].array, step_names) & ~on_stream
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
-    # HTA rounding, per rank, when the rank's times have fractional parts
+    # HTA rounding, per rank, when the rank's times have fractional parts (applied to the rows taken)
     fractional = has_fraction(start)
-    if fractional.any():
-        for r in distinct(rank[fractional]):
-            rows = rank == r
-            if rows.all():  # one rank: round in place
-                np.ceil(start, out=start)
-                np.floor(end, out=end)
-                continue
-            start[rows] = np.ceil(start[rows])
-            end[rows] = np.floor(end[rows])
+    rounded = distinct(rank[fractional]) if fractional.any() else np.empty(0, dtype=np.int64)
     host_rows = np.flatnonzero(host)
-    if filtering and is_step.any():
-        host_rows = host_rows[
-            _before_last_step(rank[host_rows], start[host_rows], rank[is_step], start[is_step])
-        ]
+    host_start = _times(start, host_rows, rank, rounded, np.ceil)
+    host_ranks = distinct(rank[host_rows]) if filtering else None
+    if filtering:
+        step_rows = np.flatnonzero(category_mask(events["name"].array, step_names) & ~on_stream)
+        if step_rows.size:
+            before = _before_last_step(
+                rank[host_rows], host_start, rank[step_rows], _times(start, step_rows, rank, rounded, np.ceil)
+            )
+            host_rows, host_start = host_rows[before], host_start[before]
     host_corr = _correlations(correlation, host_rows)
     host_keys = _keys(rank[host_rows], host_corr)
-    last = ~pd.Index(host_keys).duplicated(keep="last")
-    host_keys, host_rows = host_keys[last], host_rows[last]
+    index = pd.Index(host_keys)
+    if not index.is_unique:  # a correlation id launched twice: the last launch is the one
+        last = ~index.duplicated(keep="last")
+        host_keys, host_rows, host_start = host_keys[last], host_rows[last], host_start[last]
+        index = pd.Index(host_keys)
     work_rows = np.flatnonzero(on_stream)
     work_corr = _correlations(correlation, work_rows)
-    position = pd.Index(host_keys).get_indexer(_keys(rank[work_rows], work_corr))
+    position = index.get_indexer(_keys(rank[work_rows], work_corr))
     matched = position >= 0
     if filtering:
         # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
-        linked = np.isin(rank[work_rows], distinct(rank[host]))
+        work_rank = rank[work_rows]
+        linked = work_rank == host_ranks[0] if host_ranks.size == 1 else np.isin(work_rank, host_ranks)
         keep = matched | ~linked
         work_rows, position, matched, work_corr = (
             work_rows[keep],
@@ -179,11 +204,16 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             work_corr[keep],
         )
     launch_start = np.where(
-        matched, start[host_rows[np.maximum(position, 0)]] if len(host_rows) else np.nan, np.nan
+        matched, host_start[np.maximum(position, 0)] if len(host_rows) else np.nan, np.nan
     )
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[work_rows]
+    work_end = start[work_rows] + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), from the start unrounded
+    work_end = _times(work_end, None, rank[work_rows], rounded, np.floor)
+    work_start = _times(start, work_rows, rank, rounded, np.ceil)
     device = events["device"].array
-    order = np.lexsort((start[work_rows], np.asarray(device.codes)[work_rows], rank[work_rows]))
+    order = np.lexsort((work_start, np.asarray(device.codes)[work_rows], rank[work_rows]))
     work_rows, launch_start = work_rows[order], launch_start[order]  # rows by (rank, device, start)
+    work_start, work_end = work_start[order], work_end[order]
     work_corr = work_corr[order]
     names = events["name"].array[work_rows]
     stream = events["stream"].array[work_rows]
@@ -197,10 +227,11 @@ def gpu_work(events: pd.DataFrame, include_last_step: bool = False) -> pd.DataFr
             "name": names,
             "channel": events["channel"].array[work_rows],
             "correlation": work_corr,
-            "start": start[work_rows],
-            "end": end[work_rows],
+            "start": work_start,
+            "end": work_end,
             "kernel_type": kernel_types(hta_types, exchange),
             "hta_kernel_type": hta_types,
             "launch_start": launch_start,
-        }
+        },
+        copy=False,  # every column is a new array of this call's: no second copy
     )

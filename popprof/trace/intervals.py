@@ -15,7 +15,15 @@ import pandas as pd
 
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
-from .activity import is_bookkeeping, is_device_activity, is_host_activity, is_host_wait, is_step_marker
+from . import masks
+from .activity import (
+    distinct,
+    is_bookkeeping,
+    is_device_activity,
+    is_host_activity,
+    is_host_wait,
+)
+from .masks import rank_codes  # noqa: F401  (its home is masks.py; importable here as before)
 from .spans import busy_before, merge_intervals, subtract_intervals
 
 NO_DEVICE = (
@@ -165,16 +173,6 @@ def bookkeeping_mask(events: pd.DataFrame) -> np.ndarray:
     return is_bookkeeping(events)
 
 
-def rank_codes(events: pd.DataFrame) -> np.ndarray:
-    """Each event's rank as int64 (-1 when unknown or the trace has no ranks)."""
-    if "rank" not in events.columns:
-        return np.full(len(events), -1, dtype=np.int64)
-    rank = events["rank"]
-    if isinstance(rank.array, pd.arrays.IntegerArray):  # the readers' Int64: no conversion to Float64
-        return rank.array.to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64)
-    return rank.astype("Float64").fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
-
-
 def _events(profile: Profile) -> pd.DataFrame:
     events = profile.get("events")
     if events is None or events.empty:
@@ -186,7 +184,7 @@ def device_activities(profile: Profile, by: str = "device") -> list[DeviceActivi
     """The device activity of a profile's trace, one entry per (rank, device) (``by="device"``) or per rank
     (``by="rank"``, the union of a rank's devices), ordered by rank and device; a trace without rank and
     device columns gives one entry. Raises NotEvaluated when there is no device activity."""
-    activities = _cached(f"device:{by}", _events(profile), lambda ev: _build_devices(ev, by))
+    activities = _cached(f"device:{by}", _events(profile), lambda ev: _build_devices(profile, by))
     if not activities:
         raise NotEvaluated(NO_DEVICE)
     return activities
@@ -194,17 +192,18 @@ def device_activities(profile: Profile, by: str = "device") -> list[DeviceActivi
 
 def device_activity(profile: Profile) -> DeviceActivity:
     """All device activity of a profile's trace as one (every device together)."""
-    activities = _cached("device:all", _events(profile), lambda ev: _build_devices(ev, "all"))
+    activities = _cached("device:all", _events(profile), lambda ev: _build_devices(profile, "all"))
     if not activities:
         raise NotEvaluated(NO_DEVICE)
     return activities[0]
 
 
-def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
-    keep, start, end, category, names = _device_rows(events)
+def _build_devices(profile: Profile, by: str) -> list[DeviceActivity]:
+    events = profile.events
+    keep, start, end, category, names = profile.cached("trace.device_rows", lambda: _device_rows(profile))
     if keep is None:
         return []
-    ranks = rank_codes(events)[keep] if by != "all" else np.full(len(start), -1, dtype=np.int64)
+    ranks = masks.rank_array(profile)[keep] if by != "all" else np.full(len(start), -1, dtype=np.int64)
     if by == "device" and "device" in events.columns:
         column = events["device"]
         if isinstance(column.dtype, pd.CategoricalDtype):  # codes, never 10 million strings
@@ -218,11 +217,14 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
     key = (ranks + 1) * (len(dev_names) + 1) + (dev_codes + 1)
     positions = np.flatnonzero(keep)
     out = []
-    for k in np.unique(key):  # one pass per device (a handful), not per event
+    for k in distinct(key):  # one pass per device (a handful), not per event
         mine = key == k
         rank, dev = divmod(int(k), len(dev_names) + 1)
         s, e = start[mine], end[mine]
-        busy_start, busy_end = merge_intervals(s, e)
+        if mine.all():  # one device (or rank) holds every device event: one union for every grouping
+            busy_start, busy_end = profile.cached("trace.device_rows.union", lambda: _read_only(start, end))
+        else:
+            busy_start, busy_end = merge_intervals(s, e)
         out.append(
             DeviceActivity(
                 s,
@@ -239,10 +241,20 @@ def _build_devices(events: pd.DataFrame, by: str) -> list[DeviceActivity]:
     return out
 
 
-def _device_rows(events: pd.DataFrame):
-    """Mask of device-activity events (top-level, timed; no host waits, no bookkeeping) and their arrays."""
+def _read_only(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`popprof.trace.spans.merge_intervals` of the intervals, read-only (shared by activities)."""
+    busy_start, busy_end = merge_intervals(start, end)
+    busy_start.setflags(write=False)
+    busy_end.setflags(write=False)
+    return busy_start, busy_end
+
+
+def _device_rows(profile: Profile):
+    """Mask of device-activity events (top-level, timed; no host waits, no bookkeeping) and their arrays
+    (the same for every grouping of :func:`device_activities`: found once per profile scope)."""
+    events = profile.events
     category = events["device_category"].array
-    keep = is_device_activity(events) & ~bookkeeping_mask(events)
+    keep = masks.device_activity_mask(profile) & ~masks.bookkeeping_mask(profile)
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
     if not keep.any():
@@ -250,7 +262,7 @@ def _device_rows(events: pd.DataFrame):
     depth = events["depth"].to_numpy()
     nested = keep & (depth > 0)
     if nested.any():  # drop device events inside another device event (they would count twice)
-        parents = events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[nested]
+        parents = events["parent_id"].array[nested].to_numpy(dtype="float64", na_value=np.nan)
         ids = events["event_id"].to_numpy()[keep]
         inside = np.zeros(len(keep), dtype=bool)
         inside[np.flatnonzero(nested)] = np.isin(parents, ids)
@@ -269,30 +281,37 @@ def _device_rows(events: pd.DataFrame):
 
 def host_events(profile: Profile) -> HostEvents:
     """The host events of a profile's trace (those without device_category, with a duration)."""
-    return _cached("host", _events(profile), _build_host)
+    return _cached("host", _events(profile), lambda ev: _build_host(profile))
 
 
-def device_tracks(events: pd.DataFrame) -> np.ndarray:
+def device_tracks(events: pd.DataFrame, device: np.ndarray | None = None) -> np.ndarray:
     """True for events on a thread that carries device activity (a GPU stream's track): an annotation
-    there (Kineto ``gpu_user_annotation``) has no device category but is not host work either."""
+    there (Kineto ``gpu_user_annotation``) has no device category but is not host work either.
+    ``device``: the events' :func:`popprof.trace.activity.is_device_activity` when the caller has it."""
     pid = events["pid"].to_numpy(dtype=np.int64)
     tid = events["tid"].to_numpy(dtype=np.int64)
     key = pid * np.int64(1_000_003) + tid  # one number per thread (wraps harmlessly for huge synthetic ids)
-    return np.isin(key, pd.unique(key[is_device_activity(events)]))  # a few device threads: hashing, no sort
+    device = is_device_activity(events) if device is None else device
+    return np.isin(key, pd.unique(key[device]))  # a few device threads: hashing, no sort
 
 
-def _build_host(events: pd.DataFrame) -> HostEvents:
+def _build_host(profile: Profile) -> HostEvents:
+    events = profile.events
     dur = events["dur_us"].to_numpy(dtype=np.float64)
-    # ProfilerStep#N annotations span whole steps: markers, not host work of their own
-    keep = host_mask(events) & ~bookkeeping_mask(events) & ~device_tracks(events) & ~is_step_marker(events)
+    device, bookkeeping = masks.device_activity_mask(profile), masks.bookkeeping_mask(profile)
+    # host events (host_mask: not device time, not bookkeeping); ProfilerStep#N annotations span whole
+    # steps: markers, not host work of their own
+    keep = ~device & ~bookkeeping & ~device_tracks(events, device) & ~masks.step_marker_mask(profile)
     keep &= dur > 0
     keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
     names = events["name"].array
     return HostEvents(
-        rank=rank_codes(events)[keep],
-        waits=wait_mask(events)[keep],
+        rank=masks.rank_array(profile)[keep],
+        waits=masks.host_wait_mask(profile)[keep],
         event_id=events["event_id"].to_numpy()[keep],
-        parent_id=events["parent_id"].to_numpy(dtype="float64", na_value=np.nan)[keep],
+        parent_id=events["parent_id"]
+        .array[keep]
+        .to_numpy(dtype="float64", na_value=np.nan),  # kept rows only
         depth=events["depth"].to_numpy()[keep],
         pid=events["pid"].to_numpy()[keep],
         tid=events["tid"].to_numpy()[keep],

@@ -48,12 +48,12 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
 def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, float]:
     """Time spent in each combination of kinds: ``{bitmask: duration}`` (bit i = kind i running).
 
-    Each kind's intervals are merged first, so a kind is either running or not; the timeline is
-    then swept once over every boundary.
+    Each kind's intervals are merged first (unless they are merged already), so a kind is either running
+    or not; the timeline is then swept once over every boundary.
     """
     times, deltas = [], []
     for bit, (start, end) in enumerate(kinds):
-        s, e = merge_intervals(start, end)
+        s, e = (start, end) if _merged(start, end) else merge_intervals(start, end)
         times += [s, e]
         deltas += [np.full(s.size, 1 << bit, dtype=np.int64), np.full(e.size, -(1 << bit), dtype=np.int64)]
     if not times:
@@ -67,8 +67,24 @@ def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, flo
     running = np.cumsum(d)
     seg = np.diff(t)
     state = running[:-1]
-    present = np.flatnonzero(np.bincount(state[state > 0], minlength=1))  # np.unique of small codes, no sort
-    return {int(value): float(seg[state == value].sum()) for value in present.tolist()}
+    states = 1 << len(kinds)
+    if states > 16 or (state.size and int(state.max()) >= states):  # many kinds (or intervals ending first)
+        present = np.flatnonzero(np.bincount(state[state > 0], minlength=1)).tolist()
+    else:  # the few possible states in ascending order, those that occur: no count of every boundary
+        present = [value for value in range(1, states) if (state == value).any()]
+    return {int(value): float(seg[state == value].sum()) for value in present}
+
+
+def _merged(start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether :func:`merge_intervals` gives these float64 intervals back as they are: starts and ends in
+    order, each interval apart from the next (the kinds a caller merged already)."""
+    if not (isinstance(start, np.ndarray) and isinstance(end, np.ndarray)):
+        return False
+    if start.dtype != np.float64 or end.dtype != np.float64 or start.shape != end.shape or start.ndim != 1:
+        return False
+    return bool(
+        np.all(start[1:] >= start[:-1]) and np.all(end[1:] >= end[:-1]) and np.all(start[1:] > end[:-1])
+    )
 
 
 def subtract_intervals(
@@ -78,6 +94,8 @@ def subtract_intervals(
     all boundaries, vectorised."""
     if len(a_start) == 0 or len(b_start) == 0:
         return a_start, a_end
+    if _forward(a_start, a_end) and _merged(b_start, b_end):
+        return _subtract_merged(a_start, a_end, b_start, b_end)
     points = np.concatenate([a_start, a_end, b_start, b_end])
     in_a = np.concatenate([np.ones(len(a_start)), -np.ones(len(a_end)), np.zeros(len(b_start) + len(b_end))])
     in_b = np.concatenate([np.zeros(len(a_start) + len(a_end)), np.ones(len(b_start)), -np.ones(len(b_end))])
@@ -85,6 +103,36 @@ def subtract_intervals(
     points, count_a, count_b = points[order], np.cumsum(in_a[order]), np.cumsum(in_b[order])
     keep = (count_a[:-1] > 0) & (count_b[:-1] <= 0) & (points[1:] > points[:-1])
     return merge_intervals(points[:-1][keep], points[1:][keep])
+
+
+def _forward(start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether every interval ends at or after its start (none missing)."""
+    return bool(np.all(np.asarray(end, dtype=np.float64) >= np.asarray(start, dtype=np.float64)))
+
+
+def _subtract_merged(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`subtract_intervals` when B is merged (:func:`_merged`) and no A interval ends before it
+    starts: each A interval cut by the B intervals it meets (found by binary search), the pieces merged.
+    The same intervals as the sweep (their ends are A's and B's own), without sorting every boundary: a
+    few collectives against a device's whole work cost a search each."""
+    a_start = np.asarray(a_start, dtype=np.float64)
+    a_end = np.asarray(a_end, dtype=np.float64)
+    first = np.searchsorted(b_end, a_start, side="right")  # the first B interval ending after the start
+    stop = np.searchsorted(b_start, a_end, side="left")  # B intervals starting before the end: below this
+    inside = np.maximum(stop - first, 0)  # the B intervals each A interval meets
+    pieces = inside + 1
+    owner = np.repeat(np.arange(len(a_start)), pieces)
+    k = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)  # piece k of its owner
+    cut = np.repeat(first, pieces) + k  # piece k runs from B interval cut-1's end to B interval cut's start
+    last = k == np.repeat(inside, pieces)
+    start = np.where(k == 0, a_start[owner], b_end[np.maximum(cut - 1, 0)])
+    end = np.where(last, a_end[owner], b_start[np.minimum(cut, len(b_start) - 1)])
+    end = np.where(last, end, np.minimum(end, a_end[owner]))
+    start = np.maximum(start, a_start[owner])
+    keep = end > start
+    return merge_intervals(start[keep], end[keep])
 
 
 def busy_before(
