@@ -30,7 +30,7 @@ def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
     def ranked(values: np.ndarray) -> tuple[np.ndarray, int]:
         codes, uniques = pd.factorize(values, sort=True)
-        return codes.astype(np.int64), len(uniques)
+        return codes.astype(np.int64, copy=False), len(uniques)
 
     p, n_pid = ranked(pid)
     t, n_tid = ranked(tid)
@@ -85,8 +85,12 @@ def thread_bounds(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
 
 def _tolerance(values: np.ndarray) -> np.ndarray:
-    # a few units in the last place: start + dur rounds, and equal ends must still nest
-    return np.spacing(np.abs(values)) * 4
+    # a few units in the last place: start + dur rounds, and equal ends must still nest (in place on one
+    # new array: no temporaries the size of the table)
+    tol = np.abs(values)
+    np.spacing(tol, out=tol)
+    tol *= 4
+    return tol
 
 
 def ends(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,10 +135,19 @@ def derive_nesting(
     candidate = np.arange(-1, n - 1, dtype=index)
     candidate[~nested] = n
     end_or_all = np.append(end, np.inf)
+    parent = np.full(n, -1, dtype=index)
+    # the first round, on shifted slices instead of gathers: a nested event's first candidate is the event
+    # before it, its parent for most (a first child)
+    first = np.zeros(n, dtype=bool)
+    np.greater_equal(end[:-1] + tol[1:], end[1:], out=first[1:])
+    first &= nested
+    parent[first] = candidate[first]
+    nested &= ~first
+    del first
     active = np.flatnonzero(nested).astype(index, copy=False)
     del nested
-    parent = np.full(n, -1, dtype=index)
-    cand = candidate[active]
+    cand = candidate[candidate[active]]  # the unsettled ones' next candidate
+    candidate[active] = cand
     active_end, active_tol = end[active], tol[active]  # shrink with ``active`` instead of gathering again
     while active.size:
         settled = end_or_all[cand] + active_tol >= active_end

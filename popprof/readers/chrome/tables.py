@@ -83,7 +83,9 @@ def host_stream_mask(cat_codes: np.ndarray, cats: list, pid: np.ndarray, stream:
 
 def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
     missing = np.isnan(values)
-    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+    data = np.zeros(len(values), dtype=np.int64)  # one pass into one new array (no float temporary)
+    np.copyto(data, values, casting="unsafe", where=~missing)
+    return pd.arrays.IntegerArray(data, missing)
 
 
 def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
