@@ -27,20 +27,35 @@ import pandas as pd
 def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """One integer per event that sorts like (pid, tid), numbering the threads 0, 1, 2, ... (hash-factorised
     ids, ranked: O(n), no big sort)."""
+    # codes in order of first appearance (no pass over the events to renumber them in sorted order: the few
+    # distinct values are ranked instead), and each code's rank among the sorted distinct values
+    p, pid_rank = _first_seen_codes(pid)
+    t, tid_rank = _first_seen_codes(tid)
+    width = max(len(tid_rank), 1)
+    size = len(pid_rank) * width
+    if size <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in (pid, tid) order: no third hash pass
+        p *= width  # the pair of codes, in place
+        p += t
+        del t
+        present = np.zeros(size, dtype=bool)
+        present[p] = True
+        sorted_pair = (
+            pid_rank[:, None] * width + tid_rank[None, :]
+        ).ravel()  # each code pair's place in order
+        in_order = np.zeros(size, dtype=bool)
+        in_order[sorted_pair] = present
+        number = (np.cumsum(in_order) - 1)[sorted_pair]  # each present code pair's thread number
+        return number[p]
+    pair = pid_rank[p] * width + tid_rank[t]  # sorts like (pid, tid)
+    return pd.factorize(pair, sort=True)[0].astype(np.int64, copy=False)
 
-    def ranked(values: np.ndarray) -> tuple[np.ndarray, int]:
-        codes, uniques = pd.factorize(values, sort=True)
-        return codes.astype(np.int64, copy=False), len(uniques)
 
-    p, n_pid = ranked(pid)
-    t, n_tid = ranked(tid)
-    width = max(n_tid, 1)
-    pair = p * width + t  # sorts like (pid, tid); dense when few pids x tids
-    if n_pid * width <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in order: no third hash pass
-        present = np.zeros(n_pid * width, dtype=np.int64)
-        present[pair] = 1
-        return (np.cumsum(present) - 1)[pair]
-    return ranked(pair)[0]
+def _first_seen_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` codes (int64, in order of first appearance) and each code's rank in sorted order."""
+    codes, uniques = pd.factorize(values, sort=False)
+    rank = np.empty(len(uniques), dtype=np.int64)
+    rank[np.argsort(uniques, kind="stable")] = np.arange(len(uniques), dtype=np.int64)
+    return codes.astype(np.int64, copy=False), rank
 
 
 #: up to this many (pid, tid) combinations, :func:`thread_rank` numbers the pairs with an array of them
