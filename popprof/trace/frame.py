@@ -48,9 +48,9 @@ def build_events(
     tid = np.asarray(tid, dtype=np.int64)
     start = np.asarray(start, dtype=np.float64)
     dur = np.asarray(dur, dtype=np.float64)
-    sort_start = np.where(np.isnan(start), -np.inf, start)
+    sort_start = nesting.filled(start, -np.inf)  # no copy when nothing is missing (the usual trace)
     if parent is None:
-        order = nesting.sort_order(pid, tid, sort_start, np.where(np.isnan(dur), 0.0, dur))
+        order = nesting.sort_order(pid, tid, sort_start, nesting.filled(dur, 0.0))
     else:  # nesting is given: keep the source's (depth-first) order among equal starts
         order = np.lexsort((np.arange(len(pid)), sort_start, tid, pid))
     del sort_start

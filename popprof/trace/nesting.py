@@ -78,7 +78,11 @@ def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndar
     order = np.argsort(start, kind="stable")
     order = order[np.argsort(threads[order].astype(small), kind="stable")]
     t, s = threads[order], start[order]
-    same = (t[1:] == t[:-1]) & ((s[1:] == s[:-1]) | (np.isnan(s[1:]) & np.isnan(s[:-1])))
+    equal = s[1:] == s[:-1]
+    if has_missing(s):  # missing starts tie with each other
+        equal |= np.isnan(s[1:]) & np.isnan(s[:-1])
+    same = (t[1:] == t[:-1]) & equal
+    del equal
     if same.any():
         run = np.cumsum(np.concatenate(([True], ~same)))  # runs of equal (thread, start), numbered in order
         tied = np.zeros(n, dtype=bool)
@@ -88,6 +92,16 @@ def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndar
         # within a run the order is the input order so far; a stable sort by -dur keeps it among equal ones
         order[at] = order[at][np.lexsort((-dur[order[at]], run[at]))]
     return order
+
+
+def has_missing(values: np.ndarray) -> bool:
+    """Whether a float array holds a NaN (``min`` propagates one: a pass without a mask array)."""
+    return len(values) > 0 and bool(np.isnan(values.min()))
+
+
+def filled(values: np.ndarray, fill: float) -> np.ndarray:
+    """``values`` with NaN replaced by ``fill``; the array itself (no copy) when it holds none."""
+    return np.where(np.isnan(values), fill, values) if has_missing(values) else values
 
 
 def thread_bounds(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -111,7 +125,7 @@ def _tolerance(values: np.ndarray) -> np.ndarray:
 def ends(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each event's end (``start + dur``, a missing duration as 0) and its :func:`_tolerance`, as
     :func:`derive_nesting` and :func:`count_partial_overlaps` compare them (computed once for both)."""
-    end = start + np.where(np.isnan(dur), 0.0, dur)
+    end = start + filled(dur, 0.0)
     return end, _tolerance(end)
 
 
@@ -134,14 +148,17 @@ def derive_nesting(
     starts = bounds[:-1][bounds[:-1] < n]
     # latest end of any earlier event on the same thread (running maximum per thread), plus the tolerance
     prev_max = np.empty(n)
-    prev_max[1:] = _running_max(np.where(np.isnan(end), -np.inf, end), bounds)[:-1]
+    prev_max[1:] = _running_max(
+        np.where(np.isnan(end), -np.inf, end) if has_missing(end) else end.copy(), bounds
+    )[:-1]
     prev_max[starts] = -np.inf
     prev_max += tol
     # nested: something earlier on the thread is still running when this one ends
     nested = prev_max >= end
     del prev_max
     nested[starts] = False
-    nested &= ~np.isnan(start)
+    if has_missing(start):
+        nested &= ~np.isnan(start)
     # positions fit in 32 bits (a table has fewer than 2**31 rows): half the scratch memory of int64 positions,
     # which at the read's peak (this pass) is what the process holds beyond its tables
     index = np.int32 if n < np.iinfo(np.int32).max else np.int64
