@@ -81,11 +81,12 @@ def build_events(
     channel_cat = categorical(np.asarray(channel_codes)[order], channels)
     del name_codes, channel_codes
     rules = device.resolve_map(source_format, device_map)
+    top_level = parent_sorted < 0  # then the parents' own array holds the column's values (0 where missing)
     columns: dict[str, object] = {
         "event_id": np.arange(len(order), dtype=np.int64),
         "pid": pid,
         "tid": tid,
-        "parent_id": pd.arrays.IntegerArray(np.maximum(parent_sorted, 0), parent_sorted < 0),
+        "parent_id": pd.arrays.IntegerArray(np.maximum(parent_sorted, 0, out=parent_sorted), top_level),
         "depth": depth_sorted,
         "name": name_cat,
         "channel": channel_cat,

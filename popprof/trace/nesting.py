@@ -145,18 +145,13 @@ def derive_nesting(
     if n == 0:
         return np.full(0, -1, dtype=np.int64), np.zeros(0, dtype=np.int16)
     end, tol = end_tol if end_tol is not None else ends(start, dur)
-    starts = bounds[:-1][bounds[:-1] < n]
     # latest end of any earlier event on the same thread (running maximum per thread), plus the tolerance
-    prev_max = np.empty(n)
-    prev_max[1:] = _running_max(
-        np.where(np.isnan(end), -np.inf, end) if has_missing(end) else end.copy(), bounds
-    )[:-1]
-    prev_max[starts] = -np.inf
+    prev_max = _previous_max(np.where(np.isnan(end), -np.inf, end) if has_missing(end) else end, bounds)
     prev_max += tol
     # nested: something earlier on the thread is still running when this one ends
     nested = prev_max >= end
     del prev_max
-    nested[starts] = False
+    nested[bounds[:-1][bounds[:-1] < n]] = False  # a thread's first event
     if has_missing(start):
         nested &= ~np.isnan(start)
     # positions fit in 32 bits (a table has fewer than 2**31 rows): half the scratch memory of int64 positions,
@@ -199,15 +194,20 @@ def derive_nesting(
 RUNNING_MAX_LOOP_THREADS = 4096
 
 
-def _running_max(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Cumulative maximum of ``values`` restarting at each thread boundary (in place when few threads)."""
+def _previous_max(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The maximum of ``values`` over the earlier events of each event's thread (-inf for a thread's first);
+    ``values`` is only read."""
+    n = len(values)
+    previous = np.empty(n)
     if len(bounds) - 1 > RUNNING_MAX_LOOP_THREADS:
         thread = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-        return pd.Series(values).groupby(thread).cummax().to_numpy()
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        if hi > lo:
-            np.maximum.accumulate(values[lo:hi], out=values[lo:hi])
-    return values
+        previous[1:] = pd.Series(values).groupby(thread).cummax().to_numpy()[:-1]
+    else:  # each thread's running maximum written one place on, straight into the result
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if hi - lo > 1:
+                np.maximum.accumulate(values[lo : hi - 1], out=previous[lo + 1 : hi])
+    previous[bounds[:-1][bounds[:-1] < n]] = -np.inf
+    return previous
 
 
 def depth_from_parent(parent: np.ndarray) -> np.ndarray:
