@@ -74,10 +74,14 @@ def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndar
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     threads = thread_rank(pid, tid)
-    small = np.int16 if threads.max() < np.iinfo(np.int16).max else np.int64
+    if (
+        threads.max() < np.iinfo(np.int16).max
+    ):  # 16-bit numbers: a radix sort, and a quarter of the bytes to move
+        threads = threads.astype(np.int16)
     order = np.argsort(start, kind="stable")
-    order = order[np.argsort(threads[order].astype(small), kind="stable")]
+    order = order[np.argsort(threads[order], kind="stable")]
     t, s = threads[order], start[order]
+    del threads
     equal = s[1:] == s[:-1]
     if has_missing(s):  # missing starts tie with each other
         equal |= np.isnan(s[1:]) & np.isnan(s[:-1])
