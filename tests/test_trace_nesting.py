@@ -138,6 +138,22 @@ def test_siblings_back_to_back_and_instants() -> None:
     ]
 
 
+def test_missing_starts_and_durations() -> None:
+    """A missing duration nests as 0 and a missing start is top level, whether or not the arrays hold a NaN
+    (only then does the nesting make NaN-filled copies)."""
+    start = np.array([0.0, 1.0, 2.0, np.nan, 5.0])
+    dur = np.array([10.0, np.nan, 3.0, 1.0, np.nan])
+    parent, depth = nesting.derive_nesting(np.array([0, 5]), start, dur)
+    assert parent.tolist() == [-1, 0, 0, -1, -1]  # the event after a missing start: top level
+    assert depth.tolist() == [0, 1, 1, 0, 0]
+    clean = nesting.derive_nesting(np.array([0, 3]), start[:3], np.nan_to_num(dur[:3]))
+    assert [a.tolist() for a in clean] == [[-1, 0, 0], [0, 1, 1]]
+    values = np.array([1.0, 2.0])
+    assert nesting.filled(values, 0.0) is values  # nothing missing: no copy
+    assert nesting.filled(dur, 0.0).tolist() == [10.0, 0.0, 3.0, 1.0, 0.0]
+    assert not nesting.has_missing(np.zeros(0)) and nesting.has_missing(dur)
+
+
 def test_partial_overlap_is_counted() -> None:
     start = np.array([0.0, 5.0, 20.0])
     dur = np.array([10.0, 10.0, 1.0])

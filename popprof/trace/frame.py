@@ -48,9 +48,9 @@ def build_events(
     tid = np.asarray(tid, dtype=np.int64)
     start = np.asarray(start, dtype=np.float64)
     dur = np.asarray(dur, dtype=np.float64)
-    sort_start = np.where(np.isnan(start), -np.inf, start)
+    sort_start = nesting.filled(start, -np.inf)  # no copy when nothing is missing (the usual trace)
     if parent is None:
-        order = nesting.sort_order(pid, tid, sort_start, np.where(np.isnan(dur), 0.0, dur))
+        order = nesting.sort_order(pid, tid, sort_start, nesting.filled(dur, 0.0))
     else:  # nesting is given: keep the source's (depth-first) order among equal starts
         order = np.lexsort((np.arange(len(pid)), sort_start, tid, pid))
     del sort_start
@@ -81,11 +81,12 @@ def build_events(
     channel_cat = categorical(np.asarray(channel_codes)[order], channels)
     del name_codes, channel_codes
     rules = device.resolve_map(source_format, device_map)
+    top_level = parent_sorted < 0  # then the parents' own array holds the column's values (0 where missing)
     columns: dict[str, object] = {
         "event_id": np.arange(len(order), dtype=np.int64),
         "pid": pid,
         "tid": tid,
-        "parent_id": pd.arrays.IntegerArray(np.maximum(parent_sorted, 0), parent_sorted < 0),
+        "parent_id": pd.arrays.IntegerArray(np.maximum(parent_sorted, 0, out=parent_sorted), top_level),
         "depth": depth_sorted,
         "name": name_cat,
         "channel": channel_cat,

@@ -27,20 +27,35 @@ import pandas as pd
 def thread_rank(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """One integer per event that sorts like (pid, tid), numbering the threads 0, 1, 2, ... (hash-factorised
     ids, ranked: O(n), no big sort)."""
+    # codes in order of first appearance (no pass over the events to renumber them in sorted order: the few
+    # distinct values are ranked instead), and each code's rank among the sorted distinct values
+    p, pid_rank = _first_seen_codes(pid)
+    t, tid_rank = _first_seen_codes(tid)
+    width = max(len(tid_rank), 1)
+    size = len(pid_rank) * width
+    if size <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in (pid, tid) order: no third hash pass
+        p *= width  # the pair of codes, in place
+        p += t
+        del t
+        present = np.zeros(size, dtype=bool)
+        present[p] = True
+        sorted_pair = (
+            pid_rank[:, None] * width + tid_rank[None, :]
+        ).ravel()  # each code pair's place in order
+        in_order = np.zeros(size, dtype=bool)
+        in_order[sorted_pair] = present
+        number = (np.cumsum(in_order) - 1)[sorted_pair]  # each present code pair's thread number
+        return number[p]
+    pair = pid_rank[p] * width + tid_rank[t]  # sorts like (pid, tid)
+    return pd.factorize(pair, sort=True)[0].astype(np.int64, copy=False)
 
-    def ranked(values: np.ndarray) -> tuple[np.ndarray, int]:
-        codes, uniques = pd.factorize(values, sort=True)
-        return codes.astype(np.int64), len(uniques)
 
-    p, n_pid = ranked(pid)
-    t, n_tid = ranked(tid)
-    width = max(n_tid, 1)
-    pair = p * width + t  # sorts like (pid, tid); dense when few pids x tids
-    if n_pid * width <= DENSE_THREAD_PAIRS:  # the pairs present, numbered in order: no third hash pass
-        present = np.zeros(n_pid * width, dtype=np.int64)
-        present[pair] = 1
-        return (np.cumsum(present) - 1)[pair]
-    return ranked(pair)[0]
+def _first_seen_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` codes (int64, in order of first appearance) and each code's rank in sorted order."""
+    codes, uniques = pd.factorize(values, sort=False)
+    rank = np.empty(len(uniques), dtype=np.int64)
+    rank[np.argsort(uniques, kind="stable")] = np.arange(len(uniques), dtype=np.int64)
+    return codes.astype(np.int64, copy=False), rank
 
 
 #: up to this many (pid, tid) combinations, :func:`thread_rank` numbers the pairs with an array of them
@@ -59,11 +74,19 @@ def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndar
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     threads = thread_rank(pid, tid)
-    small = np.int16 if threads.max() < np.iinfo(np.int16).max else np.int64
+    if (
+        threads.max() < np.iinfo(np.int16).max
+    ):  # 16-bit numbers: a radix sort, and a quarter of the bytes to move
+        threads = threads.astype(np.int16)
     order = np.argsort(start, kind="stable")
-    order = order[np.argsort(threads[order].astype(small), kind="stable")]
+    order = order[np.argsort(threads[order], kind="stable")]
     t, s = threads[order], start[order]
-    same = (t[1:] == t[:-1]) & ((s[1:] == s[:-1]) | (np.isnan(s[1:]) & np.isnan(s[:-1])))
+    del threads
+    equal = s[1:] == s[:-1]
+    if has_missing(s):  # missing starts tie with each other
+        equal |= np.isnan(s[1:]) & np.isnan(s[:-1])
+    same = (t[1:] == t[:-1]) & equal
+    del equal
     if same.any():
         run = np.cumsum(np.concatenate(([True], ~same)))  # runs of equal (thread, start), numbered in order
         tied = np.zeros(n, dtype=bool)
@@ -73,6 +96,16 @@ def sort_order(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndar
         # within a run the order is the input order so far; a stable sort by -dur keeps it among equal ones
         order[at] = order[at][np.lexsort((-dur[order[at]], run[at]))]
     return order
+
+
+def has_missing(values: np.ndarray) -> bool:
+    """Whether a float array holds a NaN (``min`` propagates one: a pass without a mask array)."""
+    return len(values) > 0 and bool(np.isnan(values.min()))
+
+
+def filled(values: np.ndarray, fill: float) -> np.ndarray:
+    """``values`` with NaN replaced by ``fill``; the array itself (no copy) when it holds none."""
+    return np.where(np.isnan(values), fill, values) if has_missing(values) else values
 
 
 def thread_bounds(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -85,14 +118,18 @@ def thread_bounds(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
 
 def _tolerance(values: np.ndarray) -> np.ndarray:
-    # a few units in the last place: start + dur rounds, and equal ends must still nest
-    return np.spacing(np.abs(values)) * 4
+    # a few units in the last place: start + dur rounds, and equal ends must still nest (in place on one
+    # new array: no temporaries the size of the table)
+    tol = np.abs(values)
+    np.spacing(tol, out=tol)
+    tol *= 4
+    return tol
 
 
 def ends(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each event's end (``start + dur``, a missing duration as 0) and its :func:`_tolerance`, as
     :func:`derive_nesting` and :func:`count_partial_overlaps` compare them (computed once for both)."""
-    end = start + np.where(np.isnan(dur), 0.0, dur)
+    end = start + filled(dur, 0.0)
     return end, _tolerance(end)
 
 
@@ -112,17 +149,15 @@ def derive_nesting(
     if n == 0:
         return np.full(0, -1, dtype=np.int64), np.zeros(0, dtype=np.int16)
     end, tol = end_tol if end_tol is not None else ends(start, dur)
-    starts = bounds[:-1][bounds[:-1] < n]
     # latest end of any earlier event on the same thread (running maximum per thread), plus the tolerance
-    prev_max = np.empty(n)
-    prev_max[1:] = _running_max(np.where(np.isnan(end), -np.inf, end), bounds)[:-1]
-    prev_max[starts] = -np.inf
+    prev_max = _previous_max(np.where(np.isnan(end), -np.inf, end) if has_missing(end) else end, bounds)
     prev_max += tol
     # nested: something earlier on the thread is still running when this one ends
     nested = prev_max >= end
     del prev_max
-    nested[starts] = False
-    nested &= ~np.isnan(start)
+    nested[bounds[:-1][bounds[:-1] < n]] = False  # a thread's first event
+    if has_missing(start):
+        nested &= ~np.isnan(start)
     # positions fit in 32 bits (a table has fewer than 2**31 rows): half the scratch memory of int64 positions,
     # which at the read's peak (this pass) is what the process holds beyond its tables
     index = np.int32 if n < np.iinfo(np.int32).max else np.int64
@@ -131,10 +166,19 @@ def derive_nesting(
     candidate = np.arange(-1, n - 1, dtype=index)
     candidate[~nested] = n
     end_or_all = np.append(end, np.inf)
+    parent = np.full(n, -1, dtype=index)
+    # the first round, on shifted slices instead of gathers: a nested event's first candidate is the event
+    # before it, its parent for most (a first child)
+    first = np.zeros(n, dtype=bool)
+    np.greater_equal(end[:-1] + tol[1:], end[1:], out=first[1:])
+    first &= nested
+    parent[first] = candidate[first]
+    nested &= ~first
+    del first
     active = np.flatnonzero(nested).astype(index, copy=False)
     del nested
-    parent = np.full(n, -1, dtype=index)
-    cand = candidate[active]
+    cand = candidate[candidate[active]]  # the unsettled ones' next candidate
+    candidate[active] = cand
     active_end, active_tol = end[active], tol[active]  # shrink with ``active`` instead of gathering again
     while active.size:
         settled = end_or_all[cand] + active_tol >= active_end
@@ -154,15 +198,20 @@ def derive_nesting(
 RUNNING_MAX_LOOP_THREADS = 4096
 
 
-def _running_max(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Cumulative maximum of ``values`` restarting at each thread boundary (in place when few threads)."""
+def _previous_max(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The maximum of ``values`` over the earlier events of each event's thread (-inf for a thread's first);
+    ``values`` is only read."""
+    n = len(values)
+    previous = np.empty(n)
     if len(bounds) - 1 > RUNNING_MAX_LOOP_THREADS:
         thread = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-        return pd.Series(values).groupby(thread).cummax().to_numpy()
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        if hi > lo:
-            np.maximum.accumulate(values[lo:hi], out=values[lo:hi])
-    return values
+        previous[1:] = pd.Series(values).groupby(thread).cummax().to_numpy()[:-1]
+    else:  # each thread's running maximum written one place on, straight into the result
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if hi - lo > 1:
+                np.maximum.accumulate(values[lo : hi - 1], out=previous[lo + 1 : hi])
+    previous[bounds[:-1][bounds[:-1] < n]] = -np.inf
+    return previous
 
 
 def depth_from_parent(parent: np.ndarray) -> np.ndarray:

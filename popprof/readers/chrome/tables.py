@@ -50,14 +50,17 @@ def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid
     codes = np.full(len(stream), -1, dtype=np.int32)
     labels: list[str] = []
     if on_stream.any():
-        dev = device[on_stream]
-        dev = np.where(np.isnan(dev), pid[on_stream].astype(np.float64), dev)
-        if dev.min() == dev.max():  # one GPU (the usual trace): np.unique without its sort
-            uniq, inverse = dev[:1], np.zeros(len(dev), dtype=np.int32)
+        dev = device[on_stream]  # a copy: filled in place
+        no_device = np.isnan(dev)
+        if no_device.any():
+            dev[no_device] = pid[on_stream][no_device]
+        if dev.min() == dev.max():  # one GPU (the usual trace): np.unique without its sort or its codes
+            labels = [f"gpu:{int(dev[0])}"]
+            codes[on_stream] = 0
         else:
             uniq, inverse = np.unique(dev, return_inverse=True)
-        labels = [f"gpu:{int(v)}" for v in uniq]
-        codes[on_stream] = inverse.astype(np.int32)
+            labels = [f"gpu:{int(v)}" for v in uniq]
+            codes[on_stream] = inverse.astype(np.int32)
     return {"stream": _int64(stream), "correlation": _int64(corr), "device": (codes, labels)}
 
 
@@ -83,7 +86,9 @@ def host_stream_mask(cat_codes: np.ndarray, cats: list, pid: np.ndarray, stream:
 
 def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
     missing = np.isnan(values)
-    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+    data = np.zeros(len(values), dtype=np.int64)  # one pass into one new array (no float temporary)
+    np.copyto(data, values, casting="unsafe", where=~missing)
+    return pd.arrays.IntegerArray(data, missing)
 
 
 def bookkeeping_mask(events: pd.DataFrame, pids: list[int]) -> np.ndarray:
