@@ -147,3 +147,24 @@ def test_a_known_timeline_splits_exactly(tmp_path):
     assert row["idle_host"] == pytest.approx(5.0)  # [110, 115)
     assert row["idle_launch"] == pytest.approx(15.0)  # [115, 120) and [140, 150)
     assert row["idle_other"] == pytest.approx(0.0)
+
+
+def test_a_trace_whose_launch_calls_carry_no_correlation_gets_an_account(tmp_path):
+    """Device events with correlation ids and no host event carrying one (the synthesiser's layout in the
+    "why is it slow" notebook): no gap has a known launch, so its time is neither host- nor launch-bound but
+    other idle (as before the lookup was shared), and the host rules run as on any trace (an empty lookup once
+    raised IndexError)."""
+    from popprof.testing.trace_synth import write_chrome_trace
+
+    profile = popprof.open(write_chrome_trace(tmp_path / "loop.json.gz", 40, seed=0))
+    events = profile.events
+    on_device = events["stream"].notna()
+    assert events.loc[on_device, "correlation"].notna().all()
+    assert events.loc[~on_device, "correlation"].isna().all()
+    runs = account.run_account(profile)
+    assert list(runs["device"]) == ["gpu:0"]
+    row = runs.iloc[0]
+    assert sum(row[p] for p in account.GPU_PARTS) == pytest.approx(row["window_us"], rel=1e-9)
+    assert row["idle_launch"] == 0.0 and row["idle_host"] == 0.0
+    assert row["idle_other"] > 0.0
+    assert popprof.check(profile, rules=["host"]).items

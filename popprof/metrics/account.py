@@ -181,11 +181,13 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     if "stream" in events.columns:
         host &= events["stream"].isna().to_numpy()
     host_rows = np.flatnonzero(host)
+    if host_rows.size == 0:  # no launch call recorded (a device-only trace): no launch to look up
+        return out
     host_keys = pd.Index(keys[host_rows])
     if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
         position = host_keys.get_indexer(dev_keys)
         starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]
-        out[ok] = np.where(position >= 0, starts[position], np.nan)
+        out[ok] = np.where(position >= 0, starts[np.maximum(position, 0)], np.nan)
         return out
     wanted = pd.Index(pd.unique(dev_keys))
     position = wanted.get_indexer(host_keys)
