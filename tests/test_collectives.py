@@ -241,38 +241,3 @@ def test_calls_paired_by_order_that_are_not_one_collective_are_not_compared() ->
             assert group["bytes"].nunique() == 1
     alone = calls[calls["matched_ranks"] == 1]
     assert (alone["skew_us"] == 0).all()
-
-
-@pytest.mark.parametrize(
-    "trace", ["dlrm_8ranks", "nccl_data.json.gz", "tracelens_b200_vllm_eager.json.gz", "two_ranks"]
-)
-def test_table_byte_sums_are_pandas_per_group_sums(trace: str) -> None:
-    """The table's byte sums per (type, size) are what ``Series.sum(min_count=1)`` gives each group (the
-    table sums them without a function called per group): the same floats, NaN where a group has no size."""
-    calls = co.collective_calls(popprof.open(REAL / trace))
-    factor = np.array(
-        [co.bus_factor(c, n) for c, n in zip(calls["collective"], calls["group_size"], strict=True)]
-    )
-    work = calls.assign(size=calls["bytes"], busbytes=calls["bytes"] * factor)
-    grouped = work.groupby(["collective", "size"], dropna=False, sort=False)
-    for column in ("bytes", "busbytes"):
-        expected = grouped[column].agg(lambda s: s.sum(min_count=1)).to_numpy()
-        got = co._group_sums(work[column].to_numpy(), grouped.ngroup().to_numpy(), grouped.ngroups)
-        np.testing.assert_array_equal(got, expected)  # NaN where NaN, every other value exactly
-
-
-@pytest.mark.parametrize(
-    "trace", ["dlrm_8ranks", "nccl_data.json.gz", "tracelens_b200_vllm_eager.json.gz", "two_ranks"]
-)
-def test_instances_on_codes_are_the_groupby_ones(trace: str) -> None:
-    """Each call's seq, matched ranks and its collective's last start, found on integer codes, are what
-    pandas' groupby gives on the same calls (the real traces', and with one type changed on one rank so that
-    a collective's calls differ)."""
-    calls = co.collective_calls(popprof.open(REAL / trace))
-    frame = calls.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
-    changed = frame.copy()
-    changed.loc[0, "collective"] = "broadcast" if changed.loc[0, "collective"] != "broadcast" else "reduce"
-    for case in (frame, changed):
-        for got, expected in zip(co._instances(case), co._instances_grouped(case), strict=True):
-            np.testing.assert_array_equal(got, expected)
-            assert got.dtype == expected.dtype

@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import masks
-from ..trace.activity import distinct, labels_mask
+from ..trace.activity import labels_mask
 from ..trace.masks import rank_array
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
@@ -191,52 +191,8 @@ def _calls(profile: Profile) -> pd.DataFrame:
 def _instances(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For calls sorted by (rank, start): each call's ``seq`` (its order among its rank's calls of that name
     and group), the ranks its collective (the calls of one name, group and seq) is matched on (1 where the
-    calls' types, or sizes where the type fixes them, differ) and the collective's last start.
-
-    On integer codes (a few whole-array passes); calls with a missing name or group, or too many for one
-    int64 key, take the same figures from pandas' groupby (:func:`_instances_grouped`)."""
-    n = len(frame)
-    names, _ = pd.factorize(frame["name"].to_numpy())
-    groups, _ = pd.factorize(frame["group"].to_numpy())
-    rank, _ = pd.factorize(frame["rank"].to_numpy())
-    if n == 0 or (names < 0).any() or (groups < 0).any() or float(n) ** 3 >= 2.0**62:
-        return _instances_grouped(frame)
-    width = int(groups.max()) + 1
-    seq = _cumcount((rank * (int(names.max()) + 1) + names) * width + groups)
-    instance, _ = pd.factorize((names * width + groups) * (int(seq.max()) + 1) + seq)
-    count = int(instance.max()) + 1
-    sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
-    differ = _distinct_per(instance, pd.factorize(frame["collective"].to_numpy())[0], count) > 1
-    differ |= sized & (_distinct_per(instance, pd.factorize(frame["bytes"].to_numpy())[0], count) > 1)
-    ranks = np.where(differ, 1, _distinct_per(instance, rank, count))
-    last = np.full(count, np.nan)
-    np.fmax.at(last, instance, frame["start_us"].to_numpy(dtype=np.float64))  # the max, missing ones skipped
-    return seq, ranks, last[instance]
-
-
-def _cumcount(key: np.ndarray) -> np.ndarray:
-    """Each row's position among the earlier rows of its key (``groupby(...).cumcount()``)."""
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    position = np.arange(len(key))
-    first = np.empty(len(key), dtype=bool)
-    first[:1] = True
-    first[1:] = ordered[1:] != ordered[:-1]
-    out = np.empty(len(key), dtype=np.int64)
-    out[order] = position - np.maximum.accumulate(np.where(first, position, 0))
-    return out
-
-
-def _distinct_per(group: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
-    """Per row, the number of distinct values (``codes``, -1 missing and not counted) of its group."""
-    present = codes >= 0
-    width = int(codes.max()) + 1 if present.any() else 1
-    pairs = distinct(group[present].astype(np.int64) * width + codes[present])
-    return np.bincount(pairs // width, minlength=groups)[group]
-
-
-def _instances_grouped(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_instances` by pandas' groupby (missing names or groups are in no group there)."""
+    calls' types, or sizes where the type fixes them, differ) and the collective's last start (pandas'
+    groupby: calls with a missing name or group are in no collective)."""
     frame = frame.assign(seq=frame.groupby(["rank", "name", "group"], sort=False).cumcount())
     instance = frame.groupby(["name", "group", "seq"], sort=False)
     differ = instance["collective"].transform("nunique").to_numpy() > 1
@@ -267,29 +223,19 @@ def collective_table(profile: Profile) -> pd.DataFrame:
         count=1,
     )
     grouped = work.groupby(["collective", "bytes_per_call"], dropna=False, sort=False)
-    out = grouped[["count", "dur_us", "skew_us", "transfer_us"]].sum().rename(columns={"dur_us": "time_us"})
-    group = grouped.ngroup().to_numpy()  # each call's group, numbered in the order of ``out``
-    out["bytes"] = _group_sums(work["bytes"].to_numpy(dtype=np.float64), group, len(out))
-    out["busbytes"] = _group_sums(work["busbytes"].to_numpy(dtype=np.float64), group, len(out))
-    out = out.reset_index()
+    out = grouped.agg(
+        count=("count", "sum"),
+        time_us=("dur_us", "sum"),
+        skew_us=("skew_us", "sum"),
+        transfer_us=("transfer_us", "sum"),
+        bytes=("bytes", lambda s: s.sum(min_count=1)),
+        busbytes=("busbytes", lambda s: s.sum(min_count=1)),
+    ).reset_index()
     transfer = out["transfer_us"].where(out["transfer_us"] > 0)
     out["algbw_gbps"] = out["bytes"] / transfer / 1e3  # bytes per us / 1e3 = GB/s
     out["busbw_gbps"] = out["busbytes"] / transfer / 1e3
     out = out.sort_values("time_us", ascending=False, kind="stable").reset_index(drop=True)[TABLE_COLUMNS]
     out.attrs.update(ranks=int(calls["rank"].nunique()), matched=bool((calls["matched_ranks"] > 1).any()))
-    return out
-
-
-def _group_sums(values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
-    """Per group, ``Series.sum(min_count=1)`` of its values in row order: missing values skipped, NaN when
-    the group has none (numpy's sum of the group's values with the missing ones as 0, as pandas takes it);
-    a handful of groups, without a function called per group by pandas."""
-    out = np.full(groups, np.nan)
-    for g in range(groups):
-        mine = values[group == g]
-        present = ~np.isnan(mine)
-        if present.any():
-            out[g] = np.where(present, mine, 0.0).sum()
     return out
 
 

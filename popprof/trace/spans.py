@@ -67,12 +67,8 @@ def state_durations(kinds: list[tuple[np.ndarray, np.ndarray]]) -> dict[int, flo
     running = np.cumsum(d)
     seg = np.diff(t)
     state = running[:-1]
-    states = 1 << len(kinds)
-    if states > 16 or (state.size and int(state.max()) >= states):  # many kinds (or intervals ending first)
-        present = np.flatnonzero(np.bincount(state[state > 0], minlength=1)).tolist()
-    else:  # the few possible states in ascending order, those that occur: no count of every boundary
-        present = [value for value in range(1, states) if (state == value).any()]
-    return {int(value): float(seg[state == value].sum()) for value in present}
+    present = np.flatnonzero(np.bincount(state[state > 0], minlength=1))  # np.unique of small codes, no sort
+    return {int(value): float(seg[state == value].sum()) for value in present.tolist()}
 
 
 def _merged(start: np.ndarray, end: np.ndarray) -> bool:
