@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popprof.trace.spans import busy_before, merge_intervals, overlap_pairs, subtract_intervals, window_sums
+from popprof.trace.spans import busy_before, merge_intervals, overlap_pairs, window_sums
 
 
 def random_intervals(rng, n=200, span=10_000.0, max_len=400.0):
@@ -80,49 +80,3 @@ def test_window_sums_match_per_window_overlap(width):
 def test_window_sums_when_every_interval_crosses_a_window_edge():
     got = window_sums(np.array([5.0, 15.0]), np.array([25.0, 35.0]), 0.0, 10.0, 4)
     assert list(got) == [5.0, 15.0, 15.0, 5.0]
-
-
-def _unmerged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The same set of intervals with the first one given twice: not merged, so subtract_intervals sweeps."""
-    return np.append(start[:1], start), np.append(end[:1], end)
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_subtracting_merged_intervals_matches_the_sweep(seed):
-    """A minus merged B by binary search is the sweep over every boundary's result, to the float (zero-length
-    and touching intervals, A overlapping itself, small integer grids for many ties)."""
-    rng = np.random.default_rng(seed)
-    for _ in range(50):
-        a_start = rng.integers(0, 40, rng.integers(1, 12)).astype(float)
-        a_end = a_start + rng.integers(0, 8, len(a_start))
-        b_start, b_end = merge_intervals(
-            *(lambda s: (s, s + rng.integers(0, 8, len(s))))(
-                rng.integers(0, 40, rng.integers(1, 12)).astype(float)
-            )
-        )
-        fast = subtract_intervals(a_start, a_end, b_start, b_end)
-        swept = subtract_intervals(a_start, a_end, *_unmerged(b_start, b_end))
-        np.testing.assert_array_equal(fast[0], swept[0])
-        np.testing.assert_array_equal(fast[1], swept[1])
-
-
-@pytest.mark.parametrize("trace", ["dlrm_8ranks", "nccl_data.json.gz", "tracelens_b200_vllm_eager.json.gz"])
-def test_exposed_communication_matches_the_sweep_on_real_traces(trace):
-    """Each device's communication not overlapped by other work (``DeviceActivity.exposed``) of real
-    traces with collectives (fixtures/real/traces) is the sweep's."""
-    from pathlib import Path
-
-    import popprof
-    from popprof.trace.intervals import device_activities
-
-    profile = popprof.open(Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces" / trace)
-    for activity in device_activities(profile):
-        mine = activity.in_categories(("exchange",))
-        a = merge_intervals(activity.start[mine], activity.end[mine])
-        b = merge_intervals(activity.start[~mine], activity.end[~mine])
-        if len(a[0]) == 0 or len(b[0]) == 0:
-            continue
-        swept = subtract_intervals(*a, *_unmerged(*b))
-        exposed = activity.exposed(("exchange",))
-        np.testing.assert_array_equal(exposed[0], swept[0])
-        np.testing.assert_array_equal(exposed[1], swept[1])

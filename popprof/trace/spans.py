@@ -90,8 +90,6 @@ def subtract_intervals(
     all boundaries, vectorised."""
     if len(a_start) == 0 or len(b_start) == 0:
         return a_start, a_end
-    if _forward(a_start, a_end) and _merged(b_start, b_end):
-        return _subtract_merged(a_start, a_end, b_start, b_end)
     points = np.concatenate([a_start, a_end, b_start, b_end])
     in_a = np.concatenate([np.ones(len(a_start)), -np.ones(len(a_end)), np.zeros(len(b_start) + len(b_end))])
     in_b = np.concatenate([np.zeros(len(a_start) + len(a_end)), np.ones(len(b_start)), -np.ones(len(b_end))])
@@ -99,36 +97,6 @@ def subtract_intervals(
     points, count_a, count_b = points[order], np.cumsum(in_a[order]), np.cumsum(in_b[order])
     keep = (count_a[:-1] > 0) & (count_b[:-1] <= 0) & (points[1:] > points[:-1])
     return merge_intervals(points[:-1][keep], points[1:][keep])
-
-
-def _forward(start: np.ndarray, end: np.ndarray) -> bool:
-    """Whether every interval ends at or after its start (none missing)."""
-    return bool(np.all(np.asarray(end, dtype=np.float64) >= np.asarray(start, dtype=np.float64)))
-
-
-def _subtract_merged(
-    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`subtract_intervals` when B is merged (:func:`_merged`) and no A interval ends before it
-    starts: each A interval cut by the B intervals it meets (found by binary search), the pieces merged.
-    The same intervals as the sweep (their ends are A's and B's own), without sorting every boundary: a
-    few collectives against a device's whole work cost a search each."""
-    a_start = np.asarray(a_start, dtype=np.float64)
-    a_end = np.asarray(a_end, dtype=np.float64)
-    first = np.searchsorted(b_end, a_start, side="right")  # the first B interval ending after the start
-    stop = np.searchsorted(b_start, a_end, side="left")  # B intervals starting before the end: below this
-    inside = np.maximum(stop - first, 0)  # the B intervals each A interval meets
-    pieces = inside + 1
-    owner = np.repeat(np.arange(len(a_start)), pieces)
-    k = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)  # piece k of its owner
-    cut = np.repeat(first, pieces) + k  # piece k runs from B interval cut-1's end to B interval cut's start
-    last = k == np.repeat(inside, pieces)
-    start = np.where(k == 0, a_start[owner], b_end[np.maximum(cut - 1, 0)])
-    end = np.where(last, a_end[owner], b_start[np.minimum(cut, len(b_start) - 1)])
-    end = np.where(last, end, np.minimum(end, a_end[owner]))
-    start = np.maximum(start, a_start[owner])
-    keep = end > start
-    return merge_intervals(start[keep], end[keep])
 
 
 def busy_before(
