@@ -6,6 +6,7 @@ Exit codes: 0 fine, 1 findings or regressions at or above ``--fail-on``,
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
@@ -324,16 +325,47 @@ def _broken_pipe() -> int:
 def run() -> None:
     """Entry point of the ``popprof`` console script and ``python -m popprof``: :func:`main`, then exit.
 
-    The process is the command's: the cyclic garbage collector is off while it runs (reference counting
-    still frees everything that is not in a cycle). Its collections would otherwise walk, again and again,
-    the objects pandas and pyarrow make at import, which live as long as the process: 169 collections and
-    about 20 ms of each ``popprof summary`` of a trace (measured 2026-12-05), for the few cycles a
-    command leaves, which the process's end frees anyway. At the end what it holds is frozen
-    (``gc.freeze``), so the interpreter's shutdown skips it too (50-80 ms). atexit handlers,
-    ``weakref.finalize`` and reference-count finalizers still run; :func:`main` called in-process
-    (tests, notebooks) is not affected.
+    The process is the command's. The cyclic garbage collector is off while it runs (reference counting
+    still frees everything that is not in a cycle): its collections would otherwise walk, again and again,
+    the objects pandas and pyarrow make at import, which live as long as the process (169 collections and
+    about 20 ms of each ``popprof summary`` of a trace, measured 2026-12-05). And once the command has
+    returned, the process ends without the interpreter's teardown (:func:`_end_now`, as mypy's fast exit
+    does): unloading pandas, pyarrow and numpy object by object costs about 22 ms and frees nothing the
+    process's end does not. :func:`main` called in-process (tests, notebooks) is not affected.
     """
     gc.disable()
+    returned: list[int] = []
+    atexit.register(_end_now, returned)  # before any handler the command registers: so it runs after them
     code = main()
-    gc.freeze()
+    returned.append(code)
     sys.exit(code)
+
+
+def _end_now(returned: list[int]) -> None:
+    """The last exit handler: end the process with the command's code, stdout and stderr flushed.
+
+    Every handler registered while the command ran has run by then (multiprocessing's, temporary
+    files'). The interpreter's own end is kept when the command did not return (an exception on its
+    way out), when a flush fails (it reports that as ever), and when a tool watches the process (a
+    tracer or profiler such as coverage or a debugger, which save their results at the end).
+    """
+    if not returned or _watched():
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(returned[0])
+
+
+def _watched() -> bool:
+    """Whether a tracer or profiler is attached (``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``)."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12+: coverage's and debuggers' tool ids
+    return monitoring is not None and any(
+        monitoring.get_tool(tool) is not None
+        for tool in (monitoring.DEBUGGER_ID, monitoring.COVERAGE_ID, monitoring.PROFILER_ID)
+    )
