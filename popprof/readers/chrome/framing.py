@@ -219,7 +219,7 @@ class _Framer:
         read = self.cutter.read(max(size, len(self.cutter)) if stuck else size)
         return not read or len(self.cutter) >= size
 
-    def plain(self, text: bytes) -> tuple[pa.Table | None, int]:
+    def plain(self, text: bytes | memoryview) -> tuple[pa.Table | None, int]:
         """The Arrow path's table of ``text`` and the bytes it covers; a few misses in a row turn it off."""
         table, covered = arrow.parse_block(text, self.flows)
         self.misses = 0 if table is not None else self.misses + 1
@@ -275,7 +275,8 @@ class _Framer:
     def middle_fast(self, cuts: list) -> Generator[pa.Table, None, list | None]:
         """Arrow's table up to the last boundary of ``cuts``; the boundaries for orjson where it stopped, or
         ``None`` when it took all."""
-        table, covered = self.plain(self.pending[: cuts[-1].start() + 1])
+        # the block as a view, not a copy (the Arrow path's blanking makes the one copy it needs)
+        table, covered = self.plain(memoryview(self.pending)[: cuts[-1].start() + 1])
         if table is not None:
             yield table
         if covered == cuts[-1].start() + 1:
