@@ -292,7 +292,7 @@ class _Framer:
         """One step at the stream's end; return whether the event array is all parsed."""
         ends = list(itertools.islice(array_ends(self.pending, self.prefix), 8))
         if self.fast and ends:
-            table, covered = self.plain(self.pending[: ends[0]])
+            table, covered = self.plain(memoryview(self.pending)[: ends[0]])
             if table is not None:
                 yield table
             if covered == ends[0]:
