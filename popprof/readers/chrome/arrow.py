@@ -22,6 +22,7 @@ block also goes the general way.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +57,8 @@ _PARSE_WITHOUT_FLOWS = pa_json.ParseOptions(
     unexpected_field_behavior="ignore",
     newlines_in_values=True,
 )
+#: a byte that is not white space (what ``bytes.strip`` would keep)
+_CONTENT = re.compile(rb"\S")
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
 
 
@@ -79,15 +82,16 @@ def complete_phase() -> pa.Scalar:
 _POOL = kernels.POOL
 
 
-def parse_block(text: bytes, flows: bool = True) -> tuple[pa.Table | None, int]:
+def parse_block(text: bytes | memoryview, flows: bool = True) -> tuple[pa.Table | None, int]:
     """The leading plain events of ``text`` (JSON objects separated by commas) as a table, and where they end.
 
     Returns ``(table, len(text))`` when every event is plain; ``(table, offset)`` when the
     event starting at byte ``offset`` is not (a counter, metadata, a non-finite number):
     the table holds the events before it; ``(None, 0)`` when nothing could be taken.
-    Without ``flows`` the fields only flows have (:data:`FLOW_ONLY_FIELDS`) are skipped.
+    Without ``flows`` the fields only flows have (:data:`FLOW_ONLY_FIELDS`) are skipped. ``text`` may be a
+    view of the reader's pending bytes (no copy of the block before the one the blanking makes).
     """
-    if not text.strip():
+    if not _CONTENT.search(text):  # white space only
         return None, 0
     options = _PARSE if flows else _PARSE_WITHOUT_FLOWS
     # the comma between two events becomes a space: objects separated by whitespace are what Arrow reads
@@ -125,7 +129,7 @@ def parse_block(text: bytes, flows: bool = True) -> tuple[pa.Table | None, int]:
 _COMMA, _NEWLINE, _SPACE, _OPEN, _CLOSE = b",\n {}"
 
 
-def _blank_separators(text: bytes) -> bytearray:
+def _blank_separators(text: bytes | memoryview) -> bytearray:
     """``text`` with the comma of every ``},\n{`` (the compact layout) and ``},\n  {`` (Kineto's) blanked.
 
     The same bytes as ``text.replace(b"},\n{", b"} \n{")`` followed by the same for Kineto's layout,
