@@ -77,10 +77,16 @@ import atexit, json, resource, sys
 def own_cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({{"own_cpu_seconds": usage.ru_utime + usage.ru_stime}}), file=sys.stderr)
-atexit.register(own_cpu)  # registered first: runs last, just before the interpreter's shutdown
 sys.argv = ["popprof", *{argv!r}]
-from popprof.cli import run
-run()
+import popprof.cli as cli
+command = cli.main
+def main():
+    # registered while the command runs, as the command's own handlers are: it runs before run() ends the
+    # process (a handler registered before run() would not run at all: popprof.cli.run)
+    atexit.register(own_cpu)
+    return command()
+cli.main = main
+cli.run()
 """
 
 
