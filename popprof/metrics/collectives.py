@@ -223,14 +223,15 @@ def collective_table(profile: Profile) -> pd.DataFrame:
         count=1,
     )
     grouped = work.groupby(["collective", "bytes_per_call"], dropna=False, sort=False)
-    out = grouped.agg(
-        count=("count", "sum"),
-        time_us=("dur_us", "sum"),
-        skew_us=("skew_us", "sum"),
-        transfer_us=("transfer_us", "sum"),
-        bytes=("bytes", lambda s: s.sum(min_count=1)),
-        busbytes=("busbytes", lambda s: s.sum(min_count=1)),
-    ).reset_index()
+    # two sums, no per-group Python: the byte sums missing where no call of the group has a size
+    out = pd.concat(
+        [
+            grouped[["count", "dur_us", "skew_us", "transfer_us"]].sum(),
+            grouped[["bytes", "busbytes"]].sum(min_count=1),
+        ],
+        axis=1,
+    )
+    out = out.rename(columns={"dur_us": "time_us"}).reset_index()
     transfer = out["transfer_us"].where(out["transfer_us"] > 0)
     out["algbw_gbps"] = out["bytes"] / transfer / 1e3  # bytes per us / 1e3 = GB/s
     out["busbw_gbps"] = out["busbytes"] / transfer / 1e3

@@ -79,7 +79,11 @@ class DeviceActivity:
         if categories not in self._exposed:
             mine = self.in_categories(categories)
             a_start, a_end = merge_intervals(self.start[mine], self.end[mine])
-            b_start, b_end = merge_intervals(self.start[~mine], self.end[~mine])
+            # only the other events that reach into A's first to last time can cover any of it
+            other = ~mine
+            if a_start.size:
+                other &= (self.end >= a_start[0]) & (self.start <= a_end[-1])
+            b_start, b_end = merge_intervals(self.start[other], self.end[other])
             self._exposed[categories] = subtract_intervals(a_start, a_end, b_start, b_end)
         return self._exposed[categories]
 
