@@ -594,3 +594,17 @@ def test_labels_mask_of_some_rows_is_the_whole_mask_there(profile) -> None:
         np.testing.assert_array_equal(activity.labels_mask(column, labels, rows), whole[rows])
         plain = column.astype("str")
         np.testing.assert_array_equal(activity.labels_mask(plain, labels, rows), whole[rows])
+
+
+@pytest.mark.parametrize("hits", [0, 1, 3, 8, 9, None])
+def test_codes_mask_equals_isin(profile, hits: int | None) -> None:
+    # a few categories hit (compared code by code) and many (the lookup table): both are isin, and a
+    # missing name (code -1) is never hit
+    names = profile.events["name"].array
+    categories = names.categories
+    hit = np.zeros(len(categories), dtype=bool)
+    hit[: len(categories) if hits is None else hits] = True
+    expected = pd.Series(names).isin(categories[hit]).to_numpy()
+    np.testing.assert_array_equal(activity.category_mask(names, hit), expected)
+    rows = np.arange(0, len(names), 3)
+    np.testing.assert_array_equal(activity.codes_mask(np.asarray(names.codes)[rows], hit), expected[rows])

@@ -104,9 +104,8 @@ def labels_mask(column: pd.Series, labels: Sequence[str], rows: np.ndarray | Non
     not one per row."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         hit = column.array.categories.isin(labels)
-        if rows is None:
-            return category_mask(column.array, hit)
-        return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(column.array.codes)[rows])
+        codes = np.asarray(column.array.codes)
+        return codes_mask(codes if rows is None else codes[rows], hit)
     if rows is not None:
         column = column.iloc[rows]
     return column.isin(labels).to_numpy(dtype=bool, copy=True)
@@ -130,7 +129,26 @@ STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
 def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
     """Boolean mask of the rows of a categorical whose category is hit (``hit``: one flag per category,
     in their order); a missing value (code -1) is not. On the codes: one test per category, not per row."""
-    return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(values.codes))  # -1: the False
+    return codes_mask(np.asarray(values.codes), hit)
+
+
+#: Up to this many categories hit, :func:`codes_mask` compares the codes with each.
+_FEW_CODES = 8
+
+
+def codes_mask(codes: np.ndarray, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
+    """Boolean mask of the category codes (-1: missing, never hit) whose category is hit (``hit``: one flag
+    per category). A few categories hit (the usual case: a device category, the launch calls): the codes
+    compared with each, in their own small integer type; more: a lookup table taken at every code, which
+    first widens the codes to an index array eight times their size."""
+    hit = np.asarray(hit, dtype=bool)
+    wanted = np.flatnonzero(hit)
+    if wanted.size <= _FEW_CODES:
+        out = np.zeros(codes.shape, dtype=bool)
+        for code in wanted.tolist():
+            out |= codes == code
+        return out
+    return np.append(hit, False).take(codes)  # -1: the False
 
 
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
