@@ -608,3 +608,24 @@ def test_codes_mask_equals_isin(profile, hits: int | None) -> None:
     np.testing.assert_array_equal(activity.category_mask(names, hit), expected)
     rows = np.arange(0, len(names), 3)
     np.testing.assert_array_equal(activity.codes_mask(np.asarray(names.codes)[rows], hit), expected[rows])
+
+
+@pytest.mark.parametrize("categories", [("exchange", "global_exchange", "sync"), ("compute",), ("host_io",)])
+def test_exposed_equals_the_subtraction_of_every_other_event(profile, categories) -> None:
+    # exposed() merges only the other events that touch A: the same intervals as subtracting the union of all
+    from popprof.model.errors import NotEvaluated
+    from popprof.trace.intervals import device_activities
+    from popprof.trace.spans import merge_intervals, subtract_intervals
+
+    try:
+        activities = device_activities(profile)
+    except NotEvaluated:
+        pytest.skip("no device activity")
+    for device in activities:
+        mine = device.in_categories(categories)
+        a = merge_intervals(device.start[mine], device.end[mine])
+        b = merge_intervals(device.start[~mine], device.end[~mine])
+        expected = subtract_intervals(*a, *b)
+        got = device.exposed(categories)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
