@@ -43,7 +43,7 @@ from ..io.words import HOST_NOT_SUBMITTING
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
-from ..trace.activity import is_bookkeeping
+from ..trace import masks
 from ..trace.spans import merge_intervals
 from . import metric, metric_family
 from .launches import correlation_keys
@@ -177,9 +177,8 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     if not ok.any():
         return out
     dev_keys = keys[rows[ok]]
-    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & has_correlation
-    if "stream" in events.columns:
-        host &= events["stream"].isna().to_numpy()
+    host = ~device_activity_mask(profile) & ~masks.bookkeeping_mask(profile) & has_correlation
+    host &= ~masks.stream_mask(profile)  # all false without a stream column
     host_rows = np.flatnonzero(host)
     if host_rows.size == 0:  # no launch call recorded (a device-only trace): no launch to look up
         return out

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
 from .devices import LAUNCH_DELAY_COLUMNS, device_work, launch_pairs
 
 #: HTA's ``runtime_cutoff`` (us): a launch call at most this long can launch a short kernel.
@@ -38,23 +39,19 @@ def correlation_keys(profile: Profile) -> np.ndarray:
     """One int64 per row of ``events`` for its (rank, correlation id), the launch correlation that joins a
     launch call to its GPU work (a missing rank counts as one rank of its own); -1 where the row has no
     correlation id (filter on ``correlation`` before looking keys up). Computed once per scope."""
-    return profile.cached("launches.correlation_keys", lambda: _correlation_keys(profile.events))
+    return profile.cached("launches.correlation_keys", lambda: _correlation_keys(profile))
 
 
-def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
+def _correlation_keys(profile: Profile) -> np.ndarray:
+    events = profile.events
     if "correlation" not in events.columns:
         return np.full(len(events), -1, dtype=np.int64)
-    ok = events["correlation"].notna().to_numpy()
-    # integer columns read as integers: no float conversion of 360k-row columns
-    correlation = events["correlation"].fillna(-1).to_numpy(dtype=np.int64)
-    rank = (
-        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-        if "rank" in events.columns
-        else np.full(len(events), -1, dtype=np.int64)
-    )
-    keys = (rank + 1) * (1 << 40)  # whole columns at once: no rows picked out and scattered back
-    keys += correlation
-    keys[~ok] = -1
+    correlation = events["correlation"]
+    # whole columns at once, in place: no rows picked out and scattered back, one new array
+    keys = masks.rank_array(profile) + 1
+    keys *= 1 << 40
+    keys += correlation.to_numpy(dtype=np.int64, na_value=-1)  # integers read as integers, no floats
+    keys[correlation.isna().to_numpy()] = -1
     return keys
 
 

@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace.activity import is_bookkeeping, labels_mask
+from ..trace import masks
+from ..trace.activity import labels_mask
 from . import conv_outputs, peaks
 from . import flops as flops_model
 from . import trace as trace_metrics
@@ -88,16 +89,17 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     events = profile.get("events")
     if events is None or events.empty or "correlation" not in events.columns:
         return empty
-    is_op = labels_mask(events["channel"], OP_CHANNELS) & events["stream"].isna().to_numpy()
+    stream = masks.stream_mask(profile)
+    is_op = labels_mask(events["channel"], OP_CHANNELS) & ~stream
     if not is_op.any():
         return empty
-    bookkeeping = is_bookkeeping(events)
+    bookkeeping = masks.bookkeeping_mask(profile)
     is_op &= ~bookkeeping
     modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
     parent = trace_metrics.parent_rows(profile)
     has_correlation = events["correlation"].notna().to_numpy()
     keys = correlation_keys(profile)
-    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
+    on_stream = stream & ~bookkeeping
     launch_rows = np.flatnonzero(~on_stream & has_correlation)
     owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
     launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
