@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from real_inputs import REAL, real_inputs
@@ -168,3 +169,21 @@ def test_a_trace_whose_launch_calls_carry_no_correlation_gets_an_account(tmp_pat
     assert row["idle_launch"] == 0.0 and row["idle_host"] == 0.0
     assert row["idle_other"] > 0.0
     assert popprof.check(profile, rules=["host"]).items
+
+
+def test_segment_sums_are_each_labels_clipped_overlap():
+    # whole-microsecond segments, so every sum is exact: each window's time per label is the labelled
+    # segments clipped to it, windows before, between, across and after the segments, empty and reversed
+    start = [0.0, 4.0, 5.0, 9.0, 15.0, 16.0]
+    end = [3.0, 5.0, 8.0, 12.0, 16.0, 20.0]
+    label = [0, 2, 0, 1, 2, 0]
+    parts = ("a", "b", "c", "d")
+    segments = account._Segments(np.array(start), np.array(end), np.array(label, dtype=np.int64), parts)
+    lo = np.array([-5.0, 1.0, 3.0, 8.5, 13.0, 10.0, 25.0, 7.0, 2.0])
+    hi = np.array([30.0, 2.0, 4.0, 8.7, 14.0, 17.0, 30.0, 7.0, 1.0])
+    got = segments.sums(lo, hi)
+    for w, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        expected = np.zeros(len(parts))
+        for s, e, k in zip(start, end, label, strict=True):
+            expected[k] += max(0.0, min(e, b) - max(s, a)) if b > a else 0.0
+        np.testing.assert_array_equal(got[w], expected)

@@ -198,31 +198,45 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
 
 
 class _Segments:
-    """Sorted, disjoint labelled segments (label = index into ``parts``) with prefix sums per label, for the
-    time of each part inside any window."""
+    """Sorted, disjoint labelled segments (label = index into ``parts``) with, per label present, the positions
+    of its segments and the running sum of their lengths, for the time of each part inside any windows."""
 
     def __init__(self, start: np.ndarray, end: np.ndarray, label: np.ndarray, parts: tuple[str, ...]):
         self.start, self.end, self.label = start, end, label
         self.parts = parts
         length = end - start
-        self.prefix = np.zeros((len(parts), len(length) + 1))
+        # a label's running sum over its own segments is the running sum over all with the others' left at 0
+        # (adding 0.0 changes no sum): a few arrays as long as the label's segments, no table of them all
+        self.runs: list[tuple[int, np.ndarray, np.ndarray]] = []
         for i in np.flatnonzero(np.bincount(label, minlength=len(parts))).tolist():  # the labels present
-            np.cumsum(np.where(label == i, length, 0.0), out=self.prefix[i, 1:])
+            at = np.flatnonzero(label == i)
+            self.runs.append((i, at, np.cumsum(length[at])))
 
-    def sums(self, lo: float, hi: float) -> np.ndarray:
-        """Time of each part inside ``[lo, hi]``."""
-        out = np.zeros(len(self.parts))
-        if hi <= lo or len(self.start) == 0:
+    def sums(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Time of each part inside each window ``[lo, hi]``: one row per window."""
+        out = np.zeros((lo.size, len(self.parts)))
+        if len(self.start) == 0:
             return out
-        first = int(np.searchsorted(self.end, lo, side="right"))
-        last = int(np.searchsorted(self.start, hi, side="left"))  # segments [first, last) overlap
-        if last <= first:
-            return out
-        out += self.prefix[:, last] - self.prefix[:, first]
-        # trim the two edge segments to the window
-        out[self.label[first]] -= max(0.0, lo - self.start[first])
-        out[self.label[last - 1]] -= max(0.0, self.end[last - 1] - hi)
+        first = np.searchsorted(self.end, lo, side="right")
+        last = np.searchsorted(self.start, hi, side="left")  # segments [first, last) overlap
+        ok = (hi > lo) & (last > first)
+        for i, at, total in self.runs:
+            out[:, i] = np.where(ok, _time_before(at, total, last) - _time_before(at, total, first), 0.0)
+        # trim the two edge segments to the window (max(0, ...) as Python's: 0.0 unless above it)
+        w = np.flatnonzero(ok)
+        head, tail = first[w], last[w] - 1
+        cut = lo[w] - self.start[head]
+        out[w, self.label[head]] -= np.where(cut > 0.0, cut, 0.0)
+        cut = self.end[tail] - hi[w]
+        out[w, self.label[tail]] -= np.where(cut > 0.0, cut, 0.0)
         return out
+
+
+def _time_before(at: np.ndarray, total: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """One label's time in the segments before position ``k``: its running sum ``total`` at its last segment
+    (positions ``at``, at least one) before ``k``; 0 without one."""
+    n = np.searchsorted(at, k)
+    return np.where(n > 0, total[np.maximum(n - 1, 0)], 0.0)
 
 
 class _Timeline:
@@ -231,8 +245,8 @@ class _Timeline:
     def __init__(self, busy: _Segments, idle: _Segments):
         self.busy, self.idle = busy, idle
 
-    def sums(self, lo: float, hi: float) -> np.ndarray:
-        """Time of each part inside ``[lo, hi]``."""
+    def sums(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Time of each part inside each window ``[lo, hi]``: one row per window."""
         return self.busy.sums(lo, hi) + self.idle.sums(lo, hi)
 
 
@@ -373,16 +387,24 @@ def _trace_rows(profile: Profile) -> list[dict]:
         hi = max([last, *(w[2] for w in windows)])
         timeline = _device_timeline(profile, act, platform, lo, hi)
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
-        sums = timeline.sums(first, last)
+        # the device's span and each step in one call: a row of sums per window
+        sums = timeline.sums(
+            np.array([first, *(w[1] for w in windows)]), np.array([last, *(w[2] for w in windows)])
+        )
         rows.append(
             _row(
-                platform, rank, device, None, "device_span", last - first, dict(zip(parts, sums, strict=True))
+                platform,
+                rank,
+                device,
+                None,
+                "device_span",
+                last - first,
+                dict(zip(parts, sums[0], strict=True)),
             )
         )
-        for step, a, b in windows:
-            sums = timeline.sums(a, b)
+        for (step, a, b), window_sums in zip(windows, sums[1:], strict=True):
             rows.append(
-                _row(platform, rank, device, step, "step", b - a, dict(zip(parts, sums, strict=True)))
+                _row(platform, rank, device, step, "step", b - a, dict(zip(parts, window_sums, strict=True)))
             )
     return rows
 
