@@ -192,20 +192,22 @@ def device_time_by_category(
     from .device import DEVICE_CATEGORIES
     from .nesting import parent_positions
 
-    dur = events["dur_us"].to_numpy(dtype=np.float64)
-    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a new Series
-    is_device = is_device_activity(events) if mask is None else mask.copy()
+    is_device = is_device_activity(events) if mask is None else mask
     parent = parent_positions(events) if parent is None else parent
-    child = is_device & (parent >= 0)
-    child[child] = is_device[parent[child]]
-    if child.any():
-        nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))
-        own = np.maximum(dur - nested_sum, 0.0)[is_device]
+    rows = np.flatnonzero(is_device)  # the device events only: none of the host's rows is read
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
+    dur[np.isnan(dur)] = 0.0  # fillna(0.0)
+    up = parent[rows]
+    inside = up >= 0
+    inside[inside] = is_device[up[inside]]  # a device event inside another device event
+    if inside.any():
+        nested_sum = np.bincount(up[inside], weights=dur[inside], minlength=len(is_device))
+        own = np.maximum(dur - nested_sum[rows], 0.0)
     else:  # no device event inside another (Chrome traces): dur - 0.0 is dur
-        own = np.maximum(dur[is_device], 0.0)
+        own = np.maximum(dur, 0.0)
     column = events["device_category"]
     category = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
-    codes = np.asarray(category.codes)[is_device]
+    codes = np.asarray(category.codes)[rows]
     named = codes >= 0
     # one groupby over the category codes: the sums (row order, pandas' summation) of a groupby by category
     sums = pd.Series(own[named]).groupby(codes[named], sort=True).sum()
