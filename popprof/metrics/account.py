@@ -172,17 +172,16 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     if "correlation" not in events.columns or len(rows) == 0:
         return out
     has_correlation = events["correlation"].notna().to_numpy()
-    keys = correlation_keys(profile)
     ok = has_correlation[rows]
     if not ok.any():
         return out
-    dev_keys = keys[rows[ok]]
+    dev_keys = correlation_keys(profile, rows[ok])
     host = ~device_activity_mask(profile) & ~masks.bookkeeping_mask(profile) & has_correlation
     host &= ~masks.stream_mask(profile)  # all false without a stream column
     host_rows = np.flatnonzero(host)
     if host_rows.size == 0:  # no launch call recorded (a device-only trace): no launch to look up
         return out
-    host_keys = pd.Index(keys[host_rows])
+    host_keys = pd.Index(correlation_keys(profile, host_rows))
     if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
         position = host_keys.get_indexer(dev_keys)
         starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]

@@ -36,23 +36,19 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short", "launch_idle_us"]
 
 
-def correlation_keys(profile: Profile) -> np.ndarray:
-    """One int64 per row of ``events`` for its (rank, correlation id), the launch correlation that joins a
-    launch call to its GPU work (a missing rank counts as one rank of its own); -1 where the row has no
-    correlation id (filter on ``correlation`` before looking keys up). Computed once per scope."""
-    return profile.cached("launches.correlation_keys", lambda: _correlation_keys(profile))
-
-
-def _correlation_keys(profile: Profile) -> np.ndarray:
+def correlation_keys(profile: Profile, rows: np.ndarray) -> np.ndarray:
+    """One int64 per row of ``rows`` (positions in ``events``) for its (rank, correlation id), the launch
+    correlation that joins a launch call to its GPU work (a missing rank counts as one rank of its own); -1
+    where the row has no correlation id (filter on ``correlation`` before looking keys up). Only the rows
+    asked for are read: the launch calls and the work a join looks up, not every event."""
     events = profile.events
     if "correlation" not in events.columns:
-        return np.full(len(events), -1, dtype=np.int64)
-    correlation = events["correlation"]
-    # whole columns at once, in place: no rows picked out and scattered back, one new array
-    keys = masks.rank_array(profile) + 1
+        return np.full(len(rows), -1, dtype=np.int64)
+    correlation = events["correlation"].array[rows]
+    keys = masks.rank_array(profile)[rows] + 1
     keys *= 1 << 40
     keys += correlation.to_numpy(dtype=np.int64, na_value=-1)  # integers read as integers, no floats
-    keys[correlation.isna().to_numpy()] = -1
+    keys[correlation.isna()] = -1
     return keys
 
 

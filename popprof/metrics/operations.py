@@ -98,17 +98,16 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
     parent = trace_metrics.parent_rows(profile)
     has_correlation = events["correlation"].notna().to_numpy()
-    keys = correlation_keys(profile)
     on_stream = stream & ~bookkeeping
     launch_rows = np.flatnonzero(~on_stream & has_correlation)
     owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
     launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
-    launch_keys = pd.Index(keys[launch_rows])
+    launch_keys = pd.Index(correlation_keys(profile, launch_rows))
     if not launch_keys.is_unique:  # several calls for one correlation: the last one launched the work
         keep = ~launch_keys.duplicated(keep="last")
         launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
     work_rows = np.flatnonzero(on_stream & has_correlation)
-    position = launch_keys.get_indexer(keys[work_rows])
+    position = launch_keys.get_indexer(correlation_keys(profile, work_rows))
     found = position >= 0
     work_rows = work_rows[found]
     op = owner[position[found]]
