@@ -44,7 +44,7 @@ from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
 from ..trace import masks
-from ..trace.spans import merge_intervals
+from ..trace.spans import merge_intervals, subtract_intervals
 from . import metric, metric_family
 from .launches import correlation_keys
 from .ranks import step_times
@@ -253,33 +253,44 @@ def _layered_segments(
     start: np.ndarray, end: np.ndarray, layer: np.ndarray, layers: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Busy segments of the device in time order, each labelled with the first layer (lowest index) running
-    in it."""
-    times, deltas = [], []
-    for i in range(layers):
-        s, e = merge_intervals(start[layer == i], end[layer == i])
-        times += [s, e]
-        deltas += [np.full(s.size, 1 << i, dtype=np.int64), np.full(e.size, -(1 << i), dtype=np.int64)]
-    t = np.concatenate(times)
-    d = np.concatenate(deltas)
-    if t.size == 0:
+    in it: each layer's merged intervals less those of the layers before it, touching pieces of one layer
+    one segment. Only the earlier layers' intervals that touch a layer's are read for it (a few exchanges
+    among 100k kernels: a few intervals to subtract, no sweep over every kernel)."""
+    merged = [merge_intervals(start[layer == i], end[layer == i]) for i in range(layers)]
+    starts, ends, labels = [], [], []
+    for i, (s, e) in enumerate(merged):
+        if not s.size:
+            continue
+        above = [_touching(bs, be, s, e) for bs, be in merged[:i] if bs.size]
+        if above:
+            s, e = subtract_intervals(
+                s,
+                e,
+                *merge_intervals(
+                    np.concatenate([a[0] for a in above]), np.concatenate([a[1] for a in above])
+                ),
+            )
+        real = e > s  # a zero-length piece is no segment
+        starts.append(s[real])
+        ends.append(e[real])
+        labels.append(np.full(int(real.sum()), i, dtype=np.int64))
+    if not starts:
         empty = np.empty(0)
         return empty, empty, np.empty(0, dtype=np.int64)
-    order = np.argsort(t, kind="stable")
-    t, d = t[order], d[order]
-    state = np.cumsum(d)[:-1]
-    seg_start, seg_end = t[:-1], t[1:]
-    keep = (state > 0) & (seg_end > seg_start)
-    state = state[keep]
-    # the lowest set bit of each state: the layer that takes precedence (a table over the few states)
-    lowest = np.array([(k & -k).bit_length() - 1 for k in range(1 << layers)], dtype=np.int64)
-    label = lowest[state]
-    seg_start, seg_end = seg_start[keep], seg_end[keep]
-    # touching segments of one layer become one (a kernel after a kernel): fewer segments to sum over
-    joined = np.zeros(label.size, dtype=bool)
-    joined[1:] = (label[1:] == label[:-1]) & (seg_start[1:] == seg_end[:-1])
-    first = np.flatnonzero(~joined)
-    last = np.append(first[1:] - 1, label.size - 1)
-    return seg_start[first], seg_end[last], label[first]
+    seg_start, seg_end, label = np.concatenate(starts), np.concatenate(ends), np.concatenate(labels)
+    order = np.argsort(seg_start, kind="stable")  # disjoint: no two segments start together
+    return seg_start[order], seg_end[order], label[order]
+
+
+def _touching(
+    b_start: np.ndarray, b_end: np.ndarray, a_start: np.ndarray, a_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals B (sorted, disjoint) that touch an interval of A (sorted, disjoint): the only ones that
+    can cover any of A."""
+    first = np.searchsorted(a_end, b_start, side="left")  # the first A ending at or after each B starts
+    touches = first < a_start.size
+    touches[touches] = a_start[first[touches]] <= b_end[touches]
+    return b_start[touches], b_end[touches]
 
 
 def _layer_of_codes(category: pd.Categorical, layers: tuple[tuple[str, ...], ...]) -> np.ndarray:
