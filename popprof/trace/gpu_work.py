@@ -106,7 +106,8 @@ def has_fraction(values: np.ndarray) -> np.ndarray:
     """``values % 1 != 0`` (a fractional part, or not finite) without the division: ``floor(v) - v`` is 0
     for a whole number, another number for a fraction and NaN for NaN or an infinity (one new array)."""
     out = np.floor(values)
-    out -= values
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, not a warning
+        out -= values
     return out != 0
 
 
