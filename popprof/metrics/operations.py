@@ -132,12 +132,13 @@ def _loads(text: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray | None]:
+def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray]:
     """``dims``, ``types``, ``concrete`` (JSON text or None, object arrays) of the operator calls at rows
-    ``ops``, each distinct argument text parsed once; None in place of each array when the events hold no
-    arguments (a frame built from them takes a column of None)."""
+    ``ops``, each distinct argument text parsed once; when the events hold no arguments, one array of None
+    for all three (a frame built without copies reads it three times; copy-on-write keeps them apart)."""
     if "args" not in events.columns:
-        return {"dims": None, "types": None, "concrete": None}
+        missing = np.full(len(ops), None, dtype=object)
+        return {"dims": missing, "types": missing, "concrete": missing}
     texts = events["args"].iloc[ops].reset_index(drop=True)
     # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
     texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
@@ -213,7 +214,8 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
             "device_time_us": np.bincount(slot, weights=work["dur_us"].to_numpy(), minlength=len(ops)),
             "kernels": kernels[ops],
             **_shapes(events, ops),
-        }
+        },
+        copy=False,  # every column is a new array of this call's
     )
     calls["output"] = conv_outputs.forward_outputs(events, calls)  # the frame is new: no copy
     return calls
