@@ -524,9 +524,10 @@ def _pooled(profile: Profile) -> dict[str, float] | None:
     if runs.empty:
         return None
     out = {"window_us": float(runs["window_us"].sum())}
-    for part in PARTS:
-        values = runs[part].dropna()
-        if len(values):
+    table = runs[list(PARTS)].to_numpy(dtype=np.float64)  # one array, not a Series per part
+    for i, part in enumerate(PARTS):
+        values = table[:, i][~np.isnan(table[:, i])]  # dropna(): the sum of the values present
+        if values.size:
             out[part] = float(values.sum())
     return out
 
