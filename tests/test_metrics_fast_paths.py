@@ -594,3 +594,48 @@ def test_labels_mask_of_some_rows_is_the_whole_mask_there(profile) -> None:
         np.testing.assert_array_equal(activity.labels_mask(column, labels, rows), whole[rows])
         plain = column.astype("str")
         np.testing.assert_array_equal(activity.labels_mask(plain, labels, rows), whole[rows])
+
+
+@pytest.mark.parametrize("hits", [0, 1, 3, 8, 9, None])
+def test_codes_mask_equals_isin(profile, hits: int | None) -> None:
+    # a few categories hit (compared code by code) and many (the lookup table): both are isin, and a
+    # missing name (code -1) is never hit
+    names = profile.events["name"].array
+    categories = names.categories
+    hit = np.zeros(len(categories), dtype=bool)
+    hit[: len(categories) if hits is None else hits] = True
+    expected = pd.Series(names).isin(categories[hit]).to_numpy()
+    np.testing.assert_array_equal(activity.category_mask(names, hit), expected)
+    rows = np.arange(0, len(names), 3)
+    np.testing.assert_array_equal(activity.codes_mask(np.asarray(names.codes)[rows], hit), expected[rows])
+
+
+@pytest.mark.parametrize("categories", [("exchange", "global_exchange", "sync"), ("compute",), ("host_io",)])
+def test_exposed_equals_the_subtraction_of_every_other_event(profile, categories) -> None:
+    # exposed() merges only the other events that touch A: the same intervals as subtracting the union of all
+    from popprof.model.errors import NotEvaluated
+    from popprof.trace.intervals import device_activities
+    from popprof.trace.spans import merge_intervals, subtract_intervals
+
+    try:
+        activities = device_activities(profile)
+    except NotEvaluated:
+        pytest.skip("no device activity")
+    for device in activities:
+        mine = device.in_categories(categories)
+        a = merge_intervals(device.start[mine], device.end[mine])
+        b = merge_intervals(device.start[~mine], device.end[~mine])
+        expected = subtract_intervals(*a, *b)
+        got = device.exposed(categories)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_used_categories_equal_remove_unused_categories(profile) -> None:
+    names = profile.events["name"].array
+    for rows in (np.arange(0, len(names), 7), np.arange(0), np.arange(len(names))):
+        expected = names[rows].remove_unused_categories()
+        got = activity.used_categories(names[rows])
+        assert got.dtype == expected.dtype
+        assert got.codes.dtype == expected.codes.dtype
+        np.testing.assert_array_equal(got.codes, expected.codes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from real_inputs import REAL, real_inputs
@@ -168,3 +169,83 @@ def test_a_trace_whose_launch_calls_carry_no_correlation_gets_an_account(tmp_pat
     assert row["idle_launch"] == 0.0 and row["idle_host"] == 0.0
     assert row["idle_other"] > 0.0
     assert popprof.check(profile, rules=["host"]).items
+
+
+def test_segment_sums_are_each_labels_clipped_overlap():
+    # whole-microsecond segments, so every sum is exact: each window's time per label is the labelled
+    # segments clipped to it, windows before, between, across and after the segments, empty and reversed
+    start = [0.0, 4.0, 5.0, 9.0, 15.0, 16.0]
+    end = [3.0, 5.0, 8.0, 12.0, 16.0, 20.0]
+    label = [0, 2, 0, 1, 2, 0]
+    parts = ("a", "b", "c", "d")
+    segments = account._Segments(np.array(start), np.array(end), np.array(label, dtype=np.int64), parts)
+    lo = np.array([-5.0, 1.0, 3.0, 8.5, 13.0, 10.0, 25.0, 7.0, 2.0])
+    hi = np.array([30.0, 2.0, 4.0, 8.7, 14.0, 17.0, 30.0, 7.0, 1.0])
+    got = segments.sums(lo, hi)
+    for w, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        expected = np.zeros(len(parts))
+        for s, e, k in zip(start, end, label, strict=True):
+            expected[k] += max(0.0, min(e, b) - max(s, a)) if b > a else 0.0
+        np.testing.assert_array_equal(got[w], expected)
+
+
+def _layered_by_sweep(start, end, layer, layers):
+    """The layered segments by one sweep over every boundary (the account's way before 2026-12-06)."""
+    from popprof.trace.spans import merge_intervals
+
+    times, deltas = [], []
+    for i in range(layers):
+        s, e = merge_intervals(start[layer == i], end[layer == i])
+        times += [s, e]
+        deltas += [np.full(s.size, 1 << i, dtype=np.int64), np.full(e.size, -(1 << i), dtype=np.int64)]
+    t, d = np.concatenate(times), np.concatenate(deltas)
+    if t.size == 0:
+        return np.empty(0), np.empty(0), np.empty(0, dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    state = np.cumsum(d)[:-1]
+    seg_start, seg_end = t[:-1], t[1:]
+    keep = (state > 0) & (seg_end > seg_start)
+    lowest = np.array([(k & -k).bit_length() - 1 for k in range(1 << layers)], dtype=np.int64)
+    label = lowest[state[keep]]
+    seg_start, seg_end = seg_start[keep], seg_end[keep]
+    joined = np.zeros(label.size, dtype=bool)
+    joined[1:] = (label[1:] == label[:-1]) & (seg_start[1:] == seg_end[:-1])
+    first = np.flatnonzero(~joined)
+    last = np.append(first[1:] - 1, label.size - 1)
+    return seg_start[first], seg_end[last], label[first]
+
+
+def _assert_same_layers(start, end, layer, layers):
+    got = account._layered_segments(start, end, layer, layers)
+    expected = _layered_by_sweep(start, end, layer, layers)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_layered_segments_equal_the_sweep_on_random_intervals(seed):
+    # whole and half microseconds: many shared and touching boundaries, zero-length events, every layer
+    rng = np.random.default_rng(seed)
+    n = 400
+    start = rng.integers(0, 300, n) / 2.0
+    end = start + rng.integers(0, 12, n) / 2.0
+    layer = rng.integers(0, 4 + seed % 2, n)
+    _assert_same_layers(start, end, layer, 4 + seed % 2)
+
+
+@pytest.mark.parametrize("path", _real_inputs(), ids=lambda p: p.name)
+def test_layered_segments_equal_the_sweep_on_real_devices(path):
+    from popprof.model.errors import NotEvaluated
+    from popprof.trace import intervals as im
+
+    for profile in popprof.open_all(path).values():
+        if not profile.has("events"):
+            continue
+        try:
+            activities = im.device_activities(profile, by="device")
+        except NotEvaluated:
+            continue
+        for act in activities:
+            layer = account._layer_of_codes(act.category, account._GPU_LAYERS)
+            _assert_same_layers(act.start, act.end, layer, len(account._GPU_LAYERS))

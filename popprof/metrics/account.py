@@ -43,8 +43,8 @@ from ..io.words import HOST_NOT_SUBMITTING
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
-from ..trace.activity import is_bookkeeping
-from ..trace.spans import merge_intervals
+from ..trace import masks
+from ..trace.spans import merge_intervals, subtract_intervals
 from . import metric, metric_family
 from .launches import correlation_keys
 from .ranks import step_times
@@ -172,18 +172,16 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
     if "correlation" not in events.columns or len(rows) == 0:
         return out
     has_correlation = events["correlation"].notna().to_numpy()
-    keys = correlation_keys(profile)
     ok = has_correlation[rows]
     if not ok.any():
         return out
-    dev_keys = keys[rows[ok]]
-    host = ~device_activity_mask(profile) & ~is_bookkeeping(events) & has_correlation
-    if "stream" in events.columns:
-        host &= events["stream"].isna().to_numpy()
+    dev_keys = correlation_keys(profile, rows[ok])
+    host = ~device_activity_mask(profile) & ~masks.bookkeeping_mask(profile) & has_correlation
+    host &= ~masks.stream_mask(profile)  # all false without a stream column
     host_rows = np.flatnonzero(host)
     if host_rows.size == 0:  # no launch call recorded (a device-only trace): no launch to look up
         return out
-    host_keys = pd.Index(keys[host_rows])
+    host_keys = pd.Index(correlation_keys(profile, host_rows))
     if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
         position = host_keys.get_indexer(dev_keys)
         starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]
@@ -199,31 +197,45 @@ def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
 
 
 class _Segments:
-    """Sorted, disjoint labelled segments (label = index into ``parts``) with prefix sums per label, for the
-    time of each part inside any window."""
+    """Sorted, disjoint labelled segments (label = index into ``parts``) with, per label present, the positions
+    of its segments and the running sum of their lengths, for the time of each part inside any windows."""
 
     def __init__(self, start: np.ndarray, end: np.ndarray, label: np.ndarray, parts: tuple[str, ...]):
         self.start, self.end, self.label = start, end, label
         self.parts = parts
         length = end - start
-        self.prefix = np.zeros((len(parts), len(length) + 1))
+        # a label's running sum over its own segments is the running sum over all with the others' left at 0
+        # (adding 0.0 changes no sum): a few arrays as long as the label's segments, no table of them all
+        self.runs: list[tuple[int, np.ndarray, np.ndarray]] = []
         for i in np.flatnonzero(np.bincount(label, minlength=len(parts))).tolist():  # the labels present
-            np.cumsum(np.where(label == i, length, 0.0), out=self.prefix[i, 1:])
+            at = np.flatnonzero(label == i)
+            self.runs.append((i, at, np.cumsum(length[at])))
 
-    def sums(self, lo: float, hi: float) -> np.ndarray:
-        """Time of each part inside ``[lo, hi]``."""
-        out = np.zeros(len(self.parts))
-        if hi <= lo or len(self.start) == 0:
+    def sums(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Time of each part inside each window ``[lo, hi]``: one row per window."""
+        out = np.zeros((lo.size, len(self.parts)))
+        if len(self.start) == 0:
             return out
-        first = int(np.searchsorted(self.end, lo, side="right"))
-        last = int(np.searchsorted(self.start, hi, side="left"))  # segments [first, last) overlap
-        if last <= first:
-            return out
-        out += self.prefix[:, last] - self.prefix[:, first]
-        # trim the two edge segments to the window
-        out[self.label[first]] -= max(0.0, lo - self.start[first])
-        out[self.label[last - 1]] -= max(0.0, self.end[last - 1] - hi)
+        first = np.searchsorted(self.end, lo, side="right")
+        last = np.searchsorted(self.start, hi, side="left")  # segments [first, last) overlap
+        ok = (hi > lo) & (last > first)
+        for i, at, total in self.runs:
+            out[:, i] = np.where(ok, _time_before(at, total, last) - _time_before(at, total, first), 0.0)
+        # trim the two edge segments to the window (max(0, ...) as Python's: 0.0 unless above it)
+        w = np.flatnonzero(ok)
+        head, tail = first[w], last[w] - 1
+        cut = lo[w] - self.start[head]
+        out[w, self.label[head]] -= np.where(cut > 0.0, cut, 0.0)
+        cut = self.end[tail] - hi[w]
+        out[w, self.label[tail]] -= np.where(cut > 0.0, cut, 0.0)
         return out
+
+
+def _time_before(at: np.ndarray, total: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """One label's time in the segments before position ``k``: its running sum ``total`` at its last segment
+    (positions ``at``, at least one) before ``k``; 0 without one."""
+    n = np.searchsorted(at, k)
+    return np.where(n > 0, total[np.maximum(n - 1, 0)], 0.0)
 
 
 class _Timeline:
@@ -232,8 +244,8 @@ class _Timeline:
     def __init__(self, busy: _Segments, idle: _Segments):
         self.busy, self.idle = busy, idle
 
-    def sums(self, lo: float, hi: float) -> np.ndarray:
-        """Time of each part inside ``[lo, hi]``."""
+    def sums(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Time of each part inside each window ``[lo, hi]``: one row per window."""
         return self.busy.sums(lo, hi) + self.idle.sums(lo, hi)
 
 
@@ -241,33 +253,44 @@ def _layered_segments(
     start: np.ndarray, end: np.ndarray, layer: np.ndarray, layers: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Busy segments of the device in time order, each labelled with the first layer (lowest index) running
-    in it."""
-    times, deltas = [], []
-    for i in range(layers):
-        s, e = merge_intervals(start[layer == i], end[layer == i])
-        times += [s, e]
-        deltas += [np.full(s.size, 1 << i, dtype=np.int64), np.full(e.size, -(1 << i), dtype=np.int64)]
-    t = np.concatenate(times)
-    d = np.concatenate(deltas)
-    if t.size == 0:
+    in it: each layer's merged intervals less those of the layers before it, touching pieces of one layer
+    one segment. Only the earlier layers' intervals that touch a layer's are read for it (a few exchanges
+    among 100k kernels: a few intervals to subtract, no sweep over every kernel)."""
+    merged = [merge_intervals(start[layer == i], end[layer == i]) for i in range(layers)]
+    starts, ends, labels = [], [], []
+    for i, (s, e) in enumerate(merged):
+        if not s.size:
+            continue
+        above = [_touching(bs, be, s, e) for bs, be in merged[:i] if bs.size]
+        if above:
+            s, e = subtract_intervals(
+                s,
+                e,
+                *merge_intervals(
+                    np.concatenate([a[0] for a in above]), np.concatenate([a[1] for a in above])
+                ),
+            )
+        real = e > s  # a zero-length piece is no segment
+        starts.append(s[real])
+        ends.append(e[real])
+        labels.append(np.full(int(real.sum()), i, dtype=np.int64))
+    if not starts:
         empty = np.empty(0)
         return empty, empty, np.empty(0, dtype=np.int64)
-    order = np.argsort(t, kind="stable")
-    t, d = t[order], d[order]
-    state = np.cumsum(d)[:-1]
-    seg_start, seg_end = t[:-1], t[1:]
-    keep = (state > 0) & (seg_end > seg_start)
-    state = state[keep]
-    # the lowest set bit of each state: the layer that takes precedence (a table over the few states)
-    lowest = np.array([(k & -k).bit_length() - 1 for k in range(1 << layers)], dtype=np.int64)
-    label = lowest[state]
-    seg_start, seg_end = seg_start[keep], seg_end[keep]
-    # touching segments of one layer become one (a kernel after a kernel): fewer segments to sum over
-    joined = np.zeros(label.size, dtype=bool)
-    joined[1:] = (label[1:] == label[:-1]) & (seg_start[1:] == seg_end[:-1])
-    first = np.flatnonzero(~joined)
-    last = np.append(first[1:] - 1, label.size - 1)
-    return seg_start[first], seg_end[last], label[first]
+    seg_start, seg_end, label = np.concatenate(starts), np.concatenate(ends), np.concatenate(labels)
+    order = np.argsort(seg_start, kind="stable")  # disjoint: no two segments start together
+    return seg_start[order], seg_end[order], label[order]
+
+
+def _touching(
+    b_start: np.ndarray, b_end: np.ndarray, a_start: np.ndarray, a_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals B (sorted, disjoint) that touch an interval of A (sorted, disjoint): the only ones that
+    can cover any of A."""
+    first = np.searchsorted(a_end, b_start, side="left")  # the first A ending at or after each B starts
+    touches = first < a_start.size
+    touches[touches] = a_start[first[touches]] <= b_end[touches]
+    return b_start[touches], b_end[touches]
 
 
 def _layer_of_codes(category: pd.Categorical, layers: tuple[tuple[str, ...], ...]) -> np.ndarray:
@@ -374,16 +397,24 @@ def _trace_rows(profile: Profile) -> list[dict]:
         hi = max([last, *(w[2] for w in windows)])
         timeline = _device_timeline(profile, act, platform, lo, hi)
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
-        sums = timeline.sums(first, last)
+        # the device's span and each step in one call: a row of sums per window
+        sums = timeline.sums(
+            np.array([first, *(w[1] for w in windows)]), np.array([last, *(w[2] for w in windows)])
+        )
         rows.append(
             _row(
-                platform, rank, device, None, "device_span", last - first, dict(zip(parts, sums, strict=True))
+                platform,
+                rank,
+                device,
+                None,
+                "device_span",
+                last - first,
+                dict(zip(parts, sums[0], strict=True)),
             )
         )
-        for step, a, b in windows:
-            sums = timeline.sums(a, b)
+        for (step, a, b), window_sums in zip(windows, sums[1:], strict=True):
             rows.append(
-                _row(platform, rank, device, step, "step", b - a, dict(zip(parts, sums, strict=True)))
+                _row(platform, rank, device, step, "step", b - a, dict(zip(parts, window_sums, strict=True)))
             )
     return rows
 
@@ -493,9 +524,10 @@ def _pooled(profile: Profile) -> dict[str, float] | None:
     if runs.empty:
         return None
     out = {"window_us": float(runs["window_us"].sum())}
-    for part in PARTS:
-        values = runs[part].dropna()
-        if len(values):
+    table = runs[list(PARTS)].to_numpy(dtype=np.float64)  # one array, not a Series per part
+    for i, part in enumerate(PARTS):
+        values = table[:, i][~np.isnan(table[:, i])]  # dropna(): the sum of the values present
+        if values.size:
             out[part] = float(values.sum())
     return out
 

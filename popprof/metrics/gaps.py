@@ -164,22 +164,19 @@ def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: flo
     busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
     busy = np.where(in_span > 0, busy, 0.0)
     idle = in_span - busy
-    qualifies = pd.Series(idle >= idle_share * d, index=host.event_id)
+    qualifies = idle >= idle_share * d
     # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
     # training step around it): walk depth levels (not events), deepest first, marking parents of
     # qualifying events. Ancestors of a long event are long too, so they are all candidates.
-    parent = pd.Series(host.parent_id, index=qualifies.index)
-    depth = pd.Series(host.depth, index=qualifies.index)
-    covers = pd.Series(False, index=qualifies.index)  # has a qualifying descendant
-    for level in sorted(depth.unique(), reverse=True):
+    parent = pd.Index(host.event_id).get_indexer(host.parent_id)  # -1: no parent among these events
+    covers = np.zeros(len(qualifies), dtype=bool)  # has a qualifying descendant
+    for level in sorted(np.unique(host.depth).tolist(), reverse=True):
         if level == 0:
             continue
-        ids = depth.index[depth.to_numpy() == level]
-        marks = qualifies.loc[ids].to_numpy() | covers.loc[ids].to_numpy()
-        par = parent.loc[ids][marks]
-        par = par[par.isin(qualifies.index)].astype(np.int64)
-        covers.loc[par.unique()] = True
-    chosen = (qualifies & ~covers).to_numpy()
+        at = np.flatnonzero(host.depth == level)
+        par = parent[at][qualifies[at] | covers[at]]
+        covers[par[par >= 0]] = True
+    chosen = qualifies & ~covers
     if not chosen.any():
         return None
     return pd.DataFrame(

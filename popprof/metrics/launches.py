@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace import masks
+from ..trace.activity import used_categories
 from .devices import LAUNCH_DELAY_COLUMNS, device_work, launch_pairs
 
 #: HTA's ``runtime_cutoff`` (us): a launch call at most this long can launch a short kernel.
@@ -34,27 +36,19 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short", "launch_idle_us"]
 
 
-def correlation_keys(profile: Profile) -> np.ndarray:
-    """One int64 per row of ``events`` for its (rank, correlation id), the launch correlation that joins a
-    launch call to its GPU work (a missing rank counts as one rank of its own); -1 where the row has no
-    correlation id (filter on ``correlation`` before looking keys up). Computed once per scope."""
-    return profile.cached("launches.correlation_keys", lambda: _correlation_keys(profile.events))
-
-
-def _correlation_keys(events: pd.DataFrame) -> np.ndarray:
+def correlation_keys(profile: Profile, rows: np.ndarray) -> np.ndarray:
+    """One int64 per row of ``rows`` (positions in ``events``) for its (rank, correlation id), the launch
+    correlation that joins a launch call to its GPU work (a missing rank counts as one rank of its own); -1
+    where the row has no correlation id (filter on ``correlation`` before looking keys up). Only the rows
+    asked for are read: the launch calls and the work a join looks up, not every event."""
+    events = profile.events
     if "correlation" not in events.columns:
-        return np.full(len(events), -1, dtype=np.int64)
-    ok = events["correlation"].notna().to_numpy()
-    # integer columns read as integers: no float conversion of 360k-row columns
-    correlation = events["correlation"].fillna(-1).to_numpy(dtype=np.int64)
-    rank = (
-        events["rank"].fillna(-1).to_numpy(dtype=np.int64)
-        if "rank" in events.columns
-        else np.full(len(events), -1, dtype=np.int64)
-    )
-    keys = (rank + 1) * (1 << 40)  # whole columns at once: no rows picked out and scattered back
-    keys += correlation
-    keys[~ok] = -1
+        return np.full(len(rows), -1, dtype=np.int64)
+    correlation = events["correlation"].array[rows]
+    keys = masks.rank_array(profile)[rows] + 1
+    keys *= 1 << 40
+    keys += correlation.to_numpy(dtype=np.int64, na_value=-1)  # integers read as integers, no floats
+    keys[correlation.isna()] = -1
     return keys
 
 
@@ -84,10 +78,10 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),
-            "device": work["device"].array[pairs.item].remove_unused_categories(),
+            "device": used_categories(work["device"].array[pairs.item]),
             "correlation": pairs.correlation.astype("int64"),
-            "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
-            "name": work["name"].array[pairs.item].remove_unused_categories(),
+            "launch": used_categories(profile.events["name"].array[pairs.call]),
+            "name": used_categories(work["name"].array[pairs.item]),
             "cpu_duration_us": pairs.cpu,
             "gpu_duration_us": gpu,
             "launch_delay_us": pairs.delay,

@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace.activity import is_bookkeeping, labels_mask
+from ..trace import masks
+from ..trace.activity import labels_mask
 from . import conv_outputs, peaks
 from . import flops as flops_model
 from . import trace as trace_metrics
@@ -88,25 +89,25 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     events = profile.get("events")
     if events is None or events.empty or "correlation" not in events.columns:
         return empty
-    is_op = labels_mask(events["channel"], OP_CHANNELS) & events["stream"].isna().to_numpy()
+    stream = masks.stream_mask(profile)
+    is_op = labels_mask(events["channel"], OP_CHANNELS) & ~stream
     if not is_op.any():
         return empty
-    bookkeeping = is_bookkeeping(events)
+    bookkeeping = masks.bookkeeping_mask(profile)
     is_op &= ~bookkeeping
     modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
     parent = trace_metrics.parent_rows(profile)
     has_correlation = events["correlation"].notna().to_numpy()
-    keys = correlation_keys(profile)
-    on_stream = events["stream"].notna().to_numpy() & ~bookkeeping
+    on_stream = stream & ~bookkeeping
     launch_rows = np.flatnonzero(~on_stream & has_correlation)
     owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
     launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
-    launch_keys = pd.Index(keys[launch_rows])
+    launch_keys = pd.Index(correlation_keys(profile, launch_rows))
     if not launch_keys.is_unique:  # several calls for one correlation: the last one launched the work
         keep = ~launch_keys.duplicated(keep="last")
         launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
     work_rows = np.flatnonzero(on_stream & has_correlation)
-    position = launch_keys.get_indexer(keys[work_rows])
+    position = launch_keys.get_indexer(correlation_keys(profile, work_rows))
     found = position >= 0
     work_rows = work_rows[found]
     op = owner[position[found]]
@@ -131,12 +132,13 @@ def _loads(text: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray | None]:
+def _shapes(events: pd.DataFrame, ops: np.ndarray) -> dict[str, np.ndarray]:
     """``dims``, ``types``, ``concrete`` (JSON text or None, object arrays) of the operator calls at rows
-    ``ops``, each distinct argument text parsed once; None in place of each array when the events hold no
-    arguments (a frame built from them takes a column of None)."""
+    ``ops``, each distinct argument text parsed once; when the events hold no arguments, one array of None
+    for all three (a frame built without copies reads it three times; copy-on-write keeps them apart)."""
     if "args" not in events.columns:
-        return {"dims": None, "types": None, "concrete": None}
+        missing = np.full(len(ops), None, dtype=object)
+        return {"dims": missing, "types": missing, "concrete": missing}
     texts = events["args"].iloc[ops].reset_index(drop=True)
     # only texts with shapes are parsed (a trace without record_shapes has none: no JSON parsed at all)
     texts = texts.where(texts.str.contains('"Input Dims"', regex=False, na=False).to_numpy(dtype=bool))
@@ -212,7 +214,8 @@ def _operation_calls(profile: Profile) -> pd.DataFrame:
             "device_time_us": np.bincount(slot, weights=work["dur_us"].to_numpy(), minlength=len(ops)),
             "kernels": kernels[ops],
             **_shapes(events, ops),
-        }
+        },
+        copy=False,  # every column is a new array of this call's
     )
     calls["output"] = conv_outputs.forward_outputs(events, calls)  # the frame is new: no copy
     return calls

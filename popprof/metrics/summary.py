@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from ..io.heap import release_free_memory
 from ..model.profile import Profile
 from ..model.readproblems import problems
 from ..model.schema import STEP_CATEGORIES
@@ -355,10 +354,9 @@ def summarise(profile: Profile, top: int = TOP_PROGRAMS) -> dict:
                 section = func(profile)
             if section is not None:
                 out[key] = section
-            # the section's freed temporaries back to the system before the next one builds its own: glibc
-            # keeps freed pages, so without it the sections' peaks add up (600k-event trace: -14 MiB of the
-            # summary's peak, at no measurable CPU; benchmarks/README.md)
-            release_free_memory()
+            # no malloc_trim between sections: the next section reuses the pages glibc kept instead of
+            # faulting fresh ones in (600k-event trace: -25 ms of CPU, the same peak within 1 MiB, since
+            # the shared scope holds the large intermediates anyway; benchmarks/README.md)
     missing = [t for t in ("tiles", "liveness", "steps", "events") if not profile.has(t)]
     events = profile.get("events")
     if events is not None and not is_device_activity(events).any():

@@ -331,8 +331,8 @@ def _gaps_sentence(
 def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     activities = device_activities(profile, by="rank")  # NotEvaluated without device activity
-    host = host_events(profile)
-    host = host.subset(~host.waits & (host.dur >= params["min_us"]))  # a host wait is device-bound time
+    host = host_events(profile, min_us=params["min_us"])
+    host = host.subset(~host.waits)  # a host wait is device-bound time
     if not len(host):
         return []
     frames = []

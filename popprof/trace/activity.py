@@ -104,9 +104,8 @@ def labels_mask(column: pd.Series, labels: Sequence[str], rows: np.ndarray | Non
     not one per row."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         hit = column.array.categories.isin(labels)
-        if rows is None:
-            return category_mask(column.array, hit)
-        return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(column.array.codes)[rows])
+        codes = np.asarray(column.array.codes)
+        return codes_mask(codes if rows is None else codes[rows], hit)
     if rows is not None:
         column = column.iloc[rows]
     return column.isin(labels).to_numpy(dtype=bool, copy=True)
@@ -130,7 +129,39 @@ STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
 def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
     """Boolean mask of the rows of a categorical whose category is hit (``hit``: one flag per category,
     in their order); a missing value (code -1) is not. On the codes: one test per category, not per row."""
-    return np.append(np.asarray(hit, dtype=bool), False).take(np.asarray(values.codes))  # -1: the False
+    return codes_mask(np.asarray(values.codes), hit)
+
+
+#: Up to this many categories hit, :func:`codes_mask` compares the codes with each.
+_FEW_CODES = 8
+
+
+def codes_mask(codes: np.ndarray, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
+    """Boolean mask of the category codes (-1: missing, never hit) whose category is hit (``hit``: one flag
+    per category). A few categories hit (the usual case: a device category, the launch calls): the codes
+    compared with each, in their own small integer type; more: a lookup table taken at every code, which
+    first widens the codes to an index array eight times their size."""
+    hit = np.asarray(hit, dtype=bool)
+    wanted = np.flatnonzero(hit)
+    if wanted.size <= _FEW_CODES:
+        out = np.zeros(codes.shape, dtype=bool)
+        for code in wanted.tolist():
+            out |= codes == code
+        return out
+    return np.append(hit, False).take(codes)  # -1: the False
+
+
+def used_categories(values: pd.Categorical) -> pd.Categorical:
+    """``values.remove_unused_categories()`` (the same categories in their order, the same codes' type), with
+    the categories present found by :func:`distinct` over the codes (a flag per category) instead of a sort
+    of every code."""
+    codes = np.asarray(values.codes)
+    present = distinct(codes)
+    present = present[present >= 0]
+    renumber = np.full(len(values.categories) + 1, -1, dtype=np.int64)  # code -1 takes the last: missing
+    renumber[present] = np.arange(present.size)
+    dtype = pd.CategoricalDtype(values.categories.take(present), ordered=values.ordered)
+    return pd.Categorical.from_codes(renumber[codes], dtype=dtype)
 
 
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
@@ -174,20 +205,22 @@ def device_time_by_category(
     from .device import DEVICE_CATEGORIES
     from .nesting import parent_positions
 
-    dur = events["dur_us"].to_numpy(dtype=np.float64)
-    dur = np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), without a new Series
-    is_device = is_device_activity(events) if mask is None else mask.copy()
+    is_device = is_device_activity(events) if mask is None else mask
     parent = parent_positions(events) if parent is None else parent
-    child = is_device & (parent >= 0)
-    child[child] = is_device[parent[child]]
-    if child.any():
-        nested_sum = np.bincount(parent[child], weights=dur[child], minlength=len(dur))
-        own = np.maximum(dur - nested_sum, 0.0)[is_device]
+    rows = np.flatnonzero(is_device)  # the device events only: none of the host's rows is read
+    dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
+    dur[np.isnan(dur)] = 0.0  # fillna(0.0)
+    up = parent[rows]
+    inside = up >= 0
+    inside[inside] = is_device[up[inside]]  # a device event inside another device event
+    if inside.any():
+        nested_sum = np.bincount(up[inside], weights=dur[inside], minlength=len(is_device))
+        own = np.maximum(dur - nested_sum[rows], 0.0)
     else:  # no device event inside another (Chrome traces): dur - 0.0 is dur
-        own = np.maximum(dur[is_device], 0.0)
+        own = np.maximum(dur, 0.0)
     column = events["device_category"]
     category = column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
-    codes = np.asarray(category.codes)[is_device]
+    codes = np.asarray(category.codes)[rows]
     named = codes >= 0
     # one groupby over the category codes: the sums (row order, pandas' summation) of a groupby by category
     sums = pd.Series(own[named]).groupby(codes[named], sort=True).sum()

@@ -103,8 +103,12 @@ def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
 
 
 def has_fraction(values: np.ndarray) -> np.ndarray:
-    """``values % 1 != 0`` (a fractional part, or not finite) without the division."""
-    return ~np.isfinite(values) | (np.floor(values) != values)
+    """``values % 1 != 0`` (a fractional part, or not finite) without the division: ``floor(v) - v`` is 0
+    for a whole number, another number for a fraction and NaN for NaN or an infinity (one new array)."""
+    out = np.floor(values)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, not a warning
+        out -= values
+    return out != 0
 
 
 def _correlations(column: pd.Series, rows: np.ndarray) -> np.ndarray:

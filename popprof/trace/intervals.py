@@ -79,7 +79,15 @@ class DeviceActivity:
         if categories not in self._exposed:
             mine = self.in_categories(categories)
             a_start, a_end = merge_intervals(self.start[mine], self.end[mine])
-            b_start, b_end = merge_intervals(self.start[~mine], self.end[~mine])
+            # only the other events that touch an interval of A can cover any of it: the union of those is
+            # the union of all of them wherever A is (a few exchanges among 100k kernels: a few to merge)
+            other = ~mine
+            if a_start.size:
+                first = np.searchsorted(a_end, self.start, side="left")  # the first A ending at or after
+                touches = first < a_start.size
+                touches[touches] = a_start[first[touches]] <= self.end[touches]
+                other &= touches
+            b_start, b_end = merge_intervals(self.start[other], self.end[other])
             self._exposed[categories] = subtract_intervals(a_start, a_end, b_start, b_end)
         return self._exposed[categories]
 
@@ -279,45 +287,57 @@ def _device_rows(profile: Profile):
     )
 
 
-def host_events(profile: Profile) -> HostEvents:
-    """The host events of a profile's trace (those without device_category, with a duration)."""
-    return _cached("host", _events(profile), lambda ev: _build_host(profile))
+def host_events(profile: Profile, min_us: float = 0.0) -> HostEvents:
+    """The host events of a profile's trace (those without device_category, with a duration); with
+    ``min_us``, only those lasting at least that long (picked before any column is taken)."""
+    kind = "host" if min_us <= 0 else f"host>={min_us!r}"
+    return _cached(kind, _events(profile), lambda ev: _build_host(profile, min_us))
 
 
-def device_tracks(events: pd.DataFrame, device: np.ndarray | None = None) -> np.ndarray:
+def device_tracks(
+    events: pd.DataFrame, device: np.ndarray | None = None, rows: np.ndarray | None = None
+) -> np.ndarray:
     """True for events on a thread that carries device activity (a GPU stream's track): an annotation
     there (Kineto ``gpu_user_annotation``) has no device category but is not host work either.
-    ``device``: the events' :func:`popprof.trace.activity.is_device_activity` when the caller has it."""
+    ``device``: the events' :func:`popprof.trace.activity.is_device_activity` when the caller has it;
+    ``rows``: the answer for these rows only (all events when None)."""
     pid = events["pid"].to_numpy(dtype=np.int64)
     tid = events["tid"].to_numpy(dtype=np.int64)
-    key = pid * np.int64(1_000_003) + tid  # one number per thread (wraps harmlessly for huge synthetic ids)
     device = is_device_activity(events) if device is None else device
-    return np.isin(key, pd.unique(key[device]))  # a few device threads: hashing, no sort
+
+    def key(picked) -> np.ndarray:  # one number per thread (wraps harmlessly for huge synthetic ids)
+        return pid[picked] * np.int64(1_000_003) + tid[picked]
+
+    wanted = key(slice(None) if rows is None else rows)
+    return np.isin(wanted, pd.unique(key(device)))  # a few device threads: hashing, no sort
 
 
-def _build_host(profile: Profile) -> HostEvents:
+def _build_host(profile: Profile, min_us: float = 0.0) -> HostEvents:
     events = profile.events
     dur = events["dur_us"].to_numpy(dtype=np.float64)
-    device, bookkeeping = masks.device_activity_mask(profile), masks.bookkeeping_mask(profile)
+    start = events["start_us"].to_numpy(dtype=np.float64)
+    device = masks.device_activity_mask(profile)
     # host events (host_mask: not device time, not bookkeeping); ProfilerStep#N annotations span whole
     # steps: markers, not host work of their own
-    keep = ~device & ~bookkeeping & ~device_tracks(events, device) & ~masks.step_marker_mask(profile)
-    keep &= dur > 0
-    keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
+    keep = dur >= min_us if min_us > 0 else dur > 0
+    keep &= ~device
+    keep &= ~masks.bookkeeping_mask(profile)
+    keep &= ~masks.step_marker_mask(profile)
+    keep &= np.isfinite(start)
+    rows = np.flatnonzero(keep)
+    rows = rows[~device_tracks(events, device, rows)]  # the threads' keys of the candidates only
     names = events["name"].array
     return HostEvents(
-        rank=masks.rank_array(profile)[keep],
-        waits=masks.host_wait_mask(profile)[keep],
-        event_id=events["event_id"].to_numpy()[keep],
-        parent_id=events["parent_id"]
-        .array[keep]
-        .to_numpy(dtype="float64", na_value=np.nan),  # kept rows only
-        depth=events["depth"].to_numpy()[keep],
-        pid=events["pid"].to_numpy()[keep],
-        tid=events["tid"].to_numpy()[keep],
-        name=pd.Categorical.from_codes(np.asarray(names.codes)[keep], dtype=names.dtype),
-        start=events["start_us"].to_numpy(dtype=np.float64)[keep],
-        dur=dur[keep],
+        rank=masks.rank_array(profile)[rows],
+        waits=masks.host_wait_mask(profile)[rows],
+        event_id=events["event_id"].to_numpy()[rows],
+        parent_id=events["parent_id"].array[rows].to_numpy(dtype="float64", na_value=np.nan),
+        depth=events["depth"].to_numpy()[rows],
+        pid=events["pid"].to_numpy()[rows],
+        tid=events["tid"].to_numpy()[rows],
+        name=pd.Categorical.from_codes(np.asarray(names.codes)[rows], dtype=names.dtype),
+        start=start[rows],
+        dur=dur[rows],
     )
 
 
