@@ -241,36 +241,3 @@ def test_calls_paired_by_order_that_are_not_one_collective_are_not_compared() ->
             assert group["bytes"].nunique() == 1
     alone = calls[calls["matched_ranks"] == 1]
     assert (alone["skew_us"] == 0).all()
-
-
-def _instances_by_groupby(frame):
-    """The instances as pandas' groupby gives them (cumcount, nunique, max)."""
-    import pandas as pd
-
-    frame = frame.assign(seq=frame.groupby(["rank", "name", "group"], sort=False).cumcount())
-    instance = frame.groupby(["name", "group", "seq"], sort=False)
-    differ = instance["collective"].transform("nunique").to_numpy() > 1
-    sized = frame["collective"].isin(co.EQUAL_SIZE).to_numpy()
-    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
-    ranks = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
-    last = instance["start_us"].transform("max").to_numpy()
-    return frame["seq"].to_numpy(), ranks, pd.Series(last).to_numpy(dtype=np.float64)
-
-
-@pytest.mark.parametrize("name", ["dlrm_8ranks", "two_ranks", "nccl_data.json.gz"])
-def test_instances_equal_the_groupby(name: str) -> None:
-    # every call of the real traces, then the same calls with sizes, types and starts made to differ
-    calls = co.collective_calls(popprof.open(REAL / name))
-    assert len(calls)
-    frames = [calls]
-    changed = calls.copy()
-    changed.loc[changed.index[::3], "bytes"] = np.nan
-    changed.loc[changed.index[1::4], "bytes"] = 4096.0
-    changed.loc[changed.index[2::5], "collective"] = "all_gather"
-    changed.loc[changed.index[::7], "start_us"] = np.nan
-    frames.append(changed.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True))
-    for frame in frames:
-        got = co._instances(frame)
-        expected = _instances_by_groupby(frame)
-        for a, b in zip(got, expected, strict=True):
-            np.testing.assert_array_equal(a, b)

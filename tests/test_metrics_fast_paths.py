@@ -629,13 +629,3 @@ def test_exposed_equals_the_subtraction_of_every_other_event(profile, categories
         got = device.exposed(categories)
         np.testing.assert_array_equal(got[0], expected[0])
         np.testing.assert_array_equal(got[1], expected[1])
-
-
-def test_used_categories_equal_remove_unused_categories(profile) -> None:
-    names = profile.events["name"].array
-    for rows in (np.arange(0, len(names), 7), np.arange(0), np.arange(len(names))):
-        expected = names[rows].remove_unused_categories()
-        got = activity.used_categories(names[rows])
-        assert got.dtype == expected.dtype
-        assert got.codes.dtype == expected.codes.dtype
-        np.testing.assert_array_equal(got.codes, expected.codes)

@@ -191,55 +191,15 @@ def _calls(profile: Profile) -> pd.DataFrame:
 def _instances(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For calls sorted by (rank, start): each call's ``seq`` (its order among its rank's calls of that name
     and group), the ranks its collective (the calls of one name, group and seq) is matched on (1 where the
-    calls' types, or sizes where the type fixes them, differ) and the collective's last start (missing
-    starts skipped, as a grouped max does). Counts and maxima only, on integer codes: every value exact."""
-    rank = _codes(frame["rank"])
-    name, group = _codes(frame["name"]), _codes(frame["group"])
-    # the running count of each (rank, name, group): a call's place in a stable sort by that key
-    seq = _running_count(_combined(rank, name, group))
-    instance = _combined(name, group, seq)
-    differ = _distinct_per(instance, _codes(frame["collective"])) > 1
+    calls' types, or sizes where the type fixes them, differ) and the collective's last start (pandas'
+    groupby: calls with a missing name or group are in no collective)."""
+    frame = frame.assign(seq=frame.groupby(["rank", "name", "group"], sort=False).cumcount())
+    instance = frame.groupby(["name", "group", "seq"], sort=False)
+    differ = instance["collective"].transform("nunique").to_numpy() > 1
     sized = frame["collective"].isin(EQUAL_SIZE).to_numpy()
-    differ |= sized & (_distinct_per(instance, _codes(frame["bytes"])) > 1)
-    ranks = np.where(differ, 1, _distinct_per(instance, rank))
-    last = np.full(instance.max() + 1 if instance.size else 0, np.nan)
-    np.fmax.at(last, instance, frame["start_us"].to_numpy(dtype=np.float64))
-    return seq, ranks, last[instance]
-
-
-def _codes(column: pd.Series) -> np.ndarray:
-    """Each value's number among the column's distinct values (-1: missing)."""
-    return pd.factorize(column, use_na_sentinel=True)[0].astype(np.int64)
-
-
-def _combined(*codes: np.ndarray) -> np.ndarray:
-    """One number per distinct tuple of codes (-1 a code of its own), in the rows' first-seen order."""
-    key = np.zeros(len(codes[0]), dtype=np.int64)
-    for part in codes:
-        width = int(part.max()) + 2 if part.size else 1
-        key = pd.factorize(key * width + (part + 1))[0].astype(np.int64)
-    return key
-
-
-def _running_count(key: np.ndarray) -> np.ndarray:
-    """For each row, how many rows before it have its key (a groupby's ``cumcount``)."""
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if key.size else key
-    place = np.arange(key.size) - np.repeat(starts, np.diff(np.r_[starts, key.size]))
-    out = np.empty(key.size, dtype=np.int64)
-    out[order] = place
-    return out
-
-
-def _distinct_per(group: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """For each row, the distinct values (missing, -1, left out) among the rows of its group (a grouped
-    ``nunique``)."""
-    known = values >= 0
-    width = max(int(values.max()) + 1, 1) if values.size else 1
-    pairs = np.unique(group[known] * width + values[known])
-    count = np.bincount(pairs // width, minlength=int(group.max()) + 1 if group.size else 0)
-    return count[group]
+    differ |= sized & (instance["bytes"].transform("nunique").to_numpy() > 1)
+    ranks = np.where(differ, 1, instance["rank"].transform("nunique").to_numpy())
+    return frame["seq"].to_numpy(), ranks, instance["start_us"].transform("max").to_numpy()
 
 
 def collective_table(profile: Profile) -> pd.DataFrame:

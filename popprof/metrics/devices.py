@@ -39,7 +39,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace import spans as im
-from ..trace.activity import category_mask, distinct, used_categories
+from ..trace.activity import category_mask, distinct
 from ..trace.gpu_work import (
     COMMUNICATION,
     COMPUTATION,
@@ -724,10 +724,10 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),
-            "device": used_categories(work["device"].array[item]),
+            "device": work["device"].array[item].remove_unused_categories(),
             "correlation": pairs.correlation.astype("int64"),
-            "launch": used_categories(profile.events["name"].array[pairs.call]),
-            "name": used_categories(work["name"].array[item]),
+            "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
+            "name": work["name"].array[item].remove_unused_categories(),
             "cpu_duration_us": pairs.cpu,
             "gpu_duration_us": work["end"].to_numpy()[item] - work["start"].to_numpy()[item],
             "launch_delay_us": pairs.delay,

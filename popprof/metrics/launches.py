@@ -24,7 +24,6 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import masks
-from ..trace.activity import used_categories
 from .devices import LAUNCH_DELAY_COLUMNS, device_work, launch_pairs
 
 #: HTA's ``runtime_cutoff`` (us): a launch call at most this long can launch a short kernel.
@@ -78,10 +77,10 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),
-            "device": used_categories(work["device"].array[pairs.item]),
+            "device": work["device"].array[pairs.item].remove_unused_categories(),
             "correlation": pairs.correlation.astype("int64"),
-            "launch": used_categories(profile.events["name"].array[pairs.call]),
-            "name": used_categories(work["name"].array[pairs.item]),
+            "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
+            "name": work["name"].array[pairs.item].remove_unused_categories(),
             "cpu_duration_us": pairs.cpu,
             "gpu_duration_us": gpu,
             "launch_delay_us": pairs.delay,

@@ -151,19 +151,6 @@ def codes_mask(codes: np.ndarray, hit: Sequence[bool] | np.ndarray) -> np.ndarra
     return np.append(hit, False).take(codes)  # -1: the False
 
 
-def used_categories(values: pd.Categorical) -> pd.Categorical:
-    """``values.remove_unused_categories()`` (the same categories in their order, the same codes' type), with
-    the categories present found by :func:`distinct` over the codes (a flag per category) instead of a sort
-    of every code."""
-    codes = np.asarray(values.codes)
-    present = distinct(codes)
-    present = present[present >= 0]
-    renumber = np.full(len(values.categories) + 1, -1, dtype=np.int64)  # code -1 takes the last: missing
-    renumber[present] = np.arange(present.size)
-    dtype = pd.CategoricalDtype(values.categories.take(present), ordered=values.ordered)
-    return pd.Categorical.from_codes(renumber[codes], dtype=dtype)
-
-
 def is_step_marker(events: pd.DataFrame) -> np.ndarray:
     """Boolean mask: ``ProfilerStep#N`` annotations."""
     column = events["name"]
