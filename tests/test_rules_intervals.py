@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popprof.trace.spans import busy_before, merge_intervals, overlap_pairs, window_sums
+from popprof.trace.spans import busy_before, merge_intervals, overlap_pairs, touching, window_sums
 
 
 def random_intervals(rng, n=200, span=10_000.0, max_len=400.0):
@@ -34,6 +34,21 @@ def test_merge_and_busy_time_match_a_sweep(seed):
     probes = rng.uniform(-100, 10_500, 50)
     expected = [covered(start, end, -1, t) for t in probes]
     assert busy_before(us, ue, probes) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_touching_finds_every_interval_that_meets_one_of_a(seed):
+    rng = np.random.default_rng(seed)
+    a_start, a_end = merge_intervals(*random_intervals(rng, n=20, max_len=300.0))
+    b_start, b_end = random_intervals(rng, n=300, max_len=50.0)  # unsorted, some touching A, most not
+    expected = [
+        any(s <= ae and e >= as_ for as_, ae in zip(a_start, a_end, strict=True))
+        for s, e in zip(b_start, b_end, strict=True)
+    ]
+    got = touching(b_start, b_end, a_start, a_end)
+    assert got.tolist() == expected
+    assert 0 < got.sum() < len(got)
+    assert not touching(b_start, b_end, np.empty(0), np.empty(0)).any()
 
 
 def test_touching_intervals_merge():

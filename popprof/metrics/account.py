@@ -44,7 +44,7 @@ from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
 from ..trace import masks
-from ..trace.spans import merge_intervals, subtract_intervals
+from ..trace.spans import merge_intervals, subtract_intervals, touching
 from . import metric, metric_family
 from .launches import correlation_keys
 from .ranks import step_times
@@ -261,7 +261,7 @@ def _layered_segments(
     for i, (s, e) in enumerate(merged):
         if not s.size:
             continue
-        above = [_touching(bs, be, s, e) for bs, be in merged[:i] if bs.size]
+        above = [(bs[near], be[near]) for bs, be in merged[:i] if (near := touching(bs, be, s, e)).any()]
         if above:
             s, e = subtract_intervals(
                 s,
@@ -280,17 +280,6 @@ def _layered_segments(
     seg_start, seg_end, label = np.concatenate(starts), np.concatenate(ends), np.concatenate(labels)
     order = np.argsort(seg_start, kind="stable")  # disjoint: no two segments start together
     return seg_start[order], seg_end[order], label[order]
-
-
-def _touching(
-    b_start: np.ndarray, b_end: np.ndarray, a_start: np.ndarray, a_end: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals B (sorted, disjoint) that touch an interval of A (sorted, disjoint): the only ones that
-    can cover any of A."""
-    first = np.searchsorted(a_end, b_start, side="left")  # the first A ending at or after each B starts
-    touches = first < a_start.size
-    touches[touches] = a_start[first[touches]] <= b_end[touches]
-    return b_start[touches], b_end[touches]
 
 
 def _layer_of_codes(category: pd.Categorical, layers: tuple[tuple[str, ...], ...]) -> np.ndarray:

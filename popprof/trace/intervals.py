@@ -24,7 +24,7 @@ from .activity import (
     is_host_wait,
 )
 from .masks import rank_codes  # noqa: F401  (its home is masks.py; importable here as before)
-from .spans import busy_before, merge_intervals, subtract_intervals
+from .spans import busy_before, merge_intervals, subtract_intervals, touching
 
 NO_DEVICE = (
     "needs device activity in the trace: no event has a device_category (map device events "
@@ -81,12 +81,7 @@ class DeviceActivity:
             a_start, a_end = merge_intervals(self.start[mine], self.end[mine])
             # only the other events that touch an interval of A can cover any of it: the union of those is
             # the union of all of them wherever A is (a few exchanges among 100k kernels: a few to merge)
-            other = ~mine
-            if a_start.size:
-                first = np.searchsorted(a_end, self.start, side="left")  # the first A ending at or after
-                touches = first < a_start.size
-                touches[touches] = a_start[first[touches]] <= self.end[touches]
-                other &= touches
+            other = ~mine & touching(self.start, self.end, a_start, a_end)
             b_start, b_end = merge_intervals(self.start[other], self.end[other])
             self._exposed[categories] = subtract_intervals(a_start, a_end, b_start, b_end)
         return self._exposed[categories]

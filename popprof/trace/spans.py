@@ -39,6 +39,15 @@ def merge_intervals(
     return s[first], reach[last]
 
 
+def touching(b_start: np.ndarray, b_end: np.ndarray, a_start: np.ndarray, a_end: np.ndarray) -> np.ndarray:
+    """Which intervals B (any order) touch an interval of A (sorted, disjoint): the only ones of B that can
+    cover any of A, so subtracting their union from A is subtracting the union of all of B."""
+    first = np.searchsorted(a_end, b_start, side="left")  # the first A ending at or after each B starts
+    touches = first < a_start.size
+    touches[touches] = a_start[first[touches]] <= b_end[touches]
+    return touches
+
+
 def union_length(start: np.ndarray, end: np.ndarray) -> float:
     """Total length of the union of the intervals."""
     s, e = merge_intervals(start, end)
