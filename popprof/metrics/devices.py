@@ -46,6 +46,7 @@ from ..trace.gpu_work import (
     KERNEL_CHANNELS,
     KERNEL_TYPES,
     MEMORY,
+    correlation_keys,
     gpu_work,
     has_fraction,
 )
@@ -741,7 +742,9 @@ def _join_calls(
     """Row positions ``(call, work)`` of the inner join of launch calls and GPU work on (rank, correlation),
     in the order of ``merge(how="inner")``: by call, then work. Through one int64 key per pair when each
     (rank, correlation) names one call (the usual case), else by pandas' merge."""
-    host_keys = _pair_keys(call_rank, call_correlation)
+    host_keys = correlation_keys(
+        np.asarray(call_rank, dtype=np.int64), np.asarray(call_correlation, dtype=np.float64)
+    )
     index = pd.Index(host_keys)
     if not index.is_unique:
         left = pd.DataFrame(
@@ -752,19 +755,14 @@ def _join_calls(
         )
         pairs = left.merge(right, on=["rank", "correlation"], how="inner")
         return pairs["call"].to_numpy(), pairs["work"].to_numpy()
-    position = index.get_indexer(_pair_keys(work_rank, work_correlation))
+    position = index.get_indexer(
+        correlation_keys(
+            np.asarray(work_rank, dtype=np.int64), np.asarray(work_correlation, dtype=np.float64)
+        )
+    )
     rows = np.flatnonzero(position >= 0)
     rows = rows[np.argsort(position[rows], kind="stable")]
     return position[rows], rows
-
-
-def _pair_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
-    """One int64 per (rank, correlation id); -1 where the id is missing (matches nothing)."""
-    correlation = np.asarray(correlation, dtype=np.float64)
-    ok = ~np.isnan(correlation)
-    keys = np.full(len(correlation), -1, dtype=np.int64)
-    keys[ok] = (np.asarray(rank, dtype=np.int64)[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
-    return keys
 
 
 def launch_summary(profile: Profile) -> pd.DataFrame:

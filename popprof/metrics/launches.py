@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace import masks
+from ..trace import gpu_work, masks
 from .devices import LAUNCH_DELAY_COLUMNS, device_work, launch_pairs
 
 #: HTA's ``runtime_cutoff`` (us): a launch call at most this long can launch a short kernel.
@@ -43,12 +43,8 @@ def correlation_keys(profile: Profile, rows: np.ndarray) -> np.ndarray:
     events = profile.events
     if "correlation" not in events.columns:
         return np.full(len(rows), -1, dtype=np.int64)
-    correlation = events["correlation"].array[rows]
-    keys = masks.rank_array(profile)[rows] + 1
-    keys *= 1 << 40
-    keys += correlation.to_numpy(dtype=np.int64, na_value=-1)  # integers read as integers, no floats
-    keys[correlation.isna()] = -1
-    return keys
+    correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
+    return gpu_work.correlation_keys(masks.rank_array(profile)[rows], correlation)
 
 
 def kernel_launches(profile: Profile) -> pd.DataFrame:

@@ -94,8 +94,10 @@ def _profiler_step_names(events: pd.DataFrame) -> np.ndarray:
     return np.asarray(cats.str.contains("ProfilerStep", regex=False), dtype=bool)
 
 
-def _keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
-    """One int64 key per (rank, correlation); -1 where the correlation is missing."""
+def correlation_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """One int64 key per (rank, correlation id), the launch correlation that joins a launch call to its GPU
+    work (``rank`` -1: no rank, one of its own; ``correlation`` float64); -1 where the correlation is missing.
+    The package's one such key (:func:`popprof.metrics.launches.correlation_keys` reads it for a profile)."""
     ok = ~np.isnan(correlation)
     key = np.full(len(rank), -1, dtype=np.int64)
     key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
@@ -186,7 +188,7 @@ def gpu_work(
             )
             host_rows, host_start = host_rows[before], host_start[before]
     host_corr = _correlations(correlation, host_rows)
-    host_keys = _keys(rank[host_rows], host_corr)
+    host_keys = correlation_keys(rank[host_rows], host_corr)
     index = pd.Index(host_keys)
     if not index.is_unique:  # a correlation id launched twice: the last launch is the one
         last = ~index.duplicated(keep="last")
@@ -194,7 +196,7 @@ def gpu_work(
         index = pd.Index(host_keys)
     work_rows = np.flatnonzero(on_stream)
     work_corr = _correlations(correlation, work_rows)
-    position = index.get_indexer(_keys(rank[work_rows], work_corr))
+    position = index.get_indexer(correlation_keys(rank[work_rows], work_corr))
     matched = position >= 0
     if filtering:
         # a rank whose host events carry no correlation at all cannot tell launches apart: keep its work
