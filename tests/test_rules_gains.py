@@ -131,3 +131,15 @@ def test_two_findings_priced_on_one_device_do_not_sell_its_time_twice():
     assert phases.estimated_gain.value > 0.9 * float(row["communication"])  # the first takes nearly all of it
     assert "Counted once" in share.estimated_gain.basis
     assert share.estimated_gain.to_dict()["device"] == "rank 1 gpu:1"
+
+
+def test_what_the_subtractions_leave_below_a_picosecond_is_no_gain():
+    """On the bundled Mk2 sample exchange.share claims all the exchange + sync time of the mean IPU first; its
+    exchange-heavy phases rest on the same time, and what is left for them is the subtractions' rounding
+    (3e-13 us before ``RESIDUE_US``): exactly no gain, not a gain of 0.0 us that is not zero."""
+    found = check(popprof.open(ROOT / "fixtures" / "mk2_training.popprof"), rules=["exchange.*"])
+    (share,) = found.by_rule("exchange.share")
+    (phases,) = found.by_rule("exchange.phases")
+    assert share.estimated_gain.value > 1000
+    assert phases.estimated_gain.value == 0.0 and "Counted once" in phases.estimated_gain.basis
+    assert phases.severity == "info" and phases.share == pytest.approx(0.024, abs=0.001)

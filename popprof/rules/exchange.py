@@ -55,6 +55,35 @@ def _ipu_exchange_gain(profile: Profile, spent_us: float | None, where: str) -> 
     return ipu_run_gain(profile, spent_us, basis, EXCHANGE_PARTS["ipu"])
 
 
+#: severities from the least to the most
+_ORDER = ("info", "warning", "error")
+
+
+def _held_to_stake(severity: str, stake: float | None, params: dict, whose: str) -> tuple[str, str]:
+    """The phases' severity held to what they are worth, and the sentence that says so.
+
+    The band of the worst window (``severity``) says how exchange-heavy the phases are; ``stake`` (their
+    exchange time as a share of ``whose`` time) says what hiding all of it could buy. Phases that hold little
+    of the run are at most a warning from ``span_warning`` and an error from ``span_error`` of it, info
+    below: a phase of 90 % exchange that is 1 % of the run is not an error."""
+    if stake is None:
+        return severity, ""
+    allowed = band(stake, params["span_warning"], params["span_error"])[0] or "info"
+    held = min(severity, allowed, key=_ORDER.index)
+    text = f"; the phases hold {units.percent(stake)} of {whose}"
+    if held != severity:
+        text += (
+            f", so {held} (warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "
+            f"{units.limit_percent(params['span_error'])})"
+        )
+    return held, text
+
+
+def _threshold(severity: str, params: dict) -> float | None:
+    """The worst window's threshold for the severity given (``None`` for info: no band was met)."""
+    return {"warning": params["moderate"], "error": params["high"]}.get(severity)
+
+
 def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     found = step_phases(
@@ -87,14 +116,17 @@ def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
             f"{units.count(p.cycles)} IPU-cycles{time}" + (f", dominated by {dom}" if dom else "")
         )
     worst = chosen.loc[chosen["share"].idxmax()]
-    severity, threshold = band(float(worst["share"]), params["moderate"], params["high"])
+    local, threshold = band(float(worst["share"]), params["moderate"], params["high"])
+    stake = float(phase_frame["exchange_cycles"].sum()) / found.total_cycles if found.total_cycles else None
+    severity, at_stake = _held_to_stake(local, stake, params, "all IPU-cycles")
     message = (
         f"{len(phase_frame)} exchange-heavy phase(s) (windows of {width} steps where exchange + sync take "
-        f">= {units.limit_percent(params['moderate'])}); worst {units.percent(worst['share'])} ({severity} at >= "
+        f">= {units.limit_percent(params['moderate'])}); worst {units.percent(worst['share'])} ({local} at >= "
         f"{units.limit_percent(threshold)}): " + "; ".join(listed)
     )
     if len(phase_frame) > len(chosen):
         message += f" ({len(phase_frame) - len(chosen)} smaller phase(s) not listed)"
+    message += at_stake
     where = {
         "steps": (int(worst["first_step"]), int(worst["last_step"])),
         "programs": programs[: 3 * top_n],
@@ -113,14 +145,12 @@ def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
             "Exchange-heavy phases",
             message,
             value=float(worst["share"]),
-            threshold=float(threshold),
+            threshold=_threshold(severity, params),
             where=where,
             evidence=windows,
             platform="ipu",
             figure="phases.exchange_cycles",
-            share=float(phase_frame["exchange_cycles"].sum()) / found.total_cycles
-            if found.total_cycles
-            else None,
+            share=stake,
             gain=_ipu_exchange_gain(
                 profile, found.time_us(float(phase_frame["exchange_cycles"].sum())), "of every flagged phase"
             ),
@@ -170,7 +200,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     chosen = sorted(phases, key=lambda ph: -ph["exchange_us"])[: int(params["max_phases"])]
     chosen.sort(key=lambda ph: (ph["rank"] if ph["rank"] is not None else -1, ph["device"] or "", ph["lo"]))
     worst = max(chosen, key=lambda ph: ph["share"])
-    severity, threshold = band(worst["share"], params["moderate"], params["high"])
+    local, threshold = band(worst["share"], params["moderate"], params["high"])
     listed = []
     origin = time_origin(profile) or 0.0
     for ph in chosen:
@@ -192,12 +222,11 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
         + (f" on {len(devices)} device(s)" if devices else "")
         + f" (windows of {units.duration(worst['width'])} where {moved} not overlapped by other device "
         f"work take >= {units.limit_percent(params['moderate'])} of the busy time); "
-        f"worst {units.percent(worst['share'])} ({severity} at >= "
+        f"worst {units.percent(worst['share'])} ({local} at >= "
         f"{units.limit_percent(threshold)}): " + "; ".join(listed)
     )
     if len(phases) > len(chosen):
         message += f" ({len(phases) - len(chosen)} smaller phase(s) not listed)"
-    message += _skew_note(profile, ctx)
     programs = list(dict.fromkeys(n for ph in chosen for n, _ in ph["dominant"]))
     where = {
         "time_us": (float(worst["lo"]), float(worst["hi"])),
@@ -214,6 +243,10 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     exposed, span = sum(ph["exchange_us"] for ph in top), top[0]["t1"] - top[0]["t0"]
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
     on = f" on {top[0]['label']}" if top[0]["label"] else ""
+    stake = min(exposed / span, 1.0) if span > 0 else None
+    whose = f"{top[0]['label']}'s active span" if top[0]["label"] else "the device's active span"
+    severity, at_stake = _held_to_stake(local, stake, params, whose)
+    message += at_stake + _skew_note(profile, ctx)
     gain = Gain(
         min(exposed, span),
         "us",
@@ -229,11 +262,11 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
             "Communication-heavy phases" if gpu else "Exchange-heavy phases",
             message,
             value=float(worst["share"]),
-            threshold=float(threshold),
+            threshold=_threshold(severity, params),
             where=where,
             evidence=windows,
             figure="phases.exchange_us",
-            share=min(exposed / span, 1.0) if span > 0 else None,
+            share=stake,
             gain=gain,
         )
     ]
@@ -243,7 +276,16 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     "exchange.phases",
     "windows of the run where exchange + global exchange + sync take a large share, merged into phases",
     needs=[("steps",), ("events",)],
-    params={"window": 100, "window_us": 0.0, "moderate": 0.30, "high": 0.50, "top": 3, "max_phases": 5},
+    params={
+        "window": 100,
+        "window_us": 0.0,
+        "moderate": 0.30,
+        "high": 0.50,
+        "span_warning": 0.10,
+        "span_error": 0.30,
+        "top": 3,
+        "max_phases": 5,
+    },
     advice=ADVICE_PHASES,
 )
 def phases(profile: Profile, ctx: RuleContext) -> list[Finding]:

@@ -24,6 +24,8 @@ _ALL = "all devices"
 
 #: A cut smaller than this share of a gain is not noted in its basis (two definitions of one time round apart).
 NOTED_CUT = 1e-3
+#: What is left of a budget below this (us, a picosecond) is the rounding of the subtractions, not time: none.
+RESIDUE_US = 1e-6
 
 
 def _label(rank, device) -> str:
@@ -72,7 +74,8 @@ def count_once(profile: Profile, findings: list) -> None:
         key = _device_key(finding, budgets)
         parts = [p for p in gain.rests_on if p in budgets[key]]
         available = min(_available(budgets[key], parts), _available(budgets[_ALL], parts))
-        value = max(min(float(gain.value), available), 0.0)
+        value = min(float(gain.value), available)
+        value = value if value >= RESIDUE_US else 0.0
         if value < float(gain.value) * (1 - NOTED_CUT):
             what = " + ".join(parts) if parts else "the window"
             note = (
