@@ -194,7 +194,9 @@ def test_trace_phases_held_to_what_they_hold_of_the_span(exchange_us, severity, 
     device += [("gemm", "compute", float(t), 100.0) for t in range(int(start + exchange_us), 2000, 100)]
     (f,) = phases(trace_profile(device), window_us=100.0).items
     assert f.value == pytest.approx(1.0) and "worst 100.0 % (error at >= 50 %)" in f.message
-    assert f.share == pytest.approx(exchange_us / 2000) and f.severity == severity and f.threshold == threshold
+    assert (
+        f.share == pytest.approx(exchange_us / 2000) and f.severity == severity and f.threshold == threshold
+    )
     assert ("so " + severity in f.message) == (severity != "error")
 
 
