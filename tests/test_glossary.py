@@ -104,7 +104,11 @@ def ipu(request) -> tuple[popprof.Profile, dict]:
 
 
 def _offending(pattern: re.Pattern, text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines() if pattern.search(_prose(line))]
+    """The lines where ``pattern`` matches; a match is looked for in the whole text, so a label that an
+    80-column wrap split over two lines ("host wait" / "(HTA)") is still read as one."""
+    prose = _prose(text)
+    starts = [m.start() for m in pattern.finditer(prose)]
+    return [prose[prose.rfind("\n", 0, at) + 1 :].split("\n", 1)[0].strip() for at in starts]
 
 
 def test_gpu_summary_speaks_gpu(gpu) -> None:
@@ -129,8 +133,9 @@ def test_gpu_summary_names_hta_window_and_both_waits() -> None:
     assert "435.59 ms" in text and "the last step included, the work runs" in text and "660.55 ms" in text
     assert "host blocked on device" in text and "Host blocked on device:" in text
     idle = text[text.index("Why the device idled") :]
-    assert "HTA's idle breakdown" in idle and f"{words.HOST_NOT_SUBMITTING} 99.7 %" in idle
-    assert words.HTA_HOST_WAIT in idle
+    # HTA's share under HTA's name; the account's part, split at each launch, is another figure with its own
+    assert "HTA's idle breakdown" in idle and f"{words.HTA_HOST_WAIT} 99.7 %" in idle
+    assert f"{words.HOST_NOT_SUBMITTING} 99.7 %" not in text
     assert "Device time by category: compute" in text and "communication" in text
 
 

@@ -28,6 +28,10 @@ HOST_NOT_SUBMITTING = "host not submitting"
 HTA_HOST_WAIT = "host wait (HTA)"
 #: HTA's name for a short gap between work launched in time (launch overhead).
 HTA_KERNEL_WAIT = "kernel wait (HTA)"
+#: HTA's idle causes (``idle_category`` codes of its idle breakdown) in words: HTA's names, labelled as HTA's. Its
+#: "host wait" classifies whole gaps per stream; the time account splits each gap at the launch
+#: (:data:`HOST_NOT_SUBMITTING` before it), so the two shares differ and never share a name.
+HTA_IDLE_CAUSES = {"host_wait": HTA_HOST_WAIT, "kernel_wait": HTA_KERNEL_WAIT, "other": "other idle"}
 
 #: The words of the schema's category codes, per platform.
 CATEGORY_WORDS: dict[str, dict[str, str]] = {

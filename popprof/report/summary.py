@@ -359,16 +359,13 @@ def steps_left_out(summary: dict) -> bool:
 
 
 #: The idle causes of HTA's idle breakdown (``idle_category`` codes), in words.
-IDLE_CAUSES = {
-    "host_wait": words.HOST_NOT_SUBMITTING,
-    "kernel_wait": words.HTA_KERNEL_WAIT,
-    "other": "other idle",
-}
+IDLE_CAUSES = words.HTA_IDLE_CAUSES
 #: What the idle causes mean (the text's and the HTML report's note).
 IDLE_NOTE = (
-    f"{words.HOST_NOT_SUBMITTING} = {words.HTA_HOST_WAIT}: the work was launched after the previous work on its "
-    f"stream ended; {words.HTA_KERNEL_WAIT} = a gap under 30 us between work launched in time "
-    "(launch overhead); other idle = longer gaps"
+    f"{words.HTA_HOST_WAIT} = a whole gap before work launched after the previous work on its stream ended (the "
+    f"time account splits each gap at the launch: idle, {words.HOST_NOT_SUBMITTING} before it); "
+    f"{words.HTA_KERNEL_WAIT} = a gap under 30 us between work launched in time (launch overhead); other idle = "
+    "longer gaps"
 )
 
 

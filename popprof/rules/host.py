@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import units
+from ..io.words import HTA_IDLE_CAUSES
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device, named_devices_without_activity
 from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, long_idle_events
@@ -244,16 +245,8 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ]
 
 
-#: HTA's idle categories (``get_idle_time_breakdown``) in words.
-IDLE_CAUSES = {
-    "host_wait": "host not submitting",
-    "kernel_wait": "kernel wait (HTA)",
-    "other": "other",
-}
-
-
 def _idle_causes(profile: Profile) -> dict[tuple, str]:
-    """``(rank, device) -> "host not submitting 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
+    """``(rank, device) -> "host wait (HTA) 62 %, ..."`` from HTA's idle breakdown (GPU traces)."""
     from ..metrics.devices import idle_breakdown
 
     table = idle_breakdown(profile)
@@ -266,7 +259,7 @@ def _idle_causes(profile: Profile) -> dict[tuple, str]:
         if total <= 0:
             continue
         parts = [
-            f"{IDLE_CAUSES.get(cat, cat)} {units.percent(v / total)}"
+            f"{HTA_IDLE_CAUSES.get(cat, cat)} {units.percent(v / total)}"
             for (_, _, cat), v in group.sort_values(ascending=False).items()
             if v > 0
         ]
