@@ -108,7 +108,7 @@ def test_the_device_table_and_the_metrics_share_the_idle_and_host_wait_definitio
     from popprof.metrics.account import run_account
 
     run = run_account(tiny).iloc[0]
-    assert figures["host_wait_pct"]["value"] == pytest.approx(100 * run["idle_host"] / run["window_us"])
+    assert figures["idle_host_pct"]["value"] == pytest.approx(100 * run["idle_host"] / run["window_us"])
 
 
 def test_check_messages_and_where_lines_are_offsets_from_the_trace_origin(tiny: popprof.Profile) -> None:

@@ -69,7 +69,7 @@ def test_device_shares_are_the_time_account(request, name):
     assert value(col, "busy_pct") == pytest.approx(100 * (1 - idle / window))
     assert value(col, "communication_pct") == pytest.approx(100 * comm / window)
     if col["platform"] == "gpu":
-        assert value(col, "host_wait_pct") == pytest.approx(100 * runs["idle_host"].sum() / window)
+        assert value(col, "idle_host_pct") == pytest.approx(100 * runs["idle_host"].sum() / window)
         values = compute(profile)
         assert value(col, "busy_pct") == pytest.approx(100 * (1 - values["trace.device_idle_share"]))
 
@@ -157,8 +157,8 @@ def test_missing_figures_are_missing_never_zero(ipu, gpu):
         "compile_time_us",
     ):
         assert value(g, key) is None and g["figures"][key]["missing"]
-    assert value(i, "host_wait_pct") is None
-    assert i["figures"]["host_wait_pct"]["missing"].startswith("not split on IPUs")
+    assert value(i, "idle_host_pct") is None
+    assert i["figures"]["idle_host_pct"]["missing"].startswith("not split on IPUs")
     assert "profile_memory=True" in g["figures"]["peak_allocated_bytes"]["missing"]
     for col in (g, i):
         for entry in col["figures"].values():
@@ -201,16 +201,20 @@ def test_diagnosis_order_and_thresholds(ipu):
     assert stricter["limit"] == "undetermined"
     moved = diagnose(col["figures"], 0, dict(DEFAULT_THRESHOLDS, data_movement_pct=10.0))
     assert moved["limit"] == "data movement"
-    figures = {"host_wait_pct": {"value": 25.0}, "busy_pct": {"value": 90.0}, "compute_pct": {"value": 80.0}}
+    figures = {"idle_host_pct": {"value": 25.0}, "busy_pct": {"value": 90.0}, "compute_pct": {"value": 80.0}}
     assert diagnose(figures)["limit"] == "host"
     assert diagnose({})["limit"] == "undetermined"
 
 
 def test_thresholds_from_config_and_set():
-    limits = thresholds_from({"pilot": {"compute_pct": 60}}, {"host_wait_pct": "25"})
-    assert limits["compute_pct"] == 60 and limits["host_wait_pct"] == 25
+    limits = thresholds_from({"pilot": {"compute_pct": 60}}, {"idle_host_pct": "25"})
+    assert limits["compute_pct"] == 60 and limits["idle_host_pct"] == 25
     with pytest.raises(UsageError):
         thresholds_from({}, {"nope": 1})
+    # the old name read as the host blocked on device, the opposite wait: told the new one, never taken
+    for config, sets in (({"pilot": {"host_wait_pct": 25}}, None), ({}, {"host_wait_pct": "25"})):
+        with pytest.raises(UsageError, match="'host_wait_pct' is now 'idle_host_pct'.*not the host blocked"):
+            thresholds_from(config, sets)
     with pytest.raises(UsageError):
         thresholds_from({"pilot": {"idle_pct": "lots"}})
 
@@ -243,7 +247,7 @@ def test_cli_json_columns_and_schema(capsys):
     )
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema"] == "popprof.pilot" and doc["schema_version"] == 1
+    assert doc["schema"] == "popprof.pilot" and doc["schema_version"] == 2
     assert [c["label"] for c in doc["columns"]] == ["1xIPU", "4xIPU", "two_ranks"]
     assert [c["platform"] for c in doc["columns"]] == ["ipu", "ipu", "gpu"]
     assert doc["columns"][1]["figures"]["devices"]["value"] == 4
@@ -375,3 +379,23 @@ def test_launch_idle_and_stage_imbalance_are_the_summarys(ranks, pod4, ipu):
     single = side(ipu, "ipu", role="ipu")  # one IPU: no pipeline stages
     assert value(single, "stage_imbalance_pct") is None
     assert "pipelined over two or more IPUs" in single["figures"]["stage_imbalance_pct"]["missing"]
+
+
+def test_the_host_figure_is_one_wait_in_every_place():
+    """The pilot's host figure is the device idle with the host not submitting (the account's ``idle_host``):
+    its label, the breakdown bar and the threshold's description say so, never the host blocked on device
+    (the device table's ``host_wait_pct``, the host waiting for the device)."""
+    from popprof.io import words
+    from popprof.pilot.diagnose import DESCRIPTIONS
+    from popprof.pilot.figures import FIGURES
+    from popprof.pilot.plots import bars
+
+    (figure,) = [f for f in FIGURES if f.key == "idle_host_pct"]
+    assert words.HOST_NOT_SUBMITTING in figure.label
+    for platform in ("gpu", "ipu"):
+        labels = dict(bars(platform))
+        assert words.HOST_NOT_SUBMITTING in labels["idle_host_pct"]
+        assert words.HOST_BLOCKED not in labels.values()
+    assert words.HOST_NOT_SUBMITTING in DESCRIPTIONS["idle_host_pct"]
+    assert words.HOST_BLOCKED not in " ".join(DESCRIPTIONS.values())
+    assert not [f.key for f in FIGURES if "host_wait" in f.key]

@@ -44,7 +44,7 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, str]:
     for item in sets:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise UsageError(f"--set {item!r}: expected NAME=VALUE, e.g. --set host_wait_pct=25")
+            raise UsageError(f"--set {item!r}: expected NAME=VALUE, e.g. --set idle_host_pct=25")
         out[name.strip()] = value.strip()
     return out
 
@@ -114,7 +114,7 @@ def _columns(
     "sets",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Override a diagnosis threshold, e.g. --set host_wait_pct=25 (docs/pilot.md).",
+    help="Override a diagnosis threshold, e.g. --set idle_host_pct=25 (docs/pilot.md).",
 )
 @config_option()
 @format_option("text", "json", "markdown")

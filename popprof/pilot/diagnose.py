@@ -4,8 +4,9 @@ Tested in this order; the first that holds decides:
 
 1. **does not fit (memory)**: a failed compilation (out-of-memory messages), a tile out of
    memory, or the fullest tile at or above ``does_not_fit_utilisation`` of its capacity;
-2. **host**: the host blocked on device for a share of the device's window >= ``host_wait_pct``
-   (``host_wait_pct`` is that figure's name), or device idle share (100 - busy) >= ``idle_pct``;
+2. **host**: the device idle with the host not submitting its next work (the time account's ``idle_host``,
+   figure ``idle_host_pct``) >= ``idle_host_pct`` of the window, or device idle share (100 - busy) >=
+   ``idle_pct``;
 3. **data movement**: communication (GPU) or all exchange (IPU) + copies (GPU) or stream copies (IPU) +
    sync >= ``data_movement_pct`` of the device time;
 4. **device compute**: compute share >= ``compute_pct``;
@@ -24,7 +25,7 @@ from ..model.errors import UsageError
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "does_not_fit_utilisation": 1.0,
-    "host_wait_pct": 20.0,
+    "idle_host_pct": 20.0,
     "idle_pct": 30.0,
     "data_movement_pct": 40.0,
     "compute_pct": 50.0,
@@ -32,11 +33,19 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
 
 DESCRIPTIONS: dict[str, str] = {
     "does_not_fit_utilisation": "fullest tile / capacity at or above this: does not fit",
-    "host_wait_pct": "host blocked on device, share of the device window (%) at or above this: host-bound",
+    "idle_host_pct": "device idle with the host not submitting (the time account's idle_host), share of the "
+    "window (%) at or above this: host-bound",
     "idle_pct": "device idle share (%) at or above this: host-bound",
     "data_movement_pct": "communication or all exchange + copies or stream copies + sync share (%) at or above this: "
     "data movement",
     "compute_pct": "compute share (%) at or above this: device compute",
+}
+
+#: Thresholds renamed, old name -> new (a file or ``--set`` with the old name is told the new one).
+RENAMED = {"host_wait_pct": "idle_host_pct"}
+WHY_RENAMED = {
+    "host_wait_pct": "the figure is the device idle with the host not submitting (the time account's idle_host), "
+    "not the host blocked on device, which the old name read as",
 }
 
 
@@ -50,6 +59,10 @@ def thresholds_from(
         raise UsageError("the [pilot] configuration must be a table: name = number")
     for source, values in (("[tool.popprof.pilot]", table), ("--set", overrides or {})):
         for name, value in values.items():
+            if name in RENAMED:
+                raise UsageError(
+                    f"{source}: pilot threshold {name!r} is now {RENAMED[name]!r}: {WHY_RENAMED[name]}"
+                )
             if name not in DEFAULT_THRESHOLDS:
                 raise UsageError(
                     f"{source}: unknown pilot threshold {name!r}; known: {', '.join(DEFAULT_THRESHOLDS)}"
@@ -91,13 +104,15 @@ def diagnose(
             },
             {"does_not_fit_utilisation": t["does_not_fit_utilisation"]},
         )
-    wait, busy = _value(figures, "host_wait_pct"), _value(figures, "busy_pct")
+    waiting, busy = _value(figures, "idle_host_pct"), _value(figures, "busy_pct")
     idle = None if busy is None else 100.0 - busy
-    if (wait is not None and wait >= t["host_wait_pct"]) or (idle is not None and idle >= t["idle_pct"]):
+    if (waiting is not None and waiting >= t["idle_host_pct"]) or (
+        idle is not None and idle >= t["idle_pct"]
+    ):
         return _result(
             "host",
-            {"host_wait_pct": wait, "idle_pct": idle},
-            {"host_wait_pct": t["host_wait_pct"], "idle_pct": t["idle_pct"]},
+            {"idle_host_pct": waiting, "idle_pct": idle},
+            {"idle_host_pct": t["idle_host_pct"], "idle_pct": t["idle_pct"]},
         )
     parts = {k: _value(figures, k) for k in ("communication_pct", "memory_pct", "sync_pct")}
     known = [v for v in parts.values() if v is not None]
@@ -114,7 +129,7 @@ def diagnose(
     deciding = {
         "compute_pct": compute,
         "data_movement_pct": movement,
-        "host_wait_pct": wait,
+        "idle_host_pct": waiting,
         "idle_pct": idle,
         "memory_utilisation": util,
     }

@@ -27,7 +27,7 @@ from ..rules import Findings
 from .diagnose import diagnose
 
 #: Version of the JSON document :func:`pilot` returns (docs/pilot.md, "JSON"). Bump on any incompatible change.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Tables only IPU sources fill: a profile with any of them is an IPU run.
 IPU_TABLES = ("tiles", "steps", "runs", "liveness", "execution_totals", "out_of_memory", "tile_histogram")
@@ -60,7 +60,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("communication_pct", "communication (GPU) / all exchange (IPU)", "%", "device"),
     Figure("memory_pct", "copies (GPU) / stream copies (IPU)", "%", "device"),
     Figure("sync_pct", "sync (IPU)", "%", "device"),
-    Figure("host_wait_pct", f"idle, {HOST_NOT_SUBMITTING}", "%", "device"),
+    Figure("idle_host_pct", f"idle, {HOST_NOT_SUBMITTING}", "%", "device"),
     Figure("launch_idle_pct", "launch-bound idle (GPU)", "%", "device"),
     Figure("stage_imbalance_pct", f"{STAGE_IMBALANCE} (IPU)", "%", "device"),
     Figure("memory_utilisation", "fullest tile / capacity", "share", "memory"),
@@ -80,7 +80,7 @@ CAPTURE = {
         "steps": "an execution profile (POPLAR_ENGINE_OPTIONS autoReport.all, `popprof record`)",
         "device": "an execution profile (autoReport.all) or a .pvti trace",
         "sync": "an execution profile (autoReport.all)",
-        "host_wait": "not split on IPUs: the time account's stream copies are the host-bound time",
+        "idle_host": "not split on IPUs: the time account's stream copies are the host-bound time",
         "launches": "not an IPU figure (kernel launches are GPU-only)",
         "pipeline": "an execution profile (autoReport.all) of a run pipelined over two or more IPUs",
         "memory": "the graph profile (autoReport.outputGraphProfile) or the text summary",
@@ -92,7 +92,7 @@ CAPTURE = {
         "steps": "a trace with profiler steps (torch.profiler schedule, prof.step() each iteration)",
         "device": "a trace with GPU activity (ProfilerActivity.CUDA)",
         "sync": "not measured on GPUs (the device's own sync events count as idle, launch or dependency)",
-        "host_wait": "a trace with CPU activity (ProfilerActivity.CPU): the launches split the idle time",
+        "idle_host": "a trace with CPU activity (ProfilerActivity.CPU): the launches split the idle time",
         "launches": "a trace with CPU and GPU activity: the launch calls and the kernels they launched",
         "pipeline": "not a GPU figure (pipeline stages across IPUs)",
         "memory": "not a GPU figure (per-tile memory is IPU-only)",
@@ -118,7 +118,7 @@ FIGURE_NEEDS = {
     "communication_pct": "device",
     "memory_pct": "device",
     "sync_pct": "sync",
-    "host_wait_pct": "host_wait",
+    "idle_host_pct": "idle_host",
     "launch_idle_pct": "launches",
     "stage_imbalance_pct": "pipeline",
     "memory_utilisation": "memory",
@@ -236,7 +236,7 @@ def side(
         values["communication_pct"] = share_of(*account.COMMUNICATION_PARTS[platform])
         values["memory_pct"] = share_of("copies", "stream_copies")
         if platform == "gpu":
-            values["host_wait_pct"] = share_of("idle_host")
+            values["idle_host_pct"] = share_of("idle_host")
             launch_idle = metrics.get("launches.launch_idle_us")  # at most the account's idle_launch
             values["launch_idle_pct"] = None if launch_idle is None else 100.0 * launch_idle / window
         else:
