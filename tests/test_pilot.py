@@ -78,7 +78,7 @@ def test_gpu_shares_are_not_htas_window_but_hta_keeps_its_own(gpu):
     """A single-rank trace: HTA 0.5.0's temporal breakdown (its iteration window, without the last
     ProfilerStep) stays in the HTA device table; the pilot reads the account (every step)."""
     reference = HTA["runs"]["nccl_data"]["ranks"]["0"]
-    devices = device_breakdown(gpu)
+    devices = device_breakdown(gpu, hta=True)  # HTA's own times (rounded to whole microseconds)
     assert devices["idle_pct"].iloc[0] == pytest.approx(reference["idle_pct"], abs=0.01)
     col = side(gpu, "gpu", role="baseline")
     run = account.run_account(gpu).iloc[0]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import popprof
-from popprof.metrics import devices
+from popprof.metrics import account, devices
 from popprof.metrics.summary import summarise
 from popprof.report.summary import render_text
 from popprof.trace.spans import union_length
@@ -67,9 +67,13 @@ def test_symmetric_memory_all_reduce_is_communication_in_summary_and_check(b200)
     assert len(exchange) == 74
     row = devices.device_breakdown(b200).iloc[0]
     hta = devices.device_breakdown(b200, hta=True).iloc[0]
-    assert row["communication_us"] == pytest.approx(2068.0)  # HTA-rounded union of the 74 kernels
+    # the union of the 74 kernels in the trace's own times (HTA, rounding each to whole microseconds: 2068)
+    assert row["communication_us"] == pytest.approx(2141.5, abs=0.01)
     assert hta["communication_us"] == pytest.approx(21.0)  # the one NCCL kernel, as HTA counts it
-    assert row["span_us"] == hta["span_us"] and row["busy_us"] == hta["busy_us"]
+    assert (hta["span_us"], hta["busy_us"]) == (84486.0, 10744.0)  # HTA's rounded times
+    run = account.run_account(b200).iloc[0]  # one step: the table's window is the account's, to the ns
+    assert row["span_us"] == pytest.approx(run["window_us"])
+    assert row["busy_us"] == pytest.approx(run["window_us"] - account.idle_us(run))
     kinds = {k["kernel_type"]: k["time_us"] for k in doc["kernel_types_hta"]}
     assert kinds["COMMUNICATION"] == pytest.approx(21.0)
     # check's exchange.share reads the same events: its finding names the multimem kernel as exchange

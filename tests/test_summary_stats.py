@@ -32,7 +32,7 @@ def test_top_kernels_have_nsys_statistics(trace):
     from popprof.metrics.devices import device_work  # the GPU work the device figures count (HTA's rules)
 
     kernels = top_kernels(trace).set_index("name")
-    work = device_work(trace)
+    work = device_work(trace, exact=True)
     for name in ("ampere_sgemm_128x64_tn", "Memcpy HtoD (Pageable -> Device)"):
         mine = (work["name"] == name).to_numpy()
         durations = (work["end"] - work["start"]).to_numpy(dtype=float)[mine]

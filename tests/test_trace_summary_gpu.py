@@ -118,12 +118,12 @@ def test_summary_json_has_trace_devices_and_csv_the_device_table(capsys) -> None
         "host_wait_pct",
     ):
         assert key in row
-    assert row["idle_pct"] == pytest.approx(77.78, abs=0.01)
+    assert row["idle_pct"] == pytest.approx(77.23, abs=0.01)  # HTA, rounding ns times to whole us: 77.78
     assert data["trace"]["host_wait"]["events"] == 109
     assert main(["summary", str(REAL / "nccl_data.json.gz"), "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 1 and rows[0]["device"] == "gpu:0" and rows[0]["platform"] == "gpu"
-    assert float(rows[0]["compute_pct"]) == pytest.approx(17.26, abs=0.01)
+    assert float(rows[0]["compute_pct"]) == pytest.approx(17.66, abs=0.01)  # HTA's rounded times: 17.26
 
 
 def test_ipu_profiles_get_the_same_device_table() -> None:

@@ -125,21 +125,37 @@ def named_devices_without_activity(profile: Profile) -> list[str]:
     return [str(p.get("name") or "unnamed") for p in props]
 
 
-def device_work(profile: Profile) -> pd.DataFrame | None:
+def device_work(profile: Profile, exact: bool = False) -> pd.DataFrame | None:
     """The trace's GPU work items (:func:`popprof.trace.gpu_work.gpu_work`, sorted by rank, device and start),
-    built once per profile; None without work on a stream."""
+    built once per profile; None without work on a stream.
+
+    Times as HTA has them (a ns-resolution rank's starts rounded up and ends down to whole microseconds: HTA's
+    figures, its idle causes and launch statistics); ``exact``: the trace's own times (popprof's device table,
+    kernel-type breakdown and top kernels, so that they agree with the time account). A trace whose times
+    are whole microseconds has one table for both."""
     events = profile.get("events")
     if events is None or events.empty or not masks.stream_mask(profile).any():
         return None
-    return profile.cached(
-        "devices.gpu_work",
-        lambda: gpu_work(
+
+    def build(hta_rounding: bool) -> pd.DataFrame:
+        return gpu_work(
             events,
             rank=masks.rank_array(profile),
             bookkeeping=masks.bookkeeping_mask(profile),
             stream=masks.stream_mask(profile),
-        ),
-    )
+            hta_rounding=hta_rounding,
+        )
+
+    hta = profile.cached("devices.gpu_work", lambda: build(True))
+    if not exact or not hta.attrs.get("hta_rounded"):
+        return hta
+    return profile.cached("devices.gpu_work.exact", lambda: build(False))
+
+
+def _scope(profile: Profile, work: pd.DataFrame) -> str:
+    """The cache-key suffix of figures computed from ``work``: "" for HTA's table, ".exact" for the trace's own
+    times when they differ (:func:`device_work`)."""
+    return "" if work is device_work(profile) else ".exact"
 
 
 def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, slice]]:
@@ -158,7 +174,7 @@ def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, s
             if codes[lo] >= 0
         ]
 
-    return profile.cached("devices.work_groups", build)
+    return profile.cached("devices.work_groups" + _scope(profile, work), build)
 
 
 def _percent_of(part: float | None, whole: float) -> float | None:
@@ -256,7 +272,8 @@ def _kind_unions(
             out.append(merged)
         return out
 
-    return profile.cached("devices.kind_unions.hta" if hta else "devices.kind_unions", build)
+    key = "devices.kind_unions.hta" if hta else "devices.kind_unions"
+    return profile.cached(key + _scope(profile, work), build)
 
 
 def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
@@ -406,7 +423,7 @@ def device_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
 
 def _breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     rows: list[dict] = []
-    work = device_work(profile)
+    work = device_work(profile, exact=not hta)
     if work is not None:  # a GPU trace (events on streams)
         rows = _gpu_breakdown(profile, work, hta) if not work.empty else []
     elif profile.has("steps") and not profile.steps.empty:
@@ -429,11 +446,11 @@ def kernel_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly). Found once per
     profile scope, and once for both when HTA's kernel types are popprof's.
     """
-    work = device_work(profile)
+    work = device_work(profile, exact=not hta)
     if work is None:
         return _kernel_frame([])
     unions = _kind_unions(profile, work, hta)
-    if hta and unions is _kind_unions(profile, work):
+    if hta and unions is _kind_unions(profile, work) and work is device_work(profile, exact=True):
         return kernel_breakdown(profile)
     return profile.cached(
         "devices.kernel_breakdown.hta" if hta else "devices.kernel_breakdown",
@@ -477,8 +494,8 @@ KERNEL_STAT_COLUMNS = ["name", "kernel_type", "count", "total_us", "mean_us", "m
 
 def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     """The GPU work names taking the most time, with ``count``, ``total_us``, ``mean_us``, ``min_us``,
-    ``max_us`` and ``std_us`` of their durations (:data:`KERNEL_STAT_COLUMNS`)."""
-    work = device_work(profile)
+    ``max_us`` and ``std_us`` of their durations (:data:`KERNEL_STAT_COLUMNS`), the trace's own times."""
+    work = device_work(profile, exact=True)
     if work is None:
         return pd.DataFrame(columns=KERNEL_STAT_COLUMNS)
     names = work["name"].array

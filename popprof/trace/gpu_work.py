@@ -154,6 +154,7 @@ def gpu_work(
     rank: np.ndarray | None = None,
     bookkeeping: np.ndarray | None = None,
     stream: np.ndarray | None = None,
+    hta_rounding: bool = True,
 ) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
@@ -163,7 +164,8 @@ def gpu_work(
     (start of the host event with the same correlation, NaN when there is none).
     Vectorised: correlation ids are joined through one int64 key per (rank, id). ``rank`` (each event's
     rank, -1 when unknown), ``bookkeeping`` (the events' ``is_bookkeeping``) and ``stream`` (the events with a
-    stream): when the caller has them.
+    stream): when the caller has them. ``hta_rounding=False``: the trace's own times, not rounded to whole
+    microseconds (popprof's figures); ``attrs["hta_rounded"]`` says whether any time was rounded.
     """
     bookkeeping = is_bookkeeping(events) if bookkeeping is None else bookkeeping
     stream = events["stream"].notna().to_numpy() if stream is None else stream
@@ -175,8 +177,10 @@ def gpu_work(
     step_names = _profiler_step_names(events)
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts (applied to the rows taken)
-    fractional = has_fraction(start)
-    rounded = distinct(rank[fractional]) if fractional.any() else np.empty(0, dtype=np.int64)
+    fractional = has_fraction(start) if hta_rounding else None
+    rounded = (
+        distinct(rank[fractional]) if fractional is not None and fractional.any() else np.empty(0, np.int64)
+    )
     host_rows = np.flatnonzero(host)
     host_start = _times(start, host_rows, rank, rounded, np.ceil)
     host_ranks = distinct(rank[host_rows]) if filtering else None
@@ -225,7 +229,7 @@ def gpu_work(
     stream = events["stream"].array[work_rows]
     hta_types = hta_kernel_types(names)
     exchange = np.asarray(events["device_category"].array[work_rows] == "exchange", dtype=bool)
-    return pd.DataFrame(
+    work = pd.DataFrame(
         {
             "rank": rank[work_rows],
             "device": device[work_rows],
@@ -241,3 +245,5 @@ def gpu_work(
         },
         copy=False,  # every column is a new array of this call's: no second copy
     )
+    work.attrs["hta_rounded"] = bool(rounded.size)
+    return work
