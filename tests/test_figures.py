@@ -289,7 +289,7 @@ def test_real_traces_device_table_idle_is_htas() -> None:
         assert float(table["idle_us"].sum()) / float(table["span_us"].sum()) == pytest.approx(shown)
         htas = devices.device_breakdown(profile, hta=True)
         assert float(htas["idle_pct"].iloc[0]) == pytest.approx(hta["idle_pct"], abs=0.01), run
-        if devices.device_work(profile).attrs["hta_rounded"]:
+        if "start_exact" in devices.device_work(profile):  # HTA rounded some times
             rounded += 1
             runs = account.run_account(profile)
             idle = sum(float(runs[p].sum()) for p in account.PARTS if p.startswith("idle") and p in runs)

@@ -47,6 +47,7 @@ from ..trace.gpu_work import (
     KERNEL_TYPES,
     MEMORY,
     correlation_keys,
+    exact_times,
     gpu_work,
     has_fraction,
 )
@@ -125,37 +126,24 @@ def named_devices_without_activity(profile: Profile) -> list[str]:
     return [str(p.get("name") or "unnamed") for p in props]
 
 
-def device_work(profile: Profile, exact: bool = False) -> pd.DataFrame | None:
+def device_work(profile: Profile) -> pd.DataFrame | None:
     """The trace's GPU work items (:func:`popprof.trace.gpu_work.gpu_work`, sorted by rank, device and start),
-    built once per profile; None without work on a stream.
-
-    Times as HTA has them (a ns-resolution rank's starts rounded up and ends down to whole microseconds: HTA's
-    figures, its idle causes and launch statistics); ``exact``: the trace's own times (popprof's device table,
-    kernel-type breakdown and top kernels, so that they agree with the time account). A trace whose times
-    are whole microseconds has one table for both."""
+    built once per profile; None without work on a stream. ``start`` / ``end`` are HTA's (a ns-resolution
+    rank's times rounded to whole microseconds: HTA's figures, its idle causes and launch statistics);
+    popprof's device table, kernel-type breakdown and top kernels read the trace's own
+    (:func:`popprof.trace.gpu_work.exact_times`), so that they agree with the time account."""
     events = profile.get("events")
     if events is None or events.empty or not masks.stream_mask(profile).any():
         return None
-
-    def build(hta_rounding: bool) -> pd.DataFrame:
-        return gpu_work(
+    return profile.cached(
+        "devices.gpu_work",
+        lambda: gpu_work(
             events,
             rank=masks.rank_array(profile),
             bookkeeping=masks.bookkeeping_mask(profile),
             stream=masks.stream_mask(profile),
-            hta_rounding=hta_rounding,
-        )
-
-    hta = profile.cached("devices.gpu_work", lambda: build(True))
-    if not exact or not hta.attrs.get("hta_rounded"):
-        return hta
-    return profile.cached("devices.gpu_work.exact", lambda: build(False))
-
-
-def _scope(profile: Profile, work: pd.DataFrame) -> str:
-    """The cache-key suffix of figures computed from ``work``: "" for HTA's table, ".exact" for the trace's own
-    times when they differ (:func:`device_work`)."""
-    return "" if work is device_work(profile) else ".exact"
+        ),
+    )
 
 
 def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, slice]]:
@@ -174,7 +162,7 @@ def _work_groups(profile: Profile, work: pd.DataFrame) -> list[tuple[int, str, s
             if codes[lo] >= 0
         ]
 
-    return profile.cached("devices.work_groups" + _scope(profile, work), build)
+    return profile.cached("devices.work_groups", build)
 
 
 def _percent_of(part: float | None, whole: float) -> float | None:
@@ -258,9 +246,10 @@ def _kind_unions(
     for the per-device table and the kernel-type breakdown; ``hta``: by HTA's kernel types."""
 
     def build() -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
-        starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
+        starts, ends = (work["start"].to_numpy(), work["end"].to_numpy()) if hta else exact_times(work)
         kinds = np.asarray(work["hta_kernel_type" if hta else "kernel_type"].array.codes)
-        if hta and np.array_equal(kinds, np.asarray(work["kernel_type"].array.codes)):
+        same_times = "start_exact" not in work
+        if hta and same_times and np.array_equal(kinds, np.asarray(work["kernel_type"].array.codes)):
             return _kind_unions(profile, work)  # every collective is an NCCL kernel: the same unions
         out = []
         for _, _, part in _work_groups(profile, work):
@@ -272,8 +261,7 @@ def _kind_unions(
             out.append(merged)
         return out
 
-    key = "devices.kind_unions.hta" if hta else "devices.kind_unions"
-    return profile.cached(key + _scope(profile, work), build)
+    return profile.cached("devices.kind_unions.hta" if hta else "devices.kind_unions", build)
 
 
 def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
@@ -285,7 +273,7 @@ def _length(intervals: tuple[np.ndarray, np.ndarray]) -> float:
 def _gpu_breakdown(profile: Profile, work: pd.DataFrame, hta: bool = False) -> list[dict]:
     waits = _host_wait_by_rank(profile)
     rows = []
-    starts, ends = work["start"].to_numpy(), work["end"].to_numpy()
+    starts, ends = (work["start"].to_numpy(), work["end"].to_numpy()) if hta else exact_times(work)
     streams = work["stream"].to_numpy()
     groups = _work_groups(profile, work)
     for (rank, device, part), spans in zip(groups, _kind_unions(profile, work, hta), strict=True):
@@ -423,7 +411,7 @@ def device_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
 
 def _breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     rows: list[dict] = []
-    work = device_work(profile, exact=not hta)
+    work = device_work(profile)
     if work is not None:  # a GPU trace (events on streams)
         rows = _gpu_breakdown(profile, work, hta) if not work.empty else []
     elif profile.has("steps") and not profile.steps.empty:
@@ -446,11 +434,11 @@ def kernel_breakdown(profile: Profile, hta: bool = False) -> pd.DataFrame:
     rank/device's typed time. ``hta=True``: by HTA's kernel types (its figures exactly). Found once per
     profile scope, and once for both when HTA's kernel types are popprof's.
     """
-    work = device_work(profile, exact=not hta)
+    work = device_work(profile)
     if work is None:
         return _kernel_frame([])
     unions = _kind_unions(profile, work, hta)
-    if hta and unions is _kind_unions(profile, work) and work is device_work(profile, exact=True):
+    if hta and unions is _kind_unions(profile, work):
         return kernel_breakdown(profile)
     return profile.cached(
         "devices.kernel_breakdown.hta" if hta else "devices.kernel_breakdown",
@@ -495,13 +483,14 @@ KERNEL_STAT_COLUMNS = ["name", "kernel_type", "count", "total_us", "mean_us", "m
 def top_kernels(profile: Profile, top: int = 10) -> pd.DataFrame:
     """The GPU work names taking the most time, with ``count``, ``total_us``, ``mean_us``, ``min_us``,
     ``max_us`` and ``std_us`` of their durations (:data:`KERNEL_STAT_COLUMNS`), the trace's own times."""
-    work = device_work(profile, exact=True)
+    work = device_work(profile)
     if work is None:
         return pd.DataFrame(columns=KERNEL_STAT_COLUMNS)
     names = work["name"].array
     codes = np.asarray(names.codes)
     named = codes >= 0  # as groupby's: work without a name is in no group
-    dur = pd.Series((work["end"].to_numpy() - work["start"].to_numpy())[named])
+    start, end = exact_times(work)
+    dur = pd.Series((end - start)[named])
     # one groupby over the name codes (category order, as observed=True gives), each statistic from it
     grouped = dur.groupby(codes[named], sort=True)
     out = pd.DataFrame(

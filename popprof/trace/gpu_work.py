@@ -154,7 +154,6 @@ def gpu_work(
     rank: np.ndarray | None = None,
     bookkeeping: np.ndarray | None = None,
     stream: np.ndarray | None = None,
-    hta_rounding: bool = True,
 ) -> pd.DataFrame:
     """GPU work of every rank by HTA's definitions.
 
@@ -164,8 +163,8 @@ def gpu_work(
     (start of the host event with the same correlation, NaN when there is none).
     Vectorised: correlation ids are joined through one int64 key per (rank, id). ``rank`` (each event's
     rank, -1 when unknown), ``bookkeeping`` (the events' ``is_bookkeeping``) and ``stream`` (the events with a
-    stream): when the caller has them. ``hta_rounding=False``: the trace's own times, not rounded to whole
-    microseconds (popprof's figures); ``attrs["hta_rounded"]`` says whether any time was rounded.
+    stream): when the caller has them. When HTA's rounding changed any time, ``start_exact`` and ``end_exact``
+    hold the trace's own times of the same rows (:func:`exact_times`: popprof's figures read those).
     """
     bookkeeping = is_bookkeeping(events) if bookkeeping is None else bookkeeping
     stream = events["stream"].notna().to_numpy() if stream is None else stream
@@ -177,10 +176,8 @@ def gpu_work(
     step_names = _profiler_step_names(events)
     filtering = (not include_last_step) and int(step_names.sum()) >= 2
     # HTA rounding, per rank, when the rank's times have fractional parts (applied to the rows taken)
-    fractional = has_fraction(start) if hta_rounding else None
-    rounded = (
-        distinct(rank[fractional]) if fractional is not None and fractional.any() else np.empty(0, np.int64)
-    )
+    fractional = has_fraction(start)
+    rounded = distinct(rank[fractional]) if fractional.any() else np.empty(0, dtype=np.int64)
     host_rows = np.flatnonzero(host)
     host_start = _times(start, host_rows, rank, rounded, np.ceil)
     host_ranks = distinct(rank[host_rows]) if filtering else None
@@ -218,6 +215,7 @@ def gpu_work(
     )
     dur = events["dur_us"].to_numpy(dtype=np.float64)[work_rows]
     work_end = start[work_rows] + np.where(np.isnan(dur), 0.0, dur)  # fillna(0.0), from the start unrounded
+    exact = (start[work_rows], work_end.copy()) if rounded.size else None  # the trace's own, for popprof's
     work_end = _times(work_end, None, rank[work_rows], rounded, np.floor)
     work_start = _times(start, work_rows, rank, rounded, np.ceil)
     device = events["device"].array
@@ -229,6 +227,7 @@ def gpu_work(
     stream = events["stream"].array[work_rows]
     hta_types = hta_kernel_types(names)
     exchange = np.asarray(events["device_category"].array[work_rows] == "exchange", dtype=bool)
+    columns = {} if exact is None else {"start_exact": exact[0][order], "end_exact": exact[1][order]}
     work = pd.DataFrame(
         {
             "rank": rank[work_rows],
@@ -242,8 +241,16 @@ def gpu_work(
             "kernel_type": kernel_types(hta_types, exchange),
             "hta_kernel_type": hta_types,
             "launch_start": launch_start,
+            **columns,
         },
         copy=False,  # every column is a new array of this call's: no second copy
     )
-    work.attrs["hta_rounded"] = bool(rounded.size)
     return work
+
+
+def exact_times(work: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The work items' start and end in the trace's own times (:func:`gpu_work`'s ``start`` / ``end`` are
+    HTA's, rounded to whole microseconds on a rank whose times have fractions)."""
+    if "start_exact" in work:
+        return work["start_exact"].to_numpy(), work["end_exact"].to_numpy()
+    return work["start"].to_numpy(), work["end"].to_numpy()
