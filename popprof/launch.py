@@ -12,6 +12,7 @@ import os
 import sys
 
 from ._version import __version__
+from .io.blas import one_thread
 
 #: exit code when stdout is closed before all output was written (as ``popprof.cli.EXIT_BROKEN_PIPE``: 128 +
 #: SIGPIPE, what a shell reports; a test checks they agree)
@@ -62,6 +63,7 @@ def run() -> None:
     args = sys.argv[1:]
     if args == ["--version"]:
         _answer(f"popprof, version {__version__}\n")  # click.version_option's line
+    one_thread()  # before numpy loads: OpenBLAS's threads spin for work popprof never gives them
     from .cli import run as run_cli
 
     run_cli()

@@ -118,6 +118,7 @@ def main() -> int:
                     "POPLAR_ENGINE_OPTIONS": engine,
                     "PVTI_OPTIONS": pvti,
                     "MY_OWN_VAR": os.environ.get("MY_OWN_VAR"),
+                    "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
                 }
             )
         )

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..io.atomic import write_text_atomic
+from ..io.blas import as_the_user_had_it
 from ..model.errors import UsageError
 from .collect import Collected, export_bundles, find_reports, find_traces, open_files, read_log, sdk_available
 from .env import ProfilingChoice, RecordEnvironment, build_environment
@@ -143,7 +144,7 @@ def record(
     if not cmd:
         raise UsageError("no command given: popprof record [OPTIONS] -- CMD [ARGS...]")
     say = say or _to_stderr
-    environ = dict(os.environ if environ is None else environ)
+    environ = as_the_user_had_it(os.environ) if environ is None else dict(environ)
     env = build_environment(environ, options.choice, out_dir.resolve())  # before anything is created
     created = not out_dir.exists()
     prepare_out_dir(out_dir)
