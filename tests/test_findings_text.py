@@ -210,3 +210,8 @@ def test_units_gain_phrase():
     assert units.gain(1_000.0, "us") == "up to 1.00 ms"
     assert units.gain(300.0, "us", 200.0) == "up to 300.0 us (100.0 % of the window)"  # never above 100 %
     assert units.gain(2048, "bytes", 8192, "b") == "up to 2,048 B (2 KiB) (25.0 % of the memory) - b"
+    assert (
+        units.gain(50.0, "us", 200.0, device="rank 1 gpu:1")
+        == "up to 50.0 us (25.0 % of rank 1 gpu:1's window)"
+    )
+    assert units.gain(50.0, "bytes", 200.0, device="ipu:0") == "up to 50 B (25.0 % of the memory)"

@@ -198,15 +198,18 @@ def value(amount: object, unit: str, *, signed: bool = False, missing: str = MIS
     return number(amount, signed=signed, missing=missing)
 
 
-def gain(value: object, unit: str, whole: object = None, basis: str = "") -> str:
+def gain(value: object, unit: str, whole: object = None, basis: str = "", device: str | None = None) -> str:
     """An estimated gain (an upper bound) in words: ``up to 12.30 ms (5.6 % of the window) - <basis>``.
 
     ``unit`` is ``us`` (the share is of the window, ``whole``) or ``bytes`` (of the memory); the share is
-    left out when ``whole`` is unknown, the basis when empty."""
+    left out when ``whole`` is unknown, the basis when empty. A time gain taken from one ``device``'s
+    account says whose window (``5.6 % of rank 1 gpu:1's window``): gains rank by their share, and a
+    device's window is shorter than the devices' pooled one."""
     text = "up to " + (duration(value) if unit == "us" else nbytes(value))
     if not _absent(whole) and float(whole) > 0 and not _absent(value):  # type: ignore[arg-type]
         share = min(1.0, max(0.0, float(value) / float(whole)))  # type: ignore[arg-type]
-        text += f" ({percent(share)} of {'the window' if unit == 'us' else 'the memory'})"
+        of = "the memory" if unit != "us" else f"{device}'s window" if device else "the window"
+        text += f" ({percent(share)} of {of})"
     return text + (f" - {basis}" if basis else "")
 
 

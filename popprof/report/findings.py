@@ -133,7 +133,7 @@ def gain_text(finding: Finding) -> str:
     """What fixing the finding would buy at most, in words (empty when the finding has no gain):
     ``up to 12.30 ms (5.6 % of the window) - <basis>`` (:func:`popprof.io.units.gain`)."""
     g = getattr(finding, "estimated_gain", None)
-    return "" if g is None else units.gain(g.value, g.unit, g.whole, g.basis)
+    return "" if g is None else units.gain(g.value, g.unit, g.whole, g.basis, g.device)
 
 
 # -- text -------------------------------------------------------------------

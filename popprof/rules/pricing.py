@@ -72,6 +72,8 @@ def count_once(profile: Profile, findings: list) -> None:
         if gain is None or gain.unit != "us" or gain.value is None:
             continue
         key = _device_key(finding, budgets)
+        if key != _ALL and gain.device is None:  # whose window the gain is a share of, as the text says
+            gain = finding.estimated_gain = replace(gain, device=key)
         parts = [p for p in gain.rests_on if p in budgets[key]]
         available = min(_available(budgets[key], parts), _available(budgets[_ALL], parts))
         value = min(float(gain.value), available)
