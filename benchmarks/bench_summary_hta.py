@@ -11,11 +11,14 @@ cores popprof's two processes leave no core free for it, HTA's one process does)
 the wall time up to the next sample. Imports are inside both figures: this is the time a
 person waits for the answer.
 
-popprof: ``python -m popprof summary TRACE --format json -q -o OUT`` (the CLI, the JSON the
-reports and CI read). HTA 0.5.0: ``TraceAnalysis(trace_dir=...)`` followed by the four
-analyses issue 28 names, without plots: ``get_temporal_breakdown``,
-``get_gpu_kernel_breakdown`` (kernel types and top kernels), ``get_idle_time_breakdown``
-and ``get_comm_comp_overlap``. The HTA child prints its own phase times, shown per run.
+popprof: ``popprof summary TRACE --format json -q -o OUT`` through the console script's entry point
+(``popprof.launch.run``; the JSON the reports and CI read), in this interpreter with this tree's popprof,
+or in ``--popprof-python`` (a venv with ``pip install .``: popprof as a user installs it, measured as HTA is,
+each tool in its own venv; this interpreter may carry start-up costs of its own, such as an editable
+install's import finder or another tool's ``.pth`` file).
+HTA 0.5.0: ``TraceAnalysis(trace_dir=...)`` followed by the four analyses issue 28 names, without
+plots: ``get_temporal_breakdown``, ``get_gpu_kernel_breakdown`` (kernel types and top kernels),
+``get_idle_time_breakdown`` and ``get_comm_comp_overlap``. The HTA child prints its own phase times, shown per run.
 
 Target (issue 28): popprof at least 10x faster than HTA on the 600,000-event Kineto trace,
 at no more than a third of its peak memory. ``--popprof-only`` times popprof alone (for the
@@ -24,6 +27,7 @@ at no more than a third of its peak memory. ``--popprof-only`` times popprof alo
 Usage::
 
     HTA_PYTHON=/path/to/venv-hta/bin/python python benchmarks/bench_summary_hta.py [--repeat 3]
+    POPPROF_PYTHON=/path/to/venv-popprof/bin/python HTA_PYTHON=... python benchmarks/bench_summary_hta.py
     python benchmarks/bench_summary_hta.py --trace /work/benchdata/kineto_1GB.json --popprof-only
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import compileall
 import json
 import math
+import os
 import resource
 import signal
 import statistics
@@ -70,8 +75,9 @@ print(json.dumps(phases))
 """
 
 
-#: ``popprof summary`` as the console script runs it (popprof.cli.run), plus the main process's own CPU
-#: on stderr at exit: on two idle cores the parse worker runs beside it, so that is about the wall time.
+#: ``popprof summary`` as the console script runs it (``popprof.launch.run``, the entry point ``pip`` installs:
+#: it asks OpenBLAS for one thread, then hands over to ``popprof.cli.run``), plus the main process's own CPU on
+#: stderr at exit: on two idle cores the parse worker runs beside it, so that is about the wall time.
 POPPROF_SCRIPT = """
 import atexit, json, resource, sys
 def own_cpu():
@@ -86,7 +92,8 @@ def main():
     atexit.register(own_cpu)
     return command()
 cli.main = main
-cli.run()
+from popprof.launch import run
+run()
 """
 
 
@@ -152,6 +159,12 @@ def main() -> None:
     parser.add_argument(
         "--hta-python", default=DEFAULT_HTA_PYTHON, help="HTA's interpreter (env HTA_PYTHON)."
     )
+    parser.add_argument(
+        "--popprof-python",
+        default=os.environ.get("POPPROF_PYTHON", sys.executable),
+        help="popprof's interpreter (env POPPROF_PYTHON; default this one, with this tree's popprof): e.g. a "
+        "venv with `pip install .`, popprof as a user installs it, beside HTA in its own venv.",
+    )
     parser.add_argument("--popprof-only", action="store_true", help="Time popprof alone.")
     parser.add_argument("--timeout", type=float, default=3600.0, help="Seconds per run before it fails.")
     parser.add_argument("--json", type=Path, help="Write the runs here.")
@@ -164,10 +177,19 @@ def main() -> None:
     compileall.compile_dir(ROOT / "popprof", quiet=1)  # as an installed package: imports read .pyc
     loads = [_load_average()]
     print(f"{path.name}: {path.stat().st_size / 1e6:,.0f} MB; load average {loads[0]}", file=sys.stderr)
+    where = subprocess.run(
+        [args.popprof_python, "-P", "-c", "import popprof; print(popprof.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout.strip()
+    print(f"popprof: {args.popprof_python} ({where})", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "summary.json"
         argv = ["summary", str(path), "--format", "json", "-q", "-o", str(out)]
-        tools = {"popprof": [sys.executable, "-c", POPPROF_SCRIPT.format(argv=argv)]}
+        # -P: the working directory (the repository) is not put first on the path, so --popprof-python's
+        # installed popprof is the one imported, not this tree beside it
+        tools = {"popprof": [args.popprof_python, "-P", "-c", POPPROF_SCRIPT.format(argv=argv)]}
         if not args.popprof_only:
             tools["hta"] = [args.hta_python, "-c", HTA_SCRIPT.format(folder=str(_hta_folder(path)))]
         runs: dict[str, list[dict]] = {name: [] for name in tools}
