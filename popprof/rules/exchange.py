@@ -23,7 +23,7 @@ from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import device_activities
 from . import execution_totals
-from .base import Finding, Gain, NotEvaluated, RuleContext, band, ipu_run_gain, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, ipu_run_gain, rule, severity_rank
 from .execution_totals import ADVICE_SYNC, sync_dominated
 
 ADVICE_PHASES = {
@@ -55,10 +55,6 @@ def _ipu_exchange_gain(profile: Profile, spent_us: float | None, where: str) -> 
     return ipu_run_gain(profile, spent_us, basis, EXCHANGE_PARTS["ipu"])
 
 
-#: severities from the least to the most
-_ORDER = ("info", "warning", "error")
-
-
 def _held_to_stake(severity: str, stake: float | None, params: dict, whose: str) -> tuple[str, str]:
     """The phases' severity held to what they are worth, and the sentence that says so.
 
@@ -69,7 +65,7 @@ def _held_to_stake(severity: str, stake: float | None, params: dict, whose: str)
     if stake is None:
         return severity, ""
     allowed = band(stake, params["span_warning"], params["span_error"])[0] or "info"
-    held = min(severity, allowed, key=_ORDER.index)
+    held = min(severity, allowed, key=severity_rank)
     text = f"; the phases hold {units.percent(stake)} of {whose}"
     if held != severity:
         text += (
