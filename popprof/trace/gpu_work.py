@@ -20,7 +20,8 @@ engineers know (documented in ``docs/traces.md``):
   (A rank whose host events carry no correlation at all keeps all its work: HTA would
   drop every kernel.)
 - **Rounding**: when any start time of a rank has a fractional part (ns-resolution traces),
-  starts are rounded up and ends down to whole microseconds, as HTA does.
+  starts are rounded up and ends down to whole microseconds, as HTA does (``start``, ``end``: HTA's figures);
+  the trace's own times stay beside them (``start_exact``, ``end_exact``: popprof's, :func:`exact_times`).
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ def gpu_work(
     hta_types = hta_kernel_types(names)
     exchange = np.asarray(events["device_category"].array[work_rows] == "exchange", dtype=bool)
     columns = {} if exact is None else {"start_exact": exact[0][order], "end_exact": exact[1][order]}
-    work = pd.DataFrame(
+    return pd.DataFrame(
         {
             "rank": rank[work_rows],
             "device": device[work_rows],
@@ -245,7 +246,6 @@ def gpu_work(
         },
         copy=False,  # every column is a new array of this call's: no second copy
     )
-    return work
 
 
 def exact_times(work: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
