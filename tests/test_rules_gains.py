@@ -78,6 +78,10 @@ def test_every_real_finding_is_priced_and_ranked(path):
             assert set(gain.rests_on) <= set(PARTS)  # the time account's part names
             if gain.unit == "us":
                 assert gain.rests_on, (name, f.rule_id)
+                # no error for a sliver of the run: an error on time rests on at least 30 % of its whole (the
+                # B200 decode's exchange.phases was one at 0.8 %); memory errors (out of memory, no headroom)
+                # are errors whatever their share
+                assert f.severity != "error" or f.share >= 0.3, (name, f.rule_id, f.share)
         priced = [f.estimated_gain.fraction for f in found if f.estimated_gain is not None]
         assert priced == sorted(priced, reverse=True)
         unpriced_at = [i for i, f in enumerate(found) if f.estimated_gain is None]
