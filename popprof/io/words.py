@@ -24,6 +24,8 @@ IPU_FORMATS: tuple[str, ...] = ("pop", "pvti", "synth", "text_summary", "oom_log
 HOST_BLOCKED = "host blocked on device"
 #: Device idle time before work whose launch came after the previous work ended (HTA's "host wait").
 HOST_NOT_SUBMITTING = "host not submitting"
+#: The time account's part of that idle (``idle_host``): each gap before the launch of the work that ended it.
+IDLE_HOST = f"idle, {HOST_NOT_SUBMITTING}"
 #: HTA's name for :data:`HOST_NOT_SUBMITTING`, labelled as HTA's wherever it shows.
 HTA_HOST_WAIT = "host wait (HTA)"
 #: HTA's name for a short gap between work launched in time (launch overhead).

@@ -39,7 +39,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..io.words import HOST_NOT_SUBMITTING
+from ..io.words import IDLE_HOST
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import intervals as im
@@ -81,7 +81,7 @@ PART_WORDS: dict[str, str] = {
     "compute": "compute",
     "communication": "communication",
     "copies": "copies",
-    "idle_host": f"idle, {HOST_NOT_SUBMITTING}",
+    "idle_host": IDLE_HOST,
     "idle_launch": "idle, launch or dependency",
     "idle_other": "idle, cause unknown",
     "exchange": "exchange",

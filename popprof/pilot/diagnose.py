@@ -41,11 +41,13 @@ DESCRIPTIONS: dict[str, str] = {
     "compute_pct": "compute share (%) at or above this: device compute",
 }
 
-#: Thresholds renamed, old name -> new (a file or ``--set`` with the old name is told the new one).
-RENAMED = {"host_wait_pct": "idle_host_pct"}
-WHY_RENAMED = {
-    "host_wait_pct": "the figure is the device idle with the host not submitting (the time account's idle_host), "
-    "not the host blocked on device, which the old name read as",
+#: Thresholds renamed: old name -> (new name, why); a file or ``--set`` with the old name is told the new one.
+RENAMED = {
+    "host_wait_pct": (
+        "idle_host_pct",
+        "the figure is the device idle with the host not submitting (the time account's idle_host), not the "
+        "host blocked on device, which the old name read as",
+    ),
 }
 
 
@@ -60,9 +62,8 @@ def thresholds_from(
     for source, values in (("[tool.popprof.pilot]", table), ("--set", overrides or {})):
         for name, value in values.items():
             if name in RENAMED:
-                raise UsageError(
-                    f"{source}: pilot threshold {name!r} is now {RENAMED[name]!r}: {WHY_RENAMED[name]}"
-                )
+                new, why = RENAMED[name]
+                raise UsageError(f"{source}: pilot threshold {name!r} is now {new!r}: {why}")
             if name not in DEFAULT_THRESHOLDS:
                 raise UsageError(
                     f"{source}: unknown pilot threshold {name!r}; known: {', '.join(DEFAULT_THRESHOLDS)}"

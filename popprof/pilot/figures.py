@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..io.plural import plural
-from ..io.words import HOST_NOT_SUBMITTING, IPU_FORMATS, STAGE_IMBALANCE
+from ..io.words import IDLE_HOST, IPU_FORMATS, STAGE_IMBALANCE
 from ..metrics import account, compute, stored_values
 from ..metrics.devices import device_breakdown
 from ..metrics.pipeline import pipeline_imbalance
@@ -60,7 +60,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("communication_pct", "communication (GPU) / all exchange (IPU)", "%", "device"),
     Figure("memory_pct", "copies (GPU) / stream copies (IPU)", "%", "device"),
     Figure("sync_pct", "sync (IPU)", "%", "device"),
-    Figure("idle_host_pct", f"idle, {HOST_NOT_SUBMITTING}", "%", "device"),
+    Figure("idle_host_pct", IDLE_HOST, "%", "device"),
     Figure("launch_idle_pct", "launch-bound idle (GPU)", "%", "device"),
     Figure("stage_imbalance_pct", f"{STAGE_IMBALANCE} (IPU)", "%", "device"),
     Figure("memory_utilisation", "fullest tile / capacity", "share", "memory"),

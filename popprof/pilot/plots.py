@@ -21,7 +21,7 @@ def bars(platform: str) -> tuple[tuple[str, str], ...]:
         ("communication_pct", words.COMMUNICATION_WORD[platform]),
         ("memory_pct", words.MEMORY_WORD[platform]),
         ("sync_pct", "sync"),
-        ("idle_host_pct", f"idle, {words.HOST_NOT_SUBMITTING}"),
+        ("idle_host_pct", words.IDLE_HOST),
     )
 
 

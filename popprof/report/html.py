@@ -27,7 +27,7 @@ from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
 from .gpu_analyses import skew_share
-from .summary import IDLE_CAUSES, IDLE_NOTE, device_labels, device_window, steps_left_out, whole_work_text
+from .summary import IDLE_NOTE, device_labels, device_window, steps_left_out, whole_work_text
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -192,7 +192,7 @@ def _idle_rows(summary: Mapping[str, Any]) -> list[dict]:
         {
             "rank": c.get("rank"),
             "device": c["device"],
-            "cause": IDLE_CAUSES.get(c["idle_category"], c["idle_category"].replace("_", " ")),
+            "cause": words.HTA_IDLE_CAUSES.get(c["idle_category"], c["idle_category"].replace("_", " ")),
             "idle_us": c["idle_us"],
             "share": c["idle_us"] / totals[(c.get("rank"), c["device"])]
             if totals[(c.get("rank"), c["device"])]

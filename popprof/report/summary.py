@@ -358,12 +358,10 @@ def steps_left_out(summary: dict) -> bool:
     return it.get("source") == "ProfilerStep" and (it.get("count") or 0) >= 2
 
 
-#: The idle causes of HTA's idle breakdown (``idle_category`` codes), in words.
-IDLE_CAUSES = words.HTA_IDLE_CAUSES
 #: What the idle causes mean (the text's and the HTML report's note).
 IDLE_NOTE = (
     f"{words.HTA_HOST_WAIT} = a whole gap before work launched after the previous work on its stream ended (the "
-    f"time account splits each gap at the launch: idle, {words.HOST_NOT_SUBMITTING} before it); "
+    f"time account splits each gap at the launch: {words.IDLE_HOST} before it); "
     f"{words.HTA_KERNEL_WAIT} = a gap under 30 us between work launched in time (launch overhead); other idle = "
     "longer gaps"
 )
@@ -483,7 +481,7 @@ def render_trace_text(
             if not total:  # the device never idled: nothing to explain (not a row of dashes)
                 continue
             parts = [
-                f"{IDLE_CAUSES.get(c['idle_category'], c['idle_category'].replace('_', ' '))} "
+                f"{words.HTA_IDLE_CAUSES.get(c['idle_category'], c['idle_category'].replace('_', ' '))} "
                 f"{units.percent(c['idle_us'] / total if total else None, missing='-')}"
                 for c in causes
                 if (c.get("rank"), c["device"]) == (rank, device)
