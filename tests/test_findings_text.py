@@ -142,7 +142,9 @@ def _findings() -> Findings:
         "Little memory headroom",
         "tile 3 is 97 % full",
         advice="Use less memory.",
-        estimated_gain=Gain(1_048_576.0, "bytes", "the bytes over the headroom", whole=4_194_304.0),
+        estimated_gain=Gain(
+            1_048_576.0, "bytes", "the bytes over the headroom", whole=4_194_304.0, of="tile 3's capacity"
+        ),
     )
     unpriced = Finding("exchange.share", "info", "Exchange share", "24.9 % exchange")
     return Findings(
@@ -150,8 +152,8 @@ def _findings() -> Findings:
     )
 
 
-TIME_GAIN = "up to 12.30 ms (5.6 % of the window) - the idle gaps the host caused"
-MEMORY_GAIN = "up to 1,048,576 B (1 MiB) (25.0 % of the memory) - the bytes over the headroom"
+TIME_GAIN = "up to 12.30 ms (5.6 % of the devices' windows) - the idle gaps the host caused"
+MEMORY_GAIN = "up to 1,048,576 B (1 MiB) (25.0 % of tile 3's capacity) - the bytes over the headroom"
 
 
 def test_text_shows_each_gain_and_nothing_for_a_finding_without_one():
@@ -199,7 +201,7 @@ def test_html_report_and_notebook_template_show_the_gain():
         colours={"error": "red", "warning": "orange", "info": "blue"},
         gains=[TIME_GAIN, MEMORY_GAIN, ""],
     )
-    assert "<th>estimated gain</th>" in html and "up to 12.30 ms (5.6 % of the window)" in html
+    assert "<th>estimated gain</th>" in html and "up to 12.30 ms (5.6 % of the devices&#39; windows)" in html
     # Findings._repr_html_ (rules/base.py) renders the same template, with or without ``gains``
     assert "tile 3 is 97 % full" in found._repr_html_()
 
@@ -211,7 +213,33 @@ def test_units_gain_phrase():
     assert units.gain(300.0, "us", 200.0) == "up to 300.0 us (100.0 % of the window)"  # never above 100 %
     assert units.gain(2048, "bytes", 8192, "b") == "up to 2,048 B (2 KiB) (25.0 % of the memory) - b"
     assert (
-        units.gain(50.0, "us", 200.0, device="rank 1 gpu:1")
+        units.gain(50.0, "us", 200.0, of="rank 1 gpu:1's window")
         == "up to 50.0 us (25.0 % of rank 1 gpu:1's window)"
     )
-    assert units.gain(50.0, "bytes", 200.0, device="ipu:0") == "up to 50 B (25.0 % of the memory)"
+
+
+def test_a_gain_names_its_whole_in_every_rendering():
+    """A gain's words for its whole come from one place (``Gain.whole_words``): a device's window, the devices'
+    windows pooled, a tile's capacity (or its bytes when above it), a name the rule gave; the same words in
+    the text of the findings, their JSON (``of``), the summary's opportunities and the notebook's table."""
+    from html import unescape
+
+    from popprof.report.explain import _gain_text
+    from popprof.report.findings import gain_text
+    from popprof.rules.base import Finding, Findings, Gain, tile_whole
+
+    assert Gain(5.0, "us", "b", whole=20.0, device="rank 1 gpu:1").whole_words == "rank 1 gpu:1's window"
+    assert Gain(5.0, "us", "b", whole=20.0).whole_words == "the devices' windows"
+    assert tile_whole("tile 289", 600.0, 624.0) == "tile 289's capacity"
+    assert (
+        tile_whole("tile 289", 700.0, 624.0) == tile_whole("tile 289", 700.0, None) == "the bytes on tile 289"
+    )
+    memory = Gain(256.0, "bytes", "b", whole=1024.0, of=tile_whole("tile 7", 900.0, 1024.0))
+    assert memory.to_dict()["of"] == "tile 7's capacity"
+    for gain, words in (
+        (Gain(5.0, "us", "b", whole=20.0, device="rank 1 gpu:1"), "(25.0 % of rank 1 gpu:1's window)"),
+        (memory, "(25.0 % of tile 7's capacity)"),
+    ):
+        finding = Finding("r.x", "info", "T", "m", estimated_gain=gain)
+        html = unescape(Findings([finding], profile_name="p")._repr_html_())
+        assert words in gain_text(finding) and words in _gain_text(gain.to_dict()) and words in html

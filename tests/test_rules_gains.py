@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from real_inputs import REAL, real_inputs
 
@@ -62,10 +63,21 @@ def _real_inputs() -> list[Path]:
     return real_inputs(roots=(REAL, Path("/work/shared/real")))
 
 
+def _windows(profile) -> dict[str | None, float]:
+    """Each device's window in the time account, by the label a gain names it with, and (None) their sum."""
+    runs = account.run_account(profile)
+    out: dict[str | None, float] = {None: float(runs["window_us"].sum())} if len(runs) else {}
+    for row in runs.to_dict("records"):
+        label = f"rank {int(row['rank'])} {row['device']}" if pd.notna(row["rank"]) else str(row["device"])
+        out[label] = float(row["window_us"])
+    return out
+
+
 @pytest.mark.parametrize("path", _real_inputs(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_real_finding_is_priced_and_ranked(path):
     for name, profile in popprof.open_all(path).items():
         found = check(profile)
+        windows = _windows(profile)
         for f in found:
             gain = f.estimated_gain
             if (f.rule_id, path.name) in UNPRICED:
@@ -82,6 +94,13 @@ def test_every_real_finding_is_priced_and_ranked(path):
                 # B200 decode's exchange.phases was one at 0.8 %); memory errors (out of memory, no headroom)
                 # are errors whatever their share
                 assert f.severity != "error" or f.share >= 0.3, (name, f.rule_id, f.share)
+                # the share's words are true: of the named device's window, or of the devices' windows pooled
+                if gain.of is None:
+                    window = windows[gain.device]
+                    assert gain.whole == pytest.approx(window, rel=1e-9), (name, f.rule_id)
+            else:  # a byte gain says whose memory: a tile's, the target's, one replica's
+                assert gain.of and gain.whole_words != "the memory", (name, f.rule_id, gain)
+            assert f"of {gain.whole_words})" in gain.text() and gain.to_dict()["of"] == gain.whole_words
         priced = [f.estimated_gain.fraction for f in found if f.estimated_gain is not None]
         assert priced == sorted(priced, reverse=True)
         unpriced_at = [i for i, f in enumerate(found) if f.estimated_gain is None]
@@ -162,7 +181,7 @@ def test_a_gain_says_whose_window_its_share_is_of():
     assert phases.estimated_gain.device == "rank 1 gpu:1" and skew.estimated_gain.device is None
     text = "\n".join(render_what_limits(explained_summary(run)["what_limits"], 200))
     assert "up to 11.06 ms (59.0 % of rank 1 gpu:1's window)  exchange.phases" in text
-    assert "up to 35.83 ms (30.5 % of the window)  distributed.collective-skew" in text
+    assert "up to 35.83 ms (30.5 % of the devices' windows)  distributed.collective-skew" in text
     # one device: every time gain is taken from its account, and says so
     one = check(popprof.open(ROOT / "fixtures" / "real" / "traces" / "nccl_data.json.gz"))
     timed = [f.estimated_gain for f in one.items if f.estimated_gain and f.estimated_gain.unit == "us"]

@@ -198,18 +198,16 @@ def value(amount: object, unit: str, *, signed: bool = False, missing: str = MIS
     return number(amount, signed=signed, missing=missing)
 
 
-def gain(value: object, unit: str, whole: object = None, basis: str = "", device: str | None = None) -> str:
-    """An estimated gain (an upper bound) in words: ``up to 12.30 ms (5.6 % of the window) - <basis>``.
+def gain(value: object, unit: str, whole: object = None, basis: str = "", of: str | None = None) -> str:
+    """An estimated gain (an upper bound) in words: ``up to 12.30 ms (5.6 % of rank 0 gpu:0's window) - <basis>``.
 
-    ``unit`` is ``us`` (the share is of the window, ``whole``) or ``bytes`` (of the memory); the share is
-    left out when ``whole`` is unknown, the basis when empty. A time gain taken from one ``device``'s
-    account says whose window (``5.6 % of rank 1 gpu:1's window``): gains rank by their share, and a
-    device's window is shorter than the devices' pooled one."""
+    ``unit`` is ``us`` or ``bytes``; ``of`` names ``whole`` (``rank 1 gpu:1's window``, ``tile 289's
+    capacity``: :attr:`popprof.rules.base.Gain.whole_words` says it for a gain), ``the window`` or ``the
+    memory`` when not given. The share is left out when ``whole`` is unknown, the basis when empty."""
     text = "up to " + (duration(value) if unit == "us" else nbytes(value))
     if not _absent(whole) and float(whole) > 0 and not _absent(value):  # type: ignore[arg-type]
         share = min(1.0, max(0.0, float(value) / float(whole)))  # type: ignore[arg-type]
-        of = "the memory" if unit != "us" else f"{device}'s window" if device else "the window"
-        text += f" ({percent(share)} of {of})"
+        text += f" ({percent(share)} of {of or ('the window' if unit == 'us' else 'the memory')})"
     return text + (f" - {basis}" if basis else "")
 
 

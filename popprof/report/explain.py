@@ -117,7 +117,7 @@ def _pooled(devices: list[dict]) -> dict:
 
 
 def _gain_text(gain: dict) -> str:
-    return units.gain(gain["value"], gain["unit"], gain.get("whole"), device=gain.get("device"))
+    return units.gain(gain["value"], gain["unit"], gain.get("whole"), of=gain.get("of"))
 
 
 def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:

@@ -131,9 +131,9 @@ def _short_programs(names: list) -> list[str]:
 
 def gain_text(finding: Finding) -> str:
     """What fixing the finding would buy at most, in words (empty when the finding has no gain):
-    ``up to 12.30 ms (5.6 % of the window) - <basis>`` (:func:`popprof.io.units.gain`)."""
+    ``up to 12.30 ms (5.6 % of rank 0 gpu:0's window) - <basis>`` (:meth:`popprof.rules.base.Gain.text`)."""
     g = getattr(finding, "estimated_gain", None)
-    return "" if g is None else units.gain(g.value, g.unit, g.whole, g.basis, g.device)
+    return "" if g is None else g.text()
 
 
 # -- text -------------------------------------------------------------------

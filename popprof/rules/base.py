@@ -74,7 +74,8 @@ class Gain:
     (``idle_host``, ``communication``, ...), so that gains resting on the same time are counted once.
     ``device`` is the device whose account the gain is taken from, as the account labels it (``rank 1
     gpu:1``, ``gpu:0``), when the gain rests on one device's time (None: the devices' pooled time, or the
-    device the finding's ``where["devices"]`` names alone).
+    device the finding's ``where["devices"]`` names alone). ``of`` names the whole in words where the unit and
+    ``device`` do not say it (``tile 289's capacity``, ``the target's memory``): :attr:`whole_words`.
     """
 
     value: float
@@ -83,6 +84,7 @@ class Gain:
     whole: float | None = None
     rests_on: tuple[str, ...] = ()
     device: str | None = None
+    of: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in GAIN_UNITS:
@@ -95,16 +97,39 @@ class Gain:
             return 0.0
         return min(1.0, max(0.0, float(self.value) / float(self.whole)))
 
+    @property
+    def whole_words(self) -> str:
+        """What :attr:`whole` is, in the words every rendering of the gain uses: ``of`` when the rule gave it,
+        else a time gain's device window (``rank 1 gpu:1's window``) or, for a gain pooled over devices, ``the
+        devices' windows`` (their sum); ``the memory`` for a byte gain whose rule did not say whose."""
+        if self.of:
+            return self.of
+        if self.unit == "us":
+            return f"{self.device}'s window" if self.device else "the devices' windows"
+        return "the memory"
+
+    def text(self) -> str:
+        """The gain in words: ``up to 11.06 ms (59.0 % of rank 1 gpu:1's window) - <basis>``."""
+        return units.gain(self.value, self.unit, self.whole, self.basis, self.whole_words)
+
     def to_dict(self) -> dict:
-        """``{value, unit, basis}`` (plus ``whole``, ``rests_on`` and ``device`` when known), JSON-ready."""
+        """``{value, unit, basis}`` (plus ``whole`` and its words ``of``, ``rests_on`` and ``device`` when
+        known), JSON-ready."""
         out: dict = {"value": _num(self.value), "unit": self.unit, "basis": self.basis}
         if self.whole is not None:
             out["whole"] = _num(self.whole)
+            out["of"] = self.whole_words
         if self.rests_on:
             out["rests_on"] = list(self.rests_on)
         if self.device:
             out["device"] = self.device
         return out
+
+
+def tile_whole(tile: str, used: float, capacity: float | None) -> str:
+    """What a gain on one tile is a share of, in words: ``tile 289's capacity``, or ``the bytes on tile 289``
+    when they are above its capacity (or it is unknown)."""
+    return f"{tile}'s capacity" if capacity and float(capacity) >= float(used) else f"the bytes on {tile}"
 
 
 @dataclass
@@ -494,10 +519,7 @@ class Findings:
         (``markup/templates/findings.html.j2``)."""
         from ..markup import render
 
-        gains = [
-            units.gain(g.value, g.unit, g.whole, g.basis) if (g := f.estimated_gain) is not None else ""
-            for f in self.items
-        ]
+        gains = [g.text() if (g := f.estimated_gain) is not None else "" for f in self.items]
         return render(
             "findings.html.j2",
             profile=self.profile_name,

@@ -306,6 +306,15 @@ def _gaps_sentence(
     return message
 
 
+def _whose_span(profile: Profile, rank: int | None, rank_label: str) -> dict[str, str]:
+    """Whose time a gain on one rank's active span takes: its device, when the rank has one (the span is then
+    that device's window in the account); else the rank's span, named (``of``)."""
+    devices = [a.label for a in device_activities(profile) if a.rank == rank]
+    if len(devices) == 1 and devices[0]:
+        return {"device": devices[0]}
+    return {"of": f"{rank_label}'s active span" if rank_label else "the active span"}
+
+
 @rule(
     "host.long-events",
     "long host events during which the device sat idle, between device runs",
@@ -391,6 +400,7 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
         "that host work overlapped with device work or moved off the critical path",
         whole=span,
         rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+        **_whose_span(profile, next(r for r, act in spans.items() if act.label == worst_label), worst_label),
     )
     return [
         ctx.finding(

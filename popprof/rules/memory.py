@@ -11,7 +11,7 @@ import pandas as pd
 from ..io import units
 from ..metrics import memory as mm
 from ..model.profile import Profile
-from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule, tile_whole
 
 #: At most this many tiles are listed in a finding's ``where["tiles"]`` (the evidence has all).
 MAX_WHERE_TILES = 20
@@ -38,11 +38,14 @@ def _tiles_used(profile: Profile) -> pd.DataFrame | None:
     )
 
 
-def _tile_gain(freed: float, used: float, capacity: float, basis: str) -> Gain:
-    """A memory gain on one tile: ``freed`` bytes (at most the bytes on it), of the tile's capacity, or of
-    its contents when they are above capacity (so a gain never exceeds its whole)."""
+def _tile_gain(freed: float, used: float, capacity: float, basis: str, tile: str) -> Gain:
+    """A memory gain on one tile (``tile`` names it: ``tile 289``): ``freed`` bytes (at most the bytes on it),
+    of the tile's capacity, or of its contents when they are above capacity (so a gain never exceeds its
+    whole), and the text says which."""
     freed = min(max(float(freed), 0.0), float(used))
-    return Gain(freed, "bytes", basis, whole=max(float(capacity), float(used)))
+    return Gain(
+        freed, "bytes", basis, whole=max(float(capacity), float(used)), of=tile_whole(tile, used, capacity)
+    )
 
 
 def _tile_list(frame: pd.DataFrame) -> list[int]:
@@ -90,6 +93,7 @@ def _oom_messages_finding(profile: Profile, ctx: RuleContext) -> Finding:
             top["capacity_bytes"],
             f"the bytes above capacity on {where_tile} (the largest overflow the messages print): what must "
             "leave that tile for the program to fit",
+            where_tile,
         )
         share = gain.fraction  # the overflow's share of the tile's bytes
     return ctx.finding(
@@ -156,6 +160,7 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             top["capacity_bytes"],
             f"the bytes above the capacity of tile {units.count(top['tile'])}, the largest overflow: what must "
             "leave that tile for the program to fit",
+            f"tile {units.count(top['tile'])}",
         )
         return [
             ctx.finding(
@@ -208,6 +213,7 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
             cap,
             "the bytes above capacity on the summary's fullest tile: what must leave that tile for the "
             "program to fit",
+            where_tile,
         )
     return [
         ctx.finding(
@@ -270,6 +276,7 @@ def headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
         cap,
         f"the bytes on {where_tile} above the warning threshold ({units.limit_percent(params['warning'])} of "
         "its capacity): what must leave it to regain that headroom",
+        where_tile,
     )
     return [
         ctx.finding(
@@ -325,6 +332,7 @@ def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
         worst["capacity_bytes"],
         f"the bytes tile {units.count(worst['tile'])} holds above the median tile: what spreading its "
         "contents could take off it",
+        f"tile {units.count(worst['tile'])}",
     )
     return [
         ctx.finding(
@@ -430,6 +438,7 @@ def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
             f"of {'the total' if replicas == 1 else 'one replica'}'s memory, at most the peak's not-always-live "
             "bytes (the part recomputation or a smaller micro-batch can lower)",
             whole=max(float(total_cap), float(together)),
+            of="the target's memory" if replicas == 1 else "one replica's memory",
         )
     return [
         ctx.finding(
@@ -515,6 +524,7 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             worst["capacity_bytes"],
             f"the gap bytes of tile {units.count(worst['tile'])}, the fullest flagged tile: what packing its "
             "data without gaps could free there",
+            f"tile {units.count(worst['tile'])}",
         )
         return [
             ctx.finding(
@@ -550,6 +560,7 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         cap,
         f"the profile's gap share applied to {where_tile} (a summary gives gaps as totals only): what packing "
         "its data without gaps could free there",
+        where_tile,
     )
     return [
         ctx.finding(

@@ -12,7 +12,7 @@ from ..io import units, words
 from ..metrics import memory as mm
 from ..metrics.tiles import SAVINGS, fullest_tile, overflowed
 from ..model.profile import Profile
-from .base import Finding, Gain, NotEvaluated, RuleContext, rule
+from .base import Finding, Gain, NotEvaluated, RuleContext, rule, tile_whole
 
 #: Advice per saving: what to do on the fullest tile.
 OPTION_ADVICE = {
@@ -84,6 +84,7 @@ def fullest(profile: Profile, ctx: RuleContext) -> list[Finding]:
         "bytes",
         f"{words.MEMORY_SAVING_WORDS[best]} on {where_tile}: {saving['basis']}",
         whole=whole,
+        of=tile_whole(where_tile, used, cap),
     )
     where: dict = {"tiles": [int(doc["tile"])]} if doc["tile"] is not None else {}
     if doc["variables"]:
