@@ -26,11 +26,10 @@ definitions and their limits.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
+from ..io import jsonout
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import labels_mask
@@ -295,7 +294,7 @@ def collectives_section(profile: Profile) -> dict | None:
                 "busbw_gbps": _finite(float(busmoved[kind]) / transfer / 1e3) if ok else None,
             }
         )
-    by_size = json.loads(table.to_json(orient="records"))
+    by_size = jsonout.plain(table)  # the values as computed (to_json rounds to 10 decimals)
     matched = bool(table.attrs["matched"])
     out: dict = {
         "ranks": int(table.attrs["ranks"]),

@@ -9,12 +9,12 @@ top event.
 
 from __future__ import annotations
 
-import json
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from ..io import jsonout
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import (
@@ -328,8 +328,10 @@ def _whole_work_spans(profile: Profile, breakdown: pd.DataFrame) -> list[dict]:
 
 
 def _frame_records(frame: pd.DataFrame) -> list[dict]:
-    """DataFrame rows as JSON-ready dicts (missing values as None, numpy scalars as Python)."""
-    return json.loads(frame.to_json(orient="records"))
+    """DataFrame rows as JSON-ready dicts (missing values as None, numpy scalars as Python), every value as
+    computed: ``DataFrame.to_json`` rounds floats to 10 decimals, which moved a p95 of 113.94999999999993 us to
+    113.95 and its text to 114.0 us, beside the same figure's 113.9 us elsewhere in the summary."""
+    return jsonout.plain(frame)
 
 
 def device_activity(events: pd.DataFrame, profile: Profile | None = None) -> dict:
