@@ -130,7 +130,7 @@ def test_check_states_the_accounts_communication_and_window(case):
             assert row["busy_us"] == pytest.approx(account.busy_us(mine))
     for gaps in found.by_rule("host.device-gaps"):
         windows = [units.duration(r["window_us"]) for r in by_label.values()]
-        assert any(f"of its active span {w}" in gaps.message for w in windows), gaps.message
+        assert any(f"of its window {w}" in gaps.message for w in windows), gaps.message
 
 
 @pytest.mark.parametrize(

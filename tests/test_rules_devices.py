@@ -168,7 +168,7 @@ def test_exchange_phases_of_two_devices_are_one_finding():
     assert f.where["devices"] == ["rank 0 gpu:0", "rank 1 gpu:1"] and len(f.where["phases"]) == 2
     # rank 1's window is all exchange (the error band), but its 100 us are 5 % of its 2 ms span: info
     assert f.severity == "info" and f.value == pytest.approx(1.0) and f.share == pytest.approx(0.05)
-    assert "the phases hold 5.0 % of rank 1 gpu:1's active span, so info" in f.message
+    assert "the phases hold 5.0 % of rank 1 gpu:1's window, so info" in f.message
     assert "rank 0 gpu:0" in f.message and "40.0 %" in f.message and "worst 100.0 %" in f.message
 
 

@@ -173,7 +173,7 @@ def test_long_host_event_while_device_idles_is_reported_innermost():
     assert names == ["collate", "fetch_batch"]
     # device idle 300-1100 during them = 800 / 1400 of the span: the figure shown decides the severity
     assert f.severity == "error" and f.value == pytest.approx(800 / 1400) and f.threshold == 0.30
-    assert "= 57.1 % of the active span (error at >= 30 %)" in f.message
+    assert "= 57.1 % of the device's window (error at >= 30 %)" in f.message
     assert f.where["threads"] == ["MainThread (1)", "loader (2)"]
 
 

@@ -231,7 +231,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     }
     if devices:
         where["devices"] = devices
-    # The gain: the device with the most exposed exchange in its flagged phases, of its active span.
+    # The gain: the device with the most exposed exchange in its flagged phases, of its window.
     per_device: dict[tuple, list[dict]] = {}
     for ph in phases:
         per_device.setdefault((ph["rank"], ph["device"]), []).append(ph)
@@ -240,18 +240,18 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
     on = f" on {top[0]['label']}" if top[0]["label"] else ""
     stake = min(exposed / span, 1.0) if span > 0 else None
-    whose = f"{top[0]['label']}'s active span" if top[0]["label"] else "the device's active span"
-    severity, at_stake = _held_to_stake(local, stake, params, whose)
-    message += at_stake + _skew_note(profile, ctx)
     gain = Gain(
         min(exposed, span),
         "us",
-        f"the {kind} in the flagged phases{on} (the device with the most), of its active span, were it all "
+        f"the {kind} in the flagged phases{on} (the device with the most), of its window, were it all "
         "hidden behind compute",
         whole=span,
         rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
-        device=top[0]["label"] or None,
+        device=top[0]["label"] or None,  # unlabelled: the profile's one device, named by the pricing
     )
+    whose = gain.whole_words if gain.device else "the device's window"
+    severity, at_stake = _held_to_stake(local, stake, params, whose)
+    message += at_stake + _skew_note(profile, ctx)
     return [
         ctx.finding(
             severity,
@@ -396,7 +396,7 @@ def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
 def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     per_device = exposed_exchange_per_device(profile)
-    # The gain: the device with the most exposed exchange, of its active span (first to last device activity).
+    # The gain: the device with the most exposed exchange, of its window (first to last device activity).
     top = int(per_device["exchange_us"].to_numpy().argmax())
     exposed, span = float(per_device["exchange_us"].iloc[top]), float(per_device["span_us"].iloc[top])
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
@@ -404,7 +404,7 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     gain = Gain(
         min(exposed, span),
         "us",
-        f"the {kind}{on} (the device with the most), of its active span, were it all hidden behind compute",
+        f"the {kind}{on} (the device with the most), of its window, were it all hidden behind compute",
         whole=span,
         rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
         device=per_device["label"].iloc[top] or None,

@@ -209,7 +209,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     else:
         message = (
             f"{len(per_device)} of {total} devices idle >= {units.limit_percent(params['warning'])} of their "
-            f"active span in gaps >= {units.duration(params['min_gap_us'])} ({severity} at >= "
+            f"windows in gaps >= {units.duration(params['min_gap_us'])} ({severity} at >= "
             f"{units.limit_percent(threshold)} for the worst): " + "; ".join(texts[:n])
         )
         if len(texts) > n:
@@ -224,7 +224,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         min(worst.idle_us, worst.span_us),
         "us",
         f"the idle time of the gaps >= {units.duration(params['min_gap_us'])}{on} (the worst device), of its "
-        "active span, were the host to submit work ahead of the device",
+        "window, were the host to submit work ahead of the device",
         whole=worst.span_us,
         rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
         device=per_device[0][1].label or None,
@@ -280,7 +280,7 @@ def _gaps_sentence(
     severity, threshold = band(share, params["warning"], params["error"])
     who = f"{activity.label}: " if activity.label else "the device is "
     message = (
-        f"{who}idle {units.duration(idle)} = {units.percent(share)} of its active span {units.duration(span)} in "
+        f"{who}idle {units.duration(idle)} = {units.percent(share)} of its window {units.duration(span)} in "
         f"{len(gaps):,} gap(s) >= {units.duration(params['min_gap_us'])} ({severity} at >= "
         f"{units.limit_percent(threshold)}); longest {units.duration(longest['dur_us'])} at "
         f"{units.offset(longest['start_us'] - origin)}"
@@ -306,13 +306,17 @@ def _gaps_sentence(
     return message
 
 
-def _whose_span(profile: Profile, rank: int | None, rank_label: str) -> dict[str, str]:
-    """Whose time a gain on one rank's active span takes: its device, when the rank has one (the span is then
-    that device's window in the account); else the rank's span, named (``of``)."""
+def _whose_window(profile: Profile, rank: int | None, rank_label: str) -> tuple[dict[str, str], str]:
+    """Whose time a gain on one rank's window (its devices' first to last activity) takes, as :class:`Gain`
+    keywords, and that window in words. A rank with one device: that device (its window in the account); an
+    unlabelled one is left for the pricing to name (the profile's one device). Several: the rank's window."""
     devices = [a.label for a in device_activities(profile) if a.rank == rank]
-    if len(devices) == 1 and devices[0]:
-        return {"device": devices[0]}
-    return {"of": f"{rank_label}'s active span" if rank_label else "the active span"}
+    if len(devices) == 1:
+        return (
+            ({"device": devices[0]}, f"{devices[0]}'s window") if devices[0] else ({}, "the device's window")
+        )
+    words = f"{rank_label}'s window" if rank_label else "the devices' first to last activity"
+    return {"of": words}, words
 
 
 @rule(
@@ -373,10 +377,21 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     top = found.iloc[0]
     origin = time_origin(profile) or 0.0
     where_idle = f" on {worst_label}" if worst_label else ""
+    worst_rank = next(r for r, act in spans.items() if act.label == worst_label)
+    whose, window_words = _whose_window(profile, worst_rank, worst_label)
+    gain = Gain(
+        min(merged_idle, span),
+        "us",
+        f"the device idle time during these host events{where_idle} (the worst rank), of its window, were "
+        "that host work overlapped with device work or moved off the critical path",
+        whole=span,
+        rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
+        **whose,
+    )
     message = (
         f"{len(found):,} host event(s) >= {units.duration(params['min_us'])} with the device idle for >= "
         f"{units.limit_percent(params['idle_share'])} of each; device idle {units.duration(merged_idle)} during them "
-        f"= {units.percent(total_share)} of the active span{where_idle} ({severity} at >= "
+        f"= {units.percent(total_share)} of {window_words} ({severity} at >= "
         f"{units.limit_percent(threshold)}); longest "
         f"'{top['name']}' on {top['thread']}: {units.duration(top['dur_us'])} at "
         f"{units.offset(top['start_us'] - origin)}"
@@ -393,15 +408,6 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ranks = [int(x) for x in dict.fromkeys(found["rank"].dropna())]
     if ranks:
         where["ranks"] = ranks
-    gain = Gain(
-        min(merged_idle, span),
-        "us",
-        f"the device idle time during these host events{where_idle} (the worst rank), of its active span, were "
-        "that host work overlapped with device work or moved off the critical path",
-        whole=span,
-        rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
-        **_whose_span(profile, next(r for r, act in spans.items() if act.label == worst_label), worst_label),
-    )
     return [
         ctx.finding(
             severity,
