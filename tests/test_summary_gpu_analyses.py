@@ -58,10 +58,10 @@ def test_launch_block_prints_the_documents_figures(dlrm) -> None:
     doc = dlrm["launches"]
     block = render_launches(doc)
     joined = "\n".join(block)
-    assert block[1].startswith(f"Kernel launches: {units.count(doc['count'])},")
+    assert block[1].startswith(f"Kernel launches (HTA's): {units.count(doc['count'])},")
     for key in ("delay_median_us", "delay_p95_us", "short_gpu_us", "launch_idle_us", "short_launch_idle_us"):
         assert units.duration(doc[key]) in joined, key
-    assert f"short kernels (HTA's) {units.count(doc['short_count'])}:" in joined
+    assert f"short kernels {units.count(doc['short_count'])}:" in joined
     assert all(len(line) <= 80 for line in block)
     assert "\n".join(block[1:]) in render_text(dlrm)
 

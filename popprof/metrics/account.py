@@ -46,7 +46,6 @@ from ..trace import intervals as im
 from ..trace import masks
 from ..trace.spans import merge_intervals, subtract_intervals, touching
 from . import metric, metric_family
-from .launches import correlation_keys
 from .ranks import step_times
 from .trace import device_activity_mask
 
@@ -115,7 +114,7 @@ def time_account(profile: Profile, steps: bool = True) -> pd.DataFrame:
     profile holds no device time."""
     if not steps:
         return run_account(profile)
-    return profile.cached("account.time_account", lambda: _account(profile)).copy()
+    return _built(profile)[0].copy()
 
 
 def run_account(profile: Profile) -> pd.DataFrame:
@@ -127,17 +126,38 @@ def _run_rows(profile: Profile) -> pd.DataFrame:
     """The run rows of the account, kept once per profile (callers get copies: tables are mutable)."""
 
     def build() -> pd.DataFrame:
-        frame = profile.cached("account.time_account", lambda: _account(profile))
+        frame = _built(profile)[0]
         return frame[frame["step"].isna()].reset_index(drop=True)
 
     return profile.cached("account.run_rows", build)
 
 
-def _account(profile: Profile) -> pd.DataFrame:
+#: Columns of :func:`launch_gaps`.
+LAUNCH_GAP_COLUMNS = ["rank", "device", "row", "call_row", "idle_launch_us"]
+
+
+def launch_gaps(profile: Profile) -> pd.DataFrame:
+    """The ``idle_launch`` of each GPU gap that ended at launched work, inside its device's window
+    (``device_span``): ``rank``, ``device`` (as the account's rows), ``row`` (the events row of the work that
+    ended the gap: of those starting there, the one launched first), ``call_row`` (the events row of its
+    launch call) and ``idle_launch_us`` (the part of the gap after that call started). What the account
+    splits a gap with, kept per gap: :mod:`popprof.metrics.launches` prices launches by it. Their sum per
+    device is the device's ``idle_launch`` less the time of its sync events (which the account also counts
+    there). Empty without GPU gaps."""
+    return _built(profile)[1].copy()
+
+
+def _built(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The account's rows (all windows) and its launch gaps, built together once per profile."""
+    return profile.cached("account.time_account", lambda: _account(profile))
+
+
+def _account(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows: list[dict] = []
+    gaps: list[pd.DataFrame] = []
     events = profile.get("events")
     if events is not None and not events.empty and device_activity_mask(profile).any():
-        rows = _trace_rows(profile)
+        rows = _trace_rows(profile, gaps)
     elif profile.has("steps") and not profile.steps.empty:
         rows = _steps_rows(profile)
     elif profile.has("execution_totals") and not profile.execution_totals.empty:
@@ -150,7 +170,20 @@ def _account(profile: Profile) -> pd.DataFrame:
         columns[col] = pd.array(columns[col], dtype="Int64")
     for col in ("window_us", *PARTS):
         columns[col] = np.array(columns[col], dtype=np.float64)
-    return pd.DataFrame(columns, columns=COLUMNS)
+    frame = pd.DataFrame(columns, columns=COLUMNS)
+    if gaps:
+        gap_frame = pd.concat(gaps, ignore_index=True)
+    else:
+        gap_frame = pd.DataFrame(
+            {
+                "rank": pd.array([], dtype="Int64"),
+                "device": pd.Series([], dtype=object),
+                "row": np.array([], dtype=np.int64),
+                "call_row": np.array([], dtype=np.int64),
+                "idle_launch_us": np.array([], dtype=np.float64),
+            }
+        )
+    return frame, gap_frame
 
 
 # -- traces -----------------------------------------------------------------
@@ -160,39 +193,38 @@ def _platform(events: pd.DataFrame) -> str:
     return "gpu" if "stream" in events.columns and events["stream"].notna().any() else "ipu"
 
 
-def _launch_starts(profile: Profile, rows: np.ndarray) -> np.ndarray:
-    """The start of the host event with the same (rank, correlation) as each device event of ``rows``
-    (the launch call; the last such host event when there are several), NaN where there is none.
+def _launch_calls(profile: Profile, rows: np.ndarray) -> np.ndarray:
+    """The events row of the host event with the same (rank, correlation) as each device event of ``rows``
+    (the launch call; the last such host event when there are several), -1 where there is none.
 
-    Keys are :func:`popprof.metrics.launches.correlation_keys`. When each key names one host event (the
+    Keys are :func:`popprof.trace.masks.correlation_keys`. When each key names one host event (the
     usual case) the device events are looked up among the host's; else the wanted keys are hashed and every
     host event looked up among them, so the last one wins."""
     events = profile.events
-    out = np.full(len(rows), np.nan)
+    out = np.full(len(rows), -1, dtype=np.int64)
     if "correlation" not in events.columns or len(rows) == 0:
         return out
     has_correlation = events["correlation"].notna().to_numpy()
     ok = has_correlation[rows]
     if not ok.any():
         return out
-    dev_keys = correlation_keys(profile, rows[ok])
+    dev_keys = masks.correlation_keys(profile, rows[ok])
     host = ~device_activity_mask(profile) & ~masks.bookkeeping_mask(profile) & has_correlation
     host &= ~masks.stream_mask(profile)  # all false without a stream column
     host_rows = np.flatnonzero(host)
     if host_rows.size == 0:  # no launch call recorded (a device-only trace): no launch to look up
         return out
-    host_keys = pd.Index(correlation_keys(profile, host_rows))
+    host_keys = pd.Index(masks.correlation_keys(profile, host_rows))
     if host_keys.is_unique:  # the usual case: one launch call per correlation, looked up directly
         position = host_keys.get_indexer(dev_keys)
-        starts = events["start_us"].to_numpy(dtype=np.float64)[host_rows]
-        out[ok] = np.where(position >= 0, starts[np.maximum(position, 0)], np.nan)
+        out[ok] = np.where(position >= 0, host_rows[np.maximum(position, 0)], -1)
         return out
     wanted = pd.Index(pd.unique(dev_keys))
     position = wanted.get_indexer(host_keys)
     hit = position >= 0
-    launch = np.full(len(wanted), np.nan)
-    launch[position[hit]] = events["start_us"].to_numpy(dtype=np.float64)[host_rows[hit]]  # the last wins
-    out[ok] = launch[wanted.get_indexer(dev_keys)]
+    call = np.full(len(wanted), -1, dtype=np.int64)
+    call[position[hit]] = host_rows[hit]  # the last wins
+    out[ok] = call[wanted.get_indexer(dev_keys)]
     return out
 
 
@@ -241,8 +273,11 @@ def _time_before(at: np.ndarray, total: np.ndarray, k: np.ndarray) -> np.ndarray
 class _Timeline:
     """A device's timeline over ``[lo, hi]``: its busy segments and its idle pieces, together without holes."""
 
-    def __init__(self, busy: _Segments, idle: _Segments):
+    def __init__(self, busy: _Segments, idle: _Segments, launched: tuple[np.ndarray, ...] | None = None):
         self.busy, self.idle = busy, idle
+        #: GPU: the ``idle_launch`` piece of each gap that ended at launched work: (start, end, the events
+        #: row of that work, of its launch call)
+        self.launched = launched
 
     def sums(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Time of each part inside each window ``[lo, hi]``: one row per window."""
@@ -317,7 +352,7 @@ def _device_timeline(
         idle = np.full(gap_start.size, parts.index("idle"), dtype=np.int64)
         return _Timeline(busy, _Segments(gap_start, gap_end, idle, parts))
     # GPU: the launch of the work that ended each gap splits it into host-bound and launch/dependency time
-    next_launch = _gap_launches(profile, activity, gap_end)
+    next_launch, work, call = _gap_launches(profile, activity, gap_end)
     known = ~np.isnan(next_launch) & ~open_end
     cut = np.clip(next_launch, gap_start, gap_end)
     host_end = np.where(open_end, gap_end, np.where(known, cut, gap_start))
@@ -328,27 +363,43 @@ def _device_timeline(
     host = np.full(gap_start.size, parts.index("idle_host"))
     piece_label = np.column_stack([host, after]).ravel().astype(np.int64)
     nonempty = piece_end > piece_start
+    launched = (cut[known], gap_end[known], work[known], call[known])
     return _Timeline(
-        busy, _Segments(piece_start[nonempty], piece_end[nonempty], piece_label[nonempty], parts)
+        busy, _Segments(piece_start[nonempty], piece_end[nonempty], piece_label[nonempty], parts), launched
     )
 
 
-def _gap_launches(profile: Profile, activity: im.DeviceActivity, gap_end: np.ndarray) -> np.ndarray:
-    """For each gap, the earliest launch among the device's work items starting where the gap ends (NaN
-    when none of them has a recorded launch)."""
-    out = np.full(gap_end.size, np.nan)
+def _gap_launches(
+    profile: Profile, activity: im.DeviceActivity, gap_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each gap, the earliest launch among the device's work items starting where the gap ends: its
+    start (NaN when none of them has a recorded launch), the events row of that work and of its launch call
+    (-1 when none)."""
+    start = np.full(gap_end.size, np.nan)
+    work = np.full(gap_end.size, -1, dtype=np.int64)
+    call = np.full(gap_end.size, -1, dtype=np.int64)
     if activity.rows is None or gap_end.size == 0:
-        return out
+        return start, work, call
     # gap ends are strictly increasing (one per merged busy segment, then the window's end): a binary search
     found = np.minimum(np.searchsorted(gap_end, activity.start), gap_end.size - 1)
     gap_of = np.where(gap_end[found] == activity.start, found, -1)
     hit = np.flatnonzero(gap_of >= 0)
     if hit.size == 0:
-        return out
-    launch = _launch_starts(profile, activity.rows[hit])
-    ok = ~np.isnan(launch)
-    np.fmin.at(out, gap_of[hit][ok], launch[ok])
-    return out
+        return start, work, call
+    calls = _launch_calls(profile, activity.rows[hit])
+    ok = calls >= 0
+    hit, calls = hit[ok], calls[ok]
+    if hit.size == 0:  # none of them has a recorded launch
+        return start, work, call
+    launch = profile.events["start_us"].to_numpy(dtype=np.float64)[calls]
+    gaps = gap_of[hit]
+    order = np.lexsort((launch, gaps))  # by gap, then launch: the first of each gap launched earliest
+    gaps, launch, hit, calls = gaps[order], launch[order], hit[order], calls[order]
+    first = np.r_[True, gaps[1:] != gaps[:-1]]
+    start[gaps[first]] = launch[first]
+    work[gaps[first]] = activity.rows[hit[first]]
+    call[gaps[first]] = calls[first]
+    return start, work, call
 
 
 def _row(platform: str, rank, device, step, basis: str, window: float, sums: dict[str, float]) -> dict:
@@ -365,7 +416,9 @@ def _row(platform: str, rank, device, step, basis: str, window: float, sums: dic
     return row
 
 
-def _trace_rows(profile: Profile) -> list[dict]:
+def _trace_rows(profile: Profile, gaps: list[pd.DataFrame]) -> list[dict]:
+    """The account's rows of a trace's devices; appends each GPU's launch gaps (:func:`launch_gaps`) to
+    ``gaps``."""
     events = profile.events
     try:
         activities = im.device_activities(profile, by="device")
@@ -386,6 +439,8 @@ def _trace_rows(profile: Profile) -> list[dict]:
         hi = max([last, *(w[2] for w in windows)])
         timeline = _device_timeline(profile, act, platform, lo, hi)
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
+        if timeline.launched is not None:
+            gaps.append(_launched_in(timeline.launched, first, last, rank, device))
         # the device's span and each step in one call: a row of sums per window
         sums = timeline.sums(
             np.array([first, *(w[1] for w in windows)]), np.array([last, *(w[2] for w in windows)])
@@ -406,6 +461,25 @@ def _trace_rows(profile: Profile) -> list[dict]:
                 _row(platform, rank, device, step, "step", b - a, dict(zip(parts, window_sums, strict=True)))
             )
     return rows
+
+
+def _launched_in(
+    launched: tuple[np.ndarray, ...], first: float, last: float, rank: int | None, device: str
+) -> pd.DataFrame:
+    """The launch gaps of one device inside its window ``[first, last]`` (:data:`LAUNCH_GAP_COLUMNS`)."""
+    start, end, work, call = launched
+    idle = np.minimum(end, last) - np.maximum(start, first)
+    keep = idle > 0
+    n = int(keep.sum())
+    return pd.DataFrame(
+        {
+            "rank": pd.array([rank] * n, dtype="Int64"),
+            "device": np.full(n, device, dtype=object),
+            "row": work[keep],
+            "call_row": call[keep],
+            "idle_launch_us": idle[keep],
+        }
+    )
 
 
 def _step_windows(marks: pd.DataFrame) -> list[tuple[int, float, float]]:

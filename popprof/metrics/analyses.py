@@ -8,7 +8,8 @@ is computed here beyond that sum:
   rule ``distributed.collective-skew``); None without collectives. A single rank's collectives have no
   skew measured: 0 skew, their whole time transfer.
 - ``launches.launch_idle_us``, ``launches.short_launch_idle_us`` and ``launches.delay_p95_us``: the
-  launch-bound idle before every launch and before the short kernels (the rule ``host.launch-overhead``),
+  launch-bound idle (the account's, in gaps ended by launched work) and its part before the short kernels (the
+  rule ``host.launch-overhead``),
   and HTA's launch delay's 95th percentile (:func:`popprof.metrics.launches.launch_overview`); None without
   launches.
 - ``pipeline.imbalance_us``: the stage imbalance of a pipelined IPU run
@@ -63,7 +64,7 @@ def _launch_figure(profile: Profile, key: str) -> float | None:
     "launches.launch_idle_us",
     "us",
     "launch-bound idle: of each device gap before a launched kernel, the part after its launch call "
-    "started, summed over launches",
+    "started (the time account's idle_launch of those gaps, every step)",
     needs=("events",),
 )
 def launch_idle_us(profile: Profile) -> float | None:

@@ -9,10 +9,13 @@ The launches are HolisticTraceAnalysis's (``get_cuda_kernel_launch_stats``, HTA 
 - ``short``: HTA's short kernel, ``gpu_duration < cpu_duration`` with ``cpu_duration <= 50 us`` (its
   ``runtime_cutoff``): a kernel that runs for less time than the host takes to launch it, so a stream of them
   leaves the GPU waiting for launches;
-- ``launch_idle_us``: the launch-bound idle time before the work, the part of the device's idle gap before
-  it (from the end of the device's previous work, any stream) that follows the start of its launch call:
-  ``min(gap, start - call start)``, at least 0. That is the time account's ``idle_launch`` of that gap
-  (``popprof.metrics.account``), so the short kernels' sum never exceeds the account's part.
+
+The launch-bound idle is the time account's, not a second reckoning of it: :func:`launch_idle` is the
+account's ``idle_launch`` of each device gap that ended at launched work (:func:`popprof.metrics.account.launch_gaps`:
+the part of the gap after the launch call of the work that ended it started), over every step (HTA's
+launch statistics above leave the last out), with that work's name and whether it is a short kernel (the
+criterion above, on the trace's own times). So ``launch_idle_us`` is the account's ``idle_launch`` (less its
+device sync events' time), and the short kernels' part of it never exceeds it.
 
 :func:`launch_overview` sums them for the summary and the ``host.launch-overhead`` rule.
 """
@@ -23,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace import gpu_work, masks
+from ..trace import gpu_work
+from .account import launch_gaps
 from .devices import LAUNCH_DELAY_COLUMNS, device_work, launch_pairs
 
 #: HTA's ``runtime_cutoff`` (us): a launch call at most this long can launch a short kernel.
@@ -32,19 +36,9 @@ RUNTIME_CUTOFF_US = 50.0
 LAUNCH_DELAY_CUTOFF_US = 100.0
 
 #: Columns of :func:`kernel_launches`.
-LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short", "launch_idle_us"]
-
-
-def correlation_keys(profile: Profile, rows: np.ndarray) -> np.ndarray:
-    """One int64 per row of ``rows`` (positions in ``events``) for its (rank, correlation id), the launch
-    correlation that joins a launch call to its GPU work (a missing rank counts as one rank of its own); -1
-    where the row has no correlation id (filter on ``correlation`` before looking keys up). Only the rows
-    asked for are read: the launch calls and the work a join looks up, not every event."""
-    events = profile.events
-    if "correlation" not in events.columns:
-        return np.full(len(rows), -1, dtype=np.int64)
-    correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
-    return gpu_work.correlation_keys(masks.rank_array(profile)[rows], correlation)
+LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short"]
+#: Columns of :func:`launch_idle`.
+LAUNCH_IDLE_COLUMNS = ["rank", "device", "name", "short", "idle_launch_us"]
 
 
 def kernel_launches(profile: Profile) -> pd.DataFrame:
@@ -59,16 +53,7 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
     if pairs is None or pairs.call.size == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in LAUNCH_COLUMNS})
     start, end = work["start"].to_numpy(), work["end"].to_numpy()
-    # the end of the device's previous work (any stream): work comes sorted by (rank, device, start)
-    key = work["rank"].to_numpy() * (1 << 20) + np.asarray(work["device"].array.codes)
-    reach = pd.Series(end).groupby(key, sort=False).cummax().to_numpy()
-    previous = np.full(len(work), np.nan)
-    previous[1:] = reach[:-1]
-    previous[np.r_[True, key[1:] != key[:-1]]] = np.nan  # the device's first work has no gap before it
-    gap = np.clip(np.nan_to_num(start - previous, nan=0.0), 0.0, None)
-    call_start = profile.events["start_us"].to_numpy(dtype=np.float64)[pairs.call]
     item_start = start[pairs.item]
-    launch_idle = np.clip(np.minimum(gap[pairs.item], item_start - call_start), 0.0, None)
     gpu = end[pairs.item] - item_start
     return pd.DataFrame(
         {
@@ -80,8 +65,41 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
             "cpu_duration_us": pairs.cpu,
             "gpu_duration_us": gpu,
             "launch_delay_us": pairs.delay,
-            "short": (pairs.cpu <= RUNTIME_CUTOFF_US) & (gpu < pairs.cpu),
-            "launch_idle_us": launch_idle,
+            "short": is_short(pairs.cpu, gpu),
+        }
+    )
+
+
+def is_short(cpu_us: np.ndarray, gpu_us: np.ndarray) -> np.ndarray:
+    """HTA's short kernel: it runs for less time than its launch call, a call of at most
+    :data:`RUNTIME_CUTOFF_US`."""
+    return (cpu_us <= RUNTIME_CUTOFF_US) & (gpu_us < cpu_us)
+
+
+def launch_idle(profile: Profile) -> pd.DataFrame:
+    """The account's launch-bound idle per gap (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``, ``device``, the
+    ``name`` of the work that ended the gap, whether it is a ``short`` kernel (:func:`is_short` on the trace's
+    own durations of the work and its launch call) and ``idle_launch_us``. Empty without GPU gaps ended by
+    launched work."""
+    return profile.cached("launches.launch_idle", lambda: _launch_idle(profile))
+
+
+def _launch_idle(profile: Profile) -> pd.DataFrame:
+    gaps = launch_gaps(profile)
+    events = profile.events if len(gaps) else None
+    if events is None:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in LAUNCH_IDLE_COLUMNS})
+    row, call = gaps["row"].to_numpy(), gaps["call_row"].to_numpy()
+    duration = events["dur_us"].array
+    gpu = duration[row].to_numpy(dtype=np.float64, na_value=0.0)
+    cpu = duration[call].to_numpy(dtype=np.float64, na_value=0.0)
+    return pd.DataFrame(
+        {
+            "rank": gaps["rank"].array,
+            "device": gaps["device"].to_numpy(),
+            "name": events["name"].array[row].remove_unused_categories(),
+            "short": is_short(cpu, gpu),
+            "idle_launch_us": gaps["idle_launch_us"].to_numpy(),
         }
     )
 
@@ -90,8 +108,8 @@ def launch_overview(profile: Profile) -> dict | None:
     """The run's launches in figures, None without launches: ``count``, ``cpu_us`` (launch calls' time),
     ``delay_median_us``, ``delay_p95_us``, ``delay_outliers`` (over HTA's 100 us), ``short_count``,
     ``short_gpu_us`` (the short kernels' device time), ``short_cpu_us`` (their launch calls' time),
-    ``launch_idle_us`` (launch-bound idle before every launch) and ``short_launch_idle_us`` (before the
-    short ones)."""
+    ``launch_idle_us`` (the launch-bound idle: :func:`launch_idle`, every step) and ``short_launch_idle_us``
+    (the part before short kernels)."""
     overview = profile.cached("launches.overview", lambda: _overview(profile))
     return None if overview is None else dict(overview)
 
@@ -102,6 +120,7 @@ def _overview(profile: Profile) -> dict | None:
         return None
     short = frame["short"].to_numpy(dtype=bool)
     delay = frame["launch_delay_us"].to_numpy(dtype=np.float64)
+    idle = launch_idle(profile)
     return {
         "count": len(frame),
         "cpu_us": float(frame["cpu_duration_us"].sum()),
@@ -111,13 +130,17 @@ def _overview(profile: Profile) -> dict | None:
         "short_count": int(short.sum()),
         "short_gpu_us": float(frame["gpu_duration_us"].to_numpy()[short].sum()),
         "short_cpu_us": float(frame["cpu_duration_us"].to_numpy()[short].sum()),
-        "launch_idle_us": float(frame["launch_idle_us"].sum()),
-        "short_launch_idle_us": float(frame["launch_idle_us"].to_numpy()[short].sum()),
+        "launch_idle_us": float(idle["idle_launch_us"].sum()),
+        "short_launch_idle_us": float(
+            idle["idle_launch_us"].to_numpy()[idle["short"].to_numpy(dtype=bool)].sum()
+        ),
     }
 
 
 def launches_section(profile: Profile) -> dict | None:
-    """The summary's ``launches``: :func:`launch_overview` and HTA's cut-offs it used; None without launches."""
+    """The summary's ``launches``: :func:`launch_overview`, HTA's cut-offs it used, and whether HTA's
+    statistics left the last profiler step out (``last_step_left_out``; the launch-bound idle never does);
+    None without launches."""
     overview = launch_overview(profile)
     if overview is None:
         return None
@@ -125,4 +148,5 @@ def launches_section(profile: Profile) -> dict | None:
         **overview,
         "runtime_cutoff_us": RUNTIME_CUTOFF_US,
         "launch_delay_cutoff_us": LAUNCH_DELAY_CUTOFF_US,
+        "last_step_left_out": gpu_work.leaves_last_step_out(profile.events),
     }

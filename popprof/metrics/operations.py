@@ -30,7 +30,6 @@ from ..trace.activity import labels_mask
 from . import conv_outputs, peaks
 from . import flops as flops_model
 from . import trace as trace_metrics
-from .launches import correlation_keys
 
 #: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
 OP_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
@@ -102,12 +101,12 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     launch_rows = np.flatnonzero(~on_stream & has_correlation)
     owner = _owners(parent, events["depth"].to_numpy(), is_op, modelled, launch_rows)
     launch_rows, owner = launch_rows[owner >= 0], owner[owner >= 0]
-    launch_keys = pd.Index(correlation_keys(profile, launch_rows))
+    launch_keys = pd.Index(masks.correlation_keys(profile, launch_rows))
     if not launch_keys.is_unique:  # several calls for one correlation: the last one launched the work
         keep = ~launch_keys.duplicated(keep="last")
         launch_rows, launch_keys, owner = launch_rows[keep], launch_keys[keep], owner[keep]
     work_rows = np.flatnonzero(on_stream & has_correlation)
-    position = launch_keys.get_indexer(correlation_keys(profile, work_rows))
+    position = launch_keys.get_indexer(masks.correlation_keys(profile, work_rows))
     found = position >= 0
     work_rows = work_rows[found]
     op = owner[position[found]]

@@ -12,6 +12,7 @@ import textwrap
 
 from ..io import units
 from ..io.plural import plural
+from ..metrics.account import PART_WORDS
 from .names import short_names
 
 #: The width every line keeps to.
@@ -61,14 +62,23 @@ def render_launches(doc: dict | None) -> list[str]:
     if not doc:
         return []
     cutoff = units.duration(doc["launch_delay_cutoff_us"])
+    whose = "HTA's, the last ProfilerStep left out" if doc.get("last_step_left_out") else "HTA's"
     return [
         "",
-        f"Kernel launches: {units.count(doc['count'])}, launch call time {units.duration(doc['cpu_us'])}",
+        *_wrapped(
+            f"Kernel launches ({whose}): {units.count(doc['count'])}, launch call time "
+            f"{units.duration(doc['cpu_us'])}",
+            "",
+        ),
         f"  launch delay median {units.duration(doc['delay_median_us'])}, p95 "
-        f"{units.duration(doc['delay_p95_us'])}; {units.count(doc['delay_outliers'])} over {cutoff} (HTA's)",
-        f"  short kernels (HTA's) {units.count(doc['short_count'])}: "
+        f"{units.duration(doc['delay_p95_us'])}; {units.count(doc['delay_outliers'])} over {cutoff}",
+        f"  short kernels {units.count(doc['short_count'])}: "
         f"{units.duration(doc['short_gpu_us'])} on the device, {units.duration(doc['short_cpu_us'])} "
         "launching them",
-        f"  launch-bound idle {units.duration(doc['launch_idle_us'])}, "
-        f"{units.duration(doc['short_launch_idle_us'])} of it before short kernels",
+        *_wrapped(
+            f"launch-bound idle, every step (the account's {PART_WORDS['idle_launch']}, in gaps) "
+            f"{units.duration(doc['launch_idle_us'])}, {units.duration(doc['short_launch_idle_us'])} of it "
+            "before short kernels",
+            "  ",
+        ),
     ]

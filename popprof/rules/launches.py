@@ -13,7 +13,7 @@ import re
 
 from ..io import units
 from ..metrics.account import run_account
-from ..metrics.launches import RUNTIME_CUTOFF_US, kernel_launches, launch_overview
+from ..metrics.launches import RUNTIME_CUTOFF_US, kernel_launches, launch_idle, launch_overview
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 
@@ -60,26 +60,27 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     runs = run_account(profile)
     runs = runs[runs["platform"] == "gpu"]
     window = float(runs["window_us"].sum())
-    ceiling = float(runs["idle_launch"].sum())
     if window <= 0:
         raise NotEvaluated("needs device time (the time account's window is empty)")
     short_share = overview["short_count"] / overview["count"]
-    idle = min(overview["short_launch_idle_us"], ceiling)
+    idle = overview["short_launch_idle_us"]  # the account's idle_launch before short kernels: never above it
     value = idle / window
     severity, threshold = band(value, params["warning"], params["error"])
     if severity is None or short_share < params["min_short_share"]:
         return []
     frame = kernel_launches(profile)
     short = frame[frame["short"].to_numpy(dtype=bool)]
+    gaps = launch_idle(profile)
+    gaps = gaps[gaps["short"].to_numpy(dtype=bool)]
     top = (
         short.groupby("name", observed=True)
-        .agg(
-            count=("name", "size"),
-            gpu_us=("gpu_duration_us", "sum"),
-            cpu_us=("cpu_duration_us", "sum"),
-            launch_idle_us=("launch_idle_us", "sum"),
+        .agg(count=("name", "size"), gpu_us=("gpu_duration_us", "sum"), cpu_us=("cpu_duration_us", "sum"))
+        .join(
+            gaps.groupby("name", observed=True)["idle_launch_us"].sum().rename("launch_idle_us"), how="outer"
         )
-        .sort_values("launch_idle_us", ascending=False)
+        .fillna({"count": 0, "gpu_us": 0.0, "cpu_us": 0.0, "launch_idle_us": 0.0})
+        .astype({"count": "int64"})
+        .sort_values("launch_idle_us", ascending=False, kind="stable")
         .reset_index()
     )
     top["name"] = top["name"].astype(str)

@@ -95,10 +95,16 @@ def _profiler_step_names(events: pd.DataFrame) -> np.ndarray:
     return np.asarray(cats.str.contains("ProfilerStep", regex=False), dtype=bool)
 
 
+def leaves_last_step_out(events: pd.DataFrame) -> bool:
+    """Whether HTA's window (:func:`gpu_work`'s default) leaves the last profiler step out: the trace names two
+    or more ``ProfilerStep`` s."""
+    return int(_profiler_step_names(events).sum()) >= 2
+
+
 def correlation_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
     """One int64 key per (rank, correlation id), the launch correlation that joins a launch call to its GPU
     work (``rank`` -1: no rank, one of its own; ``correlation`` float64); -1 where the correlation is missing.
-    The package's one such key (:func:`popprof.metrics.launches.correlation_keys` reads it for a profile)."""
+    The package's one such key (:func:`popprof.trace.masks.correlation_keys` reads it for a profile)."""
     ok = ~np.isnan(correlation)
     key = np.full(len(rank), -1, dtype=np.int64)
     key[ok] = (rank[ok] + 1) * (1 << 40) + correlation[ok].astype(np.int64)
@@ -175,7 +181,7 @@ def gpu_work(
     correlation = events["correlation"]
     host = ~on_stream & correlation.notna().to_numpy() & ~bookkeeping
     step_names = _profiler_step_names(events)
-    filtering = (not include_last_step) and int(step_names.sum()) >= 2
+    filtering = (not include_last_step) and leaves_last_step_out(events)
     # HTA rounding, per rank, when the rank's times have fractional parts (applied to the rows taken)
     fractional = has_fraction(start)
     rounded = distinct(rank[fractional]) if fractional.any() else np.empty(0, dtype=np.int64)

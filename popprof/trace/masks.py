@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from . import gpu_work
 from .activity import is_bookkeeping, is_device_activity, is_host_wait, is_step_marker
 
 
@@ -69,3 +70,15 @@ def stream_mask(profile: Profile) -> np.ndarray:
 def rank_array(profile: Profile) -> np.ndarray:
     """:func:`rank_codes` of the profile's events."""
     return profile.cached("trace.rank_codes", lambda: _frozen(rank_codes(profile.events)))
+
+
+def correlation_keys(profile: Profile, rows: np.ndarray) -> np.ndarray:
+    """One int64 per row of ``rows`` (positions in ``events``) for its (rank, correlation id), the launch
+    correlation that joins a launch call to its GPU work (a missing rank counts as one rank of its own); -1
+    where the row has no correlation id (filter on ``correlation`` before looking keys up). Only the rows
+    asked for are read: the launch calls and the work a join looks up, not every event."""
+    events = profile.events
+    if "correlation" not in events.columns:
+        return np.full(len(rows), -1, dtype=np.int64)
+    correlation = events["correlation"].array[rows].to_numpy(dtype=np.float64, na_value=np.nan)
+    return gpu_work.correlation_keys(rank_array(profile)[rows], correlation)
