@@ -154,7 +154,7 @@ def _built(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _account(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows: list[dict] = []
-    gaps: list[pd.DataFrame] = []
+    gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]] = []
     events = profile.get("events")
     if events is not None and not events.empty and device_activity_mask(profile).any():
         rows = _trace_rows(profile, gaps)
@@ -170,20 +170,7 @@ def _account(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
         columns[col] = pd.array(columns[col], dtype="Int64")
     for col in ("window_us", *PARTS):
         columns[col] = np.array(columns[col], dtype=np.float64)
-    frame = pd.DataFrame(columns, columns=COLUMNS)
-    if gaps:
-        gap_frame = pd.concat(gaps, ignore_index=True)
-    else:
-        gap_frame = pd.DataFrame(
-            {
-                "rank": pd.array([], dtype="Int64"),
-                "device": pd.Series([], dtype=object),
-                "row": np.array([], dtype=np.int64),
-                "call_row": np.array([], dtype=np.int64),
-                "idle_launch_us": np.array([], dtype=np.float64),
-            }
-        )
-    return frame, gap_frame
+    return pd.DataFrame(columns, columns=COLUMNS), _gap_frame(gaps)
 
 
 # -- traces -----------------------------------------------------------------
@@ -393,12 +380,13 @@ def _gap_launches(
         return start, work, call
     launch = profile.events["start_us"].to_numpy(dtype=np.float64)[calls]
     gaps = gap_of[hit]
-    order = np.lexsort((launch, gaps))  # by gap, then launch: the first of each gap launched earliest
-    gaps, launch, hit, calls = gaps[order], launch[order], hit[order], calls[order]
-    first = np.r_[True, gaps[1:] != gaps[:-1]]
-    start[gaps[first]] = launch[first]
-    work[gaps[first]] = activity.rows[hit[first]]
-    call[gaps[first]] = calls[first]
+    np.fmin.at(start, gaps, launch)  # the earliest launch of each gap
+    earliest = np.flatnonzero(launch == start[gaps])  # of the work launched then, the first listed
+    chosen = np.full(gap_end.size, hit.size, dtype=np.int64)
+    np.minimum.at(chosen, gaps[earliest], earliest)
+    has = chosen < hit.size
+    work[has] = activity.rows[hit[chosen[has]]]
+    call[has] = calls[chosen[has]]
     return start, work, call
 
 
@@ -416,7 +404,7 @@ def _row(platform: str, rank, device, step, basis: str, window: float, sums: dic
     return row
 
 
-def _trace_rows(profile: Profile, gaps: list[pd.DataFrame]) -> list[dict]:
+def _trace_rows(profile: Profile, gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]]) -> list[dict]:
     """The account's rows of a trace's devices; appends each GPU's launch gaps (:func:`launch_gaps`) to
     ``gaps``."""
     events = profile.events
@@ -440,7 +428,7 @@ def _trace_rows(profile: Profile, gaps: list[pd.DataFrame]) -> list[dict]:
         timeline = _device_timeline(profile, act, platform, lo, hi)
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
         if timeline.launched is not None:
-            gaps.append(_launched_in(timeline.launched, first, last, rank, device))
+            gaps.append((rank, device, _launched_in(timeline.launched, first, last)))
         # the device's span and each step in one call: a row of sums per window
         sums = timeline.sums(
             np.array([first, *(w[1] for w in windows)]), np.array([last, *(w[2] for w in windows)])
@@ -463,21 +451,28 @@ def _trace_rows(profile: Profile, gaps: list[pd.DataFrame]) -> list[dict]:
     return rows
 
 
-def _launched_in(
-    launched: tuple[np.ndarray, ...], first: float, last: float, rank: int | None, device: str
-) -> pd.DataFrame:
-    """The launch gaps of one device inside its window ``[first, last]`` (:data:`LAUNCH_GAP_COLUMNS`)."""
+def _launched_in(launched: tuple[np.ndarray, ...], first: float, last: float) -> tuple[np.ndarray, ...]:
+    """The launch gaps of one device inside its window ``[first, last]``: (work row, call row, idle)."""
     start, end, work, call = launched
     idle = np.minimum(end, last) - np.maximum(start, first)
     keep = idle > 0
-    n = int(keep.sum())
+    return work[keep], call[keep], idle[keep]
+
+
+def _gap_frame(gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]]) -> pd.DataFrame:
+    """The launch gaps of every device as one table (:data:`LAUNCH_GAP_COLUMNS`), built once."""
+    sizes = np.array([len(g[2][0]) for g in gaps], dtype=np.int64)
+    labels = list(dict.fromkeys(device for _, device, _ in gaps))
+    rank = np.repeat(np.array([-1 if r is None else r for r, _, _ in gaps], dtype=np.int64), sizes)
+    code = np.repeat(np.array([labels.index(device) for _, device, _ in gaps], dtype=np.int64), sizes)
+    parts = [np.concatenate([g[2][i] for g in gaps]) if gaps else np.array([]) for i in range(3)]
     return pd.DataFrame(
         {
-            "rank": pd.array([rank] * n, dtype="Int64"),
-            "device": np.full(n, device, dtype=object),
-            "row": work[keep],
-            "call_row": call[keep],
-            "idle_launch_us": idle[keep],
+            "rank": pd.arrays.IntegerArray(np.maximum(rank, 0), rank < 0),
+            "device": pd.Categorical.from_codes(code, categories=labels),
+            "row": parts[0].astype(np.int64),
+            "call_row": parts[1].astype(np.int64),
+            "idle_launch_us": parts[2].astype(np.float64),
         }
     )
 

@@ -96,7 +96,7 @@ def _launch_idle(profile: Profile) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": gaps["rank"].array,
-            "device": gaps["device"].to_numpy(),
+            "device": gaps["device"].array,
             "name": events["name"].array[row].remove_unused_categories(),
             "short": is_short(cpu, gpu),
             "idle_launch_us": gaps["idle_launch_us"].to_numpy(),
