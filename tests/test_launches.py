@@ -109,6 +109,11 @@ def test_launch_text_says_whose_window() -> None:
     assert (
         "launch-bound idle, every step (the account's idle, launch or dependency, in gaps) 725.27 ms" in text
     )
+    from popprof.report.html import render as render_html
+
+    html = render_html(popprof.open(REAL / "two_ranks"), plots=False)
+    assert "<h3>Kernel launches (HTA's, the last ProfilerStep left out)</h3>" in html
+    assert '<th>launch-bound idle, every step</th><td class="num">725.27 ms,' in html
 
 
 def test_no_launch_calls_gives_no_overview() -> None:

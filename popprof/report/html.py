@@ -23,6 +23,7 @@ from .._version import __version__
 from ..io import units, words
 from ..io.atomic import write_text_atomic
 from ..io.plural import plural
+from ..metrics.account import PART_WORDS
 from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
@@ -178,6 +179,7 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
         "ranks": plural((summary.get("collectives") or {}).get("ranks") or 0, "rank"),
         "stage_imbalance": words.STAGE_IMBALANCE,
         "saving_words": words.MEMORY_SAVING_WORDS,
+        "idle_launch_words": PART_WORDS["idle_launch"],
     }
 
 
