@@ -107,6 +107,9 @@ def test_launch_text_says_whose_window() -> None:
     text = " ".join(render_text(doc).split())
     assert "Kernel launches (HTA's, the last ProfilerStep left out): 1,179" in text
     assert (
+        "Kernel launch delay (launch call end -> kernel start; HTA's, the last ProfilerStep left out)" in text
+    )
+    assert (
         "launch-bound idle, every step (the account's idle, launch or dependency, in gaps) 725.27 ms" in text
     )
     from popprof.report.html import render as render_html

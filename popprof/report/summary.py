@@ -494,7 +494,8 @@ def render_trace_text(
         lines += ["", "  Top kernels (GPU time)", *render_top_kernels(kernels, width)]
     launches = tr.get("launch_delays") or []
     if launches:
-        lines += ["", "  Kernel launch delay (launch call end -> kernel start)"]
+        whose = "HTA's, the last ProfilerStep left out" if steps_left_out else "HTA's"
+        lines += ["", f"  Kernel launch delay (launch call end -> kernel start; {whose})"]
         for x in launches:
             rank = "" if x.get("rank") is None else f"rank {x['rank']} "
             lines.append(
