@@ -82,13 +82,18 @@ def test_launch_bound_idle_is_the_accounts_idle_launch(path: Path) -> None:
     profile = popprof.open(path)
     idle = launches.launch_idle(profile)
     account = run_account(profile)
-    assert len(idle) and (idle["idle_launch_us"] > 0).all()
+    assert len(idle) and (idle["idle_host_us"] + idle["idle_launch_us"] > 0).all()
+    assert (idle["idle_host_us"] >= 0).all() and (idle["idle_launch_us"] >= 0).all()
     per_device = idle.groupby([idle["rank"].fillna(-1), idle["device"]])["idle_launch_us"].sum()
     for row in account.to_dict("records"):
         rank = -1 if pd.isna(row["rank"]) else int(row["rank"])
         assert per_device.get((rank, row["device"]), 0.0) == pytest.approx(
             row["idle_launch"], rel=1e-9, abs=1e-9
         )
+    host = idle.groupby([idle["rank"].fillna(-1), idle["device"]])["idle_host_us"].sum()
+    for row in account.to_dict("records"):  # the host part: of the account's idle_host, at most all of it
+        rank = -1 if pd.isna(row["rank"]) else int(row["rank"])
+        assert host.get((rank, row["device"]), 0.0) <= row["idle_host"] * (1 + 1e-9)
     overview = launches.launch_overview(profile)
     assert overview["launch_idle_us"] == pytest.approx(float(account["idle_launch"].sum()), rel=1e-9)
     assert 0 < overview["short_launch_idle_us"] <= overview["launch_idle_us"]

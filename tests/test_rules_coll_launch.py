@@ -1,6 +1,7 @@
 """distributed.collective-skew and host.launch-overhead (issue 42) on the real traces of fixtures/real/traces:
 their figures come from popprof.metrics (collectives, launches), their gains rest on the time account's
-``communication`` and ``idle_launch``, and neither is an error on these traces (their thresholds)."""
+``communication`` and its idle before launches (``idle_host``, ``idle_launch``), and neither is an error on
+these traces (their thresholds) but for the one run that is launch-bound by design: vLLM's eager decode."""
 
 from __future__ import annotations
 
@@ -39,17 +40,39 @@ def test_dlrm_collective_skew_is_priced_on_communication(dlrm) -> None:
     assert f.where["ranks"][0] == int(per_rank.sort_values("skew_us").iloc[-1]["rank"])
 
 
-def test_dlrm_launch_overhead_rests_on_idle_launch(dlrm) -> None:
+def test_dlrm_launch_overhead_rests_on_the_short_gaps(dlrm) -> None:
+    """The gain is the idle gaps under 1 ms that end at a short kernel, whole: the account's idle_host and
+    idle_launch of those gaps (43.42 ms of the eight windows' 117.32 ms), what a CUDA graph removes."""
     (f,) = check(dlrm, rules=["host.launch-overhead"]).by_rule("host.launch-overhead")
     overview = launches.launch_overview(dlrm)
     account = run_account(dlrm)
-    assert f.severity == "warning"
-    assert f.estimated_gain.rests_on == ("idle_launch",)
-    assert f.estimated_gain.value == pytest.approx(overview["short_launch_idle_us"])
-    assert f.estimated_gain.value <= account["idle_launch"].sum()
-    assert f.value == pytest.approx(overview["short_launch_idle_us"] / account["window_us"].sum())
+    assert f.severity == "warning"  # 37.0 %: under the 50 % error threshold
+    assert f.estimated_gain.rests_on == ("idle_host", "idle_launch")
+    assert f.estimated_gain.value == pytest.approx(overview["short_gaps_us"]) == pytest.approx(43_420, abs=10)
+    assert f.estimated_gain.value <= account["idle_host"].sum() + account["idle_launch"].sum()
+    assert f.value == pytest.approx(overview["short_gaps_us"] / account["window_us"].sum())
+    gaps = launches.launch_idle(dlrm)
+    whole = gaps["idle_host_us"] + gaps["idle_launch_us"]
+    assert overview["short_gaps_us"] == pytest.approx(float(whole[gaps["short"] & (whole < 1000.0)].sum()))
     assert f"{overview['short_count']:,} of {overview['count']:,} launches" in f.message
+    assert "in gaps under 1.00 ms before them" in f.message
     assert "CUDA graph" in f.advice
+
+
+def test_the_eager_decode_is_launch_bound() -> None:
+    """vLLM's eager decode on a B200 (TraceLens's test trace): the device idles 75 % of its window waiting for
+    the host, in gaps mostly under 1 ms between short kernels. The launch overhead is the first opportunity
+    and an error: 49.19 ms of the 84.49 ms window in those gaps (42.30 ms before the host had launched the
+    kernel), what CUDA graphs (vLLM's default outside eager mode) remove; host.device-gaps prices the gaps of
+    1 ms and more, a disjoint set."""
+    found = check(popprof.open(REAL / "tracelens_b200_vllm_eager.json.gz"))
+    first = found.items[0]
+    assert first.rule_id == "host.launch-overhead" and first.severity == "error"
+    assert first.estimated_gain.value == pytest.approx(49_190, abs=10)
+    assert first.share == pytest.approx(0.582, abs=0.001)
+    assert "(42.30 ms of it before the host had launched them)" in first.message
+    (gaps,) = found.by_rule("host.device-gaps")
+    assert (gaps.evidence["dur_us"] >= 1000.0).all()  # the other rule's gaps are the long ones
 
 
 @pytest.mark.parametrize(
@@ -67,7 +90,8 @@ def test_dlrm_launch_overhead_rests_on_idle_launch(dlrm) -> None:
 def test_no_error_on_the_real_traces(name: str) -> None:
     found = check(popprof.open(REAL / name), rules=RULES)
     for f in found:
-        assert f.severity != "error", (name, f.rule_id, f.message)
+        launch_bound = (name, f.rule_id) == ("tracelens_b200_vllm_eager.json.gz", "host.launch-overhead")
+        assert f.severity != "error" or launch_bound, (name, f.rule_id, f.message)
         assert f.estimated_gain is not None and f.estimated_gain.value <= f.estimated_gain.whole
 
 

@@ -33,6 +33,7 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "collectives.transfer_us",
             "launches.launch_idle_us",
             "launches.short_launch_idle_us",
+            "launches.short_gaps_us",
         ),
     ),
     "execution": (

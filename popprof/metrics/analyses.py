@@ -7,9 +7,9 @@ is computed here beyond that sum:
   collective call, summed over calls and ranks (:func:`popprof.metrics.collectives.collective_calls`; the
   rule ``distributed.collective-skew``); None without collectives. A single rank's collectives have no
   skew measured: 0 skew, their whole time transfer.
-- ``launches.launch_idle_us``, ``launches.short_launch_idle_us`` and ``launches.delay_p95_us``: the
-  launch-bound idle (the account's, in gaps ended by launched work) and its part before the short kernels (the
-  rule ``host.launch-overhead``),
+- ``launches.launch_idle_us``, ``launches.short_launch_idle_us``, ``launches.short_gaps_us`` and
+  ``launches.delay_p95_us``: the launch-bound idle (the account's, in gaps ended by launched work), its part
+  before the short kernels, the gaps under 1 ms before short kernels whole (the rule ``host.launch-overhead``),
   and HTA's launch delay's 95th percentile (:func:`popprof.metrics.launches.launch_overview`); None without
   launches.
 - ``pipeline.imbalance_us``: the stage imbalance of a pipelined IPU run
@@ -79,6 +79,17 @@ def launch_idle_us(profile: Profile) -> float | None:
 )
 def short_launch_idle_us(profile: Profile) -> float | None:
     return _launch_figure(profile, "short_launch_idle_us")
+
+
+@metric(
+    "launches.short_gaps_us",
+    "us",
+    "the device's idle gaps under 1 ms that end at a short kernel, whole (host not submitting + launch or "
+    "dependency): what launching the short kernels as one CUDA graph or fusing them could remove",
+    needs=("events",),
+)
+def short_gaps_us(profile: Profile) -> float | None:
+    return _launch_figure(profile, "short_gaps_us")
 
 
 @metric(

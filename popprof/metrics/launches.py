@@ -17,6 +17,13 @@ launch statistics above leave the last out), with that work's name and whether i
 criterion above, on the trace's own times). So ``launch_idle_us`` is the account's ``idle_launch`` (less its
 device sync events' time), and the short kernels' part of it never exceeds it.
 
+What launching short kernels costs the device is more than that part: in a gap before a short kernel the
+host had often not yet submitted it (Python, the framework's dispatch, the launch call itself: the
+account's ``idle_host``), and a CUDA graph or fusion removes the whole gap. ``short_gaps_us`` is that:
+the idle gaps shorter than :data:`SHORT_GAP_US` that ended at a short kernel, whole (host not submitting
+and launch or dependency). Longer gaps are ``host.device-gaps``' (its ``min_gap_us`` is the same 1 ms): host
+work between device runs, which a graph of the kernels does not remove.
+
 :func:`launch_overview` sums them for the summary and the ``host.launch-overhead`` rule.
 """
 
@@ -38,7 +45,10 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 #: Columns of :func:`kernel_launches`.
 LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short"]
 #: Columns of :func:`launch_idle`.
-LAUNCH_IDLE_COLUMNS = ["rank", "device", "name", "short", "idle_launch_us"]
+LAUNCH_IDLE_COLUMNS = ["rank", "device", "name", "short", "idle_host_us", "idle_launch_us"]
+#: A device gap shorter than this (us) before a short kernel is launch overhead (``short_gaps_us``); a longer
+#: one is host work between device runs (``host.device-gaps``, whose ``min_gap_us`` defaults to it).
+SHORT_GAP_US = 1000.0
 
 
 def kernel_launches(profile: Profile) -> pd.DataFrame:
@@ -77,10 +87,10 @@ def is_short(cpu_us: np.ndarray, gpu_us: np.ndarray) -> np.ndarray:
 
 
 def launch_idle(profile: Profile) -> pd.DataFrame:
-    """The account's launch-bound idle per gap (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``, ``device``, the
-    ``name`` of the work that ended the gap, whether it is a ``short`` kernel (:func:`is_short` on the trace's
-    own durations of the work and its launch call) and ``idle_launch_us``. Empty without GPU gaps ended by
-    launched work."""
+    """The account's split of each gap that ended at launched work (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``,
+    ``device``, the ``name`` of the work that ended the gap, whether it is a ``short`` kernel (:func:`is_short`
+    on the trace's own durations of the work and its launch call), ``idle_host_us`` and ``idle_launch_us``.
+    Empty without GPU gaps ended by launched work."""
     return profile.cached("launches.launch_idle", lambda: _launch_idle(profile))
 
 
@@ -99,6 +109,7 @@ def _launch_idle(profile: Profile) -> pd.DataFrame:
             "device": gaps["device"].array,
             "name": events["name"].array[row].remove_unused_categories(),
             "short": is_short(cpu, gpu),
+            "idle_host_us": gaps["idle_host_us"].to_numpy(),
             "idle_launch_us": gaps["idle_launch_us"].to_numpy(),
         }
     )
@@ -108,8 +119,9 @@ def launch_overview(profile: Profile) -> dict | None:
     """The run's launches in figures, None without launches: ``count``, ``cpu_us`` (launch calls' time),
     ``delay_median_us``, ``delay_p95_us``, ``delay_outliers`` (over HTA's 100 us), ``short_count``,
     ``short_gpu_us`` (the short kernels' device time), ``short_cpu_us`` (their launch calls' time),
-    ``launch_idle_us`` (the launch-bound idle: :func:`launch_idle`, every step) and ``short_launch_idle_us``
-    (the part before short kernels)."""
+    ``launch_idle_us`` (the launch-bound idle: :func:`launch_idle`, every step), ``short_launch_idle_us``
+    (the part before short kernels) and ``short_gaps_us`` (the gaps under :data:`SHORT_GAP_US` before short
+    kernels, whole)."""
     overview = profile.cached("launches.overview", lambda: _overview(profile))
     return None if overview is None else dict(overview)
 
@@ -121,6 +133,8 @@ def _overview(profile: Profile) -> dict | None:
     short = frame["short"].to_numpy(dtype=bool)
     delay = frame["launch_delay_us"].to_numpy(dtype=np.float64)
     idle = launch_idle(profile)
+    short_gap = idle["short"].to_numpy(dtype=bool)
+    whole = idle["idle_host_us"].to_numpy() + idle["idle_launch_us"].to_numpy()
     return {
         "count": len(frame),
         "cpu_us": float(frame["cpu_duration_us"].sum()),
@@ -131,9 +145,8 @@ def _overview(profile: Profile) -> dict | None:
         "short_gpu_us": float(frame["gpu_duration_us"].to_numpy()[short].sum()),
         "short_cpu_us": float(frame["cpu_duration_us"].to_numpy()[short].sum()),
         "launch_idle_us": float(idle["idle_launch_us"].sum()),
-        "short_launch_idle_us": float(
-            idle["idle_launch_us"].to_numpy()[idle["short"].to_numpy(dtype=bool)].sum()
-        ),
+        "short_launch_idle_us": float(idle["idle_launch_us"].to_numpy()[short_gap].sum()),
+        "short_gaps_us": float(whole[short_gap & (whole < SHORT_GAP_US)].sum()),
     }
 
 

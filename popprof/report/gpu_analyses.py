@@ -13,6 +13,7 @@ import textwrap
 from ..io import units
 from ..io.plural import plural
 from ..metrics.account import PART_WORDS
+from ..metrics.launches import SHORT_GAP_US
 from .names import short_names
 
 #: The width every line keeps to.
@@ -79,6 +80,11 @@ def render_launches(doc: dict | None) -> list[str]:
             f"launch-bound idle, every step (the account's {PART_WORDS['idle_launch']}, in gaps) "
             f"{units.duration(doc['launch_idle_us'])}, {units.duration(doc['short_launch_idle_us'])} of it "
             "before short kernels",
+            "  ",
+        ),
+        *_wrapped(
+            f"idle gaps under {units.duration(SHORT_GAP_US)} before short kernels, whole (host not submitting "
+            f"+ launch or dependency; what a CUDA graph removes): {units.duration(doc['short_gaps_us'])}",
             "  ",
         ),
     ]

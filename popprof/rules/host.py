@@ -18,6 +18,7 @@ from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device, named_devices_without_activity
 from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, long_idle_events
 from ..metrics.gaps import device_gaps as gaps_of
+from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
@@ -156,7 +157,7 @@ def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
     "host.device-gaps",
     "gaps in device activity inside the run, longer than a threshold, and what the host did meanwhile",
     needs=["events"],
-    params={"min_gap_us": 1000.0, "warning": 0.10, "error": 0.30, "top": 3},
+    params={"min_gap_us": SHORT_GAP_US, "warning": 0.10, "error": 0.30, "top": 3},
     advice={
         "ipu": "The device sat idle waiting for the host: see which host work fills the gaps. Typical "
         "fixes: more data-loader workers or prefetching, pinned memory and asynchronous copies, "

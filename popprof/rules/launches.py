@@ -1,10 +1,11 @@
 """Launch-overhead rule: many short kernels whose launch cost keeps the GPU waiting.
 
 The figures are :mod:`popprof.metrics.launches` (HolisticTraceAnalysis's launch statistics, HTA 0.5.0):
-a short kernel runs for less time than its launch call takes on the host, and the launch-bound idle time
-before it is the part of the device's idle gap after its launch call started (the time account's
-``idle_launch`` of that gap). ``host.device-gaps`` looks at gaps of 1 ms or more (the host not submitting
-work); this rule prices the short gaps between launches that CUDA graphs and kernel fusion remove.
+a short kernel runs for less time than its launch call takes on the host. The rule prices the device's idle
+gaps under 1 ms that end at a short kernel, whole: the time account's ``idle_host`` of such a gap (the host
+had not yet launched the kernel) and its ``idle_launch`` (launched, not yet running), which a CUDA graph or
+kernel fusion removes (``short_gaps_us``). ``host.device-gaps`` judges the gaps of 1 ms or more (host work
+between device runs), so the two price disjoint gaps.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 
 from ..io import units
 from ..metrics.account import run_account
-from ..metrics.launches import RUNTIME_CUTOFF_US, kernel_launches, launch_idle, launch_overview
+from ..metrics.launches import RUNTIME_CUTOFF_US, SHORT_GAP_US, kernel_launches, launch_idle, launch_overview
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 
@@ -39,7 +40,7 @@ def _kernel_word(name: str, width: int = 48) -> str:
     "host.launch-overhead",
     "short kernels (shorter than their launch call) whose launches keep the GPU idle between them",
     needs=["events"],
-    params={"warning": 0.05, "error": 0.25, "min_short_share": 0.10, "top": 3},
+    params={"warning": 0.05, "error": 0.50, "min_short_share": 0.10, "top": 3},
     advice={
         "ipu": "Not applicable to IPU programs (the IPU runs one compiled program; no kernel launches).",
         "gpu": "Many kernels run for less time than the host needs to launch them, so the GPU waits for "
@@ -63,7 +64,7 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if window <= 0:
         raise NotEvaluated("needs device time (the time account's window is empty)")
     short_share = overview["short_count"] / overview["count"]
-    idle = overview["short_launch_idle_us"]  # the account's idle_launch before short kernels: never above it
+    idle = overview["short_gaps_us"]  # the account's idle in the gaps under 1 ms that end at short kernels
     value = idle / window
     severity, threshold = band(value, params["warning"], params["error"])
     if severity is None or short_share < params["min_short_share"]:
@@ -71,41 +72,43 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     frame = kernel_launches(profile)
     short = frame[frame["short"].to_numpy(dtype=bool)]
     gaps = launch_idle(profile)
-    gaps = gaps[gaps["short"].to_numpy(dtype=bool)]
+    whole = (gaps["idle_host_us"] + gaps["idle_launch_us"]).to_numpy()
+    mine = gaps["short"].to_numpy(dtype=bool) & (whole < SHORT_GAP_US)
+    gaps = gaps[mine].assign(gaps_us=whole[mine])
+    host_part = float(gaps["idle_host_us"].sum())
     top = (
         short.groupby("name", observed=True)
         .agg(count=("name", "size"), gpu_us=("gpu_duration_us", "sum"), cpu_us=("cpu_duration_us", "sum"))
-        .join(
-            gaps.groupby("name", observed=True)["idle_launch_us"].sum().rename("launch_idle_us"), how="outer"
-        )
-        .fillna({"count": 0, "gpu_us": 0.0, "cpu_us": 0.0, "launch_idle_us": 0.0})
+        .join(gaps.groupby("name", observed=True)["gaps_us"].sum(), how="outer")
+        .fillna({"count": 0, "gpu_us": 0.0, "cpu_us": 0.0, "gaps_us": 0.0})
         .astype({"count": "int64"})
-        .sort_values("launch_idle_us", ascending=False, kind="stable")
+        .sort_values("gaps_us", ascending=False, kind="stable")
         .reset_index()
     )
     top["name"] = top["name"].astype(str)
     n = int(params["top"])
     names = ", ".join(
-        f"{_kernel_word(row.name)} x{row.count:,} ({units.duration(row.launch_idle_us)})"
+        f"{_kernel_word(row.name)} x{row.count:,} ({units.duration(row.gaps_us)})"
         for row in top.head(n).itertuples()
     )
     message = (
         f"{overview['short_count']:,} of {overview['count']:,} launches ({units.percent(short_share)}) are "
         f"short kernels (shorter than their launch call, which takes <= {RUNTIME_CUTOFF_US:g} us): "
         f"{units.duration(overview['short_gpu_us'])} on the GPU for {units.duration(overview['short_cpu_us'])} "
-        f"of launch calls; the GPU sits idle {units.duration(idle)} waiting for their launches, "
-        f"{units.percent(value)} of its time ({severity} at >= {units.limit_percent(threshold)}); "
+        f"of launch calls; the GPU sits idle {units.duration(idle)} in gaps under "
+        f"{units.duration(SHORT_GAP_US)} before them ({units.duration(host_part)} of it before the host had "
+        f"launched them), {units.percent(value)} of its time ({severity} at >= {units.limit_percent(threshold)}); "
         f"launch delay median {units.duration(overview['delay_median_us'])}, p95 "
         f"{units.duration(overview['delay_p95_us'])}; most: {names}"
     )
     gain = Gain(
         idle,
         "us",
-        "the launch-bound idle time before the short kernels (the part of each gap after its launch call "
-        "started), were they launched as one CUDA graph or fused; at most the account's idle, launch or "
-        "dependency time",
+        f"the idle gaps under {units.duration(SHORT_GAP_US)} that end at a short kernel, whole (the host not "
+        "yet submitting it, then its launch), were the kernels launched as one CUDA graph or fused; longer "
+        "gaps are host.device-gaps'",
         whole=window,
-        rests_on=("idle_launch",),
+        rests_on=("idle_host", "idle_launch"),
     )
     return [
         ctx.finding(
@@ -116,7 +119,7 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
             threshold=threshold,
             where={"kernels": [str(x) for x in top["name"].head(n)]},
             evidence=top,
-            figure="launches.short_launch_idle_us",
+            figure="launches.short_gaps_us",
             share=min(value, 1.0),
             gain=gain,
         )
