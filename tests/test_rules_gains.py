@@ -186,3 +186,71 @@ def test_a_gain_says_whose_window_its_share_is_of():
     one = check(popprof.open(ROOT / "fixtures" / "real" / "traces" / "nccl_data.json.gz"))
     timed = [f.estimated_gain for f in one.items if f.estimated_gain and f.estimated_gain.unit == "us"]
     assert timed and {g.device for g in timed} == {"rank 0 gpu:0"}
+
+
+def test_gains_on_the_same_gaps_count_them_once():
+    """host.device-gaps (the gaps of 1 ms and more), host.long-events (the idle during long host events) and
+    host.launch-overhead (the gaps under 1 ms before short kernels) say which device time they rest on
+    (``Gain.spans``). Counting once takes each gain's spans less those of the gains ranked before it: on
+    nccl_data the long events' 87.09 ms of idle lie in the long gaps (all but 0.02 ms), so that gain is cut to
+    what is left, while the launch overhead's short gaps, at other times, keep all of theirs. On the 2021
+    ResNet-50 the part budgets alone had cut the launch overhead to nothing."""
+    from popprof.metrics.launches import launch_overview
+
+    nccl = popprof.open(REAL / "traces" / "nccl_data.json.gz")
+    found = check(nccl)
+    (gaps,) = found.by_rule("host.device-gaps")
+    (long,) = found.by_rule("host.long-events")
+    (launch,) = found.by_rule("host.launch-overhead")
+    assert launch.estimated_gain.value == pytest.approx(launch_overview(nccl)["short_gaps_us"])
+    assert gaps.estimated_gain.value == pytest.approx(float(gaps.evidence["dur_us"].sum()))
+    assert (
+        long.estimated_gain.value == pytest.approx(20.0, abs=10.0)
+        and "Counted once" in long.estimated_gain.basis
+    )
+    resnet = check(popprof.open(KINETO))
+    (launch,) = resnet.by_rule("host.launch-overhead")
+    assert launch.estimated_gain.value > 49_000  # of its 51.58 ms of short gaps; the part budgets left 0
+
+
+@pytest.mark.parametrize(
+    "name", ["tracelens_b200_vllm_eager.json.gz", "nccl_data.json.gz", "two_ranks", "dlrm_8ranks"]
+)
+def test_gains_with_spans_never_sum_above_the_union_of_their_spans(name):
+    """Whatever the order, the gains that say where their time lies promise together no more than the device
+    time of all those places (per device)."""
+    import numpy as np
+
+    from popprof.trace.spans import merge_intervals
+
+    profile = popprof.open(REAL / "traces" / name)
+    by_device: dict[str, list] = {}
+    promised = 0.0
+    for f in check(profile):
+        gain = f.estimated_gain
+        if gain is None or not gain.spans:
+            continue
+        promised += gain.value
+        for device, (start, end) in gain.spans.items():
+            by_device.setdefault(device or gain.device, []).append((start, end))
+    assert by_device
+    union = 0.0
+    for pieces in by_device.values():
+        union_start, union_end = merge_intervals(
+            np.concatenate([s for s, _ in pieces]), np.concatenate([e for _, e in pieces])
+        )
+        union += float((union_end - union_start).sum())
+    assert promised <= union + 1e-6, name
+
+
+def test_the_idle_spans_during_events_are_the_idle_during_them():
+    from popprof.metrics.gaps import idle_during, idle_spans_during
+    from popprof.trace.intervals import device_activities
+
+    profile = popprof.open(KINETO)
+    (activity,) = device_activities(profile)
+    start = profile.events["start_us"].to_numpy()[:5000]
+    end = start + profile.events["dur_us"].to_numpy(na_value=0.0)[:5000]
+    spans_start, spans_end = idle_spans_during(activity, start, end)
+    assert float((spans_end - spans_start).sum()) == pytest.approx(idle_during(activity, start, end))
+    assert (spans_end > spans_start).all() and (spans_start[1:] >= spans_end[:-1]).all()

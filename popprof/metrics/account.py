@@ -133,18 +133,28 @@ def _run_rows(profile: Profile) -> pd.DataFrame:
 
 
 #: Columns of :func:`launch_gaps`.
-LAUNCH_GAP_COLUMNS = ["rank", "device", "row", "call_row", "idle_host_us", "idle_launch_us"]
+LAUNCH_GAP_COLUMNS = [
+    "rank",
+    "device",
+    "row",
+    "call_row",
+    "start_us",
+    "end_us",
+    "idle_host_us",
+    "idle_launch_us",
+]
 
 
 def launch_gaps(profile: Profile) -> pd.DataFrame:
     """Each GPU gap that ended at launched work, inside its device's window (``device_span``), as the account
     splits it: ``rank``, ``device`` (as the account's rows), ``row`` (the events row of the work that ended
     the gap: of those starting there, the one launched first), ``call_row`` (the events row of its launch
-    call), ``idle_host_us`` (the part of the gap before that call started) and ``idle_launch_us`` (the part
-    after). :mod:`popprof.metrics.launches` prices launches by it. The ``idle_launch_us`` per device sum to
-    the device's ``idle_launch`` less the time of its sync events (which the account also counts there); the
-    ``idle_host_us`` to its ``idle_host`` less the gaps that ended at work without a recorded launch and the
-    one after its last work. Empty without GPU gaps."""
+    call), ``start_us`` and ``end_us`` (the gap, inside the window), ``idle_host_us`` (the part of the gap
+    before that call started) and ``idle_launch_us`` (the part after). :mod:`popprof.metrics.launches`
+    prices launches by it. The ``idle_launch_us`` per device sum to the device's ``idle_launch`` less the time
+    of its sync events (which the account also counts there); the ``idle_host_us`` to its ``idle_host`` less
+    the gaps that ended at work without a recorded launch and the one after its last work. Empty without GPU
+    gaps."""
     return _built(profile)[1].copy()
 
 
@@ -453,13 +463,14 @@ def _trace_rows(profile: Profile, gaps: list[tuple[int | None, str, tuple[np.nda
 
 
 def _launched_in(launched: tuple[np.ndarray, ...], first: float, last: float) -> tuple[np.ndarray, ...]:
-    """The launch gaps of one device inside its window ``[first, last]``: (work row, call row, host part,
-    launch part)."""
+    """The launch gaps of one device inside its window ``[first, last]``: (work row, call row, start, end,
+    host part, launch part)."""
     start, cut, end, work, call = launched
     host = np.clip(np.minimum(cut, last) - np.maximum(start, first), 0.0, None)
     launch = np.clip(np.minimum(end, last) - np.maximum(cut, first), 0.0, None)
     keep = (host > 0) | (launch > 0)
-    return work[keep], call[keep], host[keep], launch[keep]
+    inside = np.maximum(start, first)[keep], np.minimum(end, last)[keep]
+    return work[keep], call[keep], *inside, host[keep], launch[keep]
 
 
 def _gap_frame(gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]]) -> pd.DataFrame:
@@ -468,15 +479,17 @@ def _gap_frame(gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]]) -> pd
     labels = list(dict.fromkeys(device for _, device, _ in gaps))
     rank = np.repeat(np.array([-1 if r is None else r for r, _, _ in gaps], dtype=np.int64), sizes)
     code = np.repeat(np.array([labels.index(device) for _, device, _ in gaps], dtype=np.int64), sizes)
-    parts = [np.concatenate([g[2][i] for g in gaps]) if gaps else np.array([]) for i in range(4)]
+    parts = [np.concatenate([g[2][i] for g in gaps]) if gaps else np.array([]) for i in range(6)]
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.maximum(rank, 0), rank < 0),
             "device": pd.Categorical.from_codes(code, categories=labels),
             "row": parts[0].astype(np.int64),
             "call_row": parts[1].astype(np.int64),
-            "idle_host_us": parts[2].astype(np.float64),
-            "idle_launch_us": parts[3].astype(np.float64),
+            "start_us": parts[2].astype(np.float64),
+            "end_us": parts[3].astype(np.float64),
+            "idle_host_us": parts[4].astype(np.float64),
+            "idle_launch_us": parts[5].astype(np.float64),
         }
     )
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.intervals import DeviceActivity, HostEvents, thread_label, thread_names
-from ..trace.spans import merge_intervals, overlap_pairs
+from ..trace.spans import merge_intervals, overlap_pairs, subtract_intervals
 
 
 def device_gaps(activity: DeviceActivity, min_gap_us: float) -> tuple[np.ndarray, np.ndarray]:
@@ -190,6 +190,17 @@ def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: flo
             "device_idle_us": idle[chosen],
         }
     )
+
+
+def idle_spans_during(
+    activity: DeviceActivity, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The device's idle intervals during the union of the intervals ``start``..``end`` inside its active span:
+    sorted and disjoint ``(starts, ends)``; their total is :func:`idle_during`."""
+    t0, t1 = activity.span
+    us, ue = merge_intervals(np.maximum(start, t0), np.minimum(end, t1))
+    keep = ue > us
+    return subtract_intervals(us[keep], ue[keep], activity.busy_start, activity.busy_end)
 
 
 def idle_during(activity: DeviceActivity, start: np.ndarray, end: np.ndarray) -> float:

@@ -45,7 +45,16 @@ LAUNCH_DELAY_CUTOFF_US = 100.0
 #: Columns of :func:`kernel_launches`.
 LAUNCH_COLUMNS = [*LAUNCH_DELAY_COLUMNS, "short"]
 #: Columns of :func:`launch_idle`.
-LAUNCH_IDLE_COLUMNS = ["rank", "device", "name", "short", "idle_host_us", "idle_launch_us"]
+LAUNCH_IDLE_COLUMNS = [
+    "rank",
+    "device",
+    "name",
+    "short",
+    "start_us",
+    "end_us",
+    "idle_host_us",
+    "idle_launch_us",
+]
 #: A device gap shorter than this (us) before a short kernel is launch overhead (``short_gaps_us``); a longer
 #: one is host work between device runs (``host.device-gaps``, whose ``min_gap_us`` defaults to it).
 SHORT_GAP_US = 1000.0
@@ -89,7 +98,8 @@ def is_short(cpu_us: np.ndarray, gpu_us: np.ndarray) -> np.ndarray:
 def launch_idle(profile: Profile) -> pd.DataFrame:
     """The account's split of each gap that ended at launched work (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``,
     ``device``, the ``name`` of the work that ended the gap, whether it is a ``short`` kernel (:func:`is_short`
-    on the trace's own durations of the work and its launch call), ``idle_host_us`` and ``idle_launch_us``.
+    on the trace's own durations of the work and its launch call), the gap (``start_us``, ``end_us``),
+    ``idle_host_us`` and ``idle_launch_us``.
     Empty without GPU gaps ended by launched work."""
     return profile.cached("launches.launch_idle", lambda: _launch_idle(profile))
 
@@ -109,6 +119,8 @@ def _launch_idle(profile: Profile) -> pd.DataFrame:
             "device": gaps["device"].array,
             "name": events["name"].array[row].remove_unused_categories(),
             "short": is_short(cpu, gpu),
+            "start_us": gaps["start_us"].to_numpy(),
+            "end_us": gaps["end_us"].to_numpy(),
             "idle_host_us": gaps["idle_host_us"].to_numpy(),
             "idle_launch_us": gaps["idle_launch_us"].to_numpy(),
         }

@@ -76,6 +76,10 @@ class Gain:
     gpu:1``, ``gpu:0``), when the gain rests on one device's time (None: the devices' pooled time, or the
     device the finding's ``where["devices"]`` names alone). ``of`` names the whole in words where the unit and
     ``device`` do not say it (``tile 289's capacity``, ``the target's memory``): :attr:`whole_words`.
+    ``spans``: the device time the gain rests on, when the rule knows it, as sorted, disjoint intervals
+    ``(starts, ends)`` per device (by the account's label; ``None`` as the key: the gain's own device), so
+    that counting once (:mod:`popprof.rules.pricing`) can tell gains on the same time from gains on the
+    same part at other times. Not in the JSON.
     """
 
     value: float
@@ -85,6 +89,7 @@ class Gain:
     rests_on: tuple[str, ...] = ()
     device: str | None = None
     of: str | None = None
+    spans: dict | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.unit not in GAIN_UNITS:

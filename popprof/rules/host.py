@@ -16,7 +16,7 @@ from ..io import units
 from ..io.words import HTA_IDLE_CAUSES
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device, named_devices_without_activity
-from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, long_idle_events
+from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, idle_spans_during, long_idle_events
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import time_origin
@@ -229,6 +229,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         whole=worst.span_us,
         rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
         device=per_device[0][1].label or None,
+        spans={None: (per_device[0][2], per_device[0][3])},  # its gaps: counted once with other gains on them
     )
     return [
         ctx.finding(
@@ -307,7 +308,7 @@ def _gaps_sentence(
     return message
 
 
-def _whose_window(profile: Profile, rank: int | None, rank_label: str) -> tuple[dict[str, str], str]:
+def _whose_window(profile: Profile, rank: int | None, rank_label: str) -> tuple[dict[str, object], str]:
     """Whose time a gain on one rank's window (its devices' first to last activity) takes, as :class:`Gain`
     keywords, and that window in words. A rank with one device: that device (its window in the account); an
     unlabelled one is left for the pricing to name (the profile's one device). Several: the rank's window."""
@@ -380,6 +381,12 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     where_idle = f" on {worst_label}" if worst_label else ""
     worst_rank = next(r for r, act in spans.items() if act.label == worst_label)
     whose, window_words = _whose_window(profile, worst_rank, worst_label)
+    if "of" not in whose:  # one device: the idle during its events, to count once with other gains on them
+        mine = found[found["rank"].astype("Float64").fillna(-1) == (-1 if worst_rank is None else worst_rank)]
+        start = mine["start_us"].to_numpy(dtype=np.float64)
+        whose["spans"] = {
+            None: idle_spans_during(spans[worst_rank], start, start + mine["dur_us"].to_numpy())
+        }
     gain = Gain(
         min(merged_idle, span),
         "us",

@@ -17,6 +17,7 @@ from ..metrics.account import run_account
 from ..metrics.launches import RUNTIME_CUTOFF_US, SHORT_GAP_US, kernel_launches, launch_idle, launch_overview
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
+from .pricing import device_label
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
 
@@ -101,6 +102,10 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
         f"launch delay median {units.duration(overview['delay_median_us'])}, p95 "
         f"{units.duration(overview['delay_p95_us'])}; most: {names}"
     )
+    spans = {
+        device_label(rank, device): (group["start_us"].to_numpy(), group["end_us"].to_numpy())
+        for (rank, device), group in gaps.groupby(["rank", "device"], observed=True, dropna=False, sort=False)
+    }
     gain = Gain(
         idle,
         "us",
@@ -109,6 +114,7 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
         "gaps are host.device-gaps'",
         whole=window,
         rests_on=("idle_host", "idle_launch"),
+        spans=spans,  # the gaps themselves: counted once with other gains on them
     )
     return [
         ctx.finding(

@@ -6,19 +6,25 @@ events), and a sum of their gains would promise more than the device ever lost. 
 the findings in their ranking order (largest gain first) and lets each take only what is left of the
 account's parts it rests on, per device (a gain naming its ``device``, or a finding naming one device) or
 pooled over the devices (a finding naming several, or none), and never more than what is left of the
-window. A gain cut by more than a thousandth says so in its ``basis`` (a smaller cut is the rounding between
-two definitions of one time). Memory gains (bytes) are left as they are: each rests on its own bytes.
+window. A gain that says which device time it rests on (``Gain.spans``: the gaps of ``host.device-gaps``,
+the idle during ``host.long-events``' events, the short gaps of ``host.launch-overhead``) takes only the part
+of those intervals that no higher-ranked gain with spans took: two gains on the same gaps count them once,
+two gains on the same part at other times both count. A gain cut by more than a thousandth says so in its
+``basis`` (a smaller cut is the rounding between two definitions of one time). Memory gains (bytes) are
+left as they are: each rests on its own bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from ..io import units
 from ..metrics.account import PARTS, run_account
 from ..model.profile import Profile
+from ..trace.spans import merge_intervals, subtract_intervals
 
 _ALL = "all devices"
 
@@ -28,7 +34,9 @@ NOTED_CUT = 1e-3
 RESIDUE_US = 1e-6
 
 
-def _label(rank, device) -> str:
+def device_label(rank, device) -> str:
+    """A device as the time account's rows name it, and gains and their spans with it: ``rank 1 gpu:1``,
+    ``gpu:0``."""
     return f"rank {int(rank)} {device}" if not pd.isna(rank) else str(device)
 
 
@@ -40,7 +48,7 @@ def _budgets(profile: Profile) -> dict[str, dict[str, float]]:
     for row in runs.to_dict("records"):
         parts = {p: float(row[p]) for p in PARTS if not pd.isna(row[p])}
         parts["window_us"] = float(row["window_us"])
-        out[_label(row["rank"], row["device"])] = parts
+        out[device_label(row["rank"], row["device"])] = parts
         for key, value in parts.items():
             pooled[key] = pooled.get(key, 0.0) + value
     if out:
@@ -67,6 +75,9 @@ def count_once(profile: Profile, findings: list) -> None:
     budgets = _budgets(profile)
     if not budgets:
         return
+    claimed: dict[
+        str, tuple[np.ndarray, np.ndarray]
+    ] = {}  # per device, the spans of the gains counted so far
     for finding in findings:
         gain = finding.estimated_gain
         if gain is None or gain.unit != "us" or gain.value is None:
@@ -76,6 +87,8 @@ def count_once(profile: Profile, findings: list) -> None:
             gain = finding.estimated_gain = replace(gain, device=key)
         parts = [p for p in gain.rests_on if p in budgets[key]]
         available = min(_available(budgets[key], parts), _available(budgets[_ALL], parts))
+        if gain.spans:
+            available = min(available, _claim(claimed, gain.spans, key))
         value = min(float(gain.value), available)
         value = value if value >= RESIDUE_US else 0.0
         if value < float(gain.value) * (1 - NOTED_CUT):
@@ -90,6 +103,24 @@ def count_once(profile: Profile, findings: list) -> None:
         elif value < float(gain.value):
             finding.estimated_gain = replace(gain, value=value)
         _spend(budgets, key, parts, value)
+
+
+def _claim(claimed: dict[str, tuple[np.ndarray, np.ndarray]], spans: dict, key: str) -> float:
+    """The length of ``spans`` (per device; ``None``: the device ``key``) that ``claimed`` does not hold yet;
+    then ``claimed`` holds them too."""
+    free = 0.0
+    for device, (start, end) in spans.items():
+        device = key if device is None else device
+        start, end = merge_intervals(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
+        taken = claimed.get(device)
+        if taken is None:
+            free += float((end - start).sum())
+            claimed[device] = (start, end)
+            continue
+        rest_start, rest_end = subtract_intervals(start, end, *taken)
+        free += float((rest_end - rest_start).sum())
+        claimed[device] = merge_intervals(np.concatenate([taken[0], start]), np.concatenate([taken[1], end]))
+    return free
 
 
 def _available(left: dict[str, float], parts: list[str]) -> float:
