@@ -237,7 +237,7 @@ def side(
         values["memory_pct"] = share_of("copies", "stream_copies")
         if platform == "gpu":
             values["idle_host_pct"] = share_of("idle_host")
-            launch_idle = metrics.get("launches.launch_idle_us")  # at most the account's idle_launch
+            launch_idle = metrics.get("launches.launch_idle_us")  # the account's idle_launch in launch gaps
             values["launch_idle_pct"] = None if launch_idle is None else 100.0 * launch_idle / window
         else:
             sync = share_of("sync") / 100.0
