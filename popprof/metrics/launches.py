@@ -54,6 +54,7 @@ LAUNCH_IDLE_COLUMNS = [
     "end_us",
     "idle_host_us",
     "idle_launch_us",
+    "short_gap",
 ]
 #: A device gap shorter than this (us) before a short kernel is launch overhead (``short_gaps_us``); a longer
 #: one is host work between device runs (``host.device-gaps``, whose ``min_gap_us`` defaults to it).
@@ -99,7 +100,8 @@ def launch_idle(profile: Profile) -> pd.DataFrame:
     """The account's split of each gap that ended at launched work (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``,
     ``device``, the ``name`` of the work that ended the gap, whether it is a ``short`` kernel (:func:`is_short`
     on the trace's own durations of the work and its launch call), the gap (``start_us``, ``end_us``),
-    ``idle_host_us`` and ``idle_launch_us``.
+    ``idle_host_us``, ``idle_launch_us`` and ``short_gap`` (under :data:`SHORT_GAP_US` and ended by a short
+    kernel: the gaps of ``short_gaps_us``).
     Empty without GPU gaps ended by launched work."""
     return profile.cached("launches.launch_idle", lambda: _launch_idle(profile))
 
@@ -113,16 +115,19 @@ def _launch_idle(profile: Profile) -> pd.DataFrame:
     duration = events["dur_us"].array
     gpu = duration[row].to_numpy(dtype=np.float64, na_value=0.0)
     cpu = duration[call].to_numpy(dtype=np.float64, na_value=0.0)
+    short = is_short(cpu, gpu)
+    host, launch = gaps["idle_host_us"].to_numpy(), gaps["idle_launch_us"].to_numpy()
     return pd.DataFrame(
         {
             "rank": gaps["rank"].array,
             "device": gaps["device"].array,
             "name": events["name"].array[row].remove_unused_categories(),
-            "short": is_short(cpu, gpu),
+            "short": short,
             "start_us": gaps["start_us"].to_numpy(),
             "end_us": gaps["end_us"].to_numpy(),
-            "idle_host_us": gaps["idle_host_us"].to_numpy(),
-            "idle_launch_us": gaps["idle_launch_us"].to_numpy(),
+            "idle_host_us": host,
+            "idle_launch_us": launch,
+            "short_gap": short & (host + launch < SHORT_GAP_US),
         }
     )
 
@@ -145,7 +150,8 @@ def _overview(profile: Profile) -> dict | None:
     short = frame["short"].to_numpy(dtype=bool)
     delay = frame["launch_delay_us"].to_numpy(dtype=np.float64)
     idle = launch_idle(profile)
-    short_gap = idle["short"].to_numpy(dtype=bool)
+    short_kernel = idle["short"].to_numpy(dtype=bool)
+    short_gap = idle["short_gap"].to_numpy(dtype=bool)
     whole = idle["idle_host_us"].to_numpy() + idle["idle_launch_us"].to_numpy()
     return {
         "count": len(frame),
@@ -157,8 +163,8 @@ def _overview(profile: Profile) -> dict | None:
         "short_gpu_us": float(frame["gpu_duration_us"].to_numpy()[short].sum()),
         "short_cpu_us": float(frame["cpu_duration_us"].to_numpy()[short].sum()),
         "launch_idle_us": float(idle["idle_launch_us"].sum()),
-        "short_launch_idle_us": float(idle["idle_launch_us"].to_numpy()[short_gap].sum()),
-        "short_gaps_us": float(whole[short_gap & (whole < SHORT_GAP_US)].sum()),
+        "short_launch_idle_us": float(idle["idle_launch_us"].to_numpy()[short_kernel].sum()),
+        "short_gaps_us": float(whole[short_gap].sum()),
     }
 
 

@@ -358,13 +358,13 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     found["thread"] = thread_names(labels, found["pid"].to_numpy(), found["tid"].to_numpy())
     found = found.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
     # Device idle time during the union of these events, per rank (threads overlapping in time count once).
-    shares = {}
+    shares, intervals = {}, {}
     for rank, group in found.groupby(found["rank"].astype("Float64").fillna(-1), sort=False):
         activity = spans[None if rank < 0 else int(rank)]
         t0, t1 = activity.span
-        idle = idle_during(
-            activity, group["start_us"].to_numpy(), (group["start_us"] + group["dur_us"]).to_numpy()
-        )
+        start = group["start_us"].to_numpy(dtype=np.float64)
+        intervals[activity.label] = (start, start + group["dur_us"].to_numpy(dtype=np.float64))
+        idle = idle_during(activity, *intervals[activity.label])
         shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle, t1 - t0)
     worst_label, (total_share, merged_idle, span) = max(shares.items(), key=lambda kv: kv[1][0])
     severity, threshold = band(total_share, params["warning"], params["error"])
@@ -382,11 +382,7 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     worst_rank = next(r for r, act in spans.items() if act.label == worst_label)
     whose, window_words = _whose_window(profile, worst_rank, worst_label)
     if "of" not in whose:  # one device: the idle during its events, to count once with other gains on them
-        mine = found[found["rank"].astype("Float64").fillna(-1) == (-1 if worst_rank is None else worst_rank)]
-        start = mine["start_us"].to_numpy(dtype=np.float64)
-        whose["spans"] = {
-            None: idle_spans_during(spans[worst_rank], start, start + mine["dur_us"].to_numpy())
-        }
+        whose["spans"] = {None: idle_spans_during(spans[worst_rank], *intervals[worst_label])}
     gain = Gain(
         min(merged_idle, span),
         "us",

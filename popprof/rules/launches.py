@@ -73,9 +73,8 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     frame = kernel_launches(profile)
     short = frame[frame["short"].to_numpy(dtype=bool)]
     gaps = launch_idle(profile)
-    whole = (gaps["idle_host_us"] + gaps["idle_launch_us"]).to_numpy()
-    mine = gaps["short"].to_numpy(dtype=bool) & (whole < SHORT_GAP_US)
-    gaps = gaps[mine].assign(gaps_us=whole[mine])
+    gaps = gaps[gaps["short_gap"].to_numpy(dtype=bool)]
+    gaps = gaps.assign(gaps_us=gaps["idle_host_us"] + gaps["idle_launch_us"])
     host_part = float(gaps["idle_host_us"].sum())
     top = (
         short.groupby("name", observed=True)
