@@ -241,3 +241,37 @@ def test_calls_paired_by_order_that_are_not_one_collective_are_not_compared() ->
             assert group["bytes"].nunique() == 1
     alone = calls[calls["matched_ranks"] == 1]
     assert (alone["skew_us"] == 0).all()
+
+
+@pytest.mark.parametrize(("name", "with_args"), [("dlrm_8ranks", False), ("two_ranks", True)])
+def test_the_account_communication_splits_into_skew_and_transfer_spans(name: str, with_args: bool) -> None:
+    """Per device, the waits for the last rank with no compute beside them (``skew_spans``) and the rest of the
+    exposed communication (``transfer_spans``) are disjoint and add up to the time account's communication
+    part; ``exposed_exchange_per_device`` gives the same two figures, so the rules' gains read one definition."""
+    from popprof.metrics.account import run_account
+    from popprof.metrics.phases import exposed_exchange_per_device, transfer_spans
+    from popprof.trace.spans import intersect_intervals
+
+    profile = popprof.open(REAL / name, with_args=with_args)
+    skew, transfer = co.skew_spans(profile), transfer_spans(profile)
+    per_device = exposed_exchange_per_device(profile).set_index("label")
+    accounted = run_account(profile)
+    assert skew  # both runs wait for a last rank somewhere
+    for row in accounted.itertuples():
+        label = f"rank {row.rank} {row.device}"
+        waited = float(np.subtract(*skew[label][::-1]).sum()) if label in skew else 0.0
+        moved = float(np.subtract(*transfer[label][::-1]).sum())
+        assert waited + moved == pytest.approx(row.communication, abs=1e-6)
+        assert per_device.loc[label, "skew_us"] == pytest.approx(waited)
+        assert per_device.loc[label, "transfer_us"] == pytest.approx(moved, abs=1e-6)
+        if label in skew:
+            both = intersect_intervals(*skew[label], *transfer[label])
+            assert float(np.subtract(*both[::-1]).sum()) == 0.0
+    # the skew the devices spent in nothing else is at most the calls' skew (the rest ran beside compute)
+    total = sum(float(np.subtract(*spans[::-1]).sum()) for spans in skew.values())
+    assert total <= co.collective_calls(profile)["skew_us"].sum() + 1e-6
+
+
+def test_a_single_rank_has_no_skew_spans() -> None:
+    """One rank's collectives are matched with nobody: no skew is measured, all its communication is transfer."""
+    assert co.skew_spans(popprof.open(REAL / "nccl_data.json.gz")) == {}

@@ -311,12 +311,16 @@ def test_real_traces_severities_documented_in_rules_md(real):
     }
     two = severities("two_ranks")
     assert two["host.device-gaps"] == "error" and two["exchange.share"] == "error"
-    assert two["exchange.phases"] == "warning"  # 99.9 % exposed windows holding 27.1 % of rank 0's span
+    # 99.9 % exposed windows holding 23.7 % of rank 1's window, 15.5 % without the waits for the last rank
+    assert two["exchange.phases"] == "warning"
     # the B200 vLLM decode: phases of 86 % exposed all-reduce that hold 0.8 % of the span are no error
     b200 = severities("tracelens_b200_vllm_eager.json.gz")
     assert b200["exchange.phases"] == "info"
     assert b200["host.launch-overhead"] == "error"  # 58.2 %: the eager decode is launch-bound
-    assert severities("dlrm_8ranks")["exchange.phases"] == "error"  # 59 % of rank 1's span
+    # the DLRM step's phases hold 39.5 % of rank 4's window, but all except 1.3 % is waiting for the last rank,
+    # which hiding communication does not remove: info; the waits are the collective skew's warning
+    dlrm = severities("dlrm_8ranks")
+    assert dlrm["exchange.phases"] == "info" and dlrm["distributed.collective-skew"] == "warning"
     assert "distributed.stragglers" not in two
     assert severities("amd_mi250_minitoy.json.gz")["host.device-gaps"] == "error"
 

@@ -33,7 +33,9 @@ from ..io import jsonout
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import labels_mask
+from ..trace.intervals import device_activities
 from ..trace.masks import rank_array
+from ..trace.spans import merge_intervals
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "collective_skew_by_rank",
     "collective_table",
     "collectives_section",
+    "skew_spans",
 ]
 
 #: Columns of :func:`collective_calls`.
@@ -63,6 +66,7 @@ CALL_COLUMNS = [
     "matched_ranks",
     "group_size",
     "bytes",
+    "row",
 ]
 #: Columns of :func:`collective_table`.
 TABLE_COLUMNS = [
@@ -105,7 +109,8 @@ def collective_calls(profile: Profile) -> pd.DataFrame:
     their sizes where the type fixes it (:data:`EQUAL_SIZE`): then each stands alone. ``skew_us`` and ``transfer_us``
     are defined in the module's docstring; ``matched_ranks`` is how many ranks hold that collective (1: no
     skew measured). ``group`` is the args' process group name ("" without args), ``group_size`` the args'
-    group size, else the matched ranks when more than one. Empty without collectives."""
+    group size, else the matched ranks when more than one; ``row`` the kernel's row in the events table.
+    Empty without collectives."""
     return profile.cached("collectives.calls", lambda: _calls(profile))
 
 
@@ -113,7 +118,13 @@ def _no_calls() -> pd.DataFrame:
     """The empty table of :func:`collective_calls`."""
     return pd.DataFrame(
         {
-            c: pd.Series(dtype="object" if c in ("collective", "name", "group") else "float64")
+            c: pd.Series(
+                dtype="object"
+                if c in ("collective", "name", "group")
+                else "int64"
+                if c == "row"
+                else "float64"
+            )
             for c in CALL_COLUMNS
         }
     )
@@ -140,6 +151,7 @@ def _calls(profile: Profile) -> pd.DataFrame:
             "name": np.asarray(names, dtype=object),
             "start_us": start,
             "dur_us": np.nan_to_num(dur, nan=0.0),
+            "row": rows,
         }
     )
     if "args" in events.columns:
@@ -256,6 +268,38 @@ def _skew_by_rank(profile: Profile) -> pd.DataFrame:
     out = out.rename(columns={"dur_us": "time_us"})
     out["skew_share"] = out["skew_us"] / out["time_us"].where(out["time_us"] > 0)
     return out[columns]
+
+
+def skew_spans(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per device (its label as the time account names it: ``rank 1 gpu:1``), when it waited inside its
+    collectives for the last rank to arrive and ran no compute meanwhile: each matched call's ``[start,
+    start + skew_us]``, merged, less the device's compute. The time account holds this time in
+    ``communication``; ``distributed.collective-skew`` prices it, and the exchange rules leave it out of what
+    hiding communication behind compute would buy (hidden, a rank would still wait for the last one). Sorted,
+    disjoint, read-only arrays; empty when no collective is matched across ranks."""
+    return profile.cached("collectives.skew_spans", lambda: _skew_spans(profile))
+
+
+def _skew_spans(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    calls = collective_calls(profile)
+    waited = calls[(calls["matched_ranks"] > 1) & (calls["skew_us"] > 0)]
+    if waited.empty:
+        return {}
+    rows = waited["row"].to_numpy(dtype=np.int64)
+    start = waited["start_us"].to_numpy(dtype=np.float64)
+    end = start + waited["skew_us"].to_numpy(dtype=np.float64)
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for activity in device_activities(profile):  # a handful of devices
+        mine = np.isin(rows, activity.rows)
+        if not mine.any():
+            continue
+        s, e = activity.without(*merge_intervals(start[mine], end[mine]), ("compute",))
+        s, e = s[e > s], e[e > s]
+        if s.size:
+            s.setflags(write=False)
+            e.setflags(write=False)
+            out[activity.label] = (s, e)
+    return out
 
 
 def collectives_section(profile: Profile) -> dict | None:

@@ -20,9 +20,10 @@ from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
 from ..trace.intervals import DeviceActivity, device_activities
-from ..trace.spans import window_sums
+from ..trace.spans import intersect_intervals, merge_intervals, subtract_intervals, window_sums
 from . import account
 from . import execution as ex
+from .collectives import skew_spans
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
 EXCHANGE: tuple[str, ...] = ("exchange", "global_exchange", "sync")
@@ -180,15 +181,22 @@ def auto_width(span: float, window_us: float) -> float:
 
 
 def device_phases(
-    activity: DeviceActivity, *, window_us: float, moderate: float, high: float, top: int
+    activity: DeviceActivity,
+    *,
+    window_us: float,
+    moderate: float,
+    high: float,
+    top: int,
+    skew: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[dict], pd.DataFrame]:
     """Exchange-heavy phases of one device (time windows over its own active span) and its window table.
 
     Each phase is a dict: ``rank``, ``device``, ``label``, ``t0``, ``t1`` (the active span), ``lo``, ``hi`` (the
     phase's times), ``width``, ``total_us`` (busy time: streams running at once count once),
-    ``exchange_us`` (exchange not overlapped by other device work), ``share``, and ``dominant`` (the ``top``
-    exchange event names with their time in the phase). Raises :class:`NotEvaluated` for more windows than
-    :data:`MAX_WINDOWS`.
+    ``exchange_us`` (exchange not overlapped by other device work), ``skew_us`` (the part of that exchange
+    in ``skew``, the device's :func:`~popprof.metrics.collectives.skew_spans`: waiting for the last rank;
+    0 without), ``share``, and ``dominant`` (the ``top`` exchange event names with their time in the phase).
+    Raises :class:`NotEvaluated` for more windows than :data:`MAX_WINDOWS`.
     """
     t0, t1 = activity.span
     width = auto_width(t1 - t0, window_us)
@@ -204,6 +212,9 @@ def device_phases(
     total = window_sums(activity.busy_start, activity.busy_end, t0, width, count)
     exposed_start, exposed_end = activity.exposed(EXCHANGE)
     xtime = window_sums(exposed_start, exposed_end, t0, width, count)
+    stime = None
+    if skew is not None:  # the exposed exchange spent waiting for the last rank
+        stime = window_sums(*intersect_intervals(*skew, exposed_start, exposed_end), t0, width, count)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total > 0, xtime / total, np.nan)
     bands, starts, ends = phase_bands(share, moderate, high)
@@ -243,6 +254,7 @@ def device_phases(
                 "width": width,
                 "total_us": ph_total,
                 "exchange_us": ph_x,
+                "skew_us": float(stime[a : b + 1].sum()) if stime is not None else 0.0,
                 "share": ph_x / ph_total if ph_total else 0.0,
                 "dominant": [(str(vocabulary[i]), float(sums[i])) for i in best if sums[i] > 0],
             }
@@ -261,15 +273,60 @@ def exchange_share_per_ipu(profile: Profile) -> pd.Series:
     return (sums["x"] / sums["all"].where(sums["all"] > 0)).dropna()
 
 
+def phase_spans(
+    activity: DeviceActivity, phases: list[dict], skew: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exchange of ``activity`` not overlapped by other device work inside the windows of ``phases`` (its
+    :func:`device_phases`), less ``skew`` (its :func:`~popprof.metrics.collectives.skew_spans`): the time
+    their ``exchange_us`` less ``skew_us`` add up to, as sorted, disjoint intervals."""
+    lo = np.array([ph["lo"] for ph in phases], dtype=np.float64)
+    hi = np.array([ph["hi"] for ph in phases], dtype=np.float64)
+    start, end = intersect_intervals(*activity.exposed(EXCHANGE), *merge_intervals(lo, hi))
+    if skew is not None:
+        start, end = subtract_intervals(start, end, *skew)
+    return start, end
+
+
+def transfer_spans(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per device of a GPU trace (its label as the time account names it), when it ran communication and no
+    compute (the account's ``communication`` part) and was not waiting for the last rank of a collective
+    (:func:`~popprof.metrics.collectives.skew_spans`): the exposed communication that hiding it behind compute
+    could remove, whose length is :func:`exposed_exchange_per_device`'s ``transfer_us``. Sorted, disjoint,
+    read-only arrays."""
+    return profile.cached("phases.transfer_spans", lambda: _transfer_spans(profile))
+
+
+def _transfer_spans(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    skew = skew_spans(profile)
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for activity in device_activities(profile):  # a handful of devices
+        comm = activity.in_categories(("exchange",))
+        if not comm.any():
+            continue
+        start, end = activity.without(
+            *merge_intervals(activity.start[comm], activity.end[comm]), ("compute",)
+        )
+        if activity.label in skew:
+            start, end = subtract_intervals(start, end, *skew[activity.label])
+        start.setflags(write=False)
+        end.setflags(write=False)
+        out[activity.label] = (start, end)
+    return out
+
+
 def exposed_exchange_per_device(profile: Profile) -> pd.DataFrame:
     """Per device of a trace with busy time, from the time account's run rows (``metrics/account.py``):
     ``rank``, ``device``, ``label``, ``busy_us`` (the account's busy parts), ``exchange_us`` (GPU: the
     account's communication, not overlapped by compute; IPU: exchange + global exchange + sync), ``span_us``
-    (the account's window: first to last device activity) and ``share`` (exchange over busy), in device order.
+    (the account's window: first to last device activity), ``share`` (exchange over busy), ``skew_us`` (GPU:
+    the part of ``exchange_us`` spent waiting inside collectives for the last rank,
+    :func:`~popprof.metrics.collectives.skew_spans`; 0 on one rank and on IPUs) and ``transfer_us``
+    (``exchange_us`` less ``skew_us``), in device order.
 
     Raises :class:`NotEvaluated` without device activity with a duration.
     """
     rows = []
+    skew = skew_spans(profile)
     for row in account.run_account(profile).to_dict("records"):
         busy = account.busy_us(row)
         if busy <= 0:
@@ -279,6 +336,8 @@ def exposed_exchange_per_device(profile: Profile) -> pd.DataFrame:
             exposed += float(row["sync"])
         rank = None if pd.isna(row["rank"]) else int(row["rank"])
         label = " ".join(([f"rank {rank}"] if rank is not None else []) + [str(row["device"])])
+        waited = skew.get(label) if row["platform"] == "gpu" else None
+        waited_us = min(float((waited[1] - waited[0]).sum()), exposed) if waited is not None else 0.0
         rows.append(
             {
                 "rank": rank,
@@ -287,6 +346,8 @@ def exposed_exchange_per_device(profile: Profile) -> pd.DataFrame:
                 "busy_us": busy,
                 "exchange_us": exposed,
                 "span_us": float(row["window_us"]),
+                "skew_us": waited_us,
+                "transfer_us": exposed - waited_us,
             }
         )
     if not rows:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..io import units
 from ..metrics.account import run_account
-from ..metrics.collectives import collective_calls, collective_skew_by_rank
+from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans
 from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
@@ -175,13 +175,18 @@ def collective_skew(profile: Profile, ctx: RuleContext) -> list[Finding]:
             f"; last to arrive (the rank the others wait for): rank {int(last.index[0])} in "
             f"{int(last.iloc[0]):,} of the {collectives:,}"
         )
+    # what arriving together would save: the waits the devices spent in nothing else (no compute beside them)
+    spans = skew_spans(profile)
+    exposed = sum(float((end - start).sum()) for start, end in spans.values())
     gain = Gain(
-        min(skew, window),
+        min(exposed, window),
         "us",
-        "the synchronisation skew inside the collectives, summed over the ranks (each rank's wait from its "
-        "own start until the last rank started), were every rank to arrive together",
+        "the synchronisation skew inside the collectives not overlapped by compute, summed over the ranks "
+        "(each rank's wait from its own start until the last rank started), were every rank to arrive "
+        "together",
         whole=window,
         rests_on=("communication",) if ctx.platform == "gpu" else ("sync", "global_exchange"),
+        spans=dict(spans),
     )
     return [
         ctx.finding(

@@ -11,13 +11,15 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
-from ..metrics.collectives import collective_skew_by_rank
+from ..metrics.collectives import collective_skew_by_rank, skew_spans
 from ..metrics.phases import (
     EXCHANGE,
     device_phases,
     exchange_share_per_ipu,
     exposed_exchange_per_device,
+    phase_spans,
     step_phases,
+    transfer_spans,
 )
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
@@ -55,18 +57,25 @@ def _ipu_exchange_gain(profile: Profile, spent_us: float | None, where: str) -> 
     return ipu_run_gain(profile, spent_us, basis, EXCHANGE_PARTS["ipu"])
 
 
-def _held_to_stake(severity: str, stake: float | None, params: dict, whose: str) -> tuple[str, str]:
+def _held_to_stake(
+    severity: str, stake: float | None, params: dict, whose: str, held_share: float | None = None
+) -> tuple[str, str]:
     """The phases' severity held to what they are worth, and the sentence that says so.
 
     The band of the worst window (``severity``) says how exchange-heavy the phases are; ``stake`` (their
-    exchange time as a share of ``whose`` time) says what hiding all of it could buy. Phases that hold little
-    of the run are at most a warning from ``span_warning`` and an error from ``span_error`` of it, info
-    below: a phase of 90 % exchange that is 1 % of the run is not an error."""
+    exchange time as a share of ``whose`` time) says what hiding all of it could buy, unless part of it is
+    ranks waiting for the last one to arrive, which hiding does not remove: then ``held_share`` is the share
+    without those waits, and it decides. Phases that hold little of the run are at most a warning from
+    ``span_warning`` and an error from ``span_error`` of it, info below: a phase of 90 % exchange that is 1 %
+    of the run is not an error."""
     if stake is None:
         return severity, ""
+    text = f"; the phases hold {units.percent(stake)} of {whose}"
+    if held_share is not None:
+        text += f", {units.percent(held_share)} without the waits for the last rank (what hiding could buy)"
+        stake = held_share
     allowed = band(stake, params["span_warning"], params["span_error"])[0] or "info"
     held = min(severity, allowed, key=severity_rank)
-    text = f"; the phases hold {units.percent(stake)} of {whose}"
     if held != severity:
         text += (
             f", so {held} (warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "
@@ -159,6 +168,16 @@ def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
 SKEW_NOTE_SHARE = 0.5
 
 
+def _less_skew(skew_us: float) -> str:
+    """The words a gain adds when it leaves out the device's synchronisation skew (``""`` without any)."""
+    if skew_us <= 0:
+        return ""
+    return (
+        f", less the {units.duration(skew_us)} of it spent waiting for the last rank to arrive "
+        "(distributed.collective-skew's)"
+    )
+
+
 def _skew_note(profile: Profile, ctx: RuleContext) -> str:
     """ "; ... is synchronisation skew ..." for a multi-rank GPU run whose collective time is mostly ranks
     waiting for the last one (:func:`popprof.metrics.collectives.collective_skew_by_rank`), else ""."""
@@ -180,13 +199,17 @@ def _skew_note(profile: Profile, ctx: RuleContext) -> str:
 def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     phases, frames = [], []
+    skew = skew_spans(profile) if ctx.platform == "gpu" else {}
+    activities = {}
     for activity in device_activities(profile):  # one pass per device
+        activities[(activity.rank, activity.device)] = activity
         found, windows = device_phases(
             activity,
             window_us=params["window_us"],
             moderate=params["moderate"],
             high=params["high"],
             top=params["top"],
+            skew=skew.get(activity.label),
         )
         phases += found
         frames.append(windows)
@@ -231,26 +254,34 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     }
     if devices:
         where["devices"] = devices
-    # The gain: the device with the most exposed exchange in its flagged phases, of its window.
+    # The gain: the device with the most exposed exchange in its flagged phases that hiding could remove
+    # (not the waits for the last rank of a collective: distributed.collective-skew's), of its window.
     per_device: dict[tuple, list[dict]] = {}
     for ph in phases:
         per_device.setdefault((ph["rank"], ph["device"]), []).append(ph)
-    top = max(per_device.values(), key=lambda group: sum(ph["exchange_us"] for ph in group))
+    top = max(per_device.values(), key=lambda group: sum(ph["exchange_us"] - ph["skew_us"] for ph in group))
     exposed, span = sum(ph["exchange_us"] for ph in top), top[0]["t1"] - top[0]["t0"]
+    waited = sum(ph["skew_us"] for ph in top)
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
     on = f" on {top[0]['label']}" if top[0]["label"] else ""
+    spans = None
+    if gpu:  # where that time lies
+        activity = activities[(top[0]["rank"], top[0]["device"])]
+        spans = {top[0]["label"] or None: phase_spans(activity, top, skew.get(activity.label))}
     stake = min(exposed / span, 1.0) if span > 0 else None
     gain = Gain(
-        min(exposed, span),
+        min(exposed - waited, span),
         "us",
-        f"the {kind} in the flagged phases{on} (the device with the most), of its window, were it all "
-        "hidden behind compute",
+        f"the {kind} in the flagged phases{on} (the device with the most){_less_skew(waited)}, of its "
+        "window, were it all hidden behind compute",
         whole=span,
         rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
         device=top[0]["label"] or None,  # unlabelled: the profile's one device, named by the pricing
+        spans=spans,
     )
     whose = gain.whole_words if gain.device else "the device's window"
-    severity, at_stake = _held_to_stake(local, stake, params, whose)
+    hideable = min((exposed - waited) / span, 1.0) if span > 0 and waited > 0 else None
+    severity, at_stake = _held_to_stake(local, stake, params, whose, hideable)
     message += at_stake + _skew_note(profile, ctx)
     return [
         ctx.finding(
@@ -396,18 +427,25 @@ def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
 def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     per_device = exposed_exchange_per_device(profile)
-    # The gain: the device with the most exposed exchange, of its window (first to last device activity).
-    top = int(per_device["exchange_us"].to_numpy().argmax())
-    exposed, span = float(per_device["exchange_us"].iloc[top]), float(per_device["span_us"].iloc[top])
+    # The gain: the device with the most exposed exchange that hiding could remove (not the waits for the
+    # last rank of a collective: distributed.collective-skew's), of its window (first to last activity).
+    top = int(per_device["transfer_us"].to_numpy().argmax())
+    hideable, span = float(per_device["transfer_us"].iloc[top]), float(per_device["span_us"].iloc[top])
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
-    on = f" on {per_device['label'].iloc[top]}" if per_device["label"].iloc[top] else ""
+    label = per_device["label"].iloc[top]
+    on = f" on {label}" if label else ""
+    spans = None
+    if ctx.platform == "gpu" and label in transfer_spans(profile):  # where that time lies
+        spans = {label or None: transfer_spans(profile)[label]}
     gain = Gain(
-        min(exposed, span),
+        min(hideable, span),
         "us",
-        f"the {kind}{on} (the device with the most), of its window, were it all hidden behind compute",
+        f"the {kind}{on} (the device with the most){_less_skew(float(per_device['skew_us'].iloc[top]))}, "
+        "of its window, were it all hidden behind compute",
         whole=span,
         rests_on=EXCHANGE_PARTS.get(ctx.platform, EXCHANGE_PARTS["ipu"]),
-        device=per_device["label"].iloc[top] or None,
+        device=label or None,
+        spans=spans,
     )
     per_device = per_device.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
     worst = per_device.iloc[0]

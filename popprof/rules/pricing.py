@@ -87,8 +87,10 @@ def count_once(profile: Profile, findings: list) -> None:
             gain = finding.estimated_gain = replace(gain, device=key)
         parts = [p for p in gain.rests_on if p in budgets[key]]
         available = min(_available(budgets[key], parts), _available(budgets[_ALL], parts))
+        where: dict[str, float] = {}  # a pooled gain's free spans per device: what it takes from each
         if gain.spans:
-            available = min(available, _claim(claimed, gain.spans, key))
+            where = _claim(claimed, gain.spans, key)
+            available = min(available, sum(where.values()))
         value = min(float(gain.value), available)
         value = value if value >= RESIDUE_US else 0.0
         if value < float(gain.value) * (1 - NOTED_CUT):
@@ -103,22 +105,27 @@ def count_once(profile: Profile, findings: list) -> None:
         elif value < float(gain.value):
             finding.estimated_gain = replace(gain, value=value)
         _spend(budgets, key, parts, value)
+        if key == _ALL and value > 0:  # a pooled gain that says where its time lies: off those devices too
+            free = sum(where.values())
+            for device, length in where.items():
+                if device in budgets and device != _ALL and length > 0:
+                    _spend_from(budgets[device], parts, value * length / free)
 
 
-def _claim(claimed: dict[str, tuple[np.ndarray, np.ndarray]], spans: dict, key: str) -> float:
-    """The length of ``spans`` (per device; ``None``: the device ``key``) that ``claimed`` does not hold yet;
-    then ``claimed`` holds them too."""
-    free = 0.0
+def _claim(claimed: dict[str, tuple[np.ndarray, np.ndarray]], spans: dict, key: str) -> dict[str, float]:
+    """Per device (``None`` in ``spans``: the device ``key``), the length of its ``spans`` that ``claimed``
+    does not hold yet; then ``claimed`` holds them too."""
+    free: dict[str, float] = {}
     for device, (start, end) in spans.items():
         device = key if device is None else device
         start, end = merge_intervals(np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
         taken = claimed.get(device)
         if taken is None:
-            free += float((end - start).sum())
+            free[device] = free.get(device, 0.0) + float((end - start).sum())
             claimed[device] = (start, end)
             continue
         rest_start, rest_end = subtract_intervals(start, end, *taken)
-        free += float((rest_end - rest_start).sum())
+        free[device] = free.get(device, 0.0) + float((rest_end - rest_start).sum())
         claimed[device] = merge_intervals(np.concatenate([taken[0], start]), np.concatenate([taken[1], end]))
     return free
 
@@ -130,15 +137,18 @@ def _available(left: dict[str, float], parts: list[str]) -> float:
 
 def _spend(budgets: dict[str, dict[str, float]], key: str, parts: list[str], value: float) -> None:
     """Take ``value`` from the parts (in order) and the window of ``key``, and of the pooled budget too
-    (or, for a pooled finding, of nothing more: the devices' own budgets stay for device findings)."""
-    targets = [key] if key == _ALL else [key, _ALL]
-    for target in targets:
-        left = budgets.get(target)
-        if left is None:
-            continue
-        remaining = value
-        for part in parts:
-            take = min(left.get(part, 0.0), remaining)
-            left[part] = left.get(part, 0.0) - take
-            remaining -= take
-        left["window_us"] = max(left["window_us"] - value, 0.0)
+    (or, for a pooled finding, of nothing more unless its spans say which devices' time it is: the devices'
+    own budgets stay for device findings)."""
+    for target in [key] if key == _ALL else [key, _ALL]:
+        if target in budgets:
+            _spend_from(budgets[target], parts, value)
+
+
+def _spend_from(left: dict[str, float], parts: list[str], value: float) -> None:
+    """Take ``value`` from the parts of one budget (in order) and from its window."""
+    remaining = value
+    for part in parts:
+        take = min(left.get(part, 0.0), remaining)
+        left[part] = left.get(part, 0.0) - take
+        remaining -= take
+    left["window_us"] = max(left["window_us"] - value, 0.0)

@@ -86,6 +86,17 @@ class DeviceActivity:
             self._exposed[categories] = subtract_intervals(a_start, a_end, b_start, b_end)
         return self._exposed[categories]
 
+    def without(
+        self, start: np.ndarray, end: np.ndarray, categories: tuple[str, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted, disjoint intervals ``[start, end)`` less the time this device's events of ``categories``
+        run (e.g. communication less compute); only the events that touch an interval are merged."""
+        if start.size == 0:
+            return start, end
+        mine = self.in_categories(categories)
+        mine[mine] = touching(self.start[mine], self.end[mine], start, end)
+        return subtract_intervals(start, end, *merge_intervals(self.start[mine], self.end[mine]))
+
     def in_categories(self, categories: tuple[str, ...]) -> np.ndarray:
         """True for events whose category is one of ``categories`` (on the codes, no strings)."""
         wanted = [i for i, c in enumerate(self.category.categories) if c in categories]

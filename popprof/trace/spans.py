@@ -108,6 +108,16 @@ def subtract_intervals(
     return merge_intervals(points[:-1][keep], points[1:][keep])
 
 
+def intersect_intervals(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of the intervals A covered by the intervals B (each sorted and disjoint): A less what of A
+    B does not cover."""
+    if len(a_start) == 0 or len(b_start) == 0:
+        return np.empty(0), np.empty(0)
+    return subtract_intervals(a_start, a_end, *subtract_intervals(a_start, a_end, b_start, b_end))
+
+
 def busy_before(
     busy_start: np.ndarray, busy_end: np.ndarray, t: np.ndarray, prefix: np.ndarray | None = None
 ) -> np.ndarray:
