@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_account
+from ..metrics.collectives import skew_spans
 from ..model.profile import Profile
 from ..rules.base import Findings
 
@@ -44,21 +45,24 @@ def what_limits(
     with an estimated gain (``rule_id``, ``severity``, ``title``, ``figure``, ``share``, ``estimated_gain``).
     None when the profile has neither an account nor a priced finding."""
     runs = run_account(profile)
+    waits = skew_spans(profile) if not runs.empty and (runs["platform"] == "gpu").any() else {}
     devices = []
     for row in runs.to_dict("records"):
         shares = _shares(row)
         if not shares:
             continue
-        devices.append(
-            {
-                "rank": None if pd.isna(row["rank"]) else int(row["rank"]),
-                "device": row["device"],
-                "basis": row["basis"],
-                "window_us": float(row["window_us"]),
-                "shares": dict(shares),
-                "largest": {"part": shares[0][0], "share": shares[0][1]},
-            }
-        )
+        entry = {
+            "rank": None if pd.isna(row["rank"]) else int(row["rank"]),
+            "device": row["device"],
+            "basis": row["basis"],
+            "window_us": float(row["window_us"]),
+            "shares": dict(shares),
+            "largest": {"part": shares[0][0], "share": shares[0][1]},
+        }
+        waited = waits.get(_device_label(row["rank"], row["device"]))
+        if waited is not None:  # the part of communication spent waiting for the last rank of a collective
+            entry["waiting_share"] = float((waited[1] - waited[0]).sum()) / float(row["window_us"])
+        devices.append(entry)
     opportunities = []
     if findings is not None:
         for f in findings.items:
@@ -83,7 +87,14 @@ def what_limits(
 
 def _account_items(entry: dict) -> list[str]:
     label = _device_label(entry["rank"] if entry["rank"] is not None else float("nan"), entry["device"])
-    parts = [f"{PART_WORDS.get(p, p)} {units.percent(s)}" for p, s in entry["shares"].items() if s >= 0.0005]
+    parts = []
+    for part, share in entry["shares"].items():
+        if share < 0.0005:
+            continue
+        text = f"{PART_WORDS.get(part, part)} {units.percent(share)}"
+        if part == "communication" and entry.get("waiting_share", 0.0) >= 0.0005:
+            text += f" ({units.percent(entry['waiting_share'])} waiting for the last rank)"
+        parts.append(text)
     return [f"{label}, {units.duration(entry['window_us'])}:", *parts]
 
 
@@ -113,7 +124,10 @@ def _pooled(devices: list[dict]) -> dict:
         for part, share in d["shares"].items():
             totals[part] = totals.get(part, 0.0) + share * d["window_us"]
     shares = dict(sorted(((p, v / window) for p, v in totals.items()), key=lambda pair: -pair[1]))
-    return {"rank": None, "device": f"{len(devices)} devices", "window_us": window, "shares": shares}
+    pooled = {"rank": None, "device": f"{len(devices)} devices", "window_us": window, "shares": shares}
+    if any("waiting_share" in d for d in devices):
+        pooled["waiting_share"] = sum(d.get("waiting_share", 0.0) * d["window_us"] for d in devices) / window
+    return pooled
 
 
 def _gain_text(gain: dict) -> str:

@@ -9,7 +9,9 @@ pooled over the devices (a finding naming several, or none), and never more than
 window. A gain that says which device time it rests on (``Gain.spans``: the gaps of ``host.device-gaps``,
 the idle during ``host.long-events``' events, the short gaps of ``host.launch-overhead``) takes only the part
 of those intervals that no higher-ranked gain with spans took: two gains on the same gaps count them once,
-two gains on the same part at other times both count. A gain cut by more than a thousandth says so in its
+two gains on the same part at other times both count. A pooled gain with spans (the collective skew, the
+ranks' together) is also taken off each device's budget by the part of its spans on that device, so a later
+gain on one device's part gets only what it left there. A gain cut by more than a thousandth says so in its
 ``basis`` (a smaller cut is the rounding between two definitions of one time). Memory gains (bytes) are
 left as they are: each rests on its own bytes.
 """
