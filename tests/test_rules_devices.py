@@ -411,3 +411,20 @@ def test_real_two_ranks_start_their_collectives_together(real):
 
     late = collective_late_start(real["two_ranks"])
     assert set(late["rank"]) == {0, 1} and late["late_iterations"].abs().max() < 0.05
+
+
+def test_a_gpu_run_without_communication_has_no_communication_share(real):
+    """A single GPU that ran no collective or peer copy (the MI250 toy run, the 2021 ResNet-50, the MI300X
+    compiled run) gets no "communication 0.0 %" finding: the rule says it had nothing to evaluate. A run with
+    communication keeps its info finding however small its share (the B200 decode's all-reduces, 2.5 %)."""
+    for name in ("amd_mi250_minitoy.json.gz", "tracelens_mi300x_torch_compile_triton.json.gz"):
+        found = check(popprof.open(REAL / name), rules=["exchange.share"])
+        assert not found.items
+        assert found.not_evaluated == [
+            (
+                "exchange.share",
+                "no communication on the devices (collectives, peer copies) to share their time",
+            )
+        ]
+    b200 = check(real["tracelens_b200_vllm_eager.json.gz"], rules=["exchange.share"])
+    assert [f.severity for f in b200.items] == ["info"]

@@ -427,6 +427,11 @@ def _steps_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
 def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     per_device = exposed_exchange_per_device(profile)
+    if ctx.platform == "gpu" and not any(
+        a.in_categories(("exchange",)).any() for a in device_activities(profile)
+    ):
+        # a share of 0.0 % of something the run never did is no figure worth a finding
+        raise NotEvaluated("no communication on the devices (collectives, peer copies) to share their time")
     # The gain: the device with the most exposed exchange that hiding could remove (not the waits for the
     # last rank of a collective: distributed.collective-skew's), of its window (first to last activity).
     top = int(per_device["transfer_us"].to_numpy().argmax())
