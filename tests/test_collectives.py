@@ -275,3 +275,27 @@ def test_the_account_communication_splits_into_skew_and_transfer_spans(name: str
 def test_a_single_rank_has_no_skew_spans() -> None:
     """One rank's collectives are matched with nobody: no skew is measured, all its communication is transfer."""
     assert co.skew_spans(popprof.open(REAL / "nccl_data.json.gz")) == {}
+
+
+def test_the_skew_is_tracelens_wait_time_on_the_real_8_rank_run() -> None:
+    """AMD TraceLens's NcclAnalyser (commit in the JSON; ``make_tracelens_collectives.py``) gives, per collective
+    of the DLRM step and per rank, the wait for the last rank to start it: popprof's ``skew_us`` of that call
+    (clipped to the call's duration, which no wait here reaches), its largest per collective TraceLens's "skew
+    in start time", and the sum over calls and ranks (46.843 ms) the collective skew's figure."""
+    reference = json.loads((REAL / "tracelens_collectives.json").read_text())
+    assert reference["commit"] == "171dd74721ca1ec45709e5805b68ae1f65e27811"
+    calls = co.collective_calls(popprof.open(REAL / reference["run"]))
+    by_start = calls.set_index(["rank", "start_us"])
+    total = 0.0
+    for collective in reference["collectives"]:
+        ours = []
+        for rank, tl in collective["ranks"].items():
+            row = by_start.loc[(int(rank), tl["ts"])]
+            assert row["dur_us"] == tl["dur"]
+            assert row["skew_us"] == pytest.approx(min(max(tl["wait_time"], 0.0), tl["dur"]))
+            ours.append(row["skew_us"])
+            total += tl["wait_time"]
+        assert max(ours) == pytest.approx(collective["skew_in_start_time"])
+        assert np.mean(ours) == pytest.approx(collective["avg_wait_time"])
+    assert len(reference["collectives"]) == 8 and len(calls) == 64
+    assert calls["skew_us"].sum() == pytest.approx(total) == pytest.approx(46_843.0)
