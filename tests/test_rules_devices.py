@@ -404,6 +404,17 @@ def test_a_rank_whose_last_collective_starts_late_is_named_with_htas_metric():
     assert f.evidence.set_index("rank")["late_us"].to_dict() == pytest.approx(
         {0: -150.0, 1: -150.0, 2: 300.0}
     )
+    # the others' waits for rank 2 lie where they waited (ranks 0 and 1, 300 us in each of steps 1-3), all of
+    # it inside the collective skew's waits: counted with both rules, the skew (ranked first: it also holds
+    # step 0's) claims them, and the stragglers' gain is not paid out of the ranks' transfer instead
+    spans = f.estimated_gain.spans
+    assert set(spans) == {"rank 0 gpu:0", "rank 1 gpu:1"}
+    assert sum(float((e - s).sum()) for s, e in spans.values()) == pytest.approx(2 * 3 * 300.0)
+    both = check(profile, rules=["distributed.stragglers", "distributed.collective-skew"])
+    (skew,) = both.by_rule("distributed.collective-skew")
+    (straggler,) = both.by_rule("distributed.stragglers")
+    assert skew.estimated_gain.value == pytest.approx(2 * 4 * 300.0)
+    assert straggler.estimated_gain.value == 0.0 and "Counted once" in straggler.estimated_gain.basis
 
 
 def test_real_two_ranks_start_their_collectives_together(real):

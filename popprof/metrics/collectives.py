@@ -35,7 +35,7 @@ from ..trace import masks
 from ..trace.activity import labels_mask
 from ..trace.intervals import device_activities
 from ..trace.masks import rank_array
-from ..trace.spans import merge_intervals
+from ..trace.spans import intersect_intervals, merge_intervals
 from .collective_sizes import DTYPE_BYTES, args_fields, collective_kind, host_op_sizes
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "collective_table",
     "collectives_section",
     "skew_spans",
+    "waits_for_rank",
 ]
 
 #: Columns of :func:`collective_calls`.
@@ -299,6 +300,31 @@ def _skew_spans(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             s.setflags(write=False)
             e.setflags(write=False)
             out[activity.label] = (s, e)
+    return out
+
+
+def waits_for_rank(
+    profile: Profile, late: pd.DataFrame, rank: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per device of the other ranks (labelled as :func:`skew_spans`), when it waited for ``rank`` to arrive at
+    the collective of ``late`` (:func:`popprof.metrics.ranks.collective_late_start`): in each iteration, from
+    the device's own start of it to ``rank``'s, where that is skew with no compute beside it (inside
+    :func:`skew_spans`). Empty when no other rank started before it."""
+    skew = skew_spans(profile)
+    theirs = late[late["rank"] == rank].set_index("iteration")["start_us"]
+    others = late[(late["rank"] != rank) & late["late_us"].notna() & late["iteration"].isin(theirs.index)]
+    until = theirs.reindex(others["iteration"]).to_numpy(dtype=np.float64)
+    start = others["start_us"].to_numpy(dtype=np.float64)
+    waited = start < until
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for r in pd.unique(others["rank"][waited]):
+        mine = waited & (others["rank"].to_numpy() == r)
+        s, e = merge_intervals(start[mine], until[mine])
+        for label, spans in skew.items():
+            if label == f"rank {int(r)}" or label.startswith(f"rank {int(r)} "):
+                ws, we = intersect_intervals(s, e, *spans)
+                if ws.size:
+                    out[label] = (ws, we)
     return out
 
 

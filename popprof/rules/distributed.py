@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..io import units
 from ..metrics.account import run_account
-from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans
+from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans, waits_for_rank
 from ..metrics.ranks import collective_late_start, straggler_candidates
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
@@ -89,20 +89,40 @@ def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
     early = [int(x) for x in early["rank"] if int(x) not in ranks]
     if early:
         message += f"; first to arrive, waiting longest (not the cause): rank(s) {', '.join(map(str, early))}"
-    # The others wait for the worst rank inside the collective for its late start, every iteration.
-    iterations = int(worst["iterations"])
-    window = float(mean_iteration) * iterations
-    waited = max(float(worst["late_us"]), 0.0) * iterations
+    # The others wait for the worst rank inside the collective for its late start, every iteration: where
+    # the trace shows those waits on their devices (skew with no compute beside it), that device time, of the
+    # ranks' windows, as the collective skew is priced (and inside its spans, so the two count it once);
+    # else its mean late start times the iterations, of those iterations' time.
+    rests_on = ("communication",) if ctx.platform == "gpu" else ("sync", "global_exchange")
+    spans = waits_for_rank(profile, late, int(worst["rank"]))
+    runs = run_account(profile)
+    windows = float(runs[runs["rank"].isin(per_rank["rank"].tolist())]["window_us"].sum())
     gain = None
-    if window > 0:
+    if spans and windows > 0:
+        waited = sum(float((end - start).sum()) for start, end in spans.values())
         gain = Gain(
-            min(waited, window),
+            min(waited, windows),
             "us",
-            f"the time the other ranks wait for rank {int(worst['rank'])} inside the last long collective (its "
-            f"mean late start times {iterations} iteration(s)), of those iterations' time, were it on time",
-            whole=window,
-            rests_on=("communication",) if ctx.platform == "gpu" else ("sync", "global_exchange"),
+            f"the time the other ranks' devices wait for rank {int(worst['rank'])} inside the last long "
+            "collective of each iteration with no compute beside it, summed over them, were it on time",
+            whole=windows,
+            rests_on=rests_on,
+            spans=spans,
         )
+    else:
+        iterations = int(worst["iterations"])
+        window = float(mean_iteration) * iterations
+        waited = max(float(worst["late_us"]), 0.0) * iterations
+        if window > 0:
+            gain = Gain(
+                min(waited, window),
+                "us",
+                f"the time the other ranks wait for rank {int(worst['rank'])} inside the last long collective "
+                f"(its mean late start times {iterations} iteration(s)), of those iterations' time, were it on "
+                "time",
+                whole=window,
+                rests_on=rests_on,
+            )
     return [
         ctx.finding(
             severity,
