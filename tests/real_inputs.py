@@ -17,6 +17,8 @@ NOT_PROFILES = frozenset(
         "make_hta_reference.py",
         "tracelens_reference.json",
         "make_tracelens_reference.py",
+        "tracelens_collectives_reference.json",
+        "make_tracelens_collectives.py",
     }
 )
 

@@ -282,7 +282,7 @@ def test_the_skew_is_tracelens_wait_time_on_the_real_8_rank_run() -> None:
     of the DLRM step and per rank, the wait for the last rank to start it: popprof's ``skew_us`` of that call
     (clipped to the call's duration, which no wait here reaches), its largest per collective TraceLens's "skew
     in start time", and the sum over calls and ranks (46.843 ms) the collective skew's figure."""
-    reference = json.loads((REAL / "tracelens_collectives.json").read_text())
+    reference = json.loads((REAL / "tracelens_collectives_reference.json").read_text())
     assert reference["commit"] == "171dd74721ca1ec45709e5805b68ae1f65e27811"
     calls = co.collective_calls(popprof.open(REAL / reference["run"]))
     by_start = calls.set_index(["rank", "start_us"])

@@ -36,7 +36,7 @@ def test_every_rule_is_fully_described():
     } <= set(RULES)
     for r in RULES.values():
         assert r.description and r.advice and r.needs, r.id
-        assert r.id.split(".")[0] in {"memory", "exchange", "host", "distributed", "operations"}
+        assert r.id.split(".")[0] in {"memory", "exchange", "host", "device", "distributed", "operations"}
         assert set(r.advice_by_platform) <= {"ipu", "gpu"}
 
 
@@ -116,6 +116,7 @@ def test_check_reports_not_evaluated_with_reasons(synth):
         "distributed.stragglers",
         "operations.below-roofline",
         "distributed.collective-skew",
+        "device.dependency-waits",
     }
     assert all("trace" in why for why in reasons.values())
     assert set(found.evaluated) | set(reasons) == set(RULES)

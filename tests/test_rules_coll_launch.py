@@ -105,16 +105,23 @@ def test_single_rank_is_not_evaluated_for_skew() -> None:
 
 def test_one_late_rank_straggler_and_skew_agree(tmp_path) -> None:
     """A generated 4-rank run (popprof.testing.rank_synth) whose rank 2 starts every iteration's all-reduce
-    3 ms late: the straggler rule names rank 2 and prices its late start (3 ms x 3 iterations), and the skew
-    is the other three ranks' 3 ms in each of the 3 all-reduces, rank 2 the last to arrive at all of them."""
+    3 ms late: the straggler rule names rank 2 and prices the others' waits for it (3 ranks x 3 ms x 3
+    iterations, where they lie), and the skew is the other three ranks' 3 ms in each of the 3 all-reduces,
+    rank 2 the last to arrive at all of them: the same time, so counted once the two promise it once."""
     from popprof.testing.rank_synth import write_late_rank_run
 
     profile = popprof.open(write_late_rank_run(tmp_path / "late2", ranks=4, late={2: 3_000.0}))
+    (alone,) = check(profile, rules=["distributed.stragglers"]).items
+    assert alone.estimated_gain.value == pytest.approx(3 * 3 * 3_000.0)
+    assert set(alone.estimated_gain.spans) == {f"rank {r} gpu:{r}" for r in (0, 1, 3)}
     found = check(profile, rules=["distributed.*"])
     (straggler,) = found.by_rule("distributed.stragglers")
     assert straggler.where["ranks"] == [2]
     assert straggler.estimated_gain.rests_on == ("communication",)
-    assert straggler.estimated_gain.value == pytest.approx(3 * 3_000.0)
+    both = (
+        straggler.estimated_gain.value + found.by_rule("distributed.collective-skew")[0].estimated_gain.value
+    )
+    assert both == pytest.approx(3 * 3 * 3_000.0)
     calls = collectives.collective_calls(profile)
     assert calls.loc[calls["rank"] == 2, "skew_us"].eq(0).all()
     assert calls.loc[calls["rank"] != 2, "skew_us"].to_numpy() == pytest.approx([3_000.0] * 9)

@@ -310,7 +310,8 @@ def test_real_traces_severities_documented_in_rules_md(real):
         "host.launch-overhead": "warning",  # 25.3 % of its window in gaps under 1 ms before short kernels
     }
     two = severities("two_ranks")
-    assert two["host.device-gaps"] == "error" and two["exchange.share"] == "error"
+    # the host's part of rank 1's long gaps, 23.7 % of its window: the rest waited on launched work
+    assert two["host.device-gaps"] == "warning" and two["exchange.share"] == "error"
     # 99.9 % exposed windows holding 23.7 % of rank 1's window, 15.5 % without the waits for the last rank
     assert two["exchange.phases"] == "warning"
     # the B200 vLLM decode: phases of 86 % exposed all-reduce that hold 0.8 % of the span are no error

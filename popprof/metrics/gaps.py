@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..model.profile import Profile
 from ..trace.intervals import DeviceActivity, HostEvents, thread_label, thread_names
-from ..trace.spans import merge_intervals, overlap_pairs, subtract_intervals
+from ..trace.spans import busy_within, merge_intervals, overlap_pairs, subtract_intervals
+from .account import launch_gaps
 
 
 def device_gaps(activity: DeviceActivity, min_gap_us: float) -> tuple[np.ndarray, np.ndarray]:
@@ -148,12 +150,24 @@ def attribute_gaps(
     )
 
 
-def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: float) -> pd.DataFrame | None:
+def long_idle_events(
+    activity: DeviceActivity,
+    host: HostEvents,
+    idle_share: float,
+    waits: HostEvents | None = None,
+    min_us: float = 0.0,
+) -> pd.DataFrame | None:
     """The innermost host events during which this device (or rank) sat idle for at least ``idle_share`` of
-    each event's duration inside its active span, or None.
+    each event's host work inside its active span, or None.
 
-    Columns: ``event_id``, ``name``, ``pid``, ``tid``, ``start_us``, ``dur_us``, ``device_idle_us``. Only
-    the innermost qualifying events are given (the data-loader wait, not the training step around it).
+    An event's host work is its time less the time its thread spent inside ``waits`` (calls blocking on the
+    device, e.g. a synchronous copy) during it: the host waiting for the device is not host work, so an event
+    that is mostly such a wait (``aten::copy_`` around a blocking ``cudaMemcpy``) does not qualify, and the
+    idle during the waits does not count. Events with less than ``min_us`` of host work do not qualify.
+
+    Columns: ``event_id``, ``name``, ``pid``, ``tid``, ``start_us``, ``dur_us``, ``device_idle_us`` (the idle
+    during its host work). Only the innermost qualifying events are given (the data-loader wait, not the
+    training step around it).
     """
     t0, t1 = activity.span
     if t1 <= t0 or not len(host):
@@ -164,7 +178,11 @@ def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: flo
     busy = activity.busy_within(np.maximum(s, t0), np.minimum(e, t1))
     busy = np.where(in_span > 0, busy, 0.0)
     idle = in_span - busy
-    qualifies = idle >= idle_share * d
+    work = d
+    if waits is not None and len(waits):
+        blocked, blocked_idle = _blocked_within(activity, host, waits)
+        work, idle = d - blocked, np.clip(idle - blocked_idle, 0.0, None)
+    qualifies = (work > 0) & (work >= min_us) & (idle >= idle_share * work)
     # Report only the innermost qualifying events (the cause, e.g. the data-loader wait rather than the
     # training step around it): walk depth levels (not events), deepest first, marking parents of
     # qualifying events. Ancestors of a long event are long too, so they are all candidates.
@@ -192,6 +210,46 @@ def long_idle_events(activity: DeviceActivity, host: HostEvents, idle_share: flo
     )
 
 
+def _blocked_within(
+    activity: DeviceActivity, host: HostEvents, waits: HostEvents
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per event of ``host``: the time its thread spent in ``waits`` during it, and the device's idle time
+    (inside its active span) during those waits. One pass per thread that waits."""
+    t0, t1 = activity.span
+    blocked = np.zeros(len(host))
+    blocked_idle = np.zeros(len(host))
+    s, e = host.start, host.start + host.dur
+    wkey = waits.pid.astype(np.int64) * 1_000_003 + waits.tid.astype(np.int64)
+    hkey = host.pid.astype(np.int64) * 1_000_003 + host.tid.astype(np.int64)
+    for key in np.unique(wkey).tolist():  # a few threads
+        mine = hkey == key
+        if not mine.any():
+            continue
+        ws, we = merge_intervals(waits.start[wkey == key], (waits.start + waits.dur)[wkey == key])
+        blocked[mine] = busy_within(ws, we, s[mine], e[mine])
+        cs, ce = np.maximum(ws, t0), np.minimum(we, t1)
+        keep = ce > cs
+        iws, iwe = subtract_intervals(cs[keep], ce[keep], activity.busy_start, activity.busy_end)
+        if len(iws):  # the device idled during some of the waits
+            blocked_idle[mine] = busy_within(iws, iwe, np.maximum(s[mine], t0), np.minimum(e[mine], t1))
+    return blocked, blocked_idle
+
+
+def work_intervals(
+    start: np.ndarray, end: np.ndarray, pid: np.ndarray, tid: np.ndarray, waits: HostEvents
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the events ``start``..``end`` (on threads ``pid``, ``tid``) less the time their threads
+    spent in ``waits`` (blocked on the device): the host work in them, sorted and disjoint."""
+    us, ue = merge_intervals(start, end)
+    if not len(waits):
+        return us, ue
+    wkey = waits.pid.astype(np.int64) * 1_000_003 + waits.tid.astype(np.int64)
+    ekey = np.asarray(pid, dtype=np.int64) * 1_000_003 + np.asarray(tid, dtype=np.int64)
+    mine = np.isin(wkey, ekey)
+    ws, we = merge_intervals(waits.start[mine], (waits.start + waits.dur)[mine])
+    return subtract_intervals(us, ue, ws, we)
+
+
 def idle_spans_during(
     activity: DeviceActivity, start: np.ndarray, end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -209,3 +267,58 @@ def idle_during(activity: DeviceActivity, start: np.ndarray, end: np.ndarray) ->
     t0, t1 = activity.span
     us, ue = merge_intervals(np.maximum(start, t0), np.minimum(end, t1))
     return float((np.clip(ue - us, 0, None) - activity.busy_within(us, np.maximum(ue, us))).sum())
+
+
+@dataclass(frozen=True)
+class GapSplit:
+    """Where each gap of one device (:func:`device_gaps`) stops being the host's.
+
+    ``host_end``: per gap, the end of the time the host had not yet finished launching the work that ended
+    the gap (the account's ``idle_host`` of it, and the launch call itself): the gap's end when no launch is
+    recorded for that work. After it, up to the gap's end, the work had been launched and the device still
+    did not run it: waiting on a dependency (an event another stream or the host records, a copy staged by
+    the driver, work elsewhere). ``work_row`` and ``call_row``: the events rows of the work that ended the
+    gap and of its launch call (-1 without one)."""
+
+    host_end: np.ndarray
+    work_row: np.ndarray
+    call_row: np.ndarray
+
+    def host_us(self, gs: np.ndarray) -> np.ndarray:
+        """Per gap starting at ``gs``: the time before the host had launched its work."""
+        return self.host_end - gs
+
+    def waiting_us(self, ge: np.ndarray) -> np.ndarray:
+        """Per gap ending at ``ge``: the time its work waited, launched, for a dependency."""
+        return ge - self.host_end
+
+
+def split_gaps(profile: Profile, activity: DeviceActivity, gs: np.ndarray, ge: np.ndarray) -> GapSplit:
+    """Each gap ``gs``..``ge`` of ``activity`` split where the launch call of the work that ended it returned
+    (:func:`popprof.metrics.account.launch_gaps`, which finds that work and call for every gap of the time
+    account; a gap it does not hold, e.g. on a device without launches, is the host's whole)."""
+    host_end = np.asarray(ge, dtype=np.float64).copy()
+    work = np.full(len(ge), -1, dtype=np.int64)
+    call = np.full(len(ge), -1, dtype=np.int64)
+    launched = launch_gaps(profile)
+    if launched.empty or len(ge) == 0:
+        return GapSplit(host_end, work, call)
+    rank = launched["rank"].to_numpy(dtype="float64", na_value=np.nan)
+    mine = (launched["device"].astype(str).to_numpy() == str(activity.device)) & (
+        np.isnan(rank) if activity.rank is None else rank == activity.rank
+    )
+    ends = launched["end_us"].to_numpy(dtype=np.float64)[mine]
+    order = np.argsort(ends, kind="stable")
+    ends = ends[order]
+    at = np.minimum(np.searchsorted(ends, ge), max(len(ends) - 1, 0))
+    hit = (len(ends) > 0) & (ends[at] == ge) if len(ends) else np.zeros(len(ge), dtype=bool)
+    rows = launched["row"].to_numpy()[mine][order]
+    calls = launched["call_row"].to_numpy()[mine][order]
+    work[hit], call[hit] = rows[at[hit]], calls[at[hit]]
+    events = profile.events
+    call_end = (
+        events["start_us"].to_numpy(dtype=np.float64)[call[hit]]
+        + events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[call[hit]]
+    )
+    host_end[hit] = np.clip(call_end, gs[hit], ge[hit])
+    return GapSplit(host_end, work, call)

@@ -7,7 +7,17 @@ function decorated with :func:`rule` in a module imported below.
 
 from __future__ import annotations
 
-from . import distributed, exchange, host, launches, memory, operations, pipeline, tiles  # noqa: F401  (register the built-in rules)
+from . import (  # noqa: F401  (register the built-in rules)
+    dependency,
+    distributed,
+    exchange,
+    host,
+    launches,
+    memory,
+    operations,
+    pipeline,
+    tiles,
+)
 from .base import (
     RULES,
     SEVERITIES,

@@ -16,7 +16,15 @@ from ..io import units
 from ..io.words import HTA_IDLE_CAUSES
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device, named_devices_without_activity
-from ..metrics.gaps import GapAttribution, attribute_gaps, idle_during, idle_spans_during, long_idle_events
+from ..metrics.gaps import (
+    GapAttribution,
+    attribute_gaps,
+    idle_during,
+    idle_spans_during,
+    long_idle_events,
+    split_gaps,
+    work_intervals,
+)
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import time_origin
@@ -178,9 +186,15 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         gs, ge = gaps_of(activity, params["min_gap_us"])
         if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
             continue
-        share = float((ge - gs).sum()) / (t1 - t0)
+        # the host's part of each gap: until the work that ended it had been launched (the rest, the work
+        # launched and waiting on a dependency, is device.dependency-waits')
+        split = split_gaps(profile, activity, gs, ge)
+        hs, he = gs, split.host_end
+        mine = he > hs
+        share = float((he - hs)[mine].sum()) / (t1 - t0)
         if band(share, params["warning"], params["error"])[0] is not None:
-            per_device.append((share, activity, gs, ge))
+            waited = float(split.waiting_us(ge).sum())
+            per_device.append((share, activity, hs[mine], he[mine], waited))
     if not per_device:
         return []
     per_device.sort(key=lambda item: -item[0])
@@ -190,11 +204,16 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     origin = time_origin(profile) or 0.0
     frames, texts, threads, attributed = [], [], [], []
     causes = _idle_causes(profile)
-    for share, activity, gs, ge in per_device:
+    for share, activity, gs, ge, waited in per_device:
         found = attribute_gaps(activity, gs, ge, host.of_rank(activity.rank), labels, n)
         attributed.append(found)
         gaps, top_threads = found.gaps, found.top_threads
         text = _gaps_sentence(activity, found, share, n, params, origin)
+        if waited >= params["min_gap_us"]:  # worth a word: at least one gap's worth
+            text += (
+                f"; another {units.duration(waited)} in those gaps after the work that ended them had been "
+                "launched (waiting on a dependency: device.dependency-waits)"
+            )
         cause = causes.get((activity.rank, activity.device))
         if cause:
             text += f"; idle causes (HTA, over its streams): {cause}"
@@ -210,22 +229,24 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     else:
         message = (
             f"{len(per_device)} of {total} devices idle >= {units.limit_percent(params['warning'])} of their "
-            f"windows in gaps >= {units.duration(params['min_gap_us'])} ({severity} at >= "
+            f"windows in gaps >= {units.duration(params['min_gap_us'])} before the host had launched the work "
+            f"that ended each ({severity} at >= "
             f"{units.limit_percent(threshold)} for the worst): " + "; ".join(texts[:n])
         )
         if len(texts) > n:
             message += f"; {len(texts) - n} more device(s) in the evidence"
     longest = frames[0].loc[frames[0]["dur_us"].idxmax()]
     where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])), "threads": threads[:n]}
-    devices = [a.label for _, a, _, _ in per_device if a.label]
+    devices = [a.label for _, a, _, _, _ in per_device if a.label]
     if devices:
         where["devices"] = devices
     worst, on = attributed[0], (f" on {per_device[0][1].label}" if per_device[0][1].label else "")
     gain = Gain(
         min(worst.idle_us, worst.span_us),
         "us",
-        f"the idle time of the gaps >= {units.duration(params['min_gap_us'])}{on} (the worst device), of its "
-        "window, were the host to submit work ahead of the device",
+        f"the idle time of the gaps >= {units.duration(params['min_gap_us'])}{on} (the worst device) before the "
+        "host had launched the work that ended each, of its window, were the host to submit work ahead of the "
+        "device",
         whole=worst.span_us,
         rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),
         device=per_device[0][1].label or None,
@@ -283,8 +304,9 @@ def _gaps_sentence(
     who = f"{activity.label}: " if activity.label else "the device is "
     message = (
         f"{who}idle {units.duration(idle)} = {units.percent(share)} of its window {units.duration(span)} in "
-        f"{len(gaps):,} gap(s) >= {units.duration(params['min_gap_us'])} ({severity} at >= "
-        f"{units.limit_percent(threshold)}); longest {units.duration(longest['dur_us'])} at "
+        f"{len(gaps):,} gap(s) >= {units.duration(params['min_gap_us'])} before the host had launched the work "
+        f"that ended each ({severity} at >= {units.limit_percent(threshold)}); longest "
+        f"{units.duration(longest['dur_us'])} at "
         f"{units.offset(longest['start_us'] - origin)}"
     )
     if pd.notna(longest["top_label"]):
@@ -343,10 +365,18 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     host = host.subset(~host.waits)  # a host wait is device-bound time
     if not len(host):
         return []
+    every = host_events(profile)
+    waits = every.subset(every.waits)  # inside an event, the time blocked on the device is not host work
     frames = []
     spans = {}
     for activity in activities:  # one pass per rank (its devices together)
-        found = long_idle_events(activity, host.of_rank(activity.rank), params["idle_share"])
+        found = long_idle_events(
+            activity,
+            host.of_rank(activity.rank),
+            params["idle_share"],
+            waits.of_rank(activity.rank),
+            params["min_us"],
+        )
         if found is not None:
             found.insert(0, "rank", activity.rank)
             frames.append(found)
@@ -363,7 +393,13 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
         activity = spans[None if rank < 0 else int(rank)]
         t0, t1 = activity.span
         start = group["start_us"].to_numpy(dtype=np.float64)
-        intervals[activity.label] = (start, start + group["dur_us"].to_numpy(dtype=np.float64))
+        intervals[activity.label] = work_intervals(
+            start,
+            start + group["dur_us"].to_numpy(dtype=np.float64),
+            group["pid"].to_numpy(),
+            group["tid"].to_numpy(),
+            waits.of_rank(activity.rank),
+        )
         idle = idle_during(activity, *intervals[activity.label])
         shares[activity.label] = (min(idle / (t1 - t0), 1.0), idle, t1 - t0)
     worst_label, (total_share, merged_idle, span) = max(shares.items(), key=lambda kv: kv[1][0])
