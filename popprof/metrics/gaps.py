@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.intervals import DeviceActivity, HostEvents, thread_label, thread_names
-from ..trace.spans import busy_within, merge_intervals, overlap_pairs, subtract_intervals
+from ..trace.spans import busy_within, merge_intervals, overlap_pairs, subtract_intervals, touching
 from .account import launch_gaps
 
 
@@ -225,14 +225,31 @@ def _blocked_within(
         mine = hkey == key
         if not mine.any():
             continue
-        ws, we = merge_intervals(waits.start[wkey == key], (waits.start + waits.dur)[wkey == key])
+        ws, we = waits.start[wkey == key], (waits.start + waits.dur)[wkey == key]
+        inside = touching(ws, we, *merge_intervals(s[mine], e[mine]))  # only the waits in these events count
+        if not inside.any():
+            continue
+        ws, we = merge_intervals(ws[inside], we[inside])
         blocked[mine] = busy_within(ws, we, s[mine], e[mine])
-        cs, ce = np.maximum(ws, t0), np.minimum(we, t1)
-        keep = ce > cs
-        iws, iwe = subtract_intervals(cs[keep], ce[keep], activity.busy_start, activity.busy_end)
-        if len(iws):  # the device idled during some of the waits
-            blocked_idle[mine] = busy_within(iws, iwe, np.maximum(s[mine], t0), np.minimum(e[mine], t1))
+        a, b = np.maximum(s[mine], t0), np.maximum(np.minimum(e[mine], t1), np.maximum(s[mine], t0))
+        # inside the window: the waits' time less the device's busy time during them
+        device_busy = _busy_during(activity, ws, we, b) - _busy_during(activity, ws, we, a)
+        blocked_idle[mine] = np.clip(busy_within(ws, we, a, b) - device_busy, 0.0, None)
     return blocked, blocked_idle
+
+
+def _busy_during(activity: DeviceActivity, ws: np.ndarray, we: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The device's busy time during the sorted, disjoint intervals ``ws``..``we`` before each time ``t``
+    (prefix sums over the intervals; no interval arithmetic per time)."""
+    per = activity.busy_within(ws, we)
+    prefix = np.concatenate([[0.0], np.cumsum(per)])
+    k = np.searchsorted(ws, t, side="right")  # intervals starting at or before t
+    last = np.maximum(k - 1, 0)
+    cut = (k > 0) & (we[last] > t)  # t inside interval k - 1: leave out its part after t
+    after = np.zeros(len(t))
+    if cut.any():
+        after[cut] = activity.busy_within(t[cut], we[last[cut]])
+    return prefix[k] - after
 
 
 def work_intervals(
@@ -300,25 +317,51 @@ def split_gaps(profile: Profile, activity: DeviceActivity, gs: np.ndarray, ge: n
     host_end = np.asarray(ge, dtype=np.float64).copy()
     work = np.full(len(ge), -1, dtype=np.int64)
     call = np.full(len(ge), -1, dtype=np.int64)
-    launched = launch_gaps(profile)
-    if launched.empty or len(ge) == 0:
+    ends, rows, calls, call_end = _launch_index(profile).get(
+        (activity.rank, str(activity.device)), _NO_LAUNCHES
+    )
+    if len(ends) == 0 or len(ge) == 0:
         return GapSplit(host_end, work, call)
-    rank = launched["rank"].to_numpy(dtype="float64", na_value=np.nan)
-    mine = (launched["device"].astype(str).to_numpy() == str(activity.device)) & (
-        np.isnan(rank) if activity.rank is None else rank == activity.rank
-    )
-    ends = launched["end_us"].to_numpy(dtype=np.float64)[mine]
-    order = np.argsort(ends, kind="stable")
-    ends = ends[order]
-    at = np.minimum(np.searchsorted(ends, ge), max(len(ends) - 1, 0))
-    hit = (len(ends) > 0) & (ends[at] == ge) if len(ends) else np.zeros(len(ge), dtype=bool)
-    rows = launched["row"].to_numpy()[mine][order]
-    calls = launched["call_row"].to_numpy()[mine][order]
+    at = np.minimum(np.searchsorted(ends, ge), len(ends) - 1)
+    hit = ends[at] == ge
     work[hit], call[hit] = rows[at[hit]], calls[at[hit]]
-    events = profile.events
-    call_end = (
-        events["start_us"].to_numpy(dtype=np.float64)[call[hit]]
-        + events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[call[hit]]
-    )
-    host_end[hit] = np.clip(call_end, gs[hit], ge[hit])
+    host_end[hit] = np.clip(call_end[at[hit]], gs[hit], ge[hit])
     return GapSplit(host_end, work, call)
+
+
+_NO_LAUNCHES = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0))
+
+
+def _launch_index(profile: Profile) -> dict:
+    """Per (rank, device) of the account's launch gaps, sorted by the gap's end: the ends, the work's and the
+    launch call's events rows and the call's end (found once per profile scope)."""
+
+    def build() -> dict:
+        launched = launch_gaps(profile)
+        if launched.empty:
+            return {}
+        events = profile.events
+        call_rows = launched["call_row"].to_numpy(dtype=np.int64)
+        call_end = (
+            events["start_us"].to_numpy(dtype=np.float64)[call_rows]
+            + events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[call_rows]
+        )
+        ranks = launched["rank"].to_numpy(dtype="float64", na_value=np.nan)
+        devices = launched["device"].astype("category")
+        out = {}
+        for code, name in enumerate(devices.cat.categories):  # a handful of devices
+            of_device = devices.cat.codes.to_numpy() == code
+            for rank in np.unique(ranks[of_device]).tolist():
+                mine = of_device & (np.isnan(ranks) if np.isnan(rank) else ranks == rank)
+                ends = launched["end_us"].to_numpy(dtype=np.float64)[mine]
+                order = np.argsort(ends, kind="stable")
+                key = (None if np.isnan(rank) else int(rank), str(name))
+                out[key] = (
+                    ends[order],
+                    launched["row"].to_numpy(dtype=np.int64)[mine][order],
+                    call_rows[mine][order],
+                    call_end[mine][order],
+                )
+        return out
+
+    return profile.cached("gaps.launch_index", build)

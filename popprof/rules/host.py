@@ -365,8 +365,9 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     host = host.subset(~host.waits)  # a host wait is device-bound time
     if not len(host):
         return []
-    every = host_events(profile)
-    waits = every.subset(every.waits)  # inside an event, the time blocked on the device is not host work
+    waits = host_events(
+        profile, waits_only=True
+    )  # inside an event, the time blocked on the device is not work
     frames = []
     spans = {}
     for activity in activities:  # one pass per rank (its devices together)

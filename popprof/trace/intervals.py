@@ -293,11 +293,12 @@ def _device_rows(profile: Profile):
     )
 
 
-def host_events(profile: Profile, min_us: float = 0.0) -> HostEvents:
+def host_events(profile: Profile, min_us: float = 0.0, waits_only: bool = False) -> HostEvents:
     """The host events of a profile's trace (those without device_category, with a duration); with
-    ``min_us``, only those lasting at least that long (picked before any column is taken)."""
-    kind = "host" if min_us <= 0 else f"host>={min_us!r}"
-    return _cached(kind, _events(profile), lambda ev: _build_host(profile, min_us))
+    ``min_us``, only those lasting at least that long; with ``waits_only``, only the calls blocking on the
+    device (``waits``). Both picked before any column is taken."""
+    kind = ("host" if min_us <= 0 else f"host>={min_us!r}") + (":waits" if waits_only else "")
+    return _cached(kind, _events(profile), lambda ev: _build_host(profile, min_us, waits_only))
 
 
 def device_tracks(
@@ -318,7 +319,7 @@ def device_tracks(
     return np.isin(wanted, pd.unique(key(device)))  # a few device threads: hashing, no sort
 
 
-def _build_host(profile: Profile, min_us: float = 0.0) -> HostEvents:
+def _build_host(profile: Profile, min_us: float = 0.0, waits_only: bool = False) -> HostEvents:
     events = profile.events
     dur = events["dur_us"].to_numpy(dtype=np.float64)
     start = events["start_us"].to_numpy(dtype=np.float64)
@@ -326,6 +327,8 @@ def _build_host(profile: Profile, min_us: float = 0.0) -> HostEvents:
     # host events (host_mask: not device time, not bookkeeping); ProfilerStep#N annotations span whole
     # steps: markers, not host work of their own
     keep = dur >= min_us if min_us > 0 else dur > 0
+    if waits_only:
+        keep &= masks.host_wait_mask(profile)
     keep &= ~device
     keep &= ~masks.bookkeeping_mask(profile)
     keep &= ~masks.step_marker_mask(profile)
