@@ -299,3 +299,25 @@ def test_the_skew_is_tracelens_wait_time_on_the_real_8_rank_run() -> None:
         assert np.mean(ours) == pytest.approx(collective["avg_wait_time"])
     assert len(reference["collectives"]) == 8 and len(calls) == 64
     assert calls["skew_us"].sum() == pytest.approx(total) == pytest.approx(46_843.0)
+
+
+def test_a_trace_of_one_rank_of_a_larger_run_says_its_waits_are_unmeasured() -> None:
+    """Kineto's distributedInfo names the run's world size: nccl_data is rank 0 of 2, the B200 decode rank 0 of
+    8. Their collectives' waits for the other ranks cannot be measured from one rank: the summary's skew line
+    and the exchange rules say so, and ask for every rank's trace; a directory of all ranks does not."""
+    from popprof.rules import check
+
+    nccl = popprof.open(REAL / "nccl_data.json.gz")
+    assert co.world_size_unseen(nccl) == 2
+    assert co.world_size_unseen(popprof.open(REAL / "tracelens_b200_vllm_eager.json.gz")) == 8
+    dlrm = popprof.open(REAL / "dlrm_8ranks")
+    assert co.world_size_unseen(dlrm) is None
+    assert co.collectives_section(nccl)["skew"].endswith(
+        "; the run had 2 ranks (distributedInfo): open every rank's trace together"
+    )
+    (share,) = check(nccl, rules=["exchange.share"]).items
+    assert "the trace holds 1 of the run's 2 ranks (distributedInfo)" in share.message
+    (share,) = check(dlrm, rules=["exchange.share"]).items
+    assert "distributedInfo" not in share.message
+    # a single-GPU run (no collectives) says nothing of ranks
+    assert co.world_size_unseen(popprof.open(REAL / "tracelens_mi300x_sglang_decode.json.gz")) is None

@@ -26,6 +26,8 @@ definitions and their limits.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -51,6 +53,7 @@ __all__ = [
     "collectives_section",
     "skew_spans",
     "waits_for_rank",
+    "world_size_unseen",
 ]
 
 #: Columns of :func:`collective_calls`.
@@ -271,6 +274,21 @@ def _skew_by_rank(profile: Profile) -> pd.DataFrame:
     return out[columns]
 
 
+def world_size_unseen(profile: Profile) -> int | None:
+    """The run's number of ranks when the trace holds fewer of them (Kineto's ``distributedInfo.world_size``
+    against the ranks read: one rank's file of an 8-rank job gives 8), else None. With ranks unseen, a
+    collective's wait for the last rank cannot be measured: its whole time counts as transfer."""
+    text = profile.meta.get("chrome.top.distributedInfo")
+    if not text:
+        return None
+    try:
+        world = int(json.loads(text).get("world_size") or 0)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    seen = len(pd.unique(rank_array(profile)[rank_array(profile) >= 0])) if profile.has("events") else 0
+    return world if world > max(seen, 1) else None
+
+
 def skew_spans(profile: Profile) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per device (its label as the time account names it: ``rank 1 gpu:1``), when it waited inside its
     collectives for the last rank to arrive and ran no compute meanwhile: each matched call's ``[start,
@@ -366,11 +384,13 @@ def collectives_section(profile: Profile) -> dict | None:
         )
     by_size = jsonout.plain(table)  # the values as computed (to_json rounds to 10 decimals)
     matched = bool(table.attrs["matched"])
+    world = world_size_unseen(profile)
+    unmeasured = "not measured: one rank's collectives (their whole time counts as transfer)"
+    if world is not None:
+        unmeasured += f"; the run had {world} ranks (distributedInfo): open every rank's trace together"
     out: dict = {
         "ranks": int(table.attrs["ranks"]),
-        "skew": "measured across ranks"
-        if matched
-        else "not measured: one rank's collectives (their whole time counts as transfer)",
+        "skew": "measured across ranks" if matched else unmeasured,
         "by_type": by_type,
         "by_size": by_size,
     }

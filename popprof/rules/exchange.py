@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..io import units
 from ..metrics import execution as ex
-from ..metrics.collectives import collective_skew_by_rank, skew_spans
+from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans, world_size_unseen
 from ..metrics.phases import (
     EXCHANGE,
     device_phases,
@@ -178,6 +178,22 @@ def _less_skew(skew_us: float) -> str:
     )
 
 
+def _unseen_ranks_note(profile: Profile, ctx: RuleContext) -> str:
+    """ "; the trace holds 1 of the run's 8 ranks ..." for a GPU trace with collectives whose other ranks are
+    not in it (:func:`popprof.metrics.collectives.world_size_unseen`): their waits cannot be measured."""
+    if ctx.platform != "gpu":
+        return ""
+    world = world_size_unseen(profile)
+    if world is None or collective_calls(profile).empty:
+        return ""
+    seen = max(int(collective_calls(profile)["rank"].nunique()), 1)
+    return (
+        f"; the trace holds {seen} of the run's {world} ranks (distributedInfo), so how much of its collective "
+        "time is waiting for the others (synchronisation skew, which overlap does not remove) cannot be "
+        "measured: open every rank's trace together (a directory of them)"
+    )
+
+
 def _skew_note(profile: Profile, ctx: RuleContext) -> str:
     """ "; ... is synchronisation skew ..." for a multi-rank GPU run whose collective time is mostly ranks
     waiting for the last one (:func:`popprof.metrics.collectives.collective_skew_by_rank`), else ""."""
@@ -282,7 +298,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     whose = gain.whole_words if gain.device else "the device's window"
     hideable = min((exposed - waited) / span, 1.0) if span > 0 and waited > 0 else None
     severity, at_stake = _held_to_stake(local, stake, params, whose, hideable)
-    message += at_stake + _skew_note(profile, ctx)
+    message += at_stake + _skew_note(profile, ctx) + _unseen_ranks_note(profile, ctx)
     return [
         ctx.finding(
             severity,
@@ -481,7 +497,7 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
         )
         if len(per_device) > len(shown):
             message += f" ({len(per_device) - len(shown)} more in the evidence)"
-    message += _skew_note(profile, ctx)
+    message += _skew_note(profile, ctx) + _unseen_ranks_note(profile, ctx)
     where = {"devices": [str(x) for x in per_device["label"] if x]} if per_device["label"].any() else {}
     return [
         ctx.finding(
