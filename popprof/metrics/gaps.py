@@ -365,3 +365,28 @@ def _launch_index(profile: Profile) -> dict:
         return out
 
     return profile.cached("gaps.launch_index", build)
+
+
+#: Host calls that make a stream wait on an event (CUDA, HIP): the usual dependency a launched kernel waits on.
+STREAM_WAITS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
+
+
+def last_stream_wait(profile: Profile, call_row: int) -> tuple[str, float] | None:
+    """The last stream-wait call (:data:`STREAM_WAITS`) on the thread of the launch call at events row
+    ``call_row`` that started before it, as (name, start); None without one (or without the call)."""
+    events = profile.events
+    names = events["name"].array
+    if call_row < 0 or not isinstance(names, pd.Categorical):
+        return None
+    codes = [i for i, c in enumerate(names.categories) if str(c) in STREAM_WAITS]
+    if not codes:
+        return None
+    rows = np.flatnonzero(np.isin(np.asarray(names.codes), codes))
+    pid, tid = events["pid"].to_numpy(), events["tid"].to_numpy()
+    rows = rows[(pid[rows] == pid[call_row]) & (tid[rows] == tid[call_row])]
+    starts = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    before = starts < float(events["start_us"].iloc[call_row])
+    if not before.any():
+        return None
+    last = int(np.argmax(np.where(before, starts, -np.inf)))
+    return str(names[rows[last]]), float(starts[last])

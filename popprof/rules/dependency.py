@@ -12,16 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..io import units
-from ..metrics.gaps import attribute_gaps, split_gaps
+from ..metrics.gaps import attribute_gaps, last_stream_wait, split_gaps
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import device_activities, host_events, thread_labels
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
-
-#: Host calls that make a stream wait on an event (CUDA, HIP): the usual dependency a launched kernel waits on.
-STREAM_WAITS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 
 
 @rule(
@@ -54,11 +51,12 @@ def dependency_waits(profile: Profile, ctx: RuleContext) -> list[Finding]:
         mine = ge > split.host_end
         share = float((ge - split.host_end)[mine].sum()) / (t1 - t0)
         if band(share, params["warning"], params["error"])[0] is not None:
-            per_device.append((share, activity, split.host_end[mine], ge[mine], split.work_row[mine]))
+            rows = (split.work_row[mine], split.call_row[mine])
+            per_device.append((share, activity, split.host_end[mine], ge[mine], rows))
     if not per_device:
         return []
     per_device.sort(key=lambda item: -item[0])
-    share, activity, ws, we, work = per_device[0]
+    share, activity, ws, we, work = per_device[0]  # work: (work rows, launch call rows)
     severity, threshold = band(share, params["warning"], params["error"])
     found = attribute_gaps(
         activity,
@@ -116,11 +114,12 @@ def dependency_waits(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def _longest(profile: Profile, ws: np.ndarray, we: np.ndarray, work: np.ndarray, origin: float) -> str:
-    """ "; longest ... at ...: '<work>' (stream S), launched ... before it started[, after a stream wait]"."""
+def _longest(profile: Profile, ws: np.ndarray, we: np.ndarray, rows: tuple, origin: float) -> str:
+    """ "; longest ... at ..., ended by '<work>' (stream S)[, after a '<stream wait>' at ...]": the longest wait,
+    the work that ended it and the last stream-wait call before that work's launch on its thread."""
     i = int(np.argmax(we - ws))
     text = f"; longest {units.duration(we[i] - ws[i])} at {units.offset(ws[i] - origin)}"
-    row = int(work[i])
+    row, call = int(rows[0][i]), int(rows[1][i])
     if row < 0:
         return text
     events = profile.events
@@ -129,32 +128,7 @@ def _longest(profile: Profile, ws: np.ndarray, we: np.ndarray, work: np.ndarray,
     text += f", ended by '{name[:60]}'" + (
         f" (stream {int(stream)})" if stream is not None and stream == stream else ""
     )
-    waits = _stream_waits_before(profile, row, we[i])
+    waits = last_stream_wait(profile, call)
     if waits is not None:
         text += f", after a '{waits[0]}' at {units.offset(waits[1] - origin)} (a stream waiting on an event)"
     return text
-
-
-def _stream_waits_before(profile: Profile, work_row: int, until: float) -> tuple[str, float] | None:
-    """The last stream-wait call (:data:`STREAM_WAITS`) of the work's rank that started before the work did, as
-    (name, start), or None."""
-    events = profile.events
-    names = events["name"]
-    codes = (
-        [i for i, c in enumerate(names.cat.categories) if str(c) in STREAM_WAITS]
-        if hasattr(names, "cat")
-        else []
-    )
-    if not codes:
-        return None
-    rows = np.flatnonzero(np.isin(names.cat.codes.to_numpy(), codes))
-    if "rank" in events.columns:
-        rank = events["rank"].iloc[work_row]
-        if rank == rank:
-            rows = rows[events["rank"].to_numpy()[rows] == rank]
-    starts = events["start_us"].to_numpy(dtype=np.float64)[rows]
-    before = starts < until
-    if not before.any():
-        return None
-    last = int(np.argmax(np.where(before, starts, -np.inf)))
-    return str(names.iloc[rows[last]]), float(starts[last])
