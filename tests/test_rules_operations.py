@@ -41,7 +41,14 @@ def test_mi300x_attention_below_a_quarter_of_the_roofline_is_priced_at_its_time_
 def test_no_error_on_the_real_traces_and_nothing_below_the_warning():
     assert not _findings(REAL / "tracelens_b200_vllm_eager.json.gz", with_args=True)  # 19.5 %: under 20 %
     (dlrm,) = _findings(REAL / "dlrm_8ranks", with_args=True)
-    assert dlrm.severity == "warning" and "aten::copy_" not in dlrm.where["operations"]
+    assert "aten::copy_" not in dlrm.where["operations"]
+    # their share of the compute time is in the warning band, but the compute is 7.6 % of the DLRM step:
+    # at the roofline they would save 2.7 % of the eight windows, so the finding is held to info
+    assert dlrm.share >= 0.20 and dlrm.estimated_gain.fraction < 0.10 and dlrm.severity == "info"
+    assert "so info (warning at >= 10 % of it, error at >= 30 %)" in dlrm.message and dlrm.threshold is None
+    # the MI300X compiled run's attention would save 22.7 % of its window: its warning stays
+    (mi300x,) = _findings(REAL / "tracelens_mi300x_torch_compile_triton.json.gz", with_args=True)
+    assert mi300x.severity == "warning" and mi300x.estimated_gain.fraction > 0.10
 
 
 def test_without_shapes_not_evaluated_with_the_reason():

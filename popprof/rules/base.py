@@ -340,6 +340,16 @@ def band(value: float | None, warning: float | None, error: float | None) -> tup
     return None, None
 
 
+def held_to_stake(severity: str, stake: float | None, warning: float, error: float) -> str:
+    """A finding's severity held to what fixing it could buy, ``stake`` (a share of its whole): at most a
+    warning from ``warning`` and an error from ``error`` of it, info below. A finding whose figure is in the
+    error band but whose fix would buy 5 % of the run is not an error."""
+    if stake is None:
+        return severity
+    allowed = band(stake, warning, error)[0] or "info"
+    return min(severity, allowed, key=severity_rank)
+
+
 # -- selection and parameters ---------------------------------------------
 
 

@@ -25,7 +25,7 @@ from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import device_activities
 from . import execution_totals
-from .base import Finding, Gain, NotEvaluated, RuleContext, band, ipu_run_gain, rule, severity_rank
+from .base import Finding, Gain, NotEvaluated, RuleContext, band, held_to_stake, ipu_run_gain, rule
 from .execution_totals import ADVICE_SYNC, sync_dominated
 
 ADVICE_PHASES = {
@@ -74,8 +74,7 @@ def _held_to_stake(
     if held_share is not None:
         text += f", {units.percent(held_share)} without the waits for the last rank (what hiding could buy)"
         stake = held_share
-    allowed = band(stake, params["span_warning"], params["span_error"])[0] or "info"
-    held = min(severity, allowed, key=severity_rank)
+    held = held_to_stake(severity, stake, params["span_warning"], params["span_error"])
     if held != severity:
         text += (
             f", so {held} (warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "

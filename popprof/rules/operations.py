@@ -14,7 +14,7 @@ from ..io.plural import plural
 from ..metrics import account, operations
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
-from .base import Finding, Gain, RuleContext, band, rule
+from .base import Finding, Gain, RuleContext, band, held_to_stake, rule
 
 
 def roofline_frame(profile: Profile) -> pd.DataFrame:
@@ -47,7 +47,14 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
     "operations.below-roofline",
     "GPU operators far below the device's roofline that take a large share of its compute time",
     needs=["events"],
-    params={"efficiency_below": 0.25, "share_warning": 0.20, "share_error": 0.60, "top": 3},
+    params={
+        "efficiency_below": 0.25,
+        "share_warning": 0.20,
+        "share_error": 0.60,
+        "span_warning": 0.10,
+        "span_error": 0.30,
+        "top": 3,
+    },
     advice={
         "ipu": "Operators run far below what the device could do for their arithmetic intensity.",
         "gpu": "These operators reach a small part of what the GPU could do for their shapes: use the "
@@ -93,6 +100,19 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if len(slow) > n:
         message += f" ({len(slow) - n} more in the evidence)"
     saved = float(np.clip(slow["device_time_us"] - slow["roofline_us"], 0, None).sum())
+    # what reaching the roofline would buy, of the devices' windows, holds the severity (a launch-bound run
+    # whose few small GEMMs are slow is not an error)
+    stake = min(saved, spent) / window if window > 0 else None
+    held = held_to_stake(severity, stake, params["span_warning"], params["span_error"])
+    if held != severity:
+        message += (
+            f"; at the roofline they would save {units.percent(stake)} of the devices' windows, so {held} "
+            f"(warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "
+            f"{units.limit_percent(params['span_error'])})"
+        )
+        severity, threshold = held, (threshold if held != "info" else None)
+        if held == "warning":
+            threshold = float(params["share_warning"])
     gain = Gain(
         min(saved, spent),
         "us",
