@@ -311,7 +311,9 @@ def test_real_traces_severities_documented_in_rules_md(real):
     }
     two = severities("two_ranks")
     # the host's part of rank 1's long gaps, 23.7 % of its window: the rest waited on launched work
-    assert two["host.device-gaps"] == "warning" and two["exchange.share"] == "error"
+    # exchange.share: 61.5 % of rank 0's busy time, an error by that share; hiding it would save 23.4 % of
+    # rank 1's window (the device with the most transfer), so a warning
+    assert two["host.device-gaps"] == "warning" and two["exchange.share"] == "warning"
     # 99.9 % exposed windows holding 23.7 % of rank 1's window, 15.5 % without the waits for the last rank
     assert two["exchange.phases"] == "warning"
     # the B200 vLLM decode: phases of 86 % exposed all-reduce that hold 0.8 % of the span are no error
@@ -322,6 +324,7 @@ def test_real_traces_severities_documented_in_rules_md(real):
     # which hiding communication does not remove: info; the waits are the collective skew's warning
     dlrm = severities("dlrm_8ranks")
     assert dlrm["exchange.phases"] == "info" and dlrm["distributed.collective-skew"] == "warning"
+    assert dlrm["exchange.share"] == "info"  # 89.7 % of rank 1's busy time, but hiding it buys 1.3 %
     assert "distributed.stragglers" not in two
     assert severities("amd_mi250_minitoy.json.gz")["host.device-gaps"] == "error"
 

@@ -356,7 +356,14 @@ def _from_each_source(profile: Profile, ctx: RuleContext, from_steps, from_event
     "exchange.share",
     "run-wide share of exchange + global exchange + sync, and the global-exchange (inter-IPU) share",
     needs=[("steps",), ("events",), ("execution_totals",)],
-    params={"warning": 0.30, "error": 0.50, "global_warning": 0.15, "global_error": 0.30},
+    params={
+        "warning": 0.30,
+        "error": 0.50,
+        "global_warning": 0.15,
+        "global_error": 0.30,
+        "span_warning": 0.10,
+        "span_error": 0.30,
+    },
     advice={
         "ipu": "A run dominated by exchange is limited by data movement, not compute: see exchange.phases "
         "for where; for multi-IPU runs a large global-exchange share points at pipeline stage "
@@ -496,6 +503,18 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
         )
         if len(per_device) > len(shown):
             message += f" ({len(per_device) - len(shown)} more in the evidence)"
+    if severity is not None and span > 0:  # held to what hiding it would buy, as the phases are
+        stake = min(hideable, span) / span
+        held = held_to_stake(severity, stake, params["span_warning"], params["span_error"])
+        if held != severity:
+            whose = gain.whole_words if label else "the device's window"
+            message += (
+                f"; hiding it behind compute would save {units.percent(stake)} of {whose}, so {held} (warning at "
+                f">= {units.limit_percent(params['span_warning'])} of it, error at >= "
+                f"{units.limit_percent(params['span_error'])})"
+            )
+            severity = None if held == "info" else held
+            threshold = params["warning"] if severity == "warning" else None
     message += _skew_note(profile, ctx) + _unseen_ranks_note(profile, ctx)
     where = {"devices": [str(x) for x in per_device["label"] if x]} if per_device["label"].any() else {}
     return [
