@@ -350,6 +350,15 @@ def held_to_stake(severity: str, stake: float | None, warning: float, error: flo
     return min(severity, allowed, key=severity_rank)
 
 
+def held_words(held: str, params: Mapping[str, Any]) -> str:
+    """What a message adds after the stake when :func:`held_to_stake` lowered its severity to ``held``, with
+    the rule's ``span_warning`` and ``span_error``: ``", so info (warning at >= 10 % of it, error at >= 30 %)"``."""
+    return (
+        f", so {held} (warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "
+        f"{units.limit_percent(params['span_error'])})"
+    )
+
+
 # -- selection and parameters ---------------------------------------------
 
 

@@ -25,7 +25,17 @@ from ..metrics.trace import time_origin
 from ..model.profile import Profile
 from ..trace.intervals import device_activities
 from . import execution_totals
-from .base import Finding, Gain, NotEvaluated, RuleContext, band, held_to_stake, ipu_run_gain, rule
+from .base import (
+    Finding,
+    Gain,
+    NotEvaluated,
+    RuleContext,
+    band,
+    held_to_stake,
+    held_words,
+    ipu_run_gain,
+    rule,
+)
 from .execution_totals import ADVICE_SYNC, sync_dominated
 
 ADVICE_PHASES = {
@@ -76,10 +86,7 @@ def _held_to_stake(
         stake = held_share
     held = held_to_stake(severity, stake, params["span_warning"], params["span_error"])
     if held != severity:
-        text += (
-            f", so {held} (warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "
-            f"{units.limit_percent(params['span_error'])})"
-        )
+        text += held_words(held, params)
     return held, text
 
 
@@ -461,9 +468,8 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
     kind = EXCHANGE_WORDS.get(ctx.platform, EXCHANGE_WORDS["ipu"])
     label = per_device["label"].iloc[top]
     on = f" on {label}" if label else ""
-    spans = None
-    if ctx.platform == "gpu" and label in transfer_spans(profile):  # where that time lies
-        spans = {label or None: transfer_spans(profile)[label]}
+    transfer = transfer_spans(profile) if ctx.platform == "gpu" else {}
+    spans = {label or None: transfer[label]} if label in transfer else None  # where that time lies
     gain = Gain(
         min(hideable, span),
         "us",
@@ -509,9 +515,8 @@ def _trace_share(profile: Profile, ctx: RuleContext) -> list[Finding]:
         if held != severity:
             whose = gain.whole_words if label else "the device's window"
             message += (
-                f"; hiding it behind compute would save {units.percent(stake)} of {whose}, so {held} (warning at "
-                f">= {units.limit_percent(params['span_warning'])} of it, error at >= "
-                f"{units.limit_percent(params['span_error'])})"
+                f"; hiding it behind compute would save {units.percent(stake)} of {whose}"
+                + held_words(held, params)
             )
             severity = None if held == "info" else held
             threshold = params["warning"] if severity == "warning" else None

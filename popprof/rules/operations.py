@@ -14,7 +14,7 @@ from ..io.plural import plural
 from ..metrics import account, operations
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
-from .base import Finding, Gain, RuleContext, band, held_to_stake, rule
+from .base import Finding, Gain, RuleContext, band, held_to_stake, held_words, rule
 
 
 def roofline_frame(profile: Profile) -> pd.DataFrame:
@@ -104,15 +104,12 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     # whose few small GEMMs are slow is not an error)
     stake = min(saved, spent) / window if window > 0 else None
     held = held_to_stake(severity, stake, params["span_warning"], params["span_error"])
-    if held != severity:
+    if held != severity:  # lowered: to a warning (its threshold then the share's) or to info
         message += (
-            f"; at the roofline they would save {units.percent(stake)} of the devices' windows, so {held} "
-            f"(warning at >= {units.limit_percent(params['span_warning'])} of it, error at >= "
-            f"{units.limit_percent(params['span_error'])})"
+            f"; at the roofline they would save {units.percent(stake)} of the devices' windows"
+            + held_words(held, params)
         )
-        severity, threshold = held, (threshold if held != "info" else None)
-        if held == "warning":
-            threshold = float(params["share_warning"])
+        severity, threshold = held, float(params["share_warning"]) if held == "warning" else None
     gain = Gain(
         min(saved, spent),
         "us",
