@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
-from ..trace.intervals import DeviceActivity, HostEvents, thread_label, thread_names
+from ..trace.intervals import DeviceActivity, HostEvents, thread_keys, thread_label, thread_names
 from ..trace.spans import busy_within, merge_intervals, overlap_pairs, subtract_intervals, touching
 from .account import launch_gaps
 
@@ -219,8 +219,7 @@ def _blocked_within(
     blocked = np.zeros(len(host))
     blocked_idle = np.zeros(len(host))
     s, e = host.start, host.start + host.dur
-    wkey = waits.pid.astype(np.int64) * 1_000_003 + waits.tid.astype(np.int64)
-    hkey = host.pid.astype(np.int64) * 1_000_003 + host.tid.astype(np.int64)
+    wkey, hkey = thread_keys(waits.pid, waits.tid), thread_keys(host.pid, host.tid)
     for key in np.unique(wkey).tolist():  # a few threads
         mine = hkey == key
         if not mine.any():
@@ -260,9 +259,7 @@ def work_intervals(
     us, ue = merge_intervals(start, end)
     if not len(waits):
         return us, ue
-    wkey = waits.pid.astype(np.int64) * 1_000_003 + waits.tid.astype(np.int64)
-    ekey = np.asarray(pid, dtype=np.int64) * 1_000_003 + np.asarray(tid, dtype=np.int64)
-    mine = np.isin(wkey, ekey)
+    mine = np.isin(thread_keys(waits.pid, waits.tid), thread_keys(pid, tid))
     ws, we = merge_intervals(waits.start[mine], (waits.start + waits.dur)[mine])
     return subtract_intervals(us, ue, ws, we)
 

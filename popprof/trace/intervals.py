@@ -301,6 +301,12 @@ def host_events(profile: Profile, min_us: float = 0.0, waits_only: bool = False)
     return _cached(kind, _events(profile), lambda ev: _build_host(profile, min_us, waits_only))
 
 
+def thread_keys(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, tid): a thread's key for joins and ``isin`` (wraps harmlessly for huge synthetic
+    ids)."""
+    return np.asarray(pid, dtype=np.int64) * np.int64(1_000_003) + np.asarray(tid, dtype=np.int64)
+
+
 def device_tracks(
     events: pd.DataFrame, device: np.ndarray | None = None, rows: np.ndarray | None = None
 ) -> np.ndarray:
@@ -312,8 +318,8 @@ def device_tracks(
     tid = events["tid"].to_numpy(dtype=np.int64)
     device = is_device_activity(events) if device is None else device
 
-    def key(picked) -> np.ndarray:  # one number per thread (wraps harmlessly for huge synthetic ids)
-        return pid[picked] * np.int64(1_000_003) + tid[picked]
+    def key(picked) -> np.ndarray:  # one number per thread
+        return thread_keys(pid[picked], tid[picked])
 
     wanted = key(slice(None) if rows is None else rows)
     return np.isin(wanted, pd.unique(key(device)))  # a few device threads: hashing, no sort
