@@ -19,7 +19,7 @@ from ..io import units
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace.activity import labels_mask
-from ..trace.intervals import DeviceActivity, device_activities
+from ..trace.intervals import DeviceActivity, device_activities, device_label
 from ..trace.spans import intersect_intervals, merge_intervals, subtract_intervals, window_sums
 from . import account
 from . import execution as ex
@@ -335,7 +335,7 @@ def exposed_exchange_per_device(profile: Profile) -> pd.DataFrame:
         if row["platform"] != "gpu" and not pd.isna(row["sync"]):
             exposed += float(row["sync"])
         rank = None if pd.isna(row["rank"]) else int(row["rank"])
-        label = " ".join(([f"rank {rank}"] if rank is not None else []) + [str(row["device"])])
+        label = device_label(rank, row["device"])
         waited = skew.get(label) if row["platform"] == "gpu" else None
         waited_us = min(float((waited[1] - waited[0]).sum()), exposed) if waited is not None else 0.0
         rows.append(

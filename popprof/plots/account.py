@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from ..io import units
 from ..metrics import account
 from ..model.errors import UsageError
 from ..model.profile import Profile
+from ..trace.intervals import device_label
 from ._common import CATEGORY_COLOURS, bytes_axis, new_figure, title_of
 
 if TYPE_CHECKING:
@@ -59,10 +58,7 @@ def _bars(profile: Profile) -> tuple[list[str], list[dict[str, float]], list[flo
         parts = [{p: pooled.get(p, 0.0) for p in names}]
         windows = [pooled.get("window_us", 0.0)]
     else:
-        labels = [
-            f"rank {int(r['rank'])} {r['device']}" if not pd.isna(r["rank"]) else str(r["device"])
-            for r in rows
-        ]
+        labels = [device_label(r["rank"], r["device"]) for r in rows]
         parts = [{p: float(r[p]) for p in names} for r in rows]
         windows = [float(r["window_us"]) for r in rows]
     return labels, parts, windows, str(runs["basis"].iloc[0])

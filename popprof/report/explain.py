@@ -17,16 +17,13 @@ from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_
 from ..metrics.collectives import skew_spans
 from ..model.profile import Profile
 from ..rules.base import Findings
+from ..trace.intervals import device_label
 
 #: Opportunities listed (the JSON and the text).
 TOP_OPPORTUNITIES = 3
 #: Devices shown one line each; beyond this, one pooled line (the summary's device table has the rest).
 DEVICE_LINES = 4
 WIDTH = 80
-
-
-def _device_label(rank, device) -> str:
-    return f"rank {int(rank)} {device}" if not pd.isna(rank) else str(device)
 
 
 def _shares(row: dict) -> list[tuple[str, float]]:
@@ -59,7 +56,7 @@ def what_limits(
             "shares": dict(shares),
             "largest": {"part": shares[0][0], "share": shares[0][1]},
         }
-        waited = waits.get(_device_label(row["rank"], row["device"]))
+        waited = waits.get(device_label(row["rank"], row["device"]))
         if waited is not None:  # the part of communication spent waiting for the last rank of a collective
             entry["waiting_share"] = float((waited[1] - waited[0]).sum()) / float(row["window_us"])
         devices.append(entry)
@@ -86,7 +83,7 @@ def what_limits(
 
 
 def _account_items(entry: dict) -> list[str]:
-    label = _device_label(entry["rank"] if entry["rank"] is not None else float("nan"), entry["device"])
+    label = device_label(entry["rank"] if entry["rank"] is not None else float("nan"), entry["device"])
     parts = []
     for part, share in entry["shares"].items():
         if share < 0.0005:
@@ -190,7 +187,7 @@ def display_rows(doc: dict | None) -> dict | None:
         return None
     devices = [
         (
-            _device_label(d["rank"] if d["rank"] is not None else float("nan"), d["device"]),
+            device_label(d["rank"] if d["rank"] is not None else float("nan"), d["device"]),
             units.duration(d["window_us"]),
             BASIS_TEXT.get(d["basis"], d["basis"]),
             "; ".join(_account_items(d)[1:]),

@@ -16,8 +16,8 @@ from ..io import units
 from ..metrics.account import run_account
 from ..metrics.launches import RUNTIME_CUTOFF_US, SHORT_GAP_US, kernel_launches, launch_idle, launch_overview
 from ..model.profile import Profile
+from ..trace.intervals import device_label
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
-from .pricing import device_label
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
 

@@ -26,6 +26,7 @@ import pandas as pd
 from ..io import units
 from ..metrics.account import PARTS, run_account
 from ..model.profile import Profile
+from ..trace.intervals import device_label
 from ..trace.spans import merge_intervals, subtract_intervals
 
 _ALL = "all devices"
@@ -34,12 +35,6 @@ _ALL = "all devices"
 NOTED_CUT = 1e-3
 #: What is left of a budget below this (us, a picosecond) is the rounding of the subtractions, not time: none.
 RESIDUE_US = 1e-6
-
-
-def device_label(rank, device) -> str:
-    """A device as the time account's rows name it, and gains and their spans with it: ``rank 1 gpu:1``,
-    ``gpu:0``."""
-    return f"rank {int(rank)} {device}" if not pd.isna(rank) else str(device)
 
 
 def _budgets(profile: Profile) -> dict[str, dict[str, float]]:

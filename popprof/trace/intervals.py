@@ -35,6 +35,15 @@ NO_DEVICE = (
 HOST_WAIT = "host_wait"
 
 
+def device_label(rank, device) -> str:
+    """A device as the time account, the gains and the rules name it: ``rank 1 gpu:0``, ``gpu:0``, ``rank 1``,
+    or ``""`` without either (``rank`` None or NaN: no rank)."""
+    parts = [] if rank is None or pd.isna(rank) else [f"rank {int(rank)}"]
+    if device:
+        parts.append(str(device))
+    return " ".join(parts)
+
+
 @dataclass
 class DeviceActivity:
     """Device events of one device (or of a whole trace without device columns): top-level ones, and the
@@ -53,10 +62,7 @@ class DeviceActivity:
     @property
     def label(self) -> str:
         """``rank 1 gpu:0``, ``gpu:0``, ``rank 1``, or ``""`` for a trace without rank/device columns."""
-        parts = ([f"rank {self.rank}"] if self.rank is not None else []) + (
-            [self.device] if self.device else []
-        )
-        return " ".join(parts)
+        return device_label(self.rank, self.device)
 
     def busy_within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Device busy time inside each ``[a, b]``."""
