@@ -13,8 +13,8 @@ import pytest
 
 import popprof
 from popprof.compare import diff
+from popprof.io.names import NAME_WIDTH, fold_brackets, kernel_word, kernel_words, short_name, short_names
 from popprof.report.diff import render
-from popprof.report.names import NAME_WIDTH, fold_brackets, short_name, short_names
 from popprof.testing import synth
 
 #: A kernel name shaped like the ones in Kineto traces, padded to about 2,000 characters.
@@ -165,3 +165,54 @@ def test_real_top_kernels_distinct_in_the_html_report(tmp_path):
     html = target.read_text()
     gemms = re.findall(r"<code>(void cutlass::Kernel&lt;[^<]*)</code>", html)
     assert len(gemms) == 3 and len(set(gemms)) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "word"),
+    [  # kernel names of TraceLens's real H100 and B200 traces (fixtures/real/traces)
+        (
+            "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+            "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, "
+            "c10::BFloat16 const*, float, int, int)",
+            "vllm::fused_add_rms_norm_kernel",
+        ),
+        (
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, "
+            "float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, "
+            "c10::BFloat16*)",
+            "at::native::vectorized_layer_norm_kernel",
+        ),
+        (
+            "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::"
+            "CUDAFunctor_add<float> >(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::"
+            "{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::CUDAFunctor_add<float> >("
+            "at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1})",
+            "at::native::elementwise_kernel",
+        ),
+        (  # too wide: the outer namespaces go first
+            "moe::dev::routing::routingRenormalize::routingIndicesHistogramScoresKernel<moe::dev::routing::"
+            "routingRenormalize::KernelParams<float, __nv_bfloat16, 128, 4, true, true> >(moe::dev::routing::"
+            "routingRenormalize::KernelParams<float, __nv_bfloat16, 128, 4, true, true>)",
+            "routingIndicesHistogramScoresKernel",
+        ),
+        ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD"),
+        ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
+        ("triton_poi_fused__to_copy_1", "triton_poi_fused__to_copy_1"),
+    ],
+)
+def test_a_sentence_names_a_kernel_by_its_callable(name: str, word: str) -> None:
+    assert kernel_word(name) == word
+
+
+def test_kernel_words_number_different_kernels_that_read_the_same() -> None:
+    gemm = "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>(P::Params)"
+    relu = (
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(P::Params)"
+    )
+    assert kernel_words([gemm, relu, gemm, "Memcpy DtoD (Device -> Device)"]) == [
+        "cutlass::Kernel2 #1",
+        "cutlass::Kernel2 #2",
+        "cutlass::Kernel2 #1",
+        "Memcpy DtoD",
+    ]
+    assert kernel_word("x" * 60) == "x" * 45 + "..."

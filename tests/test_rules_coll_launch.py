@@ -58,7 +58,7 @@ def test_dlrm_launch_overhead_rests_on_the_short_gaps(dlrm) -> None:
     whole = gaps["idle_host_us"] + gaps["idle_launch_us"]
     assert overview["short_gaps_us"] == pytest.approx(float(whole[gaps["short"] & (whole < 1000.0)].sum()))
     assert f"{overview['short_count']:,} of {overview['count']:,} launches" in f.message
-    assert "in gaps under 1.00 ms before them" in f.message
+    assert "in gaps under 1.00 ms before short kernels" in f.message
     assert "CUDA graph" in f.advice
 
 
@@ -128,3 +128,40 @@ def test_one_late_rank_straggler_and_skew_agree(tmp_path) -> None:
     (skew,) = found.by_rule("distributed.collective-skew")
     assert "last to arrive (the rank the others wait for): rank 2 in 3 of the 3" in skew.message
     assert skew.estimated_gain.whole == pytest.approx(run_account(profile)["window_us"].sum())
+
+
+def test_the_kernels_named_are_those_the_priced_gaps_end_at() -> None:
+    """BERT-small inference on an H100 (TraceLens's test trace): cutlass launches its GEMMs through the driver
+    (``cuLaunchKernel``), which HTA's launch statistics leave out, so HTA's 27 short kernels of 39 launches
+    and the time account's gaps before short kernels are two sets. The kernels the finding names, with their
+    gap counts and times, are read from the priced gaps alone (they once joined HTA's count: "cutlass::Kernel2
+    x0 (661.2 us)"), their times add up to no more than the gain, and the driver launches are said."""
+    profile = popprof.open(REAL / "tracelens_h100_bert_small.json.gz")
+    (f,) = check(profile, rules=["host.launch-overhead"]).items
+    gaps = launches.launch_idle(profile)
+    priced = gaps[gaps["short_gap"].to_numpy(dtype=bool)]
+    whole = priced["idle_host_us"] + priced["idle_launch_us"]
+    assert f.estimated_gain.value == pytest.approx(float(whole.sum())) == pytest.approx(2_207.6, abs=0.1)
+    assert "27 of 39 launches" in f.message  # HTA's launch statistics
+    evidence = f.evidence
+    assert list(evidence.columns) == ["name", "gaps", "gaps_us", "idle_host_us"]
+    assert evidence["gaps"].sum() == len(priced) and (evidence["gaps"] >= 1).all()
+    assert evidence["gaps_us"].sum() == pytest.approx(f.estimated_gain.value)
+    assert evidence["gaps_us"].is_monotonic_decreasing
+    assert f.where["kernels"] == list(evidence["name"].head(3))
+    # two cutlass GEMMs read the same without their template arguments: numbered, in the order listed
+    assert (
+        "most idle before: cutlass::Kernel2 #1 (6 gaps, 661.2 us), cutlass::Kernel2 #2 (3 gaps, 502.7 us)"
+        in (f.message)
+    )
+    assert "at::native::vectorized_layer_norm_kernel (10 gaps, 399.6 us)" in f.message
+    assert " x0 " not in f.message
+    called = priced["launch"].astype(str).value_counts()
+    assert (
+        called["cuLaunchKernel"] == 9
+        and "cuLaunchKernel" not in launches.kernel_launches(profile)["launch"].values
+    )
+    assert (
+        "9 of these gaps end at work launched by calls HTA's launch statistics leave out (cuLaunchKernel x9)"
+        in (f.message)
+    )

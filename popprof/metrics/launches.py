@@ -49,6 +49,7 @@ LAUNCH_IDLE_COLUMNS = [
     "rank",
     "device",
     "name",
+    "launch",
     "short",
     "start_us",
     "end_us",
@@ -98,10 +99,11 @@ def is_short(cpu_us: np.ndarray, gpu_us: np.ndarray) -> np.ndarray:
 
 def launch_idle(profile: Profile) -> pd.DataFrame:
     """The account's split of each gap that ended at launched work (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``,
-    ``device``, the ``name`` of the work that ended the gap, whether it is a ``short`` kernel (:func:`is_short`
-    on the trace's own durations of the work and its launch call), the gap (``start_us``, ``end_us``),
-    ``idle_host_us``, ``idle_launch_us`` and ``short_gap`` (under :data:`SHORT_GAP_US` and ended by a short
-    kernel: the gaps of ``short_gaps_us``).
+    ``device``, the ``name`` of the work that ended the gap and of its ``launch`` call (the host call of its
+    correlation: driver calls such as ``cuLaunchKernel`` too, which HTA's launch statistics leave out), whether
+    it is a ``short`` kernel (:func:`is_short` on the trace's own durations of the work and its launch call),
+    the gap (``start_us``, ``end_us``), ``idle_host_us``, ``idle_launch_us`` and ``short_gap`` (under
+    :data:`SHORT_GAP_US` and ended by a short kernel: the gaps of ``short_gaps_us``).
     Empty without GPU gaps ended by launched work."""
     return profile.cached("launches.launch_idle", lambda: _launch_idle(profile))
 
@@ -122,6 +124,7 @@ def _launch_idle(profile: Profile) -> pd.DataFrame:
             "rank": gaps["rank"].array,
             "device": gaps["device"].array,
             "name": events["name"].array[row].remove_unused_categories(),
+            "launch": events["name"].array[call].remove_unused_categories(),
             "short": short,
             "start_us": gaps["start_us"].to_numpy(),
             "end_us": gaps["end_us"].to_numpy(),

@@ -8,10 +8,10 @@ from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..io import jsonout, units
+from ..io.names import short_names
 from ..io.plural import plural
 from . import junit
 from . import markdown as md
-from .names import short_names
 
 #: Widest program or event name in a diff table (the full name stays in the JSON).
 DIFF_NAME_WIDTH = 60

@@ -12,11 +12,11 @@ import textwrap
 
 from .._version import __version__
 from ..io import jsonout, units
+from ..io.names import short_names
 from ..io.plural import plural
 from ..rules.base import SEVERITIES, Finding, Findings, severity_rank
 from . import junit
 from . import markdown as md
-from .names import short_names
 
 #: Identifies the JSON layout; bump on incompatible changes.
 JSON_SCHEMA = "popprof.findings/1"
@@ -125,7 +125,7 @@ def where_text(where: dict, limit: int = 5, short=None) -> str:
 
 
 def _short_programs(names: list) -> list[str]:
-    """Program names in a Markdown table's cell (:func:`popprof.report.names.short_names`)."""
+    """Program names in a Markdown table's cell (:func:`popprof.io.names.short_names`)."""
     return short_names(names, 60)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..io.names import NAME_WIDTH, short_names
 from .findings import wrap_text
-from .names import NAME_WIDTH, short_names
 
 #: The width text is laid out for when the caller names none (a pipe, a CI log: docs/figures.md).
 WIDTH = 80

@@ -11,10 +11,10 @@ from __future__ import annotations
 import textwrap
 
 from ..io import units
+from ..io.names import short_names
 from ..io.plural import plural
 from ..metrics.account import PART_WORDS
 from ..metrics.launches import SHORT_GAP_US
-from .names import short_names
 
 #: The width every line keeps to.
 WIDTH = 80

@@ -7,7 +7,7 @@ line fits 80 columns (long names are shortened).
 from __future__ import annotations
 
 from ..io import units, words
-from .names import short_names
+from ..io.names import short_names
 
 #: Width of a name in a line of the block.
 NAME_WIDTH = 44

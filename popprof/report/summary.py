@@ -6,12 +6,12 @@ Nothing here computes a figure; it formats what the summary document holds.
 from __future__ import annotations
 
 from ..io import units, words
+from ..io.names import short_names
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
 from .fit import WIDTH, fit_lines, named_rows
 from .gpu_analyses import render_collectives, render_launches
 from .ipu_analyses import render_fullest_tile, render_pipeline
-from .names import short_names
 
 # -- text rendering ---------------------------------------------------------
 

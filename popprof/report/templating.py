@@ -37,8 +37,8 @@ def template_text(name: str) -> str:
 def environment() -> jinja2.Environment:
     """The report's Jinja2 environment (:func:`popprof.markup.make_environment`) with popprof's filters."""
     from ..io import units, words
+    from ..io.names import short_name, short_names
     from ..markup import make_environment
-    from .names import short_name, short_names
 
     return make_environment(
         TEMPLATE_PACKAGE,

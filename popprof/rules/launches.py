@@ -10,31 +10,15 @@ between device runs), so the two price disjoint gaps.
 
 from __future__ import annotations
 
-import re
-
 from ..io import units
+from ..io.names import kernel_words
+from ..io.plural import plural
 from ..metrics.account import run_account
-from ..metrics.launches import RUNTIME_CUTOFF_US, SHORT_GAP_US, kernel_launches, launch_idle, launch_overview
+from ..metrics.devices import LAUNCH_CALLS
+from ..metrics.launches import RUNTIME_CUTOFF_US, SHORT_GAP_US, launch_idle, launch_overview
 from ..model.profile import Profile
 from ..trace.intervals import device_label
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
-
-_TEMPLATE = re.compile(r"<[^<>]*>")
-
-
-def _kernel_word(name: str, width: int = 48) -> str:
-    """A kernel's name without return type, template and parameters (``at::native::elementwise_kernel``),
-    at most ``width`` characters; a name without C++ decoration (``Memcpy DtoD``) as it is."""
-    text = str(name)
-    if "::" in text or "<" in text:
-        for _ in range(8):  # nested templates, innermost first
-            text, n = _TEMPLATE.subn("", text)
-            if not n:
-                break
-        text = (text.split("(")[0].split() or [text])[-1]
-    else:
-        text = text.split("(")[0].strip() or text
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 @rule(
@@ -70,36 +54,43 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     severity, threshold = band(value, params["warning"], params["error"])
     if severity is None or short_share < params["min_short_share"]:
         return []
-    frame = kernel_launches(profile)
-    short = frame[frame["short"].to_numpy(dtype=bool)]
     gaps = launch_idle(profile)
     gaps = gaps[gaps["short_gap"].to_numpy(dtype=bool)]
     gaps = gaps.assign(gaps_us=gaps["idle_host_us"] + gaps["idle_launch_us"])
     host_part = float(gaps["idle_host_us"].sum())
+    # the kernels the priced gaps end at, from those gaps alone (HTA's launch statistics above count another
+    # set: runtime launch calls only, on its rounded times, the last step left out)
     top = (
-        short.groupby("name", observed=True)
-        .agg(count=("name", "size"), gpu_us=("gpu_duration_us", "sum"), cpu_us=("cpu_duration_us", "sum"))
-        .join(gaps.groupby("name", observed=True)["gaps_us"].sum(), how="outer")
-        .fillna({"count": 0, "gpu_us": 0.0, "cpu_us": 0.0, "gaps_us": 0.0})
-        .astype({"count": "int64"})
+        gaps.groupby("name", observed=True)
+        .agg(gaps=("name", "size"), gaps_us=("gaps_us", "sum"), idle_host_us=("idle_host_us", "sum"))
         .sort_values("gaps_us", ascending=False, kind="stable")
         .reset_index()
     )
     top["name"] = top["name"].astype(str)
     n = int(params["top"])
+    listed = top.head(n)
     names = ", ".join(
-        f"{_kernel_word(row.name)} x{row.count:,} ({units.duration(row.gaps_us)})"
-        for row in top.head(n).itertuples()
+        f"{word} ({plural(row.gaps, 'gap')}, {units.duration(row.gaps_us)})"
+        for word, row in zip(kernel_words(listed["name"]), listed.itertuples(), strict=True)
+    )
+    outside = gaps["launch"][~gaps["launch"].isin(LAUNCH_CALLS)].value_counts()
+    outside = outside[outside > 0]
+    driver = (
+        f"; {int(outside.sum()):,} of these gaps end at work launched by calls HTA's launch statistics leave "
+        "out (" + ", ".join(f"{name} x{count:,}" for name, count in outside.items()) + ")"
+        if len(outside)
+        else ""
     )
     message = (
         f"{overview['short_count']:,} of {overview['count']:,} launches ({units.percent(short_share)}) are "
         f"short kernels (shorter than their launch call, which takes <= {RUNTIME_CUTOFF_US:g} us): "
         f"{units.duration(overview['short_gpu_us'])} on the GPU for {units.duration(overview['short_cpu_us'])} "
         f"of launch calls; the GPU sits idle {units.duration(idle)} in gaps under "
-        f"{units.duration(SHORT_GAP_US)} before them ({units.duration(host_part)} of it before the host had "
-        f"launched them), {units.percent(value)} of its time ({severity} at >= {units.limit_percent(threshold)}); "
-        f"launch delay median {units.duration(overview['delay_median_us'])}, p95 "
-        f"{units.duration(overview['delay_p95_us'])}; most: {names}"
+        f"{units.duration(SHORT_GAP_US)} before short kernels ({units.duration(host_part)} of it before the "
+        f"host had launched them), {units.percent(value)} of its time ({severity} at >= "
+        f"{units.limit_percent(threshold)}){driver}; launch delay median "
+        f"{units.duration(overview['delay_median_us'])}, p95 {units.duration(overview['delay_p95_us'])}; most "
+        f"idle before: {names}"
     )
     spans = {
         device_label(rank, device): (group["start_us"].to_numpy(), group["end_us"].to_numpy())

@@ -6,7 +6,8 @@ what tells kernels apart: the template arguments when they fit, else the one tha
 kernel's work (the functor, the GEMM configuration: the first argument that is not a number or a
 plain type), shortened in turn. Names of one table that still read the same are numbered
 (:func:`short_names`). JSON outputs keep the full name: this is for tables read by people only
-(``docs/figures.md``, "How text prints").
+(``docs/figures.md``, "How text prints"). A sentence names a kernel by its callable's name alone
+(:func:`kernel_words`). One module for rules (layer 5) and report (layer 7) alike: it imports nothing.
 """
 
 from __future__ import annotations
@@ -166,3 +167,61 @@ def short_names(names: Iterable[object], width: int = NAME_WIDTH) -> list[str]:
         suffix = f" #{same.index(name) + 1}"
         out.append(short_name(name, width - len(suffix)) + suffix)
     return out
+
+
+def _matching_open(text: str, close: int, opening: str, closing: str) -> int:
+    """Index of the ``opening`` bracket that the ``closing`` one at ``close`` closes; -1 when none does."""
+    depth = 0
+    for i in range(close, -1, -1):
+        if text[i] == closing:
+            depth += 1
+        elif text[i] == opening:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def kernel_word(name: object, width: int = 48) -> str:
+    """The callable's name of a demangled C++ signature, for a sentence: without its return type, template
+    arguments and parameters (``std::enable_if<(8>0), void>::type vllm::rms_norm_kernel<c10::Half, 8>(...)`` ->
+    ``vllm::rms_norm_kernel``; ``(anonymous namespace)::`` left out); a name without C++ decoration
+    (``Memcpy DtoD``) as it is; wider than ``width``, its outer namespaces go first, then its end (``...``)."""
+    text = str(name).replace(_ANONYMOUS, "").strip()
+    if text.endswith(")"):  # the parameter list
+        start = _matching_open(text, len(text) - 1, "(", ")")
+        if start > 0:
+            text = text[:start].rstrip()
+    if text.endswith(">"):  # the callable's own template arguments
+        start = _matching_open(text, len(text) - 1, "<", ">")
+        if start > 0:
+            text = text[:start].rstrip()
+    if "::" in text or "<" in text:  # the last word outside brackets: the return type goes
+        depth, cut = 0, -1
+        for i, char in enumerate(text):
+            if char in "<([":
+                depth += 1
+            elif char in ">)]":
+                depth = max(depth - 1, 0)
+            elif char == " " and depth == 0:
+                cut = i
+        text = text[cut + 1 :] or text
+    while len(text) > width and "::" in text:
+        text = text.split("::", 1)[1]
+    return _cut(text or str(name), width)
+
+
+def kernel_words(names: Iterable[object], width: int = 48) -> list[str]:
+    """:func:`kernel_word` of each name, different names that read the same numbered in the order they come
+    (``cutlass::Kernel2 #1``, ``cutlass::Kernel2 #2``), as :func:`short_names` numbers a table's."""
+    names = [str(n) for n in names]
+    words = [kernel_word(n, width) for n in names]
+    distinct: dict[str, list[str]] = {}
+    for name, word in zip(names, words, strict=True):
+        seen = distinct.setdefault(word, [])
+        if name not in seen:
+            seen.append(name)
+    return [
+        word if len(distinct[word]) == 1 else f"{word} #{distinct[word].index(name) + 1}"
+        for name, word in zip(names, words, strict=True)
+    ]
