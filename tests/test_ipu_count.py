@@ -22,7 +22,7 @@ def test_summary_and_check_say_four_ipus(capsys):
     assert main(["summary", str(POD4), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["execution"]["ipus"] == 4
     assert main(["summary", str(POD4)]) == 0
-    assert "steps on 4 IPU(s)" in capsys.readouterr().out
+    assert "steps on 4 IPUs" in capsys.readouterr().out
     main(["check", str(POD4), "--fail-on", "never", "--format", "json"])
     findings = json.loads(capsys.readouterr().out)["profiles"][0]["findings"]
     share = next(f for f in findings if f["rule_id"] == "exchange.share")

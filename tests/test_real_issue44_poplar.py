@@ -245,6 +245,6 @@ def test_a_summary_holding_a_memory_error_in_no_known_form_warns(tmp_path):
     like a memory error but is in no form popprof reads is said, not dropped."""
     src = tmp_path / "run.log"
     src.write_text(HARDWARE.read_text() + f"{GUIDE_EXCHANGE}\nOut of memory: Killed process 4242\n")
-    with pytest.warns(UserWarning, match="1 line\\(s\\) look like an out-of-memory error"):
+    with pytest.warns(UserWarning, match="1 line looks like an out-of-memory error"):
         profile = popprof.open(src)
     assert profile.out_of_memory["reason"].tolist() == [GUIDE_EXCHANGE]

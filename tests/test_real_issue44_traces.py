@@ -116,7 +116,7 @@ def test_a_trace_naming_gpus_without_device_activity_says_so():
     assert doc["trace"]["no_device_activity"] == {"devices": 8, "names": ["NVIDIA A100-PG509-200"]}
     assert "devices" in doc["absent_tables"]
     text = render_text(doc)
-    assert "No device activity recorded: the trace names 8 device(s)" in text
+    assert "No device activity recorded: the trace names 8 devices" in text
     assert "Not in this source: tiles, liveness, steps, devices" in text
     findings = popprof.check(path)
     (said,) = [f for f in findings if f.rule_id == "host.launches-without-device"]

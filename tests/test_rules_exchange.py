@@ -77,9 +77,7 @@ def test_adjacent_windows_merge_into_phases_listed_in_one_finding():
     # to what the phases hold of the run: (500 + 300 + 600) / 5000 = 28 % of the IPU-cycles, a warning (< 30 %)
     assert f.severity == "warning" and f.value == pytest.approx(0.60) and f.where["steps"] == (40, 49)
     assert f.threshold == 0.30 and f.share == pytest.approx(0.28)
-    assert (
-        "steps 10-29 (2 window(s)): 40.0 %" in f.message and "steps 40-49 (1 window(s)): 60.0 %" in f.message
-    )
+    assert "steps 10-29 (2 windows): 40.0 %" in f.message and "steps 40-49 (1 window): 60.0 %" in f.message
     assert "worst 60.0 % (error at >= 50 %)" in f.message
     assert "the phases hold 28.0 % of all IPU-cycles, so warning (warning at >= 10 % of it" in f.message
     assert f.where["programs"][0].startswith(("exchange/", "sync/"))
@@ -262,7 +260,7 @@ def test_max_phases_below_one_is_not_evaluated():
         found.items == [] and "max_phases must be at least 1" in dict(found.not_evaluated)["exchange.phases"]
     )
     one = phases(steps_profile(window(8) + window(0) + window(9)), max_phases=1)
-    assert len(one) == 1 and "1 smaller phase(s) not listed" in one.items[0].message
+    assert len(one) == 1 and "1 smaller phase not listed" in one.items[0].message
     assert one.items[0].where["phases"] == [(20, 29)]  # the phase with the most exchange cycles
 
 

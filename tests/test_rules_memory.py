@@ -85,7 +85,7 @@ def test_tile_one_byte_over_capacity_is_an_error():
     assert f.severity == "error" and f.value == 2
     assert f.where["tiles"] == [2, 0]
     assert list(f.evidence["over_bytes"]) == [500, 1]
-    assert "2 tile(s) over capacity; tile 2 uses 1,000,500 B" in f.message
+    assert "2 tiles over capacity; tile 2 uses 1,000,500 B" in f.message
 
 
 def test_synthetic_oom_tiles_are_found():
@@ -143,7 +143,7 @@ def test_text_summary_out_of_memory_and_headroom():
     oom = found.by_rule("memory.tile-oom")[0]
     assert oom.severity == "error" and oom.value == 3
     assert (
-        "3 tile(s) over capacity; tile 1,017 uses 650,112 B (634.9 KiB) including gaps = 101.7 % of 638,976 B (624 KiB)"
+        "3 tiles over capacity; tile 1,017 uses 650,112 B (634.9 KiB) including gaps = 101.7 % of 638,976 B (624 KiB)"
         in oom.message
     )
     head = found.by_rule("memory.headroom")[0]

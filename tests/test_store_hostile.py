@@ -4,6 +4,7 @@ silently, an internal error (exit 3), a secret printed, or a store reading anoth
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -127,7 +128,7 @@ def test_symlinked_parquet_files_are_not_read_and_fsck_reports_them(
     linked_month.symlink_to(next((outside / "store" / "metrics").iterdir()), target_is_directory=True)
     code, out, err = run(capsys, "store", "ls", root, "--format", "json")
     assert code == 0 and [r["run_id"] for r in json.loads(out)] == ["mine"]
-    assert "symbolic link(s) in the store not read" in err
+    assert re.search(r"\d+ symbolic links? in the store not read", err)
     code, out, _ = run(capsys, "store", "compact", root, "--before", "2100-01")
     assert code == 0
     with pytest.warns(UserWarning, match="symbolic link"):

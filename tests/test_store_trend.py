@@ -98,7 +98,7 @@ def test_ack_stops_the_gate_failing_on_that_change(history, tmp_path: Path, caps
 def test_markdown_junit_and_plot(history, tmp_path: Path, capsys) -> None:
     root, ids = history
     code, out, _ = run(capsys, "trend", root, IDLE, MEMORY, "--format", "markdown", "-o", tmp_path / "t.png")
-    assert code == 0 and out.startswith("### popprof trend: 1 unacknowledged recent regression(s)")
+    assert code == 0 and out.startswith("### popprof trend: 1 unacknowledged recent regression")
     assert out.count("\n| `") == 3 and (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     code, out, _ = run(capsys, "trend", root, IDLE, MEMORY, "--format", "junit")
     suites = ET.fromstring(out)

@@ -89,7 +89,7 @@ def test_two_late_ranks_are_htas_two_candidates_and_the_early_ones_are_said_apar
     (f,) = _stragglers(runs["late13"]).items
     assert f.where["ranks"] == [1, 3] == HTA_050["late13"][2]
     assert "rank 1 2.50 ms" in f.message and "rank 3 1.20 ms" in f.message
-    assert "first to arrive, waiting longest (not the cause): rank(s) 0, 2" in f.message
+    assert "first to arrive, waiting longest (not the cause): ranks 0, 2" in f.message
 
 
 def test_the_real_two_ranks_have_no_straggler(runs):

@@ -202,7 +202,10 @@ def parse_limit(pattern: str, spec: object, where: str = "budget") -> Limit:
         )
     unknown = sorted(set(spec) - set(LIMIT_KEYS))
     if unknown:
-        raise UsageError(f"{label}: unknown key(s) {', '.join(unknown)}; known: {', '.join(LIMIT_KEYS)}")
+        raise UsageError(
+            f"{label}: unknown {'key' if len(unknown) == 1 else 'keys'} {', '.join(unknown)}; "
+            f"known: {', '.join(LIMIT_KEYS)}"
+        )
     if not spec:
         raise UsageError(f"{label}: no limit given (use {', '.join(LIMIT_KEYS)})")
     values: dict[str, float] = {}
@@ -263,7 +266,7 @@ def _renamed_patterns(entries: dict, source: str) -> dict:
     if not old:
         return entries
     warnings.warn(
-        f"{source}: old metric name(s) in the budget, still accepted for now: "
+        f"{source}: old metric {'name' if len(old) == 1 else 'names'} in the budget, still accepted for now: "
         + ", ".join(f"{name} -> {RENAMED[name]}" for name in old)
         + "; please rename them (docs/diff.md)",
         DeprecatedMetricName,

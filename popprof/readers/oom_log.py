@@ -40,6 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io.files import HEAD_BYTES
+from ..io.plural import plural
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
@@ -284,7 +285,8 @@ def _profile(path: Path, found: OomMessages) -> Profile:
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if not found.rows:
         seen = (
-            f"; {len(found.unparsed):,} line(s) look like a memory error in no form popprof reads, the first: "
+            f"; {plural(len(found.unparsed), 'line')} {'looks' if len(found.unparsed) == 1 else 'look'} like a "
+            "memory error in no form popprof reads, the first: "
             f"line {found.unparsed[0][0]}: {found.unparsed[0][1]!r}"
             if found.unparsed
             else ""

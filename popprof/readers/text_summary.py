@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..io.files import HEAD_BYTES
+from ..io.plural import plural
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
@@ -1131,9 +1132,11 @@ def _messages_by_block(path: Path, text: str, blocks: list[_Block]) -> list[pd.D
         raise InputError(path, found.problems[0], "the log is corrupt or was edited")
     if found.unparsed:  # never dropped silently (docs/readers.md, out-of-memory logs)
         line, what = found.unparsed[0]
+        one = len(found.unparsed) == 1
         warnings.warn(
-            f"{path}: {len(found.unparsed):,} line(s) look like an out-of-memory error but are in no form popprof "
-            f"reads (not counted as failures); the first, line {line}: {what!r}",
+            f"{path}: {plural(len(found.unparsed), 'line')} {'looks' if one else 'look'} like an out-of-memory "
+            f"error but {'is' if one else 'are'} in no form popprof reads (not counted as failures); the first, "
+            f"line {line}: {what!r}",
             UserWarning,
             stacklevel=3,
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..io import units, words
 from ..io.names import short_names
+from ..io.plural import plural
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
 from .fit import WIDTH, fit_lines, named_rows
@@ -122,7 +123,7 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
         lines += [
             "",
             "Execution",
-            f"  {units.count(e['runs'])} runs, {units.count(e['steps'])} steps on {e['ipus']} IPU(s); "
+            f"  {units.count(e['runs'])} runs, {units.count(e['steps'])} steps on {plural(e['ipus'], 'IPU')}; "
             f"busiest IPU {units.count(e['total_cycles'])} cycles{time}",
             "  cycles by category (summed over IPUs):",
         ]
@@ -536,7 +537,7 @@ def render_trace_text(
     if silent:
         lines += [
             "",
-            f"  No device activity recorded: the trace names {silent['devices']:,} device(s) "
+            f"  No device activity recorded: the trace names {plural(silent['devices'], 'device')} "
             f"({', '.join(silent['names'])}) but holds no kernel, copy or launch",
         ]
     act = tr.get("device_activity") or {}

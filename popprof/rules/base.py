@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..io import jsonout, units
 from ..io.config import Config
+from ..io.plural import plural
 from ..metrics.execution import total_time_us
 from ..metrics.trace import time_origin
 from ..model.errors import NotEvaluated, UsageError
@@ -602,9 +603,9 @@ def _device_side_reason(profile: Profile, reason: str) -> str:
         named = named_devices_without_activity(profile)
         if named:  # the GPUs are named, none of their work was recorded
             return (
-                f"needs device activity: no device activity was recorded (the trace names {len(named):,} "
-                f"device(s), {', '.join(sorted(set(named)))}, but holds no kernel, copy or launch): record "
-                "with the device's activity (torch.profiler's ProfilerActivity.CUDA)"
+                f"needs device activity: no device activity was recorded (the trace names "
+                f"{plural(len(named), 'device')}, {', '.join(sorted(set(named)))}, but holds no kernel, copy or "
+                "launch): record with the device's activity (torch.profiler's ProfilerActivity.CUDA)"
             )
         return reason
     return (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..io import units
+from ..io.plural import plural
 from ..metrics.gaps import attribute_gaps, last_stream_wait, split_gaps
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.launches import SHORT_GAP_US
@@ -69,7 +70,7 @@ def dependency_waits(profile: Profile, ctx: RuleContext) -> list[Finding]:
     origin = time_origin(profile) or 0.0
     message = (
         f"{activity.label + ': ' if activity.label else 'the device is '}idle {units.duration(found.idle_us)} "
-        f"= {units.percent(share)} of its window {units.duration(found.span_us)} in {len(ws):,} gap(s) >= "
+        f"= {units.percent(share)} of its window {units.duration(found.span_us)} in {plural(len(ws), 'gap')} >= "
         f"{units.duration(params['min_gap_us'])} after the work that ended each had been launched ({severity} "
         f"at >= {units.limit_percent(threshold)})" + _longest(profile, ws, we, work, origin)
     )

@@ -13,6 +13,7 @@ ranks arrive first (they wait longest; they are not the cause).
 from __future__ import annotations
 
 from ..io import units
+from ..io.plural import plural
 from ..metrics.account import run_account
 from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans, waits_for_rank
 from ..metrics.ranks import collective_late_start, straggler_candidates
@@ -82,13 +83,16 @@ def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
         message += f" ({len(ranks) - n} more in the evidence)"
     message += (
         f"; worst {value:.2f} of an iteration ({severity} at >= {threshold:g}), after the other ranks' "
-        f"median start, mean over {int(worst['iterations'])} iteration(s) of {units.duration(mean_iteration)}"
+        f"median start, mean over {plural(int(worst['iterations']), 'iteration')} of {units.duration(mean_iteration)}"
         f" ({late.attrs['collective'].split('(')[0]}; HTA's late-start metric)"
     )
     early = per_rank[per_rank["late_iterations"] <= -params["late_warning"]].sort_values("late_iterations")
     early = [int(x) for x in early["rank"] if int(x) not in ranks]
     if early:
-        message += f"; first to arrive, waiting longest (not the cause): rank(s) {', '.join(map(str, early))}"
+        ranks_word = "rank" if len(early) == 1 else "ranks"
+        message += (
+            f"; first to arrive, waiting longest (not the cause): {ranks_word} {', '.join(map(str, early))}"
+        )
     # The others wait for the worst rank inside the collective for its late start, every iteration: where
     # the trace shows those waits on their devices (skew with no compute beside it), that device time, of the
     # ranks' windows, as the collective skew is priced (and inside its spans, so the two count it once);
@@ -118,7 +122,7 @@ def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
                 min(waited, window),
                 "us",
                 f"the time the other ranks wait for rank {int(worst['rank'])} inside the last long collective "
-                f"(its mean late start times {iterations} iteration(s)), of those iterations' time, were it on "
+                f"(its mean late start times {plural(iterations, 'iteration')}), of those iterations' time, were it on "
                 "time",
                 whole=window,
                 rests_on=rests_on,

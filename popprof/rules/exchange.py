@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import units
+from ..io.plural import plural
 from ..metrics import execution as ex
 from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans, world_size_unseen
 from ..metrics.phases import (
@@ -122,7 +123,7 @@ def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
         )
         time = f", about {units.duration(found.time_us(p.cycles))}" if found.clock_hz else ""
         listed.append(
-            f"steps {units.count(p.first_step)}-{units.count(p.last_step)} ({p.windows} window(s)): "
+            f"steps {units.count(p.first_step)}-{units.count(p.last_step)} ({plural(p.windows, 'window')}): "
             f"{units.percent(p.share)} of "
             f"{units.count(p.cycles)} IPU-cycles{time}" + (f", dominated by {dom}" if dom else "")
         )
@@ -131,12 +132,12 @@ def _steps_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     stake = float(phase_frame["exchange_cycles"].sum()) / found.total_cycles if found.total_cycles else None
     severity, at_stake = _held_to_stake(local, stake, params, "all IPU-cycles")
     message = (
-        f"{len(phase_frame)} exchange-heavy phase(s) (windows of {width} steps where exchange + sync take "
+        f"{plural(len(phase_frame), 'exchange-heavy phase')} (windows of {width} steps where exchange + sync take "
         f">= {units.limit_percent(params['moderate'])}); worst {units.percent(worst['share'])} ({local} at >= "
         f"{units.limit_percent(threshold)}): " + "; ".join(listed)
     )
     if len(phase_frame) > len(chosen):
-        message += f" ({len(phase_frame) - len(chosen)} smaller phase(s) not listed)"
+        message += f" ({plural(len(phase_frame) - len(chosen), 'smaller phase')} not listed)"
     message += at_stake
     where = {
         "steps": (int(worst["first_step"]), int(worst["last_step"])),
@@ -259,15 +260,15 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
         ("communication", "communication + stream sync") if gpu else ("exchange", "exchange + sync")
     )
     message = (
-        f"{len(phases)} {heavy}-heavy phase(s)"
-        + (f" on {len(devices)} device(s)" if devices else "")
+        plural(len(phases), f"{heavy}-heavy phase")
+        + (f" on {plural(len(devices), 'device')}" if devices else "")
         + f" (windows of {units.duration(worst['width'])} where {moved} not overlapped by other device "
         f"work take >= {units.limit_percent(params['moderate'])} of the busy time); "
         f"worst {units.percent(worst['share'])} ({local} at >= "
         f"{units.limit_percent(threshold)}): " + "; ".join(listed)
     )
     if len(phases) > len(chosen):
-        message += f" ({len(phases) - len(chosen)} smaller phase(s) not listed)"
+        message += f" ({plural(len(phases) - len(chosen), 'smaller phase')} not listed)"
     programs = list(dict.fromkeys(n for ph in chosen for n, _ in ph["dominant"]))
     where = {
         "time_us": (float(worst["lo"]), float(worst["hi"])),

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import units
+from ..io.plural import plural
 from ..io.words import HTA_IDLE_CAUSES
 from ..metrics import execution as ex
 from ..metrics.devices import launches_without_device, named_devices_without_activity
@@ -234,7 +235,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             f"{units.limit_percent(threshold)} for the worst): " + "; ".join(texts[:n])
         )
         if len(texts) > n:
-            message += f"; {len(texts) - n} more device(s) in the evidence"
+            message += f"; {plural(len(texts) - n, 'more device')} in the evidence"
     longest = frames[0].loc[frames[0]["dur_us"].idxmax()]
     where = {"time_us": (float(longest["start_us"]), float(longest["end_us"])), "threads": threads[:n]}
     devices = [a.label for _, a, _, _, _ in per_device if a.label]
@@ -304,7 +305,7 @@ def _gaps_sentence(
     who = f"{activity.label}: " if activity.label else "the device is "
     message = (
         f"{who}idle {units.duration(idle)} = {units.percent(share)} of its window {units.duration(span)} in "
-        f"{len(gaps):,} gap(s) >= {units.duration(params['min_gap_us'])} before the host had launched the work "
+        f"{plural(len(gaps), 'gap')} >= {units.duration(params['min_gap_us'])} before the host had launched the work "
         f"that ended each ({severity} at >= {units.limit_percent(threshold)}); longest "
         f"{units.duration(longest['dur_us'])} at "
         f"{units.offset(longest['start_us'] - origin)}"
@@ -430,7 +431,7 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
         **whose,
     )
     message = (
-        f"{len(found):,} host event(s) >= {units.duration(params['min_us'])} with the device idle for >= "
+        f"{plural(len(found), 'host event')} >= {units.duration(params['min_us'])} with the device idle for >= "
         f"{units.limit_percent(params['idle_share'])} of each; device idle {units.duration(merged_idle)} during them "
         f"= {units.percent(total_share)} of {window_words} ({severity} at >= "
         f"{units.limit_percent(threshold)}); longest "
@@ -492,7 +493,7 @@ def launches_without_device_rule(profile: Profile, ctx: RuleContext) -> list[Fin
             ctx.finding(
                 "info",
                 "No device activity recorded",
-                f"no device activity was recorded: the trace names {len(named):,} device(s) "
+                f"no device activity was recorded: the trace names {plural(len(named), 'device')} "
                 f"({', '.join(sorted(set(named)))}) but holds no kernel, copy or launch; device rules are "
                 "not evaluated",
                 value=0.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import units
+from ..io.plural import plural
 from ..metrics import memory as mm
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule, tile_whole
@@ -146,7 +147,7 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
         over = over.sort_values("bytes_incl_gaps", ascending=False, kind="stable").reset_index(drop=True)
         worst = over.iloc[0]
         message = (
-            f"{units.count(count)} tile(s) over capacity; tile {units.count(worst['tile'])} uses "
+            f"{plural(int(count), 'tile')} over capacity; tile {units.count(worst['tile'])} uses "
             f"{units.nbytes(worst['bytes_incl_gaps'])} including gaps = "
             f"{units.percent(worst['bytes_incl_gaps'] / worst['capacity_bytes'])} of "
             f"{units.nbytes(worst['capacity_bytes'])} "
@@ -189,7 +190,7 @@ def tile_oom(profile: Profile, ctx: RuleContext) -> list[Finding]:
         count = 1.0 if used > cap else 0.0
     if count <= 0:
         return []
-    message = f"{units.count(count)} tile(s) over capacity"
+    message = f"{plural(int(count), 'tile')} over capacity"
     if used is not None and cap:
         where_tile = f"tile {units.count(tile)}" if tile is not None else "the fullest tile"
         message += (
@@ -323,7 +324,7 @@ def tile_imbalance(profile: Profile, ctx: RuleContext) -> list[Finding]:
     message = (
         f"tile {units.count(worst['tile'])} holds {units.nbytes(worst['bytes_incl_gaps'])} = "
         f"{worst['ratio_to_median']:.2f} x the median tile ({units.nbytes(median)}) and {units.percent(worst['fill'])} "
-        f"of capacity; {units.count(len(flagged))} tile(s) flagged (warning at ratio >= {params['ratio']:g} "
+        f"of capacity; {plural(len(flagged), 'tile')} flagged (warning at ratio >= {params['ratio']:g} "
         f"and fill >= {units.limit_percent(params['min_fill'])})"
     )
     gain = _tile_gain(
@@ -509,7 +510,8 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             ).sum()
         )
         message = (
-            f"{units.count(len(flagged))} tile(s) at >= {units.limit_percent(params['min_fill'])} of capacity lose "
+            f"{plural(len(flagged), 'tile')} at >= {units.limit_percent(params['min_fill'])} of capacity "
+            f"{'loses' if len(flagged) == 1 else 'lose'} "
             f">= {units.limit_percent(params['warning'])} to gaps; tile {units.count(worst['tile'])}: "
             f"{units.nbytes(worst['bytes_incl_gaps'])} including gaps = {units.percent(worst['fill'])} of "
             f"{units.nbytes(worst['capacity_bytes'])}, {units.nbytes(worst['bytes_excl_gaps'])} without "

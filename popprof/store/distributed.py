@@ -17,6 +17,7 @@ import datetime as dt
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+from ..io.plural import plural
 from ..model.errors import PopprofError, UsageError
 from .ingest import AddResult
 
@@ -116,8 +117,8 @@ def add_spark(
     if failures:
         source, message = failures[0]
         raise SparkAddError(
-            f"{len(failures)} of {len(paths)} source(s) not added (first: {source}: {message}); "
-            f"{len(results)} run(s) added",
+            f"{len(failures)} of {plural(len(paths), 'source')} not added (first: {source}: {message}); "
+            f"{plural(len(results), 'run')} added",
             results,
             failures,
         )

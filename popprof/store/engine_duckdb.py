@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence, Set
 
 import duckdb
 
+from ..io.plural import plural
 from ..model.errors import InputError
 from .layout import Location, kind_dir
 from .schemas import duckdb_type, kinds, schema_of, view_name
@@ -128,7 +129,7 @@ def _create_views(
     present = present_kinds(location, wanted, skip)
     if location.skipped:
         warnings.warn(
-            f"{location.root}: {len(location.skipped)} symbolic link(s) in the store not read "
+            f"{location.root}: {plural(len(location.skipped), 'symbolic link')} in the store not read "
             "(popprof store fsck lists them, --fix removes them)",
             stacklevel=3,
         )

@@ -33,6 +33,7 @@ import numpy as np
 from .. import metrics as registry
 from ..compare.gate import Budget, load_budget
 from ..compare.gate import _check as budget_violations
+from ..io.plural import plural
 from ..model.errors import UsageError
 from .api import Store, open_store
 from .changepoints import INSTALL_HINT, MissingTrendExtra, change_points, far_jump, robust_sigma
@@ -200,7 +201,7 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
     finite = np.isfinite(values)
     note = None
     if not finite.all():  # a broken or hostile store file: such a value is no level to compare with
-        note = f"{name} of {prof}: {int((~finite).sum())} run(s) whose value is not a finite number left out"
+        note = f"{name} of {prof}: {plural(int((~finite).sum()), 'run')} whose value is not a finite number left out"
         group = group[finite].reset_index(drop=True)
         values = values[finite]
     series = Series(

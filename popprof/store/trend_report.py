@@ -6,6 +6,7 @@ import json
 import os
 
 from ..io import units
+from ..io.plural import plural
 from ..report import markdown as md
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
@@ -78,7 +79,7 @@ def markdown(series: list[Series]) -> str:
                 ]
             )
     failing = sum(len(s.regressions) for s in series)
-    lines = [f"### popprof trend: {failing} unacknowledged recent regression(s)", ""]
+    lines = [f"### popprof trend: {plural(failing, 'unacknowledged recent regression')}", ""]
     if rows:
         lines += md.table(
             ["metric", "profile", "change", "values", "relative", "bisect", "budget"], rows, right=[4]
