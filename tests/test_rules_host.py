@@ -212,3 +212,25 @@ def test_events_with_missing_times_are_ignored():
     f = gaps(profile, min_gap_us=1000.0).items[0]
     assert f.value == pytest.approx(1000 / 1400)
     assert "nan_host" not in f.message
+
+
+def test_a_long_event_below_the_error_level_is_a_warning_for_any_such_event() -> None:
+    """The default warning level is 0 (any host event of 10 ms or more with the device idle through 80 % of it
+    warns): said so, not "warning at >= 0 %". On TraceLens's vLLM eager decode (B200): one 10.24 ms forward,
+    9.79 ms of device idle during it, 11.6 % of the window."""
+    from pathlib import Path
+
+    import popprof
+
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+    (f,) = check(popprof.open(real / "tracelens_b200_vllm_eager.json.gz"), rules=["host.long-events"]).items
+    assert f.severity == "warning" and f.threshold == 0.0
+    assert (
+        "1 host event >= 10.00 ms with the device idle for >= 80 % of each; device idle 9.79 ms during it"
+        in (f.message)
+    )
+    assert "= 11.6 % of rank 0 gpu:0's window (a warning for any such event; error at >= 30 %)" in f.message
+    device = [("k", "compute", 0.0, 100.0), ("k", "compute", 10_100.0, 100.0)]
+    host = [(1, None, 0, 1, "optimizer.step", 100.0, 10_000.0)]
+    (raised,) = long_events(trace(device, host), error=1.0, warning=0.5).items
+    assert "(warning at >= 50 %)" in raised.message

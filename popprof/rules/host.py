@@ -344,6 +344,14 @@ def _whose_window(profile: Profile, rank: int | None, rank_label: str) -> tuple[
     return {"of": words}, words
 
 
+def _band_words(severity: str, threshold: float, params: dict) -> str:
+    """Where the finding's band starts: ``error at >= 30 %``; with a warning level of 0 (the default: any
+    qualifying event warns) ``a warning for any such event; error at >= 30 %``."""
+    if severity == "warning" and threshold <= 0:
+        return f"a warning for any such event; error at >= {units.limit_percent(params['error'])}"
+    return f"{severity} at >= {units.limit_percent(threshold)}"
+
+
 @rule(
     "host.long-events",
     "long host events during which the device sat idle, between device runs",
@@ -432,9 +440,9 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     )
     message = (
         f"{plural(len(found), 'host event')} >= {units.duration(params['min_us'])} with the device idle for >= "
-        f"{units.limit_percent(params['idle_share'])} of each; device idle {units.duration(merged_idle)} during them "
-        f"= {units.percent(total_share)} of {window_words} ({severity} at >= "
-        f"{units.limit_percent(threshold)}); longest "
+        f"{units.limit_percent(params['idle_share'])} of each; device idle {units.duration(merged_idle)} during "
+        f"{'it' if len(found) == 1 else 'them'} "
+        f"= {units.percent(total_share)} of {window_words} ({_band_words(severity, threshold, params)}); longest "
         f"'{top['name']}' on {top['thread']}: {units.duration(top['dur_us'])} at "
         f"{units.offset(top['start_us'] - origin)}"
         "; by label: "
