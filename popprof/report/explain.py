@@ -13,7 +13,9 @@ import textwrap
 import pandas as pd
 
 from ..io import units
+from ..io.plural import plural
 from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_account
+from ..metrics.capture import capture_section
 from ..metrics.collectives import skew_spans
 from ..model.profile import Profile
 from ..rules.base import Findings
@@ -77,9 +79,28 @@ def what_limits(
             )
             if len(opportunities) >= top:
                 break
-    if not devices and not opportunities:
+    capture = capture_section(profile)
+    if not devices and not opportunities and capture is None:
         return None
-    return {"devices": devices, "opportunities": opportunities}
+    doc: dict = {"devices": devices, "opportunities": opportunities}
+    if capture is not None:
+        doc["graph_capture"] = capture
+    return doc
+
+
+def capture_note(doc: dict | None) -> str | None:
+    """The sentence saying the trace records graph capture (the document's ``graph_capture``), or None."""
+    capture = (doc or {}).get("graph_capture")
+    if not capture:
+        return None
+    calls = ", ".join(f"{name} x{count:,}" for name, count in capture["calls"].items())
+    launches = plural(capture["launches"], "kernel launch", "kernel launches")
+    return (
+        f"Graph capture: {capture['captured_launches']:,} of {launches} were recorded into CUDA/HIP graphs, "
+        f"not run ({calls}); the device's idle while the host "
+        "captured is a one-off cost of graphs, left out of the idle rules: profile the graphs' replay for the "
+        "steady state"
+    )
 
 
 def _account_items(entry: dict) -> list[str]:
@@ -150,6 +171,11 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
         shown = devices if len(devices) <= DEVICE_LINES else [_pooled(devices)]
         for entry in shown:
             lines += pack(_account_items(entry), width, "    ", "      ")
+    note = capture_note(doc)
+    if note:
+        lines += textwrap.wrap(
+            note, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+        )
     opportunities = doc.get("opportunities") or []
     if opportunities:
         lines.append("  Top opportunities (estimated gain: an upper bound)")
@@ -198,7 +224,7 @@ def display_rows(doc: dict | None) -> dict | None:
         (_gain_text(o["estimated_gain"]), o["rule_id"], o["title"], o["estimated_gain"]["basis"])
         for o in doc.get("opportunities") or []
     ]
-    return {"devices": devices, "opportunities": opportunities}
+    return {"devices": devices, "opportunities": opportunities, "capture": capture_note(doc)}
 
 
 class WhatLimits:

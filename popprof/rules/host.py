@@ -16,6 +16,7 @@ from ..io import units
 from ..io.plural import plural
 from ..io.words import HTA_IDLE_CAUSES
 from ..metrics import execution as ex
+from ..metrics.capture import capture_as_busy, graph_capture
 from ..metrics.devices import launches_without_device, named_devices_without_activity
 from ..metrics.gaps import (
     GapAttribution,
@@ -182,9 +183,20 @@ def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
 def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     per_device = []
+    capture = graph_capture(profile)
+    captured: dict[
+        str | None, tuple[int, float]
+    ] = {}  # per device: gaps left out as graph capture, their time
     for activity in device_activities(profile):  # one pass per device
         t0, t1 = activity.span
         gs, ge = gaps_of(activity, params["min_gap_us"])
+        if capture is not None and len(
+            gs
+        ):  # the host was building a graph: not a host stall (metrics.capture)
+            building = capture.in_gaps(activity.rank, gs, ge)
+            if building.any():
+                captured[activity.label] = (int(building.sum()), float((ge - gs)[building].sum()))
+                gs, ge = gs[~building], ge[~building]
         if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
             continue
         # the host's part of each gap: until the work that ended it had been launched (the rest, the work
@@ -214,6 +226,13 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             text += (
                 f"; another {units.duration(waited)} in those gaps after the work that ended them had been "
                 "launched (waiting on a dependency: device.dependency-waits)"
+            )
+        if activity.label in captured:
+            count, time = captured[activity.label]
+            text += (
+                f"; {plural(count, 'gap')} of {units.duration(time)} left out: the host was capturing a graph "
+                f"in {'it' if count == 1 else 'them'} (kernels recorded, not run: a one-off cost of CUDA/HIP "
+                "graphs, not a host stall)"
             )
         cause = causes.get((activity.rank, activity.device))
         if cause:
@@ -379,7 +398,9 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     )  # inside an event, the time blocked on the device is not work
     frames = []
     spans = {}
+    capture = graph_capture(profile)
     for activity in activities:  # one pass per rank (its devices together)
+        activity = capture_as_busy(activity, capture)  # a graph being built is no idle here (metrics.capture)
         found = long_idle_events(
             activity,
             host.of_rank(activity.rank),
