@@ -13,7 +13,7 @@ plain type), shortened in turn. Names of one table that still read the same are 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 #: Widest name a text or Markdown table shows before shortening it.
 NAME_WIDTH = 90
@@ -151,8 +151,14 @@ def short_name(name: object, width: int = NAME_WIDTH) -> str:
 def short_names(names: Iterable[object], width: int = NAME_WIDTH) -> list[str]:
     """The names of one table shortened (:func:`short_name`), different names that still read the same
     numbered in the order they come: ``void cutlass::Kernel<...>(...) #1``, ``... #2``."""
+    return _numbered(names, short_name, width)
+
+
+def _numbered(names: Iterable[object], shorten: Callable[[str, int], str], width: int) -> list[str]:
+    """``shorten(name, width)`` of each name; different names that then read the same numbered in the order
+    they come, shortened again to leave the number room within ``width``."""
     names = [str(n) for n in names]
-    shorts = [short_name(n, width) for n in names]
+    shorts = [shorten(n, width) for n in names]
     distinct: dict[str, list[str]] = {}
     for name, short in zip(names, shorts, strict=True):
         seen = distinct.setdefault(short, [])
@@ -165,7 +171,7 @@ def short_names(names: Iterable[object], width: int = NAME_WIDTH) -> list[str]:
             out.append(short)
             continue
         suffix = f" #{same.index(name) + 1}"
-        out.append(short_name(name, width - len(suffix)) + suffix)
+        out.append(shorten(name, width - len(suffix)) + suffix)
     return out
 
 
@@ -214,14 +220,4 @@ def kernel_word(name: object, width: int = 48) -> str:
 def kernel_words(names: Iterable[object], width: int = 48) -> list[str]:
     """:func:`kernel_word` of each name, different names that read the same numbered in the order they come
     (``cutlass::Kernel2 #1``, ``cutlass::Kernel2 #2``), as :func:`short_names` numbers a table's."""
-    names = [str(n) for n in names]
-    words = [kernel_word(n, width) for n in names]
-    distinct: dict[str, list[str]] = {}
-    for name, word in zip(names, words, strict=True):
-        seen = distinct.setdefault(word, [])
-        if name not in seen:
-            seen.append(name)
-    return [
-        word if len(distinct[word]) == 1 else f"{word} #{distinct[word].index(name) + 1}"
-        for name, word in zip(names, words, strict=True)
-    ]
+    return _numbered(names, kernel_word, width)
