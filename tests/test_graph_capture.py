@@ -115,3 +115,13 @@ def test_what_limits_this_run_says_the_trace_records_capture(capture) -> None:
     lines = render_what_limits(doc)
     note = next(i for i, line in enumerate(lines) if line.startswith("  Graph capture:"))
     assert all(len(line) <= 80 for line in lines[note : note + 5])
+
+
+def test_the_report_and_a_notebook_say_it_too(capture) -> None:
+    from popprof.report.explain import explain
+
+    html = explain(capture)._repr_html_()
+    assert (
+        '<p class="note">Graph capture: 421 of 428 kernel launches were recorded into CUDA/HIP graphs' in html
+    )
+    assert "Graph capture: 421 of 428 kernel launches" in repr(explain(capture))
