@@ -19,6 +19,8 @@ NOT_PROFILES = frozenset(
         "make_tracelens_reference.py",
         "tracelens_collectives_reference.json",
         "make_tracelens_collectives.py",
+        "tracelens_rocprof_reference.json",
+        "make_tracelens_rocprof.py",
     }
 )
 

@@ -11,7 +11,9 @@ from ...io.files import open_json
 from ...model.errors import InputError
 
 TOOL_KEY = "rocprofiler-sdk-tool"
-_HINT = "expected rocprofv3 JSON output ({'rocprofiler-sdk-tool': [...]}); the file may be cut off"
+_HINT = (
+    "expected rocprofv3 JSON output: an object holding a rocprofiler-sdk-tool list; the file may be cut off"
+)
 
 
 def load(path: Path) -> dict:

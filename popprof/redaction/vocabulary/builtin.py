@@ -110,6 +110,7 @@ TARGET_VALUES = frozenset(
         "text_summary",
         "sdk1_json",
         "chrome_trace",
+        "rocprof",
         "archive",
         "oom_log",  # every reader's FORMAT name is public (popprof/readers)
         "baseline",
@@ -133,6 +134,10 @@ CHROME_VALUES = frozenset(
         "gpu_memset",
         "cuda_runtime",
         "cuda_driver",
+        "hip_api",  # rocprofiler-sdk record sections (popprof.readers.rocprof channels)
+        "hsa_api",
+        "marker_api",
+        "rccl_api",
         "python_function",
         "user_annotation",
         "gpu_user_annotation",
