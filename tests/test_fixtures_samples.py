@@ -38,7 +38,9 @@ def test_every_listed_fixture_exists_and_is_documented(fixtures_dir):
     assert (fixtures_dir / "run_dir" / "debug.cbor").is_file()
     assert "run_dir/" in readme
     total = sum(f.stat().st_size for f in fixtures_dir.rglob("*") if f.is_file())
-    assert total < 8 * 2**20  # fixtures stay small
+    # fixtures stay small: 8 MiB held the samples and the real Kineto traces; the real rocprofv3 file
+    # (fixtures/real/traces/rocprofv3_mi350_train.json.gz, 1.6 MiB, bytes unchanged) took the budget to 10 MiB
+    assert total < 10 * 2**20
 
 
 def test_real_target_sizes(samples):
