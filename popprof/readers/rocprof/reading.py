@@ -139,7 +139,7 @@ def read(
     rank = trace_rank({}, path)
     events["rank"] = frame.constant_int(len(events), rank)
     events["bookkeeping"] = np.zeros(len(events), dtype=bool)
-    threads = _threads(events, by_handle, queues, copy_tracks, host_pid, meta, rank)
+    threads = _threads(events, by_handle, queues, (copy_track, copy_tracks), host_pid, meta, rank)
     metadata = _metadata(path, meta, by_handle, counts, int(backwards.sum()), built, rank)
     name = path.name.removesuffix(".gz").removesuffix(".json") or path.stem
     return Profile(
@@ -222,7 +222,7 @@ def _kernels(
     known = _kernel_names(path, tool)
     distinct, inverse = np.unique(kernel, return_inverse=True)
     table = [known.get(k, f"kernel {k}") for k in distinct.tolist()]
-    codes, names = names_of(np.arange(len(distinct))[inverse.reshape(-1)], table, "kernel {}")
+    codes, names = names_of(inverse.reshape(-1), table, "kernel {}")
     cols.add(
         KERNEL_CHANNEL,
         codes,
@@ -336,12 +336,13 @@ def _threads(
     events: pd.DataFrame,
     by_handle: dict[int, Gpu],
     queues: set[tuple[int, int]],
-    copy_gpus: set[int],
+    copies: tuple[int, set[int]],
     host_pid: int,
     meta: dict,
     rank: int | None,
 ) -> pd.DataFrame:
-    """The threads table: a GPU's tracks named ``queue N`` / ``copies``, its process by the GPU's product."""
+    """The threads table: a GPU's tracks named ``queue N`` / ``copies`` (``copies``: the copy track and the
+    GPUs that have one), its process by the GPU's product."""
     gpu_by_index = {g.index: g for g in by_handle.values()}
     command = meta.get("command")
     program = (
@@ -351,7 +352,7 @@ def _threads(
     )
     process_names = {g.index: g.label for g in gpu_by_index.values()}
     process_names.setdefault(host_pid, program or f"process {host_pid}")
-    copy_track = max((q for _, q in queues), default=-1) + 1
+    copy_track, copy_gpus = copies
     thread_names = {(g, q): f"queue {q}" for g, q in queues}
     thread_names.update({(g, copy_track): "copies" for g in copy_gpus})
     threads = frame.build_threads(events, process_names, thread_names)
