@@ -116,8 +116,8 @@ def read(
     stream = cols.joined("stream", np.int64)
     correlation = cols.joined("correlation", np.int64)
     device = cols.joined("device", np.int64)
-    labels = sorted(set(device[device >= 0].tolist()))
-    device_codes = np.searchsorted(np.asarray(labels, dtype=np.int64), device).astype(np.int32)
+    labels = np.unique(device[device >= 0])  # the GPU indexes used, sorted
+    device_codes = np.searchsorted(labels, device).astype(np.int32)
     device_codes[device < 0] = -1
     events, built = frame.build_events(
         pid=cols.joined("pid", np.int64),
@@ -133,7 +133,7 @@ def read(
         extra={
             "stream": pd.arrays.IntegerArray(np.maximum(stream, 0), stream < 0),
             "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
-            "device": (device_codes, [f"gpu:{d}" for d in labels]),
+            "device": (device_codes, [f"gpu:{d}" for d in labels.tolist()]),
         },
     )
     rank = trace_rank({}, path)
