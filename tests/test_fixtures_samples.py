@@ -38,10 +38,10 @@ def test_every_listed_fixture_exists_and_is_documented(fixtures_dir):
     assert (fixtures_dir / "run_dir" / "debug.cbor").is_file()
     assert "run_dir/" in readme
     total = sum(f.stat().st_size for f in fixtures_dir.rglob("*") if f.is_file())
-    # fixtures stay small: 8 MiB held the samples and the real Kineto traces; TraceLens's trace of a graph
-    # capture (fixtures/real/traces/tracelens_mi300x_vllm_graph_capture.json.gz, 2.4 MiB, bytes unchanged)
-    # took the budget to 11 MiB
-    assert total < 11 * 2**20
+    # fixtures stay small: 8 MiB held the samples and the real Kineto traces; the real rocprofv3 file
+    # (fixtures/real/traces/rocprofv3_mi350_train.json.gz, 1.6 MiB) and TraceLens's trace of a graph capture
+    # (tracelens_mi300x_vllm_graph_capture.json.gz, 2.4 MiB), both bytes unchanged, took it to 12 MiB
+    assert total < 12 * 2**20
 
 
 def test_real_target_sizes(samples):

@@ -117,3 +117,19 @@ def test_every_kernel_of_the_real_traces_is_public_except_tensile_and_mangled(gr
     assert len(kernels) > 200
     not_public = {k for k in kernels if not grammar.public(k)}
     assert not_public and all(k.startswith(("Cijk_", "_Z")) for k in not_public), sorted(not_public)[:5]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
+        "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)",
+    ],
+)
+def test_the_generic_nccl_kernel_is_public_to_the_redactor_and_the_leak_scan(grammar, name):
+    """RCCL's generic kernel (``rocprofv3_mi350_train.json.gz`` runs ``ncclDevKernel_Generic_1``): the grammar kept
+    it, and the scan, whose vocabulary lacked the word ``Generic``, refused the output."""
+    from popprof.redaction.scan_vocabulary import ScanVocabulary
+
+    assert grammar.public(name)
+    assert name in ScanVocabulary()

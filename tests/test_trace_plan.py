@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from real_inputs import NOT_CHROME
 
 import popprof
 from popprof.io import parallel
@@ -19,8 +20,10 @@ from popprof.testing import trace_synth as synth
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "fixtures" / "real" / "traces"
-#: every real trace (fixtures/real/traces/README.md gives where each comes from)
-REAL_TRACES = sorted(p.relative_to(REAL).as_posix() for p in REAL.rglob("*.json.gz"))
+#: every real Chrome trace (fixtures/real/traces/README.md gives where each comes from)
+REAL_TRACES = sorted(
+    p.relative_to(REAL).as_posix() for p in REAL.rglob("*.json.gz") if p.name not in NOT_CHROME
+)
 PLANS = [(parser, workers) for parser in chrome_plan.PARSERS for workers in chrome_plan.WORKERS]
 
 

@@ -44,8 +44,8 @@ LIMITS: dict[str, Limit] = {
             "POPPROF_MAX_TEXT_BYTES",
             256 << 20,
             "bytes",
-            "the bytes of an input read whole (a text summary or log, SDK 1.x JSON parsed in one go), "
-            "after decompression",
+            "the bytes of an input read whole (a text summary or log, SDK 1.x JSON parsed in one go, rocprofv3 "
+            "JSON), after decompression",
         ),
         Limit("line-bytes", "POPPROF_MAX_LINE_BYTES", 1 << 20, "bytes", "one line of a text input"),
         Limit("string-bytes", "POPPROF_MAX_STRING_BYTES", 64 << 20, "bytes", "one JSON string"),

@@ -24,6 +24,7 @@ READER_MODULES: tuple[str, ...] = (
     "pvti",
     "baseline",
     "sdk1_json",
+    "rocprof",
     "chrome",
     "text_summary",
     "oom_log",
@@ -31,7 +32,7 @@ READER_MODULES: tuple[str, ...] = (
 
 #: Readers that classify device activity themselves (``device_map`` option); other readers' events
 #: (a bundle of a trace) are re-classified after reading.
-MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti"})
+MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti", "rocprof"})
 
 
 def reader_modules() -> Iterator[ModuleType]:
@@ -76,5 +77,5 @@ def detect(path: Path) -> ModuleType:
         path,
         "not a recognised profile format",
         "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-        "SDK 1.x JSON, Chrome trace JSON or a log with a Poplar out-of-memory message",
+        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON or a log with a Poplar out-of-memory message",
     )

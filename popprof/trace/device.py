@@ -108,7 +108,19 @@ PVTI_DEVICE_MAP: dict[str, str] = {
     r"(?i:engine ?(?:::)?run|\brun\b|execut|\bprogram\b)",
 }
 
-DEFAULT_MAPS: dict[str, dict[str, str]] = {"chrome_trace": CHROME_DEVICE_MAP, "pvti": PVTI_DEVICE_MAP}
+#: rocprofiler-sdk JSON (:mod:`popprof.readers.rocprof`): kernels and copies carry Kineto's channels (``kernel``,
+#: ``gpu_memcpy``) and names, so the Chrome rules hold; host calls are on the channel of their record section
+#: (``hip_api``, ``hsa_api``, ``marker_api``, ``rccl_api``), of which HIP's synchronising calls are host waits.
+ROCPROF_DEVICE_MAP: dict[str, str] = {
+    **CHROME_DEVICE_MAP,
+    "host_wait": rf"^hip_api:(?:{_SYNC_CALLS})$",
+}
+
+DEFAULT_MAPS: dict[str, dict[str, str]] = {
+    "chrome_trace": CHROME_DEVICE_MAP,
+    "pvti": PVTI_DEVICE_MAP,
+    "rocprof": ROCPROF_DEVICE_MAP,
+}
 
 
 def load_device_map(value: str | Mapping[str, str | None] | None) -> dict[str, str | None] | None:

@@ -110,6 +110,7 @@ TARGET_VALUES = frozenset(
         "text_summary",
         "sdk1_json",
         "chrome_trace",
+        "rocprof",
         "archive",
         "oom_log",  # every reader's FORMAT name is public (popprof/readers)
         "baseline",
@@ -133,6 +134,10 @@ CHROME_VALUES = frozenset(
         "gpu_memset",
         "cuda_runtime",
         "cuda_driver",
+        "hip_api",  # rocprofiler-sdk record sections (popprof.readers.rocprof channels)
+        "hsa_api",
+        "marker_api",
+        "rccl_api",
         "python_function",
         "user_annotation",
         "gpu_user_annotation",
@@ -691,6 +696,9 @@ GPU_MODEL_WORDS = frozenset(
 #: Fixed texts that record functions and thread labels wrap around a public name (Kineto's
 #: ``thread 123 (NAME)``, PyTorch's ``autograd::engine::evaluate_function: NAME``).
 WRAPPER_TEXTS = frozenset({"autograd::engine::evaluate_function", "thread"})
+#: The generic device kernel of NCCL (2.19 and later) and RCCL (``ncclDevKernel_Generic``, ``..._Generic_1``),
+#: which the NCCL grammar of :mod:`..names` accepts beside the parts ``nccl_kernels.json`` lists.
+NCCL_GENERIC_KERNELS = frozenset({"ncclDevKernel_Generic"})
 #: Profiler labels and record-function names that popprof's GPU patterns accept (TensorFlow's and
 #: PyTorch's own, ``gpu_vocabulary.GPU_PATTERNS``), as names of their own.
 PROFILER_LABELS = frozenset(
