@@ -94,7 +94,13 @@ def test_several_devices_in_one_finding_with_the_worst_deciding_the_severity():
         (1, "gpu:1", "k", "compute", 0.0, 300.0),
         (1, "gpu:1", "k", "compute", 700.0, 300.0),
     ]  # 40 %
-    (f,) = check(gpu_trace(device), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 50.0})
+    host = [
+        (0, "train_step", None, 0.0, 1000.0),
+        (1, "train_step", None, 0.0, 1000.0),
+    ]  # a trace with host events
+    (f,) = check(
+        gpu_trace(device, host), rules=["host.device-gaps"], params={"host.device-gaps.min_gap_us": 50.0}
+    )
     assert f.where["devices"] == ["rank 1 gpu:1", "rank 0 gpu:0"]
     assert f.severity == "error" and f.value == pytest.approx(0.4) and f.threshold == 0.30
     assert f.message.startswith("2 of 2 devices idle >= 10 %")

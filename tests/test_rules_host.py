@@ -128,15 +128,18 @@ def test_device_gap_shorter_than_threshold_is_ignored():
 
 def test_device_gaps_share_exactly_at_warning():
     device = [("k", "compute", 0.0, 450.0), ("k", "compute", 550.0, 450.0)]  # one 100 us gap in 1,000 us
-    f = gaps(trace(device, []), min_gap_us=100.0).items[0]
+    setup = [(1, None, 0, 1, "setup", -5000.0, 1000.0)]  # host work, none of it in the gap
+    f = gaps(trace(device, setup), min_gap_us=100.0).items[0]
     assert f.severity == "warning" and f.value == pytest.approx(0.10)
     assert "no host work was recorded during the gaps" in f.message
 
 
 def test_no_gap_passes_even_with_a_zero_threshold():
     device = [("k", "compute", 0.0, 100.0), ("k", "compute", 100.0, 100.0)]  # back to back: no gap at all
-    found = gaps(trace(device, []), warning=0.0, min_gap_us=0.0)
+    found = gaps(trace(device, [(1, None, 0, 1, "setup", -5000.0, 1000.0)]), warning=0.0, min_gap_us=0.0)
     assert found.items == [] and found.evaluated == ["host.device-gaps"]
+    # a trace of device work alone says nothing of the host: not evaluated
+    assert gaps(trace(device, []), warning=0.0, min_gap_us=0.0).evaluated == []
 
 
 def test_leading_and_trailing_idle_are_excluded():
@@ -147,7 +150,7 @@ def test_leading_and_trailing_idle_are_excluded():
 
 def test_nested_device_events_do_not_hide_gaps():
     device = [("step", "compute", 0.0, 100.0), ("k", "compute", 500.0, 100.0)]
-    profile = trace(device, [])
+    profile = trace(device, [(1, None, 0, 1, "train_step", 0.0, 600.0)])  # a trace with host events
     events = profile.events.copy()
     child = events.iloc[[0]].assign(event_id=999, parent_id=100, depth=1, start_us=10.0, dur_us=50.0)
     profile.set_table("events", pd.concat([events, child], ignore_index=True))
@@ -234,3 +237,26 @@ def test_a_long_event_below_the_error_level_is_a_warning_for_any_such_event() ->
     host = [(1, None, 0, 1, "optimizer.step", 100.0, 10_000.0)]
     (raised,) = long_events(trace(device, host), error=1.0, warning=0.5).items
     assert "(warning at >= 50 %)" in raised.message
+
+
+def test_a_device_only_trace_does_not_say_the_device_waited_on_the_host() -> None:
+    """A rocprofv3 kernel trace without its API records (the real MI350X file) holds no host work: the time
+    account calls the device's idle "cause unknown", and host.device-gaps, which would call it waiting on the
+    host, is not evaluated and says why."""
+    from pathlib import Path
+
+    import popprof
+    from popprof.metrics.account import run_account
+
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+    profile = popprof.open(real / "rocprofv3_mi350_train.json.gz")
+    found = check(profile, rules=["host.device-gaps"])
+    assert not found.items
+    ((rule_id, why),) = found.not_evaluated
+    assert rule_id == "host.device-gaps" and why.startswith(
+        "needs host events: the trace records no host event"
+    )
+    account = run_account(profile).iloc[0]
+    assert account["idle_host"] == 0 and account["idle_other"] / account["window_us"] == pytest.approx(
+        0.72, abs=0.005
+    )

@@ -31,6 +31,7 @@ from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import time_origin
 from ..model.profile import Profile
+from ..trace import masks
 from ..trace.activity import labels_mask
 from ..trace.intervals import (
     DeviceActivity,
@@ -182,6 +183,12 @@ def stream_copy(profile: Profile, ctx: RuleContext) -> list[Finding]:
 )
 def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
+    if masks.device_activity_mask(profile).all():  # the account calls such idle "cause unknown"
+        raise NotEvaluated(
+            "needs host events: the trace records no host event (a device-only trace, such as rocprofv3's "
+            "kernel trace without its API records), so whether the host held the device cannot be told; the "
+            "time account shows that idle as 'cause unknown'"
+        )
     per_device = []
     capture = graph_capture(profile)
     captured: dict[
