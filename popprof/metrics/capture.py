@@ -23,7 +23,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import category_mask
-from ..trace.intervals import DeviceActivity, thread_keys
+from ..trace.intervals import DeviceActivity
 
 #: Host calls only stream capture and graph building make (CUDA runtime and driver, HIP): a stream's capture
 #: begins and ends, a graph is instantiated. (``*StreamIsCapturing`` and ``*StreamGetCaptureInfo`` are not
@@ -61,13 +61,12 @@ KERNEL_LAUNCHES = (
 @dataclass(frozen=True)
 class GraphCapture:
     """What a trace shows of graph capture: the capture calls by name, the kernel launch calls, and the captured
-    ones (rows in ``events``, with their start and thread key, sorted by start)."""
+    ones (rows in ``events``, with their start and rank code, sorted by start)."""
 
     calls: dict[str, int]
     launches: int
     rows: np.ndarray
     start: np.ndarray
-    thread: np.ndarray
     rank: np.ndarray
 
     @property
@@ -85,20 +84,6 @@ class GraphCapture:
         """Per device gap ``[gs, ge)``: whether a captured launch of ``rank`` was called inside it."""
         starts = self.of_rank(rank)
         return np.searchsorted(starts, ge, side="left") > np.searchsorted(starts, gs, side="left")
-
-    def inside(self, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """Per host event (its thread key, start and end): whether a captured launch was called inside it on
-        its thread (the event is capture work: ``torch.cuda.graph``'s ``capture_end``, a graph runner's
-        ``capture``)."""
-        out = np.zeros(len(start), dtype=bool)
-        for key in np.unique(self.thread):
-            mine = thread == key
-            if not mine.any():
-                continue
-            starts = self.start[self.thread == key]
-            lo = np.searchsorted(starts, start[mine], side="left")
-            out[mine] = np.searchsorted(starts, end[mine], side="right") > lo
-        return out
 
 
 def graph_capture(profile: Profile) -> GraphCapture | None:
@@ -135,7 +120,6 @@ def _graph_capture(profile: Profile) -> GraphCapture | None:
         launches=len(launch_rows),
         rows=rows,
         start=start,
-        thread=thread_keys(events["pid"].to_numpy()[rows], events["tid"].to_numpy()[rows]),
         rank=masks.rank_array(profile)[rows],
     )
 
