@@ -147,7 +147,8 @@ def test_one_launch_delay_p95_wherever_the_summary_shows_it() -> None:
     """The B200 decode's one GPU: the trace section's per-device launch delays and the launches section hold
     the same 95th percentile, to the bit, and the text prints it once the same way (the per-device table went
     through ``DataFrame.to_json``, whose 10 decimals made 113.94999999999993 us 113.95: "114.0 us" beside
-    "113.9 us")."""
+    "113.9 us"). Durations print to the nanosecond first (``units.TIME_DECIMALS``): the text says what the JSON
+    says, 113.95 us as "114.0 us", not the float noise's "113.9 us"."""
     from popprof.report.summary import render_text
 
     doc = popprof.summary(REAL / "tracelens_b200_vllm_eager.json.gz")
@@ -155,4 +156,4 @@ def test_one_launch_delay_p95_wherever_the_summary_shows_it() -> None:
     assert device["p95_us"] == doc["launches"]["delay_p95_us"] == pytest.approx(113.95)
     assert device["median_us"] == doc["launches"]["delay_median_us"]
     text = render_text(doc)
-    assert text.count("p95 113.9 us") == 2 and "114.0 us" not in text
+    assert text.count("p95 114.0 us") == 2 and "113.9 us" not in text

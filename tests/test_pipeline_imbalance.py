@@ -13,6 +13,7 @@ from pop_helpers import report_store
 
 import popprof
 from popprof.cli import cli
+from popprof.io import units
 from popprof.metrics.pipeline import pipeline_imbalance, stage_times, step_imbalance
 from popprof.rules import check
 from popprof.testing.synth import make_profile
@@ -120,17 +121,23 @@ def test_single_ipu_and_profiles_without_execution_give_nothing(tmp_path, pva_do
     assert check(noexec, rules=["distributed.stage-imbalance"]).not_evaluated
 
 
-def _close(got: object, expected: object) -> bool:
+def _close(got: object, expected: object, key: str = "") -> bool:
     """``got`` (read back from JSON) equals ``expected`` with floats compared approximately, at any depth
-    (``pytest.approx`` takes no nested dicts or lists of dicts)."""
+    (``pytest.approx`` takes no nested dicts or lists of dicts); a time (``*_us``) as JSON gives it, to the ns."""
     if isinstance(expected, dict):
         return (
             isinstance(got, dict)
             and got.keys() == expected.keys()
-            and all(_close(got[k], expected[k]) for k in expected)
+            and all(_close(got[k], expected[k], k) for k in expected)
         )
     if isinstance(expected, list | tuple):
-        return isinstance(got, list) and len(got) == len(expected) and all(map(_close, got, expected))
+        return (
+            isinstance(got, list)
+            and len(got) == len(expected)
+            and all(_close(g, e, key) for g, e in zip(got, expected, strict=True))
+        )
+    if key.endswith("_us") and isinstance(expected, float):
+        return got == round(expected, units.TIME_DECIMALS)
     if isinstance(expected, float) or isinstance(got, float):
         return got == pytest.approx(expected)
     return got == expected

@@ -75,9 +75,10 @@ def summary_command(
         path, engine, **reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
     )
     if fmt == "csv":
+        from ..io.jsonout import times_to_the_nanosecond
         from ..metrics.devices import device_table
 
-        emit(device_table(profiles.values()).to_csv(index=False), output)
+        emit(times_to_the_nanosecond(device_table(profiles.values())).to_csv(index=False), output)
         return
     from ..io.progress import progress
     from ..report.explain import explained_summary

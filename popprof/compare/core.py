@@ -22,6 +22,9 @@ from ..model.profile import NEEDS_HINT, Profile
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis
 
+#: Two times in microseconds closer than this are the same (the nanosecond a baseline's JSON keeps).
+TIME_TOLERANCE_US = 10.0**-units.TIME_DECIMALS
+
 #: Default relative tolerance under which a program / event total counts as "unchanged".
 DEFAULT_TOLERANCE = 0.01
 
@@ -341,7 +344,7 @@ def _diff_metrics(
             abs_change = nv - bv
             rel_change = _relative(bv, nv)
             if status is None:
-                status = "unchanged" if _same(bv, nv) else "changed"
+                status = "unchanged" if _same(bv, nv, m.unit if m else "") else "changed"
             if status != "unchanged" and better in ("lower", "higher"):
                 worse = (abs_change > 0) if better == "lower" else (abs_change < 0)
             elif better in ("lower", "higher"):
@@ -404,8 +407,11 @@ def _family_members(
     return out
 
 
-def _same(a: float, b: float) -> bool:
-    return a == b or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+def _same(a: float, b: float, unit: str = "") -> bool:
+    """Whether two values of a metric are the same: equal to 12 digits, or, for a time, within the
+    nanosecond JSON keeps (a baseline holds times to the ns, :mod:`popprof.io.jsonout`)."""
+    tolerance = TIME_TOLERANCE_US if unit == "us" else 0.0
+    return a == b or math.isclose(a, b, rel_tol=1e-12, abs_tol=tolerance)
 
 
 def _relative(base: float, new: float) -> float:

@@ -37,7 +37,7 @@ from ..io import units
 from ..io.config import Config, load_config
 from ..io.plural import plural
 from ..model.errors import InputError, UsageError
-from .core import COMPARED, ProfileDiff
+from .core import COMPARED, TIME_TOLERANCE_US, ProfileDiff
 
 #: The budget used when none is configured. Documented in docs/diff.md.
 DEFAULT_BUDGET: dict[str, dict[str, float]] = {
@@ -473,7 +473,8 @@ def _check(
     exactly as stored, so a change exactly at a limit passes and the smallest
     step beyond it fails, at any magnitude. Only when a value is fractional (a
     ratio computed in floating point) does a slack of 1e-12 of its magnitude
-    absorb rounding.
+    absorb rounding; a time (unit ``us``) also gets the nanosecond a baseline's
+    JSON keeps it to (:data:`popprof.compare.core.TIME_TOLERANCE_US`).
     """
     out = []
     if not (math.isfinite(base) and math.isfinite(new)):
@@ -495,6 +496,8 @@ def _check(
     d_base, d_new = Decimal(base), Decimal(new)
     integral = float(base).is_integer() and float(new).is_integer()
     slack = Decimal(0) if integral else Decimal(max(abs(base), abs(new))) * _EPS
+    if unit == "us":
+        slack = max(slack, Decimal(TIME_TOLERANCE_US))
     worse = _worsening(d_new - d_base, better)
     direction = {"lower": "growth", "higher": "shrink"}.get(better or "", "change")
 

@@ -33,6 +33,12 @@ from decimal import Decimal, InvalidOperation
 #: What a missing figure prints as in running text (tables may pass ``missing="—"``).
 MISSING = "n/a"
 
+#: Decimals of a time in microseconds wherever popprof prints one: the nanosecond, the resolution of Kineto's
+#: and rocprof's clocks. A time is rounded to it before anything else (JSON and CSV print it so; text rounds
+#: it further), so that a figure computed as 47.349999 us from a clock near 1.4e12 us, and read back from
+#: JSON as 47.35, print the same in every output.
+TIME_DECIMALS = 3
+
 _BINARY = (("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
@@ -98,8 +104,9 @@ def nbytes(value: object, *, signed: bool = False, missing: str = MISSING) -> st
 
 
 def duration(us: object, *, signed: bool = False, missing: str = MISSING) -> str:
-    """A duration given in microseconds: ``850.0 us``, ``45.20 ms``, ``1.230 s``."""
-    parts = _parts(us, signed, missing)
+    """A duration given in microseconds: ``850.0 us``, ``45.20 ms``, ``1.230 s`` (to the nanosecond first:
+    :data:`TIME_DECIMALS`)."""
+    parts = _parts(us if _absent(us) else round(float(us), TIME_DECIMALS), signed, missing)  # type: ignore[arg-type]
     if isinstance(parts, str):
         return parts
     sign, value = parts
