@@ -280,3 +280,20 @@ def test_gpu_communication_findings_say_when_it_is_mostly_skew():
         assert "distributed.stragglers" in finding.message
     two = check(popprof.open(traces / "two_ranks"), rules=["exchange.phases", "exchange.share"])
     assert two.items and not any("synchronisation skew" in f.message for f in two.items)
+
+
+def test_gpu_phases_name_their_kernels_by_the_callable_alone():
+    """A sentence names a kernel by its callable (io.names.kernel_words, as host.launch-overhead does): on the
+    real DLRM step the phases said "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long,
+    ncclWork*)" five times; ``where`` keeps the full signatures for tools."""
+    from pathlib import Path
+
+    import popprof
+    from popprof.rules import check
+
+    traces = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+    (finding,) = check(popprof.open(traces / "dlrm_8ranks"), rules=["exchange.phases"]).items
+    assert "(ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t 2.15 ms)" in finding.message
+    assert "ncclDevComm*" not in finding.message
+    full = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+    assert full in finding.where["programs"]

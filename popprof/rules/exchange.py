@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import units
+from ..io.names import kernel_words
 from ..io.plural import plural
 from ..metrics import execution as ex
 from ..metrics.collectives import collective_calls, collective_skew_by_rank, skew_spans, world_size_unseen
@@ -245,6 +246,10 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     local, threshold = band(worst["share"], params["moderate"], params["high"])
     listed = []
     origin = time_origin(profile) or 0.0
+    gpu = ctx.platform == "gpu"
+    dominant = list(dict.fromkeys(n for ph in chosen for n, _ in ph["dominant"]))
+    # a sentence names a kernel by its callable alone (io.names); an IPU program as the profile has it
+    word = dict(zip(dominant, kernel_words(dominant) if gpu else dominant, strict=True))
     for ph in chosen:
         who = f"{ph['label']} " if ph["label"] else ""
         text = (
@@ -252,10 +257,9 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
             f"{units.percent(ph['share'])} of {units.duration(ph['total_us'])} busy"
         )
         if ph["dominant"]:
-            text += " (" + ", ".join(f"{n} {units.duration(v)}" for n, v in ph["dominant"]) + ")"
+            text += " (" + ", ".join(f"{word[n]} {units.duration(v)}" for n, v in ph["dominant"]) + ")"
         listed.append(text)
     devices = list(dict.fromkeys(ph["label"] for ph in chosen if ph["label"]))
-    gpu = ctx.platform == "gpu"
     heavy, moved = (
         ("communication", "communication + stream sync") if gpu else ("exchange", "exchange + sync")
     )
@@ -269,7 +273,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
     )
     if len(phases) > len(chosen):
         message += f" ({plural(len(phases) - len(chosen), 'smaller phase')} not listed)"
-    programs = list(dict.fromkeys(n for ph in chosen for n, _ in ph["dominant"]))
+    programs = dominant
     where = {
         "time_us": (float(worst["lo"]), float(worst["hi"])),
         "programs": programs,
