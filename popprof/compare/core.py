@@ -19,6 +19,7 @@ from ..io import units
 from ..io.plural import plural
 from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
+from ..trace.activity import is_bookkeeping
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis
 
@@ -540,9 +541,13 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per event name: occurrences and summed duration in microseconds.
 
     The profiler's step annotations (``ProfilerStep#12``) count as one name, ``ProfilerStep#*``: two runs
-    number their steps differently, and what compares is the steps' count and time.
+    number their steps differently, and what compares is the steps' count and time. The profiler's own
+    bookkeeping (``PyTorch Profiler (0)``, its recording window, and the like: ``events.bookkeeping``) is left
+    out, as HolisticTraceAnalysis's TraceDiff leaves it out: it is no work of the run
+    (``trace.recorded_span_us`` compares the recording).
     """
     codes, names = _codes(events["name"])
+    codes = np.where(is_bookkeeping(events), -1, codes)
     steps = names.str.startswith(STEP_PREFIX)
     if steps.any():
         names = pd.Index(np.where(steps, STEP_PREFIX + "*", names.to_numpy(dtype=object)), dtype="str")
