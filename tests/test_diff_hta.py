@@ -121,3 +121,14 @@ def test_the_cli_names_the_changes(capsys) -> None:
     out = capsys.readouterr().out
     assert "events (by name, total duration): 0 grown, 2 shrunk, 3 added, 0 removed" in out
     assert "All2All_Pooled_Req" in out and "nccl:all_reduce" in out
+    # three kernels of the pair read "void at::native::vectorized_elementwise_kernel<...>(...)" at the table's
+    # width: the one that changed is shown with the argument that tells it apart
+    assert "  void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>, ...>(...)  " in out
+    assert "kernel<...>(...)" not in out
+
+
+def test_markdown_names_the_changed_kernel_apart_too(capsys) -> None:
+    assert main(["diff", str(BASE), str(NEW), "--no-gate", "--format", "markdown"]) == 0
+    assert "`void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>, ...>(...)`" in (
+        capsys.readouterr().out
+    )

@@ -8,13 +8,35 @@ from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..io import jsonout, units
-from ..io.names import short_names
+from ..io.names import NAME_WIDTH, short_name, short_names
 from ..io.plural import plural
 from . import junit
 from . import markdown as md
 
 #: Widest program or event name in a diff table (the full name stays in the JSON).
 DIFF_NAME_WIDTH = 60
+
+
+def _shown_names(shown: pd.Series, every: pd.Series, width: int = DIFF_NAME_WIDTH) -> list[str]:
+    """The names of a section's rows shortened to ``width`` so that none reads like another name of the section.
+
+    Only some rows are shown, but the reader knows the section's other names (the profile has them): a kernel
+    shortened to ``void at::native::vectorized_elementwise_kernel<...>(...)`` would read as any of the three such
+    kernels of HTA's ``trace_compare`` pair. A shown name that reads like another of ``every`` is shown as wide
+    as a summary's tables show names (``NAME_WIDTH``), where the argument that tells them apart fits
+    (``...<4, CUDAFunctor_add<int>, ...>(...)``), numbered among them when even that reads the same.
+    """
+    names = [str(n) for n in shown]
+    shorts = short_names(names, width)
+    long_ones = {str(n) for n in every if len(str(n)) > width} | {n for n in names if len(n) > width}
+    readers: dict[str, list[str]] = {}
+    for name in sorted(long_ones):
+        readers.setdefault(short_name(name, width), []).append(name)
+    out = []
+    for name, short in zip(names, shorts, strict=True):
+        alike = readers.get(short_name(name, width), [name]) if name in long_ones else [name]
+        out.append(short if len(alike) == 1 else short_names(alike, NAME_WIDTH)[alike.index(name)])
+    return out
 
 
 def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
@@ -174,7 +196,7 @@ def render_text(
                         r.status,
                     ]
                     for name, r in zip(
-                        short_names(top_named["name"], DIFF_NAME_WIDTH),
+                        _shown_names(top_named["name"], frame["name"]),
                         top_named.itertuples(index=False),
                         strict=True,
                     )
@@ -316,7 +338,7 @@ def render_markdown(
                     r.status,
                 ]
                 for name, r in zip(
-                    short_names(top_named["name"], DIFF_NAME_WIDTH),
+                    _shown_names(top_named["name"], getattr(result, section)["name"]),
                     top_named.itertuples(index=False),
                     strict=True,
                 )
