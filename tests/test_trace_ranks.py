@@ -183,3 +183,21 @@ def test_a_lone_file_without_a_rank_is_rank_0_and_one_thread_reads_so(tmp_path: 
     captured = capsys.readouterr()
     assert "2,467 events on 1 thread, rank 0;" in captured.out
     assert "given the lowest rank no file has" in captured.err
+
+
+def test_a_directory_of_runs_names_them_in_its_one_line(tmp_path: Path, capsys) -> None:
+    """HTA's ``tests/data/trace_compare``: ``base/`` and ``test/``, one trace each, nothing directly inside."""
+    for side, name in (
+        ("base", "hta_trace_compare_base.json.gz"),
+        ("test", "hta_trace_compare_test.json.gz"),
+    ):
+        (tmp_path / side).mkdir()
+        shutil.copy(REAL / name, tmp_path / side / name)
+    assert main(["summary", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.rstrip().endswith(
+        "its subdirectories base, test hold traces: give one of them (each is a run)"
+    )
+    assert main(["diff", str(tmp_path / "base"), str(tmp_path / "test"), "--no-gate"]) == 0
+    assert "3 added" in capsys.readouterr().out
