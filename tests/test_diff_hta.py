@@ -92,6 +92,14 @@ def test_changes_inside_the_iterations_are_htas(result) -> None:
     )
 
 
+def test_device_names_are_htas_gpu_events(result) -> None:
+    """HTA's ``DeviceType.GPU`` (events on a stream) against popprof's ``where``: the same names, the rest host."""
+    gpu = set(HTA["whole_trace_gpu_names"]["control"]) | set(HTA["whole_trace_gpu_names"]["test"])
+    where = result.events.set_index("name")["where"]
+    assert set(where[where == "device"].index) == gpu and len(gpu) == 6
+    assert set(where[where != "device"]) == {"host"}
+
+
 def test_bookkeeping_is_left_out_of_the_names(tmp_path: Path) -> None:
     """The profiler's recording window is no work of the run; HTA drops it too. The pair has none, so it is
     added here to the real base file's events, as Kineto writes it."""
@@ -125,6 +133,7 @@ def test_the_cli_names_the_changes(capsys) -> None:
     # width: the one that changed is shown with the argument that tells it apart
     assert "  void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>, ...>(...)  " in out
     assert "kernel<...>(...)" not in out
+    assert out.count("  host\n") == 4 and "  -33.33 %  shrunk  device\n" in out
 
 
 def test_markdown_names_the_changed_kernel_apart_too(capsys) -> None:

@@ -19,7 +19,7 @@ from ..io import units
 from ..io.plural import plural
 from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
-from ..trace.activity import is_bookkeeping
+from ..trace.activity import is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis
 
@@ -74,7 +74,8 @@ class ProfileDiff:
     ``metrics``: one row per metric of the shared registry (name, unit, better,
     base, new, abs_change, rel_change, status, worse); ``tiles``: per global
     tile index both sides have; ``ipus``: per-IPU aggregates (outer join);
-    ``programs`` / ``events``: per name with added/removed/grown/shrunk/unchanged;
+    ``programs`` / ``events``: per name with added/removed/grown/shrunk/unchanged (``events`` also ``where``:
+    host, device or both);
     ``liveness``: per liveness step when the program sequences line up.
     ``notes`` explains mismatches; ``unavailable`` maps a section to why it is empty.
     ``basis`` says, per family (``trace``, ``execution``), whether totals or
@@ -556,11 +557,26 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     valid = codes >= 0
     count = np.bincount(codes[valid], minlength=len(names))
     total = np.bincount(codes[valid], weights=dur[valid], minlength=len(names))
+    on_device = (
+        is_device_activity(events)
+        if "device_category" in events.columns
+        else np.zeros(len(events), dtype=bool)
+    )
+    device = np.bincount(codes[valid], weights=on_device[valid].astype("float64"), minlength=len(names))
     present = count > 0
     return pd.DataFrame(
-        {"count": count[present], "total": total[present]},
+        {"count": count[present], "total": total[present], "device": device[present]},
         index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"),
     )
+
+
+def _where(frame: pd.DataFrame) -> pd.Series:
+    """Per name (the index): ``device`` when every one of its events, both sides, is device work (kernels,
+    copies, memsets: ``trace.activity.is_device_activity``), ``host`` when none is, else ``both``."""
+    device = frame["base_device"].fillna(0).to_numpy() + frame["new_device"].fillna(0).to_numpy()
+    count = frame["base_count"].fillna(0).to_numpy() + frame["new_count"].fillna(0).to_numpy()
+    where = np.select([device <= 0, device >= count], ["host", "device"], default="both")
+    return pd.Series(where, index=frame.index, dtype="str")
 
 
 def _merge_codes(codes: np.ndarray, names: pd.Index) -> tuple[np.ndarray, pd.Index]:
@@ -598,8 +614,11 @@ def _diff_named(
     n.index = n.index.astype("str")
     frame = b.join(n, how="outer")
     frame.index.name = "name"
-    frame = frame.reset_index()
-    return classify_named(frame, tolerance)
+    where = _where(frame) if "base_device" in frame.columns else None
+    out = classify_named(frame.reset_index(), tolerance)
+    if where is not None:  # events: host or device work, HTA's CPU / GPU split of its TraceDiff
+        out["where"] = out["name"].map(where).astype("str")
+    return out
 
 
 def _per(frame: pd.DataFrame, basis: Basis | None, side: str) -> pd.DataFrame:

@@ -39,6 +39,17 @@ def _shown_names(shown: pd.Series, every: pd.Series, width: int = DIFF_NAME_WIDT
     return out
 
 
+def _on(frame: pd.DataFrame) -> list[str]:
+    """The header of the events' host / device column, when the frame has one (programs have none)."""
+    return ["on"] if "where" in frame.columns else []
+
+
+def _where(row: object) -> list[str]:
+    """An events row's ``host`` / ``device`` / ``both`` cell, none for a program's row."""
+    where = getattr(row, "where", None)
+    return [] if where is None else [str(where)]
+
+
 def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = []
@@ -194,6 +205,7 @@ def render_text(
                         units.change(r.change, unit),
                         units.relative(r.rel_change),
                         r.status,
+                        *_where(r),
                     ]
                     for name, r in zip(
                         _shown_names(top_named["name"], frame["name"]),
@@ -201,7 +213,17 @@ def render_text(
                         strict=True,
                     )
                 ],
-                ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
+                [
+                    "name",
+                    "base n",
+                    "new n",
+                    "base total",
+                    "new total",
+                    "change",
+                    "rel",
+                    "status",
+                    *_on(top_named),
+                ],
                 {1, 2, 3, 4, 5, 6},
             )
 
@@ -327,7 +349,7 @@ def render_markdown(
             "",
         ]
         lines += md.table(
-            ["name", "base n", "new n", "change", "rel", "status"],
+            ["name", "base n", "new n", "change", "rel", "status", *_on(top_named)],
             [
                 [
                     md.code(name),
@@ -336,6 +358,7 @@ def render_markdown(
                     units.change(r.change, unit),
                     units.relative(r.rel_change),
                     r.status,
+                    *_where(r),
                 ]
                 for name, r in zip(
                     _shown_names(top_named["name"], getattr(result, section)["name"]),
