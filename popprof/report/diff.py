@@ -24,19 +24,37 @@ def _shown_names(shown: pd.Series, every: pd.Series, width: int = DIFF_NAME_WIDT
     shortened to ``void at::native::vectorized_elementwise_kernel<...>(...)`` would read as any of the three such
     kernels of HTA's ``trace_compare`` pair. A shown name that reads like another of ``every`` is shown as wide
     as a summary's tables show names (``NAME_WIDTH``), where the argument that tells them apart fits
-    (``...<4, CUDAFunctor_add<int>, ...>(...)``), numbered among them when even that reads the same.
+    (``...<4, CUDAFunctor_add<int>, ...>(...)``), numbered among them when even that reads the same. Only the
+    names that begin as a shown one does (up to its first bracket, within ``width``) can read like it: the others
+    are never shortened here.
     """
     names = [str(n) for n in shown]
     shorts = short_names(names, width)
-    long_ones = {str(n) for n in every if len(str(n)) > width} | {n for n in names if len(n) > width}
-    readers: dict[str, list[str]] = {}
-    for name in sorted(long_ones):
-        readers.setdefault(short_name(name, width), []).append(name)
+    heads = {_head(n, width) for n in names if len(n) > width}
+    if not heads:
+        return shorts
+    alike: dict[str, list[str]] = {}
+    for name in sorted({str(n) for n in every} | set(names)):
+        if len(name) > width and _head(name, width) in heads:
+            alike.setdefault(short_name(name, width), []).append(name)
+    wide: dict[str, list[str]] = {}
     out = []
     for name, short in zip(names, shorts, strict=True):
-        alike = readers.get(short_name(name, width), [name]) if name in long_ones else [name]
-        out.append(short if len(alike) == 1 else short_names(alike, NAME_WIDTH)[alike.index(name)])
+        group = alike.get(short_name(name, width), [name]) if len(name) > width else [name]
+        if len(group) == 1:
+            out.append(short)
+            continue
+        key = short_name(name, width)
+        if key not in wide:  # once per group: its names as wide as a summary shows them, numbered if alike
+            wide[key] = short_names(group, NAME_WIDTH)
+        out.append(wide[key][group.index(name)])
     return out
+
+
+def _head(name: str, width: int) -> str:
+    """What shortening to ``width`` keeps of ``name`` whatever its brackets hold: the text before the first one."""
+    cut = min((i for i in (name.find("<"), name.find("("), name.find("[")) if i >= 0), default=len(name))
+    return name[: min(cut, width - 3)]
 
 
 def _on(frame: pd.DataFrame) -> list[str]:
