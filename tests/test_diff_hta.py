@@ -141,3 +141,14 @@ def test_markdown_names_the_changed_kernel_apart_too(capsys) -> None:
     assert "`void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>, ...>(...)`" in (
         capsys.readouterr().out
     )
+
+
+def test_runs_of_different_rank_counts_are_noted() -> None:
+    """HTA compares one rank of each side; popprof every rank, so two runs of 2 and 8 ranks (the real
+    ``two_ranks`` and ``dlrm_8ranks``) add their totals over different numbers of ranks: a note says so."""
+    result = popprof.diff(REAL / "two_ranks", REAL / "dlrm_8ranks")
+    assert any(
+        n.startswith("the two sides hold different numbers of ranks (base 2, new 8)") for n in result.notes
+    )
+    same = popprof.diff(REAL / "two_ranks" / "rank-0.json.gz", NEW)  # one rank each (rank 0, rank 1)
+    assert not any("numbers of ranks" in n for n in same.notes)

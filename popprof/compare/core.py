@@ -225,6 +225,9 @@ def diff(
             "cannot fill are 'not in base' / 'not in new', never 0, and figures on different bases are put on "
             "one basis first or not compared"
         )
+    ranks_note = _ranks_note(base, new)
+    if ranks_note:
+        notes.append(ranks_note)
     base, new, step_note = on_one_step_basis(base, new)
     if step_note:
         notes.append(step_note)
@@ -276,6 +279,27 @@ def diff(
         new_target,
         tolerance,
         basis,
+    )
+
+
+def _rank_count(profile: Profile) -> int | None:
+    """Distinct ranks of a trace's events (a rank directory's, a distributed trace's; a trace that names no rank
+    is one); None for a profile whose events have no ranks at all (an IPU profile's)."""
+    events = profile.get("events")
+    if events is None or events.empty or "rank" not in events.columns:
+        return None
+    return max(int(events["rank"].nunique(dropna=True)), 1)
+
+
+def _ranks_note(base: Profile, new: Profile) -> str | None:
+    """A note when the two traces hold different numbers of ranks: their totals add up over every rank."""
+    b, n = _rank_count(base), _rank_count(new)
+    if b is None or n is None or b == n:
+        return None
+    return (
+        f"the two sides hold different numbers of ranks (base {b}, new {n}): totals (events, device time, "
+        "idle, skew) add up over every rank, so they compare runs of different sizes; compare one rank "
+        "with one rank (open a rank's file) for a like-for-like comparison"
     )
 
 
