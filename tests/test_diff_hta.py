@@ -152,3 +152,19 @@ def test_runs_of_different_rank_counts_are_noted() -> None:
     )
     same = popprof.diff(REAL / "two_ranks" / "rank-0.json.gz", NEW)  # one rank each (rank 0, rank 1)
     assert not any("numbers of ranks" in n for n in same.notes)
+
+
+def test_events_on_device_is_htas_gpu_comparison(capsys) -> None:
+    gpu = set(HTA["whole_trace_gpu_names"]["control"]) | set(HTA["whole_trace_gpu_names"]["test"])
+    device = popprof.diff(BASE, NEW, events_on="device")
+    assert set(device.events["name"]) == gpu
+    assert device.events.set_index("name")["status"].value_counts().to_dict() == {"unchanged": 5, "shrunk": 1}
+    assert any(n.startswith("events: device work only") for n in device.notes)
+    host = popprof.diff(BASE, NEW, events_on="host")
+    assert set(host.events["name"]) == set(popprof.diff(BASE, NEW).events["name"]) - gpu
+    with pytest.raises(ValueError, match="events_on"):
+        popprof.diff(BASE, NEW, events_on="gpu")
+    assert main(["diff", str(BASE), str(NEW), "--no-gate", "--events-on", "device"]) == 0
+    out = capsys.readouterr().out
+    assert "events (by name, total duration): 0 grown, 1 shrunk, 0 added, 0 removed, 5 unchanged" in out
+    assert "nccl:all_reduce" not in out and "CUDAFunctor_add<int>" in out

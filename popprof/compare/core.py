@@ -48,6 +48,11 @@ NAMED_COLUMNS = [
     "rel_change",
     "status",
 ]
+#: ``events_on`` choices: which events each keeps (an event name's ``where``).
+EVENTS_ON = {
+    "device": "every event of the name is device work (kernels, copies, memsets)",
+    "host": "no event of the name is device work",
+}
 TILE_COLUMNS = ["tile", "ipu", "tile_in_ipu", "base_bytes", "new_bytes", "change_bytes", "rel_change"]
 IPU_COLUMNS = [
     "ipu",
@@ -201,6 +206,7 @@ def diff(
     new: Profile,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
+    events_on: str | None = None,
 ) -> ProfileDiff:
     """Compare ``base`` with ``new``; returns a :class:`ProfileDiff`.
 
@@ -208,8 +214,11 @@ def diff(
 
     ``tolerance`` is the relative change of a program's or event's total under
     which it counts as unchanged (default 1 %). Metrics are "unchanged" only
-    when equal.
+    when equal. ``events_on`` (``"device"`` or ``"host"``) keeps the event names of that side only in
+    ``events`` (those whose ``where`` it is: HTA's TraceDiff ``device_type`` GPU or CPU); a note says so.
     """
+    if events_on not in (None, *EVENTS_ON):
+        raise ValueError(f"events_on must be one of {', '.join(EVENTS_ON)} or None, got {events_on!r}")
     if not isinstance(base, Profile) or not isinstance(new, Profile):
         raise TypeError("compare.diff takes two Profiles; popprof.diff opens paths")
     if tolerance < 0 or not math.isfinite(tolerance):
@@ -252,6 +261,11 @@ def diff(
     events = _diff_named(
         base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace")
     )
+    if events_on is not None and "where" in events.columns:
+        events = events[events["where"] == events_on].reset_index(drop=True)
+        notes.append(
+            f"events: {events_on} work only (events_on={events_on!r}; where: {EVENTS_ON[events_on]})"
+        )
     liveness = _diff_liveness(base, new, unavailable)
     keys_differ = _redaction_keys_note(base, new)
     if keys_differ:
