@@ -128,13 +128,25 @@ def check(
     return run_rules(_profile(profile), rules=rules, skip=skip, params=params, config=config)
 
 
-def diff(base: Profile | PathLike, new: Profile | PathLike, *, tolerance: float | None = None) -> ProfileDiff:
-    """Compare two profiles (or paths, a baseline JSON too); returns :class:`popprof.compare.ProfileDiff`."""
+def diff(
+    base: Profile | PathLike,
+    new: Profile | PathLike,
+    *,
+    tolerance: float | None = None,
+    events_on: str | None = None,
+) -> ProfileDiff:
+    """Compare two profiles (or paths, a baseline JSON too); returns :class:`popprof.compare.ProfileDiff`.
+
+    ``events_on``: ``"device"`` or ``"host"`` keeps the trace event names of that side only (``popprof diff
+    --events-on``)."""
     from .compare import DEFAULT_TOLERANCE
     from .compare import diff as compare
 
     return compare(
-        _profile(base), _profile(new), tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance
+        _profile(base),
+        _profile(new),
+        tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        events_on=events_on,
     )
 
 

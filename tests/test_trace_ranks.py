@@ -145,3 +145,59 @@ def test_single_rank_file_carries_its_rank_and_top_level_metadata(name: str) -> 
     rank = int(name[5])
     assert p.events["rank"].unique().tolist() == [rank]
     assert json.loads(p.meta["chrome.top.distributedInfo"])["rank"] == rank
+
+
+def test_two_traces_of_one_rank_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """HTA's ``tests/data/mixed_files``: traces of different runs side by side, each rank 0 (HTA keeps one
+    and warns). Read as one run they would interleave on one device's timeline; popprof refuses them."""
+    shutil.copy(TWO_RANKS / "rank-0.json.gz", tmp_path / "rank-0.json.gz")
+    shutil.copy(REAL / "dlrm_8ranks" / "rank-0.json.gz", tmp_path / "dlrm_worker0.json.gz")
+    with pytest.raises(popprof.InputError, match="more than one trace of one rank"):
+        popprof.open(tmp_path)
+    assert main(["summary", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "rank 0: dlrm_worker0.json.gz, rank-0.json.gz" in err
+
+
+def test_a_file_without_a_rank_gets_a_free_rank_and_a_warning(tmp_path: Path, capsys) -> None:
+    """HTA's ``distributed_info_unavailable`` trace (no ``distributedInfo``) beside a rank-0 trace: it is
+    given rank 1 (its position, 0, is taken), and the CLI says so on stderr."""
+    shutil.copy(REAL / "hta_a100_no_device_activity.json.gz", tmp_path / "a_no_rank.json.gz")
+    shutil.copy(TWO_RANKS / "rank-0.json.gz", tmp_path / "rank-0.json.gz")
+    p = popprof.open(tmp_path)
+    assert json.loads(p.meta["trace.rank_files"]) == {"1": "a_no_rank.json.gz", "0": "rank-0.json.gz"}
+    assert json.loads(p.meta["trace.rank_notes"]) == [
+        "a_no_rank.json.gz: no rank in distributedInfo or the file name; given rank 1"
+    ]
+    assert main(["summary", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "2 ranks (0, 1)" in captured.out
+    assert "1 file of the rank directory has no rank" in captured.err
+
+
+def test_a_lone_file_without_a_rank_is_rank_0_and_one_thread_reads_so(tmp_path: Path, capsys) -> None:
+    """HTA's ``rank_unavailable`` layout: one trace without a rank in a directory is rank 0, as HTA reads it."""
+    shutil.copy(REAL / "hta_a100_no_device_activity.json.gz", tmp_path / "trace.json.gz")
+    assert main(["summary", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "2,467 events on 1 thread, rank 0;" in captured.out
+    assert "given the lowest rank no file has" in captured.err
+
+
+def test_a_directory_of_runs_names_them_in_its_one_line(tmp_path: Path, capsys) -> None:
+    """HTA's ``tests/data/trace_compare``: ``base/`` and ``test/``, one trace each, nothing directly inside."""
+    for side, name in (
+        ("base", "hta_trace_compare_base.json.gz"),
+        ("test", "hta_trace_compare_test.json.gz"),
+    ):
+        (tmp_path / side).mkdir()
+        shutil.copy(REAL / name, tmp_path / side / name)
+    assert main(["summary", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.rstrip().endswith(
+        "its subdirectories base, test hold traces: give one of them (each is a run)"
+    )
+    assert main(["diff", str(tmp_path / "base"), str(tmp_path / "test"), "--no-gate"]) == 0
+    assert "3 added" in capsys.readouterr().out

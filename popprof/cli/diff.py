@@ -106,6 +106,12 @@ def pair_profiles(
     metavar="FRACTION",
     help="Relative change under which a program or event total counts as unchanged [default: 0.01].",
 )
+@click.option(
+    "--events-on",
+    type=click.Choice(["device", "host"]),
+    default=None,
+    help="List only the trace event names of device work (kernels, copies) or of host work.",
+)
 @reading_options(engine=True)
 def diff_command(
     base: str,
@@ -119,6 +125,7 @@ def diff_command(
     output: str | None,
     top: int,
     tolerance: float | None,
+    events_on: str | None,
     engine: str | None,
     device_map: str | None,
 ) -> None:
@@ -152,7 +159,10 @@ def diff_command(
     with progress("popprof diff: comparing", total=len(pairs)) as advance:
         for name, base_profile, new_profile in pairs:
             result = diff(
-                base_profile, new_profile, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance
+                base_profile,
+                new_profile,
+                tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+                events_on=events_on,
             )
             gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
             results.append((name, result, gate_result))

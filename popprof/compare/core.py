@@ -19,6 +19,7 @@ from ..io import units
 from ..io.plural import plural
 from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
+from ..trace.activity import is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis
 
@@ -50,6 +51,11 @@ NAMED_COLUMNS = [
     "rel_change",
     "status",
 ]
+#: ``events_on`` choices: which events each keeps (an event name's ``where``).
+EVENTS_ON = {
+    "device": "every event of the name is device work (kernels, copies, memsets)",
+    "host": "no event of the name is device work",
+}
 TILE_COLUMNS = ["tile", "ipu", "tile_in_ipu", "base_bytes", "new_bytes", "change_bytes", "rel_change"]
 IPU_COLUMNS = [
     "ipu",
@@ -76,7 +82,8 @@ class ProfileDiff:
     ``metrics``: one row per metric of the shared registry (name, unit, better,
     base, new, abs_change, rel_change, status, worse); ``tiles``: per global
     tile index both sides have; ``ipus``: per-IPU aggregates (outer join);
-    ``programs`` / ``events``: per name with added/removed/grown/shrunk/unchanged;
+    ``programs`` / ``events``: per name with added/removed/grown/shrunk/unchanged (``events`` also ``where``:
+    host, device or both);
     ``liveness``: per liveness step when the program sequences line up.
     ``notes`` explains mismatches; ``unavailable`` maps a section to why it is empty.
     ``basis`` says, per family (``trace``, ``execution``), whether totals or
@@ -202,6 +209,7 @@ def diff(
     new: Profile,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
+    events_on: str | None = None,
 ) -> ProfileDiff:
     """Compare ``base`` with ``new``; returns a :class:`ProfileDiff`.
 
@@ -209,8 +217,11 @@ def diff(
 
     ``tolerance`` is the relative change of a program's or event's total under
     which it counts as unchanged (default 1 %). Metrics are "unchanged" only
-    when equal.
+    when equal. ``events_on`` (``"device"`` or ``"host"``) keeps the event names of that side only in
+    ``events`` (those whose ``where`` it is: HTA's TraceDiff ``device_type`` GPU or CPU); a note says so.
     """
+    if events_on not in (None, *EVENTS_ON):
+        raise ValueError(f"events_on must be one of {', '.join(EVENTS_ON)} or None, got {events_on!r}")
     if not isinstance(base, Profile) or not isinstance(new, Profile):
         raise TypeError("compare.diff takes two Profiles; popprof.diff opens paths")
     if tolerance < 0 or not math.isfinite(tolerance):
@@ -226,6 +237,9 @@ def diff(
             "cannot fill are 'not in base' / 'not in new', never 0, and figures on different bases are put on "
             "one basis first or not compared"
         )
+    ranks_note = _ranks_note(base, new)
+    if ranks_note:
+        notes.append(ranks_note)
     base, new, step_note = on_one_step_basis(base, new)
     if step_note:
         notes.append(step_note)
@@ -250,6 +264,11 @@ def diff(
     events = _diff_named(
         base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace")
     )
+    if events_on is not None and "where" in events.columns:
+        events = events[events["where"] == events_on].reset_index(drop=True)
+        notes.append(
+            f"events: {events_on} work only (events_on={events_on!r}; where: {EVENTS_ON[events_on]})"
+        )
     liveness = _diff_liveness(base, new, unavailable)
     keys_differ = _redaction_keys_note(base, new)
     if keys_differ:
@@ -277,6 +296,27 @@ def diff(
         new_target,
         tolerance,
         basis,
+    )
+
+
+def _rank_count(profile: Profile) -> int | None:
+    """Distinct ranks of a trace's events (a rank directory's, a distributed trace's; a trace that names no rank
+    is one); None for a profile whose events have no ranks at all (an IPU profile's)."""
+    events = profile.get("events")
+    if events is None or events.empty or "rank" not in events.columns:
+        return None
+    return max(int(events["rank"].nunique(dropna=True)), 1)
+
+
+def _ranks_note(base: Profile, new: Profile) -> str | None:
+    """A note when the two traces hold different numbers of ranks: their totals add up over every rank."""
+    b, n = _rank_count(base), _rank_count(new)
+    if b is None or n is None or b == n:
+        return None
+    return (
+        f"the two sides hold different numbers of ranks (base {b}, new {n}): totals (events, device time, "
+        "idle, skew) add up over every rank, so they compare runs of different sizes; compare one rank "
+        "with one rank (open a rank's file) for a like-for-like comparison"
     )
 
 
@@ -546,9 +586,13 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per event name: occurrences and summed duration in microseconds.
 
     The profiler's step annotations (``ProfilerStep#12``) count as one name, ``ProfilerStep#*``: two runs
-    number their steps differently, and what compares is the steps' count and time.
+    number their steps differently, and what compares is the steps' count and time. The profiler's own
+    bookkeeping (``PyTorch Profiler (0)``, its recording window, and the like: ``events.bookkeeping``) is left
+    out, as HolisticTraceAnalysis's TraceDiff leaves it out: it is no work of the run
+    (``trace.recorded_span_us`` compares the recording).
     """
     codes, names = _codes(events["name"])
+    codes = np.where(is_bookkeeping(events), -1, codes)
     steps = names.str.startswith(STEP_PREFIX)
     if steps.any():
         names = pd.Index(np.where(steps, STEP_PREFIX + "*", names.to_numpy(dtype=object)), dtype="str")
@@ -557,11 +601,26 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     valid = codes >= 0
     count = np.bincount(codes[valid], minlength=len(names))
     total = np.bincount(codes[valid], weights=dur[valid], minlength=len(names))
+    on_device = (
+        is_device_activity(events)
+        if "device_category" in events.columns
+        else np.zeros(len(events), dtype=bool)
+    )
+    device = np.bincount(codes[valid], weights=on_device[valid].astype("float64"), minlength=len(names))
     present = count > 0
     return pd.DataFrame(
-        {"count": count[present], "total": total[present]},
+        {"count": count[present], "total": total[present], "device": device[present]},
         index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"),
     )
+
+
+def _where(frame: pd.DataFrame) -> pd.Series:
+    """Per name (the index): ``device`` when every one of its events, both sides, is device work (kernels,
+    copies, memsets: ``trace.activity.is_device_activity``), ``host`` when none is, else ``both``."""
+    device = frame["base_device"].fillna(0).to_numpy() + frame["new_device"].fillna(0).to_numpy()
+    count = frame["base_count"].fillna(0).to_numpy() + frame["new_count"].fillna(0).to_numpy()
+    where = np.select([device <= 0, device >= count], ["host", "device"], default="both")
+    return pd.Series(where, index=frame.index, dtype="str")
 
 
 def _merge_codes(codes: np.ndarray, names: pd.Index) -> tuple[np.ndarray, pd.Index]:
@@ -599,8 +658,11 @@ def _diff_named(
     n.index = n.index.astype("str")
     frame = b.join(n, how="outer")
     frame.index.name = "name"
-    frame = frame.reset_index()
-    return classify_named(frame, tolerance)
+    where = _where(frame) if "base_device" in frame.columns else None
+    out = classify_named(frame.reset_index(), tolerance)
+    if where is not None:  # events: host or device work, HTA's CPU / GPU split of its TraceDiff
+        out["where"] = out["name"].map(where).astype("str")
+    return out
 
 
 def _per(frame: pd.DataFrame, basis: Basis | None, side: str) -> pd.DataFrame:

@@ -51,6 +51,7 @@ DEFAULT_BUDGET: dict[str, dict[str, float]] = {
     "execution.total_cycles": {"relative": 0.02},
     "execution.exchange_and_sync_share": {"absolute": 0.02},
     "trace.device_idle_us": {"relative": 0.05},
+    "trace.step_time_us": {"relative": 0.05},
 }
 
 LIMIT_KEYS = ("relative", "absolute", "min", "max")

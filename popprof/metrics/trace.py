@@ -222,3 +222,25 @@ def profiler_step_count(profile: Profile) -> float | None:
     else:
         count = int(pd.Index(names.dropna().astype("str").unique()).str.startswith(STEP_PREFIX).sum())
     return float(count) if count else None
+
+
+@metric(
+    "trace.step_time_us",
+    "us",
+    "mean profiler step time: the ProfilerStep#N steps' mean duration (a step of several ranks: its slowest rank)",
+    needs=("events",),
+)
+def step_time_us(profile: Profile) -> float | None:
+    """Mean duration of the profiler steps as the summary's iterations give them
+    (:func:`popprof.metrics.steps.step_times`: a step's host ``ProfilerStep#N`` span, its slowest rank's when
+    several ranks ran it); None when the trace marks no steps.
+
+    A mean, so two runs of different numbers of steps compare as they are; what a CI gate of a GPU trace
+    watches (the default budget: +5 %), as ``execution.total_cycles`` is an IPU run's.
+    """
+    from .steps import step_times
+
+    times = step_times(profile)
+    if times.empty or times["source"].iloc[0] != "ProfilerStep":
+        return None
+    return float(times["dur_us"].mean())

@@ -74,6 +74,8 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
                 profiles[profile.name] = profile
         if not profiles:
             detail = f"; {len(skipped)} unreadable: {skipped[0]}" if skipped else ""
+            if not detail:
+                detail = _traces_below(path)
             raise InputError(
                 path,
                 "directory holds no profile (no profile.pop, *.pvti, bundle manifest, Chrome trace "
@@ -83,6 +85,21 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
             warnings.warn(f"skipped: {problem}", SkippedInputWarning, stacklevel=2)
         return profiles
     return read_file_all(path, **options)
+
+
+def _traces_below(path: Path) -> str:
+    """A hint when ``path``'s subdirectories hold traces (HTA's ``trace_compare`` layout: ``base/``, ``test/``):
+    each of them is a run, the parent none."""
+    from . import rank_dir
+
+    try:
+        subs = sorted(p.name for p in path.iterdir() if p.is_dir() and rank_dir.is_rank_directory(p))
+    except OSError:
+        return ""
+    if not subs:
+        return ""
+    more = f" and {len(subs) - 4} more" if len(subs) > 4 else ""
+    return f"; its subdirectories {', '.join(subs[:4])}{more} hold traces: give one of them (each is a run)"
 
 
 def open_profile(path: str | Path, engine: str | None = None, **options: object) -> Profile:

@@ -122,16 +122,7 @@ def read(path: Path, **options: object) -> Profile:
     options = {key: value for key, value in options.items() if key != "flows_on_use"}
     with progress(f"reading {len(files)} rank traces in {path.name}"):
         profiles = _read_all(files, options)
-    ranks: list[int] = []
-    notes: list[str] = []
-    for i, (file, profile) in enumerate(zip(files, profiles, strict=True)):
-        rank = profile.meta.get("trace.rank")
-        if rank is None:
-            rank = i
-            notes.append(f"{file.name}: no rank in distributedInfo or the file name; given rank {i}")
-            _set_rank(profile, i)
-        ranks.append(int(rank))
-    duplicates = sorted(r for r, n in Counter(ranks).items() if n > 1)
+    ranks, notes = _ranks(path, files, profiles)
     events = concat_tables([p.events for p in profiles], id_columns=("event_id", "parent_id"))
     threads = concat_tables([p.get("threads") for p in profiles])
     counters = concat_tables([p.get("counters") for p in profiles])
@@ -156,10 +147,9 @@ def read(path: Path, **options: object) -> Profile:
     for key, value in profiles[0].meta.items():
         if key.startswith("chrome.top.") and key != "chrome.top.distributedInfo":
             metadata.setdefault(key, value)
-    if duplicates:
-        notes.append(f"ranks {duplicates} appear in more than one file")
     if notes:
         metadata["trace.rank_notes"] = json.dumps(notes)
+        metadata["warnings.rank_given"] = len(notes)
     return Profile(
         path.name or "ranks",
         {
@@ -172,6 +162,41 @@ def read(path: Path, **options: object) -> Profile:
         source=str(path),
         metadata=metadata,
     )
+
+
+def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tuple[list[int], list[str]]:
+    """Each file's rank, and a note per file given one.
+
+    A file's own rank (``distributedInfo.rank``, else ``rank-N`` in its name) is kept; a file without one is
+    given the lowest rank no file has, in name order (its position when no file has a rank of its own).
+    Two files with the same rank of their own are refused: a directory is one run, one trace per rank, and
+    two traces under one rank (HTA's ``mixed_files``: traces of different runs side by side, or two
+    profiling windows of one worker) would be read as one device's timeline, their times interleaved.
+    """
+    own = [profile.meta.get("trace.rank") for profile in profiles]
+    by_rank: dict[int, list[str]] = {}
+    for file, rank in zip(files, own, strict=True):
+        if rank is not None:
+            by_rank.setdefault(int(rank), []).append(file.name)
+    duplicates = {rank: names for rank, names in sorted(by_rank.items()) if len(names) > 1}
+    if duplicates:
+        said = "; ".join(f"rank {rank}: {', '.join(names)}" for rank, names in duplicates.items())
+        raise InputError(
+            path,
+            f"more than one trace of one rank ({said}): a directory is one run with one trace per rank; "
+            "open each file alone, or move the other runs' files out",
+        )
+    taken = set(by_rank)
+    free = (rank for rank in range(len(files) + len(taken)) if rank not in taken)
+    ranks: list[int] = []
+    notes: list[str] = []
+    for file, profile, rank in zip(files, profiles, own, strict=True):
+        if rank is None:
+            rank = next(free)
+            notes.append(f"{file.name}: no rank in distributedInfo or the file name; given rank {rank}")
+            _set_rank(profile, rank)
+        ranks.append(int(rank))
+    return ranks, notes
 
 
 def _set_rank(profile: Profile, rank: int) -> None:

@@ -8,13 +8,64 @@ from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..io import jsonout, units
-from ..io.names import short_names
+from ..io.names import NAME_WIDTH, short_name, short_names
 from ..io.plural import plural
 from . import junit
 from . import markdown as md
 
 #: Widest program or event name in a diff table (the full name stays in the JSON).
 DIFF_NAME_WIDTH = 60
+
+
+def _shown_names(shown: pd.Series, every: pd.Series, width: int = DIFF_NAME_WIDTH) -> list[str]:
+    """The names of a section's rows shortened to ``width`` so that none reads like another name of the section.
+
+    Only some rows are shown, but the reader knows the section's other names (the profile has them): a kernel
+    shortened to ``void at::native::vectorized_elementwise_kernel<...>(...)`` would read as any of the three such
+    kernels of HTA's ``trace_compare`` pair. A shown name that reads like another of ``every`` is shown as wide
+    as a summary's tables show names (``NAME_WIDTH``), where the argument that tells them apart fits
+    (``...<4, CUDAFunctor_add<int>, ...>(...)``), numbered among them when even that reads the same. Only the
+    names that begin as a shown one does (up to its first bracket, within ``width``) can read like it: the others
+    are never shortened here.
+    """
+    names = [str(n) for n in shown]
+    shorts = short_names(names, width)
+    heads = {_head(n, width) for n in names if len(n) > width}
+    if not heads:
+        return shorts
+    alike: dict[str, list[str]] = {}
+    for name in sorted({str(n) for n in every} | set(names)):
+        if len(name) > width and _head(name, width) in heads:
+            alike.setdefault(short_name(name, width), []).append(name)
+    wide: dict[str, list[str]] = {}
+    out = []
+    for name, short in zip(names, shorts, strict=True):
+        group = alike.get(short_name(name, width), [name]) if len(name) > width else [name]
+        if len(group) == 1:
+            out.append(short)
+            continue
+        key = short_name(name, width)
+        if key not in wide:  # once per group: its names as wide as a summary shows them, numbered if alike
+            wide[key] = short_names(group, NAME_WIDTH)
+        out.append(wide[key][group.index(name)])
+    return out
+
+
+def _head(name: str, width: int) -> str:
+    """What shortening to ``width`` keeps of ``name`` whatever its brackets hold: the text before the first one."""
+    cut = min((i for i in (name.find("<"), name.find("("), name.find("[")) if i >= 0), default=len(name))
+    return name[: min(cut, width - 3)]
+
+
+def _on(frame: pd.DataFrame) -> list[str]:
+    """The header of the events' host / device column, when the frame has one (programs have none)."""
+    return ["on"] if "where" in frame.columns else []
+
+
+def _where(row: object) -> list[str]:
+    """An events row's ``host`` / ``device`` / ``both`` cell, none for a program's row."""
+    where = getattr(row, "where", None)
+    return [] if where is None else [str(where)]
 
 
 def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
@@ -172,14 +223,25 @@ def render_text(
                         units.change(r.change, unit),
                         units.relative(r.rel_change),
                         r.status,
+                        *_where(r),
                     ]
                     for name, r in zip(
-                        short_names(top_named["name"], DIFF_NAME_WIDTH),
+                        _shown_names(top_named["name"], frame["name"]),
                         top_named.itertuples(index=False),
                         strict=True,
                     )
                 ],
-                ["name", "base n", "new n", "base total", "new total", "change", "rel", "status"],
+                [
+                    "name",
+                    "base n",
+                    "new n",
+                    "base total",
+                    "new total",
+                    "change",
+                    "rel",
+                    "status",
+                    *_on(top_named),
+                ],
                 {1, 2, 3, 4, 5, 6},
             )
 
@@ -305,7 +367,7 @@ def render_markdown(
             "",
         ]
         lines += md.table(
-            ["name", "base n", "new n", "change", "rel", "status"],
+            ["name", "base n", "new n", "change", "rel", "status", *_on(top_named)],
             [
                 [
                     md.code(name),
@@ -314,9 +376,10 @@ def render_markdown(
                     units.change(r.change, unit),
                     units.relative(r.rel_change),
                     r.status,
+                    *_where(r),
                 ]
                 for name, r in zip(
-                    short_names(top_named["name"], DIFF_NAME_WIDTH),
+                    _shown_names(top_named["name"], getattr(result, section)["name"]),
                     top_named.itertuples(index=False),
                     strict=True,
                 )

@@ -443,7 +443,7 @@ def render_trace_text(
     """The trace part of ``popprof summary`` as lines of text, in ``platform``'s words, its tables and
     names fitted to ``width`` (its prose lines are wrapped by :func:`fit_lines` in ``render_text``)."""
     ranks = tr.get("ranks") or []
-    head = f"{tr['events']:,} events on {tr['threads']:,} threads"
+    head = f"{plural(tr['events'], 'event')} on {plural(tr['threads'], 'thread')}"
     if len(ranks) > 1:
         head += f", {len(ranks)} ranks ({', '.join(str(r) for r in ranks)})"
     elif ranks:
