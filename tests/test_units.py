@@ -196,3 +196,17 @@ def test_no_package_line_over_200_characters() -> None:
         if len(line) > 200
     ]
     assert not long, long
+
+
+def test_a_small_change_that_is_there_never_prints_as_zero():
+    """HTA's trace_compare pair: device idle share changed by 0.003 points, which two decimals printed as
+    "+0.00 pp ... worse"; a change prints to its first digit (up to six decimals), a zero one as zero."""
+    assert units.change(0.00003, "share") == "+0.003 pp"
+    assert units.change(-0.00004, "share") == "-0.004 pp"
+    assert units.change(0.0052, "share") == "+0.52 pp"
+    assert units.change(0.0, "share") == "+0.00 pp"
+    assert units.change(1e-12, "share") == "+0.00 pp"  # below a millionth of a point: float noise
+    assert units.relative(0.00003) == "+0.003 %"
+    assert units.relative(0.025) == "+2.50 %"
+    assert units.relative(float("inf")) == "new"
+    assert units.change(None, "share") == units.relative(None) == ""

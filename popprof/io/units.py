@@ -132,9 +132,21 @@ def percent(share: object, *, signed: bool = False, digits: int = 1, missing: st
     return f"{value:{'+' if signed else ''}.{digits}f} %"
 
 
+def _change_digits(hundredths: float) -> int:
+    """Decimals for a signed change given in percent or points: two, or as many as its first digit needs
+    (up to six) when two would print a change that is there as ``+0.00``; below a millionth, two."""
+    size = abs(hundredths)
+    if size == 0 or size >= 0.005 or not math.isfinite(size):
+        return 2
+    digits = max(2, math.ceil(-math.log10(size)))
+    return digits if digits <= 6 else 2
+
+
 def relative(change: object, *, missing: str = "") -> str:
-    """A relative change, signed with two decimals (``+2.50 %``); growth from zero is ``new``."""
-    return percent(change, signed=True, digits=2, missing=missing)
+    """A relative change, signed with two decimals (``+2.50 %``; a smaller one to its first digit, ``+0.003
+    %``, never ``+0.00 %`` for a change that is there); growth from zero is ``new``."""
+    digits = 2 if _absent(change) else _change_digits(float(change) * 100)  # type: ignore[arg-type]
+    return percent(change, signed=True, digits=digits, missing=missing)
 
 
 def limit_percent(fraction: float) -> str:
@@ -229,9 +241,13 @@ def amount(quantity: object, unit: str) -> str:
 
 def change(amount: object, unit: str) -> str:
     """An absolute change in its unit, always signed (empty when unknown); a share's change in percentage
-    points (``+0.52 pp``), so it is never read as a relative change."""
+    points (``+0.52 pp``; a smaller one to its first digit, ``+0.003 pp``), so it is never read as a relative
+    change."""
     if unit == "share":
-        return "" if _absent(amount) else f"{float(amount) * 100:+.2f} pp"  # type: ignore[arg-type]
+        if _absent(amount):
+            return ""
+        points = float(amount) * 100  # type: ignore[arg-type]
+        return f"{points:+.{_change_digits(points)}f} pp"
     return value(amount, unit, signed=True, missing="")
 
 
