@@ -160,3 +160,33 @@ def test_shapes_not_as_recorded_give_no_figure_and_no_error(dims, types):
     for name in ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::add", "aten::copy_"):
         cost = flops.model(name, dims, types, ["[1, 1]"] * 9)
         assert cost is None or cost.flops is None or cost.flops >= 0
+
+
+def test_one_operator_on_two_rows_says_which_shapes_each_is():
+    """The real DLRM step: c10d::alltoall_base_ ran with two input shapes, two rows of the top operators that
+    read the same; below-roofline named aten::mm twice. Each now says its inputs (io.names.shape_words)."""
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+    from popprof.io.names import shape_words
+    from popprof.rules import check
+
+    assert shape_words([[512], [16, 512], [512, 512], [], []]) == "512, 16x512, 512x512"
+    assert shape_words([[[16, 512], [16, 512]], []]) == "[16x512, 16x512]"  # a tensor list (aten::cat)
+    assert shape_words(None) == shape_words([[], []]) == ""
+    assert shape_words([[1, 2, 3, 4]] * 6, width=20) == "1x2x3x4, 1x2x3x4,..."
+
+    result = CliRunner().invoke(cli, ["summary", str(REAL / "dlrm_8ranks"), "-q"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output[-2000:]
+    table = result.stdout[result.stdout.index("Top GPU operators") :].split("\n\n")[0].splitlines()
+    assert max(map(len, table)) <= 80
+    rows = [i for i, line in enumerate(table) if line.rstrip().endswith("c10d::alltoall_base_")]
+    assert len(rows) == 2
+    assert [table[i + 1].strip() for i in rows] == ["inputs 24, 24", "inputs 384, 384"]
+    assert not any("inputs" in line for line in table if "All2All_Pooled_Req" in line)  # one row: no shapes
+
+    (finding,) = check(
+        popprof.open(REAL / "dlrm_8ranks", with_args=True), rules=["operations.below-roofline"]
+    ).items
+    assert "aten::mm (16x512, 512x512) 145.0 us" in finding.message
+    assert "aten::mm (16x16, 16x128) 114.0 us" in finding.message

@@ -221,3 +221,25 @@ def kernel_words(names: Iterable[object], width: int = 48) -> list[str]:
     """:func:`kernel_word` of each name, different names that read the same numbered in the order they come
     (``cutlass::Kernel2 #1``, ``cutlass::Kernel2 #2``), as :func:`short_names` numbers a table's."""
     return _numbered(names, kernel_word, width)
+
+
+def _tensor_words(shape: object) -> str:
+    """One input's shape: dimensions joined by ``x``; a list of tensors (``aten::cat``'s) in brackets; ``""``
+    for a scalar or an input without a shape."""
+    if not isinstance(shape, list | tuple) or not shape:
+        return ""
+    if all(isinstance(d, int | float) and not isinstance(d, bool) for d in shape):
+        return "x".join(str(int(d)) for d in shape)
+    inner = [w for w in (_tensor_words(s) for s in shape) if w]
+    return f"[{', '.join(inner)}]" if inner else ""
+
+
+def shape_words(shapes: object, width: int = 40) -> str:
+    """An operator call's recorded input shapes for a sentence or a table row: each tensor's dimensions joined
+    by ``x``, tensors by ``, `` (``[[16, 512], [512, 512], [], []]`` -> ``16x512, 512x512``; a tensor list in
+    brackets); scalars and inputs without a shape (``[]``) left out; cut to ``width`` with ``...``. Empty when
+    nothing was recorded."""
+    if not isinstance(shapes, list | tuple):
+        return ""
+    tensors = [w for w in (_tensor_words(shape) for shape in shapes) if w]
+    return _cut(", ".join(tensors), width) if tensors else ""

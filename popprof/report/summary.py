@@ -5,8 +5,10 @@ Nothing here computes a figure; it formats what the summary document holds.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..io import units, words
-from ..io.names import short_names
+from ..io.names import shape_words, short_names
 from ..io.plural import plural
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
@@ -179,12 +181,17 @@ def render_operations(rows: list[dict], note: str | None = None, shown: int = TE
         f"    {'total':>10}  {'count':>7}  {'TFLOP/s':>8}  {'TB/s':>7}  {'bound':<7} operator",
     ]
     rows = rows[:shown]
+    # one operator on two rows (two input shapes): each row's shapes on a line of their own, under its name
+    repeated = {n for n, k in Counter(r["name"] for r in rows).items() if k > 1}
     for row, name in zip(rows, short_names((r["name"] for r in rows), width=28), strict=True):
         lines.append(
             f"    {units.duration(row['device_time_us']):>10}  {row['count']:>7,}  "
             f"{units.number(row['tflops'], missing='-'):>8}  {units.number(row['tbps'], missing='-'):>7}  "
             f"{row['bound'] or '-':<7} {name}"
         )
+        shapes = shape_words(row.get("input_shapes"), width=21) if row["name"] in repeated else ""
+        if shapes:
+            lines.append(f"{'':52}inputs {shapes}")
     if note:
         lines.append(f"    {note}")
     return lines

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import units
+from ..io.names import shape_words
 from ..io.plural import plural
 from ..metrics import account, operations
 from ..model.errors import NotEvaluated
@@ -88,7 +89,8 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
         return []
     n = int(params["top"])
     parts = [
-        f"{row.name} {units.duration(row.device_time_us)} at {units.percent(row.efficiency)} of its roofline"
+        f"{row.name}{_inputs(row.input_shapes)} {units.duration(row.device_time_us)} at "
+        f"{units.percent(row.efficiency)} of its roofline"
         for row in slow.head(n).itertuples()
     ]
     message = (
@@ -132,3 +134,10 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
             gain=gain,
         )
     ]
+
+
+def _inputs(shapes: object) -> str:
+    """`` (16x512, 512x512)``: the call's input shapes after an operator's name, which alone does not tell two
+    rows of one operator apart; empty without recorded shapes."""
+    words = shape_words(shapes)
+    return f" ({words})" if words else ""
