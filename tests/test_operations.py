@@ -190,3 +190,19 @@ def test_one_operator_on_two_rows_says_which_shapes_each_is():
     ).items
     assert "aten::mm (16x512, 512x512) 145.0 us" in finding.message
     assert "aten::mm (16x16, 16x128) 114.0 us" in finding.message
+
+
+def test_the_html_report_gives_every_operator_row_its_inputs(tmp_path):
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(cli, ["report", str(REAL / "dlrm_8ranks"), "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output[-2000:]
+    html = out.read_text()
+    table = html[html.index('<table class="operations">') :].split("</table>")[0]
+    assert "<th>inputs</th>" in table
+    assert (
+        "<code>24, 24</code>" in table and "<code>384, 384</code>" in table and "<code>128x48</code>" in table
+    )

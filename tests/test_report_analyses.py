@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import popprof
 from popprof.cli import cli
 from popprof.io import units, words
+from popprof.io.names import shape_words
 from popprof.report.html import render as render_html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +87,8 @@ def test_operations_in_the_report_are_the_summarys(dlrm) -> None:
     rows = _cells(html, "operations")
     assert 0 < len(rows) <= len(doc["operations"])
     for cells, row in zip(rows, doc["operations"], strict=False):
-        assert cells[2:] == [
+        assert cells[1] == (shape_words(row["input_shapes"], width=60) or "-")
+        assert cells[3:] == [
             units.count(row["count"]),
             units.duration(row["device_time_us"]),
             units.number(row["tflops"], missing="-"),

@@ -37,7 +37,7 @@ def template_text(name: str) -> str:
 def environment() -> jinja2.Environment:
     """The report's Jinja2 environment (:func:`popprof.markup.make_environment`) with popprof's filters."""
     from ..io import units, words
-    from ..io.names import short_name, short_names
+    from ..io.names import shape_words, short_name, short_names
     from ..markup import make_environment
 
     return make_environment(
@@ -52,6 +52,7 @@ def environment() -> jinja2.Environment:
             "number": lambda value: units.number(value, missing="-"),
             "short": short_name,
             "short_names": short_names,  # the names of one table: those that read the same are numbered
+            "shapes": lambda value: shape_words(value, width=60) or "-",
             "word": words.category_word,
         },
     )
