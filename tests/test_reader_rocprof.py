@@ -318,3 +318,47 @@ def test_a_bundle_keeps_the_figures_and_the_device_map(tmp_path, profile, capsys
         counts = events["device_category"].astype(str).value_counts().to_dict()
         # the runtime's fill and copy kernels (3,213 + 3,153) mapped to other; RCCL's stay communication
         assert counts == {"compute": KERNELS - 1_310 - 6_366, "exchange": 1_310, "other": 6_366}
+
+
+def test_a_directory_of_one_file_per_process_is_one_run(tmp_path, tool, capsys):
+    """rocprofv3 under a launcher writes ``<pid>_results.json`` per process, with no rank: the directory opens as
+    one run, ranks given in the names' natural order (pid 9 before pid 10) and said; two files of one process
+    (same pid and start) and a directory mixing rocprof and Chrome traces are refused in one line, exit 2."""
+    import shutil
+
+    import popprof
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(TRACE, run / "10_results.json.gz")  # the real file, bytes unchanged
+    other = _copy(tool)
+    other["metadata"]["pid"] += 1
+    other["metadata"]["init_time"] += 1_000
+    _write(run / "9_results.json", other)  # the same process's records under a second pid
+    profile = popprof.open(run)
+    assert profile.meta["source_format"] == "rocprof"
+    assert json.loads(profile.meta["trace.rank_files"]) == {"0": "9_results.json", "1": "10_results.json.gz"}
+    assert int(profile.meta["warnings.rank_given"]) == 2
+    events = profile.events
+    kernels = events[events["channel"] == "kernel"]
+    assert kernels.groupby("rank").size().to_dict() == {0: KERNELS, 1: KERNELS}
+    busy = device_breakdown(profile).set_index("rank")["busy_us"]
+    assert busy[0] == pytest.approx(busy[1]) and busy[0] == pytest.approx(
+        device_breakdown(read_path(TRACE))["busy_us"].iloc[0]
+    )
+
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    shutil.copy(TRACE, twin / "908_results.json.gz")
+    shutil.copy(TRACE, twin / "909_results.json.gz")
+    assert main(["summary", str(twin), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "one process's trace (pid 908" in err[0]
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(TRACES / "tracelens_h100_bert_small.json.gz", mixed / "rank-0.json.gz")
+    shutil.copy(TRACE, mixed / "908_results.json.gz")
+    assert main(["summary", str(mixed), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Chrome traces and rocprofv3 files" in err[0]

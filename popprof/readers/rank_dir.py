@@ -1,16 +1,19 @@
-"""A directory of per-rank Chrome traces (HolisticTraceAnalysis's layout) read as ONE profile.
+"""A directory of per-rank traces (HolisticTraceAnalysis's layout) read as ONE profile.
 
-A distributed PyTorch run writes one Kineto trace per rank into one directory. Opening
-the directory gives one profile holding every rank: each event carries its ``rank``
-(``distributedInfo.rank``, else ``rank-N`` in the file name, else the file's position
-in name order), ids are renumbered so they stay unique, and categorical labels are
-unioned. Several large files are read in parallel on forked worker processes (one file
-per worker, up to the number of cores; :func:`popprof.io.parallel.map_processes`).
+A distributed PyTorch run writes one Kineto trace per rank into one directory; rocprofv3 under a
+launcher writes one file per process (``<pid>_results.json``). Opening the directory gives one
+profile holding every rank: each event carries its ``rank`` (``distributedInfo.rank``, else
+``rank-N`` in the file name, else the lowest rank no file has, in the names' natural order), ids
+are renumbered so they stay unique, and categorical labels are unioned. The files are all Chrome
+traces or all rocprofv3 JSON. Several large files are read in parallel on forked worker
+processes (one file per worker, up to the number of cores;
+:func:`popprof.io.parallel.map_processes`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,35 +28,50 @@ from ..io.progress import progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Profile
-from . import chrome
+from . import chrome, rocprof
 from .bundle import is_bundle
 from .dispatch import read_path
 from .rundir import holds_run
 
 FORMAT = "chrome_trace"
+#: The formats a rank directory's files may have, one of them per directory, and each one's sniffer.
+FORMATS = {chrome.FORMAT: chrome.sniff, rocprof.FORMAT: rocprof.sniff}
 #: Read the files on several processes when there are at least two and they hold this many bytes.
 PARALLEL_MIN_BYTES = 16 << 20
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 def trace_files(path: Path) -> list[Path]:
-    """The Chrome trace files directly in ``path`` (sorted by name); empty when it is not a rank directory."""
+    """The trace files directly in ``path`` (Chrome or rocprofv3 JSON, in the names' natural order: ``9_results``
+    before ``10_results``); empty when it is not a rank directory."""
+    return list(_sniffed(path))
+
+
+def _natural(path: Path) -> list[object]:
+    """A sort key that orders the numbers in a name by value (pids and ranks of different widths)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path.name)]
+
+
+def _sniffed(path: Path) -> dict[Path, str | None]:
+    """Each trace file in ``path`` with its format (None for a corrupt gzip: kept, so that reading it names the
+    file and the problem)."""
     if not path.is_dir():
-        return []
+        return {}
     if is_bundle(path) or holds_run(path):
-        return []
-    found = []
-    for entry in sorted(path.iterdir()):
+        return {}
+    found: dict[Path, str | None] = {}
+    for entry in sorted(path.iterdir(), key=_natural):
         if entry.is_file() and entry.name.endswith(TRACE_SUFFIXES) and entry.stat().st_size > 0:
             try:
                 head = read_head(entry)
-            except InputError:  # corrupt gzip: keep it, so reading it names the file and the problem
-                found.append(entry)
+            except InputError:
+                found[entry] = None
                 continue
-            if chrome.sniff(entry, head):
-                found.append(entry)
+            kind = next((name for name, sniff in FORMATS.items() if sniff(entry, head)), None)
+            if kind is not None:
+                found[entry] = kind
     if found and all(_corrupt(f) for f in found):
-        return []
+        return {}
     return found
 
 
@@ -66,7 +84,7 @@ def _corrupt(path: Path) -> bool:
 
 
 def is_rank_directory(path: Path) -> bool:
-    """Whether ``path`` is a directory of Chrome traces (and nothing popprof would read otherwise)."""
+    """Whether ``path`` is a directory of Chrome or rocprofv3 traces (and nothing popprof would read otherwise)."""
     return bool(trace_files(path))
 
 
@@ -114,20 +132,31 @@ def concat_tables(frames: list[pd.DataFrame], id_columns: Sequence[str] = ()) ->
 
 def read(path: Path, **options: object) -> Profile:
     """Read every rank trace of a directory into one profile (see the module docstring)."""
-    files = trace_files(path)
+    sniffed = _sniffed(path)
+    files = list(sniffed)
     if not files:
         raise InputError(path, "directory holds no Chrome trace (*.json / *.json.gz)")
+    kinds = sorted({kind for kind in sniffed.values() if kind is not None})
+    if len(kinds) > 1:
+        raise InputError(
+            path,
+            "a directory is one run, its traces of one kind: it holds Chrome traces and rocprofv3 files "
+            f"({', '.join(f.name for f in files[:4])}{', ...' if len(files) > 4 else ''}); open each alone",
+        )
+    kind = kinds[0] if kinds else FORMAT
     # every rank's flows are read with its events: the directory's flows table joins them (a read that would
     # count them only, flows_on_use, would have to read every file again for it)
     options = {key: value for key, value in options.items() if key != "flows_on_use"}
     with progress(f"reading {len(files)} rank traces in {path.name}"):
         profiles = _read_all(files, options)
+    if kind == rocprof.FORMAT:
+        _one_file_a_process(path, files, profiles)
     ranks, notes = _ranks(path, files, profiles)
     events = concat_tables([p.events for p in profiles], id_columns=("event_id", "parent_id"))
     threads = concat_tables([p.get("threads") for p in profiles])
     counters = concat_tables([p.get("counters") for p in profiles])
     flows = concat_tables([p.get("flows") for p in profiles])
-    metadata: dict[str, object] = dict(source_metadata(FORMAT, files))
+    metadata: dict[str, object] = dict(source_metadata(kind, files))
     warnings: Counter = Counter()
     texts: dict[str, list[str]] = {}
     for file, profile in zip(files, profiles, strict=True):
@@ -140,8 +169,9 @@ def read(path: Path, **options: object) -> Profile:
                 texts.setdefault(key, []).append(f"{file.name}: {value}")
     metadata.update(warnings)
     metadata.update({key: "; ".join(values) for key, values in texts.items()})
-    metadata["chrome.events_read"] = sum(int(p.meta.get("chrome.events_read", 0)) for p in profiles)
-    metadata["chrome.flows"] = sum(int(p.meta.get("chrome.flows", 0)) for p in profiles)
+    if kind == FORMAT:
+        metadata["chrome.events_read"] = sum(int(p.meta.get("chrome.events_read", 0)) for p in profiles)
+        metadata["chrome.flows"] = sum(int(p.meta.get("chrome.flows", 0)) for p in profiles)
     metadata["trace.ranks"] = json.dumps(ranks)
     metadata["trace.rank_files"] = json.dumps({str(r): f.name for r, f in zip(ranks, files, strict=True)})
     for key, value in profiles[0].meta.items():
@@ -153,7 +183,7 @@ def read(path: Path, **options: object) -> Profile:
     return Profile(
         path.name or "ranks",
         {
-            "target": {"source_format": [FORMAT]},
+            "target": {"source_format": [kind]},
             "events": events,
             "threads": threads if len(threads.columns) else None,
             "counters": counters if len(counters.columns) else None,
@@ -197,6 +227,23 @@ def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tu
             _set_rank(profile, rank)
         ranks.append(int(rank))
     return ranks, notes
+
+
+def _one_file_a_process(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> None:
+    """rocprofv3 files name no rank: refuse two files of one process (the same pid started at the same
+    nanosecond: a copy, or one output read twice), which would be read as two ranks."""
+    seen: dict[tuple[object, object], str] = {}
+    for file, profile in zip(files, profiles, strict=True):
+        key = (profile.meta.get("rocprof.pid"), profile.meta.get("rocprof.init_time_ns"))
+        if key[0] is None:
+            continue
+        if key in seen:
+            raise InputError(
+                path,
+                f"{seen[key]} and {file.name} are one process's trace (pid {key[0]}, started at the same "
+                "time): a directory is one run with one trace per process; remove the copy",
+            )
+        seen[key] = file.name
 
 
 def _set_rank(profile: Profile, rank: int) -> None:
