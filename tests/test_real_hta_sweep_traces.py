@@ -153,3 +153,18 @@ def test_mtia_dma_requests_without_a_stream_are_work_of_their_device(tmp_path: P
     rows = account.time_account(profile)
     assert list(rows["device"].astype(str)) == ["gpu:9"]
     assert np.isclose(rows["window_us"].iloc[0], 2000.0 + 35.4, atol=1e-3)
+
+
+def test_device_side_syncs_alone_are_no_communication_heavy_phase() -> None:
+    """The event_sync trace holds no collective and no peer copy: its only ``sync`` device events are the
+    ``Stream Sync`` (5 us at +2948 us), two ``Event Sync`` and the ``Context Sync`` (6 us at +3140 us) of its
+    host's synchronising calls. ``exchange.phases`` listed them as three "Communication-heavy phases" (info,
+    a gain of 0.0 us) of a run that communicates nothing; it now passes there. The sync events still count
+    beside communication in a phase that holds some (the rule's docs)."""
+    profile = popprof.open(EVENT_SYNC)
+    events = profile.events
+    assert not (events["device_category"] == "exchange").any()
+    assert (events["device_category"] == "sync").sum() == 4
+    findings = popprof.check(profile)
+    assert "exchange.phases" in findings.evaluated
+    assert findings.by_rule("exchange.phases") == []
