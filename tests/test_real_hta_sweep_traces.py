@@ -22,6 +22,7 @@ from popprof.report.summary import render_text
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 EVENT_SYNC = REAL / "hta_cuda_event_sync.json.gz"
 MTIA = REAL / "hta_mtia_inference.json.gz"
+ALEXNET = REAL / "hta_alexnet_first_steps.json.gz"
 
 
 def _events(path: Path) -> list[dict]:
@@ -168,3 +169,20 @@ def test_device_side_syncs_alone_are_no_communication_heavy_phase() -> None:
     findings = popprof.check(profile)
     assert "exchange.phases" in findings.evaluated
     assert findings.by_rule("exchange.phases") == []
+
+
+def test_blocking_calls_in_host_gaps_are_their_own_cost_not_device_bound() -> None:
+    """AlexNet's first iterations: the host sits in ``cudaFree`` for 6,008,692 us at +31.447 s and 525,034 us at
+    +37.725 s while the device idles (its next work not yet launched). ``host.device-gaps`` called that time
+    "host blocked on device ... (device-bound time, not host work)"; the device had nothing to run, so it now
+    says that time was the calls' own cost (it names no such call: the rule never names one as a cause)."""
+    frees = [e["dur"] for e in _events(ALEXNET) if e.get("name") == "cudaFree" and e.get("dur", 0) > 100_000]
+    assert sorted(frees) == [525034, 6008692]
+    (finding,) = popprof.check(popprof.open(ALEXNET)).by_rule("host.device-gaps")
+    message = " ".join(finding.message.split())
+    assert "device-bound" not in message
+    assert (
+        "the host spent 6.554 s of the gaps in calls that block on the device, with the device idle"
+        in message
+    )
+    assert "the calls' own cost, not a wait for the device" in message

@@ -198,7 +198,7 @@ def device_phases(
     ``exchange_us`` (exchange not overlapped by other device work), ``skew_us`` (the part of that exchange
     in ``skew``, the device's :func:`~popprof.metrics.collectives.skew_spans`: waiting for the last rank;
     0 without), ``share``, ``dominant`` (the ``top`` exchange event names with their time in the phase) and
-    ``transfer_us`` (the exchange and global exchange in the phase, sync left out: a GPU phase of device-side
+    ``non_sync_us`` (the exchange and global exchange in the phase, sync left out: a GPU phase of device-side
     syncs alone moved no data). Raises :class:`NotEvaluated` for more windows than :data:`MAX_WINDOWS`.
     """
     t0, t1 = activity.span
@@ -261,7 +261,7 @@ def device_phases(
                 "skew_us": float(stime[a : b + 1].sum()) if stime is not None else 0.0,
                 "share": ph_x / ph_total if ph_total else 0.0,
                 "dominant": [(str(vocabulary[i]), float(sums[i])) for i in best if sums[i] > 0],
-                "transfer_us": float(overlap[transfer[inside]].sum()),
+                "non_sync_us": float(overlap[transfer[inside]].sum()),
             }
         )
     return found, windows

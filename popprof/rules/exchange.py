@@ -235,7 +235,7 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
             skew=skew.get(activity.label),
         )
         if ctx.platform == "gpu":  # device-side syncs alone (a Context Sync at the end) are no communication
-            found = [ph for ph in found if ph["transfer_us"] > 0]
+            found = [ph for ph in found if ph["non_sync_us"] > 0]
         phases += found
         frames.append(windows)
     if not phases:
