@@ -186,3 +186,45 @@ def test_blocking_calls_in_host_gaps_are_their_own_cost_not_device_bound() -> No
         in message
     )
     assert "the calls' own cost, not a wait for the device" in message
+
+
+def test_a_trace_launched_through_the_driver_alone_says_why_launch_overhead_is_not_evaluated(
+    tmp_path: Path,
+) -> None:
+    """HTA's ``triton_example/triton_example.json.gz`` (2.2 KiB, not committed): its one kernel, Inductor's
+    ``triton_poi_fused_add_cos_sin_0``, was launched by ``cuLaunchKernel`` (``cuda_driver``, correlation 35),
+    which HTA 0.5.0's launch statistics leave out. ``host.launch-overhead`` said it needed launch calls joined
+    by correlation id, which this trace has; it now says which calls it reads. Events copied from that file."""
+    trace = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "triton_poi_fused_add_cos_sin_0",
+                "pid": 0,
+                "tid": 7,
+                "ts": 2413669097444.592,
+                "dur": 1.76,
+                "args": {"External id": 3, "device": 0, "stream": 7, "correlation": 35},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_driver",
+                "name": "cuLaunchKernel",
+                "pid": 1670242,
+                "tid": 1670242,
+                "ts": 2413669097399.166,
+                "dur": 47.768,
+                "args": {"External id": 3, "cbid": 307, "correlation": 35},
+            },
+        ],
+    }
+    path = tmp_path / "triton.json"
+    path.write_text(json.dumps(trace), "utf-8")
+    findings = popprof.check(popprof.open(path))
+    reason = dict(findings.not_evaluated)["host.launch-overhead"]
+    assert (
+        "cudaLaunchKernel" in reason
+        and "driver launches (cuLaunchKernel: Triton's) are not among them" in reason
+    )
