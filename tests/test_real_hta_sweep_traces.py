@@ -228,3 +228,22 @@ def test_a_trace_launched_through_the_driver_alone_says_why_launch_overhead_is_n
         "cudaLaunchKernel" in reason
         and "driver launches (cuLaunchKernel: Triton's) are not among them" in reason
     )
+
+
+def test_gaps_before_device_side_syncs_are_not_launch_overhead() -> None:
+    """In the event_sync trace three gaps under 1 ms end at a device-side sync event: the ``Context Sync`` of the
+    closing ``cudaDeviceSynchronize`` (54 us of idle before it), the ``Stream Sync`` of a ``cudaStreamSynchronize``
+    and an ``Event Sync`` of a ``cudaEventQuery``, each shorter than its call, so they passed for short kernels.
+    ``host.launch-overhead`` priced them (132 us, 39.3 % of the window) as gaps a CUDA graph removes; the host was
+    synchronising. Left: the gaps before the copy (34 us) and the fill kernel (30 us)."""
+    from popprof.metrics import launches
+
+    profile = popprof.open(EVENT_SYNC)
+    gaps = launches.launch_idle(profile)
+    names = dict(zip(gaps["name"].astype(str), gaps["short"], strict=True))
+    assert names["Context Sync"] == False and names["Stream Sync"] == False  # noqa: E712
+    short = gaps[gaps["short_gap"].to_numpy(dtype=bool)]
+    assert float((short["idle_host_us"] + short["idle_launch_us"]).sum()) == 64.0
+    (finding,) = popprof.check(profile).by_rule("host.launch-overhead")
+    assert finding.estimated_gain.value == 64.0
+    assert "Context Sync" not in finding.message
