@@ -33,6 +33,8 @@ PATHS = {
     "nccl_data": REAL / "nccl_data.json.gz",
     "amd_mi250_minitoy": REAL / "amd_mi250_minitoy.json.gz",
     "dlrm_8ranks": REAL / "dlrm_8ranks",
+    "hta_cuda_event_sync": REAL / "hta_cuda_event_sync.json.gz",
+    "hta_mtia_inference": REAL / "hta_mtia_inference.json.gz",
 }
 CASES = [(run, rank) for run, spec in REFERENCE["runs"].items() for rank in spec["ranks"]]
 
@@ -99,8 +101,10 @@ def first_event_us() -> dict[str, dict[int, float]]:
 
 
 def _hta_idle(gaps: pd.DataFrame, first: float) -> pd.Series:
-    """The idle time by (stream, cause) of one rank's gaps, with HTA's launch time for unlaunched kernels."""
-    unlaunched = gaps["launch_start_us"].isna() & (first > gaps["prev_end_us"])
+    """The idle time by (stream, cause) of one rank's gaps, with HTA's launch time for unlaunched kernels: a
+    kernel whose correlation id links to no launch call (HTA's ``index_correlation`` 0, the file's first event);
+    work without a correlation id (MTIA's ``event_wait``, ``dma_request``) links to nothing in HTA either."""
+    unlaunched = gaps["launch_start_us"].isna() & gaps["correlation"].notna() & (first > gaps["prev_end_us"])
     cause = gaps["idle_category"].where(~unlaunched, "host_wait")
     return gaps["gap_us"].fillna(0.0).groupby([gaps["stream"], cause]).sum()
 
@@ -275,6 +279,7 @@ def test_gpu_work_times_are_hta_rounded_per_rank(run: str) -> None:
     end = start + events["dur_us"].fillna(0.0).to_numpy(dtype=np.float64)
     rounds = {int(r): bool((start[rank == r] % 1 != 0).any()) for r in np.unique(rank)}
     rows = events["stream"].notna().to_numpy() & ~events["bookkeeping"].to_numpy(dtype=bool, na_value=False)
+    rows &= (events["stream"] != -1).to_numpy(dtype=bool, na_value=True)  # stream -1: no stream, as in HTA
     for r, fractional in rounds.items():
         mine = rows & (rank == r)
         expected_start = np.ceil(start[mine]) if fractional else start[mine]

@@ -566,6 +566,7 @@ IDLE_GAP_COLUMNS = [
     "prev_end_us",
     "gap_us",
     "launch_start_us",
+    "correlation",
     "idle_category",
 ]
 
@@ -578,7 +579,8 @@ def idle_gaps(
     Columns :data:`IDLE_GAP_COLUMNS`: ``prev_end_us`` is the end of the stream's previous item and
     ``gap_us`` = ``start_us`` - ``prev_end_us`` (both NaN for a stream's first item, which
     :func:`idle_breakdown` counts as 0); ``launch_start_us`` is NaN when the launch call is not in the
-    trace (then the gap is never ``host_wait``). Times are HTA-rounded (``trace/gpu_work.py``).
+    trace (then the gap is never ``host_wait``); ``correlation`` is the item's (NaN without one: MTIA's
+    ``event_wait``, ``dma_request``). Times are HTA-rounded (``trace/gpu_work.py``).
     """
     work = device_work(profile)
     if work is None:
@@ -598,6 +600,7 @@ def idle_gaps(
             "prev_end_us": g.prev_end,
             "gap_us": g.gap,
             "launch_start_us": g.launch,
+            "correlation": work["correlation"].to_numpy(dtype=np.float64)[g.rows],
             "idle_category": pd.array(np.asarray(IDLE_CAUSES, dtype=object)[g.category], dtype="str"),
         },
         columns=IDLE_GAP_COLUMNS,

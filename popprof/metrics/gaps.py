@@ -97,7 +97,7 @@ def attribute_gaps(
         top_level.groupby(["pid", "tid"])["overlap_us"].sum().sort_values(ascending=False, kind="stable")
     )
     top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[: int(top)]]
-    # Host calls blocking on the device during the gaps: device-bound time, not host work.
+    # Host calls blocking on the device during the gaps (rules/host.py says what their time was).
     waits = host.subset(host.waits)
     _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
 

@@ -101,7 +101,8 @@ def launch_idle(profile: Profile) -> pd.DataFrame:
     """The account's split of each gap that ended at launched work (:data:`LAUNCH_IDLE_COLUMNS`): ``rank``,
     ``device``, the ``name`` of the work that ended the gap and of its ``launch`` call (the host call of its
     correlation: driver calls such as ``cuLaunchKernel`` too, which HTA's launch statistics leave out), whether
-    it is a ``short`` kernel (:func:`is_short` on the trace's own durations of the work and its launch call),
+    it is a ``short`` kernel (:func:`is_short` on the trace's own durations of the work and its launch call; a
+    device-side sync event, such as the ``Context Sync`` of a ``cudaDeviceSynchronize``, never is),
     the gap (``start_us``, ``end_us``), ``idle_host_us``, ``idle_launch_us`` and ``short_gap`` (under
     :data:`SHORT_GAP_US` and ended by a short kernel: the gaps of ``short_gaps_us``).
     Empty without GPU gaps ended by launched work."""
@@ -117,7 +118,10 @@ def _launch_idle(profile: Profile) -> pd.DataFrame:
     duration = events["dur_us"].array
     gpu = duration[row].to_numpy(dtype=np.float64, na_value=0.0)
     cpu = duration[call].to_numpy(dtype=np.float64, na_value=0.0)
-    short = is_short(cpu, gpu)
+    # a device-side sync event (Context Sync, Stream Sync: a synchronising call's record on the device) is no
+    # kernel: the gap before it is the host synchronising, which no CUDA graph or fusion removes
+    sync = np.asarray(events["device_category"].array[row] == "sync", dtype=bool)
+    short = is_short(cpu, gpu) & ~sync
     host, launch = gaps["idle_host_us"].to_numpy(), gaps["idle_launch_us"].to_numpy()
     return pd.DataFrame(
         {

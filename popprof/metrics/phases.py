@@ -27,6 +27,8 @@ from .collectives import skew_spans
 
 #: Step / device categories that count as exchange (data movement and the barriers around it).
 EXCHANGE: tuple[str, ...] = ("exchange", "global_exchange", "sync")
+#: The categories of :data:`EXCHANGE` that move data (sync left out).
+TRANSFER: tuple[str, ...] = ("exchange", "global_exchange")
 
 #: More windows than this would only produce noise (and memory use): the window is too small.
 MAX_WINDOWS = 1_000_000
@@ -195,8 +197,9 @@ def device_phases(
     phase's times), ``width``, ``total_us`` (busy time: streams running at once count once),
     ``exchange_us`` (exchange not overlapped by other device work), ``skew_us`` (the part of that exchange
     in ``skew``, the device's :func:`~popprof.metrics.collectives.skew_spans`: waiting for the last rank;
-    0 without), ``share``, and ``dominant`` (the ``top`` exchange event names with their time in the phase).
-    Raises :class:`NotEvaluated` for more windows than :data:`MAX_WINDOWS`.
+    0 without), ``share``, ``dominant`` (the ``top`` exchange event names with their time in the phase) and
+    ``non_sync_us`` (the exchange and global exchange in the phase, sync left out: a GPU phase of device-side
+    syncs alone moved no data). Raises :class:`NotEvaluated` for more windows than :data:`MAX_WINDOWS`.
     """
     t0, t1 = activity.span
     width = auto_width(t1 - t0, window_us)
@@ -232,6 +235,7 @@ def device_phases(
             "phase": phase_of_window(bands, starts),
         }
     )
+    transfer = activity.in_categories(TRANSFER)[is_x]
     xs, xe, xcodes = s[is_x], e[is_x], np.asarray(activity.name.codes)[is_x]
     vocabulary = activity.name.categories
     found = []
@@ -257,6 +261,7 @@ def device_phases(
                 "skew_us": float(stime[a : b + 1].sum()) if stime is not None else 0.0,
                 "share": ph_x / ph_total if ph_total else 0.0,
                 "dominant": [(str(vocabulary[i]), float(sums[i])) for i in best if sums[i] > 0],
+                "non_sync_us": float(overlap[transfer[inside]].sum()),
             }
         )
     return found, windows

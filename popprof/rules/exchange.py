@@ -235,6 +235,8 @@ def _trace_phases(profile: Profile, ctx: RuleContext) -> list[Finding]:
             top=params["top"],
             skew=skew.get(activity.label),
         )
+        if ctx.platform == "gpu":  # device-side syncs alone (a Context Sync at the end) are no communication
+            found = [ph for ph in found if ph["non_sync_us"] > 0]
         phases += found
         frames.append(windows)
     if not phases:

@@ -349,10 +349,10 @@ def _gaps_sentence(
     else:
         message += "; no host work was recorded during the gaps"
     waited = found.waited_us
-    if waited > 0:
+    if waited > 0:  # the device idle, its next work not yet launched: those calls waited for none of it
         message += (
-            f"; host blocked on device for {units.duration(waited)} of the gaps "
-            "(device-bound time, not host work)"
+            f"; the host spent {units.duration(waited)} of the gaps in calls that block on the device, with the "
+            "device idle and its next work not yet launched: the calls' own cost, not a wait for the device"
         )
     return message
 

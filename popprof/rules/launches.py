@@ -40,8 +40,9 @@ def launch_overhead(profile: Profile, ctx: RuleContext) -> list[Finding]:
     overview = launch_overview(profile)
     if overview is None:
         raise NotEvaluated(
-            "needs kernel launch calls joined with their device work by correlation id (a Kineto trace with "
-            "runtime events)"
+            "needs runtime launch calls (cudaLaunchKernel, cudaMemcpyAsync, hipLaunchKernel, ...: HTA's launch "
+            "statistics) joined with their device work by correlation id (a Kineto trace with runtime events); "
+            "driver launches (cuLaunchKernel: Triton's) are not among them"
         )
     runs = run_account(profile)
     runs = runs[runs["platform"] == "gpu"]

@@ -41,7 +41,19 @@ EVENT_CATEGORIES: tuple[str, ...] = (*DEVICE_CATEGORIES, HOST_WAIT)
 
 #: ``cuda_profiler_range``: kernels as CUPTI's range profiler records them (one X event per kernel on the
 #: GPU's pid, with its counters in args).
-_GPU_CATS = r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel|cuda_profiler_range)"
+_GPU_CATS = (
+    r"(?:kernel|Kernel|gpu_op|gpu_memcpy|gpu_memset|Memcpy|Memset|cuda_kernel|cuda_profiler_range"
+    r"|mtia_ccp_events)"
+)
+#: MTIA's device work (Kineto's ``mtia_ccp_events``, HTA's MTIA traces): its DMA requests move data between the
+#: host and the device (HTA's ``MEMORY``: names starting ``dma``), ``event_wait`` is a stream waiting on
+#: another's event (``args.wait_on_stream``: the device-side sync of Kineto's ``cuda_sync`` track), the rest is
+#: the device's work (``pe_exe``, ``merge``, operator kernels such as ``fc-dtype_Float``).
+_MTIA_DMA = r"^mtia_ccp_events:dma"
+_MTIA_WAIT = r"^mtia_ccp_events:event_wait$"
+#: MTIA's host calls that block until the device catches up (its runtime's ``synchronize``,
+#: ``synchronizeStream``, on the ``mtia_runtime`` channel): host waits, as ``cudaStreamSynchronize`` is.
+_MTIA_SYNC_CALLS = r"^mtia_runtime:synchronize(?:Stream|Device)?$"
 #: Kineto categories of device work (kernels, copies, memsets; range-profiler kernels; MTIA's). Only an event in
 #: one of these, or on a pid that holds one, is device work: a host event carrying ``args.stream`` (Inductor's
 #: Triton launcher, a ``cpu_op`` with ``kernel_backend: "triton"``) stays host work (``docs/traces.md``).
@@ -76,17 +88,17 @@ _SYNC_CALLS = (
 #: Chrome traces (PyTorch profiler / kineto, TensorFlow, JAX): GPU work by ``cat``, then name.
 CHROME_DEVICE_MAP: dict[str, str] = {
     # host <-> device copies: the GPU analogue of IPU stream copies
-    "host_io": rf"^{_GPU_CATS}:.*Memcpy ?(?:HtoD|DtoH|HtoH|HtoA|AtoH)",
+    "host_io": rf"^{_GPU_CATS}:.*Memcpy ?(?:HtoD|DtoH|HtoH|HtoA|AtoH)|{_MTIA_DMA}",
     # collectives (NCCL/RCCL kernels) and peer-to-peer copies between devices
     "exchange": rf"^{_GPU_CATS}:(?:.*{_COLLECTIVE}|.*Memcpy ?PtoP)",
     # the device waiting on an event or the context (Kineto's cuda_sync track): device-side sync
-    "sync": r"^cuda_sync:",
+    "sync": rf"^cuda_sync:|{_MTIA_WAIT}",
     # the host blocking on the device: a host event, never device time
-    "host_wait": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{_SYNC_CALLS})$",
+    "host_wait": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{_SYNC_CALLS})$|{_MTIA_SYNC_CALLS}",
     # memset and on-device copies
     "other": r"^(?:gpu_memset|Memset|gpu_memcpy|Memcpy):|^(?:kernel|Kernel):.*(?:Memset|Memcpy DtoD)",
     # every other kernel
-    "compute": r"^(?:kernel|Kernel|gpu_op|cuda_kernel|cuda_profiler_range):",
+    "compute": r"^(?:kernel|Kernel|gpu_op|cuda_kernel|cuda_profiler_range|mtia_ccp_events):",
 }
 
 _COLLECTIVE_NAME = re.compile(_COLLECTIVE)

@@ -4,8 +4,9 @@ HTA's definitions (0.5.0), which popprof follows so its figures match the tool G
 engineers know (documented in ``docs/traces.md``):
 
 - **GPU work** = events on a GPU stream (``events.stream`` set: Kineto's ``args.stream``
-  is an integer): kernels, memcpy and memset. Host runtime calls (``cudaDeviceSynchronize``
-  ...) have no stream and are never device time.
+  is an integer, not -1): kernels, memcpy and memset. Host runtime calls (``cudaDeviceSynchronize``
+  ...) have no stream and are never device time; nor are the ``Event Sync`` and ``Context Sync`` events of
+  Kineto's ``cuda_sync`` track, on stream -1 (HTA's ``stream.ne(-1)``; a ``Stream Sync`` has its stream).
 - **Kernel type** by name (HTA's, ``hta_kernel_type``): ``COMMUNICATION`` = ``^nccl.*Kernel``; ``MEMORY`` =
   ``^(Memcpy|Memset|dma)``; ``COMPUTATION`` = anything else not matching
   ``(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)``; the rest ``OTHER``.
@@ -203,6 +204,10 @@ def gpu_work(
         host_keys, host_rows, host_start = host_keys[last], host_rows[last], host_start[last]
         index = pd.Index(host_keys)
     work_rows = np.flatnonzero(on_stream)
+    # Kineto's stream -1 is no stream (cuda_sync's Event Sync and Context Sync): not GPU work to HTA
+    no_stream = (events["stream"].array[work_rows] == -1).to_numpy(dtype=bool, na_value=False)
+    if no_stream.any():
+        work_rows = work_rows[~no_stream]
     work_corr = _correlations(correlation, work_rows)
     position = index.get_indexer(correlation_keys(rank[work_rows], work_corr))
     matched = position >= 0

@@ -37,6 +37,7 @@ from .tables import (
     merge_args,
     thread_metadata,
     trace_rank,
+    unstreamed_device_mask,
 )
 
 __all__ = ["FORMAT", "read", "sniff"]
@@ -183,7 +184,8 @@ def _read_parts(
     host = host_stream_mask(x["cat"], parsed.cats, x["pid"], stream)
     if host.any():  # a host event with args.stream (Inductor's Triton launcher) is host work
         stream = np.where(host, np.nan, stream)
-    extra = kineto_columns(stream, x.pop("corr"), x.pop("device"), x["pid"])
+    unstreamed = unstreamed_device_mask(x["cat"], parsed.cats, stream)  # MTIA's DMA track: device work
+    extra = kineto_columns(stream, x.pop("corr"), x.pop("device"), x["pid"], unstreamed)
     extra["instant_scope"] = (x.pop("instant").astype(np.int32) - 1, list(INSTANT_SCOPES))
     events, counts = (
         frame.build_events(  # it gets the only references: each input column is freed once reordered

@@ -40,28 +40,48 @@ def trace_rank(top: Mapping, path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def kineto_columns(stream: np.ndarray, corr: np.ndarray, device: np.ndarray, pid: np.ndarray) -> dict:
+def kineto_columns(
+    stream: np.ndarray,
+    corr: np.ndarray,
+    device: np.ndarray,
+    pid: np.ndarray,
+    unstreamed: np.ndarray | None = None,
+) -> dict:
     """``stream``, ``correlation`` (Int64) and ``device`` (``gpu:N``) from Kineto's args, in input order.
 
     An event on a stream is device work; its device is ``args.device``, else its pid (Kineto puts each
-    GPU in its own pid).
+    GPU in its own pid). ``unstreamed`` (:func:`unstreamed_device_mask`) marks device work without a stream
+    (MTIA's ``DMA_REQUEST`` track): it gets its device the same way and keeps no stream.
     """
     on_stream = ~np.isnan(stream)
+    on_device = on_stream if unstreamed is None else on_stream | unstreamed
     codes = np.full(len(stream), -1, dtype=np.int32)
     labels: list[str] = []
-    if on_stream.any():
-        dev = device[on_stream]  # a copy: filled in place
+    if on_device.any():
+        dev = device[on_device]  # a copy: filled in place
         no_device = np.isnan(dev)
         if no_device.any():
-            dev[no_device] = pid[on_stream][no_device]
+            dev[no_device] = pid[on_device][no_device]
         if dev.min() == dev.max():  # one GPU (the usual trace): np.unique without its sort or its codes
             labels = [f"gpu:{int(dev[0])}"]
-            codes[on_stream] = 0
+            codes[on_device] = 0
         else:
             uniq, inverse = np.unique(dev, return_inverse=True)
             labels = [f"gpu:{int(v)}" for v in uniq]
-            codes[on_stream] = inverse.astype(np.int32)
+            codes[on_device] = inverse.astype(np.int32)
     return {"stream": _int64(stream), "correlation": _int64(corr), "device": (codes, labels)}
+
+
+def unstreamed_device_mask(cat_codes: np.ndarray, cats: list, stream: np.ndarray) -> np.ndarray | None:
+    """Events in a device category (:data:`popprof.trace.device.DEVICE_CHANNELS`) without ``args.stream``, or
+    None when there are none: device work all the same (MTIA's ``dma_request`` events on its ``DMA_REQUEST``
+    track carry no stream), whose device is that of its pid. Without it, such an event was device activity of
+    no device: a second, always idle device of its rank in the time account and the idle rules."""
+    ids = [i for i, c in enumerate(cats) if c in DEVICE_CHANNELS]
+    if not ids:
+        return None
+    mask = np.isin(cat_codes, ids) & np.isnan(stream)
+    return mask if mask.any() else None
 
 
 def host_stream_mask(cat_codes: np.ndarray, cats: list, pid: np.ndarray, stream: np.ndarray) -> np.ndarray:
