@@ -5,8 +5,9 @@ parameter lists; a table row shows the name's head with those lists folded to ``
 what tells kernels apart: the template arguments when they fit, else the one that names the
 kernel's work (the functor, the GEMM configuration: the first argument that is not a number or a
 plain type), shortened in turn. Names of one table that still read the same are numbered
-(:func:`short_names`). JSON outputs keep the full name: this is for tables read by people only
-(``docs/figures.md``, "How text prints"). A sentence names a kernel by its callable's name alone
+(:func:`short_names`); a table that shows some of many names widens a shown one that would read like one it
+leaves out (:func:`names_apart`, diff's changed events). JSON outputs keep the full name: this is for
+tables read by people only (``docs/figures.md``, "How text prints"). A sentence names a kernel by its callable's name alone
 (:func:`kernel_words`). One module for rules (layer 5) and report (layer 7) alike: it imports nothing.
 """
 
@@ -173,6 +174,46 @@ def _numbered(names: Iterable[object], shorten: Callable[[str, int], str], width
         suffix = f" #{same.index(name) + 1}"
         out.append(shorten(name, width - len(suffix)) + suffix)
     return out
+
+
+def names_apart(shown: Iterable[object], every: Iterable[object], width: int) -> list[str]:
+    """The names of the rows a table shows, shortened to ``width`` so that none reads like another of ``every``.
+
+    Only some rows are shown, but the reader knows the section's other names (the profile has them): a kernel
+    shortened to ``void at::native::vectorized_elementwise_kernel<...>(...)`` would read as any of the three such
+    kernels of HTA's ``trace_compare`` pair. A shown name that reads like another of ``every`` is shown as wide
+    as a summary's tables show names (``NAME_WIDTH``), where the argument that tells them apart fits
+    (``...<4, CUDAFunctor_add<int>, ...>(...)``), numbered among them when even that reads the same. Only the
+    names that begin as a shown one does (up to its first bracket, within ``width``) can read like it: the others
+    are never shortened here.
+    """
+    names = [str(n) for n in shown]
+    shorts = short_names(names, width)
+    heads = {_head(n, width) for n in names if len(n) > width}
+    if not heads:
+        return shorts
+    alike: dict[str, list[str]] = {}
+    for name in sorted({str(n) for n in every} | set(names)):
+        if len(name) > width and _head(name, width) in heads:
+            alike.setdefault(short_name(name, width), []).append(name)
+    wide: dict[str, list[str]] = {}
+    out = []
+    for name, short in zip(names, shorts, strict=True):
+        group = alike.get(short_name(name, width), [name]) if len(name) > width else [name]
+        if len(group) == 1:
+            out.append(short)
+            continue
+        key = short_name(name, width)
+        if key not in wide:  # once per group: its names as wide as a summary shows them, numbered if alike
+            wide[key] = short_names(group, NAME_WIDTH)
+        out.append(wide[key][group.index(name)])
+    return out
+
+
+def _head(name: str, width: int) -> str:
+    """What shortening to ``width`` keeps of ``name`` whatever its brackets hold: the text before the first one."""
+    cut = min((i for i in (name.find("<"), name.find("("), name.find("[")) if i >= 0), default=len(name))
+    return name[: min(cut, width - 3)]
 
 
 def _matching_open(text: str, close: int, opening: str, closing: str) -> int:

@@ -8,53 +8,13 @@ from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..io import jsonout, units
-from ..io.names import NAME_WIDTH, short_name, short_names
+from ..io.names import names_apart
 from ..io.plural import plural
 from . import junit
 from . import markdown as md
 
 #: Widest program or event name in a diff table (the full name stays in the JSON).
 DIFF_NAME_WIDTH = 60
-
-
-def _shown_names(shown: pd.Series, every: pd.Series, width: int = DIFF_NAME_WIDTH) -> list[str]:
-    """The names of a section's rows shortened to ``width`` so that none reads like another name of the section.
-
-    Only some rows are shown, but the reader knows the section's other names (the profile has them): a kernel
-    shortened to ``void at::native::vectorized_elementwise_kernel<...>(...)`` would read as any of the three such
-    kernels of HTA's ``trace_compare`` pair. A shown name that reads like another of ``every`` is shown as wide
-    as a summary's tables show names (``NAME_WIDTH``), where the argument that tells them apart fits
-    (``...<4, CUDAFunctor_add<int>, ...>(...)``), numbered among them when even that reads the same. Only the
-    names that begin as a shown one does (up to its first bracket, within ``width``) can read like it: the others
-    are never shortened here.
-    """
-    names = [str(n) for n in shown]
-    shorts = short_names(names, width)
-    heads = {_head(n, width) for n in names if len(n) > width}
-    if not heads:
-        return shorts
-    alike: dict[str, list[str]] = {}
-    for name in sorted({str(n) for n in every} | set(names)):
-        if len(name) > width and _head(name, width) in heads:
-            alike.setdefault(short_name(name, width), []).append(name)
-    wide: dict[str, list[str]] = {}
-    out = []
-    for name, short in zip(names, shorts, strict=True):
-        group = alike.get(short_name(name, width), [name]) if len(name) > width else [name]
-        if len(group) == 1:
-            out.append(short)
-            continue
-        key = short_name(name, width)
-        if key not in wide:  # once per group: its names as wide as a summary shows them, numbered if alike
-            wide[key] = short_names(group, NAME_WIDTH)
-        out.append(wide[key][group.index(name)])
-    return out
-
-
-def _head(name: str, width: int) -> str:
-    """What shortening to ``width`` keeps of ``name`` whatever its brackets hold: the text before the first one."""
-    cut = min((i for i in (name.find("<"), name.find("("), name.find("[")) if i >= 0), default=len(name))
-    return name[: min(cut, width - 3)]
 
 
 def _on(frame: pd.DataFrame) -> list[str]:
@@ -226,7 +186,7 @@ def render_text(
                         *_where(r),
                     ]
                     for name, r in zip(
-                        _shown_names(top_named["name"], frame["name"]),
+                        names_apart(top_named["name"], frame["name"], DIFF_NAME_WIDTH),
                         top_named.itertuples(index=False),
                         strict=True,
                     )
@@ -379,7 +339,7 @@ def render_markdown(
                     *_where(r),
                 ]
                 for name, r in zip(
-                    _shown_names(top_named["name"], getattr(result, section)["name"]),
+                    names_apart(top_named["name"], getattr(result, section)["name"], DIFF_NAME_WIDTH),
                     top_named.itertuples(index=False),
                     strict=True,
                 )
