@@ -7,8 +7,9 @@ kernel's work (the functor, the GEMM configuration: the first argument that is n
 plain type), shortened in turn. Names of one table that still read the same are numbered
 (:func:`short_names`); a table that shows some of many names widens a shown one that would read like one it
 leaves out (:func:`names_apart`, diff's changed events). JSON outputs keep the full name: this is for
-tables read by people only (``docs/figures.md``, "How text prints"). A sentence names a kernel by its callable's name alone
-(:func:`kernel_words`). One module for rules (layer 5) and report (layer 7) alike: it imports nothing.
+tables read by people only (``docs/figures.md``, "How text prints"). A sentence names a kernel by its
+callable's name alone (:func:`kernel_words`), an operator call by its input shapes (:func:`shape_words`).
+One module for rules (layer 5) and report (layer 7) alike: it imports nothing.
 """
 
 from __future__ import annotations
