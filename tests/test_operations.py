@@ -206,3 +206,22 @@ def test_the_html_report_gives_every_operator_row_its_inputs(tmp_path):
     assert (
         "<code>24, 24</code>" in table and "<code>384, 384</code>" in table and "<code>128x48</code>" in table
     )
+
+
+def test_a_backward_node_is_named_by_the_node_not_the_engine():
+    """The real DLRM step's top operators showed "autograd::engine::eval... #1" and "#2": the autograd engine's
+    prefix, which every backward row shares, filled the 28 columns. The node's name is what tells them apart."""
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+    from popprof.io.names import operator_name
+
+    engine = "autograd::engine::evaluate_function: "
+    assert operator_name(engine + "torch::autograd::AccumulateGrad", 28) == "AccumulateGrad"
+    assert operator_name(engine + "All2All_Pooled_WaitBackward", 28) == "All2All_Pooled_WaitBackward"
+    assert operator_name(engine + "X", 90) == engine + "X"  # whole where it fits
+    assert operator_name("aten::mm", 28) == "aten::mm"
+    result = CliRunner().invoke(cli, ["summary", str(REAL / "dlrm_8ranks"), "-q"], env={"COLUMNS": "80"})
+    table = result.stdout[result.stdout.index("Top GPU operators") :].split("\n\n")[0]
+    assert "autograd::engine" not in table
+    assert table.count("AccumulateGrad") == 1 and "All2All_Pooled_WaitBackward" in table

@@ -217,6 +217,26 @@ def _head(name: str, width: int) -> str:
     return name[: min(cut, width - 3)]
 
 
+#: How PyTorch's profiler names the autograd engine running a backward node: the node's name follows.
+AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def operator_name(name: object, width: int = NAME_WIDTH) -> str:
+    """A framework operator's name as a table shows it: :func:`short_name`, but a backward node run by the
+    autograd engine by the node alone (``autograd::engine::evaluate_function: torch::autograd::AccumulateGrad``
+    -> ``AccumulateGrad``), its namespaces left out: the prefix every backward row shares would fill the
+    column and leave ``autograd::engine::eval...`` of each."""
+    text = str(name)
+    if text.startswith(AUTOGRAD_PREFIX) and len(text) > width:
+        text = _unscoped(text[len(AUTOGRAD_PREFIX) :])
+    return short_name(text, width)
+
+
+def operator_names(names: Iterable[object], width: int = NAME_WIDTH) -> list[str]:
+    """:func:`operator_name` of each name, different names that read the same numbered (:func:`short_names`)."""
+    return _numbered(names, operator_name, width)
+
+
 def _matching_open(text: str, close: int, opening: str, closing: str) -> int:
     """Index of the ``opening`` bracket that the ``closing`` one at ``close`` closes; -1 when none does."""
     depth = 0

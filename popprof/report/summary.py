@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..io import units, words
-from ..io.names import shape_words, short_names
+from ..io.names import operator_names, shape_words
 from ..io.plural import plural
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import render_what_limits
@@ -183,7 +183,7 @@ def render_operations(rows: list[dict], note: str | None = None, shown: int = TE
     rows = rows[:shown]
     # one operator on two rows (two input shapes): each row's shapes on a line of their own, under its name
     repeated = {n for n, k in Counter(r["name"] for r in rows).items() if k > 1}
-    for row, name in zip(rows, short_names((r["name"] for r in rows), width=28), strict=True):
+    for row, name in zip(rows, operator_names((r["name"] for r in rows), width=28), strict=True):
         lines.append(
             f"    {units.duration(row['device_time_us']):>10}  {row['count']:>7,}  "
             f"{units.number(row['tflops'], missing='-'):>8}  {units.number(row['tbps'], missing='-'):>7}  "
