@@ -70,6 +70,11 @@ def test_every_line_fits_80_columns_and_keeps_the_figures(path: Path):
         assert units.duration(t["busy_us"]) in text
     for c, v in ((trace.get("device_activity") or {}).get("by_category") or {}).items():
         assert units.duration(v["total_us"]) in text, c
+    lines = text.splitlines()
+    assert not [line for line in lines if line != line.rstrip()]  # no trailing blanks in a CI log
+    for o in (doc.get("what_limits") or {}).get("opportunities") or []:
+        item = f"{o['rule_id']}: {o['title']}"  # a rule and its title are never split across lines
+        assert len(item) + 7 > 80 or any(item in line for line in lines), item
     wait = trace.get("host_wait") or {}
     if wait.get("events"):
         assert f"Host blocked on device: {units.duration(wait['total_us'])}" in text

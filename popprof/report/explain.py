@@ -180,9 +180,14 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
     if opportunities:
         lines.append("  Top opportunities (estimated gain: an upper bound)")
         for i, o in enumerate(opportunities, 1):
-            head = f"{i}. {_gain_text(o['estimated_gain'])}  {o['rule_id']}: {o['title']}"
+            gain, rule = f"{i}. {_gain_text(o['estimated_gain'])}", f"{o['rule_id']}: {o['title']}"
+            if len(f"    {gain}  {rule}") <= width:
+                lines.append(f"    {gain}  {rule}")
+                continue
+            # the rule and its title stay together on a line of their own when both do not fit beside the gain
+            lines += textwrap.wrap(gain, width, initial_indent="    ", subsequent_indent="       ")
             lines += textwrap.wrap(
-                head, width, initial_indent="    ", subsequent_indent="       ", break_on_hyphens=False
+                rule, width, initial_indent="       ", subsequent_indent="         ", break_on_hyphens=False
             )
     elif devices:
         lines.append("  No rule found an opportunity to price (popprof check lists what was evaluated).")

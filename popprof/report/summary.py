@@ -236,7 +236,10 @@ def _render_execution_totals(e: dict, width: int = WIDTH) -> list[str]:
 
 def _who(row: dict) -> str:
     rank = "" if row.get("rank") is None else f"rank {row['rank']}  "
-    names = " / ".join(n for n in (row.get("process_name"), row.get("thread_name")) if n)
+    # names as the trace wrote them, less blanks at their ends (Kineto names a GPU stream "stream 7 ")
+    names = " / ".join(
+        n.strip() for n in (row.get("process_name"), row.get("thread_name")) if n and n.strip()
+    )
     # ids from SYNTHETIC_ID_BASE stand in for ids written as text: not in the file, their text is the name
     ids = [f"{k} {row[k]}" for k in ("pid", "tid") if row.get(k) is None or row[k] < SYNTHETIC_ID_BASE]
     return f"{rank}{' '.join(ids)}" + (f"  {names}" if names else "")
