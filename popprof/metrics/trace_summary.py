@@ -101,6 +101,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     out["host_wait"] = host_wait_summary(events, out["span_us"], top, profile)
     out.update(_device_part(profile, top))
     out["device_activity"] = device_activity(events, profile)
+    from .device_memory import device_memory
+
+    memory = device_memory(profile)
+    if memory:  # the allocator's [memory] events (profile_memory=True)
+        out["device_memory"] = memory
     from .devices import launches_without_device, named_devices_without_activity
 
     missing = launches_without_device(profile)

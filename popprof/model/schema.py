@@ -468,6 +468,39 @@ TABLES: dict[str, Table] = {
             "chrome_trace",
         ),
         Table(
+            "allocations",
+            "allocator event",
+            (
+                _c(
+                    "event_id",
+                    "int64",
+                    "the [memory] row of events: its rank and its parent (the operator that allocated)",
+                    key=True,
+                ),
+                _c("pid", "int64", "process id", key=True),
+                _c("tid", "int64", "thread id", key=True),
+                _c("ts_us", "float64", "time", "us"),
+                _c(
+                    "device", "category", "the allocator's device: gpu:N (CUDA, HIP), cpu, or c10's type name"
+                ),
+                _c("bytes", "Int64", "the block: positive allocated, negative freed", "bytes"),
+                _c(
+                    "total_allocated",
+                    "Int64",
+                    "the allocator's total allocated after the call (Kineto 2022+)",
+                    "bytes",
+                ),
+                _c(
+                    "total_reserved",
+                    "Int64",
+                    "the caching allocator's total reserved after the call",
+                    "bytes",
+                ),
+            ),
+            "PyTorch profiler's [memory] instant events (profile_memory=True), read when first used.",
+            "chrome_trace",
+        ),
+        Table(
             "threads",
             "thread",
             (

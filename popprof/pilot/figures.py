@@ -97,7 +97,7 @@ CAPTURE = {
         "pipeline": "not a GPU figure (pipeline stages across IPUs)",
         "memory": "not a GPU figure (per-tile memory is IPU-only)",
         "liveness": "not a GPU figure (liveness is IPU-only)",
-        "gpu_memory": "a trace with memory events (profile_memory=True) and deviceProperties",
+        "gpu_memory": "a trace with the allocator's memory events (profile_memory=True)",
     },
 }
 
@@ -248,6 +248,8 @@ def side(
     if platform == "ipu":
         stages = pipeline_imbalance(profile)  # the summary's pipeline: its share of the run
         values["stage_imbalance_pct"] = None if stages is None else _as_percent(stages.get("share"))
+    if platform == "gpu":  # the allocator's peak of the trace's [memory] events
+        values["peak_allocated_bytes"] = metrics.get("trace.device_memory_peak_bytes")
     if platform == "ipu":
         values["memory_utilisation"] = metrics.get("memory.max_tile_utilisation")
         values["memory_headroom_bytes"] = metrics.get("memory.max_tile_headroom_bytes")

@@ -156,6 +156,7 @@ def read(path: Path, **options: object) -> Profile:
     threads = concat_tables([p.get("threads") for p in profiles])
     counters = concat_tables([p.get("counters") for p in profiles])
     flows = concat_tables([p.get("flows") for p in profiles])
+    allocations = _allocations(profiles)
     metadata: dict[str, object] = dict(source_metadata(kind, files))
     warnings: Counter = Counter()
     texts: dict[str, list[str]] = {}
@@ -188,10 +189,23 @@ def read(path: Path, **options: object) -> Profile:
             "threads": threads if len(threads.columns) else None,
             "counters": counters if len(counters.columns) else None,
             "flows": flows if len(flows.columns) else None,
+            "allocations": allocations,
         },
         source=str(path),
         metadata=metadata,
     )
+
+
+def _allocations(profiles: Sequence[Profile]) -> pd.DataFrame | None:
+    """Every rank's ``allocations`` (read here, for the ranks whose traces hold ``[memory]`` events), their
+    ``event_id`` offset as the directory's ``events`` offsets it."""
+    offsets = np.cumsum([0] + [len(p.events) for p in profiles[:-1]])
+    frames = []
+    for profile, offset in zip(profiles, offsets, strict=True):
+        frame = profile.get("allocations")
+        if frame is not None:
+            frames.append(frame.assign(event_id=frame["event_id"] + int(offset)))
+    return concat_tables(frames) if frames else None
 
 
 def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tuple[list[int], list[str]]:

@@ -245,6 +245,40 @@ def _who(row: dict) -> str:
     return f"{rank}{' '.join(ids)}" + (f"  {names}" if names else "")
 
 
+def render_device_memory(memory: list[dict]) -> list[str]:
+    """The "Device memory" lines of a trace with allocator events (prose, wrapped by :func:`fit_lines`)."""
+    if not memory:
+        return []
+    lines = ["", "  Device memory (PyTorch's allocator events, profile_memory=True)"]
+    for m in memory:
+        who = m["device"] if m.get("rank") is None else f"rank {m['rank']} {m['device']}"
+        since = "" if m["basis"] == "allocator" else " since the trace began (its blocks less those freed)"
+        where = f" in {m['peak_op']}" if m.get("peak_op") else ""
+        reserved = (
+            ""
+            if m.get("peak_reserved_bytes") is None
+            else f"; {units.bytes_short(m['peak_reserved_bytes'])} reserved"
+        )
+        text = (
+            f"    {who}: peak {units.bytes_short(m['peak_allocated_bytes'])} allocated{since} at "
+            f"{units.offset(m['peak_at_us'])}{where}{reserved}; {plural(m['allocations'], 'block')} allocated "
+            f"({units.bytes_short(m['allocated_bytes'])}), {m['frees']:,} freed"
+        )
+        if m["basis"] == "allocator":
+            text += (
+                f"; in use {units.bytes_short(m['start_bytes'])} at the start, "
+                f"{units.bytes_short(m['end_bytes'])} at the end"
+            )
+        lines.append(text)
+        tops = ", ".join(
+            f"{t['op']} {t['allocations']:,} x {units.bytes_short(t['allocated_bytes'])}"
+            for t in m["top_ops"]
+        )
+        if tops:
+            lines.append(f"      most allocated by: {tops}")
+    return lines
+
+
 def device_window(devices: list[dict], source_format: str | None = None, steps_left_out: bool = False) -> str:
     """What the device table's shares are of, in words: HTA's window on GPUs (without the last profiler step
     when HTA leaves it out), an IPU's step time, a ``.pvti`` device's first to last device event."""
@@ -513,6 +547,7 @@ def render_trace_text(
                 f"    {rank}{x['device']}: {x['launches']:,} launches, mean {units.duration(x['mean_us'])}, "
                 f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
+    lines += render_device_memory(tr.get("device_memory") or [])
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]

@@ -20,6 +20,7 @@ from ...model.profile import Deferred, Profile
 from ...trace import frame
 from ...trace.begin_end import match_begin_end
 from . import early, split
+from .allocations import allocations_of, allocations_read_on_use, memory_rows
 from .columns import concat_flows, json_text
 from .events import INSTANT_SCOPES
 from .parse import parse_file
@@ -232,6 +233,16 @@ def _read_parts(
     else:
         build = partial(_flows_read_on_use, path, prefix, before, rank, n_flows, dict(parsed.synthetic), plan)
     flows_table = Deferred(n_flows, build) if n_flows else None
+    # the allocator's [memory] events: their args when first used (summary's device memory), read then
+    n_memory = len(memory_rows(events))
+    if n_memory and with_args:
+        allocations = Deferred(n_memory, partial(allocations_of, events))
+    elif n_memory:
+        allocations = Deferred(
+            n_memory, partial(allocations_read_on_use, path, before, events, _events_with_args)
+        )
+    else:
+        allocations = None
 
     metadata: dict[str, object] = dict(source())
     metadata["chrome.events_read"] = parsed.parsed
@@ -251,10 +262,22 @@ def _read_parts(
     target = {"source_format": [FORMAT]}
     return Profile(
         path.name.removesuffix(".gz").removesuffix(".json") or path.stem,
-        {"target": target, "events": events, "threads": threads, "counters": counters, "flows": flows_table},
+        {
+            "target": target,
+            "events": events,
+            "threads": threads,
+            "counters": counters,
+            "flows": flows_table,
+            "allocations": allocations,
+        },
         source=str(path),
         metadata=metadata,
     )
+
+
+def _events_with_args(path: Path):
+    """The ``events`` of ``path`` read again with args (one process), for the ``allocations`` table."""
+    return read(path, with_args=True, parser="orjson", workers=1, flows_on_use=True).events
 
 
 def _flow_table(chunks: list[dict], labels: list[str], rank: int | None):

@@ -1,0 +1,150 @@
+"""Device memory of a PyTorch trace recorded with ``profile_memory=True``, from its allocator events (the
+``allocations`` table): per rank and device, the peak allocated, when and in which operator it was reached,
+the peak reserved, and the blocks allocated and freed (docs/figures.md, "Device memory").
+
+The peak is the allocator's own ``Total Allocated`` (what ``torch.cuda.max_memory_allocated`` counts, within
+the trace) when every event of the device carries it (Kineto since about 2022). An older trace gives only each
+block's size; its figure is then the peak of the blocks allocated less those freed since the trace began
+(``basis: "net"``), which leaves out what was allocated before the profiler started.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model.profile import Profile
+from . import metric
+from .trace import time_origin
+
+#: Operators that only allocate: a block allocated inside one belongs to the operator around it.
+ALLOCATION_PRIMITIVES = frozenset(
+    {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided"}
+)
+#: Kineto's category of framework operators (``Operator`` in 2021 traces).
+OPERATOR_CHANNELS = ("cpu_op", "Operator")
+
+#: How the peak was found: the allocator's totals, or the blocks' net sum since the trace began.
+ALLOCATOR, NET = "allocator", "net"
+
+
+def device_memory(profile: Profile, top: int = 3) -> list[dict]:
+    """One record per (rank, device) with allocator events, GPUs first; ``[]`` without any. Each holds
+    ``peak_allocated_bytes`` (``basis``: :data:`ALLOCATOR` or :data:`NET`), ``peak_at_us`` (from the trace's
+    time origin), ``peak_op`` (the operator around the allocation that reached it), ``peak_reserved_bytes``,
+    the allocated and freed blocks (count, bytes), ``start_bytes``/``end_bytes`` (in use before the first
+    event and after the last) and ``top_ops`` (the operators that allocated the most bytes)."""
+    return profile.cached(f"device_memory.{top}", lambda: _device_memory(profile, top))
+
+
+def _device_memory(profile: Profile, top: int) -> list[dict]:
+    table = profile.get("allocations")
+    if table is None or table.empty:
+        return []
+    events = profile.events
+    ids = events["event_id"].to_numpy()
+    rows = pd.Index(ids).get_indexer(table["event_id"].to_numpy())
+    ranks = events["rank"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    ops = _operators(events, rows)
+    origin = time_origin(profile) or 0.0
+    frame = pd.DataFrame(
+        {
+            "rank": np.nan_to_num(ranks, nan=-1).astype(np.int64),
+            "device": table["device"].astype(object).to_numpy(),
+            "ts": table["ts_us"].to_numpy(dtype=np.float64),
+            "bytes": table["bytes"].to_numpy(dtype=np.float64, na_value=0.0),
+            "total": table["total_allocated"].to_numpy(dtype=np.float64, na_value=np.nan),
+            "reserved": table["total_reserved"].to_numpy(dtype=np.float64, na_value=np.nan),
+            "op": ops,
+        }
+    ).dropna(subset=["device"])
+    out = [
+        _one(int(rank), str(device), group.sort_values("ts", kind="stable"), origin, top)
+        for (rank, device), group in frame.groupby(["rank", "device"], sort=True)
+    ]
+    return sorted(out, key=lambda r: (r["device"] == "cpu", r["rank"], r["device"]))
+
+
+def _operators(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The operator each ``[memory]`` row (positions ``rows``) belongs to: its innermost enclosing framework
+    operator (Kineto's ``cpu_op``) that is not an allocation primitive (``aten::empty`` under ``aten::addmm`` is
+    ``aten::addmm``'s block); without one, the innermost enclosing event (a Python function, an annotation)."""
+    index = pd.Index(events["event_id"].to_numpy())
+    parent_ids = events["parent_id"].to_numpy(dtype=np.float64, na_value=np.nan)
+    names = events["name"].astype(object).to_numpy()
+    operator = events["channel"].isin(OPERATOR_CHANNELS).to_numpy(dtype=bool) & ~np.isin(
+        names, list(ALLOCATION_PRIMITIVES)
+    )
+
+    def parent_of(at: np.ndarray) -> np.ndarray:
+        return index.get_indexer(np.nan_to_num(parent_ids[at], nan=-1).astype(np.int64))
+
+    innermost = parent_of(rows)
+    owner = innermost.copy()
+    while True:  # each round one level up: it ends at the top level
+        up = (owner >= 0) & ~operator[np.maximum(owner, 0)]
+        if not up.any():
+            break
+        owner[up] = parent_of(owner[up])
+    owner = np.where(owner >= 0, owner, innermost)
+    return np.where(owner >= 0, names[np.maximum(owner, 0)], None)
+
+
+def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int) -> dict:
+    blocks = group["bytes"].to_numpy()
+    totals = group["total"].to_numpy()
+    if not np.isnan(totals).any():
+        basis, in_use = ALLOCATOR, totals
+        start = float(totals[0] - blocks[0])
+    else:
+        basis, in_use = NET, np.cumsum(blocks)
+        start = 0.0
+    peak = int(np.argmax(in_use))
+    reserved = group["reserved"].to_numpy()
+    allocated, freed = blocks > 0, blocks < 0
+    by_op = (
+        group[allocated]
+        .assign(op=lambda f: f["op"].fillna("(no operator)"))
+        .groupby("op", sort=False)["bytes"]
+        .agg(["size", "sum"])
+        .sort_values(["sum", "size"], ascending=False, kind="stable")
+        .head(top)
+    )
+    op = group["op"].iloc[peak]
+    return {
+        "rank": None if rank < 0 else rank,
+        "device": device,
+        "basis": basis,
+        "peak_allocated_bytes": int(in_use[peak]),
+        "peak_at_us": float(group["ts"].iloc[peak] - origin),
+        "peak_op": None if op is None or pd.isna(op) else str(op),
+        "peak_reserved_bytes": None if np.isnan(reserved).all() else int(np.nanmax(reserved)),
+        "allocations": int(allocated.sum()),
+        "allocated_bytes": int(blocks[allocated].sum()),
+        "frees": int(freed.sum()),
+        "freed_bytes": int(-blocks[freed].sum()),
+        "start_bytes": int(start),
+        "end_bytes": int(in_use[-1]),
+        "top_ops": [
+            {"op": str(name), "allocations": int(row["size"]), "allocated_bytes": int(row["sum"])}
+            for name, row in by_op.iterrows()
+        ],
+    }
+
+
+@metric(
+    "trace.device_memory_peak_bytes",
+    "bytes",
+    "peak device memory allocated: the largest of the accelerators' allocator peaks (Total Allocated of the "
+    "PyTorch profiler's [memory] events; profile_memory=True)",
+    needs=("allocations",),
+)
+def device_memory_peak_bytes(profile: Profile) -> float | None:
+    """The largest peak allocated of the accelerators (not ``cpu``) on the allocator's own totals; None
+    when the trace holds no allocator events or only block sizes (``basis: "net"``, not a peak)."""
+    peaks = [
+        r["peak_allocated_bytes"]
+        for r in device_memory(profile)
+        if r["device"] != "cpu" and r["basis"] == ALLOCATOR
+    ]
+    return float(max(peaks)) if peaks else None
