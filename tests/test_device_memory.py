@@ -70,8 +70,13 @@ def test_the_peaks_are_the_allocators_own_totals(path: Path):
     if path == BERT:  # 96.6 MiB at most, 87.1 MiB in use before the first event and after the last
         assert (gpu["peak_allocated_bytes"], gpu["start_bytes"]) == (101_305_344, 91_360_768)
         assert gpu["rank"] is None
+        assert gpu["capacity_bytes"] == 85_018_279_936  # deviceProperties' totalGlobalMem: an H100 80GB
+        assert memory["cpu"]["capacity_bytes"] is None
     else:  # a HIP device is a GPU; the trace's rank is kept
         assert (gpu["peak_allocated_bytes"], gpu["rank"]) == (191_628_704_768, 0)
+        assert gpu["capacity_bytes"] == 206_141_652_992  # vLLM reserves most of the MI300X's 192 GiB
+        text = CliRunner().invoke(cli, ["summary", str(path), "-q"]).stdout
+        assert "180.3 GiB reserved (93.9 % of its 192 GiB)" in " ".join(text.split())
 
 
 def test_a_2021_trace_without_totals_gives_the_net_of_its_blocks():

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from . import metric
+from .peaks import device_properties
 from .trace import time_origin
 
 #: Operators that only allocate: a block allocated inside one belongs to the operator around it.
@@ -32,6 +33,7 @@ def device_memory(profile: Profile, top: int = 3) -> list[dict]:
     """One record per (rank, device) with allocator events, GPUs first; ``[]`` without any. Each holds
     ``peak_allocated_bytes`` (``basis``: :data:`ALLOCATOR` or :data:`NET`), ``peak_at_us`` (from the trace's
     time origin), ``peak_op`` (the operator around the allocation that reached it), ``peak_reserved_bytes``,
+    ``capacity_bytes`` (the GPU's memory, ``deviceProperties``' ``totalGlobalMem``; None when not given),
     the allocated and freed blocks (count, bytes), ``start_bytes``/``end_bytes`` (in use before the first
     event and after the last) and ``top_ops`` (the operators that allocated the most bytes)."""
     return profile.cached(f"device_memory.{top}", lambda: _device_memory(profile, top))
@@ -58,8 +60,16 @@ def _device_memory(profile: Profile, top: int) -> list[dict]:
             "op": ops,
         }
     ).dropna(subset=["device"])
+    capacity = _capacities(profile)
     out = [
-        _one(int(rank), str(device), group.sort_values("ts", kind="stable"), origin, top)
+        _one(
+            int(rank),
+            str(device),
+            group.sort_values("ts", kind="stable"),
+            origin,
+            top,
+            capacity.get(str(device)),
+        )
         for (rank, device), group in frame.groupby(["rank", "device"], sort=True)
     ]
     return sorted(out, key=lambda r: (r["device"] == "cpu", r["rank"], r["device"]))
@@ -90,7 +100,18 @@ def _operators(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.where(owner >= 0, names[np.maximum(owner, 0)], None)
 
 
-def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int) -> dict:
+def _capacities(profile: Profile) -> dict[str, int]:
+    """Each GPU's memory (``gpu:N`` -> bytes) from the trace's ``deviceProperties`` (``totalGlobalMem`` of
+    device ``id`` N; a directory of ranks: its first rank's, the ranks' devices taken to be alike)."""
+    out = {}
+    for props in device_properties(profile):
+        size, index = props.get("totalGlobalMem"), props.get("id")
+        if type(size) is int and size > 0 and type(index) is int:
+            out[f"gpu:{index}"] = size
+    return out
+
+
+def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int, capacity: int | None) -> dict:
     blocks = group["bytes"].to_numpy()
     totals = group["total"].to_numpy()
     if not np.isnan(totals).any():
@@ -119,6 +140,7 @@ def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int) -
         "peak_at_us": float(group["ts"].iloc[peak] - origin),
         "peak_op": None if op is None or pd.isna(op) else str(op),
         "peak_reserved_bytes": None if np.isnan(reserved).all() else int(np.nanmax(reserved)),
+        "capacity_bytes": capacity,
         "allocations": int(allocated.sum()),
         "allocated_bytes": int(blocks[allocated].sum()),
         "frees": int(freed.sum()),

@@ -259,6 +259,9 @@ def render_device_memory(memory: list[dict]) -> list[str]:
             if m.get("peak_reserved_bytes") is None
             else f"; {units.bytes_short(m['peak_reserved_bytes'])} reserved"
         )
+        if reserved and m.get("capacity_bytes"):  # how close the allocator came to the device's memory
+            share = units.percent(m["peak_reserved_bytes"] / m["capacity_bytes"])
+            reserved += f" ({share} of its {units.bytes_short(m['capacity_bytes'])})"
         text = (
             f"    {who}: peak {units.bytes_short(m['peak_allocated_bytes'])} allocated{since} at "
             f"{units.offset(m['peak_at_us'])}{where}{reserved}; {plural(m['allocations'], 'block')} allocated "
