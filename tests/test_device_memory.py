@@ -230,3 +230,19 @@ def test_the_html_report_shows_the_summarys_device_memory(tmp_path: Path):
     for figure in (gpu["peak_allocated_bytes"], gpu["peak_reserved_bytes"], gpu["start_bytes"]):
         assert units.nbytes(figure) in table
     assert f"+{units.duration(gpu['peak_at_us'])}" in table and "<code>aten::addmm</code>" in table
+
+
+def test_the_store_keeps_the_allocations_and_the_peak(tmp_path: Path):
+    store = tmp_path / "store"
+    for args in (["store", "init", str(store)], ["store", "add", str(store), str(BERT)]):
+        result = CliRunner().invoke(cli, ["-q", *args])
+        assert result.exit_code == 0, result.output
+    query = (
+        "select a.device, count(*) as n, max(a.total_allocated) as peak, max(m.value) as metric "
+        "from allocations a, metrics m where m.name = 'trace.device_memory_peak_bytes' group by 1 order by 1"
+    )
+    result = CliRunner().invoke(cli, ["-q", "store", "query", str(store), query, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["device"], r["n"], r["peak"]) for r in rows] == [("cpu", 18, 16), ("gpu:0", 218, 101_305_344)]
+    assert rows[1]["metric"] == 101_305_344
