@@ -29,17 +29,28 @@ from pathlib import Path
 FORMAT = "xplane"
 SUFFIX = ".xplane.pb"
 
-__all__ = ["FORMAT", "SUFFIX", "candidates", "read", "sniff"]
+__all__ = ["FORMAT", "SUFFIX", "candidates", "in_directory", "plugins_profile", "read", "sniff"]
 
 
 def candidates(path: Path) -> list[Path]:
     """The XPlane files a directory holds: ``*.xplane.pb`` in it, else in ``plugins/profile/<run>/`` (the layout
     TensorBoard and ``jax.profiler.trace`` write), in name order."""
+    return in_directory(path) or plugins_profile(path)
+
+
+def in_directory(path: Path) -> list[Path]:
+    """The XPlane files directly in ``path`` (a ``plugins/profile/<run>/`` directory), in name order."""
+    return _files(path, f"*{SUFFIX}")
+
+
+def plugins_profile(path: Path) -> list[Path]:
+    """The XPlane files in ``path/plugins/profile/<run>/`` (a TensorBoard log directory), in name order."""
+    return _files(path, f"plugins/profile/*/*{SUFFIX}")
+
+
+def _files(path: Path, pattern: str) -> list[Path]:
     try:
-        direct = sorted(p for p in path.glob(f"*{SUFFIX}") if p.is_file())
-        if direct:
-            return direct
-        return sorted(p for p in path.glob(f"plugins/profile/*/*{SUFFIX}") if p.is_file())
+        return sorted(p for p in path.glob(pattern) if p.is_file())
     except OSError:
         return []
 

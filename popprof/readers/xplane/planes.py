@@ -151,7 +151,9 @@ def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Colu
         python = np.array([label.startswith("$") for label in unique], dtype=bool)
         if python.any():
             channel[python[codes] & (correlation < 0)] = _CODE[PYTHON]
-    return Columns(start_us, dur / 1e6, codes, unique, channel, correlation, args)
+    dur_us = dur / 1e6
+    dur_us[dur < 0] = np.nan  # a negative duration (a damaged file): the event is kept, without one
+    return Columns(start_us, dur_us, codes, unique, channel, correlation, args)
 
 
 def _renamed(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
