@@ -110,27 +110,7 @@ def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Colu
     start_us = line.timestamp_ns / 1e3 + offset / 1e6
     correlation = np.full(n, -1, dtype=np.int64)
     channel = np.full(n, _CODE[KERNEL] if device else _CODE[TRACE_ME], dtype=np.int32)
-    args: list[str | None] | None = [None] * n if with_args else None
-    stat_names = names.stats
-    for i, event in enumerate(events):
-        stats = event.stats
-        if not stats:
-            continue
-        found: dict[str, object] = {}
-        for stat in stats:
-            key = stat_names.get(stat.metadata_id, "")
-            if key == "correlation_id":
-                value = stat_value(stat, stat_names)
-                if isinstance(value, int):
-                    correlation[i] = value
-            elif device and key == "memcpy_details":
-                channel[i] = _CODE[MEMCPY]
-            elif device and key == "memset_details":
-                channel[i] = _CODE[MEMSET]
-            if with_args and key:
-                found[key] = stat_value(stat, stat_names)
-        if args is not None and found:
-            args[i] = json.dumps(found, default=str)
+    args = _stats(events, names.stats, device, correlation, channel, with_args)
     distinct, inverse = np.unique(metadata, return_inverse=True)
     labels = [names.events.get(m) or f"event {m}" for m in distinct.tolist()]
     unique = list(dict.fromkeys(labels))
@@ -163,3 +143,43 @@ def _renamed(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str
     position = {label: i for i, label in enumerate(unique)}
     lut = np.array([position[label] for label in new], dtype=np.int32)
     return (lut[codes] if len(codes) else codes), unique
+
+
+#: what a stat marks, by its name: the correlation id, a copy, a memset
+_CORRELATION, _COPY, _SET = 0, 1, 2
+
+
+def _stats(
+    events,  # noqa: ANN001 - a repeated XEvent field
+    stat_names: dict[int, str],
+    device: bool,
+    correlation: np.ndarray,
+    channel: np.ndarray,
+    with_args: bool,
+) -> list[str | None] | None:
+    """Visit each event's stats once: fill ``correlation`` and (on a device line) mark copies and memsets in
+    ``channel``; with ``with_args`` return every event's stats as JSON (None where it has none)."""
+    marks = {"correlation_id": _CORRELATION}
+    if device:
+        marks |= {"memcpy_details": _COPY, "memset_details": _SET}
+    wanted = {k: marks[v] for k, v in stat_names.items() if v in marks}
+    copy, memset = _CODE[MEMCPY], _CODE[MEMSET]
+    args: list[str | None] | None = [None] * len(events) if with_args else None
+    for i, event in enumerate(events):
+        for stat in event.stats:
+            mark = wanted.get(stat.metadata_id)
+            if mark is None:
+                continue
+            if mark == _CORRELATION:
+                value = stat_value(stat, stat_names)
+                if isinstance(value, int):
+                    correlation[i] = value
+            else:
+                channel[i] = copy if mark == _COPY else memset
+        if args is not None and len(event.stats):
+            found = {
+                stat_names.get(s.metadata_id, str(s.metadata_id)): stat_value(s, stat_names)
+                for s in event.stats
+            }
+            args[i] = json.dumps(found, default=str)
+    return args
