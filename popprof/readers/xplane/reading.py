@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,53 +60,60 @@ def read(
         raise InputError(source, "the file is empty", _HINT)
     space = parse(source, data)
     del data
-    parts: list[tuple[Columns, int, int, int]] = []  # columns, pid, tid, gpu (-1 on the host)
-    process_names: dict[int, str] = {}
-    thread_names: dict[tuple[int, int], str] = {}
-    planes, skipped, gpus = [], {}, []
-    start_time = None
+    found = _Gathered()
     for plane in space.planes:
+        found.add(plane, ", ".join(space.hostnames), with_args)
+    if not found.parts:
+        listed = ", ".join(p["name"] for p in found.planes) or "none"
+        raise InputError(source, f"holds no GPU stream or host events (planes: {listed})", _HINT)
+    return _profile(path, source, space, found, device_map)
+
+
+@dataclass
+class _Gathered:
+    """What the planes gave: each line's columns with its track, the names of processes and threads, and what
+    the metadata records (every plane, the lines left out, the GPUs' own stats, the profile's start)."""
+
+    parts: list[tuple[Columns, int, int, int]] = field(default_factory=list)  # columns, pid, tid, gpu or -1
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    planes: list[dict] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    gpus: list[dict] = field(default_factory=list)
+    start_time: object = None
+
+    def add(self, plane, host: str, with_args: bool) -> None:  # noqa: ANN001 - an XPlane message
+        """Read one plane: a GPU's stream lines and the host's lines into columns; others into metadata."""
         names = PlaneNames.of(plane)
         events = sum(len(line.events) for line in plane.lines)
-        planes.append({"name": plane.name, "lines": len(plane.lines), "events": events})
-        gpu = GPU_PLANE.match(plane.name)
+        self.planes.append({"name": plane.name, "lines": len(plane.lines), "events": events})
         if plane.name == "Task Environment":
-            start_time = plane_stats(plane, names).get("profile_start_time")
+            self.start_time = plane_stats(plane, names).get("profile_start_time")
+        gpu = GPU_PLANE.match(plane.name)
         if gpu is None and plane.name != HOST_PLANE:
             if events:
-                skipped[plane.name] = events
-            continue
+                self.skipped[plane.name] = events
+            return
         index = int(gpu.group(1)) if gpu else -1
         pid = index if gpu else HOST_PID
         if gpu:
-            gpus.append({"gpu": index, **plane_stats(plane, names)})
-            process_names[pid] = plane.name
+            self.gpus.append({"gpu": index, **plane_stats(plane, names)})
+            self.process_names[pid] = plane.name
         else:
-            host = ", ".join(space.hostnames)
-            process_names[pid] = f"{HOST_PLANE} ({host})" if host else HOST_PLANE
+            self.process_names[pid] = f"{HOST_PLANE} ({host})" if host else HOST_PLANE
         for line in plane.lines:
             stream = STREAM_LINE.match(line.name) if gpu else None
-            if gpu and stream is None:
+            if gpu and stream is None:  # a derived line (XLA Ops, ...): the stream lines' work again
                 if len(line.events):
                     key = f"{plane.name}/{line.name}"
-                    skipped[key] = skipped.get(key, 0) + len(line.events)
+                    self.skipped[key] = self.skipped.get(key, 0) + len(line.events)
                 continue
             if not len(line.events):
                 continue
             columns = read_line(line, names, device=gpu is not None, with_args=with_args)
             tid = int(stream.group(1)) if stream else int(line.id)
-            parts.append((columns, pid, tid, index))
-            thread_names[(pid, tid)] = line.display_name or line.name
-    if not parts:
-        raise InputError(
-            source,
-            "holds no GPU stream or host events (planes: "
-            + (", ".join(p["name"] for p in planes) or "none")
-            + ")",
-            _HINT,
-        )
-    return _profile(path, source, space, parts, process_names, thread_names, planes, skipped, gpus, start_time,
-                    with_args, device_map)  # fmt: skip
+            self.parts.append((columns, pid, tid, index))
+            self.thread_names[(pid, tid)] = line.display_name or line.name
 
 
 def _joined(parts: list[tuple[Columns, int, int, int]]) -> dict[str, object]:
@@ -143,17 +151,11 @@ def _profile(
     path: Path,
     source: Path,
     space,  # noqa: ANN001 - the XSpace message
-    parts: list[tuple[Columns, int, int, int]],
-    process_names: dict[int, str],
-    thread_names: dict[tuple[int, int], str],
-    planes: list[dict],
-    skipped: dict[str, int],
-    gpus: list[dict],
-    start_time: object,
-    with_args: bool,
+    found: _Gathered,
     device_map: Mapping[str, str | None] | str | None,
 ) -> Profile:
-    cols = _joined(parts)
+    """The Profile of the gathered columns: events, threads, target and metadata."""
+    cols = _joined(found.parts)
     device = cols["device"]
     on_gpu = device >= 0
     labels = np.unique(device[on_gpu])
@@ -182,19 +184,19 @@ def _profile(
     rank = trace_rank({}, source)
     events["rank"] = frame.constant_int(len(events), rank)
     events["bookkeeping"] = np.zeros(len(events), dtype=bool)
-    threads = frame.build_threads(events, process_names, thread_names)
+    threads = frame.build_threads(events, found.process_names, found.thread_names)
     threads["process_labels"] = pd.array(
         [f"GPU {p}" if p != HOST_PID else "CPU" for p in threads["pid"].tolist()], dtype="str"
     )
     threads["rank"] = frame.constant_int(len(threads), rank)
     meta: dict[str, object] = dict(source_metadata(FORMAT, [source]))
     meta["xplane.hostnames"] = json.dumps(list(space.hostnames))
-    meta["xplane.planes"] = json.dumps(planes)
-    meta["xplane.gpus"] = json.dumps(gpus, default=str)
-    if skipped:
-        meta["xplane.skipped_lines"] = json.dumps(skipped)
-    if isinstance(start_time, int):
-        meta["xplane.profile_start_time_ns"] = start_time
+    meta["xplane.planes"] = json.dumps(found.planes)
+    meta["xplane.gpus"] = json.dumps(found.gpus, default=str)
+    if found.skipped:
+        meta["xplane.skipped_lines"] = json.dumps(found.skipped)
+    if isinstance(found.start_time, int):
+        meta["xplane.profile_start_time_ns"] = found.start_time
     for key in ("errors", "warnings"):
         if len(getattr(space, key)):
             meta[f"xplane.{key}"] = json.dumps(list(getattr(space, key))[:20])
