@@ -21,6 +21,8 @@ NOT_PROFILES = frozenset(
         "make_tracelens_collectives.py",
         "tracelens_rocprof_reference.json",
         "make_tracelens_rocprof.py",
+        "xplane_reference.json",
+        "make_xplane_reference.py",
     }
 )
 

@@ -424,13 +424,15 @@ TABLES: dict[str, Table] = {
                 _c(
                     "stream",
                     "Int64",
-                    "GPU stream (Kineto args.stream; rocprof: the HSA queue) or IPU channel number; missing on host",
+                    "GPU stream (Kineto args.stream; rocprof: the HSA queue; xplane: the Stream #N line) or IPU "
+                    "channel number; missing on host",
                 ),
                 _c(
                     "correlation",
                     "Int64",
                     "launch correlation id linking a host launch call to its device event "
-                    "(Kineto args.correlation, the id of ac2g flows; rocprof correlation_id.internal)",
+                    "(Kineto args.correlation, the id of ac2g flows; rocprof correlation_id.internal; xplane the "
+                    "correlation_id stat)",
                 ),
                 _c(
                     "bookkeeping",
@@ -447,7 +449,7 @@ TABLES: dict[str, Table] = {
                 _c("args", "str", "event arguments as JSON (only when read with args)", optional=True),
             ),
             "Timed events of host (and device) threads.",
-            "pvti, chrome_trace, rocprof",
+            "pvti, chrome_trace, rocprof, xplane",
             ("event_id",),
         ),
         Table(
@@ -518,7 +520,7 @@ TABLES: dict[str, Table] = {
                 _c("thread_sort_index", "Int64", "display order of the thread (Chrome thread_sort_index)"),
             ),
             "Threads seen in a trace (and processes named by metadata: tid of the metadata event, usually 0).",
-            "pvti, chrome_trace, rocprof",
+            "pvti, chrome_trace, rocprof, xplane",
             ("pid", "tid"),
         ),
         Table(

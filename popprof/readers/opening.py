@@ -46,7 +46,11 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
     except OSError as exc:  # e.g. a name too long for the file system
         raise InputError(path, f"cannot access: {exc.strerror or exc}") from None
     if run_directory:
-        from . import rank_dir  # numpy and pandas: imported when a directory is opened, not with the face
+        # numpy and pandas: imported when a directory is opened, not with the face
+        from . import rank_dir, xplane
+
+        if not xplane.in_directory(path) and xplane.plugins_profile(path):  # a TensorBoard log directory
+            return read_file_all(path, **options)  # its one XPlane file (the reader refuses several)
 
         if rank_dir.is_rank_directory(path):  # a directory of per-rank Chrome traces: one profile, every rank
             profile = rank_dir.read(path, **options)

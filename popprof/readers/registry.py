@@ -25,6 +25,7 @@ READER_MODULES: tuple[str, ...] = (
     "baseline",
     "sdk1_json",
     "rocprof",
+    "xplane",
     "chrome",
     "text_summary",
     "oom_log",
@@ -32,7 +33,7 @@ READER_MODULES: tuple[str, ...] = (
 
 #: Readers that classify device activity themselves (``device_map`` option); other readers' events
 #: (a bundle of a trace) are re-classified after reading.
-MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti", "rocprof"})
+MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti", "rocprof", "xplane"})
 
 
 def reader_modules() -> Iterator[ModuleType]:
@@ -65,7 +66,7 @@ def detect(path: Path) -> ModuleType:
     release()  # a text reader may have kept the file's text while sniffing
     if path.is_dir():
         raise InputError(
-            path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest or trace)"
+            path, "directory holds no profile (no profile.pop, *.pvti, bundle manifest, trace or *.xplane.pb)"
         )
     if gzip_truncated(path):
         raise InputError(
@@ -77,5 +78,6 @@ def detect(path: Path) -> ModuleType:
         path,
         "not a recognised profile format",
         "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON or a log with a Poplar out-of-memory message",
+        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON, an XPlane *.xplane.pb or a log with a Poplar "
+        "out-of-memory message",
     )

@@ -132,6 +132,9 @@ DEFAULT_MAPS: dict[str, dict[str, str]] = {
     "chrome_trace": CHROME_DEVICE_MAP,
     "pvti": PVTI_DEVICE_MAP,
     "rocprof": ROCPROF_DEVICE_MAP,
+    # XPlane profiles (popprof.readers.xplane): GPU stream events on Kineto's channels, copies and memsets under
+    # Kineto's names (CopyHostToDevice -> Memcpy HtoD), so the Chrome rules hold as they are
+    "xplane": CHROME_DEVICE_MAP,
 }
 
 

@@ -111,6 +111,7 @@ TARGET_VALUES = frozenset(
         "sdk1_json",
         "chrome_trace",
         "rocprof",
+        "xplane",
         "archive",
         "oom_log",  # every reader's FORMAT name is public (popprof/readers)
         "baseline",
@@ -138,6 +139,7 @@ CHROME_VALUES = frozenset(
         "hsa_api",
         "marker_api",
         "rccl_api",
+        "trace_me",  # host TraceMe annotations of an XPlane profile (popprof.readers.xplane channel)
         "python_function",
         "user_annotation",
         "gpu_user_annotation",

@@ -1,0 +1,185 @@
+"""One XPlane at a time into numpy columns: which planes and lines are read, event times, names and stats.
+
+A plane is read line by line (the events of one line at a time): times and metadata ids are taken with
+``np.fromiter``; only the stats popprof keeps (the correlation id, what marks a copy or a memset, and with
+``with_args`` every stat as JSON) are visited per event.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: a GPU's plane (CUDA and ROCm alike): ``/device:GPU:0``
+GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+#: the host's plane: threads as lines
+HOST_PLANE = "/host:CPU"
+#: a GPU line that is the device's own work (``Stream #17(Kernel)``, ``Stream #8(MemcpyOther)``); every other
+#: line of a GPU plane (``XLA Modules``, ``XLA Ops``, ``Framework Ops``, ``Steps``, ...) is derived from these
+#: by the profiler and left out, so device busy time is not counted twice
+STREAM_LINE = re.compile(r"^Stream #(\d+)")
+#: device channels (Kineto's, so the device map's GPU rules hold)
+KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
+#: host channels: a runtime call (it carries a ``correlation_id``), a Python frame (xprof's ``$`` prefix), any
+#: other TraceMe annotation of the host (XLA, PjRt, the user's ``jax.profiler.TraceAnnotation``)
+RUNTIME, PYTHON, TRACE_ME = "cuda_runtime", "python_function", "trace_me"
+
+
+@dataclass
+class Columns:
+    """The events of one line (or several, joined): arrays in input order, names as codes into ``names``."""
+
+    start_us: np.ndarray
+    dur_us: np.ndarray
+    name_codes: np.ndarray
+    names: list[str]
+    channel_codes: np.ndarray  # into the channels of :data:`CHANNELS`
+    correlation: np.ndarray  # -1 where the event has none
+    args: list[str | None] | None = None
+
+
+#: device event names of copies and memsets (ROCm's, CUPTI's as XLA names them) -> Kineto's, so a copy's
+#: direction reads as in a Chrome trace (``host_io`` for host <-> device, ``exchange`` between GPUs) and the
+#: summary counts it as memory work; such an event is a copy or memset whatever its stats say
+COPY_NAMES: dict[str, str] = {
+    "CopyHostToDevice": "Memcpy HtoD",
+    "CopyDeviceToHost": "Memcpy DtoH",
+    "CopyDeviceToDevice": "Memcpy DtoD",
+    "CopyPeerToPeer": "Memcpy PtoP",
+    "MemcpyH2D": "Memcpy HtoD",
+    "MemcpyD2H": "Memcpy DtoH",
+    "MemcpyD2D": "Memcpy DtoD",
+    "MemcpyP2P": "Memcpy PtoP",
+    "MemcpyOther": "Memcpy Other",
+    "FillBuffer": "Memset (Device)",
+    "Memset": "Memset (Device)",
+}
+
+#: every channel an event can get, in code order
+CHANNELS: tuple[str, ...] = (KERNEL, MEMCPY, MEMSET, RUNTIME, PYTHON, TRACE_ME)
+_CODE = {c: i for i, c in enumerate(CHANNELS)}
+
+
+@dataclass
+class PlaneNames:
+    """A plane's event names (``display_name``, else ``name``) and stat names, by metadata id."""
+
+    events: dict[int, str] = field(default_factory=dict)
+    stats: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, plane) -> PlaneNames:  # noqa: ANN001 - an XPlane message
+        """The names of ``plane``'s metadata maps."""
+        return cls(
+            {k: m.display_name or m.name for k, m in plane.event_metadata.items()},
+            {k: m.name for k, m in plane.stat_metadata.items()},
+        )
+
+
+def stat_value(stat, names: dict[int, str]) -> object:  # noqa: ANN001 - an XStat message
+    """The value an XStat holds: a ``ref_value`` as the stat name it refers to; bytes as their length."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "ref_value":
+        return names.get(stat.ref_value, "")
+    if kind == "bytes_value":
+        return f"<{len(stat.bytes_value)} bytes>"
+    return getattr(stat, kind)
+
+
+def plane_stats(plane, names: PlaneNames) -> dict[str, object]:  # noqa: ANN001 - an XPlane message
+    """The plane's own stats (a GPU's vendor, clock, core count, memory) by name."""
+    return {
+        names.stats.get(s.metadata_id, str(s.metadata_id)): stat_value(s, names.stats) for s in plane.stats
+    }
+
+
+def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Columns:  # noqa: ANN001 - an XLine
+    """The events of one line: start (line ``timestamp_ns`` + event ``offset_ps``) and duration in microseconds,
+    names, channels (device lines: kernel, copy or memset by the stats that mark copies and memsets; host lines:
+    runtime call, Python frame or annotation), correlation ids and, with ``with_args``, the stats as JSON."""
+    events = line.events
+    n = len(events)
+    offset = np.fromiter((e.offset_ps for e in events), dtype=np.int64, count=n)
+    dur = np.fromiter((e.duration_ps for e in events), dtype=np.int64, count=n)
+    metadata = np.fromiter((e.metadata_id for e in events), dtype=np.int64, count=n)
+    start_us = line.timestamp_ns / 1e3 + offset / 1e6
+    correlation = np.full(n, -1, dtype=np.int64)
+    channel = np.full(n, _CODE[KERNEL] if device else _CODE[TRACE_ME], dtype=np.int32)
+    args = _stats(events, names.stats, device, correlation, channel, with_args)
+    distinct, inverse = np.unique(metadata, return_inverse=True)
+    labels = [names.events.get(m) or f"event {m}" for m in distinct.tolist()]
+    unique = list(dict.fromkeys(labels))
+    position = {label: i for i, label in enumerate(unique)}
+    lut = np.array([position[label] for label in labels], dtype=np.int32)
+    codes = lut[inverse.reshape(-1)] if n else np.zeros(0, dtype=np.int32)
+    if device:
+        renamed = np.array([label in COPY_NAMES for label in unique], dtype=bool)
+        if renamed.any():
+            memset = np.array(
+                [COPY_NAMES.get(label, "").startswith("Memset") for label in unique], dtype=bool
+            )
+            channel[renamed[codes]] = _CODE[MEMCPY]
+            channel[memset[codes]] = _CODE[MEMSET]
+            codes, unique = _renamed(codes, unique)
+    else:
+        channel[correlation >= 0] = _CODE[RUNTIME]
+        python = np.array([label.startswith("$") for label in unique], dtype=bool)
+        if python.any():
+            channel[python[codes] & (correlation < 0)] = _CODE[PYTHON]
+    dur_us = dur / 1e6
+    dur_us[dur < 0] = np.nan  # a negative duration (a damaged file): the event is kept, without one
+    return Columns(start_us, dur_us, codes, unique, channel, correlation, args)
+
+
+def _renamed(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``labels`` through :data:`COPY_NAMES`, merged where two become one; ``codes`` into the new labels."""
+    new = [COPY_NAMES.get(label, label) for label in labels]
+    unique = list(dict.fromkeys(new))
+    position = {label: i for i, label in enumerate(unique)}
+    lut = np.array([position[label] for label in new], dtype=np.int32)
+    return (lut[codes] if len(codes) else codes), unique
+
+
+#: what a stat marks, by its name: the correlation id, a copy, a memset
+_CORRELATION, _COPY, _SET = 0, 1, 2
+
+
+def _stats(
+    events,  # noqa: ANN001 - a repeated XEvent field
+    stat_names: dict[int, str],
+    device: bool,
+    correlation: np.ndarray,
+    channel: np.ndarray,
+    with_args: bool,
+) -> list[str | None] | None:
+    """Visit each event's stats once: fill ``correlation`` and (on a device line) mark copies and memsets in
+    ``channel``; with ``with_args`` return every event's stats as JSON (None where it has none)."""
+    marks = {"correlation_id": _CORRELATION}
+    if device:
+        marks |= {"memcpy_details": _COPY, "memset_details": _SET}
+    wanted = {k: marks[v] for k, v in stat_names.items() if v in marks}
+    copy, memset = _CODE[MEMCPY], _CODE[MEMSET]
+    args: list[str | None] | None = [None] * len(events) if with_args else None
+    for i, event in enumerate(events):
+        for stat in event.stats:
+            mark = wanted.get(stat.metadata_id)
+            if mark is None:
+                continue
+            if mark == _CORRELATION:
+                value = stat_value(stat, stat_names)
+                if isinstance(value, int):
+                    correlation[i] = value
+            else:
+                channel[i] = copy if mark == _COPY else memset
+        if args is not None and len(event.stats):
+            found = {
+                stat_names.get(s.metadata_id, str(s.metadata_id)): stat_value(s, stat_names)
+                for s in event.stats
+            }
+            args[i] = json.dumps(found, default=str)
+    return args

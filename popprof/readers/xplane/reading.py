@@ -1,0 +1,213 @@
+"""The XPlane reader's front: a file (or the one a directory holds) into events, threads, target and metadata."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...io import bounded
+from ...io.progress import reading
+from ...io.sources import source_metadata
+from ...model.errors import InputError
+from ...model.profile import Profile
+from ...trace import frame
+from ..chrome.tables import trace_rank
+from . import FORMAT, SUFFIX, candidates
+from .planes import CHANNELS, GPU_PLANE, HOST_PLANE, STREAM_LINE, Columns, PlaneNames, plane_stats, read_line
+from .proto import parse
+
+#: the host plane's process id (a GPU plane's is its index N)
+HOST_PID = 1_000_000
+_HINT = "write the profile again (jax.profiler.trace / xprof), or name one .xplane.pb file"
+
+
+def resolve(path: Path) -> Path:
+    """The XPlane file to read: ``path`` itself, or the one file a directory holds (InputError for several)."""
+    if not path.is_dir():
+        return path
+    found = candidates(path)
+    if len(found) != 1:
+        names = ", ".join(str(p.relative_to(path)) for p in found[:3])
+        raise InputError(
+            path,
+            f"holds {len(found)} XPlane files ({names}{', ...' if len(found) > 3 else ''}): "
+            "one host or run at a time",
+            f"name one {SUFFIX} file",
+        )
+    return found[0]
+
+
+def read(
+    path: Path,
+    *,
+    with_args: bool = False,
+    device_map: Mapping[str, str | None] | str | None = None,
+    **_: object,
+) -> Profile:
+    """Read an XPlane profile into a Profile: GPU stream lines as device work, host lines as host threads.
+
+    See the package docstring and ``docs/readers.md`` for what is read and what is left out.
+    """
+    source = resolve(path)
+    with reading(source), open(source, "rb") as handle:
+        data = bounded.read_limited(handle, source, "text-bytes")
+    if not data:
+        raise InputError(source, "the file is empty", _HINT)
+    space = parse(source, data)
+    del data
+    found = _Gathered()
+    for plane in space.planes:
+        found.add(plane, ", ".join(space.hostnames), with_args)
+    if not found.parts:
+        listed = ", ".join(p["name"] for p in found.planes) or "none"
+        raise InputError(source, f"holds no GPU stream or host events (planes: {listed})", _HINT)
+    return _profile(path, source, space, found, device_map)
+
+
+@dataclass
+class _Gathered:
+    """What the planes gave: each line's columns with its track, the names of processes and threads, and what
+    the metadata records (every plane, the lines left out, the GPUs' own stats, the profile's start)."""
+
+    parts: list[tuple[Columns, int, int, int]] = field(default_factory=list)  # columns, pid, tid, gpu or -1
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    planes: list[dict] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    gpus: list[dict] = field(default_factory=list)
+    start_time: object = None
+
+    def add(self, plane, host: str, with_args: bool) -> None:  # noqa: ANN001 - an XPlane message
+        """Read one plane: a GPU's stream lines and the host's lines into columns; others into metadata."""
+        names = PlaneNames.of(plane)
+        events = sum(len(line.events) for line in plane.lines)
+        self.planes.append({"name": plane.name, "lines": len(plane.lines), "events": events})
+        if plane.name == "Task Environment":
+            self.start_time = plane_stats(plane, names).get("profile_start_time")
+        gpu = GPU_PLANE.match(plane.name)
+        if gpu is None and plane.name != HOST_PLANE:
+            if events:
+                self.skipped[plane.name] = events
+            return
+        index = int(gpu.group(1)) if gpu else -1
+        pid = index if gpu else HOST_PID
+        if gpu:
+            self.gpus.append({"gpu": index, **plane_stats(plane, names)})
+            self.process_names[pid] = plane.name
+        else:
+            self.process_names[pid] = f"{HOST_PLANE} ({host})" if host else HOST_PLANE
+        for line in plane.lines:
+            stream = STREAM_LINE.match(line.name) if gpu else None
+            if gpu and stream is None:  # a derived line (XLA Ops, ...): the stream lines' work again
+                if len(line.events):
+                    key = f"{plane.name}/{line.name}"
+                    self.skipped[key] = self.skipped.get(key, 0) + len(line.events)
+                continue
+            if not len(line.events):
+                continue
+            columns = read_line(line, names, device=gpu is not None, with_args=with_args)
+            tid = int(stream.group(1)) if stream else int(line.id)
+            self.parts.append((columns, pid, tid, index))
+            self.thread_names[(pid, tid)] = line.display_name or line.name
+
+
+def _joined(parts: list[tuple[Columns, int, int, int]]) -> dict[str, object]:
+    """The parts' columns, concatenated; names as codes into one list."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+    codes, pid, tid, device = [], [], [], []
+    for columns, p, t, gpu in parts:
+        lut = np.empty(len(columns.names), dtype=np.int32)
+        for i, label in enumerate(columns.names):
+            lut[i] = index.setdefault(label, len(names))
+            if lut[i] == len(names):
+                names.append(label)
+        n = len(columns.start_us)
+        codes.append(lut[columns.name_codes] if n else np.zeros(0, dtype=np.int32))
+        pid.append(np.full(n, p, dtype=np.int64))
+        tid.append(np.full(n, t, dtype=np.int64))
+        device.append(np.full(n, gpu, dtype=np.int64))
+    with_args = parts[0][0].args is not None
+    return {
+        "start": np.concatenate([c.start_us for c, *_ in parts]),
+        "dur": np.concatenate([c.dur_us for c, *_ in parts]),
+        "names": names,
+        "name_codes": np.concatenate(codes),
+        "channel_codes": np.concatenate([c.channel_codes for c, *_ in parts]),
+        "correlation": np.concatenate([c.correlation for c, *_ in parts]),
+        "pid": np.concatenate(pid),
+        "tid": np.concatenate(tid),
+        "device": np.concatenate(device),
+        "args": [a for c, *_ in parts for a in c.args] if with_args else None,  # type: ignore[union-attr]
+    }
+
+
+def _profile(
+    path: Path,
+    source: Path,
+    space,  # noqa: ANN001 - the XSpace message
+    found: _Gathered,
+    device_map: Mapping[str, str | None] | str | None,
+) -> Profile:
+    """The Profile of the gathered columns: events, threads, target and metadata."""
+    cols = _joined(found.parts)
+    device = cols["device"]
+    on_gpu = device >= 0
+    labels = np.unique(device[on_gpu])
+    device_codes = np.searchsorted(labels, device).astype(np.int32)
+    device_codes[~on_gpu] = -1
+    stream = np.where(on_gpu, cols["tid"], 0)
+    correlation = cols["correlation"]
+    events, built = frame.build_events(
+        pid=cols["pid"],
+        tid=cols["tid"],
+        start=cols["start"],
+        dur=cols["dur"],
+        name_codes=cols["name_codes"],
+        names=cols["names"],
+        channel_codes=cols["channel_codes"],
+        channels=CHANNELS,
+        source_format=FORMAT,
+        device_map=device_map,
+        args=cols["args"],
+        extra={
+            "stream": pd.arrays.IntegerArray(stream, ~on_gpu),
+            "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
+            "device": (device_codes, [f"gpu:{d}" for d in labels.tolist()]),
+        },
+    )
+    rank = trace_rank({}, source)
+    events["rank"] = frame.constant_int(len(events), rank)
+    events["bookkeeping"] = np.zeros(len(events), dtype=bool)
+    threads = frame.build_threads(events, found.process_names, found.thread_names)
+    threads["process_labels"] = pd.array(
+        [f"GPU {p}" if p != HOST_PID else "CPU" for p in threads["pid"].tolist()], dtype="str"
+    )
+    threads["rank"] = frame.constant_int(len(threads), rank)
+    meta: dict[str, object] = dict(source_metadata(FORMAT, [source]))
+    meta["xplane.hostnames"] = json.dumps(list(space.hostnames))
+    meta["xplane.planes"] = json.dumps(found.planes)
+    meta["xplane.gpus"] = json.dumps(found.gpus, default=str)
+    if found.skipped:
+        meta["xplane.skipped_lines"] = json.dumps(found.skipped)
+    if isinstance(found.start_time, int):
+        meta["xplane.profile_start_time_ns"] = found.start_time
+    for key in ("errors", "warnings"):
+        if len(getattr(space, key)):
+            meta[f"xplane.{key}"] = json.dumps(list(getattr(space, key))[:20])
+    if rank is not None:
+        meta["trace.rank"] = rank
+    if built.get("partial_overlap"):
+        meta["warnings.partial_overlap"] = built["partial_overlap"]
+    name = source.name.removesuffix(SUFFIX) or source.stem
+    return Profile(
+        name,
+        {"target": {"source_format": [FORMAT]}, "events": events, "threads": threads},
+        source=str(path),
+        metadata=meta,
+    )
