@@ -21,6 +21,8 @@ NOT_PROFILES = frozenset(
         "make_tracelens_collectives.py",
         "tracelens_rocprof_reference.json",
         "make_tracelens_rocprof.py",
+        "tracelens_timeline_reference.json",
+        "make_tracelens_timeline.py",
     }
 )
 

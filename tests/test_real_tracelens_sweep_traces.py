@@ -11,6 +11,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 import popprof
 from popprof.metrics import account, devices
 from popprof.trace.device import is_collective
@@ -70,3 +72,106 @@ def test_a_collective_kernel_in_the_same_place_is_communication(tmp_path: Path) 
     row = account.run_account(profile).iloc[0]
     assert round(row["communication"], 3) == 527.382
     assert round(row["compute"], 3) == round(12549.021 - 527.382, 3)
+
+
+# --- TraceLens's GPU timeline (gpu_timeline.csv) against popprof's time account ---------------------------
+
+REFERENCE = json.loads((REAL / "tracelens_timeline_reference.json").read_text(encoding="utf-8"))
+#: fixtures where TraceLens's definitions and popprof's agree: every figure equal
+AGREEING = [
+    "tracelens_mi210_gpu_only.json.gz",
+    "tracelens_mi300x_torch_compile_triton.json.gz",
+    "tracelens_mi300x_sglang_decode.json.gz",
+    "tracelens_mi300x_vllm_decode_graph.json.gz",
+    "tracelens_h100_bert_small.json.gz",
+]
+
+
+def _report(fixture: str) -> dict:
+    """TraceLens's report on the trace ``fixture`` copies."""
+    return REFERENCE["reports"][REFERENCE["fixtures"][fixture]]
+
+
+def _run_row(path: Path) -> dict:
+    """popprof's one run row of the account (one device), its busy and idle sums added."""
+    rows = account.run_account(popprof.open(path))
+    assert len(rows) == 1
+    row = rows.iloc[0].to_dict()
+    return {**row, "busy": account.busy_us(row), "idle": account.idle_us(row)}
+
+
+def test_the_reference_names_its_commit_and_every_fixture() -> None:
+    assert REFERENCE["tracelens"]["commit"] == "171dd74721ca1ec45709e5805b68ae1f65e27811"
+    for fixture in REFERENCE["fixtures"]:
+        assert (REAL / fixture).is_file()
+
+
+@pytest.mark.parametrize("fixture", AGREEING)
+def test_the_time_account_matches_tracelens_gpu_timeline(fixture: str) -> None:
+    """Where both count the same work, popprof's account is TraceLens's ``gpu_timeline.csv`` to the ns: the
+    window (TraceLens's ``total_time``: first to last GPU event), busy, idle, compute (``computation_time``),
+    exposed communication and exposed copies (``exposed_memcpy_time``). On an MI210 (device 1 of 4), the
+    torch.compile and SGLang / vLLM decode runs on MI300X and BERT on an H100."""
+    tl = _report(fixture)["gpu_timeline_us"]
+    row = _run_row(REAL / fixture)
+    assert row["window_us"] == pytest.approx(tl["total_time"], abs=1e-3)
+    assert row["busy"] == pytest.approx(tl["busy_time"], abs=1e-3)
+    assert row["idle"] == pytest.approx(tl["idle_time"], abs=1e-3)
+    assert row["compute"] == pytest.approx(tl["computation_time"], abs=1e-3)
+    assert row["communication"] == pytest.approx(tl["exposed_comm_time"], abs=1e-3)
+    assert row["copies"] == pytest.approx(tl["exposed_memcpy_time"], abs=1e-3)
+
+
+@pytest.mark.parametrize("fixture", [f for f in AGREEING if _report(f)["kernel_summary"]])
+def test_kernel_counts_and_time_match_tracelens_kernel_summary(fixture: str) -> None:
+    """TraceLens's ``kernel_summary.csv`` (its rows summed): as many kernels, the same summed time (its CSV
+    keeps each duration to the ns, so the sums differ by under 0.1 ns a kernel)."""
+    ks = _report(fixture)["kernel_summary"]
+    work = devices.device_work(popprof.open(REAL / fixture))
+    kernels = work[work["channel"] == "kernel"]
+    assert len(kernels) == ks["count"]
+    total = float((kernels["end_exact"] - kernels["start_exact"]).sum())
+    assert total == pytest.approx(ks["total_us"], abs=1e-4 * ks["count"])
+
+
+def _durations(path: Path, category: str) -> list[float]:
+    """The ``dur`` of every event of ``category`` in the raw trace."""
+    return [e["dur"] for e in _events(path) if e.get("cat") == category]
+
+
+def _events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)["traceEvents"]
+
+
+def test_memsets_are_tracelens_computation_and_popprof_copies() -> None:
+    """Falconsai's image classifier on an H100: TraceLens's ``GPUEventAnalyser`` puts ``gpu_memset`` with the
+    kernels in ``computation_time``; popprof's account puts memsets in ``copies`` (HTA's MEMORY). Busy, idle
+    and the window agree; compute differs by exactly the 2 memsets (4.384 us)."""
+    fixture = "tracelens_h100_falconsai_nsfw.json.gz"
+    tl = _report(fixture)["gpu_timeline_us"]
+    row = _run_row(REAL / fixture)
+    memsets = _durations(REAL / fixture, "gpu_memset")
+    assert len(memsets) == 2 and round(sum(memsets), 3) == 4.384
+    assert row["window_us"] == pytest.approx(tl["total_time"], abs=1e-3)
+    assert row["busy"] == pytest.approx(tl["busy_time"], abs=1e-3)
+    assert row["idle"] == pytest.approx(tl["idle_time"], abs=1e-3)
+    assert row["compute"] + sum(memsets) == pytest.approx(tl["computation_time"], abs=1e-3)
+    assert row["copies"] == pytest.approx(sum(memsets), abs=1e-3) and tl["exposed_memcpy_time"] == 0.0
+
+
+def test_work_tracelens_does_not_link_to_an_operator_is_still_device_time() -> None:
+    """TraceLens's normalization-layer test on an MI300X: its report's timeline leaves out GPU work its call
+    tree does not link (``include_unlinked_kernels=False``, the default), here the 5 memsets (26.636 us, from
+    ``hipMemset`` / ``hipMemsetAsync``). popprof counts all device work: the same window, busy larger by
+    exactly those memsets, idle smaller by as much, compute (the 168 kernels) equal."""
+    fixture = "tracelens_mi300x_normalization.json.gz"
+    tl = _report(fixture)["gpu_timeline_us"]
+    row = _run_row(REAL / fixture)
+    memsets = sum(_durations(REAL / fixture, "gpu_memset"))
+    assert round(memsets, 3) == 26.636
+    assert row["window_us"] == pytest.approx(tl["total_time"], abs=1e-3)
+    assert row["compute"] == pytest.approx(tl["computation_time"], abs=1e-3)
+    assert row["busy"] == pytest.approx(tl["busy_time"] + memsets, abs=1e-3)
+    assert row["idle"] == pytest.approx(tl["idle_time"] - memsets, abs=1e-3)
+    assert _report(fixture)["kernel_summary"]["count"] == len(_durations(REAL / fixture, "kernel")) == 168
