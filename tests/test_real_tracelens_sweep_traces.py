@@ -175,3 +175,25 @@ def test_work_tracelens_does_not_link_to_an_operator_is_still_device_time() -> N
     assert row["busy"] == pytest.approx(tl["busy_time"] + memsets, abs=1e-3)
     assert row["idle"] == pytest.approx(tl["idle_time"] - memsets, abs=1e-3)
     assert _report(fixture)["kernel_summary"]["count"] == len(_durations(REAL / fixture, "kernel")) == 168
+
+
+def test_inductor_triton_kernels_belong_to_their_launchers_as_in_tracelens_ops_summary() -> None:
+    """torch.compile on an MI300X: each of Inductor's 4 Triton kernels is launched inside a ``cpu_op`` of its own
+    name (``triton_poi_fused__unsafe_view_mul_silu_2``, ...), all inside ``Torch-Compiled Region: 0/0``.
+    TraceLens's ``ops_summary.csv`` gives each kernel to its launcher. Before, popprof's operators table gave
+    the 4 kernels (836.0 us) to the compiled region, an operator that names no kernel; now each launcher has
+    TraceLens's calls and kernel time, and the region is gone. ``aten::mm`` (7 calls, 8.03 ms) agrees too."""
+    from popprof.metrics import operations
+
+    fixture = "tracelens_mi300x_torch_compile_triton.json.gz"
+    tl = _report(fixture)["ops_summary"]
+    ops = operations.operations(popprof.open(REAL / fixture, with_args=True))
+    by_name = ops.groupby("name")[["count", "device_time_us"]].sum()
+    assert "Torch-Compiled Region: 0/0" not in by_name.index
+    launchers = [name for name in tl if name.startswith("triton_")]
+    assert len(launchers) == 4
+    for name in [*launchers, "aten::mm"]:
+        assert by_name.loc[name, "count"] == tl[name]["count"]
+        assert by_name.loc[name, "device_time_us"] == pytest.approx(
+            tl[name]["direct_kernel_time_us"], abs=1e-3
+        )
