@@ -197,3 +197,23 @@ def test_inductor_triton_kernels_belong_to_their_launchers_as_in_tracelens_ops_s
         assert by_name.loc[name, "device_time_us"] == pytest.approx(
             tl[name]["direct_kernel_time_us"], abs=1e-3
         )
+
+
+def test_the_leak_scan_reads_python_lists_and_pointers_as_the_redactor_keeps_them() -> None:
+    """TraceLens's normalization trace records ``Concrete Inputs`` such as ``[True, False]`` (an output mask,
+    Python's repr, not JSON) and ``hipMalloc``'s ``ptr`` (``0x7fffb8facf7c``). The redactor keeps both (public
+    words; a pointer is a number), but the leak scan took the first for a JSON document it could not read and
+    the second for a word of no vocabulary, so ``popprof redact`` failed its own scan on the real trace (28
+    places; ``tests/test_redact_real.py`` redacts every real trace). A real JSON document, or a 32-digit hex
+    string (a digest, not a pointer), is still looked for."""
+    from popprof.redaction.scan_vocabulary import ScanVocabulary
+
+    raw = _events(REAL / "tracelens_mi300x_normalization.json.gz")
+    concrete = {v for e in raw for v in e.get("args", {}).get("Concrete Inputs", [])}
+    pointers = {e["args"]["ptr"] for e in raw if "ptr" in e.get("args", {})}
+    assert {"[True, False]", "[True, False, False]"} <= concrete and "0x7fffb8facf7c" in pointers
+    vocabulary = ScanVocabulary()
+    assert all(v in vocabulary for v in concrete | pointers)
+    assert '["AcmeSecretProject"]' not in vocabulary
+    assert "[AcmeSecretProject, True]" not in vocabulary
+    assert "0x" + "ab" * 16 not in vocabulary
