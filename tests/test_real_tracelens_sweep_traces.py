@@ -217,3 +217,15 @@ def test_the_leak_scan_reads_python_lists_and_pointers_as_the_redactor_keeps_the
     assert '["AcmeSecretProject"]' not in vocabulary
     assert "[AcmeSecretProject, True]" not in vocabulary
     assert "0x" + "ab" * 16 not in vocabulary
+
+
+def test_long_host_events_on_one_device_name_no_worst_rank() -> None:
+    """The normalization test's host sits 331.63 ms in one ``hipLaunchKernel`` (loading code objects) while its
+    one MI300X idles: ``host.long-events`` is right to say so, but its gain said "(the worst rank)" of a trace
+    with one device and no rank. The words name a worst rank only when there are several."""
+    (finding,) = popprof.check(popprof.open(REAL / "tracelens_mi300x_normalization.json.gz")).by_rule(
+        "host.long-events"
+    )
+    basis = " ".join(finding.estimated_gain.basis.split())
+    assert basis.startswith("the device idle time during these host events, of its window")
+    assert "worst rank" not in basis
