@@ -15,6 +15,8 @@ import pytest
 
 import popprof
 from popprof.metrics import account, devices
+from popprof.metrics.summary import summarise
+from popprof.report.summary import render_text
 from popprof.trace.device import is_collective
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
@@ -229,3 +231,27 @@ def test_long_host_events_on_one_device_name_no_worst_rank() -> None:
     basis = " ".join(finding.estimated_gain.basis.split())
     assert basis.startswith("the device idle time during these host events, of its window")
     assert "worst rank" not in basis
+
+
+def test_the_operators_table_says_how_much_gpu_work_no_operator_launched() -> None:
+    """SGLang's decode replays one HIP graph (``hipGraphLaunch``): of its 9.78 ms of GPU work (555 kernels and 3
+    copies, 9,778.614 us summed) operators launched 104.6 us; TraceLens's report gives the rest to the operators
+    that captured the graph, read from the capture's trace beside it. The text's top operators (53.8 us of
+    ``aten::argmax`` first) read as if they were the run's; the summary now says how much of the GPU work
+    they hold and why the rest has none. On BERT (H100) operators launched all of it: no such line."""
+    sglang = popprof.open(REAL / "tracelens_mi300x_sglang_decode.json.gz")
+    raw = _events(REAL / "tracelens_mi300x_sglang_decode.json.gz")
+    work = sum(e["dur"] for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    summary = summarise(sglang)
+    cover = summary["operations_coverage"]
+    assert cover["work_us"] == pytest.approx(work, abs=1e-6) and round(work, 3) == 9778.614
+    assert round(cover["operators_us"], 1) == 104.6 and cover["graph_launches"] == 1
+    assert cover["operators_us"] == pytest.approx(sum(r["device_time_us"] for r in summary["operations"]))
+    text = " ".join(render_text(summary, 80).split())
+    assert (
+        "operators launched 104.6 us of the 9.78 ms of GPU work (1.1 %); no operator encloses the launch of the "
+        "rest: 1 graph launch replayed a captured graph, whose operators are in the capture's trace" in text
+    )
+    bert = summarise(popprof.open(REAL / "tracelens_h100_bert_small.json.gz"))
+    assert bert["operations_coverage"]["share"] == pytest.approx(1.0)
+    assert "operators launched" not in render_text(bert, 80)

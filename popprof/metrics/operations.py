@@ -288,6 +288,32 @@ def operations_note(profile: Profile) -> str | None:
     return NOTE_NOT_READ if "args" not in profile.events.columns else NOTE_NOT_RECORDED
 
 
+#: host calls that replay a captured CUDA / HIP graph: its kernels run with no operator around their launch
+GRAPH_LAUNCHES: tuple[str, ...] = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+
+def coverage(profile: Profile) -> dict | None:
+    """How much of the trace's GPU work the operators table holds: ``operators_us`` (the work attributed to an
+    operator, the table's total), ``work_us`` (every piece of GPU work on a stream, bookkeeping left out: the
+    durations summed, as the table sums them), ``share`` (their ratio) and ``graph_launches`` (host calls that
+    replay a captured graph, :data:`GRAPH_LAUNCHES`: the kernels of a replay have no operator in this trace;
+    the operators that captured them are in the capture's trace). None without operators or GPU work."""
+    events = profile.get("events")
+    if events is None or events.empty or operation_calls(profile).empty:
+        return None
+    on_stream = masks.stream_mask(profile) & ~masks.bookkeeping_mask(profile)
+    work_us = float(np.nansum(events["dur_us"].to_numpy(dtype=np.float64)[on_stream]))
+    if work_us <= 0:
+        return None
+    operators_us = float(attributed_work(profile)["dur_us"].sum())
+    return {
+        "operators_us": operators_us,
+        "work_us": work_us,
+        "share": min(operators_us / work_us, 1.0),
+        "graph_launches": int(labels_mask(events["name"], GRAPH_LAUNCHES).sum()),
+    }
+
+
 def operations(profile: Profile) -> pd.DataFrame:
     """The operator table, one row per (operator, input shapes), by device time (largest first):
     :data:`COLUMNS` plus ``input_types``, ``peak_tflops``, ``peak_tbps``, ``intensity`` (FLOP per byte).
