@@ -23,6 +23,8 @@ NOT_PROFILES = frozenset(
         "make_tracelens_rocprof.py",
         "xplane_reference.json",
         "make_xplane_reference.py",
+        "tracelens_timeline_reference.json",
+        "make_tracelens_timeline.py",
     }
 )
 

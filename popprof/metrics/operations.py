@@ -4,9 +4,11 @@
 the host call that launched it through the launch correlation (same rank and ``correlation``, as
 :func:`popprof.trace.gpu_work.gpu_work` does). Its operator is the innermost enclosing framework operator
 (a ``cpu_op`` / ``Operator`` event) that has a FLOPs model (:data:`popprof.metrics.flops.MODELLED`:
-``aten::addmm`` inside ``aten::linear`` gets the GEMM's kernels, as TraceLens counts them), else the
-outermost enclosing operator. GPU work launched outside any operator is left out. An operator's
-``device_time_us`` is the summed duration of the work so attributed (its own launches and its children's).
+``aten::addmm`` inside ``aten::linear`` gets the GEMM's kernels, as TraceLens counts them) or is one of
+Inductor's Triton launchers (:data:`TRITON_LAUNCHER`: the ``cpu_op`` named as the kernel it launches, as
+TraceLens's ``ops_summary`` names it), else the outermost enclosing operator. GPU work launched outside any
+operator is left out. An operator's ``device_time_us`` is the summed duration of the work so attributed (its
+own launches and its children's).
 
 **Calls and shapes.** ``count`` is the number of operator calls that launched GPU work; calls are grouped by
 (name, ``Input Dims``, ``Input type``) when the trace recorded shapes (``record_shapes=True``, read with
@@ -20,6 +22,7 @@ figure is unknown. Definitions in ``docs/operations.md``.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -33,6 +36,11 @@ from . import trace as trace_metrics
 
 #: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
 OP_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
+#: Inductor's Triton launchers: under ``torch.compile`` each generated kernel is launched inside a ``cpu_op`` of
+#: its own name (``triton_poi_fused_...``, ``triton_red_...``, ``triton_per_...``, ``triton_tem_...``). Such an
+#: operator owns its kernel as a modelled one does; the outermost operator would be the whole compiled region
+#: (``Torch-Compiled Region: 0/0``), which names no kernel.
+TRITON_LAUNCHER = re.compile(r"^triton_(?:poi|red|per|tem)_")
 #: the columns of :func:`operations` (and of the summary's ``operations`` rows)
 COLUMNS: tuple[str, ...] = (
     "name",
@@ -77,6 +85,15 @@ def _owners(
     return np.where(inner >= 0, inner, outer)
 
 
+def _triton_launchers(names: pd.Series) -> np.ndarray:
+    """Boolean mask: the name is one of Inductor's Triton kernels (:data:`TRITON_LAUNCHER`); one test per
+    distinct name."""
+    values = (
+        names.array.categories if isinstance(names.dtype, pd.CategoricalDtype) else names.dropna().unique()
+    )
+    return labels_mask(names, [str(v) for v in values if TRITON_LAUNCHER.match(str(v))])
+
+
 def attributed_work(profile: Profile) -> pd.DataFrame:
     """Each piece of GPU work with its operator: ``work`` (row of ``events``), ``op`` (row of the operator
     call), ``kernel`` (its name), ``dur_us``. Empty when the trace holds no operators or no linked work."""
@@ -94,7 +111,9 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
         return empty
     bookkeeping = masks.bookkeeping_mask(profile)
     is_op &= ~bookkeeping
-    modelled = is_op & labels_mask(events["name"], sorted(flops_model.MODELLED))
+    modelled = is_op & (
+        labels_mask(events["name"], sorted(flops_model.MODELLED)) | _triton_launchers(events["name"])
+    )
     parent = trace_metrics.parent_rows(profile)
     has_correlation = events["correlation"].notna().to_numpy()
     on_stream = stream & ~bookkeeping
@@ -267,6 +286,32 @@ def operations_note(profile: Profile) -> str | None:
     if calls.empty or has_shapes(profile):
         return None
     return NOTE_NOT_READ if "args" not in profile.events.columns else NOTE_NOT_RECORDED
+
+
+#: host calls that replay a captured CUDA / HIP graph: its kernels run with no operator around their launch
+GRAPH_LAUNCHES: tuple[str, ...] = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+
+def coverage(profile: Profile) -> dict | None:
+    """How much of the trace's GPU work the operators table holds: ``operators_us`` (the work attributed to an
+    operator, the table's total), ``work_us`` (every piece of GPU work on a stream, bookkeeping left out: the
+    durations summed, as the table sums them), ``share`` (their ratio) and ``graph_launches`` (host calls that
+    replay a captured graph, :data:`GRAPH_LAUNCHES`: the kernels of a replay have no operator in this trace;
+    the operators that captured them are in the capture's trace). None without operators or GPU work."""
+    events = profile.get("events")
+    if events is None or events.empty or operation_calls(profile).empty:
+        return None
+    on_stream = masks.stream_mask(profile) & ~masks.bookkeeping_mask(profile)
+    work_us = float(np.nansum(events["dur_us"].to_numpy(dtype=np.float64)[on_stream]))
+    if work_us <= 0:
+        return None
+    operators_us = float(attributed_work(profile)["dur_us"].sum())
+    return {
+        "operators_us": operators_us,
+        "work_us": work_us,
+        "share": min(operators_us / work_us, 1.0),
+        "graph_launches": int(labels_mask(events["name"], GRAPH_LAUNCHES).sum()),
+    }
 
 
 def operations(profile: Profile) -> pd.DataFrame:

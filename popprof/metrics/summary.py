@@ -272,6 +272,13 @@ def operations_note_section(profile: Profile) -> str | None:
     return operations_note(profile)
 
 
+def operations_coverage_section(profile: Profile) -> dict | None:
+    """How much of the GPU work the operators hold (:func:`popprof.metrics.operations.coverage`), or None."""
+    from .operations import coverage
+
+    return coverage(profile)
+
+
 def devices_section(profile: Profile) -> list | None:
     """The per-device table (per IPU from ``steps``) of a profile without a trace; traces have ``trace.devices``."""
     if profile.has("events") or not profile.has("steps"):
@@ -330,6 +337,7 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("trace", trace_section),
     ("operations", operations_section),
     ("operations_note", operations_note_section),
+    ("operations_coverage", operations_coverage_section),
     ("collectives", collectives_section),
     ("launches", launches_section),
 ]

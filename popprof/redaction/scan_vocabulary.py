@@ -10,10 +10,13 @@ mistake is still looked for. To the scan, a string of the original is public whe
 - text without a letter (numbers, punctuation);
 - made only of public words: each word (:func:`.tokens.words`) is a word of those names (in any
   case, also without its trailing digits, ``python3``, or as the parts of a camel-case word,
-  ``ncclKernel``), a number with a unit or a shape (``128x64``, ``80GB``; never a hex digest), or
-  is shorter than :data:`.tokens.MIN_WORD` (a word that short is never looked for).
+  ``ncclKernel``), a number with a unit or a shape (``128x64``, ``80GB``; never a hex digest), a
+  ``0x`` number of at most 16 hex digits (a pointer, ``0x7fffb8facf7c``, which the redactor keeps as a
+  number), or is shorter than :data:`.tokens.MIN_WORD` (a word that short is never looked for).
 
-A JSON document held in a string is never public by its words: its strings are read one by one.
+A JSON document held in a string is never public by its words: its strings are read one by one. A string
+only shaped like one (Kineto's ``Concrete Inputs`` hold Python's ``[True, False]``, which no JSON parser
+reads) is judged by its words like any other.
 
 This is deliberately simpler than the redactor's grammar, and different: a name that the grammar
 accepts because of a mistake in it holds a word of no vocabulary file, and the scan looks for it.
@@ -28,7 +31,7 @@ from collections.abc import Iterator
 from ..model.schema import TABLES
 from . import vocabulary
 from .keynames import SENSITIVE_KEYS
-from .tokens import MIN_WORD, looks_like_json, words
+from .tokens import MIN_WORD, json_in_string, looks_like_json, words
 from .vocabulary import builtin
 
 #: Text without a letter: numbers, dates, punctuation.
@@ -37,6 +40,8 @@ _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _TRAILING_DIGITS = re.compile(r"\d+$")
 #: A word that is a number with a unit or a shape (``80GB``, ``128x64``, ``3rd``): never a digest or a key.
 _NUMBER_SHAPE = re.compile(r"\d+(?:[xX]\d+)*[A-Za-z]{0,4}")
+#: A ``0x`` number of a 64-bit word at most (a pointer, an address): a number, as the redactor's patterns say.
+_HEX_POINTER = re.compile(r"0[xX][0-9a-fA-F]{1,16}")
 #: Most distinct strings remembered per vocabulary (a trace repeats its names).
 _CACHE = 1_000_000
 
@@ -113,13 +118,15 @@ class ScanVocabulary:
     def _decide(self, value: str) -> bool:
         if value in self.names or _NO_LETTER.fullmatch(value):
             return True
-        if looks_like_json(value):
+        if looks_like_json(value) and json_in_string(value) is not None:
             return False  # a document: the scan reads each of its strings under its key instead
         return all(self.public_word(w) for w in words(value))
 
     def public_word(self, word: str) -> bool:
         """A word of the vocabulary, a digit-led shape, or one too short to be looked for."""
-        if len(word) < MIN_WORD or _NUMBER_SHAPE.fullmatch(word) or word.lower() in self.words:
+        if len(word) < MIN_WORD or _NUMBER_SHAPE.fullmatch(word) or _HEX_POINTER.fullmatch(word):
+            return True
+        if word.lower() in self.words:
             return True
         bare = _TRAILING_DIGITS.sub("", word)
         if bare != word and (len(bare) < MIN_WORD or bare.lower() in self.words):

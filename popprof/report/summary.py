@@ -156,7 +156,11 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
     tr = summary.get("trace")
     if tr:
         lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out, width)
-    lines += render_operations(summary.get("operations") or [], summary.get("operations_note"))
+    lines += render_operations(
+        summary.get("operations") or [],
+        summary.get("operations_note"),
+        coverage=summary.get("operations_coverage"),
+    )
     lines += render_collectives(summary.get("collectives"))
     lines += render_launches(summary.get("launches"))
     absent = summary.get("absent_tables") or []
@@ -169,10 +173,16 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
 
 #: GPU operators the text summary shows (the JSON holds ``--top``)
 TEXT_OPERATIONS = 5
+#: below this share of the GPU work held by operators, the text says how much the table leaves out
+COVERAGE_SAID = 0.9
 
 
-def render_operations(rows: list[dict], note: str | None = None, shown: int = TEXT_OPERATIONS) -> list[str]:
-    """The top GPU operators by device time, with achieved TFLOP/s, TB/s and roofline bound, in 80 columns."""
+def render_operations(
+    rows: list[dict], note: str | None = None, shown: int = TEXT_OPERATIONS, coverage: dict | None = None
+) -> list[str]:
+    """The top GPU operators by device time, with achieved TFLOP/s, TB/s and roofline bound, in 80 columns;
+    with ``coverage`` (:func:`popprof.metrics.operations.coverage`) under :data:`COVERAGE_SAID`, how much of
+    the GPU work no operator launched."""
     if not rows:
         return []
     lines = [
@@ -194,6 +204,20 @@ def render_operations(rows: list[dict], note: str | None = None, shown: int = TE
             lines.append(f"{'':52}inputs {shapes}")
     if note:
         lines.append(f"    {note}")
+    if coverage and coverage["share"] < COVERAGE_SAID:
+        replays = coverage["graph_launches"]
+        replayed = "a captured graph" if replays == 1 else "captured graphs"
+        why = (
+            f": {plural(replays, 'graph launch', 'graph launches')} replayed {replayed}, whose operators are in"
+            " the capture's trace"
+            if replays
+            else ""
+        )
+        lines.append(
+            f"    operators launched {units.duration(coverage['operators_us'])} of the "
+            f"{units.duration(coverage['work_us'])} of GPU work ({units.percent(coverage['share'])}); no operator "
+            f"encloses the launch of the rest{why}"
+        )
     return lines
 
 

@@ -460,7 +460,8 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     gain = Gain(
         min(merged_idle, span),
         "us",
-        f"the device idle time during these host events{where_idle} (the worst rank), of its window, were "
+        f"the device idle time during these host events{where_idle}{' (the worst rank)' if len(spans) > 1 else ''}, "
+        "of its window, were "
         "that host work overlapped with device work or moved off the critical path",
         whole=span,
         rests_on=IDLE_PARTS.get(ctx.platform, IDLE_PARTS["ipu"]),

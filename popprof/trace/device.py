@@ -71,12 +71,13 @@ DEVICE_CHANNELS: tuple[str, ...] = (
 )
 #: Collectives by kernel name: NCCL and RCCL kernels, rocSHMEM / NVSHMEM kernels, torch symmetric-memory
 #: (``multimem_all_reduce_kernel``, ``one_shot_all_reduce_kernel``, ``two_shot_all_reduce_kernel``), vLLM /
-#: SGLang custom all-reduce (``cross_device_reduce_1stage``) and any kernel named after a collective. The one
-#: definition of communication: the device map's ``exchange`` (what ``check`` reads) and the summary's
-#: ``COMMUNICATION``.
+#: SGLang custom all-reduce (``cross_device_reduce_1stage``) and any kernel named after a collective, but not
+#: ATen's element-wise kernels that broadcast their operands (``type_specialized_broadcast_kernel_launcher``,
+#: in TraceLens's xDiT traces: a multiply, not a collective). The one definition of communication: the device
+#: map's ``exchange`` (what ``check`` reads) and the summary's ``COMMUNICATION``.
 _COLLECTIVE = (
     r"(?i:nccl|rccl|rocshmem|nvshmem|multimem|cross_device_reduce"
-    r"|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv)"
+    r"|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast(?!_kernel_launcher)|send_?recv)"
 )
 _SYNC_CALLS = (
     r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
