@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from cli_helpers import summary_error
 
 from popprof.cli import main
 from popprof.metrics.devices import device_breakdown, launch_delays, top_kernels
@@ -228,25 +229,15 @@ def test_a_copy_between_two_gpus_is_peer_to_peer(tmp_path, tool):
     assert (copy["name"], copy["device"], copy["device_category"]) == ("Memcpy PtoP", "gpu:1", "exchange")
 
 
-def _cli_error(path: Path, capsys: pytest.CaptureFixture) -> str:
-    """``popprof summary PATH`` in this process: exit 2 and one line on stderr, no traceback."""
-    capsys.readouterr()
-    assert main(["-q", "summary", str(path)]) == 2
-    out, err = capsys.readouterr()
-    lines = err.splitlines()
-    assert out == "" and len(lines) == 1 and lines[0].startswith("popprof: error: "), err
-    return lines[0]
-
-
 def test_a_truncated_file_is_one_line_exit_2(tmp_path, capsys):
     raw = gzip.decompress(TRACE.read_bytes())
     cut = tmp_path / "cut.json"
     cut.write_bytes(raw[: len(raw) // 2])
-    assert "truncated or malformed JSON" in _cli_error(cut, capsys)
+    assert "truncated or malformed JSON" in summary_error(cut, capsys)
     gz = tmp_path / "cut.json.gz"
     data = TRACE.read_bytes()
     gz.write_bytes(data[: len(data) // 2])
-    assert "truncated" in _cli_error(gz, capsys)
+    assert "truncated" in summary_error(gz, capsys)
 
 
 @pytest.mark.parametrize(
@@ -277,7 +268,7 @@ def test_a_truncated_file_is_one_line_exit_2(tmp_path, capsys):
 def test_damaged_records_are_named_in_one_line(tmp_path, tool, damage, said, capsys):
     damaged = _copy(tool)
     damage(damaged)
-    line = _cli_error(_write(tmp_path / "damaged.json", damaged), capsys)
+    line = summary_error(_write(tmp_path / "damaged.json", damaged), capsys)
     assert said in line
     with pytest.raises(InputError):
         read_path(tmp_path / "damaged.json")
@@ -286,9 +277,9 @@ def test_damaged_records_are_named_in_one_line(tmp_path, tool, damage, said, cap
 def test_not_one_process(tmp_path, tool, capsys):
     path = tmp_path / "two.json"
     path.write_bytes(orjson.dumps({"rocprofiler-sdk-tool": [tool, tool]}))
-    assert "holds 2 processes" in _cli_error(path, capsys)
+    assert "holds 2 processes" in summary_error(path, capsys)
     path.write_bytes(b'{"rocprofiler-sdk-tool": []}')
-    assert "is empty" in _cli_error(path, capsys)
+    assert "is empty" in summary_error(path, capsys)
 
 
 def test_an_end_before_its_start_keeps_the_event_without_a_duration(tmp_path, tool):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import summary_error
 
 from popprof.cli import main
 from popprof.metrics.devices import device_breakdown, launch_delays, top_kernels
@@ -220,34 +221,24 @@ def test_a_plugins_profile_directory_opens(tmp_path, capsys):
     assert main(["-q", "summary", str(tmp_path / "logdir")]) == 0
     assert "Profile host (xplane)" in capsys.readouterr().out
     shutil.copyfile(JAX08, run / "other.xplane.pb")
-    line = _cli_error(tmp_path / "logdir", capsys)
+    line = summary_error(tmp_path / "logdir", capsys)
     assert "holds 2 XPlane files" in line and "name one .xplane.pb file" in line
-
-
-def _cli_error(path: Path, capsys: pytest.CaptureFixture) -> str:
-    """``popprof summary PATH`` in this process: exit 2 and one line on stderr, no traceback."""
-    capsys.readouterr()
-    assert main(["-q", "summary", str(path)]) == 2
-    out, err = capsys.readouterr()
-    lines = err.splitlines()
-    assert out == "" and len(lines) == 1 and lines[0].startswith("popprof: error: "), err
-    return lines[0]
 
 
 def test_truncated_random_and_empty_files_are_one_line_exit_2(tmp_path, capsys):
     data = JAX08.read_bytes()
     cut = tmp_path / "cut.xplane.pb"
     cut.write_bytes(data[: len(data) // 2])
-    assert "not a readable XPlane protobuf" in _cli_error(cut, capsys)
+    assert "not a readable XPlane protobuf" in summary_error(cut, capsys)
     noise = tmp_path / "noise.xplane.pb"
     noise.write_bytes(random.Random(7).randbytes(4096))
-    assert "XPlane" in _cli_error(noise, capsys)
+    assert "XPlane" in summary_error(noise, capsys)
     text = tmp_path / "text.xplane.pb"
     text.write_text('{"traceEvents": []}\n')
-    assert "XPlane" in _cli_error(text, capsys)
+    assert "XPlane" in summary_error(text, capsys)
     empty = tmp_path / "empty.xplane.pb"
     empty.write_bytes(b"")
-    assert "empty" in _cli_error(empty, capsys)
+    assert "empty" in summary_error(empty, capsys)
 
 
 def test_a_space_without_gpu_or_host_events_is_refused(tmp_path, capsys):
@@ -257,7 +248,7 @@ def test_a_space_without_gpu_or_host_events_is_refused(tmp_path, capsys):
     space.planes.extend(keep)
     path = tmp_path / "bare.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    assert "holds no GPU stream or host events" in _cli_error(path, capsys)
+    assert "holds no GPU stream or host events" in summary_error(path, capsys)
 
 
 def test_without_protobuf_one_line_names_the_extra(tmp_path, monkeypatch, capsys):
@@ -268,7 +259,7 @@ def test_without_protobuf_one_line_names_the_extra(tmp_path, monkeypatch, capsys
     try:
         with pytest.raises(InputError, match="needs the protobuf library"):
             read_path(JAX06)
-        line = _cli_error(JAX06, capsys)
+        line = summary_error(JAX06, capsys)
         assert "pip install 'popprof[xplane]'" in line
     finally:
         proto.xspace_class.cache_clear()
