@@ -16,7 +16,7 @@ import pandas as pd
 from ..model.profile import Profile
 from . import metric
 from .peaks import device_properties
-from .trace import time_origin
+from .trace import parent_rows, time_origin
 
 #: Operators that only allocate: a block allocated inside one belongs to the operator around it.
 ALLOCATION_PRIMITIVES = frozenset(
@@ -47,7 +47,7 @@ def _device_memory(profile: Profile, top: int) -> list[dict]:
     ids = events["event_id"].to_numpy()
     rows = pd.Index(ids).get_indexer(table["event_id"].to_numpy())
     ranks = events["rank"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
-    ops = _operators(events, rows)
+    ops = _operators(profile, rows)
     origin = time_origin(profile) or 0.0
     frame = pd.DataFrame(
         {
@@ -75,29 +75,28 @@ def _device_memory(profile: Profile, top: int) -> list[dict]:
     return sorted(out, key=lambda r: (r["device"] == "cpu", r["rank"], r["device"]))
 
 
-def _operators(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _operators(profile: Profile, rows: np.ndarray) -> np.ndarray:
     """The operator each ``[memory]`` row (positions ``rows``) belongs to: its innermost enclosing framework
     operator (Kineto's ``cpu_op``) that is not an allocation primitive (``aten::empty`` under ``aten::addmm`` is
     ``aten::addmm``'s block); without one, the innermost enclosing event (a Python function, an annotation)."""
-    index = pd.Index(events["event_id"].to_numpy())
-    parent_ids = events["parent_id"].to_numpy(dtype=np.float64, na_value=np.nan)
-    names = events["name"].astype(object).to_numpy()
-    operator = events["channel"].isin(OPERATOR_CHANNELS).to_numpy(dtype=bool) & ~np.isin(
-        names, list(ALLOCATION_PRIMITIVES)
-    )
-
-    def parent_of(at: np.ndarray) -> np.ndarray:
-        return index.get_indexer(np.nan_to_num(parent_ids[at], nan=-1).astype(np.int64))
-
-    innermost = parent_of(rows)
+    events = profile.events
+    parent = parent_rows(profile)  # each event's parent as a row position, -1 at the top level
+    names = events["name"]
+    names = names.array if isinstance(names.dtype, pd.CategoricalDtype) else pd.Categorical(names)
+    codes = np.asarray(names.codes, dtype=np.int64)
+    labels = np.asarray(names.categories, dtype=object)
+    primitive = np.append(np.isin(labels, list(ALLOCATION_PRIMITIVES)), False)  # code -1 (no name): not one
+    operator = events["channel"].isin(OPERATOR_CHANNELS).to_numpy(dtype=bool) & ~primitive[codes]
+    innermost = parent[rows]
     owner = innermost.copy()
     while True:  # each round one level up: it ends at the top level
         up = (owner >= 0) & ~operator[np.maximum(owner, 0)]
         if not up.any():
             break
-        owner[up] = parent_of(owner[up])
+        owner[up] = parent[owner[up]]
     owner = np.where(owner >= 0, owner, innermost)
-    return np.where(owner >= 0, names[np.maximum(owner, 0)], None)
+    code = np.where(owner >= 0, codes[np.maximum(owner, 0)], -1)
+    return np.where(code >= 0, labels[np.maximum(code, 0)], None)
 
 
 def _capacities(profile: Profile) -> dict[str, int]:

@@ -52,15 +52,20 @@ def _device(kind: object, index: object) -> str | None:
     return word if word == "cpu" else f"{word}:{index if isinstance(index, int) else 0}"
 
 
-def allocation_frame(events: pd.DataFrame, rows: np.ndarray, args: pd.Series) -> pd.DataFrame:
-    """The table from the ``[memory]`` rows of ``events`` (positions ``rows``) and their args as JSON text."""
-    decoded = []
-    for text in args.tolist():
+def decoded_args(texts: pd.Series) -> list[dict]:
+    """Args written as JSON text, each as a dict (``{}`` where missing or not an object)."""
+    out = []
+    for text in texts.tolist():
         try:
             value = orjson.loads(text) if isinstance(text, str) else {}
         except orjson.JSONDecodeError:
             value = {}
-        decoded.append(value if isinstance(value, dict) else {})
+        out.append(value if isinstance(value, dict) else {})
+    return out
+
+
+def allocation_frame(events: pd.DataFrame, rows: np.ndarray, decoded: list[dict]) -> pd.DataFrame:
+    """The table from the ``[memory]`` rows of ``events`` (positions ``rows``) and their args, one dict each."""
 
     def whole(key: str) -> pd.array:
         return pd.array([v.get(key) if type(v.get(key)) is int else None for v in decoded], dtype="Int64")
@@ -83,7 +88,7 @@ def allocation_frame(events: pd.DataFrame, rows: np.ndarray, args: pd.Series) ->
 def allocations_of(events: pd.DataFrame) -> pd.DataFrame:
     """The table of a profile read with args (its events hold the ``[memory]`` events' args)."""
     rows = memory_rows(events)
-    return allocation_frame(events, rows, events["args"].iloc[rows])
+    return allocation_frame(events, rows, decoded_args(events["args"].iloc[rows]))
 
 
 def allocations_read_on_use(
@@ -105,8 +110,8 @@ def allocations_read_on_use(
 
 def scanned_args(
     path: Path, before: tuple | None, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray
-) -> pd.Series | None:
-    """The args (JSON text) of the file's ``[memory]`` events in the order of the rows given by their
+) -> list[dict] | None:
+    """The args (one dict each) of the file's ``[memory]`` events in the order of the rows given by their
     ``pid``, ``tid`` and ``ts`` (the events table's order), from one streamed scan of its bytes for the name
     (each match's object parsed alone); None when they do not match those rows one by one (a writer that puts
     the name far from the object's start, ids written as text, times the reader converts)."""
@@ -126,9 +131,7 @@ def scanned_args(
                     return None
                 if not isinstance(event, dict) or event.get("name") != MEMORY_EVENT:
                     return None
-                found.append(
-                    (event.get("pid"), event.get("tid"), event.get("ts"), orjson.dumps(event.get("args")))
-                )
+                found.append((event.get("pid"), event.get("tid"), event.get("ts"), event.get("args")))
                 done = end
             if not chunk:
                 break
@@ -145,7 +148,7 @@ def scanned_args(
         and np.array_equal(got[order, 2], ts)
     ):
         return None
-    return pd.Series([found[i][3].decode() for i in order.tolist()], dtype=object)
+    return [found[i][3] if isinstance(found[i][3], dict) else {} for i in order.tolist()]
 
 
 def _object_at(data: bytes, start: int, after: int) -> tuple[object, int]:
@@ -171,7 +174,7 @@ def _object_at(data: bytes, start: int, after: int) -> tuple[object, int]:
 
 def _args_read_again(
     path: Path, before: tuple | None, mem: pd.DataFrame, read_again: Callable[[Path], pd.DataFrame]
-) -> pd.Series:
+) -> list[dict]:
     """The args of the ``[memory]`` rows ``mem`` from the file read again with args, its ``[memory]`` rows
     matched to ``mem``'s one by one (the same reader sorts both the same way)."""
     if snapshot(path) != before:
@@ -185,4 +188,4 @@ def _args_read_again(
     )
     if not same:
         raise ChangedWhileRead(path)
-    return second["args"]
+    return decoded_args(second["args"])
