@@ -157,6 +157,7 @@ def test_a_directory_of_ranks_keeps_each_ranks_blocks_with_its_events(tmp_path: 
     for rank in (0, 1):
         shutil.copyfile(BERT, tmp_path / f"rank-{rank}.json.gz")
     run = popprof.open(tmp_path)
+    assert run.rows("allocations") == 2 * 236  # known before the table is built
     table = run.allocations
     assert len(table) == 2 * 236
     events = run.events.set_index("event_id")

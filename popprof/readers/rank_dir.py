@@ -16,6 +16,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from ..io.files import read_head
 from ..io.progress import progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError
-from ..model.profile import Profile
+from ..model.profile import Deferred, Profile
 from . import chrome, rocprof
 from .bundle import is_bundle
 from .dispatch import read_path
@@ -196,16 +197,22 @@ def read(path: Path, **options: object) -> Profile:
     )
 
 
-def _allocations(profiles: Sequence[Profile]) -> pd.DataFrame | None:
-    """Every rank's ``allocations`` (read here, for the ranks whose traces hold ``[memory]`` events), their
-    ``event_id`` offset as the directory's ``events`` offsets it."""
+def _allocations(profiles: Sequence[Profile]) -> Deferred | None:
+    """Every rank's ``allocations``, built when first used as each rank's is (only ranks whose traces hold
+    ``[memory]`` events have one), their ``event_id`` offset as the directory's ``events`` offsets it."""
     offsets = np.cumsum([0] + [len(p.events) for p in profiles[:-1]])
+    parts = [(p, int(o)) for p, o in zip(profiles, offsets, strict=True) if p.rows("allocations")]
+    if not parts:
+        return None
+    return Deferred(sum(p.rows("allocations") for p, _ in parts), partial(_joined_allocations, parts))
+
+
+def _joined_allocations(parts: list[tuple[Profile, int]]) -> pd.DataFrame:
     frames = []
-    for profile, offset in zip(profiles, offsets, strict=True):
-        frame = profile.get("allocations")
-        if frame is not None:
-            frames.append(frame.assign(event_id=frame["event_id"] + int(offset)))
-    return concat_tables(frames) if frames else None
+    for profile, offset in parts:
+        frame = profile.allocations
+        frames.append(frame.assign(event_id=frame["event_id"] + offset))
+    return concat_tables(frames)
 
 
 def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tuple[list[int], list[str]]:
