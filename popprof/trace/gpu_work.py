@@ -102,6 +102,17 @@ def leaves_last_step_out(events: pd.DataFrame) -> bool:
     return int(_profiler_step_names(events).sum()) >= 2
 
 
+def last_step_start(events: pd.DataFrame, rows: np.ndarray) -> float | None:
+    """The start of the last ``ProfilerStep`` among ``rows`` (one rank's events), where HTA's window ends;
+    None when the trace keeps its last step (:func:`leaves_last_step_out`) or these rows have no step."""
+    if not leaves_last_step_out(events):
+        return None
+    steps = category_mask(events["name"].array[rows], _profiler_step_names(events))
+    starts = events["start_us"].to_numpy(dtype=np.float64)[rows][steps]
+    starts = starts[~np.isnan(starts)]
+    return float(starts.max()) if starts.size else None
+
+
 def correlation_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
     """One int64 key per (rank, correlation id), the launch correlation that joins a launch call to its GPU
     work (``rank`` -1: no rank, one of its own; ``correlation`` float64); -1 where the correlation is missing.

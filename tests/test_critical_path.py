@@ -1,0 +1,103 @@
+"""The critical path (popprof.metrics.critical_path) against HolisticTraceAnalysis 0.5.0's.
+
+``fixtures/real/traces/hta_critical_path_reference.json`` (written by ``make_hta_critical_path.py`` there, HTA 0.5.0
+with pandas 2 in its own virtualenv) holds, per rank, HTA's ``critical_path_analysis`` over the whole trace: the
+path's summed duration and its split by ``bound_by``. popprof builds the same graph in its own code: the length
+and every part must be equal, on ten real runs (18 ranks: NVIDIA and AMD, ns- and us-resolution, NCCL, CUDA
+event synchronisation across streams).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.metrics.critical_path import HTA_PARTS, PARTS, critical_paths
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
+REFERENCE = json.loads((REAL / "hta_critical_path_reference.json").read_text("utf-8"))
+DIRECTORIES = {"two_ranks", "dlrm_8ranks"}
+CASES = [(run, rank) for run, ranks in REFERENCE["runs"].items() for rank in ranks]
+
+
+def _path(run: str) -> Path:
+    return REAL / run if run in DIRECTORIES else REAL / f"{run}.json.gz"
+
+
+_OPENED: dict[str, dict] = {}
+
+
+def _paths(run: str) -> dict[int, dict]:
+    """popprof's critical paths of a run by rank (a trace without a rank is rank 0, as HTA numbers it)."""
+    if run not in _OPENED:
+        path = _path(run) if run in REFERENCE["runs"] else REAL / f"{run}.json.gz"
+        profile = popprof.open(path, with_args=True)
+        _OPENED[run] = {(p["rank"] if p["rank"] is not None else 0): p for p in critical_paths(profile)}
+    return _OPENED[run]
+
+
+def test_reference_is_hta_050() -> None:
+    assert (REFERENCE["tool"], REFERENCE["version"]) == ("HolisticTraceAnalysis", "0.5.0")
+    assert len(CASES) == 18
+
+
+@pytest.mark.parametrize(("run", "rank"), CASES)
+def test_length_and_parts_equal_htas(run: str, rank: str) -> None:
+    hta = REFERENCE["runs"][run][rank]
+    assert hta["ok"]
+    mine = _paths(run)[int(rank)]
+    assert mine["length_us"] == hta["total"]
+    htas = {name: us for name, us in hta["bound_by"].items() if name != "none" and us}
+    assert {HTA_PARTS[part]: us for part, us in mine["parts_us"].items() if us} == htas
+    assert mine["clipped_edges"] == 0
+
+
+def test_the_shares_and_the_top_names_add_up() -> None:
+    path = _paths("dlrm_8ranks")[1]
+    assert sum(path["shares"].values()) == pytest.approx(1.0)
+    assert list(path["parts_us"]) == list(PARTS)
+    top = path["top"]
+    assert [t["us"] for t in top] == sorted((t["us"] for t in top), reverse=True)
+    host = path["parts_us"]["host"] + path["parts_us"]["compute"] + path["parts_us"]["communication"]
+    assert sum(t["us"] for t in top) <= host + 1e-9
+    assert all(t["count"] >= 1 and t["part"] in PARTS[:3] for t in top)
+
+
+def test_event_sync_across_streams_needs_the_args() -> None:
+    """The multi-stream trace's GPU-to-GPU waits come from the sync events' args: without them they are
+    counted as unresolved, not silently dropped."""
+    path = REAL / "hta_cuda_event_sync_multi_stream.json.gz"
+    with_args = critical_paths(popprof.open(path, with_args=True))[0]
+    without = critical_paths(popprof.open(path))[0]
+    assert with_args["unresolved_syncs"] < without["unresolved_syncs"]
+    assert without["unresolved_syncs"] == 4
+
+
+def test_the_last_profiler_step_is_left_out_as_hta_does() -> None:
+    """two_ranks holds ProfilerStep#551 and #552: HTA's path ends in #551 (267.6 ms of a 1.2 s trace)."""
+    path = _paths("two_ranks")[0]
+    assert path["window_us"] < 610_000
+    assert path["length_us"] == 267_581.0
+
+
+def test_quirk_a_launcher_op_is_not_gpu_work() -> None:
+    """vLLM's trace: a Triton launcher cpu_op carries args.stream 0 and HTA takes it for GPU work on stream 0
+    (its path then holds GPU parts through it); popprof keeps it a host operator, so its path differs."""
+    hta = REFERENCE["quirk_runs"]["tracelens_b200_vllm_eager"]["0"]
+    mine = _paths("tracelens_b200_vllm_eager")[0]
+    assert hta["bound_by"]["gpu_kernel_kernel_overhead"] > 0
+    assert mine["parts_us"]["host"] == mine["length_us"]
+    assert mine["length_us"] == pytest.approx(hta["total"], rel=0.01)
+
+
+def test_no_gpu_work_no_path() -> None:
+    assert critical_paths(popprof.open(REAL / "cpu_only_rank-34.json.gz")) == []
+    assert (
+        critical_paths(
+            popprof.open(Path(__file__).resolve().parent.parent / "fixtures" / "mk2_training.popprof")
+        )
+        == []
+    )
