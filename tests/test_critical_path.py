@@ -101,3 +101,29 @@ def test_no_gpu_work_no_path() -> None:
         )
         == []
     )
+
+
+def test_summary_shows_it_only_when_asked(capsys) -> None:
+    """``popprof summary --critical-path``: the JSON's trace section holds each rank's path (the same figures
+    as the metric), the text a section fitted to 80 columns; without the flag neither."""
+    from popprof.cli import main
+
+    trace = REAL / "two_ranks"
+    assert main(["-q", "summary", str(trace), "--format", "json", "--critical-path"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    paths = doc["trace"]["critical_path"]
+    assert [p["rank"] for p in paths] == [0, 1]
+    assert [p["length_us"] for p in paths] == [REFERENCE["runs"]["two_ranks"][r]["total"] for r in ("0", "1")]
+    assert len(paths[0]["top"]) == 5 and paths[0]["top"][0]["name"] == "aten::_foreach_mul_"
+    assert main(["-q", "summary", str(trace), "--format", "json"]) == 0
+    assert "critical_path" not in json.loads(capsys.readouterr().out)["trace"]
+    assert main(["-q", "summary", str(trace), "--critical-path"]) == 0
+    text = capsys.readouterr().out
+    section = text[text.index("  Critical path") :].split("\n\n")[0].splitlines()
+    assert section[1].startswith("    rank 0: 267.58 ms: host 99.6 %, GPU compute 0.4 %")
+    assert any(
+        line.startswith("      longest on it: aten::_foreach_mul_ 117.00 ms (43.7 %)") for line in section
+    )
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert main(["-q", "summary", str(REAL / "cpu_only_rank-34.json.gz"), "--critical-path"]) == 0
+    assert "none: no GPU work with its launch call in the trace" in capsys.readouterr().out

@@ -37,6 +37,11 @@ from .common import (
 @top_option("Programs, kernels, events and threads")
 @output_option()
 @shapes_option()
+@click.option(
+    "--critical-path",
+    is_flag=True,
+    help="Add each rank's critical path (HTA's model; reads the events' arguments, for the sync events).",
+)
 @reading_options(config=True)
 def summary_command(
     path: str,
@@ -47,6 +52,7 @@ def summary_command(
     config_file: Path | None,
     device_map: str | None,
     shapes: bool | None,
+    critical_path: bool,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -64,8 +70,9 @@ def summary_command(
       popprof summary run_dir/ --engine training --format json
       popprof summary traces_dir/ --format csv
       popprof summary trace.json.gz --no-shapes --format json
+      popprof summary trace.json.gz --critical-path
     """
-    shapes = reads_arguments([path], shapes)
+    shapes = reads_arguments([path], shapes) or critical_path
     start_reading(
         path, with_args=shapes, **FIGURES_ONLY
     )  # first: the parse worker forks before the output check's imports
@@ -87,7 +94,7 @@ def summary_command(
     # after the read's byte bar: a phase of its own, so a long analysis is not a full bar sitting still
     with progress(f"analysing {Path(path).name}", total=len(profiles)) as advance:
         for profile in profiles.values():
-            summaries.append(explained_summary(profile, top=top, config=config))
+            summaries.append(explained_summary(profile, top=top, config=config, critical_path=critical_path))
             advance(1)
     if fmt == "json":
         echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries), output)

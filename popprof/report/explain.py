@@ -194,15 +194,23 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
     return lines
 
 
-def explained_summary(profile: Profile, top: int = 10, config: dict | None = None) -> dict:
+def explained_summary(
+    profile: Profile, top: int = 10, config: dict | None = None, critical_path: bool = False
+) -> dict:
     """:func:`popprof.metrics.summary.summarise` with ``what_limits`` after the profile's name: the account
-    and the top opportunities of the rules (run with ``config``'s rule settings), figures shared once."""
+    and the top opportunities of the rules (run with ``config``'s rule settings), figures shared once.
+    ``critical_path``: a GPU trace's section also holds each rank's critical path
+    (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5 names)."""
     from ..metrics import shared
     from ..metrics.summary import summarise
     from ..rules import check
 
     with shared(profile):
         doc = summarise(profile, top=top)
+        if critical_path and isinstance(doc.get("trace"), dict):
+            from ..metrics.critical_path import TOP_EVENTS, critical_paths
+
+            doc["trace"]["critical_path"] = critical_paths(profile, top=min(top, TOP_EVENTS))
         findings = check(profile, config=config)  # ranked by gain, gains counted once
         limits = what_limits(profile, findings)
     if limits is None:

@@ -306,6 +306,45 @@ def render_device_memory(memory: list[dict]) -> list[str]:
     return lines
 
 
+#: how each part of a critical path reads in the text
+CRITICAL_PATH_WORDS = {
+    "host": "host",
+    "compute": "GPU compute",
+    "communication": "communication",
+    "launch_delay": "launch delay",
+    "kernel_gap": "kernel gaps",
+}
+
+
+def render_critical_path(paths: list[dict] | None) -> list[str]:
+    """The "Critical path" lines (``summary --critical-path``): per rank its length, the share of each part
+    on it, and the names with the most time on it (prose, wrapped by :func:`fit_lines`)."""
+    if paths is None:
+        return []
+    lines = ["", "  Critical path (HTA's model: the longest chain of dependent host and GPU work)"]
+    if not paths:
+        return [*lines, "    none: no GPU work with its launch call in the trace"]
+    for p in paths:
+        who = "" if p.get("rank") is None else f"rank {p['rank']}: "
+        parts = ", ".join(
+            f"{CRITICAL_PATH_WORDS[k]} {units.percent(share)}" for k, share in p["shares"].items() if share
+        )
+        lines.append(f"    {who}{units.duration(p['length_us'])}: {parts or 'no time on it'}")
+        tops = ", ".join(
+            f"{t['name']} {units.duration(t['us'])} ({units.percent(t['share'])})" for t in p["top"]
+        )
+        if tops:
+            lines.append(f"      longest on it: {tops}")
+        notes = []
+        if p.get("unresolved_syncs"):
+            notes.append(f"{plural(p['unresolved_syncs'], 'event synchronisation')} not traced to their work")
+        if p.get("clipped_edges"):
+            notes.append(f"{plural(p['clipped_edges'], 'edge')} against the clock counted as 0")
+        if notes:
+            lines.append(f"      ({'; '.join(notes)})")
+    return lines
+
+
 def device_window(devices: list[dict], source_format: str | None = None, steps_left_out: bool = False) -> str:
     """What the device table's shares are of, in words: HTA's window on GPUs (without the last profiler step
     when HTA leaves it out), an IPU's step time, a ``.pvti`` device's first to last device event."""
@@ -575,6 +614,7 @@ def render_trace_text(
                 f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
     lines += render_device_memory(tr.get("device_memory") or [])
+    lines += render_critical_path(tr.get("critical_path"))
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
