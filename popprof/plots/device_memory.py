@@ -48,8 +48,9 @@ ALLOCATED_COLOUR, RESERVED_COLOUR, PEAK_COLOUR = "#3b6a9e", "#8c8c8c", "#a50f15"
 
 def envelope(x: np.ndarray, y: np.ndarray, columns: int) -> np.ndarray:
     """Positions of the points of a step line (``y`` over ascending ``x``) to draw at ``columns`` pixel
-    columns: in each column its lowest, highest (the first of equals) and last point, in order, so no peak or
-    trough is lost and the line holds the right value from one column to the next. Every position when there
+    columns: in each column its lowest, highest (the first of equals) and last point, in order, and the first
+    point, so no peak or trough is lost and the line starts where it does and holds the right value from one
+    column to the next. Every position when there
     are no more than ``3 * columns`` points. Vectorised: one pass of ``reduceat`` per extreme."""
     n = len(x)
     if n <= 3 * columns:
@@ -59,7 +60,7 @@ def envelope(x: np.ndarray, y: np.ndarray, columns: int) -> np.ndarray:
     column = np.minimum(scaled.astype(np.int64), columns - 1)
     starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
     sizes = np.diff(np.r_[starts, n])
-    keep = [starts[1:] - 1, [n - 1]]  # each column's last point
+    keep = [[0], starts[1:] - 1, [n - 1]]  # the first point, and each column's last
     for extreme in (np.maximum, np.minimum):
         hits = np.flatnonzero(y == np.repeat(extreme.reduceat(y, starts), sizes))
         first = np.r_[True, column[hits][1:] != column[hits][:-1]]
