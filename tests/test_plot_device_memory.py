@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -19,6 +20,7 @@ matplotlib = pytest.importorskip("matplotlib")
 import popprof  # noqa: E402
 from popprof.cli import main  # noqa: E402
 from popprof.metrics.device_memory import device_memory, memory_over_time  # noqa: E402
+from popprof.model.profile import Profile  # noqa: E402
 from popprof.plots import available_kinds, default_kind, plot  # noqa: E402
 from popprof.plots.device_memory import CAPACITY_DRAWN, envelope  # noqa: E402
 from popprof.report.html import render  # noqa: E402
@@ -184,3 +186,58 @@ def test_the_report_shows_the_figure_beside_its_table():
     assert "memory over time from the allocator" in after[: after.index("</figure>")]
     assert "<h3>device-memory</h3>" not in html  # not again among the plots
     assert "<h3>timeline</h3>" in html
+
+
+def _devices_trace(peaks: dict[str, int]) -> Profile:
+    """A trace of one operator per device, each allocating its block under it and freeing it: per device,
+    a ``[memory]`` pair under ``aten::empty_like`` inside ``aten::mul`` with the allocator's totals."""
+    names, parents, rows = [], [], []
+    for k, (device, block) in enumerate(peaks.items()):
+        op = len(names)
+        names += ["aten::mul", "aten::empty_like", "[memory]", "[memory]"]
+        parents += [-1, op, op + 1, op]
+        rows += [(op + 2, 10.0 * k + 1, device, block), (op + 3, 10.0 * k + 4, device, -block)]
+    n = len(names)
+    events = pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "pid": 1,
+            "tid": 1,
+            "parent_id": parents,
+            "depth": np.tile([0, 1, 2, 1], len(peaks)).astype(np.int16),
+            "name": pd.Categorical(names),
+            "channel": ["cpu_op", "cpu_op", "cpu_instant_event", "cpu_instant_event"] * len(peaks),
+            "start_us": np.repeat(10.0 * np.arange(len(peaks)), 4)
+            + np.tile([0.0, 0.5, 1.0, 4.0], len(peaks)),
+            "dur_us": np.tile([5.0, 1.0, 0.0, 0.0], len(peaks)),
+        }
+    )
+    ids, ts, devices, blocks = zip(*rows, strict=True)
+    allocations = pd.DataFrame(
+        {
+            "event_id": ids,
+            "pid": 1,
+            "tid": 1,
+            "ts_us": ts,
+            "device": devices,
+            "bytes": blocks,
+            "total_allocated": np.maximum(blocks, 0) + (1 << 20),
+            "total_reserved": np.full(len(ids), 1 << 34),
+        }
+    )
+    return Profile("devices", {"events": events, "allocations": allocations})
+
+
+def test_at_most_max_panels_the_highest_peaks_in_the_records_order():
+    profile = _devices_trace({"gpu:0": 3 << 20, "gpu:1": 9 << 20, "gpu:2": 5 << 20, "cpu": 64 << 20})
+    records = device_memory(profile)
+    assert [r["device"] for r in records] == ["gpu:0", "gpu:1", "gpu:2", "cpu"]
+    fig = plot(profile, "device-memory", max_panels=2)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["gpu:1", "gpu:2"]  # the cpu: only without accelerators
+    assert "2 devices (1 more not drawn)" in fig.get_suptitle()
+    for ax, device in zip(fig.axes, ("gpu:1", "gpu:2"), strict=True):
+        record = next(r for r in records if r["device"] == device)
+        assert _artist(ax, "allocated").get_ydata().max() == record["peak_allocated_bytes"]
+        assert _artist(ax, "peak-label").get_text().splitlines()[-1] == "aten::mul" == record["peak_op"]
+    cpu_only = _devices_trace({"cpu": 64 << 20})
+    assert [ax.get_ylabel() for ax in plot(cpu_only, "device-memory").axes] == ["cpu"]

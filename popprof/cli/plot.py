@@ -101,8 +101,10 @@ def plot_command(
       timeline   host threads and device activity over time, stalls shaded
       roofline   GPU operators' achieved TFLOP/s against the device's roofline
                  (reads the trace's recorded shapes)
-      device-memory  a GPU trace's allocated and reserved bytes over time, the
-                 peak named with its operator, steps shaded (profile_memory=True)
+      device-memory
+                 a GPU trace's allocated and reserved bytes over time, the
+                 peak named with its operator, profiler steps shaded
+                 (a trace recorded with profile_memory=True)
 
     Without --kind, draws the most useful plot the profile can: memory, else
     the histogram, else the timeline (then execution, liveness, tilemap).

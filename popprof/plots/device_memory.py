@@ -75,8 +75,8 @@ def _panels(profile: Profile, max_panels: int) -> tuple[list[dict], int]:
     if not records:
         raise MissingTableError("allocations", profile.name, NEEDS_HINT["allocations"])
     pool = [r for r in records if r["device"] != "cpu"] or records
-    highest = sorted(pool, key=lambda r: -r["peak_allocated_bytes"])[:max_panels]
-    return [r for r in pool if any(r is h for h in highest)], len(pool) - len(highest)
+    highest = {id(r) for r in sorted(pool, key=lambda r: -r["peak_allocated_bytes"])[:max_panels]}
+    return [r for r in pool if id(r) in highest], len(pool) - len(highest)
 
 
 def _rank_steps(steps: pd.DataFrame, rank: int | None) -> pd.DataFrame:
