@@ -48,10 +48,10 @@ ALLOCATED_COLOUR, RESERVED_COLOUR, PEAK_COLOUR = "#3b6a9e", "#8c8c8c", "#a50f15"
 
 def envelope(x: np.ndarray, y: np.ndarray, columns: int) -> np.ndarray:
     """Positions of the points of a step line (``y`` over ascending ``x``) to draw at ``columns`` pixel
-    columns: in each column its lowest, highest (the first of equals) and last point, in order, and the first
-    point, so no peak or trough is lost and the line starts where it does and holds the right value from one
-    column to the next. Every position when there
-    are no more than ``3 * columns`` points. Vectorised: one pass of ``reduceat`` per extreme."""
+    columns, in order: the line's first point and, in each column, its lowest and highest (the first of
+    equals) and its last, so no peak or trough is lost and the line holds the right value from one column to
+    the next. Every position when there are at most ``3 * columns``. Vectorised: a ``reduceat`` per extreme.
+    """
     n = len(x)
     if n <= 3 * columns:
         return np.arange(n)
