@@ -36,6 +36,7 @@ PLOT_KINDS = (
     "account",
     "categories",
     "roofline",
+    "device-memory",
 )
 IMAGE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -100,6 +101,10 @@ def plot_command(
       timeline   host threads and device activity over time, stalls shaded
       roofline   GPU operators' achieved TFLOP/s against the device's roofline
                  (reads the trace's recorded shapes)
+      device-memory
+                 a GPU trace's allocated and reserved bytes over time, the
+                 peak named with its operator, profiler steps shaded
+                 (a trace recorded with profile_memory=True)
 
     Without --kind, draws the most useful plot the profile can: memory, else
     the histogram, else the timeline (then execution, liveness, tilemap).
@@ -112,6 +117,7 @@ def plot_command(
       popprof plot reports/ --engine training --kind liveness -o liveness.svg
       popprof plot trace.json.gz --kind timeline -o timeline.png
       popprof plot trace.json.gz --kind roofline -o roofline.png
+      popprof plot trace.json.gz --kind device-memory -o memory.png
     """
     fmt = IMAGE_FORMATS.get(output.suffix.lower())
     if fmt is None:

@@ -40,15 +40,33 @@ def device_memory(profile: Profile, top: int = 3) -> list[dict]:
 
 
 def _device_memory(profile: Profile, top: int) -> list[dict]:
+    groups = _groups(profile)
+    if not groups:
+        return []
+    capacity = _capacities(profile)
+    origin = time_origin(profile) or 0.0
+    out = [
+        _one(rank, device, group, origin, top, capacity.get(device))
+        for (rank, device), group in groups.items()
+    ]
+    return sorted(out, key=lambda r: (r["device"] == "cpu", r["rank"], r["device"]))
+
+
+def _groups(profile: Profile) -> dict[tuple[int, str], pd.DataFrame]:
+    """The allocator events per (rank, device), each in time order (stable): ``ts`` (absolute µs), ``bytes``
+    (the block, negative when freed), ``total`` and ``reserved`` (the allocator's, NaN when not given) and
+    ``op``; rank -1 when unknown. ``{}`` without any. Found once per profile scope."""
+    return profile.cached("device_memory.groups", lambda: _build_groups(profile))
+
+
+def _build_groups(profile: Profile) -> dict[tuple[int, str], pd.DataFrame]:
     table = profile.get("allocations")
     if table is None or table.empty:
-        return []
+        return {}
     events = profile.events
     ids = events["event_id"].to_numpy()
     rows = pd.Index(ids).get_indexer(table["event_id"].to_numpy())
     ranks = events["rank"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
-    ops = _operators(profile, rows)
-    origin = time_origin(profile) or 0.0
     frame = pd.DataFrame(
         {
             "rank": np.nan_to_num(ranks, nan=-1).astype(np.int64),
@@ -57,22 +75,44 @@ def _device_memory(profile: Profile, top: int) -> list[dict]:
             "bytes": table["bytes"].to_numpy(dtype=np.float64, na_value=0.0),
             "total": table["total_allocated"].to_numpy(dtype=np.float64, na_value=np.nan),
             "reserved": table["total_reserved"].to_numpy(dtype=np.float64, na_value=np.nan),
-            "op": ops,
+            "op": _operators(profile, rows),
         }
     ).dropna(subset=["device"])
-    capacity = _capacities(profile)
-    out = [
-        _one(
-            int(rank),
-            str(device),
-            group.sort_values("ts", kind="stable"),
-            origin,
-            top,
-            capacity.get(str(device)),
-        )
+    return {
+        (int(rank), str(device)): group.sort_values("ts", kind="stable")
         for (rank, device), group in frame.groupby(["rank", "device"], sort=True)
-    ]
-    return sorted(out, key=lambda r: (r["device"] == "cpu", r["rank"], r["device"]))
+    }
+
+
+def in_use(blocks: np.ndarray, totals: np.ndarray) -> tuple[str, np.ndarray]:
+    """The basis and the bytes in use after each allocator event of one device (in time order): the
+    allocator's ``totals`` when every event has one (:data:`ALLOCATOR`), else the running sum of the
+    ``blocks`` since the trace began (:data:`NET`). The one definition the peak and the figure read."""
+    if not np.isnan(totals).any():
+        return ALLOCATOR, totals
+    return NET, np.cumsum(blocks)
+
+
+def memory_over_time(profile: Profile) -> dict[tuple[int | None, str], pd.DataFrame]:
+    """Per (rank, device), as :func:`device_memory` keys its records (rank None when unknown): the bytes in
+    use after each allocator event, in time order. Columns ``at_us`` (from the trace's time origin),
+    ``allocated_bytes`` (:func:`in_use`: the allocator's total, or the net of the blocks) and
+    ``reserved_bytes`` (NaN when the trace does not give it); ``attrs["basis"]`` says which."""
+    groups = _groups(profile)
+    origin = (time_origin(profile) or 0.0) if groups else 0.0
+    out = {}
+    for (rank, device), group in groups.items():
+        basis, allocated = in_use(group["bytes"].to_numpy(), group["total"].to_numpy())
+        curve = pd.DataFrame(
+            {
+                "at_us": group["ts"].to_numpy() - origin,
+                "allocated_bytes": allocated,
+                "reserved_bytes": group["reserved"].to_numpy(),
+            }
+        )
+        curve.attrs["basis"] = basis
+        out[(None if rank < 0 else rank, device)] = curve
+    return out
 
 
 def _operators(profile: Profile, rows: np.ndarray) -> np.ndarray:
@@ -112,14 +152,9 @@ def _capacities(profile: Profile) -> dict[str, int]:
 
 def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int, capacity: int | None) -> dict:
     blocks = group["bytes"].to_numpy()
-    totals = group["total"].to_numpy()
-    if not np.isnan(totals).any():
-        basis, in_use = ALLOCATOR, totals
-        start = float(totals[0] - blocks[0])
-    else:
-        basis, in_use = NET, np.cumsum(blocks)
-        start = 0.0
-    peak = int(np.argmax(in_use))
+    basis, used = in_use(blocks, group["total"].to_numpy())
+    start = float(used[0] - blocks[0]) if basis == ALLOCATOR else 0.0
+    peak = int(np.argmax(used))
     reserved = group["reserved"].to_numpy()
     allocated, freed = blocks > 0, blocks < 0
     by_op = (
@@ -135,7 +170,7 @@ def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int, c
         "rank": None if rank < 0 else rank,
         "device": device,
         "basis": basis,
-        "peak_allocated_bytes": int(in_use[peak]),
+        "peak_allocated_bytes": int(used[peak]),
         "peak_at_us": float(group["ts"].iloc[peak] - origin),
         "peak_op": None if op is None or pd.isna(op) else str(op),
         "peak_reserved_bytes": None if np.isnan(reserved).all() else int(np.nanmax(reserved)),
@@ -145,7 +180,7 @@ def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int, c
         "frees": int(freed.sum()),
         "freed_bytes": int(-blocks[freed].sum()),
         "start_bytes": int(start),
-        "end_bytes": int(in_use[-1]),
+        "end_bytes": int(used[-1]),
         "top_ops": [
             {"op": str(name), "allocations": int(row["size"]), "allocated_bytes": int(row["sum"])}
             for name, row in by_op.iterrows()

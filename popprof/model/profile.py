@@ -33,6 +33,7 @@ NEEDS_HINT: dict[str, str] = {
     "execution_totals": "needs a Poplar text summary with an Execution section",
     "vertex_cycles": "needs a Poplar text summary with 'Cycles by vertex type'",
     "out_of_memory": "needs Poplar's out-of-memory messages (a failed compilation's log)",
+    "allocations": "needs PyTorch's allocator events (a trace recorded with profile_memory=True)",
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._common import MPL_MISSING, configured_headroom, require_matplotlib
 from .account import memory_categories, time_account
+from .device_memory import device_memory_timeline
 from .diff import diff_metrics, diff_tiles
 from .execution import execution
 from .liveness import liveness
@@ -35,6 +36,7 @@ KINDS: dict[str, tuple[Callable[..., Any], bool, tuple[tuple[str, ...], ...]]] =
     "account": (time_account, False, (("events",), ("steps",), ("execution_totals",))),
     "categories": (memory_categories, False, (("memory_totals",),)),
     "roofline": (roofline, False, (("events",),)),
+    "device-memory": (device_memory_timeline, False, (("allocations",),)),
 }
 
 
@@ -95,6 +97,7 @@ __all__ = [
     "THRESHOLD_KINDS",
     "available_kinds",
     "default_kind",
+    "device_memory_timeline",
     "diff_metrics",
     "diff_tiles",
     "execution",

@@ -136,6 +136,7 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
 
     key, every = _metric_rows(compute(profile))
     summary = parts.get("summary") or {}
+    plots, memory_figure = beside_tables(parts.get("plots"))
     devices = summary.get("devices") or (summary.get("trace") or {}).get("devices") or []
     return {
         "anchor": f"profile-{index}",
@@ -157,10 +158,24 @@ def _profile_part(profile: Profile, index: int = 1, **parts: Any) -> dict:
         else "",
         "findings": parts.get("findings"),
         "what_limits": parts.get("what_limits"),
-        "plots": parts.get("plots"),
+        "plots": plots,
+        "memory_figure": memory_figure,
         "only": parts.get("only"),
         "analyses": analyses_context(summary),
     }
+
+
+#: The plot kind shown beside its table ("Device memory", analyses.html.j2) rather than among the plots.
+BESIDE_TABLE = "device-memory"
+
+
+def beside_tables(plots: list[dict] | None) -> tuple[list[dict] | None, dict | None]:
+    """The plots drawn among the plots, and the one shown beside its table (:data:`BESIDE_TABLE`; None
+    when not drawn or not asked for)."""
+    if not plots:
+        return plots, None
+    beside = next((p for p in plots if p.get("kind") == BESIDE_TABLE), None)
+    return [p for p in plots if p is not beside], beside
 
 
 #: GPU operators the report lists (the summary JSON holds ``--top``).
@@ -284,6 +299,9 @@ PLOT_CAPTIONS: dict[str, str] = {
     "account": "Where each device's window went: the time account's parts as shares of the window (idle in "
     "greys), the same figures as 'What limits this run'.",
     "categories": "Memory of the whole target by data type, as the source printed it.",
+    "device-memory": "Each device's memory over time from the allocator's events: allocated (the peak marked "
+    "with its operator, as in the table), reserved, the capacity when the curves reach a quarter of it; profiler "
+    "steps shaded in turn, so memory that grows step after step shows as a staircase.",
 }
 
 #: What a plot's shading means, said only when the figure shades something: kind -> (gid test, text).
