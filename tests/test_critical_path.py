@@ -127,3 +127,23 @@ def test_summary_shows_it_only_when_asked(capsys) -> None:
     assert max(len(line) for line in text.splitlines()) <= 80
     assert main(["-q", "summary", str(REAL / "cpu_only_rank-34.json.gz"), "--critical-path"]) == 0
     assert "none: no GPU work with its launch call in the trace" in capsys.readouterr().out
+
+
+def test_the_edges_are_the_path() -> None:
+    """critical_path_edges: the path's edges in order, each starting where the one before ended, their
+    weights summing to the length; operator time owned by an event, the other kinds by none."""
+    from popprof.metrics.critical_path import EDGE_COLUMNS, critical_path_edges
+
+    profile = popprof.open(REAL / "hta_cuda_event_sync_multi_stream.json.gz", with_args=True)
+    edges = critical_path_edges(profile)
+    assert list(edges.columns) == EDGE_COLUMNS
+    assert edges["weight_us"].sum() == critical_paths(profile)[0]["length_us"] == 1178.0
+    chained = (edges["from_event_id"].to_numpy()[1:] == edges["to_event_id"].to_numpy()[:-1]) & (
+        edges["from_end"].to_numpy()[1:] == edges["to_end"].to_numpy()[:-1]
+    )
+    assert chained.all()
+    assert set(edges["kind"]) >= {"operator", "launch_delay", "kernel_gap"}
+    assert edges.loc[edges["kind"] != "operator", "event_id"].isna().all()
+    assert edges.loc[edges["kind"] == "operator", "event_id"].notna().all()
+    empty = critical_path_edges(popprof.open(REAL / "cpu_only_rank-34.json.gz"))
+    assert empty.empty and list(empty.columns) == EDGE_COLUMNS

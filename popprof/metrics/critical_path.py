@@ -33,6 +33,7 @@ edge of negative weight (clocks that disagree) weighs 0, where HTA refuses the g
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 import orjson
@@ -78,18 +79,82 @@ TOP_EVENTS = 5
 
 
 def critical_paths(profile: Profile, top: int = TOP_EVENTS) -> list[dict]:
-    """Per rank of a GPU trace, its critical path (computed once per profile); empty without GPU work.
+    """Per rank of a GPU trace, its critical path; empty without GPU work.
 
     Each item: ``rank``, ``length_us`` (the path's weight), ``window_us`` (from the first node to the last
     of the rank), ``parts_us`` and ``shares`` (each of :data:`PARTS`: its time on the path and its share
     of the length), ``events`` (host and GPU events on the path), ``clipped_edges`` (edges of negative
     weight counted as 0), ``unresolved_syncs`` (event synchronisations whose recorded work was not found:
-    all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the path (``name``,
-    ``part``, ``count`` of its events on the path, ``us``, ``share``)."""
-    return profile.cached(f"critical_path.{top}", lambda: _critical_paths(profile, top))
+    all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the
+    path (``name``, ``part``, ``count`` of its events on the path, ``us``, ``share``)."""
+    events = profile.get("events")
+    out = []
+    for path in _rank_paths(profile):
+        item = {"rank": path.rank, **_describe(events, path.rows, path.edges, path.path, path.on_stream, top)}
+        item.update(window_us=path.window_us, clipped_edges=path.clipped, unresolved_syncs=path.unresolved)
+        out.append(item)
+    return out
 
 
-def _critical_paths(profile: Profile, top: int) -> list[dict]:
+#: Columns of :func:`critical_path_edges`.
+EDGE_COLUMNS = ["rank", "from_event_id", "from_end", "to_event_id", "to_end", "kind", "weight_us", "event_id"]
+#: :func:`critical_path_edges`' ``kind`` of each edge kind.
+EDGE_KINDS = ("operator", "dependency", "launch_delay", "kernel_gap", "sync")
+
+
+def critical_path_edges(profile: Profile) -> pd.DataFrame:
+    """The edges of every rank's critical path, in order (:data:`EDGE_COLUMNS`): from which event's start or
+    end (``from_end``) to which, the edge's ``kind`` (:data:`EDGE_KINDS`), its weight, and the event its time
+    belongs to (``event_id``; missing for dependencies, syncs, launch delays and kernel gaps)."""
+    events = profile.get("events")
+    frames = []
+    for path in _rank_paths(profile):
+        src, dst, weight, kind, owner = (column[path.path] for column in path.edges)
+        ids = events["event_id"].to_numpy()[path.rows]
+        owned = owner >= 0
+        frames.append(
+            pd.DataFrame(
+                {
+                    "rank": pd.array([path.rank] * src.size, dtype="Int64"),
+                    "from_event_id": ids[path.nodes_of[src // 2]],
+                    "from_end": src % 2 == 1,
+                    "to_event_id": ids[path.nodes_of[dst // 2]],
+                    "to_end": dst % 2 == 1,
+                    "kind": pd.Categorical.from_codes(kind, EDGE_KINDS),
+                    "weight_us": weight,
+                    "event_id": pd.array(np.where(owned, ids[np.maximum(owner, 0)], 0), dtype="Int64"),
+                }
+            )
+        )
+        frames[-1].loc[~owned, "event_id"] = pd.NA
+    if not frames:
+        return pd.DataFrame({c: [] for c in EDGE_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class _RankPath:
+    """One rank's graph and its heaviest path: ``rows`` (its events' positions), ``nodes_of`` (node event
+    number -> position in ``rows``), ``edges`` (:meth:`_Graph.arrays`, negative weights made 0), ``path``
+    (edge indices in order), ``on_stream`` (per position: GPU work)."""
+
+    rank: int | None
+    rows: np.ndarray
+    nodes_of: np.ndarray
+    edges: tuple[np.ndarray, ...]
+    path: np.ndarray
+    on_stream: np.ndarray
+    window_us: float
+    clipped: int
+    unresolved: int
+
+
+def _rank_paths(profile: Profile) -> list[_RankPath]:
+    """Every rank's graph and path, built once per profile scope."""
+    return profile.cached("critical_path.paths", lambda: _build(profile))
+
+
+def _build(profile: Profile) -> list[_RankPath]:
     events = profile.get("events")
     if events is None or events.empty or not masks.stream_mask(profile).any():
         return []
@@ -97,10 +162,9 @@ def _critical_paths(profile: Profile, top: int) -> list[dict]:
     out = []
     for code in np.unique(rank):
         rows = np.flatnonzero(rank == code)
-        result = _rank_path(profile, events, rows, top)
+        label = events["rank"].iloc[rows[0]]
+        result = _rank_path(profile, events, rows, None if pd.isna(label) else int(label))
         if result is not None:
-            label = events["rank"].iloc[rows[0]]
-            result["rank"] = None if pd.isna(label) else int(label)
             out.append(result)
     return out
 
@@ -139,7 +203,9 @@ class _Graph:
         )
 
 
-def _rank_path(profile: Profile, events: pd.DataFrame, rows: np.ndarray, top: int) -> dict | None:
+def _rank_path(
+    profile: Profile, events: pd.DataFrame, rows: np.ndarray, rank: int | None
+) -> _RankPath | None:
     """The critical path of one rank (``rows``: its events' positions); None when it has no GPU work."""
     names = events["name"].array
     channel = events["channel"].array
@@ -196,10 +262,8 @@ def _rank_path(profile: Profile, events: pd.DataFrame, rows: np.ndarray, top: in
     clipped = int((edges[2] < 0).sum())
     edges[2][edges[2] < 0] = 0.0  # clocks that disagree: the edge takes no time
     path = _longest_path(graph.times, edges[0], edges[1], edges[2])
-    out = _describe(events, rows, edges, path, on_stream, top)
-    out["window_us"] = float(graph.times.max() - graph.times.min())
-    out["clipped_edges"], out["unresolved_syncs"] = clipped, unresolved
-    return out
+    window = float(graph.times.max() - graph.times.min())
+    return _RankPath(rank, rows, nodes_of, edges, path, on_stream, window, clipped, unresolved)
 
 
 def _calls_by_correlation(correlation: np.ndarray, calls: np.ndarray) -> dict[float, int]:
