@@ -147,3 +147,20 @@ def test_the_edges_are_the_path() -> None:
     assert edges.loc[edges["kind"] == "operator", "event_id"].notna().all()
     empty = critical_path_edges(popprof.open(REAL / "cpu_only_rank-34.json.gz"))
     assert empty.empty and list(empty.columns) == EDGE_COLUMNS
+
+
+def test_older_kineto_names_and_a_trace_without_sync_events() -> None:
+    """Kineto 2021 (``Operator`` / ``Runtime`` categories, ``ProfilerStep#N`` an operator, no ``cuda_sync``
+    track): its operators and launches are nodes, the step markers are not (they span the work), and the text
+    says the host's waits on the GPU are not joined (HTA's graph has no nodes at all there)."""
+    from popprof.report.summary import render_critical_path
+
+    paths = critical_paths(
+        popprof.open(REAL / "kineto2021_resnet50_worker0.pt.trace.json.gz", with_args=True)
+    )
+    assert len(paths) == 1 and paths[0]["sync_events"] == 0
+    assert paths[0]["top"][0]["name"].startswith("enumerate(DataLoader)")
+    assert not any(t["name"].startswith("ProfilerStep") for t in paths[0]["top"])
+    text = " ".join(" ".join(render_critical_path(paths)).split())
+    assert "no CUDA sync events in the trace" in text
+    assert _paths("hta_cuda_event_sync")[0]["sync_events"] == 4

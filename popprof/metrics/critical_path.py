@@ -45,9 +45,16 @@ from ..trace.activity import category_mask
 from ..trace.gpu_work import has_fraction, last_step_start
 from .trace import parent_rows
 
-#: Kineto categories of host events that are nodes of the graph.
-HOST_CHANNELS = ("cpu_op", "cuda_runtime", "cuda_driver")
-#: Host calls that wait for the GPU: their end node is reached through synchronisation, not time.
+#: Kineto categories of host operators (``Operator``: Kineto before 2022) and of runtime calls, the host
+#: nodes of the graph. HTA's are ``cpu_op``, ``cuda_runtime`` and ``cuda_driver``; the older names, HIP's and
+#: MTIA's runtime are popprof's additions (on a trace HTA reads, the same nodes).
+OPERATOR_CHANNELS = ("cpu_op", "Operator")
+RUNTIME_CHANNELS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime", "mtia_runtime")
+HOST_CHANNELS = OPERATOR_CHANNELS + RUNTIME_CHANNELS
+#: Host calls that wait for the GPU: their end node is reached through synchronisation, not time. HTA's list
+#: (its ``BLOCKING_SYNC_CALLS``: ``cudaMemcpyAsync`` and ``cudaEventQuery`` included, as it has them), with
+#: the HIP and MTIA names added; the device map's ``host_wait`` (what the account and the summary call the
+#: host blocked on the device) is a wider set, read by neither.
 BLOCKING_CALLS = (
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
@@ -61,6 +68,9 @@ BLOCKING_CALLS = (
     "hipEventSynchronize",
     "hipMemcpy",
     "hipMemcpyAsync",
+    "synchronizeStream",
+    "synchronizeDevice",
+    "synchronize",
 )
 #: The parts of a critical path, in the order they are shown.
 PARTS = ("host", "compute", "communication", "launch_delay", "kernel_gap")
@@ -81,17 +91,24 @@ TOP_EVENTS = 5
 def critical_paths(profile: Profile, top: int = TOP_EVENTS) -> list[dict]:
     """Per rank of a GPU trace, its critical path; empty without GPU work.
 
-    Each item: ``rank``, ``length_us`` (the path's weight), ``window_us`` (from the first node to the last
-    of the rank), ``parts_us`` and ``shares`` (each of :data:`PARTS`: its time on the path and its share
-    of the length), ``events`` (host and GPU events on the path), ``clipped_edges`` (edges of negative
-    weight counted as 0), ``unresolved_syncs`` (event synchronisations whose recorded work was not found:
-    all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the
-    path (``name``, ``part``, ``count`` of its events on the path, ``us``, ``share``)."""
+    Each item: ``rank``, ``length_us`` (the path's weight), ``window_us`` (from the first node to the last of the
+    rank), ``parts_us`` and ``shares`` (each of :data:`PARTS`: its time on the path and its share of the length),
+    ``events`` (host and GPU events on the path), ``clipped_edges`` (edges of negative weight counted as 0),
+    ``sync_events`` (Kineto's ``cuda_sync`` events of the rank: without them, as in traces from before
+    pytorch/pytorch#105187 (2023), no wait of the host on the GPU joins the two, and the path is the longer of the
+    host's chain and the GPU's alone), ``unresolved_syncs`` (event synchronisations whose recorded work was not
+    found: all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the path
+    (``name``, ``part``, ``count`` of its events on the path, ``us``, ``share``)."""
     events = profile.get("events")
     out = []
     for path in _rank_paths(profile):
         item = {"rank": path.rank, **_describe(events, path.rows, path.edges, path.path, path.on_stream, top)}
-        item.update(window_us=path.window_us, clipped_edges=path.clipped, unresolved_syncs=path.unresolved)
+        item.update(
+            window_us=path.window_us,
+            clipped_edges=path.clipped,
+            sync_events=path.syncs,
+            unresolved_syncs=path.unresolved,
+        )
         out.append(item)
     return out
 
@@ -146,6 +163,7 @@ class _RankPath:
     on_stream: np.ndarray
     window_us: float
     clipped: int
+    syncs: int
     unresolved: int
 
 
@@ -221,13 +239,14 @@ def _rank_path(
     is_host_channel = category_mask(channel, channel.categories.isin(HOST_CHANNELS))[rows]
     limit = last_step_start(events, rows)  # HTA leaves the last profiler step out
     kept = np.ones(len(rows), dtype=bool) if limit is None else ~(start >= limit)
-    host = is_host_channel & np.isnan(stream) & (dur > 0) & kept
+    # a step marker (``ProfilerStep#N``, an ``Operator`` in Kineto before 2022) spans work, it is none
+    host = is_host_channel & np.isnan(stream) & (dur > 0) & kept & ~masks.step_marker_mask(profile)[rows]
     sync_names = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
     is_sync = (np.asarray(channel[rows], dtype=object) == "cuda_sync") & np.isin(name, sync_names)
     on_stream = ~np.isnan(stream) & (stream >= 0) & ~is_sync
     # a host call with the correlation id of GPU work launched it (its "runtime" call)
     call_of = _calls_by_correlation(
-        correlation, host & np.isin(np.asarray(channel[rows], dtype=object), HOST_CHANNELS[1:])
+        correlation, host & np.isin(np.asarray(channel[rows], dtype=object), RUNTIME_CHANNELS)
     )
     work = on_stream & ~np.isnan(correlation) & np.isin(correlation, list(call_of))
     if not work.any():
@@ -263,7 +282,8 @@ def _rank_path(
     edges[2][edges[2] < 0] = 0.0  # clocks that disagree: the edge takes no time
     path = _longest_path(graph.times, edges[0], edges[1], edges[2])
     window = float(graph.times.max() - graph.times.min())
-    return _RankPath(rank, rows, nodes_of, edges, path, on_stream, window, clipped, unresolved)
+    syncs = int(is_sync.sum())
+    return _RankPath(rank, rows, nodes_of, edges, path, on_stream, window, clipped, syncs, unresolved)
 
 
 def _calls_by_correlation(correlation: np.ndarray, calls: np.ndarray) -> dict[float, int]:

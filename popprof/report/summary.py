@@ -336,6 +336,11 @@ def render_critical_path(paths: list[dict] | None) -> list[str]:
         if tops:
             lines.append(f"      longest on it: {tops}")
         notes = []
+        if p.get("sync_events") == 0:
+            notes.append(
+                "no CUDA sync events in the trace (newer PyTorch records them: pytorch/pytorch#105187): the "
+                "host's waits on the GPU are not joined to it"
+            )
         if p.get("unresolved_syncs"):
             notes.append(f"{plural(p['unresolved_syncs'], 'event synchronisation')} not traced to their work")
         if p.get("clipped_edges"):
