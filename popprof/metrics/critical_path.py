@@ -240,7 +240,10 @@ def _rank_path(
     limit = last_step_start(events, rows)  # HTA leaves the last profiler step out
     kept = np.ones(len(rows), dtype=bool) if limit is None else ~(start >= limit)
     # a step marker (``ProfilerStep#N``, an ``Operator`` in Kineto before 2022) spans work, it is none
-    host = is_host_channel & np.isnan(stream) & (dur > 0) & kept & ~masks.step_marker_mask(profile)[rows]
+    timed = np.isfinite(start) & np.isfinite(dur)  # an event without a time cannot be placed on a path
+    host = (
+        is_host_channel & np.isnan(stream) & (dur > 0) & kept & timed & ~masks.step_marker_mask(profile)[rows]
+    )
     sync_names = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
     is_sync = (np.asarray(channel[rows], dtype=object) == "cuda_sync") & np.isin(name, sync_names)
     on_stream = ~np.isnan(stream) & (stream >= 0) & ~is_sync
@@ -248,7 +251,7 @@ def _rank_path(
     call_of = _calls_by_correlation(
         correlation, host & np.isin(np.asarray(channel[rows], dtype=object), RUNTIME_CHANNELS)
     )
-    work = on_stream & ~np.isnan(correlation) & np.isin(correlation, list(call_of))
+    work = on_stream & timed & (dur >= 0) & ~np.isnan(correlation) & np.isin(correlation, list(call_of))
     if not work.any():
         return None
     nodes_of = np.flatnonzero(host | work)  # positions (in rows) of the events that get nodes
