@@ -102,7 +102,7 @@ def critical_paths(profile: Profile, top: int = TOP_EVENTS) -> list[dict]:
     events = profile.get("events")
     out = []
     for path in _rank_paths(profile):
-        item = {"rank": path.rank, **_describe(events, path.rows, path.edges, path.path, path.on_stream, top)}
+        item = {"rank": path.rank, **_describe(events, path, top)}
         item.update(
             window_us=path.window_us,
             clipped_edges=path.clipped,
@@ -165,6 +165,7 @@ class _RankPath:
     clipped: int
     syncs: int
     unresolved: int
+    order: np.ndarray | None  # the edges in topological order (None: a cycle)
 
 
 def _rank_paths(profile: Profile) -> list[_RankPath]:
@@ -283,10 +284,11 @@ def _rank_path(
     edges = graph.arrays()
     clipped = int((edges[2] < 0).sum())
     edges[2][edges[2] < 0] = 0.0  # clocks that disagree: the edge takes no time
-    path = _longest_path(graph.times, edges[0], edges[1], edges[2])
+    order = _topological_edges(graph.times, edges[0], edges[1])
+    path = np.zeros(0, dtype=np.int64) if order is None else _longest_path(order, graph.times.size, edges)
     window = float(graph.times.max() - graph.times.min())
     syncs = int(is_sync.sum())
-    return _RankPath(rank, rows, nodes_of, edges, path, on_stream, window, clipped, syncs, unresolved)
+    return _RankPath(rank, rows, nodes_of, edges, path, on_stream, window, clipped, syncs, unresolved, order)
 
 
 def _calls_by_correlation(correlation: np.ndarray, calls: np.ndarray) -> dict[float, int]:
@@ -443,7 +445,8 @@ def _queue_lengths(
         arr = np.asarray(items)
         times = np.concatenate([start[[launch[k] for k in items]], start[arr]])
         steps = np.concatenate([np.ones(arr.size, np.int64), -np.ones(arr.size, np.int64)])
-        order = np.argsort(times, kind="stable")  # launches first at a tie
+        # at the same time a launch counts first (HTA's order there is its unstable sort's: docs/traces.md)
+        order = np.argsort(times, kind="stable")
         running = np.empty(times.size, np.int64)
         running[order] = np.cumsum(steps[order])
         at_launch.update(zip(items, running[: arr.size].tolist(), strict=True))
@@ -551,10 +554,10 @@ def _sync_edges(
     return 0
 
 
-def _longest_path(times: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """The edges (indices, in order) of the heaviest path through the graph (``weight`` 0 or more). Nodes are
-    taken in a topological order (Kahn's, the earliest first among those ready); ties keep the first edge
-    found. Empty when the graph has a cycle (clocks so far apart that the events' order contradicts itself)."""
+def _topological_edges(times: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """The edges (indices) in the order their sources come in a topological order of the nodes (Kahn's, the
+    earliest first among those ready); None when the graph has a cycle (clocks so far apart that the events'
+    order contradicts itself). One pass of :func:`_heaviest` over them finds the heaviest path."""
     n = times.size
     order_out = np.argsort(src, kind="stable")
     starts = np.searchsorted(src[order_out], np.arange(n + 1)).tolist()
@@ -562,25 +565,43 @@ def _longest_path(times: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: n
     first = np.flatnonzero(indegree_array == 0)
     ready = deque(first[np.argsort(times[first], kind="stable")].tolist())
     indegree = indegree_array.tolist()
-    best = [0.0] * n
-    via = [-1] * n  # the edge a node's best path arrives by
-    out_edges, dsts, weights = order_out.tolist(), dst.tolist(), weight.tolist()
+    out_edges, dsts = order_out.tolist(), dst.tolist()
+    order: list[int] = []
     seen = 0
     while ready:
         u = ready.popleft()
         seen += 1
-        base = best[u]
-        for j in range(starts[u], starts[u + 1]):
-            e = out_edges[j]
+        edges = out_edges[starts[u] : starts[u + 1]]
+        order += edges
+        for e in edges:
             v = dsts[e]
-            total = base + weights[e]
-            if total > best[v] or via[v] < 0:
-                best[v], via[v] = total, e
             indegree[v] -= 1
             if indegree[v] == 0:
                 ready.append(v)
-    if seen < n:
-        return np.zeros(0, dtype=np.int64)
+    return np.asarray(order, dtype=np.int64) if seen == n else None
+
+
+def _heaviest(
+    order: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, n: int
+) -> tuple[list, list]:
+    """Per node the weight of the heaviest path ending there and the edge it arrives by (-1: none), from one
+    pass over the edges in topological ``order``; ties keep the first edge found."""
+    best = [0.0] * n
+    via = [-1] * n
+    edges = zip(order.tolist(), src[order].tolist(), dst[order].tolist(), weight[order].tolist(), strict=True)
+    for e, u, v, w in edges:
+        total = best[u] + w
+        if total > best[v] or via[v] < 0:
+            best[v] = total
+            via[v] = e
+    return best, via
+
+
+def _longest_path(order: np.ndarray, n: int, edges: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The edges (indices, in order) of the heaviest path through a graph of ``n`` nodes (weights 0 or more),
+    its edges in topological ``order`` (:func:`_topological_edges`)."""
+    src, dst, weight = edges[0], edges[1], edges[2]
+    best, via = _heaviest(order, src, dst, weight, n)
     node = int(np.argmax(best))
     path = []
     sources = src.tolist()
@@ -590,33 +611,45 @@ def _longest_path(times: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: n
     return np.asarray(path[::-1], dtype=np.int64)
 
 
+def _saving(path: _RankPath, free: np.ndarray, length: float) -> float:
+    """How much shorter the critical path would be with the edges in ``free`` (a mask) weighing nothing: the
+    length less the heaviest path of the changed graph (which may run elsewhere, so at most the freed edges'
+    time on the old path)."""
+    if path.order is None or not free.any():
+        return 0.0
+    src, dst, weight = path.edges[0], path.edges[1], path.edges[2]
+    best, _ = _heaviest(path.order, src, dst, np.where(free, 0.0, weight), int(2 * path.nodes_of.size))
+    return max(length - max(best, default=0.0), 0.0)
+
+
 def _part_of(on_stream: np.ndarray, exchange: np.ndarray) -> np.ndarray:
     """Per event position: 0 host, 1 compute, 2 communication (:data:`PARTS`' first three)."""
     return np.where(~on_stream, 0, np.where(exchange, 2, 1))
 
 
-def _describe(
-    events: pd.DataFrame,
-    rows: np.ndarray,
-    edges: tuple[np.ndarray, ...],
-    path: np.ndarray,
-    on_stream: np.ndarray,
-    top: int,
-) -> dict:
-    """The path's length, its parts and shares, and the names with the most time on it."""
-    src, dst, weight, kind, owner = (column[path] for column in edges)
-    parts = dict.fromkeys(PARTS, 0.0)
-    parts["launch_delay"] = float(weight[kind == LAUNCH_DELAY].sum())
-    parts["kernel_gap"] = float(weight[kind == KERNEL_GAP].sum())
-    timed = (kind == OPERATOR) & (owner >= 0)
-    part_of = _part_of(on_stream, _exchange(events, rows))
-    for code, part in enumerate(PARTS[:3]):
-        parts[part] = float(weight[timed][part_of[owner[timed]] == code].sum())
+def _describe(events: pd.DataFrame, rp: _RankPath, top: int) -> dict:
+    """The path's length, its parts and shares, the names with the most time on it, and what making each part
+    and each of those names free would take off the path (:func:`_saving`)."""
+    all_kind, all_owner = rp.edges[3], rp.edges[4]
+    src, dst, weight, kind, owner = (column[rp.path] for column in rp.edges)
+    part_of = _part_of(rp.on_stream, _exchange(events, rp.rows))
+    codes = np.asarray(events["name"].array.codes)[rp.rows]
+    owned = (all_kind == OPERATOR) & (all_owner >= 0)
+    edge_part = np.where(owned, part_of[np.maximum(all_owner, 0)], -1)
+    edge_part[all_kind == LAUNCH_DELAY] = PARTS.index("launch_delay")
+    edge_part[all_kind == KERNEL_GAP] = PARTS.index("kernel_gap")
+    on_path = edge_part[rp.path]
+    parts = {part: float(weight[on_path == code].sum()) for code, part in enumerate(PARTS)}
     length = float(sum(parts.values()))
-    names = events["name"].array
+    savings = {
+        part: (_saving(rp, edge_part == code, length) if parts[part] else 0.0)
+        for code, part in enumerate(PARTS)
+    }
+    timed = on_path >= 0
+    timed &= (kind == OPERATOR) & (owner >= 0)
     frame = pd.DataFrame(
         {
-            "code": np.asarray(names.codes)[rows[owner[timed]]],
+            "code": codes[owner[timed]],
             "part": part_of[owner[timed]],
             "event": owner[timed],
             "us": weight[timed],
@@ -624,11 +657,13 @@ def _describe(
     )
     grouped = frame.groupby(["code", "part"]).agg(us=("us", "sum"), count=("event", "nunique"))
     grouped = grouped.sort_values("us", ascending=False, kind="stable").head(top)
-    categories = names.categories
+    edge_code = np.where(owned, codes[np.maximum(all_owner, 0)], -2)
+    categories = events["name"].array.categories
     return {
         "length_us": length,
         "parts_us": parts,
         "shares": {k: (v / length if length > 0 else None) for k, v in parts.items()},
+        "savings_us": savings,
         "events": int(np.unique(np.concatenate([src // 2, dst // 2])).size),
         "top": [
             {
@@ -637,6 +672,7 @@ def _describe(
                 "count": int(count),
                 "us": float(us),
                 "share": float(us) / length if length > 0 else None,
+                "saving_us": _saving(rp, (edge_code == code) & (edge_part == part), length),
             }
             for (code, part), us, count in zip(grouped.index, grouped["us"], grouped["count"], strict=True)
         ],

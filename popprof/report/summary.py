@@ -318,7 +318,8 @@ CRITICAL_PATH_WORDS = {
 
 def render_critical_path(paths: list[dict] | None) -> list[str]:
     """The "Critical path" lines (``summary --critical-path``): per rank its length, the share of each part
-    on it, and the names with the most time on it (prose, wrapped by :func:`fit_lines`)."""
+    on it and what making each part free would take off it, and the names with the most time on it, with the
+    same (prose, wrapped by :func:`fit_lines`)."""
     if paths is None:
         return []
     lines = ["", "  Critical path (HTA's model: the longest chain of dependent host and GPU work)"]
@@ -330,8 +331,17 @@ def render_critical_path(paths: list[dict] | None) -> list[str]:
             f"{CRITICAL_PATH_WORDS[k]} {units.percent(share)}" for k, share in p["shares"].items() if share
         )
         lines.append(f"    {who}{units.duration(p['length_us'])}: {parts or 'no time on it'}")
+        savings = ", ".join(
+            f"{CRITICAL_PATH_WORDS[k]} {units.duration(us)}"
+            for k, us in p["savings_us"].items()
+            if p["shares"][k]
+        )
+        if savings:
+            lines.append(f"      made free, each would shorten it by: {savings}")
         tops = ", ".join(
-            f"{t['name']} {units.duration(t['us'])} ({units.percent(t['share'])})" for t in p["top"]
+            f"{t['name']} {units.duration(t['us'])} ({units.percent(t['share'])}; "
+            f"free: -{units.duration(t['saving_us'])})"
+            for t in p["top"]
         )
         if tops:
             lines.append(f"      longest on it: {tops}")
