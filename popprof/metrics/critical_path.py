@@ -53,7 +53,7 @@ RUNTIME_CHANNELS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_run
 HOST_CHANNELS = OPERATOR_CHANNELS + RUNTIME_CHANNELS
 #: Host calls that wait for the GPU: their end node is reached through synchronisation, not time. HTA's list
 #: (its ``BLOCKING_SYNC_CALLS``: ``cudaMemcpyAsync`` and ``cudaEventQuery`` included, as it has them), with
-#: the HIP and MTIA names added; the device map's ``host_wait`` (what the account and the summary call the
+#: the synchronous copies it lacks and the driver API's, HIP's and MTIA's names added; the device map's ``host_wait`` (what the account and the summary call the
 #: host blocked on the device) is a wider set, read by neither.
 BLOCKING_CALLS = (
     "cudaDeviceSynchronize",
@@ -68,6 +68,14 @@ BLOCKING_CALLS = (
     "hipEventSynchronize",
     "hipMemcpy",
     "hipMemcpyAsync",
+    "hipMemcpyWithStream",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
     "synchronizeStream",
     "synchronizeDevice",
     "synchronize",
