@@ -9,7 +9,8 @@ From :func:`popprof.metrics.critical_path.critical_path_edges`, never a path of 
 
 An arrow starts (ends) at the edge's node: its event's start or end. The viewer binds the ``s`` to the
 slice open at its time and the ``f`` (binding point ``e``) to the one enclosing its time; a node at an
-event's end is therefore drawn :data:`NUDGE_US` before it (half the event when shorter), inside the slice.
+event's end is therefore drawn :data:`NUDGE_US` before it (or the closest time before it a float holds: at
+epoch microseconds, 1 ns is below a float's step), never before the event's start.
 """
 
 from __future__ import annotations
@@ -43,18 +44,19 @@ def critical_path_overlay(profile: Profile) -> Overlay | None:
 
 def _node(events: pd.DataFrame, ids: np.ndarray, at_end: np.ndarray) -> pd.DataFrame:
     """Each node's event's ``rank``, ``pid``, ``tid`` and time (``ts_us``: its start, or just before its
-    end, :data:`NUDGE_US`)."""
+    end, inside the event)."""
     position = pd.Index(events["event_id"]).get_indexer(ids)
     rows = events.iloc[position]
     start = rows["start_us"].to_numpy(dtype=np.float64)
     dur = rows["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)
-    nudge = np.minimum(NUDGE_US, dur / 2)
+    end = start + dur
+    inside = np.maximum(np.minimum(end - NUDGE_US, np.nextafter(end, -np.inf)), start)
     return pd.DataFrame(
         {
             "rank": rows["rank"].array if "rank" in rows else pd.array([pd.NA] * len(rows), dtype="Int64"),
             "pid": rows["pid"].to_numpy(),
             "tid": rows["tid"].to_numpy(),
-            "ts_us": np.where(at_end, start + dur - nudge, start),
+            "ts_us": np.where(at_end, inside, start),
         }
     )
 
