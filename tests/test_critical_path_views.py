@@ -198,3 +198,23 @@ def test_the_report_says_when_there_is_no_critical_path(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert main(["report", str(NO_GPU), "-o", str(out), "--no-plots", "--critical-path"]) == 0
     assert "None: no GPU work with its launch call in the trace." in _section(out.read_text())
+
+
+def test_bad_input_with_the_flag_is_one_line_and_no_output(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "na')
+    for command in ("timeline", "report"):
+        out = tmp_path / "out"
+        assert main([command, str(bad), "-o", str(out), "--critical-path"]) == 2
+        err = capsys.readouterr().err
+        assert "bad.json" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()
+
+
+def test_an_ipu_profile_has_no_critical_path_to_draw(tmp_path: Path, fixtures_dir: Path, capsys) -> None:
+    """Execution steps, no trace events: the same export, and the note."""
+    profile = fixtures_dir / "mk2_training.popprof"
+    plain = _export(tmp_path, profile, name="plain.json").read_bytes()
+    capsys.readouterr()
+    assert _export(tmp_path, profile, "--critical-path", name="path.json").read_bytes() == plain
+    assert "popprof: note: no critical path" in capsys.readouterr().err

@@ -4,8 +4,9 @@ From :func:`popprof.metrics.critical_path.critical_path_edges`, never a path of 
 
 - the events on the path: every event an edge of it starts or ends at;
 - one flow (an arrow: a ``s`` / ``f`` pair, ``cat`` and ``name`` :data:`FLOW_NAME`) per edge whose two
-  events are on different threads or streams (launch delays, synchronisations, dependencies across
-  threads); an edge within one thread or stream is already in view as its slices.
+  events are on different threads or streams: in this model launch delays (call to work) and
+  synchronisations (work to the host call that waited, or to work on another stream); an edge within one
+  thread or stream (time in an event, a dependency, a kernel gap) is already in view as its slices.
 
 An arrow starts (ends) at the edge's node: its event's start or end. The viewer binds the ``s`` to the
 slice open at its time and the ``f`` (binding point ``e``) to the one enclosing its time; a node at an
