@@ -44,7 +44,7 @@ def critical_path_overlay(profile: Profile) -> Overlay | None:
 
 
 def _node(events: pd.DataFrame, ids: np.ndarray, at_end: np.ndarray) -> pd.DataFrame:
-    """Each node's event's ``rank``, ``pid``, ``tid`` and time (``ts_us``: its start, or just before its
+    """Each node's event's ``pid``, ``tid`` and time (``ts_us``: its start, or just before its
     end, inside the event)."""
     position = pd.Index(events["event_id"]).get_indexer(ids)
     rows = events.iloc[position]
@@ -54,7 +54,6 @@ def _node(events: pd.DataFrame, ids: np.ndarray, at_end: np.ndarray) -> pd.DataF
     inside = np.maximum(np.minimum(end - NUDGE_US, np.nextafter(end, -np.inf)), start)
     return pd.DataFrame(
         {
-            "rank": rows["rank"].array if "rank" in rows else pd.array([pd.NA] * len(rows), dtype="Int64"),
             "pid": rows["pid"].to_numpy(),
             "tid": rows["tid"].to_numpy(),
             "ts_us": np.where(at_end, inside, start),

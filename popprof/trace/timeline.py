@@ -146,6 +146,7 @@ def _event_records(
         else np.zeros(len(events), dtype=bool)
     )
     stats.marked += int(marked.sum())
+    mark_key = overlay.mark if overlay is not None else ""
     has_scope = "instant_scope" in events.columns
     for lo in range(0, len(events), CHUNK):
         part = events.iloc[lo : lo + CHUNK]
@@ -188,7 +189,7 @@ def _event_records(
                     merged.setdefault("device_category", category)
                 record["cname"] = CATEGORY_COLOURS.get(category, "grey")
             if mark and isinstance(merged, dict):
-                merged[overlay.mark] = True  # type: ignore[union-attr]  # marked: an overlay
+                merged[mark_key] = True
             if merged:
                 record["args"] = merged
             out.append(orjson.dumps(record))
