@@ -175,6 +175,10 @@ def test_the_report_shows_the_summary_documents_critical_path(tmp_path: Path, tr
     assert main(["report", str(trace), "-o", str(out), "--no-plots", "--critical-path"]) == 0
     section = _section(out.read_text())
     paths = critical_paths(read_path(trace, with_args=True))
+    # the figures of `summary --critical-path` (one figure, one definition)
+    doc = tmp_path / "summary.json"
+    assert main(["summary", str(trace), "--critical-path", "--format", "json", "-o", str(doc)]) == 0
+    assert json.loads(doc.read_text())["trace"]["critical_path"] == json.loads(json.dumps(paths))
     rows = section.split("<table", 2)[1].split("<tr>")[2:]
     assert len(rows) == len(paths)
     for row, path in zip(rows, paths, strict=True):
