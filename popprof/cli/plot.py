@@ -185,6 +185,11 @@ def _needs(kind: str) -> str:
 @click.option("--title", default=None, help="Report title (default: the profile names).")
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
+@click.option(
+    "--critical-path",
+    is_flag=True,
+    help="Add each rank's critical path (HTA's model; reads the events' arguments, for the sync events).",
+)
 @config_option("Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
 @shapes_option()
 @reading_options(engine=True)
@@ -194,6 +199,7 @@ def report_command(
     title: str | None,
     svg: bool,
     no_plots: bool,
+    critical_path: bool,
     config_file: Path | None,
     shapes: bool | None,
     engine: str | None,
@@ -209,11 +215,12 @@ def report_command(
     Examples:
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
+      popprof report trace.json.gz --critical-path -o report.html
     """
     require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
-    shapes = reads_arguments([path], shapes)
+    shapes = reads_arguments([path], shapes) or critical_path  # the path's syncs are in the args
     read_options = reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
     if not no_plots:
         try:
@@ -231,5 +238,6 @@ def report_command(
         plots=not no_plots,
         image_format="svg" if svg else "png",
         config=config,
+        critical_path=critical_path,
     )
     said_wrote(output)

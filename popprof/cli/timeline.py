@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,10 @@ from .common import (
     start_reading,
 )
 
+if TYPE_CHECKING:
+    from ..model.profile import Profile
+    from ..trace.timeline import Overlay
+
 
 @click.command("timeline")
 @click.argument("path", type=click.Path(path_type=Path))
@@ -29,12 +34,19 @@ from .common import (
     help="Chrome trace JSON to write (.json, or .json.gz to compress).",
 )
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
+@click.option(
+    "--critical-path",
+    is_flag=True,
+    help="Mark each rank's critical path (arg critical_path) and draw its edges across threads and "
+    "streams as flows (HTA's overlay; reads the events' args, for the sync events).",
+)
 @reading_options(engine=True, config=True)
 def timeline_command(
     path: Path,
     output: Path,
     engine: str | None,
     with_args: bool,
+    critical_path: bool,
     device_map: str | None,
     config_file: Path | None,
 ) -> None:
@@ -43,12 +55,17 @@ def timeline_command(
     Host events are written as they are; execution steps of a Graph Analyser
     profile are laid out per IPU in time (cycles / clock frequency), coloured
     by category. With several engines, pick one with --engine.
+    --critical-path marks the events on each rank's critical path of a GPU
+    trace and draws its edges between threads or streams as arrows (flows,
+    category critical_path); without GPU work the trace is written unchanged
+    and a note says so.
 
     \b
     Examples:
       popprof timeline run_dir/training/profile.pop -o training.json
       popprof timeline trace.pvti -o trace.json.gz
       popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
+      popprof timeline trace.json.gz -o path.json --critical-path
     """
     require_inputs(path)  # before the timeline's imports: a missing file is said at once
     from ..io.atomic import refuse_overwriting_inputs
@@ -56,12 +73,19 @@ def timeline_command(
     from ..trace.timeline import write_timeline
 
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
-    start_reading(path, with_args=with_args)
-    options = reader_options(device_map, load_config(explicit=config_file), with_args=with_args)
+    reads_args = with_args or critical_path  # the path's syncs are in the args
+    start_reading(path, with_args=reads_args)
+    options = reader_options(device_map, load_config(explicit=config_file), with_args=reads_args)
     profile = load_one_profile(path, engine, **options)
     if not (profile.has("events") or profile.has("steps")):
         raise UsageError(f"{path}: nothing to put on a timeline (no trace events and no execution steps)")
-    stats = write_timeline(profile, output)
+    overlay = _critical_path(profile) if critical_path else None
+    stats = write_timeline(profile, output, overlay=overlay, keep_args=with_args)
+    if overlay is not None:
+        from ..io.plural import plural
+
+        marked, arrows = plural(stats.marked, "event"), plural(stats.overlay_flows // 2, "arrow")
+        click.echo(f"popprof: critical path: {marked} marked, {arrows} across threads and streams", err=True)
     for note in stats.notes:
         click.echo(f"popprof: note: {note}", err=True)
     if stats.skipped_no_start:
@@ -69,3 +93,17 @@ def timeline_command(
             f"popprof: note: {stats.skipped_no_start:,} events without a start time were left out", err=True
         )
     said_wrote(output, f"{stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples")
+
+
+def _critical_path(profile: Profile) -> Overlay | None:
+    """The critical path overlay, or None (said in a note) when the trace has none."""
+    from ..metrics.critical_overlay import critical_path_overlay
+
+    overlay = critical_path_overlay(profile)
+    if overlay is None:
+        click.echo(
+            "popprof: note: no critical path (no GPU work with its launch call in the trace); "
+            "written unchanged",
+            err=True,
+        )
+    return overlay

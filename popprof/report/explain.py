@@ -194,6 +194,18 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
     return lines
 
 
+def add_critical_path(profile: Profile, doc: dict, top: int = 10) -> dict:
+    """``doc`` (:func:`popprof.metrics.summary.summarise`'s) with each rank's critical path in its trace
+    section, ``critical_path`` (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5
+    names; an empty list without GPU work); unchanged without a trace section. The summary and the report
+    both read it from here."""
+    if isinstance(doc.get("trace"), dict):
+        from ..metrics.critical_path import TOP_EVENTS, critical_paths
+
+        doc["trace"]["critical_path"] = critical_paths(profile, top=min(top, TOP_EVENTS))
+    return doc
+
+
 def explained_summary(
     profile: Profile, top: int = 10, config: dict | None = None, critical_path: bool = False
 ) -> dict:
@@ -207,10 +219,8 @@ def explained_summary(
 
     with shared(profile):
         doc = summarise(profile, top=top)
-        if critical_path and isinstance(doc.get("trace"), dict):
-            from ..metrics.critical_path import TOP_EVENTS, critical_paths
-
-            doc["trace"]["critical_path"] = critical_paths(profile, top=min(top, TOP_EVENTS))
+        if critical_path:
+            add_critical_path(profile, doc, top)
         findings = check(profile, config=config)  # ranked by gain, gains counted once
         limits = what_limits(profile, findings)
     if limits is None:

@@ -28,7 +28,14 @@ from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
 from .gpu_analyses import skew_share
-from .summary import IDLE_NOTE, device_labels, device_window, steps_left_out, whole_work_text
+from .summary import (
+    CRITICAL_PATH_WORDS,
+    IDLE_NOTE,
+    device_labels,
+    device_window,
+    steps_left_out,
+    whole_work_text,
+)
 
 #: Metrics shown in the summary table, in order (others are in the "all metrics" details).
 KEY_METRICS: tuple[str, ...] = (
@@ -195,7 +202,19 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
         "stage_imbalance": words.STAGE_IMBALANCE,
         "saving_words": words.MEMORY_SAVING_WORDS,
         "idle_launch_words": PART_WORDS["idle_launch"],
+        "critical_path_words": CRITICAL_PATH_WORDS,
+        "critical_path_colours": CRITICAL_PATH_COLOURS,
     }
+
+
+#: The colour of each part of a critical path in the report's bar (as the text's words, in order).
+CRITICAL_PATH_COLOURS = {
+    "host": "#8e24aa",
+    "compute": "#1e88e5",
+    "communication": "#fb8c00",
+    "launch_delay": "#e53935",
+    "kernel_gap": "#757575",
+}
 
 
 def _idle_rows(summary: Mapping[str, Any]) -> list[dict]:
@@ -400,6 +419,7 @@ def render(
     image_format: str = "png",
     config: Mapping[str, object] | None = None,
     run: Mapping[str, object] | None = None,
+    critical_path: bool = False,
 ) -> str:
     """The report as one HTML string (``templates/report.html.j2``).
 
@@ -409,11 +429,13 @@ def render(
     command (``command``, ``outcome``, ``duration_us``, ``started``), shown first.
     Each profile gets every section its summary has (execution, devices, top
     kernels, launch delays, trace events); several profiles get contents and a
-    side-by-side table of the key metrics.
+    side-by-side table of the key metrics. ``critical_path``: a GPU trace's
+    summary also holds each rank's critical path
+    (:func:`popprof.report.explain.add_critical_path`), shown in a section.
     """
     from ..metrics import compute, shared
     from ..metrics.summary import summarise
-    from .explain import display_rows, what_limits
+    from .explain import add_critical_path, display_rows, what_limits
     from .templating import render_template
 
     items = [profiles] if isinstance(profiles, Profile) else list(profiles)
@@ -433,7 +455,9 @@ def render(
                 _profile_part(
                     profile,
                     i + 1,
-                    summary=summarise(profile),
+                    summary=add_critical_path(profile, summarise(profile))
+                    if critical_path
+                    else summarise(profile),
                     findings=findings_context(found),
                     what_limits=display_rows(what_limits(profile, found)),
                     plots=plot_items(profile, found, image_format=image_format, config=config)

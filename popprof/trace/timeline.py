@@ -8,6 +8,8 @@
 - ``flows``: ``s``/``t``/``f`` events as the trace held them (ids, binding points);
 - ``threads``: ``M`` events naming processes and threads, their labels and sort order;
 - ``counters``: ``C`` events (one per pid, counter and timestamp);
+- an :class:`Overlay` when asked (``timeline --critical-path``): its events
+  marked with an arg, its flows after the trace's own;
 - the trace's top-level members (``deviceProperties``, ``distributedInfo``,
   ``schemaVersion``, ...: metadata ``chrome.top.*``) at the top level again;
 - ``steps`` (a Graph Analyser execution profile): one track per IPU in a
@@ -65,7 +67,19 @@ class TimelineStats:
     counters: int = 0
     skipped_no_start: int = 0
     flows: int = 0
+    marked: int = 0
+    overlay_flows: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """What an export adds to the trace: ``mark`` (an arg set to true) on the events ``event_ids``, and
+    ``flows`` (the flows table's columns) after the trace's own."""
+
+    mark: str
+    event_ids: np.ndarray
+    flows: pd.DataFrame
 
 
 def _opt_str(value: object) -> str | None:
@@ -112,14 +126,27 @@ class IdText:
 
 
 def _event_records(
-    events: pd.DataFrame, stats: TimelineStats, instants_known: bool, ids: IdText
+    events: pd.DataFrame,
+    stats: TimelineStats,
+    instants_known: bool,
+    ids: IdText,
+    overlay: Overlay | None = None,
+    keep_args: bool = True,
 ) -> Iterator[bytes]:
-    """``instants_known``: the source tells instants from zero-duration complete events (``instant_scope``)."""
+    """``instants_known``: the source tells instants from zero-duration complete events (``instant_scope``);
+    ``overlay``: the events it marks get its arg; ``keep_args``: write the events' args (when read)."""
     has_start = events["start_us"].notna().to_numpy()
     stats.skipped_no_start += int((~has_start).sum())
     events = events[has_start]
     stats.events += len(events)
-    with_args = "args" in events.columns
+    with_args = keep_args and "args" in events.columns
+    marked = (
+        np.isin(events["event_id"].to_numpy(), overlay.event_ids)
+        if overlay is not None
+        else np.zeros(len(events), dtype=bool)
+    )
+    stats.marked += int(marked.sum())
+    mark_key = overlay.mark if overlay is not None else ""
     has_scope = "instant_scope" in events.columns
     for lo in range(0, len(events), CHUNK):
         part = events.iloc[lo : lo + CHUNK]
@@ -133,9 +160,10 @@ def _event_records(
             part["device_category"].astype(object).tolist(),
             part["args"].astype(object).tolist() if with_args else [None] * len(part),
             part["instant_scope"].astype(object).tolist() if has_scope else [None] * len(part),
+            marked[lo : lo + CHUNK].tolist(),
         ]
         out = []
-        for name, cat, pid, tid, ts, dur, category, args, scope in zip(*columns, strict=True):
+        for name, cat, pid, tid, ts, dur, category, args, scope, mark in zip(*columns, strict=True):
             record: dict[str, object] = {
                 "name": _opt_str(name) or "",
                 "pid": ids.pid(pid),
@@ -160,6 +188,8 @@ def _event_records(
                 if isinstance(merged, dict):
                     merged.setdefault("device_category", category)
                 record["cname"] = CATEGORY_COLOURS.get(category, "grey")
+            if mark and isinstance(merged, dict):
+                merged[mark_key] = True
             if merged:
                 record["args"] = merged
             out.append(orjson.dumps(record))
@@ -362,8 +392,14 @@ def _step_records(layout: pd.DataFrame, stats: TimelineStats) -> Iterator[bytes]
         yield b",\n".join(out)
 
 
-def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> Iterator[bytes]:
-    """Yield the Chrome trace JSON of ``profile`` in chunks."""
+def iter_chrome_trace(
+    profile: Profile,
+    stats: TimelineStats | None = None,
+    overlay: Overlay | None = None,
+    keep_args: bool = True,
+) -> Iterator[bytes]:
+    """Yield the Chrome trace JSON of ``profile`` in chunks, with ``overlay`` (its marks and flows) when
+    given; ``keep_args=False`` leaves the events' args out (a profile read with them for the overlay)."""
     stats = stats if stats is not None else TimelineStats()
     top = {"displayTimeUnit": "ms", **_top_level(profile)}
     producer = {"producer": "popprof", "profile": profile.name, "source_format": profile.source_format}
@@ -374,10 +410,14 @@ def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> I
     parts: list[Iterator[bytes]] = [_thread_records(profile, ids)]
     events = profile.get("events")
     if events is not None and len(events):
-        parts.append(_event_records(events, stats, profile.source_format == "chrome_trace", ids))
+        instants_known = profile.source_format == "chrome_trace"
+        parts.append(_event_records(events, stats, instants_known, ids, overlay, keep_args))
     flows = profile.get("flows")
     if flows is not None and len(flows):
         parts.append(_flow_records(flows, stats, ids))
+    if overlay is not None and len(overlay.flows):
+        stats.overlay_flows += len(overlay.flows)
+        parts.append(_flow_records(overlay.flows, stats, ids))
     counters = profile.get("counters")
     if counters is not None and len(counters):
         parts.append(_counter_records(counters, stats, ids))
@@ -399,8 +439,14 @@ def iter_chrome_trace(profile: Profile, stats: TimelineStats | None = None) -> I
     yield b"\n]}\n"
 
 
-def write_timeline(profile: Profile, out: str | os.PathLike[str]) -> TimelineStats:
-    """Write ``profile`` as Chrome trace JSON to ``out`` atomically (gzip when ``out`` ends ``.gz``)."""
+def write_timeline(
+    profile: Profile,
+    out: str | os.PathLike[str],
+    overlay: Overlay | None = None,
+    keep_args: bool = True,
+) -> TimelineStats:
+    """Write ``profile`` as Chrome trace JSON to ``out`` atomically (gzip when ``out`` ends ``.gz``), with
+    ``overlay`` and ``keep_args`` as :func:`iter_chrome_trace` takes them."""
     import gzip
 
     stats = TimelineStats()
@@ -411,6 +457,6 @@ def write_timeline(profile: Profile, out: str | os.PathLike[str]) -> TimelineSta
             if out.suffix == ".gz"
             else raw
         )
-        for chunk in iter_chrome_trace(profile, stats):
+        for chunk in iter_chrome_trace(profile, stats, overlay, keep_args):
             handle.write(chunk)
     return stats
