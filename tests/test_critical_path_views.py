@@ -187,8 +187,11 @@ def test_the_report_shows_the_summary_documents_critical_path(tmp_path: Path, tr
         for cell, part in zip(cells[3:], PARTS, strict=True):
             shown = f"{units.duration(path['parts_us'][part])} ({units.percent(path['shares'][part])})"
             assert cell.startswith(shown + "<")
+            if path["shares"][part]:  # what making the part free would buy, as the summary has it
+                assert f"if free: -{units.duration(path['savings_us'][part])}<" in cell
         for top in path["top"]:
             assert f'title="{top["name"]}"' in section
+            assert f'<td class="num">-{units.duration(top["saving_us"])}</td>' in section
     assert "Critical path" not in _report(tmp_path, trace)
 
 

@@ -53,8 +53,9 @@ RUNTIME_CHANNELS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_run
 HOST_CHANNELS = OPERATOR_CHANNELS + RUNTIME_CHANNELS
 #: Host calls that wait for the GPU: their end node is reached through synchronisation, not time. HTA's list
 #: (its ``BLOCKING_SYNC_CALLS``: ``cudaMemcpyAsync`` and ``cudaEventQuery`` included, as it has them), with
-#: the synchronous copies it lacks and the driver API's, HIP's and MTIA's names added; the device map's ``host_wait`` (what the account and the summary call the
-#: host blocked on the device) is a wider set, read by neither.
+#: the synchronous copies it lacks and the driver API's, HIP's and MTIA's names added; the device map's
+#: ``host_wait`` (what the account and the summary call the host blocked on the device) is another set, for
+#: another figure.
 BLOCKING_CALLS = (
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",

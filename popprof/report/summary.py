@@ -316,10 +316,10 @@ CRITICAL_PATH_WORDS = {
 }
 
 
-def render_critical_path(paths: list[dict] | None) -> list[str]:
+def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[str]:
     """The "Critical path" lines (``summary --critical-path``): per rank its length, the share of each part
-    on it and what making each part free would take off it, and the names with the most time on it, with the
-    same (prose, wrapped by :func:`fit_lines`)."""
+    on it and what making each part free would take off it (prose, wrapped by :func:`fit_lines`), and a table
+    of the names with the most time on it, with the same (fitted to ``width``)."""
     if paths is None:
         return []
     lines = ["", "  Critical path (HTA's model: the longest chain of dependent host and GPU work)"]
@@ -338,13 +338,18 @@ def render_critical_path(paths: list[dict] | None) -> list[str]:
         )
         if savings:
             lines.append(f"      made free, each would shorten it by: {savings}")
-        tops = ", ".join(
-            f"{t['name']} {units.duration(t['us'])} ({units.percent(t['share'])}; "
-            f"free: -{units.duration(t['saving_us'])})"
-            for t in p["top"]
-        )
-        if tops:
-            lines.append(f"      longest on it: {tops}")
+        if p["top"]:
+            lines.append("      longest on it (time on it, share, shorter by if free):")
+            lines += named_rows(
+                [
+                    f"      {units.duration(t['us']):>10} {units.percent(t['share']):>7} "
+                    f"{units.duration(t['saving_us']):>10}  "
+                    for t in p["top"]
+                ],
+                (t["name"] for t in p["top"]),
+                width,
+                indent="        ",
+            )
         notes = []
         if p.get("sync_events") == 0:
             notes.append(
@@ -629,7 +634,7 @@ def render_trace_text(
                 f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
     lines += render_device_memory(tr.get("device_memory") or [])
-    lines += render_critical_path(tr.get("critical_path"))
+    lines += render_critical_path(tr.get("critical_path"), width)
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
