@@ -4,9 +4,9 @@ The model is HolisticTraceAnalysis's lightweight critical path (HTA 0.5.0, ``Cri
 documented in its ``lightweight_critical_path_analysis`` page); popprof builds the same graph in its own
 code and finds the longest path without networkx:
 
-- **Nodes**: the start and the end of every host operator or runtime call (Kineto categories ``cpu_op``,
-  ``cuda_runtime``, ``cuda_driver``; longer than 0) and of every piece of GPU work (an event on a stream)
-  whose launch call is in the trace.
+- **Nodes**: the start and the end of every host operator or runtime call (:data:`HOST_CHANNELS`; longer
+  than 0; not a step marker) and of every piece of GPU work (an event on a stream) whose launch call is in
+  the trace. As HTA: a ns-resolution rank in whole microseconds, the last ``ProfilerStep`` left out.
 - **Host edges**: on each thread the nodes follow one another in call order (start A, start B, end B, end
   A); each step weighs the time between its two nodes, except the step into the end of a blocking call
   (:data:`BLOCKING_CALLS`: the host waits for the GPU there, which the synchronisation edges stand for),
@@ -28,6 +28,9 @@ them ``cpu_bound``, ``gpu_compute_bound``, ``gpu_communication_bound``, ``gpu_ke
 ``gpu_kernel_kernel_overhead``. Where popprof differs (documented in ``docs/traces.md``): GPU work launched by
 any launch call counts (HTA's queue counts only the calls it lists); streams are told apart per device; an
 edge of negative weight (clocks that disagree) weighs 0, where HTA refuses the graph below -1.
+
+What making some work free would buy (:func:`_saving`) is the length less the heaviest path of the graph with
+that work's edges weighing 0: the simulation HTA's documentation proposes (edit the graph, find the path again).
 """
 
 from __future__ import annotations
@@ -249,8 +252,8 @@ def _rank_path(
     is_host_channel = category_mask(channel, channel.categories.isin(HOST_CHANNELS))[rows]
     limit = last_step_start(events, rows)  # HTA leaves the last profiler step out
     kept = np.ones(len(rows), dtype=bool) if limit is None else ~(start >= limit)
-    # a step marker (``ProfilerStep#N``, an ``Operator`` in Kineto before 2022) spans work, it is none
     timed = np.isfinite(start) & np.isfinite(dur)  # an event without a time cannot be placed on a path
+    # a step marker (``ProfilerStep#N``, an ``Operator`` in Kineto before 2022) spans work, it is none
     host = (
         is_host_channel & np.isnan(stream) & (dur > 0) & kept & timed & ~masks.step_marker_mask(profile)[rows]
     )
