@@ -115,12 +115,25 @@ def test_summary_shows_it_only_when_asked(capsys) -> None:
     assert [p["rank"] for p in paths] == [0, 1]
     assert [p["length_us"] for p in paths] == [REFERENCE["runs"]["two_ranks"][r]["total"] for r in ("0", "1")]
     assert len(paths[0]["top"]) == 5 and paths[0]["top"][0]["name"] == "aten::_foreach_mul_"
+    # "What limits this run" names the longest path's largest part and what freeing it would buy
+    assert doc["what_limits"]["critical_path"] == {
+        "rank": 1,
+        "ranks": 2,
+        "length_us": paths[1]["length_us"],
+        "part": "host",
+        "share": paths[1]["shares"]["host"],
+        "saving_us": paths[1]["savings_us"]["host"],
+    }
     assert main(["-q", "summary", str(trace), "--format", "json"]) == 0
-    assert "critical_path" not in json.loads(capsys.readouterr().out)["trace"]
+    plain = json.loads(capsys.readouterr().out)
+    assert "critical_path" not in plain["trace"] and "critical_path" not in plain["what_limits"]
     assert main(["-q", "summary", str(trace), "--critical-path"]) == 0
     text = capsys.readouterr().out
-    section = text[text.index("  Critical path") :].split("\n\n")[0].splitlines()
+    section = text[text.index("  Critical path (HTA") :].split("\n\n")[0].splitlines()
     assert section[1].startswith("    rank 0: 267.58 ms: host 99.6 %, GPU compute 0.4 %")
+    head = " ".join(text[: text.index("Top opportunities")].split())
+    assert "Critical path (rank 1, the longest of 2): 272.74 ms, 93.6 % host; all of that free would" in head
+    assert "shorten it by 88.44 ms" in head
     assert any(
         line.startswith("      made free, each would shorten it by: host 49.38 ms") for line in section
     )

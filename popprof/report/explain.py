@@ -171,6 +171,27 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
         shown = devices if len(devices) <= DEVICE_LINES else [_pooled(devices)]
         for entry in shown:
             lines += pack(_account_items(entry), width, "    ", "      ")
+    path = doc.get("critical_path")
+    if path:
+        from .summary import CRITICAL_PATH_WORDS
+
+        rank, ranks = path["rank"], path["ranks"]
+        who = (
+            ""
+            if rank is None
+            else f" (rank {rank}, the longest of {ranks})"
+            if ranks > 1
+            else f" (rank {rank})"
+        )
+        lines += textwrap.wrap(
+            f"Critical path{who}: {units.duration(path['length_us'])}, {units.percent(path['share'])} "
+            f"{CRITICAL_PATH_WORDS[path['part']]}; all of that free would shorten it by "
+            f"{units.duration(path['saving_us'])}",
+            width,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+        )
     note = capture_note(doc)
     if note:
         lines += textwrap.wrap(
@@ -206,6 +227,25 @@ def add_critical_path(profile: Profile, doc: dict, top: int = 10) -> dict:
     return doc
 
 
+def longest_critical_path(paths: list[dict] | None) -> dict | None:
+    """For "What limits this run": the rank whose critical path is longest, its largest part, that part's share
+    and what making that part free would buy (``rank``, ``length_us``, ``part``, ``share``, ``saving_us``: the
+    figures of :func:`popprof.metrics.critical_path.critical_paths`); None without a path."""
+    paths = [p for p in paths or [] if p["length_us"] > 0]
+    if not paths:
+        return None
+    path = max(paths, key=lambda p: p["length_us"])
+    part = max(path["parts_us"], key=lambda k: path["parts_us"][k])
+    return {
+        "rank": path["rank"],
+        "ranks": len(paths),
+        "length_us": path["length_us"],
+        "part": part,
+        "share": path["shares"][part],
+        "saving_us": path["savings_us"][part],
+    }
+
+
 def explained_summary(
     profile: Profile, top: int = 10, config: dict | None = None, critical_path: bool = False
 ) -> dict:
@@ -225,6 +265,9 @@ def explained_summary(
         limits = what_limits(profile, findings)
     if limits is None:
         return doc
+    longest = longest_critical_path((doc.get("trace") or {}).get("critical_path"))
+    if longest is not None:
+        limits["critical_path"] = longest
     head = {k: doc[k] for k in ("profile", "source", "source_format") if k in doc}
     return {**head, "what_limits": limits, **{k: v for k, v in doc.items() if k not in head}}
 
