@@ -25,6 +25,8 @@ NOT_PROFILES = frozenset(
         "make_xplane_reference.py",
         "tracelens_timeline_reference.json",
         "make_tracelens_timeline.py",
+        "hta_critical_path_reference.json",
+        "make_hta_critical_path.py",
     }
 )
 

@@ -60,6 +60,7 @@ def _config(config_file: Path | None) -> Config:
     "--kind",
     type=click.Choice(PLOT_KINDS),
     default=None,
+    metavar="KIND",  # the kinds are listed, one per line, in the text above
     help="Which plot to draw [default: the most useful one the profile can draw: memory for a full "
     "profile, the histogram for a text summary, the timeline for a trace].",
 )
