@@ -62,6 +62,15 @@ MEMORY_WORD = {GPU: "copies", IPU: "stream copies"}
 
 #: What a pipelined IPU run loses per step to unbalanced stages: the slowest stage minus the mean stage.
 STAGE_IMBALANCE = "stage imbalance"
+#: How each part of a GPU trace's critical path (``metrics/critical_path.py``'s ``PARTS``) reads: summary text,
+#: "What limits this run" and the report.
+CRITICAL_PATH_WORDS: dict[str, str] = {
+    "host": "host",
+    "compute": "GPU compute",
+    "communication": "communication",
+    "launch_delay": "launch delay",
+    "kernel_gap": "kernel gaps",
+}
 #: The options that free memory on the fullest tile, by the key of its savings (``metrics/tiles.py``).
 MEMORY_SAVING_WORDS: dict[str, str] = {
     "fp16": "FP16 storage",

@@ -12,7 +12,7 @@ import textwrap
 
 import pandas as pd
 
-from ..io import units
+from ..io import units, words
 from ..io.plural import plural
 from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_account
 from ..metrics.capture import capture_section
@@ -173,8 +173,6 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
             lines += pack(_account_items(entry), width, "    ", "      ")
     path = doc.get("critical_path")
     if path:
-        from .summary import CRITICAL_PATH_WORDS
-
         rank, ranks = path["rank"], path["ranks"]
         who = (
             ""
@@ -185,7 +183,7 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
         )
         lines += textwrap.wrap(
             f"Critical path{who}: {units.duration(path['length_us'])}, {units.percent(path['share'])} "
-            f"{CRITICAL_PATH_WORDS[path['part']]}; all of that free would shorten it by "
+            f"{words.CRITICAL_PATH_WORDS[path['part']]}; all of that free would shorten it by "
             f"{units.duration(path['saving_us'])}",
             width,
             initial_indent="  ",

@@ -29,7 +29,6 @@ from ..model.profile import Profile
 from .findings import gain_text, where_text
 from .gpu_analyses import skew_share
 from .summary import (
-    CRITICAL_PATH_WORDS,
     IDLE_NOTE,
     device_labels,
     device_window,
@@ -202,7 +201,7 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
         "stage_imbalance": words.STAGE_IMBALANCE,
         "saving_words": words.MEMORY_SAVING_WORDS,
         "idle_launch_words": PART_WORDS["idle_launch"],
-        "critical_path_words": CRITICAL_PATH_WORDS,
+        "critical_path_words": words.CRITICAL_PATH_WORDS,
         "critical_path_colours": CRITICAL_PATH_COLOURS,
     }
 

@@ -306,16 +306,6 @@ def render_device_memory(memory: list[dict]) -> list[str]:
     return lines
 
 
-#: how each part of a critical path reads in the text
-CRITICAL_PATH_WORDS = {
-    "host": "host",
-    "compute": "GPU compute",
-    "communication": "communication",
-    "launch_delay": "launch delay",
-    "kernel_gap": "kernel gaps",
-}
-
-
 def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[str]:
     """The "Critical path" lines (``summary --critical-path``): per rank its length, the share of each part
     on it and what making each part free would take off it (prose, wrapped by :func:`fit_lines`), and a table
@@ -328,11 +318,13 @@ def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[s
     for p in paths:
         who = "" if p.get("rank") is None else f"rank {p['rank']}: "
         parts = ", ".join(
-            f"{CRITICAL_PATH_WORDS[k]} {units.percent(share)}" for k, share in p["shares"].items() if share
+            f"{words.CRITICAL_PATH_WORDS[k]} {units.percent(share)}"
+            for k, share in p["shares"].items()
+            if share
         )
         lines.append(f"    {who}{units.duration(p['length_us'])}: {parts or 'no time on it'}")
         savings = ", ".join(
-            f"{CRITICAL_PATH_WORDS[k]} {units.duration(us)}"
+            f"{words.CRITICAL_PATH_WORDS[k]} {units.duration(us)}"
             for k, us in p["savings_us"].items()
             if p["shares"][k]
         )
