@@ -400,8 +400,9 @@ def _gpu_edges(
     trace (all of them when it was read without args)."""
     key = {k: (device[k], stream[k]) for k in work.tolist()}
     launch = {k: call_of[correlation[k]] for k in work.tolist()}
-    queued_at_launch, queued_at_start = _queue_lengths(work, launch, start, key)
-    launches_by_stream = _launches_by_stream(work, launch, start, key)
+    by_stream = _by_stream(work, key)
+    queued_at_launch, queued_at_start = _queue_lengths(by_stream, launch, start)
+    launches_by_stream = _launches_by_stream(by_stream, launch, start)
 
     def recorded(at: int) -> int | None:
         return _recorded_work(sync_args.get(at, {}), call_of, start, device, at, launches_by_stream)
@@ -443,16 +444,21 @@ def _gpu_edges(
     return event_waits - resolved
 
 
+def _by_stream(work: np.ndarray, key: dict[int, tuple]) -> dict[tuple, list[int]]:
+    """The work items of each stream (``key``: an item's (device, stream)), in the order of ``work``."""
+    out: dict[tuple, list[int]] = {}
+    for k in work.tolist():
+        out.setdefault(key[k], []).append(k)
+    return out
+
+
 def _queue_lengths(
-    work: np.ndarray, launch: dict[int, int], start: np.ndarray, key: dict[int, tuple]
+    by_stream: dict[tuple, list[int]], launch: dict[int, int], start: np.ndarray
 ) -> tuple[dict[int, int], dict[int, int]]:
     """Per work item, its stream's queue (launched, not yet started) just after its launch and just after
     it started: +1 at each launch call's start, -1 at each item's start, per stream, in time order."""
     at_launch: dict[int, int] = {}
     at_start: dict[int, int] = {}
-    by_stream: dict[tuple, list[int]] = {}
-    for k in work.tolist():
-        by_stream.setdefault(key[k], []).append(k)
     for items in by_stream.values():
         arr = np.asarray(items)
         times = np.concatenate([start[[launch[k] for k in items]], start[arr]])
@@ -467,14 +473,11 @@ def _queue_lengths(
 
 
 def _launches_by_stream(
-    work: np.ndarray, launch: dict[int, int], start: np.ndarray, key: dict[int, tuple]
+    by_stream: dict[tuple, list[int]], launch: dict[int, int], start: np.ndarray
 ) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
     """Per stream, its work's launch call start times (sorted) and the work items in that order."""
-    out: dict[tuple, list[int]] = {}
-    for k in work.tolist():
-        out.setdefault(key[k], []).append(k)
     sorted_out = {}
-    for stream_key, items in out.items():
+    for stream_key, items in by_stream.items():
         arr = np.asarray(items)
         times = start[[launch[k] for k in items]]
         order = np.argsort(times, kind="stable")
@@ -657,8 +660,7 @@ def _describe(events: pd.DataFrame, rp: _RankPath, top: int) -> dict:
         part: (_saving(rp, edge_part == code, length) if parts[part] else 0.0)
         for code, part in enumerate(PARTS)
     }
-    timed = on_path >= 0
-    timed &= (kind == OPERATOR) & (owner >= 0)
+    timed = (kind == OPERATOR) & (owner >= 0)
     frame = pd.DataFrame(
         {
             "code": codes[owner[timed]],
