@@ -1,0 +1,369 @@
+"""Host-device copies: per device and copy kind, how many, how many bytes, how long, how fast.
+
+The copies are the time account's (:mod:`popprof.metrics.account`): the device events the device map puts in
+``host_io`` (host <-> device copies) or ``other`` (memsets, on-device copies), the account's ``copies``
+layer. Peer-to-peer copies are communication there (the map's ``exchange``) and not here. Each copy's kind
+comes from its name, as Kineto (CUPTI, roctracer) writes it: ``Memcpy HtoD (Pageable -> Device)``,
+``Memcpy DtoH (Device -> Pinned)``, ``Memcpy DtoD (Device -> Device)``, ``Memset (Device)``; AMD's
+``Memcpy HtoD (Host -> Device)`` does not say which host memory. A kind is a direction (``HtoD``, ``DtoH``,
+``DtoD``, ``HtoH``, ``memset``, ``other``: a copy the name does not place, such as MTIA's ``dma`` requests)
+and, for a copy to or from the host, the host memory (``pageable``, ``pinned``, ``unknown``).
+
+Per (rank, device, kind), :func:`copy_kinds` gives:
+
+- ``count``, ``time_us`` (the copies' durations summed: their device time) and ``bytes`` (the ``bytes`` of
+  their args; missing when the trace was read without args or records none);
+- ``gbps``: achieved bandwidth, ``bytes`` / ``time_us`` (GB/s, 1e9 bytes per second);
+- ``copies_us``: the kind's share of the account's ``copies`` part (copy time with no compute and no
+  communication running on the device). Where copies of two kinds run at once, the time goes to the kind
+  first in :data:`KIND_ORDER` (pageable copies first), so the kinds' ``copies_us`` sum to the account's
+  ``copies`` of the device: one definition of copy time;
+- ``copy_gbps_mean`` / ``copy_gbps_max``: of each copy's own bandwidth (the args' ``memory bandwidth (GB/s)``,
+  which Kineto writes as bytes / duration; bytes / duration where it is missing).
+
+:func:`hta_bandwidth` is HolisticTraceAnalysis's memory-bandwidth summary (HTA 0.5.0's
+``get_memory_bw_summary``) where it is the same figure: HTA groups the memory work of a rank by the first 11
+characters of its name (``Memcpy HtoD``, ``Memcpy DtoH``, ``Memcpy DtoD``; ``Memset``), adds each copy's
+bandwidth while it runs and describes the positive points of that series per group. Where no two copies of a
+group overlap or touch, those points are the copies' own bandwidths (``count``, ``mean``, ``min``, ``max`` of
+them); where they do, HTA's points are sums of concurrent copies and ``concurrent`` says so
+(``docs/traces.md``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..model.errors import NotEvaluated
+from ..model.profile import Profile
+from ..trace import intervals as im
+from ..trace import masks
+from ..trace.spans import intersect_intervals, merge_intervals, subtract_intervals
+
+#: The device categories of the account's ``copies`` layer.
+COPY_CATEGORIES: tuple[str, ...] = ("host_io", "other")
+#: Host memory words: the driver stages pageable memory; pinned (page-locked) memory is copied directly.
+PAGEABLE, PINNED, DEVICE, UNKNOWN = "pageable", "pinned", "device", "unknown"
+#: Directions of copies between the host and a device.
+HOST_DIRECTIONS: tuple[str, ...] = ("HtoD", "DtoH", "HtoH")
+#: Kinds in the order copy time shared by two kinds goes to the first (``copies_us``), and the tables' order.
+KIND_ORDER: tuple[str, ...] = (
+    "HtoD pageable",
+    "DtoH pageable",
+    "HtoH pageable",
+    "HtoD unknown",
+    "DtoH unknown",
+    "HtoH unknown",
+    "HtoD pinned",
+    "DtoH pinned",
+    "HtoH pinned",
+    "DtoD",
+    "memset",
+    "other",
+)
+COLUMNS = [
+    "rank",
+    "device",
+    "kind",
+    "direction",
+    "memory",
+    "count",
+    "bytes",
+    "time_us",
+    "gbps",
+    "copies_us",
+    "copy_gbps_mean",
+    "copy_gbps_max",
+]
+#: Columns of :func:`hta_bandwidth`.
+HTA_COLUMNS = ["rank", "name", "count", "mean", "min", "max", "concurrent"]
+
+_MEMCPY = re.compile(r"Memcpy ?(HtoD|DtoH|DtoD|HtoH|HtoA|AtoH|AtoD|DtoA|AtoA)\b(?: ?\(([^)]*)\))?")
+_MEMSET = re.compile(r"Memset\b")
+#: A side of a copy as Kineto names it -> host memory word (Array: a CUDA array, device memory).
+_SIDES = {"pageable": PAGEABLE, "pinned": PINNED, "device": DEVICE, "array": DEVICE}
+_ARG_BYTES = "bytes"
+_ARG_BANDWIDTH = "memory bandwidth (GB/s)"
+
+
+def copy_kind(name: str) -> tuple[str, str, str]:
+    """``(kind, direction, memory)`` of one copy's name (``("HtoD pageable", "HtoD", "pageable")``)."""
+    found = _MEMCPY.search(name)
+    if found is None:
+        if _MEMSET.search(name):
+            return "memset", "memset", DEVICE
+        return "other", "other", UNKNOWN
+    direction = found.group(1).replace("A", "D")  # a CUDA array is device memory
+    sides = [s.strip().lower() for s in (found.group(2) or "").split("->")] if found.group(2) else []
+    words = [_SIDES.get(s, UNKNOWN) for s in sides]
+    if direction == "DtoD":
+        return "DtoD", "DtoD", DEVICE
+    host = {"HtoD": words[:1], "DtoH": words[1:2], "HtoH": words}[direction]
+    memory = PAGEABLE if PAGEABLE in host else PINNED if host and all(w == PINNED for w in host) else UNKNOWN
+    return f"{direction} {memory}", direction, memory
+
+
+def copy_rows(profile: Profile) -> pd.DataFrame:
+    """Every copy, one row each: the device events (bookkeeping left out, timed) in the account's copies
+    categories, a copy nested in another device event too. Columns ``rank`` (-1 unknown), ``device``
+    (``""`` unknown), ``kind``, ``direction``, ``memory``, ``row`` (in ``events``), ``start_us``, ``end_us``,
+    ``nested`` (inside another device event: its time is that event's in the account), ``bytes`` and
+    ``bandwidth_gbps`` (from the args; missing without them). Empty without copies; cached per profile."""
+    return profile.cached("copies.rows", lambda: _copy_rows(profile))
+
+
+_ROW_COLUMNS = ["rank", "device", "kind", "direction", "memory", "row", "start_us", "end_us", "nested"]
+
+
+def _copy_mask(profile: Profile) -> np.ndarray | None:
+    """The copy events (module docstring), or None when the trace has none: a look at the category codes
+    first, so a trace without copies costs one comparison of codes."""
+    events = profile.get("events")
+    if events is None or events.empty or "device_category" not in events.columns:
+        return None
+    category = events["device_category"].array
+    wanted = [i for i, c in enumerate(category.categories) if c in COPY_CATEGORIES]
+    if not wanted:
+        return None
+    codes = np.asarray(category.codes)
+    mask = codes == wanted[0] if len(wanted) == 1 else np.isin(codes, wanted)
+    if not mask.any():
+        return None
+    mask &= masks.device_activity_mask(profile) & ~masks.bookkeeping_mask(profile)
+    mask &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
+    mask &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
+    return mask if mask.any() else None
+
+
+def _activities(profile: Profile) -> list[im.DeviceActivity]:
+    """The account's device activity (its top-level device events), when the trace has copies."""
+    if _copy_mask(profile) is None:
+        return []
+    try:
+        return im.device_activities(profile, by="device")
+    except NotEvaluated:
+        return []
+
+
+def _kind_lut(names: pd.Categorical) -> np.ndarray:
+    """The index in :data:`KIND_ORDER` of each name category (one regular expression per distinct name)."""
+    return np.array(
+        [KIND_ORDER.index(copy_kind(str(n))[0]) for n in names.categories] + [KIND_ORDER.index("other")],
+        dtype=np.int64,
+    )
+
+
+def _copy_rows(profile: Profile) -> pd.DataFrame:
+    mask = _copy_mask(profile)
+    if mask is None:
+        return pd.DataFrame(columns=[*_ROW_COLUMNS, "bytes", "bandwidth_gbps"])
+    events = profile.events
+    rows = np.flatnonzero(mask)
+    names = events["name"].array
+    code = _kind_lut(names)[np.asarray(names.codes)[rows]]
+    start = events["start_us"].to_numpy(dtype=np.float64)[rows]
+    device = np.full(rows.size, "", dtype=object)
+    if "device" in events.columns:
+        named = events["device"].iloc[rows].to_numpy(dtype=object)
+        known = pd.notna(named)
+        device[known] = [str(d) for d in named[known]]
+    triples = [copy_kind_of(k) for k in KIND_ORDER]
+    top = np.zeros(len(events), dtype=bool)
+    for act in _activities(profile):  # the account's events: top-level device events
+        if act.rows is not None:
+            top[act.rows] = True
+    frame = pd.DataFrame(
+        {
+            "rank": masks.rank_array(profile)[rows],
+            "device": np.asarray(device, dtype=object),
+            "kind": pd.Categorical.from_codes(code, categories=list(KIND_ORDER)),
+            "direction": np.array([t[1] for t in triples], dtype=object)[code],
+            "memory": np.array([t[2] for t in triples], dtype=object)[code],
+            "row": rows,
+            "start_us": start,
+            "end_us": start + events["dur_us"].to_numpy(dtype=np.float64)[rows],
+            "nested": ~top[rows],
+        }
+    )
+    frame["bytes"], frame["bandwidth_gbps"] = _args(profile, rows)
+    return frame
+
+
+def copy_kind_of(kind: str) -> tuple[str, str, str]:
+    """``(kind, direction, memory)`` of a kind of :data:`KIND_ORDER`."""
+    if " " in kind:
+        direction, memory = kind.split(" ")
+        return kind, direction, memory
+    return kind, kind, DEVICE if kind in ("DtoD", "memset") else UNKNOWN
+
+
+def _args(profile: Profile, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``bytes`` and ``memory bandwidth (GB/s)`` of the copies' args (NaN where missing or not read)."""
+    size = np.full(len(rows), np.nan)
+    rate = np.full(len(rows), np.nan)
+    events = profile.events
+    if "args" not in events.columns or len(rows) == 0:
+        return size, rate
+    texts = events["args"].array[rows]
+    for i, text in enumerate(texts.tolist()):  # the copies only: a few hundred at most in real traces
+        try:
+            value = orjson.loads(text) if isinstance(text, str) else None
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        b, r = value.get(_ARG_BYTES), value.get(_ARG_BANDWIDTH)
+        if isinstance(b, (int, float)) and not isinstance(b, bool):
+            size[i] = float(b)
+        if isinstance(r, (int, float)) and not isinstance(r, bool):
+            rate[i] = float(r)
+    return size, rate
+
+
+def copy_kinds(profile: Profile) -> pd.DataFrame:
+    """Per (rank, device, kind): the figures of :data:`COLUMNS` (module docstring), in rank, device and
+    :data:`KIND_ORDER` order; ``rank`` missing when unknown. Empty without copies; cached per profile."""
+    return profile.cached("copies.kinds", lambda: _copy_kinds(profile)).copy()
+
+
+def _copy_kinds(profile: Profile) -> pd.DataFrame:
+    rows = copy_rows(profile)
+    if rows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    exclusive = _exclusive_by_kind(profile)
+    out = []
+    for (rank, device, kind), group in rows.groupby(["rank", "device", "kind"], observed=True, sort=True):
+        time = float((group["end_us"] - group["start_us"]).sum())
+        size = group["bytes"].to_numpy()
+        total = float(size.sum()) if len(size) and not np.isnan(size).any() else np.nan
+        own = group["bandwidth_gbps"].to_numpy(copy=True)
+        dur = (group["end_us"] - group["start_us"]).to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fill = np.isnan(own) & (dur > 0)
+            own[fill] = size[fill] / (dur[fill] * 1e3)
+            gbps = total / (time * 1e3) if time > 0 else np.nan
+        seen = own[~np.isnan(own)]
+        _, direction, memory = copy_kind_of(str(kind))
+        out.append(
+            {
+                "rank": None if rank < 0 else int(rank),
+                "device": device,
+                "kind": str(kind),
+                "direction": direction,
+                "memory": memory,
+                "count": len(group),
+                "bytes": total,
+                "time_us": time,
+                "gbps": gbps,
+                "copies_us": exclusive.get((int(rank), device, str(kind)), 0.0),
+                "copy_gbps_mean": float(seen.mean()) if seen.size else np.nan,
+                "copy_gbps_max": float(seen.max()) if seen.size else np.nan,
+            }
+        )
+    frame = pd.DataFrame(out, columns=COLUMNS)
+    frame["rank"] = pd.array(frame["rank"], dtype="Int64")
+    return frame
+
+
+def _exclusive_by_kind(profile: Profile) -> dict[tuple[int, str, str], float]:
+    """Per (rank, device, kind): its part of the account's ``copies`` (the device's copy time with no compute
+    or communication running), time shared by two kinds given to the first in :data:`KIND_ORDER`."""
+    out: dict[tuple[int, str, str], float] = {}
+    for act in _activities(profile):
+        mine = act.in_categories(COPY_CATEGORIES)
+        if not mine.any():
+            continue
+        start, end = act.start[mine], act.end[mine]
+        left = act.without(*merge_intervals(start, end), ("compute", "exchange"))
+        kinds = _kind_lut(act.name)[np.asarray(act.name.codes)[mine]]
+        rank = -1 if act.rank is None else act.rank
+        for code in np.unique(kinds).tolist():  # in KIND_ORDER: the first kind takes shared time
+            taken = intersect_intervals(*merge_intervals(start[kinds == code], end[kinds == code]), *left)
+            out[(rank, act.device or "", KIND_ORDER[code])] = float((taken[1] - taken[0]).sum())
+            left = subtract_intervals(*left, *taken)
+    return out
+
+
+def device_copies(profile: Profile) -> dict[tuple[int, str], float]:
+    """The account's ``copies`` per (rank (-1 unknown), device) as :func:`copy_kinds` sums it."""
+    kinds = copy_kinds(profile)
+    out: dict[tuple[int, str], float] = {}
+    for row in kinds.itertuples(index=False):
+        key = (-1 if pd.isna(row.rank) else int(row.rank), str(row.device))
+        out[key] = out.get(key, 0.0) + float(row.copies_us)
+    return out
+
+
+def hta_name(name: str) -> str:
+    """HTA's memory kind of a memory work item's name: ``Memset``, the name's first 11 characters for a
+    ``Memcpy`` (``Memcpy HtoD``), ``Memcpy Unknown`` otherwise (HTA 0.5.0, ``get_memory_kernel_type``)."""
+    if name.startswith("Memset"):
+        return "Memset"
+    if not name.startswith("Memcpy"):
+        return "Memcpy Unknown"
+    return name[:11]
+
+
+def hta_bandwidth(profile: Profile) -> pd.DataFrame:
+    """HTA's memory-bandwidth summary where it is the same figure (module docstring), over HTA's copies: the
+    memory work of :func:`popprof.metrics.devices.device_work` (HTA's window: on a stream, the last profiler
+    step left out when the trace marks two or more). Per (rank, HTA kind): the ``count``, ``mean``, ``min``
+    and ``max`` of the copies' own positive bandwidths (the args'), and ``concurrent``: two copies of the kind
+    on the rank overlap or touch (HTA's times: rounded, a zero duration as 1 us), so HTA's points are sums of
+    them, not these. Empty without copies whose args were read."""
+    from .devices import device_work
+
+    rows = copy_rows(profile)
+    work = device_work(profile)
+    if rows.empty or work is None or rows["bandwidth_gbps"].isna().all():
+        return pd.DataFrame(columns=HTA_COLUMNS)
+    work = work[np.asarray(work["hta_kernel_type"] == "MEMORY", dtype=bool)]
+    events = profile.events
+    corr = events["correlation"].array[rows["row"].to_numpy()].to_numpy(dtype=np.float64, na_value=np.nan)
+    own = pd.DataFrame(
+        {
+            "rank": rows["rank"].to_numpy(),
+            "correlation": corr,
+            "exact": rows["start_us"].to_numpy(),
+            "bandwidth": rows["bandwidth_gbps"].to_numpy(),
+        }
+    )
+    exact = work["start_exact"] if "start_exact" in work else work["start"]
+    mine = pd.DataFrame(
+        {
+            "rank": work["rank"].to_numpy(),
+            "correlation": work["correlation"].to_numpy(),
+            "exact": exact.to_numpy(),
+            "start": work["start"].to_numpy(),
+            # HTA: a zero duration counts as 1 us
+            "end": np.where(
+                work["end"].to_numpy() > work["start"].to_numpy(),
+                work["end"].to_numpy(),
+                work["start"].to_numpy() + 1.0,
+            ),
+            "name": [hta_name(str(n)) for n in work["name"].astype(str)],
+        }
+    ).merge(own, on=["rank", "correlation", "exact"], how="left")
+    out = []
+    for (rank, name), group in mine.groupby(["rank", "name"], sort=True):
+        bw = group["bandwidth"].to_numpy()
+        bw = bw[bw > 0]
+        order = np.argsort(group["start"].to_numpy(), kind="stable")
+        start, end = group["start"].to_numpy()[order], group["end"].to_numpy()[order]
+        together = bool(len(start) > 1 and (start[1:] <= np.maximum.accumulate(end)[:-1]).any())
+        out.append(
+            {
+                "rank": None if rank < 0 else int(rank),
+                "name": name,
+                "count": int(bw.size),
+                "mean": float(bw.mean()) if bw.size else np.nan,
+                "min": float(bw.min()) if bw.size else np.nan,
+                "max": float(bw.max()) if bw.size else np.nan,
+                "concurrent": together,
+            }
+        )
+    return pd.DataFrame(out, columns=HTA_COLUMNS)
