@@ -270,9 +270,19 @@ def _copy_kinds(profile: Profile) -> pd.DataFrame:
 
 
 def _exclusive_by_kind(profile: Profile) -> dict[tuple[int, str, str], float]:
-    """Per (rank, device, kind): its part of the account's ``copies`` (the device's copy time with no compute
-    or communication running), time shared by two kinds given to the first in :data:`KIND_ORDER`."""
-    out: dict[tuple[int, str, str], float] = {}
+    """Per (rank, device, kind): its part of the account's ``copies`` (:func:`exclusive_spans`' length)."""
+    return {key: float((end - start).sum()) for key, (start, end) in exclusive_spans(profile).items()}
+
+
+def exclusive_spans(profile: Profile) -> dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]]:
+    """Per (rank (-1 unknown), device, kind): the kind's part of the account's ``copies`` as sorted, disjoint
+    intervals: the device's copy time with no compute or communication running, time shared by two kinds
+    given to the first in :data:`KIND_ORDER`. Cached per profile."""
+    return profile.cached("copies.exclusive", lambda: _exclusive_spans(profile))
+
+
+def _exclusive_spans(profile: Profile) -> dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]]:
+    out: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
     for act in _activities(profile):
         mine = act.in_categories(COPY_CATEGORIES)
         if not mine.any():
@@ -283,7 +293,7 @@ def _exclusive_by_kind(profile: Profile) -> dict[tuple[int, str, str], float]:
         rank = -1 if act.rank is None else act.rank
         for code in np.unique(kinds).tolist():  # in KIND_ORDER: the first kind takes shared time
             taken = intersect_intervals(*merge_intervals(start[kinds == code], end[kinds == code]), *left)
-            out[(rank, act.device or "", KIND_ORDER[code])] = float((taken[1] - taken[0]).sum())
+            out[(rank, act.device or "", KIND_ORDER[code])] = taken
             left = subtract_intervals(*left, *taken)
     return out
 

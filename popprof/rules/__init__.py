@@ -8,6 +8,7 @@ function decorated with :func:`rule` in a module imported below.
 from __future__ import annotations
 
 from . import (  # noqa: F401  (register the built-in rules)
+    copies,
     dependency,
     distributed,
     exchange,
