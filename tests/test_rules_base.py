@@ -117,6 +117,7 @@ def test_check_reports_not_evaluated_with_reasons(synth):
         "operations.below-roofline",
         "distributed.collective-skew",
         "device.dependency-waits",
+        "host.pageable-copies",
     }
     assert all("trace" in why for why in reasons.values())
     assert set(found.evaluated) | set(reasons) == set(RULES)
