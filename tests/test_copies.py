@@ -181,3 +181,33 @@ def test_a_trace_without_copies_gives_empty_tables() -> None:
     assert copies.copy_rows(profile).empty
     assert copies.device_copies(profile) == {}
     assert copies.hta_bandwidth(profile).empty
+
+
+def _summary(path: Path, *options: str) -> str:
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    result = CliRunner().invoke(cli, ["summary", str(path), *options], env={"COLUMNS": None})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_summary_shows_copies_by_kind_in_text_and_json() -> None:
+    path = PATHS["kineto2021_resnet50_worker0"]
+    doc = json.loads(_summary(path, "--format", "json"))
+    kinds = doc["trace"]["copies"]
+    expected = copies.copy_kinds(popprof.open(path, with_args=True))
+    assert [k["kind"] for k in kinds] == list(expected["kind"])
+    assert [k["count"] for k in kinds] == list(expected["count"])
+    assert [k["copies_us"] for k in kinds] == pytest.approx(list(expected["copies_us"]))
+    text = _summary(path)
+    block = text[text.index("Host-device copies") :].split("\n\n")[0].splitlines()
+    assert len(block) == 1 + len(kinds)
+    assert "HtoD pageable" in block[1] and "110.3 MiB" in block[1] and "10.1 GB/s" in block[1]
+
+
+def test_summary_has_no_copies_block_without_copies() -> None:
+    path = REAL / "tracelens_mi210_gpu_only.json.gz"
+    assert "Host-device copies" not in _summary(path)
+    assert "copies" not in json.loads(_summary(path, "--format", "json"))["trace"]

@@ -58,6 +58,10 @@ CATEGORY_WORDS: dict[str, dict[str, str]] = {
 #: COMMUNICATION; IPU: all exchange = exchange + global exchange) and memory (GPU: HTA's MEMORY; IPU: stream copies).
 COMMUNICATION_WORD = {GPU: "communication", IPU: "all exchange"}
 MEMORY_WORD = {GPU: "copies", IPU: "stream copies"}
+#: The title of the copies by kind (``metrics.copies``): the summary's block, the docs' section.
+COPIES_TITLE = "Host-device copies"
+#: Said where the copies' bytes are missing: the trace was read without its args.
+COPIES_NO_BYTES = "bytes missing: not in the trace's args, or its args not read (--shapes)"
 
 
 #: What a pipelined IPU run loses per step to unbalanced stages: the slowest stage minus the mean stage.

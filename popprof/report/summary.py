@@ -269,6 +269,26 @@ def _who(row: dict) -> str:
     return f"{rank}{' '.join(ids)}" + (f"  {names}" if names else "")
 
 
+def render_copies(kinds: list[dict]) -> list[str]:
+    """The "Host-device copies" block: per device and copy kind (``metrics.copies``) the count, bytes, device
+    time and achieved GB/s (bytes / time), 74 columns at most (a device label of up to 14 characters)."""
+    if not kinds:
+        return []
+    lines = ["", f"  {words.COPIES_TITLE} (device time; GB/s = bytes / time)"]
+    previous = None
+    for k in kinds:
+        who = k["device"] if k.get("rank") is None else f"rank {k['rank']} {k['device']}"
+        shown = who if who != previous else ""
+        previous = who
+        lines.append(
+            f"    {shown:<14} {k['kind']:<13} {k['count']:>7,} {units.bytes_short(k['bytes'], missing='-'):>10} "
+            f"{units.duration(k['time_us']):>10} {units.bandwidth(k['gbps'], missing='-'):>11}"
+        )
+    if any(k.get("bytes") is None for k in kinds):
+        lines.append(f"    ({words.COPIES_NO_BYTES})")
+    return lines
+
+
 def render_device_memory(memory: list[dict]) -> list[str]:
     """The "Device memory" lines of a trace with allocator events (prose, wrapped by :func:`fit_lines`)."""
     if not memory:
@@ -625,6 +645,7 @@ def render_trace_text(
                 f"    {rank}{x['device']}: {x['launches']:,} launches, mean {units.duration(x['mean_us'])}, "
                 f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
+    lines += render_copies(tr.get("copies") or [])
     lines += render_device_memory(tr.get("device_memory") or [])
     lines += render_critical_path(tr.get("critical_path"), width)
     cpu = tr.get("top_cpu_ops_by_self") or []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..io import units
+from ..io import units, words
 from ..io.plural import plural
 from ..metrics.account import run_account
 from ..metrics.copies import PAGEABLE, PINNED, UNKNOWN, copy_kinds, exclusive_spans
@@ -141,7 +141,7 @@ def _figures(mine: pd.DataFrame, kinds: pd.DataFrame) -> str:
     text = f"{plural(count, 'copy', 'copies')} from or to pageable host memory ({parts}), "
     size = mine["bytes"].to_numpy(dtype=np.float64)
     if np.isnan(size).any():
-        return text + f"{units.duration(time)} on the device (bytes not read: the trace's args, --shapes)"
+        return text + f"{units.duration(time)} on the device (" + words.COPIES_NO_BYTES + ")"
     total = float(size.sum())
     text += f"{units.bytes_short(total)} in {units.duration(time)} on the device"
     rate = units.bandwidth(total / (time * 1e3)) if time > 0 else units.MISSING
