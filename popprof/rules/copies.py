@@ -26,7 +26,7 @@ from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
 
 @rule(
     "host.pageable-copies",
-    "copies from or to pageable host memory (staged by the driver, never overlapped with other work)",
+    "pageable host-memory copies: staged by the driver, overlapping no other work",
     needs=["events"],
     params={"warning": 0.01, "error": 0.10, "info": 0.001, "min_us": 1000.0, "top": 3},
     advice={
