@@ -158,17 +158,30 @@ def launch_gaps(profile: Profile) -> pd.DataFrame:
     return _built(profile)[1].copy()
 
 
-def _built(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The account's rows (all windows) and its launch gaps, built together once per profile."""
+def copies_spans(profile: Profile) -> dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]:
+    """Each GPU's ``copies`` part as sorted, disjoint intervals ``(starts, ends)``, keyed by (rank, -1 when
+    unknown; device, as the account's rows name it); their lengths sum to the run row's ``copies``.
+    :mod:`popprof.metrics.copies` splits them by copy kind. Empty without GPU copies. Read-only arrays."""
+    return _built(profile)[2]
+
+
+def _built(
+    profile: Profile,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]]:
+    """The account's rows (all windows), its launch gaps and its copies' intervals, built together once per
+    profile."""
     return profile.cached("account.time_account", lambda: _account(profile))
 
 
-def _account(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _account(
+    profile: Profile,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[tuple[int, str], tuple[np.ndarray, np.ndarray]]]:
     rows: list[dict] = []
     gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]] = []
+    copies: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
     events = profile.get("events")
     if events is not None and not events.empty and device_activity_mask(profile).any():
-        rows = _trace_rows(profile, gaps)
+        rows = _trace_rows(profile, gaps, copies)
     elif profile.has("steps") and not profile.steps.empty:
         rows = _steps_rows(profile)
     elif profile.has("execution_totals") and not profile.execution_totals.empty:
@@ -181,7 +194,7 @@ def _account(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
         columns[col] = pd.array(columns[col], dtype="Int64")
     for col in ("window_us", *PARTS):
         columns[col] = np.array(columns[col], dtype=np.float64)
-    return pd.DataFrame(columns, columns=COLUMNS), _gap_frame(gaps)
+    return pd.DataFrame(columns, columns=COLUMNS), _gap_frame(gaps), copies
 
 
 # -- traces -----------------------------------------------------------------
@@ -415,9 +428,13 @@ def _row(platform: str, rank, device, step, basis: str, window: float, sums: dic
     return row
 
 
-def _trace_rows(profile: Profile, gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]]) -> list[dict]:
+def _trace_rows(
+    profile: Profile,
+    gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]],
+    copies: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> list[dict]:
     """The account's rows of a trace's devices; appends each GPU's launch gaps (:func:`launch_gaps`) to
-    ``gaps``."""
+    ``gaps`` and puts each GPU's copies part (:func:`copies_spans`) in ``copies``."""
     events = profile.events
     try:
         activities = im.device_activities(profile, by="device")
@@ -440,6 +457,14 @@ def _trace_rows(profile: Profile, gaps: list[tuple[int | None, str, tuple[np.nda
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
         if timeline.launched is not None:
             gaps.append((rank, device, _launched_in(timeline.launched, first, last)))
+        if copies is not None and platform == "gpu":
+            busy = timeline.busy
+            mine = busy.label == parts.index("copies")
+            if mine.any():  # the busy segments lie inside [first, last]: the run row's copies exactly
+                spans = (busy.start[mine], busy.end[mine])
+                for array in spans:
+                    array.setflags(write=False)
+                copies[(-1 if rank is None else int(rank), device)] = spans
         # the device's span and each step in one call: a row of sums per window
         sums = timeline.sums(
             np.array([first, *(w[1] for w in windows)]), np.array([last, *(w[2] for w in windows)])

@@ -43,9 +43,12 @@ from ..model.profile import Profile
 from ..trace import intervals as im
 from ..trace import masks
 from ..trace.spans import intersect_intervals, merge_intervals, subtract_intervals
+from .account import copies_spans
 
 #: The device categories of the account's ``copies`` layer.
 COPY_CATEGORIES: tuple[str, ...] = ("host_io", "other")
+#: The account's name of a GPU its trace does not name.
+GPU = "gpu"
 #: Host memory words: the driver stages pageable memory; pinned (page-locked) memory is copied directly.
 PAGEABLE, PINNED, DEVICE, UNKNOWN = "pageable", "pinned", "device", "unknown"
 #: Directions of copies between the host and a device.
@@ -110,7 +113,8 @@ def copy_kind(name: str) -> tuple[str, str, str]:
 def copy_rows(profile: Profile) -> pd.DataFrame:
     """Every copy, one row each: the device events (bookkeeping left out, timed) in the account's copies
     categories, a copy nested in another device event too. Columns ``rank`` (-1 unknown), ``device``
-    (``""`` unknown), ``kind``, ``direction``, ``memory``, ``row`` (in ``events``), ``start_us``, ``end_us``,
+    (``gpu`` when the trace names none, as the account), ``kind``, ``direction``, ``memory``, ``row`` (in
+    ``events``), ``start_us``, ``end_us``,
     ``nested`` (inside another device event: its time is that event's in the account), ``bytes`` and
     ``bandwidth_gbps`` (from the args; missing without them). Empty without copies; cached per profile."""
     return profile.cached("copies.rows", lambda: _copy_rows(profile))
@@ -119,29 +123,37 @@ def copy_rows(profile: Profile) -> pd.DataFrame:
 _ROW_COLUMNS = ["rank", "device", "kind", "direction", "memory", "row", "start_us", "end_us", "nested"]
 
 
-def _copy_mask(profile: Profile) -> np.ndarray | None:
-    """The copy events (module docstring), or None when the trace has none: a look at the category codes
-    first, so a trace without copies costs one comparison of codes."""
+def _copy_positions(profile: Profile) -> np.ndarray | None:
+    """Positions in ``events`` of the copy events (module docstring), or None when the trace has none; cached.
+    The category codes find the candidates; the other conditions are read on those rows alone, so a trace
+    with few copies costs one comparison of codes."""
+    return profile.cached("copies.positions", lambda: _find_positions(profile))
+
+
+def _find_positions(profile: Profile) -> np.ndarray | None:
     events = profile.get("events")
     if events is None or events.empty or "device_category" not in events.columns:
+        return None
+    if not masks.stream_mask(profile).any():  # not a GPU trace: an IPU's host I/O is its stream copies
         return None
     category = events["device_category"].array
     wanted = [i for i, c in enumerate(category.categories) if c in COPY_CATEGORIES]
     if not wanted:
         return None
     codes = np.asarray(category.codes)
-    mask = codes == wanted[0] if len(wanted) == 1 else np.isin(codes, wanted)
-    if not mask.any():
+    rows = np.flatnonzero(codes == wanted[0] if len(wanted) == 1 else np.isin(codes, wanted))
+    if rows.size == 0:
         return None
-    mask &= masks.device_activity_mask(profile) & ~masks.bookkeeping_mask(profile)
-    mask &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64))
-    mask &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64))
-    return mask if mask.any() else None
+    keep = masks.device_activity_mask(profile)[rows] & ~masks.bookkeeping_mask(profile)[rows]
+    keep &= np.isfinite(events["start_us"].to_numpy(dtype=np.float64)[rows])
+    keep &= np.isfinite(events["dur_us"].to_numpy(dtype=np.float64)[rows])
+    rows = rows[keep]
+    return rows if rows.size else None
 
 
 def _activities(profile: Profile) -> list[im.DeviceActivity]:
     """The account's device activity (its top-level device events), when the trace has copies."""
-    if _copy_mask(profile) is None:
+    if _copy_positions(profile) is None:
         return []
     try:
         return im.device_activities(profile, by="device")
@@ -149,48 +161,89 @@ def _activities(profile: Profile) -> list[im.DeviceActivity]:
         return []
 
 
-def _kind_lut(names: pd.Categorical) -> np.ndarray:
-    """The index in :data:`KIND_ORDER` of each name category (one regular expression per distinct name)."""
-    return np.array(
-        [KIND_ORDER.index(copy_kind(str(n))[0]) for n in names.categories] + [KIND_ORDER.index("other")],
+def _kind_codes(names: pd.Categorical, picked: np.ndarray) -> np.ndarray:
+    """The index in :data:`KIND_ORDER` of the names at positions ``picked`` of ``names``: one regular
+    expression per distinct name among them (a few), none per event nor per name of the whole trace."""
+    codes = np.asarray(names.codes)[picked]
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    other = KIND_ORDER.index("other")
+    labels = names.categories
+    lut = np.array(
+        [KIND_ORDER.index(copy_kind(str(labels[c]))[0]) if c >= 0 else other for c in distinct.tolist()],
         dtype=np.int64,
     )
+    return lut[inverse.reshape(-1)]
 
 
 def _copy_rows(profile: Profile) -> pd.DataFrame:
-    mask = _copy_mask(profile)
-    if mask is None:
+    found = _copy_arrays(profile)
+    if found is None:
         return pd.DataFrame(columns=[*_ROW_COLUMNS, "bytes", "bandwidth_gbps"])
+    triples = [copy_kind_of(k) for k in KIND_ORDER]
+    code = found["kind"]
+    return pd.DataFrame(
+        {
+            "rank": found["rank"],
+            "device": found["device"],
+            "kind": pd.Categorical.from_codes(code, categories=list(KIND_ORDER)),
+            "direction": np.array([t[1] for t in triples], dtype=object)[code],
+            "memory": np.array([t[2] for t in triples], dtype=object)[code],
+            "row": found["row"],
+            "start_us": found["start_us"],
+            "end_us": found["end_us"],
+            "nested": found["nested"],
+            "bytes": found["bytes"],
+            "bandwidth_gbps": found["bandwidth_gbps"],
+        }
+    )
+
+
+def _copy_arrays(profile: Profile) -> dict[str, np.ndarray] | None:
+    """The columns of :func:`copy_rows` as arrays (``kind`` as its index in :data:`KIND_ORDER`), None without
+    copies; cached (the summary reads these, not the frame)."""
+    return profile.cached("copies.arrays", lambda: _find_arrays(profile))
+
+
+def _find_arrays(profile: Profile) -> dict[str, np.ndarray] | None:
+    rows = _copy_positions(profile)
+    if rows is None:
+        return None
     events = profile.events
-    rows = np.flatnonzero(mask)
-    names = events["name"].array
-    code = _kind_lut(names)[np.asarray(names.codes)[rows]]
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
-    device = np.full(rows.size, "", dtype=object)
+    device = np.full(rows.size, GPU, dtype=object)  # the account's name of a GPU the trace does not name
     if "device" in events.columns:
         named = events["device"].iloc[rows].to_numpy(dtype=object)
         known = pd.notna(named)
         device[known] = [str(d) for d in named[known]]
-    triples = [copy_kind_of(k) for k in KIND_ORDER]
     top = np.zeros(len(events), dtype=bool)
-    for act in _activities(profile):  # the account's events: top-level device events
-        if act.rows is not None:
-            top[act.rows] = True
-    frame = pd.DataFrame(
-        {
-            "rank": masks.rank_array(profile)[rows],
-            "device": np.asarray(device, dtype=object),
-            "kind": pd.Categorical.from_codes(code, categories=list(KIND_ORDER)),
-            "direction": np.array([t[1] for t in triples], dtype=object)[code],
-            "memory": np.array([t[2] for t in triples], dtype=object)[code],
-            "row": rows,
-            "start_us": start,
-            "end_us": start + events["dur_us"].to_numpy(dtype=np.float64)[rows],
-            "nested": ~top[rows],
-        }
-    )
-    frame["bytes"], frame["bandwidth_gbps"] = _args(profile, rows)
-    return frame
+    for act, mine in _activity_copies(profile):  # the account's events: top-level device events
+        top[act.rows[mine]] = True
+    size, rate = _args(profile, rows)
+    return {
+        "rank": masks.rank_array(profile)[rows],
+        "device": device,
+        "kind": _kind_codes(events["name"].array, rows),
+        "row": rows,
+        "start_us": start,
+        "end_us": start + events["dur_us"].to_numpy(dtype=np.float64)[rows],
+        "nested": ~top[rows],
+        "bytes": size,
+        "bandwidth_gbps": rate,
+    }
+
+
+def _activity_copies(profile: Profile) -> list[tuple[im.DeviceActivity, np.ndarray]]:
+    """Each device's activity (the account's) that holds copies, with the mask of its copy events; cached."""
+
+    def build() -> list[tuple[im.DeviceActivity, np.ndarray]]:
+        out = []
+        for act in _activities(profile):
+            mine = act.in_categories(COPY_CATEGORIES)
+            if act.rows is not None and mine.any():
+                out.append((act, mine))
+        return out
+
+    return profile.cached("copies.activities", build)
 
 
 def copy_kind_of(kind: str) -> tuple[str, str, str]:
@@ -234,39 +287,56 @@ def _copy_kinds(profile: Profile) -> pd.DataFrame:
     rows = copy_rows(profile)
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
+    # one group per (rank, device, kind), numbered in that order: sums by bincount, no Python per group
+    rank_values, rank_index = np.unique(rows["rank"].to_numpy(dtype=np.int64), return_inverse=True)
+    device_values, device_index = np.unique(
+        rows["device"].to_numpy(dtype=object).astype(str), return_inverse=True
+    )
+    kind_index = np.asarray(rows["kind"].array.codes, dtype=np.int64)
+    key = (rank_index * len(device_values) + device_index) * len(KIND_ORDER) + kind_index
+    groups, group = np.unique(key, return_inverse=True)
+    n = groups.size
+    dur = rows["end_us"] - rows["start_us"]
+    size = rows["bytes"]
+    own = rows["bandwidth_gbps"].copy()
+    fill = np.isnan(own) & (dur > 0) & ~np.isnan(size)
+    own[fill] = size[fill] / (dur[fill] * 1e3)  # a copy without the arg: its bytes over its duration
+    count = np.bincount(group, minlength=n)
+    time = np.bincount(group, weights=dur, minlength=n)
+    missing = np.bincount(group, weights=np.isnan(size).astype(np.float64), minlength=n) > 0
+    total = np.where(missing, np.nan, np.bincount(group, weights=np.nan_to_num(size), minlength=n))
+    seen = ~np.isnan(own)
+    seen_count = np.bincount(group, weights=seen.astype(np.float64), minlength=n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gbps = np.where(time > 0, total / (time * 1e3), np.nan)
+        mean = np.bincount(group, weights=np.where(seen, own, 0.0), minlength=n) / seen_count
+    top = np.full(n, np.nan)
+    np.fmax.at(top, group, own)  # fmax passes over NaN
+    rank_of = rank_values[groups // (len(device_values) * len(KIND_ORDER))]
+    device_of = device_values[(groups // len(KIND_ORDER)) % len(device_values)]
+    kind_of = [KIND_ORDER[k] for k in (groups % len(KIND_ORDER)).tolist()]
     exclusive = _exclusive_by_kind(profile)
-    out = []
-    for (rank, device, kind), group in rows.groupby(["rank", "device", "kind"], observed=True, sort=True):
-        time = float((group["end_us"] - group["start_us"]).sum())
-        size = group["bytes"].to_numpy()
-        total = float(size.sum()) if len(size) and not np.isnan(size).any() else np.nan
-        own = group["bandwidth_gbps"].to_numpy(copy=True)
-        dur = (group["end_us"] - group["start_us"]).to_numpy()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fill = np.isnan(own) & (dur > 0)
-            own[fill] = size[fill] / (dur[fill] * 1e3)
-            gbps = total / (time * 1e3) if time > 0 else np.nan
-        seen = own[~np.isnan(own)]
-        _, direction, memory = copy_kind_of(str(kind))
-        out.append(
-            {
-                "rank": None if rank < 0 else int(rank),
-                "device": device,
-                "kind": str(kind),
-                "direction": direction,
-                "memory": memory,
-                "count": len(group),
-                "bytes": total,
-                "time_us": time,
-                "gbps": gbps,
-                "copies_us": exclusive.get((int(rank), device, str(kind)), 0.0),
-                "copy_gbps_mean": float(seen.mean()) if seen.size else np.nan,
-                "copy_gbps_max": float(seen.max()) if seen.size else np.nan,
-            }
-        )
-    frame = pd.DataFrame(out, columns=COLUMNS)
-    frame["rank"] = pd.array(frame["rank"], dtype="Int64")
-    return frame
+    triples = [copy_kind_of(k) for k in kind_of]
+    return pd.DataFrame(
+        {
+            "rank": pd.arrays.IntegerArray(np.maximum(rank_of, 0), rank_of < 0),
+            "device": device_of.astype(object),
+            "kind": kind_of,
+            "direction": [t[1] for t in triples],
+            "memory": [t[2] for t in triples],
+            "count": count.astype(np.int64),
+            "bytes": total,
+            "time_us": time,
+            "gbps": gbps,
+            "copies_us": [
+                exclusive.get((int(r), str(d), k), 0.0)
+                for r, d, k in zip(rank_of.tolist(), device_of.tolist(), kind_of, strict=True)
+            ],
+            "copy_gbps_mean": np.where(seen_count > 0, mean, np.nan),
+            "copy_gbps_max": top,
+        },
+        columns=COLUMNS,
+    )
 
 
 def _exclusive_by_kind(profile: Profile) -> dict[tuple[int, str, str], float]:
@@ -283,17 +353,17 @@ def exclusive_spans(profile: Profile) -> dict[tuple[int, str, str], tuple[np.nda
 
 def _exclusive_spans(profile: Profile) -> dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]]:
     out: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
-    for act in _activities(profile):
-        mine = act.in_categories(COPY_CATEGORIES)
-        if not mine.any():
+    parts = copies_spans(profile)  # the account's copies, per device: split here by kind
+    for act, mine in _activity_copies(profile):
+        key = (-1 if act.rank is None else act.rank, act.device or GPU)
+        left = parts.get(key)
+        if left is None:
             continue
         start, end = act.start[mine], act.end[mine]
-        left = act.without(*merge_intervals(start, end), ("compute", "exchange"))
-        kinds = _kind_lut(act.name)[np.asarray(act.name.codes)[mine]]
-        rank = -1 if act.rank is None else act.rank
+        kinds = _kind_codes(act.name, mine)
         for code in np.unique(kinds).tolist():  # in KIND_ORDER: the first kind takes shared time
             taken = intersect_intervals(*merge_intervals(start[kinds == code], end[kinds == code]), *left)
-            out[(rank, act.device or "", KIND_ORDER[code])] = taken
+            out[(*key, KIND_ORDER[code])] = taken
             left = subtract_intervals(*left, *taken)
     return out
 
