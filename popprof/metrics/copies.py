@@ -1,23 +1,25 @@
 """Host-device copies: per device and copy kind, how many, how many bytes, how long, how fast.
 
-The copies are the time account's (:mod:`popprof.metrics.account`): the device events the device map puts in
-``host_io`` (host <-> device copies) or ``other`` (memsets, on-device copies), the account's ``copies``
-layer. Peer-to-peer copies are communication there (the map's ``exchange``) and not here. Each copy's kind
-comes from its name, as Kineto (CUPTI, roctracer) writes it: ``Memcpy HtoD (Pageable -> Device)``,
-``Memcpy DtoH (Device -> Pinned)``, ``Memcpy DtoD (Device -> Device)``, ``Memset (Device)``; AMD's
-``Memcpy HtoD (Host -> Device)`` does not say which host memory. A kind is a direction (``HtoD``, ``DtoH``,
-``DtoD``, ``HtoH``, ``memset``, ``other``: a copy the name does not place, such as MTIA's ``dma`` requests)
-and, for a copy to or from the host, the host memory (``pageable``, ``pinned``, ``unknown``).
+The copies are the time account's (:mod:`popprof.metrics.account`), on a GPU trace: the device events the
+device map puts in ``host_io`` (host <-> device copies) or ``other`` (memsets, on-device copies), the
+account's ``copies`` layer, a copy nested in another device event counted too (its time is that event's in
+the account). An IPU's host I/O is its ``stream_copies``, not these. Peer-to-peer copies are communication
+there (the map's ``exchange``) and not here. Each copy's kind comes from its name, as Kineto (CUPTI,
+roctracer) writes it: ``Memcpy HtoD (Pageable -> Device)``, ``Memcpy DtoH (Device -> Pinned)``,
+``Memcpy DtoD (Device -> Device)``, ``Memset (Device)``; AMD's ``Memcpy HtoD (Host -> Device)`` does not say
+which host memory. A kind is a direction (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``memset``, ``other``: a
+copy the name does not place, such as MTIA's ``dma`` requests) and, for a copy to or from the host, the host
+memory (``pageable``, ``pinned``, ``unknown``).
 
 Per (rank, device, kind), :func:`copy_kinds` gives:
 
 - ``count``, ``time_us`` (the copies' durations summed: their device time) and ``bytes`` (the ``bytes`` of
   their args; missing when the trace was read without args or records none);
 - ``gbps``: achieved bandwidth, ``bytes`` / ``time_us`` (GB/s, 1e9 bytes per second);
-- ``copies_us``: the kind's share of the account's ``copies`` part (copy time with no compute and no
-  communication running on the device). Where copies of two kinds run at once, the time goes to the kind
-  first in :data:`KIND_ORDER` (pageable copies first), so the kinds' ``copies_us`` sum to the account's
-  ``copies`` of the device: one definition of copy time;
+- ``copies_us``: the kind's part of the account's ``copies`` (copy time with no compute and no communication
+  running on the device: :func:`popprof.metrics.account.copies_spans`, split here by kind). Where copies of
+  two kinds run at once, the time goes to the kind first in :data:`KIND_ORDER` (pageable copies first), so the
+  kinds' ``copies_us`` sum to the account's ``copies`` of the device: one definition of copy time;
 - ``copy_gbps_mean`` / ``copy_gbps_max``: of each copy's own bandwidth (the args' ``memory bandwidth (GB/s)``,
   which Kineto writes as bytes / duration; bytes / duration where it is missing).
 
@@ -26,8 +28,8 @@ Per (rank, device, kind), :func:`copy_kinds` gives:
 characters of its name (``Memcpy HtoD``, ``Memcpy DtoH``, ``Memcpy DtoD``; ``Memset``), adds each copy's
 bandwidth while it runs and describes the positive points of that series per group. Where no two copies of a
 group overlap or touch, those points are the copies' own bandwidths (``count``, ``mean``, ``min``, ``max`` of
-them); where they do, HTA's points are sums of concurrent copies and ``concurrent`` says so
-(``docs/traces.md``).
+them), over HTA's copies (its window leaves the last profiler step out); where they do, HTA's points are
+sums of concurrent copies and ``concurrent`` says so (``docs/traces.md``).
 """
 
 from __future__ import annotations
@@ -140,8 +142,9 @@ def _find_positions(profile: Profile) -> np.ndarray | None:
     wanted = [i for i, c in enumerate(category.categories) if c in COPY_CATEGORIES]
     if not wanted:
         return None
-    codes = np.asarray(category.codes)
-    rows = np.flatnonzero(codes == wanted[0] if len(wanted) == 1 else np.isin(codes, wanted))
+    lut = np.zeros(len(category.categories) + 1, dtype=bool)  # by code; the last entry: code -1 (none)
+    lut[wanted] = True
+    rows = np.flatnonzero(lut[np.asarray(category.codes)])
     if rows.size == 0:
         return None
     keep = masks.device_activity_mask(profile)[rows] & ~masks.bookkeeping_mask(profile)[rows]
@@ -279,21 +282,31 @@ def _args(profile: Profile, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def copy_kinds(profile: Profile) -> pd.DataFrame:
     """Per (rank, device, kind): the figures of :data:`COLUMNS` (module docstring), in rank, device and
-    :data:`KIND_ORDER` order; ``rank`` missing when unknown. Empty without copies; cached per profile."""
-    return profile.cached("copies.kinds", lambda: _copy_kinds(profile)).copy()
+    :data:`KIND_ORDER` order; ``rank`` missing when unknown. Empty without copies."""
+    records = copy_records(profile)
+    frame = pd.DataFrame(records, columns=COLUMNS)
+    frame["rank"] = pd.array(frame["rank"].tolist(), dtype="Int64")
+    for column in ("count",):
+        frame[column] = frame[column].astype(np.int64)
+    for column in ("bytes", "time_us", "gbps", "copies_us", "copy_gbps_mean", "copy_gbps_max"):
+        frame[column] = frame[column].astype(np.float64)  # None -> NaN
+    return frame
 
 
-def _copy_kinds(profile: Profile) -> pd.DataFrame:
-    rows = copy_rows(profile)
-    if rows.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    # one group per (rank, device, kind), numbered in that order: sums by bincount, no Python per group
-    rank_values, rank_index = np.unique(rows["rank"].to_numpy(dtype=np.int64), return_inverse=True)
-    device_values, device_index = np.unique(
-        rows["device"].to_numpy(dtype=object).astype(str), return_inverse=True
-    )
-    kind_index = np.asarray(rows["kind"].array.codes, dtype=np.int64)
-    key = (rank_index * len(device_values) + device_index) * len(KIND_ORDER) + kind_index
+def copy_records(profile: Profile) -> list[dict]:
+    """:func:`copy_kinds` as JSON-ready rows (``rank`` None when unknown, a missing figure None), built once per
+    profile (the summary and the rule read these; each call gets its own dicts)."""
+    return [dict(row) for row in profile.cached("copies.records", lambda: _copy_records(profile))]
+
+
+def _copy_records(profile: Profile) -> list[dict]:
+    rows = _copy_arrays(profile)
+    if rows is None:
+        return []
+    # one group per (rank, device, kind), numbered in that order: sums by bincount, no Python per copy
+    rank_values, rank_index = np.unique(rows["rank"], return_inverse=True)
+    device_values, device_index = np.unique(rows["device"].astype(str), return_inverse=True)
+    key = (rank_index * len(device_values) + device_index) * len(KIND_ORDER) + rows["kind"]
     groups, group = np.unique(key, return_inverse=True)
     n = groups.size
     dur = rows["end_us"] - rows["start_us"]
@@ -309,34 +322,50 @@ def _copy_kinds(profile: Profile) -> pd.DataFrame:
     seen_count = np.bincount(group, weights=seen.astype(np.float64), minlength=n)
     with np.errstate(divide="ignore", invalid="ignore"):
         gbps = np.where(time > 0, total / (time * 1e3), np.nan)
-        mean = np.bincount(group, weights=np.where(seen, own, 0.0), minlength=n) / seen_count
+        mean = np.where(
+            seen_count > 0,
+            np.bincount(group, weights=np.where(seen, own, 0.0), minlength=n) / seen_count,
+            np.nan,
+        )
     top = np.full(n, np.nan)
     np.fmax.at(top, group, own)  # fmax passes over NaN
-    rank_of = rank_values[groups // (len(device_values) * len(KIND_ORDER))]
-    device_of = device_values[(groups // len(KIND_ORDER)) % len(device_values)]
-    kind_of = [KIND_ORDER[k] for k in (groups % len(KIND_ORDER)).tolist()]
     exclusive = _exclusive_by_kind(profile)
-    triples = [copy_kind_of(k) for k in kind_of]
-    return pd.DataFrame(
-        {
-            "rank": pd.arrays.IntegerArray(np.maximum(rank_of, 0), rank_of < 0),
-            "device": device_of.astype(object),
-            "kind": kind_of,
-            "direction": [t[1] for t in triples],
-            "memory": [t[2] for t in triples],
-            "count": count.astype(np.int64),
-            "bytes": total,
-            "time_us": time,
-            "gbps": gbps,
-            "copies_us": [
-                exclusive.get((int(r), str(d), k), 0.0)
-                for r, d, k in zip(rank_of.tolist(), device_of.tolist(), kind_of, strict=True)
-            ],
-            "copy_gbps_mean": np.where(seen_count > 0, mean, np.nan),
-            "copy_gbps_max": top,
-        },
-        columns=COLUMNS,
-    )
+    out = []
+    for g, c, b, t, r, m, x in zip(
+        groups.tolist(),
+        count.tolist(),
+        total.tolist(),
+        time.tolist(),
+        gbps.tolist(),
+        mean.tolist(),
+        top.tolist(),
+        strict=True,
+    ):
+        rank = int(rank_values[g // (len(device_values) * len(KIND_ORDER))])
+        device = str(device_values[(g // len(KIND_ORDER)) % len(device_values)])
+        kind, direction, memory = copy_kind_of(KIND_ORDER[g % len(KIND_ORDER)])
+        out.append(
+            {
+                "rank": None if rank < 0 else rank,
+                "device": device,
+                "kind": kind,
+                "direction": direction,
+                "memory": memory,
+                "count": c,
+                "bytes": _plain(b),
+                "time_us": t,
+                "gbps": _plain(r),
+                "copies_us": exclusive.get((rank, device, kind), 0.0),
+                "copy_gbps_mean": _plain(m),
+                "copy_gbps_max": _plain(x),
+            }
+        )
+    return out
+
+
+def _plain(value: float) -> float | None:
+    """A figure as JSON holds it: None where missing."""
+    return None if value != value else value
 
 
 def _exclusive_by_kind(profile: Profile) -> dict[tuple[int, str, str], float]:

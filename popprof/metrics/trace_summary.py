@@ -100,11 +100,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     out["top_cpu_ops_by_self"] = _records(cpu_by_name, cpu_by_name.self_us, top)
     out["host_wait"] = host_wait_summary(events, out["span_us"], top, profile)
     out.update(_device_part(profile, top))
-    from .copies import copy_kinds
+    from .copies import copy_records
 
-    kinds = copy_kinds(profile)
-    if not kinds.empty:  # host-device copies, memsets, on-device copies: per device and kind
-        out["copies"] = _frame_records(kinds)
+    kinds = copy_records(profile)
+    if kinds:  # host-device copies, memsets, on-device copies: per device and kind
+        out["copies"] = kinds
     out["device_activity"] = device_activity(events, profile)
     from .device_memory import device_memory
 

@@ -18,7 +18,15 @@ import pandas as pd
 from ..io import units, words
 from ..io.plural import plural
 from ..metrics.account import run_account
-from ..metrics.copies import PAGEABLE, PINNED, UNKNOWN, copy_kinds, exclusive_spans
+from ..metrics.copies import (
+    COLUMNS,
+    HOST_DIRECTIONS,
+    PAGEABLE,
+    PINNED,
+    UNKNOWN,
+    copy_records,
+    exclusive_spans,
+)
 from ..model.profile import Profile
 from ..trace.intervals import device_label
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
@@ -43,77 +51,63 @@ def pageable_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
     if ctx.platform != "gpu":
         raise NotEvaluated("needs a GPU trace with host-device copies (Kineto's Memcpy events)")
-    kinds = copy_kinds(profile)
-    host = kinds[kinds["direction"].isin(["HtoD", "DtoH", "HtoH"])]
-    if host.empty:
+    kinds = copy_records(profile)  # a few rows: plain Python, no frame until there is a finding
+    host = [k for k in kinds if k["direction"] in HOST_DIRECTIONS]
+    if not host:
         return []  # no copy between the host and a device: nothing to judge
-    if (host["memory"] == UNKNOWN).all():
+    if all(k["memory"] == UNKNOWN for k in host):
         raise NotEvaluated(
             "needs copies whose name says which host memory (Kineto's 'Memcpy HtoD (Pageable -> Device)'); "
             "this trace's say only 'Host' (AMD's roctracer)"
         )
-    pageable = host[host["memory"] == PAGEABLE]
-    if pageable.empty:
+    pageable = [k for k in host if k["memory"] == PAGEABLE]
+    if not pageable:
         return []
-    runs = run_account(profile)
-    windows = {
-        (-1 if pd.isna(r.rank) else int(r.rank), str(r.device)): float(r.window_us)
-        for r in runs.itertuples(index=False)
-    }
-    rank = pageable["rank"].astype("Float64").fillna(-1).astype(int)
-    per_device = (
-        pageable.assign(rank=rank.to_numpy())
-        .groupby(["rank", "device"], sort=True)
-        .agg(count=("count", "sum"), time_us=("time_us", "sum"), copies_us=("copies_us", "sum"))
-        .reset_index()
-    )
-    per_device["window_us"] = [
-        windows.get((r, d), np.nan) for r, d in zip(per_device["rank"], per_device["device"], strict=True)
-    ]
-    per_device["share"] = per_device["copies_us"] / per_device["window_us"]
-    per_device = per_device.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
-    worst = per_device.iloc[0]
-    share, exclusive = float(worst["share"]), float(worst["copies_us"])
+    windows = _windows(profile)
+    per_device: dict[tuple[int, str], float] = {}  # the pageable copies' part of the account's copies
+    for k in pageable:
+        key = (-1 if k["rank"] is None else k["rank"], k["device"])
+        per_device[key] = per_device.get(key, 0.0) + k["copies_us"]
+    shares = {key: value / windows[key] if windows.get(key) else 0.0 for key, value in per_device.items()}
+    ranked = sorted(per_device, key=lambda key: -shares[key])  # stable: rank and device order among equals
+    worst = ranked[0]
+    share, exclusive = shares[worst], per_device[worst]
     severity, threshold = band(share, params["warning"], params["error"])
     if severity is None and share >= params["info"]:
         severity, threshold = "info", params["info"]
     if severity is None or exclusive < params["min_us"]:
         return []
-    label = device_label(None if worst["rank"] < 0 else int(worst["rank"]), worst["device"])
-    mine = pageable[(rank.to_numpy() == worst["rank"]) & (pageable["device"] == worst["device"]).to_numpy()]
+    label = device_label(None if worst[0] < 0 else worst[0], worst[1])
+    mine = [k for k in pageable if (-1 if k["rank"] is None else k["rank"], k["device"]) == worst]
     message = (
         f"{label + ': ' if label else ''}{_figures(mine, kinds)}; {units.duration(exclusive)} of it with no "
         f"compute or communication running (the time account's copies), {units.percent(share)} of its window "
-        f"{units.duration(float(worst['window_us']))} ({severity} at >= {units.limit_percent(threshold)})"
+        f"{units.duration(windows.get(worst))} ({severity} at >= {units.limit_percent(threshold)})"
     )
-    others = per_device.iloc[1 : 1 + int(params["top"])]
-    if len(others):
+    others = ranked[1 : 1 + int(params["top"])]
+    if others:
         message += "; other devices: " + ", ".join(
-            f"{device_label(None if r < 0 else int(r), d)} {units.percent(s)}"
-            for r, d, s in zip(others["rank"], others["device"], others["share"], strict=True)
+            f"{device_label(None if r < 0 else r, d)} {units.percent(shares[(r, d)])}" for r, d in others
         )
-    spans, devices = {}, []
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for (r, d, kind), (start, end) in exclusive_spans(profile).items():
         if kind.endswith(f" {PAGEABLE}") and len(start):
             who = device_label(None if r < 0 else r, d)
-            devices.append(who)
             previous = spans.get(who)
             spans[who] = (start, end) if previous is None else _joined(previous, (start, end))
-    value = float(per_device["copies_us"].sum())
-    whole = float(per_device["window_us"].sum())
     gain = Gain(
-        value,
+        sum(per_device.values()),
         "us",
         "the pageable copies' part of the time account's copies (their time with no compute or communication "
         "running): the most that pinning their host memory and copying asynchronously, overlapped with "
         "kernels, could remove",
-        whole=whole,
+        whole=sum(windows.get(key) or 0.0 for key in per_device),
         rests_on=("copies",),
         spans=spans,
     )
-    where: dict = {"kinds": sorted(set(pageable["kind"]))}
-    if devices:
-        where["devices"] = sorted(set(devices), key=devices.index)
+    where: dict = {"kinds": sorted({k["kind"] for k in pageable})}
+    if spans:
+        where["devices"] = list(spans)
     return [
         ctx.finding(
             severity,
@@ -122,7 +116,7 @@ def pageable_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
             value=share,
             threshold=threshold,
             where=where,
-            evidence=pageable.reset_index(drop=True),
+            evidence=pd.DataFrame(pageable, columns=COLUMNS),
             figure="copies.copies_us",
             share=share,
             gain=gain,
@@ -130,27 +124,33 @@ def pageable_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def _figures(mine: pd.DataFrame, kinds: pd.DataFrame) -> str:
+def _windows(profile: Profile) -> dict[tuple[int, str], float]:
+    """Each device's window in the time account, by (rank, -1 unknown; device)."""
+    runs = run_account(profile)
+    ranks = runs["rank"].to_numpy(dtype=np.float64, na_value=-1.0).astype(np.int64).tolist()
+    devices = [str(d) for d in runs["device"].tolist()]
+    return dict(zip(zip(ranks, devices, strict=True), runs["window_us"].astype(float).tolist(), strict=True))
+
+
+def _figures(mine: list[dict], kinds: list[dict]) -> str:
     """ "N copies from or to pageable host memory (HtoD 12), B in T on the device (X GB/s; the run's pinned
     HtoD copies: Y GB/s)"."""
-    count = int(mine["count"].sum())
-    parts = ", ".join(
-        f"{k.split(' ')[0]} {int(c):,}" for k, c in zip(mine["kind"], mine["count"], strict=True)
-    )
-    time = float(mine["time_us"].sum())
+    count = sum(k["count"] for k in mine)
+    parts = ", ".join(f"{k['direction']} {k['count']:,}" for k in mine)
+    time = sum(k["time_us"] for k in mine)
     text = f"{plural(count, 'copy', 'copies')} from or to pageable host memory ({parts}), "
-    size = mine["bytes"].to_numpy(dtype=np.float64)
-    if np.isnan(size).any():
-        return text + f"{units.duration(time)} on the device (" + words.COPIES_NO_BYTES + ")"
-    total = float(size.sum())
+    if any(k["bytes"] is None for k in mine):
+        return text + f"{units.duration(time)} on the device ({words.COPIES_NO_BYTES})"
+    total = sum(k["bytes"] for k in mine)
     text += f"{units.bytes_short(total)} in {units.duration(time)} on the device"
     rate = units.bandwidth(total / (time * 1e3)) if time > 0 else units.MISSING
-    pinned = kinds[(kinds["memory"] == PINNED) & kinds["direction"].isin(set(mine["direction"]))]
-    pinned_bytes = pinned["bytes"].to_numpy(dtype=np.float64)
-    pinned_time = float(pinned["time_us"].sum())
-    if len(pinned) and not np.isnan(pinned_bytes).any() and pinned_time > 0:
-        directions = "/".join(sorted(set(pinned["direction"])))
-        rate += f"; the run's pinned {directions} copies: {units.bandwidth(pinned_bytes.sum() / (pinned_time * 1e3))}"
+    directions = {k["direction"] for k in mine}
+    pinned = [k for k in kinds if k["memory"] == PINNED and k["direction"] in directions]
+    pinned_time = sum(k["time_us"] for k in pinned)
+    if pinned and all(k["bytes"] is not None for k in pinned) and pinned_time > 0:
+        which = "/".join(sorted({k["direction"] for k in pinned}))
+        pinned_rate = sum(k["bytes"] for k in pinned) / (pinned_time * 1e3)
+        rate += f"; the run's pinned {which} copies: {units.bandwidth(pinned_rate)}"
     return text + f" ({rate})"
 
 
