@@ -79,6 +79,15 @@ MEMORY_SAVING_WORDS: dict[str, str] = {
 }
 
 
+def steps_words(steps: list[int] | tuple[int, int] | None) -> str:
+    """`` of step N`` / `` of steps A-B`` for a critical path of some profiler steps (``--steps``); empty for
+    the whole trace's."""
+    if not steps:
+        return ""
+    first, last = steps
+    return f" of step {first}" if first == last else f" of steps {first}-{last}"
+
+
 def category_word(code: object, platform: str | None) -> str:
     """The word for people of a category code on ``platform`` (``"gpu"`` or ``"ipu"``; other: IPU's).
 

@@ -315,6 +315,9 @@ def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[s
     lines = ["", "  Critical path (HTA's model: the longest chain of dependent host and GPU work)"]
     if not paths:
         return [*lines, "    none: no GPU work with its launch call in the trace"]
+    steps = words.steps_words(paths[0].get("steps"))
+    if steps:
+        lines.append(f"    (the work{steps} only: its host events and the GPU work they launched)")
     for p in paths:
         who = "" if p.get("rank") is None else f"rank {p['rank']}: "
         parts = ", ".join(
