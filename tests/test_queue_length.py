@@ -113,6 +113,28 @@ def test_ties_occur_and_are_bounded() -> None:
     assert 0 < len(tied) < len(CASES)
 
 
+@pytest.mark.parametrize("run", sorted(REFERENCE["runs"]))
+def test_the_table_is_describe_of_the_series(run: str) -> None:
+    """The table's figures (computed per stream from its launches and starts) are pandas' ``describe()`` of
+    :func:`queue_series`' points (HTA's summary of its series), and its time mean and blocked time read off it."""
+    import pandas as pd
+
+    streams, series = queue_series(_profile(run))
+    table = queue_lengths(_profile(run), 3)
+    assert len(table) == len(streams) and (table["stream"].to_numpy() == streams["stream"].to_numpy()).all()
+    frame = pd.DataFrame({"group": series.group, "length": series.length})
+    described = frame.groupby("group")["length"].describe()
+    for column, stat in {**EXACT, "mean": "mean", "std": "std"}.items():
+        assert np.allclose(
+            table[column].to_numpy(float), described[stat].to_numpy(), rtol=1e-12, equal_nan=True
+        )
+    for g in range(len(streams)):
+        time, length = series.time[series.group == g], series.length[series.group == g]
+        step = np.diff(time)
+        assert table["blocked_us"].iloc[g] == step[length[:-1] >= 3].sum()
+        assert table["time_mean"].iloc[g] == pytest.approx((length[:-1] * step).sum() / (time[-1] - time[0]))
+
+
 def test_a_series_worked_out_by_hand(tmp_path: Path) -> None:
     """Three launches at 0, 1 and 2 us, their kernels starting at 5, 6 and 7 (stream 7), one launch at 3 of a
     copy on stream 9 starting at 4: stream 7's series is 1, 2, 3, 2, 1, 0 at 0, 1, 2, 5, 6, 7."""

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..io import jsonout
 from ..model.profile import Profile
 from .devices import device_work, launch_pairs
 
@@ -83,94 +84,182 @@ class QueueSeries(NamedTuple):
     length: np.ndarray  # int64, the queue length from this point on
 
 
+class _Launches(NamedTuple):
+    """The launched work by stream, in (rank, device, stream) order: per stream its ``rank`` (-1: none),
+    ``device`` (a code of ``devices``) and ``stream``; per item, stream by stream (``bounds``: each one's rows),
+    its launch call's start (``launch``) and its own (``start``), HTA's times."""
+
+    rank: np.ndarray
+    device: np.ndarray
+    devices: pd.Index
+    stream: np.ndarray
+    launch: np.ndarray
+    start: np.ndarray
+    bounds: np.ndarray
+
+    def streams(self) -> pd.DataFrame:
+        """The table's first columns: ``rank``, ``device``, ``stream``, ``launches``."""
+        return pd.DataFrame(
+            {
+                "rank": pd.arrays.IntegerArray(np.where(self.rank >= 0, self.rank, 0), self.rank < 0),
+                "device": pd.Categorical.from_codes(self.device, categories=self.devices),
+                "stream": self.stream,
+                "launches": np.diff(self.bounds),
+            }
+        )
+
+
 def queue_series(profile: Profile) -> tuple[pd.DataFrame, QueueSeries] | None:
     """The streams (``rank``, ``device``, ``stream``, ``launches``) and their series (:class:`QueueSeries`,
-    HTA's ``get_queue_length_time_series``: one point per launch and per work start); None without launched
-    GPU work."""
-    return profile.cached("queue_length.series", lambda: _series(profile))
+    HTA's ``get_queue_length_time_series``: one point per launch and per work start, a launch first at equal
+    times); None without launched GPU work."""
+    found = _launches(profile)
+    if found is None:
+        return None
+    parts = [_merged(found.launch[lo:hi], found.start[lo:hi]) for lo, hi in _slices(found.bounds)]
+    group = np.repeat(np.arange(len(parts)), [2 * (hi - lo) for lo, hi in _slices(found.bounds)])
+    time = np.concatenate([t for t, _ in parts])
+    return found.streams(), QueueSeries(group, time, np.concatenate([q for _, q in parts]))
 
 
-def _series(profile: Profile) -> tuple[pd.DataFrame, QueueSeries] | None:
+def _slices(bounds: np.ndarray) -> list[tuple[int, int]]:
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+
+
+def _merged(launch: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One stream's series from its launch and work start times: the times of its points and the queue length
+    from each on (+1 at each launch, -1 at each work start, in time order, a launch first at equal times: the
+    launches come first into a stable sort, which merges the two sorted runs in one pass)."""
+    times = np.concatenate([launch, start])
+    order = np.argsort(times, kind="stable")
+    return times[order], np.cumsum(np.where(order < launch.size, 1, -1))
+
+
+def _launches(profile: Profile) -> _Launches | None:
+    return profile.cached("queue_length.launches", lambda: _find_launches(profile))
+
+
+def _find_launches(profile: Profile) -> _Launches | None:
     work = device_work(profile)
     if work is None:
         return None
-    found = [launch_pairs(profile, work), launch_pairs(profile, work, QUEUE_ONLY_CALLS)]
+    found = [launch_pairs(profile, work)]
+    if profile.events["name"].array.categories.isin(QUEUE_ONLY_CALLS).any():
+        found.append(launch_pairs(profile, work, QUEUE_ONLY_CALLS))
     items = [p.item for p in found if p is not None]
-    item = np.concatenate(items) if items else np.empty(0, dtype=np.int64)
-    if item.size == 0:
+    if not items or not any(i.size for i in items):
         return None
-    call_start = work["launch_start"].to_numpy()[item]  # the launch call's start, HTA-rounded as the work
+    item = np.concatenate(items)
     rank = work["rank"].to_numpy()[item]
     device = np.asarray(work["device"].array.codes)[item]
     stream = work["stream"].to_numpy()[item]
-    order = np.lexsort((stream, device, rank))
-    rank, device, stream = rank[order], device[order], stream[order]
-    new = np.ones(rank.size, dtype=bool)
-    new[1:] = (rank[1:] != rank[:-1]) | (device[1:] != device[:-1]) | (stream[1:] != stream[:-1])
-    group = np.cumsum(new) - 1  # each launch's stream, in the order above
-    first = np.flatnonzero(new)
-    streams = pd.DataFrame(
-        {
-            "rank": pd.arrays.IntegerArray(np.where(rank[first] >= 0, rank[first], 0), rank[first] < 0),
-            "device": pd.Categorical.from_codes(
-                device[first], categories=work["device"].array.categories
-            ).remove_unused_categories(),
-            "stream": stream[first],
-            "launches": np.diff(np.append(first, rank.size)),
-        }
+    # one small number per (rank, device, stream), ordered as they are: a stable sort on it keeps each
+    # stream's items in launch order (a radix sort when it fits 16 bits)
+    key = np.zeros(item.size, dtype=np.int64)
+    for column in (rank, device, stream):
+        low, high = int(column.min()), int(column.max())
+        if high - low < 1 << 12:  # small numbers (ranks, device codes, CUDA streams): their offsets
+            key = key * (high - low + 1) + (column - low)
+        else:  # large ones (rocprof's queue handles): their places among them
+            codes, numbers = pd.factorize(column, sort=True)
+            key = key * len(numbers) + codes
+    if key.max() < 1 << 15:
+        key = key.astype(np.int16)
+    order = np.argsort(key, kind="stable")
+    item, key = item[order], key[order]
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    pick = order[first]
+    return _Launches(
+        rank=rank[pick],
+        device=device[pick],
+        devices=work["device"].array.categories,
+        stream=stream[pick],
+        launch=work["launch_start"].to_numpy()[item],  # the launch call's start, HTA-rounded as the work
+        start=work["start"].to_numpy()[item],
+        bounds=np.append(first, item.size),
     )
-    # the sweep: +1 at each launch call's start, -1 at its work's start; a launch first at equal times
-    n = item.size
-    times = np.concatenate([call_start[order], work["start"].to_numpy()[item][order]])
-    steps = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
-    groups = np.concatenate([group, group])
-    sweep = np.lexsort((-steps, times, groups))
-    # each stream's steps sum to 0, so the running sum over all streams starts every stream at 0
-    length = np.cumsum(steps[sweep])
-    return streams, QueueSeries(groups[sweep], times[sweep], length)
+
+
+def _rows(profile: Profile, limit: int) -> tuple[_Launches, list[tuple]] | None:
+    """The streams and each one's figures (:func:`_figures`), once per profile and limit."""
+
+    def build() -> tuple[_Launches, list[tuple]] | None:
+        found = _launches(profile)
+        if found is None:
+            return None
+        slices = _slices(found.bounds)
+        return found, [_figures(found.launch[lo:hi], found.start[lo:hi], limit) for lo, hi in slices]
+
+    return profile.cached(f"queue_length.rows.{limit}", build)
 
 
 def _table(profile: Profile, limit: int) -> pd.DataFrame:
-    found = queue_series(profile)
-    if found is None:
+    built = _rows(profile, limit)
+    if built is None:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in QUEUE_COLUMNS})
-    streams, series = found
-    group, time, length = series.group, series.time, series.length.astype(np.float64)
-    count = np.bincount(group).astype(np.float64)
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(group))])
-    lo, hi = bounds[:-1], bounds[1:]
-    mean = np.bincount(group, weights=length) / count
-    squares = np.bincount(group, weights=(length - mean[group]) ** 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        std = np.sqrt(squares / (count - 1))  # pandas' std: ddof 1, NaN for one point
-    ordered = length[np.lexsort((length, group))]
-    # the time to the stream's next point (0 for its last: HTA's NaN, skipped by its sum)
-    step = np.zeros(time.size)
-    step[:-1] = time[1:] - time[:-1]
-    step[hi - 1] = 0.0
-    span = time[hi - 1] - time[lo]
-    integral = np.bincount(group, weights=length * step)
-    blocked = np.bincount(group, weights=np.where(length >= limit, step, 0.0), minlength=lo.size)
-    out = streams.copy()
-    out["points"] = count
-    out["mean"] = mean
-    out["std"] = std
-    out["min"] = ordered[lo]
-    for name, q in (("p25", 0.25), ("median", 0.5), ("p75", 0.75)):
-        out[name] = _quantile(ordered, lo, hi, q)
-    out["max"] = ordered[hi - 1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["time_mean"] = np.where(span > 0, integral / np.where(span > 0, span, 1.0), np.nan)
-    out["span_us"] = span
-    out["blocked_us"] = blocked
-    return out[QUEUE_COLUMNS]
+    found, rows = built
+    figures = dict(zip(QUEUE_COLUMNS[4:], (np.array(c) for c in zip(*rows, strict=True)), strict=True))
+    figures["points"] = figures["points"].astype(np.int64)
+    streams = found.streams()
+    streams["device"] = streams["device"].cat.remove_unused_categories()
+    return pd.DataFrame({**{c: streams[c].array for c in QUEUE_COLUMNS[:4]}, **figures})
 
 
-def _quantile(ordered: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float) -> np.ndarray:
-    """Each stream's ``q`` quantile of its sorted points (``ordered[lo:hi]``), by linear interpolation
-    (pandas' and numpy's default)."""
-    position = (hi - lo - 1) * q
-    below = np.floor(position).astype(np.int64)
-    above = np.minimum(below + 1, hi - lo - 1)
-    fraction = position - below
-    return ordered[lo + below] + (ordered[lo + above] - ordered[lo + below]) * fraction
+def _figures(launch: np.ndarray, start: np.ndarray, limit: int) -> tuple:
+    """One stream's figures (:data:`QUEUE_COLUMNS` from ``points`` on) from its launches and work starts."""
+    time, values = _merged(launch, start)
+    points = values.size
+    low = int(values.min())
+    histogram = np.cumsum(np.bincount(values - low))  # points at or under each length
+    total = int(values.sum())
+    mean = total / points
+    squares = int(np.dot(values, values))  # exact: whole numbers
+    std = float(np.sqrt(max(squares - total * mean, 0.0) / (points - 1)))
+    quartiles = [_quantile(histogram, low, points, q) for q in (0.25, 0.5, 0.75)]
+    most = low + int(np.searchsorted(histogram, points))
+    span = float(time[-1] - time[0])
+    # the time integral of the queue: each item waits from its launch to its start (Little's law)
+    time_mean = (
+        float((start - launch).sum()) / span if span > 0 else float("nan")
+    )  # item by item: epoch times
+    blocked = float(np.diff(time)[values[:-1] >= limit].sum()) if most >= limit else 0.0
+    return (points, mean, std, float(low), *quartiles, float(most), time_mean, span, blocked)
+
+
+def _quantile(histogram: np.ndarray, low: int, points: int, q: float) -> float:
+    """The ``q`` quantile of ``points`` values given as the cumulative count at or under each value from
+    ``low`` on, by linear interpolation (pandas' and numpy's default)."""
+    position = (points - 1) * q
+    below = int(np.floor(position))
+    at = low + int(np.searchsorted(histogram, below + 1))  # the value of the sorted point number ``below``
+    above = low + int(np.searchsorted(histogram, min(below + 2, points)))
+    return at + (above - at) * (position - below)
+
+
+def queue_section(profile: Profile) -> dict | None:
+    """The summary's ``trace.queue_lengths``: ``max_queue_length`` (the full queue's length) and ``streams``
+    (:func:`queue_lengths`' rows as records, ``rank`` None when the trace names none); None without launched
+    GPU work."""
+    built = _rows(profile, MAX_QUEUE_LENGTH)
+    if built is None:
+        return None
+    found, rows = built
+    names = [str(d) for d in found.devices]
+    streams = [
+        {
+            "rank": None if rank < 0 else rank,
+            "device": names[device],
+            "stream": stream,
+            "launches": launches,
+            **dict(zip(QUEUE_COLUMNS[4:], figures, strict=True)),
+        }
+        for rank, device, stream, launches, figures in zip(
+            found.rank.tolist(),
+            found.device.tolist(),
+            found.stream.tolist(),
+            np.diff(found.bounds).tolist(),
+            rows,
+            strict=True,
+        )
+    ]
+    return {"max_queue_length": MAX_QUEUE_LENGTH, "streams": jsonout.plain(streams)}
