@@ -20,7 +20,7 @@ ns-resolution rank's rounded to whole microseconds), the last profiler step left
 does, the launch calls of :data:`popprof.metrics.devices.LAUNCH_CALLS` plus the two HTA's queue adds
 (:data:`QUEUE_ONLY_CALLS`). Where popprof differs (``docs/traces.md``, "Queue length"): streams are told
 apart per device (HTA: by number within a rank); at equal times a launch counts before a work start (HTA's
-order there is its unstable sort's, so its mean and standard deviation can differ in the last digits);
+order there is its unstable sort's, so its mean and standard deviation can differ slightly);
 ``hipExtLaunchKernel`` and ``hipModuleLaunchKernel`` launches count (HTA's queue list lacks them).
 """
 
