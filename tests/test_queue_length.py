@@ -172,3 +172,30 @@ def test_no_gpu_work_gives_an_empty_table(name: str) -> None:
     table = queue_lengths(popprof.open(REAL / name))
     assert table.empty and list(table.columns) == QUEUE_COLUMNS
     assert queue_series(popprof.open(REAL / name)) is None
+
+
+def test_summary_text_and_json() -> None:
+    """The summary's JSON holds the table's rows; its text one line per device under the launch delays: the
+    stream whose queue grew longest with HTA's mean and maximum, and the time blocked on a full queue."""
+    from popprof.report.summary import render_text
+
+    doc = popprof.summary(REAL / "two_ranks")
+    section = doc["trace"]["queue_lengths"]
+    assert section["max_queue_length"] == MAX_QUEUE_LENGTH
+    table = queue_lengths(_profile("two_ranks"))
+    assert [(s["rank"], s["stream"], s["launches"]) for s in section["streams"]] == list(
+        zip(table["rank"].tolist(), table["stream"].tolist(), table["launches"].tolist(), strict=True)
+    )
+    text = " ".join(render_text(doc).split())
+    assert text.index("Kernel launch delay") < text.index(
+        "Queue length per stream (launched, not yet started"
+    )
+    for rank, figures in REFERENCE["runs"]["two_ranks"].items():
+        stream, hta = max(figures["streams"].items(), key=lambda s: s[1]["summary"]["max"])
+        line = (
+            f"rank {rank} gpu:{rank}: mean {hta['summary']['mean']:.1f}, max {hta['summary']['max']:,.0f} on "
+        )
+        assert f"{line}stream {stream}; blocked on a full queue 0.0 us" in text
+    no_gpu = popprof.summary(REAL / "cpu_only_rank-34.json.gz")
+    assert "queue_lengths" not in no_gpu.get("trace", {})
+    assert "Queue length" not in render_text(no_gpu)
