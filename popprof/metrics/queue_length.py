@@ -5,7 +5,7 @@ The figures are HolisticTraceAnalysis's (HTA 0.5.0, ``TraceAnalysis.get_queue_le
 
 - the queue of a stream steps **+1 at the start of each launch call** and **-1 at the start of the GPU work**
   it launched (HTA's ``ts`` of both; its docstring says "decremented when the kernel executes": the
-  kernel's start). The series has one point per step, per (rank, stream);
+  kernel's start). The series has one point per step, per stream;
 - the **statistics** are pandas' ``describe()`` of the series' points, as HTA gives them: ``points`` (HTA's
   ``count``), mean, standard deviation (ddof 1), min, quartiles (linear interpolation) and max. They weigh
   each change alike, not time: popprof adds ``time_mean`` (the series' mean over time, first point to last);
@@ -218,10 +218,10 @@ def _figures(launch: np.ndarray, start: np.ndarray, limit: int) -> tuple:
     quartiles = [_quantile(histogram, low, points, q) for q in (0.25, 0.5, 0.75)]
     most = low + int(np.searchsorted(histogram, points))
     span = float(time[-1] - time[0])
-    # the time integral of the queue: each item waits from its launch to its start (Little's law)
-    time_mean = (
-        float((start - launch).sum()) / span if span > 0 else float("nan")
-    )  # item by item: epoch times
+    # the time integral of the queue: each item waits from its launch to its start (Little's law); summed item
+    # by item, as sums of epoch times in microseconds lose digits
+    waiting = float((start - launch).sum())
+    time_mean = waiting / span if span > 0 else float("nan")
     blocked = float(np.diff(time)[values[:-1] >= limit].sum()) if most >= limit else 0.0
     return (points, mean, std, float(low), *quartiles, float(most), time_mean, span, blocked)
 
@@ -248,7 +248,7 @@ def queue_section(profile: Profile) -> dict | None:
     streams = [
         {
             "rank": None if rank < 0 else rank,
-            "device": names[device],
+            "device": names[device] if device >= 0 else None,
             "stream": stream,
             "launches": launches,
             **dict(zip(QUEUE_COLUMNS[4:], figures, strict=True)),
