@@ -2,9 +2,10 @@
 
 ``fixtures/real/traces/hta_critical_path_reference.json`` (written by ``make_hta_critical_path.py`` there, HTA 0.5.0
 with pandas 2 in its own virtualenv) holds, per rank, HTA's ``critical_path_analysis`` over the whole trace: the
-path's summed duration and its split by ``bound_by``. popprof builds the same graph in its own code: the length
-and every part must be equal, on ten real runs (18 ranks: NVIDIA and AMD, ns- and us-resolution, NCCL, CUDA
-event synchronisation across streams).
+path's summed duration and its split by ``bound_by``, and the same per ``ProfilerStep`` window
+(``annotation="ProfilerStep"``, each instance and all of them). popprof builds the same graph in its own code: the
+length and every part must be equal, on eleven real runs (19 ranks: NVIDIA and AMD, ns- and us-resolution, NCCL,
+CUDA event synchronisation across streams), and on every step window of a host ``ProfilerStep``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import popprof
-from popprof.metrics.critical_path import HTA_PARTS, PARTS, critical_paths
+from popprof.metrics.critical_path import HTA_PARTS, PARTS, critical_paths, path_steps
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 REFERENCE = json.loads((REAL / "hta_critical_path_reference.json").read_text("utf-8"))
@@ -41,7 +42,7 @@ def _paths(run: str) -> dict[int, dict]:
 
 def test_reference_is_hta_050() -> None:
     assert (REFERENCE["tool"], REFERENCE["version"]) == ("HolisticTraceAnalysis", "0.5.0")
-    assert len(CASES) == 18
+    assert len(CASES) == 19
 
 
 @pytest.mark.parametrize(("run", "rank"), CASES)
@@ -53,6 +54,94 @@ def test_length_and_parts_equal_htas(run: str, rank: str) -> None:
     htas = {name: us for name, us in hta["bound_by"].items() if name != "none" and us}
     assert {HTA_PARTS[part]: us for part, us in mine["parts_us"].items() if us} == htas
     assert mine["clipped_edges"] == 0
+
+
+def _host_marker_durations(profile) -> dict[int, list[float]]:
+    """Step number -> durations of the trace's host ``ProfilerStep#N`` markers (HTA's whole microseconds)."""
+    from popprof.trace import masks
+    from popprof.trace.intervals import device_tracks
+
+    events = profile.events
+    marker = masks.step_marker_mask(profile) & ~device_tracks(events)
+    out: dict[int, list[float]] = {}
+    for name, dur in zip(events["name"][marker], events["dur_us"][marker], strict=True):
+        out.setdefault(int(str(name).rsplit("#", 1)[1]), []).append(float(dur))
+    return out
+
+
+#: every (run, rank, window) of HTA's ProfilerStep windows
+STEP_CASES = [
+    (run, rank, i)
+    for run, ranks in REFERENCE["runs"].items()
+    for rank, figures in ranks.items()
+    for i in range(len(figures["steps"]))
+]
+
+
+@pytest.mark.parametrize(("run", "rank", "window"), STEP_CASES)
+def test_step_windows_equal_htas(run: str, rank: str, window: int) -> None:
+    """``critical_paths(profile, steps=(a, b))`` equals HTA's ``critical_path_analysis(annotation="ProfilerStep",
+    instance_id=...)`` where HTA's instances are the rank's host ``ProfilerStep`` markers. Where one of HTA's
+    instances is a marker's GPU-side copy (``gpu_user_annotation``: HTA counts it among the instances, in trace
+    order), HTA's window is that copy's span; popprof's is always the host marker's (docs/traces.md), and its
+    path is then the host window's: equal to HTA's over all instances of the step."""
+    hta = REFERENCE["runs"][run][rank]["steps"][window]
+    profile = popprof.open(_path(run), with_args=True)
+    steps = (min(hta["steps"]), max(hta["steps"]))
+    mine = {(p["rank"] if p["rank"] is not None else 0): p for p in critical_paths(profile, steps=steps)}[
+        int(rank)
+    ]
+    assert mine["steps"] == list(steps)
+    host = _host_marker_durations(profile)
+    on_host = all(
+        any(abs(d - dur) <= 2 for d in host.get(n, []))
+        for n, dur in zip(hta["steps"], hta["annotation_dur"], strict=True)
+    )
+    mine_parts = {HTA_PARTS[part]: us for part, us in mine["parts_us"].items() if us}
+    if on_host:
+        assert mine["length_us"] == hta["total"]
+        assert mine_parts == {k: us for k, us in hta["bound_by"].items() if k != "none" and us}
+    else:  # HTA's window was a GPU-side copy's: popprof's equals HTA's window over all of the step's instances
+        whole = next(s for s in REFERENCE["runs"][run][rank]["steps"] if len(s["steps"]) > 1)
+        assert mine["length_us"] == whole["total"]
+        if len(hta["steps"]) == 1:  # the GPU-side copy's window alone is another (shorter) path
+            assert hta["total"] < whole["total"]
+
+
+def test_a_step_window_is_shorter_than_the_whole_and_the_steps_add_up() -> None:
+    """nccl_data (steps 4, 5 and 6, the last left out): each step's path is part of the whole's; the two
+    steps' windows together give the whole trace's path, since nothing of step 6 is in it."""
+    profile = popprof.open(REAL / "nccl_data.json.gz", with_args=True)
+    assert path_steps(profile) == [4, 5]
+    whole = critical_paths(profile)[0]["length_us"]
+    four, five = (critical_paths(profile, steps=(n, n))[0]["length_us"] for n in (4, 5))
+    assert 0 < four < whole and 0 < five < whole
+    assert critical_paths(profile, steps=(4, 5))[0]["length_us"] == whole
+    assert critical_paths(profile, steps=(6, 6)) == []  # the last step: no host event in HTA's window
+    assert critical_paths(profile, steps=(7, 9)) == []
+
+
+def test_steps_on_the_command_line(capsys) -> None:
+    """``--steps`` implies ``--critical-path``, says which steps in the text and the JSON, and names the steps
+    there are when it names none (exit 2, one line)."""
+    from popprof.cli import main
+
+    trace = str(REAL / "nccl_data.json.gz")
+    assert main(["-q", "summary", trace, "--steps", "5", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["trace"]["critical_path"][0]["steps"] == [5, 5]
+    assert doc["what_limits"]["critical_path"]["steps"] == [5, 5]
+    assert main(["-q", "summary", trace, "--steps", "4-5"]) == 0
+    text = capsys.readouterr().out
+    assert "(the work of steps 4-5 only: its host events and the GPU work they launched)" in text
+    assert "Critical path of steps 4-5 (rank 0): 203.04 ms, 100.0 % host" in " ".join(text.split())
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert main(["-q", "summary", trace, "--steps", "6"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--steps 6: nccl_data has no such ProfilerStep#N" in err[0]
+    assert "(its steps: 4, 5;" in err[0]
+    assert main(["-q", "summary", trace, "--steps", "5-4"]) == 2
+    assert "a range A-B runs from A up to B" in capsys.readouterr().err
 
 
 def test_the_shares_and_the_top_names_add_up() -> None:

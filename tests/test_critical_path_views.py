@@ -225,3 +225,22 @@ def test_an_ipu_profile_has_no_critical_path_to_draw(tmp_path: Path, fixtures_di
     capsys.readouterr()
     assert _export(tmp_path, profile, "--critical-path", name="path.json").read_bytes() == plain
     assert "popprof: note: no critical path" in capsys.readouterr().err
+
+
+def test_steps_mark_only_that_steps_path_and_the_report_says_so(tmp_path: Path, capsys) -> None:
+    """``--steps`` on the timeline and the report: the overlay of step 4 alone is the edges of step 4's path
+    (fewer than the whole trace's), and the report's section names the steps."""
+    trace = REAL / "nccl_data.json.gz"
+    profile = read_path(trace, with_args=True)
+    edges = critical_path_edges(profile, (4, 4))
+    whole = critical_path_edges(profile)
+    assert 0 < len(edges) < len(whole)
+    _export(tmp_path, trace, "--steps", "4")
+    marked = len(set(edges["from_event_id"]) | set(edges["to_event_id"]))
+    assert f"{marked:,} events marked" in capsys.readouterr().err
+    out = tmp_path / "r.html"
+    assert main(["report", str(trace), "-o", str(out), "--no-plots", "--steps", "4-5"]) == 0
+    assert "<h3>Critical path (HTA's model), steps 4-5 only</h3>" in out.read_text()
+    assert main(["timeline", str(trace), "-o", str(tmp_path / "x.json"), "--steps", "9"]) == 2
+    assert "its steps: 4, 5" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()

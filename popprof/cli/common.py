@@ -102,6 +102,59 @@ def shapes_option() -> Callable:
     )
 
 
+def _parse_steps(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    """``N`` or ``A-B`` -> ``(first, last)`` step numbers; a usage error otherwise."""
+    if value is None:
+        return None
+    first, _, last = value.strip().partition("-")
+    try:
+        steps = (int(first), int(last or first))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a step number N or a range A-B", ctx, param) from None
+    if steps[0] < 0 or steps[1] < steps[0]:
+        raise click.BadParameter(f"{value!r}: a range A-B runs from A up to B (both 0 or more)", ctx, param)
+    return steps
+
+
+def critical_path_options(action: str) -> Callable:
+    """``--critical-path`` (``action``: what the command does with each rank's critical path) and ``--steps N``
+    or ``A-B`` (only the work of those profiler steps, HTA's annotation window; implies ``--critical-path``)."""
+
+    def decorate(command: Callable) -> Callable:
+        command = click.option(
+            "--steps",
+            "steps",
+            metavar="N|A-B",
+            callback=_parse_steps,
+            help="With --critical-path: only the work of these ProfilerStep#N steps (implies it).",
+        )(command)
+        return click.option(
+            "--critical-path",
+            is_flag=True,
+            help=f"{action} (HTA's model; reads the events' arguments, for the sync events).",
+        )(command)
+
+    return decorate
+
+
+def require_steps(profile: Profile, steps: tuple[int, int] | None) -> None:
+    """A usage error when ``steps`` (``--steps``) names no step of ``profile`` the critical path can look at,
+    naming the steps it has."""
+    if steps is None:
+        return
+    from ..metrics.critical_path import path_steps
+
+    found = path_steps(profile)
+    if any(steps[0] <= n <= steps[1] for n in found):
+        return
+    asked = str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
+    has = ", ".join(map(str, found)) if found else "none"
+    raise UsageError(
+        f"--steps {asked}: {profile.name} has no such ProfilerStep#N to look at (its steps: {has}; the last "
+        "step of a trace with several is left out, as HTA does)"
+    )
+
+
 def top_option(what: str) -> Callable:
     """``--top N``: how many ``what`` each section lists (``summary``, ``diff``)."""
     return click.option(

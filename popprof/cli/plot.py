@@ -12,6 +12,7 @@ from ..model.errors import UsageError
 from .common import (
     FIGURES_ONLY,
     config_option,
+    critical_path_options,
     device_map_inputs,
     load_one_profile,
     load_profiles,
@@ -19,6 +20,7 @@ from .common import (
     reading_options,
     reads_arguments,
     require_inputs,
+    require_steps,
     said_wrote,
     shapes_option,
 )
@@ -186,11 +188,7 @@ def _needs(kind: str) -> str:
 @click.option("--title", default=None, help="Report title (default: the profile names).")
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
-@click.option(
-    "--critical-path",
-    is_flag=True,
-    help="Add each rank's critical path (HTA's model; reads the events' arguments, for the sync events).",
-)
+@critical_path_options("Add each rank's critical path")
 @config_option("Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
 @shapes_option()
 @reading_options(engine=True)
@@ -201,6 +199,7 @@ def report_command(
     svg: bool,
     no_plots: bool,
     critical_path: bool,
+    steps: tuple[int, int] | None,
     config_file: Path | None,
     shapes: bool | None,
     engine: str | None,
@@ -221,6 +220,7 @@ def report_command(
     require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
     config = _config(config_file)
+    critical_path = critical_path or steps is not None
     shapes = reads_arguments([path], shapes) or critical_path  # the path's syncs are in the args
     read_options = reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
     if not no_plots:
@@ -232,6 +232,8 @@ def report_command(
     from ..report.html import write
 
     profiles = load_profiles(path, engine, **read_options)
+    for profile in profiles.values():
+        require_steps(profile, steps)
     write(
         list(profiles.values()),
         str(output),
@@ -240,5 +242,6 @@ def report_command(
         image_format="svg" if svg else "png",
         config=config,
         critical_path=critical_path,
+        steps=steps,
     )
     said_wrote(output)

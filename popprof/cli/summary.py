@@ -11,6 +11,7 @@ from .common import (
     FIGURES_ONLY,
     check_output,
     clean_for_json,
+    critical_path_options,
     device_map_inputs,
     echo_json,
     emit,
@@ -23,6 +24,7 @@ from .common import (
     reader_options,
     reading_options,
     reads_arguments,
+    require_steps,
     shapes_option,
     start_reading,
     text_width,
@@ -37,11 +39,7 @@ from .common import (
 @top_option("Programs, kernels, events and threads")
 @output_option()
 @shapes_option()
-@click.option(
-    "--critical-path",
-    is_flag=True,
-    help="Add each rank's critical path (HTA's model; reads the events' arguments, for the sync events).",
-)
+@critical_path_options("Add each rank's critical path")
 @reading_options(config=True)
 def summary_command(
     path: str,
@@ -53,6 +51,7 @@ def summary_command(
     device_map: str | None,
     shapes: bool | None,
     critical_path: bool,
+    steps: tuple[int, int] | None,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -71,7 +70,9 @@ def summary_command(
       popprof summary traces_dir/ --format csv
       popprof summary trace.json.gz --no-shapes --format json
       popprof summary trace.json.gz --critical-path
+      popprof summary trace.json.gz --critical-path --steps 4-5
     """
+    critical_path = critical_path or steps is not None
     shapes = reads_arguments([path], shapes) or critical_path
     start_reading(
         path, with_args=shapes, **FIGURES_ONLY
@@ -94,7 +95,10 @@ def summary_command(
     # after the read's byte bar: a phase of its own, so a long analysis is not a full bar sitting still
     with progress(f"analysing {Path(path).name}", total=len(profiles)) as advance:
         for profile in profiles.values():
-            summaries.append(explained_summary(profile, top=top, config=config, critical_path=critical_path))
+            require_steps(profile, steps)
+            summaries.append(
+                explained_summary(profile, top=top, config=config, critical_path=critical_path, steps=steps)
+            )
             advance(1)
     if fmt == "json":
         echo_json(clean_for_json(summaries[0] if len(summaries) == 1 else summaries), output)

@@ -9,11 +9,13 @@ import click
 
 from ..model.errors import UsageError
 from .common import (
+    critical_path_options,
     device_map_inputs,
     load_one_profile,
     reader_options,
     reading_options,
     require_inputs,
+    require_steps,
     said_wrote,
     start_reading,
 )
@@ -34,11 +36,8 @@ if TYPE_CHECKING:
     help="Chrome trace JSON to write (.json, or .json.gz to compress).",
 )
 @click.option("--with-args", is_flag=True, help="Keep trace event args (Chrome traces) in the export.")
-@click.option(
-    "--critical-path",
-    is_flag=True,
-    help="Mark each rank's critical path (arg critical_path) and draw its edges across threads and "
-    "streams as flows (HTA's overlay; reads the events' args, for the sync events).",
+@critical_path_options(
+    "Mark each rank's critical path (arg critical_path), its edges across threads as flows"
 )
 @reading_options(engine=True, config=True)
 def timeline_command(
@@ -47,6 +46,7 @@ def timeline_command(
     engine: str | None,
     with_args: bool,
     critical_path: bool,
+    steps: tuple[int, int] | None,
     device_map: str | None,
     config_file: Path | None,
 ) -> None:
@@ -66,6 +66,7 @@ def timeline_command(
       popprof timeline trace.pvti -o trace.json.gz
       popprof timeline pytorch_trace.json.gz -o roundtrip.json --with-args
       popprof timeline trace.json.gz -o path.json --critical-path
+      popprof timeline trace.json.gz -o step5.json --critical-path --steps 5
     """
     require_inputs(path)  # before the timeline's imports: a missing file is said at once
     from ..io.atomic import refuse_overwriting_inputs
@@ -73,13 +74,15 @@ def timeline_command(
     from ..trace.timeline import write_timeline
 
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
+    critical_path = critical_path or steps is not None
     reads_args = with_args or critical_path  # the path's syncs are in the args
     start_reading(path, with_args=reads_args)
     options = reader_options(device_map, load_config(explicit=config_file), with_args=reads_args)
     profile = load_one_profile(path, engine, **options)
     if not (profile.has("events") or profile.has("steps")):
         raise UsageError(f"{path}: nothing to put on a timeline (no trace events and no execution steps)")
-    overlay = _critical_path(profile) if critical_path else None
+    require_steps(profile, steps)
+    overlay = _critical_path(profile, steps) if critical_path else None
     stats = write_timeline(profile, output, overlay=overlay, keep_args=with_args)
     if overlay is not None:
         from ..io.plural import plural
@@ -95,11 +98,12 @@ def timeline_command(
     said_wrote(output, f"{stats.events:,} events, {stats.steps:,} steps, {stats.counters:,} counter samples")
 
 
-def _critical_path(profile: Profile) -> Overlay | None:
-    """The critical path overlay, or None (said in a note) when the trace has none."""
+def _critical_path(profile: Profile, steps: tuple[int, int] | None) -> Overlay | None:
+    """The critical path overlay (of ``steps`` only, when given), or None (said in a note) when the trace has
+    none."""
     from ..metrics.critical_overlay import critical_path_overlay
 
-    overlay = critical_path_overlay(profile)
+    overlay = critical_path_overlay(profile, steps)
     if overlay is None:
         click.echo(
             "popprof: note: no critical path (no GPU work with its launch call in the trace); "

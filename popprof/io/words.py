@@ -75,12 +75,25 @@ CRITICAL_PATH_WORDS: dict[str, str] = {
     "launch_delay": "launch delay",
     "kernel_gap": "kernel gaps",
 }
+#: A GPU stream's queue (``metrics/queue_length.py``): work launched by the host, not yet started on the stream
+#: (HTA's queue length), and the time the stream held a full one (HTA's time blocked on a full queue).
+QUEUE_LENGTH = "queue length"
+FULL_QUEUE = "blocked on a full queue"
 #: The options that free memory on the fullest tile, by the key of its savings (``metrics/tiles.py``).
 MEMORY_SAVING_WORDS: dict[str, str] = {
     "fp16": "FP16 storage",
     "recomputation": "recomputation",
     "offloading": "offloading",
 }
+
+
+def steps_words(steps: list[int] | tuple[int, int] | None) -> str:
+    """`` of step N`` / `` of steps A-B`` for a critical path of some profiler steps (``--steps``); empty for
+    the whole trace's."""
+    if not steps:
+        return ""
+    first, last = steps
+    return f" of step {first}" if first == last else f" of steps {first}-{last}"
 
 
 def category_word(code: object, platform: str | None) -> str:

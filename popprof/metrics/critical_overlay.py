@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace.timeline import Overlay
-from .critical_path import critical_path_edges
+from .critical_path import Steps, critical_path_edges
 
 #: The arg that marks an event on the critical path, and the flows' ``cat`` and ``name``.
 MARK = FLOW_NAME = "critical_path"
@@ -29,11 +29,11 @@ MARK = FLOW_NAME = "critical_path"
 NUDGE_US = 0.001
 
 
-def critical_path_overlay(profile: Profile) -> Overlay | None:
-    """The critical path of every rank as an :class:`~popprof.trace.timeline.Overlay`: the events on it
-    marked, an arrow per edge across threads or streams; None without a critical path (no GPU work
-    launched in the trace)."""
-    edges = critical_path_edges(profile)
+def critical_path_overlay(profile: Profile, steps: Steps | None = None) -> Overlay | None:
+    """The critical path of every rank (of the work of ``steps`` only, when given: first and last profiler
+    step) as an :class:`~popprof.trace.timeline.Overlay`: the events on it marked, an arrow per edge across
+    threads or streams; None without a critical path (no GPU work launched in the trace)."""
+    edges = critical_path_edges(profile, steps)
     if edges.empty:
         return None
     events = profile.get("events")

@@ -46,6 +46,7 @@ from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import category_mask
 from ..trace.gpu_work import has_fraction, last_step_start
+from ..trace.intervals import device_tracks
 from .trace import parent_rows
 
 #: Kineto categories of host operators (``Operator``: Kineto before 2022) and of runtime calls, the host
@@ -98,10 +99,17 @@ HTA_PARTS = {
 OPERATOR, DEPENDENCY, LAUNCH_DELAY, KERNEL_GAP, SYNC = range(5)
 #: How many events on the path each rank lists (the longest first).
 TOP_EVENTS = 5
+#: A window of profiler steps: the first and the last step number, both included.
+Steps = tuple[int, int]
 
 
-def critical_paths(profile: Profile, top: int = TOP_EVENTS) -> list[dict]:
+def critical_paths(profile: Profile, top: int = TOP_EVENTS, steps: Steps | None = None) -> list[dict]:
     """Per rank of a GPU trace, its critical path; empty without GPU work.
+
+    ``steps``: ``(first, last)`` profiler step numbers (``ProfilerStep#N``, as the summary's iterations number
+    them) to look at only the work of those steps, HTA's ``annotation="ProfilerStep"`` window: the host events
+    that start from the first step's start to the last one's end (its host ``ProfilerStep#N`` markers on the
+    rank) and the GPU work those launched; a rank without those steps has no path. None: the whole trace.
 
     Each item: ``rank``, ``length_us`` (the path's weight), ``window_us`` (from the first node to the last of the
     rank), ``parts_us`` and ``shares`` (each of :data:`PARTS`: its time on the path and its share of the length),
@@ -110,10 +118,11 @@ def critical_paths(profile: Profile, top: int = TOP_EVENTS) -> list[dict]:
     pytorch/pytorch#105187 (2023), no wait of the host on the GPU joins the two, and the path is the longer of the
     host's chain and the GPU's alone), ``unresolved_syncs`` (event synchronisations whose recorded work was not
     found: all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the path
-    (``name``, ``part``, ``count`` of its events on the path, ``us``, ``share``)."""
+    (``name``, ``part``, ``count`` of its events on the path, ``us``, ``share``), and with ``steps``, ``steps``
+    (``[first, last]``)."""
     events = profile.get("events")
     out = []
-    for path in _rank_paths(profile):
+    for path in _rank_paths(profile, steps):
         item = {"rank": path.rank, **_describe(events, path, top)}
         item.update(
             window_us=path.window_us,
@@ -121,6 +130,8 @@ def critical_paths(profile: Profile, top: int = TOP_EVENTS) -> list[dict]:
             sync_events=path.syncs,
             unresolved_syncs=path.unresolved,
         )
+        if steps is not None:
+            item["steps"] = [int(steps[0]), int(steps[1])]
         out.append(item)
     return out
 
@@ -131,13 +142,14 @@ EDGE_COLUMNS = ["rank", "from_event_id", "from_end", "to_event_id", "to_end", "k
 EDGE_KINDS = ("operator", "dependency", "launch_delay", "kernel_gap", "sync")
 
 
-def critical_path_edges(profile: Profile) -> pd.DataFrame:
+def critical_path_edges(profile: Profile, steps: Steps | None = None) -> pd.DataFrame:
     """The edges of every rank's critical path, in order (:data:`EDGE_COLUMNS`): from which event's start or
     end (``from_end``) to which, the edge's ``kind`` (:data:`EDGE_KINDS`), its weight, and the event its time
-    belongs to (``event_id``; missing for dependencies, syncs, launch delays and kernel gaps)."""
+    belongs to (``event_id``; missing for dependencies, syncs, launch delays and kernel gaps). ``steps``: as
+    :func:`critical_paths`'."""
     events = profile.get("events")
     frames = []
-    for path in _rank_paths(profile):
+    for path in _rank_paths(profile, steps):
         src, dst, weight, kind, owner = (column[path.path] for column in path.edges)
         ids = events["event_id"].to_numpy()[path.rows]
         owned = owner >= 0
@@ -180,12 +192,13 @@ class _RankPath:
     order: np.ndarray | None  # the edges in topological order (None: a cycle)
 
 
-def _rank_paths(profile: Profile) -> list[_RankPath]:
-    """Every rank's graph and path, built once per profile scope."""
-    return profile.cached("critical_path.paths", lambda: _build(profile))
+def _rank_paths(profile: Profile, steps: Steps | None = None) -> list[_RankPath]:
+    """Every rank's graph and path (in the window of ``steps``), built once per profile scope."""
+    key = "critical_path.paths" if steps is None else f"critical_path.paths.{int(steps[0])}-{int(steps[1])}"
+    return profile.cached(key, lambda: _build(profile, steps))
 
 
-def _build(profile: Profile) -> list[_RankPath]:
+def _build(profile: Profile, steps: Steps | None) -> list[_RankPath]:
     events = profile.get("events")
     if events is None or events.empty or not masks.stream_mask(profile).any():
         return []
@@ -194,7 +207,7 @@ def _build(profile: Profile) -> list[_RankPath]:
     for code in np.unique(rank):
         rows = np.flatnonzero(rank == code)
         label = events["rank"].iloc[rows[0]]
-        result = _rank_path(profile, events, rows, None if pd.isna(label) else int(label))
+        result = _rank_path(profile, events, rows, None if pd.isna(label) else int(label), steps)
         if result is not None:
             out.append(result)
     return out
@@ -235,9 +248,10 @@ class _Graph:
 
 
 def _rank_path(
-    profile: Profile, events: pd.DataFrame, rows: np.ndarray, rank: int | None
+    profile: Profile, events: pd.DataFrame, rows: np.ndarray, rank: int | None, steps: Steps | None = None
 ) -> _RankPath | None:
-    """The critical path of one rank (``rows``: its events' positions); None when it has no GPU work."""
+    """The critical path of one rank (``rows``: its events' positions), in the window of ``steps`` when given;
+    None when it has no GPU work there."""
     names = events["name"].array
     channel = events["channel"].array
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
@@ -254,9 +268,13 @@ def _rank_path(
     kept = np.ones(len(rows), dtype=bool) if limit is None else ~(start >= limit)
     timed = np.isfinite(start) & np.isfinite(dur)  # an event without a time cannot be placed on a path
     # a step marker (``ProfilerStep#N``, an ``Operator`` in Kineto before 2022) spans work, it is none
-    host = (
-        is_host_channel & np.isnan(stream) & (dur > 0) & kept & timed & ~masks.step_marker_mask(profile)[rows]
-    )
+    marker = masks.step_marker_mask(profile)[rows]
+    host = is_host_channel & np.isnan(stream) & (dur > 0) & kept & timed & ~marker
+    if steps is not None:  # HTA's window: host events starting inside it (GPU work follows its launch call)
+        window = _step_window(events, rows, marker, start, dur, steps)
+        if window is None:
+            return None
+        host &= (start >= window[0]) & (start <= window[1])
     sync_names = ("Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event")
     is_sync = (np.asarray(channel[rows], dtype=object) == "cuda_sync") & np.isin(name, sync_names)
     on_stream = ~np.isnan(stream) & (stream >= 0) & ~is_sync
@@ -301,6 +319,54 @@ def _rank_path(
     window = float(graph.times.max() - graph.times.min())
     syncs = int(is_sync.sum())
     return _RankPath(rank, rows, nodes_of, edges, path, on_stream, window, clipped, syncs, unresolved, order)
+
+
+def path_steps(profile: Profile) -> list[int]:
+    """The profiler step numbers a ``steps`` window of :func:`critical_paths` can name: those of the host
+    ``ProfilerStep#N`` markers of any rank, less each rank's last where HTA leaves it out
+    (:func:`popprof.trace.gpu_work.last_step_start`)."""
+    events = profile.get("events")
+    if events is None or events.empty:
+        return []
+    marker = masks.step_marker_mask(profile)
+    if not marker.any():
+        return []
+    rank = masks.rank_array(profile)
+    start = events["start_us"].to_numpy(dtype=np.float64)
+    found: set[int] = set()
+    for code in np.unique(rank[marker]):
+        rows = np.flatnonzero(rank == code)
+        at = rows[np.flatnonzero(marker[rows] & ~device_tracks(events, rows=rows))]
+        limit = last_step_start(events, rows)
+        if limit is not None:
+            at = at[~(start[at] >= limit)]
+        found.update(_step_number(n) for n in events["name"].array[at])
+    return sorted(found)
+
+
+def _step_number(name: object) -> int:
+    """N of a ``ProfilerStep#N`` name."""
+    return int(str(name).rsplit("#", 1)[1])
+
+
+def _step_window(
+    events: pd.DataFrame,
+    rows: np.ndarray,
+    marker: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    steps: Steps,
+) -> tuple[float, float] | None:
+    """From the first start to the last end of the rank's host ``ProfilerStep#N`` markers with N in ``steps``
+    (a GPU-side copy of a marker, Kineto's ``gpu_user_annotation``, left out); None when it has none."""
+    at = np.flatnonzero(marker & ~device_tracks(events, rows=rows))
+    names = np.asarray(events["name"].array[rows[at]], dtype=object)
+    numbers = np.array([_step_number(n) for n in names], dtype=np.int64)
+    at = at[(numbers >= steps[0]) & (numbers <= steps[1])]
+    at = at[np.isfinite(start[at]) & np.isfinite(dur[at])]
+    if not at.size:
+        return None
+    return float(start[at].min()), float((start[at] + dur[at]).max())
 
 
 def _calls_by_correlation(correlation: np.ndarray, calls: np.ndarray) -> dict[float, int]:

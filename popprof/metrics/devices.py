@@ -684,19 +684,22 @@ class LaunchPairs(NamedTuple):
     delay: np.ndarray  # work start - call end, clipped at 0 (-0.0 and NaN stay)
 
 
-def launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
+def launch_pairs(
+    profile: Profile, work: pd.DataFrame, calls: tuple[str, ...] = LAUNCH_CALLS
+) -> LaunchPairs | None:
     """The pairs of :func:`launch_delays` as arrays; None when the trace has no launch call. Joined once per
     profile scope for the profile's own GPU work (:func:`device_work`: the launch statistics and the
-    launch-overhead figures both read them)."""
-    if work is device_work(profile):
-        return profile.cached("devices.launch_pairs", lambda: _launch_pairs(profile, work))
-    return _launch_pairs(profile, work)
+    launch-overhead figures both read them). ``calls``: the launch calls' names (the queue length adds the
+    two HTA's queue counts beside these)."""
+    if work is device_work(profile) and calls == LAUNCH_CALLS:
+        return profile.cached("devices.launch_pairs", lambda: _launch_pairs(profile, work, calls))
+    return _launch_pairs(profile, work, calls)
 
 
-def _launch_pairs(profile: Profile, work: pd.DataFrame) -> LaunchPairs | None:
+def _launch_pairs(profile: Profile, work: pd.DataFrame, calls: tuple[str, ...]) -> LaunchPairs | None:
     events = profile.events
     names = events["name"].array
-    is_call = category_mask(names, names.categories.isin(LAUNCH_CALLS))
+    is_call = category_mask(names, names.categories.isin(calls))
     rows = np.flatnonzero(is_call & ~masks.stream_mask(profile) & events["correlation"].notna().to_numpy())
     if rows.size == 0:
         return None

@@ -271,6 +271,7 @@ def host_wait_summary(
 
 def _device_part(profile: Profile, top: int) -> dict:
     from . import devices
+    from .queue_length import queue_section
 
     breakdown = devices.device_breakdown(profile)
     if breakdown.empty:
@@ -293,6 +294,9 @@ def _device_part(profile: Profile, top: int) -> dict:
         launches = devices.launch_summary(profile)
         if not launches.empty:
             out["launch_delays"] = _frame_records(launches)
+        queues = queue_section(profile)
+        if queues is not None:
+            out["queue_lengths"] = queues
     spans = _whole_work_spans(profile, breakdown)
     if spans:
         out["work_spans"] = spans

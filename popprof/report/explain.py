@@ -182,7 +182,8 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
             else f" (rank {rank})"
         )
         lines += textwrap.wrap(
-            f"Critical path{who}: {units.duration(path['length_us'])}, {units.percent(path['share'])} "
+            f"Critical path{words.steps_words(path.get('steps'))}{who}: "
+            f"{units.duration(path['length_us'])}, {units.percent(path['share'])} "
             f"{words.CRITICAL_PATH_WORDS[path['part']]}; all of that free would shorten it by "
             f"{units.duration(path['saving_us'])}",
             width,
@@ -213,15 +214,17 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
     return lines
 
 
-def add_critical_path(profile: Profile, doc: dict, top: int = 10) -> dict:
+def add_critical_path(
+    profile: Profile, doc: dict, top: int = 10, steps: tuple[int, int] | None = None
+) -> dict:
     """``doc`` (:func:`popprof.metrics.summary.summarise`'s) with each rank's critical path in its trace
     section, ``critical_path`` (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5
-    names; an empty list without GPU work); unchanged without a trace section. The summary and the report
-    both read it from here."""
+    names, the work of ``steps`` only when given; an empty list without GPU work); unchanged without a trace
+    section. The summary and the report both read it from here."""
     if isinstance(doc.get("trace"), dict):
         from ..metrics.critical_path import TOP_EVENTS, critical_paths
 
-        doc["trace"]["critical_path"] = critical_paths(profile, top=min(top, TOP_EVENTS))
+        doc["trace"]["critical_path"] = critical_paths(profile, top=min(top, TOP_EVENTS), steps=steps)
     return doc
 
 
@@ -234,7 +237,7 @@ def longest_critical_path(paths: list[dict] | None) -> dict | None:
         return None
     path = max(paths, key=lambda p: p["length_us"])
     part = max(path["parts_us"], key=lambda k: path["parts_us"][k])
-    return {
+    out = {
         "rank": path["rank"],
         "ranks": len(paths),
         "length_us": path["length_us"],
@@ -242,15 +245,23 @@ def longest_critical_path(paths: list[dict] | None) -> dict | None:
         "share": path["shares"][part],
         "saving_us": path["savings_us"][part],
     }
+    if "steps" in path:
+        out["steps"] = path["steps"]
+    return out
 
 
 def explained_summary(
-    profile: Profile, top: int = 10, config: dict | None = None, critical_path: bool = False
+    profile: Profile,
+    top: int = 10,
+    config: dict | None = None,
+    critical_path: bool = False,
+    steps: tuple[int, int] | None = None,
 ) -> dict:
     """:func:`popprof.metrics.summary.summarise` with ``what_limits`` after the profile's name: the account
     and the top opportunities of the rules (run with ``config``'s rule settings), figures shared once.
     ``critical_path``: a GPU trace's section also holds each rank's critical path
-    (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5 names)."""
+    (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5 names), of the work of
+    ``steps`` (first and last profiler step) only when given."""
     from ..metrics import shared
     from ..metrics.summary import summarise
     from ..rules import check
@@ -258,7 +269,7 @@ def explained_summary(
     with shared(profile):
         doc = summarise(profile, top=top)
         if critical_path:
-            add_critical_path(profile, doc, top)
+            add_critical_path(profile, doc, top, steps)
         findings = check(profile, config=config)  # ranked by gain, gains counted once
         limits = what_limits(profile, findings)
     if limits is None:

@@ -419,6 +419,7 @@ def render(
     config: Mapping[str, object] | None = None,
     run: Mapping[str, object] | None = None,
     critical_path: bool = False,
+    steps: tuple[int, int] | None = None,
 ) -> str:
     """The report as one HTML string (``templates/report.html.j2``).
 
@@ -430,7 +431,8 @@ def render(
     kernels, launch delays, trace events); several profiles get contents and a
     side-by-side table of the key metrics. ``critical_path``: a GPU trace's
     summary also holds each rank's critical path
-    (:func:`popprof.report.explain.add_critical_path`), shown in a section.
+    (:func:`popprof.report.explain.add_critical_path`; of the work of ``steps``
+    only, first and last profiler step, when given), shown in a section.
     """
     from ..metrics import compute, shared
     from ..metrics.summary import summarise
@@ -454,7 +456,7 @@ def render(
                 _profile_part(
                     profile,
                     i + 1,
-                    summary=add_critical_path(profile, summarise(profile))
+                    summary=add_critical_path(profile, summarise(profile), steps=steps)
                     if critical_path
                     else summarise(profile),
                     findings=findings_context(found),

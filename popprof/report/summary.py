@@ -326,6 +326,33 @@ def render_device_memory(memory: list[dict]) -> list[str]:
     return lines
 
 
+def render_queue_lengths(section: dict | None, steps_left_out: bool = False) -> list[str]:
+    """The trace section's queue lengths (``metrics/queue_length.py``), one line per device: the stream whose
+    queue grew longest, its mean and maximum (HTA's statistics of the series' points), and the device's time
+    blocked on a full queue, summed over its streams."""
+    streams = (section or {}).get("streams") or []
+    if not streams:
+        return []
+    whose = "HTA's, the last ProfilerStep left out" if steps_left_out else "HTA's"
+    full = f"{section['max_queue_length']:,}"
+    lines = [
+        "",
+        f"  {words.QUEUE_LENGTH.capitalize()} per stream (launched, not yet started; {whose}; full: {full})",
+    ]
+    devices: dict[tuple, list[dict]] = {}
+    for s in streams:
+        devices.setdefault((s.get("rank"), s["device"]), []).append(s)
+    for (rank, device), mine in devices.items():
+        top = max(mine, key=lambda s: (s["max"], s["launches"]))
+        blocked = sum(s["blocked_us"] for s in mine)
+        who = f"rank {rank} {device}" if rank is not None else device
+        lines.append(
+            f"    {who}: mean {top['mean']:.1f}, max {top['max']:,.0f} on stream {top['stream']}; "
+            f"{words.FULL_QUEUE} {units.duration(blocked)}"
+        )
+    return lines
+
+
 def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[str]:
     """The "Critical path" lines (``summary --critical-path``): per rank its length, the share of each part
     on it and what making each part free would take off it (prose, wrapped by :func:`fit_lines`), and a table
@@ -335,6 +362,9 @@ def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[s
     lines = ["", "  Critical path (HTA's model: the longest chain of dependent host and GPU work)"]
     if not paths:
         return [*lines, "    none: no GPU work with its launch call in the trace"]
+    steps = words.steps_words(paths[0].get("steps"))
+    if steps:
+        lines.append(f"    (the work{steps} only: its host events and the GPU work they launched)")
     for p in paths:
         who = "" if p.get("rank") is None else f"rank {p['rank']}: "
         parts = ", ".join(
@@ -645,6 +675,7 @@ def render_trace_text(
                 f"    {rank}{x['device']}: {x['launches']:,} launches, mean {units.duration(x['mean_us'])}, "
                 f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
+    lines += render_queue_lengths(tr.get("queue_lengths"), steps_left_out)
     lines += render_copies(tr.get("copies") or [])
     lines += render_device_memory(tr.get("device_memory") or [])
     lines += render_critical_path(tr.get("critical_path"), width)
