@@ -211,3 +211,42 @@ def test_summary_has_no_copies_block_without_copies() -> None:
     path = REAL / "tracelens_mi210_gpu_only.json.gz"
     assert "Host-device copies" not in _summary(path)
     assert "copies" not in json.loads(_summary(path, "--format", "json"))["trace"]
+
+
+def _kernel(name: str, cat: str, ts: float, dur: float, stream: int, corr: int, **args) -> dict:
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": stream, "correlation": corr, **args},
+    }
+
+
+def test_copy_time_under_compute_and_shared_between_kinds(tmp_path: Path) -> None:
+    """A made-up trace: a pageable copy half under a kernel, a pinned copy on another stream overlapping it.
+    The account's copies are the copy time with no kernel running; the time both copies run goes to the
+    pageable one (first in KIND_ORDER); each kind's own device time is its whole duration."""
+    events = [
+        _kernel("gemm", "kernel", 0.0, 10.0, 7, 1),
+        _kernel("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 5.0, 10.0, 8, 2, bytes=1000),  # 5..15
+        _kernel("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy", 12.0, 8.0, 9, 3, bytes=4000),  # 12..20
+        _kernel("relu", "kernel", 18.0, 4.0, 7, 4),  # 18..22
+    ]
+    path = tmp_path / "made_up.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    profile = popprof.open(path, with_args=True)
+    kinds = copies.copy_kinds(profile).set_index("kind")
+    # pageable: 10..15 with no kernel (5 us); pinned: 15..18 (12..15 is the pageable copy's), 3 us
+    assert kinds.loc["HtoD pageable", "copies_us"] == pytest.approx(5.0)
+    assert kinds.loc["HtoD pinned", "copies_us"] == pytest.approx(3.0)
+    assert kinds.loc["HtoD pageable", "time_us"] == pytest.approx(10.0)
+    assert kinds.loc["HtoD pinned", "gbps"] == pytest.approx(4000 / (8.0 * 1e3))
+    (copies_part,) = run_account(profile)["copies"]
+    assert copies_part == pytest.approx(8.0)
+    spans = copies.exclusive_spans(profile)
+    start, end = spans[(-1, "gpu:0", "HtoD pinned")]
+    assert list(zip(start.tolist(), end.tolist(), strict=True)) == [(15.0, 18.0)]
