@@ -207,6 +207,25 @@ def test_summary_shows_copies_by_kind_in_text_and_json() -> None:
     assert "HtoD pageable" in block[1] and "110.3 MiB" in block[1] and "10.1 GB/s" in block[1]
 
 
+def test_many_devices_are_pooled_per_kind_in_the_text(profiles) -> None:
+    """dlrm_8ranks: eight devices, more than the text lists one by one: one row per kind over all of them (the
+    sums of the devices' records, GB/s the pooled bytes over the pooled time); the JSON keeps every device."""
+    records = copies.copy_records(profiles["dlrm_8ranks"])
+    pooled = copies.pooled_copy_records(records)
+    assert [p["kind"] for p in pooled] == ["HtoD pageable", "DtoH pageable", "HtoD pinned", "DtoD", "memset"]
+    for p in pooled:
+        mine = [r for r in records if r["kind"] == p["kind"]]
+        assert p["devices"] == len(mine) and p["count"] == sum(r["count"] for r in mine)
+        assert p["bytes"] == pytest.approx(sum(r["bytes"] for r in mine))
+        assert p["gbps"] == pytest.approx(p["bytes"] / (sum(r["time_us"] for r in mine) * 1e3))
+    text = _summary(PATHS["dlrm_8ranks"])
+    block = text[text.index("Host-device copies") :].split("\n\n")[0].splitlines()
+    assert len(block) == 1 + len(pooled) and block[1].startswith("    8 devices      HtoD pageable      64")
+    assert len(json.loads(_summary(PATHS["dlrm_8ranks"], "--format", "json"))["trace"]["copies"]) == len(
+        records
+    )
+
+
 def test_summary_has_no_copies_block_without_copies() -> None:
     path = REAL / "tracelens_mi210_gpu_only.json.gz"
     assert "Host-device copies" not in _summary(path)

@@ -43,10 +43,15 @@ def test_registered_with_its_parameters() -> None:
     assert rule.params["warning"] < rule.params["error"]
 
 
-def test_resnet50_pageable_input_copies_are_a_warning(real) -> None:
+def test_resnet50_pageable_input_copies_are_priced(real) -> None:
+    """1.2 % of the window: info at the defaults (a warning from 5 %, as the launch-overhead rule's), priced
+    all the same; a warning at a lower threshold."""
     profile = real["kineto2021_resnet50_worker0.pt.trace.json.gz"]
     (finding,) = _found(profile).by_rule(RULE)
-    assert finding.severity == "warning"
+    assert finding.severity == "info"
+    assert finding.value == pytest.approx(0.0115, abs=5e-4)
+    (lower,) = _found(profile, warning=0.01).by_rule(RULE)
+    assert lower.severity == "warning"
     kinds = copies.copy_kinds(profile)
     pageable = kinds[kinds["memory"] == "pageable"]
     assert list(pageable["kind"]) == ["HtoD pageable"]

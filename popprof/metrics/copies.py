@@ -320,8 +320,8 @@ def _copy_records(profile: Profile) -> list[dict]:
     total = np.where(missing, np.nan, np.bincount(group, weights=np.nan_to_num(size), minlength=n))
     seen = ~np.isnan(own)
     seen_count = np.bincount(group, weights=seen.astype(np.float64), minlength=n)
+    gbps = achieved_gbps(total, time)
     with np.errstate(divide="ignore", invalid="ignore"):
-        gbps = np.where(time > 0, total / (time * 1e3), np.nan)
         mean = np.where(
             seen_count > 0,
             np.bincount(group, weights=np.where(seen, own, 0.0), minlength=n) / seen_count,
@@ -361,6 +361,32 @@ def _copy_records(profile: Profile) -> list[dict]:
             }
         )
     return out
+
+
+def achieved_gbps(total_bytes: np.ndarray, time_us: np.ndarray) -> np.ndarray:
+    """Achieved bandwidth in GB/s (1e9 bytes per second): bytes over device time; NaN without time or bytes."""
+    total_bytes, time_us = np.asarray(total_bytes, dtype=np.float64), np.asarray(time_us, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(time_us > 0, total_bytes / (time_us * 1e3), np.nan)
+
+
+def pooled_copy_records(records: list[dict]) -> list[dict]:
+    """:func:`copy_records` summed over devices, one row per kind in the records' order (what the summary's
+    text shows for a run of many devices): ``devices`` (how many have the kind), ``count``, ``bytes`` (None
+    when a device's are unknown), ``time_us``, ``gbps`` (the pooled bytes over the pooled time)."""
+    pooled: dict[str, dict] = {}
+    for r in records:
+        row = pooled.setdefault(
+            r["kind"], {"kind": r["kind"], "devices": 0, "count": 0, "bytes": 0.0, "time_us": 0.0}
+        )
+        row["devices"] += 1
+        row["count"] += r["count"]
+        row["bytes"] = None if row["bytes"] is None or r["bytes"] is None else row["bytes"] + r["bytes"]
+        row["time_us"] += r["time_us"]
+    for row in pooled.values():
+        total = np.nan if row["bytes"] is None else row["bytes"]
+        row["gbps"] = _plain(float(achieved_gbps(total, row["time_us"])))
+    return list(pooled.values())
 
 
 def _plain(value: float) -> float | None:

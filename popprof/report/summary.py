@@ -11,7 +11,7 @@ from ..io import units, words
 from ..io.names import operator_names, shape_words
 from ..io.plural import plural
 from ..trace.ids import SYNTHETIC_ID_BASE
-from .explain import render_what_limits
+from .explain import DEVICE_LINES, render_what_limits
 from .fit import WIDTH, fit_lines, named_rows
 from .gpu_analyses import render_collectives, render_launches
 from .ipu_analyses import render_fullest_tile, render_pipeline
@@ -271,10 +271,16 @@ def _who(row: dict) -> str:
 
 def render_copies(kinds: list[dict]) -> list[str]:
     """The "Host-device copies" block: per device and copy kind (``metrics.copies``) the count, bytes, device
-    time and achieved GB/s (bytes / time), 74 columns at most (a device label of up to 14 characters)."""
+    time and achieved GB/s (bytes / time), 74 columns at most (a device label of up to 14 characters); more
+    devices than "What limits this run" lists one by one: per kind over all of them (the JSON keeps each)."""
     if not kinds:
         return []
     lines = ["", f"  {words.COPIES_TITLE} (device time; GB/s = bytes / time)"]
+    devices = {(k.get("rank"), k["device"]) for k in kinds}
+    if len(devices) > DEVICE_LINES:
+        from ..metrics.copies import pooled_copy_records
+
+        kinds = [{**k, "device": f"{len(devices)} devices"} for k in pooled_copy_records(kinds)]
     previous = None
     for k in kinds:
         who = k["device"] if k.get("rank") is None else f"rank {k['rank']} {k['device']}"
