@@ -27,6 +27,7 @@ NOT_PROFILES = frozenset(
         "make_tracelens_timeline.py",
         "hta_critical_path_reference.json",
         "make_hta_critical_path.py",
+        "hta_runs.py",
         "hta_queue_length_reference.json",
         "make_hta_queue_length.py",
         "hta_memory_bw_reference.json",
