@@ -230,3 +230,28 @@ def test_templates_are_package_data_and_autoescape():
     assert "<html" in template_text("report.html.j2") and "{%" in template_text("profile.html.j2")
     out = render_template("figure.html.j2", svg=None, png="AAAA", caption="<i>x</i>")
     assert "&lt;i&gt;x&lt;/i&gt;" in out and "<i>" not in out
+
+
+def test_gpu_report_has_queue_lengths_and_copies_from_the_summary():
+    """A real run's queue length per stream and copies by kind: the rows of the summary document's
+    ``trace.queue_lengths`` and ``trace.copies`` (one figure, one definition), each row's figures as units
+    print them."""
+    from popprof.io import units
+
+    run = FIXTURES / "real" / "traces" / "two_ranks"
+    profile = popprof.open(run, with_args=True)
+    doc = parse(htmlreport.render(profile, plots=False))
+    trace = summarise(profile)["trace"]
+    (queues,) = doc.tables["queue-lengths"]
+    streams = trace["queue_lengths"]["streams"]
+    assert len(queues) == 1 + len(streams)
+    for row, q in zip(queues[1:], streams, strict=True):
+        assert row[1:4] == [q["device"], str(q["stream"]), f"{q['launches']:,}"]
+        assert row[6] == units.count(q["max"]) and row[8] == units.duration(q["blocked_us"])
+    (copies,) = doc.tables["copies"]
+    kinds = trace["copies"]
+    assert len(copies) == 1 + len(kinds)
+    for row, c in zip(copies[1:], kinds, strict=True):
+        assert row[1:3] == [c["device"], c["kind"]]
+        assert row[4] == units.nbytes(c["bytes"]) and row[7] == units.duration(c["copies_us"])
+    assert "queue-lengths" not in parse(htmlreport.render(popprof.open(IPU_BUNDLE), plots=False)).tables
