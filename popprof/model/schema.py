@@ -424,7 +424,7 @@ TABLES: dict[str, Table] = {
                 _c(
                     "stream",
                     "Int64",
-                    "GPU stream (Kineto args.stream; rocprof: the HSA queue; xplane: the Stream #N line) or IPU "
+                    "GPU stream (Kineto args.stream; rocprof: the HSA queue; xplane: the Stream #N line; nsys: streamId) or IPU "
                     "channel number; missing on host",
                 ),
                 _c(
@@ -432,7 +432,7 @@ TABLES: dict[str, Table] = {
                     "Int64",
                     "launch correlation id linking a host launch call to its device event "
                     "(Kineto args.correlation, the id of ac2g flows; rocprof correlation_id.internal; xplane the "
-                    "correlation_id stat)",
+                    "correlation_id stat; nsys correlationId)",
                 ),
                 _c(
                     "bookkeeping",
@@ -449,7 +449,7 @@ TABLES: dict[str, Table] = {
                 _c("args", "str", "event arguments as JSON (only when read with args)", optional=True),
             ),
             "Timed events of host (and device) threads.",
-            "pvti, chrome_trace, rocprof, xplane",
+            "pvti, chrome_trace, rocprof, xplane, nsys",
             ("event_id",),
         ),
         Table(
@@ -520,7 +520,7 @@ TABLES: dict[str, Table] = {
                 _c("thread_sort_index", "Int64", "display order of the thread (Chrome thread_sort_index)"),
             ),
             "Threads seen in a trace (and processes named by metadata: tid of the metadata event, usually 0).",
-            "pvti, chrome_trace, rocprof, xplane",
+            "pvti, chrome_trace, rocprof, xplane, nsys",
             ("pid", "tid"),
         ),
         Table(

@@ -20,6 +20,7 @@ from ..model.errors import InputError
 #: Reader modules in detection order (most specific first).
 READER_MODULES: tuple[str, ...] = (
     "bundle",
+    "nsys",
     "pop",
     "pvti",
     "baseline",
@@ -33,7 +34,7 @@ READER_MODULES: tuple[str, ...] = (
 
 #: Readers that classify device activity themselves (``device_map`` option); other readers' events
 #: (a bundle of a trace) are re-classified after reading.
-MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "pvti", "rocprof", "xplane"})
+MAP_WHILE_READING: frozenset[str] = frozenset({"chrome_trace", "nsys", "pvti", "rocprof", "xplane"})
 
 
 def reader_modules() -> Iterator[ModuleType]:
@@ -78,6 +79,6 @@ def detect(path: Path) -> ModuleType:
         path,
         "not a recognised profile format",
         "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON, an XPlane *.xplane.pb or a log with a Poplar "
+        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON, an Nsight Systems SQLite export, an XPlane *.xplane.pb or a log with a Poplar "
         "out-of-memory message",
     )

@@ -136,6 +136,9 @@ DEFAULT_MAPS: dict[str, dict[str, str]] = {
     # XPlane profiles (popprof.readers.xplane): GPU stream events on Kineto's channels, copies and memsets under
     # Kineto's names (CopyHostToDevice -> Memcpy HtoD), so the Chrome rules hold as they are
     "xplane": CHROME_DEVICE_MAP,
+    # Nsight Systems SQLite exports (popprof.readers.nsys): kernels, copies, memsets, runtime calls and NVTX
+    # ranges on Kineto's channels and names, so the Chrome rules hold as they are
+    "nsys": CHROME_DEVICE_MAP,
 }
 
 

@@ -112,6 +112,7 @@ TARGET_VALUES = frozenset(
         "chrome_trace",
         "rocprof",
         "xplane",
+        "nsys",
         "archive",
         "oom_log",  # every reader's FORMAT name is public (popprof/readers)
         "baseline",
