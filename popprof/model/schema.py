@@ -424,8 +424,8 @@ TABLES: dict[str, Table] = {
                 _c(
                     "stream",
                     "Int64",
-                    "GPU stream (Kineto args.stream; rocprof: the HSA queue; xplane: the Stream #N line; nsys: streamId) or IPU "
-                    "channel number; missing on host",
+                    "GPU stream (Kineto args.stream; rocprof: the HSA queue; xplane: the Stream #N line; "
+                    "nsys: streamId) or IPU channel number; missing on host",
                 ),
                 _c(
                     "correlation",

@@ -79,6 +79,6 @@ def detect(path: Path) -> ModuleType:
         path,
         "not a recognised profile format",
         "expected profile.pop, .pvti, a popprof bundle, a Poplar text summary, "
-        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON, an Nsight Systems SQLite export, an XPlane *.xplane.pb or a log with a Poplar "
-        "out-of-memory message",
+        "SDK 1.x JSON, Chrome trace JSON, rocprofv3 JSON, an Nsight Systems SQLite export, an XPlane "
+        "*.xplane.pb or a log with a Poplar out-of-memory message",
     )
