@@ -202,7 +202,8 @@ def test_other_sqlite_is_one_line(tmp_path: Path, capsys) -> None:
 def test_truncated_is_one_line(tmp_path: Path, capsys, keep: int) -> None:
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(FUSER.read_bytes()[:keep])
-    summary_error(cut, capsys)
+    line = summary_error(cut, capsys)
+    assert "unreadable SQLite database" in line and "truncated or corrupt" in line
 
 
 def test_gzipped_is_one_line(tmp_path: Path, capsys) -> None:
