@@ -217,3 +217,32 @@ def test_gzipped_is_one_line(tmp_path: Path, capsys) -> None:
 def test_no_python_loop_over_rows(case) -> None:
     _, profile = case
     assert np.isfinite(profile.events["start_us"]).all()
+
+
+def test_kernel_launch_args_with_args() -> None:
+    import json
+
+    import popprof
+
+    profile = popprof.open(FUSER, with_args=True)
+    kernels = profile.events[profile.events["channel"] == "kernel"]
+    first = kernels.sort_values("start_us").iloc[0]
+    (row,) = _sql(
+        FUSER,
+        "SELECT gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread, "
+        "staticSharedMemory + dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1",
+    )
+    args = json.loads(first["args"])
+    assert (*args["grid"], *args["block"], args["registers per thread"], args["shared memory"]) == row
+
+
+def test_fifo_is_one_line(tmp_path: Path) -> None:
+    import os
+
+    from popprof.model.errors import InputError
+    from popprof.readers import nsys, read_with
+
+    fifo = tmp_path / "x.sqlite"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        read_with(nsys, fifo)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,6 +59,8 @@ def opened(path: Path) -> Iterator[Export]:
 
     An SQLite error while reading (a truncated or corrupt file) becomes one InputError naming the file.
     """
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block SQLite (and this check)
+        raise InputError(path, "not a regular file: an Nsight Systems SQLite export is a file", _HINT)
     with open(path, "rb") as handle:
         if handle.read(2) == GZIP_MAGIC:
             raise InputError(
