@@ -36,7 +36,7 @@ from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
     "host.pageable-copies",
     "pageable host-memory copies: staged by the driver, overlapping no other work",
     needs=["events"],
-    params={"warning": 0.05, "error": 0.25, "info": 0.001, "min_us": 1000.0, "top": 3},
+    params={"warning": 0.05, "error": 0.3, "info": 0.001, "min_us": 1000.0, "top": 3},
     advice={
         "ipu": "Not applicable to IPU programs (their stream copies are the program's own host exchanges).",
         "gpu": "Copies from or to pageable host memory go through a staging buffer of the driver: the host "
