@@ -108,6 +108,27 @@ def build_events(
     return pd.DataFrame(columns, copy=False), counts
 
 
+def gpu_work_columns(
+    stream: np.ndarray, correlation: np.ndarray, device_codes: np.ndarray, devices: np.ndarray
+) -> dict[str, object]:
+    """The device-work columns a GPU trace's reader hands :func:`build_events` as ``extra``: ``stream`` and
+    ``correlation`` as nullable integers (a negative value: none) and ``device`` as codes into ``gpu:N`` labels
+    (``devices``: the N of each code)."""
+    stream, correlation = np.asarray(stream, dtype=np.int64), np.asarray(correlation, dtype=np.int64)
+    return {
+        "stream": pd.arrays.IntegerArray(np.maximum(stream, 0), stream < 0),
+        "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
+        "device": (device_codes, [f"gpu:{d}" for d in np.asarray(devices).tolist()]),
+    }
+
+
+def set_rank(events: pd.DataFrame, rank: int | None) -> None:
+    """A single-rank reader's last columns, in place: ``rank`` (the same for every event; missing when None)
+    and ``bookkeeping`` (none of its events is the profiler's own)."""
+    events["rank"] = constant_int(len(events), rank)
+    events["bookkeeping"] = np.zeros(len(events), dtype=bool)
+
+
 def constant_int(length: int, value: int | None) -> pd.arrays.IntegerArray:
     """A nullable Int64 column holding one value (or missing) ``length`` times."""
     return pd.arrays.IntegerArray(

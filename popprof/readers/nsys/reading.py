@@ -151,15 +151,10 @@ def read(
         source_format=FORMAT,
         device_map=device_map,
         args=np.where(has_args, args, None) if has_args.any() else None,
-        extra={
-            "stream": pd.arrays.IntegerArray(np.maximum(stream, 0), stream < 0),
-            "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
-            "device": (device_codes, [f"gpu:{d}" for d in labels.tolist()]),
-        },
+        extra=frame.gpu_work_columns(stream, correlation, device_codes, labels),
     )
     rank = trace_rank({}, path)
-    events["rank"] = frame.constant_int(len(events), rank)
-    events["bookkeeping"] = np.zeros(len(events), dtype=bool)
+    frame.set_rank(events, rank)
     threads = _threads(events, processes, threads_named, gpus, rank)
     metadata = dict(source_metadata(FORMAT, [path]))
     metadata["nsys.rows"] = json.dumps({k: v for k, v in counts.items() if v})

@@ -130,15 +130,10 @@ def read(
         channels=cols.channels,
         source_format=FORMAT,
         device_map=device_map,
-        extra={
-            "stream": pd.arrays.IntegerArray(np.maximum(stream, 0), stream < 0),
-            "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
-            "device": (device_codes, [f"gpu:{d}" for d in labels.tolist()]),
-        },
+        extra=frame.gpu_work_columns(stream, correlation, device_codes, labels),
     )
     rank = trace_rank({}, path)
-    events["rank"] = frame.constant_int(len(events), rank)
-    events["bookkeeping"] = np.zeros(len(events), dtype=bool)
+    frame.set_rank(events, rank)
     threads = _threads(events, by_handle, queues, (copy_track, copy_tracks), host_pid, meta, rank)
     metadata = _metadata(path, meta, by_handle, counts, int(backwards.sum()), built, rank)
     name = path.name.removesuffix(".gz").removesuffix(".json") or path.stem

@@ -175,15 +175,10 @@ def _profile(
         source_format=FORMAT,
         device_map=device_map,
         args=cols["args"],
-        extra={
-            "stream": pd.arrays.IntegerArray(stream, ~on_gpu),
-            "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
-            "device": (device_codes, [f"gpu:{d}" for d in labels.tolist()]),
-        },
+        extra=frame.gpu_work_columns(np.where(on_gpu, stream, -1), correlation, device_codes, labels),
     )
     rank = trace_rank({}, source)
-    events["rank"] = frame.constant_int(len(events), rank)
-    events["bookkeeping"] = np.zeros(len(events), dtype=bool)
+    frame.set_rank(events, rank)
     threads = frame.build_threads(events, found.process_names, found.thread_names)
     threads["process_labels"] = pd.array(
         [f"GPU {p}" if p != HOST_PID else "CPU" for p in threads["pid"].tolist()], dtype="str"
