@@ -431,7 +431,7 @@ def _row(platform: str, rank, device, step, basis: str, window: float, sums: dic
 def _trace_rows(
     profile: Profile,
     gaps: list[tuple[int | None, str, tuple[np.ndarray, ...]]],
-    copies: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] | None = None,
+    copies: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]],
 ) -> list[dict]:
     """The account's rows of a trace's devices; appends each GPU's launch gaps (:func:`launch_gaps`) to
     ``gaps`` and puts each GPU's copies part (:func:`copies_spans`) in ``copies``."""
@@ -457,7 +457,7 @@ def _trace_rows(
         device = act.device or ("gpu" if platform == "gpu" else "ipu")
         if timeline.launched is not None:
             gaps.append((rank, device, _launched_in(timeline.launched, first, last)))
-        if copies is not None and platform == "gpu":
+        if platform == "gpu":
             busy = timeline.busy
             mine = busy.label == parts.index("copies")
             if mine.any():  # the busy segments lie inside [first, last]: the run row's copies exactly

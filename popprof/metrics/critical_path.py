@@ -271,7 +271,7 @@ def _rank_path(
     marker = masks.step_marker_mask(profile)[rows]
     host = is_host_channel & np.isnan(stream) & (dur > 0) & kept & timed & ~marker
     if steps is not None:  # HTA's window: host events starting inside it (GPU work follows its launch call)
-        window = _step_window(events, rows, marker, start, dur, steps)
+        window = _step_window(events, rows, _host_markers(profile)[rows], start, dur, steps)
         if window is None:
             return None
         host &= (start >= window[0]) & (start <= window[1])
@@ -334,14 +334,26 @@ def path_steps(profile: Profile) -> list[int]:
     rank = masks.rank_array(profile)
     start = events["start_us"].to_numpy(dtype=np.float64)
     found: set[int] = set()
+    host = _host_markers(profile)
     for code in np.unique(rank[marker]):
         rows = np.flatnonzero(rank == code)
-        at = rows[np.flatnonzero(marker[rows] & ~device_tracks(events, rows=rows))]
+        at = rows[np.flatnonzero(host[rows])]
         limit = last_step_start(events, rows)
         if limit is not None:
             at = at[~(start[at] >= limit)]
         found.update(_step_number(n) for n in events["name"].array[at])
     return sorted(found)
+
+
+def _host_markers(profile: Profile) -> np.ndarray:
+    """The host ``ProfilerStep#N`` markers among the profile's events (a marker's GPU-side copy, Kineto's
+    ``gpu_user_annotation`` on a stream's track, left out); found once per profile scope."""
+
+    def build() -> np.ndarray:
+        device = masks.device_activity_mask(profile)
+        return masks.step_marker_mask(profile) & ~device_tracks(profile.events, device=device)
+
+    return profile.cached("critical_path.host_markers", build)
 
 
 def _step_number(name: object) -> int:
@@ -352,14 +364,14 @@ def _step_number(name: object) -> int:
 def _step_window(
     events: pd.DataFrame,
     rows: np.ndarray,
-    marker: np.ndarray,
+    host_marker: np.ndarray,
     start: np.ndarray,
     dur: np.ndarray,
     steps: Steps,
 ) -> tuple[float, float] | None:
-    """From the first start to the last end of the rank's host ``ProfilerStep#N`` markers with N in ``steps``
-    (a GPU-side copy of a marker, Kineto's ``gpu_user_annotation``, left out); None when it has none."""
-    at = np.flatnonzero(marker & ~device_tracks(events, rows=rows))
+    """From the first start to the last end of the rank's host ``ProfilerStep#N`` markers (``host_marker``,
+    per position in ``rows``: :func:`_host_markers`) with N in ``steps``; None when it has none."""
+    at = np.flatnonzero(host_marker)
     names = np.asarray(events["name"].array[rows[at]], dtype=object)
     numbers = np.array([_step_number(n) for n in names], dtype=np.int64)
     at = at[(numbers >= steps[0]) & (numbers <= steps[1])]
