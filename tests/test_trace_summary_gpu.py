@@ -28,10 +28,10 @@ def nccl() -> popprof.Profile:
 
 
 def test_host_sync_calls_are_not_device_busy_time(nccl) -> None:
-    """cudaStreamWaitEvent & co on the Python thread: host_wait, left out of the device-busy union."""
+    """cudaDeviceSynchronize & co on the Python thread: host_wait, left out of the device-busy union."""
     ev = nccl.events
     waits = ev[ev["device_category"] == "host_wait"]
-    assert set(waits["name"].astype(str)) >= {"cudaStreamWaitEvent", "cudaDeviceSynchronize"}
+    assert set(waits["name"].astype(str)) == {"cudaEventSynchronize", "cudaDeviceSynchronize"}
     assert (waits["channel"].astype(str) == "cuda_runtime").all()
     values = compute(nccl)
     assert "trace.device_time_us.host_wait" not in values
@@ -119,7 +119,8 @@ def test_summary_json_has_trace_devices_and_csv_the_device_table(capsys) -> None
     ):
         assert key in row
     assert row["idle_pct"] == pytest.approx(77.23, abs=0.01)  # HTA, rounding ns times to whole us: 77.78
-    assert data["trace"]["host_wait"]["events"] == 109
+    # 24 cudaEventSynchronize and 1 cudaDeviceSynchronize (its 84 cudaStreamWaitEvent calls block no host)
+    assert data["trace"]["host_wait"]["events"] == 25
     assert main(["summary", str(REAL / "nccl_data.json.gz"), "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 1 and rows[0]["device"] == "gpu:0" and rows[0]["platform"] == "gpu"
@@ -283,6 +284,54 @@ def test_a_bundle_keeps_the_columns_flows_and_figures(nccl, tmp_path: Path) -> N
     for column in ("rank", "device", "stream", "correlation", "bookkeeping"):
         assert back.events[column].dtype == nccl.events[column].dtype, column
     pd.testing.assert_frame_equal(devices.device_breakdown(back), devices.device_breakdown(nccl))
+
+
+def test_stream_waits_and_memsets_never_block_the_host() -> None:
+    """CUDA's "API synchronization behavior": cudaStreamWaitEvent makes a stream wait (the host goes on) and a
+    synchronous memset is asynchronous with respect to the host; the synchronisations and synchronous copies
+    block. On the real 8-rank DLRM trace each rank's host blocked share is the union of its
+    cudaStreamSynchronize and cudaDeviceSynchronize calls alone, inside the device's window."""
+    profile = popprof.open(REAL / "dlrm_8ranks")
+    ev = profile.events
+    category = ev["device_category"].astype(object)
+    names = ev["name"].astype(str)
+    assert (names == "cudaStreamWaitEvent").sum() == 8 * 44
+    assert category[names == "cudaStreamWaitEvent"].isna().all()
+    assert set(names[category == "host_wait"]) == {"cudaStreamSynchronize", "cudaDeviceSynchronize"}
+    table = devices.device_breakdown(profile).set_index("rank")
+    for rank, row in table.iterrows():
+        mine = ev[(ev["rank"] == rank) & names.isin(["cudaStreamSynchronize", "cudaDeviceSynchronize"])]
+        work = ev[(ev["rank"] == rank) & ev["stream"].notna()]  # the window: its first to last GPU work
+        lo, hi = work["start_us"].min(), (work["start_us"] + work["dur_us"]).max()
+        assert hi - lo == pytest.approx(row["span_us"])
+        start = mine["start_us"].clip(lo, hi).to_numpy()
+        end = (mine["start_us"] + mine["dur_us"]).clip(lo, hi).to_numpy()
+        order = np.argsort(start)
+        union, reach = 0.0, -np.inf
+        for a, b in zip(start[order], end[order], strict=True):
+            a = max(a, reach)
+            if b > a:
+                union += b - a
+                reach = b
+        assert row["host_wait_pct"] == pytest.approx(100 * union / row["span_us"])
+    # rank 1 waits longest on its streams (its collectives wait for the late ranks): a third of its window
+    assert table.loc[1, "host_wait_pct"] == pytest.approx(35.32, abs=0.01)
+    for kind in ("cudaMemset", "hipMemset", "cudaStreamWaitEvent", "hipStreamWaitEvent", "cuMemcpyDtoD"):
+        assert not re.search(devices_map_host_wait(), f"cuda_runtime:{kind}")
+    for kind in (
+        "cudaMemcpy",
+        "cudaFree",
+        "hipStreamSynchronize",
+        "cuCtxSynchronize",
+        "cudaEventSynchronize",
+    ):
+        assert re.search(devices_map_host_wait(), f"cuda_runtime:{kind}")
+
+
+def devices_map_host_wait() -> str:
+    from popprof.trace.device import CHROME_DEVICE_MAP
+
+    return CHROME_DEVICE_MAP["host_wait"]
 
 
 @pytest.mark.parametrize("trace", ["nccl_data.json.gz", "two_ranks"])

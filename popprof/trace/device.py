@@ -79,11 +79,18 @@ _COLLECTIVE = (
     r"(?i:nccl|rccl|rocshmem|nvshmem|multimem|cross_device_reduce"
     r"|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast(?!_kernel_launcher)|send_?recv)"
 )
+#: Host calls that block the calling thread until the device has done work: the synchronisations, the
+#: synchronous copies (CUDA's "API synchronization behavior": a synchronous memcpy syncs the stream before a
+#: copy from pageable memory and returns only after a copy to the host; not the driver's ``cuMemcpyDtoD``,
+#: which never syncs the host) and ``cudaFree`` (it waits for the work that may use the memory). Not
+#: ``cudaStreamWaitEvent`` (it makes a stream wait on an event on the device while the host goes on: the
+#: ``cuda_sync`` track and ``device.dependency-waits`` show that wait) nor the synchronous memsets
+#: (asynchronous with respect to the host unless the target is pinned host or managed memory).
 _SYNC_CALLS = (
-    r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent"
-    r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Memset|Free)"
-    r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|MemcpyHtoD|MemcpyDtoH"
-    r"|MemcpyDtoD|Memcpy)"
+    r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize"
+    r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Free)"
+    r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|MemcpyHtoD|MemcpyDtoH"
+    r"|Memcpy)"
 )
 
 #: Chrome traces (PyTorch profiler / kineto, TensorFlow, JAX): GPU work by ``cat``, then name.
