@@ -44,7 +44,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import masks
-from ..trace.activity import category_mask
+from ..trace.activity import OPERATOR_CHANNELS, category_mask
 from ..trace.gpu_work import has_fraction, last_step_start
 from ..trace.intervals import device_tracks
 from .trace import parent_rows
@@ -52,7 +52,6 @@ from .trace import parent_rows
 #: Kineto categories of host operators (``Operator``: Kineto before 2022) and of runtime calls, the host
 #: nodes of the graph. HTA's are ``cpu_op``, ``cuda_runtime`` and ``cuda_driver``; the older names, HIP's and
 #: MTIA's runtime are popprof's additions (on a trace HTA reads, the same nodes).
-OPERATOR_CHANNELS = ("cpu_op", "Operator")
 RUNTIME_CHANNELS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime", "mtia_runtime")
 HOST_CHANNELS = OPERATOR_CHANNELS + RUNTIME_CHANNELS
 #: Host calls that wait for the GPU: their end node is reached through synchronisation, not time. HTA's list

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from ..trace.activity import OPERATOR_CHANNELS
 from . import metric
 from .peaks import device_properties
 from .trace import parent_rows, time_origin
@@ -22,8 +23,6 @@ from .trace import parent_rows, time_origin
 ALLOCATION_PRIMITIVES = frozenset(
     {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided"}
 )
-#: Kineto's category of framework operators (``Operator`` in 2021 traces).
-OPERATOR_CHANNELS = ("cpu_op", "Operator")
 
 #: How the peak was found: the allocator's totals, or the blocks' net sum since the trace began.
 ALLOCATOR, NET = "allocator", "net"

@@ -29,13 +29,11 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import masks
-from ..trace.activity import labels_mask
+from ..trace.activity import OPERATOR_CHANNELS, labels_mask
 from . import conv_outputs, peaks
 from . import flops as flops_model
 from . import trace as trace_metrics
 
-#: the Chrome trace categories of framework operators (Kineto: ``cpu_op``; 2021 layout: ``Operator``)
-OP_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
 #: Inductor's Triton launchers: under ``torch.compile`` each generated kernel is launched inside a ``cpu_op`` of
 #: its own name (``triton_poi_fused_...``, ``triton_red_...``, ``triton_per_...``, ``triton_tem_...``). Such an
 #: operator owns its kernel as a modelled one does; the outermost operator would be the whole compiled region
@@ -106,7 +104,7 @@ def _attributed_work(profile: Profile) -> pd.DataFrame:
     if events is None or events.empty or "correlation" not in events.columns:
         return empty
     stream = masks.stream_mask(profile)
-    is_op = labels_mask(events["channel"], OP_CHANNELS) & ~stream
+    is_op = labels_mask(events["channel"], OPERATOR_CHANNELS) & ~stream
     if not is_op.any():
         return empty
     bookkeeping = masks.bookkeeping_mask(profile)

@@ -18,6 +18,7 @@ from ..io import jsonout
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import (
+    OPERATOR_CHANNELS,
     device_time_by_category,
     device_union,
     distinct,
@@ -25,6 +26,8 @@ from ..trace.activity import (
     is_bookkeeping,
     is_device_activity,
     is_host_wait,
+    is_step_marker,
+    labels_mask,
 )
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.nesting import parent_positions, self_time
@@ -240,7 +243,7 @@ def host_wait_summary(
         ranks = masks.rank_array(profile)
     rows = np.flatnonzero(waits & ~bookkeeping)
     if rows.size == 0:
-        return {"events": 0, "total_us": 0.0, "share": 0.0 if span else None, "top": []}
+        return {"events": 0, "total_us": 0.0, "share": 0.0 if span else None, "top": [], "callers": []}
     rank = ranks[rows]
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64)[rows]
@@ -258,6 +261,7 @@ def host_wait_summary(
     shown = top_positions(sums.to_numpy(), top)
     shown_codes, sizes, sums = sums.index[shown], grouped.size().to_numpy()[shown], sums.to_numpy()[shown]
     share = total / (span * max(len(np.unique(rank)), 1)) if span else None
+    parent = trace_metrics.parent_rows(profile) if profile is not None else parent_positions(events)
     return {
         "events": int(rows.size),
         "total_us": total,
@@ -266,7 +270,70 @@ def host_wait_summary(
             {"name": str(names[c]), "count": int(n), "total_us": float(t)}
             for c, n, t in zip(shown_codes, sizes.tolist(), sums.tolist(), strict=True)
         ],
+        "callers": _wait_callers(events, rows, dur, parent, codes, names, top),
     }
+
+
+def wait_callers(events: pd.DataFrame, rows: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """For each host wait at ``rows`` of ``events``, the row of what called it (-1: nothing did).
+
+    The caller is the outermost framework operator (:data:`OPERATOR_CHANNELS`: ``cpu_op``) above the call, the
+    operator the user's code called (``aten::to`` above ``aten::_to_copy`` above ``aten::copy_``, whose
+    ``cudaStreamSynchronize`` waits; ``aten::is_nonzero`` above ``aten::item``); without one, the nearest
+    enclosing event that is not a ``ProfilerStep#N`` marker or profiler bookkeeping (a ``record_function``
+    range, a Python function); -1 for a call at the top level of its thread (``torch.cuda.synchronize()``).
+    ``parent``: :func:`popprof.trace.nesting.parent_positions` of ``events``."""
+    skipped = is_step_marker(events) | is_bookkeeping(events)
+    operator = labels_mask(events["channel"], OPERATOR_CHANNELS) & ~skipped  # 2021's steps are ``Operator``s
+    outer_op = np.full(len(rows), -1, dtype=np.int64)
+    nearest = np.full(len(rows), -1, dtype=np.int64)
+    at = parent[rows]
+    for _ in range(len(events)):  # one level up per round; a trace's nesting is a forest, so this ends
+        live = at >= 0
+        if not live.any():
+            break
+        up = at[live]
+        outer_op[live] = np.where(operator[up], up, outer_op[live])
+        first = live.copy()
+        first[live] = (nearest[live] < 0) & ~skipped[up]
+        nearest[first] = at[first]
+        at[live] = parent[up]
+    return np.where(outer_op >= 0, outer_op, nearest)
+
+
+def _wait_callers(
+    events: pd.DataFrame,
+    rows: np.ndarray,
+    dur: np.ndarray,
+    parent: np.ndarray,
+    codes: np.ndarray,
+    names: pd.Index,
+    top: int,
+) -> list[dict]:
+    """The ``top`` (caller, call) pairs of the host waits at ``rows`` by their summed time (``dur``: each
+    wait's duration; ``codes``: each wait's name code into ``names``): ``caller`` (:func:`wait_callers`, None
+    for a call made outside any event), ``call``, ``count`` and ``total_us``."""
+    caller = wait_callers(events, rows, parent)
+    caller_codes = np.full(len(rows), -1, dtype=np.int64)
+    found = caller >= 0
+    caller_codes[found] = _name_codes(events)[0][caller[found]]
+    frame = pd.DataFrame({"caller": caller_codes, "call": codes, "us": dur})
+    frame = frame[frame["call"] >= 0]
+    grouped = frame.groupby(["caller", "call"], sort=True)["us"].agg(["size", "sum"])
+    shown = top_positions(grouped["sum"].to_numpy(), top)
+    out = []
+    for (who, call), n, t in zip(
+        grouped.index[shown], grouped["size"].to_numpy()[shown], grouped["sum"].to_numpy()[shown], strict=True
+    ):
+        out.append(
+            {
+                "caller": str(names[who]) if who >= 0 else None,
+                "call": str(names[call]),
+                "count": int(n),
+                "total_us": float(t),
+            }
+        )
+    return out
 
 
 def _device_part(profile: Profile, top: int) -> dict:

@@ -701,6 +701,17 @@ def render_trace_text(
             f"  Host blocked on device: {units.duration(wait['total_us'])} "
             f"({units.percent(wait['share'], missing='-')} of the span): {top}",
         ]
+        callers = (wait.get("callers") or [])[:3]
+        if callers:
+            lines.append("    by caller (the outermost operator above each call)")
+            lines += named_rows(
+                [f"    {units.duration(c['total_us']):>10}  {c['count']:>6,} x  " for c in callers],
+                (
+                    f"{c['call']} in {c['caller']}" if c["caller"] else f"{c['call']}, no operator"
+                    for c in callers
+                ),
+                width,
+            )
     threads = tr.get("busiest_threads") or []
     if threads:
         lines += ["", "  Busiest threads (time under top-level events)"]

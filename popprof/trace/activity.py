@@ -22,6 +22,9 @@ import pandas as pd
 from .spans import merge_intervals
 
 BUSY_CATEGORIES: tuple[str, ...] = ("compute", "exchange", "host_io", "sync", "other")
+#: The Chrome trace categories of framework operators (Kineto's ``cpu_op``; ``Operator`` in its 2021 layout):
+#: the calls a user's code makes (``aten::to``, ``aten::item``, ...).
+OPERATOR_CHANNELS: tuple[str, ...] = ("cpu_op", "Operator")
 
 
 @dataclass(frozen=True)
