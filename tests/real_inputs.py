@@ -32,6 +32,8 @@ NOT_PROFILES = frozenset(
         "make_hta_queue_length.py",
         "hta_memory_bw_reference.json",
         "make_hta_memory_bw.py",
+        "hta_counters_reference.json",
+        "make_hta_counters.py",
     }
 )
 

@@ -2,7 +2,8 @@
 
 The operator analysis (``docs/operations.md``) needs ``cpu_op`` input shapes and the collective analysis
 (``docs/collectives.md``) the collectives' element counts; both live in the events' ``args``, which cost a
-slower parse. The CLI reads them when the trace's first MiB holds ``"Input Dims"`` or ``"In msg nelems"``
+slower parse, as do a CUPTI range-profiler trace's counters (``docs/traces.md``, "Hardware counters"). The CLI
+reads them when the trace's first MiB holds ``"Input Dims"``, ``"In msg nelems"`` or ``"cuda_profiler_range"``
 (``popprof.readers.chrome.sniffing.records_arguments``); ``--shapes`` / ``--no-shapes`` decide otherwise.
 """
 
@@ -28,7 +29,8 @@ TRACES = REAL / "traces"
         ("kineto2021_resnet50_worker0.pt.trace.json.gz", True),  # Input Dims of every cpu_op
         ("tracelens_mi300x_torch_compile_triton.json.gz", True),
         ("nccl_data.json.gz", True),  # no shapes, but the collectives' In msg nelems
-        ("cupti_range_profiler.json.gz", False),  # CUPTI range events only
+        ("cupti_range_profiler.json.gz", True),  # CUPTI range events: their counters are in the args
+        ("hta_simple_add.json.gz", False),  # no shapes, no collectives, no counters
     ],
 )
 def test_a_real_trace_says_whether_it_records_arguments(name, expected):

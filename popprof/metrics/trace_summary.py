@@ -108,6 +108,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     kinds = copy_records(profile)
     if kinds:  # host-device copies, memsets, on-device copies: per device and kind
         out["copies"] = kinds
+    from .counters import counters_section
+
+    counters = counters_section(profile, top)
+    if counters is not None:  # a CUPTI range-profiler trace: each kernel's hardware counters
+        out["counters"] = counters
     out["device_activity"] = device_activity(events, profile)
     from .device_memory import device_memory
 

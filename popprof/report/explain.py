@@ -17,6 +17,7 @@ from ..io.plural import plural
 from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_account
 from ..metrics.capture import capture_section
 from ..metrics.collectives import skew_spans
+from ..metrics.counters import replay_section
 from ..model.profile import Profile
 from ..rules.base import Findings
 from ..trace.intervals import device_label
@@ -80,11 +81,14 @@ def what_limits(
             if len(opportunities) >= top:
                 break
     capture = capture_section(profile)
-    if not devices and not opportunities and capture is None:
+    replay = replay_section(profile)
+    if not devices and not opportunities and capture is None and replay is None:
         return None
     doc: dict = {"devices": devices, "opportunities": opportunities}
     if capture is not None:
         doc["graph_capture"] = capture
+    if replay is not None:
+        doc["counter_replay"] = replay
     return doc
 
 
@@ -100,6 +104,21 @@ def capture_note(doc: dict | None) -> str | None:
         f"not run ({calls}); the device's idle while the host "
         "captured is a one-off cost of graphs, left out of the idle rules: profile the graphs' replay for the "
         "steady state"
+    )
+
+
+def replay_note(doc: dict | None) -> str | None:
+    """The sentence saying the trace's kernel times are CUPTI's range-profiler replays (the document's
+    ``counter_replay``), or None."""
+    replay = (doc or {}).get("counter_replay")
+    if not replay:
+        return None
+    kernels = plural(replay["kernels"], "kernel", "kernels")
+    return (
+        f"Counter replay: {kernels} recorded by CUPTI's range profiler, each replayed under hardware counters "
+        f"(median range {units.duration(replay['median_range_us'])}): its times are the profiler's, not the "
+        'run\'s, so the account and every time figure describe the profiling: read its "Hardware counters", and '
+        "profile the run without counters for its times"
     )
 
 
@@ -191,11 +210,11 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
             subsequent_indent="    ",
             break_on_hyphens=False,
         )
-    note = capture_note(doc)
-    if note:
-        lines += textwrap.wrap(
-            note, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
-        )
+    for note in (capture_note(doc), replay_note(doc)):
+        if note:
+            lines += textwrap.wrap(
+                note, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+            )
     opportunities = doc.get("opportunities") or []
     if opportunities:
         lines.append("  Top opportunities (estimated gain: an upper bound)")
@@ -299,7 +318,12 @@ def display_rows(doc: dict | None) -> dict | None:
         (_gain_text(o["estimated_gain"]), o["rule_id"], o["title"], o["estimated_gain"]["basis"])
         for o in doc.get("opportunities") or []
     ]
-    return {"devices": devices, "opportunities": opportunities, "capture": capture_note(doc)}
+    return {
+        "devices": devices,
+        "opportunities": opportunities,
+        "capture": capture_note(doc),
+        "replay": replay_note(doc),
+    }
 
 
 class WhatLimits:

@@ -295,6 +295,36 @@ def render_copies(kinds: list[dict]) -> list[str]:
     return lines
 
 
+def render_counters(section: dict | None, width: int = WIDTH) -> list[str]:
+    """The "Hardware counters" block of a CUPTI range-profiler trace (``metrics.counters``): the kernels paired
+    with their launch, the SASS FLOPs by precision and per top-level operator, largest first."""
+    if not section:
+        return []
+    lines = ["", f"  Hardware counters (CUPTI range profiler, {section['kernels']:,} kernels)"]
+    if not section.get("read"):
+        return [*lines, "    not read: the trace was read without its events' args (--shapes reads them)"]
+    lines.append(
+        f"    {section['paired']:,} of {section['kernels']:,} kernels paired with their launch call (in launch "
+        f"order, as HTA does); {plural(len(section['counters']), 'counter')} each (the JSON names them)"
+    )
+    flops = section.get("flops") or {}
+    if any(v is not None for v in flops.values()):
+        shown = ", ".join(f"{p} {units.rate((v or 0) / 1e9, 'GFLOP')}" for p, v in flops.items())
+        lines.append(
+            f"    SASS FLOP (CUDA cores; tensor-core work not counted): {shown}; by top-level operator:"
+        )
+        operators = section.get("operators") or []
+        lines += named_rows(
+            [
+                f"    {units.rate((o.get('flops') or 0) / 1e9, 'GFLOP'):>14} {o['kernels']:>6,} kernels  "
+                for o in operators
+            ],
+            (o["top_level_op"] or "(launch not paired)" for o in operators),
+            width,
+        )
+    return lines
+
+
 def render_device_memory(memory: list[dict]) -> list[str]:
     """The "Device memory" lines of a trace with allocator events (prose, wrapped by :func:`fit_lines`)."""
     if not memory:
@@ -683,6 +713,7 @@ def render_trace_text(
             )
     lines += render_queue_lengths(tr.get("queue_lengths"), steps_left_out)
     lines += render_copies(tr.get("copies") or [])
+    lines += render_counters(tr.get("counters"), width)
     lines += render_device_memory(tr.get("device_memory") or [])
     lines += render_critical_path(tr.get("critical_path"), width)
     cpu = tr.get("top_cpu_ops_by_self") or []

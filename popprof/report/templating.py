@@ -49,6 +49,7 @@ def environment() -> jinja2.Environment:
             "points": lambda value: units.value(value, "%", missing="-"),
             "n": units.count,
             "bandwidth": lambda value: units.bandwidth(value, missing="-"),
+            "gflop": lambda value: "-" if value is None else units.rate(value / 1e9, "GFLOP"),
             "number": lambda value: units.number(value, missing="-"),
             "short": short_name,
             "short_names": short_names,  # the names of one table: those that read the same are numbered

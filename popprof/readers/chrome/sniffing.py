@@ -36,8 +36,9 @@ def sniff(path: Path, head: bytes) -> bool:
 
 #: What a Kineto trace's events hold in their arguments when the profiler recorded input shapes
 #: (``record_shapes=True``: ``cpu_op`` events' ``Input Dims``) or collectives' sizes (NCCL kernels'
-#: ``In msg nelems``); the analyses of ``docs/operations.md`` and ``docs/collectives.md`` need them.
-ARGUMENT_MARKERS = (b'"Input Dims"', b'"In msg nelems"')
+#: ``In msg nelems``); the analyses of ``docs/operations.md`` and ``docs/collectives.md`` need them. A CUPTI
+#: range-profiler trace's ``cuda_profiler_range`` kernels hold their hardware counters there (``metrics/counters.py``).
+ARGUMENT_MARKERS = (b'"Input Dims"', b'"In msg nelems"', b'"cuda_profiler_range"')
 
 #: How far into a trace :func:`records_arguments` looks: Kineto writes the host operators (and so their shapes)
 #: first; on every real trace of ``fixtures/real/traces`` the first marker is within 20 kB.
