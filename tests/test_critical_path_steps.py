@@ -58,6 +58,19 @@ def test_each_row_is_that_steps_critical_path(name: str) -> None:
     assert len(frame) == len(expected) > 0
 
 
+def test_without_savings_the_same_path() -> None:
+    """``critical_paths(..., savings=False)`` (what the table asks for: no pass over the graph per part and
+    name) is the same path, without ``savings_us`` and the top names' ``saving_us``."""
+    profile = popprof.open(REAL / "dlrm_8ranks", with_args=True)
+    full = critical_paths(profile, steps=(10, 10))
+    bare = critical_paths(profile, steps=(10, 10), savings=False)
+    for path in full:
+        del path["savings_us"]
+        for item in path["top"]:
+            del item["saving_us"]
+    assert bare == full and len(bare) == 8
+
+
 #: (run, rank) of HTA's reference with one-step windows
 STEP_RUNS = [
     (run, rank)

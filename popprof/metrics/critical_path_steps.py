@@ -34,7 +34,7 @@ def critical_paths_by_step(profile: Profile) -> pd.DataFrame:
     then step; no rows without steps (or without GPU work in them)."""
     rows = []
     for step in path_steps(profile):
-        for path in critical_paths(profile, top=1, steps=(step, step)):
+        for path in critical_paths(profile, top=1, steps=(step, step), savings=False):
             top = path["top"][0] if path["top"] else {}
             rows.append(
                 {
