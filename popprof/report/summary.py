@@ -434,8 +434,9 @@ def render_critical_path_by_step(rows: list[dict] | None, width: int = WIDTH) ->
         shown.sort(key=lambda r: r["step"])
         who = "" if rank is None else f"rank {rank}"
         names = {r["top_name"] for r in mine}
-        if len(names) == 1:  # one name longest on every step's path: said once, not on every row
-            said = f"{who}{': ' if who else ''}longest on every step's path: {next(iter(names)) or '-'}"
+        shared = len(names) == 1 and None not in names  # one name longest on every step's path: said once
+        if shared:
+            said = f"{who}{': ' if who else ''}longest on every step's path: {next(iter(names))}"
             lines += fit_lines([f"    {said}"], width)
         elif who:
             lines.append(f"    {who}")
@@ -445,7 +446,7 @@ def render_critical_path_by_step(rows: list[dict] | None, width: int = WIDTH) ->
             f"{_largest_part(r):<21}"
             for r in shown
         ]
-        if len(names) == 1:
+        if shared:
             lines += [head.rstrip(), *(p.rstrip() for p in prefixes)]
         else:
             lines.append(f"{head}  longest on it")
