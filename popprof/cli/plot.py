@@ -188,7 +188,7 @@ def _needs(kind: str) -> str:
 @click.option("--title", default=None, help="Report title (default: the profile names).")
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
-@critical_path_options("Add each rank's critical path")
+@critical_path_options("Add each rank's critical path, and each step's on 2 or more steps")
 @config_option("Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
 @shapes_option()
 @reading_options(engine=True)

@@ -39,7 +39,7 @@ from .common import (
 @top_option("Programs, kernels, events and threads")
 @output_option()
 @shapes_option()
-@critical_path_options("Add each rank's critical path")
+@critical_path_options("Add each rank's critical path, and each step's on 2 or more steps")
 @reading_options(config=True)
 def summary_command(
     path: str,

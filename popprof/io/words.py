@@ -75,6 +75,8 @@ CRITICAL_PATH_WORDS: dict[str, str] = {
     "launch_delay": "launch delay",
     "kernel_gap": "kernel gaps",
 }
+#: The title of each step's own critical path (``metrics/critical_path_steps.py``): summary text and report.
+CRITICAL_PATH_BY_STEP = "Critical path by step"
 #: A GPU stream's queue (``metrics/queue_length.py``): work launched by the host, not yet started on the stream
 #: (HTA's queue length), and the time the stream held a full one (HTA's time blocked on a full queue).
 QUEUE_LENGTH = "queue length"

@@ -102,7 +102,9 @@ TOP_EVENTS = 5
 Steps = tuple[int, int]
 
 
-def critical_paths(profile: Profile, top: int = TOP_EVENTS, steps: Steps | None = None) -> list[dict]:
+def critical_paths(
+    profile: Profile, top: int = TOP_EVENTS, steps: Steps | None = None, *, savings: bool = True
+) -> list[dict]:
     """Per rank of a GPU trace, its critical path; empty without GPU work.
 
     ``steps``: ``(first, last)`` profiler step numbers (``ProfilerStep#N``, as the summary's iterations number
@@ -118,11 +120,12 @@ def critical_paths(profile: Profile, top: int = TOP_EVENTS, steps: Steps | None 
     host's chain and the GPU's alone), ``unresolved_syncs`` (event synchronisations whose recorded work was not
     found: all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the path
     (``name``, ``part``, ``count`` of its events on the path, ``us``, ``share``), and with ``steps``, ``steps``
-    (``[first, last]``)."""
+    (``[first, last]``). ``savings`` False: without ``savings_us`` and the top names' ``saving_us`` (what
+    making work free would buy: a pass over the graph each, about a quarter of the time of a step's path)."""
     events = profile.get("events")
     out = []
     for path in _rank_paths(profile, steps):
-        item = {"rank": path.rank, **_describe(events, path, top)}
+        item = {"rank": path.rank, **_describe(events, path, top, savings)}
         item.update(
             window_us=path.window_us,
             clipped_edges=path.clipped,
@@ -719,9 +722,9 @@ def _part_of(on_stream: np.ndarray, exchange: np.ndarray) -> np.ndarray:
     return np.where(~on_stream, 0, np.where(exchange, 2, 1))
 
 
-def _describe(events: pd.DataFrame, rp: _RankPath, top: int) -> dict:
-    """The path's length, its parts and shares, the names with the most time on it, and what making each part
-    and each of those names free would take off the path (:func:`_saving`)."""
+def _describe(events: pd.DataFrame, rp: _RankPath, top: int, savings: bool = True) -> dict:
+    """The path's length, its parts and shares, the names with the most time on it, and (``savings``) what
+    making each part and each of those names free would take off the path (:func:`_saving`)."""
     all_kind, all_owner = rp.edges[3], rp.edges[4]
     src, dst, weight, kind, owner = (column[rp.path] for column in rp.edges)
     part_of = _part_of(rp.on_stream, _exchange(events, rp.rows))
@@ -733,10 +736,6 @@ def _describe(events: pd.DataFrame, rp: _RankPath, top: int) -> dict:
     on_path = edge_part[rp.path]
     parts = {part: float(weight[on_path == code].sum()) for code, part in enumerate(PARTS)}
     length = float(sum(parts.values()))
-    savings = {
-        part: (_saving(rp, edge_part == code, length) if parts[part] else 0.0)
-        for code, part in enumerate(PARTS)
-    }
     timed = (kind == OPERATOR) & (owner >= 0)
     frame = pd.DataFrame(
         {
@@ -750,11 +749,10 @@ def _describe(events: pd.DataFrame, rp: _RankPath, top: int) -> dict:
     grouped = grouped.sort_values("us", ascending=False, kind="stable").head(top)
     edge_code = np.where(owned, codes[np.maximum(all_owner, 0)], -2)
     categories = events["name"].array.categories
-    return {
+    out = {
         "length_us": length,
         "parts_us": parts,
         "shares": {k: (v / length if length > 0 else None) for k, v in parts.items()},
-        "savings_us": savings,
         "events": int(np.unique(np.concatenate([src // 2, dst // 2])).size),
         "top": [
             {
@@ -763,11 +761,18 @@ def _describe(events: pd.DataFrame, rp: _RankPath, top: int) -> dict:
                 "count": int(count),
                 "us": float(us),
                 "share": float(us) / length if length > 0 else None,
-                "saving_us": _saving(rp, (edge_code == code) & (edge_part == part), length),
             }
             for (code, part), us, count in zip(grouped.index, grouped["us"], grouped["count"], strict=True)
         ],
     }
+    if savings:
+        out["savings_us"] = {
+            part: (_saving(rp, edge_part == code, length) if parts[part] else 0.0)
+            for code, part in enumerate(PARTS)
+        }
+        for item, (code, part) in zip(out["top"], grouped.index, strict=True):
+            item["saving_us"] = _saving(rp, (edge_code == code) & (edge_part == part), length)
+    return out
 
 
 def _exchange(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:

@@ -239,11 +239,16 @@ def add_critical_path(
     """``doc`` (:func:`popprof.metrics.summary.summarise`'s) with each rank's critical path in its trace
     section, ``critical_path`` (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5
     names, the work of ``steps`` only when given; an empty list without GPU work); unchanged without a trace
-    section. The summary and the report both read it from here."""
+    section. For the whole trace (no ``steps``) of at least 2 profiler steps, also ``critical_path_by_step``:
+    each step's own path per rank (:func:`popprof.metrics.critical_path_steps.critical_paths_by_step`'s rows).
+    The summary and the report both read it from here."""
     if isinstance(doc.get("trace"), dict):
-        from ..metrics.critical_path import TOP_EVENTS, critical_paths
+        from ..metrics.critical_path import TOP_EVENTS, critical_paths, path_steps
+        from ..metrics.critical_path_steps import critical_paths_by_step, step_records
 
         doc["trace"]["critical_path"] = critical_paths(profile, top=min(top, TOP_EVENTS), steps=steps)
+        if steps is None and len(path_steps(profile)) >= 2:
+            doc["trace"]["critical_path_by_step"] = step_records(critical_paths_by_step(profile))
     return doc
 
 

@@ -202,8 +202,21 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
         "saving_words": words.MEMORY_SAVING_WORDS,
         "idle_launch_words": PART_WORDS["idle_launch"],
         "critical_path_words": words.CRITICAL_PATH_WORDS,
+        "critical_path_by_step": words.CRITICAL_PATH_BY_STEP,
+        "longest_steps": longest_steps((summary.get("trace") or {}).get("critical_path_by_step")),
         "critical_path_colours": CRITICAL_PATH_COLOURS,
     }
+
+
+def longest_steps(rows: list[dict] | None) -> dict:
+    """Per rank of ``trace.critical_path_by_step``, the step whose own critical path is the longest (the first
+    of equal ones)."""
+    out: dict = {}
+    length: dict = {}
+    for row in rows or []:
+        if row["rank"] not in length or row["length_us"] > length[row["rank"]]:
+            out[row["rank"]], length[row["rank"]] = row["step"], row["length_us"]
+    return out
 
 
 #: The colour of each part of a critical path in the report's bar (as the text's words, in order).

@@ -443,6 +443,61 @@ def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[s
     return lines
 
 
+#: How many steps of a rank "Critical path by step" lists (its longest, in step order; the JSON has every one).
+STEP_LINES = 10
+
+
+def render_critical_path_by_step(rows: list[dict] | None, width: int = WIDTH) -> list[str]:
+    """The "Critical path by step" lines (``summary --critical-path`` on a trace of at least 2 profiler steps):
+    per rank, each step's own path (``trace.critical_path_by_step``: as ``--steps N`` gives it), its length,
+    its largest part with that part's share, and the name with the most time on it; ``*`` marks the rank's
+    longest step. At most :data:`STEP_LINES` steps per rank, the longest."""
+    if not rows:
+        return []
+    lines = ["", f"  {words.CRITICAL_PATH_BY_STEP} (each step's own path, as --steps N; * the longest)"]
+    ranks: dict[object, list[dict]] = {}
+    for row in rows:
+        ranks.setdefault(row["rank"], []).append(row)
+    for rank, mine in ranks.items():
+        longest = max(mine, key=lambda r: r["length_us"])
+        shown = sorted(mine, key=lambda r: -r["length_us"])[:STEP_LINES]
+        shown.sort(key=lambda r: r["step"])
+        who = "" if rank is None else f"rank {rank}"
+        names = {r["top_name"] for r in mine}
+        shared = len(names) == 1 and None not in names  # one name longest on every step's path: said once
+        if shared:
+            said = f"{who}{': ' if who else ''}longest on every step's path: {next(iter(names))}"
+            lines += fit_lines([f"    {said}"], width)
+        elif who:
+            lines.append(f"    {who}")
+        head = f"     {'step':>5}  {'length':>10}  {'largest part':<21}"
+        prefixes = [
+            f"    {'*' if r is longest else ' '}{r['step']:>5}  {units.duration(r['length_us']):>10}  "
+            f"{_largest_part(r):<21}"
+            for r in shown
+        ]
+        if shared:
+            lines += [head.rstrip(), *(p.rstrip() for p in prefixes)]
+        else:
+            lines.append(f"{head}  longest on it")
+            lines += named_rows(
+                [f"{p}  " for p in prefixes], (r["top_name"] or "-" for r in shown), width, indent="        "
+            )
+        if len(mine) > len(shown):
+            lines.append(
+                f"      ({plural(len(mine) - len(shown), 'shorter step')}: JSON critical_path_by_step)"
+            )
+    return lines
+
+
+def _largest_part(row: dict) -> str:
+    """The part with the most time on a step's path and its share of the length: ``host 99.6 %``."""
+    part = max(words.CRITICAL_PATH_WORDS, key=lambda k: row[f"{k}_us"])
+    if not row["length_us"]:
+        return "no time on it"
+    return f"{words.CRITICAL_PATH_WORDS[part]} {units.percent(row[f'{part}_us'] / row['length_us'])}"
+
+
 def device_window(devices: list[dict], source_format: str | None = None, steps_left_out: bool = False) -> str:
     """What the device table's shares are of, in words: HTA's window on GPUs (without the last profiler step
     when HTA leaves it out), an IPU's step time, a ``.pvti`` device's first to last device event."""
@@ -716,6 +771,7 @@ def render_trace_text(
     lines += render_counters(tr.get("counters"), width)
     lines += render_device_memory(tr.get("device_memory") or [])
     lines += render_critical_path(tr.get("critical_path"), width)
+    lines += render_critical_path_by_step(tr.get("critical_path_by_step"), width)
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
