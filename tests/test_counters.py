@@ -136,3 +136,18 @@ def test_the_report_shows_the_counters(tmp_path: Path) -> None:
     assert "Counter replay: 77 kernels" in html
     assert '<table class="counters">' in html and "<code>aten::linear</code>" in html
     assert np.isfinite(float(html.split('<td class="num">38</td><td class="num">')[1].split(" GFLOP")[0]))
+
+
+def test_no_rule_judges_the_replayed_times(profile) -> None:
+    """Every rule that reads the trace's events is not evaluated on a range-profiler trace, with the reason;
+    the same rules run on an ordinary trace."""
+    from popprof.rules import check
+
+    result = check(profile)
+    reasons = dict(result.not_evaluated)
+    for rule in ("host.device-gaps", "host.launch-overhead", "operations.below-roofline", "host.long-events"):
+        assert rule not in result.evaluated
+        assert reasons[rule].startswith("needs the run's times: the trace's 77 kernels were replayed by CUPTI")
+    assert result.items == []
+    ordinary = check(popprof.open(REAL / "hta_simple_add.json.gz"))
+    assert {"host.device-gaps", "host.launch-overhead"} <= set(ordinary.evaluated)

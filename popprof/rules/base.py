@@ -635,8 +635,13 @@ def check(
     result = Findings(profile_name=profile.name, source=profile.source)
     # The platform is decided when the first rule runs (a profile no rule can read is not looked at).
     platform: str | None = None
+    replay: str | None | bool = False  # why a trace's times cannot be judged; looked at once, when needed
     for r in selected:
         reason = r.missing_reason(profile)
+        if reason is None and any("events" in alt for alt in r.needs):
+            if replay is False:
+                replay = _replay_reason(profile)
+            reason = replay
         if reason is None:
             try:
                 if platform is None:
@@ -656,6 +661,21 @@ def check(
     )  # in ranking order: what a higher-ranked finding claimed is not sold twice
     result.items.sort(key=rank_key)
     return result
+
+
+def _replay_reason(profile: Profile) -> str | None:
+    """Why no rule judges a CUPTI range-profiler trace's times (``metrics.counters``): each kernel was replayed
+    under counters, so its times are the profiler's; None for any other profile."""
+    from ..metrics.counters import replay_section
+
+    replay = replay_section(profile)
+    if replay is None:
+        return None
+    return (
+        f"needs the run's times: the trace's {plural(replay['kernels'], 'kernel')} were replayed by CUPTI's range "
+        f"profiler under hardware counters (median range {units.duration(replay['median_range_us'])}), so its "
+        "times are the profiler's; popprof summary shows the counters"
+    )
 
 
 def rank_key(finding: Finding) -> tuple[int, float, int]:
