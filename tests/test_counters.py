@@ -147,7 +147,9 @@ def test_no_rule_judges_the_replayed_times(profile) -> None:
     reasons = dict(result.not_evaluated)
     for rule in ("host.device-gaps", "host.launch-overhead", "operations.below-roofline", "host.long-events"):
         assert rule not in result.evaluated
-        assert reasons[rule].startswith("needs the run's times: the trace's 77 kernels were replayed by CUPTI")
+        assert reasons[rule].startswith(
+            "needs the run's times: the trace's 77 kernels were replayed by CUPTI"
+        )
     assert result.items == []
     ordinary = check(popprof.open(REAL / "hta_simple_add.json.gz"))
     assert {"host.device-gaps", "host.launch-overhead"} <= set(ordinary.evaluated)
