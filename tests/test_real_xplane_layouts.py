@@ -1,8 +1,9 @@
-"""The XPlane reader on a real TPU profile: xprof's ``tpu_inference_2.xplane.pb`` (Apache 2.0; provenance in
-``fixtures/real/xplane/README.md``), JAX on 4 TPU v6e chips offloading tensors to host memory.
+"""The XPlane reader on two real layouts (provenance in ``fixtures/real/xplane/README.md``): xprof's
+``tpu_inference_2.xplane.pb`` (Apache 2.0), JAX on 4 TPU v6e chips offloading tensors to host memory, and
+TraceLens's newer JAX profile of Transformer Engine's fused attention on an MI355X (MIT).
 
-Before, its TPU planes gave metadata only: the summary had host threads and no device at all. Expected values
-are read off the file here with the protobuf messages alone (the planes' own lines, events and event metadata),
+Before, the TPU planes gave metadata only: the summary had host threads and no device at all. Expected values
+are read off the files here with the protobuf messages alone (the planes' own lines, events and event metadata),
 not with popprof's reading.
 """
 
@@ -196,3 +197,58 @@ def test_report_and_timeline(tmp_path, capsys):
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     assert np.sum([1 for e in events if e.get("ph") == "X"]) > 6000
     capsys.readouterr()
+
+
+TE = TPU.parent / "tracelens_te_fused_attn_mi355x.xplane.pb"
+
+
+def _correlations(plane, line) -> list[int | None]:  # noqa: ANN001 - XPlane and XLine messages
+    """Each event's ``correlation_id`` stat (None where it has none)."""
+    stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+    out = []
+    for event in line.events:
+        found = [
+            s.uint64_value or s.int64_value
+            for s in event.stats
+            if stat_names.get(s.metadata_id) == "correlation_id"
+        ]
+        out.append(found[0] if found else None)
+    return out
+
+
+def test_te_fused_attention_on_an_mi355x():
+    """TraceLens's newer JAX profile (Transformer Engine's fused attention, ``gfx950``): GPU 0's one stream of
+    150 kernels (12.134 ms) is ``gpu:0``; planes 1-7 and the ``/device:CUSTOM:Megascale Trace`` plane have no
+    lines; each kernel's launch call (on ``Host Threads/7``) joins it by correlation id: 150 launch delays."""
+    message = proto.xspace_class()()
+    message.ParseFromString(TE.read_bytes())
+    gpu = next(p for p in message.planes if p.name == "/device:GPU:0")
+    (stream,) = [line for line in gpu.lines if len(line.events)]
+    assert stream.name == "Stream #2" and len(stream.events) == 150
+    host = next(p for p in message.planes if p.name == "/host:CPU")
+    launches = {c for line in host.lines for c in _correlations(host, line) if c is not None}
+    kernels = _correlations(gpu, stream)
+    assert len(kernels) == 150 and set(kernels) <= launches
+    assert any(p.name == "/device:CUSTOM:Megascale Trace" and not len(p.lines) for p in message.planes)
+
+    profile = popprof.open(TE)
+    events = profile.events
+    device = events["device"].astype("string")
+    assert list(device.dropna().unique()) == ["gpu:0"]
+    mine = events[device == "gpu:0"]
+    assert len(mine) == 150 and set(mine["stream"].astype(int)) == {2}
+    assert mine["dur_us"].sum() == pytest.approx(sum(e.duration_ps for e in stream.events) / 1e6, abs=1e-3)
+    assert mine["dur_us"].sum() == pytest.approx(12_133.585, abs=1e-3)
+    assert len(devices.launch_delays(profile)) == 150
+    gpus = json.loads(profile.meta["xplane.gpus"])
+    assert gpus[0]["gpu"] == 0 and gpus[0]["compute_cap_major"] == 9 and gpus[0]["core_count"] == 256
+    assert "xplane.skipped_lines" not in profile.meta  # no derived line, no other plane with events
+
+
+def test_te_summary_names_no_pytorch_sync_note(capsys):
+    """The critical path's note about Kineto's ``cuda_sync`` events (pytorch/pytorch#105187) is for PyTorch
+    traces: an XPlane cannot hold them, so the summary made a PyTorch remark on a JAX profile."""
+    assert main(["summary", str(TE), "--critical-path"]) == 0
+    out = capsys.readouterr().out
+    assert "Critical path" in out and "gpu:0" in out
+    assert "105187" not in out and "CUDA sync" not in out
