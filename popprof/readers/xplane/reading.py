@@ -122,9 +122,8 @@ class _Gathered:
         for line in plane.lines:
             stream = STREAM_LINE.match(line.name) if gpu else None
             own = stream is not None or (tpu is not None and line.name == TPU_OPS_LINE)
-            if (
-                device and not own
-            ):  # a derived line (XLA Ops of a GPU, XLA Modules, ...): the device's work again
+            # a derived line (a GPU's XLA Ops, XLA Modules, ...): the device's work again
+            if device and not own:
                 if len(line.events):
                     key = f"{plane.name}/{line.name}"
                     self.skipped[key] = self.skipped.get(key, 0) + len(line.events)
