@@ -79,9 +79,11 @@ def test_every_tpu_plane_is_a_device_with_its_xla_ops(space, profile):
 
 
 def test_copy_ops_are_copies_and_all_reduce_is_communication(space, profile):
-    """Per TPU 600 ``copy-start`` and 600 ``copy-done`` ops (by ``hlo_category``) are copies, the 3
-    ``all-reduce`` ops communication and the loop fusions (``broadcast_add_fusion``: element-wise, not a
-    broadcast collective) compute."""
+    """Per TPU 600 ``copy-start`` and 600 ``copy-done`` ops (by ``hlo_category``) are copies between host
+    memory (XLA's memory space ``S(5)`` in the HLO text) and the device: a ``copy-done`` whose result is in host
+    memory is device to host (300 on TPU 0), the others host to device; each ``copy-start`` takes its direction
+    from its operand. The 3 ``all-reduce`` ops are communication and the loop fusions (``broadcast_add_fusion``:
+    element-wise, not a broadcast collective) compute."""
     events = profile.events
     plane = next(p for p in space.planes if p.name == "/device:TPU:0")
     ops, names, category = _ops(plane)
@@ -93,10 +95,28 @@ def test_copy_ops_are_copies_and_all_reduce_is_communication(space, profile):
         "all-reduce": 3,
         "broadcast": 1,
     }
+    texts = {k: m.name for k, m in plane.event_metadata.items()}
+    done_to_host = sum(
+        1
+        for e in ops
+        if category.get(e.metadata_id) == "copy-done"
+        and "S(5)" in texts[e.metadata_id].split(" = ", 1)[1].split(" copy-done(")[0]
+    )
+    start_from_host = sum(
+        1
+        for e in ops
+        if category.get(e.metadata_id) == "copy-start"
+        and "S(5)" in texts[e.metadata_id].split(" copy-start(")[1]
+    )
+    assert (done_to_host, start_from_host) == (300, 300)
     mine = events[events["device"].astype("string") == "tpu:0"]
     assert int((mine["channel"].astype(str) == "gpu_memcpy").sum()) == 1200
     kinds = mine.groupby(mine["device_category"].astype(str))["name"].count().to_dict()
-    assert kinds == {"other": 1200, "exchange": 3, "compute": 301}
+    assert kinds == {"host_io": 1200, "exchange": 3, "compute": 301}
+    names_read = mine["name"].astype(str)
+    assert int(names_read.str.match(r"Memcpy DtoH \(copy-done").sum()) == done_to_host
+    assert int(names_read.str.match(r"Memcpy HtoD \(copy-done").sum()) == 600 - done_to_host
+    assert int(names_read.str.match(r"Memcpy HtoD \(copy-start").sum()) == start_from_host
     exchange = set(mine.loc[mine["device_category"].astype(str) == "exchange", "name"].astype(str))
     assert exchange == {"all-reduce"}
     fused = {names[e.metadata_id] for e in ops if category.get(e.metadata_id) == "loop fusion"}
@@ -105,7 +125,7 @@ def test_copy_ops_are_copies_and_all_reduce_is_communication(space, profile):
 
 def test_the_devices_table_counts_copy_done_as_copies(space, profile):
     """The HTA-style table and the time account agree: TPU 0's copies are the ``copy-done`` waits (76.05 s of
-    its window), not compute (``copy-done.2`` has no ``Memcpy`` in its name, which HTA's type reads)."""
+    its window), not compute; the copies table splits them by direction."""
     plane = next(p for p in space.planes if p.name == "/device:TPU:0")
     ops, _, category = _ops(plane)
     copies_s = sum(e.duration_ps for e in ops if category.get(e.metadata_id, "").startswith("copy")) / 1e12

@@ -9,7 +9,8 @@ into event tables, as a GPU trace.
   not counted twice;
 - a TPU plane (``/device:TPU:N``) is device ``tpu:N``: its ``XLA Ops`` line (the core's HLO ops, one after
   another) is its one stream (``pid`` 10000 + N); ops whose ``hlo_category`` is a copy (``copy-start``,
-  ``copy-done``) are copies; its other lines (``XLA Modules``, ``Async XLA Ops``, ``XLA TraceMe``) are left out
+  ``copy-done``) are copies, named ``Memcpy HtoD (<op>)`` / ``Memcpy DtoH (<op>)`` when one end is in host
+  memory; its other lines (``XLA Modules``, ``Async XLA Ops``, ``XLA TraceMe``) are left out
   like a GPU's derived lines;
 - the host plane (``/host:CPU``): its lines are threads of one process, events runtime calls
   (``cuda_runtime``: they carry a ``correlation_id``), Python frames (``python_function``) or other TraceMe

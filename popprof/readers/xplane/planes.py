@@ -108,15 +108,41 @@ def plane_stats(plane, names: PlaneNames) -> dict[str, object]:  # noqa: ANN001 
     }
 
 
-def copy_ops(plane, names: PlaneNames) -> set[str]:  # noqa: ANN001 - an XPlane message
+#: XLA's memory space of host memory (``Layout::kHostMemorySpace``), ``S(5)`` in an HLO shape's layout
+_HOST_SPACE = "S(5)"
+
+
+def copy_ops(plane, names: PlaneNames) -> dict[str, str]:  # noqa: ANN001 - an XPlane message
     """The event names (as :class:`PlaneNames` gives them) of a TPU plane's ops whose ``hlo_category`` is one of
-    :data:`TPU_COPY_CATEGORIES`."""
-    found = set()
+    :data:`TPU_COPY_CATEGORIES`, each with the name it is read under: ``Memcpy DtoH (<op>)`` or
+    ``Memcpy HtoD (<op>)`` where the HLO text (the metadata's ``name``) puts one end in host memory (``S(5)``),
+    so the copy reads as host I/O as a Kineto copy of that direction does; the op's own name otherwise.
+
+    A ``copy-done``'s result is the copy's destination: in host memory, device to host, else (its operand there)
+    host to device. A ``copy-start``'s operand is the source: in host memory, host to device, else (its result
+    tuple holds a host buffer) device to host."""
+    found: dict[str, str] = {}
     for key, metadata in plane.event_metadata.items():
         for stat in metadata.stats:
             if names.stats.get(stat.metadata_id) == "hlo_category" and stat.str_value in TPU_COPY_CATEGORIES:
-                found.add(names.events[key])
+                label = names.events[key]
+                found[label] = _copy_name(label, metadata.name, stat.str_value)
     return found
+
+
+def _copy_name(label: str, text: str, category: str) -> str:
+    """``label`` with the direction of a TPU copy between host and device memory, from its HLO ``text``
+    (``%copy-done.2 = f32[...]{...S(5)} copy-done(...)``); ``label`` alone when neither end is in host memory."""
+    result, _, operand = text.partition(f" {category}(")
+    if not operand:
+        return label
+    to_host = _HOST_SPACE in result.partition(" = ")[2]
+    from_host = _HOST_SPACE in operand
+    if category == "copy-start":
+        direction = "HtoD" if from_host else ("DtoH" if to_host else None)
+    else:
+        direction = "DtoH" if to_host else ("HtoD" if from_host else None)
+    return f"Memcpy {direction} ({label})" if direction else label
 
 
 def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Columns:  # noqa: ANN001 - an XLine

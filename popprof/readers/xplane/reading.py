@@ -118,7 +118,7 @@ class _Gathered:
         elif tpu:
             self.gpus.append({"tpu": index, **plane_stats(plane, names)})
         self.process_names[pid] = plane.name if device else (f"{HOST_PLANE} ({host})" if host else HOST_PLANE)
-        copies = copy_ops(plane, names) if tpu else set()
+        copies = copy_ops(plane, names) if tpu else {}
         for line in plane.lines:
             stream = STREAM_LINE.match(line.name) if gpu else None
             own = stream is not None or (tpu is not None and line.name == TPU_OPS_LINE)
@@ -135,6 +135,7 @@ class _Gathered:
                 copied = np.array([label in copies for label in columns.names], dtype=bool)
                 if copied.any() and len(columns.name_codes):
                     columns.channel_codes[copied[columns.name_codes]] = CHANNELS.index(MEMCPY)
+                    columns.names = [copies.get(label, label) for label in columns.names]
             tid = int(stream.group(1)) if stream else int(line.id)
             self.parts.append((columns, pid, tid, pid if device else -1))
             self.thread_names[(pid, tid)] = line.display_name or line.name
