@@ -248,7 +248,7 @@ def test_a_space_without_gpu_or_host_events_is_refused(tmp_path, capsys):
     space.planes.extend(keep)
     path = tmp_path / "bare.xplane.pb"
     path.write_bytes(space.SerializeToString())
-    assert "holds no GPU stream or host events" in summary_error(path, capsys)
+    assert "holds no GPU stream, TPU op or host events" in summary_error(path, capsys)
 
 
 def test_without_protobuf_one_line_names_the_extra(tmp_path, monkeypatch, capsys):

@@ -42,12 +42,14 @@ DTYPE_BYTES: dict[str, int] = {
     "Float8_e4m3fnuz": 1,
 }
 
-#: The collective of a kernel or args name, by the first pattern that matches (case-insensitive).
+#: The collective of a kernel or args name, by the first pattern that matches (case-insensitive); XLA's HLO
+#: names (a TPU's ops) spell them with hyphens: ``all-reduce``, ``all-gather.1``, ``collective-permute``.
 _KINDS: tuple[tuple[str, str], ...] = (
-    ("all_?reduce", "all_reduce"),
-    ("all_?gather", "all_gather"),
-    ("reduce_?scatter", "reduce_scatter"),
-    ("all_?to_?all", "all_to_all"),
+    ("all[_-]?reduce", "all_reduce"),
+    ("all[_-]?gather", "all_gather"),
+    ("reduce[_-]?scatter", "reduce_scatter"),
+    ("all[_-]?to[_-]?all", "all_to_all"),
+    ("collective[_-]permute", "send_recv"),
     ("broadcast", "broadcast"),
     ("send_?recv|sendrecv|send|recv", "send_recv"),
     ("reduce", "reduce"),
@@ -134,6 +136,8 @@ def host_op_sizes(profile: Profile, rows: np.ndarray) -> pd.DataFrame:
     rank = rank_array(profile)
     correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)
     host = np.flatnonzero(~stream_mask(profile) & ~np.isnan(correlation))
+    if host.size == 0:  # no host call carries a correlation id (a TPU's XPlane: its collectives launch none)
+        return out
     host_keys = pd.Index(rank[host] * (1 << 40) + correlation[host].astype(np.int64))
     keep = ~host_keys.duplicated(keep="last")
     host, host_keys = host[keep], host_keys[keep]

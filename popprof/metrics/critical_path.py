@@ -115,7 +115,8 @@ def critical_paths(
     Each item: ``rank``, ``length_us`` (the path's weight), ``window_us`` (from the first node to the last of the
     rank), ``parts_us`` and ``shares`` (each of :data:`PARTS`: its time on the path and its share of the length),
     ``events`` (host and GPU events on the path), ``clipped_edges`` (edges of negative weight counted as 0),
-    ``sync_events`` (Kineto's ``cuda_sync`` events of the rank: without them, as in traces from before
+    ``sync_events`` (Kineto's ``cuda_sync`` events of the rank, None for a source that is no Chrome trace: without
+    them, as in traces from before
     pytorch/pytorch#105187 (2023), no wait of the host on the GPU joins the two, and the path is the longer of the
     host's chain and the GPU's alone), ``unresolved_syncs`` (event synchronisations whose recorded work was not
     found: all of them in a trace read without args) and ``top``: the ``top`` names with the most time on the path
@@ -123,13 +124,16 @@ def critical_paths(
     (``[first, last]``). ``savings`` False: without ``savings_us`` and the top names' ``saving_us`` (what
     making work free would buy: a pass over the graph each, about a quarter of the time of a step's path)."""
     events = profile.get("events")
+    # only a PyTorch (Kineto) trace can hold cuda_sync events: elsewhere (XPlane, rocprofv3, nsys) their absence
+    # says nothing about the trace's age, so ``sync_events`` is None there and the summary makes no note of it
+    kineto = profile.source_format == "chrome_trace"
     out = []
     for path in _rank_paths(profile, steps):
         item = {"rank": path.rank, **_describe(events, path, top, savings)}
         item.update(
             window_us=path.window_us,
             clipped_edges=path.clipped,
-            sync_events=path.syncs,
+            sync_events=path.syncs if kineto else None,
             unresolved_syncs=path.unresolved,
         )
         if steps is not None:

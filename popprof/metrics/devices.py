@@ -539,7 +539,11 @@ def _gaps(work: pd.DataFrame, consecutive_kernel_delay_us: float) -> _Gaps:
     rank, stream = work["rank"].to_numpy()[rows], work["stream"].to_numpy()[rows]
     device_codes = np.asarray(work["device"].array.codes)[rows]
     start = work["start"].to_numpy()[rows]
-    order = np.lexsort((start, stream, device_codes, rank))
+    # ties on start (HTA sorts by ts alone, in no set order) go shortest first: a TPU's XLA Ops line has
+    # zero-length ops at the picosecond a long copy-done starts (xprof's tpu_inference_2), and after the long
+    # op each would end a gap that starts at its end, of minus its length
+    end = work["end"].to_numpy(dtype=np.float64)[rows]
+    order = np.lexsort((end, start, stream, device_codes, rank))
     rows = rows[order]
     rank, stream, device_codes, start = rank[order], stream[order], device_codes[order], start[order]
     same = np.zeros(len(rows), dtype=bool)

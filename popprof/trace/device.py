@@ -73,11 +73,15 @@ DEVICE_CHANNELS: tuple[str, ...] = (
 #: (``multimem_all_reduce_kernel``, ``one_shot_all_reduce_kernel``, ``two_shot_all_reduce_kernel``), vLLM /
 #: SGLang custom all-reduce (``cross_device_reduce_1stage``) and any kernel named after a collective, but not
 #: ATen's element-wise kernels that broadcast their operands (``type_specialized_broadcast_kernel_launcher``,
-#: in TraceLens's xDiT traces: a multiply, not a collective). The one definition of communication: the device
-#: map's ``exchange`` (what ``check`` reads) and the summary's ``COMMUNICATION``.
+#: in TraceLens's xDiT traces: a multiply, not a collective). XLA's HLO names spell collectives with hyphens
+#: (a TPU's ops: ``all-reduce``, ``all-gather.1``, ``collective-permute``); its ``broadcast.2`` (a scalar
+#: repeated into a tensor) and ``broadcast_add_fusion`` (element-wise work) are not collectives (xprof's
+#: tpu_inference_2). The one definition of communication: the device map's ``exchange`` (what ``check`` reads)
+#: and the summary's ``COMMUNICATION``.
 _COLLECTIVE = (
     r"(?i:nccl|rccl|rocshmem|nvshmem|multimem|cross_device_reduce"
-    r"|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast(?!_kernel_launcher)|send_?recv)"
+    r"|all[_-]?reduce|all[_-]?gather|reduce[_-]?scatter|all[_-]?to[_-]?all|collective[_-]permute"
+    r"|broadcast(?!_kernel_launcher|\.\d|[\w.-]*fusion)|send_?recv)"
 )
 #: Host calls that block the calling thread until the device has done work: the synchronisations, the
 #: synchronous copies (CUDA's "API synchronization behavior": a synchronous memcpy syncs the stream before a

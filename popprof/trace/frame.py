@@ -109,16 +109,16 @@ def build_events(
 
 
 def gpu_work_columns(
-    stream: np.ndarray, correlation: np.ndarray, device_codes: np.ndarray, devices: np.ndarray
+    stream: np.ndarray, correlation: np.ndarray, device_codes: np.ndarray, devices: np.ndarray | list[str]
 ) -> dict[str, object]:
     """The device-work columns a GPU trace's reader hands :func:`build_events` as ``extra``: ``stream`` and
     ``correlation`` as nullable integers (a negative value: none) and ``device`` as codes into ``gpu:N`` labels
-    (``devices``: the N of each code)."""
+    (``devices``: the N of each code, or the label itself where it is a string: an XPlane's ``tpu:N``)."""
     stream, correlation = np.asarray(stream, dtype=np.int64), np.asarray(correlation, dtype=np.int64)
     return {
         "stream": pd.arrays.IntegerArray(np.maximum(stream, 0), stream < 0),
         "correlation": pd.arrays.IntegerArray(np.maximum(correlation, 0), correlation < 0),
-        "device": (device_codes, [f"gpu:{d}" for d in np.asarray(devices).tolist()]),
+        "device": (device_codes, [d if isinstance(d, str) else f"gpu:{d}" for d in list(devices)]),
     }
 
 

@@ -52,6 +52,9 @@ KERNEL_CHANNELS = (
     "cuda_profiler_range",
 )
 
+#: the channels of copies and memsets: their work is ``MEMORY`` in popprof's kernel type (:func:`kernel_types`)
+_COPY_CHANNELS = ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
+
 
 def hta_kernel_type(name: str) -> str:
     """HTA's kernel type of one kernel name."""
@@ -79,13 +82,19 @@ def hta_kernel_types(names: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(lut[np.asarray(cat.codes)], categories=list(KERNEL_TYPES))
 
 
-def kernel_types(hta: pd.Categorical, exchange: np.ndarray) -> pd.Categorical:
+def kernel_types(
+    hta: pd.Categorical, exchange: np.ndarray, copies: np.ndarray | None = None
+) -> pd.Categorical:
     """popprof's kernel type of each work item from HTA's (``hta``) and whether the device map put it in
     ``exchange`` (``exchange``): communication is exactly the exchange work; HTA's ``COMMUNICATION`` outside
-    it (a user's device map switched it off) is ``COMPUTATION``."""
+    it (a user's device map switched it off) is ``COMPUTATION``. ``copies``: items a reader put on a copy or
+    memset channel, ``MEMORY`` whatever their name (HTA reads ``Memcpy``/``Memset`` names alone; a TPU's
+    ``copy-done.2`` is a copy by its HLO category)."""
     codes = np.asarray(hta.codes).copy()
     comm = KERNEL_TYPES.index(COMMUNICATION)
     codes[codes == comm] = KERNEL_TYPES.index(COMPUTATION)
+    if copies is not None:
+        codes[copies] = KERNEL_TYPES.index(MEMORY)
     codes[exchange] = comm
     return pd.Categorical.from_codes(codes, categories=list(KERNEL_TYPES))
 
@@ -250,6 +259,7 @@ def gpu_work(
     stream = events["stream"].array[work_rows]
     hta_types = hta_kernel_types(names)
     exchange = np.asarray(events["device_category"].array[work_rows] == "exchange", dtype=bool)
+    copies = np.asarray(events["channel"].array[work_rows].isin(_COPY_CHANNELS), dtype=bool)
     columns = {} if exact is None else {"start_exact": exact[0][order], "end_exact": exact[1][order]}
     return pd.DataFrame(
         {
@@ -261,7 +271,7 @@ def gpu_work(
             "correlation": work_corr,
             "start": work_start,
             "end": work_end,
-            "kernel_type": kernel_types(hta_types, exchange),
+            "kernel_type": kernel_types(hta_types, exchange, copies),
             "hta_kernel_type": hta_types,
             "launch_start": launch_start,
             **columns,

@@ -7,6 +7,11 @@ into event tables, as a GPU trace.
 - the lines a profiler derives on a GPU plane (``XLA Modules``, ``XLA Ops``, ``Framework Ops``, ``Steps``, ...)
   summarise the stream lines' work: they are left out (counted in ``xplane.skipped_lines``), so busy time is
   not counted twice;
+- a TPU plane (``/device:TPU:N``) is device ``tpu:N``: its ``XLA Ops`` line (the core's HLO ops, one after
+  another) is its one stream (``pid`` 10000 + N); ops whose ``hlo_category`` is a copy (``copy-start``,
+  ``copy-done``) are copies, named ``Memcpy HtoD (<op>)`` / ``Memcpy DtoH (<op>)`` when one end is in host
+  memory; its other lines (``XLA Modules``, ``Async XLA Ops``, ``XLA TraceMe``) are left out
+  like a GPU's derived lines;
 - the host plane (``/host:CPU``): its lines are threads of one process, events runtime calls
   (``cuda_runtime``: they carry a ``correlation_id``), Python frames (``python_function``) or other TraceMe
   annotations (``trace_me``);
@@ -14,7 +19,7 @@ into event tables, as a GPU trace.
   profile's start, which ``xplane.profile_start_time_ns`` records), durations from ``duration_ps``;
   ``correlation_id`` is ``events.correlation``; with ``with_args`` every stat of an event is its ``args``.
 
-Other planes (TPUs, ``/host:metadata``, ``Task Environment``) give metadata only. The protobuf messages are
+Other planes (``/host:metadata``, ``Task Environment``) give metadata only. The protobuf messages are
 built at run time (:mod:`.proto`, from ``xplane.proto`` of tensorflow/tensorflow
 ``third_party/xla/third_party/tsl/tsl/profiler/protobuf/xplane.proto`` at commit
 ``6ee576304d65b94f7b645286fbd4df96a279f7fc``), with the optional ``protobuf`` library

@@ -21,6 +21,16 @@ HOST_PLANE = "/host:CPU"
 #: line of a GPU plane (``XLA Modules``, ``XLA Ops``, ``Framework Ops``, ``Steps``, ...) is derived from these
 #: by the profiler and left out, so device busy time is not counted twice
 STREAM_LINE = re.compile(r"^Stream #(\d+)")
+#: a TPU's plane (``/device:TPU:0``). A TPU has no stream lines: its ``XLA Ops`` line (:data:`TPU_OPS_LINE`) is
+#: the core's own work, one HLO op after another (xprof's op profile reads it); ``XLA Modules`` (the programs
+#: those ops belong to), ``Async XLA Ops`` (the spans of asynchronous copies in flight, which overlap the ops)
+#: and ``XLA TraceMe`` are left out like a GPU's derived lines, so busy time is not counted twice
+TPU_PLANE = re.compile(r"^/device:TPU:(\d+)$")
+TPU_OPS_LINE = "XLA Ops"
+#: the HLO categories (event metadata's ``hlo_category`` stat) of a TPU op that moves data rather than
+#: computes: an asynchronous copy's start and the wait for its end (``copy-done``: on a TPU that offloads
+#: tensors to host memory, the core stalls there until the DMA ends), read as copies (``gpu_memcpy``)
+TPU_COPY_CATEGORIES = frozenset({"copy", "copy-start", "copy-done"})
 #: device channels (Kineto's, so the device map's GPU rules hold)
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 #: host channels: a runtime call (it carries a ``correlation_id``), a Python frame (xprof's ``$`` prefix), any
@@ -96,6 +106,43 @@ def plane_stats(plane, names: PlaneNames) -> dict[str, object]:  # noqa: ANN001 
     return {
         names.stats.get(s.metadata_id, str(s.metadata_id)): stat_value(s, names.stats) for s in plane.stats
     }
+
+
+#: XLA's memory space of host memory (``Layout::kHostMemorySpace``), ``S(5)`` in an HLO shape's layout
+_HOST_SPACE = "S(5)"
+
+
+def copy_ops(plane, names: PlaneNames) -> dict[str, str]:  # noqa: ANN001 - an XPlane message
+    """The event names (as :class:`PlaneNames` gives them) of a TPU plane's ops whose ``hlo_category`` is one of
+    :data:`TPU_COPY_CATEGORIES`, each with the name it is read under: ``Memcpy DtoH (<op>)`` or
+    ``Memcpy HtoD (<op>)`` where the HLO text (the metadata's ``name``) puts one end in host memory (``S(5)``),
+    so the copy reads as host I/O as a Kineto copy of that direction does; the op's own name otherwise.
+
+    A ``copy-done``'s result is the copy's destination: in host memory, device to host, else (its operand there)
+    host to device. A ``copy-start``'s operand is the source: in host memory, host to device, else (its result
+    tuple holds a host buffer) device to host."""
+    found: dict[str, str] = {}
+    for key, metadata in plane.event_metadata.items():
+        for stat in metadata.stats:
+            if names.stats.get(stat.metadata_id) == "hlo_category" and stat.str_value in TPU_COPY_CATEGORIES:
+                label = names.events[key]
+                found[label] = _copy_name(label, metadata.name, stat.str_value)
+    return found
+
+
+def _copy_name(label: str, text: str, category: str) -> str:
+    """``label`` with the direction of a TPU copy between host and device memory, from its HLO ``text``
+    (``%copy-done.2 = f32[...]{...S(5)} copy-done(...)``); ``label`` alone when neither end is in host memory."""
+    result, _, operand = text.partition(f" {category}(")
+    if not operand:
+        return label
+    to_host = _HOST_SPACE in result.partition(" = ")[2]
+    from_host = _HOST_SPACE in operand
+    if category == "copy-start":
+        direction = "HtoD" if from_host else ("DtoH" if to_host else None)
+    else:
+        direction = "DtoH" if to_host else ("HtoD" if from_host else None)
+    return f"Memcpy {direction} ({label})" if direction else label
 
 
 def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Columns:  # noqa: ANN001 - an XLine

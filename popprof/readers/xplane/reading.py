@@ -18,11 +18,26 @@ from ...model.profile import Profile
 from ...trace import frame
 from ..chrome.tables import trace_rank
 from . import FORMAT, SUFFIX, candidates
-from .planes import CHANNELS, GPU_PLANE, HOST_PLANE, STREAM_LINE, Columns, PlaneNames, plane_stats, read_line
+from .planes import (
+    CHANNELS,
+    GPU_PLANE,
+    HOST_PLANE,
+    MEMCPY,
+    STREAM_LINE,
+    TPU_OPS_LINE,
+    TPU_PLANE,
+    Columns,
+    PlaneNames,
+    copy_ops,
+    plane_stats,
+    read_line,
+)
 from .proto import parse
 
 #: the host plane's process id (a GPU plane's is its index N)
 HOST_PID = 1_000_000
+#: a TPU plane's process id and device key: this + N (a GPU's is N), so ``tpu:N`` and ``gpu:N`` stay apart
+TPU_BASE = 10_000
 _HINT = "write the profile again (jax.profiler.trace / xprof), or name one .xplane.pb file"
 
 
@@ -65,7 +80,7 @@ def read(
         found.add(plane, ", ".join(space.hostnames), with_args)
     if not found.parts:
         listed = ", ".join(p["name"] for p in found.planes) or "none"
-        raise InputError(source, f"holds no GPU stream or host events (planes: {listed})", _HINT)
+        raise InputError(source, f"holds no GPU stream, TPU op or host events (planes: {listed})", _HINT)
     return _profile(path, source, space, found, device_map)
 
 
@@ -83,36 +98,46 @@ class _Gathered:
     start_time: object = None
 
     def add(self, plane, host: str, with_args: bool) -> None:  # noqa: ANN001 - an XPlane message
-        """Read one plane: a GPU's stream lines and the host's lines into columns; others into metadata."""
+        """Read one plane: a GPU's stream lines, a TPU's ``XLA Ops`` line and the host's lines into columns;
+        others into metadata."""
         names = PlaneNames.of(plane)
         events = sum(len(line.events) for line in plane.lines)
         self.planes.append({"name": plane.name, "lines": len(plane.lines), "events": events})
         if plane.name == "Task Environment":
             self.start_time = plane_stats(plane, names).get("profile_start_time")
-        gpu = GPU_PLANE.match(plane.name)
-        if gpu is None and plane.name != HOST_PLANE:
+        gpu, tpu = GPU_PLANE.match(plane.name), TPU_PLANE.match(plane.name)
+        device = gpu or tpu
+        if device is None and plane.name != HOST_PLANE:
             if events:
                 self.skipped[plane.name] = events
             return
-        index = int(gpu.group(1)) if gpu else -1
-        pid = index if gpu else HOST_PID
+        index = int(device.group(1)) if device else -1
+        pid = (TPU_BASE + index if tpu else index) if device else HOST_PID
         if gpu:
             self.gpus.append({"gpu": index, **plane_stats(plane, names)})
-            self.process_names[pid] = plane.name
-        else:
-            self.process_names[pid] = f"{HOST_PLANE} ({host})" if host else HOST_PLANE
+        elif tpu:
+            self.gpus.append({"tpu": index, **plane_stats(plane, names)})
+        self.process_names[pid] = plane.name if device else (f"{HOST_PLANE} ({host})" if host else HOST_PLANE)
+        copies = copy_ops(plane, names) if tpu else {}
         for line in plane.lines:
             stream = STREAM_LINE.match(line.name) if gpu else None
-            if gpu and stream is None:  # a derived line (XLA Ops, ...): the stream lines' work again
+            own = stream is not None or (tpu is not None and line.name == TPU_OPS_LINE)
+            # a derived line (a GPU's XLA Ops, XLA Modules, ...): the device's work again
+            if device and not own:
                 if len(line.events):
                     key = f"{plane.name}/{line.name}"
                     self.skipped[key] = self.skipped.get(key, 0) + len(line.events)
                 continue
             if not len(line.events):
                 continue
-            columns = read_line(line, names, device=gpu is not None, with_args=with_args)
+            columns = read_line(line, names, device=device is not None, with_args=with_args)
+            if copies:
+                copied = np.array([label in copies for label in columns.names], dtype=bool)
+                if copied.any() and len(columns.name_codes):
+                    columns.channel_codes[copied[columns.name_codes]] = CHANNELS.index(MEMCPY)
+                    columns.names = [copies.get(label, label) for label in columns.names]
             tid = int(stream.group(1)) if stream else int(line.id)
-            self.parts.append((columns, pid, tid, index))
+            self.parts.append((columns, pid, tid, pid if device else -1))
             self.thread_names[(pid, tid)] = line.display_name or line.name
 
 
@@ -147,6 +172,13 @@ def _joined(parts: list[tuple[Columns, int, int, int]]) -> dict[str, object]:
     }
 
 
+def _process_label(pid: int) -> str:
+    """A track's process label: the host's ``CPU``, else ``GPU N`` or ``TPU N``."""
+    if pid == HOST_PID:
+        return "CPU"
+    return f"TPU {pid - TPU_BASE}" if pid >= TPU_BASE else f"GPU {pid}"
+
+
 def _profile(
     path: Path,
     source: Path,
@@ -158,8 +190,9 @@ def _profile(
     cols = _joined(found.parts)
     device = cols["device"]
     on_gpu = device >= 0
-    labels = np.unique(device[on_gpu])
-    device_codes = np.searchsorted(labels, device).astype(np.int32)
+    keys = np.unique(device[on_gpu])
+    labels = [f"tpu:{k - TPU_BASE}" if k >= TPU_BASE else f"gpu:{k}" for k in keys.tolist()]
+    device_codes = np.searchsorted(keys, device).astype(np.int32)
     device_codes[~on_gpu] = -1
     stream = np.where(on_gpu, cols["tid"], 0)
     correlation = cols["correlation"]
@@ -180,9 +213,7 @@ def _profile(
     rank = trace_rank({}, source)
     frame.set_rank(events, rank)
     threads = frame.build_threads(events, found.process_names, found.thread_names)
-    threads["process_labels"] = pd.array(
-        [f"GPU {p}" if p != HOST_PID else "CPU" for p in threads["pid"].tolist()], dtype="str"
-    )
+    threads["process_labels"] = pd.array([_process_label(p) for p in threads["pid"].tolist()], dtype="str")
     threads["rank"] = frame.constant_int(len(threads), rank)
     meta: dict[str, object] = dict(source_metadata(FORMAT, [source]))
     meta["xplane.hostnames"] = json.dumps(list(space.hostnames))
