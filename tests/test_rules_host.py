@@ -260,3 +260,28 @@ def test_a_device_only_trace_does_not_say_the_device_waited_on_the_host() -> Non
     assert account["idle_host"] == 0 and account["idle_other"] / account["window_us"] == pytest.approx(
         0.72, abs=0.005
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "gaps_seen"),
+    [
+        ("traces/hta_trace_compare_base.json.gz", 10),  # its long gaps end at work launched before the trace
+        ("xplane/xprof_tpu_v6e_inference.xplane.pb", 13),  # a TPU's XLA ops: no launch calls at all
+    ],
+)
+def test_gaps_without_a_recorded_launch_are_not_the_hosts(path: str, gaps_seen: int) -> None:
+    """The account calls a gap whose next work has no recorded launch "idle, cause unknown"; the rule never
+    sells it as the host's: with no gap of known launch it is not evaluated and says why."""
+    from pathlib import Path
+
+    import popprof
+    from popprof.metrics.account import run_account
+
+    profile = popprof.open(Path(__file__).resolve().parent.parent / "fixtures" / "real" / path)
+    found = gaps(profile)
+    assert found.items == [] and "host.device-gaps" not in found.evaluated
+    (reason,) = [why for rule, why in found.not_evaluated if rule == "host.device-gaps"]
+    assert reason.startswith(f"needs the launches of the device's work: none of the {gaps_seen} gaps ends at")
+    runs = run_account(profile)
+    assert (runs["idle_host"].fillna(0.0) < 0.01 * runs["window_us"]).all()  # the account: not the host's
+    assert (runs["idle_other"] > 0.12 * runs["window_us"]).all()

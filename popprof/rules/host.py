@@ -190,6 +190,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             "time account shows that idle as 'cause unknown'"
         )
     per_device = []
+    unknown = gaps_seen = 0  # gaps whose next work has no recorded launch, of all the gaps looked at
     capture = graph_capture(profile)
     captured: dict[
         str | None, tuple[int, float]
@@ -206,15 +207,26 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
                 gs, ge = gs[~building], ge[~building]
         if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
             continue
+        gaps_seen += len(gs)
         # the host's part of each gap: until the work that ended it had been launched (the rest, the work
-        # launched and waiting on a dependency, is device.dependency-waits')
+        # launched and waiting on a dependency, is device.dependency-waits'); a gap whose next work has no
+        # recorded launch is nobody's known part (the account's "idle, cause unknown"), never the host's; an
+        # IPU's account has no launches (its idle is the host's to fill: the whole gap)
         split = split_gaps(profile, activity, gs, ge)
+        launched = split.call_row >= 0 if ctx.platform == "gpu" else np.ones(len(gs), dtype=bool)
+        unknown += int((~launched).sum())
         hs, he = gs, split.host_end
-        mine = he > hs
+        mine = (he > hs) & launched
         share = float((he - hs)[mine].sum()) / (t1 - t0)
         if band(share, params["warning"], params["error"])[0] is not None:
             waited = float(split.waiting_us(ge).sum())
             per_device.append((share, activity, hs[mine], he[mine], waited))
+    if gaps_seen and unknown == gaps_seen:
+        raise NotEvaluated(
+            f"needs the launches of the device's work: none of the {plural(gaps_seen, 'gap')} ends at work with a "
+            "recorded launch (a TPU's XLA ops, work launched before the trace began), so whether the host held "
+            "the device cannot be told; the time account shows that idle as 'cause unknown'"
+        )
     if not per_device:
         return []
     per_device.sort(key=lambda item: -item[0])
