@@ -90,3 +90,40 @@ def test_rank_default_is_lowest(profiles: dict[str, popprof.Profile]) -> None:
         kernel_sequences(profile, "autograd::engine"), kernel_sequences(profile, "autograd::engine", rank=0)
     )
     assert kernel_sequences(profile, "autograd::engine", rank=7).empty
+
+
+#: (input, operator) for ``popprof summary --kernel-sequences``: several patterns, several ranks, none found
+SUMMARY_CASES = [
+    ("hta_alexnet_first_steps", "aten::conv2d"),
+    ("two_ranks", "autograd::engine"),
+    ("dlrm_8ranks", "ProfilerStep"),
+    ("hta_alexnet_first_steps", "no_such_operator"),
+]
+
+
+@pytest.mark.parametrize(("run", "operator"), SUMMARY_CASES)
+def test_summary_option_text_fits_and_json_is_the_api(
+    profiles: dict[str, popprof.Profile], run: str, operator: str
+) -> None:
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    def summary(*options: str) -> str:
+        args = ["summary", str(PATHS[run]), "--kernel-sequences", operator, *options]
+        result = CliRunner().invoke(cli, args, env={"COLUMNS": None})
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    text = summary()
+    assert f"Kernel sequences under {operator!r}" in text
+    assert not [line for line in text.splitlines() if len(line) > 80]
+    section = json.loads(summary("--format", "json"))["trace"]["kernel_sequences"]
+    assert (section["operator"], section["min_length"]) == (operator, 3)
+    profile = profiles[run]
+    ranks = sorted({row["rank"] for row in section["rows"]})
+    expected = pd.concat([kernel_sequences(profile, operator, rank=r) for r in ranks] or [pd.DataFrame()])
+    assert [row["pattern"] for row in section["rows"]] == list(expected.get("pattern", []))
+    assert [row["count"] for row in section["rows"]] == list(expected.get("count", []))
+    if not section["rows"]:
+        assert "none: no call of it launched 3 or more kernels" in text
