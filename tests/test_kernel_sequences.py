@@ -127,3 +127,9 @@ def test_summary_option_text_fits_and_json_is_the_api(
     assert [row["count"] for row in section["rows"]] == list(expected.get("count", []))
     if not section["rows"]:
         assert "none: no call of it launched 3 or more kernels" in text
+
+
+def test_profile_without_gpu_work_is_empty() -> None:
+    profile = popprof.open(REAL.parent.parent / "mk2_training.popprof")
+    got = kernel_sequences(profile, "x")
+    assert got.empty and list(got.columns) == list(COLUMNS)

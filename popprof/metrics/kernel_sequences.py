@@ -50,19 +50,26 @@ def _empty() -> pd.DataFrame:
     )
 
 
-def _contains(names: pd.Series, operator: str, rows: np.ndarray) -> np.ndarray:
-    """Boolean per row of ``rows``: its name contains ``operator`` (one test per distinct name)."""
+def _name_mask(names: pd.Series, rows: np.ndarray, test) -> np.ndarray:
+    """Boolean per row of ``rows``: ``test`` (a pandas ``.str`` method's result on an Index of names) holds for
+    its name; on a categorical (the readers' dtype) one test per distinct name, not per row."""
+    if not rows.size:
+        return np.zeros(0, dtype=bool)
     if isinstance(names.dtype, pd.CategoricalDtype):
-        hit = np.asarray(names.array.categories.astype(str).str.contains(operator, regex=False), dtype=bool)
+        hit = np.asarray(test(names.array.categories.astype(str)), dtype=bool)
         codes = np.asarray(names.array.codes)[rows]
         return np.where(codes >= 0, hit[np.maximum(codes, 0)], False)
-    return names.iloc[rows].astype(str).str.contains(operator, regex=False).to_numpy(dtype=bool)
+    return np.asarray(test(pd.Index(names.iloc[rows].astype(str))), dtype=bool)
+
+
+def _contains(names: pd.Series, text: str, rows: np.ndarray) -> np.ndarray:
+    """Boolean per row of ``rows``: its name contains ``text``."""
+    return _name_mask(names, rows, lambda index: index.str.contains(text, regex=False))
 
 
 def _names_starting(names: pd.Series, rows: np.ndarray, prefix: str) -> np.ndarray:
-    if not rows.size:
-        return np.zeros(0, dtype=bool)
-    return names.iloc[rows].astype(str).str.startswith(prefix).to_numpy(dtype=bool)
+    """Boolean per row of ``rows``: its name starts with ``prefix``."""
+    return _name_mask(names, rows, lambda index: index.str.startswith(prefix))
 
 
 def _top_rows(parent: np.ndarray, rows: np.ndarray, steps: int) -> np.ndarray:
@@ -142,7 +149,8 @@ def kernel_sequences(
     Sorted by count descending, then pattern. Empty when no call matches or none launched enough kernels.
     """
     events = profile.get("events")
-    if not operator or events is None or events.empty or "correlation" not in events.columns:
+    needed = {"correlation", "stream", "depth", "name", "start_us", "dur_us", "pid", "tid"}
+    if not operator or events is None or events.empty or not needed <= set(events.columns):
         return _empty()
     rank_of = masks.rank_array(profile)
     if rank is None:
