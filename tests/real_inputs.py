@@ -34,6 +34,8 @@ NOT_PROFILES = frozenset(
         "make_hta_memory_bw.py",
         "hta_counters_reference.json",
         "make_hta_counters.py",
+        "hta_kernel_sequences_reference.json",
+        "make_hta_kernel_sequences.py",
     }
 )
 

@@ -40,6 +40,12 @@ from .common import (
 @output_option()
 @shapes_option()
 @critical_path_options("Add each rank's critical path, and each step's on 2 or more steps")
+@click.option(
+    "--kernel-sequences",
+    "sequences",
+    metavar="OP",
+    help="Add the frequent kernel sequences under the calls whose name contains OP (HTA's; fusion candidates).",
+)
 @reading_options(config=True)
 def summary_command(
     path: str,
@@ -52,6 +58,7 @@ def summary_command(
     shapes: bool | None,
     critical_path: bool,
     steps: tuple[int, int] | None,
+    sequences: str | None,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -71,6 +78,7 @@ def summary_command(
       popprof summary trace.json.gz --no-shapes --format json
       popprof summary trace.json.gz --critical-path
       popprof summary trace.json.gz --critical-path --steps 4-5
+      popprof summary trace.json.gz --kernel-sequences aten::conv2d
     """
     critical_path = critical_path or steps is not None
     shapes = reads_arguments([path], shapes) or critical_path
@@ -97,7 +105,14 @@ def summary_command(
         for profile in profiles.values():
             require_steps(profile, steps)
             summaries.append(
-                explained_summary(profile, top=top, config=config, critical_path=critical_path, steps=steps)
+                explained_summary(
+                    profile,
+                    top=top,
+                    config=config,
+                    critical_path=critical_path,
+                    steps=steps,
+                    kernel_sequences=sequences,
+                )
             )
             advance(1)
     if fmt == "json":

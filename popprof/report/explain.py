@@ -252,6 +252,27 @@ def add_critical_path(
     return doc
 
 
+#: How many patterns the summary's "Kernel sequences" block lists (HTA's ``top_k``; the JSON has every one).
+SEQUENCE_LINES = 5
+
+
+def add_kernel_sequences(profile: Profile, doc: dict, operator: str, min_length: int = 3) -> dict:
+    """``doc`` (:func:`popprof.metrics.summary.summarise`'s) with ``kernel_sequences`` in its trace section: the
+    frequent kernel sequences under the calls whose name contains ``operator``
+    (:func:`popprof.metrics.kernel_sequences.kernel_sequences`, HTA 0.5.0's, per rank): ``operator``,
+    ``min_length`` and ``rows`` (``rank``, ``pattern``: HTA's ``"|"``-joined text, ``operator``, ``kernels``,
+    ``count``, ``gpu_us``, ``cpu_us``; each rank's in HTA's order). Unchanged without a trace section."""
+    if isinstance(doc.get("trace"), dict):
+        from ..metrics.kernel_sequences import kernel_sequences
+        from ..trace.masks import rank_array
+
+        rows: list[dict] = []
+        for rank in sorted(set(rank_array(profile).tolist())):
+            rows += kernel_sequences(profile, operator, min_length, rank).to_dict("records")
+        doc["trace"]["kernel_sequences"] = {"operator": operator, "min_length": min_length, "rows": rows}
+    return doc
+
+
 def longest_critical_path(paths: list[dict] | None) -> dict | None:
     """For "What limits this run": the rank whose critical path is longest, its largest part, that part's share
     and what making that part free would buy (``rank``, ``length_us``, ``part``, ``share``, ``saving_us``: the
@@ -280,12 +301,14 @@ def explained_summary(
     config: dict | None = None,
     critical_path: bool = False,
     steps: tuple[int, int] | None = None,
+    kernel_sequences: str | None = None,
 ) -> dict:
     """:func:`popprof.metrics.summary.summarise` with ``what_limits`` after the profile's name: the account
     and the top opportunities of the rules (run with ``config``'s rule settings), figures shared once.
     ``critical_path``: a GPU trace's section also holds each rank's critical path
     (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5 names), of the work of
-    ``steps`` (first and last profiler step) only when given."""
+    ``steps`` (first and last profiler step) only when given. ``kernel_sequences``: an operator name (part of
+    one) whose frequent kernel sequences the trace section also holds (:func:`add_kernel_sequences`)."""
     from ..metrics import shared
     from ..metrics.summary import summarise
     from ..rules import check
@@ -294,6 +317,8 @@ def explained_summary(
         doc = summarise(profile, top=top)
         if critical_path:
             add_critical_path(profile, doc, top, steps)
+        if kernel_sequences:
+            add_kernel_sequences(profile, doc, kernel_sequences)
         findings = check(profile, config=config)  # ranked by gain, gains counted once
         limits = what_limits(profile, findings)
     if limits is None:

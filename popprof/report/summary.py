@@ -443,6 +443,48 @@ def render_critical_path(paths: list[dict] | None, width: int = WIDTH) -> list[s
     return lines
 
 
+def render_kernel_sequences(
+    section: dict | None, steps_left_out: bool = False, width: int = WIDTH
+) -> list[str]:
+    """The "Kernel sequences" lines (``summary --kernel-sequences OP``): per rank, the most frequent patterns
+    (:data:`popprof.report.explain.SEQUENCE_LINES`, HTA's top 5) with their count, summed GPU kernel time,
+    summed operator (CPU) time and kernel count, then the pattern (HTA's ``"|"``-joined text, shortened to
+    ``width``); how many more are in the JSON."""
+    if section is None:
+        return []
+    from .explain import SEQUENCE_LINES
+
+    operator, least = section["operator"], section["min_length"]
+    lines = ["", f"  Kernel sequences under {operator!r} (HTA's; fusion candidates)"]
+    if steps_left_out:
+        lines.append("    (the last ProfilerStep left out, as HTA)")
+    rows = section.get("rows") or []
+    if not rows:
+        return [*lines, f"    none: no call of it launched {least} or more kernels"]
+    by_rank: dict[object, list[dict]] = {}
+    for row in rows:
+        by_rank.setdefault(row.get("rank"), []).append(row)
+    lines.append(f"    {'count':>6}  {'GPU time':>10}  {'CPU time':>10}  {'kernels':>7}  operator|kernels")
+    for rank, mine in by_rank.items():
+        if len(by_rank) > 1 or (rank is not None and rank >= 0):
+            lines.append(f"    rank {rank}: {plural(len(mine), 'pattern')}")
+        shown = mine[:SEQUENCE_LINES]
+        lines += named_rows(
+            [
+                f"    {r['count']:>6,}  {units.duration(r['gpu_us']):>10}  {units.duration(r['cpu_us']):>10}  "
+                f"{r['kernels']:>7,}  "
+                for r in shown
+            ],
+            (r["pattern"] for r in shown),
+            width,
+        )
+        if len(mine) > len(shown):
+            lines.append(
+                f"      ({plural(len(mine) - len(shown), 'more pattern')}: JSON trace.kernel_sequences)"
+            )
+    return lines
+
+
 #: How many steps of a rank "Critical path by step" lists (its longest, in step order; the JSON has every one).
 STEP_LINES = 10
 
@@ -772,6 +814,7 @@ def render_trace_text(
     lines += render_device_memory(tr.get("device_memory") or [])
     lines += render_critical_path(tr.get("critical_path"), width)
     lines += render_critical_path_by_step(tr.get("critical_path_by_step"), width)
+    lines += render_kernel_sequences(tr.get("kernel_sequences"), steps_left_out, width)
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
