@@ -111,15 +111,25 @@ def test_the_device_table_and_the_metrics_share_the_idle_and_host_wait_definitio
     assert figures["idle_host_pct"]["value"] == pytest.approx(100 * run["idle_host"] / run["window_us"])
 
 
-def test_check_messages_and_where_lines_are_offsets_from_the_trace_origin(tiny: popprof.Profile) -> None:
+def test_check_messages_and_where_lines_are_offsets_from_the_trace_origin(tmp_path: Path) -> None:
     from popprof.report.findings import where_text
     from popprof.rules import check
 
-    found = check(tiny, rules=["host.device-gaps"])
+    # TINY with the all-reduce's launch recorded, its call returning as the gap ends: the whole gap is the
+    # host's (without a launch, the gap's cause is unknown and host.device-gaps does not claim it)
+    launched = json.loads(json.dumps(TINY))
+    launched["traceEvents"][-1]["args"]["correlation"] = 2
+    launched["traceEvents"].append(
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1003690,
+         "dur": 10, "args": {"correlation": 2}}
+    )  # fmt: skip
+    path = tmp_path / "tiny_launched.json"
+    path.write_text(json.dumps(launched))
+    found = check(popprof.open(path), rules=["host.device-gaps"])
     [gap] = found.items
     assert "longest 1.20 ms at +2.00 ms" in gap.message  # 1,002,500 - 1,000,500 us
     assert gap.where["origin_us"] == 1000500.0
-    assert where_text(gap.where).endswith("time +2.00 ms to +3.20 ms from the trace start")
+    assert "; time +2.00 ms to +3.20 ms from the trace start;" in where_text(gap.where)
     assert "1,002,500" not in where_text(gap.where)
     from popprof.report.html import findings_html
 
