@@ -18,10 +18,12 @@ REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "traces"
 
 
 def gpu_trace(device_rows: list[tuple], host_rows: list[tuple] = ()) -> Profile:
-    """device_rows: (rank, device, name, category, start, dur) on a stream track per device;
-    host_rows: (rank, name, category or None, start, dur[, bookkeeping]) on one host thread per rank."""
+    """device_rows: (rank, device, name, category, start, dur) on a stream track per device, each launched by
+    a ``cudaLaunchKernel`` of no length at its start on a launch thread of its rank (so a gap's whole time is
+    the host's, as the time account splits it); host_rows: (rank, name, category or None, start, dur[,
+    bookkeeping]) on one host thread per rank."""
     rows = []
-    for rank, device, name, category, start, dur in device_rows:
+    for correlation, (rank, device, name, category, start, dur) in enumerate(device_rows, start=1):
         rows.append(
             {
                 "pid": 100 + (rank or 0),
@@ -34,6 +36,23 @@ def gpu_trace(device_rows: list[tuple], host_rows: list[tuple] = ()) -> Profile:
                 "rank": rank,
                 "device": device,
                 "stream": 7,
+                "correlation": correlation,
+                "bookkeeping": False,
+            }
+        )
+        rows.append(
+            {
+                "pid": 10 + (rank or 0),
+                "tid": 2,
+                "name": "cudaLaunchKernel",
+                "channel": "cuda_runtime",
+                "device_category": None,
+                "start_us": start,
+                "dur_us": 0.0,
+                "rank": rank,
+                "device": None,
+                "stream": None,
+                "correlation": correlation,
                 "bookkeeping": False,
             }
         )
@@ -51,6 +70,7 @@ def gpu_trace(device_rows: list[tuple], host_rows: list[tuple] = ()) -> Profile:
                 "rank": rank,
                 "device": None,
                 "stream": None,
+                "correlation": None,
                 "bookkeeping": row[5] if len(row) > 5 else False,
             }
         )

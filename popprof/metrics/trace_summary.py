@@ -289,7 +289,11 @@ def wait_callers(events: pd.DataFrame, rows: np.ndarray, parent: np.ndarray) -> 
     range, a Python function); -1 for a call at the top level of its thread (``torch.cuda.synchronize()``).
     ``parent``: :func:`popprof.trace.nesting.parent_positions` of ``events``."""
     skipped = is_step_marker(events) | is_bookkeeping(events)
-    operator = labels_mask(events["channel"], OPERATOR_CHANNELS) & ~skipped  # 2021's steps are ``Operator``s
+    operator = np.zeros(len(events), dtype=bool)  # a table without channels names no operator
+    if "channel" in events.columns:
+        operator = (
+            labels_mask(events["channel"], OPERATOR_CHANNELS) & ~skipped
+        )  # 2021's steps are ``Operator``s
     outer_op = np.full(len(rows), -1, dtype=np.int64)
     nearest = np.full(len(rows), -1, dtype=np.int64)
     at = parent[rows]
