@@ -37,7 +37,8 @@ class GapAttribution:
     ``span_us``: the device's active span. ``by_label``: each host label's own time in the gaps (its overlap
     minus its children's), largest first; ``by_thread``: each thread's time in the gaps from its outermost
     events, indexed by (pid, tid), largest first, and ``top_threads`` the display names of the first ``top``.
-    ``waited_us``: time the host spent blocked in calls waiting for the device during the gaps.
+    ``waited_us``: time the host spent blocked in calls waiting for the device during the gaps;
+    ``waited_by``: that time per blocking call (indexed by its ``event_id``), largest first.
     """
 
     gaps: pd.DataFrame
@@ -47,6 +48,7 @@ class GapAttribution:
     by_thread: pd.Series
     top_threads: list[str]
     waited_us: float
+    waited_by: pd.Series
 
 
 def attribute_gaps(
@@ -99,7 +101,12 @@ def attribute_gaps(
     top_threads = [thread_label(labels, p, t) for p, t in by_thread.index[: int(top)]]
     # Host calls blocking on the device during the gaps (rules/host.py says what their time was).
     waits = host.subset(host.waits)
-    _, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
+    wait_idx, _, wait_overlap = overlap_pairs(waits.start, waits.start + waits.dur, gs, ge)
+    waited_by = (
+        pd.Series(wait_overlap).groupby(np.asarray(waits.event_id)[wait_idx]).sum()
+        if len(wait_idx)
+        else pd.Series(dtype=np.float64)
+    ).sort_values(ascending=False, kind="stable")
 
     gaps = pd.DataFrame(
         {
@@ -147,6 +154,7 @@ def attribute_gaps(
         by_thread=by_thread,
         top_threads=top_threads,
         waited_us=float(wait_overlap.sum()),
+        waited_by=waited_by,
     )
 
 

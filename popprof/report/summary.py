@@ -837,7 +837,7 @@ def render_trace_text(
             lines += named_rows(
                 [f"    {units.duration(c['total_us']):>10}  {c['count']:>6,} x  " for c in callers],
                 (
-                    f"{c['call']} in {c['caller']}" if c["caller"] else f"{c['call']}, no operator"
+                    f"{c['call']} in {c['caller']}" if c["caller"] else f"{c['call']} outside any operator"
                     for c in callers
                 ),
                 width,

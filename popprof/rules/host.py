@@ -29,7 +29,8 @@ from ..metrics.gaps import (
 )
 from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.launches import SHORT_GAP_US
-from ..metrics.trace import time_origin
+from ..metrics.trace import parent_rows, time_origin
+from ..metrics.trace_summary import wait_callers
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import labels_mask
@@ -240,7 +241,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         found = attribute_gaps(activity, gs, ge, host.of_rank(activity.rank), labels, n)
         attributed.append(found)
         gaps, top_threads = found.gaps, found.top_threads
-        text = _gaps_sentence(activity, found, share, n, params, origin)
+        text = _gaps_sentence(profile, activity, found, share, n, params, origin)
         if waited >= params["min_gap_us"]:  # worth a word: at least one gap's worth
             text += (
                 f"; another {units.duration(waited)} in those gaps after the work that ended them had been "
@@ -332,7 +333,13 @@ def _idle_causes(profile: Profile) -> dict[tuple, str]:
 
 
 def _gaps_sentence(
-    activity: DeviceActivity, found: GapAttribution, share: float, n: int, params: Mapping, origin: float
+    profile: Profile,
+    activity: DeviceActivity,
+    found: GapAttribution,
+    share: float,
+    n: int,
+    params: Mapping,
+    origin: float,
 ) -> str:
     """The sentence describing one device's gaps and the host work in them; times are offsets from ``origin``
     (the trace's)."""
@@ -363,10 +370,34 @@ def _gaps_sentence(
     waited = found.waited_us
     if waited > 0:  # the device idle, its next work not yet launched: those calls waited for none of it
         message += (
-            f"; the host spent {units.duration(waited)} of the gaps in calls that block on the device, with the "
-            "device idle and its next work not yet launched: the calls' own cost, not a wait for the device"
+            f"; the host spent {units.duration(waited)} of the gaps in calls that block on the device"
+            f"{_waits_by_caller(profile, found.waited_by)}, with the device idle and its next work not yet "
+            "launched: the calls' own cost, not a wait for the device"
         )
     return message
+
+
+def _waits_by_caller(profile: Profile, waited_by: pd.Series, top: int = 2) -> str:
+    """`` (cudaFree in aten::conv2d 6.534 s, ...)``: the blocking calls' time in the gaps (``waited_by``, per
+    call's event id) by call and caller (:func:`popprof.metrics.trace_summary.wait_callers`), the ``top``
+    largest; empty without any."""
+    if waited_by.empty:
+        return ""
+    events = profile.events
+    position = pd.Series(np.arange(len(events)), index=events["event_id"].to_numpy())
+    rows = position.reindex(waited_by.index).to_numpy()
+    known = ~np.isnan(rows)
+    rows, spent = rows[known].astype(np.int64), waited_by.to_numpy()[known]
+    if rows.size == 0:
+        return ""
+    caller = wait_callers(events, rows, parent_rows(profile))
+    names = events["name"].astype(str).to_numpy()
+    keys = [
+        f"{names[r]} in {names[c]}" if c >= 0 else f"{names[r]} outside any operator"
+        for r, c in zip(rows.tolist(), caller.tolist(), strict=True)
+    ]
+    by_key = pd.Series(spent).groupby(keys, sort=False).sum().sort_values(ascending=False, kind="stable")
+    return " (" + ", ".join(f"{k} {units.duration(v)}" for k, v in by_key.head(top).items()) + ")"
 
 
 def _whose_window(profile: Profile, rank: int | None, rank_label: str) -> tuple[dict[str, object], str]:
