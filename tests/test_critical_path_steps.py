@@ -222,3 +222,21 @@ def test_report_has_the_table(tmp_path) -> None:
     assert "101.40 ms" in table and "aten::cudnn_batch_norm" in table
     assert main(["-q", "report", str(NCCL), "-o", str(out)]) == 0
     assert "critical-path-steps" not in out.read_text("utf-8")
+
+
+def test_what_limits_names_the_longest_step(capsys) -> None:
+    """The "What limits this run" line names the step whose own path is longest on the rank of the longest path: the
+    largest row of the by-step table (ResNet-50 2021: step 8, 133.93 ms, of steps 5-9)."""
+    trace = str(REAL / "kineto2021_resnet50_worker0.pt.trace.json.gz")
+    assert main(["summary", trace, "--critical-path", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["trace"]["critical_path_by_step"]
+    longest = max(rows, key=lambda r: r["length_us"])
+    step = doc["what_limits"]["critical_path"]["longest_step"]
+    assert step == {"step": longest["step"], "length_us": longest["length_us"]}
+    assert step["step"] == 8 and step["length_us"] == pytest.approx(133_930, abs=10)
+    assert main(["summary", trace, "--critical-path"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "; its longest step 8 (133.93 ms)" in text
+    assert main(["summary", trace, "--critical-path", "--steps", "6", "--format", "json"]) == 0
+    assert "longest_step" not in json.loads(capsys.readouterr().out)["what_limits"]["critical_path"]

@@ -204,7 +204,13 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
             f"Critical path{words.steps_words(path.get('steps'))}{who}: "
             f"{units.duration(path['length_us'])}, {units.percent(path['share'])} "
             f"{words.CRITICAL_PATH_WORDS[path['part']]}; all of that free would shorten it by "
-            f"{units.duration(path['saving_us'])}",
+            f"{units.duration(path['saving_us'])}"
+            + (
+                f"; its longest step {path['longest_step']['step']} "
+                f"({units.duration(path['longest_step']['length_us'])})"
+                if path.get("longest_step")
+                else ""
+            ),
             width,
             initial_indent="  ",
             subsequent_indent="    ",
@@ -295,6 +301,16 @@ def longest_critical_path(paths: list[dict] | None) -> dict | None:
     return out
 
 
+def longest_step(rows: list[dict] | None, rank: int | None) -> dict | None:
+    """Of the critical path by step (:func:`popprof.metrics.critical_path_steps.step_records`), the step whose
+    path is longest on ``rank`` (``step``, ``length_us``); None without rows for it."""
+    mine = [r for r in rows or [] if r["rank"] == rank and r["length_us"] > 0]
+    if not mine:
+        return None
+    row = max(mine, key=lambda r: r["length_us"])  # the first of equal lengths: the earliest step
+    return {"step": int(row["step"]), "length_us": float(row["length_us"])}
+
+
 def explained_summary(
     profile: Profile,
     top: int = 10,
@@ -325,6 +341,9 @@ def explained_summary(
         return doc
     longest = longest_critical_path((doc.get("trace") or {}).get("critical_path"))
     if longest is not None:
+        step = longest_step((doc.get("trace") or {}).get("critical_path_by_step"), longest["rank"])
+        if step is not None:
+            longest["longest_step"] = step
         limits["critical_path"] = longest
     head = {k: doc[k] for k in ("profile", "source", "source_format") if k in doc}
     return {**head, "what_limits": limits, **{k: v for k, v in doc.items() if k not in head}}
