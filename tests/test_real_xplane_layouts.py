@@ -201,6 +201,9 @@ def test_every_command_runs(argv, capsys):
     assert "tpu:0" in out
     if argv == ["summary"]:
         assert "all_reduce" in out and "gpu:" not in out
+        # the headings name the TPUs' time, not a GPU's
+        assert "  Top kernels (TPU time)" in out and "GPU" not in out
+        assert "its first to last TPU work item" in " ".join(out.split())
     if "--format" in argv:
         doc = json.loads(out)
         devices_ = [d["device"] for d in doc["what_limits"]["devices"]]

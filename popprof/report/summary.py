@@ -540,6 +540,13 @@ def _largest_part(row: dict) -> str:
     return f"{words.CRITICAL_PATH_WORDS[part]} {units.percent(row[f'{part}_us'] / row['length_us'])}"
 
 
+def accelerator(devices: list[dict]) -> str:
+    """The word for a trace's devices in headings: ``TPU`` when every device is a TPU (an XPlane's ``tpu:N``),
+    else ``GPU``."""
+    labels = [str(d.get("device")) for d in devices]
+    return "TPU" if labels and all(label.startswith("tpu:") for label in labels) else "GPU"
+
+
 def device_window(devices: list[dict], source_format: str | None = None, steps_left_out: bool = False) -> str:
     """What the device table's shares are of, in words: HTA's window on GPUs (without the last profiler step
     when HTA leaves it out), an IPU's step time, a ``.pvti`` device's first to last device event."""
@@ -549,7 +556,7 @@ def device_window(devices: list[dict], source_format: str | None = None, steps_l
             if steps_left_out
             else ""
         )
-        return f"each device's window, HTA's: its first to last GPU work item{last}"
+        return f"each device's window, HTA's: its first to last {accelerator(devices)} work item{last}"
     if source_format == "pvti":
         return "each device's window: its first to last device event"
     return "each IPU's step time: its step cycles over the clock"
@@ -797,7 +804,8 @@ def render_trace_text(
         lines.append(f"    {IDLE_NOTE}")
     kernels = tr.get("top_kernels") or []
     if kernels:
-        lines += ["", "  Top kernels (GPU time)", *render_top_kernels(kernels, width)]
+        unit = accelerator(tr.get("devices") or [])
+        lines += ["", f"  Top kernels ({unit} time)", *render_top_kernels(kernels, width)]
     launches = tr.get("launch_delays") or []
     if launches:
         whose = "HTA's, the last ProfilerStep left out" if steps_left_out else "HTA's"
