@@ -153,3 +153,14 @@ def test_no_rule_judges_the_replayed_times(profile) -> None:
     assert result.items == []
     ordinary = check(popprof.open(REAL / "hta_simple_add.json.gz"))
     assert {"host.device-gaps", "host.launch-overhead"} <= set(ordinary.evaluated)
+
+
+def test_names_as_plain_strings_give_the_same_table(kernels) -> None:
+    """A table whose names are not the readers' categorical (a frame built by hand) pairs the same launches."""
+    again = popprof.open(TRACE, with_args=True)
+    events = again.events.copy()
+    events["name"] = events["name"].astype(str)
+    again.set_table("events", events)
+    table = counters.kernel_counters(again)
+    assert table["launch_row"].tolist() == kernels["launch_row"].tolist()
+    assert table["op_stack"].tolist() == kernels["op_stack"].tolist()

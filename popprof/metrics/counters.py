@@ -71,7 +71,7 @@ def _counters(texts: list[object]) -> pd.DataFrame:
 def _launch_pairs(profile: Profile, ranges: np.ndarray) -> np.ndarray:
     """Each range's launch call row (-1 where its rank has not as many ``cudaLaunchKernel*`` calls as ranges)."""
     events = profile.events
-    names = events["name"].array
+    names = pd.Categorical(events["name"])  # the readers' categorical as it is, any other column coded once
     launch_codes = [i for i, c in enumerate(names.categories) if str(c).startswith(LAUNCH_PREFIX)]
     launches = np.flatnonzero(np.isin(np.asarray(names.codes), launch_codes))
     rank = masks.rank_array(profile)
