@@ -137,11 +137,10 @@ def kernel_counters(profile: Profile) -> pd.DataFrame:
     frame = pd.concat([frame, counters], axis=1)
     present = [c for c in SASS_FLOP_COUNTERS if c in counters.columns]
     for precision in PRECISIONS:
-        weighted = [counters[c].fillna(0.0) * SASS_FLOP_COUNTERS[c][0] for c in present]
-        weighted = [
-            w for c, w in zip(present, weighted, strict=True) if SASS_FLOP_COUNTERS[c][1] == precision
-        ]
-        frame[f"flops_{precision}"] = sum(weighted) if weighted else np.nan
+        mine = [c for c in present if SASS_FLOP_COUNTERS[c][1] == precision]
+        frame[f"flops_{precision}"] = (
+            sum(counters[c].fillna(0.0) * SASS_FLOP_COUNTERS[c][0] for c in mine) if mine else np.nan
+        )
     frame["flops"] = frame[[f"flops_{p}" for p in PRECISIONS]].sum(axis=1, min_count=1) if present else np.nan
     return frame
 

@@ -257,8 +257,8 @@ def host_wait_summary(
     for r in np.unique(rank):
         u = interval_union(start[rank == r], dur[rank == r])
         total += 0.0 if u is None else u.busy
-    codes, names = _name_codes(events)
-    codes = codes[rows]
+    all_codes, names = _name_codes(events)
+    codes = all_codes[rows]
     named = codes >= 0  # an event without a name is in no group, as in groupby
     # one groupby over the name codes: the category order and the sums of groupby("name", observed=True)
     grouped = pd.Series(dur[named]).groupby(codes[named], sort=True)
@@ -275,7 +275,7 @@ def host_wait_summary(
             {"name": str(names[c]), "count": int(n), "total_us": float(t)}
             for c, n, t in zip(shown_codes, sizes.tolist(), sums.tolist(), strict=True)
         ],
-        "callers": _wait_callers(events, rows, dur, parent, codes, names, top),
+        "callers": _wait_callers(events, rows, dur, parent, all_codes, names, top),
     }
 
 
@@ -320,13 +320,11 @@ def _wait_callers(
     top: int,
 ) -> list[dict]:
     """The ``top`` (caller, call) pairs of the host waits at ``rows`` by their summed time (``dur``: each
-    wait's duration; ``codes``: each wait's name code into ``names``): ``caller`` (:func:`wait_callers`, None
+    wait's duration; ``codes``: every event's name code into ``names``): ``caller`` (:func:`wait_callers`, None
     for a call made outside any event), ``call``, ``count`` and ``total_us``."""
     caller = wait_callers(events, rows, parent)
-    caller_codes = np.full(len(rows), -1, dtype=np.int64)
-    found = caller >= 0
-    caller_codes[found] = _name_codes(events)[0][caller[found]]
-    frame = pd.DataFrame({"caller": caller_codes, "call": codes, "us": dur})
+    caller_codes = np.where(caller >= 0, codes[np.maximum(caller, 0)], -1)
+    frame = pd.DataFrame({"caller": caller_codes, "call": codes[rows], "us": dur})
     frame = frame[frame["call"] >= 0]
     grouped = frame.groupby(["caller", "call"], sort=True)["us"].agg(["size", "sum"])
     shown = top_positions(grouped["sum"].to_numpy(), top)

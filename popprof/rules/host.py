@@ -391,7 +391,7 @@ def _waits_by_caller(profile: Profile, waited_by: pd.Series, top: int = 2) -> st
     if rows.size == 0:
         return ""
     caller = wait_callers(events, rows, parent_rows(profile))
-    names = events["name"].astype(str).to_numpy()
+    names = events["name"].array  # only the few rows named below are made text
     keys = [
         f"{names[r]} in {names[c]}" if c >= 0 else f"{names[r]} outside any operator"
         for r, c in zip(rows.tolist(), caller.tolist(), strict=True)
