@@ -211,6 +211,30 @@ def test_every_command_runs(argv, capsys):
         assert doc["what_limits"]["devices"][0]["largest"]["part"] == "copies"
 
 
+def test_tpu_findings_speak_of_jax_and_xla_and_no_host_wait_is_made_up(profile, capsys):
+    """A TPU trace is a GPU profile for the rules' figures, but its advice is JAX's and XLA's: the long host
+    events (its MapDmaBuffer and np.asarray(jax.Array) among them) get the TPU text, never CUDA's or
+    PyTorch's; and no TPU runtime call is known to block, so "host blocked" is not measured (null), not 0 %."""
+    from popprof.rules import RULES, check
+    from popprof.rules.platform import advice_platform, platform_of
+
+    assert (platform_of(profile), advice_platform(profile)) == ("gpu", "tpu")
+    found = {f.rule_id: f for f in check(profile)}
+    assert "host.long-events" in found
+    for f in found.values():
+        assert f.advice == RULES[f.rule_id].advice_for("tpu"), f.rule_id
+        for cuda_word in ("CUDA", "pin_memory", "non_blocking", "NCCL", "DDP"):
+            assert cuda_word not in f.advice, (f.rule_id, cuda_word)
+    assert "MapDmaBuffer" in found["host.long-events"].message
+    assert "TPU_PREMAPPED_BUFFER_SIZE" in found["host.long-events"].advice
+    table = devices.device_breakdown(profile)
+    assert table["host_wait_pct"].isna().all() and table["host_wait_us"].isna().all()
+    assert main(["summary", str(TPU)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "on a TPU its XLA collectives" in out and "NCCL/RCCL kernels" not in out
+    assert "not measured on a TPU" in out and "cudaDeviceSynchronize" not in out
+
+
 def test_report_and_timeline(tmp_path, capsys):
     """The HTML report and the timeline write their files from it."""
     assert main(["report", str(TPU), "-o", str(tmp_path / "r.html")]) == 0

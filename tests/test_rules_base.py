@@ -37,7 +37,7 @@ def test_every_rule_is_fully_described():
     for r in RULES.values():
         assert r.description and r.advice and r.needs, r.id
         assert r.id.split(".")[0] in {"memory", "exchange", "host", "device", "distributed", "operations"}
-        assert set(r.advice_by_platform) <= {"ipu", "gpu"}
+        assert set(r.advice_by_platform) <= {"ipu", "gpu", "tpu"}
 
 
 def test_trace_rules_declare_gpu_advice_and_findings_get_the_platforms_text():
@@ -54,6 +54,24 @@ def test_trace_rules_declare_gpu_advice_and_findings_get_the_platforms_text():
     assert "bucket" in RULES["exchange.phases"].advice_for("gpu")
     # a rule with one text gives it on every platform
     assert RULES["memory.gaps"].advice_for("gpu") == RULES["memory.gaps"].advice_for("ipu")
+    assert RULES["memory.gaps"].advice_for("tpu") == RULES["memory.gaps"].advice_for("ipu")
+
+
+def test_tpu_advice_speaks_of_jax_and_xla_and_falls_back_on_the_gpus():
+    for rule_id in (
+        "host.long-events",
+        "exchange.phases",
+        "exchange.share",
+        "distributed.stragglers",
+        "distributed.collective-skew",
+        "operations.below-roofline",
+    ):
+        text = RULES[rule_id].advice_for("tpu")
+        assert text != RULES[rule_id].advice_for("gpu"), rule_id
+        for cuda_word in ("CUDA", "cuda", "NCCL", "pin_memory", "non_blocking", "torch", "DDP", "GPU"):
+            assert cuda_word not in text, (rule_id, cuda_word)
+    # no TPU text of its own: the GPU's, never the IPU's
+    assert RULES["host.launch-overhead"].advice_for("tpu") == RULES["host.launch-overhead"].advice_for("gpu")
 
 
 def test_selection_by_id_glob_family_and_skip():

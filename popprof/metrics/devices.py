@@ -12,12 +12,13 @@
 | ``communication_pct`` | union of COMMUNICATION kernels (below) / span | exchange + global_exchange |
 | ``memory_pct`` | union of MEMORY (memcpy / memset) work / span | host_io |
 | ``comm_comp_overlap_pct`` | overlapped communication / communication (HTA) | 0 (BSP: never overlap) |
-| ``host_wait_pct`` | host blocked on device: the rank's ``host_wait`` calls in the span / span | missing |
+| ``host_wait_pct`` | host blocked on device: the rank's ``host_wait`` calls in the span / span; TPU: none | missing |
 | ``work_items`` / ``streams`` | kernels, memcpy, memset / their streams | steps (pvti: device events) / 0 |
 
 On GPUs the work is that launched before the last ``ProfilerStep`` when the trace holds two or more
 (``trace/gpu_work.py``): HTA leaves the last, incomplete step out of the window. ``host_wait_pct`` is
-never above 100. From a ``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
+never above 100, and missing on a TPU, none of whose runtime calls is known to block. From a
+``.pvti``, an IPU's ``span_us`` runs from its first to its last device event.
 
 GPU communication is the device map's ``exchange`` (NCCL/RCCL and other collectives, as ``check`` reads it);
 ``hta=True`` gives HTA's own figures (its NCCL kernels only).
@@ -296,7 +297,9 @@ def _gpu_breakdown(profile: Profile, work: pd.DataFrame, hta: bool = False) -> l
                 comm,
                 mem,
                 overlap,
-                host_wait_in_window(waits, int(rank), float(start.min()), float(end.max())),
+                None  # no TPU runtime call is known to block: not measured, not zero
+                if str(device).startswith("tpu:")
+                else host_wait_in_window(waits, int(rank), float(start.min()), float(end.max())),
                 len(start),
                 len(distinct(streams[part])),
             )

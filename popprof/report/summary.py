@@ -566,7 +566,13 @@ def device_labels(devices: list[dict]) -> dict[str, str]:
     """The device table's column headers and the caption defining them, in the devices' platform's words."""
     platform = words.GPU if any(d.get("platform") == words.GPU for d in devices) else words.IPU
     comm, memory = words.COMMUNICATION_WORD[platform], words.MEMORY_WORD[platform]
-    if platform == words.GPU:
+    tpu = platform == words.GPU and accelerator(devices) == "TPU"
+    if tpu:
+        defined = (
+            f"{comm} = HTA's COMMUNICATION, on a TPU its XLA collectives (all-reduce, all-gather, ...); "
+            f"{memory} = HTA's MEMORY, on a TPU its XLA copy ops (copy-start, copy-done)"
+        )
+    elif platform == words.GPU:
         defined = (
             f"{comm} = HTA's COMMUNICATION (NCCL/RCCL kernels); {memory} = HTA's MEMORY (memcpy and memset: "
             f"{words.category_word('host_io', platform)} + {words.category_word('other', platform)} below)"
@@ -579,13 +585,18 @@ def device_labels(devices: list[dict]) -> dict[str, str]:
         "host_blocked": "host blocked",
         "defined": defined,
         "overlap": f"overlap = {comm} overlapped by compute",
-        "blocked": f"host blocked = {words.HOST_BLOCKED}: the host in "
+        "blocked": f"host blocked = {words.HOST_BLOCKED}: "
         + (
-            "sync calls (cudaDeviceSynchronize, ...)"
-            if platform == words.GPU
-            else "calls waiting for the IPU (.pvti)"
-        )
-        + " inside the window",
+            "not measured on a TPU (no runtime call of its trace is known to block)"
+            if tpu
+            else "the host in "
+            + (
+                "sync calls (cudaDeviceSynchronize, ...)"
+                if platform == words.GPU
+                else "calls waiting for the IPU (.pvti)"
+            )
+            + " inside the window"
+        ),
     }
 
 

@@ -36,6 +36,7 @@ from ..metrics.execution import total_time_us
 from ..metrics.trace import time_origin
 from ..model.errors import NotEvaluated, UsageError
 from ..model.profile import NEEDS_HINT, Profile
+from .platform import advice_platform as platform_advice
 from .platform import platform_of
 from .pricing import count_once
 
@@ -45,8 +46,11 @@ RULE_HINTS: dict[str, str] = {
     "events": "needs a trace (.pvti or Chrome trace JSON)",
 }
 
-#: Platforms advice can be written for; ``ipu`` is popprof's home platform and the fallback.
-PLATFORMS: tuple[str, ...] = ("ipu", "gpu")
+#: Platforms advice can be written for; ``ipu`` is popprof's home platform and the fallback. ``tpu`` is a
+#: ``gpu`` profile whose advice speaks of JAX and XLA (:func:`popprof.rules.platform.advice_platform`).
+PLATFORMS: tuple[str, ...] = ("ipu", "gpu", "tpu")
+#: The advice a platform falls back on when a rule has none written for it (then the IPU's).
+ADVICE_FALLBACK: dict[str, str] = {"tpu": "gpu"}
 
 #: Severities, lowest first.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
@@ -201,9 +205,16 @@ class Rule:
         return self.advice_for("ipu")
 
     def advice_for(self, platform: str | None) -> str:
-        """The advice written for ``platform`` (``ipu`` | ``gpu``), else the IPU text."""
+        """The advice written for ``platform`` (``ipu`` | ``gpu`` | ``tpu``), else its fallback's
+        (:data:`ADVICE_FALLBACK`), else the IPU text."""
         texts = self.advice_by_platform
-        return texts.get(platform or "ipu") or texts.get("ipu") or next(iter(texts.values()), "")
+        platform = platform or "ipu"
+        return (
+            texts.get(platform)
+            or texts.get(ADVICE_FALLBACK.get(platform, "ipu"))
+            or texts.get("ipu")
+            or next(iter(texts.values()), "")
+        )
 
     @property
     def family(self) -> str:
@@ -267,13 +278,15 @@ class RuleContext:
     rule: Rule
     params: Mapping[str, object]
     platform: str = "ipu"
+    #: the platform the advice is written for (``tpu`` on a TPU trace, whose ``platform`` is ``gpu``)
+    advice_platform: str | None = None
 
     def finding(self, severity: str, title: str, message: str, **fields: Any) -> Finding:
         """A finding of this rule with the advice for this profile's platform: :meth:`Rule.finding`'s keyword
         fields (``value``, ``threshold``, ``where``, ``evidence``, ``figure``, ``share``, ``gain``, ...);
         ``platform=`` overrides the profile's (the IPU for a finding on IPU execution steps, whatever else
         the profile holds)."""
-        fields["platform"] = fields.get("platform") or self.platform
+        fields["platform"] = fields.get("platform") or self.advice_platform or self.platform
         return self.rule.finding(severity, title, message, **fields)
 
 
@@ -635,6 +648,7 @@ def check(
     result = Findings(profile_name=profile.name, source=profile.source)
     # The platform is decided when the first rule runs (a profile no rule can read is not looked at).
     platform: str | None = None
+    advice_platform: str | None = None
     replay: str | None | bool = False  # why a trace's times cannot be judged; looked at once, when needed
     for r in selected:
         reason = r.missing_reason(profile)
@@ -645,8 +659,8 @@ def check(
         if reason is None:
             try:
                 if platform is None:
-                    platform = platform_of(profile)
-                found = r.func(profile, RuleContext(r, resolved[r.id], platform)) or []
+                    platform, advice_platform = platform_of(profile), platform_advice(profile)
+                found = r.func(profile, RuleContext(r, resolved[r.id], platform, advice_platform)) or []
             except NotEvaluated as exc:
                 reason = _device_side_reason(profile, str(exc))
             else:

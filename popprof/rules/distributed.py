@@ -40,6 +40,10 @@ from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule
         "extra host-device synchronisations, logging or checkpointing done on rank 0 only, "
         "thermal throttling or a slower GPU/link), and balance the work per rank "
         "(uneven batches or sequence lengths).",
+        "tpu": "One process is slower than the others and they wait for it inside every collective: check "
+        "what differs on its host (input pipeline, host CPU load, transfers that wait for a result such as "
+        "np.asarray of a jax.Array, logging or checkpointing on process 0 only), and balance the work per "
+        "chip (uneven shards or sequence lengths).",
     },
 )
 def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
@@ -157,6 +161,11 @@ def stragglers(profile: Profile, ctx: RuleContext) -> list[Finding]:
         "sequence lengths, rank-0-only logging or checkpointing), find the rank that arrives last "
         "(distributed.stragglers, the rank with the least skew) and what delays it, and overlap "
         "collectives with compute (bucketed gradients, async ops) so that waiting ranks compute.",
+        "tpu": "The chips wait inside their collectives for the last one to arrive, so that time is "
+        "synchronisation, not transfer: balance the work before each collective (uneven shards or "
+        "sequence lengths, process-0-only logging or checkpointing), find the process that arrives last "
+        "and what delays its host, and let XLA overlap collectives with compute so that waiting chips "
+        "compute.",
     },
 )
 def collective_skew(profile: Profile, ctx: RuleContext) -> list[Finding]:

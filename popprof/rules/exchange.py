@@ -50,6 +50,11 @@ ADVICE_PHASES = {
     "tune bucket_cap_mb so buckets are ready early, and avoid find_unused_parameters), fewer and "
     "larger collectives (gradient accumulation with no_sync), and look for a straggling rank that "
     "makes the others wait in the collective (see distributed.stragglers).",
+    "tpu": "In communication-heavy phases the TPU waits on XLA collectives (all-reduce, all-gather, "
+    "reduce-scatter, collective-permute) rather than computing: let XLA overlap them with compute "
+    "(asynchronous collectives, its latency-hiding scheduler), choose shardings that move less data "
+    "between chips (jax.sharding, shard_map), use fewer and larger collectives, and look for a chip or "
+    "host the others wait for (see distributed.stragglers).",
 }
 
 
@@ -386,6 +391,9 @@ def _from_each_source(profile: Profile, ctx: RuleContext, from_steps, from_event
         "communication with compute (DDP bucket sizes via bucket_cap_mb, gradient accumulation with "
         "no_sync, overlapping FSDP prefetch), use fewer and larger collectives, and check for a "
         "straggling rank that the others wait for (distributed.stragglers).",
+        "tpu": "A run dominated by communication is limited by XLA collectives, not compute: let XLA "
+        "overlap them with compute, choose shardings that move less data between chips, use fewer and "
+        "larger collectives, and check for a straggling chip or host (distributed.stragglers).",
     },
 )
 def share(profile: Profile, ctx: RuleContext) -> list[Finding]:

@@ -434,6 +434,13 @@ def _band_words(severity: str, threshold: float, params: dict) -> str:
         "host, logging) stalls the GPU: more data-loader workers and pinned memory for input, "
         "overlap it with GPU work (asynchronous checkpointing, non_blocking copies), or do it "
         "less often.",
+        "tpu": "Long host work between TPU programs (input preparation, host-side transposes and transfers, "
+        "checkpointing, logging) stalls the TPU. JAX dispatches asynchronously: keep the step free of calls "
+        "that wait for a result (np.asarray or printing a jax.Array, jax.device_get, block_until_ready), start "
+        "copies to the host early (jax.Array.copy_to_host_async), put the next batch on the devices ahead "
+        "of the step (jax.device_put), checkpoint asynchronously, or do such work less often. Host time in "
+        "MapDmaBuffer means transfers use host memory not pre-mapped for DMA (TPU_PREMAPPED_BUFFER_SIZE, "
+        "Cloud TPU's performance guide).",
     },
 )
 def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:

@@ -62,6 +62,10 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
         "tensor-core dtypes (bf16/fp16, TF32 for fp32 matmuls: torch.backends.cuda.matmul.allow_tf32), pad "
         "GEMM dimensions to multiples of 8/16, batch small GEMMs, fuse elementwise chains (torch.compile), "
         "and use the fused attention kernels (scaled_dot_product_attention).",
+        "tpu": "These XLA ops reach a small part of what the TPU could do for their FLOPs and bytes (XLA's "
+        "own counts): run matmuls and convolutions in bf16, shape large dimensions to multiples of 128 "
+        "and 8 (XLA pads a tensor to its 128 x 8 tiles: Cloud TPU's performance guide), batch small ops "
+        "together, and keep elementwise chains inside one jitted function so that XLA fuses them.",
     },
 )
 def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
