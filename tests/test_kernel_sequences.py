@@ -133,3 +133,72 @@ def test_profile_without_gpu_work_is_empty() -> None:
     profile = popprof.open(REAL.parent.parent / "mk2_training.popprof")
     got = kernel_sequences(profile, "x")
     assert got.empty and list(got.columns) == list(COLUMNS)
+
+
+#: the reference's cases with a minimum length other than the default: the CLI's --min-sequence-length
+NON_DEFAULT = [case for case in CASES if case["min_length"] != 3]
+
+
+@pytest.mark.parametrize("case", NON_DEFAULT, ids=_case_id)
+def test_cli_min_sequence_length_gives_htas_rows(case: dict) -> None:
+    """``--min-sequence-length N`` is HTA's ``min_pattern_len``: the summary's JSON rows of the case's rank are
+    HTA's own rows for that length (pattern text's hash, kernels, count), in HTA's order."""
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    args = ["summary", str(PATHS[case["run"]]), "--kernel-sequences", case["operator"]]
+    args += ["--min-sequence-length", str(case["min_length"]), "--format", "json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.stdout)["trace"]["kernel_sequences"]
+    assert section["min_length"] == case["min_length"]
+    mine = [row for row in section["rows"] if row["rank"] == case["rank"]]
+    got = [(hashlib.sha256(r["pattern"].encode()).hexdigest(), r["kernels"], r["count"]) for r in mine]
+    assert got == [(r["sha256"], r["kernels"], r["count"]) for r in case["rows"]]
+
+
+def test_cli_min_sequence_length_below_one_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    args = [
+        "summary",
+        str(PATHS["hta_alexnet_first_steps"]),
+        "--kernel-sequences",
+        "x",
+        "--min-sequence-length",
+        "0",
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "--min-sequence-length" in result.output
+
+
+def test_report_shows_the_sequences_of_the_summary(tmp_path: Path) -> None:
+    """``popprof report --kernel-sequences OP`` adds a section with the patterns the summary's JSON gives (the
+    first rows, each pattern's count and kernels); with no match it says so."""
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    path = PATHS["hta_alexnet_first_steps"]
+    out = tmp_path / "r.html"
+    args = ["report", str(path), "--kernel-sequences", "aten::conv2d", "--min-sequence-length", "5"]
+    result = CliRunner().invoke(cli, [*args, "--no-plots", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text("utf-8")
+    assert "Kernel sequences under <code>aten::conv2d</code>" in html
+    table = html[html.index('<table class="kernel-sequences">') :]
+    table = table[: table.index("</table>")]
+    case = next(
+        c for c in CASES if (c["run"], c["operator"], c["min_length"]) == (path.name[:-8], "aten::conv2d", 5)
+    )
+    assert table.count("<tr>") == 1 + len(case["rows"])  # the header, then HTA's rows
+    for row in case["rows"]:
+        assert f'<td class="num">{row["kernels"]}</td>' in table
+    result = CliRunner().invoke(
+        cli, ["report", str(path), "--kernel-sequences", "nothing_like_it", "--no-plots", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "None: no call of it launched 3 or more kernels." in out.read_text("utf-8")

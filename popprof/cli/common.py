@@ -137,6 +137,35 @@ def critical_path_options(action: str) -> Callable:
     return decorate
 
 
+#: ``--min-sequence-length``'s default: HTA 0.5.0's ``min_pattern_len``.
+MIN_SEQUENCE_LENGTH = 3
+
+
+def kernel_sequence_options() -> Callable:
+    """``--kernel-sequences OP`` (the frequent kernel sequences under the calls whose name contains OP, HTA's
+    fusion candidates) and ``--min-sequence-length N`` (the fewest kernels such a sequence holds)."""
+
+    def decorate(command: Callable) -> Callable:
+        command = click.option(
+            "--min-sequence-length",
+            "min_sequence_length",
+            type=click.IntRange(min=1),
+            default=MIN_SEQUENCE_LENGTH,
+            show_default=True,
+            metavar="N",
+            help="With --kernel-sequences: the fewest kernels a sequence holds (HTA's min_pattern_len).",
+        )(command)
+        return click.option(
+            "--kernel-sequences",
+            "sequences",
+            metavar="OP",
+            help="Add the frequent kernel sequences under the calls whose name contains OP (HTA's; fusion "
+            "candidates).",
+        )(command)
+
+    return decorate
+
+
 def require_steps(profile: Profile, steps: tuple[int, int] | None) -> None:
     """A usage error when ``steps`` (``--steps``) names no step of ``profile`` the critical path can look at,
     naming the steps it has."""

@@ -14,6 +14,7 @@ from .common import (
     config_option,
     critical_path_options,
     device_map_inputs,
+    kernel_sequence_options,
     load_one_profile,
     load_profiles,
     reader_options,
@@ -189,6 +190,7 @@ def _needs(kind: str) -> str:
 @click.option("--svg", "svg", is_flag=True, help="Embed plots as inline SVG instead of PNG.")
 @click.option("--no-plots", is_flag=True, help="Summary and findings only.")
 @critical_path_options("Add each rank's critical path, and each step's on 2 or more steps")
+@kernel_sequence_options()
 @config_option("Config for the rule checks (default: nearest popprof.toml or pyproject.toml).")
 @shapes_option()
 @reading_options(engine=True)
@@ -200,6 +202,8 @@ def report_command(
     no_plots: bool,
     critical_path: bool,
     steps: tuple[int, int] | None,
+    sequences: str | None,
+    min_sequence_length: int,
     config_file: Path | None,
     shapes: bool | None,
     engine: str | None,
@@ -216,6 +220,7 @@ def report_command(
       popprof report profile.popprof -o report.html
       popprof report reports/ --svg -o report.html
       popprof report trace.json.gz --critical-path -o report.html
+      popprof report trace.json.gz --kernel-sequences aten::conv2d -o report.html
     """
     require_inputs(path)  # before matplotlib and the readers: a missing file is said at once
     refuse_overwriting_inputs(output, [path, config_file, *device_map_inputs(device_map)])
@@ -243,5 +248,7 @@ def report_command(
         config=config,
         critical_path=critical_path,
         steps=steps,
+        kernel_sequences=sequences,
+        min_sequence_length=min_sequence_length,
     )
     said_wrote(output)

@@ -18,6 +18,7 @@ from .common import (
     engine_option,
     format_option,
     is_stdout,
+    kernel_sequence_options,
     load_config_file,
     load_profiles,
     output_option,
@@ -40,12 +41,7 @@ from .common import (
 @output_option()
 @shapes_option()
 @critical_path_options("Add each rank's critical path, and each step's on 2 or more steps")
-@click.option(
-    "--kernel-sequences",
-    "sequences",
-    metavar="OP",
-    help="Add the frequent kernel sequences under the calls whose name contains OP (HTA's; fusion candidates).",
-)
+@kernel_sequence_options()
 @reading_options(config=True)
 def summary_command(
     path: str,
@@ -59,6 +55,7 @@ def summary_command(
     critical_path: bool,
     steps: tuple[int, int] | None,
     sequences: str | None,
+    min_sequence_length: int,
 ) -> None:
     """Summarise a profile: target, memory, execution and trace figures.
 
@@ -79,6 +76,7 @@ def summary_command(
       popprof summary trace.json.gz --critical-path
       popprof summary trace.json.gz --critical-path --steps 4-5
       popprof summary trace.json.gz --kernel-sequences aten::conv2d
+      popprof summary trace.json.gz --kernel-sequences aten::linear --min-sequence-length 2
     """
     critical_path = critical_path or steps is not None
     shapes = reads_arguments([path], shapes) or critical_path
@@ -112,6 +110,7 @@ def summary_command(
                     critical_path=critical_path,
                     steps=steps,
                     kernel_sequences=sequences,
+                    min_sequence_length=min_sequence_length,
                 )
             )
             advance(1)

@@ -318,13 +318,15 @@ def explained_summary(
     critical_path: bool = False,
     steps: tuple[int, int] | None = None,
     kernel_sequences: str | None = None,
+    min_sequence_length: int = 3,
 ) -> dict:
     """:func:`popprof.metrics.summary.summarise` with ``what_limits`` after the profile's name: the account
     and the top opportunities of the rules (run with ``config``'s rule settings), figures shared once.
     ``critical_path``: a GPU trace's section also holds each rank's critical path
     (:func:`popprof.metrics.critical_path.critical_paths`, its ``top`` at most 5 names), of the work of
     ``steps`` (first and last profiler step) only when given. ``kernel_sequences``: an operator name (part of
-    one) whose frequent kernel sequences the trace section also holds (:func:`add_kernel_sequences`)."""
+    one) whose frequent kernel sequences of at least ``min_sequence_length`` kernels the trace section also
+    holds (:func:`add_kernel_sequences`)."""
     from ..metrics import shared
     from ..metrics.summary import summarise
     from ..rules import check
@@ -334,7 +336,7 @@ def explained_summary(
         if critical_path:
             add_critical_path(profile, doc, top, steps)
         if kernel_sequences:
-            add_kernel_sequences(profile, doc, kernel_sequences)
+            add_kernel_sequences(profile, doc, kernel_sequences, min_sequence_length)
         findings = check(profile, config=config)  # ranked by gain, gains counted once
         limits = what_limits(profile, findings)
     if limits is None:

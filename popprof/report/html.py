@@ -205,7 +205,12 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
         "critical_path_by_step": words.CRITICAL_PATH_BY_STEP,
         "longest_steps": longest_steps((summary.get("trace") or {}).get("critical_path_by_step")),
         "critical_path_colours": CRITICAL_PATH_COLOURS,
+        "sequence_rows": REPORT_SEQUENCES,
     }
+
+
+#: How many kernel-sequence patterns the report's table lists (over all ranks; the JSON has every one).
+REPORT_SEQUENCES = 20
 
 
 def longest_steps(rows: list[dict] | None) -> dict:
@@ -433,6 +438,8 @@ def render(
     run: Mapping[str, object] | None = None,
     critical_path: bool = False,
     steps: tuple[int, int] | None = None,
+    kernel_sequences: str | None = None,
+    min_sequence_length: int = 3,
 ) -> str:
     """The report as one HTML string (``templates/report.html.j2``).
 
@@ -445,11 +452,13 @@ def render(
     side-by-side table of the key metrics. ``critical_path``: a GPU trace's
     summary also holds each rank's critical path
     (:func:`popprof.report.explain.add_critical_path`; of the work of ``steps``
-    only, first and last profiler step, when given), shown in a section.
+    only, first and last profiler step, when given), shown in a section. ``kernel_sequences``: an operator
+    name (part of one) whose frequent kernel sequences of at least ``min_sequence_length`` kernels a GPU
+    trace's summary also holds (:func:`popprof.report.explain.add_kernel_sequences`), shown in a section.
     """
     from ..metrics import compute, shared
     from ..metrics.summary import summarise
-    from .explain import add_critical_path, display_rows, what_limits
+    from .explain import add_critical_path, add_kernel_sequences, display_rows, what_limits
     from .templating import render_template
 
     items = [profiles] if isinstance(profiles, Profile) else list(profiles)
@@ -465,13 +474,16 @@ def render(
             found = by_name.get(profile.name)
             if found is None:
                 found = run_checks(profile, config)
+            summary = summarise(profile)
+            if critical_path:
+                add_critical_path(profile, summary, steps=steps)
+            if kernel_sequences:
+                add_kernel_sequences(profile, summary, kernel_sequences, min_sequence_length)
             sections.append(
                 _profile_part(
                     profile,
                     i + 1,
-                    summary=add_critical_path(profile, summarise(profile), steps=steps)
-                    if critical_path
-                    else summarise(profile),
+                    summary=summary,
                     findings=findings_context(found),
                     what_limits=display_rows(what_limits(profile, found)),
                     plots=plot_items(profile, found, image_format=image_format, config=config)
