@@ -12,7 +12,7 @@ import pandas as pd
 from ..io import units
 from ..io.names import shape_words
 from ..io.plural import plural
-from ..metrics import account, operations
+from ..metrics import account, operations, tpu_operations
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from .base import Finding, Gain, RuleContext, band, held_to_stake, held_words, rule
@@ -66,8 +66,8 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
 )
 def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
-    if operations.operation_calls(profile).empty:
-        return []  # no framework operator launched GPU work: nothing to judge
+    if operations.operations(profile).empty:
+        return []  # no framework operator launched GPU work, no TPU op: nothing to judge
     frame = roofline_frame(profile)
     if frame.empty:
         note = operations.operations_note(profile) or "no operator has a FLOPs model and a known device peak"
@@ -78,8 +78,9 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     window = float(gpu["window_us"].sum()) if not gpu.empty else 0.0
     if compute <= 0:
         return []
-    # copies are left out: a host-device copy runs at the link's bandwidth, which the peak table does not hold
-    judged = frame[frame["category"] != "copy"]
+    # copies are left out: a host-device copy runs at the link's bandwidth, which the peak table does not hold;
+    # so are a TPU's copies and collectives (their HLO categories)
+    judged = frame[~frame["category"].isin({"copy", *tpu_operations.NOT_ON_THE_ROOFLINE})]
     slow = judged[judged["efficiency"] < float(params["efficiency_below"])]
     slow = slow.sort_values("device_time_us", ascending=False, kind="stable")
     spent = float(slow["device_time_us"].sum())
