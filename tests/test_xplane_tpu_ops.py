@@ -175,3 +175,37 @@ def test_the_roofline_rule_judges_the_fusions_and_leaves_copies_and_collectives_
     found = popprof.check(profile)
     assert not found.by_rule("operations.below-roofline")
     assert "operations.below-roofline" in found.evaluated
+
+
+def test_summary_json_text_and_report_show_the_tpu_ops(capsys, tmp_path):
+    """``summary --format json`` holds the rows (exactly the operations keys); the text names them as a TPU's
+    HLO ops from XLA's cost analysis; the HTML report's table likewise."""
+    from popprof.cli import main
+
+    assert main(["summary", "--format", "json", str(TPU)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["operations"]
+    assert [r["name"] for r in rows[:4]] == ["copy-done.4", "copy-done.2", "copy-done", "copy-done.5"]
+    assert all(set(r) == set(operations.COLUMNS) for r in rows)
+    assert doc.get("operations_note") is None
+    assert main(["summary", str(TPU)]) == 0
+    out = capsys.readouterr().out
+    assert "Top TPU ops (device time; FLOPs and bytes: XLA's cost analysis)" in out
+    assert "memory  broadcast_add_fusion.1" in out
+    assert main(["report", str(TPU), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text("utf-8")
+    assert "<h3>TPU ops</h3>" in page and "<th>HLO op</th>" in page
+    capsys.readouterr()
+
+
+def test_the_roofline_plot_draws_the_tpu_ops_under_the_chips_roof(profile):
+    """Points coloured by HLO category (``loop fusion``, ``all-reduce``: the ops with FLOPs), the v6e's bf16
+    roofline, and a title that says where the figures come from."""
+    pytest.importorskip("matplotlib")
+    from popprof.plots.roofline import roofline
+
+    fig = roofline(profile)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["loop fusion", "all-reduce", "bf16 roofline"]
+    assert "TPU ops (XLA's cost analysis) against the roofline (TPU v6e)" in ax.get_title()
