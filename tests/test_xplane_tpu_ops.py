@@ -209,3 +209,18 @@ def test_the_roofline_plot_draws_the_tpu_ops_under_the_chips_roof(profile):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["loop fusion", "all-reduce", "bf16 roofline"]
     assert "TPU ops (XLA's cost analysis) against the roofline (TPU v6e)" in ax.get_title()
+
+
+def test_an_unknown_chip_keeps_the_rates_without_a_bound(profile):
+    """A chip kind no row matches (``TPU v3``): the rows keep XLA's FLOPs, bytes and the achieved rates; the peak
+    and ``bound`` are null, so the rule has nothing to judge."""
+    planes = json.loads(profile.meta["xplane.gpus"])
+    for plane in planes:
+        plane["device_type_string"] = "TPU v3"
+    other = popprof.Profile(profile.name, {"events": profile.events}, metadata={**profile.meta})
+    other.update_metadata({"xplane.gpus": json.dumps(planes)})
+    table = operations.operations(other).set_index("name")
+    fusion = table.loc["broadcast_add_fusion.1"]
+    assert fusion["tflops"] == pytest.approx(0.1646, abs=5e-4)
+    assert fusion["bound"] is None and pd.isna(fusion["peak_tflops"])
+    assert roofline_frame(other).empty
