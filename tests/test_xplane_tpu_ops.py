@@ -224,3 +224,18 @@ def test_an_unknown_chip_keeps_the_rates_without_a_bound(profile):
     assert fusion["tflops"] == pytest.approx(0.1646, abs=5e-4)
     assert fusion["bound"] is None and pd.isna(fusion["peak_tflops"])
     assert roofline_frame(other).empty
+
+
+def test_slow_tpu_ops_are_named_as_tpu_ops_with_tpu_advice(profile):
+    """Fusions made ten times slower (their records' device time) fall to about 8 % of their roofline: the rule
+    names them as TPU ops, with advice for a TPU (none of the GPU's CUDA switches)."""
+    records = json.loads(profile.meta["xplane.tpu_ops"])
+    for record in records:
+        if record.get("hlo_category") == "loop fusion":
+            record["device_time_ps"] *= 10
+    slow = popprof.Profile(profile.name, {"events": profile.events}, metadata={**profile.meta})
+    slow.update_metadata({"xplane.tpu_ops": json.dumps(records)})
+    (finding,) = popprof.check(slow).by_rule("operations.below-roofline")
+    assert finding.title == "TPU ops far below the roofline"
+    assert "broadcast_add_fusion" in finding.message and "all-reduce" not in finding.message
+    assert "xprof's op profile" in finding.advice and "torch" not in finding.advice

@@ -44,6 +44,16 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+#: the advice on a TPU (an XPlane profile's HLO ops, judged on XLA's own cost analysis): the rule's advice per
+#: platform is the GPU's there, whose CUDA switches a TPU has not
+TPU_ADVICE = (
+    "These TPU ops reach a small part of what the chip could do for their arithmetic intensity (XLA's own FLOPs "
+    "and bytes): look them up in xprof's op profile; prefer bf16 inputs to the matrix units, pad matrix "
+    "dimensions to multiples of 128, batch small matrix multiplications, and keep elementwise chains in one "
+    "fusion."
+)
+
+
 @rule(
     "operations.below-roofline",
     "GPU operators far below the device's roofline that take a large share of its compute time",
@@ -66,6 +76,9 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
 )
 def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
+    tpu = operations.operation_calls(
+        profile
+    ).empty  # rows, yet no operator launched GPU work: a TPU's HLO ops
     if operations.operations(profile).empty:
         return []  # no framework operator launched GPU work, no TPU op: nothing to judge
     frame = roofline_frame(profile)
@@ -121,10 +134,11 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
         whole=window or None,
         rests_on=("compute",),
     )
+    extra = {"advice": TPU_ADVICE} if tpu else {}
     return [
         ctx.finding(
             severity,
-            "GPU operators far below the roofline",
+            "TPU ops far below the roofline" if tpu else "GPU operators far below the roofline",
             message,
             value=share,
             threshold=threshold,
@@ -133,6 +147,7 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
             figure="operations.device_time_us",
             share=min(share, 1.0),
             gain=gain,
+            **extra,
         )
     ]
 
