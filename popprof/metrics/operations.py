@@ -17,6 +17,9 @@ the events' arguments), else by name alone. The FLOPs and bytes of one call come
 ``bound`` is ``"compute"`` when the call's arithmetic intensity (FLOPs / bytes) is at or above the
 device's ridge point (:mod:`popprof.metrics.peaks`), ``"memory"`` below it, and null when the peak or a
 figure is unknown. Definitions in ``docs/operations.md``.
+
+**TPUs.** An XPlane profile of TPUs has no launches to attribute: its rows are the TPU's HLO ops with XLA's own
+cost analysis (:mod:`popprof.metrics.tpu_operations`), the same columns.
 """
 
 from __future__ import annotations

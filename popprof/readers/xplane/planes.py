@@ -1,8 +1,9 @@
 """One XPlane at a time into numpy columns: which planes and lines are read, event times, names and stats.
 
 A plane is read line by line (the events of one line at a time): times and metadata ids are taken with
-``np.fromiter``; only the stats popprof keeps (the correlation id, what marks a copy or a memset, and with
-``with_args`` every stat as JSON) are visited per event.
+``np.fromiter``; only the stats popprof keeps (the correlation id, what marks a copy or a memset, a TPU op's
+``device_duration_ps``, and with ``with_args`` every stat as JSON) are visited per event; a TPU op's XLA cost
+analysis is read once per event metadata (:func:`op_costs`).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ OP_COST_STATS: tuple[str, ...] = (
 
 def op_costs(plane, names: PlaneNames) -> dict[int, dict[str, object]]:  # noqa: ANN001 - an XPlane message
     """A TPU plane's per-op stats of :data:`OP_COST_STATS` by event metadata id (one visit per metadata, not per
-    event): numbers as ints, names as strings; a stat the metadata lacks is left out."""
+    event): numbers as numbers, names as strings; a stat the metadata lacks is left out."""
     wanted = {k for k, v in names.stats.items() if v in OP_COST_STATS}
     found: dict[int, dict[str, object]] = {}
     for key, metadata in plane.event_metadata.items():
