@@ -17,6 +17,9 @@ the events' arguments), else by name alone. The FLOPs and bytes of one call come
 ``bound`` is ``"compute"`` when the call's arithmetic intensity (FLOPs / bytes) is at or above the
 device's ridge point (:mod:`popprof.metrics.peaks`), ``"memory"`` below it, and null when the peak or a
 figure is unknown. Definitions in ``docs/operations.md``.
+
+**TPUs.** An XPlane profile of TPUs has no launches to attribute: its rows are the TPU's HLO ops with XLA's own
+cost analysis (:mod:`popprof.metrics.tpu_operations`), the same columns.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import OPERATOR_CHANNELS, labels_mask
-from . import conv_outputs, peaks
+from . import conv_outputs, peaks, tpu_operations
 from . import flops as flops_model
 from . import trace as trace_metrics
 
@@ -315,13 +318,19 @@ def coverage(profile: Profile) -> dict | None:
 def operations(profile: Profile) -> pd.DataFrame:
     """The operator table, one row per (operator, input shapes), by device time (largest first):
     :data:`COLUMNS` plus ``input_types``, ``peak_tflops``, ``peak_tbps``, ``intensity`` (FLOP per byte).
-    Empty when the trace holds no operator that launched GPU work."""
+    On an XPlane profile of TPUs (no launches to attribute), the TPU ops from XLA's cost analysis, one row per
+    HLO op (:func:`popprof.metrics.tpu_operations.tpu_operations`, which adds ``peak_dtype``,
+    ``model_flops_per_call`` and ``deduplicated_name``). Empty when the trace holds neither."""
     return profile.cached("operations.table", lambda: _operations(profile))
 
 
 def _operations(profile: Profile) -> pd.DataFrame:
     calls = operation_calls(profile)
     if calls.empty:
+        # a TPU's ops (an XPlane profile): XLA's cost analysis per HLO op, no launches to attribute
+        tpu = tpu_operations.tpu_operations(profile)
+        if not tpu.empty:
+            return tpu
         return pd.DataFrame(
             {c: [] for c in (*COLUMNS, "input_types", "peak_tflops", "peak_tbps", "intensity")}
         )
@@ -345,18 +354,7 @@ def _operations(profile: Profile) -> pd.DataFrame:
     first = _group_codes(costed, ["name", "dims", "types"])
     table["peak_tflops"] = costed["peak_tflops"].iloc[np.unique(first, return_index=True)[1]].to_numpy()
     table["peak_tbps"] = costed["peak_tbps"].iloc[np.unique(first, return_index=True)[1]].to_numpy()
-    count = table["count"]
-    seconds = table["device_time_us"].where(table["device_time_us"] > 0) * 1e-6
-    table["count"] = count.astype("int64")
-    table["flops_per_call"] = table["flops_total"] / count
-    table["bytes_per_call"] = table["bytes_total"] / count
-    table["tflops"] = table["flops_total"] / seconds / 1e12
-    table["tbps"] = table["bytes_total"] / seconds / 1e12
-    table["intensity"] = table["flops_per_call"] / table["bytes_per_call"].where(table["bytes_per_call"] > 0)
-    ridge = table["peak_tflops"] / table["peak_tbps"]
-    known = (table["intensity"].notna() & ridge.notna()).to_numpy(dtype=bool)
-    above = (table["intensity"].fillna(0) >= ridge.fillna(np.inf)).to_numpy(dtype=bool)
-    table["bound"] = pd.Series(np.where(above, "compute", "memory"), dtype=object).where(known, None)
+    peaks.with_rates(table)
     table["category"] = [flops_model.category(n) for n in table["name"]]
     table["input_shapes"] = [json.loads(d) if isinstance(d, str) else None for d in table["dims"]]
     table["input_types"] = [json.loads(t) if isinstance(t, str) else None for t in table["types"]]

@@ -1,7 +1,8 @@
 """Device peaks: TFLOP/s per dtype and memory TB/s, from ``data/device_peaks.csv`` (a public source per row).
 
 The device is the first row whose ``pattern`` (a regular expression, case-insensitive) matches the name a
-trace's ``deviceProperties`` gives its GPU; rows are in file order, the more specific ones first
+trace's ``deviceProperties`` gives its GPU (an XPlane profile's TPU: the chip kind its plane records,
+``TPU v6 Lite``); rows are in file order, the more specific ones first
 (``GB200`` before ``B200``, ``A100.*80GB`` before ``A100``). The ``kind`` column says which peak a row is:
 ``matrix dense`` (fp16 / bf16 / fp8 / tf32: tensor or matrix cores without structured sparsity, half the
 datasheets' "with sparsity" figure) or ``vector`` (fp32, fp64). A GPU no row matches has no peak: its
@@ -16,6 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
@@ -57,9 +59,26 @@ def device_properties(profile: Profile) -> list[dict]:
     return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
 
+def xplane_devices(profile: Profile) -> list[dict]:
+    """The device planes' own stats an XPlane profile keeps (``xplane.gpus``: one dict per GPU or TPU plane, a
+    TPU's with ``device_type_string`` such as ``TPU v6 Lite``); empty for other profiles."""
+    text = profile.meta.get("xplane.gpus")
+    if not text:
+        return []
+    try:
+        planes = json.loads(str(text))
+    except ValueError:
+        return []
+    return [p for p in planes if isinstance(p, dict)] if isinstance(planes, list) else []
+
+
 def device_names(profile: Profile) -> list[str]:
-    """The GPU names a trace's ``deviceProperties`` holds (empty when it names none)."""
-    return [str(p["name"]) for p in device_properties(profile) if p.get("name")]
+    """The device names a trace holds: a Kineto trace's ``deviceProperties`` GPU names, else an XPlane's TPU
+    chip kinds (``device_type_string``: ``TPU v6 Lite``); empty when it names none."""
+    names = [str(p["name"]) for p in device_properties(profile) if p.get("name")]
+    if names:
+        return names
+    return [str(p["device_type_string"]) for p in xplane_devices(profile) if p.get("device_type_string")]
 
 
 def match_device(name: str | None) -> str | None:
@@ -74,7 +93,8 @@ def match_device(name: str | None) -> str | None:
 
 
 def profile_device(profile: Profile) -> tuple[str | None, str | None]:
-    """``(GPU name, peak table device)`` of a profile: its first named GPU and the device matched for it."""
+    """``(device name, peak table device)`` of a profile: its first named GPU (or TPU chip) and the device
+    matched for it."""
     names = device_names(profile)
     name = names[0] if names else None
     return name, match_device(name)
@@ -90,3 +110,26 @@ def peak(device: str | None, dtype: str | None) -> Peak | None:
     if rows.empty:
         return None
     return Peak(device, float(rows["tflops"].iloc[0]), float(rows["memory_tbps"].iloc[0]))
+
+
+def with_rates(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (``count``, ``device_time_us``, ``flops_total``, ``bytes_total``, ``peak_tflops``,
+    ``peak_tbps``) with the roofline's columns added in place: ``flops_per_call``, ``bytes_per_call``,
+    ``tflops`` and ``tbps`` (the totals over the device time), ``intensity`` (FLOP per byte) and ``bound``
+    (``"compute"`` at or above the ridge point, ``"memory"`` below, None where a figure or the peak is unknown).
+    ``count`` becomes int64. The one definition the GPU operators and the TPU ops share."""
+    count = table["count"]
+    seconds = table["device_time_us"].where(table["device_time_us"] > 0) * 1e-6
+    table["count"] = count.astype("int64")
+    table["flops_per_call"] = table["flops_total"] / count
+    table["bytes_per_call"] = table["bytes_total"] / count
+    table["tflops"] = table["flops_total"] / seconds / 1e12
+    table["tbps"] = table["bytes_total"] / seconds / 1e12
+    table["intensity"] = table["flops_per_call"] / table["bytes_per_call"].where(table["bytes_per_call"] > 0)
+    ridge = table["peak_tflops"] / table["peak_tbps"]
+    known = (table["intensity"].notna() & ridge.notna()).to_numpy(dtype=bool)
+    above = (table["intensity"].fillna(0) >= ridge.fillna(np.inf)).to_numpy(dtype=bool)
+    table["bound"] = pd.Series(np.where(above, "compute", "memory"), dtype=object, index=table.index).where(
+        known, None
+    )
+    return table

@@ -33,7 +33,7 @@ def points(profile: Profile):
     table = operations.operations(profile)
     if table.empty:
         raise UsageError(
-            f"{profile.source or profile.name}: no GPU operator launched device work: no roofline"
+            f"{profile.source or profile.name}: no GPU operator launched device work and no TPU op: no roofline"
         )
     known = table["tflops"].notna() & table["intensity"].notna() & (table["tflops"] > 0)
     if not known.any():
@@ -51,7 +51,7 @@ def roofline(profile: Profile, **_: Any) -> Figure:
     y = table["tflops"].to_numpy(dtype=np.float64)
     time = table["device_time_us"].to_numpy(dtype=np.float64)
     sizes = 20 + 280 * np.sqrt(time / time.max())
-    for i, category in enumerate(CATEGORIES):
+    for i, category in enumerate(_categories(table)):
         rows = (table["category"] == category).to_numpy()
         if rows.any():
             colour = _COLOURS[i % len(_COLOURS)]
@@ -75,11 +75,23 @@ def roofline(profile: Profile, **_: Any) -> Figure:
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(fontsize=8, loc="lower right")
-    where = device or f"{name or 'unnamed GPU'}: peak unknown"
-    ax.set_title(title_of(profile, f"GPU operators against the roofline ({where})"))
+    tpu = "peak_dtype" in table.columns
+    where = device or f"{name or ('unnamed TPU' if tpu else 'unnamed GPU')}: peak unknown"
+    what = "TPU ops (XLA's cost analysis)" if tpu else "GPU operators"
+    ax.set_title(title_of(profile, f"{what} against the roofline ({where})"))
     return fig
 
 
+def _categories(table) -> list[str]:
+    """The categories to colour, in :data:`CATEGORIES` order, then any other the table holds (a TPU op's HLO
+    category: ``loop fusion``, ``convolution fusion``) in first-seen order."""
+    present = [str(c) for c in dict.fromkeys(table["category"].tolist())]
+    return [c for c in CATEGORIES if c in present] + [c for c in present if c not in CATEGORIES]
+
+
 def _dtypes(table) -> list[str | None]:
-    """The peak table's dtype of each operator's first input (its recorded ``Input type``)."""
+    """The peak table's dtype of each operator: a TPU op's ``peak_dtype`` (the chip's bf16 roof), else its first
+    input's (its recorded ``Input type``)."""
+    if "peak_dtype" in table.columns:
+        return [str(d) if isinstance(d, str) else None for d in table["peak_dtype"]]
     return [peak_dtype(types[0]) if types else None for types in table["input_types"]]

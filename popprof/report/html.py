@@ -30,6 +30,7 @@ from .findings import gain_text, where_text
 from .gpu_analyses import skew_share
 from .summary import (
     IDLE_NOTE,
+    accelerator,
     device_labels,
     device_window,
     steps_left_out,
@@ -193,6 +194,8 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
     its skew share (:func:`popprof.report.gpu_analyses.skew_share`, as the text shows it), and the words."""
     return {
         "operations": (summary.get("operations") or [])[:REPORT_OPERATIONS],
+        # a TPU's rows are its HLO ops, from XLA's cost analysis (docs/operations.md)
+        "operations_tpu": accelerator((summary.get("trace") or {}).get("devices") or []) == "TPU",
         "collectives": [
             {**row, "skew_share": skew_share(row)}
             for row in (summary.get("collectives") or {}).get("by_type", [])

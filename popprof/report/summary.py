@@ -160,6 +160,7 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
         summary.get("operations") or [],
         summary.get("operations_note"),
         coverage=summary.get("operations_coverage"),
+        unit=accelerator((tr or {}).get("devices") or []),
     )
     lines += render_collectives(summary.get("collectives"))
     lines += render_launches(summary.get("launches"))
@@ -178,17 +179,25 @@ COVERAGE_SAID = 0.9
 
 
 def render_operations(
-    rows: list[dict], note: str | None = None, shown: int = TEXT_OPERATIONS, coverage: dict | None = None
+    rows: list[dict],
+    note: str | None = None,
+    shown: int = TEXT_OPERATIONS,
+    coverage: dict | None = None,
+    unit: str = "GPU",
 ) -> list[str]:
     """The top GPU operators by device time, with achieved TFLOP/s, TB/s and roofline bound, in 80 columns;
     with ``coverage`` (:func:`popprof.metrics.operations.coverage`) under :data:`COVERAGE_SAID`, how much of
-    the GPU work no operator launched."""
+    the GPU work no operator launched. ``unit`` ``TPU`` (:func:`accelerator`): a TPU's HLO ops, from XLA's
+    cost analysis (``docs/operations.md``)."""
     if not rows:
         return []
+    tpu = unit == "TPU"
     lines = [
         "",
-        "  Top GPU operators (device time)",
-        f"    {'total':>10}  {'count':>7}  {'TFLOP/s':>8}  {'TB/s':>7}  {'bound':<7} operator",
+        "  Top TPU ops (device time; FLOPs and bytes: XLA's cost analysis)"
+        if tpu
+        else "  Top GPU operators (device time)",
+        f"    {'total':>10}  {'count':>7}  {'TFLOP/s':>8}  {'TB/s':>7}  {'bound':<7} {'HLO op' if tpu else 'operator'}",
     ]
     rows = rows[:shown]
     # one operator on two rows (two input shapes): each row's shapes on a line of their own, under its name

@@ -12,7 +12,7 @@ import pandas as pd
 from ..io import units
 from ..io.names import shape_words
 from ..io.plural import plural
-from ..metrics import account, operations
+from ..metrics import account, operations, tpu_operations
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from .base import Finding, Gain, RuleContext, band, held_to_stake, held_words, rule
@@ -44,6 +44,16 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+#: the advice on a TPU (an XPlane profile's HLO ops, judged on XLA's own cost analysis): the rule's advice per
+#: platform is the GPU's there, whose CUDA switches a TPU has not
+TPU_ADVICE = (
+    "These TPU ops reach a small part of what the chip could do for their arithmetic intensity (XLA's own FLOPs "
+    "and bytes): look them up in xprof's op profile; prefer bf16 inputs to the matrix units, pad matrix "
+    "dimensions to multiples of 128, batch small matrix multiplications, and keep elementwise chains in one "
+    "fusion."
+)
+
+
 @rule(
     "operations.below-roofline",
     "GPU operators far below the device's roofline that take a large share of its compute time",
@@ -70,8 +80,11 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
 )
 def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
-    if operations.operation_calls(profile).empty:
-        return []  # no framework operator launched GPU work: nothing to judge
+    tpu = operations.operation_calls(
+        profile
+    ).empty  # rows, yet no operator launched GPU work: a TPU's HLO ops
+    if operations.operations(profile).empty:
+        return []  # no framework operator launched GPU work, no TPU op: nothing to judge
     frame = roofline_frame(profile)
     if frame.empty:
         note = operations.operations_note(profile) or "no operator has a FLOPs model and a known device peak"
@@ -82,8 +95,9 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     window = float(gpu["window_us"].sum()) if not gpu.empty else 0.0
     if compute <= 0:
         return []
-    # copies are left out: a host-device copy runs at the link's bandwidth, which the peak table does not hold
-    judged = frame[frame["category"] != "copy"]
+    # copies are left out: a host-device copy runs at the link's bandwidth, which the peak table does not hold;
+    # so are a TPU's copies and collectives (their HLO categories)
+    judged = frame[~frame["category"].isin({"copy", *tpu_operations.NOT_ON_THE_ROOFLINE})]
     slow = judged[judged["efficiency"] < float(params["efficiency_below"])]
     slow = slow.sort_values("device_time_us", ascending=False, kind="stable")
     spent = float(slow["device_time_us"].sum())
@@ -124,10 +138,11 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
         whole=window or None,
         rests_on=("compute",),
     )
+    extra = {"advice": TPU_ADVICE} if tpu else {}
     return [
         ctx.finding(
             severity,
-            "GPU operators far below the roofline",
+            "TPU ops far below the roofline" if tpu else "GPU operators far below the roofline",
             message,
             value=share,
             threshold=threshold,
@@ -136,6 +151,7 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
             figure="operations.device_time_us",
             share=min(share, 1.0),
             gain=gain,
+            **extra,
         )
     ]
 

@@ -1,8 +1,9 @@
 """One XPlane at a time into numpy columns: which planes and lines are read, event times, names and stats.
 
 A plane is read line by line (the events of one line at a time): times and metadata ids are taken with
-``np.fromiter``; only the stats popprof keeps (the correlation id, what marks a copy or a memset, and with
-``with_args`` every stat as JSON) are visited per event.
+``np.fromiter``; only the stats popprof keeps (the correlation id, what marks a copy or a memset, a TPU op's
+``device_duration_ps``, and with ``with_args`` every stat as JSON) are visited per event; a TPU op's XLA cost
+analysis is read once per event metadata (:func:`op_costs`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ class Columns:
     channel_codes: np.ndarray  # into the channels of :data:`CHANNELS`
     correlation: np.ndarray  # -1 where the event has none
     args: list[str | None] | None = None
+    op_times: OpTimes | None = None  # a TPU ``XLA Ops`` line's time per op on the device's clock
+
+
+@dataclass
+class OpTimes:
+    """A TPU ``XLA Ops`` line's events per event metadata id (``ids``, ascending): how many (``count``) and their
+    summed ``device_duration_ps`` (the device's own clock, which xprof's op profile reads; the event's
+    ``duration_ps`` where an event has no such stat), exact integers."""
+
+    ids: np.ndarray
+    count: np.ndarray
+    device_ps: np.ndarray
 
 
 #: device event names of copies and memsets (ROCm's, CUPTI's as XLA names them) -> Kineto's, so a copy's
@@ -130,6 +143,34 @@ def copy_ops(plane, names: PlaneNames) -> dict[str, str]:  # noqa: ANN001 - an X
     return found
 
 
+#: the stats of a TPU op's event metadata that popprof keeps (XLA's cost analysis of the HLO instruction, and
+#: how xprof's op profile groups it): FLOPs, the FLOPs of the model's own arithmetic, bytes read and written
+#: from HBM, the HLO category (``loop fusion``, ``copy-done``, ``all-reduce``) and the name shared by identical
+#: fusions
+OP_COST_STATS: tuple[str, ...] = (
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "hlo_category",
+    "deduplicated_name",
+)
+
+
+def op_costs(plane, names: PlaneNames) -> dict[int, dict[str, object]]:  # noqa: ANN001 - an XPlane message
+    """A TPU plane's per-op stats of :data:`OP_COST_STATS` by event metadata id (one visit per metadata, not per
+    event): numbers as numbers, names as strings; a stat the metadata lacks is left out."""
+    wanted = {k for k, v in names.stats.items() if v in OP_COST_STATS}
+    found: dict[int, dict[str, object]] = {}
+    for key, metadata in plane.event_metadata.items():
+        stats = {
+            names.stats[s.metadata_id]: stat_value(s, names.stats)
+            for s in metadata.stats
+            if s.metadata_id in wanted
+        }
+        found[key] = {k: v for k, v in stats.items() if isinstance(v, int | float | str)}
+    return found
+
+
 def _copy_name(label: str, text: str, category: str) -> str:
     """``label`` with the direction of a TPU copy between host and device memory, from its HLO ``text``
     (``%copy-done.2 = f32[...]{...S(5)} copy-done(...)``); ``label`` alone when neither end is in host memory."""
@@ -145,10 +186,13 @@ def _copy_name(label: str, text: str, category: str) -> str:
     return f"Memcpy {direction} ({label})" if direction else label
 
 
-def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Columns:  # noqa: ANN001 - an XLine
+def read_line(  # noqa: ANN001 - an XLine
+    line, names: PlaneNames, *, device: bool, with_args: bool, tpu_ops: bool = False
+) -> Columns:
     """The events of one line: start (line ``timestamp_ns`` + event ``offset_ps``) and duration in microseconds,
     names, channels (device lines: kernel, copy or memset by the stats that mark copies and memsets; host lines:
-    runtime call, Python frame or annotation), correlation ids and, with ``with_args``, the stats as JSON."""
+    runtime call, Python frame or annotation), correlation ids and, with ``with_args``, the stats as JSON.
+    ``tpu_ops`` (a TPU's ``XLA Ops`` line): also each op's count and device-clock time (:class:`OpTimes`)."""
     events = line.events
     n = len(events)
     offset = np.fromiter((e.offset_ps for e in events), dtype=np.int64, count=n)
@@ -157,13 +201,16 @@ def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Colu
     start_us = line.timestamp_ns / 1e3 + offset / 1e6
     correlation = np.full(n, -1, dtype=np.int64)
     channel = np.full(n, _CODE[KERNEL] if device else _CODE[TRACE_ME], dtype=np.int32)
-    args = _stats(events, names.stats, device, correlation, channel, with_args)
+    device_ps = dur.copy() if tpu_ops else None  # an event without the stat keeps its own duration
+    args = _stats(events, names.stats, device, correlation, channel, with_args, device_ps)
     distinct, inverse = np.unique(metadata, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    op_times = _op_times(distinct, inverse, device_ps) if device_ps is not None else None
     labels = [names.events.get(m) or f"event {m}" for m in distinct.tolist()]
     unique = list(dict.fromkeys(labels))
     position = {label: i for i, label in enumerate(unique)}
     lut = np.array([position[label] for label in labels], dtype=np.int32)
-    codes = lut[inverse.reshape(-1)] if n else np.zeros(0, dtype=np.int32)
+    codes = lut[inverse] if n else np.zeros(0, dtype=np.int32)
     if device:
         renamed = np.array([label in COPY_NAMES for label in unique], dtype=bool)
         if renamed.any():
@@ -180,7 +227,15 @@ def read_line(line, names: PlaneNames, *, device: bool, with_args: bool) -> Colu
             channel[python[codes] & (correlation < 0)] = _CODE[PYTHON]
     dur_us = dur / 1e6
     dur_us[dur < 0] = np.nan  # a negative duration (a damaged file): the event is kept, without one
-    return Columns(start_us, dur_us, codes, unique, channel, correlation, args)
+    return Columns(start_us, dur_us, codes, unique, channel, correlation, args, op_times)
+
+
+def _op_times(distinct: np.ndarray, inverse: np.ndarray, device_ps: np.ndarray) -> OpTimes:
+    """Per distinct metadata id, the events' count and summed device time (exact: integer sums)."""
+    count = np.bincount(inverse, minlength=len(distinct)).astype(np.int64)
+    total = np.zeros(len(distinct), dtype=np.int64)
+    np.add.at(total, inverse, np.maximum(device_ps, 0))
+    return OpTimes(distinct, count, total)
 
 
 def _renamed(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -192,8 +247,8 @@ def _renamed(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str
     return (lut[codes] if len(codes) else codes), unique
 
 
-#: what a stat marks, by its name: the correlation id, a copy, a memset
-_CORRELATION, _COPY, _SET = 0, 1, 2
+#: what a stat marks, by its name: the correlation id, a copy, a memset, a TPU op's time on the device's clock
+_CORRELATION, _COPY, _SET, _DEVICE_DURATION = 0, 1, 2, 3
 
 
 def _stats(
@@ -203,12 +258,16 @@ def _stats(
     correlation: np.ndarray,
     channel: np.ndarray,
     with_args: bool,
+    device_ps: np.ndarray | None = None,
 ) -> list[str | None] | None:
-    """Visit each event's stats once: fill ``correlation`` and (on a device line) mark copies and memsets in
-    ``channel``; with ``with_args`` return every event's stats as JSON (None where it has none)."""
+    """Visit each event's stats once: fill ``correlation``, (on a device line) mark copies and memsets in
+    ``channel`` and, when ``device_ps`` is given (a TPU's ops), put each ``device_duration_ps`` there; with
+    ``with_args`` return every event's stats as JSON (None where it has none)."""
     marks = {"correlation_id": _CORRELATION}
     if device:
         marks |= {"memcpy_details": _COPY, "memset_details": _SET}
+    if device_ps is not None:
+        marks["device_duration_ps"] = _DEVICE_DURATION
     wanted = {k: marks[v] for k, v in stat_names.items() if v in marks}
     copy, memset = _CODE[MEMCPY], _CODE[MEMSET]
     args: list[str | None] | None = [None] * len(events) if with_args else None
@@ -221,6 +280,10 @@ def _stats(
                 value = stat_value(stat, stat_names)
                 if isinstance(value, int):
                     correlation[i] = value
+            elif mark == _DEVICE_DURATION:
+                value = stat_value(stat, stat_names)
+                if isinstance(value, int):
+                    device_ps[i] = value  # type: ignore[index]
             else:
                 channel[i] = copy if mark == _COPY else memset
         if args is not None and len(event.stats):

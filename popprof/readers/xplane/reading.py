@@ -27,8 +27,10 @@ from .planes import (
     TPU_OPS_LINE,
     TPU_PLANE,
     Columns,
+    OpTimes,
     PlaneNames,
     copy_ops,
+    op_costs,
     plane_stats,
     read_line,
 )
@@ -95,6 +97,7 @@ class _Gathered:
     planes: list[dict] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     gpus: list[dict] = field(default_factory=list)
+    tpu_ops: list[dict] = field(default_factory=list)
     start_time: object = None
 
     def add(self, plane, host: str, with_args: bool) -> None:  # noqa: ANN001 - an XPlane message
@@ -130,7 +133,12 @@ class _Gathered:
                 continue
             if not len(line.events):
                 continue
-            columns = read_line(line, names, device=device is not None, with_args=with_args)
+            ops_line = tpu is not None and line.name == TPU_OPS_LINE
+            columns = read_line(line, names, device=device is not None, with_args=with_args, tpu_ops=ops_line)
+            if columns.op_times is not None:
+                self.tpu_ops += tpu_op_records(
+                    f"tpu:{index}", columns.op_times, names, op_costs(plane, names)
+                )
             if copies:
                 copied = np.array([label in copies for label in columns.names], dtype=bool)
                 if copied.any() and len(columns.name_codes):
@@ -139,6 +147,24 @@ class _Gathered:
             tid = int(stream.group(1)) if stream else int(line.id)
             self.parts.append((columns, pid, tid, pid if device else -1))
             self.thread_names[(pid, tid)] = line.display_name or line.name
+
+
+def tpu_op_records(
+    device: str, times: OpTimes, names: PlaneNames, costs: dict[int, dict[str, object]]
+) -> list[dict[str, object]]:
+    """One record per op of a TPU's ``XLA Ops`` line: ``device``, ``name`` (the HLO instruction, as its event
+    metadata names it), ``count``, ``device_time_ps`` (summed on the device's clock) and the metadata's XLA cost
+    analysis (``flops``, ``model_flops``, ``bytes_accessed``, ``hlo_category``, ``deduplicated_name``; a stat
+    the metadata lacks is left out). Kept as the metadata key ``xplane.tpu_ops``."""
+    records = []
+    for key, count, total in zip(
+        times.ids.tolist(), times.count.tolist(), times.device_ps.tolist(), strict=True
+    ):
+        name = names.events.get(key) or f"event {key}"
+        records.append(
+            {"device": device, "name": name, "count": count, "device_time_ps": total, **costs.get(key, {})}
+        )
+    return records
 
 
 def _joined(parts: list[tuple[Columns, int, int, int]]) -> dict[str, object]:
@@ -221,6 +247,8 @@ def _profile(
     meta["xplane.gpus"] = json.dumps(found.gpus, default=str)
     if found.skipped:
         meta["xplane.skipped_lines"] = json.dumps(found.skipped)
+    if found.tpu_ops:
+        meta["xplane.tpu_ops"] = json.dumps(found.tpu_ops)
     if isinstance(found.start_time, int):
         meta["xplane.profile_start_time_ns"] = found.start_time
     for key in ("errors", "warnings"):
