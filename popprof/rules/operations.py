@@ -44,16 +44,6 @@ def roofline_frame(profile: Profile) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-#: the advice on a TPU (an XPlane profile's HLO ops, judged on XLA's own cost analysis): the rule's advice per
-#: platform is the GPU's there, whose CUDA switches a TPU has not
-TPU_ADVICE = (
-    "These TPU ops reach a small part of what the chip could do for their arithmetic intensity (XLA's own FLOPs "
-    "and bytes): look them up in xprof's op profile; prefer bf16 inputs to the matrix units, pad matrix "
-    "dimensions to multiples of 128, batch small matrix multiplications, and keep elementwise chains in one "
-    "fusion."
-)
-
-
 @rule(
     "operations.below-roofline",
     "GPU operators far below the device's roofline that take a large share of its compute time",
@@ -72,17 +62,16 @@ TPU_ADVICE = (
         "tensor-core dtypes (bf16/fp16, TF32 for fp32 matmuls: torch.backends.cuda.matmul.allow_tf32), pad "
         "GEMM dimensions to multiples of 8/16, batch small GEMMs, fuse elementwise chains (torch.compile), "
         "and use the fused attention kernels (scaled_dot_product_attention).",
-        "tpu": "These XLA ops reach a small part of what the TPU could do for their FLOPs and bytes (XLA's "
-        "own counts): run matmuls and convolutions in bf16, shape large dimensions to multiples of 128 "
-        "and 8 (XLA pads a tensor to its 128 x 8 tiles: Cloud TPU's performance guide), batch small ops "
-        "together, and keep elementwise chains inside one jitted function so that XLA fuses them.",
+        "tpu": "These TPU ops reach a small part of what the chip could do for their FLOPs and bytes "
+        "(XLA's own counts; xprof's op profile shows each): run matmuls and convolutions in bf16, "
+        "shape large dimensions to multiples of 128 and 8 (XLA pads a tensor to its 128 x 8 tiles: "
+        "Cloud TPU's performance guide), batch small ops together, and keep elementwise chains inside "
+        "one jitted function so that XLA fuses them.",
     },
 )
 def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
     params = ctx.params
-    tpu = operations.operation_calls(
-        profile
-    ).empty  # rows, yet no operator launched GPU work: a TPU's HLO ops
+    tpu = ctx.advice_platform == "tpu"  # the rows are a TPU's HLO ops (XLA's cost analysis)
     if operations.operations(profile).empty:
         return []  # no framework operator launched GPU work, no TPU op: nothing to judge
     frame = roofline_frame(profile)
@@ -138,7 +127,6 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
         whole=window or None,
         rests_on=("compute",),
     )
-    extra = {"advice": TPU_ADVICE} if tpu else {}
     return [
         ctx.finding(
             severity,
@@ -151,7 +139,6 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
             figure="operations.device_time_us",
             share=min(share, 1.0),
             gain=gain,
-            **extra,
         )
     ]
 
