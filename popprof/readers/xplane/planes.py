@@ -192,7 +192,11 @@ def read_line(  # noqa: ANN001 - an XLine
     """The events of one line: start (line ``timestamp_ns`` + event ``offset_ps``) and duration in microseconds,
     names, channels (device lines: kernel, copy or memset by the stats that mark copies and memsets; host lines:
     runtime call, Python frame or annotation), correlation ids and, with ``with_args``, the stats as JSON.
-    ``tpu_ops`` (a TPU's ``XLA Ops`` line): also each op's count and device-clock time (:class:`OpTimes`)."""
+    ``tpu_ops`` (a TPU's ``XLA Ops`` line): each op's start and duration on the device's own clock (its
+    ``device_offset_ps`` and ``device_duration_ps`` stats, where it has them: the core runs one op after
+    another there, where the host-synchronised ``offset_ps`` and ``duration_ps`` overlap and shift time between
+    neighbours), and each op's count and device time (:class:`OpTimes`): one time per op, in the events and
+    the operations alike."""
     events = line.events
     n = len(events)
     offset = np.fromiter((e.offset_ps for e in events), dtype=np.int64, count=n)
@@ -201,8 +205,13 @@ def read_line(  # noqa: ANN001 - an XLine
     start_us = line.timestamp_ns / 1e3 + offset / 1e6
     correlation = np.full(n, -1, dtype=np.int64)
     channel = np.full(n, _CODE[KERNEL] if device else _CODE[TRACE_ME], dtype=np.int32)
-    device_ps = dur.copy() if tpu_ops else None  # an event without the stat keeps its own duration
+    # an event without the stats keeps its own start and duration
+    device_ps = np.stack((offset, dur)) if tpu_ops else None
     args = _stats(events, names.stats, device, correlation, channel, with_args, device_ps)
+    if device_ps is not None:
+        offset, dur = device_ps
+        start_us = line.timestamp_ns / 1e3 + offset / 1e6
+        device_ps = dur
     distinct, inverse = np.unique(metadata, return_inverse=True)
     inverse = inverse.reshape(-1)
     op_times = _op_times(distinct, inverse, device_ps) if device_ps is not None else None
@@ -247,8 +256,9 @@ def _renamed(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str
     return (lut[codes] if len(codes) else codes), unique
 
 
-#: what a stat marks, by its name: the correlation id, a copy, a memset, a TPU op's time on the device's clock
-_CORRELATION, _COPY, _SET, _DEVICE_DURATION = 0, 1, 2, 3
+#: what a stat marks, by its name: the correlation id, a copy, a memset, a TPU op's start and duration on the
+#: device's clock
+_CORRELATION, _COPY, _SET, _DEVICE_OFFSET, _DEVICE_DURATION = 0, 1, 2, 3, 4
 
 
 def _stats(
@@ -261,13 +271,14 @@ def _stats(
     device_ps: np.ndarray | None = None,
 ) -> list[str | None] | None:
     """Visit each event's stats once: fill ``correlation``, (on a device line) mark copies and memsets in
-    ``channel`` and, when ``device_ps`` is given (a TPU's ops), put each ``device_duration_ps`` there; with
-    ``with_args`` return every event's stats as JSON (None where it has none)."""
+    ``channel`` and, when ``device_ps`` is given (a TPU's ops: rows of offsets and durations), put each
+    ``device_offset_ps`` and ``device_duration_ps`` there; with ``with_args`` return every event's stats as JSON
+    (None where it has none)."""
     marks = {"correlation_id": _CORRELATION}
     if device:
         marks |= {"memcpy_details": _COPY, "memset_details": _SET}
     if device_ps is not None:
-        marks["device_duration_ps"] = _DEVICE_DURATION
+        marks |= {"device_offset_ps": _DEVICE_OFFSET, "device_duration_ps": _DEVICE_DURATION}
     wanted = {k: marks[v] for k, v in stat_names.items() if v in marks}
     copy, memset = _CODE[MEMCPY], _CODE[MEMSET]
     args: list[str | None] | None = [None] * len(events) if with_args else None
@@ -280,10 +291,10 @@ def _stats(
                 value = stat_value(stat, stat_names)
                 if isinstance(value, int):
                     correlation[i] = value
-            elif mark == _DEVICE_DURATION:
+            elif mark >= _DEVICE_OFFSET:
                 value = stat_value(stat, stat_names)
                 if isinstance(value, int):
-                    device_ps[i] = value  # type: ignore[index]
+                    device_ps[mark - _DEVICE_OFFSET, i] = value  # type: ignore[index]
             else:
                 channel[i] = copy if mark == _COPY else memset
         if args is not None and len(event.stats):
