@@ -143,3 +143,113 @@ def test_sched_bad_values_is_one_line(tmp_path: Path, capsys) -> None:
     connection.commit()
     connection.close()
     assert "SCHED_EVENTS" in summary_error(copy, capsys)
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of ``[start, end)`` intervals, by hand (a test's few hundred intervals)."""
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """Total overlap of two unions, by hand."""
+    return sum(max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in a for s2, e2 in b)
+
+
+def test_gaps_on_and_off_cpu_by_hand(saxpy) -> None:
+    """The device's gaps from its kernels and copies (SQL), the main thread's on-CPU time in them from
+    SCHED_EVENTS (SQL), intersected by hand, equal the metric's; the gaps are the account's idle time."""
+    from popprof.metrics.account import time_account
+    from popprof.metrics.host_cpu import gap_off_cpu_share, host_cpu
+
+    work = _union(
+        _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+        + _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
+    )
+    gaps = [(e, s) for (_, e), (s, _) in zip(work[:-1], work[1:], strict=True)]
+    on_cpu = _sql(
+        SAXPY,
+        "SELECT start, next_start FROM (SELECT start, isSchedIn, "
+        "LEAD(start) OVER (ORDER BY start, rowid) AS next_start, LEAD(isSchedIn) OVER (ORDER BY start, rowid) "
+        "AS next_in FROM SCHED_EVENTS WHERE globalTid % 16777216 = 1230493) WHERE isSchedIn = 1 AND next_in = 0",
+    )
+    gaps_ns = sum(e - s for s, e in gaps)
+    on_ns = _overlap(gaps, on_cpu)
+    rows = host_cpu(saxpy)
+    main = rows[0]
+    assert (main["tid"], main["device"], main["launches"]) == (1230493, "gpu:0", 20)  # 5 kernels + 15 copies
+    assert main["gaps"] == len(gaps) == 19
+    assert main["gaps_us"] * 1000 == pytest.approx(gaps_ns, abs=1e-3)
+    assert main["gaps_on_cpu_us"] * 1000 == pytest.approx(on_ns, abs=1e-3)
+    assert main["gaps_off_cpu_us"] * 1000 == pytest.approx(gaps_ns - on_ns, abs=1e-3)
+    assert main["window_us"] * 1000 == pytest.approx(work[-1][1] - work[0][0], abs=1e-3)
+    assert main["on_cpu_us"] * 1000 == pytest.approx(_overlap([(work[0][0], work[-1][1])], on_cpu), abs=1e-3)
+    account = time_account(saxpy, steps=False).iloc[0]
+    idle = account["idle_host"] + account["idle_launch"] + account["idle_other"]
+    assert main["gaps_us"] == pytest.approx(idle)
+    # the figures of the export: the main thread ran through the device's 724.05 ms of gaps, 31.9 us off CPU
+    assert round(main["gaps_us"] / 1000, 2) == 724.05 and round(main["gaps_off_cpu_us"], 1) == 31.9
+    assert gap_off_cpu_share(saxpy) == pytest.approx((gaps_ns - on_ns) / gaps_ns)
+    # the helper threads: 8 threads, each off CPU for what the main thread is not
+    assert len(rows) == 8 and all(r["gaps_us"] == main["gaps_us"] for r in rows)
+    assert {r["tid"] for r in rows if r["gaps_on_cpu_us"] == 0} == {
+        1230500,
+        1230501,
+        1230502,
+        1230503,
+        1230504,
+    }
+
+
+def test_gap_samples_by_hand(saxpy) -> None:
+    """The leaf functions sampled in the gaps, counted by SQL over the same gaps."""
+    from popprof.metrics.host_cpu import host_cpu
+
+    work = _union(
+        _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+        + _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
+    )
+    inside = " OR ".join(
+        f"(e.start >= {e} AND e.start < {s})" for (_, e), (s, _) in zip(work[:-1], work[1:], strict=True)
+    )
+    expected = _sql(
+        SAXPY,
+        "SELECT v.value, count(*) FROM COMPOSITE_EVENTS e JOIN SAMPLING_CALLCHAINS c ON c.id = e.id "
+        f"AND c.stackDepth = 0 JOIN StringIds v ON v.id = c.symbol WHERE {inside} "
+        "GROUP BY v.value ORDER BY count(*) DESC, v.value LIMIT 3",
+    )
+    main = host_cpu(saxpy)[0]
+    assert [(f["function"], f["samples"]) for f in main["gap_functions"]] == expected
+    assert expected[0] == ("main", 2390)
+
+
+def test_summary_shows_host_threads(capsys) -> None:
+    from popprof.cli import main
+
+    assert main(["-q", "summary", str(SAXPY)]) == 0
+    out = capsys.readouterr().out
+    assert "Host threads in the device's idle gaps" in out
+    assert "gpu:0 idle 724.05 ms in 19 gaps" in out
+    assert "MPI Rank 0 (1230493), 20 launches: on CPU 724.02 ms (100.0 %), off CPU" in out
+    assert "sampled in the gaps: main 66.2 %" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert main(["-q", "summary", str(SAXPY), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    rows = document["trace"]["host_cpu"]
+    assert rows[0]["thread"] == "MPI Rank 0 (1230493)" and rows[0]["gap_samples"] == 3610
+
+
+def test_summary_of_other_export_has_no_host_threads(capsys) -> None:
+    from popprof.cli import main
+    from popprof.metrics import compute
+
+    assert main(["-q", "summary", str(FUSER)]) == 0
+    assert "Host threads" not in capsys.readouterr().out
+    assert main(["-q", "summary", str(FUSER), "--format", "json"]) == 0
+    assert "host_cpu" not in json.loads(capsys.readouterr().out)["trace"]
+    assert compute(read_path(FUSER))["trace.host_gap_off_cpu_share"] is None
