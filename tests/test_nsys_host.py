@@ -253,3 +253,21 @@ def test_summary_of_other_export_has_no_host_threads(capsys) -> None:
     assert main(["-q", "summary", str(FUSER), "--format", "json"]) == 0
     assert "host_cpu" not in json.loads(capsys.readouterr().out)["trace"]
     assert compute(read_path(FUSER))["trace.host_gap_off_cpu_share"] is None
+
+
+def test_redacted_bundle_keeps_the_figures_not_the_names(saxpy, tmp_path: Path, capsys) -> None:
+    """``popprof redact`` pseudonymises the sampled functions (public words such as ``main`` stay) and keeps
+    every figure of the host threads."""
+    from popprof.cli import main
+    from popprof.metrics.host_cpu import host_cpu
+
+    out = tmp_path / "saxpy.popprof"
+    assert main(["-q", "redact", str(SAXPY), "-o", str(out)]) == 0
+    capsys.readouterr()
+    back = popprof.open(out)
+    functions = set(back.cpu_samples["function"].astype(str))
+    assert "std::abs(double)" not in functions and "cxip_cq_progress" not in functions
+    mine, theirs = host_cpu(saxpy)[0], host_cpu(back)[0]
+    for key in ("gaps", "gaps_us", "gaps_on_cpu_us", "gaps_off_cpu_us", "launches", "gap_samples"):
+        assert theirs[key] == mine[key], key
+    assert [f["samples"] for f in theirs["gap_functions"]] == [f["samples"] for f in mine["gap_functions"]]
