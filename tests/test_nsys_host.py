@@ -271,3 +271,26 @@ def test_redacted_bundle_keeps_the_figures_not_the_names(saxpy, tmp_path: Path, 
     for key in ("gaps", "gaps_us", "gaps_on_cpu_us", "gaps_off_cpu_us", "launches", "gap_samples"):
         assert theirs[key] == mine[key], key
     assert [f["samples"] for f in theirs["gap_functions"]] == [f["samples"] for f in mine["gap_functions"]]
+
+
+def test_unpaired_switches_are_left_out_and_counted(tmp_path: Path) -> None:
+    """A sched-out before any sched-in (the thread ran when the capture began) and a second sched-in in a row
+    pair with nothing: left out, counted; the slices around them stay."""
+    copy = tmp_path / "r.sqlite"
+    copy.write_bytes(SAXPY.read_bytes())
+    connection = sqlite3.connect(copy)
+    main_tid = 302119224788637
+    connection.execute(
+        "INSERT INTO SCHED_EVENTS VALUES (5, 3, 0, ?)", (main_tid,)
+    )  # before its first sched-in
+    connection.execute(
+        "INSERT INTO SCHED_EVENTS VALUES (21000, 3, 1, ?)", (main_tid,)
+    )  # then 21932 is in too
+    connection.commit()
+    connection.close()
+    profile = read_path(copy)
+    assert int(profile.meta["nsys.sched_switches_unpaired"]) == 2
+    slices = profile.cpu_slices
+    assert len(slices) == 1619
+    first = slices.sort_values("start_us").iloc[0]
+    assert (first["start_us"], first["cpu"]) == (21.932, 118)  # the later sched-in of the two pairs

@@ -51,30 +51,36 @@ def _host_cpu(profile: Profile, top: int) -> list[dict]:
         activities = device_activities(profile, by="device")
     except NotEvaluated:
         return []
-    samples = profile.get("cpu_samples")
+    samples = _by_thread(profile.get("cpu_samples"))
+    by_thread = _by_thread(slices)
     labels = thread_labels(profile)
-    rank = slices["rank"].fillna(-1).to_numpy(dtype=np.int64)
     rows: list[dict] = []
     for act in activities:  # a handful of devices
-        mine = rank == (-1 if act.rank is None else act.rank)
-        if not mine.any():
+        rank = -1 if act.rank is None else act.rank
+        mine = [key for key in by_thread if key[0] == rank]
+        if not mine:
             continue
         launched = _launches(profile, act)
+        gaps = device_gaps(act, 0.0)
         threads = []
-        for (pid, tid), part in slices[mine].groupby(["pid", "tid"], sort=True):  # a few threads
-            row = _thread_row(act, part, _thread_samples(samples, act.rank, pid, tid), top)
-            if row is None:
+        for key in mine:  # one pass per thread (a few), each over its own rows
+            _, pid, tid = key
+            figures = _thread_row(act, gaps, by_thread[key], samples.get(key), top)
+            if figures is None:
                 continue
-            row.update(
-                rank=act.rank,
-                device=act.device,
-                pid=int(pid),
-                tid=int(tid),
-                thread=thread_label(labels, pid, tid),
-                launches=int(launched.get((int(pid), int(tid)), 0)),
+            threads.append(
+                {
+                    "rank": act.rank,
+                    "device": act.device,
+                    "pid": pid,
+                    "tid": tid,
+                    "thread": thread_label(labels, pid, tid),
+                    "launches": int(launched.get((pid, tid), 0)),
+                    **figures,
+                }
             )
-            threads.append(row)
-        threads.sort(key=lambda r: (-r["launches"], -r["gaps_on_cpu_us"] - r["gaps_off_cpu_us"], r["tid"]))
+        # the thread that launched most first, then those that ran longest in the gaps
+        threads.sort(key=lambda r: (-r["launches"], -r["gaps_on_cpu_us"], r["pid"], r["tid"]))
         rows += threads
     return rows
 
@@ -95,21 +101,24 @@ def _launches(profile: Profile, act: DeviceActivity) -> dict[tuple[int, int], in
     return {(int(p), int(t)): int(n) for (p, t), n in counts.value_counts().items()}
 
 
-def _thread_samples(
-    samples: pd.DataFrame | None, rank: int | None, pid: int, tid: int
-) -> pd.DataFrame | None:
-    """The CPU samples of one thread (None without any)."""
-    if samples is None or samples.empty:
-        return None
-    mine = (samples["pid"] == pid) & (samples["tid"] == tid)
-    mine &= samples["rank"].fillna(-1) == (-1 if rank is None else rank)
-    return samples[mine.to_numpy()] if mine.any() else None
+def _by_thread(table: pd.DataFrame | None) -> dict[tuple[int, int, int], pd.DataFrame]:
+    """A per-thread table's rows by (rank, pid, tid), a missing rank -1, in one grouping (``{}`` when absent)."""
+    if table is None or table.empty:
+        return {}
+    rank = table["rank"].fillna(-1).astype(np.int64)
+    groups = table.groupby([rank, table["pid"], table["tid"]], sort=True).indices
+    return {(int(r), int(p), int(t)): table.iloc[rows] for (r, p, t), rows in groups.items()}
 
 
 def _thread_row(
-    act: DeviceActivity, part: pd.DataFrame, samples: pd.DataFrame | None, top: int
+    act: DeviceActivity,
+    gaps: tuple[np.ndarray, np.ndarray],
+    part: pd.DataFrame,
+    samples: pd.DataFrame | None,
+    top: int,
 ) -> dict | None:
-    """One thread's figures in the device's window clipped to the thread's life (None when they miss)."""
+    """One thread's figures in the device's window clipped to the thread's life (None when they miss);
+    ``gaps`` the device's (:func:`popprof.metrics.gaps.device_gaps`)."""
     start = part["start_us"].to_numpy(dtype=np.float64)
     on_s, on_e = merge_intervals(start, start + part["dur_us"].to_numpy(dtype=np.float64))
     first, last = act.span
@@ -118,8 +127,7 @@ def _thread_row(
         return None
     window = (np.array([lo]), np.array([hi]))
     on_us = _length(*intersect_intervals(*window, on_s, on_e))
-    gs, ge = device_gaps(act, 0.0)
-    gs, ge = np.clip(gs, lo, hi), np.clip(ge, lo, hi)
+    gs, ge = np.clip(gaps[0], lo, hi), np.clip(gaps[1], lo, hi)
     keep = ge > gs
     gs, ge = gs[keep], ge[keep]
     gaps_us = float((ge - gs).sum())
