@@ -294,3 +294,18 @@ def test_unpaired_switches_are_left_out_and_counted(tmp_path: Path) -> None:
     assert len(slices) == 1619
     first = slices.sort_values("start_us").iloc[0]
     assert (first["start_us"], first["cpu"]) == (21.932, 118)  # the later sched-in of the two pairs
+
+
+def test_device_gaps_finding_says_computing_or_waiting() -> None:
+    """``host.device-gaps`` on the pipit export names the launching thread's on-CPU share of the gaps, from the
+    metric; without context switches (nvFuser) its message says nothing of it."""
+    from popprof.metrics.host_cpu import host_cpu
+    from popprof.rules import check
+
+    saxpy = read_path(SAXPY)
+    (finding,) = [f for f in check(saxpy) if f.rule_id == "host.device-gaps"]
+    main = host_cpu(saxpy)[0]
+    on = main["gaps_on_cpu_us"] / main["gaps_us"]
+    assert f"launching thread MPI Rank 0 (1230493) was on CPU {on * 100:.1f} % and off CPU" in finding.message
+    assert "mostly computing, not waiting; sampled in main 66.2 %" in finding.message
+    assert all("on CPU" not in f.message for f in check(read_path(FUSER)))
