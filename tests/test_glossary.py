@@ -197,6 +197,8 @@ def test_each_glossary_word_is_defined_once() -> None:
         words.HOST_BLOCKED,
         words.HOST_NOT_SUBMITTING,
         words.HTA_KERNEL_WAIT,
+        words.ON_CPU,
+        words.OFF_CPU,
     }
     assert used <= set(defined), used - set(defined)
 

@@ -30,6 +30,10 @@ IDLE_HOST = f"idle, {HOST_NOT_SUBMITTING}"
 HTA_HOST_WAIT = "host wait (HTA)"
 #: HTA's name for a short gap between work launched in time (launch overhead).
 HTA_KERNEL_WAIT = "kernel wait (HTA)"
+#: A host thread running on a CPU (between its sched-in and sched-out: Nsight Systems' context switches).
+ON_CPU = "on CPU"
+#: A host thread not running: waiting on I/O, a lock or a blocking call, or runnable but preempted.
+OFF_CPU = "off CPU"
 #: HTA's idle causes (``idle_category`` codes of its idle breakdown) in words: HTA's names, labelled as HTA's. Its
 #: "host wait" classifies whole gaps per stream; the time account splits each gap at the launch
 #: (:data:`HOST_NOT_SUBMITTING` before it), so the two shares differ and never share a name.

@@ -113,6 +113,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     counters = counters_section(profile, top)
     if counters is not None:  # a CUPTI range-profiler trace: each kernel's hardware counters
         out["counters"] = counters
+    from .host_cpu import host_cpu
+
+    host = host_cpu(profile)
+    if host:  # Nsight Systems' context switches: each host thread on CPU or off CPU in the device's gaps
+        out["host_cpu"] = host
     out["device_activity"] = device_activity(events, profile)
     from .device_memory import device_memory
 

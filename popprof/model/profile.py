@@ -34,6 +34,8 @@ NEEDS_HINT: dict[str, str] = {
     "vertex_cycles": "needs a Poplar text summary with 'Cycles by vertex type'",
     "out_of_memory": "needs Poplar's out-of-memory messages (a failed compilation's log)",
     "allocations": "needs PyTorch's allocator events (a trace recorded with profile_memory=True)",
+    "cpu_slices": "needs host threads' context switches (nsys profile --cpuctxsw, exported to SQLite)",
+    "cpu_samples": "needs CPU samples with call stacks (nsys profile --sample=cpu, exported to SQLite)",
 }
 
 

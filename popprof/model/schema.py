@@ -537,6 +537,34 @@ TABLES: dict[str, Table] = {
             "chrome_trace",
         ),
         Table(
+            "cpu_slices",
+            "time slice a host thread ran on a CPU (from its sched-in to the next sched-out of that thread)",
+            (
+                _c("rank", "Int64", "rank of the distributed run"),
+                _c("pid", "int64", "process id", key=True),
+                _c("tid", "int64", "thread id", key=True),
+                _c("start_us", "float64", "when the thread was put on the CPU", "us"),
+                _c("dur_us", "float64", "how long it ran there before it was taken off", "us"),
+                _c("cpu", "Int32", "the CPU it ran on"),
+            ),
+            "Host threads' context switches as on-CPU intervals; a thread is off CPU (waiting, blocked or "
+            "preempted) between them.",
+            "nsys (SCHED_EVENTS)",
+        ),
+        Table(
+            "cpu_samples",
+            "CPU sample of a host thread (its instruction pointer, with a call stack)",
+            (
+                _c("rank", "Int64", "rank of the distributed run"),
+                _c("pid", "int64", "process id", key=True),
+                _c("tid", "int64", "thread id", key=True),
+                _c("ts_us", "float64", "sample time", "us"),
+                _c("function", "category", "the sampled (leaf) frame's function, (unknown) without a symbol"),
+            ),
+            "Periodic CPU samples of host threads, each named by the function it was in.",
+            "nsys (COMPOSITE_EVENTS, SAMPLING_CALLCHAINS)",
+        ),
+        Table(
             "metadata",
             "key",
             (

@@ -34,6 +34,7 @@ IDENTIFIER_COLUMNS: dict[tuple[str, str], str] = {
     ("threads", "thread_name"): "thr",
     ("counters", "name"): "ctr",
     ("counters", "series"): "ser",
+    ("cpu_samples", "function"): "evt",
     ("memory_totals", "category"): "vtx",
     ("tile_memory", "category"): "label",
     ("programs", "type"): "label",

@@ -14,6 +14,7 @@ from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import DEVICE_LINES, render_what_limits
 from .fit import WIDTH, fit_lines, named_rows
 from .gpu_analyses import render_collectives, render_launches
+from .host_threads import render_host_cpu
 from .ipu_analyses import render_fullest_tile, render_pipeline
 
 # -- text rendering ---------------------------------------------------------
@@ -838,6 +839,7 @@ def render_trace_text(
             )
     lines += render_queue_lengths(tr.get("queue_lengths"), steps_left_out)
     lines += render_copies(tr.get("copies") or [])
+    lines += render_host_cpu(tr.get("host_cpu") or [])
     lines += render_counters(tr.get("counters"), width)
     lines += render_device_memory(tr.get("device_memory") or [])
     lines += render_critical_path(tr.get("critical_path"), width)

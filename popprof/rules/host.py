@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..io import units
 from ..io.plural import plural
-from ..io.words import HTA_IDLE_CAUSES
+from ..io.words import HTA_IDLE_CAUSES, OFF_CPU, ON_CPU
 from ..metrics import execution as ex
 from ..metrics.capture import capture_as_busy, graph_capture
 from ..metrics.devices import launches_without_device, named_devices_without_activity
@@ -28,6 +28,7 @@ from ..metrics.gaps import (
     work_intervals,
 )
 from ..metrics.gaps import device_gaps as gaps_of
+from ..metrics.host_cpu import host_cpu
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import parent_rows, time_origin
 from ..metrics.trace_summary import wait_callers
@@ -257,6 +258,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         cause = causes.get((activity.rank, activity.device))
         if cause:
             text += f"; idle causes (HTA, over its streams): {cause}"
+        text += _on_cpu_sentence(profile, activity)
         frames.append(gaps)
         texts.append(text)
         threads += [t for t in top_threads if t not in threads]
@@ -306,6 +308,30 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             gain=gain,
         )
     ]
+
+
+def _on_cpu_sentence(profile: Profile, activity) -> str:
+    """``; in the device's gaps its launching thread T was on CPU 99.9 % (...), off CPU 0.1 %`` from the
+    context switches (``metrics.host_cpu``: the thread that launched most of the device's work, over all the
+    device's gaps); ``""`` without them."""
+    rows = [r for r in host_cpu(profile) if (r["rank"], r["device"]) == (activity.rank, activity.device)]
+    if not rows or not rows[0]["gaps_us"]:
+        return ""
+    t = rows[0]
+    on = t["gaps_on_cpu_us"] / t["gaps_us"]
+    sampled = ", ".join(
+        f"{f['function']} {units.percent(f['samples'] / t['gap_samples'])}" for f in t["gap_functions"]
+    )
+    verdict = (
+        "mostly computing, not waiting"
+        if on >= 0.5
+        else "mostly waiting (I/O, a lock, a blocking call, or preempted), not computing"
+    )
+    return (
+        f"; in all the device's gaps its launching thread {t['thread']} was {ON_CPU} {units.percent(on)} and "
+        f"{OFF_CPU} {units.percent(1 - on)} (its context switches): {verdict}"
+        + (f"; sampled in {sampled}" if sampled else "")
+    )
 
 
 def _idle_causes(profile: Profile) -> dict[tuple, str]:

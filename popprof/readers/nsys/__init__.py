@@ -14,9 +14,13 @@ session's start, and a thread is a ``globalTid`` (pid ``(globalTid >> 24) & 0xFF
 - ``NVTX_EVENTS``: NVTX push/pop and start/end ranges (``user_annotation``) on the thread that opened them,
   named by ``text`` or ``textId``;
 - ``correlationId`` is ``events.correlation``: it joins a runtime call to the kernel, copy or memset it
-  launched.
+  launched;
+- ``SCHED_EVENTS``: host threads' context switches, each sched-in to the next sched-out of its thread one
+  on-CPU interval (the ``cpu_slices`` table); ``COMPOSITE_EVENTS`` with ``SAMPLING_CALLCHAINS``: CPU samples
+  named by their leaf frame's function (``cpu_samples``).
 
-Modules: :mod:`.database` opens and checks the file, :mod:`.reading` builds the Profile. See
+Modules: :mod:`.database` opens and checks the file, :mod:`.reading` builds the Profile, :mod:`.host` reads
+the context switches and CPU samples. See
 ``docs/readers.md``.
 """
 

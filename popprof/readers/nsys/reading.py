@@ -17,6 +17,7 @@ from ...trace import frame
 from ..chrome.tables import trace_rank
 from . import FORMAT
 from .database import Export, opened
+from .host import cpu_samples, cpu_slices
 
 KERNEL, COPY, MEMSET, RUNTIME, DRIVER, NVTX = (
     "kernel",
@@ -79,8 +80,6 @@ UNREAD_TABLES = (
     "MPI_START_WAIT_EVENTS",
     "MPI_OTHER_EVENTS",
     "NCCL_EVENTS",
-    "SCHED_EVENTS",
-    "COMPOSITE_EVENTS",
 )
 _COLUMNS = ("pid", "tid", "start", "end", "name", "channel", "stream", "correlation", "device")
 
@@ -97,8 +96,10 @@ def read(
     Kernels, copies and memsets are device work (``stream`` set, ``device`` ``gpu:N``), runtime calls and NVTX
     ranges host work; see the package docstring and ``docs/readers.md``. Copies and memsets always carry
     their ``bytes`` as args (Kineto's, which the copies analysis reads); with ``with_args`` kernels carry their
-    launch configuration too.
+    launch configuration too. Host threads' context switches become ``cpu_slices``, CPU samples ``cpu_samples``
+    (``host.py``), when the export has them.
     """
+    rank = trace_rank({}, path)
     with reading(path), opened(path) as export:
         parts = [
             _kernels(export, with_args),
@@ -114,6 +115,8 @@ def read(
         threads_named = _thread_names(export)
         gpus = _gpus(export)
         session = _session_start(export)
+        slices, unpaired = cpu_slices(export, rank)
+        samples = cpu_samples(export, rank)
     rows = (
         pd.concat([p for p in parts if p is not None and len(p)], ignore_index=True)
         if any(p is not None and len(p) for p in parts)
@@ -153,13 +156,14 @@ def read(
         args=np.where(has_args, args, None) if has_args.any() else None,
         extra=frame.gpu_work_columns(stream, correlation, device_codes, labels),
     )
-    rank = trace_rank({}, path)
     frame.set_rank(events, rank)
     threads = _threads(events, processes, threads_named, gpus, rank)
     metadata = dict(source_metadata(FORMAT, [path]))
     metadata["nsys.rows"] = json.dumps({k: v for k, v in counts.items() if v})
     if twins:
         metadata["nsys.backtrace_twins_left_out"] = twins
+    if unpaired:
+        metadata["nsys.sched_switches_unpaired"] = unpaired
     if unread:
         metadata["nsys.unread_tables"] = json.dumps(unread)
     metadata["nsys.gpus"] = json.dumps([{"gpu": k, "name": v} for k, v in sorted(gpus.items())])
@@ -174,7 +178,13 @@ def read(
     name = path.name.removesuffix(".sqlite") or path.stem
     return Profile(
         name,
-        {"target": {"source_format": [FORMAT]}, "events": events, "threads": threads},
+        {
+            "target": {"source_format": [FORMAT]},
+            "events": events,
+            "threads": threads,
+            "cpu_slices": slices,
+            "cpu_samples": samples,
+        },
         source=str(path),
         metadata=metadata,
     )
@@ -186,6 +196,8 @@ _READ_TABLES = (
     "CUPTI_ACTIVITY_KIND_MEMSET",
     "CUPTI_ACTIVITY_KIND_RUNTIME",
     "NVTX_EVENTS",
+    "SCHED_EVENTS",
+    "COMPOSITE_EVENTS",
 )
 
 

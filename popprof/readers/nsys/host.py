@@ -1,0 +1,113 @@
+"""What the host threads did, from an Nsight Systems export: when each ran on a CPU, and what it ran.
+
+``SCHED_EVENTS`` (``nsys profile --sample=cpu`` / ``--cpuctxsw=process-tree``): one row per context switch,
+``start`` (ns), ``cpu``, ``isSchedIn`` (1: the thread was put on ``cpu``, 0: taken off it) and ``globalTid``.
+A thread is on CPU from a sched-in to the sched-out that follows it on that thread: one ``cpu_slices`` row.
+
+``COMPOSITE_EVENTS`` (CPU IP samples: ``start``, ``globalTid``) joined by ``id`` to ``SAMPLING_CALLCHAINS``
+(one row per frame: ``symbol`` into ``StringIds``, ``stackDepth`` 0 the sampled frame, the leaf): one
+``cpu_samples`` row per sample, named by its leaf function.
+
+NVIDIA's SQLite export schema reference ("SQLite Export Schema Reference", ``nsys-exporter/exported_data``)
+documents both tables; ``docs/readers.md`` says what is read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...model.errors import InputError
+from ...trace import frame
+from .database import Export
+
+SCHED = "SCHED_EVENTS"
+SAMPLES = "COMPOSITE_EVENTS"
+CALLCHAINS = "SAMPLING_CALLCHAINS"
+#: the name of a sample whose leaf frame has no symbol (no callchain row at depth 0)
+UNKNOWN_FUNCTION = "(unknown)"
+
+
+def _require(export: Export, rows: pd.DataFrame, table: str, columns: tuple[str, ...]) -> None:
+    """InputError naming ``table`` when a row lacks one of ``columns`` (nsys writes them on every row)."""
+    missing = rows[list(columns)].isna().any(axis=1)
+    if missing.any():
+        raise InputError(
+            export.path,
+            f"malformed nsys input: {int(missing.sum())} {table} rows without {' or '.join(columns)}",
+            "export the report again with nsys export --type sqlite",
+        )
+
+
+def _pid_tid(global_tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pid and tid out of nsys's ``globalTid`` (as the reader decodes it for runtime calls)."""
+    return (global_tid >> 24) & 0xFFFFFF, global_tid & 0xFFFFFF
+
+
+def cpu_slices(export: Export, rank: int | None) -> tuple[pd.DataFrame | None, int]:
+    """Each thread's on-CPU intervals from ``SCHED_EVENTS``, and how many switches pair with none.
+
+    Per thread, in time order (``rowid`` breaks a tie), a sched-in followed by a sched-out is one slice on the
+    sched-in's CPU. A sched-out with no sched-in before it (the thread was running when the capture started),
+    a sched-in with no sched-out after it, and a second sched-in in a row are left out and counted.
+    """
+    needed = {"start", "cpu", "isSchedIn", "globalTid"}
+    if SCHED not in export.tables or not needed <= export.columns(SCHED):
+        return None, 0
+    rows = export.query(
+        f"SELECT start, cpu, isSchedIn, globalTid FROM {SCHED} WHERE globalTid IS NOT NULL "
+        "ORDER BY globalTid, start, rowid"
+    )
+    if rows.empty:
+        return None, 0
+    _require(export, rows, SCHED, ("start", "isSchedIn"))
+    tid = rows["globalTid"].to_numpy(dtype=np.int64)
+    start = rows["start"].to_numpy(dtype=np.int64)
+    sched_in = rows["isSchedIn"].to_numpy(dtype=np.int64) != 0
+    pair = sched_in[:-1] & ~sched_in[1:] & (tid[:-1] == tid[1:])
+    first = np.flatnonzero(pair)
+    unpaired = len(rows) - 2 * len(first)
+    pid, thread = _pid_tid(tid[first])
+    slices = pd.DataFrame(
+        {
+            "rank": frame.constant_int(len(first), rank),
+            "pid": pid,
+            "tid": thread,
+            "start_us": start[first] / 1000.0,
+            "dur_us": (start[first + 1] - start[first]) / 1000.0,
+            "cpu": pd.array(rows["cpu"].to_numpy()[first], dtype="Int32"),
+        }
+    )
+    return slices, unpaired
+
+
+def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
+    """The CPU samples of ``COMPOSITE_EVENTS``, each named by its leaf frame's function (``stackDepth`` 0 of
+    ``SAMPLING_CALLCHAINS`` through ``StringIds``; ``(unknown)`` without one)."""
+    if SAMPLES not in export.tables or not {"id", "start", "globalTid"} <= export.columns(SAMPLES):
+        return None
+    if CALLCHAINS in export.tables and {"id", "symbol", "stackDepth"} <= export.columns(CALLCHAINS):
+        name = "s.value"
+        join = (
+            f"LEFT JOIN {CALLCHAINS} AS c ON c.id = e.id AND c.stackDepth = 0 "
+            "LEFT JOIN StringIds AS s ON s.id = c.symbol"
+        )
+    else:
+        name, join = "NULL", ""
+    rows = export.query(
+        f"SELECT e.start AS start, e.globalTid AS globalTid, {name} AS function "
+        f"FROM {SAMPLES} AS e {join} WHERE e.globalTid IS NOT NULL ORDER BY e.start, e.id"
+    )
+    if rows.empty:
+        return None
+    _require(export, rows, SAMPLES, ("start",))
+    pid, tid = _pid_tid(rows["globalTid"].to_numpy(dtype=np.int64))
+    return pd.DataFrame(
+        {
+            "rank": frame.constant_int(len(rows), rank),
+            "pid": pid,
+            "tid": tid,
+            "ts_us": rows["start"].to_numpy(dtype=np.int64) / 1000.0,
+            "function": rows["function"].fillna(UNKNOWN_FUNCTION).astype("category"),
+        }
+    )
