@@ -309,3 +309,56 @@ def test_device_gaps_finding_says_computing_or_waiting() -> None:
     assert f"launching thread MPI Rank 0 (1230493) was on CPU {on * 100:.1f} % and off CPU" in finding.message
     assert "mostly computing, not waiting; sampled in main 66.2 %" in finding.message
     assert all("on CPU" not in f.message for f in check(read_path(FUSER)))
+
+
+def test_what_limits_says_what_the_launching_thread_did_in_the_gaps(tmp_path):
+    """ "What limits this run" (text, JSON and the HTML report) names, per device, its launching thread's
+    on-CPU share of the device's idle gaps and the verdict the rule ``host.device-gaps`` gives, from the one
+    definition (``metrics.host_cpu.launchers_in_gaps``): on the pipit export, MPI Rank 0 on CPU 100.0 %,
+    computing (MPI polling and the saxpy loop), not blocked."""
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+    from popprof.metrics.host_cpu import GAP_VERDICTS, host_cpu, launchers_in_gaps
+
+    profile = popprof.open(SAXPY)
+    first = host_cpu(profile)[0]
+    (launcher,) = launchers_in_gaps(profile).values()
+    assert launcher["thread"] == first["thread"] == "MPI Rank 0 (1230493)"
+    assert launcher["on_cpu_share"] == pytest.approx(first["gaps_on_cpu_us"] / first["gaps_us"])
+    assert launcher["verdict"] == GAP_VERDICTS[True]
+    result = CliRunner().invoke(cli, ["summary", str(SAXPY), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["what_limits"]["host_in_gaps"]
+    assert (entry["device"], entry["thread"], entry["verdict"]) == (
+        "gpu:0",
+        launcher["thread"],
+        GAP_VERDICTS[True],
+    )
+    assert entry["gaps_us"] == pytest.approx(first["gaps_us"])
+    assert [f["function"] for f in entry["functions"]] == ["main", "std::abs(double)"]
+    text = CliRunner().invoke(cli, ["summary", str(SAXPY)]).stdout
+    opening = " ".join(text.split("Top opportunities")[0].split())
+    assert (
+        "Host in gpu:0's idle gaps (724.05 ms): its launching thread MPI Rank 0 (1230493) on CPU 100.0 %"
+        in opening
+    )
+    assert GAP_VERDICTS[True] in opening
+    findings = CliRunner().invoke(cli, ["check", str(SAXPY), "--format", "json", "--fail-on", "never"]).stdout
+    (gaps,) = [
+        f for f in json.loads(findings)["profiles"][0]["findings"] if f["rule_id"] == "host.device-gaps"
+    ]
+    assert GAP_VERDICTS[True] in gaps["message"]
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(SAXPY), "--no-plots", "-o", str(out)]).exit_code == 0
+    assert (
+        "idle gaps (724.05 ms): its launching thread MPI Rank 0 (1230493) on CPU 100.0 %" in out.read_text()
+    )
+
+
+def test_what_limits_has_no_host_note_without_context_switches():
+    """The nvFuser export records no context switches: no ``host_in_gaps`` in its "What limits this run"."""
+    from popprof.report.explain import explained_summary
+
+    doc = explained_summary(popprof.open(FUSER))
+    assert "host_in_gaps" not in (doc.get("what_limits") or {})

@@ -43,6 +43,27 @@ def host_cpu(profile: Profile, top: int = TOP_FUNCTIONS) -> list[dict]:
     return profile.cached(f"host_cpu:{top}", lambda: _host_cpu(profile, top))
 
 
+#: what a launching thread mostly did in its device's gaps, by whether it was on CPU half of them or more
+GAP_VERDICTS = {
+    True: "mostly computing, not waiting",
+    False: "mostly waiting (I/O, a lock, a blocking call, or preempted), not computing",
+}
+
+
+def launchers_in_gaps(profile: Profile) -> dict[tuple, dict]:
+    """Per ``(rank, device)`` with idle gaps, the thread that launched most of its work (:func:`host_cpu`'s
+    first row) with ``on_cpu_share`` (its on-CPU share of the gaps) and ``verdict`` (:data:`GAP_VERDICTS`): what
+    the summary's "What limits this run" and the rule ``host.device-gaps`` both say."""
+    out: dict[tuple, dict] = {}
+    for row in host_cpu(profile):
+        key = (row["rank"], row["device"])
+        if key in out or not row["gaps_us"]:
+            continue
+        on = row["gaps_on_cpu_us"] / row["gaps_us"]
+        out[key] = {**row, "on_cpu_share": on, "verdict": GAP_VERDICTS[on >= 0.5]}
+    return out
+
+
 def _host_cpu(profile: Profile, top: int) -> list[dict]:
     slices = profile.get("cpu_slices")
     if slices is None or slices.empty:

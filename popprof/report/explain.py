@@ -18,9 +18,11 @@ from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_
 from ..metrics.capture import capture_section
 from ..metrics.collectives import skew_spans
 from ..metrics.counters import replay_section
+from ..metrics.host_cpu import launchers_in_gaps
 from ..model.profile import Profile
 from ..rules.base import Findings
 from ..trace.intervals import device_label
+from .findings import wrap_text
 
 #: Opportunities listed (the JSON and the text).
 TOP_OPPORTUNITIES = 3
@@ -85,11 +87,54 @@ def what_limits(
     if not devices and not opportunities and capture is None and replay is None:
         return None
     doc: dict = {"devices": devices, "opportunities": opportunities}
+    launchers = _launchers(profile)
+    if launchers:
+        doc["host_in_gaps"] = launchers
     if capture is not None:
         doc["graph_capture"] = capture
     if replay is not None:
         doc["counter_replay"] = replay
     return doc
+
+
+#: the leaf functions "What limits this run" names per launching thread (the summary's block has more)
+GAP_FUNCTIONS = 2
+
+
+def _launchers(profile: Profile) -> list[dict]:
+    """Per device with idle gaps, its launching thread on and off CPU in them (``metrics.host_cpu``): ``rank``,
+    ``device``, ``thread``, ``gaps_us``, ``on_cpu_share``, ``verdict`` and the most sampled ``functions`` (name,
+    share of the thread's samples in the gaps); ``[]`` without context switches."""
+    return [
+        {
+            "rank": t["rank"],
+            "device": t["device"],
+            "thread": t["thread"],
+            "gaps_us": t["gaps_us"],
+            "on_cpu_share": t["on_cpu_share"],
+            "verdict": t["verdict"],
+            "functions": [
+                {"function": f["function"], "share": f["samples"] / t["gap_samples"]}
+                for f in t["gap_functions"][:GAP_FUNCTIONS]
+            ],
+        }
+        for t in launchers_in_gaps(profile).values()
+    ]
+
+
+def host_gaps_notes(doc: dict | None) -> list[str]:
+    """Per device, the sentence saying whether its launching thread computed or waited in the device's idle
+    gaps (the document's ``host_in_gaps``); ``[]`` without context switches."""
+    notes = []
+    for t in (doc or {}).get("host_in_gaps") or []:
+        label = device_label(t["rank"] if t["rank"] is not None else float("nan"), t["device"])
+        sampled = ", ".join(f"{f['function']} {units.percent(f['share'])}" for f in t["functions"])
+        notes.append(
+            f"Host in {label}'s idle gaps ({units.duration(t['gaps_us'])}): its launching thread "
+            f"{t['thread']} {words.ON_CPU} {units.percent(t['on_cpu_share'])}, {t['verdict']}"
+            + (f" (sampled: {sampled})" if sampled else "")
+        )
+    return notes
 
 
 def capture_note(doc: dict | None) -> str | None:
@@ -216,11 +261,9 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
             subsequent_indent="    ",
             break_on_hyphens=False,
         )
-    for note in (capture_note(doc), replay_note(doc)):
-        if note:
-            lines += textwrap.wrap(
-                note, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
-            )
+    for note in (capture_note(doc), replay_note(doc), *host_gaps_notes(doc)):
+        if note:  # a number stays with its unit
+            lines += wrap_text(note, width, "  ", "    ")
     opportunities = doc.get("opportunities") or []
     if opportunities:
         lines.append("  Top opportunities (estimated gain: an upper bound)")
@@ -352,8 +395,9 @@ def explained_summary(
 
 
 def display_rows(doc: dict | None) -> dict | None:
-    """The document as display strings for HTML: ``devices`` (label, window, parts) and ``opportunities``
-    (gain, rule id, title, basis); None without a document."""
+    """The document as display strings for HTML: ``devices`` (label, window, parts), ``opportunities``
+    (gain, rule id, title, basis) and the notes (``capture``, ``replay``, ``host_in_gaps``); None without a
+    document."""
     if not doc:
         return None
     devices = [
@@ -374,6 +418,7 @@ def display_rows(doc: dict | None) -> dict | None:
         "opportunities": opportunities,
         "capture": capture_note(doc),
         "replay": replay_note(doc),
+        "host_in_gaps": host_gaps_notes(doc),
     }
 
 

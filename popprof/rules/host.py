@@ -28,7 +28,7 @@ from ..metrics.gaps import (
     work_intervals,
 )
 from ..metrics.gaps import device_gaps as gaps_of
-from ..metrics.host_cpu import host_cpu
+from ..metrics.host_cpu import launchers_in_gaps
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import parent_rows, time_origin
 from ..metrics.trace_summary import wait_callers
@@ -314,22 +314,16 @@ def _on_cpu_sentence(profile: Profile, activity) -> str:
     """``; in the device's gaps its launching thread T was on CPU 99.9 % (...), off CPU 0.1 %`` from the
     context switches (``metrics.host_cpu``: the thread that launched most of the device's work, over all the
     device's gaps); ``""`` without them."""
-    rows = [r for r in host_cpu(profile) if (r["rank"], r["device"]) == (activity.rank, activity.device)]
-    if not rows or not rows[0]["gaps_us"]:
+    t = launchers_in_gaps(profile).get((activity.rank, activity.device))
+    if t is None:
         return ""
-    t = rows[0]
-    on = t["gaps_on_cpu_us"] / t["gaps_us"]
+    on = t["on_cpu_share"]
     sampled = ", ".join(
         f"{f['function']} {units.percent(f['samples'] / t['gap_samples'])}" for f in t["gap_functions"]
     )
-    verdict = (
-        "mostly computing, not waiting"
-        if on >= 0.5
-        else "mostly waiting (I/O, a lock, a blocking call, or preempted), not computing"
-    )
     return (
         f"; in all the device's gaps its launching thread {t['thread']} was {ON_CPU} {units.percent(on)} and "
-        f"{OFF_CPU} {units.percent(1 - on)} (its context switches): {verdict}"
+        f"{OFF_CPU} {units.percent(1 - on)} (its context switches): {t['verdict']}"
         + (f"; sampled in {sampled}" if sampled else "")
     )
 
