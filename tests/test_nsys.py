@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import summary_error
+from trace_helpers import sql_rows
 
 from popprof.cli import main
 from popprof.metrics.copies import copy_kinds
@@ -38,14 +39,6 @@ _NOT_TWIN = (
 )
 
 
-def _sql(path: Path, query: str) -> list[tuple]:
-    connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-    try:
-        return connection.execute(query).fetchall()
-    finally:
-        connection.close()
-
-
 @pytest.fixture(scope="module", params=FILES, ids=lambda p: p.stem)
 def case(request):
     return request.param, read_path(request.param)
@@ -56,11 +49,11 @@ def test_detected_by_content() -> None:
         assert detect(path).FORMAT == "nsys"
 
 
-def test_kernels_per_name_equal_sql(case) -> None:
+def test_kernels_per_name_equalsql_rows(case) -> None:
     path, profile = case
     events = profile.events
     kernels = events[events["channel"] == "kernel"]
-    expected = _sql(
+    expected = sql_rows(
         path,
         'SELECT COALESCE(d.value, s.value), count(*), sum(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
         "LEFT JOIN StringIds d ON d.id = k.demangledName LEFT JOIN StringIds s ON s.id = k.shortName GROUP BY 1",
@@ -76,7 +69,7 @@ def test_kernels_per_name_equal_sql(case) -> None:
 
 def test_times_keep_nanoseconds(case) -> None:
     path, profile = case
-    first = _sql(path, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    first = sql_rows(path, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
     kernels = profile.events[profile.events["channel"] == "kernel"]
     assert kernels["start_us"].min() == first / 1000.0
 
@@ -85,20 +78,20 @@ def test_runtime_and_nvtx_counts(case) -> None:
     path, profile = case
     events = profile.events
     host = events[events["channel"].isin(["cuda_runtime", "cuda_driver"])]
-    assert _sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0][0] == ROWS[path][1]
+    assert sql_rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0][0] == ROWS[path][1]
     # older nsys (saxpy) records a call it took a backtrace of twice: once more under eventClass 67
-    calls = _sql(path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME t WHERE {_NOT_TWIN}")[0][0]
+    calls = sql_rows(path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME t WHERE {_NOT_TWIN}")[0][0]
     assert len(host) == calls == {SAXPY: 57, FUSER: 968}[path]
     assert int(profile.meta.get("nsys.backtrace_twins_left_out", 0)) == ROWS[path][1] - calls
     assert host["device"].isna().all() and host["correlation"].notna().all()
     assert not host["name"].astype(str).str.contains(r"_v\d{4,}$").any()  # nsys's version suffix is dropped
-    ranges = _sql(
+    ranges = sql_rows(
         path, 'SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70) AND "end" IS NOT NULL'
     )
     nvtx = events[events["channel"] == "user_annotation"]
     assert len(nvtx) == ranges[0][0] and ranges[0][0] <= ROWS[path][2]
     assert not nvtx["name"].astype(str).str.startswith("(unnamed").any()  # text or textId named every one
-    pid = _sql(path, "SELECT DISTINCT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    pid = sql_rows(path, "SELECT DISTINCT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME")
     assert set(host["pid"].unique().tolist()) == {p for (p,) in pid}
 
 
@@ -116,11 +109,11 @@ def test_copies_named_and_bytes(case) -> None:
     else:
         assert copies["name"].astype(str).tolist() == ["Memcpy DtoH (Device -> Pinned)"]
         assert memsets["name"].astype(str).tolist() == ["Memset (Device)"]
-        enum = dict(_sql(path, "SELECT id, label FROM ENUM_CUDA_MEM_KIND"))
+        enum = dict(sql_rows(path, "SELECT id, label FROM ENUM_CUDA_MEM_KIND"))
         assert (enum[0], enum[1], enum[2]) == ("Pageable", "Pinned", "Device")
     kinds = copy_kinds(profile)
-    total = _sql(path, "SELECT COALESCE(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY")[0][0]
-    total += _sql(path, "SELECT COALESCE(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0]
+    total = sql_rows(path, "SELECT COALESCE(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY")[0][0]
+    total += sql_rows(path, "SELECT COALESCE(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0]
     assert kinds["bytes"].sum() == total
     assert kinds["count"].sum() == len(copies) + len(memsets)
 
@@ -131,7 +124,7 @@ def test_kernels_join_their_launch_calls(case) -> None:
     device = events[events["device"].notna()]
     calls = events[events["channel"].isin(["cuda_runtime", "cuda_driver"])]
     joined = device.merge(calls, on="correlation", suffixes=("", "_call"))
-    expected = _sql(
+    expected = sql_rows(
         path,
         "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
         "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
@@ -227,7 +220,7 @@ def test_kernel_launch_args_with_args() -> None:
     profile = popprof.open(FUSER, with_args=True)
     kernels = profile.events[profile.events["channel"] == "kernel"]
     first = kernels.sort_values("start_us").iloc[0]
-    (row,) = _sql(
+    (row,) = sql_rows(
         FUSER,
         "SELECT gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread, "
         "staticSharedMemory + dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1",

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from cli_helpers import summary_error
+from trace_helpers import sql_rows
 
 import popprof
 from popprof.readers import bundle, read_path
@@ -22,14 +23,6 @@ from popprof.readers import bundle, read_path
 NSYS = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "nsys"
 SAXPY = NSYS / "pipit_saxpy_mpi_cuda_perlmutter.sqlite"
 FUSER = NSYS / "nvfuser_report1.sqlite"
-
-
-def _sql(path: Path, query: str) -> list[tuple]:
-    connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-    try:
-        return connection.execute(query).fetchall()
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +44,10 @@ GROUP BY globalTid ORDER BY tid
 """
 
 
-def test_slices_per_thread_equal_sql(saxpy) -> None:
+def test_slices_per_thread_equalsql_rows(saxpy) -> None:
     slices = saxpy.cpu_slices
     mine = slices.groupby("tid")["dur_us"].agg(["count", "sum"]).reset_index()
-    expected = _sql(SAXPY, _ON_CPU_SQL)
+    expected = sql_rows(SAXPY, _ON_CPU_SQL)
     assert len(mine) == len(expected) == 8
     for (tid, count, total_us), (e_tid, e_count, e_ns) in zip(
         mine.itertuples(index=False), expected, strict=True
@@ -62,7 +55,7 @@ def test_slices_per_thread_equal_sql(saxpy) -> None:
         assert (tid, count) == (e_tid, e_count)
         assert total_us * 1000 == pytest.approx(e_ns, abs=1e-3)
     # every switch pairs: the 3,238 rows are 1,619 slices
-    assert len(slices) * 2 == _sql(SAXPY, "SELECT count(*) FROM SCHED_EVENTS")[0][0] == 3238
+    assert len(slices) * 2 == sql_rows(SAXPY, "SELECT count(*) FROM SCHED_EVENTS")[0][0] == 3238
     assert "nsys.sched_switches_unpaired" not in saxpy.meta
     assert (slices["pid"] == 1230493).all() and (slices["dur_us"] > 0).all()
     main = slices[slices["tid"] == 1230493]
@@ -78,10 +71,10 @@ def test_slices_keep_the_cpu(saxpy) -> None:
     assert (first["start_us"], first["dur_us"], first["cpu"]) == (21.932, (183273 - 21932) / 1000, 118)
 
 
-def test_samples_leaf_functions_equal_sql(saxpy) -> None:
+def test_samples_leaf_functions_equalsql_rows(saxpy) -> None:
     samples = saxpy.cpu_samples
-    assert len(samples) == 5451 == _sql(SAXPY, "SELECT count(*) FROM COMPOSITE_EVENTS")[0][0]
-    expected = _sql(
+    assert len(samples) == 5451 == sql_rows(SAXPY, "SELECT count(*) FROM COMPOSITE_EVENTS")[0][0]
+    expected = sql_rows(
         SAXPY,
         "SELECT s.value, count(*) FROM COMPOSITE_EVENTS e JOIN SAMPLING_CALLCHAINS c "
         "ON c.id = e.id AND c.stackDepth = 0 JOIN StringIds s ON s.id = c.symbol "
@@ -168,11 +161,11 @@ def test_gaps_on_and_off_cpu_by_hand(saxpy) -> None:
     from popprof.metrics.host_cpu import gap_off_cpu_share, host_cpu
 
     work = _union(
-        _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
-        + _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
+        sql_rows(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+        + sql_rows(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
     )
     gaps = [(e, s) for (_, e), (s, _) in zip(work[:-1], work[1:], strict=True)]
-    on_cpu = _sql(
+    on_cpu = sql_rows(
         SAXPY,
         "SELECT start, next_start FROM (SELECT start, isSchedIn, "
         "LEAD(start) OVER (ORDER BY start, rowid) AS next_start, LEAD(isSchedIn) OVER (ORDER BY start, rowid) "
@@ -211,13 +204,13 @@ def test_gap_samples_by_hand(saxpy) -> None:
     from popprof.metrics.host_cpu import host_cpu
 
     work = _union(
-        _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
-        + _sql(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
+        sql_rows(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+        + sql_rows(SAXPY, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
     )
     inside = " OR ".join(
         f"(e.start >= {e} AND e.start < {s})" for (_, e), (s, _) in zip(work[:-1], work[1:], strict=True)
     )
-    expected = _sql(
+    expected = sql_rows(
         SAXPY,
         "SELECT v.value, count(*) FROM COMPOSITE_EVENTS e JOIN SAMPLING_CALLCHAINS c ON c.id = e.id "
         f"AND c.stackDepth = 0 JOIN StringIds v ON v.id = c.symbol WHERE {inside} "

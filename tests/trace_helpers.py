@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
+
+def sql_rows(path: Path, query: str) -> list[tuple]:
+    """The rows of ``query`` on the SQLite file ``path``, opened read-only (an nsys export's own figures)."""
+    connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        return connection.execute(query).fetchall()
+    finally:
+        connection.close()
+
 
 def stack_nesting(rows: list[tuple]) -> dict[int, tuple[int | None, int]]:
     """Parent and depth by a stack walk. ``rows``: (key, pid, tid, start, dur), any order.

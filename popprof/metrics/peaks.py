@@ -49,27 +49,26 @@ def device_peaks() -> pd.DataFrame:
 def device_properties(profile: Profile) -> list[dict]:
     """The devices a Kineto trace's top-level ``deviceProperties`` lists, one dict each (empty when it lists
     none or is not a list of objects)."""
-    text = profile.meta.get("chrome.top.deviceProperties")
+    return _dicts(profile, "chrome.top.deviceProperties")
+
+
+def _dicts(profile: Profile, key: str) -> list[dict]:
+    """The objects of the JSON list a metadata ``key`` holds (empty when it is missing, not JSON, or not a
+    list; items that are not objects left out)."""
+    text = profile.meta.get(key)
     if not text:
         return []
     try:
-        props = json.loads(str(text))
+        items = json.loads(str(text))
     except ValueError:
         return []
-    return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def xplane_devices(profile: Profile) -> list[dict]:
     """The device planes' own stats an XPlane profile keeps (``xplane.gpus``: one dict per GPU or TPU plane, a
     TPU's with ``device_type_string`` such as ``TPU v6 Lite``); empty for other profiles."""
-    text = profile.meta.get("xplane.gpus")
-    if not text:
-        return []
-    try:
-        planes = json.loads(str(text))
-    except ValueError:
-        return []
-    return [p for p in planes if isinstance(p, dict)] if isinstance(planes, list) else []
+    return _dicts(profile, "xplane.gpus")
 
 
 def device_names(profile: Profile) -> list[str]:
