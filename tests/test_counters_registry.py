@@ -176,3 +176,20 @@ def test_a_baseline_of_the_fixture_gates_the_scaled_copy(scaled: Path, tmp_path:
     code, doc = _diff_json(capsys, str(baseline), str(scaled), "--budget", str(budget))
     assert code == 1
     assert [v["metric"] for v in doc["gate"]["violations"]] == [f"counters.total.{FFMA}"]
+
+
+def test_the_store_and_trend_track_them(scaled: Path, tmp_path: Path, capsys) -> None:
+    """``store add`` reads a range-profiler trace's args as ``baseline`` does; ``trend`` sees the change."""
+    store = tmp_path / "store"
+    assert main(["store", "init", str(store)]) == 0
+    for run, source in (("1", TRACE), ("2", scaled)):
+        add = ["store", "add", str(store), str(source), "--run-id", run, "--profile", "cupti"]
+        assert main([*add, "--time", f"2026-12-0{run}T00:00:00Z"]) == 0
+    capsys.readouterr()
+    assert main(["trend", "show", str(store), "counters.sass_flops", "--format", "json"]) == 0
+    (series,) = json.loads(capsys.readouterr().out)["series"]
+    kernels = raw_kernels()
+    added = 2 * sum(e["args"][FFMA] * 3 // 2 - e["args"][FFMA] for e in kernels)  # an FMA is two FLOPs
+    assert series["values"] == [80_231_038_456, 80_231_038_456 + added]
+    (change,) = series["changes"]
+    assert change["rel_change"] == pytest.approx(added / 80_231_038_456)

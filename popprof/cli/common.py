@@ -405,15 +405,19 @@ def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None
     such arguments."""
     if shapes is not None:
         return shapes
+    paths = list(paths)
+    require_inputs(*paths)  # a missing path is said first, before the readers' imports
     from ..readers.chrome.sniffing import ARGUMENT_MARKERS
 
     return _records(paths, ARGUMENT_MARKERS)
 
 
 def reads_counters(paths: Iterable[str | os.PathLike[str]]) -> bool:
-    """Whether a command that shows the registered figures only (``baseline``, ``diff``) reads the events'
-    arguments: when a trace among ``paths`` is a CUPTI range-profiler trace, whose ``counters.*`` figures are
-    in its kernels' args (``docs/traces.md``, "Hardware counters"); other traces are read without them."""
+    """Whether a command that keeps the registered figures only (``baseline``, ``diff``, ``store add``) reads
+    the events' arguments: when a trace among ``paths`` is a CUPTI range-profiler trace, whose ``counters.*``
+    figures are in its kernels' args (``docs/traces.md``, "Hardware counters"); other traces are read without."""
+    paths = list(paths)
+    require_inputs(*paths)  # a missing path is said first, before the readers' imports
     from ..readers.chrome.sniffing import COUNTER_MARKERS
 
     return _records(paths, COUNTER_MARKERS)
@@ -421,9 +425,7 @@ def reads_counters(paths: Iterable[str | os.PathLike[str]]) -> bool:
 
 def _records(paths: Iterable[str | os.PathLike[str]], markers: tuple[bytes, ...]) -> bool:
     """Whether a Chrome trace among ``paths`` (a file, or the first trace file of a directory) holds one of
-    ``markers`` in its head (:func:`popprof.readers.chrome.sniffing.records_arguments`)."""
-    paths = list(paths)
-    require_inputs(*paths)  # a missing path is said first, before the readers' imports
+    ``markers`` in its head (:func:`popprof.readers.chrome.sniffing.records_arguments`); the paths exist."""
     from ..io.files import read_head
     from ..readers.chrome.sniffing import records_arguments, sniff
 
