@@ -193,3 +193,19 @@ def test_the_store_and_trend_track_them(scaled: Path, tmp_path: Path, capsys) ->
     assert series["values"] == [80_231_038_456, 80_231_038_456 + added]
     (change,) = series["changes"]
     assert change["rel_change"] == pytest.approx(added / 80_231_038_456)
+
+
+def test_the_totals_go_per_profiler_step_when_the_step_counts_differ() -> None:
+    """Sums over kernels grow with the steps profiled: per step, as the trace's other totals, when the two sides
+    ran different numbers of steps (docs/diff.md, "Basis")."""
+    from popprof.compare.basis import choose, normalise
+
+    base = {"trace.profiler_step_count": 2.0, "counters.kernels": 10.0, "counters.sass_flops": 8.0}
+    base |= {"counters.sass_flops.fp32": 8.0, f"counters.total.{FFMA}": 4.0}
+    new = {k: (4.0 if k == "trace.profiler_step_count" else 2 * v) for k, v in base.items()}
+    bases = choose(base, new)
+    assert bases["trace"].per == "profiler step"
+    assert normalise(base, bases, "base") == {
+        **normalise(new, bases, "new"),
+        "trace.profiler_step_count": 2.0,
+    }
