@@ -14,13 +14,16 @@ from popprof.cli import main
 from popprof.compare import gate
 from popprof.compare.baseline import dumps_baseline
 from popprof.compare.gate import DeprecatedMetricName, budget_from_mapping
+from popprof.metrics import counters
 from popprof.metrics.account import PARTS
 from popprof.model.schema import STEP_CATEGORIES
 from popprof.testing import synth
 from popprof.trace.device import DEVICE_CATEGORIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "diff.md"
-NAME = re.compile(r"`((?:memory|execution|trace|account|collectives|launches|pipeline)\.[A-Za-z0-9_.<>*]+)`")
+NAME = re.compile(
+    r"`((?:memory|execution|trace|account|collectives|launches|pipeline|counters)\.[A-Za-z0-9_.<>*]+)`"
+)
 
 
 def documented_names() -> list[str]:
@@ -44,7 +47,10 @@ def known(name: str) -> bool:
             "execution.share.": STEP_CATEGORIES,
             "trace.device_time_us.": DEVICE_CATEGORIES,
             "account.": [f"{p}_us" for p in (*PARTS, "window")],
+            "counters.sass_flops.": counters.PRECISIONS,
         }
+        if family.name == "counters.total.":  # any counter the trace records, if it adds up over kernels
+            return counters.additive(suffix)
         return suffix in members[family.name] if family.name in members else suffix.endswith("_bytes")
     if "*" in name:
         return any(

@@ -400,12 +400,32 @@ def start_reading(
 
 def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None) -> bool:
     """Whether a command reads the events' arguments: as ``--shapes/--no-shapes`` says, else when a trace among
-    ``paths`` (a file, or the first trace file of a directory) records input shapes or collectives' sizes
-    (:func:`popprof.readers.chrome.sniffing.records_arguments`). Other formats have no such arguments."""
+    ``paths`` (a file, or the first trace file of a directory) records input shapes, collectives' sizes or
+    range-profiler counters (:func:`popprof.readers.chrome.sniffing.records_arguments`). Other formats have no
+    such arguments."""
     if shapes is not None:
         return shapes
     paths = list(paths)
     require_inputs(*paths)  # a missing path is said first, before the readers' imports
+    from ..readers.chrome.sniffing import ARGUMENT_MARKERS
+
+    return _records(paths, ARGUMENT_MARKERS)
+
+
+def reads_counters(paths: Iterable[str | os.PathLike[str]]) -> bool:
+    """Whether a command that keeps the registered figures only (``baseline``, ``diff``, ``store add``) reads
+    the events' arguments: when a trace among ``paths`` is a CUPTI range-profiler trace, whose ``counters.*``
+    figures are in its kernels' args (``docs/traces.md``, "Hardware counters"); other traces are read without."""
+    paths = list(paths)
+    require_inputs(*paths)  # a missing path is said first, before the readers' imports
+    from ..readers.chrome.sniffing import COUNTER_MARKERS
+
+    return _records(paths, COUNTER_MARKERS)
+
+
+def _records(paths: Iterable[str | os.PathLike[str]], markers: tuple[bytes, ...]) -> bool:
+    """Whether a Chrome trace among ``paths`` (a file, or the first trace file of a directory) holds one of
+    ``markers`` in its head (:func:`popprof.readers.chrome.sniffing.records_arguments`); the paths exist."""
     from ..io.files import read_head
     from ..readers.chrome.sniffing import records_arguments, sniff
 
@@ -417,7 +437,7 @@ def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None
             )
             path = found[0] if found else path
         try:
-            if path.is_file() and sniff(path, read_head(path)) and records_arguments(path):
+            if path.is_file() and sniff(path, read_head(path)) and records_arguments(path, markers):
                 return True
         except (OSError, InputError):
             continue  # the read itself says what is wrong with the file

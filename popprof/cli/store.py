@@ -18,6 +18,7 @@ from .common import (
     last_option,
     output_option,
     reader_options,
+    reads_counters,
 )
 from .query import budget_options, rows_option, rows_to_print
 
@@ -121,7 +122,10 @@ def add_command(
         time=time_,
         labels=parse_labels(labels),
         replace=replace,
-        reader_options=reader_options(device_map, load_config()),
+        # a range-profiler trace among the sources: read with args, for the counters.* figures
+        reader_options=reader_options(
+            device_map, load_config(), with_args=reads_counters([s for s in sources if Path(s).exists()])
+        ),
         keep_bundle=keep_bundle,
         profile=profile,
     )

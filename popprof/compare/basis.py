@@ -34,6 +34,10 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "launches.launch_idle_us",
             "launches.short_launch_idle_us",
             "launches.short_gaps_us",
+            "counters.kernels",
+            "counters.sass_flops",
+            "counters.sass_flops.",
+            "counters.total.",
         ),
     ),
     "execution": (

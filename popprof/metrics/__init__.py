@@ -223,4 +223,4 @@ __all__ = [
     "metrics_frame",
     "shared",
 ]
-from . import account, analyses, device_memory, host_cpu, trace  # noqa: E402,F401
+from . import account, analyses, counters, device_memory, host_cpu, trace  # noqa: E402,F401

@@ -16,6 +16,13 @@ FLOPs from the SASS counters follow HTA's weights (``CUDA_SASS_INSTRUCTION_COUNT
 roofline: a fused multiply-add is two operations, an add or a multiply one, per thread instruction executed with
 its predicate on; ``h``/``f``/``d`` are FP16, FP32 and FP64. They count the CUDA cores' instructions only: a
 tensor-core GEMM (``hmma``, ``tf32``) does most of its work outside them, so its SASS FLOPs are a floor.
+
+The registry holds the run's totals (``baseline``, ``diff``, the gate, ``trend``), read from :func:`kernel_counters`:
+``counters.kernels``, ``counters.sass_flops`` and per precision ``counters.sass_flops.<precision>``, and
+``counters.total.<counter>`` for each counter that adds up over kernels (:func:`additive`: a name ending in
+``.sum``). All are neutral (``better`` None): more FLOPs or bytes for the same work is not worse by itself, and a
+budget on a neutral figure fails on a change either way. None (no members) without range-profiler kernels or
+when the trace was read without args.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import OPERATOR_CHANNELS, labels_mask
+from . import metric, metric_family
 from .trace import parent_rows
 
 #: Kineto's category of a CUPTI range-profiler kernel range.
@@ -178,7 +186,7 @@ def counters_section(profile: Profile, top: int = 10) -> dict | None:
     ``read`` False (the rest missing) when the trace has ranges but was read without args. None without."""
     if len(range_rows(profile)) == 0:
         return None
-    kernels = kernel_counters(profile)
+    kernels = _read_kernels(profile)
     if kernels.empty:
         return {"read": False, "kernels": int(len(range_rows(profile)))}
     counters = [c for c in kernels.columns if c not in KERNEL_COLUMNS and not c.startswith("flops")]
@@ -202,3 +210,93 @@ def _number(value: object) -> float | int | None:
     if value is None or pd.isna(value):
         return None
     return int(value) if isinstance(value, (int, np.integer)) else float(value)
+
+
+# The registered figures (``baseline``, ``diff``, the gate, ``trend``): the run's totals over its range-profiler
+# kernels, each read from :func:`kernel_counters` (the summary's table), nothing recomputed.
+
+#: The rollup suffix of a counter that adds up over kernels: a ``.sum`` of events, instructions or bytes
+#: (Nsight Compute's metric names: ``dram__bytes_read.sum``). Any other rollup (``.avg``, ``.max``, ``.min``) or a
+#: submetric after the rollup (``.sum.per_second``, ``.sum.pct_of_peak_sustained_elapsed``, ``.ratio``, ``.pct``)
+#: is a rate, a share or an extreme, which a sum over kernels would not mean.
+ADDITIVE_SUFFIX = ".sum"
+
+
+def additive(name: str) -> bool:
+    """Whether the counter ``name`` adds up over kernels (:data:`ADDITIVE_SUFFIX`), so that its run total is a
+    figure; ``sm__throughput.avg.pct_of_peak_sustained_elapsed`` is not, ``dram__bytes_read.sum`` is."""
+    return name.endswith(ADDITIVE_SUFFIX)
+
+
+def _read_kernels(profile: Profile) -> pd.DataFrame:
+    """:func:`kernel_counters`, once per :func:`popprof.metrics.compute` or :func:`popprof.metrics.shared` block."""
+    return profile.cached("counters.kernel_counters", lambda: kernel_counters(profile))
+
+
+def counter_totals(profile: Profile) -> dict[str, float]:
+    """The run's total of each additive counter (:func:`additive`) over the kernels that recorded it, by the
+    counter's name; empty without range-profiler kernels or when the trace was read without args."""
+    kernels = _read_kernels(profile)
+    names = [
+        c for c in kernels.columns if c not in KERNEL_COLUMNS and not c.startswith("flops") and additive(c)
+    ]
+    if not names:
+        return {}
+    sums = kernels[names].sum(min_count=1)
+    return {name: float(value) for name, value in sums.items() if not pd.isna(value)}
+
+
+@metric(
+    "counters.kernels",
+    "kernels",
+    "kernels with hardware counters in a CUPTI range-profiler trace (its cuda_profiler_range events, read "
+    "with their args)",
+    needs=("events",),
+    better=None,
+)
+def counter_kernels(profile: Profile) -> float | None:
+    kernels = _read_kernels(profile)
+    return None if kernels.empty else float(len(kernels))
+
+
+@metric(
+    "counters.sass_flops",
+    "flop",
+    "floating-point operations from the SASS instruction counters of a range-profiler trace, all precisions, "
+    "summed over kernels (HTA's weights: a fused multiply-add two; CUDA cores only, a tensor-core GEMM's floor)",
+    needs=("events",),
+    better=None,
+)
+def sass_flops(profile: Profile) -> float | None:
+    kernels = _read_kernels(profile)
+    return None if kernels.empty else _number(kernels["flops"].sum(min_count=1))
+
+
+@metric_family(
+    "counters.sass_flops.",
+    "flop",
+    "the SASS FLOPs of one precision (fp16, fp32, fp64), summed over kernels; a precision whose counters the "
+    "trace does not record is left out",
+    needs=("events",),
+    better=None,
+    absent_is_zero=False,  # a counter not recorded is not a count of zero
+)
+def sass_flops_by_precision(profile: Profile) -> dict[str, float]:
+    kernels = _read_kernels(profile)
+    if kernels.empty:
+        return {}
+    sums = kernels[[f"flops_{p}" for p in PRECISIONS]].sum(min_count=1)
+    return {p: float(sums[f"flops_{p}"]) for p in PRECISIONS if not pd.isna(sums[f"flops_{p}"])}
+
+
+@metric_family(
+    "counters.total.",
+    "count",
+    "the run's total of each additive hardware counter of a range-profiler trace (a name ending in .sum: "
+    "events, instructions or bytes; rates, shares, averages and extremes are left out), summed over kernels",
+    needs=("events",),
+    better=None,
+    absent_is_zero=False,
+)
+def counter_totals_family(profile: Profile) -> dict[str, float]:
+    return counter_totals(profile)

@@ -39,18 +39,22 @@ def sniff(path: Path, head: bytes) -> bool:
 #: ``In msg nelems``); the analyses of ``docs/operations.md`` and ``docs/collectives.md`` need them. A CUPTI
 #: range-profiler trace's ``cuda_profiler_range`` kernels hold their hardware counters there (``metrics/counters.py``).
 ARGUMENT_MARKERS = (b'"Input Dims"', b'"In msg nelems"', b'"cuda_profiler_range"')
+#: The marker of a range-profiler trace alone: the cue of the commands that read the events' arguments only for
+#: the registered counter figures (``baseline``, ``diff``: ``counters.*``), not for the shapes.
+COUNTER_MARKERS = (b'"cuda_profiler_range"',)
 
 #: How far into a trace :func:`records_arguments` looks: Kineto writes the host operators (and so their shapes)
 #: first; on every real trace of ``fixtures/real/traces`` the first marker is within 20 kB.
 ARGUMENT_HEAD_BYTES = 1 << 20
 
 
-def records_arguments(path: Path) -> bool:
-    """Whether the trace at ``path`` records operators' input shapes or collectives' sizes in its first
-    :data:`ARGUMENT_HEAD_BYTES` (decompressed): the cue for reading the events' arguments, which the
-    operator and collective analyses need and which cost a slower parse (``docs/traces.md``)."""
+def records_arguments(path: Path, markers: tuple[bytes, ...] = ARGUMENT_MARKERS) -> bool:
+    """Whether the trace at ``path`` records operators' input shapes, collectives' sizes or hardware counters
+    (``markers``) in its first :data:`ARGUMENT_HEAD_BYTES` (decompressed): the cue for reading the events'
+    arguments, which the operator, collective and counter analyses need and which cost a slower parse
+    (``docs/traces.md``)."""
     head = read_head(path, ARGUMENT_HEAD_BYTES)
-    return any(marker in head for marker in ARGUMENT_MARKERS)
+    return any(marker in head for marker in markers)
 
 
 def event_prefix(path: Path) -> str:
