@@ -355,3 +355,29 @@ def test_what_limits_has_no_host_note_without_context_switches():
 
     doc = explained_summary(popprof.open(FUSER))
     assert "host_in_gaps" not in (doc.get("what_limits") or {})
+
+
+def test_report_lists_the_threads_the_summary_shows(tmp_path):
+    """The HTML report's "Host threads in the device's idle gaps" table has a row for each thread the text
+    summary shows (the launcher, then the threads that ran in the gaps, ``shown_threads``), with its on-CPU
+    time in the gaps; other formats have no such table."""
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+    from popprof.metrics.host_cpu import host_cpu
+    from popprof.report.host_threads import THREADS_SHOWN, shown_threads
+
+    profile = popprof.open(SAXPY)
+    (shown,) = shown_threads(host_cpu(profile)).values()
+    assert [t["thread"] for t in shown][:1] == ["MPI Rank 0 (1230493)"] and len(shown) == THREADS_SHOWN
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(SAXPY), "--no-plots", "-o", str(out)]).exit_code == 0
+    html = out.read_text("utf-8")
+    table = html[html.index('<table class="host-threads">') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr>") == 1 + len(shown)
+    for t in shown:
+        assert f"<td>{t['thread']}</td>" in table
+    assert "724.02 ms (100.0 %)" in table
+    assert CliRunner().invoke(cli, ["report", str(FUSER), "--no-plots", "-o", str(out)]).exit_code == 0
+    assert 'class="host-threads"' not in out.read_text("utf-8")

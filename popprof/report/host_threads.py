@@ -8,23 +8,31 @@ from ..io import units, words
 THREADS_SHOWN = 3
 
 
+def shown_threads(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """Per ``(rank, device)``, the threads the summary and the report show: the one that launched most, then
+    others that ran in the gaps, at most :data:`THREADS_SHOWN` (a device without gaps: its first row only)."""
+    devices: dict[tuple, list[dict]] = {}
+    for row in rows:
+        devices.setdefault((row.get("rank"), row["device"]), []).append(row)
+    return {
+        key: [threads[0], *[t for t in threads[1:] if t["gaps_on_cpu_us"] > 0]][:THREADS_SHOWN]
+        for key, threads in devices.items()
+    }
+
+
 def render_host_cpu(rows: list[dict]) -> list[str]:
     """Per device, its idle gaps and the host threads' time on CPU and off CPU in them (prose lines, wrapped
     by ``fit_lines``); ``[]`` without rows (no context switches in the input)."""
     if not rows:
         return []
     lines = ["", "  Host threads in the device's idle gaps (context switches; CPU samples)"]
-    devices: dict[tuple, list[dict]] = {}
-    for row in rows:
-        devices.setdefault((row.get("rank"), row["device"]), []).append(row)
-    for (rank, device), threads in devices.items():
-        first = threads[0]
+    for (rank, device), shown in shown_threads(rows).items():
+        first = shown[0]
         who = device if rank is None else f"rank {rank} {device}"
         if not first["gaps_us"]:
             lines.append(f"    {who}: no idle gap while its host threads ran")
             continue
         lines.append(f"    {who} idle {units.duration(first['gaps_us'])} in {first['gaps']:,} gaps")
-        shown = [first, *[t for t in threads[1:] if t["gaps_on_cpu_us"] > 0]][:THREADS_SHOWN]
         for t in shown:
             launched = f", {t['launches']:,} launches" if t["launches"] else ""
             lines.append(f"      {t['thread']}{launched}: {_split(t)}")

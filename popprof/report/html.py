@@ -28,6 +28,7 @@ from ..model.errors import PopprofError
 from ..model.profile import Profile
 from .findings import gain_text, where_text
 from .gpu_analyses import skew_share
+from .host_threads import shown_threads
 from .summary import (
     IDLE_NOTE,
     accelerator,
@@ -209,6 +210,14 @@ def analyses_context(summary: Mapping[str, Any]) -> dict:
         "longest_steps": longest_steps((summary.get("trace") or {}).get("critical_path_by_step")),
         "critical_path_colours": CRITICAL_PATH_COLOURS,
         "sequence_rows": REPORT_SEQUENCES,
+        "on_cpu": words.ON_CPU,
+        "off_cpu": words.OFF_CPU,
+        "host_threads": [
+            t
+            for threads in shown_threads((summary.get("trace") or {}).get("host_cpu") or []).values()
+            for t in threads
+            if t["gaps_us"]
+        ],
     }
 
 
