@@ -94,9 +94,14 @@ def test_every_figure_is_neutral() -> None:
     assert not registry.METRICS["counters.total."].absent_is_zero
 
 
-def test_read_without_args_there_is_no_figure() -> None:
-    found = registry.compute(popprof.open(TRACE))
-    assert not any(v is not None for k, v in found.items() if k.startswith("counters."))
+def test_the_figures_are_the_same_whatever_the_read_was_asked() -> None:
+    """The reader reads a range-profiler trace's args whatever it is asked (its counters are there), so the
+    figures are the same from ``popprof.open(path)``, the commands and the store."""
+    bare = registry.compute(popprof.open(TRACE))
+    full = registry.compute(popprof.open(TRACE, with_args=True))
+    mine = {k: v for k, v in full.items() if k.startswith("counters.")}
+    assert mine and all(v is not None for v in mine.values())
+    assert {k: bare[k] for k in mine} == mine
 
 
 @pytest.mark.parametrize("name", ["hta_simple_add.json.gz", "nccl_data.json.gz", "cpu_only_rank-34.json.gz"])

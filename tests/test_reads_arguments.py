@@ -17,7 +17,7 @@ import pytest
 from popprof.cli import main
 from popprof.cli.common import reads_arguments
 from popprof.model.errors import InputError
-from popprof.readers.chrome.sniffing import records_arguments
+from popprof.readers.chrome.sniffing import reads_args, records_arguments
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 TRACES = REAL / "traces"
@@ -29,12 +29,20 @@ TRACES = REAL / "traces"
         ("kineto2021_resnet50_worker0.pt.trace.json.gz", True),  # Input Dims of every cpu_op
         ("tracelens_mi300x_torch_compile_triton.json.gz", True),
         ("nccl_data.json.gz", True),  # no shapes, but the collectives' In msg nelems
-        ("cupti_range_profiler.json.gz", True),  # CUPTI range events: their counters are in the args
+        ("cupti_range_profiler.json.gz", False),  # its counters' args are read whatever: reads_args
         ("hta_simple_add.json.gz", False),  # no shapes, no collectives, no counters
     ],
 )
 def test_a_real_trace_says_whether_it_records_arguments(name, expected):
     assert records_arguments(TRACES / name) is expected
+
+
+def test_the_reader_reads_a_range_profiler_traces_args_whatever_it_is_asked():
+    """The one rule of the read and of the worker a command starts early: as asked, and always for a CUPTI
+    range-profiler trace (its counters are its kernels' args)."""
+    assert reads_args(TRACES / "cupti_range_profiler.json.gz", False) is True
+    assert reads_args(TRACES / "hta_simple_add.json.gz", False) is False
+    assert reads_args(TRACES / "hta_simple_add.json.gz", True) is True
 
 
 def test_a_directory_of_ranks_is_judged_by_its_first_trace_and_other_formats_never():

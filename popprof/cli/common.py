@@ -412,17 +412,6 @@ def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None
     return _records(paths, ARGUMENT_MARKERS)
 
 
-def reads_counters(paths: Iterable[str | os.PathLike[str]]) -> bool:
-    """Whether a command that keeps the registered figures only (``baseline``, ``diff``, ``store add``) reads
-    the events' arguments: when a trace among ``paths`` is a CUPTI range-profiler trace, whose ``counters.*``
-    figures are in its kernels' args (``docs/traces.md``, "Hardware counters"); other traces are read without."""
-    paths = list(paths)
-    require_inputs(*paths)  # a missing path is said first, before the readers' imports
-    from ..readers.chrome.sniffing import COUNTER_MARKERS
-
-    return _records(paths, COUNTER_MARKERS)
-
-
 def _records(paths: Iterable[str | os.PathLike[str]], markers: tuple[bytes, ...]) -> bool:
     """Whether a Chrome trace among ``paths`` (a file, or the first trace file of a directory) holds one of
     ``markers`` in its head (:func:`popprof.readers.chrome.sniffing.records_arguments`); the paths exist."""

@@ -20,7 +20,6 @@ from .common import (
     output_option,
     reader_options,
     reading_options,
-    reads_counters,
     report_read_warnings,
     require_inputs,
     said_wrote,
@@ -152,8 +151,7 @@ def diff_command(
     check_output(output, [base, new, budget_file, config_file, *device_map_inputs(device_map)])
     budget = None if no_gate else load_budget(budget_file, config_file=config_file)
     config = load_config_file(Path(config_file) if config_file else None)
-    # a range-profiler trace on either side: both read with args, for the counters.* figures
-    read_options = reader_options(device_map, config, with_args=reads_counters([base, new]), **FIGURES_ONLY)
+    read_options = reader_options(device_map, config, **FIGURES_ONLY)
     results = []
     with progress("popprof diff: reading", total=None) as advance:
         pairs, notes = pair_profiles(base, new, engine, **read_options)
@@ -197,10 +195,7 @@ def baseline_command(
 
     check_output(output, [config_file, *device_map_inputs(device_map)])
     config = load_config_file(config_file)
-    with_args = reads_counters([path])  # a range-profiler trace: the counters.* figures are in the args
-    profile = _one_profile(
-        path, engine, **reader_options(device_map, config, with_args=with_args, **FIGURES_ONLY)
-    )
+    profile = _one_profile(path, engine, **reader_options(device_map, config, **FIGURES_ONLY))
     if output is None or str(output) == "-":
         click.echo(dumps_baseline(profile), nl=False)
         return

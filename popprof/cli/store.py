@@ -18,7 +18,6 @@ from .common import (
     last_option,
     output_option,
     reader_options,
-    reads_counters,
 )
 from .query import budget_options, rows_option, rows_to_print
 
@@ -122,10 +121,7 @@ def add_command(
         time=time_,
         labels=parse_labels(labels),
         replace=replace,
-        # a range-profiler trace among the sources: read with args, for the counters.* figures
-        reader_options=reader_options(
-            device_map, load_config(), with_args=reads_counters([s for s in sources if Path(s).exists()])
-        ),
+        reader_options=reader_options(device_map, load_config()),
         keep_bundle=keep_bundle,
         profile=profile,
     )

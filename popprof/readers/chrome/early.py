@@ -21,7 +21,7 @@ from ...io import parallel, progress
 from ...io.files import is_gzip, read_head, snapshot
 from ...model.errors import InputError
 from . import plan, split
-from .sniffing import FORMAT, event_prefix, sniff
+from .sniffing import FORMAT, event_prefix, reads_args, sniff
 
 #: the worker started for a file: ((snapshot, prefix, with_args, flows, parser), workers), until adopted or
 #: discarded
@@ -42,6 +42,7 @@ def start(path: str | Path, *, with_args: bool = False, flows: bool = True) -> b
         if before is None or before[2] < plan.PARALLEL_MIN_BYTES or not sniff(path, read_head(path)):
             return False
         prefix = event_prefix(path)
+        with_args = reads_args(path, with_args)  # as the read will
         chosen = plan.choose(
             None,
             None,

@@ -26,7 +26,7 @@ from .events import INSTANT_SCOPES
 from .parse import parse_file
 from .plan import Plan, PlanError, choose
 from .plan import metadata as plan_metadata
-from .sniffing import FORMAT, event_prefix, sniff
+from .sniffing import FORMAT, event_prefix, reads_args, sniff
 from .tables import (
     BOOKKEEPING_PROCESSES,
     RANGE_PROFILER_CHANNEL,
@@ -63,12 +63,16 @@ def read(
     cleanly fall back to one serial pass, which is what reports errors. The metadata names what ran
     (``chrome.parser``, ``chrome.workers``, ``chrome.plan``).
 
+    ``with_args`` keeps each event's arguments (JSON text in ``events.args``); a CUPTI range-profiler trace's are
+    read whatever it says (its hardware counters are there: :data:`.sniffing.COUNTER_MARKERS`).
+
     ``flows_on_use``: the pass counts the flow events instead of reading them (about a tenth of the
     parse of a Kineto trace, whose flows are a third of its events), and the ``flows`` table is read
     from the file when first used, by a pass of its own (an error if the file changed since). For a
     command that shows figures without flows (``popprof summary``, ``check``); the table, its row
     count and every other table are the same either way.
     """
+    with_args = reads_args(path, with_args)  # a range-profiler trace's counters are its kernels' arguments
     # bytes read against the file size, worker processes included; no cyclic garbage collection (the
     # parse makes no cycles, and a collection walks every dict orjson made: the fork inherits that too)
     with reading(path), gc_paused():

@@ -36,11 +36,12 @@ def sniff(path: Path, head: bytes) -> bool:
 
 #: What a Kineto trace's events hold in their arguments when the profiler recorded input shapes
 #: (``record_shapes=True``: ``cpu_op`` events' ``Input Dims``) or collectives' sizes (NCCL kernels'
-#: ``In msg nelems``); the analyses of ``docs/operations.md`` and ``docs/collectives.md`` need them. A CUPTI
-#: range-profiler trace's ``cuda_profiler_range`` kernels hold their hardware counters there (``metrics/counters.py``).
-ARGUMENT_MARKERS = (b'"Input Dims"', b'"In msg nelems"', b'"cuda_profiler_range"')
-#: The marker of a range-profiler trace alone: the cue of the commands that read the events' arguments only for
-#: the registered counter figures (``baseline``, ``diff``: ``counters.*``), not for the shapes.
+#: ``In msg nelems``); the analyses of ``docs/operations.md`` and ``docs/collectives.md`` need them: the commands
+#: read the arguments when a trace has them (``--shapes`` decides otherwise).
+ARGUMENT_MARKERS = (b'"Input Dims"', b'"In msg nelems"')
+#: The marker of a CUPTI range-profiler trace, whose ``cuda_profiler_range`` kernels hold their hardware counters
+#: in their arguments (``metrics/counters.py``): the reader reads such a trace's arguments whatever it was asked,
+#: so every figure of it (``counters.*``) is the same from Python, ``summary``, ``baseline``, ``diff`` and the store.
 COUNTER_MARKERS = (b'"cuda_profiler_range"',)
 
 #: How far into a trace :func:`records_arguments` looks: Kineto writes the host operators (and so their shapes)
@@ -61,3 +62,10 @@ def event_prefix(path: Path) -> str:
     """The ijson-style prefix of the event array: ``item`` for a top-level array, else ``traceEvents.item``."""
     head = strip_bom(read_head(path, 4096))  # as detection read it: a gzip cut off reads as far as it goes
     return "item" if head.startswith(b"[") else "traceEvents.item"
+
+
+def reads_args(path: Path, with_args: bool) -> bool:
+    """Whether a read of ``path`` keeps the events' arguments: as asked, and always for a CUPTI range-profiler
+    trace (:data:`COUNTER_MARKERS`), whose counters are there. The one rule the read and the worker a command
+    starts early both follow."""
+    return with_args or records_arguments(path, COUNTER_MARKERS)
