@@ -311,3 +311,17 @@ def test_te_summary_names_no_pytorch_sync_note(capsys):
     out = capsys.readouterr().out
     assert "Critical path" in out and "gpu:0" in out
     assert "105187" not in out and "CUDA sync" not in out
+
+
+def test_the_pilot_calls_a_tpu_baseline_tpu(capsys):
+    """An IPU run beside this TPU profile: the baseline's column is headed TPU (its figures are a ``gpu``
+    platform's), in the text and the JSON (``device_kind``); a GPU trace's stays GPU."""
+    ipu = TPU.parent.parent.parent / "mk2_training.popprof"
+    gpu = TPU.parent.parent / "traces" / "hta_simple_add.json.gz"
+    assert main(["pilot", str(ipu), "--baseline", str(TPU), "--format", "json"]) == 0
+    columns = json.loads(capsys.readouterr().out)["columns"]
+    assert [(c["platform"], c["device_kind"]) for c in columns] == [("ipu", "IPU"), ("gpu", "TPU")]
+    assert main(["pilot", str(ipu), "--baseline", str(TPU)]) == 0
+    assert f"{TPU.name} (TPU)" in capsys.readouterr().out
+    assert main(["pilot", str(ipu), "--baseline", str(gpu)]) == 0
+    assert f"{gpu.name} (GPU)" in capsys.readouterr().out

@@ -23,6 +23,7 @@ from ..metrics.pipeline import pipeline_imbalance
 from ..metrics.steps import name_mask, step_stats, step_times
 from ..model.profile import Profile
 from ..report.explain import what_limits
+from ..report.summary import accelerator
 from ..rules import Findings
 from .diagnose import diagnose
 
@@ -196,7 +197,8 @@ def side(
     config: dict | None = None,
     findings: object = None,
 ) -> dict:
-    """One column of the pilot: ``label``, ``role`` (ipu / baseline), ``platform``, ``figures``
+    """One column of the pilot: ``label``, ``role`` (ipu / baseline), ``platform``, ``device_kind`` (the word for
+    its devices: ``IPU``, ``GPU``, or ``TPU`` for an XPlane profile of TPUs, whose platform is ``gpu``), ``figures``
     (key -> ``{"value", "unit", "missing"}``), ``findings`` (rule id -> count and severity) and
     ``diagnosis``."""
     metrics = compute(profile)  # first: it clears the profile's derived-table cache
@@ -287,6 +289,7 @@ def side(
         "source": str(profile.source or ""),
         "source_format": profile.source_format,
         "platform": platform,
+        "device_kind": "IPU" if platform == "ipu" else accelerator(devices.to_dict("records")),
         "step_source": None if stats is None else stats["source"],
         "shares_source": shares_source,
         "shares_basis": shares_basis,

@@ -34,7 +34,7 @@ def _cell(value: object, unit: str) -> str:
 
 
 def _header(doc: dict) -> list[str]:
-    return [f"{c['label']} ({c['platform'].upper()})" for c in doc["columns"]]
+    return [f"{c['label']} ({c.get('device_kind') or c['platform'].upper()})" for c in doc["columns"]]
 
 
 def _missing_lines(doc: dict) -> list[str]:
