@@ -30,6 +30,9 @@ from .vocabulary.builtin import (
     SDK_EVENTS,
     SUMMARY_WORDS,
     TARGET_VALUES,
+    TPU_CHIP_KINDS,
+    XLA_HLO_CATEGORIES,
+    XPLANE_KEYS,
 )
 
 #: Anchored patterns of public names (each must match the WHOLE string; no bare prefixes).
@@ -96,6 +99,9 @@ BASE_WORDS: frozenset[str] = (
     | KINETO_CATEGORIES
     | KINETO_KEYS
     | RECORD_FUNCTIONS
+    | XPLANE_KEYS
+    | XLA_HLO_CATEGORIES
+    | TPU_CHIP_KINDS
     | _popprof_names()
     | _sensitive_key_names()
 )

@@ -126,6 +126,8 @@ def redact_profile(profile: Profile, redactor: Redactor) -> Profile:
                 continue
             if where in JSON_COLUMNS or where in TEXT_COLUMNS:
                 out[column] = _map_column(series, lambda v, n: redactor.value(v))
+            elif where == ("events", "name"):
+                out[column] = _map_column(series, lambda v, n: event_name(v, redactor, n))
             else:
                 kind = IDENTIFIER_COLUMNS.get(where, "label")
                 out[column] = _map_column(series, lambda v, n, k=kind: redactor.identifier(k, v, n))
@@ -137,6 +139,56 @@ def redact_profile(profile: Profile, redactor: Redactor) -> Profile:
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: The XPlane reader's name of a TPU or GPU copy (``Memcpy HtoD (copy-done.2)``, ``readers/xplane/planes.py``):
+#: popprof's wrapper around the HLO op's own name.
+_COPY_NAME = re.compile(r"(Memcpy (?:HtoD|DtoH|DtoD|PtoP) \()(.+)(\))", re.DOTALL)
+#: The metadata key of the XPlane reader's TPU ops (``metrics/tpu_operations.py``).
+TPU_OPS_KEY = "xplane.tpu_ops"
+#: The keys of a TPU op record redacted as the events' columns are: the HLO op names as the events' ``name``,
+#: the chip as the events' ``device``.
+_TPU_OP_COLUMNS: dict[str, tuple[str, str]] = {
+    "name": ("events", "name"),
+    "deduplicated_name": ("events", "name"),
+    "device": ("events", "device"),
+    "hlo_category": ("events", "device_category"),
+}
+
+
+def event_name(value: str, redactor: Redactor, count: int = 1) -> str:
+    """An event's redacted name: a copy's ``Memcpy HtoD (<op>)`` keeps popprof's wrapper around the op's
+    pseudonym (the one its TPU op record gets, :func:`redact_tpu_ops`); any other name is one identifier."""
+    kind = IDENTIFIER_COLUMNS[("events", "name")]
+    if not isinstance(value, str) or redactor.is_public(value):
+        return redactor.identifier(kind, value, count)
+    m = _COPY_NAME.fullmatch(value)
+    if m is None:
+        return redactor.identifier(kind, value, count)
+    return m.group(1) + redactor.identifier(kind, m.group(2), count) + m.group(3)
+
+
+def redact_tpu_ops(records: list, redactor: Redactor) -> list:
+    """The XPlane reader's TPU op records (``xplane.tpu_ops``) redacted as the events they sum: ``name`` and
+    ``deduplicated_name`` under the events' name pseudonyms, ``device`` as the events' device, ``hlo_category``
+    kept when public (XLA's categories are) else a label; numbers kept; any other key and value decided as JSON
+    (a key of no vocabulary is pseudonymised)."""
+    out: list = []
+    for record in records:
+        if not isinstance(record, dict):
+            out.append(redactor.decide_json(record))
+            continue
+        item: dict = {}
+        for key, value in record.items():
+            key = str(key)
+            column = _TPU_OP_COLUMNS.get(key)
+            if column is not None and isinstance(value, str):
+                if column == ("events", "name"):
+                    item[key] = event_name(value, redactor)
+                else:
+                    item[key] = redactor.identifier(IDENTIFIER_COLUMNS.get(column, "label"), value)
+            else:
+                item[redactor.decide(key, "key")] = redactor.decide_json(value, key)
+        out.append(item)
+    return out
 
 
 def redact_sources(sources: list[dict], redactor: Redactor) -> list[dict]:
@@ -180,8 +232,19 @@ def redact_metadata(meta: dict[str, str], redactor: Redactor) -> dict[str, str]:
             except ValueError:
                 sources = []
             out[new_key] = json.dumps(redact_sources(sources if isinstance(sources, list) else [], redactor))
+        elif key == TPU_OPS_KEY and isinstance(records := _json_list(value), list):
+            out[new_key] = json.dumps(redact_tpu_ops(records, redactor))
         else:
             out[new_key] = redactor.value(value, key)
     out["redacted"] = "true"
     out["redaction_key_fingerprint"] = redactor.key_fingerprint
     return out
+
+
+def _json_list(value: str) -> list | None:
+    """The JSON list ``value`` holds, or None (not JSON, or not a list: then redacted as any other value)."""
+    try:
+        parsed = json.loads(value or "[]")
+    except (TypeError, ValueError):
+        return None
+    return parsed if isinstance(parsed, list) else None

@@ -64,6 +64,6 @@ GPU_PATTERNS: tuple[str, ...] = (
     r"(?:GPU|CPU|XPU|MTIA|HPU) ?\d*",
     r"(?:cpu|cuda|gloo|nccl|mpi|ucc)(?::(?:gloo|nccl|mpi|ucc))?(?:,(?:cpu|cuda):(?:gloo|nccl|mpi|ucc))*",
     r"0x[0-9a-fA-F]{1,16}",  # pointers and addresses (numbers)
-    r"(?i:cuda|cpu|ipu|gpu|xla|mps|hip|xpu|meta|mtia)(?::\d+)?",  # torch device strings
+    r"(?i:cuda|cpu|ipu|gpu|tpu|xla|mps|hip|xpu|meta|mtia)(?::\d+)?",  # torch device strings; popprof's tpu:N
     r"\[[\d\s,.\[\]eE+-]*\]|\d+\.",  # Kineto's number lists and "1." scalars
 )

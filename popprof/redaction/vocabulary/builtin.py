@@ -726,3 +726,95 @@ PROFILER_LABELS = frozenset(
         "Stream",
     }
 )
+#: What an XPlane profile of TPUs holds that popprof reads back (``docs/redaction.md``, XPlane metadata): the
+#: metadata keys the XPlane reader writes for the TPU ops and the device planes, the keys of their records
+#: (``readers/xplane``: XLA's cost analysis names, ``device_type_string`` of a TPU plane) and the ``tpu:N``
+#: device word. Their VALUES are decided one by one (op names pseudonymised as event names).
+XPLANE_KEYS = frozenset(
+    {
+        "xplane.tpu_ops",
+        "xplane.gpus",
+        "tpu",
+        "gpu",
+        "device",
+        "count",
+        "device_time_ps",
+        "flops",
+        "model_flops",
+        "bytes_accessed",
+        "hlo_category",
+        "deduplicated_name",
+        "device_type_string",
+    }
+)
+#: XLA's HLO categories as xprof's op profile and the XPlane ``hlo_category`` stat name them (HLO opcode names
+#: and xprof's fusion kinds; openxla/xla ``hlo_opcode.h``, openxla/xprof op profile): public words, so a TPU op's
+#: category stays readable and the roofline rule can leave out copies and collectives.
+XLA_HLO_CATEGORIES = frozenset(
+    {
+        "loop fusion",
+        "input fusion",
+        "output fusion",
+        "convolution fusion",
+        "custom fusion",
+        "data formatting",
+        "non-fusion elementwise",
+        "convolution",
+        "fusion",
+        "custom-call",
+        "broadcast",
+        "reduce",
+        "reduce-window",
+        "select-and-scatter",
+        "dot",
+        "gather",
+        "scatter",
+        "sort",
+        "transpose",
+        "reshape",
+        "slice",
+        "dynamic-slice",
+        "dynamic-update-slice",
+        "concatenate",
+        "pad",
+        "copy",
+        "copy-start",
+        "copy-done",
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+        "send",
+        "recv",
+        "send-done",
+        "recv-done",
+        "host send",
+        "host recv",
+        "infeed",
+        "outfeed",
+        "while",
+        "conditional",
+        "call",
+        "other",
+    }
+)
+#: TPU chip kinds as the TPU plane's ``device_type_string`` and JAX's ``device_kind`` name them (Google Cloud TPU
+#: documentation; the rows of ``metrics/data/device_peaks.csv``): public, so a redacted TPU profile keeps its peak.
+TPU_CHIP_KINDS = frozenset(
+    {
+        "TPU v2",
+        "TPU v3",
+        "TPU v4",
+        "TPU v4 lite",
+        "TPU v4 Lite",
+        "TPU v5",
+        "TPU v5p",
+        "TPU v5e",
+        "TPU v5 lite",
+        "TPU v5 Lite",
+        "TPU v6e",
+        "TPU v6 lite",
+        "TPU v6 Lite",
+    }
+)
