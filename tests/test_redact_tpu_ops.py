@@ -27,6 +27,7 @@ from popprof.readers import bundle  # noqa: E402
 from popprof.redaction import redact, scan  # noqa: E402
 from popprof.redaction.bundle import IDENTIFIER_COLUMNS  # noqa: E402
 from popprof.redaction.redactor import Redactor  # noqa: E402
+from popprof.rules.operations import roofline_frame  # noqa: E402
 
 TPU = (
     Path(__file__).resolve().parent.parent
@@ -133,3 +134,14 @@ def test_a_name_of_no_vocabulary_is_pseudonymised_and_a_host_dropped(original, t
     assert expected.startswith("evt_")  # the events' own mapping under the same key
     assert expected in set(_ops(out)["name"])
     assert peaks.profile_device(red)[1] == "TPU v6e"
+
+
+def test_the_roofline_rule_reads_the_same_rows(original, redacted):
+    """The rule's frame (the three fusions and the all-reduce, which the rule leaves out by its public category) and
+    its finding (none) are the same."""
+    before, after = (roofline_frame(popprof.open(p)) for p in (original, redacted[0]))
+    columns = ["category", "count", "device_time_us", "efficiency", "roofline_us"]
+    assert len(after) == len(before) == 4 and (after["category"] == "loop fusion").sum() == 3
+    pd.testing.assert_frame_equal(_by_figures(before)[columns], _by_figures(after)[columns])
+    found = popprof.check(popprof.open(redacted[0]))
+    assert "operations.below-roofline" in found.evaluated and not found.by_rule("operations.below-roofline")
