@@ -145,3 +145,14 @@ def test_the_roofline_rule_reads_the_same_rows(original, redacted):
     pd.testing.assert_frame_equal(_by_figures(before)[columns], _by_figures(after)[columns])
     found = popprof.check(popprof.open(redacted[0]))
     assert "operations.below-roofline" in found.evaluated and not found.by_rule("operations.below-roofline")
+
+
+def test_a_kineto_bundle_keeps_its_gpu_too(tmp_path):
+    """The same holds for a Kineto trace's ``chrome.top.deviceProperties``: the GPU (a public model name) stays."""
+    trace = TPU.parent.parent / "traces" / "tracelens_b200_vllm_eager.json.gz"
+    source, out = tmp_path / "b200.popprof", tmp_path / "b200_red.popprof"
+    bundle.write(popprof.open(trace), source)
+    assert redact(source, out, key=KEY_A).passed
+    assert (
+        peaks.profile_device(popprof.open(out)) == peaks.profile_device(popprof.open(source)) != (None, None)
+    )

@@ -20,6 +20,7 @@ from .tokens import chunk_strings, has_space
 from .vocabulary.builtin import (
     CHANNELS,
     CHROME_VALUES,
+    DEVICE_METADATA_KEYS,
     DTYPES,
     ENGINE_NAMES,
     LAYERS,
@@ -100,6 +101,7 @@ BASE_WORDS: frozenset[str] = (
     | KINETO_KEYS
     | RECORD_FUNCTIONS
     | XPLANE_KEYS
+    | DEVICE_METADATA_KEYS
     | XLA_HLO_CATEGORIES
     | TPU_CHIP_KINDS
     | _popprof_names()

@@ -818,3 +818,7 @@ TPU_CHIP_KINDS = frozenset(
         "TPU v6 Lite",
     }
 )
+#: The metadata key of a Kineto trace's devices (``chrome.top.deviceProperties``, ``metrics/peaks.py``): popprof's
+#: name, kept in a redacted bundle so its GPU (a public model name) still resolves its peak; its values are decided
+#: one by one as any JSON.
+DEVICE_METADATA_KEYS = frozenset({"chrome.top.deviceProperties"})
