@@ -214,3 +214,15 @@ def test_the_totals_go_per_profiler_step_when_the_step_counts_differ() -> None:
         **normalise(new, bases, "new"),
         "trace.profiler_step_count": 2.0,
     }
+
+
+def test_the_counters_names_are_public_words_of_redaction() -> None:
+    """Every SASS counter the FLOPs weigh is a public name of the redaction vocabulary (both the redactor's and
+    the leak scan's), so a redacted range-profiler trace keeps its ``counters.*`` figures
+    (``tests/test_redact_real.py`` compares them)."""
+    from popprof.metrics.counters import SASS_FLOP_COUNTERS
+    from popprof.redaction.scan_vocabulary import vocabulary_names
+    from popprof.redaction.vocabulary.builtin import CUPTI_SASS_COUNTERS
+
+    assert set(SASS_FLOP_COUNTERS) == CUPTI_SASS_COUNTERS
+    assert vocabulary_names() >= CUPTI_SASS_COUNTERS

@@ -20,6 +20,7 @@ from .tokens import chunk_strings, has_space
 from .vocabulary.builtin import (
     CHANNELS,
     CHROME_VALUES,
+    CUPTI_SASS_COUNTERS,
     DEVICE_METADATA_KEYS,
     DTYPES,
     ENGINE_NAMES,
@@ -104,6 +105,7 @@ BASE_WORDS: frozenset[str] = (
     | DEVICE_METADATA_KEYS
     | XLA_HLO_CATEGORIES
     | TPU_CHIP_KINDS
+    | CUPTI_SASS_COUNTERS
     | _popprof_names()
     | _sensitive_key_names()
 )

@@ -822,3 +822,11 @@ TPU_CHIP_KINDS = frozenset(
 #: name, kept in a redacted bundle so its GPU (a public model name) still resolves its peak; its values are decided
 #: one by one as any JSON.
 DEVICE_METADATA_KEYS = frozenset({"chrome.top.deviceProperties"})
+#: CUPTI's SASS instruction counters a range-profiler trace records per kernel (NVIDIA's metric names, as Nsight
+#: Compute's metrics reference spells them; the ones HolisticTraceAnalysis's counter analysis weighs into FLOPs):
+#: public names, so a redacted trace keeps its counters and the ``counters.*`` figures built on them.
+CUPTI_SASS_COUNTERS = frozenset(
+    f"smsp__sass_thread_inst_executed_op_{kind}{op}_pred_on.sum"
+    for kind in "hfd"
+    for op in ("fma", "mul", "add")
+)
