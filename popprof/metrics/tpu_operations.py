@@ -32,27 +32,6 @@ META_KEY = "xplane.tpu_ops"
 #: the peak table's dtype a TPU op is judged against: XLA's cost analysis counts FLOPs whatever their dtype, and
 #: the chip's headline peak (its matrix units' bf16 rate) is the roof xprof's op profile draws too
 TPU_PEAK_DTYPE = "bf16"
-#: HLO categories of TPU ops that move data or wait for it (copies to and from host memory, collectives over the
-#: chips' interconnect): their rate is the link's, which the peak table does not hold, so the roofline rule
-#: leaves them out as it leaves out a GPU's copies
-NOT_ON_THE_ROOFLINE: frozenset[str] = frozenset(
-    {
-        "copy",
-        "copy-start",
-        "copy-done",
-        "all-reduce",
-        "all-gather",
-        "reduce-scatter",
-        "all-to-all",
-        "collective-permute",
-        "send",
-        "recv",
-        "send-done",
-        "recv-done",
-        "host send",
-        "host recv",
-    }
-)
 _COST_NUMBERS = ("flops", "model_flops", "bytes_accessed")
 
 

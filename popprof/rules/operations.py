@@ -12,9 +12,10 @@ import pandas as pd
 from ..io import units
 from ..io.names import shape_words
 from ..io.plural import plural
-from ..metrics import account, operations, tpu_operations
+from ..metrics import account, operations
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
+from ..trace.device import NOT_ON_THE_ROOFLINE
 from .base import Finding, Gain, RuleContext, band, held_to_stake, held_words, rule
 
 
@@ -86,7 +87,7 @@ def below_roofline(profile: Profile, ctx: RuleContext) -> list[Finding]:
         return []
     # copies are left out: a host-device copy runs at the link's bandwidth, which the peak table does not hold;
     # so are a TPU's copies and collectives (their HLO categories)
-    judged = frame[~frame["category"].isin({"copy", *tpu_operations.NOT_ON_THE_ROOFLINE})]
+    judged = frame[~frame["category"].isin({"copy", *NOT_ON_THE_ROOFLINE})]
     slow = judged[judged["efficiency"] < float(params["efficiency_below"])]
     slow = slow.sort_values("device_time_us", ascending=False, kind="stable")
     spent = float(slow["device_time_us"].sum())

@@ -83,6 +83,27 @@ _COLLECTIVE = (
     r"|all[_-]?reduce|all[_-]?gather|reduce[_-]?scatter|all[_-]?to[_-]?all|collective[_-]permute"
     r"|broadcast(?!_kernel_launcher|\.\d|[\w.-]*fusion)|send_?recv)"
 )
+#: HLO categories of TPU ops that move data or wait for it (an XPlane TPU op's ``hlo_category``): copies to and
+#: from host memory, collectives over the chips' interconnect. Their rate is the link's, which the peak table does
+#: not hold, so the roofline rule (``metrics/tpu_operations.py``) leaves them out as it leaves out a GPU's copies.
+NOT_ON_THE_ROOFLINE: frozenset[str] = frozenset(
+    {
+        "copy",
+        "copy-start",
+        "copy-done",
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+        "send",
+        "recv",
+        "send-done",
+        "recv-done",
+        "host send",
+        "host recv",
+    }
+)
 #: Host calls that block the calling thread until the device has done work: the synchronisations, the
 #: synchronous copies (CUDA's "API synchronization behavior": a synchronous memcpy syncs the stream before a
 #: copy from pageable memory and returns only after a copy to the host; not the driver's ``cuMemcpyDtoD``,

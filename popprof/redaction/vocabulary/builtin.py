@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...model.schema import PROGRAM_TYPE_CATEGORY
 from ...readers.bundle import MANIFEST
 from ...readers.poplar_labels import DATA_TYPES, REGIONS
+from ...trace.device import NOT_ON_THE_ROOFLINE
 
 PROGRAM_TYPES = frozenset(PROGRAM_TYPE_CATEGORY) | {
     "Repeat",
@@ -750,7 +751,7 @@ XPLANE_KEYS = frozenset(
 #: XLA's HLO categories as xprof's op profile and the XPlane ``hlo_category`` stat name them (HLO opcode names
 #: and xprof's fusion kinds; openxla/xla ``hlo_opcode.h``, openxla/xprof op profile): public words, so a TPU op's
 #: category stays readable and the roofline rule can leave out copies and collectives.
-XLA_HLO_CATEGORIES = frozenset(
+XLA_HLO_CATEGORIES = NOT_ON_THE_ROOFLINE | frozenset(
     {
         "loop fusion",
         "input fusion",
@@ -777,20 +778,6 @@ XLA_HLO_CATEGORIES = frozenset(
         "dynamic-update-slice",
         "concatenate",
         "pad",
-        "copy",
-        "copy-start",
-        "copy-done",
-        "all-reduce",
-        "all-gather",
-        "reduce-scatter",
-        "all-to-all",
-        "collective-permute",
-        "send",
-        "recv",
-        "send-done",
-        "recv-done",
-        "host send",
-        "host recv",
         "infeed",
         "outfeed",
         "while",
