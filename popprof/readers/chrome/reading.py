@@ -63,8 +63,10 @@ def read(
     cleanly fall back to one serial pass, which is what reports errors. The metadata names what ran
     (``chrome.parser``, ``chrome.workers``, ``chrome.plan``).
 
-    ``with_args`` keeps each event's arguments (JSON text in ``events.args``); a CUPTI range-profiler trace's are
-    read whatever it says (its hardware counters are there: :data:`.sniffing.COUNTER_MARKERS`).
+    ``with_args`` keeps each event's arguments (JSON text in ``events.args``); with the parser chosen
+    automatically (every command, ``popprof.open(path)``), a CUPTI range-profiler trace's are read whatever it
+    says (its hardware counters are there: :data:`.sniffing.COUNTER_MARKERS`). A parser given by name reads
+    exactly as asked.
 
     ``flows_on_use``: the pass counts the flow events instead of reading them (about a tenth of the
     parse of a Kineto trace, whose flows are a third of its events), and the ``flows`` table is read
@@ -72,7 +74,8 @@ def read(
     command that shows figures without flows (``popprof summary``, ``check``); the table, its row
     count and every other table are the same either way.
     """
-    with_args = reads_args(path, with_args)  # a range-profiler trace's counters are its kernels' arguments
+    if parser is None:  # the automatic plan: a range-profiler trace's counters are its kernels' arguments
+        with_args = reads_args(path, with_args)
     # bytes read against the file size, worker processes included; no cyclic garbage collection (the
     # parse makes no cycles, and a collection walks every dict orjson made: the fork inherits that too)
     with reading(path), gc_paused():
