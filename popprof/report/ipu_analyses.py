@@ -53,9 +53,17 @@ def render_fullest_tile(doc: dict | None) -> list[str]:
             lines.append(f"    {name:<{NAME_WIDTH - 2}} {units.nbytes(row['bytes'])}")
     lines.append("  would free at most:")
     for key, word in words.MEMORY_SAVING_WORDS.items():
-        value = (savings.get(key) or {}).get("bytes")
-        lines.append(f"    {word:<{NAME_WIDTH - 2}} {'unknown' if value is None else units.nbytes(value)}")
+        lines.append(f"    {word:<{NAME_WIDTH - 2}} {_saving_text(savings.get(key) or {})}")
     return lines
+
+
+def _saving_text(saving: dict) -> str:
+    """What one saving frees, or why it is unknown (the basis the figure carries, so the text says what the
+    profile lacks)."""
+    if saving.get("bytes") is not None:
+        return units.nbytes(saving["bytes"])
+    why = str(saving.get("basis") or "").removeprefix("unknown: ")
+    return f"unknown ({why})" if why else "unknown"
 
 
 def render_pipeline(doc: dict | None) -> list[str]:
