@@ -235,13 +235,40 @@ def _joined_allocations(parts: list[tuple[Profile, int]]) -> pd.DataFrame:
 def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tuple[list[int], list[str]]:
     """Each file's rank, and a note per file given one.
 
-    A file's own rank (``distributedInfo.rank``, else ``rank-N`` in its name) is kept; a file without one is
-    given the lowest rank no file has, in name order (its position when no file has a rank of its own).
+    A file's own rank (:func:`_own_rank`: an nsys export's ``MPI Rank N`` thread, a Chrome trace's
+    ``distributedInfo.rank``, else ``rank-N`` in its name) is kept; a file without one is given the lowest rank
+    no file has, in name order (its position when no file has a rank of its own). Each file's
+    ``trace.rank_source`` says where its rank came from, when known (``given`` for a rank given here).
     Two files with the same rank of their own are refused: a directory is one run, one trace per rank, and
     two traces under one rank (HTA's ``mixed_files``: traces of different runs side by side, or two
     profiling windows of one worker) would be read as one device's timeline, their times interleaved.
     """
     own = [_own_rank(profile) for profile in profiles]
+    _refuse_two_of_one_rank(path, files, own)
+    taken = {rank for rank, _ in own if rank is not None}
+    free = (rank for rank in range(len(files) + len(taken)) if rank not in taken)
+    ranks: list[int] = []
+    notes: list[str] = []
+    for file, profile, (rank, source) in zip(files, profiles, own, strict=True):
+        if rank is None:
+            rank, source = next(free), "given"
+            within = (
+                "its MPI Rank thread"
+                if profile.meta.get("source_format") == nsys.FORMAT
+                else "distributedInfo"
+            )
+            notes.append(f"{file.name}: no rank in {within} or the file name; given rank {rank}")
+        if profile.meta.get("trace.rank") != str(rank):  # given, or an nsys export's MPI rank over its name's
+            _set_rank(profile, rank)
+        if source:
+            profile.update_metadata({"trace.rank_source": source})
+        ranks.append(rank)
+    return ranks, notes
+
+
+def _refuse_two_of_one_rank(path: Path, files: Sequence[Path], own: Sequence[tuple[int | None, str]]) -> None:
+    """InputError naming the files (and where each one's rank came from) when two have the same rank of their
+    own."""
     by_rank: dict[int, list[str]] = {}
     for file, (rank, source) in zip(files, own, strict=True):
         if rank is not None:
@@ -254,28 +281,6 @@ def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tu
             f"more than one trace of one rank ({said}): a directory is one run with one trace per rank; "
             "open each file alone, or move the other runs' files out",
         )
-    taken = set(by_rank)
-    free = (rank for rank in range(len(files) + len(taken)) if rank not in taken)
-    ranks: list[int] = []
-    notes: list[str] = []
-    for file, profile, (rank, source) in zip(files, profiles, own, strict=True):
-        if rank is None:
-            rank = next(free)
-            within = (
-                "its MPI Rank thread"
-                if profile.meta.get("source_format") == nsys.FORMAT
-                else "distributedInfo"
-            )
-            notes.append(f"{file.name}: no rank in {within} or the file name; given rank {rank}")
-            _set_rank(profile, rank)
-        elif str(profile.meta.get("trace.rank")) != str(
-            rank
-        ):  # an nsys export's MPI rank over its file name's
-            _set_rank(profile, rank)
-        if source or rank not in taken:
-            profile.update_metadata({"trace.rank_source": source or "given"})
-        ranks.append(rank)
-    return ranks, notes
 
 
 def _own_rank(profile: Profile) -> tuple[int | None, str]:
