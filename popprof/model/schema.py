@@ -418,7 +418,8 @@ TABLES: dict[str, Table] = {
                 _c(
                     "rank",
                     "Int64",
-                    "rank of the distributed run (distributedInfo.rank or the file name rank-N)",
+                    "rank of the distributed run (distributedInfo.rank; an nsys export's MPI Rank N thread in a "
+                    "rank directory; else the file name rank-N; else given by the rank directory)",
                 ),
                 _c("device", "category", "device the event ran on (gpu:N, ipu:N); missing for host events"),
                 _c(

@@ -1,12 +1,14 @@
 """A directory of per-rank traces (HolisticTraceAnalysis's layout) read as ONE profile.
 
 A distributed PyTorch run writes one Kineto trace per rank into one directory; rocprofv3 under a
-launcher writes one file per process (``<pid>_results.json``). Opening the directory gives one
-profile holding every rank: each event carries its ``rank`` (``distributedInfo.rank``, else
-``rank-N`` in the file name, else the lowest rank no file has, in the names' natural order), ids
-are renumbered so they stay unique, and categorical labels are unioned. The files are all Chrome
-traces or all rocprofv3 JSON. Several large files are read in parallel on forked worker
-processes (one file per worker, up to the number of cores;
+launcher writes one file per process (``<pid>_results.json``); Nsight Systems one report per rank
+(``nsys profile -o report_%q{RANK}``, each exported with ``nsys export --type sqlite``). Opening the
+directory gives one profile holding every rank: each event carries its ``rank`` (the file's own:
+``distributedInfo.rank`` of a Chrome trace, the ``MPI Rank N`` thread of an nsys export; else
+``rank-N`` / ``rank_N`` / ``rankN`` in the file name; else the lowest rank no file has, in the names'
+natural order), ids are renumbered so they stay unique, and categorical labels are unioned. The files
+are all Chrome traces, all rocprofv3 JSON or all nsys SQLite exports. Several large files are read in
+parallel on forked worker processes (one file per worker, up to the number of cores;
 :func:`popprof.io.parallel.map_processes`).
 """
 
@@ -29,22 +31,30 @@ from ..io.progress import progress
 from ..io.sources import source_metadata
 from ..model.errors import InputError
 from ..model.profile import Deferred, Profile
-from . import chrome, rocprof
+from . import chrome, nsys, rocprof
 from .bundle import is_bundle
 from .dispatch import read_path
 from .rundir import holds_run
 
 FORMAT = "chrome_trace"
 #: The formats a rank directory's files may have, one of them per directory, and each one's sniffer.
-FORMATS = {chrome.FORMAT: chrome.sniff, rocprof.FORMAT: rocprof.sniff}
+FORMATS = {chrome.FORMAT: chrome.sniff, rocprof.FORMAT: rocprof.sniff, nsys.FORMAT: nsys.sniff}
+#: each format's files, as the error for a directory mixing them names them
+KINDS = {
+    chrome.FORMAT: "Chrome traces",
+    rocprof.FORMAT: "rocprofv3 files",
+    nsys.FORMAT: "Nsight Systems exports",
+}
 #: Read the files on several processes when there are at least two and they hold this many bytes.
 PARALLEL_MIN_BYTES = 16 << 20
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
+#: an nsys export's tables of host activity, each row with its ``rank`` (``readers/nsys/host.py``)
+HOST_TABLES = ("cpu_slices", "cpu_samples")
 
 
 def trace_files(path: Path) -> list[Path]:
-    """The trace files directly in ``path`` (Chrome or rocprofv3 JSON, in the names' natural order: ``9_results``
-    before ``10_results``); empty when it is not a rank directory."""
+    """The trace files directly in ``path`` (Chrome or rocprofv3 JSON, nsys SQLite exports, in the names' natural
+    order: ``9_results`` before ``10_results``); empty when it is not a rank directory."""
     return list(_sniffed(path))
 
 
@@ -85,7 +95,8 @@ def _corrupt(path: Path) -> bool:
 
 
 def is_rank_directory(path: Path) -> bool:
-    """Whether ``path`` is a directory of Chrome or rocprofv3 traces (and nothing popprof would read otherwise)."""
+    """Whether ``path`` is a directory of Chrome or rocprofv3 traces or nsys exports (and nothing popprof would
+    read otherwise)."""
     return bool(trace_files(path))
 
 
@@ -136,12 +147,14 @@ def read(path: Path, **options: object) -> Profile:
     sniffed = _sniffed(path)
     files = list(sniffed)
     if not files:
-        raise InputError(path, "directory holds no Chrome trace (*.json / *.json.gz)")
-    kinds = sorted({kind for kind in sniffed.values() if kind is not None})
+        raise InputError(
+            path, "directory holds no Chrome trace (*.json / *.json.gz) or nsys export (*.sqlite)"
+        )
+    kinds = sorted({kind for kind in sniffed.values() if kind is not None}, key=list(FORMATS).index)
     if len(kinds) > 1:
         raise InputError(
             path,
-            "a directory is one run, its traces of one kind: it holds Chrome traces and rocprofv3 files "
+            f"a directory is one run, its traces of one kind: it holds {' and '.join(KINDS[k] for k in kinds)} "
             f"({', '.join(f.name for f in files[:4])}{', ...' if len(files) > 4 else ''}); open each alone",
         )
     kind = kinds[0] if kinds else FORMAT
@@ -158,6 +171,7 @@ def read(path: Path, **options: object) -> Profile:
     counters = concat_tables([p.get("counters") for p in profiles])
     flows = concat_tables([p.get("flows") for p in profiles])
     allocations = _allocations(profiles)
+    host = {table: concat_tables([p.get(table) for p in profiles]) for table in HOST_TABLES}
     metadata: dict[str, object] = dict(source_metadata(kind, files))
     warnings: Counter = Counter()
     texts: dict[str, list[str]] = {}
@@ -179,6 +193,8 @@ def read(path: Path, **options: object) -> Profile:
     for key, value in profiles[0].meta.items():
         if key.startswith("chrome.top.") and key != "chrome.top.distributedInfo":
             metadata.setdefault(key, value)
+    if kind == nsys.FORMAT:
+        metadata.update(_nsys_metadata(files, ranks, profiles))
     if notes:
         metadata["trace.rank_notes"] = json.dumps(notes)
         metadata["warnings.rank_given"] = len(notes)
@@ -191,6 +207,7 @@ def read(path: Path, **options: object) -> Profile:
             "counters": counters if len(counters.columns) else None,
             "flows": flows if len(flows.columns) else None,
             "allocations": allocations,
+            **{table: frame for table, frame in host.items() if len(frame.columns)},
         },
         source=str(path),
         metadata=metadata,
@@ -218,17 +235,44 @@ def _joined_allocations(parts: list[tuple[Profile, int]]) -> pd.DataFrame:
 def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tuple[list[int], list[str]]:
     """Each file's rank, and a note per file given one.
 
-    A file's own rank (``distributedInfo.rank``, else ``rank-N`` in its name) is kept; a file without one is
-    given the lowest rank no file has, in name order (its position when no file has a rank of its own).
+    A file's own rank (:func:`_own_rank`: an nsys export's ``MPI Rank N`` thread, a Chrome trace's
+    ``distributedInfo.rank``, else ``rank-N`` in its name) is kept; a file without one is given the lowest rank
+    no file has, in name order (its position when no file has a rank of its own). Each file's
+    ``trace.rank_source`` says where its rank came from, when known (``given`` for a rank given here).
     Two files with the same rank of their own are refused: a directory is one run, one trace per rank, and
     two traces under one rank (HTA's ``mixed_files``: traces of different runs side by side, or two
     profiling windows of one worker) would be read as one device's timeline, their times interleaved.
     """
-    own = [profile.meta.get("trace.rank") for profile in profiles]
+    own = [_own_rank(profile) for profile in profiles]
+    _refuse_two_of_one_rank(path, files, own)
+    taken = {rank for rank, _ in own if rank is not None}
+    free = (rank for rank in range(len(files) + len(taken)) if rank not in taken)
+    ranks: list[int] = []
+    notes: list[str] = []
+    for file, profile, (rank, source) in zip(files, profiles, own, strict=True):
+        if rank is None:
+            rank, source = next(free), "given"
+            within = (
+                "its MPI Rank thread"
+                if profile.meta.get("source_format") == nsys.FORMAT
+                else "distributedInfo"
+            )
+            notes.append(f"{file.name}: no rank in {within} or the file name; given rank {rank}")
+        if profile.meta.get("trace.rank") != str(rank):  # given, or an nsys export's MPI rank over its name's
+            _set_rank(profile, rank)
+        if source:
+            profile.update_metadata({"trace.rank_source": source})
+        ranks.append(rank)
+    return ranks, notes
+
+
+def _refuse_two_of_one_rank(path: Path, files: Sequence[Path], own: Sequence[tuple[int | None, str]]) -> None:
+    """InputError naming the files (and where each one's rank came from) when two have the same rank of their
+    own."""
     by_rank: dict[int, list[str]] = {}
-    for file, rank in zip(files, own, strict=True):
+    for file, (rank, source) in zip(files, own, strict=True):
         if rank is not None:
-            by_rank.setdefault(int(rank), []).append(file.name)
+            by_rank.setdefault(rank, []).append(f"{file.name} ({source})" if source else file.name)
     duplicates = {rank: names for rank, names in sorted(by_rank.items()) if len(names) > 1}
     if duplicates:
         said = "; ".join(f"rank {rank}: {', '.join(names)}" for rank, names in duplicates.items())
@@ -237,17 +281,18 @@ def _ranks(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> tu
             f"more than one trace of one rank ({said}): a directory is one run with one trace per rank; "
             "open each file alone, or move the other runs' files out",
         )
-    taken = set(by_rank)
-    free = (rank for rank in range(len(files) + len(taken)) if rank not in taken)
-    ranks: list[int] = []
-    notes: list[str] = []
-    for file, profile, rank in zip(files, profiles, own, strict=True):
-        if rank is None:
-            rank = next(free)
-            notes.append(f"{file.name}: no rank in distributedInfo or the file name; given rank {rank}")
-            _set_rank(profile, rank)
-        ranks.append(int(rank))
-    return ranks, notes
+
+
+def _own_rank(profile: Profile) -> tuple[int | None, str]:
+    """A file's own rank and where it was found: an nsys export's ``MPI Rank N`` thread, else what its reader
+    took (``distributedInfo.rank`` of a Chrome trace, else the file name)."""
+    if profile.meta.get("nsys.mpi_rank") is not None:
+        rank = int(profile.meta["nsys.mpi_rank"])
+        return rank, f"thread MPI Rank {rank}"
+    rank = profile.meta.get("trace.rank")
+    if rank is None:
+        return None, ""
+    return int(rank), str(profile.meta.get("trace.rank_source", ""))
 
 
 def _one_file_a_process(path: Path, files: Sequence[Path], profiles: Sequence[Profile]) -> None:
@@ -268,9 +313,53 @@ def _one_file_a_process(path: Path, files: Sequence[Path], profiles: Sequence[Pr
 
 
 def _set_rank(profile: Profile, rank: int) -> None:
-    for table in ("events", "threads", "flows"):
+    for table in ("events", "threads", "flows", *HOST_TABLES):
         frame = profile.get(table)
         if frame is not None and "rank" in frame.columns:
             frame = frame.copy()
             frame["rank"] = pd.array(np.full(len(frame), rank), dtype="Int64")
             profile.set_table(table, frame)
+
+
+#: nsys metadata counting rows of each file: summed over the directory's files
+NSYS_SUMMED = ("nsys.backtrace_twins_left_out", "nsys.sched_switches_unpaired")
+#: nsys metadata holding a JSON object of counts by table: summed table by table
+NSYS_COUNTS = ("nsys.rows", "nsys.unread_tables")
+
+
+def _nsys_metadata(
+    files: Sequence[Path], ranks: Sequence[int], profiles: Sequence[Profile]
+) -> dict[str, object]:
+    """The nsys metadata of a directory of exports: counts summed over the files; the nsys version (one, else
+    each file's); each rank's GPUs, session start and where its rank came from, by rank."""
+    metadata: dict[str, object] = {}
+    for key in NSYS_SUMMED:
+        if any(key in p.meta for p in profiles):
+            metadata[key] = sum(int(p.meta.get(key, 0)) for p in profiles)
+    for key in NSYS_COUNTS:
+        total: Counter = Counter()
+        for profile in profiles:
+            total.update(json.loads(profile.meta.get(key, "{}")))
+        if total:
+            metadata[key] = json.dumps(dict(total))
+    versions = {
+        f.name: str(p.meta["nsys.version"])
+        for f, p in zip(files, profiles, strict=True)
+        if "nsys.version" in p.meta
+    }
+    if len(set(versions.values())) == 1:
+        metadata["nsys.version"] = next(iter(versions.values()))
+    elif versions:
+        metadata["nsys.version"] = json.dumps(versions)
+    by_rank = {str(r): p.meta for r, p in zip(ranks, profiles, strict=True)}
+    gpus = {r: json.loads(m["nsys.gpus"]) for r, m in by_rank.items() if "nsys.gpus" in m}
+    starts = {
+        r: int(m["nsys.session_start_utc_ns"]) for r, m in by_rank.items() if "nsys.session_start_utc_ns" in m
+    }
+    sources = {r: m["trace.rank_source"] for r, m in by_rank.items() if m.get("trace.rank_source")}
+    for key, value in (("nsys.gpus_by_rank", gpus), ("nsys.session_start_utc_ns_by_rank", starts)):
+        if value:
+            metadata[key] = json.dumps(value)
+    if sources:
+        metadata["trace.rank_sources"] = json.dumps(sources)
+    return metadata

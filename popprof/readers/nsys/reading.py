@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -99,8 +100,9 @@ def read(
     launch configuration too. Host threads' context switches become ``cpu_slices``, CPU samples ``cpu_samples``
     (``host.py``), when the export has them.
     """
-    rank = trace_rank({}, path)
     with reading(path), opened(path) as export:
+        rank = trace_rank({}, path)
+        threads_named = _thread_names(export)
         parts = [
             _kernels(export, with_args),
             _copies(export),
@@ -112,9 +114,9 @@ def read(
         twins = parts[3].attrs.get("backtrace_twins", 0) if parts[3] is not None else 0
         unread = {t: n for t in UNREAD_TABLES if (n := export.count(t))}
         processes = _process_names(export)
-        threads_named = _thread_names(export)
         gpus = _gpus(export)
         session = _session_start(export)
+        version = _version(export)
         slices, unpaired = cpu_slices(export, rank)
         samples = cpu_samples(export, rank)
     rows = (
@@ -169,8 +171,14 @@ def read(
     metadata["nsys.gpus"] = json.dumps([{"gpu": k, "name": v} for k, v in sorted(gpus.items())])
     if session is not None:
         metadata["nsys.session_start_utc_ns"] = session
+    if version is not None:
+        metadata["nsys.version"] = version
     if rank is not None:
         metadata["trace.rank"] = rank
+        metadata["trace.rank_source"] = "file name"
+    mpi_rank = _mpi_rank(threads_named)
+    if mpi_rank is not None:
+        metadata["nsys.mpi_rank"] = mpi_rank
     if backwards.any():
         metadata["warnings.end_before_start"] = int(backwards.sum())
     if built.get("partial_overlap"):
@@ -188,6 +196,31 @@ def read(
         source=str(path),
         metadata=metadata,
     )
+
+
+#: the name nsys gives a thread of an MPI rank when it traces MPI (``--trace=mpi``): ``MPI Rank 0``
+MPI_RANK_THREAD = re.compile(r"MPI Rank (\d+)")
+#: the tables holding the export's own ``EXPORT_PRODUCT_VERSION`` (older nsys, newer nsys)
+EXPORT_META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
+
+
+def _mpi_rank(thread_names: Mapping[tuple[int, int], str]) -> int | None:
+    """The one MPI rank the export's thread names record (``MPI Rank N``: nsys names the thread so when it traces
+    MPI); None without one, or with several (one report of a whole ``mpirun``: no one rank)."""
+    found = {int(m.group(1)) for name in thread_names.values() if (m := MPI_RANK_THREAD.fullmatch(str(name)))}
+    return found.pop() if len(found) == 1 else None
+
+
+def _version(export: Export) -> str | None:
+    """The nsys version that exported the file (``EXPORT_PRODUCT_VERSION``), when the export records it."""
+    for table in EXPORT_META_TABLES:
+        if _present(export, table, ("name", "value")):
+            row = export.connection.execute(
+                f"SELECT value FROM {table} WHERE name = 'EXPORT_PRODUCT_VERSION' LIMIT 1"
+            ).fetchone()
+            if row and row[0] is not None:
+                return str(row[0])
+    return None
 
 
 _READ_TABLES = (
