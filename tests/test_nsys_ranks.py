@@ -23,6 +23,7 @@ import popprof
 from popprof.cli import main
 from popprof.metrics.devices import device_breakdown
 from popprof.model.errors import InputError
+from popprof.model.readproblems import problems
 from popprof.readers import rank_dir, read_path
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
@@ -50,6 +51,25 @@ def two(tmp_path_factory) -> tuple[Path, popprof.Profile]:
     return path, profiles["run"]
 
 
+#: the session start the two exports record (TARGET_INFO_SESSION_START_TIME), read with SQL
+START_SQL = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"
+#: how far after the saxpy's session the nvFuser copy of ``together`` starts: ranks of one run start together
+TOGETHER_NS = 2_500_000_000
+
+
+@pytest.fixture(scope="module")
+def together(tmp_path_factory) -> popprof.Profile:
+    """The two exports as ranks of one run: the nvFuser copy's recorded session start set 2.5 s after the saxpy's
+    (the real exports were made 18 months apart; only that one value of the copy is changed)."""
+    import sqlite3
+
+    path = _directory(tmp_path_factory.mktemp("nsys") / "run", TWO)
+    ((saxpy_start,),) = sql_rows(SAXPY, START_SQL)
+    with sqlite3.connect(path / "report_rank1.sqlite") as db:
+        db.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = ?", (saxpy_start + TOGETHER_NS,))
+    return popprof.open_all(path)["run"]
+
+
 def _without_rank(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.drop(columns="rank").reset_index(drop=True)
     for column in out.columns:
@@ -75,7 +95,39 @@ def test_one_profile_with_both_ranks_and_each_ranks_events(two) -> None:
                 single.events[column].astype(str).value_counts().to_dict()
             )
         assert mine["dur_us"].sum() == pytest.approx(single.events["dur_us"].sum(), rel=1e-12)
-        assert np.array_equal(mine["start_us"].to_numpy(), single.events["start_us"].to_numpy())
+    # each rank's times move by its session's start after the earliest (the saxpy's, 18 months before
+    # nvFuser's: float64 keeps 0.01 us at that distance)
+    ((saxpy_start,),) = sql_rows(SAXPY, START_SQL)
+    ((fuser_start,),) = sql_rows(FUSER, START_SQL)
+    offsets = {0: 0.0, 1: (fuser_start - saxpy_start) / 1000.0}
+    assert json.loads(p.meta["nsys.rank_offsets_us"]) == {str(r): o for r, o in offsets.items()}
+    assert np.array_equal(
+        ev.loc[ev["rank"] == 0, "start_us"].to_numpy(), singles[0].events["start_us"].to_numpy()
+    )
+    moved = ev.loc[ev["rank"] == 1, "start_us"].to_numpy() - offsets[1]
+    assert np.allclose(moved, singles[1].events["start_us"].to_numpy(), rtol=0, atol=0.01)
+    # sessions 18 months apart are not one run: said as a read problem
+    assert p.meta["warnings.sessions_apart"] == "1"
+    assert "likely of another run" in problems(p)["sessions_apart"]
+
+
+def test_ranks_of_one_run_are_put_on_one_clock(together) -> None:
+    p = together
+    assert json.loads(p.meta["nsys.rank_offsets_us"]) == {"0": 0.0, "1": TOGETHER_NS / 1000.0}
+    assert "warnings.sessions_apart" not in p.meta
+    ev = p.events
+    for rank, source, offset in ((0, SAXPY, 0.0), (1, FUSER, TOGETHER_NS / 1000.0)):
+        single = read_path(source)
+        for table, column in (("events", "start_us"), ("cpu_slices", "start_us"), ("cpu_samples", "ts_us")):
+            theirs, mine = single.get(table), p.get(table)
+            if theirs is None or not len(theirs):
+                continue
+            mine = mine[mine["rank"] == rank]
+            assert np.array_equal(mine[column].to_numpy(), theirs[column].to_numpy() + offset), (table, rank)
+    # the first kernel of rank 1 starts 2.5 s (its session's start) plus its own start after rank 0's session
+    kernels = ev[(ev["channel"] == "kernel") & (ev["rank"] == 1)]
+    ((first_ns,),) = sql_rows(FUSER, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert kernels["start_us"].min() == pytest.approx((TOGETHER_NS + first_ns) / 1000.0, abs=1e-6)
 
 
 def test_kernels_per_rank_equal_sql_on_each_file(two) -> None:
@@ -122,8 +174,8 @@ def test_host_tables_per_rank_equal_the_single_read(two, table: str) -> None:
         assert len(mine) == samples
 
 
-def test_device_table_has_one_row_per_rank_and_device_as_the_single_reads(two) -> None:
-    _, p = two
+def test_device_table_has_one_row_per_rank_and_device_as_the_single_reads(together) -> None:
+    p = together
     table = device_breakdown(p)
     assert list(zip(table["rank"].tolist(), table["device"].astype(str).tolist(), strict=True)) == [
         (0, "gpu:0"),

@@ -35,6 +35,9 @@ MEANINGS: dict[str, str] = {
     "rank_given": "{n} {file|files} of the rank directory {has|have} no rank (no distributedInfo.rank or "
     "MPI Rank thread, no rank-N in {its|their} name): given the lowest {rank|ranks} no file has (the "
     "metadata's trace.rank_notes names {it|them})",
+    "sessions_apart": "{n} {export's session starts|exports' sessions start} more than an hour after the "
+    "first rank's: the ranks of one run start together, so {it is|they are} likely of another run (times across "
+    "ranks, collective skew and stragglers then compare runs; the metadata's nsys.rank_offsets_us)",
     "unparsed_memory_errors": "{n} {line looks|lines look} like an out-of-memory error but {is|are} in no form "
     "popprof reads: not counted as {a failure|failures} (the metadata's oom_log.unparsed lists {it|them})",
 }

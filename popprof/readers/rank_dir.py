@@ -166,6 +166,7 @@ def read(path: Path, **options: object) -> Profile:
     if kind == rocprof.FORMAT:
         _one_file_a_process(path, files, profiles)
     ranks, notes = _ranks(path, files, profiles)
+    offsets = _on_one_clock(profiles) if kind == nsys.FORMAT else None
     events = concat_tables([p.events for p in profiles], id_columns=("event_id", "parent_id"))
     threads = concat_tables([p.get("threads") for p in profiles])
     counters = concat_tables([p.get("counters") for p in profiles])
@@ -195,6 +196,13 @@ def read(path: Path, **options: object) -> Profile:
             metadata.setdefault(key, value)
     if kind == nsys.FORMAT:
         metadata.update(_nsys_metadata(files, ranks, profiles))
+        if offsets is not None:
+            metadata["nsys.rank_offsets_us"] = json.dumps(
+                {str(r): offset for r, offset in zip(ranks, offsets, strict=True)}
+            )
+            apart = sum(offset > SESSIONS_APART_US for offset in offsets)
+            if apart:
+                metadata["warnings.sessions_apart"] = apart
     if notes:
         metadata["trace.rank_notes"] = json.dumps(notes)
         metadata["warnings.rank_given"] = len(notes)
@@ -363,3 +371,35 @@ def _nsys_metadata(
     if sources:
         metadata["trace.rank_sources"] = json.dumps(sources)
     return metadata
+
+
+#: the ranks of one run start their sessions within seconds or minutes of each other: an export whose session
+#: starts more than this after the first rank's is warned about (``warnings.sessions_apart``)
+SESSIONS_APART_US = 3600e6
+#: each table of an nsys export's profile with times from the session's start, and its time columns
+NSYS_TIMES = {
+    "events": ("start_us",),
+    "cpu_slices": ("start_us",),
+    "cpu_samples": ("ts_us",),
+    "flows": ("ts_us",),
+}
+
+
+def _on_one_clock(profiles: Sequence[Profile]) -> list[float] | None:
+    """Put the ranks' nsys exports on one clock: an export's times count from its own session's start, and the
+    ranks' sessions start apart (each rank's ``nsys profile`` starts with its process), so each rank's times are
+    moved by its session's start (``nsys.session_start_utc_ns``, UTC) after the earliest, as Nsight Systems
+    lines up several reports of one run. Returns each rank's offset in µs; None, with nothing moved, when an
+    export does not record its start (the ranks' times then stay each from its own start)."""
+    starts = [profile.meta.get("nsys.session_start_utc_ns") for profile in profiles]
+    if any(start is None for start in starts):
+        return None
+    first = min(int(start) for start in starts)
+    offsets = [(int(start) - first) / 1000.0 for start in starts]
+    for profile, offset in zip(profiles, offsets, strict=True):
+        if offset:
+            for table, columns in NSYS_TIMES.items():
+                frame = profile.get(table)
+                if frame is not None and len(frame):
+                    profile.set_table(table, frame.assign(**{c: frame[c] + offset for c in columns}))
+    return offsets
