@@ -64,7 +64,7 @@ def device_headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
     return [
         ctx.finding(
             severity,
-            "GPU memory near capacity" + (", fragmented" if fragmented else ""),
+            _title(worst, ctx.params, fragmented),
             _message(flagged, ctx.params, fragmented),
             value=float(worst["share"]),
             threshold=_threshold(worst["share"], ctx.params),
@@ -118,6 +118,15 @@ def _row(record: dict, slack: dict | None, params: dict) -> dict:
         "basis": record["basis"],
         "severity": severity,
     }
+
+
+def _title(worst: pd.Series, params: dict, fragmented: bool) -> str:
+    """The finding's title: near capacity, and why when the rule can tell (fragmented, held before)."""
+    if fragmented:
+        return "GPU memory near capacity, fragmented"
+    if worst["held_share"] >= params["held"]:
+        return "GPU memory near capacity, held before the trace"
+    return "GPU memory near capacity"
 
 
 def _threshold(share: float, params: dict) -> float:
