@@ -217,3 +217,27 @@ def test_the_summary_lists_it_among_the_opportunities():
     assert result.exit_code == 0, result.output
     ids = [o["rule_id"] for o in json.loads(result.stdout)["what_limits"]["opportunities"]]
     assert RULE in ids
+
+
+def test_two_gpus_one_finding_the_worst_first(tmp_path):
+    # BERT-small's real trace with its GPU's allocator events copied onto a second GPU (Device Id 1), whose
+    # deviceProperties entry is a copy of the first's: capacities 125,000,000 B (97.3 %: an error) and
+    # 130,000,000 B (93.6 %: a warning)
+    doc = _doc(BERT)
+    (props,) = doc["deviceProperties"]
+    props["totalGlobalMem"] = SMALL_CAPACITY
+    doc["deviceProperties"].append({**props, "id": 1, "totalGlobalMem": 130_000_000})
+    copies = [
+        {**e, "args": {**e["args"], "Device Id": 1}}
+        for e in doc["traceEvents"]
+        if e.get("name") == "[memory]" and e["args"]["Device Type"] == 1
+    ]
+    doc["traceEvents"].extend(copies)
+    path = tmp_path / "two_gpus.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(doc, handle)
+    (f,) = check(popprof.open(path), rules=[RULE]).by_rule(RULE)
+    assert f.severity == "error" and f.where["devices"] == ["gpu:0", "gpu:1"]
+    assert list(f.evidence["severity"]) == ["error", "warning"]
+    assert f.value == pytest.approx(121_634_816 / SMALL_CAPACITY)
+    assert f.message.endswith("; also gpu:1 93.6 %")

@@ -52,14 +52,21 @@ EVIDENCE_COLUMNS = [
 )
 def device_headroom(profile: Profile, ctx: RuleContext) -> list[Finding]:
     """One finding for the GPUs whose peak reserved (else allocated) reaches ``warning`` of their memory,
-    the worst first; its severity one step lower on a device that held ``held`` of its peak before the
-    trace began (docs/rules.md)."""
+    the worst severity first, then the fullest; a device's severity is one step lower when ``held`` of its
+    peak was in use before the trace began (docs/rules.md)."""
     frame = _devices(profile, ctx.params)
-    flagged = frame[frame["severity"].notna()].sort_values("share", ascending=False, kind="stable")
+    flagged = frame[frame["severity"].notna()]
     if flagged.empty:
         return []
+    rank = flagged["severity"].map(SEVERITIES.index).rename("rank_of_severity")
+    order = pd.concat([rank, flagged["share"]], axis=1).sort_values(
+        ["rank_of_severity", "share"], ascending=False, kind="stable"
+    )
+    flagged = flagged.loc[
+        order.index
+    ]  # the worst severity first, then the fullest: the message leads with it
     worst = flagged.iloc[0]
-    severity = max(flagged["severity"], key=SEVERITIES.index)
+    severity = worst["severity"]
     fragmented = bool(worst["unallocated_share"] >= ctx.params["fragmentation"])
     return [
         ctx.finding(
@@ -149,7 +156,7 @@ def _message(flagged: pd.DataFrame, params: dict, fragmented: bool) -> str:
             "; the net of the blocks allocated since the trace began (the trace gives no allocator totals): "
             "memory allocated before it is not in it"
         )
-    if w["peak_op"]:
+    if isinstance(w["peak_op"], str):
         text += f"; the peak allocated was reached in {w['peak_op']}"
     if w["held_share"] >= params["held"]:
         text += (
@@ -183,8 +190,8 @@ def _where(flagged: pd.DataFrame) -> dict:
     if ranks:
         where["ranks"] = ranks
     op = flagged.iloc[0]["peak_op"]
-    if op:
-        where["operations"] = [str(op)]
+    if isinstance(op, str):  # None when no operator was around the peak's allocation
+        where["operations"] = [op]
     return where
 
 
