@@ -114,6 +114,27 @@ def memory_over_time(profile: Profile) -> dict[tuple[int | None, str], pd.DataFr
     return out
 
 
+def reserved_peaks(profile: Profile) -> dict[tuple[int | None, str], dict]:
+    """Per (rank, device), as :func:`device_memory` keys its records, for the devices whose allocator events
+    give ``Total Reserved``: ``peak_reserved_bytes`` (the largest), ``allocated_at_peak_bytes`` (the most in
+    use, :func:`in_use`, at an event where the reserved stood at that peak) and ``unallocated_at_peak_bytes``,
+    their difference: the bytes reserved but not allocated at the peak, which no packing of the blocks live
+    then could have returned (docs/figures.md, "Device memory"). Devices without the reserved are left out."""
+    out = {}
+    for key, curve in memory_over_time(profile).items():
+        reserved = curve["reserved_bytes"].to_numpy(dtype=np.float64)
+        if np.isnan(reserved).all():
+            continue
+        peak = float(np.nanmax(reserved))
+        allocated = float(curve["allocated_bytes"].to_numpy(dtype=np.float64)[reserved == peak].max())
+        out[key] = {
+            "peak_reserved_bytes": int(peak),
+            "allocated_at_peak_bytes": int(allocated),
+            "unallocated_at_peak_bytes": int(max(peak - allocated, 0.0)),
+        }
+    return out
+
+
 def _operators(profile: Profile, rows: np.ndarray) -> np.ndarray:
     """The operator each ``[memory]`` row (positions ``rows``) belongs to: its innermost enclosing framework
     operator (Kineto's ``cpu_op``) that is not an allocation primitive (``aten::empty`` under ``aten::addmm`` is

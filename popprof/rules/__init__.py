@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (register the built-in rules)
     copies,
     dependency,
+    device_memory,
     distributed,
     exchange,
     host,
