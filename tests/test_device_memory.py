@@ -31,7 +31,9 @@ RESNET_2021 = TRACES / "kineto2021_resnet50_worker0.pt.trace.json.gz"
 
 
 def _raw(path: Path) -> dict[str, list[dict]]:
-    """The file's ``[memory]`` events by device (c10's types 1 and 6 are GPUs), sorted by time (stable)."""
+    """The file's ``[memory]`` events by device (c10's types 1 and 6 are GPUs), sorted by time (stable). In a
+    roctracer trace whose kernels and copies run on one GPU and whose allocator names one GPU, the allocator's
+    GPU is named as the work names it (roctracer numbers GPUs by HSA agent, the host's CPUs first)."""
     with gzip.open(path, "rt") as handle:
         doc = json.load(handle)
     out: dict[str, list[dict]] = {}
@@ -40,6 +42,14 @@ def _raw(path: Path) -> dict[str, list[dict]]:
             kind = e["args"]["Device Type"]
             device = "cpu" if kind == 0 else f"gpu:{e['args']['Device Id']}" if kind in (1, 6) else str(kind)
             out.setdefault(device, []).append(e)
+    work = {
+        f"gpu:{e['args']['device']}"
+        for e in doc["traceEvents"]
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "device" in e.get("args", {})
+    }
+    gpus = [d for d in out if d.startswith("gpu:")]
+    if "roctracer_version" in doc and len(work) == 1 and len(gpus) == 1:
+        out[next(iter(work))] = out.pop(gpus[0])
     return {d: sorted(v, key=lambda e: float(e["ts"])) for d, v in out.items()}
 
 
@@ -66,13 +76,14 @@ def test_the_peaks_are_the_allocators_own_totals(path: Path):
         assert m["frees"] == sum(b < 0 for b in blocks)
         assert m["freed_bytes"] == -sum(b for b in blocks if b < 0)
         assert (m["start_bytes"], m["end_bytes"]) == (totals[0] - blocks[0], totals[-1])
-    gpu = memory["gpu:0"]
+    gpu = memory["gpu:0" if path == BERT else "gpu:2"]
     if path == BERT:  # 96.6 MiB at most, 87.1 MiB in use before the first event and after the last
         assert (gpu["peak_allocated_bytes"], gpu["start_bytes"]) == (101_305_344, 91_360_768)
         assert gpu["rank"] is None
         assert gpu["capacity_bytes"] == 85_018_279_936  # deviceProperties' totalGlobalMem: an H100 80GB
         assert memory["cpu"]["capacity_bytes"] is None
-    else:  # a HIP device is a GPU; the trace's rank is kept
+    else:  # a HIP device is a GPU; the trace's rank is kept; HIP's device 0 named as roctracer names it (agent 2)
+        assert {e["args"]["Device Id"] for e in raw["gpu:2"]} == {0}
         assert (gpu["peak_allocated_bytes"], gpu["rank"]) == (191_628_704_768, 0)
         assert gpu["capacity_bytes"] == 206_141_652_992  # vLLM reserves most of the MI300X's 192 GiB
         text = CliRunner().invoke(cli, ["summary", str(path), "-q"]).stdout
@@ -247,3 +258,38 @@ def test_the_store_keeps_the_allocations_and_the_peak(tmp_path: Path):
     rows = json.loads(result.stdout)
     assert [(r["device"], r["n"], r["peak"]) for r in rows] == [("cpu", 18, 16), ("gpu:0", 218, 101_305_344)]
     assert rows[1]["metric"] == 101_305_344
+
+
+@pytest.mark.parametrize(
+    "name", ["tracelens_mi300x_vllm_graph_capture.json.gz", "tracelens_mi300x_normalization.json.gz"]
+)
+def test_a_roctracer_trace_names_its_gpu_once(name: str):
+    """roctracer numbers the GPU by its HSA agent (2: the host's two CPUs come first), PyTorch's allocator by
+    HIP's index (0): the memory is named as the GPU work names the device, so every figure names one device,
+    and its capacity is the memory every GPU of ``deviceProperties`` has."""
+    path = TRACES / name
+    with gzip.open(path, "rt") as handle:
+        doc = json.load(handle)
+    assert "roctracer_version" in doc
+    hip = {e["args"]["Device Id"] for e in doc["traceEvents"] if e.get("name") == "[memory]"}
+    hip_gpu = {
+        e["args"]["Device Id"]
+        for e in doc["traceEvents"]
+        if e.get("name") == "[memory]" and e["args"]["Device Type"] == 6
+    }
+    agents = {e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")}
+    assert hip_gpu == {0} and agents == {2} and hip >= {0}
+    result = CliRunner().invoke(cli, ["summary", str(path), "--format", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    doc_out = json.loads(result.stdout)
+    gpus = {m["device"] for m in doc_out["trace"]["device_memory"] if m["device"] != "cpu"}
+    assert gpus == {row["device"] for row in doc_out["trace"]["devices"]} == {"gpu:2"}
+    sizes = {p["totalGlobalMem"] for p in doc["deviceProperties"]}
+    (memory,) = [m for m in doc_out["trace"]["device_memory"] if m["device"] == "gpu:2"]
+    assert len(sizes) == 1 and memory["capacity_bytes"] == sizes.pop()
+
+
+def test_a_cuda_trace_keeps_the_allocators_numbering():
+    """CUPTI numbers a GPU as CUDA does, as the allocator does: nothing is renamed (BERT-small: gpu:0 both)."""
+    memory = {m["device"] for m in _summary(BERT)}
+    assert memory == {"gpu:0", "cpu"}

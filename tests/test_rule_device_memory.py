@@ -93,18 +93,18 @@ def test_vllm_is_info_with_the_figures_of_its_raw_events(vllm):
     assert row["unallocated_bytes"] == raw["reserved"] - raw["allocated_at_peak"] == 1_992_950_784
     assert row["unallocated_share"] < 0.1  # 1.0 %: not fragmented
     # the same figures as the metric's
-    (memory,) = [m for m in device_memory(vllm) if m["device"] == "gpu:0"]
+    (memory,) = [m for m in device_memory(vllm) if m["device"] == "gpu:2"]  # roctracer's number of HIP's 0
     assert (memory["peak_reserved_bytes"], memory["capacity_bytes"], memory["start_bytes"]) == (
         raw["reserved"],
         raw["capacity"],
         raw["start"],
     )
-    assert reserved_peaks(vllm)[(0, "gpu:0")]["unallocated_at_peak_bytes"] == row["unallocated_bytes"]
+    assert reserved_peaks(vllm)[(0, "gpu:2")]["unallocated_at_peak_bytes"] == row["unallocated_bytes"]
     # the gain: the reserved peak above what was in use when the trace began, of the GPU's memory
     gain = f.estimated_gain
     assert gain.unit == "bytes" and gain.value == raw["reserved"] - raw["start"] == 2_010_686_464
-    assert gain.whole == raw["capacity"] and gain.whole_words == "rank 0 gpu:0's memory"
-    assert f.where == {"devices": ["rank 0 gpu:0"], "ranks": [0], "operations": [memory["peak_op"]]}
+    assert gain.whole == raw["capacity"] and gain.whole_words == "rank 0 gpu:2's memory"
+    assert f.where == {"devices": ["rank 0 gpu:2"], "ranks": [0], "operations": [memory["peak_op"]]}
     assert memory["peak_op"] == "<built-in function _empty_strided_cuda>"
     assert "99.0 % of it was in use before the trace began" in f.message and "vLLM's KV cache" in f.message
 
@@ -207,9 +207,9 @@ def test_check_text_fits_80_columns_and_json_carries_the_gain(tmp_path):
         "unit": "bytes",
         "basis": finding["estimated_gain"]["basis"],
         "whole": 206_141_652_992,
-        "of": "rank 0 gpu:0's memory",
+        "of": "rank 0 gpu:2's memory",
     }
-    assert finding["where"]["devices"] == ["rank 0 gpu:0"]
+    assert finding["where"]["devices"] == ["rank 0 gpu:2"]
 
 
 def test_the_summary_lists_it_among_the_opportunities():

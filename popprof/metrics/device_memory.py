@@ -43,9 +43,13 @@ def _device_memory(profile: Profile, top: int) -> list[dict]:
     if not groups:
         return []
     capacity = _capacities(profile)
+    alike = set(capacity.values())
+    # a GPU the list does not number (AMD's roctracer names a GPU by its HSA agent, not its HIP index:
+    # readers/chrome/allocations.py) has the memory every listed GPU has, when they all have the same
+    anyone = alike.pop() if len(alike) == 1 else None
     origin = time_origin(profile) or 0.0
     out = [
-        _one(rank, device, group, origin, top, capacity.get(device))
+        _one(rank, device, group, origin, top, capacity.get(device, anyone if device != "cpu" else None))
         for (rank, device), group in groups.items()
     ]
     return sorted(out, key=lambda r: (r["device"] == "cpu", r["rank"], r["device"]))

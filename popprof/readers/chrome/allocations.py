@@ -85,14 +85,37 @@ def allocation_frame(events: pd.DataFrame, rows: np.ndarray, decoded: list[dict]
     )
 
 
-def allocations_of(events: pd.DataFrame) -> pd.DataFrame:
-    """The table of a profile read with args (its events hold the ``[memory]`` events' args)."""
+def on_the_work_s_gpu(table: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its GPU rows named as the trace's GPU work names their GPU, for a trace of AMD's roctracer.
+
+    roctracer numbers a kernel's or copy's device by its HSA agent, and HSA lists the host's CPUs first: on a
+    two-socket host the first GPU is 2 (ROCm/roctracer#98; pytorch/kineto#926 kept roctracer's number), while
+    PyTorch's allocator writes HIP's device index (0). When the trace's GPU work is on one GPU and the
+    allocator's GPU rows name one GPU, they are the one GPU the process used: the rows take the work's name, so
+    that the memory and the time account name one device. Otherwise (several GPUs on either side: which agent
+    is which index depends on ``HIP_VISIBLE_DEVICES``) the rows keep the allocator's numbering."""
+    work = {str(d) for d in events["device"].dropna().unique() if str(d).startswith("gpu:")}
+    mine = {str(d) for d in table["device"].dropna().unique() if str(d).startswith("gpu:")}
+    if len(work) != 1 or len(mine) != 1 or work == mine:
+        return table
+    table["device"] = table["device"].cat.rename_categories({mine.pop(): work.pop()})
+    return table
+
+
+def allocations_of(events: pd.DataFrame, agent_numbers: bool = False) -> pd.DataFrame:
+    """The table of a profile read with args (its events hold the ``[memory]`` events' args); ``agent_numbers``:
+    the trace's GPU work numbers its GPUs as roctracer does (:func:`on_the_work_s_gpu`)."""
     rows = memory_rows(events)
-    return allocation_frame(events, rows, decoded_args(events["args"].iloc[rows]))
+    table = allocation_frame(events, rows, decoded_args(events["args"].iloc[rows]))
+    return on_the_work_s_gpu(table, events) if agent_numbers else table
 
 
 def allocations_read_on_use(
-    path: Path, before: tuple | None, events: pd.DataFrame, read_again: Callable[[Path], pd.DataFrame]
+    path: Path,
+    before: tuple | None,
+    events: pd.DataFrame,
+    read_again: Callable[[Path], pd.DataFrame],
+    agent_numbers: bool = False,
 ) -> pd.DataFrame:
     """The table of a read without args: the ``[memory]`` events' args found by one scan of the file's bytes
     (:func:`scanned_args`), else (a layout the scan cannot match to ``events`` one by one) from the events of
@@ -105,7 +128,8 @@ def allocations_read_on_use(
     )
     if args is None:
         args = _args_read_again(path, before, mem, read_again)
-    return allocation_frame(events, rows, args)
+    table = allocation_frame(events, rows, args)
+    return on_the_work_s_gpu(table, events) if agent_numbers else table
 
 
 def scanned_args(

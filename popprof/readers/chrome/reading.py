@@ -242,11 +242,13 @@ def _read_parts(
     flows_table = Deferred(n_flows, build) if n_flows else None
     # the allocator's [memory] events: their args when first used (summary's device memory), read then
     n_memory = len(memory_rows(events))
+    agent_numbers = "roctracer_version" in parsed.top  # its GPU work numbered by HSA agent (allocations.py)
     if n_memory and with_args:
-        allocations = Deferred(n_memory, partial(allocations_of, events))
+        allocations = Deferred(n_memory, partial(allocations_of, events, agent_numbers))
     elif n_memory:
         allocations = Deferred(
-            n_memory, partial(allocations_read_on_use, path, before, events, _events_with_args)
+            n_memory,
+            partial(allocations_read_on_use, path, before, events, _events_with_args, agent_numbers),
         )
     else:
         allocations = None
