@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -225,3 +227,59 @@ def test_a_backward_node_is_named_by_the_node_not_the_engine():
     table = result.stdout[result.stdout.index("Top GPU operators") :].split("\n\n")[0]
     assert "autograd::engine" not in table
     assert table.count("AccumulateGrad") == 1 and "All2All_Pooled_WaitBackward" in table
+
+
+def test_signatures_every_row_has_a_public_source_and_names_a_device_of_the_peaks():
+    table = peaks.device_signatures()
+    assert table["source"].str.contains("https://").all()
+    assert not table.duplicated(["compute_major", "compute_minor", "sms", "memory_min_gib"]).any()
+    for name in table["name"]:
+        assert peaks.match_device(name) is not None, name
+
+
+def test_a_rocm7_gpu_without_a_name_is_named_by_its_properties():
+    """ROCm 7's Kineto writes ``"name": ""`` (TraceLens's vLLM decode trace on an MI300X: gfx942, 304 CUs,
+    192 GiB): the GPU is named by its properties, so its operators get the MI300X's roofline; the GEMM of its
+    LM head, 32 x 2,880 by 2,880 x 201,088 bf16, is memory-bound."""
+    path = (
+        Path(__file__).resolve().parent.parent
+        / "fixtures/real/traces/tracelens_mi300x_vllm_decode_graph.json.gz"
+    )
+    with gzip.open(path, "rt") as handle:
+        props = json.load(handle)["deviceProperties"]
+    assert {p["name"] for p in props} == {""}
+    assert (props[0]["computeMajor"], props[0]["computeMinor"], props[0]["numSms"]) == (9, 4, 304)
+    profile = popprof.open(path, with_args=True)
+    assert peaks.profile_device(profile) == ("AMD Instinct MI300X", "MI300X")
+    table = operations.operations(profile)
+    mm = table[table["name"] == "aten::mm"].iloc[0]
+    assert mm["input_shapes"] == [[32, 2880], [2880, 201088]]
+    assert mm["flops_per_call"] == 2 * 32 * 2880 * 201088
+    assert (mm["peak_tflops"], mm["peak_tbps"]) == (1307.4, 5.3)
+    assert mm["bound"] == "memory" and mm["tbps"] / 5.3 == pytest.approx(0.80, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("props", "name"),
+    [
+        (
+            {"computeMajor": 9, "computeMinor": 4, "numSms": 304, "totalGlobalMem": 206141652992},
+            "AMD Instinct MI300X",
+        ),
+        (
+            {"computeMajor": 9, "computeMinor": 4, "numSms": 304, "totalGlobalMem": 274877906944},
+            "AMD Instinct MI325X",
+        ),
+        (
+            {"computeMajor": 9, "computeMinor": 4, "numSms": 228, "totalGlobalMem": 137438953472},
+            None,
+        ),  # MI300A
+        (
+            {"computeMajor": 9, "computeMinor": 0, "numSms": 104, "totalGlobalMem": 68702699520},
+            None,
+        ),  # MI210/MI250
+        ({"computeMajor": 9, "computeMinor": 4, "numSms": 304}, None),  # no memory: not identified
+    ],
+)
+def test_named_by_signature_only_where_one_row_matches(props, name):
+    assert peaks.named_by_signature(props) == name

@@ -71,10 +71,45 @@ def xplane_devices(profile: Profile) -> list[dict]:
     return _dicts(profile, "xplane.gpus")
 
 
+@lru_cache(maxsize=1)
+def device_signatures() -> pd.DataFrame:
+    """GPUs known by their properties alone: ``name, compute_major, compute_minor, sms, memory_min_gib,
+    memory_max_gib, source`` (a public source per row)."""
+    with (
+        resources.files("popprof.metrics")
+        .joinpath("data/device_signatures.csv")
+        .open("r", encoding="utf-8") as f
+    ):
+        return pd.read_csv(f)
+
+
+def named_by_signature(props: dict) -> str | None:
+    """The name of the GPU a ``deviceProperties`` entry describes when it gives none (ROCm 7's Kineto writes
+    ``"name": ""``): the one row of :func:`device_signatures` its compute capability, compute units
+    (``numSms``) and memory (``totalGlobalMem``) match; None when no row or several match."""
+    memory = props.get("totalGlobalMem")
+    if not all(type(props.get(k)) is int for k in ("computeMajor", "computeMinor", "numSms")) or (
+        type(memory) is not int
+    ):
+        return None
+    table = device_signatures()
+    gib = memory / 2**30
+    rows = table[
+        (table["compute_major"] == props["computeMajor"])
+        & (table["compute_minor"] == props["computeMinor"])
+        & (table["sms"] == props["numSms"])
+        & (table["memory_min_gib"] <= gib)
+        & (gib <= table["memory_max_gib"])
+    ]
+    return str(rows["name"].iloc[0]) if len(rows) == 1 else None
+
+
 def device_names(profile: Profile) -> list[str]:
-    """The device names a trace holds: a Kineto trace's ``deviceProperties`` GPU names, else an XPlane's TPU
-    chip kinds (``device_type_string``: ``TPU v6 Lite``); empty when it names none."""
-    names = [str(p["name"]) for p in device_properties(profile) if p.get("name")]
+    """The device names a trace holds: a Kineto trace's ``deviceProperties`` GPU names (a GPU without one named
+    by its properties where they identify it, :func:`named_by_signature`), else an XPlane's TPU chip kinds
+    (``device_type_string``: ``TPU v6 Lite``); empty when it names none."""
+    names = [str(p.get("name") or named_by_signature(p) or "") for p in device_properties(profile)]
+    names = [name for name in names if name]
     if names:
         return names
     return [str(p["device_type_string"]) for p in xplane_devices(profile) if p.get("device_type_string")]
