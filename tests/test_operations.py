@@ -92,6 +92,8 @@ def test_peaks_say_dense_or_vector_and_where_each_figure_is():
         ("AMD Instinct MI325X", "MI325X"),
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD Instinct MI250X", "MI250X (one GCD)"),  # a process sees one of the board's two GCDs
+        ("AMD Instinct MI250", "MI250 (one GCD)"),  # not the MI250X's row
+        ("AMD Instinct MI210", "MI210"),
         ("NVIDIA GeForce RTX 3090", None),  # an unknown GPU: no peak, bound stays null
     ],
 )
@@ -274,12 +276,30 @@ def test_a_rocm7_gpu_without_a_name_is_named_by_its_properties():
             {"computeMajor": 9, "computeMinor": 4, "numSms": 228, "totalGlobalMem": 137438953472},
             None,
         ),  # MI300A
-        (
+        (  # an MI210 or one GCD of an MI250: the same peaks per GPU
             {"computeMajor": 9, "computeMinor": 0, "numSms": 104, "totalGlobalMem": 68702699520},
+            "AMD Instinct MI210 or MI250 (one GCD)",
+        ),
+        (  # an MI100 (gfx908): no row
+            {"computeMajor": 9, "computeMinor": 0, "numSms": 120, "totalGlobalMem": 34342961152},
             None,
-        ),  # MI210/MI250
+        ),
         ({"computeMajor": 9, "computeMinor": 4, "numSms": 304}, None),  # no memory: not identified
     ],
 )
 def test_named_by_signature_only_where_one_row_matches(props, name):
     assert peaks.named_by_signature(props) == name
+
+
+def test_a_generic_name_gives_way_to_the_properties_and_a_known_name_does_not():
+    """The MI250 toy names its GPU 'AMD Radeon Graphics' (no peak row): its properties (gfx90a, 104 CUs,
+    64 GiB) name it, and its operators get the MI210's roofline, which is an MI250 GCD's too; the TraceLens MI210
+    trace's own name is kept."""
+    toy = popprof.open(REAL / "amd_mi250_minitoy.json.gz")
+    assert peaks.device_properties(toy)[0]["name"] == "AMD Radeon Graphics"
+    assert peaks.profile_device(toy) == ("AMD Instinct MI210 or MI250 (one GCD)", "MI210")
+    for dtype in ("fp64", "fp32", "fp16", "bf16"):
+        mi210, gcd = peaks.peak("MI210", dtype), peaks.peak("MI250 (one GCD)", dtype)
+        assert mi210.tflops == pytest.approx(gcd.tflops, rel=0.003) and mi210.tbps == gcd.tbps == 1.6
+    mi210 = popprof.open(REAL / "tracelens_mi210_gpu_only.json.gz")
+    assert peaks.profile_device(mi210) == ("AMD Instinct MI210", "MI210")

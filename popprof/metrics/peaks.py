@@ -104,11 +104,21 @@ def named_by_signature(props: dict) -> str | None:
     return str(rows["name"].iloc[0]) if len(rows) == 1 else None
 
 
+def _name(props: dict) -> str:
+    """A ``deviceProperties`` entry's GPU name: its own when the peak table knows it, else the name its
+    properties give (:func:`named_by_signature`; ROCm's ``""`` or generic ``AMD Radeon Graphics``), else its
+    own."""
+    own = str(props.get("name") or "")
+    if own and match_device(own) is not None:
+        return own
+    return named_by_signature(props) or own
+
+
 def device_names(profile: Profile) -> list[str]:
-    """The device names a trace holds: a Kineto trace's ``deviceProperties`` GPU names (a GPU without one named
-    by its properties where they identify it, :func:`named_by_signature`), else an XPlane's TPU chip kinds
-    (``device_type_string``: ``TPU v6 Lite``); empty when it names none."""
-    names = [str(p.get("name") or named_by_signature(p) or "") for p in device_properties(profile)]
+    """The device names a trace holds: a Kineto trace's ``deviceProperties`` GPU names (a GPU whose name the
+    peak table does not know named by its properties where they identify it, :func:`_name`), else an XPlane's
+    TPU chip kinds (``device_type_string``: ``TPU v6 Lite``); empty when it names none."""
+    names = [_name(p) for p in device_properties(profile)]
     names = [name for name in names if name]
     if names:
         return names
