@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+import popprof
 from popprof.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,3 +49,53 @@ def test_a_bundle_manifest_without_tables_is_refused(capsys, tmp_path, monkeypat
     line = _one_error(capsys, command[0], bundle, *command[1:])
     assert str(bundle / "manifest.json") in line and "no field 'tables'" in line, line
     assert not (tmp_path / "out.json").exists()
+
+
+# --------------------------------------------------------------------------- Nsight Systems SQLite exports
+
+NSYS = REAL / "nsys" / "nvfuser_report1.sqlite"
+
+
+def _nsys_copy(tmp_path: Path, *statements: str) -> Path:
+    """A copy of the real nvFuser export with ``statements`` applied (a damaged schema)."""
+    copy = tmp_path / "report.sqlite"
+    copy.write_bytes(NSYS.read_bytes())
+    connection = sqlite3.connect(copy)
+    for statement in statements:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+    return copy
+
+
+def test_an_nsys_export_whose_names_table_lost_its_column_is_one_line(capsys, tmp_path):
+    """StringIds without 'value' was an SQL error quoted whole (the query, 'no such column: s0.value')."""
+    copy = _nsys_copy(tmp_path, "ALTER TABLE StringIds RENAME COLUMN value TO other")
+    line = _one_error(capsys, "summary", copy)
+    assert line == (
+        f"popprof: error: {copy}: table StringIds has no column value: the names cannot be read "
+        "(export the report again with nsys export --type sqlite)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start"),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "deviceId"),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"),
+    ],
+)
+def test_an_nsys_event_table_without_a_needed_column_is_a_read_problem(capsys, tmp_path, table, column):
+    """A kernel table that lost 'start' read as an export with no kernels at all: exit 0, not a word said."""
+    copy = _nsys_copy(tmp_path, f"ALTER TABLE {table} RENAME COLUMN {column} TO other")
+    rows = sqlite3.connect(NSYS).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    assert main(["summary", "--format", "json", str(copy)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and json.loads(out)
+    assert err.strip().splitlines() == [
+        f"popprof: warning: {copy}: read with problems: {rows:,} rows of the export's event tables were not read: "
+        "their table lacks a column popprof needs (the metadata's nsys.tables_lacking_columns names them)"
+    ]
+    meta = popprof.open(copy).meta
+    assert json.loads(meta["nsys.tables_lacking_columns"]) == {table: [column]}
