@@ -8,6 +8,7 @@ and no output file written.
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sqlite3
@@ -99,3 +100,40 @@ def test_an_nsys_event_table_without_a_needed_column_is_a_read_problem(capsys, t
     ]
     meta = popprof.open(copy).meta
     assert json.loads(meta["nsys.tables_lacking_columns"]) == {table: [column]}
+
+
+# --------------------------------------------------------------------------- rank directories
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (b"", "the file is empty"),
+        (gzip.compress(b"not a trace\n" * 50), "holds no Chrome or rocprofv3 trace"),
+    ],
+    ids=["empty", "gzip-not-json"],
+)
+@pytest.mark.parametrize("command", [["summary"], ["tables"], ["check"], ["report", "-o", "r.html"]])
+def test_a_damaged_rank_file_is_one_line_not_a_rank_fewer(
+    capsys, tmp_path, monkeypatch, damage, message, command
+):
+    """An empty rank-1.json.gz (or one holding no JSON) was left out unsaid: two_ranks read as one rank, exit 0."""
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    (run / "rank-1.json.gz").write_bytes(damage)
+    monkeypatch.chdir(tmp_path)
+    line = _one_error(capsys, command[0], run, *command[1:])
+    assert line == (
+        f"popprof: error: {run / 'rank-1.json.gz'}: {message} "
+        "(a damaged rank's trace? write it again, or move it out of the run directory)"
+    )
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_notes_beside_the_rank_traces_are_still_no_rank(capsys, tmp_path):
+    """A plain *.json that is no trace (notes) stays left out: only a file that looks like a rank's is refused."""
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    (run / "notes.json").write_text('{"hello": 1}')
+    assert main(["tables", str(run)]) == 0
+    assert "rank" not in capsys.readouterr().err
