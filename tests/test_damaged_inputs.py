@@ -137,3 +137,21 @@ def test_notes_beside_the_rank_traces_are_still_no_rank(capsys, tmp_path):
     (run / "notes.json").write_text('{"hello": 1}')
     assert main(["tables", str(run)]) == 0
     assert "rank" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", [["tables"], ["summary", "--format", "json"], ["timeline", "-o", "t.json"]]
+)
+def test_a_bundle_without_its_manifest_says_so(capsys, tmp_path, monkeypatch, command):
+    """A bundle that lost manifest.json named its first Parquet file as 'not a recognised profile format'."""
+    bundle = tmp_path / "mk2_oom.popprof"
+    shutil.copytree(FIXTURES / "mk2_oom.popprof", bundle)
+    (bundle / "manifest.json").unlink()
+    monkeypatch.chdir(tmp_path)
+    line = _one_error(capsys, command[0], *command[1:], bundle)
+    count = len(list(bundle.glob("*.parquet")))
+    assert line == (
+        f"popprof: error: {bundle}: a popprof bundle without its manifest.json ({count} Parquet files): "
+        "its tables cannot be read (export the bundle again)"
+    )
+    assert not (tmp_path / "t.json").exists()
