@@ -155,3 +155,22 @@ def test_a_bundle_without_its_manifest_says_so(capsys, tmp_path, monkeypatch, co
         "its tables cannot be read (export the bundle again)"
     )
     assert not (tmp_path / "t.json").exists()
+
+
+# --------------------------------------------------------------------------- Chrome traces
+
+
+@pytest.mark.parametrize("command", [["tables"], ["summary", "--no-shapes"], ["baseline", "-o", "b.json"]])
+def test_a_gzip_trace_cut_off_reads_its_allocations_too(capsys, tmp_path, monkeypatch, command):
+    """A .json.gz with its tail cut read with a warning, then its [memory] events' args, scanned on first use,
+    stopped at the cut: 'gzip data is truncated', exit 2, after the warning (summary with shapes gave exit 0)."""
+    cut = tmp_path / "bert.json.gz"
+    cut.write_bytes((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes()[:-40])
+    monkeypatch.chdir(tmp_path)
+    assert main([command[0], str(cut), *command[1:]]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
+    assert "the file ends early" in lines[0]
+    scanned = popprof.open(cut).allocations
+    assert len(scanned) and scanned.equals(popprof.open(cut, with_args=True).allocations)
