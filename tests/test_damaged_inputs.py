@@ -174,3 +174,23 @@ def test_a_gzip_trace_cut_off_reads_its_allocations_too(capsys, tmp_path, monkey
     assert "the file ends early" in lines[0]
     scanned = popprof.open(cut).allocations
     assert len(scanned) and scanned.equals(popprof.open(cut, with_args=True).allocations)
+
+
+@pytest.mark.parametrize("command", [["tables"], ["baseline", "-o", "b.json"]])
+def test_a_trace_cut_in_half_reads_its_allocations_again_as_the_first_read(
+    capsys, tmp_path, monkeypatch, command
+):
+    """The read again with args (for the allocator events' args) named the parser orjson, which refuses a stream
+    it cannot cut into blocks of whole events: 'parser 'orjson' cannot read this file', exit 2, after the
+    warning of the first read, which had fallen back to ijson."""
+    data = gzip.decompress((REAL / "traces" / "tracelens_h100_falconsai_nsfw.json.gz").read_bytes())
+    cut = tmp_path / "falconsai.json.gz"
+    cut.write_bytes(gzip.compress(data[: len(data) // 2]))
+    monkeypatch.chdir(tmp_path)
+    assert main([command[0], str(cut), *command[1:]]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
+    assert "the file ends early" in lines[0]
+    again = popprof.open(cut).allocations
+    assert len(again) and again.equals(popprof.open(cut, with_args=True).allocations)
