@@ -194,3 +194,20 @@ def test_a_trace_cut_in_half_reads_its_allocations_again_as_the_first_read(
     assert "the file ends early" in lines[0]
     again = popprof.open(cut).allocations
     assert len(again) and again.equals(popprof.open(cut, with_args=True).allocations)
+
+
+# --------------------------------------------------------------------------- rocprofv3
+
+
+def test_a_rocprof_gzip_with_flipped_bytes_names_the_gzip_damage(capsys, tmp_path):
+    """Deflate wrote garbage from the flipped bytes that closed the JSON value early: the error blamed 'text
+    follows the JSON value' (an appended log line?), not the damaged gzip its CRC check would have named."""
+    data = bytearray((REAL / "traces" / "rocprofv3_mi350_train.json.gz").read_bytes())
+    middle = len(data) // 2
+    for i in range(16):
+        data[middle + i * 7] ^= 0xFF
+    damaged = tmp_path / "rocprof.json.gz"
+    damaged.write_bytes(bytes(data))
+    line = _one_error(capsys, "tables", damaged)
+    assert line.startswith(f"popprof: error: {damaged}: corrupt gzip data (CRC check failed "), line
+    assert line.endswith("(re-copy the file; it may be damaged)"), line
