@@ -211,3 +211,33 @@ def test_a_rocprof_gzip_with_flipped_bytes_names_the_gzip_damage(capsys, tmp_pat
     line = _one_error(capsys, "tables", damaged)
     assert line.startswith(f"popprof: error: {damaged}: corrupt gzip data (CRC check failed "), line
     assert line.endswith("(re-copy the file; it may be damaged)"), line
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda tool: tool.update(strings=5), "'strings' is an integer, not an object"),
+        (lambda tool: tool.update(kernel_symbols={}), "'kernel_symbols' is an object, not a list"),
+        (
+            lambda tool: tool["buffer_records"].update(memory_copy="x"),
+            "buffer_records.memory_copy is a string",
+        ),
+        (
+            lambda tool: tool["buffer_records"]["kernel_dispatch"][0].update(end_timestamp=None),
+            "buffer_records.kernel_dispatch[0].end_timestamp is null, not a whole number",
+        ),
+        (
+            lambda tool: tool["buffer_records"]["kernel_dispatch"][0].update(start_timestamp="abc"),
+            'buffer_records.kernel_dispatch[0].start_timestamp is "abc", not a whole number',
+        ),
+    ],
+    ids=["strings", "symbols", "copies", "null-end", "text-start"],
+)
+def test_a_rocprof_field_of_the_wrong_json_type_is_named_in_json_words(capsys, tmp_path, damage, said):
+    """The messages said Python's words: "'strings' is a int, not a dict", "end_timestamp is 'None'"."""
+    document = json.loads(gzip.decompress((REAL / "traces" / "rocprofv3_mi350_train.json.gz").read_bytes()))
+    damage(document["rocprofiler-sdk-tool"][0])
+    damaged = tmp_path / "rocprof.json"
+    damaged.write_text(json.dumps(document))
+    line = _one_error(capsys, "summary", damaged)
+    assert line.startswith(f"popprof: error: {damaged}: {said}"), line
