@@ -209,12 +209,21 @@ class JsonGuard(_Guard):
         rest = raw[start:].lstrip(b" \t\r\n")
         if rest:
             at = self.offset + len(raw) - len(rest)
+            self._drain()
             raise TextAfterJson(
                 self.path,
                 f"text follows the JSON value at byte {at:,} (an appended log line, a comment or a second "
                 "JSON value): the file is not one JSON document",
                 "remove what follows the JSON value, then read the file again",
             )
+
+    def _drain(self) -> None:
+        """Read what is left of the stream below: gzip data damaged further on (a flipped byte makes deflate
+        write garbage that may close the JSON value early) raises its own error, :class:`CorruptGzip`, the cause
+        to name rather than the text it made."""
+        chunk = bytearray(CHUNK_BYTES)
+        while self._inner.readinto(chunk):
+            pass
 
     def _check_exact(self, data: np.ndarray) -> None:
         quotes = self._real_quotes(data)

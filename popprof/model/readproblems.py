@@ -32,6 +32,8 @@ MEANINGS: dict[str, str] = {
     "bad_duration": "{n} {event has|events have} a missing or negative duration",
     "long_events": "{n} {event|events} longer than the event-bytes limit {was|were} read without {its|their} "
     "nested arrays and objects (args values such as input lists became null; see docs/limits.md)",
+    "unread_rows": "{n} {row|rows} of the export's event tables {was|were} not read: {its|their} table lacks a "
+    "column popprof needs (the metadata's nsys.tables_lacking_columns names {it|them})",
     "rank_given": "{n} {file|files} of the rank directory {has|have} no rank (no distributedInfo.rank or "
     "MPI Rank thread, no rank-N in {its|their} name): given the lowest {rank|ranks} no file has (the "
     "metadata's trace.rank_notes names {it|them})",

@@ -238,7 +238,8 @@ def _kind(value: object) -> str:
 
 
 def validate_manifest(manifest: dict, where: Path) -> None:
-    """InputError naming the first manifest field whose JSON type is wrong (a tampered or hand-edited bundle)."""
+    """InputError naming the first manifest field whose JSON type is wrong, or the missing list of tables (a
+    tampered or hand-edited bundle)."""
 
     def bad(field: str, value: object, expected: str) -> InputError:
         return InputError(
@@ -247,6 +248,8 @@ def validate_manifest(manifest: dict, where: Path) -> None:
             "export the bundle again",
         )
 
+    if "tables" not in manifest:  # every bundle written lists its tables: without them it would read as empty
+        raise InputError(where, "bundle manifest has no field 'tables'", "export the bundle again")
     for key, types in MANIFEST_TYPES.items():
         if key in manifest and not isinstance(manifest[key], types):
             raise bad(repr(key), manifest[key], JSON_TYPE_NAMES[types[0]])

@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..io.plural import plural
 from ..model.errors import InputError
 from .dispatch import read_file_all, read_path
 
@@ -77,6 +78,7 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
                 profile.name = key if key not in profiles else f"{key}-{len(profiles)}"
                 profiles[profile.name] = profile
         if not profiles:
+            _refuse_bundle_without_manifest(path)
             detail = f"; {len(skipped)} unreadable: {skipped[0]}" if skipped else ""
             if not detail:
                 detail = _traces_below(path)
@@ -89,6 +91,21 @@ def open_all(path: str | Path, *, config: dict | None = None, **options: object)
             warnings.warn(f"skipped: {problem}", SkippedInputWarning, stacklevel=2)
         return profiles
     return read_file_all(path, **options)
+
+
+def _refuse_bundle_without_manifest(path: Path) -> None:
+    """InputError when ``path`` holds Parquet files and no bundle manifest (a bundle that lost its manifest.json:
+    its tables cannot be read without it), rather than naming the first Parquet file as an unknown format."""
+    from .bundle import MANIFEST
+
+    parquet = sorted(p.name for p in path.glob("*.parquet") if p.is_file())
+    if parquet and not (path / MANIFEST).exists():
+        raise InputError(
+            path,
+            f"a popprof bundle without its {MANIFEST} ({plural(len(parquet), 'Parquet file')}): "
+            "its tables cannot be read",
+            "export the bundle again",
+        )
 
 
 def _traces_below(path: Path) -> str:

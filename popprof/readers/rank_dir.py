@@ -86,6 +86,21 @@ def _sniffed(path: Path) -> dict[Path, str | None]:
     return found
 
 
+def _refuse_left_out(path: Path, traces: Sequence[Path]) -> None:
+    """InputError naming the first file of a rank directory that is named like a rank's trace but would be left
+    out: an empty ``*.json`` / ``*.json.gz`` file, or a ``*.json.gz`` that holds no trace (a damaged rank: read
+    without it, the run would lose a rank unsaid). A plain ``*.json`` that is no trace (notes) is no rank."""
+    read = set(traces)
+    for entry in sorted(path.iterdir(), key=_natural):
+        if entry in read or not entry.is_file() or not entry.name.endswith(TRACE_SUFFIXES):
+            continue
+        hint = "a damaged rank's trace? write it again, or move it out of the run directory"
+        if entry.stat().st_size == 0:
+            raise InputError(entry, "the file is empty", hint)
+        if entry.name.endswith(".json.gz"):
+            raise InputError(entry, "holds no Chrome or rocprofv3 trace", hint)
+
+
 def _corrupt(path: Path) -> bool:
     try:
         read_head(path)
@@ -158,6 +173,7 @@ def read(path: Path, **options: object) -> Profile:
             f"({', '.join(f.name for f in files[:4])}{', ...' if len(files) > 4 else ''}); open each alone",
         )
     kind = kinds[0] if kinds else FORMAT
+    _refuse_left_out(path, files)
     # every rank's flows are read with its events: the directory's flows table joins them (a read that would
     # count them only, flows_on_use, would have to read every file again for it)
     options = {key: value for key, value in options.items() if key != "flows_on_use"}
@@ -206,6 +222,7 @@ def read(path: Path, **options: object) -> Profile:
     if notes:
         metadata["trace.rank_notes"] = json.dumps(notes)
         metadata["warnings.rank_given"] = len(notes)
+
     return Profile(
         path.name or "ranks",
         {

@@ -140,7 +140,9 @@ def scanned_args(
     (each match's object parsed alone); None when they do not match those rows one by one (a writer that puts
     the name far from the object's start, ids written as text, times the reader converts)."""
     found: list[tuple[object, object, object, str]] = []
-    with open_binary(path, before) as handle:  # no JSON guard: each object orjson parses is at most a block
+    # no JSON guard: each object orjson parses is at most a block; a gzip cut off before its end marker ends where
+    # its data ends, as the main read of the file took it (the events before the cut, a read problem)
+    with open_binary(path, before, cut_off_ends=True) as handle:
         carry = b""
         while True:
             chunk = handle.read(_SCAN_BLOCK)

@@ -285,8 +285,10 @@ def _read_parts(
 
 
 def _events_with_args(path: Path):
-    """The ``events`` of ``path`` read again with args (one process), for the ``allocations`` table."""
-    return read(path, with_args=True, parser="orjson", workers=1, flows_on_use=True).events
+    """The ``events`` of ``path`` read again with args (one process), for the ``allocations`` table: by the
+    automatic plan (orjson, as args need), which falls back to ijson where the first read did (a damaged file
+    whose stream cannot be cut into blocks of whole events; a parser named here would refuse it instead)."""
+    return read(path, with_args=True, parser=None, workers=1, flows_on_use=True).events
 
 
 def _flow_table(chunks: list[dict], labels: list[str], rank: int | None):

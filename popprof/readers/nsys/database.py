@@ -34,6 +34,8 @@ class Export:
         rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         self.tables = frozenset(r[0] for r in rows)
         self._columns: dict[str, frozenset[str]] = {}
+        #: event tables that hold rows but lack a column popprof needs: table -> the missing columns
+        self.lacking: dict[str, list[str]] = {}
 
     def columns(self, table: str) -> frozenset[str]:
         """The columns ``table`` has (``PRAGMA table_info``): the schema differs between nsys versions."""
@@ -41,6 +43,17 @@ class Export:
             info = self.connection.execute(f'PRAGMA table_info("{table}")').fetchall()
             self._columns[table] = frozenset(r[1] for r in info)
         return self._columns[table]
+
+    def readable(self, table: str, needed: tuple[str, ...]) -> bool:
+        """Whether ``table`` is there with the ``needed`` columns. An export may lack a table it had nothing
+        for (not a problem); a table that holds rows without a needed column (a damaged export) is recorded
+        in :attr:`lacking`, a read problem, as its rows cannot be read."""
+        if table not in self.tables:
+            return False
+        missing = sorted(set(needed) - self.columns(table))
+        if missing and self.count(table):
+            self.lacking[table] = missing
+        return not missing
 
     def query(self, sql: str) -> pd.DataFrame:
         """One query's rows as a DataFrame."""
@@ -79,6 +92,11 @@ def opened(path: Path) -> Iterator[Export]:
                 "an SQLite database but not an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* "
                 "or NVTX_EVENTS tables)",
                 "popprof reads the SQLite that nsys export --type sqlite writes",
+            )
+        missing = sorted({"id", "value"} - export.columns("StringIds"))
+        if missing:
+            raise InputError(
+                path, f"table StringIds has no column {', '.join(missing)}: the names cannot be read", _HINT
             )
         yield export
     except (sqlite3.Error, pd.errors.DatabaseError) as exc:

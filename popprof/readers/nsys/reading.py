@@ -111,6 +111,7 @@ def read(
             _nvtx(export),
         ]
         counts = {t: export.count(t) for t in _READ_TABLES}
+        lacking = dict(export.lacking)
         twins = parts[3].attrs.get("backtrace_twins", 0) if parts[3] is not None else 0
         unread = {t: n for t in UNREAD_TABLES if (n := export.count(t))}
         processes = _process_names(export)
@@ -179,6 +180,9 @@ def read(
     mpi_rank = _mpi_rank(threads_named)
     if mpi_rank is not None:
         metadata["nsys.mpi_rank"] = mpi_rank
+    if lacking:
+        metadata["nsys.tables_lacking_columns"] = json.dumps(lacking)
+        metadata["warnings.unread_rows"] = sum(counts.get(t, 0) for t in lacking)
     if backwards.any():
         metadata["warnings.end_before_start"] = int(backwards.sum())
     if built.get("partial_overlap"):
@@ -247,7 +251,7 @@ def _or_null(export: Export, table: str, column: str, alias: str = "t") -> str:
 def _device_work(export: Export, table: str, extra: str, joins: str = "") -> pd.DataFrame | None:
     """The rows of a device-work table (kernels, copies, memsets) with the columns every one has."""
     needed = ("start", "end", "deviceId", "streamId", "correlationId")
-    if not _present(export, table, needed):
+    if not export.readable(table, needed):
         return None
     return export.query(
         f'SELECT t.start AS start, t."end" AS "end", t.deviceId AS device, t.streamId AS stream, '
@@ -429,7 +433,7 @@ def _on_threads(rows: pd.DataFrame, names: pd.Series, channel: pd.Series | str) 
 def _runtime(export: Export) -> pd.DataFrame | None:
     """CUDA runtime and driver API calls, without nsys's ``_vNNNN`` version suffix (``cudaLaunchKernel``)."""
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    if not _present(export, table, ("start", "end", "globalTid", "nameId")):
+    if not export.readable(table, ("start", "end", "globalTid", "nameId")):
         return None
     rows = export.query(
         f'SELECT t.start AS start, t."end" AS "end", t.globalTid AS globalTid, '
@@ -452,7 +456,7 @@ def _runtime(export: Export) -> pd.DataFrame | None:
 def _nvtx(export: Export) -> pd.DataFrame | None:
     """NVTX ranges on the thread that opened them, named by ``text`` or the ``textId`` string."""
     table = "NVTX_EVENTS"
-    if not _present(export, table, ("start", "end", "globalTid", "eventType")):
+    if not export.readable(table, ("start", "end", "globalTid", "eventType")):
         return None
     text = _or_null(export, table, "text")
     if "textId" in export.columns(table):

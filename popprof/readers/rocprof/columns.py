@@ -7,6 +7,7 @@ end_timestamp``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -39,6 +40,15 @@ def optional_integers(records: Sequence[dict], get: Getter, missing: int = -1) -
     return np.fromiter((one(r) for r in records), dtype=np.int64, count=len(records))
 
 
+def _shown(value: object) -> str:
+    """A field's value as the file wrote it, cut to 40 characters: ``"abc"``, ``null``, ``1.5``."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _locate(path: Path, where: str, records: Sequence[dict], field: str, get: Getter) -> InputError:
     for index, record in enumerate(records):
         try:
@@ -49,7 +59,7 @@ def _locate(path: Path, where: str, records: Sequence[dict], field: str, get: Ge
         if not isinstance(value, int) or isinstance(value, bool) or not -(2**63) <= value < 2**63:
             return InputError(
                 path,
-                f"{where}[{index}].{field} is {str(value)[:40]!r}, not a whole number",
+                f"{where}[{index}].{field} is {_shown(value)}, not a whole number",
                 "the file may be damaged; write it again",
             )
     return InputError(path, f"{where}: cannot read {field}")

@@ -42,11 +42,28 @@ def load(path: Path) -> dict:
         )
     tool = sections[0]
     if not isinstance(tool, dict):
-        raise InputError(path, f"'{TOOL_KEY}[0]' is a {type(tool).__name__}, not an object", _HINT)
+        raise InputError(path, f"'{TOOL_KEY}[0]' is {json_kind(tool)}, not an object", _HINT)
     for key, kind in (("buffer_records", dict), ("agents", list)):
         if not isinstance(tool.get(key), kind):
             raise InputError(path, f"'{TOOL_KEY}[0].{key}' is missing or not a {kind.__name__}", _HINT)
     return tool
+
+
+#: JSON's names for the Python types a JSON document holds, for messages ("is an integer, not an object")
+JSON_KINDS = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "true/false",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
+
+
+def json_kind(value: object) -> str:
+    """What ``value`` is in JSON's words (``an object``, ``an integer``, ...)."""
+    return JSON_KINDS.get(type(value), type(value).__name__)
 
 
 def section(path: Path, tool: dict, key: str, kind: type) -> object:
@@ -55,5 +72,5 @@ def section(path: Path, tool: dict, key: str, kind: type) -> object:
     if value is None:
         return kind()
     if not isinstance(value, kind):
-        raise InputError(path, f"'{key}' is a {type(value).__name__}, not a {kind.__name__}", _HINT)
+        raise InputError(path, f"'{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", _HINT)
     return value

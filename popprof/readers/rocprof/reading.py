@@ -20,7 +20,7 @@ from ..chrome.tables import trace_rank
 from . import FORMAT
 from .agents import Gpu, gpu_of, gpus
 from .columns import correlations, integers, names_of, optional_integers, start_end
-from .document import load, section
+from .document import json_kind, load, section
 
 #: buffer-record sections of host calls, read onto their thread (the section's name is the event's channel)
 HOST_SECTIONS = ("hip_api", "hsa_api", "marker_api", "rccl_api")
@@ -150,7 +150,7 @@ def _list(path: Path, records: dict, key: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError(path, f"buffer_records.{key} is a {type(value).__name__}, not a list")
+        raise InputError(path, f"buffer_records.{key} is {json_kind(value)}, not a list")
     return value
 
 

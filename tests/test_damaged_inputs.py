@@ -1,0 +1,243 @@
+"""Damaged copies of the real inputs (fixtures/real, the bundled samples): one line on stderr and exit 2.
+
+Each test builds its damaged input from a real fixture in ``tmp_path`` (no fixture files of their own) and
+runs the command line in-process, as the console script does: exit 2, nothing on stdout, one
+``popprof: error:`` line naming the file and what is wrong, never a traceback or an internal error (exit 3),
+and no output file written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import popprof
+from popprof.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+REAL = FIXTURES / "real"
+
+
+def _one_error(capsys, *args: object) -> str:
+    """Run ``popprof ARGS``; assert exit 2 with one error line and nothing on stdout; give that line."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2, f"exit {code}, stderr: {err}"
+    assert out == "" and "Traceback" not in err and "internal error" not in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- bundles
+
+
+@pytest.mark.parametrize("command", [["summary"], ["tables"], ["check"], ["baseline", "-o", "out.json"]])
+def test_a_bundle_manifest_without_tables_is_refused(capsys, tmp_path, monkeypatch, command):
+    """A manifest that lost its 'tables' field read as a profile with no tables (exit 0, empty figures)."""
+    bundle = tmp_path / "mk2_training.popprof"
+    shutil.copytree(FIXTURES / "mk2_training.popprof", bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["tables"]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.chdir(tmp_path)
+    line = _one_error(capsys, command[0], bundle, *command[1:])
+    assert str(bundle / "manifest.json") in line and "no field 'tables'" in line, line
+    assert not (tmp_path / "out.json").exists()
+
+
+# --------------------------------------------------------------------------- Nsight Systems SQLite exports
+
+NSYS = REAL / "nsys" / "nvfuser_report1.sqlite"
+
+
+def _nsys_copy(tmp_path: Path, *statements: str) -> Path:
+    """A copy of the real nvFuser export with ``statements`` applied (a damaged schema)."""
+    copy = tmp_path / "report.sqlite"
+    copy.write_bytes(NSYS.read_bytes())
+    connection = sqlite3.connect(copy)
+    for statement in statements:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+    return copy
+
+
+def test_an_nsys_export_whose_names_table_lost_its_column_is_one_line(capsys, tmp_path):
+    """StringIds without 'value' was an SQL error quoted whole (the query, 'no such column: s0.value')."""
+    copy = _nsys_copy(tmp_path, "ALTER TABLE StringIds RENAME COLUMN value TO other")
+    line = _one_error(capsys, "summary", copy)
+    assert line == (
+        f"popprof: error: {copy}: table StringIds has no column value: the names cannot be read "
+        "(export the report again with nsys export --type sqlite)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start"),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "deviceId"),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"),
+    ],
+)
+def test_an_nsys_event_table_without_a_needed_column_is_a_read_problem(capsys, tmp_path, table, column):
+    """A kernel table that lost 'start' read as an export with no kernels at all: exit 0, not a word said."""
+    copy = _nsys_copy(tmp_path, f"ALTER TABLE {table} RENAME COLUMN {column} TO other")
+    rows = sqlite3.connect(NSYS).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    assert main(["summary", "--format", "json", str(copy)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and json.loads(out)
+    assert err.strip().splitlines() == [
+        f"popprof: warning: {copy}: read with problems: {rows:,} rows of the export's event tables were not read: "
+        "their table lacks a column popprof needs (the metadata's nsys.tables_lacking_columns names them)"
+    ]
+    meta = popprof.open(copy).meta
+    assert json.loads(meta["nsys.tables_lacking_columns"]) == {table: [column]}
+
+
+# --------------------------------------------------------------------------- rank directories
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (b"", "the file is empty"),
+        (gzip.compress(b"not a trace\n" * 50), "holds no Chrome or rocprofv3 trace"),
+    ],
+    ids=["empty", "gzip-not-json"],
+)
+@pytest.mark.parametrize("command", [["summary"], ["tables"], ["check"], ["report", "-o", "r.html"]])
+def test_a_damaged_rank_file_is_one_line_not_a_rank_fewer(
+    capsys, tmp_path, monkeypatch, damage, message, command
+):
+    """An empty rank-1.json.gz (or one holding no JSON) was left out unsaid: two_ranks read as one rank, exit 0."""
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    (run / "rank-1.json.gz").write_bytes(damage)
+    monkeypatch.chdir(tmp_path)
+    line = _one_error(capsys, command[0], run, *command[1:])
+    assert line == (
+        f"popprof: error: {run / 'rank-1.json.gz'}: {message} "
+        "(a damaged rank's trace? write it again, or move it out of the run directory)"
+    )
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_notes_beside_the_rank_traces_are_still_no_rank(capsys, tmp_path):
+    """A plain *.json that is no trace (notes) stays left out: only a file that looks like a rank's is refused."""
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    (run / "notes.json").write_text('{"hello": 1}')
+    assert main(["tables", str(run)]) == 0
+    assert "rank" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", [["tables"], ["summary", "--format", "json"], ["timeline", "-o", "t.json"]]
+)
+def test_a_bundle_without_its_manifest_says_so(capsys, tmp_path, monkeypatch, command):
+    """A bundle that lost manifest.json named its first Parquet file as 'not a recognised profile format'."""
+    bundle = tmp_path / "mk2_oom.popprof"
+    shutil.copytree(FIXTURES / "mk2_oom.popprof", bundle)
+    (bundle / "manifest.json").unlink()
+    monkeypatch.chdir(tmp_path)
+    line = _one_error(capsys, command[0], *command[1:], bundle)
+    count = len(list(bundle.glob("*.parquet")))
+    assert line == (
+        f"popprof: error: {bundle}: a popprof bundle without its manifest.json ({count} Parquet files): "
+        "its tables cannot be read (export the bundle again)"
+    )
+    assert not (tmp_path / "t.json").exists()
+
+
+# --------------------------------------------------------------------------- Chrome traces
+
+
+@pytest.mark.parametrize("command", [["tables"], ["summary", "--no-shapes"], ["baseline", "-o", "b.json"]])
+def test_a_gzip_trace_cut_off_reads_its_allocations_too(capsys, tmp_path, monkeypatch, command):
+    """A .json.gz with its tail cut read with a warning, then its [memory] events' args, scanned on first use,
+    stopped at the cut: 'gzip data is truncated', exit 2, after the warning (summary with shapes gave exit 0)."""
+    cut = tmp_path / "bert.json.gz"
+    cut.write_bytes((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes()[:-40])
+    monkeypatch.chdir(tmp_path)
+    assert main([command[0], str(cut), *command[1:]]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
+    assert "the file ends early" in lines[0]
+    scanned = popprof.open(cut).allocations
+    assert len(scanned) and scanned.equals(popprof.open(cut, with_args=True).allocations)
+
+
+@pytest.mark.parametrize("command", [["tables"], ["baseline", "-o", "b.json"]])
+def test_a_trace_cut_in_half_reads_its_allocations_again_as_the_first_read(
+    capsys, tmp_path, monkeypatch, command
+):
+    """The read again with args (for the allocator events' args) named the parser orjson, which refuses a stream
+    it cannot cut into blocks of whole events: 'parser 'orjson' cannot read this file', exit 2, after the
+    warning of the first read, which had fallen back to ijson."""
+    data = gzip.decompress((REAL / "traces" / "tracelens_h100_falconsai_nsfw.json.gz").read_bytes())
+    cut = tmp_path / "falconsai.json.gz"
+    cut.write_bytes(gzip.compress(data[: len(data) // 2]))
+    monkeypatch.chdir(tmp_path)
+    assert main([command[0], str(cut), *command[1:]]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
+    assert "the file ends early" in lines[0]
+    again = popprof.open(cut).allocations
+    assert len(again) and again.equals(popprof.open(cut, with_args=True).allocations)
+
+
+# --------------------------------------------------------------------------- rocprofv3
+
+
+def test_a_rocprof_gzip_with_flipped_bytes_names_the_gzip_damage(capsys, tmp_path):
+    """Deflate wrote garbage from the flipped bytes that closed the JSON value early: the error blamed 'text
+    follows the JSON value' (an appended log line?), not the damaged gzip its CRC check would have named."""
+    data = bytearray((REAL / "traces" / "rocprofv3_mi350_train.json.gz").read_bytes())
+    middle = len(data) // 2
+    for i in range(16):
+        data[middle + i * 7] ^= 0xFF
+    damaged = tmp_path / "rocprof.json.gz"
+    damaged.write_bytes(bytes(data))
+    line = _one_error(capsys, "tables", damaged)
+    assert line.startswith(f"popprof: error: {damaged}: corrupt gzip data (CRC check failed "), line
+    assert line.endswith("(re-copy the file; it may be damaged)"), line
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda tool: tool.update(strings=5), "'strings' is an integer, not an object"),
+        (lambda tool: tool.update(kernel_symbols={}), "'kernel_symbols' is an object, not a list"),
+        (
+            lambda tool: tool["buffer_records"].update(memory_copy="x"),
+            "buffer_records.memory_copy is a string",
+        ),
+        (
+            lambda tool: tool["buffer_records"]["kernel_dispatch"][0].update(end_timestamp=None),
+            "buffer_records.kernel_dispatch[0].end_timestamp is null, not a whole number",
+        ),
+        (
+            lambda tool: tool["buffer_records"]["kernel_dispatch"][0].update(start_timestamp="abc"),
+            'buffer_records.kernel_dispatch[0].start_timestamp is "abc", not a whole number',
+        ),
+    ],
+    ids=["strings", "symbols", "copies", "null-end", "text-start"],
+)
+def test_a_rocprof_field_of_the_wrong_json_type_is_named_in_json_words(capsys, tmp_path, damage, said):
+    """The messages said Python's words: "'strings' is a int, not a dict", "end_timestamp is 'None'"."""
+    document = json.loads(gzip.decompress((REAL / "traces" / "rocprofv3_mi350_train.json.gz").read_bytes()))
+    damage(document["rocprofiler-sdk-tool"][0])
+    damaged = tmp_path / "rocprof.json"
+    damaged.write_text(json.dumps(document))
+    line = _one_error(capsys, "summary", damaged)
+    assert line.startswith(f"popprof: error: {damaged}: {said}"), line
