@@ -85,9 +85,8 @@ def summary_command(
     )  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
     config = load_config_file(config_file)
-    if (
-        fmt != "csv"
-    ):  # imported while the parse worker parses (half its 26 ms), not after the parse (all of it)
+    # the analyses' modules imported while the parse worker parses (half their 26 ms), not after the parse
+    if fmt != "csv":
         from ..report.explain import explained_summary  # noqa: F401
     profiles = load_profiles(
         path, engine, **reader_options(device_map, config, with_args=shapes, **FIGURES_ONLY)
