@@ -241,3 +241,54 @@ def test_a_rocprof_field_of_the_wrong_json_type_is_named_in_json_words(capsys, t
     damaged.write_text(json.dumps(document))
     line = _one_error(capsys, "summary", damaged)
     assert line.startswith(f"popprof: error: {damaged}: {said}"), line
+
+
+# --------------------------------------------------------------------------- bundle page checksums
+
+
+def test_a_byte_flipped_in_a_bundles_table_data_is_refused_by_its_page_checksum(capsys, tmp_path):
+    """A bundle's tables carry each data page's CRC-32 (docs/bundle.md): a byte flipped inside a page's
+    compressed values (the middle of the events' start_us chunk) is one error line, exit 2, where the zstd page
+    may decode to other values without an error."""
+    import pyarrow.parquet as pq
+
+    bundle = tmp_path / "bert.popprof"
+    assert (
+        main(["-q", "export", str(REAL / "traces" / "tracelens_h100_bert_small.json.gz"), "-o", str(bundle)])
+        == 0
+    )
+    events = bundle / "events.parquet"
+    chunk = next(
+        c
+        for c in (
+            pq.read_metadata(events).row_group(0).column(i)
+            for i in range(pq.read_metadata(events).num_columns)
+        )
+        if c.path_in_schema == "start_us"
+    )
+    # the chunk: its dictionary page, then its data page; the middle of the data page is values, not a header
+    end = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
+    data = bytearray(events.read_bytes())
+    data[(chunk.data_page_offset + end) // 2] ^= 0xFF
+    events.write_bytes(bytes(data))
+    before = pq.ParquetFile(events).read()  # without the check: read, other values or not, no error
+    assert before.num_rows == popprof.open(REAL / "traces" / "tracelens_h100_bert_small.json.gz").rows(
+        "events"
+    )
+    capsys.readouterr()
+    line = _one_error(capsys, "tables", bundle)
+    assert str(events) in line and "corrupt Parquet file" in line and "CRC" in line, line
+
+
+def test_a_bundle_written_before_page_checksums_still_reads():
+    """The bundled samples were written without page checksums: nothing to check, every table read as pyarrow
+    reads it without the check."""
+    import pyarrow.parquet as pq
+
+    sample = FIXTURES / "mk2_training.popprof"
+    profile = popprof.open(sample)
+    tables = sorted(f.stem for f in sample.glob("*.parquet") if f.stem != "metadata")
+    assert "tiles" in tables
+    for name in tables:
+        plain = pq.ParquetFile(sample / f"{name}.parquet", page_checksum_verification=False).read()
+        assert len(profile.get(name)) == plain.num_rows > 0, name

@@ -335,7 +335,9 @@ def _read_table(path: Path, file_name: object, name: str, entry: dict):
         file = path / str(file_name)
         size = os.fstat(handle.fileno()).st_size
         try:
-            parquet = pq.ParquetFile(handle)
+            # each data page's CRC-32 checked where the writer wrote one (popprof's since 2026-12-07): a flipped
+            # byte is an error, not wrong values read silently (bundles written before carry none)
+            parquet = pq.ParquetFile(handle, page_checksum_verification=True)
             rows = parquet.metadata.num_rows
             _check_footer(file, parquet, rows, size, entry)
             frame = parquet.read().to_pandas()
@@ -422,7 +424,7 @@ def write(
         for table_name, frame in profile.tables.items():
             file = f"{table_name}.parquet"
             table = pa.Table.from_pandas(frame, preserve_index=False)
-            pq.write_table(table, tmp / file, compression="zstd")
+            pq.write_table(table, tmp / file, compression="zstd", write_page_checksum=True)
             manifest["tables"][table_name] = {
                 "file": file,
                 "rows": len(frame),
