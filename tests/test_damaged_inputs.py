@@ -160,20 +160,26 @@ def test_a_bundle_without_its_manifest_says_so(capsys, tmp_path, monkeypatch, co
 # --------------------------------------------------------------------------- Chrome traces
 
 
-@pytest.mark.parametrize("command", [["tables"], ["summary", "--no-shapes"], ["baseline", "-o", "b.json"]])
-def test_a_gzip_trace_cut_off_reads_its_allocations_too(capsys, tmp_path, monkeypatch, command):
-    """A .json.gz with its tail cut read with a warning, then its [memory] events' args, scanned on first use,
-    stopped at the cut: 'gzip data is truncated', exit 2, after the warning (summary with shapes gave exit 0)."""
-    cut = tmp_path / "bert.json.gz"
-    cut.write_bytes((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes()[:-40])
+def _read_cut_with_one_warning(capsys, tmp_path: Path, monkeypatch, cut: Path, command: list[str]) -> None:
+    """``popprof COMMAND CUT`` exits 0 with one warning (the file ends early), and the allocations read on use
+    equal those of a read with args."""
     monkeypatch.chdir(tmp_path)
     assert main([command[0], str(cut), *command[1:]]) == 0
     err = capsys.readouterr().err
     lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
     assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
     assert "the file ends early" in lines[0]
-    scanned = popprof.open(cut).allocations
-    assert len(scanned) and scanned.equals(popprof.open(cut, with_args=True).allocations)
+    on_use = popprof.open(cut).allocations
+    assert len(on_use) and on_use.equals(popprof.open(cut, with_args=True).allocations)
+
+
+@pytest.mark.parametrize("command", [["tables"], ["summary", "--no-shapes"], ["baseline", "-o", "b.json"]])
+def test_a_gzip_trace_cut_off_reads_its_allocations_too(capsys, tmp_path, monkeypatch, command):
+    """A .json.gz with its tail cut read with a warning, then its [memory] events' args, scanned on first use,
+    stopped at the cut: 'gzip data is truncated', exit 2, after the warning (summary with shapes gave exit 0)."""
+    cut = tmp_path / "bert.json.gz"
+    cut.write_bytes((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes()[:-40])
+    _read_cut_with_one_warning(capsys, tmp_path, monkeypatch, cut, command)
 
 
 @pytest.mark.parametrize("command", [["tables"], ["baseline", "-o", "b.json"]])
@@ -186,14 +192,7 @@ def test_a_trace_cut_in_half_reads_its_allocations_again_as_the_first_read(
     data = gzip.decompress((REAL / "traces" / "tracelens_h100_falconsai_nsfw.json.gz").read_bytes())
     cut = tmp_path / "falconsai.json.gz"
     cut.write_bytes(gzip.compress(data[: len(data) // 2]))
-    monkeypatch.chdir(tmp_path)
-    assert main([command[0], str(cut), *command[1:]]) == 0
-    err = capsys.readouterr().err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
-    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
-    assert "the file ends early" in lines[0]
-    again = popprof.open(cut).allocations
-    assert len(again) and again.equals(popprof.open(cut, with_args=True).allocations)
+    _read_cut_with_one_warning(capsys, tmp_path, monkeypatch, cut, command)
 
 
 # --------------------------------------------------------------------------- rocprofv3

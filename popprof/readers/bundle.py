@@ -22,6 +22,7 @@ import pyarrow as pa
 from .._version import __version__
 from ..io import limits, units
 from ..io.atomic import atomic_path, refuse_overwriting_inputs
+from ..io.jsonwords import JSON_KINDS, json_kind
 from ..io.plural import plural
 from ..io.versioning import check_format
 from ..model.errors import InputError
@@ -222,19 +223,6 @@ MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
     "redacted": (dict,),
     "tables": (dict,),
 }
-JSON_TYPE_NAMES = {
-    str: "a string",
-    int: "an integer",
-    list: "a list",
-    dict: "an object",
-    bool: "true/false",
-    float: "a number",
-    type(None): "null",
-}
-
-
-def _kind(value: object) -> str:
-    return JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def validate_manifest(manifest: dict, where: Path) -> None:
@@ -244,7 +232,7 @@ def validate_manifest(manifest: dict, where: Path) -> None:
     def bad(field: str, value: object, expected: str) -> InputError:
         return InputError(
             where,
-            f"bundle manifest field {field} is {_kind(value)}, expected {expected}",
+            f"bundle manifest field {field} is {json_kind(value)}, expected {expected}",
             "export the bundle again",
         )
 
@@ -252,7 +240,7 @@ def validate_manifest(manifest: dict, where: Path) -> None:
         raise InputError(where, "bundle manifest has no field 'tables'", "export the bundle again")
     for key, types in MANIFEST_TYPES.items():
         if key in manifest and not isinstance(manifest[key], types):
-            raise bad(repr(key), manifest[key], JSON_TYPE_NAMES[types[0]])
+            raise bad(repr(key), manifest[key], JSON_KINDS[types[0]])
     for index, source in enumerate(manifest.get("sources", [])):
         if not isinstance(source, dict):
             raise bad(f"'sources'[{index}]", source, "an object")

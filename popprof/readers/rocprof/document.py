@@ -8,6 +8,7 @@ import orjson
 
 from ...io import bounded
 from ...io.files import open_json
+from ...io.jsonwords import JSON_KINDS, json_kind
 from ...model.errors import InputError
 
 TOOL_KEY = "rocprofiler-sdk-tool"
@@ -47,23 +48,6 @@ def load(path: Path) -> dict:
         if not isinstance(tool.get(key), kind):
             raise InputError(path, f"'{TOOL_KEY}[0].{key}' is missing or not a {kind.__name__}", _HINT)
     return tool
-
-
-#: JSON's names for the Python types a JSON document holds, for messages ("is an integer, not an object")
-JSON_KINDS = {
-    dict: "an object",
-    list: "a list",
-    str: "a string",
-    bool: "true/false",
-    int: "an integer",
-    float: "a number",
-    type(None): "null",
-}
-
-
-def json_kind(value: object) -> str:
-    """What ``value`` is in JSON's words (``an object``, ``an integer``, ...)."""
-    return JSON_KINDS.get(type(value), type(value).__name__)
 
 
 def section(path: Path, tool: dict, key: str, kind: type) -> object:
