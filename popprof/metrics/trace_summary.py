@@ -124,6 +124,11 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     memory = device_memory(profile)
     if memory:  # the allocator's [memory] events (profile_memory=True)
         out["device_memory"] = memory
+    from .annotations import annotation_records
+
+    annotations = annotation_records(profile)
+    if annotations:  # Kineto's gpu_user_annotation events: record_function ranges on the GPU timeline
+        out["gpu_annotations"] = annotations
     from .devices import launches_without_device, named_devices_without_activity
 
     missing = launches_without_device(profile)
