@@ -186,6 +186,13 @@ def annotation_records(profile: Profile) -> list[dict]:
     """The summary's ``trace.gpu_annotations``: :func:`annotation_breakdown` of the GPU annotations at HTA's
     defaults as rows ``{rank, name, count, sum_us, mean_us, min_us, max_us, std_us}`` (``rank`` None for a
     trace without ranks), per rank by ``sum_us`` descending (then name); ``[]`` when the trace has none."""
+    events = profile.get("events")
+    if (
+        events is None
+        or "channel" not in events.columns
+        or GPU_ANNOTATION not in events["channel"].array.categories
+    ):
+        return []  # the usual trace: no table built (an empty frame costs a summary over a millisecond)
     table = annotation_breakdown(profile)
     if table.empty:
         return []
