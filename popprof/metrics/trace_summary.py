@@ -124,6 +124,12 @@ def trace_summary(profile: Profile, top: int = 10) -> dict:
     memory = device_memory(profile)
     if memory:  # the allocator's [memory] events (profile_memory=True)
         out["device_memory"] = memory
+    if "gpu_user_annotation" in events["channel"].array.categories:  # imported only for a trace that has them
+        from .annotations import annotation_records
+
+        annotations = annotation_records(profile)  # record_function ranges on the GPU timeline, HTA's figures
+        if annotations:
+            out["gpu_annotations"] = annotations
     from .devices import launches_without_device, named_devices_without_activity
 
     missing = launches_without_device(profile)

@@ -1,8 +1,10 @@
-"""The summary's GPU analyses as terminal text: collectives across ranks and kernel launch overhead.
+"""The summary's GPU analyses as terminal text: collectives across ranks, kernel launch overhead, GPU time by
+annotation.
 
 Formats what :func:`popprof.metrics.summary.summarise` holds under ``collectives``
-(:func:`popprof.metrics.collectives.collectives_section`) and ``launches``
-(:func:`popprof.metrics.launches.launches_section`); nothing here computes a figure. Every line fits 80
+(:func:`popprof.metrics.collectives.collectives_section`), ``launches``
+(:func:`popprof.metrics.launches.launches_section`) and ``trace.gpu_annotations``
+(:func:`popprof.metrics.annotations.annotation_records`); nothing here computes a figure. Every line fits 80
 columns: names are shortened, notes wrapped.
 """
 
@@ -15,6 +17,7 @@ from ..io.names import short_names
 from ..io.plural import plural
 from ..metrics.account import PART_WORDS
 from ..metrics.launches import SHORT_GAP_US
+from .fit import named_rows
 
 #: The width every line keeps to.
 WIDTH = 80
@@ -22,6 +25,15 @@ WIDTH = 80
 TYPE_WIDTH = 16
 #: Collective types the text lists (the JSON holds them all).
 TEXT_COLLECTIVES = 8
+#: Annotations the text lists of a one-rank trace, and per rank of several (the JSON holds them all).
+TEXT_ANNOTATIONS = 8
+TEXT_ANNOTATIONS_PER_RANK = 4
+#: Ranks whose annotations the text lists (the JSON holds every rank).
+TEXT_ANNOTATION_RANKS = 4
+#: What the annotations' times are not (the text's note under them).
+ANNOTATIONS_NEST = (
+    "nested ranges, e.g. forward inside a ProfilerStep, overlap: the times do not add up to the device time"
+)
 
 
 def _wrapped(text: str, indent: str) -> list[str]:
@@ -88,3 +100,38 @@ def render_launches(doc: dict | None) -> list[str]:
             "  ",
         ),
     ]
+
+
+def render_gpu_annotations(
+    rows: list[dict] | None, steps_left_out: bool = False, width: int = WIDTH
+) -> list[str]:
+    """The "GPU time by annotation" block: per rank (one heading each when there are several) the annotations
+    with the most GPU time, their time, count and mean, largest first (``trace.gpu_annotations``)."""
+    if not rows:
+        return []
+    ranks: dict[object, list[dict]] = {}
+    for row in rows:
+        ranks.setdefault(row.get("rank"), []).append(row)
+    window = "; the last ProfilerStep left out" if steps_left_out else ""
+    lines = ["", "  GPU time by annotation (HTA's user-annotation breakdown)"]
+    lines += _wrapped(f"({ANNOTATIONS_NEST}{window})", "    ")
+    lines.append(f"    {'time':>10}  {'count':>7}  {'mean':>10}  name")
+    shown = TEXT_ANNOTATIONS if len(ranks) == 1 else TEXT_ANNOTATIONS_PER_RANK
+    for rank, mine in list(ranks.items())[:TEXT_ANNOTATION_RANKS]:
+        if len(ranks) > 1:
+            lines.append(f"    rank {rank}")
+        top = mine[:shown]
+        lines += named_rows(
+            [
+                f"    {units.duration(r['sum_us']):>10}  {units.count(r['count']):>7}  "
+                f"{units.duration(r['mean_us']):>10}  "
+                for r in top
+            ],
+            (r["name"] for r in top),
+            width,
+        )
+        if len(mine) > shown:
+            lines.append(f"    ({len(mine) - shown} more in --format json)")
+    if len(ranks) > TEXT_ANNOTATION_RANKS:
+        lines.append(f"    ({len(ranks) - TEXT_ANNOTATION_RANKS} more ranks in --format json)")
+    return lines

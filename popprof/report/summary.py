@@ -13,7 +13,7 @@ from ..io.plural import plural
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import DEVICE_LINES, render_what_limits
 from .fit import WIDTH, fit_lines, named_rows
-from .gpu_analyses import render_collectives, render_launches
+from .gpu_analyses import render_collectives, render_gpu_annotations, render_launches
 from .host_threads import render_host_cpu
 from .ipu_analyses import render_fullest_tile, render_pipeline
 
@@ -845,6 +845,7 @@ def render_trace_text(
     lines += render_critical_path(tr.get("critical_path"), width)
     lines += render_critical_path_by_step(tr.get("critical_path_by_step"), width)
     lines += render_kernel_sequences(tr.get("kernel_sequences"), steps_left_out, width)
+    lines += render_gpu_annotations(tr.get("gpu_annotations"), steps_left_out, width)
     cpu = tr.get("top_cpu_ops_by_self") or []
     if cpu:
         lines += ["", "  Top CPU ops by self time"]
