@@ -171,3 +171,26 @@ def test_text_of_many_ranks_fits_and_says_what_it_leaves_out() -> None:
     assert lines[-1].strip() == "(2 more ranks in --format json)"
     assert "the last ProfilerStep left out" in " ".join(lines)
     assert render_gpu_annotations([]) == []
+
+
+def test_the_html_report_shows_the_summarys_rows(tmp_path):
+    """The report's table holds one row per row of the summary's JSON, names escaped, times as the report
+    prints them (``nccl_data``: five annotations on rank 0)."""
+    import html as _html
+
+    from click.testing import CliRunner
+
+    from popprof.cli import cli
+
+    path = REAL / "nccl_data.json.gz"
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(cli, ["-q", "report", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text("utf-8")
+    table = page[page.index('<table class="gpu-annotations">') :]
+    table = table[: table.index("</table>")]
+    summary = CliRunner().invoke(cli, ["-q", "summary", str(path), "--format", "json"])
+    rows = json.loads(summary.stdout)["trace"]["gpu_annotations"]
+    assert len(rows) == 5 and table.count("<tr>") == len(rows) + 1
+    for row in rows:
+        assert f"<td>{_html.escape(row['name'])}</td>" in table
