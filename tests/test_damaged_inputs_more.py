@@ -1,0 +1,74 @@
+"""Damaged copies of the real inputs through the commands the first sweep did not run (redact, scan, export,
+diff, query, plot, pilot, store add): one line on stderr and exit 2, or a warning where the other commands
+read the damage with one, never a traceback, a partial output or a changed input.
+
+Each test builds its damaged input from a real fixture in ``tmp_path`` (no fixture files of their own) and runs
+the command line in-process, as the console script does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+from popprof.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+REAL = FIXTURES / "real"
+KEY = "a-sound-benchmark-key-0123456789"
+
+
+def _one_error(capsys, *args: object) -> str:
+    """Run ``popprof ARGS``; assert exit 2 with one error line and nothing on stdout; give that line."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2, f"exit {code}, stderr: {err}"
+    assert out == "" and "Traceback" not in err and "internal error" not in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
+    return lines[0]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cut_in_half(tmp_path: Path, name: str = "tracelens_h100_bert_small.json.gz") -> Path:
+    """A real trace cut off in the middle of its events (gzip-compressed whole again)."""
+    data = gzip.decompress((REAL / "traces" / name).read_bytes())
+    cut = tmp_path / name
+    cut.write_bytes(gzip.compress(data[: len(data) // 2]))
+    return cut
+
+
+# --------------------------------------------------------------------------- store add
+
+
+def test_store_add_of_a_trace_cut_off_says_what_was_read(capsys, tmp_path):
+    """Every other command reads a trace cut off with a warning ('the file ends early'); ``store add`` stored
+    its metrics without a word: exit 0, the run's events after the cut silently not in the store."""
+    store = tmp_path / "runs"
+    assert main(["store", "init", str(store)]) == 0
+    cut = _cut_in_half(tmp_path)
+    before = _digest(cut)
+    capsys.readouterr()
+    assert main(["store", "add", str(store), str(cut)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("added: run "), out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
+    assert "the file ends early" in lines[0]
+    assert _digest(cut) == before
+    assert main(["store", "fsck", str(store)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_store_add_of_a_whole_bundle_says_nothing_more(capsys, tmp_path):
+    """A bundle keeps its source's problems in its metadata (shown by tables and summary): no warning."""
+    store = tmp_path / "runs"
+    assert main(["store", "init", str(store)]) == 0
+    capsys.readouterr()
+    assert main(["store", "add", str(store), str(FIXTURES / "mk2_training.popprof")]) == 0
+    assert capsys.readouterr().err == ""
