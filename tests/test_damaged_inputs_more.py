@@ -72,3 +72,23 @@ def test_store_add_of_a_whole_bundle_says_nothing_more(capsys, tmp_path):
     capsys.readouterr()
     assert main(["store", "add", str(store), str(FIXTURES / "mk2_training.popprof")]) == 0
     assert capsys.readouterr().err == ""
+
+
+# --------------------------------------------------------------------------- redact
+
+
+def test_redact_of_a_trace_cut_off_does_not_blame_text_after_it(capsys, tmp_path, monkeypatch):
+    """A trace cut in half was refused as 'text follows the JSON value' (remove what follows the trace's
+    JSON): nothing follows it, the file ends early. The tail cannot tell the two apart: the line names both."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    cut = _cut_in_half(tmp_path)
+    before = _digest(cut)
+    out = tmp_path / "shared.json.gz"
+    line = _one_error(capsys, "redact", cut, "-o", out)
+    assert line == (
+        f"popprof: error: {cut}: the file does not end with '}}' or ']' (it was cut off, or text follows the "
+        "JSON value): it would not be redacted (re-copy the file if it was cut off, else remove what follows "
+        "the trace's JSON; then redact again)"
+    )
+    assert not out.exists() and not list(tmp_path.glob(".*"))
+    assert _digest(cut) == before
