@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import shutil
 from pathlib import Path
+
+import pytest
 
 from popprof.cli import main
 
@@ -92,3 +95,44 @@ def test_redact_of_a_trace_cut_off_does_not_blame_text_after_it(capsys, tmp_path
     )
     assert not out.exists() and not list(tmp_path.glob(".*"))
     assert _digest(cut) == before
+
+
+# --------------------------------------------------------------------------- scan
+
+
+def _cut_member(bundle: Path, member: str, empty: bool) -> Path:
+    file = bundle / member
+    data = file.read_bytes()
+    file.write_bytes(b"" if empty else data[: len(data) // 2])
+    return file
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["cut", "empty"])
+def test_scan_against_an_original_with_a_damaged_table_is_one_line(capsys, tmp_path, monkeypatch, empty):
+    """The scan read the original bundle's tables with pyarrow straight: a metadata.parquet cut in half (or
+    emptied) was 'internal error: ArrowInvalid: Parquet magic bytes not found in footer', exit 3."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    redacted = tmp_path / "shared.popprof"
+    assert main(["-q", "redact", str(FIXTURES / "mk2_training.popprof"), "-o", str(redacted)]) == 0
+    original = tmp_path / "mk2_training.popprof"
+    shutil.copytree(FIXTURES / "mk2_training.popprof", original)
+    damaged = _cut_member(original, "metadata.parquet", empty)
+    before = _digest(damaged)
+    capsys.readouterr()
+    line = _one_error(capsys, "scan", redacted, "--against", original)
+    assert line.startswith(f"popprof: error: {damaged}: corrupt Parquet file ("), line
+    assert line.endswith("(export the bundle again)"), line
+    assert _digest(damaged) == before
+
+
+def test_scan_of_a_redacted_bundle_with_a_damaged_table_is_one_line(capsys, tmp_path, monkeypatch):
+    """The same read of the scanned output: its table cut in half was an internal error, exit 3; it is a
+    damaged output that cannot be proved clean (exit 2), not a leak (exit 1)."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    redacted = tmp_path / "shared.popprof"
+    assert main(["-q", "redact", str(FIXTURES / "mk2_training.popprof"), "-o", str(redacted)]) == 0
+    damaged = _cut_member(redacted, "metadata.parquet", False)
+    capsys.readouterr()
+    line = _one_error(capsys, "scan", redacted, "--against", FIXTURES / "mk2_training.popprof")
+    assert line.startswith(f"popprof: error: {damaged}: corrupt Parquet file ("), line
+    assert line.endswith("(redact the original again)"), line
