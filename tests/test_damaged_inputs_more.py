@@ -136,3 +136,29 @@ def test_scan_of_a_redacted_bundle_with_a_damaged_table_is_one_line(capsys, tmp_
     line = _one_error(capsys, "scan", redacted, "--against", FIXTURES / "mk2_training.popprof")
     assert line.startswith(f"popprof: error: {damaged}: corrupt Parquet file ("), line
     assert line.endswith("(redact the original again)"), line
+
+
+# --------------------------------------------------------------------------- Poplar text summaries
+
+
+def test_a_text_summary_with_bytes_that_are_not_text_says_where_it_stopped(capsys, tmp_path, monkeypatch):
+    """Bytes flipped at the start of a histogram row (not UTF-8: U+FFFD once decoded) ended the summary there
+    unsaid: export, diff, pilot and store add went on without the figures after it (the fullest tile, the
+    tiles out of memory), exit 0 and not a word."""
+    text = (REAL / "poplar" / "tensorflow_logging_tile_histogram_mk1.txt").read_bytes()
+    row = text.index(b"     488 - 496")
+    damaged = tmp_path / "histogram.txt"
+    damaged.write_bytes(text[:row] + b"\xff" + text[row + 1 :])
+    line_no = text[:row].count(b"\n") + 1
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(damaged), "-o", "out.popprof"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
+    assert lines == [
+        f"popprof: warning: {damaged}: line {line_no} holds bytes that are not text (a damaged file?): the summary "
+        "was read up to it, its figures after it are missing"
+    ], err
+    healthy = tmp_path / "healthy.txt"
+    healthy.write_bytes(text)
+    assert main(["-q", "export", str(healthy), "-o", "whole.popprof"]) == 0
+    assert capsys.readouterr().err == ""  # the whole summary reads without a word
