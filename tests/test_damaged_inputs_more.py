@@ -162,3 +162,23 @@ def test_a_text_summary_with_bytes_that_are_not_text_says_where_it_stopped(capsy
     healthy.write_bytes(text)
     assert main(["-q", "export", str(healthy), "-o", "whole.popprof"]) == 0
     assert capsys.readouterr().err == ""  # the whole summary reads without a word
+
+
+def test_redact_of_a_run_directory_with_a_rank_cut_off_says_what_was_read(capsys, tmp_path, monkeypatch):
+    """A run directory becomes a redacted bundle through the readers, which keep rank-1's events up to the cut:
+    export says so, redact said nothing (exit 0, the redacted bundle quietly short of the cut rank's events)."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    rank = run / "rank-1.json.gz"
+    data = gzip.decompress(rank.read_bytes())
+    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    before = _digest(rank)
+    out = tmp_path / "shared.popprof"
+    assert main(["-q", "redact", str(run), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"popprof: warning: {run}: read with problems: the file ends early: events after the cut are missing "
+        "(rank-1.json.gz: IncompleteJSONError: parse error: premature EOF)"
+    ], err
+    assert out.is_dir() and _digest(rank) == before
