@@ -15,6 +15,7 @@ from .common import (
     global_options,
     is_stdout,
     output_option,
+    report_read_warnings,
     require_inputs,
     said_wrote,
 )
@@ -144,6 +145,7 @@ def redact_command(
         scan=not no_scan,
         key_file=key_file,
         report_out=report_out,
+        on_read=report_read_warnings,
     )
     if not report.passed:
         click.echo(

@@ -18,6 +18,7 @@ from .common import (
     last_option,
     output_option,
     reader_options,
+    report_read_warnings,
 )
 from .query import budget_options, rows_option, rows_to_print
 
@@ -124,6 +125,7 @@ def add_command(
         reader_options=reader_options(device_map, load_config()),
         keep_bundle=keep_bundle,
         profile=profile,
+        on_read=report_read_warnings,
     )
     for result in results:
         click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")

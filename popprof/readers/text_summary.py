@@ -143,6 +143,8 @@ class _Block:
     offset: int = 0
     label: str | None = None
     headerless: bool = False  # an execution section whose ``Execution:`` heading was not printed or was cut
+    #: the line (1-based) that ended the block holding bytes that are not UTF-8 text (a damaged file), else 0
+    ends_at_damage: int = 0
 
 
 #: Largest values the schema's integer columns hold (bytes and cycles Int64, tiles and counts Int32).
@@ -383,7 +385,11 @@ def find_blocks(text: str) -> list[_Block]:
         counted_to = offset
         at_end = end >= len(text)
         cut = at_end and used == len(lines) and not rest.endswith(("\n", "\r")) and _maybe_partial(lines[-1])
-        blocks.append(_Block(line_no, prefix, block_lines, cut, offset, headerless=headerless))
+        # a line of undecodable bytes (U+FFFD) ends the block like any line that is no summary line: say so
+        damaged = line_no + used if used < len(lines) and "\ufffd" in lines[used] else 0
+        blocks.append(
+            _Block(line_no, prefix, block_lines, cut, offset, headerless=headerless, ends_at_damage=damaged)
+        )
         pos = offset + sum(len(line) for line in with_ends[: max(used, 1)])
         if pos >= len(text):
             break
@@ -647,6 +653,11 @@ def parse_block(block: _Block) -> _Parsed:
             continue
         parsed.note_unrecognised(line_no, text)
     _derive_excluding_totals(parsed)
+    if block.ends_at_damage:
+        parsed.warnings.append(
+            f"line {block.ends_at_damage:,} holds bytes that are not text (a damaged file?): the summary was read "
+            "up to it, its figures after it are missing"
+        )
     if block.cut_mid_line:
         parsed.warnings.append("the summary ends mid-line (truncated?); its last line was ignored")
     elif empty_heading is not None:

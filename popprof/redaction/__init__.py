@@ -32,6 +32,8 @@ from .scan import Scanner, ScanResult, scan_bundle, scan_text_file
 from .sensitive import derive
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..model.profile import Profile
 
 
@@ -126,6 +128,7 @@ def redact(
     key_file: str | os.PathLike[str] | None = None,
     report_out: str | os.PathLike[str] | None = None,
     allowlist: Allowlist | None = None,
+    on_read: Callable[[Profile], None] | None = None,
 ) -> RedactionReport:
     """Redact ``source`` into ``out`` (same kind as the input; a bundle for profile inputs).
 
@@ -137,6 +140,8 @@ def redact(
 
     ``source`` may be a :class:`~popprof.model.profile.Profile`: the file it was read from
     (``profile.source``) is redacted, so changes made to the Profile in memory are not in ``out``.
+    ``on_read`` is called with each profile read from an input that becomes a bundle (the CLI says there what
+    the reader worked around, e.g. a rank's trace cut off); a trace or text summary is redacted as bytes.
     """
     source, out = _source_path(source), Path(out)
     kind = input_kind(source)
@@ -158,7 +163,7 @@ def redact(
         elif kind == "text_summary":
             bytes_in, bytes_out, scan_result = _redact_text(source, out, redactor, scan)
         else:
-            bytes_in, bytes_out, scan_result = _redact_bundle(source, out, redactor, scan)
+            bytes_in, bytes_out, scan_result = _redact_bundle(source, out, redactor, scan, on_read)
     except LeakError as exc:
         scan_result = exc.result
     report = RedactionReport(
@@ -210,12 +215,16 @@ def _redaction_record(redactor: Redactor) -> dict:
     }
 
 
-def _redact_bundle(source: Path, out: Path, redactor: Redactor, scan: bool):
+def _redact_bundle(
+    source: Path, out: Path, redactor: Redactor, scan: bool, on_read: Callable[[Profile], None] | None = None
+):
     from ..readers import bundle as bundle_io
     from ..readers import open_all
     from .bundle import redact_profile, redact_sources
 
     profiles = open_all(source)
+    for profile in profiles.values() if on_read is not None else ():
+        on_read(profile)
     single = len(profiles) == 1
     result = None
     with bundle_io.output_directory(out) as tmp:

@@ -427,16 +427,18 @@ TAIL_BYTES = 4096
 
 
 def check_nothing_after_json(tail: bytes, source: Path) -> None:
-    """Refuse a trace whose bytes go on after its JSON value (an appended log, a comment): the
-    redaction only knows JSON, and text it does not understand is never copied through."""
+    """Refuse a trace whose bytes go on after its JSON value (an appended log, a comment) or that ends
+    before its value does (a file cut off): the redaction only knows JSON, and text it does not understand is
+    never copied through. The tail alone cannot tell the two apart, so the message names both."""
     end = tail.rstrip(b" \t\r\n")
     if end and end[-1:] not in (b"}", b"]"):
         from ..model.errors import InputError
 
         raise InputError(
             source,
-            "text follows the JSON value (the file does not end with '}' or ']'): it would not be redacted",
-            "remove what follows the trace's JSON, then redact again",
+            "the file does not end with '}' or ']' (it was cut off, or text follows the JSON value): "
+            "it would not be redacted",
+            "re-copy the file if it was cut off, else remove what follows the trace's JSON; then redact again",
         )
 
 

@@ -31,7 +31,7 @@ from ..readers.bundle import is_manifest
 from .leakshapes import PSEUDONYM, find
 from .scan_vocabulary import ScanVocabulary
 from .secrets_scan import detector
-from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, numeric_looking, secret_number
+from .sensitive import MIN_SUBSTRING, SensitiveSet, corrupt_parquet, is_digest, numeric_looking, secret_number
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4
@@ -281,7 +281,8 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
         for part in file.relative_to(path).parts:
             scanner.check(part, rel)
         if file.suffix == ".parquet":
-            schema = pq.read_schema(file)
+            with corrupt_parquet(file, "redact the original again"):
+                schema = pq.read_schema(file)
             for k, v in (schema.metadata or {}).items():
                 scanner.check(k.decode("utf-8", "replace"), f"{rel}:schema")
                 scanner.check(v.decode("utf-8", "replace"), f"{rel}:schema")
@@ -292,7 +293,8 @@ def scan_bundle(path: Path, scanner: Scanner) -> ScanResult:
                     scanner.check(v.decode("utf-8", "replace"), f"{rel}:{schema_field.name}:schema")
             # numbers cannot hold a token: read back only the columns that hold text
             textual = [f.name for f in schema if _is_textual(f.type)]
-            table = pq.read_table(file, columns=textual)
+            with corrupt_parquet(file, "redact the original again"):
+                table = pq.read_table(file, columns=textual)
             for name in table.column_names:
                 scanner.check(name, f"{rel}:{name}")
                 column = table.column(name)

@@ -19,6 +19,7 @@ their own, and feed every string they find.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +38,7 @@ from ..io.jsonbytes import (
     quote_spans,
     solid_after,
 )
+from ..model.errors import InputError
 from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
 from .keynames import ASSIGNED_SECRET, key_kind, raw_key_names_a_secret
 from .leakshapes import PSEUDONYM, find
@@ -308,6 +310,17 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
     return sensitive
 
 
+@contextlib.contextmanager
+def corrupt_parquet(file: Path, hint: str = "export the bundle again") -> Iterator[None]:
+    """Arrow's error on a damaged table file (cut off, not Parquet) as the bundle reader says it: InputError
+    (the original's sensitive values, or the scanned output's, cannot all be read)."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
+        detail = " ".join(str(exc).split())  # Arrow's Thrift messages span several lines
+        raise InputError(file, f"corrupt Parquet file ({detail})", hint) from None
+
+
 def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
     """Feed every text value, the schema metadata and the manifest of a bundle (or a directory of
     bundles) straight from its files (pyarrow; only text columns are read). False when ``source``
@@ -323,7 +336,7 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
         # manifest-bytes with its fields checked; regular files inside the bundle, never a symlink out)
         sensitive.add_json(read_manifest(root))
         for file in sorted(root.glob("*.parquet")):
-            with open_member(root, file.name, "table file") as handle:
+            with open_member(root, file.name, "table file") as handle, corrupt_parquet(file):
                 schema = pq.read_schema(handle)
             for k, v in (schema.metadata or {}).items():
                 sensitive.add(k.decode("utf-8", "replace"), "key")
@@ -344,7 +357,7 @@ def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
                     or pa.types.is_nested(typ)
                 ):
                     textual.append(field.name)
-            with open_member(root, file.name, "table file") as handle:
+            with open_member(root, file.name, "table file") as handle, corrupt_parquet(file):
                 table = pq.read_table(handle, columns=textual)
             for name in table.column_names:
                 column = table.column(name).combine_chunks()

@@ -15,7 +15,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +81,7 @@ def add(
     env: Mapping[str, str] | None = None,
     keep_bundle: bool = False,
     profile: str | None = None,
+    on_read: Callable[[Profile], None] | None = None,
 ) -> list[AddResult]:
     """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
 
@@ -88,7 +89,9 @@ def add(
     a run id the first 16 hex digits of the content hash name the run. ``keep_bundle`` keeps each added run's
     bundle in the store (:mod:`.bundles`). ``profile`` pins the series key (the profile name, else taken from
     the file or bundle name), so a renamed artefact continues its series; a source holding several profiles
-    cannot take one name. Each result says whether it starts a new series. Raises :class:`StoreConflict` (before
+    cannot take one name. ``on_read`` is called with each profile read, before anything is written (the CLI
+    says there what the reader worked around: a trace cut off is added with its events up to the cut). Each
+    result says whether it starts a new series. Raises :class:`StoreConflict` (before
     writing anything) when a run is stored with other content and ``replace`` is false.
     """
     location = Location.of(store)
@@ -100,6 +103,9 @@ def add(
     plans: list[_Plan] = []
     for source in sources:
         plans += _load(Path(source), who, when, dict(reader_options or {}), profile)
+    if on_read is not None:
+        for plan in plans:
+            on_read(plan.profile)
     series = known_profiles(location, {plan.profile.name for plan in plans})
     seen: set[tuple[str, str]] = set()
     decisions = []

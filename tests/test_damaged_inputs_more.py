@@ -1,0 +1,184 @@
+"""Damaged copies of the real inputs through the commands the first sweep did not run (redact, scan, export,
+diff, query, plot, pilot, store add): one line on stderr and exit 2, or a warning where the other commands
+read the damage with one, never a traceback, a partial output or a changed input.
+
+Each test builds its damaged input from a real fixture in ``tmp_path`` (no fixture files of their own) and runs
+the command line in-process, as the console script does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from popprof.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+REAL = FIXTURES / "real"
+KEY = "a-sound-benchmark-key-0123456789"
+
+
+def _one_error(capsys, *args: object) -> str:
+    """Run ``popprof ARGS``; assert exit 2 with one error line and nothing on stdout; give that line."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2, f"exit {code}, stderr: {err}"
+    assert out == "" and "Traceback" not in err and "internal error" not in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
+    return lines[0]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cut_in_half(tmp_path: Path, name: str = "tracelens_h100_bert_small.json.gz") -> Path:
+    """A real trace cut off in the middle of its events (gzip-compressed whole again)."""
+    data = gzip.decompress((REAL / "traces" / name).read_bytes())
+    cut = tmp_path / name
+    cut.write_bytes(gzip.compress(data[: len(data) // 2]))
+    return cut
+
+
+# --------------------------------------------------------------------------- store add
+
+
+def test_store_add_of_a_trace_cut_off_says_what_was_read(capsys, tmp_path):
+    """Every other command reads a trace cut off with a warning ('the file ends early'); ``store add`` stored
+    its metrics without a word: exit 0, the run's events after the cut silently not in the store."""
+    store = tmp_path / "runs"
+    assert main(["store", "init", str(store)]) == 0
+    cut = _cut_in_half(tmp_path)
+    before = _digest(cut)
+    capsys.readouterr()
+    assert main(["store", "add", str(store), str(cut)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("added: run "), out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {cut}: read with problems: "), err
+    assert "the file ends early" in lines[0]
+    assert _digest(cut) == before
+    assert main(["store", "fsck", str(store)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_store_add_of_a_whole_bundle_says_nothing_more(capsys, tmp_path):
+    """A bundle keeps its source's problems in its metadata (shown by tables and summary): no warning."""
+    store = tmp_path / "runs"
+    assert main(["store", "init", str(store)]) == 0
+    capsys.readouterr()
+    assert main(["store", "add", str(store), str(FIXTURES / "mk2_training.popprof")]) == 0
+    assert capsys.readouterr().err == ""
+
+
+# --------------------------------------------------------------------------- redact
+
+
+def test_redact_of_a_trace_cut_off_does_not_blame_text_after_it(capsys, tmp_path, monkeypatch):
+    """A trace cut in half was refused as 'text follows the JSON value' (remove what follows the trace's
+    JSON): nothing follows it, the file ends early. The tail cannot tell the two apart: the line names both."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    cut = _cut_in_half(tmp_path)
+    before = _digest(cut)
+    out = tmp_path / "shared.json.gz"
+    line = _one_error(capsys, "redact", cut, "-o", out)
+    assert line == (
+        f"popprof: error: {cut}: the file does not end with '}}' or ']' (it was cut off, or text follows the "
+        "JSON value): it would not be redacted (re-copy the file if it was cut off, else remove what follows "
+        "the trace's JSON; then redact again)"
+    )
+    assert not out.exists() and not list(tmp_path.glob(".*"))
+    assert _digest(cut) == before
+
+
+# --------------------------------------------------------------------------- scan
+
+
+def _cut_member(bundle: Path, member: str, empty: bool) -> Path:
+    file = bundle / member
+    data = file.read_bytes()
+    file.write_bytes(b"" if empty else data[: len(data) // 2])
+    return file
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["cut", "empty"])
+def test_scan_against_an_original_with_a_damaged_table_is_one_line(capsys, tmp_path, monkeypatch, empty):
+    """The scan read the original bundle's tables with pyarrow straight: a metadata.parquet cut in half (or
+    emptied) was 'internal error: ArrowInvalid: Parquet magic bytes not found in footer', exit 3."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    redacted = tmp_path / "shared.popprof"
+    assert main(["-q", "redact", str(FIXTURES / "mk2_training.popprof"), "-o", str(redacted)]) == 0
+    original = tmp_path / "mk2_training.popprof"
+    shutil.copytree(FIXTURES / "mk2_training.popprof", original)
+    damaged = _cut_member(original, "metadata.parquet", empty)
+    before = _digest(damaged)
+    capsys.readouterr()
+    line = _one_error(capsys, "scan", redacted, "--against", original)
+    assert line.startswith(f"popprof: error: {damaged}: corrupt Parquet file ("), line
+    assert line.endswith("(export the bundle again)"), line
+    assert _digest(damaged) == before
+
+
+def test_scan_of_a_redacted_bundle_with_a_damaged_table_is_one_line(capsys, tmp_path, monkeypatch):
+    """The same read of the scanned output: its table cut in half was an internal error, exit 3; it is a
+    damaged output that cannot be proved clean (exit 2), not a leak (exit 1)."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    redacted = tmp_path / "shared.popprof"
+    assert main(["-q", "redact", str(FIXTURES / "mk2_training.popprof"), "-o", str(redacted)]) == 0
+    damaged = _cut_member(redacted, "metadata.parquet", False)
+    capsys.readouterr()
+    line = _one_error(capsys, "scan", redacted, "--against", FIXTURES / "mk2_training.popprof")
+    assert line.startswith(f"popprof: error: {damaged}: corrupt Parquet file ("), line
+    assert line.endswith("(redact the original again)"), line
+
+
+# --------------------------------------------------------------------------- Poplar text summaries
+
+
+def test_a_text_summary_with_bytes_that_are_not_text_says_where_it_stopped(capsys, tmp_path, monkeypatch):
+    """Bytes flipped at the start of a histogram row (not UTF-8: U+FFFD once decoded) ended the summary there
+    unsaid: export, diff, pilot and store add went on without the figures after it (the fullest tile, the
+    tiles out of memory), exit 0 and not a word."""
+    text = (REAL / "poplar" / "tensorflow_logging_tile_histogram_mk1.txt").read_bytes()
+    row = text.index(b"     488 - 496")
+    damaged = tmp_path / "histogram.txt"
+    damaged.write_bytes(text[:row] + b"\xff" + text[row + 1 :])
+    line_no = text[:row].count(b"\n") + 1
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(damaged), "-o", "out.popprof"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: wrote")]
+    assert lines == [
+        f"popprof: warning: {damaged}: line {line_no} holds bytes that are not text (a damaged file?): the summary "
+        "was read up to it, its figures after it are missing"
+    ], err
+    healthy = tmp_path / "healthy.txt"
+    healthy.write_bytes(text)
+    assert main(["-q", "export", str(healthy), "-o", "whole.popprof"]) == 0
+    assert capsys.readouterr().err == ""  # the whole summary reads without a word
+
+
+def test_redact_of_a_run_directory_with_a_rank_cut_off_says_what_was_read(capsys, tmp_path, monkeypatch):
+    """A run directory becomes a redacted bundle through the readers, which keep rank-1's events up to the cut:
+    export says so, redact said nothing (exit 0, the redacted bundle quietly short of the cut rank's events)."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    rank = run / "rank-1.json.gz"
+    data = gzip.decompress(rank.read_bytes())
+    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    before = _digest(rank)
+    out = tmp_path / "shared.popprof"
+    assert main(["-q", "redact", str(run), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"popprof: warning: {run}: read with problems: the file ends early: events after the cut are missing "
+        "(rank-1.json.gz: IncompleteJSONError: parse error: premature EOF)"
+    ], err
+    assert out.is_dir() and _digest(rank) == before
