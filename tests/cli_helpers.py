@@ -17,3 +17,15 @@ def summary_error(path: Path, capsys: pytest.CaptureFixture) -> str:
     lines = err.splitlines()
     assert out == "" and len(lines) == 1 and lines[0].startswith("popprof: error: "), err
     return lines[0]
+
+
+def one_error(capsys: pytest.CaptureFixture, *args: object) -> str:
+    """``popprof ARGS`` in this process: exit 2, nothing on stdout, one error line on stderr besides read
+    warnings, no traceback or internal error; the line."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2, f"exit {code}, stderr: {err}"
+    assert out == "" and "Traceback" not in err and "internal error" not in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
+    return lines[0]

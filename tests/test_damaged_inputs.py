@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from cli_helpers import one_error as _one_error
 
 import popprof
 from popprof.cli import main
@@ -22,17 +23,6 @@ from popprof.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 REAL = FIXTURES / "real"
-
-
-def _one_error(capsys, *args: object) -> str:
-    """Run ``popprof ARGS``; assert exit 2 with one error line and nothing on stdout; give that line."""
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    assert code == 2, f"exit {code}, stderr: {err}"
-    assert out == "" and "Traceback" not in err and "internal error" not in err, err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
-    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
-    return lines[0]
 
 
 # --------------------------------------------------------------------------- bundles

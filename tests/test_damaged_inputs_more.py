@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_helpers import one_error as _one_error
 
 from popprof.cli import main
 
@@ -21,17 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 REAL = FIXTURES / "real"
 KEY = "a-sound-benchmark-key-0123456789"
-
-
-def _one_error(capsys, *args: object) -> str:
-    """Run ``popprof ARGS``; assert exit 2 with one error line and nothing on stdout; give that line."""
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    assert code == 2, f"exit {code}, stderr: {err}"
-    assert out == "" and "Traceback" not in err and "internal error" not in err, err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
-    assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
-    return lines[0]
 
 
 def _digest(path: Path) -> str:

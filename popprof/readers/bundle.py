@@ -315,6 +315,17 @@ def _check_values(tables: dict, path: Path) -> None:
             )
 
 
+@contextlib.contextmanager
+def corrupt_parquet(file: Path, hint: str = "export the bundle again") -> Iterator[None]:
+    """Arrow's error on a damaged table file (cut off, not Parquet, a page failing its checksum) as one
+    InputError naming the file: the bundle reader's, and the redaction's and leak scan's on a bundle's files."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
+        detail = " ".join(str(exc).split())  # Arrow's Thrift messages span several lines
+        raise InputError(file, f"corrupt Parquet file ({detail})", hint) from None
+
+
 def _read_table(path: Path, file_name: object, name: str, entry: dict):
     """One table of a bundle, bounded before it is read: rows and memory from the Parquet footer."""
     import pyarrow.parquet as pq  # here: detection imports this module for every input
@@ -323,15 +334,13 @@ def _read_table(path: Path, file_name: object, name: str, entry: dict):
         file = path / str(file_name)
         size = os.fstat(handle.fileno()).st_size
         try:
-            # each data page's CRC-32 checked where the writer wrote one (popprof's since 2026-12-07): a flipped
-            # byte is an error, not wrong values read silently (bundles written before carry none)
-            parquet = pq.ParquetFile(handle, page_checksum_verification=True)
-            rows = parquet.metadata.num_rows
-            _check_footer(file, parquet, rows, size, entry)
-            frame = parquet.read().to_pandas()
-        except (pa.ArrowException, OSError) as exc:
-            detail = " ".join(str(exc).split())  # Arrow's Thrift messages span several lines
-            raise InputError(file, f"corrupt Parquet file ({detail})", "export the bundle again") from None
+            with corrupt_parquet(file):
+                # each data page's CRC-32 checked where the writer wrote one (popprof's since 2026-12-07): a
+                # flipped byte is an error, not wrong values read silently (bundles written before carry none)
+                parquet = pq.ParquetFile(handle, page_checksum_verification=True)
+                rows = parquet.metadata.num_rows
+                _check_footer(file, parquet, rows, size, entry)
+                frame = parquet.read().to_pandas()
         except MemoryError:
             raise limits.LimitExceeded(file, "parquet-ratio", "a table that does not fit in memory") from None
     if len(frame) != entry.get("rows", len(frame)):

@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..readers.bundle import is_manifest
+from ..readers.bundle import corrupt_parquet, is_manifest
 from .leakshapes import PSEUDONYM, find
 from .scan_vocabulary import ScanVocabulary
 from .secrets_scan import detector
-from .sensitive import MIN_SUBSTRING, SensitiveSet, corrupt_parquet, is_digest, numeric_looking, secret_number
+from .sensitive import MIN_SUBSTRING, SensitiveSet, is_digest, numeric_looking, secret_number
 from .tokens import MAX_JSON_DEPTH, chunk_strings, json_depth, looks_like_json, words
 
 MIN_TOKEN = 4

@@ -19,7 +19,6 @@ their own, and feed every string they find.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -38,8 +37,7 @@ from ..io.jsonbytes import (
     quote_spans,
     solid_after,
 )
-from ..model.errors import InputError
-from ..readers.bundle import bundles_in, manifest_path, open_member, read_manifest
+from ..readers.bundle import bundles_in, corrupt_parquet, manifest_path, open_member, read_manifest
 from .keynames import ASSIGNED_SECRET, key_kind, raw_key_names_a_secret
 from .leakshapes import PSEUDONYM, find
 from .scan_vocabulary import ScanVocabulary
@@ -308,17 +306,6 @@ def derive_profiles(source: Path, sensitive: SensitiveSet) -> SensitiveSet:
     if source.is_dir() and manifest_path(source).exists():
         sensitive.add_json(read_manifest(source))  # bounded and validated: the bundle reader's own rules
     return sensitive
-
-
-@contextlib.contextmanager
-def corrupt_parquet(file: Path, hint: str = "export the bundle again") -> Iterator[None]:
-    """Arrow's error on a damaged table file (cut off, not Parquet) as the bundle reader says it: InputError
-    (the original's sensitive values, or the scanned output's, cannot all be read)."""
-    try:
-        yield
-    except (pa.ArrowException, OSError) as exc:
-        detail = " ".join(str(exc).split())  # Arrow's Thrift messages span several lines
-        raise InputError(file, f"corrupt Parquet file ({detail})", hint) from None
 
 
 def derive_bundle_files(source: Path, sensitive: SensitiveSet) -> bool:
