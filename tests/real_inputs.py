@@ -36,6 +36,8 @@ NOT_PROFILES = frozenset(
         "make_hta_counters.py",
         "hta_kernel_sequences_reference.json",
         "make_hta_kernel_sequences.py",
+        "hta_annotations_reference.json",
+        "make_hta_annotations.py",
     }
 )
 
