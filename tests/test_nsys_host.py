@@ -228,7 +228,11 @@ def test_summary_shows_host_threads(capsys) -> None:
     out = capsys.readouterr().out
     assert "Host threads in the device's idle gaps" in out
     assert "gpu:0 idle 724.05 ms in 19 gaps" in out
-    assert "MPI Rank 0 (1230493), 20 launches: on CPU 724.02 ms (100.0 %), off CPU" in out
+    flat = " ".join(out.split())
+    assert (
+        "MPI Rank 0 (1230493), 20 launches: on CPU 724.02 ms (100.0 %: computing 77.9 %, in communication calls "
+        "22.0 %), off CPU" in flat
+    )
     assert "sampled in the gaps: main 66.2 %" in out
     assert max(len(line) for line in out.splitlines()) <= 80
     assert main(["-q", "summary", str(SAXPY), "--format", "json"]) == 0
@@ -299,7 +303,10 @@ def test_device_gaps_finding_says_computing_or_waiting() -> None:
     (finding,) = [f for f in check(saxpy) if f.rule_id == "host.device-gaps"]
     main = host_cpu(saxpy)[0]
     on = main["gaps_on_cpu_us"] / main["gaps_us"]
-    assert f"launching thread MPI Rank 0 (1230493) was on CPU {on * 100:.1f} % and off CPU" in finding.message
+    assert (
+        f"launching thread MPI Rank 0 (1230493) was on CPU {on * 100:.1f} % (computing 77.9 %"
+        in finding.message
+    )
     assert "mostly computing, not waiting; sampled in main 66.2 %" in finding.message
     assert all("on CPU" not in f.message for f in check(read_path(FUSER)))
 
@@ -319,14 +326,14 @@ def test_what_limits_says_what_the_launching_thread_did_in_the_gaps(tmp_path):
     (launcher,) = launchers_in_gaps(profile).values()
     assert launcher["thread"] == first["thread"] == "MPI Rank 0 (1230493)"
     assert launcher["on_cpu_share"] == pytest.approx(first["gaps_on_cpu_us"] / first["gaps_us"])
-    assert launcher["verdict"] == GAP_VERDICTS[True]
+    assert launcher["verdict"] == GAP_VERDICTS["computing"]
     result = CliRunner().invoke(cli, ["summary", str(SAXPY), "--format", "json"])
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)["what_limits"]["host_in_gaps"]
     assert (entry["device"], entry["thread"], entry["verdict"]) == (
         "gpu:0",
         launcher["thread"],
-        GAP_VERDICTS[True],
+        GAP_VERDICTS["computing"],
     )
     assert entry["gaps_us"] == pytest.approx(first["gaps_us"])
     assert [f["function"] for f in entry["functions"]] == ["main", "std::abs(double)"]
@@ -336,12 +343,12 @@ def test_what_limits_says_what_the_launching_thread_did_in_the_gaps(tmp_path):
         "Host in gpu:0's idle gaps (724.05 ms): its launching thread MPI Rank 0 (1230493) on CPU 100.0 %"
         in opening
     )
-    assert GAP_VERDICTS[True] in opening
+    assert GAP_VERDICTS["computing"] in opening
     findings = CliRunner().invoke(cli, ["check", str(SAXPY), "--format", "json", "--fail-on", "never"]).stdout
     (gaps,) = [
         f for f in json.loads(findings)["profiles"][0]["findings"] if f["rule_id"] == "host.device-gaps"
     ]
-    assert GAP_VERDICTS[True] in gaps["message"]
+    assert GAP_VERDICTS["computing"] in gaps["message"]
     out = tmp_path / "r.html"
     assert CliRunner().invoke(cli, ["report", str(SAXPY), "--no-plots", "-o", str(out)]).exit_code == 0
     assert (

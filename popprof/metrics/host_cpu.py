@@ -14,7 +14,11 @@ sched-out):
 - ``launches``: how many of the device's items the thread launched (launch calls joined by correlation);
   the thread that launched most comes first, the one whose stalls idle the device;
 - ``functions`` / ``gap_functions``: the leaf functions of its CPU samples in the window / in the gaps, most
-  sampled first, with their counts.
+  sampled first, with their counts;
+- with CPU samples in the gaps, their on-CPU time split by the call each sample was inside (``cpu_samples.call``,
+  :mod:`popprof.trace.host_calls`): ``gaps_host_wait_us`` (spinning in a call blocking on the device),
+  ``gaps_communication_us`` (polling in MPI, NCCL or a network library) and ``gaps_computing_us`` (the rest),
+  each ``gaps_on_cpu_us`` times its share of the samples in the gaps (samples are taken on CPU); None without.
 
 The headline, ``trace.host_gap_off_cpu_share``: of the devices' gaps, the share the thread that launched most of
 each device's work spent off CPU, pooled over devices. ``docs/figures.md`` defines it.
@@ -25,9 +29,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..io import units, words
 from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace import masks
+from ..trace.host_calls import COMMUNICATION, HOST_WAIT
 from ..trace.intervals import DeviceActivity, device_activities, thread_label, thread_labels
 from ..trace.spans import intersect_intervals, merge_intervals
 from . import metric
@@ -43,25 +49,76 @@ def host_cpu(profile: Profile, top: int = TOP_FUNCTIONS) -> list[dict]:
     return profile.cached(f"host_cpu:{top}", lambda: _host_cpu(profile, top))
 
 
-#: what a launching thread mostly did in its device's gaps, by whether it was on CPU half of them or more
+#: what a launching thread mostly did in its device's gaps: computing when at least half of the gaps, else the
+#: largest of the ways it waited
 GAP_VERDICTS = {
-    True: "mostly computing, not waiting",
-    False: "mostly waiting (I/O, a lock, a blocking call, or preempted), not computing",
+    "computing": "mostly computing, not waiting",
+    "off_cpu": "mostly waiting off CPU (I/O, a lock, a sleeping call, or preempted), not computing",
+    COMMUNICATION: "mostly waiting on CPU in communication calls (MPI, NCCL: polling), not computing",
+    HOST_WAIT: "mostly waiting on CPU in calls blocking on the device (spinning), not computing",
+}
+#: the on-CPU parts in words, in the order they are named (``launchers_in_gaps``' ``on_cpu_parts``)
+ON_CPU_PARTS = {
+    "computing": "computing",
+    COMMUNICATION: "in communication calls",
+    HOST_WAIT: "in calls blocking on the device",
 }
 
 
 def launchers_in_gaps(profile: Profile) -> dict[tuple, dict]:
     """Per ``(rank, device)`` with idle gaps, the thread that launched most of its work (:func:`host_cpu`'s
-    first row) with ``on_cpu_share`` (its on-CPU share of the gaps) and ``verdict`` (:data:`GAP_VERDICTS`): what
-    the summary's "What limits this run" and the rule ``host.device-gaps`` both say."""
+    first row) with ``on_cpu_share`` (its on-CPU share of the gaps), ``computing_share`` (the share it computed:
+    on CPU and, with CPU samples' calls, in no waiting call), ``on_cpu_parts`` (with the samples' calls, the
+    on-CPU shares of the gaps computing, in communication calls and in calls blocking on the device; else None)
+    and ``verdict`` (:data:`GAP_VERDICTS`): what the summary's "What limits this run" and the rule
+    ``host.device-gaps`` both say."""
     out: dict[tuple, dict] = {}
     for row in host_cpu(profile):
         key = (row["rank"], row["device"])
         if key in out or not row["gaps_us"]:
             continue
+        parts = on_cpu_parts(row)
         on = row["gaps_on_cpu_us"] / row["gaps_us"]
-        out[key] = {**row, "on_cpu_share": on, "verdict": GAP_VERDICTS[on >= 0.5]}
+        computing = on if parts is None else parts["computing"]
+        waits = {
+            "off_cpu": 1.0 - on,
+            **({} if parts is None else {k: parts[k] for k in (COMMUNICATION, HOST_WAIT)}),
+        }
+        verdict = "computing" if computing >= 0.5 else max(waits, key=lambda k: waits[k])
+        out[key] = {
+            **row,
+            "on_cpu_share": on,
+            "computing_share": computing,
+            "on_cpu_parts": parts,
+            "verdict": GAP_VERDICTS[verdict],
+        }
     return out
+
+
+def on_cpu_parts(row: dict) -> dict[str, float] | None:
+    """A :func:`host_cpu` row's on-CPU time in the gaps as shares of the gaps: ``computing``, ``communication``,
+    ``host_wait`` (from its CPU samples' calls); None without samples with a call stack in the gaps."""
+    gaps = row["gaps_us"]
+    if row.get("gaps_computing_us") is None or not gaps:
+        return None
+    return {
+        "computing": row["gaps_computing_us"] / gaps,
+        COMMUNICATION: row["gaps_communication_us"] / gaps,
+        HOST_WAIT: row["gaps_host_wait_us"] / gaps,
+    }
+
+
+def on_cpu_words(on_cpu_share: float, parts: dict[str, float] | None) -> str:
+    """``on CPU 100.0 % (computing 78.0 %, in communication calls 22.0 %)``: a thread's on-CPU share of the
+    gaps and, with its samples' calls (``on_cpu_parts``), the parts of 0.05 % or more, each a share of the
+    gaps."""
+    text = f"{words.ON_CPU} {units.percent(on_cpu_share)}"
+    if not parts or not on_cpu_share:
+        return text
+    named = [
+        f"{name} {units.percent(parts[key])}" for key, name in ON_CPU_PARTS.items() if parts[key] >= 0.0005
+    ]
+    return f"{text} ({', '.join(named)})" if named else text
 
 
 def _host_cpu(profile: Profile, top: int) -> list[dict]:
@@ -166,6 +223,9 @@ def _thread_row(
         "functions": [],
         "gap_samples": 0,
         "gap_functions": [],
+        "gaps_computing_us": None,
+        "gaps_communication_us": None,
+        "gaps_host_wait_us": None,
     }
     if samples is not None:
         ts = samples["ts_us"].to_numpy(dtype=np.float64)
@@ -179,7 +239,26 @@ def _thread_row(
             gap_samples=int(in_gap.sum()),
             gap_functions=_top_functions(function[in_gap], top),
         )
+        if "call" in samples.columns:
+            row.update(_on_cpu_parts(samples["call"][in_gap], row["gaps_on_cpu_us"]))
     return row
+
+
+def _on_cpu_parts(call: pd.Series, on_cpu_us: float) -> dict[str, float]:
+    """The gaps' on-CPU time split by the share of the gaps' samples inside each call (samples are taken on CPU,
+    so each share estimates the on-CPU time in that call), of the samples with a call stack; the rest is
+    computing. ``{}`` when no sample has a stack."""
+    counts = call.value_counts(sort=False)
+    n = int(counts.sum())
+    if not n:
+        return {}
+    host_wait = on_cpu_us * int(counts.get(HOST_WAIT, 0)) / n
+    communication = on_cpu_us * int(counts.get(COMMUNICATION, 0)) / n
+    return {
+        "gaps_host_wait_us": host_wait,
+        "gaps_communication_us": communication,
+        "gaps_computing_us": max(on_cpu_us - host_wait - communication, 0.0),
+    }
 
 
 def _length(start: np.ndarray, end: np.ndarray) -> float:

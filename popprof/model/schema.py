@@ -561,6 +561,13 @@ TABLES: dict[str, Table] = {
                 _c("tid", "int64", "thread id", key=True),
                 _c("ts_us", "float64", "sample time", "us"),
                 _c("function", "category", "the sampled (leaf) frame's function, (unknown) without a symbol"),
+                _c(
+                    "call",
+                    "category",
+                    "the call the sample was inside, by its call stack's outermost frame naming one: host_wait "
+                    "(a call blocking on the device: a sync, a synchronous copy), communication (MPI, NCCL, "
+                    "a network library polling) or other (the program's own work); missing without a stack",
+                ),
             ),
             "Periodic CPU samples of host threads, each named by the function it was in.",
             "nsys (COMPOSITE_EVENTS, SAMPLING_CALLCHAINS)",

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from ..model.schema import STEP_CATEGORIES, TABLES
+from ..trace.host_calls import SAMPLE_CALLS
 from .gpu_vocabulary import GPU_PATTERNS, KINETO_CATEGORIES, KINETO_KEYS, RECORD_FUNCTIONS
 from .keynames import SENSITIVE_KEYS
 from .names import MESSAGE_WORDS, NameGrammar, label_words, summary_label
@@ -91,6 +92,7 @@ BASE_WORDS: frozenset[str] = (
     PROGRAM_TYPES
     | MEMORY_CATEGORIES
     | frozenset(STEP_CATEGORIES)
+    | frozenset(SAMPLE_CALLS)
     | CHANNELS
     | LAYERS
     | TARGET_VALUES

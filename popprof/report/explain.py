@@ -18,7 +18,7 @@ from ..metrics.account import BASIS_TEXT, GPU_PARTS, IPU_PARTS, PART_WORDS, run_
 from ..metrics.capture import capture_section
 from ..metrics.collectives import skew_spans
 from ..metrics.counters import replay_section
-from ..metrics.host_cpu import launchers_in_gaps
+from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
 from ..model.profile import Profile
 from ..rules.base import Findings
 from ..trace.intervals import device_label
@@ -103,7 +103,9 @@ GAP_FUNCTIONS = 2
 
 def _launchers(profile: Profile) -> list[dict]:
     """Per device with idle gaps, its launching thread on and off CPU in them (``metrics.host_cpu``): ``rank``,
-    ``device``, ``thread``, ``gaps_us``, ``on_cpu_share``, ``verdict`` and the most sampled ``functions`` (name,
+    ``device``, ``thread``, ``gaps_us``, ``on_cpu_share``, ``on_cpu_parts`` (with the CPU samples' calls: the
+    on-CPU shares computing, in communication calls, in calls blocking on the device), ``verdict`` and the most
+    sampled ``functions`` (name,
     share of the thread's samples in the gaps); ``[]`` without context switches."""
     return [
         {
@@ -112,6 +114,7 @@ def _launchers(profile: Profile) -> list[dict]:
             "thread": t["thread"],
             "gaps_us": t["gaps_us"],
             "on_cpu_share": t["on_cpu_share"],
+            "on_cpu_parts": t["on_cpu_parts"],
             "verdict": t["verdict"],
             "functions": [
                 {"function": f["function"], "share": f["samples"] / t["gap_samples"]}
@@ -131,7 +134,7 @@ def host_gaps_notes(doc: dict | None) -> list[str]:
         sampled = ", ".join(f"{f['function']} {units.percent(f['share'])}" for f in t["functions"])
         notes.append(
             f"Host in {label}'s idle gaps ({units.duration(t['gaps_us'])}): its launching thread "
-            f"{t['thread']} {words.ON_CPU} {units.percent(t['on_cpu_share'])}, {t['verdict']}"
+            f"{t['thread']} {on_cpu_words(t['on_cpu_share'], t.get('on_cpu_parts'))}, {t['verdict']}"
             + (f" (sampled: {sampled})" if sampled else "")
         )
     return notes

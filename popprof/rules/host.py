@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..io import units
 from ..io.plural import plural
-from ..io.words import HTA_IDLE_CAUSES, OFF_CPU, ON_CPU
+from ..io.words import HTA_IDLE_CAUSES, OFF_CPU
 from ..metrics import execution as ex
 from ..metrics.capture import capture_as_busy, graph_capture
 from ..metrics.devices import launches_without_device, named_devices_without_activity
@@ -28,7 +28,7 @@ from ..metrics.gaps import (
     work_intervals,
 )
 from ..metrics.gaps import device_gaps as gaps_of
-from ..metrics.host_cpu import launchers_in_gaps
+from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import parent_rows, time_origin
 from ..metrics.trace_summary import wait_callers
@@ -311,9 +311,9 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
 
 
 def _on_cpu_sentence(profile: Profile, activity) -> str:
-    """``; in the device's gaps its launching thread T was on CPU 99.9 % (...), off CPU 0.1 %`` from the
-    context switches (``metrics.host_cpu``: the thread that launched most of the device's work, over all the
-    device's gaps); ``""`` without them."""
+    """``; in the device's gaps its launching thread T was on CPU 99.9 % (computing 78.0 %, ...) and off CPU
+    0.1 %`` from the context switches and the CPU samples' calls (``metrics.host_cpu``: the thread that launched
+    most of the device's work, over all the device's gaps); ``""`` without them."""
     t = launchers_in_gaps(profile).get((activity.rank, activity.device))
     if t is None:
         return ""
@@ -321,9 +321,10 @@ def _on_cpu_sentence(profile: Profile, activity) -> str:
     sampled = ", ".join(
         f"{f['function']} {units.percent(f['samples'] / t['gap_samples'])}" for f in t["gap_functions"]
     )
+    source = "its context switches" + (" and CPU samples' call stacks" if t["on_cpu_parts"] else "")
     return (
-        f"; in all the device's gaps its launching thread {t['thread']} was {ON_CPU} {units.percent(on)} and "
-        f"{OFF_CPU} {units.percent(1 - on)} (its context switches): {t['verdict']}"
+        f"; in all the device's gaps its launching thread {t['thread']} was {on_cpu_words(on, t['on_cpu_parts'])}"
+        f" and {OFF_CPU} {units.percent(1 - on)} ({source}): {t['verdict']}"
         + (f"; sampled in {sampled}" if sampled else "")
     )
 

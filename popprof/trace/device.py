@@ -111,7 +111,7 @@ NOT_ON_THE_ROOFLINE: frozenset[str] = frozenset(
 #: ``cudaStreamWaitEvent`` (it makes a stream wait on an event on the device while the host goes on: the
 #: ``cuda_sync`` track and ``device.dependency-waits`` show that wait) nor the synchronous memsets
 #: (asynchronous with respect to the host unless the target is pinned host or managed memory).
-_SYNC_CALLS = (
+SYNC_CALLS = (
     r"(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize"
     r"|Memcpy|Memcpy2D|Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyWithStream|Free)"
     r"|cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|MemcpyHtoD|MemcpyDtoH"
@@ -127,7 +127,7 @@ CHROME_DEVICE_MAP: dict[str, str] = {
     # the device waiting on an event or the context (Kineto's cuda_sync track): device-side sync
     "sync": rf"^cuda_sync:|{_MTIA_WAIT}",
     # the host blocking on the device: a host event, never device time
-    "host_wait": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{_SYNC_CALLS})$|{_MTIA_SYNC_CALLS}",
+    "host_wait": rf"^(?:cuda_runtime|cuda_driver|Runtime|Driver|hip_runtime)?:?(?:{SYNC_CALLS})$|{_MTIA_SYNC_CALLS}",
     # memset and on-device copies
     "other": r"^(?:gpu_memset|Memset|gpu_memcpy|Memcpy):|^(?:kernel|Kernel):.*(?:Memset|Memcpy DtoD)",
     # every other kernel
@@ -158,7 +158,7 @@ PVTI_DEVICE_MAP: dict[str, str] = {
 #: (``hip_api``, ``hsa_api``, ``marker_api``, ``rccl_api``), of which HIP's synchronising calls are host waits.
 ROCPROF_DEVICE_MAP: dict[str, str] = {
     **CHROME_DEVICE_MAP,
-    "host_wait": rf"^hip_api:(?:{_SYNC_CALLS})$",
+    "host_wait": rf"^hip_api:(?:{SYNC_CALLS})$",
 }
 
 DEFAULT_MAPS: dict[str, dict[str, str]] = {

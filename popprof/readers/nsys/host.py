@@ -6,7 +6,9 @@ A thread is on CPU from a sched-in to the sched-out that follows it on that thre
 
 ``COMPOSITE_EVENTS`` (CPU IP samples: ``start``, ``globalTid``) joined by ``id`` to ``SAMPLING_CALLCHAINS``
 (one row per frame: ``symbol`` into ``StringIds``, ``stackDepth`` 0 the sampled frame, the leaf): one
-``cpu_samples`` row per sample, named by its leaf function.
+``cpu_samples`` row per sample, named by its leaf function, with the call it was inside (``call``: a call
+blocking on the device or communication, by the outermost frame that names one, function or module:
+:mod:`popprof.trace.host_calls`).
 
 NVIDIA's SQLite export schema reference ("SQLite Export Schema Reference", ``nsys-exporter/exported_data``)
 documents both tables; ``docs/readers.md`` says what is read.
@@ -18,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ...model.errors import InputError
-from ...trace import frame
+from ...trace import frame, host_calls
 from .database import Export
 
 SCHED = "SCHED_EVENTS"
@@ -83,10 +85,12 @@ def cpu_slices(export: Export, rank: int | None) -> tuple[pd.DataFrame | None, i
 
 def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
     """The CPU samples of ``COMPOSITE_EVENTS``, each named by its leaf frame's function (``stackDepth`` 0 of
-    ``SAMPLING_CALLCHAINS`` through ``StringIds``; ``(unknown)`` without one)."""
+    ``SAMPLING_CALLCHAINS`` through ``StringIds``; ``(unknown)`` without one) and with its ``call``
+    (:func:`_sample_calls`)."""
     if SAMPLES not in export.tables or not {"id", "start", "globalTid"} <= export.columns(SAMPLES):
         return None
-    if CALLCHAINS in export.tables and {"id", "symbol", "stackDepth"} <= export.columns(CALLCHAINS):
+    stacks = CALLCHAINS in export.tables and {"id", "symbol", "stackDepth"} <= export.columns(CALLCHAINS)
+    if stacks:
         name = "s.value"
         join = (
             f"LEFT JOIN {CALLCHAINS} AS c ON c.id = e.id AND c.stackDepth = 0 "
@@ -95,7 +99,7 @@ def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
     else:
         name, join = "NULL", ""
     rows = export.query(
-        f"SELECT e.start AS start, e.globalTid AS globalTid, {name} AS function "
+        f"SELECT e.id AS id, e.start AS start, e.globalTid AS globalTid, {name} AS function "
         f"FROM {SAMPLES} AS e {join} WHERE e.globalTid IS NOT NULL ORDER BY e.start, e.id"
     )
     if rows.empty:
@@ -109,5 +113,41 @@ def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
             "tid": tid,
             "ts_us": rows["start"].to_numpy(dtype=np.int64) / 1000.0,
             "function": rows["function"].fillna(UNKNOWN_FUNCTION).astype("category"),
+            "call": _sample_calls(export, rows["id"]) if stacks else None,
         }
     )
+
+
+def _sample_calls(export: Export, sample_id: pd.Series) -> pd.Categorical:
+    """Each sample's call (:data:`popprof.trace.host_calls.SAMPLE_CALLS`, or missing) from all its frames:
+    each distinct symbol and module is matched once (:mod:`popprof.trace.host_calls`), then the outermost
+    frame with a call decides."""
+    module = "module" if "module" in export.columns(CALLCHAINS) else "NULL"
+    frames = export.query(
+        f"SELECT id, stackDepth AS depth, symbol, {module} AS module FROM {CALLCHAINS} WHERE id IS NOT NULL"
+    )
+    codes = np.zeros(len(sample_id), dtype=np.int8)  # 0: no frame (missing)
+    if not frames.empty:
+        strings = export.query(
+            f"SELECT id, value FROM StringIds WHERE id IN (SELECT symbol FROM {CALLCHAINS} "
+            f"UNION SELECT {module} FROM {CALLCHAINS})"
+        )
+        ids = strings["id"].tolist()
+        values = strings["value"].tolist()
+        by_function = dict(zip(ids, host_calls.function_calls(values).tolist(), strict=True))
+        by_module = dict(zip(ids, host_calls.module_calls(values).tolist(), strict=True))
+        symbol = frames["symbol"].map(by_function).fillna(0).to_numpy(dtype=np.int8)
+        in_module = frames["module"].map(by_module).fillna(0).to_numpy(dtype=np.int8)
+        frame_id = frames["id"].to_numpy(dtype=np.int64)
+        rows = sample_id.to_numpy(dtype=np.int64)
+        codes[np.isin(rows, frame_id)] = 3  # a stack naming no call: other
+        sample, outer = host_calls.outermost_calls(
+            frame_id,
+            frames["depth"].fillna(0).to_numpy(dtype=np.int64),
+            np.where(symbol > 0, symbol, in_module),
+        )
+        if sample.size:
+            at = np.minimum(np.searchsorted(sample, rows), sample.size - 1)
+            found = sample[at] == rows
+            codes[found] = outer[at[found]]
+    return pd.Categorical.from_codes(codes.astype(np.int64) - 1, categories=list(host_calls.SAMPLE_CALLS))

@@ -1,0 +1,269 @@
+"""The call a CPU sample was inside (``cpu_samples.call``), and the launching thread's on-CPU time in the device's
+gaps split by it (``metrics.host_cpu``), on the pipit MPI + CUDA export (``fixtures/real/nsys``).
+
+A thread polling in ``MPI_Recv`` or spinning in a synchronous ``cudaMemcpy`` is on CPU but waiting; the samples'
+call stacks tell it from computing. Every count here is recomputed from the export's own tables by SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trace_helpers import sql_rows
+
+import popprof
+from popprof.readers import read_path
+
+NSYS = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "nsys"
+SAXPY = NSYS / "pipit_saxpy_mpi_cuda_perlmutter.sqlite"
+MAIN_TID = 1230493
+
+#: samples with a frame of an MPI or network library, by the frame's module or MPI's API names: SQL's own test,
+#: not the package's patterns (the export's libraries: Cray MPICH ``libmpi_nvidia``, libfabric, nsys's MPI
+#: interposer ``libToolsInjectionMPICH64`` whose frames are ``MPI_Send``, ...)
+_COMMUNICATION_SQL = """
+SELECT count(DISTINCT c.id) FROM SAMPLING_CALLCHAINS c
+LEFT JOIN StringIds s ON s.id = c.symbol LEFT JOIN StringIds m ON m.id = c.module
+WHERE m.value LIKE '%/libmpi%' OR m.value LIKE '%/libfabric%' OR s.value LIKE 'MPI\\_%' ESCAPE '\\'
+   OR s.value LIKE 'PMPI\\_%' ESCAPE '\\'
+"""
+
+
+@pytest.fixture(scope="module")
+def saxpy():
+    return read_path(SAXPY)
+
+
+def test_sample_calls_equal_sql(saxpy) -> None:
+    """172 samples inside ``cudaMemcpy`` (its synchronous copies spin in the driver: ``host_wait``), 1,118 in MPI
+    or libfabric (``communication``; none of the copies is inside MPI in this export), every other sample with a
+    stack ``other``."""
+    calls = saxpy.cpu_samples["call"].value_counts(dropna=False).to_dict()
+    ((in_memcpy,),) = sql_rows(
+        SAXPY,
+        "SELECT count(DISTINCT c.id) FROM SAMPLING_CALLCHAINS c JOIN StringIds s ON s.id = c.symbol "
+        "WHERE s.value = 'cudaMemcpy'",
+    )
+    ((communication,),) = sql_rows(SAXPY, _COMMUNICATION_SQL)
+    ((with_stack,),) = sql_rows(SAXPY, "SELECT count(DISTINCT id) FROM SAMPLING_CALLCHAINS")
+    assert calls == {"host_wait": in_memcpy, "communication": communication, "other": with_stack - 172 - 1118}
+    assert (in_memcpy, communication, with_stack) == (172, 1118, 5451)
+
+
+def test_gap_time_split_by_the_samples_calls(saxpy) -> None:
+    """In gpu:0's gaps the launching thread is on CPU 100.0 %; of its 3,610 samples there, 795 are in
+    communication calls and 1 in ``cudaMemcpy``: 22.0 % of the gaps polling in MPI, 77.9 % computing. Each part
+    is the on-CPU time times its share of the samples."""
+    from popprof.metrics.host_cpu import host_cpu, launchers_in_gaps
+
+    row = host_cpu(saxpy)[0]
+    samples = saxpy.cpu_samples
+    gaps = _gaps(saxpy)
+    ts = samples["ts_us"].to_numpy()
+    at = np.searchsorted(gaps[0], ts, side="right") - 1
+    in_gap = (at >= 0) & (ts < gaps[1][np.maximum(at, 0)]) & (samples["tid"].to_numpy() == MAIN_TID)
+    counts = samples["call"][in_gap].value_counts().to_dict()
+    assert counts == {"other": 2814, "communication": 795, "host_wait": 1}
+    on = row["gaps_on_cpu_us"]
+    assert row["gaps_communication_us"] == pytest.approx(on * 795 / 3610)
+    assert row["gaps_host_wait_us"] == pytest.approx(on * 1 / 3610)
+    assert row["gaps_computing_us"] == pytest.approx(on * 2814 / 3610)
+    (launcher,) = launchers_in_gaps(saxpy).values()
+    assert launcher["on_cpu_parts"]["communication"] == pytest.approx(0.2202, abs=5e-4)
+    assert launcher["computing_share"] == pytest.approx(0.7795, abs=5e-4)
+
+
+def test_samples_agree_with_the_traced_mpi_calls(saxpy) -> None:
+    """Two independent measures of the same time: the export traces MPI too (NVTX ranges ``MPI_Send``,
+    ``MPI_Recv`` on the main thread). The thread's on-CPU time in the gaps inside those ranges (exact interval
+    arithmetic: 173.61 ms, 24.0 % of the gaps) and the samples' estimate (159.45 ms, 22.0 %) agree within
+    3 points of the gaps; the samples see a little less, as some stacks are cut above the MPI frame."""
+    from popprof.metrics.host_cpu import host_cpu
+    from popprof.trace.spans import intersect_intervals, merge_intervals
+
+    row = host_cpu(saxpy)[0]
+    events = saxpy.events
+    mpi = events[
+        (events["channel"] == "user_annotation")
+        & events["name"].astype(str).str.startswith("MPI_")
+        & (events["tid"] == MAIN_TID)
+    ]
+    assert set(mpi["name"].astype(str)) == {"MPI_Init", "MPI_Send", "MPI_Recv", "MPI_Finalize"}
+    ms, me = merge_intervals(mpi["start_us"].to_numpy(), (mpi["start_us"] + mpi["dur_us"]).to_numpy())
+    slices = saxpy.cpu_slices[saxpy.cpu_slices["tid"] == MAIN_TID]
+    os_, oe = merge_intervals(
+        slices["start_us"].to_numpy(), (slices["start_us"] + slices["dur_us"]).to_numpy()
+    )
+    gs, ge = intersect_intervals(*_gaps(saxpy), ms, me)
+    gs, ge = intersect_intervals(gs, ge, os_, oe)
+    traced = float((ge - gs).sum()) / row["gaps_us"]
+    sampled = row["gaps_communication_us"] / row["gaps_us"]
+    assert traced == pytest.approx(0.2398, abs=5e-4)
+    assert abs(traced - sampled) < 0.03
+
+
+def test_the_outermost_call_decides(tmp_path: Path) -> None:
+    """A ``cudaMemcpy`` called from inside ``MPI_Recv`` (CUDA-aware MPI) is communication: the call the program
+    made. A sample with no frame at all has no call (unknown), not ``other``."""
+    copy = _copy(tmp_path)
+    with sqlite3.connect(copy) as db:
+        ((memcpy_symbol,),) = db.execute("SELECT id FROM StringIds WHERE value = 'cudaMemcpy'").fetchall()
+        ((sample, depth),) = db.execute(
+            "SELECT id, stackDepth FROM SAMPLING_CALLCHAINS WHERE symbol = ? ORDER BY id LIMIT 1",
+            (memcpy_symbol,),
+        ).fetchall()
+        ((recv_symbol,),) = db.execute("SELECT id FROM StringIds WHERE value = 'MPI_Recv'").fetchall()
+        for shift, where in ((1000, "stackDepth > ?"), (-999, "stackDepth >= 1000 + ?")):  # no key clash
+            db.execute(
+                f"UPDATE SAMPLING_CALLCHAINS SET stackDepth = stackDepth + {shift} WHERE id = ? AND {where}",
+                (sample, depth),
+            )
+        db.execute(  # an MPI_Recv frame of another sample, copied above the cudaMemcpy
+            "INSERT INTO SAMPLING_CALLCHAINS SELECT ?, symbol, module, kernelMode, thumbCode, unresolved, "
+            "specialEntry, originalIP, unwindMethod, ?, symbolName FROM SAMPLING_CALLCHAINS WHERE symbol = ? "
+            "LIMIT 1",
+            (sample, depth + 1, recv_symbol),
+        )
+        ((bare,),) = db.execute(
+            "SELECT id FROM COMPOSITE_EVENTS WHERE id NOT IN (SELECT id FROM SAMPLING_CALLCHAINS "
+            "WHERE symbol = ?) ORDER BY id LIMIT 1",
+            (memcpy_symbol,),
+        ).fetchall()
+        db.execute("DELETE FROM SAMPLING_CALLCHAINS WHERE id = ?", (bare,))
+    call = read_path(copy).cpu_samples["call"]
+    counts = call.value_counts().to_dict()
+    assert (counts["host_wait"], counts["communication"]) == (171, 1119)
+    assert int(call.isna().sum()) == 1  # the sample without frames
+
+
+def test_without_call_stacks_nothing_is_split(tmp_path: Path, capsys) -> None:
+    """Samples without call stacks (``SAMPLING_CALLCHAINS`` empty) have no call: the gaps' on-CPU time is not
+    split, and the summary says only on CPU and off CPU, as before it could tell."""
+    from popprof.cli import main
+    from popprof.metrics.host_cpu import host_cpu, launchers_in_gaps
+
+    copy = _copy(tmp_path)
+    with sqlite3.connect(copy) as db:
+        db.execute("DELETE FROM SAMPLING_CALLCHAINS")
+    profile = read_path(copy)
+    assert profile.cpu_samples["call"].isna().all()
+    row = host_cpu(profile)[0]
+    assert row["gaps_computing_us"] is None and row["gaps_communication_us"] is None
+    (launcher,) = launchers_in_gaps(profile).values()
+    assert launcher["on_cpu_parts"] is None
+    assert launcher["computing_share"] == pytest.approx(launcher["on_cpu_share"])
+    assert main(["-q", "summary", str(copy)]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "on CPU 724.02 ms (100.0 %), off CPU" in flat and "communication calls" not in flat
+
+
+def test_polling_rank_is_called_waiting_by_every_consumer(tmp_path: Path, capsys) -> None:
+    """Where the launching thread polled in MPI for most of the gaps, the verdict is waiting, not computing, and
+    the summary's opening, the rule's message and the JSON all say the one verdict (``launchers_in_gaps``). The
+    copy renames the program's ``main`` frames ``MPI_Waitall`` (so 2,390 more gap samples are in MPI)."""
+    from popprof.cli import main
+    from popprof.metrics.host_cpu import GAP_VERDICTS, launchers_in_gaps
+
+    copy = _copy(tmp_path)
+    with sqlite3.connect(copy) as db:
+        db.execute("UPDATE StringIds SET value = 'MPI_Waitall' WHERE value = 'main'")
+    profile = read_path(copy)
+    (launcher,) = launchers_in_gaps(profile).values()
+    assert launcher["on_cpu_parts"]["communication"] > 0.5
+    verdict = GAP_VERDICTS["communication"]
+    assert launcher["verdict"] == verdict
+    assert main(["-q", "summary", str(copy), "--format", "json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["what_limits"]["host_in_gaps"]
+    assert entry["verdict"] == verdict
+    assert entry["on_cpu_parts"]["communication"] == pytest.approx(launcher["on_cpu_parts"]["communication"])
+    assert main(["-q", "summary", str(copy)]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert verdict in " ".join(text.split("Top opportunities")[0].split())
+    assert main(["-q", "check", str(copy), "--format", "json", "--fail-on", "never"]) == 0
+    (gaps,) = [
+        f
+        for f in json.loads(capsys.readouterr().out)["profiles"][0]["findings"]
+        if f["rule_id"] == "host.device-gaps"
+    ]
+    assert verdict in gaps["message"] and "CPU samples' call stacks" in gaps["message"]
+
+
+def test_bundle_and_redaction_keep_the_calls(saxpy, tmp_path: Path, capsys) -> None:
+    """The calls are public words: a bundle and a redacted bundle keep them, so the split is the same."""
+    from popprof.cli import main
+    from popprof.metrics.host_cpu import host_cpu
+
+    expected = saxpy.cpu_samples["call"].value_counts().to_dict()
+    plain, redacted = tmp_path / "p.popprof", tmp_path / "r.popprof"
+    assert main(["-q", "export", str(SAXPY), "-o", str(plain)]) == 0
+    assert main(["-q", "redact", str(SAXPY), "-o", str(redacted)]) == 0
+    capsys.readouterr()
+    for path in (plain, redacted):
+        back = popprof.open(path)
+        assert back.cpu_samples["call"].value_counts().to_dict() == expected
+        assert host_cpu(back)[0]["gaps_communication_us"] == pytest.approx(
+            host_cpu(saxpy)[0]["gaps_communication_us"]
+        )
+
+
+@pytest.mark.parametrize(
+    ("function", "code"),
+    [
+        ("cudaMemcpy", 1),
+        ("cudaStreamSynchronize", 1),
+        ("cuMemcpyDtoH_v2", 1),
+        ("hipDeviceSynchronize", 1),
+        ("cudaMemcpyAsync", 0),
+        ("cudaLaunchKernel", 0),
+        ("MPI_Recv", 2),
+        ("PMPI_Allreduce", 2),
+        ("MPIR_Wait_impl", 2),
+        ("MPIDI_SHMI_progress", 2),
+        ("opal_progress", 2),
+        ("ncclAllReduce", 2),
+        ("cxip_cq_progress", 2),
+        ("ucp_worker_progress", 2),
+        ("main", 0),
+        ("MPIsolver", 0),
+        (None, 0),
+    ],
+)
+def test_function_calls(function, code) -> None:
+    from popprof.trace.host_calls import function_calls
+
+    assert function_calls([function]).tolist() == [code]
+
+
+def test_module_calls() -> None:
+    from popprof.trace.host_calls import module_calls
+
+    modules = [
+        "/opt/cray/pe/lib64/libmpi_nvidia.so.12.0.0",
+        "/opt/cray/libfabric/1.15.2.0/lib64/libfabric.so.1.18.2",
+        "libnccl.so.2",
+        "/usr/lib64/libcuda.so.525.105.17",
+        "/home/user/saxpy-mpi-cuda",
+        "libucs.so.0",
+        "libmkl_core.so.2",
+        None,
+    ]
+    assert module_calls(modules).tolist() == [2, 2, 2, 0, 0, 2, 0, 0]
+
+
+def _copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "saxpy.sqlite"
+    copy.write_bytes(SAXPY.read_bytes())
+    return copy
+
+
+def _gaps(profile) -> tuple[np.ndarray, np.ndarray]:
+    from popprof.metrics.gaps import device_gaps
+    from popprof.trace.intervals import device_activities
+
+    (activity,) = device_activities(profile, by="device")
+    return device_gaps(activity, 0.0)
