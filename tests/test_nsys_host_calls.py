@@ -167,7 +167,10 @@ def test_polling_rank_is_called_waiting_by_every_consumer(tmp_path: Path, capsys
     copy renames the program's ``main`` frames ``MPI_Waitall`` (so 2,390 more gap samples are in MPI)."""
     from popprof.cli import main
     from popprof.metrics.host_cpu import GAP_VERDICTS, launchers_in_gaps
+    from popprof.rules import RULES
+    from popprof.rules.host import WAITING_ADVICE
 
+    device_gaps = RULES["host.device-gaps"]
     copy = _copy(tmp_path)
     with sqlite3.connect(copy) as db:
         db.execute("UPDATE StringIds SET value = 'MPI_Waitall' WHERE value = 'main'")
@@ -191,6 +194,16 @@ def test_polling_rank_is_called_waiting_by_every_consumer(tmp_path: Path, capsys
         if f["rule_id"] == "host.device-gaps"
     ]
     assert verdict in gaps["message"] and "CPU samples' call stacks" in gaps["message"]
+    assert gaps["advice"].startswith(WAITING_ADVICE["communication"])
+    assert gaps["advice"].endswith(device_gaps.advice_for("gpu"))
+
+
+def test_a_computing_launcher_keeps_the_rules_advice(saxpy) -> None:
+    """On the real export the launching thread computed in the gaps: the rule's own advice, no lead."""
+    from popprof.rules import RULES, check
+
+    (finding,) = [f for f in check(saxpy) if f.rule_id == "host.device-gaps"]
+    assert finding.advice == RULES["host.device-gaps"].advice_for("gpu")
 
 
 def test_bundle_and_redaction_keep_the_calls(saxpy, tmp_path: Path, capsys) -> None:

@@ -70,8 +70,8 @@ def launchers_in_gaps(profile: Profile) -> dict[tuple, dict]:
     first row) with ``on_cpu_share`` (its on-CPU share of the gaps), ``computing_share`` (the share it computed:
     on CPU and, with CPU samples' calls, in no waiting call), ``on_cpu_parts`` (with the samples' calls, the
     on-CPU shares of the gaps computing, in communication calls and in calls blocking on the device; else None)
-    and ``verdict`` (:data:`GAP_VERDICTS`): what the summary's "What limits this run" and the rule
-    ``host.device-gaps`` both say."""
+    and ``verdict`` (:data:`GAP_VERDICTS`, its key ``verdict_key``): what the summary's "What limits this run"
+    and the rule ``host.device-gaps`` both say."""
     out: dict[tuple, dict] = {}
     for row in host_cpu(profile):
         key = (row["rank"], row["device"])
@@ -90,6 +90,7 @@ def launchers_in_gaps(profile: Profile) -> dict[tuple, dict]:
             "on_cpu_share": on,
             "computing_share": computing,
             "on_cpu_parts": parts,
+            "verdict_key": verdict,
             "verdict": GAP_VERDICTS[verdict],
         }
     return out

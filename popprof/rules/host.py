@@ -306,8 +306,33 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             figure="trace.device_gap_idle_us",
             share=worst_share,
             gain=gain,
+            advice=_waiting_advice(profile, per_device[0][1], ctx),
         )
     ]
+
+
+#: advice first when the worst device's launching thread mostly waited in its gaps, by how it waited
+#: (``launchers_in_gaps``' ``verdict_key``); the rule's general advice follows
+WAITING_ADVICE = {
+    "communication": "In these gaps the launching thread mostly polled in communication calls: the device "
+    "waited while its rank waited for messages or for other ranks. Post the transfers early and overlap them with "
+    "device work (MPI_Isend/MPI_Irecv before the kernels, CUDA-aware MPI or NCCL on a stream), and look for load "
+    "imbalance between ranks (the slowest rank sets the pace).",
+    "host_wait": "In these gaps the launching thread mostly spun in calls blocking on the device: each "
+    "synchronisation drains the device's queue before the next work is launched. Launch ahead and synchronise "
+    "less (cudaMemcpyAsync from pinned memory, events instead of device-wide syncs).",
+    "off_cpu": "In these gaps the launching thread was mostly off CPU: blocked on I/O, a lock or a sleeping "
+    "call, or preempted. Trace what it blocks on (nsys --trace=osrt) and give the host work more CPUs or "
+    "workers.",
+}
+
+
+def _waiting_advice(profile: Profile, activity, ctx: RuleContext) -> str | None:
+    """The rule's advice led by :data:`WAITING_ADVICE` when the worst device's launching thread mostly waited
+    in its gaps; None (the rule's own advice) when it computed or without context switches."""
+    t = launchers_in_gaps(profile).get((activity.rank, activity.device))
+    lead = None if t is None else WAITING_ADVICE.get(t["verdict_key"])
+    return None if lead is None else f"{lead} {ctx.rule.advice_for(ctx.advice_platform or ctx.platform)}"
 
 
 def _on_cpu_sentence(profile: Profile, activity) -> str:
