@@ -240,7 +240,9 @@ def test_signatures_every_row_has_a_public_source_and_names_a_device_of_the_peak
     matches no row only when their peaks differ, and each of them has its own rows (no silent pick)."""
     table = peaks.device_signatures()
     assert table["source"].str.contains("https://").all()
-    assert not table.duplicated(["compute_major", "compute_minor", "sms", "memory_min_gib"]).any()
+    assert not table.duplicated(
+        ["compute_major", "compute_minor", "sms", "memory_min_gib", "clock_mhz"]
+    ).any()
     ambiguous = 0
     for name in table["name"]:
         device = peaks.match_device(name)
@@ -350,6 +352,26 @@ def test_a_rocm7_gpu_without_a_name_is_named_by_its_properties():
         (  # gfx950, 256 CUs, 288 GiB: an MI350X or an MI355X, named both (their peaks differ)
             {"computeMajor": 9, "computeMinor": 5, "numSms": 256, "totalGlobalMem": 309220868096},
             "AMD Instinct MI350X or MI355X",
+        ),
+        (  # the clock an XPlane GPU plane records tells the two apart: 2400 MHz is the MI355X's
+            {
+                "computeMajor": 9,
+                "computeMinor": 5,
+                "numSms": 256,
+                "totalGlobalMem": 309220868096,
+                "clockRate": 2400000,
+            },
+            "AMD Instinct MI355X",
+        ),
+        (  # a clock no row names leaves the rows without one (the MI300X's 2100 MHz: its one row)
+            {
+                "computeMajor": 9,
+                "computeMinor": 4,
+                "numSms": 304,
+                "totalGlobalMem": 206141652992,
+                "clockRate": 2100000,
+            },
+            "AMD Instinct MI300X",
         ),
         (  # an MI100 (gfx908): no row
             {"computeMajor": 9, "computeMinor": 0, "numSms": 120, "totalGlobalMem": 34342961152},
