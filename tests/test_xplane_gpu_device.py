@@ -4,6 +4,7 @@ trace's nameless GPU is by its ``deviceProperties`` (metrics/peaks.py), on the r
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,12 @@ from click.testing import CliRunner
 import popprof
 from popprof.cli import cli
 from popprof.metrics import peaks
+from popprof.readers import bundle
 from popprof.readers.xplane import proto
+from popprof.redaction import redact, scan
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redact_helpers import KEY_A  # noqa: E402
 
 XPLANE = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "xplane"
 MI355X = XPLANE / "tracelens_te_fused_attn_mi355x.xplane.pb"
@@ -123,3 +129,20 @@ def test_a_named_gpu_says_so_and_an_unknown_one_says_why():
         "named_by": "properties",
         "peaks": "MI210",
     }
+
+
+def test_a_redacted_bundle_still_names_its_gpu(tmp_path):
+    """Redaction keeps the GPU plane's stat names (public xplane_schema names) and their numbers, so the
+    redacted bundle of the MI355X XPlane still names its GPU and resolves its peaks; the vendor string is
+    decided like any value, and the independent leak scan passes."""
+    original = tmp_path / "mi355x.popprof"
+    bundle.write(popprof.open(MI355X), original)
+    out = tmp_path / "mi355x_red.popprof"
+    redact(original, out, key=KEY_A)
+    profile = popprof.open(out)
+    (first, *_) = peaks.xplane_devices(profile)
+    assert {k: first[k] for k in GFX950_STATS if k != "device_vendor"} == {
+        k: v for k, v in GFX950_STATS.items() if k != "device_vendor"
+    }
+    assert peaks.profile_device(profile) == ("AMD Instinct MI355X", "MI355X")
+    assert scan(out, original).passed
