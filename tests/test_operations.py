@@ -260,7 +260,7 @@ def test_signatures_every_row_has_a_public_source_and_names_a_device_of_the_peak
 
 def test_mi355x_and_mi350x_peaks_are_the_same_silicon_at_two_clocks():
     """CDNA 4's two boards: every MI350X figure is the MI355X's at 2200/2400 MHz (each rounded to 0.1),
-    the same 8 TB/s, no tf32 row (CDNA 4 has no TF32 matrix hardware) and one fp64 row (vector = matrix)."""
+    the same 8 TB/s, no tf32 row (CDNA 4 has no TF32 matrix hardware) and one fp64 row (the vector figure)."""
     table = peaks.device_peaks()
     fast = table[table["device"] == "MI355X"].set_index("dtype")
     slow = table[table["device"] == "MI350X"].set_index("dtype")
