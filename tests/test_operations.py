@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import popprof
@@ -60,7 +61,7 @@ def test_unknown_operator_or_shape_has_no_model():
 def test_peaks_every_row_has_a_public_source_and_the_devices_asked_for():
     table = peaks.device_peaks()
     assert table["source"].str.contains("https://").all()
-    for device in ("V100", "A100", "H100", "H200", "B200", "MI250X", "MI300X", "RTX"):
+    for device in ("V100", "A100", "H100", "H200", "B200", "MI250X", "MI300X", "MI350X", "MI355X", "RTX"):
         assert table["device"].str.contains(device).any(), device
     assert peaks.match_device("NVIDIA B200") == "B200 (HGX)"
     assert peaks.match_device("NVIDIA A100-PG509-200") == "A100 40GB"
@@ -89,6 +90,9 @@ def test_peaks_say_dense_or_vector_and_where_each_figure_is():
         ("Tesla V100-PCIE-16GB", "V100 PCIe"),
         ("Tesla V100-DGXS-32GB", "V100 (other)"),  # the 2021 ResNet-50 trace's GPU
         ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+        ("AMD Instinct MI355X", "MI355X"),  # ROCm's own name of the GPU, as its Kineto traces write it
+        ("AMD Instinct MI350X", "MI350X"),
+        ("AMD Instinct MI350X or MI355X", None),  # the gfx950 signature's name: two GPUs, two sets of peaks
         ("AMD Instinct MI325X", "MI325X"),
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD Instinct MI250X", "MI250X (one GCD)"),  # a process sees one of the board's two GCDs
@@ -232,11 +236,76 @@ def test_a_backward_node_is_named_by_the_node_not_the_engine():
 
 
 def test_signatures_every_row_has_a_public_source_and_names_a_device_of_the_peaks():
+    """A signature names one device of the peaks, or GPUs it cannot tell apart: then (``A or B``) the name
+    matches no row only when their peaks differ, and each of them has its own rows (no silent pick)."""
     table = peaks.device_signatures()
     assert table["source"].str.contains("https://").all()
-    assert not table.duplicated(["compute_major", "compute_minor", "sms", "memory_min_gib"]).any()
+    assert not table.duplicated(
+        ["compute_major", "compute_minor", "sms", "memory_min_gib", "clock_mhz"]
+    ).any()
+    ambiguous = 0
     for name in table["name"]:
-        assert peaks.match_device(name) is not None, name
+        device = peaks.match_device(name)
+        if device is not None:
+            continue
+        ambiguous += 1
+        head, _, tail = name.rpartition(" or ")
+        assert head, name  # a name no row matches must say which GPUs it may be
+        vendor = head.rsplit(" ", 1)[0]
+        devices = [peaks.match_device(head), peaks.match_device(f"{vendor} {tail}")]
+        assert None not in devices and devices[0] != devices[1], (name, devices)
+        assert peaks.peak(devices[0], "bf16") != peaks.peak(devices[1], "bf16")._replace(device=devices[0])
+    assert ambiguous == 1  # the gfx950 row: an MI350X or an MI355X
+
+
+def test_mi355x_and_mi350x_peaks_are_the_same_silicon_at_two_clocks():
+    """CDNA 4's two boards: every MI350X figure is the MI355X's at 2200/2400 MHz (each rounded to 0.1),
+    the same 8 TB/s, no tf32 row (CDNA 4 has no TF32 matrix hardware) and one fp64 row (the vector figure)."""
+    table = peaks.device_peaks()
+    fast = table[table["device"] == "MI355X"].set_index("dtype")
+    slow = table[table["device"] == "MI350X"].set_index("dtype")
+    assert sorted(fast.index) == sorted(slow.index) == ["bf16", "fp16", "fp32", "fp64", "fp8"]
+    for dtype in fast.index:
+        assert slow.loc[dtype, "tflops"] == pytest.approx(fast.loc[dtype, "tflops"] * 2200 / 2400, abs=0.1)
+        assert fast.loc[dtype, "kind"] == slow.loc[dtype, "kind"]
+    assert set(fast["memory_tbps"]) == set(slow["memory_tbps"]) == {8.0}
+    assert fast.loc["bf16", "tflops"] == pytest.approx(2400e6 * 1024 * 1024 / 1e12, abs=0.05)  # clock x cores
+    assert fast.loc["fp8", "tflops"] == 2 * fast.loc["bf16", "tflops"]
+    # 256 CUs x 256 fp32 / 128 fp64 FLOP per clock
+    assert fast.loc["fp32", "tflops"] == pytest.approx(2400e6 * 256 * 256 / 1e12, abs=0.05)
+    assert fast.loc["fp64", "tflops"] == pytest.approx(2400e6 * 256 * 128 / 1e12, abs=0.05)
+
+
+def _gfx950_variant(tmp_path: Path, name: str) -> Path:
+    """The vLLM decode trace (ROCm 7, ``"name": ""``) with its GPUs' properties made a gfx950's: 9.5, 256 CUs
+    and the 309,220,868,096 B TraceLens's MI355X XPlane records; ``name`` as the trace gives it."""
+    with gzip.open(REAL / "tracelens_mi300x_vllm_decode_graph.json.gz", "rt") as handle:
+        trace = json.load(handle)
+    for props in trace["deviceProperties"]:
+        props.update(name=name, computeMinor=5, numSms=256, totalGlobalMem=309220868096)
+    out = tmp_path / "gfx950.json"
+    out.write_text(json.dumps(trace))
+    return out
+
+
+def test_an_unnamed_gfx950_is_named_both_and_gets_no_roof(tmp_path):
+    """Kineto's deviceProperties hold no clock, so a nameless gfx950 is an MI350X or an MI355X, whose peaks
+    differ by 9 %: it is named both, and its operators keep FLOPs and rates but no peak and no bound."""
+    profile = popprof.open(_gfx950_variant(tmp_path, ""), with_args=True)
+    assert peaks.profile_device(profile) == ("AMD Instinct MI350X or MI355X", None)
+    mm = operations.operations(profile).query("name == 'aten::mm'").iloc[0]
+    assert mm["flops_per_call"] == 2 * 32 * 2880 * 201088 and mm["tflops"] > 100
+    assert pd.isna(mm["peak_tflops"]) and pd.isna(mm["peak_tbps"]) and mm["bound"] is None
+
+
+def test_a_named_mi355x_gets_its_own_roof(tmp_path):
+    """The same trace with ROCm's name for the GPU: the MI355X's bf16 roof, and the LM head's GEMM is
+    memory-bound (intensity about 32 FLOP per byte, far below the ridge of 315)."""
+    profile = popprof.open(_gfx950_variant(tmp_path, "AMD Instinct MI355X"), with_args=True)
+    assert peaks.profile_device(profile) == ("AMD Instinct MI355X", "MI355X")
+    mm = operations.operations(profile).query("name == 'aten::mm'").iloc[0]
+    assert (mm["peak_tflops"], mm["peak_tbps"]) == (2516.6, 8.0)
+    assert mm["bound"] == "memory" and mm["tbps"] / 8.0 == pytest.approx(4.23 / 8.0, abs=0.01)
 
 
 def test_a_rocm7_gpu_without_a_name_is_named_by_its_properties():
@@ -279,6 +348,30 @@ def test_a_rocm7_gpu_without_a_name_is_named_by_its_properties():
         (  # an MI210 or one GCD of an MI250: the same peaks per GPU
             {"computeMajor": 9, "computeMinor": 0, "numSms": 104, "totalGlobalMem": 68702699520},
             "AMD Instinct MI210 or MI250 (one GCD)",
+        ),
+        (  # gfx950, 256 CUs, 288 GiB: an MI350X or an MI355X, named both (their peaks differ)
+            {"computeMajor": 9, "computeMinor": 5, "numSms": 256, "totalGlobalMem": 309220868096},
+            "AMD Instinct MI350X or MI355X",
+        ),
+        (  # the clock an XPlane GPU plane records tells the two apart: 2400 MHz is the MI355X's
+            {
+                "computeMajor": 9,
+                "computeMinor": 5,
+                "numSms": 256,
+                "totalGlobalMem": 309220868096,
+                "clockRate": 2400000,
+            },
+            "AMD Instinct MI355X",
+        ),
+        (  # a clock no row names leaves the rows without one (the MI300X's 2100 MHz: its one row)
+            {
+                "computeMajor": 9,
+                "computeMinor": 4,
+                "numSms": 304,
+                "totalGlobalMem": 206141652992,
+                "clockRate": 2100000,
+            },
+            "AMD Instinct MI300X",
         ),
         (  # an MI100 (gfx908): no row
             {"computeMajor": 9, "computeMinor": 0, "numSms": 120, "totalGlobalMem": 34342961152},

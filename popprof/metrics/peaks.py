@@ -2,7 +2,8 @@
 
 The device is the first row whose ``pattern`` (a regular expression, case-insensitive) matches the name a
 trace's ``deviceProperties`` gives its GPU (an XPlane profile's TPU: the chip kind its plane records,
-``TPU v6 Lite``); rows are in file order, the more specific ones first
+``TPU v6 Lite``; a GPU without a name, a nameless Kineto entry or an XPlane GPU plane: the name its properties
+give, ``data/device_signatures.csv``); rows are in file order, the more specific ones first
 (``GB200`` before ``B200``, ``A100.*80GB`` before ``A100``). The ``kind`` column says which peak a row is:
 ``matrix dense`` (fp16 / bf16 / fp8 / tf32: tensor or matrix cores without structured sparsity, half the
 datasheets' "with sparsity" figure) or ``vector`` (fp32, fp64). A GPU no row matches has no peak: its
@@ -74,7 +75,8 @@ def xplane_devices(profile: Profile) -> list[dict]:
 @lru_cache(maxsize=1)
 def device_signatures() -> pd.DataFrame:
     """GPUs known by their properties alone: ``name, compute_major, compute_minor, sms, memory_min_gib,
-    memory_max_gib, source`` (a public source per row)."""
+    memory_max_gib, clock_mhz, source`` (a public source per row; ``clock_mhz`` the peak clock where it alone
+    tells two GPUs apart, else empty)."""
     with (
         resources.files("popprof.metrics")
         .joinpath("data/device_signatures.csv")
@@ -86,7 +88,11 @@ def device_signatures() -> pd.DataFrame:
 def named_by_signature(props: dict) -> str | None:
     """The name of the GPU a ``deviceProperties`` entry describes when it gives none (ROCm 7's Kineto writes
     ``"name": ""``): the one row of :func:`device_signatures` its compute capability, compute units
-    (``numSms``) and memory (``totalGlobalMem``) match; None when no row or several match."""
+    (``numSms``) and memory (``totalGlobalMem``) match; None when no row or several match.
+
+    Where the entry gives the peak clock (``clockRate`` in kHz, as an XPlane GPU plane's ``clock_rate``; a
+    Kineto entry has none), the one such row whose ``clock_mhz`` is that clock wins (an MI355X at 2400 MHz, an
+    MI350X at 2200); otherwise only the rows without a clock count (``AMD Instinct MI350X or MI355X``)."""
     memory = props.get("totalGlobalMem")
     if not all(type(props.get(k)) is int for k in ("computeMajor", "computeMinor", "numSms")) or (
         type(memory) is not int
@@ -101,7 +107,33 @@ def named_by_signature(props: dict) -> str | None:
         & (table["memory_min_gib"] <= gib)
         & (gib <= table["memory_max_gib"])
     ]
+    clock = props.get("clockRate")
+    if type(clock) is int and clock > 0:
+        timed = rows[rows["clock_mhz"] * 1000 == clock]
+        if len(timed) == 1:
+            return str(timed["name"].iloc[0])
+    rows = rows[rows["clock_mhz"].isna()]
     return str(rows["name"].iloc[0]) if len(rows) == 1 else None
+
+
+#: an XPlane GPU plane's stats (``popprof/readers/xplane/planes.py``) by the ``deviceProperties`` key they are
+XPLANE_PROPERTIES: dict[str, str] = {
+    "compute_cap_major": "computeMajor",
+    "compute_cap_minor": "computeMinor",
+    "core_count": "numSms",
+    "memory_size": "totalGlobalMem",
+    "clock_rate": "clockRate",
+}
+
+
+def xplane_name(plane: dict) -> str:
+    """The name of an XPlane device plane: a TPU's chip kind (``device_type_string``, ``TPU v6 Lite``); a GPU,
+    whose plane records no name, named by its stats (compute capability, cores, memory, clock: :data:`
+    XPLANE_PROPERTIES`, :func:`named_by_signature`); "" when neither gives one."""
+    if plane.get("device_type_string"):
+        return str(plane["device_type_string"])
+    props = {key: plane[stat] for stat, key in XPLANE_PROPERTIES.items() if stat in plane}
+    return named_by_signature(props) or ""
 
 
 def _name(props: dict) -> str:
@@ -117,12 +149,37 @@ def _name(props: dict) -> str:
 def device_names(profile: Profile) -> list[str]:
     """The device names a trace holds: a Kineto trace's ``deviceProperties`` GPU names (a GPU whose name the
     peak table does not know named by its properties where they identify it, :func:`_name`), else an XPlane's
-    TPU chip kinds (``device_type_string``: ``TPU v6 Lite``); empty when it names none."""
+    device planes' (:func:`xplane_name`: a TPU's chip kind, ``TPU v6 Lite``, a GPU's by its stats); empty when
+    it names none."""
     names = [_name(p) for p in device_properties(profile)]
     names = [name for name in names if name]
     if names:
         return names
-    return [str(p["device_type_string"]) for p in xplane_devices(profile) if p.get("device_type_string")]
+    return [name for name in map(xplane_name, xplane_devices(profile)) if name]
+
+
+def device_section(profile: Profile) -> dict | None:
+    """The device the roofline reads its peaks for, as the summary says it: ``name`` (the first named device,
+    :func:`device_names`), ``named_by`` (``"name"`` when the trace names it, ``"properties"`` when its
+    properties do, :func:`named_by_signature`), ``peaks`` (the peak table's device, None without a row) and,
+    without one, ``no_peaks`` (why). None when the trace names no device."""
+    names = device_names(profile)
+    if not names:
+        return None
+    name = names[0]
+    props = device_properties(profile)
+    own = [str(p.get("name") or "") for p in props] if props else []
+    planes = [p.get("device_type_string") for p in xplane_devices(profile)] if not props else []
+    by_name = name in own or name in planes
+    device = match_device(name)
+    out = {"name": name, "named_by": "name" if by_name else "properties", "peaks": device}
+    if device is None:
+        out["no_peaks"] = (
+            "its properties fit GPUs whose peaks differ"
+            if not by_name and " or " in name
+            else "no row of the peak table matches it"
+        )
+    return out
 
 
 def match_device(name: str | None) -> str | None:

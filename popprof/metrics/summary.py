@@ -265,6 +265,14 @@ def operations_section(profile: Profile, top: int = TOP_PROGRAMS) -> list | None
     return operation_records(profile, top) or None
 
 
+def roofline_device_section(profile: Profile) -> dict | None:
+    """The device the roofline reads its peaks for (:func:`popprof.metrics.peaks.device_section`: its name, how
+    it was named, the peak table's device or why none); None when the trace names no device."""
+    from .peaks import device_section
+
+    return device_section(profile)
+
+
 def operations_note_section(profile: Profile) -> str | None:
     """Why the operators carry no FLOPs (:func:`popprof.metrics.operations.operations_note`), or None."""
     from .operations import operations_note
@@ -335,6 +343,7 @@ SECTIONS: list[tuple[str, Callable[[Profile], dict | None]]] = [
     ("devices", devices_section),
     ("iterations", iterations_section),
     ("trace", trace_section),
+    ("roofline_device", roofline_device_section),
     ("operations", operations_section),
     ("operations_note", operations_note_section),
     ("operations_coverage", operations_coverage_section),

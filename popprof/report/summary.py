@@ -157,6 +157,7 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
     tr = summary.get("trace")
     if tr:
         lines += render_trace_text(tr, words.platform_of_summary(summary), fmt, left_out, width)
+    lines += render_roofline_device(summary.get("roofline_device"))
     lines += render_operations(
         summary.get("operations") or [],
         summary.get("operations_note"),
@@ -177,6 +178,17 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
 TEXT_OPERATIONS = 5
 #: below this share of the GPU work held by operators, the text says how much the table leaves out
 COVERAGE_SAID = 0.9
+
+
+def render_roofline_device(device: dict | None) -> list[str]:
+    """One line: the device whose peaks the roofline reads, how it was named and its peak table row, or why it
+    has none (:func:`popprof.metrics.peaks.device_section`); nothing when the trace names no device."""
+    if not device:
+        return []
+    how = device["name"] + (" (named by its properties)" if device["named_by"] == "properties" else "")
+    if device.get("peaks"):
+        return ["", f"  Roofline device: {how}; peaks: {device['peaks']}"]
+    return ["", f"  Roofline device: {how}; no peaks: {device.get('no_peaks')}"]
 
 
 def render_operations(

@@ -729,8 +729,10 @@ PROFILER_LABELS = frozenset(
 )
 #: What an XPlane profile of TPUs holds that popprof reads back (``docs/redaction.md``, XPlane metadata): the
 #: metadata keys the XPlane reader writes for the TPU ops and the device planes, the keys of their records
-#: (``readers/xplane``: XLA's cost analysis names, ``device_type_string`` of a TPU plane) and the ``tpu:N``
-#: device word. Their VALUES are decided one by one (op names pseudonymised as event names).
+#: (``readers/xplane``: XLA's cost analysis names, ``device_type_string`` of a TPU plane, a GPU plane's
+#: capability stats, which name the GPU: ``metrics/peaks.py`` ``xplane_name``; the stat names of xplane_schema in
+#: openxla/xla ``tsl/profiler/utils``) and the ``tpu:N`` device word. Their VALUES are decided one by one (op
+#: names pseudonymised as event names; numbers kept).
 XPLANE_KEYS = frozenset(
     {
         "xplane.tpu_ops",
@@ -746,6 +748,13 @@ XPLANE_KEYS = frozenset(
         "hlo_category",
         "deduplicated_name",
         "device_type_string",
+        "device_vendor",
+        "clock_rate",
+        "core_count",
+        "memory_bandwidth",
+        "memory_size",
+        "compute_cap_major",
+        "compute_cap_minor",
     }
 )
 #: XLA's HLO categories as xprof's op profile and the XPlane ``hlo_category`` stat name them (HLO opcode names
