@@ -276,6 +276,23 @@ def test_mi355x_and_mi350x_peaks_are_the_same_silicon_at_two_clocks():
     assert fast.loc["fp64", "tflops"] == pytest.approx(2400e6 * 256 * 128 / 1e12, abs=0.05)
 
 
+def test_the_mi350x_signature_is_what_a_real_mi350x_reports():
+    """rocprofv3's agent records of a real MI350X (``rocprofv3_mi350_train``, a training run captured on one) give
+    the figures its signature row and its peaks rest on: product name "AMD Instinct MI350X", gfx950 (HIP's 9.5),
+    256 CUs, a 2200 MHz peak engine clock (the MI355X's is 2400): the row the clock picks is that GPU."""
+    with gzip.open(REAL / "rocprofv3_mi350_train.json.gz", "rt") as handle:
+        document = json.load(handle)
+    agents = [a for a in document["rocprofiler-sdk-tool"][0]["agents"] if a["type"] == 2]
+    assert agents and {(a["product_name"], a["gfx_target_version"], a["cu_count"]) for a in agents} == {
+        ("AMD Instinct MI350X", 90500, 256)
+    }
+    (clock,) = {a["max_engine_clk_fcompute"] for a in agents}
+    props = {"computeMajor": 9, "computeMinor": 5, "numSms": 256, "totalGlobalMem": 288 * 2**30}
+    assert peaks.named_by_signature({**props, "clockRate": clock * 1000}) == "AMD Instinct MI350X"
+    assert peaks.match_device("AMD Instinct MI350X") == "MI350X"
+    assert peaks.named_by_signature(props) == "AMD Instinct MI350X or MI355X"
+
+
 def _gfx950_variant(tmp_path: Path, name: str) -> Path:
     """The vLLM decode trace (ROCm 7, ``"name": ""``) with its GPUs' properties made a gfx950's: 9.5, 256 CUs
     and the 309,220,868,096 B TraceLens's MI355X XPlane records; ``name`` as the trace gives it."""
