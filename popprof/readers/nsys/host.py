@@ -113,41 +113,51 @@ def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
             "tid": tid,
             "ts_us": rows["start"].to_numpy(dtype=np.int64) / 1000.0,
             "function": rows["function"].fillna(UNKNOWN_FUNCTION).astype("category"),
-            "call": _sample_calls(export, rows["id"]) if stacks else None,
+            "call": _sample_calls(export, rows["id"], rows["function"].notna().to_numpy())
+            if stacks
+            else None,
         }
     )
 
 
-def _sample_calls(export: Export, sample_id: pd.Series) -> pd.Categorical:
-    """Each sample's call (:data:`popprof.trace.host_calls.SAMPLE_CALLS`, or missing) from all its frames:
-    each distinct symbol and module is matched once (:mod:`popprof.trace.host_calls`), then the outermost
-    frame with a call decides."""
+def _sample_calls(export: Export, sample_id: pd.Series, has_stack: np.ndarray) -> pd.Categorical:
+    """Each sample's call (:data:`popprof.trace.host_calls.SAMPLE_CALLS`; missing for a sample without a leaf
+    frame, ``has_stack`` false) from all its frames: each distinct symbol and module is matched once
+    (:mod:`popprof.trace.host_calls`), SQLite hands back only the frames that name a call, and the outermost of
+    them decides."""
     module = "module" if "module" in export.columns(CALLCHAINS) else "NULL"
-    frames = export.query(
-        f"SELECT id, stackDepth AS depth, symbol, {module} AS module FROM {CALLCHAINS} WHERE id IS NOT NULL"
+    strings = export.query(
+        f"SELECT id, value FROM StringIds WHERE id IN (SELECT symbol FROM {CALLCHAINS} "
+        f"UNION SELECT {module} FROM {CALLCHAINS})"
     )
-    codes = np.zeros(len(sample_id), dtype=np.int8)  # 0: no frame (missing)
-    if not frames.empty:
-        strings = export.query(
-            f"SELECT id, value FROM StringIds WHERE id IN (SELECT symbol FROM {CALLCHAINS} "
-            f"UNION SELECT {module} FROM {CALLCHAINS})"
+    ids = strings["id"].to_numpy(dtype=np.int64)
+    values = strings["value"].tolist()
+    by_function, by_module = host_calls.function_calls(values), host_calls.module_calls(values)
+    codes = np.where(has_stack, 3, 0).astype(np.int8)  # 3: a stack naming no call (other); 0: missing
+    symbols, modules = ids[by_function > 0], ids[by_module > 0]
+    if symbols.size or modules.size:
+        frames = export.query(
+            f"SELECT id, stackDepth AS depth, symbol, {module} AS module FROM {CALLCHAINS} "
+            f"WHERE id IS NOT NULL AND (symbol IN ({_id_list(symbols)}) OR {module} IN ({_id_list(modules)}))"
         )
-        ids = strings["id"].tolist()
-        values = strings["value"].tolist()
-        by_function = dict(zip(ids, host_calls.function_calls(values).tolist(), strict=True))
-        by_module = dict(zip(ids, host_calls.module_calls(values).tolist(), strict=True))
-        symbol = frames["symbol"].map(by_function).fillna(0).to_numpy(dtype=np.int8)
-        in_module = frames["module"].map(by_module).fillna(0).to_numpy(dtype=np.int8)
-        frame_id = frames["id"].to_numpy(dtype=np.int64)
-        rows = sample_id.to_numpy(dtype=np.int64)
-        codes[np.isin(rows, frame_id)] = 3  # a stack naming no call: other
+        code_of = pd.Series(np.maximum(by_function, 0), index=ids)
+        symbol = frames["symbol"].map(code_of[symbols]).fillna(0).to_numpy(dtype=np.int8)
+        in_module = (
+            frames["module"].map(pd.Series(by_module, index=ids)[modules]).fillna(0).to_numpy(dtype=np.int8)
+        )
         sample, outer = host_calls.outermost_calls(
-            frame_id,
+            frames["id"].to_numpy(dtype=np.int64),
             frames["depth"].fillna(0).to_numpy(dtype=np.int64),
             np.where(symbol > 0, symbol, in_module),
         )
+        rows = sample_id.to_numpy(dtype=np.int64)
         if sample.size:
             at = np.minimum(np.searchsorted(sample, rows), sample.size - 1)
             found = sample[at] == rows
             codes[found] = outer[at[found]]
     return pd.Categorical.from_codes(codes.astype(np.int64) - 1, categories=list(host_calls.SAMPLE_CALLS))
+
+
+def _id_list(ids: np.ndarray) -> str:
+    """Integer ids as an SQL list (``NULL`` for none: ``x IN (NULL)`` holds for no row)."""
+    return ", ".join(map(str, ids.tolist())) or "NULL"
