@@ -132,7 +132,7 @@ def test_the_cli_says_which_basis_in_every_format(nccl, tmp_path, capsys):
     base = bundle.write(nccl, tmp_path / "base.popprof")
     new = bundle.write(repeated(nccl, 2), tmp_path / "new.popprof")
     assert main(["diff", str(base), str(new), "--no-gate"]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # laid out for 80 columns: long lines wrap
     assert "basis: trace figures per profiler step (base 3 profiler steps, new 6 profiler steps)" in text
     main(["diff", str(base), str(new), "--format", "json"])
     doc = json.loads(capsys.readouterr().out)

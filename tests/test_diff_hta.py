@@ -127,11 +127,18 @@ def test_bookkeeping_is_left_out_of_the_names(tmp_path: Path) -> None:
 def test_the_cli_names_the_changes(capsys) -> None:
     assert main(["diff", str(BASE), str(NEW), "--no-gate"]) == 0
     out = capsys.readouterr().out
-    assert "events (by name, total duration): 0 grown, 2 shrunk, 3 added, 0 removed" in out
-    assert "All2All_Pooled_Req" in out and "nccl:all_reduce" in out
-    # three kernels of the pair read "void at::native::vectorized_elementwise_kernel<...>(...)" at the table's
-    # width: the one that changed is shown with the argument that tells it apart
-    assert "  void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>, ...>(...)  " in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    flat = " ".join(out.split())  # laid out for 80 columns: long lines wrap, names go on lines of their own
+    assert "events (by name, total duration): 0 grown, 2 shrunk, 3 added, 0 removed" in flat
+    assert "  All2All_Pooled_Req\n" in out and "  nccl:all_reduce\n" in out
+    # a metric whose name leaves its figures no room beside it: the name alone, the figures under it
+    assert "\n  trace.device_time_us.compute\n                 " in out
+    # three kernels of the pair read "void at::native::vectorized_elementwise_kernel<...>(...)" shortened: the
+    # one that changed is shown with the argument that tells it apart
+    assert (
+        "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>, ...>(...) 3 2 12.0 us"
+        in flat
+    )
     assert "kernel<...>(...)" not in out
     assert out.count("  host\n") == 4 and "  -33.33 %  shrunk  device\n" in out
 
@@ -165,6 +172,6 @@ def test_events_on_device_is_htas_gpu_comparison(capsys) -> None:
     with pytest.raises(ValueError, match="events_on"):
         popprof.diff(BASE, NEW, events_on="gpu")
     assert main(["diff", str(BASE), str(NEW), "--no-gate", "--events-on", "device"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     assert "events (by name, total duration): 0 grown, 1 shrunk, 0 added, 0 removed, 5 unchanged" in out
     assert "nccl:all_reduce" not in out and "CUDAFunctor_add<int>" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from .common import (
     device_map_inputs,
     emit,
     format_option,
+    is_stdout,
     load_config_file,
     output_option,
     reader_options,
@@ -24,6 +26,7 @@ from .common import (
     require_inputs,
     said_wrote,
     select_engine,
+    text_width,
     top_option,
 )
 
@@ -167,7 +170,8 @@ def diff_command(
             gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
             results.append((name, result, gate_result))
             advance(1)
-    text = render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    text = render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top, width=width)
     emit(text, output)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)

@@ -12,9 +12,11 @@ from ..io.names import names_apart
 from ..io.plural import plural
 from . import junit
 from . import markdown as md
+from .fit import WIDTH, fit_lines
 
-#: Widest program or event name in a diff table (the full name stays in the JSON).
-DIFF_NAME_WIDTH = 60
+#: Widest program or event name in a diff table (the full name stays in the JSON): a line of its own at 80
+#: columns when the figures leave it too little room beside them.
+DIFF_NAME_WIDTH = 76
 
 
 def _on(frame: pd.DataFrame) -> list[str]:
@@ -28,14 +30,24 @@ def _where(row: object) -> list[str]:
     return [] if where is None else [str(where)]
 
 
-def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+def _table(rows: list[list[str]], header: list[str], right: set[int], width: int = WIDTH) -> list[str]:
+    """The rows under ``header``, the first column (a name) left-aligned, those in ``right`` right-aligned, laid
+    out for ``width``: a name too long for the room its row's figures leave goes on a line of its own, its
+    figures on the next line under the figures' columns (``docs/figures.md``, "How text prints")."""
+    table = [header, *rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
+    figures = sum(widths[1:]) + 2 * (len(widths) - 1)
+    widths[0] = max(min(widths[0], width - 2 - figures), 0)
     lines = []
-    for r in [header, *rows]:
+    for r in table:
+        name = str(r[0])
         cells = [
             str(c).rjust(w) if i in right else str(c).ljust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ]
+        if len(name) > widths[0]:
+            lines.append("  " + name)
+            cells[0] = " " * widths[0]
         lines.append("  " + "  ".join(cells).rstrip())
     return lines
 
@@ -95,8 +107,10 @@ def render_text(
     *,
     include_unchanged: bool = False,
     top: int = 10,
+    width: int = WIDTH,
 ) -> str:
-    """The terminal report: changed metrics biggest relative change first, then tiles, programs, events."""
+    """The terminal report: changed metrics biggest relative change first, then tiles, programs, events; laid
+    out for ``width`` columns (``report/fit.py``)."""
     lines = [f"popprof diff: base {result.base_name!r} -> new {result.new_name!r}"]
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
@@ -104,7 +118,7 @@ def render_text(
     rows = _metric_rows(result, include_unchanged)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
-        lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4})
+        lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4}, width)
     else:
         lines.append("  no metric changed")
     if hidden:
@@ -142,6 +156,7 @@ def render_text(
                 ],
                 ["tile", "ipu", "base", "new", "change", "rel"],
                 {0, 1, 2, 3, 4, 5},
+                width,
             )
         if len(result.ipus) > 1 or (len(result.ipus) and result.ipus["change_bytes"].isna().any()):
             lines += ["", "per IPU:"]
@@ -159,6 +174,7 @@ def render_text(
                 ],
                 ["ipu", "base", "new", "change", "base OOM", "new OOM"],
                 {0, 1, 2, 3, 4, 5},
+                width,
             )
 
     for section, label, unit in (
@@ -203,6 +219,7 @@ def render_text(
                     *_on(top_named),
                 ],
                 {1, 2, 3, 4, 5, 6},
+                width,
             )
 
     if "liveness" in result.unavailable:
@@ -221,7 +238,7 @@ def render_text(
         lines += ["", f"not in either profile: {', '.join(neither)} (--format json says what each needs)"]
     if gate_result is not None:
         lines += ["", *render_gate_text(gate_result)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(fit_lines(lines, width)) + "\n"
 
 
 def _f(value: object) -> float | None:
@@ -412,12 +429,15 @@ def render(
     *,
     include_unchanged: bool = False,
     top: int = 10,
+    width: int = WIDTH,
 ) -> str:
-    """Render in ``fmt`` (text, json, markdown or junit)."""
+    """Render in ``fmt`` (text, json, markdown or junit); text laid out for ``width`` columns."""
     if fmt == "json":
         return render_json(result, gate_result, top=top)
     if fmt == "junit":
         return render_junit(result, gate_result)
+    if fmt == "text":
+        return render_text(result, gate_result, include_unchanged=include_unchanged, top=top, width=width)
     return RENDERERS[fmt](result, gate_result, include_unchanged=include_unchanged, top=top)
 
 
@@ -428,11 +448,13 @@ def render_many(
     notes: list[str] = (),
     include_unchanged: bool = False,
     top: int = 10,
+    width: int = WIDTH,
 ) -> str:
-    """Render one or several (engine, diff, gate) results; several come from two run directories."""
+    """Render one or several (engine, diff, gate) results; several come from two run directories. Text is
+    laid out for ``width`` columns."""
     if len(results) == 1 and not notes:
         _, result, gate_result = results[0]
-        return render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top)
+        return render(result, gate_result, fmt, include_unchanged=include_unchanged, top=top, width=width)
     if fmt == "json":
         doc = {
             "notes": list(notes),
@@ -455,6 +477,7 @@ def render_many(
         parts += [f"note: {n}\n" for n in notes]
         for name, r, g in results:
             parts.append(
-                f"=== engine {name!r} ===\n" + render_text(r, g, include_unchanged=include_unchanged, top=top)
+                f"=== engine {name!r} ===\n"
+                + render_text(r, g, include_unchanged=include_unchanged, top=top, width=width)
             )
     return "\n".join(parts)
