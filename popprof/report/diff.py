@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..compare.core import ProfileDiff
+from ..compare.core import RUN_NAMED, ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..io import jsonout, units
@@ -15,6 +15,11 @@ from . import markdown as md
 
 #: Widest program or event name in a diff table (the full name stays in the JSON).
 DIFF_NAME_WIDTH = 60
+#: Widest metric name in the metrics table's column; a wider one, or a member of a family the run names
+#: (``trace.gpu_annotation_us.DistributedDataParallel.forward``) wider than the other names, is a line of its own
+#: above its figures, shortened to :data:`METRIC_LINE_WIDTH` when even that is too wide (the JSON keeps it whole).
+METRIC_NAME_WIDTH = 38
+METRIC_LINE_WIDTH = 78
 
 
 def _on(frame: pd.DataFrame) -> list[str]:
@@ -28,10 +33,19 @@ def _where(row: object) -> list[str]:
     return [] if where is None else [str(where)]
 
 
-def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+def _table(
+    rows: list[list[str]], header: list[str], right: set[int], alone: list[bool] | None = None
+) -> list[str]:
+    """The lines of a table; a row ``alone`` marks has its first cell on a line of its own, its other cells on
+    the next line (the first column as wide as the other rows' cells)."""
+    own = alone or [False] * len(rows)
+    kept = [r for r, alone in zip(rows, own, strict=True) if not alone]
+    widths = [max(len(str(r[i])) for r in [header, *kept]) for i in range(len(header))]
     lines = []
-    for r in [header, *rows]:
+    for r, alone in zip([header, *rows], [False, *own], strict=True):
+        if alone:
+            lines.append(f"  {r[0]}")
+            r = ["", *r[1:]]
         cells = [
             str(c).rjust(w) if i in right else str(c).ljust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
@@ -40,9 +54,16 @@ def _table(rows: list[list[str]], header: list[str], right: set[int]) -> list[st
     return lines
 
 
-def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]]:
+def _metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None = None) -> list[list[str]]:
+    """The metrics table's rows; with ``width`` (the text's), a wider name (a family member named by its source:
+    an annotation's, a counter's) shortened as the events' names are, told apart from the others (the JSON and
+    Markdown keep every name whole)."""
     rows = []
-    for r in result.changed_metrics(include_unchanged).itertuples(index=False):
+    frame = result.changed_metrics(include_unchanged)
+    names = (
+        frame["name"].tolist() if width is None else names_apart(frame["name"], result.metrics["name"], width)
+    )
+    for r, name in zip(frame.itertuples(index=False), names, strict=True):
         if r.status in ("missing_base", "missing_new"):
             mark = "not in base" if r.status == "missing_base" else "not in new"
         else:
@@ -53,7 +74,7 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]
                 mark = (mark + " better").strip()
         rows.append(
             [
-                r.name,
+                name,
                 units.value(r.base, r.unit),
                 units.value(r.new, r.unit),
                 units.change(r.abs_change, r.unit),
@@ -62,6 +83,15 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]
             ]
         )
     return rows
+
+
+def _alone(rows: list[list[str]]) -> list[bool]:
+    """Which metric rows have their name on a line of its own: those wider than the column the others need (at
+    most :data:`METRIC_NAME_WIDTH`), the members of a family named by the run (an annotation's name) never
+    widening it."""
+    column = max((len(r[0]) for r in rows if not r[0].startswith(RUN_NAMED)), default=0)
+    column = min(max(column, len("metric")), METRIC_NAME_WIDTH)
+    return [len(r[0]) > column for r in rows]
 
 
 def _truth(value: object) -> bool:
@@ -101,10 +131,10 @@ def render_text(
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
-    rows = _metric_rows(result, include_unchanged)
+    rows = _metric_rows(result, include_unchanged, METRIC_LINE_WIDTH)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
-        lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4})
+        lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4}, _alone(rows))
     else:
         lines.append("  no metric changed")
     if hidden:
