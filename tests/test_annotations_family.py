@@ -266,3 +266,14 @@ def test_a_baseline_and_the_store_carry_the_members(tmp_path: Path, capsys) -> N
     assert history["run_id"].tolist() == ["1", "2"]
     assert history["value"].tolist() == [pytest.approx(1279.0)] * 2 and set(history["unit"]) == {"us"}
     assert set(history["better"]) == {"lower"}
+
+
+def test_a_member_on_a_line_of_its_own_lines_up_with_the_header(tmp_path: Path) -> None:
+    """The only changed metric a member: its name above, its figures right-aligned under the header's."""
+    result = popprof.diff(NCCL, _variant(tmp_path, "slower", _slower_all_reduce))
+    lines = render_text(result).splitlines()
+    at = lines.index("  " + ALL_REDUCE)
+    header, figures = lines[at - 1], lines[at + 1]
+    assert header.startswith("  metric ") and figures.strip().endswith("worse")
+    for column, value in (("base", "24.22 ms"), ("new", "48.44 ms")):
+        assert header.index(f" {column} ") + len(column) + 1 == figures.index(value) + len(value), column

@@ -39,7 +39,7 @@ def _table(
     """The lines of a table; a row ``alone`` marks has its first cell on a line of its own, its other cells on
     the next line (the first column as wide as the other rows' cells)."""
     own = alone or [False] * len(rows)
-    kept = [r for r, alone in zip(rows, own, strict=True) if not alone]
+    kept = [r if not alone else ["", *r[1:]] for r, alone in zip(rows, own, strict=True)]
     widths = [max(len(str(r[i])) for r in [header, *kept]) for i in range(len(header))]
     lines = []
     for r, alone in zip([header, *rows], [False, *own], strict=True):
@@ -88,9 +88,9 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None
 def _alone(rows: list[list[str]]) -> list[bool]:
     """Which metric rows have their name on a line of its own: those wider than the column the others need (at
     most :data:`METRIC_NAME_WIDTH`), the members of a family named by the run (an annotation's name) never
-    widening it."""
-    column = max((len(r[0]) for r in rows if not r[0].startswith(RUN_NAMED)), default=0)
-    column = min(max(column, len("metric")), METRIC_NAME_WIDTH)
+    widening it unless they are all the table holds."""
+    others = [len(r[0]) for r in rows if not r[0].startswith(RUN_NAMED)] or [len(r[0]) for r in rows]
+    column = min(max(*others, len("metric")), METRIC_NAME_WIDTH)
     return [len(r[0]) > column for r in rows]
 
 
