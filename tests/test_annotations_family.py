@@ -277,3 +277,46 @@ def test_a_member_on_a_line_of_its_own_lines_up_with_the_header(tmp_path: Path) 
     assert header.startswith("  metric ") and figures.strip().endswith("worse")
     for column, value in (("base", "24.22 ms"), ("new", "48.44 ms")):
         assert header.index(f" {column} ") + len(column) + 1 == figures.index(value) + len(value), column
+
+
+def test_a_rank_directory_sums_its_ranks(tmp_path: Path, capsys) -> None:
+    """``nccl_data`` as rank 0 and its slower copy as rank 1 of one directory: a member is the two ranks' sums
+    (the summary's rows per rank) added, as the trace's other totals add up over ranks."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    data = json.loads(gzip.decompress(NCCL.read_bytes()))
+    (ranks / "rank-0.json.gz").write_bytes(gzip.compress(json.dumps(data).encode()))
+    data["traceEvents"] = _slower_all_reduce(data["traceEvents"])
+    data["distributedInfo"] = dict(data["distributedInfo"], rank=1)
+    (ranks / "rank-1.json.gz").write_bytes(gzip.compress(json.dumps(data).encode()))
+    rows = _json(capsys, "summary", str(ranks))["trace"]["gpu_annotations"]
+    per_rank = {(r["rank"], r["name"]): r["sum_us"] for r in rows}
+    assert {rank for rank, _ in per_rank} == {0, 1} and len(per_rank) == 10
+    values = _members(registry.compute(popprof.open(ranks)))
+    assert len(values) == 5
+    for name in ("nccl:all_reduce", "DistributedDataParallel.forward"):
+        assert values[PREFIX + name] == pytest.approx(per_rank[0, name] + per_rank[1, name], abs=1e-3), name
+    assert per_rank[1, "nccl:all_reduce"] > 1.9 * per_rank[0, "nccl:all_reduce"]
+    assert values[PREFIX + "## backward ##"] == pytest.approx(2 * 1279.0)
+
+
+def test_htas_others_is_a_member_like_a_name(tmp_path: Path) -> None:
+    """More than 1,000 names on a rank: HTA's tail is one row ``others``, and one member when among the 10."""
+    data = json.loads(gzip.decompress(NCCL.read_bytes()))
+    first = min(
+        (e for e in data["traceEvents"] if _gpu_annotation(e) and e["name"] == "nccl:all_reduce"),
+        key=lambda e: e["ts"],
+    )
+    many = [dict(first, name=f"tiny_{i:04d}", dur=3.0) for i in range(1001)]
+    path = tmp_path / "many.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(dict(data, traceEvents=data["traceEvents"] + many)).encode()))
+    profile = popprof.open(path)
+    records = annotations.annotation_records(profile)
+    (others,) = [r for r in records if r["name"] == annotations.OTHERS]
+    assert others["count"] > 100  # the tiny names past HTA's quantile
+    values = _members(registry.compute(profile))
+    assert len(values) == annotations.FAMILY_NAMES
+    assert values[PREFIX + annotations.OTHERS] == others["sum_us"]
+    assert values[PREFIX + "nccl:all_reduce"] == pytest.approx(24216.0)
+    kept = sorted(k for k in values if k.startswith(PREFIX + "tiny_"))
+    assert len(kept) == 10 - 6 and all(values[k] <= others["sum_us"] for k in kept)
