@@ -3,7 +3,9 @@
 A baseline holds the format tag, versions, the profile's name and source
 format, a target summary, which tables the profile had, and every metric of
 the shared registry that the profile could evaluate (value and unit). It holds
-no paths, host names or metadata. Reading one back gives a
+no paths, host names or metadata; the names it holds besides the profile's are the registry's, a trace's
+counters' and its 10 largest GPU annotations' (``trace.gpu_annotation_us.<name>``: redact a trace whose
+``record_function`` names are private first). Reading one back gives a
 :class:`~popprof.model.profile.Profile` with a ``target`` table and the metric values
 in its metadata (``baseline.metric.<name>``), so ``popprof.diff(baseline, new)``
 works like any other diff; per-tile, per-program, per-event and liveness

@@ -54,6 +54,27 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
+#: Family prefixes that add up over steps but stay totals on a per-step basis, and why (the diff's note says so).
+AS_TOTALS: dict[str, str] = {
+    "trace.gpu_annotation_us.": (
+        "HolisticTraceAnalysis's window leaves the last ProfilerStep out, so the steps they cover are not "
+        "trace.profiler_step_count"
+    ),
+}
+
+
+def totals_notes(bases: dict[str, Basis], *sides: dict[str, float | None]) -> list[str]:
+    """A note per :data:`AS_TOTALS` family either side has when the trace figures are compared per step."""
+    trace = bases.get("trace")
+    if trace is None or trace.per is None:
+        return []
+    return [
+        f"{prefix}* compared as totals, not per {trace.per}: {why}"
+        for prefix, why in AS_TOTALS.items()
+        if any(name.startswith(prefix) for values in sides for name in values)
+    ]
+
+
 @dataclass(frozen=True)
 class Basis:
     """How one family of figures (``trace`` or ``execution``) was compared."""

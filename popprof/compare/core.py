@@ -21,7 +21,7 @@ from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
 from ..trace.activity import is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
-from .basis import Basis, choose, normalise, on_one_step_basis
+from .basis import Basis, choose, normalise, on_one_step_basis, totals_notes
 
 #: Two times in microseconds closer than this are the same (the nanosecond a baseline's JSON keeps).
 TIME_TOLERANCE_US = 10.0**-units.TIME_DECIMALS
@@ -70,6 +70,11 @@ IPU_COLUMNS = [
     "new_tiles_out_of_memory",
 ]
 LIVENESS_COLUMNS = ["step", "program", "base_bytes", "new_bytes", "change_bytes"]
+
+#: Families whose members are names the run chose (its annotations), not categories a source names: members
+#: that do not overlap are different work, not different naming (no note says so), and the text diff does not
+#: widen its name column for them.
+RUN_NAMED = ("trace.gpu_annotation_us.",)
 
 #: Metric statuses that mean "compared" (as opposed to a side lacking the metric).
 COMPARED = ("changed", "unchanged", "added", "removed")
@@ -245,6 +250,7 @@ def diff(
         notes.append(step_note)
     base_values, new_values = metric_values(base), metric_values(new)
     basis = choose(base_values, new_values)
+    notes.extend(totals_notes(basis, base_values, new_values))
     metrics_frame = _diff_metrics(
         normalise(base_values, basis, "base"), normalise(new_values, basis, "new"), notes, same_format
     )
@@ -437,7 +443,7 @@ def _family_members(
             sides[1].add(name)
     for family, (in_b, in_n) in by_family.items():
         comparable = bool(in_b & in_n) and same_format and family not in printed
-        if in_b and in_n and not in_b & in_n:
+        if in_b and in_n and not in_b & in_n and family not in RUN_NAMED:
             notes.append(
                 f"{family}* members do not overlap between the profiles (their sources name them "
                 "differently): not compared"

@@ -33,6 +33,7 @@ from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import category_mask, distinct
 from ..trace.gpu_work import has_fraction, leaves_last_step_out
+from .trace import STEP_PREFIX
 
 #: Kineto's category of the annotations projected onto the GPU timeline.
 GPU_ANNOTATION = "gpu_user_annotation"
@@ -185,7 +186,14 @@ def annotation_breakdown(
 def annotation_records(profile: Profile) -> list[dict]:
     """The summary's ``trace.gpu_annotations``: :func:`annotation_breakdown` of the GPU annotations at HTA's
     defaults as rows ``{rank, name, count, sum_us, mean_us, min_us, max_us, std_us}`` (``rank`` None for a
-    trace without ranks), per rank by ``sum_us`` descending (then name); ``[]`` when the trace has none."""
+    trace without ranks), per rank by ``sum_us`` descending (then name); ``[]`` when the trace has none.
+
+    Built once per profile scope (``profile.cached``): the summary's JSON and the registry's
+    ``trace.gpu_annotation_us.`` family (:func:`gpu_time_by_name`) read the same rows; read-only."""
+    return profile.cached("annotations.records", lambda: _records(profile))
+
+
+def _records(profile: Profile) -> list[dict]:
     events = profile.get("events")
     if (
         events is None
@@ -207,3 +215,25 @@ def annotation_records(profile: Profile) -> list[dict]:
         }
         for i in order.tolist()
     ]
+
+
+#: The members of the registry's ``trace.gpu_annotation_us.`` family: the names with the most GPU time.
+FAMILY_NAMES = 10
+#: The family's one member for PyTorch's ``ProfilerStep#N`` annotations (as the diff's events name them).
+STEP_MEMBER = STEP_PREFIX + "*"
+
+
+def gpu_time_by_name(profile: Profile, names: int = FAMILY_NAMES) -> dict[str, float]:
+    """The registry's ``trace.gpu_annotation_us.<name>``: per annotation name, its ``sum_us`` in
+    :func:`annotation_records` (the summary's rows, read, never computed again) summed over ranks, for the
+    ``names`` names with the most of it (ties by name); ``{}`` when the trace has no GPU annotations.
+
+    The ``ProfilerStep#N`` rows are one member, :data:`STEP_MEMBER` (two runs number their steps differently);
+    HTA's tail ``others`` (past 1,000 names of a rank) is a name like any other. Names are kept as the trace
+    writes them (spaces, ``#``, ``.``, ``:`` included): a member's name is the prefix and the name."""
+    totals: dict[str, float] = {}
+    for row in annotation_records(profile):
+        name = STEP_MEMBER if row["name"].startswith(STEP_PREFIX) else row["name"]
+        totals[name] = totals.get(name, 0.0) + row["sum_us"]
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    return dict(ranked[:names])

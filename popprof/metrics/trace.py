@@ -202,6 +202,24 @@ def device_time_by_category(profile: Profile) -> dict[str, float]:
     return {c: float(sums[c]) for c in DEVICE_CATEGORIES}
 
 
+@metric_family(
+    "trace.gpu_annotation_us.",
+    "us",
+    "GPU time of a record_function annotation name, summed over ranks: HTA's user-annotation breakdown's sum "
+    "(the summary's trace.gpu_annotations), the 10 names with the most (ProfilerStep#N as one, ProfilerStep#*); "
+    "annotations nest, so the members do not add up to the device time",
+    needs=("events",),
+    absent_is_zero=False,  # a name one side lacks may be past its 10 names: "not in" that side, never 0
+)
+def gpu_annotation_time(profile: Profile) -> dict[str, float]:
+    events = profile.events
+    if "channel" not in events.columns or "gpu_user_annotation" not in events["channel"].array.categories:
+        return {}  # the usual trace: the annotations' module not even imported
+    from .annotations import gpu_time_by_name
+
+    return gpu_time_by_name(profile)
+
+
 @metric(
     "trace.profiler_step_count",
     "steps",

@@ -52,9 +52,16 @@ def _table(rows: list[list[str]], header: list[str], right: set[int], width: int
     return lines
 
 
-def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]]:
+def _metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None = None) -> list[list[str]]:
+    """The metrics table's rows; with ``width`` (the text's), a wider name (a family member named by its source:
+    an annotation's, a counter's) shortened as the events' names are, told apart from the others (the JSON and
+    Markdown keep every name whole)."""
     rows = []
-    for r in result.changed_metrics(include_unchanged).itertuples(index=False):
+    frame = result.changed_metrics(include_unchanged)
+    names = (
+        frame["name"].tolist() if width is None else names_apart(frame["name"], result.metrics["name"], width)
+    )
+    for r, name in zip(frame.itertuples(index=False), names, strict=True):
         if r.status in ("missing_base", "missing_new"):
             mark = "not in base" if r.status == "missing_base" else "not in new"
         else:
@@ -65,7 +72,7 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool) -> list[list[str]
                 mark = (mark + " better").strip()
         rows.append(
             [
-                r.name,
+                name,
                 units.value(r.base, r.unit),
                 units.value(r.new, r.unit),
                 units.change(r.abs_change, r.unit),
@@ -115,7 +122,7 @@ def render_text(
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
-    rows = _metric_rows(result, include_unchanged)
+    rows = _metric_rows(result, include_unchanged, width - 2)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
         lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4}, width)
