@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -172,3 +173,31 @@ def test_redact_of_a_run_directory_with_a_rank_cut_off_says_what_was_read(capsys
         "(rank-1.json.gz: IncompleteJSONError: parse error: premature EOF)"
     ], err
     assert out.is_dir() and _digest(rank) == before
+
+
+# --------------------------------------------------------------------------- diff against a baseline
+
+
+@pytest.mark.parametrize("side", ["base", "new"])
+def test_diff_of_a_baseline_metric_stored_as_null_says_not_in_it_not_0(capsys, tmp_path, monkeypatch, side):
+    """A baseline's family member whose value is null (not measured) read as absent from the baseline, so the
+    family's 'a member one side lacks is 0 there' made it 'added' from 0.0 us ('added better'), as if measured 0."""
+    trace = REAL / "traces" / "tracelens_h100_bert_small.json.gz"
+    monkeypatch.chdir(tmp_path)
+    assert main(["-q", "baseline", str(trace), "-o", "whole.json"]) == 0
+    document = json.loads((tmp_path / "whole.json").read_text())
+    member = "trace.device_time_us.sync"  # a family member the trace has (0 us: no sync kernels)
+    assert document["metrics"][member]["value"] == 0
+    document["metrics"][member]["value"] = None
+    (tmp_path / "null.json").write_text(json.dumps(document))
+    pair = ["null.json", str(trace)] if side == "base" else [str(trace), "null.json"]
+    capsys.readouterr()
+    assert main(["-q", "diff", "--format", "json", *pair]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["metrics"]}
+    other = "new" if side == "base" else "base"
+    assert rows[member][side] is None and rows[member][other] == 0.0, rows[member]
+    assert rows[member]["status"] == f"missing_{side}" and rows[member]["worse"] is None, rows[member]
+    assert main(["-q", "diff", *pair]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if member in line)
+    assert line.split()[1:4] == (["n/a", "0.0", "us"] if side == "base" else ["0.0", "us", "n/a"])
+    assert line.rstrip().endswith(f"not in {side}") and "added" not in line and "removed" not in line, line
