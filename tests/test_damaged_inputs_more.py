@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import one_error as _one_error
 
+import popprof
 from popprof.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,3 +202,91 @@ def test_diff_of_a_baseline_metric_stored_as_null_says_not_in_it_not_0(capsys, t
     line = next(line for line in capsys.readouterr().out.splitlines() if member in line)
     assert line.split()[1:4] == (["n/a", "0.0", "us"] if side == "base" else ["0.0", "us", "n/a"])
     assert line.rstrip().endswith(f"not in {side}") and "added" not in line and "removed" not in line, line
+
+
+# --------------------------------------------------------------------------- store page checksums
+
+
+def _flip_in_column(file: Path, column: str, dictionary: bool = False) -> None:
+    """Flip one byte inside a column chunk's page data (the middle of its data page, or near the end of its
+    dictionary page), past the page header, where only a page checksum tells."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_metadata(file).row_group(0)
+    chunk = next(
+        c for c in (metadata.column(i) for i in range(metadata.num_columns)) if c.path_in_schema == column
+    )
+    end = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
+    at = chunk.data_page_offset - 4 if dictionary else (chunk.data_page_offset + end) // 2
+    data = bytearray(file.read_bytes())
+    data[at] ^= 0xFF
+    file.write_bytes(bytes(data))
+
+
+def _store_of_bert(tmp_path: Path, capsys) -> Path:
+    store = tmp_path / "runs"
+    assert main(["-q", "store", "init", str(store)]) == 0
+    assert (
+        main(["-q", "store", "add", str(store), str(REAL / "traces" / "tracelens_h100_bert_small.json.gz")])
+        == 0
+    )
+    capsys.readouterr()
+    return store
+
+
+def test_a_byte_flipped_in_a_store_table_is_found_by_fsck_and_refused_by_compact(capsys, tmp_path):
+    """The store's Parquet files carried no page checksums: a byte flipped in the events' start_us page read
+    as other values or not, unsaid, and fsck found 0 problems; compact would have rewritten the damage into a
+    compacted file with sound checksums of its own."""
+    store = _store_of_bert(tmp_path, capsys)
+    (events,) = (store / "tables" / "events").glob("month=*/*.parquet")
+    _flip_in_column(events, "start_us")
+    rel = events.relative_to(store).as_posix()
+    assert main(["store", "fsck", str(store)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.splitlines() == [
+        f"damaged: {rel} (a data page fails its checksum: changed since it was written (could not verify page "
+        "integrity, CRC checksum verification failed for page_ordinal 0))",
+        "1 problem",
+    ], out
+    before = _digest(events)
+    line = _one_error(capsys, "store", "compact", "--before", "2999-01", store)
+    assert line == (
+        f"popprof: error: {events}: damaged store file: a data page fails its checksum: changed since it was "
+        "written (could not verify page integrity, CRC checksum verification failed for page_ordinal 0) "
+        "(popprof store fsck lists the files it cannot read)"
+    )
+    assert _digest(events) == before and list(events.parent.iterdir()) == [events]  # no compacted events
+
+
+def test_store_add_over_a_damaged_catalogue_file_names_it(capsys, tmp_path):
+    """The catalogue's rows are read with pyarrow before an add (is the run stored?): a page failing its
+    checksum there is one line naming the file, exit 2, not the bare 'could not verify page integrity'."""
+    store = _store_of_bert(tmp_path, capsys)
+    (catalogue,) = (store / "runs").glob("month=*/*.parquet")
+    _flip_in_column(catalogue, "content_sha256", dictionary=True)
+    line = _one_error(capsys, "store", "add", store, REAL / "traces" / "tracelens_h100_bert_small.json.gz")
+    assert line.startswith(
+        f"popprof: error: {catalogue}: damaged store file: a data page fails its checksum"
+    ), line
+    assert line.endswith("(popprof store fsck lists the files it cannot read)"), line
+
+
+def test_a_store_written_before_page_checksums_reads_as_before(capsys, tmp_path):
+    """Files written without checksums (every store before 2026-12-07) have nothing to check: fsck finds no
+    problem, queries and compact read them as they did."""
+    import pyarrow.parquet as pq
+
+    store = _store_of_bert(tmp_path, capsys)
+    files = sorted(store.rglob("*.parquet"))
+    assert len(files) >= 3
+    for file in files:  # as an older popprof wrote them: no page checksums
+        pq.write_table(pq.read_table(file), file, compression="zstd")
+    assert main(["store", "fsck", str(store)]) == 0
+    assert capsys.readouterr().out == "0 problems\n"
+    assert main(["store", "query", "--format", "json", str(store), "SELECT count(*) AS n FROM events"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == [{"n": popprof.open(REAL / "traces" / "tracelens_h100_bert_small.json.gz").rows("events")}]
+    assert main(["-q", "store", "compact", "--before", "2999-01", str(store)]) == 0
+    assert list(store.rglob("compact-*.parquet"))
+    assert main(["store", "fsck", str(store)]) == 0
