@@ -232,6 +232,50 @@ def test_a_rocprof_field_of_the_wrong_json_type_is_named_in_json_words(capsys, t
     assert line.startswith(f"popprof: error: {damaged}: {said}"), line
 
 
+ROCPROF = REAL / "traces" / "rocprofv3_mi350_train.json.gz"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda tool: tool.update(strings=5),
+        lambda tool: tool.update(buffer_records=[]),
+        lambda tool: tool.update(agents="none"),
+    ],
+    ids=["strings", "records", "agents"],
+)
+def test_a_rocprof_field_of_the_wrong_json_type_is_not_called_cut_off(capsys, tmp_path, damage):
+    """A whole file holding a value of the wrong JSON type ended '...; the file may be cut off': a cut file
+    does not parse at all, so the hint sent the reader to re-copy a file that had arrived whole."""
+    document = json.loads(gzip.decompress(ROCPROF.read_bytes()))
+    damage(document["rocprofiler-sdk-tool"][0])
+    damaged = tmp_path / "rocprof.json"
+    damaged.write_text(json.dumps(document))
+    line = _one_error(capsys, "summary", damaged)
+    assert "cut off" not in line and line.endswith("(the file may be damaged; write it again)"), line
+
+
+def test_a_rocprof_file_cut_off_or_malformed_inside_says_which(capsys, tmp_path):
+    """Only JSON that ends inside its value is a cut file; bytes flipped inside it are malformed JSON there."""
+    data = gzip.decompress(ROCPROF.read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: len(data) // 2])
+    line = _one_error(capsys, "summary", cut)
+    assert line.startswith(f"popprof: error: {cut}: truncated JSON: the file ends inside its JSON value ("), (
+        line
+    )
+    assert line.endswith("(the file is cut off: re-copy it, or write it again)"), line
+    middle = data.index(b'"kernel_id"', len(data) // 2)  # a key of a record in the middle of the file
+    damaged = tmp_path / "flipped.json"
+    damaged.write_bytes(data[:middle] + b"\x00\x01" + data[middle + 2 :])
+    line_no = data[:middle].count(b"\n") + 1
+    line = _one_error(capsys, "summary", damaged)
+    assert line.startswith(f"popprof: error: {damaged}: malformed JSON (") and f"line {line_no} " in line, (
+        line
+    )
+    assert "cut off" not in line and line.endswith("(the file may be damaged; write it again)"), line
+
+
 # --------------------------------------------------------------------------- bundle page checksums
 
 
