@@ -185,6 +185,29 @@ def test_a_trace_cut_in_half_reads_its_allocations_again_as_the_first_read(
     _read_cut_with_one_warning(capsys, tmp_path, monkeypatch, cut, command)
 
 
+@pytest.mark.parametrize("compressed", [False, True], ids=["json", "json.gz"])
+def test_a_trace_with_bytes_flipped_mid_file_says_where_the_json_is_invalid(capsys, tmp_path, compressed):
+    """Two bytes flipped in the middle of a trace (a key of an event) read the events up to them with 'the file
+    ends early: events after the cut are missing': the file ends where it should, the JSON is invalid there."""
+    data = gzip.decompress((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes())
+    at = data.index(b'"name"', len(data) // 2)
+    flipped = data[:at] + bytes(b ^ 0xFF for b in data[at : at + 2]) + data[at + 2 :]
+    damaged = tmp_path / ("bert.json.gz" if compressed else "bert.json")
+    damaged.write_bytes(gzip.compress(flipped) if compressed else flipped)
+    line_no = data[:at].count(b"\n") + 1
+    column = at - data.rfind(b"\n", 0, at)
+    assert main(["tables", str(damaged)]) == 0
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {damaged}: read with problems: "), err
+    assert "ends early" not in err and "the file is damaged before its end (not cut off)" in err, err
+    of = "of the decompressed JSON" if compressed else "of the file"
+    assert (
+        f"(invalid JSON at line {line_no:,}, column {column:,} (byte {at:,} {of}): IncompleteJSONError: "
+        in err
+    )
+
+
 # --------------------------------------------------------------------------- rocprofv3
 
 

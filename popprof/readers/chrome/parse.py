@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ...io.files import open_json
+from ...io.files import is_gzip, open_binary, open_json
 from ...io.heap import release_free_memory
 from .columns import Parsed
 from .events import StreamState
@@ -170,3 +170,79 @@ def parse_file(
             plan = plan.fall_back(next(why for kind, why in UNFRAMED.items() if isinstance(exc, kind)))
     with open_json(path, before, cut_off_ends=True) as handle:
         return parse_stream(handle, prefix, with_args, "ijson", flows), plan
+
+
+#: Words of a pass's error that say the stream ended inside the JSON (a file cut off), not that it is malformed
+_CUT_WORDS = ("premature EOF", "Incomplete JSON", "EOFError", "ends inside")
+#: Bytes fed to the locating parser at a time (:func:`first_invalid_byte`)
+_LOCATE_CHUNK = 1 << 16
+
+
+def cut_off(error: str) -> bool:
+    """Whether a pass's ``error`` (:attr:`.columns.Parsed.error`) says the file ends early (cut off), not that
+    it holds damage before its end (JSON that is invalid there, corrupt gzip data, text that is not UTF-8)."""
+    return any(word in error for word in _CUT_WORDS)
+
+
+def first_invalid_byte(path: Path) -> tuple[int, int, int] | None:
+    """Where the JSON text of ``path`` (gunzipped) is first invalid: (byte offset, line, column), from 1 but
+    the offset; None when it parses to its end or cannot be read through (corrupt gzip data).
+
+    Two passes with yajl's push parser (C; the read's ijson backend) on the error path only: one finds the
+    64 KiB chunk it refuses, the next feeds the chunks before it and then that chunk a byte at a time."""
+    import ijson
+
+    def parser():
+        target = ijson.utils.sendable_list()
+        return target, ijson.basic_parse_coro(target)
+
+    target, coro = parser()
+    refused = 0
+    try:
+        with open_binary(path) as handle:
+            while block := handle.read(_LOCATE_CHUNK):
+                try:
+                    coro.send(block)
+                except ijson.JSONError:
+                    break
+                target.clear()
+                refused += 1
+            else:
+                return None
+        target, coro = parser()
+        offset = lines = 0
+        line_start = 0
+        with open_binary(path) as handle:
+            for _ in range(refused):
+                block = handle.read(_LOCATE_CHUNK)
+                coro.send(block)
+                target.clear()
+                if newlines := block.count(b"\n"):
+                    lines += newlines
+                    line_start = offset + block.rindex(b"\n") + 1
+                offset += len(block)
+            block = handle.read(_LOCATE_CHUNK)
+            for i in range(len(block)):
+                try:
+                    coro.send(block[i : i + 1])
+                except ijson.JSONError:
+                    before = block[:i]
+                    if newlines := before.count(b"\n"):
+                        lines += newlines
+                        line_start = offset + before.rindex(b"\n") + 1
+                    return offset + i, lines + 1, offset + i - line_start + 1
+                target.clear()
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
+
+
+def damage_text(path: Path, error: str) -> str:
+    """A pass's ``error`` that is not a cut (:func:`cut_off`), with where the JSON is first invalid when that
+    can be found: ``invalid JSON at line 28,169, column 7 (byte 539,511): IncompleteJSONError: ...``."""
+    where = first_invalid_byte(path) if "JSONError" in error else None
+    if where is None:
+        return error
+    offset, line, column = where
+    text = "of the decompressed JSON" if is_gzip(path) else "of the file"
+    return f"invalid JSON at line {line:,}, column {column:,} (byte {offset:,} {text}): {error}"
