@@ -208,6 +208,23 @@ def test_a_trace_with_bytes_flipped_mid_file_says_where_the_json_is_invalid(caps
     )
 
 
+def test_a_trace_with_a_byte_not_utf8_mid_file_says_where_in_one_line(capsys, tmp_path):
+    """yajl gives an invalid UTF-8 string's error as bytes: the warning quoted their repr, its context lines
+    and the damaged byte with it (b'lexical error: ...\\n ... (right here) ------^\\n')."""
+    data = gzip.decompress((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes())
+    at = data.index(b'"name": "', len(data) // 2) + len(b'"name": "')  # the first byte of an event's name
+    damaged = tmp_path / "bert.json"
+    damaged.write_bytes(data[:at] + b"\xff" + data[at + 1 :])
+    assert main(["tables", str(damaged)]) == 0
+    err = capsys.readouterr().err
+    line_no, column = data[:at].count(b"\n") + 1, at - data.rfind(b"\n", 0, at)
+    assert (
+        f"(invalid JSON at line {line_no:,}, column {column:,} (byte {at:,} of the file): IncompleteJSONError: "
+        "lexical error: invalid bytes in UTF8 string.);" in err
+    ), err
+    assert "right here" not in err and "b'" not in err and len(err.strip().splitlines()) == 1, err
+
+
 # --------------------------------------------------------------------------- rocprofv3
 
 

@@ -67,7 +67,7 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
                     state.take(batch)
                     batch.clear()
         except (ijson.JSONError, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError) as exc:
-            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+            error = f"{type(exc).__name__}: {_first_line(exc)}".strip()
         if batch:
             parsed += len(batch)
             state.take(batch)
@@ -96,6 +96,15 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
         state.flow_labels.labels,
         flow_count=state.flow_count,
     )
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message; yajl's can come as bytes (an invalid UTF-8 string: its context
+    follows on the next lines, the damaged bytes in it)."""
+    message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], bytes) else str(exc)
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "backslashreplace")
+    return message.splitlines()[0] if message else ""
 
 
 class _Edges:
