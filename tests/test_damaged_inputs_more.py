@@ -290,3 +290,52 @@ def test_a_store_written_before_page_checksums_reads_as_before(capsys, tmp_path)
     assert main(["-q", "store", "compact", "--before", "2999-01", str(store)]) == 0
     assert list(store.rglob("compact-*.parquet"))
     assert main(["store", "fsck", str(store)]) == 0
+
+
+# --------------------------------------------------------------------------- redacted read notes
+
+
+def test_a_redacted_bundle_keeps_its_read_notes_readable_and_their_values_redacted(
+    capsys, tmp_path, monkeypatch
+):
+    """The redaction pseudonymised the keys of popprof's own read notes (``warnings.truncated`` became
+    ``arg_...``): the redacted bundle's ``tables`` no longer said its source was cut off. The keys are popprof's
+    words (kept, by the redactor and the leak scan alike); their values, and any other ``warnings.`` key, are
+    redacted as before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    rank = run / "rank-1.json.gz"
+    data = gzip.decompress(rank.read_bytes())
+    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    bundle = tmp_path / "run.popprof"
+    assert main(["-q", "export", str(run), "-o", str(bundle)]) == 0
+    meta = pq.read_table(bundle / "metadata.parquet")
+    original = dict(zip(meta["key"].to_pylist(), meta["value"].to_pylist(), strict=True))
+    assert original["warnings.truncated"].startswith("rank-1.json.gz: ")
+    planted = "warnings.alice_on_gpu_node_17"  # a warnings. key that is no read note of popprof's
+    extra = pa.table({"key": [planted], "value": ["1"]}).cast(meta.schema)
+    pq.write_table(pa.concat_tables([meta, extra]), bundle / "metadata.parquet")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["tables"]["metadata"]["rows"] += 1
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "shared.popprof"
+    capsys.readouterr()
+    assert main(["-q", "redact", str(bundle), "-o", str(out)]) == 0  # the leak scan passed
+    shared = pq.read_table(out / "metadata.parquet")
+    redacted = dict(zip(shared["key"].to_pylist(), shared["value"].to_pylist(), strict=True))
+    assert "warnings.truncated" in redacted, redacted
+    assert (
+        "rank-1" not in redacted["warnings.truncated"] and "premature" not in redacted["warnings.truncated"]
+    )
+    assert planted not in redacted and not any("alice" in k or "node_17" in k for k in redacted), redacted
+    capsys.readouterr()
+    assert main(["tables", str(out)]) == 0
+    assert (
+        "read with problems: the file ends early: events after the cut are missing ("
+        in capsys.readouterr().out
+    )
+    assert main(["-q", "scan", str(out), "--against", str(bundle)]) == 0
