@@ -181,24 +181,38 @@ def parse_file(
         return parse_stream(handle, prefix, with_args, "ijson", flows), plan
 
 
-#: Words of a pass's error that say the stream ended inside the JSON (a file cut off), not that it is malformed
-_CUT_WORDS = ("premature EOF", "Incomplete JSON", "EOFError", "ends inside")
+#: Words of a pass's error that say the parser met the end of the stream inside the JSON: a file cut off
+_AT_THE_END = ("premature EOF", "Incomplete JSON", "EOFError")
+#: A framed pass's error when the stream ends inside what it took for a long event: a cut, or damage before
+#: the end that hid where an event ends (bytes flipped in a key), which only a parse of the text tells apart
+_ENDS_INSIDE_AN_EVENT = "ends inside an event"
 #: Bytes fed to the locating parser at a time (:func:`first_invalid_byte`)
 _LOCATE_CHUNK = 1 << 16
 
 
-def cut_off(error: str) -> bool:
-    """Whether a pass's ``error`` (:attr:`.columns.Parsed.error`) says the file ends early (cut off), not that
-    it holds damage before its end (JSON that is invalid there, corrupt gzip data, text that is not UTF-8)."""
-    return any(word in error for word in _CUT_WORDS)
+def read_problem(path: Path, error: str) -> tuple[str, str]:
+    """The read note (``warnings.<key>``, its value) of a pass that ended with ``error``
+    (:attr:`.columns.Parsed.error`): ``truncated`` when the file ends early (cut off), ``damaged`` when it holds
+    damage before its end: JSON that is invalid there, with where (:func:`first_invalid_byte`), or text that
+    is not UTF-8. Only on the error path: a cut the parser met at the end costs nothing more; anything else
+    one parse of the text up to the damage (two passes when there is damage)."""
+    if any(word in error for word in _AT_THE_END):
+        return "truncated", error
+    where = first_invalid_byte(path) if "JSONError" in error else None
+    if where is None:
+        return ("truncated" if _ENDS_INSIDE_AN_EVENT in error else "damaged"), error
+    offset, line, column, message = where
+    text = "of the decompressed JSON" if is_gzip(path) else "of the file"
+    return "damaged", f"invalid JSON at line {line:,}, column {column:,} (byte {offset:,} {text}): {message}"
 
 
-def first_invalid_byte(path: Path) -> tuple[int, int, int] | None:
-    """Where the JSON text of ``path`` (gunzipped) is first invalid: (byte offset, line, column), from 1 but
-    the offset; None when it parses to its end or cannot be read through (corrupt gzip data).
+def first_invalid_byte(path: Path) -> tuple[int, int, int, str] | None:
+    """Where the JSON text of ``path`` (gunzipped) is first invalid: (byte offset, line, column, yajl's
+    message), line and column from 1; None when it parses to its end (cut there or not) or cannot be read
+    through (corrupt gzip data, gzip cut off).
 
-    Two passes with yajl's push parser (C; the read's ijson backend) on the error path only: one finds the
-    64 KiB chunk it refuses, the next feeds the chunks before it and then that chunk a byte at a time."""
+    Two passes with yajl's push parser (C; the read's ijson backend): one finds the 64 KiB chunk it refuses,
+    the next feeds the chunks before it and then that chunk a byte at a time."""
     import ijson
 
     def parser():
@@ -206,7 +220,7 @@ def first_invalid_byte(path: Path) -> tuple[int, int, int] | None:
         return target, ijson.basic_parse_coro(target)
 
     target, coro = parser()
-    refused = 0
+    accepted = 0
     try:
         with open_binary(path) as handle:
             while block := handle.read(_LOCATE_CHUNK):
@@ -215,14 +229,13 @@ def first_invalid_byte(path: Path) -> tuple[int, int, int] | None:
                 except ijson.JSONError:
                     break
                 target.clear()
-                refused += 1
+                accepted += 1
             else:
                 return None
         target, coro = parser()
-        offset = lines = 0
-        line_start = 0
+        offset = lines = line_start = 0
         with open_binary(path) as handle:
-            for _ in range(refused):
+            for _ in range(accepted):
                 block = handle.read(_LOCATE_CHUNK)
                 coro.send(block)
                 target.clear()
@@ -234,24 +247,13 @@ def first_invalid_byte(path: Path) -> tuple[int, int, int] | None:
             for i in range(len(block)):
                 try:
                     coro.send(block[i : i + 1])
-                except ijson.JSONError:
+                except ijson.JSONError as exc:
                     before = block[:i]
                     if newlines := before.count(b"\n"):
                         lines += newlines
                         line_start = offset + before.rindex(b"\n") + 1
-                    return offset + i, lines + 1, offset + i - line_start + 1
+                    return offset + i, lines + 1, offset + i - line_start + 1, _first_line(exc)
                 target.clear()
     except (OSError, EOFError, zlib.error):
         return None
     return None
-
-
-def damage_text(path: Path, error: str) -> str:
-    """A pass's ``error`` that is not a cut (:func:`cut_off`), with where the JSON is first invalid when that
-    can be found: ``invalid JSON at line 28,169, column 7 (byte 539,511): IncompleteJSONError: ...``."""
-    where = first_invalid_byte(path) if "JSONError" in error else None
-    if where is None:
-        return error
-    offset, line, column = where
-    text = "of the decompressed JSON" if is_gzip(path) else "of the file"
-    return f"invalid JSON at line {line:,}, column {column:,} (byte {offset:,} {text}): {error}"
