@@ -27,11 +27,13 @@ def read_parquet(location: Location, rel: str, columns: list[str] | None = None)
 
 
 def damaged_detail(exc: BaseException) -> str:
-    """Why a store file that pyarrow cannot read through is damaged, in words: a page failing its CRC-32, or
-    one that cannot be decoded (a file cut off, or written before page checksums)."""
+    """Why a store file that pyarrow cannot read through is damaged, in words: a page failing its CRC-32 (a
+    byte changed since it was written), or Arrow's reason (a file cut off, a page of a file written before
+    page checksums that no longer decodes)."""
     reason = " ".join(str(exc).split()) or type(exc).__name__
-    what = "a data page fails its checksum" if "CRC" in reason else "a page cannot be decoded"
-    return f"{what}: changed since it was written ({reason})"
+    if "CRC" in reason:
+        return f"a data page fails its checksum: changed since it was written ({reason})"
+    return f"it cannot be read through ({reason})"
 
 
 def damaged(location: Location, rel: str, exc: BaseException) -> InputError:
