@@ -185,6 +185,58 @@ def test_a_trace_cut_in_half_reads_its_allocations_again_as_the_first_read(
     _read_cut_with_one_warning(capsys, tmp_path, monkeypatch, cut, command)
 
 
+@pytest.mark.parametrize(
+    ("name", "compressed"),
+    [
+        ("tracelens_h100_bert_small.json.gz", False),
+        ("tracelens_h100_bert_small.json.gz", True),
+        ("tracelens_mi300x_vllm_graph_capture.json.gz", False),  # the block parser: 'ends inside an event'
+    ],
+    ids=["json", "json.gz", "blocks"],
+)
+def test_a_trace_with_bytes_flipped_mid_file_says_where_the_json_is_invalid(
+    capsys, tmp_path, name, compressed
+):
+    """Two bytes flipped in the middle of a trace (a key of an event) read the events up to them with 'the file
+    ends early: events after the cut are missing' (the 34 MB trace: 'the file ends inside an event longer than
+    the event-bytes limit', the block parser taking the rest for one event): the file ends where it should,
+    the JSON is invalid there."""
+    data = gzip.decompress((REAL / "traces" / name).read_bytes())
+    at = data.index(b'"name"', len(data) // 2)
+    flipped = data[:at] + bytes(b ^ 0xFF for b in data[at : at + 2]) + data[at + 2 :]
+    damaged = tmp_path / ("trace.json.gz" if compressed else "trace.json")
+    damaged.write_bytes(gzip.compress(flipped) if compressed else flipped)
+    line_no = data[:at].count(b"\n") + 1
+    column = at - data.rfind(b"\n", 0, at)
+    assert main(["tables", str(damaged)]) == 0
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"popprof: warning: {damaged}: read with problems: "), err
+    assert "ends early" not in err and "the file is damaged before its end (not cut off)" in err, err
+    of = "of the decompressed JSON" if compressed else "of the file"
+    assert (
+        f"(invalid JSON at line {line_no:,}, column {column:,} (byte {at:,} {of}): lexical error: invalid char in "
+        "json text.)" in err
+    ), err
+
+
+def test_a_trace_with_a_byte_not_utf8_mid_file_says_where_in_one_line(capsys, tmp_path):
+    """yajl gives an invalid UTF-8 string's error as bytes: the warning quoted their repr, its context lines
+    and the damaged byte with it (b'lexical error: ...\\n ... (right here) ------^\\n')."""
+    data = gzip.decompress((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes())
+    at = data.index(b'"name": "', len(data) // 2) + len(b'"name": "')  # the first byte of an event's name
+    damaged = tmp_path / "bert.json"
+    damaged.write_bytes(data[:at] + b"\xff" + data[at + 1 :])
+    assert main(["tables", str(damaged)]) == 0
+    err = capsys.readouterr().err
+    line_no, column = data[:at].count(b"\n") + 1, at - data.rfind(b"\n", 0, at)
+    assert (
+        f"(invalid JSON at line {line_no:,}, column {column:,} (byte {at:,} of the file): lexical error: invalid "
+        "bytes in UTF8 string.);" in err
+    ), err
+    assert "right here" not in err and "b'" not in err and len(err.strip().splitlines()) == 1, err
+
+
 # --------------------------------------------------------------------------- rocprofv3
 
 
@@ -230,6 +282,50 @@ def test_a_rocprof_field_of_the_wrong_json_type_is_named_in_json_words(capsys, t
     damaged.write_text(json.dumps(document))
     line = _one_error(capsys, "summary", damaged)
     assert line.startswith(f"popprof: error: {damaged}: {said}"), line
+
+
+ROCPROF = REAL / "traces" / "rocprofv3_mi350_train.json.gz"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda tool: tool.update(strings=5),
+        lambda tool: tool.update(buffer_records=[]),
+        lambda tool: tool.update(agents="none"),
+    ],
+    ids=["strings", "records", "agents"],
+)
+def test_a_rocprof_field_of_the_wrong_json_type_is_not_called_cut_off(capsys, tmp_path, damage):
+    """A whole file holding a value of the wrong JSON type ended '...; the file may be cut off': a cut file
+    does not parse at all, so the hint sent the reader to re-copy a file that had arrived whole."""
+    document = json.loads(gzip.decompress(ROCPROF.read_bytes()))
+    damage(document["rocprofiler-sdk-tool"][0])
+    damaged = tmp_path / "rocprof.json"
+    damaged.write_text(json.dumps(document))
+    line = _one_error(capsys, "summary", damaged)
+    assert "cut off" not in line and line.endswith("(the file may be damaged; write it again)"), line
+
+
+def test_a_rocprof_file_cut_off_or_malformed_inside_says_which(capsys, tmp_path):
+    """Only JSON that ends inside its value is a cut file; bytes flipped inside it are malformed JSON there."""
+    data = gzip.decompress(ROCPROF.read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: len(data) // 2])
+    line = _one_error(capsys, "summary", cut)
+    assert line.startswith(f"popprof: error: {cut}: truncated JSON: the file ends inside its JSON value ("), (
+        line
+    )
+    assert line.endswith("(the file is cut off: re-copy it, or write it again)"), line
+    middle = data.index(b'"kernel_id"', len(data) // 2)  # a key of a record in the middle of the file
+    damaged = tmp_path / "flipped.json"
+    damaged.write_bytes(data[:middle] + b"\x00\x01" + data[middle + 2 :])
+    line_no = data[:middle].count(b"\n") + 1
+    line = _one_error(capsys, "summary", damaged)
+    assert line.startswith(f"popprof: error: {damaged}: malformed JSON (") and f"line {line_no} " in line, (
+        line
+    )
+    assert "cut off" not in line and line.endswith("(the file may be damaged; write it again)"), line
 
 
 # --------------------------------------------------------------------------- bundle page checksums

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from cli_helpers import one_error as _one_error
 
+import popprof
 from popprof.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,3 +174,168 @@ def test_redact_of_a_run_directory_with_a_rank_cut_off_says_what_was_read(capsys
         "(rank-1.json.gz: IncompleteJSONError: parse error: premature EOF)"
     ], err
     assert out.is_dir() and _digest(rank) == before
+
+
+# --------------------------------------------------------------------------- diff against a baseline
+
+
+@pytest.mark.parametrize("side", ["base", "new"])
+def test_diff_of_a_baseline_metric_stored_as_null_says_not_in_it_not_0(capsys, tmp_path, monkeypatch, side):
+    """A baseline's family member whose value is null (not measured) read as absent from the baseline, so the
+    family's 'a member one side lacks is 0 there' made it 'added' from 0.0 us ('added better'), as if measured 0."""
+    trace = REAL / "traces" / "tracelens_h100_bert_small.json.gz"
+    monkeypatch.chdir(tmp_path)
+    assert main(["-q", "baseline", str(trace), "-o", "whole.json"]) == 0
+    document = json.loads((tmp_path / "whole.json").read_text())
+    member = "trace.device_time_us.sync"  # a family member the trace has (0 us: no sync kernels)
+    assert document["metrics"][member]["value"] == 0
+    document["metrics"][member]["value"] = None
+    (tmp_path / "null.json").write_text(json.dumps(document))
+    pair = ["null.json", str(trace)] if side == "base" else [str(trace), "null.json"]
+    capsys.readouterr()
+    assert main(["-q", "diff", "--format", "json", *pair]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["metrics"]}
+    other = "new" if side == "base" else "base"
+    assert rows[member][side] is None and rows[member][other] == 0.0, rows[member]
+    assert rows[member]["status"] == f"missing_{side}" and rows[member]["worse"] is None, rows[member]
+    assert main(["-q", "diff", *pair]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if member in line)
+    assert line.split()[1:4] == (["n/a", "0.0", "us"] if side == "base" else ["0.0", "us", "n/a"])
+    assert line.rstrip().endswith(f"not in {side}") and "added" not in line and "removed" not in line, line
+
+
+# --------------------------------------------------------------------------- store page checksums
+
+
+def _flip_in_column(file: Path, column: str, dictionary: bool = False) -> None:
+    """Flip one byte inside a column chunk's page data (the middle of its data page, or near the end of its
+    dictionary page), past the page header, where only a page checksum tells."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_metadata(file).row_group(0)
+    chunk = next(
+        c for c in (metadata.column(i) for i in range(metadata.num_columns)) if c.path_in_schema == column
+    )
+    end = (chunk.dictionary_page_offset or chunk.data_page_offset) + chunk.total_compressed_size
+    at = chunk.data_page_offset - 4 if dictionary else (chunk.data_page_offset + end) // 2
+    data = bytearray(file.read_bytes())
+    data[at] ^= 0xFF
+    file.write_bytes(bytes(data))
+
+
+def _store_of_bert(tmp_path: Path, capsys) -> Path:
+    store = tmp_path / "runs"
+    assert main(["-q", "store", "init", str(store)]) == 0
+    assert (
+        main(["-q", "store", "add", str(store), str(REAL / "traces" / "tracelens_h100_bert_small.json.gz")])
+        == 0
+    )
+    capsys.readouterr()
+    return store
+
+
+def test_a_byte_flipped_in_a_store_table_is_found_by_fsck_and_refused_by_compact(capsys, tmp_path):
+    """The store's Parquet files carried no page checksums: a byte flipped in the events' start_us page read
+    as other values or not, unsaid, and fsck found 0 problems; compact would have rewritten the damage into a
+    compacted file with sound checksums of its own."""
+    store = _store_of_bert(tmp_path, capsys)
+    (events,) = (store / "tables" / "events").glob("month=*/*.parquet")
+    _flip_in_column(events, "start_us")
+    rel = events.relative_to(store).as_posix()
+    assert main(["store", "fsck", str(store)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.splitlines() == [
+        f"damaged: {rel} (a data page fails its checksum: changed since it was written (could not verify page "
+        "integrity, CRC checksum verification failed for page_ordinal 0))",
+        "1 problem",
+    ], out
+    before = _digest(events)
+    line = _one_error(capsys, "store", "compact", "--before", "2999-01", store)
+    assert line == (
+        f"popprof: error: {events}: damaged store file: a data page fails its checksum: changed since it was "
+        "written (could not verify page integrity, CRC checksum verification failed for page_ordinal 0) "
+        "(popprof store fsck lists the files it cannot read)"
+    )
+    assert _digest(events) == before and list(events.parent.iterdir()) == [events]  # no compacted events
+
+
+def test_store_add_over_a_damaged_catalogue_file_names_it(capsys, tmp_path):
+    """The catalogue's rows are read with pyarrow before an add (is the run stored?): a page failing its
+    checksum there is one line naming the file, exit 2, not the bare 'could not verify page integrity'."""
+    store = _store_of_bert(tmp_path, capsys)
+    (catalogue,) = (store / "runs").glob("month=*/*.parquet")
+    _flip_in_column(catalogue, "content_sha256", dictionary=True)
+    line = _one_error(capsys, "store", "add", store, REAL / "traces" / "tracelens_h100_bert_small.json.gz")
+    assert line.startswith(
+        f"popprof: error: {catalogue}: damaged store file: a data page fails its checksum"
+    ), line
+    assert line.endswith("(popprof store fsck lists the files it cannot read)"), line
+
+
+def test_a_store_written_before_page_checksums_reads_as_before(capsys, tmp_path):
+    """Files written without checksums (every store before 2026-12-07) have nothing to check: fsck finds no
+    problem, queries and compact read them as they did."""
+    import pyarrow.parquet as pq
+
+    store = _store_of_bert(tmp_path, capsys)
+    files = sorted(store.rglob("*.parquet"))
+    assert len(files) >= 3
+    for file in files:  # as an older popprof wrote them: no page checksums
+        pq.write_table(pq.read_table(file), file, compression="zstd")
+    assert main(["store", "fsck", str(store)]) == 0
+    assert capsys.readouterr().out == "0 problems\n"
+    assert main(["store", "query", "--format", "json", str(store), "SELECT count(*) AS n FROM events"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == [{"n": popprof.open(REAL / "traces" / "tracelens_h100_bert_small.json.gz").rows("events")}]
+    assert main(["-q", "store", "compact", "--before", "2999-01", str(store)]) == 0
+    assert list(store.rglob("compact-*.parquet"))
+    assert main(["store", "fsck", str(store)]) == 0
+
+
+# --------------------------------------------------------------------------- redacted read notes
+
+
+def test_a_redacted_bundle_keeps_its_read_notes_readable_and_their_values_redacted(
+    capsys, tmp_path, monkeypatch
+):
+    """The redaction pseudonymised the keys of popprof's own read notes (``warnings.truncated`` became
+    ``arg_...``): the redacted bundle's ``tables`` no longer said its source was cut off. The keys are popprof's
+    words (kept, by the redactor and the leak scan alike); their values, and any other ``warnings.`` key, are
+    redacted as before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    rank = run / "rank-1.json.gz"
+    data = gzip.decompress(rank.read_bytes())
+    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    bundle = tmp_path / "run.popprof"
+    assert main(["-q", "export", str(run), "-o", str(bundle)]) == 0
+    meta = pq.read_table(bundle / "metadata.parquet")
+    original = dict(zip(meta["key"].to_pylist(), meta["value"].to_pylist(), strict=True))
+    assert original["warnings.truncated"].startswith("rank-1.json.gz: ")
+    planted = "warnings.alice_on_gpu_node_17"  # a warnings. key that is no read note of popprof's
+    extra = pa.table({"key": [planted], "value": ["1"]}).cast(meta.schema)
+    pq.write_table(pa.concat_tables([meta, extra]), bundle / "metadata.parquet")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["tables"]["metadata"]["rows"] += 1
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "shared.popprof"
+    capsys.readouterr()
+    assert main(["-q", "redact", str(bundle), "-o", str(out)]) == 0  # the leak scan passed
+    shared = pq.read_table(out / "metadata.parquet")
+    redacted = dict(zip(shared["key"].to_pylist(), shared["value"].to_pylist(), strict=True))
+    assert "warnings.truncated" in redacted, redacted
+    assert (
+        "rank-1" not in redacted["warnings.truncated"] and "premature" not in redacted["warnings.truncated"]
+    )
+    assert planted not in redacted and not any("alice" in k or "node_17" in k for k in redacted), redacted
+    capsys.readouterr()
+    assert main(["tables", str(out)]) == 0
+    assert (
+        "read with problems: the file ends early: events after the cut are missing ("
+        in capsys.readouterr().out
+    )
+    assert main(["-q", "scan", str(out), "--against", str(bundle)]) == 0

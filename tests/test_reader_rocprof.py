@@ -233,7 +233,7 @@ def test_a_truncated_file_is_one_line_exit_2(tmp_path, capsys):
     raw = gzip.decompress(TRACE.read_bytes())
     cut = tmp_path / "cut.json"
     cut.write_bytes(raw[: len(raw) // 2])
-    assert "truncated or malformed JSON" in summary_error(cut, capsys)
+    assert "truncated JSON: the file ends inside its JSON value" in summary_error(cut, capsys)
     gz = tmp_path / "cut.json.gz"
     data = TRACE.read_bytes()
     gz.write_bytes(data[: len(data) // 2])
@@ -262,7 +262,7 @@ def test_a_truncated_file_is_one_line_exit_2(tmp_path, capsys):
             "which is not a GPU",
         ),
         (lambda r: r["buffer_records"].update(kernel_dispatch=[]), "holds no kernel dispatches"),
-        (lambda r: r.update(buffer_records=[]), "buffer_records' is missing or not a dict"),
+        (lambda r: r.update(buffer_records=[]), "buffer_records' is a list, not an object"),
     ],
 )
 def test_damaged_records_are_named_in_one_line(tmp_path, tool, damage, said, capsys):

@@ -157,3 +157,40 @@ def test_fsck_and_compact_with_a_cache(history, capsys, monkeypatch):
 
 def test_the_cache_columns_are_the_catalogue_s():
     assert [f.name for f in catalogue_cache.schema()][: len(RUNS)] == RUNS.names
+
+
+def test_a_cache_with_a_page_failing_its_checksum_covers_nothing(history):
+    """The cache is written with page checksums like every store file: a byte flipped in its pages (in the
+    runs' commits, a column the cache's keys do not cover, where it reads without an error as another commit)
+    makes it cover nothing, and the runs read are the catalogue files', never the cache's other commit."""
+    before = rows(history)
+    location = Location.of(history)
+    cache = Path(location.path(catalogue_cache.CACHE))
+    whole = cache.read_bytes()
+    group = pq.read_metadata(cache).row_group(0)
+    chunk = next(
+        group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema == "commit"
+    )
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    for at in range(
+        start, start + chunk.total_compressed_size
+    ):  # the first flip read silently as other values
+        data = bytearray(whole)
+        data[at] ^= 0x01
+        cache.write_bytes(bytes(data))
+        try:
+            misread = (
+                pq.read_table(cache)["commit"].to_pylist()
+                != pq.read_table(pa.BufferReader(whole))["commit"].to_pylist()
+            )
+        except (OSError, pa.ArrowException):
+            continue
+        if misread:
+            break
+    else:
+        pytest.fail("no flipped byte of the commits read as other values")
+    with pytest.raises(OSError, match="CRC"):
+        pq.read_table(cache, page_checksum_verification=True)
+    files = catalogue_files(history)
+    assert catalogue_cache.covered(location, files, catalogue_cache.stats(location, files)) == ([], 0)
+    assert rows(history) == before == uncached(history)

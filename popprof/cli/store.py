@@ -215,10 +215,10 @@ def compact_command(store: str, before: str | None, migrate: bool) -> None:
 @format_option("text", "json", default="text")
 def fsck_command(store: str, fix: bool, fmt: str) -> None:
     """Check STORE: files no run refers to (from a crash or --replace), temporaries, symbolic links, files
-    that cannot be read, live runs missing a file, store version.
+    that cannot be read or are damaged (a page failing its checksum), live runs missing a file, store version.
 
     The files of an add under way are listed as pending and left alone. Exit 1 when problems are found
-    and not fixed (unreadable and missing files cannot be fixed: they are reported, never removed).
+    and not fixed (unreadable, damaged and missing files cannot be fixed: they are reported, never removed).
     """
     from ..store.compact import fsck
 

@@ -20,6 +20,7 @@ PREFIX = "warnings."
 #: follow it (``{event has|events have}``: the first when the count is 1).
 MEANINGS: dict[str, str] = {
     "truncated": "the file ends early: events after the cut are missing",
+    "damaged": "the file is damaged before its end (not cut off): events after the damage are missing",
     "missing_fields": "{n} {event|events} lacked a timestamp or duration: skipped, or given a duration of 0",
     "negative_duration": "{n} {event|events} had a negative duration: counted as 0",
     "malformed_events": "{n} {entry|entries} of the event list {is not an event|are not events}: skipped",
@@ -62,7 +63,7 @@ def problems(profile: Profile) -> dict[str, str]:
         template = MEANINGS.get(name)
         if template is None:
             out[name] = f"{name}={value}"
-        elif name == "truncated":
+        elif name in ("truncated", "damaged"):
             out[name] = f"{template} ({value})"
         else:
             out[name] = meaning(template, _count(value))

@@ -23,6 +23,8 @@ BASELINE_FORMAT = "popprof-baseline"
 FORMAT_VERSION = 1
 META_PREFIX = STORED_PREFIX = "baseline.metric."  # metadata keys of stored metric values
 META_FORMAT = "baseline.format_version"
+#: The stored text of a metric whose value is null in the baseline: not measured, read back as None (never 0)
+NOT_MEASURED = "null"
 
 #: Target fields written to a baseline (nothing that can identify a host or a path).
 TARGET_FIELDS = (
@@ -54,7 +56,9 @@ def parse_baseline(document: object, path: str | os.PathLike[str] = "<baseline>"
     }
     for name, entry in metrics.items():
         value = entry.get("value") if isinstance(entry, dict) else entry
+        # null: not measured, kept as such (a family member null here is "not in" the baseline, never 0)
         if value is None:
+            meta[META_PREFIX + str(name)] = NOT_MEASURED
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InputError(

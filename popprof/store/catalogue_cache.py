@@ -66,6 +66,7 @@ def covered(
     import pyarrow.parquet as pq
 
     from ..io.limits import LimitExceeded
+    from .catalogue import verify_pages
     from .expansion import check_expansion
 
     if not location.local or not files:
@@ -77,6 +78,7 @@ def covered(
         if not pq.read_schema(path).remove_metadata().equals(schema()):
             return [], 0
         check_expansion(location, CACHE)
+        verify_pages(location, CACHE)  # a page failing its CRC-32 (written since 2026-12-07): covers nothing
         keys = pq.read_table(path, columns=[n for n, _ in _KEYS])
     except (OSError, ValueError, pa.ArrowException, LimitExceeded):
         return [], 0

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from . import bundles
-from .catalogue import read_parquet, write_parquet
+from .catalogue import damaged, damaged_detail, read_parquet, verify_pages, write_parquet
 from .engine_duckdb import raw_sql, readable
 from .expansion import check_expansion
 from .identity import month_of
@@ -99,8 +99,14 @@ def _compact_month(
     one = len(inputs) == 1 and inputs[0].rsplit("/", 1)[-1].startswith(COMPACT_PREFIX)
     if not inputs or (one and not force):
         return False
-    for rel in inputs:  # compaction reads every column of every file: bounded before it reads any
-        check_expansion(location, rel)
+    import pyarrow as pa
+
+    for rel in inputs:  # compaction reads every column of every file: bounded before it reads any, and
+        check_expansion(location, rel)  # never a damaged page rewritten with a fresh checksum
+        try:
+            verify_pages(location, rel)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise damaged(location, rel, exc) from None
     names = [f'"{f.name}"' for f in schema_of(kind)]
     order = "created, run_id, profile" if "created" in schema_of(kind).names else "run_id, profile"
     # only this month's files: the view's rules (live ingests, highest generation) applied to them
@@ -122,8 +128,8 @@ def _compact_month(
 @dataclass
 class Problem:
     """One thing ``fsck`` found: ``kind`` (orphan, superseded, compacted, temporary, symlink, unreadable,
-    missing, pending), the file and why. ``fixable``: whether ``--fix`` may remove it (an unreadable or
-    missing file is data fsck cannot repair; a pending add's files are not its to remove)."""
+    damaged, missing, pending), the file and why. ``fixable``: whether ``--fix`` may remove it (an unreadable,
+    damaged or missing file is data fsck cannot repair; a pending add's files are not its to remove)."""
 
     kind: str
     path: str
@@ -142,8 +148,9 @@ def fsck(
 ) -> list[Problem]:
     """Check a store; with ``fix``, remove what is found that no query sees (never a live run's file, never
     the files of an add under way: its pending marker younger than ``grace``). Symbolic links (removed: the
-    link, not its target), files that cannot be read or have a column of another type, and live runs missing
-    a file are reported too; the last two cannot be repaired by fsck."""
+    link, not its target), files that cannot be read or have a column of another type, damaged files (a page
+    failing its CRC-32) and live runs missing a file are reported too; the last three cannot be repaired by
+    fsck."""
     import warnings
 
     from .api import Store
@@ -225,6 +232,7 @@ def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
     import pyarrow.parquet as pq
 
     from ..io.limits import LimitExceeded
+    from ..model.errors import InputError
 
     found = set()
     for kind in kinds():
@@ -240,6 +248,12 @@ def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
                     f.name for f in declared if f.name in schema.names and schema.field(f.name).type != f.type
                 ]
                 check_expansion(location, rel)
+                try:  # every page, its CRC-32 checked where the file has them (written since 2026-12-07)
+                    verify_pages(location, rel)
+                except (OSError, ValueError, pa.ArrowException) as exc:
+                    problems.append(Problem("damaged", rel, damaged_detail(exc), fixable=False))
+                    found.add(rel)
+                    continue
                 if other:
                     table = read_parquet(location, rel, columns=other)
                     for name in other:
@@ -249,7 +263,7 @@ def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
                     Problem("unreadable", rel, f"too large to read ({exc.detail})", fixable=False)
                 )
                 found.add(rel)
-            except (OSError, ValueError, pa.ArrowException) as exc:
+            except (OSError, ValueError, pa.ArrowException, InputError) as exc:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 problems.append(
                     Problem("unreadable", rel, f"cannot be read as this kind ({reason})", fixable=False)

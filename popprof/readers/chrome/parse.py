@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ...io.files import open_json
+from ...io.files import is_gzip, open_binary, open_json
 from ...io.heap import release_free_memory
 from .columns import Parsed
 from .events import StreamState
@@ -67,7 +67,7 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
                     state.take(batch)
                     batch.clear()
         except (ijson.JSONError, EOFError, zlib.error, BadGzipFile, UnicodeDecodeError) as exc:
-            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+            error = f"{type(exc).__name__}: {_first_line(exc)}".strip()
         if batch:
             parsed += len(batch)
             state.take(batch)
@@ -96,6 +96,15 @@ def parse_stream(handle, prefix: str, with_args: bool, parser: str = "orjson", f
         state.flow_labels.labels,
         flow_count=state.flow_count,
     )
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message; yajl's can come as bytes (an invalid UTF-8 string: its context
+    follows on the next lines, the damaged bytes in it)."""
+    message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], bytes) else str(exc)
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "backslashreplace")
+    return message.splitlines()[0] if message else ""
 
 
 class _Edges:
@@ -170,3 +179,81 @@ def parse_file(
             plan = plan.fall_back(next(why for kind, why in UNFRAMED.items() if isinstance(exc, kind)))
     with open_json(path, before, cut_off_ends=True) as handle:
         return parse_stream(handle, prefix, with_args, "ijson", flows), plan
+
+
+#: Words of a pass's error that say the parser met the end of the stream inside the JSON: a file cut off
+_AT_THE_END = ("premature EOF", "Incomplete JSON", "EOFError")
+#: A framed pass's error when the stream ends inside what it took for a long event: a cut, or damage before
+#: the end that hid where an event ends (bytes flipped in a key), which only a parse of the text tells apart
+_ENDS_INSIDE_AN_EVENT = "ends inside an event"
+#: Bytes fed to the locating parser at a time (:func:`first_invalid_byte`)
+_LOCATE_CHUNK = 1 << 16
+
+
+def read_problem(path: Path, error: str) -> tuple[str, str]:
+    """The read note (``warnings.<key>``, its value) of a pass that ended with ``error``
+    (:attr:`.columns.Parsed.error`): ``truncated`` when the file ends early (cut off), ``damaged`` when it holds
+    damage before its end: JSON that is invalid there, with where (:func:`first_invalid_byte`), or text that
+    is not UTF-8. Only on the error path: a cut the parser met at the end costs nothing more; anything else
+    one parse of the text up to the damage (two passes when there is damage)."""
+    if any(word in error for word in _AT_THE_END):
+        return "truncated", error
+    where = first_invalid_byte(path) if "JSONError" in error else None
+    if where is None:
+        return ("truncated" if _ENDS_INSIDE_AN_EVENT in error else "damaged"), error
+    offset, line, column, message = where
+    text = "of the decompressed JSON" if is_gzip(path) else "of the file"
+    return "damaged", f"invalid JSON at line {line:,}, column {column:,} (byte {offset:,} {text}): {message}"
+
+
+def first_invalid_byte(path: Path) -> tuple[int, int, int, str] | None:
+    """Where the JSON text of ``path`` (gunzipped) is first invalid: (byte offset, line, column, yajl's
+    message), line and column from 1; None when it parses to its end (cut there or not) or cannot be read
+    through (corrupt gzip data, gzip cut off).
+
+    Two passes with yajl's push parser (C; the read's ijson backend): one finds the 64 KiB chunk it refuses,
+    the next feeds the chunks before it and then that chunk a byte at a time."""
+    import ijson
+
+    def parser():
+        target = ijson.utils.sendable_list()
+        return target, ijson.basic_parse_coro(target)
+
+    target, coro = parser()
+    accepted = 0
+    try:
+        with open_binary(path) as handle:
+            while block := handle.read(_LOCATE_CHUNK):
+                try:
+                    coro.send(block)
+                except ijson.JSONError:
+                    break
+                target.clear()
+                accepted += 1
+            else:
+                return None
+        target, coro = parser()
+        offset = lines = line_start = 0
+        with open_binary(path) as handle:
+            for _ in range(accepted):
+                block = handle.read(_LOCATE_CHUNK)
+                coro.send(block)
+                target.clear()
+                if newlines := block.count(b"\n"):
+                    lines += newlines
+                    line_start = offset + block.rindex(b"\n") + 1
+                offset += len(block)
+            block = handle.read(_LOCATE_CHUNK)
+            for i in range(len(block)):
+                try:
+                    coro.send(block[i : i + 1])
+                except ijson.JSONError as exc:
+                    before = block[:i]
+                    if newlines := before.count(b"\n"):
+                        lines += newlines
+                        line_start = offset + before.rindex(b"\n") + 1
+                    return offset + i, lines + 1, offset + i - line_start + 1, _first_line(exc)
+                target.clear()
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None

@@ -23,7 +23,7 @@ from . import early, split
 from .allocations import allocations_of, allocations_read_on_use, memory_rows
 from .columns import concat_flows, json_text
 from .events import INSTANT_SCOPES
-from .parse import parse_file
+from .parse import parse_file, read_problem
 from .plan import Plan, PlanError, choose
 from .plan import metadata as plan_metadata
 from .sniffing import FORMAT, event_prefix, reads_args, sniff
@@ -266,8 +266,11 @@ def _read_parts(
     for key, count in sorted(warnings.items()):
         if count:
             metadata[f"warnings.{key}"] = count
-    if truncated:
-        metadata["warnings.truncated"] = truncated
+    if (
+        truncated
+    ):  # cut off ('ends early'), or damaged before its end (bytes flipped: where the JSON is invalid)
+        note, text = read_problem(path, truncated)
+        metadata[f"warnings.{note}"] = text
     target = {"source_format": [FORMAT]}
     return Profile(
         path.name.removesuffix(".gz").removesuffix(".json") or path.stem,

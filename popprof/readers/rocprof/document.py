@@ -12,29 +12,36 @@ from ...io.jsonwords import JSON_KINDS, json_kind
 from ...model.errors import InputError
 
 TOOL_KEY = "rocprofiler-sdk-tool"
-_HINT = (
-    "expected rocprofv3 JSON output: an object holding a rocprofiler-sdk-tool list; the file may be cut off"
-)
+#: The hint of a file that holds other JSON than rocprofv3's
+_SHAPE = "expected rocprofv3 JSON output: an object holding a rocprofiler-sdk-tool list"
+#: The hint of a file that ends inside its JSON (the only damage that says the file was cut off)
+_CUT = "the file is cut off: re-copy it, or write it again"
+#: The hint of JSON that is malformed inside, or of a field of the wrong JSON type: damage, not a cut
+_DAMAGED = "the file may be damaged; write it again"
 
 
 def load(path: Path) -> dict:
     """The tool section of the file (the first process's): parsed whole, within ``text-bytes``.
 
-    Raises InputError for JSON that does not parse (a truncated file), gzip cut off, or a document that is
-    not a rocprofiler-sdk tool object.
+    Raises InputError for JSON that does not parse (cut off: it ends inside the value; or malformed inside),
+    gzip cut off, or a document that is not a rocprofiler-sdk tool object.
     """
     with open_json(path) as handle:
         data = bounded.read_limited(handle, path, "text-bytes")
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise InputError(path, f"truncated or malformed JSON ({exc})", _HINT) from None
+        if exc.msg.startswith("unexpected end of data"):  # orjson's words for JSON that ends inside its value
+            raise InputError(
+                path, f"truncated JSON: the file ends inside its JSON value ({exc})", _CUT
+            ) from None
+        raise InputError(path, f"malformed JSON ({exc})", _DAMAGED) from None
     del data
     if not isinstance(document, dict) or not isinstance(document.get(TOOL_KEY), list):
-        raise InputError(path, f"no '{TOOL_KEY}' list at the top of the JSON", _HINT)
+        raise InputError(path, f"no '{TOOL_KEY}' list at the top of the JSON", _SHAPE)
     sections = document[TOOL_KEY]
     if not sections:
-        raise InputError(path, f"'{TOOL_KEY}' is empty: the tool wrote no process", _HINT)
+        raise InputError(path, f"'{TOOL_KEY}' is empty: the tool wrote no process", _SHAPE)
     if len(sections) > 1:
         raise InputError(
             path,
@@ -43,10 +50,15 @@ def load(path: Path) -> dict:
         )
     tool = sections[0]
     if not isinstance(tool, dict):
-        raise InputError(path, f"'{TOOL_KEY}[0]' is {json_kind(tool)}, not an object", _HINT)
+        raise InputError(path, f"'{TOOL_KEY}[0]' is {json_kind(tool)}, not an object", _DAMAGED)
     for key, kind in (("buffer_records", dict), ("agents", list)):
-        if not isinstance(tool.get(key), kind):
-            raise InputError(path, f"'{TOOL_KEY}[0].{key}' is missing or not a {kind.__name__}", _HINT)
+        value = tool.get(key)
+        if key not in tool:
+            raise InputError(path, f"'{TOOL_KEY}[0]' has no {key}", _SHAPE)
+        if not isinstance(value, kind):
+            raise InputError(
+                path, f"'{TOOL_KEY}[0].{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", _DAMAGED
+            )
     return tool
 
 
@@ -56,5 +68,5 @@ def section(path: Path, tool: dict, key: str, kind: type) -> object:
     if value is None:
         return kind()
     if not isinstance(value, kind):
-        raise InputError(path, f"'{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", _HINT)
+        raise InputError(path, f"'{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", _DAMAGED)
     return value

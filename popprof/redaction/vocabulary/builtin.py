@@ -8,6 +8,8 @@ vocabulary (:mod:`..scan_vocabulary`) both read it, each deciding for itself wha
 
 from __future__ import annotations
 
+from ...model.readproblems import MEANINGS as READ_PROBLEMS
+from ...model.readproblems import PREFIX as READ_PROBLEM_PREFIX
 from ...model.schema import PROGRAM_TYPE_CATEGORY
 from ...readers.bundle import MANIFEST
 from ...readers.poplar_labels import DATA_TYPES, REGIONS
@@ -818,6 +820,11 @@ TPU_CHIP_KINDS = frozenset(
 #: name, kept in a redacted bundle so its GPU (a public model name) still resolves its peak; its values are decided
 #: one by one as any JSON.
 DEVICE_METADATA_KEYS = frozenset({"chrome.top.deviceProperties"})
+#: The metadata keys of popprof's own read notes (``warnings.truncated``, ``warnings.sessions_apart``, ...: the
+#: readers' words, ``model/readproblems.py``): kept in a redacted bundle so ``tables`` and ``summary`` still say
+#: what each note means; only these names (a ``warnings.`` key of no note is pseudonymised as any other), and
+#: their values (a parser's message may quote a name or a path) are redacted as any other value.
+READ_PROBLEM_KEYS = frozenset(READ_PROBLEM_PREFIX + name for name in READ_PROBLEMS)
 #: CUPTI's SASS instruction counters a range-profiler trace records per kernel (NVIDIA's metric names, as Nsight
 #: Compute's metrics reference spells them; the ones HolisticTraceAnalysis's counter analysis weighs into FLOPs):
 #: public names, so a redacted trace keeps its counters and the ``counters.*`` figures built on them.
