@@ -126,7 +126,7 @@ CASES: list[tuple[str, Callable[[Path], Path], str]] = [
     (
         "truncated SDK 1.x JSON",
         _text("cut_graph.json", '{"graphProfile": {"target": {"numTiles": 12'),
-        "truncated or malformed JSON",
+        "truncated JSON: the file ends inside its JSON value",
     ),
     ("gzip that is not gzip", _bytes("trace.json.gz", b"\x1f\x8b" + b"not deflate data" * 8), "corrupt gzip"),
     ("truncated gzip", _truncated_gzip_trace, "gzip data is truncated"),

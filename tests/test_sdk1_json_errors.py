@@ -134,11 +134,28 @@ def test_truncated_json(tmp_path, streamed):
     path = write(tmp_path, text[: len(text) // 2])
     assert detect(path) is reader
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    with pytest.raises(InputError, match="truncated or malformed JSON"):
+    with pytest.raises(InputError, match="truncated JSON: the file ends inside its JSON value") as cut:
         reader.read(path, stream_threshold_bytes=0 if streamed else reader.STREAM_THRESHOLD_BYTES)
-    with pytest.raises(InputError, match="truncated or malformed JSON"):
+    assert cut.value.hint.startswith("the file is cut off")
+    with pytest.raises(InputError, match="truncated JSON: the file ends inside its JSON value"):
         open_profile(path)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_json_malformed_inside_is_damage_not_a_cut(tmp_path, streamed):
+    """JSON invalid before its end (a byte flipped) is malformed, and its hint says damage: the file is not said
+    to be cut off unless the parser met its end."""
+    doc = {"graphProfile": {"memory": {"byTile": {"total": list(range(5000))}}}}
+    text = json.dumps(doc)
+    middle = len(text) // 2
+    path = write(tmp_path, text[:middle] + "}{" + text[middle + 2 :])
+    with pytest.raises(InputError, match="malformed JSON") as damaged:
+        reader.read(path, stream_threshold_bytes=0 if streamed else reader.STREAM_THRESHOLD_BYTES)
+    assert (
+        "truncated" not in str(damaged.value)
+        and damaged.value.hint == "the file may be damaged; write it again"
+    )
 
 
 def test_per_tile_arrays_of_different_lengths(tmp_path):

@@ -26,6 +26,7 @@ import orjson
 import pandas as pd
 
 from ..io.files import GZIP_MAGIC, open_binary, open_json
+from ..io.jsonwords import json_parse_problem
 from ..io.progress import reading
 from ..io.sources import source_metadata
 from ..model.errors import InputError
@@ -157,7 +158,8 @@ class _Halves:
 
 
 def _malformed(path: Path, exc: Exception) -> InputError:
-    return InputError(path, f"truncated or malformed JSON ({exc})", "the file may be cut off; copy it again")
+    """The parse error as one line: cut off only where the parser met the end (``io.jsonwords``)."""
+    return InputError(path, *json_parse_problem(exc))
 
 
 def _not_a_profile(path: Path, what: str) -> InputError:

@@ -8,16 +8,12 @@ import orjson
 
 from ...io import bounded
 from ...io.files import open_json
-from ...io.jsonwords import JSON_KINDS, json_kind
+from ...io.jsonwords import DAMAGED_HINT, JSON_KINDS, json_kind, json_parse_problem
 from ...model.errors import InputError
 
 TOOL_KEY = "rocprofiler-sdk-tool"
 #: The hint of a file that holds other JSON than rocprofv3's
 _SHAPE = "expected rocprofv3 JSON output: an object holding a rocprofiler-sdk-tool list"
-#: The hint of a file that ends inside its JSON (the only damage that says the file was cut off)
-_CUT = "the file is cut off: re-copy it, or write it again"
-#: The hint of JSON that is malformed inside, or of a field of the wrong JSON type: damage, not a cut
-_DAMAGED = "the file may be damaged; write it again"
 
 
 def load(path: Path) -> dict:
@@ -31,11 +27,7 @@ def load(path: Path) -> dict:
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        if exc.msg.startswith("unexpected end of data"):  # orjson's words for JSON that ends inside its value
-            raise InputError(
-                path, f"truncated JSON: the file ends inside its JSON value ({exc})", _CUT
-            ) from None
-        raise InputError(path, f"malformed JSON ({exc})", _DAMAGED) from None
+        raise InputError(path, *json_parse_problem(exc)) from None
     del data
     if not isinstance(document, dict) or not isinstance(document.get(TOOL_KEY), list):
         raise InputError(path, f"no '{TOOL_KEY}' list at the top of the JSON", _SHAPE)
@@ -50,14 +42,14 @@ def load(path: Path) -> dict:
         )
     tool = sections[0]
     if not isinstance(tool, dict):
-        raise InputError(path, f"'{TOOL_KEY}[0]' is {json_kind(tool)}, not an object", _DAMAGED)
+        raise InputError(path, f"'{TOOL_KEY}[0]' is {json_kind(tool)}, not an object", DAMAGED_HINT)
     for key, kind in (("buffer_records", dict), ("agents", list)):
         value = tool.get(key)
         if key not in tool:
             raise InputError(path, f"'{TOOL_KEY}[0]' has no {key}", _SHAPE)
         if not isinstance(value, kind):
             raise InputError(
-                path, f"'{TOOL_KEY}[0].{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", _DAMAGED
+                path, f"'{TOOL_KEY}[0].{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", DAMAGED_HINT
             )
     return tool
 
@@ -68,5 +60,5 @@ def section(path: Path, tool: dict, key: str, kind: type) -> object:
     if value is None:
         return kind()
     if not isinstance(value, kind):
-        raise InputError(path, f"'{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", _DAMAGED)
+        raise InputError(path, f"'{key}' is {json_kind(value)}, not {JSON_KINDS[kind]}", DAMAGED_HINT)
     return value
