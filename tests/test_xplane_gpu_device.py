@@ -146,3 +146,16 @@ def test_a_redacted_bundle_still_names_its_gpu(tmp_path):
     }
     assert peaks.profile_device(profile) == ("AMD Instinct MI355X", "MI355X")
     assert scan(out, original).passed
+
+
+def test_the_html_report_says_the_roofline_device_as_the_summary_does(tmp_path):
+    """The report's GPU operators carry the same sentence as the text summary, from the summary's
+    ``roofline_device`` (vLLM's ROCm 7 decode trace: no name, named by its properties)."""
+    trace = XPLANE.parent / "traces" / "tracelens_mi300x_vllm_decode_graph.json.gz"
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(trace), "--no-plots", "-o", str(out)]).exit_code == 0
+    html = out.read_text("utf-8")
+    sentence = "Roofline device: AMD Instinct MI300X (named by its properties); peaks: MI300X"
+    assert f'<p class="note roofline-device">{sentence}.</p>' in html
+    text = CliRunner().invoke(cli, ["summary", str(trace)]).stdout
+    assert sentence in " ".join(text.split())
