@@ -136,6 +136,7 @@ def test_check_reports_not_evaluated_with_reasons(synth):
         "distributed.collective-skew",
         "device.dependency-waits",
         "host.pageable-copies",
+        "host.device-copies",
         "memory.device-headroom",
     }
     assert all("trace" in why for why in reasons.values())

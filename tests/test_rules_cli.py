@@ -162,9 +162,10 @@ def test_junit_is_valid_xml_with_one_testcase_per_rule(bundles, capsys):
         "distributed.collective-skew",
         "device.dependency-waits",
         "host.pageable-copies",
+        "host.device-copies",
         "memory.device-headroom",
     }
-    assert int(suite.get("failures")) == len(failed) and int(suite.get("skipped")) == 10
+    assert int(suite.get("failures")) == len(failed) and int(suite.get("skipped")) == 11
     code, out, _ = run(capsys, "check", bundles["oom"], "--format", "junit", "--fail-on", "warning")
     more = {c.get("name") for c in ET.fromstring(out).iter("testcase") if c.find("failure") is not None}
     assert failed < more
@@ -178,7 +179,7 @@ def test_markdown_has_a_table(bundles, capsys):
     assert lines[header + 1] == "|---|---|---|---|---|"
     assert lines[header + 2].startswith("| **warning** | `memory.tile-imbalance` |")  # the largest gain first
     assert any(line.startswith("| **error** | `memory.tile-oom` |") for line in lines[header + 2 :])
-    assert "<summary>not evaluated (10)</summary>" in out
+    assert "<summary>not evaluated (11)</summary>" in out
 
 
 def test_output_file_is_written(bundles, capsys, tmp_path):

@@ -161,3 +161,103 @@ def _joined(
     start, end = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
     order = np.argsort(start, kind="stable")
     return start[order], end[order]
+
+
+@rule(
+    "host.device-copies",
+    "host-device copies with nothing else running (the time account's copies), pageable ones left to "
+    "host.pageable-copies",
+    needs=["events"],
+    params={"warning": 0.10, "error": 0.30, "min_us": 1000.0, "top": 3},
+    advice={
+        "ipu": "Not applicable to IPU programs: host.stream-copy judges their stream copies.",
+        "gpu": "The device spends this time copying to or from the host with no kernel running beside the "
+        "copies. Overlap them: copy from pinned memory with non_blocking=True on a stream of its own and "
+        "prefetch the next batch while this one computes; and copy less: keep tensors on the device between "
+        "steps, batch many small copies into one, avoid per-step .item()/.cpu().",
+        "tpu": "The TPU waits in XLA's copy-done ops for asynchronous copies between host memory and HBM "
+        "(host offloading: arrays placed in pinned_host memory, offloaded activations or optimizer state). "
+        "Keep the arrays the steps read in HBM when they fit, start the copies earlier so they overlap "
+        "compute, and move fewer bytes (a smaller dtype, only what the step needs).",
+    },
+)
+def device_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
+    params = ctx.params
+    if ctx.platform != "gpu":
+        raise NotEvaluated("needs a GPU or TPU trace with host-device copies (an IPU's: host.stream-copy)")
+    kinds = copy_records(profile)
+    mine = [k for k in kinds if k["direction"] in HOST_DIRECTIONS and k["memory"] != PAGEABLE]
+    if not mine:
+        return []  # no copy between the host and a device but pageable ones (host.pageable-copies)
+    windows = _windows(profile)
+    per_device: dict[tuple[int, str], float] = {}  # their part of the account's copies
+    for k in mine:
+        key = (-1 if k["rank"] is None else k["rank"], k["device"])
+        per_device[key] = per_device.get(key, 0.0) + k["copies_us"]
+    shares = {key: value / windows[key] if windows.get(key) else 0.0 for key, value in per_device.items()}
+    ranked = sorted(per_device, key=lambda key: -shares[key])
+    worst = ranked[0]
+    share, exclusive = shares[worst], per_device[worst]
+    severity, threshold = band(share, params["warning"], params["error"])
+    if severity is None or exclusive < params["min_us"]:
+        return []
+    label = device_label(None if worst[0] < 0 else worst[0], worst[1])
+    on_worst = [k for k in mine if (-1 if k["rank"] is None else k["rank"], k["device"]) == worst]
+    message = (
+        f"{label + ': ' if label else ''}host-device copies with no compute or communication running (the time "
+        f"account's copies) take {units.duration(exclusive)}, {units.percent(share)} of its window "
+        f"{units.duration(windows.get(worst))} ({severity} at >= {units.limit_percent(threshold)}); "
+        f"{_kinds_words(on_worst)}"
+    )
+    others = [key for key in ranked[1 : 1 + int(params["top"])] if shares[key] > 0]
+    if others:
+        message += "; other devices: " + ", ".join(
+            f"{device_label(None if r < 0 else r, d)} {units.percent(shares[(r, d)])}" for r, d in others
+        )
+    kinds_of = {k["kind"] for k in mine}
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for (r, d, kind), (start, end) in exclusive_spans(profile).items():
+        if kind in kinds_of and len(start):
+            who = device_label(None if r < 0 else r, d)
+            previous = spans.get(who)
+            spans[who] = (start, end) if previous is None else _joined(previous, (start, end))
+    gain = Gain(
+        sum(per_device.values()),
+        "us",
+        "these copies' part of the time account's copies (their time with no compute or communication "
+        "running): the most that overlapping them with compute, or not copying, could remove",
+        whole=sum(windows.get(key) or 0.0 for key in per_device),
+        rests_on=("copies",),
+        spans=spans,
+    )
+    where: dict = {"kinds": sorted(kinds_of)}
+    if spans:
+        where["devices"] = list(spans)
+    return [
+        ctx.finding(
+            severity,
+            "Device time in host-device copies",
+            message,
+            value=share,
+            threshold=threshold,
+            where=where,
+            evidence=pd.DataFrame(mine, columns=COLUMNS),
+            figure="copies.copies_us",
+            share=share,
+            gain=gain,
+        )
+    ]
+
+
+def _kinds_words(kinds: list[dict]) -> str:
+    """ "by kind: HtoD 300 copies, 1.2 GiB, 57.77 s on the device; DtoH ..." (bytes where the trace has them),
+    the kind with the most device time first."""
+    parts = []
+    for k in sorted(kinds, key=lambda k: -k["time_us"]):
+        memory = "" if k["memory"] == UNKNOWN else f" {k['memory']}"
+        size = "" if k["bytes"] is None else f", {units.bytes_short(k['bytes'])}"
+        parts.append(
+            f"{k['direction']}{memory} {plural(k['count'], 'copy', 'copies')}{size}, "
+            f"{units.duration(k['time_us'])} on the device"
+        )
+    return "by kind: " + "; ".join(parts)
