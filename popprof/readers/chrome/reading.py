@@ -266,9 +266,8 @@ def _read_parts(
     for key, count in sorted(warnings.items()):
         if count:
             metadata[f"warnings.{key}"] = count
-    if (
-        truncated
-    ):  # cut off ('ends early'), or damaged before its end (bytes flipped: where the JSON is invalid)
+    # cut off ('ends early'), or damaged before its end (bytes flipped: where the JSON is invalid)
+    if truncated:
         note, text = read_problem(path, truncated)
         metadata[f"warnings.{note}"] = text
     target = {"source_format": [FORMAT]}
