@@ -64,12 +64,7 @@ def pageable_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if not pageable:
         return []
     windows = _windows(profile)
-    per_device: dict[tuple[int, str], float] = {}  # the pageable copies' part of the account's copies
-    for k in pageable:
-        key = (-1 if k["rank"] is None else k["rank"], k["device"])
-        per_device[key] = per_device.get(key, 0.0) + k["copies_us"]
-    shares = {key: value / windows[key] if windows.get(key) else 0.0 for key, value in per_device.items()}
-    ranked = sorted(per_device, key=lambda key: -shares[key])  # stable: rank and device order among equals
+    per_device, shares, ranked = _by_device(pageable, windows)  # the pageable copies' part of the copies
     worst = ranked[0]
     share, exclusive = shares[worst], per_device[worst]
     severity, threshold = band(share, params["warning"], params["error"])
@@ -84,17 +79,8 @@ def pageable_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
         f"compute or communication running (the time account's copies), {units.percent(share)} of its window "
         f"{units.duration(windows.get(worst))} ({severity} at >= {units.limit_percent(threshold)})"
     )
-    others = ranked[1 : 1 + int(params["top"])]
-    if others:
-        message += "; other devices: " + ", ".join(
-            f"{device_label(None if r < 0 else r, d)} {units.percent(shares[(r, d)])}" for r, d in others
-        )
-    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for (r, d, kind), (start, end) in exclusive_spans(profile).items():
-        if kind.endswith(f" {PAGEABLE}") and len(start):
-            who = device_label(None if r < 0 else r, d)
-            previous = spans.get(who)
-            spans[who] = (start, end) if previous is None else _joined(previous, (start, end))
+    message += _other_devices(ranked[1 : 1 + int(params["top"])], shares)
+    spans = _spans_of(profile, {k["kind"] for k in pageable})
     gain = Gain(
         sum(per_device.values()),
         "us",
@@ -122,6 +108,40 @@ def pageable_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
             gain=gain,
         )
     ]
+
+
+def _by_device(
+    kinds: list[dict], windows: dict[tuple[int, str], float]
+) -> tuple[dict[tuple[int, str], float], dict[tuple[int, str], float], list[tuple[int, str]]]:
+    """The kinds' part of the account's copies per (rank, -1 unknown; device), its share of each device's window,
+    and the devices from the largest share (stable: rank and device order among equals)."""
+    per_device: dict[tuple[int, str], float] = {}
+    for k in kinds:
+        key = (-1 if k["rank"] is None else k["rank"], k["device"])
+        per_device[key] = per_device.get(key, 0.0) + k["copies_us"]
+    shares = {key: value / windows[key] if windows.get(key) else 0.0 for key, value in per_device.items()}
+    return per_device, shares, sorted(per_device, key=lambda key: -shares[key])
+
+
+def _other_devices(others: list[tuple[int, str]], shares: dict[tuple[int, str], float]) -> str:
+    """``; other devices: gpu:1 12.0 %, ...`` (nothing without any)."""
+    if not others:
+        return ""
+    return "; other devices: " + ", ".join(
+        f"{device_label(None if r < 0 else r, d)} {units.percent(shares[(r, d)])}" for r, d in others
+    )
+
+
+def _spans_of(profile: Profile, kinds: set[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per device label, the intervals of the account's copies that ``kinds`` hold (``metrics.copies``'
+    :func:`~popprof.metrics.copies.exclusive_spans`), a gain's spans."""
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for (r, d, kind), (start, end) in exclusive_spans(profile).items():
+        if kind in kinds and len(start):
+            who = device_label(None if r < 0 else r, d)
+            previous = spans.get(who)
+            spans[who] = (start, end) if previous is None else _joined(previous, (start, end))
+    return spans
 
 
 def _windows(profile: Profile) -> dict[tuple[int, str], float]:
@@ -190,12 +210,7 @@ def device_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if not mine:
         return []  # no copy between the host and a device but pageable ones (host.pageable-copies)
     windows = _windows(profile)
-    per_device: dict[tuple[int, str], float] = {}  # their part of the account's copies
-    for k in mine:
-        key = (-1 if k["rank"] is None else k["rank"], k["device"])
-        per_device[key] = per_device.get(key, 0.0) + k["copies_us"]
-    shares = {key: value / windows[key] if windows.get(key) else 0.0 for key, value in per_device.items()}
-    ranked = sorted(per_device, key=lambda key: -shares[key])
+    per_device, shares, ranked = _by_device(mine, windows)  # their part of the account's copies
     worst = ranked[0]
     share, exclusive = shares[worst], per_device[worst]
     severity, threshold = band(share, params["warning"], params["error"])
@@ -209,18 +224,9 @@ def device_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
         f"{units.duration(windows.get(worst))} ({severity} at >= {units.limit_percent(threshold)}); "
         f"{_kinds_words(on_worst)}"
     )
-    others = [key for key in ranked[1 : 1 + int(params["top"])] if shares[key] > 0]
-    if others:
-        message += "; other devices: " + ", ".join(
-            f"{device_label(None if r < 0 else r, d)} {units.percent(shares[(r, d)])}" for r, d in others
-        )
+    message += _other_devices([key for key in ranked[1 : 1 + int(params["top"])] if shares[key] > 0], shares)
     kinds_of = {k["kind"] for k in mine}
-    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for (r, d, kind), (start, end) in exclusive_spans(profile).items():
-        if kind in kinds_of and len(start):
-            who = device_label(None if r < 0 else r, d)
-            previous = spans.get(who)
-            spans[who] = (start, end) if previous is None else _joined(previous, (start, end))
+    spans = _spans_of(profile, kinds_of)
     gain = Gain(
         sum(per_device.values()),
         "us",
