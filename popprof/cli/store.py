@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,10 +16,12 @@ from .common import (
     emit,
     format_option,
     global_options,
+    is_stdout,
     last_option,
     output_option,
     reader_options,
     report_read_warnings,
+    text_width,
 )
 from .query import budget_options, rows_option, rows_to_print
 
@@ -188,7 +191,8 @@ def query_command(
     check_output(output, [store])
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     frame = open_store(store).query(sql, budget=budget)
-    emit(format_result(frame, fmt, limit=limit, budget=budget), output)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    emit(format_result(frame, fmt, limit=limit, budget=budget, width=width), output)
 
 
 @store_command.command("compact")
