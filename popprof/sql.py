@@ -319,19 +319,15 @@ def _json_block(block: pd.DataFrame) -> str:
     return text.strip()[1:-1].strip("\n")
 
 
-#: What ends a text value cut to fit the width (as a name cut in the summary's tables ends: io/names.py).
-CUT = "..."
-#: The fewest columns a text column is cut to (its name's length when longer).
-MIN_TEXT = 10
-
-
 def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget, width: int | None = None) -> str:
     """pandas' table of the first ``limit`` rows (its number formats, numbers right-aligned) with text
     columns left-aligned as a SQL shell has them and, when the table would be wider than ``width``, cut to
     share what the numbers leave (a short column whole, the longer ones an equal part, at least
-    :data:`MIN_TEXT`), each cut value ending in :data:`CUT`; a note under the table says so. Numbers are
-    never cut: a table of more figures than the width holds is wider than it (docs/figures.md)."""
+    ``report/fit.py`` ``MIN_TEXT``), each cut value ending in ``CUT`` (``...``); a note under the table says so.
+    Numbers are never cut: a table of more figures than the width holds is wider than it (docs/figures.md)."""
     import pandas as pd
+
+    from .report.fit import cut_note, text_table
 
     lines: list[str] = []
     cut = False
@@ -344,83 +340,16 @@ def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget, width: i
             raise budget.over_memory()
         budget.check()
         with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-            text, cut = _table_text(shown, width, budget)
+            text, cut = text_table(shown, width, budget.check)
             lines.append(text)
     if cut:
-        from .report.findings import wrap_text
-
-        note = f"({CUT}: a value cut to fit {width} columns; --format csv or json has every value whole)"
-        lines += wrap_text(note, width or len(note), "", " ")
+        lines += cut_note(width)
     if not len(frame):
         lines.append("(no rows)")
     elif len(frame) > limit:
         lines.append(f"... {plural(len(frame) - limit, 'more row')} (use --rows N or --format csv)")
     budget.check()
     return "\n".join(lines) + "\n"
-
-
-def _is_text(column: pd.Series) -> bool:
-    kind = str(column.dtype)
-    return column.dtype == object or kind.startswith("str") or kind == "category"
-
-
-def _cell(value: object) -> str:
-    """A text column's value as pandas shows it (a missing one as ``None``, ``NaN`` or ``<NA>``)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, float) and value != value:
-        return "NaN"
-    return str(value)
-
-
-def _table_text(shown: pd.DataFrame, width: int | None, budget: QueryBudget) -> tuple[str, bool]:
-    """``shown`` as pandas' ``to_string`` without the index, text columns left-aligned and cut to ``width``
-    (see :func:`_format_table`); and whether a value was cut."""
-    import pandas as pd
-
-    columns = list(shown.columns)
-    if len(set(map(str, columns))) < len(columns):  # SELECT a, a: the formatters go by name
-        return shown.to_string(index=False), False
-    text = [c for c in columns if _is_text(shown[c])]
-    if not text:
-        return shown.to_string(index=False), False
-    cells = {c: [_cell(v) for v in shown[c]] for c in text}
-    names = {c: str(c) for c in text}
-    need = {c: max(len(names[c]), *(len(v) for v in cells[c])) for c in text}
-    room = dict(need)
-    if width is not None:
-        # what the other columns and the gaps take: the table with each text column its name's width
-        probe = pd.DataFrame(
-            {c: ["x" * len(names[c])] * len(shown) if c in cells else shown[c] for c in columns}
-        )
-        fixed = max(map(len, probe.to_string(index=False).splitlines())) - sum(len(names[c]) for c in text)
-        budget.check()
-        left = width - fixed
-        if sum(need.values()) > left:  # the narrow ones whole, the rest share what is left equally
-            rest = sorted(text, key=need.get)
-            while rest:
-                share = left // len(rest)
-                c = rest.pop(0)
-                floor = min(need[c], max(len(names[c]), MIN_TEXT))
-                room[c] = max(min(need[c], share), floor)
-                left -= room[c]
-    cut = False
-    columns_out = {}
-    for c in columns:
-        if c not in cells:
-            columns_out[str(c)] = shown[c]
-            continue
-        w = room[c]
-        values = []
-        for v in cells[c]:
-            if len(v) > w:
-                v, cut = v[: w - len(CUT)] + CUT, True
-            values.append(v.ljust(w))
-        columns_out[names[c].ljust(w)] = pd.Series(values, index=shown.index, dtype=object)
-    if len(columns_out) < len(columns):  # a padded name met another column's name
-        return shown.to_string(index=False), False
-    table = pd.DataFrame(columns_out).to_string(index=False)
-    return "\n".join(line.rstrip() for line in table.splitlines()), cut
 
 
 def _widest(column: pd.Series) -> int:

@@ -29,8 +29,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
-    """A result table as an aligned table, CSV or JSON records (the text ``-o`` writes or stdout shows)."""
+def frame_text(
+    frame: pd.DataFrame, fmt: str, limit: int = 200, width: int | None = None, keys: tuple[str, ...] = ()
+) -> str:
+    """A result table as an aligned table, CSV or JSON records (the text ``-o`` writes or stdout shows); the
+    table laid out for ``width`` columns, split into tables repeating ``keys`` when wider (``report/fit.py``
+    ``split_table``)."""
     if fmt == "csv":
         return frame.to_csv(index=False)
     if fmt == "json":
@@ -39,8 +43,11 @@ def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
 
     if frame.empty or limit == 0:
         return "  ".join(map(str, frame.columns)) + "\n(no rows)\n"
+    from ..report.fit import cut_note, split_table
+
     with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-        text = frame.head(limit).to_string(index=False) + "\n"
+        lines, cut = split_table(frame.head(limit), width, keys)
+    text = "\n".join(lines + (cut_note(width) if cut and width else [])) + "\n"
     if len(frame) > limit:
         text += f"... {plural(len(frame) - limit, 'more row')} (--format csv gives them all)\n"
     return text
@@ -159,7 +166,10 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str, outpu
     if last is not None:
         sql += f" LIMIT {last}"
     frame = open_store(store).frame(sql, [branch] if branch is not None else [], kinds=["runs"])
-    emit(frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1), output)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    emit(
+        frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, len(frame) or 1, width, ("run_id",)), output
+    )
 
 
 @store_command.command("query")
