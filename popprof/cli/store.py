@@ -137,13 +137,17 @@ def add_command(
         profile=profile,
         on_read=report_read_warnings,
     )
+    from ..report.fit import fit_lines
+
+    width = text_width(terminal=sys.stdout.isatty())
     for result in results:
         click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")
         if result.new_series:
-            click.echo(
+            note = (
                 f"new series: no earlier run of profile {result.profile} in the store "
                 "(--profile NAME adds a renamed artefact to its series)"
             )
+            click.echo("\n".join(fit_lines([note], width)))
 
 
 @store_command.command("ls")
