@@ -141,10 +141,11 @@ def cut_note(width: int) -> list[str]:
 def split_table(
     frame: pd.DataFrame, width: int | None, keys: Iterable[object] = ()
 ) -> tuple[list[str], bool]:
-    """``frame`` as :func:`text_table` lays it out, as one table when it fits ``width``; else its columns in
-    order in as few tables as fit, each repeating the ``keys`` columns (a run's id), one blank line apart
-    (``popprof store ls``, ``fleet ranks``; as the summary's device table splits). A column too wide for a
-    table of its own has its text cut; numbers are never cut. Returns the lines and whether a value was cut."""
+    """``frame`` as :func:`text_table` lays it out, as one table when it fits ``width``; else its columns,
+    each into the first table it fits (in their order within it), in as few tables as that makes, each
+    repeating the ``keys`` columns (a run's id), one blank line apart (``popprof store ls``, ``fleet
+    ranks``; as the summary's device table splits). A column too wide for a table of its own has its text
+    cut; numbers are never cut. Returns the lines and whether a value was cut."""
     text, _ = text_table(frame)
     lines = text.splitlines()
     if width is None or max(map(len, lines), default=0) <= width:
@@ -156,11 +157,12 @@ def split_table(
         return max(map(len, text_table(frame[columns])[0].splitlines()), default=0)
 
     groups: list[list[object]] = []
-    for column in rest:
-        if groups and widest([*keys, *groups[-1], column]) <= width:
-            groups[-1].append(column)
-        else:
+    for column in rest:  # into the first table it fits (a short column joins an earlier one), else a new one
+        group = next((g for g in groups if widest([*keys, *g, column]) <= width), None)
+        if group is None:
             groups.append([column])
+        else:
+            group.append(column)
     out: list[str] = []
     cut = False
     for group in groups or [[]]:
