@@ -277,14 +277,18 @@ def _fetch(result, budget: QueryBudget) -> pd.DataFrame:
 FORMAT_ROWS = 50_000
 
 
-def format_result(frame: pd.DataFrame, fmt: str, *, limit: int, budget: QueryBudget) -> str:
+def format_result(
+    frame: pd.DataFrame, fmt: str, *, limit: int, budget: QueryBudget, width: int | None = None
+) -> str:
     """``frame`` as ``popprof query`` prints it (``table``, ``csv`` or ``json``), within ``budget``.
 
-    The text is made a block of rows at a time; past the deadline or once the text would take more
-    than the memory budget, the query's one-line limit error is raised instead of printing.
+    The table is laid out for ``width`` columns (none: every value whole): text values are cut to fit,
+    never a number (:func:`_format_table`). The text is made a block of rows at a time; past the deadline
+    or once the text would take more than the memory budget, the query's one-line limit error is raised
+    instead of printing.
     """
     if fmt == "table":
-        return _format_table(frame, limit, budget)
+        return _format_table(frame, limit, budget, width)
     pieces: list[str] = []
     size = 0
     for start in range(0, max(len(frame), 1), FORMAT_ROWS):
@@ -315,10 +319,18 @@ def _json_block(block: pd.DataFrame) -> str:
     return text.strip()[1:-1].strip("\n")
 
 
-def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget) -> str:
+def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget, width: int | None = None) -> str:
+    """pandas' table of the first ``limit`` rows (its number formats, numbers right-aligned) with text
+    columns left-aligned as a SQL shell has them and, when the table would be wider than ``width``, cut to
+    share what the numbers leave (a short column whole, the longer ones an equal part, at least
+    ``report/fit.py`` ``MIN_TEXT``), each cut value ending in ``CUT`` (``...``); a note under the table says so.
+    Numbers are never cut: a table of more figures than the width holds is wider than it (docs/figures.md)."""
     import pandas as pd
 
+    from .report.fit import cut_note, text_table
+
     lines: list[str] = []
+    cut = False
     if frame.empty or limit == 0:  # pandas would print "Empty DataFrame ..." here
         lines.append("  ".join(map(str, frame.columns)))
     else:
@@ -328,7 +340,10 @@ def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget) -> str:
             raise budget.over_memory()
         budget.check()
         with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-            lines.append(shown.to_string(index=False))
+            text, cut = text_table(shown, width, budget.check)
+            lines.append(text)
+    if cut:
+        lines += cut_note(width)
     if not len(frame):
         lines.append("(no rows)")
     elif len(frame) > limit:

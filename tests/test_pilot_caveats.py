@@ -32,8 +32,12 @@ def test_a_single_steady_step_gets_a_caveat_next_to_the_table(doc):
     assert len(ipu["caveats"]) == 1 and "single steady step" in ipu["caveats"][0]
     assert gpu["caveats"] == []
     text = render_text(doc).splitlines()
-    # right under the table's last row, before the diagnosis
-    assert text[text.index("Diagnosis") - 2].startswith("  caveat: ipu: the step-time percentiles")
+    # right under the table's last row, before the diagnosis (wrapped to 80 columns, its rest indented)
+    last_row = max(i for i, line in enumerate(text) if line.startswith("finding "))
+    caveat = text[last_row + 1 : text.index("Diagnosis") - 1]
+    assert caveat[0].startswith("  caveat: ipu: the step-time percentiles")
+    assert all(line.startswith("      ") for line in caveat[1:]) and max(map(len, caveat)) <= 80
+    assert " ".join(" ".join(caveat).split()) == f"caveat: {ipu['caveats'][0]}"
     assert "> caveat: ipu:" in render_markdown(doc)
 
 
@@ -98,7 +102,8 @@ def test_a_text_summary_next_to_a_gpu_trace_says_the_shares_have_different_bases
     assert caveat.startswith("ipu: the compute, exchange, stream copies and sync shares are Poplar's tile")
     assert "while gpu gives each device's share of its time: different bases" in caveat
     assert not [c for c in gpu_col["caveats"] if "bases" in c]
-    assert f"caveat: {caveat}" in render_text(result)
+    assert f"caveat: {caveat}" in " ".join(render_text(result).split())  # wrapped to 80 columns
+    assert f"caveat: {caveat}" in render_text(result, width=len(caveat) + 10)
     assert "> caveat: ipu: the compute" in render_markdown(result)
 
 

@@ -52,7 +52,7 @@ def test_exact_mode_lists_every_change_with_the_range_to_bisect(history, capsys)
     ]
 
 
-def test_noisy_mode_keeps_only_changes_beyond_the_budget(history, capsys) -> None:
+def test_noisy_mode_keeps_only_changes_beyond_the_budget(history, capsys, monkeypatch) -> None:
     root, ids = history
     code, out, _ = run(capsys, "trend", root, IDLE, "--format", "json", "--fail-on", "regression")
     (series,) = json.loads(out)["series"]
@@ -68,8 +68,18 @@ def test_noisy_mode_keeps_only_changes_beyond_the_budget(history, capsys) -> Non
         series["commits"][first - 1],
         series["commits"][last],
     )
-    _, out, _ = run(capsys, "trend", root, IDLE)
-    assert f"bisect {change['bisect_from_commit']}..{change['bisect_to_commit']}" in out
+    monkeypatch.delenv("COLUMNS", raising=False)
+    _, out, _ = run(capsys, "trend", root, IDLE)  # piped: 80 columns, too few for two 40-digit hashes
+    old, new = change["bisect_from_commit"], change["bisect_to_commit"]
+    assert (
+        len(old) == len(new) == 40
+        and f"bisect {old[:12]}..{new[:12]};" in " ".join(out.split())
+        and old not in out
+    )
+    assert max(len(line) for line in out.splitlines()) <= 80
+    monkeypatch.setenv("COLUMNS", "200")
+    _, out, _ = run(capsys, "trend", root, IDLE)  # wide enough: the whole hashes, on the change's one line
+    assert f"bisect {old}..{new};" in out and len(out.splitlines()) == 2
 
 
 def test_a_regression_outside_the_recent_runs_does_not_fail(history, capsys) -> None:
@@ -196,7 +206,7 @@ def test_trend_config_sets_modes_and_its_own_thresholds(history, tmp_path: Path,
         ids[60],
     )
     _, out, _ = run(capsys, "trend", root, IDLE, "--config", config, "--mode", "noisy")
-    assert f"between runs {ids[58]} and {ids[60]} (most likely from {ids[60]})" in out
+    assert f"between runs {ids[58]} and {ids[60]} (most likely from {ids[60]})" in " ".join(out.split())
     for bad, words in (("[trend]\nexact = 3\n", "trend.exact"), ('[trend.budgets]\n"x.*" = "lots"\n', "x.*")):
         config.write_text(bad)
         code, _, err = run(capsys, "trend", root, IDLE, "--config", config)

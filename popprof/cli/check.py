@@ -236,9 +236,13 @@ def rules_command(fmt: str, output: Path | None, config_file: Path | None) -> No
             )
         Console().print(table)
         return
+    from ..report.findings import wrap_text
+    from ..report.fit import HANG, fit_lines
+
+    width = text_width(terminal=False)  # a terminal gets the table above: this is a pipe or a file
     lines = []
-    for r in RULES.values():
-        lines.append(f"{r.id}: {r.description}{off[r.id]}")
-        lines.append(f"  needs: {r.needs_text()}")
-        lines.extend(f"  {r.id}.{key} = {value}" for key, value in params[r.id].items())
+    for r in RULES.values():  # the rule, whether the config turns it off, then its description, wrapped
+        lines += wrap_text(r.description, width, f"{r.id}{off[r.id]}: ", HANG)
+        lines += fit_lines([f"  needs: {r.needs_text()}"], width)
+        lines += fit_lines((f"  {r.id}.{key} = {value}" for key, value in params[r.id].items()), width)
     emit("\n".join(lines) + "\n", output)

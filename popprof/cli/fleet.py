@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from .common import check_output, emit, format_option, last_option, output_option
+from .common import check_output, emit, format_option, is_stdout, last_option, output_option, text_width
 
 
 @click.group("fleet")
@@ -46,13 +47,16 @@ def ranks_command(
       popprof fleet ranks runs/ --last 1000 --z 3.5
       popprof fleet ranks runs/ --format csv -o stragglers.csv
     """
+    from ..report.fit import fit_lines
     from ..store.fleet import FIGURE_TEXT, straggling_ranks
     from .store import frame_text
 
     check_output(output, [store])
     found = straggling_ranks(store, figure=figure, z=threshold, last=last)
     found.insert(0, "figure", figure)
-    text = frame_text(found, fmt)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    text = frame_text(found, fmt, width=width, keys=("rank", "host"))
     if fmt == "table":
-        text = f"figure: {figure}, {FIGURE_TEXT[figure]} (--figure to change); z > {threshold:g}\n" + text
+        head = f"figure: {figure}, {FIGURE_TEXT[figure]} (--figure to change); z > {threshold:g}"
+        text = "\n".join(fit_lines([head], width)) + "\n" + text
     emit(text, output)

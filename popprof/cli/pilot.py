@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -24,6 +25,7 @@ from .common import (
     reader_options,
     reading_options,
     said_wrote,
+    text_width,
 )
 
 
@@ -200,13 +202,15 @@ def pilot_command(
             config=config,
         )
     )
+    html = not is_stdout(output) and output.suffix.lower() in (".html", ".htm")
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"
     elif fmt == "markdown":
         text = render_markdown(doc)
-    else:
-        text = render_text(doc) + "\n"
-    html = not is_stdout(output) and output.suffix.lower() in (".html", ".htm")
+    else:  # on stdout also beside an HTML report
+        text = (
+            render_text(doc, text_width(terminal=(is_stdout(output) or html) and sys.stdout.isatty())) + "\n"
+        )
     if html:
         write_text_atomic(output, render_html(doc, [p for _, p in ipu + base]))
         said_wrote(output)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,12 +14,14 @@ from .common import (
     device_map_inputs,
     emit,
     format_option,
+    is_stdout,
     load_config_file,
     load_one_profile,
     output_option,
     reader_options,
     reading_options,
     start_reading,
+    text_width,
 )
 
 #: Rows the table format prints by default.
@@ -105,7 +108,8 @@ def query_command(
     profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     result = run_query(profile, sql, budget=budget)
-    emit(format_result(result, fmt, limit=limit, budget=budget), output)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    emit(format_result(result, fmt, limit=limit, budget=budget, width=width), output)
 
 
 def rows_to_print(rows: int | None, command: str = "query") -> int:

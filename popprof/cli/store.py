@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,10 +16,12 @@ from .common import (
     emit,
     format_option,
     global_options,
+    is_stdout,
     last_option,
     output_option,
     reader_options,
     report_read_warnings,
+    text_width,
 )
 from .query import budget_options, rows_option, rows_to_print
 
@@ -26,8 +29,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
-    """A result table as an aligned table, CSV or JSON records (the text ``-o`` writes or stdout shows)."""
+def frame_text(
+    frame: pd.DataFrame, fmt: str, limit: int = 200, width: int | None = None, keys: tuple[str, ...] = ()
+) -> str:
+    """A result table as an aligned table, CSV or JSON records (the text ``-o`` writes or stdout shows); the
+    table laid out for ``width`` columns, split into tables repeating ``keys`` when wider (``report/fit.py``
+    ``split_table``)."""
     if fmt == "csv":
         return frame.to_csv(index=False)
     if fmt == "json":
@@ -36,8 +43,11 @@ def frame_text(frame: pd.DataFrame, fmt: str, limit: int = 200) -> str:
 
     if frame.empty or limit == 0:
         return "  ".join(map(str, frame.columns)) + "\n(no rows)\n"
+    from ..report.fit import cut_note, split_table
+
     with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-        text = frame.head(limit).to_string(index=False) + "\n"
+        lines, cut = split_table(frame.head(limit), width, keys)
+    text = "\n".join(lines + (cut_note(width) if cut and width else [])) + "\n"
     if len(frame) > limit:
         text += f"... {plural(len(frame) - limit, 'more row')} (--format csv gives them all)\n"
     return text
@@ -127,13 +137,17 @@ def add_command(
         profile=profile,
         on_read=report_read_warnings,
     )
+    from ..report.fit import fit_lines
+
+    width = text_width(terminal=sys.stdout.isatty())
     for result in results:
         click.echo(f"{result.status}: run {result.run_id} profile {result.profile} (month {result.month})")
         if result.new_series:
-            click.echo(
+            note = (
                 f"new series: no earlier run of profile {result.profile} in the store "
                 "(--profile NAME adds a renamed artefact to its series)"
             )
+            click.echo("\n".join(fit_lines([note], width)))
 
 
 @store_command.command("ls")
@@ -156,7 +170,10 @@ def ls_command(store: str, branch: str | None, last: int | None, fmt: str, outpu
     if last is not None:
         sql += f" LIMIT {last}"
     frame = open_store(store).frame(sql, [branch] if branch is not None else [], kinds=["runs"])
-    emit(frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, limit=len(frame) or 1), output)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    emit(
+        frame_text(frame.iloc[::-1].reset_index(drop=True), fmt, len(frame) or 1, width, ("run_id",)), output
+    )
 
 
 @store_command.command("query")
@@ -188,7 +205,8 @@ def query_command(
     check_output(output, [store])
     budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
     frame = open_store(store).query(sql, budget=budget)
-    emit(format_result(frame, fmt, limit=limit, budget=budget), output)
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+    emit(format_result(frame, fmt, limit=limit, budget=budget, width=width), output)
 
 
 @store_command.command("compact")

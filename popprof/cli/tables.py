@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -13,6 +14,7 @@ from .common import (
     emit,
     engine_option,
     format_option,
+    is_stdout,
     load_config_file,
     load_profiles,
     output_option,
@@ -20,7 +22,11 @@ from .common import (
     reading_options,
     require_inputs,
     start_reading,
+    text_width,
 )
+
+#: The fewest columns a table's description keeps beside its row count before it goes under the row.
+MIN_DESCRIPTION = 30
 
 
 @click.command("tables")
@@ -48,6 +54,8 @@ def tables_command(
     require_inputs(path)  # before the schema's imports: a missing file is said at once
     from ..model.readproblems import problems
     from ..model.schema import TABLES
+    from ..report.findings import wrap_text
+    from ..report.fit import fit_lines
 
     start_reading(path)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
@@ -64,16 +72,18 @@ def tables_command(
             output,
         )
         return
+    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
     lines = []
     for name, profile in profiles.items():
-        lines.append(f"{name} ({profile.source_format})")
+        lines += fit_lines([f"{name} ({profile.source_format})"], width)
         for text in problems(profile).values():  # what the reader worked around, kept in a bundle too
-            lines.append(f"  read with problems: {text}")
+            lines += fit_lines([f"  read with problems: {text}"], width)
         for table, frame in profile.tables.items():
-            lines.append(
-                f"  {table:<20} {len(frame):>12,} {'row ' if len(frame) == 1 else 'rows'}   {TABLES[table].row}"
-            )
+            row = f"  {table:<20} {len(frame):>12,} {'row ' if len(frame) == 1 else 'rows'}   "
+            if width - len(row) >= MIN_DESCRIPTION:  # the description beside the count, wrapped under itself
+                lines += wrap_text(TABLES[table].row, width, row, " " * len(row))
+            else:  # too narrow: the description on the lines under the row
+                lines += [row.rstrip(), *wrap_text(TABLES[table].row, width, "      ", "      ")]
             if columns:
-                for col, dtype in frame.dtypes.items():
-                    lines.append(f"      {col:<24} {dtype}")
+                lines += fit_lines((f"      {col:<24} {dtype}" for col, dtype in frame.dtypes.items()), width)
     emit("".join(line + "\n" for line in lines), output)

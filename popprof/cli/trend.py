@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from .common import (
     load_config_file,
     output_option,
     said_wrote,
+    text_width,
 )
 
 #: ``-o`` names with these suffixes get the plot of each series (the report then goes to stdout), as
@@ -107,13 +109,15 @@ def show_command(
         collapse=not each_run,
         settings=TrendSettings.from_config(config),
     )
+    plotted = not is_stdout(output) and output.suffix.lower() in PLOT_SUFFIXES  # the text goes to stdout
+    width = text_width(terminal=(is_stdout(output) or plotted) and sys.stdout.isatty())
     render = {
-        "text": report.text,
+        "text": lambda s: report.text(s, width),
         "json": report.as_json,
         "markdown": report.markdown,
         "junit": report.junit,
     }[fmt]
-    if not is_stdout(output) and output.suffix.lower() in PLOT_SUFFIXES:
+    if plotted:
         report.plot(series, output)
         said_wrote(output)
         click.echo(render(series), nl=False)

@@ -8,6 +8,7 @@ from ..io import units
 from ..io.plural import plural
 from ..report import markdown as md
 from ..report.explain import render_what_limits
+from ..report.fit import WIDTH, fit_lines
 
 MISSING = "—"
 
@@ -50,37 +51,84 @@ def _missing_lines(doc: dict) -> list[str]:
     return out
 
 
-def render_text(doc: dict) -> str:
-    """The pilot table for a terminal: one column per side, the diagnosis and what each side lacks."""
+#: The fewest columns the figure names keep beside a table's figures before its sides go in two tables.
+MIN_LABEL = 24
+
+
+def _figure_table(header: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """The figures, one column per side, laid out for ``width`` (docs/figures.md, "How text prints"): as one
+    table when it fits; else each side's head is a number, ``(1)``, named on a line above the table, the
+    sides go in as few tables as leave the names :data:`MIN_LABEL` columns, and a figure's name too long for
+    the room its figures leave goes on a line of its own, its figures under their columns on the next."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    if sum(widths) + 2 * (len(widths) - 1) <= width:
+        groups, legend, heads = [list(range(1, len(header)))], [], header
+    else:
+        heads = ["figure", *(f"({i})" for i in range(1, len(header)))]
+        legend = fit_lines([f"{heads[i]} {header[i]}" for i in range(1, len(header))], width)
+        groups = []
+        room = width - MIN_LABEL
+        for i in range(1, len(header)):
+            cell = max(len(heads[i]), *(len(str(r[i])) for r in rows)) + 2
+            if (
+                groups
+                and sum(max(len(heads[j]), *(len(str(r[j])) for r in rows)) + 2 for j in groups[-1]) + cell
+                <= room
+            ):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+    out = list(legend)
+    for n, group in enumerate(groups):
+        cols = [0, *group]
+        table = [[heads[i] for i in cols], *[[r[i] for i in cols] for r in rows]]
+        w = [max(len(str(r[k])) for r in table) for k in range(len(cols))]
+        figures = sum(w[1:]) + 2 * (len(w) - 1)
+        w[0] = max(min(w[0], width - figures), 0)
+
+        def line(row: Sequence[str], w: list[int] = w) -> str:
+            return "  ".join(
+                [str(row[0]).ljust(w[0])] + [str(v).rjust(k) for v, k in zip(row[1:], w[1:], strict=True)]
+            )
+
+        out += [""] if n or legend else []
+        out += [line(table[0]), line(["-" * k for k in w])]
+        for row in table[1:]:
+            if len(str(row[0])) > w[0]:  # the name on its own line, its figures under their columns
+                out.append(str(row[0]))
+                row = ["", *row[1:]]
+            out.append(line(row).rstrip())
+    return out
+
+
+def render_text(doc: dict, width: int = WIDTH) -> str:
+    """The pilot table for a terminal: one column per side, the diagnosis and what each side lacks, laid out
+    for ``width`` columns (docs/figures.md, "How text prints"): the prose wraps, every figure is kept."""
     header = ["figure", *_header(doc)]
     rows = [[label, *cells] for label, cells in _rows(doc)]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(row: Sequence[str]) -> str:
-        return "  ".join(
-            [str(row[0]).ljust(widths[0])]
-            + [str(v).rjust(w) for v, w in zip(row[1:], widths[1:], strict=True)]
-        )
-
-    out = ["popprof pilot", "", line(header), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    out += [f"  caveat: {c}" for c in caveats(doc)]  # next to the figures they qualify
+    out = ["popprof pilot", "", *_figure_table(header, rows, width)]
+    out += fit_lines([f"  caveat: {c}" for c in caveats(doc)], width)  # next to the figures they qualify
     out += ["", "Diagnosis"]
-    out += [f"  {c['label']}: {c['diagnosis']['text']}" for c in doc["columns"]]
+    out += fit_lines([f"  {c['label']}: {c['diagnosis']['text']}" for c in doc["columns"]], width)
     for c in doc["columns"]:  # each side's time account and its top priced opportunities
-        limits = render_what_limits(c.get("what_limits"))
+        limits = render_what_limits(c.get("what_limits"), width)
         if limits:
-            out += ["", f"{limits[0]}: {c['label']}", *limits[1:]]
+            out += ["", *fit_lines([f"{limits[0]}: {c['label']}"], width), *limits[1:]]
     missing = _missing_lines(doc)
     if missing:
-        out += ["", f"Missing figures ({MISSING})"] + [f"  {m}" for m in missing]
+        out += ["", f"Missing figures ({MISSING})"] + fit_lines([f"  {m}" for m in missing], width)
     opts = doc["options"]
     per_sample = opts["batch_size"] or opts["samples_per_step"]
     rate = "samples/s" if per_sample else "steps/s (give --batch-size for samples/s)"
     out += [
         "",
-        f"Step times after the first {plural(opts['warmup_steps'], 'warm-up step')}; {rate}. "
-        "Definitions: docs/pilot.md.",
+        *fit_lines(
+            [
+                f"Step times after the first {plural(opts['warmup_steps'], 'warm-up step')}; {rate}. "
+                "Definitions: docs/pilot.md."
+            ],
+            width,
+        ),
     ]
     return "\n".join(out)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from ..io import units
 from ..io.plural import plural
 from ..report import markdown as md
+from ..report.fit import WIDTH, fit_lines
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
 
@@ -16,9 +18,17 @@ def _rel(change: Change) -> str:
     return units.relative(change.rel_change, missing="n/a")
 
 
-def _range(change: Change) -> str:
+#: A commit's hash in a range too long for the text's width: its first 12 digits, as git abbreviates one.
+SHORT_COMMIT = 12
+_HASH = re.compile(r"[0-9a-f]{13,}")
+
+
+def _range(change: Change, short: bool = False) -> str:
+    """The runs or commits to bisect, ``OLD..NEW``; with ``short`` a commit hash is abbreviated."""
     old = change.bisect_from_commit or change.bisect_from_run
     new = change.bisect_to_commit or change.bisect_to_run
+    if short:
+        old, new = (_HASH.sub(lambda m: m.group()[:SHORT_COMMIT], str(x)) for x in (old, new))
     return f"{old}..{new}"
 
 
@@ -30,8 +40,9 @@ def _state(change: Change) -> str:
     return change.direction
 
 
-def text(series: list[Series]) -> str:
-    """Plain text: per series its mode, last value and changes."""
+def text(series: list[Series], width: int = WIDTH) -> str:
+    """Plain text: per series its mode, last value and changes, each line wrapped at ``width`` columns
+    (docs/figures.md, "How text prints")."""
     lines = []
     for s in series:
         runs = sum(s.runs_per_point) or len(s.values)
@@ -48,11 +59,14 @@ def text(series: list[Series]) -> str:
             where = f"between runs {c.last_old_run} and {c.first_new_run}"
             if (c.bisect_from_run, c.bisect_to_run) != (c.last_old_run, c.first_new_run):
                 where = f"between runs {c.bisect_from_run} and {c.bisect_to_run} (most likely from {c.first_new_run})"
+            bisect = _range(c)
+            if len(bisect) + len("      (bisect ;") > width:  # whole on a line of its own, or abbreviated
+                bisect = _range(c, short=True)
             lines.append(
                 f"  {_state(c)}: {units.value(c.before, s.unit)} -> {units.value(c.after, s.unit)} ({_rel(c)}) "
-                f"{where} (bisect {_range(c)}; budget {c.budget})"
+                f"{where} (bisect {bisect}; budget {c.budget})"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join(fit_lines(lines, width)) + "\n"
 
 
 def as_json(series: list[Series]) -> str:
