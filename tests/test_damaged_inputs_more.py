@@ -160,11 +160,7 @@ def test_redact_of_a_run_directory_with_a_rank_cut_off_says_what_was_read(capsys
     """A run directory becomes a redacted bundle through the readers, which keep rank-1's events up to the cut:
     export says so, redact said nothing (exit 0, the redacted bundle quietly short of the cut rank's events)."""
     monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
-    run = tmp_path / "two_ranks"
-    shutil.copytree(REAL / "traces" / "two_ranks", run)
-    rank = run / "rank-1.json.gz"
-    data = gzip.decompress(rank.read_bytes())
-    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    run, rank = _two_ranks_with_rank_1_cut(tmp_path)
     before = _digest(rank)
     out = tmp_path / "shared.popprof"
     assert main(["-q", "redact", str(run), "-o", str(out)]) == 0
@@ -306,11 +302,7 @@ def test_a_redacted_bundle_keeps_its_read_notes_readable_and_their_values_redact
     import pyarrow.parquet as pq
 
     monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
-    run = tmp_path / "two_ranks"
-    shutil.copytree(REAL / "traces" / "two_ranks", run)
-    rank = run / "rank-1.json.gz"
-    data = gzip.decompress(rank.read_bytes())
-    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    run, rank = _two_ranks_with_rank_1_cut(tmp_path)
     bundle = tmp_path / "run.popprof"
     assert main(["-q", "export", str(run), "-o", str(bundle)]) == 0
     meta = pq.read_table(bundle / "metadata.parquet")
@@ -339,3 +331,13 @@ def test_a_redacted_bundle_keeps_its_read_notes_readable_and_their_values_redact
         in capsys.readouterr().out
     )
     assert main(["-q", "scan", str(out), "--against", str(bundle)]) == 0
+
+
+def _two_ranks_with_rank_1_cut(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the real two-rank run directory whose rank 1 trace is cut off in its middle: (run, rank file)."""
+    run = tmp_path / "two_ranks"
+    shutil.copytree(REAL / "traces" / "two_ranks", run)
+    rank = run / "rank-1.json.gz"
+    data = gzip.decompress(rank.read_bytes())
+    rank.write_bytes(gzip.compress(data[: len(data) // 2]))
+    return run, rank
