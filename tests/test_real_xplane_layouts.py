@@ -201,12 +201,13 @@ def test_hyphenated_hlo_collectives_and_xla_broadcasts():
         ["summary"],
         ["summary", "--format", "json"],
         ["summary", "--critical-path"],
-        ["check"],
+        ["check", "--fail-on", "never"],
     ],
 )
 def test_every_command_runs(argv, capsys):
     """``summary --critical-path`` failed with an internal error (IndexError: no host call with a correlation
-    id to look collective sizes up in); each command now exits 0 and names the TPUs."""
+    id to look collective sizes up in); each command now exits 0 and names the TPUs (``check`` finds an error,
+    the TPUs waiting on host offloading: ``tests/test_rules_device_copies.py``, so it is asked not to fail)."""
     code = main([*argv, str(TPU)])
     out = capsys.readouterr().out
     assert code == 0
