@@ -323,11 +323,11 @@ def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget, width: i
     """pandas' table of the first ``limit`` rows (its number formats, numbers right-aligned) with text
     columns left-aligned as a SQL shell has them and, when the table would be wider than ``width``, cut to
     share what the numbers leave (a short column whole, the longer ones an equal part, at least
-    ``report/fit.py`` ``MIN_TEXT``), each cut value ending in ``CUT`` (``...``); a note under the table says so.
+    ``io/texttable.py`` ``MIN_TEXT``), each cut value ending in ``CUT`` (``...``); a note under the table says so.
     Numbers are never cut: a table of more figures than the width holds is wider than it (docs/figures.md)."""
     import pandas as pd
 
-    from .report.fit import cut_note, text_table
+    from .io.texttable import cut_note, text_table
 
     lines: list[str] = []
     cut = False

@@ -43,7 +43,7 @@ def frame_text(
 
     if frame.empty or limit == 0:
         return "  ".join(map(str, frame.columns)) + "\n(no rows)\n"
-    from ..report.fit import cut_note, split_table
+    from ..io.texttable import cut_note, split_table
 
     with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
         lines, cut = split_table(frame.head(limit), width, keys)

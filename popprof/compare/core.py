@@ -17,9 +17,8 @@ import pandas as pd
 from .. import metrics as registry
 from ..io import units
 from ..io.plural import plural
-from ..metrics.trace import STEP_PREFIX
 from ..model.profile import NEEDS_HINT, Profile
-from ..trace.activity import is_bookkeeping, is_device_activity
+from ..trace.activity import STEP_PREFIX, is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis, totals_notes
 

@@ -31,9 +31,8 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import masks
-from ..trace.activity import category_mask, distinct
+from ..trace.activity import STEP_PREFIX, category_mask, distinct
 from ..trace.gpu_work import has_fraction, leaves_last_step_out
-from .trace import STEP_PREFIX
 
 #: Kineto's category of the annotations projected onto the GPU timeline.
 GPU_ANNOTATION = "gpu_user_annotation"

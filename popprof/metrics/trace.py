@@ -12,15 +12,12 @@ import pandas as pd
 
 from ..model.profile import Profile
 from ..trace import activity, masks
-from ..trace.activity import device_union, interval_window
+from ..trace.activity import STEP_PREFIX, device_union, interval_window
 from ..trace.device import DEVICE_CATEGORIES
 from ..trace.masks import bookkeeping_mask
 from ..trace.nesting import parent_positions
 from . import metric, metric_family
 from .devices import device_breakdown
-
-#: The name PyTorch's profiler gives each step's annotation: ``ProfilerStep#12``.
-STEP_PREFIX = "ProfilerStep#"
 
 
 def work_window(profile: Profile) -> tuple[float, float] | None:

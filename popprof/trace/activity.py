@@ -127,6 +127,8 @@ def is_host_wait(events: pd.DataFrame) -> np.ndarray:
 #: Iteration markers written by the PyTorch profiler (``ProfilerStep#12``): annotations spanning a step, as
 #: HTA reads them; never host work of their own.
 STEP_MARKER = re.compile(r"^ProfilerStep\s*#\s*\d+$")
+#: What every step marker's name begins with (``ProfilerStep#``): steps counted, and named as one (``#*``)
+STEP_PREFIX = "ProfilerStep#"
 
 
 def category_mask(values: pd.Categorical, hit: Sequence[bool] | np.ndarray) -> np.ndarray:
