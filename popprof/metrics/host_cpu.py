@@ -241,11 +241,11 @@ def _thread_row(
             gap_functions=_top_functions(function[in_gap], top),
         )
         if "call" in samples.columns:
-            row.update(_on_cpu_parts(samples["call"][in_gap], row["gaps_on_cpu_us"]))
+            row.update(_split_by_calls(samples["call"][in_gap], row["gaps_on_cpu_us"]))
     return row
 
 
-def _on_cpu_parts(call: pd.Series, on_cpu_us: float) -> dict[str, float]:
+def _split_by_calls(call: pd.Series, on_cpu_us: float) -> dict[str, float]:
     """The gaps' on-CPU time split by the share of the gaps' samples inside each call (samples are taken on CPU,
     so each share estimates the on-CPU time in that call), of the samples with a call stack; the rest is
     computing. ``{}`` when no sample has a stack."""
