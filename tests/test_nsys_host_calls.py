@@ -74,7 +74,7 @@ def test_gap_time_split_by_the_samples_calls(saxpy) -> None:
     assert row["gaps_computing_us"] == pytest.approx(on * 2814 / 3610)
     (launcher,) = launchers_in_gaps(saxpy).values()
     assert launcher["on_cpu_parts"]["communication"] == pytest.approx(0.2202, abs=5e-4)
-    assert launcher["computing_share"] == pytest.approx(0.7795, abs=5e-4)
+    assert launcher["on_cpu_parts"]["computing"] == pytest.approx(0.7795, abs=5e-4)
 
 
 def test_samples_agree_with_the_traced_mpi_calls(saxpy) -> None:
@@ -144,7 +144,7 @@ def test_without_call_stacks_nothing_is_split(tmp_path: Path, capsys) -> None:
     """Samples without call stacks (``SAMPLING_CALLCHAINS`` empty) have no call: the gaps' on-CPU time is not
     split, and the summary says only on CPU and off CPU, as before it could tell."""
     from popprof.cli import main
-    from popprof.metrics.host_cpu import host_cpu, launchers_in_gaps
+    from popprof.metrics.host_cpu import GAP_VERDICTS, host_cpu, launchers_in_gaps
 
     copy = _copy(tmp_path)
     with sqlite3.connect(copy) as db:
@@ -155,7 +155,9 @@ def test_without_call_stacks_nothing_is_split(tmp_path: Path, capsys) -> None:
     assert row["gaps_computing_us"] is None and row["gaps_communication_us"] is None
     (launcher,) = launchers_in_gaps(profile).values()
     assert launcher["on_cpu_parts"] is None
-    assert launcher["computing_share"] == pytest.approx(launcher["on_cpu_share"])
+    assert (
+        launcher["verdict"] == GAP_VERDICTS["computing"]
+    )  # on CPU all the gaps: computing, for want of stacks
     assert main(["-q", "summary", str(copy)]) == 0
     flat = " ".join(capsys.readouterr().out.split())
     assert "on CPU 724.02 ms (100.0 %), off CPU" in flat and "communication calls" not in flat

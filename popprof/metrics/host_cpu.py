@@ -67,8 +67,7 @@ ON_CPU_PARTS = {
 
 def launchers_in_gaps(profile: Profile) -> dict[tuple, dict]:
     """Per ``(rank, device)`` with idle gaps, the thread that launched most of its work (:func:`host_cpu`'s
-    first row) with ``on_cpu_share`` (its on-CPU share of the gaps), ``computing_share`` (the share it computed:
-    on CPU and, with CPU samples' calls, in no waiting call), ``on_cpu_parts`` (with the samples' calls, the
+    first row) with ``on_cpu_share`` (its on-CPU share of the gaps), ``on_cpu_parts`` (with the samples' calls, the
     on-CPU shares of the gaps computing, in communication calls and in calls blocking on the device; else None)
     and ``verdict`` (:data:`GAP_VERDICTS`, its key ``verdict_key``): what the summary's "What limits this run"
     and the rule ``host.device-gaps`` both say."""
@@ -88,7 +87,6 @@ def launchers_in_gaps(profile: Profile) -> dict[tuple, dict]:
         out[key] = {
             **row,
             "on_cpu_share": on,
-            "computing_share": computing,
             "on_cpu_parts": parts,
             "verdict_key": verdict,
             "verdict": GAP_VERDICTS[verdict],
