@@ -109,15 +109,20 @@ def on_cpu_parts(row: dict) -> dict[str, float] | None:
 
 def on_cpu_words(on_cpu_share: float, parts: dict[str, float] | None) -> str:
     """``on CPU 100.0 % (computing 78.0 %, in communication calls 22.0 %)``: a thread's on-CPU share of the
-    gaps and, with its samples' calls (``on_cpu_parts``), the parts of 0.05 % or more, each a share of the
-    gaps."""
+    gaps and its parts (:func:`parts_words`)."""
     text = f"{words.ON_CPU} {units.percent(on_cpu_share)}"
-    if not parts or not on_cpu_share:
-        return text
-    named = [
+    named = parts_words(parts) if on_cpu_share else ""
+    return f"{text} ({named})" if named else text
+
+
+def parts_words(parts: dict[str, float] | None) -> str:
+    """``computing 78.0 %, in communication calls 22.0 %``: the on-CPU parts (``on_cpu_parts``) of 0.05 % or
+    more, each a share of the gaps; ``""`` without them."""
+    if not parts:
+        return ""
+    return ", ".join(
         f"{name} {units.percent(parts[key])}" for key, name in ON_CPU_PARTS.items() if parts[key] >= 0.0005
-    ]
-    return f"{text} ({', '.join(named)})" if named else text
+    )
 
 
 def _host_cpu(profile: Profile, top: int) -> list[dict]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..io import units, words
-from ..metrics.host_cpu import on_cpu_parts, on_cpu_words
+from ..metrics.host_cpu import on_cpu_parts, parts_words
 
 #: threads shown per device: the one that launched most, then others that ran in the gaps
 THREADS_SHOWN = 3
@@ -50,8 +50,9 @@ def _split(t: dict) -> str:
     """``on CPU 1.20 ms (60.0 %: computing 45.0 %, ...), off CPU 0.80 ms (40.0 %)`` of a thread's time in the
     gaps (the parts from its CPU samples' calls, when it has them)."""
     gaps = t["gaps_us"]
-    share = on_cpu_words(t["gaps_on_cpu_us"] / gaps, on_cpu_parts(t)).removeprefix(f"{words.ON_CPU} ")
-    share = share.replace(" (", ": ", 1).rstrip(")") if "(" in share else share
+    share = units.percent(t["gaps_on_cpu_us"] / gaps)
+    named = parts_words(on_cpu_parts(t)) if t["gaps_on_cpu_us"] else ""
+    share += f": {named}" if named else ""
     return (
         f"{words.ON_CPU} {units.duration(t['gaps_on_cpu_us'])} ({share}), "
         f"{words.OFF_CPU} {units.duration(t['gaps_off_cpu_us'])} ({units.percent(t['gaps_off_cpu_us'] / gaps)})"
