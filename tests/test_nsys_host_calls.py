@@ -200,12 +200,15 @@ def test_polling_rank_is_called_waiting_by_every_consumer(tmp_path: Path, capsys
     assert gaps["advice"].endswith(device_gaps.advice_for("gpu"))
 
 
-def test_a_computing_launcher_keeps_the_rules_advice(saxpy) -> None:
-    """On the real export the launching thread computed in the gaps: the rule's own advice, no lead."""
+def test_a_computing_launcher_gets_no_waiting_lead(saxpy) -> None:
+    """On the real export the launching thread computed in the gaps: no lead of how it waited. Its gaps began as
+    its synchronous copies returned, so the advice leads with that (tests/test_gaps_after_waits.py)."""
     from popprof.rules import RULES, check
+    from popprof.rules.host import DRAINED_ADVICE, WAITING_ADVICE
 
     (finding,) = [f for f in check(saxpy) if f.rule_id == "host.device-gaps"]
-    assert finding.advice == RULES["host.device-gaps"].advice_for("gpu")
+    assert not any(lead in finding.advice for lead in WAITING_ADVICE.values())
+    assert finding.advice == f"{DRAINED_ADVICE} {RULES['host.device-gaps'].advice_for('gpu')}"
 
 
 def test_bundle_and_redaction_keep_the_calls(saxpy, tmp_path: Path, capsys) -> None:

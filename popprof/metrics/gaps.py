@@ -3,8 +3,10 @@
 :func:`device_gaps` gives the holes between one device's busy intervals of at least a length;
 :func:`attribute_gaps` intersects them with the host events of the device's rank (vectorised interval
 overlap) and says which labels and threads filled them, and for how long the host was blocked waiting for the
-device. :func:`long_idle_events` finds the innermost long host events during which a device sat idle. The
-``host.device-gaps`` and ``host.long-events`` rules judge these figures; they compute none of them.
+device, and which gaps began while the host was blocked in such a call (:func:`gaps_after_waits`: the device
+ran out of work with nothing launched ahead of the wait). :func:`long_idle_events` finds the innermost long
+host events during which a device sat idle. The ``host.device-gaps`` and ``host.long-events`` rules judge
+these figures; they compute none of them.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class GapAttribution:
     events, indexed by (pid, tid), largest first, and ``top_threads`` the display names of the first ``top``.
     ``waited_us``: time the host spent blocked in calls waiting for the device during the gaps;
     ``waited_by``: that time per blocking call (indexed by its ``event_id``), largest first.
+    ``drained_us``: the time of the gaps that began while the host was blocked in such a call
+    (:func:`gaps_after_waits`; ``gaps["after_wait"]`` names the call, null for the others); ``drained_by``: that gap
+    time per blocking call (indexed by its ``event_id``), largest first.
     """
 
     gaps: pd.DataFrame
@@ -49,6 +54,8 @@ class GapAttribution:
     top_threads: list[str]
     waited_us: float
     waited_by: pd.Series
+    drained_us: float
+    drained_by: pd.Series
 
 
 def attribute_gaps(
@@ -107,6 +114,10 @@ def attribute_gaps(
         if len(wait_idx)
         else pd.Series(dtype=np.float64)
     ).sort_values(ascending=False, kind="stable")
+    after = gaps_after_waits(
+        waits, gs, ge
+    )  # per gap: the row in ``waits`` of the call it began in, -1 for none
+    ended = after >= 0
 
     gaps = pd.DataFrame(
         {
@@ -146,6 +157,9 @@ def attribute_gaps(
         gaps["top_label_us"] = best.set_index("gap")["overlap_us"].reindex(gaps["gap"]).fillna(0.0).to_numpy()
     else:
         gaps["top_label"], gaps["top_label_us"] = None, 0.0
+    codes = np.full(len(gs), -1, dtype=np.int64)  # the call each gap began in (null: none)
+    codes[ended] = np.asarray(waits.name.codes)[after[ended]]
+    gaps["after_wait"] = pd.Categorical.from_codes(codes, dtype=waits.name.dtype)
     return GapAttribution(
         gaps=gaps,
         idle_us=float((ge - gs).sum()),
@@ -155,7 +169,38 @@ def attribute_gaps(
         top_threads=top_threads,
         waited_us=float(wait_overlap.sum()),
         waited_by=waited_by,
+        drained_us=float((ge - gs)[ended].sum()),
+        drained_by=pd.Series((ge - gs)[ended])
+        .groupby(np.asarray(waits.event_id)[after[ended]])
+        .sum()
+        .sort_values(ascending=False, kind="stable"),
     )
+
+
+def gaps_after_waits(waits: HostEvents, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    """For each gap ``gs``..``ge`` of one device, the index in ``waits`` (its rank's calls blocking on the
+    device) of the call the host was blocked in when the device ran out of work: begun at or before the gap's
+    start and returned inside the gap (the first begun, when several were). -1 for a gap that began with no
+    such call in progress.
+
+    Such a gap is the queue a synchronisation drained: the host waited for the device to finish before it
+    launched what came next, so nothing could be queued ahead of the wait (a synchronous copy, ``.item()``,
+    ``torch.cuda.synchronize()``). Gaps are disjoint, so each call returns inside at most one of them: the
+    work is one sorted search over the calls. A call's return is compared with the gap's start as recorded,
+    without a tolerance: one that returned before the device's last work ended did not wait for it.
+    """
+    out = np.full(len(gs), -1, dtype=np.int64)
+    if not len(waits) or not len(gs):
+        return out
+    start, end = waits.start, waits.start + waits.dur
+    gap = np.searchsorted(gs, end, side="right") - 1  # the last gap begun at or before each call's return
+    inside = gap >= 0
+    inside[inside] = (end[inside] <= ge[gap[inside]]) & (start[inside] <= gs[gap[inside]])
+    calls = np.flatnonzero(inside)
+    calls = calls[np.argsort(start[calls], kind="stable")]  # the first begun of a gap's calls is taken
+    taken, first = np.unique(gap[calls], return_index=True)
+    out[taken] = calls[first]
+    return out
 
 
 def long_idle_events(

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..io import units
 from ..io.plural import plural
-from ..io.words import HTA_IDLE_CAUSES, OFF_CPU
+from ..io.words import HOST_BLOCKED, HTA_IDLE_CAUSES, OFF_CPU
 from ..metrics import execution as ex
 from ..metrics.capture import capture_as_busy, graph_capture
 from ..metrics.devices import launches_without_device, named_devices_without_activity
@@ -306,7 +306,7 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
             figure="trace.device_gap_idle_us",
             share=worst_share,
             gain=gain,
-            advice=_waiting_advice(profile, per_device[0][1], ctx),
+            advice=_waiting_advice(profile, per_device[0][1], attributed[0], ctx),
         )
     ]
 
@@ -327,11 +327,25 @@ WAITING_ADVICE = {
 }
 
 
-def _waiting_advice(profile: Profile, activity, ctx: RuleContext) -> str | None:
+#: advice first when most of the worst device's counted gap time began while the host was blocked waiting for
+#: the device (``GapAttribution.drained_us``) and its launching thread's own verdict leads with nothing
+DRAINED_ADVICE = (
+    "Most of this idle time began while the host waited for the device (a synchronisation or a synchronous "
+    "copy drained its queue), so the work after the wait could not be queued ahead of it: launch the next work "
+    "before synchronising, read results back less often (.item(), .cpu() every N steps, not every step), and "
+    "copy asynchronously (cudaMemcpyAsync, non_blocking=True from pinned memory) so that the host's work "
+    "overlaps the device's."
+)
+
+
+def _waiting_advice(profile: Profile, activity, found: GapAttribution, ctx: RuleContext) -> str | None:
     """The rule's advice led by :data:`WAITING_ADVICE` when the worst device's launching thread mostly waited
-    in its gaps; None (the rule's own advice) when it computed or without context switches."""
+    in its gaps, else by :data:`DRAINED_ADVICE` when at least half of its counted gap time (``found``) began
+    while the host was blocked waiting for it; None (the rule's own advice) otherwise."""
     t = launchers_in_gaps(profile).get((activity.rank, activity.device))
     lead = None if t is None else WAITING_ADVICE.get(t["verdict_key"])
+    if lead is None and found.idle_us > 0 and found.drained_us >= 0.5 * found.idle_us:
+        lead = DRAINED_ADVICE
     return None if lead is None else f"{lead} {ctx.rule.advice_for(ctx.advice_platform or ctx.platform)}"
 
 
@@ -419,6 +433,13 @@ def _gaps_sentence(
             f"; the host spent {units.duration(waited)} of the gaps in calls that block on the device"
             f"{_waits_by_caller(profile, found.waited_by)}, with the device idle and its next work not yet "
             "launched: the calls' own cost, not a wait for the device"
+        )
+    drained = gaps["after_wait"].notna().to_numpy()
+    if drained.any():  # the device ran out of work while the host waited for it: nothing was queued ahead
+        message += (
+            f"; {plural(int(drained.sum()), 'gap')} ({units.duration(found.drained_us)}, "
+            f"{units.percent(found.drained_us / idle)} of that idle) began with the {HOST_BLOCKED}"
+            f"{_waits_by_caller(profile, found.drained_by)}: nothing had been launched ahead of the wait"
         )
     return message
 
