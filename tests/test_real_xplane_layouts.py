@@ -326,3 +326,22 @@ def test_the_pilot_calls_a_tpu_baseline_tpu(capsys):
     assert f"{TPU.name} (TPU)" in capsys.readouterr().out
     assert main(["pilot", str(ipu), "--baseline", str(gpu)]) == 0
     assert f"{gpu.name} (GPU)" in capsys.readouterr().out
+
+
+def test_each_copy_done_record_names_the_copy_start_it_waits_for(space, profile):
+    """The reader's op record of each ``copy-done`` (``xplane.tpu_ops``) names, as ``copy_start``, the
+    ``copy-start`` its HLO text takes as operand (the text's last ``%`` name here); no other op has one."""
+    records = json.loads(profile.meta["xplane.tpu_ops"])
+    for plane in space.planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        device = "tpu:" + plane.name.rsplit(":", 1)[1]
+        ops, names, category = _ops(plane)
+        expected = {
+            names[e.metadata_id]: plane.event_metadata[e.metadata_id].name.rsplit("%", 1)[1].rstrip(")")
+            for e in ops
+            if category.get(e.metadata_id) == "copy-done"
+        }
+        assert len(expected) == 6 and all(v.startswith("copy-start") for v in expected.values())
+        mine = {r["name"]: r.get("copy_start") for r in records if r["device"] == device}
+        assert {n: s for n, s in mine.items() if s is not None} == expected
