@@ -269,3 +269,37 @@ def test_copy_time_under_compute_and_shared_between_kinds(tmp_path: Path) -> Non
     spans = copies.exclusive_spans(profile)
     start, end = spans[(-1, "gpu:0", "HtoD pinned")]
     assert list(zip(start.tolist(), end.tolist(), strict=True)) == [(15.0, 18.0)]
+
+
+XPLANE_GPU = (
+    Path(__file__).resolve().parent.parent / "fixtures" / "real" / "xplane" / "jax06_conv_mi300x.xplane.pb"
+)
+
+
+@pytest.mark.parametrize("run", sorted(PATHS))
+def test_a_gpu_copy_event_is_one_copy(profiles, run: str) -> None:
+    """On a GPU one copy event is one transfer: every kind's ``count`` is its ``ops`` and its events in
+    :func:`copy_rows`, counted here per (rank, device, kind); no copy is left out of the count."""
+    _one_copy_per_event(profiles[run])
+
+
+def test_an_xplane_gpu_copy_event_is_one_copy() -> None:
+    """The XPlane reader's GPU copies (JAX 0.6 on an MI300X: 53 ``CopyDeviceToDevice`` events, read as Kineto's
+    ``Memcpy DtoD``) count one each: only a TPU's XLA copy-start/copy-done pairs count once per pair."""
+    profile = popprof.open(XPLANE_GPU)
+    names = profile.events["name"].astype(str)
+    assert int(names.str.startswith("Memcpy DtoD").sum()) == 53
+    records = _one_copy_per_event(profile)
+    assert sum(r["count"] for r in records if r["kind"] == "DtoD") == 53
+
+
+def _one_copy_per_event(profile: popprof.Profile) -> list[dict]:
+    records = copies.copy_records(profile)
+    rows = copies.copy_rows(profile)
+    assert bool(rows["transfer"].all()) and len(copies.transfer_mask(profile)) == len(rows)
+    per_group = rows.groupby(["rank", "device", "kind"], observed=True).size().to_dict()
+    assert records and sum(per_group.values()) == len(rows)
+    for r in records:
+        key = (-1 if r["rank"] is None else r["rank"], r["device"], r["kind"])
+        assert r["count"] == r["ops"] == per_group[key]
+    return records

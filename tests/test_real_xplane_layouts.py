@@ -326,3 +326,41 @@ def test_the_pilot_calls_a_tpu_baseline_tpu(capsys):
     assert f"{TPU.name} (TPU)" in capsys.readouterr().out
     assert main(["pilot", str(ipu), "--baseline", str(gpu)]) == 0
     assert f"{gpu.name} (GPU)" in capsys.readouterr().out
+
+
+def test_each_async_copy_span_is_one_transfer(space, profile):
+    """TPU 0's ``Async XLA Ops`` line (which popprof does not read; TPUs 1-3 have it empty) holds one
+    ``async-copy`` span per asynchronous copy in flight, from its copy-start to its copy-done: as many per
+    direction (from the span's HLO text, a ``copy-start``: host to device when its operand is in host memory,
+    ``S(5)``) as the transfers ``metrics.copies`` counts from the ``XLA Ops`` line's copy-start/copy-done
+    pairs, half its ops."""
+    from popprof.metrics.copies import copy_records
+
+    counted = {(r["device"], r["direction"]): (r["count"], r["ops"]) for r in copy_records(profile)}
+    plane = next(p for p in space.planes if p.name == "/device:TPU:0")
+    line = next(line for line in plane.lines if line.name == "Async XLA Ops")
+    assert {plane.event_metadata[e.metadata_id].display_name for e in line.events} == {"async-copy"}
+    texts = [plane.event_metadata[e.metadata_id].name for e in line.events]
+    spans = Counter("HtoD" if "S(5)" in t.split(" copy-start(", 1)[1] else "DtoH" for t in texts)
+    assert sum(spans.values()) == len(line.events) == 600
+    for direction, n in spans.items():
+        assert counted[("tpu:0", direction)] == (n, 2 * n)
+
+
+def test_each_copy_done_record_names_the_copy_start_it_waits_for(space, profile):
+    """The reader's op record of each ``copy-done`` (``xplane.tpu_ops``) names, as ``copy_start``, the
+    ``copy-start`` its HLO text takes as operand (the text's last ``%`` name here); no other op has one."""
+    records = json.loads(profile.meta["xplane.tpu_ops"])
+    for plane in space.planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        device = "tpu:" + plane.name.rsplit(":", 1)[1]
+        ops, names, category = _ops(plane)
+        expected = {
+            names[e.metadata_id]: plane.event_metadata[e.metadata_id].name.rsplit("%", 1)[1].rstrip(")")
+            for e in ops
+            if category.get(e.metadata_id) == "copy-done"
+        }
+        assert len(expected) == 6 and all(v.startswith("copy-start") for v in expected.values())
+        mine = {r["name"]: r.get("copy_start") for r in records if r["device"] == device}
+        assert {n: s for n, s in mine.items() if s is not None} == expected

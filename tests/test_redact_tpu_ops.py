@@ -156,3 +156,19 @@ def test_a_kineto_bundle_keeps_its_gpu_too(tmp_path):
     assert (
         peaks.profile_device(popprof.open(out)) == peaks.profile_device(popprof.open(source)) != (None, None)
     )
+
+
+def test_the_copies_still_pair_after_redaction(original, redacted):
+    """A copy-done's ``copy_start`` is redacted as the events' names are, so the redacted bundle counts the same
+    transfers (each copy-start with its copy-done once) as the original, though no op keeps its name."""
+    from popprof.metrics.copies import async_copy_pairs, copy_records
+
+    red = popprof.open(redacted[0])
+    before, after = async_copy_pairs(popprof.open(original)), async_copy_pairs(red)
+    assert len(after) == len(before) == 24  # six copy-done ops on each of four chips
+    assert not {"copy-start.2", "copy-done.2"} & {n for pair in after.items() for n in (pair[0][1], pair[1])}
+    counts = [(r["device"], r["direction"], r["count"], r["ops"]) for r in copy_records(red)]
+    assert counts == [
+        (r["device"], r["direction"], r["count"], r["ops"]) for r in copy_records(popprof.open(original))
+    ]
+    assert {c[2:] for c in counts} == {(300, 600)}

@@ -66,6 +66,9 @@ MEMORY_WORD = {GPU: "copies", IPU: "stream copies"}
 COPIES_TITLE = "Host-device copies"
 #: Said where the copies' bytes are missing: the trace was read without its args.
 COPIES_NO_BYTES = "bytes missing: not in the trace's args, or its args not read (--shapes)"
+#: Said where a copy count is of transfers, not events (``metrics.copies``' ``count`` against ``ops``): an
+#: XLA asynchronous copy on a TPU is two ops.
+COPIES_TRANSFERS = "count: transfers, an XLA copy-start and its copy-done once"
 
 
 #: What a pipelined IPU run loses per step to unbalanced stages: the slowest stage minus the mean stage.

@@ -13,8 +13,14 @@ memory (``pageable``, ``pinned``, ``unknown``).
 
 Per (rank, device, kind), :func:`copy_kinds` gives:
 
-- ``count``, ``time_us`` (the copies' durations summed: their device time) and ``bytes`` (the ``bytes`` of
-  their args; missing when the trace was read without args or records none);
+- ``count``: the transfers, :func:`transfer_mask`'s. A GPU's copy event is one transfer. On a TPU (the XPlane
+  reader) XLA's asynchronous copy is two ops, a ``copy-start`` (under a microsecond) and the ``copy-done`` that
+  waits for it, and the pair is one transfer, counted at its ``copy-done`` (in the ``copy-done``'s kind); a
+  ``copy-start`` whose ``copy-done`` is not in the profile (cut at its end) and a ``copy-done`` whose
+  ``copy-start`` is not (cut at its start) are one transfer each; ``ops``: the copy events, both ops of a pair;
+- ``time_us`` (the copies' durations summed: their device time, a pair's ``copy-start`` and ``copy-done``
+  alike) and ``bytes`` (the ``bytes`` of their args; missing when the trace was read without args or records
+  none);
 - ``gbps``: achieved bandwidth, ``bytes`` / ``time_us`` (GB/s, 1e9 bytes per second);
 - ``copies_us``: the kind's part of the account's ``copies`` (copy time with no compute and no communication
   running on the device: :func:`popprof.metrics.account.copies_spans`, split here by kind). Where copies of
@@ -35,6 +41,7 @@ sums of concurrent copies and ``concurrent`` says so (``docs/traces.md``).
 from __future__ import annotations
 
 import re
+from collections import deque
 
 import numpy as np
 import orjson
@@ -77,6 +84,7 @@ COLUMNS = [
     "direction",
     "memory",
     "count",
+    "ops",
     "bytes",
     "time_us",
     "gbps",
@@ -91,6 +99,11 @@ _MEMCPY = re.compile(r"Memcpy ?(HtoD|DtoH|DtoD|HtoH|HtoA|AtoH|AtoD|DtoA|AtoA)\b(
 _MEMSET = re.compile(r"Memset\b")
 #: A side of a copy as Kineto names it -> host memory word (Array: a CUDA array, device memory).
 _SIDES = {"pageable": PAGEABLE, "pinned": PINNED, "device": DEVICE, "array": DEVICE}
+#: The key of a TPU op record (the XPlane reader's ``xplane.tpu_ops``) naming the ``copy-start`` op a
+#: ``copy-done`` op waits for.
+COPY_START_KEY = "copy_start"
+#: The XPlane reader's name of a TPU copy between host and device memory: ``Memcpy HtoD (<op>)``.
+_WRAPPED = re.compile(r"Memcpy (?:HtoD|DtoH|DtoD|HtoH|PtoP) \((.+)\)", re.DOTALL)
 _ARG_BYTES = "bytes"
 _ARG_BANDWIDTH = "memory bandwidth (GB/s)"
 
@@ -118,7 +131,8 @@ def copy_rows(profile: Profile) -> pd.DataFrame:
     (``gpu`` when the trace names none, as the account), ``kind``, ``direction``, ``memory``, ``row`` (in
     ``events``), ``start_us``, ``end_us``,
     ``nested`` (inside another device event: its time is that event's in the account), ``bytes`` and
-    ``bandwidth_gbps`` (from the args; missing without them). Empty without copies; cached per profile."""
+    ``bandwidth_gbps`` (from the args; missing without them), ``transfer`` (the copy counts as a transfer:
+    :func:`transfer_mask`). Empty without copies; cached per profile."""
     return profile.cached("copies.rows", lambda: _copy_rows(profile))
 
 
@@ -181,7 +195,7 @@ def _kind_codes(names: pd.Categorical, picked: np.ndarray) -> np.ndarray:
 def _copy_rows(profile: Profile) -> pd.DataFrame:
     found = _copy_arrays(profile)
     if found is None:
-        return pd.DataFrame(columns=[*_ROW_COLUMNS, "bytes", "bandwidth_gbps"])
+        return pd.DataFrame(columns=[*_ROW_COLUMNS, "bytes", "bandwidth_gbps", "transfer"])
     triples = [copy_kind_of(k) for k in KIND_ORDER]
     code = found["kind"]
     return pd.DataFrame(
@@ -197,6 +211,7 @@ def _copy_rows(profile: Profile) -> pd.DataFrame:
             "nested": found["nested"],
             "bytes": found["bytes"],
             "bandwidth_gbps": found["bandwidth_gbps"],
+            "transfer": found["transfer"],
         }
     )
 
@@ -222,8 +237,9 @@ def _find_arrays(profile: Profile) -> dict[str, np.ndarray] | None:
     for act, mine in _activity_copies(profile):  # the account's events: top-level device events
         top[act.rows[mine]] = True
     size, rate = _args(profile, rows)
+    rank = masks.rank_array(profile)[rows]
     return {
-        "rank": masks.rank_array(profile)[rows],
+        "rank": rank,
         "device": device,
         "kind": _kind_codes(events["name"].array, rows),
         "row": rows,
@@ -232,7 +248,88 @@ def _find_arrays(profile: Profile) -> dict[str, np.ndarray] | None:
         "nested": ~top[rows],
         "bytes": size,
         "bandwidth_gbps": rate,
+        "transfer": _transfers(profile, rows, rank, device, start),
     }
+
+
+def transfer_mask(profile: Profile) -> np.ndarray:
+    """Per copy of :func:`copy_rows` (same order), whether it counts as a transfer (``count``, the module
+    docstring): every copy but the ``copy-start`` of an XLA asynchronous copy whose ``copy-done`` the profile
+    holds. Empty without copies."""
+    found = _copy_arrays(profile)
+    return np.zeros(0, dtype=bool) if found is None else found["transfer"].copy()
+
+
+def async_copy_pairs(profile: Profile) -> dict[tuple[str, str], str]:
+    """Per (device, ``copy-done`` op) of a TPU profile, the ``copy-start`` op it waits for, as the XPlane reader
+    records it (the op record's ``copy_start``: the operand of the ``copy-done``'s HLO text); empty for any
+    other profile (a GPU's copy is one event)."""
+    from .tpu_operations import op_records
+
+    records = op_records(profile)
+    if records.empty or COPY_START_KEY not in records.columns:
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for device, name, start in zip(
+        records["device"].tolist(), records["name"].tolist(), records[COPY_START_KEY].tolist(), strict=True
+    ):
+        if isinstance(start, str) and start:
+            out[(str(device), str(name))] = start
+    return out
+
+
+def _transfers(
+    profile: Profile, rows: np.ndarray, rank: np.ndarray, device: np.ndarray, start: np.ndarray
+) -> np.ndarray:
+    """Per copy at ``rows`` of ``events``, whether it counts as a transfer: per (rank, device) and pair of
+    :func:`async_copy_pairs`, in time order (a ``copy-start`` before a ``copy-done`` at the same time), each
+    ``copy-done`` closes the earliest open ``copy-start`` of its pair, which then does not count; the
+    ``copy-done`` counts, and so do a ``copy-start`` left open and a ``copy-done`` with none open."""
+    out = np.ones(rows.size, dtype=bool)
+    pairs = async_copy_pairs(profile)
+    if not pairs or rows.size == 0:
+        return out
+    role: dict[tuple[str, str], tuple[int, bool]] = {}  # (device, op) -> (pair, is its copy-done)
+    for number, ((dev, done), begin) in enumerate(pairs.items()):
+        role[(dev, done)] = (number, True)
+        role.setdefault((dev, begin), (number, False))
+    names = profile.events["name"].array
+    distinct, name_index = np.unique(np.asarray(names.codes)[rows], return_inverse=True)
+    labels = names.categories
+    ops = [_op_name(str(labels[c])) if c >= 0 else "" for c in distinct.tolist()]
+    devices, device_index = np.unique(device.astype(str), return_inverse=True)
+    # one lookup per (device, name) met, none per copy
+    combos, combo_index = np.unique(
+        device_index.reshape(-1) * len(ops) + name_index.reshape(-1), return_inverse=True
+    )
+    looked = [
+        role.get((str(devices[c // len(ops)]), ops[c % len(ops)]), (-1, False)) for c in combos.tolist()
+    ]
+    pair = np.array([r[0] for r in looked], dtype=np.int64)[combo_index.reshape(-1)]
+    closes = np.array([r[1] for r in looked], dtype=bool)[combo_index.reshape(-1)]
+    picked = np.flatnonzero(pair >= 0)
+    _, rank_index = np.unique(rank, return_inverse=True)
+    rank_index = rank_index.reshape(-1)
+    # per (rank, pair) in time order, a copy-start before a copy-done at the same time
+    picked = picked[np.lexsort((closes[picked], start[picked], pair[picked], rank_index[picked]))]
+    group = rank_index[picked] * len(pairs) + pair[picked]
+    open_starts: deque[int] = deque()
+    previous = -1
+    for i, g, c in zip(picked.tolist(), group.tolist(), closes[picked].tolist(), strict=True):
+        if g != previous:
+            open_starts.clear()
+            previous = g
+        if not c:
+            open_starts.append(i)
+        elif open_starts:
+            out[open_starts.popleft()] = False
+    return out
+
+
+def _op_name(name: str) -> str:
+    """The TPU op of a copy event's name: ``copy-done.2`` of ``Memcpy HtoD (copy-done.2)``, else the name."""
+    found = _WRAPPED.fullmatch(name)
+    return found.group(1) if found else name
 
 
 def _activity_copies(profile: Profile) -> list[tuple[im.DeviceActivity, np.ndarray]]:
@@ -286,7 +383,7 @@ def copy_kinds(profile: Profile) -> pd.DataFrame:
     records = copy_records(profile)
     frame = pd.DataFrame(records, columns=COLUMNS)
     frame["rank"] = pd.array(frame["rank"].tolist(), dtype="Int64")
-    for column in ("count",):
+    for column in ("count", "ops"):
         frame[column] = frame[column].astype(np.int64)
     for column in ("bytes", "time_us", "gbps", "copies_us", "copy_gbps_mean", "copy_gbps_max"):
         frame[column] = frame[column].astype(np.float64)  # None -> NaN
@@ -314,7 +411,8 @@ def _copy_records(profile: Profile) -> list[dict]:
     own = rows["bandwidth_gbps"].copy()
     fill = np.isnan(own) & (dur > 0) & ~np.isnan(size)
     own[fill] = size[fill] / (dur[fill] * 1e3)  # a copy without the arg: its bytes over its duration
-    count = np.bincount(group, minlength=n)
+    ops = np.bincount(group, minlength=n)
+    count = np.bincount(group, weights=rows["transfer"].astype(np.float64), minlength=n).astype(np.int64)
     time = np.bincount(group, weights=dur, minlength=n)
     missing = np.bincount(group, weights=np.isnan(size).astype(np.float64), minlength=n) > 0
     total = np.where(missing, np.nan, np.bincount(group, weights=np.nan_to_num(size), minlength=n))
@@ -331,9 +429,10 @@ def _copy_records(profile: Profile) -> list[dict]:
     np.fmax.at(top, group, own)  # fmax passes over NaN
     exclusive = _exclusive_by_kind(profile)
     out = []
-    for g, c, b, t, r, m, x in zip(
+    for g, c, o, b, t, r, m, x in zip(
         groups.tolist(),
         count.tolist(),
+        ops.tolist(),
         total.tolist(),
         time.tolist(),
         gbps.tolist(),
@@ -352,6 +451,7 @@ def _copy_records(profile: Profile) -> list[dict]:
                 "direction": direction,
                 "memory": memory,
                 "count": c,
+                "ops": o,
                 "bytes": _plain(b),
                 "time_us": t,
                 "gbps": _plain(r),
@@ -372,15 +472,16 @@ def achieved_gbps(total_bytes: np.ndarray, time_us: np.ndarray) -> np.ndarray:
 
 def pooled_copy_records(records: list[dict]) -> list[dict]:
     """:func:`copy_records` summed over devices, one row per kind in the records' order (what the summary's
-    text shows for a run of many devices): ``devices`` (how many have the kind), ``count``, ``bytes`` (None
+    text shows for a run of many devices): ``devices`` (how many have the kind), ``count``, ``ops``, ``bytes`` (None
     when a device's are unknown), ``time_us``, ``gbps`` (the pooled bytes over the pooled time)."""
     pooled: dict[str, dict] = {}
     for r in records:
         row = pooled.setdefault(
-            r["kind"], {"kind": r["kind"], "devices": 0, "count": 0, "bytes": 0.0, "time_us": 0.0}
+            r["kind"], {"kind": r["kind"], "devices": 0, "count": 0, "ops": 0, "bytes": 0.0, "time_us": 0.0}
         )
         row["devices"] += 1
         row["count"] += r["count"]
+        row["ops"] += r.get("ops", r["count"])
         row["bytes"] = None if row["bytes"] is None or r["bytes"] is None else row["bytes"] + r["bytes"]
         row["time_us"] += r["time_us"]
     for row in pooled.values():

@@ -144,11 +144,13 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COPY_NAME = re.compile(r"(Memcpy (?:HtoD|DtoH|DtoD|PtoP) \()(.+)(\))", re.DOTALL)
 #: The metadata key of the XPlane reader's TPU ops (``metrics/tpu_operations.py``).
 TPU_OPS_KEY = "xplane.tpu_ops"
-#: The keys of a TPU op record redacted as the events' columns are: the HLO op names as the events' ``name``,
-#: the chip as the events' ``device``.
+#: The keys of a TPU op record redacted as the events' columns are: the HLO op names as the events' ``name``
+#: (a ``copy-done``'s ``copy_start`` too, so the pair still matches its events), the chip as the events'
+#: ``device``.
 _TPU_OP_COLUMNS: dict[str, tuple[str, str]] = {
     "name": ("events", "name"),
     "deduplicated_name": ("events", "name"),
+    "copy_start": ("events", "name"),
     "device": ("events", "device"),
     "hlo_category": ("events", "device_category"),
 }

@@ -292,7 +292,8 @@ def _who(row: dict) -> str:
 
 
 def render_copies(kinds: list[dict]) -> list[str]:
-    """The "Host-device copies" block: per device and copy kind (``metrics.copies``) the count, bytes, device
+    """The "Host-device copies" block: per device and copy kind (``metrics.copies``) the count (transfers: a TPU's
+    copy-start and its copy-done once, said under the block where that differs from the ops), bytes, device
     time and achieved GB/s (bytes / time), 74 columns at most (a device label of up to 14 characters); more
     devices than "What limits this run" lists one by one: per kind over all of them (the JSON keeps each)."""
     if not kinds:
@@ -314,6 +315,8 @@ def render_copies(kinds: list[dict]) -> list[str]:
         )
     if any(k.get("bytes") is None for k in kinds):
         lines.append(f"    ({words.COPIES_NO_BYTES})")
+    if any(k.get("ops", k["count"]) != k["count"] for k in kinds):
+        lines.append(f"    ({words.COPIES_TRANSFERS})")
     return lines
 
 

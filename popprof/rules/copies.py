@@ -257,13 +257,16 @@ def device_copies(profile: Profile, ctx: RuleContext) -> list[Finding]:
 
 def _kinds_words(kinds: list[dict]) -> str:
     """ "by kind: HtoD 300 copies, 1.2 GiB, 57.77 s on the device; DtoH ..." (bytes where the trace has them),
-    the kind with the most device time first."""
+    the kind with the most device time first; copies are ``metrics.copies``' transfers, their ops said where
+    they differ (a TPU's copy-start and copy-done: "HtoD 300 copies (600 XLA ops)")."""
     parts = []
     for k in sorted(kinds, key=lambda k: -k["time_us"]):
         memory = "" if k["memory"] == UNKNOWN else f" {k['memory']}"
         size = "" if k["bytes"] is None else f", {units.bytes_short(k['bytes'])}"
+        ops = k.get("ops", k["count"])
+        split = f" ({ops:,} XLA ops)" if ops != k["count"] else ""
         parts.append(
-            f"{k['direction']}{memory} {plural(k['count'], 'copy', 'copies')}{size}, "
+            f"{k['direction']}{memory} {plural(k['count'], 'copy', 'copies')}{split}{size}, "
             f"{units.duration(k['time_us'])} on the device"
         )
     return "by kind: " + "; ".join(parts)

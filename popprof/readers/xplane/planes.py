@@ -143,6 +143,44 @@ def copy_ops(plane, names: PlaneNames) -> dict[str, str]:  # noqa: ANN001 - an X
     return found
 
 
+#: the HLO instruction a text defines (``%copy-start.2 = ...``) and the last operand of a ``copy-done``
+#: (``copy-done((...) %copy-start.2)``, the first ``%`` name in its parentheses: a type holds none): the
+#: ``copy-start`` it waits for
+_HLO_NAME = re.compile(r"^%?([^\s=]+) = ")
+_DONE_OPERAND = re.compile(r" copy-done\(.*?%([\w.\-]+)", re.DOTALL)
+
+
+def copy_starts(plane, names: PlaneNames) -> dict[int, str]:  # noqa: ANN001 - an XPlane message
+    """Per event metadata id of a TPU plane's ``copy-done`` op (``hlo_category``), the event name (as
+    :class:`PlaneNames` gives it) of the ``copy-start`` it waits for: the operand its HLO text names
+    (``%copy-done.2 = f32[...] copy-done((...) %copy-start.2)``), resolved to the ``copy-start`` metadata
+    of that HLO instruction (the one named as the instruction where several are: the ``Async XLA Ops``
+    line's ``async-copy`` spans share the text). XLA's asynchronous copy is the pair: one transfer
+    (``metrics/copies.py``). A ``copy-done`` whose text names no operand, or none found, is left out."""
+    category: dict[int, str] = {}
+    for key, metadata in plane.event_metadata.items():
+        for stat in metadata.stats:
+            if names.stats.get(stat.metadata_id) == "hlo_category" and stat.str_value in (
+                "copy-start",
+                "copy-done",
+            ):
+                category[key] = stat.str_value
+    starts: dict[str, str] = {}  # HLO instruction -> event name
+    for key in sorted(category):
+        if category[key] != "copy-start":
+            continue
+        found = _HLO_NAME.match(plane.event_metadata[key].name)
+        label = names.events.get(key, "")
+        if found and (found.group(1) not in starts or label == found.group(1)):
+            starts[found.group(1)] = label
+    out: dict[int, str] = {}
+    for key, kind in category.items():
+        operand = _DONE_OPERAND.search(plane.event_metadata[key].name) if kind == "copy-done" else None
+        if operand and operand.group(1) in starts:
+            out[key] = starts[operand.group(1)]
+    return out
+
+
 #: the stats of a TPU op's event metadata that popprof keeps (XLA's cost analysis of the HLO instruction, and
 #: how xprof's op profile groups it): FLOPs, the FLOPs of the model's own arithmetic, bytes read and written
 #: from HBM, the HLO category (``loop fusion``, ``copy-done``, ``all-reduce``) and the name shared by identical

@@ -30,6 +30,7 @@ from .planes import (
     OpTimes,
     PlaneNames,
     copy_ops,
+    copy_starts,
     op_costs,
     plane_stats,
     read_line,
@@ -137,7 +138,7 @@ class _Gathered:
             columns = read_line(line, names, device=device is not None, with_args=with_args, tpu_ops=ops_line)
             if columns.op_times is not None:
                 self.tpu_ops += tpu_op_records(
-                    f"tpu:{index}", columns.op_times, names, op_costs(plane, names)
+                    f"tpu:{index}", columns.op_times, names, op_costs(plane, names), copy_starts(plane, names)
                 )
             if copies:
                 copied = np.array([label in copies for label in columns.names], dtype=bool)
@@ -150,20 +151,33 @@ class _Gathered:
 
 
 def tpu_op_records(
-    device: str, times: OpTimes, names: PlaneNames, costs: dict[int, dict[str, object]]
+    device: str,
+    times: OpTimes,
+    names: PlaneNames,
+    costs: dict[int, dict[str, object]],
+    starts: dict[int, str] | None = None,
 ) -> list[dict[str, object]]:
     """One record per op of a TPU's ``XLA Ops`` line: ``device``, ``name`` (the HLO instruction, as its event
     metadata names it), ``count``, ``device_time_ps`` (summed on the device's clock) and the metadata's XLA cost
     analysis (``flops``, ``model_flops``, ``bytes_accessed``, ``hlo_category``, ``deduplicated_name``; a stat
-    the metadata lacks is left out). Kept as the metadata key ``xplane.tpu_ops``."""
+    the metadata lacks is left out); a ``copy-done``'s record also ``copy_start``, the name of the
+    ``copy-start`` op it waits for (``starts``, :func:`~.planes.copy_starts`). Kept as the metadata key
+    ``xplane.tpu_ops``."""
     records = []
     for key, count, total in zip(
         times.ids.tolist(), times.count.tolist(), times.device_ps.tolist(), strict=True
     ):
         name = names.events.get(key) or f"event {key}"
-        records.append(
-            {"device": device, "name": name, "count": count, "device_time_ps": total, **costs.get(key, {})}
-        )
+        record = {
+            "device": device,
+            "name": name,
+            "count": count,
+            "device_time_ps": total,
+            **costs.get(key, {}),
+        }
+        if starts and key in starts:
+            record["copy_start"] = starts[key]
+        records.append(record)
     return records
 
 
