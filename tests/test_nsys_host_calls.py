@@ -106,7 +106,7 @@ def test_samples_agree_with_the_traced_mpi_calls(saxpy) -> None:
     main thread). The thread's on-CPU time in the gaps inside those ranges (exact interval arithmetic: 173.61
     ms, 24.0 % of the gaps) and the samples' estimate (166.46 ms, 23.0 %) agree within 1.5 points. Every gap
     sample inside the ranges is communication now, so the rest is the sampling itself: inside the ranges the
-    sampler took 4.78 samples per ms on CPU, elsewhere in the gaps 5.05."""
+    sampler took 4.78 samples per ms on CPU, elsewhere in the gaps 5.05 (at 5.05: 877 samples, 24.0 %)."""
     from popprof.metrics.host_cpu import host_cpu
     from popprof.trace.spans import intersect_intervals, merge_intervals
 
@@ -134,6 +134,9 @@ def test_samples_agree_with_the_traced_mpi_calls(saxpy) -> None:
     rate_in = 830 / traced_us * 1000
     rate_out = (3610 - 830) / (on_us - traced_us) * 1000
     assert (round(rate_in, 2), round(rate_out, 2)) == (4.78, 5.05)
+    # at the rate outside, the ranges would have held 877 samples: the traced share
+    expected = traced_us * rate_out / 1000
+    assert round(expected) == 877
 
 
 def test_the_outermost_call_decides(tmp_path: Path) -> None:
