@@ -350,6 +350,41 @@ def test_module_calls() -> None:
     assert module_calls(modules).tolist() == [2, 2, 2, 0, 0, 2, 0, 0]
 
 
+@pytest.mark.parametrize(
+    ("name", "mpi"),
+    [
+        ("MPI_Recv", True),
+        ("MPI_Comm_rank", True),
+        ("PMPI_Allreduce", True),
+        ("MPIX_Stream_create", True),
+        ("MPI_T_init_thread", True),
+        ("MPI Rank 0", False),
+        ("MPI_SEND", False),
+        ("halo MPI_Recv", False),
+        ("saxpy", False),
+        (None, False),
+    ],
+)
+def test_mpi_range_names(name, mpi) -> None:
+    from popprof.trace.host_calls import mpi_ranges
+
+    assert mpi_ranges(pd.Series(["saxpy", name, "MPI_Send"])).tolist() == [False, mpi, True]
+
+
+def test_inside_ranges_per_thread() -> None:
+    """Ranges ``[start, end)`` of their own thread only, nested or overlapping ones merged."""
+    from popprof.trace.host_calls import inside_ranges
+
+    thread = np.array([1, 1, 1, 1, 1, 2, 2, 3])
+    ts = np.array([0.0, 10.0, 15.0, 25.0, 30.0, 12.0, 40.0, 12.0])
+    # thread 1: [10, 20) with [12, 14) inside it and [18, 25) overlapping; thread 2: [40, 41)
+    range_thread = np.array([1, 1, 1, 2])
+    start = np.array([10.0, 12.0, 18.0, 40.0])
+    end = np.array([20.0, 14.0, 25.0, 41.0])
+    got = inside_ranges(thread, ts, range_thread, start, end).tolist()
+    assert got == [False, True, True, False, False, False, True, False]
+
+
 def _traced_mpi(profile):
     """The main thread's NVTX ranges named ``MPI_...`` (the events' ``user_annotation`` rows)."""
     events = profile.events
