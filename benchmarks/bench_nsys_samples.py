@@ -1,13 +1,17 @@
 """Benchmark: reading an Nsight Systems export's CPU samples, with and without the call each was inside.
 
-``cpu_samples.call`` needs every frame of every sample's call stack, not only the leaf. This measures what
-that costs: ``popprof.readers.nsys.host.cpu_samples`` as shipped (leaf function and call) against the same
-read with the call left out (the leaf function only, as before the column existed), each in a fresh process,
-alternating, medians of wall seconds and peak RSS over ``--repeat`` runs.
+``cpu_samples.call`` needs every frame of every sample's call stack, not only the leaf, and the thread's
+traced MPI calls (NVTX ranges: a sample inside one is communication). This measures what that costs:
+``popprof.readers.nsys.host.cpu_samples`` as shipped (leaf function, call from the stacks and the traced MPI
+ranges) against the same read without the ranges (the call from the stacks alone) and with the call left out
+(the leaf function only, as before the column existed), each in a fresh process, alternating, medians of wall
+seconds and peak RSS over ``--repeat`` runs. The NVTX ranges are read before the clock starts (the reader
+reads them for its events anyway).
 
 The input is the real pipit export (``fixtures/real/nsys``: 5,451 samples, 12,326 frames) copied ``--copies``
 times into one export under ``benchmarks/data/`` (default 200: 1,090,200 samples, 2,465,200 frames, 137 MiB),
-made on first use.
+made on first use. Its NVTX ranges are the original's (17 ``MPI_*`` ranges): every copy of a sample falls
+in the same ranges as the original.
 
 Usage::
 
@@ -35,13 +39,18 @@ RUN = """
 import json, resource, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from popprof.readers.nsys import host
+from popprof.readers.nsys import host, reading
 from popprof.readers.nsys.database import opened
-if {without_call!r}:
+if {variant!r} == "leaf":
     host._sample_calls = lambda export, ids, has_stack: None  # the leaf function only
+    host._traced_calls = lambda call, pid, tid, start, ranges: None
+ranges = None
+if {variant!r} == "shipped":
+    with opened(Path({path!r})) as export:
+        ranges = reading._nvtx(export)
 start = time.perf_counter()
 with opened(Path({path!r})) as export:
-    samples = host.cpu_samples(export, None)
+    samples = host.cpu_samples(export, None, ranges)
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({{"seconds": seconds, "peak": peak, "rows": len(samples)}}))
@@ -74,8 +83,17 @@ def make_input(copies: int) -> Path:
     return out
 
 
-def run(path: Path, without_call: bool) -> dict:
-    code = RUN.format(root=str(ROOT), path=str(path), without_call=without_call)
+#: what each run reads, in the table's order
+VARIANTS = {
+    "leaf": "leaf function only",
+    "stacks": "call from the stacks",
+    "shipped": "call, MPI ranges (shipped)",
+}
+
+
+def run(path: Path, variant: str) -> dict:
+    """One read of the samples in a fresh process: ``variant`` one of :data:`VARIANTS`."""
+    code = RUN.format(root=str(ROOT), path=str(path), variant=variant)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -86,13 +104,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     path = make_input(args.copies)
-    runs: dict[bool, list[dict]] = {False: [], True: []}
+    runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for _ in range(args.repeat):
-        for without in (True, False):
-            runs[without].append(run(path, without))
+        for variant in VARIANTS:
+            runs[variant].append(run(path, variant))
     rows = []
-    for without, label in ((True, "leaf function only"), (False, "with the call (shipped)")):
-        figures = runs[without]
+    for variant, label in VARIANTS.items():
+        figures = runs[variant]
         rows.append(
             [
                 label,

@@ -16,9 +16,10 @@ sched-out):
 - ``functions`` / ``gap_functions``: the leaf functions of its CPU samples in the window / in the gaps, most
   sampled first, with their counts;
 - with CPU samples in the gaps, their on-CPU time split by the call each sample was inside (``cpu_samples.call``,
-  :mod:`popprof.trace.host_calls`): ``gaps_host_wait_us`` (spinning in a call blocking on the device),
-  ``gaps_communication_us`` (polling in MPI, NCCL or a network library) and ``gaps_computing_us`` (the rest),
-  each ``gaps_on_cpu_us`` times its share of the samples in the gaps (samples are taken on CPU); None without.
+  :mod:`popprof.trace.host_calls`; the reader sets it, a traced MPI call deciding the samples inside it):
+  ``gaps_host_wait_us`` (spinning in a call blocking on the device), ``gaps_communication_us`` (polling in MPI,
+  NCCL or a network library) and ``gaps_computing_us`` (the rest), each ``gaps_on_cpu_us`` times its share of
+  the samples in the gaps (samples are taken on CPU); None without.
 
 The headline, ``trace.host_gap_off_cpu_share``: of the devices' gaps, the share the thread that launched most of
 each device's work spent off CPU, pooled over devices. ``docs/figures.md`` defines it.
@@ -108,7 +109,7 @@ def on_cpu_parts(row: dict) -> dict[str, float] | None:
 
 
 def on_cpu_words(on_cpu_share: float, parts: dict[str, float] | None) -> str:
-    """``on CPU 100.0 % (computing 78.0 %, in communication calls 22.0 %)``: a thread's on-CPU share of the
+    """``on CPU 100.0 % (computing 77.0 %, in communication calls 23.0 %)``: a thread's on-CPU share of the
     gaps and its parts (:func:`parts_words`)."""
     text = f"{words.ON_CPU} {units.percent(on_cpu_share)}"
     named = parts_words(parts) if on_cpu_share else ""
@@ -116,7 +117,7 @@ def on_cpu_words(on_cpu_share: float, parts: dict[str, float] | None) -> str:
 
 
 def parts_words(parts: dict[str, float] | None) -> str:
-    """``computing 78.0 %, in communication calls 22.0 %``: the on-CPU parts (``on_cpu_parts``) of 0.05 % or
+    """``computing 77.0 %, in communication calls 23.0 %``: the on-CPU parts (``on_cpu_parts``) of 0.05 % or
     more, each a share of the gaps; ``""`` without them."""
     if not parts:
         return ""

@@ -14,9 +14,16 @@ category of the **outermost** frame (nearest the root) that names one: what the 
   frame's function or, for a frame without a symbol, by its module (``libmpi*``, ``libfabric*``, ...).
 
 Everything else is ``other``: the program's own work or a runtime's CPU work (a launch, an allocation). A
-sample without a call stack has no category (missing): unknown, not ``other``. The categories are public words
-(the redaction keeps them), so a redacted bundle judges its samples as the original does. ``docs/readers.md``
-lists the patterns.
+sample without a call stack has no category (missing): unknown, not ``other``.
+
+Stacks get cut: a sample polling deep in a network library may keep its leaf frame only, and then names no
+call. When the thread's MPI calls are traced too (ranges named as MPI's API names them, ``MPI_Recv``: nsys's
+MPI trace writes them as NVTX ranges), a sample of that thread inside one of those ranges is ``communication``
+whatever its stack names (:func:`inside_ranges`; the reader applies it): the trace shows the outer call, and
+the outermost decides. A sample without a stack stays missing.
+
+The categories are public words (the redaction keeps them), so a redacted bundle judges its samples as the
+original does. ``docs/readers.md`` lists the patterns.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from .device import HOST_WAIT, SYNC_CALLS
+from .spans import merge_intervals
 
 #: a sample polling in MPI, NCCL or a network library
 COMMUNICATION = "communication"
@@ -46,6 +55,10 @@ _COMMUNICATION_FUNCTION = re.compile(
 )
 #: a frame's module (its file name) of an MPI or network library, for frames without a symbol
 _COMMUNICATION_MODULE = re.compile(r"^lib(?:mpi|fabric|ucp|uct|ucs|ibverbs|mlx5|psm2|nccl|rccl|cxi)")
+
+
+#: an MPI call's name as a trace names its range: ``MPI_Send``, ``MPI_Comm_rank``, ``PMPI_Recv``, ``MPIX_``
+_MPI_RANGE = re.compile(r"^P?MPIX?_[A-Z][a-z0-9_]*$")
 
 
 def _function_call(function: str | None) -> int:
@@ -77,3 +90,27 @@ def outermost_calls(sample: np.ndarray, depth: np.ndarray, code: np.ndarray) -> 
     last = np.ones(sample.size, dtype=bool)
     last[:-1] = sample[1:] != sample[:-1]
     return sample[last], code[last]
+
+
+def mpi_ranges(names: pd.Series) -> np.ndarray:
+    """Which ranges name an MPI call (``MPI_Send``, ``MPI_Comm_rank``; not ``MPI Rank 0`` nor ``MPI_SEND``): each
+    distinct name is matched once."""
+    codes, uniques = pd.factorize(names.astype(object))
+    named = np.array([isinstance(u, str) and bool(_MPI_RANGE.match(u)) for u in uniques] + [False])
+    return named[codes]  # a missing name's code -1 takes the False at the end
+
+
+def inside_ranges(
+    thread: np.ndarray, ts: np.ndarray, range_thread: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """Whether each sample (its thread key and time) falls inside one of its own thread's ranges ``[start,
+    end)``: per thread with ranges (an MPI rank has one or a few), the ranges merged and the samples placed among
+    them by one binary search."""
+    inside = np.zeros(ts.size, dtype=bool)
+    for key in np.unique(range_thread):
+        mine = range_thread == key
+        ms, me = merge_intervals(start[mine], end[mine])
+        rows = np.flatnonzero(thread == key)
+        at = np.searchsorted(ms, ts[rows], side="right") - 1
+        inside[rows] = (at >= 0) & (ts[rows] < me[np.maximum(at, 0)])
+    return inside

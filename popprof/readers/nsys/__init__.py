@@ -17,7 +17,8 @@ session's start, and a thread is a ``globalTid`` (pid ``(globalTid >> 24) & 0xFF
   launched;
 - ``SCHED_EVENTS``: host threads' context switches, each sched-in to the next sched-out of its thread one
   on-CPU interval (the ``cpu_slices`` table); ``COMPOSITE_EVENTS`` with ``SAMPLING_CALLCHAINS``: CPU samples
-  named by their leaf frame's function (``cpu_samples``).
+  named by their leaf frame's function, with the call each was inside (``cpu_samples``; inside a traced
+  ``MPI_*`` NVTX range of its thread, communication).
 
 Modules: :mod:`.database` opens and checks the file, :mod:`.reading` builds the Profile, :mod:`.host` reads
 the context switches and CPU samples. See

@@ -8,7 +8,7 @@ A thread is on CPU from a sched-in to the sched-out that follows it on that thre
 (one row per frame: ``symbol`` into ``StringIds``, ``stackDepth`` 0 the sampled frame, the leaf): one
 ``cpu_samples`` row per sample, named by its leaf function, with the call it was inside (``call``: a call
 blocking on the device or communication, by the outermost frame that names one, function or module:
-:mod:`popprof.trace.host_calls`).
+:mod:`popprof.trace.host_calls`; with the thread's MPI calls traced, ``communication`` inside them).
 
 NVIDIA's SQLite export schema reference ("SQLite Export Schema Reference", ``nsys-exporter/exported_data``)
 documents both tables; ``docs/readers.md`` says what is read.
@@ -83,10 +83,11 @@ def cpu_slices(export: Export, rank: int | None) -> tuple[pd.DataFrame | None, i
     return slices, unpaired
 
 
-def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
+def cpu_samples(export: Export, rank: int | None, ranges: pd.DataFrame | None = None) -> pd.DataFrame | None:
     """The CPU samples of ``COMPOSITE_EVENTS``, each named by its leaf frame's function (``stackDepth`` 0 of
     ``SAMPLING_CALLCHAINS`` through ``StringIds``; ``(unknown)`` without one) and with its ``call``
-    (:func:`_sample_calls`)."""
+    (:func:`_sample_calls`, then :func:`_traced_calls` over ``ranges``: the export's host ranges, ``pid``,
+    ``tid``, ``start``, ``end`` in ns and ``name``, as the reader reads its NVTX ranges)."""
     if SAMPLES not in export.tables or not {"id", "start", "globalTid"} <= export.columns(SAMPLES):
         return None
     stacks = CALLCHAINS in export.tables and {"id", "symbol", "stackDepth"} <= export.columns(CALLCHAINS)
@@ -106,18 +107,48 @@ def cpu_samples(export: Export, rank: int | None) -> pd.DataFrame | None:
         return None
     _require(export, rows, SAMPLES, ("start",))
     pid, tid = _pid_tid(rows["globalTid"].to_numpy(dtype=np.int64))
+    start = rows["start"].to_numpy(dtype=np.int64)
+    call = None
+    if stacks:
+        call = _sample_calls(export, rows["id"], rows["function"].notna().to_numpy())
+        call = _traced_calls(call, pid, tid, start, ranges)
     return pd.DataFrame(
         {
             "rank": frame.constant_int(len(rows), rank),
             "pid": pid,
             "tid": tid,
-            "ts_us": rows["start"].to_numpy(dtype=np.int64) / 1000.0,
+            "ts_us": start / 1000.0,
             "function": rows["function"].fillna(UNKNOWN_FUNCTION).astype("category"),
-            "call": _sample_calls(export, rows["id"], rows["function"].notna().to_numpy())
-            if stacks
-            else None,
+            "call": call,
         }
     )
+
+
+def _traced_calls(
+    call: pd.Categorical, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, ranges: pd.DataFrame | None
+) -> pd.Categorical:
+    """``call`` with each sample that has one (a stack) made ``communication`` when it falls inside a range of
+    its own thread named as an MPI call (``MPI_Recv``: nsys's MPI trace, an NVTX range) whatever its stack
+    names: a stack cut below its MPI frame names none, and MPI is the outer call of a ``host_wait`` inside it
+    (:func:`popprof.trace.host_calls.inside_ranges`). A sample without a stack stays missing: made
+    communication only inside MPI, such samples would weigh the split towards it."""
+    if ranges is None or ranges.empty:
+        return call
+    mpi = host_calls.mpi_ranges(ranges["name"]) & (ranges["end"] > ranges["start"]).to_numpy()
+    if not mpi.any():
+        return call
+    key = (pid << 24) | tid
+    rows = ranges[mpi]
+    inside = host_calls.inside_ranges(
+        key,
+        start.astype(np.float64),
+        (rows["pid"].to_numpy(dtype=np.int64) << 24) | rows["tid"].to_numpy(dtype=np.int64),
+        rows["start"].to_numpy(dtype=np.float64),
+        rows["end"].to_numpy(dtype=np.float64),
+    )
+    codes = call.codes.copy()
+    codes[inside & (codes >= 0)] = host_calls.SAMPLE_CALLS.index(host_calls.COMMUNICATION)
+    return pd.Categorical.from_codes(codes, categories=call.categories)
 
 
 def _sample_calls(export: Export, sample_id: pd.Series, has_stack: np.ndarray) -> pd.Categorical:

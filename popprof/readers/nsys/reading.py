@@ -98,17 +98,19 @@ def read(
     ranges host work; see the package docstring and ``docs/readers.md``. Copies and memsets always carry
     their ``bytes`` as args (Kineto's, which the copies analysis reads); with ``with_args`` kernels carry their
     launch configuration too. Host threads' context switches become ``cpu_slices``, CPU samples ``cpu_samples``
-    (``host.py``), when the export has them.
+    (``host.py``; the NVTX ranges of traced MPI calls tell which samples were inside one), when the export has
+    them.
     """
     with reading(path), opened(path) as export:
         rank = trace_rank({}, path)
         threads_named = _thread_names(export)
+        ranges = _nvtx(export)
         parts = [
             _kernels(export, with_args),
             _copies(export),
             _memsets(export),
             _runtime(export),
-            _nvtx(export),
+            ranges,
         ]
         counts = {t: export.count(t) for t in _READ_TABLES}
         lacking = dict(export.lacking)
@@ -119,7 +121,7 @@ def read(
         session = _session_start(export)
         version = _version(export)
         slices, unpaired = cpu_slices(export, rank)
-        samples = cpu_samples(export, rank)
+        samples = cpu_samples(export, rank, ranges)  # inside a traced MPI call: communication
     rows = (
         pd.concat([p for p in parts if p is not None and len(p)], ignore_index=True)
         if any(p is not None and len(p) for p in parts)
