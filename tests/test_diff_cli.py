@@ -53,7 +53,9 @@ def test_regression_exits_1_and_names_metric_change_and_budget(capsys, bundles):
     )
     lines = out.splitlines()
     assert lines[1] == "basis: execution figures as totals (both sides ran 2 runs)"
-    first_metric = lines[4].split()[0]  # after the title, the basis, a blank line and the header
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["metric", "base"])
+    assert lines[3].startswith("What changed")  # after the title, the basis and a blank line
+    first_metric = lines[header + 1].split()[0]  # the table follows "What changed", under its header
     # biggest relative change first: the doubled cycles and the time account's parts made of them
     assert first_metric.startswith(("execution.", "account."))
     code, out, _ = run(capsys, "diff", base, worse, "--no-gate")

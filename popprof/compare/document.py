@@ -12,6 +12,7 @@ import pandas as pd
 from ..io import jsonout
 from .core import ProfileDiff
 from .gate import GateResult
+from .what_changed import what_changed
 
 #: Most programs / events listed per section in JSON before truncating.
 JSON_NAMED_LIMIT = 1000
@@ -47,6 +48,7 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
         "unavailable": dict(result.unavailable),
         "tolerance": result.tolerance,
         "basis": {family: b.to_dict() for family, b in result.basis.items()},
+        "what_changed": what_changed(result),
         "metrics": records(result.changed_metrics(include_unchanged=True)),
     }
     if "tiles" not in result.unavailable:

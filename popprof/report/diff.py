@@ -7,6 +7,7 @@ import pandas as pd
 from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
+from ..compare.what_changed import TOP_PARTS, what_changed
 from ..io import jsonout, units
 from ..io.names import names_apart
 from ..io.plural import plural
@@ -105,6 +106,120 @@ def _count(value: object) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.2f}"
 
 
+# -- what changed -------------------------------------------------------------
+
+
+def _part_rows(doc: dict) -> tuple[list[list[str]], list[str]]:
+    """The parts table of "What changed": the :data:`TOP_PARTS` that moved most, then the others' summed change
+    (so that the rows add up to the window's change), with their share of that change when the window moved."""
+    shown, more = doc["parts"][:TOP_PARTS], doc["parts"][TOP_PARTS:]
+    moved = doc["window_moved"]
+    rows = []
+    for p in shown:
+        share = (
+            [units.percent(p["share_of_change"]), "offsetting" if p["offsetting"] else ""] if moved else []
+        )
+        rows.append([p["words"], units.change(p["change_us"], "us"), *share])
+    rest = doc["rest_us"] + sum(p["change_us"] for p in more)
+    if units.change(rest, "us") not in ("+0.0 us", "-0.0 us"):
+        label = f"{plural(len(more), 'other part')} and the rest" if more else "the other parts"
+        share = [units.percent(rest / doc["window"]["change_us"]), ""] if moved else []
+        rows.append([label, units.change(rest, "us"), *share])
+    header = ["part", "change", *(["of the change", ""] if moved else [])]
+    return rows, header
+
+
+def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The "What changed" lines that open the text (``compare/what_changed.py``): the window's change, the parts
+    that moved most with their share of it, and the events or programs that changed most with the busy part
+    that moved most; one line when the account is not on both sides or nothing moved beyond noise."""
+    doc = what_changed(result)
+    if not doc["available"]:
+        return [f"What changed: not explained here: {doc['reason']}"]
+    w = doc["window"]
+    span = f"{units.duration(w['base_us'])} -> {units.duration(w['new_us'])}"
+    if not doc["material"]:
+        return [
+            f"What changed: no material change in the time account (window {span}; no part moved by "
+            f"{units.duration(doc['noise_us'])} or more)"
+        ]
+    lines = ["What changed (the time account: device windows summed over devices)"]
+    if doc["window_moved"]:
+        lines.append(
+            f"  window {span}: {units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), "
+            "of which:"
+        )
+    else:
+        lines.append(f"  window {span}: {units.change(w['change_us'], 'us')}, within noise; its parts moved:")
+    rows, header = _part_rows(doc)
+    lines += _table(rows, header, {1, 2}, width)
+    who = doc["contributors"]
+    if who is not None and who["unavailable"]:
+        part = _moved(doc, who["part"])
+        lines.append(f"  {part}: {who['section']} not compared, so none named (see the note above)")
+    elif who is not None and who["rows"]:
+        what = "device work (events by name)" if who["section"] == "events" else "programs (IPU-cycles)"
+        lines.append(f"  {_moved(doc, who['part'])}: {what} that changed most:")
+        frame = getattr(result, who["section"])
+        unit = "" if who["unit"] == "cycles" else "us"
+        changes = [units.change(r["change"], unit) for r in who["rows"]]
+        size, status = max(len(c) for c in changes), max(len(r["status"]) for r in who["rows"])
+        prefixes = [
+            f"    {c.rjust(size)}  {r['status'].ljust(status)}  "
+            for c, r in zip(changes, who["rows"], strict=True)
+        ]
+        # each name after its figures, shortened to the room they leave and kept apart from the section's others
+        names = names_apart(
+            [r["name"] for r in who["rows"]], frame["name"], max(width - len(prefixes[0]), 20)
+        )
+        lines += [p + n for p, n in zip(prefixes, names, strict=True)]
+    return lines
+
+
+def markdown_what_changed(result: ProfileDiff) -> list[str]:
+    """For a pull-request comment, "What changed": the same document as the text's, as a short list."""
+    doc = what_changed(result)
+    if not doc["available"]:
+        return [f"**What changed:** not explained here: {md.cell(doc['reason'])}"]
+    w = doc["window"]
+    span = f"{units.duration(w['base_us'])} → {units.duration(w['new_us'])}"
+    if not doc["material"]:
+        return [
+            f"**What changed:** no material change in the time account (window {span}; no part moved by "
+            f"{units.duration(doc['noise_us'])} or more)"
+        ]
+    moved = doc["window_moved"]
+    lines = [
+        f"**What changed** (the time account: device windows summed over devices): window {span}, "
+        + (
+            f"{units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), of which:"
+            if moved
+            else f"{units.change(w['change_us'], 'us')}, within noise; its parts moved:"
+        ),
+        "",
+    ]
+    rows, _ = _part_rows(doc)
+    for row in rows:
+        share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
+        lines.append(f"- {row[0]}: {row[1]}{share}")
+    who = doc["contributors"]
+    if who is not None and who["rows"]:
+        names = names_apart([r["name"] for r in who["rows"]], getattr(result, who["section"])["name"], 60)
+        unit = "" if who["unit"] == "cycles" else "us"
+        named = ", ".join(
+            f"{md.code(n)} {units.change(r['change'], unit)}" for n, r in zip(names, who["rows"], strict=True)
+        )
+        what = "device work that changed most" if who["section"] == "events" else "programs (IPU-cycles)"
+        lines.append(f"- {_moved(doc, who['part'])}, {what}: {named}")
+    return lines
+
+
+def _moved(doc: dict, part: str) -> str:
+    """A part of a "What changed" document (one of its ``parts``) in words with its change: ``compute -4.0 us``."""
+    row = next(p for p in doc["parts"] if p["part"] == part)
+    return f"{row['words']} {units.change(row['change_us'], 'us')}"
+
+
 # -- text ---------------------------------------------------------------------
 
 
@@ -122,6 +237,7 @@ def render_text(
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
+    lines += [*render_what_changed(result, width), ""]
     rows = _metric_rows(result, include_unchanged, width - 2)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
@@ -312,6 +428,7 @@ def render_markdown(
             *[f"> note: {md.cell(n)}" for n in result.notes],
             *[f"> basis: {md.cell(b.describe())}" for b in result.basis.values()],
         ]
+    lines += ["", *markdown_what_changed(result)]
     rows = _metric_rows(result, include_unchanged)
     lines.append("")
     if rows:

@@ -1,0 +1,168 @@
+"""What changed: the diff's time account rows read as one headline, where the change of the run's time went.
+
+The time account (:mod:`popprof.metrics.account`) partitions each device's window into exclusive parts that
+sum to it, so the change of the window (``account.window_us``, summed over devices) is exactly the sum of the
+changes of its parts (``account.<part>_us``). :func:`what_changed` reads those rows of a
+:class:`~popprof.compare.core.ProfileDiff`, never the profiles: the window's change, the parts that moved
+most with their share of that change (signed: a part that moved against the window offsets it), and the
+rows of the diff's events (GPU: device work) or programs (IPU) that changed most in the direction of the
+busy part that moved most. ``popprof diff`` prints it first (text, Markdown) and the JSON holds it under
+``what_changed`` (``docs/diff.md``, "What changed").
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..metrics.account import BUSY_PARTS, GPU_PARTS, IPU_PARTS, PART_WORDS, PARTS
+from .core import COMPARED, ProfileDiff
+
+#: A change under both of these is noise: no material change (1 us absolute, 1 % of the base window).
+NOISE_US = 1.0
+NOISE_SHARE = 0.01
+#: Parts the text names one by one (the JSON lists every part that moved).
+TOP_PARTS = 3
+#: Rows of the events (programs) section named as the largest contributors.
+TOP_CONTRIBUTORS = 3
+
+WINDOW = "account.window_us"
+
+
+def _metric(name: str) -> str:
+    return f"account.{name}_us"
+
+
+def noise_floor(window_us: float) -> float:
+    """The largest change that is still noise for a base window of ``window_us``: a change is material when it
+    reaches 1 us or 1 % of the window, whichever is smaller."""
+    return min(NOISE_US, NOISE_SHARE * abs(window_us)) if window_us else NOISE_US
+
+
+def _float(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _finite(value: object) -> float | None:
+    """A relative change JSON can hold: null when unknown or infinite (growth from 0)."""
+    number = _float(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def what_changed(result: ProfileDiff) -> dict:
+    """The headline of ``result``: ``available`` (False with a ``reason`` when the account is not on both
+    sides), ``window`` (``base_us``, ``new_us``, ``change_us``, ``rel_change``), ``material`` (False: nothing
+    moved beyond :func:`noise_floor`), ``noise_us`` (that floor), ``window_moved`` (the window's change is
+    beyond it), ``platform`` (``gpu`` / ``ipu``), ``basis``
+    (``total``: the account's rows are totals; when the figures of its family, trace or execution, are compared
+    per step or run, the block is not available and says so), ``parts`` (each part that
+    moved beyond the floor, largest change first: ``part``, ``words``, ``base_us``, ``new_us``, ``change_us``,
+    ``share_of_change``: its change over the window's, null when the window did not move beyond the floor,
+    ``offsetting``: it moved against the window), ``rest_us`` (the summed change of the parts within the floor,
+    so that ``parts`` and it add up to the window's change) and ``contributors`` (``part``, ``section``, ``unit``,
+    ``rows``: ``name``, ``change``, ``status``; ``unavailable`` true, no rows, when the section is not compared, as
+    against a baseline; null when no busy part moved)."""
+    rows = result.metrics.set_index("name")
+    missing = _missing(rows)
+    if missing:
+        return {"available": False, "reason": missing}
+    window = rows.loc[WINDOW]
+    base_w, new_w, change_w = float(window["base"]), float(window["new"]), float(window["abs_change"])
+    floor = noise_floor(base_w)
+    platform = "ipu" if any(_metric(p) in rows.index for p in IPU_PARTS if p not in GPU_PARTS) else "gpu"
+    names = IPU_PARTS if platform == "ipu" else GPU_PARTS
+    basis = result.basis.get("execution" if platform == "ipu" else "trace")
+    if basis is not None and basis.per is not None:
+        return {
+            "available": False,
+            "reason": (
+                f"the sides ran different numbers of {basis.per}s (base {basis.base_count:,}, new "
+                f"{basis.new_count:,}) and the account's rows are totals, not per {basis.per}"
+            ),
+        }
+    window_moved = abs(change_w) >= floor
+    parts = []
+    rest = 0.0
+    for part in names:
+        if _metric(part) not in rows.index:
+            continue
+        row = rows.loc[_metric(part)]
+        change = _float(row["abs_change"]) or 0.0
+        if abs(change) < floor:
+            rest += change
+            continue
+        parts.append(
+            {
+                "part": part,
+                "words": PART_WORDS[part],
+                "base_us": _float(row["base"]),
+                "new_us": _float(row["new"]),
+                "change_us": change,
+                "share_of_change": change / change_w if window_moved else None,
+                "offsetting": bool(window_moved and change * change_w < 0),
+            }
+        )
+    parts.sort(key=lambda p: (-abs(p["change_us"]), PARTS.index(p["part"])))
+    return {
+        "available": True,
+        "platform": platform,
+        "basis": "total",
+        "window": {
+            "base_us": base_w,
+            "new_us": new_w,
+            "change_us": change_w,
+            "rel_change": _finite(window["rel_change"]),
+        },
+        "noise_us": floor,
+        "window_moved": window_moved,
+        "material": bool(window_moved or parts),
+        "parts": parts,
+        "rest_us": rest,
+        "contributors": _contributors(result, parts, platform),
+    }
+
+
+def _missing(rows: pd.DataFrame) -> str | None:
+    """Why the account cannot explain the change (None: it can)."""
+    if WINDOW not in rows.index:
+        return "the time account is in neither profile"
+    status = rows.loc[WINDOW, "status"]
+    if status not in COMPARED:
+        side = "base" if status == "missing_base" else "new"
+        return f"the time account is not in the {side} profile"
+    account = [n for n in rows.index if n.startswith("account.") and n != WINDOW]
+    one_sided = [n for n in account if rows.loc[n, "status"] not in COMPARED]
+    if one_sided:
+        return f"the time account's parts are not on both sides ({', '.join(sorted(one_sided))})"
+    return None
+
+
+def _contributors(result: ProfileDiff, parts: list[dict], platform: str) -> dict | None:
+    """The events (GPU: device work) or programs (IPU) that changed most in the direction of the busy part that
+    moved most among ``parts``; None when no busy part moved."""
+    busy = [p for p in parts if p["part"] in BUSY_PARTS]
+    if not busy:
+        return None
+    part = busy[0]
+    section, unit = ("programs", "cycles") if platform == "ipu" else ("events", "us")
+    if section in result.unavailable:
+        return {"part": part["part"], "section": section, "unit": unit, "rows": [], "unavailable": True}
+    frame = getattr(result, section)
+    if platform == "gpu" and "where" in frame.columns:
+        frame = frame[frame["where"] == "device"]
+    change = frame["change"].astype("float64")
+    same_way = frame[(frame["status"] != "unchanged") & (change * part["change_us"] > 0)]
+    top = same_way.loc[
+        same_way["change"].astype("float64").abs().sort_values(ascending=False, kind="stable").index
+    ]
+    return {
+        "part": part["part"],
+        "section": section,
+        "unit": unit,
+        "unavailable": False,
+        "rows": [
+            {"name": str(r.name), "change": float(r.change), "status": str(r.status)}
+            for r in top.head(TOP_CONTRIBUTORS).itertuples(index=False)
+        ],
+    }
