@@ -210,15 +210,32 @@ def test_the_same_profile_has_no_material_change(ipu) -> None:
 
 
 @pytest.fixture(scope="module")
-def doubled(tmp_path_factory):
+def variants(tmp_path_factory) -> dict[str, Path]:
+    """The resnet trace with the DGRAD kernel's durations doubled (``doubled``), and the same with the trace's
+    last device work also started 10 ms later (``late``): the window grows by those 10 ms."""
     doc = json.loads(gzip.decompress(RESNET.read_bytes()))
     for e in doc["traceEvents"]:
-        if e.get("cat") == "Kernel" and e.get("name", "").startswith(DGRAD):
+        if str(e.get("cat", "")).lower() == "kernel" and e.get("name", "").startswith(DGRAD):
             e["dur"] = e["dur"] * 2
-    path = tmp_path_factory.mktemp("what_changed") / "doubled.json"
-    path.write_text(json.dumps(doc))
-    base, new = popprof.open(RESNET), popprof.open(path)
-    return base, new, popprof.diff(base, new), path
+    folder = tmp_path_factory.mktemp("what_changed")
+    (folder / "doubled.json").write_text(json.dumps(doc))
+    device = [
+        e for e in doc["traceEvents"] if str(e.get("cat", "")).lower() in ("kernel", "memcpy", "memset")
+    ]
+    max(device, key=lambda e: e["ts"] + e["dur"])["ts"] += 10_000
+    (folder / "late.json").write_text(json.dumps(doc))
+    return {"doubled": folder / "doubled.json", "late": folder / "late.json"}
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return popprof.open(RESNET)
+
+
+@pytest.fixture(scope="module")
+def doubled(variants, resnet):
+    new = popprof.open(variants["doubled"])
+    return resnet, new, popprof.diff(resnet, new), variants["doubled"]
 
 
 def test_a_doubled_kernel_moves_parts_inside_an_unchanged_window(doubled) -> None:
@@ -245,6 +262,26 @@ def test_a_doubled_kernel_is_the_largest_contributor(doubled) -> None:
     assert first["name"].startswith(DGRAD) and first["status"] == "grown"
     assert first["change"] == pytest.approx(_kernel_total(path, DGRAD) - _kernel_total(RESNET, DGRAD))
     assert first["change"] == pytest.approx(_kernel_total(RESNET, DGRAD))  # doubled: grew by its own time
+
+
+def test_a_part_that_moved_against_the_window_offsets_it(variants, resnet) -> None:
+    new = popprof.open(variants["late"])
+    expected = _changes(resnet, new, GPU_PARTS)
+    assert expected["window_us"] == pytest.approx(10_000.0, abs=1e-3)  # the last work 10 ms later
+    assert sum(expected[p] for p in GPU_PARTS) == pytest.approx(expected["window_us"], abs=1e-6)
+    result = popprof.diff(resnet, new)
+    doc = what_changed(result)
+    assert doc["window_moved"] and doc["window"]["change_us"] == pytest.approx(expected["window_us"])
+    parts = {p["part"]: p for p in doc["parts"]}
+    assert expected["copies"] < 0 and parts["copies"]["offsetting"]
+    assert parts["copies"]["share_of_change"] == pytest.approx(expected["copies"] / expected["window_us"])
+    assert not parts["compute"]["offsetting"] and parts["compute"]["share_of_change"] > 0
+    shares = sum(p["share_of_change"] for p in doc["parts"]) + doc["rest_us"] / doc["window"]["change_us"]
+    assert shares == pytest.approx(1.0)
+    text = render_text(result)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    row = next(line for line in text.splitlines() if line.startswith("  copies "))
+    assert row.split()[-1] == "offsetting" and row.split()[-3].startswith("-")
 
 
 # -- baselines ---------------------------------------------------------------------------------------------------
