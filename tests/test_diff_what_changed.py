@@ -15,6 +15,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import popprof
@@ -98,6 +99,10 @@ def test_hta_pair_names_the_kernel_that_shrank_with_compute(hta) -> None:
     who = what_changed(result)["contributors"]
     assert who["part"] == "compute" and who["section"] == "events" and not who["unavailable"]
     (row,) = who["rows"]  # the one device name that shrank (the other device names did not change)
+    events = result.events.set_index("name")
+    assert events.loc[row["name"], "category"] == "compute"
+    assert events.loc["Memcpy HtoD (Pinned -> Device)", "category"] == "host_io"
+    assert set(events.loc[events["where"] == "host", "category"]) == {""}  # host work has no device category
     assert ADD_INT in row["name"] and row["status"] == "shrunk"
     assert row["change"] == pytest.approx(_kernel_total(HTA_NEW, ADD_INT) - _kernel_total(HTA_BASE, ADD_INT))
     assert row["change"] == -4.0
@@ -114,7 +119,7 @@ def test_hta_pair_text_opens_with_the_block_within_80_columns(hta, capsys) -> No
     assert block[1] == "  window 274.50 ms -> 274.35 ms: -145.0 us (-0.05 %), of which:"
     assert _flat(block[3]) == "idle, launch or dependency -141.0 us 97.2 %"
     assert _flat(block[4]) == "compute -4.0 us 2.8 %"
-    assert "compute -4.0 us: device work (events by name) that changed most:" in block[5]
+    assert "compute -4.0 us: its device work (events by name) that changed most:" in block[5]
     assert "-4.0 us shrunk void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>" in _flat(
         " ".join(block[6:])
     )
@@ -131,7 +136,7 @@ def test_hta_pair_json_and_markdown_hold_the_same_block(hta) -> None:
     markdown = render_markdown(result)
     assert "- idle, launch or dependency: -141.0 us (97.2 % of the change)" in markdown
     assert (
-        "- compute -4.0 us, device work that changed most: `void at::native::vectorized_elementwise_kernel<4, "
+        "- compute -4.0 us, its device work that changed most: `void at::native::vectorized_elementwise_kernel<4, "
         in (markdown)
     )
 
@@ -163,14 +168,38 @@ def test_ipu_pair_names_the_programs_that_grew_most(ipu) -> None:
     base, new, result = ipu
     who = what_changed(result)["contributors"]
     assert who["section"] == "programs" and who["unit"] == "cycles" and len(who["rows"]) == 3
+    exchange = [side.steps[side.steps["category"] == "exchange"] for side in (base, new)]
     grown = (
-        new.steps.groupby("program", observed=True)["cycles"].sum()
-        - base.steps.groupby("program", observed=True)["cycles"].sum()
+        exchange[1].groupby("program", observed=True)["cycles"].sum()
+        - exchange[0].groupby("program", observed=True)["cycles"].sum()
     ).astype("float64")
     top = grown.sort_values(ascending=False).head(3)
     assert [r["name"] for r in who["rows"]] == list(top.index)
     assert [r["change"] for r in who["rows"]] == list(top.to_numpy())
     assert all(r["name"].endswith("ExchangePre") for r in who["rows"])
+    categories = result.programs.set_index("name")["category"]
+    assert {categories[r["name"]] for r in who["rows"]} == {"exchange"}
+
+
+def test_only_the_programs_of_the_part_are_named() -> None:
+    """pod4_pipeline -> mk2_training: compute fell most; the programs named are compute programs (their steps'
+    category), not the stream copies that fell more."""
+    base, new = popprof.open(FIXTURES / "pod4_pipeline.popprof"), popprof.open(IPU_BASE)
+    doc = what_changed(popprof.diff(base, new))
+    assert doc["parts"][0]["part"] == "compute" and doc["parts"][0]["change_us"] < 0
+    totals = [
+        side.steps[side.steps["category"] == "compute"].groupby("program", observed=True)["cycles"].sum()
+        for side in (base, new)
+    ]
+    change = totals[1].reindex(totals[0].index.union(totals[1].index)).fillna(0) - totals[0].reindex(
+        totals[0].index.union(totals[1].index)
+    ).fillna(0)
+    expected = change.astype("float64").sort_values().head(3)
+    rows = doc["contributors"]["rows"]
+    assert [r["name"] for r in rows] == list(expected.index)
+    assert [r["change"] for r in rows] == list(expected.to_numpy())
+    every = pd.concat([base.steps, new.steps])
+    assert set(every[every["program"].isin([r["name"] for r in rows])]["category"].astype(str)) == {"compute"}
 
 
 def test_ipu_pair_exit_code_and_text(ipu, capsys) -> None:

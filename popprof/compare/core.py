@@ -87,7 +87,8 @@ class ProfileDiff:
     base, new, abs_change, rel_change, status, worse); ``tiles``: per global
     tile index both sides have; ``ipus``: per-IPU aggregates (outer join);
     ``programs`` / ``events``: per name with added/removed/grown/shrunk/unchanged (``events`` also ``where``:
-    host, device or both);
+    host, device or both; both, when the profiles say, ``category``: its steps' or device events' category,
+    ``mixed`` for several, empty for host work);
     ``liveness``: per liveness step when the program sequences line up.
     ``notes`` explains mismatches; ``unavailable`` maps a section to why it is empty.
     ``basis`` says, per family (``trace``, ``execution``), whether totals or
@@ -566,10 +567,41 @@ def _program_totals(steps: pd.DataFrame) -> pd.DataFrame:
     first_codes = codes[first_row]
     count = np.bincount(first_codes[first_codes >= 0], minlength=len(names))
     present = rows > 0
-    return pd.DataFrame(
+    category = _categories(codes, steps["category"], len(names)) if "category" in steps.columns else None
+    frame = pd.DataFrame(
         {"count": count[present], "total": total[present]},
         index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"),
     )
+    if category is not None:
+        frame["category"] = category[present]
+    return frame
+
+
+#: A name's ``category`` when its steps (device events) are of several categories.
+MIXED = "mixed"
+
+
+def _categories(codes: np.ndarray, column: pd.Series, n: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per name code (``0..n-1``) the category of its rows (of those in the boolean ``rows``, every row when
+    None): the one category they share, :data:`MIXED` when several, ``""`` when none has one."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        cat_codes, cats = _codes(column)
+    else:  # a missing category stays missing (-1), never the text "nan"
+        factorized, cats = pd.factorize(column)
+        cat_codes = factorized.astype(np.int64)
+    keep = (codes >= 0) & (cat_codes >= 0)
+    if rows is not None:
+        keep &= rows
+    width = len(cats)
+    out = np.full(n, "", dtype=object)
+    if not width or not n:
+        return out
+    seen = np.bincount(codes[keep] * width + cat_codes[keep], minlength=n * width).reshape(n, width) > 0
+    kinds = seen.sum(axis=1)
+    one = kinds == 1
+    out[one] = np.asarray(cats, dtype=object)[seen[one].argmax(axis=1)]
+    out[kinds > 1] = MIXED
+    return out
 
 
 def _first_row_per_step(step: np.ndarray) -> np.ndarray:
@@ -613,10 +645,15 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
     )
     device = np.bincount(codes[valid], weights=on_device[valid].astype("float64"), minlength=len(names))
     present = count > 0
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {"count": count[present], "total": total[present], "device": device[present]},
         index=pd.Index(np.asarray(names, dtype=object)[present], dtype="str"),
     )
+    if (
+        "device_category" in events.columns
+    ):  # the device events' category: which part of the account they fill
+        frame["category"] = _categories(codes, events["device_category"], len(names), on_device)[present]
+    return frame
 
 
 def _where(frame: pd.DataFrame) -> pd.Series:
@@ -657,8 +694,12 @@ def _diff_named(
         return pd.DataFrame(
             {c: pd.Series(dtype="str" if c in ("name", "status") else "float64") for c in NAMED_COLUMNS}
         )
-    b = _per(totals(bt), basis, "base").add_prefix("base_")
-    n = _per(totals(nt), basis, "new").add_prefix("new_")
+    b_totals, n_totals = totals(bt), totals(nt)
+    category = _category(
+        *(t.pop("category") if "category" in t.columns else None for t in (b_totals, n_totals))
+    )
+    b = _per(b_totals, basis, "base").add_prefix("base_")
+    n = _per(n_totals, basis, "new").add_prefix("new_")
     b.index = b.index.astype("str")
     n.index = n.index.astype("str")
     frame = b.join(n, how="outer")
@@ -667,7 +708,20 @@ def _diff_named(
     out = classify_named(frame.reset_index(), tolerance)
     if where is not None:  # events: host or device work, HTA's CPU / GPU split of its TraceDiff
         out["where"] = out["name"].map(where).astype("str")
+    if category is not None:  # the step (device event) category, which "What changed" reads
+        out["category"] = out["name"].map(category).fillna("").astype("str")
     return out
+
+
+def _category(base: pd.Series | None, new: pd.Series | None) -> pd.Series | None:
+    """Per name the category of its steps or device events on both sides: the one they share, :data:`MIXED`
+    when the sides differ, the one side's when the other has none; None when neither side says."""
+    if base is None or new is None:
+        return None if base is None and new is None else (base if new is None else new).astype("str")
+    both = pd.concat([base.rename("base"), new.rename("new")], axis=1).fillna("")
+    b, n = both["base"].astype("str"), both["new"].astype("str")
+    out = np.where(b == n, b, np.where(b == "", n, np.where(n == "", b, MIXED)))
+    return pd.Series(out, index=both.index.astype("str"), dtype="str")
 
 
 def _per(frame: pd.DataFrame, basis: Basis | None, side: str) -> pd.DataFrame:

@@ -16,8 +16,8 @@ import math
 
 import pandas as pd
 
-from ..metrics.account import BUSY_PARTS, GPU_PARTS, IPU_PARTS, PART_WORDS, PARTS
-from .core import COMPARED, ProfileDiff
+from ..metrics.account import BUSY_PARTS, CATEGORY_PARTS, GPU_PARTS, IPU_PARTS, PART_WORDS, PARTS
+from .core import COMPARED, MIXED, ProfileDiff
 
 #: A change under both of these is noise: no material change (1 us absolute, 1 % of the base window).
 NOISE_US = 1.0
@@ -138,9 +138,18 @@ def _missing(rows: pd.DataFrame) -> str | None:
     return None
 
 
+def _part_of(category: str, platform: str) -> str | None:
+    """The account's part a row's ``category`` fills (None: several categories, or none)."""
+    if not category or category == MIXED:
+        return None
+    parts = CATEGORY_PARTS[platform]
+    return parts.get(category, "other" if platform == "ipu" else None)
+
+
 def _contributors(result: ProfileDiff, parts: list[dict], platform: str) -> dict | None:
-    """The events (GPU: device work) or programs (IPU) that changed most in the direction of the busy part that
-    moved most among ``parts``; None when no busy part moved."""
+    """The events (GPU: device work) or programs (IPU) of the busy part that moved most among ``parts`` (their
+    ``category`` fills it: :data:`popprof.metrics.account.CATEGORY_PARTS`) that changed most in its direction;
+    None when no busy part moved."""
     busy = [p for p in parts if p["part"] in BUSY_PARTS]
     if not busy:
         return None
@@ -151,6 +160,11 @@ def _contributors(result: ProfileDiff, parts: list[dict], platform: str) -> dict
     frame = getattr(result, section)
     if platform == "gpu" and "where" in frame.columns:
         frame = frame[frame["where"] == "device"]
+    if (
+        "category" in frame.columns
+    ):  # the rows whose work fills this part (a name of several categories: none)
+        parts = frame["category"].map(lambda c: _part_of(c, platform))
+        frame = frame[parts == part["part"]]
     change = frame["change"].astype("float64")
     same_way = frame[(frame["status"] != "unchanged") & (change * part["change_us"] > 0)]
     top = same_way.loc[

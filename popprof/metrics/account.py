@@ -543,6 +543,14 @@ _STEP_PARTS = {
     "other": "other",
 }
 
+#: Which part of the account a device category's work fills, by platform: a GPU's by its timeline's layers (the
+#: part its time goes to when no work of a higher layer runs then), an IPU's by its steps' category (any other
+#: category: ``other``). The diff's "What changed" names the events or programs of a part by it.
+CATEGORY_PARTS: dict[str, dict[str, str]] = {
+    "gpu": {cat: part for cats, part in zip(_GPU_LAYERS, _GPU_LAYER_PARTS, strict=True) for cat in cats},
+    "ipu": dict(_STEP_PARTS),
+}
+
 
 def _steps_rows(profile: Profile) -> list[dict]:
     steps = profile.steps

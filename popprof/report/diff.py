@@ -159,7 +159,7 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
         lines.append(f"  {part}: {who['section']} not compared, so none named (see the note above)")
     elif who is not None and who["rows"]:
         what = "device work (events by name)" if who["section"] == "events" else "programs (IPU-cycles)"
-        lines.append(f"  {_moved(doc, who['part'])}: {what} that changed most:")
+        lines.append(f"  {_moved(doc, who['part'])}: its {what} that changed most:")
         frame = getattr(result, who["section"])
         unit = "" if who["unit"] == "cycles" else "us"
         changes = [units.change(r["change"], unit) for r in who["rows"]]
@@ -209,7 +209,9 @@ def markdown_what_changed(result: ProfileDiff) -> list[str]:
         named = ", ".join(
             f"{md.code(n)} {units.change(r['change'], unit)}" for n, r in zip(names, who["rows"], strict=True)
         )
-        what = "device work that changed most" if who["section"] == "events" else "programs (IPU-cycles)"
+        what = (
+            "its device work that changed most" if who["section"] == "events" else "its programs (IPU-cycles)"
+        )
         lines.append(f"- {_moved(doc, who['part'])}, {what}: {named}")
     return lines
 
