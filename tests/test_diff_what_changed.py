@@ -346,6 +346,18 @@ def test_a_baseline_holds_the_account_but_no_events(tmp_path, hta, capsys) -> No
     )
 
 
+def test_an_ipu_account_against_a_gpu_one_is_not_explained(ipu, hta) -> None:
+    """The two platforms' parts differ: none is on both sides, so the window's change has no parts to split it."""
+    result = popprof.diff(ipu[0], hta[1])
+    doc = what_changed(result)
+    assert doc == {
+        "available": False,
+        "reason": "the time account's parts are not on both sides (account.communication_us, account.copies_us, "
+        "account.exchange_us and 8 more)",
+    }
+    assert max(len(line) for line in render_text(result).splitlines()) <= 80
+
+
 def test_the_noise_floor() -> None:
     """1 us, or 1 % of the base window when that is less (a window under 100 us)."""
     assert noise_floor(274_498.0) == 1.0

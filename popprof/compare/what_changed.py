@@ -134,7 +134,9 @@ def _missing(rows: pd.DataFrame) -> str | None:
     account = [n for n in rows.index if n.startswith("account.") and n != WINDOW]
     one_sided = [n for n in account if rows.loc[n, "status"] not in COMPARED]
     if one_sided:
-        return f"the time account's parts are not on both sides ({', '.join(sorted(one_sided))})"
+        names = sorted(one_sided)
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        return f"the time account's parts are not on both sides ({', '.join(names[:3])}{more})"
     return None
 
 
