@@ -339,3 +339,79 @@ def _two_ranks_with_rank_1_cut(tmp_path: Path) -> tuple[Path, Path]:
     data = gzip.decompress(rank.read_bytes())
     rank.write_bytes(gzip.compress(data[: len(data) // 2]))
     return run, rank
+
+
+def _damaged_line(path: Path) -> str:
+    return f"popprof: error: {path}: damaged store file: a data page fails its checksum: changed since it was written"
+
+
+def test_store_queries_refuse_a_byte_flipped_in_the_files_they_read(capsys, tmp_path):
+    """DuckDB reads Parquet without checking page checksums: a byte flipped in an events page gave other start
+    times from ``store query`` (exit 0), one in the metrics' names a bare 'SQL error: ... ZSTD Decompression
+    failure' blaming the query, one in the catalogue DuckDB's 'Could not read enough bytes'. Each read now checks
+    the pages of the files it reads first: one line naming the file and ``store fsck``, exit 2. ``store ls``
+    reads the catalogue only, ``trend`` the catalogue and the metrics: damage elsewhere is not theirs to see."""
+    import shutil
+
+    base = _store_of_bert(tmp_path, capsys)
+    sql = "SELECT count(*) AS n, sum(start_us) AS s FROM events"
+    assert main(["store", "query", "--format", "json", str(base), sql]) == 0
+    sound = json.loads(capsys.readouterr().out)
+    cases = [
+        ("tables/events", "start_us", False),
+        ("metrics", "name", True),
+        ("runs", "content_sha256", True),
+    ]
+    for kind, column, dictionary in cases:
+        store = tmp_path / ("copy-" + kind.replace("/", "-"))
+        shutil.copytree(base, store)
+        (file,) = (store / kind).glob("month=*/*.parquet")
+        _flip_in_column(file, column, dictionary)
+        before = _digest(file)
+        readers = {
+            "query": ["store", "query", "--format", "json", store, sql],
+            "trend": ["trend", store, "trace.device_idle_us"],
+            "ls": ["store", "ls", store],
+        }
+        reads = {
+            "tables/events": ("query",),
+            "metrics": ("query", "trend"),
+            "runs": ("query", "trend", "ls"),
+        }[kind]
+        for name, args in readers.items():
+            if name in reads:
+                line = _one_error(capsys, *args)
+                assert line.startswith(_damaged_line(file)), (kind, name, line)
+                assert line.endswith("(popprof store fsck lists the files it cannot read)"), line
+            else:
+                assert main([str(a) for a in args]) == 0, (kind, name)
+                out = capsys.readouterr().out
+                if name == "query":
+                    assert json.loads(out) == sound, out
+        assert _digest(file) == before
+
+
+def test_store_reads_check_each_file_once_and_again_when_it_changes(capsys, tmp_path):
+    """The files whose pages passed are recorded by name, size, modification time and inode
+    (``cache/verified.parquet``): the next read checks none of them again, a file changed since is checked
+    again (and refused when damaged), and a deleted record only means the next read checks them all again."""
+    from popprof.store import verified
+    from popprof.store.layout import Location
+
+    store = _store_of_bert(tmp_path, capsys)
+    location = Location.of(store)
+    files = sorted(p.relative_to(store).as_posix() for p in store.glob("*/**/month=*/*.parquet"))
+    assert len(files) >= 3
+    assert verified.check(location, files) == len(files)
+    assert (store / verified.VERIFIED).is_file()
+    assert verified.check(location, files) == 0  # one stat each
+    (events,) = (store / "tables" / "events").glob("month=*/*.parquet")
+    _flip_in_column(events, "start_us")
+    with pytest.raises(popprof.InputError, match="damaged store file: a data page fails its checksum"):
+        verified.check(location, files)
+    (store / verified.VERIFIED).unlink()
+    assert main(["store", "ls", str(store)]) == 0  # the catalogue's pages only
+    capsys.readouterr()
+    assert (
+        verified.check(location, [f for f in files if not f.startswith("tables/events/")]) == len(files) - 2
+    )
