@@ -89,6 +89,62 @@ def test_redact_of_a_trace_cut_off_does_not_blame_text_after_it(capsys, tmp_path
     assert _digest(cut) == before
 
 
+def test_redact_of_a_trace_with_bytes_flipped_mid_file_says_it_is_damaged_or_redacts_it(
+    capsys, tmp_path, monkeypatch
+):
+    """Two bytes flipped at offsets through the middle of a real trace: the redaction copied the damage into
+    invalid JSON with a clean scan (exit 0), failed its leak scan blaming the policy (a '::{' made ':ń' kept a
+    C++ name as public), or said 'text follows the JSON value' (a flipped '{'). Each is now refused, exit 2,
+    in the reader's words (where the JSON is first invalid), nothing written, the input untouched; or, when
+    the flipped bytes still make valid JSON, redacted into valid JSON with a clean scan."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    data = gzip.decompress((REAL / "traces" / "hta_simple_add.json.gz").read_bytes())
+    # 76,413 (a string's bytes no longer UTF-8), 82,427 (a '{' flipped), 188,060 (valid UTF-8: 'ń'), then a
+    # sweep through the middle
+    offsets = [76_413, 82_427, 188_060, *range(len(data) // 4, 3 * len(data) // 4, len(data) // 23)]
+    outcomes = {}
+    for at in offsets:
+        flipped = data[:at] + bytes(b ^ 0xFF for b in data[at : at + 2]) + data[at + 2 :]
+        damaged = tmp_path / "trace.json"
+        damaged.write_bytes(flipped)
+        out = tmp_path / "shared.json"
+        code = main(["-q", "redact", str(damaged), "-o", str(out)])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err and "policy" not in captured.err, (at, captured.err)
+        assert damaged.read_bytes() == flipped and not list(tmp_path.glob(".*")), at
+        if code == 0:
+            assert captured.err == "", (at, captured.err)
+            json.loads(out.read_bytes())  # valid JSON, scanned clean
+            out.unlink()
+            outcomes[at] = "redacted"
+            continue
+        assert code == 2 and not out.exists(), (at, code, captured.err)
+        # where the JSON is first invalid: the first flipped byte, or the second (the first a valid lead byte)
+        expected = []
+        for bad in (at, at + 1):
+            line_no = data[:bad].count(b"\n") + 1
+            column = bad - data.rfind(b"\n", 0, bad)
+            expected.append(
+                f"popprof: error: {damaged}: the file is damaged before its end (not cut off): invalid JSON at "
+                f"line {line_no:,}, column {column:,} (byte {bad:,} of the file): lexical error: "
+            )
+        lines = captured.err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(tuple(expected)), (at, captured.err)
+        assert captured.err.rstrip().endswith(
+            "; it would not be redacted (the file may be damaged; write it again)"
+        )
+        outcomes[at] = "damaged"
+    assert outcomes[76_413] == outcomes[82_427] == "damaged" and outcomes[188_060] == "redacted", outcomes
+    assert list(outcomes.values()).count("damaged") >= len(offsets) // 2, outcomes
+    # without the scan (no helper process to find the damage): the same line
+    damaged.write_bytes(data[:76_413] + b"\x84\x84" + data[76_415:])
+    line = _one_error(capsys, "redact", damaged, "-o", out, "--no-scan")
+    assert line.startswith(f"popprof: error: {damaged}: the file is damaged before its end (not cut off)"), (
+        line
+    )
+    assert not out.exists()
+
+
 # --------------------------------------------------------------------------- scan
 
 

@@ -442,6 +442,34 @@ def check_nothing_after_json(tail: bytes, source: Path) -> None:
         )
 
 
+def first_damage(source: Path) -> tuple[int, int, int, str] | None:
+    """Where the JSON of ``source`` is first invalid: (byte, line, column, the parser's message), as the trace
+    reader finds it (:func:`popprof.readers.chrome.parse.first_invalid_byte`, one pass of yajl); None when it
+    parses to its end (a file cut off is :func:`check_nothing_after_json`'s to refuse) or is valid up to text
+    after its value (yajl's 'trailing garbage': the JSON guard's ``text follows the JSON value`` names it)."""
+    from ..readers.chrome.parse import first_invalid_byte
+
+    where = first_invalid_byte(source)
+    return None if where is None or "trailing garbage" in where[3] else where
+
+
+def damaged_trace(source: Path, where: tuple[int, int, int, str]):
+    """The one line (exit 2) for a trace damaged before its end (bytes flipped), in the trace reader's words
+    (``the file is damaged before its end``): redacting it would copy the damage into the output, and its leak
+    scan would judge strings the damage made, so it is refused whatever the policy."""
+    from ..io.jsonwords import DAMAGED_HINT
+    from ..model.errors import InputError
+
+    offset, line, column, message = where
+    of = "of the decompressed JSON" if is_gzip(source) else "of the file"
+    return InputError(
+        source,
+        f"the file is damaged before its end (not cut off): invalid JSON at line {line:,}, column {column:,} "
+        f"(byte {offset:,} {of}): {message.rstrip('.')}; it would not be redacted",
+        DAMAGED_HINT,
+    )
+
+
 def _check_length(longest: int, limit: int, source: Path) -> None:
     if longest > limit:
         raise limits.string_too_long(source, longest)
