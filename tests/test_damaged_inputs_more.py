@@ -471,3 +471,20 @@ def test_store_reads_check_each_file_once_and_again_when_it_changes(capsys, tmp_
     assert (
         verified.check(location, [f for f in files if not f.startswith("tables/events/")]) == len(files) - 2
     )
+
+
+def test_a_trace_with_a_bracket_flipped_mid_file_is_damaged_not_text_after_it(capsys, tmp_path):
+    """A '{' flipped in the middle of a trace closed the JSON guard's count of brackets early: the reader said
+    'text follows the JSON value at byte 305,587 (an appended log line, ...)': remove what follows, at the end
+    of a file nothing was appended to. Where the JSON is first invalid is the damage to name."""
+    data = gzip.decompress((REAL / "traces" / "hta_simple_add.json.gz").read_bytes())
+    at = 82_427
+    assert data[at : at + 2] == b" {"
+    damaged = tmp_path / "trace.json"
+    damaged.write_bytes(data[:at] + b"\xdf\x84" + data[at + 2 :])
+    line = _one_error(capsys, "tables", damaged)
+    assert line == (
+        f"popprof: error: {damaged}: the file is damaged before its end (not cut off): invalid JSON at line 2,668, "
+        "column 12 (byte 82,427 of the file): lexical error: invalid char in json text. (the file may be damaged; "
+        "write it again)"
+    ), line
