@@ -289,6 +289,7 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
     """The redaction of a trace into ``out`` and, with ``sensitive``, its leak scan (``loaded``: the detector)."""
     from ..io.progress import progress
     from .chrome import (
+        NOT_JSON,
         check_strings,
         damaged_trace,
         first_damage,
@@ -322,9 +323,9 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
                 # so too; the damage, where the JSON is first invalid, is the cause to name
                 if sensitive is not None:
                     sensitive.result()
-                    where = sensitive.damage
-                else:
-                    where = None  # checked above
+                where = sensitive.damage if sensitive is not None else None
+                if where is None:
+                    where = first_damage(source, locate=True)
                 if where is not None:
                     raise damaged_trace(source, where) from None
                 raise
@@ -332,14 +333,22 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
             strings = collector.close()
             loaded.result()
             found = sensitive.result()
-            if sensitive.damage is not None:  # before the scan: never a leak blamed on the policy
-                raise damaged_trace(source, sensitive.damage)
+            where = sensitive.damage  # text that is not UTF-8
+            if where is None and strings is not None and NOT_JSON in strings:  # text outside strings not JSON
+                where = first_damage(source, locate=True)
+            # before the scan: never a leak blamed on the policy, never invalid JSON out
+            if where is not None:
+                raise damaged_trace(source, where)
             scanner = Scanner(found)
             if strings is None:  # the output scan's process failed: read the written file instead
                 scan_chrome(tmp, scanner, place=out.name)
             else:
                 check_strings(strings, scanner, set(), out.name)
             if not scanner.result.passed:
+                # a leak in the output of an input valid as UTF-8: damage that kept it so (a '{' read as 'ń')
+                # is the cause to name, never the policy
+                if (where := first_damage(source, locate=True)) is not None:
+                    raise damaged_trace(source, where)
                 locate_in_trace(tmp, dict(scanner.hits), scanner.result)
                 raise LeakError(scanner.result)
             result = scanner.result

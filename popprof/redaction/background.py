@@ -81,7 +81,8 @@ def _answer(send, compute: Callable[[], object]) -> None:
 
 
 def _damage(source: Path, kind: str) -> tuple[int, int, int, str] | None:
-    """Where the JSON of a Chrome trace is first invalid (None for other kinds, or JSON valid to its end)."""
+    """Where the JSON of a Chrome trace is first invalid, when its text is not UTF-8 (None for other kinds, or
+    none found: :func:`.chrome.first_damage`)."""
     from .chrome import first_damage
 
     return first_damage(source) if kind == "chrome" else None
