@@ -143,6 +143,16 @@ def test_redact_of_a_trace_with_bytes_flipped_mid_file_says_it_is_damaged_or_red
         line
     )
     assert not out.exists()
+    # gzip-compressed, into a .gz output: where in the decompressed JSON
+    packed = tmp_path / "trace.json.gz"
+    packed.write_bytes(gzip.compress(data[:76_413] + b"\x84\x84" + data[76_415:]))
+    line = _one_error(capsys, "redact", packed, "-o", tmp_path / "shared.json.gz")
+    assert line.startswith(
+        f"popprof: error: {packed}: the file is damaged before its end (not cut off): invalid JSON at line 2,474, "
+        "column 69 (byte 76,413 of the decompressed JSON): lexical error: invalid bytes in UTF8 string; it would "
+        "not be redacted"
+    ), line
+    assert not (tmp_path / "shared.json.gz").exists() and not list(tmp_path.glob(".*"))
 
 
 # --------------------------------------------------------------------------- scan
