@@ -89,6 +89,72 @@ def test_redact_of_a_trace_cut_off_does_not_blame_text_after_it(capsys, tmp_path
     assert _digest(cut) == before
 
 
+def test_redact_of_a_trace_with_bytes_flipped_mid_file_says_it_is_damaged_or_redacts_it(
+    capsys, tmp_path, monkeypatch
+):
+    """Two bytes flipped at offsets through the middle of a real trace: the redaction copied the damage into
+    invalid JSON with a clean scan (exit 0), failed its leak scan blaming the policy (a '::{' made ':ń' kept a
+    C++ name as public), or said 'text follows the JSON value' (a flipped '{'). Each is now refused, exit 2,
+    in the reader's words (where the JSON is first invalid), nothing written, the input untouched; or, when
+    the flipped bytes still make valid JSON, redacted into valid JSON with a clean scan."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    data = gzip.decompress((REAL / "traces" / "hta_simple_add.json.gz").read_bytes())
+    # 76,413 (a string's bytes no longer UTF-8), 82,427 (a '{' flipped), 188,060 (valid UTF-8: 'ń'), then a
+    # sweep through the middle
+    offsets = [76_413, 82_427, 188_060, *range(len(data) // 4, 3 * len(data) // 4, len(data) // 23)]
+    outcomes = {}
+    for at in offsets:
+        flipped = data[:at] + bytes(b ^ 0xFF for b in data[at : at + 2]) + data[at + 2 :]
+        damaged = tmp_path / "trace.json"
+        damaged.write_bytes(flipped)
+        out = tmp_path / "shared.json"
+        code = main(["-q", "redact", str(damaged), "-o", str(out)])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err and "policy" not in captured.err, (at, captured.err)
+        assert damaged.read_bytes() == flipped and not list(tmp_path.glob(".*")), at
+        if code == 0:
+            assert captured.err == "", (at, captured.err)
+            json.loads(out.read_bytes())  # valid JSON, scanned clean
+            out.unlink()
+            outcomes[at] = "redacted"
+            continue
+        assert code == 2 and not out.exists(), (at, code, captured.err)
+        # where the JSON is first invalid: the first flipped byte, or the second (the first a valid lead byte)
+        expected = []
+        for bad in (at, at + 1):
+            line_no = data[:bad].count(b"\n") + 1
+            column = bad - data.rfind(b"\n", 0, bad)
+            expected.append(
+                f"popprof: error: {damaged}: the file is damaged before its end (not cut off): invalid JSON at "
+                f"line {line_no:,}, column {column:,} (byte {bad:,} of the file): lexical error: "
+            )
+        lines = captured.err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(tuple(expected)), (at, captured.err)
+        assert captured.err.rstrip().endswith(
+            "; it would not be redacted (the file may be damaged; write it again)"
+        )
+        outcomes[at] = "damaged"
+    assert outcomes[76_413] == outcomes[82_427] == "damaged" and outcomes[188_060] == "redacted", outcomes
+    assert list(outcomes.values()).count("damaged") >= len(offsets) // 2, outcomes
+    # without the scan (no helper process to find the damage): the same line
+    damaged.write_bytes(data[:76_413] + b"\x84\x84" + data[76_415:])
+    line = _one_error(capsys, "redact", damaged, "-o", out, "--no-scan")
+    assert line.startswith(f"popprof: error: {damaged}: the file is damaged before its end (not cut off)"), (
+        line
+    )
+    assert not out.exists()
+    # gzip-compressed, into a .gz output: where in the decompressed JSON
+    packed = tmp_path / "trace.json.gz"
+    packed.write_bytes(gzip.compress(data[:76_413] + b"\x84\x84" + data[76_415:]))
+    line = _one_error(capsys, "redact", packed, "-o", tmp_path / "shared.json.gz")
+    assert line.startswith(
+        f"popprof: error: {packed}: the file is damaged before its end (not cut off): invalid JSON at line 2,474, "
+        "column 69 (byte 76,413 of the decompressed JSON): lexical error: invalid bytes in UTF8 string; it would "
+        "not be redacted"
+    ), line
+    assert not (tmp_path / "shared.json.gz").exists() and not list(tmp_path.glob(".*"))
+
+
 # --------------------------------------------------------------------------- scan
 
 
@@ -339,3 +405,96 @@ def _two_ranks_with_rank_1_cut(tmp_path: Path) -> tuple[Path, Path]:
     data = gzip.decompress(rank.read_bytes())
     rank.write_bytes(gzip.compress(data[: len(data) // 2]))
     return run, rank
+
+
+def _damaged_line(path: Path) -> str:
+    return f"popprof: error: {path}: damaged store file: a data page fails its checksum: changed since it was written"
+
+
+def test_store_queries_refuse_a_byte_flipped_in_the_files_they_read(capsys, tmp_path):
+    """DuckDB reads Parquet without checking page checksums: a byte flipped in an events page gave other start
+    times from ``store query`` (exit 0), one in the metrics' names a bare 'SQL error: ... ZSTD Decompression
+    failure' blaming the query, one in the catalogue DuckDB's 'Could not read enough bytes'. Each read now checks
+    the pages of the files it reads first: one line naming the file and ``store fsck``, exit 2. ``store ls``
+    reads the catalogue only, ``trend`` the catalogue and the metrics: damage elsewhere is not theirs to see."""
+    import shutil
+
+    base = _store_of_bert(tmp_path, capsys)
+    sql = "SELECT count(*) AS n, sum(start_us) AS s FROM events"
+    assert main(["store", "query", "--format", "json", str(base), sql]) == 0
+    sound = json.loads(capsys.readouterr().out)
+    cases = [
+        ("tables/events", "start_us", False),
+        ("metrics", "name", True),
+        ("runs", "content_sha256", True),
+    ]
+    for kind, column, dictionary in cases:
+        store = tmp_path / ("copy-" + kind.replace("/", "-"))
+        shutil.copytree(base, store)
+        (file,) = (store / kind).glob("month=*/*.parquet")
+        _flip_in_column(file, column, dictionary)
+        before = _digest(file)
+        readers = {
+            "query": ["store", "query", "--format", "json", store, sql],
+            "trend": ["trend", store, "trace.device_idle_us"],
+            "ls": ["store", "ls", store],
+        }
+        reads = {
+            "tables/events": ("query",),
+            "metrics": ("query", "trend"),
+            "runs": ("query", "trend", "ls"),
+        }[kind]
+        for name, args in readers.items():
+            if name in reads:
+                line = _one_error(capsys, *args)
+                assert line.startswith(_damaged_line(file)), (kind, name, line)
+                assert line.endswith("(popprof store fsck lists the files it cannot read)"), line
+            else:
+                assert main([str(a) for a in args]) == 0, (kind, name)
+                out = capsys.readouterr().out
+                if name == "query":
+                    assert json.loads(out) == sound, out
+        assert _digest(file) == before
+
+
+def test_store_reads_check_each_file_once_and_again_when_it_changes(capsys, tmp_path):
+    """The files whose pages passed are recorded by name, size, modification time and inode
+    (``cache/verified.parquet``): the next read checks none of them again, a file changed since is checked
+    again (and refused when damaged), and a deleted record only means the next read checks them all again."""
+    from popprof.store import verified
+    from popprof.store.layout import Location
+
+    store = _store_of_bert(tmp_path, capsys)
+    location = Location.of(store)
+    files = sorted(p.relative_to(store).as_posix() for p in store.glob("*/**/month=*/*.parquet"))
+    assert len(files) >= 3
+    assert verified.check(location, files) == len(files)
+    assert (store / verified.VERIFIED).is_file()
+    assert verified.check(location, files) == 0  # one stat each
+    (events,) = (store / "tables" / "events").glob("month=*/*.parquet")
+    _flip_in_column(events, "start_us")
+    with pytest.raises(popprof.InputError, match="damaged store file: a data page fails its checksum"):
+        verified.check(location, files)
+    (store / verified.VERIFIED).unlink()
+    assert main(["store", "ls", str(store)]) == 0  # the catalogue's pages only
+    capsys.readouterr()
+    assert (
+        verified.check(location, [f for f in files if not f.startswith("tables/events/")]) == len(files) - 2
+    )
+
+
+def test_a_trace_with_a_bracket_flipped_mid_file_is_damaged_not_text_after_it(capsys, tmp_path):
+    """A '{' flipped in the middle of a trace closed the JSON guard's count of brackets early: the reader said
+    'text follows the JSON value at byte 305,587 (an appended log line, ...)': remove what follows, at the end
+    of a file nothing was appended to. Where the JSON is first invalid is the damage to name."""
+    data = gzip.decompress((REAL / "traces" / "hta_simple_add.json.gz").read_bytes())
+    at = 82_427
+    assert data[at : at + 2] == b" {"
+    damaged = tmp_path / "trace.json"
+    damaged.write_bytes(data[:at] + b"\xdf\x84" + data[at + 2 :])
+    line = _one_error(capsys, "tables", damaged)
+    assert line == (
+        f"popprof: error: {damaged}: the file is damaged before its end (not cut off): invalid JSON at line 2,668, "
+        "column 12 (byte 82,427 of the file): lexical error: invalid char in json text. (the file may be damaged; "
+        "write it again)"
+    ), line

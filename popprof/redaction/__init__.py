@@ -288,8 +288,18 @@ def _redact_chrome_with(source: Path, out: Path, redactor: Redactor, gz: bool, s
 def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sensitive, collector, loaded):
     """The redaction of a trace into ``out`` and, with ``sensitive``, its leak scan (``loaded``: the detector)."""
     from ..io.progress import progress
-    from .chrome import check_strings, locate_in_trace, redact_chrome, scan_chrome
+    from .chrome import (
+        NOT_JSON,
+        check_strings,
+        damaged_trace,
+        first_damage,
+        locate_in_trace,
+        redact_chrome,
+        scan_chrome,
+    )
 
+    if sensitive is None and (where := first_damage(source)) is not None:  # --no-scan: no helper looks
+        raise damaged_trace(source, where)
     result = None
     with atomic_path(out) as tmp:
         with progress("redacting trace", total=source.stat().st_size) as advance:
@@ -308,15 +318,37 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
                 raise InputError(
                     source, f"corrupt or truncated gzip data ({exc})", "re-copy the file; it may be truncated"
                 ) from None
+            except InputError:
+                # text after the JSON value, or no closing bracket: a bracket flipped inside the file reads
+                # so too; the damage, where the JSON is first invalid, is the cause to name
+                if sensitive is not None:
+                    sensitive.result()
+                where = sensitive.damage if sensitive is not None else None
+                if where is None:
+                    where = first_damage(source, locate=True)
+                if where is not None:
+                    raise damaged_trace(source, where) from None
+                raise
         if sensitive is not None:
             strings = collector.close()
             loaded.result()
-            scanner = Scanner(sensitive.result())
+            found = sensitive.result()
+            where = sensitive.damage  # text that is not UTF-8
+            if where is None and strings is not None and NOT_JSON in strings:  # text outside strings not JSON
+                where = first_damage(source, locate=True)
+            # before the scan: never a leak blamed on the policy, never invalid JSON out
+            if where is not None:
+                raise damaged_trace(source, where)
+            scanner = Scanner(found)
             if strings is None:  # the output scan's process failed: read the written file instead
                 scan_chrome(tmp, scanner, place=out.name)
             else:
                 check_strings(strings, scanner, set(), out.name)
             if not scanner.result.passed:
+                # a leak in the output of an input valid as UTF-8: damage that kept it so (a '{' read as 'ń')
+                # is the cause to name, never the policy
+                if (where := first_damage(source, locate=True)) is not None:
+                    raise damaged_trace(source, where)
                 locate_in_trace(tmp, dict(scanner.hits), scanner.result)
                 raise LeakError(scanner.result)
             result = scanner.result

@@ -80,12 +80,20 @@ def _answer(send, compute: Callable[[], object]) -> None:
         send.close()
 
 
+def _damage(source: Path, kind: str) -> tuple[int, int, int, str] | None:
+    """Where the JSON of a Chrome trace is first invalid, when its text is not UTF-8 (None for other kinds, or
+    none found: :func:`.chrome.first_damage`)."""
+    from .chrome import first_damage
+
+    return first_damage(source) if kind == "chrome" else None
+
+
 def _derive_child(send, source: Path, kind: str, keep) -> None:
     _background()
 
     def state() -> tuple:
         found = derive(source, kind, keep)
-        return found.strings, found.wholes, found.words, found.exempt
+        return found.strings, found.wholes, found.words, found.exempt, _damage(source, kind)
 
     _answer(send, state)
 
@@ -100,6 +108,8 @@ class Derivation:
         keep: Callable[[str], bool] | None = None,
     ) -> None:
         self.args = (source, kind, keep)
+        #: Where a Chrome trace's JSON is first invalid (:func:`.chrome.first_damage`), once :meth:`result` is in
+        self.damage: tuple[int, int, int, str] | None = None
         self.process = self.receive = None
         context = _fork_context()
         if context is None:
@@ -113,7 +123,8 @@ class Derivation:
             self.process = self.receive = None
 
     def result(self) -> SensitiveSet:
-        """The sensitive set of the original (waits for the process; derives here if it failed)."""
+        """The sensitive set of the original (waits for the process; derives here if it failed), and
+        :attr:`damage` set."""
         state = None
         if self.process is not None:
             try:
@@ -122,9 +133,10 @@ class Derivation:
                 state = None
             self.cancel()
         if state is None:
+            self.damage = _damage(*self.args[:2])
             return derive(*self.args)
         found = SensitiveSet(self.args[2])
-        found.strings, found.wholes, found.words, found.exempt = state
+        found.strings, found.wholes, found.words, found.exempt, self.damage = state
         return found
 
     def cancel(self) -> None:

@@ -54,9 +54,11 @@ _GENERATED = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+")
 _NUMBER_LITERAL = re.compile(
     r"(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]{1,16})(?:u|ul|ull|l|ll|f|U|UL|ULL|L|LL|F)?"
 )
-_CPP_CHARS = re.compile(r"[\w:<>()\[\],*& #{}~.+\-!]+")
+# ASCII only: with Unicode's \w a letter such as 'ń' passed the character check yet matched no token (not an
+# identifier's start, not [^\w]), so 'ńlambda' was kept as the public 'lambda' and the leak scan failed
+_CPP_CHARS = re.compile(r"[\w:<>()\[\],*& #{}~.+\-!]+", re.ASCII)
 _SIGNATURE_TOKEN = re.compile(
-    r"(?P<num>\d[\w.]*)|(?P<anon>\(anonymous namespace\))|(?P<ident>[A-Za-z_]\w*)|(?P<other>[^\w])"
+    r"(?P<num>\d[\w.]*)|(?P<anon>\(anonymous namespace\))|(?P<ident>[A-Za-z_]\w*)|(?P<other>[^\w])", re.ASCII
 )
 _VERTEX = re.compile(r"(?P<name>[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*(?:<(?P<args>.*)>)?")
 _NUMBERED_NODE = re.compile(r"([A-Za-z]\w*Backward)[1-9]")

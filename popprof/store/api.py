@@ -63,16 +63,19 @@ class Store:
         *,
         kinds: Sequence[str] | None = None,
         skip: Set[str] = frozenset(),
+        verify: bool = True,
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection (new, or ``con``) with the store's views created on it (of every kind, or of
-        ``kinds`` such as ``["metrics"]``; ``runs`` always; ``skip``: store files left out)."""
+        ``kinds`` such as ``["metrics"]``; ``runs`` always; ``skip``: store files left out). With ``verify``
+        the page checksums of the files read are checked first, once per file (a damaged file: InputError,
+        exit 2; :mod:`popprof.store.verified`)."""
         import duckdb
 
         from .engine_duckdb import create_views
 
         con = duckdb.connect(":memory:") if con is None else con
         self._attach_filesystem(con)
-        create_views(con, self.location, kinds, skip)
+        create_views(con, self.location, kinds, skip, verify)
         return con
 
     def frame(

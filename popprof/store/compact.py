@@ -49,7 +49,7 @@ def compact(store: str | os.PathLike[str], *, before: str | None = None, migrate
     location = Location.of(store)
     read_descriptor(location)
     before = check_month(before) if before is not None else month_of(dt.datetime.now(dt.UTC))
-    con = Store(location).duckdb()
+    con = Store(location).duckdb(verify=False)  # the months compacted are checked page by page below
     done = []
     try:
         with readable(location):
@@ -166,7 +166,7 @@ def fsck(
     unreadable = _unreadable(location, problems)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the links are reported above
-        con = Store(location).duckdb(skip=unreadable)
+        con = Store(location).duckdb(skip=unreadable, verify=False)  # every page checked above
     try:
         with readable(location):
             # the ingest of an unreadable catalogue file (in its name) owns its files still

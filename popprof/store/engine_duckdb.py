@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 
 import duckdb
 
@@ -88,9 +88,14 @@ def create_views(
     location: Location,
     only: Sequence[str] | None = None,
     skip: Set[str] = frozenset(),
+    verify: bool = True,
 ) -> list[str]:
     """Create the raw relations and views of every kind (or of ``only``, with ``runs`` always) on ``con``;
     returns the view names. ``skip``: store files left out (``fsck`` reads around the unreadable ones).
+
+    With ``verify`` (the default) the page checksums of the files DuckDB will read are checked first, once per
+    file (:mod:`.verified`): a damaged file is one InputError naming it. ``fsck`` and ``compact``, which check
+    every page of the files they judge themselves, pass False.
 
     The catalogue's rows and the live ingests are read once into temporary tables; a kind without files
     gets an empty view of its declared columns (nothing to bind against the files). A file that cannot be
@@ -98,20 +103,27 @@ def create_views(
     Symbolic links are never read (:meth:`Location.files`); a warning says how many were left out.
     """
     with readable(location):
-        return _create_views(con, location, only, skip)
+        return _create_views(con, location, only, skip, verify)
 
 
-def _read_catalogue(con: duckdb.DuckDBPyConnection, location: Location, files: list[str]) -> None:
+def _read_catalogue(
+    con: duckdb.DuckDBPyConnection,
+    location: Location,
+    files: list[str],
+    verify: Callable[[list[str]], object],
+) -> None:
     """The raw catalogue relation as a temporary table: the catalogue is small (a row per ingest) but may be
     thousands of files, read once here for the live ingests, the ``runs`` view and every other view (as a
     view, each of them scanned every catalogue file again). The rows of the files the catalogue cache covers
     come from it (:mod:`.catalogue_cache`); the others are read, and the cache rewritten when they were many
-    (or it held many rows of files gone or changed)."""
+    (or it held many rows of files gone or changed). ``verify`` is called with the catalogue files to be read
+    first (the cache's rows were read from files that passed it, and its own pages are checked)."""
     from . import catalogue_cache
 
     found = catalogue_cache.stats(location, files) if location.local else {}
     hits, stale = catalogue_cache.covered(location, files, found)
     rest = sorted(set(files) - set(hits))
+    verify(rest)
     con.execute(f"CREATE TEMP TABLE {raw_name('runs')} AS {raw_sql(location, 'runs', bool(rest), rest)}")
     if hits:
         con.execute(
@@ -123,10 +135,17 @@ def _read_catalogue(con: duckdb.DuckDBPyConnection, location: Location, files: l
 
 
 def _create_views(
-    con: duckdb.DuckDBPyConnection, location: Location, only: Sequence[str] | None, skip: Set[str]
+    con: duckdb.DuckDBPyConnection,
+    location: Location,
+    only: Sequence[str] | None,
+    skip: Set[str],
+    verify: bool,
 ) -> list[str]:
+    from . import verified
+
     wanted = ["runs", *[k for k in (only or kinds()) if k != "runs"]]
     present = present_kinds(location, wanted, skip)
+    others = [rel for kind, files in present.items() if kind != "runs" for rel in files]
     if location.skipped:
         warnings.warn(
             f"{location.root}: {plural(len(location.skipped), 'symbolic link')} in the store not read "
@@ -138,7 +157,13 @@ def _create_views(
     # change the setting (and draws none)
     with contextlib.suppress(duckdb.Error):
         con.execute("SET enable_progress_bar = false")
-    _read_catalogue(con, location, present.get("runs", []))
+    # one check (and one write of its record) for the catalogue files read and every other kind's files
+    _read_catalogue(
+        con,
+        location,
+        present.get("runs", []),
+        lambda rest: verified.check(location, rest + others) if verify else 0,
+    )
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
     for kind in wanted:

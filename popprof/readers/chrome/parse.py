@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ...io.bounded import TextAfterJson
 from ...io.files import is_gzip, open_binary, open_json
 from ...io.heap import release_free_memory
 from .columns import Parsed
@@ -170,6 +171,37 @@ def parse_file(
     :class:`~popprof.io.files.ChangedWhileRead` at the next read. Without ``flows`` flows are counted only.
     A ``.json.gz`` cut off reads as the same trace cut off uncompressed: the events before the cut, and the
     truncation warning (``cut_off_ends``; docs/readers.md)."""
+    try:
+        return _parse_file(path, prefix, with_args, before, flows, plan)
+    except TextAfterJson:
+        # the JSON guard counts brackets only: a bracket flipped inside the file closes its value early and
+        # leaves the rest as 'text after it'; where yajl first finds the JSON invalid tells the two apart
+        where = first_invalid_byte(path)
+        if where is None or "trailing garbage" in where[3]:
+            raise
+        from ...io.jsonwords import DAMAGED_HINT
+        from ...model.errors import InputError
+
+        raise InputError(
+            path, f"the file is damaged before its end (not cut off): {_where(path, where)}", DAMAGED_HINT
+        ) from None
+
+
+def _where(path: Path, where: tuple[int, int, int, str]) -> str:
+    """``invalid JSON at line L, column C (byte B of the file): MESSAGE`` of :func:`first_invalid_byte`."""
+    offset, line, column, message = where
+    text = "of the decompressed JSON" if is_gzip(path) else "of the file"
+    return f"invalid JSON at line {line:,}, column {column:,} (byte {offset:,} {text}): {message}"
+
+
+def _parse_file(
+    path: Path,
+    prefix: str,
+    with_args: bool,
+    before: tuple | None,
+    flows: bool,
+    plan: Plan | None,
+) -> tuple[Parsed, Plan]:
     plan = plan or Plan("orjson" if with_args else "arrow", 1)
     if plan.framed:
         try:
@@ -201,9 +233,7 @@ def read_problem(path: Path, error: str) -> tuple[str, str]:
     where = first_invalid_byte(path) if "JSONError" in error else None
     if where is None:
         return ("truncated" if _ENDS_INSIDE_AN_EVENT in error else "damaged"), error
-    offset, line, column, message = where
-    text = "of the decompressed JSON" if is_gzip(path) else "of the file"
-    return "damaged", f"invalid JSON at line {line:,}, column {column:,} (byte {offset:,} {text}): {message}"
+    return "damaged", _where(path, where)
 
 
 def first_invalid_byte(path: Path) -> tuple[int, int, int, str] | None:
