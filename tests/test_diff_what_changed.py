@@ -211,17 +211,33 @@ def test_ipu_pair_exit_code_and_text(ipu, capsys) -> None:
     assert "    +17,810  grown  encoder/layer_10/intermediate/Add_383/ExchangePre" in out
 
 
-def test_runs_compared_per_run_are_not_explained_from_totals(ipu) -> None:
+def test_runs_compared_per_run_are_explained_per_run(ipu) -> None:
+    """Two runs against the first of them alone: the diff compares the execution figures per run, and the
+    account's rows follow (each side's account divided by its runs, recomputed here from each side's own
+    account), so the block explains the change of the mean run, not of the total."""
+    from popprof.metrics.account import account_parts
+
     base, _, _ = ipu
     one_run = base.copy()
     one_run.set_table("steps", base.steps[base.steps["run"] == 0].reset_index(drop=True))
     one_run.set_table("runs", base.runs[base.runs["run"] == 0].reset_index(drop=True))
     result = popprof.diff(base, one_run)
     assert result.basis["execution"].per == "run"
+    old, new = account_parts(base), account_parts(one_run)
+    rows = result.metrics.set_index("name")
+    for key in old:
+        assert rows.loc[f"account.{key}", "base"] == pytest.approx(old[key] / 2)
+        assert rows.loc[f"account.{key}", "new"] == pytest.approx(new[key])
     doc = what_changed(result)
-    assert not doc["available"] and "different numbers of runs (base 2, new 1)" in doc["reason"]
+    assert doc["available"] and doc["basis"] == "per run"
+    window = new["window_us"] - old["window_us"] / 2
+    assert doc["window"]["change_us"] == pytest.approx(window)
+    assert sum(p["change_us"] for p in doc["parts"]) + doc["rest_us"] == pytest.approx(window)
+    top = max(old, key=lambda k: abs(new[k] - old[k] / 2) if k != "window_us" else -1)
+    assert doc["parts"][0]["part"] + "_us" == top
     text = render_text(result)
-    assert "What changed: not explained here: the sides ran different numbers of runs" in _flat(text)
+    assert "What changed (the time account: device windows summed over devices, per run)" in text
+    assert "not explained here" not in text
 
 
 def test_the_same_profile_has_no_material_change(ipu) -> None:
@@ -363,3 +379,25 @@ def test_the_noise_floor() -> None:
     assert noise_floor(274_498.0) == 1.0
     assert noise_floor(50.0) == pytest.approx(0.5)
     assert noise_floor(0.0) == 1.0
+
+
+def test_account_rows_follow_their_platforms_basis() -> None:
+    """A GPU account's rows divide by the steps (the trace family), an IPU account's by the runs."""
+    from popprof.compare.basis import Basis, account_family, normalise
+
+    gpu = {"account.window_us": 100.0, "account.idle_host_us": 10.0, "trace.span_us": 50.0}
+    ipu = {"account.window_us": 100.0, "account.exchange_us": 20.0, "execution.total_cycles": 400.0}
+    assert account_family(gpu) == "trace" and account_family(ipu) == "execution"
+    bases = {"trace": Basis("trace", "profiler step", 5, 2), "execution": Basis("execution", "run", 4, 1)}
+    assert normalise(gpu, bases, "base") == {
+        "account.window_us": 20.0,
+        "account.idle_host_us": 2.0,
+        "trace.span_us": 10.0,
+    }
+    assert normalise(ipu, bases, "base") == {
+        "account.window_us": 25.0,
+        "account.exchange_us": 5.0,
+        "execution.total_cycles": 100.0,
+    }
+    totals = {"trace": Basis("trace", None, 2, 2)}
+    assert normalise(gpu, totals, "base") == gpu

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..metrics.account import GPU_PARTS, IPU_PARTS
 from ..model.profile import Profile
 
 #: Per family: the metric giving the number of iterations, its unit, and the metrics that add up over them
@@ -61,6 +62,19 @@ AS_TOTALS: dict[str, str] = {
         "trace.profiler_step_count"
     ),
 }
+
+
+#: The time account's rows (``account.<part>_us``, ``account.window_us``) add up over the steps of a GPU trace
+#: and over the runs of an IPU profile: they follow the basis of the family of the account's platform
+#: (:func:`account_family`), not a family of their own (a GPU diff says nothing of runs).
+ACCOUNT_PREFIX = "account."
+_IPU_ONLY_PARTS = frozenset(f"{ACCOUNT_PREFIX}{p}_us" for p in IPU_PARTS if p not in GPU_PARTS)
+
+
+def account_family(values: dict[str, float | None]) -> str:
+    """The family whose basis the account's rows of one side follow: ``execution`` for an IPU account (one of
+    the parts only an IPU has, ``account.exchange_us``, has a value), else ``trace``."""
+    return "execution" if any(values.get(name) is not None for name in _IPU_ONLY_PARTS) else "trace"
 
 
 def totals_notes(bases: dict[str, Basis], *sides: dict[str, float | None]) -> list[str]:
@@ -140,14 +154,18 @@ def _additive(name: str, additive: tuple[str, ...]) -> bool:
 
 
 def normalise(values: dict[str, float | None], bases: dict[str, Basis], side: str) -> dict[str, float | None]:
-    """``values`` with each additive figure divided by its family's divisor for ``side``."""
+    """``values`` with each additive figure divided by its family's divisor for ``side``; the time account's rows
+    by the divisor of the family of its platform (:func:`account_family`)."""
     out = dict(values)
     for family, basis in bases.items():
         divisor = basis.divisor(side)
         if divisor is None:
             continue
+        additive = FAMILIES[family][2]
+        if family == account_family(values):
+            additive = (*additive, ACCOUNT_PREFIX)
         for name, value in values.items():
-            if value is not None and _additive(name, FAMILIES[family][2]):
+            if value is not None and _additive(name, additive):
                 out[name] = value / divisor
     return out
 

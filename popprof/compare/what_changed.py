@@ -55,8 +55,9 @@ def what_changed(result: ProfileDiff) -> dict:
     sides), ``window`` (``base_us``, ``new_us``, ``change_us``, ``rel_change``), ``material`` (False: nothing
     moved beyond :func:`noise_floor`), ``noise_us`` (that floor), ``window_moved`` (the window's change is
     beyond it), ``platform`` (``gpu`` / ``ipu``), ``basis``
-    (``total``: the account's rows are totals; when the figures of its family, trace or execution, are compared
-    per step or run, the block is not available and says so), ``parts`` (each part that
+    (``total``, or ``per profiler step`` / ``per run`` when its platform's figures, trace or execution, are
+    compared per step or run: the account's rows are then per step or run, :func:`~.basis.normalise`),
+    ``parts`` (each part that
     moved beyond the floor, largest change first: ``part``, ``words``, ``base_us``, ``new_us``, ``change_us``,
     ``share_of_change``: its change over the window's, null when the window did not move beyond the floor,
     ``offsetting``: it moved against the window), ``rest_us`` (the summed change of the parts within the floor,
@@ -73,14 +74,7 @@ def what_changed(result: ProfileDiff) -> dict:
     platform = "ipu" if any(_metric(p) in rows.index for p in IPU_PARTS if p not in GPU_PARTS) else "gpu"
     names = IPU_PARTS if platform == "ipu" else GPU_PARTS
     basis = result.basis.get("execution" if platform == "ipu" else "trace")
-    if basis is not None and basis.per is not None:
-        return {
-            "available": False,
-            "reason": (
-                f"the sides ran different numbers of {basis.per}s (base {basis.base_count:,}, new "
-                f"{basis.new_count:,}) and the account's rows are totals, not per {basis.per}"
-            ),
-        }
+    per = basis.per if basis is not None else None  # the account's rows follow their platform's basis
     window_moved = abs(change_w) >= floor
     parts = []
     rest = 0.0
@@ -107,7 +101,7 @@ def what_changed(result: ProfileDiff) -> dict:
     return {
         "available": True,
         "platform": platform,
-        "basis": "total",
+        "basis": "total" if per is None else f"per {per}",
         "window": {
             "base_us": base_w,
             "new_us": new_w,

@@ -189,7 +189,8 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
             f"What changed: no material change in the time account (window {span}; no part moved by "
             f"{units.duration(doc['noise_us'])} or more)"
         ]
-    lines = ["What changed (the time account: device windows summed over devices)"]
+    per = "" if doc["basis"] == "total" else f", {doc['basis']}"
+    lines = [f"What changed (the time account: device windows summed over devices{per})"]
     if doc["window_moved"]:
         lines.append(
             f"  window {span}: {units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), "
