@@ -401,3 +401,22 @@ def test_account_rows_follow_their_platforms_basis() -> None:
     }
     totals = {"trace": Basis("trace", None, 2, 2)}
     assert normalise(gpu, totals, "base") == gpu
+
+
+def test_junit_failures_of_time_figures_say_what_changed(ipu) -> None:
+    """In CI, a failed time figure's JUnit failure carries the block (its details, not its one-line message);
+    a memory figure's does not."""
+    import xml.etree.ElementTree as ET
+
+    from popprof.compare import gate
+    from popprof.report.diff import render_junit, render_what_changed
+
+    base, new, _ = ipu
+    result = popprof.diff(base, new)
+    root = ET.fromstring(render_junit(result, gate(result)))
+    failures = {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+    block = "\n".join(render_what_changed(result))
+    cycles, memory = failures["execution.total_cycles"], failures["memory.always_live_bytes"]
+    assert cycles.text == cycles.get("message") + "\n\n" + block
+    assert "\n" not in cycles.get("message")
+    assert memory.text == memory.get("message") and "What changed" not in memory.text

@@ -546,6 +546,17 @@ def render_markdown(
 # -- JUnit --------------------------------------------------------------------
 
 
+#: the units of the figures whose gate failure carries "What changed" in its JUnit details (a time, the
+#: cycles of an IPU run, a share of the time)
+TIME_UNITS = frozenset({"us", "cycles", "share"})
+
+
+def _what_changed_lines(result: ProfileDiff) -> list[str]:
+    """The "What changed" block as text, when the account explains a material change; else none."""
+    doc = what_changed(result)
+    return render_what_changed(result) if doc["available"] and doc["material"] else []
+
+
 def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
     """JUnit XML document for one diff (see :func:`junit_suite`)."""
     return junit.render([junit_suite(result, gate_result)], _junit_root(gate_result is not None))
@@ -570,10 +581,19 @@ def junit_suite(
         by_metric: dict[str, list[str]] = {}
         for v in gate_result.violations.itertuples(index=False):
             by_metric.setdefault(v.metric, []).append(v.message)
+        units_of = dict(zip(result.metrics["name"], result.metrics["unit"], strict=True))
+        why: list[str] | None = None
         for c in gate_result.checks.itertuples(index=False):
             case = junit.Case(c.metric, suite_name)
             if c.result == "fail":
-                case.failure = junit.Failure("; ".join(by_metric.get(c.metric, [])), "budget")
+                message = "; ".join(by_metric.get(c.metric, []))
+                details = message
+                if (
+                    units_of.get(c.metric) in TIME_UNITS
+                ):  # a time figure: the failure says where the time went
+                    why = _what_changed_lines(result) if why is None else why
+                    details = "\n".join([message, "", *why]) if why else message
+                case.failure = junit.Failure(message, "budget", details)
             elif c.result == "gap":
                 reason = gate_result.gaps.loc[gate_result.gaps["metric"] == c.metric, "reason"]
                 text = f"gap: {reason.iloc[0] if len(reason) else 'missing'} (budget {c.budget})"
