@@ -12,6 +12,7 @@ Means, not the medians the change itself is of, so that the parts add up to the 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..compare.basis import FAMILIES, account_family, account_on_one_basis
@@ -54,11 +55,23 @@ def explain(store: Store, series: list[_Series], branch: str | None = None) -> N
     if not wanted:
         return
     profiles = {s.profile for s in wanted}
+    runs = sorted(
+        {
+            r
+            for s in wanted
+            for c in s.changes
+            for point in s.point_runs[c.before_from : c.after_to]
+            for r in point
+        }
+    )
     names = [*ACCOUNT_METRICS, *(count for count, _, _ in FAMILIES.values())]
-    frame = store.metric(names, profile=next(iter(profiles)) if len(profiles) == 1 else None, branch=branch)
+    profile = next(iter(profiles)) if len(profiles) == 1 else None
+    frame = store.metric(names, profile=profile, branch=branch, runs=runs)
     values: dict[tuple[str, str], dict[str, float | None]] = {}
-    for row in frame.itertuples(index=False):  # oldest first: a run stored again keeps its latest value
-        values.setdefault((str(row.profile), str(row.run_id)), {})[str(row.name)] = float(row.value)
+    if not frame.empty:  # oldest first: a run stored again keeps its latest value
+        table = frame.pivot_table(index=["profile", "run_id"], columns="name", values="value", aggfunc="last")
+        for key, row in zip(table.index, table.to_dict("records"), strict=True):
+            values[(str(key[0]), str(key[1]))] = {n: float(v) for n, v in row.items() if not math.isnan(v)}
     for s in wanted:
         for change in s.changes:
             before = [r for point in s.point_runs[change.before_from : change.index] for r in point]
