@@ -167,3 +167,27 @@ def test_runs_without_the_account_are_named_and_nothing_is_explained(tmp_path, c
     assert " ".join(" ".join(lines[at:]).split()) == (
         "time account: not explained: 3 of the 6 runs either side lack the time account (r1, r2, r3)"
     )
+
+
+def test_re_runs_of_a_commit_count_as_runs_of_their_level(tmp_path, capsys) -> None:
+    # commits c1 (2 runs), c2 | c3 (2 runs), c4: 4 points, 6 runs; a noisy series' far jump between c2 and c3
+    root = tmp_path / "store"
+    store.init(root)
+    runs = [("r1", "c1", MK2), ("r2", "c1", MK2), ("r3", "c2", MK2)]
+    runs += [("r4", "c3", MK2_V2), ("r5", "c3", MK2_V2), ("r6", "c4", MK2_V2)]
+    for day, (run_id, commit, source) in enumerate(runs, start=1):
+        store.add(
+            root, [source], run_id=run_id, commit=commit, time=f"2026-11-{day:02d}T00:00:00Z", profile="mk2"
+        )
+    stored = _stored(root)
+    code, out, err = run(capsys, "trend", root, "account.window_us", "--mode", "noisy", "--format", "json")
+    (series,) = json.loads(out)["series"]
+    assert series["mode"] == "noisy" and series["runs_per_point"] == [2, 1, 2, 1]
+    (change,) = series["changes"]
+    assert (change["before_from"], change["index"], change["after_to"]) == (0, 2, 4)
+    doc = change["what_changed"]
+    assert (doc["runs_before"], doc["runs_after"]) == (3, 3)
+    window = stored["account.window_us"]
+    assert doc["window"]["base_us"] == pytest.approx(window.loc[["r1", "r2", "r3"]].mean())
+    assert doc["window"]["new_us"] == pytest.approx(window.loc[["r4", "r5", "r6"]].mean())
+    assert [p["part"] for p in doc["parts"]] == ["exchange"]

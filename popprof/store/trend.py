@@ -14,6 +14,9 @@ run id of the commit's first run (so the point, and an acknowledgement of a chan
 re-runs come in); ``runs_per_point`` says how many runs each point holds. Runs without a commit are a point
 each.
 
+A change of a time metric is explained by the time account of the runs of the levels either side
+(:mod:`.trend_explain`: ``Change.what_changed``).
+
 A kept worsening beyond the budget is a *regression*; ``fail`` is true when one lies in the last ``recent``
 runs and is not acknowledged (``popprof trend ack``).
 """
