@@ -197,7 +197,10 @@ def collapse_reruns(group: pd.DataFrame) -> pd.DataFrame:
     first = by.head(1).set_index("_key")
     first["value"] = by["value"].median()
     first["runs_per_point"] = by.size()
-    first["point_runs"] = by["run_id"].agg(lambda ids: [str(i) for i in ids])
+    # each point's run ids in one numpy pass (a Python function per group was most of the collapse's time)
+    order = np.argsort(by.ngroup().to_numpy(), kind="stable")
+    ids = group["run_id"].astype(str).to_numpy()[order]
+    first["point_runs"] = [part.tolist() for part in np.split(ids, np.cumsum(first["runs_per_point"])[:-1])]
     return first.reset_index(drop=True)
 
 
