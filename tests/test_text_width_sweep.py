@@ -197,9 +197,15 @@ def test_store_ls_splits_into_tables_repeating_the_run_id(store: Path):
 
 
 def test_trend_wraps_and_abbreviates_a_range_of_40_digit_commits(store: Path):
-    metrics = ["execution.total_cycles", "memory.total_incl_gaps_bytes", "trace.device_idle_us"]
+    metrics = [
+        "execution.total_cycles",
+        "memory.total_incl_gaps_bytes",
+        "trace.device_idle_us",
+        "execution.total_time_us",  # explained by the time account under the change
+    ]
     text = _run("trend", "show", store, *metrics)
     _fits(text)
+    assert "    time account (mean of 1 run before and 1 after):" in text.splitlines()
     doc = json.loads(_run("trend", "show", store, *metrics, "--format", "json"))
     changes = [c for s in doc["series"] for c in s["changes"]]
     assert changes and all(c["bisect_from_commit"] == COMMIT_OLD for c in changes)

@@ -141,8 +141,33 @@ def choose(base: dict[str, float | None], new: dict[str, float | None]) -> dict[
         ):
             continue
         b, n = _whole(base.get(count_metric)), _whole(new.get(count_metric))
-        out[family] = Basis(family, unit if b and n and b != n else None, b, n)
+        out[family] = Basis(family, _per([b, n], unit), b, n)
     return out
+
+
+def _per(counts: list[int | None], unit: str) -> str | None:
+    """The basis of sides that ran ``counts`` iterations: per ``unit`` when every side has iterations and their
+    numbers differ; None (totals, like for like) when they are equal or one side's are unknown."""
+    return unit if all(counts) and len(set(counts)) > 1 else None
+
+
+def account_on_one_basis(
+    runs: list[dict[str, float | None]],
+) -> tuple[list[dict[str, float | None]], str | None]:
+    """The values of several runs of one platform with the time account's rows on one basis, as :func:`choose`
+    and :func:`normalise` put two sides': each run's rows divided by its own number of steps (GPU: profiler
+    steps) or runs (IPU), the count of the family of its account (:func:`account_family`), when the runs ran
+    different numbers; as totals when they ran the same. Returns the values and the basis (``profiler step``
+    / ``run``, or None for totals)."""
+    family = account_family(runs[0]) if runs else "trace"
+    count_metric, unit, _ = FAMILIES[family]
+    counts = [_whole(values.get(count_metric)) for values in runs]
+    per = _per(counts, unit)
+    if per is None:
+        return [dict(values) for values in runs], None
+    return [
+        normalise(v, {family: Basis(family, per, n, n)}, "new") for v, n in zip(runs, counts, strict=True)
+    ], per
 
 
 def _whole(value: float | None) -> int | None:

@@ -388,7 +388,7 @@ def _diff_metrics(
             status = "missing_new"
         else:
             abs_change = nv - bv
-            rel_change = _relative(bv, nv)
+            rel_change = relative(bv, nv)
             if status is None:
                 status = "unchanged" if _same(bv, nv, m.unit if m else "") else "changed"
             if status != "unchanged" and better in ("lower", "higher"):
@@ -460,7 +460,8 @@ def _same(a: float, b: float, unit: str = "") -> bool:
     return a == b or math.isclose(a, b, rel_tol=1e-12, abs_tol=tolerance)
 
 
-def _relative(base: float, new: float) -> float:
+def relative(base: float, new: float) -> float:
+    """The relative change from ``base`` to ``new`` (0 when both are 0; infinite, signed, growth from 0)."""
     if base == 0:
         return 0.0 if new == 0 else math.copysign(math.inf, new)
     return (new - base) / abs(base)

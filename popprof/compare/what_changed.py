@@ -17,7 +17,8 @@ import math
 import pandas as pd
 
 from ..metrics.account import BUSY_PARTS, CATEGORY_PARTS, GPU_PARTS, IPU_PARTS, PART_WORDS, PARTS
-from .core import COMPARED, MIXED, ProfileDiff
+from .basis import ACCOUNT_PREFIX, account_family
+from .core import COMPARED, MIXED, ProfileDiff, relative
 
 #: A change under both of these is noise: no material change (1 us absolute, 1 % of the base window).
 NOISE_US = 1.0
@@ -50,39 +51,31 @@ def _finite(value: object) -> float | None:
     return number if number is not None and math.isfinite(number) else None
 
 
-def what_changed(result: ProfileDiff) -> dict:
-    """The headline of ``result``: ``available`` (False with a ``reason`` when the account is not on both
-    sides), ``window`` (``base_us``, ``new_us``, ``change_us``, ``rel_change``), ``material`` (False: nothing
-    moved beyond :func:`noise_floor`), ``noise_us`` (that floor), ``window_moved`` (the window's change is
-    beyond it), ``platform`` (``gpu`` / ``ipu``), ``basis``
-    (``total``, or ``per profiler step`` / ``per run`` when its platform's figures, trace or execution, are
-    compared per step or run: the account's rows are then per step or run, :func:`~.basis.normalise`),
-    ``parts`` (each part that
-    moved beyond the floor, largest change first: ``part``, ``words``, ``base_us``, ``new_us``, ``change_us``,
-    ``share_of_change``: its change over the window's, null when the window did not move beyond the floor,
-    ``offsetting``: it moved against the window), ``rest_us`` (the summed change of the parts within the floor,
-    so that ``parts`` and it add up to the window's change) and ``contributors`` (``part``, ``section``, ``unit``,
-    ``rows``: ``name``, ``change``, ``status``; ``unavailable`` true, no rows, when the section is not compared, as
-    against a baseline; null when no busy part moved)."""
-    rows = result.metrics.set_index("name")
-    missing = _missing(rows)
-    if missing:
-        return {"available": False, "reason": missing}
-    window = rows.loc[WINDOW]
-    base_w, new_w, change_w = float(window["base"]), float(window["new"]), float(window["abs_change"])
+def decompose(base: dict[str, float | None], new: dict[str, float | None]) -> dict:
+    """The window's change split into its parts' changes, from two sides' account values (``account.window_us``
+    and ``account.<part>_us``, on one basis; a part absent from both is left out, one absent from a side is 0
+    there): ``platform`` (``gpu`` / ``ipu``: :func:`~.basis.account_family`), ``window`` (``base_us``,
+    ``new_us``, ``change_us``, ``rel_change``), ``noise_us`` (:func:`noise_floor` of the base window),
+    ``window_moved`` (the window's change is beyond it), ``material`` (False: nothing moved beyond it),
+    ``parts`` (each part that moved beyond the floor, largest change first: ``part``, ``words``, ``base_us``,
+    ``new_us``, ``change_us``, ``share_of_change``: its change over the window's, null when the window did not
+    move beyond the floor, ``offsetting``: it moved against the window) and ``rest_us`` (the summed change of
+    the parts within the floor, so that ``parts`` and it add up to the window's change). Pure: ``popprof diff``
+    (:func:`what_changed`) and ``popprof trend`` (a change point's segments) both read it."""
+    base_w, new_w = float(base[WINDOW]), float(new[WINDOW])
+    change_w = new_w - base_w
     floor = noise_floor(base_w)
-    platform = "ipu" if any(_metric(p) in rows.index for p in IPU_PARTS if p not in GPU_PARTS) else "gpu"
+    platform = "ipu" if "execution" in (account_family(base), account_family(new)) else "gpu"
     names = IPU_PARTS if platform == "ipu" else GPU_PARTS
-    basis = result.basis.get("execution" if platform == "ipu" else "trace")
-    per = basis.per if basis is not None else None  # the account's rows follow their platform's basis
     window_moved = abs(change_w) >= floor
     parts = []
     rest = 0.0
     for part in names:
-        if _metric(part) not in rows.index:
+        b, n = base.get(_metric(part)), new.get(_metric(part))
+        if b is None and n is None:
             continue
-        row = rows.loc[_metric(part)]
-        change = _float(row["abs_change"]) or 0.0
+        b, n = float(b or 0.0), float(n or 0.0)
+        change = n - b
         if abs(change) < floor:
             rest += change
             continue
@@ -90,8 +83,8 @@ def what_changed(result: ProfileDiff) -> dict:
             {
                 "part": part,
                 "words": PART_WORDS[part],
-                "base_us": _float(row["base"]),
-                "new_us": _float(row["new"]),
+                "base_us": b,
+                "new_us": n,
                 "change_us": change,
                 "share_of_change": change / change_w if window_moved else None,
                 "offsetting": bool(window_moved and change * change_w < 0),
@@ -99,21 +92,46 @@ def what_changed(result: ProfileDiff) -> dict:
         )
     parts.sort(key=lambda p: (-abs(p["change_us"]), PARTS.index(p["part"])))
     return {
-        "available": True,
         "platform": platform,
-        "basis": "total" if per is None else f"per {per}",
         "window": {
             "base_us": base_w,
             "new_us": new_w,
             "change_us": change_w,
-            "rel_change": _finite(window["rel_change"]),
+            "rel_change": _finite(relative(base_w, new_w)),
         },
         "noise_us": floor,
         "window_moved": window_moved,
         "material": bool(window_moved or parts),
         "parts": parts,
         "rest_us": rest,
-        "contributors": _contributors(result, parts, platform),
+    }
+
+
+def what_changed(result: ProfileDiff) -> dict:
+    """The headline of ``result``: ``available`` (False with a ``reason`` when the account is not on both
+    sides), the decomposition of the diff's account rows (:func:`decompose`: ``platform``, ``window``,
+    ``noise_us``, ``window_moved``, ``material``, ``parts``, ``rest_us``), ``basis``
+    (``total``, or ``per profiler step`` / ``per run`` when its platform's figures, trace or execution, are
+    compared per step or run: the account's rows are then per step or run, :func:`~.basis.normalise`) and
+    ``contributors`` (``part``, ``section``, ``unit``,
+    ``rows``: ``name``, ``change``, ``status``; ``unavailable`` true, no rows, when the section is not compared, as
+    against a baseline; null when no busy part moved)."""
+    rows = result.metrics.set_index("name")
+    missing = _missing(rows)
+    if missing:
+        return {"available": False, "reason": missing}
+    account = rows[rows.index.str.startswith(ACCOUNT_PREFIX)]
+    doc = decompose(
+        {n: _float(v) for n, v in account["base"].items()}, {n: _float(v) for n, v in account["new"].items()}
+    )
+    basis = result.basis.get("execution" if doc["platform"] == "ipu" else "trace")
+    per = basis.per if basis is not None else None  # the account's rows follow their platform's basis
+    return {
+        "available": True,
+        "platform": doc["platform"],
+        "basis": "total" if per is None else f"per {per}",
+        **{k: v for k, v in doc.items() if k != "platform"},
+        "contributors": _contributors(result, doc["parts"], doc["platform"]),
     }
 
 

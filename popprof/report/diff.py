@@ -175,6 +175,22 @@ def _part_rows(doc: dict) -> tuple[list[list[str]], list[str]]:
     return rows, header
 
 
+def window_words(doc: dict) -> str:
+    """The window's line of a decomposition (:func:`~popprof.compare.what_changed.decompose`): its span and
+    change, ``of which:`` (the parts' table follows), or within noise."""
+    w = doc["window"]
+    span = f"{units.duration(w['base_us'])} -> {units.duration(w['new_us'])}"
+    if doc["window_moved"]:
+        return f"window {span}: {units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), of which:"
+    return f"window {span}: {units.change(w['change_us'], 'us')}, within noise; its parts moved:"
+
+
+def parts_table(doc: dict, width: int = WIDTH) -> list[str]:
+    """The parts' table of a decomposition laid out for ``width`` (:func:`_part_rows`), lines indented by 2."""
+    rows, header = _part_rows(doc)
+    return _table(rows, header, {1, 2}, width)
+
+
 def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     """The "What changed" lines that open the text (``compare/what_changed.py``): the window's change, the parts
     that moved most with their share of it, and the events or programs that changed most with the busy part
@@ -191,15 +207,8 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
         ]
     per = "" if doc["basis"] == "total" else f", {doc['basis']}"
     lines = [f"What changed (the time account: device windows summed over devices{per})"]
-    if doc["window_moved"]:
-        lines.append(
-            f"  window {span}: {units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), "
-            "of which:"
-        )
-    else:
-        lines.append(f"  window {span}: {units.change(w['change_us'], 'us')}, within noise; its parts moved:")
-    rows, header = _part_rows(doc)
-    lines += _table(rows, header, {1, 2}, width)
+    lines.append(f"  {window_words(doc)}")
+    lines += parts_table(doc, width)
     who = doc["contributors"]
     if who is not None and who["unavailable"]:
         part = _moved(doc, who["part"])

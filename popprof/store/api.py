@@ -135,12 +135,17 @@ class Store:
         profile: str | None = None,
         branch: str | None = None,
         last: int | None = None,
+        runs: list[str] | None = None,
     ) -> pd.DataFrame:
         """One metric's history (or several metrics' in one query, with a ``name`` column): run_id, profile,
-        created, commit, branch, value, unit, better, oldest first; ``last`` keeps the latest N rows."""
+        created, commit, branch, value, unit, better, oldest first; ``last`` keeps the latest N rows, ``runs``
+        only the runs of these ids."""
         names = [name] if isinstance(name, str) else list(name)
         where = [f"m.name IN ({', '.join('?' for _ in names)})"]
         params: list[object] = list(names)
+        if runs is not None:
+            where.append(f"m.run_id IN ({', '.join('?' for _ in runs) or 'NULL'})")
+            params += list(runs)
         if profile is not None:
             where.append("m.profile = ?")
             params.append(profile)

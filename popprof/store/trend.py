@@ -14,6 +14,9 @@ run id of the commit's first run (so the point, and an acknowledgement of a chan
 re-runs come in); ``runs_per_point`` says how many runs each point holds. Runs without a commit are a point
 each.
 
+A change of a time metric is explained by the time account of the runs of the levels either side
+(:mod:`.trend_explain`: ``Change.what_changed``).
+
 A kept worsening beyond the budget is a *regression*; ``fail`` is true when one lies in the last ``recent``
 runs and is not acknowledged (``popprof trend ack``).
 """
@@ -39,6 +42,7 @@ from .api import Store, open_store
 from .changepoints import INSTALL_HINT, MissingTrendExtra, change_points, far_jump, robust_sigma
 from .layout import slug
 from .trend_config import TrendSettings
+from .trend_explain import explain
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,6 +98,11 @@ class Change:
     bisect_to_run: str = ""
     bisect_from_commit: str | None = None
     bisect_to_commit: str | None = None
+    # the points of the levels either side: before is [before_from, index), after [index, after_to)
+    before_from: int = 0
+    after_to: int = 0
+    # the change explained by the time account of those points' runs (:func:`explain`); None: not a time metric
+    what_changed: dict | None = None
 
 
 @dataclass
@@ -112,6 +121,8 @@ class Series:
     changes: list[Change] = field(default_factory=list)
     note: str | None = None
     runs_per_point: list[int] = field(default_factory=list)
+    # the run ids of each point (its re-runs with ``collapse``), for the account's means; not in the JSON
+    point_runs: list[list[str]] = field(default_factory=list, repr=False)
 
     @property
     def regressions(self) -> list[Change]:
@@ -121,6 +132,7 @@ class Series:
     def to_dict(self) -> dict:
         """JSON-ready form."""
         out = asdict(self)
+        del out["point_runs"]
         out["changes"] = [asdict(c) for c in self.changes]
         return out
 
@@ -164,23 +176,31 @@ def trend(
                 + (f" on branch {branch!r}" if branch else "")
             )
         for prof, group in frame.groupby("profile", sort=True):
-            group = collapse_reruns(group) if collapse else group.assign(runs_per_point=1)
+            if collapse:
+                group = collapse_reruns(group)
+            else:
+                group = group.assign(runs_per_point=1, point_runs=[[str(r)] for r in group["run_id"]])
             if last is not None:
                 group = group.tail(last)
             group = group.reset_index(drop=True)
             out.append(_series(name, str(prof), group, settings.mode_for(name, mode), recent, budget, acks))
+    explain(handle, out, branch=branch)
     return out
 
 
 def collapse_reruns(group: pd.DataFrame) -> pd.DataFrame:
     """One row per commit (runs without a commit stay one row each), oldest first: the commit's first run with
-    the median ``value`` of all its runs, and ``runs_per_point``."""
+    the median ``value`` of all its runs, ``runs_per_point`` and ``point_runs`` (their run ids, oldest first)."""
     commits = group["commit"].astype(object)
     key = commits.where(commits.notna(), "\0run " + group["run_id"].astype(str))
     by = group.assign(_key=key.to_numpy()).groupby("_key", sort=False)
     first = by.head(1).set_index("_key")
     first["value"] = by["value"].median()
     first["runs_per_point"] = by.size()
+    # each point's run ids in one numpy pass (a Python function per group was most of the collapse's time)
+    order = np.argsort(by.ngroup().to_numpy(), kind="stable")
+    ids = group["run_id"].astype(str).to_numpy()[order]
+    first["point_runs"] = [part.tolist() for part in np.split(ids, np.cumsum(first["runs_per_point"])[:-1])]
     return first.reset_index(drop=True)
 
 
@@ -215,6 +235,7 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         created=_iso_utc(group["created"]),
         values=values.tolist(),
         runs_per_point=[int(c) for c in group["runs_per_point"]],
+        point_runs=list(group["point_runs"]),
         note=note,
     )
     if mode == "auto" and exact_by_definition(name):
@@ -222,7 +243,11 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
     noisy = mode == "noisy" or (mode == "auto" and robust_sigma(values) > 0)
     if not noisy:
         indices = [i for i in range(1, len(values)) if values[i] != values[i - 1]]
-        series.changes = [_change(series, i, values[i - 1], values[i], "exact", budget) for i in indices]
+        bounds = [0, *indices, len(values)]
+        series.changes = [
+            _change(series, i, values[i - 1], values[i], "exact", budget, bounds[k], bounds[k + 2])
+            for k, i in enumerate(indices)
+        ]
     else:
         series.mode = "noisy"
         try:
@@ -233,7 +258,16 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         edges = [0, *(b for b, _, _ in found), len(values)]
         for k, (b, first, last) in enumerate(found):
             before, after = values[edges[k] : b], values[b : edges[k + 2]]
-            change = _change(series, b, float(np.median(before)), float(np.median(after)), "noisy", budget)
+            change = _change(
+                series,
+                b,
+                float(np.median(before)),
+                float(np.median(after)),
+                "noisy",
+                budget,
+                edges[k],
+                edges[k + 2],
+            )
             change.p_value = _p_value(before, after)
             change.bisect_from_run, change.bisect_from_commit = (
                 series.runs[first - 1],
@@ -248,7 +282,16 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         b = far_jump(values, start)
         if b is not None:
             before, after = values[start:b], values[b:]
-            change = _change(series, b, float(np.median(before)), float(np.median(after)), "noisy", budget)
+            change = _change(
+                series,
+                b,
+                float(np.median(before)),
+                float(np.median(after)),
+                "noisy",
+                budget,
+                start,
+                len(values),
+            )
             change.p_value = _p_value(before, after)
             if change.beyond_budget:
                 series.changes.append(change)
@@ -263,7 +306,11 @@ def _flip(better: str | None) -> str | None:
     return {"lower": "higher", "higher": "lower"}.get(better or "", better)
 
 
-def _change(series: Series, i: int, before: float, after: float, mode: str, budget: Budget) -> Change:
+def _change(
+    series: Series, i: int, before: float, after: float, mode: str, budget: Budget, start: int, end: int
+) -> Change:
+    """The change of ``series`` at point ``i`` from the level ``before`` (of points ``start`` to ``i``) to
+    ``after`` (of points ``i`` to ``end``)."""
     delta = after - before
     rel = delta / abs(before) if before else None
     better = series.better
@@ -306,6 +353,8 @@ def _change(series: Series, i: int, before: float, after: float, mode: str, budg
         bisect_to_run=series.runs[i],
         bisect_from_commit=series.commits[i - 1],
         bisect_to_commit=series.commits[i],
+        before_from=start,
+        after_to=end,
     )
 
 

@@ -9,6 +9,7 @@ import re
 from ..io import units
 from ..io.plural import plural
 from ..report import markdown as md
+from ..report.diff import parts_table, window_words
 from ..report.fit import WIDTH, fit_lines
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
@@ -66,7 +67,32 @@ def text(series: list[Series], width: int = WIDTH) -> str:
                 f"  {_state(c)}: {units.value(c.before, s.unit)} -> {units.value(c.after, s.unit)} ({_rel(c)}) "
                 f"{where} (bisect {bisect}; budget {c.budget})"
             )
+            if c.what_changed is not None:
+                lines += account_lines(c.what_changed, width)
     return "\n".join(fit_lines(lines, width)) + "\n"
+
+
+def _levels(doc: dict) -> str:
+    """``mean of 3 runs before and 2 after, per run``: what the account's figures of a change are of."""
+    per = "" if doc["basis"] == "total" else f", {doc['basis']}"
+    return f"mean of {plural(doc['runs_before'], 'run')} before and {doc['runs_after']} after{per}"
+
+
+def account_lines(doc: dict, width: int = WIDTH) -> list[str]:
+    """A change's time account (``Change.what_changed``, :mod:`.trend_explain`) under its line, indented by 4:
+    the window's change and the parts that moved most with their share of it, laid out as ``popprof diff``'s
+    "What changed"; one line when it is not explained or nothing moved beyond noise."""
+    if not doc["available"]:
+        return [f"    time account: not explained: {doc['reason']}"]
+    w = doc["window"]
+    if not doc["material"]:
+        span = f"{units.duration(w['base_us'])} -> {units.duration(w['new_us'])}"
+        return [
+            f"    time account ({_levels(doc)}): no material change (window {span}; no part moved by "
+            f"{units.duration(doc['noise_us'])} or more)"
+        ]
+    lines = [f"    time account ({_levels(doc)}):", f"      {window_words(doc)}"]
+    return lines + ["    " + line for line in parts_table(doc, width - 4)]
 
 
 def as_json(series: list[Series]) -> str:
@@ -100,7 +126,42 @@ def markdown(series: list[Series]) -> str:
         )
     else:
         lines.append(f"No changes in {len(series)} series.")
+    explained = [(s, c) for s in series for c in s.changes if c.what_changed is not None]
+    if explained:
+        lines += [
+            "",
+            "**Time account** of each change (the parts that moved, with their share of the window's change):",
+            "",
+        ]
+        lines += [_markdown_account(s, c) for s, c in explained]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_account(s: Series, c: Change) -> str:
+    """One list item: a change's time account in a sentence (:func:`account_lines` in Markdown)."""
+    doc = c.what_changed or {}
+    where = f"- {md.code(s.metric)} [{md.cell(s.profile)}] from run {md.code(c.first_new_run)}: "
+    if not doc.get("available"):
+        return where + f"not explained: {md.cell(doc.get('reason', ''))}"
+    w = doc["window"]
+    span = f"{units.duration(w['base_us'])} → {units.duration(w['new_us'])}"
+    if not doc["material"]:
+        return where + f"no material change in the time account (window {span}, {md.cell(_levels(doc))})"
+    moved = doc["window_moved"]
+    change = units.change(w["change_us"], "us")
+    head = f"window {span}, {change}" + (
+        f" ({units.relative(w['rel_change'])})" if moved else ", within noise"
+    )
+    parts = [
+        f"{p['words']} {units.change(p['change_us'], 'us')}"
+        + (
+            f" ({units.percent(p['share_of_change'])}{', offsetting' if p['offsetting'] else ''})"
+            if moved
+            else ""
+        )
+        for p in doc["parts"]
+    ]
+    return where + f"{head} ({md.cell(_levels(doc))}): " + (", ".join(parts) or "no part beyond noise")
 
 
 def junit(series: list[Series]) -> str:

@@ -1,0 +1,193 @@
+"""``popprof trend``: a change of a time metric explained by the time account of the runs either side."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from store_helpers import MK2, ROOT, run
+
+import popprof.store as store
+from popprof.metrics.account import GPU_PARTS, IPU_PARTS, PART_WORDS
+from popprof.store.api import open_store
+
+MK2_V2 = ROOT / "fixtures" / "mk2_training_v2.popprof"
+TRACES = ROOT / "fixtures" / "real" / "traces"
+GPU_BASE = TRACES / "hta_trace_compare_base.json.gz"  # 2 profiler steps
+GPU_NEW = TRACES / "kineto2021_resnet50_worker0.pt.trace.json.gz"  # 6 profiler steps
+
+
+def _store(root: Path, sources: list[Path], profile: str) -> Path:
+    """A store of one run per source, oldest first: run ``r<i>`` of commit ``c<i>`` on day ``i``."""
+    store.init(root)
+    for i, source in enumerate(sources, start=1):
+        store.add(
+            root, [source], run_id=f"r{i}", commit=f"c{i}", time=f"2026-11-{i:02d}T00:00:00Z", profile=profile
+        )
+    return root
+
+
+def _stored(root: Path) -> pd.DataFrame:
+    """Every stored metric of every run: run_id x name -> value."""
+    frame = open_store(root).query("SELECT run_id, name, value FROM metrics")
+    return frame.pivot_table(index="run_id", columns="name", values="value", aggfunc="last")
+
+
+def _json(capsys, root: Path, *metrics: str) -> list[dict]:
+    code, out, err = run(capsys, "trend", root, *metrics, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["series"]
+
+
+@pytest.fixture(scope="module")
+def mk2_store(tmp_path_factory) -> Path:
+    """3 runs of mk2_training, then 3 of mk2_training_v2 (whose exchange grows by +565.1 us, per the diff)."""
+    return _store(tmp_path_factory.mktemp("trend_explain") / "store", [MK2] * 3 + [MK2_V2] * 3, "mk2")
+
+
+def test_a_change_point_is_explained_by_the_account_means_of_the_runs_either_side(
+    mk2_store, capsys, monkeypatch
+) -> None:
+    root = mk2_store
+    stored = _stored(root)
+    before, after = stored.loc[["r1", "r2", "r3"]], stored.loc[["r4", "r5", "r6"]]
+    for series in _json(capsys, root, "account.window_us", "execution.total_time_us", "account.exchange_us"):
+        (change,) = series["changes"]
+        assert (change["before_from"], change["index"], change["after_to"]) == (0, 3, 6)
+        doc = change["what_changed"]
+        assert doc["available"] and doc["platform"] == "ipu" and doc["basis"] == "total"
+        assert (doc["runs_before"], doc["runs_after"]) == (3, 3)
+        window = doc["window"]
+        assert window["base_us"] == pytest.approx(before["account.window_us"].mean(), abs=1e-9)
+        assert window["new_us"] == pytest.approx(after["account.window_us"].mean(), abs=1e-9)
+        change_us = after["account.window_us"].mean() - before["account.window_us"].mean()
+        assert window["change_us"] == pytest.approx(change_us, abs=1e-9)
+        # only exchange moved: +565.1 us, all of the window's change
+        (part,) = doc["parts"]
+        name = "account.exchange_us"
+        assert part["part"] == "exchange" and part["words"] == PART_WORDS["exchange"]
+        assert part["change_us"] == pytest.approx(after[name].mean() - before[name].mean(), abs=1e-9)
+        assert round(part["change_us"], 1) == 565.1
+        assert part["share_of_change"] == pytest.approx(1.0) and not part["offsetting"]
+        # the parts (with the rest within noise) add up to the window's change
+        assert sum(p["change_us"] for p in doc["parts"]) + doc["rest_us"] == pytest.approx(
+            change_us, abs=1e-6
+        )
+        parts = [f"account.{p}_us" for p in IPU_PARTS]
+        assert (after[parts].mean() - before[parts].mean()).sum() == pytest.approx(change_us, abs=1e-6)
+    # the same decomposition as popprof diff's "What changed" of the two profiles
+    code, out, _ = run(capsys, "diff", MK2, MK2_V2, "--format", "json")
+    diff_parts = json.loads(out)["what_changed"]["parts"]
+    assert [p["part"] for p in diff_parts] == [p["part"] for p in doc["parts"]]
+    # the diff's JSON holds times to the nanosecond
+    assert [p["change_us"] for p in diff_parts] == [
+        pytest.approx(p["change_us"], abs=5e-4) for p in doc["parts"]
+    ]
+    # text: a few lines under the change, within 80 columns
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "execution.total_time_us")
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = next(i for i, line in enumerate(lines) if line.startswith("    time account"))
+    assert lines[at] == "    time account (mean of 3 runs before and 3 after):"
+    assert " ".join(lines[at + 1].split()) == "window 18.14 ms -> 18.71 ms: +565.1 us (+3.11 %), of which:"
+    assert lines[at + 3].split() == ["exchange", "+565.1", "us", "100.0", "%"]
+    # Markdown: one item per change; JUnit: the text as the case's output
+    code, out, _ = run(capsys, "trend", root, "execution.total_time_us", "--format", "markdown")
+    assert (
+        "- `execution.total_time_us` [mk2] from run `r4`: window 18.14 ms → 18.71 ms, +565.1 us (+3.11 %)"
+        in out
+    )
+    assert "exchange +565.1 us (100.0 %)" in out
+    code, out, _ = run(capsys, "trend", root, "execution.total_time_us", "--format", "junit")
+    case = ET.fromstring(out).find(".//testcase")
+    assert "time account (mean of 3 runs before and 3 after)" in case.find("system-out").text
+
+
+def test_a_metric_that_is_not_a_time_is_not_explained(mk2_store, capsys) -> None:
+    root = mk2_store
+    (series,) = _json(capsys, root, "memory.total_incl_gaps_bytes")
+    assert all(c["what_changed"] is None for c in series["changes"])
+    code, out, _ = run(capsys, "trend", root, "memory.total_incl_gaps_bytes")
+    assert "time account" not in out
+
+
+def test_runs_of_different_step_counts_are_explained_per_step(tmp_path, capsys, monkeypatch) -> None:
+    root = _store(tmp_path / "store", [GPU_BASE] * 3 + [GPU_NEW] * 3, "gpu")
+    stored = _stored(root)
+    steps = stored["trace.profiler_step_count"]
+    assert set(steps.loc[["r1", "r2", "r3"]]) == {2} and set(steps.loc[["r4", "r5", "r6"]]) == {6}
+    per_step = stored.filter(like="account.").div(steps, axis=0)
+    before, after = per_step.loc[["r1", "r2", "r3"]], per_step.loc[["r4", "r5", "r6"]]
+    (series,) = _json(capsys, root, "trace.step_time_us")
+    (change,) = series["changes"]
+    doc = change["what_changed"]
+    assert doc["platform"] == "gpu" and doc["basis"] == "per profiler step"
+    window = after["account.window_us"].mean() - before["account.window_us"].mean()
+    assert doc["window"]["base_us"] == pytest.approx(before["account.window_us"].mean())
+    assert doc["window"]["change_us"] == pytest.approx(window)
+    for part in doc["parts"]:
+        name = f"account.{part['part']}_us"
+        assert part["change_us"] == pytest.approx(after[name].mean() - before[name].mean())
+        assert part["share_of_change"] == pytest.approx(part["change_us"] / window)
+        assert part["offsetting"] == (part["change_us"] * window < 0)
+    assert any(p["offsetting"] for p in doc["parts"])  # idle, cause unknown shrank as the window grew
+    assert sum(p["change_us"] for p in doc["parts"]) + doc["rest_us"] == pytest.approx(window)
+    parts = [f"account.{p}_us" for p in GPU_PARTS]
+    assert (after[parts].mean() - before[parts].mean()).sum() == pytest.approx(window)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "trace.step_time_us")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "    time account (mean of 3 runs before and 3 after, per profiler step):" in out.splitlines()
+    assert any(line.rstrip().endswith("offsetting") for line in out.splitlines())
+
+
+def test_runs_without_the_account_are_named_and_nothing_is_explained(tmp_path, capsys, monkeypatch) -> None:
+    # older runs: the baseline JSON of mk2_training without its account rows, as a store written before them
+    code, _, _ = run(capsys, "baseline", MK2, "-o", tmp_path / "full.json")
+    document = json.loads((tmp_path / "full.json").read_text())
+    document["metrics"] = {k: v for k, v in document["metrics"].items() if not k.startswith("account.")}
+    old = tmp_path / "mk2_training.json"
+    old.write_text(json.dumps(document))
+    root = _store(tmp_path / "store", [old] * 3 + [MK2_V2] * 3, "mk2")
+    (series,) = _json(capsys, root, "execution.total_time_us")
+    (change,) = series["changes"]
+    assert change["what_changed"] == {
+        "available": False,
+        "reason": "3 of the 6 runs either side lack the time account (r1, r2, r3)",
+    }
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "execution.total_time_us")
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = next(i for i, line in enumerate(lines) if line.startswith("    time account"))
+    assert " ".join(" ".join(lines[at:]).split()) == (
+        "time account: not explained: 3 of the 6 runs either side lack the time account (r1, r2, r3)"
+    )
+
+
+def test_re_runs_of_a_commit_count_as_runs_of_their_level(tmp_path, capsys) -> None:
+    # commits c1 (2 runs), c2 | c3 (2 runs), c4: 4 points, 6 runs; a noisy series' far jump between c2 and c3
+    root = tmp_path / "store"
+    store.init(root)
+    runs = [("r1", "c1", MK2), ("r2", "c1", MK2), ("r3", "c2", MK2)]
+    runs += [("r4", "c3", MK2_V2), ("r5", "c3", MK2_V2), ("r6", "c4", MK2_V2)]
+    for day, (run_id, commit, source) in enumerate(runs, start=1):
+        store.add(
+            root, [source], run_id=run_id, commit=commit, time=f"2026-11-{day:02d}T00:00:00Z", profile="mk2"
+        )
+    stored = _stored(root)
+    code, out, err = run(capsys, "trend", root, "account.window_us", "--mode", "noisy", "--format", "json")
+    (series,) = json.loads(out)["series"]
+    assert series["mode"] == "noisy" and series["runs_per_point"] == [2, 1, 2, 1]
+    (change,) = series["changes"]
+    assert (change["before_from"], change["index"], change["after_to"]) == (0, 2, 4)
+    doc = change["what_changed"]
+    assert (doc["runs_before"], doc["runs_after"]) == (3, 3)
+    window = stored["account.window_us"]
+    assert doc["window"]["base_us"] == pytest.approx(window.loc[["r1", "r2", "r3"]].mean())
+    assert doc["window"]["new_us"] == pytest.approx(window.loc[["r4", "r5", "r6"]].mean())
+    assert [p["part"] for p in doc["parts"]] == ["exchange"]
