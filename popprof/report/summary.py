@@ -117,7 +117,7 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
             )
         if len(lines) == heading:  # the source gives no memory figure (a job log's Target and Graph only)
             del lines[heading - 2 :]
-    lines += render_fullest_tile(summary.get("fullest_tile"))
+    lines += render_fullest_tile(summary.get("fullest_tile"), width)
     e = summary.get("execution")
     if e and e.get("source") == "summary":
         lines += _render_execution_totals(e, width)
