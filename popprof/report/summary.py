@@ -163,6 +163,7 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
         summary.get("operations_note"),
         coverage=summary.get("operations_coverage"),
         unit=accelerator((tr or {}).get("devices") or []),
+        width=width,
     )
     lines += render_collectives(summary.get("collectives"))
     lines += render_launches(summary.get("launches"))
@@ -197,6 +198,7 @@ def render_operations(
     shown: int = TEXT_OPERATIONS,
     coverage: dict | None = None,
     unit: str = "GPU",
+    width: int = WIDTH,
 ) -> list[str]:
     """The top GPU operators by device time, with achieved TFLOP/s, TB/s and roofline bound, in 80 columns;
     with ``coverage`` (:func:`popprof.metrics.operations.coverage`) under :data:`COVERAGE_SAID`, how much of
@@ -222,8 +224,8 @@ def render_operations(
             f"{row['bound'] or '-':<7} {name}"
         )
         shapes = shape_words(row.get("input_shapes"), width=21) if row["name"] in repeated else ""
-        if shapes:
-            lines.append(f"{'':52}inputs {shapes}")
+        if shapes:  # under the name's column, or less deep when the width leaves it too little room
+            lines.append(f"{'':{max(6, min(52, width - 7 - len(shapes)))}}inputs {shapes}")
     if note:
         lines.append(f"    {note}")
     if coverage and coverage["share"] < COVERAGE_SAID:
