@@ -13,6 +13,12 @@ line that starts with a figure's unit or its binary tail, or a number broken by 
 - ``summary hta_trace_compare_base.json.gz`` (80): ``launch call time 4.0`` / ``us`` (a plain textwrap);
 - ``summary pipit_saxpy_mpi_cuda_perlmutter.sqlite`` (80), ``check dlrm_8ranks`` (60): a time and its
   share, ``off CPU 723.87 ms`` / ``(100.0 %)``;
+- ``summary fixtures/traces/training_loop.json`` (60): Top kernels' rows (75 columns and the type) wrapped
+  through their columns, ``14.18 ms  132  107.4 us  80.9 us  139.7 us`` / ``15.5 us  COMP``; the same in
+  ``nccl_data.json.gz``'s host-device copies (``DtoD  960  293.1 MiB`` / ``2.26 ms  135.8 GB/s``) and
+  collectives (``all_reduce  15  46.76 ms  0.0 us  0.0 %`` / ``6.56 GB/s``);
+- ``summary amd_mi250_minitoy.json.gz`` (80): ``hipMemcpyWithStream 2 x`` / ``95.8 us`` (the count and its
+  ``x`` were bound, not the figure after);
 - ``summary tracelens_h100_bert_small.json.gz`` (60): an operator's input shapes at column 52, wrapped 4
   columns at a time (``3052`` / ``2, 1`` / ``41x5``).
 """
@@ -41,18 +47,36 @@ _UNIT = re.compile(rf"^{UNITS}(?=[\s,;:.)]|$)")
 def split_figures(text: str) -> list[str]:
     """The lines of ``text`` where a figure is split, each with the line before it."""
     lines = text.splitlines()
-    found = []
-    for before, line in zip(["", *lines], lines, strict=False):
-        head, tail = before.rstrip(), line.strip()
-        if (
-            (_TAIL.match(tail) and re.search(rf"\d {UNITS}$", head))  # a figure, its tail on the next line
-            or (_UNIT.match(tail) and re.search(r"(?:^|[\s(])[+-]?[\d.,]*\d$", head))  # its number, not Int64
-            or (
-                re.search(r"(?<![\dx])\d{1,3}(,\d{3})*,$", head) and re.match(r"\d{3}(?![\dx])", tail)
-            )  # 1,234, / 567
-        ):
-            found.append(f"{before}\n{line}")
-    return found
+    return [
+        f"{before}\n{line}" for before, line in zip(["", *lines], lines, strict=False) if _split(before, line)
+    ]
+
+
+def _split(before: str, line: str) -> bool:
+    head, tail = before.rstrip(), line.strip()
+    return bool(
+        (_TAIL.match(tail) and re.search(rf"\d {UNITS}$", head))  # a figure, its tail on the next line
+        or (_UNIT.match(tail) and re.search(r"(?:^|[\s(])[+-]?[\d.,]*\d$", head))  # its number, not Int64
+        or (
+            re.search(r"(?<![\dx])\d{1,3}(,\d{3})*,$", head) and re.match(r"\d{3}(?![\dx])", tail)
+        )  # 1,234, / 567
+        or (re.search(r"\d x$", head) and re.match(r"[+-]?\d", tail))  # 2 x / 95.8 us
+        or (  # a table row wrapped through its columns: the line continuing it (4 deeper) starts with a figure
+            _indent(line) == _indent(before) + 4  # fit_lines' HANG (a layout's own second line is not)
+            and not _aligned(before, _indent(line))  # a list's next item under its first (phases in check)
+            and re.search(rf"(?:^|\s)[+-]?[\d.,]*\d(?: {UNITS})?$", head)
+            and re.match(r"[+-]?\d", tail)
+        )
+    )
+
+
+def _aligned(before: str, column: int) -> bool:
+    """Whether a token of ``before`` starts at ``column`` (the line under it is a list's next item)."""
+    return 0 < column < len(before) and before[column - 1] == " " and before[column] != " "
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 @pytest.mark.parametrize(
@@ -64,6 +88,8 @@ def split_figures(text: str) -> list[str]:
         "Kernel launches: 1, launch call time 4.0\n  us",
         "  execution.share.exchange  12.5 %   15.1 %   +2.64\n  pp  +21.22 %",
         "  gain: up to 1,234,\n      567 us",
+        "  Host blocked on device: 163.6 us: hipMemcpyWithStream 2 x\n      95.8 us",
+        "      14.18 ms      132    107.4 us     80.9 us    139.7 us\n          15.5 us  COMP",
     ],
 )
 def test_the_detector_finds_the_splits_that_were_printed(text: str):
@@ -75,6 +101,8 @@ def test_the_detector_passes_whole_figures_and_wrapped_prose():
         "  tile 671 holds 253,089 B (247.2 KiB) = 1.76 x the median tile\n"
         "      (143,734 B (140.4 KiB)) and 96.5 % of capacity\n"
         "  cycles by category (summed over IPUs):\n"
+        "      where: phases  +105.17 ms to +131.60 ms\n"
+        "                     +323.16 ms to +349.58 ms\n"
         "      instances                Int64\n"
         "      cycles                   Int64\n"
         "      host stream copies take 10.3 % in loss/Mul_239/StreamCopy\n"
@@ -99,6 +127,10 @@ COMMANDS = [
     ("check", FIXTURES / "mk2_oom.popprof"),
     ("summary", FIXTURES / "mk2_training.popprof"),
     ("summary", TRACES / "hta_trace_compare_base.json.gz"),
+    ("summary", TRACES / "nccl_data.json.gz"),
+    ("check", TRACES / "nccl_data.json.gz"),
+    ("summary", FIXTURES / "traces" / "training_loop.json"),
+    ("summary", TRACES / "amd_mi250_minitoy.json.gz"),
     ("summary", TRACES / "tracelens_h100_bert_small.json.gz"),
     ("check", TRACES / "tracelens_h100_bert_small.json.gz"),
     ("summary", REAL / "poplar" / "tutorials_tut6_execution_hw_sdk3.txt"),
