@@ -148,8 +148,13 @@ INDENT = "      "
 BRIEF_MESSAGE_LINES = 3
 BRIEF_ADVICE_LINES = 1
 BRIEF_WHERE_ITEMS = 2
-#: A number and its unit (``21.97 ms``, ``22.7 %``), kept on one line by a no-break space while wrapping.
-_UNIT = re.compile(r"(\d) (us|ms|s|%|B|KiB|MiB|GiB|TiB|PiB)(?=[\s),;:.]|$)")
+#: A number and its unit (``21.97 ms``, ``22.7 %``, ``24,130,123 cycles``), kept on one line by a no-break
+#: space while wrapping.
+_UNIT = re.compile(r"(\d) (ns|us|ms|s|%|pp|B|KiB|MiB|GiB|TiB|PiB|GB/s|TB/s|cycles)(?=[\s),;:.]|$)")
+#: A figure and the figure in parentheses after it (bytes and their binary tail, ``303,260,018 B (289.2
+#: MiB)``, one figure of ``units.nbytes``; a time and its share, ``723.87 ms (100.0 %)``), kept on one line
+#: the same way once :data:`_UNIT` has bound each number to its unit.
+_TAIL = re.compile(r"(\d\u00a0[^\s\u00a0]+) (?=\([+-]?[\d.,]+\u00a0[^\s\u00a0)]+\))")
 #: What ends a line after which text was cut.
 CUT = " [...]"
 
@@ -165,7 +170,7 @@ def wrap_text(text: str, width: int, first: str, rest: str, max_lines: int | Non
     words longer than a line (a C++ name) are broken. With ``max_lines``, the lines after it are cut and
     the last one kept ends in ``[...]``."""
     lines = textwrap.wrap(
-        _UNIT.sub("\\1\u00a0\\2", text),
+        _TAIL.sub("\\1\u00a0", _UNIT.sub("\\1\u00a0\\2", text)),
         width=width,
         initial_indent=first,
         subsequent_indent=rest,

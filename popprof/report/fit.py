@@ -11,8 +11,9 @@ from .findings import wrap_text
 
 #: The width text is laid out for when the caller names none (a pipe, a CI log: docs/figures.md).
 WIDTH = 80
-#: A count and its ``x`` (``80 x 20.34 ms``), kept on one line by a no-break space while wrapping.
-_TIMES = re.compile(r"(\d) x(?= )")
+#: A count, its ``x`` and the figure after it (``80 x 20.34 ms``), kept on one line by no-break spaces
+#: while wrapping (was: the count and ``x`` only, so ``hipMemcpyWithStream 2 x`` / ``95.8 us``).
+_TIMES = re.compile(r"(\d) x (?=[+-]?\d)")
 #: The fewest columns a name keeps after its figures on one line before it goes under them.
 MIN_NAME = 40
 #: How much deeper than its line the continuation of a wrapped line is indented.
@@ -28,7 +29,7 @@ def fit_lines(lines: Iterable[str], width: int = WIDTH) -> list[str]:
             out.append(line)
             continue
         lead = line[: len(line) - len(line.lstrip())]
-        out += wrap_text(_TIMES.sub("\\1\u00a0x", line.strip()), width, lead, lead + HANG)
+        out += wrap_text(_TIMES.sub("\\1\u00a0x\u00a0", line.strip()), width, lead, lead + HANG)
     return out
 
 

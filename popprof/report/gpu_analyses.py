@@ -10,13 +10,12 @@ columns: names are shortened, notes wrapped.
 
 from __future__ import annotations
 
-import textwrap
-
 from ..io import units
 from ..io.names import short_names
 from ..io.plural import plural
 from ..metrics.account import PART_WORDS
 from ..metrics.launches import SHORT_GAP_US
+from .findings import wrap_text
 from .fit import named_rows
 
 #: The width every line keeps to.
@@ -37,7 +36,8 @@ ANNOTATIONS_NEST = (
 
 
 def _wrapped(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+    """``text`` wrapped to 80 columns as ``check`` text is, never inside a figure (``4.0 us``)."""
+    return wrap_text(text, WIDTH, indent, indent + "  ")
 
 
 def skew_share(row: dict) -> float | None:
@@ -45,22 +45,29 @@ def skew_share(row: dict) -> float | None:
     return row["skew_us"] / row["time_us"] if row.get("time_us") else None
 
 
-def render_collectives(doc: dict | None, shown: int = TEXT_COLLECTIVES) -> list[str]:
-    """The collectives block: per type calls, time, synchronisation skew and its share, bus bandwidth."""
+def render_collectives(doc: dict | None, shown: int = TEXT_COLLECTIVES, width: int = WIDTH) -> list[str]:
+    """The collectives block: per type calls, time, synchronisation skew and its share, bus bandwidth; in
+    fewer than its 71 columns each type's skew share and bus bandwidth go on a second line, under a header
+    line of their own."""
     if not doc or not doc.get("by_type"):
         return []
     lines = ["", f"Collectives ({plural(doc['ranks'], 'rank')})"]
     lines += _wrapped(f"synchronisation skew {doc['skew']}", "  ")
-    lines.append(
-        f"  {'type':<{TYPE_WIDTH}} {'calls':>7} {'time':>10} {'skew':>10} {'skew %':>7} {'bus bandwidth':>14}"
-    )
+    narrow = width < 71
+    first = f"  {'type':<{TYPE_WIDTH}} {'calls':>7} {'time':>10} {'skew':>10}"
+    second = f"{'skew %':>7} {'bus bandwidth':>14}"
+    lines += [first, f"{'':29}{second}"] if narrow else [f"{first} {second}"]
     rows = doc["by_type"][:shown]
     for row, name in zip(rows, short_names((r["collective"] for r in rows), width=TYPE_WIDTH), strict=True):
-        lines.append(
+        first = (
             f"  {name:<{TYPE_WIDTH}} {units.count(row['count']):>7} {units.duration(row['time_us']):>10} "
-            f"{units.duration(row['skew_us']):>10} {units.percent(skew_share(row), missing='-'):>7} "
+            f"{units.duration(row['skew_us']):>10}"
+        )
+        second = (
+            f"{units.percent(skew_share(row), missing='-'):>7} "
             f"{units.bandwidth(row.get('busbw_gbps'), missing='-'):>14}"
         )
+        lines += [first, f"{'':29}{second}"] if narrow else [f"{first} {second}"]
     if len(doc["by_type"]) > shown:
         lines.append(f"  ({len(doc['by_type']) - shown} more in --format json)")
     lines.append("  skew: waiting for the last rank to arrive; the rest of the time is transfer;")

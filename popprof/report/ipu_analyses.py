@@ -9,17 +9,16 @@ from __future__ import annotations
 from ..io import units, words
 from ..io.names import short_names
 
-#: Width of a name in a line of the block.
+#: Width of a name in a line of the block (in 80 columns; narrower in fewer).
 NAME_WIDTH = 44
+#: The fewest columns a name keeps in the block however narrow the width (the line is then wrapped).
+MIN_NAME = 16
 
 
-def _names(rows: list[dict], key: str, width: int = NAME_WIDTH) -> list[str]:
-    return short_names([str(r[key]) for r in rows], width)
-
-
-def render_fullest_tile(doc: dict | None) -> list[str]:
+def render_fullest_tile(doc: dict | None, width: int = 80) -> list[str]:
     """The fullest tile block: what fills it and what each option would free (nothing without a breakdown
-    or a known saving)."""
+    or a known saving). Its names are shortened so that every row, its figure whole (``19,033 B (18.6
+    KiB)``), fits ``width`` (at most :data:`NAME_WIDTH` columns of name, at least :data:`MIN_NAME`)."""
     if not doc:
         return []
     savings = doc.get("savings") or {}
@@ -27,33 +26,53 @@ def render_fullest_tile(doc: dict | None) -> list[str]:
     if not (doc.get("categories") or doc.get("liveness") or known):
         return []
     tile = "" if doc.get("tile") is None else f" {units.count(doc['tile'])}"
-    lines = ["", f"Fullest tile{tile}: {units.nbytes(doc['bytes_incl_gaps'])}"]
-    rows = (doc.get("categories") or [])[:5]
-    for name, row in zip(_names(rows, "category"), rows, strict=True):
-        lines.append(f"  {name:<{NAME_WIDTH}} {units.nbytes(row['bytes'])}")
+    # (indent, heading) or (indent, name, figure) rows; names are laid out once every figure is known
+    rows: list[tuple[str, ...]] = []
+    categories = (doc.get("categories") or [])[:5]
+    rows += [("  ", str(r["category"]), units.nbytes(r["bytes"])) for r in categories]
     live = doc.get("liveness") or {}
     for key, label in (
         ("always_live_bytes", "always-live"),
         ("not_always_live_bytes", "not-always-live peak"),
     ):
         if live.get(key) is not None:
-            lines.append(f"  {label:<{NAME_WIDTH}} {units.nbytes(live[key])}")
+            rows.append(("  ", label, units.nbytes(live[key])))
     if doc.get("gap_bytes"):
-        lines.append(f"  {'gaps':<{NAME_WIDTH}} {units.nbytes(doc['gap_bytes'])}")
+        rows.append(("  ", "gaps", units.nbytes(doc["gap_bytes"])))
     vertices = (doc.get("vertices") or [])[:3]
     if vertices:
-        lines.append("  vertex state by type:")
-        for name, row in zip(_names(vertices, "type", NAME_WIDTH - 2), vertices, strict=True):
-            lines.append(f"    {name:<{NAME_WIDTH - 2}} {units.nbytes(row['bytes'])}")
+        rows.append(("  ", "vertex state by type:"))
+        rows += [("    ", str(r["type"]), units.nbytes(r["bytes"])) for r in vertices]
     variables = (doc.get("variables") or [])[:3]
     if variables:
         scope = "on it" if doc.get("variables_scope") == "tile" else "of the graph, tile not recorded"
-        lines.append(f"  largest variables ({scope}):")
-        for name, row in zip(_names(variables, "name", NAME_WIDTH - 2), variables, strict=True):
-            lines.append(f"    {name:<{NAME_WIDTH - 2}} {units.nbytes(row['bytes'])}")
-    lines.append("  would free at most:")
+        rows.append(("  ", f"largest variables ({scope}):"))
+        rows += [("    ", str(r["name"]), units.nbytes(r["bytes"])) for r in variables]
+    rows.append(("  ", "would free at most:"))
     for key, word in words.MEMORY_SAVING_WORDS.items():
-        lines.append(f"    {word:<{NAME_WIDTH - 2}} {_saving_text(savings.get(key) or {})}")
+        rows.append(("    ", word, _saving_text(savings.get(key) or {})))
+    # the name column: as wide as 80 columns give it, narrower when the widest figure would not fit
+    figure = max((len(r[2]) for r in rows if len(r) == 3 and not r[2].startswith("unknown")), default=0)
+    name_width = max(MIN_NAME, min(NAME_WIDTH, width - 2 - 1 - figure))
+    lines = ["", f"Fullest tile{tile}: {units.nbytes(doc['bytes_incl_gaps'])}"]
+    at = 0
+    while at < len(rows):
+        if len(rows[at]) == 2:
+            lines.append(rows[at][0] + rows[at][1])
+            at += 1
+            continue
+        group = [rows[at]]
+        while (
+            at + len(group) < len(rows)
+            and len(rows[at + len(group)]) == 3
+            and rows[at + len(group)][0] == group[0][0]
+        ):
+            group.append(rows[at + len(group)])
+        lead = group[0][0]
+        room = name_width - (len(lead) - 2)
+        names = short_names([r[1] for r in group], room)
+        lines += [f"{lead}{n:<{room}} {r[2]}" for n, r in zip(names, group, strict=True)]
+        at += len(group)
     return lines
 
 

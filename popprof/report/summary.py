@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..io import units, words
-from ..io.names import operator_names, shape_words
+from ..io.names import NAME_WIDTH, operator_names, shape_words, short_names
 from ..io.plural import plural
 from ..trace.ids import SYNTHETIC_ID_BASE
 from .explain import DEVICE_LINES, render_what_limits
@@ -117,7 +117,7 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
             )
         if len(lines) == heading:  # the source gives no memory figure (a job log's Target and Graph only)
             del lines[heading - 2 :]
-    lines += render_fullest_tile(summary.get("fullest_tile"))
+    lines += render_fullest_tile(summary.get("fullest_tile"), width)
     e = summary.get("execution")
     if e and e.get("source") == "summary":
         lines += _render_execution_totals(e, width)
@@ -163,8 +163,9 @@ def render_text(summary: dict, width: int = WIDTH) -> str:
         summary.get("operations_note"),
         coverage=summary.get("operations_coverage"),
         unit=accelerator((tr or {}).get("devices") or []),
+        width=width,
     )
-    lines += render_collectives(summary.get("collectives"))
+    lines += render_collectives(summary.get("collectives"), width=width)
     lines += render_launches(summary.get("launches"))
     absent = summary.get("absent_tables") or []
     if absent:
@@ -197,6 +198,7 @@ def render_operations(
     shown: int = TEXT_OPERATIONS,
     coverage: dict | None = None,
     unit: str = "GPU",
+    width: int = WIDTH,
 ) -> list[str]:
     """The top GPU operators by device time, with achieved TFLOP/s, TB/s and roofline bound, in 80 columns;
     with ``coverage`` (:func:`popprof.metrics.operations.coverage`) under :data:`COVERAGE_SAID`, how much of
@@ -222,8 +224,8 @@ def render_operations(
             f"{row['bound'] or '-':<7} {name}"
         )
         shapes = shape_words(row.get("input_shapes"), width=21) if row["name"] in repeated else ""
-        if shapes:
-            lines.append(f"{'':52}inputs {shapes}")
+        if shapes:  # under the name's column, or less deep when the width leaves it too little room
+            lines.append(f"{'':{max(6, min(52, width - 7 - len(shapes)))}}inputs {shapes}")
     if note:
         lines.append(f"    {note}")
     if coverage and coverage["share"] < COVERAGE_SAID:
@@ -291,7 +293,7 @@ def _who(row: dict) -> str:
     return f"{rank}{' '.join(ids)}" + (f"  {names}" if names else "")
 
 
-def render_copies(kinds: list[dict]) -> list[str]:
+def render_copies(kinds: list[dict], width: int = WIDTH) -> list[str]:
     """The "Host-device copies" block: per device and copy kind (``metrics.copies``) the count (transfers: a TPU's
     copy-start and its copy-done once, said under the block where that differs from the ops), bytes, device
     time and achieved GB/s (bytes / time), 74 columns at most (a device label of up to 14 characters); more
@@ -309,10 +311,10 @@ def render_copies(kinds: list[dict]) -> list[str]:
         who = k["device"] if k.get("rank") is None else f"rank {k['rank']} {k['device']}"
         shown = who if who != previous else ""
         previous = who
-        lines.append(
-            f"    {shown:<14} {k['kind']:<13} {k['count']:>7,} {units.bytes_short(k['bytes'], missing='-'):>10} "
-            f"{units.duration(k['time_us']):>10} {units.bandwidth(k['gbps'], missing='-'):>11}"
-        )
+        row = f"    {shown:<14} {k['kind']:<13} {k['count']:>7,} {units.bytes_short(k['bytes'], missing='-'):>10}"
+        time = f"{units.duration(k['time_us']):>10} {units.bandwidth(k['gbps'], missing='-'):>11}"
+        # narrower than the 74 columns of a row: its time and GB/s on the next line, in columns of their own
+        lines += [f"{row} {time}"] if width >= 74 else [row, f"{'':33}{time}"]
     if any(k.get("bytes") is None for k in kinds):
         lines.append(f"    ({words.COPIES_NO_BYTES})")
     if any(k.get("ops", k["count"]) != k["count"] for k in kinds):
@@ -767,6 +769,8 @@ def render_top_kernels(kernels: list[dict], width: int = WIDTH) -> list[str]:
     if coded:
         types = [KERNEL_TYPE_CODES.get(t, t) for t in types]
         type_w = max(len(t) for t in (*types, "type"))
+    if len(figures(kernels[0])) + type_w + 1 > width:  # even coded: each kernel on two lines of columns
+        return _top_kernels_two_lines(kernels, types, type_w, width) + _type_codes(kernels, coded)
     head = f"    {'total':>10}  {'count':>7}  {'mean':>10}  {'min':>10}  {'max':>10}  {'std':>10}  {'type':<{type_w}} "
     rows = named_rows(
         [figures(k) + f"{t:<{type_w}} " for k, t in zip(kernels, types, strict=True)],
@@ -774,10 +778,35 @@ def render_top_kernels(kernels: list[dict], width: int = WIDTH) -> list[str]:
         width,
     )
     lines = [head + "name"] if len(rows) == len(kernels) else [head.rstrip(), "      name"]
-    lines += rows
+    return lines + rows + _type_codes(kernels, coded)
+
+
+def _type_codes(kernels: list[dict], coded: bool) -> list[str]:
+    """The line under the Top kernels table defining the kernel type codes it uses (none when uncoded)."""
     used = sorted({t for t in (k["kernel_type"] for k in kernels) if KERNEL_TYPE_CODES.get(t, t) != t})
-    if coded and used:
-        lines.append("    type: " + ", ".join(f"{KERNEL_TYPE_CODES[t]} = {t}" for t in used) + " (HTA's)")
+    if not (coded and used):
+        return []
+    return ["    type: " + ", ".join(f"{KERNEL_TYPE_CODES[t]} = {t}" for t in used) + " (HTA's)"]
+
+
+def _top_kernels_two_lines(kernels: list[dict], types: list[str], type_w: int, width: int) -> list[str]:
+    """The Top kernels table where one line of figures is wider than ``width`` (75 columns and the type):
+    each kernel's total, count, mean and min on one line, its max, std and type on the next, each line's
+    columns under the header line of its own, and its name under them, 6 columns in (was: the line wrapped
+    through its columns, ``std`` and ``type`` 4 columns deeper than their figures)."""
+    lines = [
+        f"    {'total':>10}  {'count':>7}  {'mean':>10}  {'min':>10}",
+        f"    {'max':>10}  {'std':>10}  type",
+        "      name",
+    ]
+    names = short_names([k["name"] for k in kernels], width=min(width - 6, NAME_WIDTH))
+    for k, kind, name in zip(kernels, types, names, strict=True):
+        lines += [
+            f"    {units.duration(k['total_us']):>10}  {k['count']:>7,}  {units.duration(k.get('mean_us')):>10}  "
+            f"{units.duration(k.get('min_us')):>10}",
+            f"    {units.duration(k.get('max_us')):>10}  {units.duration(k.get('std_us')):>10}  {kind}",
+            f"      {name}",
+        ]
     return lines
 
 
@@ -853,7 +882,7 @@ def render_trace_text(
                 f"median {units.duration(x['median_us'])}, p95 {units.duration(x['p95_us'])}"
             )
     lines += render_queue_lengths(tr.get("queue_lengths"), steps_left_out)
-    lines += render_copies(tr.get("copies") or [])
+    lines += render_copies(tr.get("copies") or [], width)
     lines += render_host_cpu(tr.get("host_cpu") or [])
     lines += render_counters(tr.get("counters"), width)
     lines += render_device_memory(tr.get("device_memory") or [])
