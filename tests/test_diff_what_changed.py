@@ -238,6 +238,11 @@ def test_runs_compared_per_run_are_explained_per_run(ipu) -> None:
     text = render_text(result)
     assert "What changed (the time account: device windows summed over devices, per run)" in text
     assert "not explained here" not in text
+    from popprof.report.diff import markdown_what_changed
+
+    assert "**What changed** (the time account: device windows summed over devices, per run)" in "\n".join(
+        markdown_what_changed(result)
+    )
 
 
 def test_the_same_profile_has_no_material_change(ipu) -> None:

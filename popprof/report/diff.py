@@ -191,22 +191,36 @@ def parts_table(doc: dict, width: int = WIDTH) -> list[str]:
     return _table(rows, header, {1, 2}, width)
 
 
+def _unexplained(doc: dict, arrow: str) -> str | None:
+    """The one sentence "What changed" is when the account explains nothing (not on both sides, or no part
+    moved beyond noise), its window's two ends joined by ``arrow``; None when it explains a change."""
+    if not doc["available"]:
+        return f"not explained here: {doc['reason']}"
+    if doc["material"]:
+        return None
+    w = doc["window"]
+    return (
+        f"no material change in the time account (window {units.duration(w['base_us'])} {arrow} "
+        f"{units.duration(w['new_us'])}; no part moved by {units.duration(doc['noise_us'])} or more)"
+    )
+
+
+def _scope(doc: dict) -> str:
+    """What "What changed" reads, with its basis when not totals: ``the time account: device windows summed
+    over devices, per run``."""
+    per = "" if doc["basis"] == "total" else f", {doc['basis']}"
+    return f"the time account: device windows summed over devices{per}"
+
+
 def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     """The "What changed" lines that open the text (``compare/what_changed.py``): the window's change, the parts
     that moved most with their share of it, and the events or programs that changed most with the busy part
     that moved most; one line when the account is not on both sides or nothing moved beyond noise."""
     doc = what_changed(result)
-    if not doc["available"]:
-        return [f"What changed: not explained here: {doc['reason']}"]
-    w = doc["window"]
-    span = f"{units.duration(w['base_us'])} -> {units.duration(w['new_us'])}"
-    if not doc["material"]:
-        return [
-            f"What changed: no material change in the time account (window {span}; no part moved by "
-            f"{units.duration(doc['noise_us'])} or more)"
-        ]
-    per = "" if doc["basis"] == "total" else f", {doc['basis']}"
-    lines = [f"What changed (the time account: device windows summed over devices{per})"]
+    alone = _unexplained(doc, "->")
+    if alone is not None:
+        return [f"What changed: {alone}"]
+    lines = [f"What changed ({_scope(doc)})"]
     lines.append(f"  {window_words(doc)}")
     lines += parts_table(doc, width)
     who = doc["contributors"]
@@ -235,18 +249,14 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
 def markdown_what_changed(result: ProfileDiff) -> list[str]:
     """For a pull-request comment, "What changed": the same document as the text's, as a short list."""
     doc = what_changed(result)
-    if not doc["available"]:
-        return [f"**What changed:** not explained here: {md.cell(doc['reason'])}"]
+    alone = _unexplained(doc, "→")
+    if alone is not None:
+        return [f"**What changed:** {md.cell(alone)}"]
     w = doc["window"]
     span = f"{units.duration(w['base_us'])} → {units.duration(w['new_us'])}"
-    if not doc["material"]:
-        return [
-            f"**What changed:** no material change in the time account (window {span}; no part moved by "
-            f"{units.duration(doc['noise_us'])} or more)"
-        ]
     moved = doc["window_moved"]
     lines = [
-        f"**What changed** (the time account: device windows summed over devices): window {span}, "
+        f"**What changed** ({_scope(doc)}): window {span}, "
         + (
             f"{units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), of which:"
             if moved
