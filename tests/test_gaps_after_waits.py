@@ -127,3 +127,55 @@ def test_gaps_after_waits_cases(start: list[float], dur: list[float], expected: 
     gs, ge = np.array([10.0, 30.0]), np.array([20.0, 40.0])
     got = gaps_after_waits(_waits(start, dur, [f"c{i}" for i in range(len(start))]), gs, ge)
     assert got.tolist() == expected
+
+
+def _what_limits(path: Path) -> dict:
+    from popprof.report.explain import explained_summary
+
+    return explained_summary(read_path(path))["what_limits"]
+
+
+def test_what_limits_names_the_drained_gaps_with_the_findings_figures() -> None:
+    """The summary's "What limits this run" names the gaps a synchronisation drained from the finding's own
+    evidence: the same count, time and share as ``host.device-gaps`` says (one definition), in 80 columns."""
+    from popprof.report.explain import render_what_limits
+
+    profile, finding = _device_gaps(SIMPLE_ADD)
+    gaps = finding.evidence
+    after = gaps["after_wait"].notna()
+    limits = _what_limits(SIMPLE_ADD)
+    (entry,) = limits["drained_gaps"]
+    assert (entry["rank"], entry["device"], entry["gaps"], entry["of_gaps"]) == (0, "gpu:0", 10, 23)
+    assert entry["drained_us"] == pytest.approx(float(gaps.loc[after, "dur_us"].sum()))
+    assert entry["idle_us"] == pytest.approx(float(gaps["dur_us"].sum()))
+    by_call = gaps[after].groupby("after_wait", observed=True)["dur_us"].sum().sort_values(ascending=False)
+    assert [c["call"] for c in entry["calls"]] == ["cudaDeviceSynchronize", "cudaStreamSynchronize"]
+    assert [c["us"] for c in entry["calls"]] == pytest.approx(by_call.to_list())
+    lines = render_what_limits(limits)
+    assert all(len(line) <= 80 for line in lines)
+    text = " ".join(" ".join(lines).split())
+    share = entry["drained_us"] / entry["idle_us"]
+    assert (
+        f"Idle after a wait on rank 0 gpu:0 (host.device-gaps): 10 of 23 gaps ({entry['drained_us'] / 1e6:.3f} s, "
+        f"{100 * share:.1f} % of that idle) began with the host blocked on device (cudaDeviceSynchronize" in text
+    )
+    # the rule's message says the same figures
+    assert f"({entry['drained_us'] / 1e6:.3f} s, {100 * share:.1f} % of that idle)" in " ".join(
+        finding.message.split()
+    )
+
+
+def test_what_limits_says_every_saxpy_gap_followed_its_copy_and_nothing_for_resnet() -> None:
+    """pipit's saxpy: all 4 gaps follow the synchronous ``cudaMemcpy``; ResNet-50's data-loader gaps follow no
+    wait, and HTA's AlexNet steps drain under the note's 10 %: neither gets the line."""
+    (entry,) = _what_limits(SAXPY)["drained_gaps"]
+    assert (entry["gaps"], entry["of_gaps"], round(entry["share"], 6)) == (4, 4, 1.0)
+    assert round(entry["drained_us"] / 1000, 2) == 723.59
+    assert [c["call"] for c in entry["calls"]] == ["cudaMemcpy"]
+    assert "drained_gaps" not in _what_limits(RESNET)
+    alexnet = REAL / "traces" / "hta_alexnet_first_steps.json.gz"
+    _, finding = _device_gaps(alexnet)
+    after = finding.evidence["after_wait"].notna()
+    assert after.sum() > 0  # it has drained gaps, too few of its idle to be named
+    assert finding.evidence.loc[after, "dur_us"].sum() < 0.10 * finding.evidence["dur_us"].sum()
+    assert "drained_gaps" not in _what_limits(alexnet)

@@ -21,6 +21,7 @@ from ..metrics.counters import replay_section
 from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
 from ..model.profile import Profile
 from ..rules.base import Findings
+from ..rules.host import drained_words
 from ..trace.intervals import device_label
 from .findings import wrap_text
 
@@ -90,6 +91,9 @@ def what_limits(
     launchers = _launchers(profile)
     if launchers:
         doc["host_in_gaps"] = launchers
+    drained = _drained(findings)
+    if drained:
+        doc["drained_gaps"] = drained
     if capture is not None:
         doc["graph_capture"] = capture
     if replay is not None:
@@ -123,6 +127,68 @@ def _launchers(profile: Profile) -> list[dict]:
         }
         for t in launchers_in_gaps(profile).values()
     ]
+
+
+#: the share of a device's idle (the gaps of ``host.device-gaps``) that gaps drained by a wait must reach for "What
+#: limits this run" to name them (the rule's message names any; its advice leads with them from half)
+DRAINED_NOTE_SHARE = 0.10
+#: the blocking calls named per device
+DRAINED_CALLS = 2
+
+
+def _drained(findings: Findings | None) -> list[dict]:
+    """Per device whose ``host.device-gaps`` gaps began with the host blocked on the device for at least
+    :data:`DRAINED_NOTE_SHARE` of their time (the finding's evidence: ``after_wait``, ``dur_us``): ``rank``,
+    ``device``, ``gaps`` (drained), ``of_gaps``, ``drained_us``, ``idle_us``, ``share`` and the blocking ``calls``
+    (``call``, ``us``: the drained gaps' time by the call each began in, largest first); ``[]`` without."""
+    found = next((f for f in (findings.items if findings else []) if f.rule_id == "host.device-gaps"), None)
+    evidence = None if found is None else found.evidence
+    if evidence is None or "after_wait" not in evidence.columns or evidence.empty:
+        return []
+    out = []
+    for (rank, device), group in evidence.groupby(
+        ["rank", "device"], dropna=False, sort=False, observed=True
+    ):
+        idle = float(group["dur_us"].sum())
+        after = group["after_wait"].notna().to_numpy()
+        drained = float(group["dur_us"].to_numpy()[after].sum())
+        if idle <= 0 or drained < DRAINED_NOTE_SHARE * idle:
+            continue
+        calls = (
+            group[after]
+            .groupby("after_wait", observed=True)["dur_us"]
+            .sum()
+            .sort_values(ascending=False, kind="stable")
+        )
+        out.append(
+            {
+                "rank": None if pd.isna(rank) else int(rank),
+                "device": None if pd.isna(device) else str(device),
+                "gaps": int(after.sum()),
+                "of_gaps": len(group),
+                "drained_us": drained,
+                "idle_us": idle,
+                "share": drained / idle,
+                "calls": [{"call": str(k), "us": float(v)} for k, v in calls.head(DRAINED_CALLS).items()],
+            }
+        )
+    return out
+
+
+def drained_notes(doc: dict | None) -> list[str]:
+    """Per device, the sentence naming the idle gaps that began with the host blocked on the device (the
+    document's ``drained_gaps``: a synchronisation drained the queue); ``[]`` without."""
+    notes = []
+    for d in (doc or {}).get("drained_gaps") or []:
+        label = device_label(d["rank"] if d["rank"] is not None else float("nan"), d["device"])
+        calls = ", ".join(f"{c['call']} {units.duration(c['us'])}" for c in d["calls"])
+        notes.append(
+            f"Idle after a wait on {label} (host.device-gaps): "
+            + drained_words(
+                d["gaps"], d["of_gaps"], d["drained_us"], d["idle_us"], f" ({calls})" if calls else ""
+            )
+        )
+    return notes
 
 
 def host_gaps_notes(doc: dict | None) -> list[str]:
@@ -264,7 +330,7 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
             subsequent_indent="    ",
             break_on_hyphens=False,
         )
-    for note in (capture_note(doc), replay_note(doc), *host_gaps_notes(doc)):
+    for note in (capture_note(doc), replay_note(doc), *host_gaps_notes(doc), *drained_notes(doc)):
         if note:  # a number stays with its unit
             lines += wrap_text(note, width, "  ", "    ")
     opportunities = doc.get("opportunities") or []
@@ -421,7 +487,7 @@ def display_rows(doc: dict | None) -> dict | None:
         "opportunities": opportunities,
         "capture": capture_note(doc),
         "replay": replay_note(doc),
-        "host_in_gaps": host_gaps_notes(doc),
+        "host_in_gaps": host_gaps_notes(doc) + drained_notes(doc),
     }
 
 

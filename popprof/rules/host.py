@@ -436,12 +436,22 @@ def _gaps_sentence(
         )
     drained = gaps["after_wait"].notna().to_numpy()
     if drained.any():  # the device ran out of work while the host waited for it: nothing was queued ahead
-        message += (
-            f"; {plural(int(drained.sum()), 'gap')} ({units.duration(found.drained_us)}, "
-            f"{units.percent(found.drained_us / idle)} of that idle) began with the {HOST_BLOCKED}"
-            f"{_waits_by_caller(profile, found.drained_by)}: nothing had been launched ahead of the wait"
+        message += "; " + drained_words(
+            int(drained.sum()), None, found.drained_us, idle, _waits_by_caller(profile, found.drained_by)
         )
     return message
+
+
+def drained_words(count: int, of: int | None, drained_us: float, idle_us: float, calls: str) -> str:
+    """``4 gaps (723.59 ms, 100.0 % of that idle) began with the host blocked on device (cudaMemcpy ...): nothing
+    had been launched ahead of the wait``: the gaps a synchronisation drained (``GapAttribution.drained_us``), in
+    ``host.device-gaps``' message and the summary's "What limits this run" alike; ``of``: the gaps counted
+    (``4 of 4 gaps``), ``calls``: `` (call time, ...)`` or ``""``."""
+    gaps = plural(count, "gap") if of is None else f"{count:,} of {plural(of, 'gap')}"
+    return (
+        f"{gaps} ({units.duration(drained_us)}, {units.percent(drained_us / idle_us)} of that idle) began with the "
+        f"{HOST_BLOCKED}{calls}: nothing had been launched ahead of the wait"
+    )
 
 
 def _waits_by_caller(profile: Profile, waited_by: pd.Series, top: int = 2) -> str:
