@@ -166,6 +166,16 @@ class TextAfterJson(InputError):
     """Something other than white space follows the top-level JSON value (see :class:`JsonGuard`)."""
 
 
+class MismatchedBrackets(InputError):
+    """A bracket outside strings closes a container of the other kind (``[ ... }``): the JSON is invalid there,
+    as a byte flipped between ``{`` and ``[`` (or ``}`` and ``]``) makes it (see :class:`JsonGuard`)."""
+
+
+#: a bracket's kind: 0 for ``[`` / ``]``, 1 for ``{`` / ``}`` (other bytes: unused)
+_BRACE = np.zeros(256, dtype=np.int8)
+_BRACE[list(b"{}")] = 1
+
+
 class JsonGuard(_Guard):
     """Tracks JSON nesting depth and the length of the string being read, across chunks, in numpy.
 
@@ -176,11 +186,18 @@ class JsonGuard(_Guard):
     after it (text appended to a trace, a second JSON value) with an
     :class:`~popprof.model.errors.InputError`: one line, exit code 2, for every reader
     that reads JSON through it.
+
+    With ``match_brackets`` it also follows which kind of container is open at each depth and refuses a
+    bracket that closes the other kind (:class:`MismatchedBrackets`): a reader that copies what is not a string
+    as it is (the redaction) has no parser that would. Readers that parse leave it off: their parser refuses
+    such a file anyway.
     """
 
-    def __init__(self, inner: io.IOBase, path: Path) -> None:
+    def __init__(self, inner: io.IOBase, path: Path, match_brackets: bool = False) -> None:
         super().__init__(inner)
         self.path = path
+        self.match_brackets = match_brackets
+        self.open_kinds = np.zeros(0, dtype=np.int8)  # per depth (1 at index 0), the kind of container open
         self.max_depth = limits.get("json-depth")
         self.max_string = limits.get("string-bytes")
         self.depth = 0
@@ -254,6 +271,8 @@ class JsonGuard(_Guard):
         if len(brackets):
             # outside strings: an even number of quotes before it (odd when a string was open)
             outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
+            if self.match_brackets:
+                self._match(marks[brackets][outside])
             end = self._descend(np.where(outside, BRACKETS[marks[brackets]], 0))
             if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
                 structural = np.flatnonzero(_STRUCTURAL[np.frombuffer(raw, dtype=np.uint8)])
@@ -297,9 +316,52 @@ class JsonGuard(_Guard):
             return
         delta = delta[delta != 0]
         inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
+        if self.match_brackets:
+            self._match(data[where[~inside]])
         end = self._descend(delta[~inside])
         if end >= 0:
             self._check_after(data.tobytes(), int(where[~inside][end]) + 1)
+
+    def _match(self, marks: np.ndarray) -> None:
+        """:class:`MismatchedBrackets` when a closing bracket of ``marks`` (the chunk's brackets outside strings, in
+        order, before :meth:`_descend` moves the depth) closes a container of the other kind.
+
+        At one depth, containers open and close in turn, so, ordered by depth and then position, a closing
+        bracket follows its own opening one, or, first at its depth in the chunk, closes the container left
+        open there by the chunks before (``open_kinds``). No stack is walked bracket by bracket."""
+        if not len(marks):
+            return
+        steps = BRACKETS[marks].astype(np.int64)
+        opens = steps > 0
+        level = np.cumsum(steps) + self.depth + np.where(opens, 0, 1)  # the container's depth, 1 at the top
+        kind = _BRACE[marks]
+        order = np.lexsort((np.arange(len(marks)), level))
+        lv, op, kd = level[order], opens[order], kind[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = lv[1:] != lv[:-1]
+        closes = ~op & (lv >= 1)
+        wrong = closes & ~first & (kd != np.roll(kd, 1))
+        carried = closes & first & (lv <= len(self.open_kinds))
+        if carried.any():
+            wrong[carried] = kd[carried] != self.open_kinds[lv[carried] - 1]
+        if wrong.any():
+            at = int(order[np.flatnonzero(wrong)].min())
+            raise MismatchedBrackets(
+                self.path,
+                f"a '{chr(marks[at])}' closes a{'n object' if kind[at] == 0 else 'n array'} in the bytes after byte "
+                f"{self.offset:,} (a flipped byte?): the file is not valid JSON",
+                "the file may be damaged; write it again",
+            )
+        # what stays open after the chunk: at each depth up to the new one, the last bracket there opened it
+        depth = int(self.depth + steps.sum())
+        kinds = np.zeros(max(depth, 0), dtype=np.int8)
+        keep = min(len(self.open_kinds), len(kinds))
+        kinds[:keep] = self.open_kinds[:keep]
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = lv[:-1] != lv[1:]
+        here = last & op & (lv >= 1) & (lv <= len(kinds))
+        kinds[lv[here] - 1] = kd[here]
+        self.open_kinds = kinds
 
     def _descend(self, steps: np.ndarray) -> int:
         """Follow the depth through the bracket steps (+1 / -1, 0 for none) of a chunk, outside strings, in

@@ -91,17 +91,22 @@ def open_binary(
 
 
 def open_json(
-    path: Path, before: tuple[int, int, int, int] | None = None, *, cut_off_ends: bool = False
+    path: Path,
+    before: tuple[int, int, int, int] | None = None,
+    *,
+    cut_off_ends: bool = False,
+    match_brackets: bool = False,
 ) -> BinaryIO:
     """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
     raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
+    ``match_brackets``: also refuse a bracket closing the other kind of container (for a reader without a parser).
     """
-    return guard_json(open_binary(path, before, cut_off_ends=cut_off_ends), path)
+    return guard_json(open_binary(path, before, cut_off_ends=cut_off_ends), path, match_brackets)
 
 
-def guard_json(raw: BinaryIO, path: Path) -> BinaryIO:
+def guard_json(raw: BinaryIO, path: Path, match_brackets: bool = False) -> BinaryIO:
     """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
-    return bounded.buffered(bounded.JsonGuard(raw, Path(path)))
+    return bounded.buffered(bounded.JsonGuard(raw, Path(path), match_brackets))
 
 
 def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:
