@@ -6,7 +6,8 @@ Every number popprof prints for people goes through this module (the rules are i
 - **bytes**: the exact count with thousands separators, then the binary size with one
   decimal once it reaches 1 KiB: ``23,878,396 B (22.8 MiB)``, ``650 B``. A trailing ``.0``
   is dropped (``1,048,576 B (1 MiB)``). Axis ticks, where the exact count does not fit,
-  show the bracketed part alone (:func:`bytes_short`).
+  show the bracketed part alone (:func:`bytes_short`); ``diff``'s text tables the binary size to 4
+  significant figures (:func:`bytes_figures`: ``406.3 KiB``, ``+16 KiB``).
 - **durations** (given in microseconds, the schema's time unit): below 1 ms in us with one
   decimal (``850.0 us``), below 1 s in ms with two (``45.20 ms``), else in s with three
   (``1.230 s``).
