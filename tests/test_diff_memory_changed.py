@@ -327,3 +327,22 @@ def test_one_side_without_categories_and_neither(tmp_path) -> None:
     gpu = popprof.diff(popprof.open(HTA_BASE), popprof.open(HTA_NEW))
     assert "memory_changed" not in to_dict(gpu)
     assert "in memory" not in render_text(gpu, width=80) and "in memory" not in render_markdown(gpu)
+
+
+def test_a_baseline_against_a_full_profile(tmp_path, capsys) -> None:
+    """A baseline holds metrics only: its memory metrics are compared, the block says in one line why it cannot
+    split them; two baselines have no block."""
+    baseline = tmp_path / "baseline.json"
+    assert main(["baseline", str(BASE), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    result = popprof.diff(baseline, NEW)
+    assert _doc(result) == {
+        "available": False,
+        "reason": "the base side is a baseline (metrics only), without per-tile memory",
+    }
+    metrics = result.metrics.set_index("name")
+    assert metrics.loc["memory.total_incl_gaps_bytes", "abs_change"] == 1_638_400
+    assert main(["diff", str(baseline), str(NEW), "--no-gate"]) == 0
+    out = capsys.readouterr().out
+    assert "What changed in memory: not explained here: the base side is a baseline" in _flat(out)
+    assert "memory_changed" not in to_dict(popprof.diff(baseline, baseline))

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.profile import Profile
+from .baseline import is_baseline
 
 ALWAYS_LIVE = "always_live_variables"
 NOT_ALWAYS_LIVE = "not_always_live_variables"
@@ -78,7 +79,11 @@ def memory_parts(base: Profile, new: Profile) -> MemoryParts | None:
     if not any(has.values()):
         return None
     if not all(has.values()):
-        side = "base" if not has["base"] else "new"
+        side, profile = ("base", base) if not has["base"] else ("new", new)
+        if is_baseline(profile):
+            return MemoryParts(
+                reason=f"the {side} side is a baseline (metrics only), without per-tile memory"
+            )
         return MemoryParts(reason=f"the {side} profile has no per-tile memory by category (tile_memory)")
     for side, profile in (("base", base), ("new", new)):
         tiles = profile.tiles
