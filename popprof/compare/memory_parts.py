@@ -119,24 +119,37 @@ def memory_parts(base: Profile, new: Profile) -> MemoryParts | None:
 def _categories(profile: Profile) -> list[str]:
     """The categories that hold bytes, in the order of the column's categories."""
     column = profile.tile_memory["category"]
-    present = set(column.astype("str").unique())
-    order = [str(c) for c in column.cat.categories] if isinstance(column.dtype, pd.CategoricalDtype) else []
-    return [c for c in dict.fromkeys([*order, *sorted(present)]) if c in present]
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = np.unique(column.cat.codes.to_numpy())
+        return [str(column.cat.categories[c]) for c in codes if c >= 0]
+    return sorted(str(c) for c in column.dropna().unique())
+
+
+def _category_columns(column: pd.Series, categories: list[str]) -> np.ndarray:
+    """Each row's position in ``categories`` (-1: none), through the codes of a categorical column."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        where = pd.Index(categories).get_indexer([str(c) for c in column.cat.categories])
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, where[codes], -1)
+    return pd.Index(categories).get_indexer(column.astype("str").to_numpy())
 
 
 def _grid(profile: Profile, categories: list[str]) -> pd.DataFrame:
-    """Bytes per tile (the ``tiles`` table's, in its order) and category, 0 where a category holds none."""
+    """Bytes per tile (the ``tiles`` table's, in its order) and category, 0 where a category holds none; rows of
+    a tile the ``tiles`` table does not list are left out."""
     memory = profile.tile_memory
-    frame = pd.DataFrame(
-        {
-            "tile": memory["tile"].to_numpy(dtype=np.int64),
-            "category": memory["category"].astype("str").to_numpy(),
-            "bytes": memory["bytes"].to_numpy(dtype=np.int64),
-        }
-    )
-    grid = frame.pivot_table(index="tile", columns="category", values="bytes", aggfunc="sum", fill_value=0)
     tiles = profile.tiles["tile"].to_numpy(dtype=np.int64)
-    return grid.reindex(index=tiles, columns=categories, fill_value=0).astype(np.int64)
+    row = pd.Index(tiles).get_indexer(memory["tile"].to_numpy(dtype=np.int64))
+    column = _category_columns(memory["category"], categories)
+    keep = (row >= 0) & (column >= 0)
+    flat = np.bincount(
+        row[keep] * len(categories) + column[keep],
+        weights=memory["bytes"].to_numpy(dtype=np.int64)[keep],
+        minlength=len(tiles) * len(categories),
+    )
+    # bincount sums in float64: exact for integers below 2**53 bytes per tile and category
+    grid = flat.round().astype(np.int64).reshape(len(tiles), len(categories))
+    return pd.DataFrame(grid, index=pd.Index(tiles, name="tile"), columns=categories)
 
 
 def _liveness_fits(profile: Profile, grid: pd.DataFrame) -> bool:
@@ -173,11 +186,12 @@ def _variables(profile: Profile) -> pd.DataFrame | None:
     variables = profile.get("variables")
     if variables is None or variables.empty:
         return None
-    frame = pd.DataFrame(
-        {
-            "name": variables["name"].astype("str"),
-            "bytes": variables["bytes"].astype("float64").fillna(0.0),
-            "always_live": variables["always_live"].astype("boolean").fillna(False).astype(bool),
-        }
+    codes, names = pd.factorize(variables["name"].astype("str"), sort=True)
+    keep = codes >= 0
+    size = len(names)
+    bytes_ = np.bincount(
+        codes[keep], weights=variables["bytes"].astype("float64").fillna(0.0).to_numpy()[keep], minlength=size
     )
-    return frame.groupby("name", sort=True).agg(bytes=("bytes", "sum"), always_live=("always_live", "any"))
+    live = variables["always_live"].astype("boolean").fillna(False).to_numpy(dtype=bool)[keep]
+    always = np.bincount(codes[keep], weights=live, minlength=size) > 0
+    return pd.DataFrame({"bytes": bytes_, "always_live": always}, index=pd.Index(names, name="name"))
