@@ -21,6 +21,7 @@ from ..model.profile import NEEDS_HINT, Profile
 from ..trace.activity import STEP_PREFIX, is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis, totals_notes
+from .memory_parts import MemoryParts, memory_parts
 
 #: Two times in microseconds closer than this are the same (the nanosecond a baseline's JSON keeps).
 TIME_TOLERANCE_US = 10.0**-units.TIME_DECIMALS
@@ -109,6 +110,9 @@ class ProfileDiff:
     new_target: dict[str, object] = field(default_factory=dict)
     tolerance: float = DEFAULT_TOLERANCE
     basis: dict[str, Basis] = field(default_factory=dict)
+    #: Both sides' tiles split into memory parts (:mod:`popprof.compare.memory_parts`), read by
+    #: :func:`popprof.compare.memory_changed.memory_changed`; None when neither side has per-tile categories.
+    memory: MemoryParts | None = field(default=None, repr=False, compare=False)
     #: The latest :func:`popprof.compare.gate.gate` verdict on this diff (None until it is gated).
     gate_result: object | None = field(default=None, repr=False, compare=False)
 
@@ -276,12 +280,14 @@ def diff(
             f"events: {events_on} work only (events_on={events_on!r}; where: {EVENTS_ON[events_on]})"
         )
     liveness = _diff_liveness(base, new, unavailable)
+    memory = memory_parts(base, new)
     keys_differ = _redaction_keys_note(base, new)
     if keys_differ:
         # pseudonyms made with different keys do not correspond: name-by-name sections would list every
         # name as removed and added, so they are left out and the note says why
         notes.append(keys_differ)
         programs, events, liveness = programs.iloc[0:0], events.iloc[0:0], liveness.iloc[0:0]
+        memory = memory.without_variables() if memory is not None else None
         for section in ("programs", "events", "liveness"):
             unavailable[section] = keys_differ
     if baseline_side:
@@ -302,6 +308,7 @@ def diff(
         new_target,
         tolerance,
         basis,
+        memory=memory,
     )
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from ..io import jsonout
 from .core import ProfileDiff
 from .gate import GateResult
+from .memory_changed import memory_changed
 from .what_changed import what_changed
 
 #: Most programs / events listed per section in JSON before truncating.
@@ -51,6 +52,9 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
         "what_changed": what_changed(result),
         "metrics": records(result.changed_metrics(include_unchanged=True)),
     }
+    memory = memory_changed(result)
+    if memory is not None:  # neither side has per-tile memory by category: nothing to say
+        doc["memory_changed"] = memory
     if "tiles" not in result.unavailable:
         doc["tiles"] = {
             "compared": len(result.tiles),

@@ -6,7 +6,8 @@ Every number popprof prints for people goes through this module (the rules are i
 - **bytes**: the exact count with thousands separators, then the binary size with one
   decimal once it reaches 1 KiB: ``23,878,396 B (22.8 MiB)``, ``650 B``. A trailing ``.0``
   is dropped (``1,048,576 B (1 MiB)``). Axis ticks, where the exact count does not fit,
-  show the bracketed part alone (:func:`bytes_short`).
+  show the bracketed part alone (:func:`bytes_short`); ``diff``'s text tables the binary size to 4
+  significant figures (:func:`bytes_figures`: ``406.3 KiB``, ``+16 KiB``).
 - **durations** (given in microseconds, the schema's time unit): below 1 ms in us with one
   decimal (``850.0 us``), below 1 s in ms with two (``45.20 ms``), else in s with three
   (``1.230 s``).
@@ -28,7 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 #: What a missing figure prints as in running text (tables may pass ``missing="—"``).
 MISSING = "n/a"
@@ -90,6 +91,42 @@ def bytes_short(value: object, *, signed: bool = False, missing: str = MISSING) 
             text = f"{round(size / scale, 1):,.1f}".removesuffix(".0")
             return f"{sign}{text} {unit}"
     return f"{sign}{size:,.0f} B"
+
+
+#: Significant figures of :func:`bytes_figures`.
+BYTES_FIGURES = 4
+
+
+def bytes_figures(value: object, *, signed: bool = False, missing: str = MISSING) -> str:
+    """Bytes in the largest binary unit they reach with :data:`BYTES_FIGURES` significant figures, trailing zeros
+    dropped: ``406.3 KiB``, ``1.563 MiB``, ``16 KiB``; below 1 KiB the whole count, ``650 B``. For text tables
+    of many byte figures that must fit 80 columns (``popprof diff``'s); the exact count is in JSON and Markdown."""
+    parts = _parts(value, signed, missing)
+    if isinstance(parts, str):
+        return parts
+    sign, size = parts
+    size = float(round(size))  # a count of bytes: 1,023.6 B is 1 KiB
+    scales = [("B", 1), *reversed(_BINARY)]
+    for k, (unit, scale) in enumerate(scales):
+        if k + 1 < len(scales) and size >= scales[k + 1][1]:
+            continue  # a larger unit is reached
+        text = _significant(size / scale, BYTES_FIGURES) if scale > 1 else f"{size:,.0f}"
+        if scale > 1 and float(text) >= 1024 and k + 1 < len(scales):  # 1023.96 KiB rounds to 1 MiB
+            unit, scale = scales[k + 1]
+            text = _significant(size / scale, BYTES_FIGURES)
+        return f"{sign}{text} {unit}"
+    return f"{sign}{size:,.0f} B"  # pragma: no cover - the last unit always returns
+
+
+def _significant(number: float, figures: int) -> str:
+    """``number`` (> 0) rounded half up to ``figures`` significant figures, trailing zeros dropped."""
+    exact = Decimal(repr(number))
+    digits = exact.adjusted() + 1  # digits before the point
+    rounded = exact.quantize(Decimal(1).scaleb(digits - figures), rounding=ROUND_HALF_UP)
+    if rounded.adjusted() + 1 > digits:  # 999.96 -> 1000.0: one digit more, one decimal less
+        rounded = rounded.quantize(Decimal(1).scaleb(digits + 1 - figures), rounding=ROUND_HALF_UP)
+    text = f"{rounded:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def nbytes(value: object, *, signed: bool = False, missing: str = MISSING) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from ..compare.core import ProfileDiff
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
+from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import TOP_PARTS, what_changed
 from ..io import jsonout, units
 from ..io.names import names_apart
@@ -99,10 +102,19 @@ def _stacked(cells: list[str], room: int) -> list[str]:
     return lines
 
 
+def _text_value(amount: object, unit: str, signed: bool = False) -> str:
+    """A figure of the text's tables: bytes in their binary unit to 4 significant figures (``406.3 KiB``,
+    ``+16 KiB``: :func:`~popprof.io.units.bytes_figures`) so that a byte row fits 80 columns on one line, any
+    other unit as everywhere (:func:`~popprof.io.units.value`); the exact bytes are in the JSON and Markdown."""
+    if unit == "bytes":
+        return units.bytes_figures(amount, signed=signed, missing="" if signed else units.MISSING)
+    return units.change(amount, unit) if signed else units.value(amount, unit)
+
+
 def _metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None = None) -> list[list[str]]:
     """The metrics table's rows; with ``width`` (the text's), a wider name (a family member named by its source:
-    an annotation's, a counter's) shortened as the events' names are, told apart from the others (the JSON and
-    Markdown keep every name whole)."""
+    an annotation's, a counter's) shortened as the events' names are, told apart from the others, and bytes to 4
+    significant figures (:func:`_text_value`; the JSON and Markdown keep every name and byte count whole)."""
     rows = []
     frame = result.changed_metrics(include_unchanged)
     names = (
@@ -117,16 +129,19 @@ def _metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None
                 mark = (mark + " worse").strip()
             elif r.worse is not None and not pd.isna(r.worse) and r.status != "unchanged":
                 mark = (mark + " better").strip()
-        rows.append(
-            [
-                name,
+        if width is None:
+            figures = [
                 units.value(r.base, r.unit),
                 units.value(r.new, r.unit),
                 units.change(r.abs_change, r.unit),
-                units.relative(r.rel_change),
-                mark,
             ]
-        )
+        else:
+            figures = [
+                _text_value(r.base, r.unit),
+                _text_value(r.new, r.unit),
+                _text_value(r.abs_change, r.unit, signed=True),
+            ]
+        rows.append([name, *figures, units.relative(r.rel_change), mark])
     return rows
 
 
@@ -288,6 +303,149 @@ def _moved(doc: dict, part: str) -> str:
     return f"{row['words']} {units.change(row['change_us'], 'us')}"
 
 
+# -- what changed in memory --------------------------------------------------
+
+
+def _byte_part_rows(doc: dict, figure: Callable[..., str]) -> tuple[list[list[str]], list[str]]:
+    """The parts table of a memory decomposition (:func:`~popprof.compare.memory_changed.decompose_bytes`): the
+    :data:`TOP_PARTS` that moved most, then the others' summed change so that the rows add up to the total's
+    change, with their share of it when the total moved; bytes written by ``figure(bytes, signed)``."""
+    shown, more = doc["parts"][:TOP_PARTS], doc["parts"][TOP_PARTS:]
+    moved = doc["total_moved"]
+    rows = []
+    for p in shown:
+        share = (
+            [units.percent(p["share_of_change"]), "offsetting" if p["offsetting"] else ""] if moved else []
+        )
+        rows.append([p["words"], figure(p["change_bytes"], True), *share])
+    rest = doc["rest_bytes"] + sum(p["change_bytes"] for p in more)
+    if rest:
+        label = f"{plural(len(more), 'other part')} and the rest" if more else "the other parts"
+        share = [units.percent(rest / doc["total"]["change_bytes"]), ""] if moved else []
+        rows.append([label, figure(rest, True), *share])
+    header = ["part", "change", *(["of the change", ""] if moved else [])]
+    return rows, header
+
+
+def _short(amount: float, signed: bool = False) -> str:
+    return units.bytes_figures(amount, signed=signed)
+
+
+def _exact(amount: float, signed: bool = False) -> str:
+    return units.nbytes(amount, signed=signed)
+
+
+def _memory_span(doc: dict, arrow: str, figure: Callable[..., str]) -> str:
+    """``494.9 MiB -> 496.5 MiB: +1.563 MiB (+0.32 %)``: a decomposition's total, both ends and its change."""
+    t = doc["total"]
+    return (
+        f"{figure(t['base_bytes'])} {arrow} {figure(t['new_bytes'])}: {figure(t['change_bytes'], True)}"
+        + (
+            f" ({units.relative(t['rel_change'])})"
+            if t["rel_change"] is not None and t["change_bytes"]
+            else ""
+        )
+    )
+
+
+def _fullest_words(tile: dict, arrow: str, figure: Callable[..., str]) -> str:
+    """The fullest tile's line: ``fullest tile 289 (IPU 0): 594.7 KiB -> 594.7 KiB: +0 B`` or, when it moved,
+    both tiles."""
+    b, n = tile["base"], tile["new"]
+    where = f"tile {b['tile']:,} (IPU {b['ipu']})"
+    if tile["moved"]:
+        where += f" {arrow} tile {n['tile']:,} (IPU {n['ipu']}), the fullest tile moved"
+    if not tile["total"]["change_bytes"] and not tile["moved"]:
+        return f"fullest tile: {where}: {figure(b['bytes'])}, unchanged"
+    quiet = "" if tile["material"] else " (within noise)"
+    return f"fullest tile: {where}: {_memory_span(tile, arrow, figure)}{quiet}"
+
+
+def _memory_unexplained(doc: dict, figure: Callable[..., str]) -> str | None:
+    """The one sentence the memory block is when it explains nothing; None when it explains a change."""
+    if not doc["available"]:
+        return f"not explained here: {doc['reason']}"
+    if doc["material"]:
+        return None
+    t = doc["total"]
+    return (
+        f"no material change (all tiles {figure(t['base_bytes'])}; no part moved by "
+        f"{units.nbytes(doc['noise_bytes'])} or more)"
+    )
+
+
+MEMORY_SCOPE = "memory of all tiles, including gaps"
+
+
+def render_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The text's "What changed in memory" lines (``compare/memory_changed.py``), after the time block: the
+    total's change, the parts that moved most with their share of it, the fullest tile's change split the same
+    way, and the variables that changed most; one line when it explains nothing, none when neither profile has
+    per-tile memory by category. Bytes to 4 significant figures (the JSON and Markdown have them exact)."""
+    doc = memory_changed(result)
+    if doc is None:
+        return []
+    alone = _memory_unexplained(doc, _short)
+    if alone is not None:
+        return [f"What changed in memory: {alone}"]
+    lines = [f"What changed in memory ({MEMORY_SCOPE})"]
+    moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
+    lines.append(f"  total {_memory_span(doc, '->', _short)}, {moved}")
+    lines += _table(*_byte_part_rows(doc, _short), {1, 2}, width)
+    tile = doc["fullest_tile"]
+    if tile is not None:
+        quiet = not tile["material"]
+        lines.append(f"  {_fullest_words(tile, '->', _short)}" + ("" if quiet else ", of which:"))
+        if not quiet:
+            lines += _table(*_byte_part_rows(tile, _short), {1, 2}, width)
+    variables = doc["variables"]
+    if variables is not None and variables["rows"]:
+        way = "grew or appeared" if variables["direction"] == "grew" else "shrank or went"
+        lines.append(f"  variables that {way} most ({variables['changed']:,} changed):")
+        changes = [_short(r["change_bytes"], True) for r in variables["rows"]]
+        size = max(len(c) for c in changes)
+        status = max(len(r["status"]) for r in variables["rows"])
+        for c, r in zip(changes, variables["rows"], strict=True):
+            prefix = f"    {c.rjust(size)}  {r['status'].ljust(status)}  "
+            (name,) = names_apart([r["name"]], [r["name"]], max(width - len(prefix), 20))
+            lines.append(prefix + name)
+    return lines
+
+
+def markdown_memory_changed(result: ProfileDiff) -> list[str]:
+    """For a pull-request comment, "What changed in memory": the text's block as a short list, bytes exact."""
+    doc = memory_changed(result)
+    if doc is None:
+        return []
+    alone = _memory_unexplained(doc, _exact)
+    if alone is not None:
+        return [f"**What changed in memory:** {md.cell(alone)}"]
+    moved = doc["total_moved"]
+    lines = [
+        f"**What changed in memory** ({MEMORY_SCOPE}): {_memory_span(doc, '→', _exact)}, "
+        + ("of which:" if moved else "within noise; its parts moved:"),
+        "",
+    ]
+    rows, _ = _byte_part_rows(doc, _exact)
+    for row in rows:
+        share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
+        lines.append(f"- {md.cell(row[0])}: {row[1]}{share}")
+    tile = doc["fullest_tile"]
+    if tile is not None:
+        parts = _byte_part_rows(tile, _exact)[0] if tile["material"] else []
+        of = "; of which " + ", ".join(f"{md.cell(r[0])} {r[1]}" for r in parts) if parts else ""
+        lines.append(f"- {_fullest_words(tile, '→', _exact)}{of}")
+    variables = doc["variables"]
+    if variables is not None and variables["rows"]:
+        way = "grew or appeared" if variables["direction"] == "grew" else "shrank or went"
+        named = ", ".join(
+            f"{md.code(r['name'])} {_exact(r['change_bytes'], True)} ({r['status']})"
+            for r in variables["rows"]
+        )
+        lines.append(f"- variables that {way} most: {named}")
+    return lines
+
+
 # -- text ---------------------------------------------------------------------
 
 
@@ -306,6 +464,8 @@ def render_text(
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
     lines += [*render_what_changed(result, width), ""]
+    memory = render_memory_changed(result, width)
+    lines += [*memory, ""] if memory else []
     rows = _metric_rows(result, include_unchanged, width - 2)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
@@ -338,9 +498,9 @@ def render_text(
                     [
                         _int(t.tile),
                         _int(t.ipu),
-                        units.value(t.base_bytes, "bytes"),
-                        units.value(t.new_bytes, "bytes"),
-                        units.change(t.change_bytes, "bytes"),
+                        _text_value(t.base_bytes, "bytes"),
+                        _text_value(t.new_bytes, "bytes"),
+                        _text_value(t.change_bytes, "bytes", signed=True),
                         units.relative(t.rel_change),
                     ]
                     for t in top_tiles.itertuples(index=False)
@@ -355,9 +515,9 @@ def render_text(
                 [
                     [
                         _int(r.ipu),
-                        units.value(_f(r.base_bytes), "bytes"),
-                        units.value(_f(r.new_bytes), "bytes"),
-                        units.change(_f(r.change_bytes), "bytes"),
+                        _text_value(_f(r.base_bytes), "bytes"),
+                        _text_value(_f(r.new_bytes), "bytes"),
+                        _text_value(_f(r.change_bytes), "bytes", signed=True),
                         _int(r.base_tiles_out_of_memory),
                         _int(r.new_tiles_out_of_memory),
                     ]
@@ -497,6 +657,8 @@ def render_markdown(
             *[f"> basis: {md.cell(b.describe())}" for b in result.basis.values()],
         ]
     lines += ["", *markdown_what_changed(result)]
+    memory = markdown_memory_changed(result)
+    lines += ["", *memory] if memory else []
     rows = _metric_rows(result, include_unchanged)
     lines.append("")
     if rows:
