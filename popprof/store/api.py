@@ -228,12 +228,12 @@ class Store:
             filesystem=None if self.location.local else self.location.fs,
         )
 
-    def spark(self, session: object) -> list[str]:
-        """Register the store's views as temporary views of a SparkSession; returns their names. Spark checks
-        the page checksums of what it reads (:mod:`popprof.store.engine_spark`)."""
+    def spark(self, session: object, *, verify: bool = True) -> list[str]:
+        """Register the store's views as temporary views of a SparkSession; returns their names. With ``verify``
+        Spark checks the page checksums of what it reads (:mod:`popprof.store.engine_spark`)."""
         from .engine_spark import register
 
-        return register(session, self.location)
+        return register(session, self.location, verify)
 
     def spark_table(self, session: object, sql: str) -> pa.Table:
         """The result of ``sql`` over the views :meth:`spark` registered in ``session``, as an Arrow table; a

@@ -104,8 +104,9 @@ def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1, ja
         raise
 
 
-def register(session, location: Location) -> list[str]:
-    """Create the store's views (``runs``, ``metrics``, ``ranks``, one per bundle table) in ``session``."""
+def register(session, location: Location, verify: bool = True) -> list[str]:
+    """Create the store's views (``runs``, ``metrics``, ``ranks``, one per bundle table) in ``session``; with
+    ``verify`` each read of them checks the page checksums of what it reads (:data:`VERIFY_CHECKSUMS`)."""
     types = _pyspark()
     from pyspark.sql import functions as F
 
@@ -114,7 +115,7 @@ def register(session, location: Location) -> list[str]:
         schema = spark_schema(kind)
         files = location.files(kind_dir(kind), "month=*/*.parquet")
         if files:
-            frame = _read(session, schema, location, kind, files)
+            frame = _read(session, schema, location, kind, files, verify)
             frame = frame.select(*columns(kind), F.col("_metadata.file_path").alias("_file"))
         else:
             schema = types.StructType([*schema.fields, types.StructField("_file", types.StringType())])
@@ -174,13 +175,13 @@ def readable(location: Location) -> Iterator[None]:
 _HADOOP_GLOB = re.compile(r"([{}\[\]*?\\])")
 
 
-def _read(session, schema, location: Location, kind: str, files: list[str]):
+def _read(session, schema, location: Location, kind: str, files: list[str], verify: bool = True):
     """The files of ``kind`` as a DataFrame of the declared schema. The kind's directory, as Spark lists it,
     unless the store's path holds a glob character (Hadoop would read ``a[b]`` as a pattern) or a file was
     left out as a symbolic link (:meth:`Location.files`): then the listed files, each escaped, with the
     directory as the partitions' base."""
     base = _spark_path(location, kind_dir(kind))
-    reader = session.read.schema(schema).option(VERIFY_CHECKSUMS, "true")
+    reader = session.read.schema(schema).option(VERIFY_CHECKSUMS, "true" if verify else "false")
     linked = any(rel.startswith(kind_dir(kind) + "/") for rel in location.skipped)
     if not linked and not _HADOOP_GLOB.search(location.root):
         return reader.parquet(base)
