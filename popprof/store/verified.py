@@ -138,7 +138,13 @@ def check(location: Location, files: list[str]) -> int:
         return 0
     known = _recorded(location)
     now = identities(location, files)
-    fresh = [rel for rel, seen in now.items() if seen is not None and known.get(rel) != seen]
+    # an object its file system gives no ETag for (not S3) is known by nothing that changes with its bytes:
+    # checked on every read
+    fresh = [
+        rel
+        for rel, seen in now.items()
+        if seen is not None and (known.get(rel) != seen or (not location.local and seen[3] is None))
+    ]
     for rel in fresh:
         try:
             verify_pages(location, rel)
