@@ -523,6 +523,24 @@ def test_arrow_dataset_checks_each_file_once_and_its_scans_check_pages(capsys, t
     assert line.endswith("(popprof store fsck lists the files it cannot read)") and "\n" not in line, line
 
 
+def test_an_object_store_without_etags_is_checked_on_every_read(tmp_path):
+    """An object is recorded by its ETag (S3's changes with every PUT); a file system whose listing gives none
+    (fsspec's memory one here) has nothing that changes with the bytes, so its files are checked every time."""
+    from store_helpers import MK2
+
+    import popprof.store
+    from popprof.store import verified
+
+    root = f"memory://popprof-{tmp_path.name}/store"
+    popprof.store.init(root)
+    popprof.store.add(root, [MK2], run_id="1", time="2026-01-05T00:00:00Z")
+    location = popprof.store.open(root).location
+    files = location.files("metrics", "month=*/*.parquet")
+    assert verified.check(location, files) == 1
+    assert verified.check(location, files) == 1
+    location.fs.rm(location._bare(""), recursive=True)
+
+
 def test_a_trace_with_a_bracket_flipped_mid_file_is_damaged_not_text_after_it(capsys, tmp_path):
     """A '{' flipped in the middle of a trace closed the JSON guard's count of brackets early: the reader said
     'text follows the JSON value at byte 305,587 (an appended log line, ...)': remove what follows, at the end
