@@ -181,7 +181,9 @@ def _read(session, schema, location: Location, kind: str, files: list[str], veri
     left out as a symbolic link (:meth:`Location.files`): then the listed files, each escaped, with the
     directory as the partitions' base."""
     base = _spark_path(location, kind_dir(kind))
-    reader = session.read.schema(schema).option(VERIFY_CHECKSUMS, "true" if verify else "false")
+    reader = session.read.schema(schema)
+    if verify:  # without, the session's own setting holds
+        reader = reader.option(VERIFY_CHECKSUMS, "true")
     linked = any(rel.startswith(kind_dir(kind) + "/") for rel in location.skipped)
     if not linked and not _HADOOP_GLOB.search(location.root):
         return reader.parquet(base)
