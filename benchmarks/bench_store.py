@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the run store: store add per run, trend over 10,000 runs, store query, Spark vs DuckDB.
 
-    python benchmarks/bench_store.py [--modes add,add-many,add-cli,ls,trend,query,spark] [--runs 10000]
+    python benchmarks/bench_store.py [--modes add,add-many,add-cli,ls,trend,query,spark,verify] [--runs 10000]
                                      [--adds 10] [--sources 100] [--ls-runs 2000] [--repeat 3] [--data DIR]
                                      [--code CHECKOUT]
 
@@ -24,6 +24,9 @@
 - query: ``store query`` (the sandbox) of a metric's history joined with the catalogue and a group-by, over
   the per-run files and over the compacted store.
 - spark: the same trend query through ``Store.spark`` in a local[1] session against DuckDB, compacted store.
+- verify: what checking page checksums costs the reads last covered (``--verify-runs`` uncompacted runs, default
+  500): DuckDB over an object store (moto's S3 server on 127.0.0.1), ``arrow_dataset``, Spark local[1]; the
+  first checked read (no record), a later one, and the read unchecked.
 - spark-jvm: the JVM's own CPU time (``/proc/<pid>/stat``) for a local session's start, ``Store.spark`` and the
   trend query, with ``local_session``'s small-JVM options (C1 JIT, serial GC) and without them.
 
@@ -418,12 +421,120 @@ def bench_spark_jvm(runs: int, repeat: int, data: Path) -> list[list[str]]:
     return rows
 
 
+_MOTO = """
+import os, socket
+from moto.server import ThreadedMotoServer
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+server.start()
+os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                  AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+import fsspec
+fsspec.filesystem("s3").mkdir("popprof-bench")
+"""
+
+
+def bench_verify(runs: int, repeat: int, data: Path) -> list[list[str]]:
+    """What checking page checksums costs the reads it covers, ``runs`` uncompacted runs (two files each that a
+    metric history reads): DuckDB over an object store (moto's S3 server on 127.0.0.1: no network latency, so
+    the listing and each object's GET are cheap here), ``arrow_dataset`` of a local store, Spark local[1]. Each
+    unchecked read against the first checked one (no record: every page read twice) and a later one."""
+    sys.path.insert(0, str(ROOT))
+    import popprof.store as store
+    from popprof.testing.store_history import write_history
+
+    local = data / f"store-verify-{runs}"
+    if not (local / "popprof-store.json").exists():
+        shutil.rmtree(local, ignore_errors=True)
+        store.init(local)
+        write_history(local, {NOISY: [1.0 + i % 7 for i in range(runs)]})
+    rounds = max(repeat, 2)
+    timed = (
+        "import os\n"
+        "def timed(read):\n"
+        "    t = time.perf_counter(); n = read(); return time.perf_counter() - t, n\n"
+        "def med(xs):\n"
+        "    return sorted(xs)[len(xs) // 2]\n"
+    )
+    s3 = _child(
+        _MOTO + timed + "import popprof.store as store\n"
+        "from popprof.store import verified\n"
+        "from popprof.testing.store_history import write_history\n"
+        "root = 's3://popprof-bench/store'\n"
+        "store.init(root)\n"
+        f"write_history(root, {{{NOISY!r}: [1.0 + i % 7 for i in range({runs})]}})\n"
+        "s = store.open(root)\n"
+        "fs = s.location.fs\n"
+        "def read(verify):\n"
+        "    con = s.duckdb(kinds=['metrics'], verify=verify)\n"
+        f"    n = con.sql({TREND_SQL!r}).to_arrow_table().num_rows\n"
+        "    con.close(); return n\n"
+        "plain, first, later = [], [], []\n"
+        f"for _ in range({rounds}):\n"
+        "    plain.append(timed(lambda: read(False))[0])\n"
+        "    fs.rm(s.location._bare(verified.VERIFIED))\n"
+        "    first.append(timed(lambda: read(True))[0])\n"
+        "    later.append(timed(lambda: read(True))[0])\n"
+        "result.update(plain=med(plain), first=med(first), later=med(later))\n"
+        "server.stop()\n"
+    )
+    arrow = _child(
+        timed + "import popprof.store as store\n"
+        "from popprof.store import verified\n"
+        f"s = store.open({str(local)!r})\n"
+        "record = s.location.path(verified.VERIFIED)\n"
+        "def read(verify):\n"
+        "    return s.arrow_dataset('metrics', verify=verify).to_table().num_rows\n"
+        "plain, first, later = [], [], []\n"
+        f"for _ in range({rounds}):\n"
+        "    plain.append(timed(lambda: read(False))[0])\n"
+        "    os.path.exists(record) and os.remove(record)\n"
+        "    first.append(timed(lambda: read(True))[0])\n"
+        "    later.append(timed(lambda: read(True))[0])\n"
+        "result.update(plain=med(plain), first=med(first), later=med(later))\n"
+    )
+    spark = _child(
+        timed + "from popprof.store.engine_spark import local_session\n"
+        "import popprof.store as store\n"
+        "session = local_session('bench')\n"
+        f"s = store.open({str(local)!r})\n"
+        "def read(verify):\n"
+        "    s.spark(session, verify=verify)\n"
+        f"    return session.sql({TREND_SQL!r}).toArrow().num_rows\n"
+        "read(False); read(True)  # the JIT's warm-up, apart\n"
+        "plain, checked = [], []\n"
+        f"for _ in range({rounds}):\n"
+        "    plain.append(timed(lambda: read(False))[0])\n"
+        "    checked.append(timed(lambda: read(True))[0])\n"
+        "result.update(plain=med(plain), first=med(checked), later=med(checked))\n"
+        "session.stop()\n"
+    )
+    rows = []
+    for name, got in (
+        ("DuckDB over S3 (moto, 127.0.0.1): metric history", s3),
+        ("arrow_dataset('metrics').to_table(), local", arrow),
+        ("Spark local[1]: metric history (views registered each read)", spark),
+    ):
+        rows.append(
+            [
+                f"{name}, {runs:,} runs",
+                f"{got['first']:.2f}",
+                f"unchecked {got['plain']:.2f}, later checked reads {got['later']:.2f}",
+                f"{got['peak_mib']:.0f}",
+                "",
+            ]
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Benchmark the run store, trend, store query and Spark.")
     parser.add_argument(
         "--modes",
         default="add,add-many,add-cli,ls,trend,query,spark",
-        help="Any of add, add-many, add-cli, ls, trend, query, spark, spark-jvm (comma-separated).",
+        help="Any of add, add-many, add-cli, ls, trend, query, spark, spark-jvm, verify (comma-separated).",
     )
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--adds", type=int, default=10)
@@ -435,6 +546,9 @@ def main() -> int:
         default=ROOT,
         help="The checkout whose popprof the add-many, add-cli and ls commands run (default this one): "
         "another worktree measures the same cases before a change.",
+    )
+    parser.add_argument(
+        "--verify-runs", type=int, default=500, help="Uncompacted runs of verify (default 500)."
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
@@ -464,6 +578,8 @@ def main() -> int:
         rows += bench_spark(args.runs, args.repeat, args.data)
     if "spark-jvm" in modes:
         rows += bench_spark_jvm(args.runs, args.repeat, args.data)
+    if "verify" in modes:
+        rows += bench_verify(args.verify_runs, args.repeat, args.data)
     print_table(
         ["case", "wall s (median)", "CPU s / notes", "peak RSS MiB", "result"], rows, title=load_line()
     )

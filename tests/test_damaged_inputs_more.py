@@ -483,6 +483,64 @@ def test_store_reads_check_each_file_once_and_again_when_it_changes(capsys, tmp_
     )
 
 
+def test_arrow_dataset_checks_each_file_once_and_its_scans_check_pages(capsys, tmp_path):
+    """``Store.arrow_dataset`` handed pyarrow the files as they were, to a scan that checks no page checksum: a
+    byte flipped in a metrics data page reached Polars or Dask as Arrow's bare error or as other values. It now
+    checks the files of its kind first, once per file (the record the queries keep), and its scans check every
+    page they read (pyarrow's own check, for damage after the dataset was made)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from store_helpers import MK2, flip_in_data_page
+
+    import popprof.store
+    from popprof.store import verified
+
+    root = tmp_path / "runs"
+    popprof.store.init(root)
+    popprof.store.add(root, [MK2], run_id="1", time="2026-01-05T00:00:00Z")
+    s = popprof.store.open(root)
+    plain = s.arrow_dataset("metrics", verify=False).to_table()
+    assert not (root / verified.VERIFIED).exists()
+    checked = s.arrow_dataset("metrics").to_table()
+    assert checked.equals(plain)  # the same figures
+    files = s.location.files("metrics", "month=*/*.parquet")
+    assert set(verified._recorded(s.location)) == set(files)
+    assert verified.check(s.location, files) == 0  # once per file: the second read checks none
+    record = root / verified.VERIFIED  # as the first popprof to keep one wrote it (no ETags): read as it is
+    pq.write_table(pq.read_table(record).drop_columns(["_etag"]), record)
+    assert verified.check(s.location, files) == 0
+    dataset = s.arrow_dataset("metrics")
+    (metrics,) = root.glob("metrics/month=*/*.parquet")
+    flip_in_data_page(metrics)
+    with pytest.raises((OSError, pa.ArrowException), match="CRC checksum verification failed"):
+        dataset.to_table()  # made before the damage: pyarrow's own check
+    with pytest.raises(popprof.InputError) as refused:
+        s.arrow_dataset("metrics")
+    line = str(refused.value)
+    assert line.startswith(f"{metrics}: damaged store file: a data page fails its checksum: changed since"), (
+        line
+    )
+    assert line.endswith("(popprof store fsck lists the files it cannot read)") and "\n" not in line, line
+
+
+def test_an_object_store_without_etags_is_checked_on_every_read(tmp_path):
+    """An object is recorded by its ETag (S3's changes with every PUT); a file system whose listing gives none
+    (fsspec's memory one here) has nothing that changes with the bytes, so its files are checked every time."""
+    from store_helpers import MK2
+
+    import popprof.store
+    from popprof.store import verified
+
+    root = f"memory://popprof-{tmp_path.name}/store"
+    popprof.store.init(root)
+    popprof.store.add(root, [MK2], run_id="1", time="2026-01-05T00:00:00Z")
+    location = popprof.store.open(root).location
+    files = location.files("metrics", "month=*/*.parquet")
+    assert verified.check(location, files) == 1
+    assert verified.check(location, files) == 1
+    location.fs.rm(location._bare(""), recursive=True)
+
+
 def test_a_trace_with_a_bracket_flipped_mid_file_is_damaged_not_text_after_it(capsys, tmp_path):
     """A '{' flipped in the middle of a trace closed the JSON guard's count of brackets early: the reader said
     'text follows the JSON value at byte 305,587 (an appended log line, ...)': remove what follows, at the end

@@ -61,3 +61,54 @@ def test_add_query_trend_and_sandbox_on_s3(s3_store: str) -> None:
     for outside in ("s3://popprof-test/outside/secret.csv", "/etc/passwd"):
         with pytest.raises(UsageError, match="Permission"):
             s.query(f"SELECT * FROM read_csv('{outside}')")
+
+
+def test_s3_reads_check_page_checksums_once_per_object(s3_store: str, tmp_path, capsys) -> None:
+    """DuckDB (through fsspec) and pyarrow read objects without checking page checksums: a byte flipped in a
+    metrics data page was read as it came. Each read now checks the objects it reads once, recorded by key,
+    size, last-modified time and ETag in the store's own ``cache/verified.parquet``: the next read checks none
+    again, an object written again (a new ETag) is checked again, and a damaged one is one line, exit 2."""
+    import fsspec
+    from cli_helpers import one_error
+    from store_helpers import flip_in_data_page
+
+    import popprof.store as store
+    from popprof.model.errors import InputError
+    from popprof.store import verified
+    from popprof.store.layout import Location
+
+    root = s3_store.replace("/store", "/checked")
+    store.init(root)
+    store.add(root, [MK2], run_id="1", time="2026-01-05T00:00:00Z")
+    s = store.open(root)
+    sql = "SELECT name, value FROM metrics ORDER BY name"
+    plain = s.duckdb(verify=False).sql(sql).fetchall()
+    location = Location.of(root)
+    assert verified._recorded(location) == {}
+    assert s.frame(sql, kinds=["metrics"]).values.tolist() == [
+        list(row) for row in plain
+    ]  # the same figures, checked
+    files = location.files("runs", "month=*/*.parquet") + location.files("metrics", "month=*/*.parquet")
+    assert set(verified._recorded(location)) == set(files)
+    assert all(ident[3] for ident in verified._recorded(location).values())  # an ETag each
+    assert verified.check(location, files) == 0  # once per object: the record covers them all
+    assert s.arrow_dataset("metrics").to_table().num_rows == len(plain)
+
+    (metrics,) = location.files("metrics", "month=*/*.parquet")
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    sound = fs.cat(location._bare(metrics))
+    local = tmp_path / "metrics.parquet"
+    local.write_bytes(sound)
+    flip_in_data_page(local)
+    fs.pipe(location._bare(metrics), local.read_bytes())  # written again: a new ETag
+    damaged = f"popprof: error: {root}/{metrics}: damaged store file: a data page fails its checksum"
+    line = one_error(capsys, "store", "query", root, sql)
+    assert line.startswith(damaged) and line.endswith(
+        "(popprof store fsck lists the files it cannot read)"
+    ), line
+    assert one_error(capsys, "trend", root, "memory.total_incl_gaps_bytes").startswith(damaged)
+    with pytest.raises(InputError, match="damaged store file: a data page fails its checksum"):
+        s.arrow_dataset("metrics")
+    fs.pipe(location._bare(metrics), sound)
+    assert s.frame(sql, kinds=["metrics"]).values.tolist() == [list(row) for row in plain]
+    assert verified.check(location, files) == 0

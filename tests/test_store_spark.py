@@ -134,3 +134,51 @@ def test_spark_reads_a_store_at_a_path_with_glob_characters_and_no_symbolic_link
             store.open(tmp_path / name).spark(spark)
         got = spark.sql("SELECT run_id FROM metrics").toArrow()["run_id"].to_pylist()
         assert got == [f"from-{name}"], name
+
+
+def test_spark_checks_page_checksums_as_it_reads_and_a_damaged_page_is_one_line(
+    spark, tmp_path: Path
+) -> None:
+    """Spark's Parquet reader checks no page checksum unless told (parquet-mr's
+    ``parquet.page.verify-checksum.enabled``, off by default): a byte flipped in a metrics data page failed the
+    job with an ArrayIndexOutOfBoundsException, or read as other values. Each read of the views now turns the
+    check on, and ``Store.spark_table`` turns the failing page into popprof's one line naming the file."""
+    from store_helpers import flip_in_data_page
+
+    from popprof.model.errors import InputError
+    from popprof.store.engine_spark import VERIFY_CHECKSUMS
+
+    root = tmp_path / "store"
+    store.init(root)
+    store.add(root, [MK2], run_id="1", time="2026-01-05T00:00:00Z")
+    s = store.open(root)
+    sql = "SELECT name, value FROM metrics ORDER BY name"
+    con = s.duckdb(verify=False)
+    try:
+        plain = con.sql(sql).to_arrow_table().to_pylist()
+    finally:
+        con.close()
+    s.spark(spark)
+    assert s.spark_table(spark, sql).to_pylist() == plain  # the same figures with the check on
+    (metrics,) = root.glob("metrics/month=*/*.parquet")
+    flip_in_data_page(metrics)
+    s.spark(spark)
+    with pytest.raises(InputError) as refused:
+        s.spark_table(spark, sql)
+    line = str(refused.value)
+    assert line == (
+        f"{metrics}: damaged store file: a data page fails its checksum: changed since it was written (could not "
+        "verify page integrity, CRC checksum verification failed) (popprof store fsck lists the files it cannot "
+        "read)"
+    ), line
+    # the check is Spark's own, given with each read: the same file read without it is not refused so
+    unchecked = spark.read.schema("name STRING, value DOUBLE").parquet(str(metrics))
+    checked = (
+        spark.read.option(VERIFY_CHECKSUMS, "true").schema("name STRING, value DOUBLE").parquet(str(metrics))
+    )
+    with pytest.raises(Exception, match="CRC checksum verification failed"):
+        checked.toArrow()
+    try:
+        unchecked.toArrow()
+    except Exception as exc:  # the damage may also fail the decoding, but never as a checksum
+        assert "CRC checksum" not in str(exc)

@@ -15,6 +15,7 @@ from .schemas import schema_of, table_kind
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     from ..sql import QueryBudget
@@ -187,12 +188,15 @@ class Store:
         rel = kept_name(month_of(created), run_key(run_id, name), ingest_id, kind == "baseline")
         return self.location.path(rel) if self.location.exists(rel) else None
 
-    def arrow_dataset(self, table: str) -> ds.Dataset:
+    def arrow_dataset(self, table: str, *, verify: bool = True) -> ds.Dataset:
         """A pyarrow dataset of one kind (``runs``, ``metrics``, ``ranks`` or a bundle table) with its declared
         schema and the month partition: the hand-off to Dask, Ray or Polars.
 
         It reads the files as they are: rows of replaced or half-added runs are there too; keep the rows whose
-        ``ingest_id`` is in ``runs`` (as the views do) when that matters.
+        ``ingest_id`` is in ``runs`` (as the views do) when that matters. With ``verify`` the page checksums of
+        its files are checked first, once per file (a damaged file: InputError, exit 2;
+        :mod:`popprof.store.verified`), and every scan of the dataset checks them again as it reads (pyarrow's
+        own check, for a file damaged after this call: Arrow's error, not popprof's line).
         """
         import pyarrow as pa
         import pyarrow.dataset as ds
@@ -205,11 +209,18 @@ class Store:
         schema = schema.append(pa.field("month", pa.string()))
         partitioning = ds.partitioning(pa.schema([pa.field("month", pa.string())]), flavor="hive")
         files = self.location.files(kind_dir(kind), "month=*/*.parquet")
+        fmt = ds.ParquetFileFormat()
+        if verify:
+            from . import verified
+
+            verified.check(self.location, files)
+            scan = ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+            fmt = ds.ParquetFileFormat(default_fragment_scan_options=scan)
         paths = [self.location.path(f) if self.location.local else self.location._bare(f) for f in files]
         return ds.dataset(
             paths,
             schema=schema,
-            format="parquet",
+            format=fmt,
             partitioning=partitioning,
             partition_base_dir=self.location.path(kind_dir(kind))
             if self.location.local
@@ -217,8 +228,16 @@ class Store:
             filesystem=None if self.location.local else self.location.fs,
         )
 
-    def spark(self, session: object) -> list[str]:
-        """Register the store's views as temporary views of a SparkSession; returns their names."""
+    def spark(self, session: object, *, verify: bool = True) -> list[str]:
+        """Register the store's views as temporary views of a SparkSession; returns their names. With ``verify``
+        Spark checks the page checksums of what it reads (:mod:`popprof.store.engine_spark`)."""
         from .engine_spark import register
 
-        return register(session, self.location)
+        return register(session, self.location, verify)
+
+    def spark_table(self, session: object, sql: str) -> pa.Table:
+        """The result of ``sql`` over the views :meth:`spark` registered in ``session``, as an Arrow table; a
+        data page failing its checksum in Spark's read is one InputError naming the file (exit 2)."""
+        from .engine_spark import to_arrow
+
+        return to_arrow(session.sql(sql), self.location)  # type: ignore[attr-defined]

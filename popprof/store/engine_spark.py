@@ -5,17 +5,26 @@ string, run ids strings), adds the file name from ``_metadata.file_path`` and cr
 :mod:`.views` as temporary views. Results go back as Arrow (``DataFrame.toArrow()``): PySpark's pandas
 conversion does not yet support pandas 3. ``local_session()`` starts a small local session for a laptop or
 CI, and says in one line what to install when there is no Java.
+
+Every read checks the page checksums of what it reads with Spark's own Parquet reader (parquet-mr's
+``parquet.page.verify-checksum.enabled``, given as an option of each read: a session passed in is never
+changed): a data page failing its CRC-32 fails the Spark job, and :func:`readable` turns that failure into
+popprof's one line naming the file (:func:`~.catalogue.damaged`, exit 2). Spark checks every page it reads on
+every read, so it keeps no record (:mod:`.verified` is for the engines that check nothing).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pyarrow as pa
 
-from ..model.errors import UsageError
+from ..model.errors import InputError, UsageError
 from .layout import Location, kind_dir
 from .schemas import kinds, schema_of, view_name
 from .views import LIVE, columns, live_sql, one_generation, raw_name, view_sql
@@ -95,8 +104,9 @@ def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1, ja
         raise
 
 
-def register(session, location: Location) -> list[str]:
-    """Create the store's views (``runs``, ``metrics``, ``ranks``, one per bundle table) in ``session``."""
+def register(session, location: Location, verify: bool = True) -> list[str]:
+    """Create the store's views (``runs``, ``metrics``, ``ranks``, one per bundle table) in ``session``; with
+    ``verify`` each read of them checks the page checksums of what it reads (:data:`VERIFY_CHECKSUMS`)."""
     types = _pyspark()
     from pyspark.sql import functions as F
 
@@ -105,7 +115,7 @@ def register(session, location: Location) -> list[str]:
         schema = spark_schema(kind)
         files = location.files(kind_dir(kind), "month=*/*.parquet")
         if files:
-            frame = _read(session, schema, location, kind, files)
+            frame = _read(session, schema, location, kind, files, verify)
             frame = frame.select(*columns(kind), F.col("_metadata.file_path").alias("_file"))
         else:
             schema = types.StructType([*schema.fields, types.StructField("_file", types.StringType())])
@@ -119,17 +129,61 @@ def register(session, location: Location) -> list[str]:
     return names
 
 
+#: parquet-mr's switch (``ParquetInputFormat.PAGE_VERIFY_CHECKSUM_ENABLED``, off by default) for checking each
+#: page's CRC-32 as it is read; Spark hands a read's options to the Hadoop configuration of that read.
+VERIFY_CHECKSUMS = "parquet.page.verify-checksum.enabled"
+#: parquet-mr's words for a page failing its checksum, and Spark's for the file it was reading.
+_CRC = re.compile(
+    r"(could not verify (?:dictionary )?page integrity, CRC checksum verification failed[^\n]*)"
+)
+_FILE = re.compile(r"while reading file (\S+?)\.?\s")
+
+
+def damaged_file(location: Location, exc: BaseException) -> InputError | None:
+    """The one line for a Spark failure that is a page failing its checksum (None for any other failure): the
+    file Spark names, as a store file, and parquet-mr's reason."""
+    from .catalogue import damaged
+
+    text = str(exc)
+    crc = _CRC.search(text)
+    if crc is None:
+        return None
+    named = _FILE.search(text)
+    url = unquote(named.group(1)) if named else location.root
+    path = re.sub(r"^(file:/*|s3a?://)", "/" if location.local else "", url)
+    root = re.sub(r"^s3a?://", "", location.root)
+    if path.startswith(root.rstrip("/") + "/"):
+        return damaged(location, path[len(root.rstrip("/")) + 1 :], ValueError(crc.group(1).strip()))
+    return damaged(Location(url), "", ValueError(crc.group(1).strip()))
+
+
+@contextlib.contextmanager
+def readable(location: Location) -> Iterator[None]:
+    """A Spark action over the store's views (``collect``, ``toArrow``) whose read met a page failing its
+    checksum raises popprof's one line (InputError, exit 2) instead of Spark's job failure; other failures
+    pass as they are."""
+    try:
+        yield
+    except Exception as exc:  # Py4JJavaError locally, PySpark's own error types through Spark Connect
+        line = damaged_file(location, exc)
+        if line is None:
+            raise
+        raise line from None
+
+
 #: Characters Hadoop's path globbing reads in a path Spark is given.
 _HADOOP_GLOB = re.compile(r"([{}\[\]*?\\])")
 
 
-def _read(session, schema, location: Location, kind: str, files: list[str]):
+def _read(session, schema, location: Location, kind: str, files: list[str], verify: bool = True):
     """The files of ``kind`` as a DataFrame of the declared schema. The kind's directory, as Spark lists it,
     unless the store's path holds a glob character (Hadoop would read ``a[b]`` as a pattern) or a file was
     left out as a symbolic link (:meth:`Location.files`): then the listed files, each escaped, with the
     directory as the partitions' base."""
     base = _spark_path(location, kind_dir(kind))
     reader = session.read.schema(schema)
+    if verify:  # without, the session's own setting holds
+        reader = reader.option(VERIFY_CHECKSUMS, "true")
     linked = any(rel.startswith(kind_dir(kind) + "/") for rel in location.skipped)
     if not linked and not _HADOOP_GLOB.search(location.root):
         return reader.parquet(base)
@@ -153,6 +207,10 @@ def _spark_path(location: Location, rel: str) -> str:
     return "s3a://" + path[len("s3://") :] if path.startswith("s3://") else path
 
 
-def to_arrow(frame) -> pa.Table:
-    """A Spark DataFrame's rows as an Arrow table."""
-    return frame.toArrow()
+def to_arrow(frame, location: Location | None = None) -> pa.Table:
+    """A Spark DataFrame's rows as an Arrow table; with the store's ``location``, a page failing its checksum
+    is popprof's one line (:func:`readable`)."""
+    if location is None:
+        return frame.toArrow()
+    with readable(location):
+        return frame.toArrow()

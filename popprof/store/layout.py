@@ -11,6 +11,7 @@
     STORE/<kind>/month=YYYY-MM/compact-<generation>-<hash>.parquet   after ``store compact``
     STORE/acks/<metric>.json                          acknowledged change points
     STORE/cache/runs.parquet                          the catalogue rows popprof read (:mod:`.catalogue_cache`)
+    STORE/cache/verified.parquet                      the files whose page checksums a read checked (:mod:`.verified`)
 
 Run ids are columns inside the files, never directory names (Spark would read ``run_id=00123`` as 123.0);
 the only partition key is the month of the run's own time, a bounded string every engine keeps as a string.
