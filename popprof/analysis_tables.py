@@ -182,7 +182,7 @@ def _tables() -> dict[str, AnalysisTable]:
             ),
             _table(
                 "gaps",
-                "idle gap host.device-gaps judges (its defaults), the host's part, the host work in it",
+                "idle gap host.device-gaps judges (its min_gap_us), the host's part and the host work in it",
                 "popprof.metrics.gaps.host_gap_table",
                 GAP_COLUMNS,
                 _gaps,
