@@ -238,6 +238,21 @@ def run_query(
         con.close()
 
 
+def analysis_tables_named(sql: str) -> list[str]:
+    """The analysis tables ``sql`` reads (:func:`popprof.analysis_tables.referenced`, on a sandboxed connection
+    of its own), for a command deciding how to read the profile before it runs the query; DuckDB is not even
+    imported when no analysis table's name is among the SQL's words."""
+    from . import analysis_tables
+
+    if not analysis_tables.mentioned(sql):
+        return []
+    con = connect()
+    try:
+        return analysis_tables.referenced(con, sql)
+    finally:
+        con.close()
+
+
 #: The prefix of the name a table with categorical columns is registered under; the table's own name is a view.
 RAW_PREFIX = "__popprof_raw_"
 

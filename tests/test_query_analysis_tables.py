@@ -140,6 +140,17 @@ def test_operators_are_the_summarys_operations(capsys):
     assert any(op["tflops"] for op in operations)
 
 
+def test_the_events_arguments_are_read_only_for_a_query_naming_an_analysis(capsys):
+    """A name in a string is no table: the events are read as for any raw query (without their args)."""
+    columns = {}
+    for sql in ("SELECT * FROM events LIMIT 1", "SELECT 'gaps' AS w, * FROM events LIMIT 1"):
+        code, out, err = run(capsys, "query", str(BERT), sql, "--format", "json")
+        assert code == 0, err
+        columns[sql] = set(json.loads(out)[0]) - {"w"}
+    assert len({frozenset(c) for c in columns.values()}) == 1
+    assert "args" not in columns["SELECT * FROM events LIMIT 1"]
+
+
 @pytest.mark.parametrize("which", ["simple_add", "mk2"])
 def test_findings_are_checks(which, request):
     profile = request.getfixturevalue(which)

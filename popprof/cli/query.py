@@ -106,12 +106,11 @@ def query_command(
     The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
     and --memory-limit of memory (docs/limits.md).
     """
-    from ..analysis_tables import mentioned
-    from ..sql import QueryBudget, format_result, run_query
+    from ..sql import QueryBudget, analysis_tables_named, format_result, run_query
 
     limit = rows_to_print(rows)
     # an analysis table reads what summary reads: the events' arguments (operators' shapes) when recorded
-    shapes = mentioned(sql) and reads_arguments([path], None)
+    shapes = bool(analysis_tables_named(sql)) and reads_arguments([path], None)
     start_reading(path, with_args=shapes)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
     config = load_config_file(config_file)
