@@ -187,7 +187,9 @@ def query(
 ) -> pd.DataFrame:
     """DuckDB ``sql`` over the profile's tables (registered by name), in ``popprof query``'s sandbox, and
     over the analysis tables it names (``account``, ``gaps``, ``launches``, ``operators``, ``findings``:
-    :mod:`popprof.analysis_tables`; ``config``: the rules' settings, as :func:`check` takes them)."""
+    :mod:`popprof.analysis_tables`; ``config``: the rules' settings, as :func:`check` takes them). The
+    operators' FLOPs need the events' arguments: open the trace with ``with_args=True``, as ``popprof query``
+    does when its SQL names an analysis table."""
     from .sql import run_query
 
     return run_query(_profile(profile), sql, timeout_s=timeout_s, memory_bytes=memory_bytes, config=config)

@@ -49,7 +49,11 @@ def _account(profile: Profile, config: Mapping | None) -> pd.DataFrame:
 
     frame = run_account(profile)
     if frame.empty:
-        raise _not_applicable(profile, "account", "it records no device time (no steps, no device events)")
+        raise _not_applicable(
+            profile,
+            "account",
+            "it records no device time (no execution steps, device events or execution totals)",
+        )
     return frame
 
 
@@ -248,10 +252,15 @@ def referenced(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
 
 
 def build(profile: Profile, name: str, config: Mapping | None = None) -> pd.DataFrame:
-    """Analysis table ``name`` of ``profile``, built once per profile (``Profile.cached``, key
-    ``analysis_tables.<name>``): a UsageError when it does not apply."""
+    """Analysis table ``name`` of ``profile``, built once per profile and configuration (``Profile.cached``,
+    key ``analysis_tables.<name>``, then the rules' settings when given): a UsageError when it does not
+    apply."""
+    from .io.config import Config
+
     table = analysis_tables()[name]
-    return profile.cached(f"analysis_tables.{name}", lambda: _conformed(table.build(profile, config)))
+    rules = Config.of(config).rules
+    key = f"analysis_tables.{name}" + (f":{json.dumps(rules, sort_keys=True, default=str)}" if rules else "")
+    return profile.cached(key, lambda: _conformed(table.build(profile, config)))
 
 
 def _conformed(frame: pd.DataFrame) -> pd.DataFrame:

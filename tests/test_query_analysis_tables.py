@@ -81,6 +81,19 @@ def test_gaps_of_the_flagged_devices_are_the_rules_evidence(simple_add):
     assert list(table.columns) == list(analysis_tables.analysis_tables()["gaps"].columns)
 
 
+def test_the_rules_settings_shape_gaps_and_findings(simple_add):
+    """The gaps are the rule's with its configured min_gap_us; each configuration is its own cached table."""
+    config = {"rules": {"host.device-gaps.min_gap_us": 5000}}
+    finding = next(f for f in check(simple_add, config=config).items if f.rule_id == "host.device-gaps")
+    table = popprof.query(simple_add, "SELECT dur_us FROM gaps ORDER BY device, gap", config=config)
+    assert table["dur_us"].tolist() == finding.evidence["dur_us"].tolist()
+    assert len(table) < len(popprof.query(simple_add, "SELECT * FROM gaps"))
+    quiet = {"rules": {"disable": ["host.*"]}}
+    rules = popprof.query(simple_add, "SELECT rule_id FROM findings", config=quiet)["rule_id"].tolist()
+    assert rules == [f.rule_id for f in check(simple_add, config=quiet).items]
+    assert not any(r.startswith("host.") for r in rules)
+
+
 def test_a_join_of_gaps_and_events(saxpy):
     """Each drained gap began inside the blocking call it names: the events table has that call across it."""
     result = run_query(
