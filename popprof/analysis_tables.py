@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .model.errors import UsageError
+from .model.errors import NotEvaluated, UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -90,7 +90,10 @@ def _gaps(profile: Profile, config: Mapping | None) -> pd.DataFrame:
             "the trace records no host event, so whether the host held the device cannot be told",
         )
     params = plan(["host.device-gaps"], config=config)[1]["host.device-gaps"]
-    return host_gap_table(profile, float(params["min_gap_us"]), platform_of(profile))
+    try:
+        return host_gap_table(profile, float(params["min_gap_us"]), platform_of(profile))
+    except NotEvaluated as exc:  # the rule's own reason (no gap ends at launched work)
+        raise _not_applicable(profile, "gaps", str(exc)) from None
 
 
 def _launches(profile: Profile, config: Mapping | None) -> pd.DataFrame:

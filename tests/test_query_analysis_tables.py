@@ -230,3 +230,14 @@ def test_describe_gives_the_declared_columns(simple_add):
     for name, table in analysis_tables.analysis_tables().items():
         described = run_query(simple_add, f"DESCRIBE {name}")
         assert tuple(described["column_name"]) == table.columns, name
+
+
+def test_gaps_no_rule_can_judge_say_the_rules_reason(capsys):
+    """A TPU's XLA ops have no recorded launches: host.device-gaps is not evaluated, and the table says why."""
+    tpu = ROOT / "real" / "xplane" / "xprof_tpu_v6e_inference.xplane.pb"
+    code, out, err = run(capsys, "query", str(tpu), "SELECT * FROM gaps")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "analysis table gaps does not apply" in err and "needs the launches of the device's work" in err
+    code, out, err = run(capsys, "query", str(tpu), "SELECT count(*) AS n FROM operators", "--format", "csv")
+    assert code == 0 and int(out.split()[1]) > 0, err  # the TPU's HLO ops

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..io.plural import plural
+from ..model.errors import NotEvaluated
 from ..model.profile import Profile
 from ..trace.intervals import (
     DeviceActivity,
@@ -288,20 +290,39 @@ def host_gaps(
     )
 
 
+def unlaunched_reason(seen: int, unknown: int) -> str | None:
+    """Why the host's part of the gaps cannot be told when none of the ``seen`` gaps (``unknown`` of them
+    without a recorded launch, :class:`HostGaps`) ends at launched work; None when some does."""
+    if not seen or unknown != seen:
+        return None
+    return (
+        f"needs the launches of the device's work: none of the {plural(seen, 'gap')} ends at work with a "
+        "recorded launch (a TPU's XLA ops, work launched before the trace began), so whether the host held "
+        "the device cannot be told; the time account shows that idle as 'cause unknown'"
+    )
+
+
 def host_gap_table(profile: Profile, min_gap_us: float, platform: str) -> pd.DataFrame:
     """Every device's host gaps (:func:`host_gaps`) with the host work in them (:func:`attribute_gaps`), one
     row per gap (:data:`GAP_COLUMNS`): what ``host.device-gaps`` attributes, on every device (its evidence
-    holds the devices over its warning threshold). Empty without such gaps."""
+    holds the devices over its warning threshold). Empty without such gaps; NotEvaluated
+    (:func:`unlaunched_reason`) when no gap ends at launched work."""
     capture = graph_capture(profile)
     host = host_events(profile)
     labels = thread_labels(profile)
     frames = []
+    seen = unknown = 0
     for activity in device_activities(profile):
         found = host_gaps(profile, activity, min_gap_us, platform, capture)
+        if found is not None:
+            seen, unknown = seen + found.seen, unknown + found.unknown
         if found is None or not len(found.start):
             continue
         gaps = attribute_gaps(activity, found.start, found.end, host.of_rank(activity.rank), labels, 1).gaps
         frames.append(gaps.assign(after_wait=gaps["after_wait"].astype(object)))
+    reason = unlaunched_reason(seen, unknown)
+    if reason is not None:
+        raise NotEvaluated(reason)
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in GAP_COLUMNS})
     table = pd.concat(frames, ignore_index=True)[GAP_COLUMNS]

@@ -25,6 +25,7 @@ from ..metrics.gaps import (
     idle_during,
     idle_spans_during,
     long_idle_events,
+    unlaunched_reason,
     work_intervals,
 )
 from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
@@ -208,12 +209,9 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         unknown += found.unknown
         if band(found.share, params["warning"], params["error"])[0] is not None:
             per_device.append((found.share, activity, found.start, found.end, found.waited_us))
-    if gaps_seen and unknown == gaps_seen:
-        raise NotEvaluated(
-            f"needs the launches of the device's work: none of the {plural(gaps_seen, 'gap')} ends at work with a "
-            "recorded launch (a TPU's XLA ops, work launched before the trace began), so whether the host held "
-            "the device cannot be told; the time account shows that idle as 'cause unknown'"
-        )
+    reason = unlaunched_reason(gaps_seen, unknown)
+    if reason is not None:
+        raise NotEvaluated(reason)
     if not per_device:
         return []
     per_device.sort(key=lambda item: -item[0])
