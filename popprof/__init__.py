@@ -178,12 +178,21 @@ def redact(
 
 
 def query(
-    profile: Profile | PathLike, sql: str, *, timeout_s: float | None = None, memory_bytes: int | None = None
+    profile: Profile | PathLike,
+    sql: str,
+    *,
+    timeout_s: float | None = None,
+    memory_bytes: int | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
-    """DuckDB ``sql`` over the profile's tables (registered by name), in ``popprof query``'s sandbox."""
+    """DuckDB ``sql`` over the profile's tables (registered by name), in ``popprof query``'s sandbox, and
+    over the analysis tables it names (``account``, ``gaps``, ``launches``, ``operators``, ``findings``:
+    :mod:`popprof.analysis_tables`; ``config``: the rules' settings, as :func:`check` takes them). The
+    operators' FLOPs need the events' arguments: open the trace with ``with_args=True``, as ``popprof query``
+    does when its SQL names an analysis table."""
     from .sql import run_query
 
-    return run_query(_profile(profile), sql, timeout_s=timeout_s, memory_bytes=memory_bytes)
+    return run_query(_profile(profile), sql, timeout_s=timeout_s, memory_bytes=memory_bytes, config=config)
 
 
 def summary(profile: Profile | PathLike) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -196,27 +196,59 @@ def run_query(
     timeout_s: float | None = None,
     memory_bytes: int | None = None,
     budget: QueryBudget | None = None,
+    config: Mapping | None = None,
 ) -> pd.DataFrame:
     """Run DuckDB ``sql`` with every table of ``profile`` registered under its name; returns a DataFrame.
 
-    The connection is an in-memory sandbox: read-only statements (SELECT, DESCRIBE/SUMMARIZE/SHOW,
-    which are SELECTs, and EXPLAIN of those), no file-system access at all (``allowed_directories`` is
-    empty), no tables, views or macros created or dropped, at most ``memory_bytes`` of memory and
-    ``timeout_s`` seconds (defaults: the ``query-memory`` and ``query-seconds`` limits), fetching
-    included. ``budget`` (instead of the two) carries one deadline on to :func:`format_result`.
+    The analysis tables the SQL names (``account``, ``gaps``, ``launches``, ``operators``, ``findings``:
+    :mod:`popprof.analysis_tables`, with ``config``'s rule settings) are computed first and registered too;
+    a query naming none computes none. The connection is an in-memory sandbox: read-only statements (SELECT,
+    DESCRIBE/SUMMARIZE/SHOW, which are SELECTs, and EXPLAIN of those), no file-system access at all
+    (``allowed_directories`` is empty), no tables, views or macros created or dropped, at most
+    ``memory_bytes`` of memory and ``timeout_s`` seconds (defaults: the ``query-memory`` and
+    ``query-seconds`` limits), the analyses and fetching included. ``budget`` (instead of the two) carries
+    one deadline on to :func:`format_result`.
     """
     import duckdb
 
+    from . import analysis_tables
+
     budget = budget or QueryBudget(timeout_s, memory_bytes)
+    names = [*profile.table_names, *analysis_tables.NAMES]
     con = connect(budget.memory_bytes)
     try:
-        check_read_only(con, sql, profile.table_names)
+        check_read_only(con, sql, names)
         try:
             for name, frame in profile.tables.items():
                 register_as_text(con, name, frame)
         except duckdb.Error as exc:
             raise UsageError(f"cannot load the tables into DuckDB: {_first_line(exc)}") from None
-        return execute(con, sql, profile.table_names, budget=budget)
+        for name in analysis_tables.referenced(con, sql):
+            budget.check()  # an analysis runs to its end: the deadline is looked at between them
+            frame = analysis_tables.build(profile, name, config)
+            budget.check()
+            try:
+                register_as_text(con, name, frame)
+            except duckdb.Error as exc:
+                raise UsageError(
+                    f"cannot load the analysis table {name} into DuckDB: {_first_line(exc)}"
+                ) from None
+        return execute(con, sql, names, budget=budget)
+    finally:
+        con.close()
+
+
+def analysis_tables_named(sql: str) -> list[str]:
+    """The analysis tables ``sql`` reads (:func:`popprof.analysis_tables.referenced`, on a sandboxed connection
+    of its own), for a command deciding how to read the profile before it runs the query; DuckDB is not even
+    imported when no analysis table's name is among the SQL's words."""
+    from . import analysis_tables
+
+    if not analysis_tables.mentioned(sql):
+        return []
+    con = connect()
+    try:
+        return analysis_tables.referenced(con, sql)
     finally:
         con.close()
 

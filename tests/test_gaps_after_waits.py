@@ -157,7 +157,8 @@ def test_what_limits_names_the_drained_gaps_with_the_findings_figures() -> None:
     share = entry["drained_us"] / entry["idle_us"]
     assert (
         f"Idle after a wait on rank 0 gpu:0 (host.device-gaps): 10 of 23 gaps ({entry['drained_us'] / 1e6:.3f} s, "
-        f"{100 * share:.1f} % of that idle) began with the host blocked on device (cudaDeviceSynchronize" in text
+        f"{100 * share:.1f} % of that idle) began with the host blocked on device (cudaDeviceSynchronize"
+        in text
     )
     # the rule's message says the same figures
     assert f"({entry['drained_us'] / 1e6:.3f} s, {100 * share:.1f} % of that idle)" in " ".join(

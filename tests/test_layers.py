@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "pilot": 8,
     "record": 8,
     "sql": 7,
+    "analysis_tables": 6,
     "store": 8,
     "cli": 9,
     "testing": 9,

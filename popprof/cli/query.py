@@ -20,6 +20,7 @@ from .common import (
     output_option,
     reader_options,
     reading_options,
+    reads_arguments,
     start_reading,
     text_width,
 )
@@ -96,18 +97,26 @@ def query_command(
       popprof query p.popprof "SELECT category, sum(cycles) FROM steps GROUP BY 1 ORDER BY 2 DESC"
       popprof query p.popprof "SELECT tile, bytes_incl_gaps FROM tiles ORDER BY 2 DESC LIMIT 5" \\
         --format csv
+      popprof query trace.json.gz "SELECT after_wait, sum(dur_us) FROM gaps GROUP BY 1"
+
+    The analysis tables account, gaps, launches, operators and findings are
+    computed when the SQL names them, by the functions that define their
+    figures (popprof tables PATH lists them; docs/limits.md).
 
     The query runs in a sandbox: read-only SQL, no file access, at most --timeout seconds
     and --memory-limit of memory (docs/limits.md).
     """
-    from ..sql import QueryBudget, format_result, run_query
+    from ..sql import QueryBudget, analysis_tables_named, format_result, run_query
 
     limit = rows_to_print(rows)
-    start_reading(path)  # first: the parse worker forks before the output check's imports
+    # an analysis table reads what summary reads: the events' arguments (operators' shapes) when recorded
+    shapes = bool(analysis_tables_named(sql)) and reads_arguments([path], None)
+    start_reading(path, with_args=shapes)  # first: the parse worker forks before the output check's imports
     check_output(output, [path, config_file, *device_map_inputs(device_map)])
-    profile = load_one_profile(path, engine, **reader_options(device_map, load_config_file(config_file)))
-    budget = QueryBudget(timeout_s, memory)  # the query, fetching and formatting: one deadline
-    result = run_query(profile, sql, budget=budget)
+    config = load_config_file(config_file)
+    profile = load_one_profile(path, engine, **reader_options(device_map, config, with_args=shapes))
+    budget = QueryBudget(timeout_s, memory)  # the analyses, the query, fetching and formatting: one deadline
+    result = run_query(profile, sql, budget=budget, config=config)
     width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
     emit(format_result(result, fmt, limit=limit, budget=budget, width=width), output)
 

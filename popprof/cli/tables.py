@@ -86,4 +86,21 @@ def tables_command(
                 lines += [row.rstrip(), *wrap_text(TABLES[table].row, width, "      ", "      ")]
             if columns:
                 lines += fit_lines((f"      {col:<24} {dtype}" for col, dtype in frame.dtypes.items()), width)
+    lines += _analysis_lines(width, columns)
     emit("".join(line + "\n" for line in lines), output)
+
+
+def _analysis_lines(width: int, columns: bool) -> list[str]:
+    """The analysis tables a query can name (``popprof.analysis_tables``): each with what a row is and, with
+    ``columns``, its columns; none is computed here."""
+    from ..analysis_tables import analysis_tables
+    from ..report.findings import wrap_text
+    from ..report.fit import fit_lines
+
+    lines = fit_lines(["analysis tables (computed when a query names them)"], width)
+    for table in analysis_tables().values():
+        row = f"  {table.name:<12} "
+        lines += wrap_text(f"one row per {table.row}", width, row, " " * len(row))
+        if columns:
+            lines += wrap_text(", ".join(table.columns), width, "      ", "      ")
+    return lines

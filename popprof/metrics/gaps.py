@@ -16,10 +16,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..io.plural import plural
+from ..model.errors import NotEvaluated
 from ..model.profile import Profile
-from ..trace.intervals import DeviceActivity, HostEvents, thread_keys, thread_label, thread_names
+from ..trace.intervals import (
+    DeviceActivity,
+    HostEvents,
+    device_activities,
+    host_events,
+    thread_keys,
+    thread_label,
+    thread_labels,
+    thread_names,
+)
 from ..trace.spans import busy_within, merge_intervals, overlap_pairs, subtract_intervals, touching
 from .account import launch_gaps
+from .capture import GraphCapture, graph_capture
 
 
 def device_gaps(activity: DeviceActivity, min_gap_us: float) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +213,122 @@ def gaps_after_waits(waits: HostEvents, gs: np.ndarray, ge: np.ndarray) -> np.nd
     taken, first = np.unique(gap[calls], return_index=True)
     out[taken] = calls[first]
     return out
+
+
+#: Columns of :func:`host_gap_table` (``GapAttribution.gaps``).
+GAP_COLUMNS = [
+    "rank",
+    "device",
+    "gap",
+    "start_us",
+    "end_us",
+    "dur_us",
+    "host_thread_us",
+    "top_thread",
+    "top_label",
+    "top_label_us",
+    "after_wait",
+]
+
+
+@dataclass(frozen=True)
+class HostGaps:
+    """One device's gaps as ``host.device-gaps`` judges them (:func:`host_gaps`).
+
+    ``start`` and ``end``: the host's part of each gap of at least the minimum length (from the gap's start
+    until the launch call of the work that ended it returned, :func:`split_gaps`), for the gaps whose work had
+    a recorded launch (on an IPU, every gap whole); ``share``: their time over the device's window;
+    ``waited_us``: the rest of those gaps, the work launched and waiting on a dependency; ``seen``: the gaps
+    looked at, ``unknown``: those of them whose work has no recorded launch; ``captured``: the gaps left out
+    because the host was capturing a graph in them (count, time), None for none.
+    """
+
+    activity: DeviceActivity
+    start: np.ndarray
+    end: np.ndarray
+    share: float
+    waited_us: float
+    seen: int
+    unknown: int
+    captured: tuple[int, float] | None
+
+
+def host_gaps(
+    profile: Profile,
+    activity: DeviceActivity,
+    min_gap_us: float,
+    platform: str,
+    capture: GraphCapture | None,
+) -> HostGaps | None:
+    """The gaps of ``activity`` of at least ``min_gap_us`` and the host's part of each (:class:`HostGaps`),
+    ``capture`` (:func:`popprof.metrics.capture.graph_capture`) left out; None when the device has no such
+    gap. ``platform`` (``gpu`` or ``ipu``): a GPU gap whose work has no recorded launch is nobody's known part
+    (the account's "idle, cause unknown"), never the host's; an IPU's gaps are the host's whole."""
+    t0, t1 = activity.span
+    gs, ge = device_gaps(activity, min_gap_us)
+    captured = None
+    if capture is not None and len(gs):  # the host was building a graph: not a host stall
+        building = capture.in_gaps(activity.rank, gs, ge)
+        if building.any():
+            captured = (int(building.sum()), float((ge - gs)[building].sum()))
+            gs, ge = gs[~building], ge[~building]
+    if t1 <= t0 or len(gs) == 0:
+        return None
+    split = split_gaps(profile, activity, gs, ge)
+    launched = split.call_row >= 0 if platform == "gpu" else np.ones(len(gs), dtype=bool)
+    hs, he = gs, split.host_end
+    mine = (he > hs) & launched
+    return HostGaps(
+        activity=activity,
+        start=hs[mine],
+        end=he[mine],
+        share=float((he - hs)[mine].sum()) / (t1 - t0),
+        waited_us=float(split.waiting_us(ge).sum()),
+        seen=len(gs),
+        unknown=int((~launched).sum()),
+        captured=captured,
+    )
+
+
+def unlaunched_reason(seen: int, unknown: int) -> str | None:
+    """Why the host's part of the gaps cannot be told when none of the ``seen`` gaps (``unknown`` of them
+    without a recorded launch, :class:`HostGaps`) ends at launched work; None when some does."""
+    if not seen or unknown != seen:
+        return None
+    return (
+        f"needs the launches of the device's work: none of the {plural(seen, 'gap')} ends at work with a "
+        "recorded launch (a TPU's XLA ops, work launched before the trace began), so whether the host held "
+        "the device cannot be told; the time account shows that idle as 'cause unknown'"
+    )
+
+
+def host_gap_table(profile: Profile, min_gap_us: float, platform: str) -> pd.DataFrame:
+    """Every device's host gaps (:func:`host_gaps`) with the host work in them (:func:`attribute_gaps`), one
+    row per gap (:data:`GAP_COLUMNS`): what ``host.device-gaps`` attributes, on every device (its evidence
+    holds the devices over its warning threshold). Empty without such gaps; NotEvaluated
+    (:func:`unlaunched_reason`) when no gap ends at launched work."""
+    capture = graph_capture(profile)
+    host = host_events(profile)
+    labels = thread_labels(profile)
+    frames = []
+    seen = unknown = 0
+    for activity in device_activities(profile):
+        found = host_gaps(profile, activity, min_gap_us, platform, capture)
+        if found is not None:
+            seen, unknown = seen + found.seen, unknown + found.unknown
+        if found is None or not len(found.start):
+            continue
+        gaps = attribute_gaps(activity, found.start, found.end, host.of_rank(activity.rank), labels, 1).gaps
+        frames.append(gaps.assign(after_wait=gaps["after_wait"].astype(object)))
+    reason = unlaunched_reason(seen, unknown)
+    if reason is not None:
+        raise NotEvaluated(reason)
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in GAP_COLUMNS})
+    table = pd.concat(frames, ignore_index=True)[GAP_COLUMNS]
+    table["after_wait"] = table["after_wait"].astype("category")  # the devices' categories as one
+    table["rank"] = pd.array(table["rank"].tolist(), dtype="Int64")  # None on a trace without ranks
+    return table
 
 
 def long_idle_events(

@@ -21,13 +21,13 @@ from ..metrics.devices import launches_without_device, named_devices_without_act
 from ..metrics.gaps import (
     GapAttribution,
     attribute_gaps,
+    host_gaps,
     idle_during,
     idle_spans_during,
     long_idle_events,
-    split_gaps,
+    unlaunched_reason,
     work_intervals,
 )
-from ..metrics.gaps import device_gaps as gaps_of
 from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
 from ..metrics.launches import SHORT_GAP_US
 from ..metrics.trace import parent_rows, time_origin
@@ -198,37 +198,20 @@ def device_gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
         str | None, tuple[int, float]
     ] = {}  # per device: gaps left out as graph capture, their time
     for activity in device_activities(profile):  # one pass per device
-        t0, t1 = activity.span
-        gs, ge = gaps_of(activity, params["min_gap_us"])
-        if capture is not None and len(
-            gs
-        ):  # the host was building a graph: not a host stall (metrics.capture)
-            building = capture.in_gaps(activity.rank, gs, ge)
-            if building.any():
-                captured[activity.label] = (int(building.sum()), float((ge - gs)[building].sum()))
-                gs, ge = gs[~building], ge[~building]
-        if t1 <= t0 or len(gs) == 0:  # no gap to point at (also with a warning threshold of 0)
-            continue
-        gaps_seen += len(gs)
         # the host's part of each gap: until the work that ended it had been launched (the rest, the work
-        # launched and waiting on a dependency, is device.dependency-waits'); a gap whose next work has no
-        # recorded launch is nobody's known part (the account's "idle, cause unknown"), never the host's; an
-        # IPU's account has no launches (its idle is the host's to fill: the whole gap)
-        split = split_gaps(profile, activity, gs, ge)
-        launched = split.call_row >= 0 if ctx.platform == "gpu" else np.ones(len(gs), dtype=bool)
-        unknown += int((~launched).sum())
-        hs, he = gs, split.host_end
-        mine = (he > hs) & launched
-        share = float((he - hs)[mine].sum()) / (t1 - t0)
-        if band(share, params["warning"], params["error"])[0] is not None:
-            waited = float(split.waiting_us(ge).sum())
-            per_device.append((share, activity, hs[mine], he[mine], waited))
-    if gaps_seen and unknown == gaps_seen:
-        raise NotEvaluated(
-            f"needs the launches of the device's work: none of the {plural(gaps_seen, 'gap')} ends at work with a "
-            "recorded launch (a TPU's XLA ops, work launched before the trace began), so whether the host held "
-            "the device cannot be told; the time account shows that idle as 'cause unknown'"
-        )
+        # launched and waiting on a dependency, is device.dependency-waits'); graph capture left out
+        found = host_gaps(profile, activity, params["min_gap_us"], ctx.platform, capture)
+        if found is None:  # no gap to point at (also with a warning threshold of 0)
+            continue
+        if found.captured is not None:
+            captured[activity.label] = found.captured
+        gaps_seen += found.seen
+        unknown += found.unknown
+        if band(found.share, params["warning"], params["error"])[0] is not None:
+            per_device.append((found.share, activity, found.start, found.end, found.waited_us))
+    reason = unlaunched_reason(gaps_seen, unknown)
+    if reason is not None:
+        raise NotEvaluated(reason)
     if not per_device:
         return []
     per_device.sort(key=lambda item: -item[0])
