@@ -191,3 +191,125 @@ def test_re_runs_of_a_commit_count_as_runs_of_their_level(tmp_path, capsys) -> N
     assert doc["window"]["base_us"] == pytest.approx(window.loc[["r1", "r2", "r3"]].mean())
     assert doc["window"]["new_us"] == pytest.approx(window.loc[["r4", "r5", "r6"]].mean())
     assert [p["part"] for p in doc["parts"]] == ["exchange"]
+
+
+# -- the programs or device work under a change, named as popprof diff names them -------------------------------
+
+
+def _contributors_of_diff(capsys, base: Path, new: Path) -> dict:
+    code, out, err = run(capsys, "diff", base, new, "--format", "json", "--no-gate")
+    assert code == 0, err
+    return json.loads(out)["what_changed"]["contributors"]
+
+
+def test_a_change_names_the_programs_diff_names_with_the_same_figures(mk2_store, capsys, monkeypatch) -> None:
+    expected = _contributors_of_diff(capsys, MK2, MK2_V2)
+    assert [r["name"].rsplit("/", 1)[-1] for r in expected["rows"]] == ["ExchangePre"] * 3
+    for series in _json(capsys, mk2_store, "execution.total_time_us", "account.exchange_us"):
+        (change,) = series["changes"]
+        assert "named" not in change  # the section's names stay out of the JSON
+        who = change["what_changed"]["contributors"]
+        # the means of 3 identical runs either side: the diff's rows, figures exactly
+        assert who == expected
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", mk2_store, "execution.total_time_us")
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = lines.index("      exchange +565.1 us: its programs (IPU-cycles, means) that changed most:")
+    assert [line.split() for line in lines[at + 1 :]] == [
+        ["+17,810", "grown", "encoder/layer_10/intermediate/Add_383/ExchangePre"],
+        ["+15,686", "grown", "encoder/layer_1/attention/self/Softmax_306/ExchangePre"],
+        ["+15,277", "grown", "encoder/layer_2/intermediate/Dropout_360/ExchangePre"],
+    ]
+    code, out, _ = run(capsys, "trend", mk2_store, "execution.total_time_us", "--format", "markdown")
+    assert (
+        "exchange +565.1 us, its programs (IPU-cycles, means) that changed most: "
+        "`encoder/layer_10/intermediate/Add_383/ExchangePre` +17,810, " in out
+    )
+
+
+def test_a_gpu_change_names_the_device_work_diff_names(tmp_path, capsys, monkeypatch) -> None:
+    base, new = TRACES / "hta_trace_compare_base.json.gz", TRACES / "hta_trace_compare_test.json.gz"
+    root = _store(tmp_path / "store", [base] * 3 + [new] * 3, "gpu")
+    expected = _contributors_of_diff(capsys, base, new)
+    assert expected["part"] == "compute" and len(expected["rows"]) == 1
+    (series,) = _json(capsys, root, "account.window_us")
+    (change,) = series["changes"]
+    assert change["what_changed"]["contributors"] == expected
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "account.window_us")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "      compute -4.0 us: its device work (events, means) that changed most:" in out.splitlines()
+    # the kernel's name shortened as the diff's text shortens it (kept apart from the trace's other names)
+    code, diff_out, _ = run(capsys, "diff", base, new, "--no-gate")
+    kernel = diff_out.splitlines()[
+        diff_out.splitlines().index("  compute -4.0 us: its device work (events by name) that changed most:")
+        + 1
+    ]
+    assert " ".join(kernel.split()) in " ".join(out.split())
+
+
+def test_runs_of_different_step_counts_name_their_device_work_per_step(tmp_path, capsys) -> None:
+    root = _store(tmp_path / "store", [GPU_BASE] * 3 + [GPU_NEW] * 3, "gpu")
+    expected = _contributors_of_diff(capsys, GPU_BASE, GPU_NEW)  # per profiler step: 2 against 6
+    (series,) = _json(capsys, root, "trace.step_time_us")
+    (change,) = series["changes"]
+    who = change["what_changed"]["contributors"]
+    assert who["part"] == expected["part"] == "compute" and len(who["rows"]) == 3
+    assert [(r["name"], r["status"]) for r in who["rows"]] == [
+        (r["name"], r["status"]) for r in expected["rows"]
+    ]
+    assert [r["change"] for r in who["rows"]] == [
+        pytest.approx(r["change"], rel=1e-12) for r in expected["rows"]
+    ]
+
+
+def test_runs_added_from_a_baseline_leave_the_programs_unknown_in_one_line(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    code, _, _ = run(capsys, "baseline", MK2, "-o", tmp_path / "mk2_training.json")
+    root = _store(tmp_path / "store", [tmp_path / "mk2_training.json"] * 3 + [MK2_V2] * 3, "mk2")
+    (series,) = _json(capsys, root, "execution.total_time_us")
+    (change,) = series["changes"]
+    doc = change["what_changed"]
+    assert [p["part"] for p in doc["parts"]] == ["exchange"]  # the account is there: the baseline holds it
+    reason = (
+        "3 of the 6 runs either side were added from a baseline JSON, which holds metrics only (r1, r2, r3)"
+    )
+    assert doc["contributors"] == {
+        "part": "exchange",
+        "section": "programs",
+        "unit": "cycles",
+        "unavailable": True,
+        "reason": reason,
+        "rows": [],
+    }
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "execution.total_time_us")
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = next(i for i, line in enumerate(lines) if "programs unknown" in line)
+    assert " ".join(" ".join(lines[at:]).split()) == f"exchange +565.1 us: programs unknown: {reason}"
+
+
+def test_a_level_s_names_are_the_means_of_its_runs() -> None:
+    from popprof.store.trend_named import _mean_totals
+
+    rows = pd.DataFrame(
+        {
+            "profile": "p",
+            "run_id": ["a", "a", "b", "b"],
+            "step": [0, 1, 0, 1],
+            "program": ["P", "P", "P", "Q"],
+            "category": ["exchange"] * 4,
+            "cycles": [4.0, 6.0, 30.0, 6.0],
+            "known": 1,
+        }
+    )
+    totals = _mean_totals(rows, "programs", ["a", "b"], [None, None])
+    assert totals.loc["P", "count"] == 1.5 and totals.loc["P", "total"] == 20.0  # (2 + 1) / 2, (10 + 30) / 2
+    assert totals.loc["Q", "count"] == 0.5 and totals.loc["Q", "total"] == 3.0  # absent from run a: 0 there
+    per = _mean_totals(rows, "programs", ["a", "b"], [2, 1])  # run a divided by its 2 runs first
+    assert (
+        per.loc["P", "total"] == 17.5 and per.loc["P", "count"] == 1.0
+    )  # (10 / 2 + 30) / 2, (2 / 2 + 1) / 2

@@ -225,7 +225,7 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     lines += parts_table(doc, width)
     who = doc["contributors"]
     if who is not None and who["unavailable"]:
-        part = _moved(doc, who["part"])
+        part = part_moved(doc, who["part"])
         lines.append(f"  {part}: {who['section']} not compared, so none named (see the note above)")
     elif who is not None and who["rows"]:
         lines += contributor_lines(doc, getattr(result, who["section"])["name"], width)
@@ -240,7 +240,7 @@ def contributor_lines(doc: dict, others: pd.Series, width: int = WIDTH, what: st
     who = doc["contributors"]
     if what is None:
         what = "device work (events by name)" if who["section"] == "events" else "programs (IPU-cycles)"
-    lines = [f"  {_moved(doc, who['part'])}: its {what} that changed most:"]
+    lines = [f"  {part_moved(doc, who['part'])}: its {what} that changed most:"]
     unit = "" if who["unit"] == "cycles" else "us"
     changes = [units.change(r["change"], unit) for r in who["rows"]]
     size, status = max(len(c) for c in changes), max(len(r["status"]) for r in who["rows"])
@@ -281,7 +281,7 @@ def markdown_what_changed(result: ProfileDiff) -> list[str]:
         what = (
             "its device work that changed most" if who["section"] == "events" else "its programs (IPU-cycles)"
         )
-        lines.append(f"- {_moved(doc, who['part'])}, {what}: {named}")
+        lines.append(f"- {part_moved(doc, who['part'])}, {what}: {named}")
     return lines
 
 
@@ -295,7 +295,7 @@ def markdown_contributors(who: dict, others: pd.Series) -> str:
     )
 
 
-def _moved(doc: dict, part: str) -> str:
+def part_moved(doc: dict, part: str) -> str:
     """A part of a "What changed" document (one of its ``parts``) in words with its change: ``compute -4.0 us``."""
     row = next(p for p in doc["parts"] if p["part"] == part)
     return f"{row['words']} {units.change(row['change_us'], 'us')}"

@@ -7,7 +7,9 @@ level after it (every run of their points, re-runs included), puts their account
 (:func:`popprof.compare.basis.account_on_one_basis`: per step or run when the runs ran different numbers),
 takes the mean of each row over each level's runs and splits the window's change into its parts' changes
 with :func:`popprof.compare.what_changed.decompose`, the decomposition of ``popprof diff``'s "What changed".
-Means, not the medians the change itself is of, so that the parts add up to the window exactly.
+Means, not the medians the change itself is of, so that the parts add up to the window exactly. When a busy
+part moved, :mod:`.trend_named` names the programs or device work that changed most in it, from the same
+runs' tables, as ``popprof diff`` names them (``contributors``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..compare.basis import FAMILIES, account_family, account_on_one_basis
-from ..compare.what_changed import WINDOW, decompose
+from ..compare.basis import FAMILIES, account_family, account_on_one_basis, run_divisors
+from ..compare.what_changed import WINDOW, busy_part, decompose
 from ..io.plural import plural
 from ..metrics.account import PARTS
+from .trend_named import Levels, name
 
 if TYPE_CHECKING:
     from .api import Store
@@ -72,13 +75,23 @@ def explain(store: Store, series: list[_Series], branch: str | None = None) -> N
         table = frame.pivot_table(index=["profile", "run_id"], columns="name", values="value", aggfunc="last")
         for key, row in zip(table.index, table.to_dict("records"), strict=True):
             values[(str(key[0]), str(key[1]))] = {n: float(v) for n, v in row.items() if not math.isnan(v)}
+    named: list[tuple[Any, Levels]] = []
     for s in wanted:
         for change in s.changes:
             before = [r for point in s.point_runs[change.before_from : change.index] for r in point]
             after = [r for point in s.point_runs[change.index : change.after_to] for r in point]
-            change.what_changed = account_change(
-                [values.get((s.profile, r), {}) for r in before + after], before, after
-            )
+            runs_values = [values.get((s.profile, r), {}) for r in before + after]
+            doc = change.what_changed = account_change(runs_values, before, after)
+            part = busy_part(doc["parts"]) if doc["available"] else None
+            if doc["available"]:
+                doc["contributors"] = None  # no busy part moved, until named below
+            if part is not None:
+                divisors, _ = run_divisors(runs_values)
+                named.append((change, Levels(s.profile, doc["platform"], part, before, after, divisors)))
+    if named:  # the programs or device work of the busy part that moved most, from the runs' tables
+        for (change, _), (who, others) in zip(named, name(store, [lv for _, lv in named]), strict=True):
+            change.what_changed["contributors"] = who
+            change.named = others
 
 
 def account_change(runs: list[dict[str, float | None]], before: list[str], after: list[str]) -> dict:

@@ -1,0 +1,182 @@
+"""The programs (IPU) or device work (GPU) under a change of ``popprof trend``, read from the store's tables.
+
+A change of a time metric is explained by the time account (:mod:`.trend_explain`); when a busy part moved
+(:func:`~popprof.compare.what_changed.busy_part`), this names what changed most in it, as ``popprof diff``
+does for two profiles: each level's **mean** per name over its runs (a name a run lacks counts 0 there; each
+run divided by its own steps or runs first when the account is, :func:`~popprof.compare.basis.run_divisors`),
+compared by :func:`~popprof.compare.core.compare_named` (the diff's programs and events sections) and the
+rows chosen by :func:`~popprof.compare.what_changed.top_contributors` (the diff's). The store keeps each run's
+bundle tables (``tables/steps``, ``tables/events``); one DuckDB query per table reads, through the store's
+checked read path (:meth:`~popprof.store.api.Store.duckdb`), only the columns the totals need, of those runs
+only, summed per run and name in DuckDB. A run without the table (one added from a baseline JSON) leaves the
+names unknown, and the document says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..compare.core import DEFAULT_TOLERANCE, compare_named, event_totals, program_totals
+from ..compare.what_changed import NAMED_SECTIONS, top_contributors
+from ..io.plural import plural
+from .schemas import table_kind
+
+if TYPE_CHECKING:
+    from .api import Store
+
+#: How many runs a reason names before "and N more".
+NAMED_RUNS = 3
+
+#: Per section, the bundle table its rows come from and the query summing its rows per run and name (only the
+#: columns the totals read; ``{runs}`` and ``{profiles}``: the placeholders of the runs and profiles wanted).
+_SQL = {
+    "programs": (
+        "steps",
+        "SELECT profile, run_id, step, program, category, CAST(sum(cycles) AS DOUBLE) AS cycles, "
+        "count(cycles) AS known "
+        "FROM steps WHERE profile IN ({profiles}) AND run_id IN ({runs}) AND program IS NOT NULL "
+        "GROUP BY profile, run_id, step, program, category",
+    ),
+    "events": (
+        "events",
+        "SELECT profile, run_id, name, device_category, bookkeeping, count(*) AS n, sum(dur_us) AS dur_us "
+        "FROM events WHERE profile IN ({profiles}) AND run_id IN ({runs}) AND name IS NOT NULL "
+        "GROUP BY profile, run_id, name, device_category, bookkeeping",
+    ),
+}
+
+
+@dataclass
+class Levels:
+    """The runs either side of one change whose account named a busy part: what :func:`name` reads."""
+
+    profile: str
+    platform: str  # gpu | ipu
+    part: dict  # the busy part that moved most (a row of the decomposition's parts)
+    before: list[str]
+    after: list[str]
+    divisors: list[int | None]  # per run of before + after: its steps (runs) when the account is per step
+
+
+def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]:
+    """For each of ``levels``, the contributors document of its busy part (``part``, ``section``, ``unit``,
+    ``unavailable``, ``rows``: ``name``, ``change``, ``status``, as ``popprof diff``'s; with ``unavailable``,
+    a ``reason``) and the names of the section compared (for the text to keep the shown ones apart). One query
+    per table of every level's runs."""
+    tables = {}
+    for section in {NAMED_SECTIONS[lv.platform][0] for lv in levels}:
+        wanted = [lv for lv in levels if NAMED_SECTIONS[lv.platform][0] == section]
+        runs = sorted({r for lv in wanted for r in lv.before + lv.after})
+        tables[section] = _read(store, section, sorted({lv.profile for lv in wanted}), runs)
+    out = []
+    for lv in levels:
+        section, unit = NAMED_SECTIONS[lv.platform]
+        doc = {"part": lv.part["part"], "section": section, "unit": unit}
+        frame = tables[section]
+        rows = frame[frame["profile"] == lv.profile]
+        lacking = _lacking(rows, section, lv.before + lv.after)
+        if lacking:
+            kinds = _kinds(store, lv.profile, lacking)
+            reason = _reason(lacking, kinds, section, len(lv.before) + len(lv.after))
+            out.append(({**doc, "unavailable": True, "reason": reason, "rows": []}, []))
+            continue
+        sides = [
+            _mean_totals(
+                rows, section, ids, lv.divisors[: len(lv.before)] if i == 0 else lv.divisors[len(lv.before) :]
+            )
+            for i, ids in enumerate((lv.before, lv.after))
+        ]
+        compared = compare_named(*sides, DEFAULT_TOLERANCE)
+        named = top_contributors(compared, lv.part, lv.platform)
+        out.append(({**doc, "unavailable": False, "rows": named}, compared["name"].tolist()))
+    return out
+
+
+def _read(store: Store, section: str, profiles: list[str], runs: list[str]) -> pd.DataFrame:
+    """The rows of ``section``'s table of ``runs`` of ``profiles``, summed per run and name in DuckDB."""
+    from .engine_duckdb import readable
+
+    table, sql = _SQL[section]
+    marks = ", ".join("?" for _ in runs) or "NULL"
+    query = sql.format(profiles=", ".join("?" for _ in profiles), runs=marks)
+    con = store.duckdb(kinds=[table_kind(table)])
+    try:
+        with readable(store.location):
+            return con.execute(query, [*profiles, *runs]).fetch_df()
+    finally:
+        con.close()
+
+
+def _lacking(rows: pd.DataFrame, section: str, runs: list[str]) -> list[str]:
+    """The runs of ``runs`` whose table gave no rows (or, steps, no known cycles: totals unknown, not 0)."""
+    if section == "programs":
+        known = rows.groupby("run_id")["known"].sum()
+        have = set(known.index[known > 0])
+    else:
+        have = set(rows["run_id"])
+    return [r for r in runs if r not in have]
+
+
+def _kinds(store: Store, profile: str, runs: list[str]) -> dict[str, str]:
+    """What each of ``runs`` was added from (the catalogue's ``kind``: ``profile`` or ``baseline``)."""
+    marks = ", ".join("?" for _ in runs)
+    found = store.frame(
+        f"SELECT run_id, kind FROM runs WHERE profile = ? AND run_id IN ({marks})",
+        [profile, *runs],
+        kinds=["runs"],
+    )
+    return dict(zip(found["run_id"], found["kind"], strict=True))
+
+
+def _reason(lacking: list[str], kinds: dict[str, str], section: str, total: int) -> str:
+    """Why the names are unknown: ``3 of the 6 runs either side were added from a baseline JSON, which holds
+    metrics only (r1, r2, r3)``."""
+    named = ", ".join(lacking[:NAMED_RUNS]) + (
+        f" and {len(lacking) - NAMED_RUNS} more" if len(lacking) > NAMED_RUNS else ""
+    )
+    count = f"{len(lacking)} of the {plural(total, 'run')} either side"
+    one = len(lacking) == 1
+    if all(kinds.get(r) == "baseline" for r in lacking):
+        return f"{count} {'was' if one else 'were'} added from a baseline JSON, which holds metrics only ({named})"
+    what = "step cycles" if section == "programs" else "trace events"
+    return f"{count} {'holds' if one else 'hold'} no {what} in the store ({named})"
+
+
+def _mean_totals(
+    rows: pd.DataFrame, section: str, runs: list[str], divisors: list[int | None]
+) -> pd.DataFrame:
+    """Per name, the mean over ``runs`` of each run's totals (a run's own divided by its divisor when not None):
+        :func:`~popprof.compare.core.program_totals` / :func:`~popprof.compare.core.event_totals` of the rows of
+        the runs at once (the totals add up over runs), each row weighted by 1 over its run's divisor, then divided
+    by the number of runs."""
+    share = {r: 1.0 / (d or 1) for r, d in zip(runs, divisors, strict=True)}
+    side = rows[rows["run_id"].isin(share)]
+    weight = side["run_id"].map(share).to_numpy(dtype="float64")
+    if section == "programs":
+        frame = pd.DataFrame(
+            {
+                # a step is one of its run's: global step indices are each run's own
+                "step": side.groupby(["run_id", "step"], sort=True).ngroup().to_numpy(),
+                "program": side["program"].astype("category"),
+                "category": side["category"].astype("category"),
+                "cycles": side["cycles"].to_numpy(dtype="float64", na_value=0.0) * weight,
+            }
+        )
+        totals = program_totals(frame.reset_index(drop=True), weight)
+    else:
+        frame = pd.DataFrame(
+            {
+                "name": side["name"].astype("category"),
+                "device_category": side["device_category"].astype("category"),
+                "bookkeeping": side["bookkeeping"].astype("boolean"),
+                "dur_us": side["dur_us"].to_numpy(dtype="float64", na_value=0.0) * weight,
+            }
+        )
+        totals = event_totals(frame.reset_index(drop=True), side["n"].to_numpy(dtype="float64") * weight)
+    numbers = totals.columns.drop("category", errors="ignore")
+    totals[numbers] = totals[numbers].astype("float64") / len(runs)  # summed first: exact sums stay exact
+    return totals
