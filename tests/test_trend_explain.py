@@ -295,15 +295,14 @@ def test_runs_added_from_a_baseline_leave_the_programs_unknown_in_one_line(
 def test_a_level_s_names_are_the_means_of_its_runs() -> None:
     from popprof.store.trend_named import _mean_totals
 
-    rows = pd.DataFrame(
+    rows = pd.DataFrame(  # the query's rows: a run's steps of one program, their number and summed cycles
         {
             "profile": "p",
-            "run_id": ["a", "a", "b", "b"],
-            "step": [0, 1, 0, 1],
-            "program": ["P", "P", "P", "Q"],
-            "category": ["exchange"] * 4,
-            "cycles": [4.0, 6.0, 30.0, 6.0],
-            "known": 1,
+            "run_id": ["a", "b", "b"],
+            "program": ["P", "P", "Q"],
+            "category": ["exchange"] * 3,
+            "steps": [2, 1, 1],
+            "cycles": [10.0, 30.0, 6.0],
         }
     )
     totals = _mean_totals(rows, "programs", ["a", "b"], [None, None])

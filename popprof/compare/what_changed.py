@@ -152,6 +152,15 @@ def _missing(rows: pd.DataFrame) -> str | None:
     return None
 
 
+def categories_of(part: str, platform: str) -> tuple[list[str], bool]:
+    """The categories whose rows fill ``part`` (:func:`_part_of`, the inverse): the known ones, and whether a
+    category the platform's map does not know fills it too (an IPU's ``other``). A reader may keep only the
+    names with a row of these (and every row of those names): no other name can be among
+    :func:`top_contributors` of the part."""
+    parts = CATEGORY_PARTS[platform]
+    return sorted(c for c, p in parts.items() if p == part), platform == "ipu" and part == "other"
+
+
 def _part_of(category: str, platform: str) -> str | None:
     """The account's part a row's ``category`` fills (None: several categories, or none)."""
     if not category or category == MIXED:

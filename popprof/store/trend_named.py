@@ -18,11 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from ..compare.core import DEFAULT_TOLERANCE, compare_named, event_totals, program_totals
-from ..compare.what_changed import NAMED_SECTIONS, top_contributors
+from ..compare.what_changed import NAMED_SECTIONS, categories_of, top_contributors
 from ..io.plural import plural
+from ..metrics.account import CATEGORY_PARTS
 from .schemas import table_kind
 
 if TYPE_CHECKING:
@@ -31,23 +33,33 @@ if TYPE_CHECKING:
 #: How many runs a reason names before "and N more".
 NAMED_RUNS = 3
 
-#: Per section, the bundle table its rows come from and the query summing its rows per run and name (only the
-#: columns the totals read; ``{runs}`` and ``{profiles}``: the placeholders of the runs and profiles wanted).
+#: Per section, the bundle table its rows come from, its name and category columns, the count whose 0 leaves a
+#: run's totals unknown (steps: those with cycles) and the query summing its rows per run and name (only the
+#: columns the totals read; ``{rows}``: the runs and profiles wanted, ``{names}``: the names read).
 _SQL = {
     "programs": (
         "steps",
-        "SELECT profile, run_id, step, program, category, CAST(sum(cycles) AS DOUBLE) AS cycles, "
-        "count(cycles) AS known "
-        "FROM steps WHERE profile IN ({profiles}) AND run_id IN ({runs}) AND program IS NOT NULL "
-        "GROUP BY profile, run_id, step, program, category",
+        "program",
+        "category",
+        "count(cycles)",
+        "SELECT profile, run_id, program, category, count(DISTINCT step) AS steps, "
+        "CAST(sum(cycles) AS DOUBLE) AS cycles FROM steps WHERE {rows} AND program IN ({names}) "
+        "GROUP BY profile, run_id, program, category",
     ),
     "events": (
         "events",
+        "name",
+        "device_category",
+        "count(*)",
         "SELECT profile, run_id, name, device_category, bookkeeping, count(*) AS n, sum(dur_us) AS dur_us "
-        "FROM events WHERE profile IN ({profiles}) AND run_id IN ({runs}) AND name IS NOT NULL "
+        "FROM events WHERE {rows} AND name IN ({names}) "
         "GROUP BY profile, run_id, name, device_category, bookkeeping",
     ),
 }
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values) or "NULL"
 
 
 @dataclass
@@ -69,16 +81,16 @@ def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]
     per table of every level's runs."""
     tables = {}
     for section in {NAMED_SECTIONS[lv.platform][0] for lv in levels}:
-        wanted = [lv for lv in levels if NAMED_SECTIONS[lv.platform][0] == section]
-        runs = sorted({r for lv in wanted for r in lv.before + lv.after})
-        tables[section] = _read(store, section, sorted({lv.profile for lv in wanted}), runs)
+        tables[section] = _read(
+            store, section, [lv for lv in levels if NAMED_SECTIONS[lv.platform][0] == section]
+        )
     out = []
     for lv in levels:
         section, unit = NAMED_SECTIONS[lv.platform]
         doc = {"part": lv.part["part"], "section": section, "unit": unit}
-        frame = tables[section]
+        frame, have = tables[section]
         rows = frame[frame["profile"] == lv.profile]
-        lacking = _lacking(rows, section, lv.before + lv.after)
+        lacking = _lacking(have[have["profile"] == lv.profile], lv.before + lv.after)
         if lacking:
             kinds = _kinds(store, lv.profile, lacking)
             reason = _reason(lacking, kinds, section, len(lv.before) + len(lv.after))
@@ -96,29 +108,54 @@ def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]
     return out
 
 
-def _read(store: Store, section: str, profiles: list[str], runs: list[str]) -> pd.DataFrame:
-    """The rows of ``section``'s table of ``runs`` of ``profiles``, summed per run and name in DuckDB."""
+def _read(store: Store, section: str, levels: list[Levels]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of ``section``'s table of the runs of ``levels``, summed per run and name in DuckDB, and per run
+    the count of its rows (``known``; steps: those with cycles). Only the names with a row of the categories of
+    the levels' parts are read (:func:`~popprof.compare.what_changed.categories_of`; every row of those names,
+    so that a name of several categories is one still): three scans of the runs' rows, two of them of one or
+    two columns."""
     from .engine_duckdb import readable
 
-    table, sql = _SQL[section]
-    marks = ", ".join("?" for _ in runs) or "NULL"
-    query = sql.format(profiles=", ".join("?" for _ in profiles), runs=marks)
+    table, name_column, category, count, sql = _SQL[section]
+    profiles = sorted({lv.profile for lv in levels})
+    runs = sorted({r for lv in levels for r in lv.before + lv.after})
+    rows = f"profile IN ({_marks(profiles)}) AND run_id IN ({_marks(runs)})"
+    params = [*profiles, *runs]
+    known: set[str] = set()
+    unknown = False
+    for lv in levels:
+        cats, other = categories_of(lv.part["part"], lv.platform)
+        known.update(cats)
+        unknown = unknown or other
+    mapped = sorted(set(CATEGORY_PARTS[levels[0].platform]) - known)
+    fills = f"{category} IN ({_marks(sorted(known))})" + (
+        f" OR {category} NOT IN ({_marks(mapped)})" if unknown else ""
+    )
     con = store.duckdb(kinds=[table_kind(table)])
     try:
         with readable(store.location):
-            return con.execute(query, [*profiles, *runs]).fetch_df()
+            have = con.execute(
+                f"SELECT profile, run_id, {count} AS known FROM {table} WHERE {rows} GROUP BY profile, run_id",
+                params,
+            ).fetch_df()
+            names = [
+                n
+                for (n,) in con.execute(
+                    f"SELECT DISTINCT {name_column} FROM {table} WHERE {rows} AND ({fills})",
+                    [*params, *sorted(known), *(mapped if unknown else [])],
+                ).fetchall()
+                if n is not None
+            ]
+            frame = con.execute(sql.format(rows=rows, names=_marks(names)), [*params, *names]).fetch_df()
     finally:
         con.close()
+    return frame, have
 
 
-def _lacking(rows: pd.DataFrame, section: str, runs: list[str]) -> list[str]:
+def _lacking(have: pd.DataFrame, runs: list[str]) -> list[str]:
     """The runs of ``runs`` whose table gave no rows (or, steps, no known cycles: totals unknown, not 0)."""
-    if section == "programs":
-        known = rows.groupby("run_id")["known"].sum()
-        have = set(known.index[known > 0])
-    else:
-        have = set(rows["run_id"])
-    return [r for r in runs if r not in have]
+    found = set(have.loc[have["known"] > 0, "run_id"])
+    return [r for r in runs if r not in found]
 
 
 def _kinds(store: Store, profile: str, runs: list[str]) -> dict[str, str]:
@@ -159,14 +196,17 @@ def _mean_totals(
     if section == "programs":
         frame = pd.DataFrame(
             {
-                # a step is one of its run's: global step indices are each run's own
-                "step": side.groupby(["run_id", "step"], sort=True).ngroup().to_numpy(),
+                # each row stands for its run's steps of one program (a step runs one program): a step of its
+                # own, counting for their number
+                "step": np.arange(len(side)),
                 "program": side["program"].astype("category"),
                 "category": side["category"].astype("category"),
                 "cycles": side["cycles"].to_numpy(dtype="float64", na_value=0.0) * weight,
             }
         )
-        totals = program_totals(frame.reset_index(drop=True), weight)
+        totals = program_totals(
+            frame.reset_index(drop=True), side["steps"].to_numpy(dtype="float64") * weight
+        )
     else:
         frame = pd.DataFrame(
             {
