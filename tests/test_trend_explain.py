@@ -209,6 +209,7 @@ def test_a_change_names_the_programs_diff_names_with_the_same_figures(mk2_store,
         (change,) = series["changes"]
         assert "named" not in change  # the section's names stay out of the JSON
         who = change["what_changed"]["contributors"]
+        assert (who.pop("runs_before"), who.pop("runs_after")) == (3, 3)
         # the means of 3 identical runs either side: the diff's rows, figures exactly
         assert who == expected
     monkeypatch.delenv("COLUMNS", raising=False)
@@ -235,7 +236,9 @@ def test_a_gpu_change_names_the_device_work_diff_names(tmp_path, capsys, monkeyp
     assert expected["part"] == "compute" and len(expected["rows"]) == 1
     (series,) = _json(capsys, root, "account.window_us")
     (change,) = series["changes"]
-    assert change["what_changed"]["contributors"] == expected
+    who = change["what_changed"]["contributors"]
+    assert (who.pop("runs_before"), who.pop("runs_after")) == (3, 3)
+    assert who == expected
     monkeypatch.delenv("COLUMNS", raising=False)
     code, out, _ = run(capsys, "trend", root, "account.window_us")
     assert max(len(line) for line in out.splitlines()) <= 80
@@ -283,6 +286,8 @@ def test_runs_added_from_a_baseline_leave_the_programs_unknown_in_one_line(
         "unavailable": True,
         "reason": reason,
         "rows": [],
+        "runs_before": 3,
+        "runs_after": 3,
     }
     monkeypatch.delenv("COLUMNS", raising=False)
     code, out, _ = run(capsys, "trend", root, "execution.total_time_us")
@@ -312,3 +317,23 @@ def test_a_level_s_names_are_the_means_of_its_runs() -> None:
     assert (
         per.loc["P", "total"] == 17.5 and per.loc["P", "count"] == 1.0
     )  # (10 / 2 + 30) / 2, (2 / 2 + 1) / 2
+
+
+def test_the_names_are_the_means_of_the_runs_nearest_the_change(mk2_store, capsys, monkeypatch) -> None:
+    import popprof.store.trend_explain as trend_explain
+
+    monkeypatch.setattr(trend_explain, "NAMED_PER_LEVEL", 2)  # 50 in use: a long level's tables cost seconds
+    (series,) = _json(capsys, mk2_store, "execution.total_time_us")
+    doc = series["changes"][0]["what_changed"]
+    who = doc["contributors"]
+    assert (doc["runs_before"], doc["runs_after"]) == (3, 3)  # the account: every run of the levels
+    assert (who["runs_before"], who["runs_after"]) == (2, 2)
+    assert [r["change"] for r in who["rows"]] == [17810.0, 15686.0, 15277.0]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", mk2_store, "execution.total_time_us")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    flat = " ".join(out.split())
+    assert (
+        "exchange +565.1 us: its programs (IPU-cycles, means of 2 runs before and 2 after) that changed"
+        in flat
+    )

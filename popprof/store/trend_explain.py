@@ -40,6 +40,11 @@ class _Series(Protocol):
 ACCOUNT_METRICS: tuple[str, ...] = (WINDOW, *(f"account.{p}_us" for p in PARTS))
 #: Metrics of the time a run (or its steps) took, besides the account's own rows, whose changes are explained.
 TIME_METRICS: tuple[str, ...] = ("execution.total_time_us", "trace.step_time_us", "trace.span_us")
+#: The runs either side of a change, nearest it, whose programs or device work are read for the names
+#: (:mod:`.trend_named`): each run's table is read row by row (2,000 steps a run for the Mk2 fixture), so all the
+#: runs of a long level (9,750 of a 10,000-run exact series) would cost seconds; the account's means, a few rows
+#: a run, take every run.
+NAMED_PER_LEVEL = 50
 #: How many runs a reason names before "and N more".
 NAMED_RUNS = 3
 
@@ -86,8 +91,22 @@ def explain(store: Store, series: list[_Series], branch: str | None = None) -> N
             if doc["available"]:
                 doc["contributors"] = None  # no busy part moved, until named below
             if part is not None:
-                divisors, _ = run_divisors(runs_values)
-                named.append((change, Levels(s.profile, doc["platform"], part, before, after, divisors)))
+                divisors, _ = run_divisors(runs_values)  # the account's basis, of all the runs
+                # the runs nearest the change: their tables are read row by row, the account's rows are a few
+                near = slice(max(len(before) - NAMED_PER_LEVEL, 0), len(before) + NAMED_PER_LEVEL)
+                named.append(
+                    (
+                        change,
+                        Levels(
+                            s.profile,
+                            doc["platform"],
+                            part,
+                            before[near],
+                            after[:NAMED_PER_LEVEL],
+                            divisors[near],
+                        ),
+                    )
+                )
     if named:  # the programs or device work of the busy part that moved most, from the runs' tables
         for (change, _), (who, others) in zip(named, name(store, [lv for _, lv in named]), strict=True):
             change.what_changed["contributors"] = who

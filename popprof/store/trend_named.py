@@ -77,8 +77,9 @@ class Levels:
 def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]:
     """For each of ``levels``, the contributors document of its busy part (``part``, ``section``, ``unit``,
     ``unavailable``, ``rows``: ``name``, ``change``, ``status``, as ``popprof diff``'s; with ``unavailable``,
-    a ``reason``) and the names of the section compared (for the text to keep the shown ones apart). One query
-    per table of every level's runs."""
+    a ``reason``; and ``runs_before``, ``runs_after``: the runs the means are of) and the names of the section
+    compared (for the text to keep the shown ones apart). The queries of each table read every level's runs
+    at once."""
     tables = {}
     for section in {NAMED_SECTIONS[lv.platform][0] for lv in levels}:
         tables[section] = _read(
@@ -94,7 +95,8 @@ def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]
         if lacking:
             kinds = _kinds(store, lv.profile, lacking)
             reason = _reason(lacking, kinds, section, len(lv.before) + len(lv.after))
-            out.append(({**doc, "unavailable": True, "reason": reason, "rows": []}, []))
+            counts = {"runs_before": len(lv.before), "runs_after": len(lv.after)}
+            out.append(({**doc, **counts, "unavailable": True, "reason": reason, "rows": []}, []))
             continue
         sides = [
             _mean_totals(
@@ -104,7 +106,8 @@ def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]
         ]
         compared = compare_named(*sides, DEFAULT_TOLERANCE)
         named = top_contributors(compared, lv.part, lv.platform)
-        out.append(({**doc, "unavailable": False, "rows": named}, compared["name"].tolist()))
+        counts = {"runs_before": len(lv.before), "runs_after": len(lv.after)}
+        out.append(({**doc, **counts, "unavailable": False, "rows": named}, compared["name"].tolist()))
     return out
 
 

@@ -80,9 +80,21 @@ def _levels(doc: dict) -> str:
     return f"mean of {plural(doc['runs_before'], 'run')} before and {doc['runs_after']} after{per}"
 
 
-#: The words of the contributors' rows in trend's text: the diff's, and that they are means (of the runs either
-#: side, as the heading says).
-_MEANS = {"programs": "programs (IPU-cycles, means)", "events": "device work (events, means)"}
+#: The words of the contributors' rows in trend's text: the diff's, and that they are means.
+_MEANS = {"programs": "programs (IPU-cycles, {means})", "events": "device work (events, {means})"}
+
+
+def _named_words(doc: dict, who: dict) -> str:
+    """What the names' figures are of: ``programs (IPU-cycles, means)`` when of the runs the heading says
+    (:func:`_levels`), else with their own runs (``means of 50 runs before and 50 after``: the runs nearest the
+    change, :data:`~.trend_explain.NAMED_PER_LEVEL`)."""
+    runs = (who["runs_before"], who["runs_after"])
+    means = (
+        "means"
+        if runs == (doc["runs_before"], doc["runs_after"])
+        else f"means of {plural(runs[0], 'run')} before and {runs[1]} after"
+    )
+    return _MEANS[who["section"]].format(means=means)
 
 
 def account_lines(doc: dict, width: int = WIDTH, others: list[str] | None = None) -> list[str]:
@@ -107,7 +119,7 @@ def account_lines(doc: dict, width: int = WIDTH, others: list[str] | None = None
         lines.append(f"      {part_moved(doc, who['part'])}: {who['section']} unknown: {who['reason']}")
     elif who is not None and who["rows"]:
         names = pd.Series(others or [r["name"] for r in who["rows"]], dtype="str")
-        lines += ["    " + line for line in contributor_lines(doc, names, width - 4, _MEANS[who["section"]])]
+        lines += ["    " + line for line in contributor_lines(doc, names, width - 4, _named_words(doc, who))]
     return lines
 
 
@@ -183,7 +195,7 @@ def _markdown_account(s: Series, c: Change) -> str:
         text += f"; {part_moved(doc, who['part'])}: {who['section']} unknown: {md.cell(who['reason'])}"
     elif who is not None and who["rows"]:
         names = pd.Series(c.named or [r["name"] for r in who["rows"]], dtype="str")
-        text += f"; {part_moved(doc, who['part'])}, its {_MEANS[who['section']]} that changed most: "
+        text += f"; {part_moved(doc, who['part'])}, its {_named_words(doc, who)} that changed most: "
         text += markdown_contributors(who, names)
     return text
 
