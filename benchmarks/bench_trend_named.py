@@ -2,7 +2,7 @@
 """Benchmark: what ``popprof trend`` pays to explain a change of a time metric, account and names included.
 
     python benchmarks/bench_trend_named.py [--runs 10000] [--repeat 3] [--data DIR] [--code CHECKOUT]
-                                           [--table steps|events]
+                                           [--table steps|events] [--last 500]
 
 Writes once (cached under ``--data``, default ``benchmarks/data``) a compacted store of ``--runs`` runs whose
 metrics are those of ``fixtures/mk2_training.popprof`` (the time account, ``execution.total_time_us``,
@@ -10,10 +10,11 @@ metrics are those of ``fixtures/mk2_training.popprof`` (the time account, ``exec
 the fixture's ``steps`` table (2,000 rows a run), one file per month as ``store compact`` writes them. With
 ``--table events`` the runs are HTA's ``trace_compare`` pair instead (``trace.profiler_step_count``, the
 account, ``trace.span_us``; each run's ``events`` table). Then, each in a fresh process, ``trend`` of
-``execution.total_time_us`` (``trace.span_us``) over the last 500 runs (one change, 250 runs either side): the
-call (imports apart) and the whole CLI process. ``--code``: the popprof that runs (another checkout, or
-``git archive`` of a commit, measures the same store before a change). The first read of a store checks the
-page checksums of its files (``cache/verified.parquet``); a warm-up run does it before the timings.
+``execution.total_time_us`` (``trace.span_us``) over the last ``--last`` runs (500: one change, 250 runs either
+side; 10,000: 9,750 before it): the call (imports apart) and the whole CLI process. ``--code``: the popprof
+that runs (another checkout, or ``git archive`` of a commit, measures the same store before a change). The
+first read of a store checks the page checksums of its files (``cache/verified.parquet``); a warm-up run does
+it before the timings.
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--code", type=Path, default=ROOT)
     parser.add_argument("--table", choices=sorted(SOURCES), default="steps")
+    parser.add_argument(
+        "--last", type=int, default=500, help="The window (default 500: 250 runs either side)."
+    )
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     path = build(args.runs, args.table, args.data.resolve())
@@ -123,7 +127,7 @@ def main() -> int:
     call = (
         "from popprof.store.trend import trend\n"
         "t, c = time.perf_counter(), time.process_time()\n"
-        f"series = trend({str(path)!r}, [{metric!r}], last=500)\n"
+        f"series = trend({str(path)!r}, [{metric!r}], last={args.last})\n"
         "result['call_s'], result['call_cpu_s'] = time.perf_counter() - t, time.process_time() - c\n"
         "doc = series[0].changes[0].what_changed\n"
         "result['named'] = len(((doc or {}).get('contributors') or {}).get('rows', []))\n"
@@ -132,14 +136,14 @@ def main() -> int:
         "import contextlib, io\n"
         "from popprof.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    main(['trend', {str(path)!r}, {metric!r}, '--last', '500'])\n"
+        f"    main(['trend', {str(path)!r}, {metric!r}, '--last', '{args.last}'])\n"
     )
     _child(code, call)  # the first read checks the files' page checksums
     calls = [_child(code, call) for _ in range(args.repeat)]
     clis = [_child(code, cli) for _ in range(args.repeat)]
     rows = [
         [
-            f"trend call, {metric}, last 500 of {args.runs:,} ({args.table}; {calls[0]['named']} named)",
+            f"trend call, {metric}, last {args.last:,} of {args.runs:,} ({args.table}; {calls[0]['named']} named)",
             f"{statistics.median(c['call_s'] for c in calls):.2f}",
             f"{statistics.median(c['call_cpu_s'] for c in calls):.2f} CPU",
             f"{max(c['peak_mib'] for c in calls):.0f}",
