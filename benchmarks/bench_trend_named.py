@@ -9,8 +9,8 @@ metrics are those of ``fixtures/mk2_training.popprof`` (the time account, ``exec
 ``execution.run_count``) and, for the last 250 runs, of ``mk2_training_v2`` (exchange +565.1 us), each run with
 the fixture's ``steps`` table (2,000 rows a run), one file per month as ``store compact`` writes them. With
 ``--table events`` the runs are HTA's ``trace_compare`` pair instead (``trace.profiler_step_count``, the
-account, ``trace.span_us``; each run's ``events`` table). Then, each in a fresh process, ``trend`` of
-``execution.total_time_us`` (``trace.span_us``) over the last ``--last`` runs (500: one change, 250 runs either
+account; each run's ``events`` table). Then, each in a fresh process, ``trend`` of
+``execution.total_time_us`` (``account.window_us``) over the last ``--last`` runs (500: one change, 250 runs either
 side; 10,000: 9,750 before it): the call (imports apart) and the whole CLI process. ``--code``: the popprof
 that runs (another checkout, or ``git archive`` of a commit, measures the same store before a change). The
 first read of a store checks the page checksums of its files (``cache/verified.parquet``); a warm-up run does
@@ -36,7 +36,7 @@ SOURCES = {
     "steps": (ROOT / "fixtures" / "mk2_training.popprof", ROOT / "fixtures" / "mk2_training_v2.popprof"),
     "events": (TRACES / "hta_trace_compare_base.json.gz", TRACES / "hta_trace_compare_test.json.gz"),
 }
-METRIC = {"steps": "execution.total_time_us", "events": "trace.span_us"}
+METRIC = {"steps": "execution.total_time_us", "events": "account.window_us"}
 KEEP = (
     "account.",
     "execution.total_time_us",
