@@ -24,6 +24,8 @@ from ..metrics.account import PARTS
 from .trend_named import Levels, name
 
 if TYPE_CHECKING:
+    import duckdb
+
     from .api import Store
 
 
@@ -74,7 +76,24 @@ def explain(store: Store, series: list[_Series], branch: str | None = None) -> N
     )
     names = [*ACCOUNT_METRICS, *(count for count, _, _ in FAMILIES.values())]
     profile = next(iter(profiles)) if len(profiles) == 1 else None
-    frame = store.metric(names, profile=profile, branch=branch, runs=runs)
+    con = store.duckdb(kinds=["metrics"])  # the names' tables are added to it: the catalogue is read once
+    try:
+        _explain(store, con, wanted, names, profile, branch, runs)
+    finally:
+        con.close()
+
+
+def _explain(
+    store: Store,
+    con: duckdb.DuckDBPyConnection,
+    wanted: list[_Series],
+    names: list[str],
+    profile: str | None,
+    branch: str | None,
+    runs: list[str],
+) -> None:
+    """:func:`explain`'s work on one connection of ``store``."""
+    frame = store.metric(names, profile=profile, branch=branch, runs=runs, con=con)
     values: dict[tuple[str, str], dict[str, float | None]] = {}
     if not frame.empty:  # oldest first: a run stored again keeps its latest value
         table = frame.pivot_table(index=["profile", "run_id"], columns="name", values="value", aggfunc="last")
@@ -108,7 +127,7 @@ def explain(store: Store, series: list[_Series], branch: str | None = None) -> N
                     )
                 )
     if named:  # the programs or device work of the busy part that moved most, from the runs' tables
-        for (change, _), (who, others) in zip(named, name(store, [lv for _, lv in named]), strict=True):
+        for (change, _), (who, others) in zip(named, name(store, [lv for _, lv in named], con), strict=True):
             change.what_changed["contributors"] = who
             change.named = others
 

@@ -28,6 +28,8 @@ from ..metrics.account import CATEGORY_PARTS
 from .schemas import table_kind
 
 if TYPE_CHECKING:
+    import duckdb
+
     from .api import Store
 
 #: How many runs a reason names before "and N more".
@@ -74,16 +76,19 @@ class Levels:
     divisors: list[int | None]  # per run of before + after: its steps (runs) when the account is per step
 
 
-def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]:
+def name(
+    store: Store, levels: Sequence[Levels], con: duckdb.DuckDBPyConnection
+) -> list[tuple[dict, list[str]]]:
     """For each of ``levels``, the contributors document of its busy part (``part``, ``section``, ``unit``,
     ``unavailable``, ``rows``: ``name``, ``change``, ``status``, as ``popprof diff``'s; with ``unavailable``,
     a ``reason``; and ``runs_before``, ``runs_after``: the runs the means are of) and the names of the section
     compared (for the text to keep the shown ones apart). The queries of each table read every level's runs
-    at once."""
+    at once, on ``con``, a connection of :meth:`~popprof.store.api.Store.duckdb` (the table's views added to
+    it)."""
     tables = {}
     for section in {NAMED_SECTIONS[lv.platform][0] for lv in levels}:
         tables[section] = _read(
-            store, section, [lv for lv in levels if NAMED_SECTIONS[lv.platform][0] == section]
+            store, con, section, [lv for lv in levels if NAMED_SECTIONS[lv.platform][0] == section]
         )
     out = []
     for lv in levels:
@@ -93,7 +98,7 @@ def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]
         rows = frame[frame["profile"] == lv.profile]
         lacking = _lacking(have[have["profile"] == lv.profile], lv.before + lv.after)
         if lacking:
-            kinds = _kinds(store, lv.profile, lacking)
+            kinds = _kinds(store, con, lv.profile, lacking)
             reason = _reason(lacking, kinds, section, len(lv.before) + len(lv.after))
             counts = {"runs_before": len(lv.before), "runs_after": len(lv.after)}
             out.append(({**doc, **counts, "unavailable": True, "reason": reason, "rows": []}, []))
@@ -111,13 +116,15 @@ def name(store: Store, levels: Sequence[Levels]) -> list[tuple[dict, list[str]]]
     return out
 
 
-def _read(store: Store, section: str, levels: list[Levels]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _read(
+    store: Store, con: duckdb.DuckDBPyConnection, section: str, levels: list[Levels]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The rows of ``section``'s table of the runs of ``levels``, summed per run and name in DuckDB, and per run
     the count of its rows (``known``; steps: those with cycles). Only the names with a row of the categories of
     the levels' parts are read (:func:`~popprof.compare.what_changed.categories_of`; every row of those names,
     so that a name of several categories is one still): three scans of the runs' rows, two of them of one or
     two columns."""
-    from .engine_duckdb import readable
+    from .engine_duckdb import add_views, readable
 
     table, name_column, category, count, sql = _SQL[section]
     profiles = sorted({lv.profile for lv in levels})
@@ -134,24 +141,21 @@ def _read(store: Store, section: str, levels: list[Levels]) -> tuple[pd.DataFram
     fills = f"{category} IN ({_marks(sorted(known))})" + (
         f" OR {category} NOT IN ({_marks(mapped)})" if unknown else ""
     )
-    con = store.duckdb(kinds=[table_kind(table)])
-    try:
-        with readable(store.location):
-            have = con.execute(
-                f"SELECT profile, run_id, {count} AS known FROM {table} WHERE {rows} GROUP BY profile, run_id",
-                params,
-            ).fetch_df()
-            names = [
-                n
-                for (n,) in con.execute(
-                    f"SELECT DISTINCT {name_column} FROM {table} WHERE {rows} AND ({fills})",
-                    [*params, *sorted(known), *(mapped if unknown else [])],
-                ).fetchall()
-                if n is not None
-            ]
-            frame = con.execute(sql.format(rows=rows, names=_marks(names)), [*params, *names]).fetch_df()
-    finally:
-        con.close()
+    add_views(con, store.location, [table_kind(table)])
+    with readable(store.location):
+        have = con.execute(
+            f"SELECT profile, run_id, {count} AS known FROM {table} WHERE {rows} GROUP BY profile, run_id",
+            params,
+        ).fetch_df()
+        names = [
+            n
+            for (n,) in con.execute(
+                f"SELECT DISTINCT {name_column} FROM {table} WHERE {rows} AND ({fills})",
+                [*params, *sorted(known), *(mapped if unknown else [])],
+            ).fetchall()
+            if n is not None
+        ]
+        frame = con.execute(sql.format(rows=rows, names=_marks(names)), [*params, *names]).fetch_df()
     return frame, have
 
 
@@ -161,13 +165,13 @@ def _lacking(have: pd.DataFrame, runs: list[str]) -> list[str]:
     return [r for r in runs if r not in found]
 
 
-def _kinds(store: Store, profile: str, runs: list[str]) -> dict[str, str]:
+def _kinds(store: Store, con: duckdb.DuckDBPyConnection, profile: str, runs: list[str]) -> dict[str, str]:
     """What each of ``runs`` was added from (the catalogue's ``kind``: ``profile`` or ``baseline``)."""
     marks = ", ".join("?" for _ in runs)
     found = store.frame(
         f"SELECT run_id, kind FROM runs WHERE profile = ? AND run_id IN ({marks})",
         [profile, *runs],
-        kinds=["runs"],
+        con=con,
     )
     return dict(zip(found["run_id"], found["kind"], strict=True))
 
