@@ -337,3 +337,23 @@ def test_the_names_are_the_means_of_the_runs_nearest_the_change(mk2_store, capsy
         "exchange +565.1 us: its programs (IPU-cycles, means of 2 runs before and 2 after) that changed"
         in flat
     )
+
+
+def test_the_names_are_read_through_the_stores_page_checks(mk2_store, tmp_path, capsys) -> None:
+    """A byte flipped in a run's steps file, where DuckDB alone would read another value: the names' read checks
+    the pages of the files it hands to DuckDB (``store/verified.py``) and refuses it, one line, exit 2; a metric
+    whose change names nothing does not read the tables."""
+    import shutil
+
+    from test_damaged_inputs_more import _flip_in_column
+
+    root = tmp_path / "store"
+    shutil.copytree(mk2_store, root)
+    (root / "cache" / "verified.parquet").unlink(missing_ok=True)
+    file = sorted((root / "tables" / "steps").glob("month=*/*.parquet"))[0]
+    _flip_in_column(file, "cycles")
+    code, out, err = run(capsys, "trend", root, "execution.total_time_us")
+    assert code == 2 and out == ""
+    assert err.startswith(f"popprof: error: {file}: damaged store file: a data page fails its checksum"), err
+    code, out, err = run(capsys, "trend", root, "memory.total_incl_gaps_bytes")
+    assert code == 0, err
