@@ -191,3 +191,169 @@ def test_re_runs_of_a_commit_count_as_runs_of_their_level(tmp_path, capsys) -> N
     assert doc["window"]["base_us"] == pytest.approx(window.loc[["r1", "r2", "r3"]].mean())
     assert doc["window"]["new_us"] == pytest.approx(window.loc[["r4", "r5", "r6"]].mean())
     assert [p["part"] for p in doc["parts"]] == ["exchange"]
+
+
+# -- the programs or device work under a change, named as popprof diff names them -------------------------------
+
+
+def _contributors_of_diff(capsys, base: Path, new: Path) -> dict:
+    code, out, err = run(capsys, "diff", base, new, "--format", "json", "--no-gate")
+    assert code == 0, err
+    return json.loads(out)["what_changed"]["contributors"]
+
+
+def test_a_change_names_the_programs_diff_names_with_the_same_figures(mk2_store, capsys, monkeypatch) -> None:
+    expected = _contributors_of_diff(capsys, MK2, MK2_V2)
+    assert [r["name"].rsplit("/", 1)[-1] for r in expected["rows"]] == ["ExchangePre"] * 3
+    for series in _json(capsys, mk2_store, "execution.total_time_us", "account.exchange_us"):
+        (change,) = series["changes"]
+        assert "named" not in change  # the section's names stay out of the JSON
+        who = change["what_changed"]["contributors"]
+        assert (who.pop("runs_before"), who.pop("runs_after")) == (3, 3)
+        # the means of 3 identical runs either side: the diff's rows, figures exactly
+        assert who == expected
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", mk2_store, "execution.total_time_us")
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = lines.index("      exchange +565.1 us: its programs (IPU-cycles, means) that changed most:")
+    assert [line.split() for line in lines[at + 1 :]] == [
+        ["+17,810", "grown", "encoder/layer_10/intermediate/Add_383/ExchangePre"],
+        ["+15,686", "grown", "encoder/layer_1/attention/self/Softmax_306/ExchangePre"],
+        ["+15,277", "grown", "encoder/layer_2/intermediate/Dropout_360/ExchangePre"],
+    ]
+    code, out, _ = run(capsys, "trend", mk2_store, "execution.total_time_us", "--format", "markdown")
+    assert (
+        "exchange +565.1 us, its programs (IPU-cycles, means) that changed most: "
+        "`encoder/layer_10/intermediate/Add_383/ExchangePre` +17,810, " in out
+    )
+
+
+def test_a_gpu_change_names_the_device_work_diff_names(tmp_path, capsys, monkeypatch) -> None:
+    base, new = TRACES / "hta_trace_compare_base.json.gz", TRACES / "hta_trace_compare_test.json.gz"
+    root = _store(tmp_path / "store", [base] * 3 + [new] * 3, "gpu")
+    expected = _contributors_of_diff(capsys, base, new)
+    assert expected["part"] == "compute" and len(expected["rows"]) == 1
+    (series,) = _json(capsys, root, "account.window_us")
+    (change,) = series["changes"]
+    who = change["what_changed"]["contributors"]
+    assert (who.pop("runs_before"), who.pop("runs_after")) == (3, 3)
+    assert who == expected
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "account.window_us")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "      compute -4.0 us: its device work (events, means) that changed most:" in out.splitlines()
+    # the kernel's name shortened as the diff's text shortens it (kept apart from the trace's other names)
+    code, diff_out, _ = run(capsys, "diff", base, new, "--no-gate")
+    kernel = diff_out.splitlines()[
+        diff_out.splitlines().index("  compute -4.0 us: its device work (events by name) that changed most:")
+        + 1
+    ]
+    assert " ".join(kernel.split()) in " ".join(out.split())
+
+
+def test_runs_of_different_step_counts_name_their_device_work_per_step(tmp_path, capsys) -> None:
+    root = _store(tmp_path / "store", [GPU_BASE] * 3 + [GPU_NEW] * 3, "gpu")
+    expected = _contributors_of_diff(capsys, GPU_BASE, GPU_NEW)  # per profiler step: 2 against 6
+    (series,) = _json(capsys, root, "trace.step_time_us")
+    (change,) = series["changes"]
+    who = change["what_changed"]["contributors"]
+    assert who["part"] == expected["part"] == "compute" and len(who["rows"]) == 3
+    assert [(r["name"], r["status"]) for r in who["rows"]] == [
+        (r["name"], r["status"]) for r in expected["rows"]
+    ]
+    assert [r["change"] for r in who["rows"]] == [
+        pytest.approx(r["change"], rel=1e-12) for r in expected["rows"]
+    ]
+
+
+def test_runs_added_from_a_baseline_leave_the_programs_unknown_in_one_line(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    code, _, _ = run(capsys, "baseline", MK2, "-o", tmp_path / "mk2_training.json")
+    root = _store(tmp_path / "store", [tmp_path / "mk2_training.json"] * 3 + [MK2_V2] * 3, "mk2")
+    (series,) = _json(capsys, root, "execution.total_time_us")
+    (change,) = series["changes"]
+    doc = change["what_changed"]
+    assert [p["part"] for p in doc["parts"]] == ["exchange"]  # the account is there: the baseline holds it
+    reason = (
+        "3 of the 6 runs either side were added from a baseline JSON, which holds metrics only (r1, r2, r3)"
+    )
+    assert doc["contributors"] == {
+        "part": "exchange",
+        "section": "programs",
+        "unit": "cycles",
+        "unavailable": True,
+        "reason": reason,
+        "rows": [],
+        "runs_before": 3,
+        "runs_after": 3,
+    }
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", root, "execution.total_time_us")
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = next(i for i, line in enumerate(lines) if "programs unknown" in line)
+    assert " ".join(" ".join(lines[at:]).split()) == f"exchange +565.1 us: programs unknown: {reason}"
+
+
+def test_a_level_s_names_are_the_means_of_its_runs() -> None:
+    from popprof.store.trend_named import _mean_totals
+
+    rows = pd.DataFrame(  # the query's rows: a run's steps of one program, their number and summed cycles
+        {
+            "profile": "p",
+            "run_id": ["a", "b", "b"],
+            "program": ["P", "P", "Q"],
+            "category": ["exchange"] * 3,
+            "steps": [2, 1, 1],
+            "cycles": [10.0, 30.0, 6.0],
+        }
+    )
+    totals = _mean_totals(rows, "programs", ["a", "b"], [None, None])
+    assert totals.loc["P", "count"] == 1.5 and totals.loc["P", "total"] == 20.0  # (2 + 1) / 2, (10 + 30) / 2
+    assert totals.loc["Q", "count"] == 0.5 and totals.loc["Q", "total"] == 3.0  # absent from run a: 0 there
+    per = _mean_totals(rows, "programs", ["a", "b"], [2, 1])  # run a divided by its 2 runs first
+    assert (
+        per.loc["P", "total"] == 17.5 and per.loc["P", "count"] == 1.0
+    )  # (10 / 2 + 30) / 2, (2 / 2 + 1) / 2
+
+
+def test_the_names_are_the_means_of_the_runs_nearest_the_change(mk2_store, capsys, monkeypatch) -> None:
+    import popprof.store.trend_explain as trend_explain
+
+    monkeypatch.setattr(trend_explain, "NAMED_PER_LEVEL", 2)  # 50 in use: a long level's tables cost seconds
+    (series,) = _json(capsys, mk2_store, "execution.total_time_us")
+    doc = series["changes"][0]["what_changed"]
+    who = doc["contributors"]
+    assert (doc["runs_before"], doc["runs_after"]) == (3, 3)  # the account: every run of the levels
+    assert (who["runs_before"], who["runs_after"]) == (2, 2)
+    assert [r["change"] for r in who["rows"]] == [17810.0, 15686.0, 15277.0]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, "trend", mk2_store, "execution.total_time_us")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    flat = " ".join(out.split())
+    assert (
+        "exchange +565.1 us: its programs (IPU-cycles, means of 2 runs before and 2 after) that changed"
+        in flat
+    )
+
+
+def test_the_names_are_read_through_the_stores_page_checks(mk2_store, tmp_path, capsys) -> None:
+    """A byte flipped in a run's steps file, where DuckDB alone would read another value: the names' read checks
+    the pages of the files it hands to DuckDB (``store/verified.py``) and refuses it, one line, exit 2; a metric
+    whose change names nothing does not read the tables."""
+    import shutil
+
+    from test_damaged_inputs_more import _flip_in_column
+
+    root = tmp_path / "store"
+    shutil.copytree(mk2_store, root)
+    (root / "cache" / "verified.parquet").unlink(missing_ok=True)
+    file = sorted((root / "tables" / "steps").glob("month=*/*.parquet"))[0]
+    _flip_in_column(file, "cycles")
+    code, out, err = run(capsys, "trend", root, "execution.total_time_us")
+    assert code == 2 and out == ""
+    assert err.startswith(f"popprof: error: {file}: damaged store file: a data page fails its checksum"), err
+    code, out, err = run(capsys, "trend", root, "memory.total_incl_gaps_bytes")
+    assert code == 0, err

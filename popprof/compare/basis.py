@@ -160,14 +160,24 @@ def account_on_one_basis(
     different numbers; as totals when they ran the same. Returns the values and the basis (``profiler step``
     / ``run``, or None for totals)."""
     family = account_family(runs[0]) if runs else "trace"
-    count_metric, unit, _ = FAMILIES[family]
-    counts = [_whole(values.get(count_metric)) for values in runs]
-    per = _per(counts, unit)
+    counts, per = run_divisors(runs)
     if per is None:
         return [dict(values) for values in runs], None
     return [
         normalise(v, {family: Basis(family, per, n, n)}, "new") for v, n in zip(runs, counts, strict=True)
     ], per
+
+
+def run_divisors(runs: list[dict[str, float | None]]) -> tuple[list[int | None], str | None]:
+    """What :func:`account_on_one_basis` divides each run's additive figures by: each run's number of steps
+    (GPU: profiler steps) or runs (IPU), the count of the family of the first run's account
+    (:func:`account_family`), and the basis (``profiler step`` / ``run``); ``[None, ...]`` and None (totals)
+    when the runs ran the same number, or one's is unknown."""
+    family = account_family(runs[0]) if runs else "trace"
+    count_metric, unit, _ = FAMILIES[family]
+    counts = [_whole(values.get(count_metric)) for values in runs]
+    per = _per(counts, unit)
+    return (counts if per is not None else [None] * len(runs)), per
 
 
 def _whole(value: float | None) -> int | None:

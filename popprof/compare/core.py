@@ -269,10 +269,10 @@ def diff(
 
     tiles, ipus = _diff_tiles(base, new, notes, unavailable)
     programs = _diff_named(
-        base, new, "steps", _program_totals, tolerance, unavailable, "programs", basis.get("execution")
+        base, new, "steps", program_totals, tolerance, unavailable, "programs", basis.get("execution")
     )
     events = _diff_named(
-        base, new, "events", _event_totals, tolerance, unavailable, "events", basis.get("trace")
+        base, new, "events", event_totals, tolerance, unavailable, "events", basis.get("trace")
     )
     if events_on is not None and "where" in events.columns:
         events = events[events["where"] == events_on].reset_index(drop=True)
@@ -564,8 +564,11 @@ def _diff_ipus(base: Profile, bt: pd.DataFrame, new: Profile, nt: pd.DataFrame) 
 # -- programs and events ------------------------------------------------------
 
 
-def _program_totals(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per program name: execution steps (distinct global step indices) and IPU-cycles summed over IPUs."""
+def program_totals(steps: pd.DataFrame, weights: np.ndarray | None = None) -> pd.DataFrame:
+    """Per program name: execution steps (distinct global step indices) and IPU-cycles summed over IPUs.
+
+    ``weights``: what each step counts for (None: 1; ``popprof trend``'s means over runs, each step of a run
+    its share of the run's mean, with its cycles scaled alike)."""
     codes, names = _codes(steps["program"])
     cycles = steps["cycles"].to_numpy(dtype="float64", na_value=0.0)
     first_row = _first_row_per_step(steps["step"].to_numpy())
@@ -573,7 +576,12 @@ def _program_totals(steps: pd.DataFrame) -> pd.DataFrame:
     rows = np.bincount(codes[valid], minlength=len(names))
     total = np.bincount(codes[valid], weights=cycles[valid], minlength=len(names))
     first_codes = codes[first_row]
-    count = np.bincount(first_codes[first_codes >= 0], minlength=len(names))
+    first = first_codes >= 0
+    count = np.bincount(
+        first_codes[first],
+        weights=None if weights is None else weights[first_row][first],
+        minlength=len(names),
+    )
     present = rows > 0
     category = _categories(codes, steps["category"], len(names)) if "category" in steps.columns else None
     frame = pd.DataFrame(
@@ -627,8 +635,9 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
     return codes.astype(np.int64), pd.Index(names, dtype="str")
 
 
-def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
-    """Per event name: occurrences and summed duration in microseconds.
+def event_totals(events: pd.DataFrame, weights: np.ndarray | None = None) -> pd.DataFrame:
+    """Per event name: occurrences and summed duration in microseconds (``weights``: how many events each row
+    stands for, None: 1; ``popprof trend`` hands rows summed per name and run, scaled for its means).
 
     The profiler's step annotations (``ProfilerStep#12``) count as one name, ``ProfilerStep#*``: two runs
     number their steps differently, and what compares is the steps' count and time. The profiler's own
@@ -644,14 +653,18 @@ def _event_totals(events: pd.DataFrame) -> pd.DataFrame:
         codes, names = _merge_codes(codes, names)
     dur = events["dur_us"].to_numpy(dtype="float64", na_value=0.0)
     valid = codes >= 0
-    count = np.bincount(codes[valid], minlength=len(names))
+    each = None if weights is None else weights[valid]
+    count = np.bincount(codes[valid], weights=each, minlength=len(names))
     total = np.bincount(codes[valid], weights=dur[valid], minlength=len(names))
     on_device = (
         is_device_activity(events)
         if "device_category" in events.columns
         else np.zeros(len(events), dtype=bool)
     )
-    device = np.bincount(codes[valid], weights=on_device[valid].astype("float64"), minlength=len(names))
+    device_rows = on_device[valid].astype("float64")
+    device = np.bincount(
+        codes[valid], weights=device_rows if each is None else device_rows * each, minlength=len(names)
+    )
     present = count > 0
     frame = pd.DataFrame(
         {"count": count[present], "total": total[present], "device": device[present]},
@@ -702,12 +715,29 @@ def _diff_named(
         return pd.DataFrame(
             {c: pd.Series(dtype="str" if c in ("name", "status") else "float64") for c in NAMED_COLUMNS}
         )
-    b_totals, n_totals = totals(bt), totals(nt)
-    category = _category(
-        *(t.pop("category") if "category" in t.columns else None for t in (b_totals, n_totals))
+    return compare_named(
+        totals(bt),
+        totals(nt),
+        tolerance,
+        (None, None) if basis is None else (basis.divisor("base"), basis.divisor("new")),
     )
-    b = _per(b_totals, basis, "base").add_prefix("base_")
-    n = _per(n_totals, basis, "new").add_prefix("new_")
+
+
+def compare_named(
+    base: pd.DataFrame,
+    new: pd.DataFrame,
+    tolerance: float,
+    divisors: tuple[int | None, int | None] = (None, None),
+) -> pd.DataFrame:
+    """The programs or events section of a diff from the two sides' totals per name (:func:`program_totals`,
+    :func:`event_totals`: ``count``, ``total``, events also ``device``, and ``category``), each side's counts
+    and totals divided by its divisor when not None (per step or run): :func:`classify_named`'s columns, then
+    ``where`` (events) and ``category`` (:func:`_category`). ``popprof diff`` and ``popprof trend`` (the means
+    of the runs either side of a change) both make theirs here."""
+    category = _category(*(t["category"] if "category" in t.columns else None for t in (base, new)))
+    b_totals, n_totals = (t.drop(columns="category", errors="ignore") for t in (base, new))
+    b = _divided(b_totals, divisors[0]).add_prefix("base_")
+    n = _divided(n_totals, divisors[1]).add_prefix("new_")
     b.index = b.index.astype("str")
     n.index = n.index.astype("str")
     frame = b.join(n, how="outer")
@@ -732,9 +762,8 @@ def _category(base: pd.Series | None, new: pd.Series | None) -> pd.Series | None
     return pd.Series(out, index=both.index.astype("str"), dtype="str")
 
 
-def _per(frame: pd.DataFrame, basis: Basis | None, side: str) -> pd.DataFrame:
+def _divided(frame: pd.DataFrame, divisor: int | None) -> pd.DataFrame:
     """Counts and totals divided by the side's steps (runs) when the basis is per step, else as they are."""
-    divisor = None if basis is None else basis.divisor(side)
     return frame if divisor is None else frame.astype("float64") / divisor
 
 

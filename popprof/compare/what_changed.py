@@ -152,6 +152,15 @@ def _missing(rows: pd.DataFrame) -> str | None:
     return None
 
 
+def categories_of(part: str, platform: str) -> tuple[list[str], bool]:
+    """The categories whose rows fill ``part`` (:func:`_part_of`, the inverse): the known ones, and whether a
+    category the platform's map does not know fills it too (an IPU's ``other``). A reader may keep only the
+    names with a row of these (and every row of those names): no other name can be among
+    :func:`top_contributors` of the part."""
+    parts = CATEGORY_PARTS[platform]
+    return sorted(c for c, p in parts.items() if p == part), platform == "ipu" and part == "other"
+
+
 def _part_of(category: str, platform: str) -> str | None:
     """The account's part a row's ``category`` fills (None: several categories, or none)."""
     if not category or category == MIXED:
@@ -160,18 +169,23 @@ def _part_of(category: str, platform: str) -> str | None:
     return parts.get(category, "other" if platform == "ipu" else None)
 
 
-def _contributors(result: ProfileDiff, parts: list[dict], platform: str) -> dict | None:
-    """The events (GPU: device work) or programs (IPU) of the busy part that moved most among ``parts`` (their
-    ``category`` fills it: :data:`popprof.metrics.account.CATEGORY_PARTS`) that changed most in its direction;
-    None when no busy part moved."""
-    busy = [p for p in parts if p["part"] in BUSY_PARTS]
-    if not busy:
-        return None
-    part = busy[0]
-    section, unit = ("programs", "cycles") if platform == "ipu" else ("events", "us")
-    if section in result.unavailable:
-        return {"part": part["part"], "section": section, "unit": unit, "rows": [], "unavailable": True}
-    frame = getattr(result, section)
+#: Per platform, the section of the diff whose rows fill the account's busy parts and its unit: programs in
+#: IPU-cycles, events (device work) in microseconds.
+NAMED_SECTIONS: dict[str, tuple[str, str]] = {"ipu": ("programs", "cycles"), "gpu": ("events", "us")}
+
+
+def busy_part(parts: list[dict]) -> dict | None:
+    """The busy part (:data:`~popprof.metrics.account.BUSY_PARTS`) that moved most among a decomposition's
+    ``parts`` (:func:`decompose`, largest change first); None when no busy part moved beyond noise."""
+    return next((p for p in parts if p["part"] in BUSY_PARTS), None)
+
+
+def top_contributors(frame: pd.DataFrame, part: dict, platform: str) -> list[dict]:
+    """The rows of a programs or events section (:func:`~.core.compare_named`'s columns) that fill ``part``
+    (their ``category``: :data:`popprof.metrics.account.CATEGORY_PARTS`; GPU: device work only) and changed
+    most in its direction: up to :data:`TOP_CONTRIBUTORS` of ``name``, ``change``, ``status``. The one
+    definition of the names under a part's change: ``popprof diff`` (two profiles) and ``popprof trend`` (the
+    means of the runs either side of a change) both call it."""
     if platform == "gpu" and "where" in frame.columns:
         frame = frame[frame["where"] == "device"]
     if (
@@ -184,13 +198,26 @@ def _contributors(result: ProfileDiff, parts: list[dict], platform: str) -> dict
     top = same_way.loc[
         same_way["change"].astype("float64").abs().sort_values(ascending=False, kind="stable").index
     ]
+    return [
+        {"name": str(r.name), "change": float(r.change), "status": str(r.status)}
+        for r in top.head(TOP_CONTRIBUTORS).itertuples(index=False)
+    ]
+
+
+def _contributors(result: ProfileDiff, parts: list[dict], platform: str) -> dict | None:
+    """The events (GPU: device work) or programs (IPU) of the busy part that moved most among ``parts``
+    (:func:`busy_part`) that changed most in its direction (:func:`top_contributors`); None when no busy part
+    moved."""
+    part = busy_part(parts)
+    if part is None:
+        return None
+    section, unit = NAMED_SECTIONS[platform]
+    if section in result.unavailable:
+        return {"part": part["part"], "section": section, "unit": unit, "rows": [], "unavailable": True}
     return {
         "part": part["part"],
         "section": section,
         "unit": unit,
         "unavailable": False,
-        "rows": [
-            {"name": str(r.name), "change": float(r.change), "status": str(r.status)}
-            for r in top.head(TOP_CONTRIBUTORS).itertuples(index=False)
-        ],
+        "rows": top_contributors(getattr(result, section), part, platform),
     }

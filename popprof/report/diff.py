@@ -240,25 +240,32 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     lines += parts_table(doc, width)
     who = doc["contributors"]
     if who is not None and who["unavailable"]:
-        part = _moved(doc, who["part"])
+        part = part_moved(doc, who["part"])
         lines.append(f"  {part}: {who['section']} not compared, so none named (see the note above)")
     elif who is not None and who["rows"]:
-        what = "device work (events by name)" if who["section"] == "events" else "programs (IPU-cycles)"
-        lines.append(f"  {_moved(doc, who['part'])}: its {what} that changed most:")
-        frame = getattr(result, who["section"])
-        unit = "" if who["unit"] == "cycles" else "us"
-        changes = [units.change(r["change"], unit) for r in who["rows"]]
-        size, status = max(len(c) for c in changes), max(len(r["status"]) for r in who["rows"])
-        prefixes = [
-            f"    {c.rjust(size)}  {r['status'].ljust(status)}  "
-            for c, r in zip(changes, who["rows"], strict=True)
-        ]
-        # each name after its figures, shortened to the room they leave and kept apart from the section's others
-        names = names_apart(
-            [r["name"] for r in who["rows"]], frame["name"], max(width - len(prefixes[0]), 20)
-        )
-        lines += [p + n for p, n in zip(prefixes, names, strict=True)]
+        lines += contributor_lines(doc, getattr(result, who["section"])["name"], width)
     return lines
+
+
+def contributor_lines(doc: dict, others: pd.Series, width: int = WIDTH, what: str | None = None) -> list[str]:
+    """The lines naming a "What changed" document's ``contributors`` (its ``rows``: the programs or device work
+    that changed most with the busy part that moved most), indented by 2: the part with its change, then each
+    row's change, status and name, the name shortened to the room left and kept apart from ``others`` (the
+    section's names). ``what``: the rows' words (default: the section's)."""
+    who = doc["contributors"]
+    if what is None:
+        what = "device work (events by name)" if who["section"] == "events" else "programs (IPU-cycles)"
+    lines = [f"  {part_moved(doc, who['part'])}: its {what} that changed most:"]
+    unit = "" if who["unit"] == "cycles" else "us"
+    changes = [units.change(r["change"], unit) for r in who["rows"]]
+    size, status = max(len(c) for c in changes), max(len(r["status"]) for r in who["rows"])
+    prefixes = [
+        f"    {c.rjust(size)}  {r['status'].ljust(status)}  "
+        for c, r in zip(changes, who["rows"], strict=True)
+    ]
+    # each name after its figures, shortened to the room they leave and kept apart from the section's others
+    names = names_apart([r["name"] for r in who["rows"]], others, max(width - len(prefixes[0]), 20))
+    return lines + [p + n for p, n in zip(prefixes, names, strict=True)]
 
 
 def markdown_what_changed(result: ProfileDiff) -> list[str]:
@@ -285,19 +292,25 @@ def markdown_what_changed(result: ProfileDiff) -> list[str]:
         lines.append(f"- {row[0]}: {row[1]}{share}")
     who = doc["contributors"]
     if who is not None and who["rows"]:
-        names = names_apart([r["name"] for r in who["rows"]], getattr(result, who["section"])["name"], 60)
-        unit = "" if who["unit"] == "cycles" else "us"
-        named = ", ".join(
-            f"{md.code(n)} {units.change(r['change'], unit)}" for n, r in zip(names, who["rows"], strict=True)
-        )
+        named = markdown_contributors(who, getattr(result, who["section"])["name"])
         what = (
             "its device work that changed most" if who["section"] == "events" else "its programs (IPU-cycles)"
         )
-        lines.append(f"- {_moved(doc, who['part'])}, {what}: {named}")
+        lines.append(f"- {part_moved(doc, who['part'])}, {what}: {named}")
     return lines
 
 
-def _moved(doc: dict, part: str) -> str:
+def markdown_contributors(who: dict, others: pd.Series) -> str:
+    """A "What changed" document's contributors (``who``) in Markdown: each name as code, shortened and kept
+    apart from ``others`` (the section's names), with its change."""
+    names = names_apart([r["name"] for r in who["rows"]], others, 60)
+    unit = "" if who["unit"] == "cycles" else "us"
+    return ", ".join(
+        f"{md.code(n)} {units.change(r['change'], unit)}" for n, r in zip(names, who["rows"], strict=True)
+    )
+
+
+def part_moved(doc: dict, part: str) -> str:
     """A part of a "What changed" document (one of its ``parts``) in words with its change: ``compute -4.0 us``."""
     row = next(p for p in doc["parts"] if p["part"] == part)
     return f"{row['words']} {units.change(row['change_us'], 'us')}"

@@ -80,18 +80,30 @@ class Store:
         return con
 
     def frame(
-        self, sql: str, params: Sequence[object] = (), *, kinds: Sequence[str] | None = None
+        self,
+        sql: str,
+        params: Sequence[object] = (),
+        *,
+        kinds: Sequence[str] | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
     ) -> pd.DataFrame:
         """The result of trusted ``sql`` (popprof's own, not a user's: :meth:`query` is for those) over the
-        views as a DataFrame; a store file DuckDB cannot read is one InputError (exit 2)."""
-        from .engine_duckdb import readable
+        views as a DataFrame; a store file DuckDB cannot read is one InputError (exit 2). ``con``: a connection
+        of :meth:`duckdb` to run it on (the views of ``kinds`` added when missing; left open), instead of a new
+        one closed after it."""
+        from .engine_duckdb import add_views, readable
 
-        con = self.duckdb(kinds=kinds)
+        own = con is None
+        if con is None:
+            con = self.duckdb(kinds=kinds)
+        elif kinds is not None:
+            add_views(con, self.location, kinds)
         try:
             with readable(self.location):
                 return con.execute(sql, list(params)).fetch_df()
         finally:
-            con.close()
+            if own:
+                con.close()
 
     def _attach_filesystem(self, con: duckdb.DuckDBPyConnection) -> None:
         if not self.location.local:
@@ -137,10 +149,11 @@ class Store:
         branch: str | None = None,
         last: int | None = None,
         runs: list[str] | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
     ) -> pd.DataFrame:
         """One metric's history (or several metrics' in one query, with a ``name`` column): run_id, profile,
         created, commit, branch, value, unit, better, oldest first; ``last`` keeps the latest N rows, ``runs``
-        only the runs of these ids."""
+        only the runs of these ids; ``con``: run on this connection (:meth:`frame`)."""
         names = [name] if isinstance(name, str) else list(name)
         where = [f"m.name IN ({', '.join('?' for _ in names)})"]
         params: list[object] = list(names)
@@ -162,7 +175,9 @@ class Store:
         )
         if last is not None:
             sql += f" LIMIT {int(last)}"
-        frame = self.frame(sql, params, kinds=["metrics"])  # the other kinds' files are not even listed
+        frame = self.frame(
+            sql, params, kinds=["metrics"], con=con
+        )  # the other kinds' files are not even listed
         return frame.iloc[::-1].reset_index(drop=True)
 
     def bundle(self, run_id: str, profile: str | None = None) -> str | None:

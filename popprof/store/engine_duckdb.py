@@ -181,4 +181,31 @@ def _create_views(
     return names
 
 
-__all__ = ["columns", "create_views", "present_kinds", "raw_sql", "readable"]
+def add_views(
+    con: duckdb.DuckDBPyConnection, location: Location, only: Sequence[str], verify: bool = True
+) -> None:
+    """Create the raw relations and views of the kinds ``only`` on ``con``, a connection :func:`create_views`
+    set up without them (its catalogue and live ingests are reused, not read again); their files' page
+    checksums checked first with ``verify``, as :func:`create_views` checks them. A kind already there is
+    left as it is."""
+    from . import verified
+
+    there = {row[0] for row in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    wanted = [k for k in only if k != "runs" and view_name(k) not in there]
+    with readable(location):
+        present = present_kinds(location, wanted)
+        if verify:
+            verified.check(location, [rel for files in present.values() for rel in files])
+        for kind in wanted:
+            con.execute(
+                f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present, present.get(kind))}"
+            )
+            if kind in present:
+                sql = view_sql(kind, single=one_generation(present[kind]))
+            else:
+                sql = raw_sql(location, kind, False)
+            shown = ", ".join(f'"{c}"' for c in columns(kind))
+            con.execute(f"CREATE VIEW {view_name(kind)} AS SELECT {shown} FROM ({sql})")
+
+
+__all__ = ["add_views", "columns", "create_views", "present_kinds", "raw_sql", "readable"]

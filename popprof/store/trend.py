@@ -103,6 +103,9 @@ class Change:
     after_to: int = 0
     # the change explained by the time account of those points' runs (:func:`explain`); None: not a time metric
     what_changed: dict | None = None
+    # the names of the programs or events section its contributors were chosen from (the text keeps the names
+    # it shows apart from these, as the diff's does); not in the JSON
+    named: list[str] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -133,7 +136,7 @@ class Series:
         """JSON-ready form."""
         out = asdict(self)
         del out["point_runs"]
-        out["changes"] = [asdict(c) for c in self.changes]
+        out["changes"] = [{k: v for k, v in asdict(c).items() if k != "named"} for c in self.changes]
         return out
 
 

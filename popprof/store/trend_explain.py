@@ -7,7 +7,9 @@ level after it (every run of their points, re-runs included), puts their account
 (:func:`popprof.compare.basis.account_on_one_basis`: per step or run when the runs ran different numbers),
 takes the mean of each row over each level's runs and splits the window's change into its parts' changes
 with :func:`popprof.compare.what_changed.decompose`, the decomposition of ``popprof diff``'s "What changed".
-Means, not the medians the change itself is of, so that the parts add up to the window exactly.
+Means, not the medians the change itself is of, so that the parts add up to the window exactly. When a busy
+part moved, :mod:`.trend_named` names the programs or device work that changed most in it, from the same
+runs' tables, as ``popprof diff`` names them (``contributors``).
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..compare.basis import FAMILIES, account_family, account_on_one_basis
-from ..compare.what_changed import WINDOW, decompose
+from ..compare.basis import FAMILIES, account_family, account_on_one_basis, run_divisors
+from ..compare.what_changed import WINDOW, busy_part, decompose
 from ..io.plural import plural
 from ..metrics.account import PARTS
+from .trend_named import Levels, name
 
 if TYPE_CHECKING:
+    import duckdb
+
     from .api import Store
 
 
@@ -37,6 +42,11 @@ class _Series(Protocol):
 ACCOUNT_METRICS: tuple[str, ...] = (WINDOW, *(f"account.{p}_us" for p in PARTS))
 #: Metrics of the time a run (or its steps) took, besides the account's own rows, whose changes are explained.
 TIME_METRICS: tuple[str, ...] = ("execution.total_time_us", "trace.step_time_us", "trace.span_us")
+#: The runs either side of a change, nearest it, whose programs or device work are read for the names
+#: (:mod:`.trend_named`): each run's table is read row by row (2,000 steps a run for the Mk2 fixture), so all the
+#: runs of a long level (9,750 of a 10,000-run exact series) would cost seconds; the account's means, a few rows
+#: a run, take every run.
+NAMED_PER_LEVEL = 50
 #: How many runs a reason names before "and N more".
 NAMED_RUNS = 3
 
@@ -66,19 +76,60 @@ def explain(store: Store, series: list[_Series], branch: str | None = None) -> N
     )
     names = [*ACCOUNT_METRICS, *(count for count, _, _ in FAMILIES.values())]
     profile = next(iter(profiles)) if len(profiles) == 1 else None
-    frame = store.metric(names, profile=profile, branch=branch, runs=runs)
+    con = store.duckdb(kinds=["metrics"])  # the names' tables are added to it: the catalogue is read once
+    try:
+        _explain(store, con, wanted, names, profile, branch, runs)
+    finally:
+        con.close()
+
+
+def _explain(
+    store: Store,
+    con: duckdb.DuckDBPyConnection,
+    wanted: list[_Series],
+    names: list[str],
+    profile: str | None,
+    branch: str | None,
+    runs: list[str],
+) -> None:
+    """:func:`explain`'s work on one connection of ``store``."""
+    frame = store.metric(names, profile=profile, branch=branch, runs=runs, con=con)
     values: dict[tuple[str, str], dict[str, float | None]] = {}
     if not frame.empty:  # oldest first: a run stored again keeps its latest value
         table = frame.pivot_table(index=["profile", "run_id"], columns="name", values="value", aggfunc="last")
         for key, row in zip(table.index, table.to_dict("records"), strict=True):
             values[(str(key[0]), str(key[1]))] = {n: float(v) for n, v in row.items() if not math.isnan(v)}
+    named: list[tuple[Any, Levels]] = []
     for s in wanted:
         for change in s.changes:
             before = [r for point in s.point_runs[change.before_from : change.index] for r in point]
             after = [r for point in s.point_runs[change.index : change.after_to] for r in point]
-            change.what_changed = account_change(
-                [values.get((s.profile, r), {}) for r in before + after], before, after
-            )
+            runs_values = [values.get((s.profile, r), {}) for r in before + after]
+            doc = change.what_changed = account_change(runs_values, before, after)
+            part = busy_part(doc["parts"]) if doc["available"] else None
+            if doc["available"]:
+                doc["contributors"] = None  # no busy part moved, until named below
+            if part is not None:
+                divisors, _ = run_divisors(runs_values)  # the account's basis, of all the runs
+                # the runs nearest the change: their tables are read row by row, the account's rows are a few
+                near = slice(max(len(before) - NAMED_PER_LEVEL, 0), len(before) + NAMED_PER_LEVEL)
+                named.append(
+                    (
+                        change,
+                        Levels(
+                            s.profile,
+                            doc["platform"],
+                            part,
+                            before[near],
+                            after[:NAMED_PER_LEVEL],
+                            divisors[near],
+                        ),
+                    )
+                )
+    if named:  # the programs or device work of the busy part that moved most, from the runs' tables
+        for (change, _), (who, others) in zip(named, name(store, [lv for _, lv in named], con), strict=True):
+            change.what_changed["contributors"] = who
+            change.named = others
 
 
 def account_change(runs: list[dict[str, float | None]], before: list[str], after: list[str]) -> dict:

@@ -6,10 +6,12 @@ import json
 import os
 import re
 
+import pandas as pd
+
 from ..io import units
 from ..io.plural import plural
 from ..report import markdown as md
-from ..report.diff import parts_table, window_words
+from ..report.diff import contributor_lines, markdown_contributors, part_moved, parts_table, window_words
 from ..report.fit import WIDTH, fit_lines
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
@@ -68,7 +70,7 @@ def text(series: list[Series], width: int = WIDTH) -> str:
                 f"{where} (bisect {bisect}; budget {c.budget})"
             )
             if c.what_changed is not None:
-                lines += account_lines(c.what_changed, width)
+                lines += account_lines(c.what_changed, width, c.named)
     return "\n".join(fit_lines(lines, width)) + "\n"
 
 
@@ -78,10 +80,29 @@ def _levels(doc: dict) -> str:
     return f"mean of {plural(doc['runs_before'], 'run')} before and {doc['runs_after']} after{per}"
 
 
-def account_lines(doc: dict, width: int = WIDTH) -> list[str]:
+#: The words of the contributors' rows in trend's text: the diff's, and that they are means.
+_MEANS = {"programs": "programs (IPU-cycles, {means})", "events": "device work (events, {means})"}
+
+
+def _named_words(doc: dict, who: dict) -> str:
+    """What the names' figures are of: ``programs (IPU-cycles, means)`` when of the runs the heading says
+    (:func:`_levels`), else with their own runs (``means of 50 runs before and 50 after``: the runs nearest the
+    change, :data:`~.trend_explain.NAMED_PER_LEVEL`)."""
+    runs = (who["runs_before"], who["runs_after"])
+    means = (
+        "means"
+        if runs == (doc["runs_before"], doc["runs_after"])
+        else f"means of {plural(runs[0], 'run')} before and {runs[1]} after"
+    )
+    return _MEANS[who["section"]].format(means=means)
+
+
+def account_lines(doc: dict, width: int = WIDTH, others: list[str] | None = None) -> list[str]:
     """A change's time account (``Change.what_changed``, :mod:`.trend_explain`) under its line, indented by 4:
-    the window's change and the parts that moved most with their share of it, laid out as ``popprof diff``'s
-    "What changed"; one line when it is not explained or nothing moved beyond noise."""
+    the window's change and the parts that moved most with their share of it, and the programs or device work
+    that changed most with the busy part that moved most (``others``: the names they are kept apart from),
+    laid out as ``popprof diff``'s "What changed"; one line when it is not explained or nothing moved beyond
+    noise."""
     if not doc["available"]:
         return [f"    time account: not explained: {doc['reason']}"]
     w = doc["window"]
@@ -92,7 +113,14 @@ def account_lines(doc: dict, width: int = WIDTH) -> list[str]:
             f"{units.duration(doc['noise_us'])} or more)"
         ]
     lines = [f"    time account ({_levels(doc)}):", f"      {window_words(doc)}"]
-    return lines + ["    " + line for line in parts_table(doc, width - 4)]
+    lines += ["    " + line for line in parts_table(doc, width - 4)]
+    who = doc.get("contributors")
+    if who is not None and who["unavailable"]:
+        lines.append(f"      {part_moved(doc, who['part'])}: {who['section']} unknown: {who['reason']}")
+    elif who is not None and who["rows"]:
+        names = pd.Series(others or [r["name"] for r in who["rows"]], dtype="str")
+        lines += ["    " + line for line in contributor_lines(doc, names, width - 4, _named_words(doc, who))]
+    return lines
 
 
 def as_json(series: list[Series]) -> str:
@@ -161,7 +189,15 @@ def _markdown_account(s: Series, c: Change) -> str:
         )
         for p in doc["parts"]
     ]
-    return where + f"{head} ({md.cell(_levels(doc))}): " + (", ".join(parts) or "no part beyond noise")
+    text = where + f"{head} ({md.cell(_levels(doc))}): " + (", ".join(parts) or "no part beyond noise")
+    who = doc.get("contributors")
+    if who is not None and who["unavailable"]:
+        text += f"; {part_moved(doc, who['part'])}: {who['section']} unknown: {md.cell(who['reason'])}"
+    elif who is not None and who["rows"]:
+        names = pd.Series(c.named or [r["name"] for r in who["rows"]], dtype="str")
+        text += f"; {part_moved(doc, who['part'])}, its {_named_words(doc, who)} that changed most: "
+        text += markdown_contributors(who, names)
+    return text
 
 
 def junit(series: list[Series]) -> str:
