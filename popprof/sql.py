@@ -372,7 +372,7 @@ def _format_table(frame: pd.DataFrame, limit: int, budget: QueryBudget, width: i
             raise budget.over_memory()
         budget.check()
         with pd.option_context("display.max_rows", limit, "display.max_columns", 50, "display.width", 200):
-            text, cut = text_table(shown, width, budget.check)
+            text, cut = text_table(shown, width, budget.check, na_rep="NULL")  # SQL says NULL
             lines.append(text)
     if cut:
         lines += cut_note(width)

@@ -241,3 +241,28 @@ def test_gaps_no_rule_can_judge_say_the_rules_reason(capsys):
     assert "analysis table gaps does not apply" in err and "needs the launches of the device's work" in err
     code, out, err = run(capsys, "query", str(tpu), "SELECT count(*) AS n FROM operators", "--format", "csv")
     assert code == 0 and int(out.split()[1]) > 0, err  # the TPU's HLO ops
+
+
+def test_a_query_shows_every_missing_value_as_null(capsys) -> None:
+    """A SQL result shows a missing value as NULL whatever its column's type: pandas printed a missing text as
+    ``None`` or ``NaN`` (by how it was made), a nullable integer as ``<NA>`` and a float as ``NaN``, in one
+    table. Numbers stay right-aligned, text left-aligned."""
+    sql = (
+        "SELECT name, device, parent_id, NULL::DOUBLE AS d, NULL::BOOLEAN AS b FROM events "
+        "WHERE device IS NULL AND parent_id IS NOT NULL ORDER BY event_id LIMIT 1"
+    )
+    assert main(["query", str(SIMPLE_ADD), sql]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["name", "device", "parent_id", "d", "b"]
+    assert out[1].split()[1:] == ["NULL", out[1].split()[2], "NULL", "NULL"]
+    assert out[1].split()[2].isdigit()
+    assert "NaN" not in out[1] and "None" not in out[1] and "<NA>" not in out[1]
+    grouped = "SELECT after_wait, count(*) AS n FROM gaps GROUP BY ALL ORDER BY n DESC"
+    assert main(["query", str(SIMPLE_ADD), grouped]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == [["NULL", "13"], ["cudaStreamSynchronize", "6"], ["cudaDeviceSynchronize", "4"]]
+    # right-aligned numbers: the integer column's values end where its name ends
+    head, first = out[0], out[1]
+    assert first.index(out[1].split()[2]) + len(out[1].split()[2]) == head.index("parent_id") + len(
+        "parent_id"
+    )

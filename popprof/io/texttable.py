@@ -34,21 +34,47 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _nullable_not_float(column: pd.Series) -> bool:
+    """Whether ``column`` holds pandas' nullable integers or booleans (missing shown as ``<NA>``)."""
+    import pandas as pd
+
+    dtype = column.dtype
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iub"
+
+
+def _cells(column: pd.Series, na_rep: str | None) -> list[str]:
+    """A text column's values as :func:`_cell` shows them, a missing one as ``na_rep`` when given."""
+    if na_rep is None:
+        return [_cell(v) for v in column]
+    return [na_rep if gone else _cell(v) for v, gone in zip(column, column.isna().to_numpy(), strict=True)]
+
+
 def text_table(
-    shown: pd.DataFrame, width: int | None = None, check: Callable[[], None] | None = None
+    shown: pd.DataFrame,
+    width: int | None = None,
+    check: Callable[[], None] | None = None,
+    na_rep: str | None = None,
 ) -> tuple[str, bool]:
     """``shown`` as pandas' ``to_string`` without the index, text columns left-aligned and cut to ``width``
     (the other columns as pandas has them, never cut); and whether a value was cut. ``check`` is
-    called between the two renderings (a query's deadline)."""
+    called between the two renderings (a query's deadline). ``na_rep``: how every missing value is shown
+    (``NULL`` in a query's result), else as pandas shows each kind."""
     import pandas as pd
 
+    missing = {} if na_rep is None else {"na_rep": na_rep}
     columns = list(shown.columns)
     if len(set(map(str, columns))) < len(columns):  # SELECT a, a: the formatters go by name
-        return shown.to_string(index=False), False
+        return shown.to_string(index=False, **missing), False
     text = [c for c in columns if _is_text(shown[c])]
+    if na_rep is not None:  # pandas' na_rep passes over nullable integers and booleans (<NA>): as text, right
+        shown = shown.copy(deep=False)
+        for c in columns:
+            column = shown[c]
+            if c not in text and _nullable_not_float(column) and column.isna().any():
+                shown[c] = column.astype(object).where(column.notna().to_numpy(), na_rep)
     if not text:
-        return shown.to_string(index=False), False
-    cells = {c: [_cell(v) for v in shown[c]] for c in text}
+        return shown.to_string(index=False, **missing), False
+    cells = {c: _cells(shown[c], na_rep) for c in text}
     names = {c: str(c) for c in text}
     need = {c: max(len(names[c]), *(len(v) for v in cells[c])) for c in text}
     room = dict(need)
@@ -57,7 +83,9 @@ def text_table(
         probe = pd.DataFrame(
             {c: ["x" * len(names[c])] * len(shown) if c in cells else shown[c] for c in columns}
         )
-        fixed = max(map(len, probe.to_string(index=False).splitlines())) - sum(len(names[c]) for c in text)
+        fixed = max(map(len, probe.to_string(index=False, **missing).splitlines())) - sum(
+            len(names[c]) for c in text
+        )
         if check is not None:
             check()
         left = width - fixed
@@ -83,8 +111,8 @@ def text_table(
             values.append(v.ljust(w))
         columns_out[names[c].ljust(w)] = pd.Series(values, index=shown.index, dtype=object)
     if len(columns_out) < len(columns):  # a padded name met another column's name
-        return shown.to_string(index=False), False
-    table = pd.DataFrame(columns_out).to_string(index=False)
+        return shown.to_string(index=False, **missing), False
+    table = pd.DataFrame(columns_out).to_string(index=False, **missing)
     return "\n".join(line.rstrip() for line in table.splitlines()), cut
 
 
