@@ -18,6 +18,7 @@ import pandas as pd
 
 from .core import ProfileDiff, relative
 from .memory_parts import MemoryParts
+from .what_changed import part_changes
 
 #: A change under both of these is noise: 1 KiB, or 1 % of the base bytes (of all tiles, or of the fullest tile).
 NOISE_BYTES = 1024.0
@@ -51,25 +52,11 @@ def decompose_bytes(
     change_total = n_total - b_total
     floor = noise_floor(b_total)
     moved = abs(change_total) >= floor
-    parts, rest = [], 0
-    for part in names:
-        b, n = int(base.get(part, 0)), int(new.get(part, 0))
-        change = n - b
-        if abs(change) < floor:
-            rest += change
-            continue
-        parts.append(
-            {
-                "part": part,
-                "kind": kinds[part],
-                "words": words[part],
-                "base_bytes": b,
-                "new_bytes": n,
-                "change_bytes": change,
-                "share_of_change": change / change_total if moved else None,
-                "offsetting": bool(moved and change * change_total < 0),
-            }
-        )
+    values = [
+        (part, {"kind": kinds[part], "words": words[part]}, int(base.get(part, 0)), int(new.get(part, 0)))
+        for part in names
+    ]
+    parts, rest = part_changes(values, floor, change_total, moved, "bytes", 0)
     # largest change first, the parts' own order among equals (sort is stable)
     parts.sort(key=lambda p: -abs(p["change_bytes"]))
     return {

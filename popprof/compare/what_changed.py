@@ -51,6 +51,40 @@ def _finite(value: object) -> float | None:
     return number if number is not None and math.isfinite(number) else None
 
 
+def part_changes(
+    values: list[tuple[str, dict, float, float]],
+    floor: float,
+    total_change: float,
+    total_moved: bool,
+    unit: str,
+    zero: float = 0.0,
+) -> tuple[list[dict], float]:
+    """The parts of a total that moved beyond ``floor`` and the summed change of the others (from ``zero``), for
+    the time account (:func:`decompose`) and memory (:func:`~.memory_changed.decompose_bytes`) alike. ``values``:
+    per part, in order, its name, its own fields (``words``, ...), its base and new value. Each part that moved:
+    ``part``, its fields, ``base_<unit>``, ``new_<unit>``, ``change_<unit>``, ``share_of_change`` (its change over
+    the total's, null when the total did not move beyond the floor: ``total_moved``) and ``offsetting`` (it moved
+    against the total)."""
+    parts, rest = [], zero
+    for part, fields, b, n in values:
+        change = n - b
+        if abs(change) < floor:
+            rest += change
+            continue
+        parts.append(
+            {
+                "part": part,
+                **fields,
+                f"base_{unit}": b,
+                f"new_{unit}": n,
+                f"change_{unit}": change,
+                "share_of_change": change / total_change if total_moved else None,
+                "offsetting": bool(total_moved and change * total_change < 0),
+            }
+        )
+    return parts, rest
+
+
 def decompose(base: dict[str, float | None], new: dict[str, float | None]) -> dict:
     """The window's change split into its parts' changes, from two sides' account values (``account.window_us``
     and ``account.<part>_us``, on one basis; a part absent from both is left out, one absent from a side is 0
@@ -68,28 +102,17 @@ def decompose(base: dict[str, float | None], new: dict[str, float | None]) -> di
     platform = "ipu" if "execution" in (account_family(base), account_family(new)) else "gpu"
     names = IPU_PARTS if platform == "ipu" else GPU_PARTS
     window_moved = abs(change_w) >= floor
-    parts = []
-    rest = 0.0
-    for part in names:
-        b, n = base.get(_metric(part)), new.get(_metric(part))
-        if b is None and n is None:
-            continue
-        b, n = float(b or 0.0), float(n or 0.0)
-        change = n - b
-        if abs(change) < floor:
-            rest += change
-            continue
-        parts.append(
-            {
-                "part": part,
-                "words": PART_WORDS[part],
-                "base_us": b,
-                "new_us": n,
-                "change_us": change,
-                "share_of_change": change / change_w if window_moved else None,
-                "offsetting": bool(window_moved and change * change_w < 0),
-            }
+    values = [
+        (
+            part,
+            {"words": PART_WORDS[part]},
+            float(base.get(_metric(part)) or 0.0),
+            float(new.get(_metric(part)) or 0.0),
         )
+        for part in names
+        if base.get(_metric(part)) is not None or new.get(_metric(part)) is not None
+    ]
+    parts, rest = part_changes(values, floor, change_w, window_moved, "us", 0.0)
     parts.sort(key=lambda p: (-abs(p["change_us"]), PARTS.index(p["part"])))
     return {
         "platform": platform,

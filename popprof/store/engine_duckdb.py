@@ -167,18 +167,26 @@ def _create_views(
     con.execute(f"CREATE TEMP TABLE {LIVE} AS {live_sql()}")
     names = []
     for kind in wanted:
-        if kind != "runs":
-            con.execute(
-                f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present, present.get(kind))}"
-            )
-        if kind in present:
-            sql = view_sql(kind, single=one_generation(present[kind]))
-        else:
-            sql = raw_sql(location, kind, False)
-        shown = ", ".join(f'"{c}"' for c in columns(kind))
-        con.execute(f"CREATE VIEW {view_name(kind)} AS SELECT {shown} FROM ({sql})")
+        _create_kind_views(con, location, kind, present)
         names.append(view_name(kind))
     return names
+
+
+def _create_kind_views(
+    con: duckdb.DuckDBPyConnection, location: Location, kind: str, present: dict[str, list[str]]
+) -> None:
+    """The raw relation of ``kind`` (not for ``runs``, whose catalogue view is made apart) and its view of the
+    declared columns, over its files ``present`` (none: an empty relation of its schema)."""
+    if kind != "runs":
+        con.execute(
+            f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present, present.get(kind))}"
+        )
+    if kind in present:
+        sql = view_sql(kind, single=one_generation(present[kind]))
+    else:
+        sql = raw_sql(location, kind, False)
+    shown = ", ".join(f'"{c}"' for c in columns(kind))
+    con.execute(f"CREATE VIEW {view_name(kind)} AS SELECT {shown} FROM ({sql})")
 
 
 def add_views(
@@ -197,15 +205,7 @@ def add_views(
         if verify:
             verified.check(location, [rel for files in present.values() for rel in files])
         for kind in wanted:
-            con.execute(
-                f"CREATE VIEW {raw_name(kind)} AS {raw_sql(location, kind, kind in present, present.get(kind))}"
-            )
-            if kind in present:
-                sql = view_sql(kind, single=one_generation(present[kind]))
-            else:
-                sql = raw_sql(location, kind, False)
-            shown = ", ".join(f'"{c}"' for c in columns(kind))
-            con.execute(f"CREATE VIEW {view_name(kind)} AS SELECT {shown} FROM ({sql})")
+            _create_kind_views(con, location, kind, present)
 
 
 __all__ = ["add_views", "columns", "create_views", "present_kinds", "raw_sql", "readable"]
