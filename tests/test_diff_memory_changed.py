@@ -346,3 +346,67 @@ def test_a_baseline_against_a_full_profile(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "What changed in memory: not explained here: the base side is a baseline" in _flat(out)
     assert "memory_changed" not in to_dict(popprof.diff(baseline, baseline))
+
+
+# -- JUnit: a failed memory figure carries the block ---------------------------------------------------------------
+
+
+def _junit_failures(capsys, *args: str) -> dict:
+    """``popprof diff BASE NEW --format junit`` (the gate on, its default budget) as test case name -> failure."""
+    import xml.etree.ElementTree as ET
+
+    assert main(["diff", str(BASE), str(NEW), "--format", "junit", *args]) == 1
+    root = ET.fromstring(capsys.readouterr().out)
+    return {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+
+
+def test_junit_failure_of_a_memory_figure_holds_the_memory_block(ipu, capsys) -> None:
+    """The gate fails ``memory.always_live_bytes`` on the mk2 pair (+1.37 %, budget +1 %): its failure keeps its
+    one-line message and its text adds the text output's "What changed in memory" block under it, at the text's
+    width; a time figure's failure holds the time block and not the memory block."""
+    from popprof.report.diff import render_memory_changed, render_what_changed
+
+    failures = _junit_failures(capsys)
+    memory, cycles = failures["memory.always_live_bytes"], failures["execution.total_cycles"]
+    block = "\n".join(render_memory_changed(ipu))
+    assert block.startswith("What changed in memory (") and "+1.563 MiB  added  " in block
+    assert memory.text == memory.get("message") + "\n\n" + block
+    assert "\n" not in memory.get("message")
+    assert all(len(line) <= 80 for line in memory.text.splitlines()[1:])
+    assert "What changed (the time account" not in memory.text
+    assert cycles.text == cycles.get("message") + "\n\n" + "\n".join(render_what_changed(ipu))
+    assert "What changed in memory" not in cycles.text
+    # the block is the one the text output prints
+    assert main(["diff", str(BASE), str(NEW), "--no-gate"]) == 0
+    assert block in capsys.readouterr().out
+
+
+def test_junit_blocks_by_figure() -> None:
+    """Which block a failure carries: ``memory.*_bytes`` the memory block, a time, cycles or a share of the time
+    the time block, a share of memory, a tile index or a count neither."""
+    from popprof.report.diff import junit_block
+
+    assert junit_block("memory.always_live_bytes", "bytes") == "memory"
+    assert junit_block("memory.category.vertexCode_bytes", "bytes") == "memory"
+    assert junit_block("memory.max_tile_incl_gaps_bytes", "bytes") == "memory"
+    assert junit_block("execution.total_cycles", "cycles") == "time"
+    assert junit_block("execution.share.exchange", "share") == "time"
+    assert junit_block("trace.step_time_us", "us") == "time"
+    assert junit_block("memory.gap_share", "share") is None
+    assert junit_block("memory.tiles_out_of_memory", "tiles") is None
+    assert junit_block("trace.device_memory_peak_bytes", "bytes") is None
+
+
+def test_junit_memory_failure_without_the_block_is_its_message(tmp_path, capsys) -> None:
+    """Against a baseline (metrics only: the tiles explain nothing) the failure of ``memory.always_live_bytes``
+    is its message alone, with no "not explained" line."""
+    import xml.etree.ElementTree as ET
+
+    baseline = tmp_path / "base.json"
+    assert main(["baseline", str(BASE), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(baseline), str(NEW), "--format", "junit"]) == 1
+    root = ET.fromstring(capsys.readouterr().out)
+    failures = {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+    memory = failures["memory.always_live_bytes"]
+    assert memory.text == memory.get("message")
