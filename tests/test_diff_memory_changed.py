@@ -500,3 +500,51 @@ def test_markdown_and_text_agree_when_nothing_moved(tmp_path) -> None:
     ).groups()
     assert text_total == units.bytes_figures(int(md_total.replace(",", ""))) == "494.9 MiB"
     assert text_rest == md_rest == "no part moved by 1,024 B (1 KiB) or more)"
+
+
+# -- the JSON's fields are documented ------------------------------------------------------------------------------
+
+
+def _paths(value, prefix: str = "") -> tuple[set[str], set[str]]:
+    """Every field path of a JSON value (``parts[].part``) and those of its leaves."""
+    every, leaves = set(), set()
+    items = value.items() if isinstance(value, dict) else ()
+    for key, child in items:
+        path = f"{prefix}.{key}" if prefix else key
+        every.add(path)
+        if isinstance(child, list):
+            every.add(path + "[]")
+            if not child:
+                leaves.add(path + "[]")
+            for row in child:
+                more, ends = _paths(row, path + "[]")
+                every |= more
+                leaves |= ends
+        elif isinstance(child, dict):
+            more, ends = _paths(child, path)
+            every |= more
+            leaves |= ends
+        else:
+            leaves.add(path)
+    return every, leaves
+
+
+def test_every_json_field_is_documented(ipu, moved) -> None:
+    """docs/diff.md's table of ``memory_changed`` names each field the document holds and no other: the mk2
+    pair, the fullest tile moved (its parts listed) and a side without per-tile memory (``reason``)."""
+    docs = (FIXTURES.parent / "docs" / "diff.md").read_text()
+    table = docs[docs.index("The JSON's `memory_changed`") :]
+    table = table[: table.index("\n\n", table.index("| field |"))]
+    documented = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            documented |= set(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    every, leaves = set(), set()
+    unavailable = {"available": False, "reason": "the base side is a baseline"}
+    for doc in (_doc(ipu), _doc(popprof.diff(popprof.open(BASE), popprof.open(moved[0]))), unavailable):
+        more, ends = _paths(doc)
+        every |= more
+        leaves |= ends
+    empty_lists = {p for p in leaves if p.endswith("[]")}
+    assert leaves - empty_lists <= documented, sorted(leaves - empty_lists - documented)
+    assert documented <= every, sorted(documented - every)
