@@ -11,6 +11,7 @@ variants of them written to ``tmp_path`` by editing their tables.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from popprof.cli import main
 from popprof.compare.document import to_dict
 from popprof.compare.memory_changed import noise_floor
 from popprof.compare.memory_parts import GAPS, OTHER
+from popprof.io import units
 from popprof.report.diff import render_markdown, render_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -346,3 +348,203 @@ def test_a_baseline_against_a_full_profile(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "What changed in memory: not explained here: the base side is a baseline" in _flat(out)
     assert "memory_changed" not in to_dict(popprof.diff(baseline, baseline))
+
+
+# -- JUnit: a failed memory figure carries the block ---------------------------------------------------------------
+
+
+def _junit_failures(capsys, *args: str) -> dict:
+    """``popprof diff BASE NEW --format junit`` (the gate on, its default budget) as test case name -> failure."""
+    import xml.etree.ElementTree as ET
+
+    assert main(["diff", str(BASE), str(NEW), "--format", "junit", *args]) == 1
+    root = ET.fromstring(capsys.readouterr().out)
+    return {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+
+
+def test_junit_failure_of_a_memory_figure_holds_the_memory_block(ipu, capsys) -> None:
+    """The gate fails ``memory.always_live_bytes`` on the mk2 pair (+1.37 %, budget +1 %): its failure keeps its
+    one-line message and its text adds the text output's "What changed in memory" block under it, at the text's
+    width; a time figure's failure holds the time block and not the memory block."""
+    from popprof.report.diff import render_memory_changed, render_what_changed
+
+    failures = _junit_failures(capsys)
+    memory, cycles = failures["memory.always_live_bytes"], failures["execution.total_cycles"]
+    block = "\n".join(render_memory_changed(ipu))
+    assert block.startswith("What changed in memory (") and "+1.563 MiB  added  " in block
+    assert memory.text == memory.get("message") + "\n\n" + block
+    assert "\n" not in memory.get("message")
+    assert all(len(line) <= 80 for line in memory.text.splitlines()[1:])
+    assert "What changed (the time account" not in memory.text
+    assert cycles.text == cycles.get("message") + "\n\n" + "\n".join(render_what_changed(ipu))
+    assert "What changed in memory" not in cycles.text
+    # the block is the one the text output prints
+    assert main(["diff", str(BASE), str(NEW), "--no-gate"]) == 0
+    assert block in capsys.readouterr().out
+
+
+def test_junit_blocks_by_figure() -> None:
+    """Which block a failure carries: ``memory.*_bytes`` the memory block, a time, cycles or a share of the time
+    the time block, a share of memory, a tile index or a count neither."""
+    from popprof.report.diff import junit_block
+
+    assert junit_block("memory.always_live_bytes", "bytes") == "memory"
+    assert junit_block("memory.category.vertexCode_bytes", "bytes") == "memory"
+    assert junit_block("memory.max_tile_incl_gaps_bytes", "bytes") == "memory"
+    assert junit_block("execution.total_cycles", "cycles") == "time"
+    assert junit_block("execution.share.exchange", "share") == "time"
+    assert junit_block("trace.step_time_us", "us") == "time"
+    assert junit_block("memory.gap_share", "share") is None
+    assert junit_block("memory.tiles_out_of_memory", "tiles") is None
+    assert junit_block("trace.device_memory_peak_bytes", "bytes") is None
+
+
+def test_junit_memory_failure_without_the_block_is_its_message(tmp_path, capsys) -> None:
+    """Against a baseline (metrics only: the tiles explain nothing) the failure of ``memory.always_live_bytes``
+    is its message alone, with no "not explained" line."""
+    import xml.etree.ElementTree as ET
+
+    baseline = tmp_path / "base.json"
+    assert main(["baseline", str(BASE), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(baseline), str(NEW), "--format", "junit"]) == 1
+    root = ET.fromstring(capsys.readouterr().out)
+    failures = {case.get("name"): case.find("failure") for case in root.iter("testcase")}
+    memory = failures["memory.always_live_bytes"]
+    assert memory.text == memory.get("message")
+
+
+# -- Markdown and text agree on every figure -----------------------------------------------------------------------
+
+_MD_BYTES = re.compile(r"([+-]?)(\d[\d,]*) B(?: \([+-]?[\d.,]+ [KMGTP]iB\))?")
+_TEXT_BYTES = re.compile(r"[+-]?\d[\d,.]* (?:B|KiB|MiB|GiB|TiB|PiB)\b")
+_SHARES = re.compile(r"[+-]?\d[\d,.]* (?:%|pp)")
+_TILES = re.compile(r"tile (\d+) \(IPU (\d+)\)")
+
+
+def _md_bytes(line: str) -> list[str]:
+    """The Markdown's exact byte counts in the text's form (4 significant figures, signed where they are)."""
+    return [
+        units.bytes_figures(int(digits.replace(",", "")) * (-1 if sign == "-" else 1), signed=bool(sign))
+        for sign, digits in _MD_BYTES.findall(line)
+    ]
+
+
+def _sections(text_block: list[str], md_block: list[str]) -> list[tuple[str, str, str]]:
+    """The block's sections as (name, text lines, Markdown lines): the total, the parts, the fullest tile, the
+    variables."""
+    text = [line.strip() for line in text_block]
+    tile_at = next(i for i, line in enumerate(text) if line.startswith("fullest tile"))
+    vars_at = next((i for i, line in enumerate(text) if line.startswith("variables that")), len(text))
+    md = [line for line in md_block if line]
+    md_tile = next(i for i, line in enumerate(md) if line.startswith("- fullest tile"))
+    md_vars = next((i for i, line in enumerate(md) if line.startswith("- variables that")), len(md))
+    return [
+        ("total", text[1], md[0]),
+        ("parts", "\n".join(text[3:tile_at]), "\n".join(md[1:md_tile])),
+        ("fullest tile", "\n".join(text[tile_at:vars_at]), "\n".join(md[md_tile:md_vars])),
+        ("variables", "\n".join(text[vars_at + 1 :]), "\n".join(md[md_vars:])),
+    ]
+
+
+def _agree(result) -> None:
+    """Every figure of the Markdown's "What changed in memory" is the text's: the bytes (exact in Markdown, to
+    4 significant figures in the text), the shares, the tiles and IPUs, section by section."""
+    from popprof.report.diff import markdown_memory_changed, render_memory_changed
+
+    text_block, md_block = render_memory_changed(result, width=80), markdown_memory_changed(result)
+    for name, text, md in _sections(text_block, md_block):
+        assert _TEXT_BYTES.findall(text) == _md_bytes(md), name
+        assert _TILES.findall(text) == _TILES.findall(md), name
+        # the text's fullest-tile table gives each part's share of the tile's change; Markdown its bytes only
+        shares = _SHARES.findall(text.splitlines()[0] if name == "fullest tile" else text)
+        assert shares == _SHARES.findall(md), name
+        if name in ("total", "parts"):
+            assert _TEXT_BYTES.findall(text) and shares, name  # the sections hold figures to compare
+
+
+def test_markdown_and_text_agree_on_every_figure(ipu, moved, tmp_path) -> None:
+    _agree(ipu)
+    _agree(popprof.diff(popprof.open(BASE), popprof.open(moved[0])))
+    # a part offsetting the total's growth, on pod4_pipeline: negative shares
+    variables = _table(POD, "variables")
+    cut = int(variables["bytes"].max()) // 2
+    per_tile = cut // len(_table(POD, "tiles"))
+
+    def edit(tables: dict[str, pd.DataFrame]) -> None:
+        t, v = tables["tiles"], tables["variables"]
+        v.loc[v["bytes"].idxmax(), "bytes"] -= cut
+        t["always_live_bytes"] -= per_tile
+        t["bytes_excl_gaps"] -= per_tile
+        t["bytes_incl_gaps"] += 2 * per_tile
+
+    _agree(popprof.diff(popprof.open(POD), popprof.open(_variant(POD, tmp_path, "pod4_offset", edit))))
+    # the other way: the new side against the base, the total shrinking
+    _agree(popprof.diff(popprof.open(NEW), popprof.open(BASE)))
+
+
+def test_markdown_and_text_agree_when_nothing_moved(tmp_path) -> None:
+    """The one line of a change within noise: the same all-tiles bytes and the same noise floor."""
+    from popprof.report.diff import markdown_memory_changed, render_memory_changed
+
+    def edit(tables: dict[str, pd.DataFrame]) -> None:
+        tables["tiles"].loc[tables["tiles"]["tile"] == 7, "bytes_incl_gaps"] += 512
+
+    result = popprof.diff(popprof.open(BASE), popprof.open(_variant(BASE, tmp_path, "noise", edit)))
+    (text,), (md,) = render_memory_changed(result, width=80), markdown_memory_changed(result)
+    text_total, text_rest = re.fullmatch(
+        r"What changed in memory: no material change \(all tiles ([^;]+); (.+)", text
+    ).groups()
+    md_total, md_rest = re.fullmatch(
+        r"\*\*What changed in memory:\*\* no material change \(all tiles ([\d,]+) B \([^)]+\); (.+)", md
+    ).groups()
+    assert text_total == units.bytes_figures(int(md_total.replace(",", ""))) == "494.9 MiB"
+    assert text_rest == md_rest == "no part moved by 1,024 B (1 KiB) or more)"
+
+
+# -- the JSON's fields are documented ------------------------------------------------------------------------------
+
+
+def _paths(value, prefix: str = "") -> tuple[set[str], set[str]]:
+    """Every field path of a JSON value (``parts[].part``) and those of its leaves."""
+    every, leaves = set(), set()
+    items = value.items() if isinstance(value, dict) else ()
+    for key, child in items:
+        path = f"{prefix}.{key}" if prefix else key
+        every.add(path)
+        if isinstance(child, list):
+            every.add(path + "[]")
+            if not child:
+                leaves.add(path + "[]")
+            for row in child:
+                more, ends = _paths(row, path + "[]")
+                every |= more
+                leaves |= ends
+        elif isinstance(child, dict):
+            more, ends = _paths(child, path)
+            every |= more
+            leaves |= ends
+        else:
+            leaves.add(path)
+    return every, leaves
+
+
+def test_every_json_field_is_documented(ipu, moved) -> None:
+    """docs/diff.md's table of ``memory_changed`` names each field the document holds and no other: the mk2
+    pair, the fullest tile moved (its parts listed) and a side without per-tile memory (``reason``)."""
+    docs = (FIXTURES.parent / "docs" / "diff.md").read_text()
+    table = docs[docs.index("The JSON's `memory_changed`") :]
+    table = table[: table.index("\n\n", table.index("| field |"))]
+    documented = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            documented |= set(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    every, leaves = set(), set()
+    unavailable = {"available": False, "reason": "the base side is a baseline"}
+    for doc in (_doc(ipu), _doc(popprof.diff(popprof.open(BASE), popprof.open(moved[0]))), unavailable):
+        more, ends = _paths(doc)
+        every |= more
+        leaves |= ends
+    empty_lists = {p for p in leaves if p.endswith("[]")}
+    assert leaves - empty_lists <= documented, sorted(leaves - empty_lists - documented)
+    assert documented <= every, sorted(documented - every)

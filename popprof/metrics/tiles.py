@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..model.profile import Profile
 from . import memory as mm
+from . import tile_parts as tp
 
 #: Names of optimizer state and gradient accumulators (candidates for remote memory).
 OPTIMIZER_STATE = re.compile(
@@ -82,19 +83,20 @@ def _from_tiles(profile: Profile, tile: int, used: float, doc: dict) -> None:
     tiles = profile.tiles
     row = tiles[tiles["tile"] == tile].iloc[0]
     doc["ipu"] = int(row["ipu"])
-    tile_memory = profile.get("tile_memory")
-    if tile_memory is not None and not tile_memory.empty:
-        mine = tile_memory[tile_memory["tile"] == tile]
-        doc["categories"] = _rows(mine["category"], mine["bytes"], "category", top=len(mine))
+    names = tp.categories(profile)
+    if names:
+        # the tile's bytes by category as the tile memory parts define them (metrics/tile_parts.py)
+        mine = tp.category_grid(profile, names).loc[tile]
+        doc["categories"] = _rows(pd.Series(names), mine, "category", top=len(names))
 
     def value(column: str) -> float | None:
         v = row[column]
         return None if pd.isna(v) else float(v)
 
     always, not_always = value("always_live_bytes"), value("not_always_live_bytes")
-    incl, excl = value("bytes_incl_gaps"), value("bytes_excl_gaps")
     doc["liveness"] = {"always_live_bytes": always, "not_always_live_bytes": not_always}
-    doc["gap_bytes"] = None if incl is None or excl is None else incl - excl
+    gaps = tp.tile_gaps(tiles[tiles["tile"] == tile]).iloc[0]
+    doc["gap_bytes"] = None if pd.isna(gaps) else float(gaps)
     doc["savings"]["recomputation"] = (
         _saving(
             not_always,

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import units
+from ..io.plural import plural
+from ..metrics.tile_parts import GAPS, OTHER, tile_parts
 from ..model.errors import MissingTableError
 from ..model.profile import Profile
 from ._common import add_stairs, bytes_axis, finding_items, headroom_thresholds, new_figure, title_of
@@ -21,51 +23,21 @@ from ._common import add_stairs, bytes_axis, finding_items, headroom_thresholds,
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-GAPS = "gaps"
-ALWAYS_LIVE = "always-live variables"
-NOT_ALWAYS_LIVE = "not-always-live variables"
-OTHER = "other"
 
-
-def tile_categories(profile: Profile) -> pd.DataFrame:
-    """Per-tile bytes by category (tiles as rows, categories as columns), stacking to ``bytes_incl_gaps``.
-
-    Columns: the ``tile_memory`` categories; then what they leave of
-    ``bytes_excl_gaps`` split into always-live and not-always-live variables
-    (when the tiles table gives them and they fit) and ``other``; then
-    ``gaps`` (including minus excluding gaps). Without ``tile_memory`` the
-    stack is variables, other and gaps.
-    """
-    tiles = profile.tiles
-    n = len(tiles)
-    tile_ids = tiles["tile"].to_numpy()
-    pos = pd.Series(np.arange(n), index=tile_ids)
-    columns: dict[str, np.ndarray] = {}
-    memory = profile.get("tile_memory")
-    if memory is not None and not memory.empty:
-        cats = list(memory["category"].cat.categories)
-        codes = memory["category"].cat.codes.to_numpy().astype(np.int64)
-        rows = pos.reindex(memory["tile"].to_numpy()).to_numpy()
-        keep = (codes >= 0) & ~np.isnan(rows)
-        grid = np.zeros((n, len(cats)))
-        np.add.at(grid, (rows[keep].astype(np.int64), codes[keep]), memory["bytes"].to_numpy()[keep])
-        present = np.bincount(codes[keep], minlength=len(cats)) > 0
-        columns = {str(c): grid[:, i] for i, c in enumerate(cats) if present[i]}
-    known = np.sum(list(columns.values()), axis=0) if columns else np.zeros(n)
-    excl = tiles["bytes_excl_gaps"].astype("float64").fillna(0).to_numpy()
-    incl = tiles["bytes_incl_gaps"].astype("float64").to_numpy()
-    incl = np.where(np.isnan(incl), excl, incl)
-    rest = np.clip(excl - known, 0, None)
-    always = tiles["always_live_bytes"].astype("float64").to_numpy()
-    never = tiles["not_always_live_bytes"].astype("float64").to_numpy()
-    if not (np.isnan(always).any() or np.isnan(never).any()) and np.all(always + never <= rest + 1):
-        columns[ALWAYS_LIVE] = always
-        columns[NOT_ALWAYS_LIVE] = never
-        rest = np.clip(rest - always - never, 0, None)
-    if rest.any():
-        columns[OTHER] = rest
-    columns[GAPS] = np.clip(incl - np.maximum(excl, known), 0, None)
-    return pd.DataFrame(columns, index=pd.Index(tile_ids, name="tile"))
+def _stack(profile: Profile) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The tiles' parts to stack (:func:`popprof.metrics.tile_parts.tile_parts`, the split ``popprof diff``
+    reads too; index ``tile``, one float column per part) and each part's legend label: its words, with how
+    many tiles it is negative on where it is (categories that overlap; never on popprof's fixtures)."""
+    split = tile_parts(profile)
+    if split.reason is not None:
+        raise MissingTableError("tiles", profile.name, split.reason)
+    stack = split.frame[list(split.parts)].astype("float64")
+    labels = {}
+    for part in split.parts:
+        negative = int((stack[part] < 0).sum())
+        label = split.words(part)
+        labels[part] = label + (f" (negative on {plural(negative, 'tile')})" if negative else "")
+    return stack, labels
 
 
 def _bins(tiles: pd.DataFrame, max_bars: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +105,8 @@ def tile_memory(
     tiles = profile.tiles.sort_values("tile", kind="stable")
     if tiles.empty:
         raise MissingTableError("tiles", profile.name, "the tiles table is empty")
-    stack = tile_categories(profile).reindex(tiles["tile"].to_numpy())
+    stack, labels = _stack(profile)
+    stack = stack.reindex(tiles["tile"].to_numpy())
     capacity = profile.target_value("bytes_per_tile")
     if capacity is None:  # per-tile capacities, when the target does not say (no line without either)
         known = tiles["capacity_bytes"].max()
@@ -163,7 +136,9 @@ def tile_memory(
     cmap = _category_colours(list(values))
     base = np.zeros(len(edges) - 1)
     for cat, val in values.items():
-        add_stairs(ax, base + val, edges, baseline=base.copy(), fill=True, color=cmap[cat], label=cat, lw=0)
+        add_stairs(
+            ax, base + val, edges, baseline=base.copy(), fill=True, color=cmap[cat], label=labels[cat], lw=0
+        )
         base = base + val
     top = float(base.max()) if len(base) else 0.0
     if binned:

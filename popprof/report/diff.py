@@ -741,14 +741,32 @@ def render_markdown(
 
 
 #: the units of the figures whose gate failure carries "What changed" in its JUnit details (a time, the
-#: cycles of an IPU run, a share of the time)
+#: cycles of an IPU run, a share of the time); a ``memory.`` figure is never one of them
 TIME_UNITS = frozenset({"us", "cycles", "share"})
+#: the prefix and unit of the figures whose gate failure carries "What changed in memory" (``memory.*_bytes``:
+#: all tiles', the fullest tile's, the liveness peaks, a category's)
+MEMORY_PREFIX, MEMORY_UNIT = "memory.", "bytes"
+
+
+def junit_block(name: str, unit: object) -> str | None:
+    """Which block a failure of the figure ``name`` (of ``unit``) carries in its JUnit details: ``"time"``,
+    ``"memory"`` or None (a count, a tile index, a share of memory)."""
+    if name.startswith(MEMORY_PREFIX):
+        return "memory" if unit == MEMORY_UNIT else None
+    return "time" if unit in TIME_UNITS else None
 
 
 def _what_changed_lines(result: ProfileDiff) -> list[str]:
     """The "What changed" block as text, when the account explains a material change; else none."""
     doc = what_changed(result)
     return render_what_changed(result) if doc["available"] and doc["material"] else []
+
+
+def _memory_changed_lines(result: ProfileDiff) -> list[str]:
+    """The "What changed in memory" block as text (the text output's, at its width), when the tiles explain a
+    material change; else none."""
+    doc = memory_changed(result)
+    return render_memory_changed(result) if doc is not None and doc["available"] and doc["material"] else []
 
 
 def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
@@ -776,17 +794,19 @@ def junit_suite(
         for v in gate_result.violations.itertuples(index=False):
             by_metric.setdefault(v.metric, []).append(v.message)
         units_of = dict(zip(result.metrics["name"], result.metrics["unit"], strict=True))
-        why: list[str] | None = None
+        # a time figure's failure says where the time went, a memory figure's where the bytes went
+        blocks = {"time": _what_changed_lines, "memory": _memory_changed_lines}
+        why: dict[str, list[str]] = {}
         for c in gate_result.checks.itertuples(index=False):
             case = junit.Case(c.metric, suite_name)
             if c.result == "fail":
                 message = "; ".join(by_metric.get(c.metric, []))
                 details = message
-                if (
-                    units_of.get(c.metric) in TIME_UNITS
-                ):  # a time figure: the failure says where the time went
-                    why = _what_changed_lines(result) if why is None else why
-                    details = "\n".join([message, "", *why]) if why else message
+                block = junit_block(c.metric, units_of.get(c.metric))
+                if block is not None:
+                    if block not in why:
+                        why[block] = blocks[block](result)
+                    details = "\n".join([message, "", *why[block]]) if why[block] else message
                 case.failure = junit.Failure(message, "budget", details)
             elif c.result == "gap":
                 reason = gate_result.gaps.loc[gate_result.gaps["metric"] == c.metric, "reason"]

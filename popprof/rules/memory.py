@@ -11,6 +11,7 @@ import pandas as pd
 from ..io import units
 from ..io.plural import plural
 from ..metrics import memory as mm
+from ..metrics.tile_parts import tile_gaps
 from ..model.profile import Profile
 from .base import Finding, Gain, NotEvaluated, RuleContext, band, rule, tile_whole
 
@@ -486,7 +487,7 @@ def gaps(profile: Profile, ctx: RuleContext) -> list[Finding]:
     if tiles is not None:
         if tiles["capacity_bytes"].isna().all():
             raise NotEvaluated("needs the tile capacity (target bytes_per_tile): gaps matter only near it")
-        gap = tiles["bytes_incl_gaps"] - tiles["bytes_excl_gaps"]
+        gap = tile_gaps(tiles).astype("float64")
         incl = tiles["bytes_incl_gaps"]
         evidence = tiles.assign(
             gap_bytes=gap,
