@@ -462,6 +462,13 @@ def markdown_memory_changed(result: ProfileDiff) -> list[str]:
 # -- text ---------------------------------------------------------------------
 
 
+def explanation_lines(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The two blocks that open the text: "What changed" (:func:`render_what_changed`) and, when either profile
+    has per-tile memory by category, a blank line and "What changed in memory" (:func:`render_memory_changed`)."""
+    memory = render_memory_changed(result, width)
+    return [*render_what_changed(result, width), *(["", *memory] if memory else [])]
+
+
 def render_text(
     result: ProfileDiff,
     gate_result: GateResult | None = None,
@@ -476,9 +483,7 @@ def render_text(
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
-    lines += [*render_what_changed(result, width), ""]
-    memory = render_memory_changed(result, width)
-    lines += [*memory, ""] if memory else []
+    lines += [*explanation_lines(result, width), ""]
     rows = _metric_rows(result, include_unchanged, width - 2)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
