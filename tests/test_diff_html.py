@@ -232,3 +232,25 @@ def test_html_escapes_hostile_names(capsys, tmp_path):
     assert f"encoder/layer_0/attention/self/{EVIL}" in names  # the variable the memory block names
     explained = popprof.explain(popprof.diff(popprof.open(MK2[0]), popprof.open(hostile)))
     assert "<script" not in explained._repr_html_()
+
+
+def test_html_run_directories_one_section_per_engine(capsys, tmp_path):
+    from popprof.testing import synth
+
+    training = synth.make_profile(name="training", num_steps=300, num_liveness_steps=40, seed=41)
+    inference = synth.make_profile(name="inference", num_steps=200, num_liveness_steps=30, seed=42)
+    bigger = training.copy()
+    steps = bigger.steps.copy()
+    steps["cycles"] = steps["cycles"] * 3
+    bigger.set_table("steps", steps)
+    old, new = tmp_path / "old", tmp_path / "new"
+    for root, first in ((old, training), (new, bigger)):
+        bundle.write(first, root / "training")
+        bundle.write(inference, root / "inference")
+    bundle.write(inference, new / "validation")
+    code, out, _ = run(capsys, "diff", old, new, "--format", "html")
+    assert code == 1  # the training engine's gate fails
+    assert out.count('<section class="diff">') == 2
+    assert "Engine <code>inference</code>" in out and "Engine <code>training</code>" in out
+    assert "note: only in new: validation" in out
+    assert 'class="verdict fail"' in out and 'class="verdict pass"' in out
