@@ -21,21 +21,21 @@ from ..io.names import names_apart
 from .diff import (
     DIFF_NAME_WIDTH,
     MEMORY_SCOPE,
-    _byte_part_rows,
-    _count,
-    _exact,
-    _fullest_words,
-    _int,
-    _memory_span,
-    _memory_unexplained,
-    _metric_rows,
-    _named_summary,
-    _part_rows,
-    _scope,
-    _unexplained,
-    _where,
+    byte_part_rows,
+    exact_bytes,
+    fullest_words,
+    memory_span,
+    memory_unexplained,
+    metric_rows,
+    named_summary,
+    occurrences,
     part_moved,
+    part_rows,
     render_gate_text,
+    time_scope,
+    time_unexplained,
+    where_cells,
+    whole_number,
     window_words,
 )
 from .templating import render_template
@@ -47,12 +47,12 @@ def _time_block(result: ProfileDiff) -> dict:
     """ "What changed" for the template: ``alone`` (the one sentence when it explains nothing) or the scope, the
     window's line, the parts' table and the programs or device work under the part that moved most."""
     doc = what_changed(result)
-    alone = _unexplained(doc, "->")
+    alone = time_unexplained(doc, "->")
     block: dict[str, Any] = {"alone": alone, "contributors_note": None, "contributors": None}
     if alone is not None:
         return block
-    rows, header = _part_rows(doc)
-    block |= {"scope": _scope(doc), "window": window_words(doc), "header": header, "rows": rows}
+    rows, header = part_rows(doc)
+    block |= {"scope": time_scope(doc), "window": window_words(doc), "header": header, "rows": rows}
     who = doc["contributors"]
     if who is not None and who["unavailable"]:
         block["contributors_note"] = (
@@ -78,29 +78,31 @@ def _memory_block(result: ProfileDiff) -> dict | None:
     doc = memory_changed(result)
     if doc is None:
         return None
-    alone = _memory_unexplained(doc, _exact)
+    alone = memory_unexplained(doc, exact_bytes)
     block: dict[str, Any] = {"alone": alone, "tile": None, "tile_rows": None, "variables": None}
     if alone is not None:
         return block
-    rows, header = _byte_part_rows(doc, _exact)
+    rows, header = byte_part_rows(doc, exact_bytes)
     moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
     block |= {
         "scope": MEMORY_SCOPE,
-        "total": f"total {_memory_span(doc, '->', _exact)}, {moved}",
+        "total": f"total {memory_span(doc, '->', exact_bytes)}, {moved}",
         "header": header,
         "rows": rows,
     }
     tile = doc["fullest_tile"]
     if tile is not None:
-        block["tile"] = _fullest_words(tile, "->", _exact)
+        block["tile"] = fullest_words(tile, "->", exact_bytes)
         if tile["material"]:
-            block["tile_rows"], block["tile_header"] = _byte_part_rows(tile, _exact)
+            block["tile_rows"], block["tile_header"] = byte_part_rows(tile, exact_bytes)
     variables = doc["variables"]
     if variables is not None and variables["rows"]:
         way = "grew or appeared" if variables["direction"] == "grew" else "shrank or went"
         block["variables"] = {
             "title": f"variables that {way} most ({variables['changed']:,} changed)",
-            "rows": [(_exact(r["change_bytes"], True), r["status"], r["name"]) for r in variables["rows"]],
+            "rows": [
+                (exact_bytes(r["change_bytes"], True), r["status"], r["name"]) for r in variables["rows"]
+            ],
         }
     return block
 
@@ -120,7 +122,7 @@ def _metrics(result: ProfileDiff, include_unchanged: bool) -> list[dict]:
     cells' ``data-value``) and whether it got worse."""
     frame = result.changed_metrics(include_unchanged)
     out = []
-    for r, cells in zip(frame.itertuples(index=False), _metric_rows(result, include_unchanged), strict=True):
+    for r, cells in zip(frame.itertuples(index=False), metric_rows(result, include_unchanged), strict=True):
         values = [r.base, r.new, r.abs_change, r.rel_change]
         out.append(
             {
@@ -142,7 +144,7 @@ def _named(result: ProfileDiff, section: str, unit: str, top: int) -> dict | Non
     frame = getattr(result, section)
     names = names_apart(top_named["name"], frame["name"], DIFF_NAME_WIDTH)
     return {
-        "title": f"{section.title()}: {_named_summary(frame)}",
+        "title": f"{section.title()}: {named_summary(frame)}",
         "header": [
             "name",
             "base n",
@@ -155,12 +157,12 @@ def _named(result: ProfileDiff, section: str, unit: str, top: int) -> dict | Non
         "rows": [
             [
                 name,
-                _count(r.base_count),
-                _count(r.new_count),
+                occurrences(r.base_count),
+                occurrences(r.new_count),
                 units.change(r.change, unit),
                 units.relative(r.rel_change),
                 r.status,
-                *_where(r),
+                *where_cells(r),
             ]
             for name, r in zip(names, top_named.itertuples(index=False), strict=True)
         ],
@@ -180,8 +182,8 @@ def _section(
     if "tiles" not in result.unavailable and len(result.top_tiles(top)):
         tiles = [
             [
-                _int(t.tile),
-                _int(t.ipu),
+                whole_number(t.tile),
+                whole_number(t.ipu),
                 units.value(t.base_bytes, "bytes"),
                 units.value(t.new_bytes, "bytes"),
                 units.change(t.change_bytes, "bytes"),
