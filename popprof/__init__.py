@@ -202,10 +202,21 @@ def summary(profile: Profile | PathLike) -> dict:
     return explained_summary(_profile(profile))
 
 
-def explain(profile: Profile | PathLike, config: Mapping[str, object] | None = None):
+def explain(profile: Profile | ProfileDiff | PathLike, config: Mapping[str, object] | None = None):
     """What limits the run: the time account per device and the top findings priced by what fixing them
     would buy (a :class:`popprof.report.explain.WhatLimits`; shown as text or HTML in a notebook, its JSON in
-    ``.doc``), as ``popprof summary`` opens with."""
+    ``.doc``), as ``popprof summary`` opens with.
+
+    Given a diff (``popprof.explain(popprof.diff(base, new))``), what changed between its two profiles: the
+    blocks that open ``popprof diff``, "What changed" and "What changed in memory" (a
+    :class:`popprof.report.diff_explain.WhatChanged`; text or HTML in a notebook, the JSON's documents in
+    ``.what_changed``, ``.memory_changed`` and ``.doc``). ``config`` applies to a profile only."""
+    from .compare.core import ProfileDiff
+
+    if isinstance(profile, ProfileDiff):
+        from .report.diff_explain import explain_diff
+
+        return explain_diff(profile)
     from .report.explain import explain as explain_run
 
     return explain_run(_profile(profile), dict(config or {}))

@@ -84,7 +84,7 @@ def pair_profiles(
 @click.command("diff")
 @click.argument("base", type=click.Path(exists=False, dir_okay=True))
 @click.argument("new", type=click.Path(exists=False, dir_okay=True))
-@format_option("text", "json", "markdown", "junit")
+@format_option("text", "json", "markdown", "junit", "html")
 @click.option("--all", "include_unchanged", is_flag=True, help="Include unchanged metrics.")
 @click.option(
     "--budget",
@@ -145,6 +145,7 @@ def diff_command(
       popprof diff old.popprof new.popprof
       popprof diff baseline.json run/profile.pop --format markdown > comment.md
       popprof diff baseline.json new.popprof --budget budget.toml --strict --format junit > gate.xml
+      popprof diff old.popprof new.popprof --format html -o diff.html
     """
     require_inputs(base, new)  # before the comparison's imports: a missing file is said at once
     from ..compare import DEFAULT_TOLERANCE, diff, gate, load_budget
@@ -170,8 +171,16 @@ def diff_command(
             gate_result = None if budget is None else gate(result, budget, strict=True if strict else None)
             results.append((name, result, gate_result))
             advance(1)
-    width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
-    text = render_many(results, fmt, notes=notes, include_unchanged=include_unchanged, top=top, width=width)
+    if fmt == "html":  # one self-contained page: a section per diff (engine named only for run directories)
+        from ..report.diff_html import render_html
+
+        named = results if len(results) > 1 or notes else [(None, r, g) for _, r, g in results]
+        text = render_html(named, notes=notes, include_unchanged=include_unchanged, top=top)
+    else:
+        width = text_width(terminal=is_stdout(output) and sys.stdout.isatty())
+        text = render_many(
+            results, fmt, notes=notes, include_unchanged=include_unchanged, top=top, width=width
+        )
     emit(text, output)
     if any(g is not None and not g.passed for _, _, g in results):
         raise click.exceptions.Exit(1)

@@ -28,7 +28,7 @@ def _on(frame: pd.DataFrame) -> list[str]:
     return ["on"] if "where" in frame.columns else []
 
 
-def _where(row: object) -> list[str]:
+def where_cells(row: object) -> list[str]:
     """An events row's ``host`` / ``device`` / ``both`` cell, none for a program's row."""
     where = getattr(row, "where", None)
     return [] if where is None else [str(where)]
@@ -111,7 +111,7 @@ def _text_value(amount: object, unit: str, signed: bool = False) -> str:
     return units.change(amount, unit) if signed else units.value(amount, unit)
 
 
-def _metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None = None) -> list[list[str]]:
+def metric_rows(result: ProfileDiff, include_unchanged: bool, width: int | None = None) -> list[list[str]]:
     """The metrics table's rows; with ``width`` (the text's), a wider name (a family member named by its source:
     an annotation's, a counter's) shortened as the events' names are, told apart from the others, and bytes to 4
     significant figures (:func:`_text_value`; the JSON and Markdown keep every name and byte count whole)."""
@@ -149,18 +149,20 @@ def _truth(value: object) -> bool:
     return value is not None and not pd.isna(value) and bool(value)
 
 
-def _named_summary(frame: pd.DataFrame) -> str:
+def named_summary(frame: pd.DataFrame) -> str:
+    """A programs or events section's rows counted by status: ``103 grown, 0 shrunk, ...``."""
     counts = frame["status"].value_counts()
     return ", ".join(
         f"{int(counts.get(s, 0)):,} {s}" for s in ("grown", "shrunk", "added", "removed", "unchanged")
     )
 
 
-def _int(value: object) -> str:
+def whole_number(value: object) -> str:
+    """A tile or IPU number with thousands separators; empty when missing."""
     return "" if value is None or pd.isna(value) else f"{int(value):,}"
 
 
-def _count(value: object) -> str:
+def occurrences(value: object) -> str:
     """An occurrence count: whole when it is (totals), else with two decimals (per step / per run)."""
     if value is None or pd.isna(value):
         return ""
@@ -170,7 +172,7 @@ def _count(value: object) -> str:
 # -- what changed -------------------------------------------------------------
 
 
-def _part_rows(doc: dict) -> tuple[list[list[str]], list[str]]:
+def part_rows(doc: dict) -> tuple[list[list[str]], list[str]]:
     """The parts table of "What changed": the :data:`TOP_PARTS` that moved most, then the others' summed change
     (so that the rows add up to the window's change), with their share of that change when the window moved."""
     shown, more = doc["parts"][:TOP_PARTS], doc["parts"][TOP_PARTS:]
@@ -201,12 +203,12 @@ def window_words(doc: dict) -> str:
 
 
 def parts_table(doc: dict, width: int = WIDTH) -> list[str]:
-    """The parts' table of a decomposition laid out for ``width`` (:func:`_part_rows`), lines indented by 2."""
-    rows, header = _part_rows(doc)
+    """The parts' table of a decomposition laid out for ``width`` (:func:`part_rows`), lines indented by 2."""
+    rows, header = part_rows(doc)
     return _table(rows, header, {1, 2}, width)
 
 
-def _unexplained(doc: dict, arrow: str) -> str | None:
+def time_unexplained(doc: dict, arrow: str) -> str | None:
     """The one sentence "What changed" is when the account explains nothing (not on both sides, or no part
     moved beyond noise), its window's two ends joined by ``arrow``; None when it explains a change."""
     if not doc["available"]:
@@ -220,7 +222,7 @@ def _unexplained(doc: dict, arrow: str) -> str | None:
     )
 
 
-def _scope(doc: dict) -> str:
+def time_scope(doc: dict) -> str:
     """What "What changed" reads, with its basis when not totals: ``the time account: device windows summed
     over devices, per run``."""
     per = "" if doc["basis"] == "total" else f", {doc['basis']}"
@@ -232,10 +234,10 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     that moved most with their share of it, and the events or programs that changed most with the busy part
     that moved most; one line when the account is not on both sides or nothing moved beyond noise."""
     doc = what_changed(result)
-    alone = _unexplained(doc, "->")
+    alone = time_unexplained(doc, "->")
     if alone is not None:
         return [f"What changed: {alone}"]
-    lines = [f"What changed ({_scope(doc)})"]
+    lines = [f"What changed ({time_scope(doc)})"]
     lines.append(f"  {window_words(doc)}")
     lines += parts_table(doc, width)
     who = doc["contributors"]
@@ -271,14 +273,14 @@ def contributor_lines(doc: dict, others: pd.Series, width: int = WIDTH, what: st
 def markdown_what_changed(result: ProfileDiff) -> list[str]:
     """For a pull-request comment, "What changed": the same document as the text's, as a short list."""
     doc = what_changed(result)
-    alone = _unexplained(doc, "→")
+    alone = time_unexplained(doc, "→")
     if alone is not None:
         return [f"**What changed:** {md.cell(alone)}"]
     w = doc["window"]
     span = f"{units.duration(w['base_us'])} → {units.duration(w['new_us'])}"
     moved = doc["window_moved"]
     lines = [
-        f"**What changed** ({_scope(doc)}): window {span}, "
+        f"**What changed** ({time_scope(doc)}): window {span}, "
         + (
             f"{units.change(w['change_us'], 'us')} ({units.relative(w['rel_change'])}), of which:"
             if moved
@@ -286,7 +288,7 @@ def markdown_what_changed(result: ProfileDiff) -> list[str]:
         ),
         "",
     ]
-    rows, _ = _part_rows(doc)
+    rows, _ = part_rows(doc)
     for row in rows:
         share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
         lines.append(f"- {row[0]}: {row[1]}{share}")
@@ -319,7 +321,7 @@ def part_moved(doc: dict, part: str) -> str:
 # -- what changed in memory --------------------------------------------------
 
 
-def _byte_part_rows(doc: dict, figure: Callable[..., str]) -> tuple[list[list[str]], list[str]]:
+def byte_part_rows(doc: dict, figure: Callable[..., str]) -> tuple[list[list[str]], list[str]]:
     """The parts table of a memory decomposition (:func:`~popprof.compare.memory_changed.decompose_bytes`): the
     :data:`TOP_PARTS` that moved most, then the others' summed change so that the rows add up to the total's
     change, with their share of it when the total moved; bytes written by ``figure(bytes, signed)``."""
@@ -341,14 +343,16 @@ def _byte_part_rows(doc: dict, figure: Callable[..., str]) -> tuple[list[list[st
 
 
 def _short(amount: float, signed: bool = False) -> str:
+    """Bytes to 4 significant figures, as the text writes them."""
     return units.bytes_figures(amount, signed=signed)
 
 
-def _exact(amount: float, signed: bool = False) -> str:
+def exact_bytes(amount: float, signed: bool = False) -> str:
+    """Bytes exact, as the Markdown and the HTML write them (``1,638,400 B (1.6 MiB)``)."""
     return units.nbytes(amount, signed=signed)
 
 
-def _memory_span(doc: dict, arrow: str, figure: Callable[..., str]) -> str:
+def memory_span(doc: dict, arrow: str, figure: Callable[..., str]) -> str:
     """``494.9 MiB -> 496.5 MiB: +1.563 MiB (+0.32 %)``: a decomposition's total, both ends and its change."""
     t = doc["total"]
     return (
@@ -361,7 +365,7 @@ def _memory_span(doc: dict, arrow: str, figure: Callable[..., str]) -> str:
     )
 
 
-def _fullest_words(tile: dict, arrow: str, figure: Callable[..., str]) -> str:
+def fullest_words(tile: dict, arrow: str, figure: Callable[..., str]) -> str:
     """The fullest tile's line: ``fullest tile 289 (IPU 0): 594.7 KiB -> 594.7 KiB: +0 B`` or, when it moved,
     both tiles."""
     b, n = tile["base"], tile["new"]
@@ -371,10 +375,10 @@ def _fullest_words(tile: dict, arrow: str, figure: Callable[..., str]) -> str:
     if not tile["total"]["change_bytes"] and not tile["moved"]:
         return f"fullest tile: {where}: {figure(b['bytes'])}, unchanged"
     quiet = "" if tile["material"] else " (within noise)"
-    return f"fullest tile: {where}: {_memory_span(tile, arrow, figure)}{quiet}"
+    return f"fullest tile: {where}: {memory_span(tile, arrow, figure)}{quiet}"
 
 
-def _memory_unexplained(doc: dict, figure: Callable[..., str]) -> str | None:
+def memory_unexplained(doc: dict, figure: Callable[..., str]) -> str | None:
     """The one sentence the memory block is when it explains nothing; None when it explains a change."""
     if not doc["available"]:
         return f"not explained here: {doc['reason']}"
@@ -398,19 +402,19 @@ def render_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     doc = memory_changed(result)
     if doc is None:
         return []
-    alone = _memory_unexplained(doc, _short)
+    alone = memory_unexplained(doc, _short)
     if alone is not None:
         return [f"What changed in memory: {alone}"]
     lines = [f"What changed in memory ({MEMORY_SCOPE})"]
     moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
-    lines.append(f"  total {_memory_span(doc, '->', _short)}, {moved}")
-    lines += _table(*_byte_part_rows(doc, _short), {1, 2}, width)
+    lines.append(f"  total {memory_span(doc, '->', _short)}, {moved}")
+    lines += _table(*byte_part_rows(doc, _short), {1, 2}, width)
     tile = doc["fullest_tile"]
     if tile is not None:
         quiet = not tile["material"]
-        lines.append(f"  {_fullest_words(tile, '->', _short)}" + ("" if quiet else ", of which:"))
+        lines.append(f"  {fullest_words(tile, '->', _short)}" + ("" if quiet else ", of which:"))
         if not quiet:
-            lines += _table(*_byte_part_rows(tile, _short), {1, 2}, width)
+            lines += _table(*byte_part_rows(tile, _short), {1, 2}, width)
     variables = doc["variables"]
     if variables is not None and variables["rows"]:
         way = "grew or appeared" if variables["direction"] == "grew" else "shrank or went"
@@ -430,29 +434,29 @@ def markdown_memory_changed(result: ProfileDiff) -> list[str]:
     doc = memory_changed(result)
     if doc is None:
         return []
-    alone = _memory_unexplained(doc, _exact)
+    alone = memory_unexplained(doc, exact_bytes)
     if alone is not None:
         return [f"**What changed in memory:** {md.cell(alone)}"]
     moved = doc["total_moved"]
     lines = [
-        f"**What changed in memory** ({MEMORY_SCOPE}): {_memory_span(doc, '→', _exact)}, "
+        f"**What changed in memory** ({MEMORY_SCOPE}): {memory_span(doc, '→', exact_bytes)}, "
         + ("of which:" if moved else "within noise; its parts moved:"),
         "",
     ]
-    rows, _ = _byte_part_rows(doc, _exact)
+    rows, _ = byte_part_rows(doc, exact_bytes)
     for row in rows:
         share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
         lines.append(f"- {md.cell(row[0])}: {row[1]}{share}")
     tile = doc["fullest_tile"]
     if tile is not None:
-        parts = _byte_part_rows(tile, _exact)[0] if tile["material"] else []
+        parts = byte_part_rows(tile, exact_bytes)[0] if tile["material"] else []
         of = "; of which " + ", ".join(f"{md.cell(r[0])} {r[1]}" for r in parts) if parts else ""
-        lines.append(f"- {_fullest_words(tile, '→', _exact)}{of}")
+        lines.append(f"- {fullest_words(tile, '→', exact_bytes)}{of}")
     variables = doc["variables"]
     if variables is not None and variables["rows"]:
         way = "grew or appeared" if variables["direction"] == "grew" else "shrank or went"
         named = ", ".join(
-            f"{md.code(r['name'])} {_exact(r['change_bytes'], True)} ({r['status']})"
+            f"{md.code(r['name'])} {exact_bytes(r['change_bytes'], True)} ({r['status']})"
             for r in variables["rows"]
         )
         lines.append(f"- variables that {way} most: {named}")
@@ -460,6 +464,13 @@ def markdown_memory_changed(result: ProfileDiff) -> list[str]:
 
 
 # -- text ---------------------------------------------------------------------
+
+
+def explanation_lines(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The two blocks that open the text: "What changed" (:func:`render_what_changed`) and, when either profile
+    has per-tile memory by category, a blank line and "What changed in memory" (:func:`render_memory_changed`)."""
+    memory = render_memory_changed(result, width)
+    return [*render_what_changed(result, width), *(["", *memory] if memory else [])]
 
 
 def render_text(
@@ -476,10 +487,8 @@ def render_text(
     lines += [f"note: {n}" for n in result.notes]
     lines += [f"basis: {b.describe()}" for b in result.basis.values()]
     lines.append("")
-    lines += [*render_what_changed(result, width), ""]
-    memory = render_memory_changed(result, width)
-    lines += [*memory, ""] if memory else []
-    rows = _metric_rows(result, include_unchanged, width - 2)
+    lines += [*explanation_lines(result, width), ""]
+    rows = metric_rows(result, include_unchanged, width - 2)
     hidden = int((result.metrics["status"] == "unchanged").sum()) if not include_unchanged else 0
     if rows:
         lines += _table(rows, ["metric", "base", "new", "change", "rel", ""], {1, 2, 3, 4}, width)
@@ -509,8 +518,8 @@ def render_text(
             lines += _table(
                 [
                     [
-                        _int(t.tile),
-                        _int(t.ipu),
+                        whole_number(t.tile),
+                        whole_number(t.ipu),
                         _text_value(t.base_bytes, "bytes"),
                         _text_value(t.new_bytes, "bytes"),
                         _text_value(t.change_bytes, "bytes", signed=True),
@@ -527,12 +536,12 @@ def render_text(
             lines += _table(
                 [
                     [
-                        _int(r.ipu),
+                        whole_number(r.ipu),
                         _text_value(_f(r.base_bytes), "bytes"),
                         _text_value(_f(r.new_bytes), "bytes"),
                         _text_value(_f(r.change_bytes), "bytes", signed=True),
-                        _int(r.base_tiles_out_of_memory),
-                        _int(r.new_tiles_out_of_memory),
+                        whole_number(r.base_tiles_out_of_memory),
+                        whole_number(r.new_tiles_out_of_memory),
                     ]
                     for r in result.ipus.itertuples(index=False)
                 ],
@@ -549,21 +558,21 @@ def render_text(
             lines += unavailable(section)
             continue
         frame = getattr(result, section)
-        lines += ["", f"{label}: {_named_summary(frame)} (unchanged within {result.tolerance * 100:g} %)"]
+        lines += ["", f"{label}: {named_summary(frame)} (unchanged within {result.tolerance * 100:g} %)"]
         top_named = result.top_named(section, top)
         if len(top_named):
             lines += _table(
                 [
                     [
                         name,
-                        _count(r.base_count),
-                        _count(r.new_count),
+                        occurrences(r.base_count),
+                        occurrences(r.new_count),
                         units.value(_f(r.base_total), unit),
                         units.value(_f(r.new_total), unit),
                         units.change(r.change, unit),
                         units.relative(r.rel_change),
                         r.status,
-                        *_where(r),
+                        *where_cells(r),
                     ]
                     for name, r in zip(
                         names_apart(top_named["name"], frame["name"], DIFF_NAME_WIDTH),
@@ -672,7 +681,7 @@ def render_markdown(
     lines += ["", *markdown_what_changed(result)]
     memory = markdown_memory_changed(result)
     lines += ["", *memory] if memory else []
-    rows = _metric_rows(result, include_unchanged)
+    rows = metric_rows(result, include_unchanged)
     lines.append("")
     if rows:
         lines += md.table(
@@ -688,8 +697,8 @@ def render_markdown(
             ["tile", "ipu", "base", "new", "change"],
             [
                 [
-                    _int(t.tile),
-                    _int(t.ipu),
+                    whole_number(t.tile),
+                    whole_number(t.ipu),
                     units.value(t.base_bytes, "bytes"),
                     units.value(t.new_bytes, "bytes"),
                     units.change(t.change_bytes, "bytes"),
@@ -707,7 +716,7 @@ def render_markdown(
             continue
         lines += [
             "",
-            f"<details><summary>{section.title()}: {_named_summary(getattr(result, section))}</summary>",
+            f"<details><summary>{section.title()}: {named_summary(getattr(result, section))}</summary>",
             "",
         ]
         lines += md.table(
@@ -715,12 +724,12 @@ def render_markdown(
             [
                 [
                     md.code(name),
-                    _count(r.base_count),
-                    _count(r.new_count),
+                    occurrences(r.base_count),
+                    occurrences(r.new_count),
                     units.change(r.change, unit),
                     units.relative(r.rel_change),
                     r.status,
-                    *_where(r),
+                    *where_cells(r),
                 ]
                 for name, r in zip(
                     names_apart(top_named["name"], getattr(result, section)["name"], DIFF_NAME_WIDTH),
