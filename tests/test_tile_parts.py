@@ -112,3 +112,28 @@ def test_overlapping_categories_give_a_negative_other_drawn_and_named(tmp_path):
     label = f"{tp.WORDS[tp.OTHER]} (negative on 1 tile)"
     assert label in bands and bands[label][7] == other.loc[7]
     assert np.sum(list(bands.values()), axis=0)[7] == tiles.loc[tiles["tile"] == 7, "bytes_incl_gaps"].iloc[0]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [BASE, NEW, FIXTURES / "pod4_pipeline.popprof", FIXTURES / "mk2_oom.popprof", SDK1],
+    ids=lambda p: p.name,
+)
+def test_the_registrys_memory_totals_are_the_parts_sums(path: Path) -> None:
+    """The whole-target figures the gate reads (``memory.total_incl_gaps_bytes``, ``memory.gap_bytes``,
+    ``memory.category.<cat>_bytes``) are sums of their own tables; they equal the tile parts' sums exactly, so
+    the diff's memory block explains the very figure the gate judged."""
+    from popprof.metrics import compute
+
+    profile = popprof.open(path)
+    split = tp.tile_parts(profile)
+    assert split.reason is None, split.reason
+    metrics = compute(profile)
+    sums = split.frame[list(split.parts)].sum()
+    assert int(sums.sum()) == metrics["memory.total_incl_gaps_bytes"]
+    assert int(sums[tp.GAPS]) == metrics["memory.gap_bytes"]
+    for part in split.parts:
+        if split.kinds[part] == "category":
+            assert int(sums[part]) == metrics[f"memory.category.{part}_bytes"], part
+    categories = {k for k in metrics if k.startswith("memory.category.")}
+    assert categories == {f"memory.category.{p}_bytes" for p in split.parts if split.kinds[p] == "category"}
