@@ -238,3 +238,14 @@ def test_every_json_field_is_documented(planted):
         leaves |= ends
     assert leaves <= documented, sorted(leaves - documented)
     assert documented <= every, sorted(documented - every)
+
+
+def test_operators_of_different_redaction_keys_are_one_part_and_the_sum_stays_exact():
+    from popprof.compare.device_memory_parts import OPERATORS, device_memory_parts, operators_merged
+
+    base, new = operators_merged(device_memory_parts(popprof.open(BERT), popprof.open(FALCON)))
+    for side in (base, new):
+        for r in side.values():
+            assert list(r["parts"]) == [OPERATORS, BEFORE_TRACE]
+            assert sum(r["parts"].values()) == r["peak_bytes"]
+    assert operators_merged(None) is None

@@ -8,7 +8,7 @@ reads it.
 
 from __future__ import annotations
 
-from ..metrics.device_memory import peak_parts
+from ..metrics.device_memory import BEFORE_TRACE, peak_parts
 from ..model.profile import Profile
 from .baseline import is_baseline
 
@@ -26,3 +26,22 @@ def device_memory_parts(base: Profile, new: Profile) -> tuple[Peaks, Peaks] | No
     """Both sides' split accelerator peaks; None when neither side has allocator events on an accelerator."""
     sides = _accelerators(base), _accelerators(new)
     return sides if any(sides) else None
+
+
+#: The one part the operators become when their names cannot be paired (pseudonyms of different keys).
+OPERATORS = "(operators, names not paired)"
+
+
+def operators_merged(sides: tuple[Peaks, Peaks] | None) -> tuple[Peaks, Peaks] | None:
+    """``sides`` with each peak's operator parts summed into :data:`OPERATORS` (the sum stays exact): their
+    names are pseudonyms of different keys, which do not correspond."""
+    if sides is None:
+        return None
+
+    def merged(record: dict) -> dict:
+        before = record["parts"].get(BEFORE_TRACE, 0)
+        operators = sum(b for p, b in record["parts"].items() if p != BEFORE_TRACE)
+        return {**record, "parts": {OPERATORS: operators, BEFORE_TRACE: before}}
+
+    base, new = sides
+    return {k: merged(r) for k, r in base.items()}, {k: merged(r) for k, r in new.items()}
