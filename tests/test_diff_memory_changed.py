@@ -396,7 +396,7 @@ def test_junit_blocks_by_figure() -> None:
     assert junit_block("trace.step_time_us", "us") == "time"
     assert junit_block("memory.gap_share", "share") is None
     assert junit_block("memory.tiles_out_of_memory", "tiles") is None
-    assert junit_block("trace.device_memory_peak_bytes", "bytes") is None
+    assert junit_block("trace.device_memory_peak_bytes", "bytes") == "device memory"  # the allocator peak
 
 
 def test_junit_memory_failure_without_the_block_is_its_message(tmp_path, capsys) -> None:

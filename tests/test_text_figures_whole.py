@@ -142,6 +142,12 @@ COMMANDS = [
     ("diff", FIXTURES / "mk2_training.popprof", FIXTURES / "mk2_oom.popprof"),
     ("diff", FIXTURES / "mk2_training.popprof", FIXTURES / "mk2_training_v2.popprof"),
     ("diff", TRACES / "hta_trace_compare_base.json.gz", TRACES / "hta_trace_compare_test.json.gz"),
+    # "What changed in device memory": operators' names beside byte figures, a net trace's note
+    (
+        "diff",
+        TRACES / "kineto2021_resnet50_worker0.pt.trace.json.gz",
+        TRACES / "tracelens_h100_bert_small.json.gz",
+    ),
     ("pilot", FIXTURES / "mk2_training.popprof", "--baseline", FIXTURES / "pod4_pipeline.popprof"),
 ]
 

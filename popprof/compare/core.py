@@ -21,6 +21,7 @@ from ..model.profile import NEEDS_HINT, Profile
 from ..trace.activity import STEP_PREFIX, is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
 from .basis import Basis, choose, normalise, on_one_step_basis, totals_notes
+from .device_memory_parts import device_memory_parts, operators_merged
 from .memory_parts import MemoryParts, memory_parts
 
 #: Two times in microseconds closer than this are the same (the nanosecond a baseline's JSON keeps).
@@ -113,6 +114,9 @@ class ProfileDiff:
     #: Both sides' tiles split into memory parts (:mod:`popprof.compare.memory_parts`), read by
     #: :func:`popprof.compare.memory_changed.memory_changed`; None when neither side has per-tile categories.
     memory: MemoryParts | None = field(default=None, repr=False, compare=False)
+    #: Both sides' accelerator peaks split by allocating operator (``metrics/device_memory.py`` ``peak_parts``),
+    #: read by :func:`popprof.compare.device_memory_changed.device_memory_changed`; None without allocator events.
+    device_memory: tuple[dict, dict] | None = field(default=None, repr=False, compare=False)
     #: The latest :func:`popprof.compare.gate.gate` verdict on this diff (None until it is gated).
     gate_result: object | None = field(default=None, repr=False, compare=False)
 
@@ -281,6 +285,7 @@ def diff(
         )
     liveness = _diff_liveness(base, new, unavailable)
     memory = memory_parts(base, new)
+    device_memory = device_memory_parts(base, new)
     keys_differ = _redaction_keys_note(base, new)
     if keys_differ:
         # pseudonyms made with different keys do not correspond: name-by-name sections would list every
@@ -288,6 +293,7 @@ def diff(
         notes.append(keys_differ)
         programs, events, liveness = programs.iloc[0:0], events.iloc[0:0], liveness.iloc[0:0]
         memory = memory.without_variables() if memory is not None else None
+        device_memory = operators_merged(device_memory)
         for section in ("programs", "events", "liveness"):
             unavailable[section] = keys_differ
     if baseline_side:
@@ -309,6 +315,7 @@ def diff(
         tolerance,
         basis,
         memory=memory,
+        device_memory=device_memory,
     )
 
 

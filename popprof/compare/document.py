@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..io import jsonout
 from .core import ProfileDiff
+from .device_memory_changed import device_memory_changed
 from .gate import GateResult
 from .memory_changed import memory_changed
 from .what_changed import what_changed
@@ -55,6 +56,9 @@ def to_dict(result: ProfileDiff, gate_result: GateResult | None = None, *, top: 
     memory = memory_changed(result)
     if memory is not None:  # neither side has per-tile memory by category: nothing to say
         doc["memory_changed"] = memory
+    device = device_memory_changed(result)
+    if device is not None:  # neither side has allocator events on a GPU: nothing to say
+        doc["device_memory_changed"] = device
     if "tiles" not in result.unavailable:
         doc["tiles"] = {
             "compared": len(result.tiles),

@@ -78,6 +78,7 @@ def _build_groups(profile: Profile) -> dict[tuple[int, str], pd.DataFrame]:
             "bytes": table["bytes"].to_numpy(dtype=np.float64, na_value=0.0),
             "total": table["total_allocated"].to_numpy(dtype=np.float64, na_value=np.nan),
             "reserved": table["total_reserved"].to_numpy(dtype=np.float64, na_value=np.nan),
+            "addr": _addresses(table),
             "op": _operators(profile, rows),
         }
     ).dropna(subset=["device"])
@@ -85,6 +86,21 @@ def _build_groups(profile: Profile) -> dict[tuple[int, str], pd.DataFrame]:
         (int(rank), str(device)): group.sort_values("ts", kind="stable")
         for (rank, device), group in frame.groupby(["rank", "device"], sort=True)
     }
+
+
+def _addresses(table: pd.DataFrame) -> np.ndarray:
+    """Each event's block address (``Addr``, Kineto 2022+) as a float (exact: addresses stay under 2**53), NaN
+    when the trace does not give it (older traces, a table read before the column existed)."""
+    if "addr" not in table.columns:
+        return np.full(len(table), np.nan)
+    return table["addr"].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _peak(group: pd.DataFrame) -> tuple[str, np.ndarray, int]:
+    """The basis, the bytes in use after each event (:func:`in_use`) and the position of the peak (the first of
+    equals) of one device's events: the one place the peak is found, for its record and its split."""
+    basis, used = in_use(group["bytes"].to_numpy(), group["total"].to_numpy())
+    return basis, used, int(np.argmax(used))
 
 
 def in_use(blocks: np.ndarray, totals: np.ndarray) -> tuple[str, np.ndarray]:
@@ -163,6 +179,81 @@ def _operators(profile: Profile, rows: np.ndarray) -> np.ndarray:
     return np.where(code >= 0, labels[np.maximum(code, 0)], None)
 
 
+#: The part of a peak that no allocation in the trace accounts for: the blocks allocated before the trace began
+#: and still live (less those of them freed in the trace, whose frees no allocation pairs with), or, on a
+#: ``basis: "net"`` trace (which starts from 0), minus the bytes of those frees.
+BEFORE_TRACE = "(before the trace)"
+#: An allocation outside any operator or event.
+NO_OPERATOR = "(no operator)"
+
+
+def peak_parts(profile: Profile) -> dict[tuple[int | None, str], dict]:
+    """Per (rank, device), as :func:`device_memory` keys its records, each peak allocated split exactly into
+    parts that sum to it (docs/figures.md, "Device memory"): the bytes live at the peak by the operator that
+    allocated them (:func:`_operators`: the allocation's enclosing operator; :data:`NO_OPERATOR` outside any),
+    and :data:`BEFORE_TRACE`, the peak less those. A free is paired with its allocation by address; without
+    addresses (Kineto before about 2022) with the latest live block of its size on the device, so an
+    operator's bytes are then those of its size class. Each record: ``basis``, ``peak_bytes`` (the
+    record's ``peak_allocated_bytes``, so ``trace.device_memory_peak_bytes`` on the allocator's totals),
+    ``peak_at_us``, ``peak_op`` and ``parts`` (operator -> bytes, largest first, :data:`BEFORE_TRACE` last;
+    operators with no bytes live left out)."""
+    return profile.cached("device_memory.peak_parts", lambda: _peak_parts(profile))
+
+
+def _peak_parts(profile: Profile) -> dict[tuple[int | None, str], dict]:
+    records = {(r["rank"], r["device"]): r for r in device_memory(profile)}
+    out = {}
+    for (rank, device), group in _groups(profile).items():
+        key = (None if rank < 0 else rank, device)
+        _, used, peak = _peak(group)
+        live = _live_by_operator(group.iloc[: peak + 1])
+        parts = dict(sorted(((op, b) for op, b in live.items() if b), key=lambda kv: (-kv[1], kv[0])))
+        parts[BEFORE_TRACE] = int(used[peak]) - sum(parts.values())
+        record = records[key]
+        out[key] = {
+            "basis": record["basis"],
+            "peak_bytes": record["peak_allocated_bytes"],
+            "peak_at_us": record["peak_at_us"],
+            "peak_op": record["peak_op"],
+            "parts": parts,
+        }
+    return out
+
+
+def _live_by_operator(events: pd.DataFrame) -> dict[str, int]:
+    """The bytes of the blocks allocated among ``events`` (one device's, in time order) and not freed among them,
+    by the operator that allocated them. A free pairs with the live block of its address, else (no address)
+    with the latest live block of its size; a free that pairs with none (a block from before the trace) is not
+    counted here."""
+    by_addr: dict[float, tuple[int, str]] = {}
+    by_size: dict[int, list[str]] = {}
+    live: dict[str, int] = {}
+    for size, addr, op in zip(
+        events["bytes"].to_numpy(), events["addr"].to_numpy(), events["op"].to_numpy(), strict=True
+    ):
+        size = int(size)
+        known = not np.isnan(addr)
+        if size > 0:
+            name = NO_OPERATOR if op is None or pd.isna(op) else str(op)
+            live[name] = live.get(name, 0) + size
+            if known:
+                by_addr[addr] = (size, name)
+            else:
+                by_size.setdefault(size, []).append(name)
+            continue
+        if size == 0:
+            continue
+        if known:
+            block = by_addr.pop(addr, None)
+            owner = block[1] if block is not None and block[0] == -size else None
+        else:
+            stack = by_size.get(-size)
+            owner = stack.pop() if stack else None
+        if owner is not None:
+            live[owner] -= -size
+    return live
+
+
 def _capacities(profile: Profile) -> dict[str, int]:
     """Each GPU's memory (``gpu:N`` -> bytes) from the trace's ``deviceProperties`` (``totalGlobalMem`` of
     device ``id`` N; a directory of ranks: its first rank's, the ranks' devices taken to be alike)."""
@@ -176,9 +267,8 @@ def _capacities(profile: Profile) -> dict[str, int]:
 
 def _one(rank: int, device: str, group: pd.DataFrame, origin: float, top: int, capacity: int | None) -> dict:
     blocks = group["bytes"].to_numpy()
-    basis, used = in_use(blocks, group["total"].to_numpy())
+    basis, used, peak = _peak(group)
     start = float(used[0] - blocks[0]) if basis == ALLOCATOR else 0.0
-    peak = int(np.argmax(used))
     reserved = group["reserved"].to_numpy()
     allocated, freed = blocks > 0, blocks < 0
     by_op = (

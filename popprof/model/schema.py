@@ -499,6 +499,12 @@ TABLES: dict[str, Table] = {
                     "the caching allocator's total reserved after the call",
                     "bytes",
                 ),
+                _c(
+                    "addr",
+                    "Int64",
+                    "the block's address (Kineto 2022+): pairs a free with its allocation",
+                    optional=True,
+                ),
             ),
             "PyTorch profiler's [memory] instant events (profile_memory=True), read when first used.",
             "chrome_trace",

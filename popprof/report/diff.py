@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from ..compare.core import ProfileDiff
+from ..compare.device_memory_changed import device_memory_changed
 from ..compare.document import liveness_changed, to_dict
 from ..compare.gate import GateResult
 from ..compare.memory_changed import memory_changed
@@ -463,14 +464,108 @@ def markdown_memory_changed(result: ProfileDiff) -> list[str]:
     return lines
 
 
+# -- what changed in device memory ---------------------------------------------
+
+
+def _device(side: dict) -> str:
+    return (f"rank {side['rank']} " if side["rank"] is not None else "") + side["device"]
+
+
+def device_scope(doc: dict, arrow: str) -> str:
+    """What a device memory document compares: ``peak allocated on gpu:0``, or both devices and why when each
+    side's is another."""
+    b, n = _device(doc["base"]), _device(doc["new"])
+    return f"peak allocated on {b}" if b == n else f"peak allocated on {b} {arrow} {n}: {doc['chosen']}"
+
+
+def device_memory_unexplained(doc: dict, figure: Callable[..., str]) -> str | None:
+    """The one sentence the device memory block is when it explains nothing; None when it explains a change."""
+    if not doc["available"]:
+        return f"not explained here: {doc['reason']}"
+    if doc["material"]:
+        return None
+    return (
+        f"no material change (peak {figure(doc['total']['base_bytes'])} on {_device(doc['base'])}; no "
+        f"part moved by {units.nbytes(doc['noise_bytes'])} or more)"
+    )
+
+
+def peak_at(doc: dict, side: str) -> tuple[str, str | None]:
+    """Where a side's peak happened: ``base peak at 4.680 ms`` and the operator it happened in (None outside
+    any)."""
+    where = doc[side]
+    return f"{side} peak at {units.duration(where['peak_at_us'])}", where["peak_op"]
+
+
+def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The text's "What changed in device memory" lines (``compare/device_memory_changed.py``), after the
+    memory block: the peak's change, the operators whose bytes live at the peak moved most with their share of
+    it, where each side's peak happened; one line when it explains nothing, none when neither trace has
+    allocator events on a GPU. Bytes to 4 significant figures (the JSON and Markdown have them exact)."""
+    doc = device_memory_changed(result)
+    if doc is None:
+        return []
+    alone = device_memory_unexplained(doc, _short)
+    if alone is not None:
+        return [f"What changed in device memory: {alone}"]
+    lines = [f"What changed in device memory ({device_scope(doc, '->')})"]
+    moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
+    lines.append(f"  peak {memory_span(doc, '->', _short)}, {moved}")
+    lines += _table(*byte_part_rows(doc, _short), {1, 2}, width)
+    for side in ("base", "new"):
+        prefix, op = peak_at(doc, side)
+        if op is None:
+            lines.append(f"  {prefix}")
+            continue
+        (name,) = names_apart([op], [op], max(width - len(prefix) - 6, 20))
+        lines.append(f"  {prefix} in {name}")
+    if doc["covers"]:
+        lines.append(f"  note: {doc['covers']}")
+    return lines
+
+
+def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
+    """For a pull-request comment, "What changed in device memory": the text's block as a short list, bytes
+    exact."""
+    doc = device_memory_changed(result)
+    if doc is None:
+        return []
+    alone = device_memory_unexplained(doc, exact_bytes)
+    if alone is not None:
+        return [f"**What changed in device memory:** {md.cell(alone)}"]
+    moved = doc["total_moved"]
+    lines = [
+        f"**What changed in device memory** ({device_scope(doc, '→')}): peak {memory_span(doc, '→', exact_bytes)}, "
+        + ("of which:" if moved else "within noise; its parts moved:"),
+        "",
+    ]
+    rows, _ = byte_part_rows(doc, exact_bytes)
+    for row in rows:
+        share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
+        lines.append(f"- {md.cell(row[0])}: {row[1]}{share}")
+    for side in ("base", "new"):
+        prefix, op = peak_at(doc, side)
+        lines.append(f"- {prefix}" + (f" in {md.code(op)}" if op is not None else ""))
+    if doc["covers"]:
+        lines.append(f"- note: {md.cell(doc['covers'])}")
+    return lines
+
+
 # -- text ---------------------------------------------------------------------
 
 
 def explanation_lines(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     """The two blocks that open the text: "What changed" (:func:`render_what_changed`) and, when either profile
-    has per-tile memory by category, a blank line and "What changed in memory" (:func:`render_memory_changed`)."""
+    has per-tile memory by category, a blank line and "What changed in memory" (:func:`render_memory_changed`);
+    when either has allocator events on a GPU, a blank line and "What changed in device memory"
+    (:func:`render_device_memory_changed`)."""
     memory = render_memory_changed(result, width)
-    return [*render_what_changed(result, width), *(["", *memory] if memory else [])]
+    device = render_device_memory_changed(result, width)
+    return [
+        *render_what_changed(result, width),
+        *(["", *memory] if memory else []),
+        *(["", *device] if device else []),
+    ]
 
 
 def render_text(
@@ -681,6 +776,8 @@ def render_markdown(
     lines += ["", *markdown_what_changed(result)]
     memory = markdown_memory_changed(result)
     lines += ["", *memory] if memory else []
+    device = markdown_device_memory_changed(result)
+    lines += ["", *device] if device else []
     rows = metric_rows(result, include_unchanged)
     lines.append("")
     if rows:
@@ -755,11 +852,16 @@ TIME_UNITS = frozenset({"us", "cycles", "share"})
 #: the prefix and unit of the figures whose gate failure carries "What changed in memory" (``memory.*_bytes``:
 #: all tiles', the fullest tile's, the liveness peaks, a category's)
 MEMORY_PREFIX, MEMORY_UNIT = "memory.", "bytes"
+#: the figure whose gate failure carries "What changed in device memory"
+DEVICE_MEMORY_PEAK = "trace.device_memory_peak_bytes"
 
 
 def junit_block(name: str, unit: object) -> str | None:
     """Which block a failure of the figure ``name`` (of ``unit``) carries in its JUnit details: ``"time"``,
-    ``"memory"`` or None (a count, a tile index, a share of memory)."""
+    ``"memory"``, ``"device memory"`` (the GPU allocator's peak) or None (a count, a tile index, a share of
+    memory)."""
+    if name == DEVICE_MEMORY_PEAK:
+        return "device memory"
     if name.startswith(MEMORY_PREFIX):
         return "memory" if unit == MEMORY_UNIT else None
     return "time" if unit in TIME_UNITS else None
@@ -776,6 +878,13 @@ def _memory_changed_lines(result: ProfileDiff) -> list[str]:
     material change; else none."""
     doc = memory_changed(result)
     return render_memory_changed(result) if doc is not None and doc["available"] and doc["material"] else []
+
+
+def _device_memory_changed_lines(result: ProfileDiff) -> list[str]:
+    """The "What changed in device memory" block as text, when the peak's parts explain a material change."""
+    doc = device_memory_changed(result)
+    available = doc is not None and doc["available"] and doc["material"]
+    return render_device_memory_changed(result) if available else []
 
 
 def render_junit(result: ProfileDiff, gate_result: GateResult | None = None, **_: object) -> str:
@@ -804,7 +913,11 @@ def junit_suite(
             by_metric.setdefault(v.metric, []).append(v.message)
         units_of = dict(zip(result.metrics["name"], result.metrics["unit"], strict=True))
         # a time figure's failure says where the time went, a memory figure's where the bytes went
-        blocks = {"time": _what_changed_lines, "memory": _memory_changed_lines}
+        blocks = {
+            "time": _what_changed_lines,
+            "memory": _memory_changed_lines,
+            "device memory": _device_memory_changed_lines,
+        }
         why: dict[str, list[str]] = {}
         for c in gate_result.checks.itertuples(index=False):
             case = junit.Case(c.metric, suite_name)

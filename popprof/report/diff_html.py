@@ -1,10 +1,11 @@
 """``popprof diff --format html``: the diff as one self-contained HTML page, and the "What changed" blocks as HTML.
 
-The page holds what the Markdown comment holds (the header, the gate's verdict, "What changed" and "What changed
-in memory", the metrics with the worse rows marked, the tiles, programs and events that changed most), rendered
-from ``templates/diff_page.html.j2`` with autoescaping; the blocks alone are ``templates/what_changed.html.j2``,
-which :class:`~popprof.report.diff_explain.WhatChanged` shows in a notebook. Every line of words comes from the
-text's and Markdown's functions in :mod:`popprof.report.diff`; bytes are exact, as in the Markdown.
+The page holds what the Markdown comment holds (the header, the gate's verdict, "What changed", "What changed in
+memory" and "What changed in device memory", the metrics with the worse rows marked, the tiles, programs and events
+that changed most), rendered from ``templates/diff_page.html.j2`` with autoescaping; the blocks alone are
+``templates/what_changed.html.j2``, which :class:`~popprof.report.diff_explain.WhatChanged` shows in a notebook.
+Every line of words comes from the text's and Markdown's functions in :mod:`popprof.report.diff`; bytes are exact,
+as in the Markdown.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from .._version import __version__
 from ..compare.core import ProfileDiff
+from ..compare.device_memory_changed import device_memory_changed
 from ..compare.gate import GateResult
 from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import what_changed
@@ -22,6 +24,8 @@ from .diff import (
     DIFF_NAME_WIDTH,
     MEMORY_SCOPE,
     byte_part_rows,
+    device_memory_unexplained,
+    device_scope,
     exact_bytes,
     fullest_words,
     memory_span,
@@ -31,6 +35,7 @@ from .diff import (
     occurrences,
     part_moved,
     part_rows,
+    peak_at,
     render_gate_text,
     time_scope,
     time_unexplained,
@@ -107,9 +112,32 @@ def _memory_block(result: ProfileDiff) -> dict | None:
     return block
 
 
+def _device_block(result: ProfileDiff) -> dict | None:
+    """ "What changed in device memory" for the template (bytes exact); None when neither trace has allocator
+    events on a GPU."""
+    doc = device_memory_changed(result)
+    if doc is None:
+        return None
+    alone = device_memory_unexplained(doc, exact_bytes)
+    if alone is not None:
+        return {"alone": alone}
+    rows, header = byte_part_rows(doc, exact_bytes)
+    moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
+    return {
+        "alone": None,
+        "scope": device_scope(doc, "->"),
+        "total": f"peak {memory_span(doc, '->', exact_bytes)}, {moved}",
+        "header": header,
+        "rows": rows,
+        "peaks": [peak_at(doc, side) for side in ("base", "new")],
+        "covers": doc["covers"],
+    }
+
+
 def blocks_context(result: ProfileDiff) -> dict:
-    """Both blocks for ``what_changed.html.j2``: ``time`` and ``memory`` (None without per-tile memory)."""
-    return {"time": _time_block(result), "memory": _memory_block(result)}
+    """The blocks for ``what_changed.html.j2``: ``time``, ``memory`` (None without per-tile memory) and
+    ``device`` (None without allocator events on a GPU)."""
+    return {"time": _time_block(result), "memory": _memory_block(result), "device": _device_block(result)}
 
 
 def what_changed_html(result: ProfileDiff) -> str:

@@ -3,7 +3,8 @@
 Kineto writes one instant event named ``[memory]`` per allocator call, on the thread that made it, with args
 ``Bytes`` (the block: positive allocated, negative freed), ``Device Type`` and ``Device Id`` (c10's
 ``DeviceType``: 0 CPU, 1 CUDA, 6 HIP; pytorch/pytorch ``c10/core/DeviceType.h``) and, since about 2022,
-``Total Allocated`` and ``Total Reserved`` (the caching allocator's totals after the call). The main pass
+``Total Allocated`` and ``Total Reserved`` (the caching allocator's totals after the call) and ``Addr``
+(the block's address). The main pass
 keeps these as rows of ``events`` without args; their args are read when the table is first used, from the
 events' ``args`` when the profile was read with them, else by a scan of the file's bytes for the name, each
 match's object parsed alone (a layout it cannot match to the events falls back to reading the file again with
@@ -81,6 +82,7 @@ def allocation_frame(events: pd.DataFrame, rows: np.ndarray, decoded: list[dict]
             "bytes": whole("Bytes"),
             "total_allocated": whole("Total Allocated"),
             "total_reserved": whole("Total Reserved"),
+            "addr": whole("Addr"),
         }
     )
 

@@ -1,0 +1,251 @@
+"""``popprof diff``'s "What changed in device memory" (``compare/device_memory_changed.py``): each side's GPU
+allocator peak split exactly by the operator that allocated the bytes live at it (``metrics/device_memory.py``
+``peak_parts``), and the parts' changes.
+
+Inputs: the real traces with allocator events in ``fixtures/real/traces/`` (provenance in its README), and
+pairs built from them in ``tmp_path`` (a block planted in one operator); no fixture files are added.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_diff_memory_changed import _paths
+from test_text_figures_whole import split_figures
+
+import popprof
+from popprof.compare.document import to_dict
+from popprof.metrics import compute
+from popprof.metrics.device_memory import ALLOCATOR, BEFORE_TRACE, NET, _groups, device_memory, peak_parts
+from popprof.report.diff import (
+    markdown_device_memory_changed,
+    render_device_memory_changed,
+    render_junit,
+    render_markdown,
+    render_text,
+)
+from popprof.report.diff_explain import explain_diff
+from popprof.report.diff_html import what_changed_html
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "fixtures" / "real" / "traces"
+BERT = TRACES / "tracelens_h100_bert_small.json.gz"
+FALCON = TRACES / "tracelens_h100_falconsai_nsfw.json.gz"
+NORMALIZATION = TRACES / "tracelens_mi300x_normalization.json.gz"
+CAPTURE = TRACES / "tracelens_mi300x_vllm_graph_capture.json.gz"
+RESNET_2021 = TRACES / "kineto2021_resnet50_worker0.pt.trace.json.gz"
+WITH_ALLOCATIONS = [RESNET_2021, BERT, FALCON, NORMALIZATION, CAPTURE]
+PLANTED = 8 << 20  # 8 MiB
+PLANTED_OP = "aten::addmm"
+
+
+# -- the partition ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", WITH_ALLOCATIONS, ids=lambda p: p.name)
+def test_the_parts_sum_exactly_to_the_reported_peak(path: Path):
+    """On every real trace with allocator events, both bases: each device's parts sum to its peak, the peak is
+    the record's, and on the allocator's totals the largest accelerator's is ``trace.device_memory_peak_bytes``."""
+    profile = popprof.open(path)
+    records = {(r["rank"], r["device"]): r for r in device_memory(profile)}
+    split = peak_parts(profile)
+    assert split.keys() == records.keys()
+    for key, r in split.items():
+        assert sum(r["parts"].values()) == r["peak_bytes"] == records[key]["peak_allocated_bytes"]
+        assert all(type(v) is int for v in r["parts"].values())
+        assert list(r["parts"])[-1] == BEFORE_TRACE
+    gpus = [r["peak_bytes"] for key, r in split.items() if key[1] != "cpu" and r["basis"] == ALLOCATOR]
+    metric = compute(profile)["trace.device_memory_peak_bytes"]
+    assert metric == (float(max(gpus)) if gpus else None)
+    if path == RESNET_2021:
+        assert {r["basis"] for r in split.values()} == {NET}
+
+
+def test_a_2021_trace_splits_its_net_peak_among_its_operators():
+    """Without totals or addresses (Kineto 2021) the net peak is 0 before the trace: its operators hold it all."""
+    gpu = peak_parts(popprof.open(RESNET_2021))[(None, "gpu:0")]
+    assert gpu["peak_bytes"] == 2_791_636_480
+    assert gpu["parts"][BEFORE_TRACE] == 0
+    assert next(iter(gpu["parts"])) == "aten::cudnn_convolution"
+
+
+# -- a constructed pair -------------------------------------------------------------------------------------------
+
+
+def _planted(tmp_path: Path) -> Path:
+    """BERT with one more block of :data:`PLANTED` bytes allocated in an ``aten::addmm`` before the peak and never
+    freed: the allocator's totals (allocated, reserved) of every later GPU event grow by it."""
+    profile = popprof.open(BERT)
+    group = _groups(profile)[(-1, "gpu:0")].reset_index(drop=True)
+    peak = int(group["total"].to_numpy().argmax())
+    at = int(group.index[(group["op"] == PLANTED_OP) & (group["bytes"] > 0) & (group.index < peak)][0])
+    with gzip.open(BERT, "rt") as handle:
+        doc = json.load(handle)
+    gpu = [e for e in doc["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    gpu.sort(key=lambda e: float(e["ts"]))
+    model = gpu[at]
+    assert (model["args"]["Bytes"], model["args"]["Addr"]) == (group["bytes"][at], group["addr"][at])
+    for e in gpu[at + 1 :]:
+        e["args"]["Total Allocated"] += PLANTED
+        e["args"]["Total Reserved"] += PLANTED
+    block = json.loads(json.dumps(model))
+    block["args"].update(
+        {
+            "Bytes": PLANTED,
+            "Addr": 1 << 40,
+            "Total Allocated": model["args"]["Total Allocated"] + PLANTED,
+            "Total Reserved": model["args"]["Total Reserved"] + PLANTED,
+        }
+    )
+    events = doc["traceEvents"]
+    events.insert(next(i for i, e in enumerate(events) if e is model) + 1, block)
+    out = tmp_path / "bert_planted.json.gz"
+    with gzip.open(out, "wt") as handle:
+        json.dump(doc, handle)
+    return out
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    new = _planted(tmp_path_factory.mktemp("device_memory"))
+    return popprof.diff(popprof.open(BERT), popprof.open(new)), new
+
+
+def test_the_planted_block_is_the_largest_part_with_its_bytes(planted):
+    result, new = planted
+    doc = to_dict(result)["device_memory_changed"]
+    assert doc["available"] and doc["material"] and doc["total_moved"]
+    assert doc["total"]["change_bytes"] == PLANTED
+    assert doc["new"]["peak_bytes"] == compute(popprof.open(new))["trace.device_memory_peak_bytes"]
+    top = doc["parts"][0]
+    assert (top["part"], top["kind"], top["change_bytes"], top["share_of_change"]) == (
+        PLANTED_OP,
+        "operator",
+        PLANTED,
+        1.0,
+    )
+    assert sum(p["change_bytes"] for p in doc["parts"]) + doc["rest_bytes"] == PLANTED
+    assert doc["covers"] is None
+    assert (doc["base"]["device"], doc["new"]["device"]) == ("gpu:0", "gpu:0")
+
+
+def test_text_markdown_and_json_agree_within_80_columns(planted):
+    result, _ = planted
+    doc = to_dict(result)["device_memory_changed"]
+    text = render_device_memory_changed(result, width=80)
+    assert text[0] == "What changed in device memory (peak allocated on gpu:0)"
+    assert all(len(line) <= 80 for line in text)
+    row = next(line for line in text if line.strip().startswith(PLANTED_OP))
+    assert re.search(r"\+8 MiB\s+100\.0 %", row)
+    assert "  base peak at " in "\n".join(text) and " in aten::addmm" in text[-1]
+    md = "\n".join(markdown_device_memory_changed(result))
+    assert f"{PLANTED_OP}: +8,388,608 B (+8 MiB) (100.0 % of the change)" in md
+    assert f"{doc['total']['base_bytes']:,} B" in md and f"{doc['total']['new_bytes']:,} B" in md
+    whole = render_text(result, width=80)
+    assert "What changed in device memory" in whole
+    assert all(len(line) <= 80 for line in whole.splitlines())
+    assert not split_figures(whole)
+    assert "What changed in device memory" in render_markdown(result)
+    page = what_changed_html(result)
+    assert "What changed in device memory" in page and "8,388,608 B" in page
+    explained = explain_diff(result)
+    assert explained.doc["device_memory_changed"] == doc
+    assert "What changed in device memory" in explained.text()
+
+
+def test_a_failing_peak_budget_carries_the_block_in_junit(planted):
+    result, _ = planted
+    gated = popprof.gate(result, {"budgets": {"trace.device_memory_peak_bytes": "+1%"}})
+    xml = render_junit(result, gated)
+    assert "What changed in device memory" in xml
+
+
+# -- two different real traces ------------------------------------------------------------------------------------
+
+
+def test_two_different_traces_pair_their_highest_peaks_when_no_device_is_shared():
+    """BERT on an H100 (gpu:0) against an MI300X trace (gpu:2): each side's highest peak, said so."""
+    result = popprof.diff(popprof.open(BERT), popprof.open(NORMALIZATION))
+    doc = to_dict(result)["device_memory_changed"]
+    assert (doc["base"]["device"], doc["new"]["device"]) == ("gpu:0", "gpu:2")
+    assert doc["chosen"].startswith("each side's highest peak")
+    assert sum(p["change_bytes"] for p in doc["parts"]) + doc["rest_bytes"] == doc["total"]["change_bytes"]
+    assert doc["total"]["change_bytes"] == doc["new"]["peak_bytes"] - doc["base"]["peak_bytes"]
+    text = render_text(result, width=80)
+    assert all(len(line) <= 80 for line in text.splitlines()) and not split_figures(text)
+
+
+def test_a_net_trace_says_what_its_sum_covers():
+    result = popprof.diff(popprof.open(RESNET_2021), popprof.open(BERT))
+    doc = to_dict(result)["device_memory_changed"]
+    assert doc["base"]["basis"] == NET and doc["new"]["basis"] == ALLOCATOR
+    assert doc["covers"].startswith("the base peak is the net of the blocks")
+    text = render_text(result, width=80)
+    assert "note: the base peak is the net" in text
+    assert all(len(line) <= 80 for line in text.splitlines()) and not split_figures(text)
+
+
+# -- absent, unavailable ------------------------------------------------------------------------------------------
+
+
+def test_absent_on_ipu_and_on_traces_without_allocations():
+    ipu = popprof.diff(
+        popprof.open(ROOT / "fixtures" / "mk2_training.popprof"),
+        popprof.open(ROOT / "fixtures" / "mk2_oom.popprof"),
+    )
+    hta = TRACES / "hta_trace_compare_base.json.gz"
+    plain = popprof.diff(popprof.open(hta), popprof.open(TRACES / "hta_trace_compare_test.json.gz"))
+    for result in (ipu, plain):
+        assert "device_memory_changed" not in to_dict(result)
+        assert render_device_memory_changed(result) == []
+        assert "device memory" not in render_text(result)
+        assert "device_memory_changed" not in explain_diff(result).doc
+
+
+def test_one_side_without_allocations_is_said_in_one_line():
+    result = popprof.diff(popprof.open(TRACES / "hta_trace_compare_base.json.gz"), popprof.open(BERT))
+    doc = to_dict(result)["device_memory_changed"]
+    assert doc == {
+        "available": False,
+        "reason": "the base side has no allocator events on a GPU (profile_memory=True)",
+    }
+    assert render_device_memory_changed(result) == [
+        "What changed in device memory: not explained here: the base side has no allocator events on a GPU "
+        "(profile_memory=True)"
+    ]
+
+
+# -- the JSON's fields are documented ------------------------------------------------------------------------------
+
+
+def test_every_json_field_is_documented(planted):
+    docs = (ROOT / "docs" / "diff.md").read_text()
+    table = docs[docs.index("The JSON's `device_memory_changed`") :]
+    table = table[: table.index("\n\n", table.index("| field |"))]
+    documented = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            documented |= set(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    every, leaves = set(), set()
+    unavailable = {"available": False, "reason": "the base side has no allocator events"}
+    for doc in (to_dict(planted[0])["device_memory_changed"], unavailable):
+        more, ends = _paths(doc)
+        every |= more
+        leaves |= ends
+    assert leaves <= documented, sorted(leaves - documented)
+    assert documented <= every, sorted(documented - every)
+
+
+def test_operators_of_different_redaction_keys_are_one_part_and_the_sum_stays_exact():
+    from popprof.compare.device_memory_parts import OPERATORS, device_memory_parts, operators_merged
+
+    base, new = operators_merged(device_memory_parts(popprof.open(BERT), popprof.open(FALCON)))
+    for side in (base, new):
+        for r in side.values():
+            assert list(r["parts"]) == [OPERATORS, BEFORE_TRACE]
+            assert sum(r["parts"].values()) == r["peak_bytes"]
+    assert operators_merged(None) is None
