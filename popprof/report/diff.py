@@ -430,6 +430,35 @@ def render_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     return lines
 
 
+def tile_rows(result: ProfileDiff, top: int) -> list[list[str]]:
+    """The ``top`` tiles whose memory changed most as rows of exact figures (tile, IPU, base, new, change): the
+    Markdown's table and the HTML page's."""
+    return [
+        [
+            whole_number(t.tile),
+            whole_number(t.ipu),
+            units.value(t.base_bytes, "bytes"),
+            units.value(t.new_bytes, "bytes"),
+            units.change(t.change_bytes, "bytes"),
+        ]
+        for t in result.top_tiles(top).itertuples(index=False)
+    ]
+
+
+def _markdown_byte_parts(doc: dict, title: str, scope: str, span: str) -> list[str]:
+    """The Markdown of a bytes block's headline and its parts that moved (memory, device memory), bytes exact."""
+    moved = doc["total_moved"]
+    lines = [
+        f"**{title}** ({scope}): {span}, " + ("of which:" if moved else "within noise; its parts moved:"),
+        "",
+    ]
+    rows, _ = byte_part_rows(doc, exact_bytes)
+    for row in rows:
+        share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
+        lines.append(f"- {md.cell(row[0])}: {row[1]}{share}")
+    return lines
+
+
 def markdown_memory_changed(result: ProfileDiff) -> list[str]:
     """For a pull-request comment, "What changed in memory": the text's block as a short list, bytes exact."""
     doc = memory_changed(result)
@@ -438,16 +467,9 @@ def markdown_memory_changed(result: ProfileDiff) -> list[str]:
     alone = memory_unexplained(doc, exact_bytes)
     if alone is not None:
         return [f"**What changed in memory:** {md.cell(alone)}"]
-    moved = doc["total_moved"]
-    lines = [
-        f"**What changed in memory** ({MEMORY_SCOPE}): {memory_span(doc, '→', exact_bytes)}, "
-        + ("of which:" if moved else "within noise; its parts moved:"),
-        "",
-    ]
-    rows, _ = byte_part_rows(doc, exact_bytes)
-    for row in rows:
-        share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
-        lines.append(f"- {md.cell(row[0])}: {row[1]}{share}")
+    lines = _markdown_byte_parts(
+        doc, "What changed in memory", MEMORY_SCOPE, memory_span(doc, "→", exact_bytes)
+    )
     tile = doc["fullest_tile"]
     if tile is not None:
         parts = byte_part_rows(tile, exact_bytes)[0] if tile["material"] else []
@@ -533,16 +555,12 @@ def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
     alone = device_memory_unexplained(doc, exact_bytes)
     if alone is not None:
         return [f"**What changed in device memory:** {md.cell(alone)}"]
-    moved = doc["total_moved"]
-    lines = [
-        f"**What changed in device memory** ({device_scope(doc, '→')}): peak {memory_span(doc, '→', exact_bytes)}, "
-        + ("of which:" if moved else "within noise; its parts moved:"),
-        "",
-    ]
-    rows, _ = byte_part_rows(doc, exact_bytes)
-    for row in rows:
-        share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
-        lines.append(f"- {md.cell(row[0])}: {row[1]}{share}")
+    lines = _markdown_byte_parts(
+        doc,
+        "What changed in device memory",
+        device_scope(doc, "→"),
+        f"peak {memory_span(doc, '→', exact_bytes)}",
+    )
     for side in ("base", "new"):
         prefix, op = peak_at(doc, side)
         lines.append(f"- {prefix}" + (f" in {md.code(op)}" if op is not None else ""))
@@ -790,20 +808,7 @@ def render_markdown(
         lines.append("No metric changed.")
     if "tiles" not in result.unavailable and len(result.top_tiles(top)):
         lines += ["", f"<details><summary>Top {top} tiles by memory change</summary>", ""]
-        lines += md.table(
-            ["tile", "ipu", "base", "new", "change"],
-            [
-                [
-                    whole_number(t.tile),
-                    whole_number(t.ipu),
-                    units.value(t.base_bytes, "bytes"),
-                    units.value(t.new_bytes, "bytes"),
-                    units.change(t.change_bytes, "bytes"),
-                ]
-                for t in result.top_tiles(top).itertuples(index=False)
-            ],
-            right=range(5),
-        )
+        lines += md.table(["tile", "ipu", "base", "new", "change"], tile_rows(result, top), right=range(5))
         lines += ["", "</details>"]
     for section, unit in (("programs", ""), ("events", "us")):
         if section in result.unavailable:

@@ -37,10 +37,10 @@ from .diff import (
     part_rows,
     peak_at,
     render_gate_text,
+    tile_rows,
     time_scope,
     time_unexplained,
     where_cells,
-    whole_number,
     window_words,
 )
 from .templating import render_template
@@ -208,16 +208,7 @@ def _section(
         gate = {"passed": gate_result.passed, "verdict": verdict, "lines": [line.strip() for line in lines]}
     tiles = None
     if "tiles" not in result.unavailable and len(result.top_tiles(top)):
-        tiles = [
-            [
-                whole_number(t.tile),
-                whole_number(t.ipu),
-                units.value(t.base_bytes, "bytes"),
-                units.value(t.new_bytes, "bytes"),
-                units.change(t.change_bytes, "bytes"),
-            ]
-            for t in result.top_tiles(top).itertuples(index=False)
-        ]
+        tiles = tile_rows(result, top)
     return {
         "engine": name,
         "base": result.base_name,
