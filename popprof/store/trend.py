@@ -260,18 +260,7 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
             found = []
         edges = [0, *(b for b, _, _ in found), len(values)]
         for k, (b, first, last) in enumerate(found):
-            before, after = values[edges[k] : b], values[b : edges[k + 2]]
-            change = _change(
-                series,
-                b,
-                float(np.median(before)),
-                float(np.median(after)),
-                "noisy",
-                budget,
-                edges[k],
-                edges[k + 2],
-            )
-            change.p_value = _p_value(before, after)
+            change = _noisy_change(series, values, b, edges[k], edges[k + 2], budget)
             change.bisect_from_run, change.bisect_from_commit = (
                 series.runs[first - 1],
                 series.commits[first - 1],
@@ -284,18 +273,7 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
         start = found[-1][0] if found else 0
         b = far_jump(values, start)
         if b is not None:
-            before, after = values[start:b], values[b:]
-            change = _change(
-                series,
-                b,
-                float(np.median(before)),
-                float(np.median(after)),
-                "noisy",
-                budget,
-                start,
-                len(values),
-            )
-            change.p_value = _p_value(before, after)
+            change = _noisy_change(series, values, b, start, len(values), budget)
             if change.beyond_budget:
                 series.changes.append(change)
     n = len(values)
@@ -307,6 +285,17 @@ def _series(name, prof, group, mode, recent, budget, acks) -> Series:
 
 def _flip(better: str | None) -> str | None:
     return {"lower": "higher", "higher": "lower"}.get(better or "", better)
+
+
+def _noisy_change(series: Series, values: np.ndarray, i: int, start: int, end: int, budget: Budget) -> Change:
+    """The change of a noisy series at point ``i`` between the medians of points ``start`` to ``i`` and ``i`` to
+    ``end``, with the p-value of the two levels (a change point's, or a far jump's after the last one)."""
+    before, after = values[start:i], values[i:end]
+    change = _change(
+        series, i, float(np.median(before)), float(np.median(after)), "noisy", budget, start, end
+    )
+    change.p_value = _p_value(before, after)
+    return change
 
 
 def _change(
