@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_diff_memory_changed import _paths
+from test_diff_memory_changed import _paths, documented_fields
 from test_text_figures_whole import split_figures
 
 import popprof
@@ -223,13 +223,7 @@ def test_one_side_without_allocations_is_said_in_one_line():
 
 
 def test_every_json_field_is_documented(planted):
-    docs = (ROOT / "docs" / "diff.md").read_text()
-    table = docs[docs.index("The JSON's `device_memory_changed`") :]
-    table = table[: table.index("\n\n", table.index("| field |"))]
-    documented = set()
-    for line in table.splitlines():
-        if line.startswith("| `"):
-            documented |= set(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    documented = documented_fields("The JSON's `device_memory_changed`")
     every, leaves = set(), set()
     unavailable = {"available": False, "reason": "the base side has no allocator events"}
     for doc in (to_dict(planted[0])["device_memory_changed"], unavailable):

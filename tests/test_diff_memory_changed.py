@@ -505,6 +505,18 @@ def test_markdown_and_text_agree_when_nothing_moved(tmp_path) -> None:
 # -- the JSON's fields are documented ------------------------------------------------------------------------------
 
 
+def documented_fields(heading: str) -> set[str]:
+    """The field paths the table under ``heading`` (``The JSON's `memory_changed```) in docs/diff.md names."""
+    docs = (FIXTURES.parent / "docs" / "diff.md").read_text()
+    table = docs[docs.index(heading) :]
+    table = table[: table.index("\n\n", table.index("| field |"))]
+    documented = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            documented |= set(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    return documented
+
+
 def _paths(value, prefix: str = "") -> tuple[set[str], set[str]]:
     """Every field path of a JSON value (``parts[].part``) and those of its leaves."""
     every, leaves = set(), set()
@@ -532,13 +544,7 @@ def _paths(value, prefix: str = "") -> tuple[set[str], set[str]]:
 def test_every_json_field_is_documented(ipu, moved) -> None:
     """docs/diff.md's table of ``memory_changed`` names each field the document holds and no other: the mk2
     pair, the fullest tile moved (its parts listed) and a side without per-tile memory (``reason``)."""
-    docs = (FIXTURES.parent / "docs" / "diff.md").read_text()
-    table = docs[docs.index("The JSON's `memory_changed`") :]
-    table = table[: table.index("\n\n", table.index("| field |"))]
-    documented = set()
-    for line in table.splitlines():
-        if line.startswith("| `"):
-            documented |= set(re.findall(r"`([^`]+)`", line.split(" | ")[0]))
+    documented = documented_fields("The JSON's `memory_changed`")
     every, leaves = set(), set()
     unavailable = {"available": False, "reason": "the base side is a baseline"}
     for doc in (_doc(ipu), _doc(popprof.diff(popprof.open(BASE), popprof.open(moved[0]))), unavailable):
