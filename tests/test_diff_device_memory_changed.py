@@ -21,13 +21,8 @@ import popprof
 from popprof.compare.document import to_dict
 from popprof.metrics import compute
 from popprof.metrics.device_memory import ALLOCATOR, BEFORE_TRACE, NET, _groups, device_memory, peak_parts
-from popprof.report.diff import (
-    markdown_device_memory_changed,
-    render_device_memory_changed,
-    render_junit,
-    render_markdown,
-    render_text,
-)
+from popprof.report.diff import render_junit, render_markdown, render_text
+from popprof.report.diff_blocks import markdown_device_memory_changed, render_device_memory_changed
 from popprof.report.diff_explain import explain_diff
 from popprof.report.diff_html import what_changed_html
 

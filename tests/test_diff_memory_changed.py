@@ -366,7 +366,7 @@ def test_junit_failure_of_a_memory_figure_holds_the_memory_block(ipu, capsys) ->
     """The gate fails ``memory.always_live_bytes`` on the mk2 pair (+1.37 %, budget +1 %): its failure keeps its
     one-line message and its text adds the text output's "What changed in memory" block under it, at the text's
     width; a time figure's failure holds the time block and not the memory block."""
-    from popprof.report.diff import render_memory_changed, render_what_changed
+    from popprof.report.diff_blocks import render_memory_changed, render_what_changed
 
     failures = _junit_failures(capsys)
     memory, cycles = failures["memory.always_live_bytes"], failures["execution.total_cycles"]
@@ -450,7 +450,7 @@ def _sections(text_block: list[str], md_block: list[str]) -> list[tuple[str, str
 def _agree(result) -> None:
     """Every figure of the Markdown's "What changed in memory" is the text's: the bytes (exact in Markdown, to
     4 significant figures in the text), the shares, the tiles and IPUs, section by section."""
-    from popprof.report.diff import markdown_memory_changed, render_memory_changed
+    from popprof.report.diff_blocks import markdown_memory_changed, render_memory_changed
 
     text_block, md_block = render_memory_changed(result, width=80), markdown_memory_changed(result)
     for name, text, md in _sections(text_block, md_block):
@@ -485,7 +485,7 @@ def test_markdown_and_text_agree_on_every_figure(ipu, moved, tmp_path) -> None:
 
 def test_markdown_and_text_agree_when_nothing_moved(tmp_path) -> None:
     """The one line of a change within noise: the same all-tiles bytes and the same noise floor."""
-    from popprof.report.diff import markdown_memory_changed, render_memory_changed
+    from popprof.report.diff_blocks import markdown_memory_changed, render_memory_changed
 
     def edit(tables: dict[str, pd.DataFrame]) -> None:
         tables["tiles"].loc[tables["tiles"]["tile"] == 7, "bytes_incl_gaps"] += 512

@@ -1,6 +1,7 @@
 """The diff's text tables at 80 columns: bytes to 4 significant figures in their binary unit (the exact counts stay
 in the JSON and Markdown), so that the metrics table's byte rows and the tiles table's rows are one row of figures
-each, every figure whole; a table whose figures are too wide for columns still stacks those rows (``_table``)."""
+each, every figure whole; a table whose figures are too wide for columns still stacks those rows
+(``report.text_table.table``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from popprof import diff
 from popprof import open as open_profile
 from popprof.compare.document import to_dict
 from popprof.io import units
-from popprof.report.diff import _table, render_markdown, render_text
+from popprof.report.diff import render_markdown, render_text
+from popprof.report.text_table import table
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -134,7 +136,7 @@ def test_rows_of_one_width_keep_their_columns() -> None:
         for i in range(6)
     ]
     header = ["name", "base n", "new n", "base total", "new total", "change", "rel", "status", "on"]
-    lines = _table(rows, header, {1, 2, 3, 4, 5, 6}, 80)
+    lines = table(rows, header, {1, 2, 3, 4, 5, 6}, 80)
     assert len(lines) == 1 + 2 * len(rows)  # the header, then each row: its name, its figures
     assert all(len(line) <= 80 for line in lines)
     figures = [line for line in lines if "-4.0 us" in line]

@@ -238,7 +238,7 @@ def test_runs_compared_per_run_are_explained_per_run(ipu) -> None:
     text = render_text(result)
     assert "What changed (the time account: device windows summed over devices, per run)" in text
     assert "not explained here" not in text
-    from popprof.report.diff import markdown_what_changed
+    from popprof.report.diff_blocks import markdown_what_changed
 
     assert "**What changed** (the time account: device windows summed over devices, per run)" in "\n".join(
         markdown_what_changed(result)
@@ -414,7 +414,8 @@ def test_junit_failures_of_time_figures_say_what_changed(ipu) -> None:
     import xml.etree.ElementTree as ET
 
     from popprof.compare import gate
-    from popprof.report.diff import render_junit, render_what_changed
+    from popprof.report.diff import render_junit
+    from popprof.report.diff_blocks import render_what_changed
 
     base, new, _ = ipu
     result = popprof.diff(base, new)

@@ -2,10 +2,10 @@
 
 ``popprof.explain(change)`` (``change`` a :class:`~popprof.compare.core.ProfileDiff`) returns
 :class:`WhatChanged`: its text repr is the lines that open ``popprof diff``'s text (the same function,
-:func:`popprof.report.diff.explanation_lines`), its HTML repr the blocks of ``popprof diff --format html``, and its
-documents the JSON's ``what_changed``, ``memory_changed`` and ``device_memory_changed``. It lives here, not on
-the diff, because the diff
-(``compare/``, layer 5) does not import the report (layer 7); the facade joins them.
+:func:`popprof.report.diff_blocks.explanation_lines`), its HTML repr the blocks of ``popprof diff --format
+html``, and its documents the JSON's ``what_changed``, ``memory_changed`` and ``device_memory_changed``. It lives
+here, not on the diff, because the diff (``compare/``, layer 5) does not import the report (layer 7); the facade
+joins them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..compare.core import ProfileDiff
 from ..compare.device_memory_changed import device_memory_changed
 from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import what_changed
-from .diff import explanation_lines
+from .diff_blocks import explanation_lines
 from .diff_html import what_changed_html
 from .fit import WIDTH, fit_lines
 

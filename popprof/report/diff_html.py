@@ -4,8 +4,8 @@ The page holds what the Markdown comment holds (the header, the gate's verdict, 
 memory" and "What changed in device memory", the metrics with the worse rows marked, the tiles, programs and events
 that changed most), rendered from ``templates/diff_page.html.j2`` with autoescaping; the blocks alone are
 ``templates/what_changed.html.j2``, which :class:`~popprof.report.diff_explain.WhatChanged` shows in a notebook.
-Every line of words comes from the text's and Markdown's functions in :mod:`popprof.report.diff`; bytes are exact,
-as in the Markdown.
+Every line of words comes from the text's and Markdown's functions in :mod:`popprof.report.diff` and
+:mod:`popprof.report.diff_blocks`; bytes are exact, as in the Markdown.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import what_changed
 from ..io import units
 from ..io.names import names_apart
-from .diff import (
-    DIFF_NAME_WIDTH,
+from .diff import DIFF_NAME_WIDTH, metric_rows, named_summary, occurrences, render_gate_text, where_cells
+from .diff_blocks import (
     MEMORY_SCOPE,
     byte_part_rows,
     device_memory_unexplained,
@@ -30,17 +30,12 @@ from .diff import (
     fullest_words,
     memory_span,
     memory_unexplained,
-    metric_rows,
-    named_summary,
-    occurrences,
     part_moved,
     part_rows,
     peak_at,
-    render_gate_text,
     tile_rows,
     time_scope,
     time_unexplained,
-    where_cells,
     window_words,
 )
 from .templating import render_template

@@ -11,7 +11,13 @@ import pandas as pd
 from ..io import units
 from ..io.plural import plural
 from ..report import markdown as md
-from ..report.diff import contributor_lines, markdown_contributors, part_moved, parts_table, window_words
+from ..report.diff_blocks import (
+    contributor_lines,
+    markdown_contributors,
+    part_moved,
+    parts_table,
+    window_words,
+)
 from ..report.fit import WIDTH, fit_lines
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
