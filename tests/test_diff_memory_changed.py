@@ -385,7 +385,7 @@ def test_junit_failure_of_a_memory_figure_holds_the_memory_block(ipu, capsys) ->
 
 def test_junit_blocks_by_figure() -> None:
     """Which block a failure carries: ``memory.*_bytes`` the memory block, a time, cycles or a share of the time
-    the time block, a share of memory, a tile index or a count neither."""
+    the time block, a share of memory or the tiles out of memory the memory block, a tile index or a step neither."""
     from popprof.report.diff import junit_block
 
     assert junit_block("memory.always_live_bytes", "bytes") == "memory"
@@ -394,8 +394,13 @@ def test_junit_blocks_by_figure() -> None:
     assert junit_block("execution.total_cycles", "cycles") == "time"
     assert junit_block("execution.share.exchange", "share") == "time"
     assert junit_block("trace.step_time_us", "us") == "time"
-    assert junit_block("memory.gap_share", "share") is None
-    assert junit_block("memory.tiles_out_of_memory", "tiles") is None
+    # the shares of memory and the tiles out of memory are figures the memory block explains
+    assert junit_block("memory.gap_share", "share") == "memory"
+    assert junit_block("memory.max_tile_utilisation", "share") == "memory"
+    assert junit_block("memory.tiles_out_of_memory", "tiles") == "memory"
+    # a tile's index or the liveness peak's step is not an amount: no block
+    assert junit_block("memory.max_tile_index", "tile") is None
+    assert junit_block("memory.peak_liveness_step", "step") is None
     assert junit_block("trace.device_memory_peak_bytes", "bytes") == "device memory"  # the allocator peak
 
 

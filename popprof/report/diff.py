@@ -372,21 +372,24 @@ def render_markdown(
 #: the units of the figures whose gate failure carries "What changed" in its JUnit details (a time, the
 #: cycles of an IPU run, a share of the time); a ``memory.`` figure is never one of them
 TIME_UNITS = frozenset({"us", "cycles", "share"})
-#: the prefix and unit of the figures whose gate failure carries "What changed in memory" (``memory.*_bytes``:
-#: all tiles', the fullest tile's, the liveness peaks, a category's)
-MEMORY_PREFIX, MEMORY_UNIT = "memory.", "bytes"
+#: the prefix and units of the figures whose gate failure carries "What changed in memory": ``memory.*_bytes``
+#: (all tiles', the fullest tile's, the liveness peaks, a category's), the shares of memory the block's figures
+#: make (``memory.gap_share``: the gaps of the total; ``memory.max_tile_utilisation``: the fullest tile of its
+#: capacity) and the count of tiles out of memory (the fullest tile's change shows why); not a tile index or
+#: the liveness peak's step
+MEMORY_PREFIX, MEMORY_UNITS = "memory.", frozenset({"bytes", "share", "tiles"})
 #: the figure whose gate failure carries "What changed in device memory"
 DEVICE_MEMORY_PEAK = "trace.device_memory_peak_bytes"
 
 
 def junit_block(name: str, unit: object) -> str | None:
     """Which block a failure of the figure ``name`` (of ``unit``) carries in its JUnit details: ``"time"``,
-    ``"memory"``, ``"device memory"`` (the GPU allocator's peak) or None (a count, a tile index, a share of
-    memory)."""
+    ``"memory"``, ``"device memory"`` (the GPU allocator's peak) or None (a count of something else, a tile
+    index, a step)."""
     if name == DEVICE_MEMORY_PEAK:
         return "device memory"
     if name.startswith(MEMORY_PREFIX):
-        return "memory" if unit == MEMORY_UNIT else None
+        return "memory" if unit in MEMORY_UNITS else None
     return "time" if unit in TIME_UNITS else None
 
 
