@@ -72,8 +72,15 @@ FIGURES: tuple[Figure, ...] = (
 )
 
 #: Names of compilation events: ``compile`` / ``compilation`` / ``compiling`` as a word (not ``Compiled``,
-#: which names the execution of a compiled graph, e.g. PyTorch's ``Torch-Compiled Region``).
+#: which names the execution of a compiled graph, e.g. PyTorch's ``Torch-Compiled Region``). On a PyTorch trace
+#: these are the ranges ``torch.compile`` records around its phases (``torch/_dynamo/utils.py`` ``dynamo_timed``:
+#: ``record_function(f"{key} (dynamo_timed)")``, e.g. ``compile_inner (dynamo_timed)``).
 COMPILE_NAME = re.compile(r"(?i)(?<![a-z])compil(?:e|ation|ing)(?![a-z])")
+
+#: The channel of a PyTorch trace's Python stack frames (``with_stack=True``): their names are a source file and a
+#: function (``torch/compiler/__init__.py(367): is_compiling``, ``vllm/compilation/cuda_graph.py(208): __call__``,
+#: ``<built-in function compile>``), so the compile word there names a file or a check, not a compilation.
+PYTHON_FRAMES = "python_function"
 
 CAPTURE = {
     "ipu": {
@@ -147,11 +154,14 @@ def platform_of(profile: Profile, devices: pd.DataFrame | None = None) -> str:
 
 
 def compile_time_us(profile: Profile) -> float | None:
-    """Total time of compilation events (union of their intervals, us); None when the profile has none."""
+    """Total time of compilation events (union of their intervals, us); None when the profile has none. Python
+    stack frames (:data:`PYTHON_FRAMES`) are not compilation events, whatever their file or function is named."""
     events = profile.get("events")
     if events is None or events.empty:
         return None
     mask = name_mask(events, COMPILE_NAME) & events["dur_us"].notna().to_numpy()
+    if "channel" in events.columns:
+        mask &= (events["channel"] != PYTHON_FRAMES).to_numpy()
     if not mask.any():
         return None
     from ..trace import spans as im
