@@ -556,3 +556,32 @@ def test_a_trace_with_a_bracket_flipped_mid_file_is_damaged_not_text_after_it(ca
         "column 12 (byte 82,427 of the file): lexical error: invalid char in json text. (the file may be damaged; "
         "write it again)"
     ), line
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_redact_of_a_trace_with_an_escape_broken_inside_a_string_says_where(
+    capsys, tmp_path, monkeypatch, scan
+):
+    """A byte flipped to a backslash inside a string (``"aten::`` -> ``"\\ten::`` is a tab; ``\\m`` is no
+    escape) leaves valid UTF-8 and balanced brackets: the redaction decoded the string and ended in an
+    internal error (orjson's ``invalid escaped sequence``), found by a fuzz of real traces. It is refused,
+    exit 2, in the reader's words, nothing written, the input untouched; with and without the leak scan."""
+    monkeypatch.setenv("POPPROF_REDACT_KEY", KEY)
+    data = gzip.decompress((REAL / "traces" / "hta_simple_add.json.gz").read_bytes())
+    at = data.index(b'"aten::mul"') + 6  # the second ':' becomes a backslash: '\\m' is no escape
+    flipped = data[:at] + b"\\" + data[at + 1 :]
+    assert flipped[at : at + 2] == b"\\m"
+    damaged = tmp_path / "trace.json"
+    damaged.write_bytes(flipped)
+    out = tmp_path / "shared.json"
+    line = _one_error(capsys, "redact", damaged, "-o", out, *([] if scan else ["--no-scan"]))
+    line_no = data[:at].count(b"\n") + 1
+    column = at - data.rfind(b"\n", 0, at)
+    assert line.startswith(
+        f"popprof: error: {damaged}: the file is damaged before its end (not cut off): invalid JSON at line "
+        f"{line_no:,}, column "
+    ), line
+    assert "inside a string, '\\' occurs before a character which it may not" in line, line
+    assert abs(int(line.split("column ")[1].split(" ")[0].replace(",", "")) - column) <= 1, (line, column)
+    assert not out.exists() and not list(tmp_path.glob(".*"))
+    assert damaged.read_bytes() == flipped

@@ -290,6 +290,7 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
     from ..io.progress import progress
     from .chrome import (
         NOT_JSON,
+        InvalidString,
         check_strings,
         damaged_trace,
         first_damage,
@@ -318,9 +319,10 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
                 raise InputError(
                     source, f"corrupt or truncated gzip data ({exc})", "re-copy the file; it may be truncated"
                 ) from None
-            except InputError:
+            except (InputError, InvalidString) as exc:
                 # text after the JSON value, or no closing bracket: a bracket flipped inside the file reads
-                # so too; the damage, where the JSON is first invalid, is the cause to name
+                # so too; a string whose escape a flipped byte broke; the damage, where the JSON is first
+                # invalid, is the cause to name
                 if sensitive is not None:
                     sensitive.result()
                 where = sensitive.damage if sensitive is not None else None
@@ -328,6 +330,10 @@ def _redact_and_scan(source: Path, out: Path, redactor: Redactor, gz: bool, sens
                     where = first_damage(source, locate=True)
                 if where is not None:
                     raise damaged_trace(source, where) from None
+                if isinstance(exc, InvalidString):  # the parser found no damage: still never copied through
+                    raise InputError(
+                        source, "a JSON string holds an invalid escape sequence: it would not be redacted"
+                    ) from None
                 raise
         if sensitive is not None:
             strings = collector.close()

@@ -76,11 +76,20 @@ def quote_secret_numbers(block: bytes, keys: list[bytes]) -> bytes | None:
     return out if n else None
 
 
+class InvalidString(ValueError):
+    """A JSON string of the trace that does not decode: an escape a damaged byte made invalid (``\\q``, a
+    ``\\u`` without four hex digits). The redaction then locates the damage (:func:`first_damage`) and refuses
+    the file (:func:`damaged_trace`)."""
+
+
 def _decode(token: bytes) -> str:
     inner = token[1:-1]
     if b"\\" not in inner:
         return inner.decode("utf-8", "surrogateescape")
-    return orjson.loads(token)
+    try:
+        return orjson.loads(token)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidString(str(exc)) from None
 
 
 def _encode(value: str) -> bytes:
