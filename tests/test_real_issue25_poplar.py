@@ -139,3 +139,27 @@ def test_a_directory_with_nothing_readable_is_one_line_exit_2(tmp_path):
     )
     assert result.returncode == 2 and "holds no profile" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_graph_count_out_of_range_is_reported_not_written(tmp_path, capsys):
+    """A real log's ``Graph:`` counts with one made 23 digits and one negative (found by a fuzz of the real
+    logs): the JSON summary ended in an internal error (``Integer exceeds 64-bit range``) and the text printed
+    ``-1 compute sets``. Each is now a figure that does not parse, named in the read's warning; the others
+    stay."""
+    import json
+
+    from popprof.cli import main
+
+    text = (REAL / "eidf_ipujob_log_target_graph_mk2.txt").read_text()
+    text = text.replace(
+        "Number of edges:              16,256", "Number of edges:              99999999999999999999999"
+    )
+    text = text.replace("Number of compute sets:           20", "Number of compute sets:           -1")
+    damaged = tmp_path / "log.txt"
+    damaged.write_text(text)
+    out = tmp_path / "summary.json"
+    assert main(["summary", str(damaged), "--format", "json", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "'Number of edges: 99999999999999999999999 (too large)'" in err, err
+    assert "'Number of compute sets: -1 (negative)'" in err, err
+    assert json.loads(out.read_text())["graph"] == {"vertices": 5466, "variables": 41059}

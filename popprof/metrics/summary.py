@@ -42,16 +42,24 @@ GRAPH_COUNTS = {
 }
 
 
+#: The largest count a graph figure may be (a signed 64-bit integer, as every table's counts): a larger one is a
+#: damaged source's, and JSON writers refuse it.
+COUNT_MAX = (1 << 63) - 1
+
+
 def graph_section(profile: Profile) -> dict | None:
-    """Vertices, edges, variables and compute sets of the graph, as the source printed them (None without)."""
+    """Vertices, edges, variables and compute sets of the graph, as the source printed them (None without; a
+    count that is no whole number, or beyond :data:`COUNT_MAX`, is left out)."""
     out = {}
     for key, meta in GRAPH_COUNTS.items():
         value = profile.meta.get(meta)
         if value not in (None, ""):
             try:
-                out[key] = int(value)
+                count = int(value)
             except (TypeError, ValueError):
                 continue
+            if abs(count) <= COUNT_MAX:
+                out[key] = count
     return out or None
 
 
