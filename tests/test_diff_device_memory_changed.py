@@ -20,7 +20,16 @@ from test_text_figures_whole import split_figures
 import popprof
 from popprof.compare.document import to_dict
 from popprof.metrics import compute
-from popprof.metrics.device_memory import ALLOCATOR, BEFORE_TRACE, NET, _groups, device_memory, peak_parts
+from popprof.metrics.device_memory import (
+    ALLOCATOR,
+    BEFORE_TRACE,
+    NET,
+    _groups,
+    device_memory,
+    freed_part,
+    is_freed_part,
+    peak_parts,
+)
 from popprof.report.diff import render_junit, render_markdown, render_text
 from popprof.report.diff_blocks import markdown_device_memory_changed, render_device_memory_changed
 from popprof.report.diff_explain import explain_diff
@@ -53,6 +62,10 @@ def test_the_parts_sum_exactly_to_the_reported_peak(path: Path):
         assert sum(r["parts"].values()) == r["peak_bytes"] == records[key]["peak_allocated_bytes"]
         assert all(type(v) is int for v in r["parts"].values())
         assert list(r["parts"])[-1] == BEFORE_TRACE
+        # no free after the peak pairs with none on the real traces: nothing from before the trace is named
+        assert not any(is_freed_part(p) for p in r["parts"])
+        if r["basis"] == ALLOCATOR:
+            assert r["parts"][BEFORE_TRACE] == records[key]["start_bytes"]
     gpus = [r["peak_bytes"] for key, r in split.items() if key[1] != "cpu" and r["basis"] == ALLOCATOR]
     metric = compute(profile)["trace.device_memory_peak_bytes"]
     assert metric == (float(max(gpus)) if gpus else None)
@@ -157,6 +170,95 @@ def test_a_failing_peak_budget_carries_the_block_in_junit(planted):
     gated = popprof.gate(result, {"budgets": {"trace.device_memory_peak_bytes": "+1%"}})
     xml = render_junit(result, gated)
     assert "What changed in device memory" in xml
+
+
+# -- blocks from before the trace freed after the peak -------------------------------------------------------------
+
+
+def _gpu_events(doc: dict) -> list[dict]:
+    """The GPU ``[memory]`` events of a trace document, in time order (stable, as ``_groups`` orders them)."""
+    gpu = [e for e in doc["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    return sorted(gpu, key=lambda e: float(e["ts"]))
+
+
+def _freed_after_peak(tmp_path: Path, size: int, consistent: bool = True) -> Path:
+    """BERT with one more block of ``size`` bytes allocated before the trace began and freed after the peak,
+    in the ``aten::addmm`` right after it: its free pairs with no allocation. ``consistent``: the allocator's
+    totals count the block until its free (else they are left as they were, as no real allocator would)."""
+    with gzip.open(BERT, "rt") as handle:
+        doc = json.load(handle)
+    gpu = _gpu_events(doc)
+    peak = max(range(len(gpu)), key=lambda i: (gpu[i]["args"]["Total Allocated"], -i))
+    at = peak + 1
+    model = gpu[at]
+    assert model["args"]["Bytes"] < 0  # the addmm's own free, right after the peak
+    if consistent:
+        for e in gpu[: at + 1]:
+            e["args"]["Total Allocated"] += size
+            e["args"]["Total Reserved"] += size
+        for e in gpu[at + 1 :]:
+            e["args"]["Total Reserved"] += size
+    free = json.loads(json.dumps(model))
+    free["args"].update(
+        {
+            "Bytes": -size,
+            "Addr": 1 << 41,
+            "Total Allocated": model["args"]["Total Allocated"] - size,
+            "Total Reserved": model["args"]["Total Reserved"],
+        }
+    )
+    events = doc["traceEvents"]
+    events.insert(next(i for i, e in enumerate(events) if e is model) + 1, free)
+    out = tmp_path / f"bert_freed_{size}_{consistent}.json.gz"
+    with gzip.open(out, "wt") as handle:
+        json.dump(doc, handle)
+    return out
+
+
+def test_a_block_from_before_the_trace_freed_after_the_peak_is_named_by_its_operator(tmp_path):
+    size = 3 << 20
+    base = popprof.open(BERT)
+    new = popprof.open(_freed_after_peak(tmp_path, size))
+    b = peak_parts(base)[(None, "gpu:0")]
+    n = peak_parts(new)[(None, "gpu:0")]
+    assert n["peak_bytes"] == b["peak_bytes"] + size == sum(n["parts"].values())
+    assert n["parts"][freed_part(PLANTED_OP)] == size
+    assert n["parts"][BEFORE_TRACE] == b["parts"][BEFORE_TRACE]  # the rest: still live at the end
+    assert list(n["parts"])[-2:] == [freed_part(PLANTED_OP), BEFORE_TRACE]
+    # the summary's figures do not read the split
+    assert device_memory(new)[0]["start_bytes"] == device_memory(base)[0]["start_bytes"] + size
+    result = popprof.diff(base, new)
+    doc = to_dict(result)["device_memory_changed"]
+    top = doc["parts"][0]
+    assert (top["part"], top["kind"], top["words"], top["change_bytes"]) == (
+        "(before the trace, freed in aten::addmm)",
+        "before the trace",
+        "before the trace, freed in aten::addmm",
+        size,
+    )
+    assert doc["total"]["change_bytes"] == size
+    text = render_device_memory_changed(result, width=80)
+    assert any(
+        re.search(r"before the trace, freed in aten::addmm\s+\+3 MiB\s+100\.0 %", line) for line in text
+    )
+    assert all(len(line) <= 80 for line in text) and not split_figures("\n".join(text))
+
+
+def test_frees_that_the_peak_cannot_hold_are_not_split_off(tmp_path):
+    """Totals that do not count the block (no real allocator's): its 1 GiB free exceeds what the peak holds from
+    before the trace, so naming it would leave the rest negative; the peak keeps one part from before the trace."""
+    path = _freed_after_peak(tmp_path, 1 << 30, consistent=False)
+    n = peak_parts(popprof.open(path))[(None, "gpu:0")]
+    assert not any(is_freed_part(p) for p in n["parts"])
+    assert sum(n["parts"].values()) == n["peak_bytes"]
+
+
+def test_redacted_names_merge_the_freed_parts_too():
+    from popprof.compare.device_memory_parts import FREED_OPERATORS, OPERATORS, operators_merged
+
+    record = {"parts": {"a": 5, "b": 3, freed_part("c"): 2, freed_part("d"): 1, BEFORE_TRACE: 7}}
+    (base, _) = operators_merged(({(0, "gpu:0"): record}, {}))
+    assert base[(0, "gpu:0")]["parts"] == {OPERATORS: 8, FREED_OPERATORS: 3, BEFORE_TRACE: 7}
 
 
 # -- two different real traces ------------------------------------------------------------------------------------
