@@ -18,6 +18,7 @@ from test_diff_memory_changed import _paths, documented_fields
 from test_text_figures_whole import split_figures
 
 import popprof
+from popprof.compare.device_memory_changed import MAX_DEVICES
 from popprof.compare.document import to_dict
 from popprof.metrics import compute
 from popprof.metrics.device_memory import (
@@ -236,7 +237,7 @@ def test_a_block_from_before_the_trace_freed_after_the_peak_is_named_by_its_oper
         "before the trace, freed in aten::addmm",
         size,
     )
-    assert doc["total"]["change_bytes"] == size
+    assert doc["total"]["change_bytes"] == size and doc["devices"] == [{k: doc[k] for k in doc["devices"][0]}]
     text = render_device_memory_changed(result, width=80)
     assert any(
         re.search(r"before the trace, freed in aten::addmm\s+\+3 MiB\s+100\.0 %", line) for line in text
@@ -259,6 +260,120 @@ def test_redacted_names_merge_the_freed_parts_too():
     record = {"parts": {"a": 5, "b": 3, freed_part("c"): 2, freed_part("d"): 1, BEFORE_TRACE: 7}}
     (base, _) = operators_merged(({(0, "gpu:0"): record}, {}))
     assert base[(0, "gpu:0")]["parts"] == {OPERATORS: 8, FREED_OPERATORS: 3, BEFORE_TRACE: 7}
+
+
+# -- every device -------------------------------------------------------------------------------------------------
+
+
+def _devices(tmp_path: Path, plants: dict[int, int], name: str) -> Path:
+    """BERT with its GPU allocator events copied onto each device of ``plants`` (device id -> bytes; device 0
+    is the trace's own), and on each one more block of those bytes allocated in an ``aten::addmm`` before the
+    peak and never freed (none when 0): every later total of that device grows by it."""
+    profile = popprof.open(BERT)
+    group = _groups(profile)[(-1, "gpu:0")].reset_index(drop=True)
+    peak = int(group["total"].to_numpy().argmax())
+    at = int(group.index[(group["op"] == PLANTED_OP) & (group["bytes"] > 0) & (group.index < peak)][0])
+    with gzip.open(BERT, "rt") as handle:
+        doc = json.load(handle)
+    gpu = _gpu_events(doc)
+    events = doc["traceEvents"]
+    for device, size in plants.items():
+        copies = [json.loads(json.dumps(e)) for e in gpu]
+        for e in copies:
+            e["args"]["Device Id"] = device
+        for e in copies[at + 1 :]:
+            e["args"]["Total Allocated"] += size
+            e["args"]["Total Reserved"] += size
+        if size:
+            block = json.loads(json.dumps(copies[at]))
+            block["args"].update(
+                {
+                    "Bytes": size,
+                    "Addr": 1 << 40,
+                    "Total Allocated": copies[at]["args"]["Total Allocated"] + size,
+                    "Total Reserved": copies[at]["args"]["Total Reserved"] + size,
+                }
+            )
+            copies.insert(at + 1, block)
+        if device == 0:
+            for e in gpu:
+                events.remove(e)
+        events += copies
+    out = tmp_path / f"bert_{name}.json.gz"
+    with gzip.open(out, "wt") as handle:
+        json.dump(doc, handle)
+    return out
+
+
+@pytest.fixture(scope="module")
+def six_devices(tmp_path_factory):
+    """BERT's allocator events on six GPUs against the same with a block planted on each: gpu:k grows by
+    k + 1 MiB, gpu:2 by nothing (no change)."""
+    where = tmp_path_factory.mktemp("devices")
+    plants = {k: (0 if k == 2 else (k + 1) << 20) for k in range(7)}
+    base = _devices(where, dict.fromkeys(plants, 0), "base")
+    new = _devices(where, plants, "new")
+    return popprof.diff(popprof.open(base), popprof.open(new))
+
+
+def test_every_device_whose_peak_moved_has_a_block_largest_first(six_devices):
+    doc = to_dict(six_devices)["device_memory_changed"]
+    order = [d["new"]["device"] for d in doc["devices"]]
+    assert order == ["gpu:6", "gpu:5", "gpu:4", "gpu:3", "gpu:1", "gpu:0"]  # gpu:2 did not move
+    assert [d["total"]["change_bytes"] for d in doc["devices"]] == [(k + 1) << 20 for k in (6, 5, 4, 3, 1, 0)]
+    assert doc["new"]["device"] == "gpu:6" and doc["chosen"] == "the device whose peak changed most"
+    assert {k: doc[k] for k in doc["devices"][0]} == doc["devices"][0]
+    for d in doc["devices"]:
+        assert d["parts"][0]["part"] == PLANTED_OP
+        assert sum(p["change_bytes"] for p in d["parts"]) + d["rest_bytes"] == d["total"]["change_bytes"]
+    text = render_device_memory_changed(six_devices, width=80)
+    headings = [line for line in text if line.startswith("What changed in device memory")]
+    assert headings == [f"What changed in device memory (peak allocated on gpu:{k})" for k in (6, 5, 4, 3)]
+    assert len(headings) == MAX_DEVICES
+    assert text[-1] == "2 more devices' peaks changed, largest gpu:1 +2 MiB"
+    whole = render_text(six_devices, width=80)
+    assert all(len(line) <= 80 for line in whole.splitlines()) and not split_figures(whole)
+    md = "\n".join(markdown_device_memory_changed(six_devices))
+    assert md.count("**What changed in device memory**") == MAX_DEVICES
+    assert "2 more devices' peaks changed, largest gpu:1 +2,097,152 B (+2 MiB)" in md
+    page = what_changed_html(six_devices)
+    assert page.count("<h3>What changed in device memory") == MAX_DEVICES
+    assert "2 more devices&#39; peaks changed" in page or "2 more devices' peaks changed" in page
+
+
+def test_one_device_that_moved_among_several_is_one_block(tmp_path):
+    base = _devices(tmp_path, {0: 0, 1: 0}, "two")
+    new = _devices(tmp_path, {0: 0, 1: PLANTED}, "two_planted")
+    result = popprof.diff(popprof.open(base), popprof.open(new))
+    doc = to_dict(result)["device_memory_changed"]
+    assert [d["new"]["device"] for d in doc["devices"]] == ["gpu:1"]
+    text = render_device_memory_changed(result, width=80)
+    assert text[0] == "What changed in device memory (peak allocated on gpu:1)"
+    assert sum(line.startswith("What changed in device memory") for line in text) == 1
+
+
+def test_a_directory_of_ranks_explains_each_rank_that_moved(tmp_path, planted):
+    """Two ranks (one file each, as HTA reads a run): rank 0 grows by the planted 8 MiB, rank 1 by 1 MiB."""
+    import shutil
+
+    base, new = tmp_path / "base", tmp_path / "new"
+    base.mkdir()
+    new.mkdir()
+    for rank in (0, 1):
+        shutil.copy(BERT, base / f"rank-{rank}.json.gz")
+    shutil.copy(planted[1], new / "rank-0.json.gz")
+    shutil.copy(_devices(tmp_path, {0: 1 << 20}, "one_mib"), new / "rank-1.json.gz")
+    result = popprof.diff(popprof.open(base), popprof.open(new))
+    doc = to_dict(result)["device_memory_changed"]
+    assert [(d["new"]["rank"], d["total"]["change_bytes"]) for d in doc["devices"]] == [
+        (0, PLANTED),
+        (1, 1 << 20),
+    ]
+    text = render_device_memory_changed(result, width=80)
+    assert [line for line in text if line.startswith("What changed")] == [
+        "What changed in device memory (peak allocated on rank 0 gpu:0)",
+        "What changed in device memory (peak allocated on rank 1 gpu:0)",
+    ]
 
 
 # -- two different real traces ------------------------------------------------------------------------------------
@@ -319,11 +434,12 @@ def test_one_side_without_allocations_is_said_in_one_line():
 # -- the JSON's fields are documented ------------------------------------------------------------------------------
 
 
-def test_every_json_field_is_documented(planted):
+def test_every_json_field_is_documented(planted, six_devices):
     documented = documented_fields("The JSON's `device_memory_changed`")
     every, leaves = set(), set()
     unavailable = {"available": False, "reason": "the base side has no allocator events"}
-    for doc in (to_dict(planted[0])["device_memory_changed"], unavailable):
+    docs = (to_dict(planted[0])["device_memory_changed"], to_dict(six_devices)["device_memory_changed"])
+    for doc in (*docs, unavailable):
         more, ends = _paths(doc)
         every |= more
         leaves |= ends

@@ -6,7 +6,8 @@ them, and those from before the trace), so the change of the peak is exactly the
 split by :func:`~.memory_changed.decompose_bytes` (the noise rule of "What changed in memory": a change under
 both 1 KiB and 1 % of the base peak is noise). :func:`~.device_memory_parts.device_memory_parts` is called
 by :func:`popprof.compare.core.diff` while it has both profiles; :func:`device_memory_changed` reads the
-:class:`~popprof.compare.core.ProfileDiff`. ``popprof diff`` prints it after the memory block (text,
+:class:`~popprof.compare.core.ProfileDiff`: the device whose peak changed most, then every other device both sides
+have whose peak moved (``devices``). ``popprof diff`` prints it after the memory block (text,
 Markdown, HTML) and the JSON holds it under ``device_memory_changed`` (``docs/diff.md``, "What changed:
 device memory").
 """
@@ -23,6 +24,8 @@ from .memory_changed import decompose_bytes
 OPERATOR, BEFORE = "operator", "before the trace"
 #: What :data:`~popprof.metrics.device_memory.BEFORE_TRACE` is, in words.
 BEFORE_WORDS = "before the trace (or unpaired frees)"
+#: At most this many devices are explained each in its own block; the others are counted in one line.
+MAX_DEVICES = 4
 
 
 def _pair(base: Peaks, new: Peaks) -> tuple[tuple, tuple, str]:
@@ -83,7 +86,9 @@ def device_memory_changed(result: ProfileDiff) -> dict | None:
     allocator's totals, a sentence when a side is ``basis: "net"``) and the decomposition of the peak
     (:func:`~.memory_changed.decompose_bytes`: ``total``, ``noise_bytes``, ``total_moved``, ``material``,
     ``parts`` (``part`` an operator, a part from before the trace, ...; ``kind``, ``words``, ...),
-    ``rest_bytes``)."""
+    ``rest_bytes``); then ``devices``: that device's block (``base``, ``new``, ``covers`` and the
+    decomposition) and every other device both sides have whose peak moved by its noise floor or more, largest
+    change first (the first of equals in the devices' order)."""
     sides = result.device_memory
     if sides is None:
         return None
@@ -95,4 +100,7 @@ def device_memory_changed(result: ProfileDiff) -> dict | None:
             "reason": f"the {side} side has no allocator events on a GPU (profile_memory=True)",
         }
     b_key, n_key, chosen = _pair(base, new)
-    return {"available": True, "chosen": chosen, **_device(b_key, base[b_key], n_key, new[n_key])}
+    first = _device(b_key, base[b_key], n_key, new[n_key])
+    others = [_device(k, base[k], k, new[k]) for k in base if k in new and k != b_key]
+    moved = sorted((d for d in others if d["total_moved"]), key=lambda d: -abs(d["total"]["change_bytes"]))
+    return {"available": True, "chosen": chosen, **first, "devices": [first, *moved]}

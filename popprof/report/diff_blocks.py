@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from ..compare.core import ProfileDiff
-from ..compare.device_memory_changed import device_memory_changed
+from ..compare.device_memory_changed import MAX_DEVICES, device_memory_changed
 from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import TOP_PARTS, what_changed
 from ..io import units
@@ -379,17 +379,22 @@ def peak_at(doc: dict, side: str) -> tuple[str, str | None]:
     return f"{side} peak at {units.duration(where['peak_at_us'])}", where["peak_op"]
 
 
-def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
-    """The text's "What changed in device memory" lines (``compare/device_memory_changed.py``), after the
-    memory block: the peak's change, the operators whose bytes live at the peak moved most with their share of
-    it, where each side's peak happened; one line when it explains nothing, none when neither trace has
-    allocator events on a GPU. Bytes to 4 significant figures (the JSON and Markdown have them exact)."""
-    doc = device_memory_changed(result)
-    if doc is None:
-        return []
-    alone = device_memory_unexplained(doc, _short)
-    if alone is not None:
-        return [f"What changed in device memory: {alone}"]
+def more_devices(doc: dict, figure: Callable[..., str]) -> str | None:
+    """The line that counts the devices whose peak moved beyond the :data:`MAX_DEVICES` explained in blocks,
+    with the largest of their changes: ``2 more devices' peaks changed, largest rank 3 gpu:0 +8 MiB``; None
+    when there are none."""
+    more = doc["devices"][MAX_DEVICES:]
+    if not more:
+        return None
+    top = more[0]
+    return (
+        f"{plural(len(more), 'more device')}' peaks changed, largest {_device(top['base'])} "
+        f"{figure(top['total']['change_bytes'], True)}"
+    )
+
+
+def _text_device(doc: dict, width: int) -> list[str]:
+    """One device's text block: the peak's change, its parts that moved most, where each side's peak happened."""
     lines = [f"What changed in device memory ({device_scope(doc, '->')})"]
     moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
     lines.append(f"  peak {memory_span(doc, '->', _short)}, {moved}")
@@ -406,15 +411,27 @@ def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> lis
     return lines
 
 
-def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
-    """For a pull-request comment, "What changed in device memory": the text's block as a short list, bytes
-    exact."""
+def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The text's "What changed in device memory" lines (``compare/device_memory_changed.py``), after the
+    memory block: the peak's change, the operators whose bytes live at the peak moved most with their share of
+    it, where each side's peak happened; the same for each other device whose peak moved (up to
+    :data:`MAX_DEVICES` blocks, then one line); one line when it explains nothing, none when neither trace has
+    allocator events on a GPU. Bytes to 4 significant figures (the JSON and Markdown have them exact)."""
     doc = device_memory_changed(result)
     if doc is None:
         return []
-    alone = device_memory_unexplained(doc, exact_bytes)
+    alone = device_memory_unexplained(doc, _short)
     if alone is not None:
-        return [f"**What changed in device memory:** {md.cell(alone)}"]
+        return [f"What changed in device memory: {alone}"]
+    lines = _text_device(doc, width)
+    for device in doc["devices"][1:MAX_DEVICES]:
+        lines += ["", *_text_device(device, width)]
+    more = more_devices(doc, _short)
+    return [*lines, "", more] if more else lines
+
+
+def _markdown_device(doc: dict) -> list[str]:
+    """One device's Markdown block, bytes exact."""
     lines = _markdown_byte_parts(
         doc,
         "What changed in device memory",
@@ -427,6 +444,22 @@ def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
     if doc["covers"]:
         lines.append(f"- note: {md.cell(doc['covers'])}")
     return lines
+
+
+def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
+    """For a pull-request comment, "What changed in device memory": the text's blocks as short lists, bytes
+    exact."""
+    doc = device_memory_changed(result)
+    if doc is None:
+        return []
+    alone = device_memory_unexplained(doc, exact_bytes)
+    if alone is not None:
+        return [f"**What changed in device memory:** {md.cell(alone)}"]
+    lines = _markdown_device(doc)
+    for device in doc["devices"][1:MAX_DEVICES]:
+        lines += ["", *_markdown_device(device)]
+    more = more_devices(doc, exact_bytes)
+    return [*lines, "", md.cell(more)] if more else lines
 
 
 # -- text ---------------------------------------------------------------------
