@@ -182,35 +182,40 @@ def _gpu_events(doc: dict) -> list[dict]:
     return sorted(gpu, key=lambda e: float(e["ts"]))
 
 
-def _freed_after_peak(tmp_path: Path, size: int, consistent: bool = True) -> Path:
+def _freed_after_peak(tmp_path: Path, size: int, consistent: bool = True, after: int = 1) -> Path:
     """BERT with one more block of ``size`` bytes allocated before the trace began and freed after the peak,
-    in the ``aten::addmm`` right after it: its free pairs with no allocation. ``consistent``: the allocator's
-    totals count the block until its free (else they are left as they were, as no real allocator would)."""
+    beside the free ``after`` events after it (1: in the ``aten::addmm`` right after it): its free pairs with no
+    allocation. ``consistent``: the allocator's totals count the block until its free (else they are left as
+    they were, as no real allocator would)."""
     with gzip.open(BERT, "rt") as handle:
         doc = json.load(handle)
     gpu = _gpu_events(doc)
     peak = max(range(len(gpu)), key=lambda i: (gpu[i]["args"]["Total Allocated"], -i))
-    at = peak + 1
+    at = peak + after
     model = gpu[at]
-    assert model["args"]["Bytes"] < 0  # the addmm's own free, right after the peak
+    assert model["args"]["Bytes"] < 0  # a free after the peak (after=1: the addmm's own)
+    before = gpu[at - 1]["args"]  # the totals the new free follows
     if consistent:
-        for e in gpu[: at + 1]:
+        for e in gpu[:at]:
             e["args"]["Total Allocated"] += size
             e["args"]["Total Reserved"] += size
-        for e in gpu[at + 1 :]:
+        for e in gpu[at:]:
             e["args"]["Total Reserved"] += size
     free = json.loads(json.dumps(model))
+    free["ts"] = (
+        float(model["ts"]) - 0.001
+    )  # 1 ns before the free it copies: in its operator, not nested in it
     free["args"].update(
         {
             "Bytes": -size,
             "Addr": 1 << 41,
-            "Total Allocated": model["args"]["Total Allocated"] - size,
-            "Total Reserved": model["args"]["Total Reserved"],
+            "Total Allocated": before["Total Allocated"] - size,
+            "Total Reserved": before["Total Reserved"],
         }
     )
     events = doc["traceEvents"]
-    events.insert(next(i for i, e in enumerate(events) if e is model) + 1, free)
-    out = tmp_path / f"bert_freed_{size}_{consistent}.json.gz"
+    events.insert(next(i for i, e in enumerate(events) if e is model), free)
+    out = tmp_path / f"bert_freed_{size}_{consistent}_{after}.json.gz"
     with gzip.open(out, "wt") as handle:
         json.dump(doc, handle)
     return out
@@ -243,6 +248,18 @@ def test_a_block_from_before_the_trace_freed_after_the_peak_is_named_by_its_oper
         re.search(r"before the trace, freed in aten::addmm\s+\+3 MiB\s+100\.0 %", line) for line in text
     )
     assert all(len(line) <= 80 for line in text) and not split_figures("\n".join(text))
+
+
+def test_a_long_freeing_name_is_shortened_to_the_line(tmp_path):
+    """Freed in BERT's ``modeling_bert.py(786): forward`` (a Python function): the part's name is 82 columns."""
+    new = popprof.open(_freed_after_peak(tmp_path, 3 << 20, after=2))
+    (part,) = [p for p in peak_parts(new)[(None, "gpu:0")]["parts"] if is_freed_part(p)]
+    assert part == freed_part("transformers/models/bert/modeling_bert.py(786): forward") and len(part) > 80
+    result = popprof.diff(popprof.open(BERT), new)
+    text = render_device_memory_changed(result, width=80)
+    assert all(len(line) <= 80 for line in text) and not split_figures("\n".join(text))
+    assert any(line.strip().startswith("before the trace, freed in ") for line in text)
+    assert to_dict(result)["device_memory_changed"]["parts"][0]["part"] == part  # the JSON has it whole
 
 
 def test_frees_that_the_peak_cannot_hold_are_not_split_off(tmp_path):

@@ -394,11 +394,15 @@ def more_devices(doc: dict, figure: Callable[..., str]) -> str | None:
 
 
 def _text_device(doc: dict, width: int) -> list[str]:
-    """One device's text block: the peak's change, its parts that moved most, where each side's peak happened."""
+    """One device's text block: the peak's change, its parts that moved most (names shortened to the line),
+    where each side's peak happened."""
     lines = [f"What changed in device memory ({device_scope(doc, '->')})"]
     moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
     lines.append(f"  peak {memory_span(doc, '->', _short)}, {moved}")
-    lines += table(*byte_part_rows(doc, _short), {1, 2}, width)
+    rows, header = byte_part_rows(doc, _short)
+    # a name wider than the line (a Python function's, after "before the trace, freed in") is shortened
+    names = names_apart([r[0] for r in rows], [p["words"] for p in doc["parts"]], width - 2)
+    lines += table([[name, *r[1:]] for name, r in zip(names, rows, strict=True)], header, {1, 2}, width)
     for side in ("base", "new"):
         prefix, op = peak_at(doc, side)
         if op is None:
