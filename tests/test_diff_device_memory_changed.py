@@ -358,6 +358,18 @@ def test_every_device_whose_peak_moved_has_a_block_largest_first(six_devices):
     assert "2 more devices&#39; peaks changed" in page or "2 more devices' peaks changed" in page
 
 
+def test_one_device_beyond_the_blocks_is_said_in_the_singular(six_devices):
+    from popprof.report.diff_blocks import more_devices
+
+    doc = to_dict(six_devices)["device_memory_changed"]
+    one = {**doc, "devices": doc["devices"][: MAX_DEVICES + 1]}
+    assert (
+        more_devices(one, lambda b, signed=False: f"{b:+,}")
+        == "1 more device's peak changed: gpu:1 +2,097,152"
+    )
+    assert more_devices({**doc, "devices": doc["devices"][:MAX_DEVICES]}, str) is None
+
+
 def test_one_device_that_moved_among_several_is_one_block(tmp_path):
     base = _devices(tmp_path, {0: 0, 1: 0}, "two")
     new = _devices(tmp_path, {0: 0, 1: PLANTED}, "two_planted")

@@ -381,16 +381,16 @@ def peak_at(doc: dict, side: str) -> tuple[str, str | None]:
 
 def more_devices(doc: dict, figure: Callable[..., str]) -> str | None:
     """The line that counts the devices whose peak moved beyond the :data:`MAX_DEVICES` explained in blocks,
-    with the largest of their changes: ``2 more devices' peaks changed, largest rank 3 gpu:0 +8 MiB``; None
-    when there are none."""
+    with the largest of their changes: ``2 more devices' peaks changed, largest rank 3 gpu:0 +8 MiB`` (one:
+    ``1 more device's peak changed: gpu:4 +8 MiB``); None when there are none."""
     more = doc["devices"][MAX_DEVICES:]
     if not more:
         return None
     top = more[0]
-    return (
-        f"{plural(len(more), 'more device')}' peaks changed, largest {_device(top['base'])} "
-        f"{figure(top['total']['change_bytes'], True)}"
-    )
+    change = f"{_device(top['base'])} {figure(top['total']['change_bytes'], True)}"
+    if len(more) == 1:
+        return f"1 more device's peak changed: {change}"
+    return f"{len(more)} more devices' peaks changed, largest {change}"
 
 
 def _text_device(doc: dict, width: int) -> list[str]:
