@@ -8,7 +8,7 @@ reads it.
 
 from __future__ import annotations
 
-from ..metrics.device_memory import BEFORE_TRACE, peak_parts
+from ..metrics.device_memory import BEFORE_TRACE, freed_part, is_freed_part, peak_parts
 from ..model.profile import Profile
 from .baseline import is_baseline
 
@@ -30,18 +30,23 @@ def device_memory_parts(base: Profile, new: Profile) -> tuple[Peaks, Peaks] | No
 
 #: The one part the operators become when their names cannot be paired (pseudonyms of different keys).
 OPERATORS = "(operators, names not paired)"
+#: The one part the blocks from before the trace that operators free after the peak become then.
+FREED_OPERATORS = freed_part("operators")
 
 
 def operators_merged(sides: tuple[Peaks, Peaks] | None) -> tuple[Peaks, Peaks] | None:
-    """``sides`` with each peak's operator parts summed into :data:`OPERATORS` (the sum stays exact): their
-    names are pseudonyms of different keys, which do not correspond."""
+    """``sides`` with each peak's operator parts summed into :data:`OPERATORS`, and its parts freed after the
+    peak into :data:`FREED_OPERATORS` (the sum stays exact): their names are pseudonyms of different keys, which
+    do not correspond."""
     if sides is None:
         return None
 
     def merged(record: dict) -> dict:
-        before = record["parts"].get(BEFORE_TRACE, 0)
-        operators = sum(b for p, b in record["parts"].items() if p != BEFORE_TRACE)
-        return {**record, "parts": {OPERATORS: operators, BEFORE_TRACE: before}}
+        parts = record["parts"]
+        freed = sum(b for p, b in parts.items() if is_freed_part(p))
+        operators = sum(b for p, b in parts.items() if p != BEFORE_TRACE and not is_freed_part(p))
+        merged = {OPERATORS: operators, **({FREED_OPERATORS: freed} if freed else {})}
+        return {**record, "parts": {**merged, BEFORE_TRACE: parts.get(BEFORE_TRACE, 0)}}
 
     base, new = sides
     return {k: merged(r) for k, r in base.items()}, {k: merged(r) for k, r in new.items()}

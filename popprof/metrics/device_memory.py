@@ -179,24 +179,41 @@ def _operators(profile: Profile, rows: np.ndarray) -> np.ndarray:
     return np.where(code >= 0, labels[np.maximum(code, 0)], None)
 
 
-#: The part of a peak that no allocation in the trace accounts for: the blocks allocated before the trace began
-#: and still live (less those of them freed in the trace, whose frees no allocation pairs with), or, on a
-#: ``basis: "net"`` trace (which starts from 0), minus the bytes of those frees.
+#: The part of a peak that no allocation in the trace accounts for and no operator frees after it: the blocks
+#: allocated before the trace began and still live at the peak (less those of them freed in the trace before it,
+#: whose frees no allocation pairs with), except those an operator frees after the peak (:func:`freed_part`), so
+#: the blocks still live at the trace's end or freed outside any operator; on a ``basis: "net"`` trace (which
+#: starts from 0), minus the bytes of the unpaired frees before the peak.
 BEFORE_TRACE = "(before the trace)"
+#: How the part of the blocks from before the trace that one operator frees after the peak is named.
+FREED_IN = "(before the trace, freed in {op})"
 #: An allocation outside any operator or event.
 NO_OPERATOR = "(no operator)"
+
+
+def freed_part(op: str) -> str:
+    """The part of a peak held by blocks allocated before the trace and freed after the peak in ``op``."""
+    return FREED_IN.format(op=op)
+
+
+def is_freed_part(part: str) -> bool:
+    """Whether ``part`` is a :func:`freed_part` (blocks from before the trace freed after the peak)."""
+    head, tail = FREED_IN.split("{op}")
+    return part.startswith(head) and part.endswith(tail)
 
 
 def peak_parts(profile: Profile) -> dict[tuple[int | None, str], dict]:
     """Per (rank, device), as :func:`device_memory` keys its records, each peak allocated split exactly into
     parts that sum to it (docs/figures.md, "Device memory"): the bytes live at the peak by the operator that
     allocated them (:func:`_operators`: the allocation's enclosing operator; :data:`NO_OPERATOR` outside any),
-    and :data:`BEFORE_TRACE`, the peak less those. A free is paired with its allocation by address; without
+    then, on the allocator's totals, the blocks from before the trace that an operator frees after the peak, by
+    that operator (:func:`freed_part`: a free that pairs with no allocation of the trace), and
+    :data:`BEFORE_TRACE`, the peak less all those. A free is paired with its allocation by address; without
     addresses (Kineto before about 2022) with the latest live block of its size on the device, so an
     operator's bytes are then those of its size class. Each record: ``basis``, ``peak_bytes`` (the
     record's ``peak_allocated_bytes``, so ``trace.device_memory_peak_bytes`` on the allocator's totals),
-    ``peak_at_us``, ``peak_op`` and ``parts`` (operator -> bytes, largest first, :data:`BEFORE_TRACE` last;
-    operators with no bytes live left out)."""
+    ``peak_at_us``, ``peak_op`` and ``parts`` (part -> bytes: the operators largest first, then the freed
+    parts largest first, :data:`BEFORE_TRACE` last; parts with no bytes left out)."""
     return profile.cached("device_memory.peak_parts", lambda: _peak_parts(profile))
 
 
@@ -205,10 +222,17 @@ def _peak_parts(profile: Profile) -> dict[tuple[int | None, str], dict]:
     out = {}
     for (rank, device), group in _groups(profile).items():
         key = (None if rank < 0 else rank, device)
-        _, used, peak = _peak(group)
-        live = _live_by_operator(group.iloc[: peak + 1])
-        parts = dict(sorted(((op, b) for op, b in live.items() if b), key=lambda kv: (-kv[1], kv[0])))
-        parts[BEFORE_TRACE] = int(used[peak]) - sum(parts.values())
+        basis, used, peak = _peak(group)
+        live, freed = _live_by_operator(group, peak)
+        parts = _largest_first(live)
+        before = int(used[peak]) - sum(parts.values())
+        # the blocks from before the trace an operator frees after the peak were live at it: on the allocator's
+        # totals (a net peak leaves them out) and when they fit in what the peak holds from before the trace
+        named = _largest_first({freed_part(op): b for op, b in freed.items()}) if basis == ALLOCATOR else {}
+        if sum(named.values()) <= before:
+            parts.update(named)
+            before -= sum(named.values())
+        parts[BEFORE_TRACE] = before
         record = records[key]
         out[key] = {
             "basis": record["basis"],
@@ -220,22 +244,31 @@ def _peak_parts(profile: Profile) -> dict[tuple[int | None, str], dict]:
     return out
 
 
-def _live_by_operator(events: pd.DataFrame) -> dict[str, int]:
-    """The bytes of the blocks allocated among ``events`` (one device's, in time order) and not freed among them,
-    by the operator that allocated them. A free pairs with the live block of its address, else (no address)
-    with the latest live block of its size; a free that pairs with none (a block from before the trace) is not
-    counted here."""
+def _largest_first(parts: dict[str, int]) -> dict[str, int]:
+    """``parts`` without those of no bytes, largest first (ties by name)."""
+    return dict(sorted(((p, b) for p, b in parts.items() if b), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _live_by_operator(events: pd.DataFrame, peak: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Of one device's ``events`` (in time order) and the position ``peak``: the bytes of the blocks allocated
+    up to the peak and not freed by then, by the operator that allocated them; and the bytes of the frees after
+    the peak that pair with no allocation of the trace (blocks allocated before it began, so live at the peak),
+    by the operator around the free (frees outside any operator left out). A free pairs with the live block of
+    its address, else (no address) with the latest live block of its size; a free before the peak that pairs
+    with none (a block from before the trace) is counted in neither."""
     by_addr: dict[float, tuple[int, str]] = {}
     by_size: dict[int, list[str]] = {}
     live: dict[str, int] = {}
-    for size, addr, op in zip(
-        events["bytes"].to_numpy(), events["addr"].to_numpy(), events["op"].to_numpy(), strict=True
+    freed: dict[str, int] = {}
+    for at, (size, addr, op) in enumerate(
+        zip(events["bytes"].to_numpy(), events["addr"].to_numpy(), events["op"].to_numpy(), strict=True)
     ):
         size = int(size)
         known = not np.isnan(addr)
+        name = NO_OPERATOR if op is None or pd.isna(op) else str(op)
         if size > 0:
-            name = NO_OPERATOR if op is None or pd.isna(op) else str(op)
-            live[name] = live.get(name, 0) + size
+            if at <= peak:
+                live[name] = live.get(name, 0) + size
             if known:
                 by_addr[addr] = (size, name)
             else:
@@ -249,9 +282,12 @@ def _live_by_operator(events: pd.DataFrame) -> dict[str, int]:
         else:
             stack = by_size.get(-size)
             owner = stack.pop() if stack else None
-        if owner is not None:
-            live[owner] -= -size
-    return live
+        if at <= peak:
+            if owner is not None:
+                live[owner] -= -size
+        elif owner is None and name != NO_OPERATOR:
+            freed[name] = freed.get(name, 0) + -size
+    return live, freed
 
 
 def _capacities(profile: Profile) -> dict[str, int]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from ..compare.core import ProfileDiff
-from ..compare.device_memory_changed import device_memory_changed
+from ..compare.device_memory_changed import MAX_DEVICES, device_memory_changed
 from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import TOP_PARTS, what_changed
 from ..io import units
@@ -379,21 +379,30 @@ def peak_at(doc: dict, side: str) -> tuple[str, str | None]:
     return f"{side} peak at {units.duration(where['peak_at_us'])}", where["peak_op"]
 
 
-def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
-    """The text's "What changed in device memory" lines (``compare/device_memory_changed.py``), after the
-    memory block: the peak's change, the operators whose bytes live at the peak moved most with their share of
-    it, where each side's peak happened; one line when it explains nothing, none when neither trace has
-    allocator events on a GPU. Bytes to 4 significant figures (the JSON and Markdown have them exact)."""
-    doc = device_memory_changed(result)
-    if doc is None:
-        return []
-    alone = device_memory_unexplained(doc, _short)
-    if alone is not None:
-        return [f"What changed in device memory: {alone}"]
+def more_devices(doc: dict, figure: Callable[..., str]) -> str | None:
+    """The line that counts the devices whose peak moved beyond the :data:`MAX_DEVICES` explained in blocks,
+    with the largest of their changes: ``2 more devices' peaks changed, largest rank 3 gpu:0 +8 MiB`` (one:
+    ``1 more device's peak changed: gpu:4 +8 MiB``); None when there are none."""
+    more = doc["devices"][MAX_DEVICES:]
+    if not more:
+        return None
+    top = more[0]
+    change = f"{_device(top['base'])} {figure(top['total']['change_bytes'], True)}"
+    if len(more) == 1:
+        return f"1 more device's peak changed: {change}"
+    return f"{len(more)} more devices' peaks changed, largest {change}"
+
+
+def _text_device(doc: dict, width: int) -> list[str]:
+    """One device's text block: the peak's change, its parts that moved most (names shortened to the line),
+    where each side's peak happened."""
     lines = [f"What changed in device memory ({device_scope(doc, '->')})"]
     moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
     lines.append(f"  peak {memory_span(doc, '->', _short)}, {moved}")
-    lines += table(*byte_part_rows(doc, _short), {1, 2}, width)
+    rows, header = byte_part_rows(doc, _short)
+    # a name wider than the line (a Python function's, after "before the trace, freed in") is shortened
+    names = names_apart([r[0] for r in rows], [p["words"] for p in doc["parts"]], width - 2)
+    lines += table([[name, *r[1:]] for name, r in zip(names, rows, strict=True)], header, {1, 2}, width)
     for side in ("base", "new"):
         prefix, op = peak_at(doc, side)
         if op is None:
@@ -406,15 +415,27 @@ def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> lis
     return lines
 
 
-def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
-    """For a pull-request comment, "What changed in device memory": the text's block as a short list, bytes
-    exact."""
+def render_device_memory_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
+    """The text's "What changed in device memory" lines (``compare/device_memory_changed.py``), after the
+    memory block: the peak's change, the operators whose bytes live at the peak moved most with their share of
+    it, where each side's peak happened; the same for each other device whose peak moved (up to
+    :data:`MAX_DEVICES` blocks, then one line); one line when it explains nothing, none when neither trace has
+    allocator events on a GPU. Bytes to 4 significant figures (the JSON and Markdown have them exact)."""
     doc = device_memory_changed(result)
     if doc is None:
         return []
-    alone = device_memory_unexplained(doc, exact_bytes)
+    alone = device_memory_unexplained(doc, _short)
     if alone is not None:
-        return [f"**What changed in device memory:** {md.cell(alone)}"]
+        return [f"What changed in device memory: {alone}"]
+    lines = _text_device(doc, width)
+    for device in doc["devices"][1:MAX_DEVICES]:
+        lines += ["", *_text_device(device, width)]
+    more = more_devices(doc, _short)
+    return [*lines, "", more] if more else lines
+
+
+def _markdown_device(doc: dict) -> list[str]:
+    """One device's Markdown block, bytes exact."""
     lines = _markdown_byte_parts(
         doc,
         "What changed in device memory",
@@ -427,6 +448,22 @@ def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
     if doc["covers"]:
         lines.append(f"- note: {md.cell(doc['covers'])}")
     return lines
+
+
+def markdown_device_memory_changed(result: ProfileDiff) -> list[str]:
+    """For a pull-request comment, "What changed in device memory": the text's blocks as short lists, bytes
+    exact."""
+    doc = device_memory_changed(result)
+    if doc is None:
+        return []
+    alone = device_memory_unexplained(doc, exact_bytes)
+    if alone is not None:
+        return [f"**What changed in device memory:** {md.cell(alone)}"]
+    lines = _markdown_device(doc)
+    for device in doc["devices"][1:MAX_DEVICES]:
+        lines += ["", *_markdown_device(device)]
+    more = more_devices(doc, exact_bytes)
+    return [*lines, "", md.cell(more)] if more else lines
 
 
 # -- text ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._version import __version__
 from ..compare.core import ProfileDiff
-from ..compare.device_memory_changed import device_memory_changed
+from ..compare.device_memory_changed import MAX_DEVICES, device_memory_changed
 from ..compare.gate import GateResult
 from ..compare.memory_changed import memory_changed
 from ..compare.what_changed import what_changed
@@ -30,6 +30,7 @@ from .diff_blocks import (
     fullest_words,
     memory_span,
     memory_unexplained,
+    more_devices,
     part_moved,
     part_rows,
     peak_at,
@@ -107,25 +108,35 @@ def _memory_block(result: ProfileDiff) -> dict | None:
     return block
 
 
-def _device_block(result: ProfileDiff) -> dict | None:
-    """ "What changed in device memory" for the template (bytes exact); None when neither trace has allocator
-    events on a GPU."""
-    doc = device_memory_changed(result)
-    if doc is None:
-        return None
-    alone = device_memory_unexplained(doc, exact_bytes)
-    if alone is not None:
-        return {"alone": alone}
+def _device_html(doc: dict) -> dict:
+    """One device's block for the template (bytes exact)."""
     rows, header = byte_part_rows(doc, exact_bytes)
     moved = "of which:" if doc["total_moved"] else "within noise; its parts moved:"
     return {
-        "alone": None,
         "scope": device_scope(doc, "->"),
         "total": f"peak {memory_span(doc, '->', exact_bytes)}, {moved}",
         "header": header,
         "rows": rows,
         "peaks": [peak_at(doc, side) for side in ("base", "new")],
         "covers": doc["covers"],
+    }
+
+
+def _device_block(result: ProfileDiff) -> dict | None:
+    """ "What changed in device memory" for the template (bytes exact): the first device's block, ``others``
+    (the other devices whose peak moved, up to :data:`MAX_DEVICES` in all) and ``more`` (the line counting the
+    rest, None without); None when neither trace has allocator events on a GPU."""
+    doc = device_memory_changed(result)
+    if doc is None:
+        return None
+    alone = device_memory_unexplained(doc, exact_bytes)
+    if alone is not None:
+        return {"alone": alone}
+    return {
+        "alone": None,
+        **_device_html(doc),
+        "others": [_device_html(d) for d in doc["devices"][1:MAX_DEVICES]],
+        "more": more_devices(doc, exact_bytes),
     }
 
 
