@@ -117,12 +117,15 @@ def add_command(
 
     The same run again is a no-op (exit 0); the same run id with other content is refused (exit 2)
     unless --replace. A run's series is its profile name (--profile NAME, else the file or bundle
-    name); the output says when a run starts a new series.
+    name); the output says when a run starts a new series. Each run's findings (the rules as
+    `popprof check` runs them, with the [rules] of the nearest configuration) and time account
+    are kept too: the findings and account views.
     """
     from ..io.config import load_config
     from ..store import add
     from ..store.identity import parse_labels
 
+    config = load_config()
     results = add(
         store,
         sources,
@@ -132,10 +135,11 @@ def add_command(
         time=time_,
         labels=parse_labels(labels),
         replace=replace,
-        reader_options=reader_options(device_map, load_config()),
+        reader_options=reader_options(device_map, config),
         keep_bundle=keep_bundle,
         profile=profile,
         on_read=report_read_warnings,
+        config=config,
     )
     from ..report.fit import fit_lines
 
@@ -193,7 +197,8 @@ def query_command(
     timeout_s: float | None,
     memory: int | None,
 ) -> None:
-    """Run read-only DuckDB SQL over STORE's views: runs, metrics, ranks and one per bundle table.
+    """Run read-only DuckDB SQL over STORE's views: runs, metrics, ranks, findings, account and one per
+    bundle table.
 
     The query runs in the same sandbox as `popprof query`, with read access to the store's files only,
     at most --timeout seconds and --memory-limit of memory (docs/limits.md).

@@ -2,9 +2,10 @@
 
 For each profile of each source: compute the content hash (the tables as declared Arrow, the baseline
 metrics, and the identity given: time, commit, branch, labels); the same (run_id, profile) with the same
-hash is a no-op, with another hash a conflict unless ``replace``. Table, ``metrics`` and ``ranks`` files are
-written first and the catalogue row last, each to a temporary name renamed when complete: a crash leaves
-only files no view shows (``store fsck`` lists them). Concurrent adds of different runs write disjoint files.
+hash is a no-op, with another hash a conflict unless ``replace``. Table, ``metrics``, ``ranks``, ``findings``
+and ``account`` files are written first and the catalogue row last, each to a temporary name renamed when
+complete: a crash leaves only files no view shows (``store fsck`` lists them). Concurrent adds of different
+runs write disjoint files.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from ..readers.baseline import BASELINE_FORMAT, read_baseline
 from . import bundles
 from . import identity as ident
 from .catalogue import known_profiles, stored_rows, write_parquet, write_row
+from .judged import account_frame, findings_frame, rules_hash
 from .layout import COMPACT_PREFIX, PENDING, Location, read_descriptor, run_file, run_key
 from .ranks import rank_table
-from .schemas import METRICS, RANKS, table_kind, to_arrow
+from .schemas import METRICS, table_kind, to_arrow
 
 
 class StoreConflict(PopprofError):
@@ -82,6 +84,7 @@ def add(
     keep_bundle: bool = False,
     profile: str | None = None,
     on_read: Callable[[Profile], None] | None = None,
+    config: Mapping | None = None,
 ) -> list[AddResult]:
     """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
 
@@ -91,7 +94,10 @@ def add(
     the file or bundle name), so a renamed artefact continues its series; a source holding several profiles
     cannot take one name. ``on_read`` is called with each profile read, before anything is written (the CLI
     says there what the reader worked around: a trace cut off is added with its events up to the cut). Each
-    result says whether it starts a new series. Raises :class:`StoreConflict` (before
+    result says whether it starts a new series. Each run written gets its ``findings`` (the rules as ``popprof
+    check`` runs them with ``config``'s ``[rules]``, else the defaults) and its time ``account``
+    (:mod:`.judged`); they are derived, not part of the content hash, so an unchanged re-add keeps the
+    findings its first add judged. Raises :class:`StoreConflict` (before
     writing anything) when a run is stored with other content and ``replace`` is false.
     """
     location = Location.of(store)
@@ -100,6 +106,7 @@ def add(
     when = ident.parse_time(time) if isinstance(time, str) else time
     if profile is not None and not profile.strip():
         raise UsageError("--profile: an empty name")
+    rules_hash(config)  # a bad [rules] table is one line before any source is read
     plans: list[_Plan] = []
     for source in sources:
         plans += _load(Path(source), who, when, dict(reader_options or {}), profile)
@@ -139,7 +146,9 @@ def add(
                 )
             )
             continue
-        result = _write(location, plan, who, replaced=live, keep_bundle=keep_bundle, before=before)
+        result = _write(
+            location, plan, who, replaced=live, keep_bundle=keep_bundle, before=before, config=config
+        )
         new = plan.profile.name not in series
         series.add(plan.profile.name)  # the next profile of this add with the name continues the series
         results.append(dataclasses.replace(result, new_series=new))
@@ -293,13 +302,24 @@ def _write(
     replaced: dict | None,
     keep_bundle: bool = False,
     before: set[str] | frozenset[str] = frozenset(),
+    config: Mapping | None = None,
 ) -> AddResult:
-    """Write one run: a pending marker, tables, metrics, ranks (and the kept bundle), the catalogue row last;
-    then check that the run is still what this add wrote (:func:`_check_written`), withdrawing it when not.
+    """Write one run: a pending marker, tables, metrics, ranks, findings, account (and the kept bundle), the
+    catalogue row last; then check that the run is still what this add wrote (:func:`_check_written`),
+    withdrawing it when not.
 
     ``before``: the ingest ids of the run's catalogue rows when the add was planned; a row of another ingest
-    that appeared since is a concurrent add of other content."""
+    that appeared since is a concurrent add of other content. ``config``: the rule settings of the findings.
+    """
+    import pandas as pd
+
     name = plan.profile.name
+    # derived before the first file: a rule failing leaves nothing behind
+    derived = {
+        "ranks": pd.DataFrame(rank_table(plan.profile, who.labels.get("host"))),
+        "findings": findings_frame(plan.profile, config),
+        "account": account_frame(plan.profile),
+    }
     ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
     key = run_key(plan.run_id, name)
     month = ident.month_of(plan.created)
@@ -317,15 +337,11 @@ def _write(
         rel = run_file("metrics", month, key, ingest_id)
         write_parquet(location, rel, metrics)
         written.append(rel)
-        ranks = rank_table(plan.profile, who.labels.get("host"))
-        if len(ranks):
-            import pandas as pd
-
-            ranks_arrow = to_arrow("ranks", pd.DataFrame(ranks), **constants)
-            ranks_arrow = ranks_arrow.cast(RANKS)
-            rel = run_file("ranks", month, key, ingest_id)
-            write_parquet(location, rel, ranks_arrow)
-            written.append(rel)
+        for kind, frame in derived.items():  # a kind without rows has no file (a view shows no row of it)
+            if len(frame):
+                rel = run_file(kind, month, key, ingest_id)
+                write_parquet(location, rel, to_arrow(kind, frame, **constants))
+                written.append(rel)
         kept = None
         if keep_bundle:
             kept = bundles.kept_name(month, key, ingest_id, plan.kind == "baseline")
@@ -411,7 +427,13 @@ def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str) -> dict:
 def _remove_ingest(location: Location, old: dict, key: str, keep: str) -> None:
     """Delete the per-run files of a replaced ingest (compacted rows stay; the views no longer show them)."""
     month = ident.month_of(old["created"])
-    kinds = ["metrics", "ranks", *(table_kind(t) for t in json.loads(old.get("tables") or "[]"))]
+    kinds = [
+        "metrics",
+        "ranks",
+        "findings",
+        "account",
+        *(table_kind(t) for t in json.loads(old.get("tables") or "[]")),
+    ]
     for kind in kinds:
         location.remove(run_file(kind, month, key, old["ingest_id"]))
     for baseline in (False, True):
