@@ -22,7 +22,7 @@ from popprof.store.schemas import ACCOUNT_PARTS, schema_of
 
 MK2_V2 = ROOT / "fixtures" / "mk2_training_v2.popprof"
 TRACE = ROOT / "fixtures" / "real" / "traces" / "tracelens_h100_bert_small.json.gz"
-#: (run id, source, whether ``popprof check`` reads the source's event arguments: the store reads none)
+#: (run id, source); the trace records input shapes, which ``popprof check`` reads for the operator rules
 SOURCES = (("r1", MK2), ("r2", MK2_V2), ("r3", TRACE))
 KEYS = ("run_id", "profile", "created", "ingest_id", "month")
 
@@ -41,9 +41,7 @@ def _rows(root: Path, sql: str) -> list[dict]:
 
 
 def _check_json(capsys, source: Path) -> list[dict]:
-    # the store reads a trace without its events' arguments (as it always has), so its findings are those of
-    # ``check --no-shapes``; the IPU fixtures have no such arguments
-    code, out, _ = run(capsys, "check", source, "--format", "json", "--no-shapes", "--fail-on", "never")
+    code, out, _ = run(capsys, "check", source, "--format", "json", "--fail-on", "never")
     assert code == 0
     (profile,) = json.loads(out)["profiles"]
     return profile["findings"]
@@ -91,6 +89,15 @@ def test_account_is_what_popprof_query_gives_for_each_run(
                 assert row[column] is None or row[column] != row[column], column  # NULL (NaN in pandas)
             else:
                 assert row[column] == value, column
+
+
+def test_a_trace_recording_shapes_is_judged_with_them_and_stored_without(filled: Path) -> None:
+    """``check`` reads a trace's arguments when it records shapes (the operator rules need them): the findings
+    are of that read, while the store's tables stay the read without them (content hash, size unchanged)."""
+    rules = _rows(filled, "SELECT rule_id FROM findings WHERE run_id = 'r3' ORDER BY position")
+    assert "operations.below-roofline" in [r["rule_id"] for r in rules]
+    args = _rows(filled, "SELECT count(*) AS n FROM events WHERE run_id = 'r3' AND args IS NOT NULL")
+    assert args == [{"n": 0}]
 
 
 def test_the_question_across_runs_and_the_settings_that_judged_them(filled: Path) -> None:

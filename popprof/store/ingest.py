@@ -67,6 +67,11 @@ class _Plan:
     content: str
     source: Path = Path()
     run_id: str = ""
+    #: the profile's name in its source (before ``--profile`` renames it)
+    key: str = ""
+    #: whether the rules judge a read of the source with its events' arguments (as ``popprof check`` reads a
+    #: trace recording shapes or collectives' sizes), not the read the store keeps
+    with_args: bool = False
 
 
 def add(
@@ -134,6 +139,7 @@ def add(
             )
         decisions.append((plan, live, {r["ingest_id"] for r in old}))
     results = []
+    judged: dict[Path, dict[str, Profile]] = {}
     for plan, live, before in decisions:
         if live is not None and live["content_sha256"] == plan.content:
             results.append(
@@ -146,13 +152,38 @@ def add(
                 )
             )
             continue
+        judge = _judge(plan, judged, dict(reader_options or {}))
         result = _write(
-            location, plan, who, replaced=live, keep_bundle=keep_bundle, before=before, config=config
+            location,
+            plan,
+            who,
+            replaced=live,
+            keep_bundle=keep_bundle,
+            before=before,
+            config=config,
+            judge=judge,
         )
         new = plan.profile.name not in series
         series.add(plan.profile.name)  # the next profile of this add with the name continues the series
         results.append(dataclasses.replace(result, new_series=new))
     return results
+
+
+def _judge(plan: _Plan, judged: dict[Path, dict[str, Profile]], options: dict) -> Profile:
+    """The profile the rules and the time account read: the plan's own, or for a trace recording its events'
+    arguments the same source read with them (once per source, into ``judged``), as ``popprof check`` and
+    ``popprof query``'s analysis tables read it; the store's tables stay the read without them."""
+    if not plan.with_args:
+        return plan.profile
+    from ..readers import open_all
+
+    if plan.source not in judged:
+        judged[plan.source] = open_all(plan.source, **dict(options, with_args=True))
+    judge = judged[plan.source].get(plan.key)
+    if judge is None:
+        return plan.profile
+    judge.name = plan.profile.name
+    return judge
 
 
 def _load(
@@ -167,8 +198,11 @@ def _load(
             f"{display_path(path)} holds {len(profiles)} profiles; --profile names one series: "
             "add them one at a time"
         )
+    from ..readers.chrome.sniffing import source_records
+
+    with_args = "with_args" not in options and source_records(path)
     plans = []
-    for profile in profiles.values():
+    for key, profile in profiles.items():
         if pin is not None:
             profile.name = pin
         manifest, kind = _manifest(profile, path)
@@ -190,6 +224,8 @@ def _load(
                 metrics,
                 content,
                 path,
+                key=key,
+                with_args=with_args,
             )
         )
     return plans
@@ -303,13 +339,15 @@ def _write(
     keep_bundle: bool = False,
     before: set[str] | frozenset[str] = frozenset(),
     config: Mapping | None = None,
+    judge: Profile | None = None,
 ) -> AddResult:
     """Write one run: a pending marker, tables, metrics, ranks, findings, account (and the kept bundle), the
     catalogue row last; then check that the run is still what this add wrote (:func:`_check_written`),
     withdrawing it when not.
 
     ``before``: the ingest ids of the run's catalogue rows when the add was planned; a row of another ingest
-    that appeared since is a concurrent add of other content. ``config``: the rule settings of the findings.
+    that appeared since is a concurrent add of other content. ``config``: the rule settings of the findings;
+    ``judge``: the profile the findings and the account are of (default the plan's, :func:`_judge`).
     """
     import pandas as pd
 
@@ -317,8 +355,8 @@ def _write(
     # derived before the first file: a rule failing leaves nothing behind
     derived = {
         "ranks": pd.DataFrame(rank_table(plan.profile, who.labels.get("host"))),
-        "findings": findings_frame(plan.profile, config),
-        "account": account_frame(plan.profile),
+        "findings": findings_frame(judge or plan.profile, config),
+        "account": account_frame(judge or plan.profile),
     }
     ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
     key = run_key(plan.run_id, name)
