@@ -203,3 +203,11 @@ def test_a_replaced_run_leaves_no_findings_behind(tmp_path: Path) -> None:
 def test_the_declared_account_parts_are_the_accounts() -> None:
     assert ACCOUNT_PARTS == PARTS
     assert [f.name for f in schema_of("account")][3:-1] == ACCOUNT_COLUMNS
+
+
+def test_arrow_dataset_hands_off_findings_and_account(filled: Path) -> None:
+    s = store.open(filled)
+    for kind in ("findings", "account"):
+        table = s.arrow_dataset(kind).to_table()
+        assert table.schema.names == [f.name for f in schema_of(kind)] + ["month"]
+        assert table.num_rows == len(_rows(filled, f"SELECT * FROM {kind}"))
