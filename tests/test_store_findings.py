@@ -211,3 +211,16 @@ def test_arrow_dataset_hands_off_findings_and_account(filled: Path) -> None:
         table = s.arrow_dataset(kind).to_table()
         assert table.schema.names == [f.name for f in schema_of(kind)] + ["month"]
         assert table.num_rows == len(_rows(filled, f"SELECT * FROM {kind}"))
+
+
+def test_a_damaged_findings_file_is_found_as_any_store_file(filled: Path, tmp_path: Path, capsys) -> None:
+    from store_helpers import flip_in_data_page
+
+    copy = tmp_path / "copy"
+    shutil.copytree(filled, copy)
+    shutil.rmtree(copy / "cache", ignore_errors=True)
+    damaged = next((copy / "findings").rglob("*.parquet"))
+    flip_in_data_page(damaged, "gain_value")
+    assert [p.kind for p in fsck(copy)] == ["damaged"]
+    code, _, err = run(capsys, "store", "query", copy, "SELECT count(*) FROM findings")
+    assert code == 2 and "damaged store file" in err
