@@ -224,3 +224,18 @@ def test_a_damaged_findings_file_is_found_as_any_store_file(filled: Path, tmp_pa
     assert [p.kind for p in fsck(copy)] == ["damaged"]
     code, _, err = run(capsys, "store", "query", copy, "SELECT count(*) FROM findings")
     assert code == 2 and "damaged store file" in err
+
+
+def test_an_executor_of_add_spark_judges_with_the_config_it_is_handed(tmp_path: Path) -> None:
+    """``add_spark``'s options reach each executor's ``store.add`` (its partition function, run here
+    without Spark): the ``[rules]`` given judge the run."""
+    from popprof.store.distributed import _add_partition
+
+    root = tmp_path / "store"
+    store.init(root)
+    options = {"time": "2026-03-01T00:00:00Z", "config": {"rules": {"disable": ["memory.*"]}}}
+    (record,) = _add_partition(str(root), options, [str(MK2)])
+    assert record["result"]["status"] == "added"
+    rows = _rows(root, "SELECT DISTINCT rule_id, rules_sha256 FROM findings")
+    assert rows and not any(r["rule_id"].startswith("memory.") for r in rows)
+    assert {r["rules_sha256"] for r in rows} == {rules_hash({"rules": {"disable": ["memory.*"]}})}
