@@ -137,7 +137,9 @@ def test_the_rule_settings_hash_tells_settings_apart_and_the_config_judges(tmp_p
     assert not _rows(root, "SELECT * FROM runs WHERE run_id = 'bad'")
 
 
-def test_store_add_reads_the_rules_of_the_nearest_configuration(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_store_add_reads_the_rules_of_the_nearest_configuration_or_of_config_file(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     (tmp_path / "popprof.toml").write_text('[rules]\ndisable = ["memory.*"]\n')
     monkeypatch.chdir(tmp_path)
     assert run(capsys, "store", "init", "s")[0] == 0
@@ -148,6 +150,15 @@ def test_store_add_reads_the_rules_of_the_nearest_configuration(tmp_path: Path, 
     assert (
         code == 0 and json.loads(out) and not any(r["rule_id"].startswith("memory.") for r in json.loads(out))
     )
+    # --config FILE instead: here a file turning the host rules off
+    (tmp_path / "ci.toml").write_text('[rules]\ndisable = ["host.*"]\n')
+    assert run(capsys, "store", "add", "s", MK2, "--run-id", "2", "--config", "ci.toml")[0] == 0
+    sql = "SELECT DISTINCT rule_id FROM findings WHERE run_id = '2'"
+    code, out, _ = run(capsys, "store", "query", "s", sql, "--format", "json")
+    rules = [r["rule_id"] for r in json.loads(out)]
+    assert any(r.startswith("memory.") for r in rules) and not any(r.startswith("host.") for r in rules)
+    code, _, err = run(capsys, "store", "add", "s", MK2, "--run-id", "3", "--config", "missing.toml")
+    assert code == 2 and "config file not found" in err
 
 
 def test_an_older_store_without_the_kinds_still_queries(filled: Path, tmp_path: Path, capsys) -> None:

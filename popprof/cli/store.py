@@ -11,6 +11,7 @@ import click
 from ..io.plural import plural
 from .common import (
     check_output,
+    config_option,
     device_map_option,
     echo_json,
     emit,
@@ -18,6 +19,7 @@ from .common import (
     global_options,
     is_stdout,
     last_option,
+    load_config_file,
     output_option,
     reader_options,
     report_read_warnings,
@@ -99,6 +101,10 @@ def init_command(store: str) -> None:
     is_flag=True,
     help="Keep each run's bundle in the store (bundles/...), so popprof diff works on any stored run.",
 )
+@config_option(
+    "Config file: its [rules] judge the runs' findings, its device_map reads them "
+    "(default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards)."
+)
 @device_map_option()
 def add_command(
     store: str,
@@ -111,6 +117,7 @@ def add_command(
     profile: str | None,
     replace: bool,
     keep_bundle: bool,
+    config_file: Path | None,
     device_map: str | None,
 ) -> None:
     """Add SOURCES (bundles, run directories, traces, text summaries or baseline JSON) as runs of STORE.
@@ -121,11 +128,10 @@ def add_command(
     `popprof check` runs them, with the [rules] of the nearest configuration) and time account
     are kept too: the findings and account views.
     """
-    from ..io.config import load_config
     from ..store import add
     from ..store.identity import parse_labels
 
-    config = load_config()
+    config = load_config_file(config_file)
     results = add(
         store,
         sources,
