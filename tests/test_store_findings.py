@@ -16,6 +16,7 @@ import popprof.store as store
 from popprof.metrics.account import COLUMNS as ACCOUNT_COLUMNS
 from popprof.metrics.account import PARTS
 from popprof.model.errors import UsageError
+from popprof.rules.base import plan
 from popprof.store.compact import compact, fsck
 from popprof.store.judged import rules_hash
 from popprof.store.schemas import ACCOUNT_PARTS, schema_of
@@ -118,6 +119,10 @@ def test_the_question_across_runs_and_the_settings_that_judged_them(filled: Path
 def test_the_rule_settings_hash_tells_settings_apart_and_the_config_judges(tmp_path: Path) -> None:
     stricter = {"rules": {"memory.headroom.warning": 0.5, "memory.headroom.error": 0.6}}
     assert rules_hash(None) == rules_hash({}) == rules_hash({"rules": {"fail_on": "warning"}})
+    default = plan()[1]["memory.headroom"]["warning"]
+    assert rules_hash({"rules": {"memory.headroom.warning": default}}) == rules_hash(
+        None
+    )  # a default repeated
     assert rules_hash(stricter) != rules_hash(None)
     assert rules_hash({"rules": {"disable": "memory.*"}}) != rules_hash(None)
     root = tmp_path / "store"
