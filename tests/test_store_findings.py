@@ -255,3 +255,20 @@ def test_an_executor_of_add_spark_judges_with_the_config_it_is_handed(tmp_path: 
     rows = _rows(root, "SELECT DISTINCT rule_id, rules_sha256 FROM findings")
     assert rows and not any(r["rule_id"].startswith("memory.") for r in rows)
     assert {r["rules_sha256"] for r in rows} == {rules_hash({"rules": {"disable": ["memory.*"]}})}
+
+
+def test_the_catalogue_tells_a_run_judged_with_no_finding_from_one_never_judged(
+    filled: Path, tmp_path: Path
+) -> None:
+    judged = _rows(
+        filled,
+        "SELECT r.run_id, json_extract_string(r.manifest, '$.judged.rules_sha256') AS rules, "
+        "CAST(json_extract(r.manifest, '$.judged.findings') AS BIGINT) AS n, "
+        "(SELECT count(*) FROM findings f WHERE f.run_id = r.run_id) AS rows FROM runs r ORDER BY r.run_id",
+    )
+    assert [(r["rules"], r["n"]) for r in judged] == [(rules_hash(None), r["rows"]) for r in judged]
+    root = tmp_path / "store"
+    store.init(root)
+    store.add(root, [MK2], run_id="quiet", time="2026-03-01T00:00:00Z", config={"rules": {"disable": "*"}})
+    (row,) = _rows(root, "SELECT json_extract(manifest, '$.judged.findings') AS n FROM runs")
+    assert str(row["n"]) == "0" and not _rows(root, "SELECT * FROM findings")

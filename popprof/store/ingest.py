@@ -384,7 +384,13 @@ def _write(
         if keep_bundle:
             kept = bundles.kept_name(month, key, ingest_id, plan.kind == "baseline")
             bundles.keep(location, kept, plan.profile, plan.source, plan.kind == "baseline")
-        row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id))
+        judged = {
+            "rules_sha256": rules_hash(config),
+            "popprof_version": __version__,
+            "findings": len(derived["findings"]),
+            "account": len(derived["account"]),
+        }
+        row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id, judged))
         _check_written(location, plan, ingest_id, row_file, written, kept, before, replaced is not None)
         if replaced is not None:
             _remove_ingest(location, replaced, key, keep=row_file)
@@ -433,8 +439,11 @@ def _check_written(
     raise StoreConflict(problem)
 
 
-def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str) -> dict:
-    manifest = plan.manifest
+def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str, judged: dict | None = None) -> dict:
+    """The run's catalogue row; ``judged`` (the rule settings' hash, the popprof version and the rows of its
+    findings and account) goes into the manifest's ``judged``, so a run judged with no finding is told from
+    one added before findings were kept."""
+    manifest = plan.manifest if judged is None else dict(plan.manifest, judged=judged)
     target = manifest.get("target", {})
     redacted = manifest.get("redacted")
     return {
