@@ -272,3 +272,26 @@ def test_the_catalogue_tells_a_run_judged_with_no_finding_from_one_never_judged(
     store.add(root, [MK2], run_id="quiet", time="2026-03-01T00:00:00Z", config={"rules": {"disable": "*"}})
     (row,) = _rows(root, "SELECT json_extract(manifest, '$.judged.findings') AS n FROM runs")
     assert str(row["n"]) == "0" and not _rows(root, "SELECT * FROM findings")
+
+
+def test_a_failing_read_with_arguments_is_a_warning_and_the_plain_read_is_judged(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import popprof.readers as readers
+    from popprof.model.errors import InputError
+
+    plain = readers.open_all
+
+    def failing(path, **options):
+        if options.get("with_args"):
+            raise InputError(path, "no arguments today")
+        return plain(path, **options)
+
+    monkeypatch.setattr(readers, "open_all", failing)
+    root = tmp_path / "store"
+    store.init(root)
+    with pytest.warns(UserWarning, match="judged without them"):
+        (result,) = store.add(root, [TRACE], run_id="t", time="2026-03-01T00:00:00Z")
+    assert result.status == "added"
+    rules = [r["rule_id"] for r in _rows(root, "SELECT rule_id FROM findings ORDER BY position")]
+    assert rules == ["host.launch-overhead"]  # check --no-shapes's: the operator rule needs the shapes

@@ -172,13 +172,24 @@ def add(
 def _judge(plan: _Plan, judged: dict[Path, dict[str, Profile]], options: dict) -> Profile:
     """The profile the rules and the time account read: the plan's own, or for a trace recording its events'
     arguments the same source read with them (once per source, into ``judged``), as ``popprof check`` and
-    ``popprof query``'s analysis tables read it; the store's tables stay the read without them."""
+    ``popprof query``'s analysis tables read it; the store's tables stay the read without them. When that
+    second read fails, a warning, and the plan's own profile is judged."""
     if not plan.with_args:
         return plan.profile
     from ..readers import open_all
 
     if plan.source not in judged:
-        judged[plan.source] = open_all(plan.source, **dict(options, with_args=True))
+        try:
+            judged[plan.source] = open_all(plan.source, **dict(options, with_args=True))
+        except PopprofError as exc:  # the read the store keeps worked: judge that one, and say so
+            import warnings
+
+            judged[plan.source] = {}
+            warnings.warn(
+                f"{display_path(plan.source)}: not read with its events' arguments ({exc}); its findings "
+                "are judged without them (as check --no-shapes)",
+                stacklevel=4,
+            )
     judge = judged[plan.source].get(plan.key)
     if judge is None:
         return plan.profile
