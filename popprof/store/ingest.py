@@ -171,14 +171,15 @@ def add(
 
 def _judge(plan: _Plan, judged: dict[Path, dict[str, Profile]], options: dict) -> Profile:
     """The profile the rules and the time account read: the plan's own, or for a trace recording its events'
-    arguments the same source read with them (once per source, into ``judged``), as ``popprof check`` and
-    ``popprof query``'s analysis tables read it; the store's tables stay the read without them. When that
-    second read fails, a warning, and the plan's own profile is judged."""
+    arguments the same source read with them (once per source, held in ``judged`` while its plans are
+    written), as ``popprof check`` and ``popprof query``'s analysis tables read it; the store's tables stay
+    the read without them. When that second read fails, a warning, and the plan's own profile is judged."""
     if not plan.with_args:
         return plan.profile
     from ..readers import open_all
 
     if plan.source not in judged:
+        judged.clear()  # one source's second read held at a time (the plans come source by source)
         try:
             judged[plan.source] = open_all(plan.source, **dict(options, with_args=True))
         except PopprofError as exc:  # the read the store keeps worked: judge that one, and say so
