@@ -125,8 +125,8 @@ def add_command(
     The same run again is a no-op (exit 0); the same run id with other content is refused (exit 2)
     unless --replace. A run's series is its profile name (--profile NAME, else the file or bundle
     name); the output says when a run starts a new series. Each run's findings (the rules as
-    `popprof check` runs them, with the [rules] of the nearest configuration) and time account
-    are kept too: the findings and account views.
+    `popprof check` runs them, with the [rules] of --config FILE or the nearest configuration)
+    and time account are kept too: the findings and account views.
     """
     from ..store import add
     from ..store.identity import parse_labels
