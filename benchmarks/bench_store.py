@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark: the run store: store add per run, trend over 10,000 runs, store query, Spark vs DuckDB.
 
-    python benchmarks/bench_store.py [--modes add,add-many,add-cli,ls,trend,query,spark,verify] [--runs 10000]
-                                     [--adds 10] [--sources 100] [--ls-runs 2000] [--repeat 3] [--data DIR]
-                                     [--code CHECKOUT]
+    python benchmarks/bench_store.py [--modes add,add-many,add-cli,add-judged,ls,trend,query,spark,verify]
+                                     [--runs 10000] [--adds 10] [--sources 100] [--ls-runs 2000] [--repeat 3]
+                                     [--data DIR] [--code CHECKOUT] [--before CHECKOUT]
 
 - add: ``popprof.store.add`` of the Mk2 fixture bundle (12 tables) under ``--adds`` run ids in one fresh
   process; the median per add and that process's peak RSS. Target: under 0.3 s per run.
@@ -12,6 +12,11 @@
   command at least 5x faster.
 - add-cli: one ``popprof store add`` of the Mk2 bundle into a fresh store against ``popprof summary`` of it
   (whole processes, alternated). Target: within 1.5x.
+- add-judged: what keeping each run's findings and time account costs ``store add``: one whole-process
+  ``popprof store add`` of each of the Mk2 bundle, a small real trace (BERT on an H100, 71 KB) and the largest
+  real trace of the fixtures (vLLM on an MI300X, 2.4 MB) into a fresh store, with the popprof of ``--code`` and
+  of ``--before CHECKOUT`` (a checkout without them), alternated; then, in one process of this checkout, the
+  rules and the account alone (``store.judged``, with the second read of a trace recording shapes).
 - ls: ``popprof store ls`` of ``--ls-runs`` uncompacted runs (one catalogue file each), without the
   catalogue cache and the record of files whose page checksums were checked (removed first; that read
   checks and writes them) and with them.
@@ -51,6 +56,12 @@ from _table import load_line, print_table
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data"
 MK2 = ROOT / "fixtures" / "mk2_training.popprof"
+TRACES = ROOT / "fixtures" / "real" / "traces"
+JUDGED = (
+    ("Mk2 bundle", MK2),
+    ("BERT H100 trace, 71 KB", TRACES / "tracelens_h100_bert_small.json.gz"),
+    ("vLLM MI300X trace, 2.4 MB", TRACES / "tracelens_mi300x_vllm_graph_capture.json.gz"),
+)
 SMALL = ROOT / "fixtures" / "traces" / "begin_end.json"  # a 3 KB Chrome trace: a small run
 EXACT = "memory.total_incl_gaps_bytes"
 NOISY = "trace.device_idle_us"
@@ -189,6 +200,53 @@ def bench_add_cli(repeat: int, data: Path, code: Path) -> list[list[str]]:
             ("met" if ratio <= 1.5 else "NOT met") + f": {ratio:.2f}x summary (target 1.5x)",
         ],
     ]
+
+
+def bench_add_judged(repeat: int, data: Path, code: Path, before: Path | None) -> list[list[str]]:
+    """Whole-process ``store add`` of each :data:`JUDGED` source into a fresh store, with the popprof of
+    ``code`` and of ``before`` (alternated), then the findings and account alone in one process of this
+    checkout (the median of ``repeat``, each on a fresh read)."""
+    rows = []
+    for label, source in JUDGED:
+        timed: dict[str, list[tuple[float, float]]] = {"after": [], "before": []}
+        for _ in range(repeat):
+            for which, checkout in (("before", before), ("after", code)):
+                if checkout is None:
+                    continue
+                target = data / "store-add-judged"
+                shutil.rmtree(target, ignore_errors=True)
+                _cli(checkout, "store", "init", target)
+                timed[which].append(_cli(checkout, "store", "add", target, source))
+        judged = _child(
+            "from pathlib import Path\n"
+            "from popprof.readers import open_all\n"
+            "from popprof.readers.chrome.sniffing import source_records\n"
+            "from popprof.store.judged import account_frame, findings_frame\n"
+            f"source = Path({str(source)!r})\n"
+            "reads, judges = [], []\n"
+            f"for _ in range({repeat}):\n"
+            "    t = time.perf_counter()\n"
+            "    (profile,) = open_all(source).values()\n"
+            "    reads.append(time.perf_counter() - t)\n"
+            "    t = time.perf_counter()\n"
+            "    if source_records(source):\n"
+            "        (profile,) = open_all(source, with_args=True).values()\n"
+            "    findings_frame(profile)\n"
+            "    account_frame(profile)\n"
+            "    judges.append(time.perf_counter() - t)\n"
+            "result['read_s'] = sorted(reads)[len(reads) // 2]\n"
+            "result['judge_s'] = sorted(judges)[len(judges) // 2]\n"
+            "result['args'] = source_records(source)\n"
+        )
+        after = statistics.median(w for w, _ in timed["after"])
+        note = f"{_cpu(timed['after'])}"
+        if timed["before"]:
+            was = statistics.median(w for w, _ in timed["before"])
+            note += f"; before {was:.2f} ({_cpu(timed['before'])}), {after / was:.2f}x"
+        judge = f"{judged['judge_s']:.2f} s of it judging"
+        judge += " (incl. the read with args)" if judged["args"] else ""
+        rows.append([f"popprof store add, {label}", f"{after:.2f}", note, "", judge])
+    return rows
 
 
 def _cpu(figures: list[tuple[float, float]]) -> str:
@@ -534,7 +592,8 @@ def main() -> int:
     parser.add_argument(
         "--modes",
         default="add,add-many,add-cli,ls,trend,query,spark",
-        help="Any of add, add-many, add-cli, ls, trend, query, spark, spark-jvm, verify (comma-separated).",
+        help="Any of add, add-many, add-cli, add-judged, ls, trend, query, spark, spark-jvm, verify "
+        "(comma-separated).",
     )
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--adds", type=int, default=10)
@@ -546,6 +605,12 @@ def main() -> int:
         default=ROOT,
         help="The checkout whose popprof the add-many, add-cli and ls commands run (default this one): "
         "another worktree measures the same cases before a change.",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="add-judged: a checkout without findings and account in the store, measured alternately.",
     )
     parser.add_argument(
         "--verify-runs", type=int, default=500, help="Uncompacted runs of verify (default 500)."
@@ -568,6 +633,9 @@ def main() -> int:
         rows += bench_add_many(args.sources, args.repeat, args.data, args.code.resolve())
     if "add-cli" in modes:
         rows += bench_add_cli(args.repeat, args.data, args.code.resolve())
+    if "add-judged" in modes:
+        before = args.before.resolve() if args.before else None
+        rows += bench_add_judged(args.repeat, args.data, args.code.resolve(), before)
     if "ls" in modes:
         rows += bench_ls(args.ls_runs, args.repeat, args.data, args.code.resolve())
     if "trend" in modes:

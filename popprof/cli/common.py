@@ -414,23 +414,10 @@ def reads_arguments(paths: Iterable[str | os.PathLike[str]], shapes: bool | None
 
 def _records(paths: Iterable[str | os.PathLike[str]], markers: tuple[bytes, ...]) -> bool:
     """Whether a Chrome trace among ``paths`` (a file, or the first trace file of a directory) holds one of
-    ``markers`` in its head (:func:`popprof.readers.chrome.sniffing.records_arguments`); the paths exist."""
-    from ..io.files import read_head
-    from ..readers.chrome.sniffing import records_arguments, sniff
+    ``markers`` in its head (:func:`popprof.readers.chrome.sniffing.source_records`); the paths exist."""
+    from ..readers.chrome.sniffing import source_records
 
-    for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            found = sorted(
-                p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")) and p.is_file()
-            )
-            path = found[0] if found else path
-        try:
-            if path.is_file() and sniff(path, read_head(path)) and records_arguments(path, markers):
-                return True
-        except (OSError, InputError):
-            continue  # the read itself says what is wrong with the file
-    return False
+    return any(source_records(Path(given), markers) for given in paths)
 
 
 #: the reader option of a command that shows figures, never a trace's flows (summary, check, diff, baseline,

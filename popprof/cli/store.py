@@ -11,6 +11,7 @@ import click
 from ..io.plural import plural
 from .common import (
     check_output,
+    config_option,
     device_map_option,
     echo_json,
     emit,
@@ -18,6 +19,7 @@ from .common import (
     global_options,
     is_stdout,
     last_option,
+    load_config_file,
     output_option,
     reader_options,
     report_read_warnings,
@@ -99,6 +101,10 @@ def init_command(store: str) -> None:
     is_flag=True,
     help="Keep each run's bundle in the store (bundles/...), so popprof diff works on any stored run.",
 )
+@config_option(
+    "Config file: its [rules] judge the runs' findings, its device_map reads them "
+    "(default: nearest popprof.toml or pyproject.toml [tool.popprof] upwards)."
+)
 @device_map_option()
 def add_command(
     store: str,
@@ -111,18 +117,21 @@ def add_command(
     profile: str | None,
     replace: bool,
     keep_bundle: bool,
+    config_file: Path | None,
     device_map: str | None,
 ) -> None:
     """Add SOURCES (bundles, run directories, traces, text summaries or baseline JSON) as runs of STORE.
 
     The same run again is a no-op (exit 0); the same run id with other content is refused (exit 2)
     unless --replace. A run's series is its profile name (--profile NAME, else the file or bundle
-    name); the output says when a run starts a new series.
+    name); the output says when a run starts a new series. Each run's findings (the rules as
+    `popprof check` runs them, with the [rules] of --config FILE or the nearest configuration)
+    and time account are kept too: the findings and account views.
     """
-    from ..io.config import load_config
     from ..store import add
     from ..store.identity import parse_labels
 
+    config = load_config_file(config_file)
     results = add(
         store,
         sources,
@@ -132,10 +141,11 @@ def add_command(
         time=time_,
         labels=parse_labels(labels),
         replace=replace,
-        reader_options=reader_options(device_map, load_config()),
+        reader_options=reader_options(device_map, config),
         keep_bundle=keep_bundle,
         profile=profile,
         on_read=report_read_warnings,
+        config=config,
     )
     from ..report.fit import fit_lines
 
@@ -193,7 +203,8 @@ def query_command(
     timeout_s: float | None,
     memory: int | None,
 ) -> None:
-    """Run read-only DuckDB SQL over STORE's views: runs, metrics, ranks and one per bundle table.
+    """Run read-only DuckDB SQL over STORE's views: runs, metrics, ranks, findings, account and one per
+    bundle table.
 
     The query runs in the same sandbox as `popprof query`, with read access to the store's files only,
     at most --timeout seconds and --memory-limit of memory (docs/limits.md).

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .._version import __version__
 from ..model.errors import UsageError
 from .layout import STORE_FILE, Location, kind_dir, reach, read_descriptor, write_descriptor
-from .schemas import schema_of, table_kind
+from .schemas import DERIVED_SCHEMAS, schema_of, table_kind
 
 if TYPE_CHECKING:
     import duckdb
@@ -44,8 +44,8 @@ def open_store(store: str | os.PathLike[str]) -> Store:
 
 
 class Store:
-    """A run store. Each reader sees the same deduplicated views: ``runs``, ``metrics``, ``ranks`` and one
-    per bundle table (``execution_runs`` for the bundle's own ``runs`` table)."""
+    """A run store. Each reader sees the same deduplicated views: ``runs``, ``metrics``, ``ranks``,
+    ``findings``, ``account`` and one per bundle table (``execution_runs`` for the bundle's own ``runs`` table)."""
 
     def __init__(self, location: Location) -> None:
         self.location = location
@@ -204,8 +204,8 @@ class Store:
         return self.location.path(rel) if self.location.exists(rel) else None
 
     def arrow_dataset(self, table: str, *, verify: bool = True) -> ds.Dataset:
-        """A pyarrow dataset of one kind (``runs``, ``metrics``, ``ranks`` or a bundle table) with its declared
-        schema and the month partition: the hand-off to Dask, Ray or Polars.
+        """A pyarrow dataset of one kind (``runs``, ``metrics``, ``ranks``, ``findings``, ``account`` or a bundle
+        table) with its declared schema and the month partition: the hand-off to Dask, Ray or Polars.
 
         It reads the files as they are: rows of replaced or half-added runs are there too; keep the rows whose
         ``ingest_id`` is in ``runs`` (as the views do) when that matters. With ``verify`` the page checksums of
@@ -216,7 +216,7 @@ class Store:
         import pyarrow as pa
         import pyarrow.dataset as ds
 
-        kind = table if table in ("runs", "metrics", "ranks") else table_kind(table)
+        kind = table if table in DERIVED_SCHEMAS else table_kind(table)
         try:
             schema = schema_of(kind)
         except KeyError:

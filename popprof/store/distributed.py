@@ -66,6 +66,7 @@ def add_spark(
     keep_bundle: bool = False,
     profile: str | None = None,
     partitions: int | None = None,
+    config: Mapping | None = None,
 ) -> list[AddResult]:
     """Add every source (a path each executor can read) as a run of ``store`` on the executors of the
     SparkSession ``spark``; returns what was added (one :class:`~popprof.store.AddResult` per profile, in the
@@ -74,14 +75,19 @@ def add_spark(
     Each source is its own run: its id is ``run_ids[source]`` when given, else the content hash (CI variables
     on the executors are not used: they would give every source one id). ``commit``, ``branch``, ``time``,
     ``labels``, ``replace``, ``keep_bundle`` and ``profile`` apply to every source, as in
-    :func:`popprof.store.add`. ``partitions``: how many tasks (default: the session's default parallelism,
-    at most one per source). Sources that cannot be added (a conflict, an unreadable file) do not stop the
-    others: after all are done, :class:`SparkAddError` names them, with the results of the rest.
+    :func:`popprof.store.add`; so does ``config``, whose ``[rules]`` judge each run's findings (default: the
+    rules' defaults; no configuration file is read on the executors). ``partitions``: how many tasks
+    (default: the session's default parallelism, at most one per source). Sources that cannot be added (a
+    conflict, an unreadable file) do not stop the others: after all are done, :class:`SparkAddError` names
+    them, with the results of the rest.
     """
+    from ..io.config import Config
+    from .judged import rules_hash
     from .layout import Location, read_descriptor
 
     location = Location.of(store)
     read_descriptor(location)  # on the driver: a missing store is one line before any task starts
+    rules_hash(config)  # and a bad [rules] table
     # a local store's path as the executors must see it (absolute); a URL as it is
     root = location.root
     paths = [os.fspath(s) if "://" in os.fspath(s) else os.path.abspath(os.fspath(s)) for s in sources]
@@ -96,6 +102,7 @@ def add_spark(
         "replace": replace,
         "keep_bundle": keep_bundle,
         "profile": profile,
+        "config": {"rules": dict(Config.of(config).rules)},  # a plain table: pickled to the executors
         "run_ids": {p: given[p] for p in paths if p in given},
     }
     context = spark.sparkContext  # type: ignore[attr-defined]

@@ -105,8 +105,9 @@ def local_session(app: str = "popprof", memory: str = "512m", cores: int = 1, ja
 
 
 def register(session, location: Location, verify: bool = True) -> list[str]:
-    """Create the store's views (``runs``, ``metrics``, ``ranks``, one per bundle table) in ``session``; with
-    ``verify`` each read of them checks the page checksums of what it reads (:data:`VERIFY_CHECKSUMS`)."""
+    """Create the store's views (``runs``, ``metrics``, ``ranks``, ``findings``, ``account``, one per bundle
+    table) in ``session``; with ``verify`` each read of them checks the page checksums of what it reads
+    (:data:`VERIFY_CHECKSUMS`)."""
     types = _pyspark()
     from pyspark.sql import functions as F
 

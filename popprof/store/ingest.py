@@ -2,9 +2,10 @@
 
 For each profile of each source: compute the content hash (the tables as declared Arrow, the baseline
 metrics, and the identity given: time, commit, branch, labels); the same (run_id, profile) with the same
-hash is a no-op, with another hash a conflict unless ``replace``. Table, ``metrics`` and ``ranks`` files are
-written first and the catalogue row last, each to a temporary name renamed when complete: a crash leaves
-only files no view shows (``store fsck`` lists them). Concurrent adds of different runs write disjoint files.
+hash is a no-op, with another hash a conflict unless ``replace``. Table, ``metrics``, ``ranks``, ``findings``
+and ``account`` files are written first and the catalogue row last, each to a temporary name renamed when
+complete: a crash leaves only files no view shows (``store fsck`` lists them). Concurrent adds of different
+runs write disjoint files.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from ..readers.baseline import BASELINE_FORMAT, read_baseline
 from . import bundles
 from . import identity as ident
 from .catalogue import known_profiles, stored_rows, write_parquet, write_row
+from .judged import account_frame, findings_frame, rules_hash
 from .layout import COMPACT_PREFIX, PENDING, Location, read_descriptor, run_file, run_key
 from .ranks import rank_table
-from .schemas import METRICS, RANKS, table_kind, to_arrow
+from .schemas import METRICS, table_kind, to_arrow
 
 
 class StoreConflict(PopprofError):
@@ -65,6 +67,11 @@ class _Plan:
     content: str
     source: Path = Path()
     run_id: str = ""
+    #: the profile's name in its source (before ``--profile`` renames it)
+    key: str = ""
+    #: whether the rules judge a read of the source with its events' arguments (as ``popprof check`` reads a
+    #: trace recording shapes or collectives' sizes), not the read the store keeps
+    with_args: bool = False
 
 
 def add(
@@ -82,6 +89,7 @@ def add(
     keep_bundle: bool = False,
     profile: str | None = None,
     on_read: Callable[[Profile], None] | None = None,
+    config: Mapping | None = None,
 ) -> list[AddResult]:
     """Add every profile of ``sources`` (anything popprof opens, or a baseline JSON) as runs of ``store``.
 
@@ -91,7 +99,10 @@ def add(
     the file or bundle name), so a renamed artefact continues its series; a source holding several profiles
     cannot take one name. ``on_read`` is called with each profile read, before anything is written (the CLI
     says there what the reader worked around: a trace cut off is added with its events up to the cut). Each
-    result says whether it starts a new series. Raises :class:`StoreConflict` (before
+    result says whether it starts a new series. Each run written gets its ``findings`` (the rules as ``popprof
+    check`` runs them with ``config``'s ``[rules]``, else the defaults) and its time ``account``
+    (:mod:`.judged`); they are derived, not part of the content hash, so an unchanged re-add keeps the
+    findings its first add judged. Raises :class:`StoreConflict` (before
     writing anything) when a run is stored with other content and ``replace`` is false.
     """
     location = Location.of(store)
@@ -100,6 +111,7 @@ def add(
     when = ident.parse_time(time) if isinstance(time, str) else time
     if profile is not None and not profile.strip():
         raise UsageError("--profile: an empty name")
+    rules_hash(config)  # a bad [rules] table is one line before any source is read
     plans: list[_Plan] = []
     for source in sources:
         plans += _load(Path(source), who, when, dict(reader_options or {}), profile)
@@ -127,6 +139,7 @@ def add(
             )
         decisions.append((plan, live, {r["ingest_id"] for r in old}))
     results = []
+    judged: dict[Path, dict[str, Profile]] = {}
     for plan, live, before in decisions:
         if live is not None and live["content_sha256"] == plan.content:
             results.append(
@@ -139,11 +152,50 @@ def add(
                 )
             )
             continue
-        result = _write(location, plan, who, replaced=live, keep_bundle=keep_bundle, before=before)
+        judge = _judge(plan, judged, dict(reader_options or {}))
+        result = _write(
+            location,
+            plan,
+            who,
+            replaced=live,
+            keep_bundle=keep_bundle,
+            before=before,
+            config=config,
+            judge=judge,
+        )
         new = plan.profile.name not in series
         series.add(plan.profile.name)  # the next profile of this add with the name continues the series
         results.append(dataclasses.replace(result, new_series=new))
     return results
+
+
+def _judge(plan: _Plan, judged: dict[Path, dict[str, Profile]], options: dict) -> Profile:
+    """The profile the rules and the time account read: the plan's own, or for a trace recording its events'
+    arguments the same source read with them (once per source, held in ``judged`` while its plans are
+    written), as ``popprof check`` and ``popprof query``'s analysis tables read it; the store's tables stay
+    the read without them. When that second read fails, a warning, and the plan's own profile is judged."""
+    if not plan.with_args:
+        return plan.profile
+    from ..readers import open_all
+
+    if plan.source not in judged:
+        judged.clear()  # one source's second read held at a time (the plans come source by source)
+        try:
+            judged[plan.source] = open_all(plan.source, **dict(options, with_args=True))
+        except PopprofError as exc:  # the read the store keeps worked: judge that one, and say so
+            import warnings
+
+            judged[plan.source] = {}
+            warnings.warn(
+                f"{display_path(plan.source)}: not read with its events' arguments ({exc}); its findings "
+                "are judged without them (as check --no-shapes)",
+                stacklevel=4,
+            )
+    judge = judged[plan.source].get(plan.key)
+    if judge is None:
+        return plan.profile
+    judge.name = plan.profile.name
+    return judge
 
 
 def _load(
@@ -158,8 +210,11 @@ def _load(
             f"{display_path(path)} holds {len(profiles)} profiles; --profile names one series: "
             "add them one at a time"
         )
+    from ..readers.chrome.sniffing import source_records
+
+    with_args = "with_args" not in options and source_records(path)
     plans = []
-    for profile in profiles.values():
+    for key, profile in profiles.items():
         if pin is not None:
             profile.name = pin
         manifest, kind = _manifest(profile, path)
@@ -181,6 +236,8 @@ def _load(
                 metrics,
                 content,
                 path,
+                key=key,
+                with_args=with_args,
             )
         )
     return plans
@@ -293,13 +350,26 @@ def _write(
     replaced: dict | None,
     keep_bundle: bool = False,
     before: set[str] | frozenset[str] = frozenset(),
+    config: Mapping | None = None,
+    judge: Profile | None = None,
 ) -> AddResult:
-    """Write one run: a pending marker, tables, metrics, ranks (and the kept bundle), the catalogue row last;
-    then check that the run is still what this add wrote (:func:`_check_written`), withdrawing it when not.
+    """Write one run: a pending marker, tables, metrics, ranks, findings, account (and the kept bundle), the
+    catalogue row last; then check that the run is still what this add wrote (:func:`_check_written`),
+    withdrawing it when not.
 
     ``before``: the ingest ids of the run's catalogue rows when the add was planned; a row of another ingest
-    that appeared since is a concurrent add of other content."""
+    that appeared since is a concurrent add of other content. ``config``: the rule settings of the findings;
+    ``judge``: the profile the findings and the account are of (default the plan's, :func:`_judge`).
+    """
+    import pandas as pd
+
     name = plan.profile.name
+    # derived before the first file: a rule failing leaves nothing behind
+    derived = {
+        "ranks": pd.DataFrame(rank_table(plan.profile, who.labels.get("host"))),
+        "findings": findings_frame(judge or plan.profile, config),
+        "account": account_frame(judge or plan.profile),
+    }
     ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
     key = run_key(plan.run_id, name)
     month = ident.month_of(plan.created)
@@ -317,20 +387,22 @@ def _write(
         rel = run_file("metrics", month, key, ingest_id)
         write_parquet(location, rel, metrics)
         written.append(rel)
-        ranks = rank_table(plan.profile, who.labels.get("host"))
-        if len(ranks):
-            import pandas as pd
-
-            ranks_arrow = to_arrow("ranks", pd.DataFrame(ranks), **constants)
-            ranks_arrow = ranks_arrow.cast(RANKS)
-            rel = run_file("ranks", month, key, ingest_id)
-            write_parquet(location, rel, ranks_arrow)
-            written.append(rel)
+        for kind, frame in derived.items():  # a kind without rows has no file (a view shows no row of it)
+            if len(frame):
+                rel = run_file(kind, month, key, ingest_id)
+                write_parquet(location, rel, to_arrow(kind, frame, **constants))
+                written.append(rel)
         kept = None
         if keep_bundle:
             kept = bundles.kept_name(month, key, ingest_id, plan.kind == "baseline")
             bundles.keep(location, kept, plan.profile, plan.source, plan.kind == "baseline")
-        row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id))
+        judged = {
+            "rules_sha256": rules_hash(config),
+            "popprof_version": __version__,
+            "findings": len(derived["findings"]),
+            "account": len(derived["account"]),
+        }
+        row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id, judged))
         _check_written(location, plan, ingest_id, row_file, written, kept, before, replaced is not None)
         if replaced is not None:
             _remove_ingest(location, replaced, key, keep=row_file)
@@ -379,8 +451,11 @@ def _check_written(
     raise StoreConflict(problem)
 
 
-def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str) -> dict:
-    manifest = plan.manifest
+def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str, judged: dict | None = None) -> dict:
+    """The run's catalogue row; ``judged`` (the rule settings' hash, the popprof version and the rows of its
+    findings and account) goes into the manifest's ``judged``, so a run judged with no finding is told from
+    one added before findings were kept."""
+    manifest = plan.manifest if judged is None else dict(plan.manifest, judged=judged)
     target = manifest.get("target", {})
     redacted = manifest.get("redacted")
     return {
@@ -411,7 +486,13 @@ def _catalogue_row(plan: _Plan, who: ident.Identity, ingest_id: str) -> dict:
 def _remove_ingest(location: Location, old: dict, key: str, keep: str) -> None:
     """Delete the per-run files of a replaced ingest (compacted rows stay; the views no longer show them)."""
     month = ident.month_of(old["created"])
-    kinds = ["metrics", "ranks", *(table_kind(t) for t in json.loads(old.get("tables") or "[]"))]
+    kinds = [
+        "metrics",
+        "ranks",
+        "findings",
+        "account",
+        *(table_kind(t) for t in json.loads(old.get("tables") or "[]")),
+    ]
     for kind in kinds:
         location.remove(run_file(kind, month, key, old["ingest_id"]))
     for baseline in (False, True):

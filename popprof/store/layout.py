@@ -56,7 +56,8 @@ def run_key(run_id: str, profile: str) -> str:
 
 
 def kind_dir(kind: str) -> str:
-    """The directory of a kind: ``runs``, ``metrics``, ``ranks`` or ``tables/<table>`` (a kind is its path)."""
+    """The directory of a kind: ``runs``, ``metrics``, ``ranks``, ``findings``, ``account`` or ``tables/<table>``
+    (a kind is its path)."""
     return kind
 
 

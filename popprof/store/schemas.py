@@ -1,5 +1,5 @@
 """Arrow schemas of every store table, declared (never inferred): bundle tables from ``popprof/schema.py``,
-plus the store's own ``runs``, ``metrics`` and ``ranks``.
+plus the store's own ``runs``, ``metrics``, ``ranks``, ``findings`` and ``account``.
 
 Categorical columns are stored as plain strings (Parquet dictionary-encodes them anyway), so files never
 differ by dictionary index width; times are ``timestamp[us, UTC]``.
@@ -96,7 +96,68 @@ RANKS = pa.schema(
     ]
 )
 
-DERIVED_SCHEMAS: dict[str, pa.Schema] = {"runs": RUNS, "metrics": METRICS, "ranks": RANKS}
+FINDINGS = pa.schema(
+    [
+        pa.field("run_id", pa.string()),
+        pa.field("profile", pa.string()),
+        pa.field("created", TIME),
+        pa.field("position", pa.int64()),
+        pa.field("rule_id", pa.string()),
+        pa.field("severity", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("figure", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("threshold", pa.float64()),
+        pa.field("share", pa.float64()),
+        pa.field("gain_value", pa.float64()),
+        pa.field("gain_unit", pa.string()),
+        pa.field("gain_device", pa.string()),
+        pa.field("message", pa.string()),
+        pa.field("rules_sha256", pa.string()),
+        pa.field("popprof_version", pa.string()),
+        pa.field("ingest_id", pa.string()),
+    ]
+)
+
+#: The time account's parts (``popprof/metrics/account.py`` ``PARTS``, declared here: a test keeps them equal).
+ACCOUNT_PARTS = (
+    "compute",
+    "communication",
+    "copies",
+    "idle_host",
+    "idle_launch",
+    "idle_other",
+    "exchange",
+    "global_exchange",
+    "sync",
+    "stream_copies",
+    "other",
+    "idle",
+)
+
+ACCOUNT = pa.schema(
+    [
+        pa.field("run_id", pa.string()),
+        pa.field("profile", pa.string()),
+        pa.field("created", TIME),
+        pa.field("platform", pa.string()),
+        pa.field("rank", pa.int64()),
+        pa.field("device", pa.string()),
+        pa.field("step", pa.int64()),
+        pa.field("basis", pa.string()),
+        pa.field("window_us", pa.float64()),
+        *(pa.field(part, pa.float64()) for part in ACCOUNT_PARTS),
+        pa.field("ingest_id", pa.string()),
+    ]
+)
+
+DERIVED_SCHEMAS: dict[str, pa.Schema] = {
+    "runs": RUNS,
+    "metrics": METRICS,
+    "ranks": RANKS,
+    "findings": FINDINGS,
+    "account": ACCOUNT,
+}
 
 #: What a row of each of the store's own tables is, and what each column means (``docs/store.md``'s schema
 #: section is generated from these and the bundle schema: :func:`schema_markdown`).
@@ -104,6 +165,9 @@ DERIVED_ROWS = {
     "runs": "one ingest of a (run_id, profile): the view shows the live one (the latest ingested_at)",
     "metrics": "one metric of a run, as `popprof baseline` holds it",
     "ranks": "one rank of a trace run: the figures `popprof check`'s straggler rule uses",
+    "findings": "one finding of the rules on a run, as `popprof check` gives it (`store add`'s rule settings)",
+    "account": "one device of a run: its time account (`popprof query`'s `account` table), parts summing to "
+    "window_us",
 }
 DERIVED_COLUMNS = {
     "run_id": "the run's id (a string: `00123` stays `00123`)",
@@ -126,7 +190,8 @@ DERIVED_COLUMNS = {
     "tables": "JSON list of the bundle tables stored",
     "content_sha256": "the content hash: tables, metrics and the identity given (not the run id)",
     "ingested_at": "when the add wrote the row",
-    "manifest": "the bundle manifest (or baseline header) as JSON",
+    "manifest": "the bundle manifest (or baseline header) as JSON; its `judged`: the run's `rules_sha256`, "
+    "`popprof_version` and rows of `findings` and `account` (none: added before they were kept)",
     "name": "the metric's name (`docs/diff.md`)",
     "value": "its value",
     "unit": "its unit",
@@ -142,6 +207,46 @@ DERIVED_COLUMNS = {
     "idle_us": "device idle time of the rank",
     "idle_share": "idle time over the rank's window",
     "late_start": "how late the rank starts the last long collective, in mean iterations (HTA's figure)",
+}
+#: Columns whose meaning in a kind differs from :data:`DERIVED_COLUMNS`, or that only that kind has.
+KIND_COLUMNS: dict[str, dict[str, str]] = {
+    "findings": {
+        "position": "the finding's place in `popprof check`'s order (1 = the largest estimated gain)",
+        "rule_id": "the rule's id (`popprof rules`)",
+        "severity": "`info`, `warning` or `error`",
+        "title": "the rule's title",
+        "figure": "the figure the finding rests on (a metric or time-account part)",
+        "value": "the value the rule judged",
+        "threshold": "the threshold it was judged against",
+        "share": "the figure's share of its whole (the run's window, the memory), as a fraction",
+        "gain_value": "the estimated gain",
+        "gain_unit": "its unit",
+        "gain_device": "the device the gain is on (`gpu:0`), else empty",
+        "message": "the finding's message",
+        "rules_sha256": "16 hex digits of the SHA-256 of the rule settings that judged the run (rules enabled, "
+        "parameters resolved): equal for runs judged alike",
+        "popprof_version": "the popprof version whose rules judged the run",
+    },
+    "account": {
+        "platform": "`gpu` or `ipu`",
+        "rank": "the device's rank, empty when the trace names none",
+        "device": "the device (`gpu:0`, `ipu:0`)",
+        "step": "empty: the run's rows (the whole window)",
+        "basis": "the window: `device_span`, `ipu_run` or `summary_total` (`docs/figures.md`)",
+        "window_us": "the window's length; the parts sum to it",
+        "compute": "running compute (GPU, IPU)",
+        "communication": "running exposed communication and no compute (GPU)",
+        "copies": "copying or setting memory and nothing above (GPU)",
+        "idle_host": "idle, the next work not yet submitted by the host (GPU)",
+        "idle_launch": "idle, the next work already submitted: launch latency or a dependency (GPU)",
+        "idle_other": "idle, what came next not known (GPU)",
+        "exchange": "exchange (IPU)",
+        "global_exchange": "global exchange (IPU)",
+        "sync": "sync (IPU)",
+        "stream_copies": "stream copies: host I/O (IPU)",
+        "other": "other work (IPU)",
+        "idle": "idle (IPU)",
+    },
 }
 KEY_COLUMNS = {
     "run_id": "the run's id",
@@ -159,7 +264,8 @@ def table_schema(table: str) -> pa.Schema:
 
 
 def schema_of(kind: str) -> pa.Schema:
-    """The schema of a store kind: ``runs``, ``metrics``, ``ranks`` or ``tables/<table>``."""
+    """The schema of a store kind: ``runs``, ``metrics``, ``ranks``, ``findings``, ``account`` or
+    ``tables/<table>``."""
     if kind.startswith(TABLE_PREFIX):
         return table_schema(kind[len(TABLE_PREFIX) :])
     return DERIVED_SCHEMAS[kind]
@@ -238,7 +344,7 @@ def schema_markdown() -> str:
     for kind in kinds():
         schema = schema_of(kind)
         if kind in DERIVED_SCHEMAS:
-            row, meaning = DERIVED_ROWS[kind], DERIVED_COLUMNS
+            row, meaning = DERIVED_ROWS[kind], {**DERIVED_COLUMNS, **KIND_COLUMNS.get(kind, {})}
         else:
             spec = TABLES[kind[len(TABLE_PREFIX) :]]
             row = f"one {spec.row} (the bundle's `{spec.name}` table, `docs/schema.md`)"

@@ -58,6 +58,22 @@ def records_arguments(path: Path, markers: tuple[bytes, ...] = ARGUMENT_MARKERS)
     return any(marker in head for marker in markers)
 
 
+def source_records(path: Path, markers: tuple[bytes, ...] = ARGUMENT_MARKERS) -> bool:
+    """Whether the source at ``path`` is a Chrome trace (a file, or the first trace file of a directory) that
+    holds one of ``markers`` in its head (:func:`records_arguments`): what ``check``, ``summary`` and ``store
+    add`` look at to read the events' arguments. False for other formats, and for a file that cannot be read
+    (the read itself says what is wrong with it)."""
+    from ...model.errors import InputError
+
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")) and p.is_file())
+        path = found[0] if found else path
+    try:
+        return path.is_file() and sniff(path, read_head(path)) and records_arguments(path, markers)
+    except (OSError, InputError):
+        return False
+
+
 def event_prefix(path: Path) -> str:
     """The ijson-style prefix of the event array: ``item`` for a top-level array, else ``traceEvents.item``."""
     head = strip_bom(read_head(path, 4096))  # as detection read it: a gzip cut off reads as far as it goes
