@@ -814,7 +814,9 @@ def _numeric_leaf(
     if section == "graph":
         name = norm.removeprefix("number of ").strip().replace(" ", "_").replace("-", "_")
         if "." not in num and not _fits(count := _number(num), INT64_MAX):  # 20 digits, or below 0: corrupt
-            parsed.unparsed_figures.append(f"{label}: {raw_value} ({'too large' if count > 0 else 'negative'})")
+            parsed.unparsed_figures.append(
+                f"{label}: {raw_value} ({'too large' if count > 0 else 'negative'})"
+            )
             return True
         parsed.meta.setdefault(f"graph.num_{name}", str(int(_number(num))) if "." not in num else num)
         return True
