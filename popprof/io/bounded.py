@@ -218,6 +218,10 @@ class JsonGuard(_Guard):
         self.structure = structure
         self.open_kinds = np.zeros(0, dtype=np.int8)  # per depth (1 at index 0), the kind of container open
         self.last_separators = np.zeros(0, dtype=np.uint8)  # ... and its last separator so far (0: none)
+        self._scratch = np.zeros(
+            0, dtype=np.int32
+        )  # scratch arrays of the structure check, kept between chunks
+        self._flags = np.zeros(0, dtype=bool)
         self.max_depth = limits.get("json-depth")
         self.max_string = limits.get("string-bytes")
         self.depth = 0
@@ -277,13 +281,25 @@ class JsonGuard(_Guard):
         and brackets: the chunk reduced to those bytes (in C) is several times shorter, and in
         it the quotes before the bracket at index i of the brackets number (its index) - i.
         """
-        size = len(raw)
-        structure = self.structure
-        marks = np.frombuffer(
-            raw.translate(None, _NOT_SYNTAX if structure else _NOT_STRUCTURAL), dtype=np.uint8
-        )
-        brackets = np.flatnonzero(marks != _QUOTE)  # with ``structure``, the separators too
+        if self.structure:
+            return self._check_plain_structure(raw)
+        marks = np.frombuffer(raw.translate(None, _NOT_STRUCTURAL), dtype=np.uint8)
+        brackets = np.flatnonzero(marks != _QUOTE)
         quotes = len(marks) - len(brackets)
+        self._plain_strings(raw, quotes)
+        if len(brackets):
+            # outside strings: an even number of quotes before it (odd when a string was open)
+            outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
+            end = self._descend(np.where(outside, BRACKETS[marks[brackets]], 0))
+            if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
+                structural = np.flatnonzero(_STRUCTURAL[np.frombuffer(raw, dtype=np.uint8)])
+                self._check_after(raw, int(structural[brackets[end]]) + 1)
+        self.in_string ^= bool(quotes % 2)
+
+    def _plain_strings(self, raw: bytes, quotes: int) -> None:
+        """The string lengths of :meth:`_check_plain`: the string left open from the last chunk and the one left
+        open at its end (``quotes``: the chunk's quotes)."""
+        size = len(raw)
         if self.in_string:
             self.string_open = self.string_open + (size if not quotes else raw.find(b'"'))
             if self.string_open > self.max_string:
@@ -291,29 +307,47 @@ class JsonGuard(_Guard):
         if quotes:
             ends_inside = self.in_string ^ bool(quotes % 2)
             self.string_open = size - raw.rfind(b'"') if ends_inside else 0
-        if len(brackets):
-            # outside strings: an even number of quotes before it (odd when a string was open)
-            outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
-            lookup = _SYNTAX if structure else _STRUCTURAL
-            if (
-                structure
-            ):  # the tokens outside strings, and of them the brackets and each run's first separator
-                outer = brackets[outside]
 
-                def locate(i: int) -> int:  # the error path only: where the i-th token outside strings is
-                    return int(np.flatnonzero(lookup[np.frombuffer(raw, dtype=np.uint8)])[outer[i]])
+    def _check_plain_structure(self, raw: bytes) -> None:
+        """:meth:`_check_plain` with the ``structure`` check: the chunk reduced to its quotes, brackets and
+        separators, and of those the brackets and separators outside strings (an even count of quotes before
+        them, with the string open from the last chunk), found with a running count of the quotes in scratch
+        arrays kept from chunk to chunk (fresh ones each chunk cost more in page faults than in arithmetic)."""
+        marks = np.frombuffer(raw.translate(None, _NOT_SYNTAX), dtype=np.uint8)
+        n = len(marks)
+        if len(self._scratch) < n:
+            self._scratch = np.empty(max(n, 1 << 16), dtype=np.int32)
+            self._flags = np.empty(max(n, 1 << 16), dtype=bool)
+        quote = np.equal(marks, _QUOTE, out=self._flags[:n])
+        count = np.cumsum(quote, dtype=np.int32, out=self._scratch[:n])
+        quotes = int(count[-1]) if n else 0
+        self._plain_strings(raw, quotes)
+        if self.in_string:
+            count += 1
+        count &= 1
+        count |= quote
+        outside = np.equal(count, 0, out=self._flags[:n])  # not a quote, outside strings
+        tokens = marks[outside]
+        if len(tokens):
 
-                tokens = marks[outer]
-                elems, steps = self._structure(tokens, locate)
-                end = self._descend(steps)
-                end = int(outer[elems[end]]) if end >= 0 else -1
-            else:
-                end = self._descend(np.where(outside, BRACKETS[marks[brackets]], 0))
-                end = int(brackets[end]) if end >= 0 else -1
+            def locate(
+                i: int,
+            ) -> int:  # off the fast path: where the i-th token outside strings is in the chunk
+                structural = np.flatnonzero(_SYNTAX[np.frombuffer(raw, dtype=np.uint8)])
+                return int(structural[self._outside_marks(marks)[i]])
+
+            elems, steps = self._structure(tokens, locate)
+            end = self._descend(steps)
             if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
-                structural = np.flatnonzero(lookup[np.frombuffer(raw, dtype=np.uint8)])
-                self._check_after(raw, int(structural[end]) + 1)
+                self._check_after(raw, locate(int(elems[end])) + 1)
         self.in_string ^= bool(quotes % 2)
+
+    def _outside_marks(self, marks: np.ndarray) -> np.ndarray:
+        """The indices in ``marks`` (a chunk reduced to quotes, brackets and separators) of the brackets and
+        separators outside strings, for the string open from the last chunk (``in_string``, not yet moved)."""
+        quote = marks == _QUOTE
+        count = np.cumsum(quote, dtype=np.int64) + self.in_string
+        return np.flatnonzero(~quote & (count % 2 == 0))
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
         """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
