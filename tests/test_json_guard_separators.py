@@ -20,7 +20,7 @@ import pytest
 from cli_helpers import one_error
 
 from popprof.cli import main
-from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator
+from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator, TextAfterJson
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 KEY = "a-sound-benchmark-key-0123456789"
@@ -204,6 +204,25 @@ def test_what_each_refusal_says(text: bytes, message: str | None) -> None:
             assert "\n" not in str(exc)
         else:
             assert message is None, size
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_text_after_the_value_is_named_at_its_byte_with_the_check_on(seed: int) -> None:
+    """With the check on, the chunk is read by a path of its own (separators and brackets outside strings by a
+    running count of quotes): the end of the value and the text after it are found there as without it, plain
+    or with escapes, in any chunking."""
+    rng = random.Random(seed)
+    text = _text(rng)
+    damaged = text + b' \n{"b":1}'
+    for size in (3, 64, 4096):
+        lines = []
+        for structure in (True, False):
+            guard = JsonGuard(io.BytesIO(), Path("doc.json"), structure=structure)
+            with pytest.raises(TextAfterJson) as caught:
+                for at in range(0, len(damaged), size):
+                    guard.check(memoryview(damaged[at : at + size]))
+            lines.append(str(caught.value))
+        assert lines[0] == lines[1] and f"at byte {len(text) + 2:,} " in lines[0], (size, lines)
 
 
 def test_readers_that_parse_leave_the_check_off() -> None:
