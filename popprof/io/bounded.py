@@ -424,24 +424,27 @@ class JsonGuard(_Guard):
         head[0] = True
         np.logical_not(sep[1:], out=head[1:])
         head[1:] |= ~sep[:-1]
-        elems = np.flatnonzero(head)
+        elems = np.flatnonzero(head).astype(np.int32)
         k = len(elems)
         # each element's last token: a run's last separator, a bracket itself (never a separator: none)
-        ends = np.empty(k, dtype=np.int64)
-        ends[:-1] = elems[1:] - 1
-        ends[-1] = n - 1
+        ends = np.empty(k, dtype=np.int32)
+        ends[:-1] = elems[1:]
+        ends[-1] = n
+        ends -= 1
         mk = marks[elems]
         steps = BRACKETS[mk]
         # pairs of equal neighbours in each run (none in an object, all in an array): few, so found and counted
         equal = np.flatnonzero((marks[1:] == marks[:-1]) & sep[1:])
         same = np.bincount(np.searchsorted(elems, equal, side="right") - 1, minlength=k)
-        path = np.cumsum(steps, dtype=np.int64)
+        pairs = ends - elems  # ... of all neighbours
+        path = np.cumsum(steps, dtype=np.int32)
         path += self.depth
         level = path + (steps < 0)  # the container's depth (1 at the top); a separator's: where it stands
         low, high = int(level.min()), int(level.max())
         key = (level - low).astype(np.int16) if high - low < 32767 else level
         order = np.argsort(key, kind="stable")  # by depth, then position (a radix sort for small depths)
-        lv, mo, st = level[order], mk[order], steps[order]
+        lv, mo = level[order], mk[order]
+        st = BRACKETS[mo]
         kind = _BRACE[mo]
         last_sep = marks[ends[order]]
         first = np.ones(k, dtype=bool)
@@ -456,17 +459,18 @@ class JsonGuard(_Guard):
         opened[starts] = np.where(
             opens[starts], kind[starts], np.concatenate(([-1], self.open_kinds, [-1]))[carried]
         )
-        reset = np.maximum.accumulate(np.where(opens | first, np.arange(k), 0))
+        reset = np.maximum.accumulate(np.where(opens | first, np.arange(k, dtype=np.int32), 0))
         container = opened[reset]
         before = np.empty(k, dtype=np.uint8)  # the separator before each element in its container (else none)
         before[1:] = last_sep[:-1]
         before[starts] = np.concatenate(([0], self.last_separators, [0]))[carried]
         in_object = container == 1
-        after_comma = before == _COMMA
-        wrong = closes & (((container >= 0) & (kind != container)) | (in_object & after_comma))
+        colon = mo == _COLON
+        wrong = closes & (((container >= 0) & (kind != container)) | (in_object & (before == _COMMA)))
         # in an object a run starts with ':' unless it follows a ':', and alternates; in an array all ','
-        wrong |= runs & in_object & (((mo == _COLON) == (before == _COLON)) | (same[order] > 0))
-        wrong |= runs & (container == 0) & ((mo == _COLON) | (same[order] < (ends - elems)[order]))
+        same = same[order]
+        wrong |= runs & in_object & ((colon == (before == _COLON)) | (same > 0))
+        wrong |= runs & (container == 0) & (colon | (same < pairs[order]))
         if wrong.any():
             self._refuse(marks, elems[order], wrong, container, before, locate)
         # what stays open after the chunk: at each depth up to the new one, its last element tells
