@@ -222,6 +222,7 @@ class JsonGuard(_Guard):
             0, dtype=np.int32
         )  # scratch arrays of the structure check, kept between chunks
         self._flags = np.zeros(0, dtype=bool)
+        self._tokens = np.zeros(0, dtype=bool)
         self.max_depth = limits.get("json-depth")
         self.max_string = limits.get("string-bytes")
         self.depth = 0
@@ -315,9 +316,7 @@ class JsonGuard(_Guard):
         arrays kept from chunk to chunk (fresh ones each chunk cost more in page faults than in arithmetic)."""
         marks = np.frombuffer(raw.translate(None, _NOT_SYNTAX), dtype=np.uint8)
         n = len(marks)
-        if len(self._scratch) < n:
-            self._scratch = np.empty(max(n, 1 << 16), dtype=np.int32)
-            self._flags = np.empty(max(n, 1 << 16), dtype=bool)
+        self._reserve(n)
         quote = np.equal(marks, _QUOTE, out=self._flags[:n])
         count = np.cumsum(quote, dtype=np.int32, out=self._scratch[:n])
         quotes = int(count[-1]) if n else 0
@@ -341,6 +340,13 @@ class JsonGuard(_Guard):
             if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
                 self._check_after(raw, locate(int(elems[end])) + 1)
         self.in_string ^= bool(quotes % 2)
+
+    def _reserve(self, n: int) -> None:
+        """Scratch arrays for ``n`` bytes, kept from chunk to chunk."""
+        if len(self._scratch) < n:
+            self._scratch = np.empty(max(n, 1 << 16), dtype=np.int32)
+            self._flags = np.empty(max(n, 1 << 16), dtype=bool)
+            self._tokens = np.empty(max(n, 1 << 16), dtype=bool)
 
     def _outside_marks(self, marks: np.ndarray) -> np.ndarray:
         """The indices in ``marks`` (a chunk reduced to quotes, brackets and separators) of the brackets and
@@ -378,27 +384,41 @@ class JsonGuard(_Guard):
             raise limits.string_too_long(self.path, longest)
 
     def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
-        if self.structure:  # the brackets and the separators
-            where = np.flatnonzero(_TOKENS[data])
-            delta = BRACKETS[data[where]]
-        else:
-            # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, a lookup
-            where = np.flatnonzero((data & 0xD9) == 0x59)
-            delta = BRACKETS[data[where]]
-            where = where[delta != 0]
-            delta = delta[delta != 0]
+        if self.structure:
+            return self._check_depth_structure(data, quotes)
+        # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
+        where = np.flatnonzero((data & 0xD9) == 0x59)
+        delta = BRACKETS[data[where]]
+        where = where[delta != 0]
         if not len(where):
             return
+        delta = delta[delta != 0]
         inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
-        outer = where[~inside]
-        if self.structure:
-            elems, steps = self._structure(data[outer], lambda i: int(outer[i]))
-            end = self._descend(steps)
-            end = int(elems[end]) if end >= 0 else -1
-        else:
-            end = self._descend(delta[~inside])
+        end = self._descend(delta[~inside])
         if end >= 0:
-            self._check_after(data.tobytes(), int(outer[end]) + 1)
+            self._check_after(data.tobytes(), int(where[~inside][end]) + 1)
+
+    def _check_depth_structure(self, data: np.ndarray, quotes: np.ndarray) -> None:
+        """:meth:`_check_depth` with the ``structure`` check, for a chunk with escapes (``quotes``: the real
+        ones): the brackets and separators outside strings by a running count of the real quotes."""
+        n = len(data)
+        self._reserve(n)
+        real = self._flags[:n]
+        real[:] = False
+        real[quotes] = True
+        count = np.cumsum(real, dtype=np.int32, out=self._scratch[:n])  # quotes up to each byte
+        if self.in_string:
+            count += 1
+        count &= 1
+        outside = np.equal(count, 0, out=real)
+        outside &= np.take(_TOKENS, data, out=self._tokens[:n])
+        outer = np.flatnonzero(outside)
+        if not len(outer):
+            return
+        elems, steps = self._structure(data[outer], lambda i: int(outer[i]))
+        end = self._descend(steps)
+        if end >= 0:
+            self._check_after(data.tobytes(), int(outer[elems[end]]) + 1)
 
     def _structure(self, marks: np.ndarray, locate: Callable[[int], int]) -> tuple[np.ndarray, np.ndarray]:
         """Check the chunk's brackets and separators outside strings (``marks``, in order, before
