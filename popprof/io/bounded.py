@@ -479,8 +479,8 @@ class JsonGuard(_Guard):
         opened[starts] = np.where(
             opens[starts], kind[starts], np.concatenate(([-1], self.open_kinds, [-1]))[carried]
         )
-        reset = np.maximum.accumulate(np.where(opens | first, np.arange(k, dtype=np.int32), 0))
-        container = opened[reset]
+        reset = opens | first
+        container = opened[reset][np.cumsum(reset, dtype=np.int32) - 1]
         before = np.empty(k, dtype=np.uint8)  # the separator before each element in its container (else none)
         before[1:] = last_sep[:-1]
         before[starts] = np.concatenate(([0], self.last_separators, [0]))[carried]
