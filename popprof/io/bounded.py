@@ -218,9 +218,8 @@ class JsonGuard(_Guard):
         self.structure = structure
         self.open_kinds = np.zeros(0, dtype=np.int8)  # per depth (1 at index 0), the kind of container open
         self.last_separators = np.zeros(0, dtype=np.uint8)  # ... and its last separator so far (0: none)
-        self._scratch = np.zeros(
-            0, dtype=np.int32
-        )  # scratch arrays of the structure check, kept between chunks
+        # scratch arrays of the structure check, kept between chunks (:meth:`_reserve`)
+        self._scratch = np.zeros(0, dtype=np.int32)
         self._flags = np.zeros(0, dtype=bool)
         self._tokens = np.zeros(0, dtype=bool)
         self.max_depth = limits.get("json-depth")
@@ -329,9 +328,8 @@ class JsonGuard(_Guard):
         tokens = marks[outside]
         if len(tokens):
 
-            def locate(
-                i: int,
-            ) -> int:  # off the fast path: where the i-th token outside strings is in the chunk
+            def locate(i: int) -> int:
+                """Off the fast path: where the i-th token outside strings is in the chunk."""
                 structural = np.flatnonzero(_SYNTAX[np.frombuffer(raw, dtype=np.uint8)])
                 return int(structural[self._outside_marks(marks)[i]])
 
