@@ -231,6 +231,23 @@ def test_readers_that_parse_leave_the_check_off() -> None:
     guard.check(memoryview(b'{"a",1,"b":[2:3]}'))  # no error from the guard alone
 
 
+REAL_JSON = sorted(p for p in (REAL / "traces").rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("path", REAL_JSON, ids=lambda p: p.name)
+def test_every_real_trace_passes_the_check(path: Path) -> None:
+    """No real trace (each valid JSON to json.loads) is refused, in the guard's own 1 MiB chunks and in chunks
+    of a prime size (cut anywhere)."""
+    raw = path.read_bytes()
+    text = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    json.loads(text)
+    for size in (1 << 20, 65521):
+        guard = JsonGuard(io.BytesIO(), path, structure=True)
+        for at in range(0, len(text), size):
+            guard.check(memoryview(text[at : at + size]))
+        assert guard.ended and not guard.open_kinds.size
+
+
 def _separator_near(data: bytes, start: int, byte: bytes) -> int:
     """The first ``byte`` outside strings at or after ``start`` (a walk from the start of the file)."""
     return next(i for i in _tokens_outside_strings(data) if i >= start and data[i : i + 1] == byte)
