@@ -3,6 +3,12 @@
 
 Usage: python benchmarks/bench_redact.py [--repeat 3] [--trace-size 1GB|100MB|10MB] [--skip-trace]
                                          [--skip-bundle]
+       python benchmarks/bench_redact.py --guard TRACE [--repeat 7] [--code CHECKOUT]
+
+``--guard``: only the JSON guard's read of TRACE, as the redaction reads it (``structure=True``: brackets and
+separators checked) and as the parsing readers do (off), in this process: median / min CPU and wall seconds;
+``--code`` reads through another checkout's popprof (one from before the flag was named ``structure`` is given
+``match_brackets=True``).
 
 Each run is a fresh subprocess calling ``popprof.redaction.redact`` (with and without the
 scan), so the figures include reading, writing and the interpreter's imports; the script prints
@@ -131,13 +137,55 @@ def ensure_bundle() -> Path:
     return path
 
 
+def guard_read(trace: Path, repeat: int, code: Path | None) -> None:
+    """Print the CPU and wall seconds of reading ``trace`` through the JSON guard, with the redaction's check
+    and without it (median and min of ``repeat``)."""
+    if code is not None:
+        sys.path.insert(0, str(code))
+        for name in [m for m in sys.modules if m == "popprof" or m.startswith("popprof.")]:
+            del sys.modules[name]
+    from popprof.io.files import open_json
+
+    def once(check: bool) -> tuple[float, float]:
+        options = {}
+        if check:
+            try:
+                open_json(trace, structure=True).close()
+                options = {"structure": True}
+            except TypeError:
+                options = {"match_brackets": True}
+        wall, cpu = time.perf_counter(), time.process_time()
+        with open_json(trace, **options) as handle:
+            while handle.read(1 << 22):
+                pass
+        return time.process_time() - cpu, time.perf_counter() - wall
+
+    import popprof
+
+    print(
+        f"{trace.name} ({trace.stat().st_size / 1e6:.1f} MB) through {Path(popprof.__file__).parent}; {load_line()}"
+    )
+    for check in (True, False):
+        runs = [once(check) for _ in range(repeat)]
+        cpus, walls = [r[0] for r in runs], [r[1] for r in runs]
+        print(
+            f"  check {'on ' if check else 'off'}: CPU {statistics.median(cpus):.3f} s (min {min(cpus):.3f}), "
+            f"wall {statistics.median(walls):.3f} s, median of {repeat}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trace-size", default="1GB", choices=["10MB", "100MB", "1GB"])
     parser.add_argument("--skip-trace", action="store_true")
     parser.add_argument("--skip-bundle", action="store_true")
+    parser.add_argument("--guard", type=Path, help="time only the JSON guard's read of this trace")
+    parser.add_argument("--code", type=Path, help="with --guard: the checkout whose popprof reads it")
     args = parser.parse_args()
+    if args.guard is not None:
+        guard_read(args.guard, args.repeat, args.code)
+        return
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-redact-", dir=DATA if DATA.exists() else None) as tmp:
         if not args.skip_trace:

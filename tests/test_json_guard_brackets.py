@@ -1,4 +1,4 @@
-"""The JSON guard's bracket matching (``JsonGuard(match_brackets=True)``), which the redaction reads through:
+"""The JSON guard's bracket matching (``JsonGuard(structure=True)``), which the redaction reads through:
 it copies what is not a string as it is, so without it a ``{`` flipped to ``[`` (the same byte count, valid
 UTF-8, JSON's own characters) was redacted into invalid JSON with a clean scan.
 
@@ -18,7 +18,7 @@ import pytest
 from cli_helpers import one_error
 
 from popprof.cli import main
-from popprof.io.bounded import JsonGuard, MismatchedBrackets
+from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 KEY = "a-sound-benchmark-key-0123456789"
@@ -58,15 +58,16 @@ def _first_mismatch(text: bytes) -> int | None:
 
 
 def _guard_refuses(text: bytes, rng: random.Random) -> bool:
-    """Feed ``text`` to a matching guard in random chunks; whether it refused a mismatched bracket."""
-    guard = JsonGuard(io.BytesIO(), Path("doc.json"), match_brackets=True)
+    """Feed ``text`` to a matching guard in random chunks; whether it refused a mismatched bracket (or, a '{'
+    read as '[', the ':' then in an array first)."""
+    guard = JsonGuard(io.BytesIO(), Path("doc.json"), structure=True)
     at = 0
     try:
         while at < len(text):
             size = rng.randint(1, 40)
             guard.check(memoryview(text[at : at + size]))
             at += size
-    except MismatchedBrackets:
+    except (MismatchedBrackets, MisplacedSeparator):
         return True
     return False
 

@@ -14,6 +14,7 @@ import io
 import os
 import stat
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,14 @@ _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 #: the quote and the four brackets, as a lookup of every byte
 _STRUCTURAL = np.zeros(256, dtype=bool)
 _STRUCTURAL[list(b'"[]{}')] = True
+#: the same with the two separators (for :class:`JsonGuard`'s ``structure`` check)
+_NOT_SYNTAX = bytes(b for b in range(256) if b not in b'"[]{},:')
+_SYNTAX = np.zeros(256, dtype=bool)
+_SYNTAX[list(b'"[]{},:')] = True
+#: the four brackets and the two separators (no quote), as a lookup of every byte
+_TOKENS = np.zeros(256, dtype=bool)
+_TOKENS[list(b"[]{},:")] = True
+_COMMA, _COLON = 44, 58
 
 SPECIAL_KINDS = _KINDS = (
     (stat.S_ISFIFO, "a named pipe (FIFO) or process substitution"),
@@ -171,6 +180,13 @@ class MismatchedBrackets(InputError):
     as a byte flipped between ``{`` and ``[`` (or ``}`` and ``]``) makes it (see :class:`JsonGuard`)."""
 
 
+class MisplacedSeparator(InputError):
+    """A separator outside strings where JSON has the other one: in an object ``:`` and ``,`` alternate (every
+    member is ``key : value``) and the object ends after a value, never after a ``,``; an array holds no ``:``.
+    A byte flipped between ``,`` and ``:`` makes such a file, with its brackets balanced (see :class:`JsonGuard`).
+    """
+
+
 #: a bracket's kind: 0 for ``[`` / ``]``, 1 for ``{`` / ``}`` (other bytes: unused)
 _BRACE = np.zeros(256, dtype=np.int8)
 _BRACE[list(b"{}")] = 1
@@ -187,17 +203,25 @@ class JsonGuard(_Guard):
     :class:`~popprof.model.errors.InputError`: one line, exit code 2, for every reader
     that reads JSON through it.
 
-    With ``match_brackets`` it also follows which kind of container is open at each depth and refuses a
-    bracket that closes the other kind (:class:`MismatchedBrackets`): a reader that copies what is not a string
-    as it is (the redaction) has no parser that would. Readers that parse leave it off: their parser refuses
-    such a file anyway.
+    With ``structure`` it also checks the brackets and separators outside strings against each other: it
+    follows which kind of container is open at each depth and refuses a bracket that closes the other kind
+    (:class:`MismatchedBrackets`), and in each container the separators: in an object ``:`` and ``,``
+    alternate from a ``:`` and the ``}`` comes after a ``:``-led member, never after a ``,``; an array holds no
+    ``:`` (:class:`MisplacedSeparator`). So one byte flipped between ``{`` and ``[``, ``}`` and ``]`` or ``,``
+    and ``:`` is always refused. A reader that copies what is not a string as it is (the redaction) has no
+    parser that would. Readers that parse leave it off: their parser refuses such a file anyway.
     """
 
-    def __init__(self, inner: io.IOBase, path: Path, match_brackets: bool = False) -> None:
+    def __init__(self, inner: io.IOBase, path: Path, structure: bool = False) -> None:
         super().__init__(inner)
         self.path = path
-        self.match_brackets = match_brackets
+        self.structure = structure
         self.open_kinds = np.zeros(0, dtype=np.int8)  # per depth (1 at index 0), the kind of container open
+        self.last_separators = np.zeros(0, dtype=np.uint8)  # ... and its last separator so far (0: none)
+        # scratch arrays of the structure check, kept between chunks (:meth:`_reserve`)
+        self._scratch = np.zeros(0, dtype=np.int32)
+        self._flags = np.zeros(0, dtype=bool)
+        self._tokens = np.zeros(0, dtype=bool)
         self.max_depth = limits.get("json-depth")
         self.max_string = limits.get("string-bytes")
         self.depth = 0
@@ -257,10 +281,25 @@ class JsonGuard(_Guard):
         and brackets: the chunk reduced to those bytes (in C) is several times shorter, and in
         it the quotes before the bracket at index i of the brackets number (its index) - i.
         """
-        size = len(raw)
+        if self.structure:
+            return self._check_plain_structure(raw)
         marks = np.frombuffer(raw.translate(None, _NOT_STRUCTURAL), dtype=np.uint8)
         brackets = np.flatnonzero(marks != _QUOTE)
         quotes = len(marks) - len(brackets)
+        self._plain_strings(raw, quotes)
+        if len(brackets):
+            # outside strings: an even number of quotes before it (odd when a string was open)
+            outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
+            end = self._descend(np.where(outside, BRACKETS[marks[brackets]], 0))
+            if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
+                structural = np.flatnonzero(_STRUCTURAL[np.frombuffer(raw, dtype=np.uint8)])
+                self._check_after(raw, int(structural[brackets[end]]) + 1)
+        self.in_string ^= bool(quotes % 2)
+
+    def _plain_strings(self, raw: bytes, quotes: int) -> None:
+        """The string lengths of :meth:`_check_plain`: the string left open from the last chunk and the one left
+        open at its end (``quotes``: the chunk's quotes)."""
+        size = len(raw)
         if self.in_string:
             self.string_open = self.string_open + (size if not quotes else raw.find(b'"'))
             if self.string_open > self.max_string:
@@ -268,16 +307,51 @@ class JsonGuard(_Guard):
         if quotes:
             ends_inside = self.in_string ^ bool(quotes % 2)
             self.string_open = size - raw.rfind(b'"') if ends_inside else 0
-        if len(brackets):
-            # outside strings: an even number of quotes before it (odd when a string was open)
-            outside = ((brackets - np.arange(len(brackets)) + self.in_string) & 1) == 0
-            if self.match_brackets:
-                self._match(marks[brackets][outside])
-            end = self._descend(np.where(outside, BRACKETS[marks[brackets]], 0))
+
+    def _check_plain_structure(self, raw: bytes) -> None:
+        """:meth:`_check_plain` with the ``structure`` check: the chunk reduced to its quotes, brackets and
+        separators, and of those the brackets and separators outside strings (an even count of quotes before
+        them, with the string open from the last chunk), found with a running count of the quotes in scratch
+        arrays kept from chunk to chunk (fresh ones each chunk cost more in page faults than in arithmetic)."""
+        marks = np.frombuffer(raw.translate(None, _NOT_SYNTAX), dtype=np.uint8)
+        n = len(marks)
+        self._reserve(n)
+        quote = np.equal(marks, _QUOTE, out=self._flags[:n])
+        count = np.cumsum(quote, dtype=np.int32, out=self._scratch[:n])
+        quotes = int(count[-1]) if n else 0
+        self._plain_strings(raw, quotes)
+        if self.in_string:
+            count += 1
+        count &= 1
+        count |= quote
+        outside = np.equal(count, 0, out=self._flags[:n])  # not a quote, outside strings
+        tokens = marks[outside]
+        if len(tokens):
+
+            def locate(i: int) -> int:
+                """Off the fast path: where the i-th token outside strings is in the chunk."""
+                structural = np.flatnonzero(_SYNTAX[np.frombuffer(raw, dtype=np.uint8)])
+                return int(structural[self._outside_marks(marks)[i]])
+
+            elems, steps = self._structure(tokens, locate)
+            end = self._descend(steps)
             if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
-                structural = np.flatnonzero(_STRUCTURAL[np.frombuffer(raw, dtype=np.uint8)])
-                self._check_after(raw, int(structural[brackets[end]]) + 1)
+                self._check_after(raw, locate(int(elems[end])) + 1)
         self.in_string ^= bool(quotes % 2)
+
+    def _reserve(self, n: int) -> None:
+        """Scratch arrays for ``n`` bytes, kept from chunk to chunk."""
+        if len(self._scratch) < n:
+            self._scratch = np.empty(max(n, 1 << 16), dtype=np.int32)
+            self._flags = np.empty(max(n, 1 << 16), dtype=bool)
+            self._tokens = np.empty(max(n, 1 << 16), dtype=bool)
+
+    def _outside_marks(self, marks: np.ndarray) -> np.ndarray:
+        """The indices in ``marks`` (a chunk reduced to quotes, brackets and separators) of the brackets and
+        separators outside strings, for the string open from the last chunk (``in_string``, not yet moved)."""
+        quote = marks == _QUOTE
+        count = np.cumsum(quote, dtype=np.int64) + self.in_string
+        return np.flatnonzero(~quote & (count % 2 == 0))
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
         """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
@@ -308,6 +382,8 @@ class JsonGuard(_Guard):
             raise limits.string_too_long(self.path, longest)
 
     def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
+        if self.structure:
+            return self._check_depth_structure(data, quotes)
         # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
         where = np.flatnonzero((data & 0xD9) == 0x59)
         delta = BRACKETS[data[where]]
@@ -316,52 +392,156 @@ class JsonGuard(_Guard):
             return
         delta = delta[delta != 0]
         inside = (np.searchsorted(quotes, where) + self.in_string) % 2 == 1
-        if self.match_brackets:
-            self._match(data[where[~inside]])
         end = self._descend(delta[~inside])
         if end >= 0:
             self._check_after(data.tobytes(), int(where[~inside][end]) + 1)
 
-    def _match(self, marks: np.ndarray) -> None:
-        """:class:`MismatchedBrackets` when a closing bracket of ``marks`` (the chunk's brackets outside strings, in
-        order, before :meth:`_descend` moves the depth) closes a container of the other kind.
-
-        At one depth, containers open and close in turn, so, ordered by depth and then position, a closing
-        bracket follows its own opening one, or, first at its depth in the chunk, closes the container left
-        open there by the chunks before (``open_kinds``). No stack is walked bracket by bracket."""
-        if not len(marks):
+    def _check_depth_structure(self, data: np.ndarray, quotes: np.ndarray) -> None:
+        """:meth:`_check_depth` with the ``structure`` check, for a chunk with escapes (``quotes``: the real
+        ones): the brackets and separators outside strings by a running count of the real quotes."""
+        n = len(data)
+        self._reserve(n)
+        real = self._flags[:n]
+        real[:] = False
+        real[quotes] = True
+        count = np.cumsum(real, dtype=np.int32, out=self._scratch[:n])  # quotes up to each byte
+        if self.in_string:
+            count += 1
+        count &= 1
+        outside = np.equal(count, 0, out=real)
+        outside &= np.take(_TOKENS, data, out=self._tokens[:n])
+        outer = np.flatnonzero(outside)
+        if not len(outer):
             return
-        steps = BRACKETS[marks].astype(np.int64)
-        opens = steps > 0
-        level = np.cumsum(steps) + self.depth + np.where(opens, 0, 1)  # the container's depth, 1 at the top
-        kind = _BRACE[marks]
-        order = np.lexsort((np.arange(len(marks)), level))
-        lv, op, kd = level[order], opens[order], kind[order]
-        first = np.ones(len(order), dtype=bool)
+        elems, steps = self._structure(data[outer], lambda i: int(outer[i]))
+        end = self._descend(steps)
+        if end >= 0:
+            self._check_after(data.tobytes(), int(outer[elems[end]]) + 1)
+
+    def _structure(self, marks: np.ndarray, locate: Callable[[int], int]) -> tuple[np.ndarray, np.ndarray]:
+        """Check the chunk's brackets and separators outside strings (``marks``, in order, before
+        :meth:`_descend` moves the depth) against each other: :class:`MismatchedBrackets` for a closing bracket
+        of the other kind than its container, :class:`MisplacedSeparator` for a separator out of turn.
+        ``locate(i)``: the byte offset in the chunk of ``marks[i]`` (asked only on the error path). Returns the
+        indices in ``marks`` of the brackets and of each run's first separator, and their depth steps (what
+        :meth:`_descend` needs: a separator does not move the depth).
+
+        A run of separators with no bracket between stands in one container: it must alternate in an object
+        and hold only ``,`` in an array (its pairs of equal neighbours tell: none in an object, all in an
+        array). At one depth, containers open and close in turn, so, ordered by depth and then position, the
+        openings, the runs (one element each) and the closings of each container follow each other: a run's
+        first separator follows the last of the run before it in its container, or its opening bracket (then
+        it is the first: ``:`` in an object), or, first at its depth in the chunk, what the chunks before left
+        open there (``open_kinds``, ``last_separators``). No stack is walked token by token."""
+        n = len(marks)
+        if not n:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8)
+        sep = marks < 64  # ',' and ':' (the brackets are 91 and above)
+        # the brackets and each run's first separator (a separator after another continues its run)
+        head = np.empty(n, dtype=bool)
+        head[0] = True
+        np.logical_not(sep[1:], out=head[1:])
+        head[1:] |= ~sep[:-1]
+        elems = np.flatnonzero(head).astype(np.int32)
+        k = len(elems)
+        # each element's last token: a run's last separator, a bracket itself (never a separator: none)
+        ends = np.empty(k, dtype=np.int32)
+        ends[:-1] = elems[1:]
+        ends[-1] = n
+        ends -= 1
+        mk = marks[elems]
+        steps = BRACKETS[mk]
+        # pairs of equal neighbours in each run (none in an object, all in an array): few, so found and counted
+        equal = np.flatnonzero((marks[1:] == marks[:-1]) & sep[1:])
+        same = np.bincount(np.searchsorted(elems, equal, side="right") - 1, minlength=k)
+        pairs = ends - elems  # ... of all neighbours
+        path = np.cumsum(steps, dtype=np.int32)
+        path += self.depth
+        level = path + (steps < 0)  # the container's depth (1 at the top); a separator's: where it stands
+        low, high = int(level.min()), int(level.max())
+        key = (level - low).astype(np.int16) if high - low < 32767 else level
+        order = np.argsort(key, kind="stable")  # by depth, then position (a radix sort for small depths)
+        lv, mo = level[order], mk[order]
+        st = BRACKETS[mo]
+        kind = _BRACE[mo]
+        last_sep = marks[ends[order]]
+        first = np.ones(k, dtype=bool)
         first[1:] = lv[1:] != lv[:-1]
-        closes = ~op & (lv >= 1)
-        wrong = closes & ~first & (kd != np.roll(kd, 1))
-        carried = closes & first & (lv <= len(self.open_kinds))
-        if carried.any():
-            wrong[carried] = kd[carried] != self.open_kinds[lv[carried] - 1]
+        opens, closes, runs = st > 0, st < 0, st == 0
+        # the kind of container each element stands in: of its opening bracket, the last opening at its depth
+        # before it here, or, if none, of what the chunks before left open there (-1: none known)
+        starts = np.flatnonzero(first)
+        top = len(self.open_kinds)
+        carried = np.clip(lv[starts], 0, top + 1)
+        opened = kind.astype(np.int8)
+        opened[starts] = np.where(
+            opens[starts], kind[starts], np.concatenate(([-1], self.open_kinds, [-1]))[carried]
+        )
+        reset = opens | first
+        container = opened[reset][np.cumsum(reset, dtype=np.int32) - 1]
+        before = np.empty(k, dtype=np.uint8)  # the separator before each element in its container (else none)
+        before[1:] = last_sep[:-1]
+        before[starts] = np.concatenate(([0], self.last_separators, [0]))[carried]
+        in_object = container == 1
+        colon = mo == _COLON
+        wrong = closes & (((container >= 0) & (kind != container)) | (in_object & (before == _COMMA)))
+        # in an object a run starts with ':' unless it follows a ':', and alternates; in an array all ','
+        same = same[order]
+        wrong |= runs & in_object & ((colon == (before == _COLON)) | (same > 0))
+        wrong |= runs & (container == 0) & (colon | (same < pairs[order]))
         if wrong.any():
-            at = int(order[np.flatnonzero(wrong)].min())
-            raise MismatchedBrackets(
-                self.path,
-                f"a '{chr(marks[at])}' closes a{'n object' if kind[at] == 0 else 'n array'} in the bytes after byte "
-                f"{self.offset:,} (a flipped byte?): the file is not valid JSON",
-                "the file may be damaged; write it again",
-            )
-        # what stays open after the chunk: at each depth up to the new one, the last bracket there opened it
-        depth = int(self.depth + steps.sum())
-        kinds = np.zeros(max(depth, 0), dtype=np.int8)
-        keep = min(len(self.open_kinds), len(kinds))
+            self._refuse(marks, elems[order], wrong, container, before, locate)
+        # what stays open after the chunk: at each depth up to the new one, its last element tells
+        depth = int(path[-1])
+        kinds = np.full(max(depth, 0), -1, dtype=np.int8)
+        lasts = np.zeros(max(depth, 0), dtype=np.uint8)
+        keep = min(top, len(kinds))
         kinds[:keep] = self.open_kinds[:keep]
-        last = np.ones(len(order), dtype=bool)
-        last[:-1] = lv[:-1] != lv[1:]
-        here = last & op & (lv >= 1) & (lv <= len(kinds))
-        kinds[lv[here] - 1] = kd[here]
-        self.open_kinds = kinds
+        lasts[:keep] = self.last_separators[:keep]
+        final = np.append(starts[1:] - 1, k - 1)
+        final = final[~closes[final] & (lv[final] >= 1) & (lv[final] <= len(kinds))]
+        kinds[lv[final] - 1] = container[final]
+        lasts[lv[final] - 1] = last_sep[final]
+        self.open_kinds, self.last_separators = kinds, lasts
+        return elems, steps
+
+    def _refuse(
+        self,
+        marks: np.ndarray,
+        at: np.ndarray,
+        wrong: np.ndarray,
+        container: np.ndarray,
+        before: np.ndarray,
+        locate: Callable[[int], int],
+    ) -> None:
+        """Raise for the first wrong token of the chunk (the error path of :meth:`_structure`): ``at``, the
+        sorted elements' indices in ``marks``; the rest, per sorted element, as there."""
+        first_at, message = len(marks), ""
+        for s in np.flatnonzero(wrong)[np.argsort(at[wrong], kind="stable")]:
+            i = int(at[s])
+            if i >= first_at:
+                break
+            got, kind = chr(marks[i]), int(container[s])
+            if got in "]}":
+                if (got == "}") != (kind == 1):
+                    first_at, message = i, f"a '{got}' closes a{'n object' if kind == 1 else 'n array'}"
+                else:
+                    first_at, message = i, "a '}' right after a ',' in an object"
+                continue
+            # a run of separators: its first is out of turn, or one inside it
+            expected = ":" if kind == 1 and before[s] != _COLON else ","
+            j = i
+            while j + 1 < len(marks) and chr(marks[j]) == expected and chr(marks[j + 1]) in ",:":
+                expected = (":" if expected == "," else ",") if kind == 1 else ","
+                j += 1
+            where = "an object" if kind == 1 else "an array"
+            first_at, message = j, f"a '{chr(marks[j])}' where a '{expected}' belongs in {where}"
+        error = MismatchedBrackets if "closes" in message else MisplacedSeparator
+        raise error(
+            self.path,
+            f"{message} at byte {self.offset + locate(first_at):,} (a flipped byte?): the file is not valid JSON",
+            "the file may be damaged; write it again",
+        )
 
     def _descend(self, steps: np.ndarray) -> int:
         """Follow the depth through the bracket steps (+1 / -1, 0 for none) of a chunk, outside strings, in

@@ -95,18 +95,19 @@ def open_json(
     before: tuple[int, int, int, int] | None = None,
     *,
     cut_off_ends: bool = False,
-    match_brackets: bool = False,
+    structure: bool = False,
 ) -> BinaryIO:
     """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
     raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
-    ``match_brackets``: also refuse a bracket closing the other kind of container (for a reader without a parser).
+    ``structure``: also refuse a bracket closing the other kind of container and a separator out of turn
+    (``,`` for ``:`` or the reverse), for a reader without a parser.
     """
-    return guard_json(open_binary(path, before, cut_off_ends=cut_off_ends), path, match_brackets)
+    return guard_json(open_binary(path, before, cut_off_ends=cut_off_ends), path, structure)
 
 
-def guard_json(raw: BinaryIO, path: Path, match_brackets: bool = False) -> BinaryIO:
+def guard_json(raw: BinaryIO, path: Path, structure: bool = False) -> BinaryIO:
     """A buffered reader over the byte stream ``raw`` with the JSON guard of :func:`open_json`."""
-    return bounded.buffered(bounded.JsonGuard(raw, Path(path), match_brackets))
+    return bounded.buffered(bounded.JsonGuard(raw, Path(path), structure))
 
 
 def read_text_bytes(path: Path, *, truncate: bool = False) -> bytes:

@@ -534,7 +534,7 @@ def redact_chrome(
     engine = ChromeRedactor(redactor)
     # through the JSON guard every JSON reader uses: text after the first complete value (a log line, a
     # second value: ``{..}{..}``) and nesting beyond ``json-depth`` are refused before anything is written
-    reader = open_json(source, match_brackets=True)  # no parser here: a '{' flipped to '[' is seen so
+    reader = open_json(source, structure=True)  # no parser here: a flipped bracket or separator is seen so
     limit = limits.get("string-bytes")
     raw = open(tmp_out, "wb")  # noqa: SIM115
     # no file name (it would be the temporary one) and no time in the gzip header: only the trace is written
