@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import one_error
+from json_walk import tokens_outside_strings
 
 from popprof.cli import main
 from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator
@@ -72,24 +73,6 @@ def _guard_refuses(text: bytes, rng: random.Random) -> bool:
     return False
 
 
-def _brackets_outside_strings(text: bytes) -> list[int]:
-    """The indices of the brackets outside strings, by a walk over the bytes."""
-    out, in_string, escaped = [], False, False
-    for i, b in enumerate(text):
-        if not in_string:
-            if b == ord('"'):
-                in_string = True
-            elif b in b"[]{}":
-                out.append(i)
-        elif escaped:
-            escaped = False
-        elif b == ord("\\"):
-            escaped = True
-        elif b == ord('"'):
-            in_string = False
-    return out
-
-
 SWAP = {ord("["): b"{", ord("{"): b"[", ord("]"): b"}", ord("}"): b"]"}
 
 
@@ -101,7 +84,7 @@ def test_the_vectorised_match_agrees_with_a_stack_walk(seed: int) -> None:
     text = json.dumps({"traceEvents": [_document(rng) for _ in range(6)]}).encode()
     assert not _guard_refuses(text, rng)
     refused = 0
-    for i in rng.sample(_brackets_outside_strings(text), 8):
+    for i in rng.sample(tokens_outside_strings(text, b"[]{}"), 8):
         flipped = text[:i] + SWAP[text[i]] + text[i + 1 :]
         expected = _first_mismatch(flipped) is not None
         assert _guard_refuses(flipped, rng) == expected, (seed, i)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import one_error
+from json_walk import tokens_outside_strings
 
 from popprof.cli import main
 from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator, TextAfterJson
@@ -48,30 +49,12 @@ def _text(rng: random.Random, most: int = 1500) -> bytes:
             return text
 
 
-def _tokens_outside_strings(text: bytes) -> list[int]:
-    """The indices of the brackets and separators outside strings, by a walk over the bytes."""
-    out, in_string, escaped = [], False, False
-    for i, b in enumerate(text):
-        if not in_string:
-            if b == ord('"'):
-                in_string = True
-            elif b in b"[]{},:":
-                out.append(i)
-        elif escaped:
-            escaped = False
-        elif b == ord("\\"):
-            escaped = True
-        elif b == ord('"'):
-            in_string = False
-    return out
-
-
 def _first_wrong(text: bytes) -> int | None:
     """The index of the first bracket or separator out of place, by a stack walk (what the guard checks): a
     bracket closing the other kind, a separator out of turn in an object (``:`` and ``,`` alternate from a
     ``:``), a ``}`` right after a ``,``, a ``:`` in an array."""
     stack: list[list] = []  # [kind of container, its last separator]
-    for i in _tokens_outside_strings(text):
+    for i in tokens_outside_strings(text):
         b = text[i]
         if b in b"[{":
             stack.append([b, None])
@@ -123,7 +106,7 @@ def test_every_single_separator_flip_is_refused_at_its_byte(seed: int) -> None:
     json.loads(text)
     for largest in (3, 40, 4096):
         assert _guard(text, rng, largest) is None
-    separators = [i for i in _tokens_outside_strings(text) if text[i] in b",:"]
+    separators = [i for i in tokens_outside_strings(text) if text[i] in b",:"]
     assert separators
     for i in separators:
         flipped = text[:i] + FLIP[text[i]] + text[i + 1 :]
@@ -142,7 +125,7 @@ def _mutate(text: bytes, rng: random.Random) -> bytes:
     """One to three changes to the separators outside strings: flipped, deleted, doubled, or a ',' put before a
     closing bracket."""
     for _ in range(rng.randint(1, 3)):
-        tokens = _tokens_outside_strings(text)
+        tokens = tokens_outside_strings(text)
         i = rng.choice(tokens)
         move = rng.choice(["flip", "delete", "double", "comma"])
         if move == "comma" or text[i] not in b",:":
@@ -250,7 +233,7 @@ def test_every_real_trace_passes_the_check(path: Path) -> None:
 
 def _separator_near(data: bytes, start: int, byte: bytes) -> int:
     """The first ``byte`` outside strings at or after ``start`` (a walk from the start of the file)."""
-    return next(i for i in _tokens_outside_strings(data) if i >= start and data[i : i + 1] == byte)
+    return next(i for i in tokens_outside_strings(data) if i >= start and data[i : i + 1] == byte)
 
 
 def test_redact_refuses_a_real_trace_with_a_separator_flipped(capsys, tmp_path, monkeypatch) -> None:
