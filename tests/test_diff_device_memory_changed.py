@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_diff_memory_changed import _paths, documented_fields
 from test_text_figures_whole import split_figures
@@ -85,15 +86,20 @@ def test_a_2021_trace_splits_its_net_peak_among_its_operators():
 # -- a constructed pair -------------------------------------------------------------------------------------------
 
 
-def _planted(tmp_path: Path) -> Path:
-    """BERT with one more block of :data:`PLANTED` bytes allocated in an ``aten::addmm`` before the peak and never
-    freed: the allocator's totals (allocated, reserved) of every later GPU event grow by it."""
-    profile = popprof.open(BERT)
-    group = _groups(profile)[(-1, "gpu:0")].reset_index(drop=True)
+def _bert_planting() -> tuple[pd.DataFrame, int, dict]:
+    """BERT's GPU allocator events as the reader orders them, the position of the first allocation in
+    :data:`PLANTED_OP` before the peak (where a planted block goes), and the trace's JSON document."""
+    group = _groups(popprof.open(BERT))[(-1, "gpu:0")].reset_index(drop=True)
     peak = int(group["total"].to_numpy().argmax())
     at = int(group.index[(group["op"] == PLANTED_OP) & (group["bytes"] > 0) & (group.index < peak)][0])
     with gzip.open(BERT, "rt") as handle:
-        doc = json.load(handle)
+        return group, at, json.load(handle)
+
+
+def _planted(tmp_path: Path) -> Path:
+    """BERT with one more block of :data:`PLANTED` bytes allocated in an ``aten::addmm`` before the peak and never
+    freed: the allocator's totals (allocated, reserved) of every later GPU event grow by it."""
+    group, at, doc = _bert_planting()
     gpu = [e for e in doc["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
     gpu.sort(key=lambda e: float(e["ts"]))
     model = gpu[at]
@@ -286,12 +292,7 @@ def _devices(tmp_path: Path, plants: dict[int, int], name: str) -> Path:
     """BERT with its GPU allocator events copied onto each device of ``plants`` (device id -> bytes; device 0
     is the trace's own), and on each one more block of those bytes allocated in an ``aten::addmm`` before the
     peak and never freed (none when 0): every later total of that device grows by it."""
-    profile = popprof.open(BERT)
-    group = _groups(profile)[(-1, "gpu:0")].reset_index(drop=True)
-    peak = int(group["total"].to_numpy().argmax())
-    at = int(group.index[(group["op"] == PLANTED_OP) & (group["bytes"] > 0) & (group.index < peak)][0])
-    with gzip.open(BERT, "rt") as handle:
-        doc = json.load(handle)
+    group, at, doc = _bert_planting()
     gpu = _gpu_events(doc)
     events = doc["traceEvents"]
     for device, size in plants.items():
