@@ -6,10 +6,11 @@ serial GC) and one small store (two Mk2 runs and a two-rank trace) registered on
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from store_helpers import MK2, TWO_RANKS
+from store_helpers import MK2, ROOT, TWO_RANKS
 
 import popprof.store as store
 from popprof.store.compact import compact
@@ -182,3 +183,43 @@ def test_spark_checks_page_checksums_as_it_reads_and_a_damaged_page_is_one_line(
         unchecked.toArrow()
     except Exception as exc:  # the damage may also fail the decoding, but never as a checksum
         assert "CRC checksum" not in str(exc)
+
+
+# -- the findings and the time account (kept since 2026-12-07) ---------------------------------------------------
+
+BERT_TRACE = ROOT / "fixtures" / "real" / "traces" / "tracelens_h100_bert_small.json.gz"
+FINDINGS_SQL = (
+    "SELECT run_id, position, rule_id, severity, figure, gain_value, gain_unit, share, rules_sha256 "
+    "FROM findings ORDER BY run_id, position"
+)
+ACCOUNT_SQL = (
+    "SELECT run_id, platform, rank, device, step, basis, window_us, compute, idle_host, idle_launch, sync, idle "
+    "FROM account ORDER BY run_id, device"
+)
+
+
+def test_spark_sees_findings_and_account_as_duckdb_and_an_older_store_empty(spark, tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store.init(root)
+    store.add(root, [MK2], run_id="1", time="2026-01-05T00:00:00Z")
+    store.add(root, [BERT_TRACE], run_id="2", time="2026-02-05T00:00:00Z")
+    s = store.open(root)
+    s.spark(spark)
+    con = s.duckdb()
+    for sql in (FINDINGS_SQL, ACCOUNT_SQL):
+        rows = spark.sql(sql).toArrow().to_pylist()
+        assert rows == con.sql(sql).to_arrow_table().to_pylist(), sql
+        assert {r["run_id"] for r in rows} == {"1", "2"}
+    con.close()
+
+    old = tmp_path / "old"
+    shutil.copytree(root, old)
+    shutil.rmtree(old / "findings")
+    shutil.rmtree(old / "account")
+    store.open(old).spark(spark)
+    for view in ("findings", "account"):
+        frame = spark.sql(f"SELECT * FROM {view}")
+        assert frame.count() == 0
+        types = dict(frame.dtypes)
+        assert types["run_id"] == "string" and types["rank" if view == "account" else "position"] == "bigint"
+    assert spark.sql("SELECT count(*) AS n FROM runs").toArrow().to_pylist() == [{"n": 2}]
