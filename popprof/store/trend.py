@@ -377,7 +377,8 @@ def _ack_file(metric: str, run_id: str) -> str:
 
 
 def acknowledge(store: str | os.PathLike[str] | Store, metric: str, run_id: str, note: str = "") -> str:
-    """Acknowledge the change of ``metric`` whose first new run is ``run_id``; returns the ack file."""
+    """Acknowledge the change of ``metric`` whose first new run is ``run_id`` (or the new finding of the rule
+    of that id, ``popprof trend --findings``); returns the ack file."""
     handle = store if isinstance(store, Store) else open_store(store)
     found = handle.query(
         "SELECT count(*) AS n FROM metrics WHERE name = "
@@ -385,6 +386,10 @@ def acknowledge(store: str | os.PathLike[str] | Store, metric: str, run_id: str,
         + " AND run_id = "
         + _sql_text(run_id)
     )["n"].iloc[0]
+    if not found:
+        from .trend_findings import has_rule_findings
+
+        found = has_rule_findings(handle, metric, run_id)  # a rule id: its new finding (trend --findings)
     if not found:
         raise UsageError(f"{handle.root}: no run {run_id!r} with metric {metric!r} to acknowledge")
     rel = _ack_file(metric, run_id)
