@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..model.errors import UsageError
 from .api import Store, open_store
+from .trend import _iso_utc, read_acks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,8 +132,6 @@ def findings_trend(
 ) -> list[FindingsProfile]:
     """The findings of ``store``'s runs per profile (``profile``, ``branch``: only those), the latest ``last``
     points each, with each rule's transitions; ``collapse``: re-runs of one commit are one point."""
-    from .trend import read_acks
-
     handle = store if isinstance(store, Store) else open_store(store)
     where, params = [], []
     if profile is not None:
@@ -173,8 +172,6 @@ def _points(group: pd.DataFrame, collapse: bool) -> list[list[str]]:
 def _profile(
     prof: str, group: pd.DataFrame, last: int | None, recent: int, collapse: bool, acks: set
 ) -> FindingsProfile:
-    from .trend import _iso_utc
-
     group = group.reset_index(drop=True)
     points = _points(group, collapse)
     if last is not None:
@@ -292,18 +289,6 @@ def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") else value
 
 
-def has_rule_findings(handle: Store, rule_id: str, run_id: str) -> bool:
-    """Whether ``rule_id`` has a stored finding and ``run_id`` is a run of the store (what ``trend ack`` of a
-    finding checks: the first run of a new state may be a re-run whose own finding is missing)."""
-    row = handle.frame(
-        "SELECT (SELECT count(*) FROM findings WHERE rule_id = ?) AS f, "
-        "(SELECT count(*) FROM runs WHERE run_id = ?) AS r",
-        [rule_id, run_id],
-        kinds=["findings"],
-    ).iloc[0]
-    return bool(row["f"]) and bool(row["r"])
-
-
 __all__ = [
     "NOT_FIRED",
     "NOT_JUDGED",
@@ -313,5 +298,4 @@ __all__ = [
     "FindingsProfile",
     "RuleSeries",
     "findings_trend",
-    "has_rule_findings",
 ]
