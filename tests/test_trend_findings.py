@@ -257,3 +257,21 @@ def test_markdown_and_junit(history: Path, capsys) -> None:
     root = ET.fromstring(out)
     failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
     assert failed == ["exchange.share"]
+
+
+def test_a_range_of_40_digit_commits_fits_abbreviated(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store.init(root)
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    old, new = "a" * 40, "b" * 40
+    _add(root, MK2, "run-1", old, 1, rules, "mk2")
+    _add(root, MK2_V2, "run-2", new, 2, rules, "mk2")
+    profiles = findings_trend(root)
+    (change,) = next(r for r in profiles[0].rules if r.rule_id == "exchange.share").changes
+    assert (change.last_old_commit, change.first_new_commit) == (old, new)  # whole in the JSON
+    for width in (60, 80):
+        text = findings_text(profiles, width)
+        assert all(len(line) <= width for line in text.splitlines()) and not split_figures(text)
+        assert f"bisect {old[:12]}..{new[:12]})" in " ".join(text.split())
+    assert f"bisect {old}..{new})" in findings_text(profiles, 200)
