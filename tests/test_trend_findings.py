@@ -275,3 +275,20 @@ def test_a_range_of_40_digit_commits_fits_abbreviated(tmp_path: Path) -> None:
         assert all(len(line) <= width for line in text.splitlines()) and not split_figures(text)
         assert f"bisect {old[:12]}..{new[:12]})" in " ".join(text.split())
     assert f"bisect {old}..{new})" in findings_text(profiles, 200)
+
+
+def test_a_tie_between_two_re_runs_does_not_fire_and_an_unknown_profile_is_a_usage_error(
+    tmp_path: Path, capsys
+) -> None:
+    root = tmp_path / "store"
+    store.init(root)
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    _add(root, MK2, "run-1", "c1", 1, rules, "mk2")
+    _add(root, MK2_V2, "run-2", "c2", 2, rules, "mk2")  # exchange.share warning
+    _add(root, MK2, "run-2b", "c2", 3, rules, "mk2")  # a re-run of c2 where it is info: the lower median
+    (profile,) = findings_trend(root)
+    share = next(r for r in profile.rules if r.rule_id == "exchange.share")
+    assert profile.runs_per_point == [1, 2] and share.states == ["info", "info"] and not share.changes
+    code, _, err = run(capsys, "trend", root, "--findings", "--profile", "nope")
+    assert code == 2 and "no runs" in err and "'nope'" in err
