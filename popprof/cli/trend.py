@@ -43,6 +43,9 @@ def trend_command() -> None:
     """How metrics moved over the runs of a store: every change of an exact metric (with the range to
     bisect), change points of a noisy one beyond its gate budget (docs/trend.md).
 
+    With --findings: when each rule's finding started firing, changed severity or stopped, per profile, with
+    the range to bisect (docs/trend.md, "Findings over the runs").
+
     \b
     Examples:
       popprof trend runs/ memory.total_incl_gaps_bytes --branch main
@@ -76,7 +79,7 @@ def trend_command() -> None:
     type=click.IntRange(1, None),
     default=10,
     show_default=True,
-    help="A regression fails --fail-on only when it is within this many latest runs.",
+    help="A regression (or a new finding) fails --fail-on only when it is within this many latest points.",
 )
 @click.option(
     "--budget", "budget_file", type=click.Path(), default=None, help="Budget file (as popprof diff)."
