@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: the run store: store add per run, trend over 10,000 runs, store query, Spark vs DuckDB.
 
-    python benchmarks/bench_store.py [--modes add,add-many,add-cli,add-judged,ls,trend,query,spark,verify]
+    python benchmarks/bench_store.py [--modes add,add-many,add-cli,add-judged,ls,trend,query,spark,verify,
+                                             trend-findings]
                                      [--runs 10000] [--adds 10] [--sources 100] [--ls-runs 2000] [--repeat 3]
                                      [--data DIR] [--code CHECKOUT] [--before CHECKOUT]
 
@@ -373,6 +374,50 @@ def bench_trend(runs: int, repeat: int, data: Path) -> list[list[str]]:
     return rows
 
 
+def bench_trend_findings(runs: int, repeat: int, data: Path) -> list[list[str]]:
+    """``trend --findings`` over a compacted ``runs``-run store whose runs are judged with five rules: one always
+    fires, one starts firing 120 runs from the end, one changes severity every 1,000 runs, two never fire."""
+    sys.path.insert(0, str(ROOT))
+    import popprof.store as store
+    from popprof.testing.store_history import write_history
+
+    root = data / f"store-{runs}-findings"
+    if not (root / "popprof-store.json").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        store.init(root)
+        findings = {
+            "memory.headroom": ["error"] * runs,
+            "host.launch-overhead": [None] * (runs - 120) + ["warning"] * 120,
+            "exchange.share": [("info", "warning")[(i // 1000) % 2] for i in range(runs)],
+        }
+        write_history(root, {EXACT: [1.0] * runs}, compacted=True, findings=findings)
+    rows = []
+    for label, last in ((f"all {runs:,} runs", runs), (f"last 500 of {runs:,}", 500)):
+        figures = [
+            _child(
+                "t, c = time.perf_counter(), time.process_time()\n"
+                "from popprof.store.trend_findings import findings_trend\n"
+                "result['import_s'] = time.perf_counter() - t\n"
+                "t, c = time.perf_counter(), time.process_time()\n"
+                f"profiles = findings_trend({str(root)!r}, last={last})\n"
+                "result['call_s'], result['call_cpu_s'] = time.perf_counter() - t, time.process_time() - c\n"
+                "result['changes'] = sum(len(r.changes) for p in profiles for r in p.rules)\n"
+            )
+            for _ in range(repeat)
+        ]
+        rows.append(
+            [
+                f"trend --findings, {label} (compacted, 3 rules firing)",
+                f"{statistics.median(f['call_s'] for f in figures):.2f}",
+                f"{statistics.median(f['call_cpu_s'] for f in figures):.2f} CPU; imports "
+                f"{statistics.median(f['import_s'] for f in figures):.2f} s",
+                f"{max(f['peak_mib'] for f in figures):.0f}",
+                f"{figures[0]['changes']} transitions",
+            ]
+        )
+    return rows
+
+
 def bench_query(runs: int, repeat: int, data: Path) -> list[list[str]]:
     per_run, compacted, _ = ensure_history(runs, data)
     rows = []
@@ -592,7 +637,7 @@ def main() -> int:
     parser.add_argument(
         "--modes",
         default="add,add-many,add-cli,ls,trend,query,spark",
-        help="Any of add, add-many, add-cli, add-judged, ls, trend, query, spark, spark-jvm, verify "
+        help="Any of add, add-many, add-cli, add-judged, ls, trend, trend-findings, query, spark, spark-jvm, verify "
         "(comma-separated).",
     )
     parser.add_argument("--runs", type=int, default=10_000)
@@ -640,6 +685,8 @@ def main() -> int:
         rows += bench_ls(args.ls_runs, args.repeat, args.data, args.code.resolve())
     if "trend" in modes:
         rows += bench_trend(args.runs, args.repeat, args.data)
+    if "trend-findings" in modes:
+        rows += bench_trend_findings(args.runs, args.repeat, args.data)
     if "query" in modes:
         rows += bench_query(args.runs, args.repeat, args.data)
     if "spark" in modes:

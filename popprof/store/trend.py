@@ -377,7 +377,8 @@ def _ack_file(metric: str, run_id: str) -> str:
 
 
 def acknowledge(store: str | os.PathLike[str] | Store, metric: str, run_id: str, note: str = "") -> str:
-    """Acknowledge the change of ``metric`` whose first new run is ``run_id``; returns the ack file."""
+    """Acknowledge the change of ``metric`` whose first new run is ``run_id`` (or the new finding of the rule
+    of that id, ``popprof trend --findings``); returns the ack file."""
     handle = store if isinstance(store, Store) else open_store(store)
     found = handle.query(
         "SELECT count(*) AS n FROM metrics WHERE name = "
@@ -385,6 +386,8 @@ def acknowledge(store: str | os.PathLike[str] | Store, metric: str, run_id: str,
         + " AND run_id = "
         + _sql_text(run_id)
     )["n"].iloc[0]
+    if not found:  # a rule id: its new finding (trend --findings)
+        found = _rule_found(handle, metric, run_id)
     if not found:
         raise UsageError(f"{handle.root}: no run {run_id!r} with metric {metric!r} to acknowledge")
     rel = _ack_file(metric, run_id)
@@ -396,6 +399,18 @@ def acknowledge(store: str | os.PathLike[str] | Store, metric: str, run_id: str,
     }
     handle.location.write_bytes(rel, (json.dumps(document, indent=2) + "\n").encode())
     return rel
+
+
+def _rule_found(handle: Store, rule_id: str, run_id: str) -> bool:
+    """Whether ``rule_id`` has a stored finding and ``run_id`` is a run of the store (what ``trend ack`` of a
+    finding checks: the first run of a new state may be a re-run whose own finding is missing)."""
+    row = handle.frame(
+        "SELECT (SELECT count(*) FROM findings WHERE rule_id = ?) AS f, "
+        "(SELECT count(*) FROM runs WHERE run_id = ?) AS r",
+        [rule_id, run_id],
+        kinds=["findings"],
+    ).iloc[0]
+    return bool(row["f"]) and bool(row["r"])
 
 
 def _sql_text(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 
 import pandas as pd
 
@@ -21,6 +22,7 @@ from ..report.diff_blocks import (
 from ..report.fit import WIDTH, fit_lines
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
+from .trend_findings import FindingChange, FindingsProfile
 
 
 def _rel(change: Change) -> str:
@@ -252,3 +254,120 @@ def plot(series: list[Series], out: str | os.PathLike[str]) -> None:
             fig.savefig(handle, format=suffix, dpi=110)
     finally:
         plt.close(fig)
+
+
+# ``popprof trend --findings`` (:mod:`.trend_findings`)
+
+
+def _finding_state(c: FindingChange) -> str:
+    """``NEW`` / ``WORSE`` (recent, unacknowledged, not a settings change), else the direction in lower case."""
+    word = c.direction
+    if c.settings_changed:
+        return f"{word} (rule settings changed)"
+    if c.acknowledged:
+        return f"{word} (acknowledged)"
+    return word.upper() if c.recent and c.direction in ("new", "worse") else word
+
+
+def _finding_range(c: FindingChange, short: bool = False) -> str:
+    old = c.last_old_commit or c.last_old_run
+    new = c.first_new_commit or c.first_new_run
+    if short:
+        old, new = (_HASH.sub(lambda m: m.group()[:SHORT_COMMIT], str(x)) for x in (old, new))
+    return f"{old}..{new}"
+
+
+def _named_runs(runs: list[str], most: int = 3) -> str:
+    shown = ", ".join(runs[:most])
+    return shown + (f" and {len(runs) - most} more" if len(runs) > most else "")
+
+
+def findings_text(profiles: list[FindingsProfile], width: int = WIDTH) -> str:
+    """Plain text: per profile its points, then per rule that fired its state since when and each transition
+    with the range to bisect, wrapped at ``width`` columns."""
+    lines = []
+    for p in profiles:
+        runs = sum(p.runs_per_point)
+        points = f"{len(p.runs)} runs" if runs == len(p.runs) else f"{len(p.runs)} commits ({runs} runs)"
+        settings = len({h for h in p.rules_sha256 if h is not None})
+        head = f"findings [{p.profile}] {points}"
+        if settings > 1:
+            head += f", {settings} rule settings"
+        lines.append(head)
+        if p.not_judged:
+            lines.append(
+                f"  not judged (added before findings were kept): {plural(len(p.not_judged), 'point')}, "
+                f"{_named_runs(p.not_judged)}"
+            )
+        if not p.rules:
+            lines.append("  no finding at any judged point")
+        for r in p.rules:
+            since = f"since run {r.since_run}" + (f" (commit {r.since_commit})" if r.since_commit else "")
+            lines.append(f"  {r.rule_id}: {r.state} {since}")
+            for c in r.changes:
+                bisect = _finding_range(c)
+                if len(bisect) + len("      (bisect ;") > width:
+                    bisect = _finding_range(c, short=True)
+                gap = f", {c.not_judged_between} not judged between" if c.not_judged_between else ""
+                lines.append(
+                    f"    {_finding_state(c)}: {c.before} -> {c.after} at run {c.first_new_run} (last "
+                    f"{c.before} at run {c.last_old_run}{gap}; bisect {bisect})"
+                )
+    return "\n".join(fit_lines(lines, width)) + "\n"
+
+
+def findings_json(profiles: list[FindingsProfile]) -> str:
+    """JSON: every profile with its points and each rule's states and transitions."""
+    doc = {"profiles": [p.to_dict() for p in profiles]}
+    return json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n"
+
+
+def findings_markdown(profiles: list[FindingsProfile], severity: str = "warning") -> str:
+    """A Markdown report for a pull-request comment: one table of the transitions, headed by the number of
+    unacknowledged recent new findings at or above ``severity``."""
+    rows = [
+        [
+            md.code(c.rule_id),
+            md.cell(p.profile),
+            md.cell(_finding_state(c)),
+            md.cell(f"{c.before} → {c.after}"),
+            md.code(c.first_new_run),
+            md.code(_finding_range(c)),
+        ]
+        for p in profiles
+        for r in p.rules
+        for c in r.changes
+    ]
+    failing = sum(len(p.failing(severity)) for p in profiles)
+    lines = [f"### popprof trend: {plural(failing, f'new {severity}-or-worse finding')}", ""]
+    if rows:
+        lines += md.table(["rule", "profile", "change", "state", "from run", "bisect"], rows)
+    else:
+        lines.append(f"No finding changed in {plural(len(profiles), 'profile')}.")
+    not_judged = sum(len(p.not_judged) for p in profiles)
+    if not_judged:
+        lines += ["", f"{plural(not_judged, 'point')} not judged (added before findings were kept)."]
+    return "\n".join(lines) + "\n"
+
+
+def findings_junit(profiles: list[FindingsProfile], severity: str = "warning") -> str:
+    """JUnit XML: one suite per profile, one case per rule, failing on an unacknowledged recent new finding at
+    or above ``severity``."""
+    suites = []
+    for p in profiles:
+        suite = Suite(f"trend.findings.{p.profile}")
+        failing = {id(c) for c in p.failing(severity)}
+        for r in p.rules:
+            output = findings_text([replace(p, rules=[r])])
+            bad = [c for c in r.changes if id(c) in failing]
+            failure = None
+            if bad:
+                c = bad[-1]
+                failure = Failure(
+                    f"{r.rule_id} {c.before} -> {c.after} from run {c.first_new_run} (bisect {_finding_range(c)})",
+                    "new finding",
+                    output,
+                )
+            suite.cases.append(Case(r.rule_id, f"trend.findings.{p.profile}", failure=failure, output=output))
+        suites.append(suite)
+    return render(suites, "popprof trend")

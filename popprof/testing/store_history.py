@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 
@@ -18,7 +19,7 @@ from .. import metrics as registry
 from ..store.catalogue import write_parquet
 from ..store.identity import month_of
 from ..store.layout import COMPACT_PREFIX, Location, read_descriptor, run_file, run_key
-from ..store.schemas import METRICS, RUNS
+from ..store.schemas import FINDINGS, METRICS, RUNS
 
 
 def shifted_series(
@@ -54,10 +55,13 @@ def write_history(
     run_ids: Sequence[str] | None = None,
     commits: Sequence[str | None] | None = None,
     compacted: bool = False,
+    findings: Mapping[str, Sequence[str | None]] | None = None,
 ) -> list[str]:
     """Write one run per index of the ``series`` (metric name -> values, all the same length); the run ids.
 
     ``commits``: each run's commit (default: a distinct one per run; the same commit twice is a re-run).
+    ``findings``: rule id -> each run's severity (None: not fired); with it every run is judged (its
+    manifest's ``judged``, one rule settings hash) and its findings are written too.
 
     With ``compacted`` the files are written as ``store compact`` leaves them (one per month and kind).
     """
@@ -66,7 +70,7 @@ def write_history(
     n = len(next(iter(series.values())))
     ids = list(run_ids) if run_ids is not None else [f"{i:05d}" for i in range(n)]
     now = dt.datetime.now(dt.UTC)
-    runs, metrics = [], []
+    runs, metrics, fired = [], [], []
     for i, run_id in enumerate(ids):
         created = start + i * every
         commit = commits[i] if commits is not None else hashlib.sha1(f"commit {i}".encode()).hexdigest()
@@ -88,9 +92,30 @@ def write_history(
                 "content_sha256": ingest,
                 "ingest_id": ingest,
                 "ingested_at": now,
-                "manifest": "{}",
+                "manifest": "{}"
+                if findings is None
+                else json.dumps({"judged": {"rules_sha256": "synthetic"}}),
             }
         )
+        for position, (rule, severities) in enumerate((findings or {}).items(), 1):
+            if severities[i] is not None:
+                fired.append(
+                    {
+                        "run_id": run_id,
+                        "profile": profile,
+                        "created": created,
+                        "position": position,
+                        "rule_id": rule,
+                        "severity": severities[i],
+                        "title": rule,
+                        "figure": rule,
+                        "value": 1.0,
+                        "message": f"{rule} fired",
+                        "rules_sha256": "synthetic",
+                        "popprof_version": "synthetic",
+                        "ingest_id": ingest,
+                    }
+                )
         for name, values in series.items():
             described = registry.describe(name)
             metrics.append(
@@ -106,6 +131,8 @@ def write_history(
                 }
             )
     _write(location, "metrics", metrics, METRICS, compacted, profile)
+    if fired:
+        _write(location, "findings", fired, FINDINGS, compacted, profile)
     _write(location, "runs", runs, RUNS, compacted, profile)
     return ids
 
