@@ -97,3 +97,24 @@ def test_bundle_without_variable_sizes_is_summarised(capsys, tmp_path):
     for args in _commands(bundle, out):
         _run(capsys, *args)
     assert _digest(bundle) == before
+
+
+def test_diff_of_a_bundle_without_memory_categories(capsys, tmp_path):
+    """tile_memory.parquet of mk1_noexec without its 'category' column (read as missing categories): diff
+    against an intact bundle ended in 'internal error: IndexError: index -1 is out of bounds for axis 0 with
+    size 0' (a row without a category looked up in an empty list of categories). Such a row is now in no
+    category, as a missing category of one row was."""
+    bundle = tmp_path / "mk1_noexec.popprof"
+    shutil.copytree(FIXTURES / "mk1_noexec.popprof", bundle)
+    _rewrite(bundle / "tile_memory.parquet", lambda table: table.drop_columns(["category"]))
+    before = _digest(bundle)
+    out = tmp_path / "out"
+    out.mkdir()
+    intact = FIXTURES / "mk2_training.popprof"
+    for args in [
+        *_commands(bundle, out),
+        ["diff", intact, bundle, "--no-gate", "--format", "junit", "-o", out / "d.xml"],
+        ["diff", intact, bundle, "--no-gate", "--format", "html", "-o", out / "d.html"],
+    ]:
+        _run(capsys, *args)
+    assert _digest(bundle) == before
