@@ -6,6 +6,7 @@ traceback, an internal error or a changed input.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import shutil
 from pathlib import Path
@@ -18,13 +19,14 @@ from popprof.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+REAL = FIXTURES / "real"
 
 
 def _digest(path: Path) -> str:
     """One hash of every file under ``path`` (names and bytes)."""
     h = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(str(file.relative_to(path)).encode())
+    for file in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]:
+        h.update(str(file.relative_to(path.parent)).encode())
         h.update(file.read_bytes())
     return h.hexdigest()
 
@@ -118,3 +120,33 @@ def test_diff_of_a_bundle_without_memory_categories(capsys, tmp_path):
     ]:
         _run(capsys, *args)
     assert _digest(bundle) == before
+
+
+@pytest.mark.parametrize("name", ['"name": null, ', ""], ids=["null", "absent"])
+def test_trace_with_a_nameless_device_sync(capsys, tmp_path, name):
+    """hta_cuda_event_sync with its device-side 'Event Sync' event's name null or left out (the fuzzer set
+    it to null): summary, check, pilot, query of findings, the timeline plot and store add ended in
+    'internal error: ValueError: 'list' argument must have no negative elements' (the exchange phases
+    ranked the phase's events by name code, -1 for none). The event now counts in the phase's time and
+    not among its names."""
+    text = gzip.decompress((REAL / "traces" / "hta_cuda_event_sync.json.gz").read_bytes()).decode()
+    old = '"cat": "cuda_sync", "name": "Event Sync", '
+    assert old in text
+    trace = tmp_path / "hta_cuda_event_sync.json"
+    trace.write_text(text.replace(old, f'"cat": "cuda_sync", {name}', 1))
+    before = _digest(trace)
+    out = tmp_path / "out"
+    out.mkdir()
+    store = tmp_path / "runs"
+    for args in [
+        ["summary", trace],
+        ["summary", trace, "--format", "json", "-o", out / "s.json"],
+        ["check", trace, "--format", "json", "--fail-on", "never"],
+        ["query", trace, "SELECT count(*) FROM findings"],
+        ["pilot", FIXTURES / "mk2_training.popprof", "--baseline", trace],
+        ["plot", trace, "--kind", "timeline", "-o", out / "t.png"],
+        ["store", "init", store],
+        ["store", "add", store, trace],
+    ]:
+        _run(capsys, *args)
+    assert _digest(trace) == before
