@@ -244,7 +244,8 @@ def device_phases(
         ph_total, ph_x = float(total[a : b + 1].sum()), float(xtime[a : b + 1].sum())
         inside = (xs < hi) & (xe > lo)
         overlap = np.minimum(xe[inside], hi) - np.maximum(xs[inside], lo)
-        sums = np.bincount(xcodes[inside], weights=overlap, minlength=len(vocabulary))
+        named = xcodes[inside] >= 0  # an event without a name counts in the phase's time, not in its names
+        sums = np.bincount(xcodes[inside][named], weights=overlap[named], minlength=len(vocabulary))
         best = np.argsort(-sums, kind="stable")[: int(top)]
         found.append(
             {

@@ -109,7 +109,7 @@ def _category_columns(column: pd.Series, names: list[str]) -> np.ndarray:
     if isinstance(column.dtype, pd.CategoricalDtype):
         where = pd.Index(names).get_indexer([str(c) for c in column.cat.categories])
         codes = column.cat.codes.to_numpy()
-        return np.where(codes >= 0, where[codes], -1)
+        return np.append(where, -1)[codes]  # code -1 (missing) picks the -1 appended, also with no categories
     return pd.Index(names).get_indexer(column.astype("str").to_numpy())
 
 

@@ -283,9 +283,10 @@ class BundleValueWarning(UserWarning):
 
 
 def _check_values(tables: dict, path: Path) -> None:
-    """Values a tampered bundle may hold that no reader writes: a metadata row without a key (dropped), a
-    target figure that sizes arrays beyond :data:`TARGET_CAPS` (InputError). (A count of zero tiles is
-    kept as written; :meth:`~popprof.model.profile.Profile.target_value` gives it as missing.)"""
+    """Values a tampered bundle may hold that no reader writes: a metadata row without a key (dropped), a row
+    repeating its table's key (all but the first dropped), a target figure that sizes arrays beyond
+    :data:`TARGET_CAPS` (InputError). (A count of zero tiles is kept as written;
+    :meth:`~popprof.model.profile.Profile.target_value` gives it as missing.)"""
     import warnings
 
     import pandas as pd
@@ -300,6 +301,19 @@ def _check_values(tables: dict, path: Path) -> None:
                 stacklevel=2,
             )
             tables["metadata"] = meta[~missing].reset_index(drop=True)
+    for name, frame in tables.items():  # a key written twice (no reader does): tile maps index by the key
+        key = list(TABLES[name].key)
+        if not key or frame is None or frame.empty or not set(key) <= set(frame.columns):
+            continue
+        repeated = frame.duplicated(subset=key, keep="first")
+        if repeated.any():
+            warnings.warn(
+                f"{path}: {plural(int(repeated.sum()), 'row')} of table {name!r} repeating a "
+                f"{', '.join(key)} already read, ignored",
+                BundleValueWarning,
+                stacklevel=2,
+            )
+            tables[name] = frame[~repeated].reset_index(drop=True)
     target = tables.get("target")
     if target is None or target.empty:
         return

@@ -385,7 +385,8 @@ def liveness_peak(profile: Profile, ctx: RuleContext) -> list[Finding]:
     variables: list[tuple[str, float]] = []
     lv = profile.get("liveness_variables")
     if lv is not None and not lv.empty:
-        at = lv[lv["step"] == peak_step].sort_values("bytes", ascending=False, kind="stable").head(top)
+        at = lv[(lv["step"] == peak_step) & lv["bytes"].notna()]  # a variable without a size is not ranked
+        at = at.sort_values("bytes", ascending=False, kind="stable").head(top)
         variables = [(str(n), float(b)) for n, b in zip(at["name"], at["bytes"], strict=True)]
         where["variables"] = [n for n, _ in variables]
     operations: list[str] = []
