@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from engine_helpers import two_engines
 
 from popprof.cli import main
 from popprof.readers import bundle
@@ -137,12 +138,7 @@ def test_bad_input_exits_2_with_one_line(capsys, bundles, tmp_path):
 
 
 def test_run_directories_compare_engine_by_engine(capsys, tmp_path):
-    training = synth.make_profile(name="training", num_steps=300, num_liveness_steps=40, seed=41)
-    inference = synth.make_profile(name="inference", num_steps=200, num_liveness_steps=30, seed=42)
-    bigger = training.copy()
-    steps = bigger.steps.copy()
-    steps["cycles"] = steps["cycles"] * 3
-    bigger.set_table("steps", steps)
+    training, inference, bigger = two_engines()
     old, new = tmp_path / "old", tmp_path / "new"
     bundle.write(training, old / "training")
     bundle.write(inference, old / "inference")

@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from engine_helpers import two_engines
 
 import popprof
 from popprof.cli import main
@@ -235,14 +236,7 @@ def test_html_escapes_hostile_names(capsys, tmp_path):
 
 
 def test_html_run_directories_one_section_per_engine(capsys, tmp_path):
-    from popprof.testing import synth
-
-    training = synth.make_profile(name="training", num_steps=300, num_liveness_steps=40, seed=41)
-    inference = synth.make_profile(name="inference", num_steps=200, num_liveness_steps=30, seed=42)
-    bigger = training.copy()
-    steps = bigger.steps.copy()
-    steps["cycles"] = steps["cycles"] * 3
-    bigger.set_table("steps", steps)
+    training, inference, bigger = two_engines()
     old, new = tmp_path / "old", tmp_path / "new"
     for root, first in ((old, training), (new, bigger)):
         bundle.write(first, root / "training")
