@@ -25,6 +25,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from ..io.jsonout import plain
 from ..model.errors import UsageError
 from .api import Store, open_store
 from .trend import _iso_utc, read_acks
@@ -244,7 +245,7 @@ def _rule(
             at = next(worst[(rule, r)][1] for r in points[new] if worst.get((rule, r), ("",))[0] == after)
             row = fired.loc[at]
             finding = {
-                k: _plain(row[k]) for k in ("severity", "title", "figure", "value", "threshold", "message")
+                k: plain(row[k]) for k in ("severity", "title", "figure", "value", "threshold", "message")
             }
         change = FindingChange(
             rule_id=rule,
@@ -277,22 +278,6 @@ def _direction(before: str, after: str) -> str:
     if after == NOT_FIRED:
         return "stopped"
     return "worse" if RANK[after] > RANK[before] else "better"
-
-
-def _plain(value: object) -> object:
-    """A stored value as JSON takes it: None for a missing number or text, floats and strings as they are."""
-    if value is None:
-        return None
-    if isinstance(value, float):
-        return None if value != value else value
-    try:
-        import pandas as pd
-
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value.item() if hasattr(value, "item") else value
 
 
 __all__ = [
