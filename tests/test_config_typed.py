@@ -29,7 +29,7 @@ disable = ["host.*"]
 host_io = ""  # no copy counts as host I/O
 
 [tool.popprof.pilot]
-idle_pct = 25.0
+does_not_fit_utilisation = 0.9
 
 [tool.popprof.trend]
 exact = "memory.*"
@@ -51,7 +51,7 @@ def test_a_loaded_config_has_typed_fields_and_its_file(project):
     assert config.rules["disable"] == ["host.*"] and config.fail_on == "warning"
     assert config.gate == {"memory.max_tile_incl_gaps_bytes": "+1%"}
     assert config.device_map == {"host_io": ""}
-    assert config.pilot == {"idle_pct": 25.0} and config.redact == {}
+    assert config.pilot == {"does_not_fit_utilisation": 0.9} and config.redact == {}
     assert config.trend == {"exact": "memory.*"}
     assert config["other"] == {"kept": True}  # unknown keys stay readable, as in the mapping it replaces
     assert config.get("rules") is config.rules and "gate" in config and len(config) == 6
@@ -79,7 +79,7 @@ def test_consumers_read_the_typed_fields(project):
     assert selected and not any(rule.id.startswith("host.") for rule in selected)
     assert plan(config=dict(config))[0] == selected  # a plain dict gives the same plan
     assert load_budget(config=config).source == "[tool.popprof.gate]"
-    assert thresholds_from(config)["idle_pct"] == 25.0
+    assert thresholds_from(config)["does_not_fit_utilisation"] == 0.9
     assert TrendSettings.from_config(config).mode_for("memory.total", "auto") == "exact"
 
 

@@ -195,28 +195,39 @@ def test_diagnosis_order_and_thresholds(ipu):
     oom = one(FIX / "real" / "poplar" / "tutorials_tut4_oom_message_mk2.txt")
     assert side(oom, "oom", role="ipu")["diagnosis"]["limit"] == "does not fit (memory)"
     col = side(ipu, "ipu", role="ipu")
-    assert col["diagnosis"]["limit"] == "device compute"
-    assert col["diagnosis"]["deciding"]["compute_pct"] == value(col, "compute_pct")
-    stricter = diagnose(col["figures"], 0, dict(DEFAULT_THRESHOLDS, compute_pct=99.0))
-    assert stricter["limit"] == "undetermined"
-    moved = diagnose(col["figures"], 0, dict(DEFAULT_THRESHOLDS, data_movement_pct=10.0))
-    assert moved["limit"] == "data movement"
-    figures = {"idle_host_pct": {"value": 25.0}, "busy_pct": {"value": 90.0}, "compute_pct": {"value": 80.0}}
-    assert diagnose(figures)["limit"] == "host"
-    assert diagnose({})["limit"] == "undetermined"
+    assert col["diagnosis"]["limit"] == "device compute"  # the account's limit: compute 76.0 % of the run
+    assert 100 * col["diagnosis"]["deciding"]["share"] == pytest.approx(value(col, "compute_pct"))
+    assert col["diagnosis"]["text"].startswith("device compute, 76.0 % of the window; then data movement")
+    # memory first: the same figures over a lower does-not-fit threshold
+    util = value(col, "memory_utilisation")
+    tighter = diagnose(
+        col["figures"], 0, dict(DEFAULT_THRESHOLDS, does_not_fit_utilisation=util), {"limit": "x"}
+    )
+    assert tighter["limit"] == "does not fit (memory)" and tighter["thresholds"] == {
+        "does_not_fit_utilisation": util
+    }
+    assert diagnose({})["limit"] == "undetermined"  # no account, no limit
 
 
 def test_thresholds_from_config_and_set():
-    limits = thresholds_from({"pilot": {"compute_pct": 60}}, {"idle_host_pct": "25"})
-    assert limits["compute_pct"] == 60 and limits["idle_host_pct"] == 25
+    limits = thresholds_from(
+        {"pilot": {"does_not_fit_utilisation": 0.9}}, {"does_not_fit_utilisation": "0.8"}
+    )
+    assert limits == {"does_not_fit_utilisation": 0.8}  # --set wins over the file
     with pytest.raises(UsageError):
         thresholds_from({}, {"nope": 1})
     # the old name read as the host blocked on device, the opposite wait: told the new one, never taken
     for config, sets in (({"pilot": {"host_wait_pct": 25}}, None), ({}, {"host_wait_pct": "25"})):
         with pytest.raises(UsageError, match="'host_wait_pct' is now 'idle_host_pct'.*not the host blocked"):
             thresholds_from(config, sets)
+    # the first-match thresholds of schema version 2 are refused with the reason, never silently ignored
+    for name in ("idle_host_pct", "idle_pct", "data_movement_pct", "compute_pct"):
+        with pytest.raises(
+            UsageError, match=f"'{name}' is retired: the diagnosis now names the largest part"
+        ):
+            thresholds_from({"pilot": {name: 25}})
     with pytest.raises(UsageError):
-        thresholds_from({"pilot": {"idle_pct": "lots"}})
+        thresholds_from({"pilot": {"does_not_fit_utilisation": "lots"}})
 
 
 # -- CLI ---------------------------------------------------------------------
@@ -247,7 +258,7 @@ def test_cli_json_columns_and_schema(capsys):
     )
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema"] == "popprof.pilot" and doc["schema_version"] == 2
+    assert doc["schema"] == "popprof.pilot" and doc["schema_version"] == 3
     assert [c["label"] for c in doc["columns"]] == ["1xIPU", "4xIPU", "two_ranks"]
     assert [c["platform"] for c in doc["columns"]] == ["ipu", "ipu", "gpu"]
     assert doc["columns"][1]["figures"]["devices"]["value"] == 4
@@ -383,10 +394,9 @@ def test_launch_idle_and_stage_imbalance_are_the_summarys(ranks, pod4, ipu):
 
 def test_the_host_figure_is_one_wait_in_every_place():
     """The pilot's host figure is the device idle with the host not submitting (the account's ``idle_host``):
-    its label, the breakdown bar and the threshold's description say so, never the host blocked on device
+    its label and the breakdown bar say so, never the host blocked on device
     (the device table's ``host_wait_pct``, the host waiting for the device)."""
     from popprof.io import words
-    from popprof.pilot.diagnose import DESCRIPTIONS
     from popprof.pilot.figures import FIGURES
     from popprof.pilot.plots import bars
 
@@ -396,6 +406,4 @@ def test_the_host_figure_is_one_wait_in_every_place():
         labels = dict(bars(platform))
         assert words.HOST_NOT_SUBMITTING in labels["idle_host_pct"]
         assert words.HOST_BLOCKED not in labels.values()
-    assert words.HOST_NOT_SUBMITTING in DESCRIPTIONS["idle_host_pct"]
-    assert words.HOST_BLOCKED not in " ".join(DESCRIPTIONS.values())
     assert not [f.key for f in FIGURES if "host_wait" in f.key]

@@ -46,7 +46,7 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[str, str]:
     for item in sets:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise UsageError(f"--set {item!r}: expected NAME=VALUE, e.g. --set idle_host_pct=25")
+            raise UsageError(f"--set {item!r}: expected NAME=VALUE, e.g. --set does_not_fit_utilisation=0.95")
         out[name.strip()] = value.strip()
     return out
 
@@ -116,7 +116,7 @@ def _columns(
     "sets",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Override a diagnosis threshold, e.g. --set idle_host_pct=25 (docs/pilot.md).",
+    help="Override the diagnosis threshold, e.g. --set does_not_fit_utilisation=0.95 (docs/pilot.md).",
 )
 @config_option()
 @format_option("text", "json", "markdown")
@@ -148,9 +148,10 @@ def pilot_command(
 
     Compile time, warm-up, step-time percentiles, throughput, device busy /
     compute / communication or all exchange / copies or stream copies / sync /
-    host blocked on device shares, memory
-    headroom, rule findings, and a diagnosis per side (does not fit, device
-    compute, data movement, host, undetermined). A figure a side lacks is
+    idle with the host not submitting shares, memory headroom, rule findings,
+    and a diagnosis per side: does not fit, else the run's limit as summary
+    states it (device compute, data movement, imbalance across devices, host,
+    launch or dependency, undetermined). A figure a side lacks is
     shown as missing with what to capture, never as 0. Several IPU paths
     give one column each. Exit 2 on bad input or usage.
 

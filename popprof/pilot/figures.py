@@ -28,7 +28,7 @@ from ..rules import Findings
 from .diagnose import diagnose
 
 #: Version of the JSON document :func:`pilot` returns (docs/pilot.md, "JSON"). Bump on any incompatible change.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Tables only IPU sources fill: a profile with any of them is an IPU run.
 IPU_TABLES = ("tiles", "steps", "runs", "liveness", "execution_totals", "out_of_memory", "tile_histogram")
@@ -307,8 +307,15 @@ def side(
         "findings": _findings_by_rule(found),
         "caveats": caveats,
     }
-    out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds)
     out["what_limits"] = what_limits(profile, found if isinstance(found, Findings) else None)
+    limits = out["what_limits"] or {}
+    out["diagnosis"] = diagnose(
+        figures,
+        _does_not_fit_evidence(profile),
+        thresholds,
+        limits.get("limit"),
+        len(limits.get("devices") or []),
+    )
     return out
 
 

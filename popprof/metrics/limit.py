@@ -1,0 +1,89 @@
+"""What limits a run: the time account's parts in five groups, pooled over devices, and the largest of them.
+
+The one definition of the run's limit (``docs/figures.md``, "What limits the run"): summary's "What limits
+this run" states it and ``popprof pilot`` diagnoses each side with it (after its memory test). Each part of the
+account belongs to one group; the share of a group is its time summed over devices over the devices' windows
+summed (the account's pooling, :func:`popprof.metrics.account.pooled`):
+
+- ``device compute``: ``compute`` (GPU and IPU);
+- ``data movement``: GPU ``communication`` less its wait for the last rank, ``copies``; IPU ``exchange``,
+  ``global_exchange``, ``sync``, ``stream_copies``;
+- ``imbalance across devices``: the part of a GPU's ``communication`` spent waiting for the last rank; an IPU's
+  ``idle`` in an ``ipu_run`` window (waiting for the busiest IPU);
+- ``host``: GPU ``idle_host``; an IPU's ``idle`` in a ``.pvti`` device's window (no device run submitted);
+- ``launch or dependency``: GPU ``idle_launch``.
+
+What no group holds (``idle_other``, ``other``, the ``idle`` of a text summary's totals) is unattributed: when it
+is larger than every group the limit is ``undetermined``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+COMPUTE = "device compute"
+DATA_MOVEMENT = "data movement"
+IMBALANCE = "imbalance across devices"
+HOST = "host"
+LAUNCH = "launch or dependency"
+UNDETERMINED = "undetermined"
+#: The groups, in the order a tie is broken (the first of equal shares is the limit).
+LIMITS: tuple[str, ...] = (COMPUTE, DATA_MOVEMENT, IMBALANCE, HOST, LAUNCH)
+#: What each limit means, in one sentence (the docs' and the JSON's words).
+LIMIT_TEXT: dict[str, str] = {
+    COMPUTE: "the devices computing",
+    DATA_MOVEMENT: "communication (not the wait for the last rank), copies; IPU exchange, sync and stream copies",
+    IMBALANCE: "a device waiting for another: a GPU rank in a collective for the last rank, an IPU for the "
+    "busiest IPU of the run",
+    HOST: "a device idle with its next work not yet submitted by the host",
+    LAUNCH: "a device idle with its next work already submitted: launch latency or a dependency",
+    UNDETERMINED: "the largest share of the windows is time whose cause the profile does not record",
+}
+#: The account's parts in each group, whatever the basis (the IPU's ``idle`` goes by basis: :data:`IDLE_BY_BASIS`).
+_GROUP_PARTS: dict[str, tuple[str, ...]] = {
+    COMPUTE: ("compute",),
+    DATA_MOVEMENT: ("communication", "copies", "exchange", "global_exchange", "sync", "stream_copies"),
+    HOST: ("idle_host",),
+    LAUNCH: ("idle_launch",),
+}
+#: Where an IPU's ``idle`` goes, by the window's basis (``metrics/account.py``); missing: unattributed.
+IDLE_BY_BASIS: dict[str, str] = {"ipu_run": IMBALANCE, "device_span": HOST}
+
+
+def limit_of(devices: Iterable[Mapping]) -> dict | None:
+    """The run's limit from the account's run rows: each ``{"basis", "window_us", part: us, ...}`` (missing or
+    NaN parts count nothing) with ``waiting_us``, the part of its ``communication`` spent waiting for the last
+    rank (0 without). ``{"limit", "share", "groups": {limit: share} (largest first, empty groups left out),
+    "unattributed": share}``; None without a window."""
+    totals = dict.fromkeys(LIMITS, 0.0)
+    window = unattributed = 0.0
+    for row in devices:
+        window += float(row["window_us"])
+        for group, parts in _GROUP_PARTS.items():
+            totals[group] += sum(_us(row, part) for part in parts)
+        waiting = min(float(row.get("waiting_us") or 0.0), _us(row, "communication"))
+        totals[DATA_MOVEMENT] -= waiting
+        totals[IMBALANCE] += waiting
+        idle_group = IDLE_BY_BASIS.get(row.get("basis"))
+        if idle_group is None:
+            unattributed += _us(row, "idle")
+        else:
+            totals[idle_group] += _us(row, "idle")
+        unattributed += _us(row, "idle_other") + _us(row, "other")
+    if window <= 0:
+        return None
+    shares = {g: v / window for g, v in totals.items() if v > 0}
+    groups = dict(sorted(shares.items(), key=lambda pair: (-pair[1], LIMITS.index(pair[0]))))
+    rest = unattributed / window
+    first = next(iter(groups.items()), None)
+    if first is None or rest > first[1]:
+        return {"limit": UNDETERMINED, "share": rest, "groups": groups, "unattributed": rest}
+    return {"limit": first[0], "share": first[1], "groups": groups, "unattributed": rest}
+
+
+def _us(row: Mapping, part: str) -> float:
+    value = row.get(part)
+    if value is None:
+        return 0.0
+    value = float(value)
+    return 0.0 if value != value else value
