@@ -97,3 +97,13 @@ def test_the_limit_line_fits_and_says_what_is_next(capsys):
     assert lines[0] == "  Limit: host, 41.7 % of the devices' windows;"
     assert lines[1].startswith("    then imbalance across devices 38.6 %, launch or dependency 10.5 %")
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_the_html_block_states_the_same_limit():
+    import popprof
+
+    html = popprof.explain(popprof.open(SGLANG))._repr_html_()
+    assert (
+        '<p class="limit">Limit: launch or dependency, 97.9 % of the window; then device compute 2.1 %'
+        in html
+    )
