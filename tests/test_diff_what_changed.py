@@ -115,13 +115,14 @@ def test_hta_pair_text_opens_with_the_block_within_80_columns(hta, capsys) -> No
     assert max(len(line) for line in lines) <= 80
     start = lines.index("What changed (the time account: device windows summed over devices)")
     block = lines[start : lines.index("", start)]
-    assert len(block) <= 10
+    assert len(block) <= 11
     assert block[1] == "  window 274.50 ms -> 274.35 ms: -145.0 us (-0.05 %), of which:"
     assert _flat(block[3]) == "idle, launch or dependency -141.0 us 97.2 %"
     assert _flat(block[4]) == "compute -4.0 us 2.8 %"
-    assert "compute -4.0 us: its device work (events by name) that changed most:" in block[5]
+    assert block[5] == "  limit: undetermined, 99.3 % -> 99.3 %"  # idle with no launch recorded after it
+    assert "compute -4.0 us: its device work (events by name) that changed most:" in block[6]
     assert "-4.0 us shrunk void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<int>" in _flat(
-        " ".join(block[6:])
+        " ".join(block[7:])
     )
     assert lines.index("  metric                            base        new     change       rel") > start
 

@@ -107,3 +107,23 @@ def test_the_html_block_states_the_same_limit():
         '<p class="limit">Limit: launch or dependency, 97.9 % of the window; then device compute 2.1 %'
         in html
     )
+
+
+def test_diff_names_both_sides_limit_and_whether_it_changed(capsys, tmp_path):
+    vllm = TRACES / "tracelens_b200_vllm_eager.json.gz"
+    doc = run_json(capsys, "diff", SGLANG, vllm, "--format", "json")
+    limit = doc["what_changed"]["limit"]
+    assert limit["changed"] and limit["base"]["limit"] == LAUNCH and limit["new"]["limit"] == HOST
+    new_summary = run_json(capsys, "summary", vllm, "--format", "json")["what_limits"]["limit"]
+    assert limit["new"] == {"limit": new_summary["limit"], "share": new_summary["share"]}  # summary's own
+    assert main(["diff", str(SGLANG), str(vllm)]) == 0
+    text = capsys.readouterr().out
+    assert "  limit: launch or dependency 97.9 % -> host 75.3 % (the run's limit changed)\n" in text
+    same = FIX / "mk2_training.popprof", FIX / "mk2_training_v2.popprof"
+    assert main(["diff", *map(str, same), "--format", "markdown"]) == 1  # the gate: exchange +25 %
+    assert "- limit: device compute, 76.0 % → 73.7 %\n" in capsys.readouterr().out
+    # a baseline keeps the account's sums, not its rows: no limit on that side, no line
+    assert main(["baseline", str(same[0]), "-o", str(tmp_path / "b.json")]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(tmp_path / "b.json"), str(same[1]), "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["what_changed"]["limit"] is None

@@ -17,6 +17,7 @@ import pandas as pd
 from .. import metrics as registry
 from ..io import units
 from ..io.plural import plural
+from ..metrics.limit import run_limit
 from ..model.profile import NEEDS_HINT, Profile
 from ..trace.activity import STEP_PREFIX, is_bookkeeping, is_device_activity
 from .baseline import is_baseline, metric_values
@@ -117,6 +118,9 @@ class ProfileDiff:
     #: Both sides' accelerator peaks split by allocating operator (``metrics/device_memory.py`` ``peak_parts``),
     #: read by :func:`popprof.compare.device_memory_changed.device_memory_changed`; None without allocator events.
     device_memory: tuple[dict, dict] | None = field(default=None, repr=False, compare=False)
+    #: Both sides' run limits (:func:`popprof.metrics.limit.run_limit`: ``limit``, ``share``, ``groups``), read by
+    #: :func:`popprof.compare.what_changed.what_changed`; a side without a time account is None.
+    limits: tuple[dict | None, dict | None] = field(default=(None, None), repr=False, compare=False)
     #: The latest :func:`popprof.compare.gate.gate` verdict on this diff (None until it is gated).
     gate_result: object | None = field(default=None, repr=False, compare=False)
 
@@ -316,6 +320,7 @@ def diff(
         basis,
         memory=memory,
         device_memory=device_memory,
+        limits=(run_limit(base), run_limit(new)),
     )
 
 

@@ -155,6 +155,19 @@ def what_changed(result: ProfileDiff) -> dict:
         "basis": "total" if per is None else f"per {per}",
         **{k: v for k, v in doc.items() if k != "platform"},
         "contributors": _contributors(result, doc["parts"], doc["platform"]),
+        "limit": limit_change(*result.limits),
+    }
+
+
+def limit_change(base: dict | None, new: dict | None) -> dict | None:
+    """The run's limit on both sides (``docs/figures.md``, "What limits the run"): ``base`` and ``new``, each
+    ``{"limit", "share"}``, and ``changed`` (the limit is another); None unless both sides have one."""
+    if base is None or new is None:
+        return None
+    return {
+        "base": {"limit": base["limit"], "share": base["share"]},
+        "new": {"limit": new["limit"], "share": new["share"]},
+        "changed": base["limit"] != new["limit"],
     }
 
 

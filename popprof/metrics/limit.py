@@ -21,6 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..model.profile import Profile
+from ..trace.intervals import device_label
+from .account import run_account
+from .collectives import skew_spans
+
 COMPUTE = "device compute"
 DATA_MOVEMENT = "data movement"
 IMBALANCE = "imbalance across devices"
@@ -79,6 +84,21 @@ def limit_of(devices: Iterable[Mapping]) -> dict | None:
     if first is None or rest > first[1]:
         return {"limit": UNDETERMINED, "share": rest, "groups": groups, "unattributed": rest}
     return {"limit": first[0], "share": first[1], "groups": groups, "unattributed": rest}
+
+
+def run_limit(profile: Profile) -> dict | None:
+    """:func:`limit_of` the profile's run rows (:func:`popprof.metrics.account.run_account`), each GPU device's
+    wait for the last rank from :func:`popprof.metrics.collectives.skew_spans`; None without an account."""
+    runs = run_account(profile)
+    if runs.empty:
+        return None
+    waits = skew_spans(profile) if (runs["platform"] == "gpu").any() else {}
+    rows = runs.to_dict("records")
+    for row in rows:
+        waited = waits.get(device_label(row["rank"], row["device"]))
+        if waited is not None:
+            row["waiting_us"] = float((waited[1] - waited[0]).sum())
+    return limit_of(rows)
 
 
 def _us(row: Mapping, part: str) -> float:

@@ -21,6 +21,7 @@ from ..io import units
 from ..io.names import names_apart
 from ..io.plural import plural
 from . import markdown as md
+from .findings import wrap_text
 from .fit import WIDTH
 from .text_table import table
 
@@ -63,6 +64,18 @@ def window_words(doc: dict) -> str:
     return f"window {span}: {units.change(w['change_us'], 'us')}, within noise; its parts moved:"
 
 
+def limit_words(change: dict, arrow: str) -> str:
+    """The run's limit on both sides (``what_changed.limit``) in a line: ``limit: device compute 76.0 % -> host
+    41.7 % (the limit changed)``, or ``limit: device compute, 76.0 % -> 72.3 % of the window(s)``."""
+    base, new = change["base"], change["new"]
+    if change["changed"]:
+        return (
+            f"limit: {base['limit']} {units.percent(base['share'])} {arrow} {new['limit']} "
+            f"{units.percent(new['share'])} (the run's limit changed)"
+        )
+    return f"limit: {base['limit']}, {units.percent(base['share'])} {arrow} {units.percent(new['share'])}"
+
+
 def parts_table(doc: dict, width: int = WIDTH) -> list[str]:
     """The parts' table of a decomposition laid out for ``width`` (:func:`part_rows`), lines indented by 2."""
     rows, header = part_rows(doc)
@@ -101,6 +114,8 @@ def render_what_changed(result: ProfileDiff, width: int = WIDTH) -> list[str]:
     lines = [f"What changed ({time_scope(doc)})"]
     lines.append(f"  {window_words(doc)}")
     lines += parts_table(doc, width)
+    if doc.get("limit"):
+        lines += wrap_text(limit_words(doc["limit"], "->"), width, "  ", "    ")
     who = doc["contributors"]
     if who is not None and who["unavailable"]:
         part = part_moved(doc, who["part"])
@@ -153,6 +168,8 @@ def markdown_what_changed(result: ProfileDiff) -> list[str]:
     for row in rows:
         share = f" ({row[2]} of the change{', offsetting' if row[3] else ''})" if moved else ""
         lines.append(f"- {row[0]}: {row[1]}{share}")
+    if doc.get("limit"):
+        lines.append(f"- {md.cell(limit_words(doc['limit'], '→'))}")
     who = doc["contributors"]
     if who is not None and who["rows"]:
         named = markdown_contributors(who, getattr(result, who["section"])["name"])

@@ -19,7 +19,7 @@ from ..metrics.capture import capture_section
 from ..metrics.collectives import skew_spans
 from ..metrics.counters import replay_section
 from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
-from ..metrics.limit import UNDETERMINED, limit_of
+from ..metrics.limit import UNDETERMINED, run_limit
 from ..model.profile import Profile
 from ..rules.base import Findings
 from ..rules.host import drained_words
@@ -50,9 +50,8 @@ def what_limits(
     None when the profile has neither an account nor a priced finding."""
     runs = run_account(profile)
     waits = skew_spans(profile) if not runs.empty and (runs["platform"] == "gpu").any() else {}
-    devices, rows = [], []
+    devices = []
     for row in runs.to_dict("records"):
-        rows.append(row)
         shares = _shares(row)
         if not shares:
             continue
@@ -66,8 +65,7 @@ def what_limits(
         }
         waited = waits.get(device_label(row["rank"], row["device"]))
         if waited is not None:  # the part of communication spent waiting for the last rank of a collective
-            row["waiting_us"] = float((waited[1] - waited[0]).sum())
-            entry["waiting_share"] = row["waiting_us"] / float(row["window_us"])
+            entry["waiting_share"] = float((waited[1] - waited[0]).sum()) / float(row["window_us"])
         devices.append(entry)
     opportunities = []
     if findings is not None:
@@ -91,7 +89,7 @@ def what_limits(
     if not devices and not opportunities and capture is None and replay is None:
         return None
     doc: dict = {"devices": devices, "opportunities": opportunities}
-    limit = limit_of(rows)
+    limit = run_limit(profile)
     if limit is not None:
         doc["limit"] = limit
     launchers = _launchers(profile)
