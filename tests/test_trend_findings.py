@@ -20,6 +20,17 @@ from popprof.store.judged import rules_hash
 from popprof.store.trend_findings import findings_trend
 from popprof.store.trend_report import findings_text
 
+#: the fields of a change of the run's limit in the JSON (docs/trend.md names each)
+LIMIT_CHANGE_FIELDS = (
+    "index",
+    "before",
+    "after",
+    "last_old_run",
+    "first_new_run",
+    "last_old_commit",
+    "first_new_commit",
+    "not_kept_between",
+)
 MK2_V2 = ROOT / "fixtures" / "mk2_training_v2.popprof"
 TRACE = ROOT / "fixtures" / "real" / "traces" / "tracelens_h100_bert_small.json.gz"
 #: popprof check of the two Mk2 fixtures: exchange.share 0.133 -> 0.159 and host.stream-copy 0.105 -> 0.102;
@@ -237,6 +248,7 @@ def test_every_json_field_is_documented(history: Path, capsys) -> None:
             for c in r["changes"]:
                 seen |= {f"changes[].{k}" for k in c}
                 seen |= {f"finding.{k}" for k in c["finding"] or {}}
+    seen |= {f"limit_changes[].{k}" for k in LIMIT_CHANGE_FIELDS}  # the history's limit never changes: below
     assert seen == documented, (sorted(seen - documented), sorted(documented - seen))
 
 
@@ -292,3 +304,49 @@ def test_a_tie_between_two_re_runs_does_not_fire_and_an_unknown_profile_is_a_usa
     assert profile.runs_per_point == [1, 2] and share.states == ["info", "info"] and not share.changes
     code, _, err = run(capsys, "trend", root, "--findings", "--profile", "nope")
     assert code == 2 and "no runs" in err and "'nope'" in err
+
+
+def test_the_runs_limit_over_the_points_and_where_it_changed(history, tmp_path, capsys) -> None:
+    """Each point's limit is summary's (kept in the manifest's ``judged``); a change is listed with the range
+    to bisect, never failed on; a re-run tie takes the first run's; runs added before it was kept have none."""
+    traces = ROOT / "fixtures" / "real" / "traces"
+    sglang, vllm = (
+        traces / "tracelens_mi300x_sglang_decode.json.gz",
+        traces / "tracelens_b200_vllm_eager.json.gz",
+    )
+    root, config = tmp_path / "store", tmp_path / "none.toml"
+    config.write_text("")
+    store.init(root)
+    for source, run_id, commit, day in (
+        (sglang, "s1", "c1", 1),
+        (vllm, "v2", "c2", 2),
+        (sglang, "s2", "c2", 3),
+    ):
+        _add(root, source, run_id, commit, day, config, "serve")
+    (p,) = findings_trend(root)
+    assert p.limits == ["launch or dependency", "host"]  # c2: one run each way, the first run's (v2)
+    (change,) = p.limit_changes
+    assert (change.before, change.after, change.first_new_run, change.last_old_commit) == (
+        "launch or dependency",
+        "host",
+        "v2",
+        "c1",
+    )
+    capsys.readouterr()
+    assert main(["summary", str(vllm), "--format", "json"]) == 0
+    stated = json.loads(capsys.readouterr().out)["what_limits"]["limit"]
+    manifest = store.open(root).frame("SELECT manifest FROM runs WHERE run_id = 'v2'")["manifest"][0]
+    assert json.loads(manifest)["judged"]["limit"] == {"limit": stated["limit"], "share": stated["share"]}
+    text = findings_text([p])
+    assert "\n  limit: host since run v2 (commit c2)\n" in text
+    flat = " ".join(text.split())  # wrapped at 80 columns
+    assert (
+        "changed: launch or dependency -> host at run v2 (last launch or dependency at run s1; bisect c1..c2)"
+        in flat
+    )
+    code, doc = _json(capsys, root)
+    (listed,) = next(iter(doc.values()))["limit_changes"]
+    assert listed["after"] == "host" and set(listed) == set(LIMIT_CHANGE_FIELDS)
+    # the history: r0 was added before anything was judged (no limit), the others compute on the Mk2 IPU
+    mk2 = next(q for q in findings_trend(history) if q.profile == "mk2")
+    assert mk2.limits[0] is None and set(mk2.limits[1:]) == {"device compute"} and not mk2.limit_changes

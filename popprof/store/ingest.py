@@ -32,7 +32,7 @@ from ..readers.baseline import BASELINE_FORMAT, read_baseline
 from . import bundles
 from . import identity as ident
 from .catalogue import known_profiles, stored_rows, write_parquet, write_row
-from .judged import account_frame, findings_frame, rules_hash
+from .judged import account_frame, findings_frame, limit_entry, rules_hash
 from .layout import COMPACT_PREFIX, PENDING, Location, read_descriptor, run_file, run_key
 from .ranks import rank_table
 from .schemas import METRICS, table_kind, to_arrow
@@ -370,6 +370,7 @@ def _write(
         "findings": findings_frame(judge or plan.profile, config),
         "account": account_frame(judge or plan.profile),
     }
+    limit = limit_entry(judge or plan.profile)
     ingest_id = hashlib.sha256(f"{plan.run_id}\0{name}\0{plan.content}".encode()).hexdigest()[:16]
     key = run_key(plan.run_id, name)
     month = ident.month_of(plan.created)
@@ -401,6 +402,7 @@ def _write(
             "popprof_version": __version__,
             "findings": len(derived["findings"]),
             "account": len(derived["account"]),
+            "limit": limit,
         }
         row_file = write_row(location, month, _catalogue_row(plan, who, ingest_id, judged))
         _check_written(location, plan, ingest_id, row_file, written, kept, before, replaced is not None)

@@ -3,7 +3,8 @@
 Nothing is computed here. Both come from the analysis tables ``popprof query`` gives one profile
 (:mod:`popprof.analysis_tables`): ``findings`` is :func:`popprof.rules.check` with the configuration ``store
 add`` reads (``[tool.popprof.rules]``, else the defaults), as ``popprof check`` runs it; ``account`` is the run
-rows of :func:`popprof.metrics.account.run_account`. A profile the account does not apply to (no device time)
+rows of :func:`popprof.metrics.account.run_account`; the run's limit (:func:`limit_entry`) goes into the
+catalogue manifest's ``judged`` beside them. A profile the account does not apply to (no device time)
 gets no ``account`` rows, as one with no finding gets no ``findings`` rows.
 
 Each findings row carries :func:`rules_hash` of the rule settings that judged it (the rules enabled and every
@@ -68,4 +69,13 @@ def account_frame(profile: Profile) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
 
 
-__all__ = ["RULES_HASH_DIGITS", "account_frame", "findings_frame", "rules_hash"]
+def limit_entry(profile: Profile) -> dict | None:
+    """The run's limit as summary states it (:func:`popprof.metrics.limit.run_limit`): ``{"limit", "share"}``,
+    kept in the manifest's ``judged``; None without a time account."""
+    from ..metrics.limit import run_limit
+
+    limit = run_limit(profile)
+    return None if limit is None else {"limit": limit["limit"], "share": limit["share"]}
+
+
+__all__ = ["RULES_HASH_DIGITS", "account_frame", "findings_frame", "limit_entry", "rules_hash"]

@@ -17,6 +17,11 @@ still shows, but such a transition is not read as a change of the code and never
 A **new finding at or above** a severity S is a transition from a state below S to one at or above it, not
 across a settings change; ``fail`` counts those in the last ``recent`` points not acknowledged (``popprof
 trend ack STORE RULE_ID RUN_ID``, the first run of the new state).
+
+Each point also has the run's **limit** as summary states it (``docs/figures.md``, "What limits the run"),
+kept at ``store add`` in the manifest's ``judged``: a point of several runs takes the limit most of its runs
+have (the first run's among equals), a point with none kept (added before limits were kept, or no time
+account) has none and lies inside the range of a change. A change of the limit is listed, never failed on.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ RANK = {NOT_FIRED: 0, "info": 1, "warning": 2, "error": 3}
 SQL = (
     "SELECT r.run_id, r.profile, r.created, r.commit, r.branch, "
     "json_extract_string(r.manifest, '$.judged.rules_sha256') AS rules_sha256, "
+    "json_extract_string(r.manifest, '$.judged.limit.limit') AS run_limit, "
     "f.rule_id, f.severity, f.title, f.figure, f.value, f.threshold, f.message "
     "FROM runs r LEFT JOIN findings f USING (run_id, profile, ingest_id) "
     "{where} ORDER BY r.created, r.run_id, f.position"
@@ -80,6 +86,20 @@ class FindingChange:
 
 
 @dataclass
+class LimitChange:
+    """The run's limit changed between two consecutive points that have one."""
+
+    index: int  # the point of the new limit
+    before: str
+    after: str
+    last_old_run: str
+    first_new_run: str
+    last_old_commit: str | None
+    first_new_commit: str | None
+    not_kept_between: int  # points without a limit between the two (inside the range to bisect)
+
+
+@dataclass
 class RuleSeries:
     """One rule on one profile: its state at each point and its transitions."""
 
@@ -103,6 +123,8 @@ class FindingsProfile:
     rules_sha256: list[str | None]  # None: not judged
     runs_per_point: list[int]
     rules: list[RuleSeries] = field(default_factory=list)
+    limits: list[str | None] = field(default_factory=list)  # per point; None: none kept
+    limit_changes: list[LimitChange] = field(default_factory=list)
 
     @property
     def not_judged(self) -> list[str]:
@@ -187,6 +209,7 @@ def _profile(
         rules_sha256=[h if isinstance(h, str) else None for h in first.loc[heads, "rules_sha256"]],
         runs_per_point=[len(p) for p in points],
     )
+    _limits(out, group, points)
     fired = group[group["rule_id"].notna()]
     # each run's state per rule (its most severe finding) and the row of that finding, the first stored of that
     # severity, in one pandas pass (a dict per stored row was most of a 10,000-run store's time)
@@ -207,6 +230,29 @@ def _profile(
         if any(s in SEVERITIES for s in series.states):  # fired at a point, not only in one re-run of one
             out.rules.append(series)
     return out
+
+
+def _limits(out: FindingsProfile, group: pd.DataFrame, points: list[list[str]]) -> None:
+    """Each point's limit (the most common of its runs', the first run's among equals) and its changes."""
+    kept = group.drop_duplicates("run_id").set_index("run_id")["run_limit"]
+    for point in points:
+        values = [str(v) for v in kept.loc[point] if isinstance(v, str)]
+        out.limits.append(max(values, key=values.count) if values else None)  # max keeps the first of equals
+    have = [i for i, v in enumerate(out.limits) if v is not None]
+    for old, new in zip(have, have[1:], strict=False):
+        if out.limits[old] != out.limits[new]:
+            out.limit_changes.append(
+                LimitChange(
+                    index=new,
+                    before=str(out.limits[old]),
+                    after=str(out.limits[new]),
+                    last_old_run=out.runs[old],
+                    first_new_run=out.runs[new],
+                    last_old_commit=out.commits[old],
+                    first_new_commit=out.commits[new],
+                    not_kept_between=new - old - 1,
+                )
+            )
 
 
 def _rule(
@@ -287,6 +333,7 @@ __all__ = [
     "SEVERITIES",
     "FindingChange",
     "FindingsProfile",
+    "LimitChange",
     "RuleSeries",
     "findings_trend",
 ]

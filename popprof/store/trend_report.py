@@ -22,7 +22,7 @@ from ..report.diff_blocks import (
 from ..report.fit import WIDTH, fit_lines
 from ..report.junit import Case, Failure, Suite, render
 from .trend import Change, Series
-from .trend_findings import FindingChange, FindingsProfile
+from .trend_findings import FindingChange, FindingsProfile, LimitChange
 
 
 def _rel(change: Change) -> str:
@@ -269,7 +269,7 @@ def _finding_state(c: FindingChange) -> str:
     return word.upper() if c.recent and c.direction in ("new", "worse") else word
 
 
-def _finding_range(c: FindingChange, short: bool = False) -> str:
+def _finding_range(c: FindingChange | LimitChange, short: bool = False) -> str:
     old = c.last_old_commit or c.last_old_run
     new = c.first_new_commit or c.first_new_run
     if short:
@@ -299,6 +299,7 @@ def findings_text(profiles: list[FindingsProfile], width: int = WIDTH) -> str:
                 f"  not judged (added before findings were kept): {plural(len(p.not_judged), 'point')}, "
                 f"{_named_runs(p.not_judged)}"
             )
+        lines += _limit_lines(p, width)
         if not p.rules:
             lines.append("  no finding at any judged point")
         for r in p.rules:
@@ -314,6 +315,26 @@ def findings_text(profiles: list[FindingsProfile], width: int = WIDTH) -> str:
                     f"{c.before} at run {c.last_old_run}{gap}; bisect {bisect})"
                 )
     return "\n".join(fit_lines(lines, width)) + "\n"
+
+
+def _limit_lines(p: FindingsProfile, width: int) -> list[str]:
+    """The profile's limit now and since when, then each change with the range to bisect; none kept: none."""
+    have = [i for i, v in enumerate(p.limits) if v is not None]
+    if not have:
+        return []
+    since = p.limit_changes[-1].index if p.limit_changes else have[0]
+    commit = f" (commit {p.commits[since]})" if p.commits[since] else ""
+    lines = [f"  limit: {p.limits[have[-1]]} since run {p.runs[since]}{commit}"]
+    for c in p.limit_changes:
+        bisect = _finding_range(c)
+        if len(bisect) + len("      (bisect ;") > width:
+            bisect = _finding_range(c, short=True)
+        gap = f", {c.not_kept_between} without a limit between" if c.not_kept_between else ""
+        lines.append(
+            f"    changed: {c.before} -> {c.after} at run {c.first_new_run} (last {c.before} at run "
+            f"{c.last_old_run}{gap}; bisect {bisect})"
+        )
+    return lines
 
 
 def findings_json(profiles: list[FindingsProfile]) -> str:
@@ -344,6 +365,19 @@ def findings_markdown(profiles: list[FindingsProfile], severity: str = "warning"
         lines += md.table(["rule", "profile", "change", "state", "from run", "bisect"], rows)
     else:
         lines.append(f"No finding changed in {plural(len(profiles), 'profile')}.")
+    changes = [
+        [
+            md.cell(p.profile),
+            md.cell(f"{c.before} → {c.after}"),
+            md.code(c.first_new_run),
+            md.code(_finding_range(c)),
+        ]
+        for p in profiles
+        for c in p.limit_changes
+    ]
+    if changes:
+        lines += ["", "The run's limit changed:", ""]
+        lines += md.table(["profile", "limit", "from run", "bisect"], changes)
     not_judged = sum(len(p.not_judged) for p in profiles)
     if not_judged:
         lines += ["", f"{plural(not_judged, 'point')} not judged (added before findings were kept)."]
