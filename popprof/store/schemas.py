@@ -191,7 +191,8 @@ DERIVED_COLUMNS = {
     "content_sha256": "the content hash: tables, metrics and the identity given (not the run id)",
     "ingested_at": "when the add wrote the row",
     "manifest": "the bundle manifest (or baseline header) as JSON; its `judged`: the run's `rules_sha256`, "
-    "`popprof_version` and rows of `findings` and `account` (none: added before they were kept)",
+    '`popprof_version`, rows of `findings` and `account` and its `limit` (`{"limit", "share"}`, '
+    "`docs/figures.md`) (none: added before they were kept)",
     "name": "the metric's name (`docs/diff.md`)",
     "value": "its value",
     "unit": "its unit",
