@@ -306,14 +306,8 @@ def findings_text(profiles: list[FindingsProfile], width: int = WIDTH) -> str:
             since = f"since run {r.since_run}" + (f" (commit {r.since_commit})" if r.since_commit else "")
             lines.append(f"  {r.rule_id}: {r.state} {since}")
             for c in r.changes:
-                bisect = _finding_range(c)
-                if len(bisect) + len("      (bisect ;") > width:
-                    bisect = _finding_range(c, short=True)
                 gap = f", {c.not_judged_between} not judged between" if c.not_judged_between else ""
-                lines.append(
-                    f"    {_finding_state(c)}: {c.before} -> {c.after} at run {c.first_new_run} (last "
-                    f"{c.before} at run {c.last_old_run}{gap}; bisect {bisect})"
-                )
+                lines.append(_transition_line(_finding_state(c), c, gap, width))
     return "\n".join(fit_lines(lines, width)) + "\n"
 
 
@@ -326,15 +320,21 @@ def _limit_lines(p: FindingsProfile, width: int) -> list[str]:
     commit = f" (commit {p.commits[since]})" if p.commits[since] else ""
     lines = [f"  limit: {p.limits[have[-1]]} since run {p.runs[since]}{commit}"]
     for c in p.limit_changes:
-        bisect = _finding_range(c)
-        if len(bisect) + len("      (bisect ;") > width:
-            bisect = _finding_range(c, short=True)
         gap = f", {c.not_kept_between} without a limit between" if c.not_kept_between else ""
-        lines.append(
-            f"    changed: {c.before} -> {c.after} at run {c.first_new_run} (last {c.before} at run "
-            f"{c.last_old_run}{gap}; bisect {bisect})"
-        )
+        lines.append(_transition_line("changed", c, gap, width))
     return lines
+
+
+def _transition_line(word: str, c: FindingChange | LimitChange, gap: str, width: int) -> str:
+    """One transition of a rule's state or of the limit: the word, before -> after at the first new run, the
+    last old run (and ``gap``), and the range to bisect (commits shortened when the full range does not fit)."""
+    bisect = _finding_range(c)
+    if len(bisect) + len("      (bisect ;") > width:
+        bisect = _finding_range(c, short=True)
+    return (
+        f"    {word}: {c.before} -> {c.after} at run {c.first_new_run} (last {c.before} at run "
+        f"{c.last_old_run}{gap}; bisect {bisect})"
+    )
 
 
 def findings_json(profiles: list[FindingsProfile]) -> str:
