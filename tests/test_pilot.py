@@ -197,7 +197,10 @@ def test_diagnosis_order_and_thresholds(ipu):
     col = side(ipu, "ipu", role="ipu")
     assert col["diagnosis"]["limit"] == "device compute"  # the account's limit: compute 76.0 % of the run
     assert 100 * col["diagnosis"]["deciding"]["share"] == pytest.approx(value(col, "compute_pct"))
-    assert col["diagnosis"]["text"].startswith("device compute, 76.0 % of the window; then data movement")
+    assert (
+        col["diagnosis"]["text"]
+        == "device compute, 76.0 % of the window; then data movement 23.0 %, load imbalance 0.8 %"
+    )
     # memory first: the same figures over a lower does-not-fit threshold
     util = value(col, "memory_utilisation")
     tighter = diagnose(

@@ -37,6 +37,7 @@ def test_each_part_lands_in_its_group_and_the_largest_decides():
 def test_the_wait_for_the_last_rank_is_imbalance_not_data_movement():
     # 30 us of communication of which 25 waiting for the last rank: data movement keeps 5 + copies 5
     limit = limit_of([gpu_row(compute=20, communication=30, copies=5, idle_host=25, waiting_us=25)])
+    # (an IPU's sync is load imbalance too: tiles or IPUs waiting for each other)
     assert limit["limit"] == IMBALANCE and limit["share"] == pytest.approx(25 / 80)
     assert limit["groups"][DATA_MOVEMENT] == pytest.approx(10 / 80)
     # a wait longer than the communication it is part of moves no more than the communication
@@ -45,12 +46,22 @@ def test_the_wait_for_the_last_rank_is_imbalance_not_data_movement():
 
 
 def test_an_ipu_idle_goes_by_the_windows_basis():
-    run = {"basis": "ipu_run", "window_us": 100.0, "compute": 30.0, "exchange": 10.0, "idle": 60.0}
-    assert limit_of([run])["limit"] == IMBALANCE  # waiting for the busiest IPU of the run
+    run = {
+        "basis": "ipu_run",
+        "window_us": 100.0,
+        "compute": 30.0,
+        "exchange": 10.0,
+        "sync": 5.0,
+        "idle": 55.0,
+    }
+    assert limit_of([run])["limit"] == IMBALANCE  # waiting for the busiest IPU of the run, and sync
+    assert limit_of([run])["groups"] == pytest.approx(
+        {IMBALANCE: 0.6, "device compute": 0.3, DATA_MOVEMENT: 0.1}
+    )
     pvti = dict(run, basis="device_span")
     assert limit_of([pvti])["limit"] == HOST  # between device runs: the host had submitted nothing
     text = dict(run, basis="summary_total")
-    assert limit_of([text])["limit"] == UNDETERMINED and limit_of([text])["share"] == pytest.approx(0.6)
+    assert limit_of([text])["limit"] == UNDETERMINED and limit_of([text])["share"] == pytest.approx(0.55)
 
 
 def test_pooled_over_devices_missing_parts_and_no_window():
@@ -94,8 +105,8 @@ def test_the_limit_line_fits_and_says_what_is_next(capsys):
     assert main(["summary", str(DLRM)]) == 0
     out = capsys.readouterr().out
     lines = out[out.index("  Limit: ") :].splitlines()
-    assert lines[0] == "  Limit: host, 41.7 % of the devices' windows;"
-    assert lines[1].startswith("    then imbalance across devices 38.6 %, launch or dependency 10.5 %")
+    assert lines[0] == "  Limit: host, 41.7 % of the devices' windows; then load imbalance 38.6 %,"
+    assert lines[1] == "    launch or dependency 10.5 %, device compute 7.6 %"
     assert all(len(line) <= 80 for line in out.splitlines())
 
 

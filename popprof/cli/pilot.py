@@ -150,8 +150,8 @@ def pilot_command(
     compute / communication or all exchange / copies or stream copies / sync /
     idle with the host not submitting shares, memory headroom, rule findings,
     and a diagnosis per side: does not fit, else the run's limit as summary
-    states it (device compute, data movement, imbalance across devices, host,
-    launch or dependency, undetermined). A figure a side lacks is
+    states it (device compute, data movement, load imbalance, host, launch or
+    dependency, undetermined). A figure a side lacks is
     shown as missing with what to capture, never as 0. Several IPU paths
     give one column each. Exit 2 on bad input or usage.
 

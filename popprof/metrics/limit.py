@@ -7,9 +7,10 @@ summed (the account's pooling, :func:`popprof.metrics.account.pooled`):
 
 - ``device compute``: ``compute`` (GPU and IPU);
 - ``data movement``: GPU ``communication`` less its wait for the last rank, ``copies``; IPU ``exchange``,
-  ``global_exchange``, ``sync``, ``stream_copies``;
-- ``imbalance across devices``: the part of a GPU's ``communication`` spent waiting for the last rank; an IPU's
-  ``idle`` in an ``ipu_run`` window (waiting for the busiest IPU);
+  ``global_exchange``, ``stream_copies``;
+- ``load imbalance``: work waiting for other work to catch up: the part of a GPU's ``communication`` spent
+  waiting for the last rank; an IPU's ``sync`` (tiles or IPUs waiting for each other) and its ``idle`` in an
+  ``ipu_run`` window (waiting for the busiest IPU);
 - ``host``: GPU ``idle_host``; an IPU's ``idle`` in a ``.pvti`` device's window (no device run submitted);
 - ``launch or dependency``: GPU ``idle_launch``.
 
@@ -28,26 +29,17 @@ from .collectives import skew_spans
 
 COMPUTE = "device compute"
 DATA_MOVEMENT = "data movement"
-IMBALANCE = "imbalance across devices"
+IMBALANCE = "load imbalance"
 HOST = "host"
 LAUNCH = "launch or dependency"
 UNDETERMINED = "undetermined"
 #: The groups, in the order a tie is broken (the first of equal shares is the limit).
 LIMITS: tuple[str, ...] = (COMPUTE, DATA_MOVEMENT, IMBALANCE, HOST, LAUNCH)
-#: What each limit means, in one sentence (the docs' and the JSON's words).
-LIMIT_TEXT: dict[str, str] = {
-    COMPUTE: "the devices computing",
-    DATA_MOVEMENT: "communication (not the wait for the last rank), copies; IPU exchange, sync and stream copies",
-    IMBALANCE: "a device waiting for another: a GPU rank in a collective for the last rank, an IPU for the "
-    "busiest IPU of the run",
-    HOST: "a device idle with its next work not yet submitted by the host",
-    LAUNCH: "a device idle with its next work already submitted: launch latency or a dependency",
-    UNDETERMINED: "the largest share of the windows is time whose cause the profile does not record",
-}
 #: The account's parts in each group, whatever the basis (the IPU's ``idle`` goes by basis: :data:`IDLE_BY_BASIS`).
 _GROUP_PARTS: dict[str, tuple[str, ...]] = {
     COMPUTE: ("compute",),
-    DATA_MOVEMENT: ("communication", "copies", "exchange", "global_exchange", "sync", "stream_copies"),
+    DATA_MOVEMENT: ("communication", "copies", "exchange", "global_exchange", "stream_copies"),
+    IMBALANCE: ("sync",),
     HOST: ("idle_host",),
     LAUNCH: ("idle_launch",),
 }

@@ -3,8 +3,8 @@
 1. **does not fit (memory)**: a failed compilation (out-of-memory messages), a tile out of
    memory, or the fullest tile at or above ``does_not_fit_utilisation`` of its capacity;
 2. else the run's limit, the one summary's "What limits this run" states
-   (:func:`popprof.metrics.limit.limit_of`: the largest of device compute, data movement, imbalance across
-   devices, host, and launch or dependency, pooled over devices; undetermined when time of no recorded cause
+   (:func:`popprof.metrics.limit.limit_of`: the largest of device compute, data movement, load imbalance,
+   host, and launch or dependency, pooled over devices; undetermined when time of no recorded cause
    is larger, or without a time account).
 
 ``does_not_fit_utilisation`` comes from the default, then ``[tool.popprof.pilot]``, then ``--set NAME=VALUE``.
