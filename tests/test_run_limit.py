@@ -113,7 +113,10 @@ def test_the_limit_line_fits_and_says_what_is_next(capsys):
 def test_the_html_block_states_the_same_limit():
     import popprof
 
-    html = popprof.explain(popprof.open(SGLANG))._repr_html_()
+    explained = popprof.explain(popprof.open(SGLANG))
+    assert explained.limit == LAUNCH and explained.doc["limit"]["share"] == pytest.approx(0.979, abs=0.0005)
+    assert popprof.explain(popprof.open(FIX / "mk1_noexec.popprof")).limit is None  # memory only: no account
+    html = explained._repr_html_()
     assert (
         '<p class="limit">Limit: launch or dependency, 97.9 % of the window; then device compute 2.1 %'
         in html

@@ -531,6 +531,14 @@ class WhatLimits:
     def __init__(self, doc: dict | None) -> None:
         self.doc = doc or {"devices": [], "opportunities": []}
 
+    @property
+    def limit(self) -> str | None:
+        """The run's limit (``device compute``, ``data movement``, ``load imbalance``, ``host``, ``launch or
+        dependency``, ``undetermined``; ``docs/figures.md``), None without a time account; its share and every
+        group's are ``doc["limit"]``."""
+        limit = self.doc.get("limit")
+        return None if limit is None else limit["limit"]
+
     def __repr__(self) -> str:
         return (
             "\n".join(render_what_limits(self.doc))
