@@ -99,6 +99,9 @@ def test_summary_and_pilot_name_one_limit_on_real_runs(capsys, path, limit, shar
     assert column["diagnosis"]["limit"] == limit
     assert column["diagnosis"]["deciding"] == {"share": stated["share"], "groups": stated["groups"]}
     assert column["what_limits"]["limit"] == stated
+    # check states it under the profile's heading, from the same definition
+    code = main(["check", str(path), "--format", "json", "--fail-on", "never"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["profiles"][0]["limit"] == stated
 
 
 def test_the_limit_line_fits_and_says_what_is_next(capsys):
@@ -108,6 +111,12 @@ def test_the_limit_line_fits_and_says_what_is_next(capsys):
     assert lines[0] == "  Limit: host, 41.7 % of the devices' windows; then load imbalance 38.6 %,"
     assert lines[1] == "    launch or dependency 10.5 %, device compute 7.6 %"
     assert all(len(line) <= 80 for line in out.splitlines())
+    assert main(["check", str(DLRM), "--fail-on", "never"]) == 0
+    checked = capsys.readouterr().out.splitlines()
+    assert checked[1:3] == [
+        "  limit: host, 41.7 % of the devices' windows; then load imbalance 38.6 %,",
+        "    launch or dependency 10.5 %, device compute 7.6 %",
+    ]
 
 
 def test_the_html_block_states_the_same_limit():

@@ -51,11 +51,13 @@ def limit_of(devices: Iterable[Mapping]) -> dict | None:
     """The run's limit from the account's run rows: each ``{"basis", "window_us", part: us, ...}`` (missing or
     NaN parts count nothing) with ``waiting_us``, the part of its ``communication`` spent waiting for the last
     rank (0 without). ``{"limit", "share", "groups": {limit: share} (largest first, empty groups left out),
-    "unattributed": share}``; None without a window."""
+    "unattributed": share, "devices": the devices pooled}``; None without a window."""
     totals = dict.fromkeys(LIMITS, 0.0)
     window = unattributed = 0.0
+    count = 0
     for row in devices:
         window += float(row["window_us"])
+        count += float(row["window_us"]) > 0
         for group, parts in _GROUP_PARTS.items():
             totals[group] += sum(_us(row, part) for part in parts)
         waiting = min(float(row.get("waiting_us") or 0.0), _us(row, "communication"))
@@ -74,8 +76,8 @@ def limit_of(devices: Iterable[Mapping]) -> dict | None:
     rest = unattributed / window
     first = next(iter(groups.items()), None)
     if first is None or rest > first[1]:
-        return {"limit": UNDETERMINED, "share": rest, "groups": groups, "unattributed": rest}
-    return {"limit": first[0], "share": first[1], "groups": groups, "unattributed": rest}
+        first = (UNDETERMINED, rest)
+    return {"limit": first[0], "share": first[1], "groups": groups, "unattributed": rest, "devices": count}
 
 
 def run_limit(profile: Profile) -> dict | None:

@@ -18,7 +18,7 @@ from ..io import units
 from ..io.config import Config
 from ..metrics.limit import UNDETERMINED
 from ..model.errors import UsageError
-from ..report.explain import limit_text
+from ..report.limit_words import limit_text
 
 DEFAULT_THRESHOLDS: dict[str, float] = {"does_not_fit_utilisation": 1.0}
 
@@ -79,11 +79,10 @@ def diagnose(
     failed_compilations: int = 0,
     thresholds: Mapping[str, float] | None = None,
     limit: Mapping | None = None,
-    devices: int = 1,
 ) -> dict:
     """``{"limit": ..., "text": ..., "deciding": {figure: value}, "thresholds": {name: value}}``: does not fit
     from ``figures`` (the pilot's) and ``failed_compilations``, else ``limit`` (``what_limits.limit`` of the
-    side, over ``devices`` devices)."""
+    side)."""
     t = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     util, oom = _value(figures, "memory_utilisation"), _value(figures, "tiles_out_of_memory")
     if (
@@ -114,7 +113,7 @@ def diagnose(
         }
     return {
         "limit": limit["limit"],
-        "text": limit_text(dict(limit), devices, lead=""),
+        "text": limit_text(dict(limit), lead=""),
         "deciding": {"share": limit["share"], "groups": dict(limit["groups"])},
         "thresholds": {},
     }

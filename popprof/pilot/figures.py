@@ -309,13 +309,7 @@ def side(
     }
     out["what_limits"] = what_limits(profile, found if isinstance(found, Findings) else None)
     limits = out["what_limits"] or {}
-    out["diagnosis"] = diagnose(
-        figures,
-        _does_not_fit_evidence(profile),
-        thresholds,
-        limits.get("limit"),
-        len(limits.get("devices") or []),
-    )
+    out["diagnosis"] = diagnose(figures, _does_not_fit_evidence(profile), thresholds, limits.get("limit"))
     return out
 
 

@@ -19,12 +19,13 @@ from ..metrics.capture import capture_section
 from ..metrics.collectives import skew_spans
 from ..metrics.counters import replay_section
 from ..metrics.host_cpu import launchers_in_gaps, on_cpu_words
-from ..metrics.limit import UNDETERMINED, run_limit
+from ..metrics.limit import run_limit
 from ..model.profile import Profile
 from ..rules.base import Findings
 from ..rules.host import drained_words
 from ..trace.intervals import device_label
 from .findings import wrap_text
+from .limit_words import limit_items, limit_text
 
 #: Opportunities listed (the JSON and the text).
 TOP_OPPORTUNITIES = 3
@@ -253,32 +254,6 @@ def _account_items(entry: dict) -> list[str]:
     return [f"{label}, {units.duration(entry['window_us'])}:", *parts]
 
 
-def limit_items(limit: dict, devices: int, lead: str = "Limit: ") -> list[str]:
-    """The run's limit (``what_limits.limit``, :func:`popprof.metrics.limit.limit_of`) as items for
-    :func:`pack` with ``sep=", "``: the limit and its share of the windows, then the other groups, largest first
-    (at most three). Summary's "What limits this run" and pilot's diagnosis both say it so."""
-    whole = "the devices' windows" if devices > 1 else "the window"
-    share = units.percent(limit["share"])
-    if limit["limit"] == UNDETERMINED:
-        head = f"{lead}undetermined, {share} of {whole} with no recorded cause;"
-    else:
-        head = f"{lead}{limit['limit']}, {share} of {whole};"
-    rest = [
-        f"{group} {units.percent(value)}"
-        for group, value in limit["groups"].items()
-        if group != limit["limit"] and value >= 0.0005
-    ][:3]
-    if rest:
-        rest[0] = "then " + rest[0]
-    return [head, *rest]
-
-
-def limit_text(limit: dict, devices: int, lead: str = "Limit: ") -> str:
-    """:func:`limit_items` as one line (pilot's diagnosis, the HTML)."""
-    head, *rest = limit_items(limit, devices, lead)
-    return f"{head} {', '.join(rest)}" if rest else head.rstrip(";")
-
-
 def pack(items: list[str], width: int, indent: str, more: str, sep: str = "; ") -> list[str]:
     """The first item, then the others joined by ``sep``, in lines of at most ``width`` columns, never
     breaking inside an item (an item longer than a line gets a line of its own)."""
@@ -335,7 +310,7 @@ def render_what_limits(doc: dict | None, width: int = WIDTH) -> list[str]:
         for entry in shown:
             lines += pack(_account_items(entry), width, "    ", "      ")
     if doc.get("limit"):
-        lines += pack(limit_items(doc["limit"], len(devices)), width, "  ", "    ", sep=", ")
+        lines += pack(limit_items(doc["limit"]), width, "  ", "    ", sep=", ")
     path = doc.get("critical_path")
     if path:
         rank, ranks = path["rank"], path["ranks"]
@@ -520,7 +495,7 @@ def display_rows(doc: dict | None) -> dict | None:
         "capture": capture_note(doc),
         "replay": replay_note(doc),
         "host_in_gaps": host_gaps_notes(doc) + drained_notes(doc),
-        "limit": limit_text(doc["limit"], len(doc.get("devices") or [])) if doc.get("limit") else None,
+        "limit": limit_text(doc["limit"]) if doc.get("limit") else None,
     }
 
 

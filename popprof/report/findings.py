@@ -17,6 +17,7 @@ from ..io.plural import plural
 from ..rules.base import SEVERITIES, Finding, Findings, severity_rank
 from . import junit
 from . import markdown as md
+from .limit_words import limit_text
 
 #: Identifies the JSON layout; bump on incompatible changes.
 JSON_SCHEMA = "popprof.findings/1"
@@ -247,6 +248,8 @@ def render_text(
     for res in results:
         title = f"{res.profile_name} ({res.source})" if res.source else res.profile_name
         lines += wrap_text(title, width, "", "  ")
+        if res.limit:
+            lines += wrap_text(limit_text(res.limit, lead="limit: "), width, "  ", "    ")
         if not res.items:
             lines.append("  no findings")
         for f in res.items:
@@ -335,6 +338,8 @@ def render_markdown(results: list[Findings], fail_on: str = "error") -> str:
     out = ["## popprof check", "", f"**{_summary_line(results, fail_on)}**", ""]
     for res in results:
         out += [f"### {md.code(res.profile_name)}", ""]
+        if res.limit:
+            out += [md.cell(limit_text(res.limit)), ""]
         if res.items:
             priced = any(f.estimated_gain is not None for f in res.items)  # a gain column only then
             out += md.table(

@@ -496,6 +496,8 @@ class Findings:
     evaluated: list[str] = field(default_factory=list)
     profile_name: str = ""
     source: str = ""
+    #: The run's limit (:func:`popprof.metrics.limit.run_limit`), as summary states it; None without a time account.
+    limit: dict | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -543,6 +545,7 @@ class Findings:
             "findings": [f.to_dict() for f in self.items],
             "not_evaluated": [{"rule_id": r, "reason": why} for r, why in self.not_evaluated],
             "passed": [r for r in self.evaluated if not self.by_rule(r)],
+            "limit": self.limit,
         }
 
     def __repr__(self) -> str:
@@ -674,7 +677,19 @@ def check(
         profile, result.items
     )  # in ranking order: what a higher-ranked finding claimed is not sold twice
     result.items.sort(key=rank_key)
+    result.limit = _limit(profile)
     return result
+
+
+def _limit(profile: Profile) -> dict | None:
+    """The run's limit beside the findings (what the rules judge against: the same account), None when the
+    profile has no account to read."""
+    from ..metrics.limit import run_limit
+
+    try:
+        return run_limit(profile)
+    except NotEvaluated:
+        return None
 
 
 def _replay_reason(profile: Profile) -> str | None:
