@@ -1,0 +1,263 @@
+"""The JSON guard's token check (``structure``): numbers, literals and the order of values outside strings.
+
+:class:`~popprof.io.bounded.JsonGuard` with ``structure`` checks brackets and separators against each other
+(which kind of container is open, which separator is due); this module checks everything else outside strings,
+a chunk at a time, in numpy and ``bytes.translate``: every byte outside strings is a bracket, a separator, white
+space or part of a number or literal; each number follows JSON's grammar (``-``, digits, one ``.`` with digits
+after it, one exponent with digits after it) and each literal is spelled out (``true`` ``false`` ``null``); and
+values, separators and brackets come in an order JSON allows (after ``[`` a value or ``]``, after ``{`` a key or
+``}``, after ``,`` or ``:`` a value, after a value a ``,``, a closing bracket or, after a key, ``:``).
+
+How, without a loop over tokens:
+
+1. each byte's class (:data:`_CLASS`, one ``translate``), cleared inside strings (a prefix XOR of the quote bits,
+   64 bytes to a word: :func:`string_parity`);
+2. each byte's class with the one before it, as one byte (``before << 4 | class``), mapped by a second
+   ``translate`` (:data:`_PAIRS`) to what the pair adds to the *item stream*, with the pairs that add nothing
+   deleted in the same call: a bracket, separator or opening quote adds itself; the first byte of a number a
+   value, of a literal a literal; a ``.`` or exponent after a digit adds that; the end of a token after an
+   ``e`` its own mark (``1e,`` is wrong, ``true,`` is not); a pair that no JSON holds (``1#``, ``--``, ``.,``)
+   adds "wrong";
+3. the stream (a few bytes per value) checked pair by pair against a table of what may follow what, and
+   literals (rare) against their spelling.
+
+The stream's brackets and separators, in order, are what the bracket and separator check reads. Nothing here
+sees a string's content, so damage inside a string (a control character, a broken escape) is not found.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# byte classes (0: white space, or inside a string); brackets, separators and the quote are their stream codes
+_OPEN_A, _CLOSE_A, _OPEN_O, _CLOSE_O, _COMMA, _COLON, _QUOTE = 1, 2, 3, 4, 5, 6, 7
+_DIGIT, _MINUS, _PLUS, _DOT, _EXP, _LETTER, _STRAY = 8, 9, 10, 11, 12, 13, 15
+_SCALAR = (_DIGIT, _MINUS, _PLUS, _DOT, _EXP, _LETTER)
+_MARKS = b'[]{},:"'
+
+_table = bytearray([_STRAY]) * 256
+for _b in b" \t\r\n":
+    _table[_b] = 0
+for _i, _b in enumerate(_MARKS):
+    _table[_b] = _OPEN_A + _i
+for _b in b"0123456789":
+    _table[_b] = _DIGIT
+_table[ord("-")], _table[ord("+")], _table[ord(".")] = _MINUS, _PLUS, _DOT
+_table[ord("e")] = _table[ord("E")] = _EXP
+for _b in b"trufalsn":
+    _table[_b] = _LETTER
+#: each byte's class (a ``bytes.translate`` table)
+_CLASS = bytes(_table)
+
+# item stream codes (4 bits): 1-7 the marks; the first byte of a number; a '.' after a digit; an exponent ('e' or
+# 'E' after a digit) and what follows it (a digit or sign: its digits); the first byte of a literal; 15: wrong
+_VALUE, _DOT_ITEM, _EXP_ITEM, _EXP_DIGITS, _WORD, _WRONG = 8, 9, 10, 11, 12, 15
+#: the pairs of numbers and literals one byte to the next (the spelling of literals is checked apart)
+_WITHIN = {
+    (_DIGIT, _DIGIT), (_DIGIT, _DOT), (_DIGIT, _EXP), (_DOT, _DIGIT), (_EXP, _DIGIT), (_EXP, _MINUS),
+    (_EXP, _PLUS), (_MINUS, _DIGIT), (_PLUS, _DIGIT), (_LETTER, _LETTER), (_LETTER, _EXP),
+}  # fmt: skip
+#: the pairs inside a number or literal that add an item
+_WITHIN_ITEMS = {
+    (_DIGIT, _DOT): _DOT_ITEM, (_DIGIT, _EXP): _EXP_ITEM, (_EXP, _DIGIT): _EXP_DIGITS, (_EXP, _MINUS): _EXP_DIGITS,
+    (_EXP, _PLUS): _EXP_DIGITS,
+}  # fmt: skip
+_DELETE = 0
+
+
+def _pair_item(before: int, this: int) -> int:
+    """The stream code a byte of class ``this`` after one of class ``before`` adds (``_DELETE``: none)."""
+    if this == _STRAY:
+        return _WRONG
+    if this in _SCALAR:
+        if before in _SCALAR:
+            return _WITHIN_ITEMS.get((before, this), _DELETE) if (before, this) in _WITHIN else _WRONG
+        if this in (_DIGIT, _MINUS):
+            return _VALUE
+        return _WORD if this == _LETTER else _WRONG  # '.5', '+1', 'e5': no JSON
+    # a mark or white space: the token before it, if any, must end whole ('1e,' is caught in the stream: the
+    # exponent without its digits; 'true,' ends in an 'e' too)
+    return _WRONG if before in (_MINUS, _PLUS, _DOT) else this  # white space: 0, deleted
+
+
+_PAIR_TABLE = bytearray(256)
+for _a in range(16):
+    for _c in range(16):
+        _PAIR_TABLE[_a << 4 | _c] = _pair_item(_a, _c)
+#: pair of classes -> stream code (a ``translate`` table) and the pairs that add nothing (deleted)
+_PAIRS = bytes(_PAIR_TABLE)
+_NO_ITEM = bytes(i for i in range(256) if _PAIR_TABLE[i] == _DELETE)
+
+_START = 0  # the stream's code before the document
+_VALUE_STARTS = (_OPEN_A, _OPEN_O, _QUOTE, _VALUE, _WORD)
+_AFTER_VALUE = (_COMMA, _CLOSE_A, _CLOSE_O)
+_FOLLOW = {
+    _START: (_OPEN_A, _OPEN_O),
+    _OPEN_A: (*_VALUE_STARTS, _CLOSE_A),
+    _OPEN_O: (_QUOTE, _CLOSE_O),
+    _COMMA: _VALUE_STARTS,
+    _COLON: _VALUE_STARTS,
+    _CLOSE_A: _AFTER_VALUE,
+    _CLOSE_O: _AFTER_VALUE,
+    _QUOTE: (*_AFTER_VALUE, _COLON),
+    _VALUE: (*_AFTER_VALUE, _DOT_ITEM, _EXP_ITEM),
+    _DOT_ITEM: (*_AFTER_VALUE, _EXP_ITEM),
+    _EXP_ITEM: (_EXP_DIGITS,),
+    _EXP_DIGITS: _AFTER_VALUE,
+    _WORD: _AFTER_VALUE,
+}
+#: pairs of stream codes in JSON's order (``before << 4 | code``), deleted to find the others
+GOOD_PAIRS = bytes(_a << 4 | _c for _a, _next in _FOLLOW.items() for _c in _next)
+#: stream code -> the bracket or separator it stands for (a ``translate`` table), and the codes that stand for none
+_TOKEN_BYTES = bytes(_MARKS[c - 1] if 1 <= c <= 6 else 0 for c in range(256))
+_NOT_TOKEN = bytes(c for c in range(256) if not 1 <= c <= 6)
+
+_NAMES = {_START: "the start", _QUOTE: "a string", _VALUE: "a number", _WORD: "a literal"}
+_NAMES.update({c: f"'{chr(b)}'" for c, b in zip(range(1, 7), _MARKS, strict=False)})
+_NAMES.update({_DOT_ITEM: "'.'", _EXP_ITEM: "an exponent", _EXP_DIGITS: "an exponent's digits"})
+_LITERALS = (b"true", b"false", b"null")
+
+
+class Damage(Exception):
+    """What the token check found, and where: ``at``, a byte offset in the chunk."""
+
+    def __init__(self, at: int, what: str) -> None:
+        super().__init__(what)
+        self.at, self.what = at, what
+
+
+def string_parity(quote: np.ndarray, in_string: bool) -> np.ndarray:
+    """Per byte of a chunk, 1 inside a string (its closing quote included, its opening quote not), else 0.
+
+    ``quote``: the chunk's real quotes (bool per byte); ``in_string``: a string is open at the chunk's start.
+    A prefix XOR of the quote bits, 64 at a time in uint64 words, then across the words."""
+    n = len(quote)
+    packed = np.packbits(quote, bitorder="little")
+    words = np.zeros((len(packed) + 7) // 8, dtype=np.uint64)
+    words.view(np.uint8)[: len(packed)] = packed
+    quotes = words.copy()
+    for shift in (1, 2, 4, 8, 16, 32):
+        words ^= words << np.uint64(shift)
+    carry = np.bitwise_xor.accumulate((words >> np.uint64(63)).astype(np.uint8))
+    before = np.empty_like(carry)
+    before[0] = in_string
+    before[1:] = carry[:-1] ^ in_string
+    words ^= np.uint64(0) - before.astype(np.uint64)  # all ones where a string is open at the word's start
+    words ^= quotes  # the opening quote out, the closing one in
+    return np.unpackbits(words.view(np.uint8), count=n, bitorder="little")
+
+
+class TokenCheck:
+    """The token check, chunk by chunk; keeps the class of the last byte, the last stream code and the
+    start of a literal cut by the chunk's end."""
+
+    def __init__(self) -> None:
+        self.last_class = 0  # the class of the last byte checked
+        self.last_byte = b" "  # ... and the byte
+        self.last_items = bytes([_START])
+        self.word = b""  # a literal's bytes at the end of the last chunk (to be spelled with the next)
+
+    def check(self, raw: bytes, quote: np.ndarray, in_string: bool) -> tuple[bytes, Damage | None]:
+        """The brackets and separators outside strings of the chunk ``raw``, in order (what the bracket and
+        separator check reads), and the first damage found in it (None: none). ``quote``: the chunk's real
+        quotes per byte; ``in_string``: a string is open at its start."""
+        n = len(raw)
+        if not n:
+            return b"", None
+        cls = self._classes(raw, quote, in_string)
+        pair = np.empty(n, dtype=np.uint8)
+        pair[0] = self.last_class << 4
+        np.left_shift(cls[:-1], 4, out=pair[1:])
+        pair |= cls
+        stream = pair.tobytes().translate(_PAIRS, _NO_ITEM)
+        damage = self._order(raw, stream, pair)
+        words = stream.count(_WORD) if _WORD in stream else 0
+        if words or self.word:
+            found = self._spell(raw, cls, pair, words)
+            if found is not None and (damage is None or found.at < damage.at):
+                damage = found
+        if damage is None:
+            self.last_class = int(cls[-1])
+            self.last_byte = raw[-1:]
+            self.last_items = (self.last_items + stream)[-1:]
+        return stream.translate(_TOKEN_BYTES, _NOT_TOKEN), damage
+
+    def _classes(self, raw: bytes, quote: np.ndarray, in_string: bool) -> np.ndarray:
+        """Each byte's class, 0 inside strings (and at closing quotes)."""
+        inside = string_parity(quote, in_string)
+        inside -= 1  # 0xFF outside strings (and at an opening quote), 0 inside
+        return np.bitwise_and(np.frombuffer(raw.translate(_CLASS), dtype=np.uint8), inside, out=inside)
+
+    def _order(self, raw: bytes, stream: bytes, pair: np.ndarray) -> Damage | None:
+        """The first stream code out of order (or wrong in itself), located in the chunk."""
+        codes = np.frombuffer(self.last_items[-1:] + stream, dtype=np.uint8)
+        pairs = codes[:-1] << 4
+        pairs |= codes[1:]
+        if not pairs.tobytes().translate(None, GOOD_PAIRS):
+            return None
+        first = int(np.flatnonzero(~np.isin(pairs, np.frombuffer(GOOD_PAIRS, dtype=np.uint8)))[0])
+        before, code = int(codes[first]), int(codes[first + 1])
+        at = self._locate(pair, first)
+        if code == _WRONG:
+            if _CLASS[raw[at]] == _STRAY:
+                return Damage(
+                    at, f"'{_show(raw[at : at + 1])}' outside strings, where JSON has no place for it"
+                )
+            return Damage(at, f"a number or literal broken at '{_show((self.last_byte + raw)[at : at + 2])}'")
+        if before == _EXP_ITEM:
+            return Damage(at, "a number ends in its exponent ('e' without digits)")
+        if code in (_DOT_ITEM, _EXP_ITEM):
+            return Damage(at, f"{_NAMES[code]} a second time in one number")
+        return Damage(at, f"{_NAMES.get(code, '?')} right after {_NAMES.get(before, '?')}")
+
+    def _locate(self, pair: np.ndarray, index: int) -> int:
+        """The byte in the chunk of the stream's code ``index`` (off the fast path)."""
+        items = np.flatnonzero(np.frombuffer(pair.tobytes().translate(_PAIRS), dtype=np.uint8))
+        return int(items[index]) if index < len(items) else len(pair) - 1
+
+    def _spell(self, raw: bytes, cls: np.ndarray, pair: np.ndarray, words: int) -> Damage | None:
+        """The first literal of the chunk not spelled ``true`` ``false`` or ``null`` (with the one cut by the last
+        chunk's end); keeps the one cut by this chunk's end."""
+        starts = []
+        if words:
+            starts = np.flatnonzero(np.frombuffer(pair.tobytes().translate(_PAIRS), dtype=np.uint8) == _WORD)
+        found = None
+        if self.word:
+            end = _token_end(cls, 0)
+            if end is None:  # still cut: the literal runs on to the next chunk
+                self.word += raw
+                return _too_long(self.word, len(raw) - 1)
+            word, self.word = self.word + raw[:end], b""
+            if word not in _LITERALS:
+                return Damage(
+                    end - 1, f"'{_show(word)}' is no JSON literal"
+                )  # -1: the last chunk's last byte
+        for start in starts.tolist() if words else ():
+            end = _token_end(cls, start)
+            if end is None:
+                self.word = raw[start:]
+                return found or _too_long(self.word, len(raw) - 1)
+            if raw[start:end] not in _LITERALS and found is None:
+                found = Damage(end - 1, f"'{_show(raw[start:end])}' is no JSON literal")
+        return found
+
+
+def _token_end(cls: np.ndarray, start: int) -> int | None:
+    """The end (exclusive) of the number or literal at ``start``; None when it runs to the chunk's end."""
+    window = cls[start : start + 8]
+    outside = np.flatnonzero(window < _DIGIT)  # a stray byte stays in: the stream names it, at its byte
+    if len(outside):
+        return start + int(outside[0])
+    if start + 8 >= len(cls):
+        return None
+    return start + 8  # longer than any literal: wrong anyway
+
+
+def _too_long(word: bytes, at: int) -> Damage | None:
+    return Damage(at, f"'{_show(word)}' is no JSON literal") if len(word) > 5 else None
+
+
+def _show(token: bytes) -> str:
+    """A token for a message: at most 24 bytes, control and non-ASCII bytes escaped."""
+    text = token[:24].decode("latin-1").encode("unicode_escape").decode("ascii")
+    return text + ("..." if len(token) > 24 else "")
