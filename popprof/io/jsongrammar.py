@@ -155,6 +155,7 @@ class TokenCheck:
         self.last_class = 0  # the class of the last byte checked
         self.last_byte = b" "  # ... and the byte
         self.last_items = bytes([_START])
+        self._buffer = bytearray()  # the pairs of classes of a chunk
         self.word = b""  # a literal's bytes at the end of the last chunk (to be spelled with the next)
 
     def check(self, raw: bytes, quote: np.ndarray, in_string: bool) -> tuple[bytes, Damage | None]:
@@ -165,12 +166,19 @@ class TokenCheck:
         if not n:
             return b"", None
         cls = self._classes(raw, quote, in_string)
-        pair = np.empty(n, dtype=np.uint8)
+        if (
+            len(self._buffer) < n
+        ):  # kept from chunk to chunk: a fresh one costs more in page faults than in work
+            self._buffer = bytearray(max(n, 1 << 16))
+        pair = np.frombuffer(self._buffer, dtype=np.uint8, count=n)
         pair[0] = self.last_class << 4
         np.left_shift(cls[:-1], 4, out=pair[1:])
         pair |= cls
-        stream = pair.tobytes().translate(_PAIRS, _NO_ITEM)
+        # translated from the bytearray itself (bytes' translate runs at half the speed); a copy for a short chunk
+        whole = self._buffer if n == len(self._buffer) else self._buffer[:n]
+        stream = whole.translate(_PAIRS, _NO_ITEM)
         damage = self._order(raw, stream, pair)
+        stream = bytes(stream)
         words = stream.count(_WORD) if _WORD in stream else 0
         if words or self.word:
             found = self._spell(raw, cls, pair, words)
