@@ -15,11 +15,12 @@ How, without a loop over tokens:
 2. each byte's class with the one before it, as one byte (``before << 4 | class``), mapped by a second
    ``translate`` (:data:`_PAIRS`) to what the pair adds to the *item stream*, with the pairs that add nothing
    deleted in the same call: a bracket, separator or opening quote adds itself; the first byte of a number a
-   value, of a literal a literal; a ``.`` or exponent after a digit adds that; the end of a token after an
-   ``e`` its own mark (``1e,`` is wrong, ``true,`` is not); a pair that no JSON holds (``1#``, ``--``, ``.,``)
-   adds "wrong";
-3. the stream (a few bytes per value) checked pair by pair against a table of what may follow what, and
-   literals (rare) against their spelling.
+   value, of a literal a literal; a ``.`` or exponent after a digit adds that, and what follows an exponent its
+   digits (so ``1e,`` is an exponent without them); a pair that no JSON holds (``1#``, ``--``, ``.,``) adds
+   "wrong";
+3. the stream (a few bytes per value) checked pair by pair against what JSON lets follow what (a third
+   ``translate`` deletes the pairs allowed: anything left is wrong), literals (rare) against their spelling,
+   and leading zeros (``01``, ``-05``) in a stream of their own from the same pairs (:func:`_zero_item`).
 
 The stream's brackets and separators, in order, are what the bracket and separator check reads. Nothing here
 sees a string's content, so damage inside a string (a control character, a broken escape) is not found.
@@ -27,12 +28,14 @@ sees a string's content, so damage inside a string (a control character, a broke
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 # byte classes (0: white space, or inside a string); brackets, separators and the quote are their stream codes
 _OPEN_A, _CLOSE_A, _OPEN_O, _CLOSE_O, _COMMA, _COLON, _QUOTE = 1, 2, 3, 4, 5, 6, 7
-_DIGIT, _MINUS, _PLUS, _DOT, _EXP, _LETTER, _STRAY = 8, 9, 10, 11, 12, 13, 15
-_SCALAR = (_DIGIT, _MINUS, _PLUS, _DOT, _EXP, _LETTER)
+_DIGIT, _MINUS, _PLUS, _DOT, _EXP, _LETTER, _ZERO, _STRAY = 8, 9, 10, 11, 12, 13, 14, 15
+_SCALAR = (_DIGIT, _MINUS, _PLUS, _DOT, _EXP, _LETTER, _ZERO)
 _MARKS = b'[]{},:"'
 
 _table = bytearray([_STRAY]) * 256
@@ -40,8 +43,9 @@ for _b in b" \t\r\n":
     _table[_b] = 0
 for _i, _b in enumerate(_MARKS):
     _table[_b] = _OPEN_A + _i
-for _b in b"0123456789":
+for _b in b"123456789":
     _table[_b] = _DIGIT
+_table[ord("0")] = _ZERO  # a class of its own for the leading zero check
 _table[ord("-")], _table[ord("+")], _table[ord(".")] = _MINUS, _PLUS, _DOT
 _table[ord("e")] = _table[ord("E")] = _EXP
 for _b in b"trufalsn":
@@ -54,14 +58,16 @@ _CLASS = bytes(_table)
 _VALUE, _DOT_ITEM, _EXP_ITEM, _EXP_DIGITS, _WORD, _WRONG = 8, 9, 10, 11, 12, 15
 #: the pairs of numbers and literals one byte to the next (the spelling of literals is checked apart)
 _WITHIN = {
-    (_DIGIT, _DIGIT), (_DIGIT, _DOT), (_DIGIT, _EXP), (_DOT, _DIGIT), (_EXP, _DIGIT), (_EXP, _MINUS),
-    (_EXP, _PLUS), (_MINUS, _DIGIT), (_PLUS, _DIGIT), (_LETTER, _LETTER), (_LETTER, _EXP),
+    *((a, b) for a in (_DIGIT, _ZERO, _DOT, _EXP, _MINUS, _PLUS) for b in (_DIGIT, _ZERO)),
+    *((a, b) for a in (_DIGIT, _ZERO) for b in (_DOT, _EXP)),
+    (_EXP, _MINUS), (_EXP, _PLUS), (_LETTER, _LETTER), (_LETTER, _EXP),
 }  # fmt: skip
 #: the pairs inside a number or literal that add an item
 _WITHIN_ITEMS = {
-    (_DIGIT, _DOT): _DOT_ITEM, (_DIGIT, _EXP): _EXP_ITEM, (_EXP, _DIGIT): _EXP_DIGITS, (_EXP, _MINUS): _EXP_DIGITS,
-    (_EXP, _PLUS): _EXP_DIGITS,
-}  # fmt: skip
+    **{(d, _DOT): _DOT_ITEM for d in (_DIGIT, _ZERO)},
+    **{(d, _EXP): _EXP_ITEM for d in (_DIGIT, _ZERO)},
+    **{(_EXP, c): _EXP_DIGITS for c in (_DIGIT, _ZERO, _MINUS, _PLUS)},
+}
 _DELETE = 0
 
 
@@ -72,7 +78,7 @@ def _pair_item(before: int, this: int) -> int:
     if this in _SCALAR:
         if before in _SCALAR:
             return _WITHIN_ITEMS.get((before, this), _DELETE) if (before, this) in _WITHIN else _WRONG
-        if this in (_DIGIT, _MINUS):
+        if this in (_DIGIT, _ZERO, _MINUS):
             return _VALUE
         return _WORD if this == _LETTER else _WRONG  # '.5', '+1', 'e5': no JSON
     # a mark or white space: the token before it, if any, must end whole ('1e,' is caught in the stream: the
@@ -108,6 +114,30 @@ _FOLLOW = {
 }
 #: pairs of stream codes in JSON's order (``before << 4 | code``), deleted to find the others
 GOOD_PAIRS = bytes(_a << 4 | _c for _a, _next in _FOLLOW.items() for _c in _next)
+
+
+def _zero_item(before: int, this: int) -> bytes:
+    """What a pair of classes adds to the leading zero stream (b"": nothing): a zero that starts a number (L) or
+    follows a minus (M), a zero and what follows it (D: a digit, X: anything else), a minus after an exponent's
+    'e' (E) and before a digit other than zero (N). Wrong: L then D, and M then D unless after E."""
+    if before == _ZERO:
+        return b"D" if this in (_DIGIT, _ZERO) else b"X"
+    if this == _ZERO:
+        return b"M" if before == _MINUS else (b"L" if before not in _SCALAR else b"")
+    if before == _EXP and this == _MINUS:
+        return b"E"
+    return b"N" if before == _MINUS and this == _DIGIT else b""
+
+
+_ZERO_TABLE = bytearray(256)
+for _a in range(16):
+    for _c in range(16):
+        _ZERO_TABLE[_a << 4 | _c] = (_zero_item(_a, _c) or b"\0")[0]
+#: pair of classes -> leading zero stream code (a ``translate`` table), and the pairs that add none
+_ZEROS = bytes(_ZERO_TABLE)
+_NO_ZERO_ITEM = bytes(i for i in range(256) if _ZERO_TABLE[i] == 0)
+_LEADING_ZERO = re.compile(rb"LD|(?<!E)MD")
+
 #: stream code -> the bracket or separator it stands for (a ``translate`` table), and the codes that stand for none
 _TOKEN_BYTES = bytes(_MARKS[c - 1] if 1 <= c <= 6 else 0 for c in range(256))
 _NOT_TOKEN = bytes(c for c in range(256) if not 1 <= c <= 6)
@@ -130,7 +160,7 @@ def string_parity(quote: np.ndarray, in_string: bool) -> np.ndarray:
     """Per byte of a chunk, 1 inside a string (its closing quote included, its opening quote not), else 0.
 
     ``quote``: the chunk's real quotes (bool per byte); ``in_string``: a string is open at the chunk's start.
-    A prefix XOR of the quote bits, 64 at a time in uint64 words, then across the words."""
+    A prefix XOR of the quote bits, 64 at a time in uint64 words (little-endian), then across the words."""
     n = len(quote)
     packed = np.packbits(quote, bitorder="little")
     words = np.zeros((len(packed) + 7) // 8, dtype=np.uint64)
@@ -156,6 +186,7 @@ class TokenCheck:
         self.last_byte = b" "  # ... and the byte
         self.last_items = bytes([_START])
         self._buffer = bytearray()  # the pairs of classes of a chunk
+        self.last_zeros = b""  # the last two codes of the leading zero stream
         self.word = b""  # a literal's bytes at the end of the last chunk (to be spelled with the next)
 
     def check(self, raw: bytes, quote: np.ndarray, in_string: bool) -> tuple[bytes, Damage | None]:
@@ -178,6 +209,9 @@ class TokenCheck:
         whole = self._buffer if n == len(self._buffer) else self._buffer[:n]
         stream = whole.translate(_PAIRS, _NO_ITEM)
         damage = self._order(raw, stream, pair)
+        zeros = self._leading_zero(whole, pair)
+        if zeros is not None and (damage is None or zeros.at < damage.at):
+            damage = zeros
         stream = bytes(stream)
         words = stream.count(_WORD) if _WORD in stream else 0
         if words or self.word:
@@ -217,6 +251,21 @@ class TokenCheck:
         if code in (_DOT_ITEM, _EXP_ITEM):
             return Damage(at, f"{_NAMES[code]} a second time in one number")
         return Damage(at, f"{_NAMES.get(code, '?')} right after {_NAMES.get(before, '?')}")
+
+    def _leading_zero(self, whole: bytearray, pair: np.ndarray) -> Damage | None:
+        """The first number with a leading zero (``01``, ``-05``; an exponent's digits may have one: ``1e-05``)."""
+        zeros = whole.translate(_ZEROS, _NO_ZERO_ITEM)
+        carried = self.last_zeros
+        self.last_zeros = (carried + zeros)[-2:]
+        text = carried + zeros
+        if b"LD" not in text and b"MD" not in text:  # the fast path: a C search each
+            return None
+        found = next((m for m in _LEADING_ZERO.finditer(text) if m.end() > len(carried)), None)
+        if found is None:
+            return None
+        index = found.end() - 1 - len(carried)  # the 'D': the digit after the zero
+        items = np.flatnonzero(np.frombuffer(pair.tobytes().translate(_ZEROS), dtype=np.uint8))
+        return Damage(int(items[index]), "a number with a leading zero (a digit right after its first '0')")
 
     def _locate(self, pair: np.ndarray, index: int) -> int:
         """The byte in the chunk of the stream's code ``index`` (off the fast path)."""
