@@ -228,8 +228,12 @@ class JsonGuard(_Guard):
     (:class:`MismatchedBrackets`), and in each container the separators: in an object ``:`` and ``,``
     alternate from a ``:`` and the ``}`` comes after a ``:``-led member, never after a ``,``; an array holds no
     ``:`` (:class:`MisplacedSeparator`). So one byte flipped between ``{`` and ``[``, ``}`` and ``]`` or ``,``
-    and ``:`` is always refused. A reader that copies what is not a string as it is (the redaction) has no
-    parser that would. Readers that parse leave it off: their parser refuses such a file anyway.
+    and ``:`` is always refused. Besides, its token check (:mod:`popprof.io.jsongrammar`) refuses every other
+    byte outside strings JSON has no place for: a broken number or literal, a stray byte, a value lost or
+    doubled, out of JSON's order (:class:`MisplacedToken`); and :meth:`finish`, at the end of the input, a
+    container or string still open (:class:`CutJson`). A reader that copies what is not a string as it is (the
+    redaction) has no parser that would. Readers that parse leave it off: their parser refuses such a file
+    anyway.
     """
 
     def __init__(self, inner: io.IOBase, path: Path, structure: bool = False) -> None:
