@@ -93,6 +93,8 @@ for _a in range(16):
 #: pair of classes -> stream code (a ``translate`` table) and the pairs that add nothing (deleted)
 _PAIRS = bytes(_PAIR_TABLE)
 _NO_ITEM = bytes(i for i in range(256) if _PAIR_TABLE[i] == _DELETE)
+#: pair of classes -> 1 where a literal starts, else 0 (a ``translate`` table)
+_WORD_STARTS = bytes(int(code == _WORD) for code in _PAIR_TABLE)
 
 _START = 0  # the stream's code before the document
 _VALUE_STARTS = (_OPEN_A, _OPEN_O, _QUOTE, _VALUE, _WORD)
@@ -146,6 +148,8 @@ _NAMES = {_START: "the start", _QUOTE: "a string", _VALUE: "a number", _WORD: "a
 _NAMES.update({c: f"'{chr(b)}'" for c, b in zip(range(1, 7), _MARKS, strict=False)})
 _NAMES.update({_DOT_ITEM: "'.'", _EXP_ITEM: "an exponent", _EXP_DIGITS: "an exponent's digits"})
 _LITERALS = (b"true", b"false", b"null")
+#: the literals, each in 6 bytes (zeros after it), to compare with a window of each literal's bytes
+_SPELLED = np.array([list(w.ljust(6, b"\0")) for w in _LITERALS], dtype=np.uint8)
 
 
 class Damage(Exception):
@@ -205,8 +209,7 @@ class TokenCheck:
         pair[0] = self.last_class << 4
         np.left_shift(cls[:-1], 4, out=pair[1:])
         pair |= cls
-        # translated from the bytearray itself (bytes' translate runs at half the speed); a copy for a short chunk
-        whole = self._buffer if n == len(self._buffer) else self._buffer[:n]
+        whole = self._pairs(n)
         stream = whole.translate(_PAIRS, _NO_ITEM)
         damage = self._order(raw, stream, pair)
         zeros = self._leading_zero(whole, pair)
@@ -252,6 +255,11 @@ class TokenCheck:
             return Damage(at, f"{_NAMES[code]} a second time in one number")
         return Damage(at, f"{_NAMES.get(code, '?')} right after {_NAMES.get(before, '?')}")
 
+    def _pairs(self, n: int) -> bytearray:
+        """The chunk's pairs of classes as a bytearray, to translate: the buffer itself (translated in place, at
+        twice the speed of a copy's), a copy for a short chunk."""
+        return self._buffer if n == len(self._buffer) else self._buffer[:n]
+
     def _leading_zero(self, whole: bytearray, pair: np.ndarray) -> Damage | None:
         """The first number with a leading zero (``01``, ``-05``; an exponent's digits may have one: ``1e-05``)."""
         zeros = whole.translate(_ZEROS, _NO_ZERO_ITEM)
@@ -275,28 +283,37 @@ class TokenCheck:
     def _spell(self, raw: bytes, cls: np.ndarray, pair: np.ndarray, words: int) -> Damage | None:
         """The first literal of the chunk not spelled ``true`` ``false`` or ``null`` (with the one cut by the last
         chunk's end); keeps the one cut by this chunk's end."""
-        starts = []
+        starts = np.zeros(0, dtype=np.intp)
         if words:
-            starts = np.flatnonzero(np.frombuffer(pair.tobytes().translate(_PAIRS), dtype=np.uint8) == _WORD)
-        found = None
+            starts = np.flatnonzero(np.frombuffer(self._pairs(len(raw)).translate(_WORD_STARTS), dtype=bool))
         if self.word:
             end = _token_end(cls, 0)
             if end is None:  # still cut: the literal runs on to the next chunk
                 self.word += raw
                 return _too_long(self.word, len(raw) - 1)
             word, self.word = self.word + raw[:end], b""
-            if word not in _LITERALS:
-                return Damage(
-                    end - 1, f"'{_show(word)}' is no JSON literal"
-                )  # -1: the last chunk's last byte
-        for start in starts.tolist() if words else ():
-            end = _token_end(cls, start)
-            if end is None:
-                self.word = raw[start:]
-                return found or _too_long(self.word, len(raw) - 1)
-            if raw[start:end] not in _LITERALS and found is None:
-                found = Damage(end - 1, f"'{_show(raw[start:end])}' is no JSON literal")
-        return found
+            if word not in _LITERALS:  # at end - 1: -1 is the last chunk's last byte
+                return Damage(end - 1, f"'{_show(word)}' is no JSON literal")
+        if not words:
+            return None
+        # each literal's first 6 bytes and classes (a window past the chunk's end: cut, carried to the next)
+        n = len(raw)
+        index = starts[:, None] + np.arange(6)
+        within = index < n
+        np.minimum(index, n - 1, out=index)
+        ended = (cls[index] < _DIGIT) & within
+        has_end = ended.any(axis=1)
+        length = np.where(has_end, ended.argmax(axis=1), 6)
+        cut = ~has_end & ~within[:, -1]  # runs on to the chunk's end: only the last one can
+        got = np.frombuffer(raw, dtype=np.uint8)[index] * (np.arange(6) < length[:, None])
+        spelled = (got[:, None, :] == _SPELLED[None, :, :]).all(axis=2).any(axis=1)
+        bad = np.flatnonzero(~spelled & ~cut)
+        if cut[-1]:
+            self.word = raw[int(starts[-1]) :]
+        if len(bad):
+            start, end = int(starts[bad[0]]), int(starts[bad[0]] + length[bad[0]])
+            return Damage(end - 1, f"'{_show(raw[start:end])}' is no JSON literal")
+        return _too_long(self.word, n - 1) if cut[-1] else None
 
 
 def _token_end(cls: np.ndarray, start: int) -> int | None:
