@@ -5,8 +5,9 @@ Usage: python benchmarks/bench_redact.py [--repeat 3] [--trace-size 1GB|100MB|10
                                          [--skip-bundle]
        python benchmarks/bench_redact.py --guard TRACE [--repeat 7] [--code CHECKOUT]
 
-``--guard``: only the JSON guard's read of TRACE, as the redaction reads it (``structure=True``: brackets and
-separators checked) and as the parsing readers do (off), in this process: median / min CPU and wall seconds;
+``--guard``: only the JSON guard's read of TRACE, as the redaction reads it (``structure=True``: brackets,
+separators, numbers, literals and the order of values checked) and as the parsing readers do (off), in this
+process: median / min CPU and wall seconds;
 ``--code`` reads through another checkout's popprof (one from before the flag was named ``structure`` is given
 ``match_brackets=True``).
 

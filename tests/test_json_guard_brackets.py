@@ -19,7 +19,7 @@ from cli_helpers import one_error
 from json_walk import tokens_outside_strings
 
 from popprof.cli import main
-from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator
+from popprof.io.bounded import JsonGuard, MismatchedBrackets, MisplacedSeparator, MisplacedToken
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
 KEY = "a-sound-benchmark-key-0123456789"
@@ -60,7 +60,7 @@ def _first_mismatch(text: bytes) -> int | None:
 
 def _guard_refuses(text: bytes, rng: random.Random) -> bool:
     """Feed ``text`` to a matching guard in random chunks; whether it refused a mismatched bracket (or, a '{'
-    read as '[', the ':' then in an array first)."""
+    read as '[', the ':' then in an array first, or a value where a key belongs: ``{1``)."""
     guard = JsonGuard(io.BytesIO(), Path("doc.json"), structure=True)
     at = 0
     try:
@@ -68,7 +68,7 @@ def _guard_refuses(text: bytes, rng: random.Random) -> bool:
             size = rng.randint(1, 40)
             guard.check(memoryview(text[at : at + size]))
             at += size
-    except (MismatchedBrackets, MisplacedSeparator):
+    except (MismatchedBrackets, MisplacedSeparator, MisplacedToken):
         return True
     return False
 

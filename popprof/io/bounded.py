@@ -22,7 +22,9 @@ import numpy as np
 from ..model.errors import InputError
 from . import limits, units
 from .jsonbytes import BRACKETS, trailing_backslashes, unescaped_quotes
+from .jsongrammar import TokenCheck, string_parity
 from .limits import LimitExceeded
+from .plural import plural
 
 _QUOTE, _NEWLINE = 34, 10
 #: Bytes a guard checks at a time (and so the most read past a limit before it is noticed).
@@ -32,10 +34,6 @@ _NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'"[]{}')
 #: the quote and the four brackets, as a lookup of every byte
 _STRUCTURAL = np.zeros(256, dtype=bool)
 _STRUCTURAL[list(b'"[]{}')] = True
-#: the same with the two separators (for :class:`JsonGuard`'s ``structure`` check)
-_NOT_SYNTAX = bytes(b for b in range(256) if b not in b'"[]{},:')
-_SYNTAX = np.zeros(256, dtype=bool)
-_SYNTAX[list(b'"[]{},:')] = True
 #: the four brackets and the two separators (no quote), as a lookup of every byte
 _TOKENS = np.zeros(256, dtype=bool)
 _TOKENS[list(b"[]{},:")] = True
@@ -171,20 +169,42 @@ class GzipGuard(_Guard):
             )
 
 
-class TextAfterJson(InputError):
+class _AtByte(InputError):
+    """An error of the JSON guard that knows its byte (``byte``: where, in the file)."""
+
+    byte = -1
+
+    def at_byte(self, byte: int) -> _AtByte:
+        """This error, at ``byte``."""
+        self.byte = byte
+        return self
+
+
+class TextAfterJson(_AtByte):
     """Something other than white space follows the top-level JSON value (see :class:`JsonGuard`)."""
 
 
-class MismatchedBrackets(InputError):
+class MismatchedBrackets(_AtByte):
     """A bracket outside strings closes a container of the other kind (``[ ... }``): the JSON is invalid there,
     as a byte flipped between ``{`` and ``[`` (or ``}`` and ``]``) makes it (see :class:`JsonGuard`)."""
 
 
-class MisplacedSeparator(InputError):
+class MisplacedSeparator(_AtByte):
     """A separator outside strings where JSON has the other one: in an object ``:`` and ``,`` alternate (every
     member is ``key : value``) and the object ends after a value, never after a ``,``; an array holds no ``:``.
     A byte flipped between ``,`` and ``:`` makes such a file, with its brackets balanced (see :class:`JsonGuard`).
     """
+
+
+class MisplacedToken(InputError):
+    """A byte outside strings that JSON has no place for there: a number or literal broken (``1#3``, ``trxe``,
+    ``nul``), a stray byte between values, a value missing or doubled (``[1 2]``, ``[1,,2]``, ``{"a":}``), found
+    by the token check (:mod:`popprof.io.jsongrammar`) of :class:`JsonGuard`'s ``structure``."""
+
+
+class CutJson(InputError):
+    """The input ends before its JSON value does (checked with ``structure``): cut off, or a quote or bracket lost
+    opened a string or container that never closes."""
 
 
 #: a bracket's kind: 0 for ``[`` / ``]``, 1 for ``{`` / ``}`` (other bytes: unused)
@@ -208,8 +228,12 @@ class JsonGuard(_Guard):
     (:class:`MismatchedBrackets`), and in each container the separators: in an object ``:`` and ``,``
     alternate from a ``:`` and the ``}`` comes after a ``:``-led member, never after a ``,``; an array holds no
     ``:`` (:class:`MisplacedSeparator`). So one byte flipped between ``{`` and ``[``, ``}`` and ``]`` or ``,``
-    and ``:`` is always refused. A reader that copies what is not a string as it is (the redaction) has no
-    parser that would. Readers that parse leave it off: their parser refuses such a file anyway.
+    and ``:`` is always refused. Besides, its token check (:mod:`popprof.io.jsongrammar`) refuses every other
+    byte outside strings JSON has no place for: a broken number or literal, a stray byte, a value lost or
+    doubled, out of JSON's order (:class:`MisplacedToken`); and :meth:`finish`, at the end of the input, a
+    container or string still open (:class:`CutJson`). A reader that copies what is not a string as it is (the
+    redaction) has no parser that would. Readers that parse leave it off: their parser refuses such a file
+    anyway.
     """
 
     def __init__(self, inner: io.IOBase, path: Path, structure: bool = False) -> None:
@@ -218,10 +242,6 @@ class JsonGuard(_Guard):
         self.structure = structure
         self.open_kinds = np.zeros(0, dtype=np.int8)  # per depth (1 at index 0), the kind of container open
         self.last_separators = np.zeros(0, dtype=np.uint8)  # ... and its last separator so far (0: none)
-        # scratch arrays of the structure check, kept between chunks (:meth:`_reserve`)
-        self._scratch = np.zeros(0, dtype=np.int32)
-        self._flags = np.zeros(0, dtype=bool)
-        self._tokens = np.zeros(0, dtype=bool)
         self.max_depth = limits.get("json-depth")
         self.max_string = limits.get("string-bytes")
         self.depth = 0
@@ -231,16 +251,31 @@ class JsonGuard(_Guard):
         self.started = False  # the top-level value (an object or array) has opened
         self.ended = False  # ... and ended: only white space may follow
         self.offset = 0  # bytes checked before this chunk
+        self.tokens = TokenCheck()  # with ``structure``: numbers, literals, stray bytes, the order of values
 
     def check(self, chunk: memoryview) -> None:
         raw = chunk.tobytes()
         if self.ended:
             self._check_after(raw, 0)
+        elif self.structure:
+            self._check_structure(raw)
         elif self.backslashes or len(raw) >= self.max_string or b"\\" in raw:
             self._check_exact(np.frombuffer(raw, dtype=np.uint8))
         else:
             self._check_plain(raw)
         self.offset += len(raw)
+
+    def finish(self) -> None:
+        """With ``structure``, once the input has been read to its end: :class:`CutJson` when the top-level value
+        never closed (a container or a string still open: the file cut off, or a quote or bracket lost)."""
+        if self.structure and self.started and not self.ended:
+            where = "in a string" if self.in_string else f"{plural(self.depth, 'container')} open"
+            raise CutJson(
+                self.path,
+                f"the file ends inside its JSON value (at byte {self.offset:,}, {where}; cut off, or a quote or "
+                "bracket lost?): the file is not valid JSON",
+                "the file may be damaged or cut off; write it again",
+            )
 
     def _check_after(self, raw: bytes, start: int) -> None:
         """InputError when ``raw[start:]``, after the top-level value's end, holds anything but white space:
@@ -256,7 +291,7 @@ class JsonGuard(_Guard):
                 f"text follows the JSON value at byte {at:,} (an appended log line, a comment or a second "
                 "JSON value): the file is not one JSON document",
                 "remove what follows the JSON value, then read the file again",
-            )
+            ).at_byte(at)
 
     def _drain(self) -> None:
         """Read what is left of the stream below: gzip data damaged further on (a flipped byte makes deflate
@@ -281,8 +316,6 @@ class JsonGuard(_Guard):
         and brackets: the chunk reduced to those bytes (in C) is several times shorter, and in
         it the quotes before the bracket at index i of the brackets number (its index) - i.
         """
-        if self.structure:
-            return self._check_plain_structure(raw)
         marks = np.frombuffer(raw.translate(None, _NOT_STRUCTURAL), dtype=np.uint8)
         brackets = np.flatnonzero(marks != _QUOTE)
         quotes = len(marks) - len(brackets)
@@ -308,50 +341,48 @@ class JsonGuard(_Guard):
             ends_inside = self.in_string ^ bool(quotes % 2)
             self.string_open = size - raw.rfind(b'"') if ends_inside else 0
 
-    def _check_plain_structure(self, raw: bytes) -> None:
-        """:meth:`_check_plain` with the ``structure`` check: the chunk reduced to its quotes, brackets and
-        separators, and of those the brackets and separators outside strings (an even count of quotes before
-        them, with the string open from the last chunk), found with a running count of the quotes in scratch
-        arrays kept from chunk to chunk (fresh ones each chunk cost more in page faults than in arithmetic)."""
-        marks = np.frombuffer(raw.translate(None, _NOT_SYNTAX), dtype=np.uint8)
-        n = len(marks)
-        self._reserve(n)
-        quote = np.equal(marks, _QUOTE, out=self._flags[:n])
-        count = np.cumsum(quote, dtype=np.int32, out=self._scratch[:n])
-        quotes = int(count[-1]) if n else 0
-        self._plain_strings(raw, quotes)
-        if self.in_string:
-            count += 1
-        count &= 1
-        count |= quote
-        outside = np.equal(count, 0, out=self._flags[:n])  # not a quote, outside strings
-        tokens = marks[outside]
-        if len(tokens):
+    def _check_structure(self, raw: bytes) -> None:
+        """The checks of a chunk with ``structure``: string lengths as without it; then the token check
+        (:class:`~popprof.io.jsongrammar.TokenCheck`: numbers, literals, stray bytes, the order of values), which
+        also gives the brackets and separators outside strings in order, for the bracket and separator check
+        (:meth:`_structure`) and the depth. Of two errors in a chunk the one at the earlier byte is raised (at
+        the same byte, the bracket and separator check's: its words are more precise)."""
+        data = np.frombuffer(raw, dtype=np.uint8)
+        in_string = self.in_string
+        if self.backslashes or len(raw) >= self.max_string or b"\\" in raw:
+            real = self._real_quotes(data)
+            self._check_strings(real, len(raw))
+            quote = np.zeros(len(raw), dtype=bool)
+            quote[real] = True
+            quotes = len(real)
+        else:
+            quote = data == _QUOTE
+            quotes = int(np.count_nonzero(quote))
+            self._plain_strings(raw, quotes)
+        tokens, damage = self.tokens.check(raw, quote, in_string)
 
-            def locate(i: int) -> int:
-                """Off the fast path: where the i-th token outside strings is in the chunk."""
-                structural = np.flatnonzero(_SYNTAX[np.frombuffer(raw, dtype=np.uint8)])
-                return int(structural[self._outside_marks(marks)[i]])
+        def locate(i: int) -> int:
+            """Off the fast path: where the i-th bracket or separator outside strings is in the chunk."""
+            outside = string_parity(quote, in_string) == 0
+            return int(np.flatnonzero(outside & _TOKENS[data])[i])
 
-            elems, steps = self._structure(tokens, locate)
+        marks = np.frombuffer(tokens, dtype=np.uint8)
+        try:
+            elems, steps = self._structure(marks, locate)
             end = self._descend(steps)
             if end >= 0:  # the top-level value ends in this chunk (once per file): where, in the raw bytes
                 self._check_after(raw, locate(int(elems[end])) + 1)
+        except (MismatchedBrackets, MisplacedSeparator, TextAfterJson) as error:
+            if damage is None or self.offset + damage.at >= error.byte:
+                raise
+        if damage is not None:
+            raise MisplacedToken(
+                self.path,
+                f"{damage.what} at byte {self.offset + damage.at:,} (a flipped or lost byte?): "
+                "the file is not valid JSON",
+                "the file may be damaged; write it again",
+            )
         self.in_string ^= bool(quotes % 2)
-
-    def _reserve(self, n: int) -> None:
-        """Scratch arrays for ``n`` bytes, kept from chunk to chunk."""
-        if len(self._scratch) < n:
-            self._scratch = np.empty(max(n, 1 << 16), dtype=np.int32)
-            self._flags = np.empty(max(n, 1 << 16), dtype=bool)
-            self._tokens = np.empty(max(n, 1 << 16), dtype=bool)
-
-    def _outside_marks(self, marks: np.ndarray) -> np.ndarray:
-        """The indices in ``marks`` (a chunk reduced to quotes, brackets and separators) of the brackets and
-        separators outside strings, for the string open from the last chunk (``in_string``, not yet moved)."""
-        quote = marks == _QUOTE
-        count = np.cumsum(quote, dtype=np.int64) + self.in_string
-        return np.flatnonzero(~quote & (count % 2 == 0))
 
     def _real_quotes(self, data: np.ndarray) -> np.ndarray:
         """Positions of the quotes not escaped by an odd run of backslashes (runs may start in the last chunk)."""
@@ -382,8 +413,6 @@ class JsonGuard(_Guard):
             raise limits.string_too_long(self.path, longest)
 
     def _check_depth(self, data: np.ndarray, quotes: np.ndarray) -> None:
-        if self.structure:
-            return self._check_depth_structure(data, quotes)
         # "[" "]" "{" "}" (and "Y" "_" "y" DEL) are the bytes with x & 0xD9 == 0x59: one cheap pass, then a lookup
         where = np.flatnonzero((data & 0xD9) == 0x59)
         delta = BRACKETS[data[where]]
@@ -395,28 +424,6 @@ class JsonGuard(_Guard):
         end = self._descend(delta[~inside])
         if end >= 0:
             self._check_after(data.tobytes(), int(where[~inside][end]) + 1)
-
-    def _check_depth_structure(self, data: np.ndarray, quotes: np.ndarray) -> None:
-        """:meth:`_check_depth` with the ``structure`` check, for a chunk with escapes (``quotes``: the real
-        ones): the brackets and separators outside strings by a running count of the real quotes."""
-        n = len(data)
-        self._reserve(n)
-        real = self._flags[:n]
-        real[:] = False
-        real[quotes] = True
-        count = np.cumsum(real, dtype=np.int32, out=self._scratch[:n])  # quotes up to each byte
-        if self.in_string:
-            count += 1
-        count &= 1
-        outside = np.equal(count, 0, out=real)
-        outside &= np.take(_TOKENS, data, out=self._tokens[:n])
-        outer = np.flatnonzero(outside)
-        if not len(outer):
-            return
-        elems, steps = self._structure(data[outer], lambda i: int(outer[i]))
-        end = self._descend(steps)
-        if end >= 0:
-            self._check_after(data.tobytes(), int(outer[elems[end]]) + 1)
 
     def _structure(self, marks: np.ndarray, locate: Callable[[int], int]) -> tuple[np.ndarray, np.ndarray]:
         """Check the chunk's brackets and separators outside strings (``marks``, in order, before
@@ -537,11 +544,12 @@ class JsonGuard(_Guard):
             where = "an object" if kind == 1 else "an array"
             first_at, message = j, f"a '{chr(marks[j])}' where a '{expected}' belongs in {where}"
         error = MismatchedBrackets if "closes" in message else MisplacedSeparator
+        byte = self.offset + locate(first_at)
         raise error(
             self.path,
-            f"{message} at byte {self.offset + locate(first_at):,} (a flipped byte?): the file is not valid JSON",
+            f"{message} at byte {byte:,} (a flipped byte?): the file is not valid JSON",
             "the file may be damaged; write it again",
-        )
+        ).at_byte(byte)
 
     def _descend(self, steps: np.ndarray) -> int:
         """Follow the depth through the bracket steps (+1 / -1, 0 for none) of a chunk, outside strings, in

@@ -99,8 +99,10 @@ def open_json(
 ) -> BinaryIO:
     """:func:`open_binary` plus a JSON guard: nesting beyond ``json-depth`` or a string beyond ``string-bytes``
     raises :class:`~popprof.io.limits.LimitExceeded` before a parser sees it (ijson's cost grows with depth squared).
-    ``structure``: also refuse a bracket closing the other kind of container and a separator out of turn
-    (``,`` for ``:`` or the reverse), for a reader without a parser.
+    ``structure``: also refuse a bracket closing the other kind of container, a separator out of turn (``,`` for
+    ``:`` or the reverse) and any other byte outside strings JSON has no place for (a broken number or literal,
+    a stray byte, a value lost or doubled), for a reader without a parser; call the guard's ``finish`` (the
+    reader's ``raw``) at the end to refuse a value left open.
     """
     return guard_json(open_binary(path, before, cut_off_ends=cut_off_ends), path, structure)
 

@@ -580,6 +580,7 @@ def redact_chrome(
             tail = (tail + block)[-TAIL_BYTES:] if block else tail
             if final:
                 check_nothing_after_json(tail, source)
+                reader.raw.finish()  # a file that ends in '}' or ']' with a container or string still open
             work, carry, lessons = engine.prepare(carry + block, final)
             _check_length(len(carry) - BLOCK, limit, source)  # a block that cannot be cut holds a long string
             job = None if isinstance(work, list) else pool.submit(encode, work)
