@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -150,3 +151,113 @@ def test_trace_with_a_nameless_device_sync(capsys, tmp_path, name):
     ]:
         _run(capsys, *args)
     assert _digest(trace) == before
+
+
+# -- Plausible but wrong values, several members at once (2026-12-08) -----------------------------------------
+
+
+def _summary_doc(capsys: pytest.CaptureFixture, path: Path, out: Path) -> tuple[dict, str]:
+    """``popprof summary PATH --format json``: the document and stderr."""
+    _, err = _run(capsys, "summary", path, "--format", "json", "-o", out)
+    return json.loads(out.read_text()), err
+
+
+def test_bundle_runs_ending_before_they_start_and_negative_live_bytes(capsys, tmp_path):
+    """pod4_pipeline with, at once, a run whose end_us is -1 (before its start) and steps of liveness whose
+    not_always_live_bytes are negative: summary gave an iteration of -1,001 us and a peak of -101,408,868
+    live bytes, silently. The bundle reader now reads both as missing, with one warning per table: the run's
+    time comes from its cycles, and the peak from the steps that hold a size."""
+    bundle = tmp_path / "pod4_pipeline.popprof"
+    shutil.copytree(FIXTURES / "pod4_pipeline.popprof", bundle)
+
+    def end_before_start(table: pa.Table) -> pa.Table:
+        ends = table.column("end_us").to_pylist()
+        ends[0] = -1.0
+        return table.set_column(
+            table.column_names.index("end_us"), "end_us", pa.array(ends, type=pa.float64())
+        )
+
+    def negative_bytes(table: pa.Table) -> pa.Table:
+        live = [-abs(v) if v is not None else v for v in table.column("not_always_live_bytes").to_pylist()]
+        index = table.column_names.index("not_always_live_bytes")
+        return table.set_column(index, "not_always_live_bytes", pa.array(live, type=pa.int64()))
+
+    _rewrite(bundle / "runs.parquet", end_before_start)
+    live = pq.read_table(bundle / "liveness.parquet").column("not_always_live_bytes").to_pylist()
+    _rewrite(
+        bundle / "liveness.parquet", lambda t: pa.concat_tables([negative_bytes(t.slice(0, 50)), t.slice(50)])
+    )
+    before = _digest(bundle)
+    doc, err = _summary_doc(capsys, bundle, tmp_path / "s.json")
+    assert (
+        f"popprof: warning: {bundle}: table 'runs': impossible values read as missing: start_us, end_us"
+        in err
+    )
+    assert (
+        f"popprof: warning: {bundle}: table 'liveness': impossible values read as missing: not_always_live"
+        in err
+    )
+    assert all(step["dur_us"] > 0 for step in doc["iterations"]["steps"]), doc["iterations"]
+    assert doc["memory"]["peak_not_always_live_bytes"] == max(v for v in live[50:] if v is not None)
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in _commands(bundle, out):
+        _run(capsys, *args)
+    assert _digest(bundle) == before
+
+
+def test_bundle_tiles_with_more_bytes_without_gaps_than_with(capsys, tmp_path):
+    """pod4_pipeline with the tiles' bytes_incl_gaps and bytes_excl_gaps columns swapped, and tile_memory
+    holding a negative size: summary gave a gap share of -4 % and the fullest tile -21,537 gap bytes. The
+    bundle reader now reads a tile's bytes excluding gaps above those including them as missing (warned), and
+    the gap bytes count only tiles that know both figures; the negative size row is dropped (warned)."""
+    bundle = tmp_path / "pod4_pipeline.popprof"
+    shutil.copytree(FIXTURES / "pod4_pipeline.popprof", bundle)
+
+    def swap(table: pa.Table) -> pa.Table:
+        incl, excl = table.column("bytes_incl_gaps"), table.column("bytes_excl_gaps")
+        table = table.set_column(table.column_names.index("bytes_incl_gaps"), "bytes_incl_gaps", excl)
+        return table.set_column(table.column_names.index("bytes_excl_gaps"), "bytes_excl_gaps", incl)
+
+    def negative(table: pa.Table) -> pa.Table:
+        sizes = table.column("bytes").to_pylist()
+        sizes[0] = -5
+        return table.set_column(table.column_names.index("bytes"), "bytes", pa.array(sizes, type=pa.int64()))
+
+    _rewrite(bundle / "tiles.parquet", swap)
+    _rewrite(bundle / "tile_memory.parquet", negative)
+    doc, err = _summary_doc(capsys, bundle, tmp_path / "s.json")
+    assert "table 'tiles': impossible values read as missing: bytes_excl_gaps (above bytes_incl_gaps)" in err
+    assert (
+        "table 'tile_memory': impossible values read as missing: bytes (below zero, not finite or huge)"
+        in err
+    )
+    assert doc["memory"]["gap_share"] is None or 0 <= doc["memory"]["gap_share"] <= 1, doc["memory"]
+    assert doc["fullest_tile"]["gap_bytes"] is None or doc["fullest_tile"]["gap_bytes"] >= 0
+    assert all(c["bytes"] >= 0 for c in doc["memory"]["by_data_type"])
+
+
+def test_bundle_sizes_near_the_integer_maximum_do_not_wrap(capsys, tmp_path):
+    """mk1_noexec with one tile's always_live_bytes set to 2^63 - 1 (a fuzzed 'type maximum') and programs'
+    code_bytes likewise: summary gave always-live bytes of -9,223,372,036,814,461,952 (the sum over the tiles
+    wrapped around 64 bits). A size beyond 2^48 bytes is now read as missing, warned."""
+    bundle = tmp_path / "mk1_noexec.popprof"
+    shutil.copytree(FIXTURES / "mk1_noexec.popprof", bundle)
+
+    def at_maximum(column: str):
+        def change(table: pa.Table) -> pa.Table:
+            values = table.column(column).to_pylist()
+            values[3] = 2**63 - 1
+            return table.set_column(
+                table.column_names.index(column), column, pa.array(values, type=pa.int64())
+            )
+
+        return change
+
+    _rewrite(bundle / "tiles.parquet", at_maximum("always_live_bytes"))
+    _rewrite(bundle / "programs.parquet", at_maximum("code_bytes"))
+    doc, err = _summary_doc(capsys, bundle, tmp_path / "s.json")
+    assert "table 'tiles': impossible values read as missing: always_live_bytes (below zero" in err
+    assert "table 'programs': impossible values read as missing: code_bytes (below zero" in err
+    tiles = pq.read_table(FIXTURES / "mk1_noexec.popprof" / "tiles.parquet").column("always_live_bytes")
+    assert doc["memory"]["always_live_bytes"] == sum(v for i, v in enumerate(tiles.to_pylist()) if i != 3)
