@@ -261,3 +261,24 @@ def test_bundle_sizes_near_the_integer_maximum_do_not_wrap(capsys, tmp_path):
     assert "table 'programs': impossible values read as missing: code_bytes (below zero" in err
     tiles = pq.read_table(FIXTURES / "mk1_noexec.popprof" / "tiles.parquet").column("always_live_bytes")
     assert doc["memory"]["always_live_bytes"] == sum(v for i, v in enumerate(tiles.to_pylist()) if i != 3)
+
+
+@pytest.mark.parametrize("clock", [-1.33e9, 0.0, float("inf")], ids=["negative", "zero", "inf"])
+def test_bundle_with_an_impossible_clock(capsys, tmp_path, clock):
+    """mk2_training_v2 whose target clock_hz is negative (with liveness steps and tile_memory damaged too):
+    summary gave a total execution time of -18.708 us. A clock of zero or less, or not finite, is now
+    unknown (as a count of zero tiles is): the execution is in cycles only, never a negative time."""
+    bundle = tmp_path / "mk2_training_v2.popprof"
+    shutil.copytree(FIXTURES / "mk2_training_v2.popprof", bundle)
+
+    def set_clock(table: pa.Table) -> pa.Table:
+        return table.set_column(table.column_names.index("clock_hz"), "clock_hz", pa.array([clock]))
+
+    _rewrite(bundle / "target.parquet", set_clock)
+    doc, _ = _summary_doc(capsys, bundle, tmp_path / "s.json")
+    assert doc["execution"]["total_time_us"] is None, doc["execution"]
+    assert doc["execution"]["total_cycles"] > 0
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in _commands(bundle, out):
+        _run(capsys, *args)
