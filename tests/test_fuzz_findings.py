@@ -282,3 +282,22 @@ def test_bundle_with_an_impossible_clock(capsys, tmp_path, clock):
     out.mkdir()
     for args in _commands(bundle, out):
         _run(capsys, *args)
+
+
+def test_trace_with_its_device_events_written_twice_has_no_negative_idle(capsys, tmp_path):
+    """hta_simple_add with every kernel, memcpy and memset event written twice (a trace merged with itself):
+    summary's idle causes ('Why the device idled') held minus the device's busy time (each copy's gap ran from
+    the end of its twin to its own start). A gap is now measured from the latest end of the stream's earlier
+    items and is never below zero: the idle causes are the intact trace's."""
+    source = REAL / "traces" / "hta_simple_add.json.gz"
+    trace = json.loads(gzip.decompress(source.read_bytes()))
+    device = [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert len(device) == 98
+    trace["traceEvents"].extend(json.loads(json.dumps(device)))
+    twice = tmp_path / "hta_simple_add.json"
+    twice.write_text(json.dumps(trace))
+    intact, _ = _summary_doc(capsys, source, tmp_path / "intact.json")
+    doc, _ = _summary_doc(capsys, twice, tmp_path / "twice.json")
+    assert all(cause["idle_us"] >= 0 for cause in doc["trace"]["idle_causes"]), doc["trace"]["idle_causes"]
+    assert doc["trace"]["idle_causes"] == intact["trace"]["idle_causes"]
+    assert doc["time_account"] == intact["time_account"]

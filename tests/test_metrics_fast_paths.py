@@ -188,7 +188,8 @@ def test_kineto_device_codes_equal_unique(devices_) -> None:
 
 
 def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.DataFrame:
-    """HTA's idle breakdown with pandas' groupby over (rank, device, stream, cause)."""
+    """HTA's idle breakdown with pandas' groupby over (rank, device, stream, cause), a gap measured from the latest
+    end of the stream's earlier items and never below zero (HTA sums overlapping items' negative gaps)."""
     work = devices.device_work(profile)
     work = work[work["channel"].isin(devices.KERNEL_CHANNELS).to_numpy()]
     codes = np.asarray(work["device"].array.codes)
@@ -197,9 +198,11 @@ def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.Dat
     rank, stream, codes = work["rank"].to_numpy(), work["stream"].to_numpy(), codes[order]
     same = np.zeros(len(work), dtype=bool)
     same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (codes[1:] == codes[:-1])
+    # the stream's latest end so far (overlapping items are no idle time): a cummax per stream
+    frontier = work["end"].groupby(np.cumsum(~same)).cummax().to_numpy()
     prev_end = np.full(len(work), np.nan)
-    prev_end[1:] = np.where(same[1:], work["end"].to_numpy()[:-1], np.nan)
-    gap = work["start"].to_numpy() - prev_end
+    prev_end[1:] = np.where(same[1:], frontier[:-1], np.nan)
+    gap = np.maximum(work["start"].to_numpy() - prev_end, 0.0)
     host_wait = work["launch_start"].to_numpy() > prev_end
     cause = np.where(host_wait, 0, np.where(~host_wait & (gap < delay), 1, 2)).astype(np.int8)
     frame = work[["rank", "device", "stream"]].assign(
