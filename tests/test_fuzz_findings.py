@@ -301,3 +301,26 @@ def test_trace_with_its_device_events_written_twice_has_no_negative_idle(capsys,
     assert all(cause["idle_us"] >= 0 for cause in doc["trace"]["idle_causes"]), doc["trace"]["idle_causes"]
     assert doc["trace"]["idle_causes"] == intact["trace"]["idle_causes"]
     assert doc["time_account"] == intact["time_account"]
+
+
+def test_trace_with_overlapping_long_host_events_keeps_thread_shares_within_the_span(capsys, tmp_path):
+    """cupti_range_profiler with three host events of one thread lasting 10^15 us each (a fuzzed 'huge'
+    duration: each starts inside the one before and ends after it, so all three are top-level): summary's
+    'Busiest threads' gave the thread a busy share of 300 % of the trace's span (the events' durations summed).
+    A thread's busy time is now the union of its top-level events."""
+    text = gzip.decompress((REAL / "traces" / "cupti_range_profiler.json.gz").read_bytes())
+    trace = json.loads(text)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    thread = ops[0]["tid"]
+    long_ones = [e for e in ops if e["tid"] == thread][:40:15]
+    assert len(long_ones) == 3
+    for event in long_ones:
+        event["dur"] = 10**15
+    damaged = tmp_path / "cupti_range_profiler.json"
+    damaged.write_text(json.dumps(trace))
+    doc, _ = _summary_doc(capsys, damaged, tmp_path / "s.json")
+    threads = doc["trace"]["busiest_threads"]
+    assert threads[0]["tid"] == thread
+    assert threads[0]["busy_us"] <= doc["trace"]["span_us"]
+    assert all(0 <= t["busy_share"] <= 1 for t in threads), threads
