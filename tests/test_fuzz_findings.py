@@ -324,3 +324,21 @@ def test_trace_with_overlapping_long_host_events_keeps_thread_shares_within_the_
     assert threads[0]["tid"] == thread
     assert threads[0]["busy_us"] <= doc["trace"]["span_us"]
     assert all(0 <= t["busy_share"] <= 1 for t in threads), threads
+
+
+def test_trace_with_kernels_lasting_centuries(capsys, tmp_path):
+    """tracelens_h100_bert_small with three kernels lasting 2^53 us (285 years; a fuzzed 'huge' duration):
+    the time account's window became 9 * 10^15 us and a step's parts no longer summed to its window (float
+    rounding at absolute times of 10^16 us). A duration beyond 2^40 us (12.7 days) is now counted as 0 with a
+    read warning, as a negative one is."""
+    trace = json.loads(gzip.decompress((REAL / "traces" / "tracelens_h100_bert_small.json.gz").read_bytes()))
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    for event in kernels[5:8]:
+        event["dur"] = 2**53
+    damaged = tmp_path / "tracelens_h100_bert_small.json"
+    damaged.write_text(json.dumps(trace))
+    doc, err = _summary_doc(capsys, damaged, tmp_path / "s.json")
+    assert "3 events lasted longer than 12 days (beyond any profiler's recording): counted as 0" in err
+    for row in doc["time_account"]:
+        assert 0 < row["window_us"] < 86400e6, row
+        assert sum(row["parts"].values()) == pytest.approx(row["window_us"], rel=1e-9, abs=1e-6), row
