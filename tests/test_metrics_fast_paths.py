@@ -47,17 +47,16 @@ def _launch_delays_by_merge(profile: popprof.Profile) -> pd.DataFrame:
             "rank": events["rank"].to_numpy(dtype=np.float64, na_value=-1.0)[rows].astype(np.int64),
             "correlation": events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows],
             "launch": events["name"].array[rows],
-            "call_start": start,
-            "cpu_duration_us": end - start,
+            "call_end": end,
+            # a call under a microsecond that crosses no whole one ends before it starts in HTA's rounding: 0 us
+            "cpu_duration_us": np.maximum(end - start, 0.0),
         }
     )
     targets = work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]]
     merged = host.merge(targets, on=["rank", "correlation"], how="inner")
     merged = merged[merged["launch_start"].notna()]
     merged["gpu_duration_us"] = merged["end"] - merged["start"]
-    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(
-        lower=0
-    )
+    merged["launch_delay_us"] = (merged["start"] - merged["call_end"]).clip(lower=0)
     for col in ("name", "launch", "device"):
         merged[col] = merged[col].astype("category").cat.remove_unused_categories()
     merged["correlation"] = merged["correlation"].astype("int64")

@@ -724,8 +724,10 @@ def _launch_pairs(profile: Profile, work: pd.DataFrame, calls: tuple[str, ...]) 
     call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
     launched = ~np.isnan(work["launch_start"].to_numpy()[item])
     call, item = call[launched], item[launched]
-    cpu = (end - start)[call]
-    delay = work["start"].to_numpy()[item] - start[call] - cpu
+    # HTA's delay: from the rounded end of the call, which for a call under a microsecond crossing no whole one
+    # is before its rounded start; its time on the CPU is then 0, not -1 us (hta_rounded)
+    delay = work["start"].to_numpy()[item] - end[call]
+    cpu = np.maximum(end - start, 0.0)[call]
     return LaunchPairs(
         rank[call], correlation[call], rows[call], item, cpu, np.where(delay < 0, 0.0, delay)
     )  # np.where: Series.clip(lower=0), where -0.0 and NaN stay
