@@ -345,8 +345,9 @@ def test_trace_with_kernels_lasting_centuries(capsys, tmp_path):
 
 
 def test_trace_with_zero_length_launch_calls_and_annotations(capsys, tmp_path):
-    """amd_mi250_minitoy (nanosecond times) with its launch calls and GPU annotations lasting 0 us: summary gave
-    each call -1 us on the CPU (launches' cpu_us -14) and each annotation -1 us (HTA's rounding takes a start
+    """amd_mi250_minitoy (nanosecond times) with its launch calls, kernels and GPU annotations lasting 0 us:
+    summary gave each call -1 us on the CPU (launches' cpu_us -14), short kernels -1 us on the GPU and each
+    annotation -1 us (HTA's rounding takes a start
     up and an end down to whole microseconds: an event under one that crosses no whole microsecond ended
     before it began). A rounded end is now never before the rounded start; the launch delays, from the
     rounded end, are HTA's as before."""
@@ -354,9 +355,11 @@ def test_trace_with_zero_length_launch_calls_and_annotations(capsys, tmp_path):
     trace = json.loads(gzip.decompress(source.read_bytes()))
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     zeroed = [
-        e for e in events if e.get("ph") == "X" and e.get("cat") in ("gpu_user_annotation", "cuda_runtime")
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("gpu_user_annotation", "cuda_runtime", "kernel")
     ]
-    assert len(zeroed) == 23
+    assert len(zeroed) == 37
     for event in zeroed:
         event["dur"] = 0
     damaged = tmp_path / "amd_mi250_minitoy.json"
@@ -364,6 +367,7 @@ def test_trace_with_zero_length_launch_calls_and_annotations(capsys, tmp_path):
     intact, _ = _summary_doc(capsys, source, tmp_path / "intact.json")
     doc, _ = _summary_doc(capsys, damaged, tmp_path / "s.json")
     assert doc["launches"]["cpu_us"] == 0
+    assert doc["launches"]["short_gpu_us"] >= 0
     assert all(row["cpu_mean_us"] == 0 for row in doc["trace"]["launch_delays"])
     assert [a["sum_us"] for a in doc["trace"]["gpu_annotations"]] == [0, 0]
     assert doc["launches"]["delay_median_us"] >= intact["launches"]["delay_median_us"]

@@ -55,7 +55,7 @@ def _launch_delays_by_merge(profile: popprof.Profile) -> pd.DataFrame:
     targets = work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]]
     merged = host.merge(targets, on=["rank", "correlation"], how="inner")
     merged = merged[merged["launch_start"].notna()]
-    merged["gpu_duration_us"] = merged["end"] - merged["start"]
+    merged["gpu_duration_us"] = (merged["end"] - merged["start"]).clip(lower=0.0)
     merged["launch_delay_us"] = (merged["start"] - merged["call_end"]).clip(lower=0)
     for col in ("name", "launch", "device"):
         merged[col] = merged[col].astype("category").cat.remove_unused_categories()

@@ -756,7 +756,8 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
             "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
             "name": work["name"].array[item].remove_unused_categories(),
             "cpu_duration_us": pairs.cpu,
-            "gpu_duration_us": work["end"].to_numpy()[item] - work["start"].to_numpy()[item],
+            # an item under a microsecond crossing no whole one ends before it starts in HTA's rounding: 0 us
+            "gpu_duration_us": np.maximum(work["end"].to_numpy()[item] - work["start"].to_numpy()[item], 0.0),
             "launch_delay_us": pairs.delay,
         }
     )
