@@ -371,3 +371,20 @@ def test_trace_with_zero_length_launch_calls_and_annotations(capsys, tmp_path):
     assert all(row["cpu_mean_us"] == 0 for row in doc["trace"]["launch_delays"])
     assert [a["sum_us"] for a in doc["trace"]["gpu_annotations"]] == [0, 0]
     assert doc["launches"]["delay_median_us"] >= intact["launches"]["delay_median_us"]
+
+
+@pytest.mark.parametrize("rank", [-3, 2**40], ids=["negative", "huge"])
+def test_trace_with_an_impossible_rank(capsys, tmp_path, rank):
+    """kineto2021_resnet50_worker0 whose distributedInfo.rank is -3: summary and check ended in 'internal error:
+    KeyError: None' (the long-events rule keyed a rank below 0 as no rank on one side only). A rank below 0 or
+    beyond 2^31 - 1 is now no rank (the file name's, if it names one), and the rule keys both sides alike."""
+    trace = json.loads(
+        gzip.decompress((REAL / "traces" / "kineto2021_resnet50_worker0.pt.trace.json.gz").read_bytes())
+    )
+    trace.setdefault("distributedInfo", {})["rank"] = rank
+    damaged = tmp_path / "resnet50_worker0.json"
+    damaged.write_text(json.dumps(trace))
+    doc, _ = _summary_doc(capsys, damaged, tmp_path / "s.json")
+    assert {row["rank"] for row in doc["time_account"]} == {None}
+    _run(capsys, "check", damaged, "--format", "json", "--fail-on", "never")
+    _run(capsys, "query", damaged, "SELECT count(*) FROM findings")
