@@ -388,3 +388,28 @@ def test_trace_with_an_impossible_rank(capsys, tmp_path, rank):
     assert {row["rank"] for row in doc["time_account"]} == {None}
     _run(capsys, "check", damaged, "--format", "json", "--fail-on", "never")
     _run(capsys, "query", damaged, "SELECT count(*) FROM findings")
+
+
+def test_store_fsck_with_another_kinds_file_in_the_catalogue(capsys, tmp_path):
+    """A store of mk2_training whose catalogue file (runs/month=.../RUN.parquet) was overwritten by the run's
+    tiles file: store fsck ended in 'internal error: AttributeError: 'NoneType' object has no attribute
+    'astimezone'' (a catalogue row without its creation time has no month). fsck now reports the file as
+    unreadable (not a catalogue file), exit 1; the other commands read the store as before."""
+    store = tmp_path / "runs"
+    _run(capsys, "store", "init", store)
+    _run(capsys, "store", "add", store, FIXTURES / "mk2_training.popprof")
+    _run(capsys, "store", "add", store, FIXTURES / "pod4_pipeline.popprof")
+    [catalogue] = [p for p in (store / "runs").rglob("*.parquet") if "--mk2_training--" in p.name]
+    [tiles] = (store / "tables" / "tiles").rglob(catalogue.name)
+    shutil.copy(tiles, catalogue)
+    capsys.readouterr()
+    code = main(["store", "fsck", str(store)])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert "Traceback" not in captured.err and "internal error" not in captured.err, captured.err
+    expected = (
+        f"unreadable: runs/{catalogue.parent.name}/{catalogue.name} (not a catalogue file: no created column)"
+    )
+    assert expected in captured.out
+    for args in (["store", "ls", store], ["store", "query", store, "SELECT count(*) FROM runs"]):
+        _run(capsys, *args)
