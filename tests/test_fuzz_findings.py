@@ -413,3 +413,32 @@ def test_store_fsck_with_another_kinds_file_in_the_catalogue(capsys, tmp_path):
     assert expected in captured.out
     for args in (["store", "ls", store], ["store", "query", store, "SELECT count(*) FROM runs"]):
         _run(capsys, *args)
+
+
+def test_pop_with_impossible_values_from_pva(capsys, tmp_path, pva_double):
+    """mk2_training as the pva double's profile.pop, its stored arrays then damaged at once as a damaged file
+    could make pva return them: a run ending before it starts, a tile's always-live bytes at the 64-bit
+    maximum (negative liveness bytes the reader already refuses, exit 2). summary gave an iteration of minus a
+    millisecond and always-live bytes of -9.2 * 10^18 (or ended in 'internal error: TypeError: cannot safely cast
+    non-equivalent float64 to int64'); the .pop reader now applies the bundle reader's check of impossible
+    values (popprof.readers.values), warned per table."""
+    import numpy as np
+    from pop_helpers import report_store
+
+    import popprof
+
+    pop = report_store().write_pop(
+        popprof.open(FIXTURES / "mk2_training.popprof"), tmp_path / "run" / "profile.pop"
+    )
+    with np.load(pop) as stored:
+        arrays = {key: stored[key] for key in stored.files}
+    arrays["run_end_us"] = arrays["run_start_us"] - 1000.0
+    arrays["tile_always_live"] = arrays["tile_always_live"].copy()
+    arrays["tile_always_live"][7] = np.iinfo(np.int64).max
+    with open(pop, "wb") as handle:
+        np.savez(handle, **arrays)
+    doc, err = _summary_doc(capsys, pop, tmp_path / "s.json")
+    for table in ("runs", "tiles"):
+        assert f"{pop}: table '{table}': impossible values read as missing" in err, err
+    assert all(step["dur_us"] > 0 for step in doc["iterations"]["steps"]), doc["iterations"]
+    assert 0 < doc["memory"]["always_live_bytes"] < 2**48
