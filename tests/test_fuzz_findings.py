@@ -6,6 +6,7 @@ traceback, an internal error or a changed input.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -442,3 +443,30 @@ def test_pop_with_impossible_values_from_pva(capsys, tmp_path, pva_double):
         assert f"{pop}: table '{table}': impossible values read as missing" in err, err
     assert all(step["dur_us"] > 0 for step in doc["iterations"]["steps"]), doc["iterations"]
     assert 0 < doc["memory"]["always_live_bytes"] < 2**48
+
+
+def test_nsys_copies_on_a_negative_stream_a_year_late(capsys, tmp_path):
+    """pipit_saxpy_mpi_cuda_perlmutter with every memcpy on streamId -7 and moved a year later (start and end):
+    summary and check ended in 'internal error: TypeError: boolean value of NA is ambiguous' (the reader reads
+    a negative stream as none, NA; the dependency-waits rule named the stream of the copy that ended the
+    longest wait with 'stream == stream'). The copy is now named without a stream."""
+    import sqlite3
+
+    export = tmp_path / "pipit_saxpy.sqlite"
+    shutil.copy(REAL / "nsys" / "pipit_saxpy_mpi_cuda_perlmutter.sqlite", export)
+    year_ns = 365 * 86400 * 10**9
+    with contextlib.closing(sqlite3.connect(export)) as db:
+        db.execute(
+            f'UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET streamId = -7, start = start + {year_ns}, "end" = "end" + {year_ns}'
+        )
+        db.commit()
+    before = _digest(export)
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in [
+        ["summary", export],
+        ["summary", export, "--format", "json", "-o", out / "s.json"],
+        ["check", export, "--format", "json", "--fail-on", "never"],
+    ]:
+        _run(capsys, *args)
+    assert _digest(export) == before
