@@ -47,17 +47,16 @@ def _launch_delays_by_merge(profile: popprof.Profile) -> pd.DataFrame:
             "rank": events["rank"].to_numpy(dtype=np.float64, na_value=-1.0)[rows].astype(np.int64),
             "correlation": events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows],
             "launch": events["name"].array[rows],
-            "call_start": start,
-            "cpu_duration_us": end - start,
+            "call_end": end,
+            # a call under a microsecond that crosses no whole one ends before it starts in HTA's rounding: 0 us
+            "cpu_duration_us": np.maximum(end - start, 0.0),
         }
     )
     targets = work[["rank", "device", "correlation", "name", "start", "end", "launch_start"]]
     merged = host.merge(targets, on=["rank", "correlation"], how="inner")
     merged = merged[merged["launch_start"].notna()]
-    merged["gpu_duration_us"] = merged["end"] - merged["start"]
-    merged["launch_delay_us"] = (merged["start"] - merged["call_start"] - merged["cpu_duration_us"]).clip(
-        lower=0
-    )
+    merged["gpu_duration_us"] = (merged["end"] - merged["start"]).clip(lower=0.0)
+    merged["launch_delay_us"] = (merged["start"] - merged["call_end"]).clip(lower=0)
     for col in ("name", "launch", "device"):
         merged[col] = merged[col].astype("category").cat.remove_unused_categories()
     merged["correlation"] = merged["correlation"].astype("int64")
@@ -188,7 +187,8 @@ def test_kineto_device_codes_equal_unique(devices_) -> None:
 
 
 def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.DataFrame:
-    """HTA's idle breakdown with pandas' groupby over (rank, device, stream, cause)."""
+    """HTA's idle breakdown with pandas' groupby over (rank, device, stream, cause), a gap measured from the latest
+    end of the stream's earlier items and never below zero (HTA sums overlapping items' negative gaps)."""
     work = devices.device_work(profile)
     work = work[work["channel"].isin(devices.KERNEL_CHANNELS).to_numpy()]
     codes = np.asarray(work["device"].array.codes)
@@ -197,9 +197,11 @@ def _idle_breakdown_by_groupby(profile: popprof.Profile, delay: float) -> pd.Dat
     rank, stream, codes = work["rank"].to_numpy(), work["stream"].to_numpy(), codes[order]
     same = np.zeros(len(work), dtype=bool)
     same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (codes[1:] == codes[:-1])
+    # the stream's latest end so far (overlapping items are no idle time): a cummax per stream
+    frontier = work["end"].groupby(np.cumsum(~same)).cummax().to_numpy()
     prev_end = np.full(len(work), np.nan)
-    prev_end[1:] = np.where(same[1:], work["end"].to_numpy()[:-1], np.nan)
-    gap = work["start"].to_numpy() - prev_end
+    prev_end[1:] = np.where(same[1:], frontier[:-1], np.nan)
+    gap = np.maximum(work["start"].to_numpy() - prev_end, 0.0)
     host_wait = work["launch_start"].to_numpy() > prev_end
     cause = np.where(host_wait, 0, np.where(~host_wait & (gap < delay), 1, 2)).astype(np.int8)
     frame = work[["rank", "device", "stream"]].assign(

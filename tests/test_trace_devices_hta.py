@@ -226,6 +226,18 @@ def _host_ops_with_a_stream(path: Path) -> list[tuple[float, float]]:
     ]
 
 
+def _negative_hta_gaps(profile) -> np.ndarray:
+    """HTA's gaps below zero: each kernel, memcpy or memset's start minus the end of the one before it on its
+    stream (by start), where it started first."""
+    work = devices.device_work(profile)
+    work = work[work["channel"].isin(devices.KERNEL_CHANNELS).to_numpy()]
+    codes = np.asarray(work["device"].array.codes)
+    order = np.lexsort((work["start"].to_numpy(), work["stream"].to_numpy(), codes, work["rank"].to_numpy()))
+    stream, start, end = (work[c].to_numpy()[order] for c in ("stream", "start", "end"))
+    gap = start[1:] - end[:-1]
+    return gap[(stream[1:] == stream[:-1]) & (gap < 0)]
+
+
 def test_a_host_op_with_a_stream_arg_is_gpu_work_to_hta() -> None:
     """tracelens_b200_vllm_eager: a Triton launcher ``cpu_op`` carries ``args.stream`` 0.
 
@@ -258,9 +270,14 @@ def test_a_host_op_with_a_stream_arg_is_gpu_work_to_hta() -> None:
     assert {k: v for k, v in kinds.items() if v and k != "COMPUTATION"} == {
         k: v for k, v in hta["kernel_type_us"].items() if k != "COMPUTATION"
     }
-    # the idle breakdown (kernel, memcpy and memset categories only) and the launches are HTA's exactly
+    # the idle breakdown (kernel, memcpy and memset categories only) and the launches are HTA's exactly, but
+    # for the 7 kernels that start before the previous one on their stream ends (by 1 to 3 us): HTA sums
+    # their negative gaps (-10 us of kernel wait), popprof counts no idle time there (docs/figures.md)
     ours = _ours(devices.idle_breakdown(profile), "0")
-    assert ours == {(r["stream"], r["idle_category"]): r["idle_time_us"] for r in hta["idle_by_stream"]}
+    theirs = {(r["stream"], r["idle_category"]): r["idle_time_us"] for r in hta["idle_by_stream"]}
+    overlaps = _negative_hta_gaps(profile)
+    assert len(overlaps) == 7
+    assert ours == {**theirs, (7, "kernel_wait"): theirs[(7, "kernel_wait")] - overlaps.sum()}
     launches = devices.launch_delays(profile)
     assert len(launches) == hta["launch"]["count"]
     assert launches["launch_delay_us"].sum() == hta["launch"]["launch_delay_sum_us"]

@@ -32,7 +32,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import STEP_PREFIX, category_mask, distinct
-from ..trace.gpu_work import has_fraction, leaves_last_step_out
+from ..trace.gpu_work import has_fraction, hta_rounded, leaves_last_step_out
 
 #: Kineto's category of the annotations projected onto the GPU timeline.
 GPU_ANNOTATION = "gpu_user_annotation"
@@ -76,8 +76,8 @@ def _hta_times(
         return start, dur
     end = start + dur
     start, dur = start.copy(), dur.copy()
-    start[hit] = np.ceil(start[hit])
-    dur[hit] = np.floor(end[hit]) - start[hit]
+    start[hit], rounded_end = hta_rounded(start[hit], end[hit])
+    dur[hit] = rounded_end - start[hit]
     return start, dur
 
 

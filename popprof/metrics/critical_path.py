@@ -45,7 +45,7 @@ import pandas as pd
 from ..model.profile import Profile
 from ..trace import masks
 from ..trace.activity import OPERATOR_CHANNELS, category_mask
-from ..trace.gpu_work import has_fraction, last_step_start
+from ..trace.gpu_work import has_fraction, hta_rounded, last_step_start
 from ..trace.intervals import device_tracks
 from .trace import parent_rows
 
@@ -263,8 +263,7 @@ def _rank_path(
     start = events["start_us"].to_numpy(dtype=np.float64)[rows]
     dur = events["dur_us"].to_numpy(dtype=np.float64, na_value=0.0)[rows]
     if has_fraction(start).any():  # a ns-resolution rank: HTA's whole microseconds (start up, end down)
-        end = np.floor(start + dur)
-        start = np.ceil(start)
+        start, end = hta_rounded(start, start + dur)
         dur = end - start
     stream = events["stream"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
     correlation = events["correlation"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]

@@ -552,9 +552,13 @@ def _gaps(work: pd.DataFrame, consecutive_kernel_delay_us: float) -> _Gaps:
     same = np.zeros(len(rows), dtype=bool)
     same[1:] = (rank[1:] == rank[:-1]) & (stream[1:] == stream[:-1]) & (device_codes[1:] == device_codes[:-1])
     ends = work["end"].to_numpy(dtype=np.float64)[rows]
+    # the stream's busy frontier: the latest end of its earlier items (the previous item's end, unless items
+    # overlap: duplicated events, or one long item holding shorter ones); a gap is never below zero, so
+    # overlapping items are not negative idle time (idle causes summing to minus 20 ms)
+    frontier = pd.Series(ends).groupby(np.cumsum(~same)).cummax().to_numpy(dtype=np.float64)
     prev_end = np.full(len(rows), np.nan)
-    prev_end[1:] = np.where(same[1:], ends[:-1], np.nan)
-    gap = start - prev_end
+    prev_end[1:] = np.where(same[1:], frontier[:-1], np.nan)
+    gap = np.maximum(start - prev_end, 0.0)  # NaN (a stream's first item) stays NaN
     launch = work["launch_start"].to_numpy(dtype=np.float64)[rows]
     # a launch call outside the trace (NaN) is never host_wait; HTA compares the file's first event instead
     host_wait = launch > prev_end
@@ -583,8 +587,9 @@ def idle_gaps(
 ) -> pd.DataFrame:
     """Each work item of each stream with the gap before it and its cause (the rows :func:`idle_breakdown` sums).
 
-    Columns :data:`IDLE_GAP_COLUMNS`: ``prev_end_us`` is the end of the stream's previous item and
-    ``gap_us`` = ``start_us`` - ``prev_end_us`` (both NaN for a stream's first item, which
+    Columns :data:`IDLE_GAP_COLUMNS`: ``prev_end_us`` is the latest end of the stream's earlier items (the
+    previous item's, unless items overlap) and ``gap_us`` = ``start_us`` - ``prev_end_us``, or 0 for an item
+    starting before that (both NaN for a stream's first item, which
     :func:`idle_breakdown` counts as 0); ``launch_start_us`` is NaN when the launch call is not in the
     trace (then the gap is never ``host_wait``); ``correlation`` is the item's (NaN without one: MTIA's
     ``event_wait``, ``dma_request``). Times are HTA-rounded (``trace/gpu_work.py``).
@@ -719,8 +724,10 @@ def _launch_pairs(profile: Profile, work: pd.DataFrame, calls: tuple[str, ...]) 
     call, item = _join_calls(rank, correlation, work["rank"].to_numpy(), work["correlation"].to_numpy())
     launched = ~np.isnan(work["launch_start"].to_numpy()[item])
     call, item = call[launched], item[launched]
-    cpu = (end - start)[call]
-    delay = work["start"].to_numpy()[item] - start[call] - cpu
+    # HTA's delay: from the rounded end of the call, which for a call under a microsecond crossing no whole one
+    # is before its rounded start; its time on the CPU is then 0, not -1 us (hta_rounded)
+    delay = work["start"].to_numpy()[item] - end[call]
+    cpu = np.maximum(end - start, 0.0)[call]
     return LaunchPairs(
         rank[call], correlation[call], rows[call], item, cpu, np.where(delay < 0, 0.0, delay)
     )  # np.where: Series.clip(lower=0), where -0.0 and NaN stay
@@ -749,7 +756,8 @@ def launch_delays(profile: Profile) -> pd.DataFrame:
             "launch": profile.events["name"].array[pairs.call].remove_unused_categories(),
             "name": work["name"].array[item].remove_unused_categories(),
             "cpu_duration_us": pairs.cpu,
-            "gpu_duration_us": work["end"].to_numpy()[item] - work["start"].to_numpy()[item],
+            # an item under a microsecond crossing no whole one ends before it starts in HTA's rounding: 0 us
+            "gpu_duration_us": np.maximum(work["end"].to_numpy()[item] - work["start"].to_numpy()[item], 0.0),
             "launch_delay_us": pairs.delay,
         }
     )

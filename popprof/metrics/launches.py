@@ -75,7 +75,9 @@ def _kernel_launches(profile: Profile) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in LAUNCH_COLUMNS})
     start, end = work["start"].to_numpy(), work["end"].to_numpy()
     item_start = start[pairs.item]
-    gpu = end[pairs.item] - item_start
+    gpu = np.maximum(
+        end[pairs.item] - item_start, 0.0
+    )  # HTA's rounding ends an item under 1 us before it starts
     return pd.DataFrame(
         {
             "rank": pd.arrays.IntegerArray(np.where(pairs.rank >= 0, pairs.rank, 0), pairs.rank < 0),

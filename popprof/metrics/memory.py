@@ -131,6 +131,18 @@ def total_excl_gaps(profile: Profile) -> float | None:
     "memory.gap_bytes", "bytes", "memory lost to gaps on the whole target (including minus excluding gaps)"
 )
 def gap_bytes(profile: Profile) -> float | None:
+    """Including minus excluding gaps, over the tiles that know both (a tile missing one of them would count
+    its whole size as gaps, or none of it)."""
+    tiles = profile.get("tiles")
+    if (
+        tiles is not None
+        and tiles["bytes_incl_gaps"].notna().any()
+        and tiles["bytes_excl_gaps"].notna().any()
+    ):
+        both = tiles["bytes_incl_gaps"].notna() & tiles["bytes_excl_gaps"].notna()
+        return float(tiles.loc[both, "bytes_incl_gaps"].sum()) - float(
+            tiles.loc[both, "bytes_excl_gaps"].sum()
+        )
     incl, excl = total_incl_gaps(profile), total_excl_gaps(profile)
     return None if incl is None or excl is None else incl - excl
 

@@ -202,6 +202,27 @@ def top_positions(values: np.ndarray, top: int) -> np.ndarray:
     return np.argsort(-values, kind="stable")[:top]
 
 
+def _union_lengths(group: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Each interval's length not covered by the earlier intervals of its group (by start): summed per group,
+    the length of the group's union. ``dur`` is missing-free and not negative; an interval without a start
+    adds nothing."""
+    start = np.where(np.isfinite(start), start, np.nan)
+    order = np.lexsort((start, group))
+    s, e, g = start[order], start[order] + dur[order], group[order]
+    frontier = (
+        pd.Series(e).groupby(g).cummax().to_numpy(dtype=np.float64)
+    )  # latest end so far, this one's too
+    before = np.full(len(s), -np.inf)
+    same = np.zeros(len(s), dtype=bool)
+    same[1:] = g[1:] == g[:-1]
+    before[1:] = np.where(same[1:], frontier[:-1], -np.inf)
+    before = np.where(np.isnan(before), -np.inf, before)
+    length = np.nan_to_num(e - np.maximum(s, before), nan=0.0).clip(min=0.0)
+    out = np.empty(len(s), dtype=np.float64)
+    out[order] = length
+    return out
+
+
 def _busiest_threads(
     profile: Profile,
     threads: tuple[np.ndarray, pd.DataFrame],
@@ -210,12 +231,20 @@ def _busiest_threads(
     span: float | None,
     top: int,
 ) -> list[dict]:
-    """Threads by the time under their top-level events (bookkeeping, ``~real``, left out)."""
+    """Threads by the time under their top-level events (bookkeeping, ``~real``, left out), counted once where
+    top-level events of one thread overlap (an event starting inside another that ends after it: busy time
+    beyond the trace's span otherwise)."""
     events = profile.events
     ids, keys = threads
     top_level = real & (events["depth"].to_numpy() == 0)
     top_ids = ids[top_level]
-    busy = np.bincount(top_ids, weights=dur[top_level], minlength=len(keys))
+    busy = np.bincount(
+        top_ids,
+        weights=_union_lengths(
+            top_ids, events["start_us"].to_numpy(dtype=np.float64)[top_level], dur[top_level]
+        ),
+        minlength=len(keys),
+    )
     counts = trace_metrics.thread_event_counts(profile)
     shown = np.flatnonzero(np.bincount(top_ids, minlength=len(keys)) > 0)
     shown = shown[top_positions(busy[shown], top)]

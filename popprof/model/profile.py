@@ -7,6 +7,7 @@ Readers are the only code that knows a file format; each returns a
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -55,6 +56,9 @@ class Deferred:
 
 #: Target columns that count tiles or IPUs: zero or less is read as unknown by :meth:`Profile.target_value`.
 COUNTS_OF_TILES = frozenset({"tiles_per_ipu", "num_tiles", "num_ipus"})
+#: Target figures that divide (cycles into time, bytes into a tile's share): zero or less, or not finite, is
+#: read as unknown by :meth:`Profile.target_value` (a negative clock gave a negative run time).
+POSITIVE_FIGURES = COUNTS_OF_TILES | {"clock_hz", "bytes_per_tile"}
 
 
 class Profile:
@@ -193,13 +197,16 @@ class Profile:
     # -- target convenience ---------------------------------------------
     def target_value(self, column: str, default: object = None) -> object:
         """One value of the single-row target table, or ``default`` when unknown (also for a count of
-        tiles or IPUs that is zero or less: nothing can be sized or divided by it)."""
+        tiles or IPUs, a clock or a tile's capacity that is zero or less or not finite: nothing can be sized or
+        divided by it)."""
         frame = self._tables.get("target")
         if frame is None or frame.empty or column not in frame.columns:
             return default
         value = frame[column].iloc[0]
-        if pd.isna(value) or (column in COUNTS_OF_TILES and value <= 0):
-            return default  # a target of zero tiles (a tampered bundle) is no target size at all
+        if pd.isna(value) or (column in POSITIVE_FIGURES and not 0 < float(value) < math.inf):
+            return (
+                default  # a target of zero tiles or a negative clock (a tampered bundle) is no figure at all
+            )
         return value
 
     @property

@@ -23,6 +23,8 @@ MEANINGS: dict[str, str] = {
     "damaged": "the file is damaged before its end (not cut off): events after the damage are missing",
     "missing_fields": "{n} {event|events} lacked a timestamp or duration: skipped, or given a duration of 0",
     "negative_duration": "{n} {event|events} had a negative duration: counted as 0",
+    "huge_duration": "{n} {event|events} lasted longer than 12 days (beyond any profiler's recording): "
+    "counted as 0",
     "malformed_events": "{n} {entry|entries} of the event list {is not an event|are not events}: skipped",
     "unmatched_begin": "{n} begin (B) {event never ends: its duration is|events never end: their durations are} "
     "unknown",

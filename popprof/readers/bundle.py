@@ -28,6 +28,7 @@ from ..io.versioning import check_format
 from ..model.errors import InputError
 from ..model.profile import Profile
 from ..model.schema import TABLES
+from .values import check_measures
 
 FORMAT = "bundle"
 MANIFEST = "manifest.json"
@@ -314,6 +315,7 @@ def _check_values(tables: dict, path: Path) -> None:
                 stacklevel=2,
             )
             tables[name] = frame[~repeated].reset_index(drop=True)
+    check_measures(tables, path, BundleValueWarning)
     target = tables.get("target")
     if target is None or target.empty:
         return

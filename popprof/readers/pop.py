@@ -35,6 +35,7 @@ from ..model.errors import InputError, PopprofError, SdkMissingError, UsageError
 from ..model.profile import Profile
 from ..model.schema import category_of_program_type
 from .arch import infer_arch
+from .values import check_measures
 
 FORMAT = "pop"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -300,6 +301,7 @@ class _Builder:
             if self.path.name == "profile.pop" and self.path.parent.name
             else self.path.stem
         )
+        check_measures(tables, self.path)  # what a damaged file gave pva: negative sizes, runs ending first
         profile = Profile(name or "profile", tables, source=str(self.path))
         profile.update_metadata(self.metadata(report, compilation))
         return profile

@@ -10,6 +10,7 @@ device). This rule judges that second part, which the time account holds in ``id
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ..io import units
 from ..io.plural import plural
@@ -127,7 +128,9 @@ def _longest(profile: Profile, ws: np.ndarray, we: np.ndarray, rows: tuple, orig
     name = str(events["name"].iloc[row])
     stream = events["stream"].iloc[row] if "stream" in events.columns else None
     text += f", ended by '{name[:60]}'" + (
-        f" (stream {int(stream)})" if stream is not None and stream == stream else ""
+        f" (stream {int(stream)})"
+        if stream is not None and not pd.isna(stream)
+        else ""  # NA: no stream (-1 read)
     )
     waits = last_stream_wait(profile, call)
     if waits is not None:

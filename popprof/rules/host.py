@@ -528,7 +528,7 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
         if found is not None:
             found.insert(0, "rank", activity.rank)
             frames.append(found)
-            spans[activity.rank] = activity
+            spans[-1 if activity.rank is None else int(activity.rank)] = activity  # found's rank: -1 for none
     if not frames:
         return []
     labels = thread_labels(profile)
@@ -538,7 +538,7 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     # Device idle time during the union of these events, per rank (threads overlapping in time count once).
     shares, intervals = {}, {}
     for rank, group in found.groupby(found["rank"].astype("Float64").fillna(-1), sort=False):
-        activity = spans[None if rank < 0 else int(rank)]
+        activity = spans[int(rank)]
         t0, t1 = activity.span
         start = group["start_us"].to_numpy(dtype=np.float64)
         intervals[activity.label] = work_intervals(
@@ -563,10 +563,10 @@ def long_events(profile: Profile, ctx: RuleContext) -> list[Finding]:
     top = found.iloc[0]
     origin = time_origin(profile) or 0.0
     where_idle = f" on {worst_label}" if worst_label else ""
-    worst_rank = next(r for r, act in spans.items() if act.label == worst_label)
-    whose, window_words = _whose_window(profile, worst_rank, worst_label)
+    worst = next(act for act in spans.values() if act.label == worst_label)
+    whose, window_words = _whose_window(profile, worst.rank, worst_label)
     if "of" not in whose:  # one device: the idle during its events, to count once with other gains on them
-        whose["spans"] = {None: idle_spans_during(spans[worst_rank], *intervals[worst_label])}
+        whose["spans"] = {None: idle_spans_during(worst, *intervals[worst_label])}
     gain = Gain(
         min(merged_idle, span),
         "us",

@@ -225,6 +225,10 @@ def _pending(location: Location, now: dt.datetime, grace: dt.timedelta, problems
     return under_way
 
 
+#: Columns every file of the catalogue (``runs``) has: ``store add`` writes them all.
+CATALOGUE_COLUMNS = ("run_id", "profile", "created", "ingest_id")
+
+
 def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
     """Store files whose Parquet footer cannot be read, or with a column the declared type cannot take (the
     views cast every column: such a file stops every query of its kind); returns their paths."""
@@ -247,6 +251,22 @@ def _unreadable(location: Location, problems: list[Problem]) -> set[str]:
                 other = [
                     f.name for f in declared if f.name in schema.names and schema.field(f.name).type != f.type
                 ]
+                lacking = (
+                    [name for name in CATALOGUE_COLUMNS if name not in schema.names] if kind == "runs" else []
+                )
+                if (
+                    lacking
+                ):  # another kind's file in the catalogue (a row without a month: fsck's internal error)
+                    problems.append(
+                        Problem(
+                            "unreadable",
+                            rel,
+                            f"not a catalogue file: no {', '.join(lacking)} column",
+                            fixable=False,
+                        )
+                    )
+                    found.add(rel)
+                    continue
                 check_expansion(location, rel)
                 try:  # every page, its CRC-32 checked where the file has them (written since 2026-12-07)
                     verify_pages(location, rel)

@@ -132,6 +132,14 @@ def correlation_keys(rank: np.ndarray, correlation: np.ndarray) -> np.ndarray:
     return key
 
 
+def hta_rounded(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's whole microseconds: ``start`` rounded up, ``end`` down, but never before the rounded start (an
+    event under a microsecond that crosses no whole one would last minus one microsecond: a zero-length
+    annotation or launch call summed to -1 us)."""
+    start = np.ceil(start)
+    return start, np.maximum(np.floor(end), start)
+
+
 def has_fraction(values: np.ndarray) -> np.ndarray:
     """``values % 1 != 0`` (a fractional part, or not finite) without the division: ``floor(v) - v`` is 0
     for a whole number, another number for a fraction and NaN for NaN or an infinity (one new array)."""

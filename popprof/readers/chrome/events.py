@@ -39,6 +39,10 @@ _FLOW_GETTERS = tuple(
 #: flow columns: pid, tid, ts, id (text) and codes into ``flow_labels`` for phase, name, cat, bp
 
 
+#: Longest event a trace may hold (2^40 us, 12.7 days; no profiler records that long): a longer one, as a
+#: negative one, is counted as 0 and warned (a 285-year kernel made the time account lose microseconds to
+#: float rounding, and its busy time hid every other figure).
+MAX_DURATION_US = float(1 << 40)
 #: the columns of an Arrow block that flows and complete events read
 _FLOW_COLUMNS = ("ph", "name", "cat", "pid", "tid", "ts", "id", "bind_id", "bp")
 _COMPLETE_COLUMNS = ("name", "cat", "pid", "tid", "ts", "dur", "args")
@@ -262,19 +266,23 @@ class StreamState:
         store: Columns | None = None,
         events: list | None = None,
     ) -> dict[str, np.ndarray]:
-        """Drop rows without a timestamp and zero missing or negative durations (counted as warnings)."""
-        keep = ~np.isnan(chunk["ts"])
+        """Drop rows without a finite timestamp and zero missing, negative or huge durations (beyond
+        :data:`MAX_DURATION_US`), counted as warnings."""
+        keep = np.isfinite(chunk["ts"])
         if not keep.all():
             self.warnings["missing_fields"] += int((~keep).sum())
         if complete:
             d = chunk["dur"]
             missing = np.isnan(d) & keep
             negative = (d < 0) & keep
+            huge = (d > MAX_DURATION_US) & keep  # an infinite one too: its end would be no time at all
             if missing.any():
                 self.warnings["missing_fields"] += int(missing.sum())
             if negative.any():
                 self.warnings["negative_duration"] += int(negative.sum())
-            chunk["dur"] = np.where(missing | negative, 0.0, d)
+            if huge.any():
+                self.warnings["huge_duration"] += int(huge.sum())
+            chunk["dur"] = np.where(missing | negative | huge, 0.0, d)
         if self.with_args and store is not None and events is not None:
             texts = [None if a is None else json_text(a) for a in map(_GET_ARGS, events)]
             store.args.extend(t for t, k in zip(texts, keep.tolist(), strict=True) if k)

@@ -27,14 +27,19 @@ _BOOKKEEPING_NAME = re.compile(
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
+#: Largest rank a trace may name (a 32-bit MPI rank): beyond it, or below 0, ``distributedInfo.rank`` is no rank.
+MAX_RANK = (1 << 31) - 1
+
+
 def trace_rank(top: Mapping, path: Path) -> int | None:
-    """The rank of a trace: ``distributedInfo.rank``, else ``rank-N`` / ``rank_N`` in the file name."""
+    """The rank of a trace: ``distributedInfo.rank`` (from 0 to :data:`MAX_RANK`: a negative one ended the
+    long-events rule in an internal error), else ``rank-N`` / ``rank_N`` in the file name."""
     info = top.get("distributedInfo")
     if isinstance(info, dict):
         value = info.get("rank")
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK:
             return value
-        if isinstance(value, str) and value.isdigit():
+        if isinstance(value, str) and value.isdigit() and int(value) <= MAX_RANK:
             return int(value)
     match = _RANK_IN_NAME.search(path.name)
     return int(match.group(1)) if match else None
