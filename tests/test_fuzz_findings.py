@@ -61,6 +61,14 @@ def _commands(bundle: Path, out: Path) -> list[list[object]]:
     ]
 
 
+def _run_all(capsys: pytest.CaptureFixture, bundle: Path, tmp_path: Path) -> None:
+    """Every command of :func:`_commands` on ``bundle`` (outputs under ``tmp_path``), none failing inside."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    for args in _commands(bundle, out):
+        _run(capsys, *args)
+
+
 def test_bundle_with_a_tile_written_twice_is_read_with_a_warning(capsys, tmp_path):
     """tiles.parquet of mk2_training with two rows set to the same tile (2^31 - 1, as a fuzzed 'huge' value):
     summary, check, diff and query ended in 'internal error: InvalidIndexError: Reindexing only valid with
@@ -96,10 +104,7 @@ def test_bundle_without_variable_sizes_is_summarised(capsys, tmp_path):
     shutil.copytree(FIXTURES / "mk1_noexec.popprof", bundle)
     _rewrite(bundle / "liveness_variables.parquet", lambda table: table.drop_columns(["bytes"]))
     before = _digest(bundle)
-    out = tmp_path / "out"
-    out.mkdir()
-    for args in _commands(bundle, out):
-        _run(capsys, *args)
+    _run_all(capsys, bundle, tmp_path)
     assert _digest(bundle) == before
 
 
@@ -200,10 +205,7 @@ def test_bundle_runs_ending_before_they_start_and_negative_live_bytes(capsys, tm
     )
     assert all(step["dur_us"] > 0 for step in doc["iterations"]["steps"]), doc["iterations"]
     assert doc["memory"]["peak_not_always_live_bytes"] == max(v for v in live[50:] if v is not None)
-    out = tmp_path / "out"
-    out.mkdir()
-    for args in _commands(bundle, out):
-        _run(capsys, *args)
+    _run_all(capsys, bundle, tmp_path)
     assert _digest(bundle) == before
 
 
@@ -279,10 +281,7 @@ def test_bundle_with_an_impossible_clock(capsys, tmp_path, clock):
     doc, _ = _summary_doc(capsys, bundle, tmp_path / "s.json")
     assert doc["execution"]["total_time_us"] is None, doc["execution"]
     assert doc["execution"]["total_cycles"] > 0
-    out = tmp_path / "out"
-    out.mkdir()
-    for args in _commands(bundle, out):
-        _run(capsys, *args)
+    _run_all(capsys, bundle, tmp_path)
 
 
 def test_trace_with_its_device_events_written_twice_has_no_negative_idle(capsys, tmp_path):

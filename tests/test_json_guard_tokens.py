@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import one_error
+from json_walk import outside_strings
 
 from popprof.cli import main
 from popprof.io.bounded import JsonGuard
@@ -65,23 +66,6 @@ def _text(rng: random.Random, most: int = 700) -> bytes:
         text = json.dumps(value, **style).encode()
         if len(text) <= most:
             return text
-
-
-def _outside(text: bytes) -> list[int]:
-    """The indices of the bytes outside strings' content (the quotes included), by a plain walk."""
-    out, in_string, escaped = [], False, False
-    for i, b in enumerate(text):
-        if not in_string:
-            out.append(i)
-            in_string = b == ord('"')
-        elif escaped:
-            escaped = False
-        elif b == ord("\\"):
-            escaped = True
-        elif b == ord('"'):
-            in_string = False
-            out.append(i)
-    return out
 
 
 def _valid(text: bytes) -> bool:
@@ -148,13 +132,13 @@ def test_every_single_byte_flipped_or_lost_outside_strings(seed: int) -> None:
     for largest in (1, 3, 16, 4096):
         assert _refusal(text, rng, largest) is None
     refused = 0
-    for at in _outside(text):
+    for at in outside_strings(text):
         largest = rng.choice([3, 16, 64, 4096, 4096, 4096])
         refused += _check_damage(text, at, text[:at] + text[at + 1 :], rng, largest)
         for flip in rng.sample(FLIPS, 8):
             if flip != text[at]:
                 refused += _check_damage(text, at, text[:at] + bytes([flip]) + text[at + 1 :], rng, largest)
-    assert refused > len(_outside(text))
+    assert refused > len(outside_strings(text))
 
 
 REAL_SHAPED = [
@@ -172,7 +156,7 @@ def test_single_bytes_flipped_or_lost_in_real_traces(name: str) -> None:
     text = gzip.decompress(raw) if name.endswith(".gz") else raw
     rng = random.Random(name)
     assert _refusal(text, rng, 1 << 16) is None
-    for at in rng.sample(_outside(text), 150):
+    for at in rng.sample(outside_strings(text), 150):
         largest = rng.choice([1 << 10, 1 << 16])
         _check_damage(text, at, text[:at] + text[at + 1 :], rng, largest)
         for flip in rng.sample(FLIPS, 3):
@@ -240,7 +224,7 @@ def test_readers_that_parse_leave_the_check_off() -> None:
 
 def _second_digit_near(data: bytes, start: int) -> int:
     """The index of the second digit of the first member's number of two digits or more after ``start``."""
-    outside = set(_outside(data))
+    outside = set(outside_strings(data))
     return next(
         start + m.start(1)
         for m in re.finditer(rb":\s*-?[0-9]([0-9])", data[start:])
