@@ -121,7 +121,16 @@ def test_json_structure(bundles, capsys):
     assert data["schema"] == "popprof.findings/1" and data["fail_on"] == "error" and data["failed"] is True
     assert [p["profile"] for p in data["profiles"]] == ["oom", "trace"]
     oom = data["profiles"][0]
-    assert set(oom) == {"profile", "source", "worst", "counts", "findings", "not_evaluated", "passed", "limit"}
+    assert set(oom) == {
+        "profile",
+        "source",
+        "worst",
+        "counts",
+        "findings",
+        "not_evaluated",
+        "passed",
+        "limit",
+    }
     # the run's limit as summary states it (docs/figures.md): the trace's device events (an IPU's, read as a
     # .pvti device's) are 2 ms of compute 31 ms apart; the 29 ms between them, no device run submitted, is host
     trace = data["profiles"][1]["limit"]
