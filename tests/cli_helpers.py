@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,21 @@ def one_error(capsys: pytest.CaptureFixture, *args: object) -> str:
     lines = [line for line in err.strip().splitlines() if not line.startswith("popprof: warning:")]
     assert len(lines) == 1 and lines[0].startswith("popprof: error: "), err
     return lines[0]
+
+
+def redact_refusals(capsys: pytest.CaptureFixture, tmp_path: Path, data: bytes, at: int, flip: bytes):
+    """``data`` with its byte at ``at`` replaced by ``flip``, written to ``tmp_path/trace.json`` and redacted
+    with and without the scan: for each, the refusal's line (:func:`one_error`) and the byte of the file it
+    names, with nothing written and the input untouched."""
+    damaged = tmp_path / "trace.json"
+    flipped = data[:at] + flip + data[at + 1 :]
+    damaged.write_bytes(flipped)
+    out = tmp_path / "shared.json"
+    refusals = []
+    for scan in ([], ["--no-scan"]):
+        line = one_error(capsys, "redact", damaged, "-o", out, *scan)
+        byte = int(re.search(r"\(byte ([\d,]+) of the file\)", line)[1].replace(",", ""))
+        assert not out.exists() and not list(tmp_path.glob(".*"))
+        assert damaged.read_bytes() == flipped
+        refusals.append((line, byte))
+    return refusals
